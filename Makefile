@@ -1,0 +1,142 @@
+# sfl — sparse federated learning.  `make help` lists the targets.
+#
+#   make            build libsfl, programs (build/)
+#   make test       unit tests, unit tests again under ASan+UBSan, e2e tests
+#   make demo       a small federation run end to end
+#   make bench      micro and macro benchmarks (figures to stdout)
+#   make reproduce  the papers' experiments -> results/REPORT.md
+#   make install    PREFIX=/usr/local DESTDIR=
+#
+# V=1 shows full command lines. CROSS=aarch64-linux-gnu- cross-compiles.
+
+CROSS   ?=
+CC      := $(CROSS)gcc
+AR      := $(CROSS)ar
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BUILD   ?= build
+PYTHON  ?= /usr/bin/python3
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -MMD -MP \
+              -Ilibsfl/include -Ilibsfl/src $(CFLAGS)
+LDLIBS  := -lm
+
+ifeq ($(SAN),1)
+BUILD   := build/asan
+ALL_CFLAGS += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
+              -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# Debian packages (DESIGN.md section 2). Build needs the first list, tests the
+# second, `make reproduce` the third.
+BUILD_PKGS := build-essential pkg-config libprotobuf-c-dev protobuf-c-compiler \
+              libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev \
+              libinih-dev libopenblas-dev liblapacke-dev
+TEST_PKGS  := libcmocka-dev
+REPRO_PKGS := gnuplot-nox python3-sklearn
+
+LIB_SRC  := $(sort $(wildcard libsfl/src/*/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB      := $(BUILD)/libsfl.a
+
+SIM      := $(BUILD)/sfl-sim
+SIM_SRC  := $(sort $(wildcard sim/*.c))
+SIM_OBJ  := $(SIM_SRC:%.c=$(BUILD)/%.o)
+
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
+
+BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+PROGRAMS := $(if $(SIM_SRC),$(SIM))
+
+.PHONY: all deps deps-test deps-repro test unit unit-asan e2e demo bench \
+        reproduce install clean help
+.DEFAULT_GOAL := all
+
+all: deps $(LIB) $(PROGRAMS)
+
+help:
+	@sed -n '2,11p' Makefile | sed 's/^# \{0,1\}//'
+
+deps:
+	@./mk/deps.sh $(BUILD_PKGS)
+deps-test: deps
+	@./mk/deps.sh $(TEST_PKGS)
+deps-repro: deps
+	@./mk/deps.sh $(REPRO_PKGS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LIB): $(LIB_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(SIM): $(SIM_OBJ) $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(SIM_OBJ) $(LIB) -linih $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB) $(UNIT_HELPERS)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(UNIT_HELPERS) $(LIB) -lcmocka $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  BENCH   $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Unit suites, then the same suites under ASan+UBSan, then e2e.
+test: deps-test
+	$(Q)$(MAKE) --no-print-directory unit
+	$(Q)$(MAKE) --no-print-directory SAN=1 unit
+	$(Q)$(MAKE) --no-print-directory e2e
+
+unit: $(UNIT_BIN)
+	@fail=0; for t in $(UNIT_BIN); do \
+	    if ! SFL_TEST_DATA=../shared/data $$t >$$t.log 2>&1; then \
+	        echo "FAIL    $$t"; cat $$t.log; fail=1; \
+	    else echo "PASS    $$t"; fi; done; exit $$fail
+
+e2e: all
+	@fail=0; for t in tests/e2e/*.sh; do \
+	    [ -e "$$t" ] || continue; \
+	    if ! SFL_BIN=$(BUILD) timeout 600 sh $$t >$(BUILD)/$$(basename $$t).log 2>&1; then \
+	        echo "FAIL    $$t"; cat $(BUILD)/$$(basename $$t).log; fail=1; \
+	    else echo "PASS    $$t"; fi; done; exit $$fail
+
+demo: all
+	$(Q)./sim/demo.sh $(SIM)
+
+bench: all $(BENCH_BIN)
+	$(Q)./bench/run.sh $(BUILD)
+
+reproduce: all deps-repro
+	$(Q)./sim/reproduce.sh $(SIM)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
+	    $(DESTDIR)$(PREFIX)/include/sfl $(DESTDIR)$(PREFIX)/share/sfl/experiments
+	install -m 755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 libsfl/include/sfl/*.h $(DESTDIR)$(PREFIX)/include/sfl/
+	install -m 644 sim/experiments/*.ini $(DESTDIR)$(PREFIX)/share/sfl/experiments/
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(SIM_OBJ:.o=.d)

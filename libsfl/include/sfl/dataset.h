@@ -1,0 +1,57 @@
+/* A labelled dataset: features as CSR rows plus one target per row.
+ *
+ * Regression: y holds real targets and nclasses == 0.
+ * Classification: after sfl_dataset_encode_labels, y holds class ids
+ * 0..nclasses-1 (as doubles) and labels[c] the original label value of
+ * class c, ascending; binary problems have nclasses == 2 (class 1 is the
+ * larger original label, e.g. +1 of {-1,+1}). */
+#ifndef SFL_DATASET_H
+#define SFL_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sfl/csr.h"
+#include "sfl/error.h"
+#include "sfl/rng.h"
+
+typedef struct sfl_dataset {
+    sfl_csr_t *X;     /* owned */
+    double *y;        /* X->nrows targets, owned */
+    uint32_t nclasses;/* 0 = regression */
+    double *labels;   /* nclasses original label values, owned (NULL if 0) */
+} sfl_dataset_t;
+
+/* Takes X and y (both must come from the sfl allocator); returns owned. */
+int sfl_dataset_new(sfl_csr_t *X, double *y, sfl_dataset_t **out) SFL_MUST_CHECK;
+void sfl_dataset_free(sfl_dataset_t *ds);
+/* Maps distinct target values to class ids; fails with SFL_ELIMIT when there
+ * are more than max_classes distinct values (a regression file read as
+ * classification, say). */
+int sfl_dataset_encode_labels(sfl_dataset_t *ds, uint32_t max_classes) SFL_MUST_CHECK;
+/* New dataset of rows[0..n) (copies; label coding kept). */
+int sfl_dataset_subset(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t n,
+                       sfl_dataset_t **out) SFL_MUST_CHECK;
+/* Random split: a fraction test_frac of the rows (rounded down, at least one
+ * row stays in train) goes to *test, the rest to *train, each in original
+ * order. test_frac == 0 gives *test == NULL. */
+int sfl_dataset_split(const sfl_dataset_t *ds, double test_frac, sfl_rng_t *rng,
+                      sfl_dataset_t **train, sfl_dataset_t **test) SFL_MUST_CHECK;
+/* Limits every reader enforces before allocating. On malformed input a reader
+ * fails with SFL_EPARSE (or SFL_ELIMIT) and sets sfl_last_error() to
+ * "NAME:LINE:COL: what was wrong" (1-based). */
+typedef struct sfl_read_limits {
+    uint32_t max_rows;     /* default 10,000,000 */
+    uint32_t max_cols;     /* largest feature index / column count; default 1<<26 */
+    size_t max_nnz;        /* default 1<<31 */
+    size_t max_line;       /* bytes per line; default 64 MiB */
+} sfl_read_limits_t;
+
+/* Fills in the defaults above. */
+void sfl_read_limits_default(sfl_read_limits_t *lim);
+
+/* Widen (never narrow) the column count, e.g. so a test file that happens
+ * not to use the last feature matches its training file. */
+int sfl_dataset_set_ncols(sfl_dataset_t *ds, uint32_t ncols) SFL_MUST_CHECK;
+
+#endif

@@ -1,0 +1,50 @@
+/* sfl error codes: 0 is success, failures are negative. System errors pass
+ * through as -errno (like libuv); sfl's own codes live below -10000 so they
+ * never collide with an errno value. */
+#ifndef SFL_ERROR_H
+#define SFL_ERROR_H
+
+#if defined(__GNUC__)
+#define SFL_MUST_CHECK __attribute__((warn_unused_result))
+#define SFL_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define SFL_MUST_CHECK
+#define SFL_PRINTF(f, a)
+#endif
+
+/* X(name, value, message) */
+#define SFL_ERRNO_MAP(X)                                                       \
+    X(EINVAL, -10001, "invalid argument")                                      \
+    X(ENOMEM, -10002, "out of memory")                                         \
+    X(EPARSE, -10003, "malformed input")                                       \
+    X(ERANGE, -10004, "value out of range")                                    \
+    X(ELIMIT, -10005, "size limit exceeded")                                   \
+    X(EIO, -10006, "input/output error")                                       \
+    X(ENOTFOUND, -10007, "not found")                                          \
+    X(EEMPTY, -10008, "empty input")                                           \
+    X(EDIM, -10009, "dimension mismatch")                                      \
+    X(ENUMERIC, -10010, "non-finite value")                                    \
+    X(ETRUNC, -10011, "truncated input")                                       \
+    X(EUNSUP, -10012, "not supported")
+
+typedef enum {
+#define SFL_ERR_ENUM(name, val, msg) SFL_##name = (val),
+    SFL_ERRNO_MAP(SFL_ERR_ENUM)
+#undef SFL_ERR_ENUM
+} sfl_errno_t;
+
+/* Static description of an error code (sfl or -errno). Never NULL. */
+const char *sfl_strerror(int err);
+
+/* Detail of the most recent failure in this thread, e.g.
+ * "data.svm:12:7: expected ':' after index". Empty string when none was set.
+ * Functions that fail with a cause worth naming (a file position, a bad
+ * parameter) set it; callers print it next to sfl_strerror(). */
+const char *sfl_last_error(void);
+
+/* Library-internal: record the detail for the current failure; returns err so
+ * callers can write `return sfl__fail(SFL_EPARSE, "...")`. */
+int sfl__fail(int err, const char *fmt, ...) SFL_PRINTF(2, 3);
+void sfl__clear_error(void);
+
+#endif

@@ -1,0 +1,46 @@
+/* Losses over minibatches of CSR rows, behind one table.
+ *
+ * The model x is dense float64 of length loss->dim(ncols, nclasses):
+ *   lsq, logistic: ncols weights (no intercept, as in the papers);
+ *   softmax:       nclasses blocks of ncols, block r = class r's weights
+ *                  (so per-class hard thresholding is sfl_ht_block).
+ * All objectives are averages over the rows of the batch plus lambda/2 ||x||^2:
+ *   lsq       l = (z'x - y)^2                  (seed 000 supplementary, no 1/2)
+ *   logistic  l = log(1 + e^m) - y m, m = z'x  (y in {0,1} class ids)
+ *   softmax   l = -log softmax(X z)_y          (y in 0..nclasses-1) */
+#ifndef SFL_LOSS_H
+#define SFL_LOSS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sfl/dataset.h"
+
+#define SFL_LOSS_MAX_CLASSES 256
+
+typedef struct sfl_loss {
+    const char *name;
+    /* 1 if targets are class ids (accuracy is meaningful). */
+    int classification;
+    /* Model length for a dataset with ncols features and nclasses classes. */
+    size_t (*dim)(uint32_t ncols, uint32_t nclasses);
+    /* Returns f over rows[0..nrows) of ds (rows == NULL: all rows, nrows
+     * ignored). If grad != NULL it is overwritten with the gradient (dim
+     * entries). Allocates nothing. An empty batch gives 0 (and grad =
+     * lambda x). */
+    double (*eval)(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
+                   const double *x, double lambda, double *grad);
+    /* Prediction for row i: the value (regression) or the class id. */
+    double (*predict)(const sfl_dataset_t *ds, uint32_t i, const double *x);
+} sfl_loss_t;
+
+extern const sfl_loss_t sfl_loss_lsq;
+extern const sfl_loss_t sfl_loss_logistic;
+extern const sfl_loss_t sfl_loss_softmax;
+
+/* "lsq", "logistic" or "softmax"; NULL if unknown. */
+const sfl_loss_t *sfl_loss_find(const char *name);
+/* Fraction of rows whose predicted class equals y (classification losses). */
+double sfl_loss_accuracy(const sfl_loss_t *loss, const sfl_dataset_t *ds, const double *x);
+
+#endif

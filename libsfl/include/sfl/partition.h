@@ -1,0 +1,45 @@
+/* Splitting one dataset's rows among clients (non-IID federations). */
+#ifndef SFL_PARTITION_H
+#define SFL_PARTITION_H
+
+#include <stdint.h>
+
+#include "sfl/csr.h"
+#include "sfl/error.h"
+#include "sfl/rng.h"
+
+/* Client c owns rows[offset[c] .. offset[c+1]), ascending. */
+typedef struct sfl_partition {
+    uint32_t nclients;
+    uint32_t *offset; /* nclients + 1 */
+    uint32_t *rows;   /* offset[nclients] row ids */
+} sfl_partition_t;
+
+void sfl_partition_free(sfl_partition_t *p);
+
+/* IID: a uniform shuffle cut into nclients near-equal parts. */
+int sfl_partition_iid(uint32_t nrows, uint32_t nclients, sfl_rng_t *rng,
+                      sfl_partition_t **out) SFL_MUST_CHECK;
+
+/* Group skew (001 Sec. 5.2): the rows of each group (class label or cluster
+ * id, group[i] in [0, ngroups)) are shuffled and cut into nparts equal parts;
+ * each client takes one part from each of per_client distinct groups, chosen
+ * at random among the groups with parts left. Requires
+ * nclients * per_client <= ngroups * nparts; otherwise SFL_EINVAL. */
+int sfl_partition_group_skew(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
+                             uint32_t nclients, uint32_t nparts, uint32_t per_client,
+                             sfl_rng_t *rng, sfl_partition_t **out) SFL_MUST_CHECK;
+
+/* Dirichlet(alpha) label skew: for each class, proportions over clients are
+ * drawn from Dir(alpha) and the class's shuffled rows cut accordingly. */
+int sfl_partition_dirichlet(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
+                            uint32_t nclients, double alpha, sfl_rng_t *rng,
+                            sfl_partition_t **out) SFL_MUST_CHECK;
+
+/* k-means (k-means++ seeding, Lloyd iterations until no row moves or
+ * max_iter) on the rows of X; cluster[i] receives the cluster id of row i.
+ * Deterministic for a given rng state. */
+int sfl_kmeans(const sfl_csr_t *X, uint32_t k, uint32_t max_iter, sfl_rng_t *rng,
+               uint32_t *cluster) SFL_MUST_CHECK;
+
+#endif

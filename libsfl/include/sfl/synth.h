@@ -1,0 +1,62 @@
+/* Synthetic federations with known structure.
+ *
+ * SFL_SYNTH_SIM1 / SIM2: Simulation I (linear) and II (logistic) of Tong et
+ *   al. (seeds 000 Sec. V-A, 001 Sec. 5.1). Client i has its own model x_i:
+ *   the first s (paper: 100) entries ~ N(u_i, 1), the rest 0, u_i ~ N(0.1,
+ *   alpha); features z ~ N(v_i, Sigma), Sigma = diag(1/j^1.2) (j 1-based),
+ *   v_i entries ~ N(B_i, 1), B_i ~ N(0, beta); noise b ~ N(u_i, 1).
+ *   SIM1: y = z'x_i + b. SIM2: y' = sigmoid(z'x_i + b); the top 10% of a
+ *   client's y' get label 1, the rest 0 (the paper: top 100 of 1000).
+ *   No single truth: support = the first s coordinates, truth = NULL.
+ * SFL_SYNTH_SPARSE: one s-sparse truth x* (support uniform, values N(0,1)),
+ *   z ~ N(0, I), y = z'x* + N(0, noise^2); IID across clients; truth known.
+ * SFL_SYNTH_FEDPROX: synthetic(alpha, beta) of Li et al. (FedProx): d = 60
+ *   (unless set), 10 classes, W_i, b_i ~ N(u_i, 1), u_i ~ N(0, alpha),
+ *   z ~ N(v_i, Sigma) as above, y = argmax softmax(W_i z + b_i); client
+ *   sizes log-normal (mean log 4, sd 2) + 50, capped at n_per_client * 10.
+ *   No truth, no support. */
+#ifndef SFL_SYNTH_H
+#define SFL_SYNTH_H
+
+#include <stdint.h>
+
+#include "sfl/dataset.h"
+#include "sfl/error.h"
+
+typedef enum {
+    SFL_SYNTH_SIM1 = 1,
+    SFL_SYNTH_SIM2,
+    SFL_SYNTH_SPARSE,
+    SFL_SYNTH_FEDPROX
+} sfl_synth_kind_t;
+
+typedef struct sfl_synth_params {
+    sfl_synth_kind_t kind;
+    uint32_t nclients;     /* default 100 */
+    uint32_t n_per_client; /* default 100 */
+    uint32_t dim;          /* default 1000 (60 for FEDPROX) */
+    uint32_t s;            /* nonzeros of each model; default 100 (SPARSE: 20) */
+    double alpha;          /* default 0.1 */
+    double beta;           /* default 0.1 */
+    double noise;          /* SPARSE only: noise sd, default 0 */
+    uint64_t seed;
+} sfl_synth_params_t;
+
+typedef struct sfl_synth {
+    uint32_t nclients;
+    sfl_dataset_t **clients; /* nclients datasets, owned */
+    uint32_t dim;
+    double *truth;           /* dim entries, or NULL when not known */
+    uint32_t *support;       /* nsupport sorted indices, or NULL */
+    uint32_t nsupport;
+} sfl_synth_t;
+
+/* Fills defaults for kind (seed 0). */
+void sfl_synth_params_default(sfl_synth_params_t *p, sfl_synth_kind_t kind);
+/* Generates the federation; deterministic in p (client i's data depends only
+ * on seed and i). Invalid sizes (0 clients, s > dim, negative variances)
+ * fail with SFL_EINVAL and a detail. Returns owned (sfl_synth_free). */
+int sfl_synth_generate(const sfl_synth_params_t *p, sfl_synth_t **out) SFL_MUST_CHECK;
+void sfl_synth_free(sfl_synth_t *s);
+
+#endif

@@ -1,0 +1,76 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "failalloc.h"
+#include "sfl/alloc.h"
+#include "sfl/error.h"
+
+static int calls;
+
+static void *count_malloc(size_t n)
+{
+    calls++;
+    return malloc(n);
+}
+
+static void *count_realloc(void *p, size_t n)
+{
+    calls++;
+    return realloc(p, n);
+}
+
+static void test_alloc_replace(void **state)
+{
+    (void)state;
+    assert_int_equal(sfl_replace_allocator(count_malloc, NULL, free), SFL_EINVAL);
+    assert_int_equal(sfl_replace_allocator(count_malloc, count_realloc, free), 0);
+    void *p = sfl__malloc(16);
+    p = sfl__reallocarray(p, 4, 8);
+    assert_non_null(p);
+    sfl__free(p);
+    assert_int_equal(calls, 2);
+    assert_int_equal(sfl_replace_allocator(NULL, NULL, NULL), 0);
+}
+
+static void test_alloc_overflow(void **state)
+{
+    (void)state;
+    assert_null(sfl__mallocarray(SIZE_MAX / 2, 4));
+    assert_null(sfl__calloc(SIZE_MAX / 8 + 1, 8));
+    assert_null(sfl__reallocarray(NULL, SIZE_MAX, 2));
+    sfl__free(NULL); /* no-op */
+    unsigned char *z = sfl__calloc(8, 4);
+    assert_non_null(z);
+    for (int i = 0; i < 32; i++)
+        assert_int_equal(z[i], 0);
+    sfl__free(z);
+}
+
+static void test_alloc_failalloc(void **state)
+{
+    (void)state;
+    failalloc_install();
+    failalloc_arm(1);
+    void *a = sfl__malloc(8);
+    void *b = sfl__malloc(8);
+    assert_non_null(a);
+    assert_null(b);
+    assert_int_equal(failalloc_count(), 2);
+    sfl__free(a);
+    failalloc_uninstall();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_alloc_replace),
+        cmocka_unit_test(test_alloc_overflow),
+        cmocka_unit_test(test_alloc_failalloc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

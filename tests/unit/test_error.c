@@ -1,0 +1,45 @@
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sfl/error.h"
+
+static void test_error_strerror_codes(void **state)
+{
+    (void)state;
+    assert_string_equal(sfl_strerror(0), "success");
+    assert_string_equal(sfl_strerror(SFL_EPARSE), "malformed input");
+    assert_string_equal(sfl_strerror(SFL_ENOMEM), "out of memory");
+    /* -errno passes through to the system's text. */
+    assert_string_equal(sfl_strerror(-ENOENT), strerror(ENOENT));
+    assert_string_equal(sfl_strerror(-99999), "unknown error");
+    assert_string_equal(sfl_strerror(5), "unknown error");
+}
+
+static void test_error_detail(void **state)
+{
+    (void)state;
+    sfl__clear_error();
+    assert_string_equal(sfl_last_error(), "");
+    assert_int_equal(sfl__fail(SFL_EINVAL, "tau %d > d %d", 5, 3), SFL_EINVAL);
+    assert_string_equal(sfl_last_error(), "tau 5 > d 3");
+    /* Over-long details are truncated, never overflow. */
+    char big[2000];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    (void)sfl__fail(SFL_EINVAL, "%s", big);
+    assert_true(strlen(sfl_last_error()) < 600);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_strerror_codes),
+        cmocka_unit_test(test_error_detail),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
