@@ -22,7 +22,8 @@ typedef struct sfl_dataset {
     double *labels;   /* nclasses original label values, owned (NULL if 0) */
 } sfl_dataset_t;
 
-/* Takes X and y (both must come from the sfl allocator); returns owned. */
+/* Takes X and y (both must come from the sfl allocator), even on failure;
+ * returns owned. Fails on an invalid X or a non-finite target. */
 int sfl_dataset_new(sfl_csr_t *X, double *y, sfl_dataset_t **out) SFL_MUST_CHECK;
 void sfl_dataset_free(sfl_dataset_t *ds);
 /* Maps distinct target values to class ids; fails with SFL_ELIMIT when there

@@ -22,7 +22,9 @@ typedef struct sfl_loss {
     const char *name;
     /* 1 if targets are class ids (accuracy is meaningful). */
     int classification;
-    /* Model length for a dataset with ncols features and nclasses classes. */
+    /* Model length for a dataset with ncols features and nclasses classes;
+     * 0 when the loss cannot model it (softmax: nclasses outside
+     * [2, SFL_LOSS_MAX_CLASSES]) -- callers check before eval. */
     size_t (*dim)(uint32_t ncols, uint32_t nclasses);
     /* Returns f over rows[0..nrows) of ds (rows == NULL: all rows, nrows
      * ignored). If grad != NULL it is overwritten with the gradient (dim
@@ -30,6 +32,13 @@ typedef struct sfl_loss {
      * lambda x). */
     double (*eval)(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
                    const double *x, double lambda, double *grad);
+    /* The gradient alone, for training: grad (not NULL) is overwritten with
+     * exactly the dim values eval writes for the same arguments, bit for
+     * bit, but f is not computed (logistic: one exp per row, no log1p;
+     * softmax: the probabilities, no log). Same batch semantics as eval;
+     * allocates nothing. */
+    void (*grad)(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
+                 const double *x, double lambda, double *grad);
     /* Prediction for row i: the value (regression) or the class id. */
     double (*predict)(const sfl_dataset_t *ds, uint32_t i, const double *x);
 } sfl_loss_t;
@@ -40,7 +49,8 @@ extern const sfl_loss_t sfl_loss_softmax;
 
 /* "lsq", "logistic" or "softmax"; NULL if unknown. */
 const sfl_loss_t *sfl_loss_find(const char *name);
-/* Fraction of rows whose predicted class equals y (classification losses). */
+/* Fraction of rows whose predicted class equals y (classification losses);
+ * NaN for a regression loss or a dataset without rows. */
 double sfl_loss_accuracy(const sfl_loss_t *loss, const sfl_dataset_t *ds, const double *x);
 
 #endif

@@ -24,7 +24,9 @@ int sfl_partition_iid(uint32_t nrows, uint32_t nclients, sfl_rng_t *rng,
 /* Group skew (001 Sec. 5.2): the rows of each group (class label or cluster
  * id, group[i] in [0, ngroups)) are shuffled and cut into nparts equal parts;
  * each client takes one part from each of per_client distinct groups, chosen
- * at random among the groups with parts left. Requires
+ * at random among the groups with parts left (restricted, when needed, so
+ * that no later client is left without per_client distinct groups). Unused
+ * parts are left out. Requires per_client <= ngroups and
  * nclients * per_client <= ngroups * nparts; otherwise SFL_EINVAL. */
 int sfl_partition_group_skew(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
                              uint32_t nclients, uint32_t nparts, uint32_t per_client,
@@ -38,7 +40,7 @@ int sfl_partition_dirichlet(const uint32_t *group, uint32_t nrows, uint32_t ngro
 
 /* k-means (k-means++ seeding, Lloyd iterations until no row moves or
  * max_iter) on the rows of X; cluster[i] receives the cluster id of row i.
- * Deterministic for a given rng state. */
+ * Requires 1 <= k <= X->nrows. Deterministic for a given rng state. */
 int sfl_kmeans(const sfl_csr_t *X, uint32_t k, uint32_t max_iter, sfl_rng_t *rng,
                uint32_t *cluster) SFL_MUST_CHECK;
 

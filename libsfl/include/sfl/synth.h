@@ -14,7 +14,8 @@
  *   (unless set), 10 classes, W_i, b_i ~ N(u_i, 1), u_i ~ N(0, alpha),
  *   z ~ N(v_i, Sigma) as above, y = argmax softmax(W_i z + b_i); client
  *   sizes log-normal (mean log 4, sd 2) + 50, capped at n_per_client * 10.
- *   No truth, no support. */
+ *   No truth, no support; s is unused.
+ * N(m, v) names a variance v throughout (alpha, beta are variances). */
 #ifndef SFL_SYNTH_H
 #define SFL_SYNTH_H
 

@@ -1,0 +1,23 @@
+/* Distributed-IHT (seed 000, supplementary Alg. 3): the baseline that
+ * communicates after every local step: one minibatch SGD step per round, the
+ * server averages and hard-thresholds. K is ignored (always 1). */
+#include "sfl/algo.h"
+
+static int diht_client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                              const double *global, const sfl_dataset_t *local,
+                              void *client_state, sfl_rng_t *rng, sfl_algo_ws_t *ws,
+                              sfl_spvec_t *update)
+{
+    (void)client_state;
+    return sfl_algo_sgd_update(p, prob, global, local, rng, ws, 1, 0.0, 0, update);
+}
+
+const sfl_algo_t sfl_algo_diht = {
+    .name = "diht",
+    .summary = "Distributed-IHT: one SGD step per round, server averages and thresholds",
+    .sparse = 1,
+    .client_update = diht_client_update,
+    .aggregate_begin = sfl_agg_avg_begin,
+    .aggregate_add = sfl_agg_avg_add,
+    .aggregate_end = sfl_agg_avg_end_ht,
+};

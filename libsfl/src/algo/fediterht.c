@@ -1,0 +1,22 @@
+/* FedIter-HT (seed 000, Alg. 2): every local step is an SGD step followed by
+ * H_tau, so the upload is tau-sparse too; the server averages and thresholds. */
+#include "sfl/algo.h"
+
+static int fediterht_client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                                   const double *global, const sfl_dataset_t *local,
+                                   void *client_state, sfl_rng_t *rng, sfl_algo_ws_t *ws,
+                                   sfl_spvec_t *update)
+{
+    (void)client_state;
+    return sfl_algo_sgd_update(p, prob, global, local, rng, ws, 0, 0.0, 1, update);
+}
+
+const sfl_algo_t sfl_algo_fediterht = {
+    .name = "fediterht",
+    .summary = "FedIter-HT: local SGD + hard thresholding each step, sparse uploads",
+    .sparse = 1,
+    .client_update = fediterht_client_update,
+    .aggregate_begin = sfl_agg_avg_begin,
+    .aggregate_add = sfl_agg_avg_add,
+    .aggregate_end = sfl_agg_avg_end_ht,
+};

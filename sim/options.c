@@ -1,0 +1,306 @@
+/* sfl-sim flags and config files: one table drives getopt_long, the INI
+ * reader (keys are the long flag names, in section [sim]) and --help. */
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfl/algo.h"
+#include "sim.h"
+
+typedef enum { T_STR, T_U32, T_U64, T_DBL, T_FLAG } opt_type_t;
+
+typedef struct opt {
+    const char *name;
+    opt_type_t type;
+    size_t off;
+    int id; /* SIM_OPT_* or -1 */
+    const char *arg;
+    const char *help;
+} opt_t;
+
+#define O(f) offsetof(sim_cfg_t, f)
+static const opt_t opts[] = {
+    {"algo", T_STR, O(algo), -1, "NAME", "algorithm (see below); default fediterht"},
+    {"data", T_STR, O(data), -1, "SPEC",
+     "synth:sim1|sim2|sparse|fedprox, libsvm:FILE or csv:FILE; default synth:sim1"},
+    {"partition", T_STR, O(partition), SIM_OPT_PARTITION, "P",
+     "file data: iid, label, dirichlet:ALPHA or kmeans:K (default iid)"},
+    {"test", T_STR, O(test), -1, "FILE", "held-out file in the format of --data"},
+    {"test-frac", T_DBL, O(test_frac), SIM_OPT_TEST_FRAC, "F",
+     "fraction held out for test_accuracy (default 0.2 for files, 0 for synth)"},
+    {"loss", T_STR, O(loss), -1, "L", "lsq, logistic or softmax (default: from the labels)"},
+    {"clients", T_U32, O(clients), SIM_OPT_CLIENTS, "N", "number of clients (default 100)"},
+    {"rounds", T_U32, O(rounds), -1, "T", "communication rounds (default 100)"},
+    {"tau", T_U32, O(tau), SIM_OPT_TAU, "TAU", "sparsity level, per class for softmax (default 200)"},
+    {"local-steps", T_U32, O(local_steps), SIM_OPT_K, "K",
+     "local iterations per round (default: paper grid best, else 5)"},
+    {"lr", T_DBL, O(lr), SIM_OPT_LR, "GAMMA", "step size (default: paper grid best, else 0.01)"},
+    {"batch", T_U32, O(batch), -1, "B", "minibatch size (default 10)"},
+    {"lambda", T_DBL, O(lambda), SIM_OPT_LAMBDA, "L",
+     "l2 weight (default 0 for lsq, 1e-4 for classification)"},
+    {"mu", T_DBL, O(mu), -1, "MU", "FedProx proximal weight (default 0.01)"},
+    {"seed", T_U64, O(seed), -1, "S", "seed of every random draw (default 1)"},
+    {"alpha", T_DBL, O(alpha), SIM_OPT_ALPHA, "A", "synth: model heterogeneity (default 0.1)"},
+    {"beta", T_DBL, O(beta), SIM_OPT_BETA, "B", "synth: data heterogeneity (default 0.1)"},
+    {"dim", T_U32, O(dim), SIM_OPT_DIM, "D", "synth: dimension (default 1000; fedprox 60)"},
+    {"samples", T_U32, O(samples), SIM_OPT_SAMPLES, "N", "synth: samples per client (default 100)"},
+    {"support", T_U32, O(support), SIM_OPT_SUPPORT, "S",
+     "synth: nonzeros of the true model (default 100; sparse 20)"},
+    {"noise", T_DBL, O(noise), SIM_OPT_NOISE, "SIGMA", "synth:sparse noise sd (default 0)"},
+    {"parts", T_U32, O(parts), -1, "P", "label/kmeans partition: parts per group (default 20)"},
+    {"kmeans-iter", T_U32, O(kmeans_iter), -1, "I", "k-means iterations (default 50)"},
+    {"encoding", T_STR, O(encoding), -1, "E",
+     "values on the wire: f64, f32 or q8 (default f64); lossy ones are applied"},
+    {"output", T_STR, O(output), -1, "FILE", "write the CSV here instead of stdout"},
+    {"plot", T_STR, O(plot), -1, "PNG", "draw objective vs rounds with gnuplot"},
+    {"no-wall-clock", T_FLAG, O(no_wall_clock), -1, NULL,
+     "write wall_ms as 0 so runs compare byte for byte"},
+    {"quiet", T_FLAG, O(quiet), -1, NULL, "no progress line, no summary"},
+};
+#undef O
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sfl-sim [--config FILE] [OPTIONS]\n"
+               "Runs a federated algorithm over virtual clients in one process and\n"
+               "writes one CSV row per round to stdout (messages go to stderr).\n\n"
+               "  --config FILE        INI file; keys are option names in section [sim];\n"
+               "                       flags given on the command line win\n");
+    for (size_t i = 0; i < NOPTS; i++) {
+        char lhs[40];
+
+        snprintf(lhs, sizeof(lhs), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
+                 opts[i].arg ? opts[i].arg : "");
+        fprintf(f, "  %-20s %s\n", lhs, opts[i].help);
+    }
+    fprintf(f, "  -h, --help           this text\n\nalgorithms:\n");
+    for (const sfl_algo_t *const *a = sfl_algo_list(); *a; a++)
+        fprintf(f, "  %-12s %s\n", (*a)->name, (*a)->summary);
+    fprintf(f, "\nCSV columns: round, objective, rel_error (truth known), support_precision,\n"
+               "support_recall (support known), test_accuracy (classification with a test\n"
+               "set), nnz, bytes_up, bytes_down, wall_ms.\n");
+}
+
+static int set_opt(sim_cfg_t *cfg, const opt_t *o, const char *val, const char *where)
+{
+    void *p = (char *)cfg + o->off;
+    char *end;
+
+    errno = 0;
+    switch (o->type) {
+    case T_STR: {
+        char *s = strdup(val);
+
+        if (s == NULL)
+            return -1;
+        free(*(char **)p);
+        *(char **)p = s;
+        break;
+    }
+    case T_U32:
+    case T_U64: {
+        if (*val == '-' || *val == '\0')
+            goto bad;
+        unsigned long long v = strtoull(val, &end, 10);
+
+        if (*end != '\0' || errno || (o->type == T_U32 && v > UINT32_MAX))
+            goto bad;
+        if (o->type == T_U32)
+            *(uint32_t *)p = (uint32_t)v;
+        else
+            *(uint64_t *)p = v;
+        break;
+    }
+    case T_DBL: {
+        double v = strtod(val, &end);
+
+        if (end == val || *end != '\0' || errno || !isfinite(v))
+            goto bad;
+        *(double *)p = v;
+        break;
+    }
+    case T_FLAG:
+        if (val && strcmp(val, "1") && strcmp(val, "true") && strcmp(val, "yes") &&
+            strcmp(val, "0") && strcmp(val, "false") && strcmp(val, "no"))
+            goto bad;
+        *(int *)p = val == NULL || strchr("1ty", val[0]) != NULL;
+        break;
+    }
+    if (o->id >= 0)
+        cfg->given[o->id] = 1;
+    return 0;
+bad:
+    fprintf(stderr, "sfl-sim: error: %s: invalid value '%s' for %s\n", where, val, o->name);
+    return -1;
+}
+
+static const opt_t *find_opt(const char *name)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+typedef struct ini_ctx {
+    sim_cfg_t *cfg;
+    const char *path;
+    int failed;
+} ini_ctx_t;
+
+static int ini_set(void *user, const char *section, const char *name, const char *value)
+{
+    ini_ctx_t *c = user;
+    const opt_t *o;
+
+    if (c->failed)
+        return 0;
+    if (strcmp(section, "sim") != 0) {
+        fprintf(stderr, "sfl-sim: error: %s: unknown section [%s] (expected [sim])\n", c->path,
+                section);
+        c->failed = 1;
+        return 0;
+    }
+    o = find_opt(name);
+    if (o == NULL) {
+        fprintf(stderr, "sfl-sim: error: %s: unknown key '%s'\n", c->path, name);
+        c->failed = 1;
+        return 0;
+    }
+    if (set_opt(c->cfg, o, value, c->path) < 0) {
+        c->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+static void defaults(sim_cfg_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->algo = strdup("fediterht");
+    cfg->data = strdup("synth:sim1");
+    cfg->partition = strdup("iid");
+    cfg->encoding = strdup("f64");
+    cfg->clients = 100;
+    cfg->rounds = 100;
+    cfg->tau = 200;
+    cfg->local_steps = 5;
+    cfg->lr = 0.01;
+    cfg->batch = 10;
+    cfg->mu = 0.01;
+    cfg->seed = 1;
+    cfg->alpha = 0.1;
+    cfg->beta = 0.1;
+    cfg->dim = 1000;
+    cfg->samples = 100;
+    cfg->support = 100;
+    cfg->parts = 20;
+    cfg->kmeans_iter = 50;
+}
+
+int sim_options(int argc, char **argv, sim_cfg_t *cfg)
+{
+    struct option lo[NOPTS + 3];
+    const char *config = NULL;
+    int c;
+
+    defaults(cfg);
+    for (size_t i = 0; i < NOPTS; i++)
+        lo[i] = (struct option){opts[i].name, opts[i].type == T_FLAG ? no_argument
+                                                                       : required_argument,
+                                NULL, (int)(256 + i)};
+    lo[NOPTS] = (struct option){"config", required_argument, NULL, 'c'};
+    lo[NOPTS + 1] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[NOPTS + 2] = (struct option){NULL, 0, NULL, 0};
+
+    /* Pass 1: --help and --config only, so flags override the file. */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "hc:", lo, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            exit(0);
+        }
+        if (c == 'c')
+            config = optarg;
+    }
+    if (config) {
+        ini_ctx_t ctx = {cfg, config, 0};
+        int line = ini_parse(config, ini_set, &ctx);
+
+        if (line < 0) {
+            fprintf(stderr, "sfl-sim: error: cannot read config %s: %s\n", config,
+                    strerror(errno ? errno : ENOENT));
+            return -1;
+        }
+        if (ctx.failed)
+            return -1;
+        if (line > 0) {
+            fprintf(stderr, "sfl-sim: error: %s:%d: malformed line\n", config, line);
+            return -1;
+        }
+    }
+    /* Pass 2: everything else. */
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hc:", lo, NULL)) != -1) {
+        if (c == 'c' || c == 'h')
+            continue;
+        if (c == '?') {
+            fprintf(stderr, "sfl-sim: error: unknown option '%s' (see --help)\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+        if (c == ':') {
+            fprintf(stderr, "sfl-sim: error: option '%s' needs a value\n", argv[optind - 1]);
+            return -1;
+        }
+        if (set_opt(cfg, &opts[c - 256], optarg, "command line") < 0)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sfl-sim: error: unexpected argument '%s' (see --help)\n",
+                argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+void sim_cfg_free(sim_cfg_t *cfg)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (opts[i].type == T_STR) {
+            char **p = (char **)((char *)cfg + opts[i].off);
+
+            free(*p);
+            *p = NULL;
+        }
+}
+
+typedef struct paper_default {
+    const char *preset, *algo;
+    double lr;
+    uint32_t k;
+} paper_default_t;
+
+/* Generated by sim/tune.sh (see docs/algorithms.md). */
+static const paper_default_t paper_defaults[] = {
+#include "defaults.inc"
+    {NULL, NULL, 0, 0},
+};
+
+int sim_paper_defaults(const char *preset, const char *algo, double *lr, uint32_t *k)
+{
+    for (const paper_default_t *d = paper_defaults; d->preset; d++)
+        if (strcmp(d->preset, preset) == 0 && strcmp(d->algo, algo) == 0) {
+            *lr = d->lr;
+            *k = d->k;
+            return 1;
+        }
+    return 0;
+}

@@ -1,0 +1,612 @@
+/* sfl-sim: the in-process driver of the algorithm table. Virtual clients
+ * train one after another and their updates stream into the aggregator in
+ * client order, so a run is a pure function of its flags and seed. Updates
+ * and the broadcast model pass through the wire codec, so byte counts and
+ * lossy encodings are exactly what the network would see. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sfl/algo.h"
+#include "sfl/csv.h"
+#include "sfl/eval.h"
+#include "sfl/libsvm.h"
+#include "sfl/partition.h"
+#include "sfl/spcodec.h"
+#include "sfl/synth.h"
+#include "sim.h"
+
+/* The federation the driver runs on. */
+typedef struct fed {
+    uint32_t nclients;
+    sfl_dataset_t **train; /* per client */
+    int train_owned;       /* 0: borrowed from synth */
+    sfl_dataset_t **test;  /* per client (synth) or test[0] only (files); may be NULL */
+    uint32_t ntest;
+    double *weight;        /* p_i, proportional to local sample counts */
+    uint32_t ncols, nclasses;
+    const sfl_loss_t *loss;
+    const double *truth;   /* or NULL */
+    const uint32_t *support;
+    uint32_t nsupport;
+    sfl_synth_t *synth;    /* owned, when synthetic */
+    char preset[64];       /* key of the paper-default table */
+} fed_t;
+
+static void die(const char *what, int rc)
+{
+    const char *detail = sfl_last_error();
+
+    fprintf(stderr, "sfl-sim: error: %s: %s%s%s\n", what, sfl_strerror(rc),
+            detail[0] ? ": " : "", detail);
+    exit(1);
+}
+
+static void usage_error(const char *msg, const char *arg)
+{
+    fprintf(stderr, "sfl-sim: error: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    exit(2);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+
+    if (p == NULL)
+        die("memory", SFL_ENOMEM);
+    return p;
+}
+
+static void fed_free(fed_t *f)
+{
+    for (uint32_t i = 0; f->train && f->train_owned && i < f->nclients; i++)
+        sfl_dataset_free(f->train[i]);
+    for (uint32_t i = 0; f->test && i < f->ntest; i++)
+        sfl_dataset_free(f->test[i]);
+    free(f->train);
+    free(f->test);
+    free(f->weight);
+    sfl_synth_free(f->synth);
+}
+
+static const struct {
+    const char *name;
+    sfl_synth_kind_t kind;
+} synth_kinds[] = {
+    {"sim1", SFL_SYNTH_SIM1},
+    {"sim2", SFL_SYNTH_SIM2},
+    {"sparse", SFL_SYNTH_SPARSE},
+    {"fedprox", SFL_SYNTH_FEDPROX},
+};
+
+static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
+{
+    sfl_synth_params_t p;
+    size_t i;
+    int rc;
+
+    for (i = 0; i < sizeof(synth_kinds) / sizeof(synth_kinds[0]); i++)
+        if (strcmp(kind, synth_kinds[i].name) == 0)
+            break;
+    if (i == sizeof(synth_kinds) / sizeof(synth_kinds[0]))
+        usage_error("unknown synthetic data (sim1, sim2, sparse, fedprox)", kind);
+    if (cfg->given[SIM_OPT_PARTITION])
+        usage_error("--partition applies to file data; synthetic federations are "
+                    "generated per client", NULL);
+    sfl_synth_params_default(&p, synth_kinds[i].kind);
+    p.nclients = cfg->clients;
+    p.seed = cfg->seed;
+    if (cfg->given[SIM_OPT_SAMPLES])
+        p.n_per_client = cfg->samples;
+    if (cfg->given[SIM_OPT_DIM])
+        p.dim = cfg->dim;
+    if (cfg->given[SIM_OPT_SUPPORT])
+        p.s = cfg->support;
+    if (cfg->given[SIM_OPT_ALPHA])
+        p.alpha = cfg->alpha;
+    if (cfg->given[SIM_OPT_BETA])
+        p.beta = cfg->beta;
+    if (cfg->given[SIM_OPT_NOISE])
+        p.noise = cfg->noise;
+    rc = sfl_synth_generate(&p, &f->synth);
+    if (rc < 0)
+        die("synthetic data", rc);
+    f->nclients = f->synth->nclients;
+    f->train = xcalloc(f->nclients, sizeof(*f->train));
+    f->ncols = f->synth->clients[0]->X->ncols;
+    f->nclasses = f->synth->clients[0]->nclasses;
+    f->truth = f->synth->truth;
+    f->support = f->synth->support;
+    f->nsupport = f->synth->nsupport;
+    snprintf(f->preset, sizeof(f->preset), "%s", kind);
+    f->loss = f->nclasses == 0 ? &sfl_loss_lsq
+              : f->nclasses == 2 ? &sfl_loss_logistic : &sfl_loss_softmax;
+    if (cfg->loss && cfg->loss[0] && (f->loss = sfl_loss_find(cfg->loss)) == NULL)
+        usage_error("unknown loss (lsq, logistic, softmax)", cfg->loss);
+    if (!(cfg->test_frac > 0)) {
+        memcpy(f->train, f->synth->clients, f->nclients * sizeof(*f->train));
+        return;
+    }
+    /* Hold out part of every client's data; the union is the test set. */
+    f->train_owned = 1;
+    f->ntest = f->nclients;
+    f->test = xcalloc(f->nclients, sizeof(*f->test));
+    for (uint32_t c = 0; c < f->nclients; c++) {
+        sfl_rng_t r;
+
+        sfl_rng_seed(&r, cfg->seed, 0, c, SFL_STREAM_PARTITION);
+        rc = sfl_dataset_split(f->synth->clients[c], cfg->test_frac, &r, &f->train[c],
+                               &f->test[c]);
+        if (rc < 0)
+            die("test split", rc);
+    }
+}
+
+static int read_file(const char *kind, const char *path, uint32_t min_cols,
+                     sfl_dataset_t **out)
+{
+    if (strcmp(kind, "libsvm") == 0)
+        return sfl_libsvm_read(path, min_cols, NULL, out);
+    return sfl_csv_read(path, NULL, NULL, out);
+}
+
+/* Loss from --loss or from the labels: 2 distinct values -> logistic, a few
+ * integers -> softmax, anything else -> least squares. */
+static const sfl_loss_t *choose_loss(const sim_cfg_t *cfg, const sfl_dataset_t *ds)
+{
+    uint32_t n = ds->X->nrows, distinct = 0;
+    double seen[101];
+    int integral = 1;
+
+    if (cfg->loss && cfg->loss[0]) {
+        const sfl_loss_t *l = sfl_loss_find(cfg->loss);
+
+        if (l == NULL)
+            usage_error("unknown loss (lsq, logistic, softmax)", cfg->loss);
+        return l;
+    }
+    for (uint32_t i = 0; i < n && distinct <= 100; i++) {
+        uint32_t j = 0;
+
+        if (ds->y[i] != floor(ds->y[i]))
+            integral = 0;
+        while (j < distinct && seen[j] != ds->y[i])
+            j++;
+        if (j == distinct)
+            seen[distinct++] = ds->y[i];
+    }
+    if (distinct == 2)
+        return &sfl_loss_logistic;
+    if (integral && distinct > 2 && distinct <= 100)
+        return &sfl_loss_softmax;
+    return &sfl_loss_lsq;
+}
+
+static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32_t nclients,
+                           sfl_partition_t **out)
+{
+    const char *p = cfg->partition;
+    uint32_t n = ds->X->nrows;
+    sfl_rng_t r;
+    int rc;
+
+    sfl_rng_seed(&r, cfg->seed, 0, 0, SFL_STREAM_PARTITION);
+    if (strcmp(p, "iid") == 0) {
+        rc = sfl_partition_iid(n, nclients, &r, out);
+    } else if (strcmp(p, "label") == 0) {
+        uint32_t *g;
+
+        if (ds->nclasses == 0)
+            usage_error("--partition label needs class labels", NULL);
+        g = xcalloc(n, sizeof(*g));
+        for (uint32_t i = 0; i < n; i++)
+            g[i] = (uint32_t)ds->y[i];
+        rc = sfl_partition_group_skew(g, n, ds->nclasses, nclients, cfg->parts, 2, &r, out);
+        free(g);
+    } else if (strncmp(p, "dirichlet:", 10) == 0) {
+        char *end;
+        double a = strtod(p + 10, &end);
+        uint32_t *g;
+
+        if (end == p + 10 || *end || !(a > 0) || !isfinite(a))
+            usage_error("bad --partition dirichlet:ALPHA (ALPHA > 0)", p);
+        if (ds->nclasses == 0)
+            usage_error("--partition dirichlet needs class labels", NULL);
+        g = xcalloc(n, sizeof(*g));
+        for (uint32_t i = 0; i < n; i++)
+            g[i] = (uint32_t)ds->y[i];
+        rc = sfl_partition_dirichlet(g, n, ds->nclasses, nclients, a, &r, out);
+        free(g);
+    } else if (strncmp(p, "kmeans:", 7) == 0) {
+        char *end;
+        unsigned long k = strtoul(p + 7, &end, 10);
+        uint32_t *g;
+
+        if (end == p + 7 || *end || k < 2 || k > 1000)
+            usage_error("bad --partition kmeans:K (2 <= K <= 1000)", p);
+        g = xcalloc(n, sizeof(*g));
+        rc = sfl_kmeans(ds->X, (uint32_t)k, cfg->kmeans_iter, &r, g);
+        if (rc == 0)
+            rc = sfl_partition_group_skew(g, n, (uint32_t)k, nclients, cfg->parts, 2, &r, out);
+        free(g);
+    } else {
+        usage_error("unknown --partition (iid, label, dirichlet:A, kmeans:K)", p);
+        return;
+    }
+    if (rc < 0)
+        die("partition", rc);
+}
+
+static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *cfg)
+{
+    sfl_dataset_t *all = NULL, *train = NULL, *test = NULL;
+    sfl_partition_t *part = NULL;
+    int rc;
+
+    rc = read_file(kind, path, 0, &all);
+    if (rc < 0)
+        die(path, rc);
+    if (cfg->test) {
+        rc = read_file(kind, cfg->test, all->X->ncols, &test);
+        if (rc < 0)
+            die(cfg->test, rc);
+        rc = sfl_dataset_set_ncols(all, test->X->ncols);
+        if (rc < 0)
+            die(cfg->test, rc);
+    }
+    f->loss = choose_loss(cfg, all);
+    if (f->loss->classification) {
+        rc = sfl_dataset_encode_labels(all, SFL_LOSS_MAX_CLASSES);
+        if (rc < 0)
+            die(path, rc);
+        if (test) {
+            /* Encode test labels with the training classes. */
+            for (uint32_t i = 0; i < test->X->nrows; i++) {
+                uint32_t c = 0;
+
+                while (c < all->nclasses && all->labels[c] != test->y[i])
+                    c++;
+                if (c == all->nclasses) {
+                    fprintf(stderr, "sfl-sim: error: %s: row %u has label %g not seen in "
+                                    "training\n", cfg->test, i + 1, test->y[i]);
+                    exit(1);
+                }
+                test->y[i] = c;
+            }
+            test->nclasses = all->nclasses;
+        }
+    }
+    if (test == NULL && cfg->test_frac > 0) {
+        sfl_rng_t r;
+
+        sfl_rng_seed(&r, cfg->seed, 1, 0, SFL_STREAM_PARTITION);
+        rc = sfl_dataset_split(all, cfg->test_frac, &r, &train, &test);
+        if (rc < 0)
+            die("test split", rc);
+        sfl_dataset_free(all);
+    } else {
+        train = all;
+    }
+    f->nclients = cfg->clients;
+    f->ncols = train->X->ncols;
+    f->nclasses = train->nclasses;
+    partition_rows(cfg, train, f->nclients, &part);
+    f->train = xcalloc(f->nclients, sizeof(*f->train));
+    f->train_owned = 1;
+    for (uint32_t c = 0; c < f->nclients; c++) {
+        rc = sfl_dataset_subset(train, part->rows + part->offset[c],
+                                part->offset[c + 1] - part->offset[c], &f->train[c]);
+        if (rc < 0)
+            die("partition", rc);
+    }
+    if (test) {
+        f->test = xcalloc(1, sizeof(*f->test));
+        f->test[0] = test;
+        f->ntest = 1;
+    }
+    sfl_partition_free(part);
+    sfl_dataset_free(train);
+    const char *base = strrchr(path, '/');
+    snprintf(f->preset, sizeof(f->preset), "%s", base ? base + 1 : path);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int parse_encoding(const char *s, sfl_enc_t *e)
+{
+    if (strcmp(s, "f64") == 0)
+        *e = SFL_ENC_F64;
+    else if (strcmp(s, "f32") == 0)
+        *e = SFL_ENC_F32;
+    else if (strcmp(s, "q8") == 0)
+        *e = SFL_ENC_Q8;
+    else
+        return -1;
+    return 0;
+}
+
+/* Sends v through the codec: *bytes += its size, and v is replaced by what
+ * the receiver decodes (identical for f64). */
+static void wire(sfl_spvec_t **v, sfl_enc_t enc, uint8_t **buf, size_t *cap, uint64_t *bytes)
+{
+    size_t need = sfl_spcodec_size(*v, enc), len;
+    sfl_spvec_t *back;
+    int rc;
+
+    if (need > *cap) {
+        free(*buf);
+        *buf = malloc(need);
+        if (*buf == NULL)
+            die("wire", SFL_ENOMEM);
+        *cap = need;
+    }
+    rc = sfl_spcodec_encode(*v, enc, *buf, *cap, &len);
+    if (rc < 0)
+        die("encode", rc);
+    *bytes += len;
+    if (enc == SFL_ENC_F64)
+        return;
+    rc = sfl_spcodec_decode(*buf, len, (*v)->dim, (*v)->dim, &back);
+    if (rc < 0)
+        die("decode", rc);
+    sfl_spvec_free(*v);
+    *v = back;
+}
+
+static void plot(const char *png, const char *csvpath, const sim_cfg_t *cfg)
+{
+    FILE *g = popen("gnuplot", "w");
+
+    if (g == NULL) {
+        fprintf(stderr, "sfl-sim: error: cannot run gnuplot: %s\n", strerror(errno));
+        exit(1);
+    }
+    fprintf(g, "set terminal pngcairo size 800,500 noenhanced\n"
+               "set output '%s'\nset datafile separator ','\n"
+               "set key autotitle columnhead\nset logscale y\n"
+               "set xlabel 'round'\nset ylabel 'objective'\nset grid\n"
+               "set title '%s on %s'\n"
+               "plot '%s' using 1:2 with lines lw 2 title '%s'\n",
+            png, cfg->algo, cfg->data, csvpath, cfg->algo);
+    if (pclose(g) != 0) {
+        fprintf(stderr, "sfl-sim: error: gnuplot failed drawing %s (is gnuplot-nox "
+                        "installed?)\n", png);
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    sim_cfg_t cfg;
+    fed_t fed = {0};
+    const sfl_algo_t *algo;
+    sfl_algo_params_t params;
+    sfl_problem_t prob;
+    const sfl_loss_t *loss;
+    sfl_enc_t enc;
+    FILE *out = stdout;
+    char tmpcsv[] = "/tmp/sfl-sim-XXXXXX";
+    int rc, progress;
+
+    if (sim_options(argc, argv, &cfg) < 0)
+        return 2;
+    algo = sfl_algo_find(cfg.algo);
+    if (algo == NULL)
+        usage_error("unknown --algo (see --help)", cfg.algo);
+    if (parse_encoding(cfg.encoding, &enc) < 0)
+        usage_error("unknown --encoding (f64, f32, q8)", cfg.encoding);
+    if (cfg.clients == 0 || cfg.rounds == 0)
+        usage_error("--clients and --rounds must be at least 1", NULL);
+    if (!(cfg.test_frac >= 0 && cfg.test_frac < 1))
+        usage_error("--test-frac must be in [0, 1)", NULL);
+
+    /* Data. */
+    if (strncmp(cfg.data, "synth:", 6) == 0) {
+        load_synth(&fed, cfg.data + 6, &cfg);
+    } else if (strncmp(cfg.data, "libsvm:", 7) == 0 || strncmp(cfg.data, "csv:", 4) == 0) {
+        char *colon = strchr(cfg.data, ':');
+
+        *colon = '\0';
+        if (!cfg.given[SIM_OPT_TEST_FRAC] && cfg.test == NULL)
+            cfg.test_frac = 0.2;
+        load_file(&fed, cfg.data, colon + 1, &cfg);
+        *colon = ':';
+    } else {
+        usage_error("--data must be synth:KIND, libsvm:FILE or csv:FILE", cfg.data);
+    }
+    loss = fed.loss;
+    rc = sfl_problem_init(&prob, loss, fed.ncols, fed.nclasses);
+    if (rc < 0)
+        die("problem", rc);
+
+    /* Parameters: flags, else the paper grid's best for this data, else defaults. */
+    sfl_algo_params_default(&params);
+    params.tau = cfg.tau;
+    params.batch = cfg.batch;
+    params.mu = cfg.mu;
+    params.lambda = cfg.given[SIM_OPT_LAMBDA] ? cfg.lambda : loss->classification ? 1e-4 : 0;
+    {
+        double lr;
+        uint32_t k;
+        int have = sim_paper_defaults(fed.preset, cfg.algo, &lr, &k);
+
+        params.lr = cfg.given[SIM_OPT_LR] ? cfg.lr : have ? lr : cfg.lr;
+        params.local_steps = cfg.given[SIM_OPT_K] ? cfg.local_steps : have ? k : cfg.local_steps;
+    }
+    if (algo->sparse && !cfg.given[SIM_OPT_TAU] && params.tau > prob.dim / prob.nblocks)
+        params.tau = (uint32_t)(prob.dim / prob.nblocks);
+    rc = sfl_algo_check(algo, &params, &prob);
+    if (rc < 0) {
+        fprintf(stderr, "sfl-sim: error: %s\n", sfl_last_error());
+        return 2;
+    }
+
+    /* p_i proportional to local sample counts; empty clients sit out. */
+    fed.weight = xcalloc(fed.nclients, sizeof(double));
+    uint32_t active = 0;
+    for (uint32_t c = 0; c < fed.nclients; c++) {
+        fed.weight[c] = fed.train[c]->X->nrows;
+        active += fed.train[c]->X->nrows > 0;
+    }
+    if (active == 0)
+        usage_error("no client has any data", NULL);
+    if (active < fed.nclients && !cfg.quiet)
+        fprintf(stderr, "sfl-sim: note: %u of %u clients have no data and sit out\n",
+                fed.nclients - active, fed.nclients);
+
+    /* Output. */
+    if (cfg.plot && !cfg.output) {
+        int fd = mkstemp(tmpcsv);
+
+        if (fd < 0 || (out = fdopen(fd, "w")) == NULL)
+            die("temporary CSV", -errno);
+    } else if (cfg.output) {
+        out = fopen(cfg.output, "w");
+        if (out == NULL) {
+            fprintf(stderr, "sfl-sim: error: cannot write %s: %s\n", cfg.output,
+                    strerror(errno));
+            return 1;
+        }
+    }
+    int has_truth = fed.truth != NULL, has_support = fed.support != NULL;
+    int has_acc = loss->classification && fed.ntest > 0;
+    fprintf(out, "round,objective%s%s%s,nnz,bytes_up,bytes_down,wall_ms\n",
+            has_truth ? ",rel_error" : "",
+            has_support ? ",support_precision,support_recall" : "",
+            has_acc ? ",test_accuracy" : "");
+    progress = !cfg.quiet && isatty(STDERR_FILENO);
+
+    /* Rounds. */
+    size_t d = prob.dim;
+    double *global = xcalloc(d, sizeof(double));
+    double *bcast = xcalloc(d, sizeof(double));
+    sfl_spvec_t *gsp = NULL, *upd = NULL;
+    sfl_algo_ws_t ws;
+    sfl_agg_t agg;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    double t0 = now_ms(), objective = NAN;
+
+    sfl_algo_ws_init(&ws);
+    rc = sfl_agg_init(&agg, algo, &params, &prob);
+    if (rc < 0)
+        die("aggregator", rc);
+    for (uint32_t t = 1; t <= cfg.rounds; t++) {
+        uint64_t up = 0, down = 0;
+
+        /* Broadcast x_t: what clients decode is what they train from. */
+        if ((rc = sfl_spvec_new((uint32_t)d, 0, &gsp)) < 0 ||
+            (rc = sfl_spvec_from_dense(gsp, global)) < 0)
+            die("broadcast", rc);
+        wire(&gsp, enc, &buf, &cap, &down);
+        down *= active;
+        memset(bcast, 0, d * sizeof(double));
+        sfl_spvec_scatter(gsp, bcast);
+        sfl_spvec_free(gsp);
+
+        if ((rc = algo->aggregate_begin(&agg)) < 0)
+            die("aggregate", rc);
+        for (uint32_t c = 0; c < fed.nclients; c++) {
+            sfl_rng_t r;
+
+            if (fed.weight[c] == 0)
+                continue;
+            sfl_rng_seed(&r, cfg.seed, t, c, SFL_STREAM_TRAIN);
+            if ((rc = sfl_spvec_new((uint32_t)d, 0, &upd)) < 0)
+                die("update", rc);
+            rc = algo->client_update(&params, &prob, bcast, fed.train[c], NULL, &r, &ws, upd);
+            if (rc < 0) {
+                fprintf(stderr, "\nsfl-sim: error: round %u client %u: %s: %s\n", t, c,
+                        sfl_strerror(rc), sfl_last_error());
+                return 1;
+            }
+            wire(&upd, enc, &buf, &cap, &up);
+            if ((rc = algo->aggregate_add(&agg, upd, fed.weight[c])) < 0)
+                die("aggregate", rc);
+            sfl_spvec_free(upd);
+        }
+        if ((rc = algo->aggregate_end(&agg, global)) < 0)
+            die("aggregate", rc);
+
+        /* Metrics of x_{t+1}. */
+        objective = sfl_eval_objective(loss, fed.train, fed.nclients, fed.weight, global,
+                                       params.lambda);
+        fprintf(out, "%u,%.10g", t, objective);
+        if (has_truth)
+            fprintf(out, ",%.10g", sfl_eval_rel_error(global, fed.truth, d));
+        if (has_support) {
+            double pr, rec;
+
+            sfl_eval_support(global, d, fed.support, fed.nsupport, &pr, &rec);
+            fprintf(out, ",%.6f,%.6f", pr, rec);
+        }
+        if (has_acc) {
+            double correct = 0, total = 0;
+
+            for (uint32_t i = 0; i < fed.ntest; i++) {
+                uint32_t n = fed.test[i]->X->nrows;
+
+                if (n == 0)
+                    continue;
+                correct += sfl_loss_accuracy(loss, fed.test[i], global) * n;
+                total += n;
+            }
+            fprintf(out, ",%.6f", total > 0 ? correct / total : NAN);
+        }
+        fprintf(out, ",%zu,%llu,%llu,%.1f\n", sfl_dvec_nnz(global, d),
+                (unsigned long long)up, (unsigned long long)down,
+                cfg.no_wall_clock ? 0.0 : now_ms() - t0);
+        if (progress)
+            fprintf(stderr, "\rsfl-sim: round %u/%u objective %.6g nnz %zu   ", t, cfg.rounds,
+                    objective, sfl_dvec_nnz(global, d));
+    }
+    if (progress)
+        fputc('\n', stderr);
+    if (fflush(out) != 0 || (out != stdout && fclose(out) != 0)) {
+        fprintf(stderr, "sfl-sim: error: writing the CSV: %s\n", strerror(errno));
+        return 1;
+    }
+    if (cfg.plot) {
+        plot(cfg.plot, cfg.output ? cfg.output : tmpcsv, &cfg);
+        if (!cfg.output) {
+            /* The CSV still goes to stdout. */
+            FILE *in = fopen(tmpcsv, "r");
+            char line[4096];
+
+            while (in && fgets(line, sizeof(line), in))
+                fputs(line, stdout);
+            if (in)
+                fclose(in);
+            unlink(tmpcsv);
+        }
+    }
+    if (!cfg.quiet) {
+        struct rusage ru;
+
+        getrusage(RUSAGE_SELF, &ru);
+        fprintf(stderr, "sfl-sim: algo=%s data=%s clients=%u rounds=%u tau=%u K=%u lr=%g "
+                        "batch=%u objective=%.6g nnz=%zu wall_ms=%.0f peak_rss_kb=%ld\n",
+                algo->name, cfg.data, fed.nclients, cfg.rounds, params.tau,
+                params.local_steps, params.lr, params.batch, objective,
+                sfl_dvec_nnz(global, d), now_ms() - t0, ru.ru_maxrss);
+    }
+    free(buf);
+    free(global);
+    free(bcast);
+    sfl_agg_close(&agg);
+    sfl_algo_ws_close(&ws);
+    fed_free(&fed);
+    sim_cfg_free(&cfg);
+    return 0;
+}
