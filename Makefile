@@ -21,7 +21,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -MMD -MP \
               -Ilibsfl/include -Ilibsfl/src $(CFLAGS)
-LDLIBS  := -lm
+LDLIBS  := -llapacke -llapack -lblas -lm
 
 ifeq ($(SAN),1)
 BUILD   := build/asan

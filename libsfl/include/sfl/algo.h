@@ -31,10 +31,16 @@ typedef struct sfl_algo_params {
     uint32_t batch;       /* b: minibatch size (>= local n means full batch) */
     double lambda;        /* l2 weight of the loss (logistic, softmax) */
     double mu;            /* FedProx proximal weight */
+    double server_lr;     /* eta_g: server step on the averaged change (FedMid,
+                             FedDualAvg); 1 = plain averaging */
+    double l2_ball;       /* R: project local and global models onto the l2
+                             ball of radius R; 0 = no projection */
+    uint32_t inexact_steps; /* inexact FedGradMP: gradient steps that solve the
+                               restricted subproblem to accuracy delta; 0 = exact */
 } sfl_algo_params_t;
 
 /* Fills the defaults: lr 0.1, tau 0 (must be set for sparse algorithms),
- * K 5, batch 10, lambda 0, mu 0.01. */
+ * K 5, batch 10, lambda 0, mu 0.01, server_lr 1, l2_ball 0, inexact_steps 0. */
 void sfl_algo_params_default(sfl_algo_params_t *p);
 
 /* The learning problem every client shares. */
@@ -45,6 +51,8 @@ typedef struct sfl_problem {
     size_t dim;        /* model length = loss->dim(ncols, nclasses) */
     uint32_t nblocks;  /* hard-thresholding blocks: nclasses for softmax
                           (per-class sparsity), else 1 */
+    const struct sfl_dict *dict; /* sparsity w.r.t. this dictionary; NULL =
+                                    standard basis (borrowed) */
 } sfl_problem_t;
 
 /* Fills dim and nblocks from loss, ncols, nclasses. SFL_EINVAL with detail if
@@ -96,6 +104,10 @@ typedef struct sfl_algo {
     int (*aggregate_add)(sfl_agg_t *agg, const sfl_spvec_t *update, double weight);
     /* global: in, the model of the round; out, the new model. */
     int (*aggregate_end)(sfl_agg_t *agg, double *global);
+    /* Optional: the model to evaluate or export from the broadcast state
+     * (FedDualAvg broadcasts a dual vector). NULL: the state is the model. */
+    int (*model_of)(const sfl_algo_params_t *p, const sfl_problem_t *prob, const double *state,
+                    double *model, sfl_topk_ws_t *ws);
 } sfl_algo_t;
 
 extern const sfl_algo_t sfl_algo_fedht;

@@ -34,6 +34,9 @@ void sfl_algo_params_default(sfl_algo_params_t *p)
     p->batch = 10;
     p->lambda = 0.0;
     p->mu = 0.01;
+    p->server_lr = 1.0;
+    p->l2_ball = 0.0;
+    p->inexact_steps = 0;
 }
 
 int sfl_problem_init(sfl_problem_t *prob, const sfl_loss_t *loss, uint32_t ncols,
@@ -53,6 +56,7 @@ int sfl_problem_init(sfl_problem_t *prob, const sfl_loss_t *loss, uint32_t ncols
     prob->nclasses = nclasses;
     prob->dim = loss->dim(ncols, nclasses);
     prob->nblocks = loss == &sfl_loss_softmax ? nclasses : 1;
+    prob->dict = NULL;
     return 0;
 }
 
@@ -75,6 +79,10 @@ int sfl_algo_check(const sfl_algo_t *a, const sfl_algo_params_t *p,
         return sfl__fail(SFL_EINVAL, "%s: lambda must be >= 0", a->name);
     if (!(p->mu >= 0) || !isfinite(p->mu))
         return sfl__fail(SFL_EINVAL, "%s: mu must be >= 0", a->name);
+    if (!(p->server_lr > 0) || !isfinite(p->server_lr))
+        return sfl__fail(SFL_EINVAL, "%s: server learning rate must be positive", a->name);
+    if (!(p->l2_ball >= 0) || !isfinite(p->l2_ball))
+        return sfl__fail(SFL_EINVAL, "%s: l2 ball radius must be >= 0", a->name);
     return 0;
 }
 
@@ -160,7 +168,7 @@ int sfl_algo_local_sgd(const sfl_algo_params_t *p, const sfl_problem_t *prob,
             rows = ws->batch;
         }
         /* g = grad f_B(x) (+ mu (x - global) for FedProx); x -= lr g */
-        (void)prob->loss->eval(local, rows, b, ws->x, p->lambda, ws->g);
+        prob->loss->grad(local, rows, b, ws->x, p->lambda, ws->g);
         if (mu > 0)
             for (size_t j = 0; j < d; j++)
                 ws->g[j] += mu * (ws->x[j] - global[j]);

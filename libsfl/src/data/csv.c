@@ -1,24 +1,14 @@
 #include "sfl/csv.h"
 
 #include <assert.h>
-#include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "data/readfile.h"
 #include "sfl/alloc.h"
 #include "sfl/csr.h"
 #include "sfl/dataset.h"
 #include "sfl/error.h"
-
-/* Same caps as the LibSVM reader (see libsvm.c for why). */
-#define NUM_MAX 127
-#define EXCERPT_MAX 24
 
 typedef struct parser {
     const char *buf;
@@ -37,45 +27,6 @@ typedef struct fields {
     int done;
 } fields_t;
 
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-static const char *excerpt(char out[EXCERPT_MAX + 4], const char *s, size_t n)
-{
-    size_t m = n > EXCERPT_MAX ? EXCERPT_MAX : n, i;
-
-    for (i = 0; i < m; i++)
-        out[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
-    if (m < n)
-        out[i++] = '.', out[i++] = '.', out[i++] = '.';
-    out[i] = '\0';
-    return out;
-}
-
-enum { NUM_OK = 0, NUM_LONG, NUM_BAD, NUM_INF };
-
-/* Parses all of s[0..n) as a finite double. */
-static int parse_number(const char *s, size_t n, double *v)
-{
-    char tmp[NUM_MAX + 1];
-    char *end;
-
-    if (n > NUM_MAX)
-        return NUM_LONG;
-    if (n == 0 || isspace((unsigned char)s[0]))
-        return NUM_BAD;
-    memcpy(tmp, s, n);
-    tmp[n] = '\0';
-    *v = strtod(tmp, &end);
-    if (end != tmp + n)
-        return NUM_BAD;
-    if (!isfinite(*v))
-        return NUM_INF;
-    return NUM_OK;
-}
-
 static void fields_init(fields_t *it, const char *s, size_t n, char delim)
 {
     it->s = s;
@@ -93,12 +44,12 @@ static int next_field(fields_t *it, size_t *fs, size_t *fe)
     const char *s = it->s;
 
     if (it->delim == ' ') {
-        while (it->i < it->n && is_blank(s[it->i]))
+        while (it->i < it->n && sfl__is_blank(s[it->i]))
             it->i++;
         if (it->i >= it->n)
             return 0;
         *fs = it->i;
-        while (it->i < it->n && !is_blank(s[it->i]))
+        while (it->i < it->n && !sfl__is_blank(s[it->i]))
             it->i++;
         *fe = it->i;
         return 1;
@@ -113,9 +64,9 @@ static int next_field(fields_t *it, size_t *fs, size_t *fe)
     else
         it->i = e + 1;
     size_t b = e, a0 = a;
-    while (a < b && is_blank(s[a]))
+    while (a < b && sfl__is_blank(s[a]))
         a++;
-    while (b > a && is_blank(s[b - 1]))
+    while (b > a && sfl__is_blank(s[b - 1]))
         b--;
     if (a == b)
         a = b = a0; /* an empty field is reported where it starts */
@@ -124,21 +75,10 @@ static int next_field(fields_t *it, size_t *fs, size_t *fe)
     return 1;
 }
 
-/* Line starting at pos: *end is its '\n' (or len), *content ends before a
- * trailing '\r'. */
-static void line_bounds(const parser_t *p, size_t pos, size_t *end, size_t *content)
-{
-    const char *nl = memchr(p->buf + pos, '\n', p->len - pos);
-    size_t e = nl ? (size_t)(nl - p->buf) : p->len;
-
-    *end = e;
-    *content = (e > pos && p->buf[e - 1] == '\r') ? e - 1 : e;
-}
-
 static int is_blank_line(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!is_blank(s[i]))
+        if (!sfl__is_blank(s[i]))
             return 0;
     }
     return 1;
@@ -154,8 +94,8 @@ static int looks_like_header(const parser_t *p, const char *s, size_t n)
 
     fields_init(&it, s, n, p->delim);
     while (next_field(&it, &fs, &fe)) {
-        int r = parse_number(s + fs, fe - fs, &v);
-        if (fe > fs && (r == NUM_BAD || r == NUM_LONG))
+        int r = sfl__parse_number(s + fs, fe - fs, &v);
+        if (fe > fs && (r == SFL__NUM_BAD || r == SFL__NUM_LONG))
             return 1;
     }
     return 0;
@@ -197,16 +137,12 @@ static int shape_pass(const parser_t *p, int header, shape_t *sh)
     sh->hdr_line = 0;
     while (pos < p->len) {
         size_t end, content;
-        line_bounds(p, pos, &end, &content);
+        sfl__line_bounds(p->buf, p->len, pos, &end, &content);
         const char *s = p->buf + pos;
         size_t n = content - pos;
-        if (end - pos > p->lim->max_line)
-            return sfl__fail(SFL_ELIMIT, "%s:%zu:%zu: line longer than %zu bytes", p->name, line,
-                             p->lim->max_line + 1, p->lim->max_line);
-        const char *nul = memchr(s, '\0', end - pos);
-        if (nul)
-            return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: NUL byte in text", p->name, line,
-                             (size_t)(nul - s) + 1);
+        int rc = sfl__check_line(p->name, line, s, end - pos, p->lim->max_line);
+        if (rc < 0)
+            return rc;
         if (is_blank_line(s, n))
             goto next;
 
@@ -244,7 +180,7 @@ next:
 static int parse_row(const parser_t *p, const char *s, size_t n, size_t line, uint32_t lcol,
                      sfl_csr_t *X, double *y, uint32_t row, size_t cap, size_t *k)
 {
-    char ex[EXCERPT_MAX + 4];
+    char ex[SFL__EXCERPT_BUF];
     fields_t it;
     size_t fs, fe;
     uint32_t f = 0, c = 0;
@@ -255,16 +191,16 @@ static int parse_row(const parser_t *p, const char *s, size_t n, size_t line, ui
         if (fe == fs)
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: empty field %u", p->name, line, fs + 1,
                              f + 1);
-        int r = parse_number(s + fs, fe - fs, &v);
-        if (r == NUM_LONG)
+        int r = sfl__parse_number(s + fs, fe - fs, &v);
+        if (r == SFL__NUM_LONG)
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: field longer than %d bytes", p->name,
-                             line, fs + 1, NUM_MAX);
-        if (r == NUM_BAD)
+                             line, fs + 1, SFL__NUM_MAX);
+        if (r == SFL__NUM_BAD)
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: field '%s' is not a number", p->name, line,
-                             fs + 1, excerpt(ex, s + fs, fe - fs));
-        if (r == NUM_INF)
+                             fs + 1, sfl__excerpt(ex, s + fs, fe - fs));
+        if (r == SFL__NUM_NONFINITE)
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: field '%s' is not finite", p->name, line,
-                             fs + 1, excerpt(ex, s + fs, fe - fs));
+                             fs + 1, sfl__excerpt(ex, s + fs, fe - fs));
         if (f == lcol) {
             y[row] = v;
         } else {
@@ -360,7 +296,7 @@ int sfl_csv_parse(const char *buf, size_t len, const char *name, const sfl_csv_o
     uint32_t row = 0;
     while (pos < len) {
         size_t end, content;
-        line_bounds(&p, pos, &end, &content);
+        sfl__line_bounds(buf, len, pos, &end, &content);
         if (line != sh.hdr_line && !is_blank_line(buf + pos, content - pos)) {
             rc = parse_row(&p, buf + pos, content - pos, line, lcol, X, y, row, cap, &k);
             if (rc < 0)
@@ -381,90 +317,9 @@ out:
     return rc;
 }
 
-/* Whole file into an sfl-allocated buffer, refusing more than max bytes.
- * (The same as in libsvm.c; both readers are self-contained.) */
-static int read_file(const char *path, size_t max, char **out, size_t *outlen)
-{
-    struct stat st;
-    char *buf = NULL;
-    size_t len = 0, cap;
-    int fd, rc = 0;
-
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sfl__fail(-errno, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) < 0) {
-        rc = sfl__fail(-errno, "%s: %s", path, strerror(errno));
-        goto out;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        rc = sfl__fail(-EISDIR, "%s: %s", path, strerror(EISDIR));
-        goto out;
-    }
-    if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size > max) {
-        rc = sfl__fail(SFL_ELIMIT, "%s: %jd bytes is more than the read limits allow (%zu)",
-                       path, (intmax_t)st.st_size, max);
-        goto out;
-    }
-    cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
-    if (cap > max)
-        cap = max + 1;
-    buf = sfl__malloc(cap);
-    if (buf == NULL) {
-        rc = SFL_ENOMEM;
-        goto out;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap > max) {
-                rc = sfl__fail(SFL_ELIMIT, "%s: more than %zu bytes, the read limits' bound",
-                               path, max);
-                goto out;
-            }
-            size_t ncap = cap > max / 2 ? max + 1 : cap * 2;
-            char *nb = sfl__reallocarray(buf, ncap, 1);
-            if (nb == NULL) {
-                rc = SFL_ENOMEM;
-                goto out;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = sfl__fail(-errno, "%s: %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    *out = buf;
-    *outlen = len;
-    buf = NULL;
-out:
-    sfl__free(buf);
-    close(fd);
-    return rc;
-}
-
-/* Every row fits in max_line bytes plus a newline (a header adds one). */
-static size_t file_bound(const sfl_read_limits_t *lim)
-{
-    size_t per = lim->max_line < SIZE_MAX ? lim->max_line + 1 : SIZE_MAX;
-    size_t rows = (size_t)lim->max_rows + 1;
-
-    if (per != 0 && rows > (SIZE_MAX - 1) / per)
-        return SIZE_MAX - 1;
-    return rows * per;
-}
-
 int sfl_csv_read(const char *path, const sfl_csv_opts_t *opts, const sfl_read_limits_t *lim,
                  sfl_dataset_t **out)
 {
-    sfl_read_limits_t deflim;
     char *buf = NULL;
     size_t len = 0;
     int rc;
@@ -472,11 +327,8 @@ int sfl_csv_read(const char *path, const sfl_csv_opts_t *opts, const sfl_read_li
     if (out == NULL || path == NULL)
         return sfl__fail(SFL_EINVAL, "csv_read: NULL argument");
     *out = NULL;
-    if (lim == NULL) {
-        sfl_read_limits_default(&deflim);
-        lim = &deflim;
-    }
-    rc = read_file(path, file_bound(lim), &buf, &len);
+    /* One more line than max_rows: the header. */
+    rc = sfl__read_file(path, sfl__read_bound(lim, 1), &buf, &len);
     if (rc < 0)
         return rc;
     rc = sfl_csv_parse(buf, len, path, opts, lim, out);

@@ -1,26 +1,14 @@
 #include "sfl/libsvm.h"
 
 #include <assert.h>
-#include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "data/readfile.h"
 #include "sfl/alloc.h"
 #include "sfl/csr.h"
 #include "sfl/dataset.h"
 #include "sfl/error.h"
-
-/* Longest number token handed to strtod; real data needs ~25 bytes, and the
- * cap lets us copy into a stack buffer since the input is not NUL-terminated. */
-#define NUM_MAX 127
-/* Longest token excerpt quoted in an error message. */
-#define EXCERPT_MAX 24
 
 typedef struct parser {
     const char *buf;
@@ -29,63 +17,15 @@ typedef struct parser {
     const sfl_read_limits_t *lim;
 } parser_t;
 
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-/* Printable copy of s[0..n) for an error message: a file must not be able
- * to put control characters into a log line. */
-static const char *excerpt(char out[EXCERPT_MAX + 4], const char *s, size_t n)
-{
-    size_t m = n > EXCERPT_MAX ? EXCERPT_MAX : n, i;
-
-    for (i = 0; i < m; i++)
-        out[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
-    if (m < n)
-        out[i++] = '.', out[i++] = '.', out[i++] = '.';
-    out[i] = '\0';
-    return out;
-}
-
-enum { NUM_OK = 0, NUM_LONG, NUM_BAD, NUM_INF };
-
-/* Parses all of s[0..n) as a finite double. */
-static int parse_number(const char *s, size_t n, double *v)
-{
-    char tmp[NUM_MAX + 1];
-    char *end;
-
-    if (n > NUM_MAX)
-        return NUM_LONG;
-    if (n == 0 || isspace((unsigned char)s[0]))
-        return NUM_BAD; /* strtod would skip leading white space */
-    memcpy(tmp, s, n);
-    tmp[n] = '\0';
-    *v = strtod(tmp, &end);
-    if (end != tmp + n)
-        return NUM_BAD;
-    if (!isfinite(*v))
-        return NUM_INF;
-    return NUM_OK;
-}
-
 /* Bounds of one line starting at pos: *end is the '\n' (or len), *content
  * ends before a trailing '\r' and before any '#' comment. Both passes use
  * this so they agree on which lines hold rows. */
 static void line_bounds(const parser_t *p, size_t pos, size_t *end, size_t *content)
 {
-    const char *nl = memchr(p->buf + pos, '\n', p->len - pos);
-    size_t e = nl ? (size_t)(nl - p->buf) : p->len;
-    size_t c = e;
-
-    if (c > pos && p->buf[c - 1] == '\r')
-        c--;
-    const char *hash = memchr(p->buf + pos, '#', c - pos);
+    sfl__line_bounds(p->buf, p->len, pos, end, content);
+    const char *hash = memchr(p->buf + pos, '#', *content - pos);
     if (hash)
-        c = (size_t)(hash - p->buf);
-    *end = e;
-    *content = c;
+        *content = (size_t)(hash - p->buf);
 }
 
 /* Pass 1: row count and an upper bound on nonzeros (colons outside
@@ -98,17 +38,13 @@ static int count_pass(const parser_t *p, uint32_t *nrows, size_t *ncolons)
     while (pos < p->len) {
         size_t end, content;
         line_bounds(p, pos, &end, &content);
-        if (end - pos > p->lim->max_line)
-            return sfl__fail(SFL_ELIMIT, "%s:%zu:%zu: line longer than %zu bytes", p->name, line,
-                             p->lim->max_line + 1, p->lim->max_line);
-        const char *nul = memchr(p->buf + pos, '\0', end - pos);
-        if (nul)
-            return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: NUL byte in text", p->name, line,
-                             (size_t)(nul - (p->buf + pos)) + 1);
+        int rc = sfl__check_line(p->name, line, p->buf + pos, end - pos, p->lim->max_line);
+        if (rc < 0)
+            return rc;
         int blank = 1;
         for (size_t i = pos; i < content; i++) {
             colons += p->buf[i] == ':';
-            blank &= is_blank(p->buf[i]);
+            blank &= sfl__is_blank(p->buf[i]);
         }
         if (!blank) {
             if (rows >= p->lim->max_rows)
@@ -163,12 +99,12 @@ static size_t second_occurrence(const char *s, size_t n, uint64_t idx)
 {
     size_t i = 0, seen = 0;
 
-    while (i < n && is_blank(s[i]))
+    while (i < n && sfl__is_blank(s[i]))
         i++;
-    while (i < n && !is_blank(s[i]))
+    while (i < n && !sfl__is_blank(s[i]))
         i++; /* label */
     for (;;) {
-        while (i < n && is_blank(s[i]))
+        while (i < n && sfl__is_blank(s[i]))
             i++;
         if (i >= n)
             return 1;
@@ -179,7 +115,7 @@ static size_t second_occurrence(const char *s, size_t n, uint64_t idx)
             v = v * 10 + (uint64_t)(s[i++] - '0'), digits = 1;
         if (digits && i < n && s[i] == ':' && v == idx && ++seen == 2)
             return start + 1;
-        while (i < n && !is_blank(s[i]))
+        while (i < n && !sfl__is_blank(s[i]))
             i++;
     }
 }
@@ -196,34 +132,34 @@ typedef struct fill {
 /* Parses the non-blank line s[0..n) (line number line) into row f->row. */
 static int parse_row(const parser_t *p, const char *s, size_t n, size_t line, fill_t *f)
 {
-    char ex[EXCERPT_MAX + 4];
+    char ex[SFL__EXCERPT_BUF];
     size_t i = 0, start, rs = f->k;
     double label;
     int sorted = 1, r;
 
-    while (i < n && is_blank(s[i]))
+    while (i < n && sfl__is_blank(s[i]))
         i++;
     start = i;
-    while (i < n && !is_blank(s[i]))
+    while (i < n && !sfl__is_blank(s[i]))
         i++;
     if (memchr(s + start, ':', i - start))
         return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: label missing (line starts with feature '%s')",
-                         p->name, line, start + 1, excerpt(ex, s + start, i - start));
-    r = parse_number(s + start, i - start, &label);
-    if (r == NUM_LONG)
+                         p->name, line, start + 1, sfl__excerpt(ex, s + start, i - start));
+    r = sfl__parse_number(s + start, i - start, &label);
+    if (r == SFL__NUM_LONG)
         return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: label token longer than %d bytes", p->name,
-                         line, start + 1, NUM_MAX);
-    if (r != NUM_OK)
+                         line, start + 1, SFL__NUM_MAX);
+    if (r != SFL__NUM_OK)
         return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: label '%s' is not a finite number", p->name,
-                         line, start + 1, excerpt(ex, s + start, i - start));
+                         line, start + 1, sfl__excerpt(ex, s + start, i - start));
 
     for (;;) {
-        while (i < n && is_blank(s[i]))
+        while (i < n && sfl__is_blank(s[i]))
             i++;
         if (i >= n)
             break;
         start = i;
-        while (i < n && !is_blank(s[i]))
+        while (i < n && !sfl__is_blank(s[i]))
             i++;
         const char *t = s + start;
         size_t tn = i - start, d = 0;
@@ -236,7 +172,7 @@ static int parse_row(const parser_t *p, const char *s, size_t n, size_t line, fi
             d++;
             if (idx > p->lim->max_cols)
                 return sfl__fail(SFL_ELIMIT, "%s:%zu:%zu: feature index '%s' above max_cols %u",
-                                 p->name, line, start + 1, excerpt(ex, t, tn), p->lim->max_cols);
+                                 p->name, line, start + 1, sfl__excerpt(ex, t, tn), p->lim->max_cols);
         }
         if (d == 0) {
             if (t[0] == ':')
@@ -244,9 +180,9 @@ static int parse_row(const parser_t *p, const char *s, size_t n, size_t line, fi
                                  start + 1);
             if (t[0] == '-')
                 return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: negative feature index '%s'", p->name,
-                                 line, start + 1, excerpt(ex, t, tn));
+                                 line, start + 1, sfl__excerpt(ex, t, tn));
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: expected feature index, got '%s'",
-                             p->name, line, start + 1, excerpt(ex, t, tn));
+                             p->name, line, start + 1, sfl__excerpt(ex, t, tn));
         }
         if (d == tn || t[d] != ':')
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: expected ':' after feature index", p->name,
@@ -257,17 +193,17 @@ static int parse_row(const parser_t *p, const char *s, size_t n, size_t line, fi
         double v;
         if (tn - d - 1 == 0)
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: missing value after '%s'", p->name, line,
-                             start + 1, excerpt(ex, t, tn));
-        r = parse_number(t + d + 1, tn - d - 1, &v);
-        if (r == NUM_LONG)
+                             start + 1, sfl__excerpt(ex, t, tn));
+        r = sfl__parse_number(t + d + 1, tn - d - 1, &v);
+        if (r == SFL__NUM_LONG)
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: value token longer than %d bytes",
-                             p->name, line, start + 1, NUM_MAX);
-        if (r == NUM_BAD)
+                             p->name, line, start + 1, SFL__NUM_MAX);
+        if (r == SFL__NUM_BAD)
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: value in '%s' is not a number", p->name,
-                             line, start + 1, excerpt(ex, t, tn));
-        if (r == NUM_INF)
+                             line, start + 1, sfl__excerpt(ex, t, tn));
+        if (r == SFL__NUM_NONFINITE)
             return sfl__fail(SFL_EPARSE, "%s:%zu:%zu: value in '%s' is not finite", p->name,
-                             line, start + 1, excerpt(ex, t, tn));
+                             line, start + 1, sfl__excerpt(ex, t, tn));
         /* Every stored entry had a colon, so the count pass's bound holds;
          * the cap is lower only when max_nnz cut it. */
         if (f->k >= f->cap)
@@ -354,7 +290,7 @@ int sfl_libsvm_parse(const char *buf, size_t len, const char *name, uint32_t min
     while (pos < len) {
         size_t end, content, i;
         line_bounds(&p, pos, &end, &content);
-        for (i = pos; i < content && is_blank(buf[i]); i++)
+        for (i = pos; i < content && sfl__is_blank(buf[i]); i++)
             ;
         if (i < content) {
             rc = parse_row(&p, buf + pos, content - pos, line, &f);
@@ -376,93 +312,9 @@ out:
     return rc;
 }
 
-/* Whole file into an sfl-allocated buffer, refusing more than max bytes. */
-static int read_file(const char *path, size_t max, char **out, size_t *outlen)
-{
-    struct stat st;
-    char *buf = NULL;
-    size_t len = 0, cap;
-    int fd, rc = 0;
-
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sfl__fail(-errno, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) < 0) {
-        rc = sfl__fail(-errno, "%s: %s", path, strerror(errno));
-        goto out;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        rc = sfl__fail(-EISDIR, "%s: %s", path, strerror(EISDIR));
-        goto out;
-    }
-    if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size > max) {
-        rc = sfl__fail(SFL_ELIMIT, "%s: %jd bytes is more than the read limits allow (%zu)",
-                       path, (intmax_t)st.st_size, max);
-        goto out;
-    }
-    /* Regular files: one allocation of the known size (+1 so EOF is seen
-     * without growing). Pipes and the like grow by doubling up to max + 1. */
-    cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
-    if (cap > max)
-        cap = max + 1;
-    buf = sfl__malloc(cap);
-    if (buf == NULL) {
-        rc = SFL_ENOMEM;
-        goto out;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap > max) {
-                rc = sfl__fail(SFL_ELIMIT, "%s: more than %zu bytes, the read limits' bound",
-                               path, max);
-                goto out;
-            }
-            size_t ncap = cap > max / 2 ? max + 1 : cap * 2;
-            char *nb = sfl__reallocarray(buf, ncap, 1);
-            if (nb == NULL) {
-                rc = SFL_ENOMEM;
-                goto out;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = sfl__fail(-errno, "%s: %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    *out = buf;
-    *outlen = len;
-    buf = NULL;
-out:
-    sfl__free(buf);
-    close(fd);
-    return rc;
-}
-
-/* Largest file the limits can describe: every row fits in max_line bytes
- * plus its newline. Comment-only lines could in principle push a valid
- * file past this; that is the price of refusing huge files before reading. */
-static size_t file_bound(const sfl_read_limits_t *lim)
-{
-    size_t per = lim->max_line < SIZE_MAX ? lim->max_line + 1 : SIZE_MAX;
-    size_t rows = lim->max_rows;
-
-    if (per != 0 && rows > (SIZE_MAX - 1) / per)
-        return SIZE_MAX - 1;
-    return rows * per;
-}
-
 int sfl_libsvm_read(const char *path, uint32_t min_cols, const sfl_read_limits_t *lim,
                     sfl_dataset_t **out)
 {
-    sfl_read_limits_t deflim;
     char *buf = NULL;
     size_t len = 0;
     int rc;
@@ -470,11 +322,7 @@ int sfl_libsvm_read(const char *path, uint32_t min_cols, const sfl_read_limits_t
     if (out == NULL || path == NULL)
         return sfl__fail(SFL_EINVAL, "libsvm_read: NULL argument");
     *out = NULL;
-    if (lim == NULL) {
-        sfl_read_limits_default(&deflim);
-        lim = &deflim;
-    }
-    rc = read_file(path, file_bound(lim), &buf, &len);
+    rc = sfl__read_file(path, sfl__read_bound(lim, 0), &buf, &len);
     if (rc < 0)
         return rc;
     rc = sfl_libsvm_parse(buf, len, path, min_cols, lim, out);

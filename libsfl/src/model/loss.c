@@ -5,9 +5,10 @@
 #include <string.h>
 
 /* The row loops below are written out instead of calling sfl_csr_row_dot /
- * sfl_csr_row_axpy: eval is the innermost kernel of every algorithm, the
- * matrix's array pointers stay in locals (registers) for the whole batch,
- * and the dot can use partial sums. bench/bench_grad measures the result. */
+ * sfl_csr_row_axpy: grad (and eval) is the innermost kernel of every
+ * algorithm, the matrix's array pointers stay in locals (registers) for the
+ * whole batch, and the dot can use partial sums. bench/bench_grad measures
+ * the result. */
 
 /* <z_i, x> with four partial sums: a single running sum would make every
  * row wait on a chain of dependent additions (4 cycles each) instead of on

@@ -1,0 +1,15 @@
+#!/bin/sh
+# make bench: micro and macro benchmarks. Each figure is a ratio measured in
+# the same run against a baseline (a plain read pass, a full sort), because
+# absolute times on shared machines are noise.
+set -eu
+B=${1:-build}
+echo "== H_tau selection (d = 1e6, tau = 1e4)"
+"$B/bench/bench_topk"
+echo "== minibatch logistic gradient on CSR rows"
+"$B/bench/bench_grad"
+echo "== sfl-sim, Simulation I, 100 clients x 100 rounds (FedIter-HT, tau = 200)"
+for a in fediterht fedht diht; do
+    "$B/sfl-sim" --algo $a --data synth:sim1 --clients 100 --rounds 100 --tau 200 --seed 7 \
+        2>&1 >/dev/null | sed -n 's/^sfl-sim: \(algo=[a-z]*\).*\(wall_ms=[0-9]*\) \(peak_rss_kb=[0-9]*\)$/bench_sim \1 \2 \3/p'
+done

@@ -1,0 +1,5 @@
+#!/bin/sh
+# make reproduce: run sim/experiments/*.ini and write results/REPORT.md.
+set -eu
+SIM=${1:-build/sfl-sim}
+exec /usr/bin/python3 sim/report.py --sim "$SIM" --data "${SFL_TEST_DATA:-../shared/data}"
