@@ -14,6 +14,11 @@
 #include "sfl/rng.h"
 #include "sfl/topk.h"
 
+/* The module itself, so the introselect fallback (heap_select), which no
+ * public input reaches on purpose, can be tested directly. This copy
+ * replaces the library's topk.o in this binary; the source is the same. */
+#include "core/topk.c"
+
 /* Reference: full sort of the indices by the documented order (larger |x|
  * first, then smaller index), first k, re-sorted by index. */
 static const double *ref_x;
@@ -306,25 +311,36 @@ static void test_topk_adversarial(void **state)
 static void test_topk_sample_miss(void **state)
 {
     (void)state;
-    /* White box: rebuild the threshold sample that topk.c draws (stratified,
-     * seed 0x746f706b, stream SFL_STREAM_PIVOT) and put large values exactly
-     * at the sampled positions, so the sample believes large values are
-     * common and the first candidate pass finds fewer than k. The result
-     * must still be exact. If topk.c changes its sampling this still checks
-     * correctness, it just may not reach the fallback any more. */
-    enum { N = 65536, S = 4096, K = 2000 };
+    /* White box: rebuild the threshold sample that topk.c draws (one
+     * position per stratum, SAMPLE_SEED, SFL_STREAM_PIVOT) and put large
+     * values exactly at the sampled positions, so the sample believes large
+     * values are common and the first candidate pass finds fewer than k.
+     * The result must still be exact. */
+    enum { N = SAMPLE_MIN_N, S = N / SAMPLE_DIV, K = 2000 };
     double *x = malloc(N * sizeof(*x));
     sfl_topk_ws_t ws;
     sfl_rng_t r;
 
+    assert_true(S <= SAMPLE_MAX);
     assert_non_null(x);
     sfl_topk_ws_init(&ws);
     for (size_t i = 0; i < N; i++)
         x[i] = 1.0 + (double)(i % 977) * 1e-3;
-    sfl_rng_seed(&r, 0x746f706bu, N, K, SFL_STREAM_PIVOT);
-    for (size_t j = 0; j < S; j++)
-        x[j * (N / S) + sfl_rng_below(&r, N / S)] = 100.0 + (double)j;
+    sfl_rng_seed(&r, SAMPLE_SEED, N, K, SFL_STREAM_PIVOT);
+    size_t first = 0;
+    for (size_t j = 0; j < S; j++) {
+        size_t i = j * (N / S) + sfl_rng_below(&r, N / S);
+
+        x[i] = 100.0 + (double)j;
+        first = j == 0 ? i : first;
+    }
     check_all(x, N, K, &ws);
+    /* a NaN the sample itself draws */
+    uint32_t *out = malloc(K * sizeof(*out));
+    assert_non_null(out);
+    x[first] = NAN;
+    assert_int_equal(sfl_topk_select(x, N, K, out, &ws), SFL_ENUMERIC);
+    free(out);
     free(x);
     sfl_topk_ws_close(&ws);
 }
@@ -371,6 +387,8 @@ static void test_topk_block(void **state)
     assert_int_equal(sfl_ht_block(y, B, L, 10, &ws), SFL_ENUMERIC);
     assert_memory_equal(y, x, (B * L - 1) * sizeof(*y));
     assert_int_equal(sfl_ht_block(y, 0, L, 10, &ws), 0);
+    assert_int_equal(sfl_ht_block(y, SIZE_MAX / 2, 3, 1, &ws), SFL_EINVAL);
+    sfl_topk_ws_close(NULL);
     sfl_topk_ws_t small;
     sfl_topk_ws_init(&small);
     assert_int_equal(sfl_topk_ws_reserve(&small, L - 1), 0);
@@ -460,6 +478,36 @@ static void test_topk_errors(void **state)
     sfl_topk_ws_close(&ws);
 }
 
+static void test_topk_heap_select(void **state)
+{
+    (void)state;
+    /* The worst-case fallback and the quickselect it backs up, against the
+     * full sort, for every rank of short arrays and some ranks of longer
+     * ones, with and without ties. */
+    static const size_t ms[] = {1, 2, 3, 5, 8, 17, 33, 100, 1000};
+    double x[1000];
+    uint32_t a[1000], b[1000];
+    sfl_rng_t r;
+
+    sfl_rng_seed(&r, 11, 0, 0, SFL_STREAM_DATA);
+    for (size_t c = 0; c < sizeof(ms) / sizeof(ms[0]); c++) {
+        size_t m = ms[c];
+
+        for (int dist = 0; dist < DIST_COUNT; dist++) {
+            fill(x, m, dist, &r);
+            uint32_t *rank = rank_all(x, m);
+
+            for (size_t q = 0; q < m; q += (m > 40 ? m / 7 + 1 : 1)) {
+                for (size_t i = 0; i < m; i++)
+                    a[i] = b[i] = (uint32_t)(m - 1 - i); /* any order works */
+                assert_int_equal(heap_select(x, a, m, q), rank[q]);
+                assert_int_equal(select_rank(x, b, m, q), rank[q]);
+            }
+            free(rank);
+        }
+    }
+}
+
 static sfl_topk_ws_t fa_ws;
 static sfl_spvec_t *fa_sp;
 
@@ -503,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_topk_all_equal),
         cmocka_unit_test(test_topk_adversarial),
         cmocka_unit_test(test_topk_sample_miss),
+        cmocka_unit_test(test_topk_heap_select),
         cmocka_unit_test(test_topk_block),
         cmocka_unit_test(test_topk_errors),
         cmocka_unit_test(test_topk_failalloc),

@@ -20,7 +20,7 @@ typedef struct sfl_topk_ws {
 } sfl_topk_ws_t;
 
 void sfl_topk_ws_init(sfl_topk_ws_t *ws);
-/* Make room for vectors of length n. */
+/* Make room for vectors of length n (at most UINT32_MAX, else SFL_EINVAL). */
 int sfl_topk_ws_reserve(sfl_topk_ws_t *ws, size_t n) SFL_MUST_CHECK;
 void sfl_topk_ws_close(sfl_topk_ws_t *ws);
 
@@ -34,11 +34,15 @@ int sfl_ht_dense(double *x, size_t n, size_t tau, sfl_topk_ws_t *ws) SFL_MUST_CH
 
 /* Per-block variant: x is nblocks consecutive blocks of blocklen entries
  * (the softmax model stores class r in block r); each block keeps its own
- * tau largest magnitudes. */
+ * tau largest magnitudes. ws needs room for blocklen. On failure (a NaN in
+ * any block) no block is changed. */
 int sfl_ht_block(double *x, size_t nblocks, size_t blocklen, size_t tau,
                  sfl_topk_ws_t *ws) SFL_MUST_CHECK;
 
-/* out = H_tau(x) as a sparse vector (out->dim must equal n); x untouched. */
+/* out = H_tau(x) as a sparse vector (out->dim must equal n, else SFL_EDIM);
+ * x untouched. Entries of H_tau(x) that are zero are not stored, so
+ * out->nnz <= tau. A kept infinite value is SFL_ENUMERIC (a sparse vector
+ * holds finite values). */
 int sfl_ht_to_spvec(const double *x, size_t n, size_t tau, sfl_spvec_t *out,
                     sfl_topk_ws_t *ws) SFL_MUST_CHECK;
 

@@ -37,9 +37,12 @@ void sfl_spvec_free(sfl_spvec_t *v);
 /* Grow capacity to at least cap (contents kept). */
 int sfl_spvec_reserve(sfl_spvec_t *v, uint32_t cap) SFL_MUST_CHECK;
 
-/* v = nonzeros of dense x (length v->dim), in index order. */
+/* v = nonzeros of dense x (length v->dim), in index order. A non-finite x
+ * is SFL_ENUMERIC and leaves v unchanged. */
 int sfl_spvec_from_dense(sfl_spvec_t *v, const double *x) SFL_MUST_CHECK;
-/* v = x restricted to the sorted index set idx[0..k) (gather; zeros kept). */
+/* v = x restricted to the sorted index set idx[0..k) (gather; zeros kept).
+ * Unsorted idx is SFL_EINVAL, idx >= v->dim SFL_ERANGE, non-finite
+ * gathered values SFL_ENUMERIC; v is unchanged on failure. */
 int sfl_spvec_gather(sfl_spvec_t *v, const double *x, const uint32_t *idx,
                      uint32_t k) SFL_MUST_CHECK;
 /* y[v.idx] = v.val (scatter); y has length v->dim, other entries untouched. */

@@ -270,9 +270,14 @@ static int decode_values(const uint8_t *buf, size_t len, size_t off, sfl_enc_t e
             return sfl__fail(SFL_ERANGE, "spcodec: q8 range [%g, %g] too wide at byte %zu", lo,
                              hi, off);
         off += Q8_HEADER;
-        /* (q / 255) <= 1 first, so the product cannot overflow. */
-        for (uint32_t j = 0; j < nnz; j++, off++)
+        /* (q / 255) <= 1 first, so the product cannot overflow; the sum
+         * could still round past DBL_MAX at the very edge of the range. */
+        for (uint32_t j = 0; j < nnz; j++, off++) {
             v->val[j] = lo + (hi - lo) * ((double)buf[off] / 255.0);
+            if (!isfinite(v->val[j]))
+                return sfl__fail(SFL_ERANGE, "spcodec: q8 value %u overflows at byte %zu", j,
+                                 off);
+        }
         break;
     }
     }

@@ -1,0 +1,496 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "failalloc.h"
+#include "sfl/error.h"
+#include "sfl/rng.h"
+#include "sfl/spcodec.h"
+
+/* dim 300, entries (3, 1.0), (130, -2.5), (299, 0.5), written out by hand:
+ *   AC 02        dim 300 = 0b10_0101100 -> 0x2C|0x80, 0x02
+ *   03           nnz 3
+ *   00/01/02     encoding
+ *   03 7E A8 01  gaps 3, 130-3-1 = 126, 299-130-1 = 168 = 0x28|0x80, 0x01
+ * then the values. */
+static const uint8_t golden_f64[] = {
+    0xAC, 0x02, 0x03, 0x00, 0x03, 0x7E, 0xA8, 0x01,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF0, 0x3F, /*  1.0 = 0x3FF0000000000000 */
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xC0, /* -2.5 = 0xC004000000000000 */
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xE0, 0x3F, /*  0.5 = 0x3FE0000000000000 */
+};
+static const uint8_t golden_f32[] = {
+    0xAC, 0x02, 0x03, 0x01, 0x03, 0x7E, 0xA8, 0x01,
+    0x00, 0x00, 0x80, 0x3F, /*  1.0f = 0x3F800000 */
+    0x00, 0x00, 0x20, 0xC0, /* -2.5f = 0xC0200000 */
+    0x00, 0x00, 0x00, 0x3F, /*  0.5f = 0x3F000000 */
+};
+static const uint8_t golden_q8[] = {
+    0xAC, 0x02, 0x03, 0x02, 0x03, 0x7E, 0xA8, 0x01,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xC0, /* lo = -2.5 */
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF0, 0x3F, /* hi =  1.0 */
+    0xFF, /* (1 + 2.5) / 3.5 * 255 = 255 */
+    0x00, /* lo */
+    0xDB, /* (0.5 + 2.5) / 3.5 * 255 = 218.57 -> 219 */
+};
+
+static const struct {
+    sfl_enc_t enc;
+    const uint8_t *bytes;
+    size_t len;
+    const char *file;
+} goldens[] = {
+    {SFL_ENC_F64, golden_f64, sizeof(golden_f64), "tests/vectors/spcodec_f64.bin"},
+    {SFL_ENC_F32, golden_f32, sizeof(golden_f32), "tests/vectors/spcodec_f32.bin"},
+    {SFL_ENC_Q8, golden_q8, sizeof(golden_q8), "tests/vectors/spcodec_q8.bin"},
+};
+
+static sfl_spvec_t *small_vec(void)
+{
+    sfl_spvec_t *v = NULL;
+
+    assert_int_equal(sfl_spvec_new(300, 3, &v), 0);
+    v->idx[0] = 3;
+    v->idx[1] = 130;
+    v->idx[2] = 299;
+    v->val[0] = 1.0;
+    v->val[1] = -2.5;
+    v->val[2] = 0.5;
+    v->nnz = 3;
+    return v;
+}
+
+static void test_spcodec_golden(void **state)
+{
+    (void)state;
+    sfl_spvec_t *v = small_vec(), *d = NULL;
+    uint8_t buf[64];
+    size_t len;
+
+    for (size_t g = 0; g < 3; g++) {
+        assert_int_equal(sfl_spcodec_size(v, goldens[g].enc), goldens[g].len);
+        assert_int_equal(sfl_spcodec_encode(v, goldens[g].enc, buf, sizeof(buf), &len), 0);
+        assert_int_equal(len, goldens[g].len);
+        assert_memory_equal(buf, goldens[g].bytes, len);
+        assert_int_equal(sfl_spcodec_decode(goldens[g].bytes, goldens[g].len, 300, 3, &d), 0);
+        assert_int_equal(d->dim, 300);
+        assert_int_equal(d->nnz, 3);
+        assert_int_equal(d->idx[0], 3);
+        assert_int_equal(d->idx[1], 130);
+        assert_int_equal(d->idx[2], 299);
+        /* all three values are exact in every encoding, q8 included */
+        assert_true(d->val[0] == 1.0 && d->val[1] == -2.5);
+        if (goldens[g].enc == SFL_ENC_Q8)
+            assert_true(fabs(d->val[2] - 0.5) <= 3.5 / 510);
+        else
+            assert_true(d->val[2] == 0.5);
+        sfl_spvec_free(d);
+
+        /* The same bytes are kept in tests/vectors/ (fuzz seeds, interop);
+         * run from the source root they must agree. */
+        FILE *f = fopen(goldens[g].file, "rb");
+        if (f != NULL) {
+            uint8_t fb[64];
+            size_t n = fread(fb, 1, sizeof(fb), f);
+
+            fclose(f);
+            assert_int_equal(n, goldens[g].len);
+            assert_memory_equal(fb, goldens[g].bytes, n);
+        }
+    }
+    sfl_spvec_free(v);
+}
+
+static void test_spcodec_edges(void **state)
+{
+    (void)state;
+    sfl_spvec_t *v = NULL, *d = NULL;
+    uint8_t buf[64];
+    size_t len;
+
+    /* Largest dimension and index: five-byte varints. */
+    assert_int_equal(sfl_spvec_new(UINT32_MAX, 1, &v), 0);
+    v->idx[0] = UINT32_MAX - 1;
+    v->val[0] = -0.0;
+    v->nnz = 1;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_F64, buf, sizeof(buf), &len), 0);
+    static const uint8_t want[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x01, 0x00, 0xFE, 0xFF,
+                                   0xFF, 0xFF, 0x0F, 0, 0, 0, 0, 0, 0, 0, 0x80};
+    assert_int_equal(len, sizeof(want));
+    assert_memory_equal(buf, want, len);
+    assert_int_equal(sfl_spcodec_decode(buf, len, UINT32_MAX, 1, &d), 0);
+    assert_int_equal(d->idx[0], UINT32_MAX - 1);
+    assert_true(signbit(d->val[0]));
+    sfl_spvec_free(d);
+    sfl_spvec_free(v);
+
+    /* Empty vectors, every encoding; q8 still carries lo = hi = 0. */
+    assert_int_equal(sfl_spvec_new(0, 0, &v), 0);
+    for (int e = 0; e < 3; e++) {
+        assert_int_equal(sfl_spcodec_encode(v, (sfl_enc_t)e, buf, sizeof(buf), &len), 0);
+        assert_int_equal(len, sfl_spcodec_size(v, (sfl_enc_t)e));
+        assert_int_equal(len, e == SFL_ENC_Q8 ? 19 : 3);
+        assert_int_equal(sfl_spcodec_decode(buf, len, 0, 0, &d), 0);
+        assert_int_equal(d->nnz, 0);
+        sfl_spvec_free(d);
+    }
+    sfl_spvec_free(v);
+
+    /* q8 with hi == lo: every q is 0 and decodes to lo exactly. */
+    assert_int_equal(sfl_spvec_new(10, 3, &v), 0);
+    for (uint32_t j = 0; j < 3; j++) {
+        v->idx[j] = 2 * j;
+        v->val[j] = -7.25;
+    }
+    v->nnz = 3;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_Q8, buf, sizeof(buf), &len), 0);
+    assert_int_equal(buf[len - 1] | buf[len - 2] | buf[len - 3], 0);
+    assert_int_equal(sfl_spcodec_decode(buf, len, 10, 10, &d), 0);
+    for (uint32_t j = 0; j < 3; j++)
+        assert_true(d->val[j] == -7.25);
+    sfl_spvec_free(d);
+    sfl_spvec_free(v);
+}
+
+static void test_spcodec_roundtrip(void **state)
+{
+    (void)state;
+    enum { D = 5000 };
+    uint8_t *buf = malloc(D * 14 + 64), *again = malloc(D * 14 + 64);
+    uint32_t *idx = malloc(D * sizeof(*idx));
+    sfl_spvec_t *v = NULL, *d = NULL;
+    sfl_rng_t r;
+
+    assert_true(buf && again && idx);
+    sfl_rng_seed(&r, 12, 0, 0, SFL_STREAM_DATA);
+    for (int trial = 0; trial < 60; trial++) {
+        uint32_t dim = (uint32_t)sfl_rng_below(&r, D) + 1;
+        uint32_t k = (uint32_t)sfl_rng_below(&r, dim + 1);
+        double scale = pow(10.0, (double)sfl_rng_below(&r, 61) - 30.0);
+
+        if (trial % 10 == 0)
+            k = dim; /* dense: every gap is 0 */
+        assert_int_equal(sfl_rng_sample(&r, dim, k, idx), 0);
+        assert_int_equal(sfl_spvec_new(dim, k, &v), 0);
+        for (uint32_t j = 0; j < k; j++) {
+            v->idx[j] = idx[j];
+            v->val[j] = sfl_rng_gauss(&r, 0.0, scale);
+        }
+        v->nnz = k;
+        for (int e = 0; e < 3; e++) {
+            size_t len, len2;
+
+            assert_int_equal(sfl_spcodec_encode(v, (sfl_enc_t)e, buf, D * 14 + 64, &len), 0);
+            assert_int_equal(len, sfl_spcodec_size(v, (sfl_enc_t)e));
+            assert_int_equal(sfl_spcodec_decode(buf, len, dim, k, &d), 0);
+            assert_int_equal(d->dim, dim);
+            assert_int_equal(d->nnz, k);
+            assert_memory_equal(d->idx, v->idx, k * sizeof(uint32_t));
+            assert_int_equal(sfl_spvec_validate(d), 0);
+            double lo = 0, hi = 0;
+            for (uint32_t j = 0; j < k; j++) {
+                lo = j == 0 || v->val[j] < lo ? v->val[j] : lo;
+                hi = j == 0 || v->val[j] > hi ? v->val[j] : hi;
+            }
+            for (uint32_t j = 0; j < k; j++) {
+                double a = v->val[j], b = d->val[j];
+
+                switch (e) {
+                case SFL_ENC_F64:
+                    assert_memory_equal(&a, &b, sizeof(a));
+                    break;
+                case SFL_ENC_F32: /* float rounding, subnormal floats included */
+                    assert_true(fabs(a - b) <= fabs(a) * 0x1p-24 + 0x1p-150);
+                    break;
+                case SFL_ENC_Q8:
+                    assert_true(fabs(a - b) <= (hi - lo) / 510 * (1 + 1e-9));
+                    break;
+                }
+            }
+            /* Lossless encodings re-encode to the same bytes (minimal
+             * varints: one encoding per vector). */
+            if (e != SFL_ENC_Q8) {
+                assert_int_equal(sfl_spcodec_encode(d, (sfl_enc_t)e, again, D * 14 + 64, &len2), 0);
+                assert_int_equal(len2, len);
+                assert_memory_equal(again, buf, len);
+            }
+            sfl_spvec_free(d);
+        }
+        sfl_spvec_free(v);
+    }
+    free(idx);
+    free(again);
+    free(buf);
+}
+
+static void test_spcodec_info_limit(void **state)
+{
+    (void)state;
+    /* d = 1000, k = 200 uniform support, f64: bytes on the wire against the
+     * information limit (log2 C(d,k) + 64 k) / 8 (DESIGN: within ~10%). */
+    enum { Dm = 1000, K = 200 };
+    uint32_t idx[K];
+    uint8_t buf[Dm * 10];
+    sfl_spvec_t *v = NULL;
+    sfl_rng_t r;
+    size_t len;
+
+    sfl_rng_seed(&r, 13, 0, 0, SFL_STREAM_DATA);
+    assert_int_equal(sfl_rng_sample(&r, Dm, K, idx), 0);
+    assert_int_equal(sfl_spvec_new(Dm, K, &v), 0);
+    for (uint32_t j = 0; j < K; j++) {
+        v->idx[j] = idx[j];
+        v->val[j] = sfl_rng_gauss(&r, 0.0, 1.0);
+    }
+    v->nnz = K;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_F64, buf, sizeof(buf), &len), 0);
+    double support_bits = (lgamma(Dm + 1.0) - lgamma(K + 1.0) - lgamma(Dm - K + 1.0)) / log(2.0);
+    double limit = (support_bits + 64.0 * K) / 8.0;
+    size_t index_bytes = len - 2 - 2 - 1 - 8 * K;
+    print_message("spcodec d=%d k=%d f64: %zu bytes, limit %.1f bytes, ratio %.3f "
+                  "(support: %zu bytes vs %.1f)\n",
+                  Dm, K, len, limit, (double)len / limit, index_bytes, support_bits / 8.0);
+    assert_true((double)len <= 1.10 * limit);
+    sfl_spvec_free(v);
+}
+
+/* decode must fail with `want`, leave *out NULL and mention `detail`. */
+static void bad(const uint8_t *b, size_t len, uint32_t max_dim, uint32_t max_nnz, int want,
+                const char *detail)
+{
+    sfl_spvec_t *d = (sfl_spvec_t *)(uintptr_t)1;
+    int rc = sfl_spcodec_decode(b, len, max_dim, max_nnz, &d);
+
+    if (rc != want)
+        fail_msg("decode returned %d (%s), want %d", rc, sfl_last_error(), want);
+    assert_null(d);
+    if (detail != NULL && strstr(sfl_last_error(), detail) == NULL)
+        fail_msg("detail \"%s\" lacks \"%s\"", sfl_last_error(), detail);
+}
+
+static void test_spcodec_truncated(void **state)
+{
+    (void)state;
+    for (size_t g = 0; g < 3; g++)
+        for (size_t n = 0; n < goldens[g].len; n++)
+            bad(goldens[g].bytes, n, 300, 300, SFL_ETRUNC, NULL);
+    bad(NULL, 0, 10, 10, SFL_ETRUNC, "byte 0");
+    /* The detail names the field and offset. */
+    bad(golden_f64, 1, 300, 300, SFL_ETRUNC, "dim: truncated varint at byte 0");
+    bad(golden_f64, 3, 300, 300, SFL_ETRUNC, "encoding byte at byte 3");
+    bad(golden_f64, 20, 300, 300, SFL_ETRUNC, "after byte 4");
+}
+
+static void test_spcodec_malformed(void **state)
+{
+    (void)state;
+    uint8_t b[64];
+
+    /* varints: six bytes, over 32 bits, non-minimal (in each field) */
+    const uint8_t long6[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00, 0x00};
+    bad(long6, sizeof(long6), UINT32_MAX, 10, SFL_EPARSE, "longer than 5 bytes at byte 0");
+    const uint8_t big5[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x1F, 0x00, 0x00};
+    bad(big5, sizeof(big5), UINT32_MAX, 10, SFL_ERANGE, "exceeds 32 bits at byte 0");
+    const uint8_t nonmin[] = {0x85, 0x00, 0x00, 0x00};
+    bad(nonmin, sizeof(nonmin), 100, 10, SFL_EPARSE, "non-minimal varint at byte 0");
+    const uint8_t nonmin_nnz[] = {0x05, 0x81, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 0};
+    bad(nonmin_nnz, sizeof(nonmin_nnz), 100, 10, SFL_EPARSE, "nnz: non-minimal varint at byte 1");
+    {
+        /* the last gap, 168 = A8 01, padded to three bytes: A8 81 00 */
+        uint8_t p[sizeof(golden_f64) + 1];
+
+        memcpy(p, golden_f64, 7);
+        p[7] = 0x81;
+        p[8] = 0x00;
+        memcpy(p + 9, golden_f64 + 8, sizeof(golden_f64) - 8);
+        bad(p, sizeof(p), 300, 300, SFL_EPARSE, "index gap: non-minimal varint at byte 6");
+    }
+
+    /* limits and consistency, checked before any allocation */
+    bad(golden_f64, sizeof(golden_f64), 299, 300, SFL_ELIMIT, "dim 300 exceeds limit 299");
+    bad(golden_f64, sizeof(golden_f64), 300, 2, SFL_ELIMIT, "nnz 3 exceeds limit 2 at byte 2");
+    {
+        const uint8_t p[] = {0x02, 0x03, 0x00, 0x00, 0x00, 0x00};
+        bad(p, sizeof(p), 100, 100, SFL_EPARSE, "nnz 3 exceeds dim 2 at byte 1");
+    }
+
+    /* encoding byte */
+    memcpy(b, golden_f64, sizeof(golden_f64));
+    b[3] = 3;
+    bad(b, sizeof(golden_f64), 300, 300, SFL_EUNSUP, "unknown encoding 3 at byte 3");
+    b[3] = 0xFF;
+    bad(b, sizeof(golden_f64), 300, 300, SFL_EUNSUP, "at byte 3");
+
+    /* indices: first index == dim, last index == dim, a gap that would wrap
+     * a uint32 back below the previous index (unsorted if unchecked) */
+    memcpy(b, golden_f64, sizeof(golden_f64));
+    b[4] = 0xAC; /* first index 300 takes two bytes: AC 02, drop 7E */
+    b[5] = 0x02;
+    bad(b, sizeof(golden_f64), 300, 300, SFL_ERANGE, "index 300 of entry 0 >= dim 300 at byte 4");
+    memcpy(b, golden_f64, sizeof(golden_f64));
+    b[6] = 0xA9; /* last gap 169: index 300 */
+    bad(b, sizeof(golden_f64), 300, 300, SFL_ERANGE, "index 300 of entry 2 >= dim 300 at byte 6");
+    {
+        /* dim 2^32-1, idx0 = 10, gap 2^32-6: 10 + 1 + gap wraps to 5 */
+        const uint8_t p[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x02, 0x00, 0x0A, 0xFA, 0xFF,
+                             0xFF, 0xFF, 0x0F, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        bad(p, sizeof(p), UINT32_MAX, 2, SFL_ERANGE, "index 4294967301 of entry 1");
+    }
+
+    /* values: NaN and infinities in each encoding; q8 range */
+    const uint8_t nan64[] = {0x7F, 0xF8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00}; /* big-endian */
+    for (int which = 0; which < 3; which++) {
+        memcpy(b, golden_f64, sizeof(golden_f64));
+        for (int i = 0; i < 8; i++)
+            b[8 + 8 * which + i] = nan64[7 - i];
+        char want[64];
+
+        snprintf(want, sizeof(want), "value %d not finite at byte %d", which, 8 + 8 * which);
+        bad(b, sizeof(golden_f64), 300, 300, SFL_ENUMERIC, want);
+    }
+    memcpy(b, golden_f64, sizeof(golden_f64));
+    b[22] = 0xF0;
+    b[23] = 0xFF; /* -inf */
+    bad(b, sizeof(golden_f64), 300, 300, SFL_ENUMERIC, "value 1 not finite at byte 16");
+    memcpy(b, golden_f32, sizeof(golden_f32));
+    b[14] = 0x80;
+    b[15] = 0x7F; /* +inf as float */
+    bad(b, sizeof(golden_f32), 300, 300, SFL_ENUMERIC, "value 1 not finite at byte 12");
+    b[14] = 0xC0; /* NaN as float */
+    bad(b, sizeof(golden_f32), 300, 300, SFL_ENUMERIC, "value 1 not finite at byte 12");
+    memcpy(b, golden_q8, sizeof(golden_q8));
+    b[15] = 0x7F;
+    b[14] = 0xF8; /* lo = NaN */
+    bad(b, sizeof(golden_q8), 300, 300, SFL_ENUMERIC, "q8 range not finite at byte 8");
+    memcpy(b, golden_q8, sizeof(golden_q8));
+    b[23] = 0xC0;
+    b[22] = 0x10; /* hi = -4.0 < lo = -2.5 */
+    bad(b, sizeof(golden_q8), 300, 300, SFL_EPARSE, "q8 lo -2.5 > hi -4 at byte 8");
+    memcpy(b, golden_q8, sizeof(golden_q8));
+    b[15] = 0xFF;
+    b[14] = 0xEF; /* lo = -DBL_MAX (FFEF FFFF FFFF FFFF) */
+    memset(b + 8, 0xFF, 6);
+    memset(b + 16, 0xFF, 6);
+    b[22] = 0xEF;
+    b[23] = 0x7F; /* hi = DBL_MAX */
+    bad(b, sizeof(golden_q8), 300, 300, SFL_ERANGE, "too wide");
+
+    /* trailing bytes */
+    memcpy(b, golden_f64, sizeof(golden_f64));
+    b[sizeof(golden_f64)] = 0;
+    bad(b, sizeof(golden_f64) + 1, 300, 300, SFL_EPARSE, "1 trailing bytes at byte 32");
+}
+
+static void test_spcodec_hostile_sizes(void **state)
+{
+    (void)state;
+    /* A few bytes claiming 2^32-1 entries must be refused without
+     * allocating anything (and without reading past the buffer). */
+    const uint8_t p[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x00,
+                         0x00, 0x00, 0x00};
+    sfl_spvec_t *d = NULL;
+
+    failalloc_install();
+    failalloc_arm(-1);
+    assert_int_equal(sfl_spcodec_decode(p, sizeof(p), UINT32_MAX, UINT32_MAX, &d), SFL_ETRUNC);
+    assert_non_null(strstr(sfl_last_error(), "4294967295 entries need at least"));
+    assert_int_equal(failalloc_count(), 0);
+    /* nnz within limits and present-looking: q8 needs 16 + nnz bytes */
+    const uint8_t q[] = {0x0A, 0x02, 0x02, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(sfl_spcodec_decode(q, sizeof(q), 10, 10, &d), SFL_ETRUNC);
+    assert_int_equal(failalloc_count(), 0);
+    failalloc_uninstall();
+}
+
+static void test_spcodec_encode_errors(void **state)
+{
+    (void)state;
+    sfl_spvec_t *v = small_vec();
+    uint8_t buf[64];
+    size_t len = 99;
+
+    /* cap too small by one byte, and zero */
+    for (int e = 0; e < 3; e++) {
+        size_t need = sfl_spcodec_size(v, (sfl_enc_t)e);
+
+        assert_int_equal(sfl_spcodec_encode(v, (sfl_enc_t)e, buf, need - 1, &len), SFL_ELIMIT);
+        assert_int_equal(len, 0);
+        assert_int_equal(sfl_spcodec_encode(v, (sfl_enc_t)e, NULL, 0, &len), SFL_ELIMIT);
+        assert_int_equal(sfl_spcodec_encode(v, (sfl_enc_t)e, buf, need, &len), 0);
+        assert_int_equal(len, need);
+    }
+    assert_int_equal(sfl_spcodec_encode(v, (sfl_enc_t)3, buf, sizeof(buf), &len), SFL_EINVAL);
+
+    /* invalid vectors are refused, not encoded */
+    v->idx[2] = 130;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_F64, buf, sizeof(buf), &len), SFL_EPARSE);
+    v->idx[2] = 300;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_F64, buf, sizeof(buf), &len), SFL_ERANGE);
+    v->idx[2] = 299;
+    v->val[1] = NAN;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_Q8, buf, sizeof(buf), &len), SFL_ENUMERIC);
+
+    /* f32 out of float range; the largest float itself is fine */
+    v->val[1] = 1e39;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_F32, buf, sizeof(buf), &len), SFL_ERANGE);
+    assert_non_null(strstr(sfl_last_error(), "index 130"));
+    v->val[1] = -1e300;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_F32, buf, sizeof(buf), &len), SFL_ERANGE);
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_F64, buf, sizeof(buf), &len), 0);
+    v->val[1] = -FLT_MAX;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_F32, buf, sizeof(buf), &len), 0);
+
+    /* q8 range too wide for a finite hi - lo */
+    v->val[0] = DBL_MAX;
+    v->val[1] = -DBL_MAX;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_Q8, buf, sizeof(buf), &len), SFL_ERANGE);
+    v->val[1] = 0.0;
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_Q8, buf, sizeof(buf), &len), 0);
+    sfl_spvec_t *d = NULL;
+    assert_int_equal(sfl_spcodec_decode(buf, len, 300, 3, &d), 0);
+    assert_true(d->val[0] == DBL_MAX && d->val[1] == 0.0);
+    sfl_spvec_free(d);
+    sfl_spvec_free(v);
+}
+
+static sfl_spvec_t *fa_out;
+
+static void test_spcodec_failalloc(void **state)
+{
+    (void)state;
+    FAILALLOC_EACH(sfl_spcodec_decode(golden_f32, sizeof(golden_f32), 300, 300, &fa_out), {
+        if (fa_rc_ == 0) {
+            assert_int_equal(fa_out->nnz, 3);
+            assert_int_equal(fa_out->idx[2], 299);
+        } else {
+            assert_null(fa_out);
+        }
+        sfl_spvec_free(fa_out);
+        fa_out = NULL;
+    });
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spcodec_golden),
+        cmocka_unit_test(test_spcodec_edges),
+        cmocka_unit_test(test_spcodec_roundtrip),
+        cmocka_unit_test(test_spcodec_info_limit),
+        cmocka_unit_test(test_spcodec_truncated),
+        cmocka_unit_test(test_spcodec_malformed),
+        cmocka_unit_test(test_spcodec_hostile_sizes),
+        cmocka_unit_test(test_spcodec_encode_errors),
+        cmocka_unit_test(test_spcodec_failalloc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
