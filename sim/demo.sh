@@ -33,7 +33,7 @@ echo "== Distributed-IHT on the same federation, for comparison"
     > "$out/diht.csv"
 summary "$out/diht.csv" "Distributed-IHT, Simulation I"
 echo
-echo "== FedIter-HT on a noiseless 20-sparse problem (20 clients, d=1000, tau=40)"
-"$SIM" --algo fediterht --data synth:sparse --clients 20 --samples 50 --rounds 60 --tau 40 \
-    --batch 50 --lr 0.2 --local-steps 5 --seed 7 > "$out/sparse.csv"
+echo "== FedIter-HT on a noiseless 20-sparse problem (20 clients x 50 samples, d=1000, tau=20)"
+"$SIM" --algo fediterht --data synth:sparse --clients 20 --samples 50 --rounds 60 --tau 20 \
+    --batch 50 --lr 0.1 --local-steps 5 --seed 7 > "$out/sparse.csv"
 summary "$out/sparse.csv" "FedIter-HT, synth:sparse"
