@@ -60,9 +60,9 @@ static void test_synth_sizes(void **state)
 {
     (void)state;
     const sfl_synth_kind_t kinds[] = {SFL_SYNTH_SIM1, SFL_SYNTH_SIM2, SFL_SYNTH_SPARSE,
-                                      SFL_SYNTH_FEDPROX};
+                                      SFL_SYNTH_FEDPROX, SFL_SYNTH_GRADMP};
 
-    for (size_t k = 0; k < 4; k++) {
+    for (size_t k = 0; k < 5; k++) {
         sfl_synth_params_t p = small(kinds[k]);
         sfl_synth_t *s = NULL;
 
@@ -83,6 +83,7 @@ static void test_synth_sizes(void **state)
             switch (kinds[k]) {
             case SFL_SYNTH_SIM1:
             case SFL_SYNTH_SPARSE:
+            case SFL_SYNTH_GRADMP:
                 assert_int_equal(ds->nclasses, 0);
                 assert_null(ds->labels);
                 break;
@@ -108,6 +109,7 @@ static void test_synth_sizes(void **state)
                 assert_int_equal(s->support[j], j);
             break;
         case SFL_SYNTH_SPARSE:
+        case SFL_SYNTH_GRADMP:
             assert_non_null(s->truth);
             assert_int_equal(s->nsupport, 4);
             break;
@@ -281,6 +283,92 @@ static void test_synth_sparse_truth(void **state)
     sfl_synth_free(s);
 }
 
+/* Seed 004 Sec. V-A/V-C: client i (1-based) draws N(mu_i, 1/i^1.1) entries,
+ * mu_i ~ N(0, alpha); the truth is s-sparse on the unit sphere; y = Z x#. */
+static void test_synth_gradmp(void **state)
+{
+    (void)state;
+    sfl_synth_params_t p;
+    sfl_synth_t *s = NULL, *one = NULL, *noisy = NULL;
+
+    sfl_synth_params_default(&p, SFL_SYNTH_GRADMP);
+    assert_int_equal(p.nclients, 30);
+    assert_int_equal(p.n_per_client, 100);
+    assert_int_equal(p.dim, 1000);
+    assert_int_equal(p.s, 10);
+    assert_true(p.alpha == 1.0 && p.noise == 0.0);
+
+    p.nclients = 6;
+    p.n_per_client = 50;
+    p.dim = 200;
+    p.seed = 5;
+    assert_int_equal(sfl_synth_generate(&p, &s), 0);
+    double nrm = 0;
+    uint32_t nz = 0;
+    for (uint32_t j = 0; j < p.dim; j++) {
+        nrm += s->truth[j] * s->truth[j];
+        nz += s->truth[j] != 0.0;
+    }
+    assert_int_equal(nz, 10);
+    assert_true(fabs(nrm - 1.0) < 1e-14);
+    for (uint32_t j = 0; j < s->nsupport; j++)
+        assert_true(s->truth[s->support[j]] != 0.0);
+    double means[6] = {0};
+    for (uint32_t i = 0; i < p.nclients; i++) {
+        const sfl_dataset_t *ds = s->clients[i];
+        size_t len = ds->X->nnz;
+        double m = 0, v = 0;
+
+        for (uint32_t r = 0; r < ds->X->nrows; r++)
+            assert_true(ds->y[r] == sfl_csr_row_dot(ds->X, r, s->truth));
+        for (size_t k = 0; k < len; k++)
+            m += ds->X->val[k];
+        m /= len;
+        for (size_t k = 0; k < len; k++)
+            v += (ds->X->val[k] - m) * (ds->X->val[k] - m);
+        v /= len;
+        /* 10000 entries: the variance is within a few percent of 1/i^1.1. */
+        assert_true(fabs(v * pow(i + 1.0, 1.1) - 1.0) < 0.06);
+        means[i] = m;
+    }
+    /* The client means differ (alpha = 1): not all within 0.1 of each other. */
+    double lo = means[0], hi = means[0];
+    for (uint32_t i = 1; i < p.nclients; i++) {
+        lo = means[i] < lo ? means[i] : lo;
+        hi = means[i] > hi ? means[i] : hi;
+    }
+    assert_true(hi - lo > 0.1);
+    /* alpha = 0: all means near 0. */
+    p.alpha = 0;
+    p.nclients = 2;
+    assert_int_equal(sfl_synth_generate(&p, &one), 0);
+    for (uint32_t i = 0; i < 2; i++) {
+        double m = 0;
+        for (size_t k = 0; k < one->clients[i]->X->nnz; k++)
+            m += one->clients[i]->X->val[k];
+        assert_true(fabs(m / one->clients[i]->X->nnz) < 0.05);
+    }
+    /* Noise keeps Z and x# and adds N(0, noise^2). */
+    p.alpha = 1.0;
+    p.nclients = 1;
+    p.n_per_client = 2000;
+    p.noise = 0.1;
+    assert_int_equal(sfl_synth_generate(&p, &noisy), 0);
+    assert_memory_equal(noisy->truth, s->truth, p.dim * sizeof(double));
+    assert_memory_equal(noisy->clients[0]->X->val, s->clients[0]->X->val,
+                        50 * p.dim * sizeof(double));
+    double ss = 0;
+    const sfl_dataset_t *ds = noisy->clients[0];
+    for (uint32_t r = 0; r < ds->X->nrows; r++) {
+        double e = ds->y[r] - sfl_csr_row_dot(ds->X, r, noisy->truth);
+        ss += e * e;
+    }
+    assert_true(fabs(ss / ds->X->nrows / 0.01 - 1.0) < 0.1);
+    sfl_synth_free(noisy);
+    sfl_synth_free(one);
+    sfl_synth_free(s);
+}
+
 static void test_synth_fedprox_sizes(void **state)
 {
     (void)state;
@@ -349,9 +437,9 @@ static void test_synth_failalloc(void **state)
 {
     (void)state;
     const sfl_synth_kind_t kinds[] = {SFL_SYNTH_SIM1, SFL_SYNTH_SIM2, SFL_SYNTH_SPARSE,
-                                      SFL_SYNTH_FEDPROX};
+                                      SFL_SYNTH_FEDPROX, SFL_SYNTH_GRADMP};
 
-    for (size_t k = 0; k < 4; k++) {
+    for (size_t k = 0; k < 5; k++) {
         sfl_synth_params_t p = small(kinds[k]);
         sfl_synth_t *s = NULL;
 
@@ -373,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_synth_sim1_feature_variance),
         cmocka_unit_test(test_synth_sim2_top_decile),
         cmocka_unit_test(test_synth_sparse_truth),
+        cmocka_unit_test(test_synth_gradmp),
         cmocka_unit_test(test_synth_fedprox_sizes),
         cmocka_unit_test(test_synth_bad_params),
         cmocka_unit_test(test_synth_failalloc),

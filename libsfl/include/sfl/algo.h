@@ -35,8 +35,9 @@ typedef struct sfl_algo_params {
                              FedDualAvg); 1 = plain averaging */
     double l2_ball;       /* R: project local and global models onto the l2
                              ball of radius R; 0 = no projection */
-    uint32_t inexact_steps; /* inexact FedGradMP: gradient steps that solve the
-                               restricted subproblem to accuracy delta; 0 = exact */
+    uint32_t inexact_steps; /* fedgradmp-inexact: gradient steps that solve the
+                               restricted subproblem to accuracy delta; 0 = 10
+                               (fedgradmp solves it exactly and ignores this) */
 } sfl_algo_params_t;
 
 /* Fills the defaults: lr 0.1, tau 0 (must be set for sparse algorithms),
@@ -48,7 +49,11 @@ typedef struct sfl_problem {
     const sfl_loss_t *loss;
     uint32_t ncols;    /* features */
     uint32_t nclasses; /* 0 for regression */
-    size_t dim;        /* model length = loss->dim(ncols, nclasses) */
+    size_t dim;        /* length of the state the algorithm table exchanges
+                          (global, updates, aggregator): the model length
+                          loss->dim(ncols, nclasses), or nblocks * atoms once
+                          a dictionary is attached (sfl_dict_attach; the
+                          model is then model_of(state)) */
     uint32_t nblocks;  /* hard-thresholding blocks: nclasses for softmax
                           (per-class sparsity), else 1 */
     const struct sfl_dict *dict; /* sparsity w.r.t. this dictionary; NULL =
@@ -105,7 +110,8 @@ typedef struct sfl_algo {
     /* global: in, the model of the round; out, the new model. */
     int (*aggregate_end)(sfl_agg_t *agg, double *global);
     /* Optional: the model to evaluate or export from the broadcast state
-     * (FedDualAvg broadcasts a dual vector). NULL: the state is the model. */
+     * (FedDualAvg broadcasts a dual vector). NULL: the state is the model.
+     * ws is grown as needed. */
     int (*model_of)(const sfl_algo_params_t *p, const sfl_problem_t *prob, const double *state,
                     double *model, sfl_topk_ws_t *ws);
 } sfl_algo_t;
@@ -115,6 +121,10 @@ extern const sfl_algo_t sfl_algo_fediterht;
 extern const sfl_algo_t sfl_algo_diht;
 extern const sfl_algo_t sfl_algo_fedavg;
 extern const sfl_algo_t sfl_algo_fedprox;
+extern const sfl_algo_t sfl_algo_fedmid;
+extern const sfl_algo_t sfl_algo_feddualavg;
+extern const sfl_algo_t sfl_algo_fedgradmp;
+extern const sfl_algo_t sfl_algo_fedgradmp_inexact;
 
 /* By name ("fedht", ...); NULL if unknown. sfl_algo_list() is the
  * NULL-terminated table of all algorithms. */
@@ -156,5 +166,23 @@ int sfl_agg_avg_end_ht(sfl_agg_t *agg, double *global);
 /* x <- H_tau(x) per the problem's blocks. */
 int sfl_algo_threshold(const sfl_problem_t *prob, uint32_t tau, double *x,
                        sfl_topk_ws_t *ws) SFL_MUST_CHECK;
+
+/* FedGradMP's pieces, public for tests and benchmarks (fedgradmp.c).
+ * Support step: ghat[0..*ng) = (top min(2tau, blocklen) |proxy| per block)
+ * u lam, sorted; proxy has prob->dim entries (A^T r with a dictionary), lam
+ * is sorted. gam (scratch) and ghat need room for nblocks * min(2tau,
+ * blocklen) and that + nlam entries. Non-finite proxy is SFL_ENUMERIC. */
+int sfl_algo_gradmp_support(const sfl_problem_t *prob, uint32_t tau, const double *proxy,
+                            const uint32_t *lam, uint32_t nlam, uint32_t *gam, uint32_t *ghat,
+                            uint32_t *ng, sfl_topk_ws_t *ws) SFL_MUST_CHECK;
+/* Exact restricted least squares: b[0..g) = argmin over c of
+ *   mean_i (z_i' A_G c - y_i)^2 + lambda/2 ||A_G c||^2
+ * over all rows of local, G[0..g) sorted atom indices (columns when dict ==
+ * NULL, A = I). Cholesky on the normal equations; when those are singular
+ * (g > rows, or numerically) the minimum-norm solution, and *minnorm
+ * (optional) is set to 1. Allocates O(g^2). */
+int sfl_algo_gradmp_solve(const sfl_dataset_t *local, const struct sfl_dict *dict,
+                          const uint32_t *G, uint32_t g, double lambda, double *b,
+                          int *minnorm) SFL_MUST_CHECK;
 
 #endif

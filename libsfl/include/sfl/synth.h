@@ -15,6 +15,11 @@
  *   z ~ N(v_i, Sigma) as above, y = argmax softmax(W_i z + b_i); client
  *   sizes log-normal (mean log 4, sd 2) + 50, capped at n_per_client * 10.
  *   No truth, no support; s is unused.
+ * SFL_SYNTH_GRADMP: FedGradMP's sparse regression (seed 004 Sec. V-A, V-C):
+ *   client i (1-based) has entries ~ N(mu_i, 1/i^1.1), mu_i ~ N(0, alpha);
+ *   one s-sparse truth x# (support uniform, nonzeros uniform on the unit
+ *   sphere S^(s-1)); y = Z x# + N(0, noise^2). Defaults 30 clients x 100
+ *   rows, dim 1000, s 10, alpha 1.0, noise 0; truth known; beta unused.
  * N(m, v) names a variance v throughout (alpha, beta are variances). */
 #ifndef SFL_SYNTH_H
 #define SFL_SYNTH_H
@@ -28,18 +33,20 @@ typedef enum {
     SFL_SYNTH_SIM1 = 1,
     SFL_SYNTH_SIM2,
     SFL_SYNTH_SPARSE,
-    SFL_SYNTH_FEDPROX
+    SFL_SYNTH_FEDPROX,
+    SFL_SYNTH_GRADMP
 } sfl_synth_kind_t;
 
 typedef struct sfl_synth_params {
     sfl_synth_kind_t kind;
-    uint32_t nclients;     /* default 100 */
+    uint32_t nclients;     /* default 100 (GRADMP: 30) */
     uint32_t n_per_client; /* default 100 */
     uint32_t dim;          /* default 1000 (60 for FEDPROX) */
-    uint32_t s;            /* nonzeros of each model; default 100 (SPARSE: 20) */
-    double alpha;          /* default 0.1 */
+    uint32_t s;            /* nonzeros of each model; default 100 (SPARSE: 20,
+                              GRADMP: 10) */
+    double alpha;          /* default 0.1 (GRADMP: 1.0) */
     double beta;           /* default 0.1 */
-    double noise;          /* SPARSE only: noise sd, default 0 */
+    double noise;          /* SPARSE and GRADMP only: noise sd, default 0 */
     uint64_t seed;
 } sfl_synth_params_t;
 

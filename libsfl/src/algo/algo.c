@@ -10,7 +10,9 @@
 
 static const sfl_algo_t *const algos[] = {
     &sfl_algo_fedht, &sfl_algo_fediterht, &sfl_algo_diht,
-    &sfl_algo_fedavg, &sfl_algo_fedprox, NULL,
+    &sfl_algo_fedavg, &sfl_algo_fedprox,
+    &sfl_algo_fedmid, &sfl_algo_feddualavg,
+    &sfl_algo_fedgradmp, &sfl_algo_fedgradmp_inexact, NULL,
 };
 
 const sfl_algo_t *const *sfl_algo_list(void)

@@ -15,7 +15,7 @@
  *   numpy's scale (an sd); the two agree for its usual (0,0) and (1,1).
  * - Client i draws from its own stream sfl_rng_seed(seed, 0, i, DATA), so its
  *   data do not depend on nclients or on the other clients; draws shared by
- *   all clients (the SPARSE truth) come from client id SHARED.
+ *   all clients (the SPARSE and GRADMP truth) come from client id SHARED.
  * - Features are dense, stored as dense-in-CSR: every entry, even tiny ones,
  *   so the sparsity pattern never depends on the values drawn. */
 
@@ -33,6 +33,8 @@ static const char *kind_name(sfl_synth_kind_t k)
         return "sparse";
     case SFL_SYNTH_FEDPROX:
         return "fedprox";
+    case SFL_SYNTH_GRADMP:
+        return "gradmp";
     }
     return "?";
 }
@@ -43,12 +45,13 @@ void sfl_synth_params_default(sfl_synth_params_t *p, sfl_synth_kind_t kind)
         return;
     memset(p, 0, sizeof(*p));
     p->kind = kind;
-    p->nclients = 100;
+    p->nclients = kind == SFL_SYNTH_GRADMP ? 30 : 100;
     p->n_per_client = 100;
     p->dim = kind == SFL_SYNTH_FEDPROX ? 60 : 1000;
     /* FEDPROX has no sparse model: s is unused there. */
-    p->s = kind == SFL_SYNTH_SPARSE ? 20 : kind == SFL_SYNTH_FEDPROX ? 0 : 100;
-    p->alpha = 0.1;
+    p->s = kind == SFL_SYNTH_SPARSE ? 20 : kind == SFL_SYNTH_FEDPROX ? 0
+         : kind == SFL_SYNTH_GRADMP ? 10 : 100;
+    p->alpha = kind == SFL_SYNTH_GRADMP ? 1.0 : 0.1;
     p->beta = 0.1;
     p->noise = 0.0;
     p->seed = 0;
@@ -66,7 +69,7 @@ static int check_params(const sfl_synth_params_t *p)
 {
     int rc;
 
-    if (p->kind < SFL_SYNTH_SIM1 || p->kind > SFL_SYNTH_FEDPROX)
+    if (p->kind < SFL_SYNTH_SIM1 || p->kind > SFL_SYNTH_GRADMP)
         return sfl__fail(SFL_EINVAL, "synth: unknown kind %d", (int)p->kind);
     if (p->nclients == 0)
         return sfl__fail(SFL_EINVAL, "synth: nclients is 0");
@@ -141,14 +144,15 @@ static int client_generate(const sfl_synth_params_t *p, uint32_t i, const double
     double *y = NULL, *labels = NULL;
     sfl_dataset_t *ds = NULL;
     uint32_t d = p->dim, n = p->n_per_client, nclasses = 0;
-    double u = 0.0;
+    double u = 0.0, sd = 1.0;
     int rc;
 
     *out = NULL;
     sfl_rng_seed(&r, p->seed, 0, i, SFL_STREAM_DATA);
 
     /* Per-client parameters, in a fixed draw order (documented for replay):
-     * SIM: u_i, x_i[0..s), B_i, v_i; FEDPROX: size, u_i, B_i, W_i, b_i, v_i. */
+     * SIM: u_i, x_i[0..s), B_i, v_i; FEDPROX: size, u_i, B_i, W_i, b_i, v_i;
+     * GRADMP: mu_i. */
     if (p->kind == SFL_SYNTH_SIM1 || p->kind == SFL_SYNTH_SIM2) {
         u = sfl_rng_gauss(&r, 0.1, sqrt(p->alpha));
         for (uint32_t j = 0; j < d; j++)
@@ -166,6 +170,10 @@ static int client_generate(const sfl_synth_params_t *p, uint32_t i, const double
             w->model[j] = sfl_rng_gauss(&r, u, 1.0);
         for (uint32_t j = 0; j < d; j++)
             w->mean[j] = sfl_rng_gauss(&r, B, 1.0);
+    } else if (p->kind == SFL_SYNTH_GRADMP) {
+        /* mu_i ~ N(0, alpha); entries' variance 1/i^1.1 with i 1-based. */
+        u = sfl_rng_gauss(&r, 0.0, sqrt(p->alpha));
+        sd = pow((double)i + 1.0, -0.55);
     }
 
     rc = sfl_csr_new(n, d, (size_t)n * d, &X);
@@ -184,8 +192,9 @@ static int client_generate(const sfl_synth_params_t *p, uint32_t i, const double
         X->rowptr[row + 1] = base + d;
         for (uint32_t j = 0; j < d; j++) {
             X->colind[base + j] = j;
-            z[j] = p->kind == SFL_SYNTH_SPARSE ? sfl_rng_gauss(&r, 0.0, 1.0)
-                                               : sfl_rng_gauss(&r, w->mean[j], w->sd[j]);
+            z[j] = p->kind == SFL_SYNTH_SPARSE   ? sfl_rng_gauss(&r, 0.0, 1.0)
+                   : p->kind == SFL_SYNTH_GRADMP ? sfl_rng_gauss(&r, u, sd)
+                                                 : sfl_rng_gauss(&r, w->mean[j], w->sd[j]);
         }
         switch (p->kind) {
         case SFL_SYNTH_SIM1:
@@ -196,6 +205,7 @@ static int client_generate(const sfl_synth_params_t *p, uint32_t i, const double
             w->rank[row].row = row;
             break;
         case SFL_SYNTH_SPARSE:
+        case SFL_SYNTH_GRADMP:
             /* The noise is drawn even when noise == 0 so Z does not depend on
              * the noise level, and y = Z x* holds exactly then. */
             y[row] = sfl_csr_row_dot(X, row, truth) + p->noise * sfl_rng_gauss(&r, 0.0, 1.0);
@@ -306,7 +316,7 @@ int sfl_synth_generate(const sfl_synth_params_t *p, sfl_synth_t **out)
     if (p->kind == SFL_SYNTH_SIM1 || p->kind == SFL_SYNTH_SIM2) {
         for (uint32_t j = 0; j < p->s; j++)
             s->support[j] = j;
-    } else if (p->kind == SFL_SYNTH_SPARSE) {
+    } else if (p->kind == SFL_SYNTH_SPARSE || p->kind == SFL_SYNTH_GRADMP) {
         sfl_rng_t r;
 
         s->truth = sfl__calloc(d, sizeof(double));
@@ -320,6 +330,17 @@ int sfl_synth_generate(const sfl_synth_params_t *p, sfl_synth_t **out)
             goto out;
         for (uint32_t j = 0; j < p->s; j++)
             s->truth[s->support[j]] = sfl_rng_gauss(&r, 0.0, 1.0);
+        if (p->kind == SFL_SYNTH_GRADMP) {
+            /* A standard Gaussian vector, normalised, is uniform on the
+             * sphere; a zero draw has probability 0 but is kept off anyway. */
+            double nrm = 0.0;
+
+            for (uint32_t j = 0; j < p->s; j++)
+                nrm += s->truth[s->support[j]] * s->truth[s->support[j]];
+            nrm = sqrt(nrm);
+            for (uint32_t j = 0; j < p->s && nrm > 0; j++)
+                s->truth[s->support[j]] /= nrm;
+        }
     }
 
     for (uint32_t i = 0; i < p->nclients; i++) {
