@@ -27,7 +27,7 @@ typedef struct opt {
 static const opt_t opts[] = {
     {"algo", T_STR, O(algo), -1, "NAME", "algorithm (see below); default fediterht"},
     {"data", T_STR, O(data), -1, "SPEC",
-     "synth:sim1|sim2|sparse|fedprox, libsvm:FILE or csv:FILE; default synth:sim1"},
+     "synth:sim1|sim2|sparse|fedprox|gradmp, libsvm:FILE or csv:FILE; default synth:sim1"},
     {"partition", T_STR, O(partition), SIM_OPT_PARTITION, "P",
      "file data: iid, label, dirichlet:ALPHA or kmeans:K (default iid)"},
     {"test", T_STR, O(test), -1, "FILE", "held-out file in the format of --data"},
@@ -45,19 +45,36 @@ static const opt_t opts[] = {
      "l2 weight (default 0 for lsq, 1e-4 for classification)"},
     {"mu", T_DBL, O(mu), -1, "MU", "FedProx proximal weight (default 0.01)"},
     {"seed", T_U64, O(seed), -1, "S", "seed of every random draw (default 1)"},
-    {"alpha", T_DBL, O(alpha), SIM_OPT_ALPHA, "A", "synth: model heterogeneity (default 0.1)"},
+    {"server-lr", T_DBL, O(server_lr), -1, "ETA", "server step on the averaged change "
+     "(fedmid, feddualavg; default 1)"},
+    {"l2-ball", T_DBL, O(l2_ball), -1, "R", "fedgradmp: project onto the l2 ball of radius R "
+     "(default 0: none)"},
+    {"inexact-steps", T_U32, O(inexact_steps), -1, "S",
+     "fedgradmp-inexact: gradient steps per subproblem (default 10)"},
+    {"dictionary", T_STR, O(dictionary), -1, "D",
+     "fedgradmp: sparse w.r.t. gaussian:M (M random atoms) or a dictionary FILE"},
+    {"cohort", T_U32, O(cohort), -1, "L", "clients sampled per round (default 0: all)"},
+    {"centralized", T_FLAG, O(centralized), -1, NULL,
+     "all data in one client, one local step per round (centralized IHT / GradMP)"},
+    {"alpha", T_DBL, O(alpha), SIM_OPT_ALPHA, "A", "synth: heterogeneity (default 0.1; gradmp 1)"},
     {"beta", T_DBL, O(beta), SIM_OPT_BETA, "B", "synth: data heterogeneity (default 0.1)"},
     {"dim", T_U32, O(dim), SIM_OPT_DIM, "D", "synth: dimension (default 1000; fedprox 60)"},
     {"samples", T_U32, O(samples), SIM_OPT_SAMPLES, "N", "synth: samples per client (default 100)"},
     {"support", T_U32, O(support), SIM_OPT_SUPPORT, "S",
      "synth: nonzeros of the true model (default 100; sparse 20)"},
-    {"noise", T_DBL, O(noise), SIM_OPT_NOISE, "SIGMA", "synth:sparse noise sd (default 0)"},
+    {"noise", T_DBL, O(noise), SIM_OPT_NOISE, "SIGMA", "synth:sparse|gradmp noise sd (default 0)"},
+    {"decay", T_DBL, O(decay), SIM_OPT_DECAY, "E",
+     "synth:gradmp: client i's entry variance 1/i^E (default 1.1)"},
     {"parts", T_U32, O(parts), -1, "P", "label/kmeans partition: parts per group (default 20)"},
     {"kmeans-iter", T_U32, O(kmeans_iter), -1, "I", "k-means iterations (default 50)"},
     {"encoding", T_STR, O(encoding), -1, "E",
      "values on the wire: f64, f32 or q8 (default f64); lossy ones are applied"},
     {"output", T_STR, O(output), -1, "FILE", "write the CSV here instead of stdout"},
     {"plot", T_STR, O(plot), -1, "PNG", "draw objective vs rounds with gnuplot"},
+    {"model-out", T_STR, O(model_out), -1, "FILE",
+     "write the final model: '# sfl model dim=D', then 'index value' (1-based) per nonzero"},
+    {"dump-data", T_STR, O(dump_data), -1, "FILE",
+     "write all clients' training data to FILE (LibSVM) and the truth, if known, to FILE.truth"},
     {"no-wall-clock", T_FLAG, O(no_wall_clock), -1, NULL,
      "write wall_ms as 0 so runs compare byte for byte"},
     {"quiet", T_FLAG, O(quiet), -1, NULL, "no progress line, no summary"},
@@ -194,6 +211,7 @@ static void defaults(sim_cfg_t *cfg)
     cfg->lr = 0.01;
     cfg->batch = 10;
     cfg->mu = 0.01;
+    cfg->server_lr = 1.0;
     cfg->seed = 1;
     cfg->alpha = 0.1;
     cfg->beta = 0.1;

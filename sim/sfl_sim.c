@@ -14,6 +14,7 @@
 
 #include "sfl/algo.h"
 #include "sfl/csv.h"
+#include "sfl/dict.h"
 #include "sfl/eval.h"
 #include "sfl/libsvm.h"
 #include "sfl/partition.h"
@@ -82,6 +83,7 @@ static const struct {
     {"sim2", SFL_SYNTH_SIM2},
     {"sparse", SFL_SYNTH_SPARSE},
     {"fedprox", SFL_SYNTH_FEDPROX},
+    {"gradmp", SFL_SYNTH_GRADMP},
 };
 
 static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
@@ -94,7 +96,7 @@ static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
         if (strcmp(kind, synth_kinds[i].name) == 0)
             break;
     if (i == sizeof(synth_kinds) / sizeof(synth_kinds[0]))
-        usage_error("unknown synthetic data (sim1, sim2, sparse, fedprox)", kind);
+        usage_error("unknown synthetic data (sim1, sim2, sparse, fedprox, gradmp)", kind);
     if (cfg->given[SIM_OPT_PARTITION])
         usage_error("--partition applies to file data; synthetic federations are "
                     "generated per client", NULL);
@@ -113,6 +115,8 @@ static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
         p.beta = cfg->beta;
     if (cfg->given[SIM_OPT_NOISE])
         p.noise = cfg->noise;
+    if (cfg->given[SIM_OPT_DECAY])
+        p.decay = cfg->decay;
     rc = sfl_synth_generate(&p, &f->synth);
     if (rc < 0)
         die("synthetic data", rc);
@@ -315,6 +319,78 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
     snprintf(f->preset, sizeof(f->preset), "%s", base ? base + 1 : path);
 }
 
+/* --centralized: every client's data in one client (the centralized
+ * reference the federated runs are measured against). */
+static void centralize(fed_t *f)
+{
+    sfl_dataset_t *all;
+    int rc = sfl_dataset_concat(f->train, f->nclients, &all);
+
+    if (rc < 0)
+        die("centralized data", rc);
+    if (f->train_owned)
+        for (uint32_t c = 0; c < f->nclients; c++)
+            sfl_dataset_free(f->train[c]);
+    f->train[0] = all;
+    f->train_owned = 1;
+    f->nclients = 1;
+}
+
+static void load_dictionary(const sim_cfg_t *cfg, uint32_t ncols, sfl_dict_t **out)
+{
+    const char *d = cfg->dictionary;
+    int rc;
+
+    if (strncmp(d, "gaussian:", 9) == 0) {
+        char *end;
+        unsigned long m = strtoul(d + 9, &end, 10);
+        sfl_rng_t r;
+
+        if (end == d + 9 || *end || m == 0 || m > UINT32_MAX)
+            usage_error("bad --dictionary gaussian:M (M atoms, M >= 1)", d);
+        sfl_rng_seed(&r, cfg->seed, 0, 0, SFL_STREAM_DICT);
+        rc = sfl_dict_gaussian(ncols, (uint32_t)m, &r, out);
+    } else {
+        rc = sfl_dict_read(d, 0, out);
+    }
+    if (rc < 0)
+        die(d, rc);
+}
+
+/* Sparse text form of a model: what --model-out and --dump-data write. */
+static void write_model(const char *path, const double *x, size_t d)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f == NULL)
+        die(path, -errno);
+    fprintf(f, "# sfl model dim=%zu\n", d);
+    for (size_t j = 0; j < d; j++)
+        if (x[j] != 0)
+            fprintf(f, "%zu %.17g\n", j + 1, x[j]);
+    if (ferror(f) | fclose(f))
+        die(path, -EIO);
+}
+
+static void dump_data(const char *path, const fed_t *f)
+{
+    FILE *out = fopen(path, "w");
+    int rc = 0;
+
+    if (out == NULL)
+        die(path, -errno);
+    for (uint32_t c = 0; c < f->nclients && rc == 0; c++)
+        rc = sfl_libsvm_write(out, f->train[c]);
+    if (rc < 0 || ferror(out) | fclose(out))
+        die(path, rc < 0 ? rc : -EIO);
+    if (f->truth) {
+        char tpath[4096];
+
+        snprintf(tpath, sizeof(tpath), "%s.truth", path);
+        write_model(tpath, f->truth, f->ncols);
+    }
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -429,12 +505,28 @@ int main(int argc, char **argv)
     rc = sfl_problem_init(&prob, loss, fed.ncols, fed.nclasses);
     if (rc < 0)
         die("problem", rc);
+    sfl_dict_t *dict = NULL;
+    if (cfg.dictionary && cfg.dictionary[0]) {
+        load_dictionary(&cfg, fed.ncols, &dict);
+        if ((rc = sfl_dict_attach(&prob, dict)) < 0)
+            die("dictionary", rc);
+    }
+    if (cfg.centralized) {
+        if (cfg.cohort)
+            usage_error("--centralized and --cohort exclude each other", NULL);
+        centralize(&fed);
+    }
+    if (cfg.dump_data)
+        dump_data(cfg.dump_data, &fed);
 
     /* Parameters: flags, else the paper grid's best for this data, else defaults. */
     sfl_algo_params_default(&params);
     params.tau = cfg.tau;
     params.batch = cfg.batch;
     params.mu = cfg.mu;
+    params.server_lr = cfg.server_lr;
+    params.l2_ball = cfg.l2_ball;
+    params.inexact_steps = cfg.inexact_steps;
     params.lambda = cfg.given[SIM_OPT_LAMBDA] ? cfg.lambda : loss->classification ? 1e-4 : 0;
     {
         double lr;
@@ -443,6 +535,8 @@ int main(int argc, char **argv)
 
         params.lr = cfg.given[SIM_OPT_LR] ? cfg.lr : have ? lr : cfg.lr;
         params.local_steps = cfg.given[SIM_OPT_K] ? cfg.local_steps : have ? k : cfg.local_steps;
+        if (cfg.centralized)
+            params.local_steps = 1; /* one round = one step */
     }
     if (algo->sparse && !cfg.given[SIM_OPT_TAU] && params.tau > prob.dim / prob.nblocks)
         params.tau = (uint32_t)(prob.dim / prob.nblocks);
@@ -479,7 +573,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    int has_truth = fed.truth != NULL, has_support = fed.support != NULL;
+    int has_truth = fed.truth != NULL, has_support = fed.support != NULL && dict == NULL;
     int has_acc = loss->classification && fed.ntest > 0;
     fprintf(out, "round,objective%s%s%s,nnz,bytes_up,bytes_down,wall_ms\n",
             has_truth ? ",rel_error" : "",
@@ -488,8 +582,13 @@ int main(int argc, char **argv)
     progress = !cfg.quiet && isatty(STDERR_FILENO);
 
     /* Rounds. */
-    size_t d = prob.dim;
+    size_t d = prob.dim, md = loss->dim(fed.ncols, fed.nclasses);
     double *global = xcalloc(d, sizeof(double));
+    /* The model the metrics see: the state itself, or model_of(state) (a
+     * dictionary's A c, FedDualAvg's thresholded dual). */
+    double *model = algo->model_of ? xcalloc(md, sizeof(double)) : global;
+    uint32_t *ids = xcalloc(active, sizeof(uint32_t)), *pick = xcalloc(active, sizeof(uint32_t));
+    uint32_t nids = 0, npick;
     double *bcast = xcalloc(d, sizeof(double));
     sfl_spvec_t *gsp = NULL, *upd = NULL;
     sfl_algo_ws_t ws;
@@ -498,6 +597,10 @@ int main(int argc, char **argv)
     size_t cap = 0;
     double t0 = now_ms(), objective = NAN;
 
+    for (uint32_t c = 0; c < fed.nclients; c++)
+        if (fed.weight[c] > 0)
+            ids[nids++] = c;
+    npick = cfg.cohort && cfg.cohort < nids ? cfg.cohort : nids;
     sfl_algo_ws_init(&ws);
     rc = sfl_agg_init(&agg, algo, &params, &prob);
     if (rc < 0)
@@ -510,18 +613,29 @@ int main(int argc, char **argv)
             (rc = sfl_spvec_from_dense(gsp, global)) < 0)
             die("broadcast", rc);
         wire(&gsp, enc, &buf, &cap, &down);
-        down *= active;
+        down *= npick;
         memset(bcast, 0, d * sizeof(double));
         sfl_spvec_scatter(gsp, bcast);
         sfl_spvec_free(gsp);
 
-        if ((rc = algo->aggregate_begin(&agg)) < 0)
-            die("aggregate", rc);
-        for (uint32_t c = 0; c < fed.nclients; c++) {
+        /* The round's cohort: all clients with data, or L of them drawn from
+         * (seed, round) so any round's cohort can be replayed. */
+        if (npick < nids) {
             sfl_rng_t r;
 
-            if (fed.weight[c] == 0)
-                continue;
+            sfl_rng_seed(&r, cfg.seed, t, 0, SFL_STREAM_COHORT);
+            if ((rc = sfl_rng_sample(&r, nids, npick, pick)) < 0)
+                die("cohort", rc);
+        } else {
+            for (uint32_t i = 0; i < nids; i++)
+                pick[i] = i;
+        }
+        if ((rc = algo->aggregate_begin(&agg)) < 0)
+            die("aggregate", rc);
+        for (uint32_t i = 0; i < npick; i++) {
+            uint32_t c = ids[pick[i]];
+            sfl_rng_t r;
+
             sfl_rng_seed(&r, cfg.seed, t, c, SFL_STREAM_TRAIN);
             if ((rc = sfl_spvec_new((uint32_t)d, 0, &upd)) < 0)
                 die("update", rc);
@@ -540,15 +654,18 @@ int main(int argc, char **argv)
             die("aggregate", rc);
 
         /* Metrics of x_{t+1}. */
-        objective = sfl_eval_objective(loss, fed.train, fed.nclients, fed.weight, global,
+        if (algo->model_of &&
+            (rc = algo->model_of(&params, &prob, global, model, &agg.topk)) < 0)
+            die("model", rc);
+        objective = sfl_eval_objective(loss, fed.train, fed.nclients, fed.weight, model,
                                        params.lambda);
         fprintf(out, "%u,%.10g", t, objective);
         if (has_truth)
-            fprintf(out, ",%.10g", sfl_eval_rel_error(global, fed.truth, d));
+            fprintf(out, ",%.10g", sfl_eval_rel_error(model, fed.truth, md));
         if (has_support) {
             double pr, rec;
 
-            sfl_eval_support(global, d, fed.support, fed.nsupport, &pr, &rec);
+            sfl_eval_support(model, md, fed.support, fed.nsupport, &pr, &rec);
             fprintf(out, ",%.6f,%.6f", pr, rec);
         }
         if (has_acc) {
@@ -559,7 +676,7 @@ int main(int argc, char **argv)
 
                 if (n == 0)
                     continue;
-                correct += sfl_loss_accuracy(loss, fed.test[i], global) * n;
+                correct += sfl_loss_accuracy(loss, fed.test[i], model) * n;
                 total += n;
             }
             fprintf(out, ",%.6f", total > 0 ? correct / total : NAN);
@@ -573,6 +690,8 @@ int main(int argc, char **argv)
     }
     if (progress)
         fputc('\n', stderr);
+    if (cfg.model_out)
+        write_model(cfg.model_out, model, md);
     if (fflush(out) != 0 || (out != stdout && fclose(out) != 0)) {
         fprintf(stderr, "sfl-sim: error: writing the CSV: %s\n", strerror(errno));
         return 1;
@@ -602,6 +721,11 @@ int main(int argc, char **argv)
                 sfl_dvec_nnz(global, d), now_ms() - t0, ru.ru_maxrss);
     }
     free(buf);
+    if (model != global)
+        free(model);
+    free(ids);
+    free(pick);
+    sfl_dict_free(dict);
     free(global);
     free(bcast);
     sfl_agg_close(&agg);

@@ -13,11 +13,14 @@ typedef struct sim_cfg {
     char *encoding;   /* f64 | f32 | q8 */
     char *plot;       /* PNG path */
     char *output;     /* CSV path; empty = stdout */
+    char *dictionary; /* gaussian:M | FILE; empty = standard basis */
+    char *dump_data;  /* write the training data (LibSVM) here */
+    char *model_out;  /* write the final model here */
     uint32_t clients, rounds, tau, local_steps, batch;
-    uint32_t dim, samples, support, parts, kmeans_iter;
-    double lr, lambda, mu, alpha, beta, noise, test_frac;
+    uint32_t dim, samples, support, parts, kmeans_iter, cohort, inexact_steps;
+    double lr, lambda, mu, alpha, beta, noise, decay, test_frac, l2_ball, server_lr;
     uint64_t seed;
-    int no_wall_clock, quiet;
+    int no_wall_clock, quiet, centralized;
     /* which options were given explicitly (flags or config) */
     unsigned char given[64];
 } sim_cfg_t;
@@ -25,7 +28,7 @@ typedef struct sim_cfg {
 /* Option ids for given[] that the driver consults. */
 enum { SIM_OPT_LR, SIM_OPT_K, SIM_OPT_TEST_FRAC, SIM_OPT_LAMBDA, SIM_OPT_PARTITION,
        SIM_OPT_TAU, SIM_OPT_ALPHA, SIM_OPT_BETA, SIM_OPT_DIM, SIM_OPT_SUPPORT,
-       SIM_OPT_SAMPLES, SIM_OPT_CLIENTS, SIM_OPT_NOISE };
+       SIM_OPT_SAMPLES, SIM_OPT_CLIENTS, SIM_OPT_NOISE, SIM_OPT_DECAY };
 
 /* Parses argv (and --config FILE); prints --help and exits 0 when asked;
  * on a bad flag or file prints one line and returns -1. */

@@ -5,9 +5,14 @@
 # keeps the pair with the lowest objective after the preset's rounds (runs
 # that diverge are dropped) and rewrites sim/defaults.inc.
 #
-#   sim/tune.sh [build/sfl-sim]        (about 10-20 minutes on 2 cores)
+#   sim/tune.sh [build/sfl-sim [PRESET...]]   (about 10-15 minutes on 2 cores)
+#
+# With PRESET names (sim1, sim2, a9a, ...) only those are searched again and
+# their rows replace theirs in results/tune-grid.txt; the others are kept.
 set -eu
 SIM=${1:-build/sfl-sim}
+[ $# -gt 0 ] && shift
+ONLY="$*"
 DATA=${SFL_DATA:-../shared/data}
 LRS="10 1 0.6 0.3 0.1 0.06 0.03 0.01 0.001"
 KS="3 5 8 10"
@@ -15,18 +20,31 @@ ALGOS="fedht fediterht diht fedavg fedprox"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# preset | flags | rounds
+# preset (the key sfl-sim looks up: synth kind or data file name) | the
+# experiment whose setup is tuned | rounds of the criterion.
 presets() {
-    echo "sim1|--data synth:sim1 --alpha 0.1 --beta 0.1|100"
-    echo "sim2|--data synth:sim2 --alpha 1 --beta 1|200"
-    if [ -f "$DATA/derived/colon-cancer.libsvm" ]; then
-        echo "colon-cancer.libsvm|--data libsvm:$DATA/derived/colon-cancer.libsvm --partition kmeans:10 --clients 10 --parts 2 --tau 200|100"
-    fi
+    echo "sim1|sim1-diht|100"
+    echo "sim2|sim2-diht|200"
+    for f in derived/colon-cancer.libsvm:colon derived/leukemia_ALLAML.libsvm:leukemia \
+             a9a:a9a dna.scale:dna; do
+        path=${f%%:*}
+        if [ -f "$DATA/$path" ]; then
+            extra="--data libsvm:$DATA/$path"
+            [ "$path" = dna.scale ] && extra="$extra --test $DATA/dna.scale.t"
+            echo "$(basename "$path")|real-${f##*:}-diht|100|$extra"
+        else
+            echo "tune: skipping $path: not found in $DATA" >&2
+        fi
+    done
 }
 
 jobs="$work/jobs"
 : > "$jobs"
-presets | while IFS='|' read -r name flags rounds; do
+presets | while IFS='|' read -r name exp rounds extra; do
+    if [ -n "$ONLY" ]; then
+        case " $ONLY " in *" $name "*) ;; *) continue ;; esac
+    fi
+    flags="--config sim/experiments/$exp.ini $extra"
     for a in $ALGOS; do
         ks=$KS
         [ "$a" = diht ] && ks=1 # one step per round whatever K
@@ -49,11 +67,16 @@ EOF2
     echo "$name $a $k $lr $obj"
 ' sh > "$work/results"
 
+# Keep the rows of presets not searched this time.
+mkdir -p results
+if [ -n "$ONLY" ] && [ -f results/tune-grid.txt ]; then
+    awk -v only=" $ONLY " 'index(only, " " $1 " ") == 0' results/tune-grid.txt >> "$work/results"
+fi
+sort -k1,1 -k2,2 -k3,3n -k4,4g "$work/results" > results/tune-grid.txt
 {
     echo "/* preset, algorithm, lr, K — written by sim/tune.sh; do not edit by hand."
     echo " * Criterion: lowest objective after the preset's rounds, seed 7. */"
-    sort -k1,1 -k2,2 -k5,5g "$work/results" | awk '$5 != "nan" && !seen[$1 FS $2]++ {
+    sort -k1,1 -k2,2 -k5,5g results/tune-grid.txt | awk '$5 != "nan" && !seen[$1 FS $2]++ {
         printf "{\"%s\", \"%s\", %s, %s},\n", $1, $2, $4, $3 }'
 } > sim/defaults.inc
-cp "$work/results" results/tune-grid.txt 2>/dev/null || true
 cat sim/defaults.inc

@@ -32,6 +32,26 @@ done
 "$SIM" --algo fediterht --data synth:fedprox --clients 5 --rounds 3 --tau 20 \
     --test-frac 0.2 --quiet > "$t/fp.csv" || fail "softmax federation"
 
+# The matching-pursuit side: the FedGradMP command contract reaches the truth
+# to machine precision; cohorts, centralized mode and dictionaries run.
+"$SIM" --algo fedgradmp --data synth:gradmp --clients 30 --alpha 1.0 --tau 10 \
+    --local-steps 3 --batch 40 --rounds 6 --seed 7 --quiet > "$t/gmp.csv"
+awk -F, 'NR > 1 { e = $3 } END { exit !(e < 1e-10) }' "$t/gmp.csv" \
+    || fail "fedgradmp rel_error $(tail -1 "$t/gmp.csv")"
+"$SIM" --algo fedgradmp --data synth:gradmp --clients 30 --cohort 10 --tau 10 --batch 40 \
+    --rounds 3 --quiet > "$t/cohort.csv" || fail "cohort run"
+# round 1 broadcasts x_0 = 0 to a cohort of 10 instead of 30 clients
+[ "$(sed -n 2p "$t/cohort.csv" | cut -d, -f8)" -eq "$(($(sed -n 2p "$t/gmp.csv" | cut -d, -f8) / 3))" ] \
+    || fail "cohort bytes_down"
+"$SIM" --algo fedgradmp --data synth:gradmp --clients 5 --centralized --tau 10 --rounds 4 \
+    --quiet > "$t/central.csv" || fail "centralized run"
+"$SIM" --algo fedgradmp --data synth:gradmp --clients 3 --dim 50 --support 3 --tau 3 \
+    --dictionary gaussian:60 --rounds 2 --quiet > "$t/dict.csv" || fail "dictionary run"
+for a in fedgradmp-inexact fedmid feddualavg; do
+    "$SIM" --algo $a --data synth:gradmp --clients 5 --tau 10 --lr 0.001 --rounds 3 --quiet \
+        > /dev/null || fail "algo $a"
+done
+
 # Bad flags and files: one line on stderr, non-zero exit.
 expect_error() { # $1 = expected exit, $2 = pattern, rest = args
     code=$1; pat=$2; shift 2
@@ -49,6 +69,13 @@ expect_error 2 "unexpected argument" stray
 expect_error 2 "needs a value" --rounds
 expect_error 2 "unknown synthetic" --data synth:nope
 expect_error 1 "No such file" --data libsvm:/nonexistent/file
+expect_error 2 "does not support a dictionary" --algo fediterht --data synth:gradmp \
+    --dictionary gaussian:20 --rounds 1
+expect_error 2 "bad --dictionary" --algo fedgradmp --data synth:gradmp --dictionary gaussian:x
+printf '2 2\n1 0\n0 x\n' > "$t/bad.dict"
+expect_error 1 "bad.dict:3:" --algo fedgradmp --data synth:gradmp --dim 2 --support 1 --tau 1 \
+    --dictionary "$t/bad.dict" --rounds 1
+expect_error 2 "exclude each other" --algo fedgradmp --data synth:gradmp --centralized --cohort 3
 printf '1 1:0.5 2:1\n-1 3:x\n' > "$t/bad.svm"
 expect_error 1 "bad.svm:2:" --data libsvm:"$t/bad.svm" --clients 1
 printf '[sim]\nrounds = 2\nbogus = 1\n' > "$t/bad.ini"

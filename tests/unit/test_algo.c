@@ -11,6 +11,7 @@
 #include "failalloc.h"
 #include "sfl/algo.h"
 #include "sfl/alloc.h"
+#include "sfl/dict.h"
 #include "sfl/eval.h"
 #include "sfl/synth.h"
 
@@ -95,6 +96,19 @@ static void test_algo_bad_params(void **state)
     p.batch = 1;
     p.mu = -1;
     assert_int_equal(sfl_algo_check(&sfl_algo_fedprox, &p, &prob), SFL_EINVAL);
+
+    /* Only the matching-pursuit family knows dictionaries. */
+    sfl_dict_t *dict;
+    sfl_rng_t r;
+    sfl_rng_seed(&r, 1, 0, 0, 0);
+    p.mu = 0;
+    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 10, 0), 0);
+    assert_int_equal(sfl_dict_gaussian(10, 12, &r, &dict), 0);
+    assert_int_equal(sfl_dict_attach(&prob, dict), 0);
+    assert_int_equal(sfl_algo_check(&sfl_algo_fediterht, &p, &prob), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "dictionary"));
+    assert_int_equal(sfl_algo_check(&sfl_algo_fedgradmp, &p, &prob), 0);
+    sfl_dict_free(dict);
 }
 
 /* One FedIter-HT step on the identity design lands on H_tau(y). */

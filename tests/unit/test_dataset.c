@@ -148,6 +148,38 @@ static void test_dataset_encode_bad(void **state)
     sfl_dataset_free(ds);
 }
 
+static void test_dataset_concat(void **state)
+{
+    (void)state;
+    sfl_dataset_t *a = make(5, NULL), *parts[2], *all = NULL, *odd;
+    const uint32_t first[] = {0, 1}, rest[] = {2, 3, 4};
+
+    /* Splitting then concatenating gives the original rows back. */
+    assert_int_equal(sfl_dataset_subset(a, first, 2, &parts[0]), 0);
+    assert_int_equal(sfl_dataset_subset(a, rest, 3, &parts[1]), 0);
+    assert_int_equal(sfl_dataset_concat(parts, 2, &all), 0);
+    assert_int_equal(all->X->nrows, 5);
+    assert_int_equal(sfl_csr_validate(all->X), 0);
+    for (uint32_t i = 0; i < 5; i++)
+        check_row(all, i, i, (double)i);
+    sfl_dataset_free(all);
+    all = NULL;
+    FAILALLOC_EACH(sfl_dataset_concat(parts, 2, &all), (sfl_dataset_free(all), all = NULL));
+
+    /* Mismatched parts are refused. */
+    assert_int_equal(sfl_dataset_concat(parts, 0, &all), SFL_EINVAL);
+    odd = make(2, NULL);
+    assert_int_equal(sfl_dataset_set_ncols(odd, 3), 0);
+    parts[1] = odd;
+    assert_int_equal(sfl_dataset_concat(parts, 2, &all), SFL_EDIM);
+    assert_null(all);
+    sfl_dataset_free(odd);
+    sfl_dataset_free(parts[0]);
+    assert_int_equal(sfl_dataset_subset(a, rest, 3, &parts[1]), 0);
+    sfl_dataset_free(parts[1]);
+    sfl_dataset_free(a);
+}
+
 static void test_dataset_subset(void **state)
 {
     (void)state;
@@ -306,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_dataset_encode_multiclass),
         cmocka_unit_test(test_dataset_encode_bad),
         cmocka_unit_test(test_dataset_subset),
+        cmocka_unit_test(test_dataset_concat),
         cmocka_unit_test(test_dataset_split),
         cmocka_unit_test(test_dataset_set_ncols),
         cmocka_unit_test(test_dataset_failalloc),

@@ -371,10 +371,39 @@ static void test_libsvm_a9a(void **state)
     sfl_dataset_free(ds);
 }
 
+/* Written text reads back to the same bits, labels included. */
+static void test_libsvm_write_round_trip(void **state)
+{
+    (void)state;
+    const char text[] = "-1 1:0.1 3:-2.5e-300\n+1 2:3.141592653589793\n-1\n";
+    sfl_dataset_t *a = NULL, *b = NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    assert_int_equal(sfl_libsvm_parse(text, sizeof(text) - 1, "t", 0, NULL, &a), 0);
+    assert_int_equal(sfl_dataset_encode_labels(a, 2), 0);
+    f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(sfl_libsvm_write(f, a), 0);
+    fclose(f);
+    assert_int_equal(sfl_libsvm_parse(buf, len, "w", 0, NULL, &b), 0);
+    assert_int_equal(b->X->nrows, 3);
+    assert_int_equal(b->X->nnz, a->X->nnz);
+    assert_memory_equal(b->X->val, a->X->val, a->X->nnz * sizeof(double));
+    assert_memory_equal(b->X->colind, a->X->colind, a->X->nnz * sizeof(uint32_t));
+    assert_true(b->y[0] == -1 && b->y[1] == 1 && b->y[2] == -1);
+    assert_int_equal(sfl_libsvm_write(NULL, a), SFL_EINVAL);
+    free(buf);
+    sfl_dataset_free(a);
+    sfl_dataset_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_libsvm_parse_good),
+        cmocka_unit_test(test_libsvm_write_round_trip),
         cmocka_unit_test(test_libsvm_parse_sorts_long_row),
         cmocka_unit_test(test_libsvm_parse_bad),
         cmocka_unit_test(test_libsvm_parse_args),

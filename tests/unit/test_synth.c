@@ -338,6 +338,24 @@ static void test_synth_gradmp(void **state)
         hi = means[i] > hi ? means[i] : hi;
     }
     assert_true(hi - lo > 0.1);
+    /* Sec. V-B's slower decay: client 4's variance is 1/4^0.2. */
+    sfl_synth_t *slow = NULL;
+    p.decay = 0.2;
+    assert_int_equal(sfl_synth_generate(&p, &slow), 0);
+    {
+        const sfl_csr_t *X = slow->clients[3]->X;
+        double m = 0, v = 0;
+
+        for (size_t k = 0; k < X->nnz; k++)
+            m += X->val[k];
+        m /= X->nnz;
+        for (size_t k = 0; k < X->nnz; k++)
+            v += (X->val[k] - m) * (X->val[k] - m);
+        v /= X->nnz;
+        assert_true(fabs(v * pow(4.0, 0.2) - 1.0) < 0.06);
+    }
+    sfl_synth_free(slow);
+    p.decay = 1.1;
     /* alpha = 0: all means near 0. */
     p.alpha = 0;
     p.nclients = 2;
@@ -402,7 +420,7 @@ static void test_synth_bad_params(void **state)
     sfl_synth_params_t p;
     sfl_synth_t *s = (sfl_synth_t *)&p; /* must be reset to NULL */
 
-    for (int k = 0; k < 12; k++) {
+    for (int k = 0; k < 13; k++) {
         p = small(SFL_SYNTH_SIM1);
         switch (k) {
         case 0: p.nclients = 0; break;
@@ -417,6 +435,7 @@ static void test_synth_bad_params(void **state)
         case 9: p.kind = (sfl_synth_kind_t)0; break;
         case 10: p.kind = (sfl_synth_kind_t)99; break;
         case 11: p.kind = SFL_SYNTH_SPARSE; p.s = 13; break;
+        case 12: p.kind = SFL_SYNTH_GRADMP; p.decay = -1; break;
         }
         sfl__clear_error();
         assert_int_equal(sfl_synth_generate(&p, &s), SFL_EINVAL);

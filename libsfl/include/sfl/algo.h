@@ -98,6 +98,8 @@ typedef struct sfl_algo {
     const char *summary;
     /* Nonzero if params->tau must be in [1, dim / nblocks]. */
     int sparse;
+    /* Nonzero if the algorithm works with a dictionary (prob->dict). */
+    int dictionary;
     /* Train on local from global (dim entries, borrowed) and write the
      * client's message into update (dim must equal prob->dim; contents
      * replaced). client_state may be NULL for algorithms without one. */

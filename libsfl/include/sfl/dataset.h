@@ -33,6 +33,10 @@ int sfl_dataset_encode_labels(sfl_dataset_t *ds, uint32_t max_classes) SFL_MUST_
 /* New dataset of rows[0..n) (copies; label coding kept). */
 int sfl_dataset_subset(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t n,
                        sfl_dataset_t **out) SFL_MUST_CHECK;
+/* New dataset of all rows of parts[0..n), in order (copies). All parts must
+ * have the same column count and label coding; SFL_EDIM / SFL_EINVAL with a
+ * detail otherwise, SFL_EINVAL for n == 0. */
+int sfl_dataset_concat(sfl_dataset_t *const *parts, uint32_t n, sfl_dataset_t **out) SFL_MUST_CHECK;
 /* Random split: a fraction test_frac of the rows (rounded down, at least one
  * row stays in train) goes to *test, the rest to *train, each in original
  * order. test_frac == 0 gives *test == NULL. */

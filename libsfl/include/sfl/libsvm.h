@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sfl/dataset.h"
 #include "sfl/error.h"
@@ -16,5 +17,9 @@ int sfl_libsvm_read(const char *path, uint32_t min_cols, const sfl_read_limits_t
 /* The same from memory; name is used in error messages. */
 int sfl_libsvm_parse(const char *buf, size_t len, const char *name, uint32_t min_cols,
                      const sfl_read_limits_t *lim, sfl_dataset_t **out) SFL_MUST_CHECK;
+/* Appends ds to f in LibSVM form: the original label (labels[y] for coded
+ * classes), then 1-based idx:val with values printed exactly (%.17g), so
+ * reading the text back gives the same bits. Returns 0 or -errno. */
+int sfl_libsvm_write(FILE *f, const sfl_dataset_t *ds) SFL_MUST_CHECK;
 
 #endif

@@ -22,7 +22,8 @@ enum {
     SFL_STREAM_PARTITION = 2, /* partitioners, train/test split */
     SFL_STREAM_TRAIN = 3,     /* client minibatch sampling */
     SFL_STREAM_COHORT = 4,    /* cohort sampling */
-    SFL_STREAM_PIVOT = 5      /* internal: top-k pivots */
+    SFL_STREAM_PIVOT = 5,     /* internal: top-k pivots */
+    SFL_STREAM_DICT = 6       /* random dictionaries */
 };
 
 void sfl_rng_seed(sfl_rng_t *r, uint64_t seed, uint64_t round, uint64_t client,

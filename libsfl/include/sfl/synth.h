@@ -16,7 +16,8 @@
  *   sizes log-normal (mean log 4, sd 2) + 50, capped at n_per_client * 10.
  *   No truth, no support; s is unused.
  * SFL_SYNTH_GRADMP: FedGradMP's sparse regression (seed 004 Sec. V-A, V-C):
- *   client i (1-based) has entries ~ N(mu_i, 1/i^1.1), mu_i ~ N(0, alpha);
+ *   client i (1-based) has entries ~ N(mu_i, 1/i^decay), mu_i ~ N(0, alpha)
+ *   (decay 1.1 in Sec. V-A/V-C, 0.2 in Sec. V-B);
  *   one s-sparse truth x# (support uniform, nonzeros uniform on the unit
  *   sphere S^(s-1)); y = Z x# + N(0, noise^2). Defaults 30 clients x 100
  *   rows, dim 1000, s 10, alpha 1.0, noise 0; truth known; beta unused.
@@ -47,6 +48,8 @@ typedef struct sfl_synth_params {
     double alpha;          /* default 0.1 (GRADMP: 1.0) */
     double beta;           /* default 0.1 */
     double noise;          /* SPARSE and GRADMP only: noise sd, default 0 */
+    double decay;          /* GRADMP only: client i's entry variance 1/i^decay,
+                              default 1.1 */
     uint64_t seed;
 } sfl_synth_params_t;
 

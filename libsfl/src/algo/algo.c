@@ -67,6 +67,9 @@ int sfl_algo_check(const sfl_algo_t *a, const sfl_algo_params_t *p,
 {
     size_t blocklen = prob->dim / prob->nblocks;
 
+    if (prob->dict != NULL && !a->dictionary)
+        return sfl__fail(SFL_EINVAL, "%s does not support a dictionary; use fedgradmp or "
+                         "fedgradmp-inexact", a->name);
     if (a->sparse && (p->tau == 0 || p->tau > blocklen))
         return sfl__fail(SFL_EINVAL, "%s: tau must be in [1, %zu], got %u", a->name,
                          blocklen, p->tau);

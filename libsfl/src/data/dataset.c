@@ -257,3 +257,72 @@ int sfl_dataset_set_ncols(sfl_dataset_t *ds, uint32_t ncols)
     ds->X->ncols = ncols;
     return 0;
 }
+
+int sfl_dataset_concat(sfl_dataset_t *const *parts, uint32_t n, sfl_dataset_t **out)
+{
+    const sfl_dataset_t *first;
+    uint64_t rows = 0;
+    size_t nnz = 0;
+    sfl_csr_t *X = NULL;
+    double *y = NULL, *labels = NULL;
+    int rc;
+
+    if (out == NULL || parts == NULL || n == 0)
+        return sfl__fail(SFL_EINVAL, "dataset_concat: nothing to concatenate");
+    *out = NULL;
+    first = parts[0];
+    for (uint32_t p = 0; p < n; p++) {
+        const sfl_dataset_t *d = parts[p];
+
+        if (d->X->ncols != first->X->ncols)
+            return sfl__fail(SFL_EDIM, "dataset_concat: part %u has %u columns, part 0 %u", p,
+                             d->X->ncols, first->X->ncols);
+        if (d->nclasses != first->nclasses ||
+            (d->nclasses && memcmp(d->labels, first->labels,
+                                   (size_t)d->nclasses * sizeof(double)) != 0))
+            return sfl__fail(SFL_EINVAL, "dataset_concat: part %u has another label coding", p);
+        rows += d->X->nrows;
+        nnz += d->X->nnz;
+    }
+    if (rows > UINT32_MAX)
+        return sfl__fail(SFL_ELIMIT, "dataset_concat: %llu rows", (unsigned long long)rows);
+    rc = sfl_csr_new((uint32_t)rows, first->X->ncols, nnz, &X);
+    if (rc < 0)
+        return rc;
+    y = sfl__mallocarray(rows, sizeof(double));
+    if (first->nclasses)
+        labels = sfl__mallocarray(first->nclasses, sizeof(double));
+    if (y == NULL || (first->nclasses && labels == NULL)) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    /* Rows are appended part by part; the offsets shift by what came before. */
+    uint32_t r = 0;
+    size_t k = 0;
+    for (uint32_t p = 0; p < n; p++) {
+        const sfl_csr_t *a = parts[p]->X;
+
+        memcpy(X->colind + k, a->colind, a->nnz * sizeof(uint32_t));
+        memcpy(X->val + k, a->val, a->nnz * sizeof(double));
+        for (uint32_t i = 0; i < a->nrows; i++, r++) {
+            X->rowptr[r + 1] = k + a->rowptr[i + 1];
+            y[r] = parts[p]->y[i];
+        }
+        k += a->nnz;
+    }
+    if (labels)
+        memcpy(labels, first->labels, (size_t)first->nclasses * sizeof(double));
+    rc = sfl_dataset_new(X, y, out); /* takes X and y, even on failure */
+    X = NULL;
+    y = NULL;
+    if (rc < 0)
+        goto out;
+    (*out)->labels = labels;
+    (*out)->nclasses = first->nclasses;
+    labels = NULL;
+out:
+    sfl_csr_free(X);
+    sfl__free(y);
+    sfl__free(labels);
+    return rc;
+}

@@ -1,5 +1,6 @@
 #include "sfl/libsvm.h"
 
+#include <errno.h>
 #include <assert.h>
 #include <stdint.h>
 #include <string.h>
@@ -328,4 +329,24 @@ int sfl_libsvm_read(const char *path, uint32_t min_cols, const sfl_read_limits_t
     rc = sfl_libsvm_parse(buf, len, path, min_cols, lim, out);
     sfl__free(buf);
     return rc;
+}
+
+int sfl_libsvm_write(FILE *f, const sfl_dataset_t *ds)
+{
+    const sfl_csr_t *X;
+
+    if (f == NULL || ds == NULL || ds->X == NULL)
+        return sfl__fail(SFL_EINVAL, "libsvm_write: NULL argument");
+    X = ds->X;
+    for (uint32_t i = 0; i < X->nrows; i++) {
+        double label = ds->nclasses ? ds->labels[(uint32_t)ds->y[i]] : ds->y[i];
+
+        fprintf(f, "%.17g", label);
+        for (size_t k = X->rowptr[i]; k < X->rowptr[i + 1]; k++)
+            fprintf(f, " %u:%.17g", X->colind[k] + 1, X->val[k]);
+        fputc('\n', f);
+    }
+    if (ferror(f))
+        return sfl__fail(-EIO, "libsvm_write: write failed");
+    return 0;
 }

@@ -54,6 +54,7 @@ void sfl_synth_params_default(sfl_synth_params_t *p, sfl_synth_kind_t kind)
     p->alpha = kind == SFL_SYNTH_GRADMP ? 1.0 : 0.1;
     p->beta = 0.1;
     p->noise = 0.0;
+    p->decay = 1.1;
     p->seed = 0;
 }
 
@@ -81,7 +82,7 @@ static int check_params(const sfl_synth_params_t *p)
         return sfl__fail(SFL_EINVAL, "synth %s: s = %u must be in 1..dim (%u)",
                          kind_name(p->kind), p->s, p->dim);
     if ((rc = check_var("alpha", p->alpha)) < 0 || (rc = check_var("beta", p->beta)) < 0 ||
-        (rc = check_var("noise", p->noise)) < 0)
+        (rc = check_var("noise", p->noise)) < 0 || (rc = check_var("decay", p->decay)) < 0)
         return rc;
     return 0;
 }
@@ -171,9 +172,9 @@ static int client_generate(const sfl_synth_params_t *p, uint32_t i, const double
         for (uint32_t j = 0; j < d; j++)
             w->mean[j] = sfl_rng_gauss(&r, B, 1.0);
     } else if (p->kind == SFL_SYNTH_GRADMP) {
-        /* mu_i ~ N(0, alpha); entries' variance 1/i^1.1 with i 1-based. */
+        /* mu_i ~ N(0, alpha); entries' variance 1/i^decay with i 1-based. */
         u = sfl_rng_gauss(&r, 0.0, sqrt(p->alpha));
-        sd = pow((double)i + 1.0, -0.55);
+        sd = pow((double)i + 1.0, -p->decay / 2);
     }
 
     rc = sfl_csr_new(n, d, (size_t)n * d, &X);
