@@ -13,3 +13,13 @@ for a in fediterht fedht diht; do
     "$B/sfl-sim" --algo $a --data synth:sim1 --clients 100 --rounds 100 --tau 200 --seed 7 \
         2>&1 >/dev/null | sed -n 's/^sfl-sim: \(algo=[a-z]*\).*\(wall_ms=[0-9]*\) \(peak_rss_kb=[0-9]*\)$/bench_sim \1 \2 \3/p'
 done
+echo "== FedGradMP local step: gradient / selection / restricted solve"
+"$B/bench/bench_gradmp"
+echo "== Sec. V-C (30 clients, alpha = 1): wall time to relative error 1e-6"
+for a in "fedgradmp" "fediterht --lr 0.004" "fediterht --lr 0.01"; do
+    # shellcheck disable=SC2086
+    "$B/sfl-sim" --algo $a --data synth:gradmp --clients 30 --alpha 1 --tau 10 \
+        --local-steps 3 --batch 40 --rounds 100 --seed 7 --quiet |
+        awk -F, -v a="$a" 'NR > 1 && $3 <= 1e-6 && !hit { hit = 1; printf "bench_vc algo=\"%s\" round=%d wall_ms=%s\n", a, $1, $NF }
+             END { if (!hit) printf "bench_vc algo=\"%s\" not_reached rel_error=%s after %d rounds wall_ms=%s\n", a, $3, $1, $NF }'
+done

@@ -10,28 +10,9 @@
 
 #include "failalloc.h"
 #include "sfl/algo.h"
-#include "sfl/alloc.h"
 #include "sfl/dict.h"
-#include "sfl/eval.h"
 #include "sfl/synth.h"
-
-/* Identity design: rows e_j with target y_j, so f(x) = (1/n) ||x - y||^2 and
- * one gradient step of size n/2 lands exactly on y. */
-static sfl_dataset_t *identity_data(const double *y, uint32_t n)
-{
-    double *a = calloc((size_t)n * n, sizeof(double));
-    sfl_csr_t *X;
-    sfl_dataset_t *ds;
-    double *yy = sfl__mallocarray(n, sizeof(double));
-
-    for (uint32_t i = 0; i < n; i++)
-        a[(size_t)i * n + i] = 1.0;
-    assert_int_equal(sfl_csr_from_dense(a, n, n, &X), 0);
-    memcpy(yy, y, n * sizeof(double));
-    assert_int_equal(sfl_dataset_new(X, yy, &ds), 0);
-    free(a);
-    return ds;
-}
+#include "testfed.h"
 
 static void test_algo_registry(void **state)
 {
@@ -116,36 +97,25 @@ static void test_algo_fediterht_exact_step(void **state)
 {
     (void)state;
     const double y[6] = {0.5, -3, 0.1, 2, 0, -0.2};
-    sfl_dataset_t *ds = identity_data(y, 6);
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u;
-    sfl_rng_t r;
     double x0[6] = {0};
+    testfed_client_t c;
 
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 6, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 2;
-    p.local_steps = 1;
-    p.batch = 6; /* full batch */
-    p.lr = 3.0;  /* n / 2 */
-    sfl_algo_ws_init(&ws);
-    assert_int_equal(sfl_spvec_new(6, 0, &u), 0);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
-    assert_int_equal(sfl_algo_fediterht.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), 0);
-    assert_int_equal(u->nnz, 2);
-    assert_int_equal(u->idx[0], 1);
-    assert_int_equal(u->idx[1], 3);
-    assert_true(u->val[0] == -3.0);
-    assert_true(u->val[1] == 2.0);
+    testfed_client_init(&c, y, 6, 6);
+    c.p.tau = 2;
+    c.p.local_steps = 1;
+    c.p.batch = 6; /* full batch */
+    c.p.lr = 3.0;  /* n / 2 */
+    assert_int_equal(testfed_update(&sfl_algo_fediterht, &c, x0, c.ds), 0);
+    assert_int_equal(c.u->nnz, 2);
+    assert_int_equal(c.u->idx[0], 1);
+    assert_int_equal(c.u->idx[1], 3);
+    assert_true(c.u->val[0] == -3.0);
+    assert_true(c.u->val[1] == 2.0);
 
     /* Fed-HT sends the dense local model (all nonzeros of y). */
-    assert_int_equal(sfl_algo_fedht.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), 0);
-    assert_int_equal(u->nnz, 5);
-    sfl_spvec_free(u);
-    sfl_algo_ws_close(&ws);
-    sfl_dataset_free(ds);
+    assert_int_equal(testfed_update(&sfl_algo_fedht, &c, x0, c.ds), 0);
+    assert_int_equal(c.u->nnz, 5);
+    testfed_client_close(&c);
 }
 
 static void test_algo_aggregate_weighted(void **state)
@@ -200,60 +170,10 @@ static void test_algo_aggregate_weighted(void **state)
 
 /* A whole federation on the noiseless sparse problem: every sparse
  * algorithm recovers the truth. */
-static double run_fed(const sfl_algo_t *algo, const sfl_synth_t *s, const sfl_algo_params_t *p,
-                      uint32_t rounds, double *out_model)
-{
-    sfl_problem_t prob;
-    sfl_agg_t agg;
-    sfl_algo_ws_t ws;
-    double *x = calloc(s->dim, sizeof(double));
-
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, s->dim, 0), 0);
-    assert_int_equal(sfl_algo_check(algo, p, &prob), 0);
-    sfl_algo_ws_init(&ws);
-    assert_int_equal(sfl_agg_init(&agg, algo, p, &prob), 0);
-    for (uint32_t t = 1; t <= rounds; t++) {
-        assert_int_equal(algo->aggregate_begin(&agg), 0);
-        for (uint32_t c = 0; c < s->nclients; c++) {
-            sfl_spvec_t *u;
-            sfl_rng_t r;
-
-            sfl_rng_seed(&r, 7, t, c, SFL_STREAM_TRAIN);
-            assert_int_equal(sfl_spvec_new(s->dim, 0, &u), 0);
-            assert_int_equal(algo->client_update(p, &prob, x, s->clients[c], NULL, &r, &ws, u), 0);
-            assert_int_equal(algo->aggregate_add(&agg, u, s->clients[c]->X->nrows), 0);
-            sfl_spvec_free(u);
-        }
-        assert_int_equal(algo->aggregate_end(&agg, x), 0);
-    }
-    double err = sfl_eval_rel_error(x, s->truth, s->dim);
-    if (out_model)
-        memcpy(out_model, x, s->dim * sizeof(double));
-    sfl_agg_close(&agg);
-    sfl_algo_ws_close(&ws);
-    free(x);
-    return err;
-}
-
-static sfl_synth_t *small_sparse(void)
-{
-    sfl_synth_params_t sp;
-    sfl_synth_t *s;
-
-    sfl_synth_params_default(&sp, SFL_SYNTH_SPARSE);
-    sp.nclients = 4;
-    sp.n_per_client = 60;
-    sp.dim = 80;
-    sp.s = 4;
-    sp.seed = 3;
-    assert_int_equal(sfl_synth_generate(&sp, &s), 0);
-    return s;
-}
-
 static void test_algo_recovers_sparse_truth(void **state)
 {
     (void)state;
-    sfl_synth_t *s = small_sparse();
+    sfl_synth_t *s = testfed_small_sparse();
     sfl_algo_params_t p;
 
     sfl_algo_params_default(&p);
@@ -261,20 +181,20 @@ static void test_algo_recovers_sparse_truth(void **state)
     p.batch = 60;
     p.lr = 0.1;
     p.local_steps = 3;
-    assert_true(run_fed(&sfl_algo_fediterht, s, &p, 150, NULL) < 1e-6);
-    assert_true(run_fed(&sfl_algo_fedht, s, &p, 150, NULL) < 1e-6);
-    assert_true(run_fed(&sfl_algo_diht, s, &p, 400, NULL) < 1e-6);
+    assert_true(testfed_run_synth(&sfl_algo_fediterht, s, &p, 150, TESTFED_ANY, NULL, NULL) < 1e-6);
+    assert_true(testfed_run_synth(&sfl_algo_fedht, s, &p, 150, TESTFED_ANY, NULL, NULL) < 1e-6);
+    assert_true(testfed_run_synth(&sfl_algo_diht, s, &p, 400, TESTFED_ANY, NULL, NULL) < 1e-6);
     /* Minibatches: still converges in the noiseless case (interpolation). */
     p.batch = 10;
     p.lr = 0.02;
-    assert_true(run_fed(&sfl_algo_fediterht, s, &p, 300, NULL) < 1e-4);
+    assert_true(testfed_run_synth(&sfl_algo_fediterht, s, &p, 300, TESTFED_ANY, NULL, NULL) < 1e-4);
     sfl_synth_free(s);
 }
 
 static void test_algo_deterministic_and_variants(void **state)
 {
     (void)state;
-    sfl_synth_t *s = small_sparse();
+    sfl_synth_t *s = testfed_small_sparse();
     sfl_algo_params_t p;
     double *m1 = calloc(s->dim, sizeof(double)), *m2 = calloc(s->dim, sizeof(double));
 
@@ -283,22 +203,22 @@ static void test_algo_deterministic_and_variants(void **state)
     p.batch = 10;
     p.lr = 0.02;
     /* Same seed, same bits. */
-    run_fed(&sfl_algo_fediterht, s, &p, 5, m1);
-    run_fed(&sfl_algo_fediterht, s, &p, 5, m2);
+    testfed_run_synth(&sfl_algo_fediterht, s, &p, 5, TESTFED_ANY, m1, NULL);
+    testfed_run_synth(&sfl_algo_fediterht, s, &p, 5, TESTFED_ANY, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     /* FedProx with mu = 0 is FedAvg, bit for bit; mu > 0 differs. */
     p.mu = 0;
-    run_fed(&sfl_algo_fedavg, s, &p, 3, m1);
-    run_fed(&sfl_algo_fedprox, s, &p, 3, m2);
+    testfed_run_synth(&sfl_algo_fedavg, s, &p, 3, TESTFED_ANY, m1, NULL);
+    testfed_run_synth(&sfl_algo_fedprox, s, &p, 3, TESTFED_ANY, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     p.mu = 5;
-    run_fed(&sfl_algo_fedprox, s, &p, 3, m2);
+    testfed_run_synth(&sfl_algo_fedprox, s, &p, 3, TESTFED_ANY, m2, NULL);
     assert_memory_not_equal(m1, m2, s->dim * sizeof(double));
     /* Distributed-IHT takes one step whatever K. */
     p.local_steps = 1;
-    run_fed(&sfl_algo_diht, s, &p, 3, m1);
+    testfed_run_synth(&sfl_algo_diht, s, &p, 3, TESTFED_ANY, m1, NULL);
     p.local_steps = 7;
-    run_fed(&sfl_algo_diht, s, &p, 3, m2);
+    testfed_run_synth(&sfl_algo_diht, s, &p, 3, TESTFED_ANY, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     free(m1);
     free(m2);
@@ -309,37 +229,21 @@ static void test_algo_bad_client(void **state)
 {
     (void)state;
     const double y[3] = {1, 2, 3};
-    sfl_dataset_t *ds = identity_data(y, 3), *empty;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u;
-    sfl_rng_t r;
     double x0[4] = {0};
-    uint32_t none = 0;
+    testfed_client_t c;
 
-    sfl_algo_params_default(&p);
-    p.tau = 1;
-    sfl_algo_ws_init(&ws);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
     /* Model of 4 features, data of 3. */
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
-    assert_int_equal(sfl_spvec_new(4, 0, &u), 0);
-    assert_int_equal(sfl_algo_fedht.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), SFL_EDIM);
+    testfed_client_init(&c, y, 3, 4);
+    c.p.tau = 1;
+    assert_int_equal(testfed_update(&sfl_algo_fedht, &c, x0, c.ds), SFL_EDIM);
     /* No samples. */
-    assert_int_equal(sfl_dataset_subset(ds, &none, 0, &empty), 0);
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
-    assert_int_equal(sfl_algo_fedht.client_update(&p, &prob, x0, empty, NULL, &r, &ws, u),
-                     SFL_EEMPTY);
+    assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
+    assert_int_equal(testfed_update(&sfl_algo_fedht, &c, x0, c.empty), SFL_EEMPTY);
     /* Divergence is reported, not returned as a model of infinities. */
-    p.lr = 1e200;
-    p.local_steps = 10;
-    assert_int_equal(sfl_algo_fedavg.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u),
-                     SFL_ENUMERIC);
-    sfl_spvec_free(u);
-    sfl_algo_ws_close(&ws);
-    sfl_dataset_free(empty);
-    sfl_dataset_free(ds);
+    c.p.lr = 1e200;
+    c.p.local_steps = 10;
+    assert_int_equal(testfed_update(&sfl_algo_fedavg, &c, x0, c.ds), SFL_ENUMERIC);
+    testfed_client_close(&c);
 }
 
 static void test_algo_alloc_failures(void **state)

@@ -11,20 +11,13 @@
 #include "failalloc.h"
 #include "sfl/csr.h"
 #include "sfl/error.h"
+#include "testutil.h"
 
 /* 3 x 4:
  *   [1 0 2 0]
  *   [0 0 0 0]
  *   [0 3 0 4] */
 static const double dense[12] = { 1, 0, 2, 0, 0, 0, 0, 0, 0, 3, 0, 4 };
-
-static void check_detail(const char *prefix)
-{
-    if (strncmp(sfl_last_error(), prefix, strlen(prefix)) != 0) {
-        print_error("detail '%s' does not start with '%s'\n", sfl_last_error(), prefix);
-        fail();
-    }
-}
 
 static sfl_csr_t *make(void)
 {
@@ -54,7 +47,7 @@ static void test_csr_new(void **state)
 
     assert_int_equal(sfl_csr_new(1, 1, SIZE_MAX / 4, &a), SFL_ELIMIT);
     assert_null(a);
-    check_detail("csr_new:");
+    assert_detail("csr_new:");
     assert_int_equal(sfl_csr_new(1, 1, 1, NULL), SFL_EINVAL);
 }
 
@@ -79,7 +72,7 @@ static void test_csr_from_dense(void **state)
     a = NULL;
     assert_int_equal(sfl_csr_from_dense(bad, 2, 2, &a), SFL_ENUMERIC);
     assert_null(a);
-    check_detail("csr_from_dense: non-finite value at (1, 0)");
+    assert_detail("csr_from_dense: non-finite value at (1, 0)");
     bad[2] = INFINITY;
     assert_int_equal(sfl_csr_from_dense(bad, 2, 2, &a), SFL_ENUMERIC);
 
@@ -119,7 +112,7 @@ static void test_csr_select_rows(void **state)
     b = NULL;
     assert_int_equal(sfl_csr_select_rows(a, bad, 2, &b), SFL_EINVAL);
     assert_null(b);
-    check_detail("csr_select_rows: row 3 out of range (3 rows)");
+    assert_detail("csr_select_rows: row 3 out of range (3 rows)");
     sfl_csr_free(a);
 }
 
@@ -153,34 +146,34 @@ static void test_csr_validate_bad(void **state)
 
     a->colind[3] = 4; /* row 2, entry 3: column out of range */
     assert_int_equal(sfl_csr_validate(a), SFL_EINVAL);
-    check_detail("csr: row 2 entry 3: column 4 >= ncols 4");
+    assert_detail("csr: row 2 entry 3: column 4 >= ncols 4");
     a->colind[3] = 1; /* equal to the previous column */
     assert_int_equal(sfl_csr_validate(a), SFL_EINVAL);
-    check_detail("csr: row 2 entry 3: column 1 not after column 1");
+    assert_detail("csr: row 2 entry 3: column 1 not after column 1");
     a->colind[3] = 0; /* decreasing */
     assert_int_equal(sfl_csr_validate(a), SFL_EINVAL);
-    check_detail("csr: row 2 entry 3: column 0 not after column 1");
+    assert_detail("csr: row 2 entry 3: column 0 not after column 1");
     a->colind[3] = 3;
 
     a->val[1] = NAN;
     assert_int_equal(sfl_csr_validate(a), SFL_ENUMERIC);
-    check_detail("csr: row 0 entry 1: non-finite value");
+    assert_detail("csr: row 0 entry 1: non-finite value");
     a->val[1] = 2;
 
     a->rowptr[1] = 3;
     a->rowptr[2] = 2; /* not monotone */
     assert_int_equal(sfl_csr_validate(a), SFL_EINVAL);
-    check_detail("csr: row 1:");
+    assert_detail("csr: row 1:");
     a->rowptr[1] = 2;
 
     a->rowptr[3] = 5; /* nnz mismatch */
     assert_int_equal(sfl_csr_validate(a), SFL_EINVAL);
-    check_detail("csr: rowptr[3] is 5 but nnz is 4");
+    assert_detail("csr: rowptr[3] is 5 but nnz is 4");
     a->rowptr[3] = 4;
 
     a->rowptr[0] = 1;
     assert_int_equal(sfl_csr_validate(a), SFL_EINVAL);
-    check_detail("csr: rowptr[0] is 1");
+    assert_detail("csr: rowptr[0] is 1");
     a->rowptr[0] = 0;
 
     assert_int_equal(sfl_csr_validate(a), 0);

@@ -16,15 +16,14 @@
 #include "sfl/csv.h"
 #include "sfl/dataset.h"
 #include "sfl/error.h"
+#include "testutil.h"
 
 /* Parses s[0..n) from an exact-size heap copy with no terminator, so ASan
  * catches any read past the end. */
 static int parse_n(const char *s, size_t n, const sfl_csv_opts_t *o, const sfl_read_limits_t *lim,
                    sfl_dataset_t **out)
 {
-    char *copy = malloc(n ? n : 1);
-    assert_non_null(copy);
-    memcpy(copy, s, n);
+    char *copy = exact_copy(s, n);
     int rc = sfl_csv_parse(copy, n, "t", o, lim, out);
     free(copy);
     return rc;
@@ -35,26 +34,13 @@ static int parse(const char *s, const sfl_csv_opts_t *o, sfl_dataset_t **out)
     return parse_n(s, strlen(s), o, NULL, out);
 }
 
-static void check_detail(const char *prefix)
-{
-    if (strncmp(sfl_last_error(), prefix, strlen(prefix)) != 0) {
-        print_error("detail '%s' does not start with '%s'\n", sfl_last_error(), prefix);
-        fail();
-    }
-}
-
 static void expect_fail_n(const char *s, size_t n, const sfl_csv_opts_t *o,
                           const sfl_read_limits_t *lim, int code, const char *detail)
 {
     sfl_dataset_t *ds = (sfl_dataset_t *)&ds; /* must be reset to NULL */
     int rc = parse_n(s, n, o, lim, &ds);
-    if (rc != code) {
-        print_error("input '%.*s': rc %d (%s), want %d; detail '%s'\n", (int)n, s, rc,
-                    sfl_strerror(rc), code, sfl_last_error());
-        fail();
-    }
-    assert_null(ds);
-    check_detail(detail);
+
+    check_read_failed(s, n, rc, ds, code, detail);
 }
 
 static void expect_fail(const char *s, const sfl_csv_opts_t *o, const sfl_read_limits_t *lim,
@@ -267,12 +253,12 @@ static void test_csv_read(void **state)
     lim.max_line = 5;
     assert_int_equal(sfl_csv_read(path, NULL, &lim, &ds), SFL_ELIMIT);
     snprintf(want, sizeof(want), "%s:1:6: line longer than 5 bytes", path);
-    check_detail(want);
+    assert_detail(want);
 
     FAILALLOC_EACH(sfl_csv_read(path, NULL, NULL, &ds), (sfl_dataset_free(ds), ds = NULL));
     unlink(path);
     assert_int_equal(sfl_csv_read("/nonexistent/x.csv", NULL, NULL, &ds), -ENOENT);
-    check_detail("/nonexistent/x.csv: ");
+    assert_detail("/nonexistent/x.csv: ");
     assert_null(ds);
 }
 

@@ -14,14 +14,7 @@
 #include "sfl/dataset.h"
 #include "sfl/error.h"
 #include "sfl/rng.h"
-
-static void check_detail(const char *prefix)
-{
-    if (strncmp(sfl_last_error(), prefix, strlen(prefix)) != 0) {
-        print_error("detail '%s' does not start with '%s'\n", sfl_last_error(), prefix);
-        fail();
-    }
-}
+#include "testutil.h"
 
 /* n x 2 dataset: row i is [i+1, 0] except odd rows [0, -(i+1)], target t[i]. */
 static sfl_dataset_t *make(uint32_t n, const double *t)
@@ -83,7 +76,7 @@ static void test_dataset_new(void **state)
     ds = NULL;
     assert_int_equal(sfl_dataset_new(X, y, &ds), SFL_ENUMERIC);
     assert_null(ds);
-    check_detail("dataset_new: target of row 1 is not finite");
+    assert_detail("dataset_new: target of row 1 is not finite");
 
     /* Invalid matrix. */
     assert_int_equal(sfl_csr_new(1, 1, 1, &X), 0);
@@ -92,7 +85,7 @@ static void test_dataset_new(void **state)
     X->val[0] = 1;
     y = sfl__calloc(1, sizeof(double));
     assert_int_equal(sfl_dataset_new(X, y, &ds), SFL_EINVAL);
-    check_detail("csr: row 0 entry 0: column 1 >= ncols 1");
+    assert_detail("csr: row 0 entry 0: column 1 >= ncols 1");
 
     assert_int_equal(sfl_dataset_new(NULL, NULL, &ds), SFL_EINVAL);
 }
@@ -137,12 +130,12 @@ static void test_dataset_encode_bad(void **state)
     sfl_dataset_t *ds = make(5, NULL); /* targets 0..4: five classes */
 
     assert_int_equal(sfl_dataset_encode_labels(ds, 4), SFL_ELIMIT);
-    check_detail("encode_labels: 5 distinct labels, more than max_classes=4");
+    assert_detail("encode_labels: 5 distinct labels, more than max_classes=4");
     assert_int_equal(ds->nclasses, 0);
     assert_true(ds->y[4] == 4.0); /* untouched on failure */
     ds->y[3] = NAN;
     assert_int_equal(sfl_dataset_encode_labels(ds, 10), SFL_ENUMERIC);
-    check_detail("encode_labels: label of row 3 is NaN");
+    assert_detail("encode_labels: label of row 3 is NaN");
     assert_int_equal(ds->nclasses, 0);
     assert_int_equal(sfl_dataset_encode_labels(NULL, 2), SFL_EINVAL);
     sfl_dataset_free(ds);
@@ -170,6 +163,7 @@ static void test_dataset_concat(void **state)
     assert_int_equal(sfl_dataset_concat(parts, 0, &all), SFL_EINVAL);
     odd = make(2, NULL);
     assert_int_equal(sfl_dataset_set_ncols(odd, 3), 0);
+    sfl_dataset_free(parts[1]);
     parts[1] = odd;
     assert_int_equal(sfl_dataset_concat(parts, 2, &all), SFL_EDIM);
     assert_null(all);
@@ -204,7 +198,7 @@ static void test_dataset_subset(void **state)
     sub = NULL;
     assert_int_equal(sfl_dataset_subset(ds, bad, 1, &sub), SFL_EINVAL);
     assert_null(sub);
-    check_detail("csr_select_rows: row 5 out of range");
+    assert_detail("csr_select_rows: row 5 out of range");
     sfl_dataset_free(ds);
 }
 
@@ -282,7 +276,7 @@ static void test_dataset_split(void **state)
     sfl_dataset_free(te);
 
     assert_int_equal(sfl_dataset_split(ds, 1.0, &r1, &tr, &te), SFL_EINVAL);
-    check_detail("dataset_split: test_frac 1 not in [0, 1)");
+    assert_detail("dataset_split: test_frac 1 not in [0, 1)");
     assert_int_equal(sfl_dataset_split(ds, -0.1, &r1, &tr, &te), SFL_EINVAL);
     assert_int_equal(sfl_dataset_split(ds, NAN, &r1, &tr, &te), SFL_EINVAL);
     assert_int_equal(sfl_dataset_split(ds, 0.5, NULL, &tr, &te), SFL_EINVAL);
@@ -299,7 +293,7 @@ static void test_dataset_set_ncols(void **state)
     assert_int_equal(ds->X->ncols, 10);
     assert_int_equal(sfl_dataset_set_ncols(ds, 10), 0);
     assert_int_equal(sfl_dataset_set_ncols(ds, 9), SFL_EINVAL);
-    check_detail("dataset_set_ncols: 9 columns would narrow 10");
+    assert_detail("dataset_set_ncols: 9 columns would narrow 10");
     assert_int_equal(ds->X->ncols, 10);
     assert_int_equal(sfl_csr_validate(ds->X), 0);
     sfl_dataset_free(ds);

@@ -10,92 +10,9 @@
 
 #include "failalloc.h"
 #include "sfl/algo.h"
-#include "sfl/alloc.h"
-#include "sfl/eval.h"
 #include "sfl/synth.h"
+#include "testfed.h"
 #include "testutil.h"
-
-/* Identity design: rows e_j with target y_j, so f(x) = (1/n) ||x - y||^2 and
- * grad f(x) = (2/n)(x - y): a step of size n/2 moves by exactly y - x. */
-static sfl_dataset_t *identity_data(const double *y, uint32_t n)
-{
-    double *a = calloc((size_t)n * n, sizeof(double));
-    sfl_csr_t *X;
-    sfl_dataset_t *ds;
-    double *yy = sfl__mallocarray(n, sizeof(double));
-
-    for (uint32_t i = 0; i < n; i++)
-        a[(size_t)i * n + i] = 1.0;
-    assert_int_equal(sfl_csr_from_dense(a, n, n, &X), 0);
-    memcpy(yy, y, n * sizeof(double));
-    assert_int_equal(sfl_dataset_new(X, yy, &ds), 0);
-    free(a);
-    return ds;
-}
-
-/* T rounds of full participation from state 0; returns the relative error of
- * the model (model_of the state, if the algorithm has one) and copies the
- * model to out_model and the final state to out_state if given. */
-static double run_fed(const sfl_algo_t *algo, const sfl_synth_t *s, const sfl_algo_params_t *p,
-                      uint32_t rounds, double *out_model, double *out_state)
-{
-    sfl_problem_t prob;
-    sfl_agg_t agg;
-    sfl_algo_ws_t ws;
-    sfl_topk_ws_t tk;
-    double *z = calloc(s->dim, sizeof(double)), *x = calloc(s->dim, sizeof(double));
-
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, s->dim, 0), 0);
-    assert_int_equal(sfl_algo_check(algo, p, &prob), 0);
-    sfl_algo_ws_init(&ws);
-    sfl_topk_ws_init(&tk);
-    assert_int_equal(sfl_agg_init(&agg, algo, p, &prob), 0);
-    for (uint32_t t = 1; t <= rounds; t++) {
-        assert_int_equal(algo->aggregate_begin(&agg), 0);
-        for (uint32_t c = 0; c < s->nclients; c++) {
-            sfl_spvec_t *u;
-            sfl_rng_t r;
-
-            sfl_rng_seed(&r, 7, t, c, SFL_STREAM_TRAIN);
-            assert_int_equal(sfl_spvec_new(s->dim, 0, &u), 0);
-            assert_int_equal(algo->client_update(p, &prob, z, s->clients[c], NULL, &r, &ws, u), 0);
-            assert_int_equal(sfl_spvec_validate(u), 0);
-            assert_int_equal(algo->aggregate_add(&agg, u, s->clients[c]->X->nrows), 0);
-            sfl_spvec_free(u);
-        }
-        assert_int_equal(algo->aggregate_end(&agg, z), 0);
-    }
-    if (algo->model_of)
-        assert_int_equal(algo->model_of(p, &prob, z, x, &tk), 0);
-    else
-        memcpy(x, z, s->dim * sizeof(double));
-    double err = sfl_eval_rel_error(x, s->truth, s->dim);
-    if (out_model)
-        memcpy(out_model, x, s->dim * sizeof(double));
-    if (out_state)
-        memcpy(out_state, z, s->dim * sizeof(double));
-    sfl_agg_close(&agg);
-    sfl_topk_ws_close(&tk);
-    sfl_algo_ws_close(&ws);
-    free(x);
-    free(z);
-    return err;
-}
-
-static sfl_synth_t *small_sparse(void)
-{
-    sfl_synth_params_t sp;
-    sfl_synth_t *s;
-
-    sfl_synth_params_default(&sp, SFL_SYNTH_SPARSE);
-    sp.nclients = 4;
-    sp.n_per_client = 60;
-    sp.dim = 80;
-    sp.s = 4;
-    sp.seed = 3;
-    assert_int_equal(sfl_synth_generate(&sp, &s), 0);
-    return s;
-}
 
 static void test_feddualavg_registry(void **state)
 {
@@ -112,30 +29,23 @@ static void test_feddualavg_exact_rounds(void **state)
 {
     (void)state;
     const double y[4] = {0.5, -3, 0.25, 2};
-    sfl_dataset_t *ds = identity_data(y, 4);
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_algo_ws_t ws;
+    double z[4] = {0}, x[4];
+    testfed_client_t c;
+    sfl_spvec_t *u;
     sfl_topk_ws_t tk;
     sfl_agg_t agg;
-    sfl_spvec_t *u;
-    sfl_rng_t r;
-    double z[4] = {0}, x[4];
 
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 2;
-    p.local_steps = 1;
-    p.batch = 4;
-    p.lr = 2.0; /* n / 2 */
-    sfl_algo_ws_init(&ws);
+    testfed_client_init(&c, y, 4, 4);
+    u = c.u;
+    c.p.tau = 2;
+    c.p.local_steps = 1;
+    c.p.batch = 4;
+    c.p.lr = 2.0; /* n / 2 */
     sfl_topk_ws_init(&tk);
-    assert_int_equal(sfl_spvec_new(4, 0, &u), 0);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_feddualavg, &p, &prob), 0);
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_feddualavg, &c.p, &c.prob), 0);
 
     /* Round 1 from z = 0: x = H_2(0) = 0, Delta = -lr grad f(0) = y, dense. */
-    assert_int_equal(sfl_algo_feddualavg.client_update(&p, &prob, z, ds, NULL, &r, &ws, u), 0);
+    assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, z, c.ds), 0);
     assert_int_equal(u->nnz, 4);
     for (uint32_t j = 0; j < 4; j++) {
         assert_int_equal(u->idx[j], j);
@@ -146,22 +56,22 @@ static void test_feddualavg_exact_rounds(void **state)
     assert_int_equal(sfl_algo_feddualavg.aggregate_end(&agg, z), 0);
     for (uint32_t j = 0; j < 4; j++)
         assert_close(z[j], y[j], 0, 1e-15); /* the dual is not thresholded */
-    assert_int_equal(sfl_algo_feddualavg.model_of(&p, &prob, z, x, &tk), 0);
+    assert_int_equal(sfl_algo_feddualavg.model_of(&c.p, &c.prob, z, x, &tk), 0);
     assert_true(x[0] == 0 && x[1] == z[1] && x[2] == 0 && x[3] == z[3]);
 
     /* Round 2, K = 2, from z = y. Each step: x = H_2(z) = (0, -3, 0, 2),
      * grad = (x - y) / 2 = (-0.25, 0, -0.125, 0), Delta += (0.5, 0, 0.25, 0);
      * the second step's z = (1, -3, 0.5, 2) keeps the same support.
      * Delta = (1, 0, 0.5, 0): exact zeros where every gradient vanished. */
-    p.local_steps = 2;
-    assert_int_equal(sfl_algo_feddualavg.client_update(&p, &prob, z, ds, NULL, &r, &ws, u), 0);
+    c.p.local_steps = 2;
+    assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, z, c.ds), 0);
     assert_int_equal(u->nnz, 2);
     assert_int_equal(u->idx[0], 0);
     assert_int_equal(u->idx[1], 2);
     assert_close(u->val[0], 1.0, 0, 1e-15);
     assert_close(u->val[1], 0.5, 0, 1e-15);
     /* Server step eta_g = 1/2: z = y + Delta / 2 = (1, -3, 0.5, 2). */
-    p.server_lr = 0.5;
+    c.p.server_lr = 0.5;
     assert_int_equal(sfl_algo_feddualavg.aggregate_begin(&agg), 0);
     assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, u, 1.0), 0);
     assert_int_equal(sfl_algo_feddualavg.aggregate_end(&agg, z), 0);
@@ -169,14 +79,12 @@ static void test_feddualavg_exact_rounds(void **state)
     assert_close(z[1], -3.0, 0, 1e-15);
     assert_close(z[2], 0.5, 0, 1e-15);
     assert_close(z[3], 2.0, 0, 1e-15);
-    assert_int_equal(sfl_algo_feddualavg.model_of(&p, &prob, z, x, &tk), 0);
+    assert_int_equal(sfl_algo_feddualavg.model_of(&c.p, &c.prob, z, x, &tk), 0);
     assert_true(x[0] == 0 && x[1] == z[1] && x[2] == 0 && x[3] == z[3]);
 
     sfl_agg_close(&agg);
-    sfl_spvec_free(u);
     sfl_topk_ws_close(&tk);
-    sfl_algo_ws_close(&ws);
-    sfl_dataset_free(ds);
+    testfed_client_close(&c);
 }
 
 /* z_{t+1} = z_t + eta_g sum_i p_i Delta_i, weighted. */
@@ -273,7 +181,7 @@ static void test_feddualavg_model_of(void **state)
 static void test_feddualavg_recovers_sparse_truth(void **state)
 {
     (void)state;
-    sfl_synth_t *s = small_sparse();
+    sfl_synth_t *s = testfed_small_sparse();
     sfl_algo_params_t p;
     double *x = calloc(s->dim, sizeof(double)), *z = calloc(s->dim, sizeof(double));
 
@@ -283,12 +191,13 @@ static void test_feddualavg_recovers_sparse_truth(void **state)
     /* tau = s: once the support is found, gradient descent on it. */
     p.tau = 4;
     p.lr = 0.1;
-    assert_true(run_fed(&sfl_algo_feddualavg, s, &p, 150, NULL, NULL) < 1e-6);
+    assert_true(testfed_run_synth(&sfl_algo_feddualavg, s, &p, 150, TESTFED_ANY, NULL, NULL)
+                < 1e-6);
     /* tau = 2 s: slower, since the slack slots keep cycling through
      * coordinates whose dual mass only drains while they are selected. */
     p.tau = 8;
     p.lr = 0.3;
-    assert_true(run_fed(&sfl_algo_feddualavg, s, &p, 300, x, z) < 1e-4);
+    assert_true(testfed_run_synth(&sfl_algo_feddualavg, s, &p, 300, TESTFED_ANY, x, z) < 1e-4);
     assert_true(sfl_dvec_nnz(x, s->dim) <= 8);
     /* The state is a dual vector, not the model: it is dense. */
     assert_true(sfl_dvec_nnz(z, s->dim) > 8);
@@ -302,7 +211,7 @@ static void test_feddualavg_recovers_sparse_truth(void **state)
 static void test_feddualavg_dense_is_fedavg(void **state)
 {
     (void)state;
-    sfl_synth_t *s = small_sparse();
+    sfl_synth_t *s = testfed_small_sparse();
     sfl_algo_params_t p;
     double *m1 = calloc(s->dim, sizeof(double)), *m2 = calloc(s->dim, sizeof(double));
 
@@ -311,8 +220,8 @@ static void test_feddualavg_dense_is_fedavg(void **state)
     p.batch = 10;
     p.lr = 0.02;
     p.mu = 0;
-    run_fed(&sfl_algo_fedavg, s, &p, 10, m1, NULL);
-    run_fed(&sfl_algo_feddualavg, s, &p, 10, m2, NULL);
+    testfed_run_synth(&sfl_algo_fedavg, s, &p, 10, TESTFED_ANY, m1, NULL);
+    testfed_run_synth(&sfl_algo_feddualavg, s, &p, 10, TESTFED_ANY, m2, NULL);
     for (size_t j = 0; j < s->dim; j++)
         assert_close(m2[j], m1[j], 1e-10, 1e-12);
     free(m1);
@@ -323,7 +232,7 @@ static void test_feddualavg_dense_is_fedavg(void **state)
 static void test_feddualavg_deterministic_and_server_lr(void **state)
 {
     (void)state;
-    sfl_synth_t *s = small_sparse();
+    sfl_synth_t *s = testfed_small_sparse();
     sfl_algo_params_t p;
     double *m1 = calloc(s->dim, sizeof(double)), *m2 = calloc(s->dim, sizeof(double));
 
@@ -331,15 +240,15 @@ static void test_feddualavg_deterministic_and_server_lr(void **state)
     p.tau = 8;
     p.batch = 10;
     p.lr = 0.02;
-    run_fed(&sfl_algo_feddualavg, s, &p, 10, NULL, m1);
-    run_fed(&sfl_algo_feddualavg, s, &p, 10, NULL, m2);
+    testfed_run_synth(&sfl_algo_feddualavg, s, &p, 10, TESTFED_ANY, NULL, m1);
+    testfed_run_synth(&sfl_algo_feddualavg, s, &p, 10, TESTFED_ANY, NULL, m2);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     p.server_lr = 0.5;
-    run_fed(&sfl_algo_feddualavg, s, &p, 10, NULL, m2);
+    testfed_run_synth(&sfl_algo_feddualavg, s, &p, 10, TESTFED_ANY, NULL, m2);
     assert_memory_not_equal(m1, m2, s->dim * sizeof(double));
     /* And a damped step is still a descent method. */
-    double e1 = run_fed(&sfl_algo_feddualavg, s, &p, 20, NULL, NULL);
-    double e2 = run_fed(&sfl_algo_feddualavg, s, &p, 200, NULL, NULL);
+    double e1 = testfed_run_synth(&sfl_algo_feddualavg, s, &p, 20, TESTFED_ANY, NULL, NULL);
+    double e2 = testfed_run_synth(&sfl_algo_feddualavg, s, &p, 200, TESTFED_ANY, NULL, NULL);
     assert_true(e2 < 0.5 * e1);
     free(m1);
     free(m2);
@@ -379,77 +288,37 @@ static void test_feddualavg_bad_client(void **state)
 {
     (void)state;
     const double y[3] = {1, 2, 3};
-    sfl_dataset_t *ds = identity_data(y, 3), *empty;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u;
-    sfl_rng_t r;
     double x0[4] = {0};
-    uint32_t none = 0;
+    testfed_client_t c;
 
-    sfl_algo_params_default(&p);
-    p.tau = 1;
-    sfl_algo_ws_init(&ws);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
     /* Model of 4 features, data of 3. */
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
-    assert_int_equal(sfl_spvec_new(4, 0, &u), 0);
-    assert_int_equal(sfl_algo_feddualavg.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u),
-                     SFL_EDIM);
+    testfed_client_init(&c, y, 3, 4);
+    c.p.tau = 1;
+    assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, x0, c.ds), SFL_EDIM);
     /* Message of the wrong dimension. */
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
-    assert_int_equal(sfl_algo_feddualavg.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u),
-                     SFL_EDIM);
-    sfl_spvec_free(u);
-    assert_int_equal(sfl_spvec_new(3, 0, &u), 0);
+    assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
+    assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, x0, c.ds), SFL_EDIM);
+    sfl_spvec_free(c.u);
+    assert_int_equal(sfl_spvec_new(3, 0, &c.u), 0);
     /* No samples. */
-    assert_int_equal(sfl_dataset_subset(ds, &none, 0, &empty), 0);
-    assert_int_equal(sfl_algo_feddualavg.client_update(&p, &prob, x0, empty, NULL, &r, &ws, u),
-                     SFL_EEMPTY);
+    assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, x0, c.empty), SFL_EEMPTY);
     /* Divergence is reported, and the message is left empty rather than
      * half-written. */
-    assert_int_equal(sfl_algo_feddualavg.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), 0);
-    assert_int_equal(u->nnz, 3);
-    p.lr = 1e200;
-    p.local_steps = 10;
-    assert_int_equal(sfl_algo_feddualavg.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u),
-                     SFL_ENUMERIC);
+    assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, x0, c.ds), 0);
+    assert_int_equal(c.u->nnz, 3);
+    c.p.lr = 1e200;
+    c.p.local_steps = 10;
+    assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, x0, c.ds), SFL_ENUMERIC);
     assert_non_null(strstr(sfl_last_error(), "diverged"));
-    assert_int_equal(u->nnz, 0);
-    assert_int_equal(sfl_spvec_validate(u), 0);
-    sfl_spvec_free(u);
-    sfl_algo_ws_close(&ws);
-    sfl_dataset_free(empty);
-    sfl_dataset_free(ds);
-}
-
-/* A client update with a fresh workspace and message, so every allocation it
- * makes can fail. */
-static int client_once(const sfl_algo_params_t *p, const sfl_problem_t *prob,
-                       const double *z, const sfl_dataset_t *ds)
-{
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u = NULL;
-    sfl_rng_t r;
-    int rc;
-
-    sfl_algo_ws_init(&ws);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
-    rc = sfl_spvec_new(prob->dim, 0, &u);
-    if (rc < 0)
-        goto out;
-    rc = sfl_algo_feddualavg.client_update(p, prob, z, ds, NULL, &r, &ws, u);
-out:
-    sfl_spvec_free(u);
-    sfl_algo_ws_close(&ws);
-    return rc;
+    assert_int_equal(c.u->nnz, 0);
+    assert_int_equal(sfl_spvec_validate(c.u), 0);
+    testfed_client_close(&c);
 }
 
 static void test_feddualavg_alloc_failures(void **state)
 {
     (void)state;
-    sfl_synth_t *s = small_sparse();
+    sfl_synth_t *s = testfed_small_sparse();
     sfl_problem_t prob;
     sfl_algo_params_t p;
     sfl_agg_t agg;
@@ -461,7 +330,7 @@ static void test_feddualavg_alloc_failures(void **state)
     p.tau = 5;
     p.batch = 10;
     FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_feddualavg, &p, &prob), sfl_agg_close(&agg));
-    FAILALLOC_EACH(client_once(&p, &prob, z, s->clients[0]), (void)0);
+    FAILALLOC_EACH(testfed_client_once(&sfl_algo_feddualavg, &p, &prob, z, s->clients[0]), (void)0);
     sfl_topk_ws_init(&tk);
     FAILALLOC_EACH(sfl_algo_feddualavg.model_of(&p, &prob, z, m, &tk),
                    (sfl_topk_ws_close(&tk), sfl_topk_ws_init(&tk)));

@@ -10,40 +10,11 @@
 
 #include "failalloc.h"
 #include "sfl/algo.h"
-#include "sfl/alloc.h"
 #include "sfl/dict.h"
-#include "sfl/eval.h"
 #include "sfl/synth.h"
+#include "testfed.h"
 
 /* ---- helpers -------------------------------------------------------- */
-
-/* Dataset from a dense row-major n x d matrix (zeros are not stored). */
-static sfl_dataset_t *dense_data(const double *a, const double *y, uint32_t n, uint32_t d)
-{
-    sfl_csr_t *X;
-    sfl_dataset_t *ds;
-    double *yy = sfl__mallocarray(n ? n : 1, sizeof(double));
-
-    assert_non_null(yy);
-    assert_int_equal(sfl_csr_from_dense(a, n, d, &X), 0);
-    if (n)
-        memcpy(yy, y, n * sizeof(double));
-    assert_int_equal(sfl_dataset_new(X, yy, &ds), 0);
-    return ds;
-}
-
-/* Rows e_j with target y_j: f(x) = (1/n) ||x - y||^2. */
-static sfl_dataset_t *identity_data(const double *y, uint32_t n)
-{
-    double *a = calloc((size_t)n * n, sizeof(double));
-    sfl_dataset_t *ds;
-
-    for (uint32_t i = 0; i < n; i++)
-        a[(size_t)i * n + i] = 1.0;
-    ds = dense_data(a, y, n, n);
-    free(a);
-    return ds;
-}
 
 /* Solves the k x k system M z = r in place by Gaussian elimination with
  * partial pivoting (row-major M): the test's independent reference. */
@@ -91,55 +62,6 @@ static double max_abs_diff(const double *a, const double *b, size_t n)
         if (fabs(a[i] - b[i]) > m)
             m = fabs(a[i] - b[i]);
     return m;
-}
-
-/* A federation through the algorithm table, like test_algo.c's run_fed:
- * clients c with c % stride == offset take part (stride 1: everyone).
- * Returns ||model - truth|| / ||truth|| after each round in errs (if set). */
-static void run_fed(const sfl_algo_t *algo, const sfl_problem_t *prob,
-                    sfl_dataset_t *const *clients, uint32_t nclients, const sfl_algo_params_t *p,
-                    uint32_t rounds, uint32_t stride, const double *truth, double *errs,
-                    double *out_state)
-{
-    sfl_agg_t agg;
-    sfl_algo_ws_t ws;
-    size_t d = prob->dim, md = prob->loss->dim(prob->ncols, prob->nclasses);
-    double *x = calloc(d, sizeof(double)), *model = calloc(md, sizeof(double));
-
-    assert_int_equal(sfl_algo_check(algo, p, prob), 0);
-    sfl_algo_ws_init(&ws);
-    assert_int_equal(sfl_agg_init(&agg, algo, p, prob), 0);
-    for (uint32_t t = 1; t <= rounds; t++) {
-        assert_int_equal(algo->aggregate_begin(&agg), 0);
-        for (uint32_t c = 0; c < nclients; c++) {
-            sfl_spvec_t *u;
-            sfl_rng_t r;
-
-            if (c % stride != t % stride)
-                continue;
-            sfl_rng_seed(&r, 7, t, c, SFL_STREAM_TRAIN);
-            assert_int_equal(sfl_spvec_new((uint32_t)d, 0, &u), 0);
-            int rc = algo->client_update(p, prob, x, clients[c], NULL, &r, &ws, u);
-            if (rc != 0)
-                print_error("client_update: %s: %s\n", sfl_strerror(rc), sfl_last_error());
-            assert_int_equal(rc, 0);
-            assert_int_equal(sfl_spvec_validate(u), 0);
-            assert_true(u->nnz <= p->tau * prob->nblocks);
-            assert_int_equal(algo->aggregate_add(&agg, u, clients[c]->X->nrows), 0);
-            sfl_spvec_free(u);
-        }
-        assert_int_equal(algo->aggregate_end(&agg, x), 0);
-        if (errs) {
-            assert_int_equal(algo->model_of(p, prob, x, model, NULL), 0);
-            errs[t - 1] = sfl_eval_rel_error(model, truth, md);
-        }
-    }
-    if (out_state)
-        memcpy(out_state, x, d * sizeof(double));
-    sfl_agg_close(&agg);
-    sfl_algo_ws_close(&ws);
-    free(model);
-    free(x);
 }
 
 static sfl_synth_t *gradmp_synth_alpha(uint32_t nclients, uint32_t n, uint32_t dim, uint32_t s,
@@ -303,7 +225,7 @@ static void test_fedgradmp_solve_matches_dense(void **state)
                 Z[i * D + j] = 0;
     for (uint32_t i = 0; i < N; i++)
         y[i] = sfl_rng_gauss(&r, 0, 1);
-    sfl_dataset_t *ds = dense_data(Z, y, N, D);
+    sfl_dataset_t *ds = testfed_dense_data(Z, y, N, D);
     const uint32_t G[5] = {0, 2, 3, 5, 8};
 
     for (int withl = 0; withl < 2; withl++) {
@@ -368,7 +290,7 @@ static void test_fedgradmp_solve_singular(void **state)
     enum { N = 3, D = 6 };
     const double Z[N * D] = {1, 2, 0, 1, -1, 3, 0, 1, 1, 2, 0.5, -1, 2, 0, 1, 1, 1, 1};
     const double y[N] = {1, -2, 0.5};
-    sfl_dataset_t *ds = dense_data(Z, y, N, D);
+    sfl_dataset_t *ds = testfed_dense_data(Z, y, N, D);
     const uint32_t G[5] = {0, 1, 2, 3, 5};
     double b[5], K[N * N], w[N];
     int mn = 0;
@@ -397,7 +319,7 @@ static void test_fedgradmp_solve_singular(void **state)
     const double Z2[4 * 3] = {1, 5, 1, 2, -1, 2, -1, 0, -1, 0.5, 3, 0.5};
     const double y2[4] = {3, 6, -3, 1.5};
     const uint32_t G2[2] = {0, 2};
-    ds = dense_data(Z2, y2, 4, 3);
+    ds = testfed_dense_data(Z2, y2, 4, 3);
     assert_int_equal(sfl_algo_gradmp_solve(ds, NULL, G2, 2, 0, b, &mn), 0);
     assert_int_equal(mn, 1);
     assert_true(fabs(b[0] - 1.5) < 1e-10 && fabs(b[1] - 1.5) < 1e-10);
@@ -406,7 +328,7 @@ static void test_fedgradmp_solve_singular(void **state)
     const double Z3[3 * 2] = {1, 0, 2, 0, -1, 0};
     const double y3[3] = {2, 4, -2};
     sfl_dataset_free(ds);
-    ds = dense_data(Z3, y3, 3, 2);
+    ds = testfed_dense_data(Z3, y3, 3, 2);
     assert_int_equal(sfl_algo_gradmp_solve(ds, NULL, G3, 2, 0, b, &mn), 0);
     assert_int_equal(mn, 1);
     assert_true(fabs(b[0] - 2.0) < 1e-12 && b[1] == 0.0);
@@ -422,41 +344,33 @@ static void test_fedgradmp_exact_identity(void **state)
 {
     (void)state;
     const double y[6] = {0.5, -3, 0.1, 2, 0, -0.2};
-    sfl_dataset_t *ds = identity_data(y, 6);
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u;
-    sfl_rng_t r;
     double x0[6] = {0};
+    testfed_client_t c;
+    sfl_spvec_t *u;
 
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 6, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 2;
-    p.local_steps = 1;
-    p.batch = 6;
-    sfl_algo_ws_init(&ws);
-    assert_int_equal(sfl_spvec_new(6, 0, &u), 0);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
-    assert_int_equal(sfl_algo_fedgradmp.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), 0);
+    testfed_client_init(&c, y, 6, 6);
+    u = c.u;
+    c.p.tau = 2;
+    c.p.local_steps = 1;
+    c.p.batch = 6;
+    assert_int_equal(testfed_update(&sfl_algo_fedgradmp, &c, x0, c.ds), 0);
     assert_int_equal(u->nnz, 2);
     assert_int_equal(u->idx[0], 1);
     assert_int_equal(u->idx[1], 3);
     assert_true(fabs(u->val[0] + 3.0) < 1e-15 && fabs(u->val[1] - 2.0) < 1e-15);
     /* More steps and minibatches: the exact solve uses all rows, so the
      * answer stays H_tau(y) (a fixed point). */
-    p.local_steps = 4;
-    p.batch = 2;
-    assert_int_equal(sfl_algo_fedgradmp.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), 0);
+    c.p.local_steps = 4;
+    c.p.batch = 2;
+    assert_int_equal(testfed_update(&sfl_algo_fedgradmp, &c, x0, c.ds), 0);
     assert_int_equal(u->nnz, 2);
     assert_true(fabs(u->val[0] + 3.0) < 1e-15 && fabs(u->val[1] - 2.0) < 1e-15);
     /* Inexact: f = (1/6)||x - y||^2, one GD step of 3 lands on y exactly. */
-    p.local_steps = 1;
-    p.batch = 6;
-    p.inexact_steps = 1;
-    p.lr = 3.0;
-    assert_int_equal(sfl_algo_fedgradmp_inexact.client_update(&p, &prob, x0, ds, NULL, &r, &ws,
-                                                              u), 0);
+    c.p.local_steps = 1;
+    c.p.batch = 6;
+    c.p.inexact_steps = 1;
+    c.p.lr = 3.0;
+    assert_int_equal(testfed_update(&sfl_algo_fedgradmp_inexact, &c, x0, c.ds), 0);
     assert_int_equal(u->nnz, 2);
     assert_true(u->idx[0] == 1 && u->idx[1] == 3);
     assert_true(u->val[0] == -3.0 && u->val[1] == 2.0);
@@ -465,16 +379,14 @@ static void test_fedgradmp_exact_identity(void **state)
      * keeps 0 a candidate, and b_0 = 4 then wins the top-1. */
     const double y2[6] = {4, -3, 0.1, 2, 0, -0.2};
     double xs[6] = {4, 0, 0, 0, 0, 0};
-    sfl_dataset_t *ds2 = identity_data(y2, 6);
-    p.tau = 1;
-    assert_int_equal(sfl_algo_fedgradmp.client_update(&p, &prob, xs, ds2, NULL, &r, &ws, u), 0);
+    sfl_dataset_t *ds2 = testfed_identity_data(y2, 6);
+    c.p.tau = 1;
+    assert_int_equal(testfed_update(&sfl_algo_fedgradmp, &c, xs, ds2), 0);
     assert_int_equal(u->nnz, 1);
     assert_true(u->idx[0] == 0 && u->val[0] == 4.0);
     /* (Without the seed, Ghat = {1, 3} and the answer would be -3 at 1.) */
     sfl_dataset_free(ds2);
-    sfl_spvec_free(u);
-    sfl_algo_ws_close(&ws);
-    sfl_dataset_free(ds);
+    testfed_client_close(&c);
 }
 
 /* Inexact with logistic and softmax losses: with tau = the block length
@@ -495,7 +407,7 @@ static void test_fedgradmp_inexact_classification(void **state)
         ym[i] = (double)(i % 3);
     }
     for (int soft = 0; soft < 2; soft++) {
-        sfl_dataset_t *ds = dense_data(Z, soft ? ym : yb, N, D);
+        sfl_dataset_t *ds = testfed_dense_data(Z, soft ? ym : yb, N, D);
         sfl_problem_t prob;
         sfl_algo_params_t p;
         sfl_algo_ws_t ws;
@@ -564,66 +476,57 @@ static void test_fedgradmp_bad_params(void **state)
 {
     (void)state;
     const double y[3] = {1, 2, 3};
-    sfl_dataset_t *ds = identity_data(y, 3), *empty;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u, *u4;
-    sfl_rng_t r;
     double x0[4] = {0};
-    uint32_t none = 0;
+    testfed_client_t c;
+    sfl_spvec_t *u4;
     const sfl_algo_t *algos[2] = {&sfl_algo_fedgradmp, &sfl_algo_fedgradmp_inexact};
 
-    sfl_algo_ws_init(&ws);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
-    assert_int_equal(sfl_spvec_new(3, 0, &u), 0);
+    testfed_client_init(&c, y, 3, 3);
     assert_int_equal(sfl_spvec_new(4, 0, &u4), 0);
-    assert_int_equal(sfl_dataset_subset(ds, &none, 0, &empty), 0);
     for (int v = 0; v < 2; v++) {
         const sfl_algo_t *a = algos[v];
 
-        assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
-        sfl_algo_params_default(&p);
-        p.tau = 0;
-        assert_int_equal(a->client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), SFL_EINVAL);
+        assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
+        sfl_algo_params_default(&c.p);
+        c.p.tau = 0;
+        assert_int_equal(testfed_update(a, &c, x0, c.ds), SFL_EINVAL);
         assert_non_null(strstr(sfl_last_error(), "tau"));
-        p.tau = 4;
-        assert_int_equal(a->client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), SFL_EINVAL);
-        assert_int_equal(sfl_algo_check(a, &p, &prob), SFL_EINVAL);
-        p.tau = 1;
-        p.l2_ball = -1;
-        assert_int_equal(a->client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), SFL_EINVAL);
-        p.l2_ball = 0;
-        p.local_steps = 0;
-        assert_int_equal(a->client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), SFL_EINVAL);
-        p.local_steps = 2;
+        c.p.tau = 4;
+        assert_int_equal(testfed_update(a, &c, x0, c.ds), SFL_EINVAL);
+        assert_int_equal(sfl_algo_check(a, &c.p, &c.prob), SFL_EINVAL);
+        c.p.tau = 1;
+        c.p.l2_ball = -1;
+        assert_int_equal(testfed_update(a, &c, x0, c.ds), SFL_EINVAL);
+        c.p.l2_ball = 0;
+        c.p.local_steps = 0;
+        assert_int_equal(testfed_update(a, &c, x0, c.ds), SFL_EINVAL);
+        c.p.local_steps = 2;
         /* Empty client. */
-        assert_int_equal(a->client_update(&p, &prob, x0, empty, NULL, &r, &ws, u), SFL_EEMPTY);
+        assert_int_equal(testfed_update(a, &c, x0, c.empty), SFL_EEMPTY);
         assert_non_null(strstr(sfl_last_error(), "no samples"));
         /* Update of the wrong dimension; data of the wrong width. */
-        assert_int_equal(a->client_update(&p, &prob, x0, ds, NULL, &r, &ws, u4), SFL_EDIM);
-        assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
-        assert_int_equal(a->client_update(&p, &prob, x0, ds, NULL, &r, &ws, u4), SFL_EDIM);
+        assert_int_equal(a->client_update(&c.p, &c.prob, x0, c.ds, NULL, &c.r, &c.ws, u4),
+                         SFL_EDIM);
+        assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 4, 0), 0);
+        assert_int_equal(a->client_update(&c.p, &c.prob, x0, c.ds, NULL, &c.r, &c.ws, u4),
+                         SFL_EDIM);
         /* A state that does not match the problem (dim tampered). */
-        assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
-        prob.dim = 4;
-        assert_int_equal(a->client_update(&p, &prob, x0, ds, NULL, &r, &ws, u4), SFL_EDIM);
+        assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
+        c.prob.dim = 4;
+        assert_int_equal(a->client_update(&c.p, &c.prob, x0, c.ds, NULL, &c.r, &c.ws, u4),
+                         SFL_EDIM);
         /* NaN in the broadcast model. */
-        assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
+        assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
         double xn[3] = {0, NAN, 0};
-        assert_int_equal(a->client_update(&p, &prob, xn, ds, NULL, &r, &ws, u), SFL_ENUMERIC);
+        assert_int_equal(testfed_update(a, &c, xn, c.ds), SFL_ENUMERIC);
     }
     /* Inexact divergence is reported. */
-    p.lr = 1e200;
-    p.inexact_steps = 20;
-    assert_int_equal(sfl_algo_fedgradmp_inexact.client_update(&p, &prob, x0, ds, NULL, &r, &ws,
-                                                              u), SFL_ENUMERIC);
+    c.p.lr = 1e200;
+    c.p.inexact_steps = 20;
+    assert_int_equal(testfed_update(&sfl_algo_fedgradmp_inexact, &c, x0, c.ds), SFL_ENUMERIC);
     assert_non_null(strstr(sfl_last_error(), "diverged"));
-    sfl_spvec_free(u);
     sfl_spvec_free(u4);
-    sfl_algo_ws_close(&ws);
-    sfl_dataset_free(empty);
-    sfl_dataset_free(ds);
+    testfed_client_close(&c);
 }
 
 /* Seed 004 Sec. V-C: 30 clients x 100 rows, dim 1000, 10-sparse truth on
@@ -645,8 +548,9 @@ static void test_fedgradmp_secvc_converges(void **state)
     p.tau = 10;
     p.batch = 40;
     p.local_steps = 3;
-    run_fed(&sfl_algo_fedgradmp, &prob, syn->clients, syn->nclients, &p, 6, 1, syn->truth, errs,
-            NULL);
+    testfed_run(&(testfed_t){.algo = &sfl_algo_fedgradmp, .p = &p, .prob = &prob,
+                             .clients = syn->clients, .nclients = syn->nclients, .rounds = 6,
+                             .check = TESTFED_SPARSE, .truth = syn->truth, .errs = errs});
     for (uint32_t t = 0; t < 6; t++) {
         print_message("  round %u: relative error %.3e\n", t + 1, errs[t]);
         if (!hit && errs[t] < 1e-10)
@@ -672,15 +576,19 @@ static void test_fedgradmp_partial_participation(void **state)
     p.tau = 5;
     p.batch = 20;
     p.local_steps = 3;
-    run_fed(&sfl_algo_fedgradmp, &prob, syn->clients, syn->nclients, &p, 10, 3, syn->truth, errs,
-            NULL);
+    testfed_run(&(testfed_t){.algo = &sfl_algo_fedgradmp, .p = &p, .prob = &prob,
+                             .clients = syn->clients, .nclients = syn->nclients, .rounds = 10,
+                             .stride = 3, .check = TESTFED_SPARSE, .truth = syn->truth,
+                             .errs = errs});
     assert_true(errs[9] < 1e-10);
     /* Inexact on the same problem: gradient steps of a safe size converge
      * too, if more slowly. */
     p.lr = 0.1;
     p.inexact_steps = 30;
-    run_fed(&sfl_algo_fedgradmp_inexact, &prob, mild->clients, mild->nclients, &p, 10, 3,
-            mild->truth, errs, NULL);
+    testfed_run(&(testfed_t){.algo = &sfl_algo_fedgradmp_inexact, .p = &p, .prob = &prob,
+                             .clients = mild->clients, .nclients = mild->nclients, .rounds = 10,
+                             .stride = 3, .check = TESTFED_SPARSE, .truth = mild->truth,
+                             .errs = errs});
     print_message("  inexact, alpha 0, 10 rounds: relative error %.3e\n", errs[9]);
     assert_true(errs[9] < 1e-3);
     sfl_synth_free(mild);
@@ -700,8 +608,12 @@ static void test_fedgradmp_deterministic(void **state)
     p.tau = 4;
     p.batch = 10;
     p.local_steps = 2;
-    run_fed(&sfl_algo_fedgradmp, &prob, syn->clients, syn->nclients, &p, 3, 1, NULL, NULL, a);
-    run_fed(&sfl_algo_fedgradmp, &prob, syn->clients, syn->nclients, &p, 3, 1, NULL, NULL, b);
+    testfed_t f = {.algo = &sfl_algo_fedgradmp, .p = &p, .prob = &prob, .clients = syn->clients,
+                   .nclients = syn->nclients, .rounds = 3, .check = TESTFED_SPARSE,
+                   .out_state = a};
+    testfed_run(&f);
+    f.out_state = b;
+    testfed_run(&f);
     assert_memory_equal(a, b, sizeof(a));
     sfl_synth_free(syn);
 }
@@ -741,13 +653,16 @@ static void test_fedgradmp_l2_ball(void **state)
         else
             assert_true(sqrt(nrm) <= 0.5 * (1 + 1e-12));
     }
-    run_fed(&sfl_algo_fedgradmp, &prob, syn->clients, syn->nclients, &p, 4, 1, syn->truth, errs,
-            x);
+    testfed_t f = {.algo = &sfl_algo_fedgradmp, .p = &p, .prob = &prob, .clients = syn->clients,
+                   .nclients = syn->nclients, .rounds = 4, .check = TESTFED_SPARSE,
+                   .truth = syn->truth, .errs = errs, .out_state = x};
+    testfed_run(&f);
     assert_true(sfl_dvec_nrm2(x, 80) <= 0.5 * (1 + 1e-12));
     /* A radius the truth fits in changes nothing at the solution. */
     p.l2_ball = 2.0;
-    run_fed(&sfl_algo_fedgradmp, &prob, syn->clients, syn->nclients, &p, 6, 1, syn->truth, errs,
-            NULL);
+    f.rounds = 6;
+    f.out_state = NULL;
+    testfed_run(&f);
     assert_true(errs[3] < 1e-10);
     sfl_spvec_free(u);
     sfl_algo_ws_close(&ws);
@@ -779,8 +694,14 @@ static void test_fedgradmp_dictionary(void **state)
 
         p.lr = 0.1;
         p.inexact_steps = 5;
-        run_fed(al, &prob, syn->clients, syn->nclients, &p, 3, 1, NULL, NULL, a);
-        run_fed(al, &pid, syn->clients, syn->nclients, &p, 3, 1, NULL, NULL, b);
+        testfed_t f = {.algo = al, .p = &p, .prob = &prob, .clients = syn->clients,
+                       .nclients = syn->nclients, .rounds = 3, .check = TESTFED_SPARSE,
+                       .out_state = a};
+
+        testfed_run(&f);
+        f.prob = &pid;
+        f.out_state = b;
+        testfed_run(&f);
         assert_memory_equal(a, b, sizeof(a));
     }
 
@@ -803,12 +724,15 @@ static void test_fedgradmp_dictionary(void **state)
             }
             y[i] = s;
         }
-        cl[k] = dense_data(Z, y, 60, 40);
+        cl[k] = testfed_dense_data(Z, y, 60, 40);
     }
     assert_int_equal(sfl_dict_attach(&prob, A), 0);
     assert_int_equal(prob.dim, M);
     p.tau = 3;
-    run_fed(&sfl_algo_fedgradmp, &prob, cl, 4, &p, 8, 1, xt, errs, state_);
+    testfed_t f = {.algo = &sfl_algo_fedgradmp, .p = &p, .prob = &prob, .clients = cl,
+                   .nclients = 4, .rounds = 8, .check = TESTFED_SPARSE, .truth = xt,
+                   .errs = errs, .out_state = state_};
+    testfed_run(&f);
     print_message("  gaussian dictionary: relative error %.3e after 8 rounds\n", errs[7]);
     assert_true(errs[7] < 1e-10);
     /* The state is the coefficient vector: c# itself. */
@@ -817,14 +741,18 @@ static void test_fedgradmp_dictionary(void **state)
     assert_true(max_abs_diff(model, xt, 40) < 1e-9);
     /* l2 ball in model space with a dictionary: ||A c|| <= R. */
     p.l2_ball = 0.3;
-    run_fed(&sfl_algo_fedgradmp, &prob, cl, 4, &p, 2, 1, xt, errs, state_);
+    f.rounds = 2;
+    testfed_run(&f);
     assert_int_equal(sfl_algo_fedgradmp.model_of(&p, &prob, state_, model, NULL), 0);
     assert_true(sfl_dvec_nrm2(model, 40) <= 0.3 * (1 + 1e-12));
     p.l2_ball = 0;
     /* Inexact with a dictionary also converges (slower). */
     p.lr = 0.05;
     p.inexact_steps = 20;
-    run_fed(&sfl_algo_fedgradmp_inexact, &prob, cl, 4, &p, 8, 1, xt, errs, NULL);
+    f.algo = &sfl_algo_fedgradmp_inexact;
+    f.rounds = 8;
+    f.out_state = NULL;
+    testfed_run(&f);
     print_message("  gaussian dictionary, inexact: relative error %.3e\n", errs[7]);
     assert_true(errs[7] < 1e-2);
 
@@ -835,62 +763,39 @@ static void test_fedgradmp_dictionary(void **state)
     sfl_synth_free(syn);
 }
 
-static sfl_dataset_t *fa_ds;
-static sfl_problem_t fa_prob;
-static sfl_algo_params_t fa_p;
-static sfl_algo_ws_t fa_ws;
-static sfl_spvec_t *fa_u;
-static double fa_x[30];
-static const sfl_algo_t *fa_algo;
-
-static int fa_update(void)
-{
-    sfl_rng_t r;
-    sfl_spvec_t *u = NULL;
-    int rc;
-
-    sfl_algo_ws_init(&fa_ws);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
-    rc = sfl_spvec_new((uint32_t)fa_prob.dim, 0, &u);
-    if (rc == 0)
-        rc = fa_algo->client_update(&fa_p, &fa_prob, fa_x, fa_ds, NULL, &r, &fa_ws, u);
-    fa_u = u;
-    return rc;
-}
-
 static void test_fedgradmp_failalloc(void **state)
 {
     (void)state;
     sfl_synth_t *syn = gradmp_synth(1, 12, 30, 2, 0.0, 1);
+    const sfl_dataset_t *ds = syn->clients[0];
+    sfl_problem_t prob;
+    sfl_algo_params_t p;
     sfl_dict_t *A;
     sfl_rng_t r;
-    double b[8];
+    double x[30] = {0}, b[8];
     const uint32_t G[8] = {0, 3, 4, 9, 12, 20, 21, 29};
 
-    fa_ds = syn->clients[0];
-    sfl_algo_params_default(&fa_p);
-    fa_p.tau = 3;
-    fa_p.batch = 4;
-    fa_p.local_steps = 2;
-    fa_p.l2_ball = 10;
-    fa_p.lr = 0.001;
+    sfl_algo_params_default(&p);
+    p.tau = 3;
+    p.batch = 4;
+    p.local_steps = 2;
+    p.l2_ball = 10;
+    p.lr = 0.001;
     sfl_rng_seed(&r, 2, 0, 0, SFL_STREAM_DATA);
     assert_int_equal(sfl_dict_gaussian(30, 30, &r, &A), 0);
     for (int v = 0; v < 4; v++) {
-        assert_int_equal(sfl_problem_init(&fa_prob, &sfl_loss_lsq, 30, 0), 0);
+        const sfl_algo_t *a = v % 2 ? &sfl_algo_fedgradmp_inexact : &sfl_algo_fedgradmp;
+
+        assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 30, 0), 0);
         if (v >= 2)
-            assert_int_equal(sfl_dict_attach(&fa_prob, A), 0);
-        fa_algo = v % 2 ? &sfl_algo_fedgradmp_inexact : &sfl_algo_fedgradmp;
-        FAILALLOC_EACH(fa_update(), {
-            sfl_spvec_free(fa_u);
-            sfl_algo_ws_close(&fa_ws);
-        });
+            assert_int_equal(sfl_dict_attach(&prob, A), 0);
+        FAILALLOC_EACH(testfed_client_once(a, &p, &prob, x, ds), (void)0);
     }
     /* The solver: g > rows takes the fallback path too. */
-    FAILALLOC_EACH(sfl_algo_gradmp_solve(fa_ds, NULL, G, 8, 0, b, NULL), (void)0);
+    FAILALLOC_EACH(sfl_algo_gradmp_solve(ds, NULL, G, 8, 0, b, NULL), (void)0);
     const uint32_t Gbig[20] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
     double bb[20];
-    FAILALLOC_EACH(sfl_algo_gradmp_solve(fa_ds, A, Gbig, 20, 0, bb, NULL), (void)0);
+    FAILALLOC_EACH(sfl_algo_gradmp_solve(ds, A, Gbig, 20, 0, bb, NULL), (void)0);
     sfl_dict_free(A);
     sfl_synth_free(syn);
 }

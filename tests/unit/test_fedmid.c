@@ -10,83 +10,9 @@
 
 #include "failalloc.h"
 #include "sfl/algo.h"
-#include "sfl/alloc.h"
-#include "sfl/eval.h"
 #include "sfl/synth.h"
+#include "testfed.h"
 #include "testutil.h"
-
-/* Identity design: rows e_j with target y_j, so f(x) = (1/n) ||x - y||^2 and
- * one full-batch gradient step of size n/2 lands exactly on y, from anywhere. */
-static sfl_dataset_t *identity_data(const double *y, uint32_t n)
-{
-    double *a = calloc((size_t)n * n, sizeof(double));
-    sfl_csr_t *X;
-    sfl_dataset_t *ds;
-    double *yy = sfl__mallocarray(n, sizeof(double));
-
-    for (uint32_t i = 0; i < n; i++)
-        a[(size_t)i * n + i] = 1.0;
-    assert_int_equal(sfl_csr_from_dense(a, n, n, &X), 0);
-    memcpy(yy, y, n * sizeof(double));
-    assert_int_equal(sfl_dataset_new(X, yy, &ds), 0);
-    free(a);
-    return ds;
-}
-
-/* T rounds of full participation from x = 0; returns the relative error of
- * the final model and copies it to out_model if given. */
-static double run_fed(const sfl_algo_t *algo, const sfl_synth_t *s, const sfl_algo_params_t *p,
-                      uint32_t rounds, double *out_model)
-{
-    sfl_problem_t prob;
-    sfl_agg_t agg;
-    sfl_algo_ws_t ws;
-    double *x = calloc(s->dim, sizeof(double));
-
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, s->dim, 0), 0);
-    assert_int_equal(sfl_algo_check(algo, p, &prob), 0);
-    sfl_algo_ws_init(&ws);
-    assert_int_equal(sfl_agg_init(&agg, algo, p, &prob), 0);
-    for (uint32_t t = 1; t <= rounds; t++) {
-        assert_int_equal(algo->aggregate_begin(&agg), 0);
-        for (uint32_t c = 0; c < s->nclients; c++) {
-            sfl_spvec_t *u;
-            sfl_rng_t r;
-
-            sfl_rng_seed(&r, 7, t, c, SFL_STREAM_TRAIN);
-            assert_int_equal(sfl_spvec_new(s->dim, 0, &u), 0);
-            assert_int_equal(algo->client_update(p, &prob, x, s->clients[c], NULL, &r, &ws, u), 0);
-            /* FedMid uploads the tau-sparse local model. */
-            assert_true(u->nnz <= p->tau);
-            assert_int_equal(algo->aggregate_add(&agg, u, s->clients[c]->X->nrows), 0);
-            sfl_spvec_free(u);
-        }
-        assert_int_equal(algo->aggregate_end(&agg, x), 0);
-        assert_true(sfl_dvec_nnz(x, s->dim) <= p->tau);
-    }
-    double err = sfl_eval_rel_error(x, s->truth, s->dim);
-    if (out_model)
-        memcpy(out_model, x, s->dim * sizeof(double));
-    sfl_agg_close(&agg);
-    sfl_algo_ws_close(&ws);
-    free(x);
-    return err;
-}
-
-static sfl_synth_t *small_sparse(void)
-{
-    sfl_synth_params_t sp;
-    sfl_synth_t *s;
-
-    sfl_synth_params_default(&sp, SFL_SYNTH_SPARSE);
-    sp.nclients = 4;
-    sp.n_per_client = 60;
-    sp.dim = 80;
-    sp.s = 4;
-    sp.seed = 3;
-    assert_int_equal(sfl_synth_generate(&sp, &s), 0);
-    return s;
-}
 
 static void test_fedmid_registry(void **state)
 {
@@ -104,26 +30,19 @@ static void test_fedmid_exact_round(void **state)
 {
     (void)state;
     const double y[4] = {0.5, -3, 0.25, 2};
-    sfl_dataset_t *ds = identity_data(y, 4);
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_algo_ws_t ws;
-    sfl_agg_t agg;
-    sfl_spvec_t *u;
-    sfl_rng_t r;
     const double xt[4] = {1, 0, 0, 0};
     double g[4];
+    testfed_client_t c;
+    sfl_spvec_t *u;
+    sfl_agg_t agg;
 
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 2;
-    p.local_steps = 1;
-    p.batch = 4;
-    p.lr = 2.0; /* n / 2 */
-    sfl_algo_ws_init(&ws);
-    assert_int_equal(sfl_spvec_new(4, 0, &u), 0);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
-    assert_int_equal(sfl_algo_fedmid.client_update(&p, &prob, xt, ds, NULL, &r, &ws, u), 0);
+    testfed_client_init(&c, y, 4, 4);
+    u = c.u;
+    c.p.tau = 2;
+    c.p.local_steps = 1;
+    c.p.batch = 4;
+    c.p.lr = 2.0; /* n / 2 */
+    assert_int_equal(testfed_update(&sfl_algo_fedmid, &c, xt, c.ds), 0);
     /* H_2(y): the upload is the sparse model, not the change from x_t. */
     assert_int_equal(u->nnz, 2);
     assert_int_equal(u->idx[0], 1);
@@ -132,8 +51,8 @@ static void test_fedmid_exact_round(void **state)
     assert_close(u->val[1], 2.0, 0, 1e-15);
 
     /* eta_g = 1/2: H_2(x_t + (H_2(y) - x_t) / 2) = H_2(0.5, -1.5, 0, 1). */
-    p.server_lr = 0.5;
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, &p, &prob), 0);
+    c.p.server_lr = 0.5;
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, &c.p, &c.prob), 0);
     assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
     assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 5.0), 0);
     memcpy(g, xt, sizeof(g));
@@ -144,7 +63,7 @@ static void test_fedmid_exact_round(void **state)
     assert_close(g[3], 1.0, 0, 1e-15);
 
     /* eta_g = 3/2 overshoots: H_2(-0.5, -4.5, 0, 3). */
-    p.server_lr = 1.5;
+    c.p.server_lr = 1.5;
     assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
     assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 1.0), 0);
     memcpy(g, xt, sizeof(g));
@@ -155,7 +74,7 @@ static void test_fedmid_exact_round(void **state)
     assert_close(g[3], 3.0, 0, 1e-15);
 
     /* eta_g = 1: the average, projected; x_t plays no part. */
-    p.server_lr = 1.0;
+    c.p.server_lr = 1.0;
     assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
     assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 1.0), 0);
     memcpy(g, xt, sizeof(g));
@@ -172,17 +91,16 @@ static void test_fedmid_exact_round(void **state)
     assert_memory_equal(g, v, sizeof(g));
 
     sfl_agg_close(&agg);
-    sfl_spvec_free(u);
-    sfl_algo_ws_close(&ws);
-    sfl_dataset_free(ds);
+    testfed_client_close(&c);
 }
 
 /* With eta_g = 1 FedMid is FedIter-HT, and the code keeps that bit for bit;
- * any other server step changes the run. */
+ * any other server step changes the run. Every run here checks that the
+ * uploads (the local models) and the global model stay tau-sparse. */
 static void test_fedmid_equals_fediterht(void **state)
 {
     (void)state;
-    sfl_synth_t *s = small_sparse();
+    sfl_synth_t *s = testfed_small_sparse();
     sfl_algo_params_t p;
     double *m1 = calloc(s->dim, sizeof(double)), *m2 = calloc(s->dim, sizeof(double));
 
@@ -190,23 +108,23 @@ static void test_fedmid_equals_fediterht(void **state)
     p.tau = 8;
     p.batch = 10;
     p.lr = 0.02;
-    double e1 = run_fed(&sfl_algo_fediterht, s, &p, 20, m1);
-    double e2 = run_fed(&sfl_algo_fedmid, s, &p, 20, m2);
+    double e1 = testfed_run_synth(&sfl_algo_fediterht, s, &p, 20, TESTFED_SPARSE, m1, NULL);
+    double e2 = testfed_run_synth(&sfl_algo_fedmid, s, &p, 20, TESTFED_SPARSE, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     assert_true(e1 == e2);
     /* Full batch, more local steps. */
     p.batch = 60;
     p.lr = 0.1;
     p.local_steps = 3;
-    run_fed(&sfl_algo_fediterht, s, &p, 10, m1);
-    run_fed(&sfl_algo_fedmid, s, &p, 10, m2);
+    testfed_run_synth(&sfl_algo_fediterht, s, &p, 10, TESTFED_SPARSE, m1, NULL);
+    testfed_run_synth(&sfl_algo_fedmid, s, &p, 10, TESTFED_SPARSE, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     /* eta_g != 1 is a different algorithm. */
     p.server_lr = 0.5;
-    run_fed(&sfl_algo_fedmid, s, &p, 10, m2);
+    testfed_run_synth(&sfl_algo_fedmid, s, &p, 10, TESTFED_SPARSE, m2, NULL);
     assert_memory_not_equal(m1, m2, s->dim * sizeof(double));
     /* Same seed, same bits, also off the FedIter-HT path. */
-    run_fed(&sfl_algo_fedmid, s, &p, 10, m1);
+    testfed_run_synth(&sfl_algo_fedmid, s, &p, 10, TESTFED_SPARSE, m1, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     free(m1);
     free(m2);
@@ -216,7 +134,7 @@ static void test_fedmid_equals_fediterht(void **state)
 static void test_fedmid_recovers_sparse_truth(void **state)
 {
     (void)state;
-    sfl_synth_t *s = small_sparse();
+    sfl_synth_t *s = testfed_small_sparse();
     sfl_algo_params_t p;
 
     sfl_algo_params_default(&p);
@@ -224,17 +142,17 @@ static void test_fedmid_recovers_sparse_truth(void **state)
     p.batch = 60;
     p.lr = 0.1;
     p.local_steps = 3;
-    assert_true(run_fed(&sfl_algo_fedmid, s, &p, 100, NULL) < 1e-8);
+    assert_true(testfed_run_synth(&sfl_algo_fedmid, s, &p, 100, TESTFED_SPARSE, NULL, NULL) < 1e-8);
     /* A damped and an extrapolating server step both still converge. */
     p.server_lr = 0.5;
-    assert_true(run_fed(&sfl_algo_fedmid, s, &p, 150, NULL) < 1e-8);
+    assert_true(testfed_run_synth(&sfl_algo_fedmid, s, &p, 150, TESTFED_SPARSE, NULL, NULL) < 1e-8);
     p.server_lr = 1.5;
-    assert_true(run_fed(&sfl_algo_fedmid, s, &p, 75, NULL) < 1e-8);
+    assert_true(testfed_run_synth(&sfl_algo_fedmid, s, &p, 75, TESTFED_SPARSE, NULL, NULL) < 1e-8);
     /* Minibatches (noiseless, so SGD interpolates). */
     p.server_lr = 1.0;
     p.batch = 10;
     p.lr = 0.02;
-    assert_true(run_fed(&sfl_algo_fedmid, s, &p, 300, NULL) < 1e-8);
+    assert_true(testfed_run_synth(&sfl_algo_fedmid, s, &p, 300, TESTFED_SPARSE, NULL, NULL) < 1e-8);
     sfl_synth_free(s);
 }
 
@@ -268,89 +186,52 @@ static void test_fedmid_bad_input(void **state)
 {
     (void)state;
     const double y[3] = {1, 2, 3};
-    sfl_dataset_t *ds = identity_data(y, 3), *empty;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_algo_ws_t ws;
-    sfl_agg_t agg;
-    sfl_spvec_t *u, *wrong;
-    sfl_rng_t r;
     double x0[4] = {0};
-    uint32_t none = 0;
+    testfed_client_t c;
+    sfl_agg_t agg;
+    sfl_spvec_t *wrong;
 
-    sfl_algo_params_default(&p);
-    p.tau = 1;
-    p.server_lr = 0.5;
-    sfl_algo_ws_init(&ws);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
     /* Model of 4 features, data of 3. */
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
-    assert_int_equal(sfl_spvec_new(4, 0, &u), 0);
-    assert_int_equal(sfl_algo_fedmid.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u), SFL_EDIM);
+    testfed_client_init(&c, y, 3, 4);
+    c.p.tau = 1;
+    c.p.server_lr = 0.5;
+    assert_int_equal(testfed_update(&sfl_algo_fedmid, &c, x0, c.ds), SFL_EDIM);
     /* No samples. */
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
-    sfl_spvec_free(u);
-    assert_int_equal(sfl_spvec_new(3, 0, &u), 0);
-    assert_int_equal(sfl_dataset_subset(ds, &none, 0, &empty), 0);
-    assert_int_equal(sfl_algo_fedmid.client_update(&p, &prob, x0, empty, NULL, &r, &ws, u),
-                     SFL_EEMPTY);
+    assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
+    sfl_spvec_free(c.u);
+    assert_int_equal(sfl_spvec_new(3, 0, &c.u), 0);
+    assert_int_equal(testfed_update(&sfl_algo_fedmid, &c, x0, c.empty), SFL_EEMPTY);
     /* Divergence is an error, not a model of infinities. */
-    p.lr = 1e200;
-    p.local_steps = 10;
-    assert_int_equal(sfl_algo_fedmid.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u),
-                     SFL_ENUMERIC);
+    c.p.lr = 1e200;
+    c.p.local_steps = 10;
+    assert_int_equal(testfed_update(&sfl_algo_fedmid, &c, x0, c.ds), SFL_ENUMERIC);
 
     /* Aggregation: nothing to aggregate, wrong dimension, bad weight, on
      * both server paths; the model is left alone. */
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, &p, &prob), 0);
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, &c.p, &c.prob), 0);
     assert_int_equal(sfl_spvec_new(5, 0, &wrong), 0);
     for (int pass = 0; pass < 2; pass++) {
         double g[3] = {7, 8, 9};
 
-        p.server_lr = pass ? 1.0 : 0.5;
+        c.p.server_lr = pass ? 1.0 : 0.5;
         assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
         assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, g), SFL_EEMPTY);
         assert_true(g[0] == 7 && g[1] == 8 && g[2] == 9);
         assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, wrong, 1.0), SFL_EDIM);
-        assert_int_equal(sfl_spvec_from_dense(u, y), 0);
-        assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 0.0), SFL_EINVAL);
-        assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, NAN), SFL_EINVAL);
+        assert_int_equal(sfl_spvec_from_dense(c.u, y), 0);
+        assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, c.u, 0.0), SFL_EINVAL);
+        assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, c.u, NAN), SFL_EINVAL);
         assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, g), SFL_EEMPTY);
     }
     sfl_spvec_free(wrong);
     sfl_agg_close(&agg);
-    sfl_spvec_free(u);
-    sfl_algo_ws_close(&ws);
-    sfl_dataset_free(empty);
-    sfl_dataset_free(ds);
-}
-
-/* A client update with a fresh workspace and message: every allocation it
- * makes can fail. */
-static int client_once(const sfl_algo_params_t *p, const sfl_problem_t *prob,
-                       const double *x, const sfl_dataset_t *ds)
-{
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u = NULL;
-    sfl_rng_t r;
-    int rc;
-
-    sfl_algo_ws_init(&ws);
-    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
-    rc = sfl_spvec_new(prob->dim, 0, &u);
-    if (rc < 0)
-        goto out;
-    rc = sfl_algo_fedmid.client_update(p, prob, x, ds, NULL, &r, &ws, u);
-out:
-    sfl_spvec_free(u);
-    sfl_algo_ws_close(&ws);
-    return rc;
+    testfed_client_close(&c);
 }
 
 static void test_fedmid_alloc_failures(void **state)
 {
     (void)state;
-    sfl_synth_t *s = small_sparse();
+    sfl_synth_t *s = testfed_small_sparse();
     sfl_problem_t prob;
     sfl_algo_params_t p;
     sfl_agg_t agg;
@@ -362,7 +243,7 @@ static void test_fedmid_alloc_failures(void **state)
     p.tau = 5;
     p.server_lr = 0.5;
     FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_fedmid, &p, &prob), sfl_agg_close(&agg));
-    FAILALLOC_EACH(client_once(&p, &prob, x, s->clients[0]), (void)0);
+    FAILALLOC_EACH(testfed_client_once(&sfl_algo_fedmid, &p, &prob, x, s->clients[0]), (void)0);
 
     /* A round of aggregation allocates nothing, on either server path. */
     assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, &p, &prob), 0);

@@ -17,15 +17,14 @@
 #include "sfl/dataset.h"
 #include "sfl/error.h"
 #include "sfl/libsvm.h"
+#include "testutil.h"
 
 /* Parses s[0..n) from an exact-size heap copy with no terminator, so ASan
  * catches any read past the end of the buffer. */
 static int parse_n(const char *s, size_t n, uint32_t min_cols, const sfl_read_limits_t *lim,
                    sfl_dataset_t **out)
 {
-    char *copy = malloc(n ? n : 1);
-    assert_non_null(copy);
-    memcpy(copy, s, n);
+    char *copy = exact_copy(s, n);
     int rc = sfl_libsvm_parse(copy, n, "t", min_cols, lim, out);
     free(copy);
     return rc;
@@ -36,26 +35,13 @@ static int parse(const char *s, const sfl_read_limits_t *lim, sfl_dataset_t **ou
     return parse_n(s, strlen(s), 0, lim, out);
 }
 
-static void check_detail(const char *prefix)
-{
-    if (strncmp(sfl_last_error(), prefix, strlen(prefix)) != 0) {
-        print_error("detail '%s' does not start with '%s'\n", sfl_last_error(), prefix);
-        fail();
-    }
-}
-
 static void expect_fail_n(const char *s, size_t n, const sfl_read_limits_t *lim, int code,
                           const char *detail)
 {
     sfl_dataset_t *ds = (sfl_dataset_t *)&ds; /* must be reset to NULL */
     int rc = parse_n(s, n, 0, lim, &ds);
-    if (rc != code) {
-        print_error("input '%.*s': rc %d (%s), want %d; detail '%s'\n", (int)n, s, rc,
-                    sfl_strerror(rc), code, sfl_last_error());
-        fail();
-    }
-    assert_null(ds);
-    check_detail(detail);
+
+    check_read_failed(s, n, rc, ds, code, detail);
 }
 
 static void expect_fail(const char *s, const sfl_read_limits_t *lim, int code, const char *detail)
@@ -219,7 +205,7 @@ static void test_libsvm_parse_args(void **state)
     assert_int_equal(sfl_libsvm_parse("1 1:1", 5, "t", 0, NULL, NULL), SFL_EINVAL);
     /* NULL name: still a usable message. */
     assert_int_equal(sfl_libsvm_parse("x", 1, NULL, 0, NULL, &ds), SFL_EPARSE);
-    check_detail("<memory>:1:1: label 'x'");
+    assert_detail("<memory>:1:1: label 'x'");
 }
 
 /* Writes s to a fresh temp file; returns its path (static buffer). */
@@ -254,7 +240,7 @@ static void test_libsvm_read(void **state)
     lim.max_cols = 2;
     assert_int_equal(sfl_libsvm_read(path, 0, &lim, &ds), SFL_ELIMIT);
     snprintf(want, sizeof(want), "%s:1:7: feature index", path);
-    check_detail(want);
+    assert_detail(want);
 
     /* Bigger than the limits can describe: refused before reading. */
     sfl_read_limits_default(&lim);
@@ -262,15 +248,15 @@ static void test_libsvm_read(void **state)
     lim.max_line = 8;
     assert_int_equal(sfl_libsvm_read(path, 0, &lim, &ds), SFL_ELIMIT);
     snprintf(want, sizeof(want), "%s: 17 bytes is more than the read limits allow (9)", path);
-    check_detail(want);
+    assert_detail(want);
 
     FAILALLOC_EACH(sfl_libsvm_read(path, 0, NULL, &ds), (sfl_dataset_free(ds), ds = NULL));
     unlink(path);
 
     assert_int_equal(sfl_libsvm_read("/nonexistent/x.svm", 0, NULL, &ds), -ENOENT);
-    check_detail("/nonexistent/x.svm: ");
+    assert_detail("/nonexistent/x.svm: ");
     assert_int_equal(sfl_libsvm_read("/tmp", 0, NULL, &ds), -EISDIR);
-    check_detail("/tmp: ");
+    assert_detail("/tmp: ");
     assert_null(ds);
 }
 

@@ -25,20 +25,11 @@
 #include "sfl/error.h"
 #include "testutil.h"
 
-static void check_detail(const char *prefix)
-{
-    if (strncmp(sfl_last_error(), prefix, strlen(prefix)) != 0)
-        fail_msg("detail '%s' does not start with '%s'", sfl_last_error(), prefix);
-}
-
 /* sfl__parse_number on s[0..n) from an exact-size heap copy with no
  * terminator, so ASan catches a read past the token. */
 static int parse_n(const char *s, size_t n, double *v)
 {
-    char *copy = malloc(n ? n : 1);
-
-    assert_non_null(copy);
-    memcpy(copy, s, n);
+    char *copy = exact_copy(s, n);
     int r = sfl__parse_number(copy, n, v);
     free(copy);
     return r;
@@ -201,9 +192,9 @@ static void test_readfile_check_line(void **state)
     assert_int_equal(sfl__check_line("f", 1, "12345", 5, 5), 0);
     assert_int_equal(sfl__check_line("f", 1, "", 0, 0), 0);
     assert_int_equal(sfl__check_line("f", 3, "123456", 6, 5), SFL_ELIMIT);
-    check_detail("f:3:6: line longer than 5 bytes");
+    assert_detail("f:3:6: line longer than 5 bytes");
     assert_int_equal(sfl__check_line("f", 2, "1 2\0", 4, 5), SFL_EPARSE);
-    check_detail("f:2:4: NUL byte in text");
+    assert_detail("f:2:4: NUL byte in text");
     /* Length is checked first, so a long line with a NUL is ELIMIT. */
     assert_int_equal(sfl__check_line("f", 1, "\0" "23456", 6, 5), SFL_ELIMIT);
 }
@@ -279,7 +270,7 @@ static void test_readfile_read_regular(void **state)
     assert_int_equal(sfl__read_file(path, n - 1, &buf, &len), SFL_ELIMIT);
     snprintf(want, sizeof(want), "%s: %zu bytes is more than the read limits allow (%zu)", path,
              n, n - 1);
-    check_detail(want);
+    assert_detail(want);
     assert_null(buf);
 
     FAILALLOC_EACH(sfl__read_file(path, 1000, &buf, &len), (sfl__free(buf), buf = NULL));
@@ -306,9 +297,9 @@ static void test_readfile_read_errors(void **state)
 
     snprintf(path, sizeof(path), "%s/missing", dir);
     assert_int_equal(sfl__read_file(path, 1000, &buf, &len), -ENOENT);
-    check_detail(path);
+    assert_detail(path);
     assert_int_equal(sfl__read_file(dir, 1000, &buf, &len), -EISDIR);
-    check_detail(dir);
+    assert_detail(dir);
     snprintf(path, sizeof(path), "%s/missing/x", dir);
     assert_int_equal(sfl__read_file(path, 1000, &buf, &len), -ENOENT);
     assert_int_equal(sfl__read_file("", 1000, &buf, &len), -ENOENT);
@@ -351,7 +342,7 @@ static void test_readfile_read_stream(void **state)
     sfl__free(buf);
     buf = NULL;
     assert_int_equal(read_pipe(data, 1000, 999, &buf, &len), SFL_ELIMIT);
-    check_detail("/proc/self/fd/");
+    assert_detail("/proc/self/fd/");
     assert_null(buf);
 
     /* More than the first 64 KiB chunk: the buffer grows, twice. */

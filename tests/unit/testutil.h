@@ -10,6 +10,10 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfl/error.h"
 
 /* Fails unless |a - b| <= atol + rtol |b| (b is the expected value). Equal
  * values pass, so do equal infinities; a NaN never does. cmocka has no
@@ -22,5 +26,37 @@
             fail_msg("%s = %.17g, expected %.17g (rtol %g, atol %g)", #a,      \
                      ac_a_, ac_b_, (double)(rtol), (double)(atol));            \
     } while (0)
+
+/* Fails unless the detail of the last error, sfl_last_error(), starts with
+ * prefix. A macro for the same reason as assert_close. */
+#define assert_detail(prefix)                                                  \
+    do {                                                                       \
+        const char *ad_p_ = (prefix), *ad_d_ = sfl_last_error();               \
+        if (strncmp(ad_d_, ad_p_, strlen(ad_p_)) != 0)                         \
+            fail_msg("detail '%s' does not start with '%s'", ad_d_, ad_p_);    \
+    } while (0)
+
+/* Fails unless a reader given s[0..n) returned code, left its output NULL
+ * and explained itself with a detail starting with detail. */
+static inline void check_read_failed(const char *s, size_t n, int rc, const void *out, int code,
+                                     const char *detail)
+{
+    if (rc != code)
+        fail_msg("input '%.*s': rc %d (%s), want %d; detail '%s'", (int)n, s, rc,
+                 sfl_strerror(rc), code, sfl_last_error());
+    assert_null(out);
+    assert_detail(detail);
+}
+
+/* An exact-size heap copy of s[0..n) with no terminator, so ASan catches a
+ * parser reading past the end. Free with free(). */
+static inline char *exact_copy(const char *s, size_t n)
+{
+    char *copy = malloc(n ? n : 1);
+
+    assert_non_null(copy);
+    memcpy(copy, s, n);
+    return copy;
+}
 
 #endif

@@ -154,6 +154,11 @@ int sfl_algo_local_sgd(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                        const double *global, const sfl_dataset_t *local, sfl_rng_t *rng,
                        sfl_algo_ws_t *ws, uint32_t steps, double mu,
                        int threshold) SFL_MUST_CHECK;
+/* The rows of one local step: *rows = NULL (all n rows) when b >= n, else b
+ * rows drawn from rng into ws->batch (reserved for b by sfl_algo_ws_reserve).
+ * Every algorithm draws its minibatches here, so runs are comparable. */
+int sfl_algo_sample_batch(sfl_rng_t *rng, uint32_t n, uint32_t b, sfl_algo_ws_t *ws,
+                          const uint32_t **rows) SFL_MUST_CHECK;
 /* sfl_algo_local_sgd, then update = the local model (sparse if thresholded). */
 int sfl_algo_sgd_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                         const double *global, const sfl_dataset_t *local, sfl_rng_t *rng,

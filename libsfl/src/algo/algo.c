@@ -143,6 +143,21 @@ int sfl_algo_threshold(const sfl_problem_t *prob, uint32_t tau, double *x,
     return sfl_ht_dense(x, prob->dim, tau, ws);
 }
 
+int sfl_algo_sample_batch(sfl_rng_t *rng, uint32_t n, uint32_t b, sfl_algo_ws_t *ws,
+                          const uint32_t **rows)
+{
+    int rc;
+
+    *rows = NULL; /* full batch */
+    if (b >= n)
+        return 0;
+    rc = sfl_rng_sample(rng, n, b, ws->batch);
+    if (rc < 0)
+        return rc;
+    *rows = ws->batch;
+    return 0;
+}
+
 int sfl_algo_local_sgd(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                        const double *global, const sfl_dataset_t *local, sfl_rng_t *rng,
                        sfl_algo_ws_t *ws, uint32_t steps, double mu, int threshold)
@@ -164,14 +179,11 @@ int sfl_algo_local_sgd(const sfl_algo_params_t *p, const sfl_problem_t *prob,
         steps = p->local_steps;
     memcpy(ws->x, global, d * sizeof(double));
     for (uint32_t k = 0; k < steps; k++) {
-        const uint32_t *rows = NULL; /* full batch */
+        const uint32_t *rows;
 
-        if (b < n) {
-            rc = sfl_rng_sample(rng, n, b, ws->batch);
-            if (rc < 0)
-                return rc;
-            rows = ws->batch;
-        }
+        rc = sfl_algo_sample_batch(rng, n, b, ws, &rows);
+        if (rc < 0)
+            return rc;
         /* g = grad f_B(x) (+ mu (x - global) for FedProx); x -= lr g */
         prob->loss->grad(local, rows, b, ws->x, p->lambda, ws->g);
         if (mu > 0)

@@ -63,15 +63,11 @@ static int feddualavg_client_update(const sfl_algo_params_t *p, const sfl_proble
     delta = update->val;
     memset(delta, 0, d * sizeof(double));
     for (uint32_t k = 0; k < p->local_steps; k++) {
-        const uint32_t *rows = NULL; /* full batch */
+        const uint32_t *rows;
 
-        /* Same draws as sfl_algo_local_sgd, so runs are comparable. */
-        if (b < n) {
-            rc = sfl_rng_sample(rng, n, b, ws->batch);
-            if (rc < 0)
-                return rc;
-            rows = ws->batch;
-        }
+        rc = sfl_algo_sample_batch(rng, n, b, ws, &rows);
+        if (rc < 0)
+            return rc;
         /* x = H_tau(z_t + Delta); Delta -= lr grad f_B(x). Keeping Delta rather
          * than z makes the message exact, not z_K - z_t after cancellation. */
         for (size_t j = 0; j < d; j++)

@@ -172,6 +172,21 @@ static double dot4(const double *a, const double *b, size_t n)
     return (s0 + s1) + (s2 + s3);
 }
 
+/* The first position in a[lo..hi) (sorted) holding a value >= key; hi if
+ * there is none. */
+static size_t lower_bound(const uint32_t *a, size_t lo, size_t hi, uint32_t key)
+{
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (a[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* out[q * ld] = Z[i, G[q]] for the columns of G present in row i (out is
  * zeroed by the caller). Both index lists are sorted: walk the shorter one
  * and binary-search the longer, O(min log max) per row, so a dense row of
@@ -187,33 +202,13 @@ static void restrict_row(const sfl_csr_t *X, uint32_t i, const uint32_t *G, uint
         uint32_t lo = 0;
 
         for (; k < end && lo < g; k++) {
-            uint32_t a = lo, b = g;
-
-            while (a < b) {
-                uint32_t mid = a + (b - a) / 2;
-
-                if (G[mid] < ci[k])
-                    a = mid + 1;
-                else
-                    b = mid;
-            }
-            lo = a;
+            lo = (uint32_t)lower_bound(G, lo, g, ci[k]);
             if (lo < g && G[lo] == ci[k])
                 out[(size_t)lo * ld] = v[k];
         }
     } else {
         for (uint32_t q = 0; q < g && k < end; q++) {
-            size_t a = k, b = end;
-
-            while (a < b) {
-                size_t mid = a + (b - a) / 2;
-
-                if (ci[mid] < G[q])
-                    a = mid + 1;
-                else
-                    b = mid;
-            }
-            k = a;
+            k = lower_bound(ci, k, end, G[q]);
             if (k < end && ci[k] == G[q])
                 out[(size_t)q * ld] = v[k];
         }
@@ -652,15 +647,12 @@ static int client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
     }
 
     for (uint32_t k = 0; k < p->local_steps; k++) {
-        const uint32_t *rows = NULL; /* full batch */
+        const uint32_t *rows;
         const double *x = s.c, *proxy = ws->g;
         int minnorm;
 
-        if (b < n) {
-            if ((rc = sfl_rng_sample(rng, n, b, ws->batch)) < 0)
-                goto out;
-            rows = ws->batch;
-        }
+        if ((rc = sfl_algo_sample_batch(rng, n, b, ws, &rows)) < 0)
+            goto out;
         /* r = grad f_B(x); the selection proxy is A^T r per block. */
         if (sh.A) {
             model_from_state(&sh, s.c, ws->x);

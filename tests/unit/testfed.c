@@ -1,0 +1,192 @@
+#include "testfed.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfl/alloc.h"
+#include "sfl/eval.h"
+
+sfl_dataset_t *testfed_dense_data(const double *a, const double *y, uint32_t n, uint32_t d)
+{
+    sfl_csr_t *X;
+    sfl_dataset_t *ds;
+    /* Through the sfl allocator: the dataset takes the targets and frees
+     * them with sfl__free. */
+    double *yy = sfl__mallocarray(n ? n : 1, sizeof(double));
+
+    assert_non_null(yy);
+    assert_int_equal(sfl_csr_from_dense(a, n, d, &X), 0);
+    if (n)
+        memcpy(yy, y, n * sizeof(double));
+    assert_int_equal(sfl_dataset_new(X, yy, &ds), 0);
+    return ds;
+}
+
+sfl_dataset_t *testfed_identity_data(const double *y, uint32_t n)
+{
+    double *a = calloc((size_t)n * n, sizeof(double));
+    sfl_dataset_t *ds;
+
+    assert_non_null(a);
+    for (uint32_t i = 0; i < n; i++)
+        a[(size_t)i * n + i] = 1.0;
+    ds = testfed_dense_data(a, y, n, n);
+    free(a);
+    return ds;
+}
+
+sfl_synth_t *testfed_small_sparse(void)
+{
+    sfl_synth_params_t sp;
+    sfl_synth_t *s;
+
+    sfl_synth_params_default(&sp, SFL_SYNTH_SPARSE);
+    sp.nclients = 4;
+    sp.n_per_client = 60;
+    sp.dim = 80;
+    sp.s = 4;
+    sp.seed = 3;
+    assert_int_equal(sfl_synth_generate(&sp, &s), 0);
+    return s;
+}
+
+double testfed_run(const testfed_t *f)
+{
+    const sfl_algo_t *algo = f->algo;
+    const sfl_algo_params_t *p = f->p;
+    const sfl_problem_t *prob = f->prob;
+    uint32_t stride = f->stride ? f->stride : 1;
+    size_t d = prob->dim, md = prob->loss->dim(prob->ncols, prob->nclasses);
+    size_t maxnnz = (size_t)p->tau * prob->nblocks;
+    sfl_agg_t agg;
+    sfl_algo_ws_t ws;
+    sfl_topk_ws_t tk;
+    double *x = calloc(d, sizeof(double)), *model = calloc(md, sizeof(double));
+    double err = 0;
+
+    assert_true(x && model);
+    assert_true(f->errs == NULL || f->truth != NULL);
+    assert_int_equal(sfl_algo_check(algo, p, prob), 0);
+    sfl_algo_ws_init(&ws);
+    sfl_topk_ws_init(&tk);
+    assert_int_equal(sfl_agg_init(&agg, algo, p, prob), 0);
+    for (uint32_t t = 1; t <= f->rounds; t++) {
+        assert_int_equal(algo->aggregate_begin(&agg), 0);
+        for (uint32_t c = 0; c < f->nclients; c++) {
+            sfl_spvec_t *u;
+            sfl_rng_t r;
+
+            if (c % stride != t % stride)
+                continue;
+            sfl_rng_seed(&r, 7, t, c, SFL_STREAM_TRAIN);
+            assert_int_equal(sfl_spvec_new((uint32_t)d, 0, &u), 0);
+            int rc = algo->client_update(p, prob, x, f->clients[c], NULL, &r, &ws, u);
+            if (rc != 0)
+                print_error("client_update: %s: %s\n", sfl_strerror(rc), sfl_last_error());
+            assert_int_equal(rc, 0);
+            assert_int_equal(sfl_spvec_validate(u), 0);
+            if (f->check == TESTFED_SPARSE)
+                assert_true(u->nnz <= maxnnz);
+            assert_int_equal(algo->aggregate_add(&agg, u, f->clients[c]->X->nrows), 0);
+            sfl_spvec_free(u);
+        }
+        assert_int_equal(algo->aggregate_end(&agg, x), 0);
+        if (f->check == TESTFED_SPARSE)
+            assert_true(sfl_dvec_nnz(x, d) <= maxnnz);
+        if (f->errs || (t == f->rounds && (f->truth || f->out_model))) {
+            if (algo->model_of)
+                assert_int_equal(algo->model_of(p, prob, x, model, &tk), 0);
+            else
+                memcpy(model, x, d * sizeof(double));
+            if (f->truth)
+                err = sfl_eval_rel_error(model, f->truth, md);
+            if (f->errs)
+                f->errs[t - 1] = err;
+        }
+    }
+    if (f->out_model)
+        memcpy(f->out_model, model, md * sizeof(double));
+    if (f->out_state)
+        memcpy(f->out_state, x, d * sizeof(double));
+    sfl_agg_close(&agg);
+    sfl_topk_ws_close(&tk);
+    sfl_algo_ws_close(&ws);
+    free(model);
+    free(x);
+    return err;
+}
+
+double testfed_run_synth(const sfl_algo_t *algo, const sfl_synth_t *s,
+                         const sfl_algo_params_t *p, uint32_t rounds, int check,
+                         double *out_model, double *out_state)
+{
+    sfl_problem_t prob;
+
+    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, s->dim, 0), 0);
+    return testfed_run(&(testfed_t){
+        .algo = algo,
+        .p = p,
+        .prob = &prob,
+        .clients = s->clients,
+        .nclients = s->nclients,
+        .rounds = rounds,
+        .check = check,
+        .truth = s->truth,
+        .out_model = out_model,
+        .out_state = out_state,
+    });
+}
+
+void testfed_client_init(testfed_client_t *c, const double *y, uint32_t n, uint32_t dim)
+{
+    uint32_t none = 0;
+
+    c->ds = testfed_identity_data(y, n);
+    assert_int_equal(sfl_dataset_subset(c->ds, &none, 0, &c->empty), 0);
+    assert_int_equal(sfl_problem_init(&c->prob, &sfl_loss_lsq, dim, 0), 0);
+    sfl_algo_params_default(&c->p);
+    sfl_algo_ws_init(&c->ws);
+    assert_int_equal(sfl_spvec_new(dim, 0, &c->u), 0);
+    sfl_rng_seed(&c->r, 1, 1, 0, SFL_STREAM_TRAIN);
+}
+
+void testfed_client_close(testfed_client_t *c)
+{
+    sfl_spvec_free(c->u);
+    sfl_algo_ws_close(&c->ws);
+    sfl_dataset_free(c->empty);
+    sfl_dataset_free(c->ds);
+}
+
+int testfed_update(const sfl_algo_t *algo, testfed_client_t *c, const double *x,
+                   const sfl_dataset_t *data)
+{
+    return algo->client_update(&c->p, &c->prob, x, data, NULL, &c->r, &c->ws, c->u);
+}
+
+int testfed_client_once(const sfl_algo_t *algo, const sfl_algo_params_t *p,
+                        const sfl_problem_t *prob, const double *x, const sfl_dataset_t *ds)
+{
+    sfl_algo_ws_t ws;
+    sfl_spvec_t *u = NULL;
+    sfl_rng_t r;
+    int rc;
+
+    sfl_algo_ws_init(&ws);
+    sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
+    rc = sfl_spvec_new((uint32_t)prob->dim, 0, &u);
+    if (rc < 0)
+        goto out;
+    rc = algo->client_update(p, prob, x, ds, NULL, &r, &ws, u);
+out:
+    sfl_spvec_free(u);
+    sfl_algo_ws_close(&ws);
+    return rc;
+}
