@@ -18,8 +18,8 @@ summary() { # $1 = csv, $2 = title
             if ("support_recall" in col)
                 printf "  support recovered: recall %.1f%%, precision %.1f%%\n",
                        100 * v[col["support_recall"]], 100 * v[col["support_precision"]]
-            printf "  bytes up %.1f MB, down %.1f MB (last round)\n",
-                   v[col["bytes_up"]] / 1e6, v[col["bytes_down"]] / 1e6
+            printf "  last round moved %.1f kB up, %.1f kB down\n",
+                   v[col["bytes_up"]] / 1e3, v[col["bytes_down"]] / 1e3
         }' "$1"
 }
 
@@ -32,6 +32,12 @@ echo "== Distributed-IHT on the same federation, for comparison"
 "$SIM" --algo diht --data synth:sim1 --clients 100 --rounds 100 --tau 200 --seed 7 \
     > "$out/diht.csv"
 summary "$out/diht.csv" "Distributed-IHT, Simulation I"
+echo "  (why Distributed-IHT wins on this generator: results/REPORT.md, Simulation I)"
+echo
+echo "== FedGradMP, seed 004 Sec. V-C (30 clients x 100 x 1000, 10-sparse, noiseless)"
+"$SIM" --algo fedgradmp --data synth:gradmp --clients 30 --alpha 1.0 --tau 10 \
+    --local-steps 3 --batch 40 --rounds 6 --seed 7 > "$out/gradmp.csv"
+summary "$out/gradmp.csv" "FedGradMP"
 echo
 echo "== FedIter-HT on a noiseless 20-sparse problem (20 clients x 50 samples, d=1000, tau=20)"
 "$SIM" --algo fediterht --data synth:sparse --clients 20 --samples 50 --rounds 60 --tau 20 \
