@@ -21,7 +21,8 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -MMD -MP \
               -Ilibsfl/include -Ilibsfl/src $(CFLAGS)
-LDLIBS  := -llapacke -llapack -lblas -lm
+LDLIBS  := -lsqlite3 -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
+           -llapacke -llapack -lblas -lm
 
 ifeq ($(SAN),1)
 BUILD   := build/asan
@@ -51,6 +52,16 @@ LIB      := $(BUILD)/libsfl.a
 SIM      := $(BUILD)/sfl-sim
 SIM_SRC  := $(sort $(wildcard sim/*.c))
 SIM_OBJ  := $(SIM_SRC:%.c=$(BUILD)/%.o)
+
+# Program modules: everything in server/ and client-agent/ except the mains
+# (main_*.c) is a library the unit tests link too.
+COORD_SRC := $(filter-out server/main_%.c,$(sort $(wildcard server/*.c)))
+COORD_OBJ := $(COORD_SRC:%.c=$(BUILD)/%.o)
+COORD_LIB := $(BUILD)/libcoord.a
+AGENT_SRC := $(filter-out client-agent/main_%.c,$(sort $(wildcard client-agent/*.c)))
+AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/%.o)
+AGENT_LIB := $(BUILD)/libagent.a
+PROG_LIBS := $(if $(COORD_SRC),$(COORD_LIB)) $(if $(AGENT_SRC),$(AGENT_LIB))
 
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -86,14 +97,23 @@ $(LIB): $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
+$(COORD_LIB): $(COORD_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(AGENT_LIB): $(AGENT_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
 $(SIM): $(SIM_OBJ) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(SIM_OBJ) $(LIB) -linih $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB) $(UNIT_HELPERS)
+$(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(UNIT_HELPERS) $(LIB) -lcmocka $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Iserver -Iclient-agent $(LDFLAGS) -o $@ $< \
+	    $(UNIT_HELPERS) $(PROG_LIBS) $(LIB) -lcmocka $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(@D)
@@ -139,4 +159,4 @@ install: all
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(SIM_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
