@@ -1,0 +1,258 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "failalloc.h"
+#include "round.h"
+
+static const coord_round_cfg_t base = {
+    .cohort = 4, .overselect = 0.5, .min_quorum = 3, .deadline_ms = 1000,
+    .heartbeat_ms = 300, .max_attempts = 3,
+};
+
+static uint64_t agents[10] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29};
+
+static void started(coord_round_t *r, const coord_round_cfg_t *cfg)
+{
+    coord_round_init(r, cfg, 1, 5);
+    assert_int_equal(r->state, COORD_ROUND_SELECTING);
+    assert_int_equal(coord_round_step(r, COORD_EV_START, 1000, 42, agents, 10), 0);
+    assert_int_equal(r->state, COORD_ROUND_TRAINING);
+}
+
+static void test_round_cfg_check(void **state)
+{
+    (void)state;
+    coord_round_cfg_t c = base;
+
+    assert_int_equal(coord_round_cfg_check(&c), 0);
+    c.cohort = 0;
+    assert_int_equal(coord_round_cfg_check(&c), SFL_EINVAL);
+    c = base;
+    c.min_quorum = 5;
+    assert_int_equal(coord_round_cfg_check(&c), SFL_EINVAL);
+    c = base;
+    c.deadline_ms = 0;
+    assert_int_equal(coord_round_cfg_check(&c), SFL_EINVAL);
+    c = base;
+    c.overselect = -0.1;
+    assert_int_equal(coord_round_cfg_check(&c), SFL_EINVAL);
+    c = base;
+    c.max_attempts = 0;
+    assert_int_equal(coord_round_cfg_check(&c), SFL_EINVAL);
+}
+
+/* Over-selection, determinism, fresh cohorts per attempt, sorted output. */
+static void test_round_cohort_sampling(void **state)
+{
+    (void)state;
+    uint64_t a[10], b[10], c[10];
+    uint32_t na, nb, nc;
+
+    assert_int_equal(coord_cohort_sample(42, 5, 0, &base, agents, 10, a, &na), 0);
+    assert_int_equal(na, 6); /* ceil(4 * 1.5) */
+    assert_int_equal(coord_cohort_sample(42, 5, 0, &base, agents, 10, b, &nb), 0);
+    assert_memory_equal(a, b, na * sizeof(uint64_t));
+    for (uint32_t i = 1; i < na; i++)
+        assert_true(a[i] > a[i - 1]);
+    /* Another attempt or round draws another cohort (for this seed). */
+    assert_int_equal(coord_cohort_sample(42, 5, 1, &base, agents, 10, c, &nc), 0);
+    assert_memory_not_equal(a, c, na * sizeof(uint64_t));
+    /* Fewer agents than wanted: all of them. */
+    assert_int_equal(coord_cohort_sample(42, 5, 0, &base, agents, 3, c, &nc), 0);
+    assert_int_equal(nc, 3);
+    /* Unsorted input is a caller error. */
+    uint64_t bad[3] = {5, 3, 9};
+    assert_int_equal(coord_cohort_sample(1, 1, 0, &base, bad, 3, c, &nc), SFL_EINVAL);
+    /* Uniform over agents in the long run. */
+    int count[10] = {0};
+    for (uint64_t round = 0; round < 3000; round++) {
+        assert_int_equal(coord_cohort_sample(7, round, 0, &base, agents, 10, c, &nc), 0);
+        for (uint32_t i = 0; i < nc; i++)
+            for (int j = 0; j < 10; j++)
+                count[j] += c[i] == agents[j];
+    }
+    for (int j = 0; j < 10; j++)
+        assert_true(count[j] > 1650 && count[j] < 1950); /* 1800 expected */
+}
+
+static void test_round_closes_on_target(void **state)
+{
+    (void)state;
+    coord_round_t r;
+
+    started(&r, &base);
+    assert_int_equal(r.nmembers, 6);
+    uint64_t outsider = 0;
+    for (int j = 0; j < 10 && outsider == 0; j++)
+        if (!coord_round_is_member(&r, agents[j]))
+            outsider = agents[j];
+    assert_int_equal(coord_round_submit(&r, outsider, 1, 5, 0, 1100), COORD_UPD_REJECTED);
+    assert_int_equal(coord_round_submit(&r, r.members[0].agent, 1, 4, 0, 1100), COORD_UPD_LATE);
+    assert_int_equal(coord_round_submit(&r, r.members[0].agent, 2, 5, 0, 1100),
+                     COORD_UPD_WRONG_ROUND);
+    assert_int_equal(coord_round_submit(&r, r.members[0].agent, 1, 6, 0, 1100),
+                     COORD_UPD_WRONG_ROUND);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_int_equal(coord_round_submit(&r, r.members[i].agent, 1, 5, 0, 1100 + i),
+                         COORD_UPD_ACCEPTED);
+    assert_int_equal(coord_round_submit(&r, r.members[1].agent, 1, 5, 0, 1200),
+                     COORD_UPD_DUPLICATE);
+    assert_int_equal(r.state, COORD_ROUND_TRAINING);
+    /* The fourth accepted update meets the target: over-selected stragglers
+     * are late. */
+    assert_int_equal(coord_round_submit(&r, r.members[3].agent, 1, 5, 0, 1300),
+                     COORD_UPD_ACCEPTED);
+    assert_int_equal(r.state, COORD_ROUND_AGGREGATING);
+    assert_int_equal(coord_round_submit(&r, r.members[4].agent, 1, 5, 0, 1301), COORD_UPD_LATE);
+    /* Events the state does not take are refused and change nothing. */
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, 1400, 42, agents, 10), SFL_EINVAL);
+    assert_int_equal(r.state, COORD_ROUND_AGGREGATING);
+    assert_int_equal(coord_round_step(&r, COORD_EV_AGGREGATED, 1500, 0, NULL, 0), 0);
+    assert_int_equal(r.state, COORD_ROUND_COMMITTED);
+    assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, 1500, 0, NULL, 0), SFL_EINVAL);
+    coord_round_close(&r);
+}
+
+static void test_round_deadline_quorum_and_retry(void **state)
+{
+    (void)state;
+    coord_round_t r;
+    uint64_t first[6];
+
+    /* Quorum met at the deadline: aggregate what arrived (heartbeats far
+     * apart so nobody is declared dead first). */
+    coord_round_cfg_t patient = base;
+    patient.heartbeat_ms = 10000;
+    started(&r, &patient);
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(coord_round_heartbeat(&r, r.members[i].agent, 1200), 0);
+        assert_int_equal(coord_round_submit(&r, r.members[i].agent, 1, 5, 0, 1250),
+                         COORD_UPD_ACCEPTED);
+    }
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 1999, 0, NULL, 0), 0);
+    assert_int_equal(r.state, COORD_ROUND_TRAINING);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 2000, 0, NULL, 0), 0);
+    assert_int_equal(r.state, COORD_ROUND_AGGREGATING);
+    coord_round_close(&r);
+
+    /* Quorum missed: FAILED, then a retry draws a fresh cohort. */
+    started(&r, &base);
+    for (uint32_t i = 0; i < 6; i++)
+        first[i] = r.members[i].agent;
+    assert_int_equal(coord_round_submit(&r, r.members[0].agent, 1, 5, 0, 1100),
+                     COORD_UPD_ACCEPTED);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 2000, 0, NULL, 0), 0);
+    assert_int_equal(r.state, COORD_ROUND_FAILED);
+    assert_non_null(strstr(r.reason, "quorum"));
+    assert_int_equal(coord_round_submit(&r, r.members[1].agent, 1, 5, 0, 2001), COORD_UPD_LATE);
+    assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, 2001, 0, NULL, 0), 0);
+    assert_int_equal(r.attempt, 1);
+    assert_int_equal(r.state, COORD_ROUND_SELECTING);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, 2002, 42, agents, 10), 0);
+    int differs = 0;
+    for (uint32_t i = 0; i < 6; i++)
+        differs |= r.members[i].agent != first[i];
+    assert_true(differs);
+    /* An update for attempt 0 is now late, not accepted into attempt 1. */
+    assert_int_equal(coord_round_submit(&r, r.members[0].agent, 1, 5, 0, 2100), COORD_UPD_LATE);
+    /* Attempts are bounded. */
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 5000, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, 5000, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, 5001, 42, agents, 10), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 9000, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, 9000, 0, NULL, 0), SFL_ELIMIT);
+    coord_round_close(&r);
+}
+
+/* A slow agent that keeps sending progress is not declared dead; a silent
+ * one is, and once every member answered or died the round closes early. */
+static void test_round_heartbeats(void **state)
+{
+    (void)state;
+    coord_round_t r;
+
+    started(&r, &base);
+    for (uint64_t t = 1100; t <= 1300; t += 100)
+        assert_int_equal(coord_round_heartbeat(&r, r.members[0].agent, t), 0);
+    for (uint32_t i = 1; i < 4; i++)
+        assert_int_equal(coord_round_submit(&r, r.members[i].agent, 1, 5, 0, 1200),
+                         COORD_UPD_ACCEPTED);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 1350, 0, NULL, 0), 0);
+    /* members 4 and 5 silent since 1000 > 300 ms: dead; member 0 alive. */
+    assert_int_equal(r.dead, 2);
+    assert_int_equal(r.members[0].state, COORD_MEMBER_PENDING);
+    assert_int_equal(r.state, COORD_ROUND_TRAINING);
+    assert_int_equal(coord_round_heartbeat(&r, 999, 1400), SFL_ENOTFOUND);
+    for (uint64_t t = 1400; t <= 1900; t += 100) {
+        assert_int_equal(coord_round_heartbeat(&r, r.members[0].agent, t), 0);
+        assert_int_equal(coord_round_step(&r, COORD_EV_TICK, t + 50, 0, NULL, 0), 0);
+    }
+    assert_int_equal(r.members[0].state, COORD_MEMBER_PENDING);
+    /* The slow one delivers: target reached. */
+    assert_int_equal(coord_round_submit(&r, r.members[0].agent, 1, 5, 0, 1900),
+                     COORD_UPD_ACCEPTED);
+    assert_int_equal(r.state, COORD_ROUND_AGGREGATING);
+    coord_round_close(&r);
+
+    /* Everyone answered or died before the deadline, quorum met: close early. */
+    coord_round_cfg_t c = base;
+    c.cohort = 6;
+    c.overselect = 0;
+    started(&r, &c);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_int_equal(coord_round_submit(&r, r.members[i].agent, 1, 5, 0, 1100),
+                         COORD_UPD_ACCEPTED);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 1400, 0, NULL, 0), 0);
+    assert_int_equal(r.state, COORD_ROUND_AGGREGATING);
+    coord_round_close(&r);
+}
+
+static void test_round_not_enough_agents(void **state)
+{
+    (void)state;
+    coord_round_t r;
+
+    coord_round_init(&r, &base, 1, 1);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, 0, 1, agents, 2), SFL_EEMPTY);
+    assert_int_equal(r.state, COORD_ROUND_FAILED);
+    assert_non_null(strstr(r.reason, "eligible"));
+    coord_round_close(&r);
+    /* Allocation failures leave a clean state. */
+    coord_round_init(&r, &base, 1, 1);
+    FAILALLOC_EACH(coord_round_step(&r, COORD_EV_START, 0, 1, agents, 10),
+                   (coord_round_close(&r), coord_round_init(&r, &base, 1, 1)));
+    coord_round_close(&r);
+}
+
+static void test_round_pace_steering(void **state)
+{
+    (void)state;
+    coord_round_t r;
+
+    started(&r, &base);
+    uint64_t a = coord_round_retry_after(&r, 100, 1500, 50);
+    uint64_t b = coord_round_retry_after(&r, 101, 1500, 50);
+    assert_true(a >= 500 && a < 750 && b >= 500 && b < 750);
+    assert_true(a != b);
+    assert_int_equal(coord_round_retry_after(&r, 100, 1500, 100000), 100000);
+    coord_round_close(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_cfg_check),
+        cmocka_unit_test(test_round_cohort_sampling),
+        cmocka_unit_test(test_round_closes_on_target),
+        cmocka_unit_test(test_round_deadline_quorum_and_retry),
+        cmocka_unit_test(test_round_heartbeats),
+        cmocka_unit_test(test_round_not_enough_agents),
+        cmocka_unit_test(test_round_pace_steering),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
