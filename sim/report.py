@@ -364,15 +364,22 @@ def gradmp_section(sim, data):
     print("gradmp V-D/E:", file=sys.stderr)
     md += ["## Sec. V-D/E: local iterations and cohort size", "",
            "| setting | rel. error round 2 | round 4 | rounds to 1e-10 |", "|---|---|---|---|"]
+    series = {"vd": [], "ve": []}
     for name, label in ([(f"gradmp-vd-k{k}", f"K = {k}") for k in (3, 6, 9, 12, 15)] +
                         [(f"gradmp-ve-cohort{l}", f"cohort L = {l} of 30") for l in (10, 20, 30)]):
         r = run(sim, name)[0]
         pick = lambda k: f"{float(r[k - 1]['rel_error']):.3g}" if len(r) >= k else "-"
         md.append(f"| {label} | {pick(2)} | {pick(4)} | "
                   f"{fmt(first_round_below(r, 'rel_error', 1e-10)[0])} |")
-    md.append("")
+        series[name.split("-")[1]].append((label, os.path.join(RUNS, name + ".csv")))
+    plot(os.path.join(RES, "gradmp-vd.png"), "Sec. V-D: local iterations", series["vd"],
+         ylabel="relative error", ycol="rel_error")
+    plot(os.path.join(RES, "gradmp-ve.png"), "Sec. V-E: cohort size", series["ve"],
+         ylabel="relative error", ycol="rel_error")
+    md += ["", "![V-D](gradmp-vd.png) ![V-E](gradmp-ve.png)", ""]
 
     # -- Real data -------------------------------------------------------
+    real_series = {}
     md += ["## Logistic and softmax with the l2 ball on real data", "",
            "| data | algorithm | objective | test accuracy | global nnz |", "|---|---|---|---|---|"]
     for ds, path in (("a9a", "a9a"), ("dna", "dna.scale")):
@@ -390,7 +397,12 @@ def gradmp_section(sim, data):
                 continue
             md.append(f"| {ds} | {alg} | {last(r, 'objective'):.4g} | "
                       f"{last(r, 'test_accuracy'):.3f} | {r[-1]['nnz']} |")
-    md.append("")
+            real_series.setdefault(ds, []).append(
+                (alg, os.path.join(RUNS, f"gradmp-real-{ds}-{alg}.csv")))
+    for ds, ser in real_series.items():
+        plot(os.path.join(RES, f"gradmp-real-{ds}.png"), f"{ds}: test accuracy", ser,
+             ylabel="test accuracy", logy=False, ycol="test_accuracy")
+    md += [""] + [f"![{ds}](gradmp-real-{ds}.png)" for ds in real_series] + [""]
     md += centralized_check(sim, data)
     return md
 

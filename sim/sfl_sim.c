@@ -634,12 +634,11 @@ int main(int argc, char **argv)
             die("aggregate", rc);
         for (uint32_t i = 0; i < npick; i++) {
             uint32_t c = ids[pick[i]];
-            sfl_rng_t r;
 
-            sfl_rng_seed(&r, cfg.seed, t, c, SFL_STREAM_TRAIN);
             if ((rc = sfl_spvec_new((uint32_t)d, 0, &upd)) < 0)
                 die("update", rc);
-            rc = algo->client_update(&params, &prob, bcast, fed.train[c], NULL, &r, &ws, upd);
+            rc = sfl_algo_client_round(algo, &params, &prob, bcast, fed.train[c], NULL, cfg.seed,
+                                       t, c, &ws, upd);
             if (rc < 0) {
                 fprintf(stderr, "\nsfl-sim: error: round %u client %u: %s: %s\n", t, c,
                         sfl_strerror(rc), sfl_last_error());

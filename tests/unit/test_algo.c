@@ -263,10 +263,49 @@ static void test_algo_alloc_failures(void **state)
     sfl_algo_ws_close(&ws);
 }
 
+/* The drivers' entry point seeds (seed, round, client, TRAIN) and nothing else. */
+static void test_algo_client_round_seeding(void **state)
+{
+    (void)state;
+    sfl_synth_t *s = testfed_small_sparse();
+    sfl_problem_t prob;
+    sfl_algo_params_t p;
+    sfl_algo_ws_t ws;
+    sfl_spvec_t *a, *b;
+    sfl_rng_t r;
+    double *x = calloc(s->dim, sizeof(double));
+
+    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, s->dim, 0), 0);
+    sfl_algo_params_default(&p);
+    p.tau = 8;
+    p.lr = 0.02;
+    sfl_algo_ws_init(&ws);
+    assert_int_equal(sfl_spvec_new(s->dim, 0, &a), 0);
+    assert_int_equal(sfl_spvec_new(s->dim, 0, &b), 0);
+    assert_int_equal(sfl_algo_client_round(&sfl_algo_fediterht, &p, &prob, x, s->clients[2], NULL,
+                                           9, 4, 2, &ws, a), 0);
+    sfl_rng_seed(&r, 9, 4, 2, SFL_STREAM_TRAIN);
+    assert_int_equal(sfl_algo_fediterht.client_update(&p, &prob, x, s->clients[2], NULL, &r, &ws, b),
+                     0);
+    assert_int_equal(a->nnz, b->nnz);
+    assert_memory_equal(a->idx, b->idx, a->nnz * sizeof(uint32_t));
+    assert_memory_equal(a->val, b->val, a->nnz * sizeof(double));
+    /* Another round draws other minibatches. */
+    assert_int_equal(sfl_algo_client_round(&sfl_algo_fediterht, &p, &prob, x, s->clients[2], NULL,
+                                           9, 5, 2, &ws, b), 0);
+    assert_true(a->nnz != b->nnz || memcmp(a->val, b->val, a->nnz * sizeof(double)) != 0);
+    sfl_spvec_free(a);
+    sfl_spvec_free(b);
+    sfl_algo_ws_close(&ws);
+    free(x);
+    sfl_synth_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_algo_registry),
+        cmocka_unit_test(test_algo_client_round_seeding),
         cmocka_unit_test(test_algo_bad_params),
         cmocka_unit_test(test_algo_fediterht_exact_step),
         cmocka_unit_test(test_algo_aggregate_weighted),

@@ -133,6 +133,16 @@ extern const sfl_algo_t sfl_algo_fedgradmp_inexact;
 const sfl_algo_t *sfl_algo_find(const char *name);
 const sfl_algo_t *const *sfl_algo_list(void);
 
+/* One client's turn in round `round` of a job seeded with `seed`: seeds the
+ * client's stream (seed, round, client, SFL_STREAM_TRAIN) and calls
+ * a->client_update. Both drivers (sfl-sim and the agent) go through here, so
+ * a client draws the same minibatches in a simulation and on a device. */
+int sfl_algo_client_round(const sfl_algo_t *a, const sfl_algo_params_t *p,
+                          const sfl_problem_t *prob, const double *global,
+                          const sfl_dataset_t *local, void *client_state, uint64_t seed,
+                          uint64_t round, uint64_t client, sfl_algo_ws_t *ws,
+                          sfl_spvec_t *update) SFL_MUST_CHECK;
+
 /* Checks params against the algorithm and problem (tau range, K >= 1,
  * batch >= 1, lr > 0 and finite, ...); SFL_EINVAL with a detail naming the
  * parameter. */

@@ -62,6 +62,18 @@ int sfl_problem_init(sfl_problem_t *prob, const sfl_loss_t *loss, uint32_t ncols
     return 0;
 }
 
+int sfl_algo_client_round(const sfl_algo_t *a, const sfl_algo_params_t *p,
+                          const sfl_problem_t *prob, const double *global,
+                          const sfl_dataset_t *local, void *client_state, uint64_t seed,
+                          uint64_t round, uint64_t client, sfl_algo_ws_t *ws,
+                          sfl_spvec_t *update)
+{
+    sfl_rng_t rng;
+
+    sfl_rng_seed(&rng, seed, round, client, SFL_STREAM_TRAIN);
+    return a->client_update(p, prob, global, local, client_state, &rng, ws, update);
+}
+
 int sfl_algo_check(const sfl_algo_t *a, const sfl_algo_params_t *p,
                    const sfl_problem_t *prob)
 {
