@@ -25,7 +25,10 @@
     X(EDIM, -10009, "dimension mismatch")                                      \
     X(ENUMERIC, -10010, "non-finite value")                                    \
     X(ETRUNC, -10011, "truncated input")                                       \
-    X(EUNSUP, -10012, "not supported")
+    X(EUNSUP, -10012, "not supported")                                         \
+    X(EDECRYPT, -10013, "cannot decrypt")                                      \
+    X(EBADSIG, -10014, "bad signature")                                        \
+    X(EINSECURE, -10015, "insecure file permissions")
 
 typedef enum {
 #define SFL_ERR_ENUM(name, val, msg) SFL_##name = (val),

@@ -1,0 +1,746 @@
+#include "sfl/seal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "sfl/alloc.h"
+
+/* Layouts are in seal.h. Two rules run through this file: secrets (seeds,
+ * secret keys, the identity file's text, plaintext updates) only ever sit in
+ * sodium_malloc memory or are wiped before their buffer is released, and
+ * everything a peer or a file controls is checked before it is used. */
+
+_Static_assert(SFL_SEAL_PK_BYTES == crypto_sign_PUBLICKEYBYTES, "ed25519 pk size");
+_Static_assert(SFL_SEAL_PK_BYTES == crypto_box_PUBLICKEYBYTES, "x25519 pk size");
+_Static_assert(SFL_SEAL_SEED_BYTES == crypto_sign_SEEDBYTES, "ed25519 seed size");
+_Static_assert(SFL_SEAL_SIG_BYTES == crypto_sign_BYTES, "ed25519 signature size");
+_Static_assert(SFL_SEAL_OVERHEAD == crypto_box_SEALBYTES + crypto_sign_BYTES, "seal overhead");
+_Static_assert(SFL_SEAL_UPD_SIGNED_BYTES == 1 + 10 + 32 + 8 + 8 + 32 + 8 + 32 + 32,
+               "update signed bytes");
+_Static_assert(sizeof(SFL_SEAL_CONTEXT_UPDATE) - 1 == 10, "update context length");
+
+#define FILE_HEADER "sfl-identity-v1\n"
+#define FILE_HEADER_LEN (sizeof(FILE_HEADER) - 1)
+#define FILE_VERSION_PREFIX "sfl-identity-v"
+#define HEX_LEN (2 * 32)
+#define FILE_SEED_OFF FILE_HEADER_LEN
+#define FILE_PK_OFF (FILE_SEED_OFF + HEX_LEN + 1)
+_Static_assert(FILE_PK_OFF + HEX_LEN + 1 == SFL_IDENTITY_FILE_BYTES, "identity file size");
+
+/* Scratch for the identity file in secure memory: its text holds the seed in
+ * hex. One byte more than the file so a grown file is noticed and so
+ * sodium_bin2hex has room for its NUL. */
+typedef struct {
+    char text[SFL_IDENTITY_FILE_BYTES + 1];
+    uint8_t seed[SFL_SEAL_SEED_BYTES];
+} keyfile_t;
+
+static int crypto_ready(void)
+{
+    /* sodium_init is idempotent and thread-safe (it returns 1 once done), so
+     * entry points call it instead of requiring an init call from users. */
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EUNSUP, "libsodium failed to initialise");
+    return 0;
+}
+
+int sfl_seal_init(void)
+{
+    return crypto_ready();
+}
+
+void sfl_seal_hash(const void *data, size_t len, uint8_t out[SFL_SEAL_HASH_BYTES])
+{
+    assert(data != NULL || len == 0);
+    /* BLAKE2b needs no sodium_init (the reference code is the default), so
+     * this cannot fail and returns nothing. */
+    crypto_generichash(out, SFL_SEAL_HASH_BYTES, data, len, NULL, 0);
+}
+
+char *sfl_seal_pk_to_hex(const uint8_t pk[SFL_SEAL_PK_BYTES], char out[2 * SFL_SEAL_PK_BYTES + 1])
+{
+    return sodium_bin2hex(out, 2 * SFL_SEAL_PK_BYTES + 1, pk, SFL_SEAL_PK_BYTES);
+}
+
+/* Exactly 2 * n hex digits at hex into bin[n]; sodium_hex2bin is constant
+ * time, which matters for the seed. */
+static int hex_exact(const char *hex, size_t hexlen, uint8_t *bin, size_t n)
+{
+    size_t got = 0;
+    const char *end = NULL;
+
+    if (hexlen != 2 * n)
+        return -1;
+    if (sodium_hex2bin(bin, n, hex, hexlen, NULL, &got, &end) != 0 || got != n ||
+        end != hex + hexlen)
+        return -1;
+    return 0;
+}
+
+int sfl_seal_pk_from_hex(const char *hex, uint8_t pk[SFL_SEAL_PK_BYTES])
+{
+    uint8_t tmp[SFL_SEAL_PK_BYTES];
+    size_t n;
+
+    if (hex == NULL)
+        return sfl__fail(SFL_EINVAL, "public key: NULL");
+    n = strnlen(hex, HEX_LEN + 1);
+    if (hex_exact(hex, n, tmp, sizeof(tmp)) != 0)
+        return sfl__fail(SFL_EPARSE, "public key: expected %d hex digits", HEX_LEN);
+    memcpy(pk, tmp, sizeof(tmp));
+    return 0;
+}
+
+int sfl_identity_pk_check(const uint8_t pk[SFL_SEAL_PK_BYTES])
+{
+    int rc = crypto_ready();
+
+    if (rc < 0)
+        return rc;
+    /* Rejects non-canonical encodings, points off the curve, small-order
+     * points and points outside the prime-order subgroup: keys for which a
+     * signature could verify for more than one message or none. */
+    if (!crypto_core_ed25519_is_valid_point(pk))
+        return sfl__fail(SFL_EINVAL, "identity public key is not a valid Ed25519 point");
+    return 0;
+}
+
+/* ---- identities ---------------------------------------------------------- */
+
+/* An identity whose secret buffer exists but holds nothing yet. */
+static int identity_alloc(sfl_identity_t **out)
+{
+    sfl_identity_t *id;
+
+    *out = NULL;
+    id = sfl__malloc(sizeof(*id));
+    if (id == NULL)
+        return sfl__fail(SFL_ENOMEM, "identity: out of memory");
+    id->sk = sodium_malloc(crypto_sign_SECRETKEYBYTES);
+    if (id->sk == NULL) {
+        sfl__free(id);
+        return sfl__fail(SFL_ENOMEM, "identity: cannot allocate secure memory");
+    }
+    *out = id;
+    return 0;
+}
+
+void sfl_identity_free(sfl_identity_t *id)
+{
+    if (id == NULL)
+        return;
+    sodium_free(id->sk); /* wipes first, even when read-only */
+    sodium_memzero(id, sizeof(*id));
+    sfl__free(id);
+}
+
+int sfl_identity_generate(sfl_identity_t **out)
+{
+    sfl_identity_t *id = NULL;
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    rc = identity_alloc(&id);
+    if (rc < 0)
+        return rc;
+    crypto_sign_keypair(id->pk, id->sk);
+    sodium_mprotect_readonly(id->sk);
+    *out = id;
+    return 0;
+}
+
+int sfl_identity_from_seed(const uint8_t seed[SFL_SEAL_SEED_BYTES], sfl_identity_t **out)
+{
+    sfl_identity_t *id = NULL;
+    int rc;
+
+    assert(seed != NULL && out != NULL);
+    *out = NULL;
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    rc = identity_alloc(&id);
+    if (rc < 0)
+        return rc;
+    crypto_sign_seed_keypair(id->pk, id->sk, seed);
+    sodium_mprotect_readonly(id->sk);
+    *out = id;
+    return 0;
+}
+
+/* Writes all of buf, retrying short writes and EINTR. */
+static int write_all(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        buf += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads until cap bytes or end of file; *got = bytes read. */
+static int read_upto(int fd, char *buf, size_t cap, size_t *got)
+{
+    *got = 0;
+    while (*got < cap) {
+        ssize_t r = read(fd, buf + *got, cap - *got);
+
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        *got += (size_t)r;
+    }
+    return 0;
+}
+
+/* Directory part of path ("." when there is none, "/" for "/key"); returns
+ * owned (sfl__free) or NULL. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == NULL ? 1 : (slash == path ? 1 : (size_t)(slash - path));
+    char *dir = sfl__malloc(n + 1);
+
+    if (dir == NULL)
+        return NULL;
+    memcpy(dir, slash == NULL ? "." : path, n);
+    dir[n] = '\0';
+    return dir;
+}
+
+/* Makes the rename durable. Some file systems cannot fsync a directory
+ * (EINVAL); the file itself is already synced there, so that is accepted. */
+static int sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = 0;
+
+    if (fd < 0)
+        return -errno;
+    if (fsync(fd) != 0 && errno != EINVAL)
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+int sfl_identity_save(const sfl_identity_t *id, const char *path)
+{
+    static const char suffix[] = ".tmp.XXXXXX";
+    keyfile_t *kf = NULL;
+    char *tmp = NULL, *dir = NULL;
+    int fd = -1, created = 0, rc;
+    size_t plen;
+
+    assert(id != NULL);
+    if (path == NULL || path[0] == '\0')
+        return sfl__fail(SFL_EINVAL, "identity: empty path");
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    plen = strlen(path);
+    tmp = sfl__malloc(plen + sizeof(suffix));
+    dir = dir_of(path);
+    kf = sodium_malloc(sizeof(*kf));
+    if (tmp == NULL || dir == NULL || kf == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, suffix, sizeof(suffix));
+
+    memcpy(kf->text, FILE_HEADER, FILE_HEADER_LEN);
+    sodium_bin2hex(kf->text + FILE_SEED_OFF, HEX_LEN + 1, id->sk, SFL_SEAL_SEED_BYTES);
+    kf->text[FILE_SEED_OFF + HEX_LEN] = '\n';
+    sodium_bin2hex(kf->text + FILE_PK_OFF, HEX_LEN + 1, id->pk, SFL_SEAL_PK_BYTES);
+    kf->text[FILE_PK_OFF + HEX_LEN] = '\n';
+
+    /* mkstemp creates the file 0600 whatever the umask; the explicit fchmod
+     * documents it and covers libcs that differ. The temporary lives in the
+     * same directory so that rename is atomic and never crosses devices. */
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        rc = -errno;
+        (void)sfl__fail(rc, "%s: cannot create temporary file: %s", tmp, strerror(-rc));
+        goto out;
+    }
+    created = 1;
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    if (fchmod(fd, S_IRUSR | S_IWUSR) != 0) {
+        rc = -errno;
+        (void)sfl__fail(rc, "%s: chmod 600: %s", tmp, strerror(-rc));
+        goto out;
+    }
+    rc = write_all(fd, kf->text, SFL_IDENTITY_FILE_BYTES);
+    if (rc < 0) {
+        (void)sfl__fail(rc, "%s: write: %s", tmp, strerror(-rc));
+        goto out;
+    }
+    if (fsync(fd) != 0) {
+        rc = -errno;
+        (void)sfl__fail(rc, "%s: fsync: %s", tmp, strerror(-rc));
+        goto out;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        rc = -errno;
+        (void)sfl__fail(rc, "%s: close: %s", tmp, strerror(-rc));
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        rc = -errno;
+        (void)sfl__fail(rc, "%s: rename from %s: %s", path, tmp, strerror(-rc));
+        goto out;
+    }
+    created = 0; /* renamed: nothing left to unlink */
+    rc = sync_dir(dir);
+    if (rc < 0)
+        (void)sfl__fail(rc, "%s: fsync of directory %s: %s", path, dir, strerror(-rc));
+
+out:
+    if (fd >= 0)
+        close(fd);
+    if (created)
+        (void)unlink(tmp);
+    sodium_free(kf);
+    sfl__free(dir);
+    sfl__free(tmp);
+    return rc;
+}
+
+/* Parses the identity file text (exactly SFL_IDENTITY_FILE_BYTES) into id. */
+static int parse_keyfile(const char *path, keyfile_t *kf, sfl_identity_t *id)
+{
+    const char *t = kf->text;
+    uint8_t pk[SFL_SEAL_PK_BYTES];
+
+    if (memcmp(t, FILE_HEADER, FILE_HEADER_LEN) != 0) {
+        /* "sfl-identity-v<digits>\n" is a format from another release:
+         * say so rather than "malformed". */
+        size_t i = sizeof(FILE_VERSION_PREFIX) - 1, d = i;
+
+        if (memcmp(t, FILE_VERSION_PREFIX, i) == 0) {
+            while (d < FILE_HEADER_LEN + 8 && t[d] >= '0' && t[d] <= '9')
+                d++;
+            if (d > i && t[d] == '\n')
+                return sfl__fail(SFL_EUNSUP, "%s: unsupported identity file version %.*s "
+                                 "(this build reads v1)", path, (int)(d - i), t + i);
+        }
+        return sfl__fail(SFL_EPARSE, "%s: not an sfl identity file (expected '%.15s' header)",
+                         path, FILE_HEADER);
+    }
+    if (t[FILE_SEED_OFF + HEX_LEN] != '\n' ||
+        hex_exact(t + FILE_SEED_OFF, HEX_LEN, kf->seed, sizeof(kf->seed)) != 0)
+        return sfl__fail(SFL_EPARSE, "%s:2: expected %d hex digits of the secret seed", path,
+                         HEX_LEN);
+    if (t[FILE_PK_OFF + HEX_LEN] != '\n' ||
+        hex_exact(t + FILE_PK_OFF, HEX_LEN, pk, sizeof(pk)) != 0)
+        return sfl__fail(SFL_EPARSE, "%s:3: expected %d hex digits of the public key", path,
+                         HEX_LEN);
+    crypto_sign_seed_keypair(id->pk, id->sk, kf->seed);
+    if (sodium_memcmp(id->pk, pk, sizeof(pk)) != 0)
+        return sfl__fail(SFL_EPARSE, "%s: public key does not match the secret seed (corrupt file)",
+                         path);
+    return 0;
+}
+
+int sfl_identity_load(const char *path, sfl_identity_t **out)
+{
+    sfl_identity_t *id = NULL;
+    keyfile_t *kf = NULL;
+    struct stat st;
+    size_t got;
+    int fd = -1, rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    if (path == NULL || path[0] == '\0')
+        return sfl__fail(SFL_EINVAL, "identity: empty path");
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        rc = -errno;
+        return sfl__fail(rc, "%s: %s", path, strerror(-rc));
+    }
+    /* fstat on the open descriptor, not stat on the name, so the file
+     * checked is the file read. */
+    if (fstat(fd, &st) != 0) {
+        rc = -errno;
+        (void)sfl__fail(rc, "%s: %s", path, strerror(-rc));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = sfl__fail(SFL_EINVAL, "%s: not a regular file", path);
+        goto out;
+    }
+    if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+        rc = sfl__fail(SFL_EINSECURE,
+                       "%s: secret key file has mode %04o, accessible to group or others; "
+                       "refusing it (chmod 600 %s)",
+                       path, (unsigned)(st.st_mode & 07777), path);
+        goto out;
+    }
+    if (st.st_size < (off_t)SFL_IDENTITY_FILE_BYTES) {
+        rc = sfl__fail(SFL_ETRUNC, "%s: %lld bytes, an identity file has %d", path,
+                       (long long)st.st_size, SFL_IDENTITY_FILE_BYTES);
+        goto out;
+    }
+    if (st.st_size > (off_t)SFL_IDENTITY_FILE_BYTES) {
+        rc = sfl__fail(SFL_EPARSE, "%s: %lld bytes, an identity file has %d", path,
+                       (long long)st.st_size, SFL_IDENTITY_FILE_BYTES);
+        goto out;
+    }
+    kf = sodium_malloc(sizeof(*kf));
+    if (kf == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "%s: cannot allocate secure memory", path);
+        goto out;
+    }
+    rc = identity_alloc(&id);
+    if (rc < 0)
+        goto out;
+    /* Ask for one byte more than the size: a file that changed since fstat
+     * is caught either way. */
+    rc = read_upto(fd, kf->text, sizeof(kf->text), &got);
+    if (rc < 0) {
+        (void)sfl__fail(rc, "%s: read: %s", path, strerror(-rc));
+        goto out;
+    }
+    if (got != SFL_IDENTITY_FILE_BYTES) {
+        rc = sfl__fail(got < SFL_IDENTITY_FILE_BYTES ? SFL_ETRUNC : SFL_EPARSE,
+                       "%s: read %zu bytes, an identity file has %d", path, got,
+                       SFL_IDENTITY_FILE_BYTES);
+        goto out;
+    }
+    rc = parse_keyfile(path, kf, id);
+    if (rc < 0)
+        goto out;
+    sodium_mprotect_readonly(id->sk);
+    *out = id;
+    id = NULL;
+
+out:
+    sfl_identity_free(id);
+    sodium_free(kf);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* ---- detached signatures ------------------------------------------------- */
+
+/* Printable ASCII, 1..SFL_SEAL_CONTEXT_MAX bytes; *n = its length. */
+static int check_context(const char *context, size_t *n)
+{
+    size_t i;
+
+    if (context == NULL)
+        return sfl__fail(SFL_EINVAL, "signature context: NULL");
+    *n = strnlen(context, SFL_SEAL_CONTEXT_MAX + 1);
+    if (*n == 0 || *n > SFL_SEAL_CONTEXT_MAX)
+        return sfl__fail(SFL_EINVAL, "signature context must be 1 to %d bytes",
+                         SFL_SEAL_CONTEXT_MAX);
+    for (i = 0; i < *n; i++)
+        if (context[i] < 0x20 || context[i] > 0x7e)
+            return sfl__fail(SFL_EINVAL, "signature context: byte %zu is not printable ASCII",
+                             i);
+    if (strcmp(context, SFL_SEAL_CONTEXT_UPDATE) == 0)
+        return sfl__fail(SFL_EINVAL, "signature context '%s' is reserved for updates",
+                         SFL_SEAL_CONTEXT_UPDATE);
+    return 0;
+}
+
+/* u8 n | context | BLAKE2b-256(msg) into buf; returns its length. */
+static size_t detached_bytes(const char *context, size_t n, const void *msg, size_t len,
+                             uint8_t buf[1 + SFL_SEAL_CONTEXT_MAX + SFL_SEAL_HASH_BYTES])
+{
+    buf[0] = (uint8_t)n;
+    memcpy(buf + 1, context, n);
+    sfl_seal_hash(msg, len, buf + 1 + n);
+    return 1 + n + SFL_SEAL_HASH_BYTES;
+}
+
+int sfl_seal_sign_detached(const sfl_identity_t *id, const char *context, const void *msg,
+                           size_t len, uint8_t sig[SFL_SEAL_SIG_BYTES])
+{
+    uint8_t buf[1 + SFL_SEAL_CONTEXT_MAX + SFL_SEAL_HASH_BYTES];
+    size_t n;
+    int rc;
+
+    assert(id != NULL && sig != NULL);
+    if (msg == NULL && len > 0)
+        return sfl__fail(SFL_EINVAL, "sign: NULL message of %zu bytes", len);
+    rc = check_context(context, &n);
+    if (rc == 0)
+        rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    crypto_sign_detached(sig, NULL, buf, detached_bytes(context, n, msg, len, buf), id->sk);
+    return 0;
+}
+
+int sfl_seal_verify_detached(const uint8_t pk[SFL_SEAL_PK_BYTES], const char *context,
+                             const void *msg, size_t len, const uint8_t sig[SFL_SEAL_SIG_BYTES])
+{
+    uint8_t buf[1 + SFL_SEAL_CONTEXT_MAX + SFL_SEAL_HASH_BYTES];
+    size_t n;
+    int rc;
+
+    assert(pk != NULL && sig != NULL);
+    if (msg == NULL && len > 0)
+        return sfl__fail(SFL_EINVAL, "verify: NULL message of %zu bytes", len);
+    rc = check_context(context, &n);
+    if (rc == 0)
+        rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    if (crypto_sign_verify_detached(sig, buf, detached_bytes(context, n, msg, len, buf), pk) != 0)
+        return sfl__fail(SFL_EBADSIG, "'%s' signature does not verify", context);
+    return 0;
+}
+
+/* ---- round keys ---------------------------------------------------------- */
+
+int sfl_roundkey_new(sfl_roundkey_t **out)
+{
+    sfl_roundkey_t *rk;
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    rk = sfl__malloc(sizeof(*rk));
+    if (rk == NULL)
+        return sfl__fail(SFL_ENOMEM, "round key: out of memory");
+    rk->sk = sodium_malloc(crypto_box_SECRETKEYBYTES);
+    if (rk->sk == NULL) {
+        sfl__free(rk);
+        return sfl__fail(SFL_ENOMEM, "round key: cannot allocate secure memory");
+    }
+    crypto_box_keypair(rk->pk, rk->sk);
+    sodium_mprotect_readonly(rk->sk);
+    *out = rk;
+    return 0;
+}
+
+void sfl_roundkey_free(sfl_roundkey_t *rk)
+{
+    if (rk == NULL)
+        return;
+    sodium_free(rk->sk);
+    sodium_memzero(rk, sizeof(*rk));
+    sfl__free(rk);
+}
+
+/* ---- updates ------------------------------------------------------------- */
+
+/* Little-endian on every host: the signed bytes are fixed, the host's order
+ * is not. */
+static uint8_t *put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+    return p + 8;
+}
+
+static uint8_t *put_bytes(uint8_t *p, const void *src, size_t n)
+{
+    memcpy(p, src, n);
+    return p + n;
+}
+
+void sfl_seal_upd_signed_bytes(const sfl_upd_ctx_t *ctx,
+                               const uint8_t payload_hash[SFL_SEAL_HASH_BYTES],
+                               uint8_t out[SFL_SEAL_UPD_SIGNED_BYTES])
+{
+    uint8_t *p = out;
+
+    /* Written field by field, never by copying the struct: padding and host
+     * byte order must not reach the signature. */
+    *p++ = (uint8_t)(sizeof(SFL_SEAL_CONTEXT_UPDATE) - 1);
+    p = put_bytes(p, SFL_SEAL_CONTEXT_UPDATE, sizeof(SFL_SEAL_CONTEXT_UPDATE) - 1);
+    p = put_bytes(p, ctx->round_pk, sizeof(ctx->round_pk));
+    p = put_u64(p, ctx->job);
+    p = put_u64(p, ctx->round);
+    p = put_bytes(p, ctx->nonce, sizeof(ctx->nonce));
+    p = put_u64(p, ctx->agent_id);
+    p = put_bytes(p, ctx->model_hash, sizeof(ctx->model_hash));
+    p = put_bytes(p, payload_hash, SFL_SEAL_HASH_BYTES);
+    assert(p == out + SFL_SEAL_UPD_SIGNED_BYTES);
+}
+
+static void update_bytes(const sfl_upd_ctx_t *ctx, const void *payload, size_t len,
+                         uint8_t out[SFL_SEAL_UPD_SIGNED_BYTES])
+{
+    uint8_t h[SFL_SEAL_HASH_BYTES];
+
+    sfl_seal_hash(payload, len, h);
+    sfl_seal_upd_signed_bytes(ctx, h, out);
+}
+
+int sfl_seal_sign_update(const sfl_identity_t *id, const sfl_upd_ctx_t *ctx, const void *payload,
+                         size_t len, uint8_t sig[SFL_SEAL_SIG_BYTES])
+{
+    uint8_t buf[SFL_SEAL_UPD_SIGNED_BYTES];
+    int rc;
+
+    assert(id != NULL && ctx != NULL && sig != NULL);
+    if (payload == NULL && len > 0)
+        return sfl__fail(SFL_EINVAL, "sign update: NULL payload of %zu bytes", len);
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    update_bytes(ctx, payload, len, buf);
+    crypto_sign_detached(sig, NULL, buf, sizeof(buf), id->sk);
+    return 0;
+}
+
+int sfl_seal_verify_update(const uint8_t pk[SFL_SEAL_PK_BYTES], const sfl_upd_ctx_t *ctx,
+                           const void *payload, size_t len, const uint8_t sig[SFL_SEAL_SIG_BYTES])
+{
+    uint8_t buf[SFL_SEAL_UPD_SIGNED_BYTES];
+    int rc;
+
+    assert(pk != NULL && ctx != NULL && sig != NULL);
+    if (payload == NULL && len > 0)
+        return sfl__fail(SFL_EINVAL, "verify update: NULL payload of %zu bytes", len);
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    update_bytes(ctx, payload, len, buf);
+    /* One code for every mismatch: the signature cannot say which field
+     * differed, only that the agent did not sign this (ctx, payload). */
+    if (crypto_sign_verify_detached(sig, buf, sizeof(buf), pk) != 0)
+        return sfl__fail(SFL_EBADSIG,
+                         "update signature does not verify for agent %llu, job %llu, round %llu "
+                         "(other signer, round key, nonce, model hash or payload)",
+                         (unsigned long long)ctx->agent_id, (unsigned long long)ctx->job,
+                         (unsigned long long)ctx->round);
+    return 0;
+}
+
+size_t sfl_seal_sealed_size(size_t payload_len)
+{
+    if (payload_len > SIZE_MAX - SFL_SEAL_OVERHEAD)
+        return 0;
+    return payload_len + SFL_SEAL_OVERHEAD;
+}
+
+int sfl_seal_update(const sfl_identity_t *id, const sfl_upd_ctx_t *ctx, const void *payload,
+                    size_t len, uint8_t *out, size_t cap, size_t *outlen)
+{
+    size_t need = sfl_seal_sealed_size(len), plen;
+    uint8_t *plain = NULL;
+    int rc;
+
+    assert(id != NULL && ctx != NULL && outlen != NULL);
+    *outlen = 0;
+    if (payload == NULL && len > 0)
+        return sfl__fail(SFL_EINVAL, "seal: NULL payload of %zu bytes", len);
+    if (need == 0 || need > cap || out == NULL)
+        return sfl__fail(SFL_ELIMIT, "seal: a %zu-byte payload needs %zu bytes, buffer holds %zu",
+                         len, need, out == NULL ? 0 : cap);
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    /* crypto_box_seal wants payload | sigma contiguous and promises nothing
+     * about overlapping buffers, hence the copy (wiped below: it is the
+     * plaintext update). */
+    plen = len + SFL_SEAL_SIG_BYTES;
+    plain = sfl__malloc(plen);
+    if (plain == NULL)
+        return sfl__fail(SFL_ENOMEM, "seal: out of memory for %zu bytes", plen);
+    if (len > 0)
+        memcpy(plain, payload, len);
+    rc = sfl_seal_sign_update(id, ctx, payload, len, plain + len);
+    if (rc < 0)
+        goto out;
+    if (crypto_box_seal(out, plain, plen, ctx->round_pk) != 0) {
+        sodium_memzero(out, need);
+        rc = sfl__fail(SFL_EINVAL, "seal: round public key rejected (small-order point)");
+        goto out;
+    }
+    *outlen = need;
+out:
+    sodium_memzero(plain, plen);
+    sfl__free(plain);
+    return rc;
+}
+
+int sfl_seal_open_update(const sfl_roundkey_t *rk, const uint8_t agent_pk[SFL_SEAL_PK_BYTES],
+                         const sfl_upd_ctx_t *expect, const uint8_t *sealed, size_t len,
+                         size_t max_payload, uint8_t **payload, size_t *payload_len,
+                         uint8_t sig[SFL_SEAL_SIG_BYTES])
+{
+    uint8_t *plain = NULL;
+    size_t plen = 0, n;
+    int rc;
+
+    assert(rk != NULL && agent_pk != NULL && expect != NULL);
+    assert(payload != NULL && payload_len != NULL);
+    *payload = NULL;
+    *payload_len = 0;
+    /* The coordinator's own bookkeeping, not peer input: the context must
+     * name the key we open with, or the signature check would test a key
+     * other than the one that decrypted. */
+    if (memcmp(expect->round_pk, rk->pk, SFL_SEAL_PK_BYTES) != 0)
+        return sfl__fail(SFL_EINVAL, "open: expected context names another round key");
+    if (sealed == NULL || len < SFL_SEAL_OVERHEAD)
+        return sfl__fail(SFL_ETRUNC, "sealed update is %zu bytes, shorter than the %d-byte "
+                         "overhead", sealed == NULL ? 0 : len, SFL_SEAL_OVERHEAD);
+    n = len - SFL_SEAL_OVERHEAD;
+    if (n > max_payload)
+        return sfl__fail(SFL_ELIMIT, "sealed update carries a %zu-byte payload, limit %zu", n,
+                         max_payload);
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    plen = n + SFL_SEAL_SIG_BYTES;
+    plain = sfl__malloc(plen);
+    if (plain == NULL)
+        return sfl__fail(SFL_ENOMEM, "open: out of memory for %zu bytes", plen);
+    if (crypto_box_seal_open(plain, sealed, len, rk->pk, rk->sk) != 0) {
+        rc = sfl__fail(SFL_EDECRYPT, "cannot open sealed update: not sealed to this round's "
+                       "key, or altered in transit");
+        goto out;
+    }
+    rc = sfl_seal_verify_update(agent_pk, expect, plain, n, plain + n);
+    if (rc < 0)
+        goto out;
+    if (sig != NULL)
+        memcpy(sig, plain + n, SFL_SEAL_SIG_BYTES);
+    *payload = plain;
+    *payload_len = n;
+    plain = NULL;
+out:
+    if (plain != NULL) {
+        sodium_memzero(plain, plen);
+        sfl__free(plain);
+    }
+    return rc;
+}
