@@ -1,0 +1,318 @@
+#include "job.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfl/alloc.h"
+#include "sfl/loss.h"
+#include "sfl/seal.h"
+
+void coord_job_spec_default(coord_job_spec_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    snprintf(s->name, sizeof(s->name), "job");
+    snprintf(s->algo, sizeof(s->algo), "fediterht");
+    snprintf(s->loss, sizeof(s->loss), "lsq");
+    sfl_algo_params_default(&s->params);
+    s->params.tau = 10;
+    s->params.lr = 0.01;
+    s->rounds = 10;
+    s->round = (coord_round_cfg_t){.cohort = 8, .overselect = 0.25, .min_quorum = 6,
+                                   .deadline_ms = 60000, .heartbeat_ms = 30000,
+                                   .max_attempts = 3};
+    s->encoding = SFL_ENC_F64;
+    s->seed = 1;
+}
+
+static int parse_u64(const char *v, uint64_t max, uint64_t *out)
+{
+    char *end;
+    unsigned long long x;
+
+    if (*v == '-' || *v == '\0')
+        return -1;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (*end || errno || x > max)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_f64(const char *v, double *out)
+{
+    char *end;
+    double x;
+
+    errno = 0;
+    x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x))
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int copy_str(char *dst, size_t cap, const char *v)
+{
+    size_t n = strlen(v);
+
+    if (n == 0 || n >= cap)
+        return -1;
+    memcpy(dst, v, n + 1);
+    return 0;
+}
+
+/* Key table: integer keys write a uint32/uint64 at an offset, doubles likewise. */
+typedef enum { K_U32, K_U64, K_F64 } key_type_t;
+
+static const struct {
+    const char *key;
+    key_type_t type;
+    size_t off;
+} numeric[] = {
+#define F(k, t, field) {k, t, offsetof(coord_job_spec_t, field)}
+    F("tau", K_U32, params.tau),
+    F("local_steps", K_U32, params.local_steps),
+    F("batch", K_U32, params.batch),
+    F("inexact_steps", K_U32, params.inexact_steps),
+    F("lr", K_F64, params.lr),
+    F("lambda", K_F64, params.lambda),
+    F("mu", K_F64, params.mu),
+    F("server_lr", K_F64, params.server_lr),
+    F("l2_ball", K_F64, params.l2_ball),
+    F("features", K_U32, ncols),
+    F("classes", K_U32, nclasses),
+    F("rounds", K_U32, rounds),
+    F("cohort", K_U32, round.cohort),
+    F("overselect", K_F64, round.overselect),
+    F("min_quorum", K_U32, round.min_quorum),
+    F("deadline_ms", K_U64, round.deadline_ms),
+    F("heartbeat_ms", K_U64, round.heartbeat_ms),
+    F("max_attempts", K_U32, round.max_attempts),
+    F("seed", K_U64, seed),
+#undef F
+};
+
+int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
+{
+    if (strcmp(key, "name") == 0) {
+        if (copy_str(s->name, sizeof(s->name), v) < 0)
+            return sfl__fail(SFL_EINVAL, "job name must be 1..%d characters",
+                             COORD_NAME_MAX - 1);
+        return 0;
+    }
+    if (strcmp(key, "algo") == 0) {
+        if (sfl_algo_find(v) == NULL || copy_str(s->algo, sizeof(s->algo), v) < 0)
+            return sfl__fail(SFL_EINVAL, "unknown algorithm '%s'", v);
+        return 0;
+    }
+    if (strcmp(key, "loss") == 0) {
+        if (sfl_loss_find(v) == NULL || copy_str(s->loss, sizeof(s->loss), v) < 0)
+            return sfl__fail(SFL_EINVAL, "unknown loss '%s' (lsq, logistic, softmax)", v);
+        return 0;
+    }
+    if (strcmp(key, "encoding") == 0) {
+        if (strcmp(v, "f64") == 0)
+            s->encoding = SFL_ENC_F64;
+        else if (strcmp(v, "f32") == 0)
+            s->encoding = SFL_ENC_F32;
+        else if (strcmp(v, "q8") == 0)
+            s->encoding = SFL_ENC_Q8;
+        else
+            return sfl__fail(SFL_EINVAL, "unknown encoding '%s' (f64, f32, q8)", v);
+        return 0;
+    }
+    if (strcmp(key, "conditions") == 0) {
+        /* Comma-separated, e.g. "mains_power,unmetered". */
+        const char *p = v;
+
+        s->nconditions = 0;
+        while (*p) {
+            size_t n = strcspn(p, ",");
+
+            if (n == 0 || n >= sizeof(s->conditions[0]) || s->nconditions == COORD_MAX_CONDITIONS)
+                return sfl__fail(SFL_EINVAL, "conditions: at most %d names of 1..31 characters",
+                                 COORD_MAX_CONDITIONS);
+            memcpy(s->conditions[s->nconditions], p, n);
+            s->conditions[s->nconditions++][n] = '\0';
+            p += n + (p[n] == ',');
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(numeric) / sizeof(numeric[0]); i++) {
+        void *field;
+        uint64_t u;
+        double d;
+
+        if (strcmp(key, numeric[i].key) != 0)
+            continue;
+        field = (char *)s + numeric[i].off;
+        switch (numeric[i].type) {
+        case K_U32:
+            if (parse_u64(v, UINT32_MAX, &u) < 0)
+                goto bad;
+            *(uint32_t *)field = (uint32_t)u;
+            return 0;
+        case K_U64:
+            if (parse_u64(v, UINT64_MAX, &u) < 0)
+                goto bad;
+            *(uint64_t *)field = u;
+            return 0;
+        case K_F64:
+            if (parse_f64(v, &d) < 0)
+                goto bad;
+            *(double *)field = d;
+            return 0;
+        }
+    bad:
+        return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
+    }
+    return sfl__fail(SFL_EINVAL, "unknown job key '%s'", key);
+}
+
+int coord_job_spec_check(const coord_job_spec_t *s)
+{
+    const sfl_algo_t *a = sfl_algo_find(s->algo);
+    const sfl_loss_t *l = sfl_loss_find(s->loss);
+    sfl_problem_t prob;
+    int rc;
+
+    if (a == NULL || l == NULL)
+        return sfl__fail(SFL_EINVAL, "job %s: unknown algorithm or loss", s->name);
+    if (s->rounds == 0)
+        return sfl__fail(SFL_EINVAL, "job %s: rounds must be at least 1", s->name);
+    if ((rc = sfl_problem_init(&prob, l, s->ncols, s->nclasses)) < 0)
+        return rc;
+    if ((rc = sfl_algo_check(a, &s->params, &prob)) < 0)
+        return rc;
+    return coord_round_cfg_check(&s->round);
+}
+
+int coord_job_eligible(const coord_job_spec_t *s, const coord_agent_info_t *a)
+{
+    if (a->ncols != s->ncols || a->samples == 0)
+        return 0;
+    /* An agent may lack some classes locally (label skew), never have more. */
+    if (s->nclasses == 0 ? a->nclasses != 0 : a->nclasses > s->nclasses)
+        return 0;
+    for (uint32_t i = 0; i < s->nconditions; i++) {
+        uint32_t k = 0;
+
+        while (k < a->nconditions && strcmp(a->conditions[k], s->conditions[i]) != 0)
+            k++;
+        if (k == a->nconditions)
+            return 0;
+    }
+    return 1;
+}
+
+int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
+{
+    int rc;
+
+    memset(j, 0, sizeof(*j));
+    if ((rc = coord_job_spec_check(spec)) < 0)
+        return rc;
+    j->spec = *spec;
+    j->algo = sfl_algo_find(spec->algo);
+    if ((rc = sfl_problem_init(&j->prob, sfl_loss_find(spec->loss), spec->ncols,
+                               spec->nclasses)) < 0)
+        return rc;
+    j->global = sfl__calloc(j->prob.dim, sizeof(double));
+    if (j->global == NULL)
+        return SFL_ENOMEM;
+    /* The aggregator keeps pointers to the job's own copies. */
+    if ((rc = sfl_agg_init(&j->agg, j->algo, &j->spec.params, &j->prob)) < 0) {
+        coord_job_close(j);
+        return rc;
+    }
+    return 0;
+}
+
+void coord_job_close(coord_job_t *j)
+{
+    if (j->agg.acc)
+        sfl_agg_close(&j->agg);
+    sfl__free(j->global);
+    j->global = NULL;
+}
+
+int coord_job_encode(const coord_job_t *j, uint8_t **buf, size_t *len, uint8_t hash[32])
+{
+    sfl_spvec_t *v = NULL;
+    uint8_t *b = NULL;
+    size_t n;
+    int rc;
+
+    *buf = NULL;
+    if ((rc = sfl_spvec_new((uint32_t)j->prob.dim, 0, &v)) < 0)
+        return rc;
+    if ((rc = sfl_spvec_from_dense(v, j->global)) < 0)
+        goto out;
+    n = sfl_spcodec_size(v, j->spec.encoding);
+    b = sfl__malloc(n);
+    if (b == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    if ((rc = sfl_spcodec_encode(v, j->spec.encoding, b, n, len)) < 0)
+        goto out;
+    sfl_seal_hash(b, *len, hash);
+    *buf = b;
+    b = NULL;
+out:
+    sfl__free(b);
+    sfl_spvec_free(v);
+    return rc;
+}
+
+int coord_job_restore(coord_job_t *j, uint64_t round, const uint8_t *buf, size_t len)
+{
+    sfl_spvec_t *v;
+    int rc = sfl_spcodec_decode(buf, len, (uint32_t)j->prob.dim, (uint32_t)j->prob.dim, &v);
+
+    if (rc < 0)
+        return rc;
+    if (v->dim != j->prob.dim) {
+        sfl_spvec_free(v);
+        return sfl__fail(SFL_EDIM, "checkpoint has dimension %u, the job %zu", v->dim,
+                         j->prob.dim);
+    }
+    memset(j->global, 0, j->prob.dim * sizeof(double));
+    sfl_spvec_scatter(v, j->global);
+    sfl_spvec_free(v);
+    j->round = round;
+    return 0;
+}
+
+int coord_job_begin(coord_job_t *j)
+{
+    int rc = j->algo->aggregate_begin(&j->agg);
+
+    j->aggregating = rc == 0;
+    return rc;
+}
+
+int coord_job_add(coord_job_t *j, const sfl_spvec_t *update, double weight)
+{
+    if (!j->aggregating)
+        return sfl__fail(SFL_EINVAL, "no round is being aggregated");
+    return j->algo->aggregate_add(&j->agg, update, weight);
+}
+
+int coord_job_end(coord_job_t *j)
+{
+    int rc;
+
+    if (!j->aggregating)
+        return sfl__fail(SFL_EINVAL, "no round is being aggregated");
+    rc = j->algo->aggregate_end(&j->agg, j->global);
+    j->aggregating = 0;
+    if (rc == 0)
+        j->round++;
+    return rc;
+}

@@ -1,0 +1,87 @@
+/* A federated job on the coordinator: its specification (from coordinator.ini
+ * or sflctl), the algorithm table it runs, the global model and the streaming
+ * aggregator of the current round. No I/O: the daemon feeds it updates and
+ * persists what it returns. */
+#ifndef COORD_JOB_H
+#define COORD_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "round.h"
+#include "sfl/algo.h"
+#include "sfl/error.h"
+#include "sfl/spcodec.h"
+
+#define COORD_MAX_CONDITIONS 8
+#define COORD_NAME_MAX 64
+
+typedef struct coord_job_spec {
+    char name[COORD_NAME_MAX];
+    char algo[32];
+    char loss[16];           /* lsq | logistic | softmax */
+    sfl_algo_params_t params;
+    uint32_t ncols;          /* features every agent's data must have */
+    uint32_t nclasses;       /* 0 for regression */
+    uint32_t rounds;
+    coord_round_cfg_t round;
+    sfl_enc_t encoding;
+    uint64_t seed;
+    uint32_t nconditions;    /* agent-reported conditions the job requires */
+    char conditions[COORD_MAX_CONDITIONS][32];
+} coord_job_spec_t;
+
+/* Defaults: fediterht, lsq, tau 10, K 5, lr 0.01, batch 10, 10 rounds,
+ * cohort 8, over-selection 0.25, quorum 6, deadline 60 s, heartbeat 30 s,
+ * 3 attempts, f64, seed 1. ncols must be set. */
+void coord_job_spec_default(coord_job_spec_t *s);
+/* Sets one key ("algo", "tau", "cohort", "conditions", ... — the keys of a
+ * [job] section, documented in docs/configuration.md). SFL_EINVAL with a
+ * detail naming the key for an unknown key or a bad value. */
+int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *value) SFL_MUST_CHECK;
+/* Validates the whole spec (algorithm known, loss fits nclasses, parameters
+ * in range, round configuration). */
+int coord_job_spec_check(const coord_job_spec_t *s) SFL_MUST_CHECK;
+
+/* What an agent reported at Join, as far as eligibility goes. */
+typedef struct coord_agent_info {
+    uint32_t ncols, nclasses;
+    uint64_t samples;
+    uint32_t nconditions;
+    const char *const *conditions;
+} coord_agent_info_t;
+
+/* 1 if the agent can take part in the job (same feature count, label count
+ * compatible, at least one sample, every required condition reported). */
+int coord_job_eligible(const coord_job_spec_t *s, const coord_agent_info_t *a);
+
+typedef struct coord_job {
+    coord_job_spec_t spec;
+    const sfl_algo_t *algo;
+    sfl_problem_t prob;
+    double *global;      /* prob.dim entries: the broadcast state */
+    sfl_agg_t agg;
+    uint64_t round;      /* last committed round (0: none yet) */
+    int aggregating;
+} coord_job_t;
+
+int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec) SFL_MUST_CHECK;
+void coord_job_close(coord_job_t *j);
+
+/* The global state encoded for the wire and for checkpoints, and its
+ * BLAKE2b-256 hash (the model hash agents sign). Returns owned bytes
+ * (free with sfl__free). */
+int coord_job_encode(const coord_job_t *j, uint8_t **buf, size_t *len,
+                     uint8_t hash[32]) SFL_MUST_CHECK;
+/* Restores the state of committed round `round` from checkpoint bytes. */
+int coord_job_restore(coord_job_t *j, uint64_t round, const uint8_t *buf,
+                      size_t len) SFL_MUST_CHECK;
+
+/* Streaming aggregation of one round: begin, add each accepted update with
+ * its weight (the agent's sample count), end writes the new global state and
+ * advances j->round. */
+int coord_job_begin(coord_job_t *j) SFL_MUST_CHECK;
+int coord_job_add(coord_job_t *j, const sfl_spvec_t *update, double weight) SFL_MUST_CHECK;
+int coord_job_end(coord_job_t *j) SFL_MUST_CHECK;
+
+#endif

@@ -1,0 +1,195 @@
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "failalloc.h"
+#include "job.h"
+#include "sfl/alloc.h"
+#include "testfed.h"
+
+static void test_job_spec_keys(void **state)
+{
+    (void)state;
+    coord_job_spec_t s;
+
+    coord_job_spec_default(&s);
+    assert_int_equal(coord_job_spec_set(&s, "algo", "fedgradmp"), 0);
+    assert_string_equal(s.algo, "fedgradmp");
+    assert_int_equal(coord_job_spec_set(&s, "tau", "12"), 0);
+    assert_int_equal(s.params.tau, 12);
+    assert_int_equal(coord_job_spec_set(&s, "lr", "0.25"), 0);
+    assert_true(s.params.lr == 0.25);
+    assert_int_equal(coord_job_spec_set(&s, "deadline_ms", "1500"), 0);
+    assert_int_equal(s.round.deadline_ms, 1500);
+    assert_int_equal(coord_job_spec_set(&s, "encoding", "q8"), 0);
+    assert_int_equal(s.encoding, SFL_ENC_Q8);
+    assert_int_equal(coord_job_spec_set(&s, "conditions", "mains_power,unmetered"), 0);
+    assert_int_equal(s.nconditions, 2);
+    assert_string_equal(s.conditions[1], "unmetered");
+    /* Bad input names the key. */
+    assert_int_equal(coord_job_spec_set(&s, "tau", "-1"), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "tau"));
+    assert_int_equal(coord_job_spec_set(&s, "lr", "nan"), SFL_EINVAL);
+    assert_int_equal(coord_job_spec_set(&s, "cohort", "99999999999"), SFL_EINVAL);
+    assert_int_equal(coord_job_spec_set(&s, "algo", "nope"), SFL_EINVAL);
+    assert_int_equal(coord_job_spec_set(&s, "encoding", "f16"), SFL_EINVAL);
+    assert_int_equal(coord_job_spec_set(&s, "conditions", "a,,b"), SFL_EINVAL);
+    assert_int_equal(coord_job_spec_set(&s, "bogus", "1"), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "bogus"));
+    char longname[100];
+    memset(longname, 'n', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    assert_int_equal(coord_job_spec_set(&s, "name", longname), SFL_EINVAL);
+}
+
+static void test_job_spec_check(void **state)
+{
+    (void)state;
+    coord_job_spec_t s;
+
+    coord_job_spec_default(&s);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL); /* features unset */
+    s.ncols = 20;
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    s.params.tau = 21;
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    s.params.tau = 5;
+    s.round.min_quorum = 9;
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    s.round.min_quorum = 2;
+    assert_int_equal(coord_job_spec_set(&s, "loss", "softmax"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL); /* no classes */
+    s.nclasses = 3;
+    assert_int_equal(coord_job_spec_check(&s), 0);
+}
+
+static void test_job_eligibility(void **state)
+{
+    (void)state;
+    coord_job_spec_t s;
+    const char *conds[] = {"unmetered", "mains_power"};
+    coord_agent_info_t a = {.ncols = 20, .nclasses = 0, .samples = 5, .nconditions = 2,
+                            .conditions = conds};
+
+    coord_job_spec_default(&s);
+    s.ncols = 20;
+    assert_int_equal(coord_job_spec_set(&s, "conditions", "mains_power"), 0);
+    assert_true(coord_job_eligible(&s, &a));
+    a.nconditions = 1; /* only "unmetered" */
+    assert_false(coord_job_eligible(&s, &a));
+    a.nconditions = 2;
+    a.ncols = 21;
+    assert_false(coord_job_eligible(&s, &a));
+    a.ncols = 20;
+    a.samples = 0;
+    assert_false(coord_job_eligible(&s, &a));
+    a.samples = 5;
+    s.nclasses = 3;
+    a.nclasses = 2; /* label skew: fewer local classes is fine */
+    assert_true(coord_job_eligible(&s, &a));
+    a.nclasses = 4;
+    assert_false(coord_job_eligible(&s, &a));
+}
+
+/* The coordinator's aggregation path gives the same bits as a simulated
+ * federation of the same clients, seed and rounds. */
+static void test_job_matches_simulation(void **state)
+{
+    (void)state;
+    sfl_synth_t *syn = testfed_small_sparse();
+    coord_job_spec_t s;
+    coord_job_t j;
+    sfl_algo_ws_t ws;
+    double *expect = calloc(syn->dim, sizeof(double));
+
+    coord_job_spec_default(&s);
+    s.ncols = syn->dim;
+    s.params.tau = 8;
+    s.params.lr = 0.02;
+    s.seed = 7; /* testfed's seed */
+    assert_int_equal(coord_job_init(&j, &s), 0);
+    sfl_algo_ws_init(&ws);
+    for (uint64_t t = 1; t <= 4; t++) {
+        assert_int_equal(coord_job_begin(&j), 0);
+        for (uint32_t c = 0; c < syn->nclients; c++) {
+            sfl_spvec_t *u;
+
+            assert_int_equal(sfl_spvec_new((uint32_t)j.prob.dim, 0, &u), 0);
+            assert_int_equal(sfl_algo_client_round(j.algo, &j.spec.params, &j.prob, j.global,
+                                                   syn->clients[c], NULL, s.seed, t, c, &ws, u),
+                             0);
+            assert_int_equal(coord_job_add(&j, u, syn->clients[c]->X->nrows), 0);
+            sfl_spvec_free(u);
+        }
+        assert_int_equal(coord_job_end(&j), 0);
+    }
+    assert_int_equal(j.round, 4);
+    testfed_run_synth(&sfl_algo_fediterht, syn, &j.spec.params, 4, TESTFED_SPARSE, expect, NULL);
+    assert_memory_equal(j.global, expect, syn->dim * sizeof(double));
+    /* Adding outside a round is refused. */
+    sfl_spvec_t *u;
+    assert_int_equal(sfl_spvec_new((uint32_t)j.prob.dim, 0, &u), 0);
+    assert_int_equal(coord_job_add(&j, u, 1.0), SFL_EINVAL);
+    assert_int_equal(coord_job_end(&j), SFL_EINVAL);
+    sfl_spvec_free(u);
+    sfl_algo_ws_close(&ws);
+    coord_job_close(&j);
+    free(expect);
+    sfl_synth_free(syn);
+}
+
+/* Checkpoint bytes restore the exact state; the hash identifies the bytes. */
+static void test_job_checkpoint_round_trip(void **state)
+{
+    (void)state;
+    coord_job_spec_t s;
+    coord_job_t a, b;
+    uint8_t *buf, *buf2, h[32], h2[32];
+    size_t len, len2;
+
+    coord_job_spec_default(&s);
+    s.ncols = 50;
+    assert_int_equal(coord_job_init(&a, &s), 0);
+    for (size_t i = 0; i < 50; i += 7)
+        a.global[i] = 1.0 / (double)(i + 3);
+    assert_int_equal(coord_job_encode(&a, &buf, &len, h), 0);
+    assert_int_equal(coord_job_init(&b, &s), 0);
+    assert_int_equal(coord_job_restore(&b, 12, buf, len), 0);
+    assert_int_equal(b.round, 12);
+    assert_memory_equal(a.global, b.global, 50 * sizeof(double));
+    assert_int_equal(coord_job_encode(&b, &buf2, &len2, h2), 0);
+    assert_memory_equal(h, h2, 32);
+    /* Corrupt or foreign checkpoints are refused and leave the state alone. */
+    assert_int_not_equal(coord_job_restore(&b, 13, buf, len - 1), 0);
+    assert_int_equal(b.round, 12);
+    coord_job_spec_t other = s;
+    other.ncols = 40;
+    coord_job_t c;
+    assert_int_equal(coord_job_init(&c, &other), 0);
+    assert_int_not_equal(coord_job_restore(&c, 1, buf, len), 0);
+    coord_job_close(&c);
+    sfl__free(buf);
+    sfl__free(buf2);
+    coord_job_close(&a);
+    coord_job_close(&b);
+    /* Allocation failures. */
+    FAILALLOC_EACH(coord_job_init(&a, &s), coord_job_close(&a));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_job_spec_keys),
+        cmocka_unit_test(test_job_spec_check),
+        cmocka_unit_test(test_job_eligibility),
+        cmocka_unit_test(test_job_matches_simulation),
+        cmocka_unit_test(test_job_checkpoint_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
