@@ -1,0 +1,1125 @@
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+#include <sqlite3.h>
+
+#include "failalloc.h"
+#include "store.h"
+
+/* ---- fixtures -------------------------------------------------------- */
+
+static char tmpdir[1024];
+static char pathbuf[sizeof(tmpdir) + 512];
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR");
+
+    snprintf(tmpdir, sizeof(tmpdir), "%s/sfl-store-XXXXXX", base && *base ? base : "/tmp");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(pathbuf, sizeof(pathbuf), "%s/%s", tmpdir, e->d_name);
+        unlink(pathbuf);
+    }
+    closedir(d);
+    return rmdir(tmpdir);
+}
+
+/* tmpdir/name; each test uses its own file. */
+static const char *dbpath(const char *name)
+{
+    snprintf(pathbuf, sizeof(pathbuf), "%s/%s", tmpdir, name);
+    return pathbuf;
+}
+
+static coord_store_t *open_ok(const char *path, unsigned keep)
+{
+    coord_store_opts_t o = {.keep_checkpoints = keep};
+    coord_store_t *s = NULL;
+    int rc = coord_store_open(path, &o, &s);
+
+    if (rc != 0)
+        fail_msg("open %s: %s: %s", path, sfl_strerror(rc), sfl_last_error());
+    return s;
+}
+
+static void make_agent(coord_agent_t *a, const char *name, uint8_t key)
+{
+    memset(a, 0, sizeof(*a));
+    snprintf(a->name, sizeof(a->name), "%s", name);
+    memset(a->cert_fingerprint, 0xf0 ^ key, sizeof(a->cert_fingerprint));
+    memset(a->identity_pk, key, sizeof(a->identity_pk));
+    snprintf(a->capabilities, sizeof(a->capabilities), "mains,unmetered");
+    a->samples = 100 + key;
+    a->dimension = 1000;
+    snprintf(a->labels, sizeof(a->labels), "-1,1");
+}
+
+static int64_t add_agent(coord_store_t *s, const char *name, uint8_t key)
+{
+    coord_agent_t a;
+    int64_t id = 0;
+
+    make_agent(&a, name, key);
+    assert_int_equal(coord_store_agent_upsert(s, &a, &id), 0);
+    assert_true(id > 0);
+    return id;
+}
+
+/* Deterministic model bytes for round r of the crash test. */
+static size_t model_len(int64_t r)
+{
+    return 20000 + (size_t)((r * 7919) % 40000);
+}
+
+static void make_model(int64_t r, uint8_t *buf, size_t n)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ULL * (uint64_t)(r + 1);
+
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (uint8_t)x;
+    }
+}
+
+static void nonce_for(int64_t r, int64_t attempt, uint8_t nonce[COORD_NONCE_BYTES])
+{
+    for (int i = 0; i < COORD_NONCE_BYTES; i++)
+        nonce[i] = (uint8_t)(r * 31 + attempt * 7 + i);
+}
+
+/* Drives round r through open -> training -> aggregating -> commit. */
+static void commit_round(coord_store_t *s, int64_t job, int64_t r, const int64_t *cohort,
+                         size_t n, const uint8_t *model, size_t len)
+{
+    uint8_t nonce[COORD_NONCE_BYTES];
+    int64_t attempt = 0;
+
+    assert_int_equal(coord_store_round_next_attempt(s, job, r, &attempt), 0);
+    nonce_for(r, attempt, nonce);
+    assert_int_equal(coord_store_round_open(s, job, r, attempt, nonce, cohort, n), 0);
+    assert_int_equal(
+        coord_store_round_set_state(s, job, r, attempt, COORD_ROUND_TRAINING, NULL), 0);
+    assert_int_equal(
+        coord_store_round_set_state(s, job, r, attempt, COORD_ROUND_AGGREGATING, NULL), 0);
+    assert_int_equal(coord_store_round_commit(s, job, r, attempt, model, len, NULL), 0);
+}
+
+static void file_bytes(const char *path, uint8_t **out, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    long sz;
+
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    sz = ftell(f);
+    assert_true(sz >= 0);
+    rewind(f);
+    *out = malloc((size_t)sz + 1);
+    assert_non_null(*out);
+    assert_int_equal(fread(*out, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    *n = (size_t)sz;
+}
+
+static void write_file(const char *path, const uint8_t *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static uint8_t *find_bytes(uint8_t *hay, size_t n, const uint8_t *needle, size_t k)
+{
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(hay + i, needle, k) == 0)
+            return hay + i;
+    return NULL;
+}
+
+/* Runs one SQL statement on the file directly, behind the store's back. */
+static void raw_sql(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    char *msg = NULL;
+
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg);
+    sqlite3_close(db);
+}
+
+/* ---- round trips ----------------------------------------------------- */
+
+static void test_store_agents(void **state)
+{
+    (void)state;
+    coord_store_t *s = open_ok(dbpath("agents.db"), 3);
+    coord_agent_t a, b, *list = NULL;
+    int64_t id1 = 0, id2 = 0, again = 0;
+    size_t n = 0;
+
+    make_agent(&a, "pi-1", 1);
+    assert_int_equal(coord_store_agent_upsert(s, &a, &id1), 0);
+    id2 = add_agent(s, "pi-2", 2);
+    assert_true(id2 > id1);
+
+    assert_int_equal(coord_store_agent_get(s, id1, &b), 0);
+    assert_int_equal(b.id, id1);
+    assert_string_equal(b.name, "pi-1");
+    assert_memory_equal(b.identity_pk, a.identity_pk, COORD_KEY_BYTES);
+    assert_memory_equal(b.cert_fingerprint, a.cert_fingerprint, COORD_FPR_BYTES);
+    assert_string_equal(b.capabilities, "mains,unmetered");
+    assert_string_equal(b.labels, "-1,1");
+    assert_int_equal(b.samples, 101);
+    assert_int_equal(b.dimension, 1000);
+    assert_true(b.joined_ms > 1600000000000LL);
+    assert_int_equal(b.joined_ms, b.last_seen_ms);
+    int64_t joined = b.joined_ms;
+
+    /* Re-join with the same key: same id, new summary, joined_ms kept. */
+    snprintf(a.capabilities, sizeof(a.capabilities), "battery");
+    a.samples = 7;
+    memset(a.cert_fingerprint, 0x11, sizeof(a.cert_fingerprint)); /* renewed cert */
+    assert_int_equal(coord_store_agent_upsert(s, &a, &again), 0);
+    assert_int_equal(again, id1);
+    assert_int_equal(coord_store_agent_get_by_name(s, "pi-1", &b), 0);
+    assert_int_equal(b.id, id1);
+    assert_string_equal(b.capabilities, "battery");
+    assert_int_equal(b.samples, 7);
+    assert_int_equal(b.cert_fingerprint[0], 0x11);
+    assert_int_equal(b.joined_ms, joined);
+    assert_true(b.last_seen_ms >= joined);
+    assert_int_equal(coord_store_agent_touch(s, id2), 0);
+
+    assert_int_equal(coord_store_agent_list(s, &list, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(list[0].id, id1);
+    assert_string_equal(list[1].name, "pi-2");
+    coord_store_free(list);
+
+    /* Constraint errors. */
+    memset(a.identity_pk, 0x77, sizeof(a.identity_pk));
+    assert_int_equal(coord_store_agent_upsert(s, &a, NULL), -EEXIST);
+    assert_detail("store: agent 'pi-1' (id 1) is registered with a different identity key");
+    make_agent(&b, "pi-3", 2); /* pi-2's key */
+    assert_int_equal(coord_store_agent_upsert(s, &b, NULL), -EEXIST);
+    assert_detail("store: agent 'pi-3': identity key already registered to agent 'pi-2'");
+    assert_int_equal(coord_store_agent_get_by_name(s, "pi-3", &b), SFL_ENOTFOUND);
+    assert_detail("store: no agent named 'pi-3'");
+    assert_int_equal(coord_store_agent_get(s, 99, &b), SFL_ENOTFOUND);
+    assert_detail("store: no agent 99");
+    assert_int_equal(coord_store_agent_touch(s, 99), SFL_ENOTFOUND);
+
+    /* Operator rekey, then the re-join with the new key works. */
+    assert_int_equal(coord_store_agent_rekey(s, id1, a.identity_pk), 0);
+    assert_int_equal(coord_store_agent_upsert(s, &a, &again), 0);
+    assert_int_equal(again, id1);
+    memset(b.identity_pk, 2, sizeof(b.identity_pk));
+    assert_int_equal(coord_store_agent_rekey(s, id1, b.identity_pk), -EEXIST);
+    assert_int_equal(coord_store_agent_rekey(s, 99, b.identity_pk), SFL_ENOTFOUND);
+
+    /* Bad input. */
+    make_agent(&b, "", 9);
+    assert_int_equal(coord_store_agent_upsert(s, &b, NULL), SFL_EINVAL);
+    assert_detail("store: agent name is empty");
+    make_agent(&b, "x", 9);
+    memset(b.name, 'n', sizeof(b.name)); /* not terminated */
+    assert_int_equal(coord_store_agent_upsert(s, &b, NULL), SFL_ELIMIT);
+    make_agent(&b, "x", 9);
+    b.samples = -1;
+    assert_int_equal(coord_store_agent_upsert(s, &b, NULL), SFL_EINVAL);
+    assert_int_equal(coord_store_agent_list(s, &list, &n), 0);
+    assert_int_equal(n, 2); /* nothing half-written */
+    coord_store_free(list);
+    coord_store_close(s);
+}
+
+static void test_store_jobs(void **state)
+{
+    (void)state;
+    coord_store_t *s = open_ok(dbpath("jobs.db"), 3);
+    const uint8_t spec[] = {1, 2, 3, 0, 5};
+    coord_job_t j, *jobs = NULL;
+    int64_t id = 0, id2 = 0;
+    size_t n = 0;
+
+    assert_int_equal(coord_store_job_create(s, "fediterht", spec, sizeof(spec), UINT64_MAX, &id),
+                     0);
+    assert_int_equal(coord_store_job_create(s, "empty-spec", NULL, 0, 42, &id2), 0);
+    assert_int_equal(coord_store_job_get(s, id, 1024, &j), 0);
+    assert_int_equal(j.id, id);
+    assert_string_equal(j.name, "fediterht");
+    assert_int_equal(j.state, COORD_JOB_ACTIVE);
+    assert_true(j.seed == UINT64_MAX);
+    assert_int_equal(j.last_committed_round, 0);
+    assert_int_equal(j.spec_len, sizeof(spec));
+    assert_memory_equal(j.spec, spec, sizeof(spec));
+    assert_true(j.created_ms > 1600000000000LL);
+    coord_job_clear(&j);
+    assert_null(j.spec);
+    coord_job_clear(NULL);
+
+    assert_int_equal(coord_store_job_get(s, id2, 0, &j), 0);
+    assert_int_equal(j.spec_len, 0);
+    assert_true(j.seed == 42);
+    coord_job_clear(&j);
+
+    /* The spec is size-checked against the caller's limit. */
+    assert_int_equal(coord_store_job_get(s, id, 4, &j), SFL_ELIMIT);
+    assert_detail("store: jobs.spec is 5 bytes, limit 4");
+    assert_null(j.spec);
+    assert_int_equal(coord_store_job_get(s, 77, 1024, &j), SFL_ENOTFOUND);
+    assert_detail("store: no job 77");
+    assert_int_equal(coord_store_job_list(s, 4, &jobs, &n), SFL_ELIMIT);
+    assert_null(jobs);
+
+    assert_int_equal(coord_store_job_list(s, 1024, &jobs, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(jobs[1].id, id2);
+    assert_string_equal(jobs[1].name, "empty-spec");
+    coord_job_list_free(jobs, n);
+
+    /* State machine. */
+    assert_int_equal(coord_store_job_set_state(s, id, COORD_JOB_PAUSED), 0);
+    assert_int_equal(coord_store_job_set_state(s, id, COORD_JOB_PAUSED), 0);
+    assert_int_equal(coord_store_job_set_state(s, id, COORD_JOB_ACTIVE), 0);
+    assert_int_equal(coord_store_job_set_state(s, id, COORD_JOB_CANCELLED), 0);
+    assert_int_equal(coord_store_job_set_state(s, id, COORD_JOB_ACTIVE), SFL_EINVAL);
+    assert_detail("store: job 1 is cancelled and cannot become active");
+    assert_int_equal(coord_store_job_set_state(s, 77, COORD_JOB_DONE), SFL_ENOTFOUND);
+    assert_int_equal(coord_store_job_set_state(s, id2, (coord_job_state_t)9), SFL_EINVAL);
+    assert_int_equal(coord_store_job_get(s, id, 1024, &j), 0);
+    assert_int_equal(j.state, COORD_JOB_CANCELLED);
+    coord_job_clear(&j);
+
+    /* Bad input. */
+    assert_int_equal(coord_store_job_create(s, "", spec, 1, 0, NULL), SFL_EINVAL);
+    assert_int_equal(coord_store_job_create(s, "x", NULL, 3, 0, NULL), SFL_EINVAL);
+    char longname[COORD_JOB_NAME_MAX + 2];
+    memset(longname, 'j', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    assert_int_equal(coord_store_job_create(s, longname, spec, 1, 0, NULL), SFL_ELIMIT);
+    coord_store_close(s);
+}
+
+static void test_store_rounds(void **state)
+{
+    (void)state;
+    coord_store_t *s = open_ok(dbpath("rounds.db"), 3);
+    uint8_t nonce[COORD_NONCE_BYTES], model[100];
+    int64_t job = 0, other = 0, a1, a2, a3, a4, attempt = 0;
+    coord_round_t r, *rounds = NULL;
+    coord_participation_t *parts = NULL;
+    size_t n = 0;
+
+    a1 = add_agent(s, "a1", 1);
+    a2 = add_agent(s, "a2", 2);
+    a3 = add_agent(s, "a3", 3);
+    a4 = add_agent(s, "a4", 4);
+    assert_int_equal(coord_store_job_create(s, "job", NULL, 0, 7, &job), 0);
+    assert_int_equal(coord_store_job_create(s, "other", NULL, 0, 7, &other), 0);
+    const int64_t cohort[] = {a1, a2, a3};
+    nonce_for(1, 1, nonce);
+    memset(model, 0xab, sizeof(model));
+
+    /* Refusals before anything is written. */
+    assert_int_equal(coord_store_round_open(s, 99, 1, 1, nonce, cohort, 3), SFL_ENOTFOUND);
+    assert_detail("store: no job 99");
+    assert_int_equal(coord_store_round_open(s, job, 2, 1, nonce, cohort, 3), SFL_EINVAL);
+    assert_detail("store: job 1: round 2 is not the next round (last committed 0)");
+    assert_int_equal(coord_store_round_open(s, job, 1, 2, nonce, cohort, 3), SFL_EINVAL);
+    assert_detail("store: job 1 round 1: attempt 2, expected 1");
+    assert_int_equal(coord_store_round_open(s, job, 0, 1, nonce, cohort, 3), SFL_EINVAL);
+    const int64_t unsorted[] = {a2, a1};
+    assert_int_equal(coord_store_round_open(s, job, 1, 1, nonce, unsorted, 2), SFL_EINVAL);
+    assert_detail("store: cohort entry 1");
+    const int64_t ghost[] = {a1, 500};
+    assert_int_equal(coord_store_round_open(s, job, 1, 1, nonce, ghost, 2), SFL_ENOTFOUND);
+    assert_detail("store: cohort agent 500 is not a registered agent");
+    assert_int_equal(coord_store_round_next_attempt(s, job, 1, &attempt), 0);
+    assert_int_equal(attempt, 1); /* the refused opens left nothing behind */
+
+    /* Attempt 1 opens, fails for lack of quorum; attempt 2 commits. */
+    assert_int_equal(coord_store_round_open(s, job, 1, 1, nonce, cohort, 3), 0);
+    assert_int_equal(coord_store_round_open(s, job, 1, 2, nonce, cohort, 3), SFL_EINVAL);
+    assert_detail("store: job 1 round 1 attempt 1 is still selecting");
+    assert_int_equal(coord_store_round_get(s, job, 1, 1, 16, &r), 0);
+    assert_int_equal(r.state, COORD_ROUND_SELECTING);
+    assert_int_equal(r.cohort_len, 3);
+    assert_int_equal(r.cohort[0], a1);
+    assert_int_equal(r.cohort[2], a3);
+    assert_memory_equal(r.nonce, nonce, COORD_NONCE_BYTES);
+    assert_int_equal(r.closed_ms, 0);
+    assert_true(r.opened_ms > 0);
+    coord_round_clear(&r);
+    assert_int_equal(coord_store_round_get(s, job, 1, 1, 2, &r), SFL_ELIMIT);
+    assert_detail("store: cohort of job 1 round 1 has 3 agents, limit 2");
+    assert_null(r.cohort);
+
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_AGGREGATING, NULL),
+                     SFL_EINVAL);
+    assert_detail("store: job 1 round 1 attempt 1 is selecting and cannot become aggregating");
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_COMMITTED, NULL),
+                     SFL_EINVAL);
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_TRAINING, NULL), 0);
+    assert_int_equal(coord_store_round_commit(s, job, 1, 1, model, sizeof(model), NULL),
+                     SFL_EINVAL);
+    assert_detail("store: job 1 round 1 attempt 1 is training, not aggregating; cannot commit");
+    assert_int_equal(coord_store_participation_record(s, job, 1, 1, a1, COORD_PART_ACCEPTED,
+                                                      NULL, 1234),
+                     0);
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_FAILED,
+                                                 "quorum 1 of 2"),
+                     0);
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_TRAINING, NULL),
+                     SFL_EINVAL);
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 9, COORD_ROUND_TRAINING, NULL),
+                     SFL_ENOTFOUND);
+    assert_detail("store: no job 1 round 1 attempt 9");
+
+    assert_int_equal(coord_store_round_next_attempt(s, job, 1, &attempt), 0);
+    assert_int_equal(attempt, 2);
+    assert_int_equal(coord_store_round_open(s, job, 1, 1, nonce, cohort, 3), -EEXIST);
+    const int64_t cohort2[] = {a2, a4};
+    nonce_for(1, 2, nonce);
+    assert_int_equal(coord_store_round_open(s, job, 1, 2, nonce, cohort2, 2), 0);
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 2, COORD_ROUND_TRAINING, NULL), 0);
+
+    /* Outcomes: written once, unsolicited agents get a row, unknown ones an error. */
+    assert_int_equal(coord_store_participation_record(s, job, 1, 2, a2, COORD_PART_ACCEPTED,
+                                                      NULL, 800),
+                     0);
+    assert_int_equal(coord_store_participation_record(s, job, 1, 2, a2, COORD_PART_DUPLICATE,
+                                                      "second upload", 800),
+                     -EEXIST);
+    assert_detail("store: agent 2 in job 1 round 1 attempt 2 is already recorded as accepted");
+    assert_int_equal(coord_store_participation_record(s, job, 1, 2, a1, COORD_PART_REJECTED,
+                                                      "not selected", 10),
+                     0);
+    assert_int_equal(coord_store_participation_record(s, job, 1, 2, 99, COORD_PART_REJECTED,
+                                                      NULL, 0),
+                     SFL_ENOTFOUND);
+    assert_detail("store: no agent 99");
+    assert_int_equal(coord_store_participation_record(s, job, 3, 1, a1, COORD_PART_LATE, NULL, 0),
+                     SFL_ENOTFOUND);
+    assert_int_equal(coord_store_participation_record(s, job, 1, 2, a4, COORD_PART_SELECTED,
+                                                      NULL, 0),
+                     SFL_EINVAL);
+    assert_int_equal(coord_store_participation_record(s, job, 1, 2, a4, COORD_PART_LATE, NULL, -1),
+                     SFL_EINVAL);
+
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 2, COORD_ROUND_AGGREGATING, NULL), 0);
+    uint8_t hash[COORD_HASH_BYTES], want[COORD_HASH_BYTES];
+    assert_int_equal(coord_store_round_commit(s, job, 1, 2, model, sizeof(model), hash), 0);
+    crypto_generichash(want, sizeof(want), model, sizeof(model), NULL, 0);
+    assert_memory_equal(hash, want, sizeof(want));
+    /* A late update after the commit is still recorded. */
+    assert_int_equal(coord_store_participation_record(s, job, 1, 2, a4, COORD_PART_LATE,
+                                                      "deadline", 900),
+                     0);
+    assert_int_equal(coord_store_round_commit(s, job, 1, 2, model, sizeof(model), NULL),
+                     SFL_EINVAL);
+
+    assert_int_equal(coord_store_participation_list(s, job, 1, 2, &parts, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(parts[0].agent_id, a1);
+    assert_int_equal(parts[0].status, COORD_PART_REJECTED);
+    assert_string_equal(parts[0].reason, "not selected");
+    assert_int_equal(parts[1].agent_id, a2);
+    assert_int_equal(parts[1].status, COORD_PART_ACCEPTED);
+    assert_int_equal(parts[1].bytes, 800);
+    assert_int_equal(parts[2].agent_id, a4);
+    assert_int_equal(parts[2].status, COORD_PART_LATE);
+    assert_string_equal(parts[2].reason, "deadline");
+    coord_store_free(parts);
+    assert_int_equal(coord_store_participation_list(s, job, 1, 1, &parts, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(parts[0].status, COORD_PART_ACCEPTED);
+    assert_int_equal(parts[1].status, COORD_PART_SELECTED);
+    coord_store_free(parts);
+
+    /* Round 2 with an empty cohort; the other job is independent. */
+    nonce_for(2, 1, nonce);
+    assert_int_equal(coord_store_round_open(s, job, 2, 1, nonce, NULL, 0), 0);
+    assert_int_equal(coord_store_round_open(s, other, 1, 1, nonce, cohort, 3), 0);
+
+    /* The replay log. */
+    assert_int_equal(coord_store_round_list(s, job, 16, &rounds, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(rounds[0].round, 1);
+    assert_int_equal(rounds[0].attempt, 1);
+    assert_int_equal(rounds[0].state, COORD_ROUND_FAILED);
+    assert_string_equal(rounds[0].reason, "quorum 1 of 2");
+    assert_true(rounds[0].closed_ms >= rounds[0].opened_ms);
+    assert_int_equal(rounds[1].attempt, 2);
+    assert_int_equal(rounds[1].state, COORD_ROUND_COMMITTED);
+    assert_int_equal(rounds[1].cohort_len, 2);
+    assert_int_equal(rounds[1].cohort[1], a4);
+    nonce_for(1, 2, nonce);
+    assert_memory_equal(rounds[1].nonce, nonce, COORD_NONCE_BYTES);
+    assert_int_equal(rounds[2].round, 2);
+    assert_int_equal(rounds[2].cohort_len, 0);
+    coord_round_list_free(rounds, n);
+
+    /* A cancelled job takes no new round and no commit. */
+    assert_int_equal(coord_store_round_set_state(s, job, 2, 1, COORD_ROUND_TRAINING, NULL), 0);
+    assert_int_equal(coord_store_round_set_state(s, job, 2, 1, COORD_ROUND_AGGREGATING, NULL), 0);
+    assert_int_equal(coord_store_job_set_state(s, job, COORD_JOB_CANCELLED), 0);
+    assert_int_equal(coord_store_round_commit(s, job, 2, 1, model, 1, NULL), SFL_EINVAL);
+    assert_detail("store: job 1 is cancelled");
+    assert_int_equal(coord_store_integrity_check(s), 0);
+    coord_store_close(s);
+}
+
+static void test_store_checkpoints(void **state)
+{
+    (void)state;
+    coord_store_t *s = open_ok(dbpath("ckpt.db"), 3);
+    uint8_t *m = NULL, buf[4096], hash[COORD_HASH_BYTES], want[COORD_HASH_BYTES];
+    int64_t job = 0, r = 0, *rounds = NULL;
+    size_t n = 0, len = 0;
+
+    assert_int_equal(coord_store_job_create(s, "j", NULL, 0, 1, &job), 0);
+    int64_t a = add_agent(s, "a", 1);
+    assert_int_equal(coord_store_checkpoint_latest(s, job, 1 << 20, &r, &m, &len, hash),
+                     SFL_ENOTFOUND);
+    assert_detail("store: job 1 has no committed round");
+    assert_int_equal(coord_store_checkpoint_latest(s, 42, 1 << 20, &r, &m, &len, hash),
+                     SFL_ENOTFOUND);
+    assert_detail("store: no job 42");
+
+    for (int64_t k = 1; k <= 7; k++) {
+        make_model(k, buf, sizeof(buf));
+        commit_round(s, job, k, &a, 1, buf, (size_t)(1000 * k) % sizeof(buf));
+        assert_int_equal(coord_store_checkpoint_rounds(s, job, &rounds, &n), 0);
+        assert_int_equal(n, k < 3 ? k : 3); /* exactly the last N */
+        assert_int_equal(rounds[n - 1], k);
+        assert_int_equal(rounds[0], k < 3 ? 1 : k - 2);
+        coord_store_free(rounds);
+    }
+    assert_int_equal(coord_store_checkpoint_latest(s, job, 1 << 20, &r, &m, &len, hash), 0);
+    assert_int_equal(r, 7);
+    assert_int_equal(len, 7000 % sizeof(buf));
+    make_model(7, buf, sizeof(buf));
+    assert_memory_equal(m, buf, len);
+    crypto_generichash(want, sizeof(want), buf, len, NULL, 0);
+    assert_memory_equal(hash, want, sizeof(want));
+    coord_store_free(m);
+
+    assert_int_equal(coord_store_checkpoint_get(s, job, 5, 1 << 20, &m, &len, NULL), 0);
+    make_model(5, buf, sizeof(buf));
+    assert_int_equal(len, 5000 % sizeof(buf));
+    assert_memory_equal(m, buf, len);
+    coord_store_free(m);
+    assert_int_equal(coord_store_checkpoint_get(s, job, 4, 1 << 20, &m, &len, NULL),
+                     SFL_ENOTFOUND);
+    assert_detail("store: job 1 has no checkpoint of round 4");
+    assert_int_equal(coord_store_checkpoint_get(s, job, 0, 1 << 20, &m, &len, NULL), SFL_EINVAL);
+
+    /* Size-checked before copying. */
+    assert_int_equal(coord_store_checkpoint_latest(s, job, 10, &r, &m, &len, hash), SFL_ELIMIT);
+    assert_detail("store: checkpoints.model is 2904 bytes, limit 10");
+    assert_null(m);
+    assert_int_equal(len, 0);
+
+    /* An empty model is a model too. */
+    commit_round(s, job, 8, &a, 1, NULL, 0);
+    assert_int_equal(coord_store_checkpoint_latest(s, job, 0, &r, &m, &len, hash), 0);
+    assert_int_equal(r, 8);
+    assert_int_equal(len, 0);
+    coord_store_free(m);
+
+    coord_job_t j;
+    assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
+    assert_int_equal(j.last_committed_round, 8);
+    coord_job_clear(&j);
+    coord_store_close(s);
+
+    /* keep = 1 */
+    s = open_ok(dbpath("ckpt.db"), 1);
+    commit_round(s, job, 9, &a, 1, buf, 10);
+    assert_int_equal(coord_store_checkpoint_rounds(s, job, &rounds, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rounds[0], 9);
+    coord_store_free(rounds);
+    coord_store_close(s);
+}
+
+/* ---- reopen, versions, damage ---------------------------------------- */
+
+static void test_store_reopen(void **state)
+{
+    (void)state;
+    const char *p = dbpath("reopen.db");
+    coord_store_t *s = open_ok(p, 2);
+    uint8_t model[300], *m = NULL;
+    int64_t job = 0, a, r = 0;
+    size_t len = 0;
+    coord_agent_t ag;
+    coord_job_t j;
+
+    a = add_agent(s, "survivor", 5);
+    assert_int_equal(coord_store_job_create(s, "j", (const uint8_t *)"spec", 4, 99, &job), 0);
+    make_model(3, model, sizeof(model));
+    commit_round(s, job, 1, &a, 1, model, sizeof(model));
+    coord_store_close(s);
+    coord_store_close(NULL);
+
+    s = open_ok(p, 2);
+    assert_int_equal(coord_store_agent_get_by_name(s, "survivor", &ag), 0);
+    assert_int_equal(ag.id, a);
+    assert_int_equal(coord_store_job_get(s, job, 16, &j), 0);
+    assert_int_equal(j.last_committed_round, 1);
+    assert_memory_equal(j.spec, "spec", 4);
+    assert_true(j.seed == 99);
+    coord_job_clear(&j);
+    assert_int_equal(coord_store_checkpoint_latest(s, job, sizeof(model), &r, &m, &len, NULL), 0);
+    assert_int_equal(r, 1);
+    assert_memory_equal(m, model, sizeof(model));
+    coord_store_free(m);
+    /* Ids are never reused, even for a new agent after reopen. */
+    assert_true(add_agent(s, "newcomer", 6) > a);
+    coord_store_close(s);
+}
+
+static void test_store_schema_version(void **state)
+{
+    (void)state;
+    const char *p = dbpath("future.db");
+    coord_store_t *s = open_ok(p, 2), *s2 = NULL;
+    int64_t job = 0;
+
+    assert_int_equal(coord_store_job_create(s, "keep-me", NULL, 0, 1, &job), 0);
+    coord_store_close(s);
+    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(2, 0)");
+    assert_int_equal(coord_store_open(p, NULL, &s2), SFL_EUNSUP);
+    assert_null(s2);
+    const char *d = sfl_last_error();
+    assert_non_null(strstr(d, "schema version 2 is newer than this coordinator supports (1)"));
+    /* Refused, not altered: the row and the data are still there. */
+    raw_sql(p, "DELETE FROM schema_version WHERE version = 2");
+    s = open_ok(p, 2);
+    coord_job_t j;
+    assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
+    assert_string_equal(j.name, "keep-me");
+    coord_job_clear(&j);
+    coord_store_close(s);
+
+    /* Another application's SQLite database is not taken over. */
+    const char *q = dbpath("foreign.db");
+    uint8_t *before = NULL, *after = NULL;
+    size_t nb = 0, na = 0;
+    raw_sql(q, "CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+    file_bytes(q, &before, &nb);
+    assert_int_equal(coord_store_open(q, NULL, &s2), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), "not an sfl coordinator store"));
+    assert_null(s2);
+    file_bytes(q, &after, &na); /* still a rollback-journal database */
+    assert_int_equal(na, nb);
+    assert_memory_equal(after, before, nb);
+    free(before);
+    free(after);
+
+    /* Bad options and paths. */
+    coord_store_opts_t o = {.keep_checkpoints = 0};
+    assert_int_equal(coord_store_open(p, &o, &s2), SFL_EINVAL);
+    assert_int_equal(coord_store_open("", NULL, &s2), SFL_EINVAL);
+    assert_int_equal(coord_store_open(dbpath("no/such/dir.db"), NULL, &s2), -ENOENT);
+    assert_non_null(strstr(sfl_last_error(), "SQLITE_CANTOPEN"));
+}
+
+static void test_store_garbage(void **state)
+{
+    (void)state;
+    const char *p = dbpath("garbage.db");
+    uint8_t junk[8192], *after = NULL;
+    coord_store_t *s = NULL;
+    size_t n = 0;
+
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (uint8_t)(i * 131 + 7);
+    write_file(p, junk, sizeof(junk));
+    assert_int_equal(coord_store_open(p, NULL, &s), SFL_EPARSE);
+    assert_null(s);
+    assert_non_null(strstr(sfl_last_error(), "file is not a database (SQLITE_NOTADB)"));
+    file_bytes(p, &after, &n);
+    assert_int_equal(n, sizeof(junk)); /* untouched */
+    assert_memory_equal(after, junk, n);
+    free(after);
+
+    /* Short garbage (less than a header) and a text file. */
+    write_file(p, (const uint8_t *)"SQLite format 3", 15);
+    assert_int_equal(coord_store_open(p, NULL, &s), SFL_EPARSE);
+    write_file(p, (const uint8_t *)"agents,jobs\n1,2\n", 16);
+    assert_int_equal(coord_store_open(p, NULL, &s), SFL_EPARSE);
+    assert_null(s);
+}
+
+/* Builds a store with three checkpoints of distinct bytes; returns the path. */
+static const char *damaged_base(const char *name, uint8_t *model, size_t len)
+{
+    const char *p = dbpath(name);
+    coord_store_t *s = open_ok(p, 3);
+    int64_t job = 0, a;
+
+    assert_int_equal(coord_store_job_create(s, "j", NULL, 0, 1, &job), 0);
+    a = add_agent(s, "a", 1);
+    for (int64_t k = 1; k <= 3; k++) {
+        make_model(k, model, len);
+        commit_round(s, job, k, &a, 1, model, len);
+    }
+    coord_store_close(s); /* checkpoints the WAL into the main file */
+    return p;
+}
+
+static void test_store_damage(void **state)
+{
+    (void)state;
+    uint8_t model[20000], *bytes = NULL, *m = NULL;
+    coord_store_t *s = NULL;
+    size_t n = 0, len = 0;
+    int64_t r = 0;
+
+    /* A flipped byte inside the last model: pages are fine, the hash is not. */
+    const char *p = damaged_base("flip.db", model, sizeof(model));
+    file_bytes(p, &bytes, &n);
+    uint8_t *hit = find_bytes(bytes, n, model + 5000, 64);
+    assert_non_null(hit);
+    hit[10] ^= 0x01;
+    write_file(p, bytes, n);
+    s = open_ok(p, 3);
+    assert_int_equal(coord_store_checkpoint_latest(s, 1, sizeof(model), &r, &m, &len, NULL),
+                     SFL_EIO);
+    assert_detail("store: job 1 round 3: checkpoint does not match its hash");
+    assert_null(m);
+    coord_store_close(s);
+    free(bytes);
+
+    /* Everything after the first page overwritten: refused at open. */
+    p = damaged_base("pages.db", model, sizeof(model));
+    file_bytes(p, &bytes, &n);
+    assert_true(n > 3 * 4096);
+    for (size_t i = 4096; i < n; i++)
+        bytes[i] = (uint8_t)(i * 2654435761u >> 13);
+    write_file(p, bytes, n);
+    assert_int_equal(coord_store_open(p, NULL, &s), SFL_EPARSE);
+    assert_null(s);
+    assert_non_null(strstr(sfl_last_error(), p));
+    free(bytes);
+
+    /* Truncated to half: refused at open. */
+    p = damaged_base("trunc.db", model, sizeof(model));
+    file_bytes(p, &bytes, &n);
+    write_file(p, bytes, n / 2);
+    assert_int_equal(coord_store_open(p, NULL, &s), SFL_EPARSE);
+    assert_null(s);
+    free(bytes);
+
+    /* Rows edited behind the store's back: a cohort of 12 bytes, an unknown
+     * state, a short nonce. Each read fails clearly. */
+    p = damaged_base("rows.db", model, 100);
+    raw_sql(p, "UPDATE rounds SET cohort = zeroblob(16) WHERE round = 1;"
+               "UPDATE rounds SET cohort = x'05000000000000000300000000000000'"
+               " WHERE round = 2;"
+               "UPDATE jobs SET spec = 'text, not a blob'");
+    s = open_ok(p, 3);
+    coord_round_t rd;
+    assert_int_equal(coord_store_round_get(s, 1, 1, 1, 16, &rd), SFL_EPARSE);
+    assert_detail("store: cohort of job 1 round 1: entry 0 is not an ascending agent id");
+    assert_int_equal(coord_store_round_get(s, 1, 2, 1, 16, &rd), SFL_EPARSE);
+    assert_detail("store: cohort of job 1 round 2: entry 1 is not an ascending agent id");
+    coord_job_t j;
+    assert_int_equal(coord_store_job_get(s, 1, 100, &j), SFL_EPARSE);
+    assert_detail("store: jobs.spec is not a blob");
+    coord_store_close(s);
+}
+
+static void test_store_recover(void **state)
+{
+    (void)state;
+    coord_store_t *s = open_ok(dbpath("recover.db"), 3);
+    uint8_t nonce[COORD_NONCE_BYTES] = {0};
+    int64_t j1 = 0, j2 = 0, a;
+    coord_round_t r;
+    size_t n = 9;
+
+    a = add_agent(s, "a", 1);
+    assert_int_equal(coord_store_job_create(s, "j1", NULL, 0, 1, &j1), 0);
+    assert_int_equal(coord_store_job_create(s, "j2", NULL, 0, 1, &j2), 0);
+    commit_round(s, j1, 1, &a, 1, nonce, 8);
+    assert_int_equal(coord_store_round_open(s, j1, 2, 1, nonce, &a, 1), 0);
+    assert_int_equal(coord_store_round_open(s, j2, 1, 1, nonce, &a, 1), 0);
+    assert_int_equal(coord_store_round_set_state(s, j2, 1, 1, COORD_ROUND_TRAINING, NULL), 0);
+    assert_int_equal(coord_store_recover(s, "coordinator restarted", &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(coord_store_round_get(s, j1, 2, 1, 4, &r), 0);
+    assert_int_equal(r.state, COORD_ROUND_FAILED);
+    assert_string_equal(r.reason, "coordinator restarted");
+    coord_round_clear(&r);
+    assert_int_equal(coord_store_round_get(s, j1, 1, 1, 4, &r), 0);
+    assert_int_equal(r.state, COORD_ROUND_COMMITTED); /* untouched */
+    coord_round_clear(&r);
+    assert_int_equal(coord_store_recover(s, NULL, &n), 0);
+    assert_int_equal(n, 0);
+    /* The retry is attempt 2 of the same round. */
+    int64_t at = 0;
+    assert_int_equal(coord_store_round_next_attempt(s, j1, 2, &at), 0);
+    assert_int_equal(at, 2);
+    assert_int_equal(coord_store_round_open(s, j1, 2, at, nonce, &a, 1), 0);
+    coord_store_close(s);
+}
+
+/* ---- crash tests ----------------------------------------------------- */
+
+#define CRASH_KEEP 3
+#define CRASH_KILLS 20
+#define CRASH_MAX_MODEL 60000
+
+/* The child: what a coordinator does, round after round, reporting each
+ * round to the parent only after its commit returned. Never returns; any
+ * store error exits with a code the parent reports. */
+static void crash_child(const char *path, int64_t job, int fd)
+{
+    static uint8_t model[CRASH_MAX_MODEL];
+    coord_store_opts_t o = {.keep_checkpoints = CRASH_KEEP};
+    uint8_t nonce[COORD_NONCE_BYTES];
+    coord_store_t *s = NULL;
+    coord_job_t j;
+    const int64_t cohort[] = {1, 2, 3};
+
+    if (coord_store_open(path, &o, &s) != 0)
+        _exit(10);
+    if (coord_store_recover(s, "restart", NULL) != 0)
+        _exit(11);
+    if (coord_store_job_get(s, job, 0, &j) != 0)
+        _exit(12);
+    for (int64_t r = j.last_committed_round + 1;; r++) {
+        int64_t at = 0;
+        size_t len = model_len(r);
+
+        if (coord_store_round_next_attempt(s, job, r, &at) != 0)
+            _exit(13);
+        nonce_for(r, at, nonce);
+        if (coord_store_round_open(s, job, r, at, nonce, cohort, 3) != 0 ||
+            coord_store_round_set_state(s, job, r, at, COORD_ROUND_TRAINING, NULL) != 0 ||
+            coord_store_participation_record(s, job, r, at, 2, COORD_PART_ACCEPTED, NULL,
+                                             (int64_t)len) != 0 ||
+            coord_store_round_set_state(s, job, r, at, COORD_ROUND_AGGREGATING, NULL) != 0)
+            _exit(14);
+        make_model(r, model, len);
+        if (coord_store_round_commit(s, job, r, at, model, len, NULL) != 0)
+            _exit(15);
+        if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+            _exit(16);
+        if (r > 100000)
+            _exit(17);
+    }
+}
+
+/* The invariants after any crash; *reported is raised to what is durable. */
+static void check_after_crash(const char *path, int64_t job, int64_t *reported)
+{
+    static uint8_t want[CRASH_MAX_MODEL];
+    uint8_t hash[COORD_HASH_BYTES], h[COORD_HASH_BYTES], *m = NULL;
+    coord_store_t *s = open_ok(path, CRASH_KEEP);
+    coord_round_t *rounds = NULL;
+    int64_t *ck = NULL, r = 0;
+    size_t n = 0, len = 0;
+    coord_job_t j;
+
+    assert_int_equal(coord_store_integrity_check(s), 0);
+    assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
+    int64_t last = j.last_committed_round;
+    coord_job_clear(&j);
+    /* Nothing reported is lost; at most one commit was not yet reported. */
+    if (last < *reported || last > *reported + 1)
+        fail_msg("last committed %lld, child reported %lld", (long long)last,
+                 (long long)*reported);
+    *reported = last;
+
+    if (last > 0) {
+        assert_int_equal(coord_store_checkpoint_latest(s, job, CRASH_MAX_MODEL, &r, &m, &len,
+                                                       hash),
+                         0);
+        assert_int_equal(r, last);
+        assert_int_equal(len, model_len(last));
+        make_model(last, want, len);
+        assert_memory_equal(m, want, len);
+        crypto_generichash(h, sizeof(h), m, len, NULL, 0);
+        assert_memory_equal(h, hash, sizeof(h));
+        coord_store_free(m);
+    }
+    /* Checkpoints: exactly the last min(N, last) rounds, each intact. */
+    assert_int_equal(coord_store_checkpoint_rounds(s, job, &ck, &n), 0);
+    assert_int_equal(n, last < CRASH_KEEP ? last : CRASH_KEEP);
+    for (size_t i = 0; i < n; i++) {
+        int64_t k = last - (int64_t)n + 1 + (int64_t)i;
+        assert_int_equal(ck[i], k);
+        assert_int_equal(coord_store_checkpoint_get(s, job, k, CRASH_MAX_MODEL, &m, &len, NULL),
+                         0);
+        make_model(k, want, model_len(k));
+        assert_int_equal(len, model_len(k));
+        assert_memory_equal(m, want, len);
+        coord_store_free(m);
+    }
+    coord_store_free(ck);
+
+    /* Rounds: committed exactly 1..last, consecutive, once each; anything
+     * else is failed, or live only at last + 1 (the round in flight). */
+    int64_t expect = 1;
+    assert_int_equal(coord_store_round_list(s, job, 16, &rounds, &n), 0);
+    for (size_t i = 0; i < n; i++) {
+        const coord_round_t *rd = &rounds[i];
+
+        assert_true(rd->round >= 1 && rd->round <= last + 1);
+        if (rd->state == COORD_ROUND_COMMITTED) {
+            assert_int_equal(rd->round, expect);
+            expect++;
+            assert_int_equal(rd->cohort_len, 3);
+            assert_true(rd->closed_ms >= rd->opened_ms);
+        } else if (rd->state != COORD_ROUND_FAILED) {
+            assert_int_equal(rd->round, last + 1);
+            assert_int_equal(i, n - 1);
+        }
+    }
+    assert_int_equal(expect, last + 1);
+    coord_round_list_free(rounds, n);
+    coord_store_close(s);
+}
+
+static void sleep_us(unsigned us)
+{
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static unsigned lcg(unsigned *x)
+{
+    *x = *x * 1103515245u + 12345u;
+    return *x >> 8;
+}
+
+/* Returns the number of rounds the child reported before the kill. */
+static int64_t run_and_kill(const char *path, int64_t job, unsigned delay_us, int64_t *reported)
+{
+    int fds[2], status = 0;
+    int64_t r, count = 0;
+    pid_t pid;
+
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        crash_child(path, job, fds[1]);
+        _exit(1);
+    }
+    close(fds[1]);
+    sleep_us(delay_us);
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+        fail_msg("child exited with %d before the kill", WEXITSTATUS(status));
+    /* The pipe holds every report written before death; read to EOF. */
+    while (read(fds[0], &r, sizeof(r)) == (ssize_t)sizeof(r)) {
+        assert_int_equal(r, *reported + count + 1);
+        count++;
+    }
+    close(fds[0]);
+    *reported += count;
+    return count;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void test_store_crash(void **state)
+{
+    (void)state;
+    const char *p = dbpath("crash.db");
+    char path[sizeof(pathbuf)];
+    coord_store_t *s;
+    int64_t job = 0, reported = 0, kills_mid_round = 0;
+    unsigned seed = 20240601u;
+    double t0 = now_s();
+
+    snprintf(path, sizeof(path), "%s", p);
+    s = open_ok(path, CRASH_KEEP);
+    for (int i = 1; i <= 3; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "agent-%d", i);
+        add_agent(s, name, (uint8_t)i);
+    }
+    assert_int_equal(coord_store_job_create(s, "crash", NULL, 0, 5, &job), 0);
+    coord_store_close(s); /* no connection may cross the fork */
+
+    for (int k = 0; k < CRASH_KILLS; k++) {
+        unsigned delay = lcg(&seed) % 20001u; /* 0 - 20 ms */
+        int64_t before = reported;
+
+        run_and_kill(path, job, delay, &reported);
+        check_after_crash(path, job, &reported);
+        if (reported == before)
+            kills_mid_round++;
+    }
+    double dt = now_s() - t0;
+    print_message("crash: %d kills, %lld rounds committed, %lld kills before a commit, %.2f s\n",
+                  CRASH_KILLS, (long long)reported, (long long)kills_mid_round, dt);
+    assert_true(reported > 0); /* the test exercised commits at all */
+    assert_true(dt < 5.0);
+}
+
+/* Kills during the very first open (schema creation) must leave a file that
+ * opens as a complete store. */
+static void test_store_crash_open(void **state)
+{
+    (void)state;
+    unsigned seed = 77u;
+
+    for (int k = 0; k < 10; k++) {
+        char name[32], path[sizeof(pathbuf)];
+        int status = 0;
+        pid_t pid;
+
+        snprintf(name, sizeof(name), "open-%d.db", k);
+        snprintf(path, sizeof(path), "%s", dbpath(name));
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            coord_store_t *s = NULL;
+            coord_agent_t a;
+
+            if (coord_store_open(path, NULL, &s) != 0)
+                _exit(10);
+            for (uint8_t i = 1;; i++) {
+                char an[32];
+                snprintf(an, sizeof(an), "a%u", (unsigned)i);
+                make_agent(&a, an, i);
+                if (i == 255 || coord_store_agent_upsert(s, &a, NULL) != 0)
+                    _exit(11);
+            }
+        }
+        sleep_us(lcg(&seed) % 3001u);
+        kill(pid, SIGKILL);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        coord_store_t *s = open_ok(path, 2);
+        int64_t job = 0;
+        assert_int_equal(coord_store_integrity_check(s), 0);
+        assert_int_equal(coord_store_job_create(s, "after", NULL, 0, 1, &job), 0);
+        assert_true(job >= 1);
+        coord_store_close(s);
+    }
+}
+
+/* ---- allocation failures --------------------------------------------- */
+
+static void test_store_failalloc(void **state)
+{
+    (void)state;
+    const char *p = dbpath("fa.db");
+    char path[sizeof(pathbuf)];
+    coord_store_t *s = NULL, *t = NULL;
+    uint8_t model[64] = {1, 2, 3}, nonce[COORD_NONCE_BYTES] = {0}, *m = NULL;
+    int64_t job = 0, r = 0, *ck = NULL;
+    coord_agent_t *agents = NULL;
+    coord_job_t *jobs = NULL, j;
+    coord_round_t *rounds = NULL, rd;
+    coord_participation_t *parts = NULL;
+    size_t n = 0, len = 0;
+    int64_t cohort[20];
+
+    snprintf(path, sizeof(path), "%s", p);
+    FAILALLOC_EACH(coord_store_open(path, NULL, &t), (coord_store_close(t), t = NULL));
+    s = open_ok(path, 3);
+    for (int i = 0; i < 20; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "fa-%d", i);
+        cohort[i] = add_agent(s, name, (uint8_t)(i + 1));
+    }
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(coord_store_job_create(s, "j", model, sizeof(model), 1, &job), 0);
+    FAILALLOC_EACH(coord_store_round_open(s, job, 1, 1, nonce, cohort, 20), (void)0);
+    for (int64_t k = 2; k <= 20; k++) {
+        assert_int_equal(coord_store_round_set_state(s, job, k - 1, 1, COORD_ROUND_TRAINING,
+                                                     NULL),
+                         0);
+        assert_int_equal(coord_store_round_set_state(s, job, k - 1, 1, COORD_ROUND_AGGREGATING,
+                                                     NULL),
+                         0);
+        assert_int_equal(coord_store_round_commit(s, job, k - 1, 1, model, sizeof(model), NULL),
+                         0);
+        assert_int_equal(coord_store_round_open(s, job, k, 1, nonce, cohort, 20), 0);
+    }
+    FAILALLOC_EACH(coord_store_agent_list(s, &agents, &n),
+                   (coord_store_free(agents), agents = NULL));
+    FAILALLOC_EACH(coord_store_job_list(s, 1024, &jobs, &n),
+                   (coord_job_list_free(jobs, n), jobs = NULL, n = 0));
+    FAILALLOC_EACH(coord_store_job_get(s, job, 1024, &j), coord_job_clear(&j));
+    FAILALLOC_EACH(coord_store_round_list(s, job, 64, &rounds, &n),
+                   (coord_round_list_free(rounds, n), rounds = NULL, n = 0));
+    FAILALLOC_EACH(coord_store_round_get(s, job, 3, 1, 64, &rd), coord_round_clear(&rd));
+    FAILALLOC_EACH(coord_store_participation_list(s, job, 3, 1, &parts, &n),
+                   (coord_store_free(parts), parts = NULL));
+    FAILALLOC_EACH(coord_store_checkpoint_rounds(s, job, &ck, &n),
+                   (coord_store_free(ck), ck = NULL));
+    FAILALLOC_EACH(coord_store_checkpoint_latest(s, job, 1024, &r, &m, &len, NULL),
+                   (coord_store_free(m), m = NULL));
+    assert_int_equal(coord_store_integrity_check(s), 0);
+    coord_store_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_store_agents),
+        cmocka_unit_test(test_store_jobs),
+        cmocka_unit_test(test_store_rounds),
+        cmocka_unit_test(test_store_checkpoints),
+        cmocka_unit_test(test_store_reopen),
+        cmocka_unit_test(test_store_schema_version),
+        cmocka_unit_test(test_store_garbage),
+        cmocka_unit_test(test_store_damage),
+        cmocka_unit_test(test_store_recover),
+        cmocka_unit_test(test_store_crash),
+        cmocka_unit_test(test_store_crash_open),
+        cmocka_unit_test(test_store_failalloc),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
