@@ -21,7 +21,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -MMD -MP \
               -Ilibsfl/include -Ilibsfl/src $(CFLAGS)
-LDLIBS  := -lsqlite3 -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
+LDLIBS  := -linih -lsqlite3 -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
            -llapacke -llapack -lblas -lm
 
 ifeq ($(SAN),1)
@@ -42,12 +42,25 @@ endif
 BUILD_PKGS := build-essential pkg-config libprotobuf-c-dev protobuf-c-compiler \
               libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev \
               libinih-dev libopenblas-dev liblapacke-dev
-TEST_PKGS  := libcmocka-dev
+TEST_PKGS  := libcmocka-dev openssl
 REPRO_PKGS := gnuplot-nox python3-sklearn
 
 LIB_SRC  := $(sort $(wildcard libsfl/src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfl.a
+
+# Wire messages: protoc-c turns proto/sfl/v1/*.proto into C under
+# $(BUILD)/gen (per build directory, so a SAN=1 build never races a plain
+# one), compiled into libsfl. Only libsfl/src/wire/ includes the generated
+# headers (STYLE rule 1), so only those objects wait for generation and see
+# -I$(GEN). Generated files are never committed.
+PROTOC_C  ?= protoc-c
+GEN       := $(BUILD)/gen
+PROTO_SRC := $(sort $(wildcard proto/sfl/v1/*.proto))
+PROTO_C   := $(PROTO_SRC:proto/%.proto=$(GEN)/%.pb-c.c)
+PROTO_H   := $(PROTO_C:.c=.h)
+PROTO_OBJ := $(PROTO_C:.c=.o)
+WIRE_OBJ  := $(filter $(BUILD)/libsfl/src/wire/%,$(LIB_OBJ))
 
 SIM      := $(BUILD)/sfl-sim
 SIM_SRC  := $(sort $(wildcard sim/*.c))
@@ -93,7 +106,20 @@ $(BUILD)/%.o: %.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(LIB): $(LIB_OBJ)
+# One protoc-c run writes every file (grouped target).
+$(PROTO_C) $(PROTO_H) &: $(PROTO_SRC)
+	@mkdir -p $(GEN)
+	@$(if $(Q),echo "  PROTOC  $(GEN)")
+	$(Q)$(PROTOC_C) --c_out=$(GEN) -Iproto $(PROTO_SRC)
+
+$(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c | $(PROTO_H)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -I$(GEN) -c -o $@ $<
+
+$(WIRE_OBJ): ALL_CFLAGS += -I$(GEN)
+$(WIRE_OBJ): | $(PROTO_H)
+
+$(LIB): $(LIB_OBJ) $(PROTO_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
@@ -159,4 +185,4 @@ install: all
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)

@@ -1,0 +1,142 @@
+#include "config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void agent_config_default(agent_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/sfl-agent");
+    c->backoff_min_ms = 500;
+    c->backoff_max_ms = 60000;
+    c->connect_timeout_ms = 10000;
+    c->heartbeat_ms = 10000;
+}
+
+static const struct {
+    const char *key;
+    size_t off, cap;
+} strings[] = {
+#define S(k, f) {k, offsetof(agent_config_t, f), sizeof(((agent_config_t *)0)->f)}
+    S("coordinator", coordinator), S("server_name", server_name), S("ca", ca),
+    S("cert", cert), S("key", key), S("state_dir", state_dir),
+    S("coordinator_pk", coordinator_pk), S("data", data),
+#undef S
+};
+
+static const struct {
+    const char *key;
+    size_t off;
+} numbers[] = {
+    {"backoff_min_ms", offsetof(agent_config_t, backoff_min_ms)},
+    {"backoff_max_ms", offsetof(agent_config_t, backoff_max_ms)},
+    {"connect_timeout_ms", offsetof(agent_config_t, connect_timeout_ms)},
+    {"heartbeat_ms", offsetof(agent_config_t, heartbeat_ms)},
+};
+
+int agent_config_set(agent_config_t *c, const char *key, const char *v)
+{
+    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
+        size_t n = strlen(v);
+
+        if (strcmp(key, strings[i].key) != 0)
+            continue;
+        if (n >= strings[i].cap)
+            return sfl__fail(SFL_EINVAL, "%s: value longer than %zu characters", key,
+                             strings[i].cap - 1);
+        memcpy((char *)c + strings[i].off, v, n + 1);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
+        char *end;
+        unsigned long long x;
+
+        if (strcmp(key, numbers[i].key) != 0)
+            continue;
+        errno = 0;
+        x = strtoull(v, &end, 10);
+        if (*v == '-' || *v == '\0' || *end || errno)
+            return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
+        *(uint64_t *)((char *)c + numbers[i].off) = x;
+        return 0;
+    }
+    if (strcmp(key, "conditions") == 0) {
+        const char *p = v;
+
+        c->nconditions = 0;
+        while (*p) {
+            size_t n = strcspn(p, ",");
+
+            if (n == 0 || n >= sizeof(c->conditions[0]) || c->nconditions == AGENT_MAX_CONDITIONS)
+                return sfl__fail(SFL_EINVAL, "conditions: at most %d names of 1..31 characters",
+                                 AGENT_MAX_CONDITIONS);
+            memcpy(c->conditions[c->nconditions], p, n);
+            c->conditions[c->nconditions++][n] = '\0';
+            p += n + (p[n] == ',');
+        }
+        return 0;
+    }
+    return sfl__fail(SFL_EINVAL, "unknown agent key '%s'", key);
+}
+
+typedef struct ini_ctx {
+    agent_config_t *c;
+    int rc;
+} ini_ctx_t;
+
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+    ini_ctx_t *x = user;
+
+    if (strcmp(section, "agent") != 0) {
+        x->rc = sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [agent])", section);
+        return 0;
+    }
+    x->rc = agent_config_set(x->c, name, value);
+    return x->rc == 0;
+}
+
+int agent_config_load(agent_config_t *c, const char *path)
+{
+    ini_ctx_t x = {c, 0};
+    int line = ini_parse(path, on_key, &x);
+
+    if (line < 0)
+        return sfl__fail(-ENOENT, "%s: cannot open", path);
+    if (line > 0) {
+        /* Prefix the handler's detail (if any) with the position. */
+        char detail[256];
+
+        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+        return sfl__fail(x.rc ? x.rc : SFL_EPARSE, "%s:%d: %s", path, line,
+                         x.rc ? detail : "malformed line");
+    }
+    return 0;
+}
+
+int agent_config_check(const agent_config_t *c)
+{
+    static const char *const need[] = {"coordinator", "ca", "cert", "key", "coordinator_pk",
+                                       "data"};
+    const char *have[] = {c->coordinator, c->ca, c->cert, c->key, c->coordinator_pk, c->data};
+
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+        if (have[i][0] == '\0')
+            return sfl__fail(SFL_EINVAL, "missing required setting '%s'", need[i]);
+    if (strchr(c->coordinator, ':') == NULL)
+        return sfl__fail(SFL_EINVAL, "coordinator must be host:port, got '%s'", c->coordinator);
+    if (strlen(c->coordinator_pk) != 64 ||
+        strspn(c->coordinator_pk, "0123456789abcdefABCDEF") != 64)
+        return sfl__fail(SFL_EINVAL, "coordinator_pk must be 64 hex digits");
+    if (strncmp(c->data, "libsvm:", 7) != 0 && strncmp(c->data, "csv:", 4) != 0)
+        return sfl__fail(SFL_EINVAL, "data must be libsvm:FILE or csv:FILE");
+    if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms)
+        return sfl__fail(SFL_EINVAL, "backoff: need 0 < backoff_min_ms <= backoff_max_ms");
+    if (c->connect_timeout_ms == 0 || c->heartbeat_ms == 0)
+        return sfl__fail(SFL_EINVAL, "timeouts must be positive");
+    return 0;
+}

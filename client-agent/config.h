@@ -1,0 +1,36 @@
+/* sfl-agent configuration: agent.ini's [agent] section, every key also a
+ * command-line flag (--key value). Documented in docs/configuration.md. */
+#ifndef AGENT_CONFIG_H
+#define AGENT_CONFIG_H
+
+#include <stdint.h>
+
+#include "sfl/error.h"
+
+#define AGENT_PATH_MAX 1024
+#define AGENT_MAX_CONDITIONS 8
+
+typedef struct agent_config {
+    char coordinator[256];     /* host:port */
+    char server_name[256];     /* name in the coordinator certificate */
+    char ca[AGENT_PATH_MAX];   /* federation CA (PEM) */
+    char cert[AGENT_PATH_MAX]; /* this agent's certificate (PEM) */
+    char key[AGENT_PATH_MAX];  /* its TLS private key (PEM) */
+    char state_dir[AGENT_PATH_MAX]; /* identity key and client state live here */
+    char coordinator_pk[65];   /* pinned Ed25519 key of the coordinator, hex */
+    char data[AGENT_PATH_MAX]; /* libsvm:FILE or csv:FILE */
+    uint32_t nconditions;
+    char conditions[AGENT_MAX_CONDITIONS][32];
+    uint64_t backoff_min_ms, backoff_max_ms; /* reconnect backoff, jittered */
+    uint64_t connect_timeout_ms, heartbeat_ms;
+} agent_config_t;
+
+void agent_config_default(agent_config_t *c);
+/* One key = value; SFL_EINVAL with a detail naming the key otherwise. */
+int agent_config_set(agent_config_t *c, const char *key, const char *value) SFL_MUST_CHECK;
+/* Reads an INI file ([agent] section only); errors name file and line. */
+int agent_config_load(agent_config_t *c, const char *path) SFL_MUST_CHECK;
+/* Everything needed to run is present and consistent. */
+int agent_config_check(const agent_config_t *c) SFL_MUST_CHECK;
+
+#endif

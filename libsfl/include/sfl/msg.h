@@ -1,0 +1,456 @@
+/* Wire messages (the .proto files in proto/sfl/v1/, docs/protocol.md) as plain sfl types.
+ *
+ * This module is the only code that sees protobuf-c's generated names
+ * (STYLE rule 1): programs fill and read the structs below, and move bytes
+ * to and from the gRPC transport.
+ *
+ * Packing validates the struct first (SFL_EINVAL with a detail naming the
+ * field), so a program never sends what its peer would refuse.
+ * Unpacking treats every byte as hostile:
+ *   - the length is checked against the limit before protobuf-c sees it
+ *     (SFL_ELIMIT); messages without a vector or list are further capped at
+ *     SFL_MSG_CONTROL_MAX;
+ *   - protobuf-c allocates through the sfl allocator (sfl_replace_allocator);
+ *   - then every field is checked: SFL_EPARSE for bytes that are not the
+ *     message, a missing required field, a fixed-size byte field of the wrong
+ *     length (keys, nonces and hashes 32 bytes, signatures 64), an overlong or
+ *     unprintable string, a zero id; SFL_EUNSUP for an unknown enum value;
+ *     SFL_ENUMERIC for NaN or infinity; SFL_EDIM when a SparseVector's dim
+ *     disagrees with its data; the sfl_spcodec_decode codes for bad vector
+ *     bytes; SFL_ELIMIT for counts over a limit.
+ * Every failure leaves a detail in sfl_last_error() that starts with the
+ * message's name, e.g. "task: round_key is 31 bytes, want 32". Unknown
+ * fields are ignored (a newer peer may add fields). A NULL lim means
+ * sfl_msg_limits_default.
+ *
+ * Ownership: pack functions borrow their input and return the bytes owned
+ * (free with sfl_msg_buf_free). Structs with pointer members are returned
+ * owned by unpack (free with the matching _free, which frees the pointer
+ * members too; NULL is a no-op); a struct a program fills for pack keeps
+ * its own pointers, never pass it to _free. Structs without pointer members
+ * are filled in place. On failure outputs are NULL / unspecified. */
+#ifndef SFL_MSG_H
+#define SFL_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sfl/algo.h"
+#include "sfl/error.h"
+#include "sfl/loss.h"
+#include "sfl/spcodec.h"
+#include "sfl/vec.h"
+
+#define SFL_MSG_PROTOCOL_VERSION 1
+#define SFL_MSG_KEY_BYTES 32   /* Ed25519 and X25519 public keys */
+#define SFL_MSG_SIG_BYTES 64   /* Ed25519 signature */
+#define SFL_MSG_NONCE_BYTES 32 /* round nonce */
+#define SFL_MSG_HASH_BYTES 32  /* BLAKE2b-256 */
+#define SFL_MSG_NAME_LEN 64    /* names, versions: 63 printable ASCII + NUL */
+#define SFL_MSG_TEXT_LEN 256   /* reasons, errors: 255 printable ASCII + NUL */
+#define SFL_MSG_TAG_LEN 32     /* one tag: 1..31 of [a-z0-9_.:-] + NUL */
+#define SFL_MSG_MAX_TAGS 16    /* tags per set */
+#define SFL_MSG_MAX_LABELS SFL_LOSS_MAX_CLASSES
+/* Byte cap of every message that carries no vector and no list. */
+#define SFL_MSG_CONTROL_MAX 65536
+/* The signature context of tasks: the coordinator signs the task bytes with
+ * sfl_seal_sign_detached(id, SFL_MSG_TASK_CONTEXT, ...) and agents verify
+ * them with sfl_seal_verify_detached (seal.h). */
+#define SFL_MSG_TASK_CONTEXT "sfl-task-v1"
+
+typedef struct sfl_msg_limits {
+    size_t max_message; /* packed bytes of one message; default 64 MiB */
+    uint32_t max_dim;   /* SparseVector dimension; default 1 << 26 */
+    uint32_t max_nnz;   /* SparseVector nonzeros; default 1 << 23 */
+    uint32_t max_items; /* entries of an Admin list reply; default 10000 */
+} sfl_msg_limits_t;
+
+void sfl_msg_limits_default(sfl_msg_limits_t *lim);
+void sfl_msg_buf_free(uint8_t *buf);
+
+/* Enums carry the proto numbers; 0 (UNSPECIFIED) is never valid. */
+typedef enum {
+    SFL_UPDATE_MODE_SEALED = 1,
+    SFL_UPDATE_MODE_SECURE_AGG = 2 /* reserved for secure aggregation */
+} sfl_update_mode_t;
+
+typedef enum {
+    SFL_ACK_ACCEPTED = 1,
+    SFL_ACK_LATE = 2,
+    SFL_ACK_DUPLICATE = 3,
+    SFL_ACK_WRONG_ROUND = 4,
+    SFL_ACK_REJECTED = 5
+} sfl_ack_status_t;
+
+typedef enum {
+    SFL_PHASE_IDLE = 1,
+    SFL_PHASE_TRAINING = 2,
+    SFL_PHASE_UPLOADING = 3
+} sfl_agent_phase_t;
+
+typedef enum {
+    SFL_JOB_PENDING = 1,
+    SFL_JOB_RUNNING = 2,
+    SFL_JOB_PAUSED = 3,
+    SFL_JOB_CANCELLED = 4,
+    SFL_JOB_FINISHED = 5,
+    SFL_JOB_FAILED = 6
+} sfl_job_state_t;
+
+typedef enum {
+    SFL_ROUND_NONE = 0, /* no round open (job not running) */
+    SFL_ROUND_SELECTING = 1,
+    SFL_ROUND_TRAINING = 2,
+    SFL_ROUND_AGGREGATING = 3,
+    SFL_ROUND_COMMITTED = 4
+} sfl_round_state_t;
+
+/* Lowercase names for logs and metrics labels ("accepted", "wrong_round",
+ * "running", "training", ...); "unknown" for other values. */
+const char *sfl_msg_ack_name(sfl_ack_status_t s);
+const char *sfl_msg_phase_name(sfl_agent_phase_t p);
+const char *sfl_msg_job_state_name(sfl_job_state_t s);
+const char *sfl_msg_round_state_name(sfl_round_state_t s);
+
+/* A set of capability or condition tags, e.g. "mains_power". */
+typedef struct sfl_tags {
+    uint32_t n;
+    char tag[SFL_MSG_MAX_TAGS][SFL_MSG_TAG_LEN];
+} sfl_tags_t;
+
+/* Adds tag unless present. SFL_EINVAL for bad syntax, SFL_ELIMIT when full. */
+int sfl_msg_tags_add(sfl_tags_t *t, const char *tag) SFL_MUST_CHECK;
+/* 1 if t holds tag, else 0. */
+int sfl_msg_tags_has(const sfl_tags_t *t, const char *tag);
+
+typedef struct sfl_dataset_summary {
+    uint64_t samples;   /* local training rows */
+    uint32_t dimension; /* features (columns) */
+    uint32_t nlabels;   /* distinct label values; 0 for regression */
+    double labels[SFL_MSG_MAX_LABELS]; /* strictly ascending, finite */
+} sfl_dataset_summary_t;
+
+/* Coordinator.Join */
+typedef struct sfl_join_req {
+    uint8_t identity_key[SFL_MSG_KEY_BYTES]; /* Ed25519 public key */
+    sfl_tags_t capabilities;
+    sfl_tags_t conditions;
+    sfl_dataset_summary_t dataset;
+    uint32_t protocol_version; /* >= 1 */
+    char agent_version[SFL_MSG_NAME_LEN];
+} sfl_join_req_t;
+
+typedef struct sfl_join_reply {
+    uint64_t agent_id; /* > 0 */
+    uint8_t coordinator_key[SFL_MSG_KEY_BYTES]; /* Ed25519 public key */
+    uint32_t retry_after_ms;
+    uint32_t heartbeat_interval_ms; /* > 0 */
+    uint32_t protocol_version;      /* >= 1 */
+} sfl_join_reply_t;
+
+int sfl_msg_join_req_pack(const sfl_join_req_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_join_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                            sfl_join_req_t *m) SFL_MUST_CHECK;
+int sfl_msg_join_reply_pack(const sfl_join_reply_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_join_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_join_reply_t *m) SFL_MUST_CHECK;
+
+/* Coordinator.Subscribe request */
+typedef struct sfl_subscribe_req {
+    uint64_t agent_id; /* > 0 */
+    sfl_tags_t conditions;
+} sfl_subscribe_req_t;
+
+int sfl_msg_subscribe_req_pack(const sfl_subscribe_req_t *m, uint8_t **out,
+                               size_t *len) SFL_MUST_CHECK;
+int sfl_msg_subscribe_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_subscribe_req_t *m) SFL_MUST_CHECK;
+
+/* A round's task (proto Task inside SignedTask inside TaskOrWait). */
+typedef struct sfl_task {
+    uint64_t job_id;  /* > 0 */
+    uint64_t round;   /* >= 1 */
+    uint32_t attempt; /* 0 first cohort, +1 per retry */
+    char algorithm[SFL_MSG_NAME_LEN];
+    sfl_algo_params_t params; /* finite */
+    char loss[SFL_MSG_NAME_LEN];
+    uint32_t dimension; /* features */
+    uint32_t nlabels;   /* classes; 0 for regression */
+    double labels[SFL_MSG_MAX_LABELS]; /* strictly ascending, finite */
+    char dictionary[SFL_MSG_NAME_LEN]; /* "" = standard basis */
+    uint64_t seed;
+    sfl_enc_t value_encoding; /* for the agent's update */
+    sfl_update_mode_t update_mode;
+    sfl_spvec_t *model;       /* global state; pack: borrowed, unpack: owned */
+    sfl_enc_t model_encoding; /* how model travels */
+    uint8_t model_hash[SFL_MSG_HASH_BYTES]; /* BLAKE2b-256 of model's codec bytes */
+    int64_t deadline_ms;
+    uint8_t round_nonce[SFL_MSG_NONCE_BYTES];
+    uint8_t round_key[SFL_MSG_KEY_BYTES]; /* X25519 public key */
+    uint32_t max_update_nnz;              /* 0 = model dimension */
+    /* Set by unpack only. */
+    uint8_t signature[SFL_MSG_SIG_BYTES];
+    uint8_t *signed_bytes; /* owned: the Task bytes exactly as received,
+                              which the signature covers */
+    size_t signed_len;
+} sfl_task_t;
+
+/* Pace steering for an agent that is not selected. */
+typedef struct sfl_wait {
+    uint32_t retry_after_ms; /* > 0 */
+    char reason[SFL_MSG_TEXT_LEN];
+} sfl_wait_t;
+
+/* The bytes the coordinator signs: the packed Task (fields in number order,
+ * protobuf-c's deterministic packing; the same struct always gives the same
+ * bytes). It signs them under SFL_MSG_TASK_CONTEXT and hands the same bytes
+ * to sfl_msg_task_pack; an agent verifies the signature over
+ * t->signed_bytes of the unpacked task, the bytes as received, so nothing
+ * is ever re-encoded for verification. Also sets t->model_hash from the
+ * encoded model, so the hash can never disagree with the model. The
+ * signature field of t is ignored. Returns owned bytes. */
+int sfl_msg_task_sign_bytes(sfl_task_t *t, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* A TaskOrWait carrying the task: task[0..task_len) from
+ * sfl_msg_task_sign_bytes (borrowed, wrapped as they are) and their
+ * signature. SFL_EINVAL for no bytes. */
+int sfl_msg_task_pack(const uint8_t *task, size_t task_len,
+                      const uint8_t signature[SFL_MSG_SIG_BYTES], uint8_t **out,
+                      size_t *len) SFL_MUST_CHECK;
+/* A TaskOrWait carrying a Wait. */
+int sfl_msg_wait_pack(const sfl_wait_t *w, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* One Subscribe stream message: either *task is set (returns owned, free
+ * with sfl_msg_task_free; its model has been decoded with lim's max_dim
+ * and max_nnz, its dim checked against the SparseVector, its hash checked
+ * against model_hash) and *wait is untouched, or *task is NULL and *wait
+ * is filled. The task's signature is NOT verified here. */
+int sfl_msg_task_or_wait_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                sfl_task_t **task, sfl_wait_t *wait) SFL_MUST_CHECK;
+void sfl_msg_task_free(sfl_task_t *t);
+
+/* Coordinator.SubmitUpdate request */
+typedef struct sfl_update {
+    uint64_t job_id;   /* > 0 */
+    uint64_t round;    /* >= 1 */
+    uint32_t attempt;
+    uint64_t agent_id; /* > 0 */
+    sfl_update_mode_t mode;
+    uint8_t *sealed; /* never empty; pack: borrowed, unpack: owned */
+    size_t sealed_len;
+} sfl_update_t;
+
+int sfl_msg_update_pack(const sfl_update_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_update_free). */
+int sfl_msg_update_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_update_t **out) SFL_MUST_CHECK;
+void sfl_msg_update_free(sfl_update_t *m);
+
+/* The plaintext an agent seals (proto UpdatePayload). */
+typedef struct sfl_payload {
+    sfl_spvec_t *update; /* pack: borrowed, unpack: owned */
+    sfl_enc_t encoding;  /* how update travels */
+    uint64_t samples;    /* > 0: the aggregation weight */
+    double train_loss;   /* finite */
+} sfl_payload_t;
+
+int sfl_msg_payload_pack(const sfl_payload_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_payload_free). The update must have dimension dim
+ * (SFL_EDIM otherwise) and at most lim->max_nnz nonzeros. */
+int sfl_msg_payload_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                           uint32_t dim, sfl_payload_t **out) SFL_MUST_CHECK;
+void sfl_msg_payload_free(sfl_payload_t *m);
+
+/* Coordinator.SubmitUpdate reply */
+typedef struct sfl_ack {
+    sfl_ack_status_t status;
+    char reason[SFL_MSG_TEXT_LEN];
+    uint64_t job_id;
+    uint64_t round;
+    uint32_t attempt;
+} sfl_ack_t;
+
+int sfl_msg_ack_pack(const sfl_ack_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_ack_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                       sfl_ack_t *m) SFL_MUST_CHECK;
+
+/* Coordinator.Heartbeat */
+typedef struct sfl_heartbeat_req {
+    uint64_t agent_id; /* > 0 */
+    sfl_agent_phase_t phase;
+    uint64_t job_id; /* 0, 0, 0 when idle */
+    uint64_t round;
+    uint32_t attempt;
+    uint32_t progress_permille; /* 0..1000 */
+    sfl_tags_t conditions;
+} sfl_heartbeat_req_t;
+
+typedef struct sfl_heartbeat_reply {
+    uint32_t interval_ms; /* > 0 */
+    int abort;            /* 0 or 1 */
+    int64_t deadline_ms;
+} sfl_heartbeat_reply_t;
+
+int sfl_msg_heartbeat_req_pack(const sfl_heartbeat_req_t *m, uint8_t **out,
+                               size_t *len) SFL_MUST_CHECK;
+int sfl_msg_heartbeat_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_heartbeat_req_t *m) SFL_MUST_CHECK;
+int sfl_msg_heartbeat_reply_pack(const sfl_heartbeat_reply_t *m, uint8_t **out,
+                                 size_t *len) SFL_MUST_CHECK;
+int sfl_msg_heartbeat_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                   sfl_heartbeat_reply_t *m) SFL_MUST_CHECK;
+
+/* Admin: jobs. A spec's checks on unpack and pack: name, algorithm and loss
+ * non-empty; dimension, rounds, cohort_size, round_deadline_ms,
+ * max_attempts, heartbeat_timeout_ms >= 1; 1 <= min_quorum <= cohort_size;
+ * over_selection finite and >= 0; params finite. Whether the algorithm and
+ * loss exist and the parameters suit them is the coordinator's check
+ * (sfl_algo_check). */
+typedef struct sfl_job_spec {
+    char name[SFL_MSG_NAME_LEN];
+    char algorithm[SFL_MSG_NAME_LEN];
+    sfl_algo_params_t params;
+    char loss[SFL_MSG_NAME_LEN];
+    uint32_t dimension;
+    uint32_t nlabels;
+    double labels[SFL_MSG_MAX_LABELS];
+    uint32_t rounds;
+    uint32_t cohort_size;
+    double over_selection;
+    uint32_t min_quorum;
+    uint32_t round_deadline_ms;
+    sfl_enc_t value_encoding;
+    uint64_t seed;
+    sfl_tags_t required_conditions;
+    char dictionary[SFL_MSG_NAME_LEN];
+    uint32_t max_attempts; /* per round, >= 1 */
+    int paused;            /* 0 or 1: create PENDING */
+    uint32_t heartbeat_timeout_ms;
+} sfl_job_spec_t;
+
+typedef struct sfl_job_status {
+    uint64_t job_id; /* > 0 */
+    char name[SFL_MSG_NAME_LEN];
+    char algorithm[SFL_MSG_NAME_LEN];
+    sfl_job_state_t state;
+    uint64_t committed_round;
+    uint32_t rounds;
+    sfl_round_state_t round_state; /* SFL_ROUND_NONE unless running */
+    uint32_t attempt;
+    uint32_t selected;
+    uint32_t accepted;
+    uint32_t cohort_size;
+    uint32_t min_quorum;
+    int64_t deadline_ms;
+    char error[SFL_MSG_TEXT_LEN];
+    uint32_t model_nnz;
+} sfl_job_status_t;
+
+/* CreateJobRequest */
+int sfl_msg_create_job_pack(const sfl_job_spec_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_create_job_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_job_spec_t *m) SFL_MUST_CHECK;
+/* JobRequest (Pause/Resume/CancelJob): job_id > 0 */
+int sfl_msg_job_req_pack(uint64_t job_id, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_job_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                           uint64_t *job_id) SFL_MUST_CHECK;
+/* JobReply (CreateJob, Pause/Resume/CancelJob) */
+int sfl_msg_job_reply_pack(const sfl_job_status_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_job_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                             sfl_job_status_t *m) SFL_MUST_CHECK;
+
+/* Admin.Status and Admin.ListJobs requests (empty messages; unpack only
+ * checks that the bytes are one). */
+int sfl_msg_status_req_pack(uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_status_req_unpack(const uint8_t *buf, size_t len,
+                              const sfl_msg_limits_t *lim) SFL_MUST_CHECK;
+int sfl_msg_list_jobs_req_pack(uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_list_jobs_req_unpack(const uint8_t *buf, size_t len,
+                                 const sfl_msg_limits_t *lim) SFL_MUST_CHECK;
+
+typedef struct sfl_status {
+    char version[SFL_MSG_NAME_LEN];
+    int64_t started_ms;
+    uint32_t connected_agents;
+    uint32_t known_agents;
+    uint64_t updates_accepted;
+    uint64_t updates_rejected;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    uint32_t njobs;
+    sfl_job_status_t *jobs; /* pack: borrowed, unpack: owned */
+} sfl_status_t;
+
+int sfl_msg_status_pack(const sfl_status_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_status_free); at most lim->max_items jobs. */
+int sfl_msg_status_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_status_t **out) SFL_MUST_CHECK;
+void sfl_msg_status_free(sfl_status_t *m);
+
+/* ListJobsReply */
+typedef struct sfl_job_list {
+    uint32_t n;
+    sfl_job_status_t *jobs; /* pack: borrowed, unpack: owned */
+} sfl_job_list_t;
+
+int sfl_msg_job_list_pack(const sfl_job_list_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_job_list_free); at most lim->max_items jobs. */
+int sfl_msg_job_list_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                            sfl_job_list_t **out) SFL_MUST_CHECK;
+void sfl_msg_job_list_free(sfl_job_list_t *m);
+
+/* Admin.ListAgents */
+typedef struct sfl_agent_info {
+    uint64_t agent_id; /* > 0 */
+    char subject[SFL_MSG_NAME_LEN];
+    int connected; /* 0 or 1 */
+    sfl_tags_t capabilities;
+    sfl_tags_t conditions;
+    sfl_dataset_summary_t dataset;
+    int64_t last_seen_ms;
+    sfl_agent_phase_t phase;
+    uint64_t job_id;
+    uint64_t round;
+    uint32_t progress_permille;
+    uint64_t updates_accepted;
+    char agent_version[SFL_MSG_NAME_LEN];
+} sfl_agent_info_t;
+
+typedef struct sfl_agent_list {
+    uint32_t n;
+    sfl_agent_info_t *agents; /* pack: borrowed, unpack: owned */
+} sfl_agent_list_t;
+
+int sfl_msg_list_agents_req_pack(int connected_only, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_list_agents_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                   int *connected_only) SFL_MUST_CHECK;
+int sfl_msg_agent_list_pack(const sfl_agent_list_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_agent_list_free); at most lim->max_items agents. */
+int sfl_msg_agent_list_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_agent_list_t **out) SFL_MUST_CHECK;
+void sfl_msg_agent_list_free(sfl_agent_list_t *m);
+
+/* Admin.ExportModel */
+typedef struct sfl_export {
+    uint64_t job_id; /* > 0 */
+    uint64_t round;  /* >= 1 */
+    char algorithm[SFL_MSG_NAME_LEN];
+    char loss[SFL_MSG_NAME_LEN];
+    uint32_t dimension;
+    uint32_t nlabels;
+    double labels[SFL_MSG_MAX_LABELS];
+    sfl_spvec_t *model; /* pack: borrowed (sent as f64), unpack: owned */
+    /* Unpack only (pack computes it): BLAKE2b-256 of the model's bytes. */
+    uint8_t model_hash[SFL_MSG_HASH_BYTES];
+} sfl_export_t;
+
+/* ExportModelRequest: job_id > 0, round 0 = last committed. */
+int sfl_msg_export_req_pack(uint64_t job_id, uint64_t round, uint8_t **out,
+                            size_t *len) SFL_MUST_CHECK;
+int sfl_msg_export_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              uint64_t *job_id, uint64_t *round) SFL_MUST_CHECK;
+int sfl_msg_export_pack(const sfl_export_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_export_free); model hash checked. */
+int sfl_msg_export_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_export_t **out) SFL_MUST_CHECK;
+void sfl_msg_export_free(sfl_export_t *m);
+
+#endif

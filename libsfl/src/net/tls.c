@@ -1,0 +1,648 @@
+#include "net/transport_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "sfl/alloc.h"
+
+/* TLS 1.3 over the connection core with OpenSSL memory BIOs: bytes libuv
+ * reads go into net_in, whatever OpenSSL writes to net_out is drained into
+ * uv_write right after each OpenSSL call. OpenSSL never touches the socket,
+ * so the loop never blocks in it, and the state machine is one switch in
+ * tls_advance() (Redis's tls.c). With memory BIOs "want write" cannot
+ * happen (net_out always takes bytes) and "want read" just means "wait for
+ * the next read callback"; the flags are kept for what they say about a
+ * stalled handshake. */
+
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+#define PEER_CERT SSL_get1_peer_certificate
+#else
+#define PEER_CERT SSL_get_peer_certificate
+#endif
+
+/* TLS 1.3 adds 5 (header) + 1 (content type) + 16 (AEAD tag) bytes per
+ * record of at most 16 KiB; the margin covers that with room to spare. */
+#define RECORD_MAX 16384
+#define RECORD_OVERHEAD 256
+
+struct sfl_tls {
+    SSL_CTX *ctx;
+    int server;
+    int refs;
+    int alpn_required;
+    unsigned char alpn[256]; /* wire form: length byte, protocol */
+    unsigned alpn_len;
+    char *verify_host;
+    int host_is_ip;
+};
+
+typedef enum {
+    TLS_HANDSHAKE,
+    TLS_OPEN,
+    TLS_SHUTDOWN, /* our close_notify is out */
+    TLS_CLOSED    /* failed or done: OpenSSL is not called again */
+} tls_state_t;
+
+typedef struct {
+    SSL *ssl;      /* owns both BIOs */
+    BIO *net_in;   /* socket -> OpenSSL */
+    BIO *net_out;  /* OpenSSL -> socket */
+    tls_state_t state;
+    unsigned want_read : 1, want_write : 1, has_peer : 1;
+    const char *why; /* set by OpenSSL callbacks that refuse the peer */
+    sfl_peer_t peer;
+} tls_conn_t;
+
+/* Plaintext out of SSL_read; on_data borrows it (see read_buf in
+ * transport.c for why one per thread is enough). */
+static _Thread_local uint8_t plain_buf[RECORD_MAX];
+
+/* OpenSSL's reason for the oldest queued error (the root cause), then an
+ * empty queue: the queue is per thread and shared by every connection. */
+static void ossl_reason(char *buf, size_t cap)
+{
+    unsigned long e = ERR_get_error();
+
+    if (e)
+        ERR_error_string_n(e, buf, cap);
+    else
+        snprintf(buf, cap, "no OpenSSL error queued");
+    ERR_clear_error();
+}
+
+/* ---- context ------------------------------------------------------- */
+
+void sfl__tls_ref(sfl_tls_t *tls)
+{
+    tls->refs++;
+}
+
+int sfl__tls_is_server(const sfl_tls_t *tls)
+{
+    return tls->server;
+}
+
+void sfl_tls_free(sfl_tls_t *tls)
+{
+    if (!tls || --tls->refs > 0)
+        return;
+    SSL_CTX_free(tls->ctx);
+    sfl__free(tls->verify_host);
+    sfl__free(tls);
+}
+
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned int inlen, void *arg)
+{
+    sfl_tls_t *t = arg;
+    sfl_conn_t *c = SSL_get_app_data(ssl);
+    tls_conn_t *x = c->xport;
+    unsigned char *sel = NULL;
+
+    if (SSL_select_next_proto(&sel, outlen, t->alpn, t->alpn_len, in, inlen) ==
+        OPENSSL_NPN_NEGOTIATED) {
+        *out = sel;
+        return SSL_TLSEXT_ERR_OK;
+    }
+    if (!t->alpn_required)
+        return SSL_TLSEXT_ERR_NOACK;
+    x->why = "client offered no protocol we speak (ALPN)";
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+/* alpn_select only runs when the client sends ALPN at all; a client that
+ * sends none is refused here, with the proper alert. */
+static int client_hello(SSL *ssl, int *al, void *arg)
+{
+    sfl_conn_t *c = SSL_get_app_data(ssl);
+    tls_conn_t *x = c->xport;
+    const unsigned char *ext;
+    size_t len;
+
+    (void)arg;
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &ext,
+                                  &len))
+        return SSL_CLIENT_HELLO_SUCCESS;
+    x->why = "client offered no ALPN";
+    *al = SSL_AD_NO_APPLICATION_PROTOCOL;
+    return SSL_CLIENT_HELLO_ERROR;
+}
+
+static int cfg_check(const sfl_tls_config_t *cfg, int server)
+{
+    if (!cfg->ca_file || !cfg->ca_file[0])
+        return sfl__fail(SFL_EINVAL, "tls: ca_file is required");
+    if (!cfg->cert_file != !cfg->key_file)
+        return sfl__fail(SFL_EINVAL, "tls: cert_file and key_file go together");
+    if (server && !cfg->cert_file)
+        return sfl__fail(SFL_EINVAL, "tls: a server needs cert_file and key_file");
+    if (!server && (!cfg->verify_host || !cfg->verify_host[0]))
+        return sfl__fail(SFL_EINVAL, "tls: a client needs verify_host");
+    if (cfg->alpn && (strlen(cfg->alpn) == 0 || strlen(cfg->alpn) > 255))
+        return sfl__fail(SFL_EINVAL, "tls: ALPN protocol must be 1..255 bytes");
+    if (cfg->alpn_required && !cfg->alpn)
+        return sfl__fail(SFL_EINVAL, "tls: alpn_required without alpn");
+    return 0;
+}
+
+static int ctx_setup(sfl_tls_t *t, const sfl_tls_config_t *cfg)
+{
+    char why[256];
+    SSL_CTX *ctx = t->ctx;
+    STACK_OF(X509_NAME) *names;
+
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1)
+        goto ossl;
+    /* Idle connections give their buffers back: thousands of agents. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* No resumption: every connection shows its certificate again. */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    if (t->server && SSL_CTX_set_num_tickets(ctx, 0) != 1)
+        goto ossl;
+    /* A federation chain is CA -> leaf; refuse long hostile chains early. */
+    SSL_CTX_set_verify_depth(ctx, 4);
+    if (SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL) != 1) {
+        ossl_reason(why, sizeof(why));
+        return sfl__fail(SFL_EIO, "tls: CA file %s: %s", cfg->ca_file, why);
+    }
+    if (cfg->cert_file) {
+        if (SSL_CTX_use_certificate_chain_file(ctx, cfg->cert_file) != 1) {
+            ossl_reason(why, sizeof(why));
+            return sfl__fail(SFL_EIO, "tls: certificate %s: %s", cfg->cert_file, why);
+        }
+        if (SSL_CTX_use_PrivateKey_file(ctx, cfg->key_file, SSL_FILETYPE_PEM) != 1) {
+            ossl_reason(why, sizeof(why));
+            return sfl__fail(SFL_EIO, "tls: key %s: %s", cfg->key_file, why);
+        }
+        if (SSL_CTX_check_private_key(ctx) != 1) {
+            ossl_reason(why, sizeof(why));
+            return sfl__fail(SFL_EIO, "tls: key %s does not match %s: %s", cfg->key_file,
+                             cfg->cert_file, why);
+        }
+    }
+    if (t->server) {
+        SSL_CTX_set_verify(ctx,
+                           SSL_VERIFY_PEER |
+                               (cfg->require_client_cert ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
+                           NULL);
+        /* Tell clients which CA we accept so they pick the right cert. */
+        names = SSL_load_client_CA_file(cfg->ca_file);
+        if (!names)
+            goto ossl;
+        SSL_CTX_set_client_CA_list(ctx, names);
+        if (t->alpn_len)
+            SSL_CTX_set_alpn_select_cb(ctx, alpn_select, t);
+        if (t->alpn_required)
+            SSL_CTX_set_client_hello_cb(ctx, client_hello, t);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        /* Returns 0 on success, unlike the rest of OpenSSL. */
+        if (t->alpn_len && SSL_CTX_set_alpn_protos(ctx, t->alpn, t->alpn_len) != 0)
+            goto ossl;
+    }
+    return 0;
+ossl:
+    ossl_reason(why, sizeof(why));
+    return sfl__fail(SFL_ENOMEM, "tls: context setup: %s", why);
+}
+
+int sfl_tls_new(const sfl_tls_config_t *cfg, int server, sfl_tls_t **out)
+{
+    unsigned char ip[16];
+    sfl_tls_t *t = NULL;
+    char why[256];
+    size_t n;
+    int rc;
+
+    if (!out)
+        return sfl__fail(SFL_EINVAL, "tls: out is NULL");
+    *out = NULL;
+    if (!cfg)
+        return sfl__fail(SFL_EINVAL, "tls: config is NULL");
+    rc = cfg_check(cfg, server);
+    if (rc)
+        return rc;
+    t = sfl__calloc(1, sizeof(*t));
+    if (!t)
+        return sfl__fail(SFL_ENOMEM, "tls: no memory for a context");
+    t->refs = 1;
+    t->server = !!server;
+    t->alpn_required = !!cfg->alpn_required;
+    if (cfg->alpn) {
+        n = strlen(cfg->alpn);
+        t->alpn[0] = (unsigned char)n;
+        memcpy(t->alpn + 1, cfg->alpn, n);
+        t->alpn_len = (unsigned)n + 1;
+    }
+    if (!server) {
+        n = strlen(cfg->verify_host);
+        t->verify_host = sfl__malloc(n + 1);
+        if (!t->verify_host) {
+            rc = sfl__fail(SFL_ENOMEM, "tls: no memory for the host name");
+            goto out;
+        }
+        memcpy(t->verify_host, cfg->verify_host, n + 1);
+        t->host_is_ip = inet_pton(AF_INET, t->verify_host, ip) == 1 ||
+                        inet_pton(AF_INET6, t->verify_host, ip) == 1;
+    }
+    ERR_clear_error();
+    t->ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+    if (!t->ctx) {
+        ossl_reason(why, sizeof(why));
+        rc = sfl__fail(SFL_ENOMEM, "tls: SSL_CTX_new: %s", why);
+        goto out;
+    }
+    rc = ctx_setup(t, cfg);
+out:
+    if (rc) {
+        sfl_tls_free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+/* ---- connection ------------------------------------------------------- */
+
+/* Hand what OpenSSL wrote to the socket. Nonzero if the connection broke
+ * (it is then aborting). */
+static int flush_out(sfl_conn_t *c)
+{
+    tls_conn_t *x = c->xport;
+    size_t n = BIO_ctrl_pending(x->net_out);
+    sfl__wreq_t *w;
+
+    if (n == 0)
+        return 0;
+    w = sfl__wreq_new(n);
+    if (!w) {
+        x->state = TLS_CLOSED;
+        sfl__conn_fail(c, SFL_ENOMEM, 0, "tls: no memory for %zu bytes of output", n);
+        return SFL_ENOMEM;
+    }
+    if (BIO_read(x->net_out, w->data, (int)n) != (int)n) {
+        sfl__free(w);
+        x->state = TLS_CLOSED;
+        sfl__conn_fail(c, -EPROTO, 0, "tls: memory BIO short read");
+        return -EPROTO;
+    }
+    return sfl__conn_send(c, w);
+}
+
+/* Record the failure with OpenSSL's reason, send the alert OpenSSL queued,
+ * and close gracefully so the alert gets out before the FIN. */
+static void tls_fail(sfl_conn_t *c, const char *what, int err)
+{
+    tls_conn_t *x = c->xport;
+    char reason[256], verify[160] = "";
+    long v = SSL_get_verify_result(x->ssl);
+
+    if (err == SSL_ERROR_SSL)
+        ossl_reason(reason, sizeof(reason));
+    else {
+        snprintf(reason, sizeof(reason), "SSL error %d", err);
+        ERR_clear_error();
+    }
+    if (v != X509_V_OK)
+        snprintf(verify, sizeof(verify), " (%s)", X509_verify_cert_error_string(v));
+    else if (x->why)
+        snprintf(verify, sizeof(verify), " (%s)", x->why);
+    x->state = TLS_CLOSED;
+    if (flush_out(c) == 0)
+        sfl__conn_fail(c, -EPROTO, 1, "tls %s %s: %s%s", what, c->name, reason, verify);
+}
+
+/* Nonzero if the SSL call only needs more input (or, never with memory
+ * BIOs, more output room). */
+static int tls_want(tls_conn_t *x, int err)
+{
+    x->want_read = err == SSL_ERROR_WANT_READ;
+    x->want_write = err == SSL_ERROR_WANT_WRITE;
+    return x->want_read || x->want_write;
+}
+
+/* One UTF-8 field of the subject; "" when absent, repeated, too long or
+ * not a plain printable string (a CN is an identity: no NULs, no control
+ * characters that could forge log lines). */
+static void name_field(X509_NAME *name, int nid, char *out, size_t cap)
+{
+    int i = X509_NAME_get_index_by_NID(name, nid, -1);
+    unsigned char *utf8 = NULL;
+    int n, k;
+
+    out[0] = '\0';
+    if (i < 0 || X509_NAME_get_index_by_NID(name, nid, i) >= 0)
+        return;
+    n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i)));
+    if (n > 0 && (size_t)n < cap) {
+        for (k = 0; k < n; k++)
+            if (utf8[k] < 0x20 || utf8[k] == 0x7f)
+                break;
+        if (k == n) {
+            memcpy(out, utf8, (size_t)n);
+            out[n] = '\0';
+        }
+    }
+    OPENSSL_free(utf8);
+}
+
+static sfl_role_t role_of(X509_NAME *name)
+{
+    static const char *const roles[] = {"agent", "admin", "coordinator"};
+    static const sfl_role_t ids[] = {SFL_ROLE_AGENT, SFL_ROLE_ADMIN, SFL_ROLE_COORDINATOR};
+    char ou[32];
+
+    /* Exactly one OU naming a known role: anything else is no role, so an
+     * odd certificate gets less privilege, never more. */
+    name_field(name, NID_organizationalUnitName, ou, sizeof(ou));
+    for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+        if (strcmp(ou, roles[i]) == 0)
+            return ids[i];
+    return SFL_ROLE_NONE;
+}
+
+static int peer_fill(X509 *cert, sfl_peer_t *p)
+{
+    static const char hex[] = "0123456789abcdef";
+    X509_NAME *name = X509_get_subject_name(cert);
+    unsigned int n = 0;
+
+    memset(p, 0, sizeof(*p));
+    if (name) {
+        name_field(name, NID_commonName, p->cn, sizeof(p->cn));
+        p->role = role_of(name);
+    }
+    if (X509_digest(cert, EVP_sha256(), p->sha256, &n) != 1 || n != sizeof(p->sha256))
+        return -1;
+    for (unsigned int i = 0; i < n; i++) {
+        p->fingerprint[2 * i] = hex[p->sha256[i] >> 4];
+        p->fingerprint[2 * i + 1] = hex[p->sha256[i] & 15];
+    }
+    p->fingerprint[2 * n] = '\0';
+    return 0;
+}
+
+/* The handshake finished: check what OpenSSL cannot (ALPN on the client
+ * side, the peer's identity) before the application sees the connection. */
+static int handshake_done(sfl_conn_t *c)
+{
+    tls_conn_t *x = c->xport;
+    const sfl_tls_t *t = c->tls;
+    const unsigned char *proto = NULL;
+    unsigned int plen = 0;
+    X509 *cert;
+    int rc = 0;
+
+    if (t->alpn_required) {
+        SSL_get0_alpn_selected(x->ssl, &proto, &plen);
+        if (plen != t->alpn_len - 1u || memcmp(proto, t->alpn + 1, plen) != 0) {
+            x->state = TLS_CLOSED;
+            sfl__conn_fail(c, -EPROTO, 1, "tls handshake %s: peer did not negotiate ALPN '%.*s'",
+                           c->name, (int)t->alpn_len - 1, (const char *)t->alpn + 1);
+            return -1;
+        }
+    }
+    cert = PEER_CERT(x->ssl);
+    if (cert) {
+        rc = peer_fill(cert, &x->peer);
+        X509_free(cert);
+        x->has_peer = rc == 0;
+    }
+    if (rc || (!cert && !t->server)) {
+        x->state = TLS_CLOSED;
+        sfl__conn_fail(c, -EPROTO, 1, "tls handshake %s: cannot read the peer certificate",
+                       c->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The TLS state machine: run OpenSSL as far as the input allows. */
+static void tls_advance(sfl_conn_t *c)
+{
+    tls_conn_t *x = c->xport;
+    int rc, err;
+
+    for (;;) {
+        switch (x->state) {
+        case TLS_HANDSHAKE:
+            ERR_clear_error();
+            rc = SSL_do_handshake(x->ssl);
+            err = rc == 1 ? SSL_ERROR_NONE : SSL_get_error(x->ssl, rc);
+            if (err != SSL_ERROR_SSL && flush_out(c) != 0)
+                return;
+            if (rc == 1) {
+                if (handshake_done(c) != 0)
+                    return;
+                x->state = TLS_OPEN;
+                sfl__conn_ready(c);
+                /* Application data may have come with the Finished. */
+                continue;
+            }
+            if (!tls_want(x, err))
+                tls_fail(c, "handshake", err);
+            return;
+        case TLS_OPEN:
+            while (sfl__conn_can_deliver(c)) {
+                ERR_clear_error();
+                rc = SSL_read(x->ssl, plain_buf, (int)sizeof(plain_buf));
+                if (rc > 0) {
+                    sfl__conn_deliver(c, plain_buf, (size_t)rc);
+                    continue;
+                }
+                err = SSL_get_error(x->ssl, rc);
+                if (err == SSL_ERROR_ZERO_RETURN) {
+                    /* The peer's close_notify: an orderly end. */
+                    if (flush_out(c) == 0)
+                        sfl__conn_eof(c);
+                    return;
+                }
+                if (!tls_want(x, err)) {
+                    tls_fail(c, "read", err);
+                    return;
+                }
+                break;
+            }
+            /* Post-handshake messages (KeyUpdate) may want a reply. */
+            if (c->state == SFL_CONN_OPEN)
+                flush_out(c);
+            return;
+        case TLS_SHUTDOWN:
+        case TLS_CLOSED:
+            return;
+        }
+    }
+}
+
+static int tls_init(sfl_conn_t *c)
+{
+    const sfl_tls_t *t = c->tls;
+    tls_conn_t *x;
+    char why[256];
+
+    x = sfl__calloc(1, sizeof(*x));
+    if (!x)
+        return sfl__fail(SFL_ENOMEM, "tls: no memory for a connection");
+    c->xport = x;
+    x->state = TLS_HANDSHAKE;
+    ERR_clear_error();
+    x->ssl = SSL_new(t->ctx);
+    x->net_in = BIO_new(BIO_s_mem());
+    x->net_out = BIO_new(BIO_s_mem());
+    if (!x->ssl || !x->net_in || !x->net_out) {
+        BIO_free(x->net_in);
+        BIO_free(x->net_out);
+        x->net_in = x->net_out = NULL;
+        goto ossl;
+    }
+    /* An empty BIO means "no bytes yet", not end of stream. */
+    BIO_set_mem_eof_return(x->net_in, -1);
+    BIO_set_mem_eof_return(x->net_out, -1);
+    SSL_set_bio(x->ssl, x->net_in, x->net_out);
+    SSL_set_app_data(x->ssl, c);
+    if (t->server) {
+        SSL_set_accept_state(x->ssl);
+        return 0;
+    }
+    SSL_set_connect_state(x->ssl);
+    /* The name must be in subjectAltName; the CN is never consulted. */
+    SSL_set_hostflags(x->ssl,
+                      X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
+    if (t->host_is_ip) {
+        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(x->ssl), t->verify_host) != 1)
+            goto ossl;
+    } else if (SSL_set1_host(x->ssl, t->verify_host) != 1 ||
+               SSL_set_tlsext_host_name(x->ssl, t->verify_host) != 1) {
+        goto ossl;
+    }
+    return 0;
+ossl:
+    ossl_reason(why, sizeof(why));
+    return sfl__fail(SFL_ENOMEM, "tls: connection setup: %s", why);
+}
+
+static void tls_start(sfl_conn_t *c)
+{
+    tls_advance(c);
+}
+
+static void tls_feed(sfl_conn_t *c, const uint8_t *buf, size_t len)
+{
+    tls_conn_t *x = c->xport;
+
+    if (x->state != TLS_HANDSHAKE && x->state != TLS_OPEN)
+        return;
+    /* len <= one read (64 KiB); a memory BIO only fails without memory. */
+    if (BIO_write(x->net_in, buf, (int)len) != (int)len) {
+        ERR_clear_error();
+        x->state = TLS_CLOSED;
+        sfl__conn_fail(c, SFL_ENOMEM, 0, "tls: no memory for %zu bytes of input", len);
+        return;
+    }
+    tls_advance(c);
+}
+
+static void tls_resume(sfl_conn_t *c)
+{
+    tls_advance(c);
+}
+
+static int tls_write(sfl_conn_t *c, const uint8_t *buf, size_t len)
+{
+    tls_conn_t *x = c->xport;
+    size_t pending = BIO_ctrl_pending(x->net_out);
+    size_t cap = pending + len + (len / RECORD_MAX + 1) * RECORD_OVERHEAD;
+    sfl__wreq_t *w;
+    int rc;
+
+    if (x->state != TLS_OPEN)
+        return sfl__fail(SFL_EINVAL, "tls: write after the TLS session ended");
+    /* Allocate before encrypting, so running out of memory leaves the
+     * session untouched and the write can simply fail. */
+    w = sfl__wreq_new(cap);
+    if (!w)
+        return sfl__fail(SFL_ENOMEM, "tls: no memory to queue %zu bytes", len);
+    ERR_clear_error();
+    rc = SSL_write(x->ssl, buf, (int)len);
+    if (rc <= 0) {
+        sfl__free(w);
+        tls_fail(c, "write", SSL_get_error(x->ssl, rc));
+        return sfl__fail(-EPROTO, "%s", c->detail);
+    }
+    pending = BIO_ctrl_pending(x->net_out);
+    if (pending > cap) {
+        /* Cannot happen with TLS 1.3 records; stay correct if it does. */
+        sfl__free(w);
+        return flush_out(c);
+    }
+    if (BIO_read(x->net_out, w->data, (int)pending) != (int)pending) {
+        sfl__free(w);
+        x->state = TLS_CLOSED;
+        sfl__conn_fail(c, -EPROTO, 0, "tls: memory BIO short read");
+        return sfl__fail(-EPROTO, "tls: memory BIO short read");
+    }
+    w->len = pending;
+    return sfl__conn_send(c, w);
+}
+
+static void tls_shutdown(sfl_conn_t *c)
+{
+    tls_conn_t *x = c->xport;
+
+    switch (x->state) {
+    case TLS_OPEN:
+        ERR_clear_error();
+        SSL_shutdown(x->ssl);
+        ERR_clear_error();
+        x->state = TLS_SHUTDOWN;
+        flush_out(c);
+        return;
+    case TLS_HANDSHAKE:
+        x->state = TLS_CLOSED;
+        return;
+    case TLS_SHUTDOWN:
+    case TLS_CLOSED:
+        return;
+    }
+}
+
+static int tls_peer(const sfl_conn_t *c, sfl_peer_t *out)
+{
+    const tls_conn_t *x = c->xport;
+
+    if (!x || !x->has_peer)
+        return sfl__fail(SFL_ENOTFOUND, "tls: the peer sent no certificate");
+    *out = x->peer;
+    return 0;
+}
+
+static void tls_destroy(sfl_conn_t *c)
+{
+    tls_conn_t *x = c->xport;
+
+    if (!x)
+        return;
+    SSL_free(x->ssl);
+    sfl__free(x);
+    c->xport = NULL;
+}
+
+const sfl__xport_t sfl__xport_tls = {
+    .name = "tls",
+    .init = tls_init,
+    .start = tls_start,
+    .feed = tls_feed,
+    .resume = tls_resume,
+    .write = tls_write,
+    .shutdown = tls_shutdown,
+    .peer = tls_peer,
+    .destroy = tls_destroy,
+};

@@ -1,0 +1,2204 @@
+#include "sfl/msg.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <protobuf-c/protobuf-c.h>
+#include <sodium.h>
+
+#include "sfl/alloc.h"
+#include "sfl/v1/admin.pb-c.h"
+#include "sfl/v1/common.pb-c.h"
+#include "sfl/v1/coordinator.pb-c.h"
+
+/* The only file that knows protobuf-c's generated names (STYLE rule 1).
+ *
+ * Every message goes through the same three steps. Packing: check the sfl
+ * struct (check_*), point a stack-built generated struct at its fields
+ * (borrowing, no copies except encoded vectors), pack once into an exact
+ * buffer. Unpacking: size check, protobuf-c unpack through the sfl allocator,
+ * copy into the sfl struct with wire-only checks (byte lengths, string
+ * lengths, counts), then the same check_* as packing, with the codes a peer
+ * deserves (SFL_EPARSE / SFL_EUNSUP instead of SFL_EINVAL). One set of
+ * checks for both directions keeps "what we send" and "what we accept"
+ * identical.
+ *
+ * Unknown fields are ignored, never an error: that is what lets a newer peer
+ * add fields (docs/protocol.md, versioning). */
+
+/* ---- allocator (STYLE rule 7) ------------------------------------------ */
+
+/* protobuf-c returns NULL both for malformed input and for a failed
+ * allocation; the flag tells them apart so callers get SFL_ENOMEM. */
+typedef struct pbctx {
+    int failed;
+} pbctx_t;
+
+static void *pb_alloc(void *data, size_t size)
+{
+    void *p = sfl__malloc(size);
+
+    if (p == NULL && data != NULL)
+        ((pbctx_t *)data)->failed = 1;
+    return p;
+}
+
+static void pb_free(void *data, void *p)
+{
+    (void)data;
+    sfl__free(p);
+}
+
+/* Freeing never allocates, so one shared allocator without context is safe
+ * across threads. */
+static ProtobufCAllocator free_alloc = {pb_alloc, pb_free, NULL};
+
+static void free_pb(void *m)
+{
+    if (m != NULL)
+        protobuf_c_message_free_unpacked((ProtobufCMessage *)m, &free_alloc);
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* Which message is being handled and how its structural errors are coded:
+ * SFL_EPARSE for bytes from a peer, SFL_EINVAL for a struct from our own
+ * program. */
+typedef struct chk {
+    const char *msg;
+    int bad;
+} chk_t;
+
+#define ENUM_CODE(c) ((c)->bad == SFL_EPARSE ? SFL_EUNSUP : SFL_EINVAL)
+
+static int fail(const chk_t *c, int code, const char *fmt, ...) SFL_PRINTF(3, 4);
+
+static int fail(const chk_t *c, int code, const char *fmt, ...)
+{
+    char what[400];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return sfl__fail(code, "%s: %s", c->msg, what);
+}
+
+/* Prefixes the detail a lower layer (spcodec, vec) left. The detail lives in
+ * the buffer sfl__fail writes to, hence the copy. */
+static int wrap(const chk_t *c, int rc, const char *field)
+{
+    char inner[400];
+
+    snprintf(inner, sizeof(inner), "%s", sfl_last_error());
+    return sfl__fail(rc, "%s: %s: %s", c->msg, field, inner);
+}
+
+/* ---- limits, buffers ------------------------------------------------------ */
+
+void sfl_msg_limits_default(sfl_msg_limits_t *lim)
+{
+    lim->max_message = (size_t)64 << 20;
+    lim->max_dim = 1u << 26;
+    lim->max_nnz = 1u << 23;
+    lim->max_items = 10000;
+}
+
+void sfl_msg_buf_free(uint8_t *buf)
+{
+    sfl__free(buf);
+}
+
+static const sfl_msg_limits_t *limits(const sfl_msg_limits_t *lim, sfl_msg_limits_t *tmp)
+{
+    if (lim != NULL)
+        return lim;
+    sfl_msg_limits_default(tmp);
+    return tmp;
+}
+
+static size_t control_max(const sfl_msg_limits_t *lim)
+{
+    return lim->max_message < SFL_MSG_CONTROL_MAX ? lim->max_message : SFL_MSG_CONTROL_MAX;
+}
+
+/* ---- pack / unpack ----------------------------------------------------- */
+
+/* Packs m after prefix[0..plen) into one exact, owned buffer. */
+static int pack(const ProtobufCMessage *m, const chk_t *c, const void *prefix, size_t plen,
+                uint8_t **out, size_t *len)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *b = sfl__malloc(plen + n);
+
+    if (b == NULL)
+        return fail(c, SFL_ENOMEM, "no memory for %zu packed bytes", plen + n);
+    if (plen > 0)
+        memcpy(b, prefix, plen);
+    size_t w = protobuf_c_message_pack(m, b + plen);
+
+    assert(w == n);
+    (void)w;
+    *out = b;
+    *len = plen + n;
+    return 0;
+}
+
+static void clear_out(uint8_t **out, size_t *len)
+{
+    assert(out != NULL && len != NULL);
+    *out = NULL;
+    *len = 0;
+}
+
+/* The size check comes first: protobuf-c allocates in proportion to the
+ * input, so nothing bigger than the caller's limit may reach it. Returns the
+ * unpacked message (free with free_pb) or NULL with *rc set. */
+static void *unpack(const ProtobufCMessageDescriptor *d, const chk_t *c, const uint8_t *buf,
+                    size_t len, size_t max, int *rc)
+{
+    static const uint8_t empty[1];
+    pbctx_t ctx = {0};
+    ProtobufCAllocator a = {pb_alloc, pb_free, &ctx};
+    ProtobufCMessage *m;
+
+    *rc = 0;
+    if (buf == NULL && len > 0) {
+        *rc = fail(c, SFL_EINVAL, "NULL buffer");
+        return NULL;
+    }
+    if (len > max) {
+        *rc = fail(c, SFL_ELIMIT, "message of %zu bytes exceeds the limit of %zu", len, max);
+        return NULL;
+    }
+    m = protobuf_c_message_unpack(d, &a, len, buf != NULL ? buf : empty);
+    if (m == NULL) {
+        if (ctx.failed)
+            *rc = fail(c, SFL_ENOMEM, "no memory to unpack %zu bytes", len);
+        else
+            *rc = fail(c, SFL_EPARSE, "%zu bytes are not a valid %s", len, d->name);
+    }
+    return m;
+}
+
+/* Counts the top-level occurrences of field `num` without allocating, so a
+ * list reply of millions of tiny entries is refused before protobuf-c
+ * allocates a struct for each. Malformed framing is SFL_EPARSE. */
+static int scan_varint(const uint8_t *b, size_t len, size_t *o, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned s = 0; s < 64 && *o < len; s += 7) {
+        uint8_t x = b[(*o)++];
+
+        *v |= (uint64_t)(x & 0x7f) << s;
+        if (!(x & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+static int count_field(const chk_t *c, const uint8_t *b, size_t len, uint32_t num,
+                       size_t *count)
+{
+    size_t o = 0;
+    uint64_t key, n;
+
+    *count = 0;
+    while (o < len) {
+        size_t at = o;
+
+        if (scan_varint(b, len, &o, &key) < 0)
+            return fail(c, SFL_EPARSE, "bad field key at byte %zu", at);
+        if ((key >> 3) == num)
+            (*count)++;
+        switch (key & 7) {
+        case 0: /* varint */
+            if (scan_varint(b, len, &o, &n) < 0)
+                return fail(c, SFL_EPARSE, "bad varint at byte %zu", at);
+            n = 0;
+            break;
+        case 1: /* fixed64 */
+            n = 8;
+            break;
+        case 2: /* length-delimited */
+            if (scan_varint(b, len, &o, &n) < 0)
+                return fail(c, SFL_EPARSE, "bad length at byte %zu", at);
+            break;
+        case 5: /* fixed32 */
+            n = 4;
+            break;
+        default:
+            return fail(c, SFL_EPARSE, "unsupported wire type %u at byte %zu",
+                        (unsigned)(key & 7), at);
+        }
+        if (n > len - o)
+            return fail(c, SFL_EPARSE, "field at byte %zu runs past the end", at);
+        o += (size_t)n;
+    }
+    return 0;
+}
+
+/* ---- field helpers: wire -> sfl ------------------------------------------ */
+
+static int get_fixed(const chk_t *c, const char *field, const ProtobufCBinaryData *b,
+                     uint8_t *dst, size_t n)
+{
+    if (b->len != n)
+        return fail(c, c->bad, "%s is %zu bytes, want %zu", field, b->len, n);
+    memcpy(dst, b->data, n);
+    return 0;
+}
+
+static int get_str(const chk_t *c, const char *field, const char *src, char *dst, size_t cap)
+{
+    size_t n = src != NULL ? strlen(src) : 0;
+
+    if (n >= cap)
+        return fail(c, c->bad, "%s is %zu characters, at most %zu", field, n, cap - 1);
+    if (n > 0)
+        memcpy(dst, src, n);
+    dst[n] = '\0';
+    return 0;
+}
+
+static int get_tags(const chk_t *c, const char *field, char *const *src, size_t n,
+                    sfl_tags_t *t)
+{
+    if (n > SFL_MSG_MAX_TAGS)
+        return fail(c, SFL_ELIMIT, "%s has %zu tags, at most %d", field, n, SFL_MSG_MAX_TAGS);
+    t->n = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        int rc = get_str(c, field, src[i], t->tag[i], SFL_MSG_TAG_LEN);
+
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int get_labels(const chk_t *c, const char *field, const double *src, size_t n,
+                      uint32_t *nl, double *dst)
+{
+    if (n > SFL_MSG_MAX_LABELS)
+        return fail(c, SFL_ELIMIT, "%s has %zu labels, at most %d", field, n,
+                    SFL_MSG_MAX_LABELS);
+    *nl = (uint32_t)n;
+    if (n > 0)
+        memcpy(dst, src, n * sizeof(*dst));
+    return 0;
+}
+
+/* ValueEncoding numbers are spcodec's plus one (0 is UNSPECIFIED). */
+static int get_enc(const chk_t *c, const char *field, int v, sfl_enc_t *out)
+{
+    if (v == SFL__V1__VALUE_ENCODING__VALUE_ENCODING_UNSPECIFIED)
+        return fail(c, c->bad, "%s missing", field);
+    if (v < 1 || v > 3)
+        return fail(c, ENUM_CODE(c), "unknown %s %d", field, v);
+    *out = (sfl_enc_t)(v - 1);
+    return 0;
+}
+
+static int get_params(const chk_t *c, const Sfl__V1__AlgorithmParams *p, sfl_algo_params_t *o)
+{
+    if (p == NULL)
+        return fail(c, c->bad, "params missing");
+    memset(o, 0, sizeof(*o));
+    o->lr = p->lr;
+    o->tau = p->tau;
+    o->local_steps = p->local_steps;
+    o->batch = p->batch;
+    o->lambda = p->lambda;
+    o->mu = p->mu;
+    o->server_lr = p->server_lr;
+    o->l2_ball = p->l2_ball;
+    o->inexact_steps = p->inexact_steps;
+    return 0;
+}
+
+static int get_summary(const chk_t *c, const Sfl__V1__DatasetSummary *p,
+                       sfl_dataset_summary_t *o)
+{
+    if (p == NULL)
+        return fail(c, c->bad, "dataset missing");
+    o->samples = p->samples;
+    o->dimension = p->dimension;
+    return get_labels(c, "dataset.labels", p->labels, p->n_labels, &o->nlabels, o->labels);
+}
+
+/* Codec bytes -> vector. The SparseVector's dim must agree with the dim
+ * inside data; enc (optional) is the codec byte, which sits right after the
+ * two minimal varints, and hash (optional) gets BLAKE2b-256 of data. */
+static size_t varint_len(uint32_t v)
+{
+    size_t n = 1;
+
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static int get_sparse(const chk_t *c, const char *field, const Sfl__V1__SparseVector *sv,
+                      uint32_t max_dim, uint32_t max_nnz, sfl_spvec_t **out, sfl_enc_t *enc,
+                      uint8_t *hash)
+{
+    sfl_spvec_t *v = NULL;
+    int rc;
+
+    *out = NULL;
+    if (sv == NULL)
+        return fail(c, c->bad, "%s missing", field);
+    if (sv->dim > max_dim)
+        return fail(c, SFL_ELIMIT, "%s.dim %u exceeds the limit of %u", field, sv->dim, max_dim);
+    if (sv->data.len == 0)
+        return fail(c, c->bad, "%s.data is empty", field);
+    rc = sfl_spcodec_decode(sv->data.data, sv->data.len, max_dim, max_nnz, &v);
+    if (rc < 0)
+        return wrap(c, rc, field);
+    if (v->dim != sv->dim) {
+        rc = fail(c, SFL_EDIM, "%s.dim is %u but its data has dimension %u", field, sv->dim,
+                  v->dim);
+        sfl_spvec_free(v);
+        return rc;
+    }
+    if (enc != NULL)
+        *enc = (sfl_enc_t)sv->data.data[varint_len(v->dim) + varint_len(v->nnz)];
+    if (hash != NULL)
+        crypto_generichash(hash, SFL_MSG_HASH_BYTES, sv->data.data, sv->data.len, NULL, 0);
+    *out = v;
+    return 0;
+}
+
+/* ---- field helpers: sfl -> wire ------------------------------------------ */
+
+/* protobuf-c's structs are not const-correct; packing only reads them. */
+static ProtobufCBinaryData bin(const uint8_t *p, size_t n)
+{
+    ProtobufCBinaryData b = {n, (uint8_t *)(uintptr_t)p};
+
+    return b;
+}
+
+static char *str(const char *s)
+{
+    return (char *)(uintptr_t)s;
+}
+
+static void put_tags(const sfl_tags_t *t, char **ptrs, size_t *n, char ***field)
+{
+    for (uint32_t i = 0; i < t->n; i++)
+        ptrs[i] = str(t->tag[i]);
+    *n = t->n;
+    *field = ptrs;
+}
+
+static void put_params(const sfl_algo_params_t *p, Sfl__V1__AlgorithmParams *o)
+{
+    o->lr = p->lr;
+    o->tau = p->tau;
+    o->local_steps = p->local_steps;
+    o->batch = p->batch;
+    o->lambda = p->lambda;
+    o->mu = p->mu;
+    o->server_lr = p->server_lr;
+    o->l2_ball = p->l2_ball;
+    o->inexact_steps = p->inexact_steps;
+}
+
+static void put_summary(const sfl_dataset_summary_t *s, Sfl__V1__DatasetSummary *o)
+{
+    o->samples = s->samples;
+    o->dimension = s->dimension;
+    o->n_labels = s->nlabels;
+    o->labels = (double *)(uintptr_t)s->labels;
+}
+
+/* Encodes v into sv; *data is owned by the caller (sfl__free). */
+static int put_sparse(const chk_t *c, const char *field, const sfl_spvec_t *v, sfl_enc_t enc,
+                      Sfl__V1__SparseVector *sv, uint8_t **data)
+{
+    size_t n, len;
+    int rc;
+
+    *data = NULL;
+    if (v == NULL)
+        return fail(c, c->bad, "%s missing", field);
+    rc = sfl_spvec_validate(v);
+    if (rc < 0)
+        return wrap(c, rc, field);
+    if (enc != SFL_ENC_F64 && enc != SFL_ENC_F32 && enc != SFL_ENC_Q8)
+        return fail(c, SFL_EINVAL, "unknown %s encoding %d", field, (int)enc);
+    n = sfl_spcodec_size(v, enc);
+    *data = sfl__malloc(n);
+    if (*data == NULL)
+        return fail(c, SFL_ENOMEM, "no memory for %zu bytes of %s", n, field);
+    rc = sfl_spcodec_encode(v, enc, *data, n, &len);
+    if (rc < 0)
+        return wrap(c, rc, field);
+    sv->dim = v->dim;
+    sv->data = bin(*data, len);
+    return 0;
+}
+
+/* ---- checks shared by pack and unpack ----------------------------------- */
+
+/* Printable ASCII only: text ends up in key=value logs and terminals, and
+ * proto3 strings must be valid UTF-8 for other implementations. */
+static int check_str(const chk_t *c, const char *field, const char *s, size_t cap,
+                     int required)
+{
+    const char *end = memchr(s, '\0', cap);
+
+    if (end == NULL)
+        return fail(c, c->bad, "%s is not terminated within %zu bytes", field, cap);
+    if (required && end == s)
+        return fail(c, c->bad, "%s missing", field);
+    for (const char *p = s; p < end; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            return fail(c, c->bad, "%s has a non-printable byte 0x%02x at %td", field,
+                        (unsigned char)*p, p - s);
+    return 0;
+}
+
+static int tag_ok(const char *s, size_t cap)
+{
+    const char *end = memchr(s, '\0', cap);
+
+    if (end == NULL || end == s)
+        return 0;
+    for (const char *p = s; p < end; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' ||
+              *p == ':' || *p == '-'))
+            return 0;
+    return 1;
+}
+
+static int check_tags(const chk_t *c, const char *field, const sfl_tags_t *t)
+{
+    if (t->n > SFL_MSG_MAX_TAGS)
+        return fail(c, c->bad, "%s has %u tags, at most %d", field, t->n, SFL_MSG_MAX_TAGS);
+    for (uint32_t i = 0; i < t->n; i++) {
+        if (!tag_ok(t->tag[i], SFL_MSG_TAG_LEN))
+            return fail(c, c->bad, "%s[%u] '%.*s' is not a tag of 1-%d characters [a-z0-9_.:-]",
+                        field, i, SFL_MSG_TAG_LEN - 1, t->tag[i], SFL_MSG_TAG_LEN - 1);
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(t->tag[i], t->tag[j]) == 0)
+                return fail(c, c->bad, "%s lists '%s' twice", field, t->tag[i]);
+    }
+    return 0;
+}
+
+static int check_labels(const chk_t *c, const char *field, uint32_t n, const double *l)
+{
+    if (n > SFL_MSG_MAX_LABELS)
+        return fail(c, c->bad, "%s has %u labels, at most %d", field, n, SFL_MSG_MAX_LABELS);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!isfinite(l[i]))
+            return fail(c, SFL_ENUMERIC, "%s[%u] is not finite", field, i);
+        if (i > 0 && !(l[i - 1] < l[i]))
+            return fail(c, c->bad, "%s not strictly ascending at %u (%g after %g)", field, i,
+                        l[i], l[i - 1]);
+    }
+    return 0;
+}
+
+static int check_finite(const chk_t *c, const char *field, double v)
+{
+    if (!isfinite(v))
+        return fail(c, SFL_ENUMERIC, "%s is not finite", field);
+    return 0;
+}
+
+static int check_params(const chk_t *c, const sfl_algo_params_t *p)
+{
+    int rc;
+
+    if ((rc = check_finite(c, "params.lr", p->lr)) < 0 ||
+        (rc = check_finite(c, "params.lambda", p->lambda)) < 0 ||
+        (rc = check_finite(c, "params.mu", p->mu)) < 0 ||
+        (rc = check_finite(c, "params.server_lr", p->server_lr)) < 0 ||
+        (rc = check_finite(c, "params.l2_ball", p->l2_ball)) < 0)
+        return rc;
+    return 0;
+}
+
+/* An enum that must hold one of [lo, hi]; 0 is "missing". */
+static int check_enum(const chk_t *c, const char *field, int v, int lo, int hi)
+{
+    if (v == 0 && lo > 0)
+        return fail(c, c->bad, "%s missing", field);
+    if (v < lo || v > hi)
+        return fail(c, ENUM_CODE(c), "unknown %s %d", field, v);
+    return 0;
+}
+
+static int check_enc(const chk_t *c, const char *field, sfl_enc_t e)
+{
+    if (e != SFL_ENC_F64 && e != SFL_ENC_F32 && e != SFL_ENC_Q8)
+        return fail(c, ENUM_CODE(c), "unknown %s %d", field, (int)e);
+    return 0;
+}
+
+static int check_id(const chk_t *c, const char *field, uint64_t v)
+{
+    if (v == 0)
+        return fail(c, c->bad, "%s missing (0)", field);
+    return 0;
+}
+
+static int check_bool(const chk_t *c, const char *field, int v)
+{
+    if (v != 0 && v != 1)
+        return fail(c, c->bad, "%s is %d, want 0 or 1", field, v);
+    return 0;
+}
+
+static int check_summary(const chk_t *c, const sfl_dataset_summary_t *s)
+{
+    return check_labels(c, "dataset.labels", s->nlabels, s->labels);
+}
+
+/* ---- names, tags ------------------------------------------------------------- */
+
+const char *sfl_msg_ack_name(sfl_ack_status_t s)
+{
+    switch (s) {
+    case SFL_ACK_ACCEPTED:
+        return "accepted";
+    case SFL_ACK_LATE:
+        return "late";
+    case SFL_ACK_DUPLICATE:
+        return "duplicate";
+    case SFL_ACK_WRONG_ROUND:
+        return "wrong_round";
+    case SFL_ACK_REJECTED:
+        return "rejected";
+    }
+    return "unknown";
+}
+
+const char *sfl_msg_phase_name(sfl_agent_phase_t p)
+{
+    switch (p) {
+    case SFL_PHASE_IDLE:
+        return "idle";
+    case SFL_PHASE_TRAINING:
+        return "training";
+    case SFL_PHASE_UPLOADING:
+        return "uploading";
+    }
+    return "unknown";
+}
+
+const char *sfl_msg_job_state_name(sfl_job_state_t s)
+{
+    switch (s) {
+    case SFL_JOB_PENDING:
+        return "pending";
+    case SFL_JOB_RUNNING:
+        return "running";
+    case SFL_JOB_PAUSED:
+        return "paused";
+    case SFL_JOB_CANCELLED:
+        return "cancelled";
+    case SFL_JOB_FINISHED:
+        return "finished";
+    case SFL_JOB_FAILED:
+        return "failed";
+    }
+    return "unknown";
+}
+
+const char *sfl_msg_round_state_name(sfl_round_state_t s)
+{
+    switch (s) {
+    case SFL_ROUND_NONE:
+        return "none";
+    case SFL_ROUND_SELECTING:
+        return "selecting";
+    case SFL_ROUND_TRAINING:
+        return "training";
+    case SFL_ROUND_AGGREGATING:
+        return "aggregating";
+    case SFL_ROUND_COMMITTED:
+        return "committed";
+    }
+    return "unknown";
+}
+
+int sfl_msg_tags_add(sfl_tags_t *t, const char *tag)
+{
+    size_t n = strnlen(tag, SFL_MSG_TAG_LEN);
+
+    if (!tag_ok(tag, SFL_MSG_TAG_LEN))
+        return sfl__fail(SFL_EINVAL, "tag '%.*s' is not 1-%d characters of [a-z0-9_.:-]",
+                         SFL_MSG_TAG_LEN, tag, SFL_MSG_TAG_LEN - 1);
+    if (sfl_msg_tags_has(t, tag))
+        return 0;
+    if (t->n >= SFL_MSG_MAX_TAGS)
+        return sfl__fail(SFL_ELIMIT, "tag '%s': already %d tags", tag, SFL_MSG_MAX_TAGS);
+    memcpy(t->tag[t->n], tag, n + 1);
+    t->n++;
+    return 0;
+}
+
+int sfl_msg_tags_has(const sfl_tags_t *t, const char *tag)
+{
+    for (uint32_t i = 0; i < t->n && i < SFL_MSG_MAX_TAGS; i++)
+        if (strncmp(t->tag[i], tag, SFL_MSG_TAG_LEN) == 0)
+            return 1;
+    return 0;
+}
+
+/* ---- Join ------------------------------------------------------------------ */
+
+static int check_join_req(const chk_t *c, const sfl_join_req_t *m)
+{
+    int rc;
+
+    if ((rc = check_tags(c, "capabilities", &m->capabilities)) < 0 ||
+        (rc = check_tags(c, "conditions", &m->conditions)) < 0 ||
+        (rc = check_summary(c, &m->dataset)) < 0 ||
+        (rc = check_str(c, "agent_version", m->agent_version, SFL_MSG_NAME_LEN, 0)) < 0)
+        return rc;
+    if (m->protocol_version == 0)
+        return fail(c, c->bad, "protocol_version missing");
+    return 0;
+}
+
+int sfl_msg_join_req_pack(const sfl_join_req_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"join request", SFL_EINVAL};
+    Sfl__V1__JoinRequest pb = SFL__V1__JOIN_REQUEST__INIT;
+    Sfl__V1__DatasetSummary ds = SFL__V1__DATASET_SUMMARY__INIT;
+    char *caps[SFL_MSG_MAX_TAGS], *conds[SFL_MSG_MAX_TAGS];
+    int rc;
+
+    clear_out(out, len);
+    rc = check_join_req(&c, m);
+    if (rc < 0)
+        return rc;
+    pb.identity_key = bin(m->identity_key, SFL_MSG_KEY_BYTES);
+    put_tags(&m->capabilities, caps, &pb.n_capabilities, &pb.capabilities);
+    put_tags(&m->conditions, conds, &pb.n_conditions, &pb.conditions);
+    put_summary(&m->dataset, &ds);
+    pb.dataset = &ds;
+    pb.protocol_version = m->protocol_version;
+    pb.agent_version = str(m->agent_version);
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_join_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                            sfl_join_req_t *m)
+{
+    const chk_t c = {"join request", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__JoinRequest *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    memset(m, 0, sizeof(*m));
+    pb = unpack(&sfl__v1__join_request__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb == NULL)
+        goto out;
+    if ((rc = get_fixed(&c, "identity_key", &pb->identity_key, m->identity_key,
+                        SFL_MSG_KEY_BYTES)) < 0 ||
+        (rc = get_tags(&c, "capabilities", pb->capabilities, pb->n_capabilities,
+                       &m->capabilities)) < 0 ||
+        (rc = get_tags(&c, "conditions", pb->conditions, pb->n_conditions, &m->conditions)) < 0 ||
+        (rc = get_summary(&c, pb->dataset, &m->dataset)) < 0 ||
+        (rc = get_str(&c, "agent_version", pb->agent_version, m->agent_version,
+                      SFL_MSG_NAME_LEN)) < 0)
+        goto out;
+    m->protocol_version = pb->protocol_version;
+    rc = check_join_req(&c, m);
+out:
+    free_pb(pb);
+    return rc;
+}
+
+static int check_join_reply(const chk_t *c, const sfl_join_reply_t *m)
+{
+    int rc = check_id(c, "agent_id", m->agent_id);
+
+    if (rc < 0)
+        return rc;
+    if (m->heartbeat_interval_ms == 0)
+        return fail(c, c->bad, "heartbeat_interval_ms missing (0)");
+    if (m->protocol_version == 0)
+        return fail(c, c->bad, "protocol_version missing");
+    return 0;
+}
+
+int sfl_msg_join_reply_pack(const sfl_join_reply_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"join reply", SFL_EINVAL};
+    Sfl__V1__JoinReply pb = SFL__V1__JOIN_REPLY__INIT;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_join_reply(&c, m);
+    if (rc < 0)
+        return rc;
+    pb.agent_id = m->agent_id;
+    pb.coordinator_key = bin(m->coordinator_key, SFL_MSG_KEY_BYTES);
+    pb.retry_after_ms = m->retry_after_ms;
+    pb.heartbeat_interval_ms = m->heartbeat_interval_ms;
+    pb.protocol_version = m->protocol_version;
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_join_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_join_reply_t *m)
+{
+    const chk_t c = {"join reply", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__JoinReply *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    memset(m, 0, sizeof(*m));
+    pb = unpack(&sfl__v1__join_reply__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb == NULL)
+        goto out;
+    rc = get_fixed(&c, "coordinator_key", &pb->coordinator_key, m->coordinator_key,
+                   SFL_MSG_KEY_BYTES);
+    if (rc < 0)
+        goto out;
+    m->agent_id = pb->agent_id;
+    m->retry_after_ms = pb->retry_after_ms;
+    m->heartbeat_interval_ms = pb->heartbeat_interval_ms;
+    m->protocol_version = pb->protocol_version;
+    rc = check_join_reply(&c, m);
+out:
+    free_pb(pb);
+    return rc;
+}
+
+/* ---- Subscribe ------------------------------------------------------------- */
+
+static int check_subscribe_req(const chk_t *c, const sfl_subscribe_req_t *m)
+{
+    int rc = check_id(c, "agent_id", m->agent_id);
+
+    return rc < 0 ? rc : check_tags(c, "conditions", &m->conditions);
+}
+
+int sfl_msg_subscribe_req_pack(const sfl_subscribe_req_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"subscribe request", SFL_EINVAL};
+    Sfl__V1__SubscribeRequest pb = SFL__V1__SUBSCRIBE_REQUEST__INIT;
+    char *conds[SFL_MSG_MAX_TAGS];
+    int rc;
+
+    clear_out(out, len);
+    rc = check_subscribe_req(&c, m);
+    if (rc < 0)
+        return rc;
+    pb.agent_id = m->agent_id;
+    put_tags(&m->conditions, conds, &pb.n_conditions, &pb.conditions);
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_subscribe_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_subscribe_req_t *m)
+{
+    const chk_t c = {"subscribe request", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__SubscribeRequest *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    memset(m, 0, sizeof(*m));
+    pb = unpack(&sfl__v1__subscribe_request__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb == NULL)
+        goto out;
+    rc = get_tags(&c, "conditions", pb->conditions, pb->n_conditions, &m->conditions);
+    if (rc < 0)
+        goto out;
+    m->agent_id = pb->agent_id;
+    rc = check_subscribe_req(&c, m);
+out:
+    free_pb(pb);
+    return rc;
+}
+
+/* ---- Task, Wait ---------------------------------------------------------------- */
+
+/* Everything but the model, which pack encodes and unpack decodes. */
+static int check_task(const chk_t *c, const sfl_task_t *t)
+{
+    int rc;
+
+    if ((rc = check_id(c, "job_id", t->job_id)) < 0 ||
+        (rc = check_id(c, "round", t->round)) < 0 ||
+        (rc = check_str(c, "algorithm", t->algorithm, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = check_params(c, &t->params)) < 0 ||
+        (rc = check_str(c, "loss", t->loss, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = check_labels(c, "labels", t->nlabels, t->labels)) < 0 ||
+        (rc = check_str(c, "dictionary", t->dictionary, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_enc(c, "value_encoding", t->value_encoding)) < 0 ||
+        (rc = check_enum(c, "update_mode", (int)t->update_mode, 1, 2)) < 0)
+        return rc;
+    if (t->dimension == 0)
+        return fail(c, c->bad, "dimension missing (0)");
+    if (t->model != NULL && t->max_update_nnz > t->model->dim)
+        return fail(c, c->bad, "max_update_nnz %u exceeds the model dimension %u",
+                    t->max_update_nnz, t->model->dim);
+    return 0;
+}
+
+int sfl_msg_task_sign_bytes(sfl_task_t *t, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"task", SFL_EINVAL};
+    Sfl__V1__Task pb = SFL__V1__TASK__INIT;
+    Sfl__V1__AlgorithmParams pp = SFL__V1__ALGORITHM_PARAMS__INIT;
+    Sfl__V1__SparseVector sv = SFL__V1__SPARSE_VECTOR__INIT;
+    uint8_t *data = NULL;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_task(&c, t);
+    if (rc < 0)
+        return rc;
+    rc = put_sparse(&c, "model", t->model, t->model_encoding, &sv, &data);
+    if (rc < 0)
+        goto out;
+    crypto_generichash(t->model_hash, SFL_MSG_HASH_BYTES, sv.data.data, sv.data.len, NULL, 0);
+    put_params(&t->params, &pp);
+    pb.job_id = t->job_id;
+    pb.round = t->round;
+    pb.attempt = t->attempt;
+    pb.algorithm = str(t->algorithm);
+    pb.params = &pp;
+    pb.loss = str(t->loss);
+    pb.dimension = t->dimension;
+    pb.n_labels = t->nlabels;
+    pb.labels = (double *)(uintptr_t)t->labels;
+    pb.dictionary = str(t->dictionary);
+    pb.seed = t->seed;
+    pb.value_encoding = (Sfl__V1__ValueEncoding)(t->value_encoding + 1);
+    pb.update_mode = (Sfl__V1__UpdateMode)t->update_mode;
+    pb.model = &sv;
+    pb.model_hash = bin(t->model_hash, SFL_MSG_HASH_BYTES);
+    pb.deadline_ms = t->deadline_ms;
+    pb.round_nonce = bin(t->round_nonce, SFL_MSG_NONCE_BYTES);
+    pb.round_key = bin(t->round_key, SFL_MSG_KEY_BYTES);
+    pb.max_update_nnz = t->max_update_nnz;
+    rc = pack(&pb.base, &c, NULL, 0, out, len);
+out:
+    sfl__free(data);
+    return rc;
+}
+
+int sfl_msg_task_pack(const uint8_t *task, size_t task_len,
+                      const uint8_t signature[SFL_MSG_SIG_BYTES], uint8_t **out, size_t *len)
+{
+    const chk_t c = {"task", SFL_EINVAL};
+    Sfl__V1__SignedTask st = SFL__V1__SIGNED_TASK__INIT;
+    Sfl__V1__TaskOrWait tw = SFL__V1__TASK_OR_WAIT__INIT;
+
+    clear_out(out, len);
+    if (task == NULL || task_len == 0)
+        return fail(&c, SFL_EINVAL, "no task bytes (use sfl_msg_task_sign_bytes)");
+    st.task = bin(task, task_len);
+    st.signature = bin(signature, SFL_MSG_SIG_BYTES);
+    tw.kind_case = SFL__V1__TASK_OR_WAIT__KIND_TASK;
+    tw.task = &st;
+    return pack(&tw.base, &c, NULL, 0, out, len);
+}
+
+static int check_wait(const chk_t *c, const sfl_wait_t *w)
+{
+    if (w->retry_after_ms == 0)
+        return fail(c, c->bad, "retry_after_ms missing (0)");
+    return check_str(c, "reason", w->reason, SFL_MSG_TEXT_LEN, 0);
+}
+
+int sfl_msg_wait_pack(const sfl_wait_t *w, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"wait", SFL_EINVAL};
+    Sfl__V1__Wait pw = SFL__V1__WAIT__INIT;
+    Sfl__V1__TaskOrWait tw = SFL__V1__TASK_OR_WAIT__INIT;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_wait(&c, w);
+    if (rc < 0)
+        return rc;
+    pw.retry_after_ms = w->retry_after_ms;
+    pw.reason = str(w->reason);
+    tw.kind_case = SFL__V1__TASK_OR_WAIT__KIND_WAIT;
+    tw.wait = &pw;
+    return pack(&tw.base, &c, NULL, 0, out, len);
+}
+
+void sfl_msg_task_free(sfl_task_t *t)
+{
+    if (t == NULL)
+        return;
+    sfl_spvec_free(t->model);
+    sfl__free(t->signed_bytes);
+    sfl__free(t);
+}
+
+/* The inner Task of a SignedTask whose bytes are already in t->signed_bytes. */
+static int get_task(const chk_t *c, const sfl_msg_limits_t *lim, sfl_task_t *t)
+{
+    Sfl__V1__Task *pb = NULL;
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    int v, rc;
+
+    pb = unpack(&sfl__v1__task__descriptor, c, t->signed_bytes, t->signed_len,
+                lim->max_message, &rc);
+    if (pb == NULL)
+        goto out;
+    t->job_id = pb->job_id;
+    t->round = pb->round;
+    t->attempt = pb->attempt;
+    t->dimension = pb->dimension;
+    t->seed = pb->seed;
+    t->deadline_ms = pb->deadline_ms;
+    t->max_update_nnz = pb->max_update_nnz;
+    v = (int)pb->update_mode;
+    if ((rc = get_str(c, "algorithm", pb->algorithm, t->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_params(c, pb->params, &t->params)) < 0 ||
+        (rc = get_str(c, "loss", pb->loss, t->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_labels(c, "labels", pb->labels, pb->n_labels, &t->nlabels, t->labels)) < 0 ||
+        (rc = get_str(c, "dictionary", pb->dictionary, t->dictionary, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_enc(c, "value_encoding", (int)pb->value_encoding, &t->value_encoding)) < 0 ||
+        (rc = check_enum(c, "update_mode", v, 1, 2)) < 0 ||
+        (rc = get_fixed(c, "model_hash", &pb->model_hash, t->model_hash,
+                        SFL_MSG_HASH_BYTES)) < 0 ||
+        (rc = get_fixed(c, "round_nonce", &pb->round_nonce, t->round_nonce,
+                        SFL_MSG_NONCE_BYTES)) < 0 ||
+        (rc = get_fixed(c, "round_key", &pb->round_key, t->round_key, SFL_MSG_KEY_BYTES)) < 0)
+        goto out;
+    t->update_mode = (sfl_update_mode_t)v;
+    rc = get_sparse(c, "model", pb->model, lim->max_dim, lim->max_nnz, &t->model,
+                    &t->model_encoding, hash);
+    if (rc < 0)
+        goto out;
+    /* The signature covers both, so a mismatch means a broken coordinator;
+     * checking here lets agents sign model_hash as "the model I trained
+     * from" without hashing it themselves. */
+    if (memcmp(hash, t->model_hash, SFL_MSG_HASH_BYTES) != 0) {
+        rc = fail(c, c->bad, "model_hash does not match the model");
+        goto out;
+    }
+    rc = check_task(c, t);
+out:
+    free_pb(pb);
+    return rc;
+}
+
+int sfl_msg_task_or_wait_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                sfl_task_t **task, sfl_wait_t *wait)
+{
+    const chk_t cs = {"subscribe message", SFL_EPARSE};
+    const chk_t ct = {"task", SFL_EPARSE};
+    const chk_t cw = {"wait", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__TaskOrWait *pb = NULL;
+    sfl_task_t *t = NULL;
+    int rc;
+
+    assert(task != NULL && wait != NULL);
+    *task = NULL;
+    lim = limits(lim, &tmp);
+    pb = unpack(&sfl__v1__task_or_wait__descriptor, &cs, buf, len, lim->max_message, &rc);
+    if (pb == NULL)
+        goto out;
+    if (pb->kind_case == SFL__V1__TASK_OR_WAIT__KIND_WAIT && pb->wait != NULL) {
+        sfl_wait_t w;
+
+        memset(&w, 0, sizeof(w));
+        w.retry_after_ms = pb->wait->retry_after_ms;
+        if ((rc = get_str(&cw, "reason", pb->wait->reason, w.reason, SFL_MSG_TEXT_LEN)) < 0 ||
+            (rc = check_wait(&cw, &w)) < 0)
+            goto out;
+        *wait = w;
+        goto out;
+    }
+    if (pb->kind_case != SFL__V1__TASK_OR_WAIT__KIND_TASK || pb->task == NULL) {
+        rc = fail(&cs, SFL_EPARSE, "neither task nor wait");
+        goto out;
+    }
+    t = sfl__calloc(1, sizeof(*t));
+    if (t == NULL) {
+        rc = fail(&ct, SFL_ENOMEM, "no memory");
+        goto out;
+    }
+    rc = get_fixed(&ct, "signature", &pb->task->signature, t->signature, SFL_MSG_SIG_BYTES);
+    if (rc < 0)
+        goto out;
+    if (pb->task->task.len == 0) {
+        rc = fail(&ct, SFL_EPARSE, "signed task is empty");
+        goto out;
+    }
+    /* Keep the signed bytes exactly as received: the agent verifies these,
+     * never a re-encoding (see SignedTask in coordinator.proto). protobuf-c
+     * allocated them with our allocator as a block of their own (freed field
+     * by field in free_unpacked), so they are taken over, not copied. */
+    t->signed_bytes = pb->task->task.data;
+    t->signed_len = pb->task->task.len;
+    pb->task->task.data = NULL;
+    pb->task->task.len = 0;
+    /* The envelope goes before the model is decoded, so peak memory is the
+     * task bytes plus one copy of the model. */
+    free_pb(pb);
+    pb = NULL;
+    rc = get_task(&ct, lim, t);
+    if (rc < 0)
+        goto out;
+    *task = t;
+    t = NULL;
+out:
+    sfl_msg_task_free(t);
+    free_pb(pb);
+    return rc;
+}
+
+/* ---- Update, payload, ack --------------------------------------------------------- */
+
+static int check_update(const chk_t *c, const sfl_update_t *m)
+{
+    int rc;
+
+    if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = check_id(c, "round", m->round)) < 0 ||
+        (rc = check_id(c, "agent_id", m->agent_id)) < 0 ||
+        (rc = check_enum(c, "mode", (int)m->mode, 1, 2)) < 0)
+        return rc;
+    if (m->sealed_len == 0 || m->sealed == NULL)
+        return fail(c, c->bad, "sealed payload missing");
+    return 0;
+}
+
+int sfl_msg_update_pack(const sfl_update_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"update", SFL_EINVAL};
+    Sfl__V1__Update pb = SFL__V1__UPDATE__INIT;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_update(&c, m);
+    if (rc < 0)
+        return rc;
+    pb.job_id = m->job_id;
+    pb.round = m->round;
+    pb.attempt = m->attempt;
+    pb.agent_id = m->agent_id;
+    pb.mode = (Sfl__V1__UpdateMode)m->mode;
+    pb.sealed = bin(m->sealed, m->sealed_len);
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+void sfl_msg_update_free(sfl_update_t *m)
+{
+    if (m == NULL)
+        return;
+    sfl__free(m->sealed);
+    sfl__free(m);
+}
+
+int sfl_msg_update_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_update_t **out)
+{
+    const chk_t c = {"update", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__Update *pb = NULL;
+    sfl_update_t *m = NULL;
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    lim = limits(lim, &tmp);
+    pb = unpack(&sfl__v1__update__descriptor, &c, buf, len, lim->max_message, &rc);
+    if (pb == NULL)
+        goto out;
+    m = sfl__calloc(1, sizeof(*m));
+    if (m == NULL) {
+        rc = fail(&c, SFL_ENOMEM, "no memory");
+        goto out;
+    }
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->attempt = pb->attempt;
+    m->agent_id = pb->agent_id;
+    m->mode = (sfl_update_mode_t)pb->mode;
+    /* protobuf-c allocated the bytes with our allocator as their own block
+     * (freed field by field in free_unpacked), so they can be taken over
+     * instead of copied: the sealed update is the one big field here. */
+    m->sealed = pb->sealed.data;
+    m->sealed_len = pb->sealed.len;
+    pb->sealed.data = NULL;
+    pb->sealed.len = 0;
+    rc = check_update(&c, m);
+    if (rc < 0)
+        goto out;
+    *out = m;
+    m = NULL;
+out:
+    sfl_msg_update_free(m);
+    free_pb(pb);
+    return rc;
+}
+
+static int check_payload(const chk_t *c, const sfl_payload_t *m)
+{
+    if (m->samples == 0)
+        return fail(c, c->bad, "samples missing (0)");
+    return check_finite(c, "train_loss", m->train_loss);
+}
+
+int sfl_msg_payload_pack(const sfl_payload_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"update payload", SFL_EINVAL};
+    Sfl__V1__UpdatePayload pb = SFL__V1__UPDATE_PAYLOAD__INIT;
+    Sfl__V1__SparseVector sv = SFL__V1__SPARSE_VECTOR__INIT;
+    uint8_t *data = NULL;
+    int rc;
+
+    clear_out(out, len);
+    if ((rc = check_payload(&c, m)) < 0 ||
+        (rc = put_sparse(&c, "update", m->update, m->encoding, &sv, &data)) < 0)
+        goto out;
+    pb.update = &sv;
+    pb.samples = m->samples;
+    pb.train_loss = m->train_loss;
+    rc = pack(&pb.base, &c, NULL, 0, out, len);
+out:
+    sfl__free(data);
+    return rc;
+}
+
+void sfl_msg_payload_free(sfl_payload_t *m)
+{
+    if (m == NULL)
+        return;
+    sfl_spvec_free(m->update);
+    sfl__free(m);
+}
+
+int sfl_msg_payload_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                           uint32_t dim, sfl_payload_t **out)
+{
+    const chk_t c = {"update payload", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__UpdatePayload *pb = NULL;
+    sfl_payload_t *m = NULL;
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    lim = limits(lim, &tmp);
+    pb = unpack(&sfl__v1__update_payload__descriptor, &c, buf, len, lim->max_message, &rc);
+    if (pb == NULL)
+        goto out;
+    m = sfl__calloc(1, sizeof(*m));
+    if (m == NULL) {
+        rc = fail(&c, SFL_ENOMEM, "no memory");
+        goto out;
+    }
+    m->samples = pb->samples;
+    m->train_loss = pb->train_loss;
+    if ((rc = check_payload(&c, m)) < 0)
+        goto out;
+    /* Checked before decoding so a wrong-sized vector is never allocated. */
+    if (pb->update != NULL && pb->update->dim != dim) {
+        rc = fail(&c, SFL_EDIM, "update.dim is %u, the task's model has %u", pb->update->dim,
+                  dim);
+        goto out;
+    }
+    rc = get_sparse(&c, "update", pb->update, dim, lim->max_nnz, &m->update, &m->encoding,
+                    NULL);
+    if (rc < 0)
+        goto out;
+    *out = m;
+    m = NULL;
+out:
+    sfl_msg_payload_free(m);
+    free_pb(pb);
+    return rc;
+}
+
+static int check_ack(const chk_t *c, const sfl_ack_t *m)
+{
+    int rc = check_enum(c, "status", (int)m->status, 1, 5);
+
+    return rc < 0 ? rc : check_str(c, "reason", m->reason, SFL_MSG_TEXT_LEN, 0);
+}
+
+int sfl_msg_ack_pack(const sfl_ack_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"update ack", SFL_EINVAL};
+    Sfl__V1__UpdateAck pb = SFL__V1__UPDATE_ACK__INIT;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_ack(&c, m);
+    if (rc < 0)
+        return rc;
+    pb.status = (Sfl__V1__AckStatus)m->status;
+    pb.reason = str(m->reason);
+    pb.job_id = m->job_id;
+    pb.round = m->round;
+    pb.attempt = m->attempt;
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_ack_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim, sfl_ack_t *m)
+{
+    const chk_t c = {"update ack", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__UpdateAck *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    memset(m, 0, sizeof(*m));
+    pb = unpack(&sfl__v1__update_ack__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb == NULL)
+        goto out;
+    m->status = (sfl_ack_status_t)pb->status;
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->attempt = pb->attempt;
+    if ((rc = get_str(&c, "reason", pb->reason, m->reason, SFL_MSG_TEXT_LEN)) < 0)
+        goto out;
+    rc = check_ack(&c, m);
+out:
+    free_pb(pb);
+    return rc;
+}
+
+/* ---- Heartbeat ----------------------------------------------------------------- */
+
+static int check_heartbeat_req(const chk_t *c, const sfl_heartbeat_req_t *m)
+{
+    int rc;
+
+    if ((rc = check_id(c, "agent_id", m->agent_id)) < 0 ||
+        (rc = check_enum(c, "phase", (int)m->phase, 1, 3)) < 0 ||
+        (rc = check_tags(c, "conditions", &m->conditions)) < 0)
+        return rc;
+    if (m->progress_permille > 1000)
+        return fail(c, c->bad, "progress_permille %u exceeds 1000", m->progress_permille);
+    return 0;
+}
+
+int sfl_msg_heartbeat_req_pack(const sfl_heartbeat_req_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"heartbeat", SFL_EINVAL};
+    Sfl__V1__HeartbeatRequest pb = SFL__V1__HEARTBEAT_REQUEST__INIT;
+    char *conds[SFL_MSG_MAX_TAGS];
+    int rc;
+
+    clear_out(out, len);
+    rc = check_heartbeat_req(&c, m);
+    if (rc < 0)
+        return rc;
+    pb.agent_id = m->agent_id;
+    pb.phase = (Sfl__V1__AgentPhase)m->phase;
+    pb.job_id = m->job_id;
+    pb.round = m->round;
+    pb.attempt = m->attempt;
+    pb.progress_permille = m->progress_permille;
+    put_tags(&m->conditions, conds, &pb.n_conditions, &pb.conditions);
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_heartbeat_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_heartbeat_req_t *m)
+{
+    const chk_t c = {"heartbeat", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__HeartbeatRequest *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    memset(m, 0, sizeof(*m));
+    pb = unpack(&sfl__v1__heartbeat_request__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb == NULL)
+        goto out;
+    m->agent_id = pb->agent_id;
+    m->phase = (sfl_agent_phase_t)pb->phase;
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->attempt = pb->attempt;
+    m->progress_permille = pb->progress_permille;
+    if ((rc = get_tags(&c, "conditions", pb->conditions, pb->n_conditions, &m->conditions)) < 0)
+        goto out;
+    rc = check_heartbeat_req(&c, m);
+out:
+    free_pb(pb);
+    return rc;
+}
+
+static int check_heartbeat_reply(const chk_t *c, const sfl_heartbeat_reply_t *m)
+{
+    if (m->interval_ms == 0)
+        return fail(c, c->bad, "interval_ms missing (0)");
+    return check_bool(c, "abort", m->abort);
+}
+
+int sfl_msg_heartbeat_reply_pack(const sfl_heartbeat_reply_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"heartbeat reply", SFL_EINVAL};
+    Sfl__V1__HeartbeatReply pb = SFL__V1__HEARTBEAT_REPLY__INIT;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_heartbeat_reply(&c, m);
+    if (rc < 0)
+        return rc;
+    pb.interval_ms = m->interval_ms;
+    pb.abort = m->abort;
+    pb.deadline_ms = m->deadline_ms;
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_heartbeat_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                   sfl_heartbeat_reply_t *m)
+{
+    const chk_t c = {"heartbeat reply", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__HeartbeatReply *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    memset(m, 0, sizeof(*m));
+    pb = unpack(&sfl__v1__heartbeat_reply__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb == NULL)
+        goto out;
+    m->interval_ms = pb->interval_ms;
+    m->abort = pb->abort ? 1 : 0;
+    m->deadline_ms = pb->deadline_ms;
+    rc = check_heartbeat_reply(&c, m);
+out:
+    free_pb(pb);
+    return rc;
+}
+
+/* ---- Admin: jobs ------------------------------------------------------------ */
+
+static int check_job_spec(const chk_t *c, const sfl_job_spec_t *m)
+{
+    int rc;
+
+    if ((rc = check_str(c, "name", m->name, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = check_params(c, &m->params)) < 0 ||
+        (rc = check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = check_labels(c, "labels", m->nlabels, m->labels)) < 0 ||
+        (rc = check_finite(c, "over_selection", m->over_selection)) < 0 ||
+        (rc = check_enc(c, "value_encoding", m->value_encoding)) < 0 ||
+        (rc = check_tags(c, "required_conditions", &m->required_conditions)) < 0 ||
+        (rc = check_str(c, "dictionary", m->dictionary, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_bool(c, "paused", m->paused)) < 0)
+        return rc;
+    if (m->dimension == 0)
+        return fail(c, c->bad, "dimension missing (0)");
+    if (m->rounds == 0)
+        return fail(c, c->bad, "rounds missing (0)");
+    if (m->cohort_size == 0)
+        return fail(c, c->bad, "cohort_size missing (0)");
+    if (m->min_quorum == 0 || m->min_quorum > m->cohort_size)
+        return fail(c, c->bad, "min_quorum %u not in [1, cohort_size %u]", m->min_quorum,
+                    m->cohort_size);
+    if (m->over_selection < 0)
+        return fail(c, c->bad, "over_selection %g is negative", m->over_selection);
+    if (m->round_deadline_ms == 0)
+        return fail(c, c->bad, "round_deadline_ms missing (0)");
+    if (m->max_attempts == 0)
+        return fail(c, c->bad, "max_attempts missing (0)");
+    if (m->heartbeat_timeout_ms == 0)
+        return fail(c, c->bad, "heartbeat_timeout_ms missing (0)");
+    return 0;
+}
+
+int sfl_msg_create_job_pack(const sfl_job_spec_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"job spec", SFL_EINVAL};
+    Sfl__V1__CreateJobRequest pb = SFL__V1__CREATE_JOB_REQUEST__INIT;
+    Sfl__V1__JobSpec js = SFL__V1__JOB_SPEC__INIT;
+    Sfl__V1__AlgorithmParams pp = SFL__V1__ALGORITHM_PARAMS__INIT;
+    char *conds[SFL_MSG_MAX_TAGS];
+    int rc;
+
+    clear_out(out, len);
+    rc = check_job_spec(&c, m);
+    if (rc < 0)
+        return rc;
+    put_params(&m->params, &pp);
+    js.name = str(m->name);
+    js.algorithm = str(m->algorithm);
+    js.params = &pp;
+    js.loss = str(m->loss);
+    js.dimension = m->dimension;
+    js.n_labels = m->nlabels;
+    js.labels = (double *)(uintptr_t)m->labels;
+    js.rounds = m->rounds;
+    js.cohort_size = m->cohort_size;
+    js.over_selection = m->over_selection;
+    js.min_quorum = m->min_quorum;
+    js.round_deadline_ms = m->round_deadline_ms;
+    js.value_encoding = (Sfl__V1__ValueEncoding)(m->value_encoding + 1);
+    js.seed = m->seed;
+    put_tags(&m->required_conditions, conds, &js.n_required_conditions, &js.required_conditions);
+    js.dictionary = str(m->dictionary);
+    js.max_attempts = m->max_attempts;
+    js.paused = m->paused;
+    js.heartbeat_timeout_ms = m->heartbeat_timeout_ms;
+    pb.spec = &js;
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_create_job_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_job_spec_t *m)
+{
+    const chk_t c = {"job spec", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__CreateJobRequest *pb = NULL;
+    const Sfl__V1__JobSpec *js;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    memset(m, 0, sizeof(*m));
+    pb = unpack(&sfl__v1__create_job_request__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb == NULL)
+        goto out;
+    js = pb->spec;
+    if (js == NULL) {
+        rc = fail(&c, SFL_EPARSE, "spec missing");
+        goto out;
+    }
+    if ((rc = get_str(&c, "name", js->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_str(&c, "algorithm", js->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_params(&c, js->params, &m->params)) < 0 ||
+        (rc = get_str(&c, "loss", js->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_labels(&c, "labels", js->labels, js->n_labels, &m->nlabels, m->labels)) < 0 ||
+        (rc = get_enc(&c, "value_encoding", (int)js->value_encoding, &m->value_encoding)) < 0 ||
+        (rc = get_tags(&c, "required_conditions", js->required_conditions,
+                       js->n_required_conditions, &m->required_conditions)) < 0 ||
+        (rc = get_str(&c, "dictionary", js->dictionary, m->dictionary, SFL_MSG_NAME_LEN)) < 0)
+        goto out;
+    m->dimension = js->dimension;
+    m->rounds = js->rounds;
+    m->cohort_size = js->cohort_size;
+    m->over_selection = js->over_selection;
+    m->min_quorum = js->min_quorum;
+    m->round_deadline_ms = js->round_deadline_ms;
+    m->seed = js->seed;
+    m->max_attempts = js->max_attempts;
+    m->paused = js->paused ? 1 : 0;
+    m->heartbeat_timeout_ms = js->heartbeat_timeout_ms;
+    rc = check_job_spec(&c, m);
+out:
+    free_pb(pb);
+    return rc;
+}
+
+static int check_job_status(const chk_t *c, const sfl_job_status_t *m)
+{
+    int rc;
+
+    if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = check_str(c, "name", m->name, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_enum(c, "state", (int)m->state, 1, 6)) < 0 ||
+        (rc = check_enum(c, "round_state", (int)m->round_state, 0, 4)) < 0 ||
+        (rc = check_str(c, "error", m->error, SFL_MSG_TEXT_LEN, 0)) < 0)
+        return rc;
+    return 0;
+}
+
+static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
+{
+    o->job_id = m->job_id;
+    o->name = str(m->name);
+    o->algorithm = str(m->algorithm);
+    o->state = (Sfl__V1__JobState)m->state;
+    o->committed_round = m->committed_round;
+    o->rounds = m->rounds;
+    o->round_state = (Sfl__V1__RoundState)m->round_state;
+    o->attempt = m->attempt;
+    o->selected = m->selected;
+    o->accepted = m->accepted;
+    o->cohort_size = m->cohort_size;
+    o->min_quorum = m->min_quorum;
+    o->deadline_ms = m->deadline_ms;
+    o->error = str(m->error);
+    o->model_nnz = m->model_nnz;
+}
+
+static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
+{
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if (p == NULL)
+        return fail(c, c->bad, "job missing");
+    m->job_id = p->job_id;
+    m->state = (sfl_job_state_t)p->state;
+    m->committed_round = p->committed_round;
+    m->rounds = p->rounds;
+    m->round_state = (sfl_round_state_t)p->round_state;
+    m->attempt = p->attempt;
+    m->selected = p->selected;
+    m->accepted = p->accepted;
+    m->cohort_size = p->cohort_size;
+    m->min_quorum = p->min_quorum;
+    m->deadline_ms = p->deadline_ms;
+    m->model_nnz = p->model_nnz;
+    if ((rc = get_str(c, "name", p->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_str(c, "algorithm", p->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0)
+        return rc;
+    return check_job_status(c, m);
+}
+
+int sfl_msg_job_req_pack(uint64_t job_id, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"job request", SFL_EINVAL};
+    Sfl__V1__JobRequest pb = SFL__V1__JOB_REQUEST__INIT;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_id(&c, "job_id", job_id);
+    if (rc < 0)
+        return rc;
+    pb.job_id = job_id;
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_job_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                           uint64_t *job_id)
+{
+    const chk_t c = {"job request", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__JobRequest *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    *job_id = 0;
+    pb = unpack(&sfl__v1__job_request__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb == NULL)
+        goto out;
+    rc = check_id(&c, "job_id", pb->job_id);
+    if (rc == 0)
+        *job_id = pb->job_id;
+out:
+    free_pb(pb);
+    return rc;
+}
+
+int sfl_msg_job_reply_pack(const sfl_job_status_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"job reply", SFL_EINVAL};
+    Sfl__V1__JobReply pb = SFL__V1__JOB_REPLY__INIT;
+    Sfl__V1__JobStatus js = SFL__V1__JOB_STATUS__INIT;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_job_status(&c, m);
+    if (rc < 0)
+        return rc;
+    put_job_status(m, &js);
+    pb.job = &js;
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_job_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                             sfl_job_status_t *m)
+{
+    const chk_t c = {"job reply", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__JobReply *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    memset(m, 0, sizeof(*m));
+    pb = unpack(&sfl__v1__job_reply__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb == NULL)
+        goto out;
+    rc = get_job_status(&c, pb->job, m);
+out:
+    free_pb(pb);
+    return rc;
+}
+
+/* ---- Admin: empty requests, status, lists ---------------------------------------- */
+
+/* Empty messages still go through protobuf-c, so a request that is not one
+ * (garbage, a wrong wire type) is refused like any other. */
+static int unpack_empty(const ProtobufCMessageDescriptor *d, const char *what,
+                        const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim)
+{
+    const chk_t c = {what, SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    free_pb(unpack(d, &c, buf, len, control_max(lim), &rc));
+    return rc;
+}
+
+int sfl_msg_status_req_pack(uint8_t **out, size_t *len)
+{
+    const chk_t c = {"status request", SFL_EINVAL};
+    Sfl__V1__StatusRequest pb = SFL__V1__STATUS_REQUEST__INIT;
+
+    clear_out(out, len);
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_status_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim)
+{
+    return unpack_empty(&sfl__v1__status_request__descriptor, "status request", buf, len, lim);
+}
+
+int sfl_msg_list_jobs_req_pack(uint8_t **out, size_t *len)
+{
+    const chk_t c = {"list jobs request", SFL_EINVAL};
+    Sfl__V1__ListJobsRequest pb = SFL__V1__LIST_JOBS_REQUEST__INIT;
+
+    clear_out(out, len);
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_list_jobs_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim)
+{
+    return unpack_empty(&sfl__v1__list_jobs_request__descriptor, "list jobs request", buf, len,
+                        lim);
+}
+
+/* Generated structs for n jobs: one block of structs, one of pointers. */
+static int put_jobs(const chk_t *c, const sfl_job_status_t *jobs, uint32_t n,
+                    Sfl__V1__JobStatus **blk, Sfl__V1__JobStatus ***ptrs)
+{
+    static const Sfl__V1__JobStatus init = SFL__V1__JOB_STATUS__INIT;
+    int rc;
+
+    *blk = NULL;
+    *ptrs = NULL;
+    if (n == 0)
+        return 0;
+    if (jobs == NULL)
+        return fail(c, SFL_EINVAL, "%u jobs but no array", n);
+    for (uint32_t i = 0; i < n; i++)
+        if ((rc = check_job_status(c, &jobs[i])) < 0)
+            return rc;
+    *blk = sfl__mallocarray(n, sizeof(**blk));
+    *ptrs = sfl__mallocarray(n, sizeof(**ptrs));
+    if (*blk == NULL || *ptrs == NULL)
+        return fail(c, SFL_ENOMEM, "no memory for %u jobs", n);
+    for (uint32_t i = 0; i < n; i++) {
+        (*blk)[i] = init;
+        put_job_status(&jobs[i], &(*blk)[i]);
+        (*ptrs)[i] = &(*blk)[i];
+    }
+    return 0;
+}
+
+static int get_jobs(const chk_t *c, Sfl__V1__JobStatus *const *src, size_t n,
+                    sfl_job_status_t **jobs)
+{
+    *jobs = NULL;
+    if (n == 0)
+        return 0;
+    *jobs = sfl__mallocarray(n, sizeof(**jobs));
+    if (*jobs == NULL)
+        return fail(c, SFL_ENOMEM, "no memory for %zu jobs", n);
+    for (size_t i = 0; i < n; i++) {
+        int rc = get_job_status(c, src[i], &(*jobs)[i]);
+
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Refuses more than max_items entries of field `num` before unpacking. */
+static int check_items(const chk_t *c, const uint8_t *buf, size_t len, size_t max_message,
+                       uint32_t num, uint32_t max_items)
+{
+    size_t n;
+    int rc;
+
+    if (buf == NULL || len > max_message)
+        return 0; /* unpack() reports these */
+    rc = count_field(c, buf, len, num, &n);
+    if (rc < 0)
+        return rc;
+    if (n > max_items)
+        return fail(c, SFL_ELIMIT, "%zu entries exceed the limit of %u", n, max_items);
+    return 0;
+}
+
+int sfl_msg_status_pack(const sfl_status_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"status", SFL_EINVAL};
+    Sfl__V1__StatusReply pb = SFL__V1__STATUS_REPLY__INIT;
+    Sfl__V1__JobStatus *blk = NULL, **ptrs = NULL;
+    int rc;
+
+    clear_out(out, len);
+    if ((rc = check_str(&c, "version", m->version, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = put_jobs(&c, m->jobs, m->njobs, &blk, &ptrs)) < 0)
+        goto out;
+    pb.version = str(m->version);
+    pb.started_ms = m->started_ms;
+    pb.connected_agents = m->connected_agents;
+    pb.known_agents = m->known_agents;
+    pb.updates_accepted = m->updates_accepted;
+    pb.updates_rejected = m->updates_rejected;
+    pb.bytes_in = m->bytes_in;
+    pb.bytes_out = m->bytes_out;
+    pb.n_jobs = m->njobs;
+    pb.jobs = ptrs;
+    rc = pack(&pb.base, &c, NULL, 0, out, len);
+out:
+    sfl__free(ptrs);
+    sfl__free(blk);
+    return rc;
+}
+
+void sfl_msg_status_free(sfl_status_t *m)
+{
+    if (m == NULL)
+        return;
+    sfl__free(m->jobs);
+    sfl__free(m);
+}
+
+int sfl_msg_status_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_status_t **out)
+{
+    const chk_t c = {"status", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__StatusReply *pb = NULL;
+    sfl_status_t *m = NULL;
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    lim = limits(lim, &tmp);
+    rc = check_items(&c, buf, len, lim->max_message, 9, lim->max_items);
+    if (rc < 0)
+        goto out;
+    pb = unpack(&sfl__v1__status_reply__descriptor, &c, buf, len, lim->max_message, &rc);
+    if (pb == NULL)
+        goto out;
+    m = sfl__calloc(1, sizeof(*m));
+    if (m == NULL) {
+        rc = fail(&c, SFL_ENOMEM, "no memory");
+        goto out;
+    }
+    m->started_ms = pb->started_ms;
+    m->connected_agents = pb->connected_agents;
+    m->known_agents = pb->known_agents;
+    m->updates_accepted = pb->updates_accepted;
+    m->updates_rejected = pb->updates_rejected;
+    m->bytes_in = pb->bytes_in;
+    m->bytes_out = pb->bytes_out;
+    m->njobs = (uint32_t)pb->n_jobs;
+    if ((rc = get_str(&c, "version", pb->version, m->version, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = check_str(&c, "version", m->version, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = get_jobs(&c, pb->jobs, pb->n_jobs, &m->jobs)) < 0)
+        goto out;
+    *out = m;
+    m = NULL;
+out:
+    sfl_msg_status_free(m);
+    free_pb(pb);
+    return rc;
+}
+
+int sfl_msg_job_list_pack(const sfl_job_list_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"job list", SFL_EINVAL};
+    Sfl__V1__ListJobsReply pb = SFL__V1__LIST_JOBS_REPLY__INIT;
+    Sfl__V1__JobStatus *blk = NULL, **ptrs = NULL;
+    int rc;
+
+    clear_out(out, len);
+    rc = put_jobs(&c, m->jobs, m->n, &blk, &ptrs);
+    if (rc < 0)
+        goto out;
+    pb.n_jobs = m->n;
+    pb.jobs = ptrs;
+    rc = pack(&pb.base, &c, NULL, 0, out, len);
+out:
+    sfl__free(ptrs);
+    sfl__free(blk);
+    return rc;
+}
+
+void sfl_msg_job_list_free(sfl_job_list_t *m)
+{
+    if (m == NULL)
+        return;
+    sfl__free(m->jobs);
+    sfl__free(m);
+}
+
+int sfl_msg_job_list_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                            sfl_job_list_t **out)
+{
+    const chk_t c = {"job list", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__ListJobsReply *pb = NULL;
+    sfl_job_list_t *m = NULL;
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    lim = limits(lim, &tmp);
+    rc = check_items(&c, buf, len, lim->max_message, 1, lim->max_items);
+    if (rc < 0)
+        goto out;
+    pb = unpack(&sfl__v1__list_jobs_reply__descriptor, &c, buf, len, lim->max_message, &rc);
+    if (pb == NULL)
+        goto out;
+    m = sfl__calloc(1, sizeof(*m));
+    if (m == NULL) {
+        rc = fail(&c, SFL_ENOMEM, "no memory");
+        goto out;
+    }
+    m->n = (uint32_t)pb->n_jobs;
+    rc = get_jobs(&c, pb->jobs, pb->n_jobs, &m->jobs);
+    if (rc < 0)
+        goto out;
+    *out = m;
+    m = NULL;
+out:
+    sfl_msg_job_list_free(m);
+    free_pb(pb);
+    return rc;
+}
+
+/* ---- Admin: agents ------------------------------------------------------------- */
+
+int sfl_msg_list_agents_req_pack(int connected_only, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"list agents request", SFL_EINVAL};
+    Sfl__V1__ListAgentsRequest pb = SFL__V1__LIST_AGENTS_REQUEST__INIT;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_bool(&c, "connected_only", connected_only);
+    if (rc < 0)
+        return rc;
+    pb.connected_only = connected_only;
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_list_agents_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                   int *connected_only)
+{
+    const chk_t c = {"list agents request", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__ListAgentsRequest *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    *connected_only = 0;
+    pb = unpack(&sfl__v1__list_agents_request__descriptor, &c, buf, len, control_max(lim), &rc);
+    if (pb != NULL)
+        *connected_only = pb->connected_only ? 1 : 0;
+    free_pb(pb);
+    return rc;
+}
+
+static int check_agent(const chk_t *c, const sfl_agent_info_t *a)
+{
+    int rc;
+
+    if ((rc = check_id(c, "agent_id", a->agent_id)) < 0 ||
+        (rc = check_str(c, "subject", a->subject, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_bool(c, "connected", a->connected)) < 0 ||
+        (rc = check_tags(c, "capabilities", &a->capabilities)) < 0 ||
+        (rc = check_tags(c, "conditions", &a->conditions)) < 0 ||
+        (rc = check_summary(c, &a->dataset)) < 0 ||
+        (rc = check_enum(c, "phase", (int)a->phase, 0, 3)) < 0 ||
+        (rc = check_str(c, "agent_version", a->agent_version, SFL_MSG_NAME_LEN, 0)) < 0)
+        return rc;
+    if (a->progress_permille > 1000)
+        return fail(c, c->bad, "progress_permille %u exceeds 1000", a->progress_permille);
+    return 0;
+}
+
+/* Scratch for one AgentInfo on the wire. */
+typedef struct agent_pb {
+    Sfl__V1__AgentInfo ai;
+    Sfl__V1__DatasetSummary ds;
+    char *caps[SFL_MSG_MAX_TAGS];
+    char *conds[SFL_MSG_MAX_TAGS];
+} agent_pb_t;
+
+int sfl_msg_agent_list_pack(const sfl_agent_list_t *m, uint8_t **out, size_t *len)
+{
+    static const Sfl__V1__AgentInfo ai_init = SFL__V1__AGENT_INFO__INIT;
+    static const Sfl__V1__DatasetSummary ds_init = SFL__V1__DATASET_SUMMARY__INIT;
+    const chk_t c = {"agent list", SFL_EINVAL};
+    Sfl__V1__ListAgentsReply pb = SFL__V1__LIST_AGENTS_REPLY__INIT;
+    agent_pb_t *blk = NULL;
+    Sfl__V1__AgentInfo **ptrs = NULL;
+    int rc = 0;
+
+    clear_out(out, len);
+    if (m->n > 0 && m->agents == NULL)
+        return fail(&c, SFL_EINVAL, "%u agents but no array", m->n);
+    for (uint32_t i = 0; i < m->n; i++)
+        if ((rc = check_agent(&c, &m->agents[i])) < 0)
+            return rc;
+    if (m->n > 0) {
+        blk = sfl__mallocarray(m->n, sizeof(*blk));
+        ptrs = sfl__mallocarray(m->n, sizeof(*ptrs));
+        if (blk == NULL || ptrs == NULL) {
+            rc = fail(&c, SFL_ENOMEM, "no memory for %u agents", m->n);
+            goto out;
+        }
+    }
+    for (uint32_t i = 0; i < m->n; i++) {
+        const sfl_agent_info_t *a = &m->agents[i];
+        agent_pb_t *p = &blk[i];
+
+        p->ai = ai_init;
+        p->ds = ds_init;
+        p->ai.agent_id = a->agent_id;
+        p->ai.subject = str(a->subject);
+        p->ai.connected = a->connected;
+        put_tags(&a->capabilities, p->caps, &p->ai.n_capabilities, &p->ai.capabilities);
+        put_tags(&a->conditions, p->conds, &p->ai.n_conditions, &p->ai.conditions);
+        put_summary(&a->dataset, &p->ds);
+        p->ai.dataset = &p->ds;
+        p->ai.last_seen_ms = a->last_seen_ms;
+        p->ai.phase = (Sfl__V1__AgentPhase)a->phase;
+        p->ai.job_id = a->job_id;
+        p->ai.round = a->round;
+        p->ai.progress_permille = a->progress_permille;
+        p->ai.updates_accepted = a->updates_accepted;
+        p->ai.agent_version = str(a->agent_version);
+        ptrs[i] = &p->ai;
+    }
+    pb.n_agents = m->n;
+    pb.agents = ptrs;
+    rc = pack(&pb.base, &c, NULL, 0, out, len);
+out:
+    sfl__free(ptrs);
+    sfl__free(blk);
+    return rc;
+}
+
+void sfl_msg_agent_list_free(sfl_agent_list_t *m)
+{
+    if (m == NULL)
+        return;
+    sfl__free(m->agents);
+    sfl__free(m);
+}
+
+static int get_agent(const chk_t *c, const Sfl__V1__AgentInfo *p, sfl_agent_info_t *a)
+{
+    int rc;
+
+    memset(a, 0, sizeof(*a));
+    a->agent_id = p->agent_id;
+    a->connected = p->connected ? 1 : 0;
+    a->last_seen_ms = p->last_seen_ms;
+    a->phase = (sfl_agent_phase_t)p->phase;
+    a->job_id = p->job_id;
+    a->round = p->round;
+    a->progress_permille = p->progress_permille;
+    a->updates_accepted = p->updates_accepted;
+    if ((rc = get_str(c, "subject", p->subject, a->subject, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_tags(c, "capabilities", p->capabilities, p->n_capabilities,
+                       &a->capabilities)) < 0 ||
+        (rc = get_tags(c, "conditions", p->conditions, p->n_conditions, &a->conditions)) < 0 ||
+        (rc = get_str(c, "agent_version", p->agent_version, a->agent_version,
+                      SFL_MSG_NAME_LEN)) < 0)
+        return rc;
+    /* The summary is optional in a listing (an agent known only by id). */
+    if (p->dataset != NULL && (rc = get_summary(c, p->dataset, &a->dataset)) < 0)
+        return rc;
+    return check_agent(c, a);
+}
+
+int sfl_msg_agent_list_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_agent_list_t **out)
+{
+    const chk_t c = {"agent list", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__ListAgentsReply *pb = NULL;
+    sfl_agent_list_t *m = NULL;
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    lim = limits(lim, &tmp);
+    rc = check_items(&c, buf, len, lim->max_message, 1, lim->max_items);
+    if (rc < 0)
+        goto out;
+    pb = unpack(&sfl__v1__list_agents_reply__descriptor, &c, buf, len, lim->max_message, &rc);
+    if (pb == NULL)
+        goto out;
+    m = sfl__calloc(1, sizeof(*m));
+    if (m == NULL || (pb->n_agents > 0 &&
+                      (m->agents = sfl__mallocarray(pb->n_agents, sizeof(*m->agents))) == NULL)) {
+        rc = fail(&c, SFL_ENOMEM, "no memory for %zu agents", pb->n_agents);
+        goto out;
+    }
+    m->n = (uint32_t)pb->n_agents;
+    for (size_t i = 0; i < pb->n_agents; i++)
+        if ((rc = get_agent(&c, pb->agents[i], &m->agents[i])) < 0)
+            goto out;
+    *out = m;
+    m = NULL;
+out:
+    sfl_msg_agent_list_free(m);
+    free_pb(pb);
+    return rc;
+}
+
+/* ---- Admin: export ----------------------------------------------------------- */
+
+int sfl_msg_export_req_pack(uint64_t job_id, uint64_t round, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"export request", SFL_EINVAL};
+    Sfl__V1__ExportModelRequest pb = SFL__V1__EXPORT_MODEL_REQUEST__INIT;
+    int rc;
+
+    clear_out(out, len);
+    rc = check_id(&c, "job_id", job_id);
+    if (rc < 0)
+        return rc;
+    pb.job_id = job_id;
+    pb.round = round;
+    return pack(&pb.base, &c, NULL, 0, out, len);
+}
+
+int sfl_msg_export_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              uint64_t *job_id, uint64_t *round)
+{
+    const chk_t c = {"export request", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__ExportModelRequest *pb = NULL;
+    int rc;
+
+    lim = limits(lim, &tmp);
+    *job_id = 0;
+    *round = 0;
+    pb = unpack(&sfl__v1__export_model_request__descriptor, &c, buf, len, control_max(lim),
+                &rc);
+    if (pb == NULL)
+        goto out;
+    rc = check_id(&c, "job_id", pb->job_id);
+    if (rc == 0) {
+        *job_id = pb->job_id;
+        *round = pb->round;
+    }
+out:
+    free_pb(pb);
+    return rc;
+}
+
+static int check_export(const chk_t *c, const sfl_export_t *m)
+{
+    int rc;
+
+    if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = check_id(c, "round", m->round)) < 0 ||
+        (rc = check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_labels(c, "labels", m->nlabels, m->labels)) < 0)
+        return rc;
+    return 0;
+}
+
+int sfl_msg_export_pack(const sfl_export_t *m, uint8_t **out, size_t *len)
+{
+    const chk_t c = {"export", SFL_EINVAL};
+    Sfl__V1__ExportModelReply pb = SFL__V1__EXPORT_MODEL_REPLY__INIT;
+    Sfl__V1__SparseVector sv = SFL__V1__SPARSE_VECTOR__INIT;
+    uint8_t hash[SFL_MSG_HASH_BYTES], *data = NULL;
+    int rc;
+
+    clear_out(out, len);
+    if ((rc = check_export(&c, m)) < 0 ||
+        (rc = put_sparse(&c, "model", m->model, SFL_ENC_F64, &sv, &data)) < 0)
+        goto out;
+    crypto_generichash(hash, sizeof(hash), sv.data.data, sv.data.len, NULL, 0);
+    pb.job_id = m->job_id;
+    pb.round = m->round;
+    pb.algorithm = str(m->algorithm);
+    pb.loss = str(m->loss);
+    pb.dimension = m->dimension;
+    pb.n_labels = m->nlabels;
+    pb.labels = (double *)(uintptr_t)m->labels;
+    pb.model = &sv;
+    pb.model_hash = bin(hash, sizeof(hash));
+    rc = pack(&pb.base, &c, NULL, 0, out, len);
+out:
+    sfl__free(data);
+    return rc;
+}
+
+void sfl_msg_export_free(sfl_export_t *m)
+{
+    if (m == NULL)
+        return;
+    sfl_spvec_free(m->model);
+    sfl__free(m);
+}
+
+int sfl_msg_export_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_export_t **out)
+{
+    const chk_t c = {"export", SFL_EPARSE};
+    sfl_msg_limits_t tmp;
+    Sfl__V1__ExportModelReply *pb = NULL;
+    sfl_export_t *m = NULL;
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    lim = limits(lim, &tmp);
+    pb = unpack(&sfl__v1__export_model_reply__descriptor, &c, buf, len, lim->max_message, &rc);
+    if (pb == NULL)
+        goto out;
+    m = sfl__calloc(1, sizeof(*m));
+    if (m == NULL) {
+        rc = fail(&c, SFL_ENOMEM, "no memory");
+        goto out;
+    }
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->dimension = pb->dimension;
+    if ((rc = get_str(&c, "algorithm", pb->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_str(&c, "loss", pb->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_labels(&c, "labels", pb->labels, pb->n_labels, &m->nlabels, m->labels)) < 0 ||
+        (rc = get_fixed(&c, "model_hash", &pb->model_hash, m->model_hash,
+                        SFL_MSG_HASH_BYTES)) < 0 ||
+        (rc = check_export(&c, m)) < 0 ||
+        (rc = get_sparse(&c, "model", pb->model, lim->max_dim, lim->max_nnz, &m->model, NULL,
+                         hash)) < 0)
+        goto out;
+    if (memcmp(hash, m->model_hash, SFL_MSG_HASH_BYTES) != 0) {
+        rc = fail(&c, SFL_EPARSE, "model_hash does not match the model");
+        goto out;
+    }
+    *out = m;
+    m = NULL;
+out:
+    sfl_msg_export_free(m);
+    free_pb(pb);
+    return rc;
+}

@@ -1,0 +1,110 @@
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+
+static const char *pk = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+static char *write_tmp(const char *text)
+{
+    static char path[64];
+    int fd;
+
+    snprintf(path, sizeof(path), "/tmp/sfl-agent-XXXXXX");
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+static void test_config_load_and_check(void **state)
+{
+    (void)state;
+    agent_config_t c;
+    char text[1024];
+
+    snprintf(text, sizeof(text),
+             "; an agent\n[agent]\ncoordinator = 10.0.0.1:7443\nca = ca.pem\ncert = a.pem\n"
+             "key = a.key\ncoordinator_pk = %s\ndata = libsvm:/data/shard.svm\n"
+             "conditions = mains_power,unmetered\nbackoff_max_ms = 30000\n", pk);
+    char *path = write_tmp(text);
+    agent_config_default(&c);
+    assert_int_equal(agent_config_load(&c, path), 0);
+    unlink(path);
+    assert_string_equal(c.coordinator, "10.0.0.1:7443");
+    assert_int_equal(c.nconditions, 2);
+    assert_string_equal(c.conditions[0], "mains_power");
+    assert_int_equal(c.backoff_max_ms, 30000);
+    assert_int_equal(agent_config_check(&c), 0);
+    /* Flags set keys the same way and override the file. */
+    assert_int_equal(agent_config_set(&c, "coordinator", "localhost:1"), 0);
+    assert_string_equal(c.coordinator, "localhost:1");
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    agent_config_t c;
+
+    agent_config_default(&c);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "coordinator"));
+    assert_int_equal(agent_config_set(&c, "bogus", "1"), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "bogus"));
+    assert_int_equal(agent_config_set(&c, "heartbeat_ms", "-5"), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "heartbeat_ms", "5x"), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "conditions", "a,,b"), SFL_EINVAL);
+    char big[2000];
+    memset(big, 'p', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    assert_int_equal(agent_config_set(&c, "ca", big), SFL_EINVAL);
+
+    assert_int_equal(agent_config_set(&c, "coordinator", "nohost"), 0);
+    assert_int_equal(agent_config_set(&c, "ca", "x"), 0);
+    assert_int_equal(agent_config_set(&c, "cert", "x"), 0);
+    assert_int_equal(agent_config_set(&c, "key", "x"), 0);
+    assert_int_equal(agent_config_set(&c, "coordinator_pk", "abc"), 0);
+    assert_int_equal(agent_config_set(&c, "data", "libsvm:x"), 0);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL); /* host:port */
+    assert_int_equal(agent_config_set(&c, "coordinator", "h:1"), 0);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL); /* pk */
+    assert_int_equal(agent_config_set(&c, "coordinator_pk", pk), 0);
+    assert_int_equal(agent_config_check(&c), 0);
+    assert_int_equal(agent_config_set(&c, "data", "parquet:x"), 0);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL);
+
+    /* Files: missing, wrong section, bad value, malformed line — each names
+     * the file and line. */
+    assert_int_equal(agent_config_load(&c, "/nonexistent/agent.ini"), -ENOENT);
+    char *p = write_tmp("[coordinator]\nx = 1\n");
+    assert_int_equal(agent_config_load(&c, p), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), ":2: unknown section"));
+    unlink(p);
+    p = write_tmp("[agent]\n\nheartbeat_ms = soon\n");
+    assert_int_equal(agent_config_load(&c, p), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), ":3: heartbeat_ms"));
+    unlink(p);
+    p = write_tmp("[agent]\nthis is not a key value line\n");
+    assert_int_equal(agent_config_load(&c, p), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), ":2: malformed"));
+    unlink(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_load_and_check),
+        cmocka_unit_test(test_config_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,671 @@
+/* TLS 1.3 transport: certificates are made at start by deploy/pki/sfl-pki
+ * (tests run from the repository root) into a temporary directory; server
+ * and clients share one uv loop on 127.0.0.1, every run is bounded by a
+ * watchdog, callbacks are counted. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "failalloc.h"
+#include "sfl/alloc.h"
+#include "sfl/error.h"
+#include "sfl/transport.h"
+
+#define WATCHDOG_MS 5000
+#define PKI "deploy/pki/sfl-pki"
+
+static char dir[64];           /* temporary PKI root */
+static char agent_fp[65];      /* fingerprint of ca/agent/agent-7.crt per sfl-pki */
+
+typedef struct {
+    uv_loop_t loop;
+    uv_timer_t watchdog;
+    int timed_out;
+    sfl_tls_t *stls;
+    sfl_listener_t *l;
+    int port;
+    sfl_conn_opts_t sopts;
+    /* server side */
+    sfl_conn_t *srv;
+    int srv_connect, srv_data, srv_close, srv_close_status, rejects, reject_status;
+    char reject_detail[256];
+    sfl_peer_t srv_peer;
+    size_t srv_bytes;
+    int close_in_data;
+    /* client side */
+    sfl_conn_t *cli;
+    int cli_connect, cli_connect_status, cli_close, cli_close_status;
+    char cli_detail[256];
+    sfl_peer_t cli_peer;
+    size_t cli_bytes;
+    uint8_t *expect;
+    size_t expect_len, send_len;
+    int done;
+} fx_t;
+
+static fx_t F;
+
+static const char *path(char *buf, size_t cap, const char *rel)
+{
+    snprintf(buf, cap, "%s/%s", dir, rel);
+    return buf;
+}
+
+static void sh(const char *fmt, ...) SFL_PRINTF(1, 2);
+static void sh(const char *fmt, ...)
+{
+    char cmd[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    if (system(cmd) != 0)
+        fail_msg("command failed: %s", cmd);
+}
+
+/* One CA with a coordinator, an agent and an admin, and another CA with an
+ * agent of the same name. */
+static int group_setup(void **state)
+{
+    FILE *p;
+    char cmd[256];
+
+    (void)state;
+    if (access(PKI, R_OK) != 0) {
+        fprintf(stderr, "test_tls: %s not found: run from the repository root\n", PKI);
+        return -1;
+    }
+    snprintf(dir, sizeof(dir), "/tmp/sfl-tls-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    sh("sh %s init %s/ca >/dev/null", PKI, dir);
+    sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
+    sh("sh %s agent %s/ca agent-7 >/dev/null", PKI, dir);
+    sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
+    sh("sh %s init %s/other >/dev/null", PKI, dir);
+    sh("sh %s agent %s/other agent-7 >/dev/null", PKI, dir);
+    snprintf(cmd, sizeof(cmd), "sh %s fingerprint %s/ca/agent/agent-7.crt", PKI, dir);
+    p = popen(cmd, "r");
+    if (!p || !fgets(agent_fp, sizeof(agent_fp), p)) {
+        if (p)
+            pclose(p);
+        return -1;
+    }
+    return pclose(p) == 0 && strlen(agent_fp) == 64 ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (dir[0] && strncmp(dir, "/tmp/sfl-tls-", 13) == 0)
+        sh("rm -rf '%s'", dir);
+    return 0;
+}
+
+static void watchdog_cb(uv_timer_t *t)
+{
+    (void)t;
+    F.timed_out = 1;
+    uv_stop(&F.loop);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&F, 0, sizeof(F));
+    assert_int_equal(uv_loop_init(&F.loop), 0);
+    uv_timer_init(&F.loop, &F.watchdog);
+    uv_timer_start(&F.watchdog, watchdog_cb, WATCHDOG_MS, 0);
+    uv_unref((uv_handle_t *)&F.watchdog);
+    return 0;
+}
+
+static void run_until(const int *flag)
+{
+    while (!*flag) {
+        if (F.timed_out)
+            fail_msg("watchdog: condition not reached within %d ms", WATCHDOG_MS);
+        if (!uv_loop_alive(&F.loop))
+            fail_msg("loop ran out of work before the condition");
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sfl_listener_close(F.l);
+    sfl_tls_free(F.stls);
+    while (uv_loop_alive(&F.loop) && !F.timed_out)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&F.watchdog, NULL);
+    uv_run(&F.loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&F.loop), 0);
+    free(F.expect);
+    return 0;
+}
+
+/* ---- callbacks -------------------------------------------------------- */
+
+static void srv_on_connect(sfl_conn_t *c, int status)
+{
+    assert_int_equal(status, 0);
+    F.srv = c;
+    F.srv_connect++;
+    assert_int_equal(sfl_conn_peer(c, &F.srv_peer), 0);
+}
+
+static void srv_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
+{
+    F.srv_data++;
+    F.srv_bytes += len;
+    assert_int_equal(sfl_conn_write(c, buf, len), 0); /* echo */
+    if (F.close_in_data) {
+        sfl_conn_close(c);
+        assert_int_equal(sfl_conn_write(c, buf, len), SFL_EINVAL);
+        assert_int_equal(F.srv_close, 0);
+    }
+}
+
+static void srv_on_close(sfl_conn_t *c, int status)
+{
+    assert_ptr_equal(c, F.srv);
+    F.srv_close++;
+    F.srv_close_status = status;
+    F.srv = NULL;
+}
+
+static void on_reject(sfl_listener_t *l, int status, const char *detail)
+{
+    (void)l;
+    F.rejects++;
+    F.reject_status = status;
+    snprintf(F.reject_detail, sizeof(F.reject_detail), "%s", detail);
+}
+
+static const sfl_conn_cbs_t srv_cbs = {srv_on_connect, srv_on_data, NULL, srv_on_close};
+
+static void cli_on_connect(sfl_conn_t *c, int status)
+{
+    F.cli_connect++;
+    F.cli_connect_status = status;
+    if (status) {
+        snprintf(F.cli_detail, sizeof(F.cli_detail), "%s", sfl_last_error());
+        return;
+    }
+    (void)sfl_conn_peer(c, &F.cli_peer); /* ENOTFOUND for the plain clients */
+    if (F.send_len)
+        assert_int_equal(sfl_conn_write(c, F.expect, F.send_len), 0);
+}
+
+static void cli_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
+{
+    if (F.expect) {
+        assert_true(F.cli_bytes + len <= F.expect_len);
+        assert_memory_equal(buf, F.expect + F.cli_bytes, len);
+    }
+    F.cli_bytes += len;
+    if (F.cli_bytes == F.expect_len)
+        sfl_conn_close(c);
+}
+
+static void cli_on_close(sfl_conn_t *c, int status)
+{
+    assert_ptr_equal(c, F.cli);
+    F.cli_close++;
+    F.cli_close_status = status;
+    if (status && !F.cli_detail[0])
+        snprintf(F.cli_detail, sizeof(F.cli_detail), "%s", sfl_last_error());
+    F.cli = NULL;
+    F.done = 1;
+}
+
+static const sfl_conn_cbs_t cli_cbs = {cli_on_connect, cli_on_data, NULL, cli_on_close};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void loopback(struct sockaddr_in *a, int port)
+{
+    assert_int_equal(uv_ip4_addr("127.0.0.1", port, a), 0);
+}
+
+/* The coordinator: mutual TLS, client certificate and ALPN h2 required. */
+static void listen_tls(void)
+{
+    char cert[128], key[128], ca[128];
+    sfl_tls_config_t cfg = {
+        .cert_file = path(cert, sizeof(cert), "ca/coordinator/coord.crt"),
+        .key_file = path(key, sizeof(key), "ca/coordinator/coord.key"),
+        .ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
+        .require_client_cert = 1,
+        .alpn = "h2",
+        .alpn_required = 1,
+    };
+    struct sockaddr_in a;
+
+    assert_int_equal(sfl_tls_new(&cfg, 1, &F.stls), 0);
+    F.sopts.tls = F.stls;
+    loopback(&a, 0);
+    assert_int_equal(sfl_listener_new(&F.loop, (struct sockaddr *)&a, &F.sopts, &srv_cbs,
+                                      on_reject, &F, &F.l),
+                     0);
+    F.port = sfl_listener_port(F.l);
+}
+
+/* A client with certificate `who` ("ca/agent/agent-7" or NULL for none)
+ * expecting server name `host`, offering `alpn`. The context is released at
+ * once: the connection holds its own reference. */
+static void connect_tls(const char *who, const char *host, const char *alpn)
+{
+    char cert[128], key[128], ca[128], rel[64];
+    sfl_tls_config_t cfg = {
+        .ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
+        .verify_host = host,
+        .alpn = alpn,
+        .alpn_required = alpn != NULL,
+    };
+    sfl_conn_opts_t o = {0};
+    struct sockaddr_in a;
+
+    if (who) {
+        snprintf(rel, sizeof(rel), "%s.crt", who);
+        cfg.cert_file = path(cert, sizeof(cert), rel);
+        snprintf(rel, sizeof(rel), "%s.key", who);
+        cfg.key_file = path(key, sizeof(key), rel);
+    }
+    assert_int_equal(sfl_tls_new(&cfg, 0, &o.tls), 0);
+    loopback(&a, F.port);
+    assert_int_equal(sfl_conn_connect(&F.loop, (struct sockaddr *)&a, &o, &cli_cbs, &F, &F.cli),
+                     0);
+    sfl_tls_free(o.tls);
+}
+
+static void connect_plain(void)
+{
+    struct sockaddr_in a;
+
+    loopback(&a, F.port);
+    assert_int_equal(sfl_conn_connect(&F.loop, (struct sockaddr *)&a, NULL, &cli_cbs, &F, &F.cli),
+                     0);
+}
+
+static void expect_echo(size_t n)
+{
+    free(F.expect);
+    F.expect = malloc(n);
+    assert_non_null(F.expect);
+    for (size_t i = 0; i < n; i++)
+        F.expect[i] = (uint8_t)(i * 131 + (i >> 9));
+    F.expect_len = F.send_len = n;
+}
+
+static void reset_client(void)
+{
+    F.cli = NULL;
+    F.done = 0;
+    F.cli_connect = F.cli_close = 0;
+    F.cli_connect_status = F.cli_close_status = 0;
+    F.cli_bytes = 0;
+    F.cli_detail[0] = '\0';
+}
+
+/* A good agent after a refused one: the server is still serving. */
+static void good_agent_echoes(void)
+{
+    int served = F.srv_close + 1;
+
+    reset_client();
+    expect_echo(5000);
+    connect_tls("ca/agent/agent-7", "localhost", "h2");
+    run_until(&F.done);
+    assert_int_equal(F.cli_connect_status, 0);
+    assert_int_equal(F.cli_close_status, 0);
+    assert_int_equal(F.cli_bytes, 5000);
+    while (F.srv_close < served && !F.timed_out)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    assert_int_equal(F.srv_close_status, 0);
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* Mutual TLS 1.3 with ALPN h2: both sides see the other's identity, 200 KB
+ * echo through a server that yields every 16 KB, clean close both ways. */
+static void test_tls_handshake_echo(void **state)
+{
+    (void)state;
+    F.sopts.read_budget = 16 * 1024;
+    listen_tls();
+    expect_echo(200000);
+    connect_tls("ca/agent/agent-7", "localhost", "h2");
+    run_until(&F.done);
+    assert_int_equal(F.cli_connect, 1);
+    assert_int_equal(F.cli_connect_status, 0);
+    assert_int_equal(F.cli_bytes, 200000);
+    assert_int_equal(F.cli_close, 1);
+    assert_int_equal(F.cli_close_status, 0);
+    run_until(&F.srv_close);
+    assert_int_equal(F.srv_connect, 1);
+    assert_int_equal(F.srv_bytes, 200000);
+    assert_true(F.srv_data >= 200000 / 16384);
+    assert_int_equal(F.srv_close_status, 0);
+    assert_int_equal(F.rejects, 0);
+    /* What each side learnt about the other. */
+    assert_string_equal(F.srv_peer.cn, "agent-7");
+    assert_int_equal(F.srv_peer.role, SFL_ROLE_AGENT);
+    assert_string_equal(F.srv_peer.fingerprint, agent_fp);
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(agent_fp + 2 * i, "%2x", &v), 1);
+        assert_int_equal(F.srv_peer.sha256[i], v);
+    }
+    assert_string_equal(F.cli_peer.cn, "coord");
+    assert_int_equal(F.cli_peer.role, SFL_ROLE_COORDINATOR);
+    assert_string_equal(sfl_role_name(F.cli_peer.role), "coordinator");
+}
+
+/* An admin certificate carries the admin role; the server is checked by its
+ * IP subjectAltName. The server closing from on_data still flushes. */
+static void test_tls_admin_role_and_server_close(void **state)
+{
+    (void)state;
+    F.close_in_data = 1;
+    listen_tls();
+    expect_echo(1000);
+    connect_tls("ca/admin/alice", "127.0.0.1", "h2");
+    run_until(&F.done);
+    assert_int_equal(F.cli_connect_status, 0);
+    assert_int_equal(F.cli_bytes, 1000);
+    assert_int_equal(F.cli_close_status, 0);
+    run_until(&F.srv_close);
+    assert_int_equal(F.srv_close_status, 0);
+    assert_string_equal(F.srv_peer.cn, "alice");
+    assert_int_equal(F.srv_peer.role, SFL_ROLE_ADMIN);
+    assert_string_not_equal(F.srv_peer.fingerprint, agent_fp);
+}
+
+/* A certificate from another CA (same CN) is refused by the server, with
+ * OpenSSL's reason; the client hears the alert; the next agent is served. */
+static void test_tls_other_ca_refused(void **state)
+{
+    (void)state;
+    listen_tls();
+    expect_echo(100);
+    connect_tls("other/agent/agent-7", "localhost", "h2");
+    run_until(&F.rejects);
+    assert_int_equal(F.reject_status, -EPROTO);
+    assert_non_null(strstr(F.reject_detail, "certificate verify failed"));
+    assert_non_null(strstr(F.reject_detail, "unable to get local issuer certificate"));
+    run_until(&F.done);
+    /* TLS 1.3: the client may have counted itself connected. */
+    assert_int_equal(F.cli_close, 1);
+    assert_int_equal(F.cli_close_status, -EPROTO);
+    assert_non_null(strstr(F.cli_detail, "unknown ca"));
+    assert_int_equal(F.srv_connect, 0);
+    assert_int_equal(F.cli_bytes, 0);
+    good_agent_echoes();
+    assert_int_equal(F.rejects, 1);
+}
+
+/* No client certificate: refused. */
+static void test_tls_no_client_cert_refused(void **state)
+{
+    (void)state;
+    listen_tls();
+    connect_tls(NULL, "localhost", "h2");
+    run_until(&F.rejects);
+    assert_int_equal(F.reject_status, -EPROTO);
+    assert_non_null(strstr(F.reject_detail, "peer did not return a certificate"));
+    run_until(&F.done);
+    assert_int_equal(F.cli_close_status, -EPROTO);
+    assert_non_null(strstr(F.cli_detail, "certificate required"));
+    assert_int_equal(F.srv_connect, 0);
+    good_agent_echoes();
+}
+
+/* The client refuses a server whose certificate does not name the host. */
+static void test_tls_server_name_mismatch(void **state)
+{
+    (void)state;
+    listen_tls();
+    connect_tls("ca/agent/agent-7", "coordinator.example.org", "h2");
+    run_until(&F.done);
+    assert_int_equal(F.cli_connect, 1);
+    assert_int_equal(F.cli_connect_status, -EPROTO);
+    assert_non_null(strstr(F.cli_detail, "certificate verify failed"));
+    assert_non_null(strstr(F.cli_detail, "hostname mismatch"));
+    assert_int_equal(F.cli_close, 1);
+    run_until(&F.rejects);
+    assert_int_equal(F.srv_connect, 0);
+    /* The coordinator's certificate does not carry 10.0.0.1 either. */
+    reset_client();
+    connect_tls("ca/agent/agent-7", "10.0.0.1", "h2");
+    run_until(&F.done);
+    assert_int_equal(F.cli_connect_status, -EPROTO);
+    assert_non_null(strstr(F.cli_detail, "IP address mismatch"));
+}
+
+/* ALPN h2 is required: a client offering none, or only http/1.1, is
+ * refused with the no_application_protocol alert. */
+static void test_tls_alpn_required(void **state)
+{
+    (void)state;
+    listen_tls();
+    connect_tls("ca/agent/agent-7", "localhost", NULL);
+    run_until(&F.done);
+    assert_int_equal(F.cli_connect_status, -EPROTO);
+    assert_non_null(strstr(F.cli_detail, "no application protocol"));
+    run_until(&F.rejects);
+    assert_non_null(strstr(F.reject_detail, "client offered no ALPN"));
+    reset_client();
+    connect_tls("ca/agent/agent-7", "localhost", "http/1.1");
+    run_until(&F.done);
+    assert_int_equal(F.cli_connect_status, -EPROTO);
+    F.rejects = 0;
+    run_until(&F.rejects);
+    assert_non_null(strstr(F.reject_detail, "no protocol we speak"));
+    assert_int_equal(F.srv_connect, 0);
+}
+
+/* Bytes that are not TLS: the server drops the connection, does not
+ * crash, and serves the next agent. */
+static void test_tls_garbage_refused(void **state)
+{
+    static const char http[] = "GET / HTTP/1.1\r\nHost: coord\r\n\r\n";
+
+    (void)state;
+    listen_tls();
+    connect_plain();
+    run_until(&F.cli_connect);
+    assert_int_equal(F.cli_connect_status, 0);
+    assert_int_equal(sfl_conn_write(F.cli, (const uint8_t *)http, sizeof(http) - 1), 0);
+    run_until(&F.rejects);
+    assert_int_equal(F.reject_status, -EPROTO);
+    assert_non_null(strstr(F.reject_detail, "tls handshake 127.0.0.1:"));
+    run_until(&F.done);
+    assert_true(F.cli_close_status == 0 || F.cli_close_status == -ECONNRESET);
+    /* Random binary after a TLS record header, too. */
+    reset_client();
+    F.rejects = 0;
+    connect_plain();
+    run_until(&F.cli_connect);
+    {
+        uint8_t junk[4096];
+        junk[0] = 0x16;
+        junk[1] = 0x03;
+        junk[2] = 0x01;
+        junk[3] = 0x0f;
+        junk[4] = 0xfb;
+        for (size_t i = 5; i < sizeof(junk); i++)
+            junk[i] = (uint8_t)(i * 2654435761u >> 13);
+        assert_int_equal(sfl_conn_write(F.cli, junk, sizeof(junk)), 0);
+    }
+    run_until(&F.rejects);
+    assert_int_equal(F.reject_status, -EPROTO);
+    run_until(&F.done);
+    good_agent_echoes();
+    assert_int_equal(F.srv_connect, 1);
+}
+
+/* Half a ClientHello and then silence: the handshake timeout closes it. */
+static void test_tls_truncated_handshake_times_out(void **state)
+{
+    /* A record header announcing 512 bytes, and the first few of them. */
+    static const uint8_t partial[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03,
+                                      0x03};
+    uint64_t t0;
+
+    (void)state;
+    F.sopts.handshake_timeout_ms = 150;
+    listen_tls();
+    connect_plain();
+    run_until(&F.cli_connect);
+    uv_update_time(&F.loop);
+    t0 = uv_now(&F.loop);
+    assert_int_equal(sfl_conn_write(F.cli, partial, sizeof(partial)), 0);
+    run_until(&F.rejects);
+    uv_update_time(&F.loop);
+    assert_true(uv_now(&F.loop) - t0 >= 140);
+    assert_true(uv_now(&F.loop) - t0 < 2000);
+    assert_int_equal(F.reject_status, -ETIMEDOUT);
+    assert_non_null(strstr(F.reject_detail, "handshake not done within 150 ms"));
+    run_until(&F.done);
+    assert_int_equal(F.cli_close_status, 0);
+    assert_int_equal(F.srv_connect, 0);
+}
+
+/* Configuration errors say which file and why. */
+static void test_tls_config_errors(void **state)
+{
+    char cert[128], key[128], ca[128], junk[128], other[128];
+    sfl_tls_config_t cfg = {0};
+    sfl_tls_t *t = (sfl_tls_t *)&cfg;
+    sfl_conn_opts_t o = {0};
+    struct sockaddr_in a;
+    sfl_conn_t *c;
+    FILE *f;
+
+    (void)state;
+    assert_int_equal(sfl_tls_new(&cfg, 1, &t), SFL_EINVAL);
+    assert_null(t);
+    assert_non_null(strstr(sfl_last_error(), "ca_file"));
+    cfg.ca_file = path(ca, sizeof(ca), "ca/ca.crt");
+    assert_int_equal(sfl_tls_new(&cfg, 1, &t), SFL_EINVAL); /* server without cert */
+    assert_int_equal(sfl_tls_new(&cfg, 0, &t), SFL_EINVAL); /* client without host */
+    assert_non_null(strstr(sfl_last_error(), "verify_host"));
+    cfg.cert_file = path(cert, sizeof(cert), "ca/coordinator/coord.crt");
+    assert_int_equal(sfl_tls_new(&cfg, 1, &t), SFL_EINVAL); /* cert without key */
+    cfg.key_file = path(key, sizeof(key), "ca/agent/agent-7.key");
+    assert_int_equal(sfl_tls_new(&cfg, 1, &t), SFL_EIO);
+    if (!strstr(sfl_last_error(), "mismatch"))
+        fail_msg("detail: %s", sfl_last_error());
+    cfg.key_file = path(key, sizeof(key), "ca/nonexistent.key");
+    assert_int_equal(sfl_tls_new(&cfg, 1, &t), SFL_EIO);
+    assert_non_null(strstr(sfl_last_error(), "nonexistent.key"));
+    cfg.key_file = path(key, sizeof(key), "ca/coordinator/coord.key");
+    path(junk, sizeof(junk), "junk.pem");
+    f = fopen(junk, "w");
+    assert_non_null(f);
+    fputs("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n", f);
+    fclose(f);
+    cfg.ca_file = junk;
+    assert_int_equal(sfl_tls_new(&cfg, 1, &t), SFL_EIO);
+    assert_non_null(strstr(sfl_last_error(), "tls: CA file"));
+    cfg.ca_file = ca;
+    cfg.alpn_required = 1;
+    assert_int_equal(sfl_tls_new(&cfg, 1, &t), SFL_EINVAL); /* required without alpn */
+    cfg.alpn = "";
+    assert_int_equal(sfl_tls_new(&cfg, 1, &t), SFL_EINVAL);
+    cfg.alpn = "h2";
+    assert_int_equal(sfl_tls_new(&cfg, 1, &t), 0);
+    /* A server context cannot connect; a client one cannot listen. */
+    o.tls = t;
+    loopback(&a, 9);
+    assert_int_equal(sfl_conn_connect(&F.loop, (struct sockaddr *)&a, &o, &cli_cbs, &F, &c),
+                     SFL_EINVAL);
+    sfl_tls_free(t);
+    cfg.verify_host = "localhost";
+    cfg.cert_file = path(other, sizeof(other), "ca/agent/agent-7.crt");
+    cfg.key_file = path(key, sizeof(key), "ca/agent/agent-7.key");
+    assert_int_equal(sfl_tls_new(&cfg, 0, &t), 0);
+    o.tls = t;
+    assert_int_equal(sfl_listener_new(&F.loop, (struct sockaddr *)&a, &o, &srv_cbs, NULL, NULL,
+                                      &F.l),
+                     SFL_EINVAL);
+    assert_null(F.l);
+    sfl_tls_free(t);
+    assert_int_equal(F.cli_connect, 0);
+}
+
+static int fa_closed;
+
+static void fa_on_connect(sfl_conn_t *c, int status)
+{
+    (void)c;
+    (void)status;
+}
+
+static void fa_on_close(sfl_conn_t *c, int status)
+{
+    (void)c;
+    (void)status;
+    fa_closed = 1;
+}
+
+/* Each allocation of a TLS context and of a TLS connection fails in turn:
+ * SFL_ENOMEM, no callback, no leak. */
+static void test_tls_alloc_failure(void **state)
+{
+    static const sfl_conn_cbs_t fa_cbs = {fa_on_connect, NULL, NULL, fa_on_close};
+    char cert[128], key[128], ca[128];
+    sfl_tls_config_t cfg = {
+        .cert_file = path(cert, sizeof(cert), "ca/agent/agent-7.crt"),
+        .key_file = path(key, sizeof(key), "ca/agent/agent-7.key"),
+        .ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
+        .verify_host = "localhost",
+        .alpn = "h2",
+    };
+    sfl_conn_opts_t o = {0};
+    sfl_tls_t *t = NULL;
+    sfl_conn_t *c = NULL;
+    struct sockaddr_in a;
+
+    (void)state;
+    FAILALLOC_EACH(sfl_tls_new(&cfg, 0, &t), (sfl_tls_free(t), t = NULL));
+    listen_tls();
+    assert_int_equal(sfl_tls_new(&cfg, 0, &o.tls), 0);
+    loopback(&a, F.port);
+    FAILALLOC_EACH(sfl_conn_connect(&F.loop, (struct sockaddr *)&a, &o, &fa_cbs, NULL, &c),
+                   (c ? (sfl_conn_abort(c), c = NULL, run_until(&fa_closed), fa_closed = 0)
+                      : (uv_run(&F.loop, UV_RUN_NOWAIT), 0)));
+    sfl_tls_free(o.tls);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_tls_handshake_echo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_admin_role_and_server_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_other_ca_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_no_client_cert_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_server_name_mismatch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_alpn_required, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_garbage_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_truncated_handshake_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_config_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_alloc_failure, setup, teardown),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
