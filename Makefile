@@ -133,7 +133,7 @@ $(AGENT_LIB): $(AGENT_OBJ)
 
 $(SIM): $(SIM_OBJ) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(SIM_OBJ) $(LIB) -linih $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(SIM_OBJ) $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	@mkdir -p $(@D)
