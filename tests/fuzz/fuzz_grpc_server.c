@@ -1,4 +1,4 @@
-/* ad-hoc: feeds arbitrary bytes to a server session (after a valid client preface) */
+/* libFuzzer: arbitrary bytes fed to a gRPC server session after a valid client preface. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* libFuzzer: arbitrary server bytes fed to a gRPC client session with calls open. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
