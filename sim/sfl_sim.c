@@ -462,6 +462,40 @@ static void plot(const char *png, const char *csvpath, const sim_cfg_t *cfg)
     }
 }
 
+/* The metric columns of one CSV row for the model x (md entries); returns
+ * the objective. */
+static double write_metrics(FILE *out, uint32_t t, const fed_t *f, const sfl_loss_t *loss,
+                            const double *x, size_t md, double lambda, int has_truth,
+                            int has_support, int has_acc)
+{
+    double objective = sfl_eval_objective(loss, f->train, f->nclients, f->weight, x, lambda);
+
+    fprintf(out, "%u,%.10g", t, objective);
+    if (has_truth)
+        fprintf(out, ",%.10g", sfl_eval_rel_error(x, f->truth, md));
+    if (has_support) {
+        double pr, rec;
+
+        sfl_eval_support(x, md, f->support, f->nsupport, &pr, &rec);
+        fprintf(out, ",%.6f,%.6f", pr, rec);
+    }
+    if (has_acc) {
+        /* Accuracy over the union of the test parts. */
+        double correct = 0, total = 0;
+
+        for (uint32_t i = 0; i < f->ntest; i++) {
+            uint32_t n = f->test[i]->X->nrows;
+
+            if (n == 0)
+                continue;
+            correct += sfl_loss_accuracy(loss, f->test[i], x) * n;
+            total += n;
+        }
+        fprintf(out, ",%.6f", total > 0 ? correct / total : NAN);
+    }
+    return objective;
+}
+
 int main(int argc, char **argv)
 {
     sim_cfg_t cfg;
@@ -656,30 +690,8 @@ int main(int argc, char **argv)
         if (algo->model_of &&
             (rc = algo->model_of(&params, &prob, global, model, &agg.topk)) < 0)
             die("model", rc);
-        objective = sfl_eval_objective(loss, fed.train, fed.nclients, fed.weight, model,
-                                       params.lambda);
-        fprintf(out, "%u,%.10g", t, objective);
-        if (has_truth)
-            fprintf(out, ",%.10g", sfl_eval_rel_error(model, fed.truth, md));
-        if (has_support) {
-            double pr, rec;
-
-            sfl_eval_support(model, md, fed.support, fed.nsupport, &pr, &rec);
-            fprintf(out, ",%.6f,%.6f", pr, rec);
-        }
-        if (has_acc) {
-            double correct = 0, total = 0;
-
-            for (uint32_t i = 0; i < fed.ntest; i++) {
-                uint32_t n = fed.test[i]->X->nrows;
-
-                if (n == 0)
-                    continue;
-                correct += sfl_loss_accuracy(loss, fed.test[i], model) * n;
-                total += n;
-            }
-            fprintf(out, ",%.6f", total > 0 ? correct / total : NAN);
-        }
+        objective = write_metrics(out, t, &fed, loss, model, md, params.lambda, has_truth,
+                                  has_support, has_acc);
         fprintf(out, ",%zu,%llu,%llu,%.1f\n", sfl_dvec_nnz(global, d),
                 (unsigned long long)up, (unsigned long long)down,
                 cfg.no_wall_clock ? 0.0 : now_ms() - t0);
