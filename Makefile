@@ -83,7 +83,14 @@ UNIT_HELPERS := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-PROGRAMS := $(if $(SIM_SRC),$(SIM))
+AGENT_BIN  := $(BUILD)/sfl-agent
+AGENT_MAIN := $(wildcard client-agent/main_agent.c)
+AGENT_MAIN_OBJ := $(AGENT_MAIN:%.c=$(BUILD)/%.o)
+
+COORD_BIN := $(BUILD)/sfl-coordinator
+COORD_MAIN_OBJ := $(BUILD)/server/main_coordinator.o
+
+PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN)
 
 .PHONY: all deps deps-test deps-repro test unit unit-asan e2e demo bench \
         reproduce install clean help
@@ -135,6 +142,14 @@ $(SIM): $(SIM_OBJ) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(SIM_OBJ) $(LIB) $(LDLIBS)
 
+$(AGENT_BIN): $(AGENT_MAIN_OBJ) $(AGENT_LIB) $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(AGENT_MAIN_OBJ) $(AGENT_LIB) $(LIB) $(LDLIBS)
+
+$(COORD_BIN): $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB) $(LDLIBS)
+
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
@@ -181,8 +196,12 @@ install: all
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 libsfl/include/sfl/*.h $(DESTDIR)$(PREFIX)/include/sfl/
 	install -m 644 sim/experiments/*.ini $(DESTDIR)$(PREFIX)/share/sfl/experiments/
+	install -m 644 deploy/agent.ini.example $(DESTDIR)$(PREFIX)/share/sfl/
+	install -m 644 deploy/coordinator.ini.example $(DESTDIR)$(PREFIX)/share/sfl/
 
 clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
+-include $(AGENT_MAIN_OBJ:.o=.d)
+-include $(COORD_MAIN_OBJ:.o=.d)

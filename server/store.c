@@ -231,7 +231,7 @@ const char *coord_job_state_name(coord_job_state_t st)
     return (unsigned)st < NSTATES(job_states) ? job_states[st] : "?";
 }
 
-const char *coord_round_state_name(coord_round_state_t st)
+const char *coord_srow_state_name(coord_srow_state_t st)
 {
     return (unsigned)st < NSTATES(round_states) ? round_states[st] : "?";
 }
@@ -1023,7 +1023,7 @@ out:
 
 /* ---- jobs ------------------------------------------------------------ */
 
-void coord_job_clear(coord_job_t *j)
+void coord_job_clear(coord_srow_job_t *j)
 {
     if (j == NULL)
         return;
@@ -1031,7 +1031,7 @@ void coord_job_clear(coord_job_t *j)
     memset(j, 0, sizeof(*j));
 }
 
-void coord_job_list_free(coord_job_t *jobs, size_t n)
+void coord_job_list_free(coord_srow_job_t *jobs, size_t n)
 {
     if (jobs == NULL)
         return;
@@ -1040,7 +1040,7 @@ void coord_job_list_free(coord_job_t *jobs, size_t n)
     sfl__free(jobs);
 }
 
-static int read_job(sqlite3_stmt *st, size_t max_spec, coord_job_t *j)
+static int read_job(sqlite3_stmt *st, size_t max_spec, coord_srow_job_t *j)
 {
     int rc, state = 0;
 
@@ -1084,7 +1084,7 @@ int coord_store_job_create(coord_store_t *s, const char *name, const uint8_t *sp
     return 0;
 }
 
-int coord_store_job_get(coord_store_t *s, int64_t id, size_t max_spec, coord_job_t *out)
+int coord_store_job_get(coord_store_t *s, int64_t id, size_t max_spec, coord_srow_job_t *out)
 {
     sqlite3_stmt *st = NULL;
     int rc;
@@ -1108,10 +1108,10 @@ int coord_store_job_get(coord_store_t *s, int64_t id, size_t max_spec, coord_job
     return rc;
 }
 
-int coord_store_job_list(coord_store_t *s, size_t max_spec, coord_job_t **out, size_t *n)
+int coord_store_job_list(coord_store_t *s, size_t max_spec, coord_srow_job_t **out, size_t *n)
 {
     sqlite3_stmt *st = NULL;
-    coord_job_t *arr = NULL;
+    coord_srow_job_t *arr = NULL;
     size_t cnt = 0, cap = 0;
     int rc;
 
@@ -1201,7 +1201,7 @@ out:
 
 /* ---- rounds ---------------------------------------------------------- */
 
-void coord_round_clear(coord_round_t *r)
+void coord_round_clear(coord_srow_round_t *r)
 {
     if (r == NULL)
         return;
@@ -1209,7 +1209,7 @@ void coord_round_clear(coord_round_t *r)
     memset(r, 0, sizeof(*r));
 }
 
-void coord_round_list_free(coord_round_t *rounds, size_t n)
+void coord_round_list_free(coord_srow_round_t *rounds, size_t n)
 {
     if (rounds == NULL)
         return;
@@ -1235,7 +1235,7 @@ static uint64_t get_u64(const uint8_t *p)
     return v;
 }
 
-static int read_round(sqlite3_stmt *st, size_t max_cohort, coord_round_t *r)
+static int read_round(sqlite3_stmt *st, size_t max_cohort, coord_srow_round_t *r)
 {
     int rc, state = 0;
 
@@ -1248,7 +1248,7 @@ static int read_round(sqlite3_stmt *st, size_t max_cohort, coord_round_t *r)
         (rc = col_fixed(st, 4, r->nonce, sizeof(r->nonce), "rounds.nonce")) != 0 ||
         (rc = col_text(st, 7, r->reason, sizeof(r->reason), "rounds.reason")) != 0)
         return rc;
-    r->state = (coord_round_state_t)state;
+    r->state = (coord_srow_state_t)state;
     r->opened_ms = sqlite3_column_int64(st, 5);
     r->closed_ms = sqlite3_column_int64(st, 6);
 
@@ -1420,7 +1420,7 @@ out:
 
 /* Reads the state of one round attempt inside the caller's transaction. */
 static int round_state(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
-                       coord_round_state_t *state)
+                       coord_srow_state_t *state)
 {
     sqlite3_stmt *st;
     int rc, v = 0;
@@ -1434,7 +1434,7 @@ static int round_state(coord_store_t *s, int64_t job, int64_t round, int64_t att
     if (rc == SQLITE_ROW) {
         rc = parse_state(sqlite3_column_text(st, 0), round_states, NSTATES(round_states),
                          "rounds.state", &v);
-        *state = (coord_round_state_t)v;
+        *state = (coord_srow_state_t)v;
     } else if (rc == SQLITE_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld round %lld attempt %lld",
                        (long long)job, (long long)round, (long long)attempt);
@@ -1446,24 +1446,24 @@ static int round_state(coord_store_t *s, int64_t job, int64_t round, int64_t att
 }
 
 /* The round diagram: forward one step, or from any live state to failed. */
-static int round_step_ok(coord_round_state_t from, coord_round_state_t to)
+static int round_step_ok(coord_srow_state_t from, coord_srow_state_t to)
 {
     switch (from) {
-    case COORD_ROUND_SELECTING:
-        return to == COORD_ROUND_TRAINING || to == COORD_ROUND_FAILED;
-    case COORD_ROUND_TRAINING:
-        return to == COORD_ROUND_AGGREGATING || to == COORD_ROUND_FAILED;
-    case COORD_ROUND_AGGREGATING:
-        return to == COORD_ROUND_COMMITTED || to == COORD_ROUND_FAILED;
-    case COORD_ROUND_COMMITTED:
-    case COORD_ROUND_FAILED:
+    case COORD_SROW_SELECTING:
+        return to == COORD_SROW_TRAINING || to == COORD_SROW_FAILED;
+    case COORD_SROW_TRAINING:
+        return to == COORD_SROW_AGGREGATING || to == COORD_SROW_FAILED;
+    case COORD_SROW_AGGREGATING:
+        return to == COORD_SROW_COMMITTED || to == COORD_SROW_FAILED;
+    case COORD_SROW_COMMITTED:
+    case COORD_SROW_FAILED:
         return 0;
     }
     return 0;
 }
 
 static int set_round_state(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
-                           coord_round_state_t state, const char *reason, int64_t now)
+                           coord_srow_state_t state, const char *reason, int64_t now)
 {
     sqlite3_stmt *st;
     int rc;
@@ -1474,7 +1474,7 @@ static int set_round_state(coord_store_t *s, int64_t job, int64_t round, int64_t
     sqlite3_bind_int64(st, 2, round);
     sqlite3_bind_int64(st, 3, attempt);
     bind_text(st, 4, round_states[state]);
-    if (state == COORD_ROUND_COMMITTED || state == COORD_ROUND_FAILED)
+    if (state == COORD_SROW_COMMITTED || state == COORD_SROW_FAILED)
         sqlite3_bind_int64(st, 5, now);
     else
         sqlite3_bind_null(st, 5);
@@ -1483,16 +1483,16 @@ static int set_round_state(coord_store_t *s, int64_t job, int64_t round, int64_t
 }
 
 int coord_store_round_set_state(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
-                                coord_round_state_t state, const char *reason)
+                                coord_srow_state_t state, const char *reason)
 {
-    coord_round_state_t cur = COORD_ROUND_SELECTING;
+    coord_srow_state_t cur = COORD_SROW_SELECTING;
     int rc;
 
     if (s == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL store");
     if ((unsigned)state >= NSTATES(round_states))
         return sfl__fail(SFL_EINVAL, "store: round state %d is unknown", (int)state);
-    if (state == COORD_ROUND_COMMITTED)
+    if (state == COORD_SROW_COMMITTED)
         return sfl__fail(SFL_EINVAL, "store: a round is committed only with its checkpoint "
                                      "(coord_store_round_commit)");
     if ((rc = check_text(reason, COORD_REASON_MAX, 0, "reason")) != 0)
@@ -1519,7 +1519,7 @@ int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64
     static const uint8_t empty[1];
     uint8_t h[COORD_HASH_BYTES];
     sqlite3_stmt *st = NULL;
-    coord_round_state_t cur = COORD_ROUND_SELECTING;
+    coord_srow_state_t cur = COORD_SROW_SELECTING;
     coord_job_state_t jstate;
     int64_t last, now = now_ms();
     int rc;
@@ -1538,7 +1538,7 @@ int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64
         rc = sfl__fail(SFL_EINVAL, "store: job %lld is %s", (long long)job, job_states[jstate]);
         goto out;
     }
-    if (cur != COORD_ROUND_AGGREGATING) {
+    if (cur != COORD_SROW_AGGREGATING) {
         rc = sfl__fail(SFL_EINVAL, "store: job %lld round %lld attempt %lld is %s, not "
                                    "aggregating; cannot commit",
                        (long long)job, (long long)round, (long long)attempt, round_states[cur]);
@@ -1550,7 +1550,7 @@ int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64
                        (long long)job, (long long)round, (long long)last);
         goto out;
     }
-    if ((rc = set_round_state(s, job, round, attempt, COORD_ROUND_COMMITTED, NULL, now)) != 0)
+    if ((rc = set_round_state(s, job, round, attempt, COORD_SROW_COMMITTED, NULL, now)) != 0)
         goto out;
     if ((rc = stmt(s, ST_CKPT_INSERT, &st)) != 0)
         goto out;
@@ -1590,7 +1590,7 @@ out:
 }
 
 int coord_store_round_get(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
-                          size_t max_cohort, coord_round_t *out)
+                          size_t max_cohort, coord_srow_round_t *out)
 {
     sqlite3_stmt *st = NULL;
     int rc;
@@ -1617,11 +1617,11 @@ int coord_store_round_get(coord_store_t *s, int64_t job, int64_t round, int64_t 
     return rc;
 }
 
-int coord_store_round_list(coord_store_t *s, int64_t job, size_t max_cohort, coord_round_t **out,
+int coord_store_round_list(coord_store_t *s, int64_t job, size_t max_cohort, coord_srow_round_t **out,
                            size_t *n)
 {
     sqlite3_stmt *st = NULL;
-    coord_round_t *arr = NULL;
+    coord_srow_round_t *arr = NULL;
     size_t cnt = 0, cap = 0;
     int rc;
 
@@ -1660,7 +1660,7 @@ int coord_store_participation_record(coord_store_t *s, int64_t job, int64_t roun
                                      int64_t bytes)
 {
     sqlite3_stmt *st = NULL;
-    coord_round_state_t cur;
+    coord_srow_state_t cur;
     int rc, prev = 0;
 
     if (s == NULL)

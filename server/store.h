@@ -52,12 +52,12 @@ typedef enum {
 /* SELECTING -> TRAINING -> AGGREGATING -> COMMITTED (only through
  * coord_store_round_commit); any live state -> FAILED. */
 typedef enum {
-    COORD_ROUND_SELECTING = 0,
-    COORD_ROUND_TRAINING,
-    COORD_ROUND_AGGREGATING,
-    COORD_ROUND_COMMITTED,
-    COORD_ROUND_FAILED
-} coord_round_state_t;
+    COORD_SROW_SELECTING = 0,
+    COORD_SROW_TRAINING,
+    COORD_SROW_AGGREGATING,
+    COORD_SROW_COMMITTED,
+    COORD_SROW_FAILED
+} coord_srow_state_t;
 
 typedef enum {
     COORD_PART_SELECTED = 0, /* written by coord_store_round_open only */
@@ -89,20 +89,20 @@ typedef struct {
     int64_t last_committed_round; /* 0 before the first commit */
     uint8_t *spec;                /* owned (coord_job_clear); opaque */
     size_t spec_len;
-} coord_job_t;
+} coord_srow_job_t;
 
 typedef struct {
     int64_t job_id;
     int64_t round;
     int64_t attempt;
-    coord_round_state_t state;
+    coord_srow_state_t state;
     uint8_t nonce[COORD_NONCE_BYTES];
     int64_t *cohort; /* owned; the manifest, agent ids strictly ascending */
     size_t cohort_len;
     int64_t opened_ms;
     int64_t closed_ms; /* 0 while the round is live */
     char reason[COORD_REASON_MAX + 1];
-} coord_round_t;
+} coord_srow_round_t;
 
 typedef struct {
     int64_t agent_id;
@@ -151,12 +151,12 @@ int coord_store_job_create(coord_store_t *s, const char *name, const uint8_t *sp
                            size_t spec_len, uint64_t seed, int64_t *id);
 /* Fills *out (spec owned, coord_job_clear); SFL_ELIMIT if the stored spec is
  * longer than max_spec; SFL_ENOTFOUND when absent. */
-int coord_store_job_get(coord_store_t *s, int64_t id, size_t max_spec, coord_job_t *out);
+int coord_store_job_get(coord_store_t *s, int64_t id, size_t max_spec, coord_srow_job_t *out);
 /* Frees out->spec and zeroes *out; NULL is a no-op. */
-void coord_job_clear(coord_job_t *j);
+void coord_job_clear(coord_srow_job_t *j);
 /* All jobs by id. Returns owned (coord_job_list_free). */
-int coord_store_job_list(coord_store_t *s, size_t max_spec, coord_job_t **out, size_t *n);
-void coord_job_list_free(coord_job_t *jobs, size_t n);
+int coord_store_job_list(coord_store_t *s, size_t max_spec, coord_srow_job_t **out, size_t *n);
+void coord_job_list_free(coord_srow_job_t *jobs, size_t n);
 /* ACTIVE <-> PAUSED, either -> CANCELLED or DONE; terminal states stay
  * (SFL_EINVAL). Setting the current state again is a no-op. */
 int coord_store_job_set_state(coord_store_t *s, int64_t id, coord_job_state_t state);
@@ -176,7 +176,7 @@ int coord_store_round_next_attempt(coord_store_t *s, int64_t job, int64_t round,
 /* A transition of the diagram above other than to COMMITTED; reason (may be
  * NULL) is kept, e.g. why a round failed. */
 int coord_store_round_set_state(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
-                                coord_round_state_t state, const char *reason);
+                                coord_srow_state_t state, const char *reason);
 /* The commit, in ONE transaction: the AGGREGATING round becomes COMMITTED,
  * the checkpoint (model, borrowed, opaque bytes) is stored with its
  * BLAKE2b-256 hash, jobs.last_committed_round = round, and checkpoints older
@@ -189,13 +189,13 @@ int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64
 /* One round attempt; the manifest is refused (SFL_ELIMIT) beyond max_cohort
  * ids. Fills *out (cohort owned, coord_round_clear). */
 int coord_store_round_get(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
-                          size_t max_cohort, coord_round_t *out);
-void coord_round_clear(coord_round_t *r);
+                          size_t max_cohort, coord_srow_round_t *out);
+void coord_round_clear(coord_srow_round_t *r);
 /* Every attempt of every round of job, by (round, attempt): the replay log.
  * Returns owned (coord_round_list_free). */
 int coord_store_round_list(coord_store_t *s, int64_t job, size_t max_cohort,
-                           coord_round_t **out, size_t *n);
-void coord_round_list_free(coord_round_t *rounds, size_t n);
+                           coord_srow_round_t **out, size_t *n);
+void coord_round_list_free(coord_srow_round_t *rounds, size_t n);
 
 /* Records an agent's outcome in a round attempt (any status but SELECTED):
  * updates its SELECTED row, or inserts a row for an agent outside the cohort
@@ -228,7 +228,7 @@ int coord_store_checkpoint_rounds(coord_store_t *s, int64_t job, int64_t **round
 void coord_store_free(void *p);
 
 const char *coord_job_state_name(coord_job_state_t st);
-const char *coord_round_state_name(coord_round_state_t st);
+const char *coord_srow_state_name(coord_srow_state_t st);
 const char *coord_part_status_name(coord_part_status_t st);
 
 #endif

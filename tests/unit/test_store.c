@@ -126,9 +126,9 @@ static void commit_round(coord_store_t *s, int64_t job, int64_t r, const int64_t
     nonce_for(r, attempt, nonce);
     assert_int_equal(coord_store_round_open(s, job, r, attempt, nonce, cohort, n), 0);
     assert_int_equal(
-        coord_store_round_set_state(s, job, r, attempt, COORD_ROUND_TRAINING, NULL), 0);
+        coord_store_round_set_state(s, job, r, attempt, COORD_SROW_TRAINING, NULL), 0);
     assert_int_equal(
-        coord_store_round_set_state(s, job, r, attempt, COORD_ROUND_AGGREGATING, NULL), 0);
+        coord_store_round_set_state(s, job, r, attempt, COORD_SROW_AGGREGATING, NULL), 0);
     assert_int_equal(coord_store_round_commit(s, job, r, attempt, model, len, NULL), 0);
 }
 
@@ -269,7 +269,7 @@ static void test_store_jobs(void **state)
     (void)state;
     coord_store_t *s = open_ok(dbpath("jobs.db"), 3);
     const uint8_t spec[] = {1, 2, 3, 0, 5};
-    coord_job_t j, *jobs = NULL;
+    coord_srow_job_t j, *jobs = NULL;
     int64_t id = 0, id2 = 0;
     size_t n = 0;
 
@@ -338,7 +338,7 @@ static void test_store_rounds(void **state)
     coord_store_t *s = open_ok(dbpath("rounds.db"), 3);
     uint8_t nonce[COORD_NONCE_BYTES], model[100];
     int64_t job = 0, other = 0, a1, a2, a3, a4, attempt = 0;
-    coord_round_t r, *rounds = NULL;
+    coord_srow_round_t r, *rounds = NULL;
     coord_participation_t *parts = NULL;
     size_t n = 0;
 
@@ -374,7 +374,7 @@ static void test_store_rounds(void **state)
     assert_int_equal(coord_store_round_open(s, job, 1, 2, nonce, cohort, 3), SFL_EINVAL);
     assert_detail("store: job 1 round 1 attempt 1 is still selecting");
     assert_int_equal(coord_store_round_get(s, job, 1, 1, 16, &r), 0);
-    assert_int_equal(r.state, COORD_ROUND_SELECTING);
+    assert_int_equal(r.state, COORD_SROW_SELECTING);
     assert_int_equal(r.cohort_len, 3);
     assert_int_equal(r.cohort[0], a1);
     assert_int_equal(r.cohort[2], a3);
@@ -386,24 +386,24 @@ static void test_store_rounds(void **state)
     assert_detail("store: cohort of job 1 round 1 has 3 agents, limit 2");
     assert_null(r.cohort);
 
-    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_AGGREGATING, NULL),
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_SROW_AGGREGATING, NULL),
                      SFL_EINVAL);
     assert_detail("store: job 1 round 1 attempt 1 is selecting and cannot become aggregating");
-    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_COMMITTED, NULL),
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_SROW_COMMITTED, NULL),
                      SFL_EINVAL);
-    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_TRAINING, NULL), 0);
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_SROW_TRAINING, NULL), 0);
     assert_int_equal(coord_store_round_commit(s, job, 1, 1, model, sizeof(model), NULL),
                      SFL_EINVAL);
     assert_detail("store: job 1 round 1 attempt 1 is training, not aggregating; cannot commit");
     assert_int_equal(coord_store_participation_record(s, job, 1, 1, a1, COORD_PART_ACCEPTED,
                                                       NULL, 1234),
                      0);
-    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_FAILED,
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_SROW_FAILED,
                                                  "quorum 1 of 2"),
                      0);
-    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_ROUND_TRAINING, NULL),
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_SROW_TRAINING, NULL),
                      SFL_EINVAL);
-    assert_int_equal(coord_store_round_set_state(s, job, 1, 9, COORD_ROUND_TRAINING, NULL),
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 9, COORD_SROW_TRAINING, NULL),
                      SFL_ENOTFOUND);
     assert_detail("store: no job 1 round 1 attempt 9");
 
@@ -413,7 +413,7 @@ static void test_store_rounds(void **state)
     const int64_t cohort2[] = {a2, a4};
     nonce_for(1, 2, nonce);
     assert_int_equal(coord_store_round_open(s, job, 1, 2, nonce, cohort2, 2), 0);
-    assert_int_equal(coord_store_round_set_state(s, job, 1, 2, COORD_ROUND_TRAINING, NULL), 0);
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 2, COORD_SROW_TRAINING, NULL), 0);
 
     /* Outcomes: written once, unsolicited agents get a row, unknown ones an error. */
     assert_int_equal(coord_store_participation_record(s, job, 1, 2, a2, COORD_PART_ACCEPTED,
@@ -438,7 +438,7 @@ static void test_store_rounds(void **state)
     assert_int_equal(coord_store_participation_record(s, job, 1, 2, a4, COORD_PART_LATE, NULL, -1),
                      SFL_EINVAL);
 
-    assert_int_equal(coord_store_round_set_state(s, job, 1, 2, COORD_ROUND_AGGREGATING, NULL), 0);
+    assert_int_equal(coord_store_round_set_state(s, job, 1, 2, COORD_SROW_AGGREGATING, NULL), 0);
     uint8_t hash[COORD_HASH_BYTES], want[COORD_HASH_BYTES];
     assert_int_equal(coord_store_round_commit(s, job, 1, 2, model, sizeof(model), hash), 0);
     crypto_generichash(want, sizeof(want), model, sizeof(model), NULL, 0);
@@ -478,11 +478,11 @@ static void test_store_rounds(void **state)
     assert_int_equal(n, 3);
     assert_int_equal(rounds[0].round, 1);
     assert_int_equal(rounds[0].attempt, 1);
-    assert_int_equal(rounds[0].state, COORD_ROUND_FAILED);
+    assert_int_equal(rounds[0].state, COORD_SROW_FAILED);
     assert_string_equal(rounds[0].reason, "quorum 1 of 2");
     assert_true(rounds[0].closed_ms >= rounds[0].opened_ms);
     assert_int_equal(rounds[1].attempt, 2);
-    assert_int_equal(rounds[1].state, COORD_ROUND_COMMITTED);
+    assert_int_equal(rounds[1].state, COORD_SROW_COMMITTED);
     assert_int_equal(rounds[1].cohort_len, 2);
     assert_int_equal(rounds[1].cohort[1], a4);
     nonce_for(1, 2, nonce);
@@ -492,8 +492,8 @@ static void test_store_rounds(void **state)
     coord_round_list_free(rounds, n);
 
     /* A cancelled job takes no new round and no commit. */
-    assert_int_equal(coord_store_round_set_state(s, job, 2, 1, COORD_ROUND_TRAINING, NULL), 0);
-    assert_int_equal(coord_store_round_set_state(s, job, 2, 1, COORD_ROUND_AGGREGATING, NULL), 0);
+    assert_int_equal(coord_store_round_set_state(s, job, 2, 1, COORD_SROW_TRAINING, NULL), 0);
+    assert_int_equal(coord_store_round_set_state(s, job, 2, 1, COORD_SROW_AGGREGATING, NULL), 0);
     assert_int_equal(coord_store_job_set_state(s, job, COORD_JOB_CANCELLED), 0);
     assert_int_equal(coord_store_round_commit(s, job, 2, 1, model, 1, NULL), SFL_EINVAL);
     assert_detail("store: job 1 is cancelled");
@@ -559,7 +559,7 @@ static void test_store_checkpoints(void **state)
     assert_int_equal(len, 0);
     coord_store_free(m);
 
-    coord_job_t j;
+    coord_srow_job_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
     assert_int_equal(j.last_committed_round, 8);
     coord_job_clear(&j);
@@ -586,7 +586,7 @@ static void test_store_reopen(void **state)
     int64_t job = 0, a, r = 0;
     size_t len = 0;
     coord_agent_t ag;
-    coord_job_t j;
+    coord_srow_job_t j;
 
     a = add_agent(s, "survivor", 5);
     assert_int_equal(coord_store_job_create(s, "j", (const uint8_t *)"spec", 4, 99, &job), 0);
@@ -629,7 +629,7 @@ static void test_store_schema_version(void **state)
     /* Refused, not altered: the row and the data are still there. */
     raw_sql(p, "DELETE FROM schema_version WHERE version = 2");
     s = open_ok(p, 2);
-    coord_job_t j;
+    coord_srow_job_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
     assert_string_equal(j.name, "keep-me");
     coord_job_clear(&j);
@@ -753,12 +753,12 @@ static void test_store_damage(void **state)
                " WHERE round = 2;"
                "UPDATE jobs SET spec = 'text, not a blob'");
     s = open_ok(p, 3);
-    coord_round_t rd;
+    coord_srow_round_t rd;
     assert_int_equal(coord_store_round_get(s, 1, 1, 1, 16, &rd), SFL_EPARSE);
     assert_detail("store: cohort of job 1 round 1: entry 0 is not an ascending agent id");
     assert_int_equal(coord_store_round_get(s, 1, 2, 1, 16, &rd), SFL_EPARSE);
     assert_detail("store: cohort of job 1 round 2: entry 1 is not an ascending agent id");
-    coord_job_t j;
+    coord_srow_job_t j;
     assert_int_equal(coord_store_job_get(s, 1, 100, &j), SFL_EPARSE);
     assert_detail("store: jobs.spec is not a blob");
     coord_store_close(s);
@@ -770,7 +770,7 @@ static void test_store_recover(void **state)
     coord_store_t *s = open_ok(dbpath("recover.db"), 3);
     uint8_t nonce[COORD_NONCE_BYTES] = {0};
     int64_t j1 = 0, j2 = 0, a;
-    coord_round_t r;
+    coord_srow_round_t r;
     size_t n = 9;
 
     a = add_agent(s, "a", 1);
@@ -779,15 +779,15 @@ static void test_store_recover(void **state)
     commit_round(s, j1, 1, &a, 1, nonce, 8);
     assert_int_equal(coord_store_round_open(s, j1, 2, 1, nonce, &a, 1), 0);
     assert_int_equal(coord_store_round_open(s, j2, 1, 1, nonce, &a, 1), 0);
-    assert_int_equal(coord_store_round_set_state(s, j2, 1, 1, COORD_ROUND_TRAINING, NULL), 0);
+    assert_int_equal(coord_store_round_set_state(s, j2, 1, 1, COORD_SROW_TRAINING, NULL), 0);
     assert_int_equal(coord_store_recover(s, "coordinator restarted", &n), 0);
     assert_int_equal(n, 2);
     assert_int_equal(coord_store_round_get(s, j1, 2, 1, 4, &r), 0);
-    assert_int_equal(r.state, COORD_ROUND_FAILED);
+    assert_int_equal(r.state, COORD_SROW_FAILED);
     assert_string_equal(r.reason, "coordinator restarted");
     coord_round_clear(&r);
     assert_int_equal(coord_store_round_get(s, j1, 1, 1, 4, &r), 0);
-    assert_int_equal(r.state, COORD_ROUND_COMMITTED); /* untouched */
+    assert_int_equal(r.state, COORD_SROW_COMMITTED); /* untouched */
     coord_round_clear(&r);
     assert_int_equal(coord_store_recover(s, NULL, &n), 0);
     assert_int_equal(n, 0);
@@ -814,7 +814,7 @@ static void crash_child(const char *path, int64_t job, int fd)
     coord_store_opts_t o = {.keep_checkpoints = CRASH_KEEP};
     uint8_t nonce[COORD_NONCE_BYTES];
     coord_store_t *s = NULL;
-    coord_job_t j;
+    coord_srow_job_t j;
     const int64_t cohort[] = {1, 2, 3};
 
     if (coord_store_open(path, &o, &s) != 0)
@@ -831,10 +831,10 @@ static void crash_child(const char *path, int64_t job, int fd)
             _exit(13);
         nonce_for(r, at, nonce);
         if (coord_store_round_open(s, job, r, at, nonce, cohort, 3) != 0 ||
-            coord_store_round_set_state(s, job, r, at, COORD_ROUND_TRAINING, NULL) != 0 ||
+            coord_store_round_set_state(s, job, r, at, COORD_SROW_TRAINING, NULL) != 0 ||
             coord_store_participation_record(s, job, r, at, 2, COORD_PART_ACCEPTED, NULL,
                                              (int64_t)len) != 0 ||
-            coord_store_round_set_state(s, job, r, at, COORD_ROUND_AGGREGATING, NULL) != 0)
+            coord_store_round_set_state(s, job, r, at, COORD_SROW_AGGREGATING, NULL) != 0)
             _exit(14);
         make_model(r, model, len);
         if (coord_store_round_commit(s, job, r, at, model, len, NULL) != 0)
@@ -852,10 +852,10 @@ static void check_after_crash(const char *path, int64_t job, int64_t *reported)
     static uint8_t want[CRASH_MAX_MODEL];
     uint8_t hash[COORD_HASH_BYTES], h[COORD_HASH_BYTES], *m = NULL;
     coord_store_t *s = open_ok(path, CRASH_KEEP);
-    coord_round_t *rounds = NULL;
+    coord_srow_round_t *rounds = NULL;
     int64_t *ck = NULL, r = 0;
     size_t n = 0, len = 0;
-    coord_job_t j;
+    coord_srow_job_t j;
 
     assert_int_equal(coord_store_integrity_check(s), 0);
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
@@ -899,15 +899,15 @@ static void check_after_crash(const char *path, int64_t job, int64_t *reported)
     int64_t expect = 1;
     assert_int_equal(coord_store_round_list(s, job, 16, &rounds, &n), 0);
     for (size_t i = 0; i < n; i++) {
-        const coord_round_t *rd = &rounds[i];
+        const coord_srow_round_t *rd = &rounds[i];
 
         assert_true(rd->round >= 1 && rd->round <= last + 1);
-        if (rd->state == COORD_ROUND_COMMITTED) {
+        if (rd->state == COORD_SROW_COMMITTED) {
             assert_int_equal(rd->round, expect);
             expect++;
             assert_int_equal(rd->cohort_len, 3);
             assert_true(rd->closed_ms >= rd->opened_ms);
-        } else if (rd->state != COORD_ROUND_FAILED) {
+        } else if (rd->state != COORD_SROW_FAILED) {
             assert_int_equal(rd->round, last + 1);
             assert_int_equal(i, n - 1);
         }
@@ -1059,8 +1059,8 @@ static void test_store_failalloc(void **state)
     uint8_t model[64] = {1, 2, 3}, nonce[COORD_NONCE_BYTES] = {0}, *m = NULL;
     int64_t job = 0, r = 0, *ck = NULL;
     coord_agent_t *agents = NULL;
-    coord_job_t *jobs = NULL, j;
-    coord_round_t *rounds = NULL, rd;
+    coord_srow_job_t *jobs = NULL, j;
+    coord_srow_round_t *rounds = NULL, rd;
     coord_participation_t *parts = NULL;
     size_t n = 0, len = 0;
     int64_t cohort[20];
@@ -1077,10 +1077,10 @@ static void test_store_failalloc(void **state)
         assert_int_equal(coord_store_job_create(s, "j", model, sizeof(model), 1, &job), 0);
     FAILALLOC_EACH(coord_store_round_open(s, job, 1, 1, nonce, cohort, 20), (void)0);
     for (int64_t k = 2; k <= 20; k++) {
-        assert_int_equal(coord_store_round_set_state(s, job, k - 1, 1, COORD_ROUND_TRAINING,
+        assert_int_equal(coord_store_round_set_state(s, job, k - 1, 1, COORD_SROW_TRAINING,
                                                      NULL),
                          0);
-        assert_int_equal(coord_store_round_set_state(s, job, k - 1, 1, COORD_ROUND_AGGREGATING,
+        assert_int_equal(coord_store_round_set_state(s, job, k - 1, 1, COORD_SROW_AGGREGATING,
                                                      NULL),
                          0);
         assert_int_equal(coord_store_round_commit(s, job, k - 1, 1, model, sizeof(model), NULL),

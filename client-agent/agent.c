@@ -1,0 +1,1608 @@
+/* The agent: one connection at a time to the coordinator, driven by step(),
+ * the only place the state changes (STYLE rule 10). Transport, gRPC
+ * session and thread-pool callbacks only translate what happened into an
+ * event for step().
+ *
+ * A connection is a link_t: the sfl_conn_t, the gRPC client session over
+ * it, and a closing flag. The agent drops a link by cancelling its calls,
+ * detaching it (a->link = NULL) and closing it; the link's on_close frees
+ * the session later, from the loop, never inside the session's own
+ * callbacks (STYLE rule 6). Call callbacks check that the call is still the
+ * one the agent holds, so whatever a session reports while it is torn down
+ * is ignored. */
+#include "agent.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include "sfl/alloc.h"
+#include "sfl/csv.h"
+#include "sfl/grpc.h"
+#include "sfl/libsvm.h"
+#include "sfl/loss.h"
+#include "sfl/transport.h"
+
+#define PATH_JOIN "/sfl.v1.Coordinator/Join"
+#define PATH_SUBSCRIBE "/sfl.v1.Coordinator/Subscribe"
+#define PATH_SUBMIT "/sfl.v1.Coordinator/SubmitUpdate"
+#define PATH_HEARTBEAT "/sfl.v1.Coordinator/Heartbeat"
+
+/* Longest SubmitUpdate deadline: a slow uplink gets until the task's
+ * deadline plus the connect timeout, but never more than this. */
+#define SUBMIT_TIMEOUT_MAX_MS 600000u
+/* gRPC deadlines are checked at least this often. */
+#define TICK_MAX_MS 1000u
+
+typedef struct link {
+    agent_t *a;
+    sfl_conn_t *conn;
+    sfl_grpc_session_t *sess; /* NULL until the connection opened */
+    int opened;               /* on_connect(c, 0) seen */
+    int closing;              /* closed or detached: write nothing more */
+    char why[256];            /* the connect failure's detail */
+} link_t;
+
+typedef struct train {
+    agent_t *a;
+    uv_work_t req;
+    sfl_task_t *task;    /* owned */
+    uint64_t agent_id;   /* the id the update is sealed for */
+    uint64_t started_ms; /* loop time */
+    int rc;              /* agent_train_task's result */
+    char err[256];       /* its detail (sfl_last_error is per thread) */
+    int aborted;         /* HeartbeatReply.abort or stop: drop the result */
+    uint8_t *msg;        /* the packed Update */
+    size_t len;
+    uint32_t tries;      /* submissions started */
+} train_t;
+
+struct agent {
+    uv_loop_t *loop;
+    agent_config_t cfg;
+    FILE *log;
+    agent_state_cb observer;
+    void *observer_ud;
+    agent_state_t state;
+    agent_stats_t stats;
+
+    /* Loaded once by agent_new. */
+    sfl_dataset_t *data; /* targets as read (original label values) */
+    sfl_dataset_summary_t summary;
+    sfl_identity_t *id;
+    int id_created;
+    uint8_t coord_pk[SFL_SEAL_PK_BYTES]; /* pinned: tasks verify against it */
+    sfl_tags_t conditions;
+    sfl_tls_t *tls;
+    char host[256], port[16];
+
+    /* Handles, from agent_start to the stopped callback. */
+    int started, stopping, closing_handles, handles;
+    agent_stopped_cb stopped_cb;
+    void *stopped_ud;
+    uv_timer_t timer;      /* BACKOFF and WAITING delays */
+    uv_timer_t hb_timer;   /* heartbeats while joined */
+    uv_timer_t tick_timer; /* gRPC deadlines */
+    uv_idle_t flush;       /* writes a session's output after a wake */
+    uv_getaddrinfo_t gai;
+    int resolving;
+
+    /* The connection. */
+    link_t *link;
+    int nlinks; /* links not yet closed, detached ones included */
+    sfl_grpc_call_t *join_call, *sub_call, *hb_call, *submit_call;
+    uint64_t agent_id;
+    uint32_t hb_ms;
+    uint32_t attempt;          /* reconnects since the last Join */
+    uint64_t hb_job, hb_round; /* what the outstanding heartbeat reported */
+    uint32_t hb_attempt;
+
+    /* How the Subscribe stream ended, acted on once no task is in hand. */
+    int saw_wait;
+    uint64_t resub_at; /* loop time of the next Subscribe; 0 = at once */
+    int resub_reset;   /* the stream failed: reconnect and rejoin */
+
+    /* Work. */
+    train_t *work;     /* on the thread pool */
+    train_t *outbox;   /* sealed, being submitted or waiting to be */
+    sfl_task_t *next;  /* a verified task that arrived while busy */
+    sfl_algo_ws_t ws;  /* touched only by the work in flight */
+};
+
+typedef enum {
+    EV_START,
+    EV_STOP,
+    EV_TIMER,
+    EV_RESOLVED,
+    EV_CONNECTED,
+    EV_CLOSED,
+    EV_JOINED,
+    EV_JOIN_FAILED,
+    EV_TASK,
+    EV_WAIT,
+    EV_STREAM_END,
+    EV_TRAINED,
+    EV_ACK,
+    EV_SUBMIT_FAILED
+} ev_type_t;
+
+typedef struct ev {
+    ev_type_t type;
+    int status;          /* gRPC status (>= 0) or an sfl / -errno code */
+    const char *message; /* detail for status */
+    const struct addrinfo *addr;   /* EV_RESOLVED */
+    const sfl_join_reply_t *join;  /* EV_JOINED */
+    sfl_task_t *task;              /* EV_TASK: step() owns it */
+    const sfl_wait_t *wait;        /* EV_WAIT */
+    train_t *train;                /* EV_TRAINED: step() owns it */
+    const sfl_ack_t *ack;          /* EV_ACK */
+} ev_t;
+
+static void step(agent_t *a, const ev_t *e);
+static void pump(link_t *l);
+static void on_hb_timer(uv_timer_t *t);
+static void maybe_finish_stop(agent_t *a);
+
+/* ---- logging ------------------------------------------------------------ */
+
+static void say(const agent_t *a, const char *level, const char *event, const char *fmt, ...)
+    SFL_PRINTF(4, 5);
+static void say(const agent_t *a, const char *level, const char *event, const char *fmt, ...)
+{
+    char rest[1024];
+    va_list ap;
+
+    if (a->log == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(rest, sizeof(rest), fmt, ap);
+    va_end(ap);
+    fprintf(a->log, "sfl-agent level=%s event=%s%s%s\n", level, event, rest[0] ? " " : "",
+            rest);
+}
+
+/* s as a double-quoted log value: peer text may hold anything. */
+static const char *quote(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+
+    out[o++] = '"';
+    for (; s != NULL && *s && o + 4 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+
+        if (ch == '"' || ch == '\\')
+            out[o++] = '\\';
+        out[o++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+    return out;
+}
+
+/* A gRPC status by name, or an sfl / -errno code's text, quoted. */
+static const char *status_name(char *out, size_t cap, int status)
+{
+    return status < 0 ? quote(out, cap, sfl_strerror(status)) : sfl_grpc_status_name(status);
+}
+
+const char *agent_state_name(agent_state_t s)
+{
+    static const char *const names[] = {"disconnected", "connecting", "joining", "waiting",
+                                        "subscribed",   "training",   "submitting", "backoff"};
+
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+static uint64_t unix_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- pure pieces ---------------------------------------------------------- */
+
+uint64_t agent_backoff_delay(uint64_t min_ms, uint64_t max_ms, uint32_t n, uint32_t r)
+{
+    uint64_t hi = min_ms, lo;
+
+    for (uint32_t i = 0; i <= n && hi < max_ms; i++)
+        hi = hi > max_ms / 2 ? max_ms : hi * 2;
+    if (hi > max_ms)
+        hi = max_ms;
+    lo = hi / 2 > min_ms ? hi / 2 : min_ms;
+    /* r / 2^32 is in [0, 1), so the draw never passes hi. */
+    return lo + (uint64_t)((double)(hi - lo + 1) * ((double)r / 4294967296.0));
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+
+    return (a > b) - (a < b);
+}
+
+int agent_summarize(const sfl_dataset_t *data, sfl_dataset_summary_t *sum)
+{
+    uint32_t n = data->X->nrows, k = 0;
+    double *v;
+    int integral = 1;
+
+    memset(sum, 0, sizeof(*sum));
+    sum->samples = n;
+    sum->dimension = data->X->ncols;
+    if (n == 0)
+        return 0;
+    v = sfl__mallocarray(n, sizeof(double));
+    if (v == NULL)
+        return SFL_ENOMEM;
+    memcpy(v, data->y, (size_t)n * sizeof(double));
+    qsort(v, n, sizeof(double), cmp_double);
+    for (uint32_t i = 0; i < n && k <= SFL_MSG_MAX_LABELS; i++) {
+        if (k > 0 && v[i] == v[k - 1])
+            continue;
+        integral &= v[i] == floor(v[i]);
+        v[k++] = v[i];
+    }
+    /* The data says nothing about the task; few integer values are what
+     * class labels look like, anything else is reported as regression. */
+    if (integral && k <= SFL_MSG_MAX_LABELS) {
+        sum->nlabels = k;
+        memcpy(sum->labels, v, (size_t)k * sizeof(double));
+    }
+    sfl__free(v);
+    return 0;
+}
+
+int agent_task_check(const sfl_task_t *t, const sfl_dataset_t *data)
+{
+    const sfl_algo_t *algo = sfl_algo_find(t->algorithm);
+    const sfl_loss_t *loss = sfl_loss_find(t->loss);
+    sfl_problem_t prob;
+    uint32_t nclasses;
+    int rc;
+
+    if (algo == NULL)
+        return sfl__fail(SFL_EUNSUP, "task: unknown algorithm '%s'", t->algorithm);
+    if (loss == NULL)
+        return sfl__fail(SFL_EUNSUP, "task: unknown loss '%s'", t->loss);
+    if (t->update_mode != SFL_UPDATE_MODE_SEALED)
+        return sfl__fail(SFL_EUNSUP, "task: update mode %d is not supported by this agent",
+                         (int)t->update_mode);
+    if (t->dictionary[0] != '\0')
+        return sfl__fail(SFL_EUNSUP, "task: dictionary '%s' is not supported by this agent",
+                         t->dictionary);
+    if (data->X->ncols > t->dimension)
+        return sfl__fail(SFL_EDIM, "task: dimension %u, but the local data has %u features",
+                         t->dimension, data->X->ncols);
+    if (loss->classification && t->nlabels == 0)
+        return sfl__fail(SFL_EINVAL, "task: loss %s needs the job's labels", loss->name);
+    nclasses = loss->classification ? t->nlabels : 0;
+    if ((rc = sfl_problem_init(&prob, loss, t->dimension, nclasses)) < 0)
+        return rc;
+    if (t->model == NULL || t->model->dim != prob.dim)
+        return sfl__fail(SFL_EDIM, "task: model has dimension %u, the problem %zu",
+                         t->model ? t->model->dim : 0, prob.dim);
+    return sfl_algo_check(algo, &t->params, &prob);
+}
+
+/* y[i] = index of the local target in the job's ascending labels, so every
+ * agent numbers the classes alike. */
+static int code_labels(const sfl_dataset_t *data, const double *labels, uint32_t nlabels,
+                       double *y)
+{
+    for (uint32_t i = 0; i < data->X->nrows; i++) {
+        const double *hit = bsearch(&data->y[i], labels, nlabels, sizeof(double), cmp_double);
+
+        if (hit == NULL)
+            return sfl__fail(SFL_EINVAL, "task: local label %.17g (row %u) is not among the "
+                             "job's %u labels", data->y[i], i + 1, nlabels);
+        y[i] = (double)(hit - labels);
+    }
+    return 0;
+}
+
+int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_identity_t *id,
+                     uint64_t agent_id, sfl_algo_ws_t *ws, uint8_t **msg, size_t *len)
+{
+    const sfl_algo_t *algo;
+    const sfl_loss_t *loss;
+    sfl_problem_t prob;
+    sfl_csr_t xv;
+    sfl_dataset_t view;
+    double *y = NULL, *global = NULL, *model = NULL;
+    sfl_spvec_t *upd = NULL;
+    uint8_t *payload = NULL, *sealed = NULL;
+    size_t plen = 0, cap, slen = 0;
+    uint32_t nclasses;
+    double train_loss;
+    int rc;
+
+    *msg = NULL;
+    *len = 0;
+    if ((rc = agent_task_check(t, data)) < 0)
+        return rc;
+    algo = sfl_algo_find(t->algorithm);
+    loss = sfl_loss_find(t->loss);
+    nclasses = loss->classification ? t->nlabels : 0;
+    if ((rc = sfl_problem_init(&prob, loss, t->dimension, nclasses)) < 0)
+        return rc;
+
+    /* A view of the local data: the same rows, widened to the job's
+     * dimension (CSR keeps nothing per column) and, for classification,
+     * with targets coded by the job's labels. */
+    xv = *data->X;
+    xv.ncols = t->dimension;
+    view.X = &xv;
+    view.y = data->y;
+    view.nclasses = nclasses;
+    view.labels = nclasses ? (double *)t->labels : NULL;
+    if (nclasses) {
+        y = sfl__mallocarray(data->X->nrows, sizeof(double));
+        if (y == NULL) {
+            rc = SFL_ENOMEM;
+            goto out;
+        }
+        if ((rc = code_labels(data, t->labels, t->nlabels, y)) < 0)
+            goto out;
+        view.y = y;
+    }
+
+    global = sfl__calloc(prob.dim, sizeof(double));
+    if (global == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    sfl_spvec_scatter(t->model, global);
+    if ((rc = sfl_spvec_new((uint32_t)prob.dim, 0, &upd)) < 0)
+        goto out;
+    rc = sfl_algo_client_round(algo, &t->params, &prob, global, &view, NULL, t->seed, t->round,
+                               agent_id, ws, upd);
+    if (rc < 0)
+        goto out;
+    if (t->max_update_nnz != 0 && upd->nnz > t->max_update_nnz) {
+        rc = sfl__fail(SFL_ELIMIT, "update has %u nonzeros, the task allows %u", upd->nnz,
+                       t->max_update_nnz);
+        goto out;
+    }
+
+    /* The algorithm table returns no objective: report the local objective
+     * at the model this round started from (docs/protocol.md, agent notes). */
+    if (algo->model_of != NULL) {
+        model = sfl__calloc(loss->dim(t->dimension, nclasses), sizeof(double));
+        if (model == NULL) {
+            rc = SFL_ENOMEM;
+            goto out;
+        }
+        if ((rc = algo->model_of(&t->params, &prob, global, model, &ws->topk)) < 0)
+            goto out;
+    }
+    train_loss = loss->eval(&view, NULL, 0, model ? model : global, t->params.lambda, NULL);
+    if (!isfinite(train_loss)) {
+        rc = sfl__fail(SFL_ENUMERIC, "local objective at the task's model is not finite");
+        goto out;
+    }
+    /* Drop the dense copies before the payload's buffers are made. */
+    sfl__free(model);
+    model = NULL;
+    sfl__free(global);
+    global = NULL;
+
+    {
+        sfl_payload_t pl = {upd, t->value_encoding, data->X->nrows, train_loss};
+
+        if ((rc = sfl_msg_payload_pack(&pl, &payload, &plen)) < 0)
+            goto out;
+    }
+    cap = sfl_seal_sealed_size(plen);
+    if (cap == 0) {
+        rc = sfl__fail(SFL_ELIMIT, "payload of %zu bytes is too large to seal", plen);
+        goto out;
+    }
+    sealed = sfl__malloc(cap);
+    if (sealed == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    {
+        sfl_upd_ctx_t ctx;
+
+        memcpy(ctx.round_pk, t->round_key, sizeof(ctx.round_pk));
+        ctx.job = t->job_id;
+        ctx.round = t->round;
+        memcpy(ctx.nonce, t->round_nonce, sizeof(ctx.nonce));
+        ctx.agent_id = agent_id;
+        memcpy(ctx.model_hash, t->model_hash, sizeof(ctx.model_hash));
+        if ((rc = sfl_seal_update(id, &ctx, payload, plen, sealed, cap, &slen)) < 0)
+            goto out;
+    }
+    {
+        sfl_update_t m = {t->job_id, t->round, t->attempt, agent_id, SFL_UPDATE_MODE_SEALED,
+                          sealed, slen};
+
+        rc = sfl_msg_update_pack(&m, msg, len);
+    }
+out:
+    /* The plaintext update is private to this agent until sealed. */
+    if (payload != NULL)
+        sodium_memzero(payload, plen);
+    sfl_msg_buf_free(payload);
+    sfl__free(sealed);
+    sfl_spvec_free(upd);
+    sfl__free(model);
+    sfl__free(global);
+    sfl__free(y);
+    return rc;
+}
+
+/* ---- construction ----------------------------------------------------------- */
+
+/* "host:port" or "[v6]:port". */
+static int split_hostport(const char *s, char *host, size_t hcap, char *port, size_t pcap)
+{
+    const char *colon, *h = s;
+    size_t hn;
+
+    if (s[0] == '[') {
+        const char *end = strchr(s, ']');
+
+        if (end == NULL || end[1] != ':')
+            return sfl__fail(SFL_EINVAL, "coordinator: bad address '%s' (want [v6]:port)", s);
+        h = s + 1;
+        hn = (size_t)(end - h);
+        colon = end + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            return sfl__fail(SFL_EINVAL, "coordinator: missing port in '%s'", s);
+        hn = (size_t)(colon - s);
+    }
+    if (hn == 0 || hn >= hcap || strlen(colon + 1) == 0 || strlen(colon + 1) >= pcap ||
+        strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return sfl__fail(SFL_EINVAL, "coordinator: bad address '%s' (want host:port)", s);
+    memcpy(host, h, hn);
+    host[hn] = '\0';
+    snprintf(port, pcap, "%s", colon + 1);
+    return 0;
+}
+
+static int load_data(agent_t *a)
+{
+    const char *spec = a->cfg.data;
+    int rc;
+
+    if (strncmp(spec, "libsvm:", 7) == 0)
+        rc = sfl_libsvm_read(spec + 7, 0, NULL, &a->data);
+    else
+        rc = sfl_csv_read(spec + 4, NULL, NULL, &a->data);
+    if (rc < 0)
+        return rc;
+    if (a->data->X->nrows == 0)
+        return sfl__fail(SFL_EEMPTY, "%s: no samples", spec);
+    return 0;
+}
+
+/* The identity key lives in state_dir; the first start makes it. */
+static int load_identity(agent_t *a)
+{
+    char path[AGENT_PATH_MAX + sizeof(AGENT_IDENTITY_FILE) + 1];
+    int rc;
+
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", a->cfg.state_dir, AGENT_IDENTITY_FILE) >=
+        sizeof(path))
+        return sfl__fail(SFL_EINVAL, "state_dir is too long");
+    if (mkdir(a->cfg.state_dir, 0700) < 0 && errno != EEXIST)
+        return sfl__fail(-errno, "state_dir %s: cannot create: %s", a->cfg.state_dir,
+                         strerror(errno));
+    rc = sfl_identity_load(path, &a->id);
+    if (rc != -ENOENT)
+        return rc;
+    if ((rc = sfl_identity_generate(&a->id)) < 0)
+        return rc;
+    if ((rc = sfl_identity_save(a->id, path)) < 0)
+        return rc;
+    a->id_created = 1;
+    return 0;
+}
+
+int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out)
+{
+    agent_t *a;
+    int rc;
+
+    *out = NULL;
+    if ((rc = agent_config_check(cfg)) < 0)
+        return rc;
+    a = sfl__calloc(1, sizeof(*a));
+    if (a == NULL)
+        return SFL_ENOMEM;
+    a->loop = loop;
+    a->cfg = *cfg;
+    a->log = stderr;
+    sfl_algo_ws_init(&a->ws);
+    rc = split_hostport(cfg->coordinator, a->host, sizeof(a->host), a->port, sizeof(a->port));
+    if (rc < 0)
+        goto out;
+    for (uint32_t i = 0; i < cfg->nconditions; i++) {
+        if ((rc = sfl_msg_tags_add(&a->conditions, cfg->conditions[i])) < 0) {
+            rc = sfl__fail(rc, "conditions: '%s' is not a tag (1-31 of [a-z0-9_.:-])",
+                           cfg->conditions[i]);
+            goto out;
+        }
+    }
+    if ((rc = sfl_seal_pk_from_hex(cfg->coordinator_pk, a->coord_pk)) < 0 ||
+        (rc = sfl_identity_pk_check(a->coord_pk)) < 0) {
+        rc = sfl__fail(SFL_EINVAL, "coordinator_pk is not a usable Ed25519 public key");
+        goto out;
+    }
+    if ((rc = load_data(a)) < 0 || (rc = agent_summarize(a->data, &a->summary)) < 0)
+        goto out;
+    if ((rc = load_identity(a)) < 0)
+        goto out;
+    {
+        sfl_tls_config_t t = {
+            .cert_file = cfg->cert,
+            .key_file = cfg->key,
+            .ca_file = cfg->ca,
+            .verify_host = cfg->server_name[0] ? cfg->server_name : a->host,
+            .alpn = "h2",
+            .alpn_required = 1,
+        };
+
+        if ((rc = sfl_tls_new(&t, 0, &a->tls)) < 0)
+            goto out;
+    }
+    *out = a;
+    return 0;
+out:
+    agent_free(a);
+    return rc;
+}
+
+static void train_free(train_t *w)
+{
+    if (w == NULL)
+        return;
+    sfl_msg_task_free(w->task);
+    sfl_msg_buf_free(w->msg);
+    sfl__free(w);
+}
+
+void agent_free(agent_t *a)
+{
+    if (a == NULL)
+        return;
+    /* Only before agent_start or after the stopped callback. */
+    assert(a->handles == 0 && a->work == NULL && a->nlinks == 0);
+    train_free(a->outbox);
+    sfl_msg_task_free(a->next);
+    sfl_algo_ws_close(&a->ws);
+    sfl_tls_free(a->tls);
+    sfl_identity_free(a->id);
+    sfl_dataset_free(a->data);
+    sfl__free(a);
+}
+
+void agent_set_log(agent_t *a, FILE *f)
+{
+    a->log = f;
+}
+
+void agent_set_observer(agent_t *a, agent_state_cb cb, void *ud)
+{
+    a->observer = cb;
+    a->observer_ud = ud;
+}
+
+agent_state_t agent_state(const agent_t *a)
+{
+    return a->state;
+}
+
+const agent_stats_t *agent_stats(const agent_t *a)
+{
+    return &a->stats;
+}
+
+uint64_t agent_joined_id(const agent_t *a)
+{
+    return a->agent_id;
+}
+
+const uint8_t *agent_identity_pk(const agent_t *a)
+{
+    return a->id->pk;
+}
+
+/* ---- the connection ------------------------------------------------------------ */
+
+static void forget_calls(agent_t *a)
+{
+    a->join_call = a->sub_call = a->hb_call = a->submit_call = NULL;
+}
+
+/* Cancels the link's calls, detaches and closes it; its on_close frees it. */
+static void drop_link(agent_t *a)
+{
+    link_t *l = a->link;
+    sfl_grpc_call_t *calls[] = {a->join_call, a->sub_call, a->hb_call, a->submit_call};
+
+    if (l == NULL)
+        return;
+    for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+        if (calls[i] != NULL)
+            sfl_grpc_cancel(calls[i]);
+    forget_calls(a);
+    a->link = NULL;
+    if (!l->closing) {
+        l->closing = 1;
+        sfl_conn_close(l->conn);
+    }
+}
+
+/* The link stays current, so its on_close reports EV_CLOSED. */
+static void close_link(link_t *l)
+{
+    if (l->closing)
+        return;
+    l->closing = 1;
+    sfl_conn_close(l->conn);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    agent_t *a = t->data;
+
+    if (a->link != NULL)
+        pump(a->link);
+}
+
+static void on_flush(uv_idle_t *h)
+{
+    agent_t *a = h->data;
+
+    uv_idle_stop(h);
+    if (a->link != NULL)
+        pump(a->link);
+}
+
+/* The session has output queued outside feed: write it from the loop, not
+ * from inside the call that queued it. */
+static void on_wake(sfl_grpc_session_t *s, void *ud)
+{
+    link_t *l = ud;
+    agent_t *a = l->a;
+
+    (void)s;
+    if (a->started && !a->closing_handles)
+        uv_idle_start(&a->flush, on_flush);
+}
+
+/* Runs what is due in the session and writes its output; only from the
+ * loop's own callbacks (never inside the session's). */
+static void pump(link_t *l)
+{
+    agent_t *a = l->a;
+    uint64_t next = UINT64_MAX;
+
+    if (l->closing || l->sess == NULL)
+        return;
+    (void)sfl_grpc_session_tick(l->sess, &next);
+    while (!l->closing && !sfl_conn_congested(l->conn)) {
+        const uint8_t *p;
+        size_t n;
+        int rc = sfl_grpc_session_pending(l->sess, &p, &n);
+
+        if (rc == 0 && n == 0)
+            break;
+        if (rc == 0)
+            rc = sfl_conn_write(l->conn, p, n);
+        if (rc < 0) {
+            say(a, "warn", "connection_error", "error=%s", sfl_strerror(rc));
+            close_link(l);
+            break;
+        }
+        sfl_grpc_session_consumed(l->sess, n);
+    }
+    if (!l->closing && sfl_grpc_session_done(l->sess))
+        close_link(l);
+    if (l == a->link && !l->closing && a->started && !a->closing_handles)
+        uv_timer_start(&a->tick_timer, on_tick, next < TICK_MAX_MS ? next : TICK_MAX_MS, 0);
+}
+
+static void on_connect(sfl_conn_t *c, int status)
+{
+    link_t *l = sfl_conn_data(c);
+    agent_t *a = l->a;
+    sfl_grpc_config_t g = {.max_message = AGENT_MAX_MESSAGE, .idle_timeout_ms = UINT32_MAX};
+    sfl_peer_t peer;
+    int rc;
+
+    if (status < 0) {
+        snprintf(l->why, sizeof(l->why), "%s", sfl_last_error());
+        return; /* on_close follows */
+    }
+    if (l != a->link) {
+        sfl_conn_abort(c);
+        return;
+    }
+    l->opened = 1;
+    /* Liveness is the heartbeat's and the transport's business: the
+     * session itself never closes an agent's connection for idling. */
+    rc = sfl_grpc_client_new(&g, "https", a->cfg.coordinator, &l->sess);
+    if (rc < 0) {
+        snprintf(l->why, sizeof(l->why), "http2 session: %s", sfl_strerror(rc));
+        close_link(l);
+        return;
+    }
+    sfl_grpc_session_set_wake(l->sess, on_wake, l);
+    a->stats.connects++;
+    if (sfl_conn_peer(c, &peer) == 0)
+        say(a, "info", "connected", "coordinator=%s peer_cn=%s peer_role=%s", a->cfg.coordinator,
+            peer.cn, sfl_role_name(peer.role));
+    step(a, &(ev_t){.type = EV_CONNECTED});
+    pump(l);
+}
+
+static void on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
+{
+    link_t *l = sfl_conn_data(c);
+
+    if (l->closing || l->sess == NULL)
+        return;
+    if (sfl_grpc_session_feed(l->sess, buf, len) < 0)
+        say(l->a, "warn", "protocol_error", "error=%s", sfl_last_error());
+    pump(l);
+}
+
+static void on_drain(sfl_conn_t *c)
+{
+    pump(sfl_conn_data(c));
+}
+
+static void on_close(sfl_conn_t *c, int status)
+{
+    link_t *l = sfl_conn_data(c);
+    agent_t *a = l->a;
+    int current = l == a->link, opened = l->opened;
+    char why[256];
+
+    snprintf(why, sizeof(why), "%s",
+             l->why[0] ? l->why : status < 0 ? sfl_last_error() : "closed");
+    if (current) {
+        a->link = NULL;
+        forget_calls(a); /* what the session reports while freed is ignored */
+    }
+    sfl_grpc_session_free(l->sess);
+    sfl__free(l);
+    a->nlinks--;
+    if (current) {
+        if (!opened)
+            a->stats.connect_fails++;
+        step(a, &(ev_t){.type = EV_CLOSED, .status = status, .message = why});
+    }
+    maybe_finish_stop(a);
+}
+
+static const sfl_conn_cbs_t conn_cbs = {on_connect, on_data, on_drain, on_close};
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    agent_t *a = req->data;
+
+    a->resolving = 0;
+    if (!a->stopping)
+        step(a, &(ev_t){.type = EV_RESOLVED, .status = status,
+                        .message = status < 0 ? uv_strerror(status) : NULL, .addr = res});
+    uv_freeaddrinfo(res);
+    maybe_finish_stop(a);
+}
+
+/* ---- calls -------------------------------------------------------------------- */
+
+static void on_join(sfl_grpc_call_t *call, int status, const char *message, const uint8_t *resp,
+                    size_t len, void *ud)
+{
+    agent_t *a = ud;
+    sfl_join_reply_t r;
+    int rc;
+
+    if (call != a->join_call)
+        return;
+    a->join_call = NULL;
+    if (status != SFL_GRPC_STATUS_OK) {
+        step(a, &(ev_t){.type = EV_JOIN_FAILED, .status = status, .message = message});
+        return;
+    }
+    if ((rc = sfl_msg_join_reply_unpack(resp, len, NULL, &r)) < 0) {
+        step(a, &(ev_t){.type = EV_JOIN_FAILED, .status = rc, .message = sfl_last_error()});
+        return;
+    }
+    step(a, &(ev_t){.type = EV_JOINED, .join = &r});
+}
+
+static void on_sub_msg(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, void *ud)
+{
+    agent_t *a = ud;
+    sfl_msg_limits_t lim;
+    sfl_task_t *t = NULL;
+    sfl_wait_t w;
+    char q[300];
+    int rc;
+
+    if (call != a->sub_call)
+        return;
+    sfl_msg_limits_default(&lim);
+    lim.max_message = AGENT_MAX_MESSAGE;
+    if ((rc = sfl_msg_task_or_wait_unpack(msg, len, &lim, &t, &w)) < 0) {
+        a->stats.tasks_refused++;
+        say(a, "warn", "task_refused", "reason=malformed error=%s",
+            quote(q, sizeof(q), sfl_last_error()));
+        return;
+    }
+    if (t != NULL)
+        step(a, &(ev_t){.type = EV_TASK, .task = t});
+    else
+        step(a, &(ev_t){.type = EV_WAIT, .wait = &w});
+}
+
+static void on_sub_done(sfl_grpc_call_t *call, int status, const char *message, void *ud)
+{
+    agent_t *a = ud;
+
+    if (call != a->sub_call)
+        return;
+    a->sub_call = NULL;
+    step(a, &(ev_t){.type = EV_STREAM_END, .status = status, .message = message});
+}
+
+static void on_submit(sfl_grpc_call_t *call, int status, const char *message,
+                      const uint8_t *resp, size_t len, void *ud)
+{
+    agent_t *a = ud;
+    sfl_ack_t ack;
+    int rc;
+
+    if (call != a->submit_call)
+        return;
+    a->submit_call = NULL;
+    if (status != SFL_GRPC_STATUS_OK) {
+        step(a, &(ev_t){.type = EV_SUBMIT_FAILED, .status = status, .message = message});
+        return;
+    }
+    if ((rc = sfl_msg_ack_unpack(resp, len, NULL, &ack)) < 0) {
+        step(a, &(ev_t){.type = EV_SUBMIT_FAILED, .status = rc, .message = sfl_last_error()});
+        return;
+    }
+    step(a, &(ev_t){.type = EV_ACK, .ack = &ack});
+}
+
+static int joined_state(agent_state_t s)
+{
+    return s == AGENT_WAITING || s == AGENT_SUBSCRIBED || s == AGENT_TRAINING ||
+           s == AGENT_SUBMITTING;
+}
+
+/* Heartbeats change no state: they report the phase, and their replies
+ * only tune the interval, move a deadline or mark the work aborted. */
+static void on_heartbeat(sfl_grpc_call_t *call, int status, const char *message,
+                         const uint8_t *resp, size_t len, void *ud)
+{
+    agent_t *a = ud;
+    sfl_heartbeat_reply_t r;
+    train_t *w;
+    char q[300], sq[80];
+
+    if (call != a->hb_call)
+        return;
+    a->hb_call = NULL;
+    if (status != SFL_GRPC_STATUS_OK) {
+        say(a, "warn", "heartbeat_failed", "status=%s message=%s",
+            status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message));
+        return;
+    }
+    if (sfl_msg_heartbeat_reply_unpack(resp, len, NULL, &r) < 0) {
+        say(a, "warn", "heartbeat_failed", "error=%s", quote(q, sizeof(q), sfl_last_error()));
+        return;
+    }
+    a->stats.heartbeats++;
+    {
+        uint64_t ms = r.interval_ms < a->cfg.heartbeat_ms ? r.interval_ms : a->cfg.heartbeat_ms;
+
+        if (ms != a->hb_ms) {
+            a->hb_ms = (uint32_t)ms;
+            uv_timer_start(&a->hb_timer, on_hb_timer, ms, ms);
+        }
+    }
+    w = a->work != NULL ? a->work : a->outbox;
+    if (w == NULL || w->task->job_id != a->hb_job || w->task->round != a->hb_round ||
+        w->task->attempt != a->hb_attempt)
+        return;
+    if (r.deadline_ms > w->task->deadline_ms)
+        w->task->deadline_ms = r.deadline_ms;
+    if (r.abort && w == a->work && !w->aborted) {
+        w->aborted = 1;
+        say(a, "warn", "task_aborted", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u",
+            w->task->job_id, w->task->round, w->task->attempt);
+    }
+}
+
+static void on_hb_timer(uv_timer_t *t)
+{
+    agent_t *a = t->data;
+    sfl_heartbeat_req_t r;
+    const train_t *w = NULL;
+    uint8_t *buf;
+    size_t len;
+    int rc;
+
+    if (a->link == NULL || a->link->closing || a->hb_call != NULL || !joined_state(a->state))
+        return;
+    memset(&r, 0, sizeof(r));
+    r.agent_id = a->agent_id;
+    r.phase = SFL_PHASE_IDLE;
+    if (a->state == AGENT_TRAINING && a->work != NULL) {
+        w = a->work;
+        r.phase = SFL_PHASE_TRAINING;
+        r.progress_permille = 0; /* the algorithm table reports no progress */
+    } else if (a->state == AGENT_SUBMITTING && a->outbox != NULL) {
+        w = a->outbox;
+        r.phase = SFL_PHASE_UPLOADING;
+        r.progress_permille = 1000;
+    }
+    if (w != NULL) {
+        r.job_id = w->task->job_id;
+        r.round = w->task->round;
+        r.attempt = w->task->attempt;
+    }
+    r.conditions = a->conditions;
+    if ((rc = sfl_msg_heartbeat_req_pack(&r, &buf, &len)) < 0) {
+        say(a, "warn", "heartbeat_failed", "error=%s", sfl_strerror(rc));
+        return;
+    }
+    rc = sfl_grpc_call_unary(a->link->sess, PATH_HEARTBEAT, buf, len, a->hb_ms, on_heartbeat, a,
+                             &a->hb_call);
+    sfl_msg_buf_free(buf);
+    if (rc < 0) {
+        a->hb_call = NULL;
+        say(a, "warn", "heartbeat_failed", "error=%s", sfl_strerror(rc));
+        return;
+    }
+    a->hb_job = r.job_id;
+    a->hb_round = r.round;
+    a->hb_attempt = r.attempt;
+}
+
+/* ---- actions (they return the next state; only step() sets it) ------------------- */
+
+static void on_timer(uv_timer_t *t)
+{
+    step(t->data, &(ev_t){.type = EV_TIMER});
+}
+
+static agent_state_t backoff(agent_t *a, const char *what, int status, const char *message)
+{
+    uint64_t delay = agent_backoff_delay(a->cfg.backoff_min_ms, a->cfg.backoff_max_ms,
+                                         a->attempt, randombytes_random());
+    char q[300], sq[80];
+
+    /* Logged first: message may be borrowed from a call of this link. */
+    say(a, "warn", "disconnected", "during=%s status=%s error=%s retry_in_ms=%" PRIu64, what,
+        status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message), delay);
+    drop_link(a);
+    uv_timer_stop(&a->hb_timer);
+    uv_timer_stop(&a->timer);
+    /* A task that waited for its turn belonged to the stream just lost. */
+    sfl_msg_task_free(a->next);
+    a->next = NULL;
+    a->saw_wait = a->resub_reset = 0;
+    a->resub_at = 0;
+    if (a->attempt < UINT32_MAX)
+        a->attempt++;
+    a->stats.backoffs++;
+    a->stats.last_backoff_ms = delay;
+    uv_timer_start(&a->timer, on_timer, delay, 0);
+    return AGENT_BACKOFF;
+}
+
+static agent_state_t connect_begin(agent_t *a)
+{
+    struct addrinfo hints;
+    int rc;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    a->gai.data = a;
+    rc = uv_getaddrinfo(a->loop, &a->gai, on_resolved, a->host, a->port, &hints);
+    if (rc < 0) {
+        a->stats.connect_fails++;
+        return backoff(a, "resolve", rc, uv_strerror(rc));
+    }
+    a->resolving = 1;
+    say(a, "info", "connecting", "coordinator=%s", a->cfg.coordinator);
+    return AGENT_CONNECTING;
+}
+
+static agent_state_t connect_addr(agent_t *a, const ev_t *e)
+{
+    uint64_t idle = 3 * a->cfg.heartbeat_ms;
+    sfl_conn_opts_t o = {
+        .tls = a->tls,
+        .connect_timeout_ms = a->cfg.connect_timeout_ms,
+        .idle_timeout_ms = idle > 120000 ? idle : 120000,
+    };
+    link_t *l;
+    int rc;
+
+    if (e->status < 0 || e->addr == NULL) {
+        a->stats.connect_fails++;
+        return backoff(a, "resolve", e->status, e->message);
+    }
+    l = sfl__calloc(1, sizeof(*l));
+    if (l == NULL)
+        return backoff(a, "connect", SFL_ENOMEM, "out of memory");
+    l->a = a;
+    rc = sfl_conn_connect(a->loop, e->addr->ai_addr, &o, &conn_cbs, l, &l->conn);
+    if (rc < 0) {
+        sfl__free(l);
+        a->stats.connect_fails++;
+        return backoff(a, "connect", rc, sfl_last_error());
+    }
+    a->link = l;
+    a->nlinks++;
+    return AGENT_CONNECTING;
+}
+
+static agent_state_t join(agent_t *a)
+{
+    sfl_join_req_t r;
+    uint8_t *buf;
+    size_t len;
+    int rc;
+
+    memset(&r, 0, sizeof(r));
+    memcpy(r.identity_key, a->id->pk, sizeof(r.identity_key));
+    r.conditions = a->conditions;
+    r.dataset = a->summary;
+    r.protocol_version = SFL_MSG_PROTOCOL_VERSION;
+    snprintf(r.agent_version, sizeof(r.agent_version), "%s", AGENT_VERSION);
+    if ((rc = sfl_msg_join_req_pack(&r, &buf, &len)) < 0)
+        return backoff(a, "join", rc, sfl_last_error());
+    rc = sfl_grpc_call_unary(a->link->sess, PATH_JOIN, buf, len,
+                             (uint32_t)a->cfg.connect_timeout_ms, on_join, a, &a->join_call);
+    sfl_msg_buf_free(buf);
+    if (rc < 0) {
+        a->join_call = NULL;
+        return backoff(a, "join", rc, sfl_last_error());
+    }
+    return AGENT_JOINING;
+}
+
+static agent_state_t subscribe(agent_t *a)
+{
+    sfl_subscribe_req_t r;
+    uint8_t *buf;
+    size_t len;
+    int rc;
+
+    a->saw_wait = a->resub_reset = 0;
+    a->resub_at = 0;
+    memset(&r, 0, sizeof(r));
+    r.agent_id = a->agent_id;
+    r.conditions = a->conditions;
+    if ((rc = sfl_msg_subscribe_req_pack(&r, &buf, &len)) < 0)
+        return backoff(a, "subscribe", rc, sfl_last_error());
+    /* No grpc-timeout: the stream lives as long as the connection. */
+    rc = sfl_grpc_call_stream(a->link->sess, PATH_SUBSCRIBE, buf, len, 0, on_sub_msg,
+                              on_sub_done, a, &a->sub_call);
+    sfl_msg_buf_free(buf);
+    if (rc < 0) {
+        a->sub_call = NULL;
+        return backoff(a, "subscribe", rc, sfl_last_error());
+    }
+    a->stats.subscribes++;
+    return AGENT_SUBSCRIBED;
+}
+
+static void refuse(agent_t *a, sfl_task_t *t, const char *why)
+{
+    char q[300];
+
+    a->stats.tasks_refused++;
+    say(a, "warn", "task_refused", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u reason=%s",
+        t->job_id, t->round, t->attempt, quote(q, sizeof(q), why));
+    sfl_msg_task_free(t);
+}
+
+static void work_cb(uv_work_t *req)
+{
+    train_t *w = req->data;
+    agent_t *a = w->a;
+
+    /* The loop touches neither the data, the identity nor ws while this
+     * runs; the task is the work's own. */
+    w->rc = agent_train_task(w->task, a->data, a->id, w->agent_id, &a->ws, &w->msg, &w->len);
+    if (w->rc < 0)
+        snprintf(w->err, sizeof(w->err), "%s", sfl_last_error());
+}
+
+static void after_work_cb(uv_work_t *req, int status)
+{
+    train_t *w = req->data;
+    agent_t *a = w->a;
+
+    a->work = NULL;
+    if (status < 0) {
+        w->rc = status;
+        snprintf(w->err, sizeof(w->err), "%s", uv_strerror(status));
+    }
+    step(a, &(ev_t){.type = EV_TRAINED, .train = w});
+    maybe_finish_stop(a);
+}
+
+/* Queues t (taken) on the thread pool; on failure t is refused and freed. */
+static int train_start(agent_t *a, sfl_task_t *t)
+{
+    train_t *w = sfl__calloc(1, sizeof(*w));
+    int rc;
+
+    if (w == NULL) {
+        refuse(a, t, "out of memory");
+        return SFL_ENOMEM;
+    }
+    w->a = a;
+    w->task = t;
+    w->agent_id = a->agent_id;
+    w->req.data = w;
+    w->started_ms = uv_now(a->loop);
+    rc = uv_queue_work(a->loop, &w->req, work_cb, after_work_cb);
+    if (rc < 0) {
+        w->task = NULL;
+        train_free(w);
+        refuse(a, t, uv_strerror(rc));
+        return rc;
+    }
+    a->work = w;
+    say(a, "info", "training", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u algorithm=%s "
+        "samples=%u", t->job_id, t->round, t->attempt, t->algorithm, a->data->X->nrows);
+    return 0;
+}
+
+/* Where an algorithm with per-agent state (FedMac's personal model,
+ * FedGradMP's support estimate) would persist it: atomically (temporary
+ * file 0600 in state_dir, fsync, rename, fsync of the directory, as
+ * sfl_identity_save does), after training and before the update leaves,
+ * so a crash never loses state an accepted update depends on. The
+ * algorithms the agent runs keep none (client_state is NULL). */
+static int save_client_state(agent_t *a, const train_t *w)
+{
+    (void)a;
+    (void)w;
+    return 0;
+}
+
+static agent_state_t submit(agent_t *a);
+
+/* Connected and joined, nothing in hand: train what waited, or keep the
+ * stream, or act on how it ended. */
+static agent_state_t settle(agent_t *a)
+{
+    uint64_t now = uv_now(a->loop);
+
+    while (a->next != NULL) {
+        sfl_task_t *t = a->next;
+
+        a->next = NULL;
+        if (train_start(a, t) == 0)
+            return AGENT_TRAINING;
+    }
+    if (a->sub_call != NULL)
+        return AGENT_SUBSCRIBED;
+    if (a->resub_reset)
+        return backoff(a, "subscribe", SFL_GRPC_STATUS_UNAVAILABLE, "stream failed");
+    if (a->resub_at > now) {
+        uv_timer_start(&a->timer, on_timer, a->resub_at - now, 0);
+        return AGENT_WAITING;
+    }
+    return subscribe(a);
+}
+
+static agent_state_t joined(agent_t *a, const sfl_join_reply_t *r)
+{
+    uint64_t hb;
+    char hex[2 * SFL_SEAL_PK_BYTES + 1];
+
+    /* Tasks are verified against the pinned key whatever Join says; a
+     * coordinator presenting another key is not ours. */
+    if (sodium_memcmp(r->coordinator_key, a->coord_pk, SFL_SEAL_PK_BYTES) != 0) {
+        say(a, "error", "coordinator_key_mismatch", "got=%s",
+            sfl_seal_pk_to_hex(r->coordinator_key, hex));
+        return backoff(a, "join", SFL_EBADSIG, "coordinator key differs from coordinator_pk");
+    }
+    a->agent_id = r->agent_id;
+    a->attempt = 0;
+    a->stats.joins++;
+    hb = r->heartbeat_interval_ms < a->cfg.heartbeat_ms ? r->heartbeat_interval_ms
+                                                        : a->cfg.heartbeat_ms;
+    a->hb_ms = (uint32_t)hb;
+    uv_timer_start(&a->hb_timer, on_hb_timer, hb, hb);
+    say(a, "info", "joined", "agent_id=%" PRIu64 " heartbeat_ms=%" PRIu64
+        " retry_after_ms=%u", a->agent_id, hb, r->retry_after_ms);
+    a->resub_at = 0;
+    if (r->retry_after_ms)
+        a->resub_at = uv_now(a->loop) + r->retry_after_ms +
+                      randombytes_uniform(r->retry_after_ms / 10 + 1);
+    a->saw_wait = a->resub_reset = 0;
+    if (a->outbox != NULL)
+        return submit(a);
+    if (a->work != NULL)
+        return AGENT_TRAINING;
+    return settle(a);
+}
+
+static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
+{
+    int rc;
+
+    a->stats.tasks++;
+    rc = sfl_seal_verify_detached(a->coord_pk, SFL_MSG_TASK_CONTEXT, t->signed_bytes,
+                                  t->signed_len, t->signature);
+    if (rc < 0) {
+        refuse(a, t, "signature does not verify with coordinator_pk");
+        return from;
+    }
+    /* Verified; the model hash was checked against the model by
+     * sfl_msg_task_or_wait_unpack. The signed copy is no longer needed. */
+    sfl__free(t->signed_bytes);
+    t->signed_bytes = NULL;
+    t->signed_len = 0;
+    if ((rc = agent_task_check(t, a->data)) < 0) {
+        refuse(a, t, sfl_last_error());
+        return from;
+    }
+    if (from == AGENT_SUBSCRIBED)
+        return train_start(a, t) == 0 ? AGENT_TRAINING : from;
+    /* Busy: one task waits, the newest. */
+    if (a->next != NULL) {
+        say(a, "warn", "task_dropped", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u "
+            "reason=\"superseded while busy\"", a->next->job_id, a->next->round,
+            a->next->attempt);
+        sfl_msg_task_free(a->next);
+    }
+    a->next = t;
+    return from;
+}
+
+static void note_wait(agent_t *a, const sfl_wait_t *w)
+{
+    char q[300];
+
+    a->stats.waits++;
+    a->saw_wait = 1;
+    /* Up to 10% of our own jitter on top, never less (docs/protocol.md). */
+    a->resub_at = uv_now(a->loop) + w->retry_after_ms +
+                  randombytes_uniform(w->retry_after_ms / 10 + 1);
+    say(a, "info", "wait", "retry_after_ms=%u reason=%s", w->retry_after_ms,
+        quote(q, sizeof(q), w->reason));
+}
+
+static void note_stream_end(agent_t *a, const ev_t *e)
+{
+    char q[300], sq[80];
+
+    if (e->status == SFL_GRPC_STATUS_OK) {
+        if (!a->saw_wait)
+            a->resub_at = uv_now(a->loop) + a->cfg.backoff_min_ms;
+        return;
+    }
+    a->resub_reset = 1;
+    say(a, "warn", "stream_ended", "status=%s message=%s",
+        status_name(sq, sizeof(sq), e->status), quote(q, sizeof(q), e->message));
+}
+
+static agent_state_t submit(agent_t *a)
+{
+    train_t *w = a->outbox;
+    int64_t left = w->task->deadline_ms - (int64_t)unix_ms();
+    uint64_t timeout = a->cfg.connect_timeout_ms + (left > 0 ? (uint64_t)left : 0);
+    int rc;
+
+    if (w->tries >= AGENT_SUBMIT_TRIES) {
+        say(a, "warn", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u tries=%u",
+            w->task->job_id, w->task->round, w->task->attempt, w->tries);
+        train_free(w);
+        a->outbox = NULL;
+        return settle(a);
+    }
+    if (timeout > SUBMIT_TIMEOUT_MAX_MS)
+        timeout = SUBMIT_TIMEOUT_MAX_MS;
+    rc = sfl_grpc_call_unary(a->link->sess, PATH_SUBMIT, w->msg, w->len, (uint32_t)timeout,
+                             on_submit, a, &a->submit_call);
+    if (rc == SFL_ELIMIT) {
+        say(a, "error", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " bytes=%zu "
+            "reason=\"larger than the message limit\"", w->task->job_id, w->task->round, w->len);
+        train_free(w);
+        a->outbox = NULL;
+        return settle(a);
+    }
+    if (rc < 0) {
+        a->submit_call = NULL;
+        return backoff(a, "submit", rc, sfl_last_error());
+    }
+    w->tries++;
+    a->stats.submits++;
+    say(a, "info", "submitting", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u bytes=%zu try=%u",
+        w->task->job_id, w->task->round, w->task->attempt, w->len, w->tries);
+    return AGENT_SUBMITTING;
+}
+
+/* A result, kept for after the rejoin or dropped. */
+static void keep_result(agent_t *a, train_t *w)
+{
+    char q[300];
+
+    if (w->rc < 0 || w->aborted || a->stopping) {
+        say(a, w->rc < 0 ? "error" : "info", "training_dropped",
+            "job=%" PRIu64 " round=%" PRIu64 " error=%s", w->task->job_id, w->task->round,
+            quote(q, sizeof(q), w->rc < 0 ? w->err : w->aborted ? "aborted" : "stopping"));
+        train_free(w);
+        return;
+    }
+    a->stats.trained++;
+    (void)save_client_state(a, w);
+    train_free(a->outbox);
+    a->outbox = w;
+    say(a, "info", "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
+        " bytes=%zu", w->task->job_id, w->task->round, w->task->attempt,
+        uv_now(a->loop) - w->started_ms, w->len);
+}
+
+static agent_state_t trained(agent_t *a, train_t *w, agent_state_t from)
+{
+    if (from == AGENT_SUBMITTING) {
+        /* Cannot happen (one task at a time); never displace the update
+         * being submitted. */
+        w->aborted = 1;
+        keep_result(a, w);
+        return from;
+    }
+    keep_result(a, w);
+    if (a->outbox != NULL)
+        return submit(a);
+    return from == AGENT_TRAINING ? settle(a) : from;
+}
+
+static agent_state_t acked(agent_t *a, const sfl_ack_t *ack)
+{
+    int good = ack->status == SFL_ACK_ACCEPTED || ack->status == SFL_ACK_DUPLICATE;
+    char q[300];
+
+    if ((unsigned)ack->status < sizeof(a->stats.acks) / sizeof(a->stats.acks[0]))
+        a->stats.acks[ack->status]++;
+    say(a, good ? "info" : "warn", "ack", "job=%" PRIu64 " round=%" PRIu64
+        " attempt=%u status=%s reason=%s", ack->job_id, ack->round, ack->attempt,
+        sfl_msg_ack_name(ack->status), quote(q, sizeof(q), ack->reason));
+    /* Every verdict is final for these bytes (docs/protocol.md). */
+    train_free(a->outbox);
+    a->outbox = NULL;
+    return settle(a);
+}
+
+static agent_state_t submit_failed(agent_t *a, const ev_t *e)
+{
+    int s = e->status;
+    char q[300], sq[80];
+
+    /* Transport trouble: reconnect and send the same bytes again (a retry
+     * whose first ack was lost gets DUPLICATE). A refusal of the request
+     * itself would only repeat. */
+    if (s == SFL_GRPC_STATUS_UNAVAILABLE || s == SFL_GRPC_STATUS_DEADLINE_EXCEEDED ||
+        s == SFL_GRPC_STATUS_CANCELLED || s == SFL_GRPC_STATUS_UNKNOWN ||
+        s == SFL_GRPC_STATUS_INTERNAL)
+        return backoff(a, "submit", s, e->message);
+    say(a, "error", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " status=%s message=%s",
+        a->outbox->task->job_id, a->outbox->task->round, status_name(sq, sizeof(sq), s),
+        quote(q, sizeof(q), e->message));
+    train_free(a->outbox);
+    a->outbox = NULL;
+    return settle(a);
+}
+
+static agent_state_t stop_all(agent_t *a)
+{
+    drop_link(a);
+    uv_timer_stop(&a->timer);
+    uv_timer_stop(&a->hb_timer);
+    uv_timer_stop(&a->tick_timer);
+    uv_idle_stop(&a->flush);
+    if (a->resolving)
+        (void)uv_cancel((uv_req_t *)&a->gai);
+    /* A running work cannot be interrupted; its result is dropped. */
+    if (a->work != NULL)
+        a->work->aborted = 1;
+    sfl_msg_task_free(a->next);
+    a->next = NULL;
+    train_free(a->outbox);
+    a->outbox = NULL;
+    say(a, "info", "stopping", "%s", "");
+    return AGENT_DISCONNECTED;
+}
+
+/* ---- the state machine ---------------------------------------------------------- */
+
+static void step(agent_t *a, const ev_t *e)
+{
+    agent_state_t from = a->state, to = from;
+
+    if (e->type == EV_STOP) {
+        to = stop_all(a);
+        goto out;
+    }
+    switch (from) {
+    case AGENT_DISCONNECTED:
+        if (e->type == EV_START)
+            to = connect_begin(a);
+        else if (e->type == EV_TRAINED)
+            keep_result(a, e->train); /* stopping: dropped */
+        else if (e->type == EV_TASK)
+            sfl_msg_task_free(e->task);
+        break;
+    case AGENT_BACKOFF:
+    case AGENT_CONNECTING:
+    case AGENT_JOINING:
+        switch (e->type) {
+        case EV_TIMER:
+            if (from == AGENT_BACKOFF)
+                to = connect_begin(a);
+            break;
+        case EV_RESOLVED:
+            if (from == AGENT_CONNECTING)
+                to = connect_addr(a, e);
+            break;
+        case EV_CONNECTED:
+            if (from == AGENT_CONNECTING)
+                to = join(a);
+            break;
+        case EV_JOINED:
+            if (from == AGENT_JOINING)
+                to = joined(a, e->join);
+            break;
+        case EV_JOIN_FAILED:
+            if (from == AGENT_JOINING)
+                to = backoff(a, "join", e->status, e->message);
+            break;
+        case EV_CLOSED:
+            to = backoff(a, from == AGENT_JOINING ? "join" : "connect", e->status, e->message);
+            break;
+        case EV_TRAINED:
+            keep_result(a, e->train); /* submitted after the rejoin */
+            break;
+        case EV_TASK:
+            sfl_msg_task_free(e->task);
+            break;
+        default:
+            break;
+        }
+        break;
+    case AGENT_WAITING:
+    case AGENT_SUBSCRIBED:
+    case AGENT_TRAINING:
+    case AGENT_SUBMITTING:
+        switch (e->type) {
+        case EV_TIMER:
+            if (from == AGENT_WAITING)
+                to = settle(a);
+            break;
+        case EV_TASK:
+            to = task_in(a, e->task, from);
+            break;
+        case EV_WAIT:
+            note_wait(a, e->wait);
+            break;
+        case EV_STREAM_END:
+            note_stream_end(a, e);
+            if (from == AGENT_SUBSCRIBED)
+                to = settle(a);
+            break;
+        case EV_TRAINED:
+            to = trained(a, e->train, from);
+            break;
+        case EV_ACK:
+            if (from == AGENT_SUBMITTING)
+                to = acked(a, e->ack);
+            break;
+        case EV_SUBMIT_FAILED:
+            if (from == AGENT_SUBMITTING)
+                to = submit_failed(a, e);
+            break;
+        case EV_CLOSED:
+            to = backoff(a, agent_state_name(from), e->status, e->message);
+            break;
+        default:
+            break;
+        }
+        break;
+    }
+out:
+    a->state = to;
+    if (to != from && a->observer != NULL)
+        a->observer(a, from, to, a->observer_ud);
+}
+
+/* ---- start and stop --------------------------------------------------------------- */
+
+int agent_start(agent_t *a)
+{
+    char hex[2 * SFL_SEAL_PK_BYTES + 1];
+    uv_handle_t *hs[4];
+    int rc;
+
+    if (a->started || a->stopping)
+        return -EALREADY;
+    if ((rc = uv_timer_init(a->loop, &a->timer)) < 0)
+        return rc;
+    uv_timer_init(a->loop, &a->hb_timer);
+    uv_timer_init(a->loop, &a->tick_timer);
+    uv_idle_init(a->loop, &a->flush);
+    hs[0] = (uv_handle_t *)&a->timer;
+    hs[1] = (uv_handle_t *)&a->hb_timer;
+    hs[2] = (uv_handle_t *)&a->tick_timer;
+    hs[3] = (uv_handle_t *)&a->flush;
+    for (int i = 0; i < 4; i++)
+        hs[i]->data = a;
+    a->handles = 4;
+    a->started = 1;
+    say(a, "info", "starting", "version=\"%s\" identity=%s identity_created=%d samples=%u "
+        "features=%u labels=%u coordinator=%s", AGENT_VERSION, sfl_seal_pk_to_hex(a->id->pk, hex),
+        a->id_created, a->data->X->nrows, a->data->X->ncols, a->summary.nlabels,
+        a->cfg.coordinator);
+    step(a, &(ev_t){.type = EV_START});
+    return 0;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    agent_t *a = h->data;
+
+    if (--a->handles > 0)
+        return;
+    a->started = 0;
+    say(a, "info", "stopped", "%s", "");
+    if (a->stopped_cb != NULL)
+        a->stopped_cb(a, a->stopped_ud); /* may free a */
+}
+
+/* The handles close once nothing can use them any more: no connection,
+ * no name lookup and no work in flight. */
+static void maybe_finish_stop(agent_t *a)
+{
+    if (!a->stopping || a->closing_handles || a->nlinks > 0 || a->resolving || a->work != NULL)
+        return;
+    a->closing_handles = 1;
+    uv_close((uv_handle_t *)&a->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&a->hb_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&a->tick_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&a->flush, on_handle_closed);
+}
+
+void agent_stop(agent_t *a, agent_stopped_cb cb, void *ud)
+{
+    if (!a->started || a->stopping)
+        return;
+    a->stopping = 1;
+    a->stopped_cb = cb;
+    a->stopped_ud = ud;
+    step(a, &(ev_t){.type = EV_STOP});
+    maybe_finish_stop(a);
+}

@@ -1,0 +1,148 @@
+/* sfl-agent: the agent's connection state machine (DESIGN.md section 6,
+ * docs/protocol.md). Everything runs on one uv loop except training, which
+ * goes to the libuv thread pool; main_agent.c holds only flags, the config
+ * file and signals.
+ *
+ *   DISCONNECTED -> CONNECTING -> JOINING -> [WAITING ->] SUBSCRIBED
+ *   SUBSCRIBED -> TRAINING -> SUBMITTING -> SUBSCRIBED (or WAITING)
+ *   any connected state -> BACKOFF on an error or a disconnect
+ *   BACKOFF -> CONNECTING after a jittered exponential delay
+ *
+ * Memory stays O(model + local data): the local data is loaded once, a task
+ * holds one model, training one dense copy of it plus the algorithm's
+ * workspace, and the update is sealed and packed once. */
+#ifndef AGENT_AGENT_H
+#define AGENT_AGENT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <uv.h>
+
+#include "config.h"
+#include "sfl/algo.h"
+#include "sfl/dataset.h"
+#include "sfl/error.h"
+#include "sfl/msg.h"
+#include "sfl/seal.h"
+
+#define AGENT_VERSION "sfl-agent 0.1.0"
+/* The identity key's file name inside state_dir. */
+#define AGENT_IDENTITY_FILE "identity.key"
+/* Largest gRPC message the agent sends or accepts (a task carries the
+ * model): the sfl_msg default, so any model the wire allows fits. */
+#define AGENT_MAX_MESSAGE (64u << 20)
+/* A sealed update is submitted at most this many times (the first try and
+ * the resubmissions after reconnecting), then dropped. */
+#define AGENT_SUBMIT_TRIES 3
+
+typedef enum {
+    AGENT_DISCONNECTED = 0, /* not started, or stopped */
+    AGENT_CONNECTING,       /* resolving the name, TCP connect, TLS handshake */
+    AGENT_JOINING,          /* Join sent */
+    AGENT_WAITING,          /* joined; Subscribe after the coordinator's delay */
+    AGENT_SUBSCRIBED,       /* Subscribe stream open, no task in hand */
+    AGENT_TRAINING,         /* joined, a task is training on the thread pool */
+    AGENT_SUBMITTING,       /* SubmitUpdate sent */
+    AGENT_BACKOFF           /* not connected; reconnect after a delay */
+} agent_state_t;
+
+/* "disconnected", "connecting", ... */
+const char *agent_state_name(agent_state_t s);
+
+typedef struct agent agent_t;
+
+/* Every state change, after it happened (for tests and monitoring). */
+typedef void (*agent_state_cb)(agent_t *a, agent_state_t from, agent_state_t to, void *ud);
+/* The agent has stopped: every handle is closed and no work is running.
+ * The callback may call agent_free. */
+typedef void (*agent_stopped_cb)(agent_t *a, void *ud);
+
+/* Counters since agent_new. */
+typedef struct agent_stats {
+    uint64_t connects;      /* connections opened (TLS verified) */
+    uint64_t connect_fails; /* resolve, connect or handshake failures */
+    uint64_t joins;         /* Join replies accepted */
+    uint64_t subscribes;    /* Subscribe calls started */
+    uint64_t waits;         /* Wait messages received */
+    uint64_t tasks;         /* tasks received */
+    uint64_t tasks_refused; /* bad signature, malformed, or not trainable here */
+    uint64_t trained;       /* tasks trained and sealed */
+    uint64_t submits;       /* SubmitUpdate calls started */
+    uint64_t acks[SFL_ACK_REJECTED + 1]; /* verdicts, by sfl_ack_status_t */
+    uint64_t heartbeats;    /* Heartbeat replies */
+    uint64_t backoffs;      /* times BACKOFF was entered */
+    uint64_t last_backoff_ms; /* the delay drawn the last time */
+} agent_stats_t;
+
+/* Loads everything the agent needs before it touches the network: checks
+ * cfg (agent_config_check; copied), reads the local data (libsvm:FILE or
+ * csv:FILE) once, loads the identity key from state_dir/identity.key or,
+ * when there is none, generates one and saves it atomically with mode 0600
+ * (state_dir is created 0700 if missing), parses the pinned coordinator key
+ * and builds the TLS client context. loop is borrowed (must outlive the
+ * agent). Returns owned (agent_free). Errors: SFL_EINVAL (config, a bad
+ * condition tag), the readers' codes for the data, sfl_identity_load's for
+ * the key (SFL_EINSECURE for a key file others can read), SFL_EIO for TLS
+ * files, SFL_ENOMEM; the detail names the culprit. */
+int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out) SFL_MUST_CHECK;
+/* Logs go to f (key=value lines; default stderr; NULL silences them). */
+void agent_set_log(agent_t *a, FILE *f);
+/* cb runs after every state change (NULL removes it). */
+void agent_set_observer(agent_t *a, agent_state_cb cb, void *ud);
+/* Starts connecting (the first attempt is immediate). Once only.
+ * -EALREADY if started; a -errno from libuv. */
+int agent_start(agent_t *a) SFL_MUST_CHECK;
+/* Graceful stop: cancels calls and timers, closes the connection, lets a
+ * running training finish (its result is dropped), closes the handles, then
+ * calls cb from the loop. Only after agent_start; a second call does
+ * nothing. */
+void agent_stop(agent_t *a, agent_stopped_cb cb, void *ud);
+/* Frees an agent that was never started or has stopped. NULL is a no-op. */
+void agent_free(agent_t *a);
+
+agent_state_t agent_state(const agent_t *a);
+const agent_stats_t *agent_stats(const agent_t *a);
+/* The id of the last Join reply (0 before the first). */
+uint64_t agent_joined_id(const agent_t *a);
+/* The agent's Ed25519 identity public key. */
+const uint8_t *agent_identity_pk(const agent_t *a);
+
+/* ---- pieces, public for tests ------------------------------------------- */
+
+/* What Join reports about data: rows, columns and, when the targets take at
+ * most SFL_MSG_MAX_LABELS distinct values that are all integers, those
+ * values ascending (class labels); otherwise nlabels 0 (regression).
+ * SFL_ENOMEM. */
+int agent_summarize(const sfl_dataset_t *data, sfl_dataset_summary_t *sum) SFL_MUST_CHECK;
+
+/* 0 if this agent can train task on data: a known algorithm and loss, the
+ * sealed update mode, no dictionary, a dimension at least the data's
+ * columns, labels for a classification loss, a model of the problem's
+ * dimension, parameters the algorithm accepts. SFL_EUNSUP, SFL_EDIM or
+ * SFL_EINVAL with a detail otherwise. Cheap: no allocation, no pass over
+ * the data. */
+int agent_task_check(const sfl_task_t *task, const sfl_dataset_t *data) SFL_MUST_CHECK;
+
+/* One task's work, as the thread pool runs it: agent_task_check; for a
+ * classification loss maps each local target to its index in the task's
+ * labels (SFL_EINVAL for a target the task does not list); trains with
+ * sfl_algo_client_round(algo, params, problem, model, data, NULL, seed,
+ * round, agent_id, ws, update); packs UpdatePayload { update in the task's
+ * value encoding, samples = local rows, train_loss } (SFL_ELIMIT beyond
+ * max_update_nnz); seals it with id to the task's round key bound to (job,
+ * round, nonce, agent_id, model hash); and packs the Update message.
+ * Borrows everything; ws grows as needed. Returns the Update bytes owned
+ * (sfl_msg_buf_free). */
+int agent_train_task(const sfl_task_t *task, const sfl_dataset_t *data, const sfl_identity_t *id,
+                     uint64_t agent_id, sfl_algo_ws_t *ws, uint8_t **msg,
+                     size_t *len) SFL_MUST_CHECK;
+
+/* Reconnect delay before attempt n (0 = the first retry): uniform in
+ * [max(min_ms, hi / 2), hi] with hi = min(max_ms, min_ms * 2^(n+1)), so always
+ * within [min_ms, max_ms], doubling per attempt and never without jitter
+ * unless min_ms == max_ms. r is a uniform 32-bit draw (the agent uses
+ * libsodium's randombytes_random). Requires 0 < min_ms <= max_ms. */
+uint64_t agent_backoff_delay(uint64_t min_ms, uint64_t max_ms, uint32_t n, uint32_t r);
+
+#endif

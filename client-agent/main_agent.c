@@ -1,0 +1,151 @@
+/* sfl-agent: flags, agent.ini and signals around agent.c. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "agent.h"
+#include "config.h"
+
+static const char usage_text[] =
+    "usage: sfl-agent [--config FILE] [--KEY VALUE ...]\n"
+    "Joins a federation: connects out to the coordinator over mutual TLS,\n"
+    "trains on local data when selected and submits sealed, signed updates.\n"
+    "Logs one key=value line per event to stderr. SIGTERM or SIGINT stop it.\n"
+    "\n"
+    "  --config FILE              INI file with an [agent] section; its keys are the\n"
+    "                             options below without dashes; flags win\n"
+    "  --coordinator HOST:PORT    coordinator address ([v6]:port for IPv6); required\n"
+    "  --server_name NAME         name the coordinator certificate must carry\n"
+    "                             (default: the HOST of --coordinator)\n"
+    "  --ca FILE                  federation CA certificate (PEM); required\n"
+    "  --cert FILE                this agent's certificate (PEM); required\n"
+    "  --key FILE                 its private key (PEM); required\n"
+    "  --coordinator_pk HEX       the coordinator's Ed25519 task-signing key, 64 hex\n"
+    "                             digits (pinned); required\n"
+    "  --data SPEC                libsvm:FILE or csv:FILE (label in the first column);\n"
+    "                             required\n"
+    "  --state_dir DIR            identity key (made at first start, mode 0600)\n"
+    "                             and client state (default /var/lib/sfl-agent)\n"
+    "  --conditions A,B           conditions reported to the coordinator, e.g.\n"
+    "                             mains_power,unmetered (at most 8)\n"
+    "  --backoff_min_ms MS        first reconnect delay (default 500)\n"
+    "  --backoff_max_ms MS        longest reconnect delay (default 60000)\n"
+    "  --connect_timeout_ms MS    connect + TLS handshake, and control calls\n"
+    "                             (default 10000)\n"
+    "  --heartbeat_ms MS          longest gap between heartbeats; the coordinator's\n"
+    "                             interval wins when shorter (default 10000)\n"
+    "  --version                  print the version\n"
+    "  -h, --help                 this text\n"
+    "\n"
+    "Dashes and underscores are interchangeable in flags (--state-dir), and\n"
+    "--KEY=VALUE works too. Exit status: 0 after a clean stop, 2 for a bad flag,\n"
+    "value or config file, 1 when the agent cannot start (data, identity key,\n"
+    "TLS files).\n";
+
+static void usage_error(const char *what, const char *detail)
+{
+    fprintf(stderr, "sfl-agent: %s%s%s\nTry 'sfl-agent --help'.\n", what, detail ? ": " : "",
+            detail ? detail : "");
+    exit(2);
+}
+
+/* "--state-dir" -> "state_dir" into key; *value points at an "=VALUE" part. */
+static void flag_key(const char *arg, char *key, size_t cap, const char **value)
+{
+    const char *eq = strchr(arg, '=');
+    size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+
+    if (n >= cap)
+        n = cap - 1;
+    for (size_t i = 0; i < n; i++)
+        key[i] = arg[i] == '-' ? '_' : arg[i];
+    key[n] = '\0';
+    *value = eq ? eq + 1 : NULL;
+}
+
+static agent_t *the_agent;
+static uv_signal_t sig_term, sig_int;
+
+static void on_stopped(agent_t *a, void *ud)
+{
+    (void)a;
+    (void)ud;
+    uv_close((uv_handle_t *)&sig_term, NULL);
+    uv_close((uv_handle_t *)&sig_int, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    (void)h;
+    fprintf(stderr, "sfl-agent level=info event=signal signal=%s\n",
+            signum == SIGTERM ? "TERM" : "INT");
+    agent_stop(the_agent, on_stopped, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    agent_config_t cfg;
+    uv_loop_t *loop;
+    int rc;
+
+    agent_config_default(&cfg);
+    /* The file first, so that flags override it wherever they appear. */
+    for (int i = 1; i < argc; i++) {
+        char key[64];
+        const char *v;
+
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            puts(AGENT_VERSION);
+            return 0;
+        }
+        if (strncmp(argv[i], "--", 2) != 0)
+            usage_error("unexpected argument", argv[i]);
+        flag_key(argv[i] + 2, key, sizeof(key), &v);
+        if (v == NULL && ++i >= argc)
+            usage_error("missing value for", argv[i - 1]);
+        if (strcmp(key, "config") == 0 && agent_config_load(&cfg, v ? v : argv[i]) < 0)
+            usage_error("config", sfl_last_error());
+    }
+    for (int i = 1; i < argc; i++) {
+        char key[64];
+        const char *v;
+
+        flag_key(argv[i] + 2, key, sizeof(key), &v);
+        if (v == NULL)
+            v = argv[++i];
+        if (strcmp(key, "config") != 0 && agent_config_set(&cfg, key, v) < 0)
+            usage_error(sfl_last_error(), NULL);
+    }
+    if (agent_config_check(&cfg) < 0)
+        usage_error(sfl_last_error(), NULL);
+
+    /* Writes to a peer that went away must fail, not kill the agent. */
+    signal(SIGPIPE, SIG_IGN);
+    loop = uv_default_loop();
+    if ((rc = agent_new(loop, &cfg, &the_agent)) < 0) {
+        fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s: %s\"\n",
+                sfl_strerror(rc), sfl_last_error());
+        return 1;
+    }
+    uv_signal_init(loop, &sig_term);
+    uv_signal_init(loop, &sig_int);
+    uv_signal_start(&sig_term, on_signal, SIGTERM);
+    uv_signal_start(&sig_int, on_signal, SIGINT);
+    if ((rc = agent_start(the_agent)) < 0) {
+        fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s\"\n",
+                uv_strerror(rc));
+        return 1;
+    }
+    uv_run(loop, UV_RUN_DEFAULT);
+    agent_free(the_agent);
+    (void)uv_loop_close(loop);
+    return 0;
+}

@@ -1,0 +1,2972 @@
+#include "coord.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include "sfl/alloc.h"
+#include "sfl/grpc.h"
+#include "sfl/msg.h"
+#include "sfl/seal.h"
+#include "sfl/transport.h"
+
+#include "job.h"
+#include "metrics.h"
+#include "round.h"
+
+#include "store.h"
+
+/* Specs are stored as packed CreateJobRequests; a spec is a few KiB. */
+#define SPEC_MAX 65536
+
+/* ---- logging ---------------------------------------------------------------- */
+
+static coord_log_level_t log_level = COORD_LOG_INFO;
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+int coord_log_level_parse(const char *name, coord_log_level_t *out)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, level_names[i]) == 0) {
+            *out = (coord_log_level_t)i;
+            return 0;
+        }
+    return sfl__fail(SFL_EINVAL, "log_level: '%s' is not debug, info, warn or error", name);
+}
+
+void coord_log_set_level(coord_log_level_t level)
+{
+    log_level = level;
+}
+
+void coord_log(coord_log_level_t level, const char *event, const char *fmt, ...)
+{
+    char line[2048], ts[32];
+    struct timespec now;
+    struct tm tm;
+    va_list ap;
+    int n;
+
+    if (level < log_level)
+        return;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+    n = snprintf(line, sizeof(line), "ts=%s.%03ldZ level=%s event=%s", ts,
+                 now.tv_nsec / 1000000, level_names[level], event);
+    if (fmt && *fmt && n > 0 && (size_t)n + 1 < sizeof(line)) {
+        line[n++] = ' ';
+        va_start(ap, fmt);
+        vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    /* One write per line, so concurrent writers do not interleave. */
+    fprintf(stderr, "%s\n", line);
+}
+
+const char *coord_log_quote(const char *s, char *out, size_t cap)
+{
+    size_t o = 0;
+    int bare = s[0] != '\0';
+
+    for (const char *p = s; *p && bare; p++)
+        if (*p <= ' ' || *p > '~' || *p == '"' || *p == '=')
+            bare = 0;
+    if (cap == 0)
+        return out;
+    if (bare) {
+        snprintf(out, cap, "%s", s);
+        return out;
+    }
+    if (cap < 3) {
+        out[0] = '\0';
+        return out;
+    }
+    out[o++] = '"';
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[5];
+        size_t n;
+
+        if (*p == '"' || *p == '\\')
+            n = (size_t)snprintf(esc, sizeof(esc), "\\%c", *p);
+        else if (*p < 0x20 || *p > 0x7e)
+            n = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", *p);
+        else
+            n = (size_t)snprintf(esc, sizeof(esc), "%c", *p);
+        if (o + n + 2 > cap)
+            break;
+        memcpy(out + o, esc, n);
+        o += n;
+    }
+    out[o++] = '"';
+    out[o] = '\0';
+    return out;
+}
+
+/* Peer-supplied or library text into a wire text field: printable ASCII
+ * only (the field's rule), truncated to fit. */
+static void text_copy(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+
+    for (; src[i] && i + 1 < cap; i++)
+        dst[i] = src[i] >= 0x20 && src[i] <= 0x7e ? src[i] : '?';
+    dst[i] = '\0';
+}
+
+/* ---- configuration ------------------------------------------------------------ */
+
+void coord_config_default(coord_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->listen, sizeof(c->listen), "0.0.0.0:7443");
+    snprintf(c->ca, sizeof(c->ca), "/etc/sfl/pki/ca.crt");
+    snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/sfl");
+    snprintf(c->metrics_listen, sizeof(c->metrics_listen), "127.0.0.1:9464");
+    snprintf(c->log_level, sizeof(c->log_level), "info");
+    c->max_agents = 10000;
+    c->max_conns = 4096;
+    c->max_message = 64u << 20;
+    c->max_streams = 32;
+    c->handshake_timeout_ms = 10000;
+    c->idle_timeout_ms = 120000;
+    c->heartbeat_interval_ms = 10000;
+    c->join_retry_ms = 0;
+    c->pace_min_ms = 1000;
+    c->idle_retry_ms = 30000;
+    c->subscribe_hold_ms = 60000;
+    c->select_wait_ms = 2000;
+    c->tick_ms = 200;
+    c->shutdown_timeout_ms = 10000;
+    c->keep_checkpoints = 3;
+    c->relaxed_sync = 0;
+}
+
+#define S(k, f, a, h) {k, offsetof(coord_config_t, f), sizeof(((coord_config_t *)0)->f), 0, a, h}
+#define N(k, f, a, h) {k, offsetof(coord_config_t, f), 0, 1, a, h}
+static const struct {
+    const char *key;
+    size_t off, cap;
+    int number;
+    const char *arg, *help;
+} keys[] = {
+    S("listen", listen, "HOST:PORT", "address of the gRPC/TLS listener (default 0.0.0.0:7443)"),
+    S("cert", cert, "FILE", "coordinator certificate, PEM (sfl-pki coordinator); required"),
+    S("key", key, "FILE", "its private key, PEM; required"),
+    S("ca", ca, "FILE", "federation CA certificate (default /etc/sfl/pki/ca.crt)"),
+    S("state_dir", state_dir, "DIR",
+      "coordinator.db and the identity key coordinator.key (default /var/lib/sfl)"),
+    S("metrics_listen", metrics_listen, "HOST:PORT",
+      "Prometheus /metrics over plain HTTP (default 127.0.0.1:9464; off = none)"),
+    S("log_level", log_level, "LEVEL", "debug, info, warn or error (default info)"),
+    N("max_agents", max_agents, "N", "known agents; more are refused at Join (default 10000)"),
+    N("max_conns", max_conns, "N", "open connections (default 4096)"),
+    N("max_message", max_message, "BYTES",
+      "largest gRPC message either way, e.g. a task with its model (default 67108864)"),
+    N("max_streams", max_streams, "N", "concurrent calls per connection (default 32)"),
+    N("handshake_timeout_ms", handshake_timeout_ms, "MS", "TLS handshake (default 10000)"),
+    N("idle_timeout_ms", idle_timeout_ms, "MS",
+      "a connection without traffic or calls is closed (default 120000)"),
+    N("heartbeat_interval_ms", heartbeat_interval_ms, "MS",
+      "heartbeat period told to agents (default 10000)"),
+    N("join_retry_ms", join_retry_ms, "MS", "wait before the first Subscribe (default 0)"),
+    N("pace_min_ms", pace_min_ms, "MS", "shortest Wait given to an agent (default 1000)"),
+    N("idle_retry_ms", idle_retry_ms, "MS",
+      "Wait when no running job can use the agent (default 30000)"),
+    N("subscribe_hold_ms", subscribe_hold_ms, "MS",
+      "a Subscribe that got nothing this long ends with a Wait (default 60000)"),
+    N("select_wait_ms", select_wait_ms, "MS",
+      "gather subscribers this long before starting a round with fewer than the full "
+      "cohort (default 2000)"),
+    N("tick_ms", tick_ms, "MS", "scheduler period: deadlines and heartbeats (default 200)"),
+    N("shutdown_timeout_ms", shutdown_timeout_ms, "MS",
+      "graceful stop, then connections are dropped (default 10000)"),
+    N("keep_checkpoints", keep_checkpoints, "N", "checkpoints kept per job (default 3)"),
+    N("relaxed_sync", relaxed_sync, "0|1",
+      "SQLite synchronous=NORMAL: faster, last commits may roll back on power loss"),
+};
+#undef S
+#undef N
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+const coord_config_key_t *coord_config_keys(size_t *n)
+{
+    static coord_config_key_t out[NKEYS];
+
+    for (size_t i = 0; i < NKEYS; i++)
+        out[i] = (coord_config_key_t){keys[i].key, keys[i].arg, keys[i].help};
+    *n = NKEYS;
+    return out;
+}
+
+int coord_config_set(coord_config_t *c, const char *key, const char *v)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        char *end;
+        unsigned long long x;
+
+        if (strcmp(key, keys[i].key) != 0)
+            continue;
+        if (!keys[i].number) {
+            size_t n = strlen(v);
+
+            if (n >= keys[i].cap)
+                return sfl__fail(SFL_EINVAL, "%s: value longer than %zu characters", key,
+                                 keys[i].cap - 1);
+            memcpy((char *)c + keys[i].off, v, n + 1);
+            return 0;
+        }
+        errno = 0;
+        x = strtoull(v, &end, 10);
+        if (*v == '-' || *v == '\0' || *end || errno)
+            return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
+        *(uint64_t *)(void *)((char *)c + keys[i].off) = x;
+        return 0;
+    }
+    return sfl__fail(SFL_EINVAL, "unknown coordinator key '%s'", key);
+}
+
+int coord_config_check(const coord_config_t *c)
+{
+    struct sockaddr_storage ss;
+    coord_log_level_t lvl;
+    int rc;
+
+    if (c->cert[0] == '\0' || c->key[0] == '\0' || c->ca[0] == '\0')
+        return sfl__fail(SFL_EINVAL, "cert, key and ca are required");
+    if (c->state_dir[0] == '\0')
+        return sfl__fail(SFL_EINVAL, "state_dir is required");
+    if ((rc = coord_addr_parse(c->listen, &ss)) < 0)
+        return rc;
+    if (c->metrics_listen[0] && strcmp(c->metrics_listen, "off") != 0 &&
+        (rc = coord_addr_parse(c->metrics_listen, &ss)) < 0)
+        return rc;
+    if ((rc = coord_log_level_parse(c->log_level, &lvl)) < 0)
+        return rc;
+    if (c->max_message < 65536 || c->max_message > (1u << 30))
+        return sfl__fail(SFL_EINVAL, "max_message must be in [65536, 2^30]");
+    if (c->max_agents == 0 || c->max_conns == 0 || c->max_streams == 0 ||
+        c->max_streams > 1000)
+        return sfl__fail(SFL_EINVAL, "max_agents, max_conns must be >= 1, max_streams 1..1000");
+    if (c->handshake_timeout_ms == 0 || c->idle_timeout_ms == 0 || c->tick_ms == 0 ||
+        c->heartbeat_interval_ms == 0 || c->heartbeat_interval_ms > UINT32_MAX ||
+        c->pace_min_ms == 0 || c->idle_retry_ms == 0 || c->subscribe_hold_ms == 0 ||
+        c->shutdown_timeout_ms == 0)
+        return sfl__fail(SFL_EINVAL, "timeouts and periods must be positive");
+    if (c->idle_timeout_ms >= UINT32_MAX || c->pace_min_ms > UINT32_MAX ||
+        c->idle_retry_ms > UINT32_MAX || c->join_retry_ms > UINT32_MAX)
+        return sfl__fail(SFL_EINVAL, "timeouts must be below 2^32 ms");
+    if (c->keep_checkpoints == 0 || c->keep_checkpoints > 1000000)
+        return sfl__fail(SFL_EINVAL, "keep_checkpoints must be in [1, 1000000]");
+    if (c->relaxed_sync > 1)
+        return sfl__fail(SFL_EINVAL, "relaxed_sync must be 0 or 1");
+    return 0;
+}
+
+int coord_addr_parse(const char *s, struct sockaddr_storage *out)
+{
+    char host[128];
+    const char *colon;
+    char *end;
+    unsigned long port;
+    size_t n;
+
+    memset(out, 0, sizeof(*out));
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+
+        if (rb == NULL || rb[1] != ':')
+            return sfl__fail(SFL_EINVAL, "address '%s': want [v6addr]:port", s);
+        n = (size_t)(rb - s - 1);
+        colon = rb + 1;
+        if (n >= sizeof(host))
+            return sfl__fail(SFL_EINVAL, "address '%s': host too long", s);
+        memcpy(host, s + 1, n);
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            return sfl__fail(SFL_EINVAL, "address '%s': want host:port", s);
+        n = (size_t)(colon - s);
+        if (n >= sizeof(host))
+            return sfl__fail(SFL_EINVAL, "address '%s': host too long", s);
+        memcpy(host, s, n);
+    }
+    host[n] = '\0';
+    errno = 0;
+    port = strtoul(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end || errno || port > 65535)
+        return sfl__fail(SFL_EINVAL, "address '%s': bad port", s);
+    if (host[0] == '\0')
+        snprintf(host, sizeof(host), "0.0.0.0");
+    else if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof(host), "127.0.0.1");
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)out) == 0)
+        return 0;
+    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)out) == 0)
+        return 0;
+    return sfl__fail(SFL_EINVAL, "address '%s': '%s' is not an IP address", s, host);
+}
+
+/* ---- job definitions ([job NAME]) ----------------------------------------------- */
+
+struct coord_jobdef {
+    coord_job_spec_t spec;
+    uint32_t nlabels;
+    double labels[SFL_MSG_MAX_LABELS];
+    int paused;
+};
+
+int coord_jobdef_new(const char *name, coord_jobdef_t **out)
+{
+    coord_jobdef_t *d;
+    int rc;
+
+    *out = NULL;
+    d = sfl__calloc(1, sizeof(*d));
+    if (d == NULL)
+        return SFL_ENOMEM;
+    coord_job_spec_default(&d->spec);
+    if ((rc = coord_job_spec_set(&d->spec, "name", name)) < 0) {
+        sfl__free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+void coord_jobdef_free(coord_jobdef_t *d)
+{
+    sfl__free(d);
+}
+
+int coord_jobdef_set(coord_jobdef_t *d, const char *key, const char *v)
+{
+    if (strcmp(key, "labels") == 0) {
+        const char *p = v;
+        uint32_t n = 0;
+
+        while (*p) {
+            char *end;
+            double x;
+
+            errno = 0;
+            x = strtod(p, &end);
+            if (end == p || errno || !isfinite(x) || (*end != ',' && *end != '\0') ||
+                n == SFL_MSG_MAX_LABELS || (n > 0 && x <= d->labels[n - 1]))
+                return sfl__fail(SFL_EINVAL,
+                                 "labels: want up to %d finite values, ascending, comma-separated",
+                                 SFL_MSG_MAX_LABELS);
+            d->labels[n++] = x;
+            p = *end ? end + 1 : end;
+        }
+        d->nlabels = n;
+        return 0;
+    }
+    if (strcmp(key, "paused") == 0) {
+        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+            return sfl__fail(SFL_EINVAL, "paused: want 0 or 1, got '%s'", v);
+        d->paused = v[0] == '1';
+        return 0;
+    }
+    return coord_job_spec_set(&d->spec, key, v);
+}
+
+/* The wire spec of a [job] section (what CreateJob would carry). */
+static int jobdef_to_wire(const coord_jobdef_t *d, sfl_job_spec_t *w)
+{
+    const coord_job_spec_t *s = &d->spec;
+    int rc;
+
+    memset(w, 0, sizeof(*w));
+    if (d->nlabels == 0 && s->nclasses > 0)
+        return sfl__fail(SFL_EINVAL, "job %s: classes = %u needs labels = v1,v2,...", s->name,
+                         s->nclasses);
+    if (d->nlabels > 0 && s->nclasses > 0 && s->nclasses != d->nlabels)
+        return sfl__fail(SFL_EINVAL, "job %s: classes = %u but %u labels", s->name, s->nclasses,
+                         d->nlabels);
+    if (s->round.deadline_ms > UINT32_MAX || s->round.heartbeat_ms > UINT32_MAX)
+        return sfl__fail(SFL_EINVAL, "job %s: deadline_ms and heartbeat_ms must be below 2^32",
+                         s->name);
+    snprintf(w->name, sizeof(w->name), "%s", s->name);
+    snprintf(w->algorithm, sizeof(w->algorithm), "%s", s->algo);
+    snprintf(w->loss, sizeof(w->loss), "%s", s->loss);
+    w->params = s->params;
+    w->dimension = s->ncols;
+    w->nlabels = d->nlabels;
+    memcpy(w->labels, d->labels, d->nlabels * sizeof(double));
+    w->rounds = s->rounds;
+    w->cohort_size = s->round.cohort;
+    w->over_selection = s->round.overselect;
+    w->min_quorum = s->round.min_quorum;
+    w->round_deadline_ms = (uint32_t)s->round.deadline_ms;
+    w->value_encoding = s->encoding;
+    w->seed = s->seed;
+    for (uint32_t i = 0; i < s->nconditions; i++)
+        if ((rc = sfl_msg_tags_add(&w->required_conditions, s->conditions[i])) < 0)
+            return sfl__fail(SFL_EINVAL, "job %s: condition '%s': %s", s->name,
+                             s->conditions[i], sfl_last_error());
+    w->max_attempts = s->round.max_attempts;
+    w->paused = d->paused;
+    w->heartbeat_timeout_ms = (uint32_t)s->round.heartbeat_ms;
+    return 0;
+}
+
+static int wire_to_spec(const sfl_job_spec_t *w, coord_job_spec_t *s);
+
+int coord_jobdef_check(const coord_jobdef_t *d)
+{
+    sfl_job_spec_t w;
+    coord_job_spec_t s;
+    uint8_t *buf = NULL;
+    size_t len;
+    int rc;
+
+    if ((rc = jobdef_to_wire(d, &w)) < 0 || (rc = wire_to_spec(&w, &s)) < 0)
+        return rc;
+    rc = sfl_msg_create_job_pack(&w, &buf, &len);
+    sfl_msg_buf_free(buf);
+    return rc;
+}
+
+/* The job.h spec of a wire spec, with the coordinator's checks. */
+static int wire_to_spec(const sfl_job_spec_t *w, coord_job_spec_t *s)
+{
+    coord_job_spec_default(s);
+    if (strlen(w->algorithm) >= sizeof(s->algo) || sfl_algo_find(w->algorithm) == NULL)
+        return sfl__fail(SFL_EINVAL, "algorithm: unknown algorithm '%s'", w->algorithm);
+    if (strlen(w->loss) >= sizeof(s->loss) || sfl_loss_find(w->loss) == NULL)
+        return sfl__fail(SFL_EINVAL, "loss: unknown loss '%s' (lsq, logistic, softmax)",
+                         w->loss);
+    if (w->dictionary[0])
+        return sfl__fail(SFL_EINVAL, "dictionary: not supported by this coordinator yet");
+    if (w->required_conditions.n > COORD_MAX_CONDITIONS)
+        return sfl__fail(SFL_EINVAL, "required_conditions: at most %d",
+                         COORD_MAX_CONDITIONS);
+    /* lengths checked above (name: both 64) */
+    memcpy(s->name, w->name, sizeof(s->name));
+    memcpy(s->algo, w->algorithm, strlen(w->algorithm) + 1);
+    memcpy(s->loss, w->loss, strlen(w->loss) + 1);
+    s->params = w->params;
+    s->ncols = w->dimension;
+    s->nclasses = w->nlabels;
+    s->rounds = w->rounds;
+    s->round = (coord_round_cfg_t){.cohort = w->cohort_size,
+                                   .overselect = w->over_selection,
+                                   .min_quorum = w->min_quorum,
+                                   .deadline_ms = w->round_deadline_ms,
+                                   .heartbeat_ms = w->heartbeat_timeout_ms,
+                                   .max_attempts = w->max_attempts};
+    s->encoding = w->value_encoding;
+    s->seed = w->seed;
+    s->nconditions = w->required_conditions.n;
+    for (uint32_t i = 0; i < s->nconditions; i++)
+        snprintf(s->conditions[i], sizeof(s->conditions[i]), "%s",
+                 w->required_conditions.tag[i]);
+    return coord_job_spec_check(s);
+}
+
+/* ---- state ---------------------------------------------------------------------- */
+
+typedef struct conn conn_t;
+typedef struct agent agent_t;
+typedef struct job job_t;
+
+struct agent {
+    uint64_t id;
+    char name[SFL_PEER_CN_MAX + 1]; /* certificate CN */
+    uint8_t fpr[32];
+    uint8_t pk[SFL_SEAL_PK_BYTES];  /* Ed25519 identity, registered at Join */
+    sfl_tags_t caps, conds;
+    sfl_dataset_summary_t ds;
+    char version[SFL_MSG_NAME_LEN];
+    int joined;               /* the dataset is known from a Join of this process */
+    conn_t *conn;             /* bound connection; NULL when offline */
+    sfl_grpc_call_t *sub;     /* open Subscribe */
+    uint64_t sub_idle_since;  /* ms: subscribed, or last message sent on it */
+    sfl_agent_phase_t phase;
+    uint64_t hb_job, hb_round;
+    uint32_t progress;
+    int64_t last_seen_ms;     /* wall clock */
+    uint64_t accepted;
+};
+
+struct conn {
+    coord_t *co;
+    sfl_conn_t *c;            /* NULL once the transport closed */
+    sfl_grpc_session_t *s;
+    uv_timer_t timer;         /* session ticks and deferred writes */
+    sfl_peer_t peer;
+    int has_peer;
+    char addr[64];
+    agent_t *agent;           /* bound by Join */
+    int pumping, again;
+    conn_t *prev, *next;
+};
+
+struct job {
+    coord_t *co;
+    uint64_t id;
+    sfl_job_spec_t spec;      /* as created (wire form, stored packed) */
+    sfl_job_state_t state;
+    char error[SFL_MSG_TEXT_LEN];
+    int ready;                /* model and rnd initialised */
+    coord_job_t model;        /* global model and streaming aggregator */
+    coord_round_t rnd;        /* the round in progress (committed + 1) */
+    uint64_t committed;       /* last committed round */
+    uint32_t wire_attempt;    /* current (or next) attempt: store attempt - 1 */
+    int opened;               /* the attempt has a row in the store */
+    uint64_t select_since;    /* ms: SELECTING began */
+    uint64_t round_since;     /* ms: first attempt of the round opened */
+    sfl_roundkey_t *rk;       /* the attempt's X25519 key; NULL once closed */
+    uint8_t model_hash[SFL_MSG_HASH_BYTES];
+    uint8_t *task;            /* packed TaskOrWait of the attempt */
+    size_t task_len;
+    int64_t deadline_wall;
+    uint32_t model_nnz;
+    /* aggregation end on the thread pool: while busy the loop leaves
+     * model's arrays alone */
+    uv_work_t work;
+    int busy;
+    int work_rc;
+    char work_err[SFL_MSG_TEXT_LEN];
+    uint64_t work_ns;
+    uint32_t work_nnz;
+};
+
+/* Rejection reasons counted for metrics. */
+enum {
+    RJ_NOT_SELECTED,
+    RJ_TRUNCATED,
+    RJ_TOO_LARGE,
+    RJ_DECRYPT,
+    RJ_SIGNATURE,
+    RJ_PAYLOAD,
+    RJ_ENCODING,
+    RJ_OTHER,
+    RJ_COUNT
+};
+static const char *const rj_names[RJ_COUNT] = {"not_selected", "truncated", "too_large",
+                                               "decrypt", "bad_signature", "payload",
+                                               "encoding", "other"};
+
+struct coord {
+    uv_loop_t *loop;
+    coord_config_t cfg;
+    sfl_msg_limits_t lim;
+    sfl_identity_t *id;
+    coord_store_t *store;     /* loop thread only */
+    coord_store_t *bg;        /* aggregation workers, under bg_lock */
+    uv_mutex_t bg_lock;
+    int have_lock;
+    sfl_tls_t *tls;
+    sfl_listener_t *listener;
+    coord_metrics_srv_t *metrics;
+    int metrics_open;
+    uv_timer_t tick, stop_timer;
+    int handles;              /* our uv handles not yet closed (timers) */
+    conn_t *conns;
+    size_t nconns;
+    agent_t **agents;         /* ascending id */
+    size_t nagents, cap_agents;
+    job_t **jobs;             /* ascending id */
+    size_t njobs, cap_jobs;
+    int64_t started_ms;
+    uint64_t verdicts[5];     /* by coord_upd_verdict_t */
+    uint64_t rejects[RJ_COUNT];
+    uint64_t bytes_in, bytes_out, rounds_committed, rounds_failed, tls_refused;
+    coord_hist_t agg_hist, round_hist;
+    int stopping, finished;
+    void (*done)(coord_t *c, void *ud);
+    void *done_ud;
+};
+
+static uint64_t now_ms(const coord_t *co)
+{
+    return uv_now(co->loop);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static const coord_member_t *member(const coord_round_t *r, uint64_t agent)
+{
+    uint32_t lo = 0, hi = r->nmembers;
+
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (r->members[mid].agent < agent)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->nmembers && r->members[lo].agent == agent ? &r->members[lo] : NULL;
+}
+
+static agent_t *agent_find(const coord_t *co, uint64_t id)
+{
+    size_t lo = 0, hi = co->nagents;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (co->agents[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < co->nagents && co->agents[lo]->id == id ? co->agents[lo] : NULL;
+}
+
+static agent_t *agent_by_name(const coord_t *co, const char *name)
+{
+    for (size_t i = 0; i < co->nagents; i++)
+        if (strcmp(co->agents[i]->name, name) == 0)
+            return co->agents[i];
+    return NULL;
+}
+
+static int agent_insert(coord_t *co, agent_t *a)
+{
+    size_t pos = co->nagents;
+
+    if (co->nagents == co->cap_agents) {
+        size_t cap = co->cap_agents ? 2 * co->cap_agents : 16;
+        agent_t **na = sfl__reallocarray(co->agents, cap, sizeof(*na));
+
+        if (na == NULL)
+            return SFL_ENOMEM;
+        co->agents = na;
+        co->cap_agents = cap;
+    }
+    while (pos > 0 && co->agents[pos - 1]->id > a->id)
+        pos--;
+    memmove(co->agents + pos + 1, co->agents + pos, (co->nagents - pos) * sizeof(*co->agents));
+    co->agents[pos] = a;
+    co->nagents++;
+    return 0;
+}
+
+static job_t *job_find(const coord_t *co, uint64_t id)
+{
+    for (size_t i = 0; i < co->njobs; i++)
+        if (co->jobs[i]->id == id)
+            return co->jobs[i];
+    return NULL;
+}
+
+static int job_final(const job_t *j)
+{
+    return j->state == SFL_JOB_CANCELLED || j->state == SFL_JOB_FINISHED ||
+           j->state == SFL_JOB_FAILED;
+}
+
+/* Comma-separated tags for the store's text column. */
+static void tags_text(const sfl_tags_t *t, char *out, size_t cap)
+{
+    size_t o = 0;
+
+    out[0] = '\0';
+    for (uint32_t i = 0; i < t->n; i++) {
+        int n = snprintf(out + o, cap - o, "%s%s", i ? "," : "", t->tag[i]);
+
+        if (n < 0 || (size_t)n >= cap - o) {
+            out[o] = '\0';
+            return;
+        }
+        o += (size_t)n;
+    }
+}
+
+static void tags_parse(const char *s, sfl_tags_t *t)
+{
+    memset(t, 0, sizeof(*t));
+    while (*s) {
+        char tag[SFL_MSG_TAG_LEN];
+        size_t n = strcspn(s, ",");
+
+        if (n > 0 && n < sizeof(tag)) {
+            memcpy(tag, s, n);
+            tag[n] = '\0';
+            if (sfl_msg_tags_add(t, tag) < 0) {
+                /* a stored tag that is no longer valid is dropped */
+            }
+        }
+        s += n + (s[n] == ',');
+    }
+}
+
+/* ---- eligibility and pace steering ------------------------------------------------- */
+
+static int eligible(const job_t *j, const agent_t *a)
+{
+    const char *conds[2 * SFL_MSG_MAX_TAGS];
+    coord_agent_info_t info;
+    uint32_t n = 0;
+
+    if (!a->joined || !j->ready)
+        return 0;
+    /* A job's required conditions may be met by a capability ("gpu") or
+     * by a reported condition ("mains_power"). */
+    for (uint32_t i = 0; i < a->caps.n; i++)
+        conds[n++] = a->caps.tag[i];
+    for (uint32_t i = 0; i < a->conds.n; i++)
+        conds[n++] = a->conds.tag[i];
+    /* Agents widen narrower local data to the task's dimension (a LibSVM
+     * shard need not use the last column); wider data cannot fit. Agents
+     * report integer targets as labels, which a regression job ignores. */
+    info = (coord_agent_info_t){a->ds.dimension <= j->model.spec.ncols ? j->model.spec.ncols
+                                                                       : a->ds.dimension,
+                                j->spec.nlabels ? a->ds.nlabels : 0, a->ds.samples, n,
+                                conds};
+    if (!coord_job_eligible(&j->model.spec, &info))
+        return 0;
+    for (uint32_t i = 0; j->spec.nlabels && i < a->ds.nlabels; i++) {
+        uint32_t k = 0;
+
+        while (k < j->spec.nlabels && j->spec.labels[k] != a->ds.labels[i])
+            k++;
+        if (k == j->spec.nlabels)
+            return 0;
+    }
+    return 1;
+}
+
+static int running(const job_t *j)
+{
+    return j->ready && j->state == SFL_JOB_RUNNING && !j->co->stopping;
+}
+
+/* Selected for another job's attempt and not done with it yet. */
+static int busy_elsewhere(const coord_t *co, const agent_t *a, const job_t *self)
+{
+    for (size_t i = 0; i < co->njobs; i++) {
+        const job_t *j = co->jobs[i];
+        const coord_member_t *m;
+
+        if (j == self || !running(j) || j->rnd.state != COORD_ROUND_TRAINING)
+            continue;
+        m = member(&j->rnd, a->id);
+        if (m && m->state == COORD_MEMBER_PENDING)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether an agent's open Subscribe should stay open: it trains for an
+ * attempt, or a job it can serve is choosing a cohort or about to. */
+static int wanted(const coord_t *co, const agent_t *a)
+{
+    for (size_t i = 0; i < co->njobs; i++) {
+        const job_t *j = co->jobs[i];
+
+        if (!running(j))
+            continue;
+        if (j->rnd.state == COORD_ROUND_TRAINING) {
+            if (member(&j->rnd, a->id))
+                return 1;
+        } else if (eligible(j, a)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static uint32_t retry_for(const coord_t *co, const agent_t *a)
+{
+    uint64_t best = UINT64_MAX, now = now_ms(co);
+    int usable = 0;
+
+    for (size_t i = 0; i < co->njobs; i++) {
+        const job_t *j = co->jobs[i];
+
+        if (!running(j) || !eligible(j, a))
+            continue;
+        usable = 1;
+        if (j->rnd.state == COORD_ROUND_TRAINING) {
+            uint64_t r = coord_round_retry_after(&j->rnd, a->id, now, co->cfg.pace_min_ms);
+
+            if (r < best)
+                best = r;
+        }
+    }
+    if (best == UINT64_MAX)
+        best = usable ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms;
+    return best > UINT32_MAX ? UINT32_MAX : (uint32_t)(best ? best : 1);
+}
+
+/* ---- Subscribe streams ---------------------------------------------------------- */
+
+static void end_sub(agent_t *a, int status, const char *msg)
+{
+    sfl_grpc_call_t *call = a->sub;
+
+    if (call == NULL)
+        return;
+    a->sub = NULL;
+    (void)sfl_grpc_finish(call, status, msg);
+}
+
+static void send_wait(coord_t *co, agent_t *a, uint32_t retry_ms, const char *reason)
+{
+    sfl_wait_t w = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+    int rc;
+
+    if (a->sub == NULL)
+        return;
+    w.retry_after_ms = retry_ms;
+    text_copy(w.reason, sizeof(w.reason), reason);
+    rc = sfl_msg_wait_pack(&w, &buf, &len);
+    if (rc == 0)
+        rc = sfl_grpc_send(a->sub, buf, len);
+    sfl_msg_buf_free(buf);
+    coord_log(COORD_LOG_DEBUG, "wait", "agent=%llu retry_ms=%u", (unsigned long long)a->id,
+              retry_ms);
+    end_sub(a, rc == 0 ? SFL_GRPC_STATUS_OK : SFL_GRPC_STATUS_INTERNAL,
+            rc == 0 ? NULL : "cannot send wait");
+    (void)co;
+}
+
+static void send_task(coord_t *co, job_t *j, agent_t *a)
+{
+    int rc;
+
+    if (a->sub == NULL || j->task == NULL)
+        return;
+    rc = sfl_grpc_send(a->sub, j->task, j->task_len);
+    a->sub_idle_since = now_ms(co);
+    if (rc < 0) {
+        char q[300];
+
+        coord_log(COORD_LOG_WARN, "task_send_failed", "job=%llu round=%llu agent=%llu error=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                  (unsigned long long)a->id, coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        end_sub(a, rc == SFL_ELIMIT ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
+                                    : SFL_GRPC_STATUS_INTERNAL,
+                "cannot send the task");
+    }
+}
+
+/* Ends the streams nothing will be sent on soon, with a paced Wait. */
+static void dismiss_idle(coord_t *co)
+{
+    uint64_t now = now_ms(co);
+
+    for (size_t i = 0; i < co->nagents; i++) {
+        agent_t *a = co->agents[i];
+
+        if (a->sub == NULL)
+            continue;
+        if (!wanted(co, a))
+            send_wait(co, a, retry_for(co, a), "no round for this agent now");
+        else if (now - a->sub_idle_since >= co->cfg.subscribe_hold_ms &&
+                 !busy_elsewhere(co, a, NULL))
+            send_wait(co, a, (uint32_t)co->cfg.pace_min_ms,
+                      "no round started within the hold time");
+    }
+}
+
+static void sub_cancelled(sfl_grpc_call_t *call, void *ud)
+{
+    agent_t *a = ud;
+
+    if (a->sub == call)
+        a->sub = NULL;
+    (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_CANCELLED, NULL);
+}
+
+/* ---- rounds --------------------------------------------------------------------------- */
+
+static void job_drive(job_t *j);
+
+/* An event the machine refuses is a bug here, not a peer's doing. */
+static void step(job_t *j, coord_event_t ev, uint64_t now)
+{
+    if (coord_round_step(&j->rnd, ev, now, 0, NULL, 0) < 0) {
+        char q[300];
+
+        coord_log(COORD_LOG_ERROR, "round_event_refused", "job=%llu event=%d error=%s",
+                  (unsigned long long)j->id, (int)ev,
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+    }
+}
+
+static void close_attempt(job_t *j)
+{
+    /* Wiping the round key is what makes every later update for this
+     * attempt unopenable, by anyone. */
+    sfl_roundkey_free(j->rk);
+    j->rk = NULL;
+    sfl_msg_buf_free(j->task);
+    j->task = NULL;
+    j->task_len = 0;
+}
+
+static void store_round_state(job_t *j, coord_srow_state_t st, const char *reason)
+{
+    int rc;
+
+    if (!j->opened)
+        return;
+    rc = coord_store_round_set_state(j->co->store, (int64_t)j->id, (int64_t)j->rnd.round,
+                                     (int64_t)j->wire_attempt + 1, st, reason);
+    if (rc < 0) {
+        char q[300];
+
+        coord_log(COORD_LOG_ERROR, "store_error", "job=%llu round=%llu error=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+    }
+}
+
+/* The round after the last committed one, in SELECTING, with the attempt
+ * number the store gives next (attempts are never reused, not even across
+ * restarts), and a fresh attempt budget. */
+static void reset_round(job_t *j)
+{
+    coord_t *co = j->co;
+    int64_t next = 1;
+
+    coord_round_close(&j->rnd);
+    coord_round_init(&j->rnd, &j->model.spec.round, j->id, j->committed + 1);
+    if (coord_store_round_next_attempt(co->store, (int64_t)j->id, (int64_t)j->committed + 1,
+                                       &next) < 0 ||
+        next < 1)
+        next = 1;
+    j->wire_attempt = (uint32_t)(next - 1);
+    j->opened = 0;
+    j->select_since = now_ms(co);
+}
+
+static void set_job_state(job_t *j, sfl_job_state_t st)
+{
+    coord_job_state_t row;
+    int rc;
+
+    switch (st) {
+    case SFL_JOB_RUNNING: row = COORD_JOB_ACTIVE; break;
+    case SFL_JOB_PENDING:
+    case SFL_JOB_PAUSED: row = COORD_JOB_PAUSED; break;
+    case SFL_JOB_CANCELLED: row = COORD_JOB_CANCELLED; break;
+    case SFL_JOB_FINISHED: row = COORD_JOB_DONE; break;
+    default: row = COORD_JOB_PAUSED; break;
+    }
+    j->state = st;
+    rc = coord_store_job_set_state(j->co->store, (int64_t)j->id, row);
+    if (rc < 0) {
+        char q[300];
+
+        coord_log(COORD_LOG_ERROR, "store_error", "job=%llu error=%s", (unsigned long long)j->id,
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+    }
+    coord_log(COORD_LOG_INFO, "job_state", "job=%llu state=%s", (unsigned long long)j->id,
+              sfl_msg_job_state_name(st));
+}
+
+/* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
+static void abandon(job_t *j, const char *reason)
+{
+    if (j->busy || !j->ready)
+        return; /* the aggregation in flight ends it */
+    if (j->rnd.state == COORD_ROUND_TRAINING || j->rnd.state == COORD_ROUND_AGGREGATING) {
+        store_round_state(j, COORD_SROW_FAILED, reason);
+        coord_log(COORD_LOG_INFO, "round_abandoned", "job=%llu round=%llu attempt=%u reason=\"%s\"",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+                  reason);
+    }
+    close_attempt(j);
+    reset_round(j);
+}
+
+static void pause_failed(job_t *j, const char *why)
+{
+    text_copy(j->error, sizeof(j->error), why);
+    abandon(j, why);
+    set_job_state(j, SFL_JOB_PAUSED);
+}
+
+static int build_task(job_t *j)
+{
+    coord_t *co = j->co;
+    sfl_task_t t;
+    sfl_spvec_t *model = NULL;
+    uint8_t *tb = NULL, sig[SFL_SEAL_SIG_BYTES];
+    size_t tl = 0;
+    int rc;
+
+    memset(&t, 0, sizeof(t));
+    if ((rc = sfl_spvec_new((uint32_t)j->model.prob.dim, 0, &model)) < 0 ||
+        (rc = sfl_spvec_from_dense(model, j->model.global)) < 0)
+        goto out;
+    t.job_id = j->id;
+    t.round = j->rnd.round;
+    t.attempt = j->wire_attempt;
+    snprintf(t.algorithm, sizeof(t.algorithm), "%s", j->spec.algorithm);
+    t.params = j->spec.params;
+    snprintf(t.loss, sizeof(t.loss), "%s", j->spec.loss);
+    t.dimension = j->spec.dimension;
+    t.nlabels = j->spec.nlabels;
+    memcpy(t.labels, j->spec.labels, sizeof(t.labels));
+    t.seed = j->spec.seed;
+    t.value_encoding = j->spec.value_encoding;
+    t.update_mode = SFL_UPDATE_MODE_SEALED;
+    t.model = model;
+    /* The model always travels exactly (float64): agents must train from
+     * the very state the coordinator aggregates into. */
+    t.model_encoding = SFL_ENC_F64;
+    t.deadline_ms = j->deadline_wall;
+    memcpy(t.round_nonce, j->rnd.nonce, sizeof(t.round_nonce));
+    memcpy(t.round_key, j->rk->pk, sizeof(t.round_key));
+    t.max_update_nnz = 0;
+    if ((rc = sfl_msg_task_sign_bytes(&t, &tb, &tl)) < 0 ||
+        (rc = sfl_seal_sign_detached(co->id, SFL_MSG_TASK_CONTEXT, tb, tl, sig)) < 0 ||
+        (rc = sfl_msg_task_pack(tb, tl, sig, &j->task, &j->task_len)) < 0)
+        goto out;
+    if (j->task_len > co->cfg.max_message) {
+        rc = sfl__fail(SFL_ELIMIT, "task of %zu bytes exceeds max_message %llu", j->task_len,
+                       (unsigned long long)co->cfg.max_message);
+        goto out;
+    }
+    memcpy(j->model_hash, t.model_hash, sizeof(j->model_hash));
+out:
+    sfl_msg_buf_free(tb);
+    sfl_spvec_free(model);
+    return rc;
+}
+
+/* SELECTING: start the attempt once enough eligible agents subscribe. The
+ * full selection (cohort * (1 + over_selection)) starts at once; a smaller
+ * one that still reaches the quorum after select_wait_ms. Fewer than the
+ * quorum keep waiting without using up an attempt. */
+static void try_start(job_t *j)
+{
+    coord_t *co = j->co;
+    const coord_round_cfg_t *rc_ = &j->model.spec.round;
+    uint64_t now = now_ms(co), *ids = NULL;
+    int64_t *cohort = NULL, next = 1;
+    uint32_t n = 0;
+    double want = ceil(rc_->cohort * (1.0 + rc_->overselect));
+    char why[200], q[300];
+    int rc;
+
+    ids = sfl__mallocarray(co->nagents ? co->nagents : 1, sizeof(*ids));
+    if (ids == NULL)
+        return;
+    for (size_t i = 0; i < co->nagents; i++) {
+        agent_t *a = co->agents[i];
+
+        if (a->sub && a->conn && eligible(j, a) && !busy_elsewhere(co, a, j))
+            ids[n++] = a->id;
+    }
+    if (n < rc_->min_quorum || (n < want && now - j->select_since < co->cfg.select_wait_ms))
+        goto out;
+    rc = coord_store_round_next_attempt(co->store, (int64_t)j->id, (int64_t)j->rnd.round, &next);
+    if (rc < 0) {
+        coord_log(COORD_LOG_ERROR, "store_error", "job=%llu error=%s", (unsigned long long)j->id,
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        goto out;
+    }
+    if ((rc = coord_round_step(&j->rnd, COORD_EV_START, now, j->spec.seed, ids, n)) < 0) {
+        /* no memory: the next tick tries again */
+        coord_log(COORD_LOG_ERROR, "round_start_failed", "job=%llu error=%s",
+                  (unsigned long long)j->id, coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        goto out;
+    }
+    j->wire_attempt = (uint32_t)(next - 1);
+    randombytes_buf(j->rnd.nonce, sizeof(j->rnd.nonce));
+    j->deadline_wall = wall_ms() + (int64_t)rc_->deadline_ms;
+    if (j->round_since == 0)
+        j->round_since = now;
+    cohort = sfl__mallocarray(j->rnd.nmembers ? j->rnd.nmembers : 1, sizeof(*cohort));
+    if (cohort == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the cohort");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < j->rnd.nmembers; i++)
+        cohort[i] = (int64_t)j->rnd.members[i].agent;
+    if ((rc = coord_store_round_open(co->store, (int64_t)j->id, (int64_t)j->rnd.round, next,
+                                     j->rnd.nonce, cohort, j->rnd.nmembers)) < 0)
+        goto fail;
+    j->opened = 1;
+    if ((rc = coord_store_round_set_state(co->store, (int64_t)j->id, (int64_t)j->rnd.round, next,
+                                          COORD_SROW_TRAINING, NULL)) < 0 ||
+        (rc = sfl_roundkey_new(&j->rk)) < 0 || (rc = coord_job_begin(&j->model)) < 0 ||
+        (rc = build_task(j)) < 0)
+        goto fail;
+    coord_log(COORD_LOG_INFO, "round_open",
+              "job=%llu round=%llu attempt=%u selected=%u eligible=%u deadline_ms=%llu",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+              j->rnd.nmembers, n, (unsigned long long)rc_->deadline_ms);
+    for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
+        agent_t *a = agent_find(co, j->rnd.members[i].agent);
+
+        if (a)
+            send_task(co, j, a);
+    }
+    goto out;
+fail:
+    /* The store or the task cannot be made: nothing an agent can fix, so
+     * the job stops with the reason instead of burning its attempts. */
+    snprintf(why, sizeof(why), "cannot open round %llu: %s", (unsigned long long)j->rnd.round,
+             sfl_last_error());
+    coord_log(COORD_LOG_ERROR, "round_open_failed", "job=%llu error=%s",
+              (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+    pause_failed(j, why);
+out:
+    sfl__free(cohort);
+    sfl__free(ids);
+}
+
+static int reload_model(job_t *j)
+{
+    coord_t *co = j->co;
+    uint8_t *buf = NULL, hash[COORD_HASH_BYTES];
+    size_t len = 0;
+    int64_t round = 0;
+    int rc;
+
+    /* A checkpoint is at most 5 (varint index gap) + 8 (f64) bytes a
+     * coordinate plus its header. */
+    rc = coord_store_checkpoint_latest(co->store, (int64_t)j->id, j->model.prob.dim * 13 + 64,
+                                       &round, &buf, &len, hash);
+    if (rc == SFL_ENOTFOUND) {
+        memset(j->model.global, 0, j->model.prob.dim * sizeof(double));
+        j->model.round = 0;
+        j->committed = 0;
+        j->model_nnz = 0;
+        return 0;
+    }
+    if (rc == 0)
+        rc = coord_job_restore(&j->model, (uint64_t)round, buf, len);
+    coord_store_free(buf);
+    if (rc == 0) {
+        j->committed = (uint64_t)round;
+        j->model_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
+    }
+    return rc;
+}
+
+static void agg_work(uv_work_t *w)
+{
+    job_t *j = w->data;
+    coord_t *co = j->co;
+    uint64_t t0 = uv_hrtime();
+    uint8_t *buf = NULL, hash[32];
+    size_t len = 0;
+    int rc;
+
+    rc = coord_job_end(&j->model);
+    if (rc == 0)
+        rc = coord_job_encode(&j->model, &buf, &len, hash);
+    if (rc == 0) {
+        uv_mutex_lock(&co->bg_lock);
+        rc = coord_store_round_commit(co->bg, (int64_t)j->id, (int64_t)j->rnd.round,
+                                      (int64_t)j->wire_attempt + 1, buf, len, hash);
+        uv_mutex_unlock(&co->bg_lock);
+    }
+    if (rc == 0)
+        j->work_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
+    else
+        text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
+    sfl__free(buf);
+    j->work_rc = rc;
+    j->work_ns = uv_hrtime() - t0;
+}
+
+static void check_stopped(coord_t *co);
+static void attempt_failed(job_t *j);
+
+static void next_round(job_t *j)
+{
+    coord_t *co = j->co;
+    uint64_t now = now_ms(co);
+
+    if (j->round_since) {
+        coord_hist_observe(&co->round_hist, (double)(now - j->round_since) / 1000.0);
+        j->round_since = 0;
+    }
+    if (j->committed >= j->spec.rounds && !job_final(j)) {
+        set_job_state(j, SFL_JOB_FINISHED);
+        coord_round_close(&j->rnd);
+        coord_round_init(&j->rnd, &j->model.spec.round, j->id, j->committed + 1);
+        return;
+    }
+    reset_round(j);
+}
+
+static void agg_after(uv_work_t *w, int status)
+{
+    job_t *j = w->data;
+    coord_t *co = j->co;
+    char q[300], hex[65];
+
+    (void)status; /* work items are never cancelled */
+    j->busy = 0;
+    j->opened = j->work_rc != 0; /* a commit closes the attempt's row */
+    if (j->work_rc == 0) {
+        step(j, COORD_EV_AGGREGATED, now_ms(co));
+        j->committed = j->model.round;
+        j->model_nnz = j->work_nnz;
+        co->rounds_committed++;
+        coord_hist_observe(&co->agg_hist, (double)j->work_ns / 1e9);
+        sodium_bin2hex(hex, sizeof(hex), j->model_hash, 8);
+        coord_log(COORD_LOG_INFO, "round_committed",
+                  "job=%llu round=%llu attempt=%u accepted=%u nnz=%u aggregate_ms=%.3f",
+                  (unsigned long long)j->id, (unsigned long long)j->committed, j->wire_attempt,
+                  j->rnd.accepted, j->model_nnz, (double)j->work_ns / 1e6);
+        next_round(j);
+    } else {
+        coord_log(COORD_LOG_ERROR, "aggregation_failed", "job=%llu round=%llu error=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                  coord_log_quote(j->work_err, q, sizeof(q)));
+        /* The model may have moved (end ran, the commit did not): back to
+         * the last committed state. */
+        if (reload_model(j) < 0) {
+            char why[SFL_MSG_TEXT_LEN];
+
+            snprintf(why, sizeof(why), "cannot reload the last checkpoint: %s",
+                     sfl_last_error());
+            j->state = SFL_JOB_FAILED;
+            text_copy(j->error, sizeof(j->error), why);
+        }
+        step(j, COORD_EV_AGG_FAILED, now_ms(co));
+        attempt_failed(j);
+    }
+    if (co->stopping)
+        check_stopped(co);
+    else {
+        job_drive(j);
+        dismiss_idle(co);
+    }
+}
+
+static void start_aggregation(job_t *j)
+{
+    int rc;
+
+    store_round_state(j, COORD_SROW_AGGREGATING, NULL);
+    close_attempt(j);
+    j->busy = 1;
+    j->work.data = j;
+    j->work_rc = 0;
+    j->work_err[0] = '\0';
+    rc = uv_queue_work(j->co->loop, &j->work, agg_work, agg_after);
+    if (rc != 0) {
+        j->busy = 0;
+        step(j, COORD_EV_AGG_FAILED, now_ms(j->co));
+    }
+}
+
+static void attempt_failed(job_t *j)
+{
+    coord_t *co = j->co;
+    char reason[sizeof(j->rnd.reason)], q[300];
+    int rc;
+
+    snprintf(reason, sizeof(reason), "%s", j->rnd.reason);
+    store_round_state(j, COORD_SROW_FAILED, reason);
+    j->opened = 0;
+    close_attempt(j);
+    co->rounds_failed++;
+    coord_log(COORD_LOG_WARN, "round_failed", "job=%llu round=%llu attempt=%u reason=%s",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+              coord_log_quote(reason, q, sizeof(q)));
+    rc = coord_round_step(&j->rnd, COORD_EV_RETRY, now_ms(co), 0, NULL, 0);
+    if (rc < 0) {
+        char why[SFL_MSG_TEXT_LEN];
+
+        /* Out of attempts: the job pauses with the reason, and an operator
+         * who fixed the cause resumes it with a fresh budget. */
+        snprintf(why, sizeof(why), "%s", sfl_last_error());
+        reset_round(j);
+        if (j->state == SFL_JOB_RUNNING) {
+            text_copy(j->error, sizeof(j->error), why);
+            set_job_state(j, SFL_JOB_PAUSED);
+            coord_log(COORD_LOG_WARN, "job_paused", "job=%llu error=%s",
+                      (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+        }
+        return;
+    }
+    j->wire_attempt++;
+    j->select_since = now_ms(co);
+}
+
+/* One switch over the round state; each case does what the state asks
+ * for and may move the machine on, which the loop then follows. */
+static void job_drive(job_t *j)
+{
+    for (int turn = 0; turn < 8; turn++) {
+        coord_round_state_t before = j->rnd.state;
+
+        if (!running(j) || j->busy)
+            return;
+        switch (j->rnd.state) {
+        case COORD_ROUND_SELECTING:
+            try_start(j);
+            break;
+        case COORD_ROUND_TRAINING:
+            step(j, COORD_EV_TICK, now_ms(j->co));
+            break;
+        case COORD_ROUND_AGGREGATING:
+            start_aggregation(j);
+            break;
+        case COORD_ROUND_COMMITTED:
+            next_round(j);
+            break;
+        case COORD_ROUND_FAILED:
+            attempt_failed(j);
+            break;
+        }
+        if (j->rnd.state == before)
+            return;
+    }
+}
+
+static void schedule(coord_t *co)
+{
+    if (co->stopping)
+        return;
+    for (size_t i = 0; i < co->njobs; i++)
+        job_drive(co->jobs[i]);
+    dismiss_idle(co);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    schedule(t->data);
+}
+
+/* ---- jobs ----------------------------------------------------------------------------- */
+
+static void job_free(job_t *j)
+{
+    if (j == NULL)
+        return;
+    close_attempt(j);
+    coord_round_close(&j->rnd);
+    if (j->ready)
+        coord_job_close(&j->model);
+    sfl__free(j);
+}
+
+static int job_insert(coord_t *co, job_t *j)
+{
+    if (co->njobs == co->cap_jobs) {
+        size_t cap = co->cap_jobs ? 2 * co->cap_jobs : 8;
+        job_t **nj = sfl__reallocarray(co->jobs, cap, sizeof(*nj));
+
+        if (nj == NULL)
+            return SFL_ENOMEM;
+        co->jobs = nj;
+        co->cap_jobs = cap;
+    }
+    co->jobs[co->njobs++] = j;
+    return 0;
+}
+
+/* Model, aggregator and round machine of a job whose spec is set. */
+static int job_prepare(job_t *j)
+{
+    coord_job_spec_t cs;
+    int rc;
+
+    if ((rc = wire_to_spec(&j->spec, &cs)) < 0)
+        return rc;
+    if ((rc = coord_job_init(&j->model, &cs)) < 0)
+        return rc;
+    j->ready = 1;
+    if ((rc = reload_model(j)) < 0)
+        return rc;
+    reset_round(j);
+    return 0;
+}
+
+static int job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out)
+{
+    coord_job_spec_t cs;
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    int64_t id = 0;
+    job_t *j = NULL;
+    int rc;
+
+    *out = NULL;
+    if ((rc = wire_to_spec(spec, &cs)) < 0)
+        return rc;
+    if ((rc = sfl_msg_create_job_pack(spec, &bytes, &len)) < 0)
+        return rc;
+    j = sfl__calloc(1, sizeof(*j));
+    if (j == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    j->co = co;
+    j->spec = *spec;
+    if ((rc = coord_store_job_create(co->store, spec->name, bytes, len, spec->seed, &id)) < 0)
+        goto out;
+    j->id = (uint64_t)id;
+    if (spec->paused &&
+        (rc = coord_store_job_set_state(co->store, id, COORD_JOB_PAUSED)) < 0)
+        goto out;
+    j->state = spec->paused ? SFL_JOB_PENDING : SFL_JOB_RUNNING;
+    if ((rc = job_prepare(j)) < 0 || (rc = job_insert(co, j)) < 0) {
+        /* The row exists; mark it so a restart does not run it. */
+        (void)coord_store_job_set_state(co->store, id, COORD_JOB_CANCELLED);
+        goto out;
+    }
+    coord_log(COORD_LOG_INFO, "job_created", "job=%llu name=%s algorithm=%s state=%s",
+              (unsigned long long)j->id, j->spec.name, j->spec.algorithm,
+              sfl_msg_job_state_name(j->state));
+    *out = j;
+    j = NULL;
+out:
+    job_free(j);
+    sfl_msg_buf_free(bytes);
+    return rc;
+}
+
+int coord_add_jobdef(coord_t *c, const coord_jobdef_t *d, uint64_t *id, int *created)
+{
+    sfl_job_spec_t w;
+    job_t *j;
+    int rc;
+
+    if (created)
+        *created = 0;
+    for (size_t i = 0; i < c->njobs; i++)
+        if (strcmp(c->jobs[i]->spec.name, d->spec.name) == 0) {
+            if (id)
+                *id = c->jobs[i]->id;
+            return 0;
+        }
+    if ((rc = jobdef_to_wire(d, &w)) < 0)
+        return rc;
+    if ((rc = job_create(c, &w, &j)) < 0)
+        return rc;
+    if (id)
+        *id = j->id;
+    if (created)
+        *created = 1;
+    schedule(c);
+    return 0;
+}
+
+/* A job row from the store at start. */
+static int job_load(coord_t *co, const coord_srow_job_t *row)
+{
+    job_t *j = sfl__calloc(1, sizeof(*j));
+    char q[300];
+    int rc;
+
+    if (j == NULL)
+        return SFL_ENOMEM;
+    j->co = co;
+    j->id = (uint64_t)row->id;
+    switch (row->state) {
+    case COORD_JOB_ACTIVE: j->state = SFL_JOB_RUNNING; break;
+    case COORD_JOB_PAUSED: j->state = SFL_JOB_PAUSED; break;
+    case COORD_JOB_CANCELLED: j->state = SFL_JOB_CANCELLED; break;
+    default: j->state = SFL_JOB_FINISHED; break;
+    }
+    rc = sfl_msg_create_job_unpack(row->spec, row->spec_len, NULL, &j->spec);
+    if (rc == 0)
+        rc = job_prepare(j);
+    if (rc == SFL_ENOMEM) {
+        job_free(j);
+        return rc;
+    }
+    if (rc < 0) {
+        /* Kept visible (Status, ListJobs) but never run. */
+        snprintf(j->spec.name, sizeof(j->spec.name), "%.63s", row->name);
+        snprintf(j->error, sizeof(j->error), "cannot load the job: %.200s", sfl_last_error());
+        j->state = SFL_JOB_FAILED;
+        coord_log(COORD_LOG_ERROR, "job_load_failed", "job=%llu error=%s",
+                  (unsigned long long)j->id, coord_log_quote(j->error, q, sizeof(q)));
+    } else if (j->state == SFL_JOB_PAUSED && j->committed == 0 && j->wire_attempt == 0) {
+        j->state = SFL_JOB_PENDING; /* never started */
+    }
+    if ((rc = job_insert(co, j)) < 0) {
+        job_free(j);
+        return rc;
+    }
+    if (j->ready)
+        coord_log(COORD_LOG_INFO, "job_resumed",
+                  "job=%llu name=%s state=%s committed_round=%llu next_attempt=%u",
+                  (unsigned long long)j->id, j->spec.name, sfl_msg_job_state_name(j->state),
+                  (unsigned long long)j->committed, j->wire_attempt);
+    return 0;
+}
+
+/* ---- gRPC helpers ----------------------------------------------------------------- */
+
+static void reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len)
+{
+    if (rc < 0) {
+        char msg[300];
+
+        snprintf(msg, sizeof(msg), "cannot encode the reply: %s", sfl_last_error());
+        (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_INTERNAL, msg);
+    } else {
+        (void)sfl_grpc_reply(call, buf, len);
+    }
+    sfl_msg_buf_free(buf);
+}
+
+static void fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SFL_PRINTF(3, 4);
+static void fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    (void)sfl_grpc_finish(call, status, msg);
+}
+
+static void fail_unpack(sfl_grpc_call_t *call, int rc)
+{
+    fail_call(call, rc == SFL_ELIMIT ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
+                                     : SFL_GRPC_STATUS_INVALID_ARGUMENT,
+              "%s", sfl_last_error());
+}
+
+/* The caller's certificate must carry role; 0 or the call is finished. */
+static int auth(sfl_grpc_call_t *call, const conn_t *k, sfl_role_t role)
+{
+    if (!k->has_peer) {
+        fail_call(call, SFL_GRPC_STATUS_UNAUTHENTICATED, "no verified client certificate");
+        return -1;
+    }
+    if (k->peer.role != role) {
+        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                  "%s needs a certificate with role %s, not %s", sfl_grpc_call_path(call),
+                  sfl_role_name(role), sfl_role_name(k->peer.role));
+        return -1;
+    }
+    if (k->co->stopping) {
+        fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
+        return -1;
+    }
+    return 0;
+}
+
+static void bind_agent(conn_t *k, agent_t *a)
+{
+    if (a->conn == k)
+        return;
+    if (a->conn) {
+        /* The same certificate connected again: the newer connection wins. */
+        a->conn->agent = NULL;
+        end_sub(a, SFL_GRPC_STATUS_FAILED_PRECONDITION, "the agent connected again");
+    }
+    if (k->agent && k->agent != a)
+        k->agent->conn = NULL;
+    a->conn = k;
+    k->agent = a;
+}
+
+/* The agent bound to this connection, which must be agent_id; else the
+ * call is finished and NULL returned. An agent that joined earlier in this
+ * process with the same certificate is bound again without a Join. */
+static agent_t *bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id)
+{
+    agent_t *a = k->agent;
+
+    if (a == NULL) {
+        a = agent_by_name(k->co, k->peer.cn);
+        if (a == NULL || !a->joined || sodium_memcmp(a->fpr, k->peer.sha256, 32) != 0) {
+            fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "join first");
+            return NULL;
+        }
+        bind_agent(k, a);
+    }
+    if (a->id != agent_id) {
+        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                  "agent_id %llu is not bound to this certificate",
+                  (unsigned long long)agent_id);
+        return NULL;
+    }
+    a->last_seen_ms = wall_ms();
+    return a;
+}
+
+/* ---- Coordinator service ------------------------------------------------------- */
+
+static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    sfl_join_req_t m;
+    sfl_join_reply_t r;
+    coord_agent_t row;
+    agent_t *a;
+    int64_t id = 0;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    char q[300];
+    int rc;
+
+    if (auth(call, k, SFL_ROLE_AGENT) < 0)
+        return;
+    if ((rc = sfl_msg_join_req_unpack(req, len, &co->lim, &m)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    if (m.protocol_version != SFL_MSG_PROTOCOL_VERSION) {
+        fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION,
+                  "protocol_version %u is not supported; this coordinator speaks %d",
+                  m.protocol_version, SFL_MSG_PROTOCOL_VERSION);
+        return;
+    }
+    if (sfl_identity_pk_check(m.identity_key) < 0) {
+        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                  "identity_key is not a usable Ed25519 key");
+        return;
+    }
+    if (k->peer.cn[0] == '\0') {
+        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED, "the certificate has no usable CN");
+        return;
+    }
+    a = agent_by_name(co, k->peer.cn);
+    if (a == NULL && co->nagents >= co->cfg.max_agents) {
+        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "agent limit (%llu) reached",
+                  (unsigned long long)co->cfg.max_agents);
+        return;
+    }
+    memset(&row, 0, sizeof(row));
+    snprintf(row.name, sizeof(row.name), "%s", k->peer.cn);
+    memcpy(row.cert_fingerprint, k->peer.sha256, sizeof(row.cert_fingerprint));
+    memcpy(row.identity_pk, m.identity_key, sizeof(row.identity_pk));
+    tags_text(&m.capabilities, row.capabilities, sizeof(row.capabilities));
+    row.samples = m.dataset.samples > INT64_MAX ? INT64_MAX : (int64_t)m.dataset.samples;
+    row.dimension = m.dataset.dimension;
+    for (uint32_t i = 0, o = 0; i < m.dataset.nlabels; i++) {
+        int n = snprintf(row.labels + o, sizeof(row.labels) - o, "%s%.17g", i ? "," : "",
+                         m.dataset.labels[i]);
+
+        if (n < 0 || (size_t)n >= sizeof(row.labels) - o) {
+            row.labels[o] = '\0';
+            break;
+        }
+        o += (uint32_t)n;
+    }
+    rc = coord_store_agent_upsert(co->store, &row, &id);
+    if (rc == -EEXIST) {
+        coord_log(COORD_LOG_WARN, "join_refused", "name=%s addr=%s error=%s",
+                  coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr,
+                  "identity_key_conflict");
+        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                  "certificate %s is bound to another identity key (or the key to another "
+                  "agent); re-keying is an operator action",
+                  k->peer.cn);
+        return;
+    }
+    if (rc < 0) {
+        coord_log(COORD_LOG_ERROR, "store_error", "error=%s",
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot record the agent; retry later");
+        return;
+    }
+    if (a == NULL || a->id != (uint64_t)id) {
+        a = sfl__calloc(1, sizeof(*a));
+        if (a != NULL)
+            a->id = (uint64_t)id;
+        if (a == NULL || agent_insert(co, a) < 0) {
+            sfl__free(a);
+            fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+    }
+    snprintf(a->name, sizeof(a->name), "%s", k->peer.cn);
+    memcpy(a->fpr, k->peer.sha256, sizeof(a->fpr));
+    memcpy(a->pk, m.identity_key, sizeof(a->pk));
+    a->caps = m.capabilities;
+    a->conds = m.conditions;
+    a->ds = m.dataset;
+    snprintf(a->version, sizeof(a->version), "%s", m.agent_version);
+    a->joined = 1;
+    a->phase = SFL_PHASE_IDLE;
+    a->last_seen_ms = wall_ms();
+    bind_agent(k, a);
+    memset(&r, 0, sizeof(r));
+    r.agent_id = a->id;
+    memcpy(r.coordinator_key, co->id->pk, sizeof(r.coordinator_key));
+    r.retry_after_ms = (uint32_t)co->cfg.join_retry_ms;
+    r.heartbeat_interval_ms = (uint32_t)co->cfg.heartbeat_interval_ms;
+    r.protocol_version = SFL_MSG_PROTOCOL_VERSION;
+    coord_log(COORD_LOG_INFO, "join",
+              "agent=%llu name=%s addr=%s samples=%llu dimension=%u labels=%u version=%s",
+              (unsigned long long)a->id, coord_log_quote(a->name, q, sizeof(q)), k->addr,
+              (unsigned long long)a->ds.samples, a->ds.dimension, a->ds.nlabels,
+              a->version[0] ? a->version : "-");
+    rc = sfl_msg_join_reply_pack(&r, &buf, &blen);
+    reply_packed(call, rc, buf, blen);
+}
+
+static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    sfl_subscribe_req_t m;
+    agent_t *a;
+    int rc;
+
+    if (auth(call, k, SFL_ROLE_AGENT) < 0)
+        return;
+    if ((rc = sfl_msg_subscribe_req_unpack(req, len, &co->lim, &m)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    if ((a = bound_agent(call, k, m.agent_id)) == NULL)
+        return;
+    a->conds = m.conditions;
+    end_sub(a, SFL_GRPC_STATUS_FAILED_PRECONDITION, "replaced by a newer Subscribe");
+    a->sub = call;
+    a->sub_idle_since = now_ms(co);
+    sfl_grpc_call_on_cancel(call, sub_cancelled, a);
+    coord_log(COORD_LOG_DEBUG, "subscribe", "agent=%llu", (unsigned long long)a->id);
+    /* Selected for an open attempt and not answered yet (a reconnect):
+     * the task again, the same signed bytes. */
+    for (size_t i = 0; i < co->njobs && a->sub; i++) {
+        job_t *j = co->jobs[i];
+        const coord_member_t *mb;
+
+        if (!running(j) || j->rnd.state != COORD_ROUND_TRAINING || j->task == NULL)
+            continue;
+        mb = member(&j->rnd, a->id);
+        if (mb && mb->state == COORD_MEMBER_PENDING)
+            send_task(co, j, a);
+    }
+    schedule(co);
+}
+
+static void count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
+{
+    if ((unsigned)v < 5)
+        co->verdicts[v]++;
+    if (v == COORD_UPD_REJECTED)
+        co->rejects[rj >= 0 && rj < RJ_COUNT ? rj : RJ_OTHER]++;
+}
+
+static int seal_reason(int rc)
+{
+    switch (rc) {
+    case SFL_ETRUNC: return RJ_TRUNCATED;
+    case SFL_ELIMIT: return RJ_TOO_LARGE;
+    case SFL_EDECRYPT: return RJ_DECRYPT;
+    case SFL_EBADSIG: return RJ_SIGNATURE;
+    default: return RJ_OTHER;
+    }
+}
+
+/* The verdict on one update from agent a; reason explains anything but
+ * ACCEPTED. *rj: rejection class for metrics. */
+static coord_upd_verdict_t judge(coord_t *co, agent_t *a, const sfl_update_t *u, char *reason,
+                                 size_t cap, int *rj)
+{
+    job_t *j = job_find(co, u->job_id);
+    uint64_t now = now_ms(co);
+    const coord_member_t *m;
+    coord_round_t *r;
+    coord_upd_verdict_t v;
+    sfl_upd_ctx_t ctx;
+    sfl_msg_limits_t lim;
+    sfl_payload_t *p = NULL;
+    uint8_t *plain = NULL;
+    size_t plen = 0;
+    int rc;
+
+    *rj = RJ_OTHER;
+    if (j == NULL) {
+        snprintf(reason, cap, "no job %llu", (unsigned long long)u->job_id);
+        return COORD_UPD_WRONG_ROUND;
+    }
+    if (!j->ready || job_final(j)) {
+        snprintf(reason, cap, "job %llu is %s", (unsigned long long)j->id,
+                 sfl_msg_job_state_name(j->state));
+        return COORD_UPD_LATE;
+    }
+    r = &j->rnd;
+    if (u->round != r->round || u->attempt != j->wire_attempt) {
+        /* Not the open attempt: coord_round_submit rules on ids alone
+         * (earlier round: late; another job or a future one: wrong round)
+         * and changes nothing. The attempt is mapped onto the machine's own
+         * count, which restarts at 0 after a restart or a pause. */
+        if (u->round == r->round && u->attempt < j->wire_attempt)
+            v = COORD_UPD_LATE;
+        else
+            v = coord_round_submit(r, a->id, u->job_id, u->round,
+                                   u->round == r->round ? r->attempt + 1 : r->attempt, now);
+        snprintf(reason, cap, "round %llu attempt %u is not open (open: round %llu attempt %u)",
+                 (unsigned long long)u->round, u->attempt, (unsigned long long)r->round,
+                 j->wire_attempt);
+        return v;
+    }
+    m = member(r, a->id);
+    if (m == NULL) {
+        snprintf(reason, cap, "agent %llu was not selected for this attempt",
+                 (unsigned long long)a->id);
+        *rj = RJ_NOT_SELECTED;
+        return COORD_UPD_REJECTED;
+    }
+    if (m->state == COORD_MEMBER_ACCEPTED) {
+        snprintf(reason, cap, "an update of this agent was already accepted for this attempt");
+        return COORD_UPD_DUPLICATE;
+    }
+    if (r->state != COORD_ROUND_TRAINING || j->rk == NULL || now >= r->deadline_at_ms) {
+        snprintf(reason, cap, "the attempt closed");
+        return COORD_UPD_LATE;
+    }
+    /* Everything the update is bound to comes from our own state. */
+    memset(&ctx, 0, sizeof(ctx));
+    memcpy(ctx.round_pk, j->rk->pk, sizeof(ctx.round_pk));
+    ctx.job = j->id;
+    ctx.round = r->round;
+    memcpy(ctx.nonce, r->nonce, sizeof(ctx.nonce));
+    ctx.agent_id = a->id;
+    memcpy(ctx.model_hash, j->model_hash, sizeof(ctx.model_hash));
+    rc = sfl_seal_open_update(j->rk, a->pk, &ctx, u->sealed, u->sealed_len, co->cfg.max_message,
+                              &plain, &plen, NULL);
+    if (rc < 0) {
+        snprintf(reason, cap, "%s", sfl_last_error());
+        *rj = seal_reason(rc);
+        return COORD_UPD_REJECTED;
+    }
+    lim = co->lim;
+    lim.max_dim = (uint32_t)j->model.prob.dim;
+    lim.max_nnz = (uint32_t)j->model.prob.dim;
+    rc = sfl_msg_payload_unpack(plain, plen, &lim, (uint32_t)j->model.prob.dim, &p);
+    sodium_memzero(plain, plen);
+    sfl__free(plain);
+    if (rc < 0) {
+        snprintf(reason, cap, "update payload: %s", sfl_last_error());
+        *rj = RJ_PAYLOAD;
+        return COORD_UPD_REJECTED;
+    }
+    if (p->encoding != j->spec.value_encoding) {
+        snprintf(reason, cap, "update values are encoded as %d, the task asks for %d",
+                 (int)p->encoding, (int)j->spec.value_encoding);
+        *rj = RJ_ENCODING;
+        sfl_msg_payload_free(p);
+        return COORD_UPD_REJECTED;
+    }
+    if (p->samples > a->ds.samples) {
+        /* The weight is the sample count: an agent may not claim more
+         * data than it joined with. */
+        snprintf(reason, cap, "update claims %llu samples, the agent joined with %llu",
+                 (unsigned long long)p->samples, (unsigned long long)a->ds.samples);
+        *rj = RJ_PAYLOAD;
+        sfl_msg_payload_free(p);
+        return COORD_UPD_REJECTED;
+    }
+    rc = coord_job_add(&j->model, p->update, (double)p->samples);
+    sfl_msg_payload_free(p);
+    if (rc < 0) {
+        snprintf(reason, cap, "cannot aggregate the update: %s", sfl_last_error());
+        return COORD_UPD_REJECTED;
+    }
+    v = coord_round_submit(r, a->id, u->job_id, u->round, r->attempt, now);
+    /* Every condition it checks was checked above, on this thread. */
+    assert(v == COORD_UPD_ACCEPTED);
+    a->accepted++;
+    return v;
+}
+
+static const sfl_ack_status_t ack_of[5] = {SFL_ACK_ACCEPTED, SFL_ACK_LATE, SFL_ACK_DUPLICATE,
+                                           SFL_ACK_WRONG_ROUND, SFL_ACK_REJECTED};
+static const coord_part_status_t part_of[5] = {COORD_PART_ACCEPTED, COORD_PART_LATE,
+                                               COORD_PART_DUPLICATE, COORD_PART_REJECTED,
+                                               COORD_PART_REJECTED};
+
+static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    sfl_update_t *u = NULL;
+    sfl_ack_t ack;
+    agent_t *a;
+    job_t *j;
+    coord_upd_verdict_t v;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    char q[400];
+    int rc, rj;
+
+    if (auth(call, k, SFL_ROLE_AGENT) < 0)
+        return;
+    if ((rc = sfl_msg_update_unpack(req, len, &co->lim, &u)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    if ((a = bound_agent(call, k, u->agent_id)) == NULL)
+        goto out;
+    if (u->mode == SFL_UPDATE_MODE_SECURE_AGG) {
+        fail_call(call, SFL_GRPC_STATUS_UNIMPLEMENTED,
+                  "update mode 2 (secure aggregation) is not implemented");
+        goto out;
+    }
+    memset(&ack, 0, sizeof(ack));
+    v = judge(co, a, u, ack.reason, sizeof(ack.reason), &rj);
+    text_copy(ack.reason, sizeof(ack.reason), v == COORD_UPD_ACCEPTED ? "" : ack.reason);
+    ack.status = ack_of[v];
+    ack.job_id = u->job_id;
+    ack.round = u->round;
+    ack.attempt = u->attempt;
+    count_verdict(co, v, rj);
+    j = job_find(co, u->job_id);
+    /* The audit record, for the open attempt only. A selected agent's row
+     * gets only its acceptance (first outcome wins in the store, and a
+     * rejected try must not block a valid one). */
+    if (j && j->opened && u->round == j->rnd.round && u->attempt == j->wire_attempt &&
+        (v == COORD_UPD_ACCEPTED || !member(&j->rnd, a->id)))
+        (void)coord_store_participation_record(co->store, (int64_t)j->id, (int64_t)u->round,
+                                               (int64_t)u->attempt + 1, (int64_t)a->id,
+                                               part_of[v],
+                                               v == COORD_UPD_ACCEPTED ? NULL : ack.reason,
+                                               (int64_t)u->sealed_len);
+    coord_log(v == COORD_UPD_ACCEPTED ? COORD_LOG_INFO : COORD_LOG_WARN, "update",
+              "agent=%llu job=%llu round=%llu attempt=%u verdict=%s bytes=%zu%s%s",
+              (unsigned long long)a->id, (unsigned long long)u->job_id,
+              (unsigned long long)u->round, u->attempt, coord_upd_verdict_name(v),
+              u->sealed_len, v == COORD_UPD_ACCEPTED ? "" : " reason=",
+              v == COORD_UPD_ACCEPTED ? "" : coord_log_quote(ack.reason, q, sizeof(q)));
+    rc = sfl_msg_ack_pack(&ack, &buf, &blen);
+    reply_packed(call, rc, buf, blen);
+    if (j && v == COORD_UPD_ACCEPTED) {
+        job_drive(j);
+        dismiss_idle(co);
+    }
+out:
+    sfl_msg_update_free(u);
+}
+
+static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    sfl_heartbeat_req_t m;
+    sfl_heartbeat_reply_t r;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    agent_t *a;
+    int rc;
+
+    if (auth(call, k, SFL_ROLE_AGENT) < 0)
+        return;
+    if ((rc = sfl_msg_heartbeat_req_unpack(req, len, &co->lim, &m)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    if ((a = bound_agent(call, k, m.agent_id)) == NULL)
+        return;
+    a->phase = m.phase;
+    a->hb_job = m.job_id;
+    a->hb_round = m.round;
+    a->progress = m.progress_permille;
+    a->conds = m.conditions;
+    memset(&r, 0, sizeof(r));
+    r.interval_ms = (uint32_t)co->cfg.heartbeat_interval_ms;
+    if (m.phase != SFL_PHASE_IDLE && m.job_id != 0) {
+        job_t *j = job_find(co, m.job_id);
+        const coord_member_t *mb = NULL;
+        int ok = 0;
+
+        if (j && running(j) && m.round == j->rnd.round && m.attempt == j->wire_attempt) {
+            mb = member(&j->rnd, a->id);
+            ok = mb && (j->rnd.state == COORD_ROUND_TRAINING ||
+                        mb->state == COORD_MEMBER_ACCEPTED);
+        }
+        if (ok && j->rnd.state == COORD_ROUND_TRAINING) {
+            (void)coord_round_heartbeat(&j->rnd, a->id, now_ms(co));
+            r.deadline_ms = j->deadline_wall;
+        }
+        /* The attempt closed without this agent (or never had it). */
+        r.abort = !ok;
+    }
+    rc = sfl_msg_heartbeat_reply_pack(&r, &buf, &blen);
+    reply_packed(call, rc, buf, blen);
+}
+
+/* ---- Admin service ---------------------------------------------------------------- */
+
+static void job_status(const job_t *j, sfl_job_status_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->job_id = j->id;
+    text_copy(st->name, sizeof(st->name), j->spec.name);
+    text_copy(st->algorithm, sizeof(st->algorithm), j->spec.algorithm);
+    st->state = j->state;
+    st->committed_round = j->committed;
+    st->rounds = j->spec.rounds;
+    st->cohort_size = j->spec.cohort_size;
+    st->min_quorum = j->spec.min_quorum;
+    text_copy(st->error, sizeof(st->error), j->error);
+    st->model_nnz = j->model_nnz;
+    st->round_state = SFL_ROUND_NONE;
+    if (j->state != SFL_JOB_RUNNING || !j->ready)
+        return;
+    st->attempt = j->wire_attempt;
+    switch (j->rnd.state) {
+    case COORD_ROUND_SELECTING:
+    case COORD_ROUND_FAILED: /* about to retry */
+        st->round_state = SFL_ROUND_SELECTING;
+        return;
+    case COORD_ROUND_TRAINING: st->round_state = SFL_ROUND_TRAINING; break;
+    case COORD_ROUND_AGGREGATING: st->round_state = SFL_ROUND_AGGREGATING; break;
+    case COORD_ROUND_COMMITTED: st->round_state = SFL_ROUND_COMMITTED; break;
+    }
+    st->selected = j->rnd.nmembers;
+    st->accepted = j->rnd.accepted;
+    st->deadline_ms = j->deadline_wall;
+}
+
+static sfl_job_status_t *all_job_status(const coord_t *co, uint32_t *n)
+{
+    uint32_t cnt = co->njobs > co->lim.max_items ? co->lim.max_items : (uint32_t)co->njobs;
+    sfl_job_status_t *st = sfl__calloc(cnt ? cnt : 1, sizeof(*st));
+
+    *n = 0;
+    if (st == NULL)
+        return NULL;
+    for (uint32_t i = 0; i < cnt; i++)
+        job_status(co->jobs[i], &st[i]);
+    *n = cnt;
+    return st;
+}
+
+static uint32_t connected_agents(const coord_t *co)
+{
+    uint32_t n = 0;
+
+    for (size_t i = 0; i < co->nagents; i++)
+        n += co->agents[i]->conn != NULL;
+    return n;
+}
+
+static void h_status(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    sfl_status_t st;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc;
+
+    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+        return;
+    if ((rc = sfl_msg_status_req_unpack(req, len, &co->lim)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    memset(&st, 0, sizeof(st));
+    snprintf(st.version, sizeof(st.version), "sfl-coordinator %s", COORD_VERSION);
+    st.started_ms = co->started_ms;
+    st.connected_agents = connected_agents(co);
+    st.known_agents = (uint32_t)co->nagents;
+    st.updates_accepted = co->verdicts[COORD_UPD_ACCEPTED];
+    for (int v = 1; v < 5; v++)
+        st.updates_rejected += co->verdicts[v];
+    st.bytes_in = co->bytes_in;
+    st.bytes_out = co->bytes_out;
+    st.jobs = all_job_status(co, &st.njobs);
+    if (st.jobs == NULL) {
+        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    rc = sfl_msg_status_pack(&st, &buf, &blen);
+    sfl__free(st.jobs);
+    reply_packed(call, rc, buf, blen);
+}
+
+static void h_list_agents(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    sfl_agent_list_t l = {0};
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc, only = 0;
+
+    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+        return;
+    if ((rc = sfl_msg_list_agents_req_unpack(req, len, &co->lim, &only)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    l.agents = sfl__calloc(co->nagents ? co->nagents : 1, sizeof(*l.agents));
+    if (l.agents == NULL) {
+        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < co->nagents && l.n < co->lim.max_items; i++) {
+        const agent_t *a = co->agents[i];
+        sfl_agent_info_t *o = &l.agents[l.n];
+
+        if (only && a->conn == NULL)
+            continue;
+        o->agent_id = a->id;
+        text_copy(o->subject, sizeof(o->subject), a->name);
+        o->connected = a->conn != NULL;
+        o->capabilities = a->caps;
+        o->conditions = a->conds;
+        o->dataset = a->ds;
+        o->last_seen_ms = a->last_seen_ms;
+        o->phase = a->joined ? a->phase : 0;
+        o->job_id = a->hb_job;
+        o->round = a->hb_round;
+        o->progress_permille = a->progress > 1000 ? 1000 : a->progress;
+        o->updates_accepted = a->accepted;
+        text_copy(o->agent_version, sizeof(o->agent_version), a->version);
+        l.n++;
+    }
+    rc = sfl_msg_agent_list_pack(&l, &buf, &blen);
+    sfl__free(l.agents);
+    reply_packed(call, rc, buf, blen);
+}
+
+static void h_list_jobs(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    sfl_job_list_t l = {0};
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc;
+
+    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+        return;
+    if ((rc = sfl_msg_list_jobs_req_unpack(req, len, &co->lim)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    l.jobs = all_job_status(co, &l.n);
+    if (l.jobs == NULL) {
+        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    rc = sfl_msg_job_list_pack(&l, &buf, &blen);
+    sfl__free(l.jobs);
+    reply_packed(call, rc, buf, blen);
+}
+
+static void reply_job(sfl_grpc_call_t *call, const job_t *j)
+{
+    sfl_job_status_t st;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc;
+
+    job_status(j, &st);
+    rc = sfl_msg_job_reply_pack(&st, &buf, &blen);
+    reply_packed(call, rc, buf, blen);
+}
+
+static void h_create_job(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    sfl_job_spec_t spec;
+    job_t *j = NULL;
+    char q[300];
+    int rc;
+
+    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+        return;
+    if ((rc = sfl_msg_create_job_unpack(req, len, &co->lim, &spec)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    if ((rc = job_create(co, &spec, &j)) < 0) {
+        if (rc == SFL_EINVAL) {
+            fail_call(call, SFL_GRPC_STATUS_INVALID_ARGUMENT, "%s", sfl_last_error());
+        } else {
+            coord_log(COORD_LOG_ERROR, "job_create_failed", "error=%s",
+                      coord_log_quote(sfl_last_error(), q, sizeof(q)));
+            fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot create the job: %s",
+                      sfl_last_error());
+        }
+        return;
+    }
+    coord_log(COORD_LOG_INFO, "admin", "op=create_job job=%llu by=%s", (unsigned long long)j->id,
+              coord_log_quote(k->peer.cn, q, sizeof(q)));
+    schedule(co);
+    reply_job(call, j);
+}
+
+typedef enum { OP_PAUSE, OP_RESUME, OP_CANCEL } job_op_t;
+
+static void job_op(sfl_grpc_call_t *call, const uint8_t *req, size_t len, conn_t *k, job_op_t op)
+{
+    static const char *const names[] = {"pause_job", "resume_job", "cancel_job"};
+    coord_t *co = k->co;
+    uint64_t id = 0;
+    job_t *j;
+    char q[300];
+    int rc;
+
+    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+        return;
+    if ((rc = sfl_msg_job_req_unpack(req, len, &co->lim, &id)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    if ((j = job_find(co, id)) == NULL) {
+        fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "no job %llu", (unsigned long long)id);
+        return;
+    }
+    switch (op) {
+    case OP_PAUSE:
+        if (j->state != SFL_JOB_RUNNING && j->state != SFL_JOB_PENDING) {
+            fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "job %llu is %s",
+                      (unsigned long long)id, sfl_msg_job_state_name(j->state));
+            return;
+        }
+        abandon(j, "paused by operator");
+        set_job_state(j, SFL_JOB_PAUSED);
+        break;
+    case OP_RESUME:
+        if ((j->state != SFL_JOB_PAUSED && j->state != SFL_JOB_PENDING) || !j->ready) {
+            fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "job %llu is %s",
+                      (unsigned long long)id, sfl_msg_job_state_name(j->state));
+            return;
+        }
+        j->error[0] = '\0';
+        if (!j->busy)
+            reset_round(j);
+        set_job_state(j, SFL_JOB_RUNNING);
+        break;
+    case OP_CANCEL:
+        if (job_final(j)) {
+            fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "job %llu is already %s",
+                      (unsigned long long)id, sfl_msg_job_state_name(j->state));
+            return;
+        }
+        abandon(j, "cancelled by operator");
+        set_job_state(j, SFL_JOB_CANCELLED);
+        break;
+    }
+    coord_log(COORD_LOG_INFO, "admin", "op=%s job=%llu by=%s", names[op], (unsigned long long)id,
+              coord_log_quote(k->peer.cn, q, sizeof(q)));
+    schedule(co);
+    reply_job(call, j);
+}
+
+static void h_pause(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    job_op(call, req, len, ud, OP_PAUSE);
+}
+
+static void h_resume(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    job_op(call, req, len, ud, OP_RESUME);
+}
+
+static void h_cancel(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    job_op(call, req, len, ud, OP_CANCEL);
+}
+
+/* The exported model of a checkpoint: model_of the broadcast state. */
+static int export_model(const job_t *j, const uint8_t *ck, size_t cklen, sfl_spvec_t **out)
+{
+    const coord_job_t *m = &j->model;
+    size_t dim = m->prob.dim;
+    sfl_spvec_t *v = NULL;
+    double *state = NULL, *model = NULL;
+    sfl_topk_ws_t ws;
+    int rc;
+
+    *out = NULL;
+    sfl_topk_ws_init(&ws);
+    if ((rc = sfl_spcodec_decode(ck, cklen, (uint32_t)dim, (uint32_t)dim, &v)) < 0)
+        goto out;
+    if (m->algo->model_of == NULL) {
+        *out = v;
+        v = NULL;
+        goto out;
+    }
+    state = sfl__calloc(dim, sizeof(double));
+    model = sfl__calloc(dim, sizeof(double));
+    if (state == NULL || model == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    sfl_spvec_scatter(v, state);
+    if ((rc = m->algo->model_of(&m->spec.params, &m->prob, state, model, &ws)) < 0 ||
+        (rc = sfl_spvec_from_dense(v, model)) < 0)
+        goto out;
+    *out = v;
+    v = NULL;
+out:
+    sfl_topk_ws_close(&ws);
+    sfl__free(state);
+    sfl__free(model);
+    sfl_spvec_free(v);
+    return rc;
+}
+
+static void h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    uint64_t id = 0, round = 0;
+    uint8_t *ck = NULL, hash[COORD_HASH_BYTES], *buf = NULL;
+    size_t cklen = 0, blen = 0;
+    int64_t got = 0;
+    sfl_export_t e;
+    job_t *j;
+    int rc;
+
+    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+        return;
+    if ((rc = sfl_msg_export_req_unpack(req, len, &co->lim, &id, &round)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    if ((j = job_find(co, id)) == NULL || !j->ready) {
+        fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "no job %llu", (unsigned long long)id);
+        return;
+    }
+    if (j->committed == 0) {
+        fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "job %llu has no committed round yet",
+                  (unsigned long long)id);
+        return;
+    }
+    if (round == 0)
+        rc = coord_store_checkpoint_latest(co->store, (int64_t)id, j->model.prob.dim * 13 + 64,
+                                           &got, &ck, &cklen, hash);
+    else {
+        got = (int64_t)round;
+        rc = coord_store_checkpoint_get(co->store, (int64_t)id, (int64_t)round,
+                                        j->model.prob.dim * 13 + 64, &ck, &cklen, hash);
+    }
+    if (rc == SFL_ENOTFOUND) {
+        fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "job %llu has no checkpoint of round %llu",
+                  (unsigned long long)id, (unsigned long long)round);
+        return;
+    }
+    memset(&e, 0, sizeof(e));
+    if (rc == 0)
+        rc = export_model(j, ck, cklen, &e.model);
+    coord_store_free(ck);
+    if (rc < 0) {
+        fail_call(call, SFL_GRPC_STATUS_INTERNAL, "cannot read the checkpoint: %s",
+                  sfl_last_error());
+        return;
+    }
+    e.job_id = id;
+    e.round = (uint64_t)got;
+    snprintf(e.algorithm, sizeof(e.algorithm), "%s", j->spec.algorithm);
+    snprintf(e.loss, sizeof(e.loss), "%s", j->spec.loss);
+    e.dimension = j->spec.dimension;
+    e.nlabels = j->spec.nlabels;
+    memcpy(e.labels, j->spec.labels, sizeof(e.labels));
+    rc = sfl_msg_export_pack(&e, &buf, &blen);
+    sfl_spvec_free(e.model);
+    reply_packed(call, rc, buf, blen);
+}
+
+static const sfl_grpc_method_t methods[] = {
+    {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, h_join},
+    {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, h_subscribe},
+    {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, h_submit},
+    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, h_heartbeat},
+    {"/sfl.v1.Admin/Status", SFL_GRPC_KIND_UNARY, h_status},
+    {"/sfl.v1.Admin/ListAgents", SFL_GRPC_KIND_UNARY, h_list_agents},
+    {"/sfl.v1.Admin/ListJobs", SFL_GRPC_KIND_UNARY, h_list_jobs},
+    {"/sfl.v1.Admin/CreateJob", SFL_GRPC_KIND_UNARY, h_create_job},
+    {"/sfl.v1.Admin/PauseJob", SFL_GRPC_KIND_UNARY, h_pause},
+    {"/sfl.v1.Admin/ResumeJob", SFL_GRPC_KIND_UNARY, h_resume},
+    {"/sfl.v1.Admin/CancelJob", SFL_GRPC_KIND_UNARY, h_cancel},
+    {"/sfl.v1.Admin/ExportModel", SFL_GRPC_KIND_UNARY, h_export},
+};
+
+/* ---- connections: a gRPC session over a TLS connection ----------------------------- */
+
+static void conn_timer_cb(uv_timer_t *t);
+
+/* Moves the session's output to the transport until it has none or the
+ * transport is congested (on_drain resumes). */
+static void flush(conn_t *k)
+{
+    while (k->c && !sfl_conn_congested(k->c)) {
+        const uint8_t *p;
+        size_t n;
+        int rc = sfl_grpc_session_pending(k->s, &p, &n);
+
+        if (rc < 0 || n == 0)
+            break;
+        if ((rc = sfl_conn_write(k->c, p, n)) < 0) {
+            sfl_conn_abort(k->c);
+            break;
+        }
+        sfl_grpc_session_consumed(k->s, n);
+        k->co->bytes_out += n;
+    }
+}
+
+static void pump(conn_t *k)
+{
+    uint64_t next = UINT64_MAX;
+
+    if (k->c == NULL || k->s == NULL)
+        return;
+    k->pumping = 1;
+    do {
+        k->again = 0;
+        (void)sfl_grpc_session_tick(k->s, &next);
+        flush(k);
+    } while (k->again);
+    k->pumping = 0;
+    if (sfl_grpc_session_done(k->s)) {
+        uv_timer_stop(&k->timer);
+        sfl_conn_close(k->c);
+        return;
+    }
+    if (next == UINT64_MAX)
+        uv_timer_stop(&k->timer);
+    else
+        uv_timer_start(&k->timer, conn_timer_cb, next, 0);
+}
+
+static void conn_timer_cb(uv_timer_t *t)
+{
+    pump(t->data);
+}
+
+/* Output queued outside feed (a task pushed from another agent's call, a
+ * finished aggregation): write it from the loop, never from inside some
+ * other session's callback chain. */
+static void conn_wake(sfl_grpc_session_t *s, void *ud)
+{
+    conn_t *k = ud;
+
+    (void)s;
+    if (k->pumping)
+        k->again = 1;
+    else if (k->c)
+        uv_timer_start(&k->timer, conn_timer_cb, 0, 0);
+}
+
+static void handle_gone(coord_t *co);
+
+static void conn_freed(uv_handle_t *h)
+{
+    conn_t *k = h->data;
+    coord_t *co = k->co;
+
+    sfl__free(k);
+    handle_gone(co);
+}
+
+static void conn_on_connect(sfl_conn_t *c, int status)
+{
+    coord_t *co = sfl_conn_data(c);
+    sfl_grpc_config_t gc;
+    conn_t *k;
+    char q[200];
+
+    if (status < 0)
+        return;
+    k = sfl__calloc(1, sizeof(*k));
+    if (k == NULL) {
+        sfl_conn_set_data(c, NULL);
+        sfl_conn_abort(c);
+        return;
+    }
+    k->co = co;
+    k->c = c;
+    k->has_peer = sfl_conn_peer(c, &k->peer) == 0;
+    if (sfl_conn_peer_name(c, k->addr, sizeof(k->addr)) < 0)
+        snprintf(k->addr, sizeof(k->addr), "?");
+    memset(&gc, 0, sizeof(gc));
+    gc.max_message = (uint32_t)co->cfg.max_message;
+    gc.max_streams = (uint32_t)co->cfg.max_streams;
+    gc.idle_timeout_ms = (uint32_t)co->cfg.idle_timeout_ms;
+    if (sfl_grpc_server_new(&gc, methods, sizeof(methods) / sizeof(methods[0]), k, &k->s) < 0) {
+        sfl__free(k);
+        sfl_conn_set_data(c, NULL);
+        sfl_conn_abort(c);
+        return;
+    }
+    sfl_grpc_session_set_wake(k->s, conn_wake, k);
+    uv_timer_init(co->loop, &k->timer);
+    k->timer.data = k;
+    co->handles++;
+    k->next = co->conns;
+    if (co->conns)
+        co->conns->prev = k;
+    co->conns = k;
+    co->nconns++;
+    sfl_conn_set_data(c, k);
+    coord_log(COORD_LOG_DEBUG, "conn_open", "addr=%s cn=%s role=%s", k->addr,
+              coord_log_quote(k->has_peer ? k->peer.cn : "", q, sizeof(q)),
+              sfl_role_name(k->has_peer ? k->peer.role : SFL_ROLE_NONE));
+    if (co->stopping)
+        sfl_grpc_session_shutdown(k->s);
+    pump(k);
+}
+
+static void conn_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
+{
+    conn_t *k = sfl_conn_data(c);
+    int rc;
+
+    if (k == NULL || k->s == NULL)
+        return;
+    k->co->bytes_in += len;
+    k->pumping = 1;
+    rc = sfl_grpc_session_feed(k->s, buf, len);
+    k->pumping = 0;
+    if (rc < 0) {
+        char q[300];
+
+        coord_log(COORD_LOG_WARN, "protocol_error", "addr=%s error=%s", k->addr,
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+    }
+    pump(k);
+}
+
+static void conn_on_drain(sfl_conn_t *c)
+{
+    conn_t *k = sfl_conn_data(c);
+
+    if (k)
+        pump(k);
+}
+
+static void conn_on_close(sfl_conn_t *c, int status)
+{
+    conn_t *k = sfl_conn_data(c);
+    coord_t *co;
+
+    if (k == NULL)
+        return;
+    co = k->co;
+    k->c = NULL;
+    coord_log(COORD_LOG_DEBUG, "conn_close", "addr=%s status=%d", k->addr, status);
+    if (k->agent) {
+        k->agent->conn = NULL;
+        k->agent->last_seen_ms = wall_ms();
+        k->agent = NULL;
+    }
+    uv_timer_stop(&k->timer);
+    /* Cancels the calls still held (a Subscribe): sub_cancelled. */
+    sfl_grpc_session_free(k->s);
+    k->s = NULL;
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        co->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    co->nconns--;
+    uv_close((uv_handle_t *)&k->timer, conn_freed);
+    if (co->stopping)
+        check_stopped(co);
+    else
+        schedule(co); /* an agent left: eligibility changed */
+}
+
+static void on_reject(sfl_listener_t *l, int status, const char *detail)
+{
+    coord_t *co = sfl_listener_data(l);
+    char q[400];
+
+    co->tls_refused++;
+    coord_log(COORD_LOG_WARN, "conn_refused", "status=%d error=%s", status,
+              coord_log_quote(detail ? detail : "", q, sizeof(q)));
+}
+
+static const sfl_conn_cbs_t conn_cbs = {conn_on_connect, conn_on_data, conn_on_drain,
+                                        conn_on_close};
+
+/* ---- metrics ------------------------------------------------------------------------ */
+
+static int render(coord_text_t *t, void *ud)
+{
+    static const char *const verdicts[5] = {"accepted", "late", "duplicate", "wrong_round",
+                                            "rejected"};
+    static const sfl_job_state_t states[] = {SFL_JOB_PENDING, SFL_JOB_RUNNING,
+                                             SFL_JOB_PAUSED, SFL_JOB_CANCELLED,
+                                             SFL_JOB_FINISHED, SFL_JOB_FAILED};
+    coord_t *co = ud;
+
+    coord_text_family(t, "sfl_agents_connected", "gauge",
+                      "Agents bound by Join to an open connection.");
+    coord_text_printf(t, "sfl_agents_connected %u\n", connected_agents(co));
+    coord_text_family(t, "sfl_agents_known", "gauge", "Agents ever registered.");
+    coord_text_printf(t, "sfl_agents_known %zu\n", co->nagents);
+    coord_text_family(t, "sfl_connections_open", "gauge", "Open TLS connections.");
+    coord_text_printf(t, "sfl_connections_open %zu\n", co->nconns);
+    coord_text_family(t, "sfl_connections_refused_total", "counter",
+                      "Connections refused before they opened (TLS handshake, limits).");
+    coord_text_printf(t, "sfl_connections_refused_total %llu\n",
+                      (unsigned long long)co->tls_refused);
+    coord_text_family(t, "sfl_jobs", "gauge", "Jobs by state.");
+    for (size_t s = 0; s < sizeof(states) / sizeof(states[0]); s++) {
+        uint32_t n = 0;
+
+        for (size_t i = 0; i < co->njobs; i++)
+            n += co->jobs[i]->state == states[s];
+        coord_text_printf(t, "sfl_jobs{state=\"%s\"} %u\n", sfl_msg_job_state_name(states[s]),
+                          n);
+    }
+    coord_text_family(t, "sfl_rounds_committed_total", "counter", "Rounds committed.");
+    coord_text_printf(t, "sfl_rounds_committed_total %llu\n",
+                      (unsigned long long)co->rounds_committed);
+    coord_text_family(t, "sfl_rounds_failed_total", "counter",
+                      "Round attempts that failed (quorum missed, aggregation error).");
+    coord_text_printf(t, "sfl_rounds_failed_total %llu\n", (unsigned long long)co->rounds_failed);
+    coord_text_family(t, "sfl_updates_total", "counter", "Submitted updates by verdict.");
+    for (int v = 0; v < 5; v++)
+        coord_text_printf(t, "sfl_updates_total{verdict=\"%s\"} %llu\n", verdicts[v],
+                          (unsigned long long)co->verdicts[v]);
+    coord_text_family(t, "sfl_updates_rejected_total", "counter",
+                      "Updates with verdict rejected, by reason.");
+    for (int r = 0; r < RJ_COUNT; r++)
+        coord_text_printf(t, "sfl_updates_rejected_total{reason=\"%s\"} %llu\n", rj_names[r],
+                          (unsigned long long)co->rejects[r]);
+    coord_text_family(t, "sfl_received_bytes_total", "counter",
+                      "HTTP/2 bytes received from agents and admins (inside TLS).");
+    coord_text_printf(t, "sfl_received_bytes_total %llu\n", (unsigned long long)co->bytes_in);
+    coord_text_family(t, "sfl_sent_bytes_total", "counter",
+                      "HTTP/2 bytes sent to agents and admins (inside TLS).");
+    coord_text_printf(t, "sfl_sent_bytes_total %llu\n", (unsigned long long)co->bytes_out);
+    coord_hist_render(t, "sfl_aggregation_seconds",
+                      "Aggregation end, encode and checkpoint commit of a round (thread pool).",
+                      &co->agg_hist);
+    coord_hist_render(t, "sfl_round_duration_seconds",
+                      "From a round's first attempt opening to its commit.", &co->round_hist);
+    coord_text_family(t, "sfl_start_time_seconds", "gauge", "Start time, Unix seconds.");
+    coord_text_printf(t, "sfl_start_time_seconds %.3f\n", (double)co->started_ms / 1000.0);
+    return t->err;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------- */
+
+static int state_dir_make(const char *dir)
+{
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return sfl__fail(-errno, "state_dir %s: %s", dir, strerror(errno));
+    return 0;
+}
+
+/* Loads state_dir/coordinator.key, or makes it at the first start. */
+static int identity_open(const char *dir, sfl_identity_t **out)
+{
+    char path[COORD_PATH_MAX + 32], hex[65];
+    int rc;
+
+    *out = NULL;
+    if ((rc = state_dir_make(dir)) < 0)
+        return rc;
+    snprintf(path, sizeof(path), "%s/coordinator.key", dir);
+    rc = sfl_identity_load(path, out);
+    if (rc != -ENOENT)
+        return rc;
+    if ((rc = sfl_identity_generate(out)) < 0)
+        return rc;
+    if ((rc = sfl_identity_save(*out, path)) < 0) {
+        sfl_identity_free(*out);
+        *out = NULL;
+        return rc;
+    }
+    coord_log(COORD_LOG_INFO, "identity_created", "path=%s public_key=%s", path,
+              sfl_seal_pk_to_hex((*out)->pk, hex));
+    return 0;
+}
+
+int coord_identity_public(const char *state_dir, uint8_t pk[32])
+{
+    sfl_identity_t *id = NULL;
+    int rc = identity_open(state_dir, &id);
+
+    if (rc == 0)
+        memcpy(pk, id->pk, 32);
+    sfl_identity_free(id);
+    return rc;
+}
+
+static int load_state(coord_t *co)
+{
+    char path[COORD_PATH_MAX + 32];
+    coord_store_opts_t so = {0};
+    coord_agent_t *rows = NULL;
+    coord_srow_job_t *jobs = NULL;
+    size_t n = 0, nj = 0, marked = 0;
+    int rc;
+
+    snprintf(path, sizeof(path), "%s/coordinator.db", co->cfg.state_dir);
+    so.keep_checkpoints = (unsigned)co->cfg.keep_checkpoints;
+    so.relaxed_sync = (int)co->cfg.relaxed_sync;
+    if ((rc = coord_store_open(path, &so, &co->store)) < 0 ||
+        (rc = coord_store_open(path, &so, &co->bg)) < 0)
+        return rc;
+    if ((rc = coord_store_recover(co->store, "coordinator restarted", &marked)) < 0)
+        return rc;
+    if ((rc = coord_store_agent_list(co->store, &rows, &n)) < 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        agent_t *a = sfl__calloc(1, sizeof(*a));
+
+        if (a != NULL)
+            a->id = (uint64_t)rows[i].id;
+        if (a == NULL || (rc = agent_insert(co, a)) < 0) {
+            sfl__free(a);
+            rc = SFL_ENOMEM;
+            goto out;
+        }
+        snprintf(a->name, sizeof(a->name), "%s", rows[i].name);
+        memcpy(a->fpr, rows[i].cert_fingerprint, sizeof(a->fpr));
+        memcpy(a->pk, rows[i].identity_pk, sizeof(a->pk));
+        tags_parse(rows[i].capabilities, &a->caps);
+        a->ds.samples = (uint64_t)rows[i].samples;
+        a->ds.dimension = rows[i].dimension > UINT32_MAX ? UINT32_MAX : (uint32_t)rows[i].dimension;
+        a->last_seen_ms = rows[i].last_seen_ms;
+    }
+    if ((rc = coord_store_job_list(co->store, SPEC_MAX, &jobs, &nj)) < 0)
+        goto out;
+    for (size_t i = 0; i < nj; i++)
+        if ((rc = job_load(co, &jobs[i])) < 0)
+            goto out;
+    coord_log(COORD_LOG_INFO, "state_loaded", "db=%s agents=%zu jobs=%zu rounds_abandoned=%zu",
+              path, n, nj, marked);
+out:
+    coord_store_free(rows);
+    coord_job_list_free(jobs, nj);
+    return rc;
+}
+
+int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
+{
+    static const double agg_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60};
+    static const double round_le[] = {0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600};
+    struct sockaddr_storage ss;
+    sfl_tls_config_t tc;
+    sfl_conn_opts_t co_opts;
+    coord_log_level_t lvl = COORD_LOG_INFO;
+    coord_t *co;
+    int rc;
+
+    *out = NULL;
+    if ((rc = coord_config_check(cfg)) < 0)
+        return rc;
+    if ((rc = sfl_seal_init()) < 0)
+        return rc;
+    co = sfl__calloc(1, sizeof(*co));
+    if (co == NULL)
+        return SFL_ENOMEM;
+    co->loop = loop;
+    co->cfg = *cfg;
+    co->started_ms = wall_ms();
+    if (coord_log_level_parse(cfg->log_level, &lvl) == 0)
+        coord_log_set_level(lvl);
+    sfl_msg_limits_default(&co->lim);
+    co->lim.max_message = cfg->max_message;
+    coord_hist_init(&co->agg_hist, agg_le, sizeof(agg_le) / sizeof(agg_le[0]));
+    coord_hist_init(&co->round_hist, round_le, sizeof(round_le) / sizeof(round_le[0]));
+    if (uv_mutex_init(&co->bg_lock) != 0) {
+        sfl__free(co);
+        return sfl__fail(SFL_ENOMEM, "cannot create a mutex");
+    }
+    co->have_lock = 1;
+    if ((rc = identity_open(cfg->state_dir, &co->id)) < 0 || (rc = load_state(co)) < 0)
+        goto fail;
+    memset(&tc, 0, sizeof(tc));
+    tc.cert_file = cfg->cert;
+    tc.key_file = cfg->key;
+    tc.ca_file = cfg->ca;
+    tc.require_client_cert = 1;
+    tc.alpn = "h2";
+    tc.alpn_required = 1;
+    if ((rc = sfl_tls_new(&tc, 1, &co->tls)) < 0)
+        goto fail;
+    memset(&co_opts, 0, sizeof(co_opts));
+    co_opts.tls = co->tls;
+    co_opts.handshake_timeout_ms = cfg->handshake_timeout_ms;
+    co_opts.idle_timeout_ms = cfg->idle_timeout_ms;
+    co_opts.max_conns = cfg->max_conns;
+    if ((rc = coord_addr_parse(cfg->listen, &ss)) < 0 ||
+        (rc = sfl_listener_new(loop, (struct sockaddr *)&ss, &co_opts, &conn_cbs, on_reject, co,
+                               &co->listener)) < 0) {
+        rc = sfl__fail(rc, "listen %s: %s", cfg->listen, sfl_last_error());
+        goto fail;
+    }
+    if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
+        if ((rc = coord_addr_parse(cfg->metrics_listen, &ss)) < 0 ||
+            (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, render, co,
+                                        &co->metrics)) < 0) {
+            rc = sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, sfl_last_error());
+            goto fail;
+        }
+        co->metrics_open = 1;
+    }
+    uv_timer_init(loop, &co->tick);
+    uv_timer_init(loop, &co->stop_timer);
+    co->tick.data = co->stop_timer.data = co;
+    co->handles += 2;
+    uv_timer_start(&co->tick, on_tick, cfg->tick_ms, cfg->tick_ms);
+    {
+        char hex[65];
+
+        coord_log(COORD_LOG_INFO, "started",
+                  "version=%s listen=%s port=%d metrics=%s public_key=%s", COORD_VERSION,
+                  cfg->listen, coord_port(co), co->metrics ? cfg->metrics_listen : "off",
+                  sfl_seal_pk_to_hex(co->id->pk, hex));
+    }
+    *out = co;
+    return 0;
+fail:
+    /* Handles made so far free themselves on the loop's next turns. */
+    sfl_listener_close(co->listener);
+    co->listener = NULL;
+    coord_metrics_srv_close(co->metrics, NULL, NULL);
+    co->metrics = NULL;
+    coord_free(co);
+    return rc;
+}
+
+int coord_port(const coord_t *c)
+{
+    return c->listener ? sfl_listener_port(c->listener) : SFL_ENOTFOUND;
+}
+
+int coord_metrics_port(const coord_t *c)
+{
+    return c->metrics ? coord_metrics_srv_port(c->metrics) : SFL_ENOTFOUND;
+}
+
+const uint8_t *coord_public_key(const coord_t *c)
+{
+    return c->id->pk;
+}
+
+/* done runs once shutdown has finished and the last of our handles closed. */
+static void handle_gone(coord_t *co)
+{
+    if (--co->handles == 0 && co->finished && co->done)
+        co->done(co, co->done_ud);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    handle_gone(h->data);
+}
+
+static void metrics_closed(void *ud)
+{
+    coord_t *co = ud;
+
+    co->metrics_open = 0;
+    check_stopped(co);
+}
+
+static void check_stopped(coord_t *co)
+{
+    if (!co->stopping || co->finished || co->nconns > 0 || co->metrics_open)
+        return;
+    for (size_t i = 0; i < co->njobs; i++)
+        if (co->jobs[i]->busy)
+            return;
+    co->finished = 1;
+    coord_log(COORD_LOG_INFO, "stopped", "rounds_committed=%llu",
+              (unsigned long long)co->rounds_committed);
+    uv_close((uv_handle_t *)&co->tick, timer_closed);
+    uv_close((uv_handle_t *)&co->stop_timer, timer_closed);
+}
+
+static void on_stop_timeout(uv_timer_t *t)
+{
+    coord_t *co = t->data;
+
+    coord_log(COORD_LOG_WARN, "shutdown_timeout", "connections=%zu", co->nconns);
+    for (conn_t *k = co->conns; k != NULL; k = k->next)
+        if (k->c)
+            sfl_conn_abort(k->c);
+    check_stopped(co);
+}
+
+void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, void *ud),
+                    void *ud)
+{
+    if (co->stopping)
+        return;
+    co->done = done;
+    co->done_ud = ud;
+    coord_log(COORD_LOG_INFO, "shutdown", "connections=%zu", co->nconns);
+    sfl_listener_close(co->listener);
+    co->listener = NULL;
+    if (co->metrics) {
+        coord_metrics_srv_close(co->metrics, metrics_closed, co);
+        co->metrics = NULL;
+    }
+    /* Finish what can be finished: an attempt with its quorum is
+     * aggregated now (time is moved to its deadline, where the machine
+     * closes it on quorum), others are recorded failed. */
+    for (size_t i = 0; i < co->njobs; i++) {
+        job_t *j = co->jobs[i];
+
+        if (!j->ready || j->busy || j->state != SFL_JOB_RUNNING ||
+            j->rnd.state != COORD_ROUND_TRAINING)
+            continue;
+        if (j->rnd.accepted >= j->rnd.cfg.min_quorum) {
+            step(j, COORD_EV_TICK, j->rnd.deadline_at_ms);
+            if (j->rnd.state == COORD_ROUND_AGGREGATING) {
+                start_aggregation(j);
+                continue;
+            }
+        }
+        abandon(j, "coordinator shutting down");
+    }
+    co->stopping = 1;
+    for (size_t i = 0; i < co->nagents; i++)
+        end_sub(co->agents[i], SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
+    for (conn_t *k = co->conns; k != NULL; k = k->next)
+        if (k->s) {
+            sfl_grpc_session_shutdown(k->s);
+            if (!k->pumping && k->c)
+                uv_timer_start(&k->timer, conn_timer_cb, 0, 0);
+        }
+    uv_timer_stop(&co->tick);
+    uv_timer_start(&co->stop_timer, on_stop_timeout,
+                   timeout_ms ? timeout_ms : co->cfg.shutdown_timeout_ms, 0);
+    check_stopped(co);
+}
+
+void coord_free(coord_t *co)
+{
+    if (co == NULL)
+        return;
+    for (size_t i = 0; i < co->njobs; i++)
+        job_free(co->jobs[i]);
+    sfl__free(co->jobs);
+    for (size_t i = 0; i < co->nagents; i++)
+        sfl__free(co->agents[i]);
+    sfl__free(co->agents);
+    coord_store_close(co->bg);
+    coord_store_close(co->store);
+    sfl_identity_free(co->id);
+    sfl_tls_free(co->tls);
+    if (co->have_lock)
+        uv_mutex_destroy(&co->bg_lock);
+    sfl__free(co);
+}

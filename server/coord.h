@@ -1,0 +1,145 @@
+/* The coordinator daemon's state and its gRPC services (docs/protocol.md),
+ * without main(): sfl-coordinator and the unit tests drive the same code.
+ *
+ * One coord_t owns, on one libuv loop: the TLS listener (client
+ * certificates required; role from the certificate's OU), a gRPC server
+ * session per connection, the agents and jobs in memory, the SQLite store
+ * (state_dir/coordinator.db), the coordinator's Ed25519 identity
+ * (state_dir/coordinator.key, created on first start) and the optional
+ * /metrics endpoint. Round state machines (round.h) and jobs (job.h) run on
+ * the loop; each round's aggregation end, encode and checkpoint commit run
+ * on the libuv thread pool, so the loop keeps answering while it runs.
+ *
+ * Lifecycle: coord_new (opens and recovers the state, starts listening) ->
+ * uv_run -> coord_shutdown (graceful: stops accepting, finishes or abandons
+ * open rounds, waits for running aggregations, closes connections) -> its
+ * callback -> coord_free. Logs go to stderr, one key=value line per event. */
+#ifndef COORD_COORD_H
+#define COORD_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "sfl/error.h"
+
+#define COORD_PATH_MAX 1024
+#define COORD_VERSION "0.1.0"
+
+typedef struct coord coord_t;
+
+/* coordinator.ini section [coordinator]; every key is also a flag. Zero
+ * fields of a memset config are NOT defaults: start from
+ * coord_config_default. */
+typedef struct coord_config {
+    char listen[256];           /* host:port (IPv6 as [addr]:port) */
+    char cert[COORD_PATH_MAX];  /* coordinator certificate (PEM) */
+    char key[COORD_PATH_MAX];   /* its private key (PEM) */
+    char ca[COORD_PATH_MAX];    /* federation CA (PEM) */
+    char state_dir[COORD_PATH_MAX]; /* store and identity key */
+    char metrics_listen[256];   /* host:port of /metrics; "" or "off": none */
+    char log_level[16];         /* debug | info | warn | error */
+    uint64_t max_agents;        /* known agents; more are refused at Join */
+    uint64_t max_conns;         /* open connections */
+    uint64_t max_message;       /* bytes of one gRPC message, either way */
+    uint64_t max_streams;       /* concurrent calls per connection */
+    uint64_t handshake_timeout_ms; /* TLS handshake after accept */
+    uint64_t idle_timeout_ms;   /* connection without traffic */
+    uint64_t heartbeat_interval_ms; /* told to agents at Join and Heartbeat */
+    uint64_t join_retry_ms;     /* JoinReply.retry_after_ms */
+    uint64_t pace_min_ms;       /* shortest Wait given to an agent */
+    uint64_t idle_retry_ms;     /* Wait when no job can use the agent */
+    uint64_t subscribe_hold_ms; /* a Subscribe held this long without work ends with a Wait */
+    uint64_t select_wait_ms;    /* gather subscribers this long before a short cohort */
+    uint64_t tick_ms;           /* scheduler period (deadlines, heartbeats) */
+    uint64_t shutdown_timeout_ms; /* graceful stop, then connections are dropped */
+    uint64_t keep_checkpoints;  /* per job */
+    uint64_t relaxed_sync;      /* 0 | 1: SQLite synchronous=NORMAL */
+} coord_config_t;
+
+void coord_config_default(coord_config_t *cfg);
+/* One key = value of [coordinator]; SFL_EINVAL naming the key otherwise. */
+int coord_config_set(coord_config_t *cfg, const char *key, const char *value) SFL_MUST_CHECK;
+/* Everything needed to start is present and in range. */
+int coord_config_check(const coord_config_t *cfg) SFL_MUST_CHECK;
+
+/* The keys with an argument name and a help line, for --help and docs. */
+typedef struct coord_config_key {
+    const char *key, *arg, *help;
+} coord_config_key_t;
+const coord_config_key_t *coord_config_keys(size_t *n);
+
+/* "host:port", "[v6]:port" or ":port" (all interfaces) into out; SFL_EINVAL. */
+int coord_addr_parse(const char *s, struct sockaddr_storage *out) SFL_MUST_CHECK;
+
+/* A job definition from a [job NAME] section: the keys of
+ * coord_job_spec_set (job.h) plus `labels` (comma-separated class label
+ * values, ascending; sets classes) and `paused` (0 | 1: create PENDING). */
+typedef struct coord_jobdef coord_jobdef_t;
+
+/* Returns owned (coord_jobdef_free), with the job defaults and name. */
+int coord_jobdef_new(const char *name, coord_jobdef_t **out) SFL_MUST_CHECK;
+int coord_jobdef_set(coord_jobdef_t *d, const char *key, const char *value) SFL_MUST_CHECK;
+/* The whole definition as CreateJob would check it (algorithm, loss,
+ * labels, parameters, round configuration); SFL_EINVAL with a detail. */
+int coord_jobdef_check(const coord_jobdef_t *d) SFL_MUST_CHECK;
+void coord_jobdef_free(coord_jobdef_t *d);
+
+/* Opens the state (identity, store, recovery: every job resumes from its
+ * last committed round), listens, and starts metrics and the scheduler.
+ * cfg is copied. Returns owned (coord_shutdown, then coord_free). Errors
+ * name the file or address in sfl_last_error(). */
+int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out) SFL_MUST_CHECK;
+
+/* Creates the job unless a job of that name exists (config jobs are
+ * created once; later edits of a section do not change a created job).
+ * *id (may be NULL) = the new or existing job's id; *created = 1 if new. */
+int coord_add_jobdef(coord_t *c, const coord_jobdef_t *d, uint64_t *id,
+                     int *created) SFL_MUST_CHECK;
+
+/* The public key of the identity in state_dir/coordinator.key, creating
+ * the directory (0700) and the key (0600) if missing, as coord_new would. */
+int coord_identity_public(const char *state_dir, uint8_t pk[32]) SFL_MUST_CHECK;
+
+/* Bound ports (after listen ":0"), or -errno / SFL_ENOTFOUND. */
+int coord_port(const coord_t *c);
+int coord_metrics_port(const coord_t *c);
+/* The coordinator's Ed25519 public key (what agents pin). */
+const uint8_t *coord_public_key(const coord_t *c);
+
+/* Graceful stop (SIGTERM): no new connections or calls; open Subscribes
+ * end with UNAVAILABLE; a training attempt that already has its quorum is
+ * aggregated and committed, others are recorded failed; running
+ * aggregations finish. Connections still open after timeout_ms (0 = the
+ * config's) are dropped. done(c, ud) runs once nothing is left on the loop
+ * that belongs to c; then call coord_free. Idempotent. */
+void coord_shutdown(coord_t *c, uint64_t timeout_ms, void (*done)(coord_t *c, void *ud),
+                    void *ud);
+/* Frees c after coord_shutdown's callback (closes the store, wipes the
+ * identity). NULL does nothing. */
+void coord_free(coord_t *c);
+
+/* ---- logging (stderr, "ts=... level=... event=... k=v ...") ------------- */
+
+typedef enum {
+    COORD_LOG_DEBUG = 0,
+    COORD_LOG_INFO,
+    COORD_LOG_WARN,
+    COORD_LOG_ERROR
+} coord_log_level_t;
+
+/* SFL_EINVAL for a name other than debug, info, warn, error. */
+int coord_log_level_parse(const char *name, coord_log_level_t *out) SFL_MUST_CHECK;
+void coord_log_set_level(coord_log_level_t level);
+/* fmt gives the key=value pairs after event; values from peers must go
+ * through coord_log_quote. */
+void coord_log(coord_log_level_t level, const char *event, const char *fmt, ...)
+    SFL_PRINTF(3, 4);
+/* s as a log value: bare if it is non-empty printable ASCII without space,
+ * '"' or '=', else double-quoted with '"' and '\' escaped and other bytes
+ * outside 0x20..0x7e as \xNN; truncated to fit cap. Returns out. */
+const char *coord_log_quote(const char *s, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,438 @@
+/* sfl-coordinator: configuration (coordinator.ini and flags), signals and
+ * the loop; everything else is coord.c. */
+#include <errno.h>
+#include <ini.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "coord.h"
+#include "sfl/error.h"
+
+#define PROG "sfl-coordinator"
+#define MAX_JOBS 256
+#define MAX_FLAGS 64
+
+/* The [job NAME] keys, for --help (their meaning is in docs/configuration.md). */
+static const char job_keys[] =
+    "  algo loss features classes labels rounds cohort overselect min_quorum\n"
+    "  deadline_ms heartbeat_ms max_attempts encoding seed conditions paused\n"
+    "  tau local_steps batch lr lambda mu server_lr l2_ball inexact_steps\n";
+
+static void usage(FILE *f)
+{
+    size_t n;
+    const coord_config_key_t *k = coord_config_keys(&n);
+
+    fprintf(f,
+            "usage: " PROG " [--config FILE] [--KEY VALUE ...] [--check]\n"
+            "Runs the federation coordinator: agents join over mutual TLS (gRPC),\n"
+            "jobs run rounds of sealed sparse updates, state lives in SQLite.\n\n"
+            "  --config FILE              coordinator.ini: section [coordinator] with the\n"
+            "                             keys below, and one [job NAME] section per job\n"
+            "  --check                    check the configuration and jobs, then exit\n"
+            "  --public-key               print the coordinator's Ed25519 public key (what\n"
+            "                             agents pin as coordinator_pk), creating the\n"
+            "                             identity in state_dir if needed, then exit\n"
+            "  --version                  print the version\n"
+            "  -h, --help                 this text\n\n"
+            "[coordinator] keys, also flags (--max-agents N or --max_agents N; the\n"
+            "command line wins over the file):\n");
+    for (size_t i = 0; i < n; i++) {
+        char flag[64];
+        const char *h = k[i].help;
+        int col;
+
+        snprintf(flag, sizeof(flag), "%s %s", k[i].key, k[i].arg);
+        for (char *p = flag; *p && *p != ' '; p++)
+            if (*p == '_')
+                *p = '-';
+        col = fprintf(f, "  --%s", flag);
+        /* help in a column from 29, words wrapped before 80 */
+        if (col > 27) {
+            fputc('\n', f);
+            col = 0;
+        }
+        fprintf(f, "%*s", 29 - col, "");
+        col = 29;
+        while (*h) {
+            size_t w = strcspn(h, " ");
+
+            if (col > 29 && col + 1 + (int)w > 79) {
+                fprintf(f, "\n%29s", "");
+                col = 29;
+            } else if (col > 29) {
+                fputc(' ', f);
+                col++;
+            }
+            fprintf(f, "%.*s", (int)w, h);
+            col += (int)w;
+            h += w;
+            while (*h == ' ')
+                h++;
+        }
+        fputc('\n', f);
+    }
+    fprintf(f,
+            "\n[job NAME] keys (docs/configuration.md); a job is created once, when its\n"
+            "name is new, and then lives in the state database:\n%s\n"
+            "Signals: SIGTERM or SIGINT stop gracefully (no new connections, rounds\n"
+            "with a quorum are committed, others recorded failed); SIGHUP re-reads the\n"
+            "file: log_level, and jobs whose names are new are created.\n\n"
+            "Exit status: 0 after a graceful stop, 2 for a bad flag, value or file,\n"
+            "1 for a runtime failure (certificates, state directory, address in use).\n",
+            job_keys);
+}
+
+/* What one reading of the file (and the flags) gives. */
+typedef struct {
+    coord_config_t cfg;
+    char names[MAX_JOBS][64];
+    coord_jobdef_t *jobs[MAX_JOBS];
+    size_t njobs;
+    int rc;
+} loaded_t;
+
+static void loaded_clear(loaded_t *l)
+{
+    for (size_t i = 0; i < l->njobs; i++)
+        coord_jobdef_free(l->jobs[i]);
+    l->njobs = 0;
+}
+
+static coord_jobdef_t *jobdef_for(loaded_t *l, const char *name)
+{
+    for (size_t i = 0; i < l->njobs; i++)
+        if (strcmp(l->names[i], name) == 0)
+            return l->jobs[i];
+    if (l->njobs == MAX_JOBS) {
+        l->rc = sfl__fail(SFL_ELIMIT, "more than %d [job] sections", MAX_JOBS);
+        return NULL;
+    }
+    if (strlen(name) >= sizeof(l->names[0])) {
+        l->rc = sfl__fail(SFL_EINVAL, "job name '%s' is longer than 63 characters", name);
+        return NULL;
+    }
+    if ((l->rc = coord_jobdef_new(name, &l->jobs[l->njobs])) < 0)
+        return NULL;
+    snprintf(l->names[l->njobs], sizeof(l->names[0]), "%s", name);
+    return l->jobs[l->njobs++];
+}
+
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+    loaded_t *l = user;
+
+    if (strcmp(section, "coordinator") == 0) {
+        l->rc = coord_config_set(&l->cfg, name, value);
+        return l->rc == 0;
+    }
+    if (strncmp(section, "job ", 4) == 0) {
+        const char *jn = section + 4;
+        coord_jobdef_t *d;
+
+        while (*jn == ' ')
+            jn++;
+        if ((d = jobdef_for(l, jn)) == NULL)
+            return 0;
+        l->rc = coord_jobdef_set(d, name, value);
+        return l->rc == 0;
+    }
+    l->rc = sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [coordinator] or [job NAME])",
+                      section);
+    return 0;
+}
+
+static int load_file(loaded_t *l, const char *path)
+{
+    int line;
+
+    l->rc = 0;
+    line = ini_parse(path, on_key, l);
+    if (line < 0)
+        return sfl__fail(-ENOENT, "%s: cannot open", path);
+    if (line > 0) {
+        char detail[256];
+
+        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+        return sfl__fail(l->rc ? l->rc : SFL_EPARSE, "%s:%d: %s", path, line,
+                         l->rc ? detail : "malformed line");
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *key, *value;
+} flag_t;
+
+typedef struct {
+    const char *config;
+    flag_t flags[MAX_FLAGS];
+    size_t nflags;
+    int check, public_key;
+} args_t;
+
+/* --key-with-dashes or --key_with_underscores into the config key. */
+static int flag_key(const char *arg, char *key, size_t cap, const char **eq)
+{
+    size_t n;
+
+    *eq = strchr(arg, '=');
+    n = *eq ? (size_t)(*eq - arg) : strlen(arg);
+    if (n == 0 || n >= cap)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        key[i] = arg[i] == '-' ? '_' : arg[i];
+    key[n] = '\0';
+    return 0;
+}
+
+/* Applies the flags; all config keys are strings or numbers, never bare. */
+static int apply_flags(coord_config_t *cfg, const args_t *a)
+{
+    int rc;
+
+    for (size_t i = 0; i < a->nflags; i++)
+        if ((rc = coord_config_set(cfg, a->flags[i].key, a->flags[i].value)) < 0)
+            return rc;
+    return 0;
+}
+
+static int flag_given(const args_t *a, const char *key)
+{
+    for (size_t i = 0; i < a->nflags; i++)
+        if (strcmp(a->flags[i].key, key) == 0)
+            return 1;
+    return 0;
+}
+
+static char keybuf[MAX_FLAGS][64];
+
+static int parse_args(int argc, char **argv, args_t *a)
+{
+    size_t n;
+    const coord_config_key_t *k = coord_config_keys(&n);
+
+    memset(a, 0, sizeof(*a));
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *eq, *value;
+        char key[64];
+        size_t j;
+
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strcmp(arg, "--version") == 0) {
+            printf(PROG " %s\n", COORD_VERSION);
+            exit(0);
+        }
+        if (strcmp(arg, "--check") == 0) {
+            a->check = 1;
+            continue;
+        }
+        if (strcmp(arg, "--public-key") == 0 || strcmp(arg, "--public_key") == 0) {
+            a->public_key = 1;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0 || flag_key(arg + 2, key, sizeof(key), &eq) < 0) {
+            fprintf(stderr, PROG ": error: unexpected argument '%s'\nTry '" PROG " --help'.\n",
+                    arg);
+            return -1;
+        }
+        if (eq)
+            value = eq + 1;
+        else if (i + 1 < argc)
+            value = argv[++i];
+        else {
+            fprintf(stderr, PROG ": error: option '%s' needs a value\n", arg);
+            return -1;
+        }
+        if (strcmp(key, "config") == 0) {
+            a->config = value;
+            continue;
+        }
+        for (j = 0; j < n && strcmp(k[j].key, key) != 0; j++)
+            ;
+        if (j == n) {
+            fprintf(stderr, PROG ": error: unknown option '%s'\nTry '" PROG " --help'.\n", arg);
+            return -1;
+        }
+        if (a->nflags == MAX_FLAGS) {
+            fprintf(stderr, PROG ": error: too many options\n");
+            return -1;
+        }
+        snprintf(keybuf[a->nflags], sizeof(keybuf[0]), "%s", key);
+        a->flags[a->nflags] = (flag_t){keybuf[a->nflags], value};
+        a->nflags++;
+    }
+    return 0;
+}
+
+/* The configuration: defaults, then the file, then the flags. */
+static int load_all(const args_t *a, loaded_t *l)
+{
+    int rc;
+
+    coord_config_default(&l->cfg);
+    if (a->config && (rc = load_file(l, a->config)) < 0)
+        return rc;
+    if ((rc = apply_flags(&l->cfg, a)) < 0)
+        return rc;
+    /* printing the key needs only state_dir */
+    return a->public_key ? 0 : coord_config_check(&l->cfg);
+}
+
+typedef struct {
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint, sighup;
+    coord_t *co;
+    args_t args;
+    int stopped;
+} app_t;
+
+static app_t app;
+
+static void stopped(coord_t *c, void *ud)
+{
+    app_t *a = ud;
+
+    (void)c;
+    a->stopped = 1;
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+    uv_close((uv_handle_t *)&a->sighup, NULL);
+}
+
+static void on_stop_signal(uv_signal_t *s, int signum)
+{
+    app_t *a = s->data;
+
+    coord_log(COORD_LOG_INFO, "signal", "signal=%s", signum == SIGTERM ? "TERM" : "INT");
+    coord_shutdown(a->co, 0, stopped, a);
+}
+
+/* SIGHUP: what can change without a restart. Listener, certificates and
+ * limits stay as started; log_level changes and new jobs are created. */
+static void on_reload(uv_signal_t *s, int signum)
+{
+    app_t *a = s->data;
+    loaded_t *l = calloc(1, sizeof(*l));
+    coord_log_level_t lvl;
+    size_t added = 0;
+    int rc;
+
+    (void)signum;
+    if (l == NULL)
+        return;
+    if (a->args.config == NULL) {
+        coord_log(COORD_LOG_INFO, "reload", "config=none");
+        free(l);
+        return;
+    }
+    if ((rc = load_all(&a->args, l)) < 0) {
+        char q[400];
+
+        coord_log(COORD_LOG_ERROR, "reload_failed", "error=%s",
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        goto out;
+    }
+    if (!flag_given(&a->args, "log_level") && coord_log_level_parse(l->cfg.log_level, &lvl) == 0)
+        coord_log_set_level(lvl);
+    for (size_t i = 0; i < l->njobs; i++) {
+        int created = 0;
+
+        if (coord_add_jobdef(a->co, l->jobs[i], NULL, &created) < 0) {
+            char q[400];
+
+            coord_log(COORD_LOG_ERROR, "reload_job_failed", "name=%s error=%s", l->names[i],
+                      coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        }
+        added += (size_t)created;
+    }
+    coord_log(COORD_LOG_INFO, "reload", "config=%s jobs_added=%zu log_level=%s",
+              a->args.config, added, l->cfg.log_level);
+out:
+    loaded_clear(l);
+    free(l);
+}
+
+int main(int argc, char **argv)
+{
+    static loaded_t l;
+    int rc, status = 1;
+
+    if (parse_args(argc, argv, &app.args) < 0)
+        return 2;
+    if ((rc = load_all(&app.args, &l)) < 0) {
+        fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+        loaded_clear(&l);
+        return 2;
+    }
+    for (size_t i = 0; i < l.njobs; i++)
+        if ((rc = coord_jobdef_check(l.jobs[i])) < 0) {
+            fprintf(stderr, PROG ": error: %s: [job %s]: %s\n", app.args.config, l.names[i],
+                    sfl_last_error());
+            loaded_clear(&l);
+            return 2;
+        }
+    if (app.args.public_key) {
+        uint8_t pk[32];
+        char hex[65];
+
+        if ((rc = coord_identity_public(l.cfg.state_dir, pk)) < 0) {
+            fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+            loaded_clear(&l);
+            return 1;
+        }
+        for (int i = 0; i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", pk[i]);
+        printf("%s\n", hex);
+        loaded_clear(&l);
+        return 0;
+    }
+    if (app.args.check) {
+        printf("configuration ok: %zu job sections\n", l.njobs);
+        loaded_clear(&l);
+        return 0;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (uv_loop_init(&app.loop) != 0) {
+        fprintf(stderr, PROG ": error: cannot create the event loop\n");
+        loaded_clear(&l);
+        return 1;
+    }
+    if ((rc = coord_new(&app.loop, &l.cfg, &app.co)) < 0) {
+        fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+        goto out;
+    }
+    for (size_t i = 0; i < l.njobs; i++)
+        if ((rc = coord_add_jobdef(app.co, l.jobs[i], NULL, NULL)) < 0) {
+            fprintf(stderr, PROG ": error: job %s: %s\n", l.names[i], sfl_last_error());
+            coord_shutdown(app.co, 0, NULL, NULL);
+            status = 2;
+            goto run;
+        }
+    uv_signal_init(&app.loop, &app.sigterm);
+    uv_signal_init(&app.loop, &app.sigint);
+    uv_signal_init(&app.loop, &app.sighup);
+    app.sigterm.data = app.sigint.data = app.sighup.data = &app;
+    uv_signal_start(&app.sigterm, on_stop_signal, SIGTERM);
+    uv_signal_start(&app.sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&app.sighup, on_reload, SIGHUP);
+    status = 0;
+run:
+    uv_run(&app.loop, UV_RUN_DEFAULT);
+    if (!app.stopped && status == 0)
+        status = 1;
+out:
+    coord_free(app.co);
+    /* Handles that closed themselves (listener, metrics) finish here. */
+    uv_run(&app.loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&app.loop);
+    loaded_clear(&l);
+    return status;
+}

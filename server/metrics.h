@@ -1,0 +1,78 @@
+/* Prometheus metrics for the coordinator: a text buffer for the exposition
+ * format, fixed-bucket histograms, and a minimal HTTP/1.1 endpoint that
+ * answers GET /metrics over plain TCP.
+ *
+ * The endpoint has no authentication and no TLS: bind it to loopback (the
+ * default) or a private interface. It reads one request of at most
+ * max_request bytes within timeout_ms, answers it and closes the
+ * connection (Connection: close), so a client can hold at most one small
+ * buffer and one timer for a bounded time; at most max_clients are served
+ * at once, others are closed at accept. Everything runs on the loop thread. */
+#ifndef COORD_METRICS_H
+#define COORD_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "sfl/error.h"
+
+/* A growing text buffer. Errors are sticky: after a failed allocation every
+ * append is a no-op and err is SFL_ENOMEM, so renderers check once. */
+typedef struct coord_text {
+    char *buf; /* NUL-terminated when len > 0; owned */
+    size_t len, cap;
+    int err;
+} coord_text_t;
+
+void coord_text_init(coord_text_t *t);
+void coord_text_close(coord_text_t *t);
+void coord_text_printf(coord_text_t *t, const char *fmt, ...) SFL_PRINTF(2, 3);
+/* "# HELP name help" and "# TYPE name type" lines of one metric family. */
+void coord_text_family(coord_text_t *t, const char *name, const char *type, const char *help);
+
+#define COORD_HIST_MAX 16
+
+/* A Prometheus histogram with fixed upper bounds (seconds, ascending). */
+typedef struct coord_hist {
+    uint32_t n;                      /* bounds in use, <= COORD_HIST_MAX */
+    double le[COORD_HIST_MAX];       /* upper bounds */
+    uint64_t bucket[COORD_HIST_MAX]; /* observations <= le[i] (not cumulative) */
+    uint64_t count;                  /* all observations, +Inf bucket */
+    double sum;
+} coord_hist_t;
+
+/* Bounds le[0..n) must ascend; n is capped at COORD_HIST_MAX. */
+void coord_hist_init(coord_hist_t *h, const double *le, uint32_t n);
+void coord_hist_observe(coord_hist_t *h, double v);
+/* The family: _bucket{le=...} (cumulative), _sum and _count lines. */
+void coord_hist_render(coord_text_t *t, const char *name, const char *help,
+                       const coord_hist_t *h);
+
+typedef struct coord_metrics_srv coord_metrics_srv_t;
+
+/* Fills out with the exposition text; returns 0 or a negative error
+ * (answered with HTTP 500). */
+typedef int (*coord_metrics_render_cb)(coord_text_t *out, void *ud);
+
+typedef struct coord_metrics_opts {
+    size_t max_request;   /* request line and headers, bytes [8192] */
+    uint64_t timeout_ms;  /* per connection, from accept to close [5000] */
+    uint32_t max_clients; /* served at once [16] */
+} coord_metrics_opts_t;
+
+/* Listens on addr (opts may be NULL). render and ud are borrowed until
+ * coord_metrics_srv_close. Returns owned, or -errno from bind/listen,
+ * SFL_ENOMEM. */
+int coord_metrics_srv_new(uv_loop_t *loop, const struct sockaddr *addr,
+                          const coord_metrics_opts_t *opts, coord_metrics_render_cb render,
+                          void *ud, coord_metrics_srv_t **out) SFL_MUST_CHECK;
+/* The bound port (useful after binding port 0), or -errno. */
+int coord_metrics_srv_port(const coord_metrics_srv_t *m);
+/* Stops listening and drops every client; once all handles have closed,
+ * frees m and calls closed(ud) (may be NULL). m is invalid on return.
+ * NULL: closed is not called. */
+void coord_metrics_srv_close(coord_metrics_srv_t *m, void (*closed)(void *ud), void *ud);
+
+#endif

@@ -1,0 +1,1374 @@
+/* The coordinator in-process: coord.c on a uv loop with real TLS over
+ * loopback (certificates by deploy/pki/sfl-pki in a temporary directory, as
+ * in test_tls.c) and minimal gRPC clients built on sfl/grpc.h's client
+ * session over sfl/transport.h. In-test agents join, subscribe, verify the
+ * signed task and send fixed sealed updates. Every run is bounded by a
+ * watchdog; the store is checked directly after the coordinator stopped. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coord.h"
+#include "failalloc.h"
+#include "sfl/alloc.h"
+#include "sfl/error.h"
+#include "sfl/grpc.h"
+#include "sfl/msg.h"
+#include "sfl/seal.h"
+#include "sfl/spcodec.h"
+#include "sfl/transport.h"
+#include "store.h"
+
+#define WATCHDOG_MS 8000
+#define PKI "deploy/pki/sfl-pki"
+#define DIM 20
+
+static char dir[64]; /* temporary PKI root */
+
+/* ---- a gRPC client over TLS ------------------------------------------------- */
+
+typedef struct cli {
+    sfl_conn_t *c;
+    sfl_grpc_session_t *s;
+    uv_timer_t timer;
+    int timer_on, opened, closed, connect_status, pumping, again;
+} cli_t;
+
+typedef struct {
+    int done, status;
+    char msg[512];
+    uint8_t *resp;
+    size_t len;
+} res_t;
+
+#define MAX_MSGS 16
+
+typedef struct {
+    int done, status, n;
+    char msg[256];
+    uint8_t *m[MAX_MSGS];
+    size_t len[MAX_MSGS];
+} stream_t;
+
+typedef struct {
+    cli_t cli;
+    sfl_identity_t *id;
+    uint64_t agent_id;
+    uint8_t coord_pk[32];
+    stream_t sub;
+    int seen; /* stream messages consumed */
+} tagent_t;
+
+typedef struct {
+    uv_loop_t loop;
+    uv_timer_t watchdog;
+    int timed_out;
+    char state[64];
+    coord_config_t cfg;
+    coord_t *co;
+    int port, mport, stopped;
+    cli_t admin;
+    tagent_t ag[3];
+} fx_t;
+
+static fx_t F;
+
+static void sh(const char *fmt, ...) SFL_PRINTF(1, 2);
+static void sh(const char *fmt, ...)
+{
+    char cmd[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    if (system(cmd) != 0)
+        fail_msg("command failed: %s", cmd);
+}
+
+static void run_until(const int *flag)
+{
+    while (!*flag) {
+        if (F.timed_out)
+            fail_msg("watchdog: condition not reached within %d ms", WATCHDOG_MS);
+        if (!uv_loop_alive(&F.loop))
+            fail_msg("loop ran out of work before the condition");
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+}
+
+static void cli_timer_cb(uv_timer_t *t);
+
+static void cli_pump(cli_t *k)
+{
+    uint64_t next = UINT64_MAX;
+
+    if (k->c == NULL || k->s == NULL || !k->opened)
+        return;
+    k->pumping = 1;
+    do {
+        k->again = 0;
+        (void)sfl_grpc_session_tick(k->s, &next);
+        while (!sfl_conn_congested(k->c)) {
+            const uint8_t *p;
+            size_t n;
+
+            assert_int_equal(sfl_grpc_session_pending(k->s, &p, &n), 0);
+            if (n == 0)
+                break;
+            assert_int_equal(sfl_conn_write(k->c, p, n), 0);
+            sfl_grpc_session_consumed(k->s, n);
+        }
+    } while (k->again);
+    k->pumping = 0;
+    if (next != UINT64_MAX)
+        uv_timer_start(&k->timer, cli_timer_cb, next, 0);
+}
+
+static void cli_timer_cb(uv_timer_t *t)
+{
+    cli_pump(t->data);
+}
+
+static void cli_wake(sfl_grpc_session_t *s, void *ud)
+{
+    cli_t *k = ud;
+
+    (void)s;
+    if (k->pumping)
+        k->again = 1;
+    else if (k->c)
+        uv_timer_start(&k->timer, cli_timer_cb, 0, 0);
+}
+
+static void cli_on_connect(sfl_conn_t *c, int status)
+{
+    cli_t *k = sfl_conn_data(c);
+
+    k->connect_status = status;
+    if (status == 0) {
+        k->opened = 1;
+        cli_pump(k);
+    }
+}
+
+static void cli_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
+{
+    cli_t *k = sfl_conn_data(c);
+
+    k->pumping = 1;
+    assert_int_equal(sfl_grpc_session_feed(k->s, buf, len), 0);
+    k->pumping = 0;
+    cli_pump(k);
+}
+
+static void cli_on_drain(sfl_conn_t *c)
+{
+    cli_pump(sfl_conn_data(c));
+}
+
+static void cli_on_close(sfl_conn_t *c, int status)
+{
+    cli_t *k = sfl_conn_data(c);
+
+    (void)status;
+    k->c = NULL;
+    k->closed = 1;
+    uv_timer_stop(&k->timer);
+    sfl_grpc_session_free(k->s); /* unfinished calls end with UNAVAILABLE */
+    k->s = NULL;
+}
+
+static const sfl_conn_cbs_t cli_cbs = {cli_on_connect, cli_on_data, cli_on_drain, cli_on_close};
+
+/* Connects with certificate who ("agent/a1", "admin/alice") and waits until
+ * the TLS connection is open. */
+static void cli_connect(cli_t *k, const char *who)
+{
+    char cert[128], key[128], ca[128], auth[64];
+    sfl_tls_config_t tc = {0};
+    sfl_conn_opts_t o = {0};
+    struct sockaddr_in a;
+
+    if (!k->timer_on) {
+        uv_timer_init(&F.loop, &k->timer);
+        k->timer.data = k;
+        k->timer_on = 1;
+    }
+    snprintf(cert, sizeof(cert), "%s/ca/%s.crt", dir, who);
+    snprintf(key, sizeof(key), "%s/ca/%s.key", dir, who);
+    snprintf(ca, sizeof(ca), "%s/ca/ca.crt", dir);
+    tc.cert_file = cert;
+    tc.key_file = key;
+    tc.ca_file = ca;
+    tc.verify_host = "localhost";
+    tc.alpn = "h2";
+    tc.alpn_required = 1;
+    k->opened = k->closed = 0;
+    assert_int_equal(sfl_tls_new(&tc, 0, &o.tls), 0);
+    snprintf(auth, sizeof(auth), "localhost:%d", F.port);
+    assert_int_equal(sfl_grpc_client_new(NULL, "https", auth, &k->s), 0);
+    sfl_grpc_session_set_wake(k->s, cli_wake, k);
+    assert_int_equal(uv_ip4_addr("127.0.0.1", F.port, &a), 0);
+    assert_int_equal(sfl_conn_connect(&F.loop, (struct sockaddr *)&a, &o, &cli_cbs, k, &k->c), 0);
+    sfl_tls_free(o.tls);
+    while (!k->opened && !k->closed) {
+        if (F.timed_out)
+            fail_msg("watchdog while connecting");
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+    assert_true(k->opened);
+}
+
+static void cli_close(cli_t *k)
+{
+    if (k->c)
+        sfl_conn_close(k->c);
+    while (k->c && !F.timed_out)
+        uv_run(&F.loop, UV_RUN_ONCE);
+}
+
+static void on_unary(sfl_grpc_call_t *call, int status, const char *message, const uint8_t *resp,
+                     size_t len, void *ud)
+{
+    res_t *r = ud;
+
+    (void)call;
+    r->done = 1;
+    r->status = status;
+    snprintf(r->msg, sizeof(r->msg), "%s", message);
+    if (len) {
+        r->resp = malloc(len);
+        assert_non_null(r->resp);
+        memcpy(r->resp, resp, len);
+    }
+    r->len = len;
+}
+
+/* A unary call; frees req (an sfl_msg buffer). */
+static void call(cli_t *k, const char *path, uint8_t *req, size_t len, res_t *r)
+{
+    free(r->resp);
+    memset(r, 0, sizeof(*r));
+    assert_non_null(k->s);
+    assert_int_equal(sfl_grpc_call_unary(k->s, path, req, len, 5000, on_unary, r, NULL), 0);
+    sfl_msg_buf_free(req);
+    run_until(&r->done);
+}
+
+static void on_msg(sfl_grpc_call_t *c, const uint8_t *msg, size_t len, void *ud)
+{
+    stream_t *s = ud;
+
+    (void)c;
+    assert_true(s->n < MAX_MSGS);
+    s->m[s->n] = malloc(len ? len : 1);
+    assert_non_null(s->m[s->n]);
+    memcpy(s->m[s->n], msg, len);
+    s->len[s->n++] = len;
+}
+
+static void on_done(sfl_grpc_call_t *c, int status, const char *message, void *ud)
+{
+    stream_t *s = ud;
+
+    (void)c;
+    s->done = 1;
+    s->status = status;
+    snprintf(s->msg, sizeof(s->msg), "%s", message);
+}
+
+static void stream_clear(stream_t *s)
+{
+    for (int i = 0; i < s->n; i++)
+        free(s->m[i]);
+    memset(s, 0, sizeof(*s));
+}
+
+/* ---- agents ------------------------------------------------------------------------ */
+
+static uint8_t *join_req(const sfl_identity_t *id, uint32_t version, size_t *len)
+{
+    sfl_join_req_t j;
+    uint8_t *buf = NULL;
+
+    memset(&j, 0, sizeof(j));
+    memcpy(j.identity_key, id->pk, 32);
+    j.dataset.samples = 100;
+    j.dataset.dimension = DIM;
+    j.protocol_version = version;
+    snprintf(j.agent_version, sizeof(j.agent_version), "test-agent");
+    assert_int_equal(sfl_msg_join_req_pack(&j, &buf, len), 0);
+    return buf;
+}
+
+static void agent_join(tagent_t *t, const char *who)
+{
+    sfl_join_reply_t r;
+    res_t res = {0};
+    uint8_t *req;
+    size_t len;
+
+    if (t->id == NULL)
+        assert_int_equal(sfl_identity_generate(&t->id), 0);
+    if (t->cli.c == NULL)
+        cli_connect(&t->cli, who);
+    req = join_req(t->id, 1, &len);
+    call(&t->cli, "/sfl.v1.Coordinator/Join", req, len, &res);
+    if (res.status != 0)
+        fail_msg("join %s: %d %s", who, res.status, res.msg);
+    assert_int_equal(sfl_msg_join_reply_unpack(res.resp, res.len, NULL, &r), 0);
+    assert_true(r.agent_id > 0);
+    assert_int_equal(r.protocol_version, 1);
+    assert_true(r.heartbeat_interval_ms > 0);
+    t->agent_id = r.agent_id;
+    memcpy(t->coord_pk, r.coordinator_key, 32);
+    free(res.resp);
+}
+
+static void agent_subscribe(tagent_t *t)
+{
+    sfl_subscribe_req_t s;
+    uint8_t *buf = NULL;
+    size_t len;
+
+    stream_clear(&t->sub);
+    t->seen = 0;
+    memset(&s, 0, sizeof(s));
+    s.agent_id = t->agent_id;
+    assert_int_equal(sfl_msg_subscribe_req_pack(&s, &buf, &len), 0);
+    assert_int_equal(sfl_grpc_call_stream(t->cli.s, "/sfl.v1.Coordinator/Subscribe", buf, len, 0,
+                                          on_msg, on_done, &t->sub, NULL),
+                     0);
+    sfl_msg_buf_free(buf);
+}
+
+/* The next stream message: a task (returned, signature verified against the
+ * key from JoinReply) or a Wait (*w filled, NULL returned). */
+static sfl_task_t *next_message(tagent_t *t, sfl_wait_t *w)
+{
+    sfl_task_t *task = NULL;
+
+    while (t->sub.n <= t->seen) {
+        if (t->sub.done)
+            fail_msg("stream ended (%d %s) without a message", t->sub.status, t->sub.msg);
+        if (F.timed_out)
+            fail_msg("watchdog waiting for a stream message");
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(sfl_msg_task_or_wait_unpack(t->sub.m[t->seen], t->sub.len[t->seen], NULL,
+                                                 &task, w),
+                     0);
+    t->seen++;
+    if (task)
+        assert_int_equal(sfl_seal_verify_detached(t->coord_pk, SFL_MSG_TASK_CONTEXT,
+                                                  task->signed_bytes, task->signed_len,
+                                                  task->signature),
+                         0);
+    return task;
+}
+
+static sfl_task_t *next_task(tagent_t *t)
+{
+    sfl_wait_t w;
+    sfl_task_t *task = next_message(t, &w);
+
+    if (task == NULL)
+        fail_msg("got a Wait (%u ms: %s) instead of a task", w.retry_after_ms, w.reason);
+    return task;
+}
+
+static const uint32_t upd_idx[3] = {1, 5, 9};
+
+/* A packed Update for task, with values vals at upd_idx, sealed to
+ * seal_pk (NULL: the task's round key) and signed by signer. */
+static uint8_t *make_update(const sfl_task_t *t, const sfl_identity_t *signer,
+                            const uint8_t *seal_pk, uint64_t agent_id, const double vals[3],
+                            uint64_t samples, size_t *len)
+{
+    sfl_spvec_t *v = NULL;
+    sfl_payload_t p;
+    sfl_upd_ctx_t ctx;
+    sfl_update_t u;
+    uint8_t *pl = NULL, *sealed, *out = NULL;
+    size_t pllen = 0, slen = 0;
+
+    assert_int_equal(sfl_spvec_new(t->model->dim, 3, &v), 0);
+    for (int i = 0; i < 3; i++) {
+        v->idx[i] = upd_idx[i];
+        v->val[i] = vals[i];
+    }
+    v->nnz = 3;
+    memset(&p, 0, sizeof(p));
+    p.update = v;
+    p.encoding = t->value_encoding;
+    p.samples = samples;
+    p.train_loss = 0.5;
+    assert_int_equal(sfl_msg_payload_pack(&p, &pl, &pllen), 0);
+    memset(&ctx, 0, sizeof(ctx));
+    memcpy(ctx.round_pk, seal_pk ? seal_pk : t->round_key, 32);
+    ctx.job = t->job_id;
+    ctx.round = t->round;
+    memcpy(ctx.nonce, t->round_nonce, 32);
+    ctx.agent_id = agent_id;
+    memcpy(ctx.model_hash, t->model_hash, 32);
+    sealed = malloc(sfl_seal_sealed_size(pllen));
+    assert_non_null(sealed);
+    assert_int_equal(sfl_seal_update(signer, &ctx, pl, pllen, sealed, sfl_seal_sealed_size(pllen),
+                                     &slen),
+                     0);
+    memset(&u, 0, sizeof(u));
+    u.job_id = t->job_id;
+    u.round = t->round;
+    u.attempt = t->attempt;
+    u.agent_id = agent_id;
+    u.mode = SFL_UPDATE_MODE_SEALED;
+    u.sealed = sealed;
+    u.sealed_len = slen;
+    assert_int_equal(sfl_msg_update_pack(&u, &out, len), 0);
+    free(sealed);
+    sfl_msg_buf_free(pl);
+    sfl_spvec_free(v);
+    return out;
+}
+
+/* Submits update bytes (copied; the caller keeps upd) and returns the ack. */
+static sfl_ack_t submit(tagent_t *t, const uint8_t *upd, size_t len)
+{
+    res_t res = {0};
+    sfl_ack_t ack;
+    uint8_t *copy = malloc(len);
+
+    assert_non_null(copy);
+    memcpy(copy, upd, len);
+    assert_non_null(t->cli.s);
+    assert_int_equal(sfl_grpc_call_unary(t->cli.s, "/sfl.v1.Coordinator/SubmitUpdate", copy, len,
+                                         5000, on_unary, &res, NULL),
+                     0);
+    free(copy);
+    run_until(&res.done);
+    if (res.status != 0)
+        fail_msg("SubmitUpdate: %d %s", res.status, res.msg);
+    assert_int_equal(sfl_msg_ack_unpack(res.resp, res.len, NULL, &ack), 0);
+    free(res.resp);
+    return ack;
+}
+
+static sfl_heartbeat_reply_t heartbeat(tagent_t *t, uint64_t job, uint64_t round,
+                                       uint32_t attempt)
+{
+    sfl_heartbeat_req_t h;
+    sfl_heartbeat_reply_t r;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    memset(&h, 0, sizeof(h));
+    h.agent_id = t->agent_id;
+    h.phase = SFL_PHASE_TRAINING;
+    h.job_id = job;
+    h.round = round;
+    h.attempt = attempt;
+    h.progress_permille = 500;
+    assert_int_equal(sfl_msg_heartbeat_req_pack(&h, &buf, &len), 0);
+    call(&t->cli, "/sfl.v1.Coordinator/Heartbeat", buf, len, &res);
+    assert_int_equal(res.status, 0);
+    assert_int_equal(sfl_msg_heartbeat_reply_unpack(res.resp, res.len, NULL, &r), 0);
+    free(res.resp);
+    return r;
+}
+
+/* ---- admin ------------------------------------------------------------------------------ */
+
+static sfl_status_t *admin_status(cli_t *k)
+{
+    sfl_status_t *st = NULL;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    assert_int_equal(sfl_msg_status_req_pack(&buf, &len), 0);
+    call(k, "/sfl.v1.Admin/Status", buf, len, &res);
+    if (res.status != 0)
+        fail_msg("Status: %d %s", res.status, res.msg);
+    assert_int_equal(sfl_msg_status_unpack(res.resp, res.len, NULL, &st), 0);
+    free(res.resp);
+    return st;
+}
+
+static void job_spec(sfl_job_spec_t *s, uint32_t deadline_ms, uint32_t max_attempts)
+{
+    memset(s, 0, sizeof(*s));
+    snprintf(s->name, sizeof(s->name), "unit");
+    snprintf(s->algorithm, sizeof(s->algorithm), "fediterht");
+    snprintf(s->loss, sizeof(s->loss), "lsq");
+    sfl_algo_params_default(&s->params);
+    s->params.tau = 3;
+    s->params.lr = 0.01;
+    s->dimension = DIM;
+    s->rounds = 5;
+    s->cohort_size = 2;
+    s->over_selection = 0;
+    s->min_quorum = 2;
+    s->round_deadline_ms = deadline_ms;
+    s->value_encoding = SFL_ENC_F64;
+    s->seed = 7;
+    s->max_attempts = max_attempts;
+    s->heartbeat_timeout_ms = 5000;
+}
+
+static sfl_job_status_t create_job(cli_t *k, const sfl_job_spec_t *s, int *status)
+{
+    sfl_job_status_t st;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    memset(&st, 0, sizeof(st));
+    assert_int_equal(sfl_msg_create_job_pack(s, &buf, &len), 0);
+    call(k, "/sfl.v1.Admin/CreateJob", buf, len, &res);
+    *status = res.status;
+    if (res.status == 0)
+        assert_int_equal(sfl_msg_job_reply_unpack(res.resp, res.len, NULL, &st), 0);
+    free(res.resp);
+    return st;
+}
+
+static sfl_export_t *export_model(cli_t *k, uint64_t job, uint64_t round, int *status)
+{
+    sfl_export_t *e = NULL;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    assert_int_equal(sfl_msg_export_req_pack(job, round, &buf, &len), 0);
+    call(k, "/sfl.v1.Admin/ExportModel", buf, len, &res);
+    *status = res.status;
+    if (res.status == 0)
+        assert_int_equal(sfl_msg_export_unpack(res.resp, res.len, NULL, &e), 0);
+    free(res.resp);
+    return e;
+}
+
+/* ---- metrics over plain HTTP -------------------------------------------------------- */
+
+typedef struct {
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    uv_write_t wreq;
+    char *req;
+    size_t reqlen;
+    char resp[65536];
+    size_t len;
+    int done;
+} http_t;
+
+static void http_closed(uv_handle_t *h)
+{
+    ((http_t *)h->data)->done = 1;
+}
+
+static void http_alloc(uv_handle_t *h, size_t s, uv_buf_t *b)
+{
+    http_t *x = h->data;
+
+    (void)s;
+    *b = uv_buf_init(x->resp + x->len, (unsigned)(sizeof(x->resp) - 1 - x->len));
+}
+
+static void http_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    http_t *x = st->data;
+
+    (void)b;
+    if (n < 0) {
+        x->resp[x->len] = '\0';
+        uv_close((uv_handle_t *)&x->tcp, http_closed);
+        return;
+    }
+    x->len += (size_t)n;
+}
+
+static void http_written(uv_write_t *w, int status)
+{
+    (void)w;
+    (void)status;
+}
+
+static void http_connected(uv_connect_t *c, int status)
+{
+    http_t *x = c->data;
+    uv_buf_t b = uv_buf_init(x->req, (unsigned)x->reqlen);
+
+    assert_int_equal(status, 0);
+    assert_int_equal(uv_write(&x->wreq, (uv_stream_t *)&x->tcp, &b, 1, http_written), 0);
+    assert_int_equal(uv_read_start((uv_stream_t *)&x->tcp, http_alloc, http_read), 0);
+}
+
+/* Sends req raw to /metrics' port, returns the whole response (static). */
+static const char *http(const char *req, size_t len)
+{
+    static http_t x;
+    struct sockaddr_in a;
+
+    memset(&x, 0, sizeof(x));
+    x.req = (char *)req;
+    x.reqlen = len;
+    x.tcp.data = x.creq.data = &x;
+    assert_int_equal(uv_tcp_init(&F.loop, &x.tcp), 0);
+    assert_int_equal(uv_ip4_addr("127.0.0.1", F.mport, &a), 0);
+    assert_int_equal(uv_tcp_connect(&x.creq, &x.tcp, (struct sockaddr *)&a, http_connected), 0);
+    run_until(&x.done);
+    return x.resp;
+}
+
+/* ---- fixture ------------------------------------------------------------------------------ */
+
+static void watchdog_cb(uv_timer_t *t)
+{
+    (void)t;
+    F.timed_out = 1;
+    uv_stop(&F.loop);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (access(PKI, R_OK) != 0) {
+        fprintf(stderr, "test_coord: %s not found: run from the repository root\n", PKI);
+        return -1;
+    }
+    snprintf(dir, sizeof(dir), "/tmp/sfl-coord-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    sh("sh %s init %s/ca >/dev/null", PKI, dir);
+    sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
+    sh("sh %s agent %s/ca a1 >/dev/null", PKI, dir);
+    sh("sh %s agent %s/ca a2 >/dev/null", PKI, dir);
+    sh("sh %s agent %s/ca a3 >/dev/null", PKI, dir);
+    sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (dir[0] && strncmp(dir, "/tmp/sfl-coord-", 15) == 0)
+        sh("rm -rf '%s'", dir);
+    return 0;
+}
+
+static void config(coord_config_t *c)
+{
+    coord_config_default(c);
+    assert_int_equal(coord_config_set(c, "listen", "127.0.0.1:0"), 0);
+    snprintf(c->cert, sizeof(c->cert), "%s/ca/coordinator/coord.crt", dir);
+    snprintf(c->key, sizeof(c->key), "%s/ca/coordinator/coord.key", dir);
+    snprintf(c->ca, sizeof(c->ca), "%s/ca/ca.crt", dir);
+    snprintf(c->state_dir, sizeof(c->state_dir), "%s", F.state);
+    snprintf(c->metrics_listen, sizeof(c->metrics_listen), "127.0.0.1:0");
+    snprintf(c->log_level, sizeof(c->log_level), "%s",
+             getenv("SFL_TEST_LOG") ? getenv("SFL_TEST_LOG") : "error");
+    c->tick_ms = 20;
+    c->select_wait_ms = 100;
+    c->pace_min_ms = 50;
+    c->idle_retry_ms = 1000;
+    c->heartbeat_interval_ms = 1000;
+    c->shutdown_timeout_ms = 2000;
+}
+
+static void start(void)
+{
+    assert_int_equal(coord_new(&F.loop, &F.cfg, &F.co), 0);
+    F.port = coord_port(F.co);
+    F.mport = coord_metrics_port(F.co);
+    assert_true(F.port > 0);
+    assert_true(F.mport > 0);
+    F.stopped = 0;
+}
+
+static void on_stopped(coord_t *c, void *ud)
+{
+    (void)c;
+    (void)ud;
+    F.stopped = 1;
+}
+
+static void stop(void)
+{
+    if (F.co == NULL)
+        return;
+    F.stopped = 0;
+    coord_shutdown(F.co, 0, on_stopped, NULL);
+    run_until(&F.stopped);
+    coord_free(F.co);
+    F.co = NULL;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(&F, 0, sizeof(F));
+    assert_int_equal(uv_loop_init(&F.loop), 0);
+    uv_timer_init(&F.loop, &F.watchdog);
+    uv_timer_start(&F.watchdog, watchdog_cb, WATCHDOG_MS, 0);
+    uv_unref((uv_handle_t *)&F.watchdog);
+    snprintf(F.state, sizeof(F.state), "/tmp/sfl-coord-state-XXXXXX");
+    assert_non_null(mkdtemp(F.state));
+    config(&F.cfg);
+    return 0;
+}
+
+static void cli_release(cli_t *k)
+{
+    cli_close(k);
+    if (k->timer_on)
+        uv_close((uv_handle_t *)&k->timer, NULL);
+    k->timer_on = 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cli_release(&F.admin);
+    for (int i = 0; i < 3; i++) {
+        cli_release(&F.ag[i].cli);
+        stream_clear(&F.ag[i].sub);
+        sfl_identity_free(F.ag[i].id);
+    }
+    stop();
+    while (uv_loop_alive(&F.loop) && !F.timed_out)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&F.watchdog, NULL);
+    uv_run(&F.loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&F.loop), 0);
+    if (strncmp(F.state, "/tmp/sfl-coord-state-", 21) == 0)
+        sh("rm -rf '%s'", F.state);
+    return 0;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+/* Join binds the certificate; roles gate the services. */
+static void test_coord_join_and_roles(void **state)
+{
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_identity_t *other = NULL;
+    sfl_status_t *st;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    (void)state;
+    start();
+    agent_join(a1, "agent/a1");
+    assert_memory_equal(a1->coord_pk, coord_public_key(F.co), 32);
+
+    /* an agent certificate may not call Admin */
+    assert_int_equal(sfl_msg_status_req_pack(&buf, &len), 0);
+    call(&a1->cli, "/sfl.v1.Admin/Status", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+
+    /* an admin certificate may not Join */
+    cli_connect(&F.admin, "admin/alice");
+    buf = join_req(a1->id, 1, &len);
+    call(&F.admin, "/sfl.v1.Coordinator/Join", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+
+    /* the admin sees the agent */
+    st = admin_status(&F.admin);
+    assert_int_equal(st->known_agents, 1);
+    assert_int_equal(st->connected_agents, 1);
+    assert_int_equal(st->njobs, 0);
+    assert_non_null(strstr(st->version, "sfl-coordinator"));
+    sfl_msg_status_free(st);
+
+    /* the same certificate with another identity key */
+    assert_int_equal(sfl_identity_generate(&other), 0);
+    buf = join_req(other, 1, &len);
+    call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "another identity key"));
+
+    /* a protocol version the coordinator does not speak */
+    buf = join_req(a1->id, 2, &len);
+    call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
+
+    /* garbage */
+    buf = malloc(4);
+    assert_non_null(buf);
+    memcpy(buf, "\xff\xff\xff\xff", 4);
+    assert_int_equal(sfl_grpc_call_unary(a1->cli.s, "/sfl.v1.Coordinator/Join", buf, 4, 5000,
+                                         on_unary, &res, NULL),
+                     0);
+    free(buf);
+    memset(&res, 0, sizeof(res));
+    run_until(&res.done);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
+
+    /* Subscribe before Join on another certificate */
+    assert_int_equal(sfl_identity_generate(&a2->id), 0);
+    cli_connect(&a2->cli, "agent/a2");
+    a2->agent_id = 99;
+    agent_subscribe(a2);
+    run_until(&a2->sub.done);
+    assert_int_equal(a2->sub.status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
+
+    /* and with the wrong agent id after Join */
+    agent_join(a2, "agent/a2");
+    a2->agent_id = a1->agent_id;
+    agent_subscribe(a2);
+    run_until(&a2->sub.done);
+    assert_int_equal(a2->sub.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+
+    /* with no job, a subscriber is paced away */
+    agent_join(a2, "agent/a2");
+    agent_subscribe(a2);
+    {
+        sfl_wait_t w;
+
+        assert_null(next_message(a2, &w));
+        assert_int_equal(w.retry_after_ms, F.cfg.idle_retry_ms);
+        run_until(&a2->sub.done);
+        assert_int_equal(a2->sub.status, SFL_GRPC_STATUS_OK);
+    }
+    free(res.resp);
+    sfl_identity_free(other);
+}
+
+static sfl_job_status_t *find_job(sfl_status_t *st, uint64_t id)
+{
+    for (uint32_t i = 0; i < st->njobs; i++)
+        if (st->jobs[i].job_id == id)
+            return &st->jobs[i];
+    fail_msg("job %llu not in status", (unsigned long long)id);
+    return NULL;
+}
+
+/* Two agents through one committed round; bad updates are refused with a
+ * reason; a restart from the same state resumes at the committed round. */
+static void test_coord_round_commit_and_restart(void **state)
+{
+    static const double v1[3] = {1.0, -2.0, 0.5}, v2[3] = {3.0, 2.0, 0.5};
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1], *a3 = &F.ag[2];
+    sfl_task_t *t1, *t2, *t1b;
+    sfl_identity_t *rogue = NULL;
+    sfl_roundkey_t *wrong = NULL;
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    sfl_status_t *st;
+    sfl_export_t *e;
+    sfl_ack_t ack;
+    sfl_wait_t w;
+    sfl_heartbeat_reply_t hb;
+    uint8_t *good1, *upd, pk1[32], hash1[32];
+    size_t len1, len;
+    uint64_t job;
+    int status;
+    const char *m;
+
+    (void)state;
+    start();
+    memcpy(pk1, coord_public_key(F.co), 32);
+    cli_connect(&F.admin, "admin/alice");
+    job_spec(&spec, 5000, 3);
+    js = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(js.state, SFL_JOB_RUNNING);
+    job = js.job_id;
+
+    /* a bad spec is refused with the field */
+    spec.params.tau = 0;
+    (void)create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
+
+    agent_join(a1, "agent/a1");
+    agent_join(a2, "agent/a2");
+    agent_subscribe(a1);
+    agent_subscribe(a2);
+    t1 = next_task(a1);
+    t2 = next_task(a2);
+    assert_int_equal(t1->job_id, job);
+    assert_int_equal(t1->round, 1);
+    assert_int_equal(t1->attempt, 0);
+    assert_int_equal(t1->dimension, DIM);
+    assert_int_equal(t1->model->nnz, 0);
+    /* one task per attempt: the same signed bytes for every member */
+    assert_int_equal(t1->signed_len, t2->signed_len);
+    assert_memory_equal(t1->signed_bytes, t2->signed_bytes, t1->signed_len);
+
+    /* a third agent arriving during training is paced to the deadline */
+    agent_join(a3, "agent/a3");
+    agent_subscribe(a3);
+    assert_null(next_message(a3, &w));
+    assert_true(w.retry_after_ms >= 4000);
+
+    /* signed by an identity that is not a1's */
+    assert_int_equal(sfl_identity_generate(&rogue), 0);
+    upd = make_update(t1, rogue, NULL, a1->agent_id, v1, 10, &len);
+    ack = submit(a1, upd, len);
+    sfl_msg_buf_free(upd);
+    assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    assert_non_null(strstr(ack.reason, "signature"));
+
+    /* sealed to a key that is not the round's */
+    assert_int_equal(sfl_roundkey_new(&wrong), 0);
+    upd = make_update(t1, a1->id, wrong->pk, a1->agent_id, v1, 10, &len);
+    ack = submit(a1, upd, len);
+    sfl_msg_buf_free(upd);
+    assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    assert_true(ack.reason[0] != '\0');
+
+    /* an agent that was not selected */
+    upd = make_update(t1, a3->id, NULL, a3->agent_id, v1, 10, &len);
+    ack = submit(a3, upd, len);
+    sfl_msg_buf_free(upd);
+    assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    assert_non_null(strstr(ack.reason, "not selected"));
+
+    /* more samples (the aggregation weight) than a1 joined with (100) */
+    upd = make_update(t1, a1->id, NULL, a1->agent_id, v1, 1000, &len);
+    ack = submit(a1, upd, len);
+    sfl_msg_buf_free(upd);
+    assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    assert_non_null(strstr(ack.reason, "samples"));
+
+    /* a heartbeat keeps the member alive and tells it the deadline */
+    hb = heartbeat(a1, job, 1, 0);
+    assert_int_equal(hb.abort, 0);
+    assert_true(hb.deadline_ms > 0);
+
+    /* the good one, then the same bytes again */
+    good1 = make_update(t1, a1->id, NULL, a1->agent_id, v1, 10, &len1);
+    ack = submit(a1, good1, len1);
+    assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+    assert_int_equal(ack.job_id, job);
+    assert_int_equal(ack.round, 1);
+    ack = submit(a1, good1, len1);
+    assert_int_equal(ack.status, SFL_ACK_DUPLICATE);
+
+    st = admin_status(&F.admin);
+    assert_int_equal(find_job(st, job)->round_state, SFL_ROUND_TRAINING);
+    assert_int_equal(find_job(st, job)->accepted, 1);
+    assert_int_equal(find_job(st, job)->selected, 2);
+    sfl_msg_status_free(st);
+
+    /* the second member closes the round; the next round's task follows */
+    upd = make_update(t2, a2->id, NULL, a2->agent_id, v2, 30, &len);
+    ack = submit(a2, upd, len);
+    sfl_msg_buf_free(upd);
+    assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+    t1b = next_task(a1);
+    assert_int_equal(t1b->round, 2);
+    assert_int_equal(t1b->model->nnz, 3);
+    /* weighted by samples (10, 30), then H_3: exact in binary */
+    assert_true(t1b->model->val[0] == 2.5 && t1b->model->val[1] == 1.0 &&
+                t1b->model->val[2] == 0.5);
+
+    /* replaying the round-1 update now: its round has closed */
+    ack = submit(a1, good1, len1);
+    assert_int_equal(ack.status, SFL_ACK_LATE);
+    hb = heartbeat(a1, job, 1, 0);
+    assert_int_equal(hb.abort, 1);
+
+    /* the committed model, as the admin exports it */
+    e = export_model(&F.admin, job, 0, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(e->round, 1);
+    assert_int_equal(e->model->nnz, 3);
+    assert_true(e->model->idx[0] == 1 && e->model->idx[1] == 5 && e->model->idx[2] == 9);
+    assert_true(e->model->val[0] == 2.5 && e->model->val[1] == 1.0 && e->model->val[2] == 0.5);
+    memcpy(hash1, e->model_hash, 32);
+    sfl_msg_export_free(e);
+    e = export_model(&F.admin, job, 7, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_NOT_FOUND);
+    assert_null(e);
+
+    /* the metrics say so too */
+    m = http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34);
+    assert_non_null(strstr(m, "HTTP/1.1 200 OK"));
+    assert_non_null(strstr(m, "\nsfl_rounds_committed_total 1\n"));
+    assert_non_null(strstr(m, "\nsfl_updates_total{verdict=\"accepted\"} 2\n"));
+    assert_non_null(strstr(m, "\nsfl_updates_total{verdict=\"duplicate\"} 1\n"));
+    assert_non_null(strstr(m, "\nsfl_updates_total{verdict=\"late\"} 1\n"));
+    assert_non_null(strstr(m, "sfl_updates_rejected_total{reason=\"bad_signature\"} 1\n"));
+    assert_non_null(strstr(m, "sfl_updates_rejected_total{reason=\"decrypt\"} 1\n"));
+    assert_non_null(strstr(m, "sfl_updates_rejected_total{reason=\"not_selected\"} 1\n"));
+    assert_non_null(strstr(m, "\nsfl_agents_connected 3\n"));
+    assert_non_null(strstr(m, "sfl_aggregation_seconds_count 1\n"));
+
+    /* graceful stop while round 2 trains (no quorum): it is abandoned */
+    stop();
+    run_until(&a1->sub.done);
+    assert_int_equal(a1->sub.status, SFL_GRPC_STATUS_UNAVAILABLE);
+    for (int i = 0; i < 3; i++)
+        while (F.ag[i].cli.c && !F.timed_out)
+            uv_run(&F.loop, UV_RUN_ONCE);
+    while (F.admin.c && !F.timed_out)
+        uv_run(&F.loop, UV_RUN_ONCE);
+
+    /* restart from the same state directory */
+    start();
+    assert_memory_equal(coord_public_key(F.co), pk1, 32);
+    cli_connect(&F.admin, "admin/alice");
+    st = admin_status(&F.admin);
+    assert_int_equal(st->njobs, 1);
+    assert_int_equal(st->known_agents, 3);
+    assert_int_equal(st->jobs[0].committed_round, 1);
+    assert_int_equal(st->jobs[0].state, SFL_JOB_RUNNING);
+    assert_int_equal(st->jobs[0].round_state, SFL_ROUND_SELECTING);
+    assert_int_equal(st->jobs[0].attempt, 1); /* round 2's attempt 0 died with the process */
+    sfl_msg_status_free(st);
+    e = export_model(&F.admin, job, 1, &status);
+    assert_int_equal(status, 0);
+    assert_memory_equal(e->model_hash, hash1, 32);
+    sfl_msg_export_free(e);
+
+    /* the agents come back and round 2 runs as attempt 1 */
+    agent_join(a1, "agent/a1");
+    agent_join(a2, "agent/a2");
+    agent_subscribe(a1);
+    agent_subscribe(a2);
+    sfl_msg_task_free(t1b);
+    t1b = next_task(a1);
+    assert_int_equal(t1b->round, 2);
+    assert_int_equal(t1b->attempt, 1);
+    assert_int_equal(t1b->model->nnz, 3);
+
+    sfl_msg_task_free(t1);
+    sfl_msg_task_free(t2);
+    sfl_msg_task_free(t1b);
+    sfl_msg_buf_free(good1);
+    sfl_identity_free(rogue);
+    sfl_roundkey_free(wrong);
+
+    /* the store itself, after a clean stop */
+    stop();
+    {
+        char path[128];
+        coord_store_t *s = NULL;
+        coord_srow_round_t *rounds = NULL;
+        uint8_t *model = NULL, hash[32];
+        size_t n = 0, mlen = 0;
+        int64_t round = 0;
+
+        snprintf(path, sizeof(path), "%s/coordinator.db", F.state);
+        assert_int_equal(coord_store_open(path, NULL, &s), 0);
+        assert_int_equal(coord_store_integrity_check(s), 0);
+        assert_int_equal(coord_store_checkpoint_latest(s, (int64_t)job, 1 << 20, &round, &model,
+                                                       &mlen, hash),
+                         0);
+        assert_int_equal(round, 1);
+        assert_memory_equal(hash, hash1, 32);
+        coord_store_free(model);
+        assert_int_equal(coord_store_round_list(s, (int64_t)job, 100, &rounds, &n), 0);
+        assert_int_equal(n, 3); /* r1 a1 committed, r2 a1 and a2 failed */
+        assert_int_equal(rounds[0].state, COORD_SROW_COMMITTED);
+        assert_int_equal(rounds[0].cohort_len, 2);
+        assert_int_equal(rounds[1].state, COORD_SROW_FAILED);
+        assert_int_equal(rounds[2].state, COORD_SROW_FAILED);
+        assert_non_null(strstr(rounds[2].reason, "shutting down"));
+        coord_round_list_free(rounds, n);
+        coord_store_close(s);
+    }
+}
+
+/* A quorum missed at the deadline: retry with a fresh nonce and key, then
+ * the job pauses with the reason after max_attempts. */
+static void test_coord_quorum_missed_retries_then_pauses(void **state)
+{
+    static const double v1[3] = {1.0, 1.0, 1.0};
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_task_t *t0, *t1;
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    sfl_status_t *st;
+    sfl_ack_t ack;
+    uint8_t *upd;
+    size_t len;
+    int status;
+
+    (void)state;
+    start();
+    cli_connect(&F.admin, "admin/alice");
+    job_spec(&spec, 300, 2);
+    js = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    agent_join(a1, "agent/a1");
+    agent_join(a2, "agent/a2");
+    agent_subscribe(a1);
+    agent_subscribe(a2);
+    t0 = next_task(a1);
+    assert_int_equal(t0->attempt, 0);
+    upd = make_update(t0, a1->id, NULL, a1->agent_id, v1, 5, &len);
+    ack = submit(a1, upd, len);
+    assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+    /* a2 stays silent: the deadline fails attempt 0, attempt 1 follows */
+    t1 = next_task(a1);
+    assert_int_equal(t1->round, 1);
+    assert_int_equal(t1->attempt, 1);
+    assert_memory_not_equal(t1->round_nonce, t0->round_nonce, 32);
+    assert_memory_not_equal(t1->round_key, t0->round_key, 32);
+    /* the attempt-0 update now: its attempt closed, its key is gone */
+    ack = submit(a1, upd, len);
+    assert_int_equal(ack.status, SFL_ACK_LATE);
+    sfl_msg_buf_free(upd);
+    /* and the same payload sealed for attempt 0 but claimed for attempt 1 */
+    {
+        sfl_task_t fake = *t1;
+
+        fake.attempt = 1;
+        memcpy(fake.round_key, t0->round_key, 32);
+        upd = make_update(&fake, a1->id, NULL, a1->agent_id, v1, 5, &len);
+        ack = submit(a1, upd, len);
+        sfl_msg_buf_free(upd);
+        assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    }
+    /* attempt 1 misses its quorum too: the job pauses, the reason kept */
+    for (;;) {
+        st = admin_status(&F.admin);
+        if (st->jobs[0].state != SFL_JOB_RUNNING)
+            break;
+        sfl_msg_status_free(st);
+        if (F.timed_out)
+            fail_msg("watchdog waiting for the job to pause");
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(st->jobs[0].job_id, js.job_id);
+    assert_int_equal(st->jobs[0].state, SFL_JOB_PAUSED);
+    assert_int_equal(st->jobs[0].committed_round, 0);
+    assert_true(st->jobs[0].error[0] != '\0');
+    sfl_msg_status_free(st);
+    sfl_msg_task_free(t0);
+    sfl_msg_task_free(t1);
+}
+
+static sfl_job_status_t job_call(cli_t *k, const char *path, uint64_t id, int *status)
+{
+    sfl_job_status_t st;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    memset(&st, 0, sizeof(st));
+    assert_int_equal(sfl_msg_job_req_pack(id, &buf, &len), 0);
+    call(k, path, buf, len, &res);
+    *status = res.status;
+    if (res.status == 0)
+        assert_int_equal(sfl_msg_job_reply_unpack(res.resp, res.len, NULL, &st), 0);
+    free(res.resp);
+    return st;
+}
+
+/* Admin job operations and their preconditions; lists. */
+static void test_coord_admin_job_ops(void **state)
+{
+    tagent_t *a1 = &F.ag[0];
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    sfl_job_list_t *jl = NULL;
+    sfl_agent_list_t *al = NULL;
+    sfl_export_t *e;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+    uint64_t id;
+    int status;
+
+    (void)state;
+    start();
+    cli_connect(&F.admin, "admin/alice");
+    agent_join(a1, "agent/a1");
+    job_spec(&spec, 5000, 3);
+    spec.paused = 1;
+    /* agents may not create jobs */
+    assert_int_equal(sfl_msg_create_job_pack(&spec, &buf, &len), 0);
+    call(&a1->cli, "/sfl.v1.Admin/CreateJob", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+
+    js = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(js.state, SFL_JOB_PENDING);
+    id = js.job_id;
+    e = export_model(&F.admin, id, 0, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
+    assert_null(e);
+    js = job_call(&F.admin, "/sfl.v1.Admin/ResumeJob", id, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(js.state, SFL_JOB_RUNNING);
+    assert_int_equal(js.round_state, SFL_ROUND_SELECTING);
+    js = job_call(&F.admin, "/sfl.v1.Admin/ResumeJob", id, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
+    js = job_call(&F.admin, "/sfl.v1.Admin/PauseJob", id, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(js.state, SFL_JOB_PAUSED);
+    js = job_call(&F.admin, "/sfl.v1.Admin/CancelJob", id, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(js.state, SFL_JOB_CANCELLED);
+    js = job_call(&F.admin, "/sfl.v1.Admin/CancelJob", id, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
+    js = job_call(&F.admin, "/sfl.v1.Admin/PauseJob", 42, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_NOT_FOUND);
+
+    assert_int_equal(sfl_msg_list_jobs_req_pack(&buf, &len), 0);
+    call(&F.admin, "/sfl.v1.Admin/ListJobs", buf, len, &res);
+    assert_int_equal(res.status, 0);
+    assert_int_equal(sfl_msg_job_list_unpack(res.resp, res.len, NULL, &jl), 0);
+    assert_int_equal(jl->n, 1);
+    assert_int_equal(jl->jobs[0].state, SFL_JOB_CANCELLED);
+    sfl_msg_job_list_free(jl);
+
+    assert_int_equal(sfl_msg_list_agents_req_pack(1, &buf, &len), 0);
+    call(&F.admin, "/sfl.v1.Admin/ListAgents", buf, len, &res);
+    assert_int_equal(res.status, 0);
+    assert_int_equal(sfl_msg_agent_list_unpack(res.resp, res.len, NULL, &al), 0);
+    assert_int_equal(al->n, 1);
+    assert_int_equal(al->agents[0].agent_id, a1->agent_id);
+    assert_string_equal(al->agents[0].subject, "a1");
+    assert_int_equal(al->agents[0].connected, 1);
+    assert_int_equal(al->agents[0].dataset.dimension, DIM);
+    sfl_msg_agent_list_free(al);
+    free(res.resp);
+}
+
+/* /metrics answers only GET /metrics, within its limits. */
+static void test_coord_metrics_http(void **state)
+{
+    static char big[10000];
+    const char *r;
+
+    (void)state;
+    start();
+    r = http("GET /nope HTTP/1.1\r\n\r\n", 22);
+    assert_non_null(strstr(r, "HTTP/1.1 404"));
+    r = http("POST /metrics HTTP/1.1\r\n\r\n", 26);
+    assert_non_null(strstr(r, "HTTP/1.1 405"));
+    r = http("hello\r\n\r\n", 9);
+    assert_non_null(strstr(r, "HTTP/1.1 400"));
+    memset(big, 'a', sizeof(big));
+    memcpy(big, "GET /metrics HTTP/1.1\r\nX: ", 26);
+    r = http(big, sizeof(big));
+    assert_non_null(strstr(r, "HTTP/1.1 431"));
+    r = http("HEAD /metrics HTTP/1.0\r\n\r\n", 26);
+    assert_non_null(strstr(r, "HTTP/1.1 200"));
+    assert_null(strstr(r, "sfl_agents_known"));
+    r = http("GET /metrics HTTP/1.0\r\n\r\n", 25);
+    assert_non_null(strstr(r, "# TYPE sfl_agents_known gauge\nsfl_agents_known 0\n"));
+}
+
+/* Configuration keys, addresses and [job] definitions. */
+static void test_coord_config_and_jobdefs(void **state)
+{
+    coord_config_t c;
+    coord_jobdef_t *d = NULL;
+    struct sockaddr_storage ss;
+    uint64_t id1 = 0, id2 = 0;
+    int created = 0;
+    char q[64];
+
+    (void)state;
+    coord_config_default(&c);
+    assert_int_equal(coord_config_set(&c, "max_agents", "12"), 0);
+    assert_int_equal(c.max_agents, 12);
+    assert_int_equal(coord_config_set(&c, "max_agents", "-1"), SFL_EINVAL);
+    assert_int_equal(coord_config_set(&c, "nope", "1"), SFL_EINVAL);
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL); /* no certificates */
+    assert_int_equal(coord_addr_parse("127.0.0.1:80", &ss), 0);
+    assert_int_equal(ss.ss_family, AF_INET);
+    assert_int_equal(coord_addr_parse("[::1]:80", &ss), 0);
+    assert_int_equal(ss.ss_family, AF_INET6);
+    assert_int_equal(coord_addr_parse(":7443", &ss), 0);
+    assert_int_equal(coord_addr_parse("host", &ss), SFL_EINVAL);
+    assert_int_equal(coord_addr_parse("example.org:1", &ss), SFL_EINVAL);
+    assert_int_equal(coord_addr_parse("1.2.3.4:99999", &ss), SFL_EINVAL);
+    assert_string_equal(coord_log_quote("plain", q, sizeof(q)), "plain");
+    assert_string_equal(coord_log_quote("a \"b\"\n", q, sizeof(q)), "\"a \\\"b\\\"\\x0a\"");
+    assert_string_equal(coord_log_quote("", q, sizeof(q)), "\"\"");
+
+    assert_int_equal(coord_jobdef_new("cls", &d), 0);
+    assert_int_equal(coord_jobdef_set(d, "features", "10"), 0);
+    assert_int_equal(coord_jobdef_set(d, "loss", "logistic"), 0);
+    assert_int_equal(coord_jobdef_set(d, "classes", "2"), 0);
+    assert_int_equal(coord_jobdef_check(d), SFL_EINVAL); /* labels missing */
+    assert_int_equal(coord_jobdef_set(d, "labels", "1,-1"), SFL_EINVAL); /* not ascending */
+    assert_int_equal(coord_jobdef_set(d, "labels", "-1,1"), 0);
+    assert_int_equal(coord_jobdef_set(d, "paused", "2"), SFL_EINVAL);
+    assert_int_equal(coord_jobdef_set(d, "paused", "1"), 0);
+    assert_int_equal(coord_jobdef_set(d, "bogus", "1"), SFL_EINVAL);
+    assert_int_equal(coord_jobdef_check(d), 0);
+
+    start();
+    assert_int_equal(coord_add_jobdef(F.co, d, &id1, &created), 0);
+    assert_int_equal(created, 1);
+    assert_int_equal(coord_add_jobdef(F.co, d, &id2, &created), 0);
+    assert_int_equal(created, 0);
+    assert_int_equal(id1, id2);
+    cli_connect(&F.admin, "admin/alice");
+    {
+        sfl_status_t *st = admin_status(&F.admin);
+
+        assert_int_equal(st->njobs, 1);
+        assert_int_equal(st->jobs[0].state, SFL_JOB_PENDING);
+        assert_string_equal(st->jobs[0].name, "cls");
+        sfl_msg_status_free(st);
+    }
+    coord_jobdef_free(d);
+}
+
+/* Each allocation of a start on existing state fails in turn. */
+static int start_quiet(void)
+{
+    return coord_new(&F.loop, &F.cfg, &F.co);
+}
+
+static void settle(void)
+{
+    if (F.co)
+        stop();
+    /* handles a failed start left to close */
+    for (int i = 0; i < 4; i++)
+        uv_run(&F.loop, UV_RUN_NOWAIT);
+}
+
+static void test_coord_failalloc(void **state)
+{
+    coord_jobdef_t *d = NULL;
+
+    (void)state;
+    start();
+    assert_int_equal(coord_jobdef_new("j", &d), 0);
+    assert_int_equal(coord_jobdef_set(d, "features", "8"), 0);
+    assert_int_equal(coord_jobdef_set(d, "tau", "2"), 0);
+    assert_int_equal(coord_add_jobdef(F.co, d, NULL, NULL), 0);
+    coord_jobdef_free(d);
+    stop();
+    FAILALLOC_EACH(start_quiet(), settle());
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_coord_config_and_jobdefs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_join_and_roles, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_round_commit_and_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_quorum_missed_retries_then_pauses, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_coord_admin_job_ops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_metrics_http, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_failalloc, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
