@@ -391,6 +391,31 @@ static void dump_data(const char *path, const fed_t *f)
     }
 }
 
+/* --dump-shards: one LibSVM file per client, for agents of a networked
+ * federation that should see exactly the simulated clients' data. */
+static void dump_shards(const char *dir, const fed_t *f)
+{
+    for (uint32_t c = 0; c < f->nclients; c++) {
+        char path[4096];
+        FILE *out;
+        int rc;
+
+        snprintf(path, sizeof(path), "%s/client-%u.svm", dir, c);
+        out = fopen(path, "w");
+        if (out == NULL)
+            die(path, -errno);
+        rc = sfl_libsvm_write(out, f->train[c]);
+        if (rc < 0 || ferror(out) | fclose(out))
+            die(path, rc < 0 ? rc : -EIO);
+    }
+    if (f->truth) {
+        char path[4096];
+
+        snprintf(path, sizeof(path), "%s/truth", dir);
+        write_model(path, f->truth, f->ncols);
+    }
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -552,6 +577,10 @@ int main(int argc, char **argv)
     }
     if (cfg.dump_data)
         dump_data(cfg.dump_data, &fed);
+    if (cfg.dump_shards) {
+        dump_shards(cfg.dump_shards, &fed);
+        return 0;
+    }
 
     /* Parameters: flags, else the paper grid's best for this data, else defaults. */
     sfl_algo_params_default(&params);

@@ -16,6 +16,7 @@ typedef struct sim_cfg {
     char *dictionary; /* gaussian:M | FILE; empty = standard basis */
     char *dump_data;  /* write the training data (LibSVM) here */
     char *model_out;  /* write the final model here */
+    char *dump_shards;/* write each client's data to DIR/client-<i>.svm */
     uint32_t clients, rounds, tau, local_steps, batch;
     uint32_t dim, samples, support, parts, kmeans_iter, cohort, inexact_steps;
     double lr, lambda, mu, alpha, beta, noise, decay, test_frac, l2_ball, server_lr;
