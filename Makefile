@@ -2,7 +2,7 @@
 #
 #   make            build libsfl, programs (build/)
 #   make test       unit tests, unit tests again under ASan+UBSan, e2e tests
-#   make demo       a small federation run end to end
+#   make demo       a coordinator and 8 agents on loopback, then simulations
 #   make bench      micro and macro benchmarks (figures to stdout)
 #   make reproduce  the papers' experiments -> results/REPORT.md
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -181,7 +181,8 @@ e2e: all
 	        echo "FAIL    $$t"; cat $(BUILD)/$$(basename $$t).log; fail=1; \
 	    else echo "PASS    $$t"; fi; done; exit $$fail
 
-demo: all
+demo: all deps-test
+	$(Q)./deploy/demo-federation.sh $(BUILD)
 	$(Q)./sim/demo.sh $(SIM)
 
 bench: all $(BENCH_BIN)
