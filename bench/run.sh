@@ -23,3 +23,7 @@ for a in "fedgradmp" "fediterht --lr 0.004" "fediterht --lr 0.01"; do
         awk -F, -v a="$a" 'NR > 1 && $3 <= 1e-6 && !hit { hit = 1; printf "bench_vc algo=\"%s\" round=%d wall_ms=%s\n", a, $1, $NF }
              END { if (!hit) printf "bench_vc algo=\"%s\" not_reached rel_error=%s after %d rounds wall_ms=%s\n", a, $3, $1, $NF }'
 done
+echo "== coordinator aggregation: 1000 updates, k = 1e4, d = 1e6; bytes per update vs log2 C(d,k) + value bits"
+"$B/bench/bench_agg"
+echo "== coordinator with 1000 concurrent agents on loopback (cohort 100)"
+sh bench/bench_load.sh "$B"

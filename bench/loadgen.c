@@ -1,0 +1,356 @@
+/* Load generator for bench/bench_load.sh: many real agents in one process.
+ *
+ *   loadgen --pki DIR --agents N --coordinator HOST:PORT --coordinator-pk HEX
+ *           --data-dir DIR --shards S --work DIR --seconds T [--rate R]
+ *
+ * Each agent is client-agent's agent_t (agent.h) on one shared uv loop, so
+ * every one does what sfl-agent does: mutual TLS, Join, Subscribe, train
+ * the task it is given on the libuv thread pool, seal, sign and submit.
+ * Certificates: sfl-pki takes ~90 ms per agent (three openssl processes),
+ * too slow for a thousand, so the agent certificates are issued here with
+ * the same profile (O=sfl, OU=agent, CN=load-NNNNN, P-256, clientAuth)
+ * from DIR/ca.key and DIR/ca.crt made by `sfl-pki init DIR`. Agent i trains
+ * on DIR/client-(i mod S).svm. Agents start at R per second (default 500)
+ * so the coordinator is not handed a thousand handshakes in one tick. After
+ * T seconds every agent stops gracefully and one line is printed:
+ *   loadgen agents=... joined=... tasks=... trained=... accepted=...
+ *           rejected=... connect_fails=... backoffs=... rss_kb=... */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <uv.h>
+
+#include "agent.h"
+#include "config.h"
+
+typedef struct {
+    const char *pki, *coordinator, *coordinator_pk, *data_dir, *work;
+    unsigned agents, shards, seconds, rate;
+} opts_t;
+
+static opts_t o = {.rate = 500};
+static agent_t **agents;
+static unsigned started, stopped;
+static uv_timer_t start_timer, end_timer;
+static uv_signal_t sig_term, sig_int;
+
+/* ---- certificates ---------------------------------------------------------- */
+
+static int add_ext(X509 *ca, X509 *x, int nid, const char *value)
+{
+    X509V3_CTX ctx;
+    X509_EXTENSION *e;
+    int ok;
+
+    X509V3_set_ctx(&ctx, ca, x, NULL, NULL, 0);
+    e = X509V3_EXT_nconf_nid(NULL, &ctx, nid, value);
+    if (e == NULL)
+        return -1;
+    ok = X509_add_ext(x, e, -1);
+    X509_EXTENSION_free(e);
+    return ok ? 0 : -1;
+}
+
+static int write_pem(const char *path, mode_t mode, EVP_PKEY *k, X509 *x)
+{
+    FILE *f = fopen(path, "w");
+    int ok;
+
+    if (f == NULL)
+        return -1;
+    (void)chmod(path, mode);
+    ok = k ? PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL)
+           : PEM_write_X509(f, x);
+    return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+/* DIR/agent-i.{key,crt}: the profile of `sfl-pki agent`, signed by the CA. */
+static int issue(X509 *ca, EVP_PKEY *cakey, unsigned i)
+{
+    char cn[32], path[1100];
+    unsigned char serial[16];
+    EVP_PKEY *k = NULL;
+    X509 *x = NULL;
+    BIGNUM *bn = NULL;
+    X509_NAME *n;
+    int rc = -1;
+
+    snprintf(cn, sizeof(cn), "load-%05u", i);
+    if ((k = EVP_EC_gen("P-256")) == NULL || (x = X509_new()) == NULL ||
+        RAND_bytes(serial, sizeof(serial)) != 1)
+        goto out;
+    serial[0] &= 0x7f; /* positive */
+    if ((bn = BN_bin2bn(serial, sizeof(serial), NULL)) == NULL ||
+        BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) == NULL || !X509_set_version(x, 2) ||
+        X509_gmtime_adj(X509_getm_notBefore(x), -3600) == NULL ||
+        X509_gmtime_adj(X509_getm_notAfter(x), 86400L * 7) == NULL || !X509_set_pubkey(x, k))
+        goto out;
+    n = X509_get_subject_name(x);
+    if (!X509_NAME_add_entry_by_txt(n, "O", MBSTRING_ASC, (const unsigned char *)"sfl", -1, -1,
+                                    0) ||
+        !X509_NAME_add_entry_by_txt(n, "OU", MBSTRING_ASC, (const unsigned char *)"agent", -1,
+                                    -1, 0) ||
+        !X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1,
+                                    0) ||
+        !X509_set_issuer_name(x, X509_get_subject_name(ca)))
+        goto out;
+    if (add_ext(ca, x, NID_basic_constraints, "critical,CA:FALSE") < 0 ||
+        add_ext(ca, x, NID_key_usage, "critical,digitalSignature") < 0 ||
+        add_ext(ca, x, NID_ext_key_usage, "clientAuth") < 0 ||
+        add_ext(ca, x, NID_subject_key_identifier, "hash") < 0 ||
+        add_ext(ca, x, NID_authority_key_identifier, "keyid") < 0 ||
+        !X509_sign(x, cakey, EVP_sha256()))
+        goto out;
+    snprintf(path, sizeof(path), "%s/agent-%u.key", o.work, i);
+    if (write_pem(path, 0600, k, NULL) < 0)
+        goto out;
+    snprintf(path, sizeof(path), "%s/agent-%u.crt", o.work, i);
+    if (write_pem(path, 0644, NULL, x) < 0)
+        goto out;
+    rc = 0;
+out:
+    BN_free(bn);
+    X509_free(x);
+    EVP_PKEY_free(k);
+    return rc;
+}
+
+static int issue_all(void)
+{
+    char path[1100];
+    EVP_PKEY *cakey = NULL;
+    X509 *ca = NULL;
+    FILE *f;
+    int rc = -1;
+
+    snprintf(path, sizeof(path), "%s/ca.key", o.pki);
+    if ((f = fopen(path, "r")) == NULL)
+        goto out;
+    cakey = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/ca.crt", o.pki);
+    if ((f = fopen(path, "r")) == NULL)
+        goto out;
+    ca = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    if (ca == NULL || cakey == NULL)
+        goto out;
+    for (unsigned i = 0; i < o.agents; i++)
+        if (issue(ca, cakey, i) < 0)
+            goto out;
+    rc = 0;
+out:
+    if (rc < 0)
+        fprintf(stderr, "loadgen: cannot issue certificates from %s (%s)\n", o.pki, path);
+    X509_free(ca);
+    EVP_PKEY_free(cakey);
+    return rc;
+}
+
+/* ---- agents ------------------------------------------------------------------ */
+
+static int make_agent(uv_loop_t *loop, unsigned i)
+{
+    char v[1100], key[32];
+    agent_config_t c;
+    struct {
+        const char *k, *v;
+    } kv[] = {
+        {"coordinator", o.coordinator}, {"server_name", "127.0.0.1"},
+        {"coordinator_pk", o.coordinator_pk}, {"backoff_min_ms", "200"},
+        {"backoff_max_ms", "2000"},
+    };
+
+    agent_config_default(&c);
+    for (size_t j = 0; j < sizeof(kv) / sizeof(kv[0]); j++)
+        if (agent_config_set(&c, kv[j].k, kv[j].v) < 0)
+            goto fail;
+    snprintf(v, sizeof(v), "%s/ca.crt", o.pki);
+    if (agent_config_set(&c, "ca", v) < 0)
+        goto fail;
+    snprintf(v, sizeof(v), "%s/agent-%u.crt", o.work, i);
+    if (agent_config_set(&c, "cert", v) < 0)
+        goto fail;
+    snprintf(v, sizeof(v), "%s/agent-%u.key", o.work, i);
+    if (agent_config_set(&c, "key", v) < 0)
+        goto fail;
+    snprintf(v, sizeof(v), "%s/state-%u", o.work, i);
+    if (agent_config_set(&c, "state_dir", v) < 0)
+        goto fail;
+    snprintf(v, sizeof(v), "libsvm:%s/client-%u.svm", o.data_dir, i % o.shards);
+    if (agent_config_set(&c, "data", v) < 0 || agent_new(loop, &c, &agents[i]) < 0)
+        goto fail;
+    agent_set_log(agents[i], NULL);
+    return 0;
+fail:
+    snprintf(key, sizeof(key), "agent %u", i);
+    fprintf(stderr, "loadgen: %s: %s\n", key, sfl_last_error());
+    return -1;
+}
+
+static void on_start_tick(uv_timer_t *t)
+{
+    /* rate per second in 20 ms ticks */
+    unsigned n = o.rate / 50 ? o.rate / 50 : 1;
+
+    for (; n > 0 && started < o.agents; n--, started++) {
+        int rc = agent_start(agents[started]);
+
+        if (rc < 0)
+            fprintf(stderr, "loadgen: agent %u: start: %s\n", started, uv_strerror(rc));
+    }
+    if (started == o.agents)
+        uv_timer_stop(t);
+}
+
+static void close_all(void)
+{
+    uv_close((uv_handle_t *)&start_timer, NULL);
+    uv_close((uv_handle_t *)&end_timer, NULL);
+    uv_close((uv_handle_t *)&sig_term, NULL);
+    uv_close((uv_handle_t *)&sig_int, NULL);
+}
+
+static void on_stopped(agent_t *a, void *ud)
+{
+    (void)a;
+    (void)ud;
+    if (++stopped == started)
+        close_all();
+}
+
+static void stop_all(void)
+{
+    uv_timer_stop(&start_timer);
+    uv_timer_stop(&end_timer);
+    uv_signal_stop(&sig_term);
+    uv_signal_stop(&sig_int);
+    if (started == 0) {
+        close_all();
+        return;
+    }
+    for (unsigned i = 0; i < started; i++)
+        agent_stop(agents[i], on_stopped, NULL);
+}
+
+static void on_end(uv_timer_t *t)
+{
+    (void)t;
+    stop_all();
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    stop_all();
+}
+
+static long rss_kb(const char *field)
+{
+    char line[256];
+    long v = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, field, strlen(field)) == 0)
+            v = strtol(line + strlen(field), NULL, 10);
+    fclose(f);
+    return v;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: loadgen --pki DIR --agents N --coordinator HOST:PORT "
+                    "--coordinator-pk HEX --data-dir DIR --shards S --work DIR --seconds T "
+                    "[--rate R]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t joined = 0, tasks = 0, trained = 0, accepted = 0, rejected = 0, fails = 0,
+             backoffs = 0;
+    uv_loop_t *loop = uv_default_loop();
+    int rc = 1;
+
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+
+        if (strcmp(k, "--pki") == 0)
+            o.pki = v;
+        else if (strcmp(k, "--coordinator") == 0)
+            o.coordinator = v;
+        else if (strcmp(k, "--coordinator-pk") == 0)
+            o.coordinator_pk = v;
+        else if (strcmp(k, "--data-dir") == 0)
+            o.data_dir = v;
+        else if (strcmp(k, "--work") == 0)
+            o.work = v;
+        else if (strcmp(k, "--agents") == 0)
+            o.agents = (unsigned)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--shards") == 0)
+            o.shards = (unsigned)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--seconds") == 0)
+            o.seconds = (unsigned)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--rate") == 0)
+            o.rate = (unsigned)strtoul(v, NULL, 10);
+        else
+            return usage();
+    }
+    if (argc % 2 == 0 || !o.pki || !o.coordinator || !o.coordinator_pk || !o.data_dir ||
+        !o.work || o.agents == 0 || o.shards == 0 || o.seconds == 0 || o.rate == 0)
+        return usage();
+    if ((agents = calloc(o.agents, sizeof(*agents))) == NULL || issue_all() < 0)
+        goto out;
+    for (unsigned i = 0; i < o.agents; i++)
+        if (make_agent(loop, i) < 0)
+            goto out;
+    uv_timer_init(loop, &start_timer);
+    uv_timer_init(loop, &end_timer);
+    uv_signal_init(loop, &sig_term);
+    uv_signal_init(loop, &sig_int);
+    uv_signal_start(&sig_term, on_signal, SIGTERM);
+    uv_signal_start(&sig_int, on_signal, SIGINT);
+    uv_timer_start(&start_timer, on_start_tick, 0, 20);
+    uv_timer_start(&end_timer, on_end, (uint64_t)o.seconds * 1000, 0);
+    fprintf(stderr, "loadgen: %u agents ready, starting at %u/s\n", o.agents, o.rate);
+    uv_run(loop, UV_RUN_DEFAULT);
+    for (unsigned i = 0; i < o.agents; i++) {
+        const agent_stats_t *s = agent_stats(agents[i]);
+
+        joined += agent_joined_id(agents[i]) != 0;
+        tasks += s->tasks;
+        trained += s->trained;
+        accepted += s->acks[SFL_ACK_ACCEPTED];
+        for (int v = SFL_ACK_LATE; v <= SFL_ACK_REJECTED; v++)
+            rejected += s->acks[v];
+        fails += s->connect_fails;
+        backoffs += s->backoffs;
+    }
+    printf("loadgen agents=%u joined=%llu tasks=%llu trained=%llu accepted=%llu rejected=%llu "
+           "connect_fails=%llu backoffs=%llu rss_kb=%ld\n",
+           o.agents, (unsigned long long)joined, (unsigned long long)tasks,
+           (unsigned long long)trained, (unsigned long long)accepted,
+           (unsigned long long)rejected, (unsigned long long)fails,
+           (unsigned long long)backoffs, rss_kb("VmHWM:"));
+    rc = 0;
+out:
+    for (unsigned i = 0; agents && i < o.agents; i++)
+        agent_free(agents[i]);
+    free(agents);
+    (void)uv_loop_close(loop);
+    return rc;
+}
