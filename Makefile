@@ -91,7 +91,10 @@ AGENT_MAIN_OBJ := $(AGENT_MAIN:%.c=$(BUILD)/%.o)
 COORD_BIN := $(BUILD)/sfl-coordinator
 COORD_MAIN_OBJ := $(BUILD)/server/main_coordinator.o
 
-PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN)
+CTL_BIN := $(BUILD)/sflctl
+CTL_MAIN_OBJ := $(BUILD)/server/main_sflctl.o
+
+PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN) $(CTL_BIN)
 
 .PHONY: all deps deps-test deps-repro test unit unit-asan e2e demo bench \
         reproduce install clean help
@@ -151,6 +154,10 @@ $(COORD_BIN): $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB) $(LDLIBS)
 
+$(CTL_BIN): $(CTL_MAIN_OBJ) $(COORD_LIB) $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CTL_MAIN_OBJ) $(COORD_LIB) $(LIB) $(LDLIBS)
+
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
@@ -207,3 +214,4 @@ clean:
 -include $(LIB_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
 -include $(AGENT_MAIN_OBJ:.o=.d)
 -include $(COORD_MAIN_OBJ:.o=.d)
+-include $(CTL_MAIN_OBJ:.o=.d)

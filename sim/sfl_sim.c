@@ -579,6 +579,9 @@ int main(int argc, char **argv)
         dump_data(cfg.dump_data, &fed);
     if (cfg.dump_shards) {
         dump_shards(cfg.dump_shards, &fed);
+        sfl_dict_free(dict);
+        fed_free(&fed);
+        sim_cfg_free(&cfg);
         return 0;
     }
 

@@ -1,0 +1,874 @@
+/* sflctl's pieces. The client is the agent's link (client-agent/agent.c)
+ * reduced to one caller that waits: every call runs the loop until its
+ * callback has fired, which is what a command-line tool wants and keeps the
+ * session driven only from loop callbacks (never from inside its own). */
+#include "ctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <ini.h>
+#include <math.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "job.h"
+#include "sfl/alloc.h"
+#include "sfl/grpc.h"
+#include "sfl/spcodec.h"
+#include "sfl/transport.h"
+
+/* gRPC deadlines are checked at least this often. */
+#define TICK_MAX_MS 1000u
+/* Size of inih's section buffer (MAX_SECTION in its ini.c). */
+#define INI_SECTION_MAX 50
+/* Replies the tool accepts; an export of a d = 1e6 dense model is ~9 MB. */
+#define CTL_MAX_MESSAGE (64u << 20)
+
+/* ---- configuration ----------------------------------------------------------- */
+
+void ctl_config_default(ctl_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->timeout_ms = 10000;
+}
+
+static const struct {
+    const char *key;
+    size_t off, cap;
+} strings[] = {
+#define S(k, f) {k, offsetof(ctl_config_t, f), sizeof(((ctl_config_t *)0)->f)}
+    S("coordinator", coordinator), S("server_name", server_name), S("ca", ca),
+    S("cert", cert), S("key", key),
+#undef S
+};
+
+int ctl_config_set(ctl_config_t *c, const char *key, const char *v)
+{
+    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
+        size_t n = strlen(v);
+
+        if (strcmp(key, strings[i].key) != 0)
+            continue;
+        if (n >= strings[i].cap)
+            return sfl__fail(SFL_EINVAL, "%s: value longer than %zu characters", key,
+                             strings[i].cap - 1);
+        memcpy((char *)c + strings[i].off, v, n + 1);
+        return 0;
+    }
+    if (strcmp(key, "timeout_ms") == 0) {
+        char *end;
+        unsigned long long x;
+
+        errno = 0;
+        x = strtoull(v, &end, 10);
+        if (*v < '0' || *v > '9' || *end || errno || x == 0 || x > INT32_MAX)
+            return sfl__fail(SFL_EINVAL, "timeout_ms: want 1..%d, got '%s'", INT32_MAX, v);
+        c->timeout_ms = x;
+        return 0;
+    }
+    return sfl__fail(SFL_EINVAL, "unknown sflctl key '%s'", key);
+}
+
+typedef struct cfg_ctx {
+    ctl_config_t *c;
+    int rc;
+} cfg_ctx_t;
+
+static int on_cfg_key(void *user, const char *section, const char *name, const char *value)
+{
+    cfg_ctx_t *x = user;
+
+    if (strcmp(section, "sflctl") != 0) {
+        x->rc = sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [sflctl])", section);
+        return 0;
+    }
+    x->rc = ctl_config_set(x->c, name, value);
+    return x->rc == 0;
+}
+
+/* inih's result as an sfl error naming file and line. */
+static int ini_result(const char *path, int line, int rc)
+{
+    char detail[256];
+
+    if (line < 0)
+        return sfl__fail(-ENOENT, "%s: cannot open", path);
+    if (line == 0)
+        return 0;
+    snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+    return sfl__fail(rc ? rc : SFL_EPARSE, "%s:%d: %s", path, line,
+                     rc ? detail : "malformed line");
+}
+
+int ctl_config_load(ctl_config_t *c, const char *path)
+{
+    cfg_ctx_t x = {c, 0};
+    int line = ini_parse(path, on_cfg_key, &x);
+
+    return ini_result(path, line, x.rc);
+}
+
+int ctl_config_check(const ctl_config_t *c)
+{
+    static const char *const need[] = {"coordinator", "ca", "cert", "key"};
+    const char *have[] = {c->coordinator, c->ca, c->cert, c->key};
+
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+        if (have[i][0] == '\0')
+            return sfl__fail(SFL_EINVAL, "missing required setting '%s'", need[i]);
+    if (c->timeout_ms == 0 || c->timeout_ms > INT32_MAX)
+        return sfl__fail(SFL_EINVAL, "timeout_ms: want 1..%d", INT32_MAX);
+    return 0;
+}
+
+int ctl_parse_id(const char *s, uint64_t *id)
+{
+    char *end;
+    unsigned long long x;
+
+    errno = 0;
+    x = strtoull(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end || errno || x == 0)
+        return sfl__fail(SFL_EINVAL, "'%s' is not a job id (a number >= 1)", s);
+    *id = x;
+    return 0;
+}
+
+/* ---- job files ----------------------------------------------------------------- */
+
+typedef struct job_ctx {
+    coord_job_spec_t spec;
+    uint32_t nlabels;
+    double labels[SFL_MSG_MAX_LABELS];
+    int paused;
+    char section[128]; /* the [job NAME] seen, "" before */
+    int rc;
+} job_ctx_t;
+
+/* Comma-separated, strictly ascending, finite (as coordinator.ini). */
+static int parse_labels(job_ctx_t *x, const char *v)
+{
+    const char *p = v;
+    uint32_t n = 0;
+
+    while (*p) {
+        char *end;
+        double d;
+
+        errno = 0;
+        d = strtod(p, &end);
+        if (end == p || errno || !isfinite(d) || (*end != ',' && *end != '\0') ||
+            n == SFL_MSG_MAX_LABELS || (n > 0 && d <= x->labels[n - 1]))
+            return sfl__fail(SFL_EINVAL,
+                             "labels: want up to %d finite values, ascending, comma-separated",
+                             SFL_MSG_MAX_LABELS);
+        x->labels[n++] = d;
+        p = *end ? end + 1 : end;
+    }
+    x->nlabels = n;
+    return 0;
+}
+
+static int job_key(job_ctx_t *x, const char *section, const char *key, const char *v)
+{
+    const char *name = section + 4;
+
+    if (strncmp(section, "job ", 4) != 0)
+        return sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [job NAME])", section);
+    while (*name == ' ')
+        name++;
+    if (x->section[0] == '\0') {
+        int rc;
+
+        /* inih cuts section names at 49 bytes without a word: a name that
+         * long may have lost its end. */
+        if (strlen(section) >= INI_SECTION_MAX - 1)
+            return sfl__fail(SFL_EINVAL, "[%s...]: job names in a job file are at most %d "
+                             "characters", section, INI_SECTION_MAX - 6);
+        if ((rc = coord_job_spec_set(&x->spec, "name", name)) < 0)
+            return rc;
+        snprintf(x->section, sizeof(x->section), "%s", section);
+    } else if (strcmp(x->section, section) != 0) {
+        return sfl__fail(SFL_EINVAL, "[%s]: a job file holds one [job NAME] section", section);
+    }
+    if (strcmp(key, "labels") == 0)
+        return parse_labels(x, v);
+    if (strcmp(key, "paused") == 0) {
+        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+            return sfl__fail(SFL_EINVAL, "paused: want 0 or 1, got '%s'", v);
+        x->paused = v[0] == '1';
+        return 0;
+    }
+    if (strcmp(key, "name") == 0)
+        return sfl__fail(SFL_EINVAL, "name: the job's name is the section's, [job NAME]");
+    return coord_job_spec_set(&x->spec, key, v);
+}
+
+static int on_job_key(void *user, const char *section, const char *name, const char *value)
+{
+    job_ctx_t *x = user;
+
+    x->rc = job_key(x, section, name, value);
+    return x->rc == 0;
+}
+
+/* The wire spec, checked as the coordinator checks a CreateJob (its
+ * coord.c does the same conversion for coordinator.ini jobs). */
+static int job_wire(job_ctx_t *x, sfl_job_spec_t *w)
+{
+    coord_job_spec_t *s = &x->spec;
+    uint8_t *buf = NULL;
+    size_t len;
+    int rc;
+
+    if (x->nlabels == 0 && s->nclasses > 0)
+        return sfl__fail(SFL_EINVAL, "classes = %u needs labels = v1,v2,...", s->nclasses);
+    if (x->nlabels > 0 && s->nclasses > 0 && s->nclasses != x->nlabels)
+        return sfl__fail(SFL_EINVAL, "classes = %u but %u labels", s->nclasses, x->nlabels);
+    if (s->round.deadline_ms > UINT32_MAX || s->round.heartbeat_ms > UINT32_MAX)
+        return sfl__fail(SFL_EINVAL, "deadline_ms and heartbeat_ms must be below 2^32");
+    s->nclasses = x->nlabels;
+    if ((rc = coord_job_spec_check(s)) < 0)
+        return rc;
+    memset(w, 0, sizeof(*w));
+    snprintf(w->name, sizeof(w->name), "%s", s->name);
+    snprintf(w->algorithm, sizeof(w->algorithm), "%s", s->algo);
+    snprintf(w->loss, sizeof(w->loss), "%s", s->loss);
+    w->params = s->params;
+    w->dimension = s->ncols;
+    w->nlabels = x->nlabels;
+    memcpy(w->labels, x->labels, x->nlabels * sizeof(double));
+    w->rounds = s->rounds;
+    w->cohort_size = s->round.cohort;
+    w->over_selection = s->round.overselect;
+    w->min_quorum = s->round.min_quorum;
+    w->round_deadline_ms = (uint32_t)s->round.deadline_ms;
+    w->value_encoding = s->encoding;
+    w->seed = s->seed;
+    for (uint32_t i = 0; i < s->nconditions; i++)
+        if (sfl_msg_tags_add(&w->required_conditions, s->conditions[i]) < 0)
+            return sfl__fail(SFL_EINVAL, "conditions: '%s' is not a tag (1-31 of [a-z0-9_.:-])",
+                             s->conditions[i]);
+    w->max_attempts = s->round.max_attempts;
+    w->paused = x->paused;
+    w->heartbeat_timeout_ms = (uint32_t)s->round.heartbeat_ms;
+    /* The message's own checks, so nothing is sent the coordinator refuses. */
+    rc = sfl_msg_create_job_pack(w, &buf, &len);
+    sfl_msg_buf_free(buf);
+    return rc;
+}
+
+int ctl_job_load(const char *path, sfl_job_spec_t *out)
+{
+    job_ctx_t x;
+    int line, rc;
+
+    memset(&x, 0, sizeof(x));
+    coord_job_spec_default(&x.spec);
+    line = ini_parse(path, on_job_key, &x);
+    if ((rc = ini_result(path, line, x.rc)) < 0)
+        return rc;
+    if (x.section[0] == '\0')
+        return sfl__fail(SFL_EINVAL, "%s: no [job NAME] section", path);
+    if ((rc = job_wire(&x, out)) < 0) {
+        char detail[256];
+
+        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+        return sfl__fail(rc, "%s: [%s]: %s", path, x.section, detail);
+    }
+    return 0;
+}
+
+/* ---- client ---------------------------------------------------------------------- */
+
+struct ctl_client {
+    uv_loop_t *loop;
+    uint64_t timeout_ms;
+    sfl_conn_t *conn; /* NULL once closed */
+    sfl_grpc_session_t *sess;
+    uv_timer_t tick;  /* session deadlines and output queued outside feed */
+    uv_timer_t nap;   /* ctl_client_sleep */
+    int handles;      /* timers not yet closed */
+    int opened, closed, napped, interrupted, pumping, again;
+    int settled;      /* opened or closed: ctl_client_open may return */
+    char why[256];    /* why the connection failed or closed */
+    /* the call in flight */
+    sfl_grpc_call_t *call;
+    ctl_result_t *res;
+    int done, rc;
+};
+
+static void on_tick(uv_timer_t *t);
+
+static void set_why(ctl_client_t *k, const char *fmt, const char *s)
+{
+    if (k->why[0] == '\0')
+        snprintf(k->why, sizeof(k->why), fmt, s);
+}
+
+/* Writes the session's output and re-arms its timer; only from loop
+ * callbacks. */
+static void pump(ctl_client_t *k)
+{
+    uint64_t next = UINT64_MAX;
+
+    if (k->conn == NULL || k->sess == NULL || !k->opened)
+        return;
+    k->pumping = 1;
+    do {
+        k->again = 0;
+        (void)sfl_grpc_session_tick(k->sess, &next);
+        while (!sfl_conn_congested(k->conn)) {
+            const uint8_t *p;
+            size_t n;
+            int rc = sfl_grpc_session_pending(k->sess, &p, &n);
+
+            if (rc == 0 && n == 0)
+                break;
+            if (rc == 0)
+                rc = sfl_conn_write(k->conn, p, n);
+            if (rc < 0) {
+                set_why(k, "write: %s", sfl_strerror(rc));
+                sfl_conn_abort(k->conn);
+                k->pumping = 0;
+                return;
+            }
+            sfl_grpc_session_consumed(k->sess, n);
+        }
+    } while (k->again);
+    k->pumping = 0;
+    if (sfl_grpc_session_done(k->sess)) {
+        sfl_conn_close(k->conn);
+        return;
+    }
+    uv_timer_start(&k->tick, on_tick, next < TICK_MAX_MS ? next : TICK_MAX_MS, 0);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    pump(t->data);
+}
+
+static void on_wake(sfl_grpc_session_t *s, void *ud)
+{
+    ctl_client_t *k = ud;
+
+    (void)s;
+    if (k->pumping)
+        k->again = 1;
+    else if (k->conn != NULL)
+        uv_timer_start(&k->tick, on_tick, 0, 0);
+}
+
+static void on_connect(sfl_conn_t *c, int status)
+{
+    ctl_client_t *k = sfl_conn_data(c);
+
+    if (status < 0) {
+        set_why(k, "%s", sfl_last_error());
+        return; /* on_close follows */
+    }
+    k->opened = k->settled = 1;
+    pump(k);
+}
+
+static void on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
+{
+    ctl_client_t *k = sfl_conn_data(c);
+
+    if (k->sess == NULL)
+        return;
+    k->pumping = 1;
+    if (sfl_grpc_session_feed(k->sess, buf, len) < 0)
+        set_why(k, "protocol error: %s", sfl_last_error());
+    k->pumping = 0;
+    pump(k);
+}
+
+static void on_drain(sfl_conn_t *c)
+{
+    pump(sfl_conn_data(c));
+}
+
+static void on_close(sfl_conn_t *c, int status)
+{
+    ctl_client_t *k = sfl_conn_data(c);
+
+    if (status < 0)
+        set_why(k, "%s", sfl_last_error()[0] ? sfl_last_error() : sfl_strerror(status));
+    k->conn = NULL;
+    k->closed = k->settled = 1;
+    uv_timer_stop(&k->tick);
+    /* The call in flight, if any, ends here with UNAVAILABLE. */
+    sfl_grpc_session_free(k->sess);
+    k->sess = NULL;
+}
+
+static const sfl_conn_cbs_t conn_cbs = {on_connect, on_data, on_drain, on_close};
+
+/* Runs the loop until *flag; -ECANCELED once interrupted. */
+static int run_until(ctl_client_t *k, const int *flag)
+{
+    while (!*flag && !k->interrupted && uv_loop_alive(k->loop))
+        uv_run(k->loop, UV_RUN_ONCE);
+    return *flag ? 0 : -ECANCELED;
+}
+
+/* "host:port" or "[v6]:port". */
+static int split_hostport(const char *s, char *host, size_t hcap, char *port, size_t pcap)
+{
+    const char *colon, *h = s;
+    size_t hn;
+
+    if (s[0] == '[') {
+        const char *end = strchr(s, ']');
+
+        if (end == NULL || end[1] != ':')
+            return sfl__fail(SFL_EINVAL, "coordinator: bad address '%s' (want [v6]:port)", s);
+        h = s + 1;
+        hn = (size_t)(end - h);
+        colon = end + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            return sfl__fail(SFL_EINVAL, "coordinator: missing port in '%s'", s);
+        hn = (size_t)(colon - s);
+    }
+    if (hn == 0 || hn >= hcap || colon[1] == '\0' || strlen(colon + 1) >= pcap ||
+        strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return sfl__fail(SFL_EINVAL, "coordinator: bad address '%s' (want host:port)", s);
+    memcpy(host, h, hn);
+    host[hn] = '\0';
+    snprintf(port, pcap, "%s", colon + 1);
+    return 0;
+}
+
+static void unavailable(ctl_result_t *r, const char *where, const char *why)
+{
+    r->status = SFL_GRPC_STATUS_UNAVAILABLE;
+    snprintf(r->message, sizeof(r->message), "%.200s: %.300s", where, why);
+}
+
+int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out,
+                    ctl_result_t *r)
+{
+    sfl_grpc_config_t g = {.max_message = CTL_MAX_MESSAGE, .idle_timeout_ms = UINT32_MAX};
+    sfl_conn_opts_t o = {.connect_timeout_ms = cfg->timeout_ms};
+    char host[256], port[16];
+    struct addrinfo hints;
+    uv_getaddrinfo_t gai;
+    ctl_client_t *k = NULL;
+    int rc;
+
+    *out = NULL;
+    memset(r, 0, sizeof(*r));
+    if ((rc = split_hostport(cfg->coordinator, host, sizeof(host), port, sizeof(port))) < 0)
+        return rc;
+    {
+        sfl_tls_config_t t = {
+            .cert_file = cfg->cert,
+            .key_file = cfg->key,
+            .ca_file = cfg->ca,
+            .verify_host = cfg->server_name[0] ? cfg->server_name : host,
+            .alpn = "h2",
+            .alpn_required = 1,
+        };
+
+        if ((rc = sfl_tls_new(&t, 0, &o.tls)) < 0)
+            return rc;
+    }
+    memset(&gai, 0, sizeof(gai));
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    /* No callback: resolves synchronously, which a CLI may. */
+    if ((rc = uv_getaddrinfo(loop, &gai, NULL, host, port, &hints)) < 0) {
+        unavailable(r, cfg->coordinator, uv_strerror(rc)); /* resolving */
+        rc = 0;
+        goto out;
+    }
+    k = sfl__calloc(1, sizeof(*k));
+    if (k == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    k->loop = loop;
+    k->timeout_ms = cfg->timeout_ms;
+    uv_timer_init(loop, &k->tick);
+    uv_timer_init(loop, &k->nap);
+    k->tick.data = k->nap.data = k;
+    k->handles = 2;
+    if ((rc = sfl_grpc_client_new(&g, "https", cfg->coordinator, &k->sess)) < 0)
+        goto out;
+    sfl_grpc_session_set_wake(k->sess, on_wake, k);
+    rc = sfl_conn_connect(loop, gai.addrinfo->ai_addr, &o, &conn_cbs, k, &k->conn);
+    if (rc < 0) {
+        unavailable(r, cfg->coordinator, sfl_strerror(rc));
+        rc = 0;
+        goto out;
+    }
+    (void)run_until(k, &k->settled);
+    /* A refused TLS 1.3 client learns it only after its handshake: the
+     * first call reports that. */
+    if (!k->opened) {
+        unavailable(r, "cannot connect", k->why[0] ? k->why : cfg->coordinator);
+        goto out;
+    }
+    *out = k;
+    k = NULL;
+out:
+    uv_freeaddrinfo(gai.addrinfo);
+    ctl_client_free(k);
+    sfl_tls_free(o.tls);
+    return rc;
+}
+
+static void on_unary(sfl_grpc_call_t *call, int status, const char *message, const uint8_t *resp,
+                     size_t len, void *ud)
+{
+    ctl_client_t *k = ud;
+    ctl_result_t *r = k->res;
+
+    (void)call;
+    k->call = NULL;
+    k->done = 1;
+    r->status = status;
+    snprintf(r->message, sizeof(r->message), "%s", message);
+    if (status == SFL_GRPC_STATUS_UNAVAILABLE && k->why[0] && strlen(message) < 64)
+        snprintf(r->message, sizeof(r->message), "%.63s%s%.300s", message, message[0] ? ": " : "",
+                 k->why);
+    if (status != SFL_GRPC_STATUS_OK)
+        return;
+    r->resp = sfl__malloc(len ? len : 1);
+    if (r->resp == NULL) {
+        k->rc = SFL_ENOMEM;
+        return;
+    }
+    memcpy(r->resp, resp, len);
+    r->len = len;
+}
+
+int ctl_client_call(ctl_client_t *k, const char *path, const uint8_t *req, size_t len,
+                    ctl_result_t *r)
+{
+    int rc;
+
+    ctl_result_clear(r);
+    if (k->interrupted)
+        return -ECANCELED;
+    if (k->sess == NULL) {
+        unavailable(r, "connection closed", k->why[0] ? k->why : "by the coordinator");
+        return 0;
+    }
+    k->res = r;
+    k->done = 0;
+    k->rc = 0;
+    rc = sfl_grpc_call_unary(k->sess, path, req, len, (uint32_t)k->timeout_ms, on_unary, k,
+                             &k->call);
+    if (rc == -ENOTCONN) {
+        unavailable(r, "connection closed", k->why[0] ? k->why : "by the coordinator");
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    rc = run_until(k, &k->done);
+    if (rc < 0) {
+        if (k->call != NULL)
+            sfl_grpc_cancel(k->call);
+        k->call = NULL;
+        return rc;
+    }
+    return k->rc;
+}
+
+void ctl_client_interrupt(ctl_client_t *k)
+{
+    k->interrupted = 1;
+}
+
+static void on_nap(uv_timer_t *t)
+{
+    ctl_client_t *k = t->data;
+
+    k->napped = 1;
+}
+
+int ctl_client_sleep(ctl_client_t *k, uint64_t ms)
+{
+    k->napped = 0;
+    uv_timer_start(&k->nap, on_nap, ms, 0);
+    return run_until(k, &k->napped);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    ctl_client_t *k = h->data;
+
+    k->handles--;
+}
+
+void ctl_client_free(ctl_client_t *k)
+{
+    if (k == NULL)
+        return;
+    if (k->call != NULL)
+        sfl_grpc_cancel(k->call);
+    k->call = NULL;
+    if (k->conn != NULL) {
+        /* Flush a GOAWAY, then let the transport close (close_timeout_ms). */
+        if (k->sess != NULL && k->opened) {
+            sfl_grpc_session_shutdown(k->sess);
+            pump(k);
+        }
+        if (k->conn != NULL)
+            sfl_conn_close(k->conn);
+        while (k->conn != NULL)
+            uv_run(k->loop, UV_RUN_ONCE);
+    }
+    sfl_grpc_session_free(k->sess);
+    if (k->handles > 0) {
+        uv_close((uv_handle_t *)&k->tick, on_handle_closed);
+        uv_close((uv_handle_t *)&k->nap, on_handle_closed);
+        while (k->handles > 0)
+            uv_run(k->loop, UV_RUN_ONCE);
+    }
+    sfl__free(k);
+}
+
+void ctl_result_clear(ctl_result_t *r)
+{
+    sfl__free(r->resp);
+    memset(r, 0, sizeof(*r));
+}
+
+/* ---- output ----------------------------------------------------------------------- */
+
+/* "3d04h", "1h02m", "5m03s", "12s"; negative ages (clock skew) as 0s. */
+static const char *duration(int64_t ms, char *out, size_t cap)
+{
+    uint64_t s = ms > 0 ? (uint64_t)ms / 1000 : 0;
+
+    if (s >= 86400)
+        snprintf(out, cap, "%" PRIu64 "d%02" PRIu64 "h", s / 86400, s % 86400 / 3600);
+    else if (s >= 3600)
+        snprintf(out, cap, "%" PRIu64 "h%02" PRIu64 "m", s / 3600, s % 3600 / 60);
+    else if (s >= 60)
+        snprintf(out, cap, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
+    else
+        snprintf(out, cap, "%" PRIu64 "s", s);
+    return out;
+}
+
+static int running(const sfl_job_status_t *j)
+{
+    return j->state == SFL_JOB_RUNNING;
+}
+
+void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n)
+{
+    int wn = 4, wa = 9;
+
+    if (n == 0) {
+        fprintf(f, "no jobs\n");
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        int a = (int)strlen(jobs[i].name), b = (int)strlen(jobs[i].algorithm);
+
+        wn = a > wn ? a : wn;
+        wa = b > wa ? b : wa;
+    }
+    fprintf(f, "%-4s %-*s %-*s %-9s %-11s %-11s %-7s %-8s %s\n", "ID", wn, "NAME", wa,
+            "ALGORITHM", "STATE", "ROUNDS", "ROUND", "ATTEMPT", "ACCEPTED", "NNZ");
+    for (uint32_t i = 0; i < n; i++) {
+        const sfl_job_status_t *j = &jobs[i];
+        char rounds[32], att[16] = "-", acc[32] = "-";
+
+        snprintf(rounds, sizeof(rounds), "%" PRIu64 "/%u", j->committed_round, j->rounds);
+        if (running(j)) {
+            snprintf(att, sizeof(att), "%u", j->attempt);
+            snprintf(acc, sizeof(acc), "%u/%u", j->accepted, j->cohort_size);
+        }
+        fprintf(f, "%-4" PRIu64 " %-*s %-*s %-9s %-11s %-11s %-7s %-8s %u\n", j->job_id, wn,
+                j->name, wa, j->algorithm, sfl_msg_job_state_name(j->state), rounds,
+                running(j) ? sfl_msg_round_state_name(j->round_state) : "-", att, acc,
+                j->model_nnz);
+        if (j->error[0])
+            fprintf(f, "     error: %s\n", j->error);
+    }
+}
+
+void ctl_print_status(FILE *f, const sfl_status_t *s, int64_t now_ms)
+{
+    char up[32];
+
+    fprintf(f, "coordinator  %s, up %s\n", s->version,
+            duration(now_ms - s->started_ms, up, sizeof(up)));
+    fprintf(f, "agents       %u connected, %u known\n", s->connected_agents, s->known_agents);
+    fprintf(f, "updates      %" PRIu64 " accepted, %" PRIu64 " rejected\n", s->updates_accepted,
+            s->updates_rejected);
+    fprintf(f, "bytes        %" PRIu64 " in, %" PRIu64 " out\n", s->bytes_in, s->bytes_out);
+    fprintf(f, "jobs         %u\n", s->njobs);
+    if (s->njobs > 0) {
+        fputc('\n', f);
+        ctl_print_jobs(f, s->jobs, s->njobs);
+    }
+}
+
+void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms)
+{
+    int ws = 7;
+
+    if (l->n == 0) {
+        fprintf(f, "no agents\n");
+        return;
+    }
+    for (uint32_t i = 0; i < l->n; i++) {
+        int a = (int)strlen(l->agents[i].subject);
+
+        ws = a > ws ? a : ws;
+    }
+    fprintf(f, "%-4s %-*s %-9s %-9s %-4s %-6s %-8s %-8s %-8s %-7s %-9s %s\n", "ID", ws, "SUBJECT",
+            "CONNECTED", "PHASE", "JOB", "ROUND", "PROGRESS", "ACCEPTED", "SAMPLES", "DIM",
+            "LAST SEEN", "VERSION");
+    for (uint32_t i = 0; i < l->n; i++) {
+        const sfl_agent_info_t *a = &l->agents[i];
+        char job[24] = "-", round[24] = "-", prog[16], seen[32] = "-";
+
+        if (a->job_id) {
+            snprintf(job, sizeof(job), "%" PRIu64, a->job_id);
+            snprintf(round, sizeof(round), "%" PRIu64, a->round);
+        }
+        snprintf(prog, sizeof(prog), "%u.%u%%", a->progress_permille / 10,
+                 a->progress_permille % 10);
+        if (a->last_seen_ms > 0) {
+            char d[24];
+
+            snprintf(seen, sizeof(seen), "%s ago",
+                     duration(now_ms - a->last_seen_ms, d, sizeof(d)));
+        }
+        fprintf(f,
+                "%-4" PRIu64 " %-*s %-9s %-9s %-4s %-6s %-8s %-8" PRIu64 " %-8" PRIu64
+                " %-7u %-9s %s\n",
+                a->agent_id, ws, a->subject, a->connected ? "yes" : "no",
+                a->phase ? sfl_msg_phase_name(a->phase) : "-", job, round, prog,
+                a->updates_accepted, a->dataset.samples, a->dataset.dimension, seen,
+                a->agent_version[0] ? a->agent_version : "-");
+    }
+}
+
+void ctl_print_job(FILE *f, const sfl_job_status_t *j)
+{
+    fprintf(f, "job %" PRIu64 " %s: %s, %" PRIu64 "/%u rounds committed%s%s\n", j->job_id,
+            j->name, sfl_msg_job_state_name(j->state), j->committed_round, j->rounds,
+            j->error[0] ? "; error: " : "", j->error);
+}
+
+const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap)
+{
+    if (running(j))
+        snprintf(out, cap,
+                 "job %" PRIu64 " %s: round %" PRIu64 "/%u attempt %u %s, %u/%u accepted "
+                 "(%u selected, quorum %u)",
+                 j->job_id, j->name, j->committed_round + 1, j->rounds, j->attempt,
+                 sfl_msg_round_state_name(j->round_state), j->accepted, j->cohort_size,
+                 j->selected, j->min_quorum);
+    else
+        snprintf(out, cap, "job %" PRIu64 " %s: %s, %" PRIu64 "/%u rounds committed%s%s",
+                 j->job_id, j->name, sfl_msg_job_state_name(j->state), j->committed_round,
+                 j->rounds, j->error[0] ? "; error: " : "", j->error);
+    return out;
+}
+
+void ctl_hex(const uint8_t *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* ---- files ------------------------------------------------------------------------ */
+
+int ctl_export_bytes(const sfl_export_t *e, uint8_t **buf, size_t *len)
+{
+    uint8_t hash[SFL_MSG_HASH_BYTES], *b = NULL;
+    size_t cap;
+    int rc;
+
+    *buf = NULL;
+    *len = 0;
+    if (e->model == NULL)
+        return sfl__fail(SFL_EINVAL, "export: no model");
+    cap = sfl_spcodec_size(e->model, SFL_ENC_F64);
+    b = sfl__malloc(cap ? cap : 1);
+    if (b == NULL)
+        return SFL_ENOMEM;
+    if ((rc = sfl_spcodec_encode(e->model, SFL_ENC_F64, b, cap, len)) < 0)
+        goto out;
+    /* The codec has one encoding per vector, so re-encoding gives back the
+     * bytes the coordinator hashed; checking says so rather than trusting. */
+    crypto_generichash(hash, sizeof(hash), b, *len, NULL, 0);
+    if (memcmp(hash, e->model_hash, sizeof(hash)) != 0) {
+        rc = sfl__fail(SFL_EPARSE, "export: model bytes do not match model_hash");
+        goto out;
+    }
+    *buf = b;
+    b = NULL;
+out:
+    sfl__free(b);
+    if (rc < 0)
+        *len = 0;
+    return rc;
+}
+
+int ctl_write_atomic(const char *path, const uint8_t *buf, size_t len)
+{
+    char tmp[CTL_PATH_MAX + 8];
+    int fd = -1, rc = 0;
+    size_t off = 0;
+
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return sfl__fail(SFL_EINVAL, "%s: path too long", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return sfl__fail(-errno, "%s: cannot create: %s", tmp, strerror(errno));
+    while (off < len) {
+        ssize_t w = write(fd, buf + off, len - off);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            rc = sfl__fail(-errno, "%s: write: %s", tmp, strerror(errno));
+            goto out;
+        }
+        off += (size_t)w;
+    }
+    if (fsync(fd) < 0) {
+        rc = sfl__fail(-errno, "%s: fsync: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (close(fd) < 0) {
+        fd = -1;
+        rc = sfl__fail(-errno, "%s: close: %s", tmp, strerror(errno));
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, path) < 0)
+        rc = sfl__fail(-errno, "%s: rename to %s: %s", tmp, path, strerror(errno));
+out:
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0)
+        unlink(tmp);
+    return rc;
+}

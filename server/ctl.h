@@ -1,0 +1,107 @@
+/* sflctl's pieces, without main(): its configuration, job files, the
+ * one-connection gRPC client it calls the Admin service with, and the text
+ * it prints (docs/configuration.md, section sflctl). */
+#ifndef COORD_CTL_H
+#define COORD_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <uv.h>
+
+#include "sfl/error.h"
+#include "sfl/msg.h"
+
+#define CTL_PATH_MAX 1024
+
+/* sflctl.ini section [sflctl]; every key is also a flag. */
+typedef struct ctl_config {
+    char coordinator[256];    /* host:port, [v6]:port */
+    char server_name[256];    /* name in the coordinator certificate; "" = host */
+    char ca[CTL_PATH_MAX];    /* federation CA (PEM) */
+    char cert[CTL_PATH_MAX];  /* admin certificate (PEM) */
+    char key[CTL_PATH_MAX];   /* its private key (PEM) */
+    uint64_t timeout_ms;      /* connect, and each call's deadline */
+} ctl_config_t;
+
+void ctl_config_default(ctl_config_t *c);
+/* One key = value; SFL_EINVAL naming the key otherwise. */
+int ctl_config_set(ctl_config_t *c, const char *key, const char *value) SFL_MUST_CHECK;
+/* Reads [sflctl] of an INI file; -ENOENT if it cannot be opened, else
+ * errors name file and line. */
+int ctl_config_load(ctl_config_t *c, const char *path) SFL_MUST_CHECK;
+/* coordinator, ca, cert and key are set, timeout_ms in 1..2^31. */
+int ctl_config_check(const ctl_config_t *c) SFL_MUST_CHECK;
+
+/* A job id: decimal, 1..2^64-1. SFL_EINVAL otherwise. */
+int ctl_parse_id(const char *s, uint64_t *id) SFL_MUST_CHECK;
+
+/* A job file: exactly one [job NAME] section with the keys of a
+ * coordinator.ini job (coord_jobdef_set: job.h keys plus labels, paused).
+ * Unset keys take the coordinator's defaults (coord_job_spec_default), the
+ * spec is checked as CreateJob would (coord_job_spec_check, sfl_msg pack
+ * checks) and returned in wire form. Errors name file, line and key. */
+int ctl_job_load(const char *path, sfl_job_spec_t *out) SFL_MUST_CHECK;
+
+/* ---- client ------------------------------------------------------------ */
+
+typedef struct ctl_client ctl_client_t;
+
+/* The end of one call. status is a gRPC status, or UNAVAILABLE when the
+ * connection failed (message says why). resp is owned (sfl__free) and set
+ * only for OK. */
+typedef struct ctl_result {
+    int status;
+    char message[512];
+    uint8_t *resp;
+    size_t len;
+} ctl_result_t;
+
+/* Resolves cfg->coordinator, connects with TLS 1.3 (ALPN h2, the admin
+ * certificate) and runs loop until the handshake is done or failed. On
+ * failure *out is NULL and r says why (UNAVAILABLE); the return is 0 then
+ * too. A negative return is a local failure (TLS files: SFL_EIO, memory).
+ * Returns owned (ctl_client_free). */
+int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out,
+                    ctl_result_t *r) SFL_MUST_CHECK;
+/* One unary call to path with req[0..len) (borrowed), deadline
+ * cfg->timeout_ms; runs the loop until it ends. Frees a previous r->resp.
+ * SFL_ENOMEM, or -ECANCELED after ctl_client_interrupt. */
+int ctl_client_call(ctl_client_t *k, const char *path, const uint8_t *req, size_t len,
+                    ctl_result_t *r) SFL_MUST_CHECK;
+/* Makes the running (or next) ctl_client_call or ctl_client_sleep return
+ * -ECANCELED; for a signal handler on the same loop. */
+void ctl_client_interrupt(ctl_client_t *k);
+/* Runs the loop for ms (0 or -ECANCELED). */
+int ctl_client_sleep(ctl_client_t *k, uint64_t ms);
+/* Closes the connection, runs the loop until its handles are closed, frees.
+ * NULL does nothing. */
+void ctl_client_free(ctl_client_t *k);
+void ctl_result_clear(ctl_result_t *r);
+
+/* ---- output -------------------------------------------------------------- */
+
+/* now_ms: Unix ms, for ages ("12s ago"). */
+void ctl_print_status(FILE *f, const sfl_status_t *s, int64_t now_ms);
+void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n);
+void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms);
+/* One line: "job 2 NAME: STATE, round 3/10". */
+void ctl_print_job(FILE *f, const sfl_job_status_t *j);
+/* sflctl watch's line for a job, no newline: its round, attempt, round
+ * state and accepted / cohort while RUNNING, else its state. Truncated to
+ * cap (snprintf); returns out. */
+const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap);
+/* b[0..n) as 2n lowercase hex digits and a NUL into out. */
+void ctl_hex(const uint8_t *b, size_t n, char *out);
+
+/* The model of an ExportModel reply as the bytes its hash covers (the
+ * SparseVector's spcodec f64 encoding), checked against e->model_hash
+ * (SFL_EPARSE if they differ). Returns owned (sfl__free). */
+int ctl_export_bytes(const sfl_export_t *e, uint8_t **buf, size_t *len) SFL_MUST_CHECK;
+
+/* Writes buf[0..len) to path through path.tmp, fsync and rename, so path
+ * holds the old content or the new, never a part. -errno with detail. */
+int ctl_write_atomic(const char *path, const uint8_t *buf, size_t len) SFL_MUST_CHECK;
+
+#endif
