@@ -34,7 +34,7 @@ static const opt_t opts[] = {
     {"test-frac", T_DBL, O(test_frac), SIM_OPT_TEST_FRAC, "F",
      "fraction held out for test_accuracy (default 0.2 for files, 0 for synth)"},
     {"loss", T_STR, O(loss), -1, "L", "lsq, logistic or softmax (default: from the labels)"},
-    {"clients", T_U32, O(clients), SIM_OPT_CLIENTS, "N", "number of clients (default 100)"},
+    {"clients", T_U32, O(clients), -1, "N", "number of clients (default 100)"},
     {"rounds", T_U32, O(rounds), -1, "T", "communication rounds (default 100)"},
     {"tau", T_U32, O(tau), SIM_OPT_TAU, "TAU", "sparsity level, per class for softmax (default 200)"},
     {"local-steps", T_U32, O(local_steps), SIM_OPT_K, "K",

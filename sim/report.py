@@ -321,9 +321,9 @@ def gradmp_section(sim, data):
     md += ["", "![V-A](gradmp-va.png)", ""]
 
     # -- Sec. V-B --------------------------------------------------------
-    for tag, title, algos in (("vb-0.2", "alpha = 0.2, tau = 15", None),
-                              ("vb-0.5", "alpha = 0.5, tau = 15", None),
-                              ("vb400", "alpha = 0.5, tau = 400 (inexact FedGradMP)", None)):
+    for tag, title in (("vb-0.2", "alpha = 0.2, tau = 15"),
+                       ("vb-0.5", "alpha = 0.5, tau = 15"),
+                       ("vb400", "alpha = 0.5, tau = 400 (inexact FedGradMP)")):
         print(f"gradmp {tag}:", file=sys.stderr)
         gm = "fedgradmp-inexact" if tag == "vb400" else "fedgradmp"
         md += [f"## Sec. V-B: {title}", "",
@@ -333,7 +333,7 @@ def gradmp_section(sim, data):
                "| algorithm | lr | rel. error round 10 | round 40 | rounds to 1e-6 | ms to 1e-6 "
                "| ms for 40 rounds |",
                "|---|---|---|---|---|---|---|"]
-        rounds_series, wall_series = [], []
+        rounds_series = []
         for alg in (gm, "fediterht", "fedmid", "feddualavg"):
             base = f"gradmp-{tag}-{alg}"
             if alg == gm:

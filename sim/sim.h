@@ -29,7 +29,7 @@ typedef struct sim_cfg {
 /* Option ids for given[] that the driver consults. */
 enum { SIM_OPT_LR, SIM_OPT_K, SIM_OPT_TEST_FRAC, SIM_OPT_LAMBDA, SIM_OPT_PARTITION,
        SIM_OPT_TAU, SIM_OPT_ALPHA, SIM_OPT_BETA, SIM_OPT_DIM, SIM_OPT_SUPPORT,
-       SIM_OPT_SAMPLES, SIM_OPT_CLIENTS, SIM_OPT_NOISE, SIM_OPT_DECAY };
+       SIM_OPT_SAMPLES, SIM_OPT_NOISE, SIM_OPT_DECAY };
 
 /* Parses argv (and --config FILE); prints --help and exits 0 when asked;
  * on a bad flag or file prints one line and returns -1. */
