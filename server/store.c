@@ -88,9 +88,10 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_AGENT_INSERT] = "INSERT INTO agents(name, cert_fingerprint, identity_pk, "
                         "capabilities, samples, dimension, labels, joined_ms, last_seen_ms) "
                         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
-    [ST_AGENT_UPDATE] = "UPDATE agents SET cert_fingerprint = ?2, capabilities = ?3, "
-                        "samples = ?4, dimension = ?5, labels = ?6, last_seen_ms = ?7 "
-                        "WHERE id = ?1",
+    /* Parameters as in ST_AGENT_INSERT (bind_agent); the key is not changed. */
+    [ST_AGENT_UPDATE] = "UPDATE agents SET cert_fingerprint = ?2, capabilities = ?4, "
+                        "samples = ?5, dimension = ?6, labels = ?7, last_seen_ms = ?8 "
+                        "WHERE name = ?1 AND identity_pk = ?3",
     [ST_AGENT_REKEY] = "UPDATE agents SET identity_pk = ?2 WHERE id = ?1",
     [ST_AGENT_TOUCH] = "UPDATE agents SET last_seen_ms = ?2 WHERE id = ?1",
     [ST_AGENT_GET] = "SELECT " AGENT_COLS " FROM agents WHERE id = ?1",
@@ -290,16 +291,13 @@ static const char *rc_name(int rc)
 /* Records "<context>: <sqlite message> (SQLITE_X)" and maps rc to an sfl
  * code or -errno. Call before anything else touches the connection, which
  * would replace sqlite3_errmsg. */
-static int dberr(sqlite3 *db, int rc, const char *fmt, ...) SFL_PRINTF(3, 4);
-static int dberr(sqlite3 *db, int rc, const char *fmt, ...)
+static int vdberr(sqlite3 *db, int rc, const char *fmt, va_list ap) SFL_PRINTF(3, 0);
+static int vdberr(sqlite3 *db, int rc, const char *fmt, va_list ap)
 {
     char ctx[256];
-    va_list ap;
     int err, sys = db ? sqlite3_system_errno(db) : 0;
 
-    va_start(ap, fmt);
     vsnprintf(ctx, sizeof(ctx), fmt, ap);
-    va_end(ap);
     switch (rc & 0xff) {
     case SQLITE_NOMEM: err = SFL_ENOMEM; break;
     case SQLITE_BUSY:
@@ -321,6 +319,17 @@ static int dberr(sqlite3 *db, int rc, const char *fmt, ...)
                      rc_name(rc));
 }
 
+static int dberr(sqlite3 *db, int rc, const char *fmt, ...) SFL_PRINTF(3, 4);
+static int dberr(sqlite3 *db, int rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    rc = vdberr(db, rc, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 /* Returns the prepared statement id, prepared on first use. */
 static int stmt(coord_store_t *s, int id, sqlite3_stmt **out)
 {
@@ -333,6 +342,35 @@ static int stmt(coord_store_t *s, int id, sqlite3_stmt **out)
         return dberr(s->db, rc, "store: prepare statement %d", id);
     *out = s->st[id];
     return 0;
+}
+
+/* stmt() with the leading parameters ?1..?n bound to ids[0..n); IDS(a, b)
+ * gives n and ids. */
+static int prep(coord_store_t *s, int id, sqlite3_stmt **out, size_t n, const int64_t *ids)
+{
+    int rc = stmt(s, id, out);
+
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        sqlite3_bind_int64(*out, (int)i + 1, ids[i]);
+    return rc;
+}
+#define IDS(...)                                                                           \
+    sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (const int64_t[]){__VA_ARGS__}
+
+/* Steps st once: SQLITE_ROW or SQLITE_DONE, else the error with the detail
+ * "<fmt>: <sqlite message>". */
+static int step(coord_store_t *s, sqlite3_stmt *st, const char *fmt, ...) SFL_PRINTF(3, 4);
+static int step(coord_store_t *s, sqlite3_stmt *st, const char *fmt, ...)
+{
+    va_list ap;
+    int rc = sqlite3_step(st);
+
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return rc;
+    va_start(ap, fmt);
+    rc = vdberr(s->db, rc, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* Ends the use of a statement: releases its read snapshot and bindings. */
@@ -362,12 +400,28 @@ static int bind_text(sqlite3_stmt *st, int i, const char *t)
 /* Runs a statement that returns no rows. */
 static int exec_stmt(coord_store_t *s, sqlite3_stmt *st, const char *what)
 {
-    int rc = sqlite3_step(st);
+    int rc = step(s, st, "store: %s", what);
 
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        rc = dberr(s->db, rc, "store: %s", what);
-    else
-        rc = 0;
+    done(st);
+    return rc < 0 ? rc : 0;
+}
+
+/* Binds a big blob (spec, cohort, model) as parameter i, then runs st like
+ * exec_stmt. SQLite refuses blobs beyond SQLITE_MAX_LENGTH (1e9 bytes by
+ * default): SFL_ELIMIT with the detail "<fmt>: <sqlite message>". */
+static int exec_blob(coord_store_t *s, sqlite3_stmt *st, int i, const void *p, size_t n,
+                     const char *what, const char *fmt, ...) SFL_PRINTF(7, 8);
+static int exec_blob(coord_store_t *s, sqlite3_stmt *st, int i, const void *p, size_t n,
+                     const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    int rc = bind_blob(st, i, p, n);
+
+    if (rc == SQLITE_OK)
+        return exec_stmt(s, st, what);
+    va_start(ap, fmt);
+    rc = vdberr(s->db, rc, fmt, ap);
+    va_end(ap);
     done(st);
     return rc;
 }
@@ -490,6 +544,48 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
+/* Clears each of n elem-sized rows (clear may be NULL), then frees arr. */
+static void free_rows(void *arr, size_t n, size_t elem, void (*clear)(void *row))
+{
+    if (arr == NULL)
+        return;
+    for (size_t i = 0; clear && i < n; i++)
+        clear((unsigned char *)arr + i * elem);
+    sfl__free(arr);
+}
+
+/* Reads the current row of st into row; max bounds what the row may
+ * allocate. */
+typedef int (*read_fn)(sqlite3_stmt *st, size_t max, void *row);
+
+/* Reads every row of st (then reset) into a new array of elem-sized rows,
+ * *out and *n set only on success. On failure the rows read so far, the
+ * failed one included, are cleared (clear may be NULL) and the array freed. */
+static int fetch_all(coord_store_t *s, sqlite3_stmt *st, read_fn rd, size_t max, size_t elem,
+                     void (*clear)(void *row), void **out, size_t *n, const char *what)
+{
+    void *arr = NULL;
+    size_t cnt = 0, cap = 0;
+    int rc;
+
+    while ((rc = step(s, st, "store: %s", what)) == SQLITE_ROW) {
+        if ((rc = grow(&arr, &cap, cnt, elem)) != 0)
+            break;
+        rc = rd(st, max, (unsigned char *)arr + cnt * elem);
+        cnt++;
+        if (rc)
+            break;
+    }
+    done(st);
+    if (rc != SQLITE_DONE) {
+        free_rows(arr, cnt, elem, clear);
+        return rc;
+    }
+    *out = arr;
+    *n = cnt;
+    return 0;
+}
+
 static int check_text(const char *t, size_t max, int required, const char *what)
 {
     if (t == NULL) {
@@ -512,18 +608,35 @@ void coord_store_free(void *p)
 
 /* ---- open, migrations, checks ---------------------------------------- */
 
+/* Prepares a one-off statement (not kept: pragmas, checks) into *st and
+ * steps it once: SQLITE_ROW, SQLITE_DONE when want_row is 0, else the error
+ * with the detail "<fmt>: <sqlite message>". The caller finalizes *st. */
+static int once(coord_store_t *s, const char *sql, int want_row, sqlite3_stmt **st,
+                const char *fmt, ...) SFL_PRINTF(5, 6);
+static int once(coord_store_t *s, const char *sql, int want_row, sqlite3_stmt **st,
+                const char *fmt, ...)
+{
+    va_list ap;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
+
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(*st);
+    if (rc == SQLITE_ROW || (rc == SQLITE_DONE && !want_row))
+        return rc;
+    va_start(ap, fmt);
+    rc = vdberr(s->db, rc == SQLITE_DONE ? SQLITE_ERROR : rc, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 static int pragma_int(coord_store_t *s, const char *sql, int64_t *v)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    int rc = once(s, sql, 1, &st, "store: %s", sql);
 
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *v = sqlite3_column_int64(st, 0);
         rc = 0;
-    } else {
-        rc = dberr(s->db, rc == SQLITE_DONE ? SQLITE_ERROR : rc, "store: %s", sql);
     }
     sqlite3_finalize(st);
     return rc;
@@ -533,18 +646,14 @@ static int pragma_int(coord_store_t *s, const char *sql, int64_t *v)
 static int pragma_ok(coord_store_t *s, const char *sql)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    int rc = once(s, sql, 1, &st, "store: %s", sql);
 
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         const unsigned char *t = sqlite3_column_text(st, 0);
         if (t && strcmp((const char *)t, "ok") == 0)
             rc = 0;
         else
             rc = sfl__fail(SFL_EPARSE, "store: %s: %.200s", sql, t ? (const char *)t : "?");
-    } else {
-        rc = dberr(s->db, rc == SQLITE_DONE ? SQLITE_ERROR : rc, "store: %s", sql);
     }
     sqlite3_finalize(st);
     return rc;
@@ -621,10 +730,8 @@ static int migrate(coord_store_t *s, const char *path)
             sqlite3_free(msg);
             goto out;
         }
-        if ((rc = stmt(s, ST_VERSION_INSERT, &st)) != 0)
+        if ((rc = prep(s, ST_VERSION_INSERT, &st, IDS(v + 1, now_ms()))) != 0)
             goto out;
-        sqlite3_bind_int64(st, 1, v + 1);
-        sqlite3_bind_int64(st, 2, now_ms());
         rc = exec_stmt(s, st, "record schema version");
         st = NULL;
         if (rc)
@@ -682,11 +789,8 @@ int coord_store_open(const char *path, const coord_store_opts_t *opts, coord_sto
     {
         sqlite3_stmt *st = NULL;
 
-        rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
-        if (rc == SQLITE_OK)
-            rc = sqlite3_step(st);
+        rc = once(s, "PRAGMA journal_mode = WAL", 1, &st, "%s: enable WAL", path);
         if (rc != SQLITE_ROW) {
-            rc = dberr(s->db, rc, "%s: enable WAL", path);
             sqlite3_finalize(st);
             goto out;
         }
@@ -744,9 +848,7 @@ int coord_store_integrity_check(coord_store_t *s)
         return sfl__fail(SFL_EINVAL, "store: NULL store");
     if ((rc = pragma_ok(s, "PRAGMA integrity_check(1)")) != 0)
         return rc;
-    rc = sqlite3_prepare_v2(s->db, "PRAGMA foreign_key_check", -1, &st, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
+    rc = once(s, "PRAGMA foreign_key_check", 0, &st, "store: foreign_key_check");
     if (rc == SQLITE_ROW)
         rc = sfl__fail(SFL_EPARSE, "store: foreign key violation: %s row %lld references %s",
                        (const char *)sqlite3_column_text(st, 0),
@@ -754,8 +856,6 @@ int coord_store_integrity_check(coord_store_t *s)
                        (const char *)sqlite3_column_text(st, 2));
     else if (rc == SQLITE_DONE)
         rc = 0;
-    else
-        rc = dberr(s->db, rc, "store: foreign_key_check");
     sqlite3_finalize(st);
     return rc;
 }
@@ -771,9 +871,8 @@ int coord_store_recover(coord_store_t *s, const char *reason, size_t *n)
         return sfl__fail(SFL_EINVAL, "store: NULL store");
     if ((rc = check_text(reason, COORD_REASON_MAX, 0, "reason")) != 0)
         return rc;
-    if ((rc = stmt(s, ST_ROUND_RECOVER, &st)) != 0)
+    if ((rc = prep(s, ST_ROUND_RECOVER, &st, IDS(now_ms()))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, now_ms());
     bind_text(st, 2, reason);
     /* One statement, so atomic without an explicit transaction. */
     rc = exec_stmt(s, st, "mark live rounds failed");
@@ -784,10 +883,12 @@ int coord_store_recover(coord_store_t *s, const char *reason, size_t *n)
 
 /* ---- agents ---------------------------------------------------------- */
 
-static int read_agent(sqlite3_stmt *st, coord_agent_t *a)
+static int read_agent(sqlite3_stmt *st, size_t max, void *row)
 {
+    coord_agent_t *a = row;
     int rc;
 
+    (void)max;
     memset(a, 0, sizeof(*a));
     a->id = sqlite3_column_int64(st, 0);
     if ((rc = col_text(st, 1, a->name, sizeof(a->name), "agents.name")) != 0 ||
@@ -804,6 +905,18 @@ static int read_agent(sqlite3_stmt *st, coord_agent_t *a)
     a->joined_ms = sqlite3_column_int64(st, 8);
     a->last_seen_ms = sqlite3_column_int64(st, 9);
     return 0;
+}
+
+static void bind_agent(sqlite3_stmt *st, const coord_agent_t *a, int64_t now)
+{
+    bind_text(st, 1, a->name);
+    bind_blob(st, 2, a->cert_fingerprint, sizeof(a->cert_fingerprint));
+    bind_blob(st, 3, a->identity_pk, sizeof(a->identity_pk));
+    bind_text(st, 4, a->capabilities);
+    sqlite3_bind_int64(st, 5, a->samples);
+    sqlite3_bind_int64(st, 6, a->dimension);
+    bind_text(st, 7, a->labels);
+    sqlite3_bind_int64(st, 8, now);
 }
 
 int coord_store_agent_upsert(coord_store_t *s, const coord_agent_t *a, int64_t *id)
@@ -828,7 +941,7 @@ int coord_store_agent_upsert(coord_store_t *s, const coord_agent_t *a, int64_t *
     if ((rc = stmt(s, ST_AGENT_BY_NAME, &st)) != 0)
         goto out;
     bind_text(st, 1, a->name);
-    rc = sqlite3_step(st);
+    rc = step(s, st, "store: look up agent '%s'", a->name);
     if (rc == SQLITE_ROW) {
         uint8_t pk[COORD_KEY_BYTES];
 
@@ -845,47 +958,30 @@ int coord_store_agent_upsert(coord_store_t *s, const coord_agent_t *a, int64_t *
         done(st);
         if ((rc = stmt(s, ST_AGENT_UPDATE, &st)) != 0)
             goto out;
-        sqlite3_bind_int64(st, 1, aid);
-        bind_blob(st, 2, a->cert_fingerprint, sizeof(a->cert_fingerprint));
-        bind_text(st, 3, a->capabilities);
-        sqlite3_bind_int64(st, 4, a->samples);
-        sqlite3_bind_int64(st, 5, a->dimension);
-        bind_text(st, 6, a->labels);
-        sqlite3_bind_int64(st, 7, now);
+        bind_agent(st, a, now);
         rc = exec_stmt(s, st, "update agent");
         st = NULL;
         goto out;
     }
-    if (rc != SQLITE_DONE) {
-        rc = dberr(s->db, rc, "store: look up agent '%s'", a->name);
+    if (rc != SQLITE_DONE)
         goto out;
-    }
     done(st);
     if ((rc = stmt(s, ST_AGENT_BY_KEY, &st)) != 0)
         goto out;
     bind_blob(st, 1, a->identity_pk, sizeof(a->identity_pk));
-    rc = sqlite3_step(st);
+    rc = step(s, st, "store: look up identity key");
     if (rc == SQLITE_ROW) {
         rc = sfl__fail(-EEXIST,
                        "store: agent '%s': identity key already registered to agent '%.64s'",
                        a->name, (const char *)sqlite3_column_text(st, 0));
         goto out;
     }
-    if (rc != SQLITE_DONE) {
-        rc = dberr(s->db, rc, "store: look up identity key");
+    if (rc != SQLITE_DONE)
         goto out;
-    }
     done(st);
     if ((rc = stmt(s, ST_AGENT_INSERT, &st)) != 0)
         goto out;
-    bind_text(st, 1, a->name);
-    bind_blob(st, 2, a->cert_fingerprint, sizeof(a->cert_fingerprint));
-    bind_blob(st, 3, a->identity_pk, sizeof(a->identity_pk));
-    bind_text(st, 4, a->capabilities);
-    sqlite3_bind_int64(st, 5, a->samples);
-    sqlite3_bind_int64(st, 6, a->dimension);
-    bind_text(st, 7, a->labels);
-    sqlite3_bind_int64(st, 8, now);
+    bind_agent(st, a, now);
     rc = exec_stmt(s, st, "insert agent");
     st = NULL;
     if (rc == 0)
@@ -916,9 +1012,8 @@ int coord_store_agent_rekey(coord_store_t *s, int64_t id,
 
     if (s == NULL || identity_pk == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
-    if ((rc = stmt(s, ST_AGENT_REKEY, &st)) != 0)
+    if ((rc = prep(s, ST_AGENT_REKEY, &st, IDS(id))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, id);
     bind_blob(st, 2, identity_pk, COORD_KEY_BYTES);
     rc = sqlite3_step(st);
     if ((rc & 0xff) == SQLITE_CONSTRAINT) {
@@ -945,35 +1040,29 @@ int coord_store_agent_touch(coord_store_t *s, int64_t id)
 
     if (s == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL store");
-    if ((rc = stmt(s, ST_AGENT_TOUCH, &st)) != 0)
+    if ((rc = prep(s, ST_AGENT_TOUCH, &st, IDS(id, now_ms()))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, now_ms());
     return update_by_id(s, st, "touch agent", id);
 }
 
 static int agent_get(coord_store_t *s, int id_stmt, int64_t id, const char *name,
                      coord_agent_t *out)
 {
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *st;
     int rc;
 
     if (s == NULL || out == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
-    if ((rc = stmt(s, id_stmt, &st)) != 0)
+    if ((rc = prep(s, id_stmt, &st, IDS(id))) != 0)
         return rc;
     if (name)
         bind_text(st, 1, name);
-    else
-        sqlite3_bind_int64(st, 1, id);
-    rc = sqlite3_step(st);
+    rc = step(s, st, "store: read agent");
     if (rc == SQLITE_ROW)
-        rc = read_agent(st, out);
+        rc = read_agent(st, 0, out);
     else if (rc == SQLITE_DONE)
         rc = name ? sfl__fail(SFL_ENOTFOUND, "store: no agent named '%.64s'", name)
                   : sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)id);
-    else
-        rc = dberr(s->db, rc, "store: read agent");
     done(st);
     return rc;
 }
@@ -992,32 +1081,18 @@ int coord_store_agent_get_by_name(coord_store_t *s, const char *name, coord_agen
 
 int coord_store_agent_list(coord_store_t *s, coord_agent_t **out, size_t *n)
 {
-    sqlite3_stmt *st = NULL;
-    coord_agent_t *arr = NULL;
-    size_t cnt = 0, cap = 0;
+    sqlite3_stmt *st;
+    void *arr = NULL;
     int rc;
 
     if (s == NULL || out == NULL || n == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     *out = NULL;
     *n = 0;
-    if ((rc = stmt(s, ST_AGENT_LIST, &st)) != 0)
+    if ((rc = prep(s, ST_AGENT_LIST, &st, 0, NULL)) != 0 ||
+        (rc = fetch_all(s, st, read_agent, 0, sizeof(**out), NULL, &arr, n, "list agents")) != 0)
         return rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&arr, &cap, cnt, sizeof(*arr))) != 0 ||
-            (rc = read_agent(st, &arr[cnt])) != 0)
-            goto out;
-        cnt++;
-    }
-    rc = rc == SQLITE_DONE ? 0 : dberr(s->db, rc, "store: list agents");
-out:
-    done(st);
-    if (rc) {
-        sfl__free(arr);
-        return rc;
-    }
     *out = arr;
-    *n = cnt;
     return 0;
 }
 
@@ -1031,17 +1106,19 @@ void coord_job_clear(coord_srow_job_t *j)
     memset(j, 0, sizeof(*j));
 }
 
-void coord_job_list_free(coord_srow_job_t *jobs, size_t n)
+static void clear_job(void *row)
 {
-    if (jobs == NULL)
-        return;
-    for (size_t i = 0; i < n; i++)
-        coord_job_clear(&jobs[i]);
-    sfl__free(jobs);
+    coord_job_clear(row);
 }
 
-static int read_job(sqlite3_stmt *st, size_t max_spec, coord_srow_job_t *j)
+void coord_job_list_free(coord_srow_job_t *jobs, size_t n)
 {
+    free_rows(jobs, n, sizeof(*jobs), clear_job);
+}
+
+static int read_job(sqlite3_stmt *st, size_t max_spec, void *row)
+{
+    coord_srow_job_t *j = row;
     int rc, state = 0;
 
     memset(j, 0, sizeof(*j));
@@ -1072,12 +1149,8 @@ int coord_store_job_create(coord_store_t *s, const char *name, const uint8_t *sp
     bind_text(st, 1, name);
     sqlite3_bind_int64(st, 2, u64_to_i64(seed));
     sqlite3_bind_int64(st, 3, now_ms());
-    if ((rc = bind_blob(st, 4, spec, spec_len)) != SQLITE_OK) {
-        rc = dberr(s->db, rc, "store: job spec of %zu bytes", spec_len);
-        done(st);
-        return rc;
-    }
-    if ((rc = exec_stmt(s, st, "insert job")) != 0)
+    if ((rc = exec_blob(s, st, 4, spec, spec_len, "insert job", "store: job spec of %zu bytes",
+                        spec_len)) != 0)
         return rc;
     if (id)
         *id = sqlite3_last_insert_rowid(s->db);
@@ -1092,16 +1165,13 @@ int coord_store_job_get(coord_store_t *s, int64_t id, size_t max_spec, coord_sro
     if (s == NULL || out == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     memset(out, 0, sizeof(*out));
-    if ((rc = stmt(s, ST_JOB_GET, &st)) != 0)
+    if ((rc = prep(s, ST_JOB_GET, &st, IDS(id))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, id);
-    rc = sqlite3_step(st);
+    rc = step(s, st, "store: read job %lld", (long long)id);
     if (rc == SQLITE_ROW)
         rc = read_job(st, max_spec, out);
     else if (rc == SQLITE_DONE)
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)id);
-    else
-        rc = dberr(s->db, rc, "store: read job %lld", (long long)id);
     done(st);
     if (rc)
         coord_job_clear(out);
@@ -1110,34 +1180,19 @@ int coord_store_job_get(coord_store_t *s, int64_t id, size_t max_spec, coord_sro
 
 int coord_store_job_list(coord_store_t *s, size_t max_spec, coord_srow_job_t **out, size_t *n)
 {
-    sqlite3_stmt *st = NULL;
-    coord_srow_job_t *arr = NULL;
-    size_t cnt = 0, cap = 0;
+    sqlite3_stmt *st;
+    void *arr = NULL;
     int rc;
 
     if (s == NULL || out == NULL || n == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     *out = NULL;
     *n = 0;
-    if ((rc = stmt(s, ST_JOB_LIST, &st)) != 0)
+    if ((rc = prep(s, ST_JOB_LIST, &st, 0, NULL)) != 0 ||
+        (rc = fetch_all(s, st, read_job, max_spec, sizeof(**out), clear_job, &arr, n,
+                        "list jobs")) != 0)
         return rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&arr, &cap, cnt, sizeof(*arr))) != 0)
-            goto out;
-        rc = read_job(st, max_spec, &arr[cnt]);
-        cnt++; /* a failed row is cleared by coord_job_list_free below */
-        if (rc)
-            goto out;
-    }
-    rc = rc == SQLITE_DONE ? 0 : dberr(s->db, rc, "store: list jobs");
-out:
-    done(st);
-    if (rc) {
-        coord_job_list_free(arr, cnt);
-        return rc;
-    }
     *out = arr;
-    *n = cnt;
     return 0;
 }
 
@@ -1148,10 +1203,9 @@ static int job_state(coord_store_t *s, int64_t job, coord_job_state_t *state, in
     sqlite3_stmt *st;
     int rc, v = 0;
 
-    if ((rc = stmt(s, ST_JOB_STATE, &st)) != 0)
+    if ((rc = prep(s, ST_JOB_STATE, &st, IDS(job))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
-    rc = sqlite3_step(st);
+    rc = step(s, st, "store: read job %lld", (long long)job);
     if (rc == SQLITE_ROW) {
         rc = parse_state(sqlite3_column_text(st, 0), job_states, NSTATES(job_states),
                          "jobs.state", &v);
@@ -1159,11 +1213,27 @@ static int job_state(coord_store_t *s, int64_t job, coord_job_state_t *state, in
         *last = sqlite3_column_int64(st, 1);
     } else if (rc == SQLITE_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)job);
-    } else {
-        rc = dberr(s->db, rc, "store: read job %lld", (long long)job);
     }
     done(st);
     return rc;
+}
+
+/* A new round attempt or a commit needs a job that is not finished... */
+static int job_writable(int64_t job, coord_job_state_t jstate)
+{
+    if (jstate == COORD_JOB_CANCELLED || jstate == COORD_JOB_DONE)
+        return sfl__fail(SFL_EINVAL, "store: job %lld is %s", (long long)job, job_states[jstate]);
+    return 0;
+}
+
+/* ...and is for the round after the last committed one. */
+static int next_round(int64_t job, int64_t round, int64_t last)
+{
+    if (round != last + 1)
+        return sfl__fail(SFL_EINVAL, "store: job %lld: round %lld is not the next round "
+                                     "(last committed %lld)",
+                         (long long)job, (long long)round, (long long)last);
+    return 0;
 }
 
 int coord_store_job_set_state(coord_store_t *s, int64_t id, coord_job_state_t state)
@@ -1188,9 +1258,8 @@ int coord_store_job_set_state(coord_store_t *s, int64_t id, coord_job_state_t st
                        job_states[cur], job_states[state]);
         goto out;
     }
-    if ((rc = stmt(s, ST_JOB_SET_STATE, &st)) != 0)
+    if ((rc = prep(s, ST_JOB_SET_STATE, &st, IDS(id))) != 0)
         goto out;
-    sqlite3_bind_int64(st, 1, id);
     bind_text(st, 2, job_states[state]);
     rc = exec_stmt(s, st, "set job state");
     st = NULL;
@@ -1209,13 +1278,14 @@ void coord_round_clear(coord_srow_round_t *r)
     memset(r, 0, sizeof(*r));
 }
 
+static void clear_round(void *row)
+{
+    coord_round_clear(row);
+}
+
 void coord_round_list_free(coord_srow_round_t *rounds, size_t n)
 {
-    if (rounds == NULL)
-        return;
-    for (size_t i = 0; i < n; i++)
-        coord_round_clear(&rounds[i]);
-    sfl__free(rounds);
+    free_rows(rounds, n, sizeof(*rounds), clear_round);
 }
 
 /* Manifest: agent ids as little-endian uint64, strictly ascending, so the
@@ -1235,8 +1305,9 @@ static uint64_t get_u64(const uint8_t *p)
     return v;
 }
 
-static int read_round(sqlite3_stmt *st, size_t max_cohort, coord_srow_round_t *r)
+static int read_round(sqlite3_stmt *st, size_t max_cohort, void *row)
 {
+    coord_srow_round_t *r = row;
     int rc, state = 0;
 
     memset(r, 0, sizeof(*r));
@@ -1290,10 +1361,8 @@ int coord_store_round_next_attempt(coord_store_t *s, int64_t job, int64_t round,
 
     if (s == NULL || attempt == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
-    if ((rc = stmt(s, ST_ROUND_MAX_ATTEMPT, &st)) != 0)
+    if ((rc = prep(s, ST_ROUND_MAX_ATTEMPT, &st, IDS(job, round))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *attempt = sqlite3_column_int64(st, 0) + 1;
@@ -1337,33 +1406,20 @@ int coord_store_round_open(coord_store_t *s, int64_t job, int64_t round, int64_t
     if ((rc = begin(s)) != 0)
         goto out;
     txn = 1;
-    if ((rc = job_state(s, job, &jstate, &last)) != 0)
+    if ((rc = job_state(s, job, &jstate, &last)) != 0 || (rc = job_writable(job, jstate)) != 0 ||
+        (rc = next_round(job, round, last)) != 0)
         goto out;
-    if (jstate == COORD_JOB_CANCELLED || jstate == COORD_JOB_DONE) {
-        rc = sfl__fail(SFL_EINVAL, "store: job %lld is %s", (long long)job, job_states[jstate]);
+    if ((rc = prep(s, ST_ROUND_LIVE, &st, IDS(job, round))) != 0)
         goto out;
-    }
-    if (round != last + 1) {
-        rc = sfl__fail(SFL_EINVAL, "store: job %lld: round %lld is not the next round "
-                                   "(last committed %lld)",
-                       (long long)job, (long long)round, (long long)last);
-        goto out;
-    }
-    if ((rc = stmt(s, ST_ROUND_LIVE, &st)) != 0)
-        goto out;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
-    rc = sqlite3_step(st);
+    rc = step(s, st, "store: find live attempts");
     if (rc == SQLITE_ROW) {
         rc = sfl__fail(SFL_EINVAL, "store: job %lld round %lld attempt %lld is still %s",
                        (long long)job, (long long)round, (long long)sqlite3_column_int64(st, 0),
                        (const char *)sqlite3_column_text(st, 1));
         goto out;
     }
-    if (rc != SQLITE_DONE) {
-        rc = dberr(s->db, rc, "store: find live attempts");
+    if (rc != SQLITE_DONE)
         goto out;
-    }
     done(st);
     st = NULL;
     if ((rc = coord_store_round_next_attempt(s, job, round, &next)) != 0)
@@ -1374,29 +1430,18 @@ int coord_store_round_open(coord_store_t *s, int64_t job, int64_t round, int64_t
                        (long long)round, (long long)attempt, (long long)next);
         goto out;
     }
-    if ((rc = stmt(s, ST_ROUND_INSERT, &st)) != 0)
+    if ((rc = prep(s, ST_ROUND_INSERT, &st, IDS(job, round, attempt))) != 0)
         goto out;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
-    sqlite3_bind_int64(st, 3, attempt);
     bind_blob(st, 4, nonce, COORD_NONCE_BYTES);
     sqlite3_bind_int64(st, 5, now);
-    if ((rc = bind_blob(st, 6, manifest, n * 8)) != SQLITE_OK) {
-        rc = dberr(s->db, rc, "store: cohort manifest of %zu agents", n);
-        goto out;
-    }
-    rc = exec_stmt(s, st, "insert round");
+    rc = exec_blob(s, st, 6, manifest, n * 8, "insert round",
+                   "store: cohort manifest of %zu agents", n);
     st = NULL;
     if (rc)
         goto out;
-    if ((rc = stmt(s, ST_PART_SELECTED, &st)) != 0)
-        goto out;
     for (size_t i = 0; i < n; i++) {
-        sqlite3_bind_int64(st, 1, job);
-        sqlite3_bind_int64(st, 2, round);
-        sqlite3_bind_int64(st, 3, attempt);
-        sqlite3_bind_int64(st, 4, cohort[i]);
-        sqlite3_bind_int64(st, 5, now);
+        if ((rc = prep(s, ST_PART_SELECTED, &st, IDS(job, round, attempt, cohort[i], now))) != 0)
+            goto out;
         rc = sqlite3_step(st);
         if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
             rc = sfl__fail(SFL_ENOTFOUND, "store: cohort agent %lld is not a registered agent",
@@ -1425,12 +1470,9 @@ static int round_state(coord_store_t *s, int64_t job, int64_t round, int64_t att
     sqlite3_stmt *st;
     int rc, v = 0;
 
-    if ((rc = stmt(s, ST_ROUND_STATE, &st)) != 0)
+    if ((rc = prep(s, ST_ROUND_STATE, &st, IDS(job, round, attempt))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
-    sqlite3_bind_int64(st, 3, attempt);
-    rc = sqlite3_step(st);
+    rc = step(s, st, "store: read round state");
     if (rc == SQLITE_ROW) {
         rc = parse_state(sqlite3_column_text(st, 0), round_states, NSTATES(round_states),
                          "rounds.state", &v);
@@ -1438,8 +1480,6 @@ static int round_state(coord_store_t *s, int64_t job, int64_t round, int64_t att
     } else if (rc == SQLITE_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld round %lld attempt %lld",
                        (long long)job, (long long)round, (long long)attempt);
-    } else {
-        rc = dberr(s->db, rc, "store: read round state");
     }
     done(st);
     return rc;
@@ -1468,11 +1508,8 @@ static int set_round_state(coord_store_t *s, int64_t job, int64_t round, int64_t
     sqlite3_stmt *st;
     int rc;
 
-    if ((rc = stmt(s, ST_ROUND_SET_STATE, &st)) != 0)
+    if ((rc = prep(s, ST_ROUND_SET_STATE, &st, IDS(job, round, attempt))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
-    sqlite3_bind_int64(st, 3, attempt);
     bind_text(st, 4, round_states[state]);
     if (state == COORD_SROW_COMMITTED || state == COORD_SROW_FAILED)
         sqlite3_bind_int64(st, 5, now);
@@ -1532,53 +1569,35 @@ int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64
     if ((rc = begin(s)) != 0)
         return rc;
     if ((rc = job_state(s, job, &jstate, &last)) != 0 ||
-        (rc = round_state(s, job, round, attempt, &cur)) != 0)
+        (rc = round_state(s, job, round, attempt, &cur)) != 0 ||
+        (rc = job_writable(job, jstate)) != 0)
         goto out;
-    if (jstate == COORD_JOB_CANCELLED || jstate == COORD_JOB_DONE) {
-        rc = sfl__fail(SFL_EINVAL, "store: job %lld is %s", (long long)job, job_states[jstate]);
-        goto out;
-    }
     if (cur != COORD_SROW_AGGREGATING) {
         rc = sfl__fail(SFL_EINVAL, "store: job %lld round %lld attempt %lld is %s, not "
                                    "aggregating; cannot commit",
                        (long long)job, (long long)round, (long long)attempt, round_states[cur]);
         goto out;
     }
-    if (round != last + 1) {
-        rc = sfl__fail(SFL_EINVAL, "store: job %lld: round %lld is not the next round "
-                                   "(last committed %lld)",
-                       (long long)job, (long long)round, (long long)last);
+    if ((rc = next_round(job, round, last)) != 0 ||
+        (rc = set_round_state(s, job, round, attempt, COORD_SROW_COMMITTED, NULL, now)) != 0)
         goto out;
-    }
-    if ((rc = set_round_state(s, job, round, attempt, COORD_SROW_COMMITTED, NULL, now)) != 0)
+    if ((rc = prep(s, ST_CKPT_INSERT, &st, IDS(job, round))) != 0)
         goto out;
-    if ((rc = stmt(s, ST_CKPT_INSERT, &st)) != 0)
-        goto out;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
     bind_blob(st, 3, h, sizeof(h));
     sqlite3_bind_int64(st, 4, now);
-    /* SQLite refuses blobs beyond SQLITE_MAX_LENGTH (1e9 bytes by default). */
-    if ((rc = bind_blob(st, 5, model, len)) != SQLITE_OK) {
-        rc = dberr(s->db, rc, "store: checkpoint of %zu bytes", len);
-        goto out;
-    }
-    rc = exec_stmt(s, st, "insert checkpoint");
+    rc = exec_blob(s, st, 5, model, len, "insert checkpoint", "store: checkpoint of %zu bytes",
+                   len);
     st = NULL;
     if (rc)
         goto out;
-    if ((rc = stmt(s, ST_JOB_SET_COMMITTED, &st)) != 0)
+    if ((rc = prep(s, ST_JOB_SET_COMMITTED, &st, IDS(job, round))) != 0)
         goto out;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
     rc = exec_stmt(s, st, "advance last committed round");
     st = NULL;
     if (rc)
         goto out;
-    if ((rc = stmt(s, ST_CKPT_PRUNE, &st)) != 0)
+    if ((rc = prep(s, ST_CKPT_PRUNE, &st, IDS(job, round - (int64_t)s->keep))) != 0)
         goto out;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round - (int64_t)s->keep);
     rc = exec_stmt(s, st, "prune checkpoints");
     st = NULL;
 out:
@@ -1598,19 +1617,14 @@ int coord_store_round_get(coord_store_t *s, int64_t job, int64_t round, int64_t 
     if (s == NULL || out == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     memset(out, 0, sizeof(*out));
-    if ((rc = stmt(s, ST_ROUND_GET, &st)) != 0)
+    if ((rc = prep(s, ST_ROUND_GET, &st, IDS(job, round, attempt))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
-    sqlite3_bind_int64(st, 3, attempt);
-    rc = sqlite3_step(st);
+    rc = step(s, st, "store: read round");
     if (rc == SQLITE_ROW)
         rc = read_round(st, max_cohort, out);
     else if (rc == SQLITE_DONE)
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld round %lld attempt %lld",
                        (long long)job, (long long)round, (long long)attempt);
-    else
-        rc = dberr(s->db, rc, "store: read round");
     done(st);
     if (rc)
         coord_round_clear(out);
@@ -1620,35 +1634,19 @@ int coord_store_round_get(coord_store_t *s, int64_t job, int64_t round, int64_t 
 int coord_store_round_list(coord_store_t *s, int64_t job, size_t max_cohort, coord_srow_round_t **out,
                            size_t *n)
 {
-    sqlite3_stmt *st = NULL;
-    coord_srow_round_t *arr = NULL;
-    size_t cnt = 0, cap = 0;
+    sqlite3_stmt *st;
+    void *arr = NULL;
     int rc;
 
     if (s == NULL || out == NULL || n == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     *out = NULL;
     *n = 0;
-    if ((rc = stmt(s, ST_ROUND_LIST, &st)) != 0)
+    if ((rc = prep(s, ST_ROUND_LIST, &st, IDS(job))) != 0 ||
+        (rc = fetch_all(s, st, read_round, max_cohort, sizeof(**out), clear_round, &arr, n,
+                        "list rounds")) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&arr, &cap, cnt, sizeof(*arr))) != 0)
-            goto out;
-        rc = read_round(st, max_cohort, &arr[cnt]);
-        cnt++; /* a failed row is cleared by coord_round_list_free below */
-        if (rc)
-            goto out;
-    }
-    rc = rc == SQLITE_DONE ? 0 : dberr(s->db, rc, "store: list rounds");
-out:
-    done(st);
-    if (rc) {
-        coord_round_list_free(arr, cnt);
-        return rc;
-    }
     *out = arr;
-    *n = cnt;
     return 0;
 }
 
@@ -1676,12 +1674,8 @@ int coord_store_participation_record(coord_store_t *s, int64_t job, int64_t roun
         return rc;
     if ((rc = round_state(s, job, round, attempt, &cur)) != 0)
         goto out;
-    if ((rc = stmt(s, ST_PART_RECORD, &st)) != 0)
+    if ((rc = prep(s, ST_PART_RECORD, &st, IDS(job, round, attempt, agent))) != 0)
         goto out;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
-    sqlite3_bind_int64(st, 3, attempt);
-    sqlite3_bind_int64(st, 4, agent);
     bind_text(st, 5, part_states[status]);
     bind_text(st, 6, reason);
     sqlite3_bind_int64(st, 7, bytes);
@@ -1701,12 +1695,8 @@ int coord_store_participation_record(coord_store_t *s, int64_t job, int64_t roun
     if (sqlite3_changes(s->db) > 0)
         goto out;
     /* The upsert's WHERE kept an earlier outcome: say which. */
-    if ((rc = stmt(s, ST_PART_STATUS, &st)) != 0)
+    if ((rc = prep(s, ST_PART_STATUS, &st, IDS(job, round, attempt, agent))) != 0)
         goto out;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
-    sqlite3_bind_int64(st, 3, attempt);
-    sqlite3_bind_int64(st, 4, agent);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
         rc = parse_state(sqlite3_column_text(st, 0), part_states, NSTATES(part_states),
@@ -1723,47 +1713,40 @@ out:
     return end(s, rc);
 }
 
+static int read_part(sqlite3_stmt *st, size_t max, void *row)
+{
+    coord_participation_t *p = row;
+    int rc, v = 0;
+
+    (void)max;
+    memset(p, 0, sizeof(*p));
+    p->agent_id = sqlite3_column_int64(st, 0);
+    if ((rc = parse_state(sqlite3_column_text(st, 1), part_states, NSTATES(part_states),
+                          "participation.status", &v)) != 0 ||
+        (rc = col_text(st, 2, p->reason, sizeof(p->reason), "participation.reason")) != 0)
+        return rc;
+    p->status = (coord_part_status_t)v;
+    p->bytes = sqlite3_column_int64(st, 3);
+    p->at_ms = sqlite3_column_int64(st, 4);
+    return 0;
+}
+
 int coord_store_participation_list(coord_store_t *s, int64_t job, int64_t round,
                                    int64_t attempt, coord_participation_t **out, size_t *n)
 {
-    sqlite3_stmt *st = NULL;
-    coord_participation_t *arr = NULL;
-    size_t cnt = 0, cap = 0;
-    int rc, v = 0;
+    sqlite3_stmt *st;
+    void *arr = NULL;
+    int rc;
 
     if (s == NULL || out == NULL || n == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     *out = NULL;
     *n = 0;
-    if ((rc = stmt(s, ST_PART_LIST, &st)) != 0)
+    if ((rc = prep(s, ST_PART_LIST, &st, IDS(job, round, attempt))) != 0 ||
+        (rc = fetch_all(s, st, read_part, 0, sizeof(**out), NULL, &arr, n,
+                        "list participation")) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
-    sqlite3_bind_int64(st, 3, attempt);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&arr, &cap, cnt, sizeof(*arr))) != 0)
-            goto out;
-        coord_participation_t *p = &arr[cnt];
-        memset(p, 0, sizeof(*p));
-        p->agent_id = sqlite3_column_int64(st, 0);
-        if ((rc = parse_state(sqlite3_column_text(st, 1), part_states, NSTATES(part_states),
-                              "participation.status", &v)) != 0 ||
-            (rc = col_text(st, 2, p->reason, sizeof(p->reason), "participation.reason")) != 0)
-            goto out;
-        p->status = (coord_part_status_t)v;
-        p->bytes = sqlite3_column_int64(st, 3);
-        p->at_ms = sqlite3_column_int64(st, 4);
-        cnt++;
-    }
-    rc = rc == SQLITE_DONE ? 0 : dberr(s->db, rc, "store: list participation");
-out:
-    done(st);
-    if (rc) {
-        sfl__free(arr);
-        return rc;
-    }
     *out = arr;
-    *n = cnt;
     return 0;
 }
 
@@ -1776,7 +1759,7 @@ static int read_checkpoint(coord_store_t *s, sqlite3_stmt *st, int64_t job, int6
                            uint8_t hash[COORD_HASH_BYTES])
 {
     uint8_t want[COORD_HASH_BYTES], got[COORD_HASH_BYTES];
-    int rc = sqlite3_step(st);
+    int rc = step(s, st, "store: read checkpoint of job %lld", (long long)job);
 
     if (rc == SQLITE_DONE && asked == 0)
         return sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)job);
@@ -1784,7 +1767,7 @@ static int read_checkpoint(coord_store_t *s, sqlite3_stmt *st, int64_t job, int6
         return sfl__fail(SFL_ENOTFOUND, "store: job %lld has no checkpoint of round %lld",
                          (long long)job, (long long)asked);
     if (rc != SQLITE_ROW)
-        return dberr(s->db, rc, "store: read checkpoint of job %lld", (long long)job);
+        return rc;
     int64_t r = sqlite3_column_int64(st, 0);
     if (sqlite3_column_type(st, 1) == SQLITE_NULL) {
         if (r == 0)
@@ -1824,9 +1807,8 @@ int coord_store_checkpoint_latest(coord_store_t *s, int64_t job, size_t max_len,
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     *model = NULL;
     *len = 0;
-    if ((rc = stmt(s, ST_CKPT_LATEST, &st)) != 0)
+    if ((rc = prep(s, ST_CKPT_LATEST, &st, IDS(job))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
     rc = read_checkpoint(s, st, job, 0, max_len, round, model, len, hash);
     done(st);
     return rc;
@@ -1842,10 +1824,8 @@ int coord_store_checkpoint_get(coord_store_t *s, int64_t job, int64_t round, siz
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     *model = NULL;
     *len = 0;
-    if ((rc = stmt(s, ST_CKPT_GET, &st)) != 0)
+    if ((rc = prep(s, ST_CKPT_GET, &st, IDS(job, round))) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
-    sqlite3_bind_int64(st, 2, round);
     if (round < 1) {
         done(st);
         return sfl__fail(SFL_EINVAL, "store: round %lld: rounds count from 1", (long long)round);
@@ -1855,33 +1835,27 @@ int coord_store_checkpoint_get(coord_store_t *s, int64_t job, int64_t round, siz
     return rc;
 }
 
+static int read_round_no(sqlite3_stmt *st, size_t max, void *row)
+{
+    (void)max;
+    *(int64_t *)row = sqlite3_column_int64(st, 0);
+    return 0;
+}
+
 int coord_store_checkpoint_rounds(coord_store_t *s, int64_t job, int64_t **rounds, size_t *n)
 {
-    sqlite3_stmt *st = NULL;
-    int64_t *arr = NULL;
-    size_t cnt = 0, cap = 0;
+    sqlite3_stmt *st;
+    void *arr = NULL;
     int rc;
 
     if (s == NULL || rounds == NULL || n == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     *rounds = NULL;
     *n = 0;
-    if ((rc = stmt(s, ST_CKPT_ROUNDS, &st)) != 0)
+    if ((rc = prep(s, ST_CKPT_ROUNDS, &st, IDS(job))) != 0 ||
+        (rc = fetch_all(s, st, read_round_no, 0, sizeof(**rounds), NULL, &arr, n,
+                        "list checkpoints")) != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, job);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&arr, &cap, cnt, sizeof(*arr))) != 0)
-            goto out;
-        arr[cnt++] = sqlite3_column_int64(st, 0);
-    }
-    rc = rc == SQLITE_DONE ? 0 : dberr(s->db, rc, "store: list checkpoints");
-out:
-    done(st);
-    if (rc) {
-        sfl__free(arr);
-        return rc;
-    }
     *rounds = arr;
-    *n = cnt;
     return 0;
 }
