@@ -24,7 +24,9 @@
  * lengths, counts), then the same check_* as packing, with the codes a peer
  * deserves (SFL_EPARSE / SFL_EUNSUP instead of SFL_EINVAL). One set of
  * checks for both directions keeps "what we send" and "what we accept"
- * identical.
+ * identical. Those steps exist once, in pack_msg and unpack_msg; each
+ * message only supplies a msg_type_t: its check, put (sfl -> generated
+ * struct) and get (generated struct -> sfl, with the checks).
  *
  * Unknown fields are ignored, never an error: that is what lets a newer peer
  * add fields (docs/protocol.md, versioning). */
@@ -66,10 +68,12 @@ static void free_pb(void *m)
 
 /* Which message is being handled and how its structural errors are coded:
  * SFL_EPARSE for bytes from a peer, SFL_EINVAL for a struct from our own
- * program. */
+ * program. Unpacking also carries what the checks compare against. */
 typedef struct chk {
     const char *msg;
     int bad;
+    const sfl_msg_limits_t *lim; /* unpack: the limits in force */
+    uint32_t dim;                /* unpack of a payload: the task model's dimension */
 } chk_t;
 
 #define ENUM_CODE(c) ((c)->bad == SFL_EPARSE ? SFL_EUNSUP : SFL_EINVAL)
@@ -127,23 +131,20 @@ static size_t control_max(const sfl_msg_limits_t *lim)
 
 /* ---- pack / unpack ----------------------------------------------------- */
 
-/* Packs m after prefix[0..plen) into one exact, owned buffer. */
-static int pack(const ProtobufCMessage *m, const chk_t *c, const void *prefix, size_t plen,
-                uint8_t **out, size_t *len)
+/* Packs m into one exact, owned buffer. */
+static int pack(const ProtobufCMessage *m, const chk_t *c, uint8_t **out, size_t *len)
 {
     size_t n = protobuf_c_message_get_packed_size(m);
-    uint8_t *b = sfl__malloc(plen + n);
+    uint8_t *b = sfl__malloc(n);
 
     if (b == NULL)
-        return fail(c, SFL_ENOMEM, "no memory for %zu packed bytes", plen + n);
-    if (plen > 0)
-        memcpy(b, prefix, plen);
-    size_t w = protobuf_c_message_pack(m, b + plen);
+        return fail(c, SFL_ENOMEM, "no memory for %zu packed bytes", n);
+    size_t w = protobuf_c_message_pack(m, b);
 
     assert(w == n);
     (void)w;
     *out = b;
-    *len = plen + n;
+    *len = n;
     return 0;
 }
 
@@ -655,10 +656,211 @@ int sfl_msg_tags_has(const sfl_tags_t *t, const char *tag)
     return 0;
 }
 
+/* ---- message types: the shared steps ------------------------------------------ */
+
+/* Stack scratch for packing one message. The generated structs borrow the
+ * sfl struct's fields or point at these; data, blk and ptrs are owned and
+ * freed once the bytes are out. */
+typedef struct wire {
+    union {
+        ProtobufCMessage base;
+        Sfl__V1__JoinRequest join_req;
+        Sfl__V1__JoinReply join_reply;
+        Sfl__V1__SubscribeRequest subscribe_req;
+        Sfl__V1__Task task;
+        Sfl__V1__TaskOrWait task_or_wait;
+        Sfl__V1__Update update;
+        Sfl__V1__UpdatePayload payload;
+        Sfl__V1__UpdateAck ack;
+        Sfl__V1__HeartbeatRequest heartbeat_req;
+        Sfl__V1__HeartbeatReply heartbeat_reply;
+        Sfl__V1__CreateJobRequest create_job;
+        Sfl__V1__JobRequest job_req;
+        Sfl__V1__JobReply job_reply;
+        Sfl__V1__StatusReply status;
+        Sfl__V1__ListJobsReply job_list;
+        Sfl__V1__ListAgentsRequest list_agents_req;
+        Sfl__V1__ListAgentsReply agent_list;
+        Sfl__V1__ExportModelRequest export_req;
+        Sfl__V1__ExportModelReply export;
+    } pb; /* the message itself, initialised from its type's descriptor */
+    Sfl__V1__DatasetSummary ds;
+    Sfl__V1__AlgorithmParams pp;
+    Sfl__V1__SparseVector sv;
+    Sfl__V1__JobSpec spec;
+    Sfl__V1__JobStatus job;
+    Sfl__V1__SignedTask signed_task;
+    Sfl__V1__Wait wait;
+    char *tags[2][SFL_MSG_MAX_TAGS];
+    uint8_t hash[SFL_MSG_HASH_BYTES]; /* BLAKE2b-256 of data, where put needs it */
+    uint8_t *data;                    /* owned: the encoded vector */
+    void *blk, *ptrs;                 /* owned: list entries, pointers to them */
+} wire_t;
+
+/* One message as pack_msg and unpack_msg drive it. */
+typedef struct msg_type {
+    const char *name; /* starts every detail, e.g. "join request" */
+    const ProtobufCMessageDescriptor *desc;
+    /* Pack: check the sfl struct, then point w->pb at it. NULL check: put
+     * checks (or there is nothing to check); NULL put: an empty message. */
+    int (*check)(const chk_t *c, const void *m);
+    int (*put)(const chk_t *c, const void *m, wire_t *w);
+    /* Unpack: copy pb into m with every check; NULL for an empty message. */
+    int (*get)(const chk_t *c, void *pb, void *m);
+    size_t size; /* of the sfl struct */
+    /* Set when unpack returns the struct owned; NULL when it fills the
+     * caller's struct in place. Owned structs carry a vector or a list, so
+     * their bytes may reach max_message; the others stop at control_max. */
+    void (*free)(void *m);
+    uint32_t items; /* field counted against max_items before unpacking; 0 none */
+} msg_type_t;
+
+/* hash (optional) receives w->hash: sfl_msg_task_sign_bytes's model_hash. */
+static int pack_msg(const msg_type_t *t, const void *m, uint8_t *hash, uint8_t **out,
+                    size_t *len)
+{
+    static const wire_t init = {
+        .ds = SFL__V1__DATASET_SUMMARY__INIT,
+        .pp = SFL__V1__ALGORITHM_PARAMS__INIT,
+        .sv = SFL__V1__SPARSE_VECTOR__INIT,
+        .spec = SFL__V1__JOB_SPEC__INIT,
+        .job = SFL__V1__JOB_STATUS__INIT,
+        .signed_task = SFL__V1__SIGNED_TASK__INIT,
+        .wait = SFL__V1__WAIT__INIT,
+    };
+    const chk_t c = {t->name, SFL_EINVAL, NULL, 0};
+    wire_t w = init;
+    int rc = 0;
+
+    clear_out(out, len);
+    protobuf_c_message_init(t->desc, &w.pb);
+    if ((t->check != NULL && (rc = t->check(&c, m)) < 0) ||
+        (t->put != NULL && (rc = t->put(&c, m, &w)) < 0))
+        goto out;
+    if (hash != NULL)
+        memcpy(hash, w.hash, SFL_MSG_HASH_BYTES);
+    rc = pack(&w.pb.base, &c, out, len);
+out:
+    sfl__free(w.ptrs);
+    sfl__free(w.blk);
+    sfl__free(w.data);
+    return rc;
+}
+
+/* Refuses more than max_items entries of field `num` before unpacking. */
+static int check_items(const chk_t *c, const uint8_t *buf, size_t len, uint32_t num)
+{
+    size_t n;
+    int rc;
+
+    if (buf == NULL || len > c->lim->max_message)
+        return 0; /* unpack() reports these */
+    rc = count_field(c, buf, len, num, &n);
+    if (rc < 0)
+        return rc;
+    if (n > c->lim->max_items)
+        return fail(c, SFL_ELIMIT, "%zu entries exceed the limit of %u", n, c->lim->max_items);
+    return 0;
+}
+
+/* Fills m in place (zeroed first) or, for owned types, returns a new struct
+ * (NULL on failure); *rc is the result either way. */
+static void *unpack_msg(const msg_type_t *t, const uint8_t *buf, size_t len,
+                        const sfl_msg_limits_t *lim, uint32_t dim, void *m, int *rc)
+{
+    sfl_msg_limits_t tmp;
+    const chk_t c = {t->name, SFL_EPARSE, limits(lim, &tmp), dim};
+    const int owned = t->free != NULL;
+    void *pb = NULL;
+
+    *rc = 0;
+    if (!owned && t->size > 0)
+        memset(m, 0, t->size);
+    if (t->items != 0 && (*rc = check_items(&c, buf, len, t->items)) < 0)
+        goto out;
+    pb = unpack(t->desc, &c, buf, len, owned ? c.lim->max_message : control_max(c.lim), rc);
+    if (pb == NULL || t->get == NULL)
+        goto out;
+    if (owned && (m = sfl__calloc(1, t->size)) == NULL) {
+        *rc = fail(&c, SFL_ENOMEM, "no memory");
+        goto out;
+    }
+    *rc = t->get(&c, pb, m);
+out:
+    free_pb(pb);
+    if (owned && *rc < 0) {
+        t->free(m);
+        m = NULL;
+    }
+    return m;
+}
+
+static int unpack_in(const msg_type_t *t, const uint8_t *buf, size_t len,
+                     const sfl_msg_limits_t *lim, void *m)
+{
+    int rc;
+
+    (void)unpack_msg(t, buf, len, lim, 0, m, &rc);
+    return rc;
+}
+
+/* Lists: the sfl array is checked entry by entry before anything is
+ * allocated; the generated side is one block of entries and one of
+ * pointers to them (w->blk, w->ptrs). */
+static int check_list(const chk_t *c, const char *what, const void *a, uint32_t n, size_t size,
+                      int (*check)(const chk_t *, const void *))
+{
+    if (n > 0 && a == NULL)
+        return fail(c, SFL_EINVAL, "%u %s but no array", n, what);
+    for (uint32_t i = 0; i < n; i++) {
+        int rc = check(c, (const char *)a + i * size);
+
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int alloc_list(const chk_t *c, const char *what, uint32_t n, size_t size, wire_t *w)
+{
+    if (n == 0)
+        return 0;
+    w->blk = sfl__mallocarray(n, size);
+    w->ptrs = sfl__mallocarray(n, sizeof(void *));
+    if (w->blk == NULL || w->ptrs == NULL)
+        return fail(c, SFL_ENOMEM, "no memory for %u %s", n, what);
+    return 0;
+}
+
+/* An owned array of n entries of size bytes, entry i got from src by get;
+ * NULL for none and on failure (*rc). */
+static void *get_list(const chk_t *c, const char *what, const void *src, size_t n, size_t size,
+                      int (*get)(const chk_t *, const void *, size_t, void *), int *rc)
+{
+    char *a;
+
+    *rc = 0;
+    if (n == 0)
+        return NULL;
+    a = sfl__mallocarray(n, size);
+    if (a == NULL) {
+        *rc = fail(c, SFL_ENOMEM, "no memory for %zu %s", n, what);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((*rc = get(c, src, i, a + i * size)) < 0) {
+            sfl__free(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
 /* ---- Join ------------------------------------------------------------------ */
 
-static int check_join_req(const chk_t *c, const sfl_join_req_t *m)
+static int check_join_req(const chk_t *c, const void *p)
 {
+    const sfl_join_req_t *m = p;
     int rc;
 
     if ((rc = check_tags(c, "capabilities", &m->capabilities)) < 0 ||
@@ -671,59 +873,58 @@ static int check_join_req(const chk_t *c, const sfl_join_req_t *m)
     return 0;
 }
 
-int sfl_msg_join_req_pack(const sfl_join_req_t *m, uint8_t **out, size_t *len)
+static int put_join_req(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"join request", SFL_EINVAL};
-    Sfl__V1__JoinRequest pb = SFL__V1__JOIN_REQUEST__INIT;
-    Sfl__V1__DatasetSummary ds = SFL__V1__DATASET_SUMMARY__INIT;
-    char *caps[SFL_MSG_MAX_TAGS], *conds[SFL_MSG_MAX_TAGS];
+    const sfl_join_req_t *m = p;
+    Sfl__V1__JoinRequest *pb = &w->pb.join_req;
+
+    (void)c;
+    pb->identity_key = bin(m->identity_key, SFL_MSG_KEY_BYTES);
+    put_tags(&m->capabilities, w->tags[0], &pb->n_capabilities, &pb->capabilities);
+    put_tags(&m->conditions, w->tags[1], &pb->n_conditions, &pb->conditions);
+    put_summary(&m->dataset, &w->ds);
+    pb->dataset = &w->ds;
+    pb->protocol_version = m->protocol_version;
+    pb->agent_version = str(m->agent_version);
+    return 0;
+}
+
+static int get_join_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__JoinRequest *pb = p;
+    sfl_join_req_t *m = out;
     int rc;
 
-    clear_out(out, len);
-    rc = check_join_req(&c, m);
-    if (rc < 0)
+    if ((rc = get_fixed(c, "identity_key", &pb->identity_key, m->identity_key,
+                        SFL_MSG_KEY_BYTES)) < 0 ||
+        (rc = get_tags(c, "capabilities", pb->capabilities, pb->n_capabilities,
+                       &m->capabilities)) < 0 ||
+        (rc = get_tags(c, "conditions", pb->conditions, pb->n_conditions, &m->conditions)) < 0 ||
+        (rc = get_summary(c, pb->dataset, &m->dataset)) < 0 ||
+        (rc = get_str(c, "agent_version", pb->agent_version, m->agent_version,
+                      SFL_MSG_NAME_LEN)) < 0)
         return rc;
-    pb.identity_key = bin(m->identity_key, SFL_MSG_KEY_BYTES);
-    put_tags(&m->capabilities, caps, &pb.n_capabilities, &pb.capabilities);
-    put_tags(&m->conditions, conds, &pb.n_conditions, &pb.conditions);
-    put_summary(&m->dataset, &ds);
-    pb.dataset = &ds;
-    pb.protocol_version = m->protocol_version;
-    pb.agent_version = str(m->agent_version);
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    m->protocol_version = pb->protocol_version;
+    return check_join_req(c, m);
+}
+
+static const msg_type_t join_req_type = {"join request", &sfl__v1__join_request__descriptor,
+    check_join_req, put_join_req, get_join_req, sizeof(sfl_join_req_t), NULL, 0};
+
+int sfl_msg_join_req_pack(const sfl_join_req_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&join_req_type, m, NULL, out, len);
 }
 
 int sfl_msg_join_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                             sfl_join_req_t *m)
 {
-    const chk_t c = {"join request", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__JoinRequest *pb = NULL;
-    int rc;
-
-    lim = limits(lim, &tmp);
-    memset(m, 0, sizeof(*m));
-    pb = unpack(&sfl__v1__join_request__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb == NULL)
-        goto out;
-    if ((rc = get_fixed(&c, "identity_key", &pb->identity_key, m->identity_key,
-                        SFL_MSG_KEY_BYTES)) < 0 ||
-        (rc = get_tags(&c, "capabilities", pb->capabilities, pb->n_capabilities,
-                       &m->capabilities)) < 0 ||
-        (rc = get_tags(&c, "conditions", pb->conditions, pb->n_conditions, &m->conditions)) < 0 ||
-        (rc = get_summary(&c, pb->dataset, &m->dataset)) < 0 ||
-        (rc = get_str(&c, "agent_version", pb->agent_version, m->agent_version,
-                      SFL_MSG_NAME_LEN)) < 0)
-        goto out;
-    m->protocol_version = pb->protocol_version;
-    rc = check_join_req(&c, m);
-out:
-    free_pb(pb);
-    return rc;
+    return unpack_in(&join_req_type, buf, len, lim, m);
 }
 
-static int check_join_reply(const chk_t *c, const sfl_join_reply_t *m)
+static int check_join_reply(const chk_t *c, const void *p)
 {
+    const sfl_join_reply_t *m = p;
     int rc = check_id(c, "agent_id", m->agent_id);
 
     if (rc < 0)
@@ -735,104 +936,106 @@ static int check_join_reply(const chk_t *c, const sfl_join_reply_t *m)
     return 0;
 }
 
-int sfl_msg_join_reply_pack(const sfl_join_reply_t *m, uint8_t **out, size_t *len)
+static int put_join_reply(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"join reply", SFL_EINVAL};
-    Sfl__V1__JoinReply pb = SFL__V1__JOIN_REPLY__INIT;
+    const sfl_join_reply_t *m = p;
+    Sfl__V1__JoinReply *pb = &w->pb.join_reply;
+
+    (void)c;
+    pb->agent_id = m->agent_id;
+    pb->coordinator_key = bin(m->coordinator_key, SFL_MSG_KEY_BYTES);
+    pb->retry_after_ms = m->retry_after_ms;
+    pb->heartbeat_interval_ms = m->heartbeat_interval_ms;
+    pb->protocol_version = m->protocol_version;
+    return 0;
+}
+
+static int get_join_reply(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__JoinReply *pb = p;
+    sfl_join_reply_t *m = out;
     int rc;
 
-    clear_out(out, len);
-    rc = check_join_reply(&c, m);
+    rc = get_fixed(c, "coordinator_key", &pb->coordinator_key, m->coordinator_key,
+                   SFL_MSG_KEY_BYTES);
     if (rc < 0)
         return rc;
-    pb.agent_id = m->agent_id;
-    pb.coordinator_key = bin(m->coordinator_key, SFL_MSG_KEY_BYTES);
-    pb.retry_after_ms = m->retry_after_ms;
-    pb.heartbeat_interval_ms = m->heartbeat_interval_ms;
-    pb.protocol_version = m->protocol_version;
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    m->agent_id = pb->agent_id;
+    m->retry_after_ms = pb->retry_after_ms;
+    m->heartbeat_interval_ms = pb->heartbeat_interval_ms;
+    m->protocol_version = pb->protocol_version;
+    return check_join_reply(c, m);
+}
+
+static const msg_type_t join_reply_type = {"join reply", &sfl__v1__join_reply__descriptor,
+    check_join_reply, put_join_reply, get_join_reply, sizeof(sfl_join_reply_t), NULL, 0};
+
+int sfl_msg_join_reply_pack(const sfl_join_reply_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&join_reply_type, m, NULL, out, len);
 }
 
 int sfl_msg_join_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                               sfl_join_reply_t *m)
 {
-    const chk_t c = {"join reply", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__JoinReply *pb = NULL;
-    int rc;
-
-    lim = limits(lim, &tmp);
-    memset(m, 0, sizeof(*m));
-    pb = unpack(&sfl__v1__join_reply__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb == NULL)
-        goto out;
-    rc = get_fixed(&c, "coordinator_key", &pb->coordinator_key, m->coordinator_key,
-                   SFL_MSG_KEY_BYTES);
-    if (rc < 0)
-        goto out;
-    m->agent_id = pb->agent_id;
-    m->retry_after_ms = pb->retry_after_ms;
-    m->heartbeat_interval_ms = pb->heartbeat_interval_ms;
-    m->protocol_version = pb->protocol_version;
-    rc = check_join_reply(&c, m);
-out:
-    free_pb(pb);
-    return rc;
+    return unpack_in(&join_reply_type, buf, len, lim, m);
 }
 
 /* ---- Subscribe ------------------------------------------------------------- */
 
-static int check_subscribe_req(const chk_t *c, const sfl_subscribe_req_t *m)
+static int check_subscribe_req(const chk_t *c, const void *p)
 {
+    const sfl_subscribe_req_t *m = p;
     int rc = check_id(c, "agent_id", m->agent_id);
 
     return rc < 0 ? rc : check_tags(c, "conditions", &m->conditions);
 }
 
-int sfl_msg_subscribe_req_pack(const sfl_subscribe_req_t *m, uint8_t **out, size_t *len)
+static int put_subscribe_req(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"subscribe request", SFL_EINVAL};
-    Sfl__V1__SubscribeRequest pb = SFL__V1__SUBSCRIBE_REQUEST__INIT;
-    char *conds[SFL_MSG_MAX_TAGS];
+    const sfl_subscribe_req_t *m = p;
+    Sfl__V1__SubscribeRequest *pb = &w->pb.subscribe_req;
+
+    (void)c;
+    pb->agent_id = m->agent_id;
+    put_tags(&m->conditions, w->tags[0], &pb->n_conditions, &pb->conditions);
+    return 0;
+}
+
+static int get_subscribe_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__SubscribeRequest *pb = p;
+    sfl_subscribe_req_t *m = out;
     int rc;
 
-    clear_out(out, len);
-    rc = check_subscribe_req(&c, m);
+    rc = get_tags(c, "conditions", pb->conditions, pb->n_conditions, &m->conditions);
     if (rc < 0)
         return rc;
-    pb.agent_id = m->agent_id;
-    put_tags(&m->conditions, conds, &pb.n_conditions, &pb.conditions);
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    m->agent_id = pb->agent_id;
+    return check_subscribe_req(c, m);
+}
+
+static const msg_type_t subscribe_req_type = {"subscribe request",
+    &sfl__v1__subscribe_request__descriptor, check_subscribe_req, put_subscribe_req,
+    get_subscribe_req, sizeof(sfl_subscribe_req_t), NULL, 0};
+
+int sfl_msg_subscribe_req_pack(const sfl_subscribe_req_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&subscribe_req_type, m, NULL, out, len);
 }
 
 int sfl_msg_subscribe_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                  sfl_subscribe_req_t *m)
 {
-    const chk_t c = {"subscribe request", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__SubscribeRequest *pb = NULL;
-    int rc;
-
-    lim = limits(lim, &tmp);
-    memset(m, 0, sizeof(*m));
-    pb = unpack(&sfl__v1__subscribe_request__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb == NULL)
-        goto out;
-    rc = get_tags(&c, "conditions", pb->conditions, pb->n_conditions, &m->conditions);
-    if (rc < 0)
-        goto out;
-    m->agent_id = pb->agent_id;
-    rc = check_subscribe_req(&c, m);
-out:
-    free_pb(pb);
-    return rc;
+    return unpack_in(&subscribe_req_type, buf, len, lim, m);
 }
 
 /* ---- Task, Wait ---------------------------------------------------------------- */
 
 /* Everything but the model, which pack encodes and unpack decodes. */
-static int check_task(const chk_t *c, const sfl_task_t *t)
+static int check_task(const chk_t *c, const void *p)
 {
+    const sfl_task_t *t = p;
     int rc;
 
     if ((rc = check_id(c, "job_id", t->job_id)) < 0 ||
@@ -853,89 +1056,108 @@ static int check_task(const chk_t *c, const sfl_task_t *t)
     return 0;
 }
 
-int sfl_msg_task_sign_bytes(sfl_task_t *t, uint8_t **out, size_t *len)
+/* model_hash goes out as the hash of the model as encoded, never the
+ * struct's field (sfl_msg_task_sign_bytes copies it back). */
+static int put_task(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"task", SFL_EINVAL};
-    Sfl__V1__Task pb = SFL__V1__TASK__INIT;
-    Sfl__V1__AlgorithmParams pp = SFL__V1__ALGORITHM_PARAMS__INIT;
-    Sfl__V1__SparseVector sv = SFL__V1__SPARSE_VECTOR__INIT;
-    uint8_t *data = NULL;
+    const sfl_task_t *t = p;
+    Sfl__V1__Task *pb = &w->pb.task;
     int rc;
 
-    clear_out(out, len);
-    rc = check_task(&c, t);
+    rc = put_sparse(c, "model", t->model, t->model_encoding, &w->sv, &w->data);
     if (rc < 0)
         return rc;
-    rc = put_sparse(&c, "model", t->model, t->model_encoding, &sv, &data);
-    if (rc < 0)
-        goto out;
-    crypto_generichash(t->model_hash, SFL_MSG_HASH_BYTES, sv.data.data, sv.data.len, NULL, 0);
-    put_params(&t->params, &pp);
-    pb.job_id = t->job_id;
-    pb.round = t->round;
-    pb.attempt = t->attempt;
-    pb.algorithm = str(t->algorithm);
-    pb.params = &pp;
-    pb.loss = str(t->loss);
-    pb.dimension = t->dimension;
-    pb.n_labels = t->nlabels;
-    pb.labels = (double *)(uintptr_t)t->labels;
-    pb.dictionary = str(t->dictionary);
-    pb.seed = t->seed;
-    pb.value_encoding = (Sfl__V1__ValueEncoding)(t->value_encoding + 1);
-    pb.update_mode = (Sfl__V1__UpdateMode)t->update_mode;
-    pb.model = &sv;
-    pb.model_hash = bin(t->model_hash, SFL_MSG_HASH_BYTES);
-    pb.deadline_ms = t->deadline_ms;
-    pb.round_nonce = bin(t->round_nonce, SFL_MSG_NONCE_BYTES);
-    pb.round_key = bin(t->round_key, SFL_MSG_KEY_BYTES);
-    pb.max_update_nnz = t->max_update_nnz;
-    rc = pack(&pb.base, &c, NULL, 0, out, len);
-out:
-    sfl__free(data);
-    return rc;
+    crypto_generichash(w->hash, SFL_MSG_HASH_BYTES, w->sv.data.data, w->sv.data.len, NULL, 0);
+    put_params(&t->params, &w->pp);
+    pb->job_id = t->job_id;
+    pb->round = t->round;
+    pb->attempt = t->attempt;
+    pb->algorithm = str(t->algorithm);
+    pb->params = &w->pp;
+    pb->loss = str(t->loss);
+    pb->dimension = t->dimension;
+    pb->n_labels = t->nlabels;
+    pb->labels = (double *)(uintptr_t)t->labels;
+    pb->dictionary = str(t->dictionary);
+    pb->seed = t->seed;
+    pb->value_encoding = (Sfl__V1__ValueEncoding)(t->value_encoding + 1);
+    pb->update_mode = (Sfl__V1__UpdateMode)t->update_mode;
+    pb->model = &w->sv;
+    pb->model_hash = bin(w->hash, SFL_MSG_HASH_BYTES);
+    pb->deadline_ms = t->deadline_ms;
+    pb->round_nonce = bin(t->round_nonce, SFL_MSG_NONCE_BYTES);
+    pb->round_key = bin(t->round_key, SFL_MSG_KEY_BYTES);
+    pb->max_update_nnz = t->max_update_nnz;
+    return 0;
 }
+
+/* Unpacked by sfl_msg_task_or_wait_unpack, from inside a SignedTask. */
+static const msg_type_t task_type = {"task", &sfl__v1__task__descriptor, check_task, put_task, NULL,
+    0, NULL, 0};
+
+int sfl_msg_task_sign_bytes(sfl_task_t *t, uint8_t **out, size_t *len)
+{
+    return pack_msg(&task_type, t, t->model_hash, out, len);
+}
+
+/* The arguments of sfl_msg_task_pack. */
+typedef struct signed_task {
+    const uint8_t *task;
+    size_t len;
+    const uint8_t *signature;
+} signed_task_t;
+
+static int put_signed_task(const chk_t *c, const void *p, wire_t *w)
+{
+    const signed_task_t *m = p;
+
+    if (m->task == NULL || m->len == 0)
+        return fail(c, SFL_EINVAL, "no task bytes (use sfl_msg_task_sign_bytes)");
+    w->signed_task.task = bin(m->task, m->len);
+    w->signed_task.signature = bin(m->signature, SFL_MSG_SIG_BYTES);
+    w->pb.task_or_wait.kind_case = SFL__V1__TASK_OR_WAIT__KIND_TASK;
+    w->pb.task_or_wait.task = &w->signed_task;
+    return 0;
+}
+
+static const msg_type_t signed_task_type = {"task", &sfl__v1__task_or_wait__descriptor, NULL,
+    put_signed_task, NULL, 0, NULL, 0};
 
 int sfl_msg_task_pack(const uint8_t *task, size_t task_len,
                       const uint8_t signature[SFL_MSG_SIG_BYTES], uint8_t **out, size_t *len)
 {
-    const chk_t c = {"task", SFL_EINVAL};
-    Sfl__V1__SignedTask st = SFL__V1__SIGNED_TASK__INIT;
-    Sfl__V1__TaskOrWait tw = SFL__V1__TASK_OR_WAIT__INIT;
+    const signed_task_t m = {task, task_len, signature};
 
-    clear_out(out, len);
-    if (task == NULL || task_len == 0)
-        return fail(&c, SFL_EINVAL, "no task bytes (use sfl_msg_task_sign_bytes)");
-    st.task = bin(task, task_len);
-    st.signature = bin(signature, SFL_MSG_SIG_BYTES);
-    tw.kind_case = SFL__V1__TASK_OR_WAIT__KIND_TASK;
-    tw.task = &st;
-    return pack(&tw.base, &c, NULL, 0, out, len);
+    return pack_msg(&signed_task_type, &m, NULL, out, len);
 }
 
-static int check_wait(const chk_t *c, const sfl_wait_t *w)
+static int check_wait(const chk_t *c, const void *p)
 {
+    const sfl_wait_t *w = p;
+
     if (w->retry_after_ms == 0)
         return fail(c, c->bad, "retry_after_ms missing (0)");
     return check_str(c, "reason", w->reason, SFL_MSG_TEXT_LEN, 0);
 }
 
+static int put_wait(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_wait_t *m = p;
+
+    (void)c;
+    w->wait.retry_after_ms = m->retry_after_ms;
+    w->wait.reason = str(m->reason);
+    w->pb.task_or_wait.kind_case = SFL__V1__TASK_OR_WAIT__KIND_WAIT;
+    w->pb.task_or_wait.wait = &w->wait;
+    return 0;
+}
+
+static const msg_type_t wait_type = {"wait", &sfl__v1__task_or_wait__descriptor, check_wait,
+    put_wait, NULL, 0, NULL, 0};
+
 int sfl_msg_wait_pack(const sfl_wait_t *w, uint8_t **out, size_t *len)
 {
-    const chk_t c = {"wait", SFL_EINVAL};
-    Sfl__V1__Wait pw = SFL__V1__WAIT__INIT;
-    Sfl__V1__TaskOrWait tw = SFL__V1__TASK_OR_WAIT__INIT;
-    int rc;
-
-    clear_out(out, len);
-    rc = check_wait(&c, w);
-    if (rc < 0)
-        return rc;
-    pw.retry_after_ms = w->retry_after_ms;
-    pw.reason = str(w->reason);
-    tw.kind_case = SFL__V1__TASK_OR_WAIT__KIND_WAIT;
-    tw.wait = &pw;
-    return pack(&tw.base, &c, NULL, 0, out, len);
+    return pack_msg(&wait_type, w, NULL, out, len);
 }
 
 void sfl_msg_task_free(sfl_task_t *t)
@@ -947,15 +1169,16 @@ void sfl_msg_task_free(sfl_task_t *t)
     sfl__free(t);
 }
 
-/* The inner Task of a SignedTask whose bytes are already in t->signed_bytes. */
+/* The inner Task of a SignedTask whose bytes are already in t->signed_bytes.
+ * Not through unpack_msg: the bytes are the envelope's, the struct is
+ * already allocated, and the model is decoded after the envelope is gone. */
 static int get_task(const chk_t *c, const sfl_msg_limits_t *lim, sfl_task_t *t)
 {
     Sfl__V1__Task *pb = NULL;
     uint8_t hash[SFL_MSG_HASH_BYTES];
     int v, rc;
 
-    pb = unpack(&sfl__v1__task__descriptor, c, t->signed_bytes, t->signed_len,
-                lim->max_message, &rc);
+    pb = unpack(task_type.desc, c, t->signed_bytes, t->signed_len, lim->max_message, &rc);
     if (pb == NULL)
         goto out;
     t->job_id = pb->job_id;
@@ -997,20 +1220,22 @@ out:
     return rc;
 }
 
+/* Not through unpack_msg either: one envelope, two outcomes (an owned task
+ * or a wait in place), each with its own detail prefix. */
 int sfl_msg_task_or_wait_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                 sfl_task_t **task, sfl_wait_t *wait)
 {
-    const chk_t cs = {"subscribe message", SFL_EPARSE};
-    const chk_t ct = {"task", SFL_EPARSE};
-    const chk_t cw = {"wait", SFL_EPARSE};
     sfl_msg_limits_t tmp;
+    const chk_t cs = {"subscribe message", SFL_EPARSE, limits(lim, &tmp), 0};
+    const chk_t ct = {"task", SFL_EPARSE, cs.lim, 0};
+    const chk_t cw = {"wait", SFL_EPARSE, cs.lim, 0};
     Sfl__V1__TaskOrWait *pb = NULL;
     sfl_task_t *t = NULL;
     int rc;
 
     assert(task != NULL && wait != NULL);
     *task = NULL;
-    lim = limits(lim, &tmp);
+    lim = cs.lim;
     pb = unpack(&sfl__v1__task_or_wait__descriptor, &cs, buf, len, lim->max_message, &rc);
     if (pb == NULL)
         goto out;
@@ -1066,8 +1291,9 @@ out:
 
 /* ---- Update, payload, ack --------------------------------------------------------- */
 
-static int check_update(const chk_t *c, const sfl_update_t *m)
+static int check_update(const chk_t *c, const void *p)
 {
+    const sfl_update_t *m = p;
     int rc;
 
     if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
@@ -1080,53 +1306,26 @@ static int check_update(const chk_t *c, const sfl_update_t *m)
     return 0;
 }
 
-int sfl_msg_update_pack(const sfl_update_t *m, uint8_t **out, size_t *len)
+static int put_update(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"update", SFL_EINVAL};
-    Sfl__V1__Update pb = SFL__V1__UPDATE__INIT;
-    int rc;
+    const sfl_update_t *m = p;
+    Sfl__V1__Update *pb = &w->pb.update;
 
-    clear_out(out, len);
-    rc = check_update(&c, m);
-    if (rc < 0)
-        return rc;
-    pb.job_id = m->job_id;
-    pb.round = m->round;
-    pb.attempt = m->attempt;
-    pb.agent_id = m->agent_id;
-    pb.mode = (Sfl__V1__UpdateMode)m->mode;
-    pb.sealed = bin(m->sealed, m->sealed_len);
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    (void)c;
+    pb->job_id = m->job_id;
+    pb->round = m->round;
+    pb->attempt = m->attempt;
+    pb->agent_id = m->agent_id;
+    pb->mode = (Sfl__V1__UpdateMode)m->mode;
+    pb->sealed = bin(m->sealed, m->sealed_len);
+    return 0;
 }
 
-void sfl_msg_update_free(sfl_update_t *m)
+static int get_update(const chk_t *c, void *p, void *out)
 {
-    if (m == NULL)
-        return;
-    sfl__free(m->sealed);
-    sfl__free(m);
-}
+    Sfl__V1__Update *pb = p;
+    sfl_update_t *m = out;
 
-int sfl_msg_update_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
-                          sfl_update_t **out)
-{
-    const chk_t c = {"update", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__Update *pb = NULL;
-    sfl_update_t *m = NULL;
-    int rc;
-
-    assert(out != NULL);
-    *out = NULL;
-    lim = limits(lim, &tmp);
-    pb = unpack(&sfl__v1__update__descriptor, &c, buf, len, lim->max_message, &rc);
-    if (pb == NULL)
-        goto out;
-    m = sfl__calloc(1, sizeof(*m));
-    if (m == NULL) {
-        rc = fail(&c, SFL_ENOMEM, "no memory");
-        goto out;
-    }
     m->job_id = pb->job_id;
     m->round = pb->round;
     m->attempt = pb->attempt;
@@ -1139,148 +1338,160 @@ int sfl_msg_update_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t
     m->sealed_len = pb->sealed.len;
     pb->sealed.data = NULL;
     pb->sealed.len = 0;
-    rc = check_update(&c, m);
-    if (rc < 0)
-        goto out;
-    *out = m;
-    m = NULL;
-out:
+    return check_update(c, m);
+}
+
+void sfl_msg_update_free(sfl_update_t *m)
+{
+    if (m != NULL)
+        sfl__free(m->sealed);
+    sfl__free(m);
+}
+
+static void free_update(void *m)
+{
     sfl_msg_update_free(m);
-    free_pb(pb);
+}
+
+static const msg_type_t update_type = {"update", &sfl__v1__update__descriptor, check_update,
+    put_update, get_update, sizeof(sfl_update_t), free_update, 0};
+
+int sfl_msg_update_pack(const sfl_update_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&update_type, m, NULL, out, len);
+}
+
+int sfl_msg_update_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_update_t **out)
+{
+    int rc;
+
+    *out = unpack_msg(&update_type, buf, len, lim, 0, NULL, &rc);
     return rc;
 }
 
-static int check_payload(const chk_t *c, const sfl_payload_t *m)
+static int check_payload(const chk_t *c, const void *p)
 {
+    const sfl_payload_t *m = p;
+
     if (m->samples == 0)
         return fail(c, c->bad, "samples missing (0)");
     return check_finite(c, "train_loss", m->train_loss);
 }
 
-int sfl_msg_payload_pack(const sfl_payload_t *m, uint8_t **out, size_t *len)
+static int put_payload(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"update payload", SFL_EINVAL};
-    Sfl__V1__UpdatePayload pb = SFL__V1__UPDATE_PAYLOAD__INIT;
-    Sfl__V1__SparseVector sv = SFL__V1__SPARSE_VECTOR__INIT;
-    uint8_t *data = NULL;
+    const sfl_payload_t *m = p;
+    Sfl__V1__UpdatePayload *pb = &w->pb.payload;
+
+    pb->update = &w->sv;
+    pb->samples = m->samples;
+    pb->train_loss = m->train_loss;
+    return put_sparse(c, "update", m->update, m->encoding, &w->sv, &w->data);
+}
+
+static int get_payload(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__UpdatePayload *pb = p;
+    sfl_payload_t *m = out;
     int rc;
 
-    clear_out(out, len);
-    if ((rc = check_payload(&c, m)) < 0 ||
-        (rc = put_sparse(&c, "update", m->update, m->encoding, &sv, &data)) < 0)
-        goto out;
-    pb.update = &sv;
-    pb.samples = m->samples;
-    pb.train_loss = m->train_loss;
-    rc = pack(&pb.base, &c, NULL, 0, out, len);
-out:
-    sfl__free(data);
-    return rc;
+    m->samples = pb->samples;
+    m->train_loss = pb->train_loss;
+    if ((rc = check_payload(c, m)) < 0)
+        return rc;
+    /* Checked before decoding so a wrong-sized vector is never allocated. */
+    if (pb->update != NULL && pb->update->dim != c->dim)
+        return fail(c, SFL_EDIM, "update.dim is %u, the task's model has %u", pb->update->dim,
+                    c->dim);
+    return get_sparse(c, "update", pb->update, c->dim, c->lim->max_nnz, &m->update,
+                      &m->encoding, NULL);
 }
 
 void sfl_msg_payload_free(sfl_payload_t *m)
 {
-    if (m == NULL)
-        return;
-    sfl_spvec_free(m->update);
+    if (m != NULL)
+        sfl_spvec_free(m->update);
     sfl__free(m);
+}
+
+static void free_payload(void *m)
+{
+    sfl_msg_payload_free(m);
+}
+
+static const msg_type_t payload_type = {"update payload", &sfl__v1__update_payload__descriptor,
+    check_payload, put_payload, get_payload, sizeof(sfl_payload_t), free_payload, 0};
+
+int sfl_msg_payload_pack(const sfl_payload_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&payload_type, m, NULL, out, len);
 }
 
 int sfl_msg_payload_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                            uint32_t dim, sfl_payload_t **out)
 {
-    const chk_t c = {"update payload", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__UpdatePayload *pb = NULL;
-    sfl_payload_t *m = NULL;
     int rc;
 
-    assert(out != NULL);
-    *out = NULL;
-    lim = limits(lim, &tmp);
-    pb = unpack(&sfl__v1__update_payload__descriptor, &c, buf, len, lim->max_message, &rc);
-    if (pb == NULL)
-        goto out;
-    m = sfl__calloc(1, sizeof(*m));
-    if (m == NULL) {
-        rc = fail(&c, SFL_ENOMEM, "no memory");
-        goto out;
-    }
-    m->samples = pb->samples;
-    m->train_loss = pb->train_loss;
-    if ((rc = check_payload(&c, m)) < 0)
-        goto out;
-    /* Checked before decoding so a wrong-sized vector is never allocated. */
-    if (pb->update != NULL && pb->update->dim != dim) {
-        rc = fail(&c, SFL_EDIM, "update.dim is %u, the task's model has %u", pb->update->dim,
-                  dim);
-        goto out;
-    }
-    rc = get_sparse(&c, "update", pb->update, dim, lim->max_nnz, &m->update, &m->encoding,
-                    NULL);
-    if (rc < 0)
-        goto out;
-    *out = m;
-    m = NULL;
-out:
-    sfl_msg_payload_free(m);
-    free_pb(pb);
+    *out = unpack_msg(&payload_type, buf, len, lim, dim, NULL, &rc);
     return rc;
 }
 
-static int check_ack(const chk_t *c, const sfl_ack_t *m)
+static int check_ack(const chk_t *c, const void *p)
 {
+    const sfl_ack_t *m = p;
     int rc = check_enum(c, "status", (int)m->status, 1, 5);
 
     return rc < 0 ? rc : check_str(c, "reason", m->reason, SFL_MSG_TEXT_LEN, 0);
 }
 
-int sfl_msg_ack_pack(const sfl_ack_t *m, uint8_t **out, size_t *len)
+static int put_ack(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"update ack", SFL_EINVAL};
-    Sfl__V1__UpdateAck pb = SFL__V1__UPDATE_ACK__INIT;
-    int rc;
+    const sfl_ack_t *m = p;
+    Sfl__V1__UpdateAck *pb = &w->pb.ack;
 
-    clear_out(out, len);
-    rc = check_ack(&c, m);
-    if (rc < 0)
-        return rc;
-    pb.status = (Sfl__V1__AckStatus)m->status;
-    pb.reason = str(m->reason);
-    pb.job_id = m->job_id;
-    pb.round = m->round;
-    pb.attempt = m->attempt;
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    (void)c;
+    pb->status = (Sfl__V1__AckStatus)m->status;
+    pb->reason = str(m->reason);
+    pb->job_id = m->job_id;
+    pb->round = m->round;
+    pb->attempt = m->attempt;
+    return 0;
 }
 
-int sfl_msg_ack_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim, sfl_ack_t *m)
+static int get_ack(const chk_t *c, void *p, void *out)
 {
-    const chk_t c = {"update ack", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__UpdateAck *pb = NULL;
+    const Sfl__V1__UpdateAck *pb = p;
+    sfl_ack_t *m = out;
     int rc;
 
-    lim = limits(lim, &tmp);
-    memset(m, 0, sizeof(*m));
-    pb = unpack(&sfl__v1__update_ack__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb == NULL)
-        goto out;
     m->status = (sfl_ack_status_t)pb->status;
     m->job_id = pb->job_id;
     m->round = pb->round;
     m->attempt = pb->attempt;
-    if ((rc = get_str(&c, "reason", pb->reason, m->reason, SFL_MSG_TEXT_LEN)) < 0)
-        goto out;
-    rc = check_ack(&c, m);
-out:
-    free_pb(pb);
-    return rc;
+    if ((rc = get_str(c, "reason", pb->reason, m->reason, SFL_MSG_TEXT_LEN)) < 0)
+        return rc;
+    return check_ack(c, m);
+}
+
+static const msg_type_t ack_type = {"update ack", &sfl__v1__update_ack__descriptor, check_ack,
+    put_ack, get_ack, sizeof(sfl_ack_t), NULL, 0};
+
+int sfl_msg_ack_pack(const sfl_ack_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&ack_type, m, NULL, out, len);
+}
+
+int sfl_msg_ack_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim, sfl_ack_t *m)
+{
+    return unpack_in(&ack_type, buf, len, lim, m);
 }
 
 /* ---- Heartbeat ----------------------------------------------------------------- */
 
-static int check_heartbeat_req(const chk_t *c, const sfl_heartbeat_req_t *m)
+static int check_heartbeat_req(const chk_t *c, const void *p)
 {
+    const sfl_heartbeat_req_t *m = p;
     int rc;
 
     if ((rc = check_id(c, "agent_id", m->agent_id)) < 0 ||
@@ -1292,103 +1503,106 @@ static int check_heartbeat_req(const chk_t *c, const sfl_heartbeat_req_t *m)
     return 0;
 }
 
-int sfl_msg_heartbeat_req_pack(const sfl_heartbeat_req_t *m, uint8_t **out, size_t *len)
+static int put_heartbeat_req(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"heartbeat", SFL_EINVAL};
-    Sfl__V1__HeartbeatRequest pb = SFL__V1__HEARTBEAT_REQUEST__INIT;
-    char *conds[SFL_MSG_MAX_TAGS];
-    int rc;
+    const sfl_heartbeat_req_t *m = p;
+    Sfl__V1__HeartbeatRequest *pb = &w->pb.heartbeat_req;
 
-    clear_out(out, len);
-    rc = check_heartbeat_req(&c, m);
-    if (rc < 0)
-        return rc;
-    pb.agent_id = m->agent_id;
-    pb.phase = (Sfl__V1__AgentPhase)m->phase;
-    pb.job_id = m->job_id;
-    pb.round = m->round;
-    pb.attempt = m->attempt;
-    pb.progress_permille = m->progress_permille;
-    put_tags(&m->conditions, conds, &pb.n_conditions, &pb.conditions);
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    (void)c;
+    pb->agent_id = m->agent_id;
+    pb->phase = (Sfl__V1__AgentPhase)m->phase;
+    pb->job_id = m->job_id;
+    pb->round = m->round;
+    pb->attempt = m->attempt;
+    pb->progress_permille = m->progress_permille;
+    put_tags(&m->conditions, w->tags[0], &pb->n_conditions, &pb->conditions);
+    return 0;
 }
 
-int sfl_msg_heartbeat_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
-                                 sfl_heartbeat_req_t *m)
+static int get_heartbeat_req(const chk_t *c, void *p, void *out)
 {
-    const chk_t c = {"heartbeat", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__HeartbeatRequest *pb = NULL;
+    const Sfl__V1__HeartbeatRequest *pb = p;
+    sfl_heartbeat_req_t *m = out;
     int rc;
 
-    lim = limits(lim, &tmp);
-    memset(m, 0, sizeof(*m));
-    pb = unpack(&sfl__v1__heartbeat_request__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb == NULL)
-        goto out;
     m->agent_id = pb->agent_id;
     m->phase = (sfl_agent_phase_t)pb->phase;
     m->job_id = pb->job_id;
     m->round = pb->round;
     m->attempt = pb->attempt;
     m->progress_permille = pb->progress_permille;
-    if ((rc = get_tags(&c, "conditions", pb->conditions, pb->n_conditions, &m->conditions)) < 0)
-        goto out;
-    rc = check_heartbeat_req(&c, m);
-out:
-    free_pb(pb);
-    return rc;
+    if ((rc = get_tags(c, "conditions", pb->conditions, pb->n_conditions, &m->conditions)) < 0)
+        return rc;
+    return check_heartbeat_req(c, m);
 }
 
-static int check_heartbeat_reply(const chk_t *c, const sfl_heartbeat_reply_t *m)
+static const msg_type_t heartbeat_req_type = {"heartbeat", &sfl__v1__heartbeat_request__descriptor,
+    check_heartbeat_req, put_heartbeat_req, get_heartbeat_req, sizeof(sfl_heartbeat_req_t), NULL,
+    0};
+
+int sfl_msg_heartbeat_req_pack(const sfl_heartbeat_req_t *m, uint8_t **out, size_t *len)
 {
+    return pack_msg(&heartbeat_req_type, m, NULL, out, len);
+}
+
+int sfl_msg_heartbeat_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_heartbeat_req_t *m)
+{
+    return unpack_in(&heartbeat_req_type, buf, len, lim, m);
+}
+
+static int check_heartbeat_reply(const chk_t *c, const void *p)
+{
+    const sfl_heartbeat_reply_t *m = p;
+
     if (m->interval_ms == 0)
         return fail(c, c->bad, "interval_ms missing (0)");
     return check_bool(c, "abort", m->abort);
 }
 
+static int put_heartbeat_reply(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_heartbeat_reply_t *m = p;
+    Sfl__V1__HeartbeatReply *pb = &w->pb.heartbeat_reply;
+
+    (void)c;
+    pb->interval_ms = m->interval_ms;
+    pb->abort = m->abort;
+    pb->deadline_ms = m->deadline_ms;
+    return 0;
+}
+
+static int get_heartbeat_reply(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__HeartbeatReply *pb = p;
+    sfl_heartbeat_reply_t *m = out;
+
+    m->interval_ms = pb->interval_ms;
+    m->abort = pb->abort ? 1 : 0;
+    m->deadline_ms = pb->deadline_ms;
+    return check_heartbeat_reply(c, m);
+}
+
+static const msg_type_t heartbeat_reply_type = {"heartbeat reply",
+    &sfl__v1__heartbeat_reply__descriptor, check_heartbeat_reply, put_heartbeat_reply,
+    get_heartbeat_reply, sizeof(sfl_heartbeat_reply_t), NULL, 0};
+
 int sfl_msg_heartbeat_reply_pack(const sfl_heartbeat_reply_t *m, uint8_t **out, size_t *len)
 {
-    const chk_t c = {"heartbeat reply", SFL_EINVAL};
-    Sfl__V1__HeartbeatReply pb = SFL__V1__HEARTBEAT_REPLY__INIT;
-    int rc;
-
-    clear_out(out, len);
-    rc = check_heartbeat_reply(&c, m);
-    if (rc < 0)
-        return rc;
-    pb.interval_ms = m->interval_ms;
-    pb.abort = m->abort;
-    pb.deadline_ms = m->deadline_ms;
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    return pack_msg(&heartbeat_reply_type, m, NULL, out, len);
 }
 
 int sfl_msg_heartbeat_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                    sfl_heartbeat_reply_t *m)
 {
-    const chk_t c = {"heartbeat reply", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__HeartbeatReply *pb = NULL;
-    int rc;
-
-    lim = limits(lim, &tmp);
-    memset(m, 0, sizeof(*m));
-    pb = unpack(&sfl__v1__heartbeat_reply__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb == NULL)
-        goto out;
-    m->interval_ms = pb->interval_ms;
-    m->abort = pb->abort ? 1 : 0;
-    m->deadline_ms = pb->deadline_ms;
-    rc = check_heartbeat_reply(&c, m);
-out:
-    free_pb(pb);
-    return rc;
+    return unpack_in(&heartbeat_reply_type, buf, len, lim, m);
 }
 
 /* ---- Admin: jobs ------------------------------------------------------------ */
 
-static int check_job_spec(const chk_t *c, const sfl_job_spec_t *m)
+static int check_job_spec(const chk_t *c, const void *p)
 {
+    const sfl_job_spec_t *m = p;
     int rc;
 
     if ((rc = check_str(c, "name", m->name, SFL_MSG_NAME_LEN, 1)) < 0 ||
@@ -1422,72 +1636,55 @@ static int check_job_spec(const chk_t *c, const sfl_job_spec_t *m)
     return 0;
 }
 
-int sfl_msg_create_job_pack(const sfl_job_spec_t *m, uint8_t **out, size_t *len)
+static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"job spec", SFL_EINVAL};
-    Sfl__V1__CreateJobRequest pb = SFL__V1__CREATE_JOB_REQUEST__INIT;
-    Sfl__V1__JobSpec js = SFL__V1__JOB_SPEC__INIT;
-    Sfl__V1__AlgorithmParams pp = SFL__V1__ALGORITHM_PARAMS__INIT;
-    char *conds[SFL_MSG_MAX_TAGS];
-    int rc;
+    const sfl_job_spec_t *m = p;
+    Sfl__V1__JobSpec *js = &w->spec;
 
-    clear_out(out, len);
-    rc = check_job_spec(&c, m);
-    if (rc < 0)
-        return rc;
-    put_params(&m->params, &pp);
-    js.name = str(m->name);
-    js.algorithm = str(m->algorithm);
-    js.params = &pp;
-    js.loss = str(m->loss);
-    js.dimension = m->dimension;
-    js.n_labels = m->nlabels;
-    js.labels = (double *)(uintptr_t)m->labels;
-    js.rounds = m->rounds;
-    js.cohort_size = m->cohort_size;
-    js.over_selection = m->over_selection;
-    js.min_quorum = m->min_quorum;
-    js.round_deadline_ms = m->round_deadline_ms;
-    js.value_encoding = (Sfl__V1__ValueEncoding)(m->value_encoding + 1);
-    js.seed = m->seed;
-    put_tags(&m->required_conditions, conds, &js.n_required_conditions, &js.required_conditions);
-    js.dictionary = str(m->dictionary);
-    js.max_attempts = m->max_attempts;
-    js.paused = m->paused;
-    js.heartbeat_timeout_ms = m->heartbeat_timeout_ms;
-    pb.spec = &js;
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    (void)c;
+    put_params(&m->params, &w->pp);
+    js->name = str(m->name);
+    js->algorithm = str(m->algorithm);
+    js->params = &w->pp;
+    js->loss = str(m->loss);
+    js->dimension = m->dimension;
+    js->n_labels = m->nlabels;
+    js->labels = (double *)(uintptr_t)m->labels;
+    js->rounds = m->rounds;
+    js->cohort_size = m->cohort_size;
+    js->over_selection = m->over_selection;
+    js->min_quorum = m->min_quorum;
+    js->round_deadline_ms = m->round_deadline_ms;
+    js->value_encoding = (Sfl__V1__ValueEncoding)(m->value_encoding + 1);
+    js->seed = m->seed;
+    put_tags(&m->required_conditions, w->tags[0], &js->n_required_conditions,
+             &js->required_conditions);
+    js->dictionary = str(m->dictionary);
+    js->max_attempts = m->max_attempts;
+    js->paused = m->paused;
+    js->heartbeat_timeout_ms = m->heartbeat_timeout_ms;
+    w->pb.create_job.spec = js;
+    return 0;
 }
 
-int sfl_msg_create_job_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
-                              sfl_job_spec_t *m)
+static int get_job_spec(const chk_t *c, void *p, void *out)
 {
-    const chk_t c = {"job spec", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__CreateJobRequest *pb = NULL;
-    const Sfl__V1__JobSpec *js;
+    const Sfl__V1__JobSpec *js = ((const Sfl__V1__CreateJobRequest *)p)->spec;
+    sfl_job_spec_t *m = out;
     int rc;
 
-    lim = limits(lim, &tmp);
-    memset(m, 0, sizeof(*m));
-    pb = unpack(&sfl__v1__create_job_request__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb == NULL)
-        goto out;
-    js = pb->spec;
-    if (js == NULL) {
-        rc = fail(&c, SFL_EPARSE, "spec missing");
-        goto out;
-    }
-    if ((rc = get_str(&c, "name", js->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = get_str(&c, "algorithm", js->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = get_params(&c, js->params, &m->params)) < 0 ||
-        (rc = get_str(&c, "loss", js->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = get_labels(&c, "labels", js->labels, js->n_labels, &m->nlabels, m->labels)) < 0 ||
-        (rc = get_enc(&c, "value_encoding", (int)js->value_encoding, &m->value_encoding)) < 0 ||
-        (rc = get_tags(&c, "required_conditions", js->required_conditions,
+    if (js == NULL)
+        return fail(c, SFL_EPARSE, "spec missing");
+    if ((rc = get_str(c, "name", js->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_str(c, "algorithm", js->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_params(c, js->params, &m->params)) < 0 ||
+        (rc = get_str(c, "loss", js->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_labels(c, "labels", js->labels, js->n_labels, &m->nlabels, m->labels)) < 0 ||
+        (rc = get_enc(c, "value_encoding", (int)js->value_encoding, &m->value_encoding)) < 0 ||
+        (rc = get_tags(c, "required_conditions", js->required_conditions,
                        js->n_required_conditions, &m->required_conditions)) < 0 ||
-        (rc = get_str(&c, "dictionary", js->dictionary, m->dictionary, SFL_MSG_NAME_LEN)) < 0)
-        goto out;
+        (rc = get_str(c, "dictionary", js->dictionary, m->dictionary, SFL_MSG_NAME_LEN)) < 0)
+        return rc;
     m->dimension = js->dimension;
     m->rounds = js->rounds;
     m->cohort_size = js->cohort_size;
@@ -1498,14 +1695,26 @@ int sfl_msg_create_job_unpack(const uint8_t *buf, size_t len, const sfl_msg_limi
     m->max_attempts = js->max_attempts;
     m->paused = js->paused ? 1 : 0;
     m->heartbeat_timeout_ms = js->heartbeat_timeout_ms;
-    rc = check_job_spec(&c, m);
-out:
-    free_pb(pb);
-    return rc;
+    return check_job_spec(c, m);
 }
 
-static int check_job_status(const chk_t *c, const sfl_job_status_t *m)
+static const msg_type_t create_job_type = {"job spec", &sfl__v1__create_job_request__descriptor,
+    check_job_spec, put_job_spec, get_job_spec, sizeof(sfl_job_spec_t), NULL, 0};
+
+int sfl_msg_create_job_pack(const sfl_job_spec_t *m, uint8_t **out, size_t *len)
 {
+    return pack_msg(&create_job_type, m, NULL, out, len);
+}
+
+int sfl_msg_create_job_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_job_spec_t *m)
+{
+    return unpack_in(&create_job_type, buf, len, lim, m);
+}
+
+static int check_job_status(const chk_t *c, const void *p)
+{
+    const sfl_job_status_t *m = p;
     int rc;
 
     if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
@@ -1563,243 +1772,157 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
     return check_job_status(c, m);
 }
 
+/* JobRequest carries only the id, which put checks. */
+static int put_job_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const uint64_t *job_id = p;
+    int rc = check_id(c, "job_id", *job_id);
+
+    w->pb.job_req.job_id = *job_id;
+    return rc;
+}
+
+static int get_job_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__JobRequest *pb = p;
+    int rc = check_id(c, "job_id", pb->job_id);
+
+    if (rc == 0)
+        *(uint64_t *)out = pb->job_id;
+    return rc;
+}
+
+static const msg_type_t job_req_type = {"job request", &sfl__v1__job_request__descriptor, NULL,
+    put_job_req, get_job_req, sizeof(uint64_t), NULL, 0};
+
 int sfl_msg_job_req_pack(uint64_t job_id, uint8_t **out, size_t *len)
 {
-    const chk_t c = {"job request", SFL_EINVAL};
-    Sfl__V1__JobRequest pb = SFL__V1__JOB_REQUEST__INIT;
-    int rc;
-
-    clear_out(out, len);
-    rc = check_id(&c, "job_id", job_id);
-    if (rc < 0)
-        return rc;
-    pb.job_id = job_id;
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    return pack_msg(&job_req_type, &job_id, NULL, out, len);
 }
 
 int sfl_msg_job_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                            uint64_t *job_id)
 {
-    const chk_t c = {"job request", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__JobRequest *pb = NULL;
-    int rc;
-
-    lim = limits(lim, &tmp);
-    *job_id = 0;
-    pb = unpack(&sfl__v1__job_request__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb == NULL)
-        goto out;
-    rc = check_id(&c, "job_id", pb->job_id);
-    if (rc == 0)
-        *job_id = pb->job_id;
-out:
-    free_pb(pb);
-    return rc;
+    return unpack_in(&job_req_type, buf, len, lim, job_id);
 }
+
+static int put_job_reply(const chk_t *c, const void *p, wire_t *w)
+{
+    (void)c;
+    put_job_status(p, &w->job);
+    w->pb.job_reply.job = &w->job;
+    return 0;
+}
+
+static int get_job_reply(const chk_t *c, void *p, void *out)
+{
+    return get_job_status(c, ((const Sfl__V1__JobReply *)p)->job, out);
+}
+
+static const msg_type_t job_reply_type = {"job reply", &sfl__v1__job_reply__descriptor,
+    check_job_status, put_job_reply, get_job_reply, sizeof(sfl_job_status_t), NULL, 0};
 
 int sfl_msg_job_reply_pack(const sfl_job_status_t *m, uint8_t **out, size_t *len)
 {
-    const chk_t c = {"job reply", SFL_EINVAL};
-    Sfl__V1__JobReply pb = SFL__V1__JOB_REPLY__INIT;
-    Sfl__V1__JobStatus js = SFL__V1__JOB_STATUS__INIT;
-    int rc;
-
-    clear_out(out, len);
-    rc = check_job_status(&c, m);
-    if (rc < 0)
-        return rc;
-    put_job_status(m, &js);
-    pb.job = &js;
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    return pack_msg(&job_reply_type, m, NULL, out, len);
 }
 
 int sfl_msg_job_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                              sfl_job_status_t *m)
 {
-    const chk_t c = {"job reply", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__JobReply *pb = NULL;
-    int rc;
-
-    lim = limits(lim, &tmp);
-    memset(m, 0, sizeof(*m));
-    pb = unpack(&sfl__v1__job_reply__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb == NULL)
-        goto out;
-    rc = get_job_status(&c, pb->job, m);
-out:
-    free_pb(pb);
-    return rc;
+    return unpack_in(&job_reply_type, buf, len, lim, m);
 }
 
 /* ---- Admin: empty requests, status, lists ---------------------------------------- */
 
 /* Empty messages still go through protobuf-c, so a request that is not one
  * (garbage, a wrong wire type) is refused like any other. */
-static int unpack_empty(const ProtobufCMessageDescriptor *d, const char *what,
-                        const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim)
-{
-    const chk_t c = {what, SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    int rc;
+static const msg_type_t status_req_type = {"status request", &sfl__v1__status_request__descriptor,
+    NULL, NULL, NULL, 0, NULL, 0};
 
-    lim = limits(lim, &tmp);
-    free_pb(unpack(d, &c, buf, len, control_max(lim), &rc));
-    return rc;
-}
+static const msg_type_t list_jobs_req_type = {"list jobs request",
+    &sfl__v1__list_jobs_request__descriptor, NULL, NULL, NULL, 0, NULL, 0};
 
 int sfl_msg_status_req_pack(uint8_t **out, size_t *len)
 {
-    const chk_t c = {"status request", SFL_EINVAL};
-    Sfl__V1__StatusRequest pb = SFL__V1__STATUS_REQUEST__INIT;
-
-    clear_out(out, len);
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    return pack_msg(&status_req_type, NULL, NULL, out, len);
 }
 
 int sfl_msg_status_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim)
 {
-    return unpack_empty(&sfl__v1__status_request__descriptor, "status request", buf, len, lim);
+    return unpack_in(&status_req_type, buf, len, lim, NULL);
 }
 
 int sfl_msg_list_jobs_req_pack(uint8_t **out, size_t *len)
 {
-    const chk_t c = {"list jobs request", SFL_EINVAL};
-    Sfl__V1__ListJobsRequest pb = SFL__V1__LIST_JOBS_REQUEST__INIT;
-
-    clear_out(out, len);
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    return pack_msg(&list_jobs_req_type, NULL, NULL, out, len);
 }
 
 int sfl_msg_list_jobs_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim)
 {
-    return unpack_empty(&sfl__v1__list_jobs_request__descriptor, "list jobs request", buf, len,
-                        lim);
+    return unpack_in(&list_jobs_req_type, buf, len, lim, NULL);
 }
 
-/* Generated structs for n jobs: one block of structs, one of pointers. */
-static int put_jobs(const chk_t *c, const sfl_job_status_t *jobs, uint32_t n,
-                    Sfl__V1__JobStatus **blk, Sfl__V1__JobStatus ***ptrs)
+/* Jobs as w->blk and w->ptrs; *field gets the pointers. */
+static int put_jobs(const chk_t *c, const sfl_job_status_t *jobs, uint32_t n, wire_t *w,
+                    Sfl__V1__JobStatus ***field)
 {
     static const Sfl__V1__JobStatus init = SFL__V1__JOB_STATUS__INIT;
-    int rc;
+    Sfl__V1__JobStatus *blk, **ptrs;
+    int rc = alloc_list(c, "jobs", n, sizeof(*blk), w);
 
-    *blk = NULL;
-    *ptrs = NULL;
-    if (n == 0)
-        return 0;
-    if (jobs == NULL)
-        return fail(c, SFL_EINVAL, "%u jobs but no array", n);
-    for (uint32_t i = 0; i < n; i++)
-        if ((rc = check_job_status(c, &jobs[i])) < 0)
-            return rc;
-    *blk = sfl__mallocarray(n, sizeof(**blk));
-    *ptrs = sfl__mallocarray(n, sizeof(**ptrs));
-    if (*blk == NULL || *ptrs == NULL)
-        return fail(c, SFL_ENOMEM, "no memory for %u jobs", n);
-    for (uint32_t i = 0; i < n; i++) {
-        (*blk)[i] = init;
-        put_job_status(&jobs[i], &(*blk)[i]);
-        (*ptrs)[i] = &(*blk)[i];
-    }
-    return 0;
-}
-
-static int get_jobs(const chk_t *c, Sfl__V1__JobStatus *const *src, size_t n,
-                    sfl_job_status_t **jobs)
-{
-    *jobs = NULL;
-    if (n == 0)
-        return 0;
-    *jobs = sfl__mallocarray(n, sizeof(**jobs));
-    if (*jobs == NULL)
-        return fail(c, SFL_ENOMEM, "no memory for %zu jobs", n);
-    for (size_t i = 0; i < n; i++) {
-        int rc = get_job_status(c, src[i], &(*jobs)[i]);
-
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* Refuses more than max_items entries of field `num` before unpacking. */
-static int check_items(const chk_t *c, const uint8_t *buf, size_t len, size_t max_message,
-                       uint32_t num, uint32_t max_items)
-{
-    size_t n;
-    int rc;
-
-    if (buf == NULL || len > max_message)
-        return 0; /* unpack() reports these */
-    rc = count_field(c, buf, len, num, &n);
     if (rc < 0)
         return rc;
-    if (n > max_items)
-        return fail(c, SFL_ELIMIT, "%zu entries exceed the limit of %u", n, max_items);
+    blk = w->blk;
+    ptrs = w->ptrs;
+    for (uint32_t i = 0; i < n; i++) {
+        blk[i] = init;
+        put_job_status(&jobs[i], &blk[i]);
+        ptrs[i] = &blk[i];
+    }
+    *field = ptrs;
     return 0;
 }
 
-int sfl_msg_status_pack(const sfl_status_t *m, uint8_t **out, size_t *len)
+static int get_job_at(const chk_t *c, const void *src, size_t i, void *dst)
 {
-    const chk_t c = {"status", SFL_EINVAL};
-    Sfl__V1__StatusReply pb = SFL__V1__STATUS_REPLY__INIT;
-    Sfl__V1__JobStatus *blk = NULL, **ptrs = NULL;
-    int rc;
+    Sfl__V1__JobStatus *const *jobs = src;
 
-    clear_out(out, len);
-    if ((rc = check_str(&c, "version", m->version, SFL_MSG_NAME_LEN, 0)) < 0 ||
-        (rc = put_jobs(&c, m->jobs, m->njobs, &blk, &ptrs)) < 0)
-        goto out;
-    pb.version = str(m->version);
-    pb.started_ms = m->started_ms;
-    pb.connected_agents = m->connected_agents;
-    pb.known_agents = m->known_agents;
-    pb.updates_accepted = m->updates_accepted;
-    pb.updates_rejected = m->updates_rejected;
-    pb.bytes_in = m->bytes_in;
-    pb.bytes_out = m->bytes_out;
-    pb.n_jobs = m->njobs;
-    pb.jobs = ptrs;
-    rc = pack(&pb.base, &c, NULL, 0, out, len);
-out:
-    sfl__free(ptrs);
-    sfl__free(blk);
-    return rc;
+    return get_job_status(c, jobs[i], dst);
 }
 
-void sfl_msg_status_free(sfl_status_t *m)
+static int check_status(const chk_t *c, const void *p)
 {
-    if (m == NULL)
-        return;
-    sfl__free(m->jobs);
-    sfl__free(m);
+    const sfl_status_t *m = p;
+    int rc = check_str(c, "version", m->version, SFL_MSG_NAME_LEN, 0);
+
+    return rc < 0 ? rc
+                  : check_list(c, "jobs", m->jobs, m->njobs, sizeof(*m->jobs), check_job_status);
 }
 
-int sfl_msg_status_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
-                          sfl_status_t **out)
+static int put_status(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"status", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__StatusReply *pb = NULL;
-    sfl_status_t *m = NULL;
+    const sfl_status_t *m = p;
+    Sfl__V1__StatusReply *pb = &w->pb.status;
+
+    pb->version = str(m->version);
+    pb->started_ms = m->started_ms;
+    pb->connected_agents = m->connected_agents;
+    pb->known_agents = m->known_agents;
+    pb->updates_accepted = m->updates_accepted;
+    pb->updates_rejected = m->updates_rejected;
+    pb->bytes_in = m->bytes_in;
+    pb->bytes_out = m->bytes_out;
+    pb->n_jobs = m->njobs;
+    return put_jobs(c, m->jobs, m->njobs, w, &pb->jobs);
+}
+
+static int get_status(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__StatusReply *pb = p;
+    sfl_status_t *m = out;
     int rc;
 
-    assert(out != NULL);
-    *out = NULL;
-    lim = limits(lim, &tmp);
-    rc = check_items(&c, buf, len, lim->max_message, 9, lim->max_items);
-    if (rc < 0)
-        goto out;
-    pb = unpack(&sfl__v1__status_reply__descriptor, &c, buf, len, lim->max_message, &rc);
-    if (pb == NULL)
-        goto out;
-    m = sfl__calloc(1, sizeof(*m));
-    if (m == NULL) {
-        rc = fail(&c, SFL_ENOMEM, "no memory");
-        goto out;
-    }
     m->started_ms = pb->started_ms;
     m->connected_agents = pb->connected_agents;
     m->known_agents = pb->known_agents;
@@ -1808,116 +1931,133 @@ int sfl_msg_status_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t
     m->bytes_in = pb->bytes_in;
     m->bytes_out = pb->bytes_out;
     m->njobs = (uint32_t)pb->n_jobs;
-    if ((rc = get_str(&c, "version", pb->version, m->version, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = check_str(&c, "version", m->version, SFL_MSG_NAME_LEN, 0)) < 0 ||
-        (rc = get_jobs(&c, pb->jobs, pb->n_jobs, &m->jobs)) < 0)
-        goto out;
-    *out = m;
-    m = NULL;
-out:
-    sfl_msg_status_free(m);
-    free_pb(pb);
+    if ((rc = get_str(c, "version", pb->version, m->version, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = check_str(c, "version", m->version, SFL_MSG_NAME_LEN, 0)) < 0)
+        return rc;
+    m->jobs = get_list(c, "jobs", pb->jobs, pb->n_jobs, sizeof(*m->jobs), get_job_at, &rc);
     return rc;
 }
 
-int sfl_msg_job_list_pack(const sfl_job_list_t *m, uint8_t **out, size_t *len)
+void sfl_msg_status_free(sfl_status_t *m)
 {
-    const chk_t c = {"job list", SFL_EINVAL};
-    Sfl__V1__ListJobsReply pb = SFL__V1__LIST_JOBS_REPLY__INIT;
-    Sfl__V1__JobStatus *blk = NULL, **ptrs = NULL;
+    if (m != NULL)
+        sfl__free(m->jobs);
+    sfl__free(m);
+}
+
+static void free_status(void *m)
+{
+    sfl_msg_status_free(m);
+}
+
+static const msg_type_t status_type = {"status", &sfl__v1__status_reply__descriptor, check_status,
+    put_status, get_status, sizeof(sfl_status_t), free_status, 9};
+
+int sfl_msg_status_pack(const sfl_status_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&status_type, m, NULL, out, len);
+}
+
+int sfl_msg_status_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_status_t **out)
+{
     int rc;
 
-    clear_out(out, len);
-    rc = put_jobs(&c, m->jobs, m->n, &blk, &ptrs);
-    if (rc < 0)
-        goto out;
-    pb.n_jobs = m->n;
-    pb.jobs = ptrs;
-    rc = pack(&pb.base, &c, NULL, 0, out, len);
-out:
-    sfl__free(ptrs);
-    sfl__free(blk);
+    *out = unpack_msg(&status_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}
+
+static int check_job_list(const chk_t *c, const void *p)
+{
+    const sfl_job_list_t *m = p;
+
+    return check_list(c, "jobs", m->jobs, m->n, sizeof(*m->jobs), check_job_status);
+}
+
+static int put_job_list(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_job_list_t *m = p;
+
+    w->pb.job_list.n_jobs = m->n;
+    return put_jobs(c, m->jobs, m->n, w, &w->pb.job_list.jobs);
+}
+
+static int get_job_list(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ListJobsReply *pb = p;
+    sfl_job_list_t *m = out;
+    int rc;
+
+    m->n = (uint32_t)pb->n_jobs;
+    m->jobs = get_list(c, "jobs", pb->jobs, pb->n_jobs, sizeof(*m->jobs), get_job_at, &rc);
     return rc;
 }
 
 void sfl_msg_job_list_free(sfl_job_list_t *m)
 {
-    if (m == NULL)
-        return;
-    sfl__free(m->jobs);
+    if (m != NULL)
+        sfl__free(m->jobs);
     sfl__free(m);
+}
+
+static void free_job_list(void *m)
+{
+    sfl_msg_job_list_free(m);
+}
+
+static const msg_type_t job_list_type = {"job list", &sfl__v1__list_jobs_reply__descriptor,
+    check_job_list, put_job_list, get_job_list, sizeof(sfl_job_list_t), free_job_list, 1};
+
+int sfl_msg_job_list_pack(const sfl_job_list_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&job_list_type, m, NULL, out, len);
 }
 
 int sfl_msg_job_list_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                             sfl_job_list_t **out)
 {
-    const chk_t c = {"job list", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__ListJobsReply *pb = NULL;
-    sfl_job_list_t *m = NULL;
     int rc;
 
-    assert(out != NULL);
-    *out = NULL;
-    lim = limits(lim, &tmp);
-    rc = check_items(&c, buf, len, lim->max_message, 1, lim->max_items);
-    if (rc < 0)
-        goto out;
-    pb = unpack(&sfl__v1__list_jobs_reply__descriptor, &c, buf, len, lim->max_message, &rc);
-    if (pb == NULL)
-        goto out;
-    m = sfl__calloc(1, sizeof(*m));
-    if (m == NULL) {
-        rc = fail(&c, SFL_ENOMEM, "no memory");
-        goto out;
-    }
-    m->n = (uint32_t)pb->n_jobs;
-    rc = get_jobs(&c, pb->jobs, pb->n_jobs, &m->jobs);
-    if (rc < 0)
-        goto out;
-    *out = m;
-    m = NULL;
-out:
-    sfl_msg_job_list_free(m);
-    free_pb(pb);
+    *out = unpack_msg(&job_list_type, buf, len, lim, 0, NULL, &rc);
     return rc;
 }
 
 /* ---- Admin: agents ------------------------------------------------------------- */
 
+static int put_list_agents_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const int *connected_only = p;
+    int rc = check_bool(c, "connected_only", *connected_only);
+
+    w->pb.list_agents_req.connected_only = *connected_only;
+    return rc;
+}
+
+static int get_list_agents_req(const chk_t *c, void *p, void *out)
+{
+    (void)c;
+    *(int *)out = ((const Sfl__V1__ListAgentsRequest *)p)->connected_only ? 1 : 0;
+    return 0;
+}
+
+static const msg_type_t list_agents_req_type = {"list agents request",
+    &sfl__v1__list_agents_request__descriptor, NULL, put_list_agents_req, get_list_agents_req,
+    sizeof(int), NULL, 0};
+
 int sfl_msg_list_agents_req_pack(int connected_only, uint8_t **out, size_t *len)
 {
-    const chk_t c = {"list agents request", SFL_EINVAL};
-    Sfl__V1__ListAgentsRequest pb = SFL__V1__LIST_AGENTS_REQUEST__INIT;
-    int rc;
-
-    clear_out(out, len);
-    rc = check_bool(&c, "connected_only", connected_only);
-    if (rc < 0)
-        return rc;
-    pb.connected_only = connected_only;
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    return pack_msg(&list_agents_req_type, &connected_only, NULL, out, len);
 }
 
 int sfl_msg_list_agents_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                    int *connected_only)
 {
-    const chk_t c = {"list agents request", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__ListAgentsRequest *pb = NULL;
-    int rc;
-
-    lim = limits(lim, &tmp);
-    *connected_only = 0;
-    pb = unpack(&sfl__v1__list_agents_request__descriptor, &c, buf, len, control_max(lim), &rc);
-    if (pb != NULL)
-        *connected_only = pb->connected_only ? 1 : 0;
-    free_pb(pb);
-    return rc;
+    return unpack_in(&list_agents_req_type, buf, len, lim, connected_only);
 }
 
-static int check_agent(const chk_t *c, const sfl_agent_info_t *a)
+static int check_agent(const chk_t *c, const void *p)
 {
+    const sfl_agent_info_t *a = p;
     int rc;
 
     if ((rc = check_id(c, "agent_id", a->agent_id)) < 0 ||
@@ -1942,71 +2082,57 @@ typedef struct agent_pb {
     char *conds[SFL_MSG_MAX_TAGS];
 } agent_pb_t;
 
-int sfl_msg_agent_list_pack(const sfl_agent_list_t *m, uint8_t **out, size_t *len)
+static int check_agent_list(const chk_t *c, const void *p)
+{
+    const sfl_agent_list_t *m = p;
+
+    return check_list(c, "agents", m->agents, m->n, sizeof(*m->agents), check_agent);
+}
+
+static int put_agent_list(const chk_t *c, const void *p, wire_t *w)
 {
     static const Sfl__V1__AgentInfo ai_init = SFL__V1__AGENT_INFO__INIT;
     static const Sfl__V1__DatasetSummary ds_init = SFL__V1__DATASET_SUMMARY__INIT;
-    const chk_t c = {"agent list", SFL_EINVAL};
-    Sfl__V1__ListAgentsReply pb = SFL__V1__LIST_AGENTS_REPLY__INIT;
-    agent_pb_t *blk = NULL;
-    Sfl__V1__AgentInfo **ptrs = NULL;
-    int rc = 0;
+    const sfl_agent_list_t *m = p;
+    agent_pb_t *blk;
+    Sfl__V1__AgentInfo **ptrs;
+    int rc = alloc_list(c, "agents", m->n, sizeof(*blk), w);
 
-    clear_out(out, len);
-    if (m->n > 0 && m->agents == NULL)
-        return fail(&c, SFL_EINVAL, "%u agents but no array", m->n);
-    for (uint32_t i = 0; i < m->n; i++)
-        if ((rc = check_agent(&c, &m->agents[i])) < 0)
-            return rc;
-    if (m->n > 0) {
-        blk = sfl__mallocarray(m->n, sizeof(*blk));
-        ptrs = sfl__mallocarray(m->n, sizeof(*ptrs));
-        if (blk == NULL || ptrs == NULL) {
-            rc = fail(&c, SFL_ENOMEM, "no memory for %u agents", m->n);
-            goto out;
-        }
-    }
+    if (rc < 0)
+        return rc;
+    blk = w->blk;
+    ptrs = w->ptrs;
     for (uint32_t i = 0; i < m->n; i++) {
         const sfl_agent_info_t *a = &m->agents[i];
-        agent_pb_t *p = &blk[i];
+        agent_pb_t *q = &blk[i];
 
-        p->ai = ai_init;
-        p->ds = ds_init;
-        p->ai.agent_id = a->agent_id;
-        p->ai.subject = str(a->subject);
-        p->ai.connected = a->connected;
-        put_tags(&a->capabilities, p->caps, &p->ai.n_capabilities, &p->ai.capabilities);
-        put_tags(&a->conditions, p->conds, &p->ai.n_conditions, &p->ai.conditions);
-        put_summary(&a->dataset, &p->ds);
-        p->ai.dataset = &p->ds;
-        p->ai.last_seen_ms = a->last_seen_ms;
-        p->ai.phase = (Sfl__V1__AgentPhase)a->phase;
-        p->ai.job_id = a->job_id;
-        p->ai.round = a->round;
-        p->ai.progress_permille = a->progress_permille;
-        p->ai.updates_accepted = a->updates_accepted;
-        p->ai.agent_version = str(a->agent_version);
-        ptrs[i] = &p->ai;
+        q->ai = ai_init;
+        q->ds = ds_init;
+        q->ai.agent_id = a->agent_id;
+        q->ai.subject = str(a->subject);
+        q->ai.connected = a->connected;
+        put_tags(&a->capabilities, q->caps, &q->ai.n_capabilities, &q->ai.capabilities);
+        put_tags(&a->conditions, q->conds, &q->ai.n_conditions, &q->ai.conditions);
+        put_summary(&a->dataset, &q->ds);
+        q->ai.dataset = &q->ds;
+        q->ai.last_seen_ms = a->last_seen_ms;
+        q->ai.phase = (Sfl__V1__AgentPhase)a->phase;
+        q->ai.job_id = a->job_id;
+        q->ai.round = a->round;
+        q->ai.progress_permille = a->progress_permille;
+        q->ai.updates_accepted = a->updates_accepted;
+        q->ai.agent_version = str(a->agent_version);
+        ptrs[i] = &q->ai;
     }
-    pb.n_agents = m->n;
-    pb.agents = ptrs;
-    rc = pack(&pb.base, &c, NULL, 0, out, len);
-out:
-    sfl__free(ptrs);
-    sfl__free(blk);
-    return rc;
+    w->pb.agent_list.n_agents = m->n;
+    w->pb.agent_list.agents = ptrs;
+    return 0;
 }
 
-void sfl_msg_agent_list_free(sfl_agent_list_t *m)
+static int get_agent_at(const chk_t *c, const void *src, size_t i, void *dst)
 {
-    if (m == NULL)
-        return;
-    sfl__free(m->agents);
-    sfl__free(m);
-}
-
-static int get_agent(const chk_t *c, const Sfl__V1__AgentInfo *p, sfl_agent_info_t *a)
-{
+    const Sfl__V1__AgentInfo *p = ((Sfl__V1__AgentInfo *const *)src)[i];
+    sfl_agent_info_t *a = dst;
     int rc;
 
     memset(a, 0, sizeof(*a));
@@ -2031,86 +2157,103 @@ static int get_agent(const chk_t *c, const Sfl__V1__AgentInfo *p, sfl_agent_info
     return check_agent(c, a);
 }
 
+static int get_agent_list(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ListAgentsReply *pb = p;
+    sfl_agent_list_t *m = out;
+    int rc;
+
+    m->n = (uint32_t)pb->n_agents;
+    m->agents = get_list(c, "agents", pb->agents, pb->n_agents, sizeof(*m->agents),
+                         get_agent_at, &rc);
+    return rc;
+}
+
+void sfl_msg_agent_list_free(sfl_agent_list_t *m)
+{
+    if (m != NULL)
+        sfl__free(m->agents);
+    sfl__free(m);
+}
+
+static void free_agent_list(void *m)
+{
+    sfl_msg_agent_list_free(m);
+}
+
+static const msg_type_t agent_list_type = {"agent list", &sfl__v1__list_agents_reply__descriptor,
+    check_agent_list, put_agent_list, get_agent_list, sizeof(sfl_agent_list_t), free_agent_list, 1};
+
+int sfl_msg_agent_list_pack(const sfl_agent_list_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&agent_list_type, m, NULL, out, len);
+}
+
 int sfl_msg_agent_list_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                               sfl_agent_list_t **out)
 {
-    const chk_t c = {"agent list", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__ListAgentsReply *pb = NULL;
-    sfl_agent_list_t *m = NULL;
     int rc;
 
-    assert(out != NULL);
-    *out = NULL;
-    lim = limits(lim, &tmp);
-    rc = check_items(&c, buf, len, lim->max_message, 1, lim->max_items);
-    if (rc < 0)
-        goto out;
-    pb = unpack(&sfl__v1__list_agents_reply__descriptor, &c, buf, len, lim->max_message, &rc);
-    if (pb == NULL)
-        goto out;
-    m = sfl__calloc(1, sizeof(*m));
-    if (m == NULL || (pb->n_agents > 0 &&
-                      (m->agents = sfl__mallocarray(pb->n_agents, sizeof(*m->agents))) == NULL)) {
-        rc = fail(&c, SFL_ENOMEM, "no memory for %zu agents", pb->n_agents);
-        goto out;
-    }
-    m->n = (uint32_t)pb->n_agents;
-    for (size_t i = 0; i < pb->n_agents; i++)
-        if ((rc = get_agent(&c, pb->agents[i], &m->agents[i])) < 0)
-            goto out;
-    *out = m;
-    m = NULL;
-out:
-    sfl_msg_agent_list_free(m);
-    free_pb(pb);
+    *out = unpack_msg(&agent_list_type, buf, len, lim, 0, NULL, &rc);
     return rc;
 }
 
 /* ---- Admin: export ----------------------------------------------------------- */
 
+/* The arguments of sfl_msg_export_req_pack / _unpack. */
+typedef struct export_req {
+    uint64_t job_id;
+    uint64_t round;
+} export_req_t;
+
+static int put_export_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const export_req_t *m = p;
+    int rc = check_id(c, "job_id", m->job_id);
+
+    w->pb.export_req.job_id = m->job_id;
+    w->pb.export_req.round = m->round;
+    return rc;
+}
+
+static int get_export_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ExportModelRequest *pb = p;
+    export_req_t *m = out;
+    int rc = check_id(c, "job_id", pb->job_id);
+
+    if (rc == 0) {
+        m->job_id = pb->job_id;
+        m->round = pb->round;
+    }
+    return rc;
+}
+
+static const msg_type_t export_req_type = {"export request",
+    &sfl__v1__export_model_request__descriptor, NULL, put_export_req, get_export_req,
+    sizeof(export_req_t), NULL, 0};
+
 int sfl_msg_export_req_pack(uint64_t job_id, uint64_t round, uint8_t **out, size_t *len)
 {
-    const chk_t c = {"export request", SFL_EINVAL};
-    Sfl__V1__ExportModelRequest pb = SFL__V1__EXPORT_MODEL_REQUEST__INIT;
-    int rc;
+    const export_req_t m = {job_id, round};
 
-    clear_out(out, len);
-    rc = check_id(&c, "job_id", job_id);
-    if (rc < 0)
-        return rc;
-    pb.job_id = job_id;
-    pb.round = round;
-    return pack(&pb.base, &c, NULL, 0, out, len);
+    return pack_msg(&export_req_type, &m, NULL, out, len);
 }
 
 int sfl_msg_export_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                               uint64_t *job_id, uint64_t *round)
 {
-    const chk_t c = {"export request", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__ExportModelRequest *pb = NULL;
-    int rc;
+    export_req_t m;
+    int rc = unpack_in(&export_req_type, buf, len, lim, &m);
 
-    lim = limits(lim, &tmp);
-    *job_id = 0;
-    *round = 0;
-    pb = unpack(&sfl__v1__export_model_request__descriptor, &c, buf, len, control_max(lim),
-                &rc);
-    if (pb == NULL)
-        goto out;
-    rc = check_id(&c, "job_id", pb->job_id);
-    if (rc == 0) {
-        *job_id = pb->job_id;
-        *round = pb->round;
-    }
-out:
-    free_pb(pb);
+    *job_id = m.job_id;
+    *round = m.round;
     return rc;
 }
 
-static int check_export(const chk_t *c, const sfl_export_t *m)
+static int check_export(const chk_t *c, const void *p)
 {
+    const sfl_export_t *m = p;
     int rc;
 
     if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
@@ -2122,83 +2265,76 @@ static int check_export(const chk_t *c, const sfl_export_t *m)
     return 0;
 }
 
-int sfl_msg_export_pack(const sfl_export_t *m, uint8_t **out, size_t *len)
+static int put_export(const chk_t *c, const void *p, wire_t *w)
 {
-    const chk_t c = {"export", SFL_EINVAL};
-    Sfl__V1__ExportModelReply pb = SFL__V1__EXPORT_MODEL_REPLY__INIT;
-    Sfl__V1__SparseVector sv = SFL__V1__SPARSE_VECTOR__INIT;
-    uint8_t hash[SFL_MSG_HASH_BYTES], *data = NULL;
+    const sfl_export_t *m = p;
+    Sfl__V1__ExportModelReply *pb = &w->pb.export;
+    int rc = put_sparse(c, "model", m->model, SFL_ENC_F64, &w->sv, &w->data);
+
+    if (rc < 0)
+        return rc;
+    crypto_generichash(w->hash, SFL_MSG_HASH_BYTES, w->sv.data.data, w->sv.data.len, NULL, 0);
+    pb->job_id = m->job_id;
+    pb->round = m->round;
+    pb->algorithm = str(m->algorithm);
+    pb->loss = str(m->loss);
+    pb->dimension = m->dimension;
+    pb->n_labels = m->nlabels;
+    pb->labels = (double *)(uintptr_t)m->labels;
+    pb->model = &w->sv;
+    pb->model_hash = bin(w->hash, SFL_MSG_HASH_BYTES);
+    return 0;
+}
+
+static int get_export(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ExportModelReply *pb = p;
+    sfl_export_t *m = out;
+    uint8_t hash[SFL_MSG_HASH_BYTES];
     int rc;
 
-    clear_out(out, len);
-    if ((rc = check_export(&c, m)) < 0 ||
-        (rc = put_sparse(&c, "model", m->model, SFL_ENC_F64, &sv, &data)) < 0)
-        goto out;
-    crypto_generichash(hash, sizeof(hash), sv.data.data, sv.data.len, NULL, 0);
-    pb.job_id = m->job_id;
-    pb.round = m->round;
-    pb.algorithm = str(m->algorithm);
-    pb.loss = str(m->loss);
-    pb.dimension = m->dimension;
-    pb.n_labels = m->nlabels;
-    pb.labels = (double *)(uintptr_t)m->labels;
-    pb.model = &sv;
-    pb.model_hash = bin(hash, sizeof(hash));
-    rc = pack(&pb.base, &c, NULL, 0, out, len);
-out:
-    sfl__free(data);
-    return rc;
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->dimension = pb->dimension;
+    if ((rc = get_str(c, "algorithm", pb->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_str(c, "loss", pb->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_labels(c, "labels", pb->labels, pb->n_labels, &m->nlabels, m->labels)) < 0 ||
+        (rc = get_fixed(c, "model_hash", &pb->model_hash, m->model_hash,
+                        SFL_MSG_HASH_BYTES)) < 0 ||
+        (rc = check_export(c, m)) < 0 ||
+        (rc = get_sparse(c, "model", pb->model, c->lim->max_dim, c->lim->max_nnz, &m->model,
+                         NULL, hash)) < 0)
+        return rc;
+    if (memcmp(hash, m->model_hash, SFL_MSG_HASH_BYTES) != 0)
+        return fail(c, SFL_EPARSE, "model_hash does not match the model");
+    return 0;
 }
 
 void sfl_msg_export_free(sfl_export_t *m)
 {
-    if (m == NULL)
-        return;
-    sfl_spvec_free(m->model);
+    if (m != NULL)
+        sfl_spvec_free(m->model);
     sfl__free(m);
+}
+
+static void free_export(void *m)
+{
+    sfl_msg_export_free(m);
+}
+
+static const msg_type_t export_type = {"export", &sfl__v1__export_model_reply__descriptor,
+    check_export, put_export, get_export, sizeof(sfl_export_t), free_export, 0};
+
+int sfl_msg_export_pack(const sfl_export_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&export_type, m, NULL, out, len);
 }
 
 int sfl_msg_export_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                           sfl_export_t **out)
 {
-    const chk_t c = {"export", SFL_EPARSE};
-    sfl_msg_limits_t tmp;
-    Sfl__V1__ExportModelReply *pb = NULL;
-    sfl_export_t *m = NULL;
-    uint8_t hash[SFL_MSG_HASH_BYTES];
     int rc;
 
-    assert(out != NULL);
-    *out = NULL;
-    lim = limits(lim, &tmp);
-    pb = unpack(&sfl__v1__export_model_reply__descriptor, &c, buf, len, lim->max_message, &rc);
-    if (pb == NULL)
-        goto out;
-    m = sfl__calloc(1, sizeof(*m));
-    if (m == NULL) {
-        rc = fail(&c, SFL_ENOMEM, "no memory");
-        goto out;
-    }
-    m->job_id = pb->job_id;
-    m->round = pb->round;
-    m->dimension = pb->dimension;
-    if ((rc = get_str(&c, "algorithm", pb->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = get_str(&c, "loss", pb->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = get_labels(&c, "labels", pb->labels, pb->n_labels, &m->nlabels, m->labels)) < 0 ||
-        (rc = get_fixed(&c, "model_hash", &pb->model_hash, m->model_hash,
-                        SFL_MSG_HASH_BYTES)) < 0 ||
-        (rc = check_export(&c, m)) < 0 ||
-        (rc = get_sparse(&c, "model", pb->model, lim->max_dim, lim->max_nnz, &m->model, NULL,
-                         hash)) < 0)
-        goto out;
-    if (memcmp(hash, m->model_hash, SFL_MSG_HASH_BYTES) != 0) {
-        rc = fail(&c, SFL_EPARSE, "model_hash does not match the model");
-        goto out;
-    }
-    *out = m;
-    m = NULL;
-out:
-    sfl_msg_export_free(m);
-    free_pb(pb);
+    *out = unpack_msg(&export_type, buf, len, lim, 0, NULL, &rc);
     return rc;
 }
