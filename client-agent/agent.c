@@ -3,13 +3,13 @@
  * session and thread-pool callbacks only translate what happened into an
  * event for step().
  *
- * A connection is a link_t: the sfl_conn_t, the gRPC client session over
- * it, and a closing flag. The agent drops a link by cancelling its calls,
- * detaching it (a->link = NULL) and closing it; the link's on_close frees
- * the session later, from the loop, never inside the session's own
- * callbacks (STYLE rule 6). Call callbacks check that the call is still the
- * one the agent holds, so whatever a session reports while it is torn down
- * is ignored. */
+ * A connection is a gRPC channel (sfl/grpcconn.h: the TLS connection and
+ * the client session over it, driven there). The agent drops a link by
+ * cancelling its calls, detaching it (a->link = NULL) and closing it; the
+ * channel frees itself and its session later, from the loop, never inside
+ * the session's own callbacks (STYLE rule 6). Call callbacks check that the
+ * call is still the one the agent holds, so whatever a session reports
+ * while it is torn down is ignored. */
 #include "agent.h"
 
 #include <assert.h>
@@ -28,6 +28,7 @@
 #include "sfl/alloc.h"
 #include "sfl/csv.h"
 #include "sfl/grpc.h"
+#include "sfl/grpcconn.h"
 #include "sfl/libsvm.h"
 #include "sfl/loss.h"
 #include "sfl/transport.h"
@@ -40,18 +41,6 @@
 /* Longest SubmitUpdate deadline: a slow uplink gets until the task's
  * deadline plus the connect timeout, but never more than this. */
 #define SUBMIT_TIMEOUT_MAX_MS 600000u
-/* gRPC deadlines are checked at least this often. */
-#define TICK_MAX_MS 1000u
-
-typedef struct link {
-    agent_t *a;
-    sfl_conn_t *conn;
-    sfl_grpc_session_t *sess; /* NULL until the connection opened */
-    int opened;               /* on_connect(c, 0) seen */
-    int closing;              /* closed or detached: write nothing more */
-    char why[256];            /* the connect failure's detail */
-} link_t;
-
 typedef struct train {
     agent_t *a;
     uv_work_t req;
@@ -91,14 +80,13 @@ struct agent {
     void *stopped_ud;
     uv_timer_t timer;      /* BACKOFF and WAITING delays */
     uv_timer_t hb_timer;   /* heartbeats while joined */
-    uv_timer_t tick_timer; /* gRPC deadlines */
-    uv_idle_t flush;       /* writes a session's output after a wake */
     uv_getaddrinfo_t gai;
     int resolving;
 
     /* The connection. */
-    link_t *link;
-    int nlinks; /* links not yet closed, detached ones included */
+    sfl_grpcconn_t *link;
+    int link_opened; /* the current link has opened */
+    int nlinks;      /* links not yet closed, detached ones included */
     sfl_grpc_call_t *join_call, *sub_call, *hb_call, *submit_call;
     uint64_t agent_id;
     uint32_t hb_ms;
@@ -148,7 +136,6 @@ typedef struct ev {
 } ev_t;
 
 static void step(agent_t *a, const ev_t *e);
-static void pump(link_t *l);
 static void on_hb_timer(uv_timer_t *t);
 static void maybe_finish_stop(agent_t *a);
 
@@ -447,35 +434,6 @@ out:
 
 /* ---- construction ----------------------------------------------------------- */
 
-/* "host:port" or "[v6]:port". */
-static int split_hostport(const char *s, char *host, size_t hcap, char *port, size_t pcap)
-{
-    const char *colon, *h = s;
-    size_t hn;
-
-    if (s[0] == '[') {
-        const char *end = strchr(s, ']');
-
-        if (end == NULL || end[1] != ':')
-            return sfl__fail(SFL_EINVAL, "coordinator: bad address '%s' (want [v6]:port)", s);
-        h = s + 1;
-        hn = (size_t)(end - h);
-        colon = end + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (colon == NULL)
-            return sfl__fail(SFL_EINVAL, "coordinator: missing port in '%s'", s);
-        hn = (size_t)(colon - s);
-    }
-    if (hn == 0 || hn >= hcap || strlen(colon + 1) == 0 || strlen(colon + 1) >= pcap ||
-        strspn(colon + 1, "0123456789") != strlen(colon + 1))
-        return sfl__fail(SFL_EINVAL, "coordinator: bad address '%s' (want host:port)", s);
-    memcpy(host, h, hn);
-    host[hn] = '\0';
-    snprintf(port, pcap, "%s", colon + 1);
-    return 0;
-}
-
 static int load_data(agent_t *a)
 {
     const char *spec = a->cfg.data;
@@ -530,9 +488,15 @@ int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out)
     a->cfg = *cfg;
     a->log = stderr;
     sfl_algo_ws_init(&a->ws);
-    rc = split_hostport(cfg->coordinator, a->host, sizeof(a->host), a->port, sizeof(a->port));
-    if (rc < 0)
+    rc = sfl_grpcconn_split_hostport(cfg->coordinator, a->host, sizeof(a->host), a->port,
+                                     sizeof(a->port));
+    if (rc < 0) {
+        char detail[256];
+
+        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+        rc = sfl__fail(rc, "coordinator: %s", detail);
         goto out;
+    }
     for (uint32_t i = 0; i < cfg->nconditions; i++) {
         if ((rc = sfl_msg_tags_add(&a->conditions, cfg->conditions[i])) < 0) {
             rc = sfl__fail(rc, "conditions: '%s' is not a tag (1-31 of [a-z0-9_.:-])",
@@ -631,10 +595,10 @@ static void forget_calls(agent_t *a)
     a->join_call = a->sub_call = a->hb_call = a->submit_call = NULL;
 }
 
-/* Cancels the link's calls, detaches and closes it; its on_close frees it. */
+/* Cancels the link's calls, detaches and closes it; it frees itself. */
 static void drop_link(agent_t *a)
 {
-    link_t *l = a->link;
+    sfl_grpcconn_t *l = a->link;
     sfl_grpc_call_t *calls[] = {a->join_call, a->sub_call, a->hb_call, a->submit_call};
 
     if (l == NULL)
@@ -644,157 +608,43 @@ static void drop_link(agent_t *a)
             sfl_grpc_cancel(calls[i]);
     forget_calls(a);
     a->link = NULL;
-    if (!l->closing) {
-        l->closing = 1;
-        sfl_conn_close(l->conn);
-    }
+    sfl_grpcconn_close(l);
 }
 
-/* The link stays current, so its on_close reports EV_CLOSED. */
-static void close_link(link_t *l)
+static void on_open(sfl_grpcconn_t *g, void *ud)
 {
-    if (l->closing)
-        return;
-    l->closing = 1;
-    sfl_conn_close(l->conn);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-    agent_t *a = t->data;
-
-    if (a->link != NULL)
-        pump(a->link);
-}
-
-static void on_flush(uv_idle_t *h)
-{
-    agent_t *a = h->data;
-
-    uv_idle_stop(h);
-    if (a->link != NULL)
-        pump(a->link);
-}
-
-/* The session has output queued outside feed: write it from the loop, not
- * from inside the call that queued it. */
-static void on_wake(sfl_grpc_session_t *s, void *ud)
-{
-    link_t *l = ud;
-    agent_t *a = l->a;
-
-    (void)s;
-    if (a->started && !a->closing_handles)
-        uv_idle_start(&a->flush, on_flush);
-}
-
-/* Runs what is due in the session and writes its output; only from the
- * loop's own callbacks (never inside the session's). */
-static void pump(link_t *l)
-{
-    agent_t *a = l->a;
-    uint64_t next = UINT64_MAX;
-
-    if (l->closing || l->sess == NULL)
-        return;
-    (void)sfl_grpc_session_tick(l->sess, &next);
-    while (!l->closing && !sfl_conn_congested(l->conn)) {
-        const uint8_t *p;
-        size_t n;
-        int rc = sfl_grpc_session_pending(l->sess, &p, &n);
-
-        if (rc == 0 && n == 0)
-            break;
-        if (rc == 0)
-            rc = sfl_conn_write(l->conn, p, n);
-        if (rc < 0) {
-            say(a, "warn", "connection_error", "error=%s", sfl_strerror(rc));
-            close_link(l);
-            break;
-        }
-        sfl_grpc_session_consumed(l->sess, n);
-    }
-    if (!l->closing && sfl_grpc_session_done(l->sess))
-        close_link(l);
-    if (l == a->link && !l->closing && a->started && !a->closing_handles)
-        uv_timer_start(&a->tick_timer, on_tick, next < TICK_MAX_MS ? next : TICK_MAX_MS, 0);
-}
-
-static void on_connect(sfl_conn_t *c, int status)
-{
-    link_t *l = sfl_conn_data(c);
-    agent_t *a = l->a;
-    sfl_grpc_config_t g = {.max_message = AGENT_MAX_MESSAGE, .idle_timeout_ms = UINT32_MAX};
+    agent_t *a = ud;
     sfl_peer_t peer;
-    int rc;
 
-    if (status < 0) {
-        snprintf(l->why, sizeof(l->why), "%s", sfl_last_error());
-        return; /* on_close follows */
-    }
-    if (l != a->link) {
-        sfl_conn_abort(c);
-        return;
-    }
-    l->opened = 1;
-    /* Liveness is the heartbeat's and the transport's business: the
-     * session itself never closes an agent's connection for idling. */
-    rc = sfl_grpc_client_new(&g, "https", a->cfg.coordinator, &l->sess);
-    if (rc < 0) {
-        snprintf(l->why, sizeof(l->why), "http2 session: %s", sfl_strerror(rc));
-        close_link(l);
-        return;
-    }
-    sfl_grpc_session_set_wake(l->sess, on_wake, l);
+    /* A detached link is closing and never opens. */
+    assert(g == a->link);
+    a->link_opened = 1;
     a->stats.connects++;
-    if (sfl_conn_peer(c, &peer) == 0)
+    if (sfl_conn_peer(sfl_grpcconn_conn(g), &peer) == 0)
         say(a, "info", "connected", "coordinator=%s peer_cn=%s peer_role=%s", a->cfg.coordinator,
             peer.cn, sfl_role_name(peer.role));
     step(a, &(ev_t){.type = EV_CONNECTED});
-    pump(l);
 }
 
-static void on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
+static void on_close(sfl_grpcconn_t *g, int status, const char *detail, void *ud)
 {
-    link_t *l = sfl_conn_data(c);
+    agent_t *a = ud;
+    int current = g == a->link;
 
-    if (l->closing || l->sess == NULL)
-        return;
-    if (sfl_grpc_session_feed(l->sess, buf, len) < 0)
-        say(l->a, "warn", "protocol_error", "error=%s", sfl_last_error());
-    pump(l);
-}
-
-static void on_drain(sfl_conn_t *c)
-{
-    pump(sfl_conn_data(c));
-}
-
-static void on_close(sfl_conn_t *c, int status)
-{
-    link_t *l = sfl_conn_data(c);
-    agent_t *a = l->a;
-    int current = l == a->link, opened = l->opened;
-    char why[256];
-
-    snprintf(why, sizeof(why), "%s",
-             l->why[0] ? l->why : status < 0 ? sfl_last_error() : "closed");
     if (current) {
         a->link = NULL;
         forget_calls(a); /* what the session reports while freed is ignored */
     }
-    sfl_grpc_session_free(l->sess);
-    sfl__free(l);
     a->nlinks--;
     if (current) {
-        if (!opened)
+        if (!a->link_opened)
             a->stats.connect_fails++;
-        step(a, &(ev_t){.type = EV_CLOSED, .status = status, .message = why});
+        step(a, &(ev_t){.type = EV_CLOSED, .status = status, .message = detail});
     }
     maybe_finish_stop(a);
 }
 
-static const sfl_conn_cbs_t conn_cbs = {on_connect, on_data, on_drain, on_close};
+static const sfl_grpcconn_cbs_t conn_cbs = {on_open, on_close};
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
@@ -946,7 +796,7 @@ static void on_hb_timer(uv_timer_t *t)
     size_t len;
     int rc;
 
-    if (a->link == NULL || a->link->closing || a->hb_call != NULL || !joined_state(a->state))
+    if (a->link == NULL || a->hb_call != NULL || !joined_state(a->state))
         return;
     memset(&r, 0, sizeof(r));
     r.agent_id = a->agent_id;
@@ -970,7 +820,7 @@ static void on_hb_timer(uv_timer_t *t)
         say(a, "warn", "heartbeat_failed", "error=%s", sfl_strerror(rc));
         return;
     }
-    rc = sfl_grpc_call_unary(a->link->sess, PATH_HEARTBEAT, buf, len, a->hb_ms, on_heartbeat, a,
+    rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_HEARTBEAT, buf, len, a->hb_ms, on_heartbeat, a,
                              &a->hb_call);
     sfl_msg_buf_free(buf);
     if (rc < 0) {
@@ -1042,24 +892,22 @@ static agent_state_t connect_addr(agent_t *a, const ev_t *e)
         .connect_timeout_ms = a->cfg.connect_timeout_ms,
         .idle_timeout_ms = idle > 120000 ? idle : 120000,
     };
-    link_t *l;
+    /* Liveness is the heartbeat's and the transport's business: the
+     * session itself never closes an agent's connection for idling. */
+    sfl_grpc_config_t g = {.max_message = AGENT_MAX_MESSAGE, .idle_timeout_ms = UINT32_MAX};
     int rc;
 
     if (e->status < 0 || e->addr == NULL) {
         a->stats.connect_fails++;
         return backoff(a, "resolve", e->status, e->message);
     }
-    l = sfl__calloc(1, sizeof(*l));
-    if (l == NULL)
-        return backoff(a, "connect", SFL_ENOMEM, "out of memory");
-    l->a = a;
-    rc = sfl_conn_connect(a->loop, e->addr->ai_addr, &o, &conn_cbs, l, &l->conn);
+    rc = sfl_grpcconn_connect(a->loop, e->addr->ai_addr, &o, &g, a->cfg.coordinator, &conn_cbs,
+                              a, &a->link);
     if (rc < 0) {
-        sfl__free(l);
         a->stats.connect_fails++;
         return backoff(a, "connect", rc, sfl_last_error());
     }
-    a->link = l;
+    a->link_opened = 0;
     a->nlinks++;
     return AGENT_CONNECTING;
 }
@@ -1079,7 +927,7 @@ static agent_state_t join(agent_t *a)
     snprintf(r.agent_version, sizeof(r.agent_version), "%s", AGENT_VERSION);
     if ((rc = sfl_msg_join_req_pack(&r, &buf, &len)) < 0)
         return backoff(a, "join", rc, sfl_last_error());
-    rc = sfl_grpc_call_unary(a->link->sess, PATH_JOIN, buf, len,
+    rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_JOIN, buf, len,
                              (uint32_t)a->cfg.connect_timeout_ms, on_join, a, &a->join_call);
     sfl_msg_buf_free(buf);
     if (rc < 0) {
@@ -1104,7 +952,7 @@ static agent_state_t subscribe(agent_t *a)
     if ((rc = sfl_msg_subscribe_req_pack(&r, &buf, &len)) < 0)
         return backoff(a, "subscribe", rc, sfl_last_error());
     /* No grpc-timeout: the stream lives as long as the connection. */
-    rc = sfl_grpc_call_stream(a->link->sess, PATH_SUBSCRIBE, buf, len, 0, on_sub_msg,
+    rc = sfl_grpc_call_stream(sfl_grpcconn_session(a->link), PATH_SUBSCRIBE, buf, len, 0, on_sub_msg,
                               on_sub_done, a, &a->sub_call);
     sfl_msg_buf_free(buf);
     if (rc < 0) {
@@ -1327,7 +1175,7 @@ static agent_state_t submit(agent_t *a)
     }
     if (timeout > SUBMIT_TIMEOUT_MAX_MS)
         timeout = SUBMIT_TIMEOUT_MAX_MS;
-    rc = sfl_grpc_call_unary(a->link->sess, PATH_SUBMIT, w->msg, w->len, (uint32_t)timeout,
+    rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_SUBMIT, w->msg, w->len, (uint32_t)timeout,
                              on_submit, a, &a->submit_call);
     if (rc == SFL_ELIMIT) {
         say(a, "error", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " bytes=%zu "
@@ -1424,8 +1272,6 @@ static agent_state_t stop_all(agent_t *a)
     drop_link(a);
     uv_timer_stop(&a->timer);
     uv_timer_stop(&a->hb_timer);
-    uv_timer_stop(&a->tick_timer);
-    uv_idle_stop(&a->flush);
     if (a->resolving)
         (void)uv_cancel((uv_req_t *)&a->gai);
     /* A running work cannot be interrupted; its result is dropped. */
@@ -1545,7 +1391,7 @@ out:
 int agent_start(agent_t *a)
 {
     char hex[2 * SFL_SEAL_PK_BYTES + 1];
-    uv_handle_t *hs[4];
+    uv_handle_t *hs[2];
     int rc;
 
     if (a->started || a->stopping)
@@ -1553,15 +1399,11 @@ int agent_start(agent_t *a)
     if ((rc = uv_timer_init(a->loop, &a->timer)) < 0)
         return rc;
     uv_timer_init(a->loop, &a->hb_timer);
-    uv_timer_init(a->loop, &a->tick_timer);
-    uv_idle_init(a->loop, &a->flush);
     hs[0] = (uv_handle_t *)&a->timer;
     hs[1] = (uv_handle_t *)&a->hb_timer;
-    hs[2] = (uv_handle_t *)&a->tick_timer;
-    hs[3] = (uv_handle_t *)&a->flush;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 2; i++)
         hs[i]->data = a;
-    a->handles = 4;
+    a->handles = 2;
     a->started = 1;
     say(a, "info", "starting", "version=\"%s\" identity=%s identity_created=%d samples=%u "
         "features=%u labels=%u coordinator=%s", AGENT_VERSION, sfl_seal_pk_to_hex(a->id->pk, hex),
@@ -1592,8 +1434,6 @@ static void maybe_finish_stop(agent_t *a)
     a->closing_handles = 1;
     uv_close((uv_handle_t *)&a->timer, on_handle_closed);
     uv_close((uv_handle_t *)&a->hb_timer, on_handle_closed);
-    uv_close((uv_handle_t *)&a->tick_timer, on_handle_closed);
-    uv_close((uv_handle_t *)&a->flush, on_handle_closed);
 }
 
 void agent_stop(agent_t *a, agent_stopped_cb cb, void *ud)

@@ -381,22 +381,19 @@ int coord_jobdef_set(coord_jobdef_t *d, const char *key, const char *v)
     return coord_job_spec_set(&d->spec, key, v);
 }
 
-/* The wire spec of a [job] section (what CreateJob would carry). */
+/* The wire spec of a [job] section (what CreateJob would carry). Details
+ * do not name the job: every caller says which section or job it was. */
 static int jobdef_to_wire(const coord_jobdef_t *d, sfl_job_spec_t *w)
 {
     const coord_job_spec_t *s = &d->spec;
-    int rc;
 
     memset(w, 0, sizeof(*w));
     if (d->nlabels == 0 && s->nclasses > 0)
-        return sfl__fail(SFL_EINVAL, "job %s: classes = %u needs labels = v1,v2,...", s->name,
-                         s->nclasses);
+        return sfl__fail(SFL_EINVAL, "classes = %u needs labels = v1,v2,...", s->nclasses);
     if (d->nlabels > 0 && s->nclasses > 0 && s->nclasses != d->nlabels)
-        return sfl__fail(SFL_EINVAL, "job %s: classes = %u but %u labels", s->name, s->nclasses,
-                         d->nlabels);
+        return sfl__fail(SFL_EINVAL, "classes = %u but %u labels", s->nclasses, d->nlabels);
     if (s->round.deadline_ms > UINT32_MAX || s->round.heartbeat_ms > UINT32_MAX)
-        return sfl__fail(SFL_EINVAL, "job %s: deadline_ms and heartbeat_ms must be below 2^32",
-                         s->name);
+        return sfl__fail(SFL_EINVAL, "deadline_ms and heartbeat_ms must be below 2^32");
     snprintf(w->name, sizeof(w->name), "%s", s->name);
     snprintf(w->algorithm, sizeof(w->algorithm), "%s", s->algo);
     snprintf(w->loss, sizeof(w->loss), "%s", s->loss);
@@ -412,9 +409,9 @@ static int jobdef_to_wire(const coord_jobdef_t *d, sfl_job_spec_t *w)
     w->value_encoding = s->encoding;
     w->seed = s->seed;
     for (uint32_t i = 0; i < s->nconditions; i++)
-        if ((rc = sfl_msg_tags_add(&w->required_conditions, s->conditions[i])) < 0)
-            return sfl__fail(SFL_EINVAL, "job %s: condition '%s': %s", s->name,
-                             s->conditions[i], sfl_last_error());
+        if (sfl_msg_tags_add(&w->required_conditions, s->conditions[i]) < 0)
+            return sfl__fail(SFL_EINVAL, "conditions: '%s' is not a tag (1-31 of [a-z0-9_.:-])",
+                             s->conditions[i]);
     w->max_attempts = s->round.max_attempts;
     w->paused = d->paused;
     w->heartbeat_timeout_ms = (uint32_t)s->round.heartbeat_ms;
@@ -423,19 +420,25 @@ static int jobdef_to_wire(const coord_jobdef_t *d, sfl_job_spec_t *w)
 
 static int wire_to_spec(const sfl_job_spec_t *w, coord_job_spec_t *s);
 
-int coord_jobdef_check(const coord_jobdef_t *d)
+int coord_jobdef_wire(const coord_jobdef_t *d, sfl_job_spec_t *w)
 {
-    sfl_job_spec_t w;
     coord_job_spec_t s;
     uint8_t *buf = NULL;
     size_t len;
     int rc;
 
-    if ((rc = jobdef_to_wire(d, &w)) < 0 || (rc = wire_to_spec(&w, &s)) < 0)
+    if ((rc = jobdef_to_wire(d, w)) < 0 || (rc = wire_to_spec(w, &s)) < 0)
         return rc;
-    rc = sfl_msg_create_job_pack(&w, &buf, &len);
+    rc = sfl_msg_create_job_pack(w, &buf, &len);
     sfl_msg_buf_free(buf);
     return rc;
+}
+
+int coord_jobdef_check(const coord_jobdef_t *d)
+{
+    sfl_job_spec_t w;
+
+    return coord_jobdef_wire(d, &w);
 }
 
 /* The job.h spec of a wire spec, with the coordinator's checks. */
@@ -603,21 +606,6 @@ static int64_t wall_ms(void)
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-static const coord_member_t *member(const coord_round_t *r, uint64_t agent)
-{
-    uint32_t lo = 0, hi = r->nmembers;
-
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-
-        if (r->members[mid].agent < agent)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < r->nmembers && r->members[lo].agent == agent ? &r->members[lo] : NULL;
-}
-
 static agent_t *agent_find(const coord_t *co, uint64_t id)
 {
     size_t lo = 0, hi = co->nagents;
@@ -761,7 +749,7 @@ static int busy_elsewhere(const coord_t *co, const agent_t *a, const job_t *self
 
         if (j == self || !running(j) || j->rnd.state != COORD_ROUND_TRAINING)
             continue;
-        m = member(&j->rnd, a->id);
+        m = coord_round_member(&j->rnd, a->id);
         if (m && m->state == COORD_MEMBER_PENDING)
             return 1;
     }
@@ -778,7 +766,7 @@ static int wanted(const coord_t *co, const agent_t *a)
         if (!running(j))
             continue;
         if (j->rnd.state == COORD_ROUND_TRAINING) {
-            if (member(&j->rnd, a->id))
+            if (coord_round_member(&j->rnd, a->id))
                 return 1;
         } else if (eligible(j, a)) {
             return 1;
@@ -1751,7 +1739,7 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
 
         if (!running(j) || j->rnd.state != COORD_ROUND_TRAINING || j->task == NULL)
             continue;
-        mb = member(&j->rnd, a->id);
+        mb = coord_round_member(&j->rnd, a->id);
         if (mb && mb->state == COORD_MEMBER_PENDING)
             send_task(co, j, a);
     }
@@ -1820,7 +1808,7 @@ static coord_upd_verdict_t judge(coord_t *co, agent_t *a, const sfl_update_t *u,
                  j->wire_attempt);
         return v;
     }
-    m = member(r, a->id);
+    m = coord_round_member(r, a->id);
     if (m == NULL) {
         snprintf(reason, cap, "agent %llu was not selected for this attempt",
                  (unsigned long long)a->id);
@@ -1936,7 +1924,7 @@ static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
      * gets only its acceptance (first outcome wins in the store, and a
      * rejected try must not block a valid one). */
     if (j && j->opened && u->round == j->rnd.round && u->attempt == j->wire_attempt &&
-        (v == COORD_UPD_ACCEPTED || !member(&j->rnd, a->id)))
+        (v == COORD_UPD_ACCEPTED || !coord_round_member(&j->rnd, a->id)))
         (void)coord_store_participation_record(co->store, (int64_t)j->id, (int64_t)u->round,
                                                (int64_t)u->attempt + 1, (int64_t)a->id,
                                                part_of[v],
@@ -1990,7 +1978,7 @@ static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
         int ok = 0;
 
         if (j && running(j) && m.round == j->rnd.round && m.attempt == j->wire_attempt) {
-            mb = member(&j->rnd, a->id);
+            mb = coord_round_member(&j->rnd, a->id);
             ok = mb && (j->rnd.state == COORD_ROUND_TRAINING ||
                         mb->state == COORD_MEMBER_ACCEPTED);
         }

@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "sfl/error.h"
+#include "sfl/msg.h"
 
 #define COORD_PATH_MAX 1024
 #define COORD_VERSION "0.1.0"
@@ -85,6 +86,9 @@ int coord_jobdef_set(coord_jobdef_t *d, const char *key, const char *value) SFL_
 /* The whole definition as CreateJob would check it (algorithm, loss,
  * labels, parameters, round configuration); SFL_EINVAL with a detail. */
 int coord_jobdef_check(const coord_jobdef_t *d) SFL_MUST_CHECK;
+/* coord_jobdef_check, and on success *out = the definition in wire form
+ * (what a CreateJob for it carries). Details do not name the job. */
+int coord_jobdef_wire(const coord_jobdef_t *d, sfl_job_spec_t *out) SFL_MUST_CHECK;
 void coord_jobdef_free(coord_jobdef_t *d);
 
 /* Opens the state (identity, store, recovery: every job resumes from its

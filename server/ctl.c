@@ -1,14 +1,13 @@
-/* sflctl's pieces. The client is the agent's link (client-agent/agent.c)
- * reduced to one caller that waits: every call runs the loop until its
- * callback has fired, which is what a command-line tool wants and keeps the
- * session driven only from loop callbacks (never from inside its own). */
+/* sflctl's pieces. The client is a gRPC channel (sfl/grpcconn.h) with one
+ * caller that waits: every call runs the loop until its callback has fired,
+ * which is what a command-line tool wants and keeps the session driven only
+ * from loop callbacks (never from inside its own). */
 #include "ctl.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <ini.h>
-#include <math.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +16,13 @@
 
 #include <sodium.h>
 
-#include "job.h"
+#include "coord.h"
 #include "sfl/alloc.h"
 #include "sfl/grpc.h"
+#include "sfl/grpcconn.h"
 #include "sfl/spcodec.h"
 #include "sfl/transport.h"
 
-/* gRPC deadlines are checked at least this often. */
-#define TICK_MAX_MS 1000u
 /* Size of inih's section buffer (MAX_SECTION in its ini.c). */
 #define INI_SECTION_MAX 50
 /* Replies the tool accepts; an export of a d = 1e6 dense model is ~9 MB. */
@@ -143,37 +141,10 @@ int ctl_parse_id(const char *s, uint64_t *id)
 /* ---- job files ----------------------------------------------------------------- */
 
 typedef struct job_ctx {
-    coord_job_spec_t spec;
-    uint32_t nlabels;
-    double labels[SFL_MSG_MAX_LABELS];
-    int paused;
+    coord_jobdef_t *d; /* made at the first key */
     char section[128]; /* the [job NAME] seen, "" before */
     int rc;
 } job_ctx_t;
-
-/* Comma-separated, strictly ascending, finite (as coordinator.ini). */
-static int parse_labels(job_ctx_t *x, const char *v)
-{
-    const char *p = v;
-    uint32_t n = 0;
-
-    while (*p) {
-        char *end;
-        double d;
-
-        errno = 0;
-        d = strtod(p, &end);
-        if (end == p || errno || !isfinite(d) || (*end != ',' && *end != '\0') ||
-            n == SFL_MSG_MAX_LABELS || (n > 0 && d <= x->labels[n - 1]))
-            return sfl__fail(SFL_EINVAL,
-                             "labels: want up to %d finite values, ascending, comma-separated",
-                             SFL_MSG_MAX_LABELS);
-        x->labels[n++] = d;
-        p = *end ? end + 1 : end;
-    }
-    x->nlabels = n;
-    return 0;
-}
 
 static int job_key(job_ctx_t *x, const char *section, const char *key, const char *v)
 {
@@ -191,23 +162,15 @@ static int job_key(job_ctx_t *x, const char *section, const char *key, const cha
         if (strlen(section) >= INI_SECTION_MAX - 1)
             return sfl__fail(SFL_EINVAL, "[%s...]: job names in a job file are at most %d "
                              "characters", section, INI_SECTION_MAX - 6);
-        if ((rc = coord_job_spec_set(&x->spec, "name", name)) < 0)
+        if ((rc = coord_jobdef_new(name, &x->d)) < 0)
             return rc;
         snprintf(x->section, sizeof(x->section), "%s", section);
     } else if (strcmp(x->section, section) != 0) {
         return sfl__fail(SFL_EINVAL, "[%s]: a job file holds one [job NAME] section", section);
     }
-    if (strcmp(key, "labels") == 0)
-        return parse_labels(x, v);
-    if (strcmp(key, "paused") == 0) {
-        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-            return sfl__fail(SFL_EINVAL, "paused: want 0 or 1, got '%s'", v);
-        x->paused = v[0] == '1';
-        return 0;
-    }
     if (strcmp(key, "name") == 0)
         return sfl__fail(SFL_EINVAL, "name: the job's name is the section's, [job NAME]");
-    return coord_job_spec_set(&x->spec, key, v);
+    return coord_jobdef_set(x->d, key, v);
 }
 
 static int on_job_key(void *user, const char *section, const char *name, const char *value)
@@ -218,71 +181,30 @@ static int on_job_key(void *user, const char *section, const char *name, const c
     return x->rc == 0;
 }
 
-/* The wire spec, checked as the coordinator checks a CreateJob (its
- * coord.c does the same conversion for coordinator.ini jobs). */
-static int job_wire(job_ctx_t *x, sfl_job_spec_t *w)
-{
-    coord_job_spec_t *s = &x->spec;
-    uint8_t *buf = NULL;
-    size_t len;
-    int rc;
-
-    if (x->nlabels == 0 && s->nclasses > 0)
-        return sfl__fail(SFL_EINVAL, "classes = %u needs labels = v1,v2,...", s->nclasses);
-    if (x->nlabels > 0 && s->nclasses > 0 && s->nclasses != x->nlabels)
-        return sfl__fail(SFL_EINVAL, "classes = %u but %u labels", s->nclasses, x->nlabels);
-    if (s->round.deadline_ms > UINT32_MAX || s->round.heartbeat_ms > UINT32_MAX)
-        return sfl__fail(SFL_EINVAL, "deadline_ms and heartbeat_ms must be below 2^32");
-    s->nclasses = x->nlabels;
-    if ((rc = coord_job_spec_check(s)) < 0)
-        return rc;
-    memset(w, 0, sizeof(*w));
-    snprintf(w->name, sizeof(w->name), "%s", s->name);
-    snprintf(w->algorithm, sizeof(w->algorithm), "%s", s->algo);
-    snprintf(w->loss, sizeof(w->loss), "%s", s->loss);
-    w->params = s->params;
-    w->dimension = s->ncols;
-    w->nlabels = x->nlabels;
-    memcpy(w->labels, x->labels, x->nlabels * sizeof(double));
-    w->rounds = s->rounds;
-    w->cohort_size = s->round.cohort;
-    w->over_selection = s->round.overselect;
-    w->min_quorum = s->round.min_quorum;
-    w->round_deadline_ms = (uint32_t)s->round.deadline_ms;
-    w->value_encoding = s->encoding;
-    w->seed = s->seed;
-    for (uint32_t i = 0; i < s->nconditions; i++)
-        if (sfl_msg_tags_add(&w->required_conditions, s->conditions[i]) < 0)
-            return sfl__fail(SFL_EINVAL, "conditions: '%s' is not a tag (1-31 of [a-z0-9_.:-])",
-                             s->conditions[i]);
-    w->max_attempts = s->round.max_attempts;
-    w->paused = x->paused;
-    w->heartbeat_timeout_ms = (uint32_t)s->round.heartbeat_ms;
-    /* The message's own checks, so nothing is sent the coordinator refuses. */
-    rc = sfl_msg_create_job_pack(w, &buf, &len);
-    sfl_msg_buf_free(buf);
-    return rc;
-}
-
 int ctl_job_load(const char *path, sfl_job_spec_t *out)
 {
     job_ctx_t x;
     int line, rc;
 
     memset(&x, 0, sizeof(x));
-    coord_job_spec_default(&x.spec);
     line = ini_parse(path, on_job_key, &x);
     if ((rc = ini_result(path, line, x.rc)) < 0)
-        return rc;
-    if (x.section[0] == '\0')
-        return sfl__fail(SFL_EINVAL, "%s: no [job NAME] section", path);
-    if ((rc = job_wire(&x, out)) < 0) {
+        goto out;
+    if (x.section[0] == '\0') {
+        rc = sfl__fail(SFL_EINVAL, "%s: no [job NAME] section", path);
+        goto out;
+    }
+    /* Checked as the coordinator checks a CreateJob, so nothing is sent
+     * that it refuses. */
+    if ((rc = coord_jobdef_wire(x.d, out)) < 0) {
         char detail[256];
 
         snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-        return sfl__fail(rc, "%s: [%s]: %s", path, x.section, detail);
+        rc = sfl__fail(rc, "%s: [%s]: %s", path, x.section, detail);
     }
-    return 0;
+out:
+    coord_jobdef_free(x.d);
+    return rc;
 }
 
 /* ---- client ---------------------------------------------------------------------- */
@@ -290,127 +212,39 @@ int ctl_job_load(const char *path, sfl_job_spec_t *out)
 struct ctl_client {
     uv_loop_t *loop;
     uint64_t timeout_ms;
-    sfl_conn_t *conn; /* NULL once closed */
-    sfl_grpc_session_t *sess;
-    uv_timer_t tick;  /* session deadlines and output queued outside feed */
-    uv_timer_t nap;   /* ctl_client_sleep */
-    int handles;      /* timers not yet closed */
-    int opened, closed, napped, interrupted, pumping, again;
-    int settled;      /* opened or closed: ctl_client_open may return */
-    char why[256];    /* why the connection failed or closed */
+    sfl_grpcconn_t *g; /* NULL once closed */
+    uv_timer_t nap;    /* ctl_client_sleep */
+    int nap_open;      /* nap not yet closed */
+    int opened, closed, napped, interrupted;
+    int settled;       /* opened or closed: ctl_client_open may return */
+    char why[256];     /* why the connection failed or closed */
     /* the call in flight */
     sfl_grpc_call_t *call;
     ctl_result_t *res;
     int done, rc;
 };
 
-static void on_tick(uv_timer_t *t);
-
-static void set_why(ctl_client_t *k, const char *fmt, const char *s)
-{
-    if (k->why[0] == '\0')
-        snprintf(k->why, sizeof(k->why), fmt, s);
-}
-
-/* Writes the session's output and re-arms its timer; only from loop
- * callbacks. */
-static void pump(ctl_client_t *k)
-{
-    uint64_t next = UINT64_MAX;
-
-    if (k->conn == NULL || k->sess == NULL || !k->opened)
-        return;
-    k->pumping = 1;
-    do {
-        k->again = 0;
-        (void)sfl_grpc_session_tick(k->sess, &next);
-        while (!sfl_conn_congested(k->conn)) {
-            const uint8_t *p;
-            size_t n;
-            int rc = sfl_grpc_session_pending(k->sess, &p, &n);
-
-            if (rc == 0 && n == 0)
-                break;
-            if (rc == 0)
-                rc = sfl_conn_write(k->conn, p, n);
-            if (rc < 0) {
-                set_why(k, "write: %s", sfl_strerror(rc));
-                sfl_conn_abort(k->conn);
-                k->pumping = 0;
-                return;
-            }
-            sfl_grpc_session_consumed(k->sess, n);
-        }
-    } while (k->again);
-    k->pumping = 0;
-    if (sfl_grpc_session_done(k->sess)) {
-        sfl_conn_close(k->conn);
-        return;
-    }
-    uv_timer_start(&k->tick, on_tick, next < TICK_MAX_MS ? next : TICK_MAX_MS, 0);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-    pump(t->data);
-}
-
-static void on_wake(sfl_grpc_session_t *s, void *ud)
+static void on_open(sfl_grpcconn_t *g, void *ud)
 {
     ctl_client_t *k = ud;
 
-    (void)s;
-    if (k->pumping)
-        k->again = 1;
-    else if (k->conn != NULL)
-        uv_timer_start(&k->tick, on_tick, 0, 0);
-}
-
-static void on_connect(sfl_conn_t *c, int status)
-{
-    ctl_client_t *k = sfl_conn_data(c);
-
-    if (status < 0) {
-        set_why(k, "%s", sfl_last_error());
-        return; /* on_close follows */
-    }
+    (void)g;
     k->opened = k->settled = 1;
-    pump(k);
 }
 
-static void on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
+static void on_close(sfl_grpcconn_t *g, int status, const char *detail, void *ud)
 {
-    ctl_client_t *k = sfl_conn_data(c);
+    ctl_client_t *k = ud;
 
-    if (k->sess == NULL)
-        return;
-    k->pumping = 1;
-    if (sfl_grpc_session_feed(k->sess, buf, len) < 0)
-        set_why(k, "protocol error: %s", sfl_last_error());
-    k->pumping = 0;
-    pump(k);
-}
-
-static void on_drain(sfl_conn_t *c)
-{
-    pump(sfl_conn_data(c));
-}
-
-static void on_close(sfl_conn_t *c, int status)
-{
-    ctl_client_t *k = sfl_conn_data(c);
-
-    if (status < 0)
-        set_why(k, "%s", sfl_last_error()[0] ? sfl_last_error() : sfl_strerror(status));
-    k->conn = NULL;
+    (void)g;
+    if (status < 0 && k->why[0] == '\0')
+        snprintf(k->why, sizeof(k->why), "%s", detail);
+    /* The call in flight, if any, ends after this with UNAVAILABLE. */
+    k->g = NULL;
     k->closed = k->settled = 1;
-    uv_timer_stop(&k->tick);
-    /* The call in flight, if any, ends here with UNAVAILABLE. */
-    sfl_grpc_session_free(k->sess);
-    k->sess = NULL;
 }
 
-static const sfl_conn_cbs_t conn_cbs = {on_connect, on_data, on_drain, on_close};
+static const sfl_grpcconn_cbs_t conn_cbs = {on_open, on_close};
 
 /* Runs the loop until *flag; -ECANCELED once interrupted. */
 static int run_until(ctl_client_t *k, const int *flag)
@@ -418,35 +252,6 @@ static int run_until(ctl_client_t *k, const int *flag)
     while (!*flag && !k->interrupted && uv_loop_alive(k->loop))
         uv_run(k->loop, UV_RUN_ONCE);
     return *flag ? 0 : -ECANCELED;
-}
-
-/* "host:port" or "[v6]:port". */
-static int split_hostport(const char *s, char *host, size_t hcap, char *port, size_t pcap)
-{
-    const char *colon, *h = s;
-    size_t hn;
-
-    if (s[0] == '[') {
-        const char *end = strchr(s, ']');
-
-        if (end == NULL || end[1] != ':')
-            return sfl__fail(SFL_EINVAL, "coordinator: bad address '%s' (want [v6]:port)", s);
-        h = s + 1;
-        hn = (size_t)(end - h);
-        colon = end + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (colon == NULL)
-            return sfl__fail(SFL_EINVAL, "coordinator: missing port in '%s'", s);
-        hn = (size_t)(colon - s);
-    }
-    if (hn == 0 || hn >= hcap || colon[1] == '\0' || strlen(colon + 1) >= pcap ||
-        strspn(colon + 1, "0123456789") != strlen(colon + 1))
-        return sfl__fail(SFL_EINVAL, "coordinator: bad address '%s' (want host:port)", s);
-    memcpy(host, h, hn);
-    host[hn] = '\0';
-    snprintf(port, pcap, "%s", colon + 1);
-    return 0;
 }
 
 static void unavailable(ctl_result_t *r, const char *where, const char *why)
@@ -468,8 +273,13 @@ int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out
 
     *out = NULL;
     memset(r, 0, sizeof(*r));
-    if ((rc = split_hostport(cfg->coordinator, host, sizeof(host), port, sizeof(port))) < 0)
-        return rc;
+    rc = sfl_grpcconn_split_hostport(cfg->coordinator, host, sizeof(host), port, sizeof(port));
+    if (rc < 0) {
+        char detail[256];
+
+        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+        return sfl__fail(rc, "coordinator: %s", detail);
+    }
     {
         sfl_tls_config_t t = {
             .cert_file = cfg->cert,
@@ -500,14 +310,13 @@ int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out
     }
     k->loop = loop;
     k->timeout_ms = cfg->timeout_ms;
-    uv_timer_init(loop, &k->tick);
     uv_timer_init(loop, &k->nap);
-    k->tick.data = k->nap.data = k;
-    k->handles = 2;
-    if ((rc = sfl_grpc_client_new(&g, "https", cfg->coordinator, &k->sess)) < 0)
+    k->nap.data = k;
+    k->nap_open = 1;
+    rc = sfl_grpcconn_connect(loop, gai.addrinfo->ai_addr, &o, &g, cfg->coordinator, &conn_cbs,
+                              k, &k->g);
+    if (rc == SFL_ENOMEM)
         goto out;
-    sfl_grpc_session_set_wake(k->sess, on_wake, k);
-    rc = sfl_conn_connect(loop, gai.addrinfo->ai_addr, &o, &conn_cbs, k, &k->conn);
     if (rc < 0) {
         unavailable(r, cfg->coordinator, sfl_strerror(rc));
         rc = 0;
@@ -562,15 +371,15 @@ int ctl_client_call(ctl_client_t *k, const char *path, const uint8_t *req, size_
     ctl_result_clear(r);
     if (k->interrupted)
         return -ECANCELED;
-    if (k->sess == NULL) {
+    if (k->g == NULL) {
         unavailable(r, "connection closed", k->why[0] ? k->why : "by the coordinator");
         return 0;
     }
     k->res = r;
     k->done = 0;
     k->rc = 0;
-    rc = sfl_grpc_call_unary(k->sess, path, req, len, (uint32_t)k->timeout_ms, on_unary, k,
-                             &k->call);
+    rc = sfl_grpc_call_unary(sfl_grpcconn_session(k->g), path, req, len, (uint32_t)k->timeout_ms,
+                             on_unary, k, &k->call);
     if (rc == -ENOTCONN) {
         unavailable(r, "connection closed", k->why[0] ? k->why : "by the coordinator");
         return 0;
@@ -606,11 +415,11 @@ int ctl_client_sleep(ctl_client_t *k, uint64_t ms)
     return run_until(k, &k->napped);
 }
 
-static void on_handle_closed(uv_handle_t *h)
+static void on_nap_closed(uv_handle_t *h)
 {
     ctl_client_t *k = h->data;
 
-    k->handles--;
+    k->nap_open = 0;
 }
 
 void ctl_client_free(ctl_client_t *k)
@@ -620,22 +429,15 @@ void ctl_client_free(ctl_client_t *k)
     if (k->call != NULL)
         sfl_grpc_cancel(k->call);
     k->call = NULL;
-    if (k->conn != NULL) {
-        /* Flush a GOAWAY, then let the transport close (close_timeout_ms). */
-        if (k->sess != NULL && k->opened) {
-            sfl_grpc_session_shutdown(k->sess);
-            pump(k);
-        }
-        if (k->conn != NULL)
-            sfl_conn_close(k->conn);
-        while (k->conn != NULL)
+    if (k->g != NULL) {
+        /* GOAWAY, then the transport closes (close_timeout_ms). */
+        sfl_grpcconn_close(k->g);
+        while (k->g != NULL)
             uv_run(k->loop, UV_RUN_ONCE);
     }
-    sfl_grpc_session_free(k->sess);
-    if (k->handles > 0) {
-        uv_close((uv_handle_t *)&k->tick, on_handle_closed);
-        uv_close((uv_handle_t *)&k->nap, on_handle_closed);
-        while (k->handles > 0)
+    if (k->nap_open) {
+        uv_close((uv_handle_t *)&k->nap, on_nap_closed);
+        while (k->nap_open)
             uv_run(k->loop, UV_RUN_ONCE);
     }
     sfl__free(k);

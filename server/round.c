@@ -114,6 +114,11 @@ int coord_round_is_member(const coord_round_t *r, uint64_t agent)
     return find_member(r, agent) != NULL;
 }
 
+const coord_member_t *coord_round_member(const coord_round_t *r, uint64_t agent)
+{
+    return find_member(r, agent);
+}
+
 static void fail(coord_round_t *r, uint64_t now, const char *why)
 {
     snprintf(r->reason, sizeof(r->reason), "%s", why);

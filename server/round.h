@@ -111,6 +111,8 @@ int coord_round_heartbeat(coord_round_t *r, uint64_t agent, uint64_t now_ms);
 
 /* Is agent in this attempt's cohort? */
 int coord_round_is_member(const coord_round_t *r, uint64_t agent);
+/* Its entry in the manifest (binary search), or NULL. */
+const coord_member_t *coord_round_member(const coord_round_t *r, uint64_t agent);
 
 /* Pace steering: how long an agent that was not selected should wait before
  * asking again: until this attempt's deadline, plus a spread of up to a

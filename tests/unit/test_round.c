@@ -188,6 +188,8 @@ static void test_round_heartbeats(void **state)
     assert_int_equal(r.members[0].state, COORD_MEMBER_PENDING);
     assert_int_equal(r.state, COORD_ROUND_TRAINING);
     assert_int_equal(coord_round_heartbeat(&r, 999, 1400), SFL_ENOTFOUND);
+    assert_null(coord_round_member(&r, 999));
+    assert_ptr_equal(coord_round_member(&r, r.members[2].agent), &r.members[2]);
     for (uint64_t t = 1400; t <= 1900; t += 100) {
         assert_int_equal(coord_round_heartbeat(&r, r.members[0].agent, t), 0);
         assert_int_equal(coord_round_step(&r, COORD_EV_TICK, t + 50, 0, NULL, 0), 0);
