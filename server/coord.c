@@ -415,6 +415,7 @@ static int jobdef_to_wire(const coord_jobdef_t *d, sfl_job_spec_t *w)
     w->max_attempts = s->round.max_attempts;
     w->paused = d->paused;
     w->heartbeat_timeout_ms = (uint32_t)s->round.heartbeat_ms;
+    w->ordered_aggregation = s->ordered;
     return 0;
 }
 
@@ -471,6 +472,7 @@ static int wire_to_spec(const sfl_job_spec_t *w, coord_job_spec_t *s)
                                    .max_attempts = w->max_attempts};
     s->encoding = w->value_encoding;
     s->seed = w->seed;
+    s->ordered = w->ordered_aggregation;
     s->nconditions = w->required_conditions.n;
     for (uint32_t i = 0; i < s->nconditions; i++)
         snprintf(s->conditions[i], sizeof(s->conditions[i]), "%s",
@@ -1095,7 +1097,7 @@ static void try_start(job_t *j)
     j->opened = 1;
     if ((rc = coord_store_round_set_state(co->store, (int64_t)j->id, (int64_t)j->rnd.round, next,
                                           COORD_SROW_TRAINING, NULL)) < 0 ||
-        (rc = sfl_roundkey_new(&j->rk)) < 0 || (rc = coord_job_begin(&j->model)) < 0 ||
+        (rc = sfl_roundkey_new(&j->rk)) < 0 || (rc = coord_job_begin(&j->model, j->rnd.nmembers)) < 0 ||
         (rc = build_task(j)) < 0)
         goto fail;
     coord_log(COORD_LOG_INFO, "round_open",
@@ -1865,7 +1867,7 @@ static coord_upd_verdict_t judge(coord_t *co, agent_t *a, const sfl_update_t *u,
         sfl_msg_payload_free(p);
         return COORD_UPD_REJECTED;
     }
-    rc = coord_job_add(&j->model, p->update, (double)p->samples);
+    rc = coord_job_add(&j->model, (uint32_t)(m - r->members), &p->update, (double)p->samples);
     sfl_msg_payload_free(p);
     if (rc < 0) {
         snprintf(reason, cap, "cannot aggregate the update: %s", sfl_last_error());

@@ -126,6 +126,15 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
             return sfl__fail(SFL_EINVAL, "unknown encoding '%s' (f64, f32, q8)", v);
         return 0;
     }
+    if (strcmp(key, "aggregation") == 0) {
+        if (strcmp(v, "streaming") == 0)
+            s->ordered = 0;
+        else if (strcmp(v, "ordered") == 0)
+            s->ordered = 1;
+        else
+            return sfl__fail(SFL_EINVAL, "unknown aggregation '%s' (streaming, ordered)", v);
+        return 0;
+    }
     if (strcmp(key, "conditions") == 0) {
         /* Comma-separated, e.g. "mains_power,unmetered". */
         const char *p = v;
@@ -233,8 +242,20 @@ int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
     return 0;
 }
 
+static void drop_held(coord_job_t *j)
+{
+    for (uint32_t i = 0; i < j->nslots; i++)
+        sfl_spvec_free(j->held[i]);
+    sfl__free(j->held);
+    sfl__free(j->held_w);
+    j->held = NULL;
+    j->held_w = NULL;
+    j->nslots = 0;
+}
+
 void coord_job_close(coord_job_t *j)
 {
+    drop_held(j);
     if (j->agg.acc)
         sfl_agg_close(&j->agg);
     sfl__free(j->global);
@@ -289,28 +310,61 @@ int coord_job_restore(coord_job_t *j, uint64_t round, const uint8_t *buf, size_t
     return 0;
 }
 
-int coord_job_begin(coord_job_t *j)
+int coord_job_begin(coord_job_t *j, uint32_t nslots)
 {
-    int rc = j->algo->aggregate_begin(&j->agg);
+    int rc;
 
-    j->aggregating = rc == 0;
-    return rc;
+    drop_held(j);
+    j->aggregating = 0;
+    if (j->spec.ordered) {
+        j->held = sfl__calloc(nslots ? nslots : 1, sizeof(*j->held));
+        j->held_w = sfl__calloc(nslots ? nslots : 1, sizeof(*j->held_w));
+        if (j->held == NULL || j->held_w == NULL) {
+            drop_held(j);
+            return SFL_ENOMEM;
+        }
+        j->nslots = nslots;
+    }
+    if ((rc = j->algo->aggregate_begin(&j->agg)) < 0) {
+        drop_held(j);
+        return rc;
+    }
+    j->aggregating = 1;
+    return 0;
 }
 
-int coord_job_add(coord_job_t *j, const sfl_spvec_t *update, double weight)
+int coord_job_add(coord_job_t *j, uint32_t slot, sfl_spvec_t **update, double weight)
 {
     if (!j->aggregating)
         return sfl__fail(SFL_EINVAL, "no round is being aggregated");
-    return j->algo->aggregate_add(&j->agg, update, weight);
+    if (!j->spec.ordered)
+        return j->algo->aggregate_add(&j->agg, *update, weight);
+    if (slot >= j->nslots)
+        return sfl__fail(SFL_EINVAL, "cohort slot %u of %u", slot, j->nslots);
+    if (j->held[slot] != NULL)
+        return sfl__fail(SFL_EINVAL, "cohort slot %u already has an update", slot);
+    /* Checked now, so that end cannot fail on something an agent sent. */
+    if ((*update)->dim != j->prob.dim || !(weight > 0) || !isfinite(weight))
+        return sfl__fail(SFL_EINVAL, "update of dimension %u, weight %g (job: %zu, > 0)",
+                         (*update)->dim, weight, j->prob.dim);
+    j->held[slot] = *update;
+    j->held_w[slot] = weight;
+    *update = NULL;
+    return 0;
 }
 
 int coord_job_end(coord_job_t *j)
 {
-    int rc;
+    int rc = 0;
 
     if (!j->aggregating)
         return sfl__fail(SFL_EINVAL, "no round is being aggregated");
-    rc = j->algo->aggregate_end(&j->agg, j->global);
+    for (uint32_t i = 0; i < j->nslots && rc == 0; i++)
+        if (j->held[i] != NULL)
+            rc = j->algo->aggregate_add(&j->agg, j->held[i], j->held_w[i]);
+    drop_held(j);
+    if (rc == 0)
+        rc = j->algo->aggregate_end(&j->agg, j->global);
     j->aggregating = 0;
     if (rc == 0)
         j->round++;

@@ -29,11 +29,12 @@ typedef struct coord_job_spec {
     uint64_t seed;
     uint32_t nconditions;    /* agent-reported conditions the job requires */
     char conditions[COORD_MAX_CONDITIONS][32];
+    int ordered;             /* aggregation = ordered: fold in cohort order */
 } coord_job_spec_t;
 
 /* Defaults: fediterht, lsq, tau 10, K 5, lr 0.01, batch 10, 10 rounds,
  * cohort 8, over-selection 0.25, quorum 6, deadline 60 s, heartbeat 30 s,
- * 3 attempts, f64, seed 1. ncols must be set. */
+ * 3 attempts, f64, seed 1, streaming aggregation. ncols must be set. */
 void coord_job_spec_default(coord_job_spec_t *s);
 /* Sets one key ("algo", "tau", "cohort", "conditions", ... — the keys of a
  * [job] section, documented in docs/configuration.md). SFL_EINVAL with a
@@ -63,6 +64,11 @@ typedef struct coord_job {
     sfl_agg_t agg;
     uint64_t round;      /* last committed round (0: none yet) */
     int aggregating;
+    /* Ordered aggregation: the updates of the open round by cohort slot,
+     * folded by coord_job_end in slot order. */
+    sfl_spvec_t **held;
+    double *held_w;
+    uint32_t nslots;
 } coord_job_t;
 
 int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec) SFL_MUST_CHECK;
@@ -77,11 +83,19 @@ int coord_job_encode(const coord_job_t *j, uint8_t **buf, size_t *len,
 int coord_job_restore(coord_job_t *j, uint64_t round, const uint8_t *buf,
                       size_t len) SFL_MUST_CHECK;
 
-/* Streaming aggregation of one round: begin, add each accepted update with
- * its weight (the agent's sample count), end writes the new global state and
- * advances j->round. */
-int coord_job_begin(coord_job_t *j) SFL_MUST_CHECK;
-int coord_job_add(coord_job_t *j, const sfl_spvec_t *update, double weight) SFL_MUST_CHECK;
+/* Aggregation of one round: begin with the cohort size, add each accepted
+ * update with its cohort slot (its index in the sorted manifest) and weight
+ * (the agent's sample count), end writes the new global state and advances
+ * j->round. Streaming (the default) folds each update as it arrives, in O(d)
+ * memory; the sum then depends on arrival order in the last bits. Ordered
+ * (spec.ordered) takes ownership of *update (set to NULL) and end folds the
+ * held updates in slot order, in O(d + cohort x k) memory: a round's result
+ * is then a function of the cohort and its updates alone, bit for bit what
+ * sfl-sim computes. begin drops anything held from an attempt that never
+ * ended; SFL_EINVAL for a slot added twice. */
+int coord_job_begin(coord_job_t *j, uint32_t nslots) SFL_MUST_CHECK;
+int coord_job_add(coord_job_t *j, uint32_t slot, sfl_spvec_t **update,
+                  double weight) SFL_MUST_CHECK;
 int coord_job_end(coord_job_t *j) SFL_MUST_CHECK;
 
 #endif

@@ -145,7 +145,8 @@ static void test_ctl_job_file(void **state)
                                                 "conditions = mains_power,wifi\n"
                                                 "encoding = q8\n"
                                                 "seed = 99\n"
-                                                "paused = 1\n"),
+                                                "paused = 1\n"
+                                                "aggregation = ordered\n"),
                                   &w),
                      0);
     assert_string_equal(w.name, "small");
@@ -163,6 +164,7 @@ static void test_ctl_job_file(void **state)
     assert_int_equal(w.value_encoding, SFL_ENC_Q8);
     assert_true(w.seed == 99);
     assert_int_equal(w.paused, 1);
+    assert_int_equal(w.ordered_aggregation, 1);
     /* the coordinator's defaults for what the file leaves out */
     assert_int_equal(w.round_deadline_ms, 60000);
     assert_int_equal(w.heartbeat_timeout_ms, 30000);

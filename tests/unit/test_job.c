@@ -39,6 +39,11 @@ static void test_job_spec_keys(void **state)
     assert_int_equal(coord_job_spec_set(&s, "cohort", "99999999999"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "algo", "nope"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "encoding", "f16"), SFL_EINVAL);
+    assert_int_equal(coord_job_spec_set(&s, "aggregation", "ordered"), 0);
+    assert_int_equal(s.ordered, 1);
+    assert_int_equal(coord_job_spec_set(&s, "aggregation", "streaming"), 0);
+    assert_int_equal(s.ordered, 0);
+    assert_int_equal(coord_job_spec_set(&s, "aggregation", "sorted"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "conditions", "a,,b"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "bogus", "1"), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "bogus"));
@@ -98,10 +103,10 @@ static void test_job_eligibility(void **state)
 }
 
 /* The coordinator's aggregation path gives the same bits as a simulated
- * federation of the same clients, seed and rounds. */
-static void test_job_matches_simulation(void **state)
+ * federation of the same clients, seed and rounds: streaming when updates
+ * arrive in client order, ordered in any arrival order (here reversed). */
+static void run_matches_simulation(int ordered)
 {
-    (void)state;
     sfl_synth_t *syn = testfed_small_sparse();
     coord_job_spec_t s;
     coord_job_t j;
@@ -113,18 +118,21 @@ static void test_job_matches_simulation(void **state)
     s.params.tau = 8;
     s.params.lr = 0.02;
     s.seed = 7; /* testfed's seed */
+    s.ordered = ordered;
     assert_int_equal(coord_job_init(&j, &s), 0);
     sfl_algo_ws_init(&ws);
     for (uint64_t t = 1; t <= 4; t++) {
-        assert_int_equal(coord_job_begin(&j), 0);
-        for (uint32_t c = 0; c < syn->nclients; c++) {
+        assert_int_equal(coord_job_begin(&j, syn->nclients), 0);
+        for (uint32_t i = 0; i < syn->nclients; i++) {
+            uint32_t c = ordered ? syn->nclients - 1 - i : i;
             sfl_spvec_t *u;
 
             assert_int_equal(sfl_spvec_new((uint32_t)j.prob.dim, 0, &u), 0);
             assert_int_equal(sfl_algo_client_round(j.algo, &j.spec.params, &j.prob, j.global,
                                                    syn->clients[c], NULL, s.seed, t, c, &ws, u),
                              0);
-            assert_int_equal(coord_job_add(&j, u, syn->clients[c]->X->nrows), 0);
+            assert_int_equal(coord_job_add(&j, c, &u, syn->clients[c]->X->nrows), 0);
+            assert_true(ordered ? u == NULL : u != NULL); /* ordered holds it */
             sfl_spvec_free(u);
         }
         assert_int_equal(coord_job_end(&j), 0);
@@ -135,13 +143,63 @@ static void test_job_matches_simulation(void **state)
     /* Adding outside a round is refused. */
     sfl_spvec_t *u;
     assert_int_equal(sfl_spvec_new((uint32_t)j.prob.dim, 0, &u), 0);
-    assert_int_equal(coord_job_add(&j, u, 1.0), SFL_EINVAL);
+    assert_int_equal(coord_job_add(&j, 0, &u, 1.0), SFL_EINVAL);
     assert_int_equal(coord_job_end(&j), SFL_EINVAL);
     sfl_spvec_free(u);
     sfl_algo_ws_close(&ws);
     coord_job_close(&j);
     free(expect);
     sfl_synth_free(syn);
+}
+
+static void test_job_matches_simulation(void **state)
+{
+    (void)state;
+    run_matches_simulation(0);
+}
+
+static void test_job_ordered_matches_simulation_in_any_order(void **state)
+{
+    (void)state;
+    run_matches_simulation(1);
+}
+
+/* Ordered mode refuses what would make its fold ambiguous and never leaks
+ * what it holds: a slot twice, a slot outside the cohort, a wrong dimension;
+ * begin drops an attempt that never ended. */
+static void test_job_ordered_hostile(void **state)
+{
+    (void)state;
+    coord_job_spec_t s;
+    coord_job_t j;
+    sfl_spvec_t *u = NULL, *w = NULL;
+
+    coord_job_spec_default(&s);
+    s.ncols = 30;
+    s.ordered = 1;
+    assert_int_equal(coord_job_init(&j, &s), 0);
+    assert_int_equal(coord_job_begin(&j, 3), 0);
+    assert_int_equal(sfl_spvec_new(30, 0, &u), 0);
+    assert_int_equal(coord_job_add(&j, 3, &u, 1.0), SFL_EINVAL);
+    assert_non_null(u);
+    assert_int_equal(coord_job_add(&j, 1, &u, 0.0), SFL_EINVAL);
+    assert_int_equal(coord_job_add(&j, 1, &u, NAN), SFL_EINVAL);
+    assert_int_equal(coord_job_add(&j, 1, &u, 2.0), 0);
+    assert_null(u);
+    assert_int_equal(sfl_spvec_new(30, 0, &u), 0);
+    assert_int_equal(coord_job_add(&j, 1, &u, 2.0), SFL_EINVAL);
+    assert_int_equal(sfl_spvec_new(29, 0, &w), 0);
+    assert_int_equal(coord_job_add(&j, 2, &w, 1.0), SFL_EINVAL);
+    sfl_spvec_free(w);
+    /* A new attempt drops the held update (ASan would report a leak). */
+    assert_int_equal(coord_job_begin(&j, 2), 0);
+    assert_int_equal(coord_job_add(&j, 1, &u, 1.0), 0);
+    assert_int_equal(coord_job_end(&j), 0);
+    assert_int_equal(j.round, 1);
+    /* Allocation failures of begin leave nothing held. */
+    FAILALLOC_EACH(coord_job_begin(&j, 100), (void)0);
+    assert_int_equal(j.nslots, 100);
+    coord_job_close(&j);
 }
 
 /* Checkpoint bytes restore the exact state; the hash identifies the bytes. */
@@ -189,6 +247,8 @@ int main(void)
         cmocka_unit_test(test_job_spec_check),
         cmocka_unit_test(test_job_eligibility),
         cmocka_unit_test(test_job_matches_simulation),
+        cmocka_unit_test(test_job_ordered_matches_simulation_in_any_order),
+        cmocka_unit_test(test_job_ordered_hostile),
         cmocka_unit_test(test_job_checkpoint_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -216,6 +216,7 @@ static void sample_spec(sfl_job_spec_t *s)
     s->max_attempts = 3;
     s->paused = 1;
     s->heartbeat_timeout_ms = 20000;
+    s->ordered_aggregation = 1;
 }
 
 static void sample_job(sfl_job_status_t *j, uint64_t id)

@@ -324,6 +324,7 @@ typedef struct sfl_job_spec {
     uint32_t max_attempts; /* per round, >= 1 */
     int paused;            /* 0 or 1: create PENDING */
     uint32_t heartbeat_timeout_ms;
+    int ordered_aggregation; /* 0 or 1 */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {

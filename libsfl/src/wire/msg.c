@@ -1614,7 +1614,8 @@ static int check_job_spec(const chk_t *c, const void *p)
         (rc = check_enc(c, "value_encoding", m->value_encoding)) < 0 ||
         (rc = check_tags(c, "required_conditions", &m->required_conditions)) < 0 ||
         (rc = check_str(c, "dictionary", m->dictionary, SFL_MSG_NAME_LEN, 0)) < 0 ||
-        (rc = check_bool(c, "paused", m->paused)) < 0)
+        (rc = check_bool(c, "paused", m->paused)) < 0 ||
+        (rc = check_bool(c, "ordered_aggregation", m->ordered_aggregation)) < 0)
         return rc;
     if (m->dimension == 0)
         return fail(c, c->bad, "dimension missing (0)");
@@ -1663,6 +1664,7 @@ static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
     js->max_attempts = m->max_attempts;
     js->paused = m->paused;
     js->heartbeat_timeout_ms = m->heartbeat_timeout_ms;
+    js->ordered_aggregation = m->ordered_aggregation;
     w->pb.create_job.spec = js;
     return 0;
 }
@@ -1695,6 +1697,7 @@ static int get_job_spec(const chk_t *c, void *p, void *out)
     m->max_attempts = js->max_attempts;
     m->paused = js->paused ? 1 : 0;
     m->heartbeat_timeout_ms = js->heartbeat_timeout_ms;
+    m->ordered_aggregation = js->ordered_aggregation ? 1 : 0;
     return check_job_spec(c, m);
 }
 
