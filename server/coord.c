@@ -515,6 +515,7 @@ struct conn {
     char addr[64];
     agent_t *agent;           /* bound by Join */
     int pumping, again;
+    uint32_t refused;         /* requests refused (logged up to a cap) */
     conn_t *prev, *next;
 };
 
@@ -1519,15 +1520,43 @@ static void reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len
     sfl_msg_buf_free(buf);
 }
 
+/* One log line per refused request, so an operator sees why a peer's call
+ * failed; capped per connection so a peer cannot flood the log. */
+#define REFUSALS_LOGGED 8
+
+static void log_refused(conn_t *k, const char *path, int status, const char *msg)
+{
+    char q[600], p[120];
+
+    if (k == NULL || ++k->refused > REFUSALS_LOGGED + 1)
+        return;
+    if (k->refused > REFUSALS_LOGGED) {
+        coord_log(COORD_LOG_WARN, "call_refused", "addr=%s further refusals on this connection "
+                  "are not logged", k->addr);
+        return;
+    }
+    coord_log(COORD_LOG_WARN, "call_refused", "addr=%s peer=%s path=%s status=%s message=%s",
+              k->addr, k->has_peer ? coord_log_quote(k->peer.cn, p, sizeof(p)) : "-",
+              path[0] ? path : "-", sfl_grpc_status_name(status),
+              coord_log_quote(msg, q, sizeof(q)));
+}
+
+static void on_refused(const char *path, int status, const char *message, void *ud)
+{
+    log_refused(ud, path, status, message);
+}
+
 static void fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SFL_PRINTF(3, 4);
 static void fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...)
 {
+    sfl_grpc_session_t *s = sfl_grpc_call_session(call);
     char msg[512];
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    log_refused(s ? sfl_grpc_session_user(s) : NULL, sfl_grpc_call_path(call), status, msg);
     (void)sfl_grpc_finish(call, status, msg);
 }
 
@@ -2491,6 +2520,7 @@ static void conn_on_connect(sfl_conn_t *c, int status)
     gc.max_message = (uint32_t)co->cfg.max_message;
     gc.max_streams = (uint32_t)co->cfg.max_streams;
     gc.idle_timeout_ms = (uint32_t)co->cfg.idle_timeout_ms;
+    gc.on_refused = on_refused;
     if (sfl_grpc_server_new(&gc, methods, sizeof(methods) / sizeof(methods[0]), k, &k->s) < 0) {
         sfl__free(k);
         sfl_conn_set_data(c, NULL);

@@ -260,6 +260,9 @@ alive 0 1 2 3 4 || fail "an agent died during the garbage"
 since "$mark" | grep -q "event=conn_refused" || fail "raw garbage: no conn_refused logged"
 [ "$(since "$mark" | grep -c "event=protocol_error addr=127.0.0.1")" -ge 2 ] ||
     fail "HTTP/2 garbage: no protocol_error logged twice"
+# Each refused request is logged with its path and status.
+[ "$(since "$mark" | grep -c "event=call_refused .*status=RESOURCE_EXHAUSTED")" -ge 2 ] ||
+    fail "oversized messages: no call_refused RESOURCE_EXHAUSTED logged"
 # The other agents are unaffected: rounds go on with all five of them.
 after_garbage() { [ "$(commits_with 5 "$mark")" -ge 3 ]; }
 wait_for 15 after_garbage || fail "rounds with all 5 agents did not continue after the garbage"

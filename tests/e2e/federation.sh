@@ -199,5 +199,7 @@ rc=0
 $CTL --cert "$t/pki/agent/agent-0.crt" --key "$t/pki/agent/agent-0.key" status > "$t/ctl.log" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] && grep -q "^sflctl: PERMISSION_DENIED: " "$t/ctl.log" ||
     fail "sflctl with an agent certificate: exit $rc: $(cat "$t/ctl.log")"
+grep -q "event=call_refused .*peer=agent-0 path=/sfl.v1.Admin/Status status=PERMISSION_DENIED" \
+    "$t/coord.log" || fail "the refused Admin call was not logged"
 echo "sflctl: status, jobs, agents, model export ($(wc -c < "$t/model.spc") bytes), job create/watch/pause, agent certificate refused: ok"
 echo "federation e2e: ok (committed before kill: $before, total commits logged: $(committed))"

@@ -357,14 +357,33 @@ static void test_grpc_unary_async_reply(void **state)
     pair_close(&p);
 }
 
+static struct {
+    int n, status;
+    char path[96], message[256];
+    void *ud;
+} refused;
+
+static void on_refused(const char *path, int status, const char *message, void *ud)
+{
+    refused.n++;
+    refused.status = status;
+    refused.ud = ud;
+    snprintf(refused.path, sizeof(refused.path), "%s", path);
+    snprintf(refused.message, sizeof(refused.message), "%s", message);
+}
+
+/* Refused before any handler: the client gets UNIMPLEMENTED and the server
+ * application is told (path, status, message) through on_refused. */
 static void test_grpc_unknown_method(void **state)
 {
     static result_t r;
+    sfl_grpc_config_t scfg = {.now_ms = fake_clock, .on_refused = on_refused};
     pair_t p;
 
     (void)state;
     memset(&r, 0, sizeof(r));
-    pair_open(&p, NULL, NULL);
+    memset(&refused, 0, sizeof(refused));
+    pair_open(&p, &scfg, NULL);
     assert_int_equal(sfl_grpc_call_unary(p.cli, "/t.Svc/Nope", (const uint8_t *)"x", 1, 0,
                                          c_unary, &r, NULL),
                      0);
@@ -375,6 +394,11 @@ static void test_grpc_unknown_method(void **state)
     assert_non_null(strstr(r.message, "/t.Svc/Nope"));
     assert_int_equal(r.len, 0);
     assert_int_equal(sfl_grpc_session_calls(p.srv), 0);
+    assert_int_equal(refused.n, 1);
+    assert_int_equal(refused.status, SFL_GRPC_STATUS_UNIMPLEMENTED);
+    assert_string_equal(refused.path, "/t.Svc/Nope");
+    assert_string_equal(refused.message, r.message);
+    assert_ptr_equal(refused.ud, &sctx);
     assert_int_equal(sfl_grpc_call_unary(p.cli, "no-slash", NULL, 0, 0, c_unary, &r, NULL),
                      SFL_EINVAL);
     pair_close(&p);

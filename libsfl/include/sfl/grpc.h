@@ -103,6 +103,11 @@ typedef struct {
     /* monotonic clock in ms; NULL = CLOCK_MONOTONIC. Tests pass a fake. */
     uint64_t (*now_ms)(void *ud);
     void *clock_ud;
+    /* server: called when the session refuses a request before a handler
+     * sees it (unknown method, bad headers, oversized or malformed message),
+     * with the request's path (possibly ""), the status sent and its message
+     * (both borrowed); ud is the session's. NULL = not told. */
+    void (*on_refused)(const char *path, int status, const char *message, void *ud);
 } sfl_grpc_config_t;
 
 /* Server side. The handler owns `call` from the moment it is invoked until it

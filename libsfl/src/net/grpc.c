@@ -167,6 +167,7 @@ struct sfl_grpc_session {
     uint32_t idle_ms;
     uint64_t (*now_ms)(void *ud);
     void *clock_ud;
+    void (*on_refused)(const char *path, int status, const char *message, void *ud);
     /* server */
     const sfl_grpc_method_t *methods;
     size_t n_methods;
@@ -652,6 +653,8 @@ static void reject(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int http, int stat
     sfl_grpcframe_close(&c->rx);
     sfl__free(c->req);
     c->req = NULL;
+    if (s->on_refused)
+        s->on_refused(c->path, status, msg, s->ud);
     end_call(s, c, http, status, msg);
 }
 
@@ -1275,6 +1278,7 @@ static int config(sfl_grpc_session_t *s, const sfl_grpc_config_t *cfg)
     s->idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : DEF_IDLE_MS;
     s->now_ms = cfg->now_ms ? cfg->now_ms : monotonic_ms;
     s->clock_ud = cfg->clock_ud;
+    s->on_refused = cfg->on_refused;
     if (s->max_message > UINT32_MAX / 2 - SFL_GRPCFRAME_PREFIX)
         return sfl__fail(SFL_EINVAL, "grpc: max_message %u too large", s->max_message);
     s->max_queued = cfg->max_queued ? cfg->max_queued : 2 * s->max_message;
