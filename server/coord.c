@@ -326,6 +326,27 @@ struct coord_jobdef {
     int paused;
 };
 
+/* Size of inih's section buffer (MAX_SECTION in its ini.c). */
+#define INI_SECTION_MAX 50
+
+int coord_job_section(const char *section, const char **name)
+{
+    const char *n = section + 4;
+
+    *name = NULL;
+    if (strncmp(section, "job ", 4) != 0)
+        return 0;
+    if (strlen(section) >= INI_SECTION_MAX - 1)
+        return sfl__fail(SFL_EINVAL, "[%s...]: job names in INI files are at most %d characters",
+                         section, INI_SECTION_MAX - 6);
+    while (*n == ' ')
+        n++;
+    if (*n == '\0')
+        return sfl__fail(SFL_EINVAL, "[%s]: the job needs a name, [job NAME]", section);
+    *name = n;
+    return 1;
+}
+
 int coord_jobdef_new(const char *name, coord_jobdef_t **out)
 {
     coord_jobdef_t *d;

@@ -80,6 +80,12 @@ int coord_addr_parse(const char *s, struct sockaddr_storage *out) SFL_MUST_CHECK
  * values, ascending; sets classes) and `paused` (0 | 1: create PENDING). */
 typedef struct coord_jobdef coord_jobdef_t;
 
+/* The NAME of an INI section "job NAME" (spaces after "job" skipped):
+ * 1 and *name set (borrowed from section), 0 for another section, or
+ * SFL_EINVAL for an empty name or one inih may have cut (it keeps the first
+ * 49 bytes of a section name without a word, so names stop at 44). */
+int coord_job_section(const char *section, const char **name) SFL_MUST_CHECK;
+
 /* Returns owned (coord_jobdef_free), with the job defaults and name. */
 int coord_jobdef_new(const char *name, coord_jobdef_t **out) SFL_MUST_CHECK;
 int coord_jobdef_set(coord_jobdef_t *d, const char *key, const char *value) SFL_MUST_CHECK;

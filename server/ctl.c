@@ -23,8 +23,6 @@
 #include "sfl/spcodec.h"
 #include "sfl/transport.h"
 
-/* Size of inih's section buffer (MAX_SECTION in its ini.c). */
-#define INI_SECTION_MAX 50
 /* Replies the tool accepts; an export of a d = 1e6 dense model is ~9 MB. */
 #define CTL_MAX_MESSAGE (64u << 20)
 
@@ -148,20 +146,14 @@ typedef struct job_ctx {
 
 static int job_key(job_ctx_t *x, const char *section, const char *key, const char *v)
 {
-    const char *name = section + 4;
+    const char *name;
+    int rc = coord_job_section(section, &name);
 
-    if (strncmp(section, "job ", 4) != 0)
+    if (rc < 0)
+        return rc;
+    if (rc == 0)
         return sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [job NAME])", section);
-    while (*name == ' ')
-        name++;
     if (x->section[0] == '\0') {
-        int rc;
-
-        /* inih cuts section names at 49 bytes without a word: a name that
-         * long may have lost its end. */
-        if (strlen(section) >= INI_SECTION_MAX - 1)
-            return sfl__fail(SFL_EINVAL, "[%s...]: job names in a job file are at most %d "
-                             "characters", section, INI_SECTION_MAX - 6);
         if ((rc = coord_jobdef_new(name, &x->d)) < 0)
             return rc;
         snprintf(x->section, sizeof(x->section), "%s", section);

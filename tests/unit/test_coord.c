@@ -1228,6 +1228,20 @@ static void test_coord_config_and_jobdefs(void **state)
     assert_string_equal(coord_log_quote("a \"b\"\n", q, sizeof(q)), "\"a \\\"b\\\"\\x0a\"");
     assert_string_equal(coord_log_quote("", q, sizeof(q)), "\"\"");
 
+    /* [job NAME] sections: names inih might have cut are refused. */
+    const char *jn;
+    char sec[64];
+    assert_int_equal(coord_job_section("coordinator", &jn), 0);
+    assert_int_equal(coord_job_section("job   lsq", &jn), 1);
+    assert_string_equal(jn, "lsq");
+    assert_int_equal(coord_job_section("job  ", &jn), SFL_EINVAL);
+    snprintf(sec, sizeof(sec), "job %044d", 7); /* 48 bytes: kept whole */
+    assert_int_equal(coord_job_section(sec, &jn), 1);
+    assert_int_equal(strlen(jn), 44);
+    snprintf(sec, sizeof(sec), "job %045d", 7); /* 49: maybe cut */
+    assert_int_equal(coord_job_section(sec, &jn), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "at most 44 characters"));
+
     assert_int_equal(coord_jobdef_new("cls", &d), 0);
     assert_int_equal(coord_jobdef_set(d, "features", "10"), 0);
     assert_int_equal(coord_jobdef_set(d, "loss", "logistic"), 0);
