@@ -1,5 +1,6 @@
-/* sfl-coordinator: configuration (coordinator.ini and flags), signals and
- * the loop; everything else is coord.c. */
+/* sfl-coordinator: configuration (coordinator.ini and flags), signals,
+ * the service manager's notifications (notify.h), --backup and the loop;
+ * everything else is coord.c. */
 #include <errno.h>
 #include <ini.h>
 #include <signal.h>
@@ -10,7 +11,9 @@
 #include <uv.h>
 
 #include "coord.h"
+#include "notify.h"
 #include "sfl/error.h"
+#include "store.h"
 
 #define PROG "sfl-coordinator"
 #define MAX_JOBS 256
@@ -20,7 +23,7 @@
 static const char job_keys[] =
     "  algo loss features classes labels rounds cohort overselect min_quorum\n"
     "  deadline_ms heartbeat_ms max_attempts encoding seed conditions paused\n"
-    "  tau local_steps batch lr lambda mu server_lr l2_ball inexact_steps\n";
+    "  aggregation tau local_steps batch lr lambda mu server_lr l2_ball inexact_steps\n";
 
 static void usage(FILE *f)
 {
@@ -28,7 +31,7 @@ static void usage(FILE *f)
     const coord_config_key_t *k = coord_config_keys(&n);
 
     fprintf(f,
-            "usage: " PROG " [--config FILE] [--KEY VALUE ...] [--check]\n"
+            "usage: " PROG " [--config FILE] [--KEY VALUE ...] [--check | --backup DEST]\n"
             "Runs the federation coordinator: agents join over mutual TLS (gRPC),\n"
             "jobs run rounds of sealed sparse updates, state lives in SQLite.\n\n"
             "  --config FILE              coordinator.ini: section [coordinator] with the\n"
@@ -37,6 +40,9 @@ static void usage(FILE *f)
             "  --public-key               print the coordinator's Ed25519 public key (what\n"
             "                             agents pin as coordinator_pk), creating the\n"
             "                             identity in state_dir if needed, then exit\n"
+            "  --backup DEST              copy state_dir/coordinator.db to DEST with\n"
+            "                             SQLite's online backup (safe while the\n"
+            "                             coordinator runs), verify the copy, then exit\n"
             "  --version                  print the version\n"
             "  -h, --help                 this text\n\n"
             "[coordinator] keys, also flags (--max-agents N or --max_agents N; the\n"
@@ -81,7 +87,10 @@ static void usage(FILE *f)
             "name is new, and then lives in the state database:\n%s\n"
             "Signals: SIGTERM or SIGINT stop gracefully (no new connections, rounds\n"
             "with a quorum are committed, others recorded failed); SIGHUP re-reads the\n"
-            "file: log_level, and jobs whose names are new are created.\n\n"
+            "file: log_level, and jobs whose names are new are created.\n"
+            "Under systemd (Type=notify) it sends READY=1 once listening, RELOADING=1\n"
+            "and READY=1 around a reload, STOPPING=1, and WATCHDOG=1 at half of\n"
+            "WatchdogSec, on $NOTIFY_SOCKET.\n\n"
             "Exit status: 0 after a graceful stop, 2 for a bad flag, value or file,\n"
             "1 for a runtime failure (certificates, state directory, address in use).\n",
             job_keys);
@@ -125,18 +134,16 @@ static coord_jobdef_t *jobdef_for(loaded_t *l, const char *name)
 static int on_key(void *user, const char *section, const char *name, const char *value)
 {
     loaded_t *l = user;
+    const char *jn;
 
     if (strcmp(section, "coordinator") == 0) {
         l->rc = coord_config_set(&l->cfg, name, value);
         return l->rc == 0;
     }
-    if (strncmp(section, "job ", 4) == 0) {
-        const char *jn = section + 4;
+    if ((l->rc = coord_job_section(section, &jn)) != 0) {
         coord_jobdef_t *d;
 
-        while (*jn == ' ')
-            jn++;
-        if ((d = jobdef_for(l, jn)) == NULL)
+        if (l->rc < 0 || (d = jobdef_for(l, jn)) == NULL)
             return 0;
         l->rc = coord_jobdef_set(d, name, value);
         return l->rc == 0;
@@ -173,6 +180,7 @@ typedef struct {
     flag_t flags[MAX_FLAGS];
     size_t nflags;
     int check, public_key;
+    const char *backup; /* --backup DEST */
 } args_t;
 
 /* --key-with-dashes or --key_with_underscores into the config key. */
@@ -255,6 +263,10 @@ static int parse_args(int argc, char **argv, args_t *a)
             a->config = value;
             continue;
         }
+        if (strcmp(key, "backup") == 0) {
+            a->backup = value;
+            continue;
+        }
         for (j = 0; j < n && strcmp(k[j].key, key) != 0; j++)
             ;
         if (j == n) {
@@ -282,19 +294,63 @@ static int load_all(const args_t *a, loaded_t *l)
         return rc;
     if ((rc = apply_flags(&l->cfg, a)) < 0)
         return rc;
-    /* printing the key needs only state_dir */
-    return a->public_key ? 0 : coord_config_check(&l->cfg);
+    /* printing the key and a backup need only state_dir */
+    return a->public_key || a->backup ? 0 : coord_config_check(&l->cfg);
 }
 
 typedef struct {
     uv_loop_t loop;
     uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t watchdog; /* WATCHDOG=1 pings, when systemd asks for them */
     coord_t *co;
     args_t args;
-    int stopped;
+    int stopped, watchdog_on;
 } app_t;
 
 static app_t app;
+
+/* Tells the service manager (a no-op without $NOTIFY_SOCKET). A failure is
+ * logged, never fatal: systemd's own start and watchdog timeouts act on a
+ * message that did not arrive. A failing watchdog ping is logged once. */
+static void notify(coord_notify_t what, const char *status)
+{
+    static int watchdog_warned;
+    char q[400];
+
+    if (coord_notify(what, status) == 0 || (what == COORD_NOTIFY_WATCHDOG && watchdog_warned))
+        return;
+    watchdog_warned |= what == COORD_NOTIFY_WATCHDOG;
+    coord_log(COORD_LOG_WARN, "notify_failed", "error=%s",
+              coord_log_quote(sfl_last_error(), q, sizeof(q)));
+}
+
+/* From a loop timer: a ping proves the loop turns, which is what a hung
+ * coordinator would stop doing. */
+static void on_watchdog(uv_timer_t *t)
+{
+    (void)t;
+    notify(COORD_NOTIFY_WATCHDOG, NULL);
+}
+
+static void watchdog_start(app_t *a)
+{
+    uint64_t us = 0, ms;
+    char q[400];
+
+    if (coord_notify_watchdog_usec(&us) < 0) {
+        coord_log(COORD_LOG_WARN, "watchdog", "error=%s",
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        return;
+    }
+    if (us == 0)
+        return;
+    ms = us / 2000 ? us / 2000 : 1; /* half the interval, as sd_watchdog_enabled(3) advises */
+    uv_timer_init(&a->loop, &a->watchdog);
+    a->watchdog.data = a;
+    uv_timer_start(&a->watchdog, on_watchdog, ms, ms);
+    a->watchdog_on = 1;
+    coord_log(COORD_LOG_INFO, "watchdog", "interval_ms=%llu", (unsigned long long)ms);
+}
 
 static void stopped(coord_t *c, void *ud)
 {
@@ -305,6 +361,8 @@ static void stopped(coord_t *c, void *ud)
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sighup, NULL);
+    if (a->watchdog_on)
+        uv_close((uv_handle_t *)&a->watchdog, NULL);
 }
 
 static void on_stop_signal(uv_signal_t *s, int signum)
@@ -312,30 +370,39 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     app_t *a = s->data;
 
     coord_log(COORD_LOG_INFO, "signal", "signal=%s", signum == SIGTERM ? "TERM" : "INT");
+    notify(COORD_NOTIFY_STOPPING, "stopping: committing rounds that have a quorum");
     coord_shutdown(a->co, 0, stopped, a);
 }
 
 /* SIGHUP: what can change without a restart. Listener, certificates and
- * limits stay as started; log_level changes and new jobs are created. */
+ * limits stay as started; log_level changes and new jobs are created. The
+ * service manager sees RELOADING=1 and, whatever the outcome, READY=1 with
+ * the outcome as status (a failed reload keeps the running configuration). */
 static void on_reload(uv_signal_t *s, int signum)
 {
     app_t *a = s->data;
-    loaded_t *l = calloc(1, sizeof(*l));
+    loaded_t *l = NULL;
     coord_log_level_t lvl;
+    char status[320];
     size_t added = 0;
     int rc;
 
     (void)signum;
-    if (l == NULL)
-        return;
+    notify(COORD_NOTIFY_RELOADING, "reloading the configuration");
     if (a->args.config == NULL) {
         coord_log(COORD_LOG_INFO, "reload", "config=none");
-        free(l);
-        return;
+        snprintf(status, sizeof(status), "running; reload: no configuration file");
+        goto out;
+    }
+    if ((l = calloc(1, sizeof(*l))) == NULL) {
+        coord_log(COORD_LOG_ERROR, "reload_failed", "error=\"out of memory\"");
+        snprintf(status, sizeof(status), "running; reload failed: out of memory");
+        goto out;
     }
     if ((rc = load_all(&a->args, l)) < 0) {
         char q[400];
 
+        snprintf(status, sizeof(status), "running; reload failed: %s", sfl_last_error());
         coord_log(COORD_LOG_ERROR, "reload_failed", "error=%s",
                   coord_log_quote(sfl_last_error(), q, sizeof(q)));
         goto out;
@@ -355,9 +422,31 @@ static void on_reload(uv_signal_t *s, int signum)
     }
     coord_log(COORD_LOG_INFO, "reload", "config=%s jobs_added=%zu log_level=%s",
               a->args.config, added, l->cfg.log_level);
+    snprintf(status, sizeof(status), "running; reloaded %.200s: %zu jobs added", a->args.config,
+             added);
 out:
-    loaded_clear(l);
-    free(l);
+    if (l) {
+        loaded_clear(l);
+        free(l);
+    }
+    notify(COORD_NOTIFY_READY, status);
+}
+
+/* --backup DEST: from a separate process, while the daemon may run. */
+static int run_backup(const coord_config_t *cfg, const char *dest)
+{
+    char db[COORD_PATH_MAX + 32];
+    uint64_t bytes = 0;
+    int rc;
+
+    snprintf(db, sizeof(db), "%s/coordinator.db", cfg->state_dir);
+    if ((rc = coord_store_backup_path(db, dest, &bytes)) < 0) {
+        fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+        return 1;
+    }
+    printf("backup of %s written to %s: %llu bytes, integrity_check ok\n", db, dest,
+           (unsigned long long)bytes);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -394,6 +483,10 @@ int main(int argc, char **argv)
         loaded_clear(&l);
         return 0;
     }
+    if (app.args.backup) {
+        loaded_clear(&l);
+        return run_backup(&l.cfg, app.args.backup);
+    }
     if (app.args.check) {
         printf("configuration ok: %zu job sections\n", l.njobs);
         loaded_clear(&l);
@@ -423,6 +516,16 @@ int main(int argc, char **argv)
     uv_signal_start(&app.sigterm, on_stop_signal, SIGTERM);
     uv_signal_start(&app.sigint, on_stop_signal, SIGINT);
     uv_signal_start(&app.sighup, on_reload, SIGHUP);
+    watchdog_start(&app);
+    {
+        char ready[320];
+
+        /* Listening, state recovered, config jobs created: what READY=1
+         * promises (coord_new does the first two). */
+        snprintf(ready, sizeof(ready), "running; listening on %.200s (port %d)", l.cfg.listen,
+                 coord_port(app.co));
+        notify(COORD_NOTIFY_READY, ready);
+    }
     status = 0;
 run:
     uv_run(&app.loop, UV_RUN_DEFAULT);

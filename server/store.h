@@ -129,6 +129,27 @@ int coord_store_integrity_check(coord_store_t *s) SFL_MUST_CHECK;
  * aggregating) failed with reason; *n (may be NULL) = rounds marked. */
 int coord_store_recover(coord_store_t *s, const char *reason, size_t *n);
 
+/* Online backup with SQLite's backup API, safe while a coordinator writes
+ * the store: the copy is one consistent snapshot (a read transaction held
+ * for the whole copy, which in WAL mode never blocks the writer), copied a
+ * few pages per step into a temporary file next to dest (mode 0600), made a
+ * self-contained file (rollback journal mode: no -wal or -shm to carry),
+ * verified (PRAGMA integrity_check, the sfl application_id), fsynced and
+ * renamed over dest atomically, so dest is either the old file or a good
+ * copy. *bytes (may be NULL) = the copy's size. SFL_EINVAL if dest is a
+ * directory or the database itself, -errno naming the directory when the
+ * temporary cannot be created (e.g. -ENOENT: missing directory).
+ *
+ * coord_store_backup_path opens db_path without creating it, refuses a file
+ * that is not an sfl store (SFL_EPARSE) and never writes through its
+ * connection (query_only), so it is what a second process runs against a
+ * live coordinator's state; it applies no migration. */
+int coord_store_backup_path(const char *db_path, const char *dest,
+                            uint64_t *bytes) SFL_MUST_CHECK;
+/* The same through an open store's own connection (a call like any other:
+ * the caller serializes it). */
+int coord_store_backup(coord_store_t *s, const char *dest, uint64_t *bytes) SFL_MUST_CHECK;
+
 /* Agents. Upsert by name: inserts (assigning id, joined_ms) or updates the
  * fingerprint, capabilities, dataset summary and last_seen_ms of the agent
  * with that name. An existing name with a different identity key, or a key
