@@ -2,12 +2,16 @@
 #
 #   make            build libsfl, programs (build/)
 #   make test       unit tests, unit tests again under ASan+UBSan, e2e tests
+#   make test-cross unit tests cross-built for arm64 (CROSS=...), run under qemu
 #   make demo       a coordinator and 8 agents on loopback, then simulations
 #   make bench      micro and macro benchmarks (figures to stdout)
+#   make footprint  the arm64 agent's size and peak RSS (d = 1e5, under qemu)
 #   make reproduce  the papers' experiments -> results/REPORT.md
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (UNITDIR, MANDIR, DOCDIR)
 #
-# V=1 shows full command lines. CROSS=aarch64-linux-gnu- cross-compiles.
+# V=1 shows full command lines. CROSS=aarch64-linux-gnu- (Raspberry Pi OS /
+# Debian arm64) or CROSS=arm-linux-gnueabihf- (armhf) cross-compiles into
+# build/<triplet>, against Debian's multiarch -dev packages.
 
 CROSS   ?=
 CC      := $(CROSS)gcc
@@ -19,12 +23,20 @@ PYTHON  ?= /usr/bin/python3
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
-ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -MMD -MP \
+# _FILE_OFFSET_BITS=64: 64-bit off_t and inode numbers on 32-bit targets
+# (armhf), so data files over 2 GiB open and readdir works on file systems
+# with 64-bit directory cookies (ext4 seen by an armhf process under
+# qemu-user); no effect on 64-bit targets. time_t stays 32-bit on bookworm
+# armhf: its libraries are built that way (docs: deploy/raspberrypi).
+ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_FILE_OFFSET_BITS=64 $(WARN) -MMD -MP \
               -Ilibsfl/include -Ilibsfl/src $(CFLAGS)
 LDLIBS  := -linih -lsqlite3 -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
            -llapacke -llapack -lblas -lm
 
 ifeq ($(SAN),1)
+ifneq ($(CROSS),)
+$(error SAN=1 with CROSS: the sanitizers' runtimes do not run under qemu-user; use one or the other)
+endif
 BUILD   := build/asan
 ALL_CFLAGS += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=all
@@ -38,13 +50,57 @@ Q := @
 endif
 
 # Debian packages (DESIGN.md section 2). Build needs the first list, tests the
-# second, `make reproduce` the third.
+# second, `make reproduce` the third, `make install` the fourth (man pages),
+# `make footprint` the fifth.
 BUILD_PKGS := build-essential pkg-config libprotobuf-c-dev protobuf-c-compiler \
               libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev \
               libinih-dev libopenblas-dev liblapacke-dev
 TEST_PKGS  := libcmocka-dev openssl python3-grpcio python3-protobuf python3-cryptography \
               protobuf-compiler protobuf-compiler-grpc
 REPRO_PKGS := gnuplot-nox python3-sklearn
+INSTALL_PKGS := help2man
+FOOTPRINT_PKGS := time
+
+# Cross builds: Debian's cross gcc (gcc-<triplet>) links the foreign
+# architecture's -dev packages (PKG:ARCH, multiarch; mk/deps.sh adds the
+# architecture to dpkg when needed). Every library here is Multi-Arch: same,
+# so the arm64 and armhf sets install side by side with the native one, as
+# long as the mirror has the same version for every architecture.
+# BLAS/LAPACK: the reference liblapacke-dev, liblapack-dev and libblas-dev
+# (same sonames as OpenBLAS's, so on the device libopenblas0 can replace
+# libblas3 and liblapack3 at run time through the alternatives). protoc-c
+# runs on the host.
+# Objects go to build/<triplet>, apart from native ones; unit tests run under
+# qemu-user-static, invoked explicitly (no binfmt_misc needed), with the
+# multiarch loader and libraries found under QEMU_LD_PREFIX.
+CROSS_ARCH_aarch64-linux-gnu   := arm64
+CROSS_ARCH_arm-linux-gnueabihf := armhf
+CROSS_QEMU_aarch64-linux-gnu   := qemu-aarch64-static
+CROSS_QEMU_arm-linux-gnueabihf := qemu-arm-static
+CROSS_LIBS := libc6-dev libinih-dev libsqlite3-dev libuv1-dev libnghttp2-dev libssl-dev \
+              libsodium-dev libprotobuf-c-dev liblapacke-dev liblapack-dev libblas-dev
+QEMU_LD_PREFIX ?= /
+# Seconds one unit suite may take under emulation before it counts as failed.
+CROSS_TIMEOUT ?= 300
+
+ifneq ($(CROSS),)
+TRIPLET  := $(patsubst %-,%,$(CROSS))
+DEB_ARCH := $(CROSS_ARCH_$(TRIPLET))
+QEMU     := $(CROSS_QEMU_$(TRIPLET))
+ifeq ($(DEB_ARCH),)
+$(error CROSS=$(CROSS): unknown target; known: aarch64-linux-gnu- arm-linux-gnueabihf-)
+endif
+ifeq ($(origin BUILD),file)
+BUILD    := build/$(TRIPLET)
+endif
+BUILD_PKGS := make gcc-$(TRIPLET) protobuf-c-compiler $(CROSS_LIBS:%=%:$(DEB_ARCH))
+TEST_PKGS  := $(filter-out libcmocka-dev,$(TEST_PKGS)) qemu-user-static \
+              libcmocka-dev:$(DEB_ARCH)
+NATIVE_ONLY := $(filter test e2e demo bench reproduce,$(MAKECMDGOALS))
+ifneq ($(NATIVE_ONLY),)
+$(error make $(NATIVE_ONLY) runs native programs; with CROSS use make test-cross)
+endif
+endif
 
 LIB_SRC  := $(sort $(wildcard libsfl/src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -96,14 +152,14 @@ CTL_MAIN_OBJ := $(BUILD)/server/main_sflctl.o
 
 PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN) $(CTL_BIN)
 
-.PHONY: all deps deps-test deps-repro test unit unit-asan e2e demo bench \
-        reproduce install clean help
+.PHONY: all deps deps-test deps-repro deps-install deps-footprint test unit unit-asan \
+        test-cross unit-cross e2e demo bench footprint reproduce install man clean help
 .DEFAULT_GOAL := all
 
 all: deps $(LIB) $(PROGRAMS)
 
 help:
-	@sed -n '2,11p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,14p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@./mk/deps.sh $(BUILD_PKGS)
@@ -111,6 +167,10 @@ deps-test: deps
 	@./mk/deps.sh $(TEST_PKGS)
 deps-repro: deps
 	@./mk/deps.sh $(REPRO_PKGS)
+deps-install:
+	@./mk/deps.sh $(INSTALL_PKGS)
+deps-footprint:
+	@./mk/deps.sh $(FOOTPRINT_PKGS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -175,13 +235,51 @@ test: deps-test
 	$(Q)$(MAKE) --no-print-directory SAN=1 unit
 	$(Q)$(MAKE) --no-print-directory e2e
 
+ifneq ($(CROSS),)
+unit: unit-cross
+else
 unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do \
 	    if ! SFL_TEST_DATA=../shared/data $$t >$$t.log 2>&1; then \
 	        echo "FAIL    $$t"; cat $$t.log; fail=1; \
 	    else echo "PASS    $$t"; fi; done; exit $$fail
+endif
 
-e2e: all
+# The programs and unit suites of a cross build, the suites run under
+# qemu-user (default arm64): `make test-cross`, or with
+# CROSS=arm-linux-gnueabihf-. Suites call host tools (openssl, python3) by
+# exec, which qemu-user hands to the host kernel: they run natively.
+test-cross:
+	$(Q)$(MAKE) --no-print-directory CROSS=$(or $(CROSS),aarch64-linux-gnu-) unit-cross
+
+ifneq ($(CROSS),)
+unit-cross: deps-test $(LIB) $(PROGRAMS) $(UNIT_BIN)
+	@fail=0; for t in $(UNIT_BIN); do \
+	    s=$$(date +%s); \
+	    SFL_TEST_DATA=../shared/data timeout $(CROSS_TIMEOUT) \
+	        $(QEMU) -L $(QEMU_LD_PREFIX) $$t >$$t.log 2>&1; rc=$$?; \
+	    s=$$(($$(date +%s) - s)); \
+	    if [ $$rc = 124 ]; then \
+	        echo "FAIL    $$t (timeout after $(CROSS_TIMEOUT) s under $(QEMU))"; \
+	        tail -n 20 $$t.log; fail=1; \
+	    elif [ $$rc != 0 ]; then \
+	        echo "FAIL    $$t ($$s s)"; cat $$t.log; fail=1; \
+	    else echo "PASS    $$t ($$s s)"; fi; done; exit $$fail
+else
+unit-cross:
+	@echo "unit-cross needs CROSS=<triplet>- (or run make test-cross)"; exit 2
+endif
+
+# e2e helper: sfl-replay acts as agents through client-agent's library to
+# replay, re-target and tamper with real updates (tests/e2e/replay.sh).
+REPLAY_BIN := $(BUILD)/tests/e2e/sfl-replay
+
+$(REPLAY_BIN): tests/e2e/replay_tool.c $(AGENT_LIB) $(LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -Iserver -Iclient-agent $(LDFLAGS) -o $@ $< $(AGENT_LIB) $(LIB) $(LDLIBS)
+
+e2e: all $(REPLAY_BIN)
 	@fail=0; for t in tests/e2e/*.sh; do \
 	    [ -e "$$t" ] || continue; \
 	    if ! SFL_BIN=$(BUILD) timeout 600 sh $$t >$(BUILD)/$$(basename $$t).log 2>&1; then \
@@ -194,19 +292,78 @@ demo: all deps-test
 
 bench: all $(BENCH_BIN)
 	$(Q)./bench/run.sh $(BUILD)
+	$(Q)$(MAKE) --no-print-directory footprint
+
+# The agent's size and peak RSS for d = 1e5 and 10,000 local samples: a
+# native coordinator, the cross-built agent under qemu, then the native agent.
+FOOTPRINT_CROSS := $(or $(CROSS),aarch64-linux-gnu-)
+footprint: deps-footprint
+	$(Q)$(MAKE) --no-print-directory CROSS= all
+	$(Q)$(MAKE) --no-print-directory CROSS=$(FOOTPRINT_CROSS) all deps-test
+	$(Q)sh bench/footprint.sh build build/$(patsubst %-,%,$(FOOTPRINT_CROSS)) \
+	    $(CROSS_QEMU_$(patsubst %-,%,$(FOOTPRINT_CROSS))) $(QEMU_LD_PREFIX)
 
 reproduce: all deps-repro
 	$(Q)./sim/reproduce.sh $(SIM)
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
-	    $(DESTDIR)$(PREFIX)/include/sfl $(DESTDIR)$(PREFIX)/share/sfl/experiments
-	install -m 755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
+# make install: programs, sfl-pki, libsfl, headers, systemd units (their
+# /usr/local/bin and /usr/local/share/doc/sfl paths rewritten to BINDIR and
+# DOCDIR), example configs, docs and, for native builds, man pages made by
+# help2man from each program's --help.
+BINDIR  ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share/sfl
+DOCDIR  ?= $(PREFIX)/share/doc/sfl
+MANDIR  ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+VERSION := $(shell sed -n 's/^\#define COORD_VERSION "\(.*\)"/\1/p' server/coord.h)
+UNITS   := $(wildcard deploy/systemd/sfl-coordinator.service deploy/raspberrypi/sfl-agent.service)
+PKI_BIN := deploy/pki/sfl-pki
+MAN_PAGES := $(if $(CROSS),,$(patsubst %,$(BUILD)/man/%.1,$(notdir $(PROGRAMS) $(PKI_BIN))))
+MAN_NAME_sfl-coordinator := the sfl federation coordinator daemon
+MAN_NAME_sfl-agent := the sfl federated learning agent
+MAN_NAME_sflctl    := admin client of the sfl coordinator
+MAN_NAME_sfl-sim   := simulator of sparse federated learning algorithms
+MAN_NAME_sfl-pki   := the sfl federation CA and its certificates
+
+man: $(MAN_PAGES)
+
+# help2man reads --help through a wrapper that capitalises the first
+# "usage:" (help2man only knows "Usage:", and makes it the SYNOPSIS); the
+# version comes from coord.h, since sfl-sim and sfl-pki have no --version.
+$(BUILD)/man/%.1: $(BUILD)/% | deps-install
+	@mkdir -p $(@D)/wrap
+	@$(if $(Q),echo "  MAN     $@")
+	$(Q)printf '#!/bin/sh\n"%s" "$$@" | sed "1s/^usage:/Usage:/"\n' "$(abspath $<)" > $(@D)/wrap/$*
+	$(Q)chmod 755 $(@D)/wrap/$*
+	$(Q)help2man --no-info --version-string=$(VERSION) --name="$(MAN_NAME_$*)" \
+	    --output=$@ $(@D)/wrap/$*
+$(BUILD)/man/sfl-pki.1: $(PKI_BIN) | deps-install
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  MAN     $@")
+	$(Q)help2man --no-info --version-string=$(VERSION) \
+	    --name="$(MAN_NAME_sfl-pki)" --output=$@ $<
+
+install: all $(MAN_PAGES)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PREFIX)/lib \
+	    $(DESTDIR)$(PREFIX)/include/sfl $(DESTDIR)$(DATADIR)/experiments $(DESTDIR)$(DOCDIR)
+	install -m 755 $(PROGRAMS) $(PKI_BIN) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 libsfl/include/sfl/*.h $(DESTDIR)$(PREFIX)/include/sfl/
-	install -m 644 sim/experiments/*.ini $(DESTDIR)$(PREFIX)/share/sfl/experiments/
-	install -m 644 deploy/agent.ini.example $(DESTDIR)$(PREFIX)/share/sfl/
-	install -m 644 deploy/coordinator.ini.example $(DESTDIR)$(PREFIX)/share/sfl/
+	install -m 644 sim/experiments/*.ini $(DESTDIR)$(DATADIR)/experiments/
+	install -m 644 $(wildcard deploy/*.ini.example) $(DESTDIR)$(DATADIR)/
+	install -m 644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 644 deploy/raspberrypi/README.md $(DESTDIR)$(DOCDIR)/raspberrypi.md
+ifneq ($(UNITS),)
+	install -d $(DESTDIR)$(UNITDIR)
+	for u in $(UNITS); do \
+	    sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/share/doc/sfl/|$(DOCDIR)/|g' \
+	        $$u > $(DESTDIR)$(UNITDIR)/$${u##*/} && \
+	    chmod 644 $(DESTDIR)$(UNITDIR)/$${u##*/} || exit 1; done
+endif
+ifneq ($(MAN_PAGES),)
+	install -d $(DESTDIR)$(MANDIR)/man1
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+endif
 
 clean:
 	rm -rf build
@@ -215,3 +372,4 @@ clean:
 -include $(AGENT_MAIN_OBJ:.o=.d)
 -include $(COORD_MAIN_OBJ:.o=.d)
 -include $(CTL_MAIN_OBJ:.o=.d)
+-include $(REPLAY_BIN).d
