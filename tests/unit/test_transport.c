@@ -15,7 +15,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#ifdef __linux__
+#include <linux/tcp.h>
+#endif
+
 #include "failalloc.h"
+#include "net/transport_int.h" /* the socket, to check its options */
 #include "sfl/alloc.h"
 #include "sfl/error.h"
 #include "sfl/transport.h"
@@ -261,6 +267,23 @@ static void test_transport_echo(void **state)
     assert_int_equal(atoi(name + 10), F.port);
     assert_int_equal(sfl_conn_peer_name(F.cli, name, 5), SFL_ELIMIT);
     assert_int_equal(sfl_conn_peer(F.cli, &peer), SFL_ENOTFOUND);
+    /* Dead peers are detected by the kernel: keepalive, and on Linux
+     * TCP_USER_TIMEOUT = unacked_timeout_ms (default 30 s). */
+    {
+        uv_os_fd_t fd;
+        int on = 0;
+        socklen_t len = sizeof(on);
+
+        assert_int_equal(uv_fileno((const uv_handle_t *)&F.cli->tcp, &fd), 0);
+        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &len), 0);
+        assert_int_equal(on, 1);
+#ifdef __linux__
+        unsigned int ms = 0;
+        len = sizeof(ms);
+        assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, &len), 0);
+        assert_int_equal(ms, 30000);
+#endif
+    }
     assert_int_equal(sfl_conn_write(F.cli, F.expect, 0), 0);
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         assert_int_equal(sfl_conn_write(F.cli, F.expect + off, sizes[i]), 0);

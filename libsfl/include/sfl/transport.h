@@ -73,6 +73,13 @@ typedef struct {
     /* An open connection with no bytes received and no write completed for
      * this long is closed with -ETIMEDOUT (120 s). */
     uint64_t idle_timeout_ms;
+    /* Linux: bytes sent and not acknowledged for this long (a cut link, a
+     * peer that vanished) make the kernel abort the connection
+     * (TCP_USER_TIMEOUT), which then closes with an error; TCP keepalive
+     * probes every 10 s of silence make this hold for a quiet connection
+     * too. Without it a cut link is noticed only when the idle timeout
+     * passes, and never while we keep writing into the send buffer (30 s). */
+    uint64_t unacked_timeout_ms;
     /* A closing connection waits this long for its output to drain and the
      * peer to close before the socket is dropped (2 s). */
     uint64_t close_timeout_ms;

@@ -1,6 +1,11 @@
 #include "net/transport_int.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#ifdef __linux__
+#include <linux/tcp.h> /* TCP_USER_TIMEOUT, which glibc hides in strict modes */
+#endif
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +29,8 @@
 #define DEF_CONNECT_MS 10000
 #define DEF_HANDSHAKE_MS 10000
 #define DEF_IDLE_MS 120000
+#define DEF_UNACKED_MS 30000
+#define KEEPALIVE_S 10
 #define DEF_CLOSE_MS 2000
 #define DEF_READ_BUDGET ((size_t)256 * 1024)
 #define DEF_HIGH_WATER ((size_t)1024 * 1024)
@@ -129,6 +136,8 @@ static int opts_check(const sfl_conn_opts_t *in, sfl_conn_opts_t *o)
         o->idle_timeout_ms = DEF_IDLE_MS;
     if (!o->close_timeout_ms)
         o->close_timeout_ms = DEF_CLOSE_MS;
+    if (!o->unacked_timeout_ms || o->unacked_timeout_ms > UINT_MAX)
+        o->unacked_timeout_ms = DEF_UNACKED_MS;
     if (!o->read_budget)
         o->read_budget = DEF_READ_BUDGET;
     if (!o->write_max)
@@ -164,6 +173,7 @@ static int conn_new(uv_loop_t *loop, const sfl_conn_opts_t *o, const sfl_conn_cb
     c->connect_ms = o->connect_timeout_ms;
     c->handshake_ms = o->handshake_timeout_ms;
     c->idle_ms = o->idle_timeout_ms;
+    c->unacked_ms = o->unacked_timeout_ms;
     c->close_ms = o->close_timeout_ms;
     c->read_budget = o->read_budget;
     c->high_water = o->write_high_water;
@@ -281,6 +291,20 @@ static void schedule(sfl_conn_t *c)
 
 /* The connection state machine (STYLE rule 10): every state change happens
  * here. Errors are recorded with conn_error() before the event is sent. */
+/* Best effort: a socket option that fails leaves the idle timeout in
+ * charge, as before. */
+static void dead_peer_detection(sfl_conn_t *c)
+{
+    (void)uv_tcp_keepalive(&c->tcp, 1, KEEPALIVE_S);
+#ifdef __linux__
+    uv_os_fd_t fd;
+    unsigned int ms = (unsigned int)c->unacked_ms;
+
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+#endif
+}
+
 static void conn_step(sfl_conn_t *c, conn_ev_t ev)
 {
     int drop = 0;
@@ -296,6 +320,7 @@ static void conn_step(sfl_conn_t *c, conn_ev_t ev)
                 arm_timer(c, c->handshake_ms);
             }
             uv_tcp_nodelay(&c->tcp, 1);
+            dead_peer_detection(c);
             rc = read_start(c);
             if (rc) {
                 conn_error(c, rc, "read: %s", uv_strerror(rc));

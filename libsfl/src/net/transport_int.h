@@ -56,7 +56,7 @@ struct sfl_conn {
     void *data;
     sfl_listener_t *listener; /* accepting listener, NULL once detached */
     sfl_conn_t *prev, *next;  /* listener's list of live connections */
-    uint64_t connect_ms, handshake_ms, idle_ms, close_ms;
+    uint64_t connect_ms, handshake_ms, idle_ms, close_ms, unacked_ms;
     size_t read_budget, high_water, write_max;
     size_t queued;       /* bytes in uv_write requests not yet completed */
     size_t budget_used;  /* bytes delivered since the last yield */
