@@ -1877,8 +1877,7 @@ typedef struct verify {
     attempt_key_t *key;       /* held: the attempt it was judged against */
     sfl_upd_ctx_t ctx;
     uint8_t agent_pk[SFL_SEAL_PK_BYTES];
-    sfl_msg_limits_t lim;
-    uint32_t dim;
+    sfl_msg_limits_t lim;     /* max_dim: the job's dimension */
     sfl_enc_t encoding;
     uint64_t max_samples;
     size_t max_message;
@@ -1965,7 +1964,7 @@ static void verify_work(uv_work_t *w)
         v->rj = seal_reason(rc);
         return;
     }
-    rc = sfl_msg_payload_unpack(plain, plen, &v->lim, v->dim, &v->p);
+    rc = sfl_msg_payload_unpack(plain, plen, &v->lim, v->lim.max_dim, &v->p);
     sodium_memzero(plain, plen);
     sfl__free(plain);
     v->rj = RJ_PAYLOAD;
@@ -2134,7 +2133,6 @@ static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     v->lim = co->lim;
     v->lim.max_dim = (uint32_t)j->model.prob.dim;
     v->lim.max_nnz = (uint32_t)j->model.prob.dim;
-    v->dim = (uint32_t)j->model.prob.dim;
     v->encoding = j->spec.value_encoding;
     v->max_samples = a->ds.samples;
     v->max_message = co->cfg.max_message;

@@ -245,11 +245,9 @@ int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
 static void drop_held(coord_job_t *j)
 {
     for (uint32_t i = 0; i < j->nslots; i++)
-        sfl_spvec_free(j->held[i]);
+        sfl_spvec_free(j->held[i].update);
     sfl__free(j->held);
-    sfl__free(j->held_w);
     j->held = NULL;
-    j->held_w = NULL;
     j->nslots = 0;
 }
 
@@ -318,11 +316,8 @@ int coord_job_begin(coord_job_t *j, uint32_t nslots)
     j->aggregating = 0;
     if (j->spec.ordered) {
         j->held = sfl__calloc(nslots ? nslots : 1, sizeof(*j->held));
-        j->held_w = sfl__calloc(nslots ? nslots : 1, sizeof(*j->held_w));
-        if (j->held == NULL || j->held_w == NULL) {
-            drop_held(j);
+        if (j->held == NULL)
             return SFL_ENOMEM;
-        }
         j->nslots = nslots;
     }
     if ((rc = j->algo->aggregate_begin(&j->agg)) < 0) {
@@ -341,14 +336,14 @@ int coord_job_add(coord_job_t *j, uint32_t slot, sfl_spvec_t **update, double we
         return j->algo->aggregate_add(&j->agg, *update, weight);
     if (slot >= j->nslots)
         return sfl__fail(SFL_EINVAL, "cohort slot %u of %u", slot, j->nslots);
-    if (j->held[slot] != NULL)
+    if (j->held[slot].update != NULL)
         return sfl__fail(SFL_EINVAL, "cohort slot %u already has an update", slot);
     /* Checked now, so that end cannot fail on something an agent sent. */
     if ((*update)->dim != j->prob.dim || !(weight > 0) || !isfinite(weight))
         return sfl__fail(SFL_EINVAL, "update of dimension %u, weight %g (job: %zu, > 0)",
                          (*update)->dim, weight, j->prob.dim);
-    j->held[slot] = *update;
-    j->held_w[slot] = weight;
+    j->held[slot].update = *update;
+    j->held[slot].weight = weight;
     *update = NULL;
     return 0;
 }
@@ -360,8 +355,8 @@ int coord_job_end(coord_job_t *j)
     if (!j->aggregating)
         return sfl__fail(SFL_EINVAL, "no round is being aggregated");
     for (uint32_t i = 0; i < j->nslots && rc == 0; i++)
-        if (j->held[i] != NULL)
-            rc = j->algo->aggregate_add(&j->agg, j->held[i], j->held_w[i]);
+        if (j->held[i].update != NULL)
+            rc = j->algo->aggregate_add(&j->agg, j->held[i].update, j->held[i].weight);
     drop_held(j);
     if (rc == 0)
         rc = j->algo->aggregate_end(&j->agg, j->global);

@@ -64,10 +64,12 @@ typedef struct coord_job {
     sfl_agg_t agg;
     uint64_t round;      /* last committed round (0: none yet) */
     int aggregating;
-    /* Ordered aggregation: the updates of the open round by cohort slot,
-     * folded by coord_job_end in slot order. */
-    sfl_spvec_t **held;
-    double *held_w;
+    /* Ordered aggregation: the updates of the open round by cohort slot
+     * (NULL: none yet), folded by coord_job_end in slot order. */
+    struct coord_held {
+        sfl_spvec_t *update;
+        double weight;
+    } *held;
     uint32_t nslots;
 } coord_job_t;
 
