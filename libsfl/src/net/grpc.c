@@ -1889,20 +1889,22 @@ static int start_call(sfl_grpc_session_t *s, const char *path, const uint8_t *re
     return 0;
 }
 
-static sfl_grpc_call_t *new_client_call(const char *path)
+/* A client call of the given kind for path, or an error for a bad path. */
+static int new_client_call(const char *path, sfl_grpc_kind_t kind, void *ud,
+                           sfl_grpc_call_t **out)
 {
-    sfl_grpc_call_t *c = sfl__calloc(1, sizeof(*c));
+    sfl_grpc_call_t *c;
 
-    if (c != NULL)
-        snprintf(c->path, sizeof(c->path), "%s", path);
-    return c;
-}
-
-static int check_path(const char *path)
-{
     /* The path travels whole; only the copy kept for logs is truncated. */
     if (path == NULL || path[0] != '/')
         return sfl__fail(SFL_EINVAL, "grpc: path must start with '/'");
+    c = sfl__calloc(1, sizeof(*c));
+    if (c == NULL)
+        return sfl__fail(SFL_ENOMEM, "grpc: out of memory for a call");
+    snprintf(c->path, sizeof(c->path), "%s", path);
+    c->kind = kind;
+    c->ud = ud;
+    *out = c;
     return 0;
 }
 
@@ -1910,21 +1912,16 @@ int sfl_grpc_call_unary(sfl_grpc_session_t *s, const char *path, const uint8_t *
                         size_t len, uint32_t timeout_ms, sfl_grpc_unary_cb cb, void *ud,
                         sfl_grpc_call_t **call)
 {
-    sfl_grpc_call_t *c;
+    sfl_grpc_call_t *c = NULL;
     int rc;
 
     assert(s != NULL && !s->server && cb != NULL && (req != NULL || len == 0));
     if (call != NULL)
         *call = NULL;
-    rc = check_path(path);
+    rc = new_client_call(path, SFL_GRPC_KIND_UNARY, ud, &c);
     if (rc != 0)
         return rc;
-    c = new_client_call(path);
-    if (c == NULL)
-        return sfl__fail(SFL_ENOMEM, "grpc: out of memory for a call");
-    c->kind = SFL_GRPC_KIND_UNARY;
     c->unary_cb = cb;
-    c->ud = ud;
     return start_call(s, path, req, len, timeout_ms, c, call);
 }
 
@@ -1932,23 +1929,18 @@ int sfl_grpc_call_stream(sfl_grpc_session_t *s, const char *path, const uint8_t 
                          size_t len, uint32_t timeout_ms, sfl_grpc_message_cb on_message,
                          sfl_grpc_done_cb on_done, void *ud, sfl_grpc_call_t **call)
 {
-    sfl_grpc_call_t *c;
+    sfl_grpc_call_t *c = NULL;
     int rc;
 
     assert(s != NULL && !s->server && on_message != NULL && on_done != NULL);
     assert(req != NULL || len == 0);
     if (call != NULL)
         *call = NULL;
-    rc = check_path(path);
+    rc = new_client_call(path, SFL_GRPC_KIND_SERVER_STREAM, ud, &c);
     if (rc != 0)
         return rc;
-    c = new_client_call(path);
-    if (c == NULL)
-        return sfl__fail(SFL_ENOMEM, "grpc: out of memory for a call");
-    c->kind = SFL_GRPC_KIND_SERVER_STREAM;
     c->msg_cb = on_message;
     c->done_cb = on_done;
-    c->ud = ud;
     return start_call(s, path, req, len, timeout_ms, c, call);
 }
 

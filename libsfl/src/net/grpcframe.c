@@ -195,19 +195,19 @@ int sfl_grpcframe_prefix(uint8_t out[SFL_GRPCFRAME_PREFIX], size_t len)
 int sfl_grpcframe_encode(const uint8_t *msg, size_t len, uint8_t *buf, size_t cap,
                          size_t *written)
 {
+    uint8_t pre[SFL_GRPCFRAME_PREFIX];
     int rc;
 
     assert(buf != NULL && written != NULL && (msg != NULL || len == 0));
     *written = 0;
-    if (len > UINT32_MAX)
-        return sfl__fail(SFL_ELIMIT, "grpc: message of %zu bytes does not fit the 32-bit length",
-                         len);
+    /* The length check comes first, so buf is not written on failure. */
+    rc = sfl_grpcframe_prefix(pre, len);
+    if (rc != 0)
+        return rc;
     if (cap < SFL_GRPCFRAME_PREFIX || cap - SFL_GRPCFRAME_PREFIX < len)
         return sfl__fail(SFL_ELIMIT, "grpc: %zu-byte buffer too small for a %zu-byte message",
                          cap, len);
-    rc = sfl_grpcframe_prefix(buf, len);
-    if (rc != 0)
-        return rc;
+    memcpy(buf, pre, SFL_GRPCFRAME_PREFIX);
     if (len > 0)
         memcpy(buf + SFL_GRPCFRAME_PREFIX, msg, len);
     *written = len + SFL_GRPCFRAME_PREFIX;

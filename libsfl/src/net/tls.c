@@ -10,6 +10,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <sodium.h>
 
 #include "sfl/alloc.h"
 
@@ -371,7 +372,6 @@ static sfl_role_t role_of(X509_NAME *name)
 
 static int peer_fill(X509 *cert, sfl_peer_t *p)
 {
-    static const char hex[] = "0123456789abcdef";
     X509_NAME *name = X509_get_subject_name(cert);
     unsigned int n = 0;
 
@@ -382,11 +382,7 @@ static int peer_fill(X509 *cert, sfl_peer_t *p)
     }
     if (X509_digest(cert, EVP_sha256(), p->sha256, &n) != 1 || n != sizeof(p->sha256))
         return -1;
-    for (unsigned int i = 0; i < n; i++) {
-        p->fingerprint[2 * i] = hex[p->sha256[i] >> 4];
-        p->fingerprint[2 * i + 1] = hex[p->sha256[i] & 15];
-    }
-    p->fingerprint[2 * n] = '\0';
+    sodium_bin2hex(p->fingerprint, sizeof(p->fingerprint), p->sha256, n);
     return 0;
 }
 

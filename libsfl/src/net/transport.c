@@ -93,16 +93,22 @@ static const char *state_name(sfl_conn_state_t s)
 }
 
 /* Keep the first error: later ones are usually its consequences. */
+SFL_PRINTF(3, 0)
+static void conn_verror(sfl_conn_t *c, int status, const char *fmt, va_list ap)
+{
+    if (c->status != 0)
+        return;
+    c->status = status;
+    vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
+}
+
 SFL_PRINTF(3, 4)
 static void conn_error(sfl_conn_t *c, int status, const char *fmt, ...)
 {
     va_list ap;
 
-    if (c->status != 0)
-        return;
-    c->status = status;
     va_start(ap, fmt);
-    vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
+    conn_verror(c, status, fmt, ap);
     va_end(ap);
 }
 
@@ -289,8 +295,6 @@ static void schedule(sfl_conn_t *c)
     uv_idle_start(&c->defer, defer_cb);
 }
 
-/* The connection state machine (STYLE rule 10): every state change happens
- * here. Errors are recorded with conn_error() before the event is sent. */
 /* Best effort: a socket option that fails leaves the idle timeout in
  * charge, as before. */
 static void dead_peer_detection(sfl_conn_t *c)
@@ -305,6 +309,8 @@ static void dead_peer_detection(sfl_conn_t *c)
 #endif
 }
 
+/* The connection state machine (STYLE rule 10): every state change happens
+ * here. Errors are recorded with conn_error() before the event is sent. */
 static void conn_step(sfl_conn_t *c, conn_ev_t ev)
 {
     int drop = 0;
@@ -629,12 +635,9 @@ void sfl__conn_fail(sfl_conn_t *c, int status, int graceful, const char *fmt, ..
 {
     va_list ap;
 
-    if (c->status == 0) {
-        c->status = status;
-        va_start(ap, fmt);
-        vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    conn_verror(c, status, fmt, ap);
+    va_end(ap);
     conn_step(c, graceful ? EV_CLOSE : EV_ABORT);
 }
 
