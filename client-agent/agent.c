@@ -820,8 +820,8 @@ static void on_hb_timer(uv_timer_t *t)
         say(a, "warn", "heartbeat_failed", "error=%s", sfl_strerror(rc));
         return;
     }
-    rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_HEARTBEAT, buf, len, a->hb_ms, on_heartbeat, a,
-                             &a->hb_call);
+    rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_HEARTBEAT, buf, len, a->hb_ms,
+                             on_heartbeat, a, &a->hb_call);
     sfl_msg_buf_free(buf);
     if (rc < 0) {
         a->hb_call = NULL;
@@ -834,6 +834,13 @@ static void on_hb_timer(uv_timer_t *t)
 }
 
 /* ---- actions (they return the next state; only step() sets it) ------------------- */
+
+/* Loop time of a resubscription after retry_ms: up to 10% of our own jitter
+ * on top, never less (docs/protocol.md). */
+static uint64_t resub_time(const agent_t *a, uint32_t retry_ms)
+{
+    return uv_now(a->loop) + retry_ms + randombytes_uniform(retry_ms / 10 + 1);
+}
 
 static void on_timer(uv_timer_t *t)
 {
@@ -952,8 +959,8 @@ static agent_state_t subscribe(agent_t *a)
     if ((rc = sfl_msg_subscribe_req_pack(&r, &buf, &len)) < 0)
         return backoff(a, "subscribe", rc, sfl_last_error());
     /* No grpc-timeout: the stream lives as long as the connection. */
-    rc = sfl_grpc_call_stream(sfl_grpcconn_session(a->link), PATH_SUBSCRIBE, buf, len, 0, on_sub_msg,
-                              on_sub_done, a, &a->sub_call);
+    rc = sfl_grpc_call_stream(sfl_grpcconn_session(a->link), PATH_SUBSCRIBE, buf, len, 0,
+                              on_sub_msg, on_sub_done, a, &a->sub_call);
     sfl_msg_buf_free(buf);
     if (rc < 0) {
         a->sub_call = NULL;
@@ -1066,6 +1073,14 @@ static agent_state_t settle(agent_t *a)
     return subscribe(a);
 }
 
+/* The update in the outbox is done with (answered or given up). */
+static agent_state_t drop_outbox(agent_t *a)
+{
+    train_free(a->outbox);
+    a->outbox = NULL;
+    return settle(a);
+}
+
 static agent_state_t joined(agent_t *a, const sfl_join_reply_t *r)
 {
     uint64_t hb;
@@ -1087,10 +1102,7 @@ static agent_state_t joined(agent_t *a, const sfl_join_reply_t *r)
     uv_timer_start(&a->hb_timer, on_hb_timer, hb, hb);
     say(a, "info", "joined", "agent_id=%" PRIu64 " heartbeat_ms=%" PRIu64
         " retry_after_ms=%u", a->agent_id, hb, r->retry_after_ms);
-    a->resub_at = 0;
-    if (r->retry_after_ms)
-        a->resub_at = uv_now(a->loop) + r->retry_after_ms +
-                      randombytes_uniform(r->retry_after_ms / 10 + 1);
+    a->resub_at = r->retry_after_ms ? resub_time(a, r->retry_after_ms) : 0;
     a->saw_wait = a->resub_reset = 0;
     if (a->outbox != NULL)
         return submit(a);
@@ -1138,9 +1150,7 @@ static void note_wait(agent_t *a, const sfl_wait_t *w)
 
     a->stats.waits++;
     a->saw_wait = 1;
-    /* Up to 10% of our own jitter on top, never less (docs/protocol.md). */
-    a->resub_at = uv_now(a->loop) + w->retry_after_ms +
-                  randombytes_uniform(w->retry_after_ms / 10 + 1);
+    a->resub_at = resub_time(a, w->retry_after_ms);
     say(a, "info", "wait", "retry_after_ms=%u reason=%s", w->retry_after_ms,
         quote(q, sizeof(q), w->reason));
 }
@@ -1169,20 +1179,16 @@ static agent_state_t submit(agent_t *a)
     if (w->tries >= AGENT_SUBMIT_TRIES) {
         say(a, "warn", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u tries=%u",
             w->task->job_id, w->task->round, w->task->attempt, w->tries);
-        train_free(w);
-        a->outbox = NULL;
-        return settle(a);
+        return drop_outbox(a);
     }
     if (timeout > SUBMIT_TIMEOUT_MAX_MS)
         timeout = SUBMIT_TIMEOUT_MAX_MS;
-    rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_SUBMIT, w->msg, w->len, (uint32_t)timeout,
-                             on_submit, a, &a->submit_call);
+    rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_SUBMIT, w->msg, w->len,
+                             (uint32_t)timeout, on_submit, a, &a->submit_call);
     if (rc == SFL_ELIMIT) {
         say(a, "error", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " bytes=%zu "
             "reason=\"larger than the message limit\"", w->task->job_id, w->task->round, w->len);
-        train_free(w);
-        a->outbox = NULL;
-        return settle(a);
+        return drop_outbox(a);
     }
     if (rc < 0) {
         a->submit_call = NULL;
@@ -1242,9 +1248,7 @@ static agent_state_t acked(agent_t *a, const sfl_ack_t *ack)
         " attempt=%u status=%s reason=%s", ack->job_id, ack->round, ack->attempt,
         sfl_msg_ack_name(ack->status), quote(q, sizeof(q), ack->reason));
     /* Every verdict is final for these bytes (docs/protocol.md). */
-    train_free(a->outbox);
-    a->outbox = NULL;
-    return settle(a);
+    return drop_outbox(a);
 }
 
 static agent_state_t submit_failed(agent_t *a, const ev_t *e)
@@ -1262,9 +1266,7 @@ static agent_state_t submit_failed(agent_t *a, const ev_t *e)
     say(a, "error", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " status=%s message=%s",
         a->outbox->task->job_id, a->outbox->task->round, status_name(sq, sizeof(sq), s),
         quote(q, sizeof(q), e->message));
-    train_free(a->outbox);
-    a->outbox = NULL;
-    return settle(a);
+    return drop_outbox(a);
 }
 
 static agent_state_t stop_all(agent_t *a)
@@ -1391,7 +1393,6 @@ out:
 int agent_start(agent_t *a)
 {
     char hex[2 * SFL_SEAL_PK_BYTES + 1];
-    uv_handle_t *hs[2];
     int rc;
 
     if (a->started || a->stopping)
@@ -1399,10 +1400,7 @@ int agent_start(agent_t *a)
     if ((rc = uv_timer_init(a->loop, &a->timer)) < 0)
         return rc;
     uv_timer_init(a->loop, &a->hb_timer);
-    hs[0] = (uv_handle_t *)&a->timer;
-    hs[1] = (uv_handle_t *)&a->hb_timer;
-    for (int i = 0; i < 2; i++)
-        hs[i]->data = a;
+    a->timer.data = a->hb_timer.data = a;
     a->handles = 2;
     a->started = 1;
     say(a, "info", "starting", "version=\"%s\" identity=%s identity_created=%d samples=%u "

@@ -119,11 +119,10 @@ const coord_member_t *coord_round_member(const coord_round_t *r, uint64_t agent)
     return find_member(r, agent);
 }
 
-static void fail(coord_round_t *r, uint64_t now, const char *why)
+static void fail(coord_round_t *r, const char *why)
 {
     snprintf(r->reason, sizeof(r->reason), "%s", why);
     r->state = COORD_ROUND_FAILED;
-    (void)now;
 }
 
 /* The round closes early once the target is met or nobody else can answer. */
@@ -135,7 +134,7 @@ static void maybe_close(coord_round_t *r)
         if (r->accepted >= r->cfg.min_quorum)
             r->state = COORD_ROUND_AGGREGATING;
         else
-            fail(r, 0, "every selected agent answered or died below quorum");
+            fail(r, "every selected agent answered or died below quorum");
     }
 }
 
@@ -153,7 +152,7 @@ static int start(coord_round_t *r, uint64_t now, uint64_t seed, const uint64_t *
         char why[96];
 
         snprintf(why, sizeof(why), "%u eligible agents, quorum needs %u", n, r->cfg.min_quorum);
-        fail(r, now, why);
+        fail(r, why);
         return sfl__fail(SFL_EEMPTY, "%s", why);
     }
     ids = sfl__mallocarray(n, sizeof(*ids));
@@ -198,7 +197,7 @@ static void tick(coord_round_t *r, uint64_t now)
 
             snprintf(why, sizeof(why), "deadline with %u of %u updates (quorum %u)", r->accepted,
                      r->nmembers, r->cfg.min_quorum);
-            fail(r, now, why);
+            fail(r, why);
         }
         return;
     }
@@ -227,7 +226,7 @@ int coord_round_step(coord_round_t *r, coord_event_t ev, uint64_t now_ms, uint64
             return 0;
         }
         if (ev == COORD_EV_AGG_FAILED) {
-            fail(r, now_ms, "aggregation failed");
+            fail(r, "aggregation failed");
             return 0;
         }
         if (ev == COORD_EV_TICK)

@@ -1636,8 +1636,8 @@ int coord_store_round_get(coord_store_t *s, int64_t job, int64_t round, int64_t 
     return rc;
 }
 
-int coord_store_round_list(coord_store_t *s, int64_t job, size_t max_cohort, coord_srow_round_t **out,
-                           size_t *n)
+int coord_store_round_list(coord_store_t *s, int64_t job, size_t max_cohort,
+                           coord_srow_round_t **out, size_t *n)
 {
     sqlite3_stmt *st;
     void *arr = NULL;
