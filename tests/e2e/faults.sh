@@ -20,24 +20,11 @@
 # stays subscribed, is selected, and cannot answer before it is killed.
 # Bounded: every wait has a timeout; about 30 s in all.
 set -eu
-BIN=${SFL_BIN:-build}
-ROOT=$(pwd)
-t=$(mktemp -d)
-pids=""
-cleanup() {
-    for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-    rm -rf "$t"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$t"/*.log; do echo "== $f"; tail -25 "$f"; done; exit 1; }
+. tests/e2e/lib.sh
 
 port=$((40000 + $$ % 20000))
 MAXMSG=1048576
-PKI="$ROOT/deploy/pki/sfl-pki"
-"$PKI" init "$t/pki" > /dev/null
-"$PKI" coordinator "$t/pki" coord > /dev/null
-for i in 0 1 2 3 4; do "$PKI" agent "$t/pki" agent-$i > /dev/null; done
-"$PKI" agent "$t/pki" mallory > /dev/null
+pki_federation agent-0 agent-1 agent-2 agent-3 agent-4 mallory
 mkdir -p "$t/data" "$t/state"
 "$BIN/sfl-sim" --data synth:sparse --clients 5 --samples 40 --dim 50 --support 3 --seed 3 \
     --dump-shards "$t/data"
@@ -79,27 +66,10 @@ PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/c
 coord=$!
 pids="$pids $coord"
 
-start_agent() { # $1 = index; sets agent_$1 to the pid
-    "$BIN/sfl-agent" --coordinator 127.0.0.1:$port --server_name 127.0.0.1 \
-        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$1.crt" --key "$t/pki/agent/agent-$1.key" \
-        --coordinator_pk "$PK" --data "libsvm:$t/data/client-$1.svm" \
-        --state_dir "$t/agent-$1" --backoff_min_ms 100 --backoff_max_ms 500 \
-        >> "$t/agent-$1.log" 2>&1 &
-    eval "agent_$1=$!"
-    pids="$pids $!"
-}
 agent_pid() { eval "echo \$agent_$1"; }
 count() { grep -c "$1" "$t/coord.log" 2>/dev/null || true; }
 commits() { count "event=round_committed"; }
 opens() { count "event=round_open"; }
-wait_for() { # $1 = seconds, rest = condition command
-    n=$(($1 * 10)); shift
-    while [ $n -gt 0 ]; do
-        if "$@"; then return 0; fi
-        sleep 0.1; n=$((n - 1))
-    done
-    return 1
-}
 more() { [ "$($1)" -ge "$2" ]; }
 alive() { for i in "$@"; do kill -0 "$(agent_pid "$i")" 2>/dev/null || return 1; done; }
 # Commits with `accepted=$1` after line $2 of the log.

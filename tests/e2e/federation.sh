@@ -9,23 +9,11 @@
 # stock gRPC client (python3-grpcio, stubs generated from proto/) calls Join,
 # Subscribe and Admin.Status. Bounded: every wait has a timeout.
 set -eu
-BIN=${SFL_BIN:-build}
-ROOT=$(pwd)
-t=$(mktemp -d)
-pids=""
-cleanup() {
-    for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-    rm -rf "$t"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$t"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
+. tests/e2e/lib.sh
 
 port=$((20000 + $$ % 20000))
 mport=$((port + 1))
-PKI="$ROOT/deploy/pki/sfl-pki"
-"$PKI" init "$t/pki" > /dev/null
-"$PKI" coordinator "$t/pki" coord > /dev/null
-for i in 0 1 2 3; do "$PKI" agent "$t/pki" agent-$i > /dev/null; done
+pki_federation agent-0 agent-1 agent-2 agent-3
 "$PKI" admin "$t/pki" ops > /dev/null
 "$PKI" init "$t/other" > /dev/null
 "$PKI" agent "$t/other" intruder > /dev/null
@@ -73,23 +61,8 @@ start_coord() {
     coord=$!
     pids="$pids $coord"
 }
-start_agent() { # $1 = index
-    "$BIN/sfl-agent" --coordinator 127.0.0.1:$port --server_name 127.0.0.1 \
-        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$1.crt" --key "$t/pki/agent/agent-$1.key" \
-        --coordinator_pk "$PK" --data "libsvm:$t/data/client-$1.svm" \
-        --state_dir "$t/agent-$1" --backoff_min_ms 100 --backoff_max_ms 1000 \
-        >> "$t/agent-$1.log" 2>&1 &
-    pids="$pids $!"
-}
+AGENT_BACKOFF_MAX_MS=1000
 committed() { grep -c "event=round_committed" "$t/coord.log" 2>/dev/null || true; }
-wait_for() { # $1 = seconds, rest = condition command
-    n=$(($1 * 10)); shift
-    while [ $n -gt 0 ]; do
-        if "$@"; then return 0; fi
-        sleep 0.1; n=$((n - 1))
-    done
-    return 1
-}
 
 joined() { [ "$(grep -c "event=join " "$t/coord.log" 2>/dev/null || true)" -ge "$1" ]; }
 start_coord

@@ -18,39 +18,13 @@
 # job reaching state=finished with the real agents. Bounded: every wait
 # has a timeout; about a second when all is well, under 45 s when it hangs.
 set -eu
-BIN=${SFL_BIN:-build}
-ROOT=$(pwd)
+. tests/e2e/lib.sh
 TOOL="$BIN/tests/e2e/sfl-replay"
 if [ ! -x "$TOOL" ]; then
     echo "SKIP: $TOOL not built (make $TOOL)"
     exit 0
 fi
-t=$(mktemp -d)
-pids=""
-cleanup() {
-    for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-    rm -rf "$t"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail() {
-    echo "FAIL: $*"
-    for f in "$t"/*.log "$t"/*.out; do [ -e "$f" ] && { echo "== $f"; tail -30 "$f"; }; done
-    exit 1
-}
-wait_for() { # $1 = seconds, rest = condition command
-    n=$(($1 * 10)); shift
-    while [ $n -gt 0 ]; do
-        if "$@"; then return 0; fi
-        sleep 0.1; n=$((n - 1))
-    done
-    return 1
-}
-
-PKI="$ROOT/deploy/pki/sfl-pki"
-"$PKI" init "$t/pki" > /dev/null
-"$PKI" coordinator "$t/pki" coord > /dev/null
-for a in replay-a replay-b replay-c agent-0 agent-1; do "$PKI" agent "$t/pki" $a > /dev/null; done
+pki_federation replay-a replay-b replay-c agent-0 agent-1
 mkdir -p "$t/data" "$t/state"
 "$BIN/sfl-sim" --data synth:sparse --clients 4 --samples 40 --dim 50 --support 3 --seed 5 \
     --dump-shards "$t/data"
@@ -148,14 +122,7 @@ for x in "$r" "$r1"; do
 done
 
 # ---- real agents finish the job ----------------------------------------------------------
-for i in 0 1; do
-    "$BIN/sfl-agent" --coordinator "127.0.0.1:$port" --server_name 127.0.0.1 \
-        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$i.crt" --key "$t/pki/agent/agent-$i.key" \
-        --coordinator_pk "$PK" --data "libsvm:$t/data/client-$i.svm" \
-        --state_dir "$t/agent-$i" --backoff_min_ms 100 --backoff_max_ms 500 \
-        >> "$t/agent-$i.log" 2>&1 &
-    pids="$pids $!"
-done
+for i in 0 1; do start_agent $i; done
 finished() { grep -q "event=job_state job=1 state=finished" "$t/coord.log"; }
 wait_for 30 finished || fail "the job did not finish with the real agents"
 grep -q "event=round_committed job=1 round=$ROUNDS .* accepted=2 " "$t/coord.log" ||

@@ -15,39 +15,14 @@
 #     coordinator resumes the job from that round.
 # Bounded: every wait has a timeout; about 15 s.
 set -eu
-BIN=${SFL_BIN:-build}
+. tests/e2e/lib.sh
 PY=/usr/bin/python3
-ROOT=$(pwd)
 if ! [ -x "$PY" ]; then
     echo "SKIP: service.sh needs $PY"
     exit 0
 fi
-t=$(mktemp -d)
-pids=""
-cleanup() {
-    for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
-    rm -rf "$t"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$t"/*.log; do echo "== $f"; tail -20 "$f"; done
-    exit 1
-}
-wait_for() { # $1 = seconds, rest = condition command
-    n=$(($1 * 10)); shift
-    while [ $n -gt 0 ]; do
-        if "$@"; then return 0; fi
-        sleep 0.1; n=$((n - 1))
-    done
-    return 1
-}
-
 port=$((35000 + $$ % 20000))
-PKI="$ROOT/deploy/pki/sfl-pki"
-"$PKI" init "$t/pki" > /dev/null
-"$PKI" coordinator "$t/pki" coord > /dev/null
-for i in 0 1; do "$PKI" agent "$t/pki" agent-$i > /dev/null; done
+pki_federation agent-0 agent-1
 mkdir -p "$t/data"
 "$BIN/sfl-sim" --data synth:sparse --clients 2 --samples 40 --dim 50 --support 3 --seed 5 \
     --dump-shards "$t/data"
@@ -130,15 +105,6 @@ echo "notify: READY=1 once listening, WATCHDOG=1 every 200 ms: ok"
 
 # ---- online backup while rounds commit ------------------------------------------------
 PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
-start_agent() { # $1 = index
-    "$BIN/sfl-agent" --coordinator 127.0.0.1:$port --server_name 127.0.0.1 \
-        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$1.crt" --key "$t/pki/agent/agent-$1.key" \
-        --coordinator_pk "$PK" --data "libsvm:$t/data/client-$1.svm" \
-        --state_dir "$t/agent-$1" --backoff_min_ms 100 --backoff_max_ms 500 \
-        >> "$t/agent-$1.log" 2>&1 &
-    pids="$pids $!"
-    eval "agent_$1=$!"
-}
 commits() { grep -c "event=round_committed" "$t/coord.log" || true; }
 at_least() { [ "$(commits)" -ge "$1" ]; }
 start_agent 0

@@ -1,0 +1,57 @@
+# Shared setup of the e2e scripts that run a coordinator and agents on
+# loopback; sourced from the repository root (`. tests/e2e/lib.sh`), not a
+# test itself (make e2e skips it). Gives BIN, ROOT, PKI, a scratch directory
+# $t that is removed on exit after every process in $pids is killed, and
+# fail, wait_for, pki_federation and start_agent.
+BIN=${SFL_BIN:-build}
+ROOT=$(pwd)
+PKI="$ROOT/deploy/pki/sfl-pki"
+t=$(mktemp -d)
+pids=""
+cleanup() {
+    for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+    rm -rf "$t"
+}
+trap cleanup EXIT
+# sh runs the EXIT trap on `exit`, not when a signal ends it.
+trap 'exit 1' INT TERM
+
+# Prints the message and the tail of every log, and fails the test.
+fail() {
+    echo "FAIL: $*"
+    for f in "$t"/*.log "$t"/*.out; do
+        [ -e "$f" ] || continue
+        echo "== $f"
+        tail -n 30 "$f"
+    done
+    exit 1
+}
+
+wait_for() { # $1 = seconds, rest = condition command
+    n=$(($1 * 10)); shift
+    while [ $n -gt 0 ]; do
+        if "$@"; then return 0; fi
+        sleep 0.1; n=$((n - 1))
+    done
+    return 1
+}
+
+pki_federation() { # agent names: a CA in $t/pki, coordinator "coord", the agents
+    "$PKI" init "$t/pki" > /dev/null
+    "$PKI" coordinator "$t/pki" coord > /dev/null
+    for a in "$@"; do "$PKI" agent "$t/pki" "$a" > /dev/null; done
+}
+
+# Starts agent-$1 (certificate from pki_federation, shard client-$1.svm of
+# $t/data) against 127.0.0.1:$port pinned to $PK; sets agent_$1 to its pid.
+# AGENT_BACKOFF_MAX_MS (default 500) caps its reconnection backoff.
+start_agent() {
+    "$BIN/sfl-agent" --coordinator "127.0.0.1:$port" --server_name 127.0.0.1 \
+        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$1.crt" --key "$t/pki/agent/agent-$1.key" \
+        --coordinator_pk "$PK" --data "libsvm:$t/data/client-$1.svm" \
+        --state_dir "$t/agent-$1" --backoff_min_ms 100 \
+        --backoff_max_ms "${AGENT_BACKOFF_MAX_MS:-500}" \
+        >> "$t/agent-$1.log" 2>&1 &
+    eval "agent_$1=$!"
+    pids="$pids $!"
+}
