@@ -191,6 +191,20 @@ static const sfl_loss_t *choose_loss(const sim_cfg_t *cfg, const sfl_dataset_t *
     return &sfl_loss_lsq;
 }
 
+/* Row i's group is its class id (y holds coded labels); what is the usage
+ * error when the data has no classes. Free with free(). */
+static uint32_t *class_groups(const sfl_dataset_t *ds, const char *what)
+{
+    uint32_t n = ds->X->nrows, *g;
+
+    if (ds->nclasses == 0)
+        usage_error(what, NULL);
+    g = xcalloc(n, sizeof(*g));
+    for (uint32_t i = 0; i < n; i++)
+        g[i] = (uint32_t)ds->y[i];
+    return g;
+}
+
 static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32_t nclients,
                            sfl_partition_t **out)
 {
@@ -203,13 +217,8 @@ static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32
     if (strcmp(p, "iid") == 0) {
         rc = sfl_partition_iid(n, nclients, &r, out);
     } else if (strcmp(p, "label") == 0) {
-        uint32_t *g;
+        uint32_t *g = class_groups(ds, "--partition label needs class labels");
 
-        if (ds->nclasses == 0)
-            usage_error("--partition label needs class labels", NULL);
-        g = xcalloc(n, sizeof(*g));
-        for (uint32_t i = 0; i < n; i++)
-            g[i] = (uint32_t)ds->y[i];
         rc = sfl_partition_group_skew(g, n, ds->nclasses, nclients, cfg->parts, 2, &r, out);
         free(g);
     } else if (strncmp(p, "dirichlet:", 10) == 0) {
@@ -219,11 +228,7 @@ static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32
 
         if (end == p + 10 || *end || !(a > 0) || !isfinite(a))
             usage_error("bad --partition dirichlet:ALPHA (ALPHA > 0)", p);
-        if (ds->nclasses == 0)
-            usage_error("--partition dirichlet needs class labels", NULL);
-        g = xcalloc(n, sizeof(*g));
-        for (uint32_t i = 0; i < n; i++)
-            g[i] = (uint32_t)ds->y[i];
+        g = class_groups(ds, "--partition dirichlet needs class labels");
         rc = sfl_partition_dirichlet(g, n, ds->nclasses, nclients, a, &r, out);
         free(g);
     } else if (strncmp(p, "kmeans:", 7) == 0) {
@@ -671,6 +676,11 @@ int main(int argc, char **argv)
     rc = sfl_agg_init(&agg, algo, &params, &prob);
     if (rc < 0)
         die("aggregator", rc);
+    /* One update message for every client of every round: each client
+     * rewrites it whole, and its storage stays grown instead of being
+     * allocated afresh per client. */
+    if ((rc = sfl_spvec_new((uint32_t)d, 0, &upd)) < 0)
+        die("update", rc);
     for (uint32_t t = 1; t <= cfg.rounds; t++) {
         uint64_t up = 0, down = 0;
 
@@ -701,8 +711,6 @@ int main(int argc, char **argv)
         for (uint32_t i = 0; i < npick; i++) {
             uint32_t c = ids[pick[i]];
 
-            if ((rc = sfl_spvec_new((uint32_t)d, 0, &upd)) < 0)
-                die("update", rc);
             rc = sfl_algo_client_round(algo, &params, &prob, bcast, fed.train[c], NULL, cfg.seed,
                                        t, c, &ws, upd);
             if (rc < 0) {
@@ -713,7 +721,6 @@ int main(int argc, char **argv)
             wire(&upd, enc, &buf, &cap, &up);
             if ((rc = algo->aggregate_add(&agg, upd, fed.weight[c])) < 0)
                 die("aggregate", rc);
-            sfl_spvec_free(upd);
         }
         if ((rc = algo->aggregate_end(&agg, global)) < 0)
             die("aggregate", rc);
@@ -764,6 +771,7 @@ int main(int argc, char **argv)
                 sfl_dvec_nnz(global, d), now_ms() - t0, ru.ru_maxrss);
     }
     free(buf);
+    sfl_spvec_free(upd);
     if (model != global)
         free(model);
     free(ids);
