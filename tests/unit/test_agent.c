@@ -100,19 +100,6 @@ static struct {
 
 static sfl_identity_t *coord_id, *rogue_id, *agent_key;
 
-static void sh(const char *fmt, ...) SFL_PRINTF(1, 2);
-static void sh(const char *fmt, ...)
-{
-    char cmd[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (system(cmd) != 0)
-        fail_msg("command failed: %s", cmd);
-}
-
 /* NROWS x NCOLS, about three quarters nonzero, every column used. */
 static void write_data(const char *path, int classification)
 {
@@ -141,9 +128,9 @@ static int group_setup(void **state)
     snprintf(dir, sizeof(dir), "/tmp/sfl-agent-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
-    sh("sh %s init %s/ca >/dev/null", PKI, dir);
-    sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
-    sh("sh %s agent %s/ca agent-7 >/dev/null", PKI, dir);
+    test_sh("sh %s init %s/ca >/dev/null", PKI, dir);
+    test_sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
+    test_sh("sh %s agent %s/ca agent-7 >/dev/null", PKI, dir);
     snprintf(reg_path, sizeof(reg_path), "%s/reg.svm", dir);
     snprintf(cls_path, sizeof(cls_path), "%s/cls.svm", dir);
     write_data(reg_path, 0);
@@ -161,7 +148,7 @@ static int group_teardown(void **state)
     sfl_identity_free(rogue_id);
     sfl_identity_free(agent_key);
     if (dir[0] && strncmp(dir, "/tmp/sfl-agent-", 15) == 0)
-        sh("rm -rf '%s'", dir);
+        test_sh("rm -rf '%s'", dir);
     return 0;
 }
 

@@ -20,6 +20,7 @@
 
 #include "coord.h"
 #include "failalloc.h"
+#include "testutil.h"
 #include "sfl/alloc.h"
 #include "sfl/error.h"
 #include "sfl/grpc.h"
@@ -82,19 +83,6 @@ typedef struct {
 } fx_t;
 
 static fx_t F;
-
-static void sh(const char *fmt, ...) SFL_PRINTF(1, 2);
-static void sh(const char *fmt, ...)
-{
-    char cmd[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (system(cmd) != 0)
-        fail_msg("command failed: %s", cmd);
-}
 
 static void run_until(const int *flag)
 {
@@ -590,12 +578,12 @@ static int group_setup(void **state)
     snprintf(dir, sizeof(dir), "/tmp/sfl-coord-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
-    sh("sh %s init %s/ca >/dev/null", PKI, dir);
-    sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
-    sh("sh %s agent %s/ca a1 >/dev/null", PKI, dir);
-    sh("sh %s agent %s/ca a2 >/dev/null", PKI, dir);
-    sh("sh %s agent %s/ca a3 >/dev/null", PKI, dir);
-    sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
+    test_sh("sh %s init %s/ca >/dev/null", PKI, dir);
+    test_sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
+    test_sh("sh %s agent %s/ca a1 >/dev/null", PKI, dir);
+    test_sh("sh %s agent %s/ca a2 >/dev/null", PKI, dir);
+    test_sh("sh %s agent %s/ca a3 >/dev/null", PKI, dir);
+    test_sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
     signal(SIGPIPE, SIG_IGN);
     return 0;
 }
@@ -604,7 +592,7 @@ static int group_teardown(void **state)
 {
     (void)state;
     if (dir[0] && strncmp(dir, "/tmp/sfl-coord-", 15) == 0)
-        sh("rm -rf '%s'", dir);
+        test_sh("rm -rf '%s'", dir);
     return 0;
 }
 
@@ -685,7 +673,7 @@ static int teardown(void **state)
     uv_run(&F.loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&F.loop), 0);
     if (strncmp(F.state, "/tmp/sfl-coord-state-", 21) == 0)
-        sh("rm -rf '%s'", F.state);
+        test_sh("rm -rf '%s'", F.state);
     return 0;
 }
 

@@ -31,19 +31,6 @@
 
 static char dir[64]; /* temporary files and PKI */
 
-static void sh(const char *fmt, ...) SFL_PRINTF(1, 2);
-static void sh(const char *fmt, ...)
-{
-    char cmd[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (system(cmd) != 0)
-        fail_msg("command failed: %s", cmd);
-}
-
 /* Writes text to dir/name and returns the path (static buffer). */
 static const char *file(const char *name, const char *text, size_t len)
 {
@@ -609,10 +596,10 @@ static int group_setup(void **state)
         fprintf(stderr, "test_ctl: %s not found: run from the repository root\n", PKI);
         return -1;
     }
-    sh("sh %s init %s/pki >/dev/null", PKI, dir);
-    sh("sh %s coordinator %s/pki coord >/dev/null", PKI, dir);
-    sh("sh %s agent %s/pki a1 >/dev/null", PKI, dir);
-    sh("sh %s admin %s/pki ops >/dev/null", PKI, dir);
+    test_sh("sh %s init %s/pki >/dev/null", PKI, dir);
+    test_sh("sh %s coordinator %s/pki coord >/dev/null", PKI, dir);
+    test_sh("sh %s agent %s/pki a1 >/dev/null", PKI, dir);
+    test_sh("sh %s admin %s/pki ops >/dev/null", PKI, dir);
     signal(SIGPIPE, SIG_IGN);
     return 0;
 }
@@ -621,7 +608,7 @@ static int group_teardown(void **state)
 {
     (void)state;
     if (strncmp(dir, "/tmp/sfl-ctl-", 13) == 0)
-        sh("rm -rf '%s'", dir);
+        test_sh("rm -rf '%s'", dir);
     return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "failalloc.h"
+#include "testutil.h"
 #include "sfl/alloc.h"
 #include "sfl/error.h"
 #include "sfl/grpc.h"
@@ -52,19 +53,6 @@ typedef struct {
 
 static fx_t F;
 
-static void sh(const char *fmt, ...) SFL_PRINTF(1, 2);
-static void sh(const char *fmt, ...)
-{
-    char cmd[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (system(cmd) != 0)
-        fail_msg("command failed: %s", cmd);
-}
-
 static int group_setup(void **state)
 {
     (void)state;
@@ -75,9 +63,9 @@ static int group_setup(void **state)
     snprintf(dir, sizeof(dir), "/tmp/sfl-grpcconn-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
-    sh("sh %s init %s/ca >/dev/null", PKI, dir);
-    sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
-    sh("sh %s agent %s/ca a1 >/dev/null", PKI, dir);
+    test_sh("sh %s init %s/ca >/dev/null", PKI, dir);
+    test_sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
+    test_sh("sh %s agent %s/ca a1 >/dev/null", PKI, dir);
     signal(SIGPIPE, SIG_IGN);
     return 0;
 }
@@ -86,7 +74,7 @@ static int group_teardown(void **state)
 {
     (void)state;
     if (dir[0] && strncmp(dir, "/tmp/sfl-grpcconn-", 18) == 0)
-        sh("rm -rf '%s'", dir);
+        test_sh("rm -rf '%s'", dir);
     return 0;
 }
 

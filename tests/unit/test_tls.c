@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "failalloc.h"
+#include "testutil.h"
 #include "sfl/alloc.h"
 #include "sfl/error.h"
 #include "sfl/transport.h"
@@ -61,19 +62,6 @@ static const char *path(char *buf, size_t cap, const char *rel)
     return buf;
 }
 
-static void sh(const char *fmt, ...) SFL_PRINTF(1, 2);
-static void sh(const char *fmt, ...)
-{
-    char cmd[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (system(cmd) != 0)
-        fail_msg("command failed: %s", cmd);
-}
-
 /* One CA with a coordinator, an agent and an admin, and another CA with an
  * agent of the same name. */
 static int group_setup(void **state)
@@ -89,12 +77,12 @@ static int group_setup(void **state)
     snprintf(dir, sizeof(dir), "/tmp/sfl-tls-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
-    sh("sh %s init %s/ca >/dev/null", PKI, dir);
-    sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
-    sh("sh %s agent %s/ca agent-7 >/dev/null", PKI, dir);
-    sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
-    sh("sh %s init %s/other >/dev/null", PKI, dir);
-    sh("sh %s agent %s/other agent-7 >/dev/null", PKI, dir);
+    test_sh("sh %s init %s/ca >/dev/null", PKI, dir);
+    test_sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
+    test_sh("sh %s agent %s/ca agent-7 >/dev/null", PKI, dir);
+    test_sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
+    test_sh("sh %s init %s/other >/dev/null", PKI, dir);
+    test_sh("sh %s agent %s/other agent-7 >/dev/null", PKI, dir);
     snprintf(cmd, sizeof(cmd), "sh %s fingerprint %s/ca/agent/agent-7.crt", PKI, dir);
     p = popen(cmd, "r");
     if (!p || !fgets(agent_fp, sizeof(agent_fp), p)) {
@@ -109,7 +97,7 @@ static int group_teardown(void **state)
 {
     (void)state;
     if (dir[0] && strncmp(dir, "/tmp/sfl-tls-", 13) == 0)
-        sh("rm -rf '%s'", dir);
+        test_sh("rm -rf '%s'", dir);
     return 0;
 }
 

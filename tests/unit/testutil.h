@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,21 @@ static inline char *exact_copy(const char *s, size_t n)
     assert_non_null(copy);
     memcpy(copy, s, n);
     return copy;
+}
+
+/* Runs a shell command built like printf; the test fails if it does not
+ * exit 0 (certificates from deploy/pki/sfl-pki, for example). */
+static inline void test_sh(const char *fmt, ...) SFL_PRINTF(1, 2);
+static inline void test_sh(const char *fmt, ...)
+{
+    char cmd[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    if (system(cmd) != 0)
+        fail_msg("command failed: %s", cmd);
 }
 
 #endif
