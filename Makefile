@@ -270,14 +270,18 @@ unit-cross:
 	@echo "unit-cross needs CROSS=<triplet>- (or run make test-cross)"; exit 2
 endif
 
-# e2e helper: sfl-replay acts as agents through client-agent's library to
-# replay, re-target and tamper with real updates (tests/e2e/replay.sh).
-REPLAY_BIN := $(BUILD)/tests/e2e/sfl-replay
+# Programs that act as agents through client-agent's library: sfl-replay
+# replays, re-targets and tampers with real updates (tests/e2e/replay.sh);
+# loadgen holds 1000 agents for bench/bench_load.sh.
+REPLAY_BIN  := $(BUILD)/tests/e2e/sfl-replay
+LOADGEN_BIN := $(BUILD)/bench/loadgen
 
-$(REPLAY_BIN): tests/e2e/replay_tool.c $(AGENT_LIB) $(LIB)
+$(REPLAY_BIN): tests/e2e/replay_tool.c
+$(LOADGEN_BIN): bench/loadgen.c
+$(REPLAY_BIN) $(LOADGEN_BIN): $(AGENT_LIB) $(LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_CFLAGS) -Iserver -Iclient-agent $(LDFLAGS) -o $@ $< $(AGENT_LIB) $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -Iserver -Iclient-agent $(LDFLAGS) -o $@ $(filter %.c,$^) $(AGENT_LIB) $(LIB) $(LDLIBS)
 
 e2e: all $(REPLAY_BIN)
 	@fail=0; for t in $(filter-out tests/e2e/lib.sh,$(wildcard tests/e2e/*.sh)); do \
@@ -289,7 +293,7 @@ demo: all deps-test
 	$(Q)./deploy/demo-federation.sh $(BUILD)
 	$(Q)./sim/demo.sh $(SIM)
 
-bench: all $(BENCH_BIN)
+bench: all $(BENCH_BIN) $(LOADGEN_BIN)
 	$(Q)./bench/run.sh $(BUILD)
 	$(Q)$(MAKE) --no-print-directory footprint
 
@@ -371,4 +375,4 @@ clean:
 -include $(AGENT_MAIN_OBJ:.o=.d)
 -include $(COORD_MAIN_OBJ:.o=.d)
 -include $(CTL_MAIN_OBJ:.o=.d)
--include $(REPLAY_BIN).d
+-include $(REPLAY_BIN).d $(LOADGEN_BIN).d

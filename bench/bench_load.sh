@@ -53,12 +53,8 @@ if [ "$nofile" != unlimited ] && [ "$nofile" -lt $need ]; then
     ulimit -n $need 2>/dev/null || fail "the open files limit $nofile is below $need"
 fi
 
-# loadgen links client-agent's library, which the bench_* rule does not.
-${CC:-cc} -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Wall -Wextra -Werror -Wshadow \
-    -Wstrict-prototypes -Wmissing-prototypes -Ilibsfl/include -Iclient-agent \
-    -o "$t/loadgen" bench/loadgen.c "$B/libagent.a" "$B/libsfl.a" \
-    -linih -lsqlite3 -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
-    -llapacke -llapack -lblas -lm
+# loadgen is built by the Makefile (`make bench`).
+[ -x "$B/bench/loadgen" ] || make --no-print-directory "$B/bench/loadgen" > /dev/null
 
 port=$((20000 + $$ % 20000))
 PKI="$ROOT/deploy/pki/sfl-pki"
@@ -107,7 +103,7 @@ until grep -q "event=started" "$t/coord.log"; do
     sleep 0.1
 done
 
-"$t/loadgen" --pki "$t/pki" --agents $N --coordinator 127.0.0.1:$port --coordinator-pk "$PK" \
+"$B/bench/loadgen" --pki "$t/pki" --agents $N --coordinator 127.0.0.1:$port --coordinator-pk "$PK" \
     --data-dir "$t/data" --shards 100 --work "$t/work" --seconds $SECS \
     > "$t/loadgen.out" 2> "$t/loadgen.err" &
 lg=$!
