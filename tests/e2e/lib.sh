@@ -2,7 +2,9 @@
 # loopback; sourced from the repository root (`. tests/e2e/lib.sh`), not a
 # test itself (make e2e skips it). Gives BIN, ROOT, PKI, a scratch directory
 # $t that is removed on exit after every process in $pids is killed, and
-# fail, wait_for, pki_federation and start_agent.
+# fail, wait_for, pki_federation and start_agent, and step and skip from
+# lib-step.sh.
+. tests/e2e/lib-step.sh
 BIN=${SFL_BIN:-build}
 ROOT=$(pwd)
 PKI="$ROOT/deploy/pki/sfl-pki"
