@@ -1233,7 +1233,7 @@ static void agg_work(uv_work_t *w)
     if (rc == 0) {
         uv_mutex_lock(&co->bg_lock);
         rc = coord_store_round_commit(co->bg, (int64_t)j->id, (int64_t)j->rnd.round,
-                                      (int64_t)j->wire_attempt + 1, buf, len, hash);
+                                      (int64_t)j->wire_attempt + 1, buf, len, NULL, hash);
         uv_mutex_unlock(&co->bg_lock);
     }
     if (rc == 0)
