@@ -1095,7 +1095,8 @@ static void work_cb(uv_work_t *req)
 
     /* The loop touches neither the data, the identity nor ws while this
      * runs; the task is the work's own. */
-    w->rc = agent_train_task(w->task, a->data, a->eval, a->id, w->agent_id, &a->ws, &w->msg, &w->len);
+    w->rc = agent_train_task(w->task, a->data, a->eval, a->id, w->agent_id, &a->ws, &w->msg,
+                             &w->len);
     if (w->rc < 0)
         snprintf(w->err, sizeof(w->err), "%s", sfl_last_error());
 }

@@ -2284,6 +2284,7 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     st->last_eval_samples = j->last.eval_samples;
     st->last_eval_accuracy = j->last.eval_accuracy;
     st->last_eval_mse = j->last.eval_mse;
+    text_copy(st->loss, sizeof(st->loss), j->spec.loss);
     st->round_state = SFL_ROUND_NONE;
     if (j->state != SFL_JOB_RUNNING || !j->ready)
         return;

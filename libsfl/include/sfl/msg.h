@@ -356,6 +356,7 @@ typedef struct sfl_job_status {
     uint64_t last_eval_samples;
     double last_eval_accuracy;
     double last_eval_mse;
+    char loss[SFL_MSG_NAME_LEN]; /* JobSpec.loss */
 } sfl_job_status_t;
 
 /* CreateJobRequest */

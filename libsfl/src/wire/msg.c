@@ -1746,6 +1746,7 @@ static int check_job_status(const chk_t *c, const void *p)
         (rc = check_enum(c, "state", (int)m->state, 1, 6)) < 0 ||
         (rc = check_enum(c, "round_state", (int)m->round_state, 0, 4)) < 0 ||
         (rc = check_str(c, "error", m->error, SFL_MSG_TEXT_LEN, 0)) < 0 ||
+        (rc = check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
         (rc = check_finite(c, "last_train_loss", m->last_train_loss)) < 0 ||
         (rc = check_finite(c, "last_eval_accuracy", m->last_eval_accuracy)) < 0 ||
         (rc = check_finite(c, "last_eval_mse", m->last_eval_mse)) < 0)
@@ -1775,6 +1776,7 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->last_eval_samples = m->last_eval_samples;
     o->last_eval_accuracy = m->last_eval_accuracy;
     o->last_eval_mse = m->last_eval_mse;
+    o->loss = str(m->loss);
 }
 
 static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
@@ -1803,7 +1805,8 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
     m->last_eval_mse = p->last_eval_mse;
     if ((rc = get_str(c, "name", p->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "algorithm", p->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0)
+        (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0 ||
+        (rc = get_str(c, "loss", p->loss, m->loss, SFL_MSG_NAME_LEN)) < 0)
         return rc;
     return check_job_status(c, m);
 }
