@@ -759,7 +759,8 @@ static int render_lines(const sfl_export_t *e, ctl_format_t fmt, uint8_t **buf, 
     if (fmt == CTL_FORMAT_TEXT) {
         fprintf(f, "# sfl model: job %" PRIu64 ", round %" PRIu64 ", algorithm %s, loss %s\n",
                 e->job_id, e->round, e->algorithm, e->loss);
-        fprintf(f, "# dimension %u, nnz %u; lines: index (0-based) value\n", v->dim, v->nnz);
+        fprintf(f, "# dimension %u, nnz %u; lines: index (1-based, as sfl-sim --model-out) value\n",
+                v->dim, v->nnz);
         if (e->nlabels > 0) {
             fprintf(f, "# labels");
             for (uint32_t i = 0; i < e->nlabels; i++)
@@ -767,7 +768,7 @@ static int render_lines(const sfl_export_t *e, ctl_format_t fmt, uint8_t **buf, 
             fputc('\n', f);
         }
         for (uint32_t k = 0; k < v->nnz; k++)
-            fprintf(f, "%u %.17g\n", v->idx[k], v->val[k]);
+            fprintf(f, "%llu %.17g\n", (unsigned long long)v->idx[k] + 1, v->val[k]);
     } else {
         fputc('0', f);
         for (uint32_t k = 0; k < v->nnz; k++)

@@ -116,7 +116,7 @@ int ctl_export_bytes(const sfl_export_t *e, uint8_t **buf, size_t *len) SFL_MUST
 
 /* sflctl model export --format. */
 typedef enum {
-    CTL_FORMAT_TEXT = 0, /* "# ..." header lines, then "index value" (0-based) */
+    CTL_FORMAT_TEXT = 0, /* "# ..." header lines, then "index value" (1-based) */
     CTL_FORMAT_LIBSVM,   /* one line "0 i:v ..." with 1-based indices */
     CTL_FORMAT_NPY,      /* dense float64 .npy, format version 1.0 */
     CTL_FORMAT_SPCODEC   /* the spcodec f64 bytes model_hash covers */

@@ -45,7 +45,7 @@ static const char usage_text[] =
     "                             write the last committed model to FILE\n"
     "                             atomically: text (default; '# ' header with\n"
     "                             job, round, dimension, nnz, then 'index value'\n"
-    "                             lines, 0-based), libsvm (one line '0 i:v ...',\n"
+    "                             lines, 1-based), libsvm (one line '0 i:v ...',\n"
     "                             1-based), npy (dense float64, NumPy .npy 1.0)\n"
     "                             or spcodec (the bytes the model hash covers)\n"
     "  watch                      live view of the running jobs' rounds (every\n"

@@ -70,7 +70,7 @@ static const opt_t opts[] = {
     {"encoding", T_STR, O(encoding), -1, "E",
      "values on the wire: f64, f32 or q8 (default f64); lossy ones are applied"},
     {"output", T_STR, O(output), -1, "FILE", "write the CSV here instead of stdout"},
-    {"plot", T_STR, O(plot), -1, "PNG", "draw objective vs rounds with gnuplot"},
+    {"plot", T_STR, O(plot), -1, "PNG", "also draw objective vs rounds with gnuplot (failing: a warning)"},
     {"model-out", T_STR, O(model_out), -1, "FILE",
      "write the final model: '# sfl model dim=D', then 'index value' (1-based) per nonzero"},
     {"dump-shards", T_STR, O(dump_shards), -1, "DIR",

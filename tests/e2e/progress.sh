@@ -151,8 +151,8 @@ grep -q "^# dimension 1000, nnz [1-9]" "$t/model.text" || fail "text header: $(h
 nnz=$(grep -vc "^#" "$t/model.text")
 [ "$(wc -l < "$t/model.libsvm")" -eq 1 ] || fail "libsvm: not one line"
 [ "$(($(wc -w < "$t/model.libsvm") - 1))" -eq "$nnz" ] || fail "libsvm and text disagree on nnz"
-# the same values: libsvm's 1-based indices are text's plus one
-grep -v "^#" "$t/model.text" | awk '{ printf "%d:%s\n", $1 + 1, $2 }' > "$t/text.pairs"
+# the same values and 1-based indices
+grep -v "^#" "$t/model.text" | awk '{ printf "%d:%s\n", $1, $2 }' > "$t/text.pairs"
 tr ' ' '\n' < "$t/model.libsvm" | tail -n +2 > "$t/libsvm.pairs"
 cmp -s "$t/text.pairs" "$t/libsvm.pairs" || fail "libsvm and text values differ"
 rc=0
@@ -172,7 +172,7 @@ want = np.zeros(1000)
 for line in open(sys.argv[2]):
     if not line.startswith("#"):
         i, v = line.split()
-        want[int(i)] = float(v)
+        want[int(i) - 1] = float(v)
 assert np.array_equal(x, want), "values differ"
 print(f"numpy: shape {x.shape}, {np.count_nonzero(x)} nonzeros, equal to the text export")
 EOF3

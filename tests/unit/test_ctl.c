@@ -496,8 +496,9 @@ static void test_ctl_model_formats(void **state)
     assert_int_equal(ctl_model_render(e, CTL_FORMAT_TEXT, &buf, &len), 0);
     {
         const char want[] = "# sfl model: job 2, round 9, algorithm fediterht, loss lsq\n"
-                            "# dimension 1000, nnz 3; lines: index (0-based) value\n"
-                            "4 0.5\n70 -2.25\n999 1e-300\n";
+                            "# dimension 1000, nnz 3; lines: index (1-based, as sfl-sim "
+                            "--model-out) value\n"
+                            "5 0.5\n71 -2.25\n1000 1e-300\n";
 
         assert_int_equal(len, sizeof(want) - 1);
         assert_memory_equal(buf, want, len);
