@@ -696,6 +696,16 @@ const uint8_t *agent_identity_pk(const agent_t *a)
     return a->id->pk;
 }
 
+const sfl_dataset_summary_t *agent_summary(const agent_t *a)
+{
+    return &a->summary;
+}
+
+uint32_t agent_eval_rows(const agent_t *a)
+{
+    return a->eval ? a->eval->X->nrows : 0;
+}
+
 /* ---- the connection ------------------------------------------------------------ */
 
 static void forget_calls(agent_t *a)

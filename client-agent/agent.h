@@ -108,6 +108,10 @@ const agent_stats_t *agent_stats(const agent_t *a);
 uint64_t agent_joined_id(const agent_t *a);
 /* The agent's Ed25519 identity public key. */
 const uint8_t *agent_identity_pk(const agent_t *a);
+/* What Join reports about the local data (samples: the training rows). */
+const sfl_dataset_summary_t *agent_summary(const agent_t *a);
+/* Held-out rows (eval_fraction or eval_file); 0 without. */
+uint32_t agent_eval_rows(const agent_t *a);
 
 /* ---- pieces, public for tests ------------------------------------------- */
 

@@ -1083,6 +1083,47 @@ static void test_agent_train_task_failalloc(void **state)
 
 /* ---- construction --------------------------------------------------------------- */
 
+/* The held-out split: a fraction of data (rounded down) or another file
+ * whose labels data has; Join reports the training rows. */
+static void test_agent_new_eval(void **state)
+{
+    agent_config_t c;
+    agent_t *a = NULL;
+    char path[256];
+    FILE *f;
+
+    (void)state;
+    agent_cfg(&c, "st-eval", cls_path);
+    assert_int_equal(agent_config_set(&c, "eval_fraction", "0.3"), 0);
+    assert_int_equal(agent_new(&S.loop, &c, &a), 0);
+    assert_int_equal(agent_eval_rows(a), 7); /* floor(0.3 * 24) */
+    assert_int_equal(agent_summary(a)->samples, NROWS - 7);
+    assert_int_equal(agent_summary(a)->nlabels, 2);
+    agent_free(a);
+    a = NULL;
+
+    agent_cfg(&c, "st-eval", cls_path);
+    snprintf(c.eval_file, sizeof(c.eval_file), "libsvm:%s", cls_path);
+    assert_int_equal(agent_new(&S.loop, &c, &a), 0);
+    assert_int_equal(agent_eval_rows(a), NROWS);
+    assert_int_equal(agent_summary(a)->samples, NROWS);
+    agent_free(a);
+    a = NULL;
+
+    snprintf(path, sizeof(path), "%s/held.svm", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("1 1:0.5\n3 2:1\n", f);
+    fclose(f);
+    snprintf(c.eval_file, sizeof(c.eval_file), "libsvm:%s", path);
+    assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
+    assert_detail("eval_file: label 3 is not among the labels of data");
+    assert_null(a);
+    snprintf(c.eval_file, sizeof(c.eval_file), "libsvm:%s/none.svm", dir);
+    assert_true(agent_new(&S.loop, &c, &a) < 0);
+    assert_null(a);
+}
+
 static void test_agent_new_errors(void **state)
 {
     agent_config_t c;
@@ -1460,6 +1501,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_train_task_eval, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_failalloc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_new_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_new_eval, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_new_failalloc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_identity_created_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_trains_and_submits, setup, teardown),
