@@ -27,10 +27,12 @@
 
 #include "sfl/alloc.h"
 #include "sfl/csv.h"
+#include "sfl/eval.h"
 #include "sfl/grpc.h"
 #include "sfl/grpcconn.h"
 #include "sfl/libsvm.h"
 #include "sfl/loss.h"
+#include "sfl/rng.h"
 #include "sfl/transport.h"
 
 #define PATH_JOIN "/sfl.v1.Coordinator/Join"
@@ -66,6 +68,7 @@ struct agent {
 
     /* Loaded once by agent_new. */
     sfl_dataset_t *data; /* targets as read (original label values) */
+    sfl_dataset_t *eval; /* held-out rows (eval_fraction, eval_file) or NULL */
     sfl_dataset_summary_t summary;
     sfl_identity_t *id;
     int id_created;
@@ -299,8 +302,34 @@ static int code_labels(const sfl_dataset_t *data, const double *labels, uint32_t
     return 0;
 }
 
-int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_identity_t *id,
-                     uint64_t agent_id, sfl_algo_ws_t *ws, uint8_t **msg, size_t *len)
+/* The held-out metric of model x on eval: accuracy for a classification
+ * loss (targets coded by the task's labels into y, a scratch of eval's
+ * rows), mean squared error for least squares. */
+static int eval_metric(const sfl_task_t *t, const sfl_loss_t *loss, uint32_t nclasses,
+                       const sfl_dataset_t *eval, const double *x, double *y, sfl_payload_t *pl)
+{
+    sfl_csr_t xv = *eval->X;
+    sfl_dataset_t view = {&xv, eval->y, nclasses, nclasses ? (double *)t->labels : NULL};
+    int rc;
+
+    xv.ncols = t->dimension;
+    if (nclasses) {
+        if ((rc = code_labels(eval, t->labels, t->nlabels, y)) < 0)
+            return rc;
+        view.y = y;
+        pl->eval_accuracy = sfl_loss_accuracy(loss, &view, x);
+    } else {
+        pl->eval_mse = sfl_eval_mse(loss, &view, x);
+    }
+    if (!isfinite(pl->eval_accuracy) || !isfinite(pl->eval_mse))
+        return sfl__fail(SFL_ENUMERIC, "held-out metric at the task's model is not finite");
+    pl->eval_samples = eval->X->nrows;
+    return 0;
+}
+
+int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_dataset_t *eval,
+                     const sfl_identity_t *id, uint64_t agent_id, sfl_algo_ws_t *ws,
+                     uint8_t **msg, size_t *len)
 {
     const sfl_algo_t *algo;
     const sfl_loss_t *loss;
@@ -313,11 +342,16 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_i
     size_t plen = 0, cap, slen = 0;
     uint32_t nclasses;
     double train_loss;
+    sfl_payload_t pl;
     int rc;
 
     *msg = NULL;
     *len = 0;
-    if ((rc = agent_task_check(t, data)) < 0)
+    memset(&pl, 0, sizeof(pl));
+    if (eval != NULL && eval->X->nrows == 0)
+        eval = NULL;
+    if ((rc = agent_task_check(t, data)) < 0 ||
+        (eval != NULL && (rc = agent_task_check(t, eval)) < 0))
         return rc;
     algo = sfl_algo_find(t->algorithm);
     loss = sfl_loss_find(t->loss);
@@ -335,7 +369,12 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_i
     view.nclasses = nclasses;
     view.labels = nclasses ? (double *)t->labels : NULL;
     if (nclasses) {
-        y = sfl__mallocarray(data->X->nrows, sizeof(double));
+        /* Room for the held-out targets too: they are coded after training. */
+        uint32_t rows = data->X->nrows;
+
+        if (eval != NULL && eval->X->nrows > rows)
+            rows = eval->X->nrows;
+        y = sfl__mallocarray(rows, sizeof(double));
         if (y == NULL) {
             rc = SFL_ENOMEM;
             goto out;
@@ -379,18 +418,21 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_i
         rc = sfl__fail(SFL_ENUMERIC, "local objective at the task's model is not finite");
         goto out;
     }
+    if (eval != NULL &&
+        (rc = eval_metric(t, loss, nclasses, eval, model ? model : global, y, &pl)) < 0)
+        goto out;
     /* Drop the dense copies before the payload's buffers are made. */
     sfl__free(model);
     model = NULL;
     sfl__free(global);
     global = NULL;
 
-    {
-        sfl_payload_t pl = {upd, t->value_encoding, data->X->nrows, train_loss};
-
-        if ((rc = sfl_msg_payload_pack(&pl, &payload, &plen)) < 0)
-            goto out;
-    }
+    pl.update = upd;
+    pl.encoding = t->value_encoding;
+    pl.samples = data->X->nrows;
+    pl.train_loss = train_loss;
+    if ((rc = sfl_msg_payload_pack(&pl, &payload, &plen)) < 0)
+        goto out;
     cap = sfl_seal_sealed_size(plen);
     if (cap == 0) {
         rc = sfl__fail(SFL_ELIMIT, "payload of %zu bytes is too large to seal", plen);
@@ -434,20 +476,86 @@ out:
 
 /* ---- construction ----------------------------------------------------------- */
 
-static int load_data(agent_t *a)
+static int read_data(const char *spec, sfl_dataset_t **out)
 {
-    const char *spec = a->cfg.data;
     int rc;
 
     if (strncmp(spec, "libsvm:", 7) == 0)
-        rc = sfl_libsvm_read(spec + 7, 0, NULL, &a->data);
+        rc = sfl_libsvm_read(spec + 7, 0, NULL, out);
     else
-        rc = sfl_csv_read(spec + 4, NULL, NULL, &a->data);
+        rc = sfl_csv_read(spec + 4, NULL, NULL, out);
     if (rc < 0)
         return rc;
-    if (a->data->X->nrows == 0)
+    if ((*out)->X->nrows == 0)
         return sfl__fail(SFL_EEMPTY, "%s: no samples", spec);
     return 0;
+}
+
+/* Reads data (and eval_file) and fills the Join summary. The summary's
+ * labels are those of all local rows, held-out ones included, so the agent
+ * is only selected for jobs that can code every row; its samples are the
+ * training rows, the update's weight. */
+static int load_data(agent_t *a)
+{
+    sfl_dataset_t *all = NULL;
+    uint32_t ncols;
+    int rc;
+
+    if ((rc = read_data(a->cfg.data, &all)) < 0)
+        goto out;
+    if (a->cfg.eval_file[0] != '\0') {
+        sfl_dataset_summary_t ev;
+
+        a->data = all;
+        all = NULL;
+        if ((rc = read_data(a->cfg.eval_file, &a->eval)) < 0 ||
+            (rc = agent_summarize(a->data, &a->summary)) < 0 ||
+            (rc = agent_summarize(a->eval, &ev)) < 0)
+            goto out;
+        for (uint32_t i = 0; i < ev.nlabels; i++)
+            if (bsearch(&ev.labels[i], a->summary.labels, a->summary.nlabels, sizeof(double),
+                        cmp_double) == NULL) {
+                rc = sfl__fail(SFL_EINVAL, "eval_file: label %.17g is not among the labels "
+                               "of data", ev.labels[i]);
+                goto out;
+            }
+        /* One feature space: the wider of the two. */
+        ncols = a->eval->X->ncols > a->data->X->ncols ? a->eval->X->ncols : a->data->X->ncols;
+        if ((rc = sfl_dataset_set_ncols(a->data, ncols)) < 0 ||
+            (rc = sfl_dataset_set_ncols(a->eval, ncols)) < 0)
+            goto out;
+        a->summary.dimension = ncols;
+    } else if (a->cfg.eval_fraction > 0) {
+        sfl_rng_t r;
+
+        if ((rc = agent_summarize(all, &a->summary)) < 0)
+            goto out;
+        agent_eval_rng(a->id->pk, &r);
+        if ((rc = sfl_dataset_split(all, a->cfg.eval_fraction, &r, &a->data, &a->eval)) < 0)
+            goto out;
+        if (a->eval != NULL && a->eval->X->nrows == 0) {
+            sfl_dataset_free(a->eval);
+            a->eval = NULL;
+        }
+    } else {
+        a->data = all;
+        all = NULL;
+        rc = agent_summarize(a->data, &a->summary);
+        goto out;
+    }
+    a->summary.samples = a->data->X->nrows;
+out:
+    sfl_dataset_free(all);
+    return rc;
+}
+
+void agent_eval_rng(const uint8_t pk[SFL_SEAL_PK_BYTES], sfl_rng_t *r)
+{
+    uint64_t seed = 0;
+
+    for (int i = 0; i < 8; i++)
+        seed |= (uint64_t)pk[i] << (8 * i);
+    sfl_rng_seed(r, seed, 0, 0, SFL_STREAM_PARTITION);
 }
 
 /* The identity key lives in state_dir; the first start makes it. */
@@ -509,9 +617,8 @@ int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out)
         rc = sfl__fail(SFL_EINVAL, "coordinator_pk is not a usable Ed25519 public key");
         goto out;
     }
-    if ((rc = load_data(a)) < 0 || (rc = agent_summarize(a->data, &a->summary)) < 0)
-        goto out;
-    if ((rc = load_identity(a)) < 0)
+    /* The identity first: it seeds the held-out split. */
+    if ((rc = load_identity(a)) < 0 || (rc = load_data(a)) < 0)
         goto out;
     {
         sfl_tls_config_t t = {
@@ -554,6 +661,7 @@ void agent_free(agent_t *a)
     sfl_tls_free(a->tls);
     sfl_identity_free(a->id);
     sfl_dataset_free(a->data);
+    sfl_dataset_free(a->eval);
     sfl__free(a);
 }
 
@@ -988,7 +1096,8 @@ static void work_cb(uv_work_t *req)
 
     /* The loop touches neither the data, the identity nor ws while this
      * runs; the task is the work's own. */
-    w->rc = agent_train_task(w->task, a->data, a->id, w->agent_id, &a->ws, &w->msg, &w->len);
+    w->rc = agent_train_task(w->task, a->data, a->eval, a->id, w->agent_id, &a->ws, &w->msg,
+                             &w->len);
     if (w->rc < 0)
         snprintf(w->err, sizeof(w->err), "%s", sfl_last_error());
 }
@@ -1405,8 +1514,9 @@ int agent_start(agent_t *a)
     a->handles = 2;
     a->started = 1;
     say(a, "info", "starting", "version=\"%s\" identity=%s identity_created=%d samples=%u "
-        "features=%u labels=%u coordinator=%s", AGENT_VERSION, sfl_seal_pk_to_hex(a->id->pk, hex),
-        a->id_created, a->data->X->nrows, a->data->X->ncols, a->summary.nlabels,
+        "eval_samples=%u features=%u labels=%u coordinator=%s", AGENT_VERSION,
+        sfl_seal_pk_to_hex(a->id->pk, hex), a->id_created, a->data->X->nrows,
+        a->eval ? a->eval->X->nrows : 0, a->data->X->ncols, a->summary.nlabels,
         a->cfg.coordinator);
     step(a, &(ev_t){.type = EV_START});
     return 0;

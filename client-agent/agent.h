@@ -24,6 +24,7 @@
 #include "sfl/dataset.h"
 #include "sfl/error.h"
 #include "sfl/msg.h"
+#include "sfl/rng.h"
 #include "sfl/seal.h"
 
 #define AGENT_VERSION "sfl-agent 0.1.0"
@@ -130,14 +131,23 @@ int agent_task_check(const sfl_task_t *task, const sfl_dataset_t *data) SFL_MUST
  * labels (SFL_EINVAL for a target the task does not list); trains with
  * sfl_algo_client_round(algo, params, problem, model, data, NULL, seed,
  * round, agent_id, ws, update); packs UpdatePayload { update in the task's
- * value encoding, samples = local rows, train_loss } (SFL_ELIMIT beyond
- * max_update_nnz); seals it with id to the task's round key bound to (job,
- * round, nonce, agent_id, model hash); and packs the Update message.
- * Borrows everything; ws grows as needed. Returns the Update bytes owned
- * (sfl_msg_buf_free). */
-int agent_train_task(const sfl_task_t *task, const sfl_dataset_t *data, const sfl_identity_t *id,
-                     uint64_t agent_id, sfl_algo_ws_t *ws, uint8_t **msg,
-                     size_t *len) SFL_MUST_CHECK;
+ * value encoding, samples = local rows, train_loss and, when eval (the
+ * held-out rows, may be NULL) has rows, eval_samples and the task model's
+ * accuracy (classification) or mean squared error (lsq) on them }
+ * (SFL_ELIMIT beyond max_update_nnz); seals it with id to the task's round
+ * key bound to (job, round, nonce, agent_id, model hash); and packs the
+ * Update message. Borrows everything; ws grows as needed. Returns the
+ * Update bytes owned (sfl_msg_buf_free). */
+int agent_train_task(const sfl_task_t *task, const sfl_dataset_t *data,
+                     const sfl_dataset_t *eval, const sfl_identity_t *id, uint64_t agent_id,
+                     sfl_algo_ws_t *ws, uint8_t **msg, size_t *len) SFL_MUST_CHECK;
+
+/* The generator of the eval_fraction split: seeded from the first 8 bytes
+ * of the agent's identity public key (little-endian) as
+ * sfl_rng_seed(seed, 0, 0, SFL_STREAM_PARTITION), then
+ * sfl_dataset_split(data, eval_fraction) draws the held-out rows. The same
+ * identity and data give the same split on every start. */
+void agent_eval_rng(const uint8_t pk[SFL_SEAL_PK_BYTES], sfl_rng_t *r);
 
 /* Reconnect delay before attempt n (0 = the first retry): uniform in
  * [max(min_ms, hi / 2), hi] with hi = min(max_ms, min_ms * 2^(n+1)), so always

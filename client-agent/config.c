@@ -24,7 +24,7 @@ static const struct {
 #define S(k, f) {k, offsetof(agent_config_t, f), sizeof(((agent_config_t *)0)->f)}
     S("coordinator", coordinator), S("server_name", server_name), S("ca", ca),
     S("cert", cert), S("key", key), S("state_dir", state_dir),
-    S("coordinator_pk", coordinator_pk), S("data", data),
+    S("coordinator_pk", coordinator_pk), S("data", data), S("eval_file", eval_file),
 #undef S
 };
 
@@ -62,6 +62,17 @@ int agent_config_set(agent_config_t *c, const char *key, const char *v)
         if (*v == '-' || *v == '\0' || *end || errno)
             return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
         *(uint64_t *)((char *)c + numbers[i].off) = x;
+        return 0;
+    }
+    if (strcmp(key, "eval_fraction") == 0) {
+        char *end;
+        double x;
+
+        errno = 0;
+        x = strtod(v, &end);
+        if (*v == '\0' || *end || errno || !(x >= 0 && x < 1))
+            return sfl__fail(SFL_EINVAL, "eval_fraction: '%s' is not a number in [0, 1)", v);
+        c->eval_fraction = x;
         return 0;
     }
     if (strcmp(key, "conditions") == 0) {
@@ -134,6 +145,11 @@ int agent_config_check(const agent_config_t *c)
         return sfl__fail(SFL_EINVAL, "coordinator_pk must be 64 hex digits");
     if (strncmp(c->data, "libsvm:", 7) != 0 && strncmp(c->data, "csv:", 4) != 0)
         return sfl__fail(SFL_EINVAL, "data must be libsvm:FILE or csv:FILE");
+    if (c->eval_file[0] != '\0' && strncmp(c->eval_file, "libsvm:", 7) != 0 &&
+        strncmp(c->eval_file, "csv:", 4) != 0)
+        return sfl__fail(SFL_EINVAL, "eval_file must be libsvm:FILE or csv:FILE");
+    if (c->eval_file[0] != '\0' && c->eval_fraction > 0)
+        return sfl__fail(SFL_EINVAL, "eval_file and eval_fraction exclude each other");
     if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms)
         return sfl__fail(SFL_EINVAL, "backoff: need 0 < backoff_min_ms <= backoff_max_ms");
     if (c->connect_timeout_ms == 0 || c->heartbeat_ms == 0)

@@ -19,6 +19,8 @@ typedef struct agent_config {
     char state_dir[AGENT_PATH_MAX]; /* identity key and client state live here */
     char coordinator_pk[65];   /* pinned Ed25519 key of the coordinator, hex */
     char data[AGENT_PATH_MAX]; /* libsvm:FILE or csv:FILE */
+    char eval_file[AGENT_PATH_MAX]; /* held-out rows, same form; "" = none */
+    double eval_fraction;      /* [0, 1): rows of data held out; 0 = none */
     uint32_t nconditions;
     char conditions[AGENT_MAX_CONDITIONS][32];
     uint64_t backoff_min_ms, backoff_max_ms; /* reconnect backoff, jittered */

@@ -562,6 +562,14 @@ struct job {
     size_t task_len;
     int64_t deadline_wall;
     uint32_t model_nnz;
+    /* Training progress of the open attempt: sums over its accepted
+     * updates, weighted by samples (loss) and eval_samples (metrics). */
+    struct {
+        double loss, accuracy, mse;
+        uint64_t samples, eval_samples, bytes_down;
+    } fold;
+    coord_round_metrics_t work_metrics; /* the fold's means, for the commit */
+    coord_round_metrics_t last;         /* of the last committed round */
     /* aggregation end on the thread pool: while busy the loop leaves
      * model's arrays alone */
     uv_work_t work;
@@ -867,6 +875,8 @@ static void send_task(coord_t *co, job_t *j, agent_t *a)
         return;
     rc = sfl_grpc_send(a->sub, j->task, j->task_len);
     a->sub_idle_since = now_ms(co);
+    if (rc >= 0)
+        j->fold.bytes_down += j->task_len;
     if (rc < 0) {
         char q[300];
 
@@ -1165,6 +1175,7 @@ static void try_start(job_t *j)
         (rc = key_new(&j->key)) < 0 || (rc = coord_job_begin(&j->model, j->rnd.nmembers)) < 0 ||
         (rc = build_task(j)) < 0)
         goto fail;
+    memset(&j->fold, 0, sizeof(j->fold));
     coord_log(COORD_LOG_INFO, "round_open",
               "job=%llu round=%llu attempt=%u selected=%u eligible=%u deadline_ms=%llu",
               (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
@@ -1189,6 +1200,22 @@ out:
     sfl__free(ids);
 }
 
+/* JobStatus's last_* after a restart: the last committed round's row. */
+static void load_last_metrics(job_t *j)
+{
+    coord_srow_history_t *h = NULL;
+    size_t n = 0;
+
+    memset(&j->last, 0, sizeof(j->last));
+    if (j->committed == 0)
+        return;
+    if (coord_store_history(j->co->store, (int64_t)j->id, (int64_t)j->committed - 1, 1, &h,
+                            &n) == 0 &&
+        n == 1)
+        j->last = h[0].m;
+    coord_store_free(h);
+}
+
 static int reload_model(job_t *j)
 {
     coord_t *co = j->co;
@@ -1206,6 +1233,7 @@ static int reload_model(job_t *j)
         j->model.round = 0;
         j->committed = 0;
         j->model_nnz = 0;
+        memset(&j->last, 0, sizeof(j->last));
         return 0;
     }
     if (rc == 0)
@@ -1214,6 +1242,7 @@ static int reload_model(job_t *j)
     if (rc == 0) {
         j->committed = (uint64_t)round;
         j->model_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
+        load_last_metrics(j);
     }
     return rc;
 }
@@ -1231,14 +1260,15 @@ static void agg_work(uv_work_t *w)
     if (rc == 0)
         rc = coord_job_encode(&j->model, &buf, &len, hash);
     if (rc == 0) {
+        j->work_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
+        j->work_metrics.model_nnz = j->work_nnz;
         uv_mutex_lock(&co->bg_lock);
         rc = coord_store_round_commit(co->bg, (int64_t)j->id, (int64_t)j->rnd.round,
-                                      (int64_t)j->wire_attempt + 1, buf, len, hash);
+                                      (int64_t)j->wire_attempt + 1, buf, len, &j->work_metrics,
+                                      hash);
         uv_mutex_unlock(&co->bg_lock);
     }
-    if (rc == 0)
-        j->work_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
-    else
+    if (rc < 0)
         text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
     sfl__free(buf);
     j->work_rc = rc;
@@ -1279,13 +1309,17 @@ static void agg_after(uv_work_t *w, int status)
         step(j, COORD_EV_AGGREGATED, now_ms(co));
         j->committed = j->model.round;
         j->model_nnz = j->work_nnz;
+        j->last = j->work_metrics;
         co->rounds_committed++;
         coord_hist_observe(&co->agg_hist, (double)j->work_ns / 1e9);
         sodium_bin2hex(hex, sizeof(hex), j->model_hash, 8);
         coord_log(COORD_LOG_INFO, "round_committed",
-                  "job=%llu round=%llu attempt=%u accepted=%u nnz=%u aggregate_ms=%.3f",
+                  "job=%llu round=%llu attempt=%u accepted=%u nnz=%u aggregate_ms=%.3f "
+                  "train_loss=%.6g eval_samples=%llu eval_accuracy=%.6g eval_mse=%.6g",
                   (unsigned long long)j->id, (unsigned long long)j->committed, j->wire_attempt,
-                  j->rnd.accepted, j->model_nnz, (double)j->work_ns / 1e6);
+                  j->rnd.accepted, j->model_nnz, (double)j->work_ns / 1e6, j->last.train_loss,
+                  (unsigned long long)j->last.eval_samples, j->last.eval_accuracy,
+                  j->last.eval_mse);
         next_round(j);
     } else {
         coord_log(COORD_LOG_ERROR, "aggregation_failed", "job=%llu round=%llu error=%s",
@@ -1312,10 +1346,38 @@ static void agg_after(uv_work_t *w, int status)
     }
 }
 
+/* The attempt's progress as sample-weighted means. A mean that is not
+ * finite (sums beyond the double range) is dropped, not stored. */
+static void fold_metrics(job_t *j)
+{
+    coord_round_metrics_t *m = &j->work_metrics;
+
+    memset(m, 0, sizeof(*m));
+    m->bytes_down = j->fold.bytes_down;
+    if (j->fold.samples > 0) {
+        m->samples = j->fold.samples;
+        m->train_loss = j->fold.loss / (double)j->fold.samples;
+    }
+    if (j->fold.eval_samples > 0) {
+        m->eval_samples = j->fold.eval_samples;
+        m->eval_accuracy = j->fold.accuracy / (double)j->fold.eval_samples;
+        m->eval_mse = j->fold.mse / (double)j->fold.eval_samples;
+    }
+    if (!isfinite(m->train_loss)) {
+        m->samples = 0;
+        m->train_loss = 0;
+    }
+    if (!isfinite(m->eval_accuracy) || !isfinite(m->eval_mse)) {
+        m->eval_samples = 0;
+        m->eval_accuracy = m->eval_mse = 0;
+    }
+}
+
 static void start_aggregation(job_t *j)
 {
     int rc;
 
+    fold_metrics(j);
     store_round_state(j, COORD_SROW_AGGREGATING, NULL);
     close_attempt(j);
     j->busy = 1;
@@ -2072,6 +2134,11 @@ static void verify_after(uv_work_t *w, int status)
     /* Every condition it checks was checked above, on this thread. */
     assert(vd == COORD_UPD_ACCEPTED);
     a->accepted++;
+    j->fold.samples += v->p->samples;
+    j->fold.loss += (double)v->p->samples * v->p->train_loss;
+    j->fold.eval_samples += v->p->eval_samples;
+    j->fold.accuracy += (double)v->p->eval_samples * v->p->eval_accuracy;
+    j->fold.mse += (double)v->p->eval_samples * v->p->eval_mse;
 answer:
     submit_done(co, v->call, a, j, v->u, vd, v->reason, v->rj);
     sfl_msg_payload_free(v->p);
@@ -2212,6 +2279,12 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     st->min_quorum = j->spec.min_quorum;
     text_copy(st->error, sizeof(st->error), j->error);
     st->model_nnz = j->model_nnz;
+    st->last_train_loss = j->last.train_loss;
+    st->last_samples = j->last.samples;
+    st->last_eval_samples = j->last.eval_samples;
+    st->last_eval_accuracy = j->last.eval_accuracy;
+    st->last_eval_mse = j->last.eval_mse;
+    text_copy(st->loss, sizeof(st->loss), j->spec.loss);
     st->round_state = SFL_ROUND_NONE;
     if (j->state != SFL_JOB_RUNNING || !j->ready)
         return;
@@ -2576,6 +2649,78 @@ static void h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     reply_packed(call, rc, buf, blen);
 }
 
+/* Rounds per JobHistory reply: ~100 bytes each, so a page stays far below
+ * any message limit; sflctl asks again for the rest. */
+#define HISTORY_PAGE 1000
+
+static void h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    uint64_t id = 0, after = 0;
+    coord_srow_history_t *h = NULL;
+    sfl_job_history_t r;
+    uint8_t *buf = NULL;
+    size_t n = 0, blen = 0, page = HISTORY_PAGE;
+    job_t *j;
+    int rc;
+
+    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+        return;
+    if ((rc = sfl_msg_history_req_unpack(req, len, &co->lim, &id, &after)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    if ((j = job_find(co, id)) == NULL) {
+        fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "no job %llu", (unsigned long long)id);
+        return;
+    }
+    if (page > co->lim.max_items)
+        page = co->lim.max_items;
+    if (after > INT64_MAX)
+        after = INT64_MAX;
+    /* One more than a page tells whether another page follows. */
+    if ((rc = coord_store_history(co->store, (int64_t)id, (int64_t)after, page + 1, &h, &n)) <
+        0) {
+        fail_call(call, SFL_GRPC_STATUS_INTERNAL, "cannot read the history: %s",
+                  sfl_last_error());
+        return;
+    }
+    memset(&r, 0, sizeof(r));
+    r.job_id = id;
+    snprintf(r.loss, sizeof(r.loss), "%s", j->spec.loss);
+    r.more = n > page;
+    r.n = (uint32_t)(n > page ? page : n);
+    r.rounds = r.n ? sfl__calloc(r.n, sizeof(*r.rounds)) : NULL;
+    if (r.n && r.rounds == NULL) {
+        coord_store_free(h);
+        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "no memory for the history");
+        return;
+    }
+    for (uint32_t i = 0; i < r.n; i++) {
+        sfl_round_summary_t *o = &r.rounds[i];
+
+        o->round = (uint64_t)h[i].round;
+        o->attempt = (uint32_t)(h[i].attempt - 1); /* the wire counts from 0 */
+        o->opened_ms = h[i].opened_ms;
+        o->committed_ms = h[i].committed_ms;
+        o->selected = h[i].selected;
+        o->accepted = h[i].accepted;
+        o->samples = h[i].m.samples;
+        o->train_loss = h[i].m.train_loss;
+        o->eval_samples = h[i].m.eval_samples;
+        o->eval_accuracy = h[i].m.eval_accuracy;
+        o->eval_mse = h[i].m.eval_mse;
+        o->model_nnz = h[i].m.model_nnz;
+        o->bytes_up = h[i].bytes_up;
+        o->bytes_down = h[i].m.bytes_down;
+    }
+    coord_store_free(h);
+    rc = sfl_msg_history_pack(&r, &buf, &blen);
+    sfl__free(r.rounds);
+    reply_packed(call, rc, buf, blen);
+}
+
 static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, h_join},
     {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, h_subscribe},
@@ -2589,6 +2734,7 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Admin/ResumeJob", SFL_GRPC_KIND_UNARY, h_resume},
     {"/sfl.v1.Admin/CancelJob", SFL_GRPC_KIND_UNARY, h_cancel},
     {"/sfl.v1.Admin/ExportModel", SFL_GRPC_KIND_UNARY, h_export},
+    {"/sfl.v1.Admin/JobHistory", SFL_GRPC_KIND_UNARY, h_history},
 };
 
 /* ---- connections: a gRPC session over a TLS connection ----------------------------- */
@@ -2794,6 +2940,63 @@ static const sfl_conn_cbs_t conn_cbs = {conn_on_connect, conn_on_data, conn_on_d
 
 /* ---- metrics ------------------------------------------------------------------------ */
 
+/* The labels of job j: job="ID",name="NAME" with the name escaped as the
+ * exposition format wants (backslash, double quote). */
+static const char *job_labels(const job_t *j, char *out, size_t cap)
+{
+    size_t o = (size_t)snprintf(out, cap, "job=\"%llu\",name=\"", (unsigned long long)j->id);
+
+    for (const char *c = j->spec.name; *c && o + 4 < cap; c++) {
+        if (*c == '\\' || *c == '"')
+            out[o++] = '\\';
+        out[o++] = *c;
+    }
+    snprintf(out + o, cap - o, "\"");
+    return out;
+}
+
+/* Per-job progress gauges: one family at a time, a line per job that has
+ * the value (no line before the first round with metrics). */
+static void render_progress(coord_text_t *t, const coord_t *co)
+{
+    enum { COMMITTED, LOSS, EVAL_N, ACC, MSE, NFAM };
+    static const char *const fam[NFAM][2] = {
+        {"sfl_job_committed_round", "Rounds committed, per job."},
+        {"sfl_job_train_loss",
+         "Sample-weighted mean train_loss of the last committed round's updates."},
+        {"sfl_job_eval_samples", "Held-out rows behind the last committed round's eval metric."},
+        {"sfl_job_eval_accuracy",
+         "Held-out accuracy of the last committed round (classification jobs)."},
+        {"sfl_job_eval_mse", "Held-out mean squared error of the last committed round (lsq)."},
+    };
+    char lab[200];
+
+    for (int f = 0; f < NFAM; f++) {
+        coord_text_family(t, fam[f][0], "gauge", fam[f][1]);
+        for (size_t i = 0; i < co->njobs; i++) {
+            const job_t *j = co->jobs[i];
+            const coord_round_metrics_t *m = &j->last;
+            int cls = strcmp(j->spec.loss, "lsq") != 0;
+            double v;
+
+            if (f == COMMITTED)
+                v = (double)j->committed;
+            else if (f == LOSS && m->samples > 0)
+                v = m->train_loss;
+            else if (f == EVAL_N && m->samples > 0)
+                v = (double)m->eval_samples;
+            else if (f == ACC && m->eval_samples > 0 && cls)
+                v = m->eval_accuracy;
+            else if (f == MSE && m->eval_samples > 0 && !cls)
+                v = m->eval_mse;
+            else
+                continue;
+            coord_text_printf(t, "%s{%s} %.17g\n", fam[f][0],
+                              job_labels(j, lab, sizeof(lab)), v);
+        }
+    }
+}
+
 static int render(coord_text_t *t, void *ud)
 {
     static const char *const verdicts[5] = {"accepted", "late", "duplicate", "wrong_round",
@@ -2823,6 +3026,7 @@ static int render(coord_text_t *t, void *ud)
         coord_text_printf(t, "sfl_jobs{state=\"%s\"} %u\n", sfl_msg_job_state_name(states[s]),
                           n);
     }
+    render_progress(t, co);
     coord_text_family(t, "sfl_rounds_committed_total", "counter", "Rounds committed.");
     coord_text_printf(t, "sfl_rounds_committed_total %llu\n",
                       (unsigned long long)co->rounds_committed);

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <ini.h>
 #include <netdb.h>
 #include <stdlib.h>
@@ -478,21 +480,23 @@ void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n)
         wn = a > wn ? a : wn;
         wa = b > wa ? b : wa;
     }
-    fprintf(f, "%-4s %-*s %-*s %-9s %-11s %-11s %-7s %-8s %s\n", "ID", wn, "NAME", wa,
-            "ALGORITHM", "STATE", "ROUNDS", "ROUND", "ATTEMPT", "ACCEPTED", "NNZ");
+    fprintf(f, "%-4s %-*s %-*s %-9s %-11s %-11s %-7s %-8s %-7s %s\n", "ID", wn, "NAME", wa,
+            "ALGORITHM", "STATE", "ROUNDS", "ROUND", "ATTEMPT", "ACCEPTED", "NNZ",
+            "LAST ROUND");
     for (uint32_t i = 0; i < n; i++) {
         const sfl_job_status_t *j = &jobs[i];
-        char rounds[32], att[16] = "-", acc[32] = "-";
+        char rounds[32], att[16] = "-", acc[32] = "-", prog[96];
 
         snprintf(rounds, sizeof(rounds), "%" PRIu64 "/%u", j->committed_round, j->rounds);
         if (running(j)) {
             snprintf(att, sizeof(att), "%u", j->attempt);
             snprintf(acc, sizeof(acc), "%u/%u", j->accepted, j->cohort_size);
         }
-        fprintf(f, "%-4" PRIu64 " %-*s %-*s %-9s %-11s %-11s %-7s %-8s %u\n", j->job_id, wn,
-                j->name, wa, j->algorithm, sfl_msg_job_state_name(j->state), rounds,
+        ctl_progress(j, prog, sizeof(prog));
+        fprintf(f, "%-4" PRIu64 " %-*s %-*s %-9s %-11s %-11s %-7s %-8s %-7u %s\n", j->job_id,
+                wn, j->name, wa, j->algorithm, sfl_msg_job_state_name(j->state), rounds,
                 running(j) ? sfl_msg_round_state_name(j->round_state) : "-", att, acc,
-                j->model_nnz);
+                j->model_nnz, prog[0] ? prog : "-");
         if (j->error[0])
             fprintf(f, "     error: %s\n", j->error);
     }
@@ -557,6 +561,63 @@ void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms)
     }
 }
 
+static int classification(const char *loss)
+{
+    return strcmp(loss, "lsq") != 0;
+}
+
+const char *ctl_progress(const sfl_job_status_t *j, char *out, size_t cap)
+{
+    size_t o;
+
+    out[0] = '\0';
+    if (j->last_samples == 0 || cap == 0)
+        return out;
+    o = (size_t)snprintf(out, cap, "loss %.4g", j->last_train_loss);
+    if (j->last_eval_samples > 0 && o < cap)
+        snprintf(out + o, cap - o, ", %s %.4g (%" PRIu64 " held out)",
+                 classification(j->loss) ? "accuracy" : "mse",
+                 classification(j->loss) ? j->last_eval_accuracy : j->last_eval_mse,
+                 j->last_eval_samples);
+    return out;
+}
+
+void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t t0_ms)
+{
+    int cls = classification(h->loss);
+
+    if (header)
+        fprintf(f, "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,"
+                   "accepted,selected,samples,attempt,round_ms,wall_ms\n");
+    for (uint32_t i = 0; i < h->n; i++) {
+        const sfl_round_summary_t *r = &h->rounds[i];
+        int ev = r->samples > 0 && r->eval_samples > 0;
+
+        fprintf(f, "%" PRIu64 ",", r->round);
+        if (r->samples > 0)
+            fprintf(f, "%.10g", r->train_loss);
+        fputc(',', f);
+        if (ev && cls)
+            fprintf(f, "%.6f", r->eval_accuracy);
+        fputc(',', f);
+        if (ev && !cls)
+            fprintf(f, "%.10g", r->eval_mse);
+        fputc(',', f);
+        if (r->samples > 0)
+            fprintf(f, "%" PRIu64 ",%u", r->eval_samples, r->model_nnz);
+        else
+            fputc(',', f); /* kept by a coordinator without metrics */
+        fprintf(f, ",%" PRIu64 ",", r->bytes_up);
+        if (r->samples > 0)
+            fprintf(f, "%" PRIu64, r->bytes_down);
+        fprintf(f, ",%u,%u,", r->accepted, r->selected);
+        if (r->samples > 0)
+            fprintf(f, "%" PRIu64, r->samples);
+        fprintf(f, ",%u,%" PRId64 ",%" PRId64 "\n", r->attempt, r->committed_ms - r->opened_ms,
+                r->committed_ms - t0_ms);
+    }
+}
+
 void ctl_print_job(FILE *f, const sfl_job_status_t *j)
 {
     fprintf(f, "job %" PRIu64 " %s: %s, %" PRIu64 "/%u rounds committed%s%s\n", j->job_id,
@@ -566,6 +627,10 @@ void ctl_print_job(FILE *f, const sfl_job_status_t *j)
 
 const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap)
 {
+    char prog[96];
+    size_t o;
+
+    ctl_progress(j, prog, sizeof(prog));
     if (running(j))
         snprintf(out, cap,
                  "job %" PRIu64 " %s: round %" PRIu64 "/%u attempt %u %s, %u/%u accepted "
@@ -577,6 +642,9 @@ const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap)
         snprintf(out, cap, "job %" PRIu64 " %s: %s, %" PRIu64 "/%u rounds committed%s%s",
                  j->job_id, j->name, sfl_msg_job_state_name(j->state), j->committed_round,
                  j->rounds, j->error[0] ? "; error: " : "", j->error);
+    o = strlen(out);
+    if (prog[0] && o < cap)
+        snprintf(out + o, cap - o, "; last round %s", prog);
     return out;
 }
 
@@ -622,6 +690,134 @@ out:
     sfl__free(b);
     if (rc < 0)
         *len = 0;
+    return rc;
+}
+
+int ctl_format_parse(const char *s, ctl_format_t *out)
+{
+    static const char *const names[] = {"text", "libsvm", "npy", "spcodec"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (ctl_format_t)i;
+            return 0;
+        }
+    return sfl__fail(SFL_EINVAL, "unknown --format '%s' (text, libsvm, npy or spcodec)", s);
+}
+
+/* Appends a little-endian IEEE double. */
+static void put_f64le(uint8_t *p, double v)
+{
+    uint64_t u;
+
+    memcpy(&u, &v, sizeof(u));
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(u >> (8 * i));
+}
+
+/* NumPy format 1.0: magic, version, a little-endian uint16 header length,
+ * then a Python dict literal padded with spaces to a newline so that data
+ * starts at a multiple of 64 bytes, then the dense values. */
+static int render_npy(const sfl_spvec_t *v, uint8_t **buf, size_t *len)
+{
+    char hdr[128];
+    int hl = snprintf(hdr, sizeof(hdr),
+                      "{'descr': '<f8', 'fortran_order': False, 'shape': (%u,), }", v->dim);
+    size_t pre = 10 + (size_t)hl + 1, pad = (64 - pre % 64) % 64, hlen = (size_t)hl + pad + 1;
+    uint8_t *b;
+
+    if ((size_t)v->dim > (SIZE_MAX - 10 - hlen) / 8)
+        return sfl__fail(SFL_ELIMIT, "npy: dimension %u is too large", v->dim);
+    *len = 10 + hlen + (size_t)v->dim * 8;
+    b = sfl__calloc(*len, 1);
+    if (b == NULL)
+        return sfl__fail(SFL_ENOMEM, "npy: no memory for %zu bytes", *len);
+    memcpy(b, "\x93NUMPY\x01\x00", 8);
+    b[8] = (uint8_t)(hlen & 0xff);
+    b[9] = (uint8_t)(hlen >> 8);
+    memcpy(b + 10, hdr, (size_t)hl);
+    memset(b + 10 + hl, ' ', pad);
+    b[10 + hlen - 1] = '\n';
+    /* calloc gave +0.0 everywhere, whose bytes are all zero too. */
+    for (uint32_t k = 0; k < v->nnz; k++)
+        put_f64le(b + 10 + hlen + (size_t)v->idx[k] * 8, v->val[k]);
+    *buf = b;
+    return 0;
+}
+
+/* text and libsvm through a memory stream, copied into sfl memory. */
+static int render_lines(const sfl_export_t *e, ctl_format_t fmt, uint8_t **buf, size_t *len)
+{
+    const sfl_spvec_t *v = e->model;
+    char *mem = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&mem, &n);
+    int rc = 0;
+
+    if (f == NULL)
+        return sfl__fail(-errno, "model export: %s", strerror(errno));
+    if (fmt == CTL_FORMAT_TEXT) {
+        fprintf(f, "# sfl model: job %" PRIu64 ", round %" PRIu64 ", algorithm %s, loss %s\n",
+                e->job_id, e->round, e->algorithm, e->loss);
+        fprintf(f, "# dimension %u, nnz %u; lines: index (1-based, as sfl-sim --model-out) value\n",
+                v->dim, v->nnz);
+        if (e->nlabels > 0) {
+            fprintf(f, "# labels");
+            for (uint32_t i = 0; i < e->nlabels; i++)
+                fprintf(f, " %.17g", e->labels[i]);
+            fputc('\n', f);
+        }
+        for (uint32_t k = 0; k < v->nnz; k++)
+            fprintf(f, "%llu %.17g\n", (unsigned long long)v->idx[k] + 1, v->val[k]);
+    } else {
+        fputc('0', f);
+        for (uint32_t k = 0; k < v->nnz; k++)
+            fprintf(f, " %llu:%.17g", (unsigned long long)v->idx[k] + 1, v->val[k]);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0 || mem == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "model export: out of memory");
+        goto out;
+    }
+    *buf = sfl__malloc(n ? n : 1);
+    if (*buf == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "model export: no memory for %zu bytes", n);
+        goto out;
+    }
+    memcpy(*buf, mem, n);
+    *len = n;
+out:
+    free(mem);
+    return rc;
+}
+
+int ctl_model_render(const sfl_export_t *e, ctl_format_t fmt, uint8_t **buf, size_t *len)
+{
+    uint8_t *codec = NULL;
+    size_t clen = 0;
+    int rc;
+
+    *buf = NULL;
+    *len = 0;
+    /* Every format starts from a model whose hash was checked. */
+    if ((rc = ctl_export_bytes(e, &codec, &clen)) < 0)
+        return rc;
+    switch (fmt) {
+    case CTL_FORMAT_SPCODEC:
+        *buf = codec;
+        *len = clen;
+        return 0;
+    case CTL_FORMAT_NPY:
+        rc = render_npy(e->model, buf, len);
+        break;
+    case CTL_FORMAT_TEXT:
+    case CTL_FORMAT_LIBSVM:
+        rc = render_lines(e, fmt, buf, len);
+        break;
+    default:
+        rc = sfl__fail(SFL_EINVAL, "model export: unknown format %d", (int)fmt);
+    }
+    sfl__free(codec);
     return rc;
 }
 

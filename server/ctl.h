@@ -86,6 +86,20 @@ void ctl_result_clear(ctl_result_t *r);
 void ctl_print_status(FILE *f, const sfl_status_t *s, int64_t now_ms);
 void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n);
 void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms);
+/* The last committed round's progress as "loss 0.1234, accuracy 0.9 (200
+ * held out)" ("accuracy" for logistic and softmax jobs, "mse" for lsq; the
+ * eval part only when agents reported held-out rows), or "" before the first
+ * round with metrics. Truncated to cap; returns out. */
+const char *ctl_progress(const sfl_job_status_t *j, char *out, size_t cap);
+/* The per-round CSV of sflctl job history: header (when header is set)
+ * round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,
+ * bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms, then one
+ * row per round of h. objective is the round's train loss (the
+ * sample-weighted mean the coordinator folded), test_accuracy /
+ * test_mse the held-out metric that fits h->loss; a cell the round has no
+ * value for is empty. wall_ms counts from t0_ms (when round 1 opened),
+ * round_ms from the round's first attempt opening to its commit. */
+void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t t0_ms);
 /* One line: "job 2 NAME: STATE, round 3/10". */
 void ctl_print_job(FILE *f, const sfl_job_status_t *j);
 /* sflctl watch's line for a job, no newline: its round, attempt, round
@@ -99,6 +113,23 @@ void ctl_hex(const uint8_t *b, size_t n, char *out);
  * SparseVector's spcodec f64 encoding), checked against e->model_hash
  * (SFL_EPARSE if they differ). Returns owned (sfl__free). */
 int ctl_export_bytes(const sfl_export_t *e, uint8_t **buf, size_t *len) SFL_MUST_CHECK;
+
+/* sflctl model export --format. */
+typedef enum {
+    CTL_FORMAT_TEXT = 0, /* "# ..." header lines, then "index value" (1-based) */
+    CTL_FORMAT_LIBSVM,   /* one line "0 i:v ..." with 1-based indices */
+    CTL_FORMAT_NPY,      /* dense float64 .npy, format version 1.0 */
+    CTL_FORMAT_SPCODEC   /* the spcodec f64 bytes model_hash covers */
+} ctl_format_t;
+
+/* "text", "libsvm", "npy" or "spcodec"; SFL_EINVAL naming the choices. */
+int ctl_format_parse(const char *s, ctl_format_t *out) SFL_MUST_CHECK;
+/* The model of an export in format fmt, after ctl_export_bytes has checked
+ * it against model_hash (SFL_EPARSE otherwise). text and libsvm print
+ * values with %.17g (they read back exactly); npy has shape (dimension,)
+ * with the model's coordinates in order. Returns owned (sfl__free). */
+int ctl_model_render(const sfl_export_t *e, ctl_format_t fmt, uint8_t **buf,
+                     size_t *len) SFL_MUST_CHECK;
 
 /* Writes buf[0..len) to path through path.tmp, fsync and rename, so path
  * holds the old content or the new, never a part. -errno with detail. */

@@ -37,8 +37,17 @@ static const char usage_text[] =
     "                             abandoned and retried on resume)\n"
     "  job resume ID              continue from the last committed round\n"
     "  job cancel ID              stop for good\n"
-    "  model export ID FILE       write the last committed model (spcodec bytes)\n"
-    "                             to FILE atomically\n"
+    "  job history ID             per-round CSV of the committed rounds: round,\n"
+    "                             objective (train loss), test_accuracy or\n"
+    "                             test_mse (agents' held-out rows), nnz, bytes,\n"
+    "                             accepted and selected agents, wall time\n"
+    "  model export ID FILE [--format text|libsvm|npy|spcodec]\n"
+    "                             write the last committed model to FILE\n"
+    "                             atomically: text (default; '# ' header with\n"
+    "                             job, round, dimension, nnz, then 'index value'\n"
+    "                             lines, 1-based), libsvm (one line '0 i:v ...',\n"
+    "                             1-based), npy (dense float64, NumPy .npy 1.0)\n"
+    "                             or spcodec (the bytes the model hash covers)\n"
     "  watch                      live view of the running jobs' rounds (every\n"
     "                             500 ms; Ctrl-C quits)\n"
     "\n"
@@ -52,6 +61,7 @@ static const char usage_text[] =
     "  --cert FILE                admin certificate (PEM); required\n"
     "  --key FILE                 its private key (PEM); required\n"
     "  --timeout-ms MS            connect, and each call's deadline (default 10000)\n"
+    "  --format FORMAT            model export only: text, libsvm, npy or spcodec\n"
     "  --version                  print the version\n"
     "  -h, --help                 this text\n"
     "\n"
@@ -97,6 +107,8 @@ typedef struct app {
     int sig_on;
     char **args; /* the command's operands */
     uint64_t id;
+    ctl_format_t format;     /* model export --format */
+    const char *format_name; /* its name, "text" by default */
     sfl_job_spec_t spec;
 } app_t;
 
@@ -300,19 +312,59 @@ static int cmd_model_export(app_t *a)
     ctl_result_clear(&r);
     if (rc < 0)
         return reply_failed("ExportModel", rc);
-    if ((rc = ctl_export_bytes(e, &bytes, &len)) < 0 ||
+    if ((rc = ctl_model_render(e, a->format, &bytes, &len)) < 0 ||
         (rc = ctl_write_atomic(file, bytes, len)) < 0) {
         rc = local_failed("model export", rc);
         goto out;
     }
     ctl_hex(e->model_hash, SFL_MSG_HASH_BYTES, hex);
-    printf("job %llu round %llu: dimension %u, nnz %u, hash %s, %zu bytes -> %s\n",
+    printf("job %llu round %llu: dimension %u, nnz %u, hash %s, %zu bytes -> %s (%s)\n",
            (unsigned long long)e->job_id, (unsigned long long)e->round, e->model->dim,
-           e->model->nnz, hex, len, file);
+           e->model->nnz, hex, len, file, a->format_name);
 out:
     sfl__free(bytes);
     sfl_msg_export_free(e);
     return rc;
+}
+
+/* JobHistory page by page; the CSV goes out as the pages come. */
+static int cmd_job_history(app_t *a)
+{
+    uint64_t after = 0;
+    int64_t t0 = 0;
+    int first = 1;
+
+    for (;;) {
+        ctl_result_t r;
+        sfl_job_history_t *h = NULL;
+        uint8_t *req = NULL;
+        size_t len;
+        int rc, more;
+
+        if ((rc = sfl_msg_history_req_pack(a->id, after, &req, &len)) < 0)
+            return local_failed("JobHistory", rc);
+        if ((rc = rpc(a, "JobHistory", req, len, &r)) != 0)
+            return rc;
+        rc = sfl_msg_history_unpack(r.resp, r.len, NULL, &h);
+        ctl_result_clear(&r);
+        if (rc < 0)
+            return reply_failed("JobHistory", rc);
+        if (first && h->n > 0)
+            t0 = h->rounds[0].opened_ms;
+        ctl_print_history(stdout, h, first, t0);
+        first = 0;
+        more = h->more && h->n > 0 && h->rounds[h->n - 1].round > after;
+        if (h->n > 0)
+            after = h->rounds[h->n - 1].round;
+        sfl_msg_history_free(h);
+        if (!more)
+            break;
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, PROG ": job history: writing the CSV: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
 }
 
 static void on_sigint(uv_signal_t *h, int signum)
@@ -424,6 +476,7 @@ static const cmd_t cmds[] = {
     {"job", "pause", 1, 1, cmd_job_pause},
     {"job", "resume", 1, 1, cmd_job_resume},
     {"job", "cancel", 1, 1, cmd_job_cancel},
+    {"job", "history", 1, 1, cmd_job_history},
     {"model", "export", 2, 1, cmd_model_export},
     {"watch", NULL, 0, 0, cmd_watch},
 };
@@ -498,11 +551,22 @@ int main(int argc, char **argv)
         flag_key(argv[i] + 2, key, sizeof(key), &v);
         if (v == NULL)
             v = argv[++i];
+        if (strcmp(key, "format") == 0) {
+            /* A command option, not a config key. */
+            if (ctl_format_parse(v, &app.format) < 0)
+                usage_error(sfl_last_error(), NULL);
+            app.format_name = v;
+            continue;
+        }
         if (strcmp(key, "config") != 0 && ctl_config_set(&app.cfg, key, v) < 0)
             usage_error(sfl_last_error(), NULL);
     }
     words[nwords] = NULL;
     cmd = find_cmd(words, nwords, &app);
+    if (app.format_name != NULL && cmd->run != cmd_model_export)
+        usage_error("--format applies only to model export", NULL);
+    if (app.format_name == NULL)
+        app.format_name = "text";
     /* Everything the command needs from its operands is checked before the
      * first byte goes out. */
     if (cmd->id && ctl_parse_id(app.args[0], &app.id) < 0)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,8 @@ enum {
     ST_CKPT_ROUNDS,
     ST_VERSION,
     ST_VERSION_INSERT,
+    ST_METRICS_INSERT,
+    ST_HISTORY,
     ST_COUNT
 };
 
@@ -153,6 +156,27 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_CKPT_ROUNDS] = "SELECT round FROM checkpoints WHERE job_id = ?1 ORDER BY round",
     [ST_VERSION] = "SELECT MAX(version) FROM schema_version",
     [ST_VERSION_INSERT] = "INSERT INTO schema_version(version, applied_ms) VALUES(?1, ?2)",
+    [ST_METRICS_INSERT] = "INSERT INTO round_metrics(job_id, round, attempt, samples, "
+                          "train_loss, eval_samples, eval_accuracy, eval_mse, model_nnz, "
+                          "bytes_down) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    /* accepted and bytes_up come from participation, so rounds committed
+     * before round_metrics existed have them too. */
+    [ST_HISTORY] = "SELECT r.round, r.attempt, "
+                   "(SELECT MIN(f.opened_ms) FROM rounds f "
+                   " WHERE f.job_id = r.job_id AND f.round = r.round), "
+                   "r.closed_ms, length(r.cohort) / 8, "
+                   "(SELECT COUNT(*) FROM participation p WHERE p.job_id = r.job_id "
+                   " AND p.round = r.round AND p.attempt = r.attempt "
+                   " AND p.status = 'accepted'), "
+                   "(SELECT COALESCE(SUM(p.bytes), 0) FROM participation p "
+                   " WHERE p.job_id = r.job_id AND p.round = r.round "
+                   " AND p.attempt = r.attempt AND p.status = 'accepted'), "
+                   "m.samples, m.train_loss, m.eval_samples, m.eval_accuracy, m.eval_mse, "
+                   "m.model_nnz, m.bytes_down "
+                   "FROM rounds r LEFT JOIN round_metrics m "
+                   "ON m.job_id = r.job_id AND m.round = r.round "
+                   "WHERE r.job_id = ?1 AND r.state = 'committed' AND r.round > ?2 "
+                   "ORDER BY r.round LIMIT ?3",
 };
 
 /* Migration i takes the schema from version i to i + 1; append only. Each
@@ -217,6 +241,22 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "  model BLOB NOT NULL,"
     "  PRIMARY KEY(job_id, round));"
     "PRAGMA application_id = 1936092259;", /* APPLICATION_ID */
+    /* 2: what each committed round's updates reported (training progress).
+     * A table of its own rather than columns of rounds, whose cohort blob
+     * stays the last column. Metrics are NULL-able: a NULL reads as 0. */
+    "CREATE TABLE round_metrics("
+    "  job_id INTEGER NOT NULL,"
+    "  round INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL,"
+    "  samples INTEGER NOT NULL CHECK(samples >= 0),"
+    "  train_loss REAL,"
+    "  eval_samples INTEGER NOT NULL CHECK(eval_samples >= 0),"
+    "  eval_accuracy REAL,"
+    "  eval_mse REAL,"
+    "  model_nnz INTEGER NOT NULL CHECK(model_nnz >= 0),"
+    "  bytes_down INTEGER NOT NULL CHECK(bytes_down >= 0),"
+    "  PRIMARY KEY(job_id, round),"
+    "  FOREIGN KEY(job_id, round, attempt) REFERENCES rounds(job_id, round, attempt));",
 };
 
 struct coord_store {
@@ -1555,8 +1595,37 @@ out:
     return end(s, rc);
 }
 
+/* A finite double, or NULL (SQLite would store NaN as NULL anyway). */
+static void bind_real(sqlite3_stmt *st, int i, double v)
+{
+    if (isfinite(v))
+        sqlite3_bind_double(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static int insert_metrics(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
+                          const coord_round_metrics_t *m)
+{
+    sqlite3_stmt *st;
+    int rc = prep(s, ST_METRICS_INSERT, &st,
+                  IDS(job, round, attempt, u64_to_i64(m->samples)));
+
+    if (rc)
+        return rc;
+    bind_real(st, 5, m->train_loss);
+    sqlite3_bind_int64(st, 6, u64_to_i64(m->eval_samples));
+    bind_real(st, 7, m->eval_accuracy);
+    bind_real(st, 8, m->eval_mse);
+    sqlite3_bind_int64(st, 9, m->model_nnz);
+    sqlite3_bind_int64(st, 10, u64_to_i64(m->bytes_down));
+    return exec_stmt(s, st, "insert round metrics");
+}
+
 int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
-                             const uint8_t *model, size_t len, uint8_t hash[COORD_HASH_BYTES])
+                             const uint8_t *model, size_t len,
+                             const coord_round_metrics_t *metrics,
+                             uint8_t hash[COORD_HASH_BYTES])
 {
     static const uint8_t empty[1];
     uint8_t h[COORD_HASH_BYTES];
@@ -1605,6 +1674,8 @@ int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64
         goto out;
     rc = exec_stmt(s, st, "prune checkpoints");
     st = NULL;
+    if (rc == 0 && metrics != NULL)
+        rc = insert_metrics(s, job, round, attempt, metrics);
 out:
     done(st);
     rc = end(s, rc);
@@ -1650,6 +1721,51 @@ int coord_store_round_list(coord_store_t *s, int64_t job, size_t max_cohort,
     if ((rc = prep(s, ST_ROUND_LIST, &st, IDS(job))) != 0 ||
         (rc = fetch_all(s, st, read_round, max_cohort, sizeof(**out), clear_round, &arr, n,
                         "list rounds")) != 0)
+        return rc;
+    *out = arr;
+    return 0;
+}
+
+static int read_history(sqlite3_stmt *st, size_t max, void *row)
+{
+    coord_srow_history_t *h = row;
+
+    (void)max;
+    memset(h, 0, sizeof(*h));
+    h->round = sqlite3_column_int64(st, 0);
+    h->attempt = sqlite3_column_int64(st, 1);
+    h->opened_ms = sqlite3_column_int64(st, 2);
+    h->committed_ms = sqlite3_column_int64(st, 3);
+    h->selected = (uint32_t)sqlite3_column_int64(st, 4);
+    h->accepted = (uint32_t)sqlite3_column_int64(st, 5);
+    h->bytes_up = (uint64_t)sqlite3_column_int64(st, 6);
+    /* NULL (no metrics row, or a non-finite value) reads as 0. */
+    h->m.samples = (uint64_t)sqlite3_column_int64(st, 7);
+    h->m.train_loss = sqlite3_column_double(st, 8);
+    h->m.eval_samples = (uint64_t)sqlite3_column_int64(st, 9);
+    h->m.eval_accuracy = sqlite3_column_double(st, 10);
+    h->m.eval_mse = sqlite3_column_double(st, 11);
+    h->m.model_nnz = (uint32_t)sqlite3_column_int64(st, 12);
+    h->m.bytes_down = (uint64_t)sqlite3_column_int64(st, 13);
+    return 0;
+}
+
+int coord_store_history(coord_store_t *s, int64_t job, int64_t after_round, size_t limit,
+                        coord_srow_history_t **out, size_t *n)
+{
+    sqlite3_stmt *st;
+    void *arr = NULL;
+    int rc;
+
+    if (s == NULL || out == NULL || n == NULL || limit == 0)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument or zero limit");
+    *out = NULL;
+    *n = 0;
+    if (limit > INT64_MAX)
+        limit = INT64_MAX;
+    if ((rc = prep(s, ST_HISTORY, &st, IDS(job, after_round, (int64_t)limit))) != 0 ||
+        (rc = fetch_all(s, st, read_history, 0, sizeof(**out), NULL, &arr, n,
+                        "read job history")) != 0)
         return rc;
     *out = arr;
     return 0;

@@ -20,7 +20,7 @@
 
 #include "sfl/error.h"
 
-#define COORD_STORE_SCHEMA_VERSION 1
+#define COORD_STORE_SCHEMA_VERSION 2
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128
@@ -103,6 +103,29 @@ typedef struct {
     int64_t closed_ms; /* 0 while the round is live */
     char reason[COORD_REASON_MAX + 1];
 } coord_srow_round_t;
+
+/* What a committed round's accepted updates reported, folded by the
+ * coordinator (sample-weighted means), stored with the commit. */
+typedef struct {
+    uint64_t samples;      /* training rows of the accepted updates; 0 = none */
+    double train_loss;     /* their sample-weighted mean train_loss */
+    uint64_t eval_samples; /* held-out rows; 0 = none evaluated */
+    double eval_accuracy;  /* eval_samples-weighted means (classification, */
+    double eval_mse;       /* resp. least squares; 0 where not reported) */
+    uint32_t model_nnz;    /* nonzeros of the model the round produced */
+    uint64_t bytes_down;   /* task bytes sent in the committed attempt */
+} coord_round_metrics_t;
+
+/* One committed round as coord_store_history reads it. */
+typedef struct {
+    int64_t round, attempt;
+    int64_t opened_ms;    /* the round's first attempt opened */
+    int64_t committed_ms;
+    uint32_t selected;    /* the committed attempt's cohort */
+    uint32_t accepted;    /* its accepted participation rows */
+    uint64_t bytes_up;    /* and their update bytes */
+    coord_round_metrics_t m; /* all 0 for a round committed before schema 2 */
+} coord_srow_history_t;
 
 typedef struct {
     int64_t agent_id;
@@ -201,12 +224,19 @@ int coord_store_round_set_state(coord_store_t *s, int64_t job, int64_t round, in
 /* The commit, in ONE transaction: the AGGREGATING round becomes COMMITTED,
  * the checkpoint (model, borrowed, opaque bytes) is stored with its
  * BLAKE2b-256 hash, jobs.last_committed_round = round, and checkpoints older
- * than the last keep_checkpoints are deleted. hash (may be NULL) receives the
+ * than the last keep_checkpoints are deleted; metrics (may be NULL: none)
+ * are stored with the round. hash (may be NULL) receives the
  * model hash. After it returns 0 the commit is durable. A model beyond
  * SQLite's blob limit (1e9 bytes by default) gives SFL_ELIMIT. */
 int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
                              const uint8_t *model, size_t len,
+                             const coord_round_metrics_t *metrics,
                              uint8_t hash[COORD_HASH_BYTES]);
+/* The committed rounds of job after after_round, ascending, at most limit
+ * of them (>= 1): the training history sflctl prints. Returns owned
+ * (coord_store_free); *n may be 0. */
+int coord_store_history(coord_store_t *s, int64_t job, int64_t after_round, size_t limit,
+                        coord_srow_history_t **out, size_t *n);
 /* One round attempt; the manifest is refused (SFL_ELIMIT) beyond max_cohort
  * ids. Fills *out (cohort owned, coord_round_clear). */
 int coord_store_round_get(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,

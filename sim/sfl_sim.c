@@ -4,13 +4,18 @@
  * and the broadcast model pass through the wire codec, so byte counts and
  * lossy encodings are exactly what the network would see. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "sfl/algo.h"
 #include "sfl/csv.h"
@@ -470,26 +475,149 @@ static void wire(sfl_spvec_t **v, sfl_enc_t enc, uint8_t **buf, size_t *cap, uin
     *v = back;
 }
 
-static void plot(const char *png, const char *csvpath, const sim_cfg_t *cfg)
-{
-    FILE *g = popen("gnuplot", "w");
+/* The gnuplot program of --plot. Every user string (the PNG path, the data
+ * file, the title) arrives as an argument of `gnuplot -c` (ARG1..ARG4) and
+ * is used as a string value, never pasted into the program text, so quotes,
+ * spaces or newlines in a file name cannot change what gnuplot runs. */
+static const char plot_script[] =
+    "set terminal pngcairo size 800,500 noenhanced\n"
+    "set output ARG1\n"
+    "set logscale y\n"
+    "set xlabel 'round'\n"
+    "set ylabel 'objective'\n"
+    "set grid\n"
+    "set title ARG3\n"
+    "plot ARG2 using 1:2 with lines lw 2 title ARG4\n"
+    "unset output\n";
 
-    if (g == NULL) {
-        fprintf(stderr, "sfl-sim: error: cannot run gnuplot: %s\n", strerror(errno));
-        exit(1);
+static int write_file(const char *path, const char *text, const double *obj, uint32_t n)
+{
+    FILE *f = fopen(path, "w");
+    int ok;
+
+    if (f == NULL)
+        return -errno;
+    if (text != NULL)
+        fputs(text, f);
+    for (uint32_t t = 0; t < n; t++)
+        if (isfinite(obj[t]) && obj[t] > 0) /* a log scale has no room for the rest */
+            fprintf(f, "%u %.17g\n", t + 1, obj[t]);
+    ok = !ferror(f);
+    if (fclose(f) != 0 || !ok)
+        return -EIO;
+    return 0;
+}
+
+/* gnuplot's complaint in its stderr file: the text after "line N: " of the
+ * first line that has one (gnuplot's error format), else the last
+ * non-empty line; "" when there is none. */
+static void gnuplot_reason(const char *path, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    char line[512];
+    int found = 0;
+
+    out[0] = '\0';
+    while (f && !found && fgets(line, sizeof(line), f)) {
+        char *p = strstr(line, "\" line "), *e;
+        const char *src;
+
+        line[strcspn(line, "\n")] = '\0';
+        if (p && (e = strstr(p, ": ")) != NULL) {
+            src = e + 2;
+            found = 1;
+        } else if (line[strspn(line, " \t^")] != '\0') {
+            src = line;
+        } else {
+            continue;
+        }
+        {
+            size_t n = strlen(src) < cap - 1 ? strlen(src) : cap - 1;
+
+            memcpy(out, src, n);
+            out[n] = '\0';
+        }
     }
-    fprintf(g, "set terminal pngcairo size 800,500 noenhanced\n"
-               "set output '%s'\nset datafile separator ','\n"
-               "set key autotitle columnhead\nset logscale y\n"
-               "set xlabel 'round'\nset ylabel 'objective'\nset grid\n"
-               "set title '%s on %s'\n"
-               "plot '%s' using 1:2 with lines lw 2 title '%s'\n",
-            png, cfg->algo, cfg->data, csvpath, cfg->algo);
-    if (pclose(g) != 0) {
-        fprintf(stderr, "sfl-sim: error: gnuplot failed drawing %s (is gnuplot-nox "
-                        "installed?)\n", png);
-        exit(1);
+    if (f)
+        fclose(f);
+}
+
+/* Draws obj[0..n) (the objective of rounds 1..n) into png with gnuplot.
+ * The data and the program go through a private temporary directory
+ * ($TMPDIR or /tmp) that is removed before returning, whatever happens.
+ * Returns 0, or fills why and returns -1: the caller only warns, the
+ * simulation's CSV is already out. */
+static int plot(const char *png, const double *obj, uint32_t n, const sim_cfg_t *cfg, char *why,
+                size_t cap)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096], data[4200], prog[4200], errs[4200], title[512], said[256];
+    posix_spawn_file_actions_t fa;
+    char *argv[] = {"gnuplot", "-c", prog, (char *)png, data, title, cfg->algo, NULL};
+    pid_t pid;
+    int rc, status = 0, made = 0;
+
+    if (tmp == NULL || tmp[0] == '\0')
+        tmp = "/tmp";
+    if ((size_t)snprintf(dir, sizeof(dir), "%s/sfl-sim-plot-XXXXXX", tmp) >= sizeof(dir)) {
+        snprintf(why, cap, "TMPDIR is too long");
+        return -1;
     }
+    if (mkdtemp(dir) == NULL) {
+        snprintf(why, cap, "cannot make a temporary directory in %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    snprintf(data, sizeof(data), "%s/objective.dat", dir);
+    snprintf(prog, sizeof(prog), "%s/plot.gp", dir);
+    snprintf(errs, sizeof(errs), "%s/gnuplot.err", dir);
+    snprintf(title, sizeof(title), "%s on %s", cfg->algo, cfg->data);
+    rc = -1;
+    if ((made = write_file(data, NULL, obj, n)) < 0 || write_file(prog, plot_script, obj, 0) < 0) {
+        snprintf(why, cap, "cannot write the plot's input in %s: %s", tmp,
+                 strerror(made < 0 ? -made : EIO));
+        goto out;
+    }
+    fflush(NULL); /* nothing of ours may be written twice by the child */
+    /* gnuplot reads nothing from us and its messages are summed up in our
+     * one warning line. */
+    if ((errno = posix_spawn_file_actions_init(&fa)) != 0) {
+        snprintf(why, cap, "cannot run gnuplot: %s", strerror(errno));
+        goto out;
+    }
+    if ((errno = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) == 0 &&
+        (errno = posix_spawn_file_actions_addopen(&fa, 1, errs, O_WRONLY | O_CREAT | O_TRUNC,
+                                                  0600)) == 0 &&
+        (errno = posix_spawn_file_actions_adddup2(&fa, 1, 2)) == 0)
+        errno = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (errno != 0) {
+        snprintf(why, cap, "cannot run gnuplot: %s (install gnuplot-nox)", strerror(errno));
+        goto out;
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            snprintf(why, cap, "waiting for gnuplot: %s", strerror(errno));
+            goto out;
+        }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+            snprintf(why, cap, "cannot run gnuplot (install gnuplot-nox)");
+        else {
+            gnuplot_reason(errs, said, sizeof(said));
+            snprintf(why, cap, "gnuplot failed (%s %d)%s%s",
+                     WIFEXITED(status) ? "exit status" : "signal",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                     said[0] ? ": " : "", said);
+        }
+        goto out;
+    }
+    rc = 0;
+out:
+    unlink(data);
+    unlink(prog);
+    unlink(errs);
+    rmdir(dir);
+    return rc;
 }
 
 /* The metric columns of one CSV row for the model x (md entries); returns
@@ -536,7 +664,7 @@ int main(int argc, char **argv)
     const sfl_loss_t *loss;
     sfl_enc_t enc;
     FILE *out = stdout;
-    char tmpcsv[] = "/tmp/sfl-sim-XXXXXX";
+    double *objs = NULL; /* every round's objective, for --plot */
     int rc, progress;
 
     if (sim_options(argc, argv, &cfg) < 0)
@@ -630,13 +758,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "sfl-sim: note: %u of %u clients have no data and sit out\n",
                 fed.nclients - active, fed.nclients);
 
-    /* Output. */
-    if (cfg.plot && !cfg.output) {
-        int fd = mkstemp(tmpcsv);
-
-        if (fd < 0 || (out = fdopen(fd, "w")) == NULL)
-            die("temporary CSV", -errno);
-    } else if (cfg.output) {
+    /* Output: the CSV goes out row by row as rounds finish (flushed), with
+     * or without --plot, so an interrupted or failed run keeps every
+     * finished round. */
+    if (cfg.plot)
+        objs = xcalloc(cfg.rounds, sizeof(double));
+    if (cfg.output) {
         out = fopen(cfg.output, "w");
         if (out == NULL) {
             fprintf(stderr, "sfl-sim: error: cannot write %s: %s\n", cfg.output,
@@ -734,6 +861,12 @@ int main(int argc, char **argv)
         fprintf(out, ",%zu,%llu,%llu,%.1f\n", sfl_dvec_nnz(global, d),
                 (unsigned long long)up, (unsigned long long)down,
                 cfg.no_wall_clock ? 0.0 : now_ms() - t0);
+        if (fflush(out) != 0) {
+            fprintf(stderr, "\nsfl-sim: error: writing the CSV: %s\n", strerror(errno));
+            return 1;
+        }
+        if (objs)
+            objs[t - 1] = objective;
         if (progress)
             fprintf(stderr, "\rsfl-sim: round %u/%u objective %.6g nnz %zu   ", t, cfg.rounds,
                     objective, sfl_dvec_nnz(global, d));
@@ -747,18 +880,13 @@ int main(int argc, char **argv)
         return 1;
     }
     if (cfg.plot) {
-        plot(cfg.plot, cfg.output ? cfg.output : tmpcsv, &cfg);
-        if (!cfg.output) {
-            /* The CSV still goes to stdout. */
-            FILE *in = fopen(tmpcsv, "r");
-            char line[4096];
+        char why[512];
 
-            while (in && fgets(line, sizeof(line), in))
-                fputs(line, stdout);
-            if (in)
-                fclose(in);
-            unlink(tmpcsv);
-        }
+        /* The run succeeded and its CSV is out: a plot that cannot be drawn
+         * is worth a warning, not a failed run. */
+        if (plot(cfg.plot, objs, cfg.rounds, &cfg, why, sizeof(why)) < 0)
+            fprintf(stderr, "sfl-sim: warning: no plot written to %s: %s\n", cfg.plot, why);
+        free(objs);
     }
     if (!cfg.quiet) {
         struct rusage ru;

@@ -153,7 +153,7 @@ grep -Eq "^1 +lsq +fediterht +finished +$ROUNDS/$ROUNDS " "$t/ctl.log" ||
 $CTL agents > "$t/ctl.log" 2>&1 || fail "sflctl agents: $(cat "$t/ctl.log")"
 [ "$(grep -Ec '^[0-9]+ +agent-[0-3] ' "$t/ctl.log")" -ge 4 ] ||
     fail "sflctl agents: fewer than 4 agents: $(cat "$t/ctl.log")"
-$CTL model export 1 "$t/model.spc" > "$t/ctl.log" 2>&1 || fail "sflctl model export: $(cat "$t/ctl.log")"
+$CTL model export 1 "$t/model.spc" --format spcodec > "$t/ctl.log" 2>&1 || fail "sflctl model export: $(cat "$t/ctl.log")"
 [ -s "$t/model.spc" ] || fail "sflctl model export: empty file"
 grep -q "^job 1 round $ROUNDS: dimension 200, nnz [1-9]" "$t/ctl.log" ||
     fail "sflctl model export: $(cat "$t/ctl.log")"

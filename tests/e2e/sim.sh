@@ -102,14 +102,73 @@ else
     echo "skipped: $DATA/derived/colon-cancer.libsvm not found"
 fi
 
-# --plot draws a PNG and still writes the CSV.
-step "plot draws a PNG and still writes the CSV"
+# The CSV streams: each round's row is written (and flushed) when the round
+# finishes, so a run killed midway keeps whole rows of its finished rounds.
+step "CSV rows stream out as rounds finish"
+"$SIM" --data synth:sparse --clients 3 --samples 40 --dim 200 --support 5 --tau 10 \
+    --rounds 1000000 --quiet > "$t/stream.csv" &
+sp=$!
+rows() { [ "$(cat "$t/stream.csv" 2> /dev/null | wc -l)" -ge 4 ]; }
+n=600
+while [ $n -gt 0 ] && ! rows; do sleep 0.1; n=$((n - 1)); done
+kill -9 $sp 2>/dev/null || true
+wait $sp 2>/dev/null || true
+rows || fail "no rows within 60 s of a streaming run"
+[ "$(tail -c 1 "$t/stream.csv" | od -An -c | tr -d ' ')" = '\n' ] ||
+    fail "a killed run left a partial row (rows are not flushed one by one)"
+awk -F, 'NR == 1 { n = NF } NF != n || (NR > 1 && $1 != NR - 1) { exit 1 }' "$t/stream.csv" ||
+    fail "streamed rows are not whole: $(tail -2 "$t/stream.csv")"
+
+# --plot never loses the run: the CSV goes to stdout whatever happens to the
+# plot, a plot that cannot be drawn is one warning line, the exit status
+# stays 0, and no temporary file is left behind (in TMPDIR, or /tmp).
+mkdir "$t/tmp"
+ls -d /tmp/sfl-sim-plot-* > "$t/tmp-before" 2>/dev/null || true
+plotrun() { # $1 = PNG path, rest = environment (VAR=value ...)
+    png=$1; shift
+    set +e
+    env TMPDIR="$t/tmp" "$@" "$SIM" --data synth:sparse --clients 3 --rounds 5 --tau 30 \
+        --plot "$png" --quiet > "$t/p.csv" 2> "$t/p.err"
+    rc=$?
+    set -e
+    [ $rc -eq 0 ] || fail "--plot $png: exit $rc: $(cat "$t/p.err")"
+    [ "$(wc -l < "$t/p.csv")" -eq 6 ] || fail "--plot $png lost the CSV: $(cat "$t/p.csv")"
+    [ -z "$(ls -A "$t/tmp")" ] || fail "--plot $png left $(ls -A "$t/tmp") in TMPDIR"
+}
+step "--plot without gnuplot: a warning, the CSV, exit 0"
+plotrun "$t/none.png" PATH=/nonexistent
+grep -q "^sfl-sim: warning: no plot written to $t/none.png: cannot run gnuplot" "$t/p.err" ||
+    fail "no warning without gnuplot: $(cat "$t/p.err")"
+[ "$(wc -l < "$t/p.err")" -eq 1 ] || fail "more than one line on stderr: $(cat "$t/p.err")"
 if command -v gnuplot > /dev/null; then
-    "$SIM" --data synth:sparse --clients 3 --rounds 5 --tau 30 --plot "$t/p.png" --quiet \
-        > "$t/p.csv"
+    step "--plot draws a PNG and still writes the CSV"
+    plotrun "$t/p.png"
     [ -s "$t/p.png" ] || fail "no plot"
-    [ "$(wc -l < "$t/p.csv")" -eq 6 ] || fail "plot run lost the CSV"
+    [ ! -s "$t/p.err" ] || fail "stderr of a good plot: $(cat "$t/p.err")"
+    step "--plot into a directory that does not exist: a warning, exit 0"
+    plotrun "$t/no/such/dir/p.png"
+    grep -q "^sfl-sim: warning: no plot written to $t/no/such/dir/p.png: gnuplot failed" \
+        "$t/p.err" || fail "no warning for a bad path: $(cat "$t/p.err")"
+    [ "$(wc -l < "$t/p.err")" -eq 1 ] || fail "more than one line on stderr: $(cat "$t/p.err")"
+    step "--plot with quotes, spaces, a newline and gnuplot syntax in the names"
+    # (gnuplot runs in this directory: evil.png would appear here)
+    odd="$t/it's a \"plot\" \`x\`; set output 'evil.png'
+line2.png"
+    plotrun "$odd"
+    [ -s "$odd" ] || fail "no plot at the odd name"
+    [ ! -e evil.png ] || { rm -f evil.png; fail "the file name was run as gnuplot code"; }
+    # the data path goes into the title the same way
+    mkdir "$t/odd dir's"
+    "$SIM" --data synth:sparse --clients 2 --samples 20 --dim 50 --support 3 --tau 3 \
+        --rounds 1 --quiet --dump-data "$t/odd dir's/in \"x\" '2'.svm" > /dev/null
+    TMPDIR="$t/tmp" "$SIM" --data "libsvm:$t/odd dir's/in \"x\" '2'.svm" --clients 2 --tau 3 \
+        --rounds 3 --plot "$t/odd dir's/p.png" --quiet > "$t/p.csv" 2> "$t/p.err" ||
+        fail "odd data path: $(cat "$t/p.err")"
+    [ -s "$t/odd dir's/p.png" ] && [ ! -s "$t/p.err" ] || fail "odd data path: $(cat "$t/p.err")"
+    [ -z "$(ls -A "$t/tmp")" ] || fail "left $(ls -A "$t/tmp") in TMPDIR"
 else
-    echo "skipped: gnuplot not installed"
+    echo "skipped: the PNG checks (gnuplot not installed)"
 fi
+ls -d /tmp/sfl-sim-plot-* > "$t/tmp-after" 2>/dev/null || true
+cmp -s "$t/tmp-before" "$t/tmp-after" || fail "--plot left files in /tmp: $(cat "$t/tmp-after")"
 echo "sim e2e: ok"

@@ -25,6 +25,7 @@
 #include "failalloc.h"
 #include "testutil.h"
 #include "sfl/alloc.h"
+#include "sfl/csr.h"
 #include "sfl/grpc.h"
 #include "sfl/libsvm.h"
 #include "sfl/loss.h"
@@ -929,7 +930,7 @@ static void test_agent_train_task_matches_client_round(void **state)
     fill_task(&t, "lsq", 0, NULL, 5);
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0); /* sets model_hash */
     sfl_msg_buf_free(sign);
-    assert_int_equal(agent_train_task(&t, ds, agent_key, AGENT_ID, &ws, &msg, &len), 0);
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len), 0);
     p = open_update(msg, len, &t);
     want = reference(reg_path, &t, AGENT_ID);
     assert_same_bits(p->update, want);
@@ -951,7 +952,7 @@ static void test_agent_train_task_matches_client_round(void **state)
     t.params.lambda = 1e-3;
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
     sfl_msg_buf_free(sign);
-    assert_int_equal(agent_train_task(&t, ds, agent_key, AGENT_ID, &ws, &msg, &len), 0);
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len), 0);
     p = open_update(msg, len, &t);
     want = reference(cls_path, &t, AGENT_ID);
     assert_same_bits(p->update, want);
@@ -960,18 +961,99 @@ static void test_agent_train_task_matches_client_round(void **state)
     sfl_msg_buf_free(msg);
     /* A local label the job does not list. */
     fill_task(&t, "logistic", 2, wrong, 2);
-    assert_int_equal(agent_train_task(&t, ds, agent_key, AGENT_ID, &ws, &msg, &len), SFL_EINVAL);
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len),
+                     SFL_EINVAL);
     assert_detail("task: local label -1 (row 1) is not among the job's 2 labels");
     assert_null(msg);
     /* More nonzeros than the task allows. */
     fill_task(&t, "logistic", 2, pm, 2);
     t.max_update_nnz = 2;
-    assert_int_equal(agent_train_task(&t, ds, agent_key, AGENT_ID, &ws, &msg, &len), SFL_ELIMIT);
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len),
+                     SFL_ELIMIT);
     assert_detail("update has 3 nonzeros, the task allows 2");
     /* An untrainable task is refused before any work. */
     fill_task(&t, "lsq", 0, NULL, 2);
     t.update_mode = SFL_UPDATE_MODE_SECURE_AGG;
-    assert_int_equal(agent_train_task(&t, ds, agent_key, AGENT_ID, &ws, &msg, &len), SFL_EUNSUP);
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len),
+                     SFL_EUNSUP);
+    sfl_dataset_free(ds);
+    sfl_algo_ws_close(&ws);
+}
+
+/* The held-out metric is the task model's (before local training):
+ * accuracy for logistic, mean squared error for lsq; the update itself is
+ * unchanged by evaluation. */
+static void test_agent_train_task_eval(void **state)
+{
+    static const double pm[] = {-1, 1};
+    sfl_dataset_t *ds, *tr, *ev;
+    sfl_algo_ws_t ws;
+    sfl_task_t t;
+    sfl_payload_t *p, *q;
+    sfl_rng_t r, r2;
+    uint8_t *msg, *msg2, *sign;
+    size_t len, len2, slen;
+    double want = 0, x[NCOLS] = {0};
+    sfl_dataset_t *coded;
+
+    (void)state;
+    sfl_algo_ws_init(&ws);
+    assert_int_equal(sfl_libsvm_read(cls_path, 0, NULL, &ds), 0);
+    agent_eval_rng(agent_key->pk, &r);
+    agent_eval_rng(agent_key->pk, &r2);
+    assert_int_equal(sfl_rng_u64(&r), sfl_rng_u64(&r2)); /* same identity, same split */
+    agent_eval_rng(agent_key->pk, &r);
+    assert_int_equal(sfl_dataset_split(ds, 0.5, &r, &tr, &ev), 0);
+    assert_int_equal(tr->X->nrows + ev->X->nrows, ds->X->nrows);
+    assert_true(ev->X->nrows > 0);
+    fill_task(&t, "logistic", 2, pm, 2);
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
+    sfl_msg_buf_free(sign);
+    assert_int_equal(agent_train_task(&t, tr, ev, agent_key, AGENT_ID, &ws, &msg, &len), 0);
+    assert_int_equal(agent_train_task(&t, tr, NULL, agent_key, AGENT_ID, &ws, &msg2, &len2), 0);
+    p = open_update(msg, len, &t);
+    q = open_update(msg2, len2, &t);
+    assert_same_bits(p->update, q->update);
+    assert_true(p->train_loss == q->train_loss);
+    assert_int_equal(p->samples, tr->X->nrows);
+    assert_int_equal(p->eval_samples, ev->X->nrows);
+    assert_int_equal(q->eval_samples, 0);
+    sfl_spvec_scatter(S.model, x);
+    {
+        uint32_t *all = calloc(ev->X->nrows, sizeof(uint32_t));
+
+        for (uint32_t i = 0; i < ev->X->nrows; i++)
+            all[i] = i;
+        assert_int_equal(sfl_dataset_subset(ev, all, ev->X->nrows, &coded), 0);
+        free(all);
+    }
+    for (uint32_t i = 0; i < coded->X->nrows; i++)
+        coded->y[i] = coded->y[i] > 0; /* -1 -> class 0, +1 -> class 1 */
+    assert_true(p->eval_accuracy == sfl_loss_accuracy(&sfl_loss_logistic, coded, x));
+    sfl_dataset_free(coded);
+    assert_true(p->eval_mse == 0);
+    sfl_msg_payload_free(p);
+    sfl_msg_payload_free(q);
+    sfl_msg_buf_free(msg);
+    sfl_msg_buf_free(msg2);
+
+    /* Least squares: mean squared error on the held-out rows. */
+    fill_task(&t, "lsq", 0, NULL, 2);
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
+    sfl_msg_buf_free(sign);
+    assert_int_equal(agent_train_task(&t, tr, ev, agent_key, AGENT_ID, &ws, &msg, &len), 0);
+    p = open_update(msg, len, &t);
+    for (uint32_t i = 0; i < ev->X->nrows; i++) {
+        double e = sfl_csr_row_dot(ev->X, i, x) - ev->y[i];
+
+        want += e * e;
+    }
+    assert_true(fabs(p->eval_mse - want / ev->X->nrows) < 1e-12);
+    assert_true(p->eval_accuracy == 0);
+    sfl_msg_payload_free(p);
+    sfl_msg_buf_free(msg);
+    sfl_dataset_free(tr);
+    sfl_dataset_free(ev);
     sfl_dataset_free(ds);
     sfl_algo_ws_close(&ws);
 }
@@ -991,7 +1073,7 @@ static void test_agent_train_task_failalloc(void **state)
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
     sfl_msg_buf_free(sign);
     sfl_algo_ws_init(&ws);
-    FAILALLOC_EACH(agent_train_task(&t, ds, agent_key, AGENT_ID, &ws, &msg, &len), {
+    FAILALLOC_EACH(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len), {
         sfl_msg_buf_free(msg);
         msg = NULL;
         sfl_algo_ws_close(&ws);
@@ -1377,6 +1459,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_task_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_matches_client_round, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_agent_train_task_eval, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_failalloc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_new_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_new_failalloc, setup, teardown),

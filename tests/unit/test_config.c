@@ -80,6 +80,23 @@ static void test_config_errors(void **state)
     assert_int_equal(agent_config_check(&c), SFL_EINVAL); /* pk */
     assert_int_equal(agent_config_set(&c, "coordinator_pk", pk), 0);
     assert_int_equal(agent_config_check(&c), 0);
+    /* The held-out split: a fraction in [0, 1) or a file, not both. */
+    assert_int_equal(agent_config_set(&c, "eval_fraction", "1"), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "eval_fraction: '1' is not a number in [0, 1)"));
+    assert_int_equal(agent_config_set(&c, "eval_fraction", "0.2x"), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "eval_fraction", "nan"), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "eval_fraction", "0.25"), 0);
+    assert_true(c.eval_fraction == 0.25);
+    assert_int_equal(agent_config_check(&c), 0);
+    assert_int_equal(agent_config_set(&c, "eval_file", "libsvm:held.svm"), 0);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "exclude each other"));
+    assert_int_equal(agent_config_set(&c, "eval_fraction", "0"), 0);
+    assert_int_equal(agent_config_check(&c), 0);
+    assert_int_equal(agent_config_set(&c, "eval_file", "held.svm"), 0);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "eval_file must be libsvm:FILE or csv:FILE"));
+    assert_int_equal(agent_config_set(&c, "eval_file", ""), 0);
     assert_int_equal(agent_config_set(&c, "data", "parquet:x"), 0);
     assert_int_equal(agent_config_check(&c), SFL_EINVAL);
 

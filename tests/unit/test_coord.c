@@ -340,7 +340,11 @@ static uint8_t *make_update(const sfl_task_t *t, const sfl_identity_t *signer,
     p.update = v;
     p.encoding = t->value_encoding;
     p.samples = samples;
-    p.train_loss = 0.5;
+    /* Progress figures derived from samples, exact in binary, so the
+     * coordinator's weighted means can be checked exactly. */
+    p.train_loss = (double)samples / 8;
+    p.eval_samples = samples / 2;
+    p.eval_mse = (double)samples / 16;
     assert_int_equal(sfl_msg_payload_pack(&p, &pl, &pllen), 0);
     memset(&ctx, 0, sizeof(ctx));
     memcpy(ctx.round_pk, seal_pk ? seal_pk : t->round_key, 32);
@@ -485,6 +489,22 @@ static sfl_export_t *export_model(cli_t *k, uint64_t job, uint64_t round, int *s
         assert_int_equal(sfl_msg_export_unpack(res.resp, res.len, NULL, &e), 0);
     free(res.resp);
     return e;
+}
+
+static sfl_job_history_t *job_history(cli_t *k, uint64_t job, uint64_t after, int *status)
+{
+    sfl_job_history_t *h = NULL;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    assert_int_equal(sfl_msg_history_req_pack(job, after, &buf, &len), 0);
+    call(k, "/sfl.v1.Admin/JobHistory", buf, len, &res);
+    *status = res.status;
+    if (res.status == 0)
+        assert_int_equal(sfl_msg_history_unpack(res.resp, res.len, NULL, &h), 0);
+    free(res.resp);
+    return h;
 }
 
 /* ---- metrics over plain HTTP -------------------------------------------------------- */
@@ -915,6 +935,42 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_int_equal(status, SFL_GRPC_STATUS_NOT_FOUND);
     assert_null(e);
 
+    /* training progress: sample-weighted means of what the two accepted
+     * updates reported (samples 10 and 30; 5 and 15 held-out rows) */
+    st = admin_status(&F.admin);
+    assert_true(find_job(st, job)->last_train_loss == (10 * 1.25 + 30 * 3.75) / 40);
+    assert_int_equal(find_job(st, job)->last_samples, 40);
+    assert_int_equal(find_job(st, job)->last_eval_samples, 20);
+    assert_true(find_job(st, job)->last_eval_mse == (5 * 0.625 + 15 * 1.875) / 20);
+    assert_true(find_job(st, job)->last_eval_accuracy == 0);
+    sfl_msg_status_free(st);
+    {
+        sfl_job_history_t *h = job_history(&F.admin, job, 0, &status);
+
+        assert_int_equal(status, 0);
+        assert_string_equal(h->loss, "lsq");
+        assert_int_equal(h->n, 1);
+        assert_int_equal(h->more, 0);
+        assert_int_equal(h->rounds[0].round, 1);
+        assert_int_equal(h->rounds[0].attempt, 0);
+        assert_int_equal(h->rounds[0].selected, 2);
+        assert_int_equal(h->rounds[0].accepted, 2);
+        assert_int_equal(h->rounds[0].samples, 40);
+        assert_true(h->rounds[0].train_loss == 3.125);
+        assert_int_equal(h->rounds[0].eval_samples, 20);
+        assert_true(h->rounds[0].eval_mse == 1.5625);
+        assert_int_equal(h->rounds[0].model_nnz, 3);
+        assert_true(h->rounds[0].bytes_up > 0 && h->rounds[0].bytes_down > 0);
+        assert_true(h->rounds[0].committed_ms >= h->rounds[0].opened_ms);
+        sfl_msg_history_free(h);
+        h = job_history(&F.admin, job, 1, &status);
+        assert_int_equal(status, 0);
+        assert_int_equal(h->n, 0);
+        sfl_msg_history_free(h);
+        assert_null(job_history(&F.admin, job + 100, 0, &status));
+        assert_int_equal(status, SFL_GRPC_STATUS_NOT_FOUND);
+    }
+
     /* the metrics say so too */
     m = http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34);
     assert_non_null(strstr(m, "HTTP/1.1 200 OK"));
@@ -927,6 +983,10 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_non_null(strstr(m, "sfl_updates_rejected_total{reason=\"not_selected\"} 1\n"));
     assert_non_null(strstr(m, "\nsfl_agents_connected 3\n"));
     assert_non_null(strstr(m, "sfl_aggregation_seconds_count 1\n"));
+    assert_non_null(strstr(m, "\nsfl_job_committed_round{job=\"1\",name=\"unit\"} 1\n"));
+    assert_non_null(strstr(m, "\nsfl_job_train_loss{job=\"1\",name=\"unit\"} 3.125\n"));
+    assert_non_null(strstr(m, "\nsfl_job_eval_mse{job=\"1\",name=\"unit\"} 1.5625\n"));
+    assert_null(strstr(m, "\nsfl_job_eval_accuracy{")); /* an lsq job */
 
     /* graceful stop while round 2 trains (no quorum): it is abandoned */
     stop();
@@ -949,6 +1009,8 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_int_equal(st->jobs[0].state, SFL_JOB_RUNNING);
     assert_int_equal(st->jobs[0].round_state, SFL_ROUND_SELECTING);
     assert_int_equal(st->jobs[0].attempt, 1); /* round 2's attempt 0 died with the process */
+    assert_true(st->jobs[0].last_train_loss == 3.125); /* read back from the store */
+    assert_int_equal(st->jobs[0].last_eval_samples, 20);
     sfl_msg_status_free(st);
     e = export_model(&F.admin, job, 1, &status);
     assert_int_equal(status, 0);

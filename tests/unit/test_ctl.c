@@ -263,11 +263,39 @@ static void test_ctl_print(void **state)
     CAPTURE(out, ctl_print_jobs(f, jobs, 2));
     assert_string_equal(out,
                         "ID   NAME       ALGORITHM STATE     ROUNDS      ROUND       ATTEMPT "
-                        "ACCEPTED NNZ\n"
+                        "ACCEPTED NNZ     LAST ROUND\n"
                         "1    lsq        fediterht finished  60/60       -           -       "
-                        "-        5\n"
+                        "-        5       -\n"
                         "12   second-job fediterht running   2/60        training    1       "
-                        "3/4      0\n");
+                        "3/4      0       -\n");
+    free(out);
+    /* the last committed round's progress, with the metric of the loss */
+    jobs[0].last_samples = 400;
+    jobs[0].last_train_loss = 0.123456;
+    snprintf(jobs[0].loss, sizeof(jobs[0].loss), "lsq");
+    assert_string_equal(ctl_progress(&jobs[0], line, sizeof(line)), "loss 0.1235");
+    jobs[0].last_eval_samples = 80;
+    jobs[0].last_eval_mse = 2.5;
+    assert_string_equal(ctl_progress(&jobs[0], line, sizeof(line)),
+                        "loss 0.1235, mse 2.5 (80 held out)");
+    jobs[1].last_samples = 10;
+    jobs[1].last_train_loss = 0.69;
+    jobs[1].last_eval_samples = 20;
+    jobs[1].last_eval_accuracy = 0.95;
+    snprintf(jobs[1].loss, sizeof(jobs[1].loss), "logistic");
+    CAPTURE(out, ctl_print_jobs(f, jobs, 2));
+    assert_string_equal(out,
+                        "ID   NAME       ALGORITHM STATE     ROUNDS      ROUND       ATTEMPT "
+                        "ACCEPTED NNZ     LAST ROUND\n"
+                        "1    lsq        fediterht finished  60/60       -           -       "
+                        "-        5       loss 0.1235, mse 2.5 (80 held out)\n"
+                        "12   second-job fediterht running   2/60        training    1       "
+                        "3/4      0       loss 0.69, accuracy 0.95 (20 held out)\n");
+    assert_string_equal(ctl_watch_line(&jobs[1], line, sizeof(line)),
+                        "job 12 second-job: round 3/60 attempt 1 training, 3/4 accepted "
+                        "(5 selected, quorum 3); last round loss 0.69, accuracy 0.95 "
+                        "(20 held out)");
+    jobs[0].last_samples = jobs[1].last_samples = 0;
     free(out);
     CAPTURE(out, ctl_print_jobs(f, jobs, 0));
     assert_string_equal(out, "no jobs\n");
@@ -306,9 +334,9 @@ static void test_ctl_print(void **state)
                              "jobs         1\n"
                              "\n"
                              "ID   NAME ALGORITHM STATE     ROUNDS      ROUND       ATTEMPT "
-                             "ACCEPTED NNZ\n"
+                             "ACCEPTED NNZ     LAST ROUND\n"
                              "1    lsq  fediterht finished  60/60       -           -       "
-                             "-        5\n");
+                             "-        5       -\n");
     free(out);
 
     memset(&ag, 0, sizeof(ag));
@@ -342,6 +370,58 @@ static void test_ctl_print(void **state)
         ctl_hex(b, 3, hex);
         assert_string_equal(hex, "00ab7f");
     }
+}
+
+/* The history CSV: the metric that fits the loss, empty cells for what a
+ * round has no value for, wall time from the first round's opening. */
+static void test_ctl_history(void **state)
+{
+    sfl_round_summary_t r[3];
+    sfl_job_history_t h = {4, "logistic", 3, r, 0};
+    char *out = NULL;
+
+    (void)state;
+    memset(r, 0, sizeof(r));
+    r[0].round = 1; /* committed before metrics were kept */
+    r[0].opened_ms = 1000;
+    r[0].committed_ms = 1500;
+    r[0].selected = 4;
+    r[0].accepted = 3;
+    r[0].bytes_up = 300;
+    r[1].round = 2;
+    r[1].attempt = 1;
+    r[1].opened_ms = 1600;
+    r[1].committed_ms = 2600;
+    r[1].selected = 4;
+    r[1].accepted = 4;
+    r[1].samples = 400;
+    r[1].train_loss = 0.6931471805599453;
+    r[1].model_nnz = 10;
+    r[1].bytes_up = 480;
+    r[1].bytes_down = 1200;
+    r[2] = r[1];
+    r[2].round = 3;
+    r[2].attempt = 0;
+    r[2].opened_ms = 2700;
+    r[2].committed_ms = 2900;
+    r[2].eval_samples = 100;
+    r[2].eval_accuracy = 0.875;
+    r[2].eval_mse = 0;
+    CAPTURE(out, ctl_print_history(f, &h, 1, 1000));
+    assert_string_equal(out,
+                        "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,"
+                        "bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms\n"
+                        "1,,,,,,300,,3,4,,0,500,500\n"
+                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600\n"
+                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900\n");
+    free(out);
+    snprintf(h.loss, sizeof(h.loss), "lsq");
+    r[2].eval_mse = 0.25;
+    h.rounds = r + 2;
+    h.n = 1;
+    CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
+    assert_string_equal(out, "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900\n");
+    free(out);
 }
 
 /* ---- export bytes, atomic write ------------------------------------------------------ */
@@ -396,6 +476,82 @@ static void test_ctl_export_bytes(void **state)
     assert_detail("export: model bytes do not match model_hash");
     assert_null(buf);
     assert_int_equal(len, 0);
+    sfl_msg_export_free(e);
+}
+
+/* Every --format writer, on the same checked model (dim 1000, 3 nonzeros). */
+static void test_ctl_model_formats(void **state)
+{
+    sfl_export_t *e = export_roundtrip();
+    ctl_format_t fmt;
+    uint8_t *buf = NULL, *codec = NULL;
+    size_t len = 0, clen = 0;
+
+    (void)state;
+    assert_int_equal(ctl_format_parse("npy", &fmt), 0);
+    assert_int_equal(fmt, CTL_FORMAT_NPY);
+    assert_int_equal(ctl_format_parse("csv", &fmt), SFL_EINVAL);
+    assert_detail("unknown --format 'csv' (text, libsvm, npy or spcodec)");
+
+    assert_int_equal(ctl_model_render(e, CTL_FORMAT_TEXT, &buf, &len), 0);
+    {
+        const char want[] = "# sfl model: job 2, round 9, algorithm fediterht, loss lsq\n"
+                            "# dimension 1000, nnz 3; lines: index (1-based, as sfl-sim "
+                            "--model-out) value\n"
+                            "5 0.5\n71 -2.25\n1000 1e-300\n";
+
+        assert_int_equal(len, sizeof(want) - 1);
+        assert_memory_equal(buf, want, len);
+    }
+    sfl__free(buf);
+
+    assert_int_equal(ctl_model_render(e, CTL_FORMAT_LIBSVM, &buf, &len), 0);
+    {
+        const char want[] = "0 5:0.5 71:-2.25 1000:1e-300\n";
+
+        assert_int_equal(len, sizeof(want) - 1);
+        assert_memory_equal(buf, want, len);
+    }
+    sfl__free(buf);
+
+    assert_int_equal(ctl_model_render(e, CTL_FORMAT_NPY, &buf, &len), 0);
+    {
+        const char hdr[] = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000,), }";
+        size_t hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+        double x;
+
+        assert_memory_equal(buf, "\x93NUMPY\x01\x00", 8);
+        assert_int_equal((10 + hlen) % 64, 0);
+        assert_int_equal(len, 10 + hlen + 1000 * 8);
+        assert_memory_equal(buf + 10, hdr, sizeof(hdr) - 1);
+        assert_int_equal(buf[10 + hlen - 1], '\n');
+        assert_int_equal(buf[10 + sizeof(hdr) - 1], ' ');
+        /* little-endian float64 at index * 8 (the host here is little-endian) */
+        memcpy(&x, buf + 10 + hlen + 70 * 8, 8);
+        assert_true(x == -2.25);
+        memcpy(&x, buf + 10 + hlen + 999 * 8, 8);
+        assert_true(x == 1e-300);
+        memcpy(&x, buf + 10 + hlen + 5 * 8, 8);
+        assert_true(x == 0);
+    }
+    sfl__free(buf);
+
+    assert_int_equal(ctl_model_render(e, CTL_FORMAT_SPCODEC, &buf, &len), 0);
+    assert_int_equal(ctl_export_bytes(e, &codec, &clen), 0);
+    assert_int_equal(len, clen);
+    assert_memory_equal(buf, codec, len);
+    sfl__free(buf);
+    sfl__free(codec);
+
+    for (int k = 0; k < 4; k++)
+        FAILALLOC_EACH(ctl_model_render(e, (ctl_format_t)k, &buf, &len),
+                       (sfl__free(buf), buf = NULL));
+    /* every format refuses a model that does not match its hash */
+    e->model_hash[0] ^= 1;
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(ctl_model_render(e, (ctl_format_t)k, &buf, &len), SFL_EPARSE);
+        assert_null(buf);
+    }
     sfl_msg_export_free(e);
 }
 
@@ -620,7 +776,9 @@ int main(void)
         cmocka_unit_test(test_ctl_job_file),
         cmocka_unit_test(test_ctl_job_file_bad),
         cmocka_unit_test(test_ctl_print),
+        cmocka_unit_test(test_ctl_history),
         cmocka_unit_test(test_ctl_export_bytes),
+        cmocka_unit_test(test_ctl_model_formats),
         cmocka_unit_test(test_ctl_write_atomic),
         cmocka_unit_test(test_ctl_client),
     };

@@ -605,7 +605,7 @@ static void test_msg_payload_roundtrip(void **state)
 {
     (void)state;
     sfl_spvec_t *v = small_vec();
-    sfl_payload_t p = {v, SFL_ENC_F32, 640, 0.125}, *d = NULL;
+    sfl_payload_t p = {v, SFL_ENC_F32, 640, 0.125, 0, 0, 0}, *d = NULL;
     sfl_msg_limits_t lim;
     uint8_t *out = NULL;
     size_t n;
@@ -645,6 +645,109 @@ static void test_msg_payload_roundtrip(void **state)
     assert_detail("update payload: update: ");
     assert_null(out);
     sfl_spvec_free(v);
+}
+
+/* The held-out metrics travel with the update and are checked like it. */
+static void test_msg_payload_eval(void **state)
+{
+    (void)state;
+    sfl_spvec_t *v = small_vec();
+    sfl_payload_t p = {v, SFL_ENC_F64, 640, 0.5, 160, 0.875, 0}, *d = NULL;
+    uint8_t *out = NULL;
+    size_t n;
+
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), 0);
+    assert_int_equal(sfl_msg_payload_unpack(out, n, NULL, 300, &d), 0);
+    assert_int_equal(d->eval_samples, 160);
+    assert_true(d->eval_accuracy == 0.875);
+    assert_true(d->eval_mse == 0);
+    sfl_msg_payload_free(d);
+    sfl_msg_buf_free(out);
+
+    p.eval_accuracy = 1.5;
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), SFL_EINVAL);
+    assert_detail("update payload: eval_accuracy 1.5 is not in [0, 1]");
+    p.eval_accuracy = 0;
+    p.eval_mse = -1;
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), SFL_EINVAL);
+    assert_detail("update payload: eval_mse -1 is negative");
+    p.eval_mse = INFINITY;
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), SFL_ENUMERIC);
+    assert_detail("update payload: eval_mse is not finite");
+    p.eval_mse = 2;
+    p.eval_samples = 0;
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), SFL_EINVAL);
+    assert_detail("update payload: eval metrics without eval_samples");
+    assert_null(out);
+    sfl_spvec_free(v);
+}
+
+static void test_msg_history_roundtrip(void **state)
+{
+    (void)state;
+    sfl_round_summary_t r[3];
+    sfl_job_history_t h = {7, "logistic", 3, r, 1}, *d = NULL;
+    sfl_msg_limits_t lim;
+    uint64_t job, after;
+    uint8_t *out = NULL;
+    size_t n;
+
+    assert_int_equal(sfl_msg_history_req_pack(7, 40, &out, &n), 0);
+    assert_int_equal(sfl_msg_history_req_unpack(out, n, NULL, &job, &after), 0);
+    assert_int_equal(job, 7);
+    assert_int_equal(after, 40);
+    sfl_msg_buf_free(out);
+    assert_int_equal(sfl_msg_history_req_pack(0, 0, &out, &n), SFL_EINVAL);
+    assert_detail("job history request: job_id missing");
+
+    memset(r, 0, sizeof(r));
+    for (uint32_t i = 0; i < 3; i++) {
+        r[i].round = 41 + i;
+        r[i].attempt = i;
+        r[i].opened_ms = 1000 * i;
+        r[i].committed_ms = 1000 * i + 500;
+        r[i].selected = 10;
+        r[i].accepted = 8;
+        r[i].samples = 800 + i;
+        r[i].train_loss = 0.5 / (i + 1);
+        r[i].eval_samples = 200;
+        r[i].eval_accuracy = 0.75;
+        r[i].model_nnz = 20;
+        r[i].bytes_up = 1u << 20;
+        r[i].bytes_down = 3u << 20;
+    }
+    r[0].samples = 0; /* a round from before metrics were kept */
+    r[0].train_loss = 0;
+    assert_int_equal(sfl_msg_history_pack(&h, &out, &n), 0);
+    assert_int_equal(sfl_msg_history_unpack(out, n, NULL, &d), 0);
+    assert_int_equal(d->job_id, 7);
+    assert_string_equal(d->loss, "logistic");
+    assert_int_equal(d->more, 1);
+    assert_int_equal(d->n, 3);
+    assert_memory_equal(d->rounds, r, sizeof(r));
+    sfl_msg_history_free(d);
+    d = NULL;
+
+    /* Entries count against max_items before anything is allocated. */
+    sfl_msg_limits_default(&lim);
+    lim.max_items = 2;
+    assert_int_equal(sfl_msg_history_unpack(out, n, &lim, &d), SFL_ELIMIT);
+    assert_null(d);
+    assert_detail("job history: 3 entries exceed the limit of 2");
+    sfl_msg_buf_free(out);
+
+    r[2].round = 42;
+    assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_EINVAL);
+    assert_detail("job history: rounds are not strictly ascending at entry 2");
+    r[2].round = 43;
+    r[1].train_loss = NAN;
+    assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_ENUMERIC);
+    assert_detail("job history: rounds.train_loss is not finite");
+    r[1].train_loss = 0;
+    r[1].round = 0;
+    assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_EINVAL);
+    assert_detail("job history: rounds.round missing");
+    assert_null(out);
 }
 
 static void test_msg_admin_roundtrip(void **state)
@@ -817,7 +920,7 @@ static void test_msg_truncated(void **state)
     sfl_wait_t w;
     sfl_join_req_t j;
     sfl_update_t *du = NULL;
-    sfl_payload_t p = {model, SFL_ENC_F64, 10, 0.0}, *dp = NULL;
+    sfl_payload_t p = {model, SFL_ENC_F64, 10, 0.0, 0, 0, 0}, *dp = NULL;
     uint8_t *task = NULL, *join = NULL, *pay = NULL;
     size_t tn, jn, pn;
 
@@ -1485,7 +1588,7 @@ static void test_msg_failalloc(void **state)
     sfl_task_t t, *dt = NULL;
     sfl_wait_t w;
     sfl_update_t *du = NULL;
-    sfl_payload_t p = {model, SFL_ENC_Q8, 3, 1.5}, *dp = NULL;
+    sfl_payload_t p = {model, SFL_ENC_Q8, 3, 1.5, 0, 0, 0}, *dp = NULL;
     sfl_agent_info_t agents[2];
     sfl_agent_list_t al = {2, agents}, *dal = NULL;
     sfl_job_status_t jobs[2];
@@ -1572,6 +1675,8 @@ int main(void)
         cmocka_unit_test(test_msg_join_roundtrip),
         cmocka_unit_test(test_msg_small_roundtrips),
         cmocka_unit_test(test_msg_payload_roundtrip),
+        cmocka_unit_test(test_msg_payload_eval),
+        cmocka_unit_test(test_msg_history_roundtrip),
         cmocka_unit_test(test_msg_admin_roundtrip),
         cmocka_unit_test(test_msg_export_roundtrip),
         cmocka_unit_test(test_msg_truncated),

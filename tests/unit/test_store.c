@@ -130,7 +130,7 @@ static void commit_round(coord_store_t *s, int64_t job, int64_t r, const int64_t
         coord_store_round_set_state(s, job, r, attempt, COORD_SROW_TRAINING, NULL), 0);
     assert_int_equal(
         coord_store_round_set_state(s, job, r, attempt, COORD_SROW_AGGREGATING, NULL), 0);
-    assert_int_equal(coord_store_round_commit(s, job, r, attempt, model, len, NULL), 0);
+    assert_int_equal(coord_store_round_commit(s, job, r, attempt, model, len, NULL, NULL), 0);
 }
 
 static void file_bytes(const char *path, uint8_t **out, size_t *n)
@@ -393,7 +393,7 @@ static void test_store_rounds(void **state)
     assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_SROW_COMMITTED, NULL),
                      SFL_EINVAL);
     assert_int_equal(coord_store_round_set_state(s, job, 1, 1, COORD_SROW_TRAINING, NULL), 0);
-    assert_int_equal(coord_store_round_commit(s, job, 1, 1, model, sizeof(model), NULL),
+    assert_int_equal(coord_store_round_commit(s, job, 1, 1, model, sizeof(model), NULL, NULL),
                      SFL_EINVAL);
     assert_detail("store: job 1 round 1 attempt 1 is training, not aggregating; cannot commit");
     assert_int_equal(coord_store_participation_record(s, job, 1, 1, a1, COORD_PART_ACCEPTED,
@@ -441,14 +441,14 @@ static void test_store_rounds(void **state)
 
     assert_int_equal(coord_store_round_set_state(s, job, 1, 2, COORD_SROW_AGGREGATING, NULL), 0);
     uint8_t hash[COORD_HASH_BYTES], want[COORD_HASH_BYTES];
-    assert_int_equal(coord_store_round_commit(s, job, 1, 2, model, sizeof(model), hash), 0);
+    assert_int_equal(coord_store_round_commit(s, job, 1, 2, model, sizeof(model), NULL, hash), 0);
     crypto_generichash(want, sizeof(want), model, sizeof(model), NULL, 0);
     assert_memory_equal(hash, want, sizeof(want));
     /* A late update after the commit is still recorded. */
     assert_int_equal(coord_store_participation_record(s, job, 1, 2, a4, COORD_PART_LATE,
                                                       "deadline", 900),
                      0);
-    assert_int_equal(coord_store_round_commit(s, job, 1, 2, model, sizeof(model), NULL),
+    assert_int_equal(coord_store_round_commit(s, job, 1, 2, model, sizeof(model), NULL, NULL),
                      SFL_EINVAL);
 
     assert_int_equal(coord_store_participation_list(s, job, 1, 2, &parts, &n), 0);
@@ -496,7 +496,7 @@ static void test_store_rounds(void **state)
     assert_int_equal(coord_store_round_set_state(s, job, 2, 1, COORD_SROW_TRAINING, NULL), 0);
     assert_int_equal(coord_store_round_set_state(s, job, 2, 1, COORD_SROW_AGGREGATING, NULL), 0);
     assert_int_equal(coord_store_job_set_state(s, job, COORD_JOB_CANCELLED), 0);
-    assert_int_equal(coord_store_round_commit(s, job, 2, 1, model, 1, NULL), SFL_EINVAL);
+    assert_int_equal(coord_store_round_commit(s, job, 2, 1, model, 1, NULL, NULL), SFL_EINVAL);
     assert_detail("store: job 1 is cancelled");
     assert_int_equal(coord_store_integrity_check(s), 0);
     coord_store_close(s);
@@ -613,6 +613,102 @@ static void test_store_reopen(void **state)
     coord_store_close(s);
 }
 
+/* Round metrics go in with the commit; the history joins them with the
+ * round and its participation, page by page. A store of schema 1 (no
+ * round_metrics) is migrated at open and its rounds keep their history,
+ * without metrics. */
+static void test_store_history(void **state)
+{
+    (void)state;
+    const char *p = dbpath("history.db");
+    coord_store_t *s = open_ok(p, 2);
+    uint8_t model[40];
+    int64_t job = 0, a1, a2;
+    coord_srow_history_t *h = NULL;
+    coord_round_metrics_t m = {0};
+    size_t n = 0;
+
+    a1 = add_agent(s, "h1", 1);
+    a2 = add_agent(s, "h2", 2);
+    const int64_t cohort[] = {a1, a2};
+    memset(model, 7, sizeof(model));
+    assert_int_equal(coord_store_job_create(s, "job", NULL, 0, 1, &job), 0);
+    assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
+    assert_int_equal(n, 0);
+    coord_store_free(h);
+
+    /* Round 1 without metrics (as a schema-1 coordinator committed it). */
+    commit_round(s, job, 1, cohort, 2, model, sizeof(model));
+    for (int64_t r = 2; r <= 4; r++) {
+        uint8_t nonce[COORD_NONCE_BYTES];
+        int64_t attempt = 0;
+
+        assert_int_equal(coord_store_round_next_attempt(s, job, r, &attempt), 0);
+        nonce_for(r, attempt, nonce);
+        assert_int_equal(coord_store_round_open(s, job, r, attempt, nonce, cohort, 2), 0);
+        assert_int_equal(
+            coord_store_round_set_state(s, job, r, attempt, COORD_SROW_TRAINING, NULL), 0);
+        assert_int_equal(coord_store_participation_record(s, job, r, attempt, a1,
+                                                          COORD_PART_ACCEPTED, NULL, 100 * r),
+                         0);
+        assert_int_equal(coord_store_participation_record(s, job, r, attempt, a2,
+                                                          COORD_PART_LATE, "late", 5),
+                         0);
+        assert_int_equal(
+            coord_store_round_set_state(s, job, r, attempt, COORD_SROW_AGGREGATING, NULL), 0);
+        m.samples = 10 * (uint64_t)r;
+        m.train_loss = 1.0 / (double)r;
+        m.eval_samples = r == 3 ? 0 : 4;
+        m.eval_accuracy = r == 3 ? 0 : 0.25 * (double)r - 0.25;
+        m.eval_mse = 0;
+        m.model_nnz = (uint32_t)r;
+        m.bytes_down = 1000 * (uint64_t)r;
+        assert_int_equal(
+            coord_store_round_commit(s, job, r, attempt, model, sizeof(model), &m, NULL), 0);
+    }
+    assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(h[0].round, 1);
+    assert_int_equal(h[0].m.samples, 0); /* no metrics kept */
+    assert_int_equal(h[0].selected, 2);
+    assert_int_equal(h[0].accepted, 0);
+    for (size_t i = 1; i < 4; i++) {
+        int64_t r = (int64_t)i + 1;
+
+        assert_int_equal(h[i].round, r);
+        assert_int_equal(h[i].attempt, 1);
+        assert_int_equal(h[i].selected, 2);
+        assert_int_equal(h[i].accepted, 1); /* the late one does not count */
+        assert_int_equal(h[i].bytes_up, 100 * r);
+        assert_int_equal(h[i].m.samples, 10 * r);
+        assert_true(h[i].m.train_loss == 1.0 / (double)r);
+        assert_int_equal(h[i].m.model_nnz, r);
+        assert_int_equal(h[i].m.bytes_down, 1000 * r);
+        assert_true(h[i].opened_ms > 0 && h[i].committed_ms >= h[i].opened_ms);
+    }
+    assert_int_equal(h[2].m.eval_samples, 0);
+    assert_true(h[3].m.eval_accuracy == 0.75);
+    coord_store_free(h);
+    /* Pages: after round 2, at most 1. */
+    assert_int_equal(coord_store_history(s, job, 2, 1, &h, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(h[0].round, 3);
+    coord_store_free(h);
+    assert_int_equal(coord_store_history(s, job, 0, 0, &h, &n), SFL_EINVAL);
+    coord_store_close(s);
+
+    /* Back to schema 1, then reopen: the migration runs, the rounds stay. */
+    raw_sql(p, "DROP TABLE round_metrics; DELETE FROM schema_version WHERE version = 2");
+    s = open_ok(p, 2);
+    assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(h[3].m.samples, 0);
+    assert_int_equal(h[3].accepted, 1);
+    coord_store_free(h);
+    commit_round(s, job, 5, cohort, 2, model, sizeof(model));
+    coord_store_close(s);
+}
+
 static void test_store_schema_version(void **state)
 {
     (void)state;
@@ -622,13 +718,13 @@ static void test_store_schema_version(void **state)
 
     assert_int_equal(coord_store_job_create(s, "keep-me", NULL, 0, 1, &job), 0);
     coord_store_close(s);
-    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(2, 0)");
+    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(3, 0)");
     assert_int_equal(coord_store_open(p, NULL, &s2), SFL_EUNSUP);
     assert_null(s2);
     const char *d = sfl_last_error();
-    assert_non_null(strstr(d, "schema version 2 is newer than this coordinator supports (1)"));
+    assert_non_null(strstr(d, "schema version 3 is newer than this coordinator supports (2)"));
     /* Refused, not altered: the row and the data are still there. */
-    raw_sql(p, "DELETE FROM schema_version WHERE version = 2");
+    raw_sql(p, "DELETE FROM schema_version WHERE version = 3");
     s = open_ok(p, 2);
     coord_srow_job_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
@@ -838,7 +934,7 @@ static void crash_child(const char *path, int64_t job, int fd)
             coord_store_round_set_state(s, job, r, at, COORD_SROW_AGGREGATING, NULL) != 0)
             _exit(14);
         make_model(r, model, len);
-        if (coord_store_round_commit(s, job, r, at, model, len, NULL) != 0)
+        if (coord_store_round_commit(s, job, r, at, model, len, NULL, NULL) != 0)
             _exit(15);
         if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
             _exit(16);
@@ -1223,7 +1319,7 @@ static void test_store_backup(void **state)
     make_model(6, buf, model_len(6));
     assert_int_equal(coord_store_round_set_state(s, job, 6, 1, COORD_SROW_TRAINING, NULL), 0);
     assert_int_equal(coord_store_round_set_state(s, job, 6, 1, COORD_SROW_AGGREGATING, NULL), 0);
-    assert_int_equal(coord_store_round_commit(s, job, 6, 1, buf, model_len(6), NULL), 0);
+    assert_int_equal(coord_store_round_commit(s, job, 6, 1, buf, model_len(6), NULL, NULL), 0);
     assert_int_equal(coord_store_integrity_check(s), 0);
 
     /* Nothing goes through the sfl allocator: no allocation can fail. */
@@ -1248,7 +1344,7 @@ static int child_commit(coord_store_t *s, int64_t job, int64_t r, const int64_t 
         coord_store_round_open(s, job, r, attempt, nonce, cohort, 3) != 0 ||
         coord_store_round_set_state(s, job, r, attempt, COORD_SROW_TRAINING, NULL) != 0 ||
         coord_store_round_set_state(s, job, r, attempt, COORD_SROW_AGGREGATING, NULL) != 0 ||
-        coord_store_round_commit(s, job, r, attempt, buf, model_len(r), NULL) != 0)
+        coord_store_round_commit(s, job, r, attempt, buf, model_len(r), NULL, NULL) != 0)
         return -1;
     return 0;
 }
@@ -1445,8 +1541,8 @@ static void test_store_failalloc(void **state)
         assert_int_equal(coord_store_round_set_state(s, job, k - 1, 1, COORD_SROW_AGGREGATING,
                                                      NULL),
                          0);
-        assert_int_equal(coord_store_round_commit(s, job, k - 1, 1, model, sizeof(model), NULL),
-                         0);
+        assert_int_equal(
+            coord_store_round_commit(s, job, k - 1, 1, model, sizeof(model), NULL, NULL), 0);
         assert_int_equal(coord_store_round_open(s, job, k, 1, nonce, cohort, 20), 0);
     }
     FAILALLOC_EACH(coord_store_agent_list(s, &agents, &n),
@@ -1475,6 +1571,7 @@ int main(void)
         cmocka_unit_test(test_store_rounds),
         cmocka_unit_test(test_store_checkpoints),
         cmocka_unit_test(test_store_reopen),
+        cmocka_unit_test(test_store_history),
         cmocka_unit_test(test_store_schema_version),
         cmocka_unit_test(test_store_garbage),
         cmocka_unit_test(test_store_damage),

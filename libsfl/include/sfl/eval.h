@@ -14,6 +14,10 @@
 double sfl_eval_objective(const sfl_loss_t *loss, sfl_dataset_t *const *clients,
                           uint32_t nclients, const double *w, const double *x, double lambda);
 
+/* (1/n) sum_i (predict_i(x) - y_i)^2 over the n rows of ds: the mean squared
+ * error of a regression model (NaN for no rows). */
+double sfl_eval_mse(const sfl_loss_t *loss, const sfl_dataset_t *ds, const double *x);
+
 /* ||x - truth|| / ||truth|| (NaN if truth is zero). */
 double sfl_eval_rel_error(const double *x, const double *truth, size_t d);
 

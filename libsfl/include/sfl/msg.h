@@ -250,6 +250,12 @@ typedef struct sfl_payload {
     sfl_enc_t encoding;  /* how update travels */
     uint64_t samples;    /* > 0: the aggregation weight */
     double train_loss;   /* finite */
+    /* The agent's held-out split: rows (0 = none; then both metrics are 0),
+     * accuracy in [0, 1] (classification) or mean squared error >= 0 (lsq),
+     * finite. */
+    uint64_t eval_samples;
+    double eval_accuracy;
+    double eval_mse;
 } sfl_payload_t;
 
 int sfl_msg_payload_pack(const sfl_payload_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
@@ -343,6 +349,14 @@ typedef struct sfl_job_status {
     int64_t deadline_ms;
     char error[SFL_MSG_TEXT_LEN];
     uint32_t model_nnz;
+    /* The last committed round's progress (RoundSummary), all finite;
+     * last_samples 0 = none yet. */
+    double last_train_loss;
+    uint64_t last_samples;
+    uint64_t last_eval_samples;
+    double last_eval_accuracy;
+    double last_eval_mse;
+    char loss[SFL_MSG_NAME_LEN]; /* JobSpec.loss */
 } sfl_job_status_t;
 
 /* CreateJobRequest */
@@ -453,5 +467,40 @@ int sfl_msg_export_pack(const sfl_export_t *m, uint8_t **out, size_t *len) SFL_M
 int sfl_msg_export_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                           sfl_export_t **out) SFL_MUST_CHECK;
 void sfl_msg_export_free(sfl_export_t *m);
+
+/* Admin.JobHistory: one committed round (proto RoundSummary). samples 0 =
+ * no metrics were kept for the round (then the metric fields are 0). */
+typedef struct sfl_round_summary {
+    uint64_t round; /* >= 1 */
+    uint32_t attempt;
+    int64_t opened_ms, committed_ms;
+    uint32_t selected, accepted;
+    uint64_t samples;
+    double train_loss; /* finite */
+    uint64_t eval_samples;
+    double eval_accuracy, eval_mse; /* finite */
+    uint32_t model_nnz;
+    uint64_t bytes_up, bytes_down;
+} sfl_round_summary_t;
+
+typedef struct sfl_job_history {
+    uint64_t job_id; /* > 0 */
+    char loss[SFL_MSG_NAME_LEN];
+    uint32_t n;
+    sfl_round_summary_t *rounds; /* strictly ascending round; pack: borrowed,
+                                    unpack: owned */
+    int more;                    /* 0 or 1 */
+} sfl_job_history_t;
+
+/* JobHistoryRequest: job_id > 0, rounds after after_round. */
+int sfl_msg_history_req_pack(uint64_t job_id, uint64_t after_round, uint8_t **out,
+                             size_t *len) SFL_MUST_CHECK;
+int sfl_msg_history_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               uint64_t *job_id, uint64_t *after_round) SFL_MUST_CHECK;
+int sfl_msg_history_pack(const sfl_job_history_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_history_free); at most lim->max_items rounds. */
+int sfl_msg_history_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                           sfl_job_history_t **out) SFL_MUST_CHECK;
+void sfl_msg_history_free(sfl_job_history_t *m);
 
 #endif

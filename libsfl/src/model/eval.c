@@ -18,6 +18,19 @@ double sfl_eval_objective(const sfl_loss_t *loss, sfl_dataset_t *const *clients,
     return den > 0 ? num / den : NAN;
 }
 
+double sfl_eval_mse(const sfl_loss_t *loss, const sfl_dataset_t *ds, const double *x)
+{
+    uint32_t n = ds->X->nrows;
+    double sum = 0;
+
+    for (uint32_t i = 0; i < n; i++) {
+        double e = loss->predict(ds, i, x) - ds->y[i];
+
+        sum += e * e;
+    }
+    return n ? sum / n : NAN;
+}
+
 double sfl_eval_rel_error(const double *x, const double *truth, size_t d)
 {
     /* ||x - x*|| / ||x*|| */

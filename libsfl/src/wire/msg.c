@@ -683,6 +683,8 @@ typedef struct wire {
         Sfl__V1__ListAgentsReply agent_list;
         Sfl__V1__ExportModelRequest export_req;
         Sfl__V1__ExportModelReply export;
+        Sfl__V1__JobHistoryRequest history_req;
+        Sfl__V1__JobHistoryReply history;
     } pb; /* the message itself, initialised from its type's descriptor */
     Sfl__V1__DatasetSummary ds;
     Sfl__V1__AlgorithmParams pp;
@@ -1374,9 +1376,21 @@ static int check_payload(const chk_t *c, const void *p)
 {
     const sfl_payload_t *m = p;
 
+    int rc;
+
     if (m->samples == 0)
         return fail(c, c->bad, "samples missing (0)");
-    return check_finite(c, "train_loss", m->train_loss);
+    if ((rc = check_finite(c, "train_loss", m->train_loss)) < 0 ||
+        (rc = check_finite(c, "eval_accuracy", m->eval_accuracy)) < 0 ||
+        (rc = check_finite(c, "eval_mse", m->eval_mse)) < 0)
+        return rc;
+    if (m->eval_accuracy < 0 || m->eval_accuracy > 1)
+        return fail(c, c->bad, "eval_accuracy %g is not in [0, 1]", m->eval_accuracy);
+    if (m->eval_mse < 0)
+        return fail(c, c->bad, "eval_mse %g is negative", m->eval_mse);
+    if (m->eval_samples == 0 && (m->eval_accuracy != 0 || m->eval_mse != 0))
+        return fail(c, c->bad, "eval metrics without eval_samples");
+    return 0;
 }
 
 static int put_payload(const chk_t *c, const void *p, wire_t *w)
@@ -1387,6 +1401,9 @@ static int put_payload(const chk_t *c, const void *p, wire_t *w)
     pb->update = &w->sv;
     pb->samples = m->samples;
     pb->train_loss = m->train_loss;
+    pb->eval_samples = m->eval_samples;
+    pb->eval_accuracy = m->eval_accuracy;
+    pb->eval_mse = m->eval_mse;
     return put_sparse(c, "update", m->update, m->encoding, &w->sv, &w->data);
 }
 
@@ -1398,6 +1415,9 @@ static int get_payload(const chk_t *c, void *p, void *out)
 
     m->samples = pb->samples;
     m->train_loss = pb->train_loss;
+    m->eval_samples = pb->eval_samples;
+    m->eval_accuracy = pb->eval_accuracy;
+    m->eval_mse = pb->eval_mse;
     if ((rc = check_payload(c, m)) < 0)
         return rc;
     /* Checked before decoding so a wrong-sized vector is never allocated. */
@@ -1725,7 +1745,11 @@ static int check_job_status(const chk_t *c, const void *p)
         (rc = check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 0)) < 0 ||
         (rc = check_enum(c, "state", (int)m->state, 1, 6)) < 0 ||
         (rc = check_enum(c, "round_state", (int)m->round_state, 0, 4)) < 0 ||
-        (rc = check_str(c, "error", m->error, SFL_MSG_TEXT_LEN, 0)) < 0)
+        (rc = check_str(c, "error", m->error, SFL_MSG_TEXT_LEN, 0)) < 0 ||
+        (rc = check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_finite(c, "last_train_loss", m->last_train_loss)) < 0 ||
+        (rc = check_finite(c, "last_eval_accuracy", m->last_eval_accuracy)) < 0 ||
+        (rc = check_finite(c, "last_eval_mse", m->last_eval_mse)) < 0)
         return rc;
     return 0;
 }
@@ -1747,6 +1771,12 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->deadline_ms = m->deadline_ms;
     o->error = str(m->error);
     o->model_nnz = m->model_nnz;
+    o->last_train_loss = m->last_train_loss;
+    o->last_samples = m->last_samples;
+    o->last_eval_samples = m->last_eval_samples;
+    o->last_eval_accuracy = m->last_eval_accuracy;
+    o->last_eval_mse = m->last_eval_mse;
+    o->loss = str(m->loss);
 }
 
 static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
@@ -1768,9 +1798,15 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
     m->min_quorum = p->min_quorum;
     m->deadline_ms = p->deadline_ms;
     m->model_nnz = p->model_nnz;
+    m->last_train_loss = p->last_train_loss;
+    m->last_samples = p->last_samples;
+    m->last_eval_samples = p->last_eval_samples;
+    m->last_eval_accuracy = p->last_eval_accuracy;
+    m->last_eval_mse = p->last_eval_mse;
     if ((rc = get_str(c, "name", p->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "algorithm", p->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0)
+        (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0 ||
+        (rc = get_str(c, "loss", p->loss, m->loss, SFL_MSG_NAME_LEN)) < 0)
         return rc;
     return check_job_status(c, m);
 }
@@ -2339,5 +2375,190 @@ int sfl_msg_export_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t
     int rc;
 
     *out = unpack_msg(&export_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}
+
+/* ---- Admin: job history ------------------------------------------------------- */
+
+static int put_history_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const uint64_t *a = p; /* job_id, after_round */
+
+    w->pb.history_req.job_id = a[0];
+    w->pb.history_req.after_round = a[1];
+    return check_id(c, "job_id", a[0]);
+}
+
+static int get_history_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__JobHistoryRequest *pb = p;
+    uint64_t *a = out;
+
+    a[0] = pb->job_id;
+    a[1] = pb->after_round;
+    return check_id(c, "job_id", pb->job_id);
+}
+
+static const msg_type_t history_req_type = {"job history request",
+    &sfl__v1__job_history_request__descriptor, NULL, put_history_req, get_history_req,
+    2 * sizeof(uint64_t), NULL, 0};
+
+int sfl_msg_history_req_pack(uint64_t job_id, uint64_t after_round, uint8_t **out, size_t *len)
+{
+    const uint64_t a[2] = {job_id, after_round};
+
+    return pack_msg(&history_req_type, a, NULL, out, len);
+}
+
+int sfl_msg_history_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               uint64_t *job_id, uint64_t *after_round)
+{
+    uint64_t a[2];
+    int rc = unpack_in(&history_req_type, buf, len, lim, a);
+
+    *job_id = rc < 0 ? 0 : a[0];
+    *after_round = rc < 0 ? 0 : a[1];
+    return rc;
+}
+
+static int check_round_summary(const chk_t *c, const void *p)
+{
+    const sfl_round_summary_t *r = p;
+    int rc;
+
+    if ((rc = check_id(c, "rounds.round", r->round)) < 0 ||
+        (rc = check_finite(c, "rounds.train_loss", r->train_loss)) < 0 ||
+        (rc = check_finite(c, "rounds.eval_accuracy", r->eval_accuracy)) < 0 ||
+        (rc = check_finite(c, "rounds.eval_mse", r->eval_mse)) < 0)
+        return rc;
+    return 0;
+}
+
+static int check_history(const chk_t *c, const void *p)
+{
+    const sfl_job_history_t *m = p;
+    int rc;
+
+    if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_bool(c, "more", m->more)) < 0 ||
+        (rc = check_list(c, "rounds", m->rounds, m->n, sizeof(*m->rounds),
+                         check_round_summary)) < 0)
+        return rc;
+    for (uint32_t i = 1; i < m->n; i++)
+        if (m->rounds[i].round <= m->rounds[i - 1].round)
+            return fail(c, c->bad, "rounds are not strictly ascending at entry %u", i);
+    return 0;
+}
+
+static int put_history(const chk_t *c, const void *p, wire_t *w)
+{
+    static const Sfl__V1__RoundSummary init = SFL__V1__ROUND_SUMMARY__INIT;
+    const sfl_job_history_t *m = p;
+    Sfl__V1__JobHistoryReply *pb = &w->pb.history;
+    Sfl__V1__RoundSummary *blk, **ptrs;
+    int rc = alloc_list(c, "rounds", m->n, sizeof(*blk), w);
+
+    if (rc < 0)
+        return rc;
+    pb->job_id = m->job_id;
+    pb->loss = str(m->loss);
+    pb->more = m->more != 0;
+    pb->n_rounds = m->n;
+    blk = w->blk;
+    ptrs = w->ptrs;
+    for (uint32_t i = 0; i < m->n; i++) {
+        const sfl_round_summary_t *r = &m->rounds[i];
+
+        blk[i] = init;
+        blk[i].round = r->round;
+        blk[i].attempt = r->attempt;
+        blk[i].opened_ms = r->opened_ms;
+        blk[i].committed_ms = r->committed_ms;
+        blk[i].selected = r->selected;
+        blk[i].accepted = r->accepted;
+        blk[i].samples = r->samples;
+        blk[i].train_loss = r->train_loss;
+        blk[i].eval_samples = r->eval_samples;
+        blk[i].eval_accuracy = r->eval_accuracy;
+        blk[i].eval_mse = r->eval_mse;
+        blk[i].model_nnz = r->model_nnz;
+        blk[i].bytes_up = r->bytes_up;
+        blk[i].bytes_down = r->bytes_down;
+        ptrs[i] = &blk[i];
+    }
+    pb->rounds = ptrs;
+    return 0;
+}
+
+static int get_round_at(const chk_t *c, const void *src, size_t i, void *dst)
+{
+    const Sfl__V1__RoundSummary *p = ((Sfl__V1__RoundSummary *const *)src)[i];
+    sfl_round_summary_t *r = dst;
+
+    memset(r, 0, sizeof(*r));
+    if (p == NULL)
+        return fail(c, c->bad, "round missing");
+    r->round = p->round;
+    r->attempt = p->attempt;
+    r->opened_ms = p->opened_ms;
+    r->committed_ms = p->committed_ms;
+    r->selected = p->selected;
+    r->accepted = p->accepted;
+    r->samples = p->samples;
+    r->train_loss = p->train_loss;
+    r->eval_samples = p->eval_samples;
+    r->eval_accuracy = p->eval_accuracy;
+    r->eval_mse = p->eval_mse;
+    r->model_nnz = p->model_nnz;
+    r->bytes_up = p->bytes_up;
+    r->bytes_down = p->bytes_down;
+    return check_round_summary(c, r);
+}
+
+static int get_history(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__JobHistoryReply *pb = p;
+    sfl_job_history_t *m = out;
+    int rc;
+
+    m->job_id = pb->job_id;
+    m->more = pb->more != 0;
+    m->n = (uint32_t)pb->n_rounds;
+    if ((rc = get_str(c, "loss", pb->loss, m->loss, SFL_MSG_NAME_LEN)) < 0)
+        return rc;
+    m->rounds = get_list(c, "rounds", pb->rounds, pb->n_rounds, sizeof(*m->rounds), get_round_at,
+                         &rc);
+    if (rc < 0)
+        return rc;
+    return check_history(c, m);
+}
+
+void sfl_msg_history_free(sfl_job_history_t *m)
+{
+    if (m != NULL)
+        sfl__free(m->rounds);
+    sfl__free(m);
+}
+
+static void free_history(void *m)
+{
+    sfl_msg_history_free(m);
+}
+
+static const msg_type_t history_type = {"job history", &sfl__v1__job_history_reply__descriptor,
+    check_history, put_history, get_history, sizeof(sfl_job_history_t), free_history, 3};
+
+int sfl_msg_history_pack(const sfl_job_history_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&history_type, m, NULL, out, len);
+}
+
+int sfl_msg_history_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                           sfl_job_history_t **out)
+{
+    int rc;
+
+    *out = unpack_msg(&history_type, buf, len, lim, 0, NULL, &rc);
     return rc;
 }

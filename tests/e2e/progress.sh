@@ -1,0 +1,182 @@
+#!/bin/sh
+# What a user sees of a networked job's progress, with real processes on
+# loopback: three agents hold out a fifth of their rows (eval_fraction) and
+# report their train loss and held-out accuracy; the coordinator folds them
+# per round and shows them in sflctl jobs and watch, on /metrics, and as the
+# per-round CSV of sflctl job history (one row per committed round, finite
+# train loss); sflctl model export writes text, libsvm, npy (read back with
+# numpy when python3-numpy is installed) and spcodec. Every wait is bounded
+# by an observed event.
+set -eu
+. tests/e2e/lib.sh
+
+port=$((20000 + $$ % 20000))
+mport=$((port + 1))
+step "PKI and data: three shards of a logistic problem (labels 0, 1)"
+pki_federation agent-0 agent-1 agent-2
+"$PKI" admin "$t/pki" ops > /dev/null
+mkdir -p "$t/data"
+"$BIN/sfl-sim" --data synth:sim2 --clients 3 --samples 200 --seed 5 --dump-shards "$t/data"
+
+ROUNDS=6
+cat > "$t/coordinator.ini" <<EOF2
+[coordinator]
+listen = 127.0.0.1:$port
+cert = $t/pki/coordinator/coord.crt
+key = $t/pki/coordinator/coord.key
+ca = $t/pki/ca.crt
+state_dir = $t/state
+metrics_listen = 127.0.0.1:$mport
+select_wait_ms = 300
+tick_ms = 50
+pace_min_ms = 100
+idle_retry_ms = 300
+
+[job progress]
+algo = fediterht
+loss = logistic
+features = 1000
+labels = 0,1
+tau = 100
+local_steps = 2
+lr = 0.03
+batch = 20
+rounds = $ROUNDS
+cohort = 3
+overselect = 0
+min_quorum = 3
+deadline_ms = 30000
+seed = 5
+EOF2
+mkdir -p "$t/state"
+PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
+
+step "coordinator and three agents with eval_fraction = 0.2"
+"$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
+pids="$pids $!"
+for i in 0 1 2; do
+    "$BIN/sfl-agent" --coordinator "127.0.0.1:$port" --server_name 127.0.0.1 \
+        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$i.crt" --key "$t/pki/agent/agent-$i.key" \
+        --coordinator_pk "$PK" --data "libsvm:$t/data/client-$i.svm" --eval_fraction 0.2 \
+        --state_dir "$t/agent-$i" --backoff_min_ms 100 --backoff_max_ms 500 \
+        >> "$t/agent-$i.log" 2>&1 &
+    pids="$pids $!"
+done
+# 200 rows each: 40 held out, 160 trained on (and reported at Join).
+for i in 0 1 2; do
+    wait_for 20 grep -q "event=starting .*samples=160 eval_samples=40 " "$t/agent-$i.log" ||
+        fail "agent-$i did not split its data 160/40"
+done
+
+step "the job runs its $ROUNDS rounds"
+finished() { grep -q "event=job_state job=1 state=finished" "$t/coord.log"; }
+wait_for 120 finished || fail "job did not finish"
+committed=$(grep -c "event=round_committed job=1 " "$t/coord.log")
+[ "$committed" -eq "$ROUNDS" ] || fail "$committed commits logged, want $ROUNDS"
+grep -q "event=round_committed job=1 round=1 .* train_loss=0.69314" "$t/coord.log" ||
+    fail "round 1's train loss is not log(2) at the zero model"
+grep -q "event=round_committed job=1 round=$ROUNDS .* eval_samples=120 " "$t/coord.log" ||
+    fail "the last round did not fold 3 x 40 held-out rows"
+
+cat > "$t/sflctl.ini" <<EOF2
+[sflctl]
+coordinator = 127.0.0.1:$port
+server_name = 127.0.0.1
+ca = $t/pki/ca.crt
+cert = $t/pki/admin/ops.crt
+key = $t/pki/admin/ops.key
+timeout_ms = 5000
+EOF2
+CTL="$BIN/sflctl --config $t/sflctl.ini"
+
+step "sflctl job history: one CSV row per committed round, finite train loss"
+$CTL job history 1 > "$t/history.csv" 2> "$t/ctl.log" || fail "sflctl job history: $(cat "$t/ctl.log")"
+head -1 "$t/history.csv" | grep -qx \
+    'round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms' ||
+    fail "history header: $(head -1 "$t/history.csv")"
+[ "$(($(wc -l < "$t/history.csv") - 1))" -eq "$ROUNDS" ] ||
+    fail "history has $(($(wc -l < "$t/history.csv") - 1)) rows, want $ROUNDS"
+awk -F, -v n="$ROUNDS" '
+    NR == 1 { next }
+    {
+        if ($1 != NR - 1) { print "round " $1 " at row " NR - 1; bad = 1 }
+        # finite: a number, not nan or inf
+        if ($2 !~ /^[0-9.eE+-]+$/ || $2 + 0 <= 0) { print "objective " $2; bad = 1 }
+        if ($3 == "" || $3 < 0 || $3 > 1) { print "test_accuracy " $3; bad = 1 }
+        if ($4 != "") { print "test_mse of a logistic job: " $4; bad = 1 }
+        if ($5 != 120 || $9 != 3 || $10 != 3 || $11 != 480) { print "counts " $0; bad = 1 }
+        if ($7 <= 0 || $8 <= 0 || $14 < $13) { print "bytes or times " $0; bad = 1 }
+    }
+    END { exit bad }' "$t/history.csv" || fail "history rows: $(cat "$t/history.csv")"
+# the loss falls from log(2) at the zero model
+awk -F, 'NR == 2 { first = $2 } END { exit !($2 < first) }' "$t/history.csv" ||
+    fail "train loss did not fall: $(cat "$t/history.csv")"
+
+step "sflctl jobs and watch show the last round's loss and accuracy"
+$CTL jobs > "$t/ctl.log" 2>&1 || fail "sflctl jobs: $(cat "$t/ctl.log")"
+grep -Eq "^1 +progress +fediterht +finished +$ROUNDS/$ROUNDS .* loss [0-9.e-]+, accuracy [0-9.]+ \(120 held out\)$" \
+    "$t/ctl.log" || fail "sflctl jobs: $(cat "$t/ctl.log")"
+timeout --preserve-status -s INT 2 $CTL watch > "$t/watch.log" 2>&1 &
+wpid=$!
+pids="$pids $wpid"
+wait "$wpid" || fail "sflctl watch: $(cat "$t/watch.log")"
+# not on a terminal, watch prints nothing for jobs that are not running
+$CTL status > "$t/ctl.log" 2>&1 || fail "sflctl status: $(cat "$t/ctl.log")"
+grep -q "accuracy [0-9.]* (120 held out)" "$t/ctl.log" || fail "sflctl status: $(cat "$t/ctl.log")"
+
+step "/metrics: per-job progress gauges"
+metrics() {
+    /usr/bin/python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$mport/metrics', timeout=5).read().decode())"
+}
+metrics > "$t/metrics.out" || fail "GET /metrics"
+grep -q '^sfl_job_committed_round{job="1",name="progress"} '"$ROUNDS"'$' "$t/metrics.out" ||
+    fail "no sfl_job_committed_round"
+grep -Eq '^sfl_job_train_loss\{job="1",name="progress"\} [0-9.e-]+$' "$t/metrics.out" ||
+    fail "no sfl_job_train_loss"
+grep -Eq '^sfl_job_eval_accuracy\{job="1",name="progress"\} [0-9.e-]+$' "$t/metrics.out" ||
+    fail "no sfl_job_eval_accuracy"
+
+step "sflctl model export in every format"
+for f in text libsvm npy spcodec; do
+    $CTL model export 1 "$t/model.$f" --format $f > "$t/ctl.log" 2>&1 ||
+        fail "model export --format $f: $(cat "$t/ctl.log")"
+    grep -q "^job 1 round $ROUNDS: dimension 1000, nnz [1-9][0-9]*, hash [0-9a-f]*, [0-9]* bytes -> .*($f)$" \
+        "$t/ctl.log" || fail "model export --format $f: $(cat "$t/ctl.log")"
+done
+$CTL model export 1 "$t/model.default" > "$t/ctl.log" 2>&1 || fail "model export: $(cat "$t/ctl.log")"
+cmp -s "$t/model.default" "$t/model.text" || fail "the default format is not text"
+head -2 "$t/model.text" | grep -q "^# sfl model: job 1, round $ROUNDS, algorithm fediterht, loss logistic$" ||
+    fail "text header: $(head -3 "$t/model.text")"
+grep -q "^# dimension 1000, nnz [1-9]" "$t/model.text" || fail "text header: $(head -3 "$t/model.text")"
+nnz=$(grep -vc "^#" "$t/model.text")
+[ "$(wc -l < "$t/model.libsvm")" -eq 1 ] || fail "libsvm: not one line"
+[ "$(($(wc -w < "$t/model.libsvm") - 1))" -eq "$nnz" ] || fail "libsvm and text disagree on nnz"
+# the same values and 1-based indices
+grep -v "^#" "$t/model.text" | awk '{ printf "%d:%s\n", $1, $2 }' > "$t/text.pairs"
+tr ' ' '\n' < "$t/model.libsvm" | tail -n +2 > "$t/libsvm.pairs"
+cmp -s "$t/text.pairs" "$t/libsvm.pairs" || fail "libsvm and text values differ"
+rc=0
+$CTL model export 1 "$t/model.x" --format csv > "$t/ctl.log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] && grep -q "unknown --format 'csv' (text, libsvm, npy or spcodec)" "$t/ctl.log" ||
+    fail "unknown format: exit $rc: $(cat "$t/ctl.log")"
+[ ! -e "$t/model.x" ] || fail "an unknown format wrote a file"
+
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+    step "numpy reads the npy export: the text export's values, zeros elsewhere"
+    /usr/bin/python3 - "$t/model.npy" "$t/model.text" <<'EOF3' || fail "numpy check failed"
+import sys
+import numpy as np
+x = np.load(sys.argv[1])
+assert x.dtype == np.float64 and x.shape == (1000,), (x.dtype, x.shape)
+want = np.zeros(1000)
+for line in open(sys.argv[2]):
+    if not line.startswith("#"):
+        i, v = line.split()
+        want[int(i) - 1] = float(v)
+assert np.array_equal(x, want), "values differ"
+print(f"numpy: shape {x.shape}, {np.count_nonzero(x)} nonzeros, equal to the text export")
+EOF3
+else
+    echo "skipped: numpy check of the npy export (python3-numpy not installed)"
+fi
+echo "progress e2e: ok ($ROUNDS rounds, history $(($(wc -l < "$t/history.csv") - 1)) rows)"
