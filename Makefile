@@ -153,7 +153,7 @@ CTL_MAIN_OBJ := $(BUILD)/server/main_sflctl.o
 PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN) $(CTL_BIN)
 
 .PHONY: all deps deps-test deps-repro deps-install deps-footprint test unit unit-asan \
-        test-cross unit-cross e2e demo bench footprint reproduce install man clean help
+        test-cross unit-cross unit-asan e2e demo bench footprint reproduce install man clean help
 .DEFAULT_GOAL := all
 
 all: deps $(LIB) $(PROGRAMS)
@@ -229,20 +229,31 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@$(if $(Q),echo "  BENCH   $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-# Unit suites, then the same suites under ASan+UBSan, then e2e.
+# Unit suites, then the same suites under ASan+UBSan, then e2e: every stage
+# runs even after a failure (tests/run.sh prints a line per suite and records
+# it), and the last line is "N passed, N failed, N skipped". A stage whose
+# build fails counts as one failure. `make unit`, `make e2e` alone work too.
+SFL_RESULTS ?= $(abspath build/test-results)
+export SFL_RESULTS
+TEST_STAGES := unit unit-asan e2e
+
 test: deps-test
-	$(Q)$(MAKE) --no-print-directory unit
+	@mkdir -p build && rm -f $(SFL_RESULTS)
+	@for s in $(TEST_STAGES); do \
+	    t0=$$(date +%s); echo "== $$s"; \
+	    $(MAKE) --no-print-directory $$s || true; \
+	    echo "== $$s: $$(($$(date +%s) - t0)) s"; done
+	@tests/run.sh summary
+
+unit-asan:
 	$(Q)$(MAKE) --no-print-directory SAN=1 unit
-	$(Q)$(MAKE) --no-print-directory e2e
 
 ifneq ($(CROSS),)
 unit: unit-cross
 else
-unit: $(UNIT_BIN)
-	@fail=0; for t in $(UNIT_BIN); do \
-	    if ! SFL_TEST_DATA=../shared/data $$t >$$t.log 2>&1; then \
-	        echo "FAIL    $$t"; cat $$t.log; fail=1; \
-	    else echo "PASS    $$t"; fi; done; exit $$fail
+unit:
+	@if $(MAKE) --no-print-directory $(UNIT_BIN); then tests/run.sh unit $(UNIT_BIN); \
+	 else tests/run.sh record FAIL "build of $(BUILD)/tests" "see the compiler output above"; exit 1; fi
 endif
 
 # The programs and unit suites of a cross build, the suites run under
@@ -250,21 +261,13 @@ endif
 # CROSS=arm-linux-gnueabihf-. Suites call host tools (openssl, python3) by
 # exec, which qemu-user hands to the host kernel: they run natively.
 test-cross:
-	$(Q)$(MAKE) --no-print-directory CROSS=$(or $(CROSS),aarch64-linux-gnu-) unit-cross
+	@mkdir -p build && rm -f $(SFL_RESULTS)
+	@$(MAKE) --no-print-directory CROSS=$(or $(CROSS),aarch64-linux-gnu-) unit-cross || true
+	@tests/run.sh summary
 
 ifneq ($(CROSS),)
 unit-cross: deps-test $(LIB) $(PROGRAMS) $(UNIT_BIN)
-	@fail=0; for t in $(UNIT_BIN); do \
-	    s=$$(date +%s); \
-	    SFL_TEST_DATA=../shared/data timeout $(CROSS_TIMEOUT) \
-	        $(QEMU) -L $(QEMU_LD_PREFIX) $$t >$$t.log 2>&1; rc=$$?; \
-	    s=$$(($$(date +%s) - s)); \
-	    if [ $$rc = 124 ]; then \
-	        echo "FAIL    $$t (timeout after $(CROSS_TIMEOUT) s under $(QEMU))"; \
-	        tail -n 20 $$t.log; fail=1; \
-	    elif [ $$rc != 0 ]; then \
-	        echo "FAIL    $$t ($$s s)"; cat $$t.log; fail=1; \
-	    else echo "PASS    $$t ($$s s)"; fi; done; exit $$fail
+	@SFL_TIMEOUT=$(CROSS_TIMEOUT) SFL_WRAP="$(QEMU) -L $(QEMU_LD_PREFIX)" tests/run.sh unit $(UNIT_BIN)
 else
 unit-cross:
 	@echo "unit-cross needs CROSS=<triplet>- (or run make test-cross)"; exit 2
@@ -283,11 +286,11 @@ $(REPLAY_BIN) $(LOADGEN_BIN): $(AGENT_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -Iserver -Iclient-agent $(LDFLAGS) -o $@ $(filter %.c,$^) $(AGENT_LIB) $(LIB) $(LDLIBS)
 
-e2e: all $(REPLAY_BIN)
-	@fail=0; for t in $(filter-out tests/e2e/lib.sh,$(wildcard tests/e2e/*.sh)); do \
-	    if ! SFL_BIN=$(BUILD) timeout 600 sh $$t >$(BUILD)/$$(basename $$t).log 2>&1; then \
-	        echo "FAIL    $$t"; cat $(BUILD)/$$(basename $$t).log; fail=1; \
-	    else echo "PASS    $$t"; fi; done; exit $$fail
+E2E_SCRIPTS := $(filter-out tests/e2e/lib%,$(sort $(wildcard tests/e2e/*.sh)))
+e2e:
+	@if $(MAKE) --no-print-directory all $(REPLAY_BIN); then \
+	    SFL_BIN=$(BUILD) tests/run.sh e2e $(BUILD) $(E2E_SCRIPTS); \
+	 else tests/run.sh record FAIL "build of the e2e programs" "see the compiler output above"; exit 1; fi
 
 demo: all deps-test
 	$(Q)./deploy/demo-federation.sh $(BUILD)

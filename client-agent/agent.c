@@ -955,9 +955,10 @@ static void on_hb_timer(uv_timer_t *t)
 
 /* Loop time of a resubscription after retry_ms: up to 10% of our own jitter
  * on top, never less (docs/protocol.md). */
-static uint64_t resub_time(const agent_t *a, uint32_t retry_ms)
+static uint64_t resub_time(agent_t *a, uint32_t retry_ms)
 {
-    return uv_now(a->loop) + retry_ms + randombytes_uniform(retry_ms / 10 + 1);
+    a->stats.last_resub_ms = retry_ms + randombytes_uniform(retry_ms / 10 + 1);
+    return uv_now(a->loop) + a->stats.last_resub_ms;
 }
 
 static void on_timer(uv_timer_t *t)

@@ -74,6 +74,7 @@ typedef struct agent_stats {
     uint64_t heartbeats;    /* Heartbeat replies */
     uint64_t backoffs;      /* times BACKOFF was entered */
     uint64_t last_backoff_ms; /* the delay drawn the last time */
+    uint64_t last_resub_ms;   /* the last delay drawn before a Subscribe */
 } agent_stats_t;
 
 /* Loads everything the agent needs before it touches the network: checks

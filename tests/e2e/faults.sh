@@ -32,6 +32,7 @@ mkdir -p "$t/data" "$t/state"
 # Over-selection makes the full selection 6 > 5 agents, so every round
 # gathers subscribers for select_wait_ms: at most ~3 rounds a second, which
 # keeps the 50 rounds from finishing before the faults are done.
+step "start: a coordinator and 5 agents run a FedIter-HT job"
 ROUNDS=50
 cat > "$t/coordinator.ini" <<EOF
 [coordinator]
@@ -82,6 +83,7 @@ wait_for 20 more commits 3 || fail "no 3 committed rounds with 5 agents"
 grep -q "event=round_committed .* accepted=5 " "$t/coord.log" || fail "no round with all 5 agents"
 
 # ---- (b) garbage and oversized input while the federation runs ------------------------
+step "(b) garbage and oversized input while the federation runs"
 mark=$(lines)
 cat > "$t/garbage.py" <<'EOF'
 import os, socket, ssl, struct, sys, time
@@ -249,6 +251,7 @@ freeze_and_kill() {
 }
 
 # ---- (a) two agents die mid-round: the quorum carries the round --------------------------
+step "(a) two agents die mid-round: the quorum carries the round"
 mark=$(lines)
 freeze_and_kill 3 4
 # A round that selected 5 (the dead two included) commits with 3 at its deadline.
@@ -264,6 +267,7 @@ wait_for 10 quorum3 || fail "rounds did not go on with 3 agents"
 echo "two agents killed mid-round: rounds commit with the quorum of 3"
 
 # ---- three dead: below quorum the attempt fails; restarted agents finish the job ---------
+step "three dead: below quorum the attempt fails; restarted agents finish the job"
 mark=$(lines)
 freeze_and_kill 2
 failed() { since "$mark" | grep -q "event=round_failed"; }

@@ -19,6 +19,7 @@ pki_federation agent-0 agent-1 agent-2 agent-3
 "$PKI" agent "$t/other" intruder > /dev/null
 
 # Four clients' shards of a noiseless 5-sparse problem, d = 200.
+step "start: PKI, 4 shards (d = 200, 5-sparse), a coordinator and 4 agents"
 mkdir -p "$t/data"
 SIMDATA="--data synth:sparse --clients 4 --samples 60 --dim 200 --support 5 --seed 7"
 # shellcheck disable=SC2086
@@ -73,9 +74,11 @@ for i in 0 1 2 3; do
     wait_for 20 joined $((i + 1)) || fail "agent-$i did not join"
 done
 at_least() { [ "$(committed)" -ge "$1" ]; }
+step "agents joined; waiting for 10 committed rounds"
 wait_for 60 at_least 10 || fail "no 10 committed rounds"
 
 # Kill -9 mid-job, restart: the job resumes from its last committed round.
+step "Kill -9 mid-job, restart: the job resumes from its last committed round"
 kill -9 "$coord"
 before=$(committed)
 start_coord
@@ -86,6 +89,7 @@ grep -q "event=round_committed job=1 round=$ROUNDS " "$t/coord.log" || fail "las
 grep -q "event=state_loaded" "$t/coord.log" || fail "restart did not load state"
 
 # An agent with a certificate from another CA is refused.
+step "An agent with a certificate from another CA is refused"
 "$BIN/sfl-agent" --coordinator 127.0.0.1:$port --server_name 127.0.0.1 \
     --ca "$t/pki/ca.crt" --cert "$t/other/agent/intruder.crt" --key "$t/other/agent/intruder.key" \
     --coordinator_pk "$PK" --data "libsvm:$t/data/client-0.svm" --state_dir "$t/intruder" \
@@ -97,6 +101,7 @@ kill "$ip" 2>/dev/null || true
 grep -q "event=join.*intruder" "$t/coord.log" && fail "intruder joined"
 
 # Interop: python3-grpcio with stubs generated from proto/.
+step "Interop: python3-grpcio with stubs generated from proto/"
 if /usr/bin/python3 -c "import grpc, cryptography" 2>/dev/null && command -v grpc_python_plugin > /dev/null; then
     mkdir -p "$t/stubs"
     protoc -I"$ROOT/proto" --python_out="$t/stubs" --grpc_python_out="$t/stubs" \
@@ -129,6 +134,7 @@ fi
 # sflctl with the admin certificate: status, jobs, agents, model export, a
 # second job created from a job file (its condition no agent reports keeps
 # it selecting), watched and paused; an agent certificate is refused.
+step "sflctl: status, jobs, agents, model export, job create/watch/pause"
 cat > "$t/sflctl.ini" <<EOF2
 [sflctl]
 coordinator = 127.0.0.1:$port

@@ -29,8 +29,12 @@ fail() {
     exit 1
 }
 
+# Waits until the condition holds, polling every 0.1 s. $1 is about what the
+# wait needs on an idle machine, to the second; the bound is SFL_WAIT_SCALE
+# (default 10) times that, so a loaded machine never fails a test (STYLE
+# rule 22) and only a real hang costs the whole bound.
 wait_for() { # $1 = seconds, rest = condition command
-    n=$(($1 * 10)); shift
+    n=$(($1 * 10 * ${SFL_WAIT_SCALE:-10})); shift
     while [ $n -gt 0 ]; do
         if "$@"; then return 0; fi
         sleep 0.1; n=$((n - 1))

@@ -21,14 +21,11 @@
 #       docker-compose.yml and its services run the roles used here.
 # Needs root and iproute2; skips otherwise. Bounded: about 60 s.
 set -eu
+. tests/e2e/lib-step.sh
 BIN=${SFL_BIN:-build}
 ROOT=$(pwd)
 case $BIN in /*) ;; *) BIN=$ROOT/$BIN ;; esac
 
-skip() {
-    echo "SKIP: $*"
-    exit 0
-}
 [ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces)"
 command -v ip >/dev/null 2>&1 || skip "needs ip (iproute2)"
 probe=sfle2e-probe-$$
@@ -57,8 +54,8 @@ fail() {
     done
     exit 1
 }
-wait_for() { # $1 = seconds, rest = condition command
-    n=$(($1 * 10))
+wait_for() { # $1 = seconds (idle need), rest = condition; bound x SFL_WAIT_SCALE, as in lib.sh
+    n=$(($1 * 10 * ${SFL_WAIT_SCALE:-10}))
     shift
     while [ $n -gt 0 ]; do
         if "$@"; then return 0; fi
@@ -76,6 +73,7 @@ T0=$(now)
 # subscribers for select_wait_ms: ~3 rounds a second, slow enough to cut a
 # link mid-job. A selected agent silent for 2 s is dead for the attempt
 # (agents heartbeat every second).
+step "start: 4 shards and a job; pki, data, coordinator and 4 agents in namespaces"
 export SFL_SHARDS=4 SFL_SAMPLES=100 SFL_DIM=300 SFL_SUPPORT=8 SFL_SEED=5
 ROUNDS=40
 export SFL_JOB_NAME=cut SFL_JOB_ROUNDS=$ROUNDS SFL_JOB_COHORT=4 SFL_JOB_OVERSELECT=0.25 \
@@ -93,6 +91,7 @@ at_least() { [ "$(commits "$1")" -ge "$2" ]; }
 finished() { grep -q "event=job_state job=$1 state=finished" "$C"; }
 
 # ---- (a) link cut and restore, coordinator restart ------------------------------------
+step "(a) link cut and restore, coordinator restart"
 fed up 4 > "$t/up.log" 2>&1 || fail "netns-federation up: $(cat "$t/up.log")"
 for i in 1 2 3 4; do
     wait_for 10 grep -q "claimed shard [0-3] of 4" "$LOG/agent-$i.log" || fail "agent-$i claimed no shard"
@@ -134,6 +133,7 @@ cut_agent4() { # SECONDS CMD: cut; a round loses agent-4; after SECONDS and CMD,
 
 # A short outage (4 s) with the kernel's defaults: TCP retransmits through
 # it, so the connection survives and agent-4 carries on without a new Join.
+step "a short outage (4 s): TCP retransmits through it"
 j0=$(joins)
 cut_agent4 4 true
 wait_for 30 a4_accepted "$back_line" || fail "no update of agent-4 accepted after the short cut"
@@ -144,6 +144,7 @@ echo "(a) short cut ($held s): $(outcome "$from"); agent-4 back ($how), its upda
 # default 15 is ~15 minutes, here 3 is ~3 s in the namespaces of agent-4 and
 # the coordinator). Both ends drop the connection; agent-4 reconnects with
 # backoff and joins again once the link is back.
+step "a long outage, beyond TCP's retransmission budget"
 for s in agent-4 coordinator; do
     fed exec "$s" sh -c 'echo 3 > /proc/sys/net/ipv4/tcp_retries2' || fail "cannot set tcp_retries2"
 done
@@ -160,6 +161,7 @@ echo "(a) long cut ($held s): $(outcome "$from"); agent-4 disconnected, joined a
 [ "$committed_during" -lt "$ROUNDS" ] || fail "the job finished during the cut; make it longer"
 
 # `docker compose restart coordinator`: SIGTERM, the state volume stays.
+step "\`docker compose restart coordinator\`: SIGTERM, the state volume stays"
 before_restart=$(commits 1)
 [ "$before_restart" -lt "$ROUNDS" ] || fail "the job finished before the restart; make it longer"
 restart_line=$(wc -l < "$C")
@@ -173,6 +175,7 @@ wait_for 60 finished 1 || fail "job 1 did not finish after the restart ($(commit
 # Nothing lost: rounds 1..R committed, each exactly once, across the cut and
 # the restart; sflctl (in its own namespace, as `docker compose run ctl`)
 # agrees.
+step "Nothing lost: rounds 1..R committed, each exactly once, across the cut and"
 grep "event=round_committed job=1 " "$C" | sed 's/.* round=\([0-9]*\) .*/\1/' > "$t/rounds"
 seq 1 $ROUNDS | cmp -s - "$t/rounds" ||
     fail "committed rounds are not 1..$ROUNDS exactly once: $(tr '\n' ' ' < "$t/rounds")"
@@ -263,6 +266,7 @@ else
 fi
 
 # ---- (c) the compose file describes the same services --------------------------------
+step "(c) the compose file describes the same services"
 if command -v docker-compose >/dev/null 2>&1; then
     (cd "$ROOT" && docker-compose -f docker-compose.yml --profile tools config) > "$t/compose.yml" 2> "$t/compose.err" ||
         fail "docker-compose config: $(cat "$t/compose.err")"

@@ -2,6 +2,7 @@
 # End-to-end checks of deploy/pki/sfl-pki: real openssl, real files,
 # certificates checked with `openssl verify` and their fields read back.
 set -eu
+. tests/e2e/lib-step.sh
 PKI=${SFL_PKI:-deploy/pki/sfl-pki}
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
@@ -13,6 +14,7 @@ subject() { openssl x509 -in "$1" -noout -subject -nameopt RFC2253 | sed 's/^sub
 verify() { openssl verify -CAfile "$t/ca/ca.crt" "$@" >/dev/null 2>&1; }
 
 # Usage and errors: --help succeeds, misuse exits 2 with a message.
+step "Usage and errors: --help succeeds, misuse exits 2 with a message"
 pki --help | grep -q 'coordinator DIR NAME' || fail "--help text"
 for args in "" "frobnicate $t/x" "agent" "agent $t/ca" "--days" "--days 0 init $t/x" \
     "--bogus init $t/x"; do
@@ -25,6 +27,7 @@ pki agent "$t/none" a1 >"$t/out" 2>&1 && fail "agent without a CA succeeded"
 grep -q "no CA in" "$t/out" || fail "missing CA message: $(cat "$t/out")"
 
 # The CA: P-256 key mode 0600, self-signed, a CA that may sign leaves only.
+step "The CA: P-256 key mode 0600, self-signed, a CA that may sign leaves only"
 pki init "$t/ca" >/dev/null
 [ "$(mode "$t/ca/ca.key")" = "-rw-------" ] || fail "ca.key mode $(mode "$t/ca/ca.key")"
 openssl verify -CAfile "$t/ca/ca.crt" "$t/ca/ca.crt" >/dev/null || fail "CA does not verify"
@@ -36,6 +39,7 @@ pki init "$t/ca" >"$t/out" 2>&1 && fail "init over an existing CA succeeded"
 grep -q 'already holds a CA' "$t/out" || fail "init overwrite message"
 
 # The coordinator: server-only, names localhost, 127.0.0.1, ::1, its name and extras.
+step "The coordinator: server-only, names localhost, 127.0.0.1, ::1, its name and extras"
 pki coordinator "$t/ca" coord extra.example.org 10.9.8.7 DNS:alt.example IP:fd00::1 >/dev/null
 c=$t/ca/coordinator/coord.crt
 [ "$(mode "$t/ca/coordinator/coord.key")" = "-rw-------" ] || fail "coordinator key mode"
@@ -52,6 +56,7 @@ verify -verify_ip 127.0.0.2 "$c" && fail "coordinator matches 127.0.0.2"
 [ "$(subject "$c")" = "CN=coord,OU=coordinator,O=sfl" ] || fail "coordinator subject $(subject "$c")"
 
 # Agents and admins: client-only, CN is the id, OU is the role.
+step "Agents and admins: client-only, CN is the id, OU is the role"
 pki agent "$t/ca" agent-7 >"$t/agent.out"
 pki admin "$t/ca" alice >/dev/null
 a=$t/ca/agent/agent-7.crt
@@ -67,6 +72,7 @@ verify -purpose sslclient "$t/ca/admin/alice.crt" || fail "admin does not verify
   "$(openssl x509 -in "$a" -noout -pubkey)" ] || fail "agent key does not match its certificate"
 
 # The fingerprint is SHA-256 over the DER certificate, as sfl computes it.
+step "The fingerprint is SHA-256 over the DER certificate, as sfl computes it"
 fp=$(pki fingerprint "$a")
 want=$(openssl x509 -in "$a" -outform DER | openssl dgst -sha256 -r | cut -d' ' -f1)
 [ "$fp" = "$want" ] || fail "fingerprint $fp, want $want"
@@ -74,11 +80,13 @@ grep -q "fingerprint $fp" "$t/agent.out" || fail "agent creation does not print 
 pki fingerprint "$t/nonexistent.crt" >/dev/null 2>&1 && fail "fingerprint of a missing file"
 
 # No silent overwrite; --force replaces (a new key, a new fingerprint).
+step "No silent overwrite; --force replaces (a new key, a new fingerprint)"
 pki agent "$t/ca" agent-7 >/dev/null 2>&1 && fail "agent overwrite without --force"
 pki --force agent "$t/ca" agent-7 >/dev/null
 [ "$(pki fingerprint "$a")" != "$fp" ] || fail "--force kept the old certificate"
 
 # Names that are not safe as a CN and a file name are refused, nothing written.
+step "Names that are not safe as a CN and a file name are refused, nothing written"
 for bad in ../evil "a b" -x .hidden "$(printf 'x%.0s' $(seq 65))" 'a/b' 'a$b'; do
     if pki agent "$t/ca" "$bad" >/dev/null 2>&1; then fail "agent name '$bad' accepted"; fi
 done
@@ -88,12 +96,14 @@ pki coordinator "$t/ca" c2 IP:not-an-ip >/dev/null 2>&1 && fail "bad IP SAN acce
 [ ! -e "$t/ca/coordinator/c2.crt" ] || fail "c2 written despite a bad SAN"
 
 # Validity: --days sets the leaf lifetime.
+step "Validity: --days sets the leaf lifetime"
 pki --days 10 agent "$t/ca" short >/dev/null
 s=$t/ca/agent/short.crt
 openssl x509 -in "$s" -noout -checkend $((9 * 86400)) >/dev/null || fail "--days 10 expires too soon"
 openssl x509 -in "$s" -noout -checkend $((11 * 86400)) >/dev/null && fail "--days 10 lasts too long"
 
 # Another CA's agent does not verify against this one.
+step "Another CA's agent does not verify against this one"
 pki init "$t/other" >/dev/null
 pki agent "$t/other" agent-7 >/dev/null
 verify -purpose sslclient "$t/other/agent/agent-7.crt" && fail "other CA's agent verifies"

@@ -36,6 +36,7 @@ mkdir -p "$t/data" "$t/state"
 # round's deadline). The deadline and the heartbeat timeout are long enough
 # that no round closes on time while the tool acts; rounds close because
 # both members answered.
+step "start: a coordinator, a job of cohort 2"
 ROUNDS=6
 cat > "$t/coordinator.ini" <<EOF
 [coordinator]
@@ -76,6 +77,7 @@ port=$(sed -n 's/.*event=started .* port=\([0-9]*\) .*/\1/p' "$t/coord.log" | he
 case $port in ''|0|*[!0-9]*) fail "no port in the coordinator's started line" ;; esac
 
 # ---- the tool, alone with the coordinator --------------------------------------------
+step "the tool, alone with the coordinator"
 rc=0
 timeout 40 "$TOOL" --coordinator "127.0.0.1:$port" --server-name 127.0.0.1 --pki "$t/pki" \
     --coordinator-pk "$PK" --agent replay-a --other replay-b --stranger replay-c \
@@ -122,6 +124,7 @@ for x in "$r" "$r1"; do
 done
 
 # ---- real agents finish the job ----------------------------------------------------------
+step "real agents finish the job"
 for i in 0 1; do start_agent $i; done
 finished() { grep -q "event=job_state job=1 state=finished" "$t/coord.log"; }
 wait_for 30 finished || fail "the job did not finish with the real agents"

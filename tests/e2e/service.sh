@@ -29,6 +29,7 @@ mkdir -p "$t/data"
 
 # Only full selections start (select_wait_ms is long), so an attempt always
 # has both agents; with one frozen it waits for it, holding its quorum of 1.
+step "start: coordinator under a stand-in service manager"
 cat > "$t/coordinator.ini" <<EOF
 [coordinator]
 listen = 127.0.0.1:$port
@@ -94,6 +95,7 @@ stop_coord() { # SIGTERM, bounded wait; sets rc to the exit status
 }
 
 # ---- readiness and watchdog -----------------------------------------------------------
+step "readiness and watchdog"
 start_coord
 wait_for 15 more_notes "^READY=1" 1 || fail "no READY=1"
 port_open || fail "READY=1 arrived but port $port does not accept connections"
@@ -104,6 +106,7 @@ grep -q "event=watchdog interval_ms=200" "$t/coord.log" || fail "watchdog interv
 echo "notify: READY=1 once listening, WATCHDOG=1 every 200 ms: ok"
 
 # ---- online backup while rounds commit ------------------------------------------------
+step "online backup while rounds commit"
 PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
 commits() { grep -c "event=round_committed" "$t/coord.log" || true; }
 at_least() { [ "$(commits)" -ge "$1" ]; }
@@ -135,6 +138,7 @@ EOF
 cat "$t/backupcheck.log"
 
 # ---- reload ---------------------------------------------------------------------------
+step "reload"
 cat >> "$t/coordinator.ini" <<'EOF'
 
 [job second]

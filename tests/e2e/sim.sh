@@ -1,15 +1,16 @@
 #!/bin/sh
 # End-to-end checks of the sfl-sim program: real process, real files.
 set -eu
+. tests/e2e/lib-step.sh
 BIN=${SFL_BIN:-build}
 SIM="$BIN/sfl-sim"
 DATA=${SFL_TEST_DATA:-../shared/data}
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-. tests/e2e/lib-step.sh
 
 # A short run: header, one row per round, the columns the data allows.
+step "A short run: header, one row per round, the columns the data allows"
 "$SIM" --algo fediterht --data synth:sparse --clients 5 --samples 40 --dim 200 \
     --support 5 --tau 10 --rounds 7 --batch 40 --lr 0.1 --seed 3 --quiet > "$t/a.csv"
 head -1 "$t/a.csv" | grep -qx \
@@ -25,6 +26,7 @@ cmp -s "$t/r1a.csv" "$t/r1b.csv" || fail "same seed gave different CSVs"
 cmp -s "$t/r1a.csv" "$t/r2.csv" && fail "different seeds gave the same CSV"
 
 # All algorithms run; dense baselines on classification data report accuracy.
+step "All algorithms run; dense baselines on classification data report accuracy"
 for a in fedht fediterht diht fedavg fedprox; do
     "$SIM" --algo $a --data synth:sim2 --clients 4 --samples 50 --rounds 3 --tau 50 \
         --test-frac 0.2 --quiet > "$t/$a.csv" || fail "algo $a"
@@ -35,6 +37,7 @@ done
 
 # The matching-pursuit side: the FedGradMP command contract reaches the truth
 # to machine precision; cohorts, centralized mode and dictionaries run.
+step "The matching-pursuit side: the FedGradMP command contract reaches the truth"
 "$SIM" --algo fedgradmp --data synth:gradmp --clients 30 --alpha 1.0 --tau 10 \
     --local-steps 3 --batch 40 --rounds 6 --seed 7 --quiet > "$t/gmp.csv"
 awk -F, 'NR > 1 { e = $3 } END { exit !(e < 1e-10) }' "$t/gmp.csv" \
@@ -83,11 +86,13 @@ printf '[sim]\nrounds = 2\nbogus = 1\n' > "$t/bad.ini"
 expect_error 2 "unknown key 'bogus'" --config "$t/bad.ini"
 
 # A config file, with a flag overriding it.
+step "A config file, with a flag overriding it"
 printf '[sim]\nalgo = diht\ndata = synth:sparse\nclients = 3\nrounds = 9\ntau = 5\n' > "$t/ok.ini"
 "$SIM" --config "$t/ok.ini" --rounds 4 --quiet > "$t/c.csv"
 [ "$(wc -l < "$t/c.csv")" -eq 5 ] || fail "config + override: $(wc -l < "$t/c.csv") lines"
 
 # Real data, k-means partition (skipped when the shared data folder is absent).
+step "Real data, k-means partition (skipped when the shared data folder is absent)"
 if [ -f "$DATA/derived/colon-cancer.libsvm" ]; then
     "$SIM" --algo fediterht --data libsvm:"$DATA/derived/colon-cancer.libsvm" \
         --partition kmeans:4 --clients 4 --parts 2 --tau 50 --rounds 5 --quiet > "$t/colon.csv" \

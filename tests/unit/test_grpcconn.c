@@ -24,7 +24,7 @@
 #include "sfl/grpcconn.h"
 #include "sfl/transport.h"
 
-#define WATCHDOG_MS 5000
+#define WATCHDOG_MS 60000 /* a failure detector: 10x and more what a loaded machine needs */
 #define PKI "deploy/pki/sfl-pki"
 
 static char dir[64]; /* temporary PKI root */

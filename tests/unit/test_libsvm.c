@@ -346,14 +346,13 @@ static void test_libsvm_a9a(void **state)
     assert_int_equal(sfl_libsvm_read(path, 0, NULL, &ds), 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    fprintf(stderr, "a9a: %u x %u, %zu nonzeros read in %.3f s\n", ds->X->nrows, ds->X->ncols,
+    fprintf(stderr, "a9a: %u x %u, %zu nonzeros read in %.3f s (informational; timing is bench/'s)\n", ds->X->nrows, ds->X->ncols,
             ds->X->nnz, secs);
     assert_int_equal(ds->X->nrows, 32561);
     assert_int_equal(ds->X->ncols, 123);
     assert_int_equal(ds->X->nnz, 451592);
     assert_int_equal(sfl_dataset_encode_labels(ds, 2), 0);
     assert_int_equal(ds->nclasses, 2);
-    assert_true(secs < 5.0); /* generous: ASan and a busy machine */
     sfl_dataset_free(ds);
 }
 

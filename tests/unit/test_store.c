@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -1027,11 +1028,42 @@ static unsigned lcg(unsigned *x)
     return *x >> 8;
 }
 
-/* Returns the number of rounds the child reported before the kill. */
-static int64_t run_and_kill(const char *path, int64_t job, unsigned delay_us, int64_t *reported)
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Reads the child's next report into *r: 1 on a report, 0 at EOF (the child
+ * died). A child that neither reports nor dies within a minute (a commit
+ * takes milliseconds, even under ASan on a loaded machine) fails the test. */
+static int next_report(int fd, int64_t *r)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n;
+
+    do
+        n = poll(&p, 1, 60000);
+    while (n < 0 && errno == EINTR);
+    if (n == 0)
+        fail_msg("crash child: no report and no exit within 60 s");
+    assert_true(n == 1);
+    ssize_t got = read(fd, r, sizeof(*r));
+    assert_true(got == 0 || got == (ssize_t)sizeof(*r));
+    return got != 0;
+}
+
+/* Starts a child that commits round after round, waits for two of its
+ * reports (observed progress, whatever the machine's speed), then kills it
+ * at a random point within two measured commit intervals, so kills land at
+ * every phase of a commit. *frac in [0, 2) picks the point; *reported is
+ * raised by every round the child reported. */
+static void run_and_kill(const char *path, int64_t job, double frac, int64_t *reported)
 {
     int fds[2], status = 0;
-    int64_t r, count = 0;
+    int64_t r;
     pid_t pid;
 
     assert_int_equal(pipe(fds), 0);
@@ -1043,27 +1075,27 @@ static int64_t run_and_kill(const char *path, int64_t job, unsigned delay_us, in
         _exit(1);
     }
     close(fds[1]);
-    sleep_us(delay_us);
+    double t[2];
+    for (int i = 0; i < 2; i++) {
+        if (!next_report(fds[0], &r)) {
+            assert_int_equal(waitpid(pid, &status, 0), pid);
+            fail_msg("crash child ended before its report %d (status %d)", i + 1, status);
+        }
+        assert_int_equal(r, *reported + 1);
+        *reported += 1;
+        t[i] = now_s();
+    }
+    sleep_us((unsigned)(frac * (t[1] - t[0]) * 1e6));
     kill(pid, SIGKILL);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
         fail_msg("child exited with %d before the kill", WEXITSTATUS(status));
     /* The pipe holds every report written before death; read to EOF. */
-    while (read(fds[0], &r, sizeof(r)) == (ssize_t)sizeof(r)) {
-        assert_int_equal(r, *reported + count + 1);
-        count++;
+    while (next_report(fds[0], &r)) {
+        assert_int_equal(r, *reported + 1);
+        *reported += 1;
     }
     close(fds[0]);
-    *reported += count;
-    return count;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void test_store_crash(void **state)
@@ -1072,7 +1104,7 @@ static void test_store_crash(void **state)
     const char *p = dbpath("crash.db");
     char path[sizeof(pathbuf)];
     coord_store_t *s;
-    int64_t job = 0, reported = 0, kills_mid_round = 0;
+    int64_t job = 0, reported = 0, durable_unreported = 0;
     unsigned seed = 20240601u;
     double t0 = now_s();
 
@@ -1087,19 +1119,20 @@ static void test_store_crash(void **state)
     coord_store_close(s); /* no connection may cross the fork */
 
     for (int k = 0; k < CRASH_KILLS; k++) {
-        unsigned delay = lcg(&seed) % 20001u; /* 0 - 20 ms */
-        int64_t before = reported;
+        double frac = (double)(lcg(&seed) % 20001u) / 10000.0; /* [0, 2] intervals */
 
-        run_and_kill(path, job, delay, &reported);
+        run_and_kill(path, job, frac, &reported);
+        int64_t before = reported;
         check_after_crash(path, job, &reported);
-        if (reported == before)
-            kills_mid_round++;
+        /* A commit that was durable when the kill came, its report lost. */
+        durable_unreported += reported - before;
     }
-    double dt = now_s() - t0;
-    print_message("crash: %d kills, %lld rounds committed, %lld kills before a commit, %.2f s\n",
-                  CRASH_KILLS, (long long)reported, (long long)kills_mid_round, dt);
-    assert_true(reported > 0); /* the test exercised commits at all */
-    assert_true(dt < 5.0);
+    /* Informational only: no assertion on time (STYLE rule 22). */
+    print_message("crash: %d kills, %lld rounds committed, %lld durable but unreported, "
+                  "%.2f s\n",
+                  CRASH_KILLS, (long long)reported, (long long)durable_unreported,
+                  now_s() - t0);
+    assert_true(reported >= 2 * CRASH_KILLS);
 }
 
 /* Kills during the very first open (schema creation) must leave a file that
@@ -1376,8 +1409,9 @@ static void test_store_backup_concurrent(void **state)
     close(go[0]);
     close(ready[1]);
     assert_int_equal(read(ready[0], &byte, 1), 1);
-    /* Until the writer has moved on between two copies (bounded). */
-    for (int i = 0; i < 300 && (copies < 3 || last <= first); i++) {
+    /* Until the writer has moved on between two copies: an observed event,
+     * bounded at a minute (it takes milliseconds). */
+    for (double t0 = now_s(); (copies < 3 || last <= first) && now_s() - t0 < 60;) {
         assert_int_equal(coord_store_backup_path(src, dest, &bytes), 0);
         last = check_copy(dest, job, 3, bytes);
         assert_true(last >= 3);
