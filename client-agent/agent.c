@@ -493,60 +493,61 @@ static int read_data(const char *spec, sfl_dataset_t **out)
 
 /* Reads data (and eval_file) and fills the Join summary. The summary's
  * labels are those of all local rows, held-out ones included, so the agent
- * is only selected for jobs that can code every row; its samples are the
- * training rows, the update's weight. */
+ * is only selected for jobs that can code every row; split_eval later sets
+ * its samples to the training rows, the update's weight. */
 static int load_data(agent_t *a)
 {
-    sfl_dataset_t *all = NULL;
+    sfl_dataset_summary_t ev;
     uint32_t ncols;
     int rc;
 
-    if ((rc = read_data(a->cfg.data, &all)) < 0)
-        goto out;
-    if (a->cfg.eval_file[0] != '\0') {
-        sfl_dataset_summary_t ev;
+    if ((rc = read_data(a->cfg.data, &a->data)) < 0 ||
+        (rc = agent_summarize(a->data, &a->summary)) < 0)
+        return rc;
+    if (a->cfg.eval_file[0] == '\0')
+        return 0;
+    if ((rc = read_data(a->cfg.eval_file, &a->eval)) < 0 ||
+        (rc = agent_summarize(a->eval, &ev)) < 0)
+        return rc;
+    /* Regression data (no labels) takes any targets; class labels must be
+     * data's, or no job could code the held-out rows. */
+    if (a->summary.nlabels > 0 && ev.nlabels == 0)
+        return sfl__fail(SFL_EINVAL, "eval_file: targets are not class labels, data's are");
+    for (uint32_t i = 0; a->summary.nlabels > 0 && i < ev.nlabels; i++)
+        if (bsearch(&ev.labels[i], a->summary.labels, a->summary.nlabels, sizeof(double),
+                    cmp_double) == NULL)
+            return sfl__fail(SFL_EINVAL, "eval_file: label %.17g is not among the labels of "
+                             "data", ev.labels[i]);
+    /* One feature space: the wider of the two. */
+    ncols = a->eval->X->ncols > a->data->X->ncols ? a->eval->X->ncols : a->data->X->ncols;
+    if ((rc = sfl_dataset_set_ncols(a->data, ncols)) < 0 ||
+        (rc = sfl_dataset_set_ncols(a->eval, ncols)) < 0)
+        return rc;
+    a->summary.dimension = ncols;
+    return 0;
+}
 
-        a->data = all;
-        all = NULL;
-        if ((rc = read_data(a->cfg.eval_file, &a->eval)) < 0 ||
-            (rc = agent_summarize(a->data, &a->summary)) < 0 ||
-            (rc = agent_summarize(a->eval, &ev)) < 0)
-            goto out;
-        for (uint32_t i = 0; i < ev.nlabels; i++)
-            if (bsearch(&ev.labels[i], a->summary.labels, a->summary.nlabels, sizeof(double),
-                        cmp_double) == NULL) {
-                rc = sfl__fail(SFL_EINVAL, "eval_file: label %.17g is not among the labels "
-                               "of data", ev.labels[i]);
-                goto out;
-            }
-        /* One feature space: the wider of the two. */
-        ncols = a->eval->X->ncols > a->data->X->ncols ? a->eval->X->ncols : a->data->X->ncols;
-        if ((rc = sfl_dataset_set_ncols(a->data, ncols)) < 0 ||
-            (rc = sfl_dataset_set_ncols(a->eval, ncols)) < 0)
-            goto out;
-        a->summary.dimension = ncols;
-    } else if (a->cfg.eval_fraction > 0) {
-        sfl_rng_t r;
+/* eval_fraction: holds out rows of data, drawn from the identity key. */
+static int split_eval(agent_t *a)
+{
+    sfl_dataset_t *train = NULL, *eval = NULL;
+    sfl_rng_t r;
+    int rc;
 
-        if ((rc = agent_summarize(all, &a->summary)) < 0)
-            goto out;
+    if (a->cfg.eval_fraction > 0) {
         agent_eval_rng(a->id->pk, &r);
-        if ((rc = sfl_dataset_split(all, a->cfg.eval_fraction, &r, &a->data, &a->eval)) < 0)
-            goto out;
-        if (a->eval != NULL && a->eval->X->nrows == 0) {
-            sfl_dataset_free(a->eval);
-            a->eval = NULL;
+        if ((rc = sfl_dataset_split(a->data, a->cfg.eval_fraction, &r, &train, &eval)) < 0)
+            return rc;
+        sfl_dataset_free(a->data);
+        a->data = train;
+        if (eval != NULL && eval->X->nrows == 0) {
+            sfl_dataset_free(eval);
+            eval = NULL;
         }
-    } else {
-        a->data = all;
-        all = NULL;
-        rc = agent_summarize(a->data, &a->summary);
-        goto out;
+        a->eval = eval;
     }
     a->summary.samples = a->data->X->nrows;
-out:
-    sfl_dataset_free(all);
-    return rc;
+    return 0;
 }
 
 void agent_eval_rng(const uint8_t pk[SFL_SEAL_PK_BYTES], sfl_rng_t *r)
@@ -617,8 +618,8 @@ int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out)
         rc = sfl__fail(SFL_EINVAL, "coordinator_pk is not a usable Ed25519 public key");
         goto out;
     }
-    /* The identity first: it seeds the held-out split. */
-    if ((rc = load_identity(a)) < 0 || (rc = load_data(a)) < 0)
+    /* The identity seeds the held-out split. */
+    if ((rc = load_data(a)) < 0 || (rc = load_identity(a)) < 0 || (rc = split_eval(a)) < 0)
         goto out;
     {
         sfl_tls_config_t t = {

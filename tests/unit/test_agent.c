@@ -1120,6 +1120,19 @@ static void test_agent_new_eval(void **state)
     assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
     assert_detail("eval_file: label 3 is not among the labels of data");
     assert_null(a);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("1 1:0.5\n0.25 2:1\n", f);
+    fclose(f);
+    assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
+    assert_detail("eval_file: targets are not class labels, data's are");
+    /* regression data takes any held-out targets */
+    agent_cfg(&c, "st-eval", reg_path);
+    snprintf(c.eval_file, sizeof(c.eval_file), "libsvm:%s", path);
+    assert_int_equal(agent_new(&S.loop, &c, &a), 0);
+    assert_int_equal(agent_eval_rows(a), 2);
+    agent_free(a);
+    a = NULL;
     snprintf(c.eval_file, sizeof(c.eval_file), "libsvm:%s/none.svm", dir);
     assert_true(agent_new(&S.loop, &c, &a) < 0);
     assert_null(a);
