@@ -60,6 +60,7 @@ for i in 0 1 2; do
         --coordinator_pk "$PK" --data "libsvm:$t/data/client-$i.svm" --eval_fraction 0.2 \
         --state_dir "$t/agent-$i" --backoff_min_ms 100 --backoff_max_ms 500 \
         >> "$t/agent-$i.log" 2>&1 &
+    eval "agent_$i=$!"
     pids="$pids $!"
 done
 # 200 rows each: 40 held out, 160 trained on (and reported at Join).
@@ -112,21 +113,21 @@ awk -F, -v n="$ROUNDS" '
 awk -F, 'NR == 2 { first = $2 } END { exit !($2 < first) }' "$t/history.csv" ||
     fail "train loss did not fall: $(cat "$t/history.csv")"
 
-step "sflctl jobs and watch show the last round's loss and accuracy"
+step "sflctl jobs and status show the last round's loss and accuracy"
 $CTL jobs > "$t/ctl.log" 2>&1 || fail "sflctl jobs: $(cat "$t/ctl.log")"
 grep -Eq "^1 +progress +fediterht +finished +$ROUNDS/$ROUNDS .* loss [0-9.e-]+, accuracy [0-9.]+ \(120 held out\)$" \
     "$t/ctl.log" || fail "sflctl jobs: $(cat "$t/ctl.log")"
-timeout --preserve-status -s INT 2 $CTL watch > "$t/watch.log" 2>&1 &
-wpid=$!
-pids="$pids $wpid"
-wait "$wpid" || fail "sflctl watch: $(cat "$t/watch.log")"
-# not on a terminal, watch prints nothing for jobs that are not running
 $CTL status > "$t/ctl.log" 2>&1 || fail "sflctl status: $(cat "$t/ctl.log")"
 grep -q "accuracy [0-9.]* (120 held out)" "$t/ctl.log" || fail "sflctl status: $(cat "$t/ctl.log")"
 
 step "/metrics: per-job progress gauges"
 metrics() {
-    /usr/bin/python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$mport/metrics', timeout=5).read().decode())"
+    if command -v curl > /dev/null; then
+        curl -sf --max-time 5 "http://127.0.0.1:$mport/metrics"
+    else
+        /usr/bin/python3 -c "import urllib.request, sys; sys.stdout.write(urllib.request.urlopen(
+            'http://127.0.0.1:$mport/metrics', timeout=5).read().decode())"
+    fi
 }
 metrics > "$t/metrics.out" || fail "GET /metrics"
 grep -q '^sfl_job_committed_round{job="1",name="progress"} '"$ROUNDS"'$' "$t/metrics.out" ||
@@ -160,6 +161,34 @@ $CTL model export 1 "$t/model.x" --format csv > "$t/ctl.log" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] && grep -q "unknown --format 'csv' (text, libsvm, npy or spcodec)" "$t/ctl.log" ||
     fail "unknown format: exit $rc: $(cat "$t/ctl.log")"
 [ ! -e "$t/model.x" ] || fail "an unknown format wrote a file"
+
+step "sflctl watch shows a running job's last round"
+cat > "$t/job2.ini" <<EOF2
+[job second]
+algo = fediterht
+loss = logistic
+features = 1000
+labels = 0,1
+tau = 100
+local_steps = 2
+lr = 0.03
+batch = 20
+rounds = 100000
+cohort = 3
+overselect = 0
+min_quorum = 3
+deadline_ms = 30000
+EOF2
+$CTL job create "$t/job2.ini" > "$t/ctl.log" 2>&1 || fail "sflctl job create: $(cat "$t/ctl.log")"
+wait_for 60 grep -q "event=round_committed job=2 round=1 " "$t/coord.log" ||
+    fail "job 2 committed no round"
+# Without agent-2 no cohort of 3 can form: job 2 stays running, mid-job.
+kill "$agent_2"
+timeout --preserve-status -s INT 3 $CTL watch > "$t/watch.log" 2>&1 ||
+    fail "sflctl watch: $(cat "$t/watch.log")"
+grep -Eq "^job 2 second: round [0-9]+/100000 .*; last round loss [0-9.e+-]+, accuracy [0-9.]+ \(120 held out\)$" \
+    "$t/watch.log" || fail "sflctl watch: $(cat "$t/watch.log")"
+$CTL job cancel 2 > "$t/ctl.log" 2>&1 || fail "sflctl job cancel: $(cat "$t/ctl.log")"
 
 if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
     step "numpy reads the npy export: the text export's values, zeros elsewhere"
