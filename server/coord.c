@@ -1353,7 +1353,7 @@ static void fold_metrics(job_t *j)
     coord_round_metrics_t *m = &j->work_metrics;
 
     memset(m, 0, sizeof(*m));
-    m->bytes_down = j->fold.bytes_down;
+    m->bytes_down = j->fold.bytes_down > INT64_MAX ? INT64_MAX : j->fold.bytes_down;
     if (j->fold.samples > 0) {
         m->samples = j->fold.samples;
         m->train_loss = j->fold.loss / (double)j->fold.samples;
@@ -1363,11 +1363,12 @@ static void fold_metrics(job_t *j)
         m->eval_accuracy = j->fold.accuracy / (double)j->fold.eval_samples;
         m->eval_mse = j->fold.mse / (double)j->fold.eval_samples;
     }
-    if (!isfinite(m->train_loss)) {
+    /* SQLite integers are signed 64-bit. */
+    if (!isfinite(m->train_loss) || m->samples > INT64_MAX) {
         m->samples = 0;
         m->train_loss = 0;
     }
-    if (!isfinite(m->eval_accuracy) || !isfinite(m->eval_mse)) {
+    if (!isfinite(m->eval_accuracy) || !isfinite(m->eval_mse) || m->eval_samples > INT64_MAX) {
         m->eval_samples = 0;
         m->eval_accuracy = m->eval_mse = 0;
     }
@@ -2099,6 +2100,22 @@ static void submit_done(coord_t *co, sfl_grpc_call_t *call, agent_t *a, job_t *j
     }
 }
 
+/* Adds an accepted update's progress figures to the attempt's sums. The
+ * counts are the agents' word (eval_samples is checked against nothing), so
+ * they saturate instead of wrapping; fold_metrics drops what the store
+ * cannot hold. */
+static void fold_update(job_t *j, const sfl_payload_t *p)
+{
+    j->fold.samples = p->samples > UINT64_MAX - j->fold.samples ? UINT64_MAX
+                                                                : j->fold.samples + p->samples;
+    j->fold.eval_samples = p->eval_samples > UINT64_MAX - j->fold.eval_samples
+                               ? UINT64_MAX
+                               : j->fold.eval_samples + p->eval_samples;
+    j->fold.loss += (double)p->samples * p->train_loss;
+    j->fold.accuracy += (double)p->eval_samples * p->eval_accuracy;
+    j->fold.mse += (double)p->eval_samples * p->eval_mse;
+}
+
 /* Loop: the worker's result meets the attempt as it is now. */
 static void verify_after(uv_work_t *w, int status)
 {
@@ -2134,11 +2151,7 @@ static void verify_after(uv_work_t *w, int status)
     /* Every condition it checks was checked above, on this thread. */
     assert(vd == COORD_UPD_ACCEPTED);
     a->accepted++;
-    j->fold.samples += v->p->samples;
-    j->fold.loss += (double)v->p->samples * v->p->train_loss;
-    j->fold.eval_samples += v->p->eval_samples;
-    j->fold.accuracy += (double)v->p->eval_samples * v->p->eval_accuracy;
-    j->fold.mse += (double)v->p->eval_samples * v->p->eval_mse;
+    fold_update(j, v->p);
 answer:
     submit_done(co, v->call, a, j, v->u, vd, v->reason, v->rj);
     sfl_msg_payload_free(v->p);
