@@ -28,7 +28,10 @@ typedef struct agent_config {
 void agent_config_default(agent_config_t *c);
 /* One key = value; SFL_EINVAL with a detail naming the key otherwise. */
 int agent_config_set(agent_config_t *c, const char *key, const char *value) SFL_MUST_CHECK;
-/* Reads an INI file ([agent] section only); errors name file and line. */
+/* 1 if key is an agent key (a flag --key), else 0. */
+int agent_config_known(const char *key);
+/* Reads an INI file ([agent] section only) with sfl_ini_parse_file: errors
+ * name file, line and key ("agent.ini:3: unknown key 'cert_file'"). */
 int agent_config_load(agent_config_t *c, const char *path) SFL_MUST_CHECK;
 /* Everything needed to run is present and consistent. */
 int agent_config_check(const agent_config_t *c) SFL_MUST_CHECK;

@@ -109,10 +109,21 @@ int main(int argc, char **argv)
         if (strncmp(argv[i], "--", 2) != 0)
             usage_error("unexpected argument", argv[i]);
         flag_key(argv[i] + 2, key, sizeof(key), &v);
-        if (v == NULL && ++i >= argc)
-            usage_error("missing value for", argv[i - 1]);
+        if (strcmp(key, "config") != 0 && !agent_config_known(key)) {
+            char what[96];
+
+            snprintf(what, sizeof(what), "unknown option '%.*s'", (int)strcspn(argv[i], "="),
+                     argv[i]);
+            usage_error(what, NULL);
+        }
+        if (v == NULL && ++i >= argc) {
+            char what[96];
+
+            snprintf(what, sizeof(what), "option '%s' needs a value", argv[i - 1]);
+            usage_error(what, NULL);
+        }
         if (strcmp(key, "config") == 0 && agent_config_load(&cfg, v ? v : argv[i]) < 0)
-            usage_error("config", sfl_last_error());
+            usage_error(sfl_last_error(), NULL);
     }
     for (int i = 1; i < argc; i++) {
         char key[64];
@@ -131,8 +142,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     loop = uv_default_loop();
     if ((rc = agent_new(loop, &cfg, &the_agent)) < 0) {
-        fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s: %s\"\n",
-                sfl_strerror(rc), sfl_last_error());
+        fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s\"\n",
+                sfl_error_message(rc));
         return 1;
     }
     uv_signal_init(loop, &sig_term);

@@ -15,6 +15,7 @@
 
 #include "sfl/alloc.h"
 #include "sfl/grpc.h"
+#include "sfl/ini.h"
 #include "sfl/msg.h"
 #include "sfl/seal.h"
 #include "sfl/transport.h"
@@ -233,7 +234,7 @@ int coord_config_set(coord_config_t *c, const char *key, const char *v)
         *(uint64_t *)(void *)((char *)c + keys[i].off) = x;
         return 0;
     }
-    return sfl__fail(SFL_EINVAL, "unknown coordinator key '%s'", key);
+    return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
 }
 
 int coord_config_check(const coord_config_t *c)
@@ -326,9 +327,6 @@ struct coord_jobdef {
     int paused;
 };
 
-/* Size of inih's section buffer (MAX_SECTION in its ini.c). */
-#define INI_SECTION_MAX 50
-
 int coord_job_section(const char *section, const char **name)
 {
     const char *n = section + 4;
@@ -336,9 +334,9 @@ int coord_job_section(const char *section, const char **name)
     *name = NULL;
     if (strncmp(section, "job ", 4) != 0)
         return 0;
-    if (strlen(section) >= INI_SECTION_MAX - 1)
+    if (strlen(section) > SFL_INI_SECTION_MAX)
         return sfl__fail(SFL_EINVAL, "[%s...]: job names in INI files are at most %d characters",
-                         section, INI_SECTION_MAX - 6);
+                         section, SFL_INI_SECTION_MAX - 4);
     while (*n == ' ')
         n++;
     if (*n == '\0')

@@ -2,7 +2,6 @@
  * the service manager's notifications (notify.h), --backup and the loop;
  * everything else is coord.c. */
 #include <errno.h>
-#include <ini.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "coord.h"
 #include "notify.h"
 #include "sfl/error.h"
+#include "sfl/ini.h"
 #include "store.h"
 
 #define PROG "sfl-coordinator"
@@ -134,41 +134,26 @@ static coord_jobdef_t *jobdef_for(loaded_t *l, const char *name)
 static int on_key(void *user, const char *section, const char *name, const char *value)
 {
     loaded_t *l = user;
+    coord_jobdef_t *d;
     const char *jn;
+    int rc;
 
-    if (strcmp(section, "coordinator") == 0) {
-        l->rc = coord_config_set(&l->cfg, name, value);
-        return l->rc == 0;
-    }
-    if ((l->rc = coord_job_section(section, &jn)) != 0) {
-        coord_jobdef_t *d;
-
-        if (l->rc < 0 || (d = jobdef_for(l, jn)) == NULL)
-            return 0;
-        l->rc = coord_jobdef_set(d, name, value);
-        return l->rc == 0;
-    }
-    l->rc = sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [coordinator] or [job NAME])",
-                      section);
-    return 0;
+    if (strcmp(section, "coordinator") == 0)
+        return coord_config_set(&l->cfg, name, value);
+    if ((rc = coord_job_section(section, &jn)) < 0)
+        return rc;
+    if (rc == 0)
+        return sfl__fail(SFL_EINVAL,
+                         "unknown section [%s] (expected [coordinator] or [job NAME])", section);
+    if ((d = jobdef_for(l, jn)) == NULL)
+        return l->rc;
+    return coord_jobdef_set(d, name, value);
 }
 
 static int load_file(loaded_t *l, const char *path)
 {
-    int line;
-
     l->rc = 0;
-    line = ini_parse(path, on_key, l);
-    if (line < 0)
-        return sfl__fail(-ENOENT, "%s: cannot open", path);
-    if (line > 0) {
-        char detail[256];
-
-        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-        return sfl__fail(l->rc ? l->rc : SFL_EPARSE, "%s:%d: %s", path, line,
-                         l->rc ? detail : "malformed line");
-    }
-    return 0;
+    return sfl_ini_parse_file(path, on_key, l);
 }
 
 typedef struct {
@@ -227,7 +212,7 @@ static int parse_args(int argc, char **argv, args_t *a)
     memset(a, 0, sizeof(*a));
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *eq, *value;
-        char key[64];
+        char key[64] = "";
         size_t j;
 
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -246,9 +231,18 @@ static int parse_args(int argc, char **argv, args_t *a)
             a->public_key = 1;
             continue;
         }
-        if (strncmp(arg, "--", 2) != 0 || flag_key(arg + 2, key, sizeof(key), &eq) < 0) {
+        if (strncmp(arg, "--", 2) != 0) {
             fprintf(stderr, PROG ": error: unexpected argument '%s'\nTry '" PROG " --help'.\n",
                     arg);
+            return -1;
+        }
+        j = n;
+        if (flag_key(arg + 2, key, sizeof(key), &eq) == 0)
+            for (j = 0; j < n && strcmp(k[j].key, key) != 0; j++)
+                ;
+        if (j == n && strcmp(key, "config") != 0 && strcmp(key, "backup") != 0) {
+            fprintf(stderr, PROG ": error: unknown option '%.*s'\nTry '" PROG " --help'.\n",
+                    (int)strcspn(arg, "="), arg);
             return -1;
         }
         if (eq)
@@ -266,12 +260,6 @@ static int parse_args(int argc, char **argv, args_t *a)
         if (strcmp(key, "backup") == 0) {
             a->backup = value;
             continue;
-        }
-        for (j = 0; j < n && strcmp(k[j].key, key) != 0; j++)
-            ;
-        if (j == n) {
-            fprintf(stderr, PROG ": error: unknown option '%s'\nTry '" PROG " --help'.\n", arg);
-            return -1;
         }
         if (a->nflags == MAX_FLAGS) {
             fprintf(stderr, PROG ": error: too many options\n");
@@ -441,7 +429,7 @@ static int run_backup(const coord_config_t *cfg, const char *dest)
 
     snprintf(db, sizeof(db), "%s/coordinator.db", cfg->state_dir);
     if ((rc = coord_store_backup_path(db, dest, &bytes)) < 0) {
-        fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+        fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         return 1;
     }
     printf("backup of %s written to %s: %llu bytes, integrity_check ok\n", db, dest,
@@ -457,7 +445,7 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &app.args) < 0)
         return 2;
     if ((rc = load_all(&app.args, &l)) < 0) {
-        fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+        fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         loaded_clear(&l);
         return 2;
     }
@@ -473,7 +461,7 @@ int main(int argc, char **argv)
         char hex[65];
 
         if ((rc = coord_identity_public(l.cfg.state_dir, pk)) < 0) {
-            fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+            fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
             loaded_clear(&l);
             return 1;
         }
@@ -499,7 +487,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if ((rc = coord_new(&app.loop, &l.cfg, &app.co)) < 0) {
-        fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+        fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         goto out;
     }
     for (size_t i = 0; i < l.njobs; i++)

@@ -29,6 +29,20 @@ const char *sfl_last_error(void)
     return detail;
 }
 
+const char *sfl_error_message(int err)
+{
+    static _Thread_local char msg[sizeof(detail) + 128];
+    const char *why = sfl_strerror(err);
+
+    if (detail[0] == '\0')
+        snprintf(msg, sizeof(msg), "%s", why);
+    else if (err < 0 && err > -4096 && strstr(detail, why) == NULL)
+        snprintf(msg, sizeof(msg), "%s: %s", detail, why);
+    else
+        snprintf(msg, sizeof(msg), "%s", detail);
+    return msg;
+}
+
 int sfl__fail(int err, const char *fmt, ...)
 {
     va_list ap;
