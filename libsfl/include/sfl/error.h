@@ -28,7 +28,8 @@
     X(EUNSUP, -10012, "not supported")                                         \
     X(EDECRYPT, -10013, "cannot decrypt")                                      \
     X(EBADSIG, -10014, "bad signature")                                        \
-    X(EINSECURE, -10015, "insecure file permissions")
+    X(EINSECURE, -10015, "insecure file permissions")                          \
+    X(EBUSY, -10016, "in use by another process")
 
 typedef enum {
 #define SFL_ERR_ENUM(name, val, msg) SFL_##name = (val),

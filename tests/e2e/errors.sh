@@ -1,0 +1,81 @@
+#!/bin/sh
+# Errors a user can act on, from the real programs: unknown options, INI
+# errors naming file, line, key and reason, the state directory lock, the
+# coordinator's --check of its certificates, and the agent giving up (exit
+# 3) on errors that retrying cannot fix while it keeps retrying others.
+set -eu
+. tests/e2e/lib.sh
+
+# expect STATUS TEXT CMD...: CMD exits with STATUS and its stderr has TEXT.
+expect() {
+    want=$1 text=$2
+    shift 2
+    set +e
+    "$@" > "$t/out" 2> "$t/err"
+    rc=$?
+    set -e
+    [ "$rc" = "$want" ] || fail "$*: exit $rc, want $want: $(cat "$t/err")"
+    grep -qF -- "$text" "$t/err" || fail "$*: no '$text' in: $(cat "$t/err")"
+}
+
+step "unknown options and missing values, every program"
+for p in sfl-coordinator sfl-agent sflctl sfl-sim; do
+    expect 2 "unknown option '--bogus'" "$BIN/$p" --bogus
+    expect 2 "unknown option '--bogus'" "$BIN/$p" --bogus=1
+done
+expect 2 "option '--config' needs a value" "$BIN/sfl-coordinator" --config
+expect 2 "option '--ca' needs a value" "$BIN/sfl-agent" --ca
+expect 2 "option '--ca' needs a value" "$BIN/sflctl" --ca
+expect 2 "option '--tau' needs a value" "$BIN/sfl-sim" --tau
+
+step "INI errors name file, line, key and reason"
+pki_federation agent-0
+cat > "$t/c.ini" <<EOF
+; a coordinator
+[coordinator]
+listen = 127.0.0.1:0
+metrics_listen = off
+cert = $t/pki/coordinator/coord.crt
+key = $t/pki/coordinator/coord.key
+ca = $t/pki/ca.crt
+state_dir = $t/state
+listn = 127.0.0.1:1
+EOF
+expect 2 "$t/c.ini:9: unknown key 'listn'" "$BIN/sfl-coordinator" --config "$t/c.ini" --check
+sed -i '$d' "$t/c.ini"
+printf '[job a]\nfeatures = 10\ntau = twenty\n' >> "$t/c.ini"
+expect 2 "$t/c.ini:11: tau: invalid value 'twenty'" "$BIN/sfl-coordinator" --config "$t/c.ini" --check
+sed -i '$d' "$t/c.ini"
+printf 'algo = fedavgg\n' >> "$t/c.ini"
+expect 2 "$t/c.ini:11: algo: unknown 'fedavgg' (known: fedht, fediterht," \
+    "$BIN/sfl-coordinator" --config "$t/c.ini" --check
+sed -i '$d' "$t/c.ini"
+printf 'tau = 2\ntau = 3\n' >> "$t/c.ini"
+expect 2 "$t/c.ini:12: duplicate key 'tau' (first set on line 11)" \
+    "$BIN/sfl-coordinator" --config "$t/c.ini" --check
+sed -i '$d' "$t/c.ini"
+printf '[job a]\nfeatures = 10\ntau = twenty\n' > "$t/job.ini"
+expect 2 "$t/job.ini:3: tau: invalid value 'twenty'" "$BIN/sflctl" --coordinator 127.0.0.1:1 \
+    --ca "$t/pki/ca.crt" --cert x --key y job create "$t/job.ini"
+printf '[agent]\ncoordinator = 127.0.0.1:1\ncert_file = a.crt\n' > "$t/a.ini"
+expect 2 "$t/a.ini:3: unknown key 'cert_file'" "$BIN/sfl-agent" --config "$t/a.ini"
+printf '[sim]\nrounds = 3\nrounds = 4\n' > "$t/s.ini"
+expect 2 "$t/s.ini:3: duplicate key 'rounds' (first set on line 2)" "$BIN/sfl-sim" \
+    --config "$t/s.ini"
+expect 2 "$t/none.ini: cannot open: No such file or directory" "$BIN/sfl-agent" \
+    --config "$t/none.ini"
+# the system's reason once
+expect 1 "/nonexistent.svm: No such file or directory" "$BIN/sfl-sim" \
+    --data libsvm:/nonexistent.svm --quiet
+[ "$(grep -o 'No such file or directory' "$t/err" | wc -l)" = 1 ] ||
+    fail "reason said twice: $(cat "$t/err")"
+
+step "a second coordinator on the same state directory refuses to start"
+"$BIN/sfl-coordinator" --config "$t/c.ini" > "$t/coord.log" 2>&1 &
+coord=$!
+pids="$pids $coord"
+wait_for 20 grep -q "event=started" "$t/coord.log" || fail "coordinator did not start"
+expect 1 "state directory $t/state is in use by another sfl-coordinator (pid $coord)" \
+    "$BIN/sfl-coordinator" --config "$t/c.ini"
+kill "$coord"
+wait "$coord" || fail "coordinator did not stop cleanly"
