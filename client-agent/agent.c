@@ -506,7 +506,8 @@ int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out)
     }
     if ((rc = sfl_seal_pk_from_hex(cfg->coordinator_pk, a->coord_pk)) < 0 ||
         (rc = sfl_identity_pk_check(a->coord_pk)) < 0) {
-        rc = sfl__fail(SFL_EINVAL, "coordinator_pk is not a usable Ed25519 public key");
+        rc = sfl__fail(SFL_EINVAL, "coordinator_pk is not a usable Ed25519 public key; "
+                                   AGENT_PK_HINT);
         goto out;
     }
     if ((rc = load_data(a)) < 0 || (rc = agent_summarize(a->data, &a->summary)) < 0)

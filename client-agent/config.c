@@ -120,7 +120,7 @@ int agent_config_check(const agent_config_t *c)
         return sfl__fail(SFL_EINVAL, "coordinator must be host:port, got '%s'", c->coordinator);
     if (strlen(c->coordinator_pk) != 64 ||
         strspn(c->coordinator_pk, "0123456789abcdefABCDEF") != 64)
-        return sfl__fail(SFL_EINVAL, "coordinator_pk must be 64 hex digits");
+        return sfl__fail(SFL_EINVAL, "coordinator_pk must be 64 hex digits; " AGENT_PK_HINT);
     if (strncmp(c->data, "libsvm:", 7) != 0 && strncmp(c->data, "csv:", 4) != 0)
         return sfl__fail(SFL_EINVAL, "data must be libsvm:FILE or csv:FILE");
     if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms)

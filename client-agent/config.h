@@ -9,6 +9,10 @@
 
 #define AGENT_PATH_MAX 1024
 #define AGENT_MAX_CONDITIONS 8
+/* How to get the right coordinator_pk, for errors about it. */
+#define AGENT_PK_HINT                                                                  \
+    "on the coordinator, 'sfl-coordinator --config FILE --public-key' prints the key " \
+    "to pin"
 
 typedef struct agent_config {
     char coordinator[256];     /* host:port */

@@ -1028,7 +1028,8 @@ static void test_agent_new_errors(void **state)
     agent_cfg(&c, "st-errors", reg_path);
     memset(c.coordinator_pk, '0', 64); /* the identity point: small order */
     assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
-    assert_detail("coordinator_pk is not a usable Ed25519 public key");
+    assert_detail("coordinator_pk is not a usable Ed25519 public key; on the coordinator, "
+                  "'sfl-coordinator --config FILE --public-key' prints the key to pin");
 
     snprintf(path, sizeof(path), "%s/missing.svm", dir);
     agent_cfg(&c, "st-errors", path);

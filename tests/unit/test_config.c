@@ -78,6 +78,9 @@ static void test_config_errors(void **state)
     assert_int_equal(agent_config_check(&c), SFL_EINVAL); /* host:port */
     assert_int_equal(agent_config_set(&c, "coordinator", "h:1"), 0);
     assert_int_equal(agent_config_check(&c), SFL_EINVAL); /* pk */
+    assert_string_equal(sfl_last_error(), "coordinator_pk must be 64 hex digits; on the "
+                                          "coordinator, 'sfl-coordinator --config FILE "
+                                          "--public-key' prints the key to pin");
     assert_int_equal(agent_config_set(&c, "coordinator_pk", pk), 0);
     assert_int_equal(agent_config_check(&c), 0);
     assert_int_equal(agent_config_set(&c, "data", "parquet:x"), 0);
