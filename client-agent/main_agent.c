@@ -44,7 +44,10 @@ static const char usage_text[] =
     "Dashes and underscores are interchangeable in flags (--state-dir), and\n"
     "--KEY=VALUE works too. Exit status: 0 after a clean stop, 2 for a bad flag,\n"
     "value or config file, 1 when the agent cannot start (data, identity key,\n"
-    "TLS files).\n";
+    "TLS files), 3 when it gave up on an error that retrying cannot fix (a\n"
+    "certificate refused either way, server_name not in the coordinator's\n"
+    "certificate, a coordinator key other than coordinator_pk); connection\n"
+    "failures and timeouts are retried with backoff.\n";
 
 static void usage_error(const char *what, const char *detail)
 {
@@ -150,13 +153,15 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_int, on_signal, SIGINT);
+    agent_set_fatal(the_agent, on_stopped, NULL);
     if ((rc = agent_start(the_agent)) < 0) {
         fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s\"\n",
                 uv_strerror(rc));
         return 1;
     }
     uv_run(loop, UV_RUN_DEFAULT);
+    rc = agent_failed(the_agent);
     agent_free(the_agent);
     (void)uv_loop_close(loop);
-    return 0;
+    return rc < 0 ? AGENT_EXIT_FATAL : 0;
 }

@@ -79,3 +79,58 @@ expect 1 "state directory $t/state is in use by another sfl-coordinator (pid $co
     "$BIN/sfl-coordinator" --config "$t/c.ini"
 kill "$coord"
 wait "$coord" || fail "coordinator did not stop cleanly"
+
+step "the agent gives up (exit 3) on errors retrying cannot fix, retries the others"
+mkdir -p "$t/data"
+"$BIN/sfl-sim" --data synth:sim1 --clients 1 --dim 20 --samples 20 --support 5 --quiet \
+    --dump-shards "$t/data" > /dev/null 2>&1 || fail "no shard"
+"$PKI" init "$t/other" > /dev/null
+"$PKI" agent "$t/other" intruder > /dev/null
+"$BIN/sfl-coordinator" --config "$t/c.ini" > "$t/coord.log" 2>&1 &
+coord=$!
+pids="$pids $coord"
+wait_for 20 grep -q "event=started" "$t/coord.log" || fail "coordinator did not restart"
+port=$(sed -n 's/.*event=started .* port=\([0-9]*\).*/\1/p' "$t/coord.log" | tail -n 1)
+PK=$(sed -n 's/.*event=started .*public_key=\([0-9a-f]*\).*/\1/p' "$t/coord.log" | tail -n 1)
+[ -n "$port" ] && [ -n "$PK" ] || fail "no port or key in the log"
+# agent CA SERVER_NAME CERT KEY PK LOG: runs an agent to its end (at most 30 s).
+agent() {
+    set +e
+    timeout 30 "$BIN/sfl-agent" --coordinator "127.0.0.1:$port" --ca "$1" --server_name "$2" \
+        --cert "$3" --key "$4" --coordinator_pk "$5" --data "libsvm:$t/data/client-0.svm" \
+        --state_dir "$t/agent-st" --backoff_min_ms 50 --backoff_max_ms 100 > "$t/$6" 2>&1
+    rc=$?
+    set -e
+    [ "$rc" = 3 ] || fail "agent ($6): exit $rc, want 3"
+    [ "$(grep -c "event=fatal" "$t/$6")" = 1 ] || fail "agent ($6): not one fatal line"
+    grep -q "event=disconnected" "$t/$6" && fail "agent ($6) retried"
+    return 0
+}
+A="$t/pki/agent/agent-0"
+agent "$t/pki/ca.crt" 127.0.0.1 "$t/other/agent/intruder.crt" "$t/other/agent/intruder.key" \
+    "$PK" other-ca.log
+grep -q 'refused this agent.s certificate' "$t/other-ca.log" || fail "other CA: no hint"
+agent "$t/other/ca.crt" 127.0.0.1 "$A.crt" "$A.key" "$PK" wrong-ca.log
+grep -q "certificate verify failed" "$t/wrong-ca.log" || fail "wrong CA: no reason"
+agent "$t/pki/ca.crt" coordinator.example.org "$A.crt" "$A.key" "$PK" wrong-name.log
+grep -q "hostname mismatch" "$t/wrong-name.log" || fail "wrong server_name: no reason"
+grep -q "fix=\"server_name" "$t/wrong-name.log" || fail "wrong server_name: no hint"
+other_pk=$("$BIN/sfl-coordinator" --state_dir "$t/other-state" --public-key 2>/dev/null)
+agent "$t/pki/ca.crt" 127.0.0.1 "$A.crt" "$A.key" "$other_pk" wrong-pk.log
+grep -q "event=coordinator_key_mismatch" "$t/wrong-pk.log" || fail "wrong pk: no mismatch line"
+grep -q -- "--public-key" "$t/wrong-pk.log" || fail "wrong pk: no hint"
+# Transient: nothing listens; the agent keeps retrying until stopped.
+kill "$coord"
+wait "$coord" || true
+"$BIN/sfl-agent" --coordinator "127.0.0.1:$port" --ca "$t/pki/ca.crt" --server_name 127.0.0.1 \
+    --cert "$A.crt" --key "$A.key" --coordinator_pk "$PK" --data "libsvm:$t/data/client-0.svm" \
+    --state_dir "$t/agent-st" --backoff_min_ms 50 --backoff_max_ms 100 > "$t/refused.log" 2>&1 &
+ag=$!
+pids="$pids $ag"
+retries() { [ "$(grep -c "event=disconnected" "$t/refused.log")" -ge 3 ]; }
+wait_for 30 retries || fail "agent did not retry a refused connection"
+kill -0 "$ag" || fail "agent exited on a refused connection"
+kill "$ag"
+wait "$ag" || fail "agent did not stop cleanly after retries"
+grep -q "event=fatal" "$t/refused.log" && fail "a refused connection was fatal"
+true

@@ -29,7 +29,8 @@
     X(EDECRYPT, -10013, "cannot decrypt")                                      \
     X(EBADSIG, -10014, "bad signature")                                        \
     X(EINSECURE, -10015, "insecure file permissions")                          \
-    X(EBUSY, -10016, "in use by another process")
+    X(EBUSY, -10016, "in use by another process")                              \
+    X(ECERT, -10017, "certificate not accepted")
 
 typedef enum {
 #define SFL_ERR_ENUM(name, val, msg) SFL_##name = (val),

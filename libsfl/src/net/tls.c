@@ -298,6 +298,35 @@ static int flush_out(sfl_conn_t *c)
     return sfl__conn_send(c, w);
 }
 
+/* SFL_ECERT when a certificate was not accepted for what it is (unknown
+ * CA, bad signature, wrong host name or IP, revoked, refused by the peer's
+ * alert): retrying with the same files cannot succeed. Validity dates are
+ * not among them: a device without a real-time clock may not have set its
+ * clock yet, so an expired or not yet valid certificate stays -EPROTO,
+ * worth retrying. ossl is the first queued OpenSSL error (0: none). */
+static int cert_failure(long verify, unsigned long ossl)
+{
+    if (verify != X509_V_OK)
+        return verify == X509_V_ERR_CERT_NOT_YET_VALID || verify == X509_V_ERR_CERT_HAS_EXPIRED
+                   ? -EPROTO
+                   : SFL_ECERT;
+    if (ERR_GET_LIB(ossl) != ERR_LIB_SSL)
+        return -EPROTO;
+    switch (ERR_GET_REASON(ossl)) {
+    case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+    case SSL_R_TLSV1_ALERT_ACCESS_DENIED:
+    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+    case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+        return SFL_ECERT;
+    default:
+        return -EPROTO;
+    }
+}
+
 /* Record the failure with OpenSSL's reason, send the alert OpenSSL queued,
  * and close gracefully so the alert gets out before the FIN. */
 static void tls_fail(sfl_conn_t *c, const char *what, int err)
@@ -305,6 +334,7 @@ static void tls_fail(sfl_conn_t *c, const char *what, int err)
     tls_conn_t *x = c->xport;
     char reason[256], verify[160] = "";
     long v = SSL_get_verify_result(x->ssl);
+    int code = cert_failure(v, err == SSL_ERROR_SSL ? ERR_peek_error() : 0);
 
     if (err == SSL_ERROR_SSL)
         ossl_reason(reason, sizeof(reason));
@@ -318,7 +348,7 @@ static void tls_fail(sfl_conn_t *c, const char *what, int err)
         snprintf(verify, sizeof(verify), " (%s)", x->why);
     x->state = TLS_CLOSED;
     if (flush_out(c) == 0)
-        sfl__conn_fail(c, -EPROTO, 1, "tls %s %s: %s%s", what, c->name, reason, verify);
+        sfl__conn_fail(c, code, 1, "tls %s %s: %s%s", what, c->name, reason, verify);
 }
 
 /* Nonzero if the SSL call only needs more input (or, never with memory
@@ -571,7 +601,7 @@ static int tls_write(sfl_conn_t *c, const uint8_t *buf, size_t len)
     if (rc <= 0) {
         sfl__free(w);
         tls_fail(c, "write", SSL_get_error(x->ssl, rc));
-        return sfl__fail(-EPROTO, "%s", c->detail);
+        return sfl__fail(c->status ? c->status : -EPROTO, "%s", c->detail);
     }
     pending = BIO_ctrl_pending(x->net_out);
     if (pending > cap) {
