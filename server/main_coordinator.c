@@ -13,6 +13,7 @@
 #include "notify.h"
 #include "sfl/error.h"
 #include "sfl/ini.h"
+#include "sfl/transport.h"
 #include "store.h"
 
 #define PROG "sfl-coordinator"
@@ -36,7 +37,10 @@ static void usage(FILE *f)
             "jobs run rounds of sealed sparse updates, state lives in SQLite.\n\n"
             "  --config FILE              coordinator.ini: section [coordinator] with the\n"
             "                             keys below, and one [job NAME] section per job\n"
-            "  --check                    check the configuration and jobs, then exit\n"
+            "  --check                    check the configuration and jobs, and that cert,\n"
+            "                             key and ca can be read, the key matches the\n"
+            "                             certificate, which verifies against the CA now\n"
+            "                             and has the coordinator role; then exit\n"
             "  --public-key               print the coordinator's Ed25519 public key (what\n"
             "                             agents pin as coordinator_pk), creating the\n"
             "                             identity in state_dir if needed, then exit\n"
@@ -476,7 +480,17 @@ int main(int argc, char **argv)
         return run_backup(&l.cfg, app.args.backup);
     }
     if (app.args.check) {
-        printf("configuration ok: %zu job sections\n", l.njobs);
+        /* What the TLS listener will need, checked now rather than by the
+         * first agent that connects. */
+        if ((rc = sfl_tls_check_identity(l.cfg.cert, l.cfg.key, l.cfg.ca,
+                                         SFL_ROLE_COORDINATOR)) < 0) {
+            fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
+            loaded_clear(&l);
+            return 1;
+        }
+        printf("configuration ok: %zu job sections; %s (role coordinator) matches %s and "
+               "verifies against %s\n",
+               l.njobs, l.cfg.cert, l.cfg.key, l.cfg.ca);
         loaded_clear(&l);
         return 0;
     }

@@ -70,6 +70,60 @@ expect 1 "/nonexistent.svm: No such file or directory" "$BIN/sfl-sim" \
 [ "$(grep -o 'No such file or directory' "$t/err" | wc -l)" = 1 ] ||
     fail "reason said twice: $(cat "$t/err")"
 
+step "sfl-coordinator --check checks the certificate, key and CA"
+"$BIN/sfl-coordinator" --config "$t/c.ini" --check > "$t/out" 2> "$t/err" ||
+    fail "--check of good files: $(cat "$t/err")"
+grep -q "role coordinator" "$t/out" || fail "--check: $(cat "$t/out")"
+P="$t/pki"
+chk() { # STATUS TEXT flags...: --check with the files of c.ini, then flags
+    want=$1 text=$2
+    shift 2
+    expect "$want" "$text" "$BIN/sfl-coordinator" --config "$t/c.ini" "$@" --check
+}
+chk 1 "$P/missing.crt: cannot open: No such file or directory" --cert "$P/missing.crt"
+chk 1 "$P/agent/agent-0.crt: the certificate's role (subject OU) is agent, not coordinator" \
+    --cert "$P/agent/agent-0.crt" --key "$P/agent/agent-0.key"
+chk 1 "$P/agent/agent-0.key: not the private key of the certificate $P/coordinator/coord.crt" \
+    --key "$P/agent/agent-0.key"
+chk 1 "$P/ca.key: no PEM CA certificate" --ca "$P/ca.key"
+chk 1 "$P/coordinator/coord.crt: not a PEM private key" --key "$P/coordinator/coord.crt"
+chk 1 "$P/ca.key: not a PEM certificate" --cert "$P/ca.key"
+"$PKI" init "$t/other" > /dev/null
+chk 1 "$P/coordinator/coord.crt: does not verify against the CA $t/other/ca.crt: unable to get local issuer certificate" \
+    --ca "$t/other/ca.crt"
+# Expired and not yet valid: certificates signed by the CA with python3-cryptography.
+if /usr/bin/python3 -c "import cryptography" 2>/dev/null; then
+    /usr/bin/python3 - "$P" <<'PY' || fail "cannot make dated certificates"
+import datetime, sys
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+d = sys.argv[1]
+ca_key = serialization.load_pem_private_key(open(d + "/ca.key", "rb").read(), None)
+ca = x509.load_pem_x509_certificate(open(d + "/ca.crt", "rb").read())
+now = datetime.datetime.now(datetime.timezone.utc)
+for name, start, end in (("expired", now - datetime.timedelta(days=30), now - datetime.timedelta(days=1)),
+                         ("future", now + datetime.timedelta(days=1), now + datetime.timedelta(days=30))):
+    key = ec.generate_private_key(ec.SECP256R1())
+    subj = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "sfl"),
+                      x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "coordinator"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (x509.CertificateBuilder().subject_name(subj).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(end).sign(ca_key, hashes.SHA256()))
+    open(d + "/" + name + ".crt", "wb").write(cert.public_bytes(serialization.Encoding.PEM))
+    open(d + "/" + name + ".key", "wb").write(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+PY
+    chk 1 "$P/expired.crt: certificate has expired (valid until " \
+        --cert "$P/expired.crt" --key "$P/expired.key"
+    chk 1 "$P/future.crt: certificate is not yet valid (valid from " \
+        --cert "$P/future.crt" --key "$P/future.key"
+else
+    echo "no python3-cryptography: expired and not yet valid certificates not checked"
+fi
+
 step "a second coordinator on the same state directory refuses to start"
 "$BIN/sfl-coordinator" --config "$t/c.ini" > "$t/coord.log" 2>&1 &
 coord=$!
@@ -84,7 +138,6 @@ step "the agent gives up (exit 3) on errors retrying cannot fix, retries the oth
 mkdir -p "$t/data"
 "$BIN/sfl-sim" --data synth:sim1 --clients 1 --dim 20 --samples 20 --support 5 --quiet \
     --dump-shards "$t/data" > /dev/null 2>&1 || fail "no shard"
-"$PKI" init "$t/other" > /dev/null
 "$PKI" agent "$t/other" intruder > /dev/null
 "$BIN/sfl-coordinator" --config "$t/c.ini" > "$t/coord.log" 2>&1 &
 coord=$!

@@ -217,4 +217,15 @@ int sfl_tls_new(const sfl_tls_config_t *cfg, int server, sfl_tls_t **out);
  * NULL is a no-op. */
 void sfl_tls_free(sfl_tls_t *tls);
 
+/* Checks an identity before it is used (sfl-coordinator --check): each file
+ * can be read, cert_file is a PEM certificate (more certificates after it
+ * are taken as its chain), key_file a PEM private key that matches it, and
+ * the certificate verifies against ca_file now (chains to it, not expired,
+ * not yet valid) and carries role as its subject OU. 0, or an error whose
+ * detail names the file: -errno (cannot open), SFL_EIO (not PEM of the
+ * right kind), SFL_ECERT (key does not match, does not verify, wrong role).
+ * Reads only; no network. */
+int sfl_tls_check_identity(const char *cert_file, const char *key_file, const char *ca_file,
+                           sfl_role_t role) SFL_MUST_CHECK;
+
 #endif
