@@ -107,6 +107,11 @@ int agent_config_load(agent_config_t *c, const char *path)
     return sfl_ini_parse_file(path, on_key, c);
 }
 
+int agent_config_parse(agent_config_t *c, const char *name, const char *buf, size_t len)
+{
+    return sfl_ini_parse_buffer(name, buf ? buf : "", len, on_key, c);
+}
+
 int agent_config_check(const agent_config_t *c)
 {
     static const char *const need[] = {"coordinator", "ca", "cert", "key", "coordinator_pk",

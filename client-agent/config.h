@@ -3,6 +3,7 @@
 #ifndef AGENT_CONFIG_H
 #define AGENT_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sfl/error.h"
@@ -37,6 +38,9 @@ int agent_config_known(const char *key);
 /* Reads an INI file ([agent] section only) with sfl_ini_parse_file: errors
  * name file, line and key ("agent.ini:3: unknown key 'cert_file'"). */
 int agent_config_load(agent_config_t *c, const char *path) SFL_MUST_CHECK;
+/* The same over buf[0..len) (borrowed), errors named after name. */
+int agent_config_parse(agent_config_t *c, const char *name, const char *buf,
+                       size_t len) SFL_MUST_CHECK;
 /* Everything needed to run is present and consistent. */
 int agent_config_check(const agent_config_t *c) SFL_MUST_CHECK;
 

@@ -91,6 +91,11 @@ int ctl_config_load(ctl_config_t *c, const char *path)
     return sfl_ini_parse_file(path, on_cfg_key, c);
 }
 
+int ctl_config_parse(ctl_config_t *c, const char *name, const char *buf, size_t len)
+{
+    return sfl_ini_parse_buffer(name, buf ? buf : "", len, on_cfg_key, c);
+}
+
 int ctl_config_check(const ctl_config_t *c)
 {
     static const char *const need[] = {"coordinator", "ca", "cert", "key"};

@@ -33,6 +33,9 @@ int ctl_config_known(const char *key);
 /* Reads [sflctl] of an INI file (sfl_ini_parse_file: -errno if it cannot
  * be opened, else errors name file, line and key). */
 int ctl_config_load(ctl_config_t *c, const char *path) SFL_MUST_CHECK;
+/* The same over buf[0..len) (borrowed), errors named after name. */
+int ctl_config_parse(ctl_config_t *c, const char *name, const char *buf,
+                     size_t len) SFL_MUST_CHECK;
 /* coordinator, ca, cert and key are set, timeout_ms in 1..2^31. */
 int ctl_config_check(const ctl_config_t *c) SFL_MUST_CHECK;
 

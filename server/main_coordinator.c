@@ -10,14 +10,13 @@
 #include <uv.h>
 
 #include "coord.h"
+#include "coordfile.h"
 #include "notify.h"
 #include "sfl/error.h"
-#include "sfl/ini.h"
 #include "sfl/transport.h"
 #include "store.h"
 
 #define PROG "sfl-coordinator"
-#define MAX_JOBS 256
 #define MAX_FLAGS 64
 
 /* The [job NAME] keys, for --help (their meaning is in docs/configuration.md). */
@@ -101,64 +100,7 @@ static void usage(FILE *f)
 }
 
 /* What one reading of the file (and the flags) gives. */
-typedef struct {
-    coord_config_t cfg;
-    char names[MAX_JOBS][64];
-    coord_jobdef_t *jobs[MAX_JOBS];
-    size_t njobs;
-    int rc;
-} loaded_t;
-
-static void loaded_clear(loaded_t *l)
-{
-    for (size_t i = 0; i < l->njobs; i++)
-        coord_jobdef_free(l->jobs[i]);
-    l->njobs = 0;
-}
-
-static coord_jobdef_t *jobdef_for(loaded_t *l, const char *name)
-{
-    for (size_t i = 0; i < l->njobs; i++)
-        if (strcmp(l->names[i], name) == 0)
-            return l->jobs[i];
-    if (l->njobs == MAX_JOBS) {
-        l->rc = sfl__fail(SFL_ELIMIT, "more than %d [job] sections", MAX_JOBS);
-        return NULL;
-    }
-    if (strlen(name) >= sizeof(l->names[0])) {
-        l->rc = sfl__fail(SFL_EINVAL, "job name '%s' is longer than 63 characters", name);
-        return NULL;
-    }
-    if ((l->rc = coord_jobdef_new(name, &l->jobs[l->njobs])) < 0)
-        return NULL;
-    snprintf(l->names[l->njobs], sizeof(l->names[0]), "%s", name);
-    return l->jobs[l->njobs++];
-}
-
-static int on_key(void *user, const char *section, const char *name, const char *value)
-{
-    loaded_t *l = user;
-    coord_jobdef_t *d;
-    const char *jn;
-    int rc;
-
-    if (strcmp(section, "coordinator") == 0)
-        return coord_config_set(&l->cfg, name, value);
-    if ((rc = coord_job_section(section, &jn)) < 0)
-        return rc;
-    if (rc == 0)
-        return sfl__fail(SFL_EINVAL,
-                         "unknown section [%s] (expected [coordinator] or [job NAME])", section);
-    if ((d = jobdef_for(l, jn)) == NULL)
-        return l->rc;
-    return coord_jobdef_set(d, name, value);
-}
-
-static int load_file(loaded_t *l, const char *path)
-{
-    l->rc = 0;
-    return sfl_ini_parse_file(path, on_key, l);
-}
+typedef coord_file_t loaded_t;
 
 typedef struct {
     const char *key, *value;
@@ -282,7 +224,7 @@ static int load_all(const args_t *a, loaded_t *l)
     int rc;
 
     coord_config_default(&l->cfg);
-    if (a->config && (rc = load_file(l, a->config)) < 0)
+    if (a->config && (rc = coord_file_load(l, a->config)) < 0)
         return rc;
     if ((rc = apply_flags(&l->cfg, a)) < 0)
         return rc;
@@ -418,7 +360,7 @@ static void on_reload(uv_signal_t *s, int signum)
              added);
 out:
     if (l) {
-        loaded_clear(l);
+        coord_file_clear(l);
         free(l);
     }
     notify(COORD_NOTIFY_READY, status);
@@ -450,14 +392,14 @@ int main(int argc, char **argv)
         return 2;
     if ((rc = load_all(&app.args, &l)) < 0) {
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
-        loaded_clear(&l);
+        coord_file_clear(&l);
         return 2;
     }
     for (size_t i = 0; i < l.njobs; i++)
         if ((rc = coord_jobdef_check(l.jobs[i])) < 0) {
             fprintf(stderr, PROG ": error: %s: [job %s]: %s\n", app.args.config, l.names[i],
                     sfl_last_error());
-            loaded_clear(&l);
+            coord_file_clear(&l);
             return 2;
         }
     if (app.args.public_key) {
@@ -466,17 +408,17 @@ int main(int argc, char **argv)
 
         if ((rc = coord_identity_public(l.cfg.state_dir, pk)) < 0) {
             fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
-            loaded_clear(&l);
+            coord_file_clear(&l);
             return 1;
         }
         for (int i = 0; i < 32; i++)
             snprintf(hex + 2 * i, 3, "%02x", pk[i]);
         printf("%s\n", hex);
-        loaded_clear(&l);
+        coord_file_clear(&l);
         return 0;
     }
     if (app.args.backup) {
-        loaded_clear(&l);
+        coord_file_clear(&l);
         return run_backup(&l.cfg, app.args.backup);
     }
     if (app.args.check) {
@@ -485,19 +427,19 @@ int main(int argc, char **argv)
         if ((rc = sfl_tls_check_identity(l.cfg.cert, l.cfg.key, l.cfg.ca,
                                          SFL_ROLE_COORDINATOR)) < 0) {
             fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
-            loaded_clear(&l);
+            coord_file_clear(&l);
             return 1;
         }
         printf("configuration ok: %zu job sections; %s (role coordinator) matches %s and "
                "verifies against %s\n",
                l.njobs, l.cfg.cert, l.cfg.key, l.cfg.ca);
-        loaded_clear(&l);
+        coord_file_clear(&l);
         return 0;
     }
     signal(SIGPIPE, SIG_IGN);
     if (uv_loop_init(&app.loop) != 0) {
         fprintf(stderr, PROG ": error: cannot create the event loop\n");
-        loaded_clear(&l);
+        coord_file_clear(&l);
         return 1;
     }
     if ((rc = coord_new(&app.loop, &l.cfg, &app.co)) < 0) {
@@ -538,6 +480,6 @@ out:
     /* Handles that closed themselves (listener, metrics) finish here. */
     uv_run(&app.loop, UV_RUN_DEFAULT);
     (void)uv_loop_close(&app.loop);
-    loaded_clear(&l);
+    coord_file_clear(&l);
     return status;
 }

@@ -121,6 +121,7 @@ static void test_ini_malformed(void **state)
         const char *text, *detail;
     } cases[] = {
         {"[s]\nno equals sign\n", "c.ini:2: malformed line"},
+        {"[s]\n = 1\n", "c.ini:2: no key before '='"},
         {"[s\na = 1\n", "c.ini:1: malformed line"},
         {"[s]\na = 1\ngarbage \x01\x02\xff\n", "c.ini:3: malformed line"},
         /* the syntax error comes first, the callback's error after it */

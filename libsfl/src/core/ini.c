@@ -178,6 +178,10 @@ static int on_pair(void *user, const char *section, const char *key, const char 
         fail_at(s, SFL_ELIMIT, why);
         return 0;
     }
+    if (key[0] == '\0') {
+        fail_at(s, SFL_EPARSE, "no key before '='");
+        return 0;
+    }
     if ((rc = seen_add(s, section, key, &first)) < 0) {
         fail_at(s, rc, "out of memory");
         return 0;
