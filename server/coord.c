@@ -3040,17 +3040,25 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     co_opts.handshake_timeout_ms = cfg->handshake_timeout_ms;
     co_opts.idle_timeout_ms = cfg->idle_timeout_ms;
     co_opts.max_conns = cfg->max_conns;
+    /* The listeners' details already say "listen ADDR: why". */
     if ((rc = coord_addr_parse(cfg->listen, &ss)) < 0 ||
         (rc = sfl_listener_new(loop, (struct sockaddr *)&ss, &co_opts, &conn_cbs, on_reject, co,
                                &co->listener)) < 0) {
-        rc = sfl__fail(rc, "listen %s: %s", cfg->listen, sfl_last_error());
+        char detail[512];
+
+        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+        rc = sfl__fail(rc, "listen%s%s", strncmp(detail, "listen ", 7) == 0 ? "" : ": ",
+                       strncmp(detail, "listen ", 7) == 0 ? detail + 6 : detail);
         goto fail;
     }
     if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
         if ((rc = coord_addr_parse(cfg->metrics_listen, &ss)) < 0 ||
             (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, render, co,
                                         &co->metrics)) < 0) {
-            rc = sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, sfl_last_error());
+            char detail[512];
+
+            snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+            rc = sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, detail);
             goto fail;
         }
         co->metrics_open = 1;

@@ -94,6 +94,69 @@ static void test_ctl_config(void **state)
     assert_int_equal(ctl_config_load(&c, "/nonexistent/sflctl.ini"), -ENOENT);
 }
 
+/* sflctl's command line: options anywhere, the command and its operands,
+ * and each usage error with its message. */
+static void test_ctl_args(void **state)
+{
+    static const struct {
+        const char *argv[8];
+        const char *detail;
+    } bad[] = {
+        {{"--bogus", "status"}, "unknown option '--bogus'"},
+        {{"status", "--bogus=1"}, "unknown option '--bogus'"},
+        {{"--", "status"}, "unknown option '--'"},
+        {{"status", "--ca"}, "option '--ca' needs a value"},
+        {{"frob"}, "unknown command 'frob'"},
+        {{"job", "frob", "1"}, "unknown command 'job frob'"},
+        {{NULL}, "no command"},
+        {{"job", "pause"}, "wrong number of operands for 'job pause'"},
+        {{"job", "pause", "x"}, "'x' is not a job id"},
+        {{"model", "export", "1", "f", "g"}, "wrong number of operands for 'model export'"},
+        {{"status", "a", "b", "c", "d", "e"}, "wrong number of operands for 'status'"},
+        {{"status", "a", "b", "c", "d", "e", "f"}, "too many operands"},
+    };
+    char *argv[10];
+    ctl_args_t a;
+    ctl_config_t c;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int n = 1;
+
+        argv[0] = "sflctl";
+        while (n <= 8 && bad[i].argv[n - 1] != NULL) {
+            argv[n] = (char *)bad[i].argv[n - 1];
+            n++;
+        }
+        if (ctl_args_parse(n, argv, &a) != SFL_EINVAL ||
+            strncmp(sfl_last_error(), bad[i].detail, strlen(bad[i].detail)) != 0)
+            fail_msg("case %zu: '%s', want '%s'", i, sfl_last_error(), bad[i].detail);
+    }
+    {
+        char *ok[] = {"sflctl", "--timeout-ms", "250", "model", "--config=c.ini", "export",
+                      "7", "--server_name", "coord", "out.bin"};
+
+        assert_int_equal(ctl_args_parse(10, ok, &a), 0);
+        assert_int_equal(a.cmd, CTL_CMD_MODEL_EXPORT);
+        assert_int_equal(a.id, 7);
+        assert_int_equal(a.noperands, 2);
+        assert_string_equal(a.operands[1], "out.bin");
+        assert_string_equal(a.config, "c.ini");
+        ctl_config_default(&c);
+        assert_int_equal(ctl_args_apply(&a, &c), 0);
+        assert_int_equal(c.timeout_ms, 250);
+        assert_string_equal(c.server_name, "coord");
+    }
+    {
+        char *help[] = {"sflctl", "--bogus", "-h"};
+
+        /* the first bad option wins; --help alone is fine */
+        assert_int_equal(ctl_args_parse(3, help, &a), SFL_EINVAL);
+        assert_int_equal(ctl_args_parse(2, (char *[]){"sflctl", "--help"}, &a), 0);
+        assert_true(a.help);
+    }
+}
+
 static void test_ctl_parse_id(void **state)
 {
     static const char *const bad[] = {"", "0", "-1", "+1", " 1", "1x", "abc", "0x10",
@@ -621,6 +684,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ctl_config),
+        cmocka_unit_test(test_ctl_args),
         cmocka_unit_test(test_ctl_parse_id),
         cmocka_unit_test(test_ctl_job_file),
         cmocka_unit_test(test_ctl_job_file_bad),

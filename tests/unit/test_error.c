@@ -49,6 +49,10 @@ static void test_error_message_says_reason_once(void **state)
     (void)sfl__fail(-EACCES, "state_dir /x: cannot create");
     snprintf(want, sizeof(want), "state_dir /x: cannot create: %s", strerror(EACCES));
     assert_string_equal(sfl_error_message(-EACCES), want);
+    /* libuv's wording of the same reason, in lower case */
+    (void)sfl__fail(-EADDRINUSE, "listen 127.0.0.1:7443: address already in use");
+    assert_string_equal(sfl_error_message(-EADDRINUSE),
+                        "listen 127.0.0.1:7443: address already in use");
     (void)sfl__fail(SFL_EINVAL, "c.ini:9: unknown key 'listn'");
     assert_string_equal(sfl_error_message(SFL_EINVAL), "c.ini:9: unknown key 'listn'");
     sfl__clear_error();
