@@ -168,6 +168,10 @@ grep -q "certificate verify failed" "$t/wrong-ca.log" || fail "wrong CA: no reas
 agent "$t/pki/ca.crt" coordinator.example.org "$A.crt" "$A.key" "$PK" wrong-name.log
 grep -q "hostname mismatch" "$t/wrong-name.log" || fail "wrong server_name: no reason"
 grep -q "fix=\"server_name" "$t/wrong-name.log" || fail "wrong server_name: no hint"
+"$PKI" admin "$t/pki" ops > /dev/null
+agent "$t/pki/ca.crt" 127.0.0.1 "$t/pki/admin/ops.crt" "$t/pki/admin/ops.key" "$PK" admin-cert.log
+grep -q "status=PERMISSION_DENIED" "$t/admin-cert.log" || fail "admin certificate: no status"
+grep -q "refused this certificate's role" "$t/admin-cert.log" || fail "admin certificate: no hint"
 other_pk=$("$BIN/sfl-coordinator" --state_dir "$t/other-state" --public-key 2>/dev/null)
 agent "$t/pki/ca.crt" 127.0.0.1 "$A.crt" "$A.key" "$other_pk" wrong-pk.log
 grep -q "event=coordinator_key_mismatch" "$t/wrong-pk.log" || fail "wrong pk: no mismatch line"
