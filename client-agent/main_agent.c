@@ -109,8 +109,13 @@ int main(int argc, char **argv)
             puts(AGENT_VERSION);
             return 0;
         }
-        if (strncmp(argv[i], "--", 2) != 0)
-            usage_error("unexpected argument", argv[i]);
+        if (strncmp(argv[i], "--", 2) != 0) {
+            char what[96];
+
+            snprintf(what, sizeof(what), "%s '%.60s'",
+                     argv[i][0] == '-' ? "unknown option" : "unexpected argument", argv[i]);
+            usage_error(what, NULL);
+        }
         flag_key(argv[i] + 2, key, sizeof(key), &v);
         if (strcmp(key, "config") != 0 && !agent_config_known(key)) {
             char what[96];

@@ -183,6 +183,8 @@ int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
             a->version = 1;
             return 0;
         }
+        if (arg[0] == '-' && arg[1] != '-' && arg[1] != '\0')
+            return sfl__fail(SFL_EINVAL, "unknown option '%.100s'", arg);
         if (strncmp(arg, "--", 2) != 0) {
             if (nwords == (int)(sizeof(words) / sizeof(words[0])))
                 return sfl__fail(SFL_EINVAL, "too many operands");

@@ -178,8 +178,8 @@ static int parse_args(int argc, char **argv, args_t *a)
             continue;
         }
         if (strncmp(arg, "--", 2) != 0) {
-            fprintf(stderr, PROG ": error: unexpected argument '%s'\nTry '" PROG " --help'.\n",
-                    arg);
+            fprintf(stderr, PROG ": error: %s '%s'\nTry '" PROG " --help'.\n",
+                    arg[0] == '-' ? "unknown option" : "unexpected argument", arg);
             return -1;
         }
         j = n;

@@ -22,6 +22,7 @@ step "unknown options and missing values, every program"
 for p in sfl-coordinator sfl-agent sflctl sfl-sim; do
     expect 2 "unknown option '--bogus'" "$BIN/$p" --bogus
     expect 2 "unknown option '--bogus'" "$BIN/$p" --bogus=1
+    expect 2 "unknown option '-x'" "$BIN/$p" -x
 done
 expect 2 "option '--config' needs a value" "$BIN/sfl-coordinator" --config
 expect 2 "option '--ca' needs a value" "$BIN/sfl-agent" --ca

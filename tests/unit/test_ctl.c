@@ -105,6 +105,7 @@ static void test_ctl_args(void **state)
         {{"--bogus", "status"}, "unknown option '--bogus'"},
         {{"status", "--bogus=1"}, "unknown option '--bogus'"},
         {{"--", "status"}, "unknown option '--'"},
+        {{"-x", "status"}, "unknown option '-x'"},
         {{"status", "--ca"}, "option '--ca' needs a value"},
         {{"frob"}, "unknown command 'frob'"},
         {{"job", "frob", "1"}, "unknown command 'job frob'"},
