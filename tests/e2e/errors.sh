@@ -126,6 +126,7 @@ else
 fi
 
 step "a second coordinator on the same state directory refuses to start"
+: > "$t/coord.log"
 "$BIN/sfl-coordinator" --config "$t/c.ini" > "$t/coord.log" 2>&1 &
 coord=$!
 pids="$pids $coord"
@@ -140,12 +141,13 @@ mkdir -p "$t/data"
 "$BIN/sfl-sim" --data synth:sim1 --clients 1 --dim 20 --samples 20 --support 5 --quiet \
     --dump-shards "$t/data" > /dev/null 2>&1 || fail "no shard"
 "$PKI" agent "$t/other" intruder > /dev/null
-"$BIN/sfl-coordinator" --config "$t/c.ini" > "$t/coord.log" 2>&1 &
+: > "$t/coord2.log"
+"$BIN/sfl-coordinator" --config "$t/c.ini" > "$t/coord2.log" 2>&1 &
 coord=$!
 pids="$pids $coord"
-wait_for 20 grep -q "event=started" "$t/coord.log" || fail "coordinator did not restart"
-port=$(sed -n 's/.*event=started .* port=\([0-9]*\).*/\1/p' "$t/coord.log" | tail -n 1)
-PK=$(sed -n 's/.*event=started .*public_key=\([0-9a-f]*\).*/\1/p' "$t/coord.log" | tail -n 1)
+wait_for 20 grep -q "event=started" "$t/coord2.log" || fail "coordinator did not restart"
+port=$(sed -n 's/.*event=started .* port=\([0-9]*\).*/\1/p' "$t/coord2.log")
+PK=$(sed -n 's/.*event=started .*public_key=\([0-9a-f]*\).*/\1/p' "$t/coord2.log")
 [ -n "$port" ] && [ -n "$PK" ] || fail "no port or key in the log"
 # agent CA SERVER_NAME CERT KEY PK LOG: runs an agent to its end (at most 30 s).
 agent() {
