@@ -81,6 +81,9 @@ struct agent {
     int started, stopping, closing_handles, handles;
     agent_stopped_cb stopped_cb;
     void *stopped_ud;
+    agent_stopped_cb fatal_cb; /* agent_set_fatal */
+    void *fatal_ud;
+    int failed;                /* the error that stopped the agent by itself */
     uv_timer_t timer;      /* BACKOFF and WAITING delays */
     uv_timer_t hb_timer;   /* heartbeats while joined */
     uv_getaddrinfo_t gai;
@@ -615,7 +618,8 @@ int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out)
     }
     if ((rc = sfl_seal_pk_from_hex(cfg->coordinator_pk, a->coord_pk)) < 0 ||
         (rc = sfl_identity_pk_check(a->coord_pk)) < 0) {
-        rc = sfl__fail(SFL_EINVAL, "coordinator_pk is not a usable Ed25519 public key");
+        rc = sfl__fail(SFL_EINVAL, "coordinator_pk is not a usable Ed25519 public key; "
+                                   AGENT_PK_HINT);
         goto out;
     }
     /* The identity seeds the held-out split. */
@@ -739,9 +743,17 @@ static void on_open(sfl_grpcconn_t *g, void *ud)
     assert(g == a->link);
     a->link_opened = 1;
     a->stats.connects++;
-    if (sfl_conn_peer(sfl_grpcconn_conn(g), &peer) == 0)
+    if (sfl_conn_peer(sfl_grpcconn_conn(g), &peer) == 0) {
         say(a, "info", "connected", "coordinator=%s peer_cn=%s peer_role=%s", a->cfg.coordinator,
             peer.cn, sfl_role_name(peer.role));
+        /* Another role's certificate (an agent's, an admin's) from the same
+         * CA and with the right name is still not the coordinator. */
+        if (peer.role != SFL_ROLE_COORDINATOR) {
+            step(a, &(ev_t){.type = EV_CONNECTED, .status = SFL_ECERT,
+                            .message = "the server's certificate is not a coordinator's (OU)"});
+            return;
+        }
+    }
     step(a, &(ev_t){.type = EV_CONNECTED});
 }
 
@@ -967,8 +979,56 @@ static void on_timer(uv_timer_t *t)
     step(t->data, &(ev_t){.type = EV_TIMER});
 }
 
+static agent_state_t stop_all(agent_t *a);
+
+/* What to do about an error that retrying cannot fix, or NULL for one that
+ * retrying may (refused connections, timeouts, a coordinator restarting,
+ * certificates outside their validity dates: see transport.h). */
+static const char *permanent(const char *what, int status, const char *message)
+{
+    if (status == SFL_ECERT) {
+        if (message &&
+            (strstr(message, "hostname mismatch") || strstr(message, "IP address mismatch")))
+            return "server_name (default: the host of coordinator) must be a name or address "
+                   "in the coordinator's certificate";
+        if (message && strstr(message, "certificate verify failed"))
+            return "the coordinator's certificate does not chain to ca: use the federation's "
+                   "CA certificate";
+        return "the coordinator refused this agent's certificate: cert and key must be an "
+               "agent certificate of the federation's CA (sfl-pki agent)";
+    }
+    if (strcmp(what, "join") == 0 && (status == SFL_GRPC_STATUS_PERMISSION_DENIED ||
+                                      status == SFL_GRPC_STATUS_UNAUTHENTICATED))
+        return "the coordinator refused this certificate's role: cert and key must be an agent "
+               "certificate (sfl-pki agent)";
+    return NULL;
+}
+
+/* Gives up: one error line, then the agent stops as agent_stop would and
+ * the agent_set_fatal callback runs once it has. */
+static agent_state_t fatal(agent_t *a, const char *what, int status, const char *message,
+                           const char *fix)
+{
+    char q[300], f[300], sq[80];
+
+    /* Logged first: message may be borrowed from a call of this link. */
+    say(a, "error", "fatal", "during=%s status=%s error=%s fix=%s exit_status=%d", what,
+        status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message),
+        quote(f, sizeof(f), fix), AGENT_EXIT_FATAL);
+    a->failed = status < 0 ? status : SFL_ECERT;
+    a->stopping = 1;
+    a->stopped_cb = a->fatal_cb;
+    a->stopped_ud = a->fatal_ud;
+    return stop_all(a);
+}
+
 static agent_state_t backoff(agent_t *a, const char *what, int status, const char *message)
 {
+    const char *fix = permanent(what, status, message);
+
+    if (fix != NULL)
+        return fatal(a, what, status, message, fix);
+
     uint64_t delay = agent_backoff_delay(a->cfg.backoff_min_ms, a->cfg.backoff_max_ms,
                                          a->attempt, randombytes_random());
     char q[300], sq[80];
@@ -1212,7 +1272,8 @@ static agent_state_t joined(agent_t *a, const sfl_join_reply_t *r)
     if (sodium_memcmp(r->coordinator_key, a->coord_pk, SFL_SEAL_PK_BYTES) != 0) {
         say(a, "error", "coordinator_key_mismatch", "got=%s",
             sfl_seal_pk_to_hex(r->coordinator_key, hex));
-        return backoff(a, "join", SFL_EBADSIG, "coordinator key differs from coordinator_pk");
+        return fatal(a, "join", SFL_EBADSIG, "coordinator key differs from coordinator_pk",
+                     "pin the coordinator's key: " AGENT_PK_HINT);
     }
     a->agent_id = r->agent_id;
     a->attempt = 0;
@@ -1440,7 +1501,11 @@ static void step(agent_t *a, const ev_t *e)
                 to = connect_addr(a, e);
             break;
         case EV_CONNECTED:
-            if (from == AGENT_CONNECTING)
+            if (from == AGENT_CONNECTING && e->status < 0)
+                to = fatal(a, "connect", e->status, e->message,
+                           "coordinator and server_name must name the coordinator, whose "
+                           "certificate has the coordinator role (sfl-pki coordinator)");
+            else if (from == AGENT_CONNECTING)
                 to = join(a);
             break;
         case EV_JOINED:
@@ -1507,6 +1572,9 @@ out:
     a->state = to;
     if (to != from && a->observer != NULL)
         a->observer(a, from, to, a->observer_ud);
+    /* fatal() stopped the agent from inside the machine */
+    if (a->failed)
+        maybe_finish_stop(a);
 }
 
 /* ---- start and stop --------------------------------------------------------------- */
@@ -1554,6 +1622,17 @@ static void maybe_finish_stop(agent_t *a)
     a->closing_handles = 1;
     uv_close((uv_handle_t *)&a->timer, on_handle_closed);
     uv_close((uv_handle_t *)&a->hb_timer, on_handle_closed);
+}
+
+void agent_set_fatal(agent_t *a, agent_stopped_cb cb, void *ud)
+{
+    a->fatal_cb = cb;
+    a->fatal_ud = ud;
+}
+
+int agent_failed(const agent_t *a)
+{
+    return a->failed;
 }
 
 void agent_stop(agent_t *a, agent_stopped_cb cb, void *ud)

@@ -36,6 +36,10 @@
 /* A sealed update is submitted at most this many times (the first try and
  * the resubmissions after reconnecting), then dropped. */
 #define AGENT_SUBMIT_TRIES 3
+/* sfl-agent's exit status after agent_failed: an error that retrying
+ * cannot fix (docs/configuration.md; the systemd unit does not restart on
+ * it). */
+#define AGENT_EXIT_FATAL 3
 
 typedef enum {
     AGENT_DISCONNECTED = 0, /* not started, or stopped */
@@ -100,6 +104,17 @@ int agent_start(agent_t *a) SFL_MUST_CHECK;
  * calls cb from the loop. Only after agent_start; a second call does
  * nothing. */
 void agent_stop(agent_t *a, agent_stopped_cb cb, void *ud);
+/* Errors that retrying cannot fix end the agent instead of a reconnect
+ * loop: a certificate refused either way (SFL_ECERT from the transport:
+ * unknown CA, host name mismatch, our certificate refused), a server whose
+ * certificate is not a coordinator's, Join refused with PERMISSION_DENIED
+ * or UNAUTHENTICATED, a coordinator key other than coordinator_pk. The
+ * agent logs one `event=fatal` line (status, error, what to fix), stops as
+ * agent_stop would and then calls cb (may free a). Everything else is
+ * retried with backoff. */
+void agent_set_fatal(agent_t *a, agent_stopped_cb cb, void *ud);
+/* 0, or the error that stopped the agent by itself. */
+int agent_failed(const agent_t *a);
 /* Frees an agent that was never started or has stopped. NULL is a no-op. */
 void agent_free(agent_t *a);
 

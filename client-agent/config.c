@@ -1,11 +1,12 @@
 #include "config.h"
 
 #include <errno.h>
-#include <ini.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "sfl/ini.h"
 
 void agent_config_default(agent_config_t *c)
 {
@@ -91,42 +92,36 @@ int agent_config_set(agent_config_t *c, const char *key, const char *v)
         }
         return 0;
     }
-    return sfl__fail(SFL_EINVAL, "unknown agent key '%s'", key);
+    return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
 }
 
-typedef struct ini_ctx {
-    agent_config_t *c;
-    int rc;
-} ini_ctx_t;
-
-static int on_key(void *user, const char *section, const char *name, const char *value)
+int agent_config_known(const char *key)
 {
-    ini_ctx_t *x = user;
+    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+        if (strcmp(key, strings[i].key) == 0)
+            return 1;
+    for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++)
+        if (strcmp(key, numbers[i].key) == 0)
+            return 1;
+    /* The keys agent_config_set parses by hand. */
+    return strcmp(key, "eval_fraction") == 0 || strcmp(key, "conditions") == 0;
+}
 
-    if (strcmp(section, "agent") != 0) {
-        x->rc = sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [agent])", section);
-        return 0;
-    }
-    x->rc = agent_config_set(x->c, name, value);
-    return x->rc == 0;
+static int on_key(void *ud, const char *section, const char *key, const char *value)
+{
+    if (strcmp(section, "agent") != 0)
+        return sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [agent])", section);
+    return agent_config_set(ud, key, value);
 }
 
 int agent_config_load(agent_config_t *c, const char *path)
 {
-    ini_ctx_t x = {c, 0};
-    int line = ini_parse(path, on_key, &x);
+    return sfl_ini_parse_file(path, on_key, c);
+}
 
-    if (line < 0)
-        return sfl__fail(-ENOENT, "%s: cannot open", path);
-    if (line > 0) {
-        /* Prefix the handler's detail (if any) with the position. */
-        char detail[256];
-
-        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-        return sfl__fail(x.rc ? x.rc : SFL_EPARSE, "%s:%d: %s", path, line,
-                         x.rc ? detail : "malformed line");
-    }
-    return 0;
+int agent_config_parse(agent_config_t *c, const char *name, const char *buf, size_t len)
+{
+    return sfl_ini_parse_buffer(name, buf ? buf : "", len, on_key, c);
 }
 
 int agent_config_check(const agent_config_t *c)
@@ -142,7 +137,7 @@ int agent_config_check(const agent_config_t *c)
         return sfl__fail(SFL_EINVAL, "coordinator must be host:port, got '%s'", c->coordinator);
     if (strlen(c->coordinator_pk) != 64 ||
         strspn(c->coordinator_pk, "0123456789abcdefABCDEF") != 64)
-        return sfl__fail(SFL_EINVAL, "coordinator_pk must be 64 hex digits");
+        return sfl__fail(SFL_EINVAL, "coordinator_pk must be 64 hex digits; " AGENT_PK_HINT);
     if (strncmp(c->data, "libsvm:", 7) != 0 && strncmp(c->data, "csv:", 4) != 0)
         return sfl__fail(SFL_EINVAL, "data must be libsvm:FILE or csv:FILE");
     if (c->eval_file[0] != '\0' && strncmp(c->eval_file, "libsvm:", 7) != 0 &&

@@ -3,12 +3,17 @@
 #ifndef AGENT_CONFIG_H
 #define AGENT_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sfl/error.h"
 
 #define AGENT_PATH_MAX 1024
 #define AGENT_MAX_CONDITIONS 8
+/* How to get the right coordinator_pk, for errors about it. */
+#define AGENT_PK_HINT                                                                  \
+    "on the coordinator, 'sfl-coordinator --config FILE --public-key' prints the key " \
+    "to pin"
 
 typedef struct agent_config {
     char coordinator[256];     /* host:port */
@@ -30,8 +35,14 @@ typedef struct agent_config {
 void agent_config_default(agent_config_t *c);
 /* One key = value; SFL_EINVAL with a detail naming the key otherwise. */
 int agent_config_set(agent_config_t *c, const char *key, const char *value) SFL_MUST_CHECK;
-/* Reads an INI file ([agent] section only); errors name file and line. */
+/* 1 if key is an agent key (a flag --key), else 0. */
+int agent_config_known(const char *key);
+/* Reads an INI file ([agent] section only) with sfl_ini_parse_file: errors
+ * name file, line and key ("agent.ini:3: unknown key 'cert_file'"). */
 int agent_config_load(agent_config_t *c, const char *path) SFL_MUST_CHECK;
+/* The same over buf[0..len) (borrowed), errors named after name. */
+int agent_config_parse(agent_config_t *c, const char *name, const char *buf,
+                       size_t len) SFL_MUST_CHECK;
 /* Everything needed to run is present and consistent. */
 int agent_config_check(const agent_config_t *c) SFL_MUST_CHECK;
 

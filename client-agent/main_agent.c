@@ -50,7 +50,10 @@ static const char usage_text[] =
     "Dashes and underscores are interchangeable in flags (--state-dir), and\n"
     "--KEY=VALUE works too. Exit status: 0 after a clean stop, 2 for a bad flag,\n"
     "value or config file, 1 when the agent cannot start (data, identity key,\n"
-    "TLS files).\n";
+    "TLS files), 3 when it gave up on an error that retrying cannot fix (a\n"
+    "certificate refused either way, server_name not in the coordinator's\n"
+    "certificate, a coordinator key other than coordinator_pk); connection\n"
+    "failures and timeouts are retried with backoff.\n";
 
 static void usage_error(const char *what, const char *detail)
 {
@@ -112,13 +115,29 @@ int main(int argc, char **argv)
             puts(AGENT_VERSION);
             return 0;
         }
-        if (strncmp(argv[i], "--", 2) != 0)
-            usage_error("unexpected argument", argv[i]);
+        if (strncmp(argv[i], "--", 2) != 0) {
+            char what[96];
+
+            snprintf(what, sizeof(what), "%s '%.60s'",
+                     argv[i][0] == '-' ? "unknown option" : "unexpected argument", argv[i]);
+            usage_error(what, NULL);
+        }
         flag_key(argv[i] + 2, key, sizeof(key), &v);
-        if (v == NULL && ++i >= argc)
-            usage_error("missing value for", argv[i - 1]);
+        if (strcmp(key, "config") != 0 && !agent_config_known(key)) {
+            char what[96];
+
+            snprintf(what, sizeof(what), "unknown option '%.*s'", (int)strcspn(argv[i], "="),
+                     argv[i]);
+            usage_error(what, NULL);
+        }
+        if (v == NULL && ++i >= argc) {
+            char what[96];
+
+            snprintf(what, sizeof(what), "option '%s' needs a value", argv[i - 1]);
+            usage_error(what, NULL);
+        }
         if (strcmp(key, "config") == 0 && agent_config_load(&cfg, v ? v : argv[i]) < 0)
-            usage_error("config", sfl_last_error());
+            usage_error(sfl_last_error(), NULL);
     }
     for (int i = 1; i < argc; i++) {
         char key[64];
@@ -137,21 +156,23 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     loop = uv_default_loop();
     if ((rc = agent_new(loop, &cfg, &the_agent)) < 0) {
-        fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s: %s\"\n",
-                sfl_strerror(rc), sfl_last_error());
+        fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s\"\n",
+                sfl_error_message(rc));
         return 1;
     }
     uv_signal_init(loop, &sig_term);
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_int, on_signal, SIGINT);
+    agent_set_fatal(the_agent, on_stopped, NULL);
     if ((rc = agent_start(the_agent)) < 0) {
         fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s\"\n",
                 uv_strerror(rc));
         return 1;
     }
     uv_run(loop, UV_RUN_DEFAULT);
+    rc = agent_failed(the_agent);
     agent_free(the_agent);
     (void)uv_loop_close(loop);
-    return 0;
+    return rc < 0 ? AGENT_EXIT_FATAL : 0;
 }

@@ -8,13 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
 #include "sfl/alloc.h"
 #include "sfl/grpc.h"
+#include "sfl/ini.h"
 #include "sfl/msg.h"
 #include "sfl/seal.h"
 #include "sfl/transport.h"
@@ -233,7 +237,7 @@ int coord_config_set(coord_config_t *c, const char *key, const char *v)
         *(uint64_t *)(void *)((char *)c + keys[i].off) = x;
         return 0;
     }
-    return sfl__fail(SFL_EINVAL, "unknown coordinator key '%s'", key);
+    return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
 }
 
 int coord_config_check(const coord_config_t *c)
@@ -326,9 +330,6 @@ struct coord_jobdef {
     int paused;
 };
 
-/* Size of inih's section buffer (MAX_SECTION in its ini.c). */
-#define INI_SECTION_MAX 50
-
 int coord_job_section(const char *section, const char **name)
 {
     const char *n = section + 4;
@@ -336,9 +337,9 @@ int coord_job_section(const char *section, const char **name)
     *name = NULL;
     if (strncmp(section, "job ", 4) != 0)
         return 0;
-    if (strlen(section) >= INI_SECTION_MAX - 1)
+    if (strlen(section) > SFL_INI_SECTION_MAX)
         return sfl__fail(SFL_EINVAL, "[%s...]: job names in INI files are at most %d characters",
-                         section, INI_SECTION_MAX - 6);
+                         section, SFL_INI_SECTION_MAX - 4);
     while (*n == ' ')
         n++;
     if (*n == '\0')
@@ -605,6 +606,7 @@ struct coord {
     coord_store_t *bg;        /* aggregation workers, under bg_lock */
     uv_mutex_t bg_lock;
     int have_lock;
+    int state_fd;             /* state_dir/coordinator.lock, flock'ed; -1: none */
     sfl_tls_t *tls;
     sfl_listener_t *listener;
     coord_metrics_srv_t *metrics;
@@ -3080,6 +3082,43 @@ static int state_dir_make(const char *dir)
     return 0;
 }
 
+/* Takes state_dir/coordinator.lock (flock, exclusive, held until the fd
+ * closes, also when the process dies) and writes our pid into it: a second
+ * coordinator on the same state refuses to start instead of writing into
+ * the live database. SFL_EBUSY names the holder's pid. */
+static int state_lock(const char *dir, int *out)
+{
+    char path[COORD_PATH_MAX + 32], buf[32];
+    ssize_t n;
+    int fd, e;
+
+    *out = -1;
+    snprintf(path, sizeof(path), "%s/coordinator.lock", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sfl__fail(-errno, "%s: cannot open: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        e = errno;
+        n = e == EWOULDBLOCK ? pread(fd, buf, sizeof(buf) - 1, 0) : 0;
+        close(fd);
+        if (e != EWOULDBLOCK)
+            return sfl__fail(-e, "%s: cannot lock: %s", path, strerror(e));
+        buf[n > 0 ? n : 0] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        return sfl__fail(SFL_EBUSY,
+                         "state directory %s is in use by another sfl-coordinator (pid %s)", dir,
+                         buf[0] && strspn(buf, "0123456789") == strlen(buf) ? buf : "unknown");
+    }
+    n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+        e = errno;
+        close(fd);
+        return sfl__fail(-e, "%s: cannot write: %s", path, strerror(e));
+    }
+    *out = fd;
+    return 0;
+}
+
 /* Loads state_dir/coordinator.key, or makes it at the first start. */
 static int identity_open(const char *dir, sfl_identity_t **out)
 {
@@ -3185,6 +3224,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     co = sfl__calloc(1, sizeof(*co));
     if (co == NULL)
         return SFL_ENOMEM;
+    co->state_fd = -1;
     co->loop = loop;
     co->cfg = *cfg;
     co->started_ms = wall_ms();
@@ -3199,7 +3239,9 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
         return sfl__fail(SFL_ENOMEM, "cannot create a mutex");
     }
     co->have_lock = 1;
-    if ((rc = identity_open(cfg->state_dir, &co->id)) < 0 || (rc = load_state(co)) < 0)
+    if ((rc = state_dir_make(cfg->state_dir)) < 0 ||
+        (rc = state_lock(cfg->state_dir, &co->state_fd)) < 0 ||
+        (rc = identity_open(cfg->state_dir, &co->id)) < 0 || (rc = load_state(co)) < 0)
         goto fail;
     memset(&tc, 0, sizeof(tc));
     tc.cert_file = cfg->cert;
@@ -3215,17 +3257,25 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     co_opts.handshake_timeout_ms = cfg->handshake_timeout_ms;
     co_opts.idle_timeout_ms = cfg->idle_timeout_ms;
     co_opts.max_conns = cfg->max_conns;
+    /* The listeners' details already say "listen ADDR: why". */
     if ((rc = coord_addr_parse(cfg->listen, &ss)) < 0 ||
         (rc = sfl_listener_new(loop, (struct sockaddr *)&ss, &co_opts, &conn_cbs, on_reject, co,
                                &co->listener)) < 0) {
-        rc = sfl__fail(rc, "listen %s: %s", cfg->listen, sfl_last_error());
+        char detail[512];
+
+        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+        rc = sfl__fail(rc, "listen%s%s", strncmp(detail, "listen ", 7) == 0 ? "" : ": ",
+                       strncmp(detail, "listen ", 7) == 0 ? detail + 6 : detail);
         goto fail;
     }
     if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
         if ((rc = coord_addr_parse(cfg->metrics_listen, &ss)) < 0 ||
             (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, render, co,
                                         &co->metrics)) < 0) {
-            rc = sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, sfl_last_error());
+            char detail[512];
+
+            snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+            rc = sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, detail);
             goto fail;
         }
         co->metrics_open = 1;
@@ -3378,5 +3428,8 @@ void coord_free(coord_t *co)
     sfl_tls_free(co->tls);
     if (co->have_lock)
         uv_mutex_destroy(&co->bg_lock);
+    /* After the store: the next coordinator may open it once this is gone. */
+    if (co->state_fd >= 0)
+        close(co->state_fd);
     sfl__free(co);
 }

@@ -82,8 +82,8 @@ typedef struct coord_jobdef coord_jobdef_t;
 
 /* The NAME of an INI section "job NAME" (spaces after "job" skipped):
  * 1 and *name set (borrowed from section), 0 for another section, or
- * SFL_EINVAL for an empty name or one inih may have cut (it keeps the first
- * 49 bytes of a section name without a word, so names stop at 44). */
+ * SFL_EINVAL for an empty name or one inih may have cut (section names
+ * are at most SFL_INI_SECTION_MAX = 48 bytes, so job names stop at 44). */
 int coord_job_section(const char *section, const char **name) SFL_MUST_CHECK;
 
 /* Returns owned (coord_jobdef_free), with the job defaults and name. */

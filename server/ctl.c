@@ -9,7 +9,6 @@
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <ini.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include "sfl/alloc.h"
 #include "sfl/grpc.h"
 #include "sfl/grpcconn.h"
+#include "sfl/ini.h"
 #include "sfl/spcodec.h"
 #include "sfl/transport.h"
 
@@ -70,46 +70,32 @@ int ctl_config_set(ctl_config_t *c, const char *key, const char *v)
         c->timeout_ms = x;
         return 0;
     }
-    return sfl__fail(SFL_EINVAL, "unknown sflctl key '%s'", key);
+    return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
 }
 
-typedef struct cfg_ctx {
-    ctl_config_t *c;
-    int rc;
-} cfg_ctx_t;
-
-static int on_cfg_key(void *user, const char *section, const char *name, const char *value)
+int ctl_config_known(const char *key)
 {
-    cfg_ctx_t *x = user;
-
-    if (strcmp(section, "sflctl") != 0) {
-        x->rc = sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [sflctl])", section);
-        return 0;
-    }
-    x->rc = ctl_config_set(x->c, name, value);
-    return x->rc == 0;
+    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+        if (strcmp(key, strings[i].key) == 0)
+            return 1;
+    return strcmp(key, "timeout_ms") == 0;
 }
 
-/* inih's result as an sfl error naming file and line. */
-static int ini_result(const char *path, int line, int rc)
+static int on_cfg_key(void *ud, const char *section, const char *key, const char *value)
 {
-    char detail[256];
-
-    if (line < 0)
-        return sfl__fail(-ENOENT, "%s: cannot open", path);
-    if (line == 0)
-        return 0;
-    snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-    return sfl__fail(rc ? rc : SFL_EPARSE, "%s:%d: %s", path, line,
-                     rc ? detail : "malformed line");
+    if (strcmp(section, "sflctl") != 0)
+        return sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [sflctl])", section);
+    return ctl_config_set(ud, key, value);
 }
 
 int ctl_config_load(ctl_config_t *c, const char *path)
 {
-    cfg_ctx_t x = {c, 0};
-    int line = ini_parse(path, on_cfg_key, &x);
+    return sfl_ini_parse_file(path, on_cfg_key, c);
+}
 
-    return ini_result(path, line, x.rc);
+int ctl_config_parse(ctl_config_t *c, const char *name, const char *buf, size_t len)
+{
+    return sfl_ini_parse_buffer(name, buf ? buf : "", len, on_cfg_key, c);
 }
 
 int ctl_config_check(const ctl_config_t *c)
@@ -135,6 +121,127 @@ int ctl_parse_id(const char *s, uint64_t *id)
     if (*s < '0' || *s > '9' || *end || errno || x == 0)
         return sfl__fail(SFL_EINVAL, "'%s' is not a job id (a number >= 1)", s);
     *id = x;
+    return 0;
+}
+
+/* ---- command line ------------------------------------------------------------------ */
+
+static const struct {
+    const char *w1, *w2; /* the command's words; w2 may be NULL */
+    int nargs;           /* operands after the words */
+    int id;              /* operands[0] is a job id */
+} cmds[] = {
+    [CTL_CMD_STATUS] = {"status", NULL, 0, 0},
+    [CTL_CMD_AGENTS] = {"agents", NULL, 0, 0},
+    [CTL_CMD_JOBS] = {"jobs", NULL, 0, 0},
+    [CTL_CMD_JOB_CREATE] = {"job", "create", 1, 0},
+    [CTL_CMD_JOB_PAUSE] = {"job", "pause", 1, 1},
+    [CTL_CMD_JOB_RESUME] = {"job", "resume", 1, 1},
+    [CTL_CMD_JOB_CANCEL] = {"job", "cancel", 1, 1},
+    [CTL_CMD_JOB_HISTORY] = {"job", "history", 1, 1},
+    [CTL_CMD_MODEL_EXPORT] = {"model", "export", 2, 1},
+    [CTL_CMD_WATCH] = {"watch", NULL, 0, 0},
+};
+
+static int find_cmd(const char *const *words, int n, ctl_args_t *a)
+{
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        int nw = cmds[i].w2 ? 2 : 1;
+
+        if (n < nw || strcmp(words[0], cmds[i].w1) != 0 ||
+            (cmds[i].w2 && strcmp(words[1], cmds[i].w2) != 0))
+            continue;
+        if (n - nw != cmds[i].nargs)
+            return sfl__fail(SFL_EINVAL, "wrong number of operands for '%s%s%s'", cmds[i].w1,
+                             cmds[i].w2 ? " " : "", cmds[i].w2 ? cmds[i].w2 : "");
+        a->cmd = (ctl_cmd_t)i;
+        a->noperands = n - nw;
+        for (int k = 0; k < a->noperands; k++)
+            a->operands[k] = words[nw + k];
+        return cmds[i].id ? ctl_parse_id(a->operands[0], &a->id) : 0;
+    }
+    if (n == 0)
+        return sfl__fail(SFL_EINVAL, "no command (status, agents, jobs, job ..., model export, "
+                                     "watch)");
+    return sfl__fail(SFL_EINVAL, "unknown command '%.100s%s%.100s'", words[0], n > 1 ? " " : "",
+                     n > 1 ? words[1] : "");
+}
+
+int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
+{
+    const char *words[CTL_MAX_OPERANDS + 2];
+    int nwords = 0;
+
+    memset(a, 0, sizeof(*a));
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *eq, *v;
+        char key[32];
+        size_t n;
+
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            a->help = 1;
+            return 0;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            a->version = 1;
+            return 0;
+        }
+        if (arg[0] == '-' && arg[1] != '-' && arg[1] != '\0')
+            return sfl__fail(SFL_EINVAL, "unknown option '%.100s'", arg);
+        if (strncmp(arg, "--", 2) != 0) {
+            if (nwords == (int)(sizeof(words) / sizeof(words[0])))
+                return sfl__fail(SFL_EINVAL, "too many operands");
+            words[nwords++] = arg;
+            continue;
+        }
+        eq = strchr(arg + 2, '=');
+        n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        if (n == 0 || n >= sizeof(key))
+            return sfl__fail(SFL_EINVAL, "unknown option '%.*s'", (int)(n + 2 < 200 ? n + 2 : 200),
+                             arg);
+        for (size_t k = 0; k < n; k++)
+            key[k] = arg[2 + k] == '-' ? '_' : arg[2 + k];
+        key[n] = '\0';
+        if (strcmp(key, "config") != 0 && strcmp(key, "format") != 0 && !ctl_config_known(key))
+            return sfl__fail(SFL_EINVAL, "unknown option '%.*s'", (int)(n + 2), arg);
+        if (eq)
+            v = eq + 1;
+        else if (i + 1 < argc)
+            v = argv[++i];
+        else
+            return sfl__fail(SFL_EINVAL, "option '%s' needs a value", arg);
+        if (strcmp(key, "config") == 0) {
+            a->config = v;
+            continue;
+        }
+        if (strcmp(key, "format") == 0) {
+            ctl_format_t f;
+            int rc = ctl_format_parse(v, &f);
+
+            if (rc < 0)
+                return rc;
+            a->format = v;
+            continue;
+        }
+        if (a->nflags == CTL_MAX_FLAGS)
+            return sfl__fail(SFL_EINVAL, "more than %d options", CTL_MAX_FLAGS);
+        memcpy(a->keys[a->nflags], key, n + 1);
+        a->values[a->nflags++] = v;
+    }
+    int rc = find_cmd(words, nwords, a);
+
+    if (rc == 0 && a->format != NULL && a->cmd != CTL_CMD_MODEL_EXPORT)
+        return sfl__fail(SFL_EINVAL, "--format applies only to model export");
+    return rc;
+}
+
+int ctl_args_apply(const ctl_args_t *a, ctl_config_t *c)
+{
+    int rc;
+
+    for (size_t i = 0; i < a->nflags; i++)
+        if ((rc = ctl_config_set(c, a->keys[i], a->values[i])) < 0)
+            return rc;
     return 0;
 }
 
@@ -167,22 +274,21 @@ static int job_key(job_ctx_t *x, const char *section, const char *key, const cha
     return coord_jobdef_set(x->d, key, v);
 }
 
-static int on_job_key(void *user, const char *section, const char *name, const char *value)
+static int on_job_key(void *ud, const char *section, const char *name, const char *value)
 {
-    job_ctx_t *x = user;
-
-    x->rc = job_key(x, section, name, value);
-    return x->rc == 0;
+    return job_key(ud, section, name, value);
 }
 
-int ctl_job_load(const char *path, sfl_job_spec_t *out)
+/* A job file's text (file or buffer) into out. */
+static int job_parse(const char *path, const char *buf, size_t len, sfl_job_spec_t *out)
 {
     job_ctx_t x;
-    int line, rc;
+    int rc;
 
     memset(&x, 0, sizeof(x));
-    line = ini_parse(path, on_job_key, &x);
-    if ((rc = ini_result(path, line, x.rc)) < 0)
+    rc = buf ? sfl_ini_parse_buffer(path, buf, len, on_job_key, &x)
+             : sfl_ini_parse_file(path, on_job_key, &x);
+    if (rc < 0)
         goto out;
     if (x.section[0] == '\0') {
         rc = sfl__fail(SFL_EINVAL, "%s: no [job NAME] section", path);
@@ -199,6 +305,16 @@ int ctl_job_load(const char *path, sfl_job_spec_t *out)
 out:
     coord_jobdef_free(x.d);
     return rc;
+}
+
+int ctl_job_load(const char *path, sfl_job_spec_t *out)
+{
+    return job_parse(path, NULL, 0, out);
+}
+
+int ctl_job_parse(const char *name, const char *buf, size_t len, sfl_job_spec_t *out)
+{
+    return job_parse(name, buf ? buf : "", len, out);
 }
 
 /* ---- client ---------------------------------------------------------------------- */

@@ -28,11 +28,58 @@ typedef struct ctl_config {
 void ctl_config_default(ctl_config_t *c);
 /* One key = value; SFL_EINVAL naming the key otherwise. */
 int ctl_config_set(ctl_config_t *c, const char *key, const char *value) SFL_MUST_CHECK;
-/* Reads [sflctl] of an INI file; -ENOENT if it cannot be opened, else
- * errors name file and line. */
+/* 1 if key is an sflctl key (a flag --key), else 0. */
+int ctl_config_known(const char *key);
+/* Reads [sflctl] of an INI file (sfl_ini_parse_file: -errno if it cannot
+ * be opened, else errors name file, line and key). */
 int ctl_config_load(ctl_config_t *c, const char *path) SFL_MUST_CHECK;
+/* The same over buf[0..len) (borrowed), errors named after name. */
+int ctl_config_parse(ctl_config_t *c, const char *name, const char *buf,
+                     size_t len) SFL_MUST_CHECK;
 /* coordinator, ca, cert and key are set, timeout_ms in 1..2^31. */
 int ctl_config_check(const ctl_config_t *c) SFL_MUST_CHECK;
+
+/* ---- command line ------------------------------------------------------ */
+
+#define CTL_MAX_FLAGS 32
+#define CTL_MAX_OPERANDS 4
+
+typedef enum {
+    CTL_CMD_STATUS,
+    CTL_CMD_AGENTS,
+    CTL_CMD_JOBS,
+    CTL_CMD_JOB_CREATE,  /* operand: FILE */
+    CTL_CMD_JOB_PAUSE,   /* operand: ID */
+    CTL_CMD_JOB_RESUME,  /* operand: ID */
+    CTL_CMD_JOB_CANCEL,  /* operand: ID */
+    CTL_CMD_JOB_HISTORY, /* operand: ID */
+    CTL_CMD_MODEL_EXPORT, /* operands: ID FILE */
+    CTL_CMD_WATCH
+} ctl_cmd_t;
+
+/* What sflctl's arguments say. Strings are borrowed from argv. */
+typedef struct ctl_args {
+    int help, version;   /* -h/--help or --version seen: nothing else checked */
+    const char *config;  /* --config FILE, or NULL */
+    size_t nflags;       /* the other options, keys with '_' for '-' */
+    char keys[CTL_MAX_FLAGS][32];
+    const char *values[CTL_MAX_FLAGS];
+    ctl_cmd_t cmd;
+    int noperands;       /* after the command's words */
+    const char *operands[CTL_MAX_OPERANDS];
+    uint64_t id;         /* commands on a job: operands[0] parsed */
+    const char *format;  /* model export --format NAME (checked), or NULL */
+} ctl_args_t;
+
+/* Parses argv[1..argc) (--KEY VALUE, --KEY=VALUE, dashes or underscores,
+ * anywhere; then the command's words and operands) without touching any
+ * file. --format is model export's own option, not a config key.
+ * SFL_EINVAL with a detail for a usage error: "unknown option '--bogus'",
+ * "option '--ca' needs a value", "unknown command 'x'", a bad job id, a
+ * wrong number of operands, an unknown format or --format elsewhere. */
+int ctl_args_parse(int argc, char **argv, ctl_args_t *a) SFL_MUST_CHECK;
+/* Sets the parsed options on c (after the config file), in order. */
+int ctl_args_apply(const ctl_args_t *a, ctl_config_t *c) SFL_MUST_CHECK;
 
 /* A job id: decimal, 1..2^64-1. SFL_EINVAL otherwise. */
 int ctl_parse_id(const char *s, uint64_t *id) SFL_MUST_CHECK;
@@ -43,6 +90,10 @@ int ctl_parse_id(const char *s, uint64_t *id) SFL_MUST_CHECK;
  * spec is checked as CreateJob would (coord_job_spec_check, sfl_msg pack
  * checks) and returned in wire form. Errors name file, line and key. */
 int ctl_job_load(const char *path, sfl_job_spec_t *out) SFL_MUST_CHECK;
+/* The same for a job file's text buf[0..len) (borrowed), errors named
+ * after name (for tests and fuzzers). */
+int ctl_job_parse(const char *name, const char *buf, size_t len,
+                  sfl_job_spec_t *out) SFL_MUST_CHECK;
 
 /* ---- client ------------------------------------------------------------ */
 

@@ -106,13 +106,21 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
         return 0;
     }
     if (strcmp(key, "algo") == 0) {
-        if (sfl_algo_find(v) == NULL || copy_str(s->algo, sizeof(s->algo), v) < 0)
-            return sfl__fail(SFL_EINVAL, "unknown algorithm '%s'", v);
+        if (sfl_algo_find(v) == NULL || copy_str(s->algo, sizeof(s->algo), v) < 0) {
+            char known[256];
+            size_t n = 0;
+
+            known[0] = '\0';
+            for (const sfl_algo_t *const *a = sfl_algo_list(); *a && n < sizeof(known); a++)
+                n += (size_t)snprintf(known + n, sizeof(known) - n, "%s%s", n ? ", " : "",
+                                      (*a)->name);
+            return sfl__fail(SFL_EINVAL, "algo: unknown '%s' (known: %s)", v, known);
+        }
         return 0;
     }
     if (strcmp(key, "loss") == 0) {
         if (sfl_loss_find(v) == NULL || copy_str(s->loss, sizeof(s->loss), v) < 0)
-            return sfl__fail(SFL_EINVAL, "unknown loss '%s' (lsq, logistic, softmax)", v);
+            return sfl__fail(SFL_EINVAL, "loss: unknown '%s' (known: lsq, logistic, softmax)", v);
         return 0;
     }
     if (strcmp(key, "encoding") == 0) {
@@ -123,7 +131,7 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
         else if (strcmp(v, "q8") == 0)
             s->encoding = SFL_ENC_Q8;
         else
-            return sfl__fail(SFL_EINVAL, "unknown encoding '%s' (f64, f32, q8)", v);
+            return sfl__fail(SFL_EINVAL, "encoding: unknown '%s' (known: f64, f32, q8)", v);
         return 0;
     }
     if (strcmp(key, "aggregation") == 0) {
@@ -132,7 +140,7 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
         else if (strcmp(v, "ordered") == 0)
             s->ordered = 1;
         else
-            return sfl__fail(SFL_EINVAL, "unknown aggregation '%s' (streaming, ordered)", v);
+            return sfl__fail(SFL_EINVAL, "aggregation: unknown '%s' (known: streaming, ordered)", v);
         return 0;
     }
     if (strcmp(key, "conditions") == 0) {
@@ -180,7 +188,7 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
     bad:
         return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
     }
-    return sfl__fail(SFL_EINVAL, "unknown job key '%s'", key);
+    return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
 }
 
 int coord_job_spec_check(const coord_job_spec_t *s)

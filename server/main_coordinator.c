@@ -2,7 +2,6 @@
  * the service manager's notifications (notify.h), --backup and the loop;
  * everything else is coord.c. */
 #include <errno.h>
-#include <ini.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +10,13 @@
 #include <uv.h>
 
 #include "coord.h"
+#include "coordfile.h"
 #include "notify.h"
 #include "sfl/error.h"
+#include "sfl/transport.h"
 #include "store.h"
 
 #define PROG "sfl-coordinator"
-#define MAX_JOBS 256
 #define MAX_FLAGS 64
 
 /* The [job NAME] keys, for --help (their meaning is in docs/configuration.md). */
@@ -36,7 +36,10 @@ static void usage(FILE *f)
             "jobs run rounds of sealed sparse updates, state lives in SQLite.\n\n"
             "  --config FILE              coordinator.ini: section [coordinator] with the\n"
             "                             keys below, and one [job NAME] section per job\n"
-            "  --check                    check the configuration and jobs, then exit\n"
+            "  --check                    check the configuration and jobs, and that cert,\n"
+            "                             key and ca can be read, the key matches the\n"
+            "                             certificate, which verifies against the CA now\n"
+            "                             and has the coordinator role; then exit\n"
             "  --public-key               print the coordinator's Ed25519 public key (what\n"
             "                             agents pin as coordinator_pk), creating the\n"
             "                             identity in state_dir if needed, then exit\n"
@@ -97,79 +100,7 @@ static void usage(FILE *f)
 }
 
 /* What one reading of the file (and the flags) gives. */
-typedef struct {
-    coord_config_t cfg;
-    char names[MAX_JOBS][64];
-    coord_jobdef_t *jobs[MAX_JOBS];
-    size_t njobs;
-    int rc;
-} loaded_t;
-
-static void loaded_clear(loaded_t *l)
-{
-    for (size_t i = 0; i < l->njobs; i++)
-        coord_jobdef_free(l->jobs[i]);
-    l->njobs = 0;
-}
-
-static coord_jobdef_t *jobdef_for(loaded_t *l, const char *name)
-{
-    for (size_t i = 0; i < l->njobs; i++)
-        if (strcmp(l->names[i], name) == 0)
-            return l->jobs[i];
-    if (l->njobs == MAX_JOBS) {
-        l->rc = sfl__fail(SFL_ELIMIT, "more than %d [job] sections", MAX_JOBS);
-        return NULL;
-    }
-    if (strlen(name) >= sizeof(l->names[0])) {
-        l->rc = sfl__fail(SFL_EINVAL, "job name '%s' is longer than 63 characters", name);
-        return NULL;
-    }
-    if ((l->rc = coord_jobdef_new(name, &l->jobs[l->njobs])) < 0)
-        return NULL;
-    snprintf(l->names[l->njobs], sizeof(l->names[0]), "%s", name);
-    return l->jobs[l->njobs++];
-}
-
-static int on_key(void *user, const char *section, const char *name, const char *value)
-{
-    loaded_t *l = user;
-    const char *jn;
-
-    if (strcmp(section, "coordinator") == 0) {
-        l->rc = coord_config_set(&l->cfg, name, value);
-        return l->rc == 0;
-    }
-    if ((l->rc = coord_job_section(section, &jn)) != 0) {
-        coord_jobdef_t *d;
-
-        if (l->rc < 0 || (d = jobdef_for(l, jn)) == NULL)
-            return 0;
-        l->rc = coord_jobdef_set(d, name, value);
-        return l->rc == 0;
-    }
-    l->rc = sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [coordinator] or [job NAME])",
-                      section);
-    return 0;
-}
-
-static int load_file(loaded_t *l, const char *path)
-{
-    int line;
-
-    l->rc = 0;
-    line = ini_parse(path, on_key, l);
-    if (line < 0)
-        return sfl__fail(-ENOENT, "%s: cannot open", path);
-    if (line > 0) {
-        char detail[256];
-
-        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-        return sfl__fail(l->rc ? l->rc : SFL_EPARSE, "%s:%d: %s", path, line,
-                         l->rc ? detail : "malformed line");
-    }
-    return 0;
-}
+typedef coord_file_t loaded_t;
 
 typedef struct {
     const char *key, *value;
@@ -227,7 +158,7 @@ static int parse_args(int argc, char **argv, args_t *a)
     memset(a, 0, sizeof(*a));
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *eq, *value;
-        char key[64];
+        char key[64] = "";
         size_t j;
 
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -246,9 +177,18 @@ static int parse_args(int argc, char **argv, args_t *a)
             a->public_key = 1;
             continue;
         }
-        if (strncmp(arg, "--", 2) != 0 || flag_key(arg + 2, key, sizeof(key), &eq) < 0) {
-            fprintf(stderr, PROG ": error: unexpected argument '%s'\nTry '" PROG " --help'.\n",
-                    arg);
+        if (strncmp(arg, "--", 2) != 0) {
+            fprintf(stderr, PROG ": error: %s '%s'\nTry '" PROG " --help'.\n",
+                    arg[0] == '-' ? "unknown option" : "unexpected argument", arg);
+            return -1;
+        }
+        j = n;
+        if (flag_key(arg + 2, key, sizeof(key), &eq) == 0)
+            for (j = 0; j < n && strcmp(k[j].key, key) != 0; j++)
+                ;
+        if (j == n && strcmp(key, "config") != 0 && strcmp(key, "backup") != 0) {
+            fprintf(stderr, PROG ": error: unknown option '%.*s'\nTry '" PROG " --help'.\n",
+                    (int)strcspn(arg, "="), arg);
             return -1;
         }
         if (eq)
@@ -267,12 +207,6 @@ static int parse_args(int argc, char **argv, args_t *a)
             a->backup = value;
             continue;
         }
-        for (j = 0; j < n && strcmp(k[j].key, key) != 0; j++)
-            ;
-        if (j == n) {
-            fprintf(stderr, PROG ": error: unknown option '%s'\nTry '" PROG " --help'.\n", arg);
-            return -1;
-        }
         if (a->nflags == MAX_FLAGS) {
             fprintf(stderr, PROG ": error: too many options\n");
             return -1;
@@ -290,7 +224,7 @@ static int load_all(const args_t *a, loaded_t *l)
     int rc;
 
     coord_config_default(&l->cfg);
-    if (a->config && (rc = load_file(l, a->config)) < 0)
+    if (a->config && (rc = coord_file_load(l, a->config)) < 0)
         return rc;
     if ((rc = apply_flags(&l->cfg, a)) < 0)
         return rc;
@@ -426,7 +360,7 @@ static void on_reload(uv_signal_t *s, int signum)
              added);
 out:
     if (l) {
-        loaded_clear(l);
+        coord_file_clear(l);
         free(l);
     }
     notify(COORD_NOTIFY_READY, status);
@@ -441,7 +375,7 @@ static int run_backup(const coord_config_t *cfg, const char *dest)
 
     snprintf(db, sizeof(db), "%s/coordinator.db", cfg->state_dir);
     if ((rc = coord_store_backup_path(db, dest, &bytes)) < 0) {
-        fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+        fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         return 1;
     }
     printf("backup of %s written to %s: %llu bytes, integrity_check ok\n", db, dest,
@@ -457,15 +391,15 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &app.args) < 0)
         return 2;
     if ((rc = load_all(&app.args, &l)) < 0) {
-        fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
-        loaded_clear(&l);
+        fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
+        coord_file_clear(&l);
         return 2;
     }
     for (size_t i = 0; i < l.njobs; i++)
         if ((rc = coord_jobdef_check(l.jobs[i])) < 0) {
             fprintf(stderr, PROG ": error: %s: [job %s]: %s\n", app.args.config, l.names[i],
                     sfl_last_error());
-            loaded_clear(&l);
+            coord_file_clear(&l);
             return 2;
         }
     if (app.args.public_key) {
@@ -473,33 +407,43 @@ int main(int argc, char **argv)
         char hex[65];
 
         if ((rc = coord_identity_public(l.cfg.state_dir, pk)) < 0) {
-            fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
-            loaded_clear(&l);
+            fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
+            coord_file_clear(&l);
             return 1;
         }
         for (int i = 0; i < 32; i++)
             snprintf(hex + 2 * i, 3, "%02x", pk[i]);
         printf("%s\n", hex);
-        loaded_clear(&l);
+        coord_file_clear(&l);
         return 0;
     }
     if (app.args.backup) {
-        loaded_clear(&l);
+        coord_file_clear(&l);
         return run_backup(&l.cfg, app.args.backup);
     }
     if (app.args.check) {
-        printf("configuration ok: %zu job sections\n", l.njobs);
-        loaded_clear(&l);
+        /* What the TLS listener will need, checked now rather than by the
+         * first agent that connects. */
+        if ((rc = sfl_tls_check_identity(l.cfg.cert, l.cfg.key, l.cfg.ca,
+                                         SFL_ROLE_COORDINATOR)) < 0) {
+            fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
+            coord_file_clear(&l);
+            return 1;
+        }
+        printf("configuration ok: %zu job sections; %s (role coordinator) matches %s and "
+               "verifies against %s\n",
+               l.njobs, l.cfg.cert, l.cfg.key, l.cfg.ca);
+        coord_file_clear(&l);
         return 0;
     }
     signal(SIGPIPE, SIG_IGN);
     if (uv_loop_init(&app.loop) != 0) {
         fprintf(stderr, PROG ": error: cannot create the event loop\n");
-        loaded_clear(&l);
+        coord_file_clear(&l);
         return 1;
     }
     if ((rc = coord_new(&app.loop, &l.cfg, &app.co)) < 0) {
-        fprintf(stderr, PROG ": error: %s (%s)\n", sfl_last_error(), sfl_strerror(rc));
+        fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         goto out;
     }
     for (size_t i = 0; i < l.njobs; i++)
@@ -536,6 +480,6 @@ out:
     /* Handles that closed themselves (listener, metrics) finish here. */
     uv_run(&app.loop, UV_RUN_DEFAULT);
     (void)uv_loop_close(&app.loop);
-    loaded_clear(&l);
+    coord_file_clear(&l);
     return status;
 }

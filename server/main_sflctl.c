@@ -18,7 +18,6 @@
 #include "sfl/grpc.h"
 
 #define PROG "sflctl"
-#define MAX_WORDS 4
 #define WATCH_MS 500
 #define WATCH_LINE 256
 
@@ -76,20 +75,6 @@ static void usage_error(const char *what, const char *detail)
     exit(2);
 }
 
-/* "--server-name" -> "server_name" into key; *value points at an "=VALUE". */
-static void flag_key(const char *arg, char *key, size_t cap, const char **value)
-{
-    const char *eq = strchr(arg, '=');
-    size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
-
-    if (n >= cap)
-        n = cap - 1;
-    for (size_t i = 0; i < n; i++)
-        key[i] = arg[i] == '-' ? '_' : arg[i];
-    key[n] = '\0';
-    *value = eq ? eq + 1 : NULL;
-}
-
 static int64_t unix_ms(void)
 {
     struct timeval tv;
@@ -106,7 +91,7 @@ typedef struct app {
     ctl_client_t *cli;
     uv_signal_t sigint;
     int sig_on;
-    char **args; /* the command's operands */
+    const char *const *args; /* the command's operands */
     uint64_t id;
     ctl_format_t format;     /* model export --format */
     const char *format_name; /* its name, "text" by default */
@@ -129,7 +114,7 @@ static int call_failed(const ctl_result_t *r)
 
 static int local_failed(const char *what, int rc)
 {
-    fprintf(stderr, PROG ": %s: %s: %s\n", what, sfl_strerror(rc), sfl_last_error());
+    fprintf(stderr, PROG ": %s: %s\n", what, sfl_error_message(rc));
     return 1;
 }
 
@@ -462,118 +447,59 @@ out:
     return rc;
 }
 
-typedef struct cmd {
-    const char *w1, *w2; /* the command's words; w2 may be NULL */
-    int nargs;           /* operands after the words */
-    int id;              /* args[0] is a job id */
-    int (*run)(app_t *a);
-} cmd_t;
-
-static const cmd_t cmds[] = {
-    {"status", NULL, 0, 0, cmd_status},
-    {"agents", NULL, 0, 0, cmd_agents},
-    {"jobs", NULL, 0, 0, cmd_jobs},
-    {"job", "create", 1, 0, cmd_job_create},
-    {"job", "pause", 1, 1, cmd_job_pause},
-    {"job", "resume", 1, 1, cmd_job_resume},
-    {"job", "cancel", 1, 1, cmd_job_cancel},
-    {"job", "history", 1, 1, cmd_job_history},
-    {"model", "export", 2, 1, cmd_model_export},
-    {"watch", NULL, 0, 0, cmd_watch},
+/* By ctl_cmd_t. */
+static int (*const run[])(app_t *a) = {
+    [CTL_CMD_STATUS] = cmd_status,
+    [CTL_CMD_AGENTS] = cmd_agents,
+    [CTL_CMD_JOBS] = cmd_jobs,
+    [CTL_CMD_JOB_CREATE] = cmd_job_create,
+    [CTL_CMD_JOB_PAUSE] = cmd_job_pause,
+    [CTL_CMD_JOB_RESUME] = cmd_job_resume,
+    [CTL_CMD_JOB_CANCEL] = cmd_job_cancel,
+    [CTL_CMD_JOB_HISTORY] = cmd_job_history,
+    [CTL_CMD_MODEL_EXPORT] = cmd_model_export,
+    [CTL_CMD_WATCH] = cmd_watch,
 };
-
-static const cmd_t *find_cmd(char **words, int n, app_t *a)
-{
-    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-        const cmd_t *c = &cmds[i];
-        int nw = c->w2 ? 2 : 1;
-
-        if (n < nw || strcmp(words[0], c->w1) != 0 || (c->w2 && strcmp(words[1], c->w2) != 0))
-            continue;
-        if (n - nw != c->nargs)
-            usage_error("wrong number of operands for", c->w2 ? c->w2 : c->w1);
-        a->args = words + nw;
-        return c;
-    }
-    usage_error("unknown command", n > 0 ? words[0] : NULL);
-    return NULL;
-}
 
 int main(int argc, char **argv)
 {
     static app_t app;
-    char *words[MAX_WORDS + 1];
-    const char *config = NULL;
-    const cmd_t *cmd;
-    int nwords = 0, rc;
+    static ctl_args_t args;
+    int rc;
 
     ctl_config_default(&app.cfg);
-    /* The file first, so that flags override it wherever they appear. */
-    for (int i = 1; i < argc; i++) {
-        char key[64];
-        const char *v;
-
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--version") == 0) {
-            puts(PROG " " COORD_VERSION);
-            return 0;
-        }
-        if (strncmp(argv[i], "--", 2) != 0)
-            continue;
-        flag_key(argv[i] + 2, key, sizeof(key), &v);
-        if (v == NULL && ++i >= argc)
-            usage_error("missing value for", argv[i - 1]);
-        if (strcmp(key, "config") == 0)
-            config = v ? v : argv[i];
+    if (ctl_args_parse(argc, argv, &args) < 0)
+        usage_error(sfl_last_error(), NULL);
+    if (args.help) {
+        fputs(usage_text, stdout);
+        return 0;
     }
-    if (config != NULL) {
-        if (ctl_config_load(&app.cfg, config) < 0)
-            usage_error("config", sfl_last_error());
+    if (args.version) {
+        puts(PROG " " COORD_VERSION);
+        return 0;
+    }
+    /* The file first, so that flags override it wherever they appear. */
+    if (args.config != NULL) {
+        if (ctl_config_load(&app.cfg, args.config) < 0)
+            usage_error(sfl_last_error(), NULL);
     } else if (getenv("HOME") != NULL) {
         char path[CTL_PATH_MAX];
 
         snprintf(path, sizeof(path), "%s/.config/sfl/sflctl.ini", getenv("HOME"));
         if (access(path, F_OK) == 0 && ctl_config_load(&app.cfg, path) < 0)
-            usage_error("config", sfl_last_error());
-    }
-    for (int i = 1; i < argc; i++) {
-        char key[64];
-        const char *v;
-
-        if (strncmp(argv[i], "--", 2) != 0) {
-            if (nwords == MAX_WORDS)
-                usage_error("too many operands", NULL);
-            words[nwords++] = argv[i];
-            continue;
-        }
-        flag_key(argv[i] + 2, key, sizeof(key), &v);
-        if (v == NULL)
-            v = argv[++i];
-        if (strcmp(key, "format") == 0) {
-            /* A command option, not a config key. */
-            if (ctl_format_parse(v, &app.format) < 0)
-                usage_error(sfl_last_error(), NULL);
-            app.format_name = v;
-            continue;
-        }
-        if (strcmp(key, "config") != 0 && ctl_config_set(&app.cfg, key, v) < 0)
             usage_error(sfl_last_error(), NULL);
     }
-    words[nwords] = NULL;
-    cmd = find_cmd(words, nwords, &app);
-    if (app.format_name != NULL && cmd->run != cmd_model_export)
-        usage_error("--format applies only to model export", NULL);
-    if (app.format_name == NULL)
-        app.format_name = "text";
+    if (ctl_args_apply(&args, &app.cfg) < 0)
+        usage_error(sfl_last_error(), NULL);
+    app.args = args.operands;
+    app.id = args.id;
+    app.format_name = args.format ? args.format : "text";
+    if (ctl_format_parse(app.format_name, &app.format) < 0)
+        usage_error(sfl_last_error(), NULL);
     /* Everything the command needs from its operands is checked before the
      * first byte goes out. */
-    if (cmd->id && ctl_parse_id(app.args[0], &app.id) < 0)
+    if (args.cmd == CTL_CMD_JOB_CREATE && ctl_job_load(app.args[0], &app.spec) < 0)
         usage_error(sfl_last_error(), NULL);
-    if (cmd->run == cmd_job_create && ctl_job_load(app.args[0], &app.spec) < 0)
-        usage_error("job file", sfl_last_error());
     if (ctl_config_check(&app.cfg) < 0)
         usage_error(sfl_last_error(), NULL);
 
@@ -584,13 +510,13 @@ int main(int argc, char **argv)
     /* Writes to a peer that went away must fail, not kill the tool. */
     signal(SIGPIPE, SIG_IGN);
     app.loop = uv_default_loop();
-    if (cmd->run == cmd_watch) {
+    if (args.cmd == CTL_CMD_WATCH) {
         uv_signal_init(app.loop, &app.sigint);
         app.sigint.data = &app;
         uv_signal_start(&app.sigint, on_sigint, SIGINT);
         app.sig_on = 1;
     }
-    rc = cmd->run(&app);
+    rc = run[args.cmd](&app);
     ctl_client_free(app.cli);
     if (app.sig_on)
         uv_close((uv_handle_t *)&app.sigint, NULL);

@@ -2,7 +2,6 @@
  * reader (keys are the long flag names, in section [sim]) and --help. */
 #include <errno.h>
 #include <getopt.h>
-#include <ini.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include <string.h>
 
 #include "sfl/algo.h"
+#include "sfl/ini.h"
 #include "sim.h"
 
 typedef enum { T_STR, T_U32, T_U64, T_DBL, T_FLAG } opt_type_t;
@@ -107,7 +107,8 @@ static void usage(FILE *f)
                "set), nnz, bytes_up, bytes_down, wall_ms.\n");
 }
 
-static int set_opt(sim_cfg_t *cfg, const opt_t *o, const char *val, const char *where)
+/* 0, or SFL_EINVAL / SFL_ENOMEM with a detail naming the option. */
+static int set_opt(sim_cfg_t *cfg, const opt_t *o, const char *val)
 {
     void *p = (char *)cfg + o->off;
     char *end;
@@ -118,7 +119,7 @@ static int set_opt(sim_cfg_t *cfg, const opt_t *o, const char *val, const char *
         char *s = strdup(val);
 
         if (s == NULL)
-            return -1;
+            return sfl__fail(SFL_ENOMEM, "%s: out of memory", o->name);
         free(*(char **)p);
         *(char **)p = s;
         break;
@@ -156,8 +157,7 @@ static int set_opt(sim_cfg_t *cfg, const opt_t *o, const char *val, const char *
         cfg->given[o->id] = 1;
     return 0;
 bad:
-    fprintf(stderr, "sfl-sim: error: %s: invalid value '%s' for %s\n", where, val, o->name);
-    return -1;
+    return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", o->name, val);
 }
 
 static const opt_t *find_opt(const char *name)
@@ -168,36 +168,15 @@ static const opt_t *find_opt(const char *name)
     return NULL;
 }
 
-typedef struct ini_ctx {
-    sim_cfg_t *cfg;
-    const char *path;
-    int failed;
-} ini_ctx_t;
-
-static int ini_set(void *user, const char *section, const char *name, const char *value)
+static int ini_set(void *ud, const char *section, const char *name, const char *value)
 {
-    ini_ctx_t *c = user;
     const opt_t *o;
 
-    if (c->failed)
-        return 0;
-    if (strcmp(section, "sim") != 0) {
-        fprintf(stderr, "sfl-sim: error: %s: unknown section [%s] (expected [sim])\n", c->path,
-                section);
-        c->failed = 1;
-        return 0;
-    }
-    o = find_opt(name);
-    if (o == NULL) {
-        fprintf(stderr, "sfl-sim: error: %s: unknown key '%s'\n", c->path, name);
-        c->failed = 1;
-        return 0;
-    }
-    if (set_opt(c->cfg, o, value, c->path) < 0) {
-        c->failed = 1;
-        return 0;
-    }
-    return 1;
+    if (strcmp(section, "sim") != 0)
+        return sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [sim])", section);
+    if ((o = find_opt(name)) == NULL)
+        return sfl__fail(SFL_EINVAL, "unknown key '%s'", name);
+    return set_opt(ud, o, value);
 }
 
 static void defaults(sim_cfg_t *cfg)
@@ -250,21 +229,9 @@ int sim_options(int argc, char **argv, sim_cfg_t *cfg)
         if (c == 'c')
             config = optarg;
     }
-    if (config) {
-        ini_ctx_t ctx = {cfg, config, 0};
-        int line = ini_parse(config, ini_set, &ctx);
-
-        if (line < 0) {
-            fprintf(stderr, "sfl-sim: error: cannot read config %s: %s\n", config,
-                    strerror(errno ? errno : ENOENT));
-            return -1;
-        }
-        if (ctx.failed)
-            return -1;
-        if (line > 0) {
-            fprintf(stderr, "sfl-sim: error: %s:%d: malformed line\n", config, line);
-            return -1;
-        }
+    if (config && sfl_ini_parse_file(config, ini_set, cfg) < 0) {
+        fprintf(stderr, "sfl-sim: error: %s\n", sfl_last_error());
+        return -1;
     }
     /* Pass 2: everything else. */
     optind = 0;
@@ -273,16 +240,26 @@ int sim_options(int argc, char **argv, sim_cfg_t *cfg)
         if (c == 'c' || c == 'h')
             continue;
         if (c == '?') {
-            fprintf(stderr, "sfl-sim: error: unknown option '%s' (see --help)\n",
-                    argv[optind - 1]);
+            /* "--bogus=1" is the option --bogus */
+            const char *arg = argv[optind - 1];
+            int n = (int)strcspn(arg, "=");
+            char name[64];
+
+            snprintf(name, sizeof(name), "%.*s", n > 2 ? n - 2 : 0, arg + 2);
+            if (strncmp(arg, "--", 2) == 0 && arg[n] == '=' && find_opt(name) != NULL)
+                fprintf(stderr, "sfl-sim: error: option '--%s' takes no value\n", name);
+            else
+                fprintf(stderr, "sfl-sim: error: unknown option '%.*s' (see --help)\n", n, arg);
             return -1;
         }
         if (c == ':') {
             fprintf(stderr, "sfl-sim: error: option '%s' needs a value\n", argv[optind - 1]);
             return -1;
         }
-        if (set_opt(cfg, &opts[c - 256], optarg, "command line") < 0)
+        if (set_opt(cfg, &opts[c - 256], optarg) < 0) {
+            fprintf(stderr, "sfl-sim: error: --%s\n", sfl_last_error());
             return -1;
+        }
     }
     if (optind < argc) {
         fprintf(stderr, "sfl-sim: error: unexpected argument '%s' (see --help)\n",

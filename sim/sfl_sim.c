@@ -44,13 +44,23 @@ typedef struct fed {
     char preset[64];       /* key of the paper-default table */
 } fed_t;
 
+/* what, then sfl_error_message (whose detail may name what already). */
 static void die(const char *what, int rc)
 {
-    const char *detail = sfl_last_error();
+    const char *msg = sfl_error_message(rc);
 
-    fprintf(stderr, "sfl-sim: error: %s: %s%s%s\n", what, sfl_strerror(rc),
-            detail[0] ? ": " : "", detail);
+    if (strncmp(msg, what, strlen(what)) == 0)
+        fprintf(stderr, "sfl-sim: error: %s\n", msg);
+    else
+        fprintf(stderr, "sfl-sim: error: %s: %s\n", what, msg);
     exit(1);
+}
+
+/* A system call of ours failed with -errno err: no library detail. */
+static void die_sys(const char *what, int err)
+{
+    sfl__clear_error();
+    die(what, err);
 }
 
 static void usage_error(const char *msg, const char *arg)
@@ -373,13 +383,13 @@ static void write_model(const char *path, const double *x, size_t d)
     FILE *f = fopen(path, "w");
 
     if (f == NULL)
-        die(path, -errno);
+        die_sys(path, -errno);
     fprintf(f, "# sfl model dim=%zu\n", d);
     for (size_t j = 0; j < d; j++)
         if (x[j] != 0)
             fprintf(f, "%zu %.17g\n", j + 1, x[j]);
     if (ferror(f) | fclose(f))
-        die(path, -EIO);
+        die_sys(path, -EIO);
 }
 
 static void dump_data(const char *path, const fed_t *f)
@@ -388,11 +398,11 @@ static void dump_data(const char *path, const fed_t *f)
     int rc = 0;
 
     if (out == NULL)
-        die(path, -errno);
+        die_sys(path, -errno);
     for (uint32_t c = 0; c < f->nclients && rc == 0; c++)
         rc = sfl_libsvm_write(out, f->train[c]);
     if (rc < 0 || ferror(out) | fclose(out))
-        die(path, rc < 0 ? rc : -EIO);
+        rc < 0 ? die(path, rc) : die_sys(path, -EIO);
     if (f->truth) {
         char tpath[4096];
 
@@ -413,10 +423,10 @@ static void dump_shards(const char *dir, const fed_t *f)
         snprintf(path, sizeof(path), "%s/client-%u.svm", dir, c);
         out = fopen(path, "w");
         if (out == NULL)
-            die(path, -errno);
+            die_sys(path, -errno);
         rc = sfl_libsvm_write(out, f->train[c]);
         if (rc < 0 || ferror(out) | fclose(out))
-            die(path, rc < 0 ? rc : -EIO);
+            rc < 0 ? die(path, rc) : die_sys(path, -EIO);
     }
     if (f->truth) {
         char path[4096];
@@ -841,8 +851,8 @@ int main(int argc, char **argv)
             rc = sfl_algo_client_round(algo, &params, &prob, bcast, fed.train[c], NULL, cfg.seed,
                                        t, c, &ws, upd);
             if (rc < 0) {
-                fprintf(stderr, "\nsfl-sim: error: round %u client %u: %s: %s\n", t, c,
-                        sfl_strerror(rc), sfl_last_error());
+                fprintf(stderr, "\nsfl-sim: error: round %u client %u: %s\n", t, c,
+                        sfl_error_message(rc));
                 return 1;
             }
             wire(&upd, enc, &buf, &cap, &up);

@@ -1165,7 +1165,8 @@ static void test_agent_new_errors(void **state)
     agent_cfg(&c, "st-errors", reg_path);
     memset(c.coordinator_pk, '0', 64); /* the identity point: small order */
     assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
-    assert_detail("coordinator_pk is not a usable Ed25519 public key");
+    assert_detail("coordinator_pk is not a usable Ed25519 public key; on the coordinator, "
+                  "'sfl-coordinator --config FILE --public-key' prints the key to pin");
 
     snprintf(path, sizeof(path), "%s/missing.svm", dir);
     agent_cfg(&c, "st-errors", path);
@@ -1470,6 +1471,9 @@ static void test_agent_survives_coordinator_restart(void **state)
     stop_agent();
 }
 
+/* A coordinator presenting another key than coordinator_pk: retrying
+ * cannot fix that, so the agent gives up after the first Join (one fatal
+ * line naming the fix), stops by itself and calls the fatal callback. */
 static void test_agent_rejects_unpinned_coordinator(void **state)
 {
     agent_config_t c;
@@ -1478,17 +1482,28 @@ static void test_agent_rejects_unpinned_coordinator(void **state)
     (void)state;
     S.join_wrong_key = 1;
     agent_cfg(&c, "st-pin", reg_path);
-    start_agent(&c);
+    assert_int_equal(agent_new(&S.loop, &c, &S.agent), 0);
+    agent_set_log(S.agent, S.log);
+    agent_set_observer(S.agent, observe, NULL);
+    agent_set_fatal(S.agent, on_stopped, NULL);
+    assert_int_equal(agent_start(S.agent), 0);
     st = agent_stats(S.agent);
-    RUN_UNTIL(S.joins >= 2);
+    RUN_UNTIL(S.stopped);
+    assert_int_equal(S.joins, 1);
     assert_int_equal(st->joins, 0);
     assert_int_equal(S.subscribes, 0);
-    assert_true(st->backoffs >= 1);
+    assert_int_equal(st->backoffs, 0);
+    assert_int_equal(agent_failed(S.agent), SFL_EBADSIG);
+    assert_int_equal(agent_state(S.agent), AGENT_DISCONNECTED);
     assert_true(log_has("event=coordinator_key_mismatch"));
+    assert_true(log_has("event=fatal during=join"));
+    assert_true(log_has("--public-key"));
+    assert_true(log_has("exit_status=3"));
+    /* a stop after it does nothing */
+    agent_stop(S.agent, on_stopped, NULL);
+    agent_free(S.agent);
+    S.agent = NULL;
     S.join_wrong_key = 0;
-    RUN_UNTIL(agent_state(S.agent) == AGENT_SUBSCRIBED);
-    assert_int_equal(st->joins, 1);
-    stop_agent();
 }
 
 static void test_agent_stop_while_reconnecting(void **state)

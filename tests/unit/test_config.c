@@ -78,6 +78,9 @@ static void test_config_errors(void **state)
     assert_int_equal(agent_config_check(&c), SFL_EINVAL); /* host:port */
     assert_int_equal(agent_config_set(&c, "coordinator", "h:1"), 0);
     assert_int_equal(agent_config_check(&c), SFL_EINVAL); /* pk */
+    assert_string_equal(sfl_last_error(), "coordinator_pk must be 64 hex digits; on the "
+                                          "coordinator, 'sfl-coordinator --config FILE "
+                                          "--public-key' prints the key to pin");
     assert_int_equal(agent_config_set(&c, "coordinator_pk", pk), 0);
     assert_int_equal(agent_config_check(&c), 0);
     /* The held-out split: a fraction in [0, 1) or a file, not both. */
@@ -117,11 +120,32 @@ static void test_config_errors(void **state)
     unlink(p);
 }
 
+/* Every key agent_config_set takes is a known flag, and nothing else is:
+ * the flag check and the setter cannot drift apart. */
+static void test_config_known_matches_set(void **state)
+{
+    static const char *const keys[] = {
+        "coordinator", "server_name", "ca", "cert", "key", "state_dir", "coordinator_pk",
+        "data", "eval_file", "eval_fraction", "conditions", "backoff_min_ms",
+        "backoff_max_ms", "connect_timeout_ms", "heartbeat_ms"};
+    agent_config_t c;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        agent_config_default(&c);
+        assert_true(agent_config_known(keys[i]));
+        assert_int_equal(agent_config_set(&c, keys[i], "0"), 0);
+    }
+    assert_false(agent_config_known("listn"));
+    assert_int_equal(agent_config_set(&c, "listn", "0"), SFL_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_load_and_check),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_known_matches_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1322,6 +1322,30 @@ static void test_coord_config_and_jobdefs(void **state)
     coord_jobdef_free(d);
 }
 
+/* The state directory is locked while a coordinator runs: a second one
+ * on the same state refuses to start (flock works per open file, so a
+ * second coord_new in this process meets the first one's lock), and the
+ * directory is free again once the first has gone. */
+static void test_coord_state_dir_locked(void **state)
+{
+    coord_t *second = NULL;
+    char want[1200];
+
+    (void)state;
+    start();
+    assert_int_equal(coord_new(&F.loop, &F.cfg, &second), SFL_EBUSY);
+    assert_null(second);
+    snprintf(want, sizeof(want),
+             "state directory %s is in use by another sfl-coordinator (pid %ld)", F.state,
+             (long)getpid());
+    assert_string_equal(sfl_last_error(), want);
+    assert_string_equal(sfl_error_message(SFL_EBUSY), want);
+    stop();
+    for (int i = 0; i < 4; i++)
+        uv_run(&F.loop, UV_RUN_NOWAIT);
+    start();
+}
+
 /* Each allocation of a start on existing state fails in turn. */
 static int start_quiet(void)
 {
@@ -1363,6 +1387,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_coord_admin_job_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_metrics_http, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_failalloc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_state_dir_locked, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

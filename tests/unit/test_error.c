@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -35,11 +36,35 @@ static void test_error_detail(void **state)
     assert_true(strlen(sfl_last_error()) < 600);
 }
 
+/* The system's reason is said once: appended to a detail that lacks it,
+ * not to one that has it; sfl codes show the detail alone. */
+static void test_error_message_says_reason_once(void **state)
+{
+    char want[256];
+
+    (void)state;
+    (void)sfl__fail(-ENOENT, "/x/data.svm: %s", strerror(ENOENT));
+    snprintf(want, sizeof(want), "/x/data.svm: %s", strerror(ENOENT));
+    assert_string_equal(sfl_error_message(-ENOENT), want);
+    (void)sfl__fail(-EACCES, "state_dir /x: cannot create");
+    snprintf(want, sizeof(want), "state_dir /x: cannot create: %s", strerror(EACCES));
+    assert_string_equal(sfl_error_message(-EACCES), want);
+    /* libuv's wording of the same reason, in lower case */
+    (void)sfl__fail(-EADDRINUSE, "listen 127.0.0.1:7443: address already in use");
+    assert_string_equal(sfl_error_message(-EADDRINUSE),
+                        "listen 127.0.0.1:7443: address already in use");
+    (void)sfl__fail(SFL_EINVAL, "c.ini:9: unknown key 'listn'");
+    assert_string_equal(sfl_error_message(SFL_EINVAL), "c.ini:9: unknown key 'listn'");
+    sfl__clear_error();
+    assert_string_equal(sfl_error_message(SFL_ENOMEM), "out of memory");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_strerror_codes),
         cmocka_unit_test(test_error_detail),
+        cmocka_unit_test(test_error_message_says_reason_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,7 +28,9 @@
     X(EUNSUP, -10012, "not supported")                                         \
     X(EDECRYPT, -10013, "cannot decrypt")                                      \
     X(EBADSIG, -10014, "bad signature")                                        \
-    X(EINSECURE, -10015, "insecure file permissions")
+    X(EINSECURE, -10015, "insecure file permissions")                          \
+    X(EBUSY, -10016, "in use by another process")                              \
+    X(ECERT, -10017, "certificate not accepted")
 
 typedef enum {
 #define SFL_ERR_ENUM(name, val, msg) SFL_##name = (val),
@@ -42,8 +44,17 @@ const char *sfl_strerror(int err);
 /* Detail of the most recent failure in this thread, e.g.
  * "data.svm:12:7: expected ':' after index". Empty string when none was set.
  * Functions that fail with a cause worth naming (a file position, a bad
- * parameter) set it; callers print it next to sfl_strerror(). */
+ * parameter) set it; programs print sfl_error_message(). */
 const char *sfl_last_error(void);
+
+/* What to show a user for the failure err that the last call in this
+ * thread returned, on one line: the detail (which names the culprit), with
+ * ": " and the system's reason appended for a -errno code unless the detail
+ * already says it; sfl_strerror(err) alone when there is no detail. Use it
+ * instead of printing sfl_last_error() next to sfl_strerror(), which says
+ * "No such file or directory" twice when the detail has it. Thread-local
+ * storage, valid until the next call in the thread. */
+const char *sfl_error_message(int err);
 
 /* Library-internal: record the detail for the current failure; returns err so
  * callers can write `return sfl__fail(SFL_EPARSE, "...")`. */

@@ -15,12 +15,16 @@
  *   - on_close(c, status) exactly once, always the last callback; c is freed
  *     when it returns. status is 0 after a clean close (ours or the peer's),
  *     else the first error: -ETIMEDOUT (idle, connect or handshake timeout),
- *     -ECONNREFUSED, -ECONNRESET, -EPROTO (TLS failure), ... ; during
+ *     -ECONNREFUSED, -ECONNRESET, -EPROTO (TLS failure), SFL_ECERT (TLS
+ *     failed on a certificate that retrying cannot make acceptable: unknown
+ *     CA, bad signature, host name or IP mismatch, revoked, or the peer's
+ *     alert refusing ours; not validity dates, which a clock not yet set
+ *     can explain: those stay -EPROTO), ... ; during
  *     on_connect/on_close failures sfl_last_error() names the cause, with
  *     OpenSSL's reason string for TLS failures.
  * TLS 1.3 detail: a client finishes its handshake before the server has
  * checked the client's certificate, so a client the server refuses sees
- * on_connect(c, 0) and then on_close(c, -EPROTO) with the server's alert
+ * on_connect(c, 0) and then on_close(c, SFL_ECERT) with the server's alert
  * ("tlsv1 alert unknown ca", "... certificate required") as detail.
  * No callback ever runs inside a call the application made into this API:
  * closing only marks the connection and the work happens later in the loop
@@ -212,5 +216,16 @@ int sfl_tls_new(const sfl_tls_config_t *cfg, int server, sfl_tls_t **out);
 /* Drop the caller's reference; connections and listeners keep theirs.
  * NULL is a no-op. */
 void sfl_tls_free(sfl_tls_t *tls);
+
+/* Checks an identity before it is used (sfl-coordinator --check): each file
+ * can be read, cert_file is a PEM certificate (more certificates after it
+ * are taken as its chain), key_file a PEM private key that matches it, and
+ * the certificate verifies against ca_file now (chains to it, not expired,
+ * not yet valid) and carries role as its subject OU. 0, or an error whose
+ * detail names the file: -errno (cannot open), SFL_EIO (not PEM of the
+ * right kind), SFL_ECERT (key does not match, does not verify, wrong role).
+ * Reads only; no network. */
+int sfl_tls_check_identity(const char *cert_file, const char *key_file, const char *ca_file,
+                           sfl_role_t role) SFL_MUST_CHECK;
 
 #endif

@@ -1,5 +1,6 @@
 #include "sfl/error.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,38 @@ const char *sfl_strerror(int err)
 const char *sfl_last_error(void)
 {
     return detail;
+}
+
+/* needle in hay, ASCII case ignored: libuv says "address already in use"
+ * where strerror says "Address already in use". */
+static int says(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+
+    for (; *hay; hay++) {
+        size_t i = 0;
+
+        while (i < n && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return 1;
+    }
+    return 0;
+}
+
+const char *sfl_error_message(int err)
+{
+    static _Thread_local char msg[sizeof(detail) + 128];
+    const char *why = sfl_strerror(err);
+
+    if (detail[0] == '\0')
+        snprintf(msg, sizeof(msg), "%s", why);
+    else if (err < 0 && err > -4096 && !says(detail, why))
+        snprintf(msg, sizeof(msg), "%s: %s", detail, why);
+    else
+        snprintf(msg, sizeof(msg), "%s", detail);
+    return msg;
 }
 
 int sfl__fail(int err, const char *fmt, ...)

@@ -7,6 +7,7 @@
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -298,6 +299,35 @@ static int flush_out(sfl_conn_t *c)
     return sfl__conn_send(c, w);
 }
 
+/* SFL_ECERT when a certificate was not accepted for what it is (unknown
+ * CA, bad signature, wrong host name or IP, revoked, refused by the peer's
+ * alert): retrying with the same files cannot succeed. Validity dates are
+ * not among them: a device without a real-time clock may not have set its
+ * clock yet, so an expired or not yet valid certificate stays -EPROTO,
+ * worth retrying. ossl is the first queued OpenSSL error (0: none). */
+static int cert_failure(long verify, unsigned long ossl)
+{
+    if (verify != X509_V_OK)
+        return verify == X509_V_ERR_CERT_NOT_YET_VALID || verify == X509_V_ERR_CERT_HAS_EXPIRED
+                   ? -EPROTO
+                   : SFL_ECERT;
+    if (ERR_GET_LIB(ossl) != ERR_LIB_SSL)
+        return -EPROTO;
+    switch (ERR_GET_REASON(ossl)) {
+    case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+    case SSL_R_TLSV1_ALERT_ACCESS_DENIED:
+    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+    case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+        return SFL_ECERT;
+    default:
+        return -EPROTO;
+    }
+}
+
 /* Record the failure with OpenSSL's reason, send the alert OpenSSL queued,
  * and close gracefully so the alert gets out before the FIN. */
 static void tls_fail(sfl_conn_t *c, const char *what, int err)
@@ -305,6 +335,7 @@ static void tls_fail(sfl_conn_t *c, const char *what, int err)
     tls_conn_t *x = c->xport;
     char reason[256], verify[160] = "";
     long v = SSL_get_verify_result(x->ssl);
+    int code = cert_failure(v, err == SSL_ERROR_SSL ? ERR_peek_error() : 0);
 
     if (err == SSL_ERROR_SSL)
         ossl_reason(reason, sizeof(reason));
@@ -318,7 +349,7 @@ static void tls_fail(sfl_conn_t *c, const char *what, int err)
         snprintf(verify, sizeof(verify), " (%s)", x->why);
     x->state = TLS_CLOSED;
     if (flush_out(c) == 0)
-        sfl__conn_fail(c, -EPROTO, 1, "tls %s %s: %s%s", what, c->name, reason, verify);
+        sfl__conn_fail(c, code, 1, "tls %s %s: %s%s", what, c->name, reason, verify);
 }
 
 /* Nonzero if the SSL call only needs more input (or, never with memory
@@ -571,7 +602,7 @@ static int tls_write(sfl_conn_t *c, const uint8_t *buf, size_t len)
     if (rc <= 0) {
         sfl__free(w);
         tls_fail(c, "write", SSL_get_error(x->ssl, rc));
-        return sfl__fail(-EPROTO, "%s", c->detail);
+        return sfl__fail(c->status ? c->status : -EPROTO, "%s", c->detail);
     }
     pending = BIO_ctrl_pending(x->net_out);
     if (pending > cap) {
@@ -642,3 +673,122 @@ const sfl__xport_t sfl__xport_tls = {
     .peer = tls_peer,
     .destroy = tls_destroy,
 };
+
+/* ---- checking an identity ------------------------------------------------ */
+
+static FILE *open_read(const char *path, int *rc)
+{
+    FILE *f = fopen(path, "r");
+
+    *rc = f ? 0 : sfl__fail(-errno, "%s: cannot open: %s", path, strerror(errno));
+    return f;
+}
+
+/* The certificate's notBefore or notAfter as text ("Jan  1 00:00:00 2027 GMT"). */
+static void cert_time(const ASN1_TIME *t, char *out, size_t cap)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    int n = 0;
+
+    out[0] = '\0';
+    if (b != NULL && ASN1_TIME_print(b, t) == 1)
+        n = BIO_read(b, out, (int)cap - 1);
+    out[n > 0 ? n : 0] = '\0';
+    BIO_free(b);
+}
+
+int sfl_tls_check_identity(const char *cert_file, const char *key_file, const char *ca_file,
+                           sfl_role_t role)
+{
+    X509 *cert = NULL, *extra;
+    EVP_PKEY *pkey = NULL;
+    X509_STORE *store = NULL;
+    X509_STORE_CTX *ctx = NULL;
+    STACK_OF(X509) *chain = NULL;
+    sfl_role_t has;
+    char why[256], when[64];
+    FILE *f;
+    int rc, v;
+
+    ERR_clear_error();
+    if ((f = open_read(cert_file, &rc)) == NULL)
+        return rc;
+    cert = PEM_read_X509(f, NULL, NULL, NULL);
+    chain = sk_X509_new_null();
+    while (cert != NULL && chain != NULL && (extra = PEM_read_X509(f, NULL, NULL, NULL)) != NULL)
+        if (!sk_X509_push(chain, extra))
+            X509_free(extra);
+    fclose(f);
+    ERR_clear_error(); /* the end of the file after the last certificate */
+    if (cert == NULL || chain == NULL) {
+        rc = sfl__fail(SFL_EIO, "%s: not a PEM certificate", cert_file);
+        goto out;
+    }
+    if ((f = open_read(key_file, &rc)) == NULL)
+        goto out;
+    pkey = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    fclose(f);
+    if (pkey == NULL) {
+        ossl_reason(why, sizeof(why));
+        rc = sfl__fail(SFL_EIO, "%s: not a PEM private key (%s)", key_file, why);
+        goto out;
+    }
+    if (X509_check_private_key(cert, pkey) != 1) {
+        ERR_clear_error();
+        rc = sfl__fail(SFL_ECERT, "%s: not the private key of the certificate %s", key_file,
+                       cert_file);
+        goto out;
+    }
+    if ((f = open_read(ca_file, &rc)) == NULL)
+        goto out;
+    fclose(f);
+    store = X509_STORE_new();
+    ctx = X509_STORE_CTX_new();
+    if (store == NULL || ctx == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "tls: no memory to check %s", cert_file);
+        goto out;
+    }
+    if (X509_STORE_load_file(store, ca_file) != 1) {
+        ossl_reason(why, sizeof(why));
+        rc = sfl__fail(SFL_EIO, "%s: no PEM CA certificate (%s)", ca_file, why);
+        goto out;
+    }
+    if (X509_STORE_CTX_init(ctx, store, cert, chain) != 1) {
+        ossl_reason(why, sizeof(why));
+        rc = sfl__fail(SFL_ENOMEM, "tls: cannot check %s: %s", cert_file, why);
+        goto out;
+    }
+    if (X509_verify_cert(ctx) != 1) {
+        v = X509_STORE_CTX_get_error(ctx);
+        ERR_clear_error();
+        if (v == X509_V_ERR_CERT_HAS_EXPIRED || v == X509_V_ERR_CERT_NOT_YET_VALID) {
+            const X509 *bad = X509_STORE_CTX_get_current_cert(ctx);
+
+            cert_time(v == X509_V_ERR_CERT_HAS_EXPIRED ? X509_get0_notAfter(bad ? bad : cert)
+                                                      : X509_get0_notBefore(bad ? bad : cert),
+                      when, sizeof(when));
+            rc = sfl__fail(SFL_ECERT, "%s: %s (%s %s)", bad == cert || bad == NULL ? cert_file
+                                                                                      : ca_file,
+                           X509_verify_cert_error_string(v),
+                           v == X509_V_ERR_CERT_HAS_EXPIRED ? "valid until" : "valid from",
+                           when);
+        } else {
+            rc = sfl__fail(SFL_ECERT, "%s: does not verify against the CA %s: %s", cert_file,
+                           ca_file, X509_verify_cert_error_string(v));
+        }
+        goto out;
+    }
+    if ((has = role_of(X509_get_subject_name(cert))) != role) {
+        rc = sfl__fail(SFL_ECERT, "%s: the certificate's role (subject OU) is %s, not %s",
+                       cert_file, sfl_role_name(has), sfl_role_name(role));
+        goto out;
+    }
+    rc = 0;
+out:
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(store);
+    EVP_PKEY_free(pkey);
+    sk_X509_pop_free(chain, X509_free);
+    X509_free(cert);
+    return rc;
+}
