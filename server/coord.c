@@ -142,7 +142,7 @@ void coord_config_default(coord_config_t *c)
     c->heartbeat_interval_ms = 10000;
     c->join_retry_ms = 0;
     c->pace_min_ms = 1000;
-    c->idle_retry_ms = 30000;
+    c->idle_retry_ms = 1000;
     c->subscribe_hold_ms = 60000;
     c->select_wait_ms = 2000;
     c->tick_ms = 200;
@@ -181,7 +181,7 @@ static const struct {
     N("join_retry_ms", join_retry_ms, "MS", "wait before the first Subscribe (default 0)"),
     N("pace_min_ms", pace_min_ms, "MS", "shortest Wait given to an agent (default 1000)"),
     N("idle_retry_ms", idle_retry_ms, "MS",
-      "Wait when no running job can use the agent (default 30000)"),
+      "Wait ending a held Subscribe of an agent no running job can use (default 1000)"),
     N("subscribe_hold_ms", subscribe_hold_ms, "MS",
       "a Subscribe that got nothing this long ends with a Wait (default 60000)"),
     N("select_wait_ms", select_wait_ms, "MS",
@@ -802,6 +802,15 @@ static int wanted(const coord_t *co, const agent_t *a)
     return 0;
 }
 
+/* Some running job could select the agent (now or in a later round). */
+static int usable(const coord_t *co, const agent_t *a)
+{
+    for (size_t i = 0; i < co->njobs; i++)
+        if (running(co->jobs[i]) && eligible(co->jobs[i], a))
+            return 1;
+    return 0;
+}
+
 static uint32_t retry_for(const coord_t *co, const agent_t *a)
 {
     uint64_t best = UINT64_MAX, now = now_ms(co);
@@ -879,22 +888,30 @@ static void send_task(coord_t *co, job_t *j, agent_t *a)
     }
 }
 
-/* Ends the streams nothing will be sent on soon, with a paced Wait. */
+/* Ends the streams nothing will be sent on soon, with a paced Wait. An
+ * agent that no running job can use keeps its stream until the hold time
+ * (then a Wait of idle_retry_ms): a job created or resumed meanwhile
+ * reaches it at once, instead of after a long Wait the agent cannot be
+ * called back from. One that a job can use but that is not in the
+ * training attempt waits until the attempt's deadline. */
 static void dismiss_idle(coord_t *co)
 {
     uint64_t now = now_ms(co);
 
     for (size_t i = 0; i < co->nagents; i++) {
         agent_t *a = co->agents[i];
+        int use;
 
         if (a->sub == NULL)
             continue;
-        if (!wanted(co, a))
+        use = usable(co, a);
+        if (use && !wanted(co, a))
             send_wait(co, a, retry_for(co, a), "no round for this agent now");
         else if (now - a->sub_idle_since >= co->cfg.subscribe_hold_ms &&
                  !busy_elsewhere(co, a, NULL))
-            send_wait(co, a, (uint32_t)co->cfg.pace_min_ms,
-                      "no round started within the hold time");
+            send_wait(co, a, (uint32_t)(use ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms),
+                      use ? "no round started within the hold time"
+                          : "no running job for this agent");
     }
 }
 

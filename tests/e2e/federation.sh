@@ -37,6 +37,7 @@ select_wait_ms = 300
 tick_ms = 50
 pace_min_ms = 100
 idle_retry_ms = 300
+subscribe_hold_ms = 1000
 
 [job lsq]
 algo = fediterht

@@ -415,6 +415,24 @@ static sfl_heartbeat_reply_t heartbeat(tagent_t *t, uint64_t job, uint64_t round
     return r;
 }
 
+/* An idle heartbeat: answered after every request sent before it on the
+ * same connection was handled (frames are processed in order). */
+static void idle_heartbeat(tagent_t *t)
+{
+    sfl_heartbeat_req_t h;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    memset(&h, 0, sizeof(h));
+    h.agent_id = t->agent_id;
+    h.phase = SFL_PHASE_IDLE;
+    assert_int_equal(sfl_msg_heartbeat_req_pack(&h, &buf, &len), 0);
+    call(&t->cli, "/sfl.v1.Coordinator/Heartbeat", buf, len, &res);
+    assert_int_equal(res.status, 0);
+    free(res.resp);
+}
+
 /* ---- admin ------------------------------------------------------------------------------ */
 
 static sfl_status_t *admin_status(cli_t *k)
@@ -690,6 +708,7 @@ static void test_coord_join_and_roles(void **state)
     size_t len;
 
     (void)state;
+    F.cfg.subscribe_hold_ms = 200;
     start();
     agent_join(a1, "agent/a1");
     assert_memory_equal(a1->coord_pk, coord_public_key(F.co), 32);
@@ -752,7 +771,8 @@ static void test_coord_join_and_roles(void **state)
     run_until(&a2->sub.done);
     assert_int_equal(a2->sub.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
 
-    /* with no job, a subscriber is paced away */
+    /* with no job, a subscriber is held for subscribe_hold_ms (set short
+     * above), then paced away with idle_retry_ms */
     agent_join(a2, "agent/a2");
     agent_subscribe(a2);
     {
@@ -760,6 +780,7 @@ static void test_coord_join_and_roles(void **state)
 
         assert_null(next_message(a2, &w));
         assert_int_equal(w.retry_after_ms, F.cfg.idle_retry_ms);
+        assert_string_equal(w.reason, "no running job for this agent");
         run_until(&a2->sub.done);
         assert_int_equal(a2->sub.status, SFL_GRPC_STATUS_OK);
     }
@@ -1162,6 +1183,63 @@ static void test_coord_admin_job_ops(void **state)
     free(res.resp);
 }
 
+/* Idle agents keep their Subscribe open, so a job created or resumed while
+ * they wait reaches them at once on that stream, without a Wait and a
+ * resubscription (the hold, 60 s, outlasts the watchdog). */
+static void test_coord_job_wakes_idle_subscribers(void **state)
+{
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_task_t *t1, *t2, *t1b, *t2b;
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    int status;
+
+    (void)state;
+    assert_true(F.cfg.subscribe_hold_ms > WATCHDOG_MS);
+    start();
+    cli_connect(&F.admin, "admin/alice");
+    agent_join(a1, "agent/a1");
+    agent_join(a2, "agent/a2");
+    agent_subscribe(a1);
+    agent_subscribe(a2);
+    idle_heartbeat(a1);
+    idle_heartbeat(a2);
+    /* the coordinator has both Subscribes and no job: nothing sent yet */
+    assert_int_equal(a1->sub.n, 0);
+    assert_int_equal(a2->sub.n, 0);
+    assert_false(a1->sub.done);
+    assert_false(a2->sub.done);
+
+    job_spec(&spec, 5000, 3);
+    js = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    t1 = next_task(a1);
+    t2 = next_task(a2);
+    assert_int_equal(t1->job_id, js.job_id);
+    assert_int_equal(t1->round, 1);
+    assert_int_equal(t2->job_id, js.job_id);
+
+    /* paused, the job releases them (their streams stay open); resumed, it
+     * reaches them again on the same streams with a new attempt */
+    js = job_call(&F.admin, "/sfl.v1.Admin/PauseJob", js.job_id, &status);
+    assert_int_equal(status, 0);
+    idle_heartbeat(a1);
+    idle_heartbeat(a2);
+    assert_int_equal(a1->sub.n, 1);
+    assert_false(a1->sub.done);
+    js = job_call(&F.admin, "/sfl.v1.Admin/ResumeJob", js.job_id, &status);
+    assert_int_equal(status, 0);
+    t1b = next_task(a1);
+    t2b = next_task(a2);
+    assert_int_equal(t1b->round, 1);
+    assert_true(t1b->attempt > t1->attempt);
+    assert_int_equal(t2b->attempt, t1b->attempt);
+    sfl_msg_task_free(t1);
+    sfl_msg_task_free(t2);
+    sfl_msg_task_free(t1b);
+    sfl_msg_task_free(t2b);
+}
+
 /* /metrics answers only GET /metrics, within its limits. */
 static void test_coord_metrics_http(void **state)
 {
@@ -1299,6 +1377,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_coord_quorum_missed_retries_then_pauses, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_coord_admin_job_ops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_job_wakes_idle_subscribers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_metrics_http, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_failalloc, setup, teardown),
     };
