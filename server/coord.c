@@ -548,6 +548,7 @@ struct job {
     sfl_job_spec_t spec;      /* as created (wire form, stored packed) */
     sfl_job_state_t state;
     char error[SFL_MSG_TEXT_LEN];
+    char waiting[SFL_MSG_TEXT_LEN]; /* why SELECTING cannot start the round; "" otherwise */
     int ready;                /* model and rnd initialised */
     coord_job_t model;        /* global model and streaming aggregator */
     coord_round_t rnd;        /* the round in progress (committed + 1) */
@@ -728,14 +729,24 @@ static void tags_parse(const char *s, sfl_tags_t *t)
 
 /* ---- eligibility and pace steering ------------------------------------------------- */
 
-static int eligible(const job_t *j, const agent_t *a)
+/* Why the agent cannot serve the job (COORD_INELIG_NONE: it can), with a
+ * detail into why (may be NULL) for the job's waiting reason. */
+static coord_inelig_t ineligible(const job_t *j, const agent_t *a, char *why, size_t cap)
 {
     const char *conds[2 * SFL_MSG_MAX_TAGS];
     coord_agent_info_t info;
+    coord_inelig_t r;
     uint32_t n = 0;
+    char tmp[1];
 
-    if (!a->joined || !j->ready)
-        return 0;
+    if (why == NULL) {
+        why = tmp;
+        cap = sizeof(tmp);
+    }
+    if (!a->joined) {
+        snprintf(why, cap, "not joined since the coordinator started");
+        return COORD_INELIG_NOT_JOINED;
+    }
     /* A job's required conditions may be met by a capability ("gpu") or
      * by a reported condition ("mains_power"). */
     for (uint32_t i = 0; i < a->caps.n; i++)
@@ -749,17 +760,24 @@ static int eligible(const job_t *j, const agent_t *a)
                                                                        : a->ds.dimension,
                                 j->spec.nlabels ? a->ds.nlabels : 0, a->ds.samples, n,
                                 conds};
-    if (!coord_job_eligible(&j->model.spec, &info))
-        return 0;
+    if ((r = coord_job_ineligible(&j->model.spec, &info, why, cap)) != COORD_INELIG_NONE)
+        return r;
     for (uint32_t i = 0; j->spec.nlabels && i < a->ds.nlabels; i++) {
         uint32_t k = 0;
 
         while (k < j->spec.nlabels && j->spec.labels[k] != a->ds.labels[i])
             k++;
-        if (k == j->spec.nlabels)
-            return 0;
+        if (k == j->spec.nlabels) {
+            snprintf(why, cap, "label %g not among the job's labels", a->ds.labels[i]);
+            return COORD_INELIG_LABELS;
+        }
     }
-    return 1;
+    return COORD_INELIG_NONE;
+}
+
+static int eligible(const job_t *j, const agent_t *a)
+{
+    return j->ready && ineligible(j, a, NULL, 0) == COORD_INELIG_NONE;
 }
 
 static int running(const job_t *j)
@@ -1025,6 +1043,7 @@ static void reset_round(job_t *j)
     j->wire_attempt = (uint32_t)(next - 1);
     j->opened = 0;
     j->select_since = now_ms(co);
+    j->waiting[0] = '\0';
 }
 
 static void set_job_state(job_t *j, sfl_job_state_t st)
@@ -1123,6 +1142,79 @@ out:
     return rc;
 }
 
+/* Appends to out[0..cap) at *o; what does not fit is cut off. */
+static void put(char *out, size_t cap, size_t *o, const char *fmt, ...) SFL_PRINTF(4, 5);
+static void put(char *out, size_t cap, size_t *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*o + 1 >= cap)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(out + *o, cap - *o, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *o = *o + (size_t)n < cap ? *o + (size_t)n : cap - 1;
+}
+
+/* Why a job in SELECTING with n available agents cannot start its round
+ * (fewer than min_quorum), into j->waiting, logged once per change: the
+ * counts of connected, eligible and available agents, and the most common
+ * reason the others are not eligible, with the first such agent's detail.
+ * Empty once the round can start. */
+static void note_waiting(job_t *j, uint32_t n)
+{
+    coord_t *co = j->co;
+    uint32_t connected = 0, elig = 0, count[COORD_INELIG_COUNT] = {0}, need, top = 0;
+    uint64_t first[COORD_INELIG_COUNT] = {0};
+    char detail[COORD_INELIG_COUNT][128], text[SFL_MSG_TEXT_LEN], q[600];
+    size_t o = 0;
+
+    need = j->model.spec.round.min_quorum;
+    if (n >= need) {
+        j->waiting[0] = '\0';
+        return;
+    }
+    for (size_t i = 0; i < co->nagents; i++) {
+        const agent_t *a = co->agents[i];
+        char why[128];
+        coord_inelig_t r;
+
+        if (a->conn == NULL)
+            continue;
+        connected++;
+        if ((r = ineligible(j, a, why, sizeof(why))) == COORD_INELIG_NONE) {
+            elig++;
+            continue;
+        }
+        if (count[r]++ == 0) {
+            first[r] = a->id;
+            memcpy(detail[r], why, sizeof(why));
+        }
+        if (count[r] > count[top])
+            top = r;
+    }
+    put(text, sizeof(text), &o, "selecting %u/%u: waiting for %u more agent%s (", n, need,
+        need - n, need - n == 1 ? "" : "s");
+    if (connected == 0)
+        put(text, sizeof(text), &o, "none connected");
+    else
+        put(text, sizeof(text), &o, "%u connected, %u eligible", connected, elig);
+    if (elig > n)
+        put(text, sizeof(text), &o, ", %u of them busy", elig - n);
+    if (count[top])
+        put(text, sizeof(text), &o, "; %u not eligible, e.g. agent %llu: %s", connected - elig,
+            (unsigned long long)first[top], detail[top]);
+    put(text, sizeof(text), &o, ")");
+    if (strcmp(text, j->waiting) == 0)
+        return;
+    memcpy(j->waiting, text, sizeof(text));
+    coord_log(COORD_LOG_INFO, "job_waiting", "job=%llu round=%llu reason=%s",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+              coord_log_quote(j->waiting, q, sizeof(q)));
+}
+
 /* SELECTING: start the attempt once enough eligible agents subscribe. The
  * full selection (cohort * (1 + over_selection)) starts at once; a smaller
  * one that still reaches the quorum after select_wait_ms. Fewer than the
@@ -1147,6 +1239,7 @@ static void try_start(job_t *j)
         if (a->sub && a->conn && eligible(j, a) && !busy_elsewhere(co, a, j))
             ids[n++] = a->id;
     }
+    note_waiting(j, n);
     if (n < rc_->min_quorum || (n < want && now - j->select_since < co->cfg.select_wait_ms))
         goto out;
     rc = coord_store_round_next_attempt(co->store, (int64_t)j->id, (int64_t)j->rnd.round, &next);
@@ -2237,6 +2330,7 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     case COORD_ROUND_SELECTING:
     case COORD_ROUND_FAILED: /* about to retry */
         st->round_state = SFL_ROUND_SELECTING;
+        text_copy(st->waiting, sizeof(st->waiting), j->waiting);
         return;
     case COORD_ROUND_TRAINING: st->round_state = SFL_ROUND_TRAINING; break;
     case COORD_ROUND_AGGREGATING: st->round_state = SFL_ROUND_AGGREGATING; break;

@@ -495,6 +495,8 @@ void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n)
                 j->model_nnz);
         if (j->error[0])
             fprintf(f, "     error: %s\n", j->error);
+        if (running(j) && j->waiting[0])
+            fprintf(f, "     %s\n", j->waiting);
     }
 }
 
@@ -566,7 +568,10 @@ void ctl_print_job(FILE *f, const sfl_job_status_t *j)
 
 const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap)
 {
-    if (running(j))
+    if (running(j) && j->waiting[0])
+        snprintf(out, cap, "job %" PRIu64 " %s: round %" PRIu64 "/%u %s", j->job_id, j->name,
+                 j->committed_round + 1, j->rounds, j->waiting);
+    else if (running(j))
         snprintf(out, cap,
                  "job %" PRIu64 " %s: round %" PRIu64 "/%u attempt %u %s, %u/%u accepted "
                  "(%u selected, quorum %u)",

@@ -89,8 +89,8 @@ void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms);
 /* One line: "job 2 NAME: STATE, round 3/10". */
 void ctl_print_job(FILE *f, const sfl_job_status_t *j);
 /* sflctl watch's line for a job, no newline: its round, attempt, round
- * state and accepted / cohort while RUNNING, else its state. Truncated to
- * cap (snprintf); returns out. */
+ * state and accepted / cohort while RUNNING (or why the round cannot
+ * start), else its state. Truncated to cap (snprintf); returns out. */
 const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap);
 /* b[0..n) as 2n lowercase hex digits and a NUL into out. */
 void ctl_hex(const uint8_t *b, size_t n, char *out);

@@ -20,7 +20,7 @@
 #define PROG "sflctl"
 #define MAX_WORDS 4
 #define WATCH_MS 500
-#define WATCH_LINE 256
+#define WATCH_LINE 512 /* name, round and a waiting reason of up to 255 */
 
 static const char usage_text[] =
     "usage: " PROG " [OPTIONS] COMMAND\n"

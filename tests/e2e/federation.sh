@@ -166,7 +166,10 @@ $CTL job create "$t/job2.ini" > "$t/ctl.log" 2>&1 || fail "sflctl job create: $(
 grep -q "^job 2 second: running" "$t/ctl.log" || fail "sflctl job create: $(cat "$t/ctl.log")"
 # Ctrl-C ends watch with status 0; not on a terminal it prints changed lines.
 timeout --preserve-status -s INT 2 $CTL watch > "$t/ctl.log" 2>&1 || fail "sflctl watch: $(cat "$t/ctl.log")"
-grep -q "^job 2 second: round 1/3 attempt 0 selecting" "$t/ctl.log" || fail "sflctl watch: $(cat "$t/ctl.log")"
+# The job cannot start, and says why (no agent reports the condition).
+why='selecting 0/2: waiting for 2 more agents ([0-9]* connected, 0 eligible; [0-9]* not eligible, e.g. agent [0-9]*: condition e2e_unmet not reported)'
+grep -q "^job 2 second: round 1/3 $why" "$t/ctl.log" || fail "sflctl watch: $(cat "$t/ctl.log")"
+grep -q "event=job_waiting job=2 round=1 reason=\"$why\"" "$t/coord.log" || fail "no job_waiting in the log"
 $CTL job pause 2 > "$t/ctl.log" 2>&1 || fail "sflctl job pause: $(cat "$t/ctl.log")"
 grep -q "^job 2 second: paused" "$t/ctl.log" || fail "sflctl job pause: $(cat "$t/ctl.log")"
 rc=0

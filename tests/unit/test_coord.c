@@ -1240,6 +1240,94 @@ static void test_coord_job_wakes_idle_subscribers(void **state)
     sfl_msg_task_free(t2b);
 }
 
+/* The job status of job id once its waiting reason is not empty (the
+ * coordinator computes it at its next selection tick). */
+static sfl_job_status_t wait_for_reason(uint64_t id)
+{
+    sfl_job_status_t js;
+
+    for (;;) {
+        sfl_status_t *st = admin_status(&F.admin);
+
+        js = *find_job(st, id);
+        sfl_msg_status_free(st);
+        if (js.waiting[0])
+            return js;
+        if (F.timed_out)
+            fail_msg("watchdog waiting for job %llu's waiting reason", (unsigned long long)id);
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+}
+
+/* A job that cannot start its round says why, with counts and the most
+ * common reason agents are not eligible; the reason goes once the round
+ * can start. */
+static void test_coord_waiting_says_why(void **state)
+{
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_job_spec_t spec;
+    sfl_job_status_t js, narrow, wide;
+    sfl_task_t *t1, *t2;
+    char want[256];
+    int status;
+
+    (void)state;
+    start();
+    cli_connect(&F.admin, "admin/alice");
+    job_spec(&spec, 5000, 3);
+    wide = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    js = wait_for_reason(wide.job_id);
+    assert_string_equal(js.waiting, "selecting 0/2: waiting for 2 more agents (none connected)");
+    assert_int_equal(js.round_state, SFL_ROUND_SELECTING);
+
+    /* agents' data has DIM features: a job with fewer cannot use them */
+    spec.dimension = DIM - 5;
+    narrow = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    agent_join(a1, "agent/a1");
+    agent_subscribe(a1);
+    idle_heartbeat(a1);
+    js = wait_for_reason(narrow.job_id);
+    snprintf(want, sizeof(want),
+             "selecting 0/2: waiting for 2 more agents (1 connected, 0 eligible; 1 not "
+             "eligible, e.g. agent %llu: data has %d features, the job %d)",
+             (unsigned long long)a1->agent_id, DIM, DIM - 5);
+    assert_string_equal(js.waiting, want);
+    for (;;) {
+        sfl_status_t *st = admin_status(&F.admin);
+
+        js = *find_job(st, wide.job_id);
+        sfl_msg_status_free(st);
+        if (strcmp(js.waiting, "selecting 1/2: waiting for 1 more agent (1 connected, "
+                               "1 eligible)") == 0)
+            break;
+        if (F.timed_out)
+            fail_msg("watchdog: job %llu says '%s'", (unsigned long long)wide.job_id, js.waiting);
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+
+    /* the second agent completes the wide job's cohort: it starts, and its
+     * reason is gone */
+    agent_join(a2, "agent/a2");
+    agent_subscribe(a2);
+    t1 = next_task(a1);
+    t2 = next_task(a2);
+    assert_int_equal(t1->job_id, wide.job_id);
+    {
+        sfl_status_t *st = admin_status(&F.admin);
+
+        js = *find_job(st, wide.job_id);
+        assert_int_equal(js.round_state, SFL_ROUND_TRAINING);
+        assert_string_equal(js.waiting, "");
+        js = *find_job(st, narrow.job_id);
+        assert_true(strstr(js.waiting, "2 connected, 0 eligible; 2 not eligible") != NULL);
+        sfl_msg_status_free(st);
+    }
+    sfl_msg_task_free(t1);
+    sfl_msg_task_free(t2);
+}
+
 /* /metrics answers only GET /metrics, within its limits. */
 static void test_coord_metrics_http(void **state)
 {
@@ -1378,6 +1466,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_coord_admin_job_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_job_wakes_idle_subscribers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_waiting_says_why, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_metrics_http, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_failalloc, setup, teardown),
     };

@@ -343,6 +343,7 @@ typedef struct sfl_job_status {
     int64_t deadline_ms;
     char error[SFL_MSG_TEXT_LEN];
     uint32_t model_nnz;
+    char waiting[SFL_MSG_TEXT_LEN]; /* why the round cannot start; "" otherwise */
 } sfl_job_status_t;
 
 /* CreateJobRequest */

@@ -1725,7 +1725,8 @@ static int check_job_status(const chk_t *c, const void *p)
         (rc = check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 0)) < 0 ||
         (rc = check_enum(c, "state", (int)m->state, 1, 6)) < 0 ||
         (rc = check_enum(c, "round_state", (int)m->round_state, 0, 4)) < 0 ||
-        (rc = check_str(c, "error", m->error, SFL_MSG_TEXT_LEN, 0)) < 0)
+        (rc = check_str(c, "error", m->error, SFL_MSG_TEXT_LEN, 0)) < 0 ||
+        (rc = check_str(c, "waiting", m->waiting, SFL_MSG_TEXT_LEN, 0)) < 0)
         return rc;
     return 0;
 }
@@ -1747,6 +1748,7 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->deadline_ms = m->deadline_ms;
     o->error = str(m->error);
     o->model_nnz = m->model_nnz;
+    o->waiting = str(m->waiting);
 }
 
 static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
@@ -1770,7 +1772,8 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
     m->model_nnz = p->model_nnz;
     if ((rc = get_str(c, "name", p->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "algorithm", p->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0)
+        (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0 ||
+        (rc = get_str(c, "waiting", p->waiting, m->waiting, SFL_MSG_TEXT_LEN)) < 0)
         return rc;
     return check_job_status(c, m);
 }
