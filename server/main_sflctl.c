@@ -39,8 +39,10 @@ static const char usage_text[] =
     "  job cancel ID              stop for good\n"
     "  model export ID FILE       write the last committed model (spcodec bytes)\n"
     "                             to FILE atomically\n"
-    "  watch                      live view of the running jobs' rounds (every\n"
-    "                             500 ms; Ctrl-C quits)\n"
+    "  watch [ID]                 live view of the running jobs' rounds (every\n"
+    "                             500 ms; Ctrl-C quits); with ID only that job,\n"
+    "                             until it stops running: exit status 0 once it\n"
+    "                             finished, 1 if it is paused, failed or cancelled\n"
     "\n"
     "Options (also keys of section [sflctl] of the config file; flags win):\n"
     "  --config FILE              INI file (default ~/.config/sfl/sflctl.ini if it\n"
@@ -351,16 +353,17 @@ static seen_t *seen_find(seen_t **v, size_t *n, uint64_t id, int *fresh)
 
 /* On a terminal the running jobs' lines are redrawn in place; otherwise a
  * line goes out whenever a running job's line changes (and once more when
- * it stops running), which suits logs and pipes. */
+ * it stops running), which suits logs and pipes. With a job id (a->id)
+ * only that job is shown, and the watch ends once it stops running. */
 static int cmd_watch(app_t *a)
 {
-    int tty = isatty(STDOUT_FILENO), drawn = 0, rc = 0;
+    int tty = isatty(STDOUT_FILENO), drawn = 0, rc = 0, end = -1;
     seen_t *seen = NULL;
     size_t nseen = 0;
 
     for (;;) {
         sfl_job_list_t *l = NULL;
-        int lines = 0;
+        int lines = 0, found = 0;
 
         if ((rc = list_jobs(a, &l)) != 0)
             break;
@@ -372,7 +375,21 @@ static int cmd_watch(app_t *a)
             int fresh;
             seen_t *s;
 
+            if (a->id && j->job_id != a->id)
+                continue;
+            found = 1;
             ctl_watch_line(j, line, sizeof(line));
+            if (a->id && j->state != SFL_JOB_RUNNING) {
+                /* its last line, once, on a terminal too */
+                end = j->state == SFL_JOB_FINISHED ? 0 : 1;
+                if (tty)
+                    printf("\r\033[K%s\n", line);
+                else if ((s = seen_find(&seen, &nseen, j->job_id, &fresh)) == NULL ||
+                         strcmp(s->line, line) != 0)
+                    printf("%s\n", line);
+                lines++;
+                continue;
+            }
             if (tty) {
                 if (j->state == SFL_JOB_RUNNING) {
                     printf("\r\033[K%s\n", line);
@@ -389,6 +406,12 @@ static int cmd_watch(app_t *a)
                 printf("%s\n", line);
             snprintf(s->line, sizeof(s->line), "%s", line);
         }
+        if (a->id && !found) {
+            sfl_msg_job_list_free(l);
+            fprintf(stderr, PROG ": NOT_FOUND: no job %llu\n", (unsigned long long)a->id);
+            rc = 1;
+            goto out;
+        }
         if (tty && lines == 0) {
             printf("\r\033[Kno running job\n");
             lines = 1;
@@ -398,6 +421,10 @@ static int cmd_watch(app_t *a)
         drawn = lines;
         fflush(stdout);
         sfl_msg_job_list_free(l);
+        if (end >= 0) {
+            rc = end;
+            goto out;
+        }
         if (ctl_client_sleep(a->cli, WATCH_MS) < 0)
             break;
     }
@@ -426,21 +453,29 @@ static const cmd_t cmds[] = {
     {"job", "cancel", 1, 1, cmd_job_cancel},
     {"model", "export", 2, 1, cmd_model_export},
     {"watch", NULL, 0, 0, cmd_watch},
+    {"watch", NULL, 1, 1, cmd_watch},
 };
 
+/* The entry whose words and operand count match (a command may have one
+ * entry per count: watch, watch ID). */
 static const cmd_t *find_cmd(char **words, int n, app_t *a)
 {
+    const cmd_t *named = NULL;
+
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
         const cmd_t *c = &cmds[i];
         int nw = c->w2 ? 2 : 1;
 
         if (n < nw || strcmp(words[0], c->w1) != 0 || (c->w2 && strcmp(words[1], c->w2) != 0))
             continue;
+        named = c;
         if (n - nw != c->nargs)
-            usage_error("wrong number of operands for", c->w2 ? c->w2 : c->w1);
+            continue;
         a->args = words + nw;
         return c;
     }
+    if (named)
+        usage_error("wrong number of operands for", named->w2 ? named->w2 : named->w1);
     usage_error("unknown command", n > 0 ? words[0] : NULL);
     return NULL;
 }

@@ -172,11 +172,21 @@ grep -q "^job 2 second: round 1/3 $why" "$t/ctl.log" || fail "sflctl watch: $(ca
 grep -q "event=job_waiting job=2 round=1 reason=\"$why\"" "$t/coord.log" || fail "no job_waiting in the log"
 $CTL job pause 2 > "$t/ctl.log" 2>&1 || fail "sflctl job pause: $(cat "$t/ctl.log")"
 grep -q "^job 2 second: paused" "$t/ctl.log" || fail "sflctl job pause: $(cat "$t/ctl.log")"
+# watch ID ends once the job stops running: 1 unless it finished.
+rc=0
+$CTL watch 2 > "$t/ctl.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] && grep -q "^job 2 second: paused" "$t/ctl.log" || fail "sflctl watch 2: exit $rc: $(cat "$t/ctl.log")"
+rc=0
+$CTL watch 1 > "$t/ctl.log" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] && grep -q "^job 1 lsq: finished" "$t/ctl.log" || fail "sflctl watch 1: exit $rc: $(cat "$t/ctl.log")"
+rc=0
+$CTL watch 99 > "$t/ctl.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] && grep -q "^sflctl: NOT_FOUND: no job 99" "$t/ctl.log" || fail "sflctl watch 99: exit $rc: $(cat "$t/ctl.log")"
 rc=0
 $CTL --cert "$t/pki/agent/agent-0.crt" --key "$t/pki/agent/agent-0.key" status > "$t/ctl.log" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] && grep -q "^sflctl: PERMISSION_DENIED: " "$t/ctl.log" ||
     fail "sflctl with an agent certificate: exit $rc: $(cat "$t/ctl.log")"
 grep -q "event=call_refused .*peer=agent-0 path=/sfl.v1.Admin/Status status=PERMISSION_DENIED" \
     "$t/coord.log" || fail "the refused Admin call was not logged"
-echo "sflctl: status, jobs, agents, model export ($(wc -c < "$t/model.spc") bytes), job create/watch/pause, agent certificate refused: ok"
+echo "sflctl: status, jobs, agents, model export ($(wc -c < "$t/model.spc") bytes), job create/watch/pause, watch ID, agent certificate refused: ok"
 echo "federation e2e: ok (committed before kill: $before, total commits logged: $(committed))"
