@@ -1178,19 +1178,20 @@ static void note_waiting(job_t *j, uint32_t n)
     }
     for (size_t i = 0; i < co->nagents; i++) {
         const agent_t *a = co->agents[i];
-        char why[128];
         coord_inelig_t r;
 
         if (a->conn == NULL)
             continue;
         connected++;
-        if ((r = ineligible(j, a, why, sizeof(why))) == COORD_INELIG_NONE) {
+        if ((r = ineligible(j, a, NULL, 0)) == COORD_INELIG_NONE) {
             elig++;
             continue;
         }
+        /* the detail only for the first of each reason: this runs every
+         * tick while the job waits, over every agent */
         if (count[r]++ == 0) {
             first[r] = a->id;
-            memcpy(detail[r], why, sizeof(why));
+            (void)ineligible(j, a, detail[r], sizeof(detail[r]));
         }
         if (count[r] > count[top])
             top = r;
