@@ -801,25 +801,6 @@ static int busy_elsewhere(const coord_t *co, const agent_t *a, const job_t *self
     return 0;
 }
 
-/* Whether an agent's open Subscribe should stay open: it trains for an
- * attempt, or a job it can serve is choosing a cohort or about to. */
-static int wanted(const coord_t *co, const agent_t *a)
-{
-    for (size_t i = 0; i < co->njobs; i++) {
-        const job_t *j = co->jobs[i];
-
-        if (!running(j))
-            continue;
-        if (j->rnd.state == COORD_ROUND_TRAINING) {
-            if (coord_round_member(&j->rnd, a->id))
-                return 1;
-        } else if (eligible(j, a)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* Some running job could select the agent (now or in a later round). */
 static int usable(const coord_t *co, const agent_t *a)
 {
@@ -827,29 +808,6 @@ static int usable(const coord_t *co, const agent_t *a)
         if (running(co->jobs[i]) && eligible(co->jobs[i], a))
             return 1;
     return 0;
-}
-
-static uint32_t retry_for(const coord_t *co, const agent_t *a)
-{
-    uint64_t best = UINT64_MAX, now = now_ms(co);
-    int usable = 0;
-
-    for (size_t i = 0; i < co->njobs; i++) {
-        const job_t *j = co->jobs[i];
-
-        if (!running(j) || !eligible(j, a))
-            continue;
-        usable = 1;
-        if (j->rnd.state == COORD_ROUND_TRAINING) {
-            uint64_t r = coord_round_retry_after(&j->rnd, a->id, now, co->cfg.pace_min_ms);
-
-            if (r < best)
-                best = r;
-        }
-    }
-    if (best == UINT64_MAX)
-        best = usable ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms;
-    return best > UINT32_MAX ? UINT32_MAX : (uint32_t)(best ? best : 1);
 }
 
 /* ---- Subscribe streams ---------------------------------------------------------- */
@@ -906,12 +864,11 @@ static void send_task(coord_t *co, job_t *j, agent_t *a)
     }
 }
 
-/* Ends the streams nothing will be sent on soon, with a paced Wait. An
- * agent that no running job can use keeps its stream until the hold time
- * (then a Wait of idle_retry_ms): a job created or resumed meanwhile
- * reaches it at once, instead of after a long Wait the agent cannot be
- * called back from. One that a job can use but that is not in the
- * training attempt waits until the attempt's deadline. */
+/* Ends, with a paced Wait, the streams that got nothing for the hold time.
+ * Until then every subscriber keeps its stream, whether a running job can
+ * use it or not, selected or not: a round that opens (the next round, a
+ * retry, a job created or resumed) reaches it at once, instead of after a
+ * Wait it cannot be called back from. */
 static void dismiss_idle(coord_t *co)
 {
     uint64_t now = now_ms(co);
@@ -920,16 +877,12 @@ static void dismiss_idle(coord_t *co)
         agent_t *a = co->agents[i];
         int use;
 
-        if (a->sub == NULL)
+        if (a->sub == NULL || now - a->sub_idle_since < co->cfg.subscribe_hold_ms ||
+            busy_elsewhere(co, a, NULL))
             continue;
         use = usable(co, a);
-        if (use && !wanted(co, a))
-            send_wait(co, a, retry_for(co, a), "no round for this agent now");
-        else if (now - a->sub_idle_since >= co->cfg.subscribe_hold_ms &&
-                 !busy_elsewhere(co, a, NULL))
-            send_wait(co, a, (uint32_t)(use ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms),
-                      use ? "no round started within the hold time"
-                          : "no running job for this agent");
+        send_wait(co, a, (uint32_t)(use ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms),
+                  use ? "no round started within the hold time" : "no running job for this agent");
     }
 }
 
