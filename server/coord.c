@@ -146,7 +146,7 @@ void coord_config_default(coord_config_t *c)
     c->heartbeat_interval_ms = 10000;
     c->join_retry_ms = 0;
     c->pace_min_ms = 1000;
-    c->idle_retry_ms = 30000;
+    c->idle_retry_ms = 1000;
     c->subscribe_hold_ms = 60000;
     c->select_wait_ms = 2000;
     c->tick_ms = 200;
@@ -185,7 +185,7 @@ static const struct {
     N("join_retry_ms", join_retry_ms, "MS", "wait before the first Subscribe (default 0)"),
     N("pace_min_ms", pace_min_ms, "MS", "shortest Wait given to an agent (default 1000)"),
     N("idle_retry_ms", idle_retry_ms, "MS",
-      "Wait when no running job can use the agent (default 30000)"),
+      "Wait ending a held Subscribe of an agent no running job can use (default 1000)"),
     N("subscribe_hold_ms", subscribe_hold_ms, "MS",
       "a Subscribe that got nothing this long ends with a Wait (default 60000)"),
     N("select_wait_ms", select_wait_ms, "MS",
@@ -549,6 +549,7 @@ struct job {
     sfl_job_spec_t spec;      /* as created (wire form, stored packed) */
     sfl_job_state_t state;
     char error[SFL_MSG_TEXT_LEN];
+    char waiting[SFL_MSG_TEXT_LEN]; /* why SELECTING cannot start the round; "" otherwise */
     int ready;                /* model and rnd initialised */
     coord_job_t model;        /* global model and streaming aggregator */
     coord_round_t rnd;        /* the round in progress (committed + 1) */
@@ -738,14 +739,24 @@ static void tags_parse(const char *s, sfl_tags_t *t)
 
 /* ---- eligibility and pace steering ------------------------------------------------- */
 
-static int eligible(const job_t *j, const agent_t *a)
+/* Why the agent cannot serve the job (COORD_INELIG_NONE: it can), with a
+ * detail into why (may be NULL) for the job's waiting reason. */
+static coord_inelig_t ineligible(const job_t *j, const agent_t *a, char *why, size_t cap)
 {
     const char *conds[2 * SFL_MSG_MAX_TAGS];
     coord_agent_info_t info;
+    coord_inelig_t r;
     uint32_t n = 0;
+    char tmp[1];
 
-    if (!a->joined || !j->ready)
-        return 0;
+    if (why == NULL) {
+        why = tmp;
+        cap = sizeof(tmp);
+    }
+    if (!a->joined) {
+        snprintf(why, cap, "not joined since the coordinator started");
+        return COORD_INELIG_NOT_JOINED;
+    }
     /* A job's required conditions may be met by a capability ("gpu") or
      * by a reported condition ("mains_power"). */
     for (uint32_t i = 0; i < a->caps.n; i++)
@@ -759,17 +770,24 @@ static int eligible(const job_t *j, const agent_t *a)
                                                                        : a->ds.dimension,
                                 j->spec.nlabels ? a->ds.nlabels : 0, a->ds.samples, n,
                                 conds};
-    if (!coord_job_eligible(&j->model.spec, &info))
-        return 0;
+    if ((r = coord_job_ineligible(&j->model.spec, &info, why, cap)) != COORD_INELIG_NONE)
+        return r;
     for (uint32_t i = 0; j->spec.nlabels && i < a->ds.nlabels; i++) {
         uint32_t k = 0;
 
         while (k < j->spec.nlabels && j->spec.labels[k] != a->ds.labels[i])
             k++;
-        if (k == j->spec.nlabels)
-            return 0;
+        if (k == j->spec.nlabels) {
+            snprintf(why, cap, "label %g not among the job's labels", a->ds.labels[i]);
+            return COORD_INELIG_LABELS;
+        }
     }
-    return 1;
+    return COORD_INELIG_NONE;
+}
+
+static int eligible(const job_t *j, const agent_t *a)
+{
+    return j->ready && ineligible(j, a, NULL, 0) == COORD_INELIG_NONE;
 }
 
 static int running(const job_t *j)
@@ -793,46 +811,13 @@ static int busy_elsewhere(const coord_t *co, const agent_t *a, const job_t *self
     return 0;
 }
 
-/* Whether an agent's open Subscribe should stay open: it trains for an
- * attempt, or a job it can serve is choosing a cohort or about to. */
-static int wanted(const coord_t *co, const agent_t *a)
+/* Some running job could select the agent (now or in a later round). */
+static int usable(const coord_t *co, const agent_t *a)
 {
-    for (size_t i = 0; i < co->njobs; i++) {
-        const job_t *j = co->jobs[i];
-
-        if (!running(j))
-            continue;
-        if (j->rnd.state == COORD_ROUND_TRAINING) {
-            if (coord_round_member(&j->rnd, a->id))
-                return 1;
-        } else if (eligible(j, a)) {
+    for (size_t i = 0; i < co->njobs; i++)
+        if (running(co->jobs[i]) && eligible(co->jobs[i], a))
             return 1;
-        }
-    }
     return 0;
-}
-
-static uint32_t retry_for(const coord_t *co, const agent_t *a)
-{
-    uint64_t best = UINT64_MAX, now = now_ms(co);
-    int usable = 0;
-
-    for (size_t i = 0; i < co->njobs; i++) {
-        const job_t *j = co->jobs[i];
-
-        if (!running(j) || !eligible(j, a))
-            continue;
-        usable = 1;
-        if (j->rnd.state == COORD_ROUND_TRAINING) {
-            uint64_t r = coord_round_retry_after(&j->rnd, a->id, now, co->cfg.pace_min_ms);
-
-            if (r < best)
-                best = r;
-        }
-    }
-    if (best == UINT64_MAX)
-        best = usable ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms;
-    return best > UINT32_MAX ? UINT32_MAX : (uint32_t)(best ? best : 1);
 }
 
 /* ---- Subscribe streams ---------------------------------------------------------- */
@@ -891,22 +876,25 @@ static void send_task(coord_t *co, job_t *j, agent_t *a)
     }
 }
 
-/* Ends the streams nothing will be sent on soon, with a paced Wait. */
+/* Ends, with a paced Wait, the streams that got nothing for the hold time.
+ * Until then every subscriber keeps its stream, whether a running job can
+ * use it or not, selected or not: a round that opens (the next round, a
+ * retry, a job created or resumed) reaches it at once, instead of after a
+ * Wait it cannot be called back from. */
 static void dismiss_idle(coord_t *co)
 {
     uint64_t now = now_ms(co);
 
     for (size_t i = 0; i < co->nagents; i++) {
         agent_t *a = co->agents[i];
+        int use;
 
-        if (a->sub == NULL)
+        if (a->sub == NULL || now - a->sub_idle_since < co->cfg.subscribe_hold_ms ||
+            busy_elsewhere(co, a, NULL))
             continue;
-        if (!wanted(co, a))
-            send_wait(co, a, retry_for(co, a), "no round for this agent now");
-        else if (now - a->sub_idle_since >= co->cfg.subscribe_hold_ms &&
-                 !busy_elsewhere(co, a, NULL))
-            send_wait(co, a, (uint32_t)co->cfg.pace_min_ms,
-                      "no round started within the hold time");
+        use = usable(co, a);
+        send_wait(co, a, (uint32_t)(use ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms),
+                  use ? "no round started within the hold time" : "no running job for this agent");
     }
 }
 
@@ -1020,6 +1008,7 @@ static void reset_round(job_t *j)
     j->wire_attempt = (uint32_t)(next - 1);
     j->opened = 0;
     j->select_since = now_ms(co);
+    j->waiting[0] = '\0';
 }
 
 static void set_job_state(job_t *j, sfl_job_state_t st)
@@ -1118,6 +1107,80 @@ out:
     return rc;
 }
 
+/* Appends to out[0..cap) at *o; what does not fit is cut off. */
+static void put(char *out, size_t cap, size_t *o, const char *fmt, ...) SFL_PRINTF(4, 5);
+static void put(char *out, size_t cap, size_t *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*o + 1 >= cap)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(out + *o, cap - *o, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *o = *o + (size_t)n < cap ? *o + (size_t)n : cap - 1;
+}
+
+/* Why a job in SELECTING with n available agents cannot start its round
+ * (fewer than min_quorum), into j->waiting, logged once per change: the
+ * counts of connected, eligible and available agents, and the most common
+ * reason the others are not eligible, with the first such agent's detail.
+ * Empty once the round can start. */
+static void note_waiting(job_t *j, uint32_t n)
+{
+    coord_t *co = j->co;
+    uint32_t connected = 0, elig = 0, count[COORD_INELIG_COUNT] = {0}, need, top = 0;
+    uint64_t first[COORD_INELIG_COUNT] = {0};
+    char detail[COORD_INELIG_COUNT][128], text[SFL_MSG_TEXT_LEN], q[600];
+    size_t o = 0;
+
+    need = j->model.spec.round.min_quorum;
+    if (n >= need) {
+        j->waiting[0] = '\0';
+        return;
+    }
+    for (size_t i = 0; i < co->nagents; i++) {
+        const agent_t *a = co->agents[i];
+        coord_inelig_t r;
+
+        if (a->conn == NULL)
+            continue;
+        connected++;
+        if ((r = ineligible(j, a, NULL, 0)) == COORD_INELIG_NONE) {
+            elig++;
+            continue;
+        }
+        /* the detail only for the first of each reason: this runs every
+         * tick while the job waits, over every agent */
+        if (count[r]++ == 0) {
+            first[r] = a->id;
+            (void)ineligible(j, a, detail[r], sizeof(detail[r]));
+        }
+        if (count[r] > count[top])
+            top = r;
+    }
+    put(text, sizeof(text), &o, "selecting %u/%u: waiting for %u more agent%s (", n, need,
+        need - n, need - n == 1 ? "" : "s");
+    if (connected == 0)
+        put(text, sizeof(text), &o, "none connected");
+    else
+        put(text, sizeof(text), &o, "%u connected, %u eligible", connected, elig);
+    if (elig > n)
+        put(text, sizeof(text), &o, ", %u of them busy", elig - n);
+    if (count[top])
+        put(text, sizeof(text), &o, "; %u not eligible, e.g. agent %llu: %s", connected - elig,
+            (unsigned long long)first[top], detail[top]);
+    put(text, sizeof(text), &o, ")");
+    if (strcmp(text, j->waiting) == 0)
+        return;
+    memcpy(j->waiting, text, sizeof(text));
+    coord_log(COORD_LOG_INFO, "job_waiting", "job=%llu round=%llu reason=%s",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+              coord_log_quote(j->waiting, q, sizeof(q)));
+}
+
 /* SELECTING: start the attempt once enough eligible agents subscribe. The
  * full selection (cohort * (1 + over_selection)) starts at once; a smaller
  * one that still reaches the quorum after select_wait_ms. Fewer than the
@@ -1142,6 +1205,7 @@ static void try_start(job_t *j)
         if (a->sub && a->conn && eligible(j, a) && !busy_elsewhere(co, a, j))
             ids[n++] = a->id;
     }
+    note_waiting(j, n);
     if (n < rc_->min_quorum || (n < want && now - j->select_since < co->cfg.select_wait_ms))
         goto out;
     rc = coord_store_round_next_attempt(co->store, (int64_t)j->id, (int64_t)j->rnd.round, &next);
@@ -2308,6 +2372,7 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     case COORD_ROUND_SELECTING:
     case COORD_ROUND_FAILED: /* about to retry */
         st->round_state = SFL_ROUND_SELECTING;
+        text_copy(st->waiting, sizeof(st->waiting), j->waiting);
         return;
     case COORD_ROUND_TRAINING: st->round_state = SFL_ROUND_TRAINING; break;
     case COORD_ROUND_AGGREGATING: st->round_state = SFL_ROUND_AGGREGATING; break;

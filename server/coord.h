@@ -51,7 +51,7 @@ typedef struct coord_config {
     uint64_t heartbeat_interval_ms; /* told to agents at Join and Heartbeat */
     uint64_t join_retry_ms;     /* JoinReply.retry_after_ms */
     uint64_t pace_min_ms;       /* shortest Wait given to an agent */
-    uint64_t idle_retry_ms;     /* Wait when no job can use the agent */
+    uint64_t idle_retry_ms;     /* Wait ending an idle agent's held Subscribe */
     uint64_t subscribe_hold_ms; /* a Subscribe held this long without work ends with a Wait */
     uint64_t select_wait_ms;    /* gather subscribers this long before a short cohort */
     uint64_t tick_ms;           /* scheduler period (deadlines, heartbeats) */

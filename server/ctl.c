@@ -130,6 +130,7 @@ static const struct {
     const char *w1, *w2; /* the command's words; w2 may be NULL */
     int nargs;           /* operands after the words */
     int id;              /* operands[0] is a job id */
+    int opt_id;          /* or: no operand, or one job id (watch [ID]) */
 } cmds[] = {
     [CTL_CMD_STATUS] = {"status", NULL, 0, 0},
     [CTL_CMD_AGENTS] = {"agents", NULL, 0, 0},
@@ -140,7 +141,7 @@ static const struct {
     [CTL_CMD_JOB_CANCEL] = {"job", "cancel", 1, 1},
     [CTL_CMD_JOB_HISTORY] = {"job", "history", 1, 1},
     [CTL_CMD_MODEL_EXPORT] = {"model", "export", 2, 1},
-    [CTL_CMD_WATCH] = {"watch", NULL, 0, 0},
+    [CTL_CMD_WATCH] = {"watch", NULL, 0, 0, 1},
 };
 
 static int find_cmd(const char *const *words, int n, ctl_args_t *a)
@@ -151,14 +152,16 @@ static int find_cmd(const char *const *words, int n, ctl_args_t *a)
         if (n < nw || strcmp(words[0], cmds[i].w1) != 0 ||
             (cmds[i].w2 && strcmp(words[1], cmds[i].w2) != 0))
             continue;
-        if (n - nw != cmds[i].nargs)
+        int id = cmds[i].id || (cmds[i].opt_id && n - nw == 1);
+
+        if (n - nw != cmds[i].nargs && !(cmds[i].opt_id && n - nw == 1))
             return sfl__fail(SFL_EINVAL, "wrong number of operands for '%s%s%s'", cmds[i].w1,
                              cmds[i].w2 ? " " : "", cmds[i].w2 ? cmds[i].w2 : "");
         a->cmd = (ctl_cmd_t)i;
         a->noperands = n - nw;
         for (int k = 0; k < a->noperands; k++)
             a->operands[k] = words[nw + k];
-        return cmds[i].id ? ctl_parse_id(a->operands[0], &a->id) : 0;
+        return id ? ctl_parse_id(a->operands[0], &a->id) : 0;
     }
     if (n == 0)
         return sfl__fail(SFL_EINVAL, "no command (status, agents, jobs, job ..., model export, "
@@ -615,6 +618,8 @@ void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n)
                 j->model_nnz, prog[0] ? prog : "-");
         if (j->error[0])
             fprintf(f, "     error: %s\n", j->error);
+        if (running(j) && j->waiting[0])
+            fprintf(f, "     %s\n", j->waiting);
     }
 }
 
@@ -747,7 +752,10 @@ const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap)
     size_t o;
 
     ctl_progress(j, prog, sizeof(prog));
-    if (running(j))
+    if (running(j) && j->waiting[0])
+        snprintf(out, cap, "job %" PRIu64 " %s: round %" PRIu64 "/%u %s", j->job_id, j->name,
+                 j->committed_round + 1, j->rounds, j->waiting);
+    else if (running(j))
         snprintf(out, cap,
                  "job %" PRIu64 " %s: round %" PRIu64 "/%u attempt %u %s, %u/%u accepted "
                  "(%u selected, quorum %u)",

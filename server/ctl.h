@@ -54,7 +54,7 @@ typedef enum {
     CTL_CMD_JOB_CANCEL,  /* operand: ID */
     CTL_CMD_JOB_HISTORY, /* operand: ID */
     CTL_CMD_MODEL_EXPORT, /* operands: ID FILE */
-    CTL_CMD_WATCH
+    CTL_CMD_WATCH        /* operand: none, or ID */
 } ctl_cmd_t;
 
 /* What sflctl's arguments say. Strings are borrowed from argv. */
@@ -154,8 +154,8 @@ void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t 
 /* One line: "job 2 NAME: STATE, round 3/10". */
 void ctl_print_job(FILE *f, const sfl_job_status_t *j);
 /* sflctl watch's line for a job, no newline: its round, attempt, round
- * state and accepted / cohort while RUNNING, else its state. Truncated to
- * cap (snprintf); returns out. */
+ * state and accepted / cohort while RUNNING (or why the round cannot
+ * start), else its state. Truncated to cap (snprintf); returns out. */
 const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap);
 /* b[0..n) as 2n lowercase hex digits and a NUL into out. */
 void ctl_hex(const uint8_t *b, size_t n, char *out);

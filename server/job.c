@@ -211,20 +211,42 @@ int coord_job_spec_check(const coord_job_spec_t *s)
 
 int coord_job_eligible(const coord_job_spec_t *s, const coord_agent_info_t *a)
 {
-    if (a->ncols != s->ncols || a->samples == 0)
-        return 0;
+    return coord_job_ineligible(s, a, NULL, 0) == COORD_INELIG_NONE;
+}
+
+coord_inelig_t coord_job_ineligible(const coord_job_spec_t *s, const coord_agent_info_t *a,
+                                    char *why, size_t cap)
+{
+    char tmp[1];
+
+    if (why == NULL) {
+        why = tmp;
+        cap = sizeof(tmp);
+    }
+    if (a->ncols != s->ncols) {
+        snprintf(why, cap, "data has %u features, the job %u", a->ncols, s->ncols);
+        return COORD_INELIG_FEATURES;
+    }
+    if (a->samples == 0) {
+        snprintf(why, cap, "no samples");
+        return COORD_INELIG_SAMPLES;
+    }
     /* An agent may lack some classes locally (label skew), never have more. */
-    if (s->nclasses == 0 ? a->nclasses != 0 : a->nclasses > s->nclasses)
-        return 0;
+    if (s->nclasses == 0 ? a->nclasses != 0 : a->nclasses > s->nclasses) {
+        snprintf(why, cap, "data has %u classes, the job %u", a->nclasses, s->nclasses);
+        return COORD_INELIG_CLASSES;
+    }
     for (uint32_t i = 0; i < s->nconditions; i++) {
         uint32_t k = 0;
 
         while (k < a->nconditions && strcmp(a->conditions[k], s->conditions[i]) != 0)
             k++;
-        if (k == a->nconditions)
-            return 0;
+        if (k == a->nconditions) {
+            snprintf(why, cap, "condition %s not reported", s->conditions[i]);
+            return COORD_INELIG_CONDITION;
+        }
     }
-    return 1;
+    return COORD_INELIG_NONE;
 }
 
 int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)

@@ -52,9 +52,27 @@ typedef struct coord_agent_info {
     const char *const *conditions;
 } coord_agent_info_t;
 
+/* Why an agent cannot take part in a job; the coordinator adds the reasons
+ * only it can judge (NOT_JOINED, LABELS). */
+typedef enum {
+    COORD_INELIG_NONE = 0,   /* eligible */
+    COORD_INELIG_NOT_JOINED, /* no Join since the coordinator started */
+    COORD_INELIG_FEATURES,   /* its data has another number of features */
+    COORD_INELIG_SAMPLES,    /* no samples */
+    COORD_INELIG_CLASSES,    /* more classes than the job, or classes on a regression job */
+    COORD_INELIG_LABELS,     /* a label value the job does not list */
+    COORD_INELIG_CONDITION,  /* a required condition not reported */
+    COORD_INELIG_COUNT
+} coord_inelig_t;
+
 /* 1 if the agent can take part in the job (same feature count, label count
  * compatible, at least one sample, every required condition reported). */
 int coord_job_eligible(const coord_job_spec_t *s, const coord_agent_info_t *a);
+/* The first reason coord_job_eligible would say no (NONE if it says yes);
+ * with why (may be NULL) a one-line detail such as "data has 500
+ * features, the job 123", truncated to cap. */
+coord_inelig_t coord_job_ineligible(const coord_job_spec_t *s, const coord_agent_info_t *a,
+                                    char *why, size_t cap);
 
 typedef struct coord_job {
     coord_job_spec_t spec;

@@ -19,7 +19,7 @@
 
 #define PROG "sflctl"
 #define WATCH_MS 500
-#define WATCH_LINE 256
+#define WATCH_LINE 512 /* name, round and a waiting reason of up to 255 */
 
 static const char usage_text[] =
     "usage: " PROG " [OPTIONS] COMMAND\n"
@@ -47,8 +47,10 @@ static const char usage_text[] =
     "                             lines, 1-based), libsvm (one line '0 i:v ...',\n"
     "                             1-based), npy (dense float64, NumPy .npy 1.0)\n"
     "                             or spcodec (the bytes the model hash covers)\n"
-    "  watch                      live view of the running jobs' rounds (every\n"
-    "                             500 ms; Ctrl-C quits)\n"
+    "  watch [ID]                 live view of the running jobs' rounds (every\n"
+    "                             500 ms; Ctrl-C quits); with ID only that job,\n"
+    "                             until it stops running: exit status 0 once it\n"
+    "                             finished, 1 if it is paused, failed or cancelled\n"
     "\n"
     "Options (also keys of section [sflctl] of the config file; flags win):\n"
     "  --config FILE              INI file (default ~/.config/sfl/sflctl.ini if it\n"
@@ -389,16 +391,17 @@ static seen_t *seen_find(seen_t **v, size_t *n, uint64_t id, int *fresh)
 
 /* On a terminal the running jobs' lines are redrawn in place; otherwise a
  * line goes out whenever a running job's line changes (and once more when
- * it stops running), which suits logs and pipes. */
+ * it stops running), which suits logs and pipes. With a job id (a->id)
+ * only that job is shown, and the watch ends once it stops running. */
 static int cmd_watch(app_t *a)
 {
-    int tty = isatty(STDOUT_FILENO), drawn = 0, rc = 0;
+    int tty = isatty(STDOUT_FILENO), drawn = 0, rc = 0, end = -1;
     seen_t *seen = NULL;
     size_t nseen = 0;
 
     for (;;) {
         sfl_job_list_t *l = NULL;
-        int lines = 0;
+        int lines = 0, found = 0;
 
         if ((rc = list_jobs(a, &l)) != 0)
             break;
@@ -410,7 +413,21 @@ static int cmd_watch(app_t *a)
             int fresh;
             seen_t *s;
 
+            if (a->id && j->job_id != a->id)
+                continue;
+            found = 1;
             ctl_watch_line(j, line, sizeof(line));
+            if (a->id && j->state != SFL_JOB_RUNNING) {
+                /* its last line, once, on a terminal too */
+                end = j->state == SFL_JOB_FINISHED ? 0 : 1;
+                if (tty)
+                    printf("\r\033[K%s\n", line);
+                else if ((s = seen_find(&seen, &nseen, j->job_id, &fresh)) == NULL ||
+                         strcmp(s->line, line) != 0)
+                    printf("%s\n", line);
+                lines++;
+                continue;
+            }
             if (tty) {
                 if (j->state == SFL_JOB_RUNNING) {
                     printf("\r\033[K%s\n", line);
@@ -427,6 +444,12 @@ static int cmd_watch(app_t *a)
                 printf("%s\n", line);
             snprintf(s->line, sizeof(s->line), "%s", line);
         }
+        if (a->id && !found) {
+            sfl_msg_job_list_free(l);
+            fprintf(stderr, PROG ": NOT_FOUND: no job %llu\n", (unsigned long long)a->id);
+            rc = 1;
+            goto out;
+        }
         if (tty && lines == 0) {
             printf("\r\033[Kno running job\n");
             lines = 1;
@@ -436,6 +459,10 @@ static int cmd_watch(app_t *a)
         drawn = lines;
         fflush(stdout);
         sfl_msg_job_list_free(l);
+        if (end >= 0) {
+            rc = end;
+            goto out;
+        }
         if (ctl_client_sleep(a->cli, WATCH_MS) < 0)
             break;
     }

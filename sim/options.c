@@ -75,7 +75,8 @@ static const opt_t opts[] = {
     {"model-out", T_STR, O(model_out), -1, "FILE",
      "write the final model: '# sfl model dim=D', then 'index value' (1-based) per nonzero"},
     {"dump-shards", T_STR, O(dump_shards), -1, "DIR",
-     "write client i's training data to DIR/client-<i>.svm (agents' shards) and exit"},
+     "write client i's training data to DIR/client-<i>.svm, one LibSVM shard per\n"
+     "                       agent (DIR is created if missing), and the truth, if known, to DIR/truth; then exit"},
     {"dump-data", T_STR, O(dump_data), -1, "FILE",
      "write all clients' training data to FILE (LibSVM) and the truth, if known, to FILE.truth"},
     {"no-wall-clock", T_FLAG, O(no_wall_clock), -1, NULL,

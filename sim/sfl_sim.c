@@ -11,6 +11,7 @@
 #include <string.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -411,10 +412,40 @@ static void dump_data(const char *path, const fed_t *f)
     }
 }
 
+/* mkdir -p: dir and its missing parents (0755, as a user's mkdir would). */
+static void make_dirs(const char *dir)
+{
+    char path[4096];
+    size_t n = strlen(dir);
+
+    if (n == 0 || n >= sizeof(path))
+        usage_error("--dump-shards: bad directory name", dir);
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        struct stat st;
+
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        path[i] = '\0';
+        if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+            fprintf(stderr, "sfl-sim: error: cannot create directory %s: %s\n", path,
+                    strerror(errno));
+            exit(1);
+        }
+        if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "sfl-sim: error: %s is not a directory\n", path);
+            exit(1);
+        }
+        path[i] = dir[i];
+    }
+}
+
 /* --dump-shards: one LibSVM file per client, for agents of a networked
- * federation that should see exactly the simulated clients' data. */
+ * federation that should see exactly the simulated clients' data. DIR is
+ * created if missing. */
 static void dump_shards(const char *dir, const fed_t *f)
 {
+    make_dirs(dir);
     for (uint32_t c = 0; c < f->nclients; c++) {
         char path[4096];
         FILE *out;

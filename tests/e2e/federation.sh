@@ -38,6 +38,7 @@ select_wait_ms = 300
 tick_ms = 50
 pace_min_ms = 100
 idle_retry_ms = 300
+subscribe_hold_ms = 1000
 
 [job lsq]
 algo = fediterht
@@ -171,14 +172,27 @@ $CTL job create "$t/job2.ini" > "$t/ctl.log" 2>&1 || fail "sflctl job create: $(
 grep -q "^job 2 second: running" "$t/ctl.log" || fail "sflctl job create: $(cat "$t/ctl.log")"
 # Ctrl-C ends watch with status 0; not on a terminal it prints changed lines.
 timeout --preserve-status -s INT 2 $CTL watch > "$t/ctl.log" 2>&1 || fail "sflctl watch: $(cat "$t/ctl.log")"
-grep -q "^job 2 second: round 1/3 attempt 0 selecting" "$t/ctl.log" || fail "sflctl watch: $(cat "$t/ctl.log")"
+# The job cannot start, and says why (no agent reports the condition).
+why='selecting 0/2: waiting for 2 more agents ([0-9]* connected, 0 eligible; [0-9]* not eligible, e.g. agent [0-9]*: condition e2e_unmet not reported)'
+grep -q "^job 2 second: round 1/3 $why" "$t/ctl.log" || fail "sflctl watch: $(cat "$t/ctl.log")"
+grep -q "event=job_waiting job=2 round=1 reason=\"$why\"" "$t/coord.log" || fail "no job_waiting in the log"
 $CTL job pause 2 > "$t/ctl.log" 2>&1 || fail "sflctl job pause: $(cat "$t/ctl.log")"
 grep -q "^job 2 second: paused" "$t/ctl.log" || fail "sflctl job pause: $(cat "$t/ctl.log")"
+# watch ID ends once the job stops running: 1 unless it finished.
+rc=0
+$CTL watch 2 > "$t/ctl.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] && grep -q "^job 2 second: paused" "$t/ctl.log" || fail "sflctl watch 2: exit $rc: $(cat "$t/ctl.log")"
+rc=0
+$CTL watch 1 > "$t/ctl.log" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] && grep -q "^job 1 lsq: finished" "$t/ctl.log" || fail "sflctl watch 1: exit $rc: $(cat "$t/ctl.log")"
+rc=0
+$CTL watch 99 > "$t/ctl.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] && grep -q "^sflctl: NOT_FOUND: no job 99" "$t/ctl.log" || fail "sflctl watch 99: exit $rc: $(cat "$t/ctl.log")"
 rc=0
 $CTL --cert "$t/pki/agent/agent-0.crt" --key "$t/pki/agent/agent-0.key" status > "$t/ctl.log" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] && grep -q "^sflctl: PERMISSION_DENIED: " "$t/ctl.log" ||
     fail "sflctl with an agent certificate: exit $rc: $(cat "$t/ctl.log")"
 grep -q "event=call_refused .*peer=agent-0 path=/sfl.v1.Admin/Status status=PERMISSION_DENIED" \
     "$t/coord.log" || fail "the refused Admin call was not logged"
-echo "sflctl: status, jobs, agents, model export ($(wc -c < "$t/model.spc") bytes), job create/watch/pause, agent certificate refused: ok"
+echo "sflctl: status, jobs, agents, model export ($(wc -c < "$t/model.spc") bytes), job create/watch/pause, watch ID, agent certificate refused: ok"
 echo "federation e2e: ok (committed before kill: $before, total commits logged: $(committed))"

@@ -59,6 +59,7 @@ typedef struct {
     char msg[256];
     uint8_t *m[MAX_MSGS];
     size_t len[MAX_MSGS];
+    sfl_grpc_call_t *call; /* for sfl_grpc_cancel while !done */
 } stream_t;
 
 typedef struct {
@@ -275,7 +276,7 @@ static void agent_subscribe(tagent_t *t)
     s.agent_id = t->agent_id;
     assert_int_equal(sfl_msg_subscribe_req_pack(&s, &buf, &len), 0);
     assert_int_equal(sfl_grpc_call_stream(t->cli.s, "/sfl.v1.Coordinator/Subscribe", buf, len, 0,
-                                          on_msg, on_done, &t->sub, NULL),
+                                          on_msg, on_done, &t->sub, &t->sub.call),
                      0);
     sfl_msg_buf_free(buf);
 }
@@ -417,6 +418,24 @@ static sfl_heartbeat_reply_t heartbeat(tagent_t *t, uint64_t job, uint64_t round
     assert_int_equal(sfl_msg_heartbeat_reply_unpack(res.resp, res.len, NULL, &r), 0);
     free(res.resp);
     return r;
+}
+
+/* An idle heartbeat: answered after every request sent before it on the
+ * same connection was handled (frames are processed in order). */
+static void idle_heartbeat(tagent_t *t)
+{
+    sfl_heartbeat_req_t h;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    memset(&h, 0, sizeof(h));
+    h.agent_id = t->agent_id;
+    h.phase = SFL_PHASE_IDLE;
+    assert_int_equal(sfl_msg_heartbeat_req_pack(&h, &buf, &len), 0);
+    call(&t->cli, "/sfl.v1.Coordinator/Heartbeat", buf, len, &res);
+    assert_int_equal(res.status, 0);
+    free(res.resp);
 }
 
 /* ---- admin ------------------------------------------------------------------------------ */
@@ -710,6 +729,7 @@ static void test_coord_join_and_roles(void **state)
     size_t len;
 
     (void)state;
+    F.cfg.subscribe_hold_ms = 200;
     start();
     agent_join(a1, "agent/a1");
     assert_memory_equal(a1->coord_pk, coord_public_key(F.co), 32);
@@ -772,7 +792,8 @@ static void test_coord_join_and_roles(void **state)
     run_until(&a2->sub.done);
     assert_int_equal(a2->sub.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
 
-    /* with no job, a subscriber is paced away */
+    /* with no job, a subscriber is held for subscribe_hold_ms (set short
+     * above), then paced away with idle_retry_ms */
     agent_join(a2, "agent/a2");
     agent_subscribe(a2);
     {
@@ -780,6 +801,7 @@ static void test_coord_join_and_roles(void **state)
 
         assert_null(next_message(a2, &w));
         assert_int_equal(w.retry_after_ms, F.cfg.idle_retry_ms);
+        assert_string_equal(w.reason, "no running job for this agent");
         run_until(&a2->sub.done);
         assert_int_equal(a2->sub.status, SFL_GRPC_STATUS_OK);
     }
@@ -810,7 +832,6 @@ static void test_coord_round_commit_and_restart(void **state)
     sfl_status_t *st;
     sfl_export_t *e;
     sfl_ack_t ack;
-    sfl_wait_t w;
     sfl_heartbeat_reply_t hb;
     uint8_t *good1, *upd, pk1[32], hash1[32];
     size_t len1, len;
@@ -848,11 +869,17 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_int_equal(t1->signed_len, t2->signed_len);
     assert_memory_equal(t1->signed_bytes, t2->signed_bytes, t1->signed_len);
 
-    /* a third agent arriving during training is paced to the deadline */
+    /* a third agent arriving during training is not paced away: its stream
+     * is held, so the next round can take it at once */
     agent_join(a3, "agent/a3");
     agent_subscribe(a3);
-    assert_null(next_message(a3, &w));
-    assert_true(w.retry_after_ms >= 30000);
+    idle_heartbeat(a3);
+    assert_int_equal(a3->sub.n, 0);
+    assert_false(a3->sub.done);
+    /* it leaves (the rounds below are a1's and a2's); the heartbeat behind
+     * the reset on the same connection makes sure the coordinator saw it */
+    sfl_grpc_cancel(a3->sub.call);
+    idle_heartbeat(a3);
 
     /* signed by an identity that is not a1's */
     assert_int_equal(sfl_identity_generate(&rogue), 0);
@@ -1224,6 +1251,151 @@ static void test_coord_admin_job_ops(void **state)
     free(res.resp);
 }
 
+/* Idle agents keep their Subscribe open, so a job created or resumed while
+ * they wait reaches them at once on that stream, without a Wait and a
+ * resubscription (the hold, set here to outlast the watchdog). */
+static void test_coord_job_wakes_idle_subscribers(void **state)
+{
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_task_t *t1, *t2, *t1b, *t2b;
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    int status;
+
+    (void)state;
+    F.cfg.subscribe_hold_ms = 2 * WATCHDOG_MS;
+    start();
+    cli_connect(&F.admin, "admin/alice");
+    agent_join(a1, "agent/a1");
+    agent_join(a2, "agent/a2");
+    agent_subscribe(a1);
+    agent_subscribe(a2);
+    idle_heartbeat(a1);
+    idle_heartbeat(a2);
+    /* the coordinator has both Subscribes and no job: nothing sent yet */
+    assert_int_equal(a1->sub.n, 0);
+    assert_int_equal(a2->sub.n, 0);
+    assert_false(a1->sub.done);
+    assert_false(a2->sub.done);
+
+    job_spec(&spec, 60000, 3); /* never reached */
+    js = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    t1 = next_task(a1);
+    t2 = next_task(a2);
+    assert_int_equal(t1->job_id, js.job_id);
+    assert_int_equal(t1->round, 1);
+    assert_int_equal(t2->job_id, js.job_id);
+
+    /* paused, the job releases them (their streams stay open); resumed, it
+     * reaches them again on the same streams with a new attempt */
+    js = job_call(&F.admin, "/sfl.v1.Admin/PauseJob", js.job_id, &status);
+    assert_int_equal(status, 0);
+    idle_heartbeat(a1);
+    idle_heartbeat(a2);
+    assert_int_equal(a1->sub.n, 1);
+    assert_false(a1->sub.done);
+    js = job_call(&F.admin, "/sfl.v1.Admin/ResumeJob", js.job_id, &status);
+    assert_int_equal(status, 0);
+    t1b = next_task(a1);
+    t2b = next_task(a2);
+    assert_int_equal(t1b->round, 1);
+    assert_true(t1b->attempt > t1->attempt);
+    assert_int_equal(t2b->attempt, t1b->attempt);
+    sfl_msg_task_free(t1);
+    sfl_msg_task_free(t2);
+    sfl_msg_task_free(t1b);
+    sfl_msg_task_free(t2b);
+}
+
+/* The job status of job id once its waiting reason is not empty (the
+ * coordinator computes it at its next selection tick). */
+static sfl_job_status_t wait_for_reason(uint64_t id)
+{
+    sfl_job_status_t js;
+
+    for (;;) {
+        sfl_status_t *st = admin_status(&F.admin);
+
+        js = *find_job(st, id);
+        sfl_msg_status_free(st);
+        if (js.waiting[0])
+            return js;
+        if (F.timed_out)
+            fail_msg("watchdog waiting for job %llu's waiting reason", (unsigned long long)id);
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+}
+
+/* A job that cannot start its round says why, with counts and the most
+ * common reason agents are not eligible; the reason goes once the round
+ * can start. */
+static void test_coord_waiting_says_why(void **state)
+{
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_job_spec_t spec;
+    sfl_job_status_t js, narrow, wide;
+    sfl_task_t *t1, *t2;
+    char want[256];
+    int status;
+
+    (void)state;
+    start();
+    cli_connect(&F.admin, "admin/alice");
+    job_spec(&spec, 60000, 3); /* never reached */
+    wide = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    js = wait_for_reason(wide.job_id);
+    assert_string_equal(js.waiting, "selecting 0/2: waiting for 2 more agents (none connected)");
+    assert_int_equal(js.round_state, SFL_ROUND_SELECTING);
+
+    /* agents' data has DIM features: a job with fewer cannot use them */
+    spec.dimension = DIM - 5;
+    narrow = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    agent_join(a1, "agent/a1");
+    agent_subscribe(a1);
+    idle_heartbeat(a1);
+    js = wait_for_reason(narrow.job_id);
+    snprintf(want, sizeof(want),
+             "selecting 0/2: waiting for 2 more agents (1 connected, 0 eligible; 1 not "
+             "eligible, e.g. agent %llu: data has %d features, the job %d)",
+             (unsigned long long)a1->agent_id, DIM, DIM - 5);
+    assert_string_equal(js.waiting, want);
+    for (;;) {
+        sfl_status_t *st = admin_status(&F.admin);
+
+        js = *find_job(st, wide.job_id);
+        sfl_msg_status_free(st);
+        if (strcmp(js.waiting, "selecting 1/2: waiting for 1 more agent (1 connected, "
+                               "1 eligible)") == 0)
+            break;
+        if (F.timed_out)
+            fail_msg("watchdog: job %llu says '%s'", (unsigned long long)wide.job_id, js.waiting);
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+
+    /* the second agent completes the wide job's cohort: it starts, and its
+     * reason is gone */
+    agent_join(a2, "agent/a2");
+    agent_subscribe(a2);
+    t1 = next_task(a1);
+    t2 = next_task(a2);
+    assert_int_equal(t1->job_id, wide.job_id);
+    {
+        sfl_status_t *st = admin_status(&F.admin);
+
+        js = *find_job(st, wide.job_id);
+        assert_int_equal(js.round_state, SFL_ROUND_TRAINING);
+        assert_string_equal(js.waiting, "");
+        js = *find_job(st, narrow.job_id);
+        assert_true(strstr(js.waiting, "2 connected, 0 eligible; 2 not eligible") != NULL);
+        sfl_msg_status_free(st);
+    }
+    sfl_msg_task_free(t1);
+    sfl_msg_task_free(t2);
+}
+
 /* /metrics answers only GET /metrics, within its limits. */
 static void test_coord_metrics_http(void **state)
 {
@@ -1385,6 +1557,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_coord_quorum_missed_retries_then_pauses, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_coord_admin_job_ops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_job_wakes_idle_subscribers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coord_waiting_says_why, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_metrics_http, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_failalloc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coord_state_dir_locked, setup, teardown),

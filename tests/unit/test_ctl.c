@@ -311,6 +311,31 @@ static sfl_job_status_t job(uint64_t id, const char *name, sfl_job_state_t st)
         fclose(f);                                                             \
     } while (0)
 
+/* A running job whose round cannot start says why, in jobs and watch. */
+static void test_ctl_print_waiting(void **state)
+{
+    sfl_job_status_t j = job(3, "walk", SFL_JOB_RUNNING);
+    char line[512], *out = NULL;
+
+    (void)state;
+    j.round_state = SFL_ROUND_SELECTING;
+    snprintf(j.waiting, sizeof(j.waiting),
+             "selecting 0/2: waiting for 2 more agents (2 connected, 0 eligible; 2 not "
+             "eligible, e.g. agent 1: data has 500 features, the job 123)");
+    CAPTURE(out, ctl_print_jobs(f, &j, 1));
+    assert_non_null(strstr(out, "\n     selecting 0/2: waiting for 2 more agents (2 connected, "
+                                "0 eligible; 2 not eligible, e.g. agent 1: data has 500 "
+                                "features, the job 123)\n"));
+    free(out);
+    assert_string_equal(ctl_watch_line(&j, line, sizeof(line)),
+                        "job 3 walk: round 1/60 selecting 0/2: waiting for 2 more agents (2 "
+                        "connected, 0 eligible; 2 not eligible, e.g. agent 1: data has 500 "
+                        "features, the job 123)");
+    /* only while running */
+    j.state = SFL_JOB_PAUSED;
+    assert_null(strstr(ctl_watch_line(&j, line, sizeof(line)), "waiting"));
+}
+
 static void test_ctl_print(void **state)
 {
     sfl_job_status_t jobs[2];
@@ -847,6 +872,7 @@ int main(void)
         cmocka_unit_test(test_ctl_job_file_bad),
         cmocka_unit_test(test_ctl_print),
         cmocka_unit_test(test_ctl_history),
+        cmocka_unit_test(test_ctl_print_waiting),
         cmocka_unit_test(test_ctl_export_bytes),
         cmocka_unit_test(test_ctl_model_formats),
         cmocka_unit_test(test_ctl_write_atomic),

@@ -102,6 +102,40 @@ static void test_job_eligibility(void **state)
     assert_false(coord_job_eligible(&s, &a));
 }
 
+/* Each refusal names its reason and a detail an operator can act on. */
+static void test_job_ineligible_reasons(void **state)
+{
+    const char *conds[] = {"unmetered"};
+    coord_agent_info_t a = {.ncols = 500, .nclasses = 0, .samples = 5, .nconditions = 1,
+                            .conditions = conds};
+    coord_job_spec_t s;
+    char why[128];
+
+    (void)state;
+    coord_job_spec_default(&s);
+    s.ncols = 123;
+    assert_int_equal(coord_job_ineligible(&s, &a, why, sizeof(why)), COORD_INELIG_FEATURES);
+    assert_string_equal(why, "data has 500 features, the job 123");
+    assert_int_equal(coord_job_ineligible(&s, &a, NULL, 0), COORD_INELIG_FEATURES);
+    a.ncols = 123;
+    a.samples = 0;
+    assert_int_equal(coord_job_ineligible(&s, &a, why, sizeof(why)), COORD_INELIG_SAMPLES);
+    a.samples = 5;
+    a.nclasses = 2;
+    assert_int_equal(coord_job_ineligible(&s, &a, why, sizeof(why)), COORD_INELIG_CLASSES);
+    assert_string_equal(why, "data has 2 classes, the job 0");
+    a.nclasses = 0;
+    assert_int_equal(coord_job_spec_set(&s, "conditions", "unmetered,mains_power"), 0);
+    assert_int_equal(coord_job_ineligible(&s, &a, why, sizeof(why)), COORD_INELIG_CONDITION);
+    assert_string_equal(why, "condition mains_power not reported");
+    /* truncated, never overrun */
+    assert_int_equal(coord_job_ineligible(&s, &a, why, 10), COORD_INELIG_CONDITION);
+    assert_string_equal(why, "condition");
+    a.nconditions = 0;
+    assert_int_equal(coord_job_spec_set(&s, "conditions", ""), 0);
+    assert_int_equal(coord_job_ineligible(&s, &a, why, sizeof(why)), COORD_INELIG_NONE);
+}
+
 /* The coordinator's aggregation path gives the same bits as a simulated
  * federation of the same clients, seed and rounds: streaming when updates
  * arrive in client order, ordered in any arrival order (here reversed). */
@@ -246,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_job_spec_keys),
         cmocka_unit_test(test_job_spec_check),
         cmocka_unit_test(test_job_eligibility),
+        cmocka_unit_test(test_job_ineligible_reasons),
         cmocka_unit_test(test_job_matches_simulation),
         cmocka_unit_test(test_job_ordered_matches_simulation_in_any_order),
         cmocka_unit_test(test_job_ordered_hostile),

@@ -775,6 +775,8 @@ static void test_msg_admin_roundtrip(void **state)
     jobs[2].state = SFL_JOB_FAILED;
     jobs[2].round_state = SFL_ROUND_NONE;
     strcpy(jobs[2].error, "round 5 missed quorum 4 times");
+    strcpy(jobs[0].waiting, "selecting 1/2: waiting for 1 more agent (2 connected, 1 eligible; "
+                            "1 not eligible, e.g. agent 2: data has 500 features, the job 123)");
     assert_int_equal(sfl_msg_job_reply_pack(&jobs[2], &out, &n), 0);
     assert_int_equal(sfl_msg_job_reply_unpack(out, n, NULL, &dj), 0);
     assert_memory_equal(&dj, &jobs[2], sizeof(dj));

@@ -357,6 +357,7 @@ typedef struct sfl_job_status {
     double last_eval_accuracy;
     double last_eval_mse;
     char loss[SFL_MSG_NAME_LEN]; /* JobSpec.loss */
+    char waiting[SFL_MSG_TEXT_LEN]; /* why the round cannot start; "" otherwise */
 } sfl_job_status_t;
 
 /* CreateJobRequest */

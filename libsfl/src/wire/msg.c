@@ -1749,7 +1749,8 @@ static int check_job_status(const chk_t *c, const void *p)
         (rc = check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
         (rc = check_finite(c, "last_train_loss", m->last_train_loss)) < 0 ||
         (rc = check_finite(c, "last_eval_accuracy", m->last_eval_accuracy)) < 0 ||
-        (rc = check_finite(c, "last_eval_mse", m->last_eval_mse)) < 0)
+        (rc = check_finite(c, "last_eval_mse", m->last_eval_mse)) < 0 ||
+        (rc = check_str(c, "waiting", m->waiting, SFL_MSG_TEXT_LEN, 0)) < 0)
         return rc;
     return 0;
 }
@@ -1777,6 +1778,7 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->last_eval_accuracy = m->last_eval_accuracy;
     o->last_eval_mse = m->last_eval_mse;
     o->loss = str(m->loss);
+    o->waiting = str(m->waiting);
 }
 
 static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
@@ -1806,7 +1808,8 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
     if ((rc = get_str(c, "name", p->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "algorithm", p->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0 ||
-        (rc = get_str(c, "loss", p->loss, m->loss, SFL_MSG_NAME_LEN)) < 0)
+        (rc = get_str(c, "loss", p->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_str(c, "waiting", p->waiting, m->waiting, SFL_MSG_TEXT_LEN)) < 0)
         return rc;
     return check_job_status(c, m);
 }
