@@ -111,19 +111,10 @@ cleanup() {
         dc $T_DOWN down -v --remove-orphans -t 10 >"$LOG/down.log" 2>&1 ||
             say "docker-compose down failed: $(tail -3 "$LOG/down.log")"
     fi
-    stop_pid "$dpid" dockerd 30
-    # Shims of containers still running (none after down) belong to our
-    # containerd: its address is in their command line.
-    for p in $(pgrep -f "containerd-shim.* -address $E/" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-    stop_pid "$cpid" containerd 15
-    # Mounts left by a killed engine (overlay layers, netns, shm) or an
-    # interrupted debootstrap (proc, sys).
-    # dockerd also bind-mounts its data root onto itself.
-    awk -v a="$DATA" -v b="$E" -v c="$rfs" '
-        function under(p, d) { return p == d || index(p, d "/") == 1 }
-        under($2, a) || under($2, b) || under($2, c) { print $2 }' /proc/mounts |
-        sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+    stop_engine "$dpid" "$cpid" "$E"
+    unmount_under "$rfs"
     rm -rf --one-file-system "$rfs"
+    rm -f "$B/engine"
     if [ "${SFL_DOCKER_KEEP:-0}" = 1 ]; then
         say "kept the engine's root $DATA and $E (SFL_DOCKER_KEEP=1)"
     else
@@ -163,6 +154,25 @@ stop_pid() {
     wait "$1" 2>/dev/null || true
 }
 
+# Unmounts what is mounted at or under the directories $@, deepest first:
+# what a killed engine leaves (overlay layers, netns, shm, and the bind mount
+# of the data root onto itself) or an interrupted debootstrap (proc, sys).
+unmount_under() {
+    for d in "$@"; do
+        awk -v d="$d" 'index($2, d) == 1 && (length($2) == length(d) || substr($2, length(d) + 1, 1) == "/") { print $2 }' /proc/mounts
+    done | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}
+
+# stop_engine DOCKERD_PID CONTAINERD_PID EXEC_ROOT: dockerd, the shims of
+# containers still running (their command line names our containerd's
+# socket), containerd, then their mounts.
+stop_engine() {
+    stop_pid "$1" dockerd 30
+    for p in $(pgrep -f "containerd-shim.* -address $3/" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    stop_pid "$2" containerd 15
+    unmount_under "$DATA" "$3"
+}
+
 dump_logs() {
     if [ $compose_up = 1 ]; then
         dc 60 logs --no-color -t >"$LOG/compose.log" 2>&1 || true
@@ -187,7 +197,23 @@ wait_for() {
 
 # ---- 1. the engine -------------------------------------------------------------
 say "engine: containerd and dockerd $(dockerd --version | sed 's/^Docker version //'), data root $DATA, sockets in $E"
-rm -rf "$DATA"
+# A run killed with SIGKILL left its engine running (in sessions of their
+# own): stop it. Its PIDs and exec root are recorded; a PID is taken for
+# ours only if its command line names that exec root.
+if [ -s "$B/engine" ]; then
+    read -r odpid ocpid oE <"$B/engine" || true
+    for p in $odpid $ocpid; do
+        if ! tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF -- "$oE/"; then
+            odpid=$(echo "$odpid" | sed "s/^$p\$//") ocpid=$(echo "$ocpid" | sed "s/^$p\$//")
+        fi
+    done
+    say "engine: stopping what an earlier run left (dockerd ${odpid:-gone}, containerd ${ocpid:-gone}, $oE)"
+    stop_engine "$odpid" "$ocpid" "$oE"
+    case $oE in /tmp/sfl-docker.*) rm -rf --one-file-system "$oE" ;; esac
+fi
+rm -f "$B/engine"
+unmount_under "$DATA"
+rm -rf --one-file-system "$DATA"
 mkdir -p "$DATA" "$E/containerd"
 cat >"$E/containerd.toml" <<EOF
 version = 2
@@ -209,6 +235,7 @@ EOF
 # then takes the federation down before it stops the engine.
 setsid containerd --config "$E/containerd.toml" >"$LOG/containerd.log" 2>&1 &
 cpid=$!
+echo "- $cpid $E" >"$B/engine"
 n=0
 until [ -S "$E/containerd/containerd.sock" ]; do
     kill -0 $cpid 2>/dev/null || skip "containerd does not start here: $(tail -3 "$LOG/containerd.log")"
@@ -224,6 +251,7 @@ setsid dockerd --config-file "$E/daemon.json" --data-root "$DATA" --exec-root "$
     --storage-driver overlay2 --bridge none --ip-forward=false \
     --cgroup-parent sfl-test-docker >"$LOG/dockerd.log" 2>&1 &
 dpid=$!
+echo "$dpid $cpid $E" >"$B/engine"
 n=0
 until $DOCKER version >/dev/null 2>&1; do
     kill -0 $dpid 2>/dev/null || skip "dockerd does not start here: $(grep -m3 -iE 'error|fail' "$LOG/dockerd.log")"
