@@ -159,6 +159,7 @@ stop_pid() {
 # of the data root onto itself) or an interrupted debootstrap (proc, sys).
 unmount_under() {
     for d in "$@"; do
+        case $d in /?*) ;; *) continue ;; esac
         awk -v d="$d" 'index($2, d) == 1 && (length($2) == length(d) || substr($2, length(d) + 1, 1) == "/") { print $2 }' /proc/mounts
     done | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 }
@@ -168,7 +169,11 @@ unmount_under() {
 # socket), containerd, then their mounts.
 stop_engine() {
     stop_pid "$1" dockerd 30
-    for p in $(pgrep -f "containerd-shim.* -address $3/" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    case $3 in
+    /tmp/sfl-docker.?*)
+        for p in $(pgrep -f "containerd-shim.* -address $3/" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+        ;;
+    esac
     stop_pid "$2" containerd 15
     unmount_under "$DATA" "$3"
 }
@@ -200,16 +205,19 @@ say "engine: containerd and dockerd $(dockerd --version | sed 's/^Docker version
 # A run killed with SIGKILL left its engine running (in sessions of their
 # own): stop it. Its PIDs and exec root are recorded; a PID is taken for
 # ours only if its command line names that exec root.
-if [ -s "$B/engine" ]; then
-    read -r odpid ocpid oE <"$B/engine" || true
+oE=""
+[ ! -s "$B/engine" ] || read -r odpid ocpid oE <"$B/engine" || true
+case $oE in /tmp/sfl-docker.?*) ;; *) oE="" ;; esac
+if [ -n "$oE" ]; then
     for p in $odpid $ocpid; do
         if ! tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF -- "$oE/"; then
             odpid=$(echo "$odpid" | sed "s/^$p\$//") ocpid=$(echo "$ocpid" | sed "s/^$p\$//")
         fi
     done
-    say "engine: stopping what an earlier run left (dockerd ${odpid:-gone}, containerd ${ocpid:-gone}, $oE)"
+    [ -z "$odpid$ocpid" ] ||
+        say "engine: stopping what an earlier run left (dockerd ${odpid:-gone}, containerd ${ocpid:-gone}, $oE)"
     stop_engine "$odpid" "$ocpid" "$oE"
-    case $oE in /tmp/sfl-docker.*) rm -rf --one-file-system "$oE" ;; esac
+    rm -rf --one-file-system "$oE"
 fi
 rm -f "$B/engine"
 unmount_under "$DATA"
@@ -282,7 +290,8 @@ else
     # As the slim image: no package caches or lists, no host files.
     rm -rf "$rfs"/var/cache/apt/archives/*.deb "$rfs"/var/lib/apt/lists/* "$rfs"/tmp/* \
         "$rfs"/var/log/*.log "$rfs"/etc/hostname "$rfs"/etc/resolv.conf
-    tar -C "$rfs" --numeric-owner -czf "$tarball.tmp" . && mv -f "$tarball.tmp" "$tarball"
+    tar -C "$rfs" --numeric-owner -czf "$tarball.tmp" . || fail "cannot write $tarball.tmp"
+    mv -f "$tarball.tmp" "$tarball"
     rm -rf --one-file-system "$rfs"
     how="debootstrap, cached in $tarball"
 fi
