@@ -256,7 +256,7 @@ echo '{}' >"$E/daemon.json"
 # compose makes its own network, and the containers need no way out.
 setsid dockerd --config-file "$E/daemon.json" --data-root "$DATA" --exec-root "$E" \
     --pidfile "$E/dockerd.pid" -H "$DOCKER_HOST" --containerd "$E/containerd/containerd.sock" \
-    --storage-driver overlay2 --bridge none --ip-forward=false \
+    --storage-driver overlay2 --bridge none --ip-forward=false --iptables=false \
     --cgroup-parent sfl-test-docker >"$LOG/dockerd.log" 2>&1 &
 dpid=$!
 echo "$dpid $cpid $E" >"$B/engine"
@@ -336,10 +336,11 @@ seed = 2
 EOF
 chmod 644 "$IN/resume.ini"
 # The compose file's defaults, except the host ports and the input directory.
+metrics_port=$(free_port)
 cat >"$E/compose.env" <<EOF
 SFL_IMAGE=$IMAGE
 SFL_GRPC_PORT=$(free_port)
-SFL_METRICS_PORT=$(free_port)
+SFL_METRICS_PORT=$metrics_port
 SFL_INPUT_DIR=$IN
 EOF
 say "compose: up -d --scale agent=$AGENTS (project $PROJECT)"
@@ -416,7 +417,12 @@ grep -Eq "^1 +demo +fediterht +finished +50/50 " "$LOG/jobs.log" || fail "ctl jo
 dc 120 run --rm -T ctl agents >"$LOG/agents.log" 2>&1 || fail "ctl agents: $(cat "$LOG/agents.log")"
 [ "$(grep -Ec '^[0-9]+ +agent-[0-9a-f]+ +yes ' "$LOG/agents.log")" -eq $AGENTS ] ||
     fail "ctl agents: $AGENTS connected agents expected: $(cat "$LOG/agents.log")"
-phase check "sflctl (ctl service): job 1 demo finished 50/50, $AGENTS agents connected"
+# The published metrics port, from the host (docker-proxy on 127.0.0.1).
+/usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+    "http://127.0.0.1:$metrics_port/metrics" >"$LOG/metrics.txt" 2>&1 || fail "GET /metrics on 127.0.0.1:$metrics_port: $(tail -2 "$LOG/metrics.txt")"
+committed=$(awk '$1 == "sfl_rounds_committed_total" { print $2 }' "$LOG/metrics.txt")
+[ "${committed:-0}" -ge 50 ] 2>/dev/null || fail "sfl_rounds_committed_total is '$committed' on the published metrics port"
+phase check "sflctl (ctl service): job 1 demo finished 50/50, $AGENTS agents connected; 127.0.0.1:$metrics_port/metrics: $committed rounds committed"
 
 # ---- 5. restart mid-job -----------------------------------------------------------
 # Job 2 has more rounds than it will run: the coordinator is restarted once
