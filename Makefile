@@ -374,6 +374,8 @@ endif
 clean:
 	rm -rf build
 
+include mk/docker.mk
+
 -include $(LIB_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
 -include $(AGENT_MAIN_OBJ:.o=.d)
 -include $(COORD_MAIN_OBJ:.o=.d)

@@ -1,0 +1,19 @@
+# make test-docker: the image built and the docker-compose federation run on
+# a private Docker engine (tests/docker/compose.sh, as root; about 2 minutes).
+# The engine and its tools come from Debian: docker.io (dockerd, containerd,
+# runc), docker-compose 1.29 and debootstrap, which makes the base image when
+# no registry can be reached. `make deps-docker` installs them only.
+# The script ends with PASS, FAIL or SKIP (exit 77: the engine cannot run
+# here, e.g. not root); a SKIP does not fail the target.
+DOCKER_PKGS := docker.io docker-compose debootstrap
+# Seconds the whole test may take (the script bounds each of its waits too).
+DOCKER_TIMEOUT ?= 3600
+
+.PHONY: deps-docker test-docker
+
+deps-docker:
+	@./mk/deps.sh $(DOCKER_PKGS)
+
+test-docker: deps-docker
+	$(Q)rc=0; timeout --foreground -k 60 $(DOCKER_TIMEOUT) ./tests/docker/compose.sh || rc=$$?; \
+	    [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
