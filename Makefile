@@ -368,6 +368,8 @@ ifneq ($(MAN_PAGES),)
 	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 endif
 
+include mk/fuzz.mk
+
 clean:
 	rm -rf build
 
