@@ -1,7 +1,9 @@
 # sfl — sparse federated learning.  `make help` lists the targets.
 #
 #   make            build libsfl, programs (build/)
-#   make test       unit tests, unit tests again under ASan+UBSan, e2e tests
+#   make test       unit tests, again under ASan+UBSan, e2e tests, 10 s per fuzzer
+#   make fuzz       every fuzzer for FUZZ_SECONDS (60) seconds
+#   make test-docker the image built and the compose federation run for real
 #   make test-cross unit tests cross-built for arm64 (CROSS=...), run under qemu
 #   make demo       a coordinator and 8 agents on loopback, then simulations
 #   make bench      micro and macro benchmarks (figures to stdout)
@@ -159,7 +161,7 @@ PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN
 all: deps $(LIB) $(PROGRAMS)
 
 help:
-	@sed -n '2,14p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,16p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@./mk/deps.sh $(BUILD_PKGS)
@@ -229,13 +231,14 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@$(if $(Q),echo "  BENCH   $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-# Unit suites, then the same suites under ASan+UBSan, then e2e: every stage
+# Unit suites, the same suites under ASan+UBSan, e2e, then each fuzzer for
+# 10 s (mk/fuzz.mk): every stage
 # runs even after a failure (tests/run.sh prints a line per suite and records
 # it), and the last line is "N passed, N failed, N skipped". A stage whose
 # build fails counts as one failure. `make unit`, `make e2e` alone work too.
 SFL_RESULTS ?= $(abspath build/test-results)
 export SFL_RESULTS
-TEST_STAGES := unit unit-asan e2e
+TEST_STAGES := unit unit-asan e2e fuzz-quick
 
 test: deps-test
 	@mkdir -p build && rm -f $(SFL_RESULTS)
@@ -370,6 +373,8 @@ ifneq ($(MAN_PAGES),)
 	install -d $(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 endif
+
+include mk/fuzz.mk
 
 clean:
 	rm -rf build

@@ -233,49 +233,81 @@ static void respond_text(client_t *c, int code, const char *reason, const char *
     respond(c, code, reason, extra, msg, strlen(msg), 0);
 }
 
-/* Request line: METHOD SP TARGET SP HTTP/1.x; headers are not needed. */
-static void handle(client_t *c)
+/* Whether needle[0..n) occurs in h[0..len). */
+static int contains(const char *h, size_t len, const char *needle, size_t n)
+{
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(h + i, needle, n) == 0)
+            return 1;
+    return 0;
+}
+
+coord_http_req_t coord_metrics_parse(const char *req, size_t len, size_t max_request)
 {
     char method[8], target[64], version[16];
-    const char *end = strpbrk(c->req, "\r\n");
-    size_t n = end ? (size_t)(end - c->req) : 0;
     char line[128];
-    int head;
+    size_t n = 0;
 
-    if (n == 0 || n >= sizeof(line)) {
-        respond_text(c, n ? 414 : 400, n ? "URI Too Long" : "Bad Request", NULL,
-                     n ? "request line too long\n" : "bad request\n");
-        return;
-    }
-    memcpy(line, c->req, n);
+    if (len > max_request)
+        return COORD_HTTP_TOO_LARGE;
+    if (!contains(req, len, "\r\n\r\n", 4) && !contains(req, len, "\n\n", 2))
+        return COORD_HTTP_INCOMPLETE;
+    while (n < len && req[n] != '\r' && req[n] != '\n')
+        n++;
+    if (n == 0)
+        return COORD_HTTP_BAD;
+    if (n >= sizeof(line))
+        return COORD_HTTP_URI_TOO_LONG;
+    /* A NUL would end the line early for sscanf: refuse it instead. */
+    if (memchr(req, '\0', n) != NULL)
+        return COORD_HTTP_BAD;
+    memcpy(line, req, n);
     line[n] = '\0';
     if (sscanf(line, "%7s %63s %15s", method, target, version) != 3 ||
-        strncmp(version, "HTTP/1.", 7) != 0) {
+        strncmp(version, "HTTP/1.", 7) != 0)
+        return COORD_HTTP_BAD;
+    if (strcmp(method, "HEAD") != 0 && strcmp(method, "GET") != 0)
+        return COORD_HTTP_METHOD;
+    if (strcmp(target, "/metrics") != 0 && strncmp(target, "/metrics?", 9) != 0)
+        return COORD_HTTP_NOT_FOUND;
+    return strcmp(method, "HEAD") == 0 ? COORD_HTTP_HEAD : COORD_HTTP_GET;
+}
+
+static void handle(client_t *c, coord_http_req_t r)
+{
+    coord_text_t t;
+    int rc;
+
+    switch (r) {
+    case COORD_HTTP_INCOMPLETE:
+        return;
+    case COORD_HTTP_TOO_LARGE:
+        respond_text(c, 431, "Request Header Fields Too Large", NULL, "request too large\n");
+        return;
+    case COORD_HTTP_URI_TOO_LONG:
+        respond_text(c, 414, "URI Too Long", NULL, "request line too long\n");
+        return;
+    case COORD_HTTP_BAD:
         respond_text(c, 400, "Bad Request", NULL, "bad request\n");
         return;
-    }
-    head = strcmp(method, "HEAD") == 0;
-    if (!head && strcmp(method, "GET") != 0) {
+    case COORD_HTTP_METHOD:
         respond_text(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n",
                      "only GET /metrics\n");
         return;
-    }
-    if (strcmp(target, "/metrics") != 0 && strncmp(target, "/metrics?", 9) != 0) {
+    case COORD_HTTP_NOT_FOUND:
         respond_text(c, 404, "Not Found", NULL, "only /metrics\n");
         return;
+    case COORD_HTTP_GET:
+    case COORD_HTTP_HEAD:
+        break;
     }
-    {
-        coord_text_t t;
-        int rc;
-
-        coord_text_init(&t);
-        rc = c->m->render(&t, c->m->ud);
-        if (rc == 0 && t.err == 0)
-            respond(c, 200, "OK", NULL, t.buf ? t.buf : "", t.len, head);
-        else
-            respond_text(c, 500, "Internal Server Error", NULL, "cannot render metrics\n");
-        coord_text_close(&t);
-    }
+    coord_text_init(&t);
+    rc = c->m->render(&t, c->m->ud);
+    if (rc == 0 && t.err == 0)
+        respond(c, 200, "OK", NULL, t.buf ? t.buf : "", t.len, r == COORD_HTTP_HEAD);
+    else
+        respond_text(c, 500, "Internal Server Error", NULL, "cannot render metrics\n");
+    coord_text_close(&t);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -301,13 +333,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (c->answered)
         return;
     c->len += (size_t)nread;
-    if (c->len > c->m->opts.max_request) {
-        respond_text(c, 431, "Request Header Fields Too Large", NULL, "request too large\n");
-        return;
-    }
-    c->req[c->len] = '\0';
-    if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n"))
-        handle(c);
+    handle(c, coord_metrics_parse(c->req, c->len, c->m->opts.max_request));
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -325,7 +351,7 @@ static void on_connection(uv_stream_t *server, int status)
     c = sfl__calloc(1, sizeof(*c));
     if (c == NULL)
         return;
-    c->req = sfl__malloc(m->opts.max_request + 2);
+    c->req = sfl__malloc(m->opts.max_request + 1);
     if (c->req == NULL || uv_tcp_init(m->loop, &c->tcp) != 0) {
         sfl__free(c->req);
         sfl__free(c);

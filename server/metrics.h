@@ -50,6 +50,23 @@ void coord_hist_observe(coord_hist_t *h, double v);
 void coord_hist_render(coord_text_t *t, const char *name, const char *help,
                        const coord_hist_t *h);
 
+/* What the bytes of a request read so far ask for (the endpoint's parser,
+ * a pure function so it can be fuzzed: tests/fuzz/fuzz_metrics.c). Only the
+ * request line matters (METHOD SP TARGET SP HTTP/1.x); headers are skipped. */
+typedef enum {
+    COORD_HTTP_INCOMPLETE = 0, /* no blank line yet: read more */
+    COORD_HTTP_GET,            /* GET /metrics[?...]: 200 with the text */
+    COORD_HTTP_HEAD,           /* HEAD /metrics[?...]: 200, no body */
+    COORD_HTTP_BAD,            /* 400: empty or malformed request line */
+    COORD_HTTP_URI_TOO_LONG,   /* 414: request line of 128 bytes or more */
+    COORD_HTTP_METHOD,         /* 405: another method */
+    COORD_HTTP_NOT_FOUND,      /* 404: another target */
+    COORD_HTTP_TOO_LARGE       /* 431: more than max_request bytes */
+} coord_http_req_t;
+
+/* Classifies req[0..len) (borrowed, not NUL-terminated, any bytes). */
+coord_http_req_t coord_metrics_parse(const char *req, size_t len, size_t max_request);
+
 typedef struct coord_metrics_srv coord_metrics_srv_t;
 
 /* Fills out with the exposition text; returns 0 or a negative error

@@ -822,6 +822,31 @@ static void test_seal_identity_file(void **state)
     remove_dir(dir);
 }
 
+/* The same parser from memory, as tests/fuzz/fuzz_seal.c drives it. */
+static void test_seal_identity_parse(void **state)
+{
+    (void)state;
+    const size_t flen = sizeof(golden_keyfile) - 1;
+    sfl_identity_t *id = NULL;
+    char text[sizeof(golden_keyfile) + 1];
+
+    assert_int_equal(sfl_identity_parse(golden_keyfile, flen, "mem", &id), 0);
+    assert_memory_equal(id->pk, rfc_pk, sizeof(rfc_pk));
+    sfl_identity_free(id);
+    id = (sfl_identity_t *)1;
+    assert_int_equal(sfl_identity_parse(golden_keyfile, flen - 1, "mem", &id), SFL_ETRUNC);
+    assert_null(id);
+    assert_non_null(strstr(sfl_last_error(), "mem: 145 bytes"));
+    assert_int_equal(sfl_identity_parse(NULL, 0, NULL, &id), SFL_ETRUNC);
+    memcpy(text, golden_keyfile, flen);
+    text[flen] = '\n';
+    assert_int_equal(sfl_identity_parse(text, flen + 1, "mem", &id), SFL_EPARSE);
+    text[50] = text[50] == '8' ? '9' : '8';
+    assert_int_equal(sfl_identity_parse(text, flen, "mem", &id), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), "mem: public key does not match"));
+    assert_null(id);
+}
+
 static void test_seal_identity_file_bad(void **state)
 {
     (void)state;
@@ -1040,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_seal_limits),
         cmocka_unit_test(test_seal_identity_file),
         cmocka_unit_test(test_seal_identity_file_bad),
+        cmocka_unit_test(test_seal_identity_parse),
         cmocka_unit_test(test_seal_failalloc),
         cmocka_unit_test(test_seal_fresh_keys),
     };

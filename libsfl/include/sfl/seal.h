@@ -128,6 +128,13 @@ int sfl_identity_save(const sfl_identity_t *id, const char *path) SFL_MUST_CHECK
  * or a public key that does not match the seed, SFL_EUNSUP for another
  * format version; -errno from open/read. Returns owned (sfl_identity_free). */
 int sfl_identity_load(const char *path, sfl_identity_t **out) SFL_MUST_CHECK;
+/* Parses the text of an identity file from memory, text[0..len) (borrowed;
+ * it holds the secret seed, so the caller wipes it): the checks of
+ * sfl_identity_load after the file's own (type, mode), with the same codes.
+ * name labels the error details (the path, for load). Returns owned
+ * (sfl_identity_free). */
+int sfl_identity_parse(const char *text, size_t len, const char *name,
+                       sfl_identity_t **out) SFL_MUST_CHECK;
 /* Wipes and frees the secret key; NULL is a no-op. */
 void sfl_identity_free(sfl_identity_t *id);
 

@@ -366,9 +366,45 @@ static int parse_keyfile(const char *path, keyfile_t *kf, sfl_identity_t *id)
     return 0;
 }
 
-int sfl_identity_load(const char *path, sfl_identity_t **out)
+int sfl_identity_parse(const char *text, size_t len, const char *name, sfl_identity_t **out)
 {
     sfl_identity_t *id = NULL;
+    keyfile_t *kf = NULL;
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    if (name == NULL)
+        name = "identity";
+    if (text == NULL || len != SFL_IDENTITY_FILE_BYTES)
+        return sfl__fail(text == NULL || len < SFL_IDENTITY_FILE_BYTES ? SFL_ETRUNC : SFL_EPARSE,
+                         "%s: %zu bytes, an identity file has %d", name,
+                         text == NULL ? (size_t)0 : len, SFL_IDENTITY_FILE_BYTES);
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    /* The seed's hex is a secret too: parse a copy in secure memory. */
+    kf = sodium_malloc(sizeof(*kf));
+    if (kf == NULL)
+        return sfl__fail(SFL_ENOMEM, "%s: cannot allocate secure memory", name);
+    memcpy(kf->text, text, len);
+    rc = identity_alloc(&id);
+    if (rc < 0)
+        goto out;
+    rc = parse_keyfile(name, kf, id);
+    if (rc < 0)
+        goto out;
+    sodium_mprotect_readonly(id->sk);
+    *out = id;
+    id = NULL;
+out:
+    sfl_identity_free(id);
+    sodium_free(kf);
+    return rc;
+}
+
+int sfl_identity_load(const char *path, sfl_identity_t **out)
+{
     keyfile_t *kf = NULL;
     struct stat st;
     size_t got;
@@ -419,9 +455,6 @@ int sfl_identity_load(const char *path, sfl_identity_t **out)
         rc = sfl__fail(SFL_ENOMEM, "%s: cannot allocate secure memory", path);
         goto out;
     }
-    rc = identity_alloc(&id);
-    if (rc < 0)
-        goto out;
     /* Ask for one byte more than the size: a file that changed since fstat
      * is caught either way. */
     rc = read_upto(fd, kf->text, sizeof(kf->text), &got);
@@ -429,22 +462,10 @@ int sfl_identity_load(const char *path, sfl_identity_t **out)
         (void)sfl__fail(rc, "%s: read: %s", path, strerror(-rc));
         goto out;
     }
-    if (got != SFL_IDENTITY_FILE_BYTES) {
-        rc = sfl__fail(got < SFL_IDENTITY_FILE_BYTES ? SFL_ETRUNC : SFL_EPARSE,
-                       "%s: read %zu bytes, an identity file has %d", path, got,
-                       SFL_IDENTITY_FILE_BYTES);
-        goto out;
-    }
-    rc = parse_keyfile(path, kf, id);
-    if (rc < 0)
-        goto out;
-    sodium_mprotect_readonly(id->sk);
-    *out = id;
-    id = NULL;
+    rc = sfl_identity_parse(kf->text, got, path, out);
 
 out:
-    sfl_identity_free(id);
-    sodium_free(kf);
+    sodium_free(kf); /* wipes the seed's hex */
     if (fd >= 0)
         close(fd);
     return rc;

@@ -1,0 +1,74 @@
+#!/bin/sh
+# Runs libFuzzer binaries one after the other, each for FUZZ_SECONDS over its
+# corpus, and prints one line per fuzzer:
+#   PASS    fuzz_x (N execs)
+#   FAIL    fuzz_x: <reason>            (then the kept input and the log's tail)
+# and, when SFL_RESULTS names a file, appends "PASS fuzz_x" or "FAIL fuzz_x"
+# to it. Exits 1 if any fuzzer failed.
+#
+#   SFL_RESULTS=FILE FUZZ_SECONDS=10 sh tests/fuzz/run.sh build/fuzz/bin/fuzz_*
+#
+# Corpus: the committed seeds tests/fuzz/corpus/<fuzzer>/ are only read; new
+# inputs go to $FUZZ_DIR/corpus/<fuzzer>/ (libFuzzer writes to the first
+# directory it is given). A crash, leak, sanitizer report, hang (an input
+# running FUZZ_INPUT_TIMEOUT s) or memory blow-up (over FUZZ_RSS_MB) fails
+# the fuzzer and its input stays in $FUZZ_DIR/crashes/. The whole run of one
+# fuzzer is bounded by FUZZ_WALL seconds (default 10 x FUZZ_SECONDS + 60:
+# corpus loading and sanitizer start-up on a busy machine).
+set -u
+
+secs=${FUZZ_SECONDS:-10}
+dir=${FUZZ_DIR:-build/fuzz}
+wall=${FUZZ_WALL:-$((10 * secs + 60))}
+input_timeout=${FUZZ_INPUT_TIMEOUT:-60}
+rss=${FUZZ_RSS_MB:-2048}
+seeds=${FUZZ_SEEDS:-tests/fuzz/corpus}
+
+fail=0
+mkdir -p "$dir/crashes" "$dir/logs" || exit 1
+
+result() {
+    [ -n "${SFL_RESULTS:-}" ] && echo "$1 $2" >>"$SFL_RESULTS"
+    return 0
+}
+
+for bin in "$@"; do
+    name=$(basename "$bin")
+    log=$dir/logs/$name.log
+    if [ ! -x "$bin" ]; then
+        echo "FAIL    $name: no such fuzzer binary $bin"
+        result FAIL "$name"
+        fail=1
+        continue
+    fi
+    work=$dir/corpus/$name
+    mkdir -p "$work"
+    set -- "$work"
+    [ -d "$seeds/$name" ] && set -- "$@" "$seeds/$name"
+    timeout -k 10 "$wall" "$bin" -max_total_time="$secs" -timeout="$input_timeout" \
+        -rss_limit_mb="$rss" -print_final_stats=1 \
+        -artifact_prefix="$dir/crashes/$name-" "$@" >"$log" 2>&1
+    rc=$?
+    execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
+    if [ $rc -eq 0 ] && [ -n "$execs" ]; then
+        echo "PASS    $name ($execs execs)"
+        result PASS "$name"
+        continue
+    fi
+    fail=1
+    result FAIL "$name"
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        reason="still running after $wall s (bound: 10 x $secs s + 60 s)"
+    else
+        # The sanitizer's or libFuzzer's first error line, else the exit code.
+        reason=$(grep -m 1 -E '^==[0-9]+==ERROR|runtime error:|^ERROR: libFuzzer|SUMMARY: ' "$log" |
+            sed 's/^==[0-9]*==//')
+        [ -n "$reason" ] || reason="exit status $rc"
+    fi
+    echo "FAIL    $name: $reason"
+    input=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
+    [ -n "$input" ] && echo "        input kept in $input (replay: $bin $input)"
+    echo "        log: $log"
+    tail -n 30 "$log" | sed 's/^/        /'
+done
+exit $fail
