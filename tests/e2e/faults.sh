@@ -34,14 +34,7 @@ mkdir -p "$t/data" "$t/state"
 # keeps the 50 rounds from finishing before the faults are done.
 step "start: a coordinator and 5 agents run a FedIter-HT job"
 ROUNDS=50
-cat > "$t/coordinator.ini" <<EOF
-[coordinator]
-listen = 127.0.0.1:$port
-cert = $t/pki/coordinator/coord.crt
-key = $t/pki/coordinator/coord.key
-ca = $t/pki/ca.crt
-state_dir = $t/state
-metrics_listen = off
+{ coordinator_section "127.0.0.1:$port" "off"; cat <<EOF
 max_message = $MAXMSG
 select_wait_ms = 300
 tick_ms = 50
@@ -62,6 +55,7 @@ min_quorum = 3
 deadline_ms = 1500
 seed = 3
 EOF
+} > "$t/coordinator.ini"
 PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
 "$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
 coord=$!

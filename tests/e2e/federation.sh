@@ -26,14 +26,7 @@ SIMDATA="--data synth:sparse --clients 4 --samples 60 --dim 200 --support 5 --se
 "$BIN/sfl-sim" $SIMDATA --dump-shards "$t/data"
 
 ROUNDS=60
-cat > "$t/coordinator.ini" <<EOF2
-[coordinator]
-listen = 127.0.0.1:$port
-cert = $t/pki/coordinator/coord.crt
-key = $t/pki/coordinator/coord.key
-ca = $t/pki/ca.crt
-state_dir = $t/state
-metrics_listen = 127.0.0.1:$mport
+{ coordinator_section "127.0.0.1:$port" "127.0.0.1:$mport"; cat <<EOF2
 select_wait_ms = 300
 tick_ms = 50
 pace_min_ms = 100
@@ -55,6 +48,7 @@ deadline_ms = 20000
 seed = 7
 aggregation = ordered
 EOF2
+} > "$t/coordinator.ini"
 mkdir -p "$t/state"
 PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
 

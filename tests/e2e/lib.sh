@@ -42,6 +42,15 @@ wait_for() { # $1 = seconds, rest = condition command
     return 1
 }
 
+# Prints the [coordinator] section head of a loopback test's coordinator.ini:
+# listen on $1, metrics on $2 (or off), the certificates of pki_federation,
+# state in $t/state. The script appends its own keys and jobs.
+coordinator_section() {
+    printf '[coordinator]\nlisten = %s\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = %s\n' \
+        "$1" "$t/pki/coordinator/coord.crt" "$t/pki/coordinator/coord.key" "$t/pki/ca.crt" \
+        "$t/state" "$2"
+}
+
 pki_federation() { # agent names: a CA in $t/pki, coordinator "coord", the agents
     "$PKI" init "$t/pki" > /dev/null
     "$PKI" coordinator "$t/pki" coord > /dev/null

@@ -19,14 +19,7 @@ mkdir -p "$t/data"
 "$BIN/sfl-sim" --data synth:sim2 --clients 3 --samples 200 --seed 5 --dump-shards "$t/data"
 
 ROUNDS=6
-cat > "$t/coordinator.ini" <<EOF2
-[coordinator]
-listen = 127.0.0.1:$port
-cert = $t/pki/coordinator/coord.crt
-key = $t/pki/coordinator/coord.key
-ca = $t/pki/ca.crt
-state_dir = $t/state
-metrics_listen = 127.0.0.1:$mport
+{ coordinator_section "127.0.0.1:$port" "127.0.0.1:$mport"; cat <<EOF2
 select_wait_ms = 300
 tick_ms = 50
 pace_min_ms = 100
@@ -48,6 +41,7 @@ min_quorum = 3
 deadline_ms = 30000
 seed = 5
 EOF2
+} > "$t/coordinator.ini"
 mkdir -p "$t/state"
 PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
 

@@ -38,14 +38,7 @@ mkdir -p "$t/data" "$t/state"
 # both members answered.
 step "start: a coordinator, a job of cohort 2"
 ROUNDS=6
-cat > "$t/coordinator.ini" <<EOF
-[coordinator]
-listen = 127.0.0.1:0
-cert = $t/pki/coordinator/coord.crt
-key = $t/pki/coordinator/coord.key
-ca = $t/pki/ca.crt
-state_dir = $t/state
-metrics_listen = off
+{ coordinator_section "127.0.0.1:0" "off"; cat <<EOF
 select_wait_ms = 120000
 tick_ms = 50
 pace_min_ms = 100
@@ -67,6 +60,7 @@ heartbeat_ms = 30000
 max_attempts = 2
 seed = 5
 EOF
+} > "$t/coordinator.ini"
 PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
 "$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
 coord=$!

@@ -30,14 +30,7 @@ mkdir -p "$t/data"
 # Only full selections start (select_wait_ms is long), so an attempt always
 # has both agents; with one frozen it waits for it, holding its quorum of 1.
 step "start: coordinator under a stand-in service manager"
-cat > "$t/coordinator.ini" <<EOF
-[coordinator]
-listen = 127.0.0.1:$port
-cert = $t/pki/coordinator/coord.crt
-key = $t/pki/coordinator/coord.key
-ca = $t/pki/ca.crt
-state_dir = $t/state
-metrics_listen = off
+{ coordinator_section "127.0.0.1:$port" "off"; cat <<EOF
 select_wait_ms = 60000
 tick_ms = 50
 pace_min_ms = 100
@@ -58,6 +51,7 @@ deadline_ms = 60000
 heartbeat_ms = 60000
 seed = 5
 EOF
+} > "$t/coordinator.ini"
 cp "$t/coordinator.ini" "$t/good.ini"
 
 # The stand-in service manager: one line per datagram, newlines as '|'.
