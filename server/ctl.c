@@ -132,15 +132,15 @@ static const struct {
     int id;              /* operands[0] is a job id */
     int opt_id;          /* or: no operand, or one job id (watch [ID]) */
 } cmds[] = {
-    [CTL_CMD_STATUS] = {"status", NULL, 0, 0},
-    [CTL_CMD_AGENTS] = {"agents", NULL, 0, 0},
-    [CTL_CMD_JOBS] = {"jobs", NULL, 0, 0},
-    [CTL_CMD_JOB_CREATE] = {"job", "create", 1, 0},
-    [CTL_CMD_JOB_PAUSE] = {"job", "pause", 1, 1},
-    [CTL_CMD_JOB_RESUME] = {"job", "resume", 1, 1},
-    [CTL_CMD_JOB_CANCEL] = {"job", "cancel", 1, 1},
-    [CTL_CMD_JOB_HISTORY] = {"job", "history", 1, 1},
-    [CTL_CMD_MODEL_EXPORT] = {"model", "export", 2, 1},
+    [CTL_CMD_STATUS] = {"status", NULL, 0, 0, 0},
+    [CTL_CMD_AGENTS] = {"agents", NULL, 0, 0, 0},
+    [CTL_CMD_JOBS] = {"jobs", NULL, 0, 0, 0},
+    [CTL_CMD_JOB_CREATE] = {"job", "create", 1, 0, 0},
+    [CTL_CMD_JOB_PAUSE] = {"job", "pause", 1, 1, 0},
+    [CTL_CMD_JOB_RESUME] = {"job", "resume", 1, 1, 0},
+    [CTL_CMD_JOB_CANCEL] = {"job", "cancel", 1, 1, 0},
+    [CTL_CMD_JOB_HISTORY] = {"job", "history", 1, 1, 0},
+    [CTL_CMD_MODEL_EXPORT] = {"model", "export", 2, 1, 0},
     [CTL_CMD_WATCH] = {"watch", NULL, 0, 0, 1},
 };
 
