@@ -375,7 +375,7 @@ phase compose "demo job finished ($(rate 1 "$LOG/coordinator-1.log"))"
 OUT=$E/out
 mkdir -p "$OUT"
 chmod 777 "$OUT"
-dc 120 run --rm -T -v "$OUT:/out" ctl model export 1 /out/model.spc \
+dc 120 run --rm -T -v "$OUT:/out" ctl model export 1 /out/model.spc --format spcodec \
     >"$LOG/export.log" 2>&1 || fail "ctl model export: $(tail -3 "$LOG/export.log")"
 grep -Eq "^job 1 round 50: dimension 1000, nnz 20, " "$LOG/export.log" ||
     fail "ctl model export: $(cat "$LOG/export.log")"
