@@ -14,7 +14,8 @@
 # running FUZZ_INPUT_TIMEOUT s) or memory blow-up (over FUZZ_RSS_MB) fails
 # the fuzzer and its input stays in $FUZZ_DIR/crashes/. The whole run of one
 # fuzzer is bounded by FUZZ_WALL seconds (default 10 x FUZZ_SECONDS + 60:
-# corpus loading and sanitizer start-up on a busy machine).
+# corpus loading and sanitizer start-up on a busy machine). FUZZ_FLAGS adds
+# libFuzzer flags, e.g. FUZZ_FLAGS=-use_value_profile=1.
 set -u
 
 secs=${FUZZ_SECONDS:-10}
@@ -46,7 +47,7 @@ for bin in "$@"; do
     set -- "$work"
     [ -d "$seeds/$name" ] && set -- "$@" "$seeds/$name"
     timeout -k 10 "$wall" "$bin" -max_total_time="$secs" -timeout="$input_timeout" \
-        -rss_limit_mb="$rss" -print_final_stats=1 \
+        -rss_limit_mb="$rss" -print_final_stats=1 ${FUZZ_FLAGS:-} \
         -artifact_prefix="$dir/crashes/$name-" "$@" >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
