@@ -59,11 +59,12 @@ for bin in "$@"; do
     fail=1
     result FAIL "$name"
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        reason="still running after $wall s (bound: 10 x $secs s + 60 s)"
+        reason="still running after $wall s (FUZZ_WALL; it was given $secs s)"
     else
-        # The sanitizer's or libFuzzer's first error line, else the exit code.
-        reason=$(grep -m 1 -E '^==[0-9]+==ERROR|runtime error:|^ERROR: libFuzzer|SUMMARY: ' "$log" |
-            sed 's/^==[0-9]*==//')
+        # The first of: the fuzzer's own complaint ("fuzz_x: ..." before an
+        # abort), a sanitizer's or libFuzzer's error line; else the status.
+        reason=$(grep -m 1 -E "^$name: |^==[0-9]+== ?ERROR|runtime error:|^ERROR: libFuzzer|^SUMMARY: " \
+            "$log" | sed 's/^==[0-9]*== *//')
         [ -n "$reason" ] || reason="exit status $rc"
     fi
     echo "FAIL    $name: $reason"
