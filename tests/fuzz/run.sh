@@ -46,6 +46,7 @@ for bin in "$@"; do
     mkdir -p "$work"
     set -- "$work"
     [ -d "$seeds/$name" ] && set -- "$@" "$seeds/$name"
+    # shellcheck disable=SC2086 # FUZZ_FLAGS is a list of flags
     timeout -k 10 "$wall" "$bin" -max_total_time="$secs" -timeout="$input_timeout" \
         -rss_limit_mb="$rss" -print_final_stats=1 ${FUZZ_FLAGS:-} \
         -artifact_prefix="$dir/crashes/$name-" "$@" >"$log" 2>&1
