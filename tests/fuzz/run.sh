@@ -14,7 +14,8 @@
 # running FUZZ_INPUT_TIMEOUT s) or memory blow-up (over FUZZ_RSS_MB) fails
 # the fuzzer and its input stays in $FUZZ_DIR/crashes/. The whole run of one
 # fuzzer is bounded by FUZZ_WALL seconds (default 10 x FUZZ_SECONDS + 60:
-# corpus loading and sanitizer start-up on a busy machine).
+# corpus loading and sanitizer start-up on a busy machine). FUZZ_FLAGS adds
+# libFuzzer flags, e.g. FUZZ_FLAGS=-use_value_profile=1.
 set -u
 
 secs=${FUZZ_SECONDS:-10}
@@ -45,8 +46,9 @@ for bin in "$@"; do
     mkdir -p "$work"
     set -- "$work"
     [ -d "$seeds/$name" ] && set -- "$@" "$seeds/$name"
+    # shellcheck disable=SC2086 # FUZZ_FLAGS is a list of flags
     timeout -k 10 "$wall" "$bin" -max_total_time="$secs" -timeout="$input_timeout" \
-        -rss_limit_mb="$rss" -print_final_stats=1 \
+        -rss_limit_mb="$rss" -print_final_stats=1 ${FUZZ_FLAGS:-} \
         -artifact_prefix="$dir/crashes/$name-" "$@" >"$log" 2>&1
     rc=$?
     execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
@@ -58,11 +60,12 @@ for bin in "$@"; do
     fail=1
     result FAIL "$name"
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        reason="still running after $wall s (bound: 10 x $secs s + 60 s)"
+        reason="still running after $wall s (FUZZ_WALL; it was given $secs s)"
     else
-        # The sanitizer's or libFuzzer's first error line, else the exit code.
-        reason=$(grep -m 1 -E '^==[0-9]+==ERROR|runtime error:|^ERROR: libFuzzer|SUMMARY: ' "$log" |
-            sed 's/^==[0-9]*==//')
+        # The first of: the fuzzer's own complaint ("fuzz_x: ..." before an
+        # abort), a sanitizer's or libFuzzer's error line; else the status.
+        reason=$(grep -m 1 -E "^$name: |^==[0-9]+== ?ERROR|runtime error:|^ERROR: libFuzzer|^SUMMARY: " \
+            "$log" | sed 's/^==[0-9]*== *//')
         [ -n "$reason" ] || reason="exit status $rc"
     fi
     echo "FAIL    $name: $reason"
