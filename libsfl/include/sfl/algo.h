@@ -66,6 +66,14 @@ typedef struct sfl_problem {
 int sfl_problem_init(sfl_problem_t *prob, const sfl_loss_t *loss, uint32_t ncols,
                      uint32_t nclasses) SFL_MUST_CHECK;
 
+/* Makes prob (after sfl_problem_init) sparse w.r.t. d (borrowed; must
+ * outlive prob): prob->dict = d and prob->dim = nblocks * m, the length of
+ * the coefficient state the algorithm table exchanges. The model to evaluate
+ * still has loss->dim(ncols, nclasses) entries; algo->model_of maps state to
+ * model. d == NULL restores the standard basis. SFL_EDIM if d->n != ncols,
+ * SFL_ELIMIT if nblocks * m exceeds 2^32 - 1. */
+int sfl_dict_attach(sfl_problem_t *prob, const struct sfl_dict *d) SFL_MUST_CHECK;
+
 /* Scratch a client update needs, reused across calls (one per thread). */
 typedef struct sfl_algo_ws {
     size_t dim;

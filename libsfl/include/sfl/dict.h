@@ -18,8 +18,6 @@
 #include "sfl/error.h"
 #include "sfl/rng.h"
 
-struct sfl_problem;
-
 typedef struct sfl_dict {
     uint32_t n; /* atom length: the model's features */
     uint32_t m; /* number of atoms */
@@ -65,12 +63,5 @@ void sfl_dict_apply_t(const sfl_dict_t *d, const double *r, double *c);
 double sfl_dict_nrm2_sparse(const sfl_dict_t *d, const uint32_t *idx, const double *val,
                             uint32_t k);
 
-/* Makes prob (after sfl_problem_init) sparse w.r.t. d (borrowed; must
- * outlive prob): prob->dict = d and prob->dim = nblocks * m, the length of
- * the coefficient state the algorithm table exchanges. The model to evaluate
- * still has loss->dim(ncols, nclasses) entries; algo->model_of maps state to
- * model. d == NULL restores the standard basis. SFL_EDIM if d->n != ncols,
- * SFL_ELIMIT if nblocks * m exceeds 2^32 - 1. */
-int sfl_dict_attach(struct sfl_problem *prob, const sfl_dict_t *d) SFL_MUST_CHECK;
 
 #endif

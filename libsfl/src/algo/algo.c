@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sfl/alloc.h"
+#include "sfl/dict.h"
 
 static const sfl_algo_t *const algos[] = {
     &sfl_algo_fedht, &sfl_algo_fediterht, &sfl_algo_diht,
@@ -59,6 +60,26 @@ int sfl_problem_init(sfl_problem_t *prob, const sfl_loss_t *loss, uint32_t ncols
     prob->dim = loss->dim(ncols, nclasses);
     prob->nblocks = loss == &sfl_loss_softmax ? nclasses : 1;
     prob->dict = NULL;
+    return 0;
+}
+
+int sfl_dict_attach(sfl_problem_t *prob, const sfl_dict_t *d)
+{
+    if (prob == NULL || prob->loss == NULL)
+        return sfl__fail(SFL_EINVAL, "dict_attach: problem not initialised");
+    if (d == NULL) {
+        prob->dict = NULL;
+        prob->dim = prob->loss->dim(prob->ncols, prob->nclasses);
+        return 0;
+    }
+    if (d->n != prob->ncols)
+        return sfl__fail(SFL_EDIM, "dictionary atoms have %u entries, the data %u features",
+                         d->n, prob->ncols);
+    if ((uint64_t)prob->nblocks * d->m > UINT32_MAX)
+        return sfl__fail(SFL_ELIMIT, "%u blocks of %u atoms exceed 2^32-1 coefficients",
+                         prob->nblocks, d->m);
+    prob->dict = d;
+    prob->dim = (size_t)prob->nblocks * d->m;
     return 0;
 }
 

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "data/readfile.h"
-#include "sfl/algo.h"
 #include "sfl/alloc.h"
+#include "sfl/vec.h"
 
 int sfl_dict_new(uint32_t n, uint32_t m, sfl_dict_t **out)
 {
@@ -323,24 +323,4 @@ double sfl_dict_nrm2_sparse(const sfl_dict_t *d, const uint32_t *idx, const doub
         ss += s * s;
     }
     return sqrt(ss);
-}
-
-int sfl_dict_attach(sfl_problem_t *prob, const sfl_dict_t *d)
-{
-    if (prob == NULL || prob->loss == NULL)
-        return sfl__fail(SFL_EINVAL, "dict_attach: problem not initialised");
-    if (d == NULL) {
-        prob->dict = NULL;
-        prob->dim = prob->loss->dim(prob->ncols, prob->nclasses);
-        return 0;
-    }
-    if (d->n != prob->ncols)
-        return sfl__fail(SFL_EDIM, "dictionary atoms have %u entries, the data %u features",
-                         d->n, prob->ncols);
-    if ((uint64_t)prob->nblocks * d->m > UINT32_MAX)
-        return sfl__fail(SFL_ELIMIT, "%u blocks of %u atoms exceed 2^32-1 coefficients",
-                         prob->nblocks, d->m);
-    prob->dict = d;
-    prob->dim = (size_t)prob->nblocks * d->m;
-    return 0;
 }
