@@ -238,9 +238,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    sfl_algo_params_default(&params);
-    params.tau = k;
-    if (sfl_problem_init(&prob, &sfl_loss_lsq, d, 0) != 0 ||
+    sfl_algo_params_default(algo, &params);
+    if (sfl_algo_param_set(&params, "tau", k) != 0 ||
+        sfl_problem_init(&prob, &sfl_loss_lsq, d, 0) != 0 ||
         sfl_algo_check(algo, &params, &prob) != 0 ||
         sfl_agg_init(&agg, algo, &params, &prob) != 0) {
         fprintf(stderr, "bench_agg: setup: %s\n", sfl_last_error());

@@ -112,11 +112,11 @@ static void run(uint32_t d, uint32_t n, double density, uint32_t tau)
 
     if ((rc = sfl_problem_init(&prob, &sfl_loss_lsq, d, 0)) < 0)
         die("problem", rc);
-    sfl_algo_params_default(&p);
-    p.tau = tau;
-    p.batch = 40;
-    p.local_steps = 1;
-    p.lr = 1e-3;
+    /* tau, batch 40, one local step, lr 1e-3 (the inexact variant's) */
+    sfl_algo_params_default(&sfl_algo_fedgradmp_inexact, &p);
+    if (sfl_algo_param_set(&p, "tau", tau) < 0 || sfl_algo_param_set(&p, "batch", 40) < 0 ||
+        sfl_algo_param_set(&p, "local_steps", 1) < 0 || sfl_algo_param_set(&p, "lr", 1e-3) < 0)
+        die("params", SFL_EINVAL);
     sfl_algo_ws_init(&ws);
     sfl_topk_ws_init(&tk);
     if ((rc = sfl_topk_ws_reserve(&tk, d)) < 0)
@@ -145,14 +145,23 @@ static void run(uint32_t d, uint32_t n, double density, uint32_t tau)
     }
     for (int v = 0; v < 2; v++) {
         const sfl_algo_t *a = v ? &sfl_algo_fedgradmp_inexact : &sfl_algo_fedgradmp;
+        sfl_algo_params_t pa;
+        sfl_param_list_t pl;
         sfl_spvec_t *u;
 
+        /* the same values, for each variant's table */
+        sfl_algo_params_to_list(&p, &pl);
+        sfl_algo_params_default(a, &pa);
+        for (uint32_t i = 0; i < pl.n; i++)
+            if (sfl_algo_param_find(a, pl.v[i].name) &&
+                sfl_algo_param_set(&pa, pl.v[i].name, pl.v[i].value) < 0)
+                die("params", SFL_EINVAL);
         if ((rc = sfl_spvec_new(d, 0, &u)) < 0)
             die("update", rc);
         for (int k = 0; k < RUNS; k++) {
             double t0 = now_ms();
 
-            if ((rc = a->client_update(&p, &prob, xs, ds, NULL, &r, &ws, u)) < 0)
+            if ((rc = a->client_update(&pa, &prob, xs, ds, NULL, &r, &ws, u)) < 0)
                 die(a->name, rc);
             (v ? ti : te)[k] = now_ms() - t0;
         }

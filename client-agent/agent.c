@@ -261,6 +261,7 @@ int agent_task_check(const sfl_task_t *t, const sfl_dataset_t *data)
 {
     const sfl_algo_t *algo = sfl_algo_find(t->algorithm);
     const sfl_loss_t *loss = sfl_loss_find(t->loss);
+    sfl_algo_params_t params;
     sfl_problem_t prob;
     uint32_t nclasses;
     int rc;
@@ -286,7 +287,14 @@ int agent_task_check(const sfl_task_t *t, const sfl_dataset_t *data)
     if (t->model == NULL || t->model->dim != prob.dim)
         return sfl__fail(SFL_EDIM, "task: model has dimension %u, the problem %zu",
                          t->model ? t->model->dim : 0, prob.dim);
-    return sfl_algo_check(algo, &t->params, &prob);
+    if ((rc = sfl_algo_params_from_list(algo, &t->params, &params)) < 0)
+    {
+        char why[256];
+
+        snprintf(why, sizeof(why), "%s", sfl_last_error());
+        return sfl__fail(rc, "task: %s", why);
+    }
+    return sfl_algo_check(algo, &params, &prob);
 }
 
 /* y[i] = index of the local target in the job's ascending labels, so every
@@ -336,6 +344,7 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
 {
     const sfl_algo_t *algo;
     const sfl_loss_t *loss;
+    sfl_algo_params_t params;
     sfl_problem_t prob;
     sfl_csr_t xv;
     sfl_dataset_t view;
@@ -359,7 +368,8 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
     algo = sfl_algo_find(t->algorithm);
     loss = sfl_loss_find(t->loss);
     nclasses = loss->classification ? t->nlabels : 0;
-    if ((rc = sfl_problem_init(&prob, loss, t->dimension, nclasses)) < 0)
+    if ((rc = sfl_problem_init(&prob, loss, t->dimension, nclasses)) < 0 ||
+        (rc = sfl_algo_params_from_list(algo, &t->params, &params)) < 0)
         return rc;
 
     /* A view of the local data: the same rows, widened to the job's
@@ -395,7 +405,7 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
     sfl_spvec_scatter(t->model, global);
     if ((rc = sfl_spvec_new((uint32_t)prob.dim, 0, &upd)) < 0)
         goto out;
-    rc = sfl_algo_client_round(algo, &t->params, &prob, global, &view, NULL, t->seed, t->round,
+    rc = sfl_algo_client_round(algo, &params, &prob, global, &view, NULL, t->seed, t->round,
                                agent_id, ws, upd);
     if (rc < 0)
         goto out;
@@ -413,10 +423,11 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
             rc = SFL_ENOMEM;
             goto out;
         }
-        if ((rc = algo->model_of(&t->params, &prob, global, model, &ws->topk)) < 0)
+        if ((rc = algo->model_of(&params, &prob, global, model, &ws->topk)) < 0)
             goto out;
     }
-    train_loss = loss->eval(&view, NULL, 0, model ? model : global, t->params.lambda, NULL);
+    train_loss = loss->eval(&view, NULL, 0, model ? model : global,
+                            sfl_algo_param_or(&params, "lambda", 0), NULL);
     if (!isfinite(train_loss)) {
         rc = sfl__fail(SFL_ENUMERIC, "local objective at the task's model is not finite");
         goto out;

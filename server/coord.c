@@ -419,7 +419,14 @@ static int jobdef_to_wire(const coord_jobdef_t *d, sfl_job_spec_t *w)
     snprintf(w->name, sizeof(w->name), "%s", s->name);
     snprintf(w->algorithm, sizeof(w->algorithm), "%s", s->algo);
     snprintf(w->loss, sizeof(w->loss), "%s", s->loss);
-    w->params = s->params;
+    {
+        sfl_algo_params_t params;
+        int rc = coord_job_spec_params(s, &params);
+
+        if (rc < 0)
+            return rc;
+        sfl_algo_params_to_list(&params, &w->params);
+    }
     w->dimension = s->ncols;
     w->nlabels = d->nlabels;
     memcpy(w->labels, d->labels, d->nlabels * sizeof(double));
@@ -1075,7 +1082,7 @@ static int build_task(job_t *j)
     t.round = j->rnd.round;
     t.attempt = j->wire_attempt;
     snprintf(t.algorithm, sizeof(t.algorithm), "%s", j->spec.algorithm);
-    t.params = j->spec.params;
+    sfl_algo_params_to_list(&j->model.params, &t.params);
     snprintf(t.loss, sizeof(t.loss), "%s", j->spec.loss);
     t.dimension = j->spec.dimension;
     t.nlabels = j->spec.nlabels;
@@ -2655,7 +2662,7 @@ static int export_model(const job_t *j, const uint8_t *ck, size_t cklen, sfl_spv
         goto out;
     }
     sfl_spvec_scatter(v, state);
-    if ((rc = m->algo->model_of(&m->spec.params, &m->prob, state, model, &ws)) < 0 ||
+    if ((rc = m->algo->model_of(&m->params, &m->prob, state, model, &ws)) < 0 ||
         (rc = sfl_spvec_from_dense(v, model)) < 0)
         goto out;
     *out = v;

@@ -17,9 +17,6 @@ void coord_job_spec_default(coord_job_spec_t *s)
     snprintf(s->name, sizeof(s->name), "job");
     snprintf(s->algo, sizeof(s->algo), "fediterht");
     snprintf(s->loss, sizeof(s->loss), "lsq");
-    sfl_algo_params_default(&s->params);
-    s->params.tau = 10;
-    s->params.lr = 0.01;
     s->rounds = 10;
     s->round = (coord_round_cfg_t){.cohort = 8, .overselect = 0.25, .min_quorum = 6,
                                    .deadline_ms = 60000, .heartbeat_ms = 30000,
@@ -75,15 +72,6 @@ static const struct {
     size_t off;
 } numeric[] = {
 #define F(k, t, field) {k, t, offsetof(coord_job_spec_t, field)}
-    F("tau", K_U32, params.tau),
-    F("local_steps", K_U32, params.local_steps),
-    F("batch", K_U32, params.batch),
-    F("inexact_steps", K_U32, params.inexact_steps),
-    F("lr", K_F64, params.lr),
-    F("lambda", K_F64, params.lambda),
-    F("mu", K_F64, params.mu),
-    F("server_lr", K_F64, params.server_lr),
-    F("l2_ball", K_F64, params.l2_ball),
     F("features", K_U32, ncols),
     F("classes", K_U32, nclasses),
     F("rounds", K_U32, rounds),
@@ -188,13 +176,33 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
     bad:
         return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
     }
+    if (sfl_algo_param_known(key)) {
+        /* An algorithm parameter: kept by name until the whole section is
+         * read (algo may come later); its type and range are checked
+         * against the algorithm by coord_job_spec_params. */
+        double d;
+
+        if (parse_f64(v, &d) < 0)
+            return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
+        return sfl_param_list_set(&s->params, key, d);
+    }
     return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
+}
+
+int coord_job_spec_params(const coord_job_spec_t *s, sfl_algo_params_t *p)
+{
+    const sfl_algo_t *a = sfl_algo_find(s->algo);
+
+    if (a == NULL)
+        return sfl__fail(SFL_EINVAL, "algo: unknown '%s'", s->algo);
+    return sfl_algo_params_from_list(a, &s->params, p);
 }
 
 int coord_job_spec_check(const coord_job_spec_t *s)
 {
     const sfl_algo_t *a = sfl_algo_find(s->algo);
     const sfl_loss_t *l = sfl_loss_find(s->loss);
+    sfl_algo_params_t params;
     sfl_problem_t prob;
     int rc;
 
@@ -204,7 +212,8 @@ int coord_job_spec_check(const coord_job_spec_t *s)
         return sfl__fail(SFL_EINVAL, "job %s: rounds must be at least 1", s->name);
     if ((rc = sfl_problem_init(&prob, l, s->ncols, s->nclasses)) < 0)
         return rc;
-    if ((rc = sfl_algo_check(a, &s->params, &prob)) < 0)
+    if ((rc = coord_job_spec_params(s, &params)) < 0 ||
+        (rc = sfl_algo_check(a, &params, &prob)) < 0)
         return rc;
     return coord_round_cfg_check(&s->round);
 }
@@ -258,6 +267,8 @@ int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
         return rc;
     j->spec = *spec;
     j->algo = sfl_algo_find(spec->algo);
+    if ((rc = coord_job_spec_params(spec, &j->params)) < 0)
+        return rc;
     if ((rc = sfl_problem_init(&j->prob, sfl_loss_find(spec->loss), spec->ncols,
                                spec->nclasses)) < 0)
         return rc;
@@ -265,7 +276,7 @@ int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
     if (j->global == NULL)
         return SFL_ENOMEM;
     /* The aggregator keeps pointers to the job's own copies. */
-    if ((rc = sfl_agg_init(&j->agg, j->algo, &j->spec.params, &j->prob)) < 0) {
+    if ((rc = sfl_agg_init(&j->agg, j->algo, &j->params, &j->prob)) < 0) {
         coord_job_close(j);
         return rc;
     }

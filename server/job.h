@@ -20,7 +20,8 @@ typedef struct coord_job_spec {
     char name[COORD_NAME_MAX];
     char algo[32];
     char loss[16];           /* lsq | logistic | softmax */
-    sfl_algo_params_t params;
+    sfl_param_list_t params; /* algorithm parameters by name: those given,
+                                or (from the wire) all of them */
     uint32_t ncols;          /* features every agent's data must have */
     uint32_t nclasses;       /* 0 for regression */
     uint32_t rounds;
@@ -43,6 +44,10 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *value) 
 /* Validates the whole spec (algorithm known, loss fits nclasses, parameters
  * in range, round configuration). */
 int coord_job_spec_check(const coord_job_spec_t *s) SFL_MUST_CHECK;
+/* The spec's algorithm parameters: the algorithm's defaults and the values
+ * given (SFL_EINVAL naming the parameter for an unknown name, a non-integer
+ * count, a value out of range). */
+int coord_job_spec_params(const coord_job_spec_t *s, sfl_algo_params_t *p) SFL_MUST_CHECK;
 
 /* What an agent reported at Join, as far as eligibility goes. */
 typedef struct coord_agent_info {
@@ -77,6 +82,7 @@ coord_inelig_t coord_job_ineligible(const coord_job_spec_t *s, const coord_agent
 typedef struct coord_job {
     coord_job_spec_t spec;
     const sfl_algo_t *algo;
+    sfl_algo_params_t params; /* resolved from spec.params */
     sfl_problem_t prob;
     double *global;      /* prob.dim entries: the broadcast state */
     sfl_agg_t agg;

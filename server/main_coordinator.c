@@ -12,6 +12,7 @@
 #include "coord.h"
 #include "coordfile.h"
 #include "notify.h"
+#include "sfl/algo.h"
 #include "sfl/error.h"
 #include "sfl/transport.h"
 #include "store.h"
@@ -23,7 +24,7 @@
 static const char job_keys[] =
     "  algo loss features classes labels rounds cohort overselect min_quorum\n"
     "  deadline_ms heartbeat_ms max_attempts encoding seed conditions paused\n"
-    "  aggregation tau local_steps batch lr lambda mu server_lr l2_ball inexact_steps\n";
+    "  aggregation, and the chosen algorithm's parameters (docs/algorithms.md):\n";
 
 static void usage(FILE *f)
 {
@@ -87,16 +88,23 @@ static void usage(FILE *f)
     }
     fprintf(f,
             "\n[job NAME] keys (docs/configuration.md); a job is created once, when its\n"
-            "name is new, and then lives in the state database:\n%s\n"
-            "Signals: SIGTERM or SIGINT stop gracefully (no new connections, rounds\n"
+            "name is new, and then lives in the state database:\n%s",
+            job_keys);
+    for (const sfl_algo_t *const *a = sfl_algo_list(); *a; a++) {
+        fprintf(f, "    %-18s", (*a)->name);
+        for (const sfl_param_def_t *d = (*a)->params; d && d->name; d++)
+            fprintf(f, " %s", d->name);
+        fputc('\n', f);
+    }
+    fprintf(f,
+            "\nSignals: SIGTERM or SIGINT stop gracefully (no new connections, rounds\n"
             "with a quorum are committed, others recorded failed); SIGHUP re-reads the\n"
             "file: log_level, and jobs whose names are new are created.\n"
             "Under systemd (Type=notify) it sends READY=1 once listening, RELOADING=1\n"
             "and READY=1 around a reload, STOPPING=1, and WATCHDOG=1 at half of\n"
             "WatchdogSec, on $NOTIFY_SOCKET.\n\n"
             "Exit status: 0 after a graceful stop, 2 for a bad flag, value or file,\n"
-            "1 for a runtime failure (certificates, state directory, address in use).\n",
-            job_keys);
+            "1 for a runtime failure (certificates, state directory, address in use).\n");
 }
 
 /* What one reading of the file (and the flags) gives. */

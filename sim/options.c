@@ -1,5 +1,6 @@
 /* sfl-sim flags and config files: one table drives getopt_long, the INI
  * reader (keys are the long flag names, in section [sim]) and --help. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -11,6 +12,8 @@
 #include "sfl/algo.h"
 #include "sfl/ini.h"
 #include "sim.h"
+
+#define PARAM_OPT_BASE 1024
 
 typedef enum { T_STR, T_U32, T_U64, T_DBL, T_FLAG } opt_type_t;
 
@@ -36,21 +39,7 @@ static const opt_t opts[] = {
     {"loss", T_STR, O(loss), -1, "L", "lsq, logistic or softmax (default: from the labels)"},
     {"clients", T_U32, O(clients), -1, "N", "number of clients (default 100)"},
     {"rounds", T_U32, O(rounds), -1, "T", "communication rounds (default 100)"},
-    {"tau", T_U32, O(tau), SIM_OPT_TAU, "TAU", "sparsity level, per class for softmax (default 200)"},
-    {"local-steps", T_U32, O(local_steps), SIM_OPT_K, "K",
-     "local iterations per round (default: paper grid best, else 5)"},
-    {"lr", T_DBL, O(lr), SIM_OPT_LR, "GAMMA", "step size (default: paper grid best, else 0.01)"},
-    {"batch", T_U32, O(batch), -1, "B", "minibatch size (default 10)"},
-    {"lambda", T_DBL, O(lambda), SIM_OPT_LAMBDA, "L",
-     "l2 weight (default 0 for lsq, 1e-4 for classification)"},
-    {"mu", T_DBL, O(mu), -1, "MU", "FedProx proximal weight (default 0.01)"},
     {"seed", T_U64, O(seed), -1, "S", "seed of every random draw (default 1)"},
-    {"server-lr", T_DBL, O(server_lr), -1, "ETA", "server step on the averaged change "
-     "(fedmid, feddualavg; default 1)"},
-    {"l2-ball", T_DBL, O(l2_ball), -1, "R", "fedgradmp: project onto the l2 ball of radius R "
-     "(default 0: none)"},
-    {"inexact-steps", T_U32, O(inexact_steps), -1, "S",
-     "fedgradmp-inexact: gradient steps per subproblem (default 10)"},
     {"dictionary", T_STR, O(dictionary), -1, "D",
      "fedgradmp: sparse w.r.t. gaussian:M (M random atoms) or a dictionary FILE"},
     {"cohort", T_U32, O(cohort), -1, "L", "clients sampled per round (default 0: all)"},
@@ -86,6 +75,97 @@ static const opt_t opts[] = {
 #undef O
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
+/* One flag per distinct algorithm parameter name (the first algorithm that
+ * has it documents it): --local-steps for local_steps. */
+typedef struct param_opt {
+    char flag[SFL_PARAM_NAME_LEN];
+    const sfl_param_def_t *def;
+} param_opt_t;
+
+static param_opt_t param_opts[SFL_PARAMS_MAX * 4];
+static uint32_t nparam_opts;
+
+static void collect_param_opts(void)
+{
+    nparam_opts = 0;
+    for (const sfl_algo_t *const *a = sfl_algo_list(); *a; a++)
+        for (const sfl_param_def_t *d = (*a)->params; d && d->name; d++) {
+            uint32_t i = 0;
+
+            while (i < nparam_opts && strcmp(param_opts[i].def->name, d->name) != 0)
+                i++;
+            if (i < nparam_opts || nparam_opts == sizeof(param_opts) / sizeof(param_opts[0]))
+                continue;
+            param_opts[i].def = d;
+            snprintf(param_opts[i].flag, sizeof(param_opts[i].flag), "%s", d->name);
+            for (char *c = param_opts[i].flag; *c; c++)
+                if (*c == '_')
+                    *c = '-';
+            nparam_opts++;
+        }
+}
+
+/* The parameter a flag or INI key names (local-steps or local_steps). */
+static const param_opt_t *find_param_opt(const char *name)
+{
+    for (uint32_t i = 0; i < nparam_opts; i++)
+        if (strcmp(param_opts[i].flag, name) == 0 || strcmp(param_opts[i].def->name, name) == 0)
+            return &param_opts[i];
+    return NULL;
+}
+
+/* Keeps the text of a parameter's value (the algorithm checks it later);
+ * a later value for the same name replaces the earlier. */
+static int set_param(sim_cfg_t *cfg, const param_opt_t *po, const char *val)
+{
+    uint32_t i = 0;
+    char *t;
+
+    while (i < cfg->nparams && strcmp(cfg->params[i].name, po->def->name) != 0)
+        i++;
+    if (i == SIM_MAX_PARAMS)
+        return sfl__fail(SFL_ELIMIT, "more than %d algorithm parameters", SIM_MAX_PARAMS);
+    if ((t = strdup(val)) == NULL)
+        return sfl__fail(SFL_ENOMEM, "%s: out of memory", po->flag);
+    free(cfg->params[i].text);
+    cfg->params[i].text = t;
+    snprintf(cfg->params[i].name, sizeof(cfg->params[i].name), "%s", po->def->name);
+    cfg->nparams += i == cfg->nparams;
+    return 0;
+}
+
+const char *sim_param_given(const sim_cfg_t *cfg, const char *name)
+{
+    for (uint32_t i = 0; i < cfg->nparams; i++)
+        if (strcmp(cfg->params[i].name, name) == 0)
+            return cfg->params[i].text;
+    return NULL;
+}
+
+void sim_list_params(FILE *f)
+{
+    for (const sfl_algo_t *const *a = sfl_algo_list(); *a; a++) {
+        fprintf(f, "#### %s\n\n| parameter | symbol | type | default | range | meaning |\n"
+                   "| --- | --- | --- | --- | --- | --- |\n", (*a)->name);
+        for (const sfl_param_def_t *d = (*a)->params; d && d->name; d++) {
+            char hi[32];
+
+            if (d->hi == HUGE_VAL)
+                snprintf(hi, sizeof(hi), "inf");
+            else if (d->hi == UINT32_MAX)
+                snprintf(hi, sizeof(hi), "2^32-1");
+            else
+                snprintf(hi, sizeof(hi), "%g", d->hi);
+            fprintf(f, "| `%s` | %s | %s | %g | %s%g, %s%s | %s%s |\n", d->name, d->symbol,
+                    d->type == SFL_PARAM_COUNT ? "count" : "real", d->def,
+                    (d->flags & SFL_PARAM_OPEN_LO) ? "(" : "[", d->lo, hi,
+                    d->hi == HUGE_VAL ? ")" : "]", d->doc,
+                    (d->flags & SFL_PARAM_SPARSITY) ? "; at most the block length" : "");
+        }
+        fprintf(f, "\n");
+    }
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sfl-sim [--config FILE] [OPTIONS]\n"
@@ -100,9 +180,34 @@ static void usage(FILE *f)
                  opts[i].arg ? opts[i].arg : "");
         fprintf(f, "  %-20s %s\n", lhs, opts[i].help);
     }
-    fprintf(f, "  -h, --help           this text\n\nalgorithms:\n");
-    for (const sfl_algo_t *const *a = sfl_algo_list(); *a; a++)
-        fprintf(f, "  %-12s %s\n", (*a)->name, (*a)->summary);
+    fprintf(f, "  --list-params        every algorithm's parameters as markdown tables\n"
+               "  -h, --help           this text\n\n"
+               "algorithm parameters (each algorithm's table; a value for a parameter the\n"
+               "algorithm does not have is ignored with a note):\n");
+    for (uint32_t i = 0; i < nparam_opts; i++) {
+        const sfl_param_def_t *d = param_opts[i].def;
+        char lhs[64], arg[16];
+        size_t k;
+
+        for (k = 0; d->symbol[k] && k + 1 < sizeof(arg); k++)
+            arg[k] = (char)toupper((unsigned char)d->symbol[k]);
+        arg[k] = '\0';
+        snprintf(lhs, sizeof(lhs), "--%.31s %.15s", param_opts[i].flag, arg);
+        fprintf(f, "  %-20s %s (default %g%s)\n", lhs, d->doc, d->def,
+                strcmp(d->name, "tau") == 0      ? "; sfl-sim: 200"
+                : strcmp(d->name, "lr") == 0     ? "; sfl-sim: the paper grid's best when known"
+                : strcmp(d->name, "local_steps") == 0 ? "; sfl-sim: the paper grid's best when known"
+                : strcmp(d->name, "lambda") == 0 ? "; sfl-sim: 1e-4 for classification"
+                                                 : "");
+    }
+    fprintf(f, "\nalgorithms:\n");
+    for (const sfl_algo_t *const *a = sfl_algo_list(); *a; a++) {
+        fprintf(f, "  %-18s %s\n", (*a)->name, (*a)->summary);
+        fprintf(f, "  %-18s parameters:", "");
+        for (const sfl_param_def_t *d = (*a)->params; d && d->name; d++)
+            fprintf(f, " %s", d->name);
+        fprintf(f, "\n");
+    }
     fprintf(f, "\nCSV columns: round, objective, rel_error (truth known), support_precision,\n"
                "support_recall (support known), test_accuracy (classification with a test\n"
                "set), nnz, bytes_up, bytes_down, wall_ms.\n");
@@ -175,8 +280,13 @@ static int ini_set(void *ud, const char *section, const char *name, const char *
 
     if (strcmp(section, "sim") != 0)
         return sfl__fail(SFL_EINVAL, "unknown section [%s] (expected [sim])", section);
-    if ((o = find_opt(name)) == NULL)
-        return sfl__fail(SFL_EINVAL, "unknown key '%s'", name);
+    if ((o = find_opt(name)) == NULL) {
+        const param_opt_t *po = find_param_opt(name);
+
+        if (po == NULL)
+            return sfl__fail(SFL_EINVAL, "unknown key '%s'", name);
+        return set_param(ud, po, value);
+    }
     return set_opt(ud, o, value);
 }
 
@@ -189,12 +299,6 @@ static void defaults(sim_cfg_t *cfg)
     cfg->encoding = strdup("f64");
     cfg->clients = 100;
     cfg->rounds = 100;
-    cfg->tau = 200;
-    cfg->local_steps = 5;
-    cfg->lr = 0.01;
-    cfg->batch = 10;
-    cfg->mu = 0.01;
-    cfg->server_lr = 1.0;
     cfg->seed = 1;
     cfg->alpha = 0.1;
     cfg->beta = 0.1;
@@ -207,24 +311,34 @@ static void defaults(sim_cfg_t *cfg)
 
 int sim_options(int argc, char **argv, sim_cfg_t *cfg)
 {
-    struct option lo[NOPTS + 3];
+    struct option lo[NOPTS + sizeof(param_opts) / sizeof(param_opts[0]) + 4];
     const char *config = NULL;
+    size_t nlo = 0;
     int c;
 
     defaults(cfg);
+    collect_param_opts();
     for (size_t i = 0; i < NOPTS; i++)
-        lo[i] = (struct option){opts[i].name, opts[i].type == T_FLAG ? no_argument
-                                                                       : required_argument,
-                                NULL, (int)(256 + i)};
-    lo[NOPTS] = (struct option){"config", required_argument, NULL, 'c'};
-    lo[NOPTS + 1] = (struct option){"help", no_argument, NULL, 'h'};
-    lo[NOPTS + 2] = (struct option){NULL, 0, NULL, 0};
+        lo[nlo++] = (struct option){opts[i].name, opts[i].type == T_FLAG ? no_argument
+                                                                          : required_argument,
+                                    NULL, (int)(256 + i)};
+    for (uint32_t i = 0; i < nparam_opts; i++)
+        lo[nlo++] = (struct option){param_opts[i].flag, required_argument, NULL,
+                                    (int)(PARAM_OPT_BASE + i)};
+    lo[nlo++] = (struct option){"config", required_argument, NULL, 'c'};
+    lo[nlo++] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[nlo++] = (struct option){"list-params", no_argument, NULL, 'L'};
+    lo[nlo] = (struct option){NULL, 0, NULL, 0};
 
     /* Pass 1: --help and --config only, so flags override the file. */
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hc:", lo, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
+            exit(0);
+        }
+        if (c == 'L') {
+            sim_list_params(stdout);
             exit(0);
         }
         if (c == 'c')
@@ -257,6 +371,13 @@ int sim_options(int argc, char **argv, sim_cfg_t *cfg)
             fprintf(stderr, "sfl-sim: error: option '%s' needs a value\n", argv[optind - 1]);
             return -1;
         }
+        if (c >= PARAM_OPT_BASE) {
+            if (set_param(cfg, &param_opts[c - PARAM_OPT_BASE], optarg) < 0) {
+                fprintf(stderr, "sfl-sim: error: --%s\n", sfl_last_error());
+                return -1;
+            }
+            continue;
+        }
         if (set_opt(cfg, &opts[c - 256], optarg) < 0) {
             fprintf(stderr, "sfl-sim: error: --%s\n", sfl_last_error());
             return -1;
@@ -272,6 +393,11 @@ int sim_options(int argc, char **argv, sim_cfg_t *cfg)
 
 void sim_cfg_free(sim_cfg_t *cfg)
 {
+    for (uint32_t i = 0; i < cfg->nparams; i++) {
+        free(cfg->params[i].text);
+        cfg->params[i].text = NULL;
+    }
+    cfg->nparams = 0;
     for (size_t i = 0; i < NOPTS; i++)
         if (opts[i].type == T_STR) {
             char **p = (char **)((char *)cfg + opts[i].off);

@@ -695,6 +695,15 @@ static double write_metrics(FILE *out, uint32_t t, const fed_t *f, const sfl_los
     return objective;
 }
 
+/* An sfl-sim default for a parameter, where the algorithm has it. */
+static void set_sim_default(sfl_algo_params_t *p, const char *name, double v)
+{
+    if (sfl_algo_param_find(p->algo, name) != NULL && sfl_algo_param_set(p, name, v) < 0) {
+        fprintf(stderr, "sfl-sim: error: %s\n", sfl_last_error());
+        exit(2);
+    }
+}
+
 int main(int argc, char **argv)
 {
     sim_cfg_t cfg;
@@ -759,27 +768,39 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    /* Parameters: flags, else the paper grid's best for this data, else defaults. */
-    sfl_algo_params_default(&params);
-    params.tau = cfg.tau;
-    params.batch = cfg.batch;
-    params.mu = cfg.mu;
-    params.server_lr = cfg.server_lr;
-    params.l2_ball = cfg.l2_ball;
-    params.inexact_steps = cfg.inexact_steps;
-    params.lambda = cfg.given[SIM_OPT_LAMBDA] ? cfg.lambda : loss->classification ? 1e-4 : 0;
+    /* Parameters: given values, else sfl-sim's experiment defaults (tau 200;
+     * the paper grid's best lr and K for this data; lambda 1e-4 for
+     * classification), else the algorithm's table. */
+    sfl_algo_params_default(algo, &params);
     {
         double lr;
         uint32_t k;
         int have = sim_paper_defaults(fed.preset, cfg.algo, &lr, &k);
 
-        params.lr = cfg.given[SIM_OPT_LR] ? cfg.lr : have ? lr : cfg.lr;
-        params.local_steps = cfg.given[SIM_OPT_K] ? cfg.local_steps : have ? k : cfg.local_steps;
-        if (cfg.centralized)
-            params.local_steps = 1; /* one round = one step */
+        set_sim_default(&params, "tau", 200);
+        if (loss->classification)
+            set_sim_default(&params, "lambda", 1e-4);
+        if (have) {
+            set_sim_default(&params, "lr", lr);
+            set_sim_default(&params, "local_steps", k);
+        }
+        if (sfl_algo_params_tau(&params) > prob.dim / prob.nblocks)
+            set_sim_default(&params, "tau", (double)(prob.dim / prob.nblocks));
     }
-    if (algo->sparse && !cfg.given[SIM_OPT_TAU] && params.tau > prob.dim / prob.nblocks)
-        params.tau = (uint32_t)(prob.dim / prob.nblocks);
+    for (uint32_t i = 0; i < cfg.nparams; i++) {
+        if (sfl_algo_param_find(algo, cfg.params[i].name) == NULL) {
+            if (!cfg.quiet)
+                fprintf(stderr, "sfl-sim: note: %s has no parameter '%s'; ignored\n",
+                        algo->name, cfg.params[i].name);
+            continue;
+        }
+        if (sfl_algo_param_parse(&params, cfg.params[i].name, cfg.params[i].text) < 0) {
+            fprintf(stderr, "sfl-sim: error: %s\n", sfl_last_error());
+            return 2;
+        }
+    }
+    if (cfg.centralized && sfl_algo_param_find(algo, "local_steps"))
+        set_sim_default(&params, "local_steps", 1); /* one round = one step */
     rc = sfl_algo_check(algo, &params, &prob);
     if (rc < 0) {
         fprintf(stderr, "sfl-sim: error: %s\n", sfl_last_error());
@@ -897,7 +918,7 @@ int main(int argc, char **argv)
         if (algo->model_of &&
             (rc = algo->model_of(&params, &prob, global, model, &agg.topk)) < 0)
             die("model", rc);
-        objective = write_metrics(out, t, &fed, loss, model, md, params.lambda, has_truth,
+        objective = write_metrics(out, t, &fed, loss, model, md, sfl_algo_param_or(&params, "lambda", 0), has_truth,
                                   has_support, has_acc);
         fprintf(out, ",%zu,%llu,%llu,%.1f\n", sfl_dvec_nnz(global, d),
                 (unsigned long long)up, (unsigned long long)down,
@@ -931,12 +952,15 @@ int main(int argc, char **argv)
     }
     if (!cfg.quiet) {
         struct rusage ru;
+        sfl_param_list_t pl;
 
         getrusage(RUSAGE_SELF, &ru);
-        fprintf(stderr, "sfl-sim: algo=%s data=%s clients=%u rounds=%u tau=%u K=%u lr=%g "
-                        "batch=%u objective=%.6g nnz=%zu wall_ms=%.0f peak_rss_kb=%ld\n",
-                algo->name, cfg.data, fed.nclients, cfg.rounds, params.tau,
-                params.local_steps, params.lr, params.batch, objective,
+        sfl_algo_params_to_list(&params, &pl);
+        fprintf(stderr, "sfl-sim: algo=%s data=%s clients=%u rounds=%u", algo->name, cfg.data,
+                fed.nclients, cfg.rounds);
+        for (uint32_t i = 0; i < pl.n; i++)
+            fprintf(stderr, " %s=%g", pl.v[i].name, pl.v[i].value);
+        fprintf(stderr, " objective=%.6g nnz=%zu wall_ms=%.0f peak_rss_kb=%ld\n", objective,
                 sfl_dvec_nnz(global, d), now_ms() - t0, ru.ru_maxrss);
     }
     free(buf);

@@ -3,6 +3,11 @@
 #define SIM_H
 
 #include <stdint.h>
+#include <stdio.h>
+
+#include "sfl/param.h"
+
+#define SIM_MAX_PARAMS SFL_PARAMS_MAX
 
 typedef struct sim_cfg {
     char *algo;
@@ -17,9 +22,16 @@ typedef struct sim_cfg {
     char *dump_data;  /* write the training data (LibSVM) here */
     char *model_out;  /* write the final model here */
     char *dump_shards;/* write each client's data to DIR/client-<i>.svm */
-    uint32_t clients, rounds, tau, local_steps, batch;
-    uint32_t dim, samples, support, parts, kmeans_iter, cohort, inexact_steps;
-    double lr, lambda, mu, alpha, beta, noise, decay, test_frac, l2_ball, server_lr;
+    uint32_t clients, rounds;
+    uint32_t dim, samples, support, parts, kmeans_iter, cohort;
+    double alpha, beta, noise, decay, test_frac;
+    /* algorithm parameters given (flags or config), as text: the
+     * algorithm's table checks them once it is known */
+    struct {
+        char name[SFL_PARAM_NAME_LEN];
+        char *text;
+    } params[SIM_MAX_PARAMS];
+    uint32_t nparams;
     uint64_t seed;
     int no_wall_clock, quiet, centralized;
     /* which options were given explicitly (flags or config) */
@@ -27,14 +39,17 @@ typedef struct sim_cfg {
 } sim_cfg_t;
 
 /* Option ids for given[] that the driver consults. */
-enum { SIM_OPT_LR, SIM_OPT_K, SIM_OPT_TEST_FRAC, SIM_OPT_LAMBDA, SIM_OPT_PARTITION,
-       SIM_OPT_TAU, SIM_OPT_ALPHA, SIM_OPT_BETA, SIM_OPT_DIM, SIM_OPT_SUPPORT,
+enum { SIM_OPT_TEST_FRAC, SIM_OPT_PARTITION, SIM_OPT_ALPHA, SIM_OPT_BETA, SIM_OPT_DIM, SIM_OPT_SUPPORT,
        SIM_OPT_SAMPLES, SIM_OPT_NOISE, SIM_OPT_DECAY };
 
 /* Parses argv (and --config FILE); prints --help and exits 0 when asked;
  * on a bad flag or file prints one line and returns -1. */
 int sim_options(int argc, char **argv, sim_cfg_t *cfg);
 void sim_cfg_free(sim_cfg_t *cfg);
+/* The text given for an algorithm parameter; NULL if none. */
+const char *sim_param_given(const sim_cfg_t *cfg, const char *name);
+/* docs/algorithms.md's parameter tables (sfl-sim --list-params). */
+void sim_list_params(FILE *f);
 
 /* Best (lr, K) of the paper's grid for a data preset and algorithm, found by
  * sim/tune.sh; 0 if no entry. */

@@ -36,7 +36,7 @@ def main():
     with channel(target, server_name, pki, "agent", agent) as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
         reply = stub.Join(coordinator_pb2.JoinRequest(
-            identity_key=key, conditions=["mains_power"], protocol_version=1,
+            identity_key=key, conditions=["mains_power"], protocol_version=2,
             agent_version="interop.py",
             dataset=common_pb2.DatasetSummary(samples=10, dimension=5)), timeout=10)
         if reply.agent_id == 0 or len(reply.coordinator_key) != 32:

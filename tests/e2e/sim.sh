@@ -68,7 +68,7 @@ expect_error 2 "unknown option" --bogus
 expect_error 2 "unknown --algo" --algo nope
 expect_error 2 "invalid value" --rounds -3
 expect_error 2 "invalid value" --lr abc
-expect_error 2 "tau must be" --data synth:sparse --tau 0 --rounds 1
+expect_error 2 "tau must be in \[1, 1000\], got 5000" --data synth:sparse --tau 5000 --rounds 1
 expect_error 2 "unexpected argument" stray
 expect_error 2 "needs a value" --rounds
 expect_error 2 "unknown synthetic" --data synth:nope
@@ -90,6 +90,26 @@ step "A config file, with a flag overriding it"
 printf '[sim]\nalgo = diht\ndata = synth:sparse\nclients = 3\nrounds = 9\ntau = 5\n' > "$t/ok.ini"
 "$SIM" --config "$t/ok.ini" --rounds 4 --quiet > "$t/c.csv"
 [ "$(wc -l < "$t/c.csv")" -eq 5 ] || fail "config + override: $(wc -l < "$t/c.csv") lines"
+
+# Algorithm parameters come from the algorithms' tables: checked against the
+# algorithm (range, whole numbers), a value the algorithm does not have is a
+# note, and docs/algorithms.md lists exactly the tables.
+step "Parameters from the algorithms' tables: checks, notes, the documented lists"
+expect_error 2 "tau: must be >= 1, got 0" --algo fediterht --data synth:sparse --tau 0
+expect_error 2 "local_steps: invalid value '2.5' (a whole number)" --algo fedht \
+    --data synth:sparse --local-steps 2.5
+"$SIM" --algo fedavg --data synth:sparse --clients 3 --rounds 2 --tau 5 --mu 0.3 \
+    > /dev/null 2> "$t/note.err" || fail "fedavg with --tau: $(cat "$t/note.err")"
+grep -q "note: fedavg has no parameter 'tau'; ignored" "$t/note.err" || fail "no note for tau"
+printf '[sim]\nalgo = fedprox\ndata = synth:sparse\nclients = 3\nrounds = 2\nmu = 0.5\n' \
+    > "$t/prox.ini"
+"$SIM" --config "$t/prox.ini" 2> "$t/prox.err" > /dev/null
+grep -q " mu=0.5 " "$t/prox.err" || fail "fedprox mu from the config: $(cat "$t/prox.err")"
+"$SIM" --list-params > "$t/params.md"
+sed -n '/<!-- params: begin/,/<!-- params: end/p' docs/algorithms.md | sed '1d;$d' \
+    > "$t/doc-params.md"
+cmp -s "$t/params.md" "$t/doc-params.md" ||
+    fail "docs/algorithms.md's parameter lists differ from sfl-sim --list-params: $(diff "$t/params.md" "$t/doc-params.md" | head -5)"
 
 # Real data, k-means partition (skipped when the shared data folder is absent).
 step "Real data, k-means partition (skipped when the shared data folder is absent)"

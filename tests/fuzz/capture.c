@@ -142,8 +142,9 @@ static void messages(void)
     t.job_id = 1;
     t.round = 3;
     strcpy(t.algorithm, "fediterht");
-    sfl_algo_params_default(&t.params);
-    t.params.tau = 20;
+    memset(&t.params, 0, sizeof(t.params));
+    if (sfl_param_list_set(&t.params, "tau", 20) < 0)
+        exit(1);
     strcpy(t.loss, "logistic");
     t.dimension = 1000;
     t.nlabels = 2;
@@ -208,8 +209,9 @@ static void messages(void)
     memset(&s, 0, sizeof(s));
     strcpy(s.name, "colon-fediterht");
     strcpy(s.algorithm, "fediterht");
-    sfl_algo_params_default(&s.params);
-    s.params.tau = 20;
+    memset(&s.params, 0, sizeof(s.params));
+    if (sfl_param_list_set(&s.params, "tau", 20) < 0)
+        exit(1);
     strcpy(s.loss, "logistic");
     s.dimension = 2000;
     s.nlabels = 2;

@@ -254,7 +254,7 @@ static void reply_msg(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len)
 static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
     sfl_join_reply_t r = {.agent_id = AGENT_ID, .heartbeat_interval_ms = 1000,
-                          .protocol_version = 1};
+                          .protocol_version = SFL_MSG_PROTOCOL_VERSION};
     uint8_t *buf;
     size_t n;
     int rc;
@@ -485,11 +485,11 @@ static void fill_task(sfl_task_t *t, const char *loss, uint32_t nlabels, const d
     t->round = round;
     t->attempt = 0;
     snprintf(t->algorithm, sizeof(t->algorithm), "fediterht");
-    sfl_algo_params_default(&t->params);
-    t->params.tau = 3;
-    t->params.lr = 0.05;
-    t->params.local_steps = 5;
-    t->params.batch = 4;
+    memset(&t->params, 0, sizeof(t->params));
+    assert_int_equal(sfl_param_list_set(&t->params, "tau", 3), 0);
+    assert_int_equal(sfl_param_list_set(&t->params, "lr", 0.05), 0);
+    assert_int_equal(sfl_param_list_set(&t->params, "local_steps", 5), 0);
+    assert_int_equal(sfl_param_list_set(&t->params, "batch", 4), 0);
     snprintf(t->loss, sizeof(t->loss), "%s", loss);
     t->dimension = NCOLS;
     t->nlabels = nlabels;
@@ -538,6 +538,7 @@ static sfl_spvec_t *reference(const char *path, const sfl_task_t *t, uint64_t cl
     sfl_dataset_t *ds;
     sfl_problem_t prob;
     sfl_algo_ws_t ws;
+    sfl_algo_params_t ap;
     sfl_spvec_t *u;
     double *global;
 
@@ -551,7 +552,8 @@ static sfl_spvec_t *reference(const char *path, const sfl_task_t *t, uint64_t cl
     sfl_spvec_scatter(t->model, global);
     sfl_algo_ws_init(&ws);
     assert_int_equal(sfl_spvec_new((uint32_t)prob.dim, 0, &u), 0);
-    assert_int_equal(sfl_algo_client_round(sfl_algo_find(t->algorithm), &t->params, &prob,
+    assert_int_equal(sfl_algo_params_from_list(sfl_algo_find(t->algorithm), &t->params, &ap), 0);
+    assert_int_equal(sfl_algo_client_round(sfl_algo_find(t->algorithm), &ap, &prob,
                                            global, ds, NULL, t->seed, t->round, client, &ws, u),
                      0);
     sfl_algo_ws_close(&ws);
@@ -878,9 +880,17 @@ static void test_agent_task_check(void **state)
     fill_task(&t, "logistic", 2, pm, 1);
     assert_int_equal(agent_task_check(&t, ds), 0);
     fill_task(&t, "lsq", 0, NULL, 1);
-    t.params.tau = 0; /* fediterht is sparse */
+    assert_int_equal(sfl_param_list_set(&t.params, "tau", 0), 0); /* fediterht is sparse */
     assert_int_equal(agent_task_check(&t, ds), SFL_EINVAL);
-    assert_detail("fediterht: tau must be in [1, 8]");
+    assert_detail("task: tau: must be >= 1, got 0");
+    assert_int_equal(sfl_param_list_set(&t.params, "tau", 9), 0);
+    assert_int_equal(agent_task_check(&t, ds), SFL_EINVAL);
+    assert_detail("fediterht: tau must be in [1, 8], got 9");
+    assert_int_equal(sfl_param_list_set(&t.params, "tau", 3), 0);
+    assert_int_equal(sfl_param_list_set(&t.params, "mu", 0.5), 0);
+    assert_int_equal(agent_task_check(&t, ds), SFL_EINVAL);
+    assert_detail("task: fediterht has no parameter 'mu' (its parameters: lr, tau, local_steps, "
+                  "batch, lambda)");
     sfl_dataset_free(ds);
 }
 
@@ -949,7 +959,7 @@ static void test_agent_train_task_matches_client_round(void **state)
      * sfl_dataset_encode_labels numbers them in a simulation. */
     assert_int_equal(sfl_libsvm_read(cls_path, 0, NULL, &ds), 0);
     fill_task(&t, "logistic", 2, pm, 2);
-    t.params.lambda = 1e-3;
+    assert_int_equal(sfl_param_list_set(&t.params, "lambda", 1e-3), 0);
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
     sfl_msg_buf_free(sign);
     assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len), 0);
@@ -1277,7 +1287,7 @@ static void test_agent_trains_and_submits(void **state)
     st = agent_stats(S.agent);
     RUN_UNTIL(st->acks[SFL_ACK_ACCEPTED] == 1 && agent_state(S.agent) == AGENT_SUBSCRIBED);
     /* Join carried the identity, conditions and a summary of the data. */
-    assert_int_equal(S.join.protocol_version, 1);
+    assert_int_equal(S.join.protocol_version, SFL_MSG_PROTOCOL_VERSION);
     assert_int_equal(S.join.dataset.samples, NROWS);
     assert_int_equal(S.join.dataset.dimension, NCOLS);
     assert_int_equal(S.join.dataset.nlabels, 0);

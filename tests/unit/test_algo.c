@@ -52,43 +52,43 @@ static void test_algo_bad_params(void **state)
     assert_int_equal(prob.dim, 30);
     assert_int_equal(prob.nblocks, 3);
 
-    sfl_algo_params_default(&p);
-    p.tau = 0;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fediterht, &p, &prob), SFL_EINVAL);
+    /* Values are checked when set, against the algorithm's table... */
+    assert_int_equal(testfed_try(&sfl_algo_fediterht, "tau", 0), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "tau"));
-    p.tau = 11; /* per block of 10 */
-    assert_int_equal(sfl_algo_check(&sfl_algo_fediterht, &p, &prob), SFL_EINVAL);
-    p.tau = 10;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fediterht, &p, &prob), 0);
-    /* dense baselines ignore tau */
-    p.tau = 0;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedavg, &p, &prob), 0);
-    p.tau = 5;
-    p.lr = 0;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedht, &p, &prob), SFL_EINVAL);
-    p.lr = NAN;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedht, &p, &prob), SFL_EINVAL);
-    p.lr = 0.1;
-    p.local_steps = 0;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedht, &p, &prob), SFL_EINVAL);
-    p.local_steps = 1;
-    p.batch = 0;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedht, &p, &prob), SFL_EINVAL);
-    p.batch = 1;
-    p.mu = -1;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedprox, &p, &prob), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_fedht, "lr", 0), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_fedht, "lr", NAN), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_fedht, "local_steps", 0), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_fedht, "local_steps", 1.5), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "whole number"));
+    assert_int_equal(testfed_try(&sfl_algo_fedht, "batch", 0), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_fedprox, "mu", -1), SFL_EINVAL);
+    /* ...names too: dense baselines have no tau. */
+    assert_int_equal(testfed_try(&sfl_algo_fedavg, "tau", 5), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "fedavg has no parameter 'tau'"));
+    /* ...and tau against the problem's block length by sfl_algo_check. */
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 11); /* per block of 10 */
+    assert_int_equal(sfl_algo_check(&sfl_algo_fediterht, testfed_as(&sfl_algo_fediterht, &p), &prob),
+                     SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "tau"));
+    testfed_set(&p, "tau", 10);
+    assert_int_equal(sfl_algo_check(&sfl_algo_fediterht, testfed_as(&sfl_algo_fediterht, &p), &prob),
+                     0);
+    assert_int_equal(sfl_algo_check(&sfl_algo_fedavg, testfed_as(&sfl_algo_fedavg, &p), &prob), 0);
+    /* Parameters filled for another algorithm are refused. */
+    assert_int_equal(sfl_algo_check(&sfl_algo_fedht, testfed_as(&sfl_algo_fediterht, &p), &prob),
+                     SFL_EINVAL);
 
     /* Only the matching-pursuit family knows dictionaries. */
     sfl_dict_t *dict;
     sfl_rng_t r;
     sfl_rng_seed(&r, 1, 0, 0, 0);
-    p.mu = 0;
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 10, 0), 0);
     assert_int_equal(sfl_dict_gaussian(10, 12, &r, &dict), 0);
     assert_int_equal(sfl_dict_attach(&prob, dict), 0);
-    assert_int_equal(sfl_algo_check(&sfl_algo_fediterht, &p, &prob), SFL_EINVAL);
+    assert_int_equal(sfl_algo_check(&sfl_algo_fediterht, testfed_as(&sfl_algo_fediterht, &p), &prob), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "dictionary"));
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedgradmp, &p, &prob), 0);
+    assert_int_equal(sfl_algo_check(&sfl_algo_fedgradmp, testfed_as(&sfl_algo_fedgradmp, &p), &prob), 0);
     sfl_dict_free(dict);
 }
 
@@ -101,10 +101,10 @@ static void test_algo_fediterht_exact_step(void **state)
     testfed_client_t c;
 
     testfed_client_init(&c, y, 6, 6);
-    c.p.tau = 2;
-    c.p.local_steps = 1;
-    c.p.batch = 6; /* full batch */
-    c.p.lr = 3.0;  /* n / 2 */
+    testfed_set(&c.p, "tau", 2);
+    testfed_set(&c.p, "local_steps", 1);
+    testfed_set(&c.p, "batch", 6); /* full batch */
+    testfed_set(&c.p, "lr", 3.0);  /* n / 2 */
     assert_int_equal(testfed_update(&sfl_algo_fediterht, &c, x0, c.ds), 0);
     assert_int_equal(c.u->nnz, 2);
     assert_int_equal(c.u->idx[0], 1);
@@ -129,14 +129,14 @@ static void test_algo_aggregate_weighted(void **state)
     const double da[4] = {1, 0, 4, 0}, db[4] = {0, 2, 0, 8};
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 2;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 2);
     assert_int_equal(sfl_spvec_new(4, 0, &a), 0);
     assert_int_equal(sfl_spvec_new(4, 0, &b), 0);
     assert_int_equal(sfl_spvec_from_dense(a, da), 0);
     assert_int_equal(sfl_spvec_from_dense(b, db), 0);
 
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedavg, &p, &prob), 0);
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedavg, testfed_as(&sfl_algo_fedavg, &p), &prob), 0);
     assert_int_equal(sfl_algo_fedavg.aggregate_end(&agg, g), SFL_EEMPTY);
     assert_int_equal(sfl_algo_fedavg.aggregate_begin(&agg), 0);
     /* The streaming add allocates nothing: O(d) memory whatever N. */
@@ -152,7 +152,7 @@ static void test_algo_aggregate_weighted(void **state)
     sfl_agg_close(&agg);
 
     /* Same with the thresholding end: keeps the two largest. */
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedht, &p, &prob), 0);
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedht, testfed_as(&sfl_algo_fedht, &p), &prob), 0);
     assert_int_equal(sfl_algo_fedht.aggregate_begin(&agg), 0);
     assert_int_equal(sfl_algo_fedht.aggregate_add(&agg, a, 1.0), 0);
     assert_int_equal(sfl_algo_fedht.aggregate_add(&agg, b, 3.0), 0);
@@ -176,17 +176,17 @@ static void test_algo_recovers_sparse_truth(void **state)
     sfl_synth_t *s = testfed_small_sparse();
     sfl_algo_params_t p;
 
-    sfl_algo_params_default(&p);
-    p.tau = 8;
-    p.batch = 60;
-    p.lr = 0.1;
-    p.local_steps = 3;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 8);
+    testfed_set(&p, "batch", 60);
+    testfed_set(&p, "lr", 0.1);
+    testfed_set(&p, "local_steps", 3);
     assert_true(testfed_run_synth(&sfl_algo_fediterht, s, &p, 150, TESTFED_ANY, NULL, NULL) < 1e-6);
     assert_true(testfed_run_synth(&sfl_algo_fedht, s, &p, 150, TESTFED_ANY, NULL, NULL) < 1e-6);
     assert_true(testfed_run_synth(&sfl_algo_diht, s, &p, 400, TESTFED_ANY, NULL, NULL) < 1e-6);
     /* Minibatches: still converges in the noiseless case (interpolation). */
-    p.batch = 10;
-    p.lr = 0.02;
+    testfed_set(&p, "batch", 10);
+    testfed_set(&p, "lr", 0.02);
     assert_true(testfed_run_synth(&sfl_algo_fediterht, s, &p, 300, TESTFED_ANY, NULL, NULL) < 1e-4);
     sfl_synth_free(s);
 }
@@ -198,26 +198,26 @@ static void test_algo_deterministic_and_variants(void **state)
     sfl_algo_params_t p;
     double *m1 = calloc(s->dim, sizeof(double)), *m2 = calloc(s->dim, sizeof(double));
 
-    sfl_algo_params_default(&p);
-    p.tau = 8;
-    p.batch = 10;
-    p.lr = 0.02;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 8);
+    testfed_set(&p, "batch", 10);
+    testfed_set(&p, "lr", 0.02);
     /* Same seed, same bits. */
     testfed_run_synth(&sfl_algo_fediterht, s, &p, 5, TESTFED_ANY, m1, NULL);
     testfed_run_synth(&sfl_algo_fediterht, s, &p, 5, TESTFED_ANY, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     /* FedProx with mu = 0 is FedAvg, bit for bit; mu > 0 differs. */
-    p.mu = 0;
+    testfed_set(&p, "mu", 0);
     testfed_run_synth(&sfl_algo_fedavg, s, &p, 3, TESTFED_ANY, m1, NULL);
     testfed_run_synth(&sfl_algo_fedprox, s, &p, 3, TESTFED_ANY, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
-    p.mu = 5;
+    testfed_set(&p, "mu", 5);
     testfed_run_synth(&sfl_algo_fedprox, s, &p, 3, TESTFED_ANY, m2, NULL);
     assert_memory_not_equal(m1, m2, s->dim * sizeof(double));
     /* Distributed-IHT takes one step whatever K. */
-    p.local_steps = 1;
+    testfed_set(&p, "local_steps", 1);
     testfed_run_synth(&sfl_algo_diht, s, &p, 3, TESTFED_ANY, m1, NULL);
-    p.local_steps = 7;
+    testfed_set(&p, "local_steps", 7);
     testfed_run_synth(&sfl_algo_diht, s, &p, 3, TESTFED_ANY, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     free(m1);
@@ -234,14 +234,14 @@ static void test_algo_bad_client(void **state)
 
     /* Model of 4 features, data of 3. */
     testfed_client_init(&c, y, 3, 4);
-    c.p.tau = 1;
+    testfed_set(&c.p, "tau", 1);
     assert_int_equal(testfed_update(&sfl_algo_fedht, &c, x0, c.ds), SFL_EDIM);
     /* No samples. */
     assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
     assert_int_equal(testfed_update(&sfl_algo_fedht, &c, x0, c.empty), SFL_EEMPTY);
     /* Divergence is reported, not returned as a model of infinities. */
-    c.p.lr = 1e200;
-    c.p.local_steps = 10;
+    testfed_set(&c.p, "lr", 1e200);
+    testfed_set(&c.p, "local_steps", 10);
     assert_int_equal(testfed_update(&sfl_algo_fedavg, &c, x0, c.ds), SFL_ENUMERIC);
     testfed_client_close(&c);
 }
@@ -255,9 +255,9 @@ static void test_algo_alloc_failures(void **state)
     sfl_algo_ws_t ws;
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 50, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 5;
-    FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_fedht, &p, &prob), sfl_agg_close(&agg));
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 5);
+    FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_fedht, testfed_as(&sfl_algo_fedht, &p), &prob), sfl_agg_close(&agg));
     sfl_algo_ws_init(&ws);
     FAILALLOC_EACH(sfl_algo_ws_reserve(&ws, 50, 10), (sfl_algo_ws_close(&ws), sfl_algo_ws_init(&ws)));
     sfl_algo_ws_close(&ws);
@@ -276,22 +276,22 @@ static void test_algo_client_round_seeding(void **state)
     double *x = calloc(s->dim, sizeof(double));
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, s->dim, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 8;
-    p.lr = 0.02;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 8);
+    testfed_set(&p, "lr", 0.02);
     sfl_algo_ws_init(&ws);
     assert_int_equal(sfl_spvec_new(s->dim, 0, &a), 0);
     assert_int_equal(sfl_spvec_new(s->dim, 0, &b), 0);
-    assert_int_equal(sfl_algo_client_round(&sfl_algo_fediterht, &p, &prob, x, s->clients[2], NULL,
+    assert_int_equal(sfl_algo_client_round(&sfl_algo_fediterht, testfed_as(&sfl_algo_fediterht, &p), &prob, x, s->clients[2], NULL,
                                            9, 4, 2, &ws, a), 0);
     sfl_rng_seed(&r, 9, 4, 2, SFL_STREAM_TRAIN);
-    assert_int_equal(sfl_algo_fediterht.client_update(&p, &prob, x, s->clients[2], NULL, &r, &ws, b),
+    assert_int_equal(sfl_algo_fediterht.client_update(testfed_as(&sfl_algo_fediterht, &p), &prob, x, s->clients[2], NULL, &r, &ws, b),
                      0);
     assert_int_equal(a->nnz, b->nnz);
     assert_memory_equal(a->idx, b->idx, a->nnz * sizeof(uint32_t));
     assert_memory_equal(a->val, b->val, a->nnz * sizeof(double));
     /* Another round draws other minibatches. */
-    assert_int_equal(sfl_algo_client_round(&sfl_algo_fediterht, &p, &prob, x, s->clients[2], NULL,
+    assert_int_equal(sfl_algo_client_round(&sfl_algo_fediterht, testfed_as(&sfl_algo_fediterht, &p), &prob, x, s->clients[2], NULL,
                                            9, 5, 2, &ws, b), 0);
     assert_true(a->nnz != b->nnz || memcmp(a->val, b->val, a->nnz * sizeof(double)) != 0);
     sfl_spvec_free(a);

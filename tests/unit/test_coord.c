@@ -251,13 +251,13 @@ static void agent_join(tagent_t *t, const char *who)
         assert_int_equal(sfl_identity_generate(&t->id), 0);
     if (t->cli.c == NULL)
         cli_connect(&t->cli, who);
-    req = join_req(t->id, 1, &len);
+    req = join_req(t->id, SFL_MSG_PROTOCOL_VERSION, &len);
     call(&t->cli, "/sfl.v1.Coordinator/Join", req, len, &res);
     if (res.status != 0)
         fail_msg("join %s: %d %s", who, res.status, res.msg);
     assert_int_equal(sfl_msg_join_reply_unpack(res.resp, res.len, NULL, &r), 0);
     assert_true(r.agent_id > 0);
-    assert_int_equal(r.protocol_version, 1);
+    assert_int_equal(r.protocol_version, SFL_MSG_PROTOCOL_VERSION);
     assert_true(r.heartbeat_interval_ms > 0);
     t->agent_id = r.agent_id;
     memcpy(t->coord_pk, r.coordinator_key, 32);
@@ -462,9 +462,9 @@ static void job_spec(sfl_job_spec_t *s, uint32_t deadline_ms, uint32_t max_attem
     snprintf(s->name, sizeof(s->name), "unit");
     snprintf(s->algorithm, sizeof(s->algorithm), "fediterht");
     snprintf(s->loss, sizeof(s->loss), "lsq");
-    sfl_algo_params_default(&s->params);
-    s->params.tau = 3;
-    s->params.lr = 0.01;
+    memset(&s->params, 0, sizeof(s->params));
+    assert_int_equal(sfl_param_list_set(&s->params, "tau", 3), 0);
+    assert_int_equal(sfl_param_list_set(&s->params, "lr", 0.01), 0);
     s->dimension = DIM;
     s->rounds = 5;
     s->cohort_size = 2;
@@ -741,7 +741,7 @@ static void test_coord_join_and_roles(void **state)
 
     /* an admin certificate may not Join */
     cli_connect(&F.admin, "admin/alice");
-    buf = join_req(a1->id, 1, &len);
+    buf = join_req(a1->id, SFL_MSG_PROTOCOL_VERSION, &len);
     call(&F.admin, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
 
@@ -755,13 +755,18 @@ static void test_coord_join_and_roles(void **state)
 
     /* the same certificate with another identity key */
     assert_int_equal(sfl_identity_generate(&other), 0);
-    buf = join_req(other, 1, &len);
+    buf = join_req(other, SFL_MSG_PROTOCOL_VERSION, &len);
     call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
     assert_non_null(strstr(res.msg, "another identity key"));
 
-    /* a protocol version the coordinator does not speak */
-    buf = join_req(a1->id, 2, &len);
+    /* a protocol version the coordinator does not speak: the last one
+     * (parameters as fields) and a future one */
+    buf = join_req(a1->id, SFL_MSG_PROTOCOL_VERSION - 1, &len);
+    call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
+    assert_non_null(strstr(res.msg, "protocol_version 1 is not supported"));
+    buf = join_req(a1->id, SFL_MSG_PROTOCOL_VERSION + 1, &len);
     call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
 
@@ -850,7 +855,7 @@ static void test_coord_round_commit_and_restart(void **state)
     job = js.job_id;
 
     /* a bad spec is refused with the field */
-    spec.params.tau = 0;
+    assert_int_equal(sfl_param_list_set(&spec.params, "tau", 0), 0);
     (void)create_job(&F.admin, &spec, &status);
     assert_int_equal(status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
 

@@ -206,7 +206,8 @@ static void test_ctl_job_file(void **state)
     assert_int_equal(w.dimension, 200);
     assert_int_equal(w.nlabels, 2);
     assert_true(w.labels[0] == -1.0 && w.labels[1] == 1.0);
-    assert_int_equal(w.params.tau, 5);
+    assert_non_null(sfl_param_list_find(&w.params, "tau"));
+    assert_true(sfl_param_list_find(&w.params, "tau")->value == 5);
     assert_int_equal(w.rounds, 3);
     assert_int_equal(w.cohort_size, 2);
     assert_int_equal(w.min_quorum, 1);
@@ -221,7 +222,10 @@ static void test_ctl_job_file(void **state)
     assert_int_equal(w.heartbeat_timeout_ms, 30000);
     assert_int_equal(w.max_attempts, 3);
     assert_close(w.over_selection, 0.25, 0, 0);
-    assert_int_equal(w.params.local_steps, 5);
+    /* ...and the algorithm's defaults, every parameter spelled out */
+    assert_int_equal(w.params.n, 5);
+    assert_true(sfl_param_list_find(&w.params, "local_steps")->value == 5);
+    assert_true(sfl_param_list_find(&w.params, "lr")->value == 0.01);
 }
 
 static void test_ctl_job_file_bad(void **state)

@@ -37,12 +37,12 @@ static void test_feddualavg_exact_rounds(void **state)
 
     testfed_client_init(&c, y, 4, 4);
     u = c.u;
-    c.p.tau = 2;
-    c.p.local_steps = 1;
-    c.p.batch = 4;
-    c.p.lr = 2.0; /* n / 2 */
+    testfed_set(&c.p, "tau", 2);
+    testfed_set(&c.p, "local_steps", 1);
+    testfed_set(&c.p, "batch", 4);
+    testfed_set(&c.p, "lr", 2.0); /* n / 2 */
     sfl_topk_ws_init(&tk);
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_feddualavg, &c.p, &c.prob), 0);
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &c.p), &c.prob), 0);
 
     /* Round 1 from z = 0: x = H_2(0) = 0, Delta = -lr grad f(0) = y, dense. */
     assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, z, c.ds), 0);
@@ -56,14 +56,14 @@ static void test_feddualavg_exact_rounds(void **state)
     assert_int_equal(sfl_algo_feddualavg.aggregate_end(&agg, z), 0);
     for (uint32_t j = 0; j < 4; j++)
         assert_close(z[j], y[j], 0, 1e-15); /* the dual is not thresholded */
-    assert_int_equal(sfl_algo_feddualavg.model_of(&c.p, &c.prob, z, x, &tk), 0);
+    assert_int_equal(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &c.p), &c.prob, z, x, &tk), 0);
     assert_true(x[0] == 0 && x[1] == z[1] && x[2] == 0 && x[3] == z[3]);
 
     /* Round 2, K = 2, from z = y. Each step: x = H_2(z) = (0, -3, 0, 2),
      * grad = (x - y) / 2 = (-0.25, 0, -0.125, 0), Delta += (0.5, 0, 0.25, 0);
      * the second step's z = (1, -3, 0.5, 2) keeps the same support.
      * Delta = (1, 0, 0.5, 0): exact zeros where every gradient vanished. */
-    c.p.local_steps = 2;
+    testfed_set(&c.p, "local_steps", 2);
     assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, z, c.ds), 0);
     assert_int_equal(u->nnz, 2);
     assert_int_equal(u->idx[0], 0);
@@ -71,7 +71,7 @@ static void test_feddualavg_exact_rounds(void **state)
     assert_close(u->val[0], 1.0, 0, 1e-15);
     assert_close(u->val[1], 0.5, 0, 1e-15);
     /* Server step eta_g = 1/2: z = y + Delta / 2 = (1, -3, 0.5, 2). */
-    c.p.server_lr = 0.5;
+    testfed_set(&c.p, "server_lr", 0.5);
     assert_int_equal(sfl_algo_feddualavg.aggregate_begin(&agg), 0);
     assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, u, 1.0), 0);
     assert_int_equal(sfl_algo_feddualavg.aggregate_end(&agg, z), 0);
@@ -79,7 +79,7 @@ static void test_feddualavg_exact_rounds(void **state)
     assert_close(z[1], -3.0, 0, 1e-15);
     assert_close(z[2], 0.5, 0, 1e-15);
     assert_close(z[3], 2.0, 0, 1e-15);
-    assert_int_equal(sfl_algo_feddualavg.model_of(&c.p, &c.prob, z, x, &tk), 0);
+    assert_int_equal(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &c.p), &c.prob, z, x, &tk), 0);
     assert_true(x[0] == 0 && x[1] == z[1] && x[2] == 0 && x[3] == z[3]);
 
     sfl_agg_close(&agg);
@@ -99,15 +99,15 @@ static void test_feddualavg_server_step(void **state)
     const double da[4] = {1, 0, 4, 0}, db[4] = {0, 2, 0, 8};
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 2;
-    p.server_lr = 2.0;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 2);
+    testfed_set(&p, "server_lr", 2.0);
     assert_int_equal(sfl_spvec_new(4, 0, &a), 0);
     assert_int_equal(sfl_spvec_new(4, 0, &b), 0);
     assert_int_equal(sfl_spvec_new(5, 0, &c), 0);
     assert_int_equal(sfl_spvec_from_dense(a, da), 0);
     assert_int_equal(sfl_spvec_from_dense(b, db), 0);
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_feddualavg, &p, &prob), 0);
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &p), &prob), 0);
     assert_int_equal(sfl_algo_feddualavg.aggregate_begin(&agg), 0);
     /* Nothing to aggregate: an error, and the state is left alone. */
     assert_int_equal(sfl_algo_feddualavg.aggregate_end(&agg, z), SFL_EEMPTY);
@@ -149,12 +149,12 @@ static void test_feddualavg_model_of(void **state)
     sfl_topk_ws_init(&tk);
     sfl_topk_ws_init(&ref);
     assert_int_equal(sfl_topk_ws_reserve(&ref, 15), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 2;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 2);
 
     /* One block of 15. */
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 15, 0), 0);
-    assert_int_equal(sfl_algo_feddualavg.model_of(&p, &prob, st, m, &tk), 0);
+    assert_int_equal(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &p), &prob, st, m, &tk), 0);
     memcpy(want, st, sizeof(st));
     assert_int_equal(sfl_ht_dense(want, 15, 2, &ref), 0);
     assert_memory_equal(m, want, sizeof(m));
@@ -164,7 +164,7 @@ static void test_feddualavg_model_of(void **state)
     /* Softmax, 5 features x 3 classes: tau per class block. */
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_softmax, 5, 3), 0);
     assert_int_equal(prob.dim, 15);
-    assert_int_equal(sfl_algo_feddualavg.model_of(&p, &prob, st, m, &tk), 0);
+    assert_int_equal(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &p), &prob, st, m, &tk), 0);
     memcpy(want, st, sizeof(st));
     assert_int_equal(sfl_ht_block(want, 3, 5, 2, &ref), 0);
     assert_memory_equal(m, want, sizeof(m));
@@ -173,7 +173,7 @@ static void test_feddualavg_model_of(void **state)
 
     /* A NaN in the state is an error, not a model. */
     st[7] = NAN;
-    assert_int_equal(sfl_algo_feddualavg.model_of(&p, &prob, st, m, &tk), SFL_ENUMERIC);
+    assert_int_equal(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &p), &prob, st, m, &tk), SFL_ENUMERIC);
     sfl_topk_ws_close(&tk);
     sfl_topk_ws_close(&ref);
 }
@@ -185,18 +185,18 @@ static void test_feddualavg_recovers_sparse_truth(void **state)
     sfl_algo_params_t p;
     double *x = calloc(s->dim, sizeof(double)), *z = calloc(s->dim, sizeof(double));
 
-    sfl_algo_params_default(&p);
-    p.batch = 60;
-    p.local_steps = 3;
+    testfed_params_default(&p);
+    testfed_set(&p, "batch", 60);
+    testfed_set(&p, "local_steps", 3);
     /* tau = s: once the support is found, gradient descent on it. */
-    p.tau = 4;
-    p.lr = 0.1;
+    testfed_set(&p, "tau", 4);
+    testfed_set(&p, "lr", 0.1);
     assert_true(testfed_run_synth(&sfl_algo_feddualavg, s, &p, 150, TESTFED_ANY, NULL, NULL)
                 < 1e-6);
     /* tau = 2 s: slower, since the slack slots keep cycling through
      * coordinates whose dual mass only drains while they are selected. */
-    p.tau = 8;
-    p.lr = 0.3;
+    testfed_set(&p, "tau", 8);
+    testfed_set(&p, "lr", 0.3);
     assert_true(testfed_run_synth(&sfl_algo_feddualavg, s, &p, 300, TESTFED_ANY, x, z) < 1e-4);
     assert_true(sfl_dvec_nnz(x, s->dim) <= 8);
     /* The state is a dual vector, not the model: it is dense. */
@@ -215,11 +215,11 @@ static void test_feddualavg_dense_is_fedavg(void **state)
     sfl_algo_params_t p;
     double *m1 = calloc(s->dim, sizeof(double)), *m2 = calloc(s->dim, sizeof(double));
 
-    sfl_algo_params_default(&p);
-    p.tau = s->dim;
-    p.batch = 10;
-    p.lr = 0.02;
-    p.mu = 0;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", s->dim);
+    testfed_set(&p, "batch", 10);
+    testfed_set(&p, "lr", 0.02);
+    testfed_set(&p, "mu", 0);
     testfed_run_synth(&sfl_algo_fedavg, s, &p, 10, TESTFED_ANY, m1, NULL);
     testfed_run_synth(&sfl_algo_feddualavg, s, &p, 10, TESTFED_ANY, m2, NULL);
     for (size_t j = 0; j < s->dim; j++)
@@ -236,14 +236,14 @@ static void test_feddualavg_deterministic_and_server_lr(void **state)
     sfl_algo_params_t p;
     double *m1 = calloc(s->dim, sizeof(double)), *m2 = calloc(s->dim, sizeof(double));
 
-    sfl_algo_params_default(&p);
-    p.tau = 8;
-    p.batch = 10;
-    p.lr = 0.02;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 8);
+    testfed_set(&p, "batch", 10);
+    testfed_set(&p, "lr", 0.02);
     testfed_run_synth(&sfl_algo_feddualavg, s, &p, 10, TESTFED_ANY, NULL, m1);
     testfed_run_synth(&sfl_algo_feddualavg, s, &p, 10, TESTFED_ANY, NULL, m2);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
-    p.server_lr = 0.5;
+    testfed_set(&p, "server_lr", 0.5);
     testfed_run_synth(&sfl_algo_feddualavg, s, &p, 10, TESTFED_ANY, NULL, m2);
     assert_memory_not_equal(m1, m2, s->dim * sizeof(double));
     /* And a damped step is still a descent method. */
@@ -263,24 +263,21 @@ static void test_feddualavg_bad_params(void **state)
     const double bad[] = {0.0, -0.5, NAN, INFINITY};
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 10, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 10;
-    assert_int_equal(sfl_algo_check(&sfl_algo_feddualavg, &p, &prob), 0);
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 10);
+    assert_int_equal(sfl_algo_check(&sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &p), &prob), 0);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        p.server_lr = bad[i];
-        assert_int_equal(sfl_algo_check(&sfl_algo_feddualavg, &p, &prob), SFL_EINVAL);
-        assert_non_null(strstr(sfl_last_error(), "server learning rate"));
+        assert_int_equal(testfed_try(&sfl_algo_feddualavg, "server_lr", bad[i]), SFL_EINVAL);
+        assert_non_null(strstr(sfl_last_error(), "server_lr"));
     }
-    p.server_lr = 1.0;
-    p.tau = 0;
-    assert_int_equal(sfl_algo_check(&sfl_algo_feddualavg, &p, &prob), SFL_EINVAL);
-    p.tau = 11;
-    assert_int_equal(sfl_algo_check(&sfl_algo_feddualavg, &p, &prob), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_feddualavg, "tau", 0), SFL_EINVAL);
+    testfed_set(&p, "tau", 11);
+    assert_int_equal(sfl_algo_check(&sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &p), &prob), SFL_EINVAL);
     /* Unchecked tau reaching model_of is refused, not a crash. */
     sfl_topk_ws_t tk;
     double st[10] = {0}, m[10];
     sfl_topk_ws_init(&tk);
-    assert_int_equal(sfl_algo_feddualavg.model_of(&p, &prob, st, m, &tk), SFL_EINVAL);
+    assert_int_equal(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &p), &prob, st, m, &tk), SFL_EINVAL);
     sfl_topk_ws_close(&tk);
 }
 
@@ -293,7 +290,7 @@ static void test_feddualavg_bad_client(void **state)
 
     /* Model of 4 features, data of 3. */
     testfed_client_init(&c, y, 3, 4);
-    c.p.tau = 1;
+    testfed_set(&c.p, "tau", 1);
     assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, x0, c.ds), SFL_EDIM);
     /* Message of the wrong dimension. */
     assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
@@ -306,8 +303,8 @@ static void test_feddualavg_bad_client(void **state)
      * half-written. */
     assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, x0, c.ds), 0);
     assert_int_equal(c.u->nnz, 3);
-    c.p.lr = 1e200;
-    c.p.local_steps = 10;
+    testfed_set(&c.p, "lr", 1e200);
+    testfed_set(&c.p, "local_steps", 10);
     assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, x0, c.ds), SFL_ENUMERIC);
     assert_non_null(strstr(sfl_last_error(), "diverged"));
     assert_int_equal(c.u->nnz, 0);
@@ -326,13 +323,13 @@ static void test_feddualavg_alloc_failures(void **state)
     double *z = calloc(s->dim, sizeof(double)), *m = calloc(s->dim, sizeof(double));
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, s->dim, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 5;
-    p.batch = 10;
-    FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_feddualavg, &p, &prob), sfl_agg_close(&agg));
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 5);
+    testfed_set(&p, "batch", 10);
+    FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &p), &prob), sfl_agg_close(&agg));
     FAILALLOC_EACH(testfed_client_once(&sfl_algo_feddualavg, &p, &prob, z, s->clients[0]), (void)0);
     sfl_topk_ws_init(&tk);
-    FAILALLOC_EACH(sfl_algo_feddualavg.model_of(&p, &prob, z, m, &tk),
+    FAILALLOC_EACH(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &p), &prob, z, m, &tk),
                    (sfl_topk_ws_close(&tk), sfl_topk_ws_init(&tk)));
     sfl_topk_ws_close(&tk);
     free(z);

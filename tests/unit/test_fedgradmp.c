@@ -350,9 +350,9 @@ static void test_fedgradmp_exact_identity(void **state)
 
     testfed_client_init(&c, y, 6, 6);
     u = c.u;
-    c.p.tau = 2;
-    c.p.local_steps = 1;
-    c.p.batch = 6;
+    testfed_set(&c.p, "tau", 2);
+    testfed_set(&c.p, "local_steps", 1);
+    testfed_set(&c.p, "batch", 6);
     assert_int_equal(testfed_update(&sfl_algo_fedgradmp, &c, x0, c.ds), 0);
     assert_int_equal(u->nnz, 2);
     assert_int_equal(u->idx[0], 1);
@@ -360,16 +360,16 @@ static void test_fedgradmp_exact_identity(void **state)
     assert_true(fabs(u->val[0] + 3.0) < 1e-15 && fabs(u->val[1] - 2.0) < 1e-15);
     /* More steps and minibatches: the exact solve uses all rows, so the
      * answer stays H_tau(y) (a fixed point). */
-    c.p.local_steps = 4;
-    c.p.batch = 2;
+    testfed_set(&c.p, "local_steps", 4);
+    testfed_set(&c.p, "batch", 2);
     assert_int_equal(testfed_update(&sfl_algo_fedgradmp, &c, x0, c.ds), 0);
     assert_int_equal(u->nnz, 2);
     assert_true(fabs(u->val[0] + 3.0) < 1e-15 && fabs(u->val[1] - 2.0) < 1e-15);
     /* Inexact: f = (1/6)||x - y||^2, one GD step of 3 lands on y exactly. */
-    c.p.local_steps = 1;
-    c.p.batch = 6;
-    c.p.inexact_steps = 1;
-    c.p.lr = 3.0;
+    testfed_set(&c.p, "local_steps", 1);
+    testfed_set(&c.p, "batch", 6);
+    testfed_set(&c.p, "inexact_steps", 1);
+    testfed_set(&c.p, "lr", 3.0);
     assert_int_equal(testfed_update(&sfl_algo_fedgradmp_inexact, &c, x0, c.ds), 0);
     assert_int_equal(u->nnz, 2);
     assert_true(u->idx[0] == 1 && u->idx[1] == 3);
@@ -380,7 +380,7 @@ static void test_fedgradmp_exact_identity(void **state)
     const double y2[6] = {4, -3, 0.1, 2, 0, -0.2};
     double xs[6] = {4, 0, 0, 0, 0, 0};
     sfl_dataset_t *ds2 = testfed_identity_data(y2, 6);
-    c.p.tau = 1;
+    testfed_set(&c.p, "tau", 1);
     assert_int_equal(testfed_update(&sfl_algo_fedgradmp, &c, xs, ds2), 0);
     assert_int_equal(u->nnz, 1);
     assert_true(u->idx[0] == 0 && u->val[0] == 4.0);
@@ -417,28 +417,28 @@ static void test_fedgradmp_inexact_classification(void **state)
         ds->nclasses = soft ? 3 : 2;
         assert_int_equal(sfl_problem_init(&prob, soft ? &sfl_loss_softmax : &sfl_loss_logistic,
                                           D, soft ? 3 : 2), 0);
-        sfl_algo_params_default(&p);
-        p.tau = D;
-        p.local_steps = 2;
-        p.batch = 4;
-        p.lambda = 0.5;
-        p.lr = 0.5;
-        p.inexact_steps = 400;
+        testfed_params_default(&p);
+        testfed_set(&p, "tau", D);
+        testfed_set(&p, "local_steps", 2);
+        testfed_set(&p, "batch", 4);
+        testfed_set(&p, "lambda", 0.5);
+        testfed_set(&p, "lr", 0.5);
+        testfed_set(&p, "inexact_steps", 400);
         sfl_algo_ws_init(&ws);
         assert_int_equal(sfl_spvec_new((uint32_t)prob.dim, 0, &u), 0);
         sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
         /* The exact variant refuses, pointing to the inexact one. */
-        assert_int_equal(sfl_algo_fedgradmp.client_update(&p, &prob, x0, ds, NULL, &r, &ws, u),
+        assert_int_equal(sfl_algo_fedgradmp.client_update(testfed_as(&sfl_algo_fedgradmp, &p), &prob, x0, ds, NULL, &r, &ws, u),
                          SFL_EUNSUP);
         assert_non_null(strstr(sfl_last_error(), "fedgradmp-inexact"));
-        assert_int_equal(sfl_algo_fedgradmp_inexact.client_update(&p, &prob, x0, ds, NULL, &r,
+        assert_int_equal(sfl_algo_fedgradmp_inexact.client_update(testfed_as(&sfl_algo_fedgradmp_inexact, &p), &prob, x0, ds, NULL, &r,
                                                                   &ws, u), 0);
         sfl_spvec_scatter(u, x);
-        prob.loss->grad(ds, NULL, 0, x, p.lambda, g);
+        prob.loss->grad(ds, NULL, 0, x, sfl_algo_param_or(&p, "lambda", 0), g);
         assert_true(sfl_dvec_nrm2(g, prob.dim) < 1e-10);
         /* Per-class sparsity: tau 1 keeps one weight per block. */
-        p.tau = 1;
-        assert_int_equal(sfl_algo_fedgradmp_inexact.client_update(&p, &prob, x0, ds, NULL, &r,
+        testfed_set(&p, "tau", 1);
+        assert_int_equal(sfl_algo_fedgradmp_inexact.client_update(testfed_as(&sfl_algo_fedgradmp_inexact, &p), &prob, x0, ds, NULL, &r,
                                                                   &ws, u), 0);
         assert_true(u->nnz >= 1 && u->nnz <= prob.nblocks);
         for (uint32_t i = 1; i < u->nnz; i++)
@@ -453,13 +453,13 @@ static void test_fedgradmp_inexact_classification(void **state)
         assert_int_equal(sfl_dict_attach(&prob, A), 0);
         assert_int_equal(prob.dim, 2 * prob.nblocks);
         assert_int_equal(sfl_spvec_new((uint32_t)prob.dim, 0, &uc), 0);
-        p.tau = 2;
-        p.inexact_steps = 8000; /* c-space is worse conditioned: more steps */
-        assert_int_equal(sfl_algo_fedgradmp_inexact.client_update(&p, &prob, xc, ds, NULL, &r,
+        testfed_set(&p, "tau", 2);
+        testfed_set(&p, "inexact_steps", 8000); /* c-space is worse conditioned: more steps */
+        assert_int_equal(sfl_algo_fedgradmp_inexact.client_update(testfed_as(&sfl_algo_fedgradmp_inexact, &p), &prob, xc, ds, NULL, &r,
                                                                   &ws, uc), 0);
         sfl_spvec_scatter(uc, xc);
-        assert_int_equal(sfl_algo_fedgradmp_inexact.model_of(&p, &prob, xc, model, NULL), 0);
-        prob.loss->grad(ds, NULL, 0, model, p.lambda, g);
+        assert_int_equal(sfl_algo_fedgradmp_inexact.model_of(testfed_as(&sfl_algo_fedgradmp_inexact, &p), &prob, xc, model, NULL), 0);
+        prob.loss->grad(ds, NULL, 0, model, sfl_algo_param_or(&p, "lambda", 0), g);
         for (uint32_t blk = 0; blk < prob.nblocks; blk++) {
             sfl_dict_apply_t(A, g + blk * D, ac);
             assert_true(fabs(ac[0]) < 1e-10 && fabs(ac[1]) < 1e-10);
@@ -487,33 +487,29 @@ static void test_fedgradmp_bad_params(void **state)
         const sfl_algo_t *a = algos[v];
 
         assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
-        sfl_algo_params_default(&c.p);
-        c.p.tau = 0;
-        assert_int_equal(testfed_update(a, &c, x0, c.ds), SFL_EINVAL);
+        testfed_params_default(&c.p);
+        assert_int_equal(testfed_try(a, "tau", 0), SFL_EINVAL);
         assert_non_null(strstr(sfl_last_error(), "tau"));
-        c.p.tau = 4;
+        testfed_set(&c.p, "tau", 4);
         assert_int_equal(testfed_update(a, &c, x0, c.ds), SFL_EINVAL);
-        assert_int_equal(sfl_algo_check(a, &c.p, &c.prob), SFL_EINVAL);
-        c.p.tau = 1;
-        c.p.l2_ball = -1;
-        assert_int_equal(testfed_update(a, &c, x0, c.ds), SFL_EINVAL);
-        c.p.l2_ball = 0;
-        c.p.local_steps = 0;
-        assert_int_equal(testfed_update(a, &c, x0, c.ds), SFL_EINVAL);
-        c.p.local_steps = 2;
+        assert_int_equal(sfl_algo_check(a, testfed_as(a, &c.p), &c.prob), SFL_EINVAL);
+        testfed_set(&c.p, "tau", 1);
+        assert_int_equal(testfed_try(a, "l2_ball", -1), SFL_EINVAL);
+        assert_int_equal(testfed_try(a, "local_steps", 0), SFL_EINVAL);
+        testfed_set(&c.p, "local_steps", 2);
         /* Empty client. */
         assert_int_equal(testfed_update(a, &c, x0, c.empty), SFL_EEMPTY);
         assert_non_null(strstr(sfl_last_error(), "no samples"));
         /* Update of the wrong dimension; data of the wrong width. */
-        assert_int_equal(a->client_update(&c.p, &c.prob, x0, c.ds, NULL, &c.r, &c.ws, u4),
+        assert_int_equal(a->client_update(testfed_as(a, &c.p), &c.prob, x0, c.ds, NULL, &c.r, &c.ws, u4),
                          SFL_EDIM);
         assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 4, 0), 0);
-        assert_int_equal(a->client_update(&c.p, &c.prob, x0, c.ds, NULL, &c.r, &c.ws, u4),
+        assert_int_equal(a->client_update(testfed_as(a, &c.p), &c.prob, x0, c.ds, NULL, &c.r, &c.ws, u4),
                          SFL_EDIM);
         /* A state that does not match the problem (dim tampered). */
         assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
         c.prob.dim = 4;
-        assert_int_equal(a->client_update(&c.p, &c.prob, x0, c.ds, NULL, &c.r, &c.ws, u4),
+        assert_int_equal(a->client_update(testfed_as(a, &c.p), &c.prob, x0, c.ds, NULL, &c.r, &c.ws, u4),
                          SFL_EDIM);
         /* NaN in the broadcast model. */
         assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
@@ -521,8 +517,8 @@ static void test_fedgradmp_bad_params(void **state)
         assert_int_equal(testfed_update(a, &c, xn, c.ds), SFL_ENUMERIC);
     }
     /* Inexact divergence is reported. */
-    c.p.lr = 1e200;
-    c.p.inexact_steps = 20;
+    testfed_set(&c.p, "lr", 1e200);
+    testfed_set(&c.p, "inexact_steps", 20);
     assert_int_equal(testfed_update(&sfl_algo_fedgradmp_inexact, &c, x0, c.ds), SFL_ENUMERIC);
     assert_non_null(strstr(sfl_last_error(), "diverged"));
     sfl_spvec_free(u4);
@@ -544,10 +540,10 @@ static void test_fedgradmp_secvc_converges(void **state)
     uint32_t hit = 0;
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, dim, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 10;
-    p.batch = 40;
-    p.local_steps = 3;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 10);
+    testfed_set(&p, "batch", 40);
+    testfed_set(&p, "local_steps", 3);
     testfed_run(&(testfed_t){.algo = &sfl_algo_fedgradmp, .p = &p, .prob = &prob,
                              .clients = syn->clients, .nclients = syn->nclients, .rounds = 6,
                              .check = TESTFED_SPARSE, .truth = syn->truth, .errs = errs});
@@ -572,10 +568,10 @@ static void test_fedgradmp_partial_participation(void **state)
     double errs[10];
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 200, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 5;
-    p.batch = 20;
-    p.local_steps = 3;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 5);
+    testfed_set(&p, "batch", 20);
+    testfed_set(&p, "local_steps", 3);
     testfed_run(&(testfed_t){.algo = &sfl_algo_fedgradmp, .p = &p, .prob = &prob,
                              .clients = syn->clients, .nclients = syn->nclients, .rounds = 10,
                              .stride = 3, .check = TESTFED_SPARSE, .truth = syn->truth,
@@ -583,8 +579,8 @@ static void test_fedgradmp_partial_participation(void **state)
     assert_true(errs[9] < 1e-10);
     /* Inexact on the same problem: gradient steps of a safe size converge
      * too, if more slowly. */
-    p.lr = 0.1;
-    p.inexact_steps = 30;
+    testfed_set(&p, "lr", 0.1);
+    testfed_set(&p, "inexact_steps", 30);
     testfed_run(&(testfed_t){.algo = &sfl_algo_fedgradmp_inexact, .p = &p, .prob = &prob,
                              .clients = mild->clients, .nclients = mild->nclients, .rounds = 10,
                              .stride = 3, .check = TESTFED_SPARSE, .truth = mild->truth,
@@ -604,10 +600,10 @@ static void test_fedgradmp_deterministic(void **state)
     double a[60], b[60];
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 60, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 4;
-    p.batch = 10;
-    p.local_steps = 2;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 4);
+    testfed_set(&p, "batch", 10);
+    testfed_set(&p, "local_steps", 2);
     testfed_t f = {.algo = &sfl_algo_fedgradmp, .p = &p, .prob = &prob, .clients = syn->clients,
                    .nclients = syn->nclients, .rounds = 3, .check = TESTFED_SPARSE,
                    .out_state = a};
@@ -631,19 +627,19 @@ static void test_fedgradmp_l2_ball(void **state)
     double x[80] = {0}, errs[6];
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 80, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 4;
-    p.batch = 50;
-    p.local_steps = 2;
-    p.l2_ball = 0.5; /* the truth has norm 1 */
-    p.lr = 0.01;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 4);
+    testfed_set(&p, "batch", 50);
+    testfed_set(&p, "local_steps", 2);
+    testfed_set(&p, "l2_ball", 0.5); /* the truth has norm 1 */
+    testfed_set(&p, "lr", 0.01);
     sfl_algo_ws_init(&ws);
     assert_int_equal(sfl_spvec_new(80, 0, &u), 0);
     sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
     for (int v = 0; v < 2; v++) {
         const sfl_algo_t *a = v ? &sfl_algo_fedgradmp_inexact : &sfl_algo_fedgradmp;
 
-        assert_int_equal(a->client_update(&p, &prob, x, syn->clients[0], NULL, &r, &ws, u), 0);
+        assert_int_equal(a->client_update(testfed_as(a, &p), &prob, x, syn->clients[0], NULL, &r, &ws, u), 0);
         double nrm = 0;
         for (uint32_t i = 0; i < u->nnz; i++)
             nrm += u->val[i] * u->val[i];
@@ -659,7 +655,7 @@ static void test_fedgradmp_l2_ball(void **state)
     testfed_run(&f);
     assert_true(sfl_dvec_nrm2(x, 80) <= 0.5 * (1 + 1e-12));
     /* A radius the truth fits in changes nothing at the solution. */
-    p.l2_ball = 2.0;
+    testfed_set(&p, "l2_ball", 2.0);
     f.rounds = 6;
     f.out_state = NULL;
     testfed_run(&f);
@@ -681,10 +677,10 @@ static void test_fedgradmp_dictionary(void **state)
     sfl_rng_t r;
     double a[40], b[40], errs[8];
 
-    sfl_algo_params_default(&p);
-    p.tau = 3;
-    p.batch = 20;
-    p.local_steps = 2;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 3);
+    testfed_set(&p, "batch", 20);
+    testfed_set(&p, "local_steps", 2);
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 40, 0), 0);
     assert_int_equal(sfl_problem_init(&pid, &sfl_loss_lsq, 40, 0), 0);
     assert_int_equal(sfl_dict_identity(40, &I), 0);
@@ -692,8 +688,8 @@ static void test_fedgradmp_dictionary(void **state)
     for (int v = 0; v < 2; v++) {
         const sfl_algo_t *al = v ? &sfl_algo_fedgradmp_inexact : &sfl_algo_fedgradmp;
 
-        p.lr = 0.1;
-        p.inexact_steps = 5;
+        testfed_set(&p, "lr", 0.1);
+        testfed_set(&p, "inexact_steps", 5);
         testfed_t f = {.algo = al, .p = &p, .prob = &prob, .clients = syn->clients,
                        .nclients = syn->nclients, .rounds = 3, .check = TESTFED_SPARSE,
                        .out_state = a};
@@ -728,7 +724,7 @@ static void test_fedgradmp_dictionary(void **state)
     }
     assert_int_equal(sfl_dict_attach(&prob, A), 0);
     assert_int_equal(prob.dim, M);
-    p.tau = 3;
+    testfed_set(&p, "tau", 3);
     testfed_t f = {.algo = &sfl_algo_fedgradmp, .p = &p, .prob = &prob, .clients = cl,
                    .nclients = 4, .rounds = 8, .check = TESTFED_SPARSE, .truth = xt,
                    .errs = errs, .out_state = state_};
@@ -737,18 +733,18 @@ static void test_fedgradmp_dictionary(void **state)
     assert_true(errs[7] < 1e-10);
     /* The state is the coefficient vector: c# itself. */
     assert_true(max_abs_diff(state_, c, M) < 1e-9);
-    assert_int_equal(sfl_algo_fedgradmp.model_of(&p, &prob, state_, model, NULL), 0);
+    assert_int_equal(sfl_algo_fedgradmp.model_of(testfed_as(&sfl_algo_fedgradmp, &p), &prob, state_, model, NULL), 0);
     assert_true(max_abs_diff(model, xt, 40) < 1e-9);
     /* l2 ball in model space with a dictionary: ||A c|| <= R. */
-    p.l2_ball = 0.3;
+    testfed_set(&p, "l2_ball", 0.3);
     f.rounds = 2;
     testfed_run(&f);
-    assert_int_equal(sfl_algo_fedgradmp.model_of(&p, &prob, state_, model, NULL), 0);
+    assert_int_equal(sfl_algo_fedgradmp.model_of(testfed_as(&sfl_algo_fedgradmp, &p), &prob, state_, model, NULL), 0);
     assert_true(sfl_dvec_nrm2(model, 40) <= 0.3 * (1 + 1e-12));
-    p.l2_ball = 0;
+    testfed_set(&p, "l2_ball", 0);
     /* Inexact with a dictionary also converges (slower). */
-    p.lr = 0.05;
-    p.inexact_steps = 20;
+    testfed_set(&p, "lr", 0.05);
+    testfed_set(&p, "inexact_steps", 20);
     f.algo = &sfl_algo_fedgradmp_inexact;
     f.rounds = 8;
     f.out_state = NULL;
@@ -775,12 +771,12 @@ static void test_fedgradmp_failalloc(void **state)
     double x[30] = {0}, b[8];
     const uint32_t G[8] = {0, 3, 4, 9, 12, 20, 21, 29};
 
-    sfl_algo_params_default(&p);
-    p.tau = 3;
-    p.batch = 4;
-    p.local_steps = 2;
-    p.l2_ball = 10;
-    p.lr = 0.001;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 3);
+    testfed_set(&p, "batch", 4);
+    testfed_set(&p, "local_steps", 2);
+    testfed_set(&p, "l2_ball", 10);
+    testfed_set(&p, "lr", 0.001);
     sfl_rng_seed(&r, 2, 0, 0, SFL_STREAM_DATA);
     assert_int_equal(sfl_dict_gaussian(30, 30, &r, &A), 0);
     for (int v = 0; v < 4; v++) {

@@ -38,10 +38,10 @@ static void test_fedmid_exact_round(void **state)
 
     testfed_client_init(&c, y, 4, 4);
     u = c.u;
-    c.p.tau = 2;
-    c.p.local_steps = 1;
-    c.p.batch = 4;
-    c.p.lr = 2.0; /* n / 2 */
+    testfed_set(&c.p, "tau", 2);
+    testfed_set(&c.p, "local_steps", 1);
+    testfed_set(&c.p, "batch", 4);
+    testfed_set(&c.p, "lr", 2.0); /* n / 2 */
     assert_int_equal(testfed_update(&sfl_algo_fedmid, &c, xt, c.ds), 0);
     /* H_2(y): the upload is the sparse model, not the change from x_t. */
     assert_int_equal(u->nnz, 2);
@@ -51,8 +51,8 @@ static void test_fedmid_exact_round(void **state)
     assert_close(u->val[1], 2.0, 0, 1e-15);
 
     /* eta_g = 1/2: H_2(x_t + (H_2(y) - x_t) / 2) = H_2(0.5, -1.5, 0, 1). */
-    c.p.server_lr = 0.5;
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, &c.p, &c.prob), 0);
+    testfed_set(&c.p, "server_lr", 0.5);
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &c.p), &c.prob), 0);
     assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
     assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 5.0), 0);
     memcpy(g, xt, sizeof(g));
@@ -63,7 +63,7 @@ static void test_fedmid_exact_round(void **state)
     assert_close(g[3], 1.0, 0, 1e-15);
 
     /* eta_g = 3/2 overshoots: H_2(-0.5, -4.5, 0, 3). */
-    c.p.server_lr = 1.5;
+    testfed_set(&c.p, "server_lr", 1.5);
     assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
     assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 1.0), 0);
     memcpy(g, xt, sizeof(g));
@@ -74,7 +74,7 @@ static void test_fedmid_exact_round(void **state)
     assert_close(g[3], 3.0, 0, 1e-15);
 
     /* eta_g = 1: the average, projected; x_t plays no part. */
-    c.p.server_lr = 1.0;
+    testfed_set(&c.p, "server_lr", 1.0);
     assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
     assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 1.0), 0);
     memcpy(g, xt, sizeof(g));
@@ -104,23 +104,23 @@ static void test_fedmid_equals_fediterht(void **state)
     sfl_algo_params_t p;
     double *m1 = calloc(s->dim, sizeof(double)), *m2 = calloc(s->dim, sizeof(double));
 
-    sfl_algo_params_default(&p);
-    p.tau = 8;
-    p.batch = 10;
-    p.lr = 0.02;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 8);
+    testfed_set(&p, "batch", 10);
+    testfed_set(&p, "lr", 0.02);
     double e1 = testfed_run_synth(&sfl_algo_fediterht, s, &p, 20, TESTFED_SPARSE, m1, NULL);
     double e2 = testfed_run_synth(&sfl_algo_fedmid, s, &p, 20, TESTFED_SPARSE, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     assert_true(e1 == e2);
     /* Full batch, more local steps. */
-    p.batch = 60;
-    p.lr = 0.1;
-    p.local_steps = 3;
+    testfed_set(&p, "batch", 60);
+    testfed_set(&p, "lr", 0.1);
+    testfed_set(&p, "local_steps", 3);
     testfed_run_synth(&sfl_algo_fediterht, s, &p, 10, TESTFED_SPARSE, m1, NULL);
     testfed_run_synth(&sfl_algo_fedmid, s, &p, 10, TESTFED_SPARSE, m2, NULL);
     assert_memory_equal(m1, m2, s->dim * sizeof(double));
     /* eta_g != 1 is a different algorithm. */
-    p.server_lr = 0.5;
+    testfed_set(&p, "server_lr", 0.5);
     testfed_run_synth(&sfl_algo_fedmid, s, &p, 10, TESTFED_SPARSE, m2, NULL);
     assert_memory_not_equal(m1, m2, s->dim * sizeof(double));
     /* Same seed, same bits, also off the FedIter-HT path. */
@@ -137,21 +137,21 @@ static void test_fedmid_recovers_sparse_truth(void **state)
     sfl_synth_t *s = testfed_small_sparse();
     sfl_algo_params_t p;
 
-    sfl_algo_params_default(&p);
-    p.tau = 8;
-    p.batch = 60;
-    p.lr = 0.1;
-    p.local_steps = 3;
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 8);
+    testfed_set(&p, "batch", 60);
+    testfed_set(&p, "lr", 0.1);
+    testfed_set(&p, "local_steps", 3);
     assert_true(testfed_run_synth(&sfl_algo_fedmid, s, &p, 100, TESTFED_SPARSE, NULL, NULL) < 1e-8);
     /* A damped and an extrapolating server step both still converge. */
-    p.server_lr = 0.5;
+    testfed_set(&p, "server_lr", 0.5);
     assert_true(testfed_run_synth(&sfl_algo_fedmid, s, &p, 150, TESTFED_SPARSE, NULL, NULL) < 1e-8);
-    p.server_lr = 1.5;
+    testfed_set(&p, "server_lr", 1.5);
     assert_true(testfed_run_synth(&sfl_algo_fedmid, s, &p, 75, TESTFED_SPARSE, NULL, NULL) < 1e-8);
     /* Minibatches (noiseless, so SGD interpolates). */
-    p.server_lr = 1.0;
-    p.batch = 10;
-    p.lr = 0.02;
+    testfed_set(&p, "server_lr", 1.0);
+    testfed_set(&p, "batch", 10);
+    testfed_set(&p, "lr", 0.02);
     assert_true(testfed_run_synth(&sfl_algo_fedmid, s, &p, 300, TESTFED_SPARSE, NULL, NULL) < 1e-8);
     sfl_synth_free(s);
 }
@@ -164,22 +164,20 @@ static void test_fedmid_bad_params(void **state)
     const double bad[] = {0.0, -1.0, NAN, INFINITY, -INFINITY};
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 10, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 3;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedmid, &p, &prob), 0);
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 3);
+    assert_int_equal(sfl_algo_check(&sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &p), &prob), 0);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        p.server_lr = bad[i];
-        assert_int_equal(sfl_algo_check(&sfl_algo_fedmid, &p, &prob), SFL_EINVAL);
-        assert_non_null(strstr(sfl_last_error(), "server learning rate"));
+        assert_int_equal(testfed_try(&sfl_algo_fedmid, "server_lr", bad[i]), SFL_EINVAL);
+        assert_non_null(strstr(sfl_last_error(), "server_lr"));
     }
-    p.server_lr = 1e-3;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedmid, &p, &prob), 0);
+    testfed_set(&p, "server_lr", 1e-3);
+    assert_int_equal(sfl_algo_check(&sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &p), &prob), 0);
     /* tau is required and bounded by the dimension. */
-    p.tau = 0;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedmid, &p, &prob), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_fedmid, "tau", 0), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "tau"));
-    p.tau = 11;
-    assert_int_equal(sfl_algo_check(&sfl_algo_fedmid, &p, &prob), SFL_EINVAL);
+    testfed_set(&p, "tau", 11);
+    assert_int_equal(sfl_algo_check(&sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &p), &prob), SFL_EINVAL);
 }
 
 static void test_fedmid_bad_input(void **state)
@@ -193,8 +191,8 @@ static void test_fedmid_bad_input(void **state)
 
     /* Model of 4 features, data of 3. */
     testfed_client_init(&c, y, 3, 4);
-    c.p.tau = 1;
-    c.p.server_lr = 0.5;
+    testfed_set(&c.p, "tau", 1);
+    testfed_set(&c.p, "server_lr", 0.5);
     assert_int_equal(testfed_update(&sfl_algo_fedmid, &c, x0, c.ds), SFL_EDIM);
     /* No samples. */
     assert_int_equal(sfl_problem_init(&c.prob, &sfl_loss_lsq, 3, 0), 0);
@@ -202,18 +200,18 @@ static void test_fedmid_bad_input(void **state)
     assert_int_equal(sfl_spvec_new(3, 0, &c.u), 0);
     assert_int_equal(testfed_update(&sfl_algo_fedmid, &c, x0, c.empty), SFL_EEMPTY);
     /* Divergence is an error, not a model of infinities. */
-    c.p.lr = 1e200;
-    c.p.local_steps = 10;
+    testfed_set(&c.p, "lr", 1e200);
+    testfed_set(&c.p, "local_steps", 10);
     assert_int_equal(testfed_update(&sfl_algo_fedmid, &c, x0, c.ds), SFL_ENUMERIC);
 
     /* Aggregation: nothing to aggregate, wrong dimension, bad weight, on
      * both server paths; the model is left alone. */
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, &c.p, &c.prob), 0);
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &c.p), &c.prob), 0);
     assert_int_equal(sfl_spvec_new(5, 0, &wrong), 0);
     for (int pass = 0; pass < 2; pass++) {
         double g[3] = {7, 8, 9};
 
-        c.p.server_lr = pass ? 1.0 : 0.5;
+        testfed_set(&c.p, "server_lr", pass ? 1.0 : 0.5);
         assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
         assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, g), SFL_EEMPTY);
         assert_true(g[0] == 7 && g[1] == 8 && g[2] == 9);
@@ -239,20 +237,20 @@ static void test_fedmid_alloc_failures(void **state)
     double *x = calloc(s->dim, sizeof(double));
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, s->dim, 0), 0);
-    sfl_algo_params_default(&p);
-    p.tau = 5;
-    p.server_lr = 0.5;
-    FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_fedmid, &p, &prob), sfl_agg_close(&agg));
+    testfed_params_default(&p);
+    testfed_set(&p, "tau", 5);
+    testfed_set(&p, "server_lr", 0.5);
+    FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &p), &prob), sfl_agg_close(&agg));
     FAILALLOC_EACH(testfed_client_once(&sfl_algo_fedmid, &p, &prob, x, s->clients[0]), (void)0);
 
     /* A round of aggregation allocates nothing, on either server path. */
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, &p, &prob), 0);
+    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &p), &prob), 0);
     assert_int_equal(sfl_spvec_new(s->dim, 0, &u), 0);
     x[3] = 1.0;
     assert_int_equal(sfl_spvec_from_dense(u, x), 0);
     failalloc_install();
     for (int pass = 0; pass < 2; pass++) {
-        p.server_lr = pass ? 1.0 : 0.5;
+        testfed_set(&p, "server_lr", pass ? 1.0 : 0.5);
         failalloc_arm(-1);
         assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
         assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 2.0), 0);

@@ -22,9 +22,14 @@ static void test_job_spec_keys(void **state)
     assert_int_equal(coord_job_spec_set(&s, "algo", "fedgradmp"), 0);
     assert_string_equal(s.algo, "fedgradmp");
     assert_int_equal(coord_job_spec_set(&s, "tau", "12"), 0);
-    assert_int_equal(s.params.tau, 12);
+    assert_true(sfl_param_list_find(&s.params, "tau")->value == 12);
     assert_int_equal(coord_job_spec_set(&s, "lr", "0.25"), 0);
-    assert_true(s.params.lr == 0.25);
+    assert_true(sfl_param_list_find(&s.params, "lr")->value == 0.25);
+    /* a parameter's value is checked as a number here, by its algorithm later */
+    assert_int_equal(coord_job_spec_set(&s, "tau", "twenty"), SFL_EINVAL);
+    assert_string_equal(sfl_last_error(), "tau: invalid value 'twenty'");
+    assert_int_equal(coord_job_spec_set(&s, "listn", "1"), SFL_EINVAL);
+    assert_string_equal(sfl_last_error(), "unknown key 'listn'");
     assert_int_equal(coord_job_spec_set(&s, "deadline_ms", "1500"), 0);
     assert_int_equal(s.round.deadline_ms, 1500);
     assert_int_equal(coord_job_spec_set(&s, "encoding", "q8"), 0);
@@ -33,9 +38,8 @@ static void test_job_spec_keys(void **state)
     assert_int_equal(s.nconditions, 2);
     assert_string_equal(s.conditions[1], "unmetered");
     /* Bad input names the key. */
-    assert_int_equal(coord_job_spec_set(&s, "tau", "-1"), SFL_EINVAL);
-    assert_non_null(strstr(sfl_last_error(), "tau"));
     assert_int_equal(coord_job_spec_set(&s, "lr", "nan"), SFL_EINVAL);
+    assert_string_equal(sfl_last_error(), "lr: invalid value 'nan'");
     assert_int_equal(coord_job_spec_set(&s, "cohort", "99999999999"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "algo", "nope"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "encoding", "f16"), SFL_EINVAL);
@@ -62,9 +66,20 @@ static void test_job_spec_check(void **state)
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL); /* features unset */
     s.ncols = 20;
     assert_int_equal(coord_job_spec_check(&s), 0);
-    s.params.tau = 21;
+    assert_int_equal(coord_job_spec_set(&s, "tau", "21"), 0);
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
-    s.params.tau = 5;
+    assert_int_equal(coord_job_spec_set(&s, "tau", "2.5"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_string_equal(sfl_last_error(), "tau: must be a whole number, got 2.5");
+    assert_int_equal(coord_job_spec_set(&s, "tau", "-1"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_string_equal(sfl_last_error(), "tau: must be >= 1, got -1");
+    assert_int_equal(coord_job_spec_set(&s, "tau", "5"), 0);
+    assert_int_equal(coord_job_spec_set(&s, "mu", "0.1"), 0); /* fediterht has none */
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "fediterht has no parameter 'mu'"));
+    memset(&s.params, 0, sizeof(s.params));
+    assert_int_equal(coord_job_spec_set(&s, "tau", "5"), 0);
     s.round.min_quorum = 9;
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
     s.round.min_quorum = 2;
@@ -149,8 +164,8 @@ static void run_matches_simulation(int ordered)
 
     coord_job_spec_default(&s);
     s.ncols = syn->dim;
-    s.params.tau = 8;
-    s.params.lr = 0.02;
+    assert_int_equal(coord_job_spec_set(&s, "tau", "8"), 0);
+    assert_int_equal(coord_job_spec_set(&s, "lr", "0.02"), 0);
     s.seed = 7; /* testfed's seed */
     s.ordered = ordered;
     assert_int_equal(coord_job_init(&j, &s), 0);
@@ -162,7 +177,7 @@ static void run_matches_simulation(int ordered)
             sfl_spvec_t *u;
 
             assert_int_equal(sfl_spvec_new((uint32_t)j.prob.dim, 0, &u), 0);
-            assert_int_equal(sfl_algo_client_round(j.algo, &j.spec.params, &j.prob, j.global,
+            assert_int_equal(sfl_algo_client_round(j.algo, &j.params, &j.prob, j.global,
                                                    syn->clients[c], NULL, s.seed, t, c, &ws, u),
                              0);
             assert_int_equal(coord_job_add(&j, c, &u, syn->clients[c]->X->nrows), 0);
@@ -172,7 +187,7 @@ static void run_matches_simulation(int ordered)
         assert_int_equal(coord_job_end(&j), 0);
     }
     assert_int_equal(j.round, 4);
-    testfed_run_synth(&sfl_algo_fediterht, syn, &j.spec.params, 4, TESTFED_SPARSE, expect, NULL);
+    testfed_run_synth(&sfl_algo_fediterht, syn, &j.params, 4, TESTFED_SPARSE, expect, NULL);
     assert_memory_equal(j.global, expect, syn->dim * sizeof(double));
     /* Adding outside a round is refused. */
     sfl_spvec_t *u;

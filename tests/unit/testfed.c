@@ -57,14 +57,107 @@ sfl_synth_t *testfed_small_sparse(void)
     return s;
 }
 
+typedef struct universal {
+    sfl_sgd_params_t sgd;
+    double mu, server_lr, l2_ball;
+    uint32_t inexact_steps;
+} universal_t;
+
+#define U(n, t, f, def, lo)                                                               \
+    {n, n, SFL_PARAM_##t, offsetof(universal_t, f), def, lo,                              \
+     SFL_PARAM_##t == SFL_PARAM_COUNT ? UINT32_MAX : HUGE_VAL, 0, "test"}
+static const sfl_param_def_t universal_defs[] = {
+    U("lr", REAL, sgd.lr, 0.01, -HUGE_VAL),
+    U("lambda", REAL, sgd.lambda, 0, -HUGE_VAL),
+    U("tau", COUNT, sgd.tau, 10, 0),
+    U("local_steps", COUNT, sgd.local_steps, 5, 0),
+    U("batch", COUNT, sgd.batch, 10, 0),
+    U("mu", REAL, mu, 0.01, -HUGE_VAL),
+    U("server_lr", REAL, server_lr, 1, -HUGE_VAL),
+    U("l2_ball", REAL, l2_ball, 0, -HUGE_VAL),
+    U("inexact_steps", COUNT, inexact_steps, 10, 0),
+    {0},
+};
+#undef U
+
+static const sfl_algo_t universal = {
+    .name = "testfed-universal",
+    .params = universal_defs,
+    .params_size = sizeof(universal_t),
+};
+
+void testfed_params_default(sfl_algo_params_t *p)
+{
+    sfl_algo_params_default(&universal, p);
+}
+
+/* One slot per (p, algo), so an aggregator that keeps the pointer sees the
+ * values testfed_set gives p later. */
+static struct {
+    const sfl_algo_params_t *from;
+    sfl_algo_params_t to;
+} slot[64];
+static unsigned next_slot;
+
+void testfed_set(sfl_algo_params_t *p, const char *name, double v);
+
+static void convert(const sfl_algo_params_t *p, sfl_algo_params_t *q)
+{
+    const sfl_algo_t *algo = q->algo;
+
+    sfl_algo_params_default(algo, q);
+    for (const sfl_param_def_t *d = algo->params; d && d->name; d++)
+        testfed_set(q, d->name, sfl_algo_param_or(p, d->name, d->def));
+}
+
+const sfl_algo_params_t *testfed_as(const sfl_algo_t *algo, const sfl_algo_params_t *p)
+{
+    sfl_algo_params_t *q = NULL;
+
+    if (p->algo == algo)
+        return p;
+    assert_ptr_equal(p->algo, &universal);
+    for (unsigned i = 0; i < 64 && q == NULL; i++)
+        if (slot[i].from == p && slot[i].to.algo == algo)
+            q = &slot[i].to;
+    if (q == NULL) {
+        slot[next_slot % 64].from = p;
+        q = &slot[next_slot++ % 64].to;
+        q->algo = algo;
+    }
+    convert(p, q);
+    return q;
+}
+
+int testfed_try(const sfl_algo_t *algo, const char *name, double v)
+{
+    sfl_algo_params_t p;
+
+    sfl_algo_params_default(algo, &p);
+    return sfl_algo_param_set(&p, name, v);
+}
+
+void testfed_set(sfl_algo_params_t *p, const char *name, double v)
+{
+    int rc = sfl_algo_param_set(p, name, v);
+
+    if (rc != 0)
+        print_error("testfed_set %s = %g: %s\n", name, v, sfl_last_error());
+    assert_int_equal(rc, 0);
+    if (p->algo == &universal)
+        for (unsigned i = 0; i < 64; i++)
+            if (slot[i].from == p)
+                convert(p, &slot[i].to);
+}
+
 double testfed_run(const testfed_t *f)
 {
     const sfl_algo_t *algo = f->algo;
-    const sfl_algo_params_t *p = f->p;
+    const sfl_algo_params_t *p = testfed_as(algo, f->p);
     const sfl_problem_t *prob = f->prob;
     uint32_t stride = f->stride ? f->stride : 1;
     size_t d = prob->dim, md = prob->loss->dim(prob->ncols, prob->nclasses);
-    size_t maxnnz = (size_t)p->tau * prob->nblocks;
+    size_t maxnnz = (size_t)sfl_algo_params_tau(p) * prob->nblocks;
     sfl_agg_t agg;
     sfl_algo_ws_t ws;
     sfl_topk_ws_t tk;
@@ -151,7 +244,7 @@ void testfed_client_init(testfed_client_t *c, const double *y, uint32_t n, uint3
     c->ds = testfed_identity_data(y, n);
     assert_int_equal(sfl_dataset_subset(c->ds, &none, 0, &c->empty), 0);
     assert_int_equal(sfl_problem_init(&c->prob, &sfl_loss_lsq, dim, 0), 0);
-    sfl_algo_params_default(&c->p);
+    testfed_params_default(&c->p);
     sfl_algo_ws_init(&c->ws);
     assert_int_equal(sfl_spvec_new(dim, 0, &c->u), 0);
     sfl_rng_seed(&c->r, 1, 1, 0, SFL_STREAM_TRAIN);
@@ -168,7 +261,8 @@ void testfed_client_close(testfed_client_t *c)
 int testfed_update(const sfl_algo_t *algo, testfed_client_t *c, const double *x,
                    const sfl_dataset_t *data)
 {
-    return algo->client_update(&c->p, &c->prob, x, data, NULL, &c->r, &c->ws, c->u);
+    return algo->client_update(testfed_as(algo, &c->p), &c->prob, x, data, NULL, &c->r, &c->ws,
+                              c->u);
 }
 
 int testfed_client_once(const sfl_algo_t *algo, const sfl_algo_params_t *p,
@@ -184,7 +278,7 @@ int testfed_client_once(const sfl_algo_t *algo, const sfl_algo_params_t *p,
     rc = sfl_spvec_new((uint32_t)prob->dim, 0, &u);
     if (rc < 0)
         goto out;
-    rc = algo->client_update(p, prob, x, ds, NULL, &r, &ws, u);
+    rc = algo->client_update(testfed_as(algo, p), prob, x, ds, NULL, &r, &ws, u);
 out:
     sfl_spvec_free(u);
     sfl_algo_ws_close(&ws);

@@ -22,6 +22,21 @@ sfl_dataset_t *testfed_identity_data(const double *y, uint32_t n);
  * dim 80, a 4-sparse truth, seed 3. Returns owned (sfl_synth_free). */
 sfl_synth_t *testfed_small_sparse(void);
 
+/* Parameters in tests. testfed_params_default fills a "universal" table
+ * holding every parameter name of the registry (lr, tau, local_steps,
+ * batch, lambda, mu, server_lr, l2_ball, inexact_steps) with the usual
+ * defaults and wide ranges; testfed_set sets one by name (asserting);
+ * testfed_as(algo, p) gives algo's own parameters with every value p has
+ * for one of algo's names (asserted in range), so one p serves several
+ * algorithms as the tests' old single struct did. testfed_run,
+ * testfed_update and testfed_client_once convert by themselves; the result
+ * of testfed_as is one slot per (p, algo), refreshed at each call. */
+void testfed_params_default(sfl_algo_params_t *p);
+void testfed_set(sfl_algo_params_t *p, const char *name, double v);
+const sfl_algo_params_t *testfed_as(const sfl_algo_t *algo, const sfl_algo_params_t *p);
+/* sfl_algo_param_set(name, v) on algo's defaults: its return code. */
+int testfed_try(const sfl_algo_t *algo, const char *name, double v);
+
 /* What testfed_run asserts beyond success and valid messages:
  * TESTFED_SPARSE, that every upload and every new state holds at most tau
  * nonzeros per block (not for algorithms that send dense messages). */

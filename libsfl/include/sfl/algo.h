@@ -13,36 +13,86 @@
 #ifndef SFL_ALGO_H
 #define SFL_ALGO_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "sfl/dataset.h"
 #include "sfl/error.h"
 #include "sfl/loss.h"
+#include "sfl/param.h"
 #include "sfl/rng.h"
 #include "sfl/topk.h"
 #include "sfl/vec.h"
 
-/* Parameters, named as in the papers. */
+/* Parameters, declared once per algorithm (docs/design.md section 3).
+ *
+ * Each algorithm keeps its parameters in a struct of its own (doubles and
+ * uint32_t counts) and describes every field in a table of sfl_param_def_t:
+ * name, type, default, range, the paper's symbol and a line of doc. From
+ * that table come validation (sfl_algo_check), the keys of job files and
+ * sfl-sim's flags and INI keys (--name, '_' written '-'), --help, the wire
+ * encoding (a list of name/value pairs, param.h) and docs/algorithms.md's
+ * parameter lists (sfl-sim --list-params; a test keeps them equal). Adding a
+ * parameter is adding a field and its table entry in the algorithm's file.
+ *
+ * The values live in sfl_algo_params_t, laid out as the algorithm's struct;
+ * the algorithm reads them with SFL_ALGO_PARAMS(p, its_struct_t). */
+typedef enum sfl_param_type {
+    SFL_PARAM_REAL,  /* double, finite */
+    SFL_PARAM_COUNT, /* uint32_t: an integer value in [lo, hi] */
+} sfl_param_type_t;
+
+#define SFL_PARAM_OPEN_LO 1u  /* value > lo (else >= lo) */
+#define SFL_PARAM_SPARSITY 2u /* tau: also at most the problem's block length */
+
+typedef struct sfl_param_def {
+    const char *name;   /* [a-z0-9_]; NULL ends a table */
+    const char *symbol; /* as in the paper ("gamma", "tau", "K") */
+    sfl_param_type_t type;
+    size_t offset;      /* of the field in the algorithm's struct */
+    double def, lo, hi; /* default and range (hi may be HUGE_VAL: any finite) */
+    unsigned flags;     /* SFL_PARAM_* */
+    const char *doc;    /* one line */
+} sfl_param_def_t;
+
+#define SFL_ALGO_PARAMS_BYTES 128
+
 typedef struct sfl_algo_params {
-    double lr;            /* gamma: local step size */
-    uint32_t tau;         /* sparsity level (per class block for softmax) */
-    uint32_t local_steps; /* K: local iterations per round */
-    uint32_t batch;       /* b: minibatch size (>= local n means full batch) */
-    double lambda;        /* l2 weight of the loss (logistic, softmax) */
-    double mu;            /* FedProx proximal weight */
-    double server_lr;     /* eta_g: server step on the averaged change (FedMid,
-                             FedDualAvg); 1 = plain averaging */
-    double l2_ball;       /* R: project local and global models onto the l2
-                             ball of radius R; 0 = no projection */
-    uint32_t inexact_steps; /* fedgradmp-inexact: gradient steps that solve the
-                               restricted subproblem to accuracy delta; 0 = 10
-                               (fedgradmp solves it exactly and ignores this) */
+    const struct sfl_algo *algo; /* whose table lays out bytes; NULL = unset */
+    _Alignas(double) unsigned char bytes[SFL_ALGO_PARAMS_BYTES];
 } sfl_algo_params_t;
 
-/* Fills the defaults: lr 0.1, tau 0 (must be set for sparse algorithms),
- * K 5, batch 10, lambda 0, mu 0.01, server_lr 1, l2_ball 0, inexact_steps 0. */
-void sfl_algo_params_default(sfl_algo_params_t *p);
+/* The algorithm's own view of its values. */
+#define SFL_ALGO_PARAMS(p, type) ((const type *)(const void *)(p)->bytes)
+
+/* The parameters of local minibatch SGD, shared by the algorithms that run
+ * it (the first member of their structs) and by sfl_algo_local_sgd. */
+typedef struct sfl_sgd_params {
+    double lr;            /* gamma: local step size */
+    double lambda;        /* l2 weight of the loss */
+    uint32_t tau;         /* sparsity level (per class block for softmax) */
+    uint32_t local_steps; /* K: local iterations per round */
+    uint32_t batch;       /* b: minibatch size (>= local n: full batch) */
+} sfl_sgd_params_t;
+
+/* Table entries of the shared parameters, for a struct T whose member m is
+ * (or holds) the field. */
+#define SFL_PARAM_DEF_LR(T, m)                                                         \
+    {"lr", "gamma", SFL_PARAM_REAL, offsetof(T, m), 0.01, 0, HUGE_VAL, SFL_PARAM_OPEN_LO, \
+     "local step size"}
+#define SFL_PARAM_DEF_LAMBDA(T, m)                                                     \
+    {"lambda", "lambda", SFL_PARAM_REAL, offsetof(T, m), 0, 0, HUGE_VAL, 0,             \
+     "l2 weight of the loss (logistic, softmax)"}
+#define SFL_PARAM_DEF_TAU(T, m)                                                        \
+    {"tau", "tau", SFL_PARAM_COUNT, offsetof(T, m), 10, 1, UINT32_MAX, SFL_PARAM_SPARSITY, \
+     "sparsity level: nonzeros kept (per class block for softmax)"}
+#define SFL_PARAM_DEF_K(T, m)                                                          \
+    {"local_steps", "K", SFL_PARAM_COUNT, offsetof(T, m), 5, 1, UINT32_MAX, 0,          \
+     "local iterations per round"}
+#define SFL_PARAM_DEF_BATCH(T, m)                                                      \
+    {"batch", "b", SFL_PARAM_COUNT, offsetof(T, m), 10, 1, UINT32_MAX, 0,               \
+     "minibatch size (at least the local row count: full batch)"}
 
 /* The learning problem every client shares. */
 typedef struct sfl_problem {
@@ -104,8 +154,13 @@ typedef struct sfl_agg {
 typedef struct sfl_algo {
     const char *name;
     const char *summary;
-    /* Nonzero if params->tau must be in [1, dim / nblocks]. */
+    /* Nonzero if the algorithm keeps tau nonzeros (it has a parameter
+     * flagged SFL_PARAM_SPARSITY). */
     int sparse;
+    /* Its parameters: a table ended by a NULL name, describing a struct of
+     * params_size bytes (at most SFL_ALGO_PARAMS_BYTES). */
+    const sfl_param_def_t *params;
+    size_t params_size;
     /* Nonzero if the algorithm works with a dictionary (prob->dict). */
     int dictionary;
     /* Train on local from global (dim entries, borrowed) and write the
@@ -151,11 +206,38 @@ int sfl_algo_client_round(const sfl_algo_t *a, const sfl_algo_params_t *p,
                           uint64_t round, uint64_t client, sfl_algo_ws_t *ws,
                           sfl_spvec_t *update) SFL_MUST_CHECK;
 
-/* Checks params against the algorithm and problem (tau range, K >= 1,
- * batch >= 1, lr > 0 and finite, ...); SFL_EINVAL with a detail naming the
- * parameter. */
+/* Checks params against the algorithm and problem: they were filled for
+ * a, every value is in its table range, tau is at most the problem's block
+ * length. SFL_EINVAL with a detail naming the parameter. */
 int sfl_algo_check(const sfl_algo_t *a, const sfl_algo_params_t *p,
                    const sfl_problem_t *prob) SFL_MUST_CHECK;
+
+/* Parameter values by name. All fail with SFL_EINVAL and a detail:
+ *   "fedht has no parameter 'mu' (lr, lambda, tau, local_steps, batch)",
+ *   "tau: invalid value 'twenty'", "lr: must be > 0, got -1". */
+/* p = a's defaults. */
+void sfl_algo_params_default(const sfl_algo_t *a, sfl_algo_params_t *p);
+/* a's definition of name; NULL if a has none. */
+const sfl_param_def_t *sfl_algo_param_find(const sfl_algo_t *a, const char *name);
+/* Sets one value after checking its type and table range (not the
+ * problem-dependent tau bound: sfl_algo_check). */
+int sfl_algo_param_set(sfl_algo_params_t *p, const char *name, double v) SFL_MUST_CHECK;
+/* sfl_algo_param_set from text (a whole number for a count, any finite
+ * decimal for a real). */
+int sfl_algo_param_parse(sfl_algo_params_t *p, const char *name,
+                         const char *text) SFL_MUST_CHECK;
+/* The value of name, or dflt when the algorithm has no such parameter. */
+double sfl_algo_param_or(const sfl_algo_params_t *p, const char *name, double dflt);
+/* The value of the SFL_PARAM_SPARSITY parameter; 0 if there is none. */
+uint32_t sfl_algo_params_tau(const sfl_algo_params_t *p);
+/* a's defaults, then every pair of l (no name twice). */
+int sfl_algo_params_from_list(const sfl_algo_t *a, const sfl_param_list_t *l,
+                              sfl_algo_params_t *p) SFL_MUST_CHECK;
+/* Every parameter of p's algorithm, in table order. */
+void sfl_algo_params_to_list(const sfl_algo_params_t *p, sfl_param_list_t *l);
+/* Nonzero if some algorithm of the registry has a parameter called name
+ * (job files and sfl-sim accept exactly these keys). */
+int sfl_algo_param_known(const char *name);
 
 /* Aggregator lifecycle: init allocates the O(dim) accumulator. */
 int sfl_agg_init(sfl_agg_t *agg, const sfl_algo_t *a, const sfl_algo_params_t *p,
@@ -168,7 +250,7 @@ void sfl_agg_close(sfl_agg_t *agg);
 /* K local minibatch gradient steps from global into ws->x:
  *   x <- x - lr (grad f_B(x) + mu (x - global)), then x <- H_tau(x) per block
  * if threshold is set. steps overrides p->local_steps when nonzero. */
-int sfl_algo_local_sgd(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+int sfl_algo_local_sgd(const sfl_sgd_params_t *p, const sfl_problem_t *prob,
                        const double *global, const sfl_dataset_t *local, sfl_rng_t *rng,
                        sfl_algo_ws_t *ws, uint32_t steps, double mu,
                        int threshold) SFL_MUST_CHECK;
@@ -178,7 +260,7 @@ int sfl_algo_local_sgd(const sfl_algo_params_t *p, const sfl_problem_t *prob,
 int sfl_algo_sample_batch(sfl_rng_t *rng, uint32_t n, uint32_t b, sfl_algo_ws_t *ws,
                           const uint32_t **rows) SFL_MUST_CHECK;
 /* sfl_algo_local_sgd, then update = the local model (sparse if thresholded). */
-int sfl_algo_sgd_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+int sfl_algo_sgd_update(const sfl_sgd_params_t *p, const sfl_problem_t *prob,
                         const double *global, const sfl_dataset_t *local, sfl_rng_t *rng,
                         sfl_algo_ws_t *ws, uint32_t steps, double mu, int threshold,
                         sfl_spvec_t *update) SFL_MUST_CHECK;

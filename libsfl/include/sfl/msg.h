@@ -35,13 +35,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sfl/algo.h"
 #include "sfl/error.h"
-#include "sfl/loss.h"
+#include "sfl/param.h"
 #include "sfl/spcodec.h"
 #include "sfl/vec.h"
 
-#define SFL_MSG_PROTOCOL_VERSION 1
+#define SFL_MSG_PROTOCOL_VERSION 2 /* 2: algorithm parameters as a name/value list */
 #define SFL_MSG_KEY_BYTES 32   /* Ed25519 and X25519 public keys */
 #define SFL_MSG_SIG_BYTES 64   /* Ed25519 signature */
 #define SFL_MSG_NONCE_BYTES 32 /* round nonce */
@@ -50,7 +49,7 @@
 #define SFL_MSG_TEXT_LEN 256   /* reasons, errors: 255 printable ASCII + NUL */
 #define SFL_MSG_TAG_LEN 32     /* one tag: 1..31 of [a-z0-9_.:-] + NUL */
 #define SFL_MSG_MAX_TAGS 16    /* tags per set */
-#define SFL_MSG_MAX_LABELS SFL_LOSS_MAX_CLASSES
+#define SFL_MSG_MAX_LABELS 256 /* SFL_LOSS_MAX_CLASSES (loss.h; asserted in algo.c) */
 /* Byte cap of every message that carries no vector and no list. */
 #define SFL_MSG_CONTROL_MAX 65536
 /* The signature context of tasks: the coordinator signs the task bytes with
@@ -172,7 +171,7 @@ typedef struct sfl_task {
     uint64_t round;   /* >= 1 */
     uint32_t attempt; /* 0 first cohort, +1 per retry */
     char algorithm[SFL_MSG_NAME_LEN];
-    sfl_algo_params_t params; /* finite */
+    sfl_param_list_t params; /* every parameter of the algorithm */
     char loss[SFL_MSG_NAME_LEN];
     uint32_t dimension; /* features */
     uint32_t nlabels;   /* classes; 0 for regression */
@@ -307,13 +306,13 @@ int sfl_msg_heartbeat_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg
 /* Admin: jobs. A spec's checks on unpack and pack: name, algorithm and loss
  * non-empty; dimension, rounds, cohort_size, round_deadline_ms,
  * max_attempts, heartbeat_timeout_ms >= 1; 1 <= min_quorum <= cohort_size;
- * over_selection finite and >= 0; params finite. Whether the algorithm and
- * loss exist and the parameters suit them is the coordinator's check
- * (sfl_algo_check). */
+ * over_selection finite and >= 0; params: well-formed distinct names, finite
+ * values. Whether the algorithm and loss exist and the parameters suit them
+ * is the coordinator's check (sfl_algo_params_from_list, sfl_algo_check). */
 typedef struct sfl_job_spec {
     char name[SFL_MSG_NAME_LEN];
     char algorithm[SFL_MSG_NAME_LEN];
-    sfl_algo_params_t params;
+    sfl_param_list_t params; /* a program reading a job file fills the defaults */
     char loss[SFL_MSG_NAME_LEN];
     uint32_t dimension;
     uint32_t nlabels;

@@ -3,11 +3,16 @@
  * aggregator with optional final thresholding. */
 #include "sfl/algo.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sfl/alloc.h"
 #include "sfl/dict.h"
+
+_Static_assert(SFL_LOSS_MAX_CLASSES == 256, "msg.h SFL_MSG_MAX_LABELS is 256");
 
 static const sfl_algo_t *const algos[] = {
     &sfl_algo_fedht, &sfl_algo_fediterht, &sfl_algo_diht,
@@ -29,17 +34,168 @@ const sfl_algo_t *sfl_algo_find(const char *name)
     return NULL;
 }
 
-void sfl_algo_params_default(sfl_algo_params_t *p)
+const sfl_param_def_t *sfl_algo_param_find(const sfl_algo_t *a, const char *name)
 {
-    p->lr = 0.1;
-    p->tau = 0;
-    p->local_steps = 5;
-    p->batch = 10;
-    p->lambda = 0.0;
-    p->mu = 0.01;
-    p->server_lr = 1.0;
-    p->l2_ball = 0.0;
-    p->inexact_steps = 0;
+    for (const sfl_param_def_t *d = a->params; d && d->name; d++)
+        if (strcmp(d->name, name) == 0)
+            return d;
+    return NULL;
+}
+
+int sfl_algo_param_known(const char *name)
+{
+    for (size_t i = 0; algos[i]; i++)
+        if (sfl_algo_param_find(algos[i], name))
+            return 1;
+    return 0;
+}
+
+static double get_value(const sfl_algo_params_t *p, const sfl_param_def_t *d)
+{
+    if (d->type == SFL_PARAM_COUNT) {
+        uint32_t u;
+
+        memcpy(&u, p->bytes + d->offset, sizeof(u));
+        return u;
+    }
+    double v;
+
+    memcpy(&v, p->bytes + d->offset, sizeof(v));
+    return v;
+}
+
+static void put_value(sfl_algo_params_t *p, const sfl_param_def_t *d, double v)
+{
+    if (d->type == SFL_PARAM_COUNT) {
+        uint32_t u = (uint32_t)v;
+
+        memcpy(p->bytes + d->offset, &u, sizeof(u));
+    } else {
+        memcpy(p->bytes + d->offset, &v, sizeof(v));
+    }
+}
+
+/* "lr, lambda, tau, ..." for error details. */
+static const char *param_names(const sfl_algo_t *a)
+{
+    static _Thread_local char buf[512];
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (const sfl_param_def_t *d = a->params; d && d->name && n < sizeof(buf); d++)
+        n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%s", n ? ", " : "", d->name);
+    return buf[0] ? buf : "none";
+}
+
+static int no_param(const sfl_algo_t *a, const char *name)
+{
+    return sfl__fail(SFL_EINVAL, "%s has no parameter '%s' (its parameters: %s)", a->name,
+                     name, param_names(a));
+}
+
+/* Type and table range of v for d. */
+static int check_value(const sfl_param_def_t *d, double v)
+{
+    if (!isfinite(v))
+        return sfl__fail(SFL_EINVAL, "%s: must be finite", d->name);
+    if (d->type == SFL_PARAM_COUNT && v != floor(v))
+        return sfl__fail(SFL_EINVAL, "%s: must be a whole number, got %.17g", d->name, v);
+    if ((d->flags & SFL_PARAM_OPEN_LO) ? !(v > d->lo) : !(v >= d->lo))
+        return sfl__fail(SFL_EINVAL, "%s: must be %s %g, got %.17g", d->name,
+                         (d->flags & SFL_PARAM_OPEN_LO) ? ">" : ">=", d->lo, v);
+    if (v > d->hi)
+        return sfl__fail(SFL_EINVAL, "%s: must be at most %g, got %.17g", d->name, d->hi, v);
+    return 0;
+}
+
+void sfl_algo_params_default(const sfl_algo_t *a, sfl_algo_params_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->algo = a;
+    for (const sfl_param_def_t *d = a->params; d && d->name; d++)
+        put_value(p, d, d->def);
+}
+
+int sfl_algo_param_set(sfl_algo_params_t *p, const char *name, double v)
+{
+    const sfl_param_def_t *d = sfl_algo_param_find(p->algo, name);
+    int rc;
+
+    if (d == NULL)
+        return no_param(p->algo, name);
+    if ((rc = check_value(d, v)) < 0)
+        return rc;
+    put_value(p, d, v);
+    return 0;
+}
+
+int sfl_algo_param_parse(sfl_algo_params_t *p, const char *name, const char *text)
+{
+    const sfl_param_def_t *d = sfl_algo_param_find(p->algo, name);
+    char *end;
+    double v;
+
+    if (d == NULL)
+        return no_param(p->algo, name);
+    errno = 0;
+    if (d->type == SFL_PARAM_COUNT) {
+        unsigned long long u;
+
+        if (strspn(text, "0123456789") != strlen(text) || text[0] == '\0')
+            return sfl__fail(SFL_EINVAL, "%s: invalid value '%s' (a whole number)", name,
+                             text);
+        u = strtoull(text, &end, 10);
+        v = errno == ERANGE ? HUGE_VAL : (double)u;
+    } else {
+        v = strtod(text, &end);
+        if (end == text || *end != '\0' || !isfinite(v))
+            return sfl__fail(SFL_EINVAL, "%s: invalid value '%s' (a finite number)", name,
+                             text);
+    }
+    return sfl_algo_param_set(p, name, v);
+}
+
+double sfl_algo_param_or(const sfl_algo_params_t *p, const char *name, double dflt)
+{
+    const sfl_param_def_t *d = p->algo ? sfl_algo_param_find(p->algo, name) : NULL;
+
+    return d ? get_value(p, d) : dflt;
+}
+
+uint32_t sfl_algo_params_tau(const sfl_algo_params_t *p)
+{
+    for (const sfl_param_def_t *d = p->algo ? p->algo->params : NULL; d && d->name; d++)
+        if (d->flags & SFL_PARAM_SPARSITY)
+            return (uint32_t)get_value(p, d);
+    return 0;
+}
+
+int sfl_algo_params_from_list(const sfl_algo_t *a, const sfl_param_list_t *l,
+                              sfl_algo_params_t *p)
+{
+    int rc;
+
+    sfl_algo_params_default(a, p);
+    if (l->n > SFL_PARAMS_MAX)
+        return sfl__fail(SFL_ELIMIT, "%u parameters, at most %d", l->n, SFL_PARAMS_MAX);
+    for (uint32_t i = 0; i < l->n; i++) {
+        for (uint32_t k = 0; k < i; k++)
+            if (strcmp(l->v[k].name, l->v[i].name) == 0)
+                return sfl__fail(SFL_EINVAL, "parameter '%s' given twice", l->v[i].name);
+        if ((rc = sfl_algo_param_set(p, l->v[i].name, l->v[i].value)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+void sfl_algo_params_to_list(const sfl_algo_params_t *p, sfl_param_list_t *l)
+{
+    memset(l, 0, sizeof(*l));
+    for (const sfl_param_def_t *d = p->algo->params; d && d->name && l->n < SFL_PARAMS_MAX;
+         d++) {
+        snprintf(l->v[l->n].name, sizeof(l->v[l->n].name), "%s", d->name);
+        l->v[l->n++].value = get_value(p, d);
+    }
 }
 
 int sfl_problem_init(sfl_problem_t *prob, const sfl_loss_t *loss, uint32_t ncols,
@@ -99,28 +255,27 @@ int sfl_algo_check(const sfl_algo_t *a, const sfl_algo_params_t *p,
                    const sfl_problem_t *prob)
 {
     size_t blocklen = prob->dim / prob->nblocks;
+    int rc;
 
+    if (p->algo != a)
+        return sfl__fail(SFL_EINVAL, "%s: parameters were set for %s", a->name,
+                         p->algo ? p->algo->name : "no algorithm");
     if (prob->dict != NULL && !a->dictionary)
         return sfl__fail(SFL_EINVAL, "%s does not support a dictionary; use fedgradmp or "
                          "fedgradmp-inexact", a->name);
-    if (a->sparse && (p->tau == 0 || p->tau > blocklen))
-        return sfl__fail(SFL_EINVAL, "%s: tau must be in [1, %zu], got %u", a->name,
-                         blocklen, p->tau);
-    if (!(p->lr > 0) || !isfinite(p->lr))
-        return sfl__fail(SFL_EINVAL, "%s: learning rate must be positive and finite",
-                         a->name);
-    if (p->local_steps == 0)
-        return sfl__fail(SFL_EINVAL, "%s: local steps K must be at least 1", a->name);
-    if (p->batch == 0)
-        return sfl__fail(SFL_EINVAL, "%s: batch size must be at least 1", a->name);
-    if (!(p->lambda >= 0) || !isfinite(p->lambda))
-        return sfl__fail(SFL_EINVAL, "%s: lambda must be >= 0", a->name);
-    if (!(p->mu >= 0) || !isfinite(p->mu))
-        return sfl__fail(SFL_EINVAL, "%s: mu must be >= 0", a->name);
-    if (!(p->server_lr > 0) || !isfinite(p->server_lr))
-        return sfl__fail(SFL_EINVAL, "%s: server learning rate must be positive", a->name);
-    if (!(p->l2_ball >= 0) || !isfinite(p->l2_ball))
-        return sfl__fail(SFL_EINVAL, "%s: l2 ball radius must be >= 0", a->name);
+    for (const sfl_param_def_t *d = a->params; d && d->name; d++) {
+        double v = get_value(p, d);
+
+        if ((rc = check_value(d, v)) < 0) {
+            char why[256];
+
+            snprintf(why, sizeof(why), "%s", sfl_last_error());
+            return sfl__fail(rc, "%s: %s", a->name, why);
+        }
+        if ((d->flags & SFL_PARAM_SPARSITY) && v > (double)blocklen)
+            return sfl__fail(SFL_EINVAL, "%s: %s must be in [1, %zu], got %.17g", a->name,
+                             d->name, blocklen, v);
+    }
     return 0;
 }
 
@@ -191,7 +346,7 @@ int sfl_algo_sample_batch(sfl_rng_t *rng, uint32_t n, uint32_t b, sfl_algo_ws_t 
     return 0;
 }
 
-int sfl_algo_local_sgd(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+int sfl_algo_local_sgd(const sfl_sgd_params_t *p, const sfl_problem_t *prob,
                        const double *global, const sfl_dataset_t *local, sfl_rng_t *rng,
                        sfl_algo_ws_t *ws, uint32_t steps, double mu, int threshold)
 {
@@ -236,7 +391,7 @@ int sfl_algo_local_sgd(const sfl_algo_params_t *p, const sfl_problem_t *prob,
     return 0;
 }
 
-int sfl_algo_sgd_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+int sfl_algo_sgd_update(const sfl_sgd_params_t *p, const sfl_problem_t *prob,
                         const double *global, const sfl_dataset_t *local, sfl_rng_t *rng,
                         sfl_algo_ws_t *ws, uint32_t steps, double mu, int threshold,
                         sfl_spvec_t *update)
@@ -319,5 +474,5 @@ int sfl_agg_avg_end_ht(sfl_agg_t *agg, double *global)
 
     if (rc < 0)
         return rc;
-    return sfl_algo_threshold(agg->prob, agg->params->tau, global, &agg->topk);
+    return sfl_algo_threshold(agg->prob, sfl_algo_params_tau(agg->params), global, &agg->topk);
 }

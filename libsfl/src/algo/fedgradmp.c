@@ -1,6 +1,6 @@
 /* FedGradMP (seed 004, Alg. 1) and inexact FedGradMP (Alg. 2): federated
  * stochastic gradient matching pursuit. Each of the K local steps is
- *   r      = grad f_B(x)              minibatch gradient (p->batch rows)
+ *   r      = grad f_B(x)              minibatch gradient (p->sgd.batch rows)
  *   Gamma  = top-2tau |A^T r|         approx_2tau, exact H for the basis
  *   Ghat   = Gamma u Lambda
  *   b      = argmin f_i(x), supp ⊂ Ghat   over ALL the client's rows
@@ -29,7 +29,7 @@
  *   O(|Ghat|^2): the design is built 64 rows at a time. Other losses have
  *   no closed form and are refused (use fedgradmp-inexact).
  * - Inexact variant: b is p->inexact_steps (0: 10) full-gradient steps of
- *   size p->lr on f_i restricted to Ghat, from x restricted to Ghat. Full
+ *   size p->sgd.lr on f_i restricted to Ghat, from x restricted to Ghat. Full
  *   local data rather than the step's minibatch: it is f_i the paper
  *   minimises, and GD is the method Sec. IV-A analyses.
  * - Dictionary (Sec. IV-D): the state is the coefficient vector c (prob->dim
@@ -51,6 +51,31 @@
 #include "sfl/dict.h"
 
 #define DEFAULT_INEXACT_STEPS 10
+
+typedef struct gradmp_params {
+    sfl_sgd_params_t sgd;
+    double l2_ball;
+    uint32_t inexact_steps;
+} gradmp_params_t;
+
+#define GRADMP_COMMON_PARAMS                                                            \
+    SFL_PARAM_DEF_TAU(gradmp_params_t, sgd.tau),                                        \
+    SFL_PARAM_DEF_K(gradmp_params_t, sgd.local_steps),                                  \
+    SFL_PARAM_DEF_BATCH(gradmp_params_t, sgd.batch),                                    \
+    SFL_PARAM_DEF_LAMBDA(gradmp_params_t, sgd.lambda),                                  \
+    {"l2_ball", "R", SFL_PARAM_REAL, offsetof(gradmp_params_t, l2_ball), 0, 0, HUGE_VAL, 0, \
+     "project local and global models onto the l2 ball of radius R (0: none)"}
+
+static const sfl_param_def_t exact_params[] = {GRADMP_COMMON_PARAMS, {0}};
+static const sfl_param_def_t inexact_params[] = {
+    SFL_PARAM_DEF_LR(gradmp_params_t, sgd.lr),
+    GRADMP_COMMON_PARAMS,
+    {"inexact_steps", "b", SFL_PARAM_COUNT, offsetof(gradmp_params_t, inexact_steps),
+     DEFAULT_INEXACT_STEPS, 1, UINT32_MAX, 0,
+     "gradient steps that solve each restricted subproblem"},
+    {0},
+};
+
 /* Rows of the restricted design held at once: enough that each Gram dot is
  * a real loop, small enough that the block stays in cache. */
 #define CHUNK 64
@@ -502,7 +527,7 @@ int sfl_algo_gradmp_solve(const sfl_dataset_t *local, const sfl_dict_t *dict,
 /* b on ghat by `steps` gradient steps on f_i over all local rows, from the
  * current state restricted to ghat. x is model-sized scratch (it may be the
  * state itself, which is read first), gr the gradient. */
-static int solve_inexact(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+static int solve_inexact(const gradmp_params_t *p, const sfl_problem_t *prob,
                          const shape_t *sh, const sfl_dataset_t *local, scratch_t *s,
                          uint32_t ng, uint32_t steps, double *x, double *gr)
 {
@@ -516,7 +541,7 @@ static int solve_inexact(const sfl_algo_params_t *p, const sfl_problem_t *prob,
     for (uint32_t it = 0; it < steps; it++) {
         if (sh->A)
             model_from_support(sh, G, bv, ng, x);
-        prob->loss->grad(local, NULL, 0, x, p->lambda, gr);
+        prob->loss->grad(local, NULL, 0, x, p->sgd.lambda, gr);
         for (uint32_t q = 0; q < ng; q++) {
             double gq;
 
@@ -527,7 +552,7 @@ static int solve_inexact(const sfl_algo_params_t *p, const sfl_problem_t *prob,
             } else {
                 gq = gr[G[q]];
             }
-            bv[q] -= p->lr * gq;
+            bv[q] -= p->sgd.lr * gq;
             if (sh->A == NULL)
                 x[G[q]] = bv[q];
         }
@@ -569,10 +594,11 @@ static void project_ball(double R, double *val, size_t k, double nrm)
         sfl_dvec_scale(R / nrm, val, k);
 }
 
-static int client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+static int client_update(const sfl_algo_params_t *algo_params, const sfl_problem_t *prob,
                          const double *global, const sfl_dataset_t *local, sfl_rng_t *rng,
                          sfl_algo_ws_t *ws, sfl_spvec_t *update, int exact)
 {
+    const gradmp_params_t *p = SFL_ALGO_PARAMS(algo_params, gradmp_params_t);
     const sfl_algo_t *self = exact ? &sfl_algo_fedgradmp : &sfl_algo_fedgradmp_inexact;
     scratch_t s = {0};
     shape_t sh;
@@ -581,7 +607,7 @@ static int client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
     size_t gmax;
     int rc;
 
-    if ((rc = sfl_algo_check(self, p, prob)) < 0 || (rc = shape_of(prob, &sh)) < 0)
+    if ((rc = sfl_algo_check(self, algo_params, prob)) < 0 || (rc = shape_of(prob, &sh)) < 0)
         return rc;
     if (exact && prob->loss != &sfl_loss_lsq)
         return sfl__fail(SFL_EUNSUP, "fedgradmp: the exact restricted solve needs the lsq "
@@ -596,8 +622,8 @@ static int client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
         return sfl__fail(SFL_EDIM, "fedgradmp: update vector has dimension %u, the state %zu",
                          update->dim, sh.d);
     n = local->X->nrows;
-    b = p->batch < n ? p->batch : n;
-    tau = p->tau;
+    b = p->sgd.batch < n ? p->sgd.batch : n;
+    tau = p->sgd.tau;
     tau2 = 2 * (size_t)tau < sh.bl ? 2 * tau : (uint32_t)sh.bl;
     gblk = (size_t)tau2 + tau < sh.bl ? tau2 + tau : (uint32_t)sh.bl;
     gmax = (size_t)sh.nb * gblk;
@@ -646,7 +672,7 @@ static int client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                 s.lam[s.nlam++] = s.sel[i] + (uint32_t)(r * sh.bl);
     }
 
-    for (uint32_t k = 0; k < p->local_steps; k++) {
+    for (uint32_t k = 0; k < p->sgd.local_steps; k++) {
         const uint32_t *rows;
         const double *x = s.c, *proxy = ws->g;
         int minnorm;
@@ -658,7 +684,7 @@ static int client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
             model_from_state(&sh, s.c, ws->x);
             x = ws->x;
         }
-        prob->loss->grad(local, rows, b, x, p->lambda, ws->g);
+        prob->loss->grad(local, rows, b, x, p->sgd.lambda, ws->g);
         if (sh.A) {
             for (uint32_t r = 0; r < sh.nb; r++)
                 sfl_dict_apply_t(sh.A, ws->g + r * sh.fl, s.rc + r * sh.bl);
@@ -669,7 +695,7 @@ static int client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
         if (rc < 0)
             goto out;
         if (exact)
-            rc = solve_exact(&s, local, sh.A, s.ghat, ng, p->lambda, s.bv, &minnorm);
+            rc = solve_exact(&s, local, sh.A, s.ghat, ng, p->sgd.lambda, s.bv, &minnorm);
         else
             rc = solve_inexact(p, prob, &sh, local, &s, ng, steps, ws->x, ws->g);
         if (rc < 0)
@@ -679,7 +705,7 @@ static int client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                 rc = exact ? sfl__fail(SFL_ENUMERIC, "fedgradmp: restricted solve gave "
                                        "non-finite values (data scale too large?)")
                            : sfl__fail(SFL_ENUMERIC, "fedgradmp-inexact: local solve "
-                                       "diverged (learning rate %g too large?)", p->lr);
+                                       "diverged (learning rate %g too large?)", p->sgd.lr);
                 goto out;
             }
         if ((rc = select_lambda(&sh, tau, &s, ng, &ws->topk)) < 0)
@@ -737,7 +763,7 @@ static int inexact_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
 static int aggregate_end(sfl_agg_t *agg, double *global)
 {
     const sfl_problem_t *prob = agg->prob;
-    double R = agg->params->l2_ball, ss = 0.0;
+    double R = SFL_ALGO_PARAMS(agg->params, gradmp_params_t)->l2_ball, ss = 0.0;
     int rc = sfl_agg_avg_end_ht(agg, global);
 
     if (rc < 0 || !(R > 0))
@@ -784,6 +810,8 @@ static int model_of(const sfl_algo_params_t *p, const sfl_problem_t *prob, const
 
 const sfl_algo_t sfl_algo_fedgradmp = {
     .name = "fedgradmp",
+    .params = exact_params,
+    .params_size = sizeof(gradmp_params_t),
     .summary = "FedGradMP: local gradient matching pursuit, exact least-squares subproblems",
     .sparse = 1,
     .dictionary = 1,
@@ -796,6 +824,8 @@ const sfl_algo_t sfl_algo_fedgradmp = {
 
 const sfl_algo_t sfl_algo_fedgradmp_inexact = {
     .name = "fedgradmp-inexact",
+    .params = inexact_params,
+    .params_size = sizeof(gradmp_params_t),
     .summary = "Inexact FedGradMP: subproblems by gradient steps, any loss",
     .sparse = 1,
     .dictionary = 1,

@@ -303,21 +303,48 @@ static int get_enc(const chk_t *c, const char *field, int v, sfl_enc_t *out)
     return 0;
 }
 
-static int get_params(const chk_t *c, const Sfl__V1__AlgorithmParams *p, sfl_algo_params_t *o)
+/* Names well formed and distinct, values finite, at most SFL_PARAMS_MAX;
+ * whether the algorithm has them is sfl_algo_params_from_list's check. */
+static int check_params(const chk_t *c, const sfl_param_list_t *p)
 {
+    if (p->n > SFL_PARAMS_MAX)
+        return fail(c, SFL_ELIMIT, "params has %u values, at most %d", p->n, SFL_PARAMS_MAX);
+    for (uint32_t i = 0; i < p->n; i++) {
+        if (!sfl_param_name_ok(p->v[i].name))
+            return fail(c, c->bad, "params: name %u is not 1-31 of [a-z0-9_] starting with "
+                        "a letter", i + 1);
+        for (uint32_t k = 0; k < i; k++)
+            if (strcmp(p->v[k].name, p->v[i].name) == 0)
+                return fail(c, c->bad, "params: '%s' given twice", p->v[i].name);
+        if (!isfinite(p->v[i].value))
+            return fail(c, SFL_ENUMERIC, "params.%s is not finite", p->v[i].name);
+    }
+    return 0;
+}
+
+static int get_params(const chk_t *c, const Sfl__V1__AlgorithmParams *p, sfl_param_list_t *o)
+{
+    int rc;
+
     if (p == NULL)
         return fail(c, c->bad, "params missing");
+    if (p->lr != 0 || p->tau != 0 || p->local_steps != 0 || p->batch != 0 || p->lambda != 0 ||
+        p->mu != 0 || p->server_lr != 0 || p->l2_ball != 0 || p->inexact_steps != 0)
+        return fail(c, SFL_EUNSUP, "params: fields 1-9 are retired (a job spec from an "
+                    "older sfl); recreate the job");
+    if (p->n_values > SFL_PARAMS_MAX)
+        return fail(c, SFL_ELIMIT, "params has %zu values, at most %d", p->n_values,
+                    SFL_PARAMS_MAX);
     memset(o, 0, sizeof(*o));
-    o->lr = p->lr;
-    o->tau = p->tau;
-    o->local_steps = p->local_steps;
-    o->batch = p->batch;
-    o->lambda = p->lambda;
-    o->mu = p->mu;
-    o->server_lr = p->server_lr;
-    o->l2_ball = p->l2_ball;
-    o->inexact_steps = p->inexact_steps;
-    return 0;
+    o->n = (uint32_t)p->n_values;
+    for (uint32_t i = 0; i < o->n; i++) {
+        const Sfl__V1__Param *v = p->values[i];
+
+        if ((rc = get_str(c, "params.name", v->name, o->v[i].name, SFL_PARAM_NAME_LEN)) < 0)
+            return rc;
+        o->v[i].value = v->value;
+    }
+    return check_params(c, o);
 }
 
 static int get_summary(const chk_t *c, const Sfl__V1__DatasetSummary *p,
@@ -396,19 +423,6 @@ static void put_tags(const sfl_tags_t *t, char **ptrs, size_t *n, char ***field)
         ptrs[i] = str(t->tag[i]);
     *n = t->n;
     *field = ptrs;
-}
-
-static void put_params(const sfl_algo_params_t *p, Sfl__V1__AlgorithmParams *o)
-{
-    o->lr = p->lr;
-    o->tau = p->tau;
-    o->local_steps = p->local_steps;
-    o->batch = p->batch;
-    o->lambda = p->lambda;
-    o->mu = p->mu;
-    o->server_lr = p->server_lr;
-    o->l2_ball = p->l2_ball;
-    o->inexact_steps = p->inexact_steps;
 }
 
 static void put_summary(const sfl_dataset_summary_t *s, Sfl__V1__DatasetSummary *o)
@@ -515,18 +529,6 @@ static int check_finite(const chk_t *c, const char *field, double v)
     return 0;
 }
 
-static int check_params(const chk_t *c, const sfl_algo_params_t *p)
-{
-    int rc;
-
-    if ((rc = check_finite(c, "params.lr", p->lr)) < 0 ||
-        (rc = check_finite(c, "params.lambda", p->lambda)) < 0 ||
-        (rc = check_finite(c, "params.mu", p->mu)) < 0 ||
-        (rc = check_finite(c, "params.server_lr", p->server_lr)) < 0 ||
-        (rc = check_finite(c, "params.l2_ball", p->l2_ball)) < 0)
-        return rc;
-    return 0;
-}
 
 /* An enum that must hold one of [lo, hi]; 0 is "missing". */
 static int check_enum(const chk_t *c, const char *field, int v, int lo, int hi)
@@ -688,6 +690,8 @@ typedef struct wire {
     } pb; /* the message itself, initialised from its type's descriptor */
     Sfl__V1__DatasetSummary ds;
     Sfl__V1__AlgorithmParams pp;
+    Sfl__V1__Param param[SFL_PARAMS_MAX];
+    Sfl__V1__Param *params[SFL_PARAMS_MAX];
     Sfl__V1__SparseVector sv;
     Sfl__V1__JobSpec spec;
     Sfl__V1__JobStatus job;
@@ -1058,6 +1062,18 @@ static int check_task(const chk_t *c, const void *p)
     return 0;
 }
 
+static void put_params(const sfl_param_list_t *p, wire_t *w)
+{
+    for (uint32_t i = 0; i < p->n; i++) {
+        sfl__v1__param__init(&w->param[i]);
+        w->param[i].name = str(p->v[i].name);
+        w->param[i].value = p->v[i].value;
+        w->params[i] = &w->param[i];
+    }
+    w->pp.n_values = p->n;
+    w->pp.values = w->params;
+}
+
 /* model_hash goes out as the hash of the model as encoded, never the
  * struct's field (sfl_msg_task_sign_bytes copies it back). */
 static int put_task(const chk_t *c, const void *p, wire_t *w)
@@ -1070,7 +1086,7 @@ static int put_task(const chk_t *c, const void *p, wire_t *w)
     if (rc < 0)
         return rc;
     crypto_generichash(w->hash, SFL_MSG_HASH_BYTES, w->sv.data.data, w->sv.data.len, NULL, 0);
-    put_params(&t->params, &w->pp);
+    put_params(&t->params, w);
     pb->job_id = t->job_id;
     pb->round = t->round;
     pb->attempt = t->attempt;
@@ -1663,7 +1679,7 @@ static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
     Sfl__V1__JobSpec *js = &w->spec;
 
     (void)c;
-    put_params(&m->params, &w->pp);
+    put_params(&m->params, w);
     js->name = str(m->name);
     js->algorithm = str(m->algorithm);
     js->params = &w->pp;
