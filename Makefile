@@ -104,7 +104,17 @@ $(error make $(NATIVE_ONLY) runs native programs; with CROSS use make test-cross
 endif
 endif
 
-LIB_SRC  := $(sort $(wildcard libsfl/src/*/*.c))
+# Algorithm plug-ins: EXTRA_ALGOS=FILE.c ... builds more algorithms into
+# libsfl and so into every program (each file defines its sfl_algo_t
+# tables as `const sfl_algo_t sfl_algo_NAME = {`; docs/design.md section 3),
+# in a build directory of their own so the plain build stays as it is.
+EXTRA_ALGOS ?=
+ifneq ($(strip $(EXTRA_ALGOS)),)
+BUILD    := $(BUILD)/extra
+endif
+ALGO_INC := $(BUILD)/gen-algo/algos_extra.inc
+
+LIB_SRC  := $(sort $(wildcard libsfl/src/*/*.c)) $(EXTRA_ALGOS)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfl.a
 
@@ -191,6 +201,18 @@ $(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c | $(PROTO_H)
 
 $(WIRE_OBJ): ALL_CFLAGS += -I$(GEN)
 $(WIRE_OBJ): | $(PROTO_H)
+
+# The registry (algo.c) lists the plug-ins' tables after the built-in ones;
+# the list is rewritten only when it changes.
+$(ALGO_INC): FORCE
+	@mkdir -p $(@D)
+	@for f in $(EXTRA_ALGOS); do \
+	    sed -n 's/^const sfl_algo_t \(sfl_algo_[a-z0-9_]*\) = {.*/SFL_EXTRA_ALGO(\1)/p' $$f; \
+	 done > $@.tmp && { cmp -s $@.tmp $@ || mv $@.tmp $@; } && rm -f $@.tmp
+$(BUILD)/libsfl/src/algo/algo.o: ALL_CFLAGS += -I$(BUILD)/gen-algo
+$(BUILD)/libsfl/src/algo/algo.o: $(ALGO_INC)
+.PHONY: FORCE
+FORCE:
 
 $(LIB): $(LIB_OBJ) $(PROTO_OBJ)
 	@$(if $(Q),echo "  AR      $@")

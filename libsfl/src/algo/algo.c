@@ -14,11 +14,21 @@
 
 _Static_assert(SFL_LOSS_MAX_CLASSES == 256, "msg.h SFL_MSG_MAX_LABELS is 256");
 
+/* Plug-ins built in with make EXTRA_ALGOS=FILE.c (one SFL_EXTRA_ALGO(sym)
+ * line per table, generated; empty in a plain build). */
+#define SFL_EXTRA_ALGO(sym) extern const sfl_algo_t sym;
+#include "algos_extra.inc"
+#undef SFL_EXTRA_ALGO
+
 static const sfl_algo_t *const algos[] = {
     &sfl_algo_fedht, &sfl_algo_fediterht, &sfl_algo_diht,
     &sfl_algo_fedavg, &sfl_algo_fedprox,
     &sfl_algo_fedmid, &sfl_algo_feddualavg,
-    &sfl_algo_fedgradmp, &sfl_algo_fedgradmp_inexact, NULL,
+    &sfl_algo_fedgradmp, &sfl_algo_fedgradmp_inexact,
+#define SFL_EXTRA_ALGO(sym) &sym,
+#include "algos_extra.inc"
+#undef SFL_EXTRA_ALGO
+    NULL,
 };
 
 const sfl_algo_t *const *sfl_algo_list(void)
@@ -260,6 +270,11 @@ int sfl_algo_check(const sfl_algo_t *a, const sfl_algo_params_t *p,
     if (p->algo != a)
         return sfl__fail(SFL_EINVAL, "%s: parameters were set for %s", a->name,
                          p->algo ? p->algo->name : "no algorithm");
+    /* The drivers so far (sfl-sim's loop, coordinator and agent) run the
+     * horizontal and personalized shapes; the vertical one has its own. */
+    if (a->shape == SFL_SHAPE_VERTICAL)
+        return sfl__fail(SFL_EUNSUP, "%s is a vertical algorithm (column blocks of aligned "
+                         "samples): this driver runs horizontal ones", a->name);
     if (prob->dict != NULL && !a->dictionary)
         return sfl__fail(SFL_EINVAL, "%s does not support a dictionary; use fedgradmp or "
                          "fedgradmp-inexact", a->name);
