@@ -225,7 +225,7 @@ int main(int argc, char **argv)
     sfl_roundkey_t *rk = NULL;
     sfl_algo_params_t params;
     sfl_problem_t prob;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     sfl_rng_t rng;
     const sfl_algo_t *algo = &sfl_algo_fediterht;
     int rc = 1, agg_open = 0;
@@ -242,7 +242,7 @@ int main(int argc, char **argv)
     if (sfl_algo_param_set(&params, "tau", k) != 0 ||
         sfl_problem_init(&prob, &sfl_loss_lsq, d, 0) != 0 ||
         sfl_algo_check(algo, &params, &prob) != 0 ||
-        sfl_agg_init(&agg, algo, &params, &prob) != 0) {
+        sfl_fold_init(&agg, algo, &params, &prob, NULL) != 0) {
         fprintf(stderr, "bench_agg: setup: %s\n", sfl_last_error());
         return 1;
     }
@@ -266,12 +266,11 @@ int main(int argc, char **argv)
     for (int r = 0; r < RUNS; r++) {
         double t0 = now_ms();
 
-        if (algo->aggregate_begin(&agg) != 0)
-            goto fail;
+        sfl_fold_begin(&agg);
         for (size_t i = 0; i < n; i++)
-            if (algo->aggregate_add(&agg, u[i], WEIGHT) != 0)
+            if (sfl_fold_add(&agg, u[i], WEIGHT) != 0)
                 goto fail;
-        if (algo->aggregate_end(&agg, global) != 0)
+        if (sfl_fold_finish(&agg, global) != 0)
             goto fail;
         double t1 = now_ms();
 
@@ -321,6 +320,6 @@ out:
     free(acc);
     free(global);
     if (agg_open)
-        sfl_agg_close(&agg);
+        sfl_fold_close(&agg);
     return rc;
 }

@@ -445,6 +445,8 @@ static int jobdef_to_wire(const coord_jobdef_t *d, sfl_job_spec_t *w)
     w->paused = d->paused;
     w->heartbeat_timeout_ms = (uint32_t)s->round.heartbeat_ms;
     w->ordered_aggregation = s->ordered;
+    w->max_update_norm = s->limits.max_norm;
+    w->max_samples = s->limits.max_weight;
     return 0;
 }
 
@@ -502,6 +504,8 @@ static int wire_to_spec(const sfl_job_spec_t *w, coord_job_spec_t *s)
     s->encoding = w->value_encoding;
     s->seed = w->seed;
     s->ordered = w->ordered_aggregation;
+    s->limits = (sfl_fold_limits_t){.max_norm = w->max_update_norm,
+                                    .max_weight = w->max_samples};
     s->nconditions = w->required_conditions.n;
     for (uint32_t i = 0; i < s->nconditions; i++)
         snprintf(s->conditions[i], sizeof(s->conditions[i]), "%s",
@@ -598,12 +602,13 @@ enum {
     RJ_SIGNATURE,
     RJ_PAYLOAD,
     RJ_ENCODING,
+    RJ_BOUNDS, /* the fold's checks: norm, declared samples, finite values */
     RJ_OTHER,
     RJ_COUNT
 };
 static const char *const rj_names[RJ_COUNT] = {"not_selected", "truncated", "too_large",
                                                "decrypt", "bad_signature", "payload",
-                                               "encoding", "other"};
+                                               "encoding", "out_of_bounds", "other"};
 
 struct coord {
     uv_loop_t *loop;
@@ -2214,9 +2219,10 @@ static void verify_after(uv_work_t *w, int status)
     rc = coord_job_add(&j->model, (uint32_t)(m - j->rnd.members), &v->p->update,
                        (double)v->p->samples);
     if (rc < 0) {
-        snprintf(v->reason, sizeof(v->reason), "cannot aggregate the update: %s",
+        /* Refused for this agent alone: the fold is as it was. */
+        snprintf(v->reason, sizeof(v->reason), "update refused by the job's bounds: %s",
                  sfl_last_error());
-        v->rj = RJ_OTHER;
+        v->rj = rc == SFL_ELIMIT || rc == SFL_ENUMERIC || rc == SFL_EINVAL ? RJ_BOUNDS : RJ_OTHER;
         goto answer;
     }
     vd = coord_round_submit(&j->rnd, a->id, v->u->job_id, v->u->round, j->rnd.attempt,

@@ -82,6 +82,8 @@ static const struct {
     F("heartbeat_ms", K_U64, round.heartbeat_ms),
     F("max_attempts", K_U32, round.max_attempts),
     F("seed", K_U64, seed),
+    F("max_update_norm", K_F64, limits.max_norm),
+    F("max_samples", K_F64, limits.max_weight),
 #undef F
 };
 
@@ -215,6 +217,9 @@ int coord_job_spec_check(const coord_job_spec_t *s)
     if ((rc = coord_job_spec_params(s, &params)) < 0 ||
         (rc = sfl_algo_check(a, &params, &prob)) < 0)
         return rc;
+    if (!(s->limits.max_norm >= 0) || !(s->limits.max_weight >= 0))
+        return sfl__fail(SFL_EINVAL, "job %s: max_update_norm and max_samples must be >= 0 "
+                         "(0: the defaults)", s->name);
     return coord_round_cfg_check(&s->round);
 }
 
@@ -275,8 +280,8 @@ int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
     j->global = sfl__calloc(j->prob.dim, sizeof(double));
     if (j->global == NULL)
         return SFL_ENOMEM;
-    /* The aggregator keeps pointers to the job's own copies. */
-    if ((rc = sfl_agg_init(&j->agg, j->algo, &j->params, &j->prob)) < 0) {
+    /* The fold keeps pointers to the job's own copies. */
+    if ((rc = sfl_fold_init(&j->agg, j->algo, &j->params, &j->prob, &spec->limits)) < 0) {
         coord_job_close(j);
         return rc;
     }
@@ -295,8 +300,8 @@ static void drop_held(coord_job_t *j)
 void coord_job_close(coord_job_t *j)
 {
     drop_held(j);
-    if (j->agg.acc)
-        sfl_agg_close(&j->agg);
+    if (j->agg.sum)
+        sfl_fold_close(&j->agg);
     sfl__free(j->global);
     j->global = NULL;
 }
@@ -351,7 +356,6 @@ int coord_job_restore(coord_job_t *j, uint64_t round, const uint8_t *buf, size_t
 
 int coord_job_begin(coord_job_t *j, uint32_t nslots)
 {
-    int rc;
 
     drop_held(j);
     j->aggregating = 0;
@@ -361,28 +365,27 @@ int coord_job_begin(coord_job_t *j, uint32_t nslots)
             return SFL_ENOMEM;
         j->nslots = nslots;
     }
-    if ((rc = j->algo->aggregate_begin(&j->agg)) < 0) {
-        drop_held(j);
-        return rc;
-    }
+    sfl_fold_begin(&j->agg);
     j->aggregating = 1;
     return 0;
 }
 
 int coord_job_add(coord_job_t *j, uint32_t slot, sfl_spvec_t **update, double weight)
 {
+    int rc;
+
     if (!j->aggregating)
         return sfl__fail(SFL_EINVAL, "no round is being aggregated");
     if (!j->spec.ordered)
-        return j->algo->aggregate_add(&j->agg, *update, weight);
+        return sfl_fold_add(&j->agg, *update, weight);
     if (slot >= j->nslots)
         return sfl__fail(SFL_EINVAL, "cohort slot %u of %u", slot, j->nslots);
     if (j->held[slot].update != NULL)
         return sfl__fail(SFL_EINVAL, "cohort slot %u already has an update", slot);
-    /* Checked now, so that end cannot fail on something an agent sent. */
-    if ((*update)->dim != j->prob.dim || !(weight > 0) || !isfinite(weight))
-        return sfl__fail(SFL_EINVAL, "update of dimension %u, weight %g (job: %zu, > 0)",
-                         (*update)->dim, weight, j->prob.dim);
+    /* The fold's checks now, so that end cannot fail on what an agent sent
+     * (bounded updates cannot overflow the sum either). */
+    if ((rc = sfl_fold_check(&j->agg, *update, weight)) < 0)
+        return rc;
     j->held[slot].update = *update;
     j->held[slot].weight = weight;
     *update = NULL;
@@ -397,10 +400,10 @@ int coord_job_end(coord_job_t *j)
         return sfl__fail(SFL_EINVAL, "no round is being aggregated");
     for (uint32_t i = 0; i < j->nslots && rc == 0; i++)
         if (j->held[i].update != NULL)
-            rc = j->algo->aggregate_add(&j->agg, j->held[i].update, j->held[i].weight);
+            rc = sfl_fold_add(&j->agg, j->held[i].update, j->held[i].weight);
     drop_held(j);
     if (rc == 0)
-        rc = j->algo->aggregate_end(&j->agg, j->global);
+        rc = sfl_fold_finish(&j->agg, j->global);
     j->aggregating = 0;
     if (rc == 0)
         j->round++;

@@ -31,6 +31,7 @@ typedef struct coord_job_spec {
     uint32_t nconditions;    /* agent-reported conditions the job requires */
     char conditions[COORD_MAX_CONDITIONS][32];
     int ordered;             /* aggregation = ordered: fold in cohort order */
+    sfl_fold_limits_t limits; /* max_update_norm, max_samples (0: defaults) */
 } coord_job_spec_t;
 
 /* Defaults: fediterht, lsq, tau 10, K 5, lr 0.01, batch 10, 10 rounds,
@@ -85,7 +86,7 @@ typedef struct coord_job {
     sfl_algo_params_t params; /* resolved from spec.params */
     sfl_problem_t prob;
     double *global;      /* prob.dim entries: the broadcast state */
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     uint64_t round;      /* last committed round (0: none yet) */
     int aggregating;
     /* Ordered aggregation: the updates of the open round by cohort slot

@@ -24,7 +24,8 @@
 static const char job_keys[] =
     "  algo loss features classes labels rounds cohort overselect min_quorum\n"
     "  deadline_ms heartbeat_ms max_attempts encoding seed conditions paused\n"
-    "  aggregation, and the chosen algorithm's parameters (docs/algorithms.md):\n";
+    "  aggregation max_update_norm max_samples, and the chosen algorithm's\n"
+    "  parameters (docs/algorithms.md):\n";
 
 static void usage(FILE *f)
 {

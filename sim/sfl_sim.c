@@ -4,6 +4,7 @@
  * and the broadcast model pass through the wire codec, so byte counts and
  * lossy encodings are exactly what the network would see. */
 #include <errno.h>
+#include <float.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -852,7 +853,7 @@ int main(int argc, char **argv)
     double *bcast = xcalloc(d, sizeof(double));
     sfl_spvec_t *gsp = NULL, *upd = NULL;
     sfl_algo_ws_t ws;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     uint8_t *buf = NULL;
     size_t cap = 0;
     double t0 = now_ms(), objective = NAN;
@@ -862,7 +863,12 @@ int main(int argc, char **argv)
             ids[nids++] = c;
     npick = cfg.cohort && cfg.cohort < nids ? cfg.cohort : nids;
     sfl_algo_ws_init(&ws);
-    rc = sfl_agg_init(&agg, algo, &params, &prob);
+    /* No bound on norm or weight: simulated clients are not hostile, and a
+     * diverging run (a step size too large, as some experiments show on
+     * purpose) must run to its end as it would without the fold's bounds.
+     * Values must still be finite. */
+    rc = sfl_fold_init(&agg, algo, &params, &prob,
+                       &(sfl_fold_limits_t){.max_norm = DBL_MAX, .max_weight = DBL_MAX});
     if (rc < 0)
         die("aggregator", rc);
     /* One update message for every client of every round: each client
@@ -895,8 +901,7 @@ int main(int argc, char **argv)
             for (uint32_t i = 0; i < nids; i++)
                 pick[i] = i;
         }
-        if ((rc = algo->aggregate_begin(&agg)) < 0)
-            die("aggregate", rc);
+        sfl_fold_begin(&agg);
         for (uint32_t i = 0; i < npick; i++) {
             uint32_t c = ids[pick[i]];
 
@@ -908,10 +913,10 @@ int main(int argc, char **argv)
                 return 1;
             }
             wire(&upd, enc, &buf, &cap, &up);
-            if ((rc = algo->aggregate_add(&agg, upd, fed.weight[c])) < 0)
+            if ((rc = sfl_fold_add(&agg, upd, fed.weight[c])) < 0)
                 die("aggregate", rc);
         }
-        if ((rc = algo->aggregate_end(&agg, global)) < 0)
+        if ((rc = sfl_fold_finish(&agg, global)) < 0)
             die("aggregate", rc);
 
         /* Metrics of x_{t+1}. */
@@ -972,7 +977,7 @@ int main(int argc, char **argv)
     sfl_dict_free(dict);
     free(global);
     free(bcast);
-    sfl_agg_close(&agg);
+    sfl_fold_close(&agg);
     sfl_algo_ws_close(&ws);
     fed_free(&fed);
     sim_cfg_free(&cfg);

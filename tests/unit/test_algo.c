@@ -123,7 +123,7 @@ static void test_algo_aggregate_weighted(void **state)
     (void)state;
     sfl_problem_t prob;
     sfl_algo_params_t p;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     sfl_spvec_t *a, *b;
     double g[4] = {9, 9, 9, 9};
     const double da[4] = {1, 0, 4, 0}, db[4] = {0, 2, 0, 8};
@@ -136,34 +136,34 @@ static void test_algo_aggregate_weighted(void **state)
     assert_int_equal(sfl_spvec_from_dense(a, da), 0);
     assert_int_equal(sfl_spvec_from_dense(b, db), 0);
 
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedavg, testfed_as(&sfl_algo_fedavg, &p), &prob), 0);
-    assert_int_equal(sfl_algo_fedavg.aggregate_end(&agg, g), SFL_EEMPTY);
-    assert_int_equal(sfl_algo_fedavg.aggregate_begin(&agg), 0);
+    assert_int_equal(sfl_fold_init(&agg, &sfl_algo_fedavg, testfed_as(&sfl_algo_fedavg, &p), &prob, NULL), 0);
+    assert_int_equal(sfl_fold_finish(&agg, g), SFL_EEMPTY);
+    sfl_fold_begin(&agg);
     /* The streaming add allocates nothing: O(d) memory whatever N. */
     failalloc_install();
     failalloc_arm(-1);
-    assert_int_equal(sfl_algo_fedavg.aggregate_add(&agg, a, 1.0), 0);
-    assert_int_equal(sfl_algo_fedavg.aggregate_add(&agg, b, 3.0), 0);
+    assert_int_equal(sfl_fold_add(&agg, a, 1.0), 0);
+    assert_int_equal(sfl_fold_add(&agg, b, 3.0), 0);
     assert_int_equal(failalloc_count(), 0);
     failalloc_uninstall();
-    assert_int_equal(sfl_algo_fedavg.aggregate_add(&agg, b, 0.0), SFL_EINVAL);
-    assert_int_equal(sfl_algo_fedavg.aggregate_end(&agg, g), 0);
+    assert_int_equal(sfl_fold_add(&agg, b, 0.0), SFL_EINVAL);
+    assert_int_equal(sfl_fold_finish(&agg, g), 0);
     assert_true(g[0] == 0.25 && g[1] == 1.5 && g[2] == 1.0 && g[3] == 6.0);
-    sfl_agg_close(&agg);
+    sfl_fold_close(&agg);
 
     /* Same with the thresholding end: keeps the two largest. */
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedht, testfed_as(&sfl_algo_fedht, &p), &prob), 0);
-    assert_int_equal(sfl_algo_fedht.aggregate_begin(&agg), 0);
-    assert_int_equal(sfl_algo_fedht.aggregate_add(&agg, a, 1.0), 0);
-    assert_int_equal(sfl_algo_fedht.aggregate_add(&agg, b, 3.0), 0);
-    assert_int_equal(sfl_algo_fedht.aggregate_end(&agg, g), 0);
+    assert_int_equal(sfl_fold_init(&agg, &sfl_algo_fedht, testfed_as(&sfl_algo_fedht, &p), &prob, NULL), 0);
+    sfl_fold_begin(&agg);
+    assert_int_equal(sfl_fold_add(&agg, a, 1.0), 0);
+    assert_int_equal(sfl_fold_add(&agg, b, 3.0), 0);
+    assert_int_equal(sfl_fold_finish(&agg, g), 0);
     assert_true(g[0] == 0 && g[1] == 1.5 && g[2] == 0 && g[3] == 6.0);
     /* A wrong-dimension update is refused. */
     sfl_spvec_t *c;
     assert_int_equal(sfl_spvec_new(5, 0, &c), 0);
-    assert_int_equal(sfl_algo_fedht.aggregate_add(&agg, c, 1.0), SFL_EDIM);
+    assert_int_equal(sfl_fold_add(&agg, c, 1.0), SFL_EDIM);
     sfl_spvec_free(c);
-    sfl_agg_close(&agg);
+    sfl_fold_close(&agg);
     sfl_spvec_free(a);
     sfl_spvec_free(b);
 }
@@ -251,13 +251,13 @@ static void test_algo_alloc_failures(void **state)
     (void)state;
     sfl_problem_t prob;
     sfl_algo_params_t p;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     sfl_algo_ws_t ws;
 
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 50, 0), 0);
     testfed_params_default(&p);
     testfed_set(&p, "tau", 5);
-    FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_fedht, testfed_as(&sfl_algo_fedht, &p), &prob), sfl_agg_close(&agg));
+    FAILALLOC_EACH(sfl_fold_init(&agg, &sfl_algo_fedht, testfed_as(&sfl_algo_fedht, &p), &prob, NULL), sfl_fold_close(&agg));
     sfl_algo_ws_init(&ws);
     FAILALLOC_EACH(sfl_algo_ws_reserve(&ws, 50, 10), (sfl_algo_ws_close(&ws), sfl_algo_ws_init(&ws)));
     sfl_algo_ws_close(&ws);

@@ -33,7 +33,7 @@ static void test_feddualavg_exact_rounds(void **state)
     testfed_client_t c;
     sfl_spvec_t *u;
     sfl_topk_ws_t tk;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
 
     testfed_client_init(&c, y, 4, 4);
     u = c.u;
@@ -42,7 +42,7 @@ static void test_feddualavg_exact_rounds(void **state)
     testfed_set(&c.p, "batch", 4);
     testfed_set(&c.p, "lr", 2.0); /* n / 2 */
     sfl_topk_ws_init(&tk);
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &c.p), &c.prob), 0);
+    assert_int_equal(sfl_fold_init(&agg, &sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &c.p), &c.prob, NULL), 0);
 
     /* Round 1 from z = 0: x = H_2(0) = 0, Delta = -lr grad f(0) = y, dense. */
     assert_int_equal(testfed_update(&sfl_algo_feddualavg, &c, z, c.ds), 0);
@@ -51,9 +51,9 @@ static void test_feddualavg_exact_rounds(void **state)
         assert_int_equal(u->idx[j], j);
         assert_close(u->val[j], y[j], 0, 1e-15);
     }
-    assert_int_equal(sfl_algo_feddualavg.aggregate_begin(&agg), 0);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, u, 3.0), 0);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_end(&agg, z), 0);
+    sfl_fold_begin(&agg);
+    assert_int_equal(sfl_fold_add(&agg, u, 3.0), 0);
+    assert_int_equal(sfl_fold_finish(&agg, z), 0);
     for (uint32_t j = 0; j < 4; j++)
         assert_close(z[j], y[j], 0, 1e-15); /* the dual is not thresholded */
     assert_int_equal(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &c.p), &c.prob, z, x, &tk), 0);
@@ -72,9 +72,9 @@ static void test_feddualavg_exact_rounds(void **state)
     assert_close(u->val[1], 0.5, 0, 1e-15);
     /* Server step eta_g = 1/2: z = y + Delta / 2 = (1, -3, 0.5, 2). */
     testfed_set(&c.p, "server_lr", 0.5);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_begin(&agg), 0);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, u, 1.0), 0);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_end(&agg, z), 0);
+    sfl_fold_begin(&agg);
+    assert_int_equal(sfl_fold_add(&agg, u, 1.0), 0);
+    assert_int_equal(sfl_fold_finish(&agg, z), 0);
     assert_close(z[0], 1.0, 0, 1e-15);
     assert_close(z[1], -3.0, 0, 1e-15);
     assert_close(z[2], 0.5, 0, 1e-15);
@@ -82,7 +82,7 @@ static void test_feddualavg_exact_rounds(void **state)
     assert_int_equal(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &c.p), &c.prob, z, x, &tk), 0);
     assert_true(x[0] == 0 && x[1] == z[1] && x[2] == 0 && x[3] == z[3]);
 
-    sfl_agg_close(&agg);
+    sfl_fold_close(&agg);
     sfl_topk_ws_close(&tk);
     testfed_client_close(&c);
 }
@@ -93,7 +93,7 @@ static void test_feddualavg_server_step(void **state)
     (void)state;
     sfl_problem_t prob;
     sfl_algo_params_t p;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     sfl_spvec_t *a, *b, *c;
     double z[4] = {1, 1, 1, 1};
     const double da[4] = {1, 0, 4, 0}, db[4] = {0, 2, 0, 8};
@@ -107,26 +107,26 @@ static void test_feddualavg_server_step(void **state)
     assert_int_equal(sfl_spvec_new(5, 0, &c), 0);
     assert_int_equal(sfl_spvec_from_dense(a, da), 0);
     assert_int_equal(sfl_spvec_from_dense(b, db), 0);
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &p), &prob), 0);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_begin(&agg), 0);
+    assert_int_equal(sfl_fold_init(&agg, &sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &p), &prob, NULL), 0);
+    sfl_fold_begin(&agg);
     /* Nothing to aggregate: an error, and the state is left alone. */
-    assert_int_equal(sfl_algo_feddualavg.aggregate_end(&agg, z), SFL_EEMPTY);
+    assert_int_equal(sfl_fold_finish(&agg, z), SFL_EEMPTY);
     assert_true(z[0] == 1 && z[1] == 1 && z[2] == 1 && z[3] == 1);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, c, 1.0), SFL_EDIM);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, a, 0.0), SFL_EINVAL);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, a, -1.0), SFL_EINVAL);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, a, INFINITY), SFL_EINVAL);
+    assert_int_equal(sfl_fold_add(&agg, c, 1.0), SFL_EDIM);
+    assert_int_equal(sfl_fold_add(&agg, a, 0.0), SFL_EINVAL);
+    assert_int_equal(sfl_fold_add(&agg, a, -1.0), SFL_EINVAL);
+    assert_int_equal(sfl_fold_add(&agg, a, INFINITY), SFL_EINVAL);
     /* Streaming: adds allocate nothing. */
     failalloc_install();
     failalloc_arm(-1);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, a, 1.0), 0);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_add(&agg, b, 3.0), 0);
-    assert_int_equal(sfl_algo_feddualavg.aggregate_end(&agg, z), 0);
+    assert_int_equal(sfl_fold_add(&agg, a, 1.0), 0);
+    assert_int_equal(sfl_fold_add(&agg, b, 3.0), 0);
+    assert_int_equal(sfl_fold_finish(&agg, z), 0);
     assert_int_equal(failalloc_count(), 0);
     failalloc_uninstall();
     /* average (0.25, 1.5, 1, 6), times 2, plus 1 */
     assert_true(z[0] == 1.5 && z[1] == 4.0 && z[2] == 3.0 && z[3] == 13.0);
-    sfl_agg_close(&agg);
+    sfl_fold_close(&agg);
     sfl_spvec_free(a);
     sfl_spvec_free(b);
     sfl_spvec_free(c);
@@ -318,7 +318,7 @@ static void test_feddualavg_alloc_failures(void **state)
     sfl_synth_t *s = testfed_small_sparse();
     sfl_problem_t prob;
     sfl_algo_params_t p;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     sfl_topk_ws_t tk;
     double *z = calloc(s->dim, sizeof(double)), *m = calloc(s->dim, sizeof(double));
 
@@ -326,7 +326,7 @@ static void test_feddualavg_alloc_failures(void **state)
     testfed_params_default(&p);
     testfed_set(&p, "tau", 5);
     testfed_set(&p, "batch", 10);
-    FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &p), &prob), sfl_agg_close(&agg));
+    FAILALLOC_EACH(sfl_fold_init(&agg, &sfl_algo_feddualavg, testfed_as(&sfl_algo_feddualavg, &p), &prob, NULL), sfl_fold_close(&agg));
     FAILALLOC_EACH(testfed_client_once(&sfl_algo_feddualavg, &p, &prob, z, s->clients[0]), (void)0);
     sfl_topk_ws_init(&tk);
     FAILALLOC_EACH(sfl_algo_feddualavg.model_of(testfed_as(&sfl_algo_feddualavg, &p), &prob, z, m, &tk),

@@ -34,7 +34,7 @@ static void test_fedmid_exact_round(void **state)
     double g[4];
     testfed_client_t c;
     sfl_spvec_t *u;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
 
     testfed_client_init(&c, y, 4, 4);
     u = c.u;
@@ -52,11 +52,11 @@ static void test_fedmid_exact_round(void **state)
 
     /* eta_g = 1/2: H_2(x_t + (H_2(y) - x_t) / 2) = H_2(0.5, -1.5, 0, 1). */
     testfed_set(&c.p, "server_lr", 0.5);
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &c.p), &c.prob), 0);
-    assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
-    assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 5.0), 0);
+    assert_int_equal(sfl_fold_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &c.p), &c.prob, NULL), 0);
+    sfl_fold_begin(&agg);
+    assert_int_equal(sfl_fold_add(&agg, u, 5.0), 0);
     memcpy(g, xt, sizeof(g));
-    assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, g), 0);
+    assert_int_equal(sfl_fold_finish(&agg, g), 0);
     assert_close(g[0], 0.0, 0, 0);
     assert_close(g[1], -1.5, 0, 1e-15);
     assert_close(g[2], 0.0, 0, 0);
@@ -64,10 +64,10 @@ static void test_fedmid_exact_round(void **state)
 
     /* eta_g = 3/2 overshoots: H_2(-0.5, -4.5, 0, 3). */
     testfed_set(&c.p, "server_lr", 1.5);
-    assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
-    assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 1.0), 0);
+    sfl_fold_begin(&agg);
+    assert_int_equal(sfl_fold_add(&agg, u, 1.0), 0);
     memcpy(g, xt, sizeof(g));
-    assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, g), 0);
+    assert_int_equal(sfl_fold_finish(&agg, g), 0);
     assert_close(g[0], 0.0, 0, 0);
     assert_close(g[1], -4.5, 0, 1e-15);
     assert_close(g[2], 0.0, 0, 0);
@@ -75,22 +75,22 @@ static void test_fedmid_exact_round(void **state)
 
     /* eta_g = 1: the average, projected; x_t plays no part. */
     testfed_set(&c.p, "server_lr", 1.0);
-    assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
-    assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 1.0), 0);
+    sfl_fold_begin(&agg);
+    assert_int_equal(sfl_fold_add(&agg, u, 1.0), 0);
     memcpy(g, xt, sizeof(g));
-    assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, g), 0);
+    assert_int_equal(sfl_fold_finish(&agg, g), 0);
     assert_true(g[0] == 0 && g[1] == u->val[0] && g[2] == 0 && g[3] == u->val[1]);
     /* ... exactly: x_t + (avg - x_t) would round 0.7 + (0.1 - 0.7) and
      * 3 + (1e-17 - 3) away from 0.1 and 1e-17. */
     const double v[4] = {0.1, 1e-17, 0, 0}, x3[4] = {0.7, 3.0, 0, 0};
     assert_int_equal(sfl_spvec_from_dense(u, v), 0);
-    assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
-    assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 1.0), 0);
+    sfl_fold_begin(&agg);
+    assert_int_equal(sfl_fold_add(&agg, u, 1.0), 0);
     memcpy(g, x3, sizeof(g));
-    assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, g), 0);
+    assert_int_equal(sfl_fold_finish(&agg, g), 0);
     assert_memory_equal(g, v, sizeof(g));
 
-    sfl_agg_close(&agg);
+    sfl_fold_close(&agg);
     testfed_client_close(&c);
 }
 
@@ -186,7 +186,7 @@ static void test_fedmid_bad_input(void **state)
     const double y[3] = {1, 2, 3};
     double x0[4] = {0};
     testfed_client_t c;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     sfl_spvec_t *wrong;
 
     /* Model of 4 features, data of 3. */
@@ -206,23 +206,23 @@ static void test_fedmid_bad_input(void **state)
 
     /* Aggregation: nothing to aggregate, wrong dimension, bad weight, on
      * both server paths; the model is left alone. */
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &c.p), &c.prob), 0);
+    assert_int_equal(sfl_fold_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &c.p), &c.prob, NULL), 0);
     assert_int_equal(sfl_spvec_new(5, 0, &wrong), 0);
     for (int pass = 0; pass < 2; pass++) {
         double g[3] = {7, 8, 9};
 
         testfed_set(&c.p, "server_lr", pass ? 1.0 : 0.5);
-        assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
-        assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, g), SFL_EEMPTY);
+        sfl_fold_begin(&agg);
+        assert_int_equal(sfl_fold_finish(&agg, g), SFL_EEMPTY);
         assert_true(g[0] == 7 && g[1] == 8 && g[2] == 9);
-        assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, wrong, 1.0), SFL_EDIM);
+        assert_int_equal(sfl_fold_add(&agg, wrong, 1.0), SFL_EDIM);
         assert_int_equal(sfl_spvec_from_dense(c.u, y), 0);
-        assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, c.u, 0.0), SFL_EINVAL);
-        assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, c.u, NAN), SFL_EINVAL);
-        assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, g), SFL_EEMPTY);
+        assert_int_equal(sfl_fold_add(&agg, c.u, 0.0), SFL_EINVAL);
+        assert_int_equal(sfl_fold_add(&agg, c.u, NAN), SFL_EINVAL);
+        assert_int_equal(sfl_fold_finish(&agg, g), SFL_EEMPTY);
     }
     sfl_spvec_free(wrong);
-    sfl_agg_close(&agg);
+    sfl_fold_close(&agg);
     testfed_client_close(&c);
 }
 
@@ -232,7 +232,7 @@ static void test_fedmid_alloc_failures(void **state)
     sfl_synth_t *s = testfed_small_sparse();
     sfl_problem_t prob;
     sfl_algo_params_t p;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     sfl_spvec_t *u;
     double *x = calloc(s->dim, sizeof(double));
 
@@ -240,11 +240,11 @@ static void test_fedmid_alloc_failures(void **state)
     testfed_params_default(&p);
     testfed_set(&p, "tau", 5);
     testfed_set(&p, "server_lr", 0.5);
-    FAILALLOC_EACH(sfl_agg_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &p), &prob), sfl_agg_close(&agg));
+    FAILALLOC_EACH(sfl_fold_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &p), &prob, NULL), sfl_fold_close(&agg));
     FAILALLOC_EACH(testfed_client_once(&sfl_algo_fedmid, &p, &prob, x, s->clients[0]), (void)0);
 
     /* A round of aggregation allocates nothing, on either server path. */
-    assert_int_equal(sfl_agg_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &p), &prob), 0);
+    assert_int_equal(sfl_fold_init(&agg, &sfl_algo_fedmid, testfed_as(&sfl_algo_fedmid, &p), &prob, NULL), 0);
     assert_int_equal(sfl_spvec_new(s->dim, 0, &u), 0);
     x[3] = 1.0;
     assert_int_equal(sfl_spvec_from_dense(u, x), 0);
@@ -252,14 +252,14 @@ static void test_fedmid_alloc_failures(void **state)
     for (int pass = 0; pass < 2; pass++) {
         testfed_set(&p, "server_lr", pass ? 1.0 : 0.5);
         failalloc_arm(-1);
-        assert_int_equal(sfl_algo_fedmid.aggregate_begin(&agg), 0);
-        assert_int_equal(sfl_algo_fedmid.aggregate_add(&agg, u, 2.0), 0);
-        assert_int_equal(sfl_algo_fedmid.aggregate_end(&agg, x), 0);
+        sfl_fold_begin(&agg);
+        assert_int_equal(sfl_fold_add(&agg, u, 2.0), 0);
+        assert_int_equal(sfl_fold_finish(&agg, x), 0);
         assert_int_equal(failalloc_count(), 0);
     }
     failalloc_uninstall();
     sfl_spvec_free(u);
-    sfl_agg_close(&agg);
+    sfl_fold_close(&agg);
     free(x);
     sfl_synth_free(s);
 }

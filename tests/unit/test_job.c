@@ -238,7 +238,7 @@ static void test_job_ordered_hostile(void **state)
     assert_int_equal(sfl_spvec_new(30, 0, &u), 0);
     assert_int_equal(coord_job_add(&j, 1, &u, 2.0), SFL_EINVAL);
     assert_int_equal(sfl_spvec_new(29, 0, &w), 0);
-    assert_int_equal(coord_job_add(&j, 2, &w, 1.0), SFL_EINVAL);
+    assert_int_equal(coord_job_add(&j, 2, &w, 1.0), SFL_EDIM);
     sfl_spvec_free(w);
     /* A new attempt drops the held update (ASan would report a leak). */
     assert_int_equal(coord_job_begin(&j, 2), 0);
@@ -252,6 +252,56 @@ static void test_job_ordered_hostile(void **state)
 }
 
 /* Checkpoint bytes restore the exact state; the hash identifies the bytes. */
+/* One agent's hostile update is refused for it alone, in both aggregation
+ * modes, before it reaches the sum; the round commits with the others. */
+static void test_job_hostile_update_alone(void **state)
+{
+    (void)state;
+
+    for (int ordered = 0; ordered < 2; ordered++) {
+        coord_job_spec_t s;
+        coord_job_t j;
+        sfl_spvec_t *u;
+        const double honest[6] = {1, 0, 2, 0, 0, 3};
+
+        coord_job_spec_default(&s);
+        s.ncols = 6;
+        s.ordered = ordered;
+        assert_int_equal(coord_job_spec_set(&s, "algo", "fedavg"), 0);
+        assert_int_equal(coord_job_spec_set(&s, "max_update_norm", "1000"), 0);
+        assert_int_equal(coord_job_spec_set(&s, "max_samples", "500"), 0);
+        assert_int_equal(coord_job_init(&j, &s), 0);
+        assert_int_equal(coord_job_begin(&j, 5), 0);
+        /* slot 0: values that overflow the sum once weighted */
+        assert_int_equal(sfl_spvec_new(6, 0, &u), 0);
+        assert_int_equal(sfl_spvec_from_dense(u, (const double[6]){1e300, 1e300, 0, 0, 0, 0}), 0);
+        assert_int_equal(coord_job_add(&j, 0, &u, 1e6), SFL_ELIMIT);
+        assert_int_equal(coord_job_add(&j, 0, &u, 10), SFL_ELIMIT);
+        assert_non_null(strstr(sfl_last_error(), "max_update_norm"));
+        /* slot 1: a value that is not finite */
+        u->val[1] = NAN;
+        assert_int_equal(coord_job_add(&j, 1, &u, 10), SFL_ENUMERIC);
+        sfl_spvec_free(u);
+        /* slot 2: an honest update declaring far more samples than allowed */
+        assert_int_equal(sfl_spvec_new(6, 0, &u), 0);
+        assert_int_equal(sfl_spvec_from_dense(u, (const double[6]){0, 0, 0, 0, 900, 0}), 0);
+        assert_int_equal(coord_job_add(&j, 2, &u, 1e12), SFL_ELIMIT);
+        assert_non_null(strstr(sfl_last_error(), "max_samples 500"));
+        sfl_spvec_free(u);
+        /* slots 3, 4: honest */
+        for (uint32_t slot = 3; slot < 5; slot++) {
+            assert_int_equal(sfl_spvec_new(6, 0, &u), 0);
+            assert_int_equal(sfl_spvec_from_dense(u, honest), 0);
+            assert_int_equal(coord_job_add(&j, slot, &u, 20), 0);
+            sfl_spvec_free(u);
+        }
+        assert_int_equal(coord_job_end(&j), 0);
+        assert_int_equal(j.round, 1);
+        assert_memory_equal(j.global, honest, sizeof(honest));
+        coord_job_close(&j);
+    }
+}
+
 static void test_job_checkpoint_round_trip(void **state)
 {
     (void)state;
@@ -299,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_job_matches_simulation),
         cmocka_unit_test(test_job_ordered_matches_simulation_in_any_order),
         cmocka_unit_test(test_job_ordered_hostile),
+        cmocka_unit_test(test_job_hostile_update_alone),
         cmocka_unit_test(test_job_checkpoint_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -158,7 +158,7 @@ double testfed_run(const testfed_t *f)
     uint32_t stride = f->stride ? f->stride : 1;
     size_t d = prob->dim, md = prob->loss->dim(prob->ncols, prob->nclasses);
     size_t maxnnz = (size_t)sfl_algo_params_tau(p) * prob->nblocks;
-    sfl_agg_t agg;
+    sfl_fold_t agg;
     sfl_algo_ws_t ws;
     sfl_topk_ws_t tk;
     double *x = calloc(d, sizeof(double)), *model = calloc(md, sizeof(double));
@@ -169,9 +169,9 @@ double testfed_run(const testfed_t *f)
     assert_int_equal(sfl_algo_check(algo, p, prob), 0);
     sfl_algo_ws_init(&ws);
     sfl_topk_ws_init(&tk);
-    assert_int_equal(sfl_agg_init(&agg, algo, p, prob), 0);
+    assert_int_equal(sfl_fold_init(&agg, algo, p, prob, NULL), 0);
     for (uint32_t t = 1; t <= f->rounds; t++) {
-        assert_int_equal(algo->aggregate_begin(&agg), 0);
+        sfl_fold_begin(&agg);
         for (uint32_t c = 0; c < f->nclients; c++) {
             sfl_spvec_t *u;
             sfl_rng_t r;
@@ -187,10 +187,10 @@ double testfed_run(const testfed_t *f)
             assert_int_equal(sfl_spvec_validate(u), 0);
             if (f->check == TESTFED_SPARSE)
                 assert_true(u->nnz <= maxnnz);
-            assert_int_equal(algo->aggregate_add(&agg, u, f->clients[c]->X->nrows), 0);
+            assert_int_equal(sfl_fold_add(&agg, u, f->clients[c]->X->nrows), 0);
             sfl_spvec_free(u);
         }
-        assert_int_equal(algo->aggregate_end(&agg, x), 0);
+        assert_int_equal(sfl_fold_finish(&agg, x), 0);
         if (f->check == TESTFED_SPARSE)
             assert_true(sfl_dvec_nnz(x, d) <= maxnnz);
         if (f->errs || (t == f->rounds && (f->truth || f->out_model))) {
@@ -208,7 +208,7 @@ double testfed_run(const testfed_t *f)
         memcpy(f->out_model, model, md * sizeof(double));
     if (f->out_state)
         memcpy(f->out_state, x, d * sizeof(double));
-    sfl_agg_close(&agg);
+    sfl_fold_close(&agg);
     sfl_topk_ws_close(&tk);
     sfl_algo_ws_close(&ws);
     free(model);

@@ -2,14 +2,14 @@
  *
  * An algorithm is plain computation over plain data, with no I/O:
  *   client_update(params, problem, global, local data, client state, rng) -> update
- *   aggregate_begin / aggregate_add(update, weight) / aggregate_end -> new global
- * Two drivers call the table: sfl-sim (virtual clients in one process) and,
- * later, the coordinator and agents over the network. Aggregation streams:
- * the aggregator holds O(dim) memory whatever the number of clients.
+ *   finish(the framework's weighted fold of the updates, fold.h) -> new global
+ * Two drivers call the table: sfl-sim (virtual clients in one process) and
+ * the coordinator and agents over the network. Aggregation streams: the
+ * fold holds O(dim) memory whatever the number of clients.
  *
  * Determinism: client_update draws only from the rng it is handed, which the
  * driver seeds from (job seed, round, client id, SFL_STREAM_TRAIN); the
- * aggregator adds updates in the order given. Same inputs, same bits. */
+ * fold adds updates in the order given. Same inputs, same bits. */
 #ifndef SFL_ALGO_H
 #define SFL_ALGO_H
 
@@ -19,6 +19,7 @@
 
 #include "sfl/dataset.h"
 #include "sfl/error.h"
+#include "sfl/fold.h"
 #include "sfl/loss.h"
 #include "sfl/param.h"
 #include "sfl/rng.h"
@@ -155,17 +156,6 @@ typedef enum sfl_algo_shape {
     SFL_SHAPE_VERTICAL,
 } sfl_algo_shape_t;
 
-/* Streaming aggregator: a dense accumulator and the running weight. */
-typedef struct sfl_agg {
-    const struct sfl_algo *algo;
-    const sfl_algo_params_t *params; /* borrowed */
-    const sfl_problem_t *prob;       /* borrowed */
-    double *acc;                     /* dim entries */
-    double wsum;
-    uint32_t count;
-    sfl_topk_ws_t topk;
-} sfl_agg_t;
-
 typedef struct sfl_algo {
     const char *name;
     const char *summary;
@@ -185,10 +175,11 @@ typedef struct sfl_algo {
                          const double *global, const sfl_dataset_t *local,
                          void *client_state, sfl_rng_t *rng, sfl_algo_ws_t *ws,
                          sfl_spvec_t *update);
-    int (*aggregate_begin)(sfl_agg_t *agg);
-    int (*aggregate_add)(sfl_agg_t *agg, const sfl_spvec_t *update, double weight);
-    /* global: in, the model of the round; out, the new model. */
-    int (*aggregate_end)(sfl_agg_t *agg, double *global);
+    /* The round's end, from the framework's fold (fold.h: sum, weight_sum,
+     * count >= 1, the round's parameters): global is in, the state of the
+     * round, and out, the new state. sfl_fold_mean, sfl_fold_mean_ht or the
+     * algorithm's own. */
+    int (*finish)(sfl_fold_t *fold, double *global);
     /* Optional: the model to evaluate or export from the broadcast state
      * (FedDualAvg broadcasts a dual vector). NULL: the state is the model.
      * ws is grown as needed. */
@@ -285,11 +276,6 @@ void sfl_algo_params_to_list(const sfl_algo_params_t *p, sfl_param_list_t *l);
  * (job files and sfl-sim accept exactly these keys). */
 int sfl_algo_param_known(const char *name);
 
-/* Aggregator lifecycle: init allocates the O(dim) accumulator. */
-int sfl_agg_init(sfl_agg_t *agg, const sfl_algo_t *a, const sfl_algo_params_t *p,
-                 const sfl_problem_t *prob) SFL_MUST_CHECK;
-void sfl_agg_close(sfl_agg_t *agg);
-
 /* Shared building blocks for algorithm files (library-internal in spirit;
  * public so the network driver and tests can reuse them). */
 
@@ -310,12 +296,6 @@ int sfl_algo_sgd_update(const sfl_sgd_params_t *p, const sfl_problem_t *prob,
                         const double *global, const sfl_dataset_t *local, sfl_rng_t *rng,
                         sfl_algo_ws_t *ws, uint32_t steps, double mu, int threshold,
                         sfl_spvec_t *update) SFL_MUST_CHECK;
-/* The weighted-average aggregator: begin zeroes, add folds w * update in,
- * end writes acc / wsum; end_ht also applies H_tau per block. */
-int sfl_agg_avg_begin(sfl_agg_t *agg);
-int sfl_agg_avg_add(sfl_agg_t *agg, const sfl_spvec_t *update, double weight);
-int sfl_agg_avg_end(sfl_agg_t *agg, double *global);
-int sfl_agg_avg_end_ht(sfl_agg_t *agg, double *global);
 /* x <- H_tau(x) per the problem's blocks. */
 int sfl_algo_threshold(const sfl_problem_t *prob, uint32_t tau, double *x,
                        sfl_topk_ws_t *ws) SFL_MUST_CHECK;

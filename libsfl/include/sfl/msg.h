@@ -330,6 +330,8 @@ typedef struct sfl_job_spec {
     int paused;            /* 0 or 1: create PENDING */
     uint32_t heartbeat_timeout_ms;
     int ordered_aggregation; /* 0 or 1 */
+    double max_update_norm;  /* finite, >= 0; 0 = default */
+    double max_samples;      /* finite, >= 0; 0 = default */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {

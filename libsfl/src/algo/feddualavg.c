@@ -106,16 +106,14 @@ static int feddualavg_client_update(const sfl_algo_params_t *algo_params,
     return sfl_spvec_from_dense(update, ws->x);
 }
 
-static int feddualavg_aggregate_end(sfl_agg_t *agg, double *global)
+static int feddualavg_finish(sfl_fold_t *f, double *global)
 {
-    double eta = SFL_ALGO_PARAMS(agg->params, feddualavg_params_t)->server_lr;
-    size_t d = agg->prob->dim;
+    double eta = SFL_ALGO_PARAMS(f->params, feddualavg_params_t)->server_lr;
+    size_t d = f->prob->dim;
 
-    if (agg->count == 0)
-        return sfl__fail(SFL_EEMPTY, "no updates to aggregate");
     /* z_{t+1} = z_t + eta_g sum_i p_i Delta_i; the dual is not thresholded */
     for (size_t j = 0; j < d; j++)
-        global[j] += eta * (agg->acc[j] / agg->wsum);
+        global[j] += eta * (f->sum[j] / f->weight_sum);
     return 0;
 }
 
@@ -139,8 +137,6 @@ const sfl_algo_t sfl_algo_feddualavg = {
     .params = param_defs,
     .params_size = sizeof(feddualavg_params_t),
     .client_update = feddualavg_client_update,
-    .aggregate_begin = sfl_agg_avg_begin,
-    .aggregate_add = sfl_agg_avg_add,
-    .aggregate_end = feddualavg_aggregate_end,
+    .finish = feddualavg_finish,
     .model_of = feddualavg_model_of,
 };

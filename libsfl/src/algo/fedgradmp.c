@@ -760,11 +760,11 @@ static int inexact_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
 }
 
 /* Average, H_tau per block, then Pi_R on the model's norm. */
-static int aggregate_end(sfl_agg_t *agg, double *global)
+static int finish(sfl_fold_t *f, double *global)
 {
-    const sfl_problem_t *prob = agg->prob;
-    double R = SFL_ALGO_PARAMS(agg->params, gradmp_params_t)->l2_ball, ss = 0.0;
-    int rc = sfl_agg_avg_end_ht(agg, global);
+    const sfl_problem_t *prob = f->prob;
+    double R = SFL_ALGO_PARAMS(f->params, gradmp_params_t)->l2_ball, ss = 0.0;
+    int rc = sfl_fold_mean_ht(f, global);
 
     if (rc < 0 || !(R > 0))
         return rc;
@@ -772,11 +772,11 @@ static int aggregate_end(sfl_agg_t *agg, double *global)
         ss = sfl_dvec_nrm2(global, prob->dim);
         ss *= ss;
     } else {
-        /* acc and topk.perm are free until the next begin: the block's
+        /* sum and topk.perm are free until the next begin: the block's
          * nonzero atoms and their values, for ||A c_r||. */
         size_t bl = prob->dim / prob->nblocks;
-        uint32_t *idx = agg->topk.perm;
-        double *val = agg->acc;
+        uint32_t *idx = f->topk.perm;
+        double *val = f->sum;
 
         for (uint32_t r = 0; r < prob->nblocks; r++) {
             uint32_t k = 0;
@@ -816,9 +816,7 @@ const sfl_algo_t sfl_algo_fedgradmp = {
     .sparse = 1,
     .dictionary = 1,
     .client_update = exact_update,
-    .aggregate_begin = sfl_agg_avg_begin,
-    .aggregate_add = sfl_agg_avg_add,
-    .aggregate_end = aggregate_end,
+    .finish = finish,
     .model_of = model_of,
 };
 
@@ -830,8 +828,6 @@ const sfl_algo_t sfl_algo_fedgradmp_inexact = {
     .sparse = 1,
     .dictionary = 1,
     .client_update = inexact_update,
-    .aggregate_begin = sfl_agg_avg_begin,
-    .aggregate_add = sfl_agg_avg_add,
-    .aggregate_end = aggregate_end,
+    .finish = finish,
     .model_of = model_of,
 };

@@ -27,7 +27,5 @@ const sfl_algo_t sfl_algo_fedht = {
     .params = param_defs,
     .params_size = sizeof(sfl_sgd_params_t),
     .client_update = fedht_client_update,
-    .aggregate_begin = sfl_agg_avg_begin,
-    .aggregate_add = sfl_agg_avg_add,
-    .aggregate_end = sfl_agg_avg_end_ht,
+    .finish = sfl_fold_mean_ht,
 };

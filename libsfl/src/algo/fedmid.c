@@ -43,24 +43,22 @@ static int fedmid_client_update(const sfl_algo_params_t *p, const sfl_problem_t 
     return sfl_algo_sgd_update(&SFL_ALGO_PARAMS(p, fedmid_params_t)->sgd, prob, global, local, rng, ws, 0, 0.0, 1, update);
 }
 
-static int fedmid_aggregate_end(sfl_agg_t *agg, double *global)
+static int fedmid_finish(sfl_fold_t *f, double *global)
 {
-    double eta = SFL_ALGO_PARAMS(agg->params, fedmid_params_t)->server_lr;
-    size_t d = agg->prob->dim;
+    double eta = SFL_ALGO_PARAMS(f->params, fedmid_params_t)->server_lr;
+    size_t d = f->prob->dim;
 
     /* eta_g = 1 reduces to H_tau(average); computing that directly (not as
      * x_t + (avg - x_t), which rounds differently) keeps FedMid and
      * FedIter-HT identical for the same seed. */
     if (eta == 1.0)
-        return sfl_agg_avg_end_ht(agg, global);
-    if (agg->count == 0)
-        return sfl__fail(SFL_EEMPTY, "no updates to aggregate");
+        return sfl_fold_mean_ht(f, global);
     /* x_{t+1} = H_tau(x_t + eta_g (sum_i p_i x_i - x_t)); in place, entry by
      * entry, since each entry reads only its own x_t. */
     for (size_t j = 0; j < d; j++)
-        global[j] += eta * (agg->acc[j] / agg->wsum - global[j]);
-    return sfl_algo_threshold(agg->prob, SFL_ALGO_PARAMS(agg->params, fedmid_params_t)->sgd.tau,
-                              global, &agg->topk);
+        global[j] += eta * (f->sum[j] / f->weight_sum - global[j]);
+    return sfl_algo_threshold(f->prob, SFL_ALGO_PARAMS(f->params, fedmid_params_t)->sgd.tau,
+                              global, &f->topk);
 }
 
 const sfl_algo_t sfl_algo_fedmid = {
@@ -70,7 +68,5 @@ const sfl_algo_t sfl_algo_fedmid = {
     .params = param_defs,
     .params_size = sizeof(fedmid_params_t),
     .client_update = fedmid_client_update,
-    .aggregate_begin = sfl_agg_avg_begin,
-    .aggregate_add = sfl_agg_avg_add,
-    .aggregate_end = fedmid_aggregate_end,
+    .finish = fedmid_finish,
 };

@@ -35,7 +35,5 @@ const sfl_algo_t sfl_algo_fedprox = {
     .params = param_defs,
     .params_size = sizeof(fedprox_params_t),
     .client_update = fedprox_client_update,
-    .aggregate_begin = sfl_agg_avg_begin,
-    .aggregate_add = sfl_agg_avg_add,
-    .aggregate_end = sfl_agg_avg_end,
+    .finish = sfl_fold_mean,
 };

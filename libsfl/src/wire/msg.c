@@ -1651,8 +1651,12 @@ static int check_job_spec(const chk_t *c, const void *p)
         (rc = check_tags(c, "required_conditions", &m->required_conditions)) < 0 ||
         (rc = check_str(c, "dictionary", m->dictionary, SFL_MSG_NAME_LEN, 0)) < 0 ||
         (rc = check_bool(c, "paused", m->paused)) < 0 ||
-        (rc = check_bool(c, "ordered_aggregation", m->ordered_aggregation)) < 0)
+        (rc = check_bool(c, "ordered_aggregation", m->ordered_aggregation)) < 0 ||
+        (rc = check_finite(c, "max_update_norm", m->max_update_norm)) < 0 ||
+        (rc = check_finite(c, "max_samples", m->max_samples)) < 0)
         return rc;
+    if (m->max_update_norm < 0 || m->max_samples < 0)
+        return fail(c, c->bad, "max_update_norm and max_samples must be >= 0");
     if (m->dimension == 0)
         return fail(c, c->bad, "dimension missing (0)");
     if (m->rounds == 0)
@@ -1701,6 +1705,8 @@ static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
     js->paused = m->paused;
     js->heartbeat_timeout_ms = m->heartbeat_timeout_ms;
     js->ordered_aggregation = m->ordered_aggregation;
+    js->max_update_norm = m->max_update_norm;
+    js->max_samples = m->max_samples;
     w->pb.create_job.spec = js;
     return 0;
 }
@@ -1734,6 +1740,8 @@ static int get_job_spec(const chk_t *c, void *p, void *out)
     m->paused = js->paused ? 1 : 0;
     m->heartbeat_timeout_ms = js->heartbeat_timeout_ms;
     m->ordered_aggregation = js->ordered_aggregation ? 1 : 0;
+    m->max_update_norm = js->max_update_norm;
+    m->max_samples = js->max_samples;
     return check_job_spec(c, m);
 }
 

@@ -1,0 +1,117 @@
+/* The weighted fold (fold.h): one place for every algorithm and both
+ * drivers, validating each update before it touches the sum. */
+#include "sfl/fold.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sfl/algo.h"
+#include "sfl/alloc.h"
+
+int sfl_fold_init(sfl_fold_t *f, const sfl_algo_t *a, const sfl_algo_params_t *p,
+                  const sfl_problem_t *prob, const sfl_fold_limits_t *lim)
+{
+    sfl_fold_limits_t l = lim ? *lim : (sfl_fold_limits_t){0, 0};
+
+    memset(f, 0, sizeof(*f));
+    sfl_topk_ws_init(&f->topk);
+    if (!(l.max_norm >= 0) || !isfinite(l.max_norm) || !(l.max_weight >= 0) ||
+        !isfinite(l.max_weight))
+        return sfl__fail(SFL_EINVAL, "fold bounds must be finite and >= 0");
+    f->limits.max_norm = l.max_norm > 0 ? l.max_norm : SFL_FOLD_MAX_NORM;
+    f->limits.max_weight = l.max_weight > 0 ? l.max_weight : SFL_FOLD_MAX_WEIGHT;
+    f->algo = a;
+    f->params = p;
+    f->prob = prob;
+    f->sum = sfl__calloc(prob->dim, sizeof(double));
+    if (f->sum == NULL)
+        return SFL_ENOMEM;
+    if (a->sparse) {
+        int rc = sfl_topk_ws_reserve(&f->topk, prob->dim);
+
+        if (rc < 0) {
+            sfl_fold_close(f);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void sfl_fold_close(sfl_fold_t *f)
+{
+    sfl__free(f->sum);
+    sfl_topk_ws_close(&f->topk);
+    memset(f, 0, sizeof(*f));
+}
+
+void sfl_fold_begin(sfl_fold_t *f)
+{
+    memset(f->sum, 0, f->prob->dim * sizeof(double));
+    f->weight_sum = 0;
+    f->count = 0;
+}
+
+int sfl_fold_check(const sfl_fold_t *f, const sfl_spvec_t *u, double weight)
+{
+    double ss = 0;
+
+    if (u->dim != f->prob->dim)
+        return sfl__fail(SFL_EDIM, "update has dimension %u, the model %zu", u->dim,
+                         f->prob->dim);
+    if (!(weight > 0) || !isfinite(weight))
+        return sfl__fail(SFL_EINVAL, "update weight (declared samples) must be positive and "
+                         "finite, got %g", weight);
+    if (weight > f->limits.max_weight)
+        return sfl__fail(SFL_ELIMIT, "declared samples %.17g are above the job's max_samples "
+                         "%.17g", weight, f->limits.max_weight);
+    for (uint32_t i = 0; i < u->nnz; i++) {
+        double v = u->val[i];
+
+        if (!isfinite(v))
+            return sfl__fail(SFL_ENUMERIC, "update value at index %u is not finite", u->idx[i]);
+        ss += v * v;
+    }
+    /* ss may overflow to inf for finite values: that is above any bound. */
+    if (!(sqrt(ss) <= f->limits.max_norm))
+        return sfl__fail(SFL_ELIMIT, "update norm %.6g is above the job's max_update_norm %.6g",
+                         sqrt(ss), f->limits.max_norm);
+    return 0;
+}
+
+int sfl_fold_add(sfl_fold_t *f, const sfl_spvec_t *u, double weight)
+{
+    int rc = sfl_fold_check(f, u, weight);
+
+    if (rc < 0)
+        return rc;
+    sfl_spvec_axpy(weight, u, f->sum);
+    f->weight_sum += weight;
+    f->count++;
+    return 0;
+}
+
+int sfl_fold_finish(sfl_fold_t *f, double *global)
+{
+    if (f->count == 0)
+        return sfl__fail(SFL_EEMPTY, "no updates to aggregate");
+    return f->algo->finish(f, global);
+}
+
+int sfl_fold_mean(sfl_fold_t *f, double *global)
+{
+    size_t d = f->prob->dim;
+
+    /* x_{t+1} = sum_i p_i x_i with p_i = w_i / sum w */
+    for (size_t j = 0; j < d; j++)
+        global[j] = f->sum[j] / f->weight_sum;
+    return 0;
+}
+
+int sfl_fold_mean_ht(sfl_fold_t *f, double *global)
+{
+    int rc = sfl_fold_mean(f, global);
+
+    if (rc < 0)
+        return rc;
+    return sfl_algo_threshold(f->prob, sfl_algo_params_tau(f->params), global, &f->topk);
+}
