@@ -26,6 +26,8 @@
 #include <sodium.h>
 
 #include "sfl/alloc.h"
+#include "sfl/client.h"
+#include "sfl/file.h"
 #include "sfl/csv.h"
 #include "sfl/eval.h"
 #include "sfl/grpc.h"
@@ -55,6 +57,7 @@ typedef struct train {
     uint8_t *msg;        /* the packed Update */
     size_t len;
     uint32_t tries;      /* submissions started */
+    agent_cstate_io_t cs; /* the job's client state in (borrowed) and out */
 } train_t;
 
 struct agent {
@@ -76,6 +79,14 @@ struct agent {
     sfl_tags_t conditions;
     sfl_tls_t *tls;
     char host[256], port[16];
+
+    /* The client state of the job trained last (sfl/client.h), as saved in
+     * state_dir/client-state-<job>.bin; bytes NULL: none. */
+    struct {
+        uint64_t job;
+        uint8_t *bytes;
+        size_t len;
+    } cstate;
 
     /* Handles, from agent_start to the stopped callback. */
     int started, stopping, closing_handles, handles;
@@ -257,16 +268,21 @@ int agent_summarize(const sfl_dataset_t *data, sfl_dataset_summary_t *sum)
     return 0;
 }
 
-int agent_task_check(const sfl_task_t *t, const sfl_dataset_t *data)
-{
-    const sfl_algo_t *algo = sfl_algo_find(t->algorithm);
-    const sfl_loss_t *loss = sfl_loss_find(t->loss);
+/* The task as libsfl's client round takes it: algorithm, loss, problem and
+ * parameters resolved and checked against what this agent supports. */
+typedef struct task_view {
+    const sfl_algo_t *algo;
     sfl_algo_params_t params;
     sfl_problem_t prob;
-    uint32_t nclasses;
+} task_view_t;
+
+static int task_view(const sfl_task_t *t, const sfl_dataset_t *data, task_view_t *v)
+{
+    const sfl_loss_t *loss = sfl_loss_find(t->loss);
     int rc;
 
-    if (algo == NULL)
+    v->algo = sfl_algo_find(t->algorithm);
+    if (v->algo == NULL)
         return sfl__fail(SFL_EUNSUP, "task: unknown algorithm '%s'", t->algorithm);
     if (loss == NULL)
         return sfl__fail(SFL_EUNSUP, "task: unknown loss '%s'", t->loss);
@@ -281,171 +297,124 @@ int agent_task_check(const sfl_task_t *t, const sfl_dataset_t *data)
                          t->dimension, data->X->ncols);
     if (loss->classification && t->nlabels == 0)
         return sfl__fail(SFL_EINVAL, "task: loss %s needs the job's labels", loss->name);
-    nclasses = loss->classification ? t->nlabels : 0;
-    if ((rc = sfl_problem_init(&prob, loss, t->dimension, nclasses)) < 0)
+    if ((rc = sfl_problem_init(&v->prob, loss, t->dimension,
+                               loss->classification ? t->nlabels : 0)) < 0)
         return rc;
-    if (t->model == NULL || t->model->dim != prob.dim)
+    if (t->model == NULL || t->model->dim != v->prob.dim)
         return sfl__fail(SFL_EDIM, "task: model has dimension %u, the problem %zu",
-                         t->model ? t->model->dim : 0, prob.dim);
-    if ((rc = sfl_algo_params_from_list(algo, &t->params, &params)) < 0)
-    {
+                         t->model ? t->model->dim : 0, v->prob.dim);
+    if ((rc = sfl_algo_params_from_list(v->algo, &t->params, &v->params)) < 0) {
         char why[256];
 
         snprintf(why, sizeof(why), "%s", sfl_last_error());
         return sfl__fail(rc, "task: %s", why);
     }
-    return sfl_algo_check(algo, &params, &prob);
-}
-
-/* y[i] = index of the local target in the job's ascending labels, so every
- * agent numbers the classes alike. */
-static int code_labels(const sfl_dataset_t *data, const double *labels, uint32_t nlabels,
-                       double *y)
-{
-    for (uint32_t i = 0; i < data->X->nrows; i++) {
-        const double *hit = bsearch(&data->y[i], labels, nlabels, sizeof(double), cmp_double);
-
-        if (hit == NULL)
-            return sfl__fail(SFL_EINVAL, "task: local label %.17g (row %u) is not among the "
-                             "job's %u labels", data->y[i], i + 1, nlabels);
-        y[i] = (double)(hit - labels);
-    }
     return 0;
 }
 
-/* The held-out metric of model x on eval: accuracy for a classification
- * loss (targets coded by the task's labels into y, a scratch of eval's
- * rows), mean squared error for least squares. */
-static int eval_metric(const sfl_task_t *t, const sfl_loss_t *loss, uint32_t nclasses,
-                       const sfl_dataset_t *eval, const double *x, double *y, sfl_payload_t *pl)
+static sfl_client_task_t client_task(const sfl_task_t *t, const task_view_t *v,
+                                     const double *global, uint64_t agent_id)
 {
-    sfl_csr_t xv = *eval->X;
-    sfl_dataset_t view = {&xv, eval->y, nclasses, nclasses ? (double *)t->labels : NULL};
+    return (sfl_client_task_t){.algo = v->algo,
+                               .params = &v->params,
+                               .prob = &v->prob,
+                               .labels = t->labels,
+                               .global = global,
+                               .seed = t->seed,
+                               .round = t->round,
+                               .client = agent_id,
+                               .max_update_nnz = t->max_update_nnz};
+}
+
+int agent_task_check(const sfl_task_t *t, const sfl_dataset_t *data)
+{
+    task_view_t v;
+    sfl_client_task_t ct;
     int rc;
 
-    xv.ncols = t->dimension;
-    if (nclasses) {
-        if ((rc = code_labels(eval, t->labels, t->nlabels, y)) < 0)
-            return rc;
-        view.y = y;
-        pl->eval_accuracy = sfl_loss_accuracy(loss, &view, x);
-    } else {
-        pl->eval_mse = sfl_eval_mse(loss, &view, x);
+    if ((rc = task_view(t, data, &v)) < 0)
+        return rc;
+    ct = client_task(t, &v, NULL, 0);
+    return sfl_client_check(&ct, data, NULL);
+}
+
+/* The client state this task trains with: loaded from cs->in (the bytes
+ * the agent kept for the job), or fresh when there are none or they do not
+ * load (cs->note says why, for the log). */
+static int state_for(const task_view_t *v, agent_cstate_io_t *cs, sfl_client_state_t *st)
+{
+    if (cs != NULL && cs->in != NULL) {
+        if (sfl_client_state_load(v->algo, &v->params, &v->prob, cs->in, cs->in_len, st) == 0)
+            return 0;
+        snprintf(cs->note, sizeof(cs->note), "%s; starting from a fresh state",
+                 sfl_last_error());
     }
-    if (!isfinite(pl->eval_accuracy) || !isfinite(pl->eval_mse))
-        return sfl__fail(SFL_ENUMERIC, "held-out metric at the task's model is not finite");
-    pl->eval_samples = eval->X->nrows;
-    return 0;
+    return sfl_client_state_new(v->algo, &v->params, &v->prob, st);
 }
 
 int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_dataset_t *eval,
                      const sfl_identity_t *id, uint64_t agent_id, sfl_algo_ws_t *ws,
-                     uint8_t **msg, size_t *len)
+                     agent_cstate_io_t *cs, uint8_t **msg, size_t *len)
 {
-    const sfl_algo_t *algo;
-    const sfl_loss_t *loss;
-    sfl_algo_params_t params;
-    sfl_problem_t prob;
-    sfl_csr_t xv;
-    sfl_dataset_t view;
-    double *y = NULL, *global = NULL, *model = NULL;
+    task_view_t v;
+    sfl_client_task_t ct;
+    sfl_client_state_t st = {0};
+    sfl_client_report_t rep;
+    double *global = NULL;
     sfl_spvec_t *upd = NULL;
-    uint8_t *payload = NULL, *sealed = NULL;
-    size_t plen = 0, cap, slen = 0;
-    uint32_t nclasses;
-    double train_loss;
     sfl_payload_t pl;
     int rc;
 
     *msg = NULL;
     *len = 0;
-    memset(&pl, 0, sizeof(pl));
-    if (eval != NULL && eval->X->nrows == 0)
-        eval = NULL;
-    if ((rc = agent_task_check(t, data)) < 0 ||
-        (eval != NULL && (rc = agent_task_check(t, eval)) < 0))
+    if ((rc = task_view(t, data, &v)) < 0)
         return rc;
-    algo = sfl_algo_find(t->algorithm);
-    loss = sfl_loss_find(t->loss);
-    nclasses = loss->classification ? t->nlabels : 0;
-    if ((rc = sfl_problem_init(&prob, loss, t->dimension, nclasses)) < 0 ||
-        (rc = sfl_algo_params_from_list(algo, &t->params, &params)) < 0)
-        return rc;
-
-    /* A view of the local data: the same rows, widened to the job's
-     * dimension (CSR keeps nothing per column) and, for classification,
-     * with targets coded by the job's labels. */
-    xv = *data->X;
-    xv.ncols = t->dimension;
-    view.X = &xv;
-    view.y = data->y;
-    view.nclasses = nclasses;
-    view.labels = nclasses ? (double *)t->labels : NULL;
-    if (nclasses) {
-        /* Room for the held-out targets too: they are coded after training. */
-        uint32_t rows = data->X->nrows;
-
-        if (eval != NULL && eval->X->nrows > rows)
-            rows = eval->X->nrows;
-        y = sfl__mallocarray(rows, sizeof(double));
-        if (y == NULL) {
-            rc = SFL_ENOMEM;
-            goto out;
-        }
-        if ((rc = code_labels(data, t->labels, t->nlabels, y)) < 0)
-            goto out;
-        view.y = y;
-    }
-
-    global = sfl__calloc(prob.dim, sizeof(double));
-    if (global == NULL) {
-        rc = SFL_ENOMEM;
-        goto out;
-    }
+    global = sfl__calloc(v.prob.dim, sizeof(double));
+    if (global == NULL)
+        return SFL_ENOMEM;
     sfl_spvec_scatter(t->model, global);
-    if ((rc = sfl_spvec_new((uint32_t)prob.dim, 0, &upd)) < 0)
+    ct = client_task(t, &v, global, agent_id);
+    if ((rc = sfl_spvec_new((uint32_t)v.prob.dim, 0, &upd)) < 0 ||
+        (rc = state_for(&v, cs, &st)) < 0 ||
+        (rc = sfl_client_round(&ct, data, eval, &st, ws, upd, &rep)) < 0)
         goto out;
-    rc = sfl_algo_client_round(algo, &params, &prob, global, &view, NULL, t->seed, t->round,
-                               agent_id, ws, upd);
-    if (rc < 0)
-        goto out;
-    if (t->max_update_nnz != 0 && upd->nnz > t->max_update_nnz) {
-        rc = sfl__fail(SFL_ELIMIT, "update has %u nonzeros, the task allows %u", upd->nnz,
-                       t->max_update_nnz);
-        goto out;
-    }
-
-    /* The algorithm table returns no objective: report the local objective
-     * at the model this round started from (docs/protocol.md, agent notes). */
-    if (algo->model_of != NULL) {
-        model = sfl__calloc(loss->dim(t->dimension, nclasses), sizeof(double));
-        if (model == NULL) {
-            rc = SFL_ENOMEM;
-            goto out;
-        }
-        if ((rc = algo->model_of(&params, &prob, global, model, &ws->topk)) < 0)
-            goto out;
-    }
-    train_loss = loss->eval(&view, NULL, 0, model ? model : global,
-                            sfl_algo_param_or(&params, "lambda", 0), NULL);
-    if (!isfinite(train_loss)) {
-        rc = sfl__fail(SFL_ENUMERIC, "local objective at the task's model is not finite");
-        goto out;
-    }
-    if (eval != NULL &&
-        (rc = eval_metric(t, loss, nclasses, eval, model ? model : global, y, &pl)) < 0)
-        goto out;
-    /* Drop the dense copies before the payload's buffers are made. */
-    sfl__free(model);
-    model = NULL;
+    /* Drop the dense copy before the payload's buffers are made. */
     sfl__free(global);
     global = NULL;
-
+    memset(&pl, 0, sizeof(pl));
     pl.update = upd;
     pl.encoding = t->value_encoding;
     pl.samples = data->X->nrows;
-    pl.train_loss = train_loss;
-    if ((rc = sfl_msg_payload_pack(&pl, &payload, &plen)) < 0)
+    pl.train_loss = rep.train_loss;
+    pl.eval_accuracy = rep.eval_accuracy;
+    pl.eval_mse = rep.eval_mse;
+    pl.eval_samples = rep.eval_samples;
+    if ((rc = agent_seal_payload(t, &pl, id, agent_id, msg, len)) < 0)
+        goto out;
+    /* The state this round left, for the agent to keep once the update is
+     * made (never on a failure: a failed round leaves the old state). */
+    if (cs != NULL && (rc = sfl_client_state_save(&st, &cs->out, &cs->out_len)) < 0) {
+        sfl_msg_buf_free(*msg);
+        *msg = NULL;
+        *len = 0;
+    }
+out:
+    sfl_client_state_free(&st);
+    sfl_spvec_free(upd);
+    sfl__free(global);
+    return rc;
+}
+
+int agent_seal_payload(const sfl_task_t *t, const sfl_payload_t *pl, const sfl_identity_t *id,
+                       uint64_t agent_id, uint8_t **msg, size_t *len)
+{
+    uint8_t *payload = NULL, *sealed = NULL;
+    size_t plen = 0, cap, slen = 0;
+    int rc;
+
+    *msg = NULL;
+    *len = 0;
+    if ((rc = sfl_msg_payload_pack(pl, &payload, &plen)) < 0)
         goto out;
     cap = sfl_seal_sealed_size(plen);
     if (cap == 0) {
@@ -481,10 +450,6 @@ out:
         sodium_memzero(payload, plen);
     sfl_msg_buf_free(payload);
     sfl__free(sealed);
-    sfl_spvec_free(upd);
-    sfl__free(model);
-    sfl__free(global);
-    sfl__free(y);
     return rc;
 }
 
@@ -656,12 +621,15 @@ out:
     return rc;
 }
 
+static void load_client_state(agent_t *a, uint64_t job);
+
 static void train_free(train_t *w)
 {
     if (w == NULL)
         return;
     sfl_msg_task_free(w->task);
     sfl_msg_buf_free(w->msg);
+    sfl_client_state_bytes_free(w->cs.out, w->cs.out_len);
     sfl__free(w);
 }
 
@@ -673,6 +641,7 @@ void agent_free(agent_t *a)
     assert(a->handles == 0 && a->work == NULL && a->nlinks == 0);
     train_free(a->outbox);
     sfl_msg_task_free(a->next);
+    sfl_file_free(a->cstate.bytes, a->cstate.len);
     sfl_algo_ws_close(&a->ws);
     sfl_tls_free(a->tls);
     sfl_identity_free(a->id);
@@ -1178,8 +1147,8 @@ static void work_cb(uv_work_t *req)
 
     /* The loop touches neither the data, the identity nor ws while this
      * runs; the task is the work's own. */
-    w->rc = agent_train_task(w->task, a->data, a->eval, a->id, w->agent_id, &a->ws, &w->msg,
-                             &w->len);
+    w->rc = agent_train_task(w->task, a->data, a->eval, a->id, w->agent_id, &a->ws, &w->cs,
+                             &w->msg, &w->len);
     if (w->rc < 0)
         snprintf(w->err, sizeof(w->err), "%s", sfl_last_error());
 }
@@ -1211,6 +1180,9 @@ static int train_start(agent_t *a, sfl_task_t *t)
     w->a = a;
     w->task = t;
     w->agent_id = a->agent_id;
+    load_client_state(a, t->job_id);
+    w->cs.in = a->cstate.bytes;
+    w->cs.in_len = a->cstate.len;
     w->req.data = w;
     w->started_ms = uv_now(a->loop);
     rc = uv_queue_work(a->loop, &w->req, work_cb, after_work_cb);
@@ -1226,17 +1198,74 @@ static int train_start(agent_t *a, sfl_task_t *t)
     return 0;
 }
 
-/* Where an algorithm with per-agent state (FedMac's personal model,
- * FedGradMP's support estimate) would persist it: atomically (temporary
- * file 0600 in state_dir, fsync, rename, fsync of the directory, as
- * sfl_identity_save does), after training and before the update leaves,
- * so a crash never loses state an accepted update depends on. The
- * algorithms the agent runs keep none (client_state is NULL). */
-static int save_client_state(agent_t *a, const train_t *w)
+/* state_dir/client-state-<job>.bin */
+static int cstate_path(const agent_t *a, uint64_t job, char *path, size_t cap)
 {
-    (void)a;
-    (void)w;
+    if ((size_t)snprintf(path, cap, "%s/client-state-%" PRIu64 ".bin", a->cfg.state_dir, job) >=
+        cap)
+        return sfl__fail(SFL_EINVAL, "state_dir is too long");
     return 0;
+}
+
+/* Makes a->cstate the state kept for job: what is in memory, else the
+ * file (none yet: no bytes). A file that cannot be read is logged and the
+ * job starts from a fresh state; the bytes' content is checked by the
+ * training (sfl_client_state_load). Loop thread, once per job change. */
+static void load_client_state(agent_t *a, uint64_t job)
+{
+    char path[AGENT_PATH_MAX + 64], q[300];
+    uint8_t *b = NULL;
+    size_t n = 0;
+    int rc;
+
+    if (a->cstate.job == job)
+        return;
+    sfl_file_free(a->cstate.bytes, a->cstate.len);
+    a->cstate.bytes = NULL;
+    a->cstate.len = 0;
+    a->cstate.job = job;
+    if (cstate_path(a, job, path, sizeof(path)) < 0)
+        return;
+    rc = sfl_file_read(path, AGENT_CSTATE_MAX, &b, &n);
+    if (rc == -ENOENT)
+        return;
+    if (rc < 0) {
+        say(a, "error", "client_state", "job=%" PRIu64 " error=%s; starting from a fresh state",
+            job, quote(q, sizeof(q), sfl_last_error()));
+        return;
+    }
+    a->cstate.bytes = b;
+    a->cstate.len = n;
+}
+
+/* Once the coordinator accepted a round's update (loop thread): the state
+ * the round left replaces the job's, on disk first — atomically, 0600
+ * (sfl_file_write_atomic) — then in memory. A client's state so advances
+ * with the rounds the coordinator counted: an update refused, late or
+ * never sent (a crash, a stop) leaves the state as it was, and the next
+ * task trains from there, as sfl-sim would. A failed write keeps the old
+ * state and is logged. */
+static void save_client_state(agent_t *a, train_t *w)
+{
+    uint64_t job = w->task->job_id;
+    char path[AGENT_PATH_MAX + 64], q[300];
+
+    if (w->cs.out == NULL)
+        return;
+    if (cstate_path(a, job, path, sizeof(path)) < 0 ||
+        sfl_file_write_atomic(path, w->cs.out, w->cs.out_len) < 0) {
+        say(a, "error", "client_state", "job=%" PRIu64 " error=%s", job,
+            quote(q, sizeof(q), sfl_last_error()));
+        return;
+    }
+    if (a->cstate.job == job)
+        sfl_file_free(a->cstate.bytes, a->cstate.len);
+    a->cstate.job = job;
+    a->cstate.bytes = w->cs.out;
+    a->cstate.len = w->cs.out_len;
+    w->cs.out = NULL;
+    w->cs.out_len = 0;
+    w->cs.in = NULL;
 }
 
 static agent_state_t submit(agent_t *a);
@@ -1407,7 +1436,9 @@ static void keep_result(agent_t *a, train_t *w)
         return;
     }
     a->stats.trained++;
-    (void)save_client_state(a, w);
+    if (w->cs.note[0] != '\0')
+        say(a, "warn", "client_state", "job=%" PRIu64 " error=%s", w->task->job_id,
+            quote(q, sizeof(q), w->cs.note));
     train_free(a->outbox);
     a->outbox = w;
     say(a, "info", "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
@@ -1440,6 +1471,9 @@ static agent_state_t acked(agent_t *a, const sfl_ack_t *ack)
     say(a, good ? "info" : "warn", "ack", "job=%" PRIu64 " round=%" PRIu64
         " attempt=%u status=%s reason=%s", ack->job_id, ack->round, ack->attempt,
         sfl_msg_ack_name(ack->status), quote(q, sizeof(q), ack->reason));
+    /* The round counts: the state it left becomes the job's. */
+    if (good)
+        save_client_state(a, a->outbox);
     /* Every verdict is final for these bytes (docs/protocol.md). */
     return drop_outbox(a);
 }

@@ -30,6 +30,8 @@
 #define AGENT_VERSION "sfl-agent 0.1.0"
 /* The identity key's file name inside state_dir. */
 #define AGENT_IDENTITY_FILE "identity.key"
+/* Largest client state file read back (state_dir/client-state-<job>.bin). */
+#define AGENT_CSTATE_MAX ((size_t)1 << 30)
 /* Largest gRPC message the agent sends or accepts (a task carries the
  * model): the sfl_msg default, so any model the wire allows fits. */
 #define AGENT_MAX_MESSAGE (64u << 20)
@@ -145,21 +147,38 @@ int agent_summarize(const sfl_dataset_t *data, sfl_dataset_summary_t *sum) SFL_M
  * the data. */
 int agent_task_check(const sfl_task_t *task, const sfl_dataset_t *data) SFL_MUST_CHECK;
 
-/* One task's work, as the thread pool runs it: agent_task_check; for a
- * classification loss maps each local target to its index in the task's
- * labels (SFL_EINVAL for a target the task does not list); trains with
- * sfl_algo_client_round(algo, params, problem, model, data, NULL, seed,
- * round, agent_id, ws, update); packs UpdatePayload { update in the task's
- * value encoding, samples = local rows, train_loss and, when eval (the
- * held-out rows, may be NULL) has rows, eval_samples and the task model's
- * accuracy (classification) or mean squared error (lsq) on them }
- * (SFL_ELIMIT beyond max_update_nnz); seals it with id to the task's round
- * key bound to (job, round, nonce, agent_id, model hash); and packs the
- * Update message. Borrows everything; ws grows as needed. Returns the
- * Update bytes owned (sfl_msg_buf_free). */
+/* A job's client state on its way through a round (sfl/client.h): in, the
+ * bytes the agent kept for the job (NULL: none yet); out, the state the
+ * round left (owned by the caller, sfl_client_state_bytes_free; NULL for an
+ * algorithm without state); note, why in was not used, if it was not. */
+typedef struct agent_cstate_io {
+    const uint8_t *in;
+    size_t in_len;
+    uint8_t *out;
+    size_t out_len;
+    char note[256];
+} agent_cstate_io_t;
+
+/* One task's work, as the thread pool runs it: the checks of
+ * agent_task_check; libsfl's client round (sfl_client_round: local targets
+ * coded by the task's labels, training from the task's model with the
+ * job's client state, SFL_ELIMIT beyond max_update_nnz, the local objective
+ * and, when eval (the held-out rows, may be NULL) has rows, the task
+ * model's accuracy or MSE on them); then agent_seal_payload of
+ * UpdatePayload { update in the task's value encoding, samples = local
+ * rows, those figures }. cs (may be NULL: a fresh state, not kept) carries
+ * the job's client state in and out. Borrows everything; ws grows as
+ * needed. Returns the Update bytes owned (sfl_msg_buf_free). */
 int agent_train_task(const sfl_task_t *task, const sfl_dataset_t *data,
                      const sfl_dataset_t *eval, const sfl_identity_t *id, uint64_t agent_id,
-                     sfl_algo_ws_t *ws, uint8_t **msg, size_t *len) SFL_MUST_CHECK;
+                     sfl_algo_ws_t *ws, agent_cstate_io_t *cs, uint8_t **msg,
+                     size_t *len) SFL_MUST_CHECK;
+
+/* Seals pl with id to the task's round key, bound to (job, round, nonce,
+ * agent_id, model hash), and packs the Update message (owned). */
+int agent_seal_payload(const sfl_task_t *task, const sfl_payload_t *pl,
+                       const sfl_identity_t *id, uint64_t agent_id, uint8_t **msg,
+                       size_t *len) SFL_MUST_CHECK;
 
 /* The generator of the eval_fraction split: seeded from the first 8 bytes
  * of the agent's identity public key (little-endian) as

@@ -20,6 +20,7 @@
 extern char **environ;
 
 #include "sfl/algo.h"
+#include "sfl/client.h"
 #include "sfl/csv.h"
 #include "sfl/dict.h"
 #include "sfl/eval.h"
@@ -867,6 +868,8 @@ int main(int argc, char **argv)
      * diverging run (a step size too large, as some experiments show on
      * purpose) must run to its end as it would without the fold's bounds.
      * Values must still be finite. */
+    /* One client state per virtual client, made when it first trains. */
+    sfl_client_state_t *cstate = xcalloc(fed.nclients, sizeof(*cstate));
     rc = sfl_fold_init(&agg, algo, &params, &prob,
                        &(sfl_fold_limits_t){.max_norm = DBL_MAX, .max_weight = DBL_MAX});
     if (rc < 0)
@@ -905,8 +908,17 @@ int main(int argc, char **argv)
         for (uint32_t i = 0; i < npick; i++) {
             uint32_t c = ids[pick[i]];
 
-            rc = sfl_algo_client_round(algo, &params, &prob, bcast, fed.train[c], NULL, cfg.seed,
-                                       t, c, &ws, upd);
+            /* The agent's client round (sfl_client_round), with this
+             * virtual client's own state; targets are class indices
+             * already. */
+            sfl_client_task_t ct = {.algo = algo, .params = &params, .prob = &prob,
+                                    .global = bcast, .seed = cfg.seed, .round = t,
+                                    .client = c};
+
+            if (cstate[c].algo == NULL &&
+                (rc = sfl_client_state_new(algo, &params, &prob, &cstate[c])) < 0)
+                die("client state", rc);
+            rc = sfl_client_round(&ct, fed.train[c], NULL, &cstate[c], &ws, upd, NULL);
             if (rc < 0) {
                 fprintf(stderr, "\nsfl-sim: error: round %u client %u: %s\n", t, c,
                         sfl_error_message(rc));
@@ -978,6 +990,9 @@ int main(int argc, char **argv)
     free(global);
     free(bcast);
     sfl_fold_close(&agg);
+    for (uint32_t c = 0; c < fed.nclients; c++)
+        sfl_client_state_free(&cstate[c]);
+    free(cstate);
     sfl_algo_ws_close(&ws);
     fed_free(&fed);
     sim_cfg_free(&cfg);

@@ -11,10 +11,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 area_of() { # header stem -> area
     case $1 in
-    alloc | error | ini | rng | topk | vec | param) echo core ;;
+    alloc | error | file | ini | rng | topk | vec | param) echo core ;;
     csr | csv | dataset | libsvm | partition | synth | readfile) echo data ;;
     dict | eval | loss) echo model ;;
-    algo) echo algo ;;
+    algo | client | fold) echo algo ;;
     msg | spcodec) echo wire ;;
     seal) echo crypto ;;
     grpc | grpcconn | grpcframe | transport | transport_int) echo net ;;

@@ -450,7 +450,7 @@ static int train(peer_t *p, const sfl_task_t *t, bytes_t *out)
     int rc;
 
     sfl_algo_ws_init(&ws);
-    rc = agent_train_task(t, p->data, NULL, p->id, p->agent_id, &ws, &out->p, &out->n);
+    rc = agent_train_task(t, p->data, NULL, p->id, p->agent_id, &ws, NULL, &out->p, &out->n);
     sfl_algo_ws_close(&ws);
     if (rc < 0)
         say("setup: %s cannot train round %" PRIu64 ": %s", p->label, t->round, sfl_last_error());

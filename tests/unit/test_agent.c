@@ -940,7 +940,7 @@ static void test_agent_train_task_matches_client_round(void **state)
     fill_task(&t, "lsq", 0, NULL, 5);
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0); /* sets model_hash */
     sfl_msg_buf_free(sign);
-    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len), 0);
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, NULL, &msg, &len), 0);
     p = open_update(msg, len, &t);
     want = reference(reg_path, &t, AGENT_ID);
     assert_same_bits(p->update, want);
@@ -962,7 +962,7 @@ static void test_agent_train_task_matches_client_round(void **state)
     assert_int_equal(sfl_param_list_set(&t.params, "lambda", 1e-3), 0);
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
     sfl_msg_buf_free(sign);
-    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len), 0);
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, NULL, &msg, &len), 0);
     p = open_update(msg, len, &t);
     want = reference(cls_path, &t, AGENT_ID);
     assert_same_bits(p->update, want);
@@ -971,20 +971,20 @@ static void test_agent_train_task_matches_client_round(void **state)
     sfl_msg_buf_free(msg);
     /* A local label the job does not list. */
     fill_task(&t, "logistic", 2, wrong, 2);
-    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len),
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, NULL, &msg, &len),
                      SFL_EINVAL);
     assert_detail("task: local label -1 (row 1) is not among the job's 2 labels");
     assert_null(msg);
     /* More nonzeros than the task allows. */
     fill_task(&t, "logistic", 2, pm, 2);
     t.max_update_nnz = 2;
-    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len),
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, NULL, &msg, &len),
                      SFL_ELIMIT);
     assert_detail("update has 3 nonzeros, the task allows 2");
     /* An untrainable task is refused before any work. */
     fill_task(&t, "lsq", 0, NULL, 2);
     t.update_mode = SFL_UPDATE_MODE_SECURE_AGG;
-    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len),
+    assert_int_equal(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, NULL, &msg, &len),
                      SFL_EUNSUP);
     sfl_dataset_free(ds);
     sfl_algo_ws_close(&ws);
@@ -1019,8 +1019,8 @@ static void test_agent_train_task_eval(void **state)
     fill_task(&t, "logistic", 2, pm, 2);
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
     sfl_msg_buf_free(sign);
-    assert_int_equal(agent_train_task(&t, tr, ev, agent_key, AGENT_ID, &ws, &msg, &len), 0);
-    assert_int_equal(agent_train_task(&t, tr, NULL, agent_key, AGENT_ID, &ws, &msg2, &len2), 0);
+    assert_int_equal(agent_train_task(&t, tr, ev, agent_key, AGENT_ID, &ws, NULL, &msg, &len), 0);
+    assert_int_equal(agent_train_task(&t, tr, NULL, agent_key, AGENT_ID, &ws, NULL, &msg2, &len2), 0);
     p = open_update(msg, len, &t);
     q = open_update(msg2, len2, &t);
     assert_same_bits(p->update, q->update);
@@ -1051,7 +1051,7 @@ static void test_agent_train_task_eval(void **state)
     fill_task(&t, "lsq", 0, NULL, 2);
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
     sfl_msg_buf_free(sign);
-    assert_int_equal(agent_train_task(&t, tr, ev, agent_key, AGENT_ID, &ws, &msg, &len), 0);
+    assert_int_equal(agent_train_task(&t, tr, ev, agent_key, AGENT_ID, &ws, NULL, &msg, &len), 0);
     p = open_update(msg, len, &t);
     for (uint32_t i = 0; i < ev->X->nrows; i++) {
         double e = sfl_csr_row_dot(ev->X, i, x) - ev->y[i];
@@ -1083,7 +1083,7 @@ static void test_agent_train_task_failalloc(void **state)
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
     sfl_msg_buf_free(sign);
     sfl_algo_ws_init(&ws);
-    FAILALLOC_EACH(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, &msg, &len), {
+    FAILALLOC_EACH(agent_train_task(&t, ds, NULL, agent_key, AGENT_ID, &ws, NULL, &msg, &len), {
         sfl_msg_buf_free(msg);
         msg = NULL;
         sfl_algo_ws_close(&ws);

@@ -170,11 +170,20 @@ typedef struct sfl_algo {
     int dictionary;
     /* Train on local from global (dim entries, borrowed) and write the
      * client's message into update (dim must equal prob->dim; contents
-     * replaced). client_state may be NULL for algorithms without one. */
+     * replaced). client_state is the block below (NULL for an algorithm
+     * without one); it may change it: the drivers keep it to the next
+     * round this client trains, the agent across its restarts. */
     int (*client_update)(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                          const double *global, const sfl_dataset_t *local,
                          void *client_state, sfl_rng_t *rng, sfl_algo_ws_t *ws,
                          sfl_spvec_t *update);
+    /* Client state (optional; sfl/client.h): state_size gives the bytes of
+     * a flat block for (p, prob), 0 or NULL for none; state_init fills the
+     * zeroed block once; state_version names its layout in saved bytes
+     * (bump it when the layout changes, and old files are refused). */
+    size_t (*state_size)(const sfl_algo_params_t *p, const sfl_problem_t *prob);
+    int (*state_init)(const sfl_algo_params_t *p, const sfl_problem_t *prob, void *state);
+    uint32_t state_version;
     /* The round's end, from the framework's fold (fold.h: sum, weight_sum,
      * count >= 1, the round's parameters): global is in, the state of the
      * round, and out, the new state. sfl_fold_mean, sfl_fold_mean_ht or the

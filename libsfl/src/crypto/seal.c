@@ -11,6 +11,7 @@
 #include <sodium.h>
 
 #include "sfl/alloc.h"
+#include "sfl/file.h"
 
 /* Layouts are in seal.h. Two rules run through this file: secrets (seeds,
  * secret keys, the identity file's text, plaintext updates) only ever sit in
@@ -180,22 +181,6 @@ int sfl_identity_from_seed(const uint8_t seed[SFL_SEAL_SEED_BYTES], sfl_identity
 }
 
 /* Writes all of buf, retrying short writes and EINTR. */
-static int write_all(int fd, const char *buf, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, buf, n);
-
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        buf += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Reads until cap bytes or end of file; *got = bytes read. */
 static int read_upto(int fd, char *buf, size_t cap, size_t *got)
 {
@@ -215,43 +200,12 @@ static int read_upto(int fd, char *buf, size_t cap, size_t *got)
     return 0;
 }
 
-/* Directory part of path ("." when there is none, "/" for "/key"); returns
- * owned (sfl__free) or NULL. */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    size_t n = slash == NULL ? 1 : (slash == path ? 1 : (size_t)(slash - path));
-    char *dir = sfl__malloc(n + 1);
-
-    if (dir == NULL)
-        return NULL;
-    memcpy(dir, slash == NULL ? "." : path, n);
-    dir[n] = '\0';
-    return dir;
-}
-
 /* Makes the rename durable. Some file systems cannot fsync a directory
  * (EINVAL); the file itself is already synced there, so that is accepted. */
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = 0;
-
-    if (fd < 0)
-        return -errno;
-    if (fsync(fd) != 0 && errno != EINVAL)
-        rc = -errno;
-    close(fd);
-    return rc;
-}
-
 int sfl_identity_save(const sfl_identity_t *id, const char *path)
 {
-    static const char suffix[] = ".tmp.XXXXXX";
-    keyfile_t *kf = NULL;
-    char *tmp = NULL, *dir = NULL;
-    int fd = -1, created = 0, rc;
-    size_t plen;
+    keyfile_t *kf;
+    int rc;
 
     assert(id != NULL);
     if (path == NULL || path[0] == '\0')
@@ -259,74 +213,17 @@ int sfl_identity_save(const sfl_identity_t *id, const char *path)
     rc = crypto_ready();
     if (rc < 0)
         return rc;
-    plen = strlen(path);
-    tmp = sfl__malloc(plen + sizeof(suffix));
-    dir = dir_of(path);
     kf = sodium_malloc(sizeof(*kf));
-    if (tmp == NULL || dir == NULL || kf == NULL) {
-        rc = sfl__fail(SFL_ENOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, suffix, sizeof(suffix));
-
+    if (kf == NULL)
+        return sfl__fail(SFL_ENOMEM, "%s: out of memory", path);
     memcpy(kf->text, FILE_HEADER, FILE_HEADER_LEN);
     sodium_bin2hex(kf->text + FILE_SEED_OFF, HEX_LEN + 1, id->sk, SFL_SEAL_SEED_BYTES);
     kf->text[FILE_SEED_OFF + HEX_LEN] = '\n';
     sodium_bin2hex(kf->text + FILE_PK_OFF, HEX_LEN + 1, id->pk, SFL_SEAL_PK_BYTES);
     kf->text[FILE_PK_OFF + HEX_LEN] = '\n';
-
-    /* mkstemp creates the file 0600 whatever the umask; the explicit fchmod
-     * documents it and covers libcs that differ. The temporary lives in the
-     * same directory so that rename is atomic and never crosses devices. */
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = -errno;
-        (void)sfl__fail(rc, "%s: cannot create temporary file: %s", tmp, strerror(-rc));
-        goto out;
-    }
-    created = 1;
-    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-    if (fchmod(fd, S_IRUSR | S_IWUSR) != 0) {
-        rc = -errno;
-        (void)sfl__fail(rc, "%s: chmod 600: %s", tmp, strerror(-rc));
-        goto out;
-    }
-    rc = write_all(fd, kf->text, SFL_IDENTITY_FILE_BYTES);
-    if (rc < 0) {
-        (void)sfl__fail(rc, "%s: write: %s", tmp, strerror(-rc));
-        goto out;
-    }
-    if (fsync(fd) != 0) {
-        rc = -errno;
-        (void)sfl__fail(rc, "%s: fsync: %s", tmp, strerror(-rc));
-        goto out;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        rc = -errno;
-        (void)sfl__fail(rc, "%s: close: %s", tmp, strerror(-rc));
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        rc = -errno;
-        (void)sfl__fail(rc, "%s: rename from %s: %s", path, tmp, strerror(-rc));
-        goto out;
-    }
-    created = 0; /* renamed: nothing left to unlink */
-    rc = sync_dir(dir);
-    if (rc < 0)
-        (void)sfl__fail(rc, "%s: fsync of directory %s: %s", path, dir, strerror(-rc));
-
-out:
-    if (fd >= 0)
-        close(fd);
-    if (created)
-        (void)unlink(tmp);
+    /* 0600, fsync, rename, fsync of the directory. */
+    rc = sfl_file_write_atomic(path, kf->text, SFL_IDENTITY_FILE_BYTES);
     sodium_free(kf);
-    sfl__free(dir);
-    sfl__free(tmp);
     return rc;
 }
 
