@@ -110,7 +110,7 @@ endif
 # in a build directory of their own so the plain build stays as it is.
 EXTRA_ALGOS ?=
 ifneq ($(strip $(EXTRA_ALGOS)),)
-BUILD    := $(BUILD)/extra
+override BUILD := $(BUILD)/extra
 endif
 ALGO_INC := $(BUILD)/gen-algo/algos_extra.inc
 

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -80,12 +81,16 @@ struct agent {
     sfl_tls_t *tls;
     char host[256], port[16];
 
-    /* The client state of the job trained last (sfl/client.h), as saved in
-     * state_dir/client-state-<job>.bin; bytes NULL: none. */
+    /* The client state of the job trained last (sfl/client.h): the state
+     * of the rounds known committed (state_dir/client-state-<job>.bin) and
+     * the one a trained round left, pending until a task says whether that
+     * round committed (client-state-<job>.pending, its round inside);
+     * bytes NULL: none. */
     struct {
         uint64_t job;
-        uint8_t *bytes;
-        size_t len;
+        uint8_t *bytes, *pbytes;
+        size_t len, plen;
+        uint64_t pround;
     } cstate;
 
     /* Handles, from agent_start to the stopped callback. */
@@ -621,7 +626,7 @@ out:
     return rc;
 }
 
-static void load_client_state(agent_t *a, uint64_t job);
+static void load_client_state(agent_t *a, uint64_t job, uint64_t round);
 
 static void train_free(train_t *w)
 {
@@ -642,6 +647,7 @@ void agent_free(agent_t *a)
     train_free(a->outbox);
     sfl_msg_task_free(a->next);
     sfl_file_free(a->cstate.bytes, a->cstate.len);
+    sfl_file_free(a->cstate.pbytes, a->cstate.plen);
     sfl_algo_ws_close(&a->ws);
     sfl_tls_free(a->tls);
     sfl_identity_free(a->id);
@@ -1180,7 +1186,7 @@ static int train_start(agent_t *a, sfl_task_t *t)
     w->a = a;
     w->task = t;
     w->agent_id = a->agent_id;
-    load_client_state(a, t->job_id);
+    load_client_state(a, t->job_id, t->round);
     w->cs.in = a->cstate.bytes;
     w->cs.in_len = a->cstate.len;
     w->req.data = w;
@@ -1198,74 +1204,142 @@ static int train_start(agent_t *a, sfl_task_t *t)
     return 0;
 }
 
-/* state_dir/client-state-<job>.bin */
-static int cstate_path(const agent_t *a, uint64_t job, char *path, size_t cap)
+/* state_dir/client-state-<job>.bin, or .pending */
+static int cstate_path(const agent_t *a, uint64_t job, int pending, char *path, size_t cap)
 {
-    if ((size_t)snprintf(path, cap, "%s/client-state-%" PRIu64 ".bin", a->cfg.state_dir, job) >=
-        cap)
+    if ((size_t)snprintf(path, cap, "%s/client-state-%" PRIu64 ".%s", a->cfg.state_dir, job,
+                         pending ? "pending" : "bin") >= cap)
         return sfl__fail(SFL_EINVAL, "state_dir is too long");
     return 0;
 }
 
-/* Makes a->cstate the state kept for job: what is in memory, else the
- * file (none yet: no bytes). A file that cannot be read is logged and the
- * job starts from a fresh state; the bytes' content is checked by the
- * training (sfl_client_state_load). Loop thread, once per job change. */
-static void load_client_state(agent_t *a, uint64_t job)
+static void cstate_clear(agent_t *a)
+{
+    sfl_file_free(a->cstate.bytes, a->cstate.len);
+    sfl_file_free(a->cstate.pbytes, a->cstate.plen);
+    memset(&a->cstate, 0, sizeof(a->cstate));
+}
+
+/* Reads one of the job's files into *b (none: NULL); errors are logged and
+ * read as none (the job's state starts fresh, said so). */
+static void cstate_read(agent_t *a, uint64_t job, int pending, uint8_t **b, size_t *n)
 {
     char path[AGENT_PATH_MAX + 64], q[300];
-    uint8_t *b = NULL;
-    size_t n = 0;
     int rc;
 
-    if (a->cstate.job == job)
+    *b = NULL;
+    *n = 0;
+    if (cstate_path(a, job, pending, path, sizeof(path)) < 0)
         return;
-    sfl_file_free(a->cstate.bytes, a->cstate.len);
-    a->cstate.bytes = NULL;
-    a->cstate.len = 0;
-    a->cstate.job = job;
-    if (cstate_path(a, job, path, sizeof(path)) < 0)
-        return;
-    rc = sfl_file_read(path, AGENT_CSTATE_MAX, &b, &n);
+    rc = sfl_file_read(path, AGENT_CSTATE_MAX + 8, b, n);
     if (rc == -ENOENT)
         return;
+    if (rc == 0 && pending && *n < 8)
+        rc = sfl__fail(SFL_ETRUNC, "%s: %zu bytes, no round", path, *n);
     if (rc < 0) {
         say(a, "error", "client_state", "job=%" PRIu64 " error=%s; starting from a fresh state",
             job, quote(q, sizeof(q), sfl_last_error()));
-        return;
+        sfl_file_free(*b, *n);
+        *b = NULL;
+        *n = 0;
     }
-    a->cstate.bytes = b;
-    a->cstate.len = n;
 }
 
-/* Once the coordinator accepted a round's update (loop thread): the state
- * the round left replaces the job's, on disk first — atomically, 0600
- * (sfl_file_write_atomic) — then in memory. A client's state so advances
- * with the rounds the coordinator counted: an update refused, late or
- * never sent (a crash, a stop) leaves the state as it was, and the next
- * task trains from there, as sfl-sim would. A failed write keeps the old
- * state and is logged. */
+/* Before training round `round` of job (loop thread): a->cstate is the
+ * job's state, from memory or state_dir. A pending state (the one a round
+ * left) is settled now: a task for a later round means its round
+ * committed, so it becomes the job's state (rename over the .bin); a task
+ * for the same round or an earlier one (a retry, the same attempt again
+ * after a restart) means it did not, and it is dropped. So a client's
+ * state advances with the committed rounds only, whatever crashed when:
+ * exactly as in sfl-sim. */
+static void load_client_state(agent_t *a, uint64_t job, uint64_t round)
+{
+    char from[AGENT_PATH_MAX + 64], to[AGENT_PATH_MAX + 64], q[300];
+
+    if (a->cstate.job != job) {
+        uint8_t *pb;
+        size_t pn;
+
+        cstate_clear(a);
+        a->cstate.job = job;
+        cstate_read(a, job, 0, &a->cstate.bytes, &a->cstate.len);
+        cstate_read(a, job, 1, &pb, &pn);
+        if (pb != NULL) {
+            for (int i = 0; i < 8; i++)
+                a->cstate.pround |= (uint64_t)pb[i] << (8 * i);
+            a->cstate.pbytes = pb;
+            a->cstate.plen = pn;
+        }
+    }
+    if (a->cstate.pbytes == NULL)
+        return;
+    if (cstate_path(a, job, 1, from, sizeof(from)) < 0 ||
+        cstate_path(a, job, 0, to, sizeof(to)) < 0)
+        return;
+    if (round > a->cstate.pround) {
+        /* The pending file is the round, then the state: the state goes to
+         * the .bin atomically (write, then drop the pending). */
+        if (sfl_file_write_atomic(to, a->cstate.pbytes + 8, a->cstate.plen - 8) < 0) {
+            say(a, "error", "client_state", "job=%" PRIu64 " error=%s", job,
+                quote(q, sizeof(q), sfl_last_error()));
+            return;
+        }
+        sfl_file_free(a->cstate.bytes, a->cstate.len);
+        a->cstate.bytes = sfl__malloc(a->cstate.plen - 8 ? a->cstate.plen - 8 : 1);
+        if (a->cstate.bytes != NULL) {
+            memcpy(a->cstate.bytes, a->cstate.pbytes + 8, a->cstate.plen - 8);
+            a->cstate.len = a->cstate.plen - 8;
+        } else {
+            a->cstate.len = 0;
+        }
+    }
+    (void)unlink(from);
+    sfl_file_free(a->cstate.pbytes, a->cstate.plen);
+    a->cstate.pbytes = NULL;
+    a->cstate.plen = 0;
+    a->cstate.pround = 0;
+}
+
+/* After a round trained (loop thread): the state it left is kept pending,
+ * on disk first — atomically, 0600 (sfl_file_write_atomic), the round in
+ * its first 8 bytes — until a task says whether the round committed
+ * (load_client_state). A failed write is logged; the round's update still
+ * goes out, and the next round trains from the last committed state. */
 static void save_client_state(agent_t *a, train_t *w)
 {
-    uint64_t job = w->task->job_id;
+    uint64_t job = w->task->job_id, round = w->task->round;
     char path[AGENT_PATH_MAX + 64], q[300];
+    uint8_t *b;
+    size_t n;
 
+    w->cs.in = NULL;
     if (w->cs.out == NULL)
         return;
-    if (cstate_path(a, job, path, sizeof(path)) < 0 ||
-        sfl_file_write_atomic(path, w->cs.out, w->cs.out_len) < 0) {
-        say(a, "error", "client_state", "job=%" PRIu64 " error=%s", job,
-            quote(q, sizeof(q), sfl_last_error()));
+    n = w->cs.out_len + 8;
+    b = sfl__malloc(n);
+    if (b == NULL) {
+        say(a, "error", "client_state", "job=%" PRIu64 " error=out of memory", job);
         return;
     }
-    if (a->cstate.job == job)
-        sfl_file_free(a->cstate.bytes, a->cstate.len);
-    a->cstate.job = job;
-    a->cstate.bytes = w->cs.out;
-    a->cstate.len = w->cs.out_len;
-    w->cs.out = NULL;
-    w->cs.out_len = 0;
-    w->cs.in = NULL;
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(round >> (8 * i));
+    memcpy(b + 8, w->cs.out, w->cs.out_len);
+    if (cstate_path(a, job, 1, path, sizeof(path)) < 0 || sfl_file_write_atomic(path, b, n) < 0) {
+        say(a, "error", "client_state", "job=%" PRIu64 " error=%s", job,
+            quote(q, sizeof(q), sfl_last_error()));
+        sfl_file_free(b, n);
+        return;
+    }
+    if (a->cstate.job != job) {
+        cstate_clear(a);
+        a->cstate.job = job;
+        cstate_read(a, job, 0, &a->cstate.bytes, &a->cstate.len);
+    }
+    sfl_file_free(a->cstate.pbytes, a->cstate.plen);
+    a->cstate.pbytes = b;
+    a->cstate.plen = n;
+    a->cstate.pround = round;
 }
 
 static agent_state_t submit(agent_t *a);
@@ -1439,6 +1513,7 @@ static void keep_result(agent_t *a, train_t *w)
     if (w->cs.note[0] != '\0')
         say(a, "warn", "client_state", "job=%" PRIu64 " error=%s", w->task->job_id,
             quote(q, sizeof(q), w->cs.note));
+    save_client_state(a, w);
     train_free(a->outbox);
     a->outbox = w;
     say(a, "info", "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
@@ -1471,9 +1546,6 @@ static agent_state_t acked(agent_t *a, const sfl_ack_t *ack)
     say(a, good ? "info" : "warn", "ack", "job=%" PRIu64 " round=%" PRIu64
         " attempt=%u status=%s reason=%s", ack->job_id, ack->round, ack->attempt,
         sfl_msg_ack_name(ack->status), quote(q, sizeof(q), ack->reason));
-    /* The round counts: the state it left becomes the job's. */
-    if (good)
-        save_client_state(a, a->outbox);
     /* Every verdict is final for these bytes (docs/protocol.md). */
     return drop_outbox(a);
 }

@@ -210,7 +210,8 @@ static void usage(FILE *f)
     }
     fprintf(f, "\nCSV columns: round, objective, rel_error (truth known), support_precision,\n"
                "support_recall (support known), test_accuracy (classification with a test\n"
-               "set), nnz, bytes_up, bytes_down, wall_ms.\n");
+               "set), personal_objective (personalized algorithms: the mean objective of\n"
+               "the clients' own models on their data), nnz, bytes_up, bytes_down, wall_ms.\n");
 }
 
 /* 0, or SFL_EINVAL / SFL_ENOMEM with a detail naming the option. */

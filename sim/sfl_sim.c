@@ -697,6 +697,26 @@ static double write_metrics(FILE *out, uint32_t t, const fed_t *f, const sfl_los
     return objective;
 }
 
+/* A personalized algorithm's second figure: the sample-weighted mean, over
+ * the clients that have trained, of each one's objective on its own
+ * training data at its personal model (docs/design.md, "Shapes"). */
+static double personal_objective(const sfl_algo_t *algo, const sfl_algo_params_t *p,
+                                 const sfl_problem_t *prob, const fed_t *f,
+                                 const sfl_client_state_t *cs, double *model)
+{
+    double sum = 0, wsum = 0, lambda = sfl_algo_param_or(p, "lambda", 0);
+
+    for (uint32_t c = 0; c < f->nclients; c++) {
+        if (cs[c].mem == NULL || f->train[c]->X->nrows == 0)
+            continue;
+        if (algo->personal_model(p, prob, cs[c].mem, model) < 0)
+            die("personal model", SFL_EINVAL);
+        sum += f->weight[c] * prob->loss->eval(f->train[c], NULL, 0, model, lambda, NULL);
+        wsum += f->weight[c];
+    }
+    return wsum > 0 ? sum / wsum : NAN;
+}
+
 /* An sfl-sim default for a parameter, where the algorithm has it. */
 static void set_sim_default(sfl_algo_params_t *p, const char *name, double v)
 {
@@ -837,10 +857,11 @@ int main(int argc, char **argv)
     }
     int has_truth = fed.truth != NULL, has_support = fed.support != NULL && dict == NULL;
     int has_acc = loss->classification && fed.ntest > 0;
-    fprintf(out, "round,objective%s%s%s,nnz,bytes_up,bytes_down,wall_ms\n",
+    int has_personal = algo->shape == SFL_SHAPE_PERSONALIZED && algo->personal_model != NULL;
+    fprintf(out, "round,objective%s%s%s%s,nnz,bytes_up,bytes_down,wall_ms\n",
             has_truth ? ",rel_error" : "",
             has_support ? ",support_precision,support_recall" : "",
-            has_acc ? ",test_accuracy" : "");
+            has_acc ? ",test_accuracy" : "", has_personal ? ",personal_objective" : "");
     progress = !cfg.quiet && isatty(STDERR_FILENO);
 
     /* Rounds. */
@@ -870,6 +891,7 @@ int main(int argc, char **argv)
      * Values must still be finite. */
     /* One client state per virtual client, made when it first trains. */
     sfl_client_state_t *cstate = xcalloc(fed.nclients, sizeof(*cstate));
+    double *pmodel = xcalloc(md, sizeof(double)); /* a personal model */
     rc = sfl_fold_init(&agg, algo, &params, &prob,
                        &(sfl_fold_limits_t){.max_norm = DBL_MAX, .max_weight = DBL_MAX});
     if (rc < 0)
@@ -935,8 +957,11 @@ int main(int argc, char **argv)
         if (algo->model_of &&
             (rc = algo->model_of(&params, &prob, global, model, &agg.topk)) < 0)
             die("model", rc);
-        objective = write_metrics(out, t, &fed, loss, model, md, sfl_algo_param_or(&params, "lambda", 0), has_truth,
+        objective = write_metrics(out, t, &fed, loss, model, md,
+                                  sfl_algo_param_or(&params, "lambda", 0), has_truth,
                                   has_support, has_acc);
+        if (has_personal)
+            fprintf(out, ",%.10g", personal_objective(algo, &params, &prob, &fed, cstate, pmodel));
         fprintf(out, ",%zu,%llu,%llu,%.1f\n", sfl_dvec_nnz(global, d),
                 (unsigned long long)up, (unsigned long long)down,
                 cfg.no_wall_clock ? 0.0 : now_ms() - t0);
@@ -993,6 +1018,7 @@ int main(int argc, char **argv)
     for (uint32_t c = 0; c < fed.nclients; c++)
         sfl_client_state_free(&cstate[c]);
     free(cstate);
+    free(pmodel);
     sfl_algo_ws_close(&ws);
     fed_free(&fed);
     sim_cfg_free(&cfg);
