@@ -41,6 +41,7 @@
  * straight-line code (pump() until a reply arrives), and trains on the
  * loop's thread because the shards are tiny. */
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -73,6 +74,7 @@ typedef struct opts {
     const char *coordinator, *server_name, *pki, *coordinator_pk;
     const char *agent, *other, *stranger, *data, *data2;
     uint64_t timeout_ms;
+    int hostile; /* --hostile: the hostile-update scenario instead */
 } opts_t;
 
 /* One certificate's connection and, for A and B, its agent state. */
@@ -271,6 +273,10 @@ static int join(peer_t *p)
     memcpy(m.identity_key, p->id->pk, sizeof(m.identity_key));
     if ((rc = agent_summarize(p->data, &m.dataset)) < 0)
         return rc;
+    /* --hostile: A lies about its data at Join, so that its inflated
+     * update weight passes the Join check and meets the job's cap. */
+    if (o.hostile && strcmp(p->label, "A") == 0)
+        m.dataset.samples = 1000000000000ull;
     m.protocol_version = SFL_MSG_PROTOCOL_VERSION;
     snprintf(m.agent_version, sizeof(m.agent_version), "%s", TOOL_VERSION);
     if ((rc = sfl_msg_join_req_pack(&m, &buf, &len)) < 0)
@@ -690,6 +696,137 @@ out:
     return rc;
 }
 
+/* ---- the hostile scenario (--hostile) ------------------------------------------ */
+
+/* A's update for t as a hostile agent makes it: every entry of the first
+ * four = value, declaring `samples`; with nan, that value's bytes in the
+ * packed payload become a NaN before sealing (the codec never writes one).
+ * Sealed and signed properly: only the content is hostile. */
+static int hostile_bytes(peer_t *p, const sfl_task_t *t, double value, double samples,
+                         int nan, bytes_t *out)
+{
+    uint32_t dim = t->model->dim, k = dim < 4 ? dim : 4;
+    sfl_spvec_t *v = NULL;
+    sfl_payload_t pl = {0};
+    uint8_t *payload = NULL, *sealed = NULL;
+    size_t plen = 0, cap, slen = 0;
+    int rc;
+
+    if ((rc = sfl_spvec_new(dim, k, &v)) < 0)
+        return rc;
+    for (uint32_t i = 0; i < k; i++) {
+        v->idx[i] = i;
+        v->val[i] = value;
+    }
+    v->nnz = k;
+    pl.update = v;
+    pl.encoding = SFL_ENC_F64;
+    pl.samples = (uint64_t)samples;
+    pl.train_loss = 1.0;
+    if (!nan) {
+        rc = agent_seal_payload(t, &pl, p->id, p->agent_id, &out->p, &out->n);
+        goto out;
+    }
+    if ((rc = sfl_msg_payload_pack(&pl, &payload, &plen)) < 0)
+        goto out;
+    {
+        const double qnan = NAN;
+        int patched = 0;
+
+        for (size_t i = 0; i + sizeof(double) <= plen; i++)
+            if (memcmp(payload + i, &value, sizeof(double)) == 0) {
+                memcpy(payload + i, &qnan, sizeof(double));
+                patched++;
+            }
+        if (patched == 0) {
+            rc = sfl__fail(SFL_EINVAL, "value %g not found in the payload", value);
+            goto out;
+        }
+    }
+    cap = sfl_seal_sealed_size(plen);
+    sealed = malloc(cap);
+    if (sealed == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    {
+        sfl_upd_ctx_t ctx;
+        sfl_update_t m = {t->job_id, t->round, t->attempt, p->agent_id, SFL_UPDATE_MODE_SEALED,
+                          NULL, 0};
+
+        memcpy(ctx.round_pk, t->round_key, sizeof(ctx.round_pk));
+        ctx.job = t->job_id;
+        ctx.round = t->round;
+        memcpy(ctx.nonce, t->round_nonce, sizeof(ctx.nonce));
+        ctx.agent_id = p->agent_id;
+        memcpy(ctx.model_hash, t->model_hash, sizeof(ctx.model_hash));
+        if ((rc = sfl_seal_update(p->id, &ctx, payload, plen, sealed, cap, &slen)) < 0)
+            goto out;
+        m.sealed = sealed;
+        m.sealed_len = slen;
+        rc = sfl_msg_update_pack(&m, &out->p, &out->n);
+    }
+out:
+    sfl_msg_buf_free(payload);
+    free(sealed);
+    sfl_spvec_free(v);
+    if (rc < 0)
+        say("setup: hostile update: %s", sfl_last_error());
+    return rc;
+}
+
+/* The job (cohort 2, min_quorum 1, max_update_norm 1e6, max_samples 1000)
+ * selects A and B. A joined claiming 1e12 samples (a lie no check at Join
+ * can see). In round r A sends three hostile updates, each refused for it
+ * alone by the coordinator's checks, and never a valid one; B's honest
+ * update is accepted. That the round then commits with B's update alone, at
+ * its deadline, is for the caller to see in the coordinator's log. */
+static int scenario_hostile(peer_t *A, peer_t *B)
+{
+    sfl_task_t *ta = NULL, *tb = NULL;
+    bytes_t bad = {0}, good = {0};
+    char step[160];
+    uint64_t r;
+    int rc;
+
+    if ((rc = wait_tasks(A, B, 1, &ta, &tb)) < 0)
+        goto out;
+    r = ta->round;
+    say("round: r=%" PRIu64 " job=%" PRIu64 " attempt=%u", r, ta->job_id, ta->attempt);
+
+    if ((rc = hostile_bytes(A, ta, 1e300, (double)A->data->X->nrows, 0, &bad)) < 0)
+        goto out;
+    snprintf(step, sizeof(step), "r%" PRIu64 " A update of finite values, norm above 1e300", r);
+    expect_ack(step, A, &bad, SFL_ACK_REJECTED, "max_update_norm");
+    sfl_msg_buf_free(bad.p);
+    bad.p = NULL;
+    if ((rc = hostile_bytes(A, ta, 0.5, 1e12, 0, &bad)) < 0)
+        goto out;
+    snprintf(step, sizeof(step), "r%" PRIu64 " A update declaring 1e12 samples", r);
+    expect_ack(step, A, &bad, SFL_ACK_REJECTED, "max_samples");
+    sfl_msg_buf_free(bad.p);
+    bad.p = NULL;
+    if ((rc = hostile_bytes(A, ta, 12345.5, (double)A->data->X->nrows, 1, &bad)) < 0)
+        goto out;
+    snprintf(step, sizeof(step), "r%" PRIu64 " A update with NaN values", r);
+    expect_ack(step, A, &bad, SFL_ACK_REJECTED, "not finite");
+    sfl_msg_buf_free(bad.p);
+    bad.p = NULL;
+
+    if ((rc = train(B, tb, &good)) < 0)
+        goto out;
+    snprintf(step, sizeof(step), "r%" PRIu64 " B honest update", r);
+    expect_ack(step, B, &good, SFL_ACK_ACCEPTED, NULL);
+
+    rc = 0;
+out:
+    sfl_msg_buf_free(bad.p);
+    sfl_msg_buf_free(good.p);
+    sfl_msg_task_free(ta);
+    sfl_msg_task_free(tb);
+    return rc;
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -697,10 +834,13 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: sfl-replay --coordinator IP:PORT --server-name NAME --pki DIR\n"
             "                  --coordinator-pk HEX --agent CN --other CN --stranger CN\n"
-            "                  --data FILE.svm --data2 FILE.svm [--timeout-ms N]\n"
+            "                  --data FILE.svm --data2 FILE.svm [--timeout-ms N] [--hostile]\n"
             "Replays, re-targets, tampers with and misattributes sealed updates against a\n"
             "running coordinator whose job selects exactly --agent and --other (cohort 2)\n"
             "for two rounds. Certificates: DIR/ca.crt, DIR/agent/CN.{crt,key}.\n"
+            "--hostile: instead, A sends updates the job's bounds refuse (a huge norm,\n"
+            "1e12 samples, NaN values) and B an honest one; the round must commit without A\n"
+            "(job: cohort 2, min_quorum 1, max_update_norm 1e6, max_samples 1000).\n"
             "Exit 0: every check held; 1: a check failed; 2: usage or setup error.\n");
 }
 
@@ -723,6 +863,10 @@ static int parse(int argc, char **argv)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             exit(0);
+        }
+        if (strcmp(argv[i], "--hostile") == 0) {
+            o.hostile = 1;
+            continue;
         }
         if (i + 1 >= argc)
             return -1;
@@ -824,7 +968,7 @@ int main(int argc, char **argv)
         goto out;
     /* Both subscribe in the same loop turn (wait_tasks), so the round starts
      * with both once the coordinator sees them. */
-    rc = scenario(&A, &B, &C);
+    rc = o.hostile ? scenario_hostile(&A, &B) : scenario(&A, &B, &C);
     if (rc == 0)
         code = failures ? 1 : 0;
     say("sfl-replay: %u checks, %u failed%s", checks, failures,

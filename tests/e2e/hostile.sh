@@ -1,0 +1,104 @@
+#!/bin/sh
+# End-to-end: one agent's hostile updates are refused for that agent alone
+# by a real sfl-coordinator over mutual TLS, and the round commits with the
+# honest update (docs/security.md, "What the coordinator guarantees against
+# one malicious agent").
+#
+# sfl-replay --hostile (tests/e2e/replay_tool.c) holds two agent
+# certificates: A (hostile, claiming 1e12 samples at Join) and B (honest)
+# join, subscribe and receive their tasks for round r of a job with cohort 2, min_quorum 1, max_update_norm
+# 1e6 and max_samples 1000. A sends, properly sealed and signed, an update
+# of finite values whose norm overflows (1e300 entries), one declaring 1e12
+# samples, and one whose values are NaN: each is REJECTED with the bound it
+# broke; A never sends a valid one. B's honest update is accepted and round
+# r commits at its deadline with B's update alone. Then two real sfl-agents
+# finish the job. Bounded: every wait has a timeout.
+set -eu
+. tests/e2e/lib.sh
+TOOL="$BIN/tests/e2e/sfl-replay"
+if [ ! -x "$TOOL" ]; then
+    echo "SKIP: $TOOL not built (make $TOOL)"
+    exit 0
+fi
+pki_federation hostile-a honest-b unused-c agent-0 agent-1
+mkdir -p "$t/data" "$t/state"
+"$BIN/sfl-sim" --data synth:sparse --clients 4 --samples 40 --dim 50 --support 3 --seed 5 \
+    --dump-shards "$t/data"
+
+# As in replay.sh, a round starts only with both tool agents subscribed
+# (select_wait_ms longer than the test). The round with the hostile agent
+# can only close at its deadline (A never answers validly), so deadline and
+# heartbeat are short; the later rounds run with the real agents.
+step "start: a coordinator, a job of cohort 2 with bounds"
+ROUNDS=4
+{ coordinator_section "127.0.0.1:0" "off"; cat <<EOF
+select_wait_ms = 120000
+tick_ms = 50
+pace_min_ms = 100
+idle_retry_ms = 300
+
+[job bounded]
+algo = fediterht
+features = 50
+tau = 3
+local_steps = 2
+lr = 0.1
+batch = 40
+rounds = $ROUNDS
+cohort = 2
+overselect = 0
+min_quorum = 1
+deadline_ms = 3000
+heartbeat_ms = 3000
+max_attempts = 3
+seed = 5
+max_update_norm = 1e6
+max_samples = 1000
+EOF
+} > "$t/coordinator.ini"
+PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
+"$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
+pids="$pids $!"
+started() { grep -q "event=started" "$t/coord.log"; }
+wait_for 10 started || fail "coordinator did not start"
+port=$(sed -n 's/.*event=started .* port=\([0-9]*\) .*/\1/p' "$t/coord.log" | head -1)
+case $port in ''|0|*[!0-9]*) fail "no port in the coordinator's started line" ;; esac
+
+step "a hostile and an honest agent (sfl-replay --hostile)"
+rc=0
+timeout 60 "$TOOL" --hostile --coordinator "127.0.0.1:$port" --server-name 127.0.0.1 \
+    --pki "$t/pki" --coordinator-pk "$PK" --agent hostile-a --other honest-b \
+    --stranger unused-c --data "$t/data/client-2.svm" --data2 "$t/data/client-3.svm" \
+    --timeout-ms 50000 > "$t/hostile.out" 2>&1 || rc=$?
+cat "$t/hostile.out"
+[ "$rc" -eq 0 ] || fail "sfl-replay --hostile exited with $rc"
+grep -q "^sfl-replay: 4 checks, 0 failed$" "$t/hostile.out" || fail "not all 4 checks ran"
+A=$(sed -n 's/^joined: A .* agent_id=\([0-9]*\)$/\1/p' "$t/hostile.out")
+B=$(sed -n 's/^joined: B .* agent_id=\([0-9]*\)$/\1/p' "$t/hostile.out")
+r=$(sed -n 's/^round: r=\([0-9]*\) .*/\1/p' "$t/hostile.out")
+if [ -z "$A" ] || [ -z "$B" ] || [ -z "$r" ]; then
+    fail "no agent ids or round in the tool's output"
+fi
+
+step "the coordinator's log: refused for A alone, the round committed with B's"
+upd() { # agent verdict reason-fragment: exactly one such update line in round r
+    n=$(grep "event=update agent=$1 job=1 round=$r " "$t/coord.log" |
+        grep " verdict=$2" | grep -c -- "$3" || true)
+    [ "$n" -eq 1 ] || fail "expected one '$2' update of agent $1 in round $r ($3), log has $n"
+}
+upd "$A" rejected "max_update_norm 1e+06"
+upd "$A" rejected "max_samples 1000"
+upd "$A" rejected "not finite"
+upd "$B" accepted ""
+if grep "event=update agent=$A " "$t/coord.log" | grep -q " verdict=accepted"; then
+    fail "a hostile update was accepted"
+fi
+committed() { grep -q "event=round_committed job=1 round=$r attempt=0 accepted=1 " "$t/coord.log"; }
+wait_for 5 committed || fail "round $r not committed with the honest update alone"
+
+step "real agents finish the job"
+for i in 0 1; do start_agent $i; done
+finished() { grep -q "event=job_state job=1 state=finished" "$t/coord.log"; }
+wait_for 30 finished || fail "the job did not finish with the real agents"
+echo "PASS: hostile updates (overflowing norm, 1e12 samples, NaN) refused for that agent alone;" \
+    "round $r committed with the honest update; job finished"
