@@ -88,6 +88,13 @@ static void test_param_tables(void **state)
             sparsity += (d->flags & SFL_PARAM_SPARSITY) != 0;
         }
         assert_int_equal(sparsity, al->sparse ? 1 : 0);
+        /* The hooks a table's shape and state promise. */
+        assert_non_null(al->client_update);
+        assert_non_null(al->finish);
+        assert_true((al->state_size == NULL) == (al->state_init == NULL));
+        if (al->shape == SFL_SHAPE_PERSONALIZED)
+            assert_true(al->personal_model != NULL && al->state_size != NULL);
+        assert_true((al->shape == SFL_SHAPE_VERTICAL) == (al->vertical != NULL));
         /* defaults round-trip through a list */
         sfl_algo_params_default(al, &p);
         sfl_algo_params_to_list(&p, &l);
@@ -140,6 +147,24 @@ static void test_param_set_parse(void **state)
     assert_int_equal(sfl_algo_params_from_list(&sfl_algo_fedprox, &l, &p), SFL_ELIMIT);
 }
 
+/* The drivers of this release refuse a vertical algorithm clearly. */
+static void test_param_vertical_refused(void **state)
+{
+    (void)state;
+    static const sfl_vertical_ops_t ops = {0};
+    sfl_algo_t v = sfl_algo_fedavg;
+    sfl_algo_params_t p;
+    sfl_problem_t prob;
+
+    v.name = "vertical-toy";
+    v.shape = SFL_SHAPE_VERTICAL;
+    v.vertical = &ops;
+    sfl_algo_params_default(&v, &p);
+    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
+    assert_int_equal(sfl_algo_check(&v, &p, &prob), SFL_EUNSUP);
+    assert_non_null(strstr(sfl_last_error(), "vertical-toy is a vertical algorithm"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +172,7 @@ int main(void)
         cmocka_unit_test(test_param_list),
         cmocka_unit_test(test_param_tables),
         cmocka_unit_test(test_param_set_parse),
+        cmocka_unit_test(test_param_vertical_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
