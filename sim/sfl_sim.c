@@ -885,13 +885,13 @@ int main(int argc, char **argv)
             ids[nids++] = c;
     npick = cfg.cohort && cfg.cohort < nids ? cfg.cohort : nids;
     sfl_algo_ws_init(&ws);
+    /* One client state per virtual client, made when it first trains. */
+    sfl_client_state_t *cstate = xcalloc(fed.nclients, sizeof(*cstate));
+    double *pmodel = xcalloc(md, sizeof(double)); /* a personal model */
     /* No bound on norm or weight: simulated clients are not hostile, and a
      * diverging run (a step size too large, as some experiments show on
      * purpose) must run to its end as it would without the fold's bounds.
      * Values must still be finite. */
-    /* One client state per virtual client, made when it first trains. */
-    sfl_client_state_t *cstate = xcalloc(fed.nclients, sizeof(*cstate));
-    double *pmodel = xcalloc(md, sizeof(double)); /* a personal model */
     rc = sfl_fold_init(&agg, algo, &params, &prob,
                        &(sfl_fold_limits_t){.max_norm = DBL_MAX, .max_weight = DBL_MAX});
     if (rc < 0)

@@ -113,16 +113,7 @@ if /usr/bin/python3 -c "import grpc, cryptography" 2>/dev/null && command -v grp
     # shellcheck disable=SC2086
     "$BIN/sfl-sim" $SIMDATA --algo fediterht --tau 5 --local-steps 3 --lr 0.1 --batch 60 \
         --rounds $ROUNDS --quiet --model-out "$t/sim.model" > /dev/null
-    /usr/bin/python3 - "$t/net.model" "$t/sim.model" <<'EOF3' || fail "network and simulation models differ"
-import sys
-def load(p):
-    return {int(a): float(b) for a, b in (l.split() for l in open(p) if not l.startswith("#"))}
-net, sim = load(sys.argv[1]), load(sys.argv[2])
-assert net.keys() == sim.keys(), (sorted(net), sorted(sim))
-diff = [k for k in sim if net[k] != sim[k]]
-print(f"network vs sfl-sim: same support ({len(sim)} nonzeros), {len(diff)} values differ")
-assert not diff, [(k, net[k], sim[k]) for k in diff[:5]]
-EOF3
+    same_model "$t/net.model" "$t/sim.model"
 else
     echo "skipped: interop needs python3-grpcio, python3-cryptography, protobuf-compiler-grpc"
 fi
@@ -130,16 +121,7 @@ fi
 # second job created from a job file (its condition no agent reports keeps
 # it selecting), watched and paused; an agent certificate is refused.
 step "sflctl: status, jobs, agents, model export, job create/watch/pause"
-cat > "$t/sflctl.ini" <<EOF2
-[sflctl]
-coordinator = 127.0.0.1:$port
-server_name = 127.0.0.1
-ca = $t/pki/ca.crt
-cert = $t/pki/admin/ops.crt
-key = $t/pki/admin/ops.key
-timeout_ms = 5000
-EOF2
-CTL="$BIN/sflctl --config $t/sflctl.ini"
+sflctl_config
 $CTL status > "$t/ctl.log" 2>&1 || fail "sflctl status: $(cat "$t/ctl.log")"
 grep -q "^coordinator  sfl-coordinator" "$t/ctl.log" || fail "sflctl status: $(cat "$t/ctl.log")"
 $CTL jobs > "$t/ctl.log" 2>&1 || fail "sflctl jobs: $(cat "$t/ctl.log")"

@@ -56,13 +56,7 @@ max_update_norm = 1e6
 max_samples = 1000
 EOF
 } > "$t/coordinator.ini"
-PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
-"$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
-pids="$pids $!"
-started() { grep -q "event=started" "$t/coord.log"; }
-wait_for 10 started || fail "coordinator did not start"
-port=$(sed -n 's/.*event=started .* port=\([0-9]*\) .*/\1/p' "$t/coord.log" | head -1)
-case $port in ''|0|*[!0-9]*) fail "no port in the coordinator's started line" ;; esac
+start_coordinator_any_port
 
 step "a hostile and an honest agent (sfl-replay --hostile)"
 rc=0

@@ -2,7 +2,8 @@
 # loopback; sourced from the repository root (`. tests/e2e/lib.sh`), not a
 # test itself (make e2e skips it). Gives BIN, ROOT, PKI, a scratch directory
 # $t that is removed on exit after every process in $pids is killed, and
-# fail, wait_for, pki_federation and start_agent, and step and skip from
+# fail, wait_for, pki_federation, start_agent, start_coordinator_any_port,
+# sflctl_config and same_model, and step and skip from
 # lib-step.sh.
 . tests/e2e/lib-step.sh
 BIN=${SFL_BIN:-build}
@@ -69,4 +70,43 @@ start_agent() {
         >> "$t/agent-$1.log" 2>&1 &
     eval "agent_$1=$!"
     pids="$pids $!"
+}
+
+# Starts the coordinator of $t/coordinator.ini (listening on port 0: the
+# kernel picks one) with its log in $t/coord.log; sets PK (its public key),
+# coord (its pid) and port (from its started line).
+start_coordinator_any_port() {
+    PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
+    "$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
+    coord=$!
+    pids="$pids $coord"
+    wait_for 10 grep -q "event=started" "$t/coord.log" || fail "coordinator did not start"
+    port=$(sed -n 's/.*event=started .* port=\([0-9]*\) .*/\1/p' "$t/coord.log" | head -1)
+    case $port in ''|0|*[!0-9]*) fail "no port in the coordinator's started line" ;; esac
+}
+
+# Writes $t/sflctl.ini: the admin certificate "ops" of pki_federation
+# (made here if missing) against 127.0.0.1:$port; sets CTL.
+sflctl_config() {
+    [ -f "$t/pki/admin/ops.crt" ] || "$PKI" admin "$t/pki" ops > /dev/null
+    printf '[sflctl]\ncoordinator = 127.0.0.1:%s\nserver_name = 127.0.0.1\nca = %s\ncert = %s\nkey = %s\ntimeout_ms = 5000\n' \
+        "$port" "$t/pki/ca.crt" "$t/pki/admin/ops.crt" "$t/pki/admin/ops.key" > "$t/sflctl.ini"
+    CTL="$BIN/sflctl --config $t/sflctl.ini"
+}
+
+# Fails unless the models in $1 (the network's, sflctl model export's text)
+# and $2 (sfl-sim --model-out) are equal bit for bit: "index value" lines,
+# '#' headers and zeros left out.
+same_model() {
+    /usr/bin/python3 - "$1" "$2" <<'EOF3' || fail "network and simulation models differ"
+import sys
+def load(p):
+    return {int(a): float(b) for a, b in (l.split() for l in open(p) if not l.startswith("#"))
+            if float(b) != 0.0}
+net, sim = load(sys.argv[1]), load(sys.argv[2])
+assert net.keys() == sim.keys(), (sorted(net), sorted(sim))
+diff = [k for k in sim if net[k] != sim[k]]
+print(f"network vs sfl-sim: same support ({len(sim)} nonzeros), {len(diff)} values differ")
+assert not diff, [(k, net[k], sim[k]) for k in diff[:5]]
+EOF3
 }

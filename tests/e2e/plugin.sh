@@ -116,27 +116,8 @@ grep -q "fresh state" "$t/agent-1.log" && fail "agent-1 started from a fresh sta
 grep -q "event=client_state" "$t"/agent-*.log && fail "a client state error: $(grep client_state "$t"/agent-*.log)"
 
 step "the network's model equals sfl-sim's bit for bit"
-cat > "$t/sflctl.ini" <<EOF2
-[sflctl]
-coordinator = 127.0.0.1:$port
-server_name = 127.0.0.1
-ca = $t/pki/ca.crt
-cert = $t/pki/admin/ops.crt
-key = $t/pki/admin/ops.key
-timeout_ms = 5000
-EOF2
-"$PKI" admin "$t/pki" ops > /dev/null
-"$BIN/sflctl" --config "$t/sflctl.ini" model export 1 "$t/net.model" > "$t/export.log" 2>&1 ||
+sflctl_config
+$CTL model export 1 "$t/net.model" > "$t/export.log" 2>&1 ||
     fail "sflctl model export: $(cat "$t/export.log")"
-/usr/bin/python3 - "$t/net.model" "$t/sim.model" <<'EOF3' || fail "network and simulation models differ"
-import sys
-def load(p):
-    return {int(a): float(b) for a, b in (l.split() for l in open(p) if not l.startswith("#"))
-            if float(b) != 0.0}
-net, sim = load(sys.argv[1]), load(sys.argv[2])
-assert net.keys() == sim.keys(), (sorted(net), sorted(sim))
-diff = [k for k in sim if net[k] != sim[k]]
-print(f"network vs sfl-sim: same support ({len(sim)} nonzeros), {len(diff)} values differ")
-assert not diff, [(k, net[k], sim[k]) for k in diff[:5]]
-EOF3
+same_model "$t/net.model" "$t/sim.model"
 echo "plugin e2e: ok (agent-1 killed after $before of $ROUNDS rounds)"

@@ -73,16 +73,7 @@ grep -q "event=round_committed job=1 round=1 .* train_loss=0.69314" "$t/coord.lo
 grep -q "event=round_committed job=1 round=$ROUNDS .* eval_samples=120 " "$t/coord.log" ||
     fail "the last round did not fold 3 x 40 held-out rows"
 
-cat > "$t/sflctl.ini" <<EOF2
-[sflctl]
-coordinator = 127.0.0.1:$port
-server_name = 127.0.0.1
-ca = $t/pki/ca.crt
-cert = $t/pki/admin/ops.crt
-key = $t/pki/admin/ops.key
-timeout_ms = 5000
-EOF2
-CTL="$BIN/sflctl --config $t/sflctl.ini"
+sflctl_config
 
 step "sflctl job history: one CSV row per committed round, finite train loss"
 $CTL job history 1 > "$t/history.csv" 2> "$t/ctl.log" || fail "sflctl job history: $(cat "$t/ctl.log")"

@@ -61,14 +61,7 @@ max_attempts = 2
 seed = 5
 EOF
 } > "$t/coordinator.ini"
-PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
-"$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
-coord=$!
-pids="$pids $coord"
-started() { grep -q "event=started" "$t/coord.log"; }
-wait_for 10 started || fail "coordinator did not start"
-port=$(sed -n 's/.*event=started .* port=\([0-9]*\) .*/\1/p' "$t/coord.log" | head -1)
-case $port in ''|0|*[!0-9]*) fail "no port in the coordinator's started line" ;; esac
+start_coordinator_any_port
 
 # ---- the tool, alone with the coordinator --------------------------------------------
 step "the tool, alone with the coordinator"

@@ -95,6 +95,18 @@ typedef struct sfl_sgd_params {
     {"batch", "b", SFL_PARAM_COUNT, offsetof(T, m), 10, 1, UINT32_MAX, 0,               \
      "minibatch size (at least the local row count: full batch)"}
 
+/* The table of an algorithm whose parameters are exactly local SGD's
+ * (lr, tau, local_steps, batch, lambda; struct sfl_sgd_params_t). */
+extern const sfl_param_def_t sfl_sgd_param_defs[];
+
+/* Local SGD plus a server step on the averaged change (FedMid, FedDualAvg):
+ * the struct and its table. */
+typedef struct sfl_server_step_params {
+    sfl_sgd_params_t sgd;
+    double server_lr; /* eta_g: 1 = plain averaging */
+} sfl_server_step_params_t;
+extern const sfl_param_def_t sfl_server_step_param_defs[];
+
 /* The learning problem every client shares. */
 typedef struct sfl_problem {
     const sfl_loss_t *loss;

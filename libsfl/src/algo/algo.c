@@ -1,6 +1,6 @@
-/* The algorithm registry and the pieces the Fed-HT family shares: local
- * minibatch SGD with optional per-step thresholding, and the weighted-average
- * aggregator with optional final thresholding. */
+/* The algorithm registry, parameters by table (name, type, range), and the
+ * pieces the Fed-HT family shares: local minibatch SGD with optional
+ * per-step thresholding. */
 #include "sfl/algo.h"
 
 #include <errno.h>
@@ -29,6 +29,26 @@ static const sfl_algo_t *const algos[] = {
 #include "algos_extra.inc"
 #undef SFL_EXTRA_ALGO
     NULL,
+};
+
+const sfl_param_def_t sfl_sgd_param_defs[] = {
+    SFL_PARAM_DEF_LR(sfl_sgd_params_t, lr),
+    SFL_PARAM_DEF_TAU(sfl_sgd_params_t, tau),
+    SFL_PARAM_DEF_K(sfl_sgd_params_t, local_steps),
+    SFL_PARAM_DEF_BATCH(sfl_sgd_params_t, batch),
+    SFL_PARAM_DEF_LAMBDA(sfl_sgd_params_t, lambda),
+    {0},
+};
+
+const sfl_param_def_t sfl_server_step_param_defs[] = {
+    SFL_PARAM_DEF_LR(sfl_server_step_params_t, sgd.lr),
+    SFL_PARAM_DEF_TAU(sfl_server_step_params_t, sgd.tau),
+    SFL_PARAM_DEF_K(sfl_server_step_params_t, sgd.local_steps),
+    SFL_PARAM_DEF_BATCH(sfl_server_step_params_t, sgd.batch),
+    SFL_PARAM_DEF_LAMBDA(sfl_server_step_params_t, sgd.lambda),
+    {"server_lr", "eta_g", SFL_PARAM_REAL, offsetof(sfl_server_step_params_t, server_lr), 1, 0,
+     HUGE_VAL, SFL_PARAM_OPEN_LO, "server step on the averaged change (1: plain averaging)"},
+    {0},
 };
 
 const sfl_algo_t *const *sfl_algo_list(void)
@@ -60,8 +80,19 @@ int sfl_algo_param_known(const char *name)
     return 0;
 }
 
+/* Bytes of d's field; 0 when the field does not fit the holder (a table
+ * error sfl_algo_check reports: reads give 0, writes are dropped). */
+static size_t width(const sfl_param_def_t *d)
+{
+    size_t w = d->type == SFL_PARAM_COUNT ? sizeof(uint32_t) : sizeof(double);
+
+    return d->offset <= SFL_ALGO_PARAMS_BYTES - w ? w : 0;
+}
+
 static double get_value(const sfl_algo_params_t *p, const sfl_param_def_t *d)
 {
+    if (width(d) == 0)
+        return 0;
     if (d->type == SFL_PARAM_COUNT) {
         uint32_t u;
 
@@ -76,6 +107,8 @@ static double get_value(const sfl_algo_params_t *p, const sfl_param_def_t *d)
 
 static void put_value(sfl_algo_params_t *p, const sfl_param_def_t *d, double v)
 {
+    if (width(d) == 0)
+        return;
     if (d->type == SFL_PARAM_COUNT) {
         uint32_t u = (uint32_t)v;
 
@@ -281,6 +314,11 @@ int sfl_algo_check(const sfl_algo_t *a, const sfl_algo_params_t *p,
     for (const sfl_param_def_t *d = a->params; d && d->name; d++) {
         double v = get_value(p, d);
 
+        if (a->params_size > SFL_ALGO_PARAMS_BYTES || width(d) == 0 ||
+            d->offset + width(d) > a->params_size)
+            return sfl__fail(SFL_EINVAL, "%s: parameter %s lies outside its %zu-byte struct "
+                             "(at most %d bytes)", a->name, d->name, a->params_size,
+                             SFL_ALGO_PARAMS_BYTES);
         if ((rc = check_value(d, v)) < 0) {
             char why[256];
 

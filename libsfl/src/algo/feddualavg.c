@@ -29,28 +29,12 @@
 
 #include "sfl/error.h"
 
-typedef struct feddualavg_params {
-    sfl_sgd_params_t sgd;
-    double server_lr;
-} feddualavg_params_t;
-
-static const sfl_param_def_t param_defs[] = {
-    SFL_PARAM_DEF_LR(feddualavg_params_t, sgd.lr),
-    SFL_PARAM_DEF_TAU(feddualavg_params_t, sgd.tau),
-    SFL_PARAM_DEF_K(feddualavg_params_t, sgd.local_steps),
-    SFL_PARAM_DEF_BATCH(feddualavg_params_t, sgd.batch),
-    SFL_PARAM_DEF_LAMBDA(feddualavg_params_t, sgd.lambda),
-    {"server_lr", "eta_g", SFL_PARAM_REAL, offsetof(feddualavg_params_t, server_lr), 1, 0, HUGE_VAL,
-     SFL_PARAM_OPEN_LO, "server step on the averaged dual change (1: plain averaging)"},
-    {0},
-};
-
 static int feddualavg_client_update(const sfl_algo_params_t *algo_params,
                                     const sfl_problem_t *prob, const double *global,
                                     const sfl_dataset_t *local, void *client_state,
                                     sfl_rng_t *rng, sfl_algo_ws_t *ws, sfl_spvec_t *update)
 {
-    const sfl_sgd_params_t *p = &SFL_ALGO_PARAMS(algo_params, feddualavg_params_t)->sgd;
+    const sfl_sgd_params_t *p = &SFL_ALGO_PARAMS(algo_params, sfl_server_step_params_t)->sgd;
     uint32_t n = local->X->nrows;
     size_t d = prob->dim;
     uint32_t b = p->batch < n ? p->batch : n;
@@ -108,7 +92,7 @@ static int feddualavg_client_update(const sfl_algo_params_t *algo_params,
 
 static int feddualavg_finish(sfl_fold_t *f, double *global)
 {
-    double eta = SFL_ALGO_PARAMS(f->params, feddualavg_params_t)->server_lr;
+    double eta = SFL_ALGO_PARAMS(f->params, sfl_server_step_params_t)->server_lr;
     size_t d = f->prob->dim;
 
     /* z_{t+1} = z_t + eta_g sum_i p_i Delta_i; the dual is not thresholded */
@@ -121,7 +105,7 @@ static int feddualavg_finish(sfl_fold_t *f, double *global)
 static int feddualavg_model_of(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                                const double *state, double *model, sfl_topk_ws_t *ws)
 {
-    uint32_t tau = SFL_ALGO_PARAMS(p, feddualavg_params_t)->sgd.tau;
+    uint32_t tau = SFL_ALGO_PARAMS(p, sfl_server_step_params_t)->sgd.tau;
     int rc = sfl_topk_ws_reserve(ws, prob->dim);
 
     if (rc < 0)
@@ -134,8 +118,8 @@ const sfl_algo_t sfl_algo_feddualavg = {
     .name = "feddualavg",
     .summary = "FedDualAvg: local dual averaging, model H_tau(dual), server step eta_g",
     .sparse = 1,
-    .params = param_defs,
-    .params_size = sizeof(feddualavg_params_t),
+    .params = sfl_server_step_param_defs,
+    .params_size = sizeof(sfl_server_step_params_t),
     .client_update = feddualavg_client_update,
     .finish = feddualavg_finish,
     .model_of = feddualavg_model_of,

@@ -11,20 +11,11 @@ static int fedht_client_update(const sfl_algo_params_t *p, const sfl_problem_t *
     return sfl_algo_sgd_update(SFL_ALGO_PARAMS(p, sfl_sgd_params_t), prob, global, local, rng, ws, 0, 0.0, 0, update);
 }
 
-static const sfl_param_def_t param_defs[] = {
-    SFL_PARAM_DEF_LR(sfl_sgd_params_t, lr),
-    SFL_PARAM_DEF_TAU(sfl_sgd_params_t, tau),
-    SFL_PARAM_DEF_K(sfl_sgd_params_t, local_steps),
-    SFL_PARAM_DEF_BATCH(sfl_sgd_params_t, batch),
-    SFL_PARAM_DEF_LAMBDA(sfl_sgd_params_t, lambda),
-    {0},
-};
-
 const sfl_algo_t sfl_algo_fedht = {
     .name = "fedht",
     .summary = "Fed-HT: local SGD, server averages and keeps the tau largest",
     .sparse = 1,
-    .params = param_defs,
+    .params = sfl_sgd_param_defs,
     .params_size = sizeof(sfl_sgd_params_t),
     .client_update = fedht_client_update,
     .finish = sfl_fold_mean_ht,

@@ -18,34 +18,18 @@
 
 #include "sfl/error.h"
 
-typedef struct fedmid_params {
-    sfl_sgd_params_t sgd;
-    double server_lr;
-} fedmid_params_t;
-
-static const sfl_param_def_t param_defs[] = {
-    SFL_PARAM_DEF_LR(fedmid_params_t, sgd.lr),
-    SFL_PARAM_DEF_TAU(fedmid_params_t, sgd.tau),
-    SFL_PARAM_DEF_K(fedmid_params_t, sgd.local_steps),
-    SFL_PARAM_DEF_BATCH(fedmid_params_t, sgd.batch),
-    SFL_PARAM_DEF_LAMBDA(fedmid_params_t, sgd.lambda),
-    {"server_lr", "eta_g", SFL_PARAM_REAL, offsetof(fedmid_params_t, server_lr), 1, 0, HUGE_VAL,
-     SFL_PARAM_OPEN_LO, "server step on the averaged change (1: plain averaging)"},
-    {0},
-};
-
 static int fedmid_client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                                  const double *global, const sfl_dataset_t *local,
                                  void *client_state, sfl_rng_t *rng, sfl_algo_ws_t *ws,
                                  sfl_spvec_t *update)
 {
     (void)client_state;
-    return sfl_algo_sgd_update(&SFL_ALGO_PARAMS(p, fedmid_params_t)->sgd, prob, global, local, rng, ws, 0, 0.0, 1, update);
+    return sfl_algo_sgd_update(&SFL_ALGO_PARAMS(p, sfl_server_step_params_t)->sgd, prob, global, local, rng, ws, 0, 0.0, 1, update);
 }
 
 static int fedmid_finish(sfl_fold_t *f, double *global)
 {
-    double eta = SFL_ALGO_PARAMS(f->params, fedmid_params_t)->server_lr;
+    double eta = SFL_ALGO_PARAMS(f->params, sfl_server_step_params_t)->server_lr;
     size_t d = f->prob->dim;
 
     /* eta_g = 1 reduces to H_tau(average); computing that directly (not as
@@ -57,7 +41,7 @@ static int fedmid_finish(sfl_fold_t *f, double *global)
      * entry, since each entry reads only its own x_t. */
     for (size_t j = 0; j < d; j++)
         global[j] += eta * (f->sum[j] / f->weight_sum - global[j]);
-    return sfl_algo_threshold(f->prob, SFL_ALGO_PARAMS(f->params, fedmid_params_t)->sgd.tau,
+    return sfl_algo_threshold(f->prob, SFL_ALGO_PARAMS(f->params, sfl_server_step_params_t)->sgd.tau,
                               global, &f->topk);
 }
 
@@ -65,8 +49,8 @@ const sfl_algo_t sfl_algo_fedmid = {
     .name = "fedmid",
     .summary = "FedMid: local projected SGD (H_tau prox), server step eta_g then H_tau",
     .sparse = 1,
-    .params = param_defs,
-    .params_size = sizeof(fedmid_params_t),
+    .params = sfl_server_step_param_defs,
+    .params_size = sizeof(sfl_server_step_params_t),
     .client_update = fedmid_client_update,
     .finish = fedmid_finish,
 };

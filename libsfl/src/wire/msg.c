@@ -529,7 +529,6 @@ static int check_finite(const chk_t *c, const char *field, double v)
     return 0;
 }
 
-
 /* An enum that must hold one of [lo, hi]; 0 is "missing". */
 static int check_enum(const chk_t *c, const char *field, int v, int lo, int hi)
 {
