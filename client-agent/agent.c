@@ -308,12 +308,8 @@ static int task_view(const sfl_task_t *t, const sfl_dataset_t *data, task_view_t
     if (t->model == NULL || t->model->dim != v->prob.dim)
         return sfl__fail(SFL_EDIM, "task: model has dimension %u, the problem %zu",
                          t->model ? t->model->dim : 0, v->prob.dim);
-    if ((rc = sfl_algo_params_from_list(v->algo, &t->params, &v->params)) < 0) {
-        char why[256];
-
-        snprintf(why, sizeof(why), "%s", sfl_last_error());
-        return sfl__fail(rc, "task: %s", why);
-    }
+    if ((rc = sfl_algo_params_from_list(v->algo, &t->params, &v->params)) < 0)
+        return sfl__wrap(rc, "task");
     return 0;
 }
 
@@ -405,6 +401,11 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
     }
 out:
     sfl_client_state_free(&st);
+    /* The plaintext update is private to this agent: wiped, then freed. */
+    if (upd != NULL && upd->cap > 0) {
+        sodium_memzero(upd->val, upd->cap * sizeof(double));
+        sodium_memzero(upd->idx, upd->cap * sizeof(uint32_t));
+    }
     sfl_spvec_free(upd);
     sfl__free(global);
     return rc;

@@ -2110,7 +2110,8 @@ static void verify_work(uv_work_t *w)
     sfl__free(plain);
     v->rj = RJ_PAYLOAD;
     if (rc < 0)
-        snprintf(v->reason, sizeof(v->reason), "update payload: %s", sfl_last_error());
+        /* msg.c's details start with the message's name already. */
+        snprintf(v->reason, sizeof(v->reason), "%s", sfl_last_error());
     else if (v->p->encoding != v->encoding) {
         v->rj = RJ_ENCODING;
         snprintf(v->reason, sizeof(v->reason),

@@ -712,12 +712,8 @@ static int identify(coord_store_t *s, const char *path, int *fresh)
     int rc;
 
     if ((rc = pragma_int(s, "PRAGMA application_id", &app)) != 0 ||
-        (rc = pragma_int(s, "SELECT count(*) FROM sqlite_master", &objects)) != 0) {
-        char keep[512];
-
-        snprintf(keep, sizeof(keep), "%s", sfl_last_error());
-        return sfl__fail(rc, "%s: %s", path, keep);
-    }
+        (rc = pragma_int(s, "SELECT count(*) FROM sqlite_master", &objects)) != 0)
+        return sfl__wrap(rc, "%s", path);
     *fresh = app == 0 && objects == 0;
     if (!*fresh && app != APPLICATION_ID)
         return sfl__fail(SFL_EPARSE,
@@ -825,10 +821,7 @@ int coord_store_open(const char *path, const coord_store_opts_t *opts, coord_sto
     if ((rc = identify(s, path, &fresh)) != 0)
         goto out;
     if ((rc = pragma_ok(s, "PRAGMA quick_check(1)")) != 0) {
-        char keep[512];
-
-        snprintf(keep, sizeof(keep), "%s", sfl_last_error());
-        rc = sfl__fail(SFL_EPARSE, "%s: damaged database: %s", path, keep);
+        rc = sfl__wrap(SFL_EPARSE, "%s: damaged database", path);
         goto out;
     }
     {

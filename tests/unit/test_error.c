@@ -59,9 +59,37 @@ static void test_error_message_says_reason_once(void **state)
     assert_string_equal(sfl_error_message(SFL_ENOMEM), "out of memory");
 }
 
+/* sfl__fail takes its code before formatting (errno survives), formats
+ * through a copy (sfl_last_error() may be an argument), and sfl__wrap puts
+ * context before the callee's detail. */
+static void test_error_fail_and_wrap(void **state)
+{
+    (void)state;
+
+    errno = ENOENT;
+    assert_int_equal(sfl__fail(-errno, "x: %s", strerror(errno)), -ENOENT);
+    assert_string_equal(sfl_last_error(), "x: No such file or directory");
+    (void)sfl__fail(SFL_EPARSE, "data.svm:3:1: bad");
+    assert_int_equal(sfl__fail(SFL_EPARSE, "reading %s", sfl_last_error()), SFL_EPARSE);
+    assert_string_equal(sfl_last_error(), "reading data.svm:3:1: bad");
+    assert_int_equal(sfl__wrap(SFL_EINVAL, "task %d", 7), SFL_EINVAL);
+    assert_string_equal(sfl_last_error(), "task 7: reading data.svm:3:1: bad");
+    sfl__clear_error();
+    assert_int_equal(sfl__wrap(SFL_EIO, "alone"), SFL_EIO);
+    assert_string_equal(sfl_last_error(), "alone");
+    /* A long context keeps a terminated detail. */
+    char big[600];
+    memset(big, 'c', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    (void)sfl__fail(SFL_EIO, "inner");
+    (void)sfl__wrap(SFL_EIO, "%s", big);
+    assert_true(strlen(sfl_last_error()) < 512);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_fail_and_wrap),
         cmocka_unit_test(test_error_strerror_codes),
         cmocka_unit_test(test_error_detail),
         cmocka_unit_test(test_error_message_says_reason_once),

@@ -56,9 +56,26 @@ const char *sfl_last_error(void);
  * storage, valid until the next call in the thread. */
 const char *sfl_error_message(int err);
 
-/* Library-internal: record the detail for the current failure; returns err so
- * callers can write `return sfl__fail(SFL_EPARSE, "...")`. */
-int sfl__fail(int err, const char *fmt, ...) SFL_PRINTF(2, 3);
+/* Library-internal: record the detail for the current failure; evaluates
+ * to err (taken before the detail is formatted, so `-errno` is the caller's
+ * errno), so callers write `return sfl__fail(SFL_EPARSE, "...")` and static
+ * analyzers see the code returned. sfl__wrap keeps the current detail and
+ * puts context before it: after a failure of a callee,
+ *   return sfl__wrap(rc, "task");   ->  "task: <the callee's detail>"
+ * Both format through a copy, so an argument may even be sfl_last_error(). */
+#if defined(__GNUC__)
+#define sfl__fail(err, ...) \
+    __extension__({ int sfl__err_ = (err); sfl__detail(__VA_ARGS__); sfl__err_; })
+#define sfl__wrap(err, ...) \
+    __extension__({ int sfl__err_ = (err); sfl__prepend(__VA_ARGS__); sfl__err_; })
+#else
+#define sfl__fail(err, ...) sfl__detail_ret((err), __VA_ARGS__)
+#define sfl__wrap(err, ...) sfl__prepend_ret((err), __VA_ARGS__)
+#endif
+void sfl__detail(const char *fmt, ...) SFL_PRINTF(1, 2);
+void sfl__prepend(const char *fmt, ...) SFL_PRINTF(1, 2);
+int sfl__detail_ret(int err, const char *fmt, ...) SFL_PRINTF(2, 3);
+int sfl__prepend_ret(int err, const char *fmt, ...) SFL_PRINTF(2, 3);
 void sfl__clear_error(void);
 
 #endif

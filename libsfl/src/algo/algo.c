@@ -319,12 +319,8 @@ int sfl_algo_check(const sfl_algo_t *a, const sfl_algo_params_t *p,
             return sfl__fail(SFL_EINVAL, "%s: parameter %s lies outside its %zu-byte struct "
                              "(at most %d bytes)", a->name, d->name, a->params_size,
                              SFL_ALGO_PARAMS_BYTES);
-        if ((rc = check_value(d, v)) < 0) {
-            char why[256];
-
-            snprintf(why, sizeof(why), "%s", sfl_last_error());
-            return sfl__fail(rc, "%s: %s", a->name, why);
-        }
+        if ((rc = check_value(d, v)) < 0)
+            return sfl__wrap(rc, "%s", a->name);
         if ((d->flags & SFL_PARAM_SPARSITY) && v > (double)blocklen)
             return sfl__fail(SFL_EINVAL, "%s: %s must be in [1, %zu], got %.17g", a->name,
                              d->name, blocklen, v);

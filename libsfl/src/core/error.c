@@ -62,12 +62,68 @@ const char *sfl_error_message(int err)
     return msg;
 }
 
-int sfl__fail(int err, const char *fmt, ...)
+/* Through a copy: an argument may be sfl_last_error() itself. */
+static void vdetail(const char *fmt, va_list ap)
+{
+    char tmp[sizeof(detail)];
+
+    vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    memcpy(detail, tmp, sizeof(detail));
+}
+
+/* detail = "<fmt>: <detail as it was>", through a copy of the old one. */
+static void vprepend(const char *fmt, va_list ap)
+{
+    char old[sizeof(detail)];
+    int n;
+
+    memcpy(old, detail, sizeof(old));
+    vdetail(fmt, ap);
+    n = (int)strlen(detail);
+    /* ": " and as much of the old detail as fits, always terminated. */
+    if ((size_t)n + 3 < sizeof(detail) && old[0] != '\0') {
+        size_t room = sizeof(detail) - (size_t)n - 3, k = strnlen(old, room);
+
+        memcpy(detail + n, ": ", 2);
+        memcpy(detail + n + 2, old, k);
+        detail[n + 2 + k] = '\0';
+    }
+}
+
+void sfl__detail(const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(detail, sizeof(detail), fmt, ap);
+    vdetail(fmt, ap);
+    va_end(ap);
+}
+
+void sfl__prepend(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vprepend(fmt, ap);
+    va_end(ap);
+}
+
+int sfl__detail_ret(int err, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vdetail(fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+int sfl__prepend_ret(int err, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vprepend(fmt, ap);
     va_end(ap);
     return err;
 }

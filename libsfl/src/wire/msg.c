@@ -718,6 +718,10 @@ typedef struct msg_type {
      * their bytes may reach max_message; the others stop at control_max. */
     void (*free)(void *m);
     uint32_t items; /* field counted against max_items before unpacking; 0 none */
+    /* Set for a message that is private (the plaintext update): the copies
+     * the codec makes on the way, protobuf-c's and the encoded vector,
+     * are wiped before they are freed. */
+    void (*wipe)(void *pb);
 } msg_type_t;
 
 /* hash (optional) receives w->hash: sfl_msg_task_sign_bytes's model_hash. */
@@ -748,6 +752,8 @@ static int pack_msg(const msg_type_t *t, const void *m, uint8_t *hash, uint8_t *
 out:
     sfl__free(w.ptrs);
     sfl__free(w.blk);
+    if (t->wipe != NULL && w.data != NULL)
+        sodium_memzero(w.data, w.sv.data.len);
     sfl__free(w.data);
     return rc;
 }
@@ -792,6 +798,8 @@ static void *unpack_msg(const msg_type_t *t, const uint8_t *buf, size_t len,
     }
     *rc = t->get(&c, pb, m);
 out:
+    if (t->wipe != NULL && pb != NULL)
+        t->wipe(pb);
     free_pb(pb);
     if (owned && *rc < 0) {
         t->free(m);
@@ -914,7 +922,7 @@ static int get_join_req(const chk_t *c, void *p, void *out)
 }
 
 static const msg_type_t join_req_type = {"join request", &sfl__v1__join_request__descriptor,
-    check_join_req, put_join_req, get_join_req, sizeof(sfl_join_req_t), NULL, 0};
+    check_join_req, put_join_req, get_join_req, sizeof(sfl_join_req_t), NULL, 0, NULL};
 
 int sfl_msg_join_req_pack(const sfl_join_req_t *m, uint8_t **out, size_t *len)
 {
@@ -973,7 +981,7 @@ static int get_join_reply(const chk_t *c, void *p, void *out)
 }
 
 static const msg_type_t join_reply_type = {"join reply", &sfl__v1__join_reply__descriptor,
-    check_join_reply, put_join_reply, get_join_reply, sizeof(sfl_join_reply_t), NULL, 0};
+    check_join_reply, put_join_reply, get_join_reply, sizeof(sfl_join_reply_t), NULL, 0, NULL};
 
 int sfl_msg_join_reply_pack(const sfl_join_reply_t *m, uint8_t **out, size_t *len)
 {
@@ -1022,7 +1030,7 @@ static int get_subscribe_req(const chk_t *c, void *p, void *out)
 
 static const msg_type_t subscribe_req_type = {"subscribe request",
     &sfl__v1__subscribe_request__descriptor, check_subscribe_req, put_subscribe_req,
-    get_subscribe_req, sizeof(sfl_subscribe_req_t), NULL, 0};
+    get_subscribe_req, sizeof(sfl_subscribe_req_t), NULL, 0, NULL};
 
 int sfl_msg_subscribe_req_pack(const sfl_subscribe_req_t *m, uint8_t **out, size_t *len)
 {
@@ -1110,7 +1118,7 @@ static int put_task(const chk_t *c, const void *p, wire_t *w)
 
 /* Unpacked by sfl_msg_task_or_wait_unpack, from inside a SignedTask. */
 static const msg_type_t task_type = {"task", &sfl__v1__task__descriptor, check_task, put_task, NULL,
-    0, NULL, 0};
+    0, NULL, 0, NULL};
 
 int sfl_msg_task_sign_bytes(sfl_task_t *t, uint8_t **out, size_t *len)
 {
@@ -1138,7 +1146,7 @@ static int put_signed_task(const chk_t *c, const void *p, wire_t *w)
 }
 
 static const msg_type_t signed_task_type = {"task", &sfl__v1__task_or_wait__descriptor, NULL,
-    put_signed_task, NULL, 0, NULL, 0};
+    put_signed_task, NULL, 0, NULL, 0, NULL};
 
 int sfl_msg_task_pack(const uint8_t *task, size_t task_len,
                       const uint8_t signature[SFL_MSG_SIG_BYTES], uint8_t **out, size_t *len)
@@ -1170,7 +1178,7 @@ static int put_wait(const chk_t *c, const void *p, wire_t *w)
 }
 
 static const msg_type_t wait_type = {"wait", &sfl__v1__task_or_wait__descriptor, check_wait,
-    put_wait, NULL, 0, NULL, 0};
+    put_wait, NULL, 0, NULL, 0, NULL};
 
 int sfl_msg_wait_pack(const sfl_wait_t *w, uint8_t **out, size_t *len)
 {
@@ -1371,7 +1379,7 @@ static void free_update(void *m)
 }
 
 static const msg_type_t update_type = {"update", &sfl__v1__update__descriptor, check_update,
-    put_update, get_update, sizeof(sfl_update_t), free_update, 0};
+    put_update, get_update, sizeof(sfl_update_t), free_update, 0, NULL};
 
 int sfl_msg_update_pack(const sfl_update_t *m, uint8_t **out, size_t *len)
 {
@@ -1443,11 +1451,26 @@ static int get_payload(const chk_t *c, void *p, void *out)
                       &m->encoding, NULL);
 }
 
+/* The plaintext update is private to its agent: wiped before it is freed. */
 void sfl_msg_payload_free(sfl_payload_t *m)
 {
+    if (m != NULL && m->update != NULL) {
+        if (m->update->val != NULL)
+            sodium_memzero(m->update->val, m->update->cap * sizeof(double));
+        if (m->update->idx != NULL)
+            sodium_memzero(m->update->idx, m->update->cap * sizeof(uint32_t));
+    }
     if (m != NULL)
         sfl_spvec_free(m->update);
     sfl__free(m);
+}
+
+static void wipe_payload_pb(void *p)
+{
+    Sfl__V1__UpdatePayload *pb = p;
+
+    if (pb->update != NULL && pb->update->data.data != NULL)
+        sodium_memzero(pb->update->data.data, pb->update->data.len);
 }
 
 static void free_payload(void *m)
@@ -1456,7 +1479,8 @@ static void free_payload(void *m)
 }
 
 static const msg_type_t payload_type = {"update payload", &sfl__v1__update_payload__descriptor,
-    check_payload, put_payload, get_payload, sizeof(sfl_payload_t), free_payload, 0};
+    check_payload, put_payload, get_payload, sizeof(sfl_payload_t), free_payload, 0,
+    wipe_payload_pb};
 
 int sfl_msg_payload_pack(const sfl_payload_t *m, uint8_t **out, size_t *len)
 {
@@ -1510,7 +1534,7 @@ static int get_ack(const chk_t *c, void *p, void *out)
 }
 
 static const msg_type_t ack_type = {"update ack", &sfl__v1__update_ack__descriptor, check_ack,
-    put_ack, get_ack, sizeof(sfl_ack_t), NULL, 0};
+    put_ack, get_ack, sizeof(sfl_ack_t), NULL, 0, NULL};
 
 int sfl_msg_ack_pack(const sfl_ack_t *m, uint8_t **out, size_t *len)
 {
@@ -1573,7 +1597,7 @@ static int get_heartbeat_req(const chk_t *c, void *p, void *out)
 
 static const msg_type_t heartbeat_req_type = {"heartbeat", &sfl__v1__heartbeat_request__descriptor,
     check_heartbeat_req, put_heartbeat_req, get_heartbeat_req, sizeof(sfl_heartbeat_req_t), NULL,
-    0};
+    0, NULL};
 
 int sfl_msg_heartbeat_req_pack(const sfl_heartbeat_req_t *m, uint8_t **out, size_t *len)
 {
@@ -1620,7 +1644,7 @@ static int get_heartbeat_reply(const chk_t *c, void *p, void *out)
 
 static const msg_type_t heartbeat_reply_type = {"heartbeat reply",
     &sfl__v1__heartbeat_reply__descriptor, check_heartbeat_reply, put_heartbeat_reply,
-    get_heartbeat_reply, sizeof(sfl_heartbeat_reply_t), NULL, 0};
+    get_heartbeat_reply, sizeof(sfl_heartbeat_reply_t), NULL, 0, NULL};
 
 int sfl_msg_heartbeat_reply_pack(const sfl_heartbeat_reply_t *m, uint8_t **out, size_t *len)
 {
@@ -1745,7 +1769,7 @@ static int get_job_spec(const chk_t *c, void *p, void *out)
 }
 
 static const msg_type_t create_job_type = {"job spec", &sfl__v1__create_job_request__descriptor,
-    check_job_spec, put_job_spec, get_job_spec, sizeof(sfl_job_spec_t), NULL, 0};
+    check_job_spec, put_job_spec, get_job_spec, sizeof(sfl_job_spec_t), NULL, 0, NULL};
 
 int sfl_msg_create_job_pack(const sfl_job_spec_t *m, uint8_t **out, size_t *len)
 {
@@ -1858,7 +1882,7 @@ static int get_job_req(const chk_t *c, void *p, void *out)
 }
 
 static const msg_type_t job_req_type = {"job request", &sfl__v1__job_request__descriptor, NULL,
-    put_job_req, get_job_req, sizeof(uint64_t), NULL, 0};
+    put_job_req, get_job_req, sizeof(uint64_t), NULL, 0, NULL};
 
 int sfl_msg_job_req_pack(uint64_t job_id, uint8_t **out, size_t *len)
 {
@@ -1885,7 +1909,7 @@ static int get_job_reply(const chk_t *c, void *p, void *out)
 }
 
 static const msg_type_t job_reply_type = {"job reply", &sfl__v1__job_reply__descriptor,
-    check_job_status, put_job_reply, get_job_reply, sizeof(sfl_job_status_t), NULL, 0};
+    check_job_status, put_job_reply, get_job_reply, sizeof(sfl_job_status_t), NULL, 0, NULL};
 
 int sfl_msg_job_reply_pack(const sfl_job_status_t *m, uint8_t **out, size_t *len)
 {
@@ -1903,10 +1927,10 @@ int sfl_msg_job_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limit
 /* Empty messages still go through protobuf-c, so a request that is not one
  * (garbage, a wrong wire type) is refused like any other. */
 static const msg_type_t status_req_type = {"status request", &sfl__v1__status_request__descriptor,
-    NULL, NULL, NULL, 0, NULL, 0};
+    NULL, NULL, NULL, 0, NULL, 0, NULL};
 
 static const msg_type_t list_jobs_req_type = {"list jobs request",
-    &sfl__v1__list_jobs_request__descriptor, NULL, NULL, NULL, 0, NULL, 0};
+    &sfl__v1__list_jobs_request__descriptor, NULL, NULL, NULL, 0, NULL, 0, NULL};
 
 int sfl_msg_status_req_pack(uint8_t **out, size_t *len)
 {
@@ -2016,7 +2040,7 @@ static void free_status(void *m)
 }
 
 static const msg_type_t status_type = {"status", &sfl__v1__status_reply__descriptor, check_status,
-    put_status, get_status, sizeof(sfl_status_t), free_status, 9};
+    put_status, get_status, sizeof(sfl_status_t), free_status, 9, NULL};
 
 int sfl_msg_status_pack(const sfl_status_t *m, uint8_t **out, size_t *len)
 {
@@ -2071,7 +2095,7 @@ static void free_job_list(void *m)
 }
 
 static const msg_type_t job_list_type = {"job list", &sfl__v1__list_jobs_reply__descriptor,
-    check_job_list, put_job_list, get_job_list, sizeof(sfl_job_list_t), free_job_list, 1};
+    check_job_list, put_job_list, get_job_list, sizeof(sfl_job_list_t), free_job_list, 1, NULL};
 
 int sfl_msg_job_list_pack(const sfl_job_list_t *m, uint8_t **out, size_t *len)
 {
@@ -2107,7 +2131,7 @@ static int get_list_agents_req(const chk_t *c, void *p, void *out)
 
 static const msg_type_t list_agents_req_type = {"list agents request",
     &sfl__v1__list_agents_request__descriptor, NULL, put_list_agents_req, get_list_agents_req,
-    sizeof(int), NULL, 0};
+    sizeof(int), NULL, 0, NULL};
 
 int sfl_msg_list_agents_req_pack(int connected_only, uint8_t **out, size_t *len)
 {
@@ -2247,7 +2271,7 @@ static void free_agent_list(void *m)
 }
 
 static const msg_type_t agent_list_type = {"agent list", &sfl__v1__list_agents_reply__descriptor,
-    check_agent_list, put_agent_list, get_agent_list, sizeof(sfl_agent_list_t), free_agent_list, 1};
+    check_agent_list, put_agent_list, get_agent_list, sizeof(sfl_agent_list_t), free_agent_list, 1, NULL};
 
 int sfl_msg_agent_list_pack(const sfl_agent_list_t *m, uint8_t **out, size_t *len)
 {
@@ -2296,7 +2320,7 @@ static int get_export_req(const chk_t *c, void *p, void *out)
 
 static const msg_type_t export_req_type = {"export request",
     &sfl__v1__export_model_request__descriptor, NULL, put_export_req, get_export_req,
-    sizeof(export_req_t), NULL, 0};
+    sizeof(export_req_t), NULL, 0, NULL};
 
 int sfl_msg_export_req_pack(uint64_t job_id, uint64_t round, uint8_t **out, size_t *len)
 {
@@ -2388,7 +2412,7 @@ static void free_export(void *m)
 }
 
 static const msg_type_t export_type = {"export", &sfl__v1__export_model_reply__descriptor,
-    check_export, put_export, get_export, sizeof(sfl_export_t), free_export, 0};
+    check_export, put_export, get_export, sizeof(sfl_export_t), free_export, 0, NULL};
 
 int sfl_msg_export_pack(const sfl_export_t *m, uint8_t **out, size_t *len)
 {
@@ -2427,7 +2451,7 @@ static int get_history_req(const chk_t *c, void *p, void *out)
 
 static const msg_type_t history_req_type = {"job history request",
     &sfl__v1__job_history_request__descriptor, NULL, put_history_req, get_history_req,
-    2 * sizeof(uint64_t), NULL, 0};
+    2 * sizeof(uint64_t), NULL, 0, NULL};
 
 int sfl_msg_history_req_pack(uint64_t job_id, uint64_t after_round, uint8_t **out, size_t *len)
 {
@@ -2573,7 +2597,7 @@ static void free_history(void *m)
 }
 
 static const msg_type_t history_type = {"job history", &sfl__v1__job_history_reply__descriptor,
-    check_history, put_history, get_history, sizeof(sfl_job_history_t), free_history, 3};
+    check_history, put_history, get_history, sizeof(sfl_job_history_t), free_history, 3, NULL};
 
 int sfl_msg_history_pack(const sfl_job_history_t *m, uint8_t **out, size_t *len)
 {
