@@ -1606,6 +1606,16 @@ static int job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out)
     *out = NULL;
     if ((rc = wire_to_spec(spec, &cs)) < 0)
         return rc;
+    {
+        /* Its model travels in tasks: it must fit the message limits. */
+        sfl_problem_t prob;
+
+        if ((rc = sfl_problem_init(&prob, sfl_loss_find(cs.loss), cs.ncols, cs.nclasses)) < 0)
+            return rc;
+        if (prob.dim > co->lim.max_dim)
+            return sfl__fail(SFL_EINVAL, "the job's model has %zu entries, above the "
+                             "coordinator's max_dim %u", prob.dim, co->lim.max_dim);
+    }
     if ((rc = sfl_msg_create_job_pack(spec, &bytes, &len)) < 0)
         return rc;
     j = sfl__calloc(1, sizeof(*j));
@@ -2554,7 +2564,7 @@ static void h_create_job(sfl_grpc_call_t *call, const uint8_t *req, size_t len, 
         return;
     }
     if ((rc = job_create(co, &spec, &j)) < 0) {
-        if (rc == SFL_EINVAL) {
+        if (rc == SFL_EINVAL || rc == SFL_ELIMIT) {
             fail_call(call, SFL_GRPC_STATUS_INVALID_ARGUMENT, "%s", sfl_last_error());
         } else {
             coord_log(COORD_LOG_ERROR, "job_create_failed", "error=%s",

@@ -858,6 +858,22 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_int_equal(sfl_param_list_set(&spec.params, "tau", 0), 0);
     (void)create_job(&F.admin, &spec, &status);
     assert_int_equal(status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(sfl_param_list_set(&spec.params, "tau", 3), 0);
+    /* a model that would wrap a 32-bit size, or exceed max_dim, is refused */
+    spec.dimension = (1u << 24) + 1;
+    snprintf(spec.loss, sizeof(spec.loss), "softmax");
+    spec.nlabels = 256;
+    for (uint32_t i = 0; i < 256; i++)
+        spec.labels[i] = i;
+    (void)create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    spec.nlabels = 2;
+    spec.dimension = (1u << 26) + 1; /* max_dim's default is 2^26 */
+    (void)create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    snprintf(spec.loss, sizeof(spec.loss), "lsq");
+    spec.nlabels = 0;
+    spec.dimension = DIM;
 
     agent_join(a1, "agent/a1");
     agent_join(a2, "agent/a2");

@@ -253,6 +253,20 @@ int sfl_problem_init(sfl_problem_t *prob, const sfl_loss_t *loss, uint32_t ncols
     if (loss->classification == 0 && nclasses != 0)
         return sfl__fail(SFL_EINVAL, "%s is a regression loss but the labels are classes",
                          loss->name);
+    /* Every vector of the problem has dim entries: dim must fit the wire's
+     * uint32 dimensions and a size_t count of doubles, on 32-bit targets
+     * too (256 classes x 2^24 + 1 features wraps a 32-bit size_t). */
+    {
+        uint64_t blocks = loss == &sfl_loss_softmax ? nclasses : 1;
+        uint64_t want = (uint64_t)ncols * blocks;
+
+        if (want > UINT32_MAX || want > SIZE_MAX / sizeof(double))
+            return sfl__fail(SFL_ELIMIT, "a model of %llu x %u entries is too large (at most "
+                             "%llu)", (unsigned long long)blocks, ncols,
+                             (unsigned long long)(SIZE_MAX / sizeof(double) < UINT32_MAX
+                                                      ? SIZE_MAX / sizeof(double)
+                                                      : UINT32_MAX));
+    }
     prob->loss = loss;
     prob->ncols = ncols;
     prob->nclasses = nclasses;

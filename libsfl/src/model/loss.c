@@ -198,6 +198,10 @@ static size_t softmax_dim(uint32_t ncols, uint32_t nclasses)
 {
     if (nclasses < 2 || nclasses > SFL_LOSS_MAX_CLASSES)
         return 0;
+    /* A product that does not fit is no model either (sfl_problem_init
+     * says why): never a wrapped size on a 32-bit target. */
+    if ((uint64_t)nclasses * ncols > SIZE_MAX / sizeof(double))
+        return 0;
     return (size_t)nclasses * ncols;
 }
 
