@@ -318,13 +318,15 @@ int coord_job_encode(const coord_job_t *j, uint8_t **buf, size_t *len, uint8_t h
         return rc;
     if ((rc = sfl_spvec_from_dense(v, j->global)) < 0)
         goto out;
-    n = sfl_spcodec_size(v, j->spec.encoding);
+    /* Always float64, whatever the job's update encoding: restart, recovery
+     * and ExportModel read back exactly the model the job holds. */
+    n = sfl_spcodec_size(v, SFL_ENC_F64);
     b = sfl__malloc(n);
     if (b == NULL) {
         rc = SFL_ENOMEM;
         goto out;
     }
-    if ((rc = sfl_spcodec_encode(v, j->spec.encoding, b, n, len)) < 0)
+    if ((rc = sfl_spcodec_encode(v, SFL_ENC_F64, b, n, len)) < 0)
         goto out;
     sfl_seal_hash(b, *len, hash);
     *buf = b;

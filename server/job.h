@@ -101,8 +101,9 @@ typedef struct coord_job {
 int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec) SFL_MUST_CHECK;
 void coord_job_close(coord_job_t *j);
 
-/* The global state encoded for the wire and for checkpoints, and its
- * BLAKE2b-256 hash (the model hash agents sign). Returns owned bytes
+/* The global state encoded for checkpoints, and its
+ * BLAKE2b-256 hash: always float64, whatever the job's update encoding,
+ * so a checkpoint is exactly the model. Returns owned bytes
  * (free with sfl__free). */
 int coord_job_encode(const coord_job_t *j, uint8_t **buf, size_t *len,
                      uint8_t hash[32]) SFL_MUST_CHECK;

@@ -57,7 +57,9 @@ static const opt_t opts[] = {
     {"parts", T_U32, O(parts), -1, "P", "label/kmeans partition: parts per group (default 20)"},
     {"kmeans-iter", T_U32, O(kmeans_iter), -1, "I", "k-means iterations (default 50)"},
     {"encoding", T_STR, O(encoding), -1, "E",
-     "values on the wire: f64, f32 or q8 (default f64); lossy ones are applied"},
+     "values of the clients' updates on the wire: f64, f32 or q8 (default f64);\n"
+     "                       lossy ones are applied; the model is broadcast as f64, as the\n"
+     "                       coordinator does"},
     {"output", T_STR, O(output), -1, "FILE", "write the CSV here instead of stdout"},
     {"plot", T_STR, O(plot), -1, "PNG",
      "also draw objective vs rounds with gnuplot (failing: a warning)"},

@@ -904,11 +904,13 @@ int main(int argc, char **argv)
     for (uint32_t t = 1; t <= cfg.rounds; t++) {
         uint64_t up = 0, down = 0;
 
-        /* Broadcast x_t: what clients decode is what they train from. */
+        /* Broadcast x_t as the coordinator does: exactly (float64), so
+         * clients train from the very state the fold aggregates into; the
+         * job's encoding applies to the clients' updates. */
         if ((rc = sfl_spvec_new((uint32_t)d, 0, &gsp)) < 0 ||
             (rc = sfl_spvec_from_dense(gsp, global)) < 0)
             die("broadcast", rc);
-        wire(&gsp, enc, &buf, &cap, &down);
+        wire(&gsp, SFL_ENC_F64, &buf, &cap, &down);
         down *= npick;
         memset(bcast, 0, d * sizeof(double));
         sfl_spvec_scatter(gsp, bcast);
