@@ -83,6 +83,13 @@ static int group_setup(void **state)
     test_sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
     test_sh("sh %s init %s/other >/dev/null", PKI, dir);
     test_sh("sh %s agent %s/other agent-7 >/dev/null", PKI, dir);
+    /* A certificate of the federation CA without extendedKeyUsage (not made
+     * by sfl-pki, which always writes clientAuth). */
+    test_sh("openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "
+            "%s/ca/agent/noeku.key 2>/dev/null && openssl req -new -key %s/ca/agent/noeku.key "
+            "-subj /O=sfl/OU=agent/CN=noeku -out %s/noeku.csr 2>/dev/null && openssl x509 -req "
+            "-in %s/noeku.csr -CA %s/ca/ca.crt -CAkey %s/ca/ca.key -CAcreateserial -days 5 "
+            "-out %s/ca/agent/noeku.crt 2>/dev/null", dir, dir, dir, dir, dir, dir, dir);
     snprintf(cmd, sizeof(cmd), "sh %s fingerprint %s/ca/agent/agent-7.crt", PKI, dir);
     p = popen(cmd, "r");
     if (!p || !fgets(agent_fp, sizeof(agent_fp), p)) {
@@ -407,6 +414,24 @@ static void test_tls_other_ca_refused(void **state)
 }
 
 /* No client certificate: refused. */
+/* A certificate of the CA that does not say clientAuth (no
+ * extendedKeyUsage at all) is refused: docs/pki.md requires it. */
+static void test_tls_client_cert_without_eku_refused(void **state)
+{
+    (void)state;
+    listen_tls();
+    expect_echo(100);
+    connect_tls("ca/agent/noeku", "localhost", "h2");
+    run_until(&F.rejects);
+    assert_int_equal(F.reject_status, SFL_ECERT);
+    assert_non_null(strstr(F.reject_detail, "unsuitable certificate purpose"));
+    run_until(&F.done);
+    assert_int_equal(F.cli_close, 1);
+    assert_int_equal(F.srv_connect, 0);
+    good_agent_echoes();
+    assert_int_equal(F.rejects, 1);
+}
+
 static void test_tls_no_client_cert_refused(void **state)
 {
     (void)state;
@@ -646,6 +671,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tls_admin_role_and_server_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_other_ca_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_no_client_cert_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_client_cert_without_eku_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_server_name_mismatch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_alpn_required, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_garbage_refused, setup, teardown),

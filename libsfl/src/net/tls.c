@@ -155,6 +155,24 @@ static int cfg_check(const sfl_tls_config_t *cfg, int server)
     return 0;
 }
 
+/* A client certificate must say it is one: extendedKeyUsage present and
+ * naming clientAuth (docs/pki.md). OpenSSL's own purpose check lets a
+ * certificate without the extension through (no EKU = any use), so the
+ * leaf is checked here, after the chain verified. */
+static int verify_client_eku(int ok, X509_STORE_CTX *store)
+{
+    X509 *cert = X509_STORE_CTX_get_current_cert(store);
+
+    if (!ok || X509_STORE_CTX_get_error_depth(store) != 0 || cert == NULL)
+        return ok;
+    if (!(X509_get_extension_flags(cert) & EXFLAG_XKUSAGE) ||
+        !(X509_get_extended_key_usage(cert) & XKU_SSL_CLIENT)) {
+        X509_STORE_CTX_set_error(store, X509_V_ERR_INVALID_PURPOSE);
+        return 0;
+    }
+    return 1;
+}
+
 static int ctx_setup(sfl_tls_t *t, const sfl_tls_config_t *cfg)
 {
     char why[256];
@@ -194,7 +212,7 @@ static int ctx_setup(sfl_tls_t *t, const sfl_tls_config_t *cfg)
         SSL_CTX_set_verify(ctx,
                            SSL_VERIFY_PEER |
                                (cfg->require_client_cert ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
-                           NULL);
+                           verify_client_eku);
         /* Tell clients which CA we accept so they pick the right cert. */
         names = SSL_load_client_CA_file(cfg->ca_file);
         if (!names)
