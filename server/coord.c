@@ -152,6 +152,7 @@ void coord_config_default(coord_config_t *c)
     c->tick_ms = 200;
     c->shutdown_timeout_ms = 10000;
     c->keep_checkpoints = 3;
+    c->max_job_memory = (uint64_t)4 << 30;
     c->relaxed_sync = 0;
 }
 
@@ -195,6 +196,9 @@ static const struct {
     N("shutdown_timeout_ms", shutdown_timeout_ms, "MS",
       "graceful stop, then connections are dropped (default 10000)"),
     N("keep_checkpoints", keep_checkpoints, "N", "checkpoints kept per job (default 3)"),
+    N("max_job_memory", max_job_memory, "BYTES",
+      "model state of all jobs not ended (about 3 x 8 bytes x dimension each); "
+      "CreateJob past it is refused (default 4294967296)"),
     N("relaxed_sync", relaxed_sync, "0|1",
       "SQLite synchronous=NORMAL: faster, last commits may roll back on power loss"),
 };
@@ -270,6 +274,8 @@ int coord_config_check(const coord_config_t *c)
     if (c->idle_timeout_ms >= UINT32_MAX || c->pace_min_ms > UINT32_MAX ||
         c->idle_retry_ms > UINT32_MAX || c->join_retry_ms > UINT32_MAX)
         return sfl__fail(SFL_EINVAL, "timeouts must be below 2^32 ms");
+    if (c->max_job_memory == 0)
+        return sfl__fail(SFL_EINVAL, "max_job_memory must be >= 1");
     if (c->keep_checkpoints == 0 || c->keep_checkpoints > 1000000)
         return sfl__fail(SFL_EINVAL, "keep_checkpoints must be in [1, 1000000]");
     if (c->relaxed_sync > 1)
@@ -1023,6 +1029,32 @@ static void reset_round(job_t *j)
     j->waiting[0] = '\0';
 }
 
+/* Bytes of a job's O(dim) state in RAM: the global state, the fold's sum
+ * and its top-k scratch (max_job_memory counts these). */
+static uint64_t job_state_bytes(size_t dim)
+{
+    return (uint64_t)dim * 3 * sizeof(double);
+}
+
+static uint64_t live_job_bytes(const coord_t *co)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < co->njobs; i++)
+        if (co->jobs[i]->model.global != NULL)
+            n += job_state_bytes(co->jobs[i]->model.prob.dim);
+    return n;
+}
+
+/* An ended job keeps its model in the store (checkpoints: ExportModel
+ * reads them), not in RAM; one aggregating on the thread pool is released
+ * when it returns (agg_after). */
+static void job_release(job_t *j)
+{
+    if (!j->busy && j->model.global != NULL && job_final(j))
+        coord_job_close(&j->model);
+}
+
 static void set_job_state(job_t *j, sfl_job_state_t st)
 {
     coord_job_state_t row;
@@ -1046,6 +1078,7 @@ static void set_job_state(job_t *j, sfl_job_state_t st)
     }
     coord_log(COORD_LOG_INFO, "job_state", "job=%llu state=%s", (unsigned long long)j->id,
               sfl_msg_job_state_name(st));
+    job_release(j);
 }
 
 /* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
@@ -1416,6 +1449,7 @@ static void agg_after(uv_work_t *w, int status)
         step(j, COORD_EV_AGG_FAILED, now_ms(co));
         attempt_failed(j);
     }
+    job_release(j);
     if (co->stopping)
         check_stopped(co);
     else {
@@ -1615,6 +1649,14 @@ static int job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out)
         if (prob.dim > co->lim.max_dim)
             return sfl__fail(SFL_EINVAL, "the job's model has %zu entries, above the "
                              "coordinator's max_dim %u", prob.dim, co->lim.max_dim);
+        /* Every job not ended holds its O(dim) state: bounded in sum. */
+        uint64_t live = live_job_bytes(co), need = job_state_bytes(prob.dim);
+
+        if (need > co->cfg.max_job_memory || live > co->cfg.max_job_memory - need)
+            return sfl__fail(-ENOSPC, "the job needs %llu bytes of model state, %llu of "
+                             "max_job_memory %llu are held by jobs not ended",
+                             (unsigned long long)need, (unsigned long long)live,
+                             (unsigned long long)co->cfg.max_job_memory);
     }
     if ((rc = sfl_msg_create_job_pack(spec, &bytes, &len)) < 0)
         return rc;
@@ -1712,6 +1754,7 @@ static int job_load(coord_t *co, const coord_srow_job_t *row)
         job_free(j);
         return rc;
     }
+    job_release(j);
     if (j->ready)
         coord_log(COORD_LOG_INFO, "job_resumed",
                   "job=%llu name=%s state=%s committed_round=%llu next_attempt=%u",
@@ -2566,6 +2609,8 @@ static void h_create_job(sfl_grpc_call_t *call, const uint8_t *req, size_t len, 
     if ((rc = job_create(co, &spec, &j)) < 0) {
         if (rc == SFL_EINVAL || rc == SFL_ELIMIT) {
             fail_call(call, SFL_GRPC_STATUS_INVALID_ARGUMENT, "%s", sfl_last_error());
+        } else if (rc == -ENOSPC) {
+            fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", sfl_last_error());
         } else {
             coord_log(COORD_LOG_ERROR, "job_create_failed", "error=%s",
                       coord_log_quote(sfl_last_error(), q, sizeof(q)));

@@ -57,6 +57,7 @@ typedef struct coord_config {
     uint64_t tick_ms;           /* scheduler period (deadlines, heartbeats) */
     uint64_t shutdown_timeout_ms; /* graceful stop, then connections are dropped */
     uint64_t keep_checkpoints;  /* per job */
+    uint64_t max_job_memory;    /* bytes of O(dim) state of all live jobs */
     uint64_t relaxed_sync;      /* 0 | 1: SQLite synchronous=NORMAL */
 } coord_config_t;
 

@@ -1217,6 +1217,8 @@ static void test_coord_admin_job_ops(void **state)
     int status;
 
     (void)state;
+    /* Room for the model state of one job, not two. */
+    F.cfg.max_job_memory = DIM * 3 * sizeof(double) * 3 / 2;
     start();
     cli_connect(&F.admin, "admin/alice");
     agent_join(a1, "agent/a1");
@@ -1243,9 +1245,16 @@ static void test_coord_admin_job_ops(void **state)
     js = job_call(&F.admin, "/sfl.v1.Admin/PauseJob", id, &status);
     assert_int_equal(status, 0);
     assert_int_equal(js.state, SFL_JOB_PAUSED);
+    /* A paused job holds its model state: a second one exceeds the budget. */
+    (void)create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
     js = job_call(&F.admin, "/sfl.v1.Admin/CancelJob", id, &status);
     assert_int_equal(status, 0);
     assert_int_equal(js.state, SFL_JOB_CANCELLED);
+    /* Cancelling freed it: now the second one fits. */
+    js = create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(js.state, SFL_JOB_PENDING);
     js = job_call(&F.admin, "/sfl.v1.Admin/CancelJob", id, &status);
     assert_int_equal(status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
     js = job_call(&F.admin, "/sfl.v1.Admin/PauseJob", 42, &status);
@@ -1255,7 +1264,7 @@ static void test_coord_admin_job_ops(void **state)
     call(&F.admin, "/sfl.v1.Admin/ListJobs", buf, len, &res);
     assert_int_equal(res.status, 0);
     assert_int_equal(sfl_msg_job_list_unpack(res.resp, res.len, NULL, &jl), 0);
-    assert_int_equal(jl->n, 1);
+    assert_int_equal(jl->n, 2);
     assert_int_equal(jl->jobs[0].state, SFL_JOB_CANCELLED);
     sfl_msg_job_list_free(jl);
 
