@@ -619,6 +619,9 @@ static const char *const rj_names[RJ_COUNT] = {"not_selected", "truncated", "too
 struct coord {
     uv_loop_t *loop;
     coord_config_t cfg;
+    /* Refusal log lines of this second, and those not written (log_ok). */
+    uint64_t refusal_second;
+    uint32_t refusal_lines, refusal_dropped;
     sfl_msg_limits_t lim;
     sfl_identity_t *id;
     coord_store_t *store;     /* loop thread only */
@@ -1779,24 +1782,50 @@ static void reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len
 }
 
 /* One log line per refused request, so an operator sees why a peer's call
- * failed; capped per connection so a peer cannot flood the log. */
+ * failed; capped per connection so a peer cannot flood the log, and over
+ * the whole process (a Join storm from many connections) at
+ * REFUSALS_PER_SECOND lines a second: the lines not written are counted
+ * and the next line written says how many (dropped=N). */
 #define REFUSALS_LOGGED 8
+#define REFUSALS_PER_SECOND 20
+
+/* 1 if a refusal line may be written now; *dropped = lines not written
+ * since the last one that was. */
+static int refusal_log_ok(coord_t *co, uint32_t *dropped)
+{
+    uint64_t sec = now_ms(co) / 1000;
+
+    if (sec != co->refusal_second) {
+        co->refusal_second = sec;
+        co->refusal_lines = 0;
+    }
+    if (co->refusal_lines >= REFUSALS_PER_SECOND) {
+        co->refusal_dropped++;
+        return 0;
+    }
+    co->refusal_lines++;
+    *dropped = co->refusal_dropped;
+    co->refusal_dropped = 0;
+    return 1;
+}
 
 static void log_refused(conn_t *k, const char *path, int status, const char *msg)
 {
     char q[600], p[120];
+    uint32_t dropped;
 
-    if (k == NULL || ++k->refused > REFUSALS_LOGGED + 1)
+    if (k == NULL || ++k->refused > REFUSALS_LOGGED + 1 || !refusal_log_ok(k->co, &dropped))
         return;
     if (k->refused > REFUSALS_LOGGED) {
         coord_log(COORD_LOG_WARN, "call_refused", "addr=%s further refusals on this connection "
-                  "are not logged", k->addr);
+                  "are not logged dropped=%u", k->addr, dropped);
         return;
     }
-    coord_log(COORD_LOG_WARN, "call_refused", "addr=%s peer=%s path=%s status=%s message=%s",
-              k->addr, k->has_peer ? coord_log_quote(k->peer.cn, p, sizeof(p)) : "-",
+    coord_log(COORD_LOG_WARN, "call_refused",
+              "addr=%s peer=%s path=%s status=%s message=%s dropped=%u", k->addr,
+              k->has_peer ? coord_log_quote(k->peer.cn, p, sizeof(p)) : "-",
               path[0] ? path : "-", sfl_grpc_status_name(status),
-              coord_log_quote(msg, q, sizeof(q)));
+              coord_log_quote(msg, q, sizeof(q)), dropped);
 }
 
 static void on_refused(const char *path, int status, const char *message, void *ud)
@@ -1947,9 +1976,12 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
     }
     rc = coord_store_agent_upsert(co->store, &row, &id);
     if (rc == -EEXIST) {
-        coord_log(COORD_LOG_WARN, "join_refused", "name=%s addr=%s error=%s",
-                  coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr,
-                  "identity_key_conflict");
+        uint32_t dropped;
+
+        if (refusal_log_ok(co, &dropped))
+            coord_log(COORD_LOG_WARN, "join_refused", "name=%s addr=%s error=%s dropped=%u",
+                      coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr,
+                      "identity_key_conflict", dropped);
         fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
                   "certificate %s is bound to another identity key (or the key to another "
                   "agent); re-keying is an operator action",

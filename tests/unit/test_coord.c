@@ -760,6 +760,45 @@ static void test_coord_join_and_roles(void **state)
     assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
     assert_non_null(strstr(res.msg, "another identity key"));
 
+    /* A storm of such Joins is refused every time, and logged at most 20
+     * lines in each second of the coordinator's clock (a count of what was
+     * left out rides on the next line). */
+    {
+        char tmpl[] = "/tmp/sfl-test-coord-log-XXXXXX", line[4096];
+        int fd = mkstemp(tmpl), saved = dup(2), lines = 0;
+        uint64_t sec0, sec1;
+        FILE *f;
+
+        assert_true(fd >= 0 && saved >= 0);
+        coord_log_set_level(COORD_LOG_WARN); /* the tests log errors only */
+        fflush(stderr);
+        assert_int_equal(dup2(fd, 2), 2);
+        uv_update_time(&F.loop);
+        sec0 = uv_now(&F.loop) / 1000;
+        for (int i = 0; i < 300; i++) {
+            buf = join_req(other, SFL_MSG_PROTOCOL_VERSION, &len);
+            call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
+            assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+        }
+        uv_update_time(&F.loop);
+        sec1 = uv_now(&F.loop) / 1000;
+        fflush(stderr);
+        assert_int_equal(dup2(saved, 2), 2);
+        close(saved);
+        coord_log_set_level(COORD_LOG_ERROR);
+        f = fdopen(fd, "r");
+        assert_non_null(f);
+        rewind(f);
+        while (fgets(line, sizeof(line), f))
+            lines += strstr(line, "event=join_refused") != NULL ||
+                     strstr(line, "event=call_refused") != NULL;
+        fclose(f);
+        unlink(tmpl);
+        /* 300 refusals (and as many call_refused) would be 600 lines */
+        assert_true(lines >= 1);
+        assert_true((uint64_t)lines <= 20 * (sec1 - sec0 + 1));
+    }
+
     /* a protocol version the coordinator does not speak: the last one
      * (parameters as fields) and a future one */
     buf = join_req(a1->id, SFL_MSG_PROTOCOL_VERSION - 1, &len);
