@@ -24,12 +24,7 @@ run_job() { # encoding
     rm -rf "$t/state" "$t"/agent-*
     mkdir -p "$t/state"
     : > "$t/coord.log"
-    { coordinator_section "127.0.0.1:$port" off; cat <<EOF2
-select_wait_ms = 300
-tick_ms = 50
-pace_min_ms = 100
-idle_retry_ms = 300
-subscribe_hold_ms = 1000
+    { coordinator_section "127.0.0.1:$port" off; fast_rounds; cat <<EOF2
 
 [job $enc]
 algo = fediterht

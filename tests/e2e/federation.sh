@@ -26,12 +26,7 @@ SIMDATA="--data synth:sparse --clients 4 --samples 60 --dim 200 --support 5 --se
 "$BIN/sfl-sim" $SIMDATA --dump-shards "$t/data"
 
 ROUNDS=60
-{ coordinator_section "127.0.0.1:$port" "127.0.0.1:$mport"; cat <<EOF2
-select_wait_ms = 300
-tick_ms = 50
-pace_min_ms = 100
-idle_retry_ms = 300
-subscribe_hold_ms = 1000
+{ coordinator_section "127.0.0.1:$port" "127.0.0.1:$mport"; fast_rounds; cat <<EOF2
 
 [job lsq]
 algo = fediterht

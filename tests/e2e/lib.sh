@@ -2,7 +2,8 @@
 # loopback; sourced from the repository root (`. tests/e2e/lib.sh`), not a
 # test itself (make e2e skips it). Gives BIN, ROOT, PKI, a scratch directory
 # $t that is removed on exit after every process in $pids is killed, and
-# fail, wait_for, pki_federation, start_agent, start_coordinator_any_port,
+# fail, wait_for, pki_federation, fast_rounds, start_agent,
+# start_coordinator_any_port,
 # sflctl_config and same_model, and step and skip from
 # lib-step.sh.
 . tests/e2e/lib-step.sh
@@ -50,6 +51,13 @@ coordinator_section() {
     printf '[coordinator]\nlisten = %s\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = %s\n' \
         "$1" "$t/pki/coordinator/coord.crt" "$t/pki/coordinator/coord.key" "$t/pki/ca.crt" \
         "$t/state" "$2"
+}
+
+# The [coordinator] keys of a loopback test whose rounds follow each other
+# at once: a short select wait, tick and pace, idle agents told to come
+# back soon, Subscribe held 1 s. Print after coordinator_section.
+fast_rounds() {
+    printf 'select_wait_ms = 300\ntick_ms = 50\npace_min_ms = 100\nidle_retry_ms = 300\nsubscribe_hold_ms = 1000\n'
 }
 
 pki_federation() { # agent names: a CA in $t/pki, coordinator "coord", the agents

@@ -61,12 +61,7 @@ pki_federation agent-0 agent-1 agent-2
 mkdir -p "$t/data" "$t/state"
 # shellcheck disable=SC2086
 "$BIN/sfl-sim" $SIMDATA --dump-shards "$t/data"
-{ coordinator_section "127.0.0.1:$port" off; cat <<EOF2
-select_wait_ms = 300
-tick_ms = 50
-pace_min_ms = 100
-idle_retry_ms = 300
-subscribe_hold_ms = 1000
+{ coordinator_section "127.0.0.1:$port" off; fast_rounds; cat <<EOF2
 
 [job toy]
 algo = toy-personal
