@@ -168,6 +168,8 @@ PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN
         test-cross unit-cross unit-asan e2e demo bench footprint reproduce install man clean help
 .DEFAULT_GOAL := all
 
+# Objects wait for deps (order-only), so `make -j` on a fresh machine installs
+# the packages before the first compiler runs.
 all: deps $(LIB) $(PROGRAMS)
 
 help:
@@ -184,13 +186,13 @@ deps-install:
 deps-footprint:
 	@./mk/deps.sh $(FOOTPRINT_PKGS)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | deps
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 # One protoc-c run writes every file (grouped target).
-$(PROTO_C) $(PROTO_H) &: $(PROTO_SRC)
+$(PROTO_C) $(PROTO_H) &: $(PROTO_SRC) | deps
 	@mkdir -p $(GEN)
 	@$(if $(Q),echo "  PROTOC  $(GEN)")
 	$(Q)$(PROTOC_C) --c_out=$(GEN) -Iproto $(PROTO_SRC)
