@@ -153,6 +153,9 @@ void coord_config_default(coord_config_t *c)
     c->shutdown_timeout_ms = 10000;
     c->keep_checkpoints = 3;
     c->max_job_memory = (uint64_t)4 << 30;
+    c->max_buffered = 64u << 20;
+    c->max_buffered_total = (uint64_t)1 << 30;
+    c->body_timeout_ms = 60000;
     c->relaxed_sync = 0;
 }
 
@@ -178,6 +181,13 @@ static const struct {
     N("max_message", max_message, "BYTES",
       "largest gRPC message either way, e.g. a task with its model (default 67108864)"),
     N("max_streams", max_streams, "N", "concurrent calls per connection (default 32)"),
+    N("max_buffered", max_buffered, "BYTES",
+      "request bytes a connection may hold before its calls run; past it the peer gets no "
+      "more flow-control window (default 67108864)"),
+    N("max_buffered_total", max_buffered_total, "BYTES",
+      "the same over all connections (default 1073741824)"),
+    N("body_timeout_ms", body_timeout_ms, "MS",
+      "a request's body must arrive within this of its headers (default 60000)"),
     N("handshake_timeout_ms", handshake_timeout_ms, "MS", "TLS handshake (default 10000)"),
     N("idle_timeout_ms", idle_timeout_ms, "MS",
       "a connection without traffic or calls is closed (default 120000)"),
@@ -274,6 +284,12 @@ int coord_config_check(const coord_config_t *c)
     if (c->idle_timeout_ms >= UINT32_MAX || c->pace_min_ms > UINT32_MAX ||
         c->idle_retry_ms > UINT32_MAX || c->join_retry_ms > UINT32_MAX)
         return sfl__fail(SFL_EINVAL, "timeouts must be below 2^32 ms");
+    if (c->max_buffered < c->max_message || c->max_buffered > UINT32_MAX ||
+        c->max_buffered_total < c->max_buffered)
+        return sfl__fail(SFL_EINVAL, "need max_message <= max_buffered <= max_buffered_total, "
+                                     "max_buffered < 2^32");
+    if (c->body_timeout_ms == 0 || c->body_timeout_ms >= UINT32_MAX)
+        return sfl__fail(SFL_EINVAL, "body_timeout_ms must be in [1, 2^32)");
     if (c->max_job_memory == 0)
         return sfl__fail(SFL_EINVAL, "max_job_memory must be >= 1");
     if (c->keep_checkpoints == 0 || c->keep_checkpoints > 1000000)
@@ -630,6 +646,8 @@ struct coord {
     int have_lock;
     int state_fd;             /* state_dir/coordinator.lock, flock'ed; -1: none */
     sfl_tls_t *tls;
+    /* request bytes all connections hold before their calls run */
+    sfl_grpc_budget_t *budget;
     sfl_listener_t *listener;
     coord_metrics_srv_t *metrics;
     int metrics_open;
@@ -1854,19 +1872,10 @@ static void fail_unpack(sfl_grpc_call_t *call, int rc)
               "%s", sfl_last_error());
 }
 
-/* The caller's certificate must carry role; 0 or the call is finished. */
-static int auth(sfl_grpc_call_t *call, const conn_t *k, sfl_role_t role)
+/* 0 if the coordinator takes calls, or the call is finished. Who may call
+ * what was checked when the call's HEADERS arrived (methods[]). */
+static int serving(sfl_grpc_call_t *call, const conn_t *k)
 {
-    if (!k->has_peer) {
-        fail_call(call, SFL_GRPC_STATUS_UNAUTHENTICATED, "no verified client certificate");
-        return -1;
-    }
-    if (k->peer.role != role) {
-        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
-                  "%s needs a certificate with role %s, not %s", sfl_grpc_call_path(call),
-                  sfl_role_name(role), sfl_role_name(k->peer.role));
-        return -1;
-    }
     if (k->co->stopping) {
         fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
         return -1;
@@ -1930,7 +1939,7 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
     char q[300];
     int rc;
 
-    if (auth(call, k, SFL_ROLE_AGENT) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_join_req_unpack(req, len, &co->lim, &m)) < 0) {
         fail_unpack(call, rc);
@@ -2038,7 +2047,7 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     agent_t *a;
     int rc;
 
-    if (auth(call, k, SFL_ROLE_AGENT) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_subscribe_req_unpack(req, len, &co->lim, &m)) < 0) {
         fail_unpack(call, rc);
@@ -2339,7 +2348,7 @@ static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     char reason[SFL_MSG_TEXT_LEN];
     int rc, rj;
 
-    if (auth(call, k, SFL_ROLE_AGENT) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_update_unpack(req, len, &co->lim, &u)) < 0) {
         fail_unpack(call, rc);
@@ -2406,7 +2415,7 @@ static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     agent_t *a;
     int rc;
 
-    if (auth(call, k, SFL_ROLE_AGENT) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_heartbeat_req_unpack(req, len, &co->lim, &m)) < 0) {
         fail_unpack(call, rc);
@@ -2514,7 +2523,7 @@ static void h_status(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     size_t blen = 0;
     int rc;
 
-    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_status_req_unpack(req, len, &co->lim)) < 0) {
         fail_unpack(call, rc);
@@ -2549,7 +2558,7 @@ static void h_list_agents(sfl_grpc_call_t *call, const uint8_t *req, size_t len,
     size_t blen = 0;
     int rc, only = 0;
 
-    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_list_agents_req_unpack(req, len, &co->lim, &only)) < 0) {
         fail_unpack(call, rc);
@@ -2595,7 +2604,7 @@ static void h_list_jobs(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     size_t blen = 0;
     int rc;
 
-    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_list_jobs_req_unpack(req, len, &co->lim)) < 0) {
         fail_unpack(call, rc);
@@ -2632,7 +2641,7 @@ static void h_create_job(sfl_grpc_call_t *call, const uint8_t *req, size_t len, 
     char q[300];
     int rc;
 
-    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_create_job_unpack(req, len, &co->lim, &spec)) < 0) {
         fail_unpack(call, rc);
@@ -2668,7 +2677,7 @@ static void job_op(sfl_grpc_call_t *call, const uint8_t *req, size_t len, conn_t
     char q[300];
     int rc;
 
-    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_job_req_unpack(req, len, &co->lim, &id)) < 0) {
         fail_unpack(call, rc);
@@ -2781,7 +2790,7 @@ static void h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     job_t *j;
     int rc;
 
-    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_export_req_unpack(req, len, &co->lim, &id, &round)) < 0) {
         fail_unpack(call, rc);
@@ -2846,7 +2855,7 @@ static void h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, voi
     job_t *j;
     int rc;
 
-    if (auth(call, k, SFL_ROLE_ADMIN) < 0)
+    if (serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_history_req_unpack(req, len, &co->lim, &id, &after)) < 0) {
         fail_unpack(call, rc);
@@ -2902,21 +2911,30 @@ static void h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, voi
     reply_packed(call, rc, buf, blen);
 }
 
+/* Who may call what, and how big a request may be: checked when a call's
+ * HEADERS arrive, before any of its body is kept (sfl/grpc.h). Only an
+ * update carries a vector; every other request is a few fields. */
+#define R_AGENT (1u << SFL_ROLE_AGENT), "agent"
+#define R_ADMIN (1u << SFL_ROLE_ADMIN), "admin"
+#define SMALL_REQUEST (64u << 10)
 static const sfl_grpc_method_t methods[] = {
-    {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, h_join},
-    {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, h_subscribe},
-    {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, h_submit},
-    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, h_heartbeat},
-    {"/sfl.v1.Admin/Status", SFL_GRPC_KIND_UNARY, h_status},
-    {"/sfl.v1.Admin/ListAgents", SFL_GRPC_KIND_UNARY, h_list_agents},
-    {"/sfl.v1.Admin/ListJobs", SFL_GRPC_KIND_UNARY, h_list_jobs},
-    {"/sfl.v1.Admin/CreateJob", SFL_GRPC_KIND_UNARY, h_create_job},
-    {"/sfl.v1.Admin/PauseJob", SFL_GRPC_KIND_UNARY, h_pause},
-    {"/sfl.v1.Admin/ResumeJob", SFL_GRPC_KIND_UNARY, h_resume},
-    {"/sfl.v1.Admin/CancelJob", SFL_GRPC_KIND_UNARY, h_cancel},
-    {"/sfl.v1.Admin/ExportModel", SFL_GRPC_KIND_UNARY, h_export},
-    {"/sfl.v1.Admin/JobHistory", SFL_GRPC_KIND_UNARY, h_history},
+    {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, h_join, R_AGENT, SMALL_REQUEST},
+    {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, h_subscribe, R_AGENT,
+     SMALL_REQUEST},
+    {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, h_submit, R_AGENT, 0},
+    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, h_heartbeat, R_AGENT, SMALL_REQUEST},
+    {"/sfl.v1.Admin/Status", SFL_GRPC_KIND_UNARY, h_status, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/ListAgents", SFL_GRPC_KIND_UNARY, h_list_agents, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/ListJobs", SFL_GRPC_KIND_UNARY, h_list_jobs, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/CreateJob", SFL_GRPC_KIND_UNARY, h_create_job, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/PauseJob", SFL_GRPC_KIND_UNARY, h_pause, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/ResumeJob", SFL_GRPC_KIND_UNARY, h_resume, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/CancelJob", SFL_GRPC_KIND_UNARY, h_cancel, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/ExportModel", SFL_GRPC_KIND_UNARY, h_export, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/JobHistory", SFL_GRPC_KIND_UNARY, h_history, R_ADMIN, SMALL_REQUEST},
 };
+#undef R_AGENT
+#undef R_ADMIN
 
 /* ---- connections: a gRPC session over a TLS connection ----------------------------- */
 
@@ -3021,6 +3039,11 @@ static void conn_on_connect(sfl_conn_t *c, int status)
     gc.max_streams = (uint32_t)co->cfg.max_streams;
     gc.idle_timeout_ms = (uint32_t)co->cfg.idle_timeout_ms;
     gc.on_refused = on_refused;
+    gc.peer_roles = k->has_peer ? 1u << k->peer.role : 0;
+    gc.peer_role_name = sfl_role_name(k->has_peer ? k->peer.role : SFL_ROLE_NONE);
+    gc.max_buffered = (uint32_t)co->cfg.max_buffered;
+    gc.body_timeout_ms = (uint32_t)co->cfg.body_timeout_ms;
+    gc.budget = co->budget;
     if (sfl_grpc_server_new(&gc, methods, sizeof(methods) / sizeof(methods[0]), k, &k->s) < 0) {
         sfl__free(k);
         sfl_conn_set_data(c, NULL);
@@ -3398,6 +3421,10 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
         coord_log_set_level(lvl);
     sfl_msg_limits_default(&co->lim);
     co->lim.max_message = cfg->max_message;
+    if ((rc = sfl_grpc_budget_new(cfg->max_buffered_total, &co->budget)) < 0) {
+        sfl__free(co);
+        return rc;
+    }
     coord_hist_init(&co->agg_hist, agg_le, sizeof(agg_le) / sizeof(agg_le[0]));
     coord_hist_init(&co->round_hist, round_le, sizeof(round_le) / sizeof(round_le[0]));
     if (uv_mutex_init(&co->bg_lock) != 0) {
@@ -3592,6 +3619,7 @@ void coord_free(coord_t *co)
     coord_store_close(co->store);
     sfl_identity_free(co->id);
     sfl_tls_free(co->tls);
+    sfl_grpc_budget_free(co->budget);
     if (co->have_lock)
         uv_mutex_destroy(&co->bg_lock);
     /* After the store: the next coordinator may open it once this is gone. */

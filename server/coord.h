@@ -58,6 +58,9 @@ typedef struct coord_config {
     uint64_t shutdown_timeout_ms; /* graceful stop, then connections are dropped */
     uint64_t keep_checkpoints;  /* per job */
     uint64_t max_job_memory;    /* bytes of O(dim) state of all live jobs */
+    uint64_t max_buffered;      /* request bytes one connection may hold before its calls run */
+    uint64_t max_buffered_total; /* the same over all connections */
+    uint64_t body_timeout_ms;   /* a request's body must follow its headers within this */
     uint64_t relaxed_sync;      /* 0 | 1: SQLite synchronous=NORMAL */
 } coord_config_t;
 

@@ -476,9 +476,9 @@ static void pump(sfl_grpc_session_t *cli, sfl_grpc_session_t *srv, rec_t *up, re
 static void session(const char *name, const uint8_t *req, size_t rlen)
 {
     static const sfl_grpc_method_t methods[] = {
-        {"/a/E", SFL_GRPC_KIND_UNARY, h_echo},
-        {"/a/H", SFL_GRPC_KIND_SERVER_STREAM, h_hold},
-        {"/a/S", SFL_GRPC_KIND_SERVER_STREAM, h_stream},
+        {"/a/E", SFL_GRPC_KIND_UNARY, h_echo, 0, NULL, 0},
+        {"/a/H", SFL_GRPC_KIND_SERVER_STREAM, h_hold, 0, NULL, 0},
+        {"/a/S", SFL_GRPC_KIND_SERVER_STREAM, h_stream, 0, NULL, 0},
     };
     sfl_grpc_config_t scfg = {.now_ms = clk, .max_message = 4096, .max_streams = 8};
     sfl_grpc_config_t ccfg = {.now_ms = clk, .max_message = 4096};

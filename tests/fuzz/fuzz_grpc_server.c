@@ -13,7 +13,7 @@ static void h_echo(sfl_grpc_call_t *c, const uint8_t *r, size_t n, void *ud) { (
 static void h_hold(sfl_grpc_call_t *c, const uint8_t *r, size_t n, void *ud) { (void)ud; (void)r; (void)n; if (nheld < 64) held[nheld++] = c; else (void)sfl_grpc_finish(c, 3, "x%y"); }
 static void h_stream(sfl_grpc_call_t *c, const uint8_t *r, size_t n, void *ud) { (void)ud; for (int i = 0; i < 3; i++) (void)sfl_grpc_send(c, r, n); (void)sfl_grpc_finish(c, 0, NULL); }
 static const sfl_grpc_method_t m[] = {
-  {"/a/E", SFL_GRPC_KIND_UNARY, h_echo}, {"/a/H", SFL_GRPC_KIND_SERVER_STREAM, h_hold}, {"/a/S", SFL_GRPC_KIND_SERVER_STREAM, h_stream}};
+  {"/a/E", SFL_GRPC_KIND_UNARY, h_echo, 0, NULL, 0}, {"/a/H", SFL_GRPC_KIND_SERVER_STREAM, h_hold, 0, NULL, 0}, {"/a/S", SFL_GRPC_KIND_SERVER_STREAM, h_stream, 0, NULL, 0}};
 static void drain(sfl_grpc_session_t *s) {
   const uint8_t *b; size_t n;
   for (int i = 0; i < 64; i++) { if (sfl_grpc_session_pending(s, &b, &n) != 0 || n == 0) break; sfl_grpc_session_consumed(s, n); }

@@ -398,10 +398,10 @@ static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
 }
 
 static const sfl_grpc_method_t methods[] = {
-    {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, h_join},
-    {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, h_subscribe},
-    {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, h_submit},
-    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, h_heartbeat},
+    {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, h_join, 0, NULL, 0},
+    {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, h_subscribe, 0, NULL, 0},
+    {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, h_submit, 0, NULL, 0},
+    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, h_heartbeat, 0, NULL, 0},
 };
 
 static void srv_on_connect(sfl_conn_t *c, int status)

@@ -133,13 +133,28 @@ static void h_big(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
     assert_int_equal(sfl_grpc_reply(call, big, sizeof(big)), 0);
 }
 
+/* Answers OK with nothing, whatever the request. */
+static void h_sink(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    srv_ctx_t *x = ud;
+
+    (void)req;
+    (void)len;
+    x->handled++;
+    check(sfl_grpc_reply(call, NULL, 0));
+}
+
 static const sfl_grpc_method_t methods[] = {
-    {"/t.Svc/Echo", SFL_GRPC_KIND_UNARY, h_echo},
-    {"/t.Svc/Hold", SFL_GRPC_KIND_UNARY, h_hold},
-    {"/t.Svc/Fail", SFL_GRPC_KIND_UNARY, h_fail},
-    {"/t.Svc/Stream", SFL_GRPC_KIND_SERVER_STREAM, h_stream},
-    {"/t.Svc/Watch", SFL_GRPC_KIND_SERVER_STREAM, h_hold},
-    {"/t.Svc/Big", SFL_GRPC_KIND_UNARY, h_big},
+    {"/t.Svc/Echo", SFL_GRPC_KIND_UNARY, h_echo, 0, NULL, 0},
+    {"/t.Svc/Hold", SFL_GRPC_KIND_UNARY, h_hold, 0, NULL, 0},
+    {"/t.Svc/Fail", SFL_GRPC_KIND_UNARY, h_fail, 0, NULL, 0},
+    {"/t.Svc/Stream", SFL_GRPC_KIND_SERVER_STREAM, h_stream, 0, NULL, 0},
+    {"/t.Svc/Watch", SFL_GRPC_KIND_SERVER_STREAM, h_hold, 0, NULL, 0},
+    {"/t.Svc/Big", SFL_GRPC_KIND_UNARY, h_big, 0, NULL, 0},
+    /* only for peers with role bit 2, and requests up to 1000 bytes */
+    {"/t.Svc/Admin", SFL_GRPC_KIND_UNARY, h_hold, 1u << 2, "admin", 0},
+    {"/t.Svc/Small", SFL_GRPC_KIND_UNARY, h_hold, 0, NULL, 1000},
+    {"/t.Svc/Sink", SFL_GRPC_KIND_UNARY, h_sink, 0, NULL, 0},
 };
 #define N_METHODS (sizeof(methods) / sizeof(methods[0]))
 
@@ -563,6 +578,110 @@ static void test_grpc_oversized_message(void **state)
     pair_close(&p);
 }
 
+/* The caller's role and the method's request size are judged when the
+ * HEADERS end: a refused request's body is never kept. */
+static void test_grpc_roles_and_sizes_before_body(void **state)
+{
+    static result_t r[3];
+    static uint8_t req[200000];
+    sfl_grpc_config_t agent = {.now_ms = fake_clock, .peer_roles = 1u << 1,
+                               .peer_role_name = "agent"};
+    pair_t p;
+
+    (void)state;
+    memset(r, 0, sizeof(r));
+    assert_int_equal(sfl_replace_allocator(track_malloc, track_realloc, free), 0);
+    pair_open(&p, &agent, NULL);
+    pump(&p);
+    biggest = 0;
+    assert_int_equal(sfl_grpc_call_unary(p.cli, "/t.Svc/Admin", req, sizeof(req), 0, c_unary,
+                                         &r[0], NULL),
+                     0);
+    assert_int_equal(sfl_grpc_call_unary(p.cli, "/t.Svc/Small", req, 5000, 0, c_unary, &r[1],
+                                         NULL),
+                     0);
+    pump(&p);
+    assert_int_equal(r[0].status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_string_equal(r[0].message, "/t.Svc/Admin needs a certificate with role admin, not agent");
+    assert_int_equal(r[1].status, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(r[1].message, "exceeds the limit of 1000"));
+    assert_int_equal(sctx.handled, 0);
+    assert_true(biggest < sizeof(req) / 4);
+    assert_int_equal(sfl_grpc_session_buffered(p.srv), 0);
+    /* within the limits: handled */
+    assert_int_equal(sfl_grpc_call_unary(p.cli, "/t.Svc/Small", req, 1000, 0, c_unary, &r[2],
+                                         NULL),
+                     0);
+    pump(&p);
+    assert_int_equal(sctx.handled, 1);
+    assert_int_equal(sfl_grpc_session_buffered(p.srv), 0);
+    assert_int_equal(sfl_grpc_reply(sctx.held[0], NULL, 0), 0);
+    pump(&p);
+    assert_int_equal(r[2].status, SFL_GRPC_STATUS_OK);
+    pair_close(&p);
+    assert_int_equal(sfl_replace_allocator(NULL, NULL, NULL), 0);
+}
+
+/* Two connections, four big requests each, a shared budget for one request:
+ * the bytes held never pass the budgets by more than a receive window per
+ * connection, and every request is served in turn. Before the budgets the
+ * server took all eight bodies at once. */
+static void test_grpc_buffer_budgets(void **state)
+{
+    enum { NP = 2, NC = 4, WINDOW = 256 << 10 };
+    static result_t r[NP][NC];
+    static uint8_t req[900000];
+    sfl_grpc_budget_t *b;
+    sfl_grpc_config_t cfg = {.now_ms = fake_clock, .max_message = 1 << 20};
+    pair_t p[NP];
+    size_t peak = 0;
+    int handled = 0;
+
+    (void)state;
+    memset(r, 0, sizeof(r));
+    assert_int_equal(sfl_grpc_budget_new(1 << 20, &b), 0);
+    cfg.budget = b;
+    fake_now = 1000;
+    for (int i = 0; i < NP; i++) {
+        pair_open(&p[i], &cfg, NULL);
+        for (int j = 0; j < NC; j++)
+            assert_int_equal(sfl_grpc_call_unary(p[i].cli, "/t.Svc/Sink", req, sizeof(req), 0,
+                                                 c_unary, &r[i][j], NULL),
+                             0);
+    }
+    for (int step = 0; step < 100000; step++) {
+        size_t moved = 0, held = 0;
+
+        for (int i = 0; i < NP; i++) {
+            uint64_t next;
+
+            assert_int_equal(sfl_grpc_session_tick(p[i].srv, &next), 0);
+            assert_int_equal(move(p[i].cli, p[i].srv, &moved), 0);
+            assert_int_equal(move(p[i].srv, p[i].cli, &moved), 0);
+            assert_true(sfl_grpc_session_buffered(p[i].srv) <= (1u << 20) + WINDOW);
+            held += sfl_grpc_session_buffered(p[i].srv);
+        }
+        assert_true(sfl_grpc_budget_used(b) <= 1u << 20);
+        assert_true(held <= (1u << 20) + NP * WINDOW);
+        if (held > peak)
+            peak = held;
+        if (moved == 0)
+            break;
+    }
+    for (int i = 0; i < NP; i++)
+        for (int j = 0; j < NC; j++) {
+            assert_int_equal(r[i][j].done, 1);
+            assert_int_equal(r[i][j].status, SFL_GRPC_STATUS_OK);
+            handled++;
+        }
+    assert_int_equal(handled, NP * NC);
+    assert_true(peak > sizeof(req)); /* the budget was used, then waited on */
+    assert_int_equal(sfl_grpc_budget_used(b), 0);
+    for (int i = 0; i < NP; i++)
+        pair_close(&p[i]);
+    sfl_grpc_budget_free(b);
+}
+
 static void test_grpc_too_many_streams(void **state)
 {
     static result_t r[3];
@@ -820,7 +939,7 @@ static void test_grpc_free_cancels_calls(void **state)
 static void test_grpc_config_checked(void **state)
 {
     sfl_grpc_config_t c = {.max_frame = 1000};
-    sfl_grpc_method_t bad = {"nope", SFL_GRPC_KIND_UNARY, h_echo};
+    sfl_grpc_method_t bad = {"nope", SFL_GRPC_KIND_UNARY, h_echo, 0, NULL, 0};
     sfl_grpc_session_t *s = (sfl_grpc_session_t *)&c;
 
     (void)state;
@@ -845,6 +964,8 @@ typedef struct {
     uint32_t rst;
     const uint8_t *body;
     size_t body_len;
+    /* send the headers only, then let the body timeout pass */
+    bool stall;
 } raw_t;
 
 static int raw_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name,
@@ -886,6 +1007,8 @@ static ssize_t raw_read(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t le
     (void)h2;
     (void)id;
     (void)src;
+    if (r->stall)
+        return NGHTTP2_ERR_DEFERRED;
     memcpy(buf, r->body, n);
     r->body += n;
     r->body_len -= n;
@@ -900,28 +1023,8 @@ static ssize_t raw_read(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t le
     }
 
 /* Sends one request with headers nv[0..n) and body, pumps, fills r. */
-static void raw_request(const nghttp2_nv *nv, size_t n, const uint8_t *body, size_t blen,
-                        raw_t *r)
+static void raw_pump(nghttp2_session *h2, sfl_grpc_session_t *srv)
 {
-    nghttp2_session_callbacks *cb;
-    nghttp2_session *h2;
-    nghttp2_data_provider prd = {{0}, raw_read};
-    sfl_grpc_session_t *srv;
-    sfl_grpc_config_t cfg = {.now_ms = fake_clock};
-
-    memset(r, 0, sizeof(*r));
-    memset(&sctx, 0, sizeof(sctx));
-    r->grpc = -1;
-    r->body = body;
-    r->body_len = blen;
-    assert_int_equal(sfl_grpc_server_new(&cfg, methods, N_METHODS, &sctx, &srv), 0);
-    assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
-    nghttp2_session_callbacks_set_on_header_callback(cb, raw_header);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, raw_close);
-    assert_int_equal(nghttp2_session_client_new(&h2, cb, r), 0);
-    nghttp2_session_callbacks_del(cb);
-    assert_int_equal(nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, NULL, 0), 0);
-    assert_true(nghttp2_submit_request(h2, NULL, nv, n, body != NULL ? &prd : NULL, NULL) > 0);
     for (int i = 0; i < 1000; i++) {
         const uint8_t *p;
         size_t moved = 0, k;
@@ -940,6 +1043,43 @@ static void raw_request(const nghttp2_nv *nv, size_t n, const uint8_t *body, siz
         if (moved == 0)
             break;
     }
+}
+
+static void raw_request(const nghttp2_nv *nv, size_t n, const uint8_t *body, size_t blen,
+                        raw_t *r)
+{
+    nghttp2_session_callbacks *cb;
+    nghttp2_session *h2;
+    nghttp2_data_provider prd = {{0}, raw_read};
+    sfl_grpc_session_t *srv;
+    sfl_grpc_config_t cfg = {.now_ms = fake_clock};
+
+    bool stall = r->stall;
+
+    memset(r, 0, sizeof(*r));
+    memset(&sctx, 0, sizeof(sctx));
+    r->stall = stall;
+    r->grpc = -1;
+    r->body = body;
+    r->body_len = blen;
+    assert_int_equal(sfl_grpc_server_new(&cfg, methods, N_METHODS, &sctx, &srv), 0);
+    assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
+    nghttp2_session_callbacks_set_on_header_callback(cb, raw_header);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, raw_close);
+    assert_int_equal(nghttp2_session_client_new(&h2, cb, r), 0);
+    nghttp2_session_callbacks_del(cb);
+    assert_int_equal(nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, NULL, 0), 0);
+    assert_true(nghttp2_submit_request(h2, NULL, nv, n, body != NULL ? &prd : NULL, NULL) > 0);
+    raw_pump(h2, srv);
+    if (r->stall) {
+        uint64_t next;
+
+        assert_int_equal(r->grpc, -1); /* waiting for the body */
+        assert_int_equal(sfl_grpc_session_calls(srv), 1);
+        fake_now += 60000; /* the default body timeout */
+        assert_int_equal(sfl_grpc_session_tick(srv, &next), 0);
+        raw_pump(h2, srv);
+    }
     assert_int_equal(sfl_grpc_session_calls(srv), 0);
     nghttp2_session_del(h2);
     sfl_grpc_session_free(srv);
@@ -952,7 +1092,7 @@ static void test_grpc_bad_requests(void **state)
     static const uint8_t trunc[] = {0, 0, 0, 0, 9, 'x'};
     static const uint8_t comp[] = {1, 0, 0, 0, 1, 'x'};
     static char bigval[20000];
-    raw_t r;
+    raw_t r = {0};
 
     (void)state;
     {
@@ -1034,6 +1174,30 @@ static void test_grpc_bad_requests(void **state)
         raw_request(nv, 7, one, sizeof(one), &r);
         assert_int_equal(r.grpc, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
         assert_non_null(strstr(r.msg, "headers"));
+    }
+    {
+        /* A declared length over the method's limit is refused at HEADERS. */
+        nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"),
+                           NV(":path", "/t.Svc/Small"), NV(":authority", "a"),
+                           NV("content-type", "application/grpc"), NV("te", "trailers"),
+                           NV("content-length", "5000")};
+        static uint8_t body[5000];
+        raw_request(nv, 7, body, sizeof(body), &r);
+        assert_int_equal(r.grpc, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
+        assert_non_null(strstr(r.msg, "exceeds 1005"));
+        assert_int_equal(sctx.handled, 0);
+    }
+    {
+        /* Headers and then nothing: the body timeout ends it. */
+        nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"),
+                           NV(":path", "/t.Svc/Echo"), NV(":authority", "a"),
+                           NV("content-type", "application/grpc"), NV("te", "trailers")};
+        memset(&r, 0, sizeof(r));
+        r.stall = true;
+        raw_request(nv, 6, one, sizeof(one), &r);
+        assert_int_equal(r.grpc, SFL_GRPC_STATUS_DEADLINE_EXCEEDED);
+        assert_non_null(strstr(r.msg, "not complete 60000 ms after its headers"));
+        assert_int_equal(sctx.handled, 0);
     }
 }
 
@@ -1564,6 +1728,8 @@ int main(void)
         cmocka_unit_test(test_grpc_server_stream),
         cmocka_unit_test(test_grpc_client_cancel_seen_by_server),
         cmocka_unit_test(test_grpc_oversized_message),
+        cmocka_unit_test(test_grpc_roles_and_sizes_before_body),
+        cmocka_unit_test(test_grpc_buffer_budgets),
         cmocka_unit_test(test_grpc_too_many_streams),
         cmocka_unit_test(test_grpc_garbage_closes_session),
         cmocka_unit_test(test_grpc_timeout_parse),

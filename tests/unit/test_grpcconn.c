@@ -155,8 +155,8 @@ static void h_hang(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
 }
 
 static const sfl_grpc_method_t methods[] = {
-    {"/t.T/Echo", SFL_GRPC_KIND_UNARY, h_echo},
-    {"/t.T/Hang", SFL_GRPC_KIND_UNARY, h_hang},
+    {"/t.T/Echo", SFL_GRPC_KIND_UNARY, h_echo, 0, NULL, 0},
+    {"/t.T/Hang", SFL_GRPC_KIND_UNARY, h_hang, 0, NULL, 0},
 };
 
 static void srv_pump(void)

@@ -31,8 +31,16 @@
  * REFUSED_STREAM), header list size (SETTINGS_MAX_HEADER_LIST_SIZE, counted as
  * in RFC 9113: name + value + 32 per field), frame size
  * (SETTINGS_MAX_FRAME_SIZE), bytes queued per call, idle time (no open call
- * for idle_timeout_ms: GOAWAY, then done). The memory a peer can make a server
- * hold is about max_streams * max_message plus nghttp2's own bounded state.
+ * for idle_timeout_ms: GOAWAY, then done). A server checks the caller's role
+ * and the method's request size when the HEADERS end, before any DATA is
+ * kept, and grants flow-control window by hand: a request may send 4 KiB
+ * until its message prefix says its size and that size fits the
+ * connection's max_buffered and the shared budget (it is then admitted:
+ * reserved, and given a 256 KiB window); waiting requests are admitted oldest
+ * first as bytes are released. The request memory a peer can make a server
+ * hold is thus at most max_buffered plus 4 KiB per stream (plus, once, the
+ * first flight before the peer has our SETTINGS: 256 KiB), and a process
+ * holds at most the budget plus 4 KiB per open stream.
  *
  * Statuses follow the gRPC spec: the server answers with :status 200,
  * content-type application/grpc, DATA, then trailers grpc-status and
@@ -56,6 +64,7 @@
 
 typedef struct sfl_grpc_session sfl_grpc_session_t;
 typedef struct sfl_grpc_call sfl_grpc_call_t;
+typedef struct sfl_grpc_budget sfl_grpc_budget_t;
 
 /* gRPC status codes (the canonical numbering). */
 typedef enum {
@@ -108,6 +117,21 @@ typedef struct {
      * with the request's path (possibly ""), the status sent and its message
      * (both borrowed); ud is the session's. NULL = not told. */
     void (*on_refused)(const char *path, int status, const char *message, void *ud);
+    /* server: the roles of the connection's peer, as a bit mask checked
+     * against each method's `roles` when the request's HEADERS end [0: none],
+     * and its name for refusal messages ("agent") [""] */
+    uint32_t peer_roles;
+    const char *peer_role_name;
+    /* server: request bytes this connection may hold before the handlers
+     * run; past it the session stops granting flow-control window, so the
+     * peer can send at most one window more [max_message] */
+    uint32_t max_buffered;
+    /* server: a request's body must be complete this long after its
+     * HEADERS, ms; UINT32_MAX = no bound [60000] */
+    uint32_t body_timeout_ms;
+    /* server: budget shared with other sessions (the process-wide bound on
+     * buffered request bytes); NULL = none */
+    sfl_grpc_budget_t *budget;
 } sfl_grpc_config_t;
 
 /* Server side. The handler owns `call` from the moment it is invoked until it
@@ -125,6 +149,14 @@ typedef struct {
     const char *path;
     sfl_grpc_kind_t kind;
     sfl_grpc_handler_cb handler;
+    /* peers allowed: a bit mask of roles, one of which the session's
+     * peer_roles must carry (PERMISSION_DENIED before any DATA is read,
+     * naming roles_name); 0 = any peer */
+    uint32_t roles;
+    const char *roles_name;
+    /* largest request message, bytes; 0 = the session's max_message. Checked
+     * against content-length at HEADERS and the message prefix on arrival. */
+    uint32_t max_request;
 } sfl_grpc_method_t;
 
 /* Client side. `message` is the decoded grpc-message ("" when none) and,
@@ -140,6 +172,18 @@ typedef void (*sfl_grpc_done_cb)(sfl_grpc_call_t *call, int status, const char *
 /* Called when the application queued output outside feed / pending / tick,
  * so the transport should write. */
 typedef void (*sfl_grpc_wake_cb)(sfl_grpc_session_t *s, void *ud);
+
+/* ---- budgets ---------------------------------------------------------- */
+
+/* Request bytes that server sessions hold before their handlers run, summed
+ * over every session given the budget. Past `limit` the sessions stop
+ * granting flow-control window until bytes are released (a handler ran, a
+ * stream ended), then resume by themselves. A budget and its sessions are
+ * driven from one thread; free it after them. Returns owned. */
+int sfl_grpc_budget_new(uint64_t limit, sfl_grpc_budget_t **out) SFL_MUST_CHECK;
+void sfl_grpc_budget_free(sfl_grpc_budget_t *b);
+/* Bytes held now by all its sessions. */
+uint64_t sfl_grpc_budget_used(const sfl_grpc_budget_t *b);
 
 /* ---- sessions --------------------------------------------------------- */
 
@@ -198,6 +242,8 @@ bool sfl_grpc_session_done(sfl_grpc_session_t *s);
 
 /* Open calls (streams not yet closed). */
 size_t sfl_grpc_session_calls(const sfl_grpc_session_t *s);
+/* Server: request bytes held now (received, handler not yet run). */
+size_t sfl_grpc_session_buffered(const sfl_grpc_session_t *s);
 
 void sfl_grpc_session_set_wake(sfl_grpc_session_t *s, sfl_grpc_wake_cb cb, void *ud);
 /* The ud given to sfl_grpc_server_new (NULL for clients). */

@@ -47,6 +47,14 @@
  * not bound memory (the message limit does). */
 #define STREAM_WINDOW (1 << 20)
 #define CONN_WINDOW (4 << 20)
+/* What a server grants instead. A stream starts with PENDING_WINDOW, all a
+ * request may send before it is admitted (its size known and within the
+ * budgets; see admit); an admitted stream gets SERVER_WINDOW. The
+ * connection's window bounds only the first flight, sent before the peer
+ * has our SETTINGS. Requests are updates and commands, not models. */
+#define PENDING_WINDOW 4096
+#define SERVER_WINDOW (256 << 10)
+#define DEF_BODY_MS 60000u
 #define NO_DEADLINE UINT64_MAX
 
 typedef enum {
@@ -88,7 +96,8 @@ enum {
     HDR_TOO_BIG = 1 << 4,
     HDR_CT_GRPC = 1 << 5,    /* application/grpc or +proto */
     HDR_CT_OTHER = 1 << 6,   /* application/grpc+something else */
-    HDR_BAD_STATUS = 1 << 7  /* client: unparsable grpc-status */
+    HDR_BAD_STATUS = 1 << 7, /* client: unparsable grpc-status */
+    HDR_LENGTH = 1 << 8      /* server: content-length given */
 };
 
 /* One framed message waiting to be handed to nghttp2. */
@@ -123,7 +132,17 @@ struct sfl_grpc_call {
     /* header accounting and flags for the current header block */
     uint32_t hdr_bytes;
     unsigned hdr;
+    uint64_t content_length;
     sfl_grpcframe_t rx;
+    /* server: bytes of the request reserved in the budgets once its size is
+     * known and fits (admitted); before that its DATA waits in pend,
+     * unacknowledged, so flow control bounds it */
+    size_t reserved;
+    bool admitted;
+    uint8_t *pend;
+    size_t pend_len;
+    /* server: the caller's deadline while deadline bounds the body */
+    uint64_t req_deadline;
     /* server: request */
     const sfl_grpc_method_t *method;
     uint8_t *req;
@@ -169,6 +188,16 @@ struct sfl_grpc_session {
     void *clock_ud;
     void (*on_refused)(const char *path, int status, const char *message, void *ud);
     /* server */
+    uint32_t peer_roles;
+    const char *peer_role_name;
+    uint32_t max_buffered;
+    uint32_t body_ms;
+    sfl_grpc_budget_t *budget;
+    /* request bytes reserved by admitted calls, and waiting in pend */
+    size_t reserved, pending;
+    /* in budget->waiters while a call waits for admission */
+    sfl_grpc_session_t *wprev, *wnext;
+    bool waiting;
     const sfl_grpc_method_t *methods;
     size_t n_methods;
     void *ud;
@@ -482,6 +511,9 @@ static void release_buffers(sfl_grpc_call_t *c)
     sfl_grpcframe_close(&c->rx);
     sfl__free(c->req);
     c->req = NULL;
+    sfl__free(c->pend);
+    c->pend = NULL;
+    c->pend_len = 0;
     sfl__free(c->resp);
     c->resp = NULL;
     sfl__free(c->grpc_message);
@@ -646,16 +678,221 @@ static void end_call(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int http, int st
                                         NGHTTP2_INTERNAL_ERROR);
 }
 
+static void unhold(sfl_grpc_session_t *s, sfl_grpc_call_t *c);
+
 /* Refuses a request before the handler saw it. */
 static void reject(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int http, int status,
                    const char *msg)
 {
+    unhold(s, c);
     sfl_grpcframe_close(&c->rx);
     sfl__free(c->req);
     c->req = NULL;
     if (s->on_refused)
         s->on_refused(c->path, status, msg, s->ud);
     end_call(s, c, http, status, msg);
+}
+
+/* ---- request budgets -------------------------------------------------- */
+
+struct sfl_grpc_budget {
+    uint64_t limit;
+    uint64_t used;
+    /* sessions holding back window for the budget */
+    sfl_grpc_session_t *waiters;
+};
+
+int sfl_grpc_budget_new(uint64_t limit, sfl_grpc_budget_t **out)
+{
+    assert(out != NULL);
+    *out = sfl__calloc(1, sizeof(**out));
+    if (*out == NULL)
+        return sfl__fail(SFL_ENOMEM, "grpc: out of memory for a budget");
+    (*out)->limit = limit;
+    return 0;
+}
+
+void sfl_grpc_budget_free(sfl_grpc_budget_t *b)
+{
+    assert(b == NULL || b->waiters == NULL); /* its sessions are gone */
+    sfl__free(b);
+}
+
+uint64_t sfl_grpc_budget_used(const sfl_grpc_budget_t *b)
+{
+    return b->used;
+}
+
+/* Has room for need more request bytes (connection and process). */
+static bool fits(const sfl_grpc_session_t *s, size_t need)
+{
+    return s->reserved <= s->max_buffered && need <= s->max_buffered - s->reserved &&
+           (s->budget == NULL ||
+            (s->budget->used <= s->budget->limit && need <= s->budget->limit - s->budget->used));
+}
+
+static void wait_link(sfl_grpc_session_t *s)
+{
+    sfl_grpc_budget_t *b = s->budget;
+
+    if (b == NULL || s->waiting)
+        return;
+    s->waiting = true;
+    s->wprev = NULL;
+    s->wnext = b->waiters;
+    if (b->waiters != NULL)
+        b->waiters->wprev = s;
+    b->waiters = s;
+}
+
+static void wait_unlink(sfl_grpc_session_t *s)
+{
+    if (!s->waiting)
+        return;
+    if (s->wprev != NULL)
+        s->wprev->wnext = s->wnext;
+    else
+        s->budget->waiters = s->wnext;
+    if (s->wnext != NULL)
+        s->wnext->wprev = s->wprev;
+    s->wprev = s->wnext = NULL;
+    s->waiting = false;
+}
+
+static void server_data(sfl_grpc_session_t *s, sfl_grpc_call_t *c, const uint8_t *data,
+                        size_t len);
+static void server_request_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c);
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* Admits c if its request's size is known and fits the budgets: reserves
+ * it, acknowledges the waiting bytes and decodes them. The size is the
+ * message's own prefix (the method's max_request bounds it); a body that
+ * ended shorter than a prefix is let through for the decoder to refuse.
+ * Returns false while c must wait. */
+static bool admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
+{
+    size_t need = c->pend_len;
+    uint8_t *pend = c->pend;
+
+    if (c->pend_len >= SFL_GRPCFRAME_PREFIX) {
+        uint32_t n = be32(c->pend + 1);
+
+        /* too big: reserve nothing, the decoder refuses the prefix */
+        need = n > c->rx.max_message ? 0 : SFL_GRPCFRAME_PREFIX + (size_t)n;
+    } else if (!c->remote_closed) {
+        return false;
+    }
+    if (!fits(s, need))
+        return false;
+    c->admitted = true;
+    c->reserved = need;
+    s->reserved += need;
+    if (s->budget != NULL)
+        s->budget->used += need;
+    need = c->pend_len;
+    c->pend = NULL;
+    c->pend_len = 0;
+    s->pending -= need;
+    (void)nghttp2_session_consume_stream(s->h2, c->stream_id, need);
+    if (!c->remote_closed)
+        (void)nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, c->stream_id,
+                                                    SERVER_WINDOW);
+    server_data(s, c, pend, need);
+    sfl__free(pend);
+    if (c->remote_closed && c->state == CALL_RECV_BODY)
+        server_request_done(s, c);
+    return true;
+}
+
+/* Admits this session's waiting calls that now fit, oldest first; runs
+ * inside the session's own entry points only (handlers may run). */
+static void admit_waiting(sfl_grpc_session_t *s)
+{
+    sfl_grpc_call_t *c, *last = NULL;
+    bool blocked = false;
+
+    if (s->h2 == NULL)
+        return;
+    for (c = s->calls; c != NULL; c = c->next) /* newest first: find the oldest */
+        last = c;
+    for (c = last; c != NULL; c = c->prev) {
+        if (c->state != CALL_RECV_BODY || c->admitted || c->pend_len == 0)
+            continue;
+        if (blocked || !admit(s, c))
+            blocked = true; /* no overtaking: a big request is not starved */
+    }
+    if (!blocked)
+        wait_unlink(s);
+}
+
+/* b has room again: the sessions waiting on it try at their next tick. */
+static void kick(sfl_grpc_budget_t *b, const sfl_grpc_session_t *self)
+{
+    for (sfl_grpc_session_t *w = b->waiters; w != NULL && b->used < b->limit; w = w->wnext)
+        if (w != self)
+            wake(w);
+}
+
+/* len bytes of DATA arrived on stream id (c its call, or NULL). An admitted
+ * request's bytes are acknowledged at once (its reservation covers them);
+ * one not yet admitted keeps them in pend, acknowledged for the connection
+ * but not for the stream (so they bound themselves to PENDING_WINDOW and do
+ * not stall the other streams); the bytes of anything else are dropped and
+ * acknowledged. */
+static void server_chunk(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int32_t id,
+                         const uint8_t *data, size_t len)
+{
+    uint8_t *p;
+
+    if (c == NULL || c->state != CALL_RECV_BODY) {
+        (void)nghttp2_session_consume(s->h2, id, len);
+        return;
+    }
+    if (c->admitted) {
+        (void)nghttp2_session_consume(s->h2, id, len);
+        server_data(s, c, data, len);
+        return;
+    }
+    (void)nghttp2_session_consume_connection(s->h2, len);
+    /* At most one stream window: nghttp2 enforces flow control. */
+    p = sfl__reallocarray(c->pend, c->pend_len + len, 1);
+    if (p == NULL) {
+        (void)nghttp2_session_consume_stream(s->h2, id, len);
+        reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    memcpy(p + c->pend_len, data, len);
+    c->pend = p;
+    c->pend_len += len;
+    s->pending += len;
+    if (!admit(s, c))
+        wait_link(s);
+}
+
+/* c holds no request bytes any more: handler ran, refused, stream gone. */
+static void unhold(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
+{
+    if (c->pend_len > 0) {
+        if (s->h2 != NULL)
+            (void)nghttp2_session_consume_stream(s->h2, c->stream_id, c->pend_len);
+        s->pending -= c->pend_len;
+    }
+    sfl__free(c->pend);
+    c->pend = NULL;
+    c->pend_len = 0;
+    if (c->reserved == 0)
+        return;
+    s->reserved -= c->reserved;
+    if (s->budget != NULL)
+        s->budget->used -= c->reserved;
+    c->reserved = 0;
+    admit_waiting(s);
+    if (s->budget != NULL)
+        kick(s->budget, s);
 }
 
 static const sfl_grpc_method_t *lookup(const sfl_grpc_session_t *s, const uint8_t *path,
@@ -712,6 +949,14 @@ static void server_header(sfl_grpc_session_t *s, sfl_grpc_call_t *c, const uint8
     } else if (value_is(name, nlen, "grpc-encoding")) {
         if (!value_is(value, vlen, "identity"))
             c->hdr |= HDR_BAD_ENCODING;
+    } else if (value_is(name, nlen, "content-length")) {
+        /* nghttp2 checks its syntax and the body against it */
+        c->hdr |= HDR_LENGTH;
+        c->content_length = 0;
+        for (size_t i = 0; i < vlen && value[i] >= '0' && value[i] <= '9'; i++)
+            c->content_length = c->content_length > UINT64_MAX / 16
+                                    ? UINT64_MAX
+                                    : c->content_length * 10 + (uint64_t)(value[i] - '0');
     }
 }
 
@@ -739,9 +984,26 @@ static void server_headers_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     } else if (c->method == NULL) {
         snprintf(msg, sizeof(msg), "unknown method %s", c->path);
         reject(s, c, 200, SFL_GRPC_STATUS_UNIMPLEMENTED, msg);
+    } else if (c->method->roles != 0 && !(c->method->roles & s->peer_roles)) {
+        snprintf(msg, sizeof(msg), "%s needs a certificate with role %s, not %s", c->path,
+                 c->method->roles_name ? c->method->roles_name : "?",
+                 s->peer_role_name && s->peer_role_name[0] ? s->peer_role_name : "none");
+        reject(s, c, 200, SFL_GRPC_STATUS_PERMISSION_DENIED, msg);
     } else {
+        uint32_t max = c->method->max_request ? c->method->max_request : s->max_message;
+
+        if ((c->hdr & HDR_LENGTH) && c->content_length > (uint64_t)max + SFL_GRPCFRAME_PREFIX) {
+            snprintf(msg, sizeof(msg), "request of %llu bytes exceeds %u for %s",
+                     (unsigned long long)c->content_length, max + SFL_GRPCFRAME_PREFIX, c->path);
+            reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+            return;
+        }
+        sfl_grpcframe_init(&c->rx, max);
         c->kind = c->method->kind;
         c->state = CALL_RECV_BODY;
+        c->req_deadline = c->deadline;
+        if (s->body_ms != UINT32_MAX && add_sat(now(s), s->body_ms) < c->deadline)
+            c->deadline = add_sat(now(s), s->body_ms);
     }
 }
 
@@ -784,6 +1046,15 @@ static void server_request_end(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     c->remote_closed = true;
     if (c->state != CALL_RECV_BODY)
         return;
+    if (c->admitted)
+        server_request_done(s, c);
+    else if (!admit(s, c)) /* admit finishes it */
+        wait_link(s);
+}
+
+/* The whole request is decoded: check it and run the handler. */
+static void server_request_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
+{
     if (sfl_grpcframe_end(&c->rx) != 0) {
         reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, sfl_last_error());
         return;
@@ -795,16 +1066,19 @@ static void server_request_end(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     sfl_grpcframe_close(&c->rx);
     c->state = CALL_ACTIVE;
     c->app_holds = true;
+    c->deadline = c->req_deadline;
     /* The handler may finish the call right away; the session still holds
      * it until the stream closes, so c stays valid here. */
     c->method->handler(c, c->req != NULL ? c->req : (const uint8_t *)"", c->req_len, s->ud);
     sfl__free(c->req);
     c->req = NULL;
+    unhold(s, c);
 }
 
 /* Stream gone (reset, or both sides ended). */
 static void server_stream_closed(sfl_grpc_call_t *c)
 {
+    unhold(c->s, c);
     unlink_call(c);
     release_buffers(c);
     if (!c->app_holds) {
@@ -1118,11 +1392,9 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id, const u
 
     (void)h2;
     (void)flags;
-    if (c == NULL)
-        return 0;
-    if (c->server && c->state == CALL_RECV_BODY)
-        server_data(s, c, data, len);
-    else if (!c->server && c->state == CALL_ACTIVE)
+    if (s->server)
+        server_chunk(s, c, id, data, len);
+    else if (c != NULL && c->state == CALL_ACTIVE)
         client_data(s, c, data, len);
     return 0;
 }
@@ -1279,6 +1551,10 @@ static int config(sfl_grpc_session_t *s, const sfl_grpc_config_t *cfg)
     s->now_ms = cfg->now_ms ? cfg->now_ms : monotonic_ms;
     s->clock_ud = cfg->clock_ud;
     s->on_refused = cfg->on_refused;
+    s->peer_roles = cfg->peer_roles;
+    s->peer_role_name = cfg->peer_role_name;
+    s->body_ms = cfg->body_timeout_ms ? cfg->body_timeout_ms : DEF_BODY_MS;
+    s->budget = cfg->budget;
     if (s->max_message > UINT32_MAX / 2 - SFL_GRPCFRAME_PREFIX)
         return sfl__fail(SFL_EINVAL, "grpc: max_message %u too large", s->max_message);
     s->max_queued = cfg->max_queued ? cfg->max_queued : 2 * s->max_message;
@@ -1289,6 +1565,7 @@ static int config(sfl_grpc_session_t *s, const sfl_grpc_config_t *cfg)
         return sfl__fail(SFL_EINVAL, "grpc: max_frame %u outside 16384..16777215", s->max_frame);
     if (s->max_header_list < 1024)
         return sfl__fail(SFL_EINVAL, "grpc: max_header_list %u below 1024", s->max_header_list);
+    s->max_buffered = cfg->max_buffered ? cfg->max_buffered : s->max_message;
     return 0;
 }
 
@@ -1324,6 +1601,9 @@ static int session_new(sfl_grpc_session_t *s)
         goto out;
     /* Closed streams are kept only for RFC 7540 priorities, unused here. */
     nghttp2_option_set_no_closed_streams(opt, 1);
+    /* A server acknowledges request bytes itself, as its budgets allow. */
+    if (s->server)
+        nghttp2_option_set_no_auto_window_update(opt, 1);
     if (s->server)
         rv = nghttp2_session_server_new3(&s->h2, cb, s, opt, &mem);
     else
@@ -1332,7 +1612,8 @@ static int session_new(sfl_grpc_session_t *s)
         goto out;
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_FRAME_SIZE, s->max_frame};
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, s->max_header_list};
-    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW};
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+                                       s->server ? PENDING_WINDOW : STREAM_WINDOW};
     if (s->server)
         iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
                                            s->max_streams};
@@ -1341,7 +1622,8 @@ static int session_new(sfl_grpc_session_t *s)
     rv = nghttp2_submit_settings(s->h2, NGHTTP2_FLAG_NONE, iv, n);
     if (rv != 0)
         goto out;
-    rv = nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW);
+    rv = nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, 0,
+                                               s->server ? SERVER_WINDOW : CONN_WINDOW);
 out:
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
@@ -1434,6 +1716,10 @@ void sfl_grpc_session_free(sfl_grpc_session_t *s)
     assert(s->depth == 0); /* never from inside the session's callbacks */
     s->depth++;
     s->state = SESSION_DONE;
+    wait_unlink(s);
+    if (s->budget != NULL)
+        s->budget->used -= s->reserved;
+    s->reserved = s->pending = 0;
     /* nghttp2_session_del runs no callbacks. */
     nghttp2_session_del(s->h2);
     s->h2 = NULL;
@@ -1443,6 +1729,7 @@ void sfl_grpc_session_free(sfl_grpc_session_t *s)
         sfl_grpc_call_t *c = s->calls;
         unlink_call(c);
         release_buffers(c);
+        c->reserved = 0;
         c->next = gone;
         gone = c;
     }
@@ -1463,10 +1750,17 @@ void sfl_grpc_session_free(sfl_grpc_session_t *s)
                 c->on_cancel(c, c->cancel_ud);
         }
     }
+    if (s->budget != NULL)
+        kick(s->budget, s);
     sfl__free(s->out);
     sfl__free(s->scheme);
     sfl__free(s->authority);
     sfl__free(s);
+}
+
+size_t sfl_grpc_session_buffered(const sfl_grpc_session_t *s)
+{
+    return s->reserved + s->pending;
 }
 
 bool sfl_grpc_session_want_write(sfl_grpc_session_t *s)
@@ -1609,8 +1903,18 @@ static void expire(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     }
     switch (c->state) {
     case CALL_RECV_HEADERS:
-    case CALL_RECV_BODY:
         reject(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
+        break;
+    case CALL_RECV_BODY:
+        if (c->req_deadline > now(s)) {
+            char msg[80];
+
+            snprintf(msg, sizeof(msg), "request not complete %u ms after its headers",
+                     s->body_ms);
+            reject(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, msg);
+        } else {
+            reject(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
+        }
         break;
     case CALL_ACTIVE:
         end_call(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
@@ -1633,6 +1937,8 @@ int sfl_grpc_session_tick(sfl_grpc_session_t *s, uint64_t *next_ms)
         return 0;
     t = now(s);
     s->depth++;
+    if (s->waiting)
+        admit_waiting(s);
     for (sfl_grpc_call_t *c = s->calls, *nx; c != NULL; c = nx) {
         nx = c->next; /* callbacks may add calls (at the head) */
         if (c->deadline == NO_DEADLINE)
