@@ -1621,6 +1621,31 @@ static void test_msg_pack_errors(void **state)
     sfl_spvec_free(model);
 }
 
+/* A NUL inside a string field would cut it where protobuf-c hands it over
+ * as a C string ("demo\0job" read as "demo"): the message is refused. */
+static void test_msg_nul_in_string(void **state)
+{
+    sfl_job_spec_t s, ds;
+    uint8_t *out = NULL, *p;
+    size_t n;
+
+    (void)state;
+    sample_spec(&s);
+    assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), 0);
+    p = NULL;
+    for (size_t i = 0; i + 8 <= n && p == NULL; i++)
+        if (memcmp(out + i, "demo job", 8) == 0)
+            p = out + i;
+    assert_non_null(p);
+    p[4] = '\0';
+    assert_int_equal(sfl_msg_create_job_unpack(out, n, NULL, &ds), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), "JobSpec.name has a NUL byte"));
+    p[4] = ' ';
+    assert_int_equal(sfl_msg_create_job_unpack(out, n, NULL, &ds), 0);
+    assert_string_equal(ds.name, "demo job");
+    sfl_msg_buf_free(out);
+}
+
 static void test_msg_tags_names(void **state)
 {
     (void)state;
@@ -1760,6 +1785,7 @@ int main(void)
         cmocka_unit_test(test_msg_bad_fields),
         cmocka_unit_test(test_msg_unknown_fields),
         cmocka_unit_test(test_msg_pack_errors),
+        cmocka_unit_test(test_msg_nul_in_string),
         cmocka_unit_test(test_msg_tags_names),
         cmocka_unit_test(test_msg_failalloc),
     };

@@ -155,6 +155,54 @@ static void clear_out(uint8_t **out, size_t *len)
     *len = 0;
 }
 
+static int scan_varint(const uint8_t *b, size_t len, size_t *o, uint64_t *v);
+
+/* protobuf-c gives a string as a C string, so a NUL inside one would
+ * silently cut it ("job\0evil" -> "job"): refuse the message instead. Walks
+ * the wire with the descriptor, into nested messages; framing errors are
+ * left to protobuf-c. */
+static int strings_whole(const chk_t *c, const ProtobufCMessageDescriptor *d, const uint8_t *b,
+                         size_t len, int depth)
+{
+    size_t o = 0;
+
+    while (o < len && depth < 16) {
+        uint64_t key, n;
+        const ProtobufCFieldDescriptor *f;
+
+        scan_varint(b, len, &o, &key);
+        switch (key & 7) {
+        case 0:
+            scan_varint(b, len, &o, &n);
+            continue;
+        case 1:
+            o += 8;
+            continue;
+        case 5:
+            o += 4;
+            continue;
+        case 2:
+            break;
+        default:
+            return 0;
+        }
+        scan_varint(b, len, &o, &n);
+        if (n > len - o || key >> 3 > INT32_MAX)
+            return 0;
+        f = protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
+        if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING && memchr(b + o, 0, n) != NULL)
+            return fail(c, c->bad, "%s.%s has a NUL byte", d->short_name, f->name);
+        if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+            int rc = strings_whole(c, f->descriptor, b + o, n, depth + 1);
+
+            if (rc < 0)
+                return rc;
+        }
+        o += n;
+    }
+    return 0;
+}
+
 /* The size check comes first: protobuf-c allocates in proportion to the
  * input, so nothing bigger than the caller's limit may reach it. Returns the
  * unpacked message (free with free_pb) or NULL with *rc set. */
@@ -175,6 +223,8 @@ static void *unpack(const ProtobufCMessageDescriptor *d, const chk_t *c, const u
         *rc = fail(c, SFL_ELIMIT, "message of %zu bytes exceeds the limit of %zu", len, max);
         return NULL;
     }
+    if (len > 0 && (*rc = strings_whole(c, d, buf, len, 0)) < 0)
+        return NULL;
     m = protobuf_c_message_unpack(d, &a, len, buf != NULL ? buf : empty);
     if (m == NULL) {
         if (ctx.failed)
