@@ -141,6 +141,9 @@ struct sfl_grpc_call {
     bool admitted;
     uint8_t *pend;
     size_t pend_len;
+    /* server: in the budget's queue of calls waiting for admission */
+    sfl_grpc_call_t *qprev, *qnext;
+    bool queued_b;
     /* server: the caller's deadline while deadline bounds the body */
     uint64_t req_deadline;
     /* server: request */
@@ -195,9 +198,6 @@ struct sfl_grpc_session {
     sfl_grpc_budget_t *budget;
     /* request bytes reserved by admitted calls, and waiting in pend */
     size_t reserved, pending;
-    /* in budget->waiters while a call waits for admission */
-    sfl_grpc_session_t *wprev, *wnext;
-    bool waiting;
     const sfl_grpc_method_t *methods;
     size_t n_methods;
     void *ud;
@@ -698,8 +698,9 @@ static void reject(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int http, int stat
 struct sfl_grpc_budget {
     uint64_t limit;
     uint64_t used;
-    /* sessions holding back window for the budget */
-    sfl_grpc_session_t *waiters;
+    /* calls waiting for admission, oldest first: only the head may take
+     * what is released, whichever connection it is on */
+    sfl_grpc_call_t *qhead, *qtail;
 };
 
 int sfl_grpc_budget_new(uint64_t limit, sfl_grpc_budget_t **out)
@@ -714,7 +715,7 @@ int sfl_grpc_budget_new(uint64_t limit, sfl_grpc_budget_t **out)
 
 void sfl_grpc_budget_free(sfl_grpc_budget_t *b)
 {
-    assert(b == NULL || b->waiters == NULL); /* its sessions are gone */
+    assert(b == NULL || b->qhead == NULL); /* its sessions are gone */
     sfl__free(b);
 }
 
@@ -723,40 +724,53 @@ uint64_t sfl_grpc_budget_used(const sfl_grpc_budget_t *b)
     return b->used;
 }
 
-/* Has room for need more request bytes (connection and process). */
-static bool fits(const sfl_grpc_session_t *s, size_t need)
+/* c may take need more request bytes: room on its connection and in the
+ * process, where it must also be the oldest waiting call. */
+static bool fits(const sfl_grpc_session_t *s, const sfl_grpc_call_t *c, size_t need)
 {
+    const sfl_grpc_budget_t *b = s->budget;
+
     return s->reserved <= s->max_buffered && need <= s->max_buffered - s->reserved &&
-           (s->budget == NULL ||
-            (s->budget->used <= s->budget->limit && need <= s->budget->limit - s->budget->used));
+           (b == NULL || ((b->qhead == NULL || b->qhead == c) && b->used <= b->limit &&
+                          need <= b->limit - b->used));
 }
 
-static void wait_link(sfl_grpc_session_t *s)
+static void enqueue_wait(sfl_grpc_budget_t *b, sfl_grpc_call_t *c)
 {
-    sfl_grpc_budget_t *b = s->budget;
-
-    if (b == NULL || s->waiting)
+    if (c->queued_b)
         return;
-    s->waiting = true;
-    s->wprev = NULL;
-    s->wnext = b->waiters;
-    if (b->waiters != NULL)
-        b->waiters->wprev = s;
-    b->waiters = s;
-}
-
-static void wait_unlink(sfl_grpc_session_t *s)
-{
-    if (!s->waiting)
-        return;
-    if (s->wprev != NULL)
-        s->wprev->wnext = s->wnext;
+    c->queued_b = true;
+    c->qnext = NULL;
+    c->qprev = b->qtail;
+    if (b->qtail != NULL)
+        b->qtail->qnext = c;
     else
-        s->budget->waiters = s->wnext;
-    if (s->wnext != NULL)
-        s->wnext->wprev = s->wprev;
-    s->wprev = s->wnext = NULL;
-    s->waiting = false;
+        b->qhead = c;
+    b->qtail = c;
+}
+
+static void dequeue_wait(sfl_grpc_budget_t *b, sfl_grpc_call_t *c)
+{
+    if (!c->queued_b)
+        return;
+    if (c->qprev != NULL)
+        c->qprev->qnext = c->qnext;
+    else
+        b->qhead = c->qnext;
+    if (c->qnext != NULL)
+        c->qnext->qprev = c->qprev;
+    else
+        b->qtail = c->qprev;
+    c->qprev = c->qnext = NULL;
+    c->queued_b = false;
+}
+
+/* The budget's oldest waiting call may fit now: its session tries at its
+ * next tick (or right away when it is the caller's own). */
+static void kick(sfl_grpc_budget_t *b, const sfl_grpc_session_t *self)
+{
+    if (b->qhead != NULL && b->qhead->s != self && b->used < b->limit)
+        wake(b->qhead->s);
 }
 
 static void server_data(sfl_grpc_session_t *s, sfl_grpc_call_t *c, const uint8_t *data,
@@ -786,8 +800,13 @@ static bool admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     } else if (!c->remote_closed) {
         return false;
     }
-    if (!fits(s, need))
+    if (!fits(s, c, need)) {
+        if (s->budget != NULL)
+            enqueue_wait(s->budget, c);
         return false;
+    }
+    if (s->budget != NULL)
+        dequeue_wait(s->budget, c);
     c->admitted = true;
     c->reserved = need;
     s->reserved += need;
@@ -801,6 +820,8 @@ static bool admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     if (!c->remote_closed)
         (void)nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, c->stream_id,
                                                     SERVER_WINDOW);
+    if (s->budget != NULL)
+        kick(s->budget, s); /* the next in line may fit too */
     server_data(s, c, pend, need);
     sfl__free(pend);
     if (c->remote_closed && c->state == CALL_RECV_BODY)
@@ -825,17 +846,8 @@ static void admit_waiting(sfl_grpc_session_t *s)
         if (blocked || !admit(s, c))
             blocked = true; /* no overtaking: a big request is not starved */
     }
-    if (!blocked)
-        wait_unlink(s);
 }
 
-/* b has room again: the sessions waiting on it try at their next tick. */
-static void kick(sfl_grpc_budget_t *b, const sfl_grpc_session_t *self)
-{
-    for (sfl_grpc_session_t *w = b->waiters; w != NULL && b->used < b->limit; w = w->wnext)
-        if (w != self)
-            wake(w);
-}
 
 /* len bytes of DATA arrived on stream id (c its call, or NULL). An admitted
  * request's bytes are acknowledged at once (its reservation covers them);
@@ -869,13 +881,14 @@ static void server_chunk(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int32_t id,
     c->pend = p;
     c->pend_len += len;
     s->pending += len;
-    if (!admit(s, c))
-        wait_link(s);
+    (void)admit(s, c);
 }
 
 /* c holds no request bytes any more: handler ran, refused, stream gone. */
 static void unhold(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
 {
+    if (s->budget != NULL)
+        dequeue_wait(s->budget, c);
     if (c->pend_len > 0) {
         if (s->h2 != NULL)
             (void)nghttp2_session_consume_stream(s->h2, c->stream_id, c->pend_len);
@@ -1048,8 +1061,8 @@ static void server_request_end(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
         return;
     if (c->admitted)
         server_request_done(s, c);
-    else if (!admit(s, c)) /* admit finishes it */
-        wait_link(s);
+    else
+        (void)admit(s, c); /* finishes it once admitted */
 }
 
 /* The whole request is decoded: check it and run the handler. */
@@ -1716,7 +1729,6 @@ void sfl_grpc_session_free(sfl_grpc_session_t *s)
     assert(s->depth == 0); /* never from inside the session's callbacks */
     s->depth++;
     s->state = SESSION_DONE;
-    wait_unlink(s);
     if (s->budget != NULL)
         s->budget->used -= s->reserved;
     s->reserved = s->pending = 0;
@@ -1728,6 +1740,8 @@ void sfl_grpc_session_free(sfl_grpc_session_t *s)
     while (s->calls != NULL) {
         sfl_grpc_call_t *c = s->calls;
         unlink_call(c);
+        if (s->budget != NULL)
+            dequeue_wait(s->budget, c);
         release_buffers(c);
         c->reserved = 0;
         c->next = gone;
@@ -1937,7 +1951,7 @@ int sfl_grpc_session_tick(sfl_grpc_session_t *s, uint64_t *next_ms)
         return 0;
     t = now(s);
     s->depth++;
-    if (s->waiting)
+    if (s->pending > 0)
         admit_waiting(s);
     for (sfl_grpc_call_t *c = s->calls, *nx; c != NULL; c = nx) {
         nx = c->next; /* callbacks may add calls (at the head) */
