@@ -1117,6 +1117,23 @@ static void abandon(job_t *j, const char *reason)
     reset_round(j);
 }
 
+/* The job cannot go on: recorded in the store first, so that a restart
+ * does not run it again, then failed here. If even the store refuses, the
+ * job fails in memory and the log says the record is missing. */
+static void fail_job(job_t *j, const char *why)
+{
+    char q[300], qe[300];
+
+    if (coord_store_job_fail(j->co->store, (int64_t)j->id, why, wall_ms()) < 0)
+        coord_log(COORD_LOG_ERROR, "store_error", "job=%llu error=%s failure_not_recorded=%s",
+                  (unsigned long long)j->id, coord_log_quote(sfl_last_error(), q, sizeof(q)),
+                  coord_log_quote(why, qe, sizeof(qe)));
+    text_copy(j->error, sizeof(j->error), why);
+    j->state = SFL_JOB_FAILED;
+    coord_log(COORD_LOG_ERROR, "job_state", "job=%llu state=failed error=%s",
+              (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+}
+
 static void pause_failed(job_t *j, const char *why)
 {
     text_copy(j->error, sizeof(j->error), why);
@@ -1464,8 +1481,7 @@ static void agg_after(uv_work_t *w, int status)
 
             snprintf(why, sizeof(why), "cannot reload the last checkpoint: %s",
                      sfl_last_error());
-            j->state = SFL_JOB_FAILED;
-            text_copy(j->error, sizeof(j->error), why);
+            fail_job(j, why);
         }
         step(j, COORD_EV_AGG_FAILED, now_ms(co));
         attempt_failed(j);
@@ -1752,8 +1768,10 @@ static int job_load(coord_t *co, const coord_srow_job_t *row)
     case COORD_JOB_ACTIVE: j->state = SFL_JOB_RUNNING; break;
     case COORD_JOB_PAUSED: j->state = SFL_JOB_PAUSED; break;
     case COORD_JOB_CANCELLED: j->state = SFL_JOB_CANCELLED; break;
+    case COORD_JOB_FAILED: j->state = SFL_JOB_FAILED; break;
     default: j->state = SFL_JOB_FINISHED; break;
     }
+    text_copy(j->error, sizeof(j->error), row->error);
     rc = sfl_msg_create_job_unpack(row->spec, row->spec_len, NULL, &j->spec);
     if (rc == 0)
         rc = job_prepare(j);

@@ -55,6 +55,7 @@ enum {
     ST_JOB_LIST,
     ST_JOB_STATE,
     ST_JOB_SET_STATE,
+    ST_JOB_FAIL,
     ST_JOB_SET_COMMITTED,
     ST_ROUND_INSERT,
     ST_ROUND_LIVE,
@@ -83,7 +84,11 @@ enum {
 #define AGENT_COLS                                                             \
     "id, name, cert_fingerprint, identity_pk, capabilities, samples, "        \
     "dimension, labels, joined_ms, last_seen_ms"
-#define JOB_COLS "id, name, state, seed, created_ms, last_committed_round, spec"
+/* A failed job keeps its jobs.state and gets a job_failures row: its state
+ * reads as "failed" and nothing changes it any more (schema 3). */
+#define JOB_COLS                                                                              \
+    "id, name, state, seed, created_ms, last_committed_round, spec, "                         \
+    "(SELECT error FROM job_failures WHERE job_id = jobs.id)"
 #define ROUND_COLS                                                             \
     "job_id, round, attempt, state, nonce, opened_ms, closed_ms, reason, cohort"
 
@@ -109,7 +114,10 @@ static const char *const sql_text[ST_COUNT] = {
                       "last_committed_round, spec) VALUES(?1, 'active', ?2, ?3, 0, ?4)",
     [ST_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
     [ST_JOB_LIST] = "SELECT " JOB_COLS " FROM jobs ORDER BY id",
-    [ST_JOB_STATE] = "SELECT state, last_committed_round FROM jobs WHERE id = ?1",
+    [ST_JOB_STATE] = "SELECT state, last_committed_round, "
+                     "EXISTS(SELECT 1 FROM job_failures WHERE job_id = jobs.id) FROM jobs "
+                     "WHERE id = ?1",
+    [ST_JOB_FAIL] = "INSERT INTO job_failures(job_id, error, failed_ms) VALUES(?1, ?2, ?3)",
     [ST_JOB_SET_STATE] = "UPDATE jobs SET state = ?2 WHERE id = ?1",
     [ST_JOB_SET_COMMITTED] = "UPDATE jobs SET last_committed_round = ?2 WHERE id = ?1",
     [ST_ROUND_INSERT] = "INSERT INTO rounds(job_id, round, attempt, state, nonce, "
@@ -257,6 +265,12 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "  bytes_down INTEGER NOT NULL CHECK(bytes_down >= 0),"
     "  PRIMARY KEY(job_id, round),"
     "  FOREIGN KEY(job_id, round, attempt) REFERENCES rounds(job_id, round, attempt));",
+    /* 2 -> 3: a job that failed (its model could not be restored) stays
+     * failed across restarts. */
+    "CREATE TABLE job_failures("
+    "  job_id INTEGER PRIMARY KEY REFERENCES jobs(id),"
+    "  error TEXT NOT NULL,"
+    "  failed_ms INTEGER NOT NULL);",
 };
 
 struct coord_store {
@@ -265,7 +279,8 @@ struct coord_store {
     unsigned keep; /* checkpoints kept per job */
 };
 
-static const char *const job_states[] = {"active", "paused", "cancelled", "done"};
+/* jobs.state holds the first four; "failed" is a job_failures row. */
+static const char *const job_states[] = {"active", "paused", "cancelled", "done", "failed"};
 static const char *const round_states[] = {"selecting", "training", "aggregating",
                                            "committed", "failed"};
 static const char *const part_states[] = {"selected", "accepted", "late", "duplicate",
@@ -1169,6 +1184,11 @@ static int read_job(sqlite3_stmt *st, size_t max_spec, void *row)
     j->seed = i64_to_u64(sqlite3_column_int64(st, 3));
     j->created_ms = sqlite3_column_int64(st, 4);
     j->last_committed_round = sqlite3_column_int64(st, 5);
+    if (sqlite3_column_type(st, 7) != SQLITE_NULL) {
+        j->state = COORD_JOB_FAILED;
+        if ((rc = col_text(st, 7, j->error, sizeof(j->error), "job_failures.error")) != 0)
+            return rc;
+    }
     return col_alloc(st, 6, max_spec, &j->spec, &j->spec_len, "jobs.spec");
 }
 
@@ -1247,7 +1267,7 @@ static int job_state(coord_store_t *s, int64_t job, coord_job_state_t *state, in
     if (rc == SQLITE_ROW) {
         rc = parse_state(sqlite3_column_text(st, 0), job_states, NSTATES(job_states),
                          "jobs.state", &v);
-        *state = (coord_job_state_t)v;
+        *state = sqlite3_column_int(st, 2) ? COORD_JOB_FAILED : (coord_job_state_t)v;
         *last = sqlite3_column_int64(st, 1);
     } else if (rc == SQLITE_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)job);
@@ -1259,7 +1279,7 @@ static int job_state(coord_store_t *s, int64_t job, coord_job_state_t *state, in
 /* A new round attempt or a commit needs a job that is not finished... */
 static int job_writable(int64_t job, coord_job_state_t jstate)
 {
-    if (jstate == COORD_JOB_CANCELLED || jstate == COORD_JOB_DONE)
+    if (jstate == COORD_JOB_CANCELLED || jstate == COORD_JOB_DONE || jstate == COORD_JOB_FAILED)
         return sfl__fail(SFL_EINVAL, "store: job %lld is %s", (long long)job, job_states[jstate]);
     return 0;
 }
@@ -1283,15 +1303,16 @@ int coord_store_job_set_state(coord_store_t *s, int64_t id, coord_job_state_t st
 
     if (s == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL store");
-    if ((unsigned)state >= NSTATES(job_states))
-        return sfl__fail(SFL_EINVAL, "store: job state %d is unknown", (int)state);
+    if ((unsigned)state >= NSTATES(job_states) || state == COORD_JOB_FAILED)
+        return sfl__fail(SFL_EINVAL, "store: job state %d is unknown (failed: "
+                                     "coord_store_job_fail)", (int)state);
     if ((rc = begin(s)) != 0)
         return rc;
     if ((rc = job_state(s, id, &cur, &last)) != 0)
         goto out;
     if (cur == state)
         goto out;
-    if (cur == COORD_JOB_CANCELLED || cur == COORD_JOB_DONE) {
+    if (cur == COORD_JOB_CANCELLED || cur == COORD_JOB_DONE || cur == COORD_JOB_FAILED) {
         rc = sfl__fail(SFL_EINVAL, "store: job %lld is %s and cannot become %s", (long long)id,
                        job_states[cur], job_states[state]);
         goto out;
@@ -1300,6 +1321,30 @@ int coord_store_job_set_state(coord_store_t *s, int64_t id, coord_job_state_t st
         goto out;
     bind_text(st, 2, job_states[state]);
     rc = exec_stmt(s, st, "set job state");
+    st = NULL;
+out:
+    done(st);
+    return end(s, rc);
+}
+
+int coord_store_job_fail(coord_store_t *s, int64_t id, const char *error, int64_t now_ms)
+{
+    sqlite3_stmt *st = NULL;
+    coord_job_state_t cur = COORD_JOB_ACTIVE;
+    int64_t last;
+    int rc;
+
+    if (s == NULL || error == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    if ((rc = begin(s)) != 0)
+        return rc;
+    if ((rc = job_state(s, id, &cur, &last)) != 0 || (rc = job_writable(id, cur)) != 0)
+        goto out;
+    if ((rc = prep(s, ST_JOB_FAIL, &st, IDS(id))) != 0)
+        goto out;
+    bind_text(st, 2, error);
+    sqlite3_bind_int64(st, 3, now_ms);
+    rc = exec_stmt(s, st, "record a job failure");
     st = NULL;
 out:
     done(st);

@@ -20,7 +20,7 @@
 
 #include "sfl/error.h"
 
-#define COORD_STORE_SCHEMA_VERSION 2
+#define COORD_STORE_SCHEMA_VERSION 3
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128
@@ -46,7 +46,8 @@ typedef enum {
     COORD_JOB_ACTIVE = 0,
     COORD_JOB_PAUSED,
     COORD_JOB_CANCELLED, /* terminal */
-    COORD_JOB_DONE       /* terminal */
+    COORD_JOB_DONE,      /* terminal */
+    COORD_JOB_FAILED     /* terminal: coord_store_job_fail */
 } coord_job_state_t;
 
 /* SELECTING -> TRAINING -> AGGREGATING -> COMMITTED (only through
@@ -89,6 +90,7 @@ typedef struct {
     int64_t last_committed_round; /* 0 before the first commit */
     uint8_t *spec;                /* owned (coord_job_clear); opaque */
     size_t spec_len;
+    char error[256];              /* why it failed (state COORD_JOB_FAILED), else "" */
 } coord_srow_job_t;
 
 typedef struct {
@@ -204,6 +206,10 @@ void coord_job_list_free(coord_srow_job_t *jobs, size_t n);
 /* ACTIVE <-> PAUSED, either -> CANCELLED or DONE; terminal states stay
  * (SFL_EINVAL). Setting the current state again is a no-op. */
 int coord_store_job_set_state(coord_store_t *s, int64_t id, coord_job_state_t state);
+/* Marks a job failed for good, with why (printable text): it loads as
+ * failed and no later change applies to it. SFL_EINVAL if it already ended. */
+int coord_store_job_fail(coord_store_t *s, int64_t id, const char *error,
+                         int64_t now_ms) SFL_MUST_CHECK;
 
 /* Rounds. Opens attempt `attempt` of round `round` in state SELECTING with
  * its nonce and cohort manifest (agent ids, strictly ascending, each an

@@ -268,7 +268,8 @@ static void test_store_agents(void **state)
 static void test_store_jobs(void **state)
 {
     (void)state;
-    coord_store_t *s = open_ok(dbpath("jobs.db"), 3);
+    const char *p = dbpath("jobs.db");
+    coord_store_t *s = open_ok(p, 3);
     const uint8_t spec[] = {1, 2, 3, 0, 5};
     coord_srow_job_t j, *jobs = NULL;
     int64_t id = 0, id2 = 0;
@@ -322,6 +323,26 @@ static void test_store_jobs(void **state)
     assert_int_equal(coord_store_job_get(s, id, 1024, &j), 0);
     assert_int_equal(j.state, COORD_JOB_CANCELLED);
     coord_job_clear(&j);
+
+    /* A failure is for good, and survives a reopen (before schema 3 a
+     * failed job was paused in the store and ran again after a restart). */
+    assert_int_equal(coord_store_job_set_state(s, id2, COORD_JOB_FAILED), SFL_EINVAL);
+    assert_int_equal(coord_store_job_fail(s, id, "late", 5), SFL_EINVAL); /* cancelled */
+    assert_int_equal(coord_store_job_fail(s, id2, "cannot reload the last checkpoint: x", 5), 0);
+    assert_int_equal(coord_store_job_fail(s, id2, "again", 6), SFL_EINVAL);
+    assert_int_equal(coord_store_job_set_state(s, id2, COORD_JOB_ACTIVE), SFL_EINVAL);
+    assert_detail("store: job 2 is failed and cannot become active");
+    coord_store_close(s);
+    s = open_ok(p, 3);
+    assert_int_equal(coord_store_job_get(s, id2, 1024, &j), 0);
+    assert_int_equal(j.state, COORD_JOB_FAILED);
+    assert_string_equal(j.error, "cannot reload the last checkpoint: x");
+    coord_job_clear(&j);
+    assert_int_equal(coord_store_job_list(s, 1024, &jobs, &n), 0);
+    assert_int_equal(jobs[0].state, COORD_JOB_CANCELLED);
+    assert_string_equal(jobs[0].error, "");
+    assert_int_equal(jobs[1].state, COORD_JOB_FAILED);
+    coord_job_list_free(jobs, n);
 
     /* Bad input. */
     assert_int_equal(coord_store_job_create(s, "", spec, 1, 0, NULL), SFL_EINVAL);
@@ -698,7 +719,8 @@ static void test_store_history(void **state)
     coord_store_close(s);
 
     /* Back to schema 1, then reopen: the migration runs, the rounds stay. */
-    raw_sql(p, "DROP TABLE round_metrics; DELETE FROM schema_version WHERE version = 2");
+    raw_sql(p, "DROP TABLE round_metrics; DROP TABLE job_failures; "
+               "DELETE FROM schema_version WHERE version >= 2");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
     assert_int_equal(n, 4);
@@ -718,13 +740,13 @@ static void test_store_schema_version(void **state)
 
     assert_int_equal(coord_store_job_create(s, "keep-me", NULL, 0, 1, &job), 0);
     coord_store_close(s);
-    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(3, 0)");
+    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(4, 0)");
     assert_int_equal(coord_store_open(p, NULL, &s2), SFL_EUNSUP);
     assert_null(s2);
     const char *d = sfl_last_error();
-    assert_non_null(strstr(d, "schema version 3 is newer than this coordinator supports (2)"));
+    assert_non_null(strstr(d, "schema version 4 is newer than this coordinator supports (3)"));
     /* Refused, not altered: the row and the data are still there. */
-    raw_sql(p, "DELETE FROM schema_version WHERE version = 3");
+    raw_sql(p, "DELETE FROM schema_version WHERE version = 4");
     s = open_ok(p, 2);
     coord_srow_job_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
