@@ -984,6 +984,10 @@ static const char *permanent(const char *what, int status, const char *message)
         return "the coordinator refused this agent's certificate: cert and key must be an "
                "agent certificate of the federation's CA (sfl-pki agent)";
     }
+    if (strcmp(what, "join") == 0 && status == SFL_GRPC_STATUS_PERMISSION_DENIED && message &&
+        strstr(message, "bound to the certificate"))
+        return "this agent's name is bound to another certificate (the one it first joined "
+               "with): the operator revokes that one (sflctl agent revoke) to accept this one";
     if (strcmp(what, "join") == 0 && (status == SFL_GRPC_STATUS_PERMISSION_DENIED ||
                                       status == SFL_GRPC_STATUS_UNAUTHENTICATED))
         return "the coordinator refused this certificate's role: cert and key must be an agent "

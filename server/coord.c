@@ -648,6 +648,9 @@ struct coord {
     sfl_tls_t *tls;
     /* request bytes all connections hold before their calls run */
     sfl_grpc_budget_t *budget;
+    /* certificates revoked by the operator, ascending (bsearch) */
+    uint8_t (*revoked)[32];
+    size_t nrevoked;
     sfl_listener_t *listener;
     coord_metrics_srv_t *metrics;
     int metrics_open;
@@ -696,6 +699,16 @@ static agent_t *agent_find(const coord_t *co, uint64_t id)
             hi = mid;
     }
     return lo < co->nagents && co->agents[lo]->id == id ? co->agents[lo] : NULL;
+}
+
+static int fpr_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, 32);
+}
+
+static bool cert_revoked(const coord_t *co, const uint8_t fpr[32])
+{
+    return co->nrevoked > 0 && bsearch(fpr, co->revoked, co->nrevoked, 32, fpr_cmp) != NULL;
 }
 
 static agent_t *agent_by_name(const coord_t *co, const char *name)
@@ -2002,6 +2015,20 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
         o += (uint32_t)n;
     }
     rc = coord_store_agent_upsert(co->store, &row, &id);
+    if (rc == -EACCES) {
+        uint32_t dropped;
+
+        if (refusal_log_ok(co, &dropped))
+            coord_log(COORD_LOG_WARN, "join_refused",
+                      "name=%s addr=%s fingerprint=%s error=%s dropped=%u",
+                      coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr, k->peer.fingerprint,
+                      "certificate_not_bound", dropped);
+        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                  "%s is bound to the certificate it first joined with, not this one; a new "
+                  "certificate needs the old one revoked (sflctl agent revoke %s)",
+                  k->peer.cn, k->peer.cn);
+        return;
+    }
     if (rc == -EEXIST) {
         uint32_t dropped;
 
@@ -2929,6 +2956,81 @@ static void h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, voi
     reply_packed(call, rc, buf, blen);
 }
 
+/* RevokeCertificate: recorded in the store first, then refused here (the
+ * sorted list the connect check searches) and its connections closed. */
+static void h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud, *c, *next;
+    coord_t *co = k->co;
+    sfl_revoke_t m, r;
+    agent_t *a = NULL;
+    uint8_t *buf = NULL;
+    size_t blen = 0, pos;
+    char q[300];
+    int rc;
+
+    if (serving(call, k) < 0)
+        return;
+    if ((rc = sfl_msg_revoke_req_unpack(req, len, &co->lim, &m)) < 0) {
+        fail_unpack(call, rc);
+        return;
+    }
+    memset(&r, 0, sizeof(r));
+    r.has_fingerprint = 1;
+    if (!m.has_fingerprint) {
+        if ((a = agent_by_name(co, m.agent)) == NULL) {
+            fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "no agent named %s", m.agent);
+            return;
+        }
+        memcpy(r.fingerprint, a->fpr, sizeof(r.fingerprint));
+    } else {
+        memcpy(r.fingerprint, m.fingerprint, sizeof(r.fingerprint));
+        for (size_t i = 0; i < co->nagents && a == NULL; i++)
+            if (memcmp(co->agents[i]->fpr, r.fingerprint, sizeof(r.fingerprint)) == 0)
+                a = co->agents[i];
+    }
+    if (a != NULL)
+        snprintf(r.agent, sizeof(r.agent), "%.63s", a->name);
+    if (!cert_revoked(co, r.fingerprint)) {
+        void *grown = sfl__reallocarray(co->revoked, co->nrevoked + 1, 32);
+
+        if (grown == NULL) {
+            fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        co->revoked = grown;
+        if ((rc = coord_store_cert_revoke(co->store, r.fingerprint, r.agent, wall_ms())) < 0) {
+            coord_log(COORD_LOG_ERROR, "store_error", "error=%s",
+                      coord_log_quote(sfl_last_error(), q, sizeof(q)));
+            fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot record the revocation; retry");
+            return;
+        }
+        for (pos = 0; pos < co->nrevoked && memcmp(co->revoked[pos], r.fingerprint, 32) < 0;
+             pos++)
+            ;
+        memmove(co->revoked + pos + 1, co->revoked + pos, (co->nrevoked - pos) * 32);
+        memcpy(co->revoked[pos], r.fingerprint, 32);
+        co->nrevoked++;
+    }
+    for (c = co->conns; c != NULL; c = next) {
+        next = c->next;
+        if (c != k && c->has_peer && c->c != NULL &&
+            memcmp(c->peer.sha256, r.fingerprint, sizeof(r.fingerprint)) == 0) {
+            sfl_conn_abort(c->c);
+            r.closed++;
+        }
+    }
+    {
+        char hex[65];
+
+        sodium_bin2hex(hex, sizeof(hex), r.fingerprint, sizeof(r.fingerprint));
+        coord_log(COORD_LOG_WARN, "cert_revoked", "fingerprint=%s agent=%s closed=%u", hex,
+                  r.agent[0] ? coord_log_quote(r.agent, q, sizeof(q)) : "-", r.closed);
+    }
+    rc = sfl_msg_revoke_reply_pack(&r, &buf, &blen);
+    reply_packed(call, rc, buf, blen);
+}
+
 /* Who may call what, and how big a request may be: checked when a call's
  * HEADERS arrive, before any of its body is kept (sfl/grpc.h). Only an
  * update carries a vector; every other request is a few fields. */
@@ -2950,6 +3052,7 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Admin/CancelJob", SFL_GRPC_KIND_UNARY, h_cancel, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/ExportModel", SFL_GRPC_KIND_UNARY, h_export, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/JobHistory", SFL_GRPC_KIND_UNARY, h_history, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/RevokeCertificate", SFL_GRPC_KIND_UNARY, h_revoke, R_ADMIN, SMALL_REQUEST},
 };
 #undef R_AGENT
 #undef R_ADMIN
@@ -3052,6 +3155,18 @@ static void conn_on_connect(sfl_conn_t *c, int status)
     k->has_peer = sfl_conn_peer(c, &k->peer) == 0;
     if (sfl_conn_peer_name(c, k->addr, sizeof(k->addr)) < 0)
         snprintf(k->addr, sizeof(k->addr), "?");
+    if (k->has_peer && cert_revoked(co, k->peer.sha256)) {
+        uint32_t dropped;
+
+        co->tls_refused++;
+        if (refusal_log_ok(co, &dropped))
+            coord_log(COORD_LOG_WARN, "conn_refused", "addr=%s cn=%s error=revoked dropped=%u",
+                      k->addr, coord_log_quote(k->peer.cn, q, sizeof(q)), dropped);
+        sfl__free(k);
+        sfl_conn_set_data(c, NULL);
+        sfl_conn_abort(c);
+        return;
+    }
     memset(&gc, 0, sizeof(gc));
     gc.max_message = (uint32_t)co->cfg.max_message;
     gc.max_streams = (uint32_t)co->cfg.max_streams;
@@ -3399,7 +3514,8 @@ static int load_state(coord_t *co)
         a->ds.dimension = rows[i].dimension > UINT32_MAX ? UINT32_MAX : (uint32_t)rows[i].dimension;
         a->last_seen_ms = rows[i].last_seen_ms;
     }
-    if ((rc = coord_store_job_list(co->store, SPEC_MAX, &jobs, &nj)) < 0)
+    if ((rc = coord_store_revoked_list(co->store, &co->revoked, &co->nrevoked)) < 0 ||
+        (rc = coord_store_job_list(co->store, SPEC_MAX, &jobs, &nj)) < 0)
         goto out;
     for (size_t i = 0; i < nj; i++)
         if ((rc = job_load(co, &jobs[i])) < 0)
@@ -3638,6 +3754,7 @@ void coord_free(coord_t *co)
     sfl_identity_free(co->id);
     sfl_tls_free(co->tls);
     sfl_grpc_budget_free(co->budget);
+    coord_store_free(co->revoked);
     if (co->have_lock)
         uv_mutex_destroy(&co->bg_lock);
     /* After the store: the next coordinator may open it once this is gone. */

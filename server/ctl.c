@@ -142,6 +142,7 @@ static const struct {
     [CTL_CMD_JOB_HISTORY] = {"job", "history", 1, 1, 0},
     [CTL_CMD_MODEL_EXPORT] = {"model", "export", 2, 1, 0},
     [CTL_CMD_WATCH] = {"watch", NULL, 0, 0, 1},
+    [CTL_CMD_AGENT_REVOKE] = {"agent", "revoke", 1, 0, 0},
 };
 
 static int find_cmd(const char *const *words, int n, ctl_args_t *a)
@@ -165,7 +166,7 @@ static int find_cmd(const char *const *words, int n, ctl_args_t *a)
     }
     if (n == 0)
         return sfl__fail(SFL_EINVAL, "no command (status, agents, jobs, job ..., model export, "
-                                     "watch)");
+                                     "watch, agent revoke)");
     return sfl__fail(SFL_EINVAL, "unknown command '%.100s%s%.100s'", words[0], n > 1 ? " " : "",
                      n > 1 ? words[1] : "");
 }

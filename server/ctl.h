@@ -54,7 +54,8 @@ typedef enum {
     CTL_CMD_JOB_CANCEL,  /* operand: ID */
     CTL_CMD_JOB_HISTORY, /* operand: ID */
     CTL_CMD_MODEL_EXPORT, /* operands: ID FILE */
-    CTL_CMD_WATCH        /* operand: none, or ID */
+    CTL_CMD_WATCH,       /* operand: none, or ID */
+    CTL_CMD_AGENT_REVOKE /* operand: agent NAME or certificate FINGERPRINT */
 } ctl_cmd_t;
 
 /* What sflctl's arguments say. Strings are borrowed from argv. */

@@ -47,6 +47,12 @@ static const char usage_text[] =
     "                             lines, 1-based), libsvm (one line '0 i:v ...',\n"
     "                             1-based), npy (dense float64, NumPy .npy 1.0)\n"
     "                             or spcodec (the bytes the model hash covers)\n"
+    "  agent revoke NAME|FINGERPRINT\n"
+    "                             revoke for good the certificate agent NAME is\n"
+    "                             bound to, or the one with that SHA-256 (64 hex\n"
+    "                             digits, sfl-pki fingerprint): its connections\n"
+    "                             close, it is refused from then on, and the\n"
+    "                             agent may join with a new certificate\n"
     "  watch [ID]                 live view of the running jobs' rounds (every\n"
     "                             500 ms; Ctrl-C quits); with ID only that job,\n"
     "                             until it stops running: exit status 0 once it\n"
@@ -265,6 +271,38 @@ static int job_op(app_t *a, const char *method)
     if ((rc = sfl_msg_job_req_pack(a->id, &req, &len)) < 0)
         return local_failed(method, rc);
     return job_reply(a, method, req, len);
+}
+
+static int cmd_agent_revoke(app_t *a)
+{
+    const char *what = a->args[0];
+    sfl_revoke_t m, r;
+    ctl_result_t res;
+    uint8_t *req = NULL;
+    size_t len, n = 0;
+    char hex[2 * SFL_MSG_HASH_BYTES + 1];
+    int rc;
+
+    memset(&m, 0, sizeof(m));
+    if (strlen(what) == 2 * SFL_MSG_HASH_BYTES &&
+        sodium_hex2bin(m.fingerprint, sizeof(m.fingerprint), what, strlen(what), NULL, &n,
+                       NULL) == 0 &&
+        n == sizeof(m.fingerprint))
+        m.has_fingerprint = 1;
+    else
+        snprintf(m.agent, sizeof(m.agent), "%s", what);
+    if ((rc = sfl_msg_revoke_req_pack(&m, &req, &len)) < 0)
+        return local_failed("RevokeCertificate", rc);
+    if ((rc = rpc(a, "RevokeCertificate", req, len, &res)) != 0)
+        return rc;
+    rc = sfl_msg_revoke_reply_unpack(res.resp, res.len, NULL, &r);
+    ctl_result_clear(&res);
+    if (rc < 0)
+        return reply_failed("RevokeCertificate", rc);
+    sodium_bin2hex(hex, sizeof(hex), r.fingerprint, sizeof(r.fingerprint));
+    printf("revoked certificate %s (agent %s); %u connection%s closed\n", hex,
+           r.agent[0] ? r.agent : "-", r.closed, r.closed == 1 ? "" : "s");
+    return 0;
 }
 
 static int cmd_job_pause(app_t *a)
@@ -486,6 +524,7 @@ static int (*const run[])(app_t *a) = {
     [CTL_CMD_JOB_HISTORY] = cmd_job_history,
     [CTL_CMD_MODEL_EXPORT] = cmd_model_export,
     [CTL_CMD_WATCH] = cmd_watch,
+    [CTL_CMD_AGENT_REVOKE] = cmd_agent_revoke,
 };
 
 int main(int argc, char **argv)

@@ -42,6 +42,8 @@ enum {
     ST_COMMIT,
     ST_ROLLBACK,
     ST_AGENT_BY_NAME,
+    ST_REVOKE,
+    ST_REVOKED_LIST,
     ST_AGENT_BY_KEY,
     ST_AGENT_INSERT,
     ST_AGENT_UPDATE,
@@ -96,7 +98,12 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
-    [ST_AGENT_BY_NAME] = "SELECT id, identity_pk FROM agents WHERE name = ?1",
+    [ST_AGENT_BY_NAME] = "SELECT id, identity_pk, cert_fingerprint, "
+                         "EXISTS(SELECT 1 FROM revoked_certs WHERE fingerprint = "
+                         "agents.cert_fingerprint) FROM agents WHERE name = ?1",
+    [ST_REVOKE] = "INSERT OR IGNORE INTO revoked_certs(fingerprint, name, revoked_ms) "
+                  "VALUES(?1, ?2, ?3)",
+    [ST_REVOKED_LIST] = "SELECT fingerprint FROM revoked_certs ORDER BY fingerprint",
     [ST_AGENT_BY_KEY] = "SELECT name FROM agents WHERE identity_pk = ?1",
     [ST_AGENT_INSERT] = "INSERT INTO agents(name, cert_fingerprint, identity_pk, "
                         "capabilities, samples, dimension, labels, joined_ms, last_seen_ms) "
@@ -270,7 +277,13 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "CREATE TABLE job_failures("
     "  job_id INTEGER PRIMARY KEY REFERENCES jobs(id),"
     "  error TEXT NOT NULL,"
-    "  failed_ms INTEGER NOT NULL);",
+    "  failed_ms INTEGER NOT NULL);"
+    /* ... and certificates revoked by the operator are refused for good;
+     * an agent whose certificate was revoked binds its next one. */
+    "CREATE TABLE revoked_certs("
+    "  fingerprint BLOB PRIMARY KEY CHECK(length(fingerprint) = 32),"
+    "  name TEXT NOT NULL,"
+    "  revoked_ms INTEGER NOT NULL);",
 };
 
 struct coord_store {
@@ -998,9 +1011,20 @@ int coord_store_agent_upsert(coord_store_t *s, const coord_agent_t *a, int64_t *
     if (rc == SQLITE_ROW) {
         uint8_t pk[COORD_KEY_BYTES];
 
+        uint8_t fpr[COORD_FPR_BYTES];
+
         aid = sqlite3_column_int64(st, 0);
-        if ((rc = col_fixed(st, 1, pk, sizeof(pk), "agents.identity_pk")) != 0)
+        if ((rc = col_fixed(st, 1, pk, sizeof(pk), "agents.identity_pk")) != 0 ||
+            (rc = col_fixed(st, 2, fpr, sizeof(fpr), "agents.cert_fingerprint")) != 0)
             goto out;
+        /* The name is bound to the certificate it first joined with, until
+         * the operator revokes that one. */
+        if (memcmp(fpr, a->cert_fingerprint, sizeof(fpr)) != 0 && !sqlite3_column_int(st, 3)) {
+            rc = sfl__fail(-EACCES,
+                           "store: agent '%s' (id %lld) is bound to another certificate",
+                           a->name, (long long)aid);
+            goto out;
+        }
         if (memcmp(pk, a->identity_pk, sizeof(pk)) != 0) {
             rc = sfl__fail(-EEXIST,
                            "store: agent '%s' (id %lld) is registered with a different "
@@ -1045,6 +1069,52 @@ out:
     if (rc == 0 && id)
         *id = aid;
     return rc;
+}
+
+int coord_store_cert_revoke(coord_store_t *s, const uint8_t fpr[COORD_FPR_BYTES],
+                            const char *name, int64_t now_ms)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    if (s == NULL || fpr == NULL || name == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    if ((rc = begin(s)) != 0)
+        return rc;
+    if ((rc = stmt(s, ST_REVOKE, &st)) == 0) {
+        bind_blob(st, 1, fpr, COORD_FPR_BYTES);
+        bind_text(st, 2, name);
+        sqlite3_bind_int64(st, 3, now_ms);
+        rc = exec_stmt(s, st, "revoke a certificate");
+        st = NULL;
+    }
+    done(st);
+    return end(s, rc);
+}
+
+static int read_fpr(sqlite3_stmt *st, size_t max, void *row)
+{
+    (void)max;
+    return col_fixed(st, 0, row, COORD_FPR_BYTES, "revoked_certs.fingerprint");
+}
+
+int coord_store_revoked_list(coord_store_t *s, uint8_t (**out)[COORD_FPR_BYTES],
+                             size_t *n)
+{
+    sqlite3_stmt *st;
+    void *arr = NULL;
+    int rc;
+
+    if (s == NULL || out == NULL || n == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    *out = NULL;
+    *n = 0;
+    if ((rc = prep(s, ST_REVOKED_LIST, &st, 0, NULL)) != 0 ||
+        (rc = fetch_all(s, st, read_fpr, 0, COORD_FPR_BYTES, NULL, &arr, n,
+                        "list revoked certificates")) != 0)
+        return rc;
+    *out = arr;
+    return 0;
 }
 
 /* Runs an UPDATE by id; SFL_ENOTFOUND when no row had that id. */

@@ -176,14 +176,25 @@ int coord_store_backup_path(const char *db_path, const char *dest,
 int coord_store_backup(coord_store_t *s, const char *dest, uint64_t *bytes) SFL_MUST_CHECK;
 
 /* Agents. Upsert by name: inserts (assigning id, joined_ms) or updates the
- * fingerprint, capabilities, dataset summary and last_seen_ms of the agent
- * with that name. An existing name with a different identity key, or a key
- * registered under another name, gives -EEXIST: a key change is an operator
- * decision (coord_store_agent_rekey). a->id, joined_ms and last_seen_ms are
- * ignored; *id (may be NULL) = the agent's id. */
+ * capabilities, dataset summary and last_seen_ms of the agent with that
+ * name. The name stays bound to the certificate (fingerprint) it first joined
+ * with: another certificate gives -EACCES unless the bound one was revoked
+ * (coord_store_cert_revoke), and then becomes the bound one. An existing name
+ * with a different identity key, or a key registered under another name,
+ * gives -EEXIST too: a key change is an operator decision
+ * (coord_store_agent_rekey). a->id, joined_ms and last_seen_ms are ignored;
+ * *id (may be NULL) = the agent's id. */
 int coord_store_agent_upsert(coord_store_t *s, const coord_agent_t *a, int64_t *id);
 int coord_store_agent_rekey(coord_store_t *s, int64_t id,
                             const uint8_t identity_pk[COORD_KEY_BYTES]);
+/* Certificates the operator revoked (sflctl agent revoke): refused for good.
+ * name says whose it was (for the record). Revoking twice is not an error. */
+int coord_store_cert_revoke(coord_store_t *s, const uint8_t fpr[COORD_FPR_BYTES],
+                            const char *name, int64_t now_ms) SFL_MUST_CHECK;
+/* All revoked fingerprints, ascending (for bsearch). Returns owned
+ * (coord_store_free); *out NULL when *n = 0. */
+int coord_store_revoked_list(coord_store_t *s, uint8_t (**out)[COORD_FPR_BYTES],
+                             size_t *n) SFL_MUST_CHECK;
 /* Sets last_seen_ms to now. */
 int coord_store_agent_touch(coord_store_t *s, int64_t id);
 /* SFL_ENOTFOUND when absent. */

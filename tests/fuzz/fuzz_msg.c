@@ -74,6 +74,8 @@ FLAT(sfl_heartbeat_req_t, heartbeat_req_pack, heartbeat_req_unpack)
 FLAT(sfl_heartbeat_reply_t, heartbeat_reply_pack, heartbeat_reply_unpack)
 FLAT(sfl_job_spec_t, create_job_pack, create_job_unpack)
 FLAT(sfl_job_status_t, job_reply_pack, job_reply_unpack)
+FLAT(sfl_revoke_t, revoke_req_pack, revoke_req_unpack)
+FLAT(sfl_revoke_t, revoke_reply_pack, revoke_reply_unpack)
 
 static void fz_job_req(const uint8_t *d, size_t n)
 {
@@ -323,6 +325,8 @@ static void (*const types[])(const uint8_t *, size_t) = {
     fz_agent_list,             /* 16 */
     fz_export_req,             /* 17 */
     fz_export,                 /* 18 */
+    fz_revoke_req_unpack,      /* 19 */
+    fz_revoke_reply_unpack,    /* 20 */
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1621,6 +1621,46 @@ static void test_msg_pack_errors(void **state)
     sfl_spvec_free(model);
 }
 
+static void test_msg_revoke(void **state)
+{
+    sfl_revoke_t m, d;
+    uint8_t *out = NULL;
+    size_t n;
+
+    (void)state;
+    memset(&m, 0, sizeof(m));
+    assert_int_equal(sfl_msg_revoke_req_pack(&m, &out, &n), SFL_EINVAL); /* neither */
+    assert_non_null(strstr(sfl_last_error(), "want exactly one of agent and fingerprint"));
+    snprintf(m.agent, sizeof(m.agent), "agent-0");
+    assert_int_equal(sfl_msg_revoke_req_pack(&m, &out, &n), 0);
+    assert_int_equal(sfl_msg_revoke_req_unpack(out, n, NULL, &d), 0);
+    assert_memory_equal(&d, &m, sizeof(m));
+    sfl_msg_buf_free(out);
+    memset(m.fingerprint, 0xab, sizeof(m.fingerprint));
+    m.has_fingerprint = 1;
+    assert_int_equal(sfl_msg_revoke_req_pack(&m, &out, &n), SFL_EINVAL); /* both */
+    memset(m.agent, 0, sizeof(m.agent));
+    assert_int_equal(sfl_msg_revoke_req_pack(&m, &out, &n), 0);
+    assert_int_equal(sfl_msg_revoke_req_unpack(out, n, NULL, &d), 0);
+    assert_memory_equal(&d, &m, sizeof(m));
+    sfl_msg_buf_free(out);
+    /* the reply: fingerprint required, agent may be empty */
+    m.closed = 3;
+    assert_int_equal(sfl_msg_revoke_reply_pack(&m, &out, &n), 0);
+    assert_int_equal(sfl_msg_revoke_reply_unpack(out, n, NULL, &d), 0);
+    assert_memory_equal(&d, &m, sizeof(m));
+    sfl_msg_buf_free(out);
+    /* a 31-byte fingerprint: refused */
+    {
+        static const uint8_t bad[] = {0x12, 31};
+        uint8_t raw[2 + 31] = {0};
+
+        memcpy(raw, bad, 2);
+        assert_int_equal(sfl_msg_revoke_req_unpack(raw, sizeof(raw), NULL, &d), SFL_EPARSE);
+        assert_non_null(strstr(sfl_last_error(), "fingerprint is 31 bytes, want 32"));
+    }
+}
+
 /* A NUL inside a string field would cut it where protobuf-c hands it over
  * as a C string ("demo\0job" read as "demo"): the message is refused. */
 static void test_msg_nul_in_string(void **state)
@@ -1786,6 +1826,7 @@ int main(void)
         cmocka_unit_test(test_msg_unknown_fields),
         cmocka_unit_test(test_msg_pack_errors),
         cmocka_unit_test(test_msg_nul_in_string),
+        cmocka_unit_test(test_msg_revoke),
         cmocka_unit_test(test_msg_tags_names),
         cmocka_unit_test(test_msg_failalloc),
     };

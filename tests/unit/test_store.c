@@ -210,7 +210,20 @@ static void test_store_agents(void **state)
     /* Re-join with the same key: same id, new summary, joined_ms kept. */
     snprintf(a.capabilities, sizeof(a.capabilities), "battery");
     a.samples = 7;
-    memset(a.cert_fingerprint, 0x11, sizeof(a.cert_fingerprint)); /* renewed cert */
+    /* A second certificate with the same name (and even the same key) is
+     * refused while the first is not revoked; after that it takes its place
+     * (a renewed certificate), and the revoked one cannot come back. */
+    uint8_t first[COORD_FPR_BYTES], (*revoked)[COORD_FPR_BYTES] = NULL;
+    memcpy(first, a.cert_fingerprint, sizeof(first));
+    memset(a.cert_fingerprint, 0x11, sizeof(a.cert_fingerprint));
+    assert_int_equal(coord_store_agent_upsert(s, &a, &again), -EACCES);
+    assert_detail("store: agent 'pi-1' (id 1) is bound to another certificate");
+    assert_int_equal(coord_store_cert_revoke(s, first, "pi-1", 5), 0);
+    assert_int_equal(coord_store_cert_revoke(s, first, "pi-1", 6), 0); /* twice: fine */
+    assert_int_equal(coord_store_revoked_list(s, &revoked, &n), 0);
+    assert_int_equal(n, 1);
+    assert_memory_equal(revoked[0], first, sizeof(first));
+    coord_store_free(revoked);
     assert_int_equal(coord_store_agent_upsert(s, &a, &again), 0);
     assert_int_equal(again, id1);
     assert_int_equal(coord_store_agent_get_by_name(s, "pi-1", &b), 0);
@@ -219,6 +232,8 @@ static void test_store_agents(void **state)
     assert_int_equal(b.samples, 7);
     assert_int_equal(b.cert_fingerprint[0], 0x11);
     assert_int_equal(b.joined_ms, joined);
+    memcpy(b.cert_fingerprint, first, sizeof(first));
+    assert_int_equal(coord_store_agent_upsert(s, &b, NULL), -EACCES);
     assert_true(b.last_seen_ms >= joined);
     assert_int_equal(coord_store_agent_touch(s, id2), 0);
 
@@ -720,7 +735,7 @@ static void test_store_history(void **state)
 
     /* Back to schema 1, then reopen: the migration runs, the rounds stay. */
     raw_sql(p, "DROP TABLE round_metrics; DROP TABLE job_failures; "
-               "DELETE FROM schema_version WHERE version >= 2");
+               "DROP TABLE revoked_certs; DELETE FROM schema_version WHERE version >= 2");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
     assert_int_equal(n, 4);

@@ -365,6 +365,22 @@ typedef struct sfl_job_status {
 int sfl_msg_create_job_pack(const sfl_job_spec_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
 int sfl_msg_create_job_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                               sfl_job_spec_t *m) SFL_MUST_CHECK;
+/* RevokeRequest / RevokeReply. Request: exactly one of agent (a name) and
+ * fingerprint (has_fingerprint). Reply: fingerprint (required), agent ("" =
+ * bound to none), closed. */
+typedef struct {
+    char agent[SFL_MSG_NAME_LEN];
+    uint8_t fingerprint[SFL_MSG_HASH_BYTES];
+    int has_fingerprint; /* 0 | 1 */
+    uint32_t closed;
+} sfl_revoke_t;
+int sfl_msg_revoke_req_pack(const sfl_revoke_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_revoke_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_revoke_t *m) SFL_MUST_CHECK;
+int sfl_msg_revoke_reply_pack(const sfl_revoke_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_revoke_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                sfl_revoke_t *m) SFL_MUST_CHECK;
+
 /* JobRequest (Pause/Resume/CancelJob): job_id > 0 */
 int sfl_msg_job_req_pack(uint64_t job_id, uint8_t **out, size_t *len) SFL_MUST_CHECK;
 int sfl_msg_job_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,

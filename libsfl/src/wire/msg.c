@@ -736,6 +736,8 @@ typedef struct wire {
         Sfl__V1__ExportModelReply export;
         Sfl__V1__JobHistoryRequest history_req;
         Sfl__V1__JobHistoryReply history;
+        Sfl__V1__RevokeRequest revoke_req;
+        Sfl__V1__RevokeReply revoke_reply;
     } pb; /* the message itself, initialised from its type's descriptor */
     Sfl__V1__DatasetSummary ds;
     Sfl__V1__AlgorithmParams pp;
@@ -1909,6 +1911,113 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
         (rc = get_str(c, "waiting", p->waiting, m->waiting, SFL_MSG_TEXT_LEN)) < 0)
         return rc;
     return check_job_status(c, m);
+}
+
+/* ---- RevokeRequest / RevokeReply ---------------------------------------- */
+
+static int check_revoke_req(const chk_t *c, const void *p)
+{
+    const sfl_revoke_t *m = p;
+    int rc = check_str(c, "agent", m->agent, SFL_MSG_NAME_LEN, 0);
+
+    if (rc < 0)
+        return rc;
+    if ((m->agent[0] != '\0') == m->has_fingerprint)
+        return fail(c, c->bad, "want exactly one of agent and fingerprint");
+    return 0;
+}
+
+static int put_revoke_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_revoke_t *m = p;
+
+    (void)c;
+    w->pb.revoke_req.agent = str(m->agent);
+    if (m->has_fingerprint)
+        w->pb.revoke_req.fingerprint = bin(m->fingerprint, SFL_MSG_HASH_BYTES);
+    return 0;
+}
+
+static int get_revoke_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__RevokeRequest *pb = p;
+    sfl_revoke_t *m = out;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if ((rc = get_str(c, "agent", pb->agent, m->agent, SFL_MSG_NAME_LEN)) < 0)
+        return rc;
+    if (pb->fingerprint.len > 0) {
+        if ((rc = get_fixed(c, "fingerprint", &pb->fingerprint, m->fingerprint,
+                            SFL_MSG_HASH_BYTES)) < 0)
+            return rc;
+        m->has_fingerprint = 1;
+    }
+    return check_revoke_req(c, m);
+}
+
+static const msg_type_t revoke_req_type = {"revoke request", &sfl__v1__revoke_request__descriptor,
+    check_revoke_req, put_revoke_req, get_revoke_req, sizeof(sfl_revoke_t), NULL, 0, NULL};
+
+static int check_revoke_reply(const chk_t *c, const void *p)
+{
+    const sfl_revoke_t *m = p;
+
+    if (!m->has_fingerprint)
+        return fail(c, c->bad, "fingerprint missing");
+    return check_str(c, "agent", m->agent, SFL_MSG_NAME_LEN, 0);
+}
+
+static int put_revoke_reply(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_revoke_t *m = p;
+
+    (void)c;
+    w->pb.revoke_reply.fingerprint = bin(m->fingerprint, SFL_MSG_HASH_BYTES);
+    w->pb.revoke_reply.agent = str(m->agent);
+    w->pb.revoke_reply.closed = m->closed;
+    return 0;
+}
+
+static int get_revoke_reply(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__RevokeReply *pb = p;
+    sfl_revoke_t *m = out;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if ((rc = get_fixed(c, "fingerprint", &pb->fingerprint, m->fingerprint,
+                        SFL_MSG_HASH_BYTES)) < 0 ||
+        (rc = get_str(c, "agent", pb->agent, m->agent, SFL_MSG_NAME_LEN)) < 0)
+        return rc;
+    m->has_fingerprint = 1;
+    m->closed = pb->closed;
+    return check_revoke_reply(c, m);
+}
+
+static const msg_type_t revoke_reply_type = {"revoke reply", &sfl__v1__revoke_reply__descriptor,
+    check_revoke_reply, put_revoke_reply, get_revoke_reply, sizeof(sfl_revoke_t), NULL, 0, NULL};
+
+int sfl_msg_revoke_req_pack(const sfl_revoke_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&revoke_req_type, m, NULL, out, len);
+}
+
+int sfl_msg_revoke_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_revoke_t *m)
+{
+    return unpack_in(&revoke_req_type, buf, len, lim, m);
+}
+
+int sfl_msg_revoke_reply_pack(const sfl_revoke_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&revoke_reply_type, m, NULL, out, len);
+}
+
+int sfl_msg_revoke_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                sfl_revoke_t *m)
+{
+    return unpack_in(&revoke_reply_type, buf, len, lim, m);
 }
 
 /* JobRequest carries only the id, which put checks. */
