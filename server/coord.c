@@ -1075,17 +1075,17 @@ static uint64_t live_job_bytes(const coord_t *co)
     uint64_t n = 0;
 
     for (size_t i = 0; i < co->njobs; i++)
-        if (co->jobs[i]->model.global != NULL)
+        if (co->jobs[i]->ready && !job_final(co->jobs[i]))
             n += job_state_bytes(co->jobs[i]->model.prob.dim);
     return n;
 }
 
-/* An ended job keeps its model in the store (checkpoints: ExportModel
- * reads them), not in RAM; one aggregating on the thread pool is released
- * when it returns (agg_after). */
+/* A job that is not running keeps its model in the store (checkpoints:
+ * ExportModel reads them, job_model reloads them), not in RAM; one
+ * aggregating on the thread pool is released when it returns (agg_after). */
 static void job_release(job_t *j)
 {
-    if (!j->busy && j->model.global != NULL && job_final(j))
+    if (!j->busy && j->model.global != NULL && j->state != SFL_JOB_RUNNING)
         coord_job_close(&j->model);
 }
 
@@ -1277,6 +1277,8 @@ static void note_waiting(job_t *j, uint32_t n)
               coord_log_quote(j->waiting, q, sizeof(q)));
 }
 
+static int job_model(job_t *j);
+
 /* SELECTING: start the attempt once enough eligible agents subscribe. The
  * full selection (cohort * (1 + over_selection)) starts at once; a smaller
  * one that still reaches the quorum after select_wait_ms. Fewer than the
@@ -1304,6 +1306,14 @@ static void try_start(job_t *j)
     note_waiting(j, n);
     if (n < rc_->min_quorum || (n < want && now - j->select_since < co->cfg.select_wait_ms))
         goto out;
+    if ((rc = job_model(j)) < 0) {
+        snprintf(why, sizeof(why), "cannot load the last checkpoint: %s", sfl_last_error());
+        if (rc == SFL_ENOMEM)
+            pause_failed(j, why); /* the operator may resume once memory is there */
+        else
+            fail_job(j, why);
+        goto out;
+    }
     rc = coord_store_round_next_attempt(co->store, (int64_t)j->id, (int64_t)j->rnd.round, &next);
     if (rc < 0) {
         coord_log(COORD_LOG_ERROR, "store_error", "job=%llu error=%s", (unsigned long long)j->id,
@@ -1662,20 +1672,39 @@ static int job_insert(coord_t *co, job_t *j)
 }
 
 /* Model, aggregator and round machine of a job whose spec is set. */
-static int job_prepare(job_t *j)
+/* Sets the job up without its O(dim) state (job_model loads that when a
+ * round first needs it): committed is its last committed round, and the
+ * status shows that round's metrics. */
+static int job_prepare(job_t *j, uint64_t committed)
 {
     coord_job_spec_t cs;
     int rc;
 
     if ((rc = wire_to_spec(&j->spec, &cs)) < 0)
         return rc;
-    if ((rc = coord_job_init(&j->model, &cs)) < 0)
+    if ((rc = coord_job_setup(&j->model, &cs)) < 0)
         return rc;
     j->ready = 1;
-    if ((rc = reload_model(j)) < 0)
-        return rc;
+    j->committed = committed;
+    load_last_metrics(j);
+    j->model_nnz = j->last.model_nnz;
     reset_round(j);
     return 0;
+}
+
+/* The job's O(dim) state, from its last checkpoint: allocated when a round
+ * is about to open, freed when the job pauses or ends (job_release). */
+static int job_model(job_t *j)
+{
+    int rc;
+
+    if (j->model.global != NULL)
+        return 0;
+    if ((rc = coord_job_open(&j->model)) < 0)
+        return rc;
+    if ((rc = reload_model(j)) < 0)
+        coord_job_close(&j->model);
+    return rc;
 }
 
 static int job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out)
@@ -1724,7 +1753,7 @@ static int job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out)
         (rc = coord_store_job_set_state(co->store, id, COORD_JOB_PAUSED)) < 0)
         goto out;
     j->state = spec->paused ? SFL_JOB_PENDING : SFL_JOB_RUNNING;
-    if ((rc = job_prepare(j)) < 0 || (rc = job_insert(co, j)) < 0) {
+    if ((rc = job_prepare(j, 0)) < 0 || (rc = job_insert(co, j)) < 0) {
         /* The row exists; mark it so a restart does not run it. */
         (void)coord_store_job_set_state(co->store, id, COORD_JOB_CANCELLED);
         goto out;
@@ -1787,7 +1816,7 @@ static int job_load(coord_t *co, const coord_srow_job_t *row)
     text_copy(j->error, sizeof(j->error), row->error);
     rc = sfl_msg_create_job_unpack(row->spec, row->spec_len, NULL, &j->spec);
     if (rc == 0)
-        rc = job_prepare(j);
+        rc = job_prepare(j, (uint64_t)row->last_committed_round);
     if (rc == SFL_ENOMEM) {
         job_free(j);
         return rc;
@@ -3362,6 +3391,17 @@ static int render(coord_text_t *t, void *ud)
             n += co->jobs[i]->state == states[s];
         coord_text_printf(t, "sfl_jobs{state=\"%s\"} %u\n", sfl_msg_job_state_name(states[s]),
                           n);
+    }
+    {
+        uint64_t held = 0;
+
+        for (size_t i = 0; i < co->njobs; i++)
+            if (co->jobs[i]->model.global != NULL)
+                held += job_state_bytes(co->jobs[i]->model.prob.dim);
+        coord_text_family(t, "sfl_job_model_bytes", "gauge",
+                          "Model state held in memory by running jobs (max_job_memory bounds "
+                          "what jobs not ended may reserve).");
+        coord_text_printf(t, "sfl_job_model_bytes %llu\n", (unsigned long long)held);
     }
     render_progress(t, co);
     coord_text_family(t, "sfl_rounds_committed_total", "counter", "Rounds committed.");

@@ -1,5 +1,6 @@
 #include "job.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -263,7 +264,7 @@ coord_inelig_t coord_job_ineligible(const coord_job_spec_t *s, const coord_agent
     return COORD_INELIG_NONE;
 }
 
-int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
+int coord_job_setup(coord_job_t *j, const coord_job_spec_t *spec)
 {
     int rc;
 
@@ -274,14 +275,27 @@ int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
     j->algo = sfl_algo_find(spec->algo);
     if ((rc = coord_job_spec_params(spec, &j->params)) < 0)
         return rc;
-    if ((rc = sfl_problem_init(&j->prob, sfl_loss_find(spec->loss), spec->ncols,
-                               spec->nclasses)) < 0)
-        return rc;
+    return sfl_problem_init(&j->prob, sfl_loss_find(spec->loss), spec->ncols, spec->nclasses);
+}
+
+int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
+{
+    int rc = coord_job_setup(j, spec);
+
+    return rc < 0 ? rc : coord_job_open(j);
+}
+
+int coord_job_open(coord_job_t *j)
+{
+    int rc;
+
+    assert(j->global == NULL);
+    j->round = 0;
     j->global = sfl__calloc(j->prob.dim, sizeof(double));
     if (j->global == NULL)
         return SFL_ENOMEM;
     /* The fold keeps pointers to the job's own copies. */
-    if ((rc = sfl_fold_init(&j->agg, j->algo, &j->params, &j->prob, &spec->limits)) < 0) {
+    if ((rc = sfl_fold_init(&j->agg, j->algo, &j->params, &j->prob, &j->spec.limits)) < 0) {
         coord_job_close(j);
         return rc;
     }

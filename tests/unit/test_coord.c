@@ -1275,16 +1275,22 @@ static void test_coord_admin_job_ops(void **state)
     e = export_model(&F.admin, id, 0, &status);
     assert_int_equal(status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
     assert_null(e);
+    /* A job holds no model state until a round opens (before: allocated and
+     * zeroed at CreateJob, ~1 GiB for a paused job of 2^26 features). */
+    assert_non_null(strstr(http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34),
+                           "\nsfl_job_model_bytes 0\n"));
     js = job_call(&F.admin, "/sfl.v1.Admin/ResumeJob", id, &status);
     assert_int_equal(status, 0);
     assert_int_equal(js.state, SFL_JOB_RUNNING);
     assert_int_equal(js.round_state, SFL_ROUND_SELECTING);
+    assert_non_null(strstr(http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34),
+                           "\nsfl_job_model_bytes 0\n"));
     js = job_call(&F.admin, "/sfl.v1.Admin/ResumeJob", id, &status);
     assert_int_equal(status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
     js = job_call(&F.admin, "/sfl.v1.Admin/PauseJob", id, &status);
     assert_int_equal(status, 0);
     assert_int_equal(js.state, SFL_JOB_PAUSED);
-    /* A paused job holds its model state: a second one exceeds the budget. */
+    /* A paused job reserves its model state: a second one exceeds the budget. */
     (void)create_job(&F.admin, &spec, &status);
     assert_int_equal(status, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
     js = job_call(&F.admin, "/sfl.v1.Admin/CancelJob", id, &status);
