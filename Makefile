@@ -7,6 +7,7 @@
 #   make test-cross unit tests cross-built for arm64 (CROSS=...), run under qemu
 #   make demo       a coordinator and 8 agents on loopback, then simulations
 #   make bench      micro and macro benchmarks (figures to stdout)
+#   make soak       the coordinator killed -9 SOAK_KILLS (100) times mid-job
 #   make footprint  the arm64 agent's size and peak RSS (d = 1e5, under qemu)
 #   make reproduce  the papers' experiments -> results/REPORT.md
 #   make install    PREFIX=/usr/local DESTDIR= (UNITDIR, MANDIR, DOCDIR)
@@ -98,7 +99,7 @@ endif
 BUILD_PKGS := make gcc-$(TRIPLET) protobuf-c-compiler $(CROSS_LIBS:%=%:$(DEB_ARCH))
 TEST_PKGS  := $(filter-out libcmocka-dev,$(TEST_PKGS)) qemu-user-static \
               libcmocka-dev:$(DEB_ARCH)
-NATIVE_ONLY := $(filter test e2e demo bench reproduce,$(MAKECMDGOALS))
+NATIVE_ONLY := $(filter test e2e demo bench soak reproduce,$(MAKECMDGOALS))
 ifneq ($(NATIVE_ONLY),)
 $(error make $(NATIVE_ONLY) runs native programs; with CROSS use make test-cross)
 endif
@@ -165,7 +166,8 @@ CTL_MAIN_OBJ := $(BUILD)/server/main_sflctl.o
 PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN) $(CTL_BIN)
 
 .PHONY: all deps deps-test deps-repro deps-install deps-footprint test unit unit-asan \
-        test-cross unit-cross unit-asan e2e demo bench footprint reproduce install man clean help
+        test-cross unit-cross unit-asan e2e demo bench soak footprint reproduce install man \
+        clean help
 .DEFAULT_GOAL := all
 
 # Objects wait for deps (order-only), so `make -j` on a fresh machine installs
@@ -322,6 +324,11 @@ e2e:
 demo: all deps-test
 	$(Q)./deploy/demo-federation.sh $(BUILD)
 	$(Q)./sim/demo.sh $(SIM)
+
+# tests/e2e/crash.sh with 100 kills instead of make test's 10 (a few minutes).
+SOAK_KILLS ?= 100
+soak: all deps-test
+	$(Q)SFL_BIN=$(BUILD) SFL_KILLS=$(SOAK_KILLS) tests/run.sh e2e $(BUILD) tests/e2e/crash.sh
 
 bench: all $(BENCH_BIN) $(LOADGEN_BIN)
 	$(Q)./bench/run.sh $(BUILD)
