@@ -100,6 +100,10 @@ int coord_jobdef_check(const coord_jobdef_t *d) SFL_MUST_CHECK;
  * (what a CreateJob for it carries). Details do not name the job. */
 int coord_jobdef_wire(const coord_jobdef_t *d, sfl_job_spec_t *out) SFL_MUST_CHECK;
 void coord_jobdef_free(coord_jobdef_t *d);
+/* A wire spec (CreateJob, the store) as job.h's spec, with the coordinator's
+ * checks (known algorithm and loss, conditions, coord_job_spec_check). */
+struct coord_job_spec;
+int coord_spec_from_wire(const sfl_job_spec_t *w, struct coord_job_spec *s) SFL_MUST_CHECK;
 
 /* Opens the state (identity, store, recovery: every job resumes from its
  * last committed round), listens, and starts metrics and the scheduler.

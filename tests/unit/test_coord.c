@@ -1496,49 +1496,15 @@ static void test_coord_metrics_http(void **state)
     assert_non_null(strstr(r, "# TYPE sfl_agents_known gauge\nsfl_agents_known 0\n"));
 }
 
-/* Configuration keys, addresses and [job] definitions. */
+/* A [job] definition added to a running coordinator, once (the keys
+ * themselves: test_jobdef.c; the configuration: test_coordcfg.c). */
 static void test_coord_config_and_jobdefs(void **state)
 {
-    coord_config_t c;
     coord_jobdef_t *d = NULL;
-    struct sockaddr_storage ss;
     uint64_t id1 = 0, id2 = 0;
     int created = 0;
-    char q[64];
 
     (void)state;
-    coord_config_default(&c);
-    assert_int_equal(coord_config_set(&c, "max_agents", "12"), 0);
-    assert_int_equal(c.max_agents, 12);
-    assert_int_equal(coord_config_set(&c, "max_agents", "-1"), SFL_EINVAL);
-    assert_int_equal(coord_config_set(&c, "nope", "1"), SFL_EINVAL);
-    assert_int_equal(coord_config_check(&c), SFL_EINVAL); /* no certificates */
-    assert_int_equal(coord_addr_parse("127.0.0.1:80", &ss), 0);
-    assert_int_equal(ss.ss_family, AF_INET);
-    assert_int_equal(coord_addr_parse("[::1]:80", &ss), 0);
-    assert_int_equal(ss.ss_family, AF_INET6);
-    assert_int_equal(coord_addr_parse(":7443", &ss), 0);
-    assert_int_equal(coord_addr_parse("host", &ss), SFL_EINVAL);
-    assert_int_equal(coord_addr_parse("example.org:1", &ss), SFL_EINVAL);
-    assert_int_equal(coord_addr_parse("1.2.3.4:99999", &ss), SFL_EINVAL);
-    assert_string_equal(coord_log_quote("plain", q, sizeof(q)), "plain");
-    assert_string_equal(coord_log_quote("a \"b\"\n", q, sizeof(q)), "\"a \\\"b\\\"\\x0a\"");
-    assert_string_equal(coord_log_quote("", q, sizeof(q)), "\"\"");
-
-    /* [job NAME] sections: names inih might have cut are refused. */
-    const char *jn;
-    char sec[64];
-    assert_int_equal(coord_job_section("coordinator", &jn), 0);
-    assert_int_equal(coord_job_section("job   lsq", &jn), 1);
-    assert_string_equal(jn, "lsq");
-    assert_int_equal(coord_job_section("job  ", &jn), SFL_EINVAL);
-    snprintf(sec, sizeof(sec), "job %044d", 7); /* 48 bytes: kept whole */
-    assert_int_equal(coord_job_section(sec, &jn), 1);
-    assert_int_equal(strlen(jn), 44);
-    snprintf(sec, sizeof(sec), "job %045d", 7); /* 49: maybe cut */
-    assert_int_equal(coord_job_section(sec, &jn), SFL_EINVAL);
-    assert_non_null(strstr(sfl_last_error(), "at most 44 characters"));
-
     assert_int_equal(coord_jobdef_new("cls", &d), 0);
     assert_int_equal(coord_jobdef_set(d, "features", "10"), 0);
     assert_int_equal(coord_jobdef_set(d, "loss", "logistic"), 0);

@@ -1,0 +1,112 @@
+/* server/coordcfg.c: the [coordinator] keys, their checks, addresses and
+ * the log's quoting. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coord.h"
+#include "sfl/error.h"
+
+static void ready(coord_config_t *c)
+{
+    coord_config_default(c);
+    snprintf(c->cert, sizeof(c->cert), "c.crt");
+    snprintf(c->key, sizeof(c->key), "c.key");
+}
+
+static void test_coordcfg_keys(void **state)
+{
+    coord_config_t c;
+    size_t n = 0;
+    const coord_config_key_t *k = coord_config_keys(&n);
+
+    (void)state;
+    coord_config_default(&c);
+    assert_int_equal(coord_config_set(&c, "max_agents", "12"), 0);
+    assert_int_equal(c.max_agents, 12);
+    assert_int_equal(coord_config_set(&c, "max_agents", "-1"), SFL_EINVAL);
+    assert_int_equal(coord_config_set(&c, "max_agents", ""), SFL_EINVAL);
+    assert_int_equal(coord_config_set(&c, "nope", "1"), SFL_EINVAL);
+    assert_string_equal(sfl_last_error(), "unknown key 'nope'");
+    assert_int_equal(coord_config_set(&c, "listen", "127.0.0.1:1"), 0);
+    assert_string_equal(c.listen, "127.0.0.1:1");
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL); /* no certificates */
+    /* every key has an argument and a help line, and can be set */
+    assert_true(n > 20);
+    for (size_t i = 0; i < n; i++) {
+        assert_non_null(k[i].arg);
+        assert_true(strlen(k[i].help) > 5);
+    }
+}
+
+static void test_coordcfg_check(void **state)
+{
+    coord_config_t c;
+
+    (void)state;
+    ready(&c);
+    assert_int_equal(coord_config_check(&c), 0);
+    /* the request budgets: max_message <= max_buffered <= max_buffered_total */
+    c.max_buffered = c.max_message - 1;
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "max_buffered"));
+    ready(&c);
+    c.max_buffered_total = c.max_buffered - 1;
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    ready(&c);
+    c.body_timeout_ms = 0;
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    ready(&c);
+    c.max_message = 1000;
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    ready(&c);
+    c.max_job_memory = 0;
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    ready(&c);
+    snprintf(c.log_level, sizeof(c.log_level), "loud");
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+}
+
+static void test_coordcfg_addr_and_quote(void **state)
+{
+    struct sockaddr_storage ss;
+    char q[64];
+    coord_log_level_t lvl;
+
+    (void)state;
+    assert_int_equal(coord_addr_parse("127.0.0.1:80", &ss), 0);
+    assert_int_equal(ss.ss_family, AF_INET);
+    assert_int_equal(coord_addr_parse("[::1]:80", &ss), 0);
+    assert_int_equal(ss.ss_family, AF_INET6);
+    assert_int_equal(coord_addr_parse(":7443", &ss), 0);
+    assert_int_equal(coord_addr_parse("localhost:1", &ss), 0);
+    assert_int_equal(coord_addr_parse("host", &ss), SFL_EINVAL);
+    assert_int_equal(coord_addr_parse("example.org:1", &ss), SFL_EINVAL);
+    assert_int_equal(coord_addr_parse("1.2.3.4:99999", &ss), SFL_EINVAL);
+    assert_int_equal(coord_addr_parse("[::1:80", &ss), SFL_EINVAL);
+    assert_string_equal(coord_log_quote("plain", q, sizeof(q)), "plain");
+    assert_string_equal(coord_log_quote("a \"b\"\n", q, sizeof(q)), "\"a \\\"b\\\"\\x0a\"");
+    assert_string_equal(coord_log_quote("", q, sizeof(q)), "\"\"");
+    assert_string_equal(coord_log_quote("a=b", q, sizeof(q)), "\"a=b\"");
+    assert_string_equal(coord_log_quote("\x1b[2J", q, 7), "\"\\x1b\"");
+    assert_int_equal(coord_log_level_parse("warn", &lvl), 0);
+    assert_int_equal(lvl, COORD_LOG_WARN);
+    assert_int_equal(coord_log_level_parse("WARN", &lvl), SFL_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_coordcfg_keys),
+        cmocka_unit_test(test_coordcfg_check),
+        cmocka_unit_test(test_coordcfg_addr_and_quote),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
