@@ -18,6 +18,7 @@
 
 #include "sfl/alloc.h"
 #include "sfl/grpc.h"
+#include "sfl/grpcconn.h"
 #include "sfl/ini.h"
 #include "sfl/msg.h"
 #include "sfl/seal.h"
@@ -73,13 +74,11 @@ struct agent {
 struct conn {
     coord_t *co;
     sfl_conn_t *c;            /* NULL once the transport closed */
-    sfl_grpc_session_t *s;
-    uv_timer_t timer;         /* session ticks and deferred writes */
+    sfl_grpcconn_t *g;        /* the gRPC server channel over c */
     sfl_peer_t peer;
     int has_peer;
     char addr[64];
     agent_t *agent;           /* bound by Join */
-    int pumping, again;
     uint32_t refused;         /* requests refused (logged up to a cap) */
     conn_t *prev, *next;
 };
@@ -2594,80 +2593,19 @@ static const sfl_grpc_method_t methods[] = {
 #undef R_AGENT
 #undef R_ADMIN
 
-/* ---- connections: a gRPC session over a TLS connection ----------------------------- */
-
-static void conn_timer_cb(uv_timer_t *t);
-
-/* Moves the session's output to the transport until it has none or the
- * transport is congested (on_drain resumes). */
-static void flush(conn_t *k)
-{
-    while (k->c && !sfl_conn_congested(k->c)) {
-        const uint8_t *p;
-        size_t n;
-        int rc = sfl_grpc_session_pending(k->s, &p, &n);
-
-        if (rc < 0 || n == 0)
-            break;
-        if ((rc = sfl_conn_write(k->c, p, n)) < 0) {
-            sfl_conn_abort(k->c);
-            break;
-        }
-        sfl_grpc_session_consumed(k->s, n);
-        k->co->bytes_out += n;
-    }
-}
-
-static void pump(conn_t *k)
-{
-    uint64_t next = UINT64_MAX;
-
-    if (k->c == NULL || k->s == NULL)
-        return;
-    k->pumping = 1;
-    do {
-        k->again = 0;
-        (void)sfl_grpc_session_tick(k->s, &next);
-        flush(k);
-    } while (k->again);
-    k->pumping = 0;
-    if (sfl_grpc_session_done(k->s)) {
-        uv_timer_stop(&k->timer);
-        sfl_conn_close(k->c);
-        return;
-    }
-    if (next == UINT64_MAX)
-        uv_timer_stop(&k->timer);
-    else
-        uv_timer_start(&k->timer, conn_timer_cb, next, 0);
-}
-
-static void conn_timer_cb(uv_timer_t *t)
-{
-    pump(t->data);
-}
-
-/* Output queued outside feed (a task pushed from another agent's call, a
- * finished aggregation): write it from the loop, never from inside some
- * other session's callback chain. */
-static void conn_wake(sfl_grpc_session_t *s, void *ud)
-{
-    conn_t *k = ud;
-
-    (void)s;
-    if (k->pumping)
-        k->again = 1;
-    else if (k->c)
-        uv_timer_start(&k->timer, conn_timer_cb, 0, 0);
-}
+/* ---- connections: a gRPC server channel over a TLS connection (grpcconn.h) ----------- */
 
 static void handle_gone(coord_t *co);
 
-static void conn_freed(uv_handle_t *h)
+/* The channel is gone (after conn_on_close): so is the connection. */
+static void conn_freed(sfl_grpcconn_t *g, int status, const char *detail, void *ud)
 {
-    conn_t *k = h->data;
+    conn_t *k = ud;
     coord_t *co = k->co;
 
+    (void)g;
+    (void)status;
+    (void)detail;
     sfl__free(k);
     handle_gone(co);
 }
@@ -2714,15 +2652,18 @@ static void conn_on_connect(sfl_conn_t *c, int status)
     gc.max_buffered = (uint32_t)co->cfg.max_buffered;
     gc.body_timeout_ms = (uint32_t)co->cfg.body_timeout_ms;
     gc.budget = co->budget;
-    if (sfl_grpc_server_new(&gc, methods, sizeof(methods) / sizeof(methods[0]), k, &k->s) < 0) {
-        sfl__free(k);
-        sfl_conn_set_data(c, NULL);
-        sfl_conn_abort(c);
-        return;
+    {
+        static const sfl_grpcconn_cbs_t cbs = {NULL, conn_freed};
+
+        if (sfl_grpcconn_accept(co->loop, c, &gc, methods, sizeof(methods) / sizeof(methods[0]),
+                                k, &cbs, k, &k->g) < 0) {
+            sfl__free(k);
+            sfl_conn_set_data(c, NULL);
+            sfl_conn_abort(c);
+            return;
+        }
     }
-    sfl_grpc_session_set_wake(k->s, conn_wake, k);
-    uv_timer_init(co->loop, &k->timer);
-    k->timer.data = k;
+    sfl_grpcconn_count_sent(k->g, &co->bytes_out);
     co->handles++;
     k->next = co->conns;
     if (co->conns)
@@ -2734,8 +2675,8 @@ static void conn_on_connect(sfl_conn_t *c, int status)
               coord_log_quote(k->has_peer ? k->peer.cn : "", q, sizeof(q)),
               sfl_role_name(k->has_peer ? k->peer.role : SFL_ROLE_NONE));
     if (co->stopping)
-        sfl_grpc_session_shutdown(k->s);
-    pump(k);
+        sfl_grpcconn_close(k->g);
+    sfl_grpcconn_pump(k->g);
 }
 
 static void conn_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
@@ -2743,19 +2684,16 @@ static void conn_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
     conn_t *k = sfl_conn_data(c);
     int rc;
 
-    if (k == NULL || k->s == NULL)
+    if (k == NULL || k->c == NULL)
         return;
     k->co->bytes_in += len;
-    k->pumping = 1;
-    rc = sfl_grpc_session_feed(k->s, buf, len);
-    k->pumping = 0;
+    rc = sfl_grpcconn_feed(k->g, buf, len);
     if (rc < 0) {
         char q[300];
 
         coord_log(COORD_LOG_WARN, "protocol_error", "addr=%s error=%s", k->addr,
                   coord_log_quote(sfl_last_error(), q, sizeof(q)));
     }
-    pump(k);
 }
 
 static void conn_on_drain(sfl_conn_t *c)
@@ -2763,7 +2701,7 @@ static void conn_on_drain(sfl_conn_t *c)
     conn_t *k = sfl_conn_data(c);
 
     if (k)
-        pump(k);
+        sfl_grpcconn_pump(k->g);
 }
 
 static void conn_on_close(sfl_conn_t *c, int status)
@@ -2781,10 +2719,9 @@ static void conn_on_close(sfl_conn_t *c, int status)
         k->agent->last_seen_ms = wall_ms();
         k->agent = NULL;
     }
-    uv_timer_stop(&k->timer);
-    /* Cancels the calls still held (a Subscribe): sub_cancelled. */
-    sfl_grpc_session_free(k->s);
-    k->s = NULL;
+    /* Cancels the calls still held (a Subscribe): sub_cancelled; k itself
+     * goes in conn_freed. */
+    sfl_grpcconn_closed(k->g, status);
     if (k->prev)
         k->prev->next = k->next;
     else
@@ -2792,7 +2729,6 @@ static void conn_on_close(sfl_conn_t *c, int status)
     if (k->next)
         k->next->prev = k->prev;
     co->nconns--;
-    uv_close((uv_handle_t *)&k->timer, conn_freed);
     if (co->stopping)
         check_stopped(co);
     else
@@ -3276,10 +3212,8 @@ void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, v
     for (size_t i = 0; i < co->nagents; i++)
         end_sub(co->agents[i], SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
     for (conn_t *k = co->conns; k != NULL; k = k->next)
-        if (k->s) {
-            sfl_grpc_session_shutdown(k->s);
-            if (!k->pumping && k->c)
-                uv_timer_start(&k->timer, conn_timer_cb, 0, 0);
+        if (k->c) {
+            sfl_grpcconn_close(k->g);
         }
     uv_timer_stop(&co->tick);
     uv_timer_start(&co->stop_timer, on_stop_timeout,

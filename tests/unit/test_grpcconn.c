@@ -1,7 +1,7 @@
-/* The gRPC channel: a client sfl_grpcconn over TLS 1.3 (certificates by
- * deploy/pki/sfl-pki in a temporary directory, as in test_tls.c) against an
- * in-test server session driven by hand on the same loop; every run is
- * bounded by a watchdog and callbacks are counted. */
+/* The gRPC channels: a client sfl_grpcconn over TLS 1.3 (certificates by
+ * deploy/pki/sfl-pki in a temporary directory, as in test_tls.c) against a
+ * server channel (sfl_grpcconn_accept) on an in-test listener on the same
+ * loop; every run is bounded by a watchdog and callbacks are counted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,7 +38,9 @@ typedef struct {
     sfl_listener_t *l;
     int port;
     sfl_conn_t *sc;
-    sfl_grpc_session_t *ss;
+    sfl_grpcconn_t *sg;    /* the server channel over sc */
+    uint64_t srv_sent;     /* bytes it wrote */
+    int srv_freed;         /* its on_close ran */
     sfl_grpc_call_t *held; /* a /t.T/Hang call, never answered */
     int srv_close, cancels;
     /* client */
@@ -159,49 +161,51 @@ static const sfl_grpc_method_t methods[] = {
     {"/t.T/Hang", SFL_GRPC_KIND_UNARY, h_hang, 0, NULL, 0},
 };
 
-static void srv_pump(void)
+static void srv_freed(sfl_grpcconn_t *g, int status, const char *detail, void *ud)
 {
-    const uint8_t *p;
-    size_t n;
-
-    while (F.sc != NULL) {
-        assert_int_equal(sfl_grpc_session_pending(F.ss, &p, &n), 0);
-        if (n == 0)
-            break;
-        assert_int_equal(sfl_conn_write(F.sc, p, n), 0);
-        sfl_grpc_session_consumed(F.ss, n);
-    }
-    if (F.sc != NULL && sfl_grpc_session_done(F.ss))
-        sfl_conn_close(F.sc);
+    (void)g;
+    (void)status;
+    (void)detail;
+    (void)ud;
+    F.srv_freed++;
 }
 
 static void srv_on_connect(sfl_conn_t *c, int status)
 {
+    static const sfl_grpcconn_cbs_t cbs = {NULL, srv_freed};
+
     assert_int_equal(status, 0);
     assert_null(F.sc);
     F.sc = c;
-    assert_int_equal(sfl_grpc_server_new(NULL, methods, 2, NULL, &F.ss), 0);
-    srv_pump();
+    assert_int_equal(sfl_grpcconn_accept(&F.loop, c, NULL, methods, 2, NULL, &cbs, NULL, &F.sg),
+                     0);
+    sfl_grpcconn_count_sent(F.sg, &F.srv_sent);
+    sfl_grpcconn_pump(F.sg);
 }
 
 static void srv_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
 {
     (void)c;
-    assert_int_equal(sfl_grpc_session_feed(F.ss, buf, len), 0);
-    srv_pump();
+    assert_int_equal(sfl_grpcconn_feed(F.sg, buf, len), 0);
+}
+
+static void srv_on_drain(sfl_conn_t *c)
+{
+    (void)c;
+    sfl_grpcconn_pump(F.sg);
 }
 
 static void srv_on_close(sfl_conn_t *c, int status)
 {
     (void)c;
-    (void)status;
     F.sc = NULL;
     F.srv_close++;
-    sfl_grpc_session_free(F.ss); /* cancels a held call */
-    F.ss = NULL;
+    sfl_grpcconn_closed(F.sg, status); /* cancels a held call */
+    F.sg = NULL;
 }
 
-static const sfl_conn_cbs_t srv_cbs = {srv_on_connect, srv_on_data, NULL, srv_on_close};
+static const sfl_conn_cbs_t srv_cbs = {srv_on_connect, srv_on_data, srv_on_drain,
+                                       srv_on_close};
 
 static void listen_tls(void)
 {
@@ -382,11 +386,43 @@ static void test_grpcconn_peer_closes(void **state)
             fail_msg("watchdog while connecting");
         uv_run(&F.loop, UV_RUN_ONCE);
     }
-    sfl_grpc_session_shutdown(F.ss); /* GOAWAY: the client's session is done */
-    srv_pump();
+    sfl_grpcconn_close(F.sg); /* GOAWAY: the client's session is done */
     run_until(&F.closes);
     assert_int_equal(F.opens, 1);
     assert_null(F.g);
+    run_until(&F.srv_freed);
+}
+
+/* A server channel's close is graceful: GOAWAY, no new calls, the held one
+ * runs to its end (answered after the close), then the connection closes. */
+static void test_grpcconn_server_close_graceful(void **state)
+{
+    (void)state;
+    listen_tls();
+    assert_int_equal(connect_to(F.port), 0);
+    assert_int_equal(sfl_grpc_call_unary(sfl_grpcconn_session(F.g), "/t.T/Hang",
+                                         (const uint8_t *)"x", 1, 0, on_unary, &F, NULL),
+                     0);
+    while (F.held == NULL) {
+        if (F.timed_out)
+            fail_msg("watchdog: the call never reached the server");
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+    sfl_grpcconn_close(F.sg);
+    for (int i = 0; i < 20; i++) /* the GOAWAY goes out; the call stays */
+        uv_run(&F.loop, UV_RUN_NOWAIT);
+    assert_int_equal(F.done, 0);
+    assert_int_equal(F.srv_close, 0);
+    assert_int_equal(sfl_grpc_reply(F.held, (const uint8_t *)"late", 4), 0);
+    F.held = NULL;
+    sfl_grpcconn_pump(F.sg);
+    run_until(&F.done);
+    assert_int_equal(F.status, SFL_GRPC_STATUS_OK);
+    assert_string_equal(F.resp, "late");
+    run_until(&F.srv_freed);
+    assert_int_equal(F.srv_close, 1);
+    assert_int_equal(F.cancels, 0);
+    assert_true(F.srv_sent > 0);
 }
 
 static void test_grpcconn_connect_refused(void **state)
@@ -505,6 +541,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_grpcconn_unary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grpcconn_close_with_open_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grpcconn_peer_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grpcconn_server_close_graceful, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grpcconn_connect_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grpcconn_close_while_connecting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grpcconn_bad_options, setup, teardown),

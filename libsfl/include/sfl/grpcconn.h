@@ -71,6 +71,38 @@ sfl_conn_t *sfl_grpcconn_conn(const sfl_grpcconn_t *g);
  * session's; idempotent; does nothing once the connection has closed. */
 void sfl_grpcconn_close(sfl_grpcconn_t *g);
 
+/* ---- server side ------------------------------------------------------
+ *
+ * The same channel over a connection the application accepted (its
+ * listener's on_connect with status 0). The application keeps its
+ * listener's sfl_conn callbacks and hands each event on: on_data to
+ * sfl_grpcconn_feed, on_drain to sfl_grpcconn_pump, on_close to
+ * sfl_grpcconn_closed; the channel ticks the session, writes its output
+ * (now, on drain, on a wake, at the next deadline) and closes the
+ * connection once the session is done or sfl_grpcconn_close was called.
+ * sud is the session's user data (given to the handlers); cbs->on_close runs
+ * once from the loop after sfl_grpcconn_closed, when the channel is about
+ * to be freed (on_open is not used). */
+int sfl_grpcconn_accept(uv_loop_t *loop, sfl_conn_t *c, const sfl_grpc_config_t *cfg,
+                        const sfl_grpc_method_t *methods, size_t n, void *sud,
+                        const sfl_grpcconn_cbs_t *cbs, void *ud,
+                        sfl_grpcconn_t **out) SFL_MUST_CHECK;
+/* Feeds bytes read; returns the session's feed result (SFL_EPARSE: the peer
+ * broke HTTP/2, the GOAWAY is on its way and the connection closes after
+ * it; sfl_last_error() says why). */
+int sfl_grpcconn_feed(sfl_grpcconn_t *g, const uint8_t *buf, size_t len);
+/* Ticks the session and writes what it has (the connection drained, or
+ * the application queued output from outside the session's callbacks). */
+void sfl_grpcconn_pump(sfl_grpcconn_t *g);
+/* The connection closed (status as sfl_conn's on_close): frees the session
+ * at once, so the calls the application still holds get their cancel
+ * callbacks now; the channel itself follows from the loop (cbs->on_close). */
+void sfl_grpcconn_closed(sfl_grpcconn_t *g, int status);
+/* On a server channel sfl_grpcconn_close is graceful: GOAWAY, no new calls,
+ * the open ones run to their end, then the connection closes. */
+/* Adds every byte written to *counter from now on (NULL: stop). */
+void sfl_grpcconn_count_sent(sfl_grpcconn_t *g, uint64_t *counter);
+
 /* Splits "host:port" or "[v6]:port" into host[0..hcap) (brackets removed)
  * and port[0..pcap): host non-empty, port 1 or more decimal digits, both
  * fitting with their NUL. SFL_EINVAL otherwise, with a detail naming s. */

@@ -18,6 +18,8 @@
 
 struct sfl_grpcconn {
     sfl_conn_t *conn;          /* NULL once the transport closed */
+    int server;                /* made by sfl_grpcconn_accept */
+    uint64_t *sent;            /* adds the bytes written (NULL: not counted) */
     sfl_grpc_session_t *sess;
     uv_timer_t timer;
     sfl_grpcconn_cbs_t cbs;
@@ -63,6 +65,8 @@ static void pump(sfl_grpcconn_t *g)
             if ((wrc = sfl_conn_write(g->conn, p, n)) < 0)
                 break;
             sfl_grpc_session_consumed(g->sess, n);
+            if (g->sent != NULL)
+                *g->sent += n;
         }
     } while (rc == 0 && wrc == 0 && g->again);
     g->pumping = 0;
@@ -75,7 +79,8 @@ static void pump(sfl_grpcconn_t *g)
         sfl_conn_abort(g->conn);
         return;
     }
-    if (g->closing || sfl_grpc_session_done(g->sess)) {
+    /* A client's close ends its calls; a server's lets them run out. */
+    if ((g->closing && !g->server) || sfl_grpc_session_done(g->sess)) {
         g->shut = 1;
         sfl_conn_close(g->conn);
         return;
@@ -141,7 +146,8 @@ static void on_timer_closed(uv_handle_t *h)
     if (g->detail[0] == '\0')
         snprintf(g->detail, sizeof(g->detail), "closed");
     g->cbs.on_close(g, g->status, g->detail, g->ud);
-    /* Unfinished calls end here with UNAVAILABLE. */
+    /* Unfinished calls end here with UNAVAILABLE (a server's session went
+     * in sfl_grpcconn_closed). */
     sfl_grpc_session_free(g->sess);
     sfl__free(g);
 }
@@ -193,6 +199,71 @@ out:
     return rc;
 }
 
+int sfl_grpcconn_accept(uv_loop_t *loop, sfl_conn_t *c, const sfl_grpc_config_t *cfg,
+                        const sfl_grpc_method_t *methods, size_t n, void *sud,
+                        const sfl_grpcconn_cbs_t *cbs, void *ud, sfl_grpcconn_t **out)
+{
+    sfl_grpcconn_t *g;
+    int rc;
+
+    *out = NULL;
+    g = sfl__calloc(1, sizeof(*g));
+    if (g == NULL)
+        return SFL_ENOMEM;
+    g->server = 1;
+    g->opened = 1;
+    g->conn = c;
+    g->cbs = *cbs;
+    g->ud = ud;
+    if ((rc = sfl_grpc_server_new(cfg, methods, n, sud, &g->sess)) < 0) {
+        sfl__free(g);
+        return rc;
+    }
+    uv_timer_init(loop, &g->timer);
+    g->timer.data = g;
+    sfl_grpc_session_set_wake(g->sess, on_wake, g);
+    *out = g;
+    return 0;
+}
+
+int sfl_grpcconn_feed(sfl_grpcconn_t *g, const uint8_t *buf, size_t len)
+{
+    int rc = 0;
+
+    if (!g->shut) {
+        g->pumping = 1;
+        rc = sfl_grpc_session_feed(g->sess, buf, len);
+        g->pumping = 0;
+        if (rc < 0)
+            note(g, rc, "protocol error: ", sfl_last_error());
+    }
+    pump(g);
+    return rc;
+}
+
+void sfl_grpcconn_pump(sfl_grpcconn_t *g)
+{
+    pump(g);
+}
+
+void sfl_grpcconn_closed(sfl_grpcconn_t *g, int status)
+{
+    if (status < 0)
+        note(g, status, "", sfl_last_error()[0] ? sfl_last_error() : sfl_strerror(status));
+    g->conn = NULL;
+    g->shut = 1;
+    uv_timer_stop(&g->timer);
+    /* Held calls (a Subscribe) get their cancel callbacks now. */
+    sfl_grpc_session_free(g->sess);
+    g->sess = NULL;
+    uv_close((uv_handle_t *)&g->timer, on_timer_closed);
+}
+
+void sfl_grpcconn_count_sent(sfl_grpcconn_t *g, uint64_t *counter)
+{
+    g->sent = counter;
+}
+
 sfl_grpc_session_t *sfl_grpcconn_session(const sfl_grpcconn_t *g)
 {
     return g->sess;
@@ -205,7 +276,7 @@ sfl_conn_t *sfl_grpcconn_conn(const sfl_grpcconn_t *g)
 
 void sfl_grpcconn_close(sfl_grpcconn_t *g)
 {
-    if (g->conn == NULL || g->closing)
+    if (g->conn == NULL || g->closing || g->sess == NULL)
         return;
     g->closing = 1;
     if (!g->opened) {
