@@ -24,18 +24,12 @@
 #include "sfl/seal.h"
 #include "sfl/transport.h"
 
-#include "job.h"
-#include "metrics.h"
-#include "round.h"
+#include "coord_int.h"
 
-#include "store.h"
-
-/* Specs are stored as packed CreateJobRequests; a spec is a few KiB. */
-#define SPEC_MAX 65536
 
 /* Peer-supplied or library text into a wire text field: printable ASCII
  * only (the field's rule), truncated to fit. */
-static void text_copy(char *dst, size_t cap, const char *src)
+void coord_text_copy(char *dst, size_t cap, const char *src)
 {
     size_t i = 0;
 
@@ -46,146 +40,16 @@ static void text_copy(char *dst, size_t cap, const char *src)
 
 /* ---- state ---------------------------------------------------------------------- */
 
-typedef struct conn conn_t;
-typedef struct agent agent_t;
-typedef struct job job_t;
-typedef struct attempt_key attempt_key_t;
-
-struct agent {
-    uint64_t id;
-    char name[SFL_PEER_CN_MAX + 1]; /* certificate CN */
-    uint8_t fpr[32];
-    uint8_t pk[SFL_SEAL_PK_BYTES];  /* Ed25519 identity, registered at Join */
-    sfl_tags_t caps, conds;
-    sfl_dataset_summary_t ds;
-    char version[SFL_MSG_NAME_LEN];
-    int joined;               /* the dataset is known from a Join of this process */
-    conn_t *conn;             /* bound connection; NULL when offline */
-    sfl_grpc_call_t *sub;     /* open Subscribe */
-    uint64_t sub_idle_since;  /* ms: subscribed, or last message sent on it */
-    sfl_agent_phase_t phase;
-    uint64_t hb_job, hb_round;
-    uint32_t progress;
-    int64_t last_seen_ms;     /* wall clock */
-    uint64_t accepted;
-    int verifying;            /* an update of it is on the thread pool */
-};
-
-struct conn {
-    coord_t *co;
-    sfl_conn_t *c;            /* NULL once the transport closed */
-    sfl_grpcconn_t *g;        /* the gRPC server channel over c */
-    sfl_peer_t peer;
-    int has_peer;
-    char addr[64];
-    agent_t *agent;           /* bound by Join */
-    uint32_t refused;         /* requests refused (logged up to a cap) */
-    conn_t *prev, *next;
-};
-
-struct job {
-    coord_t *co;
-    uint64_t id;
-    sfl_job_spec_t spec;      /* as created (wire form, stored packed) */
-    sfl_job_state_t state;
-    char error[SFL_MSG_TEXT_LEN];
-    char waiting[SFL_MSG_TEXT_LEN]; /* why SELECTING cannot start the round; "" otherwise */
-    int ready;                /* model and rnd initialised */
-    coord_job_t model;        /* global model and streaming aggregator */
-    coord_round_t rnd;        /* the round in progress (committed + 1) */
-    uint64_t committed;       /* last committed round */
-    uint32_t wire_attempt;    /* current (or next) attempt: store attempt - 1 */
-    int opened;               /* the attempt has a row in the store */
-    uint64_t select_since;    /* ms: SELECTING began */
-    uint64_t round_since;     /* ms: first attempt of the round opened */
-    attempt_key_t *key;       /* the attempt's X25519 key; NULL once closed */
-    uint8_t model_hash[SFL_MSG_HASH_BYTES];
-    uint8_t *task;            /* packed TaskOrWait of the attempt */
-    size_t task_len;
-    int64_t deadline_wall;
-    uint32_t model_nnz;
-    /* Training progress of the open attempt: sums over its accepted
-     * updates, weighted by samples (loss) and eval_samples (metrics). */
-    struct {
-        double loss, accuracy, mse;
-        uint64_t samples, eval_samples, bytes_down;
-    } fold;
-    coord_round_metrics_t work_metrics; /* the fold's means, for the commit */
-    coord_round_metrics_t last;         /* of the last committed round */
-    /* aggregation end on the thread pool: while busy the loop leaves
-     * model's arrays alone */
-    uv_work_t work;
-    int busy;
-    int work_rc;
-    char work_err[SFL_MSG_TEXT_LEN];
-    uint64_t work_ns;
-    uint32_t work_nnz;
-};
-
-/* Rejection reasons counted for metrics. */
-enum {
-    RJ_NOT_SELECTED,
-    RJ_TRUNCATED,
-    RJ_TOO_LARGE,
-    RJ_DECRYPT,
-    RJ_SIGNATURE,
-    RJ_PAYLOAD,
-    RJ_ENCODING,
-    RJ_BOUNDS, /* the fold's checks: norm, declared samples, finite values */
-    RJ_OTHER,
-    RJ_COUNT
-};
 static const char *const rj_names[RJ_COUNT] = {"not_selected", "truncated", "too_large",
                                                "decrypt", "bad_signature", "payload",
                                                "encoding", "out_of_bounds", "other"};
-
-struct coord {
-    uv_loop_t *loop;
-    coord_config_t cfg;
-    /* Refusal log lines of this second, and those not written (log_ok). */
-    uint64_t refusal_second;
-    uint32_t refusal_lines, refusal_dropped;
-    sfl_msg_limits_t lim;
-    sfl_identity_t *id;
-    coord_store_t *store;     /* loop thread only */
-    coord_store_t *bg;        /* aggregation workers, under bg_lock */
-    uv_mutex_t bg_lock;
-    int have_lock;
-    int state_fd;             /* state_dir/coordinator.lock, flock'ed; -1: none */
-    sfl_tls_t *tls;
-    /* request bytes all connections hold before their calls run */
-    sfl_grpc_budget_t *budget;
-    /* certificates revoked by the operator, ascending (bsearch) */
-    uint8_t (*revoked)[32];
-    size_t nrevoked;
-    sfl_listener_t *listener;
-    coord_metrics_srv_t *metrics;
-    int metrics_open;
-    uv_timer_t tick, stop_timer;
-    int handles;              /* our uv handles not yet closed (timers) */
-    conn_t *conns;
-    size_t nconns;
-    agent_t **agents;         /* ascending id */
-    size_t nagents, cap_agents;
-    job_t **jobs;             /* ascending id */
-    size_t njobs, cap_jobs;
-    int64_t started_ms;
-    uint64_t verdicts[5];     /* by coord_upd_verdict_t */
-    uint64_t rejects[RJ_COUNT];
-    uint64_t bytes_in, bytes_out, rounds_committed, rounds_failed, tls_refused;
-    coord_hist_t agg_hist, round_hist;
-    int stopping, finished;
-    uint32_t verifying;       /* updates on the thread pool */
-    void (*done)(coord_t *c, void *ud);
-    void *done_ud;
-};
 
 static uint64_t now_ms(const coord_t *co)
 {
     return uv_now(co->loop);
 }
 
-static int64_t wall_ms(void)
+int64_t coord_wall_ms(void)
 {
     struct timespec t;
 
@@ -213,12 +77,12 @@ static int fpr_cmp(const void *a, const void *b)
     return memcmp(a, b, 32);
 }
 
-static bool cert_revoked(const coord_t *co, const uint8_t fpr[32])
+bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32])
 {
     return co->nrevoked > 0 && bsearch(fpr, co->revoked, co->nrevoked, 32, fpr_cmp) != NULL;
 }
 
-static agent_t *agent_by_name(const coord_t *co, const char *name)
+agent_t *coord_agent_by_name(const coord_t *co, const char *name)
 {
     for (size_t i = 0; i < co->nagents; i++)
         if (strcmp(co->agents[i]->name, name) == 0)
@@ -247,7 +111,7 @@ static int agent_insert(coord_t *co, agent_t *a)
     return 0;
 }
 
-static job_t *job_find(const coord_t *co, uint64_t id)
+job_t *coord_job_find(const coord_t *co, uint64_t id)
 {
     for (size_t i = 0; i < co->njobs; i++)
         if (co->jobs[i]->id == id)
@@ -255,7 +119,7 @@ static job_t *job_find(const coord_t *co, uint64_t id)
     return NULL;
 }
 
-static int job_final(const job_t *j)
+int coord_job_final(const job_t *j)
 {
     return j->state == SFL_JOB_CANCELLED || j->state == SFL_JOB_FINISHED ||
            j->state == SFL_JOB_FAILED;
@@ -401,7 +265,7 @@ static void send_wait(coord_t *co, agent_t *a, uint32_t retry_ms, const char *re
     if (a->sub == NULL)
         return;
     w.retry_after_ms = retry_ms;
-    text_copy(w.reason, sizeof(w.reason), reason);
+    coord_text_copy(w.reason, sizeof(w.reason), reason);
     rc = sfl_msg_wait_pack(&w, &buf, &len);
     if (rc == 0)
         rc = sfl_grpc_send(a->sub, buf, len);
@@ -553,7 +417,7 @@ static void store_round_state(job_t *j, coord_srow_state_t st, const char *reaso
 /* The round after the last committed one, in SELECTING, with the attempt
  * number the store gives next (attempts are never reused, not even across
  * restarts), and a fresh attempt budget. */
-static void reset_round(job_t *j)
+void coord_reset_round(job_t *j)
 {
     coord_t *co = j->co;
     int64_t next = 1;
@@ -582,7 +446,7 @@ static uint64_t live_job_bytes(const coord_t *co)
     uint64_t n = 0;
 
     for (size_t i = 0; i < co->njobs; i++)
-        if (co->jobs[i]->ready && !job_final(co->jobs[i]))
+        if (co->jobs[i]->ready && !coord_job_final(co->jobs[i]))
             n += job_state_bytes(co->jobs[i]->model.prob.dim);
     return n;
 }
@@ -596,7 +460,7 @@ static void job_release(job_t *j)
         coord_job_close(&j->model);
 }
 
-static void set_job_state(job_t *j, sfl_job_state_t st)
+void coord_set_job_state(job_t *j, sfl_job_state_t st)
 {
     coord_job_state_t row;
     int rc;
@@ -623,7 +487,7 @@ static void set_job_state(job_t *j, sfl_job_state_t st)
 }
 
 /* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
-static void abandon(job_t *j, const char *reason)
+void coord_abandon(job_t *j, const char *reason)
 {
     if (j->busy || !j->ready)
         return; /* the aggregation in flight ends it */
@@ -634,7 +498,7 @@ static void abandon(job_t *j, const char *reason)
                   reason);
     }
     close_attempt(j);
-    reset_round(j);
+    coord_reset_round(j);
 }
 
 /* The job cannot go on: recorded in the store first, so that a restart
@@ -644,11 +508,11 @@ static void fail_job(job_t *j, const char *why)
 {
     char q[300], qe[300];
 
-    if (coord_store_job_fail(j->co->store, (int64_t)j->id, why, wall_ms()) < 0)
+    if (coord_store_job_fail(j->co->store, (int64_t)j->id, why, coord_wall_ms()) < 0)
         coord_log(COORD_LOG_ERROR, "store_error", "job=%llu error=%s failure_not_recorded=%s",
                   (unsigned long long)j->id, coord_log_quote(sfl_last_error(), q, sizeof(q)),
                   coord_log_quote(why, qe, sizeof(qe)));
-    text_copy(j->error, sizeof(j->error), why);
+    coord_text_copy(j->error, sizeof(j->error), why);
     j->state = SFL_JOB_FAILED;
     coord_log(COORD_LOG_ERROR, "job_state", "job=%llu state=failed error=%s",
               (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
@@ -656,9 +520,9 @@ static void fail_job(job_t *j, const char *why)
 
 static void pause_failed(job_t *j, const char *why)
 {
-    text_copy(j->error, sizeof(j->error), why);
-    abandon(j, why);
-    set_job_state(j, SFL_JOB_PAUSED);
+    coord_text_copy(j->error, sizeof(j->error), why);
+    coord_abandon(j, why);
+    coord_set_job_state(j, SFL_JOB_PAUSED);
 }
 
 static int build_task(job_t *j)
@@ -835,7 +699,7 @@ static void try_start(job_t *j)
     }
     j->wire_attempt = (uint32_t)(next - 1);
     randombytes_buf(j->rnd.nonce, sizeof(j->rnd.nonce));
-    j->deadline_wall = wall_ms() + (int64_t)rc_->deadline_ms;
+    j->deadline_wall = coord_wall_ms() + (int64_t)rc_->deadline_ms;
     if (j->round_since == 0)
         j->round_since = now;
     cohort = sfl__mallocarray(j->rnd.nmembers ? j->rnd.nmembers : 1, sizeof(*cohort));
@@ -948,7 +812,7 @@ static void agg_work(uv_work_t *w)
         uv_mutex_unlock(&co->bg_lock);
     }
     if (rc < 0)
-        text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
+        coord_text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
     sfl__free(buf);
     j->work_rc = rc;
     j->work_ns = uv_hrtime() - t0;
@@ -966,13 +830,13 @@ static void next_round(job_t *j)
         coord_hist_observe(&co->round_hist, (double)(now - j->round_since) / 1000.0);
         j->round_since = 0;
     }
-    if (j->committed >= j->spec.rounds && !job_final(j)) {
-        set_job_state(j, SFL_JOB_FINISHED);
+    if (j->committed >= j->spec.rounds && !coord_job_final(j)) {
+        coord_set_job_state(j, SFL_JOB_FINISHED);
         coord_round_close(&j->rnd);
         coord_round_init(&j->rnd, &j->model.spec.round, j->id, j->committed + 1);
         return;
     }
-    reset_round(j);
+    coord_reset_round(j);
 }
 
 static void agg_after(uv_work_t *w, int status)
@@ -1092,10 +956,10 @@ static void attempt_failed(job_t *j)
         /* Out of attempts: the job pauses with the reason, and an operator
          * who fixed the cause resumes it with a fresh budget. */
         snprintf(why, sizeof(why), "%s", sfl_last_error());
-        reset_round(j);
+        coord_reset_round(j);
         if (j->state == SFL_JOB_RUNNING) {
-            text_copy(j->error, sizeof(j->error), why);
-            set_job_state(j, SFL_JOB_PAUSED);
+            coord_text_copy(j->error, sizeof(j->error), why);
+            coord_set_job_state(j, SFL_JOB_PAUSED);
             coord_log(COORD_LOG_WARN, "job_paused", "job=%llu error=%s",
                       (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
         }
@@ -1136,7 +1000,7 @@ static void job_drive(job_t *j)
     }
 }
 
-static void schedule(coord_t *co)
+void coord_schedule(coord_t *co)
 {
     if (co->stopping)
         return;
@@ -1147,7 +1011,7 @@ static void schedule(coord_t *co)
 
 static void on_tick(uv_timer_t *t)
 {
-    schedule(t->data);
+    coord_schedule(t->data);
 }
 
 /* ---- jobs ----------------------------------------------------------------------------- */
@@ -1195,7 +1059,7 @@ static int job_prepare(job_t *j, uint64_t committed)
     j->committed = committed;
     load_last_metrics(j);
     j->model_nnz = j->last.model_nnz;
-    reset_round(j);
+    coord_reset_round(j);
     return 0;
 }
 
@@ -1214,7 +1078,7 @@ static int job_model(job_t *j)
     return rc;
 }
 
-static int job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out)
+int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out)
 {
     coord_job_spec_t cs;
     uint8_t *bytes = NULL;
@@ -1292,13 +1156,13 @@ int coord_add_jobdef(coord_t *c, const coord_jobdef_t *d, uint64_t *id, int *cre
                 *id = c->jobs[i]->id;
             return 0;
         }
-    if ((rc = job_create(c, &w, &j)) < 0)
+    if ((rc = coord_job_create(c, &w, &j)) < 0)
         return rc;
     if (id)
         *id = j->id;
     if (created)
         *created = 1;
-    schedule(c);
+    coord_schedule(c);
     return 0;
 }
 
@@ -1320,7 +1184,7 @@ static int job_load(coord_t *co, const coord_srow_job_t *row)
     case COORD_JOB_FAILED: j->state = SFL_JOB_FAILED; break;
     default: j->state = SFL_JOB_FINISHED; break;
     }
-    text_copy(j->error, sizeof(j->error), row->error);
+    coord_text_copy(j->error, sizeof(j->error), row->error);
     rc = sfl_msg_create_job_unpack(row->spec, row->spec_len, NULL, &j->spec);
     if (rc == 0)
         rc = job_prepare(j, (uint64_t)row->last_committed_round);
@@ -1353,7 +1217,7 @@ static int job_load(coord_t *co, const coord_srow_job_t *row)
 
 /* ---- gRPC helpers ----------------------------------------------------------------- */
 
-static void reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len)
+void coord_reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len)
 {
     if (rc < 0) {
         char msg[300];
@@ -1418,8 +1282,8 @@ static void on_refused(const char *path, int status, const char *message, void *
     log_refused(ud, path, status, message);
 }
 
-static void fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SFL_PRINTF(3, 4);
-static void fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...)
+void coord_fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SFL_PRINTF(3, 4);
+void coord_fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...)
 {
     sfl_grpc_session_t *s = sfl_grpc_call_session(call);
     char msg[512];
@@ -1432,19 +1296,19 @@ static void fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...)
     (void)sfl_grpc_finish(call, status, msg);
 }
 
-static void fail_unpack(sfl_grpc_call_t *call, int rc)
+void coord_fail_unpack(sfl_grpc_call_t *call, int rc)
 {
-    fail_call(call, rc == SFL_ELIMIT ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
+    coord_fail_call(call, rc == SFL_ELIMIT ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
                                      : SFL_GRPC_STATUS_INVALID_ARGUMENT,
               "%s", sfl_last_error());
 }
 
 /* 0 if the coordinator takes calls, or the call is finished. Who may call
  * what was checked when the call's HEADERS arrived (methods[]). */
-static int serving(sfl_grpc_call_t *call, const conn_t *k)
+int coord_serving(sfl_grpc_call_t *call, const conn_t *k)
 {
     if (k->co->stopping) {
-        fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
+        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
         return -1;
     }
     return 0;
@@ -1473,20 +1337,20 @@ static agent_t *bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id)
     agent_t *a = k->agent;
 
     if (a == NULL) {
-        a = agent_by_name(k->co, k->peer.cn);
+        a = coord_agent_by_name(k->co, k->peer.cn);
         if (a == NULL || !a->joined || sodium_memcmp(a->fpr, k->peer.sha256, 32) != 0) {
-            fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "join first");
+            coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "join first");
             return NULL;
         }
         bind_agent(k, a);
     }
     if (a->id != agent_id) {
-        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
                   "agent_id %llu is not bound to this certificate",
                   (unsigned long long)agent_id);
         return NULL;
     }
-    a->last_seen_ms = wall_ms();
+    a->last_seen_ms = coord_wall_ms();
     return a;
 }
 
@@ -1506,30 +1370,30 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
     char q[300];
     int rc;
 
-    if (serving(call, k) < 0)
+    if (coord_serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_join_req_unpack(req, len, &co->lim, &m)) < 0) {
-        fail_unpack(call, rc);
+        coord_fail_unpack(call, rc);
         return;
     }
     if (m.protocol_version != SFL_MSG_PROTOCOL_VERSION) {
-        fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION,
+        coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION,
                   "protocol_version %u is not supported; this coordinator speaks %d",
                   m.protocol_version, SFL_MSG_PROTOCOL_VERSION);
         return;
     }
     if (sfl_identity_pk_check(m.identity_key) < 0) {
-        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
                   "identity_key is not a usable Ed25519 key");
         return;
     }
     if (k->peer.cn[0] == '\0') {
-        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED, "the certificate has no usable CN");
+        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED, "the certificate has no usable CN");
         return;
     }
-    a = agent_by_name(co, k->peer.cn);
+    a = coord_agent_by_name(co, k->peer.cn);
     if (a == NULL && co->nagents >= co->cfg.max_agents) {
-        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "agent limit (%llu) reached",
+        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "agent limit (%llu) reached",
                   (unsigned long long)co->cfg.max_agents);
         return;
     }
@@ -1559,7 +1423,7 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
                       "name=%s addr=%s fingerprint=%s error=%s dropped=%u",
                       coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr, k->peer.fingerprint,
                       "certificate_not_bound", dropped);
-        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
                   "%s is bound to the certificate it first joined with, not this one; a new "
                   "certificate needs the old one revoked (sflctl agent revoke %s)",
                   k->peer.cn, k->peer.cn);
@@ -1572,7 +1436,7 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
             coord_log(COORD_LOG_WARN, "join_refused", "name=%s addr=%s error=%s dropped=%u",
                       coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr,
                       "identity_key_conflict", dropped);
-        fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
                   "certificate %s is bound to another identity key (or the key to another "
                   "agent); re-keying is an operator action",
                   k->peer.cn);
@@ -1581,7 +1445,7 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
     if (rc < 0) {
         coord_log(COORD_LOG_ERROR, "store_error", "error=%s",
                   coord_log_quote(sfl_last_error(), q, sizeof(q)));
-        fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot record the agent; retry later");
+        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot record the agent; retry later");
         return;
     }
     if (a == NULL || a->id != (uint64_t)id) {
@@ -1590,7 +1454,7 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
             a->id = (uint64_t)id;
         if (a == NULL || agent_insert(co, a) < 0) {
             sfl__free(a);
-            fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
             return;
         }
     }
@@ -1603,7 +1467,7 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
     snprintf(a->version, sizeof(a->version), "%s", m.agent_version);
     a->joined = 1;
     a->phase = SFL_PHASE_IDLE;
-    a->last_seen_ms = wall_ms();
+    a->last_seen_ms = coord_wall_ms();
     bind_agent(k, a);
     memset(&r, 0, sizeof(r));
     r.agent_id = a->id;
@@ -1617,7 +1481,7 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
               (unsigned long long)a->ds.samples, a->ds.dimension, a->ds.nlabels,
               a->version[0] ? a->version : "-");
     rc = sfl_msg_join_reply_pack(&r, &buf, &blen);
-    reply_packed(call, rc, buf, blen);
+    coord_reply_packed(call, rc, buf, blen);
 }
 
 static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
@@ -1628,10 +1492,10 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     agent_t *a;
     int rc;
 
-    if (serving(call, k) < 0)
+    if (coord_serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_subscribe_req_unpack(req, len, &co->lim, &m)) < 0) {
-        fail_unpack(call, rc);
+        coord_fail_unpack(call, rc);
         return;
     }
     if ((a = bound_agent(call, k, m.agent_id)) == NULL)
@@ -1654,7 +1518,7 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
         if (mb && mb->state == COORD_MEMBER_PENDING)
             send_task(co, j, a);
     }
-    schedule(co);
+    coord_schedule(co);
 }
 
 static void count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
@@ -1710,7 +1574,7 @@ typedef struct verify {
 static coord_upd_verdict_t prejudge(coord_t *co, agent_t *a, const sfl_update_t *u,
                                     job_t **jp, char *reason, size_t cap, int *rj)
 {
-    job_t *j = job_find(co, u->job_id);
+    job_t *j = coord_job_find(co, u->job_id);
     uint64_t now = now_ms(co);
     const coord_member_t *m;
     coord_round_t *r;
@@ -1722,7 +1586,7 @@ static coord_upd_verdict_t prejudge(coord_t *co, agent_t *a, const sfl_update_t 
         snprintf(reason, cap, "no job %llu", (unsigned long long)u->job_id);
         return COORD_UPD_WRONG_ROUND;
     }
-    if (!j->ready || job_final(j)) {
+    if (!j->ready || coord_job_final(j)) {
         snprintf(reason, cap, "job %llu is %s", (unsigned long long)j->id,
                  sfl_msg_job_state_name(j->state));
         return COORD_UPD_LATE;
@@ -1824,7 +1688,7 @@ static void submit_done(coord_t *co, sfl_grpc_call_t *call, agent_t *a, job_t *j
     int rc;
 
     memset(&ack, 0, sizeof(ack));
-    text_copy(ack.reason, sizeof(ack.reason), vd == COORD_UPD_ACCEPTED ? "" : reason);
+    coord_text_copy(ack.reason, sizeof(ack.reason), vd == COORD_UPD_ACCEPTED ? "" : reason);
     ack.status = ack_of[vd];
     ack.job_id = u->job_id;
     ack.round = u->round;
@@ -1847,7 +1711,7 @@ static void submit_done(coord_t *co, sfl_grpc_call_t *call, agent_t *a, job_t *j
               u->sealed_len, vd == COORD_UPD_ACCEPTED ? "" : " reason=",
               vd == COORD_UPD_ACCEPTED ? "" : coord_log_quote(ack.reason, q, sizeof(q)));
     rc = sfl_msg_ack_pack(&ack, &buf, &blen);
-    reply_packed(call, rc, buf, blen);
+    coord_reply_packed(call, rc, buf, blen);
     if (j && vd == COORD_UPD_ACCEPTED) {
         job_drive(j);
         dismiss_idle(co);
@@ -1876,7 +1740,7 @@ static void verify_after(uv_work_t *w, int status)
     verify_t *v = w->data;
     coord_t *co = v->co;
     agent_t *a = agent_find(co, v->agent);
-    job_t *j = job_find(co, v->u->job_id);
+    job_t *j = coord_job_find(co, v->u->job_id);
     coord_upd_verdict_t vd = COORD_UPD_REJECTED;
     const coord_member_t *m;
     int rc;
@@ -1929,16 +1793,16 @@ static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     char reason[SFL_MSG_TEXT_LEN];
     int rc, rj;
 
-    if (serving(call, k) < 0)
+    if (coord_serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_update_unpack(req, len, &co->lim, &u)) < 0) {
-        fail_unpack(call, rc);
+        coord_fail_unpack(call, rc);
         return;
     }
     if ((a = bound_agent(call, k, u->agent_id)) == NULL)
         goto out;
     if (u->mode == SFL_UPDATE_MODE_SECURE_AGG) {
-        fail_call(call, SFL_GRPC_STATUS_UNIMPLEMENTED,
+        coord_fail_call(call, SFL_GRPC_STATUS_UNIMPLEMENTED,
                   "update mode 2 (secure aggregation) is not implemented");
         goto out;
     }
@@ -1949,7 +1813,7 @@ static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     }
     v = sfl__calloc(1, sizeof(*v));
     if (v == NULL) {
-        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         goto out;
     }
     /* Everything the update is bound to comes from our own state. */
@@ -1975,7 +1839,7 @@ static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     if (uv_queue_work(co->loop, &v->work, verify_work, verify_after) != 0) {
         key_drop(v->key);
         sfl__free(v);
-        fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot queue the update; retry");
+        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot queue the update; retry");
         goto out;
     }
     a->verifying = 1;
@@ -1996,10 +1860,10 @@ static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     agent_t *a;
     int rc;
 
-    if (serving(call, k) < 0)
+    if (coord_serving(call, k) < 0)
         return;
     if ((rc = sfl_msg_heartbeat_req_unpack(req, len, &co->lim, &m)) < 0) {
-        fail_unpack(call, rc);
+        coord_fail_unpack(call, rc);
         return;
     }
     if ((a = bound_agent(call, k, m.agent_id)) == NULL)
@@ -2012,7 +1876,7 @@ static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     memset(&r, 0, sizeof(r));
     r.interval_ms = (uint32_t)co->cfg.heartbeat_interval_ms;
     if (m.phase != SFL_PHASE_IDLE && m.job_id != 0) {
-        job_t *j = job_find(co, m.job_id);
+        job_t *j = coord_job_find(co, m.job_id);
         const coord_member_t *mb = NULL;
         int ok = 0;
 
@@ -2029,542 +1893,7 @@ static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
         r.abort = !ok;
     }
     rc = sfl_msg_heartbeat_reply_pack(&r, &buf, &blen);
-    reply_packed(call, rc, buf, blen);
-}
-
-/* ---- Admin service ---------------------------------------------------------------- */
-
-static void job_status(const job_t *j, sfl_job_status_t *st)
-{
-    memset(st, 0, sizeof(*st));
-    st->job_id = j->id;
-    text_copy(st->name, sizeof(st->name), j->spec.name);
-    text_copy(st->algorithm, sizeof(st->algorithm), j->spec.algorithm);
-    st->state = j->state;
-    st->committed_round = j->committed;
-    st->rounds = j->spec.rounds;
-    st->cohort_size = j->spec.cohort_size;
-    st->min_quorum = j->spec.min_quorum;
-    text_copy(st->error, sizeof(st->error), j->error);
-    st->model_nnz = j->model_nnz;
-    st->last_train_loss = j->last.train_loss;
-    st->last_samples = j->last.samples;
-    st->last_eval_samples = j->last.eval_samples;
-    st->last_eval_accuracy = j->last.eval_accuracy;
-    st->last_eval_mse = j->last.eval_mse;
-    text_copy(st->loss, sizeof(st->loss), j->spec.loss);
-    st->round_state = SFL_ROUND_NONE;
-    if (j->state != SFL_JOB_RUNNING || !j->ready)
-        return;
-    st->attempt = j->wire_attempt;
-    switch (j->rnd.state) {
-    case COORD_ROUND_SELECTING:
-    case COORD_ROUND_FAILED: /* about to retry */
-        st->round_state = SFL_ROUND_SELECTING;
-        text_copy(st->waiting, sizeof(st->waiting), j->waiting);
-        return;
-    case COORD_ROUND_TRAINING: st->round_state = SFL_ROUND_TRAINING; break;
-    case COORD_ROUND_AGGREGATING: st->round_state = SFL_ROUND_AGGREGATING; break;
-    case COORD_ROUND_COMMITTED: st->round_state = SFL_ROUND_COMMITTED; break;
-    }
-    st->selected = j->rnd.nmembers;
-    st->accepted = j->rnd.accepted;
-    st->deadline_ms = j->deadline_wall;
-}
-
-static sfl_job_status_t *all_job_status(const coord_t *co, uint32_t *n)
-{
-    uint32_t cnt = co->njobs > co->lim.max_items ? co->lim.max_items : (uint32_t)co->njobs;
-    sfl_job_status_t *st = sfl__calloc(cnt ? cnt : 1, sizeof(*st));
-
-    *n = 0;
-    if (st == NULL)
-        return NULL;
-    for (uint32_t i = 0; i < cnt; i++)
-        job_status(co->jobs[i], &st[i]);
-    *n = cnt;
-    return st;
-}
-
-static uint32_t connected_agents(const coord_t *co)
-{
-    uint32_t n = 0;
-
-    for (size_t i = 0; i < co->nagents; i++)
-        n += co->agents[i]->conn != NULL;
-    return n;
-}
-
-static void h_status(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    sfl_status_t st;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
-    int rc;
-
-    if (serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_status_req_unpack(req, len, &co->lim)) < 0) {
-        fail_unpack(call, rc);
-        return;
-    }
-    memset(&st, 0, sizeof(st));
-    snprintf(st.version, sizeof(st.version), "sfl-coordinator %s", COORD_VERSION);
-    st.started_ms = co->started_ms;
-    st.connected_agents = connected_agents(co);
-    st.known_agents = (uint32_t)co->nagents;
-    st.updates_accepted = co->verdicts[COORD_UPD_ACCEPTED];
-    for (int v = 1; v < 5; v++)
-        st.updates_rejected += co->verdicts[v];
-    st.bytes_in = co->bytes_in;
-    st.bytes_out = co->bytes_out;
-    st.jobs = all_job_status(co, &st.njobs);
-    if (st.jobs == NULL) {
-        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    rc = sfl_msg_status_pack(&st, &buf, &blen);
-    sfl__free(st.jobs);
-    reply_packed(call, rc, buf, blen);
-}
-
-static void h_list_agents(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    sfl_agent_list_t l = {0};
-    uint8_t *buf = NULL;
-    size_t blen = 0;
-    int rc, only = 0;
-
-    if (serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_list_agents_req_unpack(req, len, &co->lim, &only)) < 0) {
-        fail_unpack(call, rc);
-        return;
-    }
-    l.agents = sfl__calloc(co->nagents ? co->nagents : 1, sizeof(*l.agents));
-    if (l.agents == NULL) {
-        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < co->nagents && l.n < co->lim.max_items; i++) {
-        const agent_t *a = co->agents[i];
-        sfl_agent_info_t *o = &l.agents[l.n];
-
-        if (only && a->conn == NULL)
-            continue;
-        o->agent_id = a->id;
-        text_copy(o->subject, sizeof(o->subject), a->name);
-        o->connected = a->conn != NULL;
-        o->capabilities = a->caps;
-        o->conditions = a->conds;
-        o->dataset = a->ds;
-        o->last_seen_ms = a->last_seen_ms;
-        o->phase = a->joined ? a->phase : 0;
-        o->job_id = a->hb_job;
-        o->round = a->hb_round;
-        o->progress_permille = a->progress > 1000 ? 1000 : a->progress;
-        o->updates_accepted = a->accepted;
-        text_copy(o->agent_version, sizeof(o->agent_version), a->version);
-        l.n++;
-    }
-    rc = sfl_msg_agent_list_pack(&l, &buf, &blen);
-    sfl__free(l.agents);
-    reply_packed(call, rc, buf, blen);
-}
-
-static void h_list_jobs(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    sfl_job_list_t l = {0};
-    uint8_t *buf = NULL;
-    size_t blen = 0;
-    int rc;
-
-    if (serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_list_jobs_req_unpack(req, len, &co->lim)) < 0) {
-        fail_unpack(call, rc);
-        return;
-    }
-    l.jobs = all_job_status(co, &l.n);
-    if (l.jobs == NULL) {
-        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    rc = sfl_msg_job_list_pack(&l, &buf, &blen);
-    sfl__free(l.jobs);
-    reply_packed(call, rc, buf, blen);
-}
-
-static void reply_job(sfl_grpc_call_t *call, const job_t *j)
-{
-    sfl_job_status_t st;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
-    int rc;
-
-    job_status(j, &st);
-    rc = sfl_msg_job_reply_pack(&st, &buf, &blen);
-    reply_packed(call, rc, buf, blen);
-}
-
-static void h_create_job(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    sfl_job_spec_t spec;
-    job_t *j = NULL;
-    char q[300];
-    int rc;
-
-    if (serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_create_job_unpack(req, len, &co->lim, &spec)) < 0) {
-        fail_unpack(call, rc);
-        return;
-    }
-    if ((rc = job_create(co, &spec, &j)) < 0) {
-        if (rc == SFL_EINVAL || rc == SFL_ELIMIT) {
-            fail_call(call, SFL_GRPC_STATUS_INVALID_ARGUMENT, "%s", sfl_last_error());
-        } else if (rc == -ENOSPC) {
-            fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", sfl_last_error());
-        } else {
-            coord_log(COORD_LOG_ERROR, "job_create_failed", "error=%s",
-                      coord_log_quote(sfl_last_error(), q, sizeof(q)));
-            fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot create the job: %s",
-                      sfl_last_error());
-        }
-        return;
-    }
-    coord_log(COORD_LOG_INFO, "admin", "op=create_job job=%llu by=%s", (unsigned long long)j->id,
-              coord_log_quote(k->peer.cn, q, sizeof(q)));
-    schedule(co);
-    reply_job(call, j);
-}
-
-typedef enum { OP_PAUSE, OP_RESUME, OP_CANCEL } job_op_t;
-
-static void job_op(sfl_grpc_call_t *call, const uint8_t *req, size_t len, conn_t *k, job_op_t op)
-{
-    static const char *const names[] = {"pause_job", "resume_job", "cancel_job"};
-    coord_t *co = k->co;
-    uint64_t id = 0;
-    job_t *j;
-    char q[300];
-    int rc;
-
-    if (serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_job_req_unpack(req, len, &co->lim, &id)) < 0) {
-        fail_unpack(call, rc);
-        return;
-    }
-    if ((j = job_find(co, id)) == NULL) {
-        fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "no job %llu", (unsigned long long)id);
-        return;
-    }
-    switch (op) {
-    case OP_PAUSE:
-        if (j->state != SFL_JOB_RUNNING && j->state != SFL_JOB_PENDING) {
-            fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "job %llu is %s",
-                      (unsigned long long)id, sfl_msg_job_state_name(j->state));
-            return;
-        }
-        abandon(j, "paused by operator");
-        set_job_state(j, SFL_JOB_PAUSED);
-        break;
-    case OP_RESUME:
-        if ((j->state != SFL_JOB_PAUSED && j->state != SFL_JOB_PENDING) || !j->ready) {
-            fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "job %llu is %s",
-                      (unsigned long long)id, sfl_msg_job_state_name(j->state));
-            return;
-        }
-        j->error[0] = '\0';
-        if (!j->busy)
-            reset_round(j);
-        set_job_state(j, SFL_JOB_RUNNING);
-        break;
-    case OP_CANCEL:
-        if (job_final(j)) {
-            fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "job %llu is already %s",
-                      (unsigned long long)id, sfl_msg_job_state_name(j->state));
-            return;
-        }
-        abandon(j, "cancelled by operator");
-        set_job_state(j, SFL_JOB_CANCELLED);
-        break;
-    }
-    coord_log(COORD_LOG_INFO, "admin", "op=%s job=%llu by=%s", names[op], (unsigned long long)id,
-              coord_log_quote(k->peer.cn, q, sizeof(q)));
-    schedule(co);
-    reply_job(call, j);
-}
-
-static void h_pause(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    job_op(call, req, len, ud, OP_PAUSE);
-}
-
-static void h_resume(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    job_op(call, req, len, ud, OP_RESUME);
-}
-
-static void h_cancel(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    job_op(call, req, len, ud, OP_CANCEL);
-}
-
-/* The exported model of a checkpoint: model_of the broadcast state. */
-static int export_model(const job_t *j, const uint8_t *ck, size_t cklen, sfl_spvec_t **out)
-{
-    const coord_job_t *m = &j->model;
-    size_t dim = m->prob.dim;
-    sfl_spvec_t *v = NULL;
-    double *state = NULL, *model = NULL;
-    sfl_topk_ws_t ws;
-    int rc;
-
-    *out = NULL;
-    sfl_topk_ws_init(&ws);
-    if ((rc = sfl_spcodec_decode(ck, cklen, (uint32_t)dim, (uint32_t)dim, &v)) < 0)
-        goto out;
-    if (m->algo->model_of == NULL) {
-        *out = v;
-        v = NULL;
-        goto out;
-    }
-    state = sfl__calloc(dim, sizeof(double));
-    model = sfl__calloc(dim, sizeof(double));
-    if (state == NULL || model == NULL) {
-        rc = SFL_ENOMEM;
-        goto out;
-    }
-    sfl_spvec_scatter(v, state);
-    if ((rc = m->algo->model_of(&m->params, &m->prob, state, model, &ws)) < 0 ||
-        (rc = sfl_spvec_from_dense(v, model)) < 0)
-        goto out;
-    *out = v;
-    v = NULL;
-out:
-    sfl_topk_ws_close(&ws);
-    sfl__free(state);
-    sfl__free(model);
-    sfl_spvec_free(v);
-    return rc;
-}
-
-static void h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    uint64_t id = 0, round = 0;
-    uint8_t *ck = NULL, hash[COORD_HASH_BYTES], *buf = NULL;
-    size_t cklen = 0, blen = 0;
-    int64_t got = 0;
-    sfl_export_t e;
-    job_t *j;
-    int rc;
-
-    if (serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_export_req_unpack(req, len, &co->lim, &id, &round)) < 0) {
-        fail_unpack(call, rc);
-        return;
-    }
-    if ((j = job_find(co, id)) == NULL || !j->ready) {
-        fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "no job %llu", (unsigned long long)id);
-        return;
-    }
-    if (j->committed == 0) {
-        fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "job %llu has no committed round yet",
-                  (unsigned long long)id);
-        return;
-    }
-    if (round == 0)
-        rc = coord_store_checkpoint_latest(co->store, (int64_t)id, j->model.prob.dim * 13 + 64,
-                                           &got, &ck, &cklen, hash);
-    else {
-        got = (int64_t)round;
-        rc = coord_store_checkpoint_get(co->store, (int64_t)id, (int64_t)round,
-                                        j->model.prob.dim * 13 + 64, &ck, &cklen, hash);
-    }
-    if (rc == SFL_ENOTFOUND) {
-        fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "job %llu has no checkpoint of round %llu",
-                  (unsigned long long)id, (unsigned long long)round);
-        return;
-    }
-    memset(&e, 0, sizeof(e));
-    if (rc == 0)
-        rc = export_model(j, ck, cklen, &e.model);
-    coord_store_free(ck);
-    if (rc < 0) {
-        fail_call(call, SFL_GRPC_STATUS_INTERNAL, "cannot read the checkpoint: %s",
-                  sfl_last_error());
-        return;
-    }
-    e.job_id = id;
-    e.round = (uint64_t)got;
-    snprintf(e.algorithm, sizeof(e.algorithm), "%s", j->spec.algorithm);
-    snprintf(e.loss, sizeof(e.loss), "%s", j->spec.loss);
-    e.dimension = j->spec.dimension;
-    e.nlabels = j->spec.nlabels;
-    memcpy(e.labels, j->spec.labels, sizeof(e.labels));
-    rc = sfl_msg_export_pack(&e, &buf, &blen);
-    sfl_spvec_free(e.model);
-    reply_packed(call, rc, buf, blen);
-}
-
-/* Rounds per JobHistory reply: ~100 bytes each, so a page stays far below
- * any message limit; sflctl asks again for the rest. */
-#define HISTORY_PAGE 1000
-
-static void h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    uint64_t id = 0, after = 0;
-    coord_srow_history_t *h = NULL;
-    sfl_job_history_t r;
-    uint8_t *buf = NULL;
-    size_t n = 0, blen = 0, page = HISTORY_PAGE;
-    job_t *j;
-    int rc;
-
-    if (serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_history_req_unpack(req, len, &co->lim, &id, &after)) < 0) {
-        fail_unpack(call, rc);
-        return;
-    }
-    if ((j = job_find(co, id)) == NULL) {
-        fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "no job %llu", (unsigned long long)id);
-        return;
-    }
-    if (page > co->lim.max_items)
-        page = co->lim.max_items;
-    if (after > INT64_MAX)
-        after = INT64_MAX;
-    /* One more than a page tells whether another page follows. */
-    if ((rc = coord_store_history(co->store, (int64_t)id, (int64_t)after, page + 1, &h, &n)) <
-        0) {
-        fail_call(call, SFL_GRPC_STATUS_INTERNAL, "cannot read the history: %s",
-                  sfl_last_error());
-        return;
-    }
-    memset(&r, 0, sizeof(r));
-    r.job_id = id;
-    snprintf(r.loss, sizeof(r.loss), "%s", j->spec.loss);
-    r.more = n > page;
-    r.n = (uint32_t)(n > page ? page : n);
-    r.rounds = r.n ? sfl__calloc(r.n, sizeof(*r.rounds)) : NULL;
-    if (r.n && r.rounds == NULL) {
-        coord_store_free(h);
-        fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "no memory for the history");
-        return;
-    }
-    for (uint32_t i = 0; i < r.n; i++) {
-        sfl_round_summary_t *o = &r.rounds[i];
-
-        o->round = (uint64_t)h[i].round;
-        o->attempt = (uint32_t)(h[i].attempt - 1); /* the wire counts from 0 */
-        o->opened_ms = h[i].opened_ms;
-        o->committed_ms = h[i].committed_ms;
-        o->selected = h[i].selected;
-        o->accepted = h[i].accepted;
-        o->samples = h[i].m.samples;
-        o->train_loss = h[i].m.train_loss;
-        o->eval_samples = h[i].m.eval_samples;
-        o->eval_accuracy = h[i].m.eval_accuracy;
-        o->eval_mse = h[i].m.eval_mse;
-        o->model_nnz = h[i].m.model_nnz;
-        o->bytes_up = h[i].bytes_up;
-        o->bytes_down = h[i].m.bytes_down;
-    }
-    coord_store_free(h);
-    rc = sfl_msg_history_pack(&r, &buf, &blen);
-    sfl__free(r.rounds);
-    reply_packed(call, rc, buf, blen);
-}
-
-/* RevokeCertificate: recorded in the store first, then refused here (the
- * sorted list the connect check searches) and its connections closed. */
-static void h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud, *c, *next;
-    coord_t *co = k->co;
-    sfl_revoke_t m, r;
-    agent_t *a = NULL;
-    uint8_t *buf = NULL;
-    size_t blen = 0, pos;
-    char q[300];
-    int rc;
-
-    if (serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_revoke_req_unpack(req, len, &co->lim, &m)) < 0) {
-        fail_unpack(call, rc);
-        return;
-    }
-    memset(&r, 0, sizeof(r));
-    r.has_fingerprint = 1;
-    if (!m.has_fingerprint) {
-        if ((a = agent_by_name(co, m.agent)) == NULL) {
-            fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "no agent named %s", m.agent);
-            return;
-        }
-        memcpy(r.fingerprint, a->fpr, sizeof(r.fingerprint));
-    } else {
-        memcpy(r.fingerprint, m.fingerprint, sizeof(r.fingerprint));
-        for (size_t i = 0; i < co->nagents && a == NULL; i++)
-            if (memcmp(co->agents[i]->fpr, r.fingerprint, sizeof(r.fingerprint)) == 0)
-                a = co->agents[i];
-    }
-    if (a != NULL)
-        snprintf(r.agent, sizeof(r.agent), "%.63s", a->name);
-    if (!cert_revoked(co, r.fingerprint)) {
-        void *grown = sfl__reallocarray(co->revoked, co->nrevoked + 1, 32);
-
-        if (grown == NULL) {
-            fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-            return;
-        }
-        co->revoked = grown;
-        if ((rc = coord_store_cert_revoke(co->store, r.fingerprint, r.agent, wall_ms())) < 0) {
-            coord_log(COORD_LOG_ERROR, "store_error", "error=%s",
-                      coord_log_quote(sfl_last_error(), q, sizeof(q)));
-            fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot record the revocation; retry");
-            return;
-        }
-        for (pos = 0; pos < co->nrevoked && memcmp(co->revoked[pos], r.fingerprint, 32) < 0;
-             pos++)
-            ;
-        memmove(co->revoked + pos + 1, co->revoked + pos, (co->nrevoked - pos) * 32);
-        memcpy(co->revoked[pos], r.fingerprint, 32);
-        co->nrevoked++;
-    }
-    for (c = co->conns; c != NULL; c = next) {
-        next = c->next;
-        if (c != k && c->has_peer && c->c != NULL &&
-            memcmp(c->peer.sha256, r.fingerprint, sizeof(r.fingerprint)) == 0) {
-            sfl_conn_abort(c->c);
-            r.closed++;
-        }
-    }
-    {
-        char hex[65];
-
-        sodium_bin2hex(hex, sizeof(hex), r.fingerprint, sizeof(r.fingerprint));
-        coord_log(COORD_LOG_WARN, "cert_revoked", "fingerprint=%s agent=%s closed=%u", hex,
-                  r.agent[0] ? coord_log_quote(r.agent, q, sizeof(q)) : "-", r.closed);
-    }
-    rc = sfl_msg_revoke_reply_pack(&r, &buf, &blen);
-    reply_packed(call, rc, buf, blen);
+    coord_reply_packed(call, rc, buf, blen);
 }
 
 /* Who may call what, and how big a request may be: checked when a call's
@@ -2579,16 +1908,16 @@ static const sfl_grpc_method_t methods[] = {
      SMALL_REQUEST},
     {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, h_submit, R_AGENT, 0},
     {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, h_heartbeat, R_AGENT, SMALL_REQUEST},
-    {"/sfl.v1.Admin/Status", SFL_GRPC_KIND_UNARY, h_status, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/ListAgents", SFL_GRPC_KIND_UNARY, h_list_agents, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/ListJobs", SFL_GRPC_KIND_UNARY, h_list_jobs, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/CreateJob", SFL_GRPC_KIND_UNARY, h_create_job, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/PauseJob", SFL_GRPC_KIND_UNARY, h_pause, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/ResumeJob", SFL_GRPC_KIND_UNARY, h_resume, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/CancelJob", SFL_GRPC_KIND_UNARY, h_cancel, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/ExportModel", SFL_GRPC_KIND_UNARY, h_export, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/JobHistory", SFL_GRPC_KIND_UNARY, h_history, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/RevokeCertificate", SFL_GRPC_KIND_UNARY, h_revoke, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/Status", SFL_GRPC_KIND_UNARY, coord_h_status, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/ListAgents", SFL_GRPC_KIND_UNARY, coord_h_list_agents, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/ListJobs", SFL_GRPC_KIND_UNARY, coord_h_list_jobs, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/CreateJob", SFL_GRPC_KIND_UNARY, coord_h_create_job, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/PauseJob", SFL_GRPC_KIND_UNARY, coord_h_pause, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/ResumeJob", SFL_GRPC_KIND_UNARY, coord_h_resume, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/CancelJob", SFL_GRPC_KIND_UNARY, coord_h_cancel, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/ExportModel", SFL_GRPC_KIND_UNARY, coord_h_export, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/JobHistory", SFL_GRPC_KIND_UNARY, coord_h_history, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/RevokeCertificate", SFL_GRPC_KIND_UNARY, coord_h_revoke, R_ADMIN, SMALL_REQUEST},
 };
 #undef R_AGENT
 #undef R_ADMIN
@@ -2630,7 +1959,7 @@ static void conn_on_connect(sfl_conn_t *c, int status)
     k->has_peer = sfl_conn_peer(c, &k->peer) == 0;
     if (sfl_conn_peer_name(c, k->addr, sizeof(k->addr)) < 0)
         snprintf(k->addr, sizeof(k->addr), "?");
-    if (k->has_peer && cert_revoked(co, k->peer.sha256)) {
+    if (k->has_peer && coord_cert_revoked(co, k->peer.sha256)) {
         uint32_t dropped;
 
         co->tls_refused++;
@@ -2716,7 +2045,7 @@ static void conn_on_close(sfl_conn_t *c, int status)
     coord_log(COORD_LOG_DEBUG, "conn_close", "addr=%s status=%d", k->addr, status);
     if (k->agent) {
         k->agent->conn = NULL;
-        k->agent->last_seen_ms = wall_ms();
+        k->agent->last_seen_ms = coord_wall_ms();
         k->agent = NULL;
     }
     /* Cancels the calls still held (a Subscribe): sub_cancelled; k itself
@@ -2732,7 +2061,7 @@ static void conn_on_close(sfl_conn_t *c, int status)
     if (co->stopping)
         check_stopped(co);
     else
-        schedule(co); /* an agent left: eligibility changed */
+        coord_schedule(co); /* an agent left: eligibility changed */
 }
 
 static void on_reject(sfl_listener_t *l, int status, const char *detail)
@@ -2818,7 +2147,7 @@ static int render(coord_text_t *t, void *ud)
 
     coord_text_family(t, "sfl_agents_connected", "gauge",
                       "Agents bound by Join to an open connection.");
-    coord_text_printf(t, "sfl_agents_connected %u\n", connected_agents(co));
+    coord_text_printf(t, "sfl_agents_connected %u\n", coord_connected_agents(co));
     coord_text_family(t, "sfl_agents_known", "gauge", "Agents ever registered.");
     coord_text_printf(t, "sfl_agents_known %zu\n", co->nagents);
     coord_text_family(t, "sfl_connections_open", "gauge", "Open TLS connections.");
@@ -3034,7 +2363,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     co->state_fd = -1;
     co->loop = loop;
     co->cfg = *cfg;
-    co->started_ms = wall_ms();
+    co->started_ms = coord_wall_ms();
     if (coord_log_level_parse(cfg->log_level, &lvl) == 0)
         coord_log_set_level(lvl);
     sfl_msg_limits_default(&co->lim);
@@ -3206,7 +2535,7 @@ void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, v
                 continue;
             }
         }
-        abandon(j, "coordinator shutting down");
+        coord_abandon(j, "coordinator shutting down");
     }
     co->stopping = 1;
     for (size_t i = 0; i < co->nagents; i++)

@@ -1,0 +1,196 @@
+/* The coordinator's state as its modules share it (coord.c: registry, rounds,
+ * the Coordinator service, connections, lifecycle; admin.c: the Admin
+ * service). Internal: not for the programs or the tests, which use coord.h. */
+#ifndef COORD_COORD_INT_H
+#define COORD_COORD_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "coord.h"
+#include "job.h"
+#include "metrics.h"
+#include "round.h"
+#include "store.h"
+#include "sfl/grpc.h"
+#include "sfl/grpcconn.h"
+#include "sfl/msg.h"
+#include "sfl/seal.h"
+#include "sfl/transport.h"
+
+/* Specs are stored as packed CreateJobRequests; a spec is a few KiB. */
+#define SPEC_MAX 65536
+
+typedef struct conn conn_t;
+typedef struct agent agent_t;
+typedef struct job job_t;
+typedef struct attempt_key attempt_key_t;
+
+struct agent {
+    uint64_t id;
+    char name[SFL_PEER_CN_MAX + 1]; /* certificate CN */
+    uint8_t fpr[32];
+    uint8_t pk[SFL_SEAL_PK_BYTES];  /* Ed25519 identity, registered at Join */
+    sfl_tags_t caps, conds;
+    sfl_dataset_summary_t ds;
+    char version[SFL_MSG_NAME_LEN];
+    int joined;               /* the dataset is known from a Join of this process */
+    conn_t *conn;             /* bound connection; NULL when offline */
+    sfl_grpc_call_t *sub;     /* open Subscribe */
+    uint64_t sub_idle_since;  /* ms: subscribed, or last message sent on it */
+    sfl_agent_phase_t phase;
+    uint64_t hb_job, hb_round;
+    uint32_t progress;
+    int64_t last_seen_ms;     /* wall clock */
+    uint64_t accepted;
+    int verifying;            /* an update of it is on the thread pool */
+};
+
+struct conn {
+    coord_t *co;
+    sfl_conn_t *c;            /* NULL once the transport closed */
+    sfl_grpcconn_t *g;        /* the gRPC server channel over c */
+    sfl_peer_t peer;
+    int has_peer;
+    char addr[64];
+    agent_t *agent;           /* bound by Join */
+    uint32_t refused;         /* requests refused (logged up to a cap) */
+    conn_t *prev, *next;
+};
+
+struct job {
+    coord_t *co;
+    uint64_t id;
+    sfl_job_spec_t spec;      /* as created (wire form, stored packed) */
+    sfl_job_state_t state;
+    char error[SFL_MSG_TEXT_LEN];
+    char waiting[SFL_MSG_TEXT_LEN]; /* why SELECTING cannot start the round; "" otherwise */
+    int ready;                /* model and rnd initialised */
+    coord_job_t model;        /* global model and streaming aggregator */
+    coord_round_t rnd;        /* the round in progress (committed + 1) */
+    uint64_t committed;       /* last committed round */
+    uint32_t wire_attempt;    /* current (or next) attempt: store attempt - 1 */
+    int opened;               /* the attempt has a row in the store */
+    uint64_t select_since;    /* ms: SELECTING began */
+    uint64_t round_since;     /* ms: first attempt of the round opened */
+    attempt_key_t *key;       /* the attempt's X25519 key; NULL once closed */
+    uint8_t model_hash[SFL_MSG_HASH_BYTES];
+    uint8_t *task;            /* packed TaskOrWait of the attempt */
+    size_t task_len;
+    int64_t deadline_wall;
+    uint32_t model_nnz;
+    /* Training progress of the open attempt: sums over its accepted
+     * updates, weighted by samples (loss) and eval_samples (metrics). */
+    struct {
+        double loss, accuracy, mse;
+        uint64_t samples, eval_samples, bytes_down;
+    } fold;
+    coord_round_metrics_t work_metrics; /* the fold's means, for the commit */
+    coord_round_metrics_t last;         /* of the last committed round */
+    /* aggregation end on the thread pool: while busy the loop leaves
+     * model's arrays alone */
+    uv_work_t work;
+    int busy;
+    int work_rc;
+    char work_err[SFL_MSG_TEXT_LEN];
+    uint64_t work_ns;
+    uint32_t work_nnz;
+};
+
+/* Rejection reasons counted for metrics. */
+enum {
+    RJ_NOT_SELECTED,
+    RJ_TRUNCATED,
+    RJ_TOO_LARGE,
+    RJ_DECRYPT,
+    RJ_SIGNATURE,
+    RJ_PAYLOAD,
+    RJ_ENCODING,
+    RJ_BOUNDS, /* the fold's checks: norm, declared samples, finite values */
+    RJ_OTHER,
+    RJ_COUNT
+};
+struct coord {
+    uv_loop_t *loop;
+    coord_config_t cfg;
+    /* Refusal log lines of this second, and those not written (log_ok). */
+    uint64_t refusal_second;
+    uint32_t refusal_lines, refusal_dropped;
+    sfl_msg_limits_t lim;
+    sfl_identity_t *id;
+    coord_store_t *store;     /* loop thread only */
+    coord_store_t *bg;        /* aggregation workers, under bg_lock */
+    uv_mutex_t bg_lock;
+    int have_lock;
+    int state_fd;             /* state_dir/coordinator.lock, flock'ed; -1: none */
+    sfl_tls_t *tls;
+    /* request bytes all connections hold before their calls run */
+    sfl_grpc_budget_t *budget;
+    /* certificates revoked by the operator, ascending (bsearch) */
+    uint8_t (*revoked)[32];
+    size_t nrevoked;
+    sfl_listener_t *listener;
+    coord_metrics_srv_t *metrics;
+    int metrics_open;
+    uv_timer_t tick, stop_timer;
+    int handles;              /* our uv handles not yet closed (timers) */
+    conn_t *conns;
+    size_t nconns;
+    agent_t **agents;         /* ascending id */
+    size_t nagents, cap_agents;
+    job_t **jobs;             /* ascending id */
+    size_t njobs, cap_jobs;
+    int64_t started_ms;
+    uint64_t verdicts[5];     /* by coord_upd_verdict_t */
+    uint64_t rejects[RJ_COUNT];
+    uint64_t bytes_in, bytes_out, rounds_committed, rounds_failed, tls_refused;
+    coord_hist_t agg_hist, round_hist;
+    int stopping, finished;
+    uint32_t verifying;       /* updates on the thread pool */
+    void (*done)(coord_t *c, void *ud);
+    void *done_ud;
+};
+
+/* ---- shared by the modules (coord.c unless said) ---- */
+
+/* Peer-supplied or library text into a wire text field: printable ASCII
+ * only (the field's rule), truncated to fit. */
+void coord_text_copy(char *dst, size_t cap, const char *src);
+int64_t coord_wall_ms(void);
+bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32]);
+agent_t *coord_agent_by_name(const coord_t *co, const char *name);
+job_t *coord_job_find(const coord_t *co, uint64_t id);
+int coord_job_final(const job_t *j);
+void coord_reset_round(job_t *j);
+/* Persists and logs the job's new state; releases its model unless running. */
+void coord_set_job_state(job_t *j, sfl_job_state_t st);
+/* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
+void coord_abandon(job_t *j, const char *reason);
+/* Runs the scheduler from the loop soon. */
+void coord_schedule(coord_t *co);
+int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out) SFL_MUST_CHECK;
+/* Replies with buf (owned, freed here) or, when rc < 0, fails the call. */
+void coord_reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len);
+/* Finishes the call with status and a formatted message, logged as refused. */
+void coord_fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SFL_PRINTF(3, 4);
+void coord_fail_unpack(sfl_grpc_call_t *call, int rc);
+/* 0 if the coordinator takes calls, or the call is finished. */
+int coord_serving(sfl_grpc_call_t *call, const conn_t *k);
+
+/* admin.c: the Admin service (docs/protocol.md), and the agents connected. */
+uint32_t coord_connected_agents(const coord_t *co);
+void coord_h_status(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_list_agents(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_list_jobs(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_create_job(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_pause(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_resume(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_cancel(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+
+#endif
