@@ -44,7 +44,7 @@ static const char *const rj_names[RJ_COUNT] = {"not_selected", "truncated", "too
                                                "decrypt", "bad_signature", "payload",
                                                "encoding", "out_of_bounds", "other"};
 
-static uint64_t now_ms(const coord_t *co)
+uint64_t coord_now_ms(const coord_t *co)
 {
     return uv_now(co->loop);
 }
@@ -57,7 +57,7 @@ int64_t coord_wall_ms(void)
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-static agent_t *agent_find(const coord_t *co, uint64_t id)
+agent_t *coord_agent_find(const coord_t *co, uint64_t id)
 {
     size_t lo = 0, hi = co->nagents;
 
@@ -213,7 +213,7 @@ static int eligible(const job_t *j, const agent_t *a)
     return j->ready && ineligible(j, a, NULL, 0) == COORD_INELIG_NONE;
 }
 
-static int running(const job_t *j)
+int coord_running(const job_t *j)
 {
     return j->ready && j->state == SFL_JOB_RUNNING && !j->co->stopping;
 }
@@ -225,7 +225,7 @@ static int busy_elsewhere(const coord_t *co, const agent_t *a, const job_t *self
         const job_t *j = co->jobs[i];
         const coord_member_t *m;
 
-        if (j == self || !running(j) || j->rnd.state != COORD_ROUND_TRAINING)
+        if (j == self || !coord_running(j) || j->rnd.state != COORD_ROUND_TRAINING)
             continue;
         m = coord_round_member(&j->rnd, a->id);
         if (m && m->state == COORD_MEMBER_PENDING)
@@ -238,7 +238,7 @@ static int busy_elsewhere(const coord_t *co, const agent_t *a, const job_t *self
 static int usable(const coord_t *co, const agent_t *a)
 {
     for (size_t i = 0; i < co->njobs; i++)
-        if (running(co->jobs[i]) && eligible(co->jobs[i], a))
+        if (coord_running(co->jobs[i]) && eligible(co->jobs[i], a))
             return 1;
     return 0;
 }
@@ -284,7 +284,7 @@ static void send_task(coord_t *co, job_t *j, agent_t *a)
     if (a->sub == NULL || j->task == NULL)
         return;
     rc = sfl_grpc_send(a->sub, j->task, j->task_len);
-    a->sub_idle_since = now_ms(co);
+    a->sub_idle_since = coord_now_ms(co);
     if (rc >= 0)
         j->fold.bytes_down += j->task_len;
     if (rc < 0) {
@@ -304,9 +304,9 @@ static void send_task(coord_t *co, job_t *j, agent_t *a)
  * use it or not, selected or not: a round that opens (the next round, a
  * retry, a job created or resumed) reaches it at once, instead of after a
  * Wait it cannot be called back from. */
-static void dismiss_idle(coord_t *co)
+void coord_dismiss_idle(coord_t *co)
 {
-    uint64_t now = now_ms(co);
+    uint64_t now = coord_now_ms(co);
 
     for (size_t i = 0; i < co->nagents; i++) {
         agent_t *a = co->agents[i];
@@ -332,7 +332,7 @@ static void sub_cancelled(sfl_grpc_call_t *call, void *ud)
 
 /* ---- rounds --------------------------------------------------------------------------- */
 
-static void job_drive(job_t *j);
+void coord_job_drive(job_t *j);
 
 /* An event the machine refuses is a bug here, not a peer's doing. */
 static void step(job_t *j, coord_event_t ev, uint64_t now)
@@ -349,10 +349,6 @@ static void step(job_t *j, coord_event_t ev, uint64_t now)
 /* The attempt's round key, shared by reference count with workers verifying
  * updates sealed to it (loop thread only): closing the attempt drops the
  * job's reference, the last one wipes the secret. */
-struct attempt_key {
-    sfl_roundkey_t *rk;
-    uint32_t refs;
-};
 
 static int key_new(attempt_key_t **out)
 {
@@ -371,13 +367,13 @@ static int key_new(attempt_key_t **out)
     return 0;
 }
 
-static attempt_key_t *key_hold(attempt_key_t *k)
+attempt_key_t *coord_key_hold(attempt_key_t *k)
 {
     k->refs++;
     return k;
 }
 
-static void key_drop(attempt_key_t *k)
+void coord_key_drop(attempt_key_t *k)
 {
     if (k != NULL && --k->refs == 0) {
         sfl_roundkey_free(k->rk);
@@ -390,7 +386,7 @@ static void close_attempt(job_t *j)
     /* Wiping the round key is what makes every later update for this
      * attempt unopenable, by anyone (after a worker still verifying one
      * has finished). */
-    key_drop(j->key);
+    coord_key_drop(j->key);
     j->key = NULL;
     sfl_msg_buf_free(j->task);
     j->task = NULL;
@@ -430,7 +426,7 @@ void coord_reset_round(job_t *j)
         next = 1;
     j->wire_attempt = (uint32_t)(next - 1);
     j->opened = 0;
-    j->select_since = now_ms(co);
+    j->select_since = coord_now_ms(co);
     j->waiting[0] = '\0';
 }
 
@@ -658,7 +654,7 @@ static void try_start(job_t *j)
 {
     coord_t *co = j->co;
     const coord_round_cfg_t *rc_ = &j->model.spec.round;
-    uint64_t now = now_ms(co), *ids = NULL;
+    uint64_t now = coord_now_ms(co), *ids = NULL;
     int64_t *cohort = NULL, next = 1;
     uint32_t n = 0;
     double want = ceil(rc_->cohort * (1.0 + rc_->overselect));
@@ -724,7 +720,7 @@ static void try_start(job_t *j)
               (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
               j->rnd.nmembers, n, (unsigned long long)rc_->deadline_ms);
     for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
-        agent_t *a = agent_find(co, j->rnd.members[i].agent);
+        agent_t *a = coord_agent_find(co, j->rnd.members[i].agent);
 
         if (a)
             send_task(co, j, a);
@@ -818,13 +814,13 @@ static void agg_work(uv_work_t *w)
     j->work_ns = uv_hrtime() - t0;
 }
 
-static void check_stopped(coord_t *co);
+void coord_check_stopped(coord_t *co);
 static void attempt_failed(job_t *j);
 
 static void next_round(job_t *j)
 {
     coord_t *co = j->co;
-    uint64_t now = now_ms(co);
+    uint64_t now = coord_now_ms(co);
 
     if (j->round_since) {
         coord_hist_observe(&co->round_hist, (double)(now - j->round_since) / 1000.0);
@@ -849,7 +845,7 @@ static void agg_after(uv_work_t *w, int status)
     j->busy = 0;
     j->opened = j->work_rc != 0; /* a commit closes the attempt's row */
     if (j->work_rc == 0) {
-        step(j, COORD_EV_AGGREGATED, now_ms(co));
+        step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
         j->committed = j->model.round;
         j->model_nnz = j->work_nnz;
         j->last = j->work_metrics;
@@ -877,15 +873,15 @@ static void agg_after(uv_work_t *w, int status)
                      sfl_last_error());
             fail_job(j, why);
         }
-        step(j, COORD_EV_AGG_FAILED, now_ms(co));
+        step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
         attempt_failed(j);
     }
     job_release(j);
     if (co->stopping)
-        check_stopped(co);
+        coord_check_stopped(co);
     else {
-        job_drive(j);
-        dismiss_idle(co);
+        coord_job_drive(j);
+        coord_dismiss_idle(co);
     }
 }
 
@@ -931,7 +927,7 @@ static void start_aggregation(job_t *j)
     rc = uv_queue_work(j->co->loop, &j->work, agg_work, agg_after);
     if (rc != 0) {
         j->busy = 0;
-        step(j, COORD_EV_AGG_FAILED, now_ms(j->co));
+        step(j, COORD_EV_AGG_FAILED, coord_now_ms(j->co));
     }
 }
 
@@ -949,7 +945,7 @@ static void attempt_failed(job_t *j)
     coord_log(COORD_LOG_WARN, "round_failed", "job=%llu round=%llu attempt=%u reason=%s",
               (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
               coord_log_quote(reason, q, sizeof(q)));
-    rc = coord_round_step(&j->rnd, COORD_EV_RETRY, now_ms(co), 0, NULL, 0);
+    rc = coord_round_step(&j->rnd, COORD_EV_RETRY, coord_now_ms(co), 0, NULL, 0);
     if (rc < 0) {
         char why[SFL_MSG_TEXT_LEN];
 
@@ -966,24 +962,24 @@ static void attempt_failed(job_t *j)
         return;
     }
     j->wire_attempt++;
-    j->select_since = now_ms(co);
+    j->select_since = coord_now_ms(co);
 }
 
 /* One switch over the round state; each case does what the state asks
  * for and may move the machine on, which the loop then follows. */
-static void job_drive(job_t *j)
+void coord_job_drive(job_t *j)
 {
     for (int turn = 0; turn < 8; turn++) {
         coord_round_state_t before = j->rnd.state;
 
-        if (!running(j) || j->busy)
+        if (!coord_running(j) || j->busy)
             return;
         switch (j->rnd.state) {
         case COORD_ROUND_SELECTING:
             try_start(j);
             break;
         case COORD_ROUND_TRAINING:
-            step(j, COORD_EV_TICK, now_ms(j->co));
+            step(j, COORD_EV_TICK, coord_now_ms(j->co));
             break;
         case COORD_ROUND_AGGREGATING:
             start_aggregation(j);
@@ -1005,8 +1001,8 @@ void coord_schedule(coord_t *co)
     if (co->stopping)
         return;
     for (size_t i = 0; i < co->njobs; i++)
-        job_drive(co->jobs[i]);
-    dismiss_idle(co);
+        coord_job_drive(co->jobs[i]);
+    coord_dismiss_idle(co);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -1242,7 +1238,7 @@ void coord_reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len)
  * since the last one that was. */
 static int refusal_log_ok(coord_t *co, uint32_t *dropped)
 {
-    uint64_t sec = now_ms(co) / 1000;
+    uint64_t sec = coord_now_ms(co) / 1000;
 
     if (sec != co->refusal_second) {
         co->refusal_second = sec;
@@ -1332,7 +1328,7 @@ static void bind_agent(conn_t *k, agent_t *a)
 /* The agent bound to this connection, which must be agent_id; else the
  * call is finished and NULL returned. An agent that joined earlier in this
  * process with the same certificate is bound again without a Join. */
-static agent_t *bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id)
+agent_t *coord_bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id)
 {
     agent_t *a = k->agent;
 
@@ -1498,12 +1494,12 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
         coord_fail_unpack(call, rc);
         return;
     }
-    if ((a = bound_agent(call, k, m.agent_id)) == NULL)
+    if ((a = coord_bound_agent(call, k, m.agent_id)) == NULL)
         return;
     a->conds = m.conditions;
     end_sub(a, SFL_GRPC_STATUS_FAILED_PRECONDITION, "replaced by a newer Subscribe");
     a->sub = call;
-    a->sub_idle_since = now_ms(co);
+    a->sub_idle_since = coord_now_ms(co);
     sfl_grpc_call_on_cancel(call, sub_cancelled, a);
     coord_log(COORD_LOG_DEBUG, "subscribe", "agent=%llu", (unsigned long long)a->id);
     /* Selected for an open attempt and not answered yet (a reconnect):
@@ -1512,7 +1508,7 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
         job_t *j = co->jobs[i];
         const coord_member_t *mb;
 
-        if (!running(j) || j->rnd.state != COORD_ROUND_TRAINING || j->task == NULL)
+        if (!coord_running(j) || j->rnd.state != COORD_ROUND_TRAINING || j->task == NULL)
             continue;
         mb = coord_round_member(&j->rnd, a->id);
         if (mb && mb->state == COORD_MEMBER_PENDING)
@@ -1521,7 +1517,7 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     coord_schedule(co);
 }
 
-static void count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
+void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
 {
     if ((unsigned)v < 5)
         co->verdicts[v]++;
@@ -1529,7 +1525,7 @@ static void count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
         co->rejects[rj >= 0 && rj < RJ_COUNT ? rj : RJ_OTHER]++;
 }
 
-static int seal_reason(int rc)
+int coord_seal_reason(int rc)
 {
     switch (rc) {
     case SFL_ETRUNC: return RJ_TRUNCATED;
@@ -1538,362 +1534,6 @@ static int seal_reason(int rc)
     case SFL_EBADSIG: return RJ_SIGNATURE;
     default: return RJ_OTHER;
     }
-}
-
-/* ---- SubmitUpdate -----------------------------------------------------------------
- * An update is judged in three steps. On the loop, the checks that need
- * only ids (job, open attempt, cohort membership, duplicates, deadline);
- * then on the thread pool the expensive part: opening the seal, verifying
- * the agent's signature and decoding the payload (~0.4 ms for k = 1e4);
- * back on the loop, the attempt is checked again (it may have closed in
- * between) and the update goes to the aggregator. */
-
-typedef struct verify {
-    uv_work_t work;
-    coord_t *co;
-    sfl_grpc_call_t *call;
-    sfl_update_t *u;          /* owned */
-    uint64_t agent;
-    attempt_key_t *key;       /* held: the attempt it was judged against */
-    sfl_upd_ctx_t ctx;
-    uint8_t agent_pk[SFL_SEAL_PK_BYTES];
-    sfl_msg_limits_t lim;     /* max_dim: the job's dimension */
-    sfl_enc_t encoding;
-    uint64_t max_samples;
-    size_t max_message;
-    /* the worker's result */
-    sfl_payload_t *p;
-    int rj;
-    char reason[SFL_MSG_TEXT_LEN];
-} verify_t;
-
-/* The verdict on what ids alone decide, with j set to the job; VERDICT_OPEN when
- * the update must be opened. */
-#define VERDICT_OPEN ((coord_upd_verdict_t)-1)
-
-static coord_upd_verdict_t prejudge(coord_t *co, agent_t *a, const sfl_update_t *u,
-                                    job_t **jp, char *reason, size_t cap, int *rj)
-{
-    job_t *j = coord_job_find(co, u->job_id);
-    uint64_t now = now_ms(co);
-    const coord_member_t *m;
-    coord_round_t *r;
-    coord_upd_verdict_t v;
-
-    *rj = RJ_OTHER;
-    *jp = j;
-    if (j == NULL) {
-        snprintf(reason, cap, "no job %llu", (unsigned long long)u->job_id);
-        return COORD_UPD_WRONG_ROUND;
-    }
-    if (!j->ready || coord_job_final(j)) {
-        snprintf(reason, cap, "job %llu is %s", (unsigned long long)j->id,
-                 sfl_msg_job_state_name(j->state));
-        return COORD_UPD_LATE;
-    }
-    r = &j->rnd;
-    if (u->round != r->round || u->attempt != j->wire_attempt) {
-        /* Not the open attempt: coord_round_submit rules on ids alone
-         * (earlier round: late; another job or a future one: wrong round)
-         * and changes nothing. The attempt is mapped onto the machine's own
-         * count, which restarts at 0 after a restart or a pause. */
-        if (u->round == r->round && u->attempt < j->wire_attempt)
-            v = COORD_UPD_LATE;
-        else
-            v = coord_round_submit(r, a->id, u->job_id, u->round,
-                                   u->round == r->round ? r->attempt + 1 : r->attempt, now);
-        snprintf(reason, cap, "round %llu attempt %u is not open (open: round %llu attempt %u)",
-                 (unsigned long long)u->round, u->attempt, (unsigned long long)r->round,
-                 j->wire_attempt);
-        return v;
-    }
-    m = coord_round_member(r, a->id);
-    if (m == NULL) {
-        snprintf(reason, cap, "agent %llu was not selected for this attempt",
-                 (unsigned long long)a->id);
-        *rj = RJ_NOT_SELECTED;
-        return COORD_UPD_REJECTED;
-    }
-    if (m->state == COORD_MEMBER_ACCEPTED) {
-        snprintf(reason, cap, "an update of this agent was already accepted for this attempt");
-        return COORD_UPD_DUPLICATE;
-    }
-    if (a->verifying) {
-        snprintf(reason, cap, "an update of this agent is being verified");
-        return COORD_UPD_DUPLICATE;
-    }
-    if (r->state != COORD_ROUND_TRAINING || j->key == NULL || now >= r->deadline_at_ms) {
-        snprintf(reason, cap, "the attempt closed");
-        return COORD_UPD_LATE;
-    }
-    return VERDICT_OPEN;
-}
-
-/* Thread pool: open, verify, decode and check the payload. Touches only v. */
-static void verify_work(uv_work_t *w)
-{
-    verify_t *v = w->data;
-    uint8_t *plain = NULL;
-    size_t plen = 0;
-    int rc;
-
-    rc = sfl_seal_open_update(v->key->rk, v->agent_pk, &v->ctx, v->u->sealed, v->u->sealed_len,
-                              v->max_message, &plain, &plen, NULL);
-    if (rc < 0) {
-        snprintf(v->reason, sizeof(v->reason), "%s", sfl_last_error());
-        v->rj = seal_reason(rc);
-        return;
-    }
-    rc = sfl_msg_payload_unpack(plain, plen, &v->lim, v->lim.max_dim, &v->p);
-    sodium_memzero(plain, plen);
-    sfl__free(plain);
-    v->rj = RJ_PAYLOAD;
-    if (rc < 0)
-        /* msg.c's details start with the message's name already. */
-        snprintf(v->reason, sizeof(v->reason), "%s", sfl_last_error());
-    else if (v->p->encoding != v->encoding) {
-        v->rj = RJ_ENCODING;
-        snprintf(v->reason, sizeof(v->reason),
-                 "update values are encoded as %d, the task asks for %d", (int)v->p->encoding,
-                 (int)v->encoding);
-    } else if (v->p->samples > v->max_samples) {
-        /* The weight is the sample count: an agent may not claim more
-         * data than it joined with. */
-        snprintf(v->reason, sizeof(v->reason),
-                 "update claims %llu samples, the agent joined with %llu",
-                 (unsigned long long)v->p->samples, (unsigned long long)v->max_samples);
-    } else {
-        v->rj = -1; /* good */
-        return;
-    }
-    sfl_msg_payload_free(v->p);
-    v->p = NULL;
-}
-
-static const sfl_ack_status_t ack_of[5] = {SFL_ACK_ACCEPTED, SFL_ACK_LATE, SFL_ACK_DUPLICATE,
-                                           SFL_ACK_WRONG_ROUND, SFL_ACK_REJECTED};
-static const coord_part_status_t part_of[5] = {COORD_PART_ACCEPTED, COORD_PART_LATE,
-                                               COORD_PART_DUPLICATE, COORD_PART_REJECTED,
-                                               COORD_PART_REJECTED};
-
-/* Answers the call with verdict vd: metrics, the audit record, the log line,
- * the Ack; on acceptance the job moves on. */
-static void submit_done(coord_t *co, sfl_grpc_call_t *call, agent_t *a, job_t *j,
-                        const sfl_update_t *u, coord_upd_verdict_t vd, const char *reason, int rj)
-{
-    sfl_ack_t ack;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
-    char q[400];
-    int rc;
-
-    memset(&ack, 0, sizeof(ack));
-    coord_text_copy(ack.reason, sizeof(ack.reason), vd == COORD_UPD_ACCEPTED ? "" : reason);
-    ack.status = ack_of[vd];
-    ack.job_id = u->job_id;
-    ack.round = u->round;
-    ack.attempt = u->attempt;
-    count_verdict(co, vd, rj);
-    /* The audit record, for the open attempt only. A selected agent's row
-     * gets only its acceptance (first outcome wins in the store, and a
-     * rejected try must not block a valid one). */
-    if (j && j->opened && u->round == j->rnd.round && u->attempt == j->wire_attempt &&
-        (vd == COORD_UPD_ACCEPTED || !coord_round_member(&j->rnd, a->id)))
-        (void)coord_store_participation_record(co->store, (int64_t)j->id, (int64_t)u->round,
-                                               (int64_t)u->attempt + 1, (int64_t)a->id,
-                                               part_of[vd],
-                                               vd == COORD_UPD_ACCEPTED ? NULL : ack.reason,
-                                               (int64_t)u->sealed_len);
-    coord_log(vd == COORD_UPD_ACCEPTED ? COORD_LOG_INFO : COORD_LOG_WARN, "update",
-              "agent=%llu job=%llu round=%llu attempt=%u verdict=%s bytes=%zu%s%s",
-              (unsigned long long)a->id, (unsigned long long)u->job_id,
-              (unsigned long long)u->round, u->attempt, coord_upd_verdict_name(vd),
-              u->sealed_len, vd == COORD_UPD_ACCEPTED ? "" : " reason=",
-              vd == COORD_UPD_ACCEPTED ? "" : coord_log_quote(ack.reason, q, sizeof(q)));
-    rc = sfl_msg_ack_pack(&ack, &buf, &blen);
-    coord_reply_packed(call, rc, buf, blen);
-    if (j && vd == COORD_UPD_ACCEPTED) {
-        job_drive(j);
-        dismiss_idle(co);
-    }
-}
-
-/* Adds an accepted update's progress figures to the attempt's sums. The
- * counts are the agents' word (eval_samples is checked against nothing), so
- * they saturate instead of wrapping; fold_metrics drops what the store
- * cannot hold. */
-static void fold_update(job_t *j, const sfl_payload_t *p)
-{
-    j->fold.samples = p->samples > UINT64_MAX - j->fold.samples ? UINT64_MAX
-                                                                : j->fold.samples + p->samples;
-    j->fold.eval_samples = p->eval_samples > UINT64_MAX - j->fold.eval_samples
-                               ? UINT64_MAX
-                               : j->fold.eval_samples + p->eval_samples;
-    j->fold.loss += (double)p->samples * p->train_loss;
-    j->fold.accuracy += (double)p->eval_samples * p->eval_accuracy;
-    j->fold.mse += (double)p->eval_samples * p->eval_mse;
-}
-
-/* Loop: the worker's result meets the attempt as it is now. */
-static void verify_after(uv_work_t *w, int status)
-{
-    verify_t *v = w->data;
-    coord_t *co = v->co;
-    agent_t *a = agent_find(co, v->agent);
-    job_t *j = coord_job_find(co, v->u->job_id);
-    coord_upd_verdict_t vd = COORD_UPD_REJECTED;
-    const coord_member_t *m;
-    int rc;
-
-    (void)status; /* work items are never cancelled */
-    co->verifying--;
-    a->verifying = 0;
-    if (v->rj >= 0)
-        goto answer;
-    if (j == NULL || j->key != v->key || j->busy || j->rnd.state != COORD_ROUND_TRAINING ||
-        (m = coord_round_member(&j->rnd, a->id)) == NULL || m->state == COORD_MEMBER_ACCEPTED) {
-        snprintf(v->reason, sizeof(v->reason), "the attempt closed while the update was verified");
-        vd = COORD_UPD_LATE;
-        goto answer;
-    }
-    rc = coord_job_add(&j->model, (uint32_t)(m - j->rnd.members), &v->p->update,
-                       (double)v->p->samples);
-    if (rc < 0) {
-        /* Refused for this agent alone: the fold is as it was. */
-        snprintf(v->reason, sizeof(v->reason), "update refused by the job's bounds: %s",
-                 sfl_last_error());
-        v->rj = rc == SFL_ELIMIT || rc == SFL_ENUMERIC || rc == SFL_EINVAL ? RJ_BOUNDS : RJ_OTHER;
-        goto answer;
-    }
-    vd = coord_round_submit(&j->rnd, a->id, v->u->job_id, v->u->round, j->rnd.attempt,
-                            now_ms(co));
-    /* Every condition it checks was checked above, on this thread. */
-    assert(vd == COORD_UPD_ACCEPTED);
-    a->accepted++;
-    fold_update(j, v->p);
-answer:
-    submit_done(co, v->call, a, j, v->u, vd, v->reason, v->rj);
-    sfl_msg_payload_free(v->p);
-    sfl_msg_update_free(v->u);
-    key_drop(v->key);
-    sfl__free(v);
-    if (co->stopping)
-        check_stopped(co);
-}
-
-static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    sfl_update_t *u = NULL;
-    verify_t *v = NULL;
-    agent_t *a;
-    job_t *j;
-    coord_upd_verdict_t vd;
-    char reason[SFL_MSG_TEXT_LEN];
-    int rc, rj;
-
-    if (coord_serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_update_unpack(req, len, &co->lim, &u)) < 0) {
-        coord_fail_unpack(call, rc);
-        return;
-    }
-    if ((a = bound_agent(call, k, u->agent_id)) == NULL)
-        goto out;
-    if (u->mode == SFL_UPDATE_MODE_SECURE_AGG) {
-        coord_fail_call(call, SFL_GRPC_STATUS_UNIMPLEMENTED,
-                  "update mode 2 (secure aggregation) is not implemented");
-        goto out;
-    }
-    vd = prejudge(co, a, u, &j, reason, sizeof(reason), &rj);
-    if (vd != VERDICT_OPEN) {
-        submit_done(co, call, a, j, u, vd, reason, rj);
-        goto out;
-    }
-    v = sfl__calloc(1, sizeof(*v));
-    if (v == NULL) {
-        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        goto out;
-    }
-    /* Everything the update is bound to comes from our own state. */
-    v->co = co;
-    v->call = call;
-    v->u = u;
-    v->agent = a->id;
-    v->key = key_hold(j->key);
-    memcpy(v->ctx.round_pk, j->key->rk->pk, sizeof(v->ctx.round_pk));
-    v->ctx.job = j->id;
-    v->ctx.round = j->rnd.round;
-    memcpy(v->ctx.nonce, j->rnd.nonce, sizeof(v->ctx.nonce));
-    v->ctx.agent_id = a->id;
-    memcpy(v->ctx.model_hash, j->model_hash, sizeof(v->ctx.model_hash));
-    memcpy(v->agent_pk, a->pk, sizeof(v->agent_pk));
-    v->lim = co->lim;
-    v->lim.max_dim = (uint32_t)j->model.prob.dim;
-    v->lim.max_nnz = (uint32_t)j->model.prob.dim;
-    v->encoding = j->spec.value_encoding;
-    v->max_samples = a->ds.samples;
-    v->max_message = co->cfg.max_message;
-    v->work.data = v;
-    if (uv_queue_work(co->loop, &v->work, verify_work, verify_after) != 0) {
-        key_drop(v->key);
-        sfl__free(v);
-        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot queue the update; retry");
-        goto out;
-    }
-    a->verifying = 1;
-    co->verifying++;
-    return; /* verify_after answers and frees u */
-out:
-    sfl_msg_update_free(u);
-}
-
-static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    sfl_heartbeat_req_t m;
-    sfl_heartbeat_reply_t r;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
-    agent_t *a;
-    int rc;
-
-    if (coord_serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_heartbeat_req_unpack(req, len, &co->lim, &m)) < 0) {
-        coord_fail_unpack(call, rc);
-        return;
-    }
-    if ((a = bound_agent(call, k, m.agent_id)) == NULL)
-        return;
-    a->phase = m.phase;
-    a->hb_job = m.job_id;
-    a->hb_round = m.round;
-    a->progress = m.progress_permille;
-    a->conds = m.conditions;
-    memset(&r, 0, sizeof(r));
-    r.interval_ms = (uint32_t)co->cfg.heartbeat_interval_ms;
-    if (m.phase != SFL_PHASE_IDLE && m.job_id != 0) {
-        job_t *j = coord_job_find(co, m.job_id);
-        const coord_member_t *mb = NULL;
-        int ok = 0;
-
-        if (j && running(j) && m.round == j->rnd.round && m.attempt == j->wire_attempt) {
-            mb = coord_round_member(&j->rnd, a->id);
-            ok = mb && (j->rnd.state == COORD_ROUND_TRAINING ||
-                        mb->state == COORD_MEMBER_ACCEPTED);
-        }
-        if (ok && j->rnd.state == COORD_ROUND_TRAINING) {
-            (void)coord_round_heartbeat(&j->rnd, a->id, now_ms(co));
-            r.deadline_ms = j->deadline_wall;
-        }
-        /* The attempt closed without this agent (or never had it). */
-        r.abort = !ok;
-    }
-    rc = sfl_msg_heartbeat_reply_pack(&r, &buf, &blen);
-    coord_reply_packed(call, rc, buf, blen);
 }
 
 /* Who may call what, and how big a request may be: checked when a call's
@@ -1906,8 +1546,8 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, h_join, R_AGENT, SMALL_REQUEST},
     {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, h_subscribe, R_AGENT,
      SMALL_REQUEST},
-    {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, h_submit, R_AGENT, 0},
-    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, h_heartbeat, R_AGENT, SMALL_REQUEST},
+    {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, coord_h_submit, R_AGENT, 0},
+    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, coord_h_heartbeat, R_AGENT, SMALL_REQUEST},
     {"/sfl.v1.Admin/Status", SFL_GRPC_KIND_UNARY, coord_h_status, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/ListAgents", SFL_GRPC_KIND_UNARY, coord_h_list_agents, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/ListJobs", SFL_GRPC_KIND_UNARY, coord_h_list_jobs, R_ADMIN, SMALL_REQUEST},
@@ -2059,7 +1699,7 @@ static void conn_on_close(sfl_conn_t *c, int status)
         k->next->prev = k->prev;
     co->nconns--;
     if (co->stopping)
-        check_stopped(co);
+        coord_check_stopped(co);
     else
         coord_schedule(co); /* an agent left: eligibility changed */
 }
@@ -2477,10 +2117,10 @@ static void metrics_closed(void *ud)
     coord_t *co = ud;
 
     co->metrics_open = 0;
-    check_stopped(co);
+    coord_check_stopped(co);
 }
 
-static void check_stopped(coord_t *co)
+void coord_check_stopped(coord_t *co)
 {
     if (!co->stopping || co->finished || co->nconns > 0 || co->metrics_open || co->verifying)
         return;
@@ -2502,7 +2142,7 @@ static void on_stop_timeout(uv_timer_t *t)
     for (conn_t *k = co->conns; k != NULL; k = k->next)
         if (k->c)
             sfl_conn_abort(k->c);
-    check_stopped(co);
+    coord_check_stopped(co);
 }
 
 void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, void *ud),
@@ -2547,7 +2187,7 @@ void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, v
     uv_timer_stop(&co->tick);
     uv_timer_start(&co->stop_timer, on_stop_timeout,
                    timeout_ms ? timeout_ms : co->cfg.shutdown_timeout_ms, 0);
-    check_stopped(co);
+    coord_check_stopped(co);
 }
 
 void coord_free(coord_t *co)

@@ -154,6 +154,11 @@ struct coord {
     void *done_ud;
 };
 
+struct attempt_key {
+    sfl_roundkey_t *rk;
+    uint32_t refs;
+};
+
 /* ---- shared by the modules (coord.c unless said) ---- */
 
 /* Peer-supplied or library text into a wire text field: printable ASCII
@@ -179,6 +184,30 @@ void coord_fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SF
 void coord_fail_unpack(sfl_grpc_call_t *call, int rc);
 /* 0 if the coordinator takes calls, or the call is finished. */
 int coord_serving(sfl_grpc_call_t *call, const conn_t *k);
+
+uint64_t coord_now_ms(const coord_t *co);
+agent_t *coord_agent_find(const coord_t *co, uint64_t id);
+/* The job schedules rounds now (running, not stopping). */
+int coord_running(const job_t *j);
+/* Ends held Subscribes of agents no running job can use. */
+void coord_dismiss_idle(coord_t *co);
+/* Moves the job's round machine on: selection, deadlines, aggregation. */
+void coord_job_drive(job_t *j);
+attempt_key_t *coord_key_hold(attempt_key_t *k);
+void coord_key_drop(attempt_key_t *k);
+/* Ends the shutdown once nothing is left running. */
+void coord_check_stopped(coord_t *co);
+/* The agent this connection joined as, or NULL with the call failed. */
+agent_t *coord_bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id);
+/* Counts an update's verdict; rj: the RJ_ reason of a rejection. */
+void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj);
+/* The RJ_ reason of a failed sfl_seal_open_update. */
+int coord_seal_reason(int rc);
+
+/* submit.c: SubmitUpdate, verified on the thread pool, folded on the loop. */
+void coord_h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+/* Heartbeat: an agent's progress on its task; tells it to abort a closed one. */
+void coord_h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
 /* admin.c: the Admin service (docs/protocol.md), and the agents connected. */
 uint32_t coord_connected_agents(const coord_t *co);
