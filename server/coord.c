@@ -40,9 +40,6 @@ void coord_text_copy(char *dst, size_t cap, const char *src)
 
 /* ---- state ---------------------------------------------------------------------- */
 
-static const char *const rj_names[RJ_COUNT] = {"not_selected", "truncated", "too_large",
-                                               "decrypt", "bad_signature", "payload",
-                                               "encoding", "out_of_bounds", "other"};
 
 uint64_t coord_now_ms(const coord_t *co)
 {
@@ -432,7 +429,7 @@ void coord_reset_round(job_t *j)
 
 /* Bytes of a job's O(dim) state in RAM: the global state, the fold's sum
  * and its top-k scratch (max_job_memory counts these). */
-static uint64_t job_state_bytes(size_t dim)
+uint64_t coord_job_state_bytes(size_t dim)
 {
     return (uint64_t)dim * 3 * sizeof(double);
 }
@@ -443,7 +440,7 @@ static uint64_t live_job_bytes(const coord_t *co)
 
     for (size_t i = 0; i < co->njobs; i++)
         if (co->jobs[i]->ready && !coord_job_final(co->jobs[i]))
-            n += job_state_bytes(co->jobs[i]->model.prob.dim);
+            n += coord_job_state_bytes(co->jobs[i]->model.prob.dim);
     return n;
 }
 
@@ -1096,7 +1093,7 @@ int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out)
             return sfl__fail(SFL_EINVAL, "the job's model has %zu entries, above the "
                              "coordinator's max_dim %u", prob.dim, co->lim.max_dim);
         /* Every job not ended holds its O(dim) state: bounded in sum. */
-        uint64_t live = live_job_bytes(co), need = job_state_bytes(prob.dim);
+        uint64_t live = live_job_bytes(co), need = coord_job_state_bytes(prob.dim);
 
         if (need > co->cfg.max_job_memory || live > co->cfg.max_job_memory - need)
             return sfl__fail(-ENOSPC, "the job needs %llu bytes of model state, %llu of "
@@ -1717,137 +1714,6 @@ static void on_reject(sfl_listener_t *l, int status, const char *detail)
 static const sfl_conn_cbs_t conn_cbs = {conn_on_connect, conn_on_data, conn_on_drain,
                                         conn_on_close};
 
-/* ---- metrics ------------------------------------------------------------------------ */
-
-/* The labels of job j: job="ID",name="NAME" with the name escaped as the
- * exposition format wants (backslash, double quote). */
-static const char *job_labels(const job_t *j, char *out, size_t cap)
-{
-    size_t o = (size_t)snprintf(out, cap, "job=\"%llu\",name=\"", (unsigned long long)j->id);
-
-    for (const char *c = j->spec.name; *c && o + 4 < cap; c++) {
-        if (*c == '\\' || *c == '"')
-            out[o++] = '\\';
-        out[o++] = *c;
-    }
-    snprintf(out + o, cap - o, "\"");
-    return out;
-}
-
-/* Per-job progress gauges: one family at a time, a line per job that has
- * the value (no line before the first round with metrics). */
-static void render_progress(coord_text_t *t, const coord_t *co)
-{
-    enum { COMMITTED, LOSS, EVAL_N, ACC, MSE, NFAM };
-    static const char *const fam[NFAM][2] = {
-        {"sfl_job_committed_round", "Rounds committed, per job."},
-        {"sfl_job_train_loss",
-         "Sample-weighted mean train_loss of the last committed round's updates."},
-        {"sfl_job_eval_samples", "Held-out rows behind the last committed round's eval metric."},
-        {"sfl_job_eval_accuracy",
-         "Held-out accuracy of the last committed round (classification jobs)."},
-        {"sfl_job_eval_mse", "Held-out mean squared error of the last committed round (lsq)."},
-    };
-    char lab[200];
-
-    for (int f = 0; f < NFAM; f++) {
-        coord_text_family(t, fam[f][0], "gauge", fam[f][1]);
-        for (size_t i = 0; i < co->njobs; i++) {
-            const job_t *j = co->jobs[i];
-            const coord_round_metrics_t *m = &j->last;
-            int cls = strcmp(j->spec.loss, "lsq") != 0;
-            double v;
-
-            if (f == COMMITTED)
-                v = (double)j->committed;
-            else if (f == LOSS && m->samples > 0)
-                v = m->train_loss;
-            else if (f == EVAL_N && m->samples > 0)
-                v = (double)m->eval_samples;
-            else if (f == ACC && m->eval_samples > 0 && cls)
-                v = m->eval_accuracy;
-            else if (f == MSE && m->eval_samples > 0 && !cls)
-                v = m->eval_mse;
-            else
-                continue;
-            coord_text_printf(t, "%s{%s} %.17g\n", fam[f][0],
-                              job_labels(j, lab, sizeof(lab)), v);
-        }
-    }
-}
-
-static int render(coord_text_t *t, void *ud)
-{
-    static const char *const verdicts[5] = {"accepted", "late", "duplicate", "wrong_round",
-                                            "rejected"};
-    static const sfl_job_state_t states[] = {SFL_JOB_PENDING, SFL_JOB_RUNNING,
-                                             SFL_JOB_PAUSED, SFL_JOB_CANCELLED,
-                                             SFL_JOB_FINISHED, SFL_JOB_FAILED};
-    coord_t *co = ud;
-
-    coord_text_family(t, "sfl_agents_connected", "gauge",
-                      "Agents bound by Join to an open connection.");
-    coord_text_printf(t, "sfl_agents_connected %u\n", coord_connected_agents(co));
-    coord_text_family(t, "sfl_agents_known", "gauge", "Agents ever registered.");
-    coord_text_printf(t, "sfl_agents_known %zu\n", co->nagents);
-    coord_text_family(t, "sfl_connections_open", "gauge", "Open TLS connections.");
-    coord_text_printf(t, "sfl_connections_open %zu\n", co->nconns);
-    coord_text_family(t, "sfl_connections_refused_total", "counter",
-                      "Connections refused before they opened (TLS handshake, limits).");
-    coord_text_printf(t, "sfl_connections_refused_total %llu\n",
-                      (unsigned long long)co->tls_refused);
-    coord_text_family(t, "sfl_jobs", "gauge", "Jobs by state.");
-    for (size_t s = 0; s < sizeof(states) / sizeof(states[0]); s++) {
-        uint32_t n = 0;
-
-        for (size_t i = 0; i < co->njobs; i++)
-            n += co->jobs[i]->state == states[s];
-        coord_text_printf(t, "sfl_jobs{state=\"%s\"} %u\n", sfl_msg_job_state_name(states[s]),
-                          n);
-    }
-    {
-        uint64_t held = 0;
-
-        for (size_t i = 0; i < co->njobs; i++)
-            if (co->jobs[i]->model.global != NULL)
-                held += job_state_bytes(co->jobs[i]->model.prob.dim);
-        coord_text_family(t, "sfl_job_model_bytes", "gauge",
-                          "Model state held in memory by running jobs (max_job_memory bounds "
-                          "what jobs not ended may reserve).");
-        coord_text_printf(t, "sfl_job_model_bytes %llu\n", (unsigned long long)held);
-    }
-    render_progress(t, co);
-    coord_text_family(t, "sfl_rounds_committed_total", "counter", "Rounds committed.");
-    coord_text_printf(t, "sfl_rounds_committed_total %llu\n",
-                      (unsigned long long)co->rounds_committed);
-    coord_text_family(t, "sfl_rounds_failed_total", "counter",
-                      "Round attempts that failed (quorum missed, aggregation error).");
-    coord_text_printf(t, "sfl_rounds_failed_total %llu\n", (unsigned long long)co->rounds_failed);
-    coord_text_family(t, "sfl_updates_total", "counter", "Submitted updates by verdict.");
-    for (int v = 0; v < 5; v++)
-        coord_text_printf(t, "sfl_updates_total{verdict=\"%s\"} %llu\n", verdicts[v],
-                          (unsigned long long)co->verdicts[v]);
-    coord_text_family(t, "sfl_updates_rejected_total", "counter",
-                      "Updates with verdict rejected, by reason.");
-    for (int r = 0; r < RJ_COUNT; r++)
-        coord_text_printf(t, "sfl_updates_rejected_total{reason=\"%s\"} %llu\n", rj_names[r],
-                          (unsigned long long)co->rejects[r]);
-    coord_text_family(t, "sfl_received_bytes_total", "counter",
-                      "HTTP/2 bytes received from agents and admins (inside TLS).");
-    coord_text_printf(t, "sfl_received_bytes_total %llu\n", (unsigned long long)co->bytes_in);
-    coord_text_family(t, "sfl_sent_bytes_total", "counter",
-                      "HTTP/2 bytes sent to agents and admins (inside TLS).");
-    coord_text_printf(t, "sfl_sent_bytes_total %llu\n", (unsigned long long)co->bytes_out);
-    coord_hist_render(t, "sfl_aggregation_seconds",
-                      "Aggregation end, encode and checkpoint commit of a round (thread pool).",
-                      &co->agg_hist);
-    coord_hist_render(t, "sfl_round_duration_seconds",
-                      "From a round's first attempt opening to its commit.", &co->round_hist);
-    coord_text_family(t, "sfl_start_time_seconds", "gauge", "Start time, Unix seconds.");
-    coord_text_printf(t, "sfl_start_time_seconds %.3f\n", (double)co->started_ms / 1000.0);
-    return t->err;
-}
-
 /* ---- lifecycle ------------------------------------------------------------------------- */
 
 static int state_dir_make(const char *dir)
@@ -2050,7 +1916,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     }
     if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
         if ((rc = coord_addr_parse(cfg->metrics_listen, &ss)) < 0 ||
-            (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, render, co,
+            (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, coord_render_metrics, co,
                                         &co->metrics)) < 0) {
             char detail[512];
 

@@ -204,6 +204,12 @@ void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj);
 /* The RJ_ reason of a failed sfl_seal_open_update. */
 int coord_seal_reason(int rc);
 
+/* Bytes of O(dim) state a job of that dimension holds when loaded. */
+uint64_t coord_job_state_bytes(size_t dim);
+
+/* coordmetrics.c: the /metrics page (metrics.h's render callback). */
+int coord_render_metrics(coord_text_t *t, void *ud);
+
 /* submit.c: SubmitUpdate, verified on the thread pool, folded on the loop. */
 void coord_h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 /* Heartbeat: an agent's progress on its task; tells it to abort a closed one. */
