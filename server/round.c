@@ -45,6 +45,17 @@ int coord_round_cfg_check(const coord_round_cfg_t *c)
         return sfl__fail(SFL_EINVAL, "heartbeat timeout must be positive");
     if (c->max_attempts == 0)
         return sfl__fail(SFL_EINVAL, "max attempts must be at least 1");
+    if (c->nphases > COORD_MAX_PHASES)
+        return sfl__fail(SFL_EINVAL, "at most %d phases", COORD_MAX_PHASES);
+    for (uint32_t i = 0; i < c->nphases; i++) {
+        const coord_phase_t *p = &c->phases[i];
+
+        if (p->name[0] == '\0' || memchr(p->name, '\0', sizeof(p->name)) == NULL)
+            return sfl__fail(SFL_EINVAL, "phase %u needs a name", i);
+        if (p->deadline_ms == 0 || p->quorum == 0 || (p->target && p->target < p->quorum))
+            return sfl__fail(SFL_EINVAL, "phase %s: deadline and quorum must be positive, "
+                             "target 0 or >= quorum", p->name);
+    }
     return 0;
 }
 
@@ -53,6 +64,11 @@ void coord_round_init(coord_round_t *r, const coord_round_cfg_t *cfg, uint64_t j
 {
     memset(r, 0, sizeof(*r));
     r->cfg = *cfg;
+    if (r->cfg.nphases == 0) {
+        r->cfg.nphases = 1;
+        r->cfg.phases[0] = (coord_phase_t){"upload", cfg->deadline_ms, cfg->cohort,
+                                           cfg->min_quorum};
+    }
     r->job = job;
     r->round = round;
     r->state = COORD_ROUND_SELECTING;
@@ -125,16 +141,72 @@ static void fail(coord_round_t *r, const char *why)
     r->state = COORD_ROUND_FAILED;
 }
 
-/* The round closes early once the target is met or nobody else can answer. */
-static void maybe_close(coord_round_t *r)
+const coord_phase_t *coord_round_phase(const coord_round_t *r)
 {
+    return r->state == COORD_ROUND_TRAINING ? &r->cfg.phases[r->phase] : NULL;
+}
+
+/* Phase p begins: members that answered the last one stay in (pending),
+ * the others drop out. */
+static void begin_phase(coord_round_t *r, uint32_t p, uint64_t now)
+{
+    r->phase = p;
+    r->accepted = r->dead = 0;
+    for (uint32_t i = 0; i < r->nmembers; i++) {
+        coord_member_t *m = &r->members[i];
+
+        if (p > 0)
+            m->state = m->state == COORD_MEMBER_ACCEPTED ? COORD_MEMBER_PENDING
+                                                         : COORD_MEMBER_DROPPED;
+        if (m->state == COORD_MEMBER_DROPPED)
+            r->dead++;
+    }
+    r->deadline_at_ms = now + r->cfg.phases[p].deadline_ms;
+}
+
+/* The current phase ended with r->accepted answers: the next one, the
+ * aggregation, or a failure below its quorum. */
+static void end_phase(coord_round_t *r, uint64_t now, const char *how)
+{
+    const coord_phase_t *p = &r->cfg.phases[r->phase];
+
+    if (r->accepted < p->quorum) {
+        char why[128];
+
+        if (r->cfg.nphases == 1) {
+            snprintf(why, sizeof(why), "%s with %u of %u updates (quorum %u)", how,
+                     r->accepted, r->nmembers, p->quorum);
+        } else {
+            uint32_t in = 0;
+
+            for (uint32_t i = 0; i < r->nmembers; i++)
+                in += r->members[i].state != COORD_MEMBER_DROPPED;
+            snprintf(why, sizeof(why), "phase %s: %s with %u of %u answers (quorum %u)",
+                     p->name, how, r->accepted, in, p->quorum);
+        }
+        fail(r, why);
+    } else if (r->phase + 1 < r->cfg.nphases) {
+        begin_phase(r, r->phase + 1, now);
+    } else {
+        r->state = COORD_ROUND_AGGREGATING;
+    }
+}
+
+/* A phase closes early once its target is met or nobody else can answer. */
+static void maybe_close(coord_round_t *r, uint64_t now)
+{
+    const coord_phase_t *p = &r->cfg.phases[r->phase];
+    uint32_t target = p->target ? p->target : r->nmembers;
+
     if (r->state != COORD_ROUND_TRAINING)
         return;
-    if (r->accepted >= r->cfg.cohort || r->accepted + r->dead == r->nmembers) {
-        if (r->accepted >= r->cfg.min_quorum)
-            r->state = COORD_ROUND_AGGREGATING;
+    if (r->accepted >= target || r->accepted + r->dead == r->nmembers) {
+        if (r->accepted >= p->quorum)
+            end_phase(r, now, "");
         else
-            fail(r, "every selected agent answered or died below quorum");
+            fail(r, r->cfg.nphases == 1
+                        ? "every selected agent answered or died below quorum"
+                        : "every member still in answered or died below the phase's quorum");
     }
 }
 
@@ -173,7 +245,7 @@ static int start(coord_round_t *r, uint64_t now, uint64_t seed, const uint64_t *
     sfl__free(ids);
     r->nmembers = k;
     r->opened_ms = now;
-    r->deadline_at_ms = now + r->cfg.deadline_ms;
+    begin_phase(r, 0, now);
     r->state = COORD_ROUND_TRAINING;
     return 0;
 }
@@ -190,18 +262,10 @@ static void tick(coord_round_t *r, uint64_t now)
         }
     }
     if (now >= r->deadline_at_ms) {
-        if (r->accepted >= r->cfg.min_quorum) {
-            r->state = COORD_ROUND_AGGREGATING;
-        } else {
-            char why[96];
-
-            snprintf(why, sizeof(why), "deadline with %u of %u updates (quorum %u)", r->accepted,
-                     r->nmembers, r->cfg.min_quorum);
-            fail(r, why);
-        }
+        end_phase(r, now, "deadline");
         return;
     }
-    maybe_close(r);
+    maybe_close(r, now);
 }
 
 int coord_round_step(coord_round_t *r, coord_event_t ev, uint64_t now_ms, uint64_t seed,
@@ -256,6 +320,13 @@ int coord_round_step(coord_round_t *r, coord_event_t ev, uint64_t now_ms, uint64
 coord_upd_verdict_t coord_round_submit(coord_round_t *r, uint64_t agent, uint64_t job,
                                        uint64_t round, uint32_t attempt, uint64_t now_ms)
 {
+    return coord_round_answer(r, agent, job, round, attempt, r->cfg.nphases - 1, now_ms);
+}
+
+coord_upd_verdict_t coord_round_answer(coord_round_t *r, uint64_t agent, uint64_t job,
+                                       uint64_t round, uint32_t attempt, uint32_t phase,
+                                       uint64_t now_ms)
+{
     coord_member_t *m;
 
     if (job != r->job || round != r->round || attempt != r->attempt) {
@@ -266,18 +337,23 @@ coord_upd_verdict_t coord_round_submit(coord_round_t *r, uint64_t agent, uint64_
         return COORD_UPD_WRONG_ROUND;
     }
     m = find_member(r, agent);
-    if (m == NULL)
+    if (m == NULL || m->state == COORD_MEMBER_DROPPED)
         return COORD_UPD_REJECTED;
-    if (m->state == COORD_MEMBER_ACCEPTED)
+    if (r->state == COORD_ROUND_TRAINING && phase > r->phase)
+        return COORD_UPD_WRONG_ROUND; /* not begun */
+    if (r->state == COORD_ROUND_TRAINING && phase == r->phase &&
+        m->state == COORD_MEMBER_ACCEPTED)
         return COORD_UPD_DUPLICATE;
-    if (r->state != COORD_ROUND_TRAINING || now_ms >= r->deadline_at_ms)
-        return COORD_UPD_LATE;
+    if (r->state != COORD_ROUND_TRAINING || phase < r->phase || now_ms >= r->deadline_at_ms)
+        return m->state == COORD_MEMBER_ACCEPTED && phase == r->cfg.nphases - 1
+                   ? COORD_UPD_DUPLICATE
+                   : COORD_UPD_LATE;
     if (m->state == COORD_MEMBER_DEAD)
-        r->dead--; /* silent, but its update is on time: take it */
+        r->dead--; /* silent, but its answer is on time: take it */
     m->state = COORD_MEMBER_ACCEPTED;
     m->last_seen_ms = now_ms;
     r->accepted++;
-    maybe_close(r);
+    maybe_close(r, now_ms);
     return COORD_UPD_ACCEPTED;
 }
 

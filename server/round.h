@@ -2,13 +2,22 @@
  * I/O, no clock of its own (callers pass `now` in ms), so every transition is
  * unit-tested and any round can be replayed from its manifest.
  *
- *   SELECTING --start--> TRAINING --target reached / all answered--> AGGREGATING
- *      ^                     |  deadline: accepted >= quorum -> AGGREGATING
- *      |                     |            else -> FAILED
+ *   SELECTING --start--> TRAINING (phase 0, 1, ..., n-1) --last phase ends--> AGGREGATING
+ *      ^                     |  a phase ends early once its target answered or
+ *      |                     |  nobody else can; at its deadline with
+ *      |                     |  answers >= its quorum -> the next phase, else FAILED
  *      +----- retry (attempt + 1, fresh cohort) <-- FAILED (attempts left)
  *   AGGREGATING --aggregated--> COMMITTED;  --error--> FAILED
  *
- * State changes only in coord_round_step(), one switch (STYLE rule 10). */
+ * TRAINING is a sequence of declared collecting phases (coord_phase_t): in
+ * each, every member still in the attempt answers once (its update, a key,
+ * a share, a masked input ...); members that did not answer a phase drop
+ * out of the later ones. A plain round has one phase, "upload" (cohort,
+ * min_quorum, deadline_ms); secure aggregation or a vertical iteration
+ * declares more instead of adding states.
+ *
+ * State changes only in coord_round_step() and the answers
+ * (coord_round_answer), one switch each (STYLE rule 10). */
 #ifndef COORD_ROUND_H
 #define COORD_ROUND_H
 
@@ -38,8 +47,19 @@ typedef enum {
 typedef enum {
     COORD_MEMBER_PENDING = 0,
     COORD_MEMBER_ACCEPTED,
-    COORD_MEMBER_DEAD /* no heartbeat within the timeout */
+    COORD_MEMBER_DEAD, /* no heartbeat within the timeout */
+    COORD_MEMBER_DROPPED /* did not answer an earlier phase: out of this attempt */
 } coord_member_state_t;
+
+/* A collecting phase of an attempt. */
+typedef struct coord_phase {
+    char name[24];            /* "upload", "advertise_keys", ... (logs) */
+    uint64_t deadline_ms;     /* from the phase's start */
+    uint32_t target;          /* answers that end it early; 0: every member still in */
+    uint32_t quorum;          /* answers it needs at its deadline (>= 1) */
+} coord_phase_t;
+
+#define COORD_MAX_PHASES 8
 
 typedef struct coord_round_cfg {
     uint32_t cohort;          /* target number of accepted updates */
@@ -48,6 +68,10 @@ typedef struct coord_round_cfg {
     uint64_t deadline_ms;     /* training window */
     uint64_t heartbeat_ms;    /* silence after which a member is dead */
     uint32_t max_attempts;    /* attempts per round before the job stops */
+    /* The collecting phases; nphases 0: one "upload" phase of cohort,
+     * min_quorum and deadline_ms (coord_round_init fills it in). */
+    uint32_t nphases;
+    coord_phase_t phases[COORD_MAX_PHASES];
 } coord_round_cfg_t;
 
 typedef struct coord_member {
@@ -61,11 +85,12 @@ typedef struct coord_round {
     coord_round_cfg_t cfg;
     uint64_t job, round;
     uint32_t attempt;          /* 0-based */
+    uint32_t phase;            /* TRAINING: the phase collecting now */
     uint8_t nonce[32];         /* filled by the caller at start */
-    uint64_t opened_ms, deadline_at_ms;
+    uint64_t opened_ms, deadline_at_ms; /* deadline_at_ms: the current phase's */
     coord_member_t *members;   /* the cohort manifest, sorted by agent id */
     uint32_t nmembers;
-    uint32_t accepted, dead;
+    uint32_t accepted, dead;   /* of the current phase: answered; dead or dropped */
     char reason[128];          /* why the last attempt failed */
 } coord_round_t;
 
@@ -100,11 +125,19 @@ int coord_cohort_sample(uint64_t seed, uint64_t round, uint32_t attempt,
 int coord_round_step(coord_round_t *r, coord_event_t ev, uint64_t now_ms, uint64_t seed,
                      const uint64_t *agents, uint32_t nagents) SFL_MUST_CHECK;
 
-/* An update arrived from agent for (job, round, attempt): the verdict, and on
- * ACCEPTED the member is marked. When the target count is reached (or every
- * member has answered or died) the round moves to AGGREGATING. */
+/* An answer from agent for (job, round, attempt) to phase `phase`: the
+ * verdict, and on ACCEPTED the member is marked. A phase that is over gives
+ * LATE, one not begun WRONG_ROUND, a member that dropped out REJECTED. When
+ * the phase's target is reached (or every member still in has answered or
+ * died) the next phase begins, after the last AGGREGATING. */
+coord_upd_verdict_t coord_round_answer(coord_round_t *r, uint64_t agent, uint64_t job,
+                                       uint64_t round, uint32_t attempt, uint32_t phase,
+                                       uint64_t now_ms);
+/* coord_round_answer to the last phase: a plain round's update. */
 coord_upd_verdict_t coord_round_submit(coord_round_t *r, uint64_t agent, uint64_t job,
                                        uint64_t round, uint32_t attempt, uint64_t now_ms);
+/* The current phase (TRAINING), or NULL. */
+const coord_phase_t *coord_round_phase(const coord_round_t *r);
 
 /* A heartbeat / progress report from a selected agent; 0 or SFL_ENOTFOUND. */
 int coord_round_heartbeat(coord_round_t *r, uint64_t agent, uint64_t now_ms);

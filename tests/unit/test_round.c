@@ -231,6 +231,88 @@ static void test_round_not_enough_agents(void **state)
     coord_round_close(&r);
 }
 
+/* Declared phases: a three-phase attempt (keys, shares, masked input, as
+ * secure aggregation will declare) of 6 members. Members that miss a phase
+ * drop out of the later ones; the last phase's end starts the aggregation;
+ * answers to a phase not begun, over, or twice get their verdicts. */
+static void test_round_phases(void **state)
+{
+    coord_round_cfg_t c = base;
+    coord_round_t r;
+    const coord_member_t *m;
+    uint64_t ids[6];
+
+    (void)state;
+    c.nphases = 3;
+    c.phases[0] = (coord_phase_t){"advertise_keys", 500, 0, 4};
+    c.phases[1] = (coord_phase_t){"share_keys", 500, 0, 4};
+    c.phases[2] = (coord_phase_t){"masked_input", 500, 0, 3};
+    assert_int_equal(coord_round_cfg_check(&c), 0);
+    started(&r, &c);
+    assert_int_equal(r.nmembers, 6);
+    assert_string_equal(coord_round_phase(&r)->name, "advertise_keys");
+    for (uint32_t i = 0; i < 6; i++)
+        ids[i] = r.members[i].agent;
+    /* phase 0: five of six answer, then its deadline */
+    assert_int_equal(coord_round_answer(&r, ids[0], 1, 5, 0, 1, 1010), COORD_UPD_WRONG_ROUND);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(coord_round_answer(&r, ids[i], 1, 5, 0, 0, 1100), COORD_UPD_ACCEPTED);
+    assert_int_equal(coord_round_answer(&r, ids[0], 1, 5, 0, 0, 1100), COORD_UPD_DUPLICATE);
+    assert_int_equal(r.phase, 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 1200, 0, NULL, 0), 0);
+    assert_int_equal(r.phase, 0);
+    assert_int_equal(coord_round_answer(&r, ids[1], 1, 5, 0, 1, 1250), COORD_UPD_WRONG_ROUND);
+    for (int i = 0; i < 5; i++) /* keep them alive past the heartbeat timeout */
+        assert_int_equal(coord_round_heartbeat(&r, ids[i], 1450), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 1500, 0, NULL, 0), 0);
+    assert_int_equal(r.state, COORD_ROUND_TRAINING);
+    assert_string_equal(coord_round_phase(&r)->name, "share_keys");
+    assert_int_equal(r.deadline_at_ms, 2000);
+    m = coord_round_member(&r, ids[5]);
+    assert_int_equal(m->state, COORD_MEMBER_DROPPED);
+    assert_int_equal(coord_round_answer(&r, ids[5], 1, 5, 0, 1, 1600), COORD_UPD_REJECTED);
+    assert_int_equal(coord_round_answer(&r, ids[0], 1, 5, 0, 0, 1600), COORD_UPD_LATE);
+    /* phase 1: all five still in answer: it ends at once */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(coord_round_answer(&r, ids[i], 1, 5, 0, 1, 1700), COORD_UPD_ACCEPTED);
+    assert_string_equal(coord_round_phase(&r)->name, "masked_input");
+    assert_int_equal(r.deadline_at_ms, 2200);
+    /* phase 2: three answer (its quorum), two die silently */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(coord_round_submit(&r, ids[i], 1, 5, 0, 1800), COORD_UPD_ACCEPTED);
+    assert_int_equal(r.state, COORD_ROUND_TRAINING);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 2200, 0, NULL, 0), 0);
+    assert_int_equal(r.state, COORD_ROUND_AGGREGATING);
+    assert_null(coord_round_phase(&r));
+    assert_int_equal(coord_round_submit(&r, ids[0], 1, 5, 0, 2300), COORD_UPD_DUPLICATE);
+    assert_int_equal(coord_round_submit(&r, ids[4], 1, 5, 0, 2300), COORD_UPD_LATE);
+    coord_round_close(&r);
+
+    /* A phase below its quorum at its deadline fails the attempt, naming it. */
+    started(&r, &c);
+    for (uint32_t i = 0; i < 4; i++)
+        ids[i] = r.members[i].agent;
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(coord_round_answer(&r, ids[i], 1, 5, 0, 0, 1100), COORD_UPD_ACCEPTED);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 1500, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_answer(&r, ids[0], 1, 5, 0, 1, 1600), COORD_UPD_ACCEPTED);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 2000, 0, NULL, 0), 0);
+    assert_int_equal(r.state, COORD_ROUND_FAILED);
+    assert_string_equal(r.reason, "phase share_keys: deadline with 1 of 4 answers (quorum 4)");
+    coord_round_close(&r);
+
+    /* Declarations are checked. */
+    c.phases[1].quorum = 0;
+    assert_int_equal(coord_round_cfg_check(&c), SFL_EINVAL);
+    c.phases[1].quorum = 4;
+    c.phases[1].name[0] = '\0';
+    assert_int_equal(coord_round_cfg_check(&c), SFL_EINVAL);
+    c.phases[1] = (coord_phase_t){"share_keys", 500, 2, 4}; /* target below quorum */
+    assert_int_equal(coord_round_cfg_check(&c), SFL_EINVAL);
+    c.nphases = COORD_MAX_PHASES + 1;
+    assert_int_equal(coord_round_cfg_check(&c), SFL_EINVAL);
+}
+
 static void test_round_pace_steering(void **state)
 {
     (void)state;
@@ -254,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_round_deadline_quorum_and_retry),
         cmocka_unit_test(test_round_heartbeats),
         cmocka_unit_test(test_round_not_enough_agents),
+        cmocka_unit_test(test_round_phases),
         cmocka_unit_test(test_round_pace_steering),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
