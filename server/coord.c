@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -1004,7 +1007,19 @@ void coord_schedule(coord_t *co)
 
 static void on_tick(uv_timer_t *t)
 {
-    coord_schedule(t->data);
+    coord_t *co = t->data;
+#ifdef __GLIBC__
+    uint64_t gone = co->tls_refused + co->conns_closed;
+
+    /* A burst of connections (a reconnect storm, a half-open flood) leaves
+     * glibc's heap holding their freed TLS state: given back once 64 or
+     * more have gone since the last time. */
+    if (gone - co->trimmed_at >= 64) {
+        malloc_trim(0);
+        co->trimmed_at = gone;
+    }
+#endif
+    coord_schedule(co);
 }
 
 /* ---- jobs ----------------------------------------------------------------------------- */
@@ -1229,6 +1244,8 @@ void coord_reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len)
  * REFUSALS_PER_SECOND lines a second: the lines not written are counted
  * and the next line written says how many (dropped=N). */
 #define REFUSALS_LOGGED 8
+/* Refused calls after which a connection is closed. */
+#define REFUSALS_CLOSE 1000u
 #define REFUSALS_PER_SECOND 20
 
 /* 1 if a refusal line may be written now; *dropped = lines not written
@@ -1256,7 +1273,16 @@ static void log_refused(conn_t *k, const char *path, int status, const char *msg
     char q[600], p[120];
     uint32_t dropped;
 
-    if (k == NULL || ++k->refused > REFUSALS_LOGGED + 1 || !refusal_log_ok(k->co, &dropped))
+    if (k == NULL)
+        return;
+    if (++k->refused == REFUSALS_CLOSE) {
+        /* A peer that only sends what is refused (a Join storm, junk
+         * streams) gets no more of the loop: closed once out of feed. */
+        k->doomed = 1;
+        coord_log(COORD_LOG_WARN, "conn_closed", "addr=%s reason=\"%u calls refused\"", k->addr,
+                  REFUSALS_CLOSE);
+    }
+    if (k->refused > REFUSALS_LOGGED + 1 || !refusal_log_ok(k->co, &dropped))
         return;
     if (k->refused > REFUSALS_LOGGED) {
         coord_log(COORD_LOG_WARN, "call_refused", "addr=%s further refusals on this connection "
@@ -1660,6 +1686,8 @@ static void conn_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
         coord_log(COORD_LOG_WARN, "protocol_error", "addr=%s error=%s", k->addr,
                   coord_log_quote(sfl_last_error(), q, sizeof(q)));
     }
+    if (k->doomed && k->c != NULL)
+        sfl_conn_abort(k->c);
 }
 
 static void conn_on_drain(sfl_conn_t *c)
@@ -1695,6 +1723,7 @@ static void conn_on_close(sfl_conn_t *c, int status)
     if (k->next)
         k->next->prev = k->prev;
     co->nconns--;
+    co->conns_closed++;
     if (co->stopping)
         coord_check_stopped(co);
     else
@@ -1903,6 +1932,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     co_opts.handshake_timeout_ms = cfg->handshake_timeout_ms;
     co_opts.idle_timeout_ms = cfg->idle_timeout_ms;
     co_opts.max_conns = cfg->max_conns;
+    co_opts.max_handshakes = cfg->max_handshakes;
     /* The listeners' details already say "listen ADDR: why". */
     if ((rc = coord_addr_parse(cfg->listen, &ss)) < 0 ||
         (rc = sfl_listener_new(loop, (struct sockaddr *)&ss, &co_opts, &conn_cbs, on_reject, co,

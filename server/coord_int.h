@@ -58,6 +58,7 @@ struct conn {
     char addr[64];
     agent_t *agent;           /* bound by Join */
     uint32_t refused;         /* requests refused (logged up to a cap) */
+    int doomed;               /* refused too many: closed after this feed */
     conn_t *prev, *next;
 };
 
@@ -147,6 +148,7 @@ struct coord {
     uint64_t verdicts[5];     /* by coord_upd_verdict_t */
     uint64_t rejects[RJ_COUNT];
     uint64_t bytes_in, bytes_out, rounds_committed, rounds_failed, tls_refused;
+    uint64_t conns_closed, trimmed_at; /* connections gone; malloc_trim's mark */
     coord_hist_t agg_hist, round_hist;
     int stopping, finished;
     uint32_t verifying;       /* updates on the thread pool */

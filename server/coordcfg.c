@@ -108,6 +108,7 @@ void coord_config_default(coord_config_t *c)
     snprintf(c->log_level, sizeof(c->log_level), "info");
     c->max_agents = 10000;
     c->max_conns = 4096;
+    c->max_handshakes = 512;
     c->max_message = 64u << 20;
     c->max_streams = 32;
     c->handshake_timeout_ms = 10000;
@@ -147,6 +148,9 @@ static const struct {
     S("log_level", log_level, "LEVEL", "debug, info, warn or error (default info)"),
     N("max_agents", max_agents, "N", "known agents; more are refused at Join (default 10000)"),
     N("max_conns", max_conns, "N", "open connections (default 4096)"),
+    N("max_handshakes", max_handshakes, "N",
+      "connections in their TLS handshake at once, ~50 KB each; more are refused "
+      "(default 512)"),
     N("max_message", max_message, "BYTES",
       "largest gRPC message either way, e.g. a task with its model (default 67108864)"),
     N("max_streams", max_streams, "N", "concurrent calls per connection (default 32)"),
@@ -242,6 +246,8 @@ int coord_config_check(const coord_config_t *c)
         return rc;
     if (c->max_message < 65536 || c->max_message > (1u << 30))
         return sfl__fail(SFL_EINVAL, "max_message must be in [65536, 2^30]");
+    if (c->max_handshakes == 0 || c->max_handshakes > c->max_conns)
+        return sfl__fail(SFL_EINVAL, "max_handshakes must be in [1, max_conns]");
     if (c->max_agents == 0 || c->max_conns == 0 || c->max_streams == 0 ||
         c->max_streams > 1000)
         return sfl__fail(SFL_EINVAL, "max_agents, max_conns must be >= 1, max_streams 1..1000");

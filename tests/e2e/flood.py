@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Pre-authorization flood against a running sfl-coordinator (issue 11, item 1).
+"""Floods against a running sfl-coordinator (issue 11, item 1 and the hostile suite).
 
 Opens CONNS HTTP/2 connections over mutual TLS with the given client
 certificate; on each, STREAMS calls to PATH, every one announcing (gRPC
@@ -8,7 +8,17 @@ coordinator's flow control lets through in HOLD seconds, never ending the
 stream. Prints one line per final status seen ("status PATH CODE: message"),
 "sent N" (DATA bytes the coordinator let through) and "open N" (streams still
 open when it stops). Raw h2 (python3-h2), not grpcio: a gRPC library would not
-announce more than it sends."""
+announce more than it sends.
+
+--mode picks another attack on the same connections (the certificate's):
+  ping      PING frames as fast as TLS takes them, never reading the ACKs
+  settings  the same with SETTINGS frames
+  headers   streams whose header block is 8 x 4 KiB values (over the 16 KiB limit)
+  reset     rapid reset: open a stream and reset it, again and again
+  join      many unary Joins with a malformed body, on every connection
+  halfopen  CONNS TCP connections that send 100 bytes of a TLS ClientHello and
+            then nothing (no h2 at all)
+Each prints what the server answered ("status ...", "goaway N", "closed N")."""
 import argparse
 import socket
 import ssl
@@ -29,7 +39,34 @@ ap.add_argument("--streams", type=int, default=32)
 ap.add_argument("--announce", type=int, default=64 << 20)
 ap.add_argument("--send", type=int, default=16 << 20)
 ap.add_argument("--hold", type=float, default=3.0)
+ap.add_argument("--mode", default="body",
+                choices=["body", "ping", "settings", "headers", "reset", "join", "halfopen"])
 o = ap.parse_args()
+
+if o.mode == "halfopen":
+    socks = []
+    hello = bytes([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]) + b"\0" * 89
+    for _ in range(o.conns):
+        try:
+            s = socket.create_connection((o.host, o.port), timeout=10)
+            s.sendall(hello)
+            socks.append(s)
+        except OSError:
+            break
+    print("halfopen %d" % len(socks))
+    time.sleep(o.hold)
+    closed = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            closed += s.recv(1) == b""
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+        s.close()
+    print("closed %d" % closed)
+    raise SystemExit(0)
 
 ctx = ssl.create_default_context(cafile=o.ca)
 ctx.load_cert_chain(o.cert, o.key)
@@ -48,12 +85,13 @@ for _ in range(o.conns):
 
 statuses = {}
 sent = 0
+goaways = 0
 chunk = b"\0" * 16384
 
 
 def pump(k):
     """Reads what arrived, records final statuses, writes what h2 has."""
-    global sent
+    global sent, goaways
     s, c = k["s"], k["c"]
     try:
         data = s.recv(1 << 16)
@@ -77,6 +115,8 @@ def pump(k):
             elif isinstance(ev, h2.events.StreamReset):
                 k["open"].discard(ev.stream_id)
                 k["left"].pop(ev.stream_id, None)
+            elif isinstance(ev, h2.events.ConnectionTerminated):
+                goaways += 1
     for sid in list(k["left"]):
         while k["left"].get(sid, 0) > 0:
             try:
@@ -101,6 +141,69 @@ def pump(k):
             return False
     return True
 
+
+HDRS = [(":method", "POST"), (":scheme", "https"), (":path", o.path), (":authority", o.host),
+        ("content-type", "application/grpc"), ("te", "trailers")]
+
+
+def raw_write(k, data):
+    try:
+        k["s"].setblocking(True)
+        k["s"].sendall(data)
+        k["s"].setblocking(False)
+        return True
+    except OSError:
+        return False
+
+
+def storm(k, end):
+    """The control-frame and stream attacks: as much as the socket takes."""
+    c = k["c"]
+    while time.monotonic() < end:
+        try:
+            if o.mode == "ping":
+                for _ in range(100):
+                    c.ping(b"12345678")
+            elif o.mode == "settings":
+                for _ in range(100):
+                    c.update_settings({h2.settings.SettingCodes.ENABLE_PUSH: 0})
+            elif o.mode == "headers":
+                sid = c.get_next_available_stream_id()
+                c.send_headers(sid, HDRS + [("x-bomb-%d" % i, "v" * 4096) for i in range(8)],
+                               end_stream=True)
+            elif o.mode == "reset":
+                for _ in range(50):
+                    sid = c.get_next_available_stream_id()
+                    c.send_headers(sid, HDRS)
+                    c.reset_stream(sid)
+            elif o.mode == "join":
+                for _ in range(20):
+                    sid = c.get_next_available_stream_id()
+                    c.send_headers(sid, HDRS)
+                    c.send_data(sid, struct.pack(">BI", 0, 3) + b"bad", end_stream=True)
+        except (h2.exceptions.ProtocolError, h2.exceptions.TooManyStreamsError):
+            pass
+        out = c.data_to_send()
+        if out and not raw_write(k, out):
+            return False
+        if not pump(k):
+            return False
+    return True
+
+
+if o.mode != "body":
+    import h2.settings
+    end = time.monotonic() + o.hold
+    alive = [k for k in conns]
+    while alive and time.monotonic() < end:
+        alive = [k for k in alive if storm(k, min(end, time.monotonic() + 0.05))]
+    for key in sorted(statuses):
+        print("status %s x%d" % (key, statuses[key]))
+    print("goaway %d" % goaways)
+    print("closed %d" % (len(conns) - len(alive)))
+    for k in conns:
+        k["s"].close()
+    raise SystemExit(0)
 
 for k in conns:
     c = k["c"]

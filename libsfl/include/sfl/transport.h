@@ -98,6 +98,10 @@ typedef struct {
     size_t write_max;
     /* Listener: connections alive at once; more are refused (4096). */
     size_t max_conns;
+    /* Listener: connections still in their handshake at once; more are
+     * refused (512). A pending TLS handshake costs ~50 KB (OpenSSL's state
+     * and buffers), so this bounds what half-open connections can hold. */
+    size_t max_handshakes;
 } sfl_conn_opts_t;
 
 /* Connect to addr (IPv4 or IPv6; resolving names is the caller's job).

@@ -36,6 +36,7 @@
 #define DEF_HIGH_WATER ((size_t)1024 * 1024)
 #define DEF_WRITE_MAX ((size_t)16 * 1024 * 1024)
 #define DEF_MAX_CONNS 4096
+#define DEF_MAX_HANDSHAKES 512
 #define LISTEN_BACKLOG 511
 
 /* Reads land in one per-thread buffer: libuv calls alloc_cb and read_cb
@@ -66,6 +67,7 @@ struct sfl_listener {
     void *data;
     sfl_conn_t *conns; /* accepted and not yet closed (until detached) */
     size_t nconns;
+    size_t nhandshakes; /* of them, not yet open */
     int handles; /* open handles; the listener is freed when none are left */
     unsigned closing : 1, reject_busy : 1, accept_pending : 1;
 };
@@ -152,6 +154,8 @@ static int opts_check(const sfl_conn_opts_t *in, sfl_conn_opts_t *o)
         o->write_high_water = o->write_max / 2 < DEF_HIGH_WATER ? o->write_max / 2 : DEF_HIGH_WATER;
     if (!o->max_conns)
         o->max_conns = DEF_MAX_CONNS;
+    if (!o->max_handshakes)
+        o->max_handshakes = DEF_MAX_HANDSHAKES;
     /* uv_buf_t lengths are unsigned int and SSL_write takes an int. */
     if (o->write_max > INT_MAX / 2)
         return sfl__fail(SFL_EINVAL, "transport: write_max %zu is above INT_MAX / 2", o->write_max);
@@ -216,6 +220,8 @@ static void listener_unlink(sfl_conn_t *c)
     c->prev = c->next = NULL;
     c->listener = NULL;
     l->nconns--;
+    if (!c->opened)
+        l->nhandshakes--;
 }
 
 /* Every handle has closed: the last callbacks, then the memory. */
@@ -343,6 +349,8 @@ static void conn_step(sfl_conn_t *c, conn_ev_t ev)
         if (ev == EV_READY) {
             c->state = SFL_CONN_OPEN;
             c->opened = 1;
+            if (c->listener)
+                c->listener->nhandshakes--;
             c->last_active = uv_now(c->loop);
             arm_timer(c, c->idle_ms);
             sfl__clear_error();
@@ -918,6 +926,11 @@ static void accept_one(sfl_listener_t *l)
         refuse(l, SFL_ELIMIT, "listener: %zu connections open, the maximum", l->nconns);
         return;
     }
+    if (l->nhandshakes >= l->opts.max_handshakes) {
+        refuse(l, SFL_ELIMIT, "listener: %zu handshakes in progress, the maximum",
+               l->nhandshakes);
+        return;
+    }
     rc = conn_new(l->loop, &l->opts, &l->cbs, l->data, &c);
     if (rc) {
         refuse(l, rc, "listener: no memory for a connection");
@@ -930,6 +943,7 @@ static void accept_one(sfl_listener_t *l)
         l->conns->prev = c;
     l->conns = c;
     l->nconns++;
+    l->nhandshakes++;
     rc = uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&c->tcp);
     if (rc) {
         conn_error(c, rc, "accept: %s", uv_strerror(rc));
@@ -1047,6 +1061,6 @@ void sfl_listener_close(sfl_listener_t *l)
         }
     }
     l->conns = NULL;
-    l->nconns = 0;
+    l->nconns = l->nhandshakes = 0;
     uv_close((uv_handle_t *)&l->tcp, listener_closed);
 }
