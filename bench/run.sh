@@ -25,5 +25,7 @@ for a in "fedgradmp" "fediterht --lr 0.004" "fediterht --lr 0.01"; do
 done
 echo "== coordinator aggregation: 1000 updates, k = 1e4, d = 1e6; bytes per update vs log2 C(d,k) + value bits"
 "$B/bench/bench_agg"
+echo "== coordinator event-loop lag while a d = 1e6 job commits checkpoints beside a small job"
+sh bench/bench_stall.sh "$B"
 echo "== coordinator with 1000 concurrent agents on loopback (cohort 100)"
 sh bench/bench_load.sh "$B"

@@ -1008,6 +1008,19 @@ void coord_schedule(coord_t *co)
 static void on_tick(uv_timer_t *t)
 {
     coord_t *co = t->data;
+    uint64_t hr = uv_hrtime();
+
+    /* Loop lag: how late this tick runs, i.e. how long the loop was kept
+     * from its timers (a handler, a store write waiting on SQLite). */
+    if (co->tick_hr != 0) {
+        uint64_t due = co->tick_hr + co->cfg.tick_ms * 1000000u;
+        double lag = hr > due ? (double)(hr - due) / 1e9 : 0.0;
+
+        coord_hist_observe(&co->lag_hist, lag);
+        if (lag > co->lag_max)
+            co->lag_max = lag;
+    }
+    co->tick_hr = hr;
 #ifdef __GLIBC__
     uint64_t gone = co->tls_refused + co->conns_closed;
 
@@ -1880,6 +1893,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
 {
     static const double agg_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60};
     static const double round_le[] = {0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600};
+    static const double lag_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
     struct sockaddr_storage ss;
     sfl_tls_config_t tc;
     sfl_conn_opts_t co_opts;
@@ -1909,6 +1923,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     }
     coord_hist_init(&co->agg_hist, agg_le, sizeof(agg_le) / sizeof(agg_le[0]));
     coord_hist_init(&co->round_hist, round_le, sizeof(round_le) / sizeof(round_le[0]));
+    coord_hist_init(&co->lag_hist, lag_le, sizeof(lag_le) / sizeof(lag_le[0]));
     if (uv_mutex_init(&co->bg_lock) != 0) {
         sfl__free(co);
         return sfl__fail(SFL_ENOMEM, "cannot create a mutex");

@@ -149,7 +149,9 @@ struct coord {
     uint64_t rejects[RJ_COUNT];
     uint64_t bytes_in, bytes_out, rounds_committed, rounds_failed, tls_refused;
     uint64_t conns_closed, trimmed_at; /* connections gone; malloc_trim's mark */
-    coord_hist_t agg_hist, round_hist;
+    coord_hist_t agg_hist, round_hist, lag_hist;
+    uint64_t tick_hr;         /* uv_hrtime of the last scheduler tick */
+    double lag_max;           /* the longest the loop was late for a tick, s */
     int stopping, finished;
     uint32_t verifying;       /* updates on the thread pool */
     void (*done)(coord_t *c, void *ud);

@@ -135,6 +135,12 @@ int coord_render_metrics(coord_text_t *t, void *ud)
                       &co->agg_hist);
     coord_hist_render(t, "sfl_round_duration_seconds",
                       "From a round's first attempt opening to its commit.", &co->round_hist);
+    coord_hist_render(t, "sfl_loop_lag_seconds",
+                      "How late each scheduler tick ran: time the event loop was kept busy.",
+                      &co->lag_hist);
+    coord_text_family(t, "sfl_loop_lag_max_seconds", "gauge",
+                      "The longest the event loop was late for a tick since start.");
+    coord_text_printf(t, "sfl_loop_lag_max_seconds %.6f\n", co->lag_max);
     coord_text_family(t, "sfl_start_time_seconds", "gauge", "Start time, Unix seconds.");
     coord_text_printf(t, "sfl_start_time_seconds %.3f\n", (double)co->started_ms / 1000.0);
     return t->err;
