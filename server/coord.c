@@ -393,12 +393,74 @@ static void close_attempt(job_t *j)
     j->task_len = 0;
 }
 
+/* Past this many queued records a flush does not wait for the tick. */
+#define PARTQ_FLUSH 256
+
+void coord_part_queue(coord_t *co, const coord_part_row_t *row)
+{
+    struct coord_part_q *q;
+
+    if (co->npartq == co->cap_partq) {
+        size_t cap = co->cap_partq ? 2 * co->cap_partq : 64;
+        void *grown = sfl__reallocarray(co->partq, cap, sizeof(*co->partq));
+
+        if (grown == NULL) {
+            coord_log(COORD_LOG_ERROR, "store_error",
+                      "error=\"no memory to queue a participation record\" job=%lld agent=%lld",
+                      (long long)row->job, (long long)row->agent);
+            return;
+        }
+        co->partq = grown;
+        co->cap_partq = cap;
+    }
+    q = &co->partq[co->npartq++];
+    q->row = *row;
+    q->reason[0] = '\0';
+    if (row->reason != NULL)
+        snprintf(q->reason, sizeof(q->reason), "%s", row->reason);
+    q->row.reason = row->reason != NULL ? q->reason : NULL;
+    if (co->npartq >= PARTQ_FLUSH)
+        coord_part_flush(co);
+}
+
+void coord_part_flush(coord_t *co)
+{
+    coord_part_row_t *rows;
+    size_t n = co->npartq, skipped = 0;
+    int rc;
+
+    if (n == 0)
+        return;
+    rows = sfl__mallocarray(n, sizeof(*rows));
+    if (rows == NULL) {
+        rc = SFL_ENOMEM;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            rows[i] = co->partq[i].row;
+            rows[i].reason = co->partq[i].row.reason ? co->partq[i].reason : NULL;
+        }
+        rc = coord_store_participation_batch(co->store, rows, n, &skipped);
+        sfl__free(rows);
+    }
+    co->npartq = 0;
+    if (rc < 0) {
+        char q[300];
+
+        coord_log(COORD_LOG_ERROR, "store_error", "error=%s records_lost=%zu",
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)), n);
+    } else if (skipped > 0) {
+        coord_log(COORD_LOG_DEBUG, "participation_skipped", "records=%zu skipped=%zu", n,
+                  skipped);
+    }
+}
+
 static void store_round_state(job_t *j, coord_srow_state_t st, const char *reason)
 {
     int rc;
 
     if (!j->opened)
         return;
+    coord_part_flush(j->co); /* the attempt's records before its outcome */
     rc = coord_store_round_set_state(j->co->store, (int64_t)j->id, (int64_t)j->rnd.round,
                                      (int64_t)j->wire_attempt + 1, st, reason);
     if (rc < 0) {
@@ -1021,6 +1083,7 @@ static void on_tick(uv_timer_t *t)
             co->lag_max = lag;
     }
     co->tick_hr = hr;
+    coord_part_flush(co);
 #ifdef __GLIBC__
     uint64_t gone = co->tls_refused + co->conns_closed;
 
@@ -2105,6 +2168,9 @@ void coord_free(coord_t *co)
 {
     if (co == NULL)
         return;
+    if (co->store != NULL)
+        coord_part_flush(co);
+    sfl__free(co->partq);
     for (size_t i = 0; i < co->njobs; i++)
         job_free(co->jobs[i]);
     sfl__free(co->jobs);

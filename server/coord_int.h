@@ -149,6 +149,13 @@ struct coord {
     uint64_t rejects[RJ_COUNT];
     uint64_t bytes_in, bytes_out, rounds_committed, rounds_failed, tls_refused;
     uint64_t conns_closed, trimmed_at; /* connections gone; malloc_trim's mark */
+    /* Participation records waiting for their batch (coord_part_flush):
+     * one transaction per scheduler tick instead of one per update. */
+    struct coord_part_q {
+        coord_part_row_t row;
+        char reason[SFL_MSG_TEXT_LEN];
+    } *partq;
+    size_t npartq, cap_partq;
     coord_hist_t agg_hist, round_hist, lag_hist;
     uint64_t tick_hr;         /* uv_hrtime of the last scheduler tick */
     double lag_max;           /* the longest the loop was late for a tick, s */
@@ -178,6 +185,11 @@ void coord_reset_round(job_t *j);
 void coord_set_job_state(job_t *j, sfl_job_state_t st);
 /* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
 void coord_abandon(job_t *j, const char *reason);
+/* Queues an update's participation record (reason may be NULL); written
+ * with the others at the next flush, at the latest on the next tick. */
+void coord_part_queue(coord_t *co, const coord_part_row_t *row);
+/* Writes the queued records in one transaction; a failure is logged. */
+void coord_part_flush(coord_t *co);
 /* Runs the scheduler from the loop soon. */
 void coord_schedule(coord_t *co);
 int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out) SFL_MUST_CHECK;

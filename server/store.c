@@ -1881,41 +1881,35 @@ int coord_store_history(coord_store_t *s, int64_t job, int64_t after_round, size
 
 /* ---- participation --------------------------------------------------- */
 
-int coord_store_participation_record(coord_store_t *s, int64_t job, int64_t round,
-                                     int64_t attempt, int64_t agent,
-                                     coord_part_status_t status, const char *reason,
-                                     int64_t bytes)
+/* One outcome, inside the caller's transaction. */
+static int record_part(coord_store_t *s, const coord_part_row_t *p)
 {
     sqlite3_stmt *st = NULL;
     coord_srow_state_t cur;
     int rc, prev = 0;
 
-    if (s == NULL)
-        return sfl__fail(SFL_EINVAL, "store: NULL store");
-    if ((unsigned)status >= NSTATES(part_states) || status == COORD_PART_SELECTED)
+    if ((unsigned)p->status >= NSTATES(part_states) || p->status == COORD_PART_SELECTED)
         return sfl__fail(SFL_EINVAL, "store: participation status %d is not an outcome",
-                         (int)status);
-    if (bytes < 0)
+                         (int)p->status);
+    if (p->bytes < 0)
         return sfl__fail(SFL_EINVAL, "store: negative byte count");
-    if ((rc = check_text(reason, COORD_REASON_MAX, 0, "reason")) != 0)
+    if ((rc = check_text(p->reason, COORD_REASON_MAX, 0, "reason")) != 0)
         return rc;
-    if ((rc = begin(s)) != 0)
+    if ((rc = round_state(s, p->job, p->round, p->attempt, &cur)) != 0)
         return rc;
-    if ((rc = round_state(s, job, round, attempt, &cur)) != 0)
-        goto out;
-    if ((rc = prep(s, ST_PART_RECORD, &st, IDS(job, round, attempt, agent))) != 0)
-        goto out;
-    bind_text(st, 5, part_states[status]);
-    bind_text(st, 6, reason);
-    sqlite3_bind_int64(st, 7, bytes);
-    sqlite3_bind_int64(st, 8, now_ms());
+    if ((rc = prep(s, ST_PART_RECORD, &st, IDS(p->job, p->round, p->attempt, p->agent))) != 0)
+        return rc;
+    bind_text(st, 5, part_states[p->status]);
+    bind_text(st, 6, p->reason);
+    sqlite3_bind_int64(st, 7, p->bytes);
+    sqlite3_bind_int64(st, 8, p->at_ms ? p->at_ms : now_ms());
     rc = sqlite3_step(st);
     if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
-        rc = sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)agent);
+        rc = sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)p->agent);
         goto out;
     }
     if (rc != SQLITE_DONE) {
-        rc = dberr(s->db, rc, "store: record participation of agent %lld", (long long)agent);
+        rc = dberr(s->db, rc, "store: record participation of agent %lld", (long long)p->agent);
         goto out;
     }
     done(st);
@@ -1924,7 +1918,7 @@ int coord_store_participation_record(coord_store_t *s, int64_t job, int64_t roun
     if (sqlite3_changes(s->db) > 0)
         goto out;
     /* The upsert's WHERE kept an earlier outcome: say which. */
-    if ((rc = prep(s, ST_PART_STATUS, &st, IDS(job, round, attempt, agent))) != 0)
+    if ((rc = prep(s, ST_PART_STATUS, &st, IDS(p->job, p->round, p->attempt, p->agent))) != 0)
         goto out;
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
@@ -1935,11 +1929,60 @@ int coord_store_participation_record(coord_store_t *s, int64_t job, int64_t roun
     if (rc == 0)
         rc = sfl__fail(-EEXIST, "store: agent %lld in job %lld round %lld attempt %lld is "
                                 "already recorded as %s",
-                       (long long)agent, (long long)job, (long long)round, (long long)attempt,
-                       part_states[prev]);
+                       (long long)p->agent, (long long)p->job, (long long)p->round,
+                       (long long)p->attempt, part_states[prev]);
 out:
     done(st);
-    return end(s, rc);
+    return rc;
+}
+
+int coord_store_participation_record(coord_store_t *s, int64_t job, int64_t round,
+                                     int64_t attempt, int64_t agent,
+                                     coord_part_status_t status, const char *reason,
+                                     int64_t bytes)
+{
+    coord_part_row_t p = {job, round, attempt, agent, status, reason, bytes, 0};
+    int rc;
+
+    if (s == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL store");
+    if ((rc = begin(s)) != 0)
+        return rc;
+    return end(s, record_part(s, &p));
+}
+
+/* A row's own refusal (an outcome already there, a round or agent gone, a
+ * bad field) skips that row; anything else is the database's failure. */
+static int row_error(int rc)
+{
+    return rc == -EEXIST || rc == SFL_ENOTFOUND || rc == SFL_EINVAL || rc == SFL_ELIMIT;
+}
+
+int coord_store_participation_batch(coord_store_t *s, const coord_part_row_t *rows, size_t n,
+                                    size_t *skipped)
+{
+    size_t skip = 0;
+    int rc;
+
+    if (skipped)
+        *skipped = 0;
+    if (s == NULL || (rows == NULL && n > 0))
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    if (n == 0)
+        return 0;
+    if ((rc = begin(s)) != 0)
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rc = record_part(s, &rows[i]);
+        if (rc < 0 && row_error(rc)) {
+            skip++;
+            rc = 0;
+        }
+    }
+    rc = end(s, rc);
+    if (rc == 0 && skipped)
+        *skipped = skip;
+    return rc;
 }
 
 static int read_part(sqlite3_stmt *st, size_t max, void *row)

@@ -274,6 +274,19 @@ int coord_store_participation_record(coord_store_t *s, int64_t job, int64_t roun
                                      int64_t attempt, int64_t agent,
                                      coord_part_status_t status, const char *reason,
                                      int64_t bytes);
+/* Many outcomes in one transaction (one fsync instead of one per update):
+ * each row as coord_store_participation_record, a row's own refusal
+ * (-EEXIST, no such round or agent, a bad field) skipped and counted in
+ * *skipped (may be NULL); a database failure rolls the whole batch back. */
+typedef struct coord_part_row {
+    int64_t job, round, attempt, agent;
+    coord_part_status_t status;
+    const char *reason;       /* may be NULL; borrowed */
+    int64_t bytes;
+    int64_t at_ms;            /* when it happened; 0: now */
+} coord_part_row_t;
+int coord_store_participation_batch(coord_store_t *s, const coord_part_row_t *rows, size_t n,
+                                    size_t *skipped) SFL_MUST_CHECK;
 /* Rows of one round attempt by agent id. Returns owned (coord_store_free). */
 int coord_store_participation_list(coord_store_t *s, int64_t job, int64_t round,
                                    int64_t attempt, coord_participation_t **out, size_t *n);

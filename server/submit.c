@@ -173,11 +173,11 @@ static void submit_done(coord_t *co, sfl_grpc_call_t *call, agent_t *a, job_t *j
      * rejected try must not block a valid one). */
     if (j && j->opened && u->round == j->rnd.round && u->attempt == j->wire_attempt &&
         (vd == COORD_UPD_ACCEPTED || !coord_round_member(&j->rnd, a->id)))
-        (void)coord_store_participation_record(co->store, (int64_t)j->id, (int64_t)u->round,
-                                               (int64_t)u->attempt + 1, (int64_t)a->id,
-                                               part_of[vd],
-                                               vd == COORD_UPD_ACCEPTED ? NULL : ack.reason,
-                                               (int64_t)u->sealed_len);
+        coord_part_queue(co, &(coord_part_row_t){(int64_t)j->id, (int64_t)u->round,
+                                                 (int64_t)u->attempt + 1, (int64_t)a->id,
+                                                 part_of[vd],
+                                                 vd == COORD_UPD_ACCEPTED ? NULL : ack.reason,
+                                                 (int64_t)u->sealed_len, coord_wall_ms()});
     coord_log(vd == COORD_UPD_ACCEPTED ? COORD_LOG_INFO : COORD_LOG_WARN, "update",
               "agent=%llu job=%llu round=%llu attempt=%u verdict=%s bytes=%zu%s%s",
               (unsigned long long)a->id, (unsigned long long)u->job_id,

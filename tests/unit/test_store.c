@@ -475,15 +475,36 @@ static void test_store_rounds(void **state)
     assert_int_equal(coord_store_participation_record(s, job, 1, 2, a4, COORD_PART_LATE, NULL, -1),
                      SFL_EINVAL);
 
+    /* The same as a batch in one transaction: each row's own refusal is
+     * skipped and counted, the others are written. */
+    {
+        const coord_part_row_t rows[] = {
+            {job, 1, 2, a2, COORD_PART_DUPLICATE, "again", 800, 5}, /* already accepted */
+            {job, 1, 2, 99, COORD_PART_REJECTED, NULL, 0, 5},        /* no such agent */
+            {job, 3, 1, a1, COORD_PART_LATE, NULL, 0, 5},             /* no such round */
+            {job, 1, 2, a4, COORD_PART_SELECTED, NULL, 0, 5},         /* not an outcome */
+        };
+        size_t skipped = 0;
+
+        assert_int_equal(coord_store_participation_batch(s, rows, 4, &skipped), 0);
+        assert_int_equal(skipped, 4);
+        assert_int_equal(coord_store_participation_batch(s, NULL, 0, &skipped), 0);
+        assert_int_equal(coord_store_participation_batch(s, NULL, 1, &skipped), SFL_EINVAL);
+    }
+
     assert_int_equal(coord_store_round_set_state(s, job, 1, 2, COORD_SROW_AGGREGATING, NULL), 0);
     uint8_t hash[COORD_HASH_BYTES], want[COORD_HASH_BYTES];
     assert_int_equal(coord_store_round_commit(s, job, 1, 2, model, sizeof(model), NULL, hash), 0);
     crypto_generichash(want, sizeof(want), model, sizeof(model), NULL, 0);
     assert_memory_equal(hash, want, sizeof(want));
-    /* A late update after the commit is still recorded. */
-    assert_int_equal(coord_store_participation_record(s, job, 1, 2, a4, COORD_PART_LATE,
-                                                      "deadline", 900),
-                     0);
+    /* A late update after the commit is still recorded (here in a batch). */
+    {
+        const coord_part_row_t late = {job, 1, 2, a4, COORD_PART_LATE, "deadline", 900, 0};
+        size_t skipped = 9;
+
+        assert_int_equal(coord_store_participation_batch(s, &late, 1, &skipped), 0);
+        assert_int_equal(skipped, 0);
+    }
     assert_int_equal(coord_store_round_commit(s, job, 1, 2, model, sizeof(model), NULL, NULL),
                      SFL_EINVAL);
 
