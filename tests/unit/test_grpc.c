@@ -682,6 +682,52 @@ static void test_grpc_buffer_budgets(void **state)
     sfl_grpc_budget_free(b);
 }
 
+/* A connection that holds its own budget with a request it never ends, and
+ * has another one waiting behind it, does not stall the other connections:
+ * only calls waiting for the process budget queue for it. */
+static void test_grpc_budget_no_head_of_line(void **state)
+{
+    static result_t ra[2], rb;
+    static uint8_t big[900000], small[100000];
+    sfl_grpc_budget_t *b;
+    sfl_grpc_config_t cfg = {.now_ms = fake_clock, .max_message = 1 << 20};
+    pair_t pa, pb;
+    size_t moved;
+
+    (void)state;
+    memset(ra, 0, sizeof(ra));
+    memset(&rb, 0, sizeof(rb));
+    assert_int_equal(sfl_grpc_budget_new(2 << 20, &b), 0);
+    cfg.budget = b;
+    pair_open(&pa, &cfg, NULL);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(sfl_grpc_call_unary(pa.cli, "/t.Svc/Sink", big, sizeof(big), 0, c_unary,
+                                             &ra[i], NULL),
+                         0);
+    /* A's first request admitted and its second waiting, then A freezes. */
+    for (int i = 0; i < 100000 && (sfl_grpc_budget_used(b) < sizeof(big) ||
+                                   sfl_grpc_session_buffered(pa.srv) <= sizeof(big) + 5);
+         i++) {
+        moved = 0;
+        assert_int_equal(move(pa.cli, pa.srv, &moved), 0);
+        assert_int_equal(move(pa.srv, pa.cli, &moved), 0);
+    }
+    assert_int_equal(ra[0].done + ra[1].done, 0);
+    pair_open(&pb, &cfg, NULL);
+    assert_int_equal(sfl_grpc_call_unary(pb.cli, "/t.Svc/Sink", small, sizeof(small), 0, c_unary,
+                                         &rb, NULL),
+                     0);
+    pump(&pb);
+    assert_int_equal(rb.done, 1);
+    assert_int_equal(rb.status, SFL_GRPC_STATUS_OK);
+    pump(&pa); /* A thaws: both of its requests are served */
+    assert_int_equal(ra[0].done + ra[1].done, 2);
+    pair_close(&pa);
+    pair_close(&pb);
+    assert_int_equal(sfl_grpc_budget_used(b), 0);
+    sfl_grpc_budget_free(b);
+}
+
 static void test_grpc_too_many_streams(void **state)
 {
     static result_t r[3];
@@ -1730,6 +1776,7 @@ int main(void)
         cmocka_unit_test(test_grpc_oversized_message),
         cmocka_unit_test(test_grpc_roles_and_sizes_before_body),
         cmocka_unit_test(test_grpc_buffer_budgets),
+        cmocka_unit_test(test_grpc_budget_no_head_of_line),
         cmocka_unit_test(test_grpc_too_many_streams),
         cmocka_unit_test(test_grpc_garbage_closes_session),
         cmocka_unit_test(test_grpc_timeout_parse),

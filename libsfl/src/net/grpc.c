@@ -724,15 +724,17 @@ uint64_t sfl_grpc_budget_used(const sfl_grpc_budget_t *b)
     return b->used;
 }
 
-/* c may take need more request bytes: room on its connection and in the
- * process, where it must also be the oldest waiting call. */
-static bool fits(const sfl_grpc_session_t *s, const sfl_grpc_call_t *c, size_t need)
+/* Room for need more request bytes on the connection. */
+static bool fits_conn(const sfl_grpc_session_t *s, size_t need)
 {
-    const sfl_grpc_budget_t *b = s->budget;
+    return s->reserved <= s->max_buffered && need <= s->max_buffered - s->reserved;
+}
 
-    return s->reserved <= s->max_buffered && need <= s->max_buffered - s->reserved &&
-           (b == NULL || ((b->qhead == NULL || b->qhead == c) && b->used <= b->limit &&
-                          need <= b->limit - b->used));
+/* Room in the process, for c as the oldest waiting call. */
+static bool fits_budget(const sfl_grpc_budget_t *b, const sfl_grpc_call_t *c, size_t need)
+{
+    return b == NULL || ((b->qhead == NULL || b->qhead == c) && b->used <= b->limit &&
+                         need <= b->limit - b->used);
 }
 
 static void enqueue_wait(sfl_grpc_budget_t *b, sfl_grpc_call_t *c)
@@ -782,12 +784,18 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
+typedef enum {
+    ADMITTED,
+    WAIT_DATA,   /* its size is not known yet */
+    WAIT_CONN,   /* its connection has no room */
+    WAIT_BUDGET  /* in the process queue */
+} admit_t;
+
 /* Admits c if its request's size is known and fits the budgets: reserves
  * it, acknowledges the waiting bytes and decodes them. The size is the
  * message's own prefix (the method's max_request bounds it); a body that
- * ended shorter than a prefix is let through for the decoder to refuse.
- * Returns false while c must wait. */
-static bool admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
+ * ended shorter than a prefix is let through for the decoder to refuse. */
+static admit_t admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
 {
     size_t need = c->pend_len;
     uint8_t *pend = c->pend;
@@ -798,12 +806,19 @@ static bool admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
         /* too big: reserve nothing, the decoder refuses the prefix */
         need = n > c->rx.max_message ? 0 : SFL_GRPCFRAME_PREFIX + (size_t)n;
     } else if (!c->remote_closed) {
-        return false;
+        return WAIT_DATA;
     }
-    if (!fits(s, c, need)) {
+    /* A call its own connection has no room for waits for that
+     * connection's releases, outside the process queue: a connection
+     * holding its budget cannot stall the others. */
+    if (!fits_conn(s, need)) {
         if (s->budget != NULL)
-            enqueue_wait(s->budget, c);
-        return false;
+            dequeue_wait(s->budget, c);
+        return WAIT_CONN;
+    }
+    if (!fits_budget(s->budget, c, need)) {
+        enqueue_wait(s->budget, c);
+        return WAIT_BUDGET;
     }
     if (s->budget != NULL)
         dequeue_wait(s->budget, c);
@@ -826,15 +841,16 @@ static bool admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     sfl__free(pend);
     if (c->remote_closed && c->state == CALL_RECV_BODY)
         server_request_done(s, c);
-    return true;
+    return ADMITTED;
 }
 
 /* Admits this session's waiting calls that now fit, oldest first; runs
- * inside the session's own entry points only (handlers may run). */
+ * inside the session's own entry points only (handlers may run). Once one
+ * waits for room on the connection the newer ones wait too (a big request
+ * is not starved by small ones); the process queue keeps its own order. */
 static void admit_waiting(sfl_grpc_session_t *s)
 {
     sfl_grpc_call_t *c, *last = NULL;
-    bool blocked = false;
 
     if (s->h2 == NULL)
         return;
@@ -843,8 +859,8 @@ static void admit_waiting(sfl_grpc_session_t *s)
     for (c = last; c != NULL; c = c->prev) {
         if (c->state != CALL_RECV_BODY || c->admitted || c->pend_len == 0)
             continue;
-        if (blocked || !admit(s, c))
-            blocked = true; /* no overtaking: a big request is not starved */
+        if (admit(s, c) == WAIT_CONN)
+            break;
     }
 }
 
@@ -881,7 +897,7 @@ static void server_chunk(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int32_t id,
     c->pend = p;
     c->pend_len += len;
     s->pending += len;
-    (void)admit(s, c);
+    admit_waiting(s); /* c among them, in its turn */
 }
 
 /* c holds no request bytes any more: handler ran, refused, stream gone. */
