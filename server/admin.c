@@ -365,7 +365,8 @@ void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
         return;
     }
     if (j->committed == 0) {
-        coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "job %llu has no committed round yet",
+        coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION,
+                        "job %llu has no committed round yet",
                   (unsigned long long)id);
         return;
     }
@@ -518,10 +519,12 @@ void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
             return;
         }
         co->revoked = grown;
-        if ((rc = coord_store_cert_revoke(co->store, r.fingerprint, r.agent, coord_wall_ms())) < 0) {
+        rc = coord_store_cert_revoke(co->store, r.fingerprint, r.agent, coord_wall_ms());
+        if (rc < 0) {
             coord_log(COORD_LOG_ERROR, "store_error", "error=%s",
                       coord_log_quote(sfl_last_error(), q, sizeof(q)));
-            coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot record the revocation; retry");
+            coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE,
+                            "cannot record the revocation; retry");
             return;
         }
         for (pos = 0; pos < co->nrevoked && memcmp(co->revoked[pos], r.fingerprint, 32) < 0;

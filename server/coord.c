@@ -90,7 +90,7 @@ agent_t *coord_agent_by_name(const coord_t *co, const char *name)
     return NULL;
 }
 
-static int agent_insert(coord_t *co, agent_t *a)
+int coord_agent_insert(coord_t *co, agent_t *a)
 {
     size_t pos = co->nagents;
 
@@ -126,7 +126,7 @@ int coord_job_final(const job_t *j)
 }
 
 /* Comma-separated tags for the store's text column. */
-static void tags_text(const sfl_tags_t *t, char *out, size_t cap)
+void coord_tags_text(const sfl_tags_t *t, char *out, size_t cap)
 {
     size_t o = 0;
 
@@ -245,7 +245,7 @@ static int usable(const coord_t *co, const agent_t *a)
 
 /* ---- Subscribe streams ---------------------------------------------------------- */
 
-static void end_sub(agent_t *a, int status, const char *msg)
+void coord_end_sub(agent_t *a, int status, const char *msg)
 {
     sfl_grpc_call_t *call = a->sub;
 
@@ -272,12 +272,12 @@ static void send_wait(coord_t *co, agent_t *a, uint32_t retry_ms, const char *re
     sfl_msg_buf_free(buf);
     coord_log(COORD_LOG_DEBUG, "wait", "agent=%llu retry_ms=%u", (unsigned long long)a->id,
               retry_ms);
-    end_sub(a, rc == 0 ? SFL_GRPC_STATUS_OK : SFL_GRPC_STATUS_INTERNAL,
+    coord_end_sub(a, rc == 0 ? SFL_GRPC_STATUS_OK : SFL_GRPC_STATUS_INTERNAL,
             rc == 0 ? NULL : "cannot send wait");
     (void)co;
 }
 
-static void send_task(coord_t *co, job_t *j, agent_t *a)
+void coord_send_task(coord_t *co, job_t *j, agent_t *a)
 {
     int rc;
 
@@ -293,7 +293,7 @@ static void send_task(coord_t *co, job_t *j, agent_t *a)
         coord_log(COORD_LOG_WARN, "task_send_failed", "job=%llu round=%llu agent=%llu error=%s",
                   (unsigned long long)j->id, (unsigned long long)j->rnd.round,
                   (unsigned long long)a->id, coord_log_quote(sfl_last_error(), q, sizeof(q)));
-        end_sub(a, rc == SFL_ELIMIT ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
+        coord_end_sub(a, rc == SFL_ELIMIT ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
                                     : SFL_GRPC_STATUS_INTERNAL,
                 "cannot send the task");
     }
@@ -321,7 +321,7 @@ void coord_dismiss_idle(coord_t *co)
     }
 }
 
-static void sub_cancelled(sfl_grpc_call_t *call, void *ud)
+void coord_sub_cancelled(sfl_grpc_call_t *call, void *ud)
 {
     agent_t *a = ud;
 
@@ -785,7 +785,7 @@ static void try_start(job_t *j)
         agent_t *a = coord_agent_find(co, j->rnd.members[i].agent);
 
         if (a)
-            send_task(co, j, a);
+            coord_send_task(co, j, a);
     }
     goto out;
 fail:
@@ -1326,7 +1326,7 @@ void coord_reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len)
 
 /* 1 if a refusal line may be written now; *dropped = lines not written
  * since the last one that was. */
-static int refusal_log_ok(coord_t *co, uint32_t *dropped)
+int coord_refusal_log_ok(coord_t *co, uint32_t *dropped)
 {
     uint64_t sec = coord_now_ms(co) / 1000;
 
@@ -1358,7 +1358,7 @@ static void log_refused(conn_t *k, const char *path, int status, const char *msg
         coord_log(COORD_LOG_WARN, "conn_closed", "addr=%s reason=\"%u calls refused\"", k->addr,
                   REFUSALS_CLOSE);
     }
-    if (k->refused > REFUSALS_LOGGED + 1 || !refusal_log_ok(k->co, &dropped))
+    if (k->refused > REFUSALS_LOGGED + 1 || !coord_refusal_log_ok(k->co, &dropped))
         return;
     if (k->refused > REFUSALS_LOGGED) {
         coord_log(COORD_LOG_WARN, "call_refused", "addr=%s further refusals on this connection "
@@ -1409,14 +1409,14 @@ int coord_serving(sfl_grpc_call_t *call, const conn_t *k)
     return 0;
 }
 
-static void bind_agent(conn_t *k, agent_t *a)
+void coord_bind_agent(conn_t *k, agent_t *a)
 {
     if (a->conn == k)
         return;
     if (a->conn) {
         /* The same certificate connected again: the newer connection wins. */
         a->conn->agent = NULL;
-        end_sub(a, SFL_GRPC_STATUS_FAILED_PRECONDITION, "the agent connected again");
+        coord_end_sub(a, SFL_GRPC_STATUS_FAILED_PRECONDITION, "the agent connected again");
     }
     if (k->agent && k->agent != a)
         k->agent->conn = NULL;
@@ -1437,7 +1437,7 @@ agent_t *coord_bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id)
             coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION, "join first");
             return NULL;
         }
-        bind_agent(k, a);
+        coord_bind_agent(k, a);
     }
     if (a->id != agent_id) {
         coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
@@ -1449,192 +1449,6 @@ agent_t *coord_bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id)
     return a;
 }
 
-/* ---- Coordinator service ------------------------------------------------------- */
-
-static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    sfl_join_req_t m;
-    sfl_join_reply_t r;
-    coord_agent_t row;
-    agent_t *a;
-    int64_t id = 0;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
-    char q[300];
-    int rc;
-
-    if (coord_serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_join_req_unpack(req, len, &co->lim, &m)) < 0) {
-        coord_fail_unpack(call, rc);
-        return;
-    }
-    if (m.protocol_version != SFL_MSG_PROTOCOL_VERSION) {
-        coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION,
-                  "protocol_version %u is not supported; this coordinator speaks %d",
-                  m.protocol_version, SFL_MSG_PROTOCOL_VERSION);
-        return;
-    }
-    if (sfl_identity_pk_check(m.identity_key) < 0) {
-        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
-                  "identity_key is not a usable Ed25519 key");
-        return;
-    }
-    if (k->peer.cn[0] == '\0') {
-        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED, "the certificate has no usable CN");
-        return;
-    }
-    a = coord_agent_by_name(co, k->peer.cn);
-    if (a == NULL && co->nagents >= co->cfg.max_agents) {
-        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "agent limit (%llu) reached",
-                  (unsigned long long)co->cfg.max_agents);
-        return;
-    }
-    memset(&row, 0, sizeof(row));
-    snprintf(row.name, sizeof(row.name), "%s", k->peer.cn);
-    memcpy(row.cert_fingerprint, k->peer.sha256, sizeof(row.cert_fingerprint));
-    memcpy(row.identity_pk, m.identity_key, sizeof(row.identity_pk));
-    tags_text(&m.capabilities, row.capabilities, sizeof(row.capabilities));
-    row.samples = m.dataset.samples > INT64_MAX ? INT64_MAX : (int64_t)m.dataset.samples;
-    row.dimension = m.dataset.dimension;
-    for (uint32_t i = 0, o = 0; i < m.dataset.nlabels; i++) {
-        int n = snprintf(row.labels + o, sizeof(row.labels) - o, "%s%.17g", i ? "," : "",
-                         m.dataset.labels[i]);
-
-        if (n < 0 || (size_t)n >= sizeof(row.labels) - o) {
-            row.labels[o] = '\0';
-            break;
-        }
-        o += (uint32_t)n;
-    }
-    rc = coord_store_agent_upsert(co->store, &row, &id);
-    if (rc == -EACCES) {
-        uint32_t dropped;
-
-        if (refusal_log_ok(co, &dropped))
-            coord_log(COORD_LOG_WARN, "join_refused",
-                      "name=%s addr=%s fingerprint=%s error=%s dropped=%u",
-                      coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr, k->peer.fingerprint,
-                      "certificate_not_bound", dropped);
-        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
-                  "%s is bound to the certificate it first joined with, not this one; a new "
-                  "certificate needs the old one revoked (sflctl agent revoke %s)",
-                  k->peer.cn, k->peer.cn);
-        return;
-    }
-    if (rc == -EEXIST) {
-        uint32_t dropped;
-
-        if (refusal_log_ok(co, &dropped))
-            coord_log(COORD_LOG_WARN, "join_refused", "name=%s addr=%s error=%s dropped=%u",
-                      coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr,
-                      "identity_key_conflict", dropped);
-        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
-                  "certificate %s is bound to another identity key (or the key to another "
-                  "agent); re-keying is an operator action",
-                  k->peer.cn);
-        return;
-    }
-    if (rc < 0) {
-        coord_log(COORD_LOG_ERROR, "store_error", "error=%s",
-                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
-        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot record the agent; retry later");
-        return;
-    }
-    if (a == NULL || a->id != (uint64_t)id) {
-        a = sfl__calloc(1, sizeof(*a));
-        if (a != NULL)
-            a->id = (uint64_t)id;
-        if (a == NULL || agent_insert(co, a) < 0) {
-            sfl__free(a);
-            coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-            return;
-        }
-    }
-    snprintf(a->name, sizeof(a->name), "%s", k->peer.cn);
-    memcpy(a->fpr, k->peer.sha256, sizeof(a->fpr));
-    memcpy(a->pk, m.identity_key, sizeof(a->pk));
-    a->caps = m.capabilities;
-    a->conds = m.conditions;
-    a->ds = m.dataset;
-    snprintf(a->version, sizeof(a->version), "%s", m.agent_version);
-    a->joined = 1;
-    a->phase = SFL_PHASE_IDLE;
-    a->last_seen_ms = coord_wall_ms();
-    bind_agent(k, a);
-    memset(&r, 0, sizeof(r));
-    r.agent_id = a->id;
-    memcpy(r.coordinator_key, co->id->pk, sizeof(r.coordinator_key));
-    r.retry_after_ms = (uint32_t)co->cfg.join_retry_ms;
-    r.heartbeat_interval_ms = (uint32_t)co->cfg.heartbeat_interval_ms;
-    r.protocol_version = SFL_MSG_PROTOCOL_VERSION;
-    coord_log(COORD_LOG_INFO, "join",
-              "agent=%llu name=%s addr=%s samples=%llu dimension=%u labels=%u version=%s",
-              (unsigned long long)a->id, coord_log_quote(a->name, q, sizeof(q)), k->addr,
-              (unsigned long long)a->ds.samples, a->ds.dimension, a->ds.nlabels,
-              a->version[0] ? a->version : "-");
-    rc = sfl_msg_join_reply_pack(&r, &buf, &blen);
-    coord_reply_packed(call, rc, buf, blen);
-}
-
-static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
-    sfl_subscribe_req_t m;
-    agent_t *a;
-    int rc;
-
-    if (coord_serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_subscribe_req_unpack(req, len, &co->lim, &m)) < 0) {
-        coord_fail_unpack(call, rc);
-        return;
-    }
-    if ((a = coord_bound_agent(call, k, m.agent_id)) == NULL)
-        return;
-    a->conds = m.conditions;
-    end_sub(a, SFL_GRPC_STATUS_FAILED_PRECONDITION, "replaced by a newer Subscribe");
-    a->sub = call;
-    a->sub_idle_since = coord_now_ms(co);
-    sfl_grpc_call_on_cancel(call, sub_cancelled, a);
-    coord_log(COORD_LOG_DEBUG, "subscribe", "agent=%llu", (unsigned long long)a->id);
-    /* Selected for an open attempt and not answered yet (a reconnect):
-     * the task again, the same signed bytes. */
-    for (size_t i = 0; i < co->njobs && a->sub; i++) {
-        job_t *j = co->jobs[i];
-        const coord_member_t *mb;
-
-        if (!coord_running(j) || j->rnd.state != COORD_ROUND_TRAINING || j->task == NULL)
-            continue;
-        mb = coord_round_member(&j->rnd, a->id);
-        if (mb && mb->state == COORD_MEMBER_PENDING)
-            send_task(co, j, a);
-    }
-    coord_schedule(co);
-}
-
-void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
-{
-    if ((unsigned)v < 5)
-        co->verdicts[v]++;
-    if (v == COORD_UPD_REJECTED)
-        co->rejects[rj >= 0 && rj < RJ_COUNT ? rj : RJ_OTHER]++;
-}
-
-int coord_seal_reason(int rc)
-{
-    switch (rc) {
-    case SFL_ETRUNC: return RJ_TRUNCATED;
-    case SFL_ELIMIT: return RJ_TOO_LARGE;
-    case SFL_EDECRYPT: return RJ_DECRYPT;
-    case SFL_EBADSIG: return RJ_SIGNATURE;
-    default: return RJ_OTHER;
-    }
-}
-
 /* Who may call what, and how big a request may be: checked when a call's
  * HEADERS arrive, before any of its body is kept (sfl/grpc.h). Only an
  * update carries a vector; every other request is a few fields. */
@@ -1642,11 +1456,12 @@ int coord_seal_reason(int rc)
 #define R_ADMIN (1u << SFL_ROLE_ADMIN), "admin"
 #define SMALL_REQUEST (64u << 10)
 static const sfl_grpc_method_t methods[] = {
-    {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, h_join, R_AGENT, SMALL_REQUEST},
-    {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, h_subscribe, R_AGENT,
+    {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, coord_h_join, R_AGENT, SMALL_REQUEST},
+    {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, coord_h_subscribe, R_AGENT,
      SMALL_REQUEST},
     {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, coord_h_submit, R_AGENT, 0},
-    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, coord_h_heartbeat, R_AGENT, SMALL_REQUEST},
+    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, coord_h_heartbeat, R_AGENT,
+     SMALL_REQUEST},
     {"/sfl.v1.Admin/Status", SFL_GRPC_KIND_UNARY, coord_h_status, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/ListAgents", SFL_GRPC_KIND_UNARY, coord_h_list_agents, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/ListJobs", SFL_GRPC_KIND_UNARY, coord_h_list_jobs, R_ADMIN, SMALL_REQUEST},
@@ -1656,7 +1471,8 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Admin/CancelJob", SFL_GRPC_KIND_UNARY, coord_h_cancel, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/ExportModel", SFL_GRPC_KIND_UNARY, coord_h_export, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/JobHistory", SFL_GRPC_KIND_UNARY, coord_h_history, R_ADMIN, SMALL_REQUEST},
-    {"/sfl.v1.Admin/RevokeCertificate", SFL_GRPC_KIND_UNARY, coord_h_revoke, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/RevokeCertificate", SFL_GRPC_KIND_UNARY, coord_h_revoke, R_ADMIN,
+     SMALL_REQUEST},
 };
 #undef R_AGENT
 #undef R_ADMIN
@@ -1702,7 +1518,7 @@ static void conn_on_connect(sfl_conn_t *c, int status)
         uint32_t dropped;
 
         co->tls_refused++;
-        if (refusal_log_ok(co, &dropped))
+        if (coord_refusal_log_ok(co, &dropped))
             coord_log(COORD_LOG_WARN, "conn_refused", "addr=%s cn=%s error=revoked dropped=%u",
                       k->addr, coord_log_quote(k->peer.cn, q, sizeof(q)), dropped);
         sfl__free(k);
@@ -1789,7 +1605,7 @@ static void conn_on_close(sfl_conn_t *c, int status)
         k->agent->last_seen_ms = coord_wall_ms();
         k->agent = NULL;
     }
-    /* Cancels the calls still held (a Subscribe): sub_cancelled; k itself
+    /* Cancels the calls still held (a Subscribe): coord_sub_cancelled; k itself
      * goes in conn_freed. */
     sfl_grpcconn_closed(k->g, status);
     if (k->prev)
@@ -1925,7 +1741,7 @@ static int load_state(coord_t *co)
 
         if (a != NULL)
             a->id = (uint64_t)rows[i].id;
-        if (a == NULL || (rc = agent_insert(co, a)) < 0) {
+        if (a == NULL || (rc = coord_agent_insert(co, a)) < 0) {
             sfl__free(a);
             rc = SFL_ENOMEM;
             goto out;
@@ -2024,8 +1840,8 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     }
     if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
         if ((rc = coord_addr_parse(cfg->metrics_listen, &ss)) < 0 ||
-            (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, coord_render_metrics, co,
-                                        &co->metrics)) < 0) {
+            (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, coord_render_metrics,
+                                        co, &co->metrics)) < 0) {
             char detail[512];
 
             snprintf(detail, sizeof(detail), "%s", sfl_last_error());
@@ -2153,7 +1969,7 @@ void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, v
     }
     co->stopping = 1;
     for (size_t i = 0; i < co->nagents; i++)
-        end_sub(co->agents[i], SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
+        coord_end_sub(co->agents[i], SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
     for (conn_t *k = co->conns; k != NULL; k = k->next)
         if (k->c) {
             sfl_grpcconn_close(k->g);

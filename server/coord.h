@@ -43,8 +43,8 @@ typedef struct coord_config {
     char metrics_listen[256];   /* host:port of /metrics; "" or "off": none */
     char log_level[16];         /* debug | info | warn | error */
     uint64_t max_agents;        /* known agents; more are refused at Join */
-    uint64_t max_conns;
-    uint64_t max_handshakes;    /* connections in their TLS handshake at once */         /* open connections */
+    uint64_t max_conns;         /* open connections */
+    uint64_t max_handshakes;    /* connections in their TLS handshake at once */
     uint64_t max_message;       /* bytes of one gRPC message, either way */
     uint64_t max_streams;       /* concurrent calls per connection */
     uint64_t handshake_timeout_ms; /* TLS handshake after accept */

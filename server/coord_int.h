@@ -226,6 +226,25 @@ uint64_t coord_job_state_bytes(size_t dim);
 /* coordmetrics.c: the /metrics page (metrics.h's render callback). */
 int coord_render_metrics(coord_text_t *t, void *ud);
 
+int coord_agent_insert(coord_t *co, agent_t *a) SFL_MUST_CHECK;
+/* Tags as "a,b,c" (the store's text form). */
+void coord_tags_text(const sfl_tags_t *t, char *out, size_t cap);
+/* Ends the agent's held Subscribe with status and message. */
+void coord_end_sub(agent_t *a, int status, const char *msg);
+/* Sends the job's current task on the agent's Subscribe. */
+void coord_send_task(coord_t *co, job_t *j, agent_t *a);
+/* 1 if a refusal may be logged now (20 a second process-wide), *dropped
+ * the lines left out since. */
+int coord_refusal_log_ok(coord_t *co, uint32_t *dropped);
+/* The Subscribe's cancel callback: the agent's stream is gone. */
+void coord_sub_cancelled(sfl_grpc_call_t *call, void *ud);
+/* The connection is now this agent's (a previous one is let go). */
+void coord_bind_agent(conn_t *k, agent_t *a);
+
+/* agentsvc.c: Join and Subscribe. */
+void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+
 /* submit.c: SubmitUpdate, verified on the thread pool, folded on the loop. */
 void coord_h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 /* Heartbeat: an agent's progress on its task; tells it to abort a closed one. */

@@ -602,7 +602,8 @@ static void test_grpc_roles_and_sizes_before_body(void **state)
                      0);
     pump(&p);
     assert_int_equal(r[0].status, SFL_GRPC_STATUS_PERMISSION_DENIED);
-    assert_string_equal(r[0].message, "/t.Svc/Admin needs a certificate with role admin, not agent");
+    assert_string_equal(r[0].message,
+                        "/t.Svc/Admin needs a certificate with role admin, not agent");
     assert_int_equal(r[1].status, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
     assert_non_null(strstr(r[1].message, "exceeds the limit of 1000"));
     assert_int_equal(sctx.handled, 0);
