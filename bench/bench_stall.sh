@@ -1,12 +1,12 @@
 #!/bin/sh
 # The coordinator's event-loop lag while big checkpoints commit (issue 11,
-# item 2): job "big" (FedAvg, dense, d = DIM, default 1e6: a ~9 MB float64
-# checkpoint per round, committed on the thread pool) runs beside job
-# "small" (d = 50, rounds back to back), whose round opens and
-# participation records the loop writes to SQLite while big's commits hold
-# the write lock. Prints the coordinator's own figures from /metrics:
-# sfl_loop_lag_max_seconds (the longest a scheduler tick was late) and the
-# sfl_loop_lag_seconds histogram, beside sfl_aggregation_seconds. Run by
+# item 2): job "big" (FedAvg, d = DIM, default 1e6; its checkpoint is
+# committed on the thread pool each round) runs beside job "small" (d = 50,
+# rounds back to back), whose round opens the loop writes to SQLite while
+# big's commits hold the write lock. Prints the coordinator's own figures
+# from /metrics: sfl_loop_lag_max_seconds (the longest a scheduler tick was
+# late) and the sfl_loop_lag_seconds histogram, beside
+# sfl_aggregation_seconds and the size of big's last checkpoint. Run by
 # make bench; DIM=... ROUNDS=... override.
 set -eu
 B=${1:-build}
@@ -70,7 +70,8 @@ wait_for 120 finished || fail "job big did not finish"
 curl -s "http://127.0.0.1:$mport/metrics" > "$t/metrics.txt" 2>/dev/null ||
     /usr/bin/python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$mport/metrics').read().decode())" > "$t/metrics.txt"
 small=$(grep -c "event=round_committed job=2 " "$t/coord.log" || true)
-echo "bench_stall dim=$DIM rounds=$ROUNDS small_rounds=$small" \
+ckpt=$(/usr/bin/python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT length(model) FROM checkpoints WHERE job_id = 1 ORDER BY round DESC LIMIT 1').fetchone()[0])" "$t/state/coordinator.db")
+echo "bench_stall dim=$DIM rounds=$ROUNDS small_rounds=$small checkpoint_bytes=$ckpt" \
     "$(grep '^sfl_loop_lag_max_seconds ' "$t/metrics.txt")" \
     "aggregation_sum_s=$(sed -n 's/^sfl_aggregation_seconds_sum //p' "$t/metrics.txt")" \
     "aggregation_count=$(sed -n 's/^sfl_aggregation_seconds_count //p' "$t/metrics.txt")"

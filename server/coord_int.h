@@ -1,6 +1,8 @@
-/* The coordinator's state as its modules share it (coord.c: registry, rounds,
- * the Coordinator service, connections, lifecycle; admin.c: the Admin
- * service). Internal: not for the programs or the tests, which use coord.h. */
+/* The coordinator's state as its modules share it (coord.c: registry and
+ * eligibility, subscriptions, the round driver, connections, lifecycle;
+ * agentsvc.c: Join and Subscribe; submit.c: SubmitUpdate and Heartbeat;
+ * admin.c: the Admin service; coordmetrics.c: /metrics). Internal: the
+ * programs and the tests use coord.h. */
 #ifndef COORD_COORD_INT_H
 #define COORD_COORD_INT_H
 
