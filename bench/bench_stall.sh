@@ -1,12 +1,13 @@
 #!/bin/sh
 # The coordinator's event-loop lag while big checkpoints commit (issue 11,
-# item 2): job "big" (FedAvg, d = DIM, default 1e6; its checkpoint is
-# committed on the thread pool each round) runs beside job "small" (d = 50,
-# rounds back to back), whose round opens the loop writes to SQLite while
-# big's commits hold the write lock. Prints the coordinator's own figures
+# item 2): job "big" (FedAvg, d = DIM, default 1e6; a dense 9 MB checkpoint
+# committed each round) runs beside job "small" (d = 50, rounds back to
+# back), whose round openings, participation and commits queue behind big's
+# commits on the store's writer thread while the loop goes on. Prints the coordinator's own figures
 # from /metrics: sfl_loop_lag_max_seconds (the longest a scheduler tick was
 # late) and the sfl_loop_lag_seconds histogram, beside
-# sfl_aggregation_seconds and the size of big's last checkpoint. Run by
+# sfl_aggregation_seconds, the writer's sfl_store_write_seconds and the
+# size of big's last checkpoint. Run by
 # make bench; DIM=... ROUNDS=... override.
 set -eu
 B=${1:-build}
@@ -74,5 +75,7 @@ ckpt=$(/usr/bin/python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1
 echo "bench_stall dim=$DIM rounds=$ROUNDS small_rounds=$small checkpoint_bytes=$ckpt" \
     "$(grep '^sfl_loop_lag_max_seconds ' "$t/metrics.txt")" \
     "aggregation_sum_s=$(sed -n 's/^sfl_aggregation_seconds_sum //p' "$t/metrics.txt")" \
-    "aggregation_count=$(sed -n 's/^sfl_aggregation_seconds_count //p' "$t/metrics.txt")"
+    "aggregation_count=$(sed -n 's/^sfl_aggregation_seconds_count //p' "$t/metrics.txt")" \
+    "store_write_sum_s=$(sed -n 's/^sfl_store_write_seconds_sum //p' "$t/metrics.txt")" \
+    "store_write_count=$(sed -n 's/^sfl_store_write_seconds_count //p' "$t/metrics.txt")"
 grep '^sfl_loop_lag_seconds_bucket' "$t/metrics.txt" | sed 's/^/  /'

@@ -196,13 +196,29 @@ static void reply_job(sfl_grpc_call_t *call, const job_t *j)
     coord_reply_packed(call, rc, buf, blen);
 }
 
+/* The job is recorded (or refused by the store): the answer. */
+static void job_created(coord_t *co, job_t *j, int rc, const char *error, void *ud)
+{
+    sfl_grpc_call_t *call = ud;
+    char q[300];
+
+    if (j == NULL) {
+        coord_log(COORD_LOG_ERROR, "job_create_failed", "error=%s",
+                  coord_log_quote(error, q, sizeof(q)));
+        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot create the job: %s", error);
+        return;
+    }
+    (void)co;
+    (void)rc;
+    reply_job(call, j);
+}
+
 void coord_h_create_job(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
     conn_t *k = ud;
     coord_t *co = k->co;
     sfl_job_spec_t spec;
-    job_t *j = NULL;
-    char q[300];
+    char q[300], p[120];
     int rc;
 
     if (coord_serving(call, k) < 0)
@@ -211,30 +227,39 @@ void coord_h_create_job(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
         coord_fail_unpack(call, rc);
         return;
     }
-    if ((rc = coord_job_create(co, &spec, &j)) < 0) {
-        if (rc == SFL_EINVAL || rc == SFL_ELIMIT) {
+    coord_log(COORD_LOG_INFO, "admin", "op=create_job name=%s by=%s",
+              coord_log_quote(spec.name, q, sizeof(q)), coord_log_quote(k->peer.cn, p, sizeof(p)));
+    if ((rc = coord_job_create(co, &spec, job_created, call)) < 0) {
+        if (rc == SFL_EINVAL || rc == SFL_ELIMIT)
             coord_fail_call(call, SFL_GRPC_STATUS_INVALID_ARGUMENT, "%s", sfl_last_error());
-        } else if (rc == -ENOSPC) {
+        else if (rc == -ENOSPC)
             coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", sfl_last_error());
-        } else {
-            coord_log(COORD_LOG_ERROR, "job_create_failed", "error=%s",
-                      coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        else
             coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot create the job: %s",
-                      sfl_last_error());
-        }
-        return;
+                            sfl_last_error());
     }
-    coord_log(COORD_LOG_INFO, "admin", "op=create_job job=%llu by=%s", (unsigned long long)j->id,
-              coord_log_quote(k->peer.cn, q, sizeof(q)));
-    coord_schedule(co);
-    reply_job(call, j);
 }
 
 typedef enum { OP_PAUSE, OP_RESUME, OP_CANCEL } job_op_t;
 
+/* A pause, resume or cancel is durable: the answer (the job as it is now). */
+static void job_state_recorded(coord_t *co, uint64_t id, int rc, const char *error, void *ud)
+{
+    sfl_grpc_call_t *call = ud;
+    job_t *j = coord_job_find(co, id);
+
+    if (rc < 0 || j == NULL)
+        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE,
+                        "the change is in effect but not recorded (a restart undoes it): %s",
+                        error);
+    else
+        reply_job(call, j);
+}
+
 static void job_op(sfl_grpc_call_t *call, const uint8_t *req, size_t len, conn_t *k, job_op_t op)
 {
     static const char *const names[] = {"pause_job", "resume_job", "cancel_job"};
+    static const sfl_job_state_t states[] = {SFL_JOB_PAUSED, SFL_JOB_RUNNING, SFL_JOB_CANCELLED};
     coord_t *co = k->co;
     uint64_t id = 0;
     job_t *j;
@@ -259,7 +284,6 @@ static void job_op(sfl_grpc_call_t *call, const uint8_t *req, size_t len, conn_t
             return;
         }
         coord_abandon(j, "paused by operator");
-        coord_set_job_state(j, SFL_JOB_PAUSED);
         break;
     case OP_RESUME:
         if ((j->state != SFL_JOB_PAUSED && j->state != SFL_JOB_PENDING) || !j->ready) {
@@ -270,7 +294,6 @@ static void job_op(sfl_grpc_call_t *call, const uint8_t *req, size_t len, conn_t
         j->error[0] = '\0';
         if (!j->busy)
             coord_reset_round(j);
-        coord_set_job_state(j, SFL_JOB_RUNNING);
         break;
     case OP_CANCEL:
         if (coord_job_final(j)) {
@@ -279,13 +302,13 @@ static void job_op(sfl_grpc_call_t *call, const uint8_t *req, size_t len, conn_t
             return;
         }
         coord_abandon(j, "cancelled by operator");
-        coord_set_job_state(j, SFL_JOB_CANCELLED);
         break;
     }
     coord_log(COORD_LOG_INFO, "admin", "op=%s job=%llu by=%s", names[op], (unsigned long long)id,
               coord_log_quote(k->peer.cn, q, sizeof(q)));
+    /* In effect now; answered once recorded (job_state_recorded). */
+    coord_set_job_state(j, states[op], job_state_recorded, call);
     coord_schedule(co);
-    reply_job(call, j);
 }
 
 void coord_h_pause(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
@@ -476,16 +499,53 @@ void coord_h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     coord_reply_packed(call, rc, buf, blen);
 }
 
-/* RevokeCertificate: recorded in the store first, then refused here (the
- * sorted list the connect check searches) and its connections closed. */
+/* RevokeCertificate: refused at once here (the sorted list the connect
+ * check searches) and its connections closed, then recorded; the answer
+ * waits for the record. */
+typedef struct {
+    coord_write_op_t op;
+    sfl_grpc_call_t *call;
+    sfl_revoke_t r;       /* the answer */
+    int64_t at_ms;
+} revoke_op_t;
+
+static int revoke_run(coord_store_t *s, coord_write_op_t *op)
+{
+    revoke_op_t *o = (revoke_op_t *)op;
+
+    return coord_store_cert_revoke(s, o->r.fingerprint, o->r.agent, o->at_ms);
+}
+
+static void revoke_done(coord_write_op_t *op)
+{
+    revoke_op_t *o = (revoke_op_t *)op;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    char q[300];
+    int rc;
+
+    if (op->rc < 0 || op->abandoned) {
+        if (!op->abandoned)
+            coord_log(COORD_LOG_ERROR, "store_error", "op=revoke error=%s",
+                      coord_log_quote(op->error, q, sizeof(q)));
+        coord_fail_call(o->call, SFL_GRPC_STATUS_UNAVAILABLE,
+                        "the certificate is refused until a restart but the revocation is not "
+                        "recorded; retry");
+    } else {
+        rc = sfl_msg_revoke_reply_pack(&o->r, &buf, &blen);
+        coord_reply_packed(o->call, rc, buf, blen);
+    }
+    sfl__free(o);
+}
+
 void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
     conn_t *k = ud, *c, *next;
     coord_t *co = k->co;
-    sfl_revoke_t m, r;
+    sfl_revoke_t m;
+    revoke_op_t *o;
     agent_t *a = NULL;
-    uint8_t *buf = NULL;
-    size_t blen = 0, pos;
+    size_t pos;
     char q[300];
     int rc;
 
@@ -495,60 +555,60 @@ void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
         coord_fail_unpack(call, rc);
         return;
     }
-    memset(&r, 0, sizeof(r));
-    r.has_fingerprint = 1;
+    if ((o = sfl__calloc(1, sizeof(*o))) == NULL) {
+        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    o->op.run = revoke_run;
+    o->op.done = revoke_done;
+    o->call = call;
+    o->at_ms = coord_wall_ms();
+    o->r.has_fingerprint = 1;
     if (!m.has_fingerprint) {
         if ((a = coord_agent_by_name(co, m.agent)) == NULL) {
+            sfl__free(o);
             coord_fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "no agent named %s", m.agent);
             return;
         }
-        memcpy(r.fingerprint, a->fpr, sizeof(r.fingerprint));
+        memcpy(o->r.fingerprint, a->fpr, sizeof(o->r.fingerprint));
     } else {
-        memcpy(r.fingerprint, m.fingerprint, sizeof(r.fingerprint));
+        memcpy(o->r.fingerprint, m.fingerprint, sizeof(o->r.fingerprint));
         for (size_t i = 0; i < co->nagents && a == NULL; i++)
-            if (memcmp(co->agents[i]->fpr, r.fingerprint, sizeof(r.fingerprint)) == 0)
+            if (memcmp(co->agents[i]->fpr, o->r.fingerprint, sizeof(o->r.fingerprint)) == 0)
                 a = co->agents[i];
     }
     if (a != NULL)
-        snprintf(r.agent, sizeof(r.agent), "%.63s", a->name);
-    if (!coord_cert_revoked(co, r.fingerprint)) {
+        snprintf(o->r.agent, sizeof(o->r.agent), "%.63s", a->name);
+    if (!coord_cert_revoked(co, o->r.fingerprint)) {
         void *grown = sfl__reallocarray(co->revoked, co->nrevoked + 1, 32);
 
         if (grown == NULL) {
+            sfl__free(o);
             coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
             return;
         }
         co->revoked = grown;
-        rc = coord_store_cert_revoke(co->store, r.fingerprint, r.agent, coord_wall_ms());
-        if (rc < 0) {
-            coord_log(COORD_LOG_ERROR, "store_error", "error=%s",
-                      coord_log_quote(sfl_last_error(), q, sizeof(q)));
-            coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE,
-                            "cannot record the revocation; retry");
-            return;
-        }
-        for (pos = 0; pos < co->nrevoked && memcmp(co->revoked[pos], r.fingerprint, 32) < 0;
+        for (pos = 0; pos < co->nrevoked && memcmp(co->revoked[pos], o->r.fingerprint, 32) < 0;
              pos++)
             ;
         memmove(co->revoked + pos + 1, co->revoked + pos, (co->nrevoked - pos) * 32);
-        memcpy(co->revoked[pos], r.fingerprint, 32);
+        memcpy(co->revoked[pos], o->r.fingerprint, 32);
         co->nrevoked++;
     }
     for (c = co->conns; c != NULL; c = next) {
         next = c->next;
         if (c != k && c->has_peer && c->c != NULL &&
-            memcmp(c->peer.sha256, r.fingerprint, sizeof(r.fingerprint)) == 0) {
+            memcmp(c->peer.sha256, o->r.fingerprint, sizeof(o->r.fingerprint)) == 0) {
             sfl_conn_abort(c->c);
-            r.closed++;
+            o->r.closed++;
         }
     }
     {
         char hex[65];
 
-        sodium_bin2hex(hex, sizeof(hex), r.fingerprint, sizeof(r.fingerprint));
+        sodium_bin2hex(hex, sizeof(hex), o->r.fingerprint, sizeof(o->r.fingerprint));
         coord_log(COORD_LOG_WARN, "cert_revoked", "fingerprint=%s agent=%s closed=%u", hex,
-                  r.agent[0] ? coord_log_quote(r.agent, q, sizeof(q)) : "-", r.closed);
+                  o->r.agent[0] ? coord_log_quote(o->r.agent, q, sizeof(q)) : "-", o->r.closed);
     }
-    rc = sfl_msg_revoke_reply_pack(&r, &buf, &blen);
-    coord_reply_packed(call, rc, buf, blen);
+    coord_writer_post(co->writer, &o->op);
 }

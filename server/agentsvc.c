@@ -10,118 +10,107 @@
 
 #include "sfl/alloc.h"
 
+/* Joins waiting for the writer, process-wide: past this a Join is told to
+ * come back (a storm queues no more than ~4 KiB x this). */
+#define JOINS_PENDING_MAX 1024
+
 /* ---- Coordinator service ------------------------------------------------------- */
 
-void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
-{
-    conn_t *k = ud;
-    coord_t *co = k->co;
+/* Join: the agent's row (bound to its certificate) is recorded by the
+ * writer, then the agent is registered here and answered. */
+typedef struct {
+    coord_write_op_t op;
+    coord_t *co;
+    sfl_grpc_call_t *call;
     sfl_join_req_t m;
-    sfl_join_reply_t r;
     coord_agent_t row;
+    int64_t id;
+    char addr[64];
+    char fingerprint[65];
+} join_op_t;
+
+static int join_run(coord_store_t *s, coord_write_op_t *op)
+{
+    join_op_t *o = (join_op_t *)op;
+
+    return coord_store_agent_upsert(s, &o->row, &o->id);
+}
+
+static void join_refused(join_op_t *o, const char *error)
+{
+    uint32_t dropped;
+    char q[300];
+
+    if (coord_refusal_log_ok(o->co, &dropped))
+        coord_log(COORD_LOG_WARN, "join_refused", "name=%s addr=%s fingerprint=%s error=%s dropped=%u",
+                  coord_log_quote(o->row.name, q, sizeof(q)), o->addr, o->fingerprint, error,
+                  dropped);
+}
+
+static void join_done(coord_write_op_t *op)
+{
+    join_op_t *o = (join_op_t *)op;
+    coord_t *co = o->co;
+    sfl_grpc_call_t *call = o->call;
+    sfl_grpc_session_t *sess = sfl_grpc_call_session(call);
+    conn_t *k = sess ? sfl_grpc_session_user(sess) : NULL;
+    sfl_join_reply_t r;
     agent_t *a;
-    int64_t id = 0;
     uint8_t *buf = NULL;
     size_t blen = 0;
     char q[300];
-    int rc;
+    int rc = op->rc;
 
-    if (coord_serving(call, k) < 0)
-        return;
-    if ((rc = sfl_msg_join_req_unpack(req, len, &co->lim, &m)) < 0) {
-        coord_fail_unpack(call, rc);
-        return;
+    co->joins_pending--;
+    if (op->abandoned) {
+        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
+        goto out;
     }
-    if (m.protocol_version != SFL_MSG_PROTOCOL_VERSION) {
-        coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION,
-                  "protocol_version %u is not supported; this coordinator speaks %d",
-                  m.protocol_version, SFL_MSG_PROTOCOL_VERSION);
-        return;
-    }
-    if (sfl_identity_pk_check(m.identity_key) < 0) {
-        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
-                  "identity_key is not a usable Ed25519 key");
-        return;
-    }
-    if (k->peer.cn[0] == '\0') {
-        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
-                        "the certificate has no usable CN");
-        return;
-    }
-    a = coord_agent_by_name(co, k->peer.cn);
-    if (a == NULL && co->nagents >= co->cfg.max_agents) {
-        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "agent limit (%llu) reached",
-                  (unsigned long long)co->cfg.max_agents);
-        return;
-    }
-    memset(&row, 0, sizeof(row));
-    snprintf(row.name, sizeof(row.name), "%s", k->peer.cn);
-    memcpy(row.cert_fingerprint, k->peer.sha256, sizeof(row.cert_fingerprint));
-    memcpy(row.identity_pk, m.identity_key, sizeof(row.identity_pk));
-    coord_tags_text(&m.capabilities, row.capabilities, sizeof(row.capabilities));
-    row.samples = m.dataset.samples > INT64_MAX ? INT64_MAX : (int64_t)m.dataset.samples;
-    row.dimension = m.dataset.dimension;
-    for (uint32_t i = 0, o = 0; i < m.dataset.nlabels; i++) {
-        int n = snprintf(row.labels + o, sizeof(row.labels) - o, "%s%.17g", i ? "," : "",
-                         m.dataset.labels[i]);
-
-        if (n < 0 || (size_t)n >= sizeof(row.labels) - o) {
-            row.labels[o] = '\0';
-            break;
-        }
-        o += (uint32_t)n;
-    }
-    rc = coord_store_agent_upsert(co->store, &row, &id);
     if (rc == -EACCES) {
-        uint32_t dropped;
-
-        if (coord_refusal_log_ok(co, &dropped))
-            coord_log(COORD_LOG_WARN, "join_refused",
-                      "name=%s addr=%s fingerprint=%s error=%s dropped=%u",
-                      coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr, k->peer.fingerprint,
-                      "certificate_not_bound", dropped);
+        join_refused(o, "certificate_not_bound");
         coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
                   "%s is bound to the certificate it first joined with, not this one; a new "
                   "certificate needs the old one revoked (sflctl agent revoke %s)",
-                  k->peer.cn, k->peer.cn);
-        return;
+                  o->row.name, o->row.name);
+        goto out;
     }
     if (rc == -EEXIST) {
-        uint32_t dropped;
-
-        if (coord_refusal_log_ok(co, &dropped))
-            coord_log(COORD_LOG_WARN, "join_refused", "name=%s addr=%s error=%s dropped=%u",
-                      coord_log_quote(k->peer.cn, q, sizeof(q)), k->addr,
-                      "identity_key_conflict", dropped);
+        join_refused(o, "identity_key_conflict");
         coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
                   "certificate %s is bound to another identity key (or the key to another "
                   "agent); re-keying is an operator action",
-                  k->peer.cn);
-        return;
+                  o->row.name);
+        goto out;
     }
     if (rc < 0) {
-        coord_log(COORD_LOG_ERROR, "store_error", "error=%s",
-                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        coord_log(COORD_LOG_ERROR, "store_error", "op=join error=%s",
+                  coord_log_quote(op->error, q, sizeof(q)));
         coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "cannot record the agent; retry later");
-        return;
+        goto out;
     }
-    if (a == NULL || a->id != (uint64_t)id) {
+    /* Recorded; the connection may have gone (or been revoked) meanwhile:
+     * the agent joins on its next connection. */
+    if (k == NULL || k->c == NULL || coord_cert_revoked(co, o->row.cert_fingerprint)) {
+        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "the connection is closing");
+        goto out;
+    }
+    if ((a = coord_agent_find(co, (uint64_t)o->id)) == NULL) {
         a = sfl__calloc(1, sizeof(*a));
         if (a != NULL)
-            a->id = (uint64_t)id;
+            a->id = (uint64_t)o->id;
         if (a == NULL || coord_agent_insert(co, a) < 0) {
             sfl__free(a);
             coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-            return;
+            goto out;
         }
     }
-    snprintf(a->name, sizeof(a->name), "%s", k->peer.cn);
-    memcpy(a->fpr, k->peer.sha256, sizeof(a->fpr));
-    memcpy(a->pk, m.identity_key, sizeof(a->pk));
-    a->caps = m.capabilities;
-    a->conds = m.conditions;
-    a->ds = m.dataset;
-    snprintf(a->version, sizeof(a->version), "%s", m.agent_version);
+    snprintf(a->name, sizeof(a->name), "%s", o->row.name);
+    memcpy(a->fpr, o->row.cert_fingerprint, sizeof(a->fpr));
+    memcpy(a->pk, o->m.identity_key, sizeof(a->pk));
+    a->caps = o->m.capabilities;
+    a->conds = o->m.conditions;
+    a->ds = o->m.dataset;
+    snprintf(a->version, sizeof(a->version), "%s", o->m.agent_version);
     a->joined = 1;
     a->phase = SFL_PHASE_IDLE;
     a->last_seen_ms = coord_wall_ms();
@@ -134,11 +123,89 @@ void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
     r.protocol_version = SFL_MSG_PROTOCOL_VERSION;
     coord_log(COORD_LOG_INFO, "join",
               "agent=%llu name=%s addr=%s samples=%llu dimension=%u labels=%u version=%s",
-              (unsigned long long)a->id, coord_log_quote(a->name, q, sizeof(q)), k->addr,
+              (unsigned long long)a->id, coord_log_quote(a->name, q, sizeof(q)), o->addr,
               (unsigned long long)a->ds.samples, a->ds.dimension, a->ds.nlabels,
               a->version[0] ? a->version : "-");
     rc = sfl_msg_join_reply_pack(&r, &buf, &blen);
     coord_reply_packed(call, rc, buf, blen);
+out:
+    sfl__free(o);
+}
+
+void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    conn_t *k = ud;
+    coord_t *co = k->co;
+    join_op_t *o;
+    coord_agent_t *row;
+    int rc;
+
+    if (coord_serving(call, k) < 0)
+        return;
+    if (co->joins_pending >= JOINS_PENDING_MAX) {
+        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE,
+                        "%u Joins are being recorded; retry later", JOINS_PENDING_MAX);
+        return;
+    }
+    if ((o = sfl__calloc(1, sizeof(*o))) == NULL) {
+        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    if ((rc = sfl_msg_join_req_unpack(req, len, &co->lim, &o->m)) < 0) {
+        sfl__free(o);
+        coord_fail_unpack(call, rc);
+        return;
+    }
+    if (o->m.protocol_version != SFL_MSG_PROTOCOL_VERSION) {
+        coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION,
+                  "protocol_version %u is not supported; this coordinator speaks %d",
+                  o->m.protocol_version, SFL_MSG_PROTOCOL_VERSION);
+        sfl__free(o);
+        return;
+    }
+    if (sfl_identity_pk_check(o->m.identity_key) < 0) {
+        sfl__free(o);
+        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                  "identity_key is not a usable Ed25519 key");
+        return;
+    }
+    if (k->peer.cn[0] == '\0') {
+        sfl__free(o);
+        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                        "the certificate has no usable CN");
+        return;
+    }
+    if (coord_agent_by_name(co, k->peer.cn) == NULL && co->nagents >= co->cfg.max_agents) {
+        sfl__free(o);
+        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "agent limit (%llu) reached",
+                  (unsigned long long)co->cfg.max_agents);
+        return;
+    }
+    row = &o->row;
+    snprintf(row->name, sizeof(row->name), "%s", k->peer.cn);
+    memcpy(row->cert_fingerprint, k->peer.sha256, sizeof(row->cert_fingerprint));
+    memcpy(row->identity_pk, o->m.identity_key, sizeof(row->identity_pk));
+    coord_tags_text(&o->m.capabilities, row->capabilities, sizeof(row->capabilities));
+    row->samples = o->m.dataset.samples > INT64_MAX ? INT64_MAX : (int64_t)o->m.dataset.samples;
+    row->dimension = o->m.dataset.dimension;
+    for (uint32_t i = 0, off = 0; i < o->m.dataset.nlabels; i++) {
+        int n = snprintf(row->labels + off, sizeof(row->labels) - off, "%s%.17g", i ? "," : "",
+                         o->m.dataset.labels[i]);
+
+        if (n < 0 || (size_t)n >= sizeof(row->labels) - off) {
+            row->labels[off] = '\0';
+            break;
+        }
+        off += (uint32_t)n;
+    }
+    o->op.run = join_run;
+    o->op.done = join_done;
+    o->co = co;
+    o->call = call;
+    snprintf(o->addr, sizeof(o->addr), "%s", k->addr);
+    snprintf(o->fingerprint, sizeof(o->fingerprint), "%s", k->peer.fingerprint);
+    co->joins_pending++;
+    coord_writer_post(co->writer, &o->op);
 }
 
 void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)

@@ -281,8 +281,8 @@ void coord_send_task(coord_t *co, job_t *j, agent_t *a)
 {
     int rc;
 
-    if (a->sub == NULL || j->task == NULL)
-        return;
+    if (a->sub == NULL || j->task == NULL || j->opening)
+        return; /* an opening attempt's tasks go out once it is recorded */
     rc = sfl_grpc_send(a->sub, j->task, j->task_len);
     a->sub_idle_since = coord_now_ms(co);
     if (rc >= 0)
@@ -393,102 +393,30 @@ static void close_attempt(job_t *j)
     j->task_len = 0;
 }
 
-/* Past this many queued records a flush does not wait for the tick. */
-#define PARTQ_FLUSH 256
-
-void coord_part_queue(coord_t *co, const coord_part_row_t *row)
-{
-    struct coord_part_q *q;
-
-    if (co->npartq == co->cap_partq) {
-        size_t cap = co->cap_partq ? 2 * co->cap_partq : 64;
-        void *grown = sfl__reallocarray(co->partq, cap, sizeof(*co->partq));
-
-        if (grown == NULL) {
-            coord_log(COORD_LOG_ERROR, "store_error",
-                      "error=\"no memory to queue a participation record\" job=%lld agent=%lld",
-                      (long long)row->job, (long long)row->agent);
-            return;
-        }
-        co->partq = grown;
-        co->cap_partq = cap;
-    }
-    q = &co->partq[co->npartq++];
-    q->row = *row;
-    q->reason[0] = '\0';
-    if (row->reason != NULL)
-        snprintf(q->reason, sizeof(q->reason), "%s", row->reason);
-    q->row.reason = row->reason != NULL ? q->reason : NULL;
-    if (co->npartq >= PARTQ_FLUSH)
-        coord_part_flush(co);
-}
-
-void coord_part_flush(coord_t *co)
-{
-    coord_part_row_t *rows;
-    size_t n = co->npartq, skipped = 0;
-    int rc;
-
-    if (n == 0)
-        return;
-    rows = sfl__mallocarray(n, sizeof(*rows));
-    if (rows == NULL) {
-        rc = SFL_ENOMEM;
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            rows[i] = co->partq[i].row;
-            rows[i].reason = co->partq[i].row.reason ? co->partq[i].reason : NULL;
-        }
-        rc = coord_store_participation_batch(co->store, rows, n, &skipped);
-        sfl__free(rows);
-    }
-    co->npartq = 0;
-    if (rc < 0) {
-        char q[300];
-
-        coord_log(COORD_LOG_ERROR, "store_error", "error=%s records_lost=%zu",
-                  coord_log_quote(sfl_last_error(), q, sizeof(q)), n);
-    } else if (skipped > 0) {
-        coord_log(COORD_LOG_DEBUG, "participation_skipped", "records=%zu skipped=%zu", n,
-                  skipped);
-    }
-}
-
 static void store_round_state(job_t *j, coord_srow_state_t st, const char *reason)
 {
-    int rc;
-
     if (!j->opened)
         return;
     coord_part_flush(j->co); /* the attempt's records before its outcome */
-    rc = coord_store_round_set_state(j->co->store, (int64_t)j->id, (int64_t)j->rnd.round,
-                                     (int64_t)j->wire_attempt + 1, st, reason);
-    if (rc < 0) {
-        char q[300];
-
-        coord_log(COORD_LOG_ERROR, "store_error", "job=%llu round=%llu error=%s",
-                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
-                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
-    }
+    coord_write_round_state(j->co, j->id, j->rnd.round, j->wire_attempt, st, reason);
 }
 
-/* The round after the last committed one, in SELECTING, with the attempt
- * number the store gives next (attempts are never reused, not even across
- * restarts), and a fresh attempt budget. */
+/* The round after the last committed one, in SELECTING, with the next
+ * attempt number (attempts are never reused, not even across restarts:
+ * job_prepare starts the count from the store), and a fresh attempt
+ * budget. */
 void coord_reset_round(job_t *j)
 {
-    coord_t *co = j->co;
-    int64_t next = 1;
-
     coord_round_close(&j->rnd);
     coord_round_init(&j->rnd, &j->model.spec.round, j->id, j->committed + 1);
-    if (coord_store_round_next_attempt(co->store, (int64_t)j->id, (int64_t)j->committed + 1,
-                                       &next) < 0 ||
-        next < 1)
-        next = 1;
-    j->wire_attempt = (uint32_t)(next - 1);
+    if (j->used_round != j->committed + 1) {
+        j->used_round = j->committed + 1;
+        j->used = 0;
+    }
+    j->wire_attempt = j->used;
     j->opened = 0;
-    j->select_since = coord_now_ms(co);
+    j->opening = 0;
+    j->select_since = coord_now_ms(j->co);
     j->waiting[0] = '\0';
 }
 
@@ -518,10 +446,12 @@ static void job_release(job_t *j)
         coord_job_close(&j->model);
 }
 
-void coord_set_job_state(job_t *j, sfl_job_state_t st)
+/* The state takes effect here at once (a paused job opens no round from
+ * now on); the record follows on the writer, and after answers whoever
+ * must know it is durable. */
+void coord_set_job_state(job_t *j, sfl_job_state_t st, coord_written_cb after, void *ud)
 {
     coord_job_state_t row;
-    int rc;
 
     switch (st) {
     case SFL_JOB_RUNNING: row = COORD_JOB_ACTIVE; break;
@@ -532,13 +462,7 @@ void coord_set_job_state(job_t *j, sfl_job_state_t st)
     default: row = COORD_JOB_PAUSED; break;
     }
     j->state = st;
-    rc = coord_store_job_set_state(j->co->store, (int64_t)j->id, row);
-    if (rc < 0) {
-        char q[300];
-
-        coord_log(COORD_LOG_ERROR, "store_error", "job=%llu error=%s", (unsigned long long)j->id,
-                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
-    }
+    coord_write_job_state(j->co, j->id, row, after, ud);
     coord_log(COORD_LOG_INFO, "job_state", "job=%llu state=%s", (unsigned long long)j->id,
               sfl_msg_job_state_name(st));
     job_release(j);
@@ -559,17 +483,14 @@ void coord_abandon(job_t *j, const char *reason)
     coord_reset_round(j);
 }
 
-/* The job cannot go on: recorded in the store first, so that a restart
- * does not run it again, then failed here. If even the store refuses, the
- * job fails in memory and the log says the record is missing. */
+/* The job cannot go on: it stops here and the failure is recorded (the
+ * writer records it before anything posted later), so that a restart
+ * does not run it again; a record that fails is logged as missing. */
 static void fail_job(job_t *j, const char *why)
 {
-    char q[300], qe[300];
+    char q[300];
 
-    if (coord_store_job_fail(j->co->store, (int64_t)j->id, why, coord_wall_ms()) < 0)
-        coord_log(COORD_LOG_ERROR, "store_error", "job=%llu error=%s failure_not_recorded=%s",
-                  (unsigned long long)j->id, coord_log_quote(sfl_last_error(), q, sizeof(q)),
-                  coord_log_quote(why, qe, sizeof(qe)));
+    coord_write_job_fail(j->co, j->id, why);
     coord_text_copy(j->error, sizeof(j->error), why);
     j->state = SFL_JOB_FAILED;
     coord_log(COORD_LOG_ERROR, "job_state", "job=%llu state=failed error=%s",
@@ -580,7 +501,7 @@ static void pause_failed(job_t *j, const char *why)
 {
     coord_text_copy(j->error, sizeof(j->error), why);
     coord_abandon(j, why);
-    coord_set_job_state(j, SFL_JOB_PAUSED);
+    coord_set_job_state(j, SFL_JOB_PAUSED, NULL, NULL);
 }
 
 static int build_task(job_t *j)
@@ -708,6 +629,70 @@ static void note_waiting(job_t *j, uint32_t n)
 
 static int job_model(job_t *j);
 
+/* Opening an attempt: its row (nonce, cohort manifest, SELECTED
+ * participation) and TRAINING, in the store before any task goes out, so
+ * that no agent works on an attempt a restart would not know. */
+typedef struct {
+    coord_write_op_t op;
+    coord_t *co;
+    uint64_t job, seq;
+    int64_t round, attempt;
+    uint8_t nonce[COORD_NONCE_BYTES];
+    size_t n;
+    int64_t cohort[]; /* ascending agent ids */
+} open_op_t;
+
+static int open_run(coord_store_t *s, coord_write_op_t *op)
+{
+    open_op_t *o = (open_op_t *)op;
+    int rc;
+
+    if ((rc = coord_store_round_open(s, (int64_t)o->job, o->round, o->attempt, o->nonce,
+                                     o->cohort, o->n)) < 0)
+        return rc;
+    return coord_store_round_set_state(s, (int64_t)o->job, o->round, o->attempt,
+                                       COORD_SROW_TRAINING, NULL);
+}
+
+/* The attempt is durable: its tasks go out, unless it ended meanwhile
+ * (paused, cancelled, its deadline passed), which the writer then records
+ * after this. */
+static void open_done(coord_write_op_t *op)
+{
+    open_op_t *o = (open_op_t *)op;
+    coord_t *co = o->co;
+    job_t *j = op->abandoned ? NULL : coord_job_find(co, o->job);
+    char why[SFL_MSG_TEXT_LEN], q[300];
+
+    if (j == NULL || j->open_seq != o->seq || !j->opening) {
+        if (j != NULL && op->rc < 0)
+            coord_log(COORD_LOG_ERROR, "store_error", "job=%llu round=%lld error=%s",
+                      (unsigned long long)o->job, (long long)o->round,
+                      coord_log_quote(op->error, q, sizeof(q)));
+        sfl__free(o);
+        return;
+    }
+    j->opening = 0;
+    if (op->rc < 0) {
+        /* Nothing an agent can fix: the job pauses with the reason instead
+         * of burning its attempts. */
+        snprintf(why, sizeof(why), "cannot open round %lld: %.200s", (long long)o->round, op->error);
+        coord_log(COORD_LOG_ERROR, "round_open_failed", "job=%llu error=%s",
+                  (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+        j->opened = 0; /* no row to mark failed */
+        pause_failed(j, why);
+    } else {
+        for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
+            agent_t *a = coord_agent_find(co, j->rnd.members[i].agent);
+
+            if (a)
+                coord_send_task(co, j, a);
+        }
+    }
+    sfl__free(o);
+    coord_schedule(co);
+}
+
 /* SELECTING: start the attempt once enough eligible agents subscribe. The
  * full selection (cohort * (1 + over_selection)) starts at once; a smaller
  * one that still reaches the quorum after select_wait_ms. Fewer than the
@@ -717,9 +702,9 @@ static void try_start(job_t *j)
     coord_t *co = j->co;
     const coord_round_cfg_t *rc_ = &j->model.spec.round;
     uint64_t now = coord_now_ms(co), *ids = NULL;
-    int64_t *cohort = NULL, next = 1;
     uint32_t n = 0;
     double want = ceil(rc_->cohort * (1.0 + rc_->overselect));
+    open_op_t *o = NULL;
     char why[200], q[300];
     int rc;
 
@@ -743,37 +728,37 @@ static void try_start(job_t *j)
             fail_job(j, why);
         goto out;
     }
-    rc = coord_store_round_next_attempt(co->store, (int64_t)j->id, (int64_t)j->rnd.round, &next);
-    if (rc < 0) {
-        coord_log(COORD_LOG_ERROR, "store_error", "job=%llu error=%s", (unsigned long long)j->id,
-                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
-        goto out;
-    }
     if ((rc = coord_round_step(&j->rnd, COORD_EV_START, now, j->spec.seed, ids, n)) < 0) {
         /* no memory: the next tick tries again */
         coord_log(COORD_LOG_ERROR, "round_start_failed", "job=%llu error=%s",
                   (unsigned long long)j->id, coord_log_quote(sfl_last_error(), q, sizeof(q)));
         goto out;
     }
-    j->wire_attempt = (uint32_t)(next - 1);
+    o = sfl__calloc(1, sizeof(*o) + (j->rnd.nmembers ? j->rnd.nmembers : 1) * sizeof(int64_t));
+    if (o == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the cohort");
+        goto fail;
+    }
+    j->wire_attempt = j->used++;
     randombytes_buf(j->rnd.nonce, sizeof(j->rnd.nonce));
     j->deadline_wall = coord_wall_ms() + (int64_t)rc_->deadline_ms;
     if (j->round_since == 0)
         j->round_since = now;
-    cohort = sfl__mallocarray(j->rnd.nmembers ? j->rnd.nmembers : 1, sizeof(*cohort));
-    if (cohort == NULL) {
-        rc = sfl__fail(SFL_ENOMEM, "no memory for the cohort");
-        goto fail;
-    }
+    o->op.run = open_run;
+    o->op.done = open_done;
+    o->co = co;
+    o->job = j->id;
+    o->seq = ++j->open_seq;
+    o->round = (int64_t)j->rnd.round;
+    o->attempt = (int64_t)j->wire_attempt + 1;
+    memcpy(o->nonce, j->rnd.nonce, sizeof(o->nonce));
+    o->n = j->rnd.nmembers;
     for (uint32_t i = 0; i < j->rnd.nmembers; i++)
-        cohort[i] = (int64_t)j->rnd.members[i].agent;
-    if ((rc = coord_store_round_open(co->store, (int64_t)j->id, (int64_t)j->rnd.round, next,
-                                     j->rnd.nonce, cohort, j->rnd.nmembers)) < 0)
-        goto fail;
-    j->opened = 1;
-    if ((rc = coord_store_round_set_state(co->store, (int64_t)j->id, (int64_t)j->rnd.round, next,
-                                          COORD_SROW_TRAINING, NULL)) < 0 ||
-        (rc = key_new(&j->key)) < 0 || (rc = coord_job_begin(&j->model, j->rnd.nmembers)) < 0 ||
+        o->cohort[i] = (int64_t)j->rnd.members[i].agent;
+    coord_part_flush(co); /* the writer keeps the order: earlier records first */
+    coord_writer_post(co->writer, &o->op);
+    j->opened = j->opening = 1;
+    if ((rc = key_new(&j->key)) < 0 || (rc = coord_job_begin(&j->model, j->rnd.nmembers)) < 0 ||
         (rc = build_task(j)) < 0)
         goto fail;
     memset(&j->fold, 0, sizeof(j->fold));
@@ -781,23 +766,19 @@ static void try_start(job_t *j)
               "job=%llu round=%llu attempt=%u selected=%u eligible=%u deadline_ms=%llu",
               (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
               j->rnd.nmembers, n, (unsigned long long)rc_->deadline_ms);
-    for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
-        agent_t *a = coord_agent_find(co, j->rnd.members[i].agent);
-
-        if (a)
-            coord_send_task(co, j, a);
-    }
-    goto out;
+    goto out; /* the tasks go out in open_done */
 fail:
-    /* The store or the task cannot be made: nothing an agent can fix, so
-     * the job stops with the reason instead of burning its attempts. */
+    /* The task cannot be made: nothing an agent can fix, so the job stops
+     * with the reason instead of burning its attempts. */
+    if (!j->opening)
+        sfl__free(o);
+    j->opening = 0;
     snprintf(why, sizeof(why), "cannot open round %llu: %s", (unsigned long long)j->rnd.round,
              sfl_last_error());
     coord_log(COORD_LOG_ERROR, "round_open_failed", "job=%llu error=%s",
               (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
     pause_failed(j, why);
 out:
-    sfl__free(cohort);
     sfl__free(ids);
 }
 
@@ -848,30 +829,23 @@ static int reload_model(job_t *j)
     return rc;
 }
 
+/* Thread pool: the aggregation's end and the checkpoint's encoding. The
+ * commit is the writer's (commit_run). */
 static void agg_work(uv_work_t *w)
 {
     job_t *j = w->data;
-    coord_t *co = j->co;
     uint64_t t0 = uv_hrtime();
-    uint8_t *buf = NULL, hash[32];
-    size_t len = 0;
     int rc;
 
     rc = coord_job_end(&j->model);
     if (rc == 0)
-        rc = coord_job_encode(&j->model, &buf, &len, hash);
+        rc = coord_job_encode(&j->model, &j->work_buf, &j->work_len, j->work_hash);
     if (rc == 0) {
         j->work_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
         j->work_metrics.model_nnz = j->work_nnz;
-        uv_mutex_lock(&co->bg_lock);
-        rc = coord_store_round_commit(co->bg, (int64_t)j->id, (int64_t)j->rnd.round,
-                                      (int64_t)j->wire_attempt + 1, buf, len, &j->work_metrics,
-                                      hash);
-        uv_mutex_unlock(&co->bg_lock);
     }
     if (rc < 0)
         coord_text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
-    sfl__free(buf);
     j->work_rc = rc;
     j->work_ns = uv_hrtime() - t0;
 }
@@ -889,7 +863,7 @@ static void next_round(job_t *j)
         j->round_since = 0;
     }
     if (j->committed >= j->spec.rounds && !coord_job_final(j)) {
-        coord_set_job_state(j, SFL_JOB_FINISHED);
+        coord_set_job_state(j, SFL_JOB_FINISHED, NULL, NULL);
         coord_round_close(&j->rnd);
         coord_round_init(&j->rnd, &j->model.spec.round, j->id, j->committed + 1);
         return;
@@ -897,15 +871,16 @@ static void next_round(job_t *j)
     coord_reset_round(j);
 }
 
-static void agg_after(uv_work_t *w, int status)
+/* The aggregation is over, committed (work_rc 0) or not. */
+static void agg_finish(job_t *j)
 {
-    job_t *j = w->data;
     coord_t *co = j->co;
     char q[300], hex[65];
 
-    (void)status; /* work items are never cancelled */
     j->busy = 0;
     j->opened = j->work_rc != 0; /* a commit closes the attempt's row */
+    sfl__free(j->work_buf);
+    j->work_buf = NULL;
     if (j->work_rc == 0) {
         step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
         j->committed = j->model.round;
@@ -945,6 +920,65 @@ static void agg_after(uv_work_t *w, int status)
         coord_job_drive(j);
         coord_dismiss_idle(co);
     }
+}
+
+/* The commit: the round, its checkpoint and metrics in one transaction. */
+typedef struct {
+    coord_write_op_t op;
+    job_t *j;
+    int64_t round, attempt;
+    coord_round_metrics_t metrics;
+    const uint8_t *buf; /* j->work_buf: the job stays busy until done */
+    size_t len;
+} commit_op_t;
+
+static int commit_run(coord_store_t *s, coord_write_op_t *op)
+{
+    commit_op_t *o = (commit_op_t *)op;
+
+    return coord_store_round_commit(s, (int64_t)o->j->id, o->round, o->attempt, o->buf, o->len,
+                                    &o->metrics, NULL);
+}
+
+static void commit_done(coord_write_op_t *op)
+{
+    commit_op_t *o = (commit_op_t *)op;
+    job_t *j = o->j;
+
+    if (!op->abandoned) {
+        j->work_rc = op->rc;
+        if (op->rc < 0)
+            coord_text_copy(j->work_err, sizeof(j->work_err), op->error);
+        agg_finish(j);
+    }
+    sfl__free(o);
+}
+
+static void agg_after(uv_work_t *w, int status)
+{
+    job_t *j = w->data;
+    commit_op_t *o;
+
+    (void)status; /* work items are never cancelled */
+    if (j->work_rc == 0) {
+        if ((o = sfl__calloc(1, sizeof(*o))) == NULL) {
+            j->work_rc = SFL_ENOMEM;
+            coord_text_copy(j->work_err, sizeof(j->work_err), "no memory for the commit");
+        } else {
+            o->op.run = commit_run;
+            o->op.done = commit_done;
+            o->j = j;
+            o->round = (int64_t)j->rnd.round;
+            o->attempt = (int64_t)j->wire_attempt + 1;
+            o->metrics = j->work_metrics;
+            o->buf = j->work_buf;
+            o->len = j->work_len;
+            coord_part_flush(j->co); /* the attempt's records in before its commit */
+            coord_writer_post(j->co->writer, &o->op);
+            return;
+        }
+    }
+    agg_finish(j);
 }
 
 /* The attempt's progress as sample-weighted means. A mean that is not
@@ -1017,7 +1051,7 @@ static void attempt_failed(job_t *j)
         coord_reset_round(j);
         if (j->state == SFL_JOB_RUNNING) {
             coord_text_copy(j->error, sizeof(j->error), why);
-            coord_set_job_state(j, SFL_JOB_PAUSED);
+            coord_set_job_state(j, SFL_JOB_PAUSED, NULL, NULL);
             coord_log(COORD_LOG_WARN, "job_paused", "job=%llu error=%s",
                       (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
         }
@@ -1108,6 +1142,7 @@ static void job_free(job_t *j)
     coord_round_close(&j->rnd);
     if (j->ready)
         coord_job_close(&j->model);
+    sfl__free(j->work_buf);
     sfl__free(j);
 }
 
@@ -1133,6 +1168,7 @@ static int job_insert(coord_t *co, job_t *j)
 static int job_prepare(job_t *j, uint64_t committed)
 {
     coord_job_spec_t cs;
+    int64_t next = 1;
     int rc;
 
     if ((rc = coord_spec_from_wire(&j->spec, &cs)) < 0)
@@ -1141,6 +1177,11 @@ static int job_prepare(job_t *j, uint64_t committed)
         return rc;
     j->ready = 1;
     j->committed = committed;
+    j->used_round = committed + 1;
+    if ((rc = coord_store_round_next_attempt(j->co->store, (int64_t)j->id,
+                                             (int64_t)committed + 1, &next)) < 0)
+        return rc;
+    j->used = next > 1 ? (uint32_t)(next - 1) : 0;
     load_last_metrics(j);
     j->model_nnz = j->last.model_nnz;
     coord_reset_round(j);
@@ -1162,72 +1203,144 @@ static int job_model(job_t *j)
     return rc;
 }
 
-int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out)
+/* Creating a job: its row (and PAUSED for a job created paused), then the
+ * job here, then the answer. */
+typedef struct {
+    coord_write_op_t op;
+    coord_t *co;
+    job_t *j;             /* owned until inserted */
+    uint8_t *bytes;       /* the packed spec */
+    size_t len;
+    uint64_t need;        /* its model state, counted in creating_bytes */
+    int64_t id;
+    coord_created_cb after;
+    void *ud;
+} create_op_t;
+
+static int create_run(coord_store_t *s, coord_write_op_t *op)
 {
-    coord_job_spec_t cs;
-    uint8_t *bytes = NULL;
-    size_t len = 0;
-    int64_t id = 0;
-    job_t *j = NULL;
+    create_op_t *o = (create_op_t *)op;
     int rc;
 
-    *out = NULL;
+    if ((rc = coord_store_job_create(s, o->j->spec.name, o->bytes, o->len, o->j->spec.seed,
+                                     &o->id)) < 0)
+        return rc;
+    if (o->j->spec.paused && (rc = coord_store_job_set_state(s, o->id, COORD_JOB_PAUSED)) < 0) {
+        /* The row exists; mark it so a restart does not run it. */
+        (void)coord_store_job_set_state(s, o->id, COORD_JOB_CANCELLED);
+        return rc;
+    }
+    return 0;
+}
+
+static void create_done(coord_write_op_t *op)
+{
+    create_op_t *o = (create_op_t *)op;
+    coord_t *co = o->co;
+    job_t *j = o->j, *made = NULL;
+    const char *err = op->error;
+    int rc = op->abandoned ? -ECANCELED : op->rc;
+
+    co->creating_bytes -= o->need;
+    if (rc == 0) {
+        j->id = (uint64_t)o->id;
+        if ((rc = job_prepare(j, 0)) < 0 || (rc = job_insert(co, j)) < 0) {
+            err = sfl_last_error();
+            coord_write_job_state(co, j->id, COORD_JOB_CANCELLED, NULL, NULL);
+        } else {
+            coord_log(COORD_LOG_INFO, "job_created", "job=%llu name=%s algorithm=%s state=%s",
+                      (unsigned long long)j->id, j->spec.name, j->spec.algorithm,
+                      sfl_msg_job_state_name(j->state));
+            made = j;
+            j = NULL;
+        }
+    }
+    o->after(co, made, rc, err, o->ud);
+    job_free(j);
+    sfl_msg_buf_free(o->bytes);
+    sfl__free(o);
+    if (made != NULL && !co->stopping)
+        coord_schedule(co);
+}
+
+static int job_create(coord_t *co, const sfl_job_spec_t *spec, int now, coord_created_cb after,
+                      void *ud)
+{
+    coord_job_spec_t cs;
+    sfl_problem_t prob;
+    uint64_t live, need;
+    create_op_t *o;
+    int rc;
+
     if ((rc = coord_spec_from_wire(spec, &cs)) < 0)
         return rc;
-    {
-        /* Its model travels in tasks: it must fit the message limits. */
-        sfl_problem_t prob;
-
-        if ((rc = sfl_problem_init(&prob, sfl_loss_find(cs.loss), cs.ncols, cs.nclasses)) < 0)
-            return rc;
-        if (prob.dim > co->lim.max_dim)
-            return sfl__fail(SFL_EINVAL, "the job's model has %zu entries, above the "
-                             "coordinator's max_dim %u", prob.dim, co->lim.max_dim);
-        /* Every job not ended holds its O(dim) state: bounded in sum. */
-        uint64_t live = live_job_bytes(co), need = coord_job_state_bytes(prob.dim);
-
-        if (need > co->cfg.max_job_memory || live > co->cfg.max_job_memory - need)
-            return sfl__fail(-ENOSPC, "the job needs %llu bytes of model state, %llu of "
-                             "max_job_memory %llu are held by jobs not ended",
-                             (unsigned long long)need, (unsigned long long)live,
-                             (unsigned long long)co->cfg.max_job_memory);
-    }
-    if ((rc = sfl_msg_create_job_pack(spec, &bytes, &len)) < 0)
+    /* Its model travels in tasks: it must fit the message limits. */
+    if ((rc = sfl_problem_init(&prob, sfl_loss_find(cs.loss), cs.ncols, cs.nclasses)) < 0)
         return rc;
-    j = sfl__calloc(1, sizeof(*j));
-    if (j == NULL) {
-        rc = SFL_ENOMEM;
-        goto out;
+    if (prob.dim > co->lim.max_dim)
+        return sfl__fail(SFL_EINVAL, "the job's model has %zu entries, above the "
+                         "coordinator's max_dim %u", prob.dim, co->lim.max_dim);
+    /* Every job not ended holds its O(dim) state: bounded in sum, counting
+     * the jobs still being recorded. */
+    live = live_job_bytes(co) + co->creating_bytes;
+    need = coord_job_state_bytes(prob.dim);
+    if (need > co->cfg.max_job_memory || live > co->cfg.max_job_memory - need)
+        return sfl__fail(-ENOSPC, "the job needs %llu bytes of model state, %llu of "
+                         "max_job_memory %llu are held by jobs not ended",
+                         (unsigned long long)need, (unsigned long long)live,
+                         (unsigned long long)co->cfg.max_job_memory);
+    if ((o = sfl__calloc(1, sizeof(*o))) == NULL || (o->j = sfl__calloc(1, sizeof(*o->j))) == NULL) {
+        sfl__free(o);
+        return SFL_ENOMEM;
     }
-    j->co = co;
-    j->spec = *spec;
-    if ((rc = coord_store_job_create(co->store, spec->name, bytes, len, spec->seed, &id)) < 0)
-        goto out;
-    j->id = (uint64_t)id;
-    if (spec->paused &&
-        (rc = coord_store_job_set_state(co->store, id, COORD_JOB_PAUSED)) < 0)
-        goto out;
-    j->state = spec->paused ? SFL_JOB_PENDING : SFL_JOB_RUNNING;
-    if ((rc = job_prepare(j, 0)) < 0 || (rc = job_insert(co, j)) < 0) {
-        /* The row exists; mark it so a restart does not run it. */
-        (void)coord_store_job_set_state(co->store, id, COORD_JOB_CANCELLED);
-        goto out;
+    if ((rc = sfl_msg_create_job_pack(spec, &o->bytes, &o->len)) < 0) {
+        sfl__free(o->j);
+        sfl__free(o);
+        return rc;
     }
-    coord_log(COORD_LOG_INFO, "job_created", "job=%llu name=%s algorithm=%s state=%s",
-              (unsigned long long)j->id, j->spec.name, j->spec.algorithm,
-              sfl_msg_job_state_name(j->state));
-    *out = j;
-    j = NULL;
-out:
-    job_free(j);
-    sfl_msg_buf_free(bytes);
-    return rc;
+    o->op.run = create_run;
+    o->op.done = create_done;
+    o->co = co;
+    o->j->co = co;
+    o->j->spec = *spec;
+    o->j->state = spec->paused ? SFL_JOB_PENDING : SFL_JOB_RUNNING;
+    o->need = need;
+    o->after = after;
+    o->ud = ud;
+    co->creating_bytes += need;
+    if (now)
+        coord_writer_call(co->writer, &o->op); /* the result goes to after */
+    else
+        coord_writer_post(co->writer, &o->op);
+    return 0;
+}
+
+int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, coord_created_cb after, void *ud)
+{
+    return job_create(co, spec, 0, after, ud);
+}
+
+/* coord_add_jobdef's answer, written where it waits. */
+typedef struct {
+    int rc;
+    uint64_t id;
+    char error[SFL_MSG_TEXT_LEN];
+} jobdef_result_t;
+
+static void jobdef_created(coord_t *co, job_t *j, int rc, const char *error, void *ud)
+{
+    jobdef_result_t *r = ud;
+
+    (void)co;
+    r->rc = rc;
+    r->id = j ? j->id : 0;
+    snprintf(r->error, sizeof(r->error), "%s", error ? error : "");
 }
 
 int coord_add_jobdef(coord_t *c, const coord_jobdef_t *d, uint64_t *id, int *created)
 {
+    jobdef_result_t r = {0};
     sfl_job_spec_t w;
-    job_t *j;
     int rc;
 
     if (created)
@@ -1240,13 +1353,15 @@ int coord_add_jobdef(coord_t *c, const coord_jobdef_t *d, uint64_t *id, int *cre
                 *id = c->jobs[i]->id;
             return 0;
         }
-    if ((rc = coord_job_create(c, &w, &j)) < 0)
+    /* At startup, before the loop serves: waiting on the writer is fine. */
+    if ((rc = job_create(c, &w, 1, jobdef_created, &r)) < 0)
         return rc;
+    if (r.rc < 0)
+        return sfl__fail(r.rc, "%s", r.error);
     if (id)
-        *id = j->id;
+        *id = r.id;
     if (created)
         *created = 1;
-    coord_schedule(c);
     return 0;
 }
 
@@ -1717,10 +1832,27 @@ int coord_identity_public(const char *state_dir, uint8_t pk[32])
     return rc;
 }
 
+static void write_observed(void *ud, double seconds)
+{
+    coord_t *co = ud;
+
+    coord_hist_observe(&co->write_hist, seconds);
+}
+
+static void writes_drained(void *ud)
+{
+    coord_check_stopped(ud);
+}
+
+/* Two connections to the store: the writer's (migrations and recovery run
+ * on it first, before its thread starts) and the loop's, read-only. */
 static int load_state(coord_t *co)
 {
+    static const coord_writer_cbs_t wcbs = {write_observed, writes_drained, NULL};
+    coord_writer_cbs_t cbs = wcbs;
     char path[COORD_PATH_MAX + 32];
     coord_store_opts_t so = {0};
+    coord_store_t *wdb = NULL;
     coord_agent_t *rows = NULL;
     coord_srow_job_t *jobs = NULL;
     size_t n = 0, nj = 0, marked = 0;
@@ -1729,10 +1861,18 @@ static int load_state(coord_t *co)
     snprintf(path, sizeof(path), "%s/coordinator.db", co->cfg.state_dir);
     so.keep_checkpoints = (unsigned)co->cfg.keep_checkpoints;
     so.relaxed_sync = (int)co->cfg.relaxed_sync;
-    if ((rc = coord_store_open(path, &so, &co->store)) < 0 ||
-        (rc = coord_store_open(path, &so, &co->bg)) < 0)
+    if ((rc = coord_store_open(path, &so, &wdb)) < 0 ||
+        (rc = coord_store_recover(wdb, "coordinator restarted", &marked)) < 0) {
+        coord_store_close(wdb);
         return rc;
-    if ((rc = coord_store_recover(co->store, "coordinator restarted", &marked)) < 0)
+    }
+    cbs.ud = co;
+    if ((rc = coord_writer_new(co->loop, wdb, &cbs, &co->writer)) < 0) {
+        coord_store_close(wdb);
+        return rc;
+    }
+    if ((rc = coord_store_open(path, &so, &co->store)) < 0 ||
+        (rc = coord_store_read_only(co->store)) < 0)
         return rc;
     if ((rc = coord_store_agent_list(co->store, &rows, &n)) < 0)
         return rc;
@@ -1803,11 +1943,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     coord_hist_init(&co->agg_hist, agg_le, sizeof(agg_le) / sizeof(agg_le[0]));
     coord_hist_init(&co->round_hist, round_le, sizeof(round_le) / sizeof(round_le[0]));
     coord_hist_init(&co->lag_hist, lag_le, sizeof(lag_le) / sizeof(lag_le[0]));
-    if (uv_mutex_init(&co->bg_lock) != 0) {
-        sfl__free(co);
-        return sfl__fail(SFL_ENOMEM, "cannot create a mutex");
-    }
-    co->have_lock = 1;
+    coord_hist_init(&co->write_hist, agg_le, sizeof(agg_le) / sizeof(agg_le[0]));
     if ((rc = state_dir_make(cfg->state_dir)) < 0 ||
         (rc = state_lock(cfg->state_dir, &co->state_fd)) < 0 ||
         (rc = identity_open(cfg->state_dir, &co->id)) < 0 || (rc = load_state(co)) < 0)
@@ -1917,6 +2053,11 @@ void coord_check_stopped(coord_t *co)
     for (size_t i = 0; i < co->njobs; i++)
         if (co->jobs[i]->busy)
             return;
+    /* Everything recorded before "stopped": the last records, then the
+     * writer's queue (writes_drained calls back). */
+    coord_part_flush(co);
+    if (coord_writer_pending(co->writer) > 0)
+        return;
     co->finished = 1;
     coord_log(COORD_LOG_INFO, "stopped", "rounds_committed=%llu",
               (unsigned long long)co->rounds_committed);
@@ -1984,8 +2125,11 @@ void coord_free(coord_t *co)
 {
     if (co == NULL)
         return;
-    if (co->store != NULL)
+    if (co->writer != NULL)
         coord_part_flush(co);
+    /* Lets the writer finish its queue (completions are only released). */
+    coord_writer_free(co->writer);
+    co->writer = NULL;
     sfl__free(co->partq);
     for (size_t i = 0; i < co->njobs; i++)
         job_free(co->jobs[i]);
@@ -1993,14 +2137,11 @@ void coord_free(coord_t *co)
     for (size_t i = 0; i < co->nagents; i++)
         sfl__free(co->agents[i]);
     sfl__free(co->agents);
-    coord_store_close(co->bg);
     coord_store_close(co->store);
     sfl_identity_free(co->id);
     sfl_tls_free(co->tls);
     sfl_grpc_budget_free(co->budget);
     coord_store_free(co->revoked);
-    if (co->have_lock)
-        uv_mutex_destroy(&co->bg_lock);
     /* After the store: the next coordinator may open it once this is gone. */
     if (co->state_fd >= 0)
         close(co->state_fd);

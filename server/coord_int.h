@@ -17,6 +17,7 @@
 #include "metrics.h"
 #include "round.h"
 #include "store.h"
+#include "writer.h"
 #include "sfl/grpc.h"
 #include "sfl/grpcconn.h"
 #include "sfl/msg.h"
@@ -76,7 +77,11 @@ struct job {
     coord_round_t rnd;        /* the round in progress (committed + 1) */
     uint64_t committed;       /* last committed round */
     uint32_t wire_attempt;    /* current (or next) attempt: store attempt - 1 */
-    int opened;               /* the attempt has a row in the store */
+    uint32_t used;            /* attempts of round used_round recorded or posted: */
+    uint64_t used_round;      /* never reused, not even across restarts */
+    int opened;               /* the attempt's row is written or posted */
+    int opening;              /* ... and not durable yet: its task waits */
+    uint64_t open_seq;        /* which opening a completion belongs to */
     uint64_t select_since;    /* ms: SELECTING began */
     uint64_t round_since;     /* ms: first attempt of the round opened */
     attempt_key_t *key;       /* the attempt's X25519 key; NULL once closed */
@@ -99,6 +104,9 @@ struct job {
     int busy;
     int work_rc;
     char work_err[SFL_MSG_TEXT_LEN];
+    uint8_t *work_buf;        /* the encoded checkpoint, for the writer */
+    size_t work_len;
+    uint8_t work_hash[32];
     uint64_t work_ns;
     uint32_t work_nnz;
 };
@@ -124,10 +132,10 @@ struct coord {
     uint32_t refusal_lines, refusal_dropped;
     sfl_msg_limits_t lim;
     sfl_identity_t *id;
-    coord_store_t *store;     /* loop thread only */
-    coord_store_t *bg;        /* aggregation workers, under bg_lock */
-    uv_mutex_t bg_lock;
-    int have_lock;
+    coord_store_t *store;     /* the loop's, read-only (query_only) */
+    coord_writer_t *writer;   /* every write: the writer thread's connection */
+    uint64_t creating_bytes;  /* model state of jobs whose creation is being recorded */
+    uint32_t joins_pending;   /* Joins waiting for the writer (agentsvc.c) */
     int state_fd;             /* state_dir/coordinator.lock, flock'ed; -1: none */
     sfl_tls_t *tls;
     /* request bytes all connections hold before their calls run */
@@ -158,7 +166,7 @@ struct coord {
         char reason[SFL_MSG_TEXT_LEN];
     } *partq;
     size_t npartq, cap_partq;
-    coord_hist_t agg_hist, round_hist, lag_hist;
+    coord_hist_t agg_hist, round_hist, lag_hist, write_hist;
     uint64_t tick_hr;         /* uv_hrtime of the last scheduler tick */
     double lag_max;           /* the longest the loop was late for a tick, s */
     int stopping, finished;
@@ -174,6 +182,11 @@ struct attempt_key {
 
 /* ---- shared by the modules (coord.c unless said) ---- */
 
+/* Runs on the loop once a posted write is durable (rc 0) or failed (rc <
+ * 0, error says why; -ECANCELED: the coordinator is being freed). */
+typedef void (*coord_written_cb)(coord_t *co, uint64_t job, int rc, const char *error,
+                                 void *ud);
+
 /* Peer-supplied or library text into a wire text field: printable ASCII
  * only (the field's rule), truncated to fit. */
 void coord_text_copy(char *dst, size_t cap, const char *src);
@@ -183,18 +196,32 @@ agent_t *coord_agent_by_name(const coord_t *co, const char *name);
 job_t *coord_job_find(const coord_t *co, uint64_t id);
 int coord_job_final(const job_t *j);
 void coord_reset_round(job_t *j);
-/* Persists and logs the job's new state; releases its model unless running. */
-void coord_set_job_state(job_t *j, sfl_job_state_t st);
+/* Sets, logs and records the job's new state; releases its model unless
+ * running. after (may be NULL) runs once the record is durable or failed. */
+void coord_set_job_state(job_t *j, sfl_job_state_t st, coord_written_cb after, void *ud);
 /* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
 void coord_abandon(job_t *j, const char *reason);
+/* coordwrite.c: writes posted to the writer, never waited for (after:
+ * coord_written_cb, declared above). */
+/* attempt: the wire attempt (the store's minus 1). */
+void coord_write_round_state(coord_t *co, uint64_t job, uint64_t round, uint32_t attempt,
+                             coord_srow_state_t st, const char *reason);
+void coord_write_job_state(coord_t *co, uint64_t job, coord_job_state_t st,
+                           coord_written_cb after, void *ud);
+void coord_write_job_fail(coord_t *co, uint64_t job, const char *error);
 /* Queues an update's participation record (reason may be NULL); written
  * with the others at the next flush, at the latest on the next tick. */
 void coord_part_queue(coord_t *co, const coord_part_row_t *row);
-/* Writes the queued records in one transaction; a failure is logged. */
+/* Posts the queued records as one transaction; a failure is logged. */
 void coord_part_flush(coord_t *co);
 /* Runs the scheduler from the loop soon. */
 void coord_schedule(coord_t *co);
-int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, job_t **out) SFL_MUST_CHECK;
+/* Checks spec and records the job: < 0 if refused now (after not called),
+ * 0 when posted, and after then runs with the job (NULL if the store
+ * refused it, rc and error saying why). */
+typedef void (*coord_created_cb)(coord_t *co, job_t *j, int rc, const char *error, void *ud);
+int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, coord_created_cb after,
+                     void *ud) SFL_MUST_CHECK;
 /* Replies with buf (owned, freed here) or, when rc < 0, fails the call. */
 void coord_reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len);
 /* Finishes the call with status and a formatted message, logged as refused. */

@@ -131,7 +131,7 @@ int coord_render_metrics(coord_text_t *t, void *ud)
                       "HTTP/2 bytes sent to agents and admins (inside TLS).");
     coord_text_printf(t, "sfl_sent_bytes_total %llu\n", (unsigned long long)co->bytes_out);
     coord_hist_render(t, "sfl_aggregation_seconds",
-                      "Aggregation end, encode and checkpoint commit of a round (thread pool).",
+                      "Aggregation end and checkpoint encoding of a round (thread pool).",
                       &co->agg_hist);
     coord_hist_render(t, "sfl_round_duration_seconds",
                       "From a round's first attempt opening to its commit.", &co->round_hist);
@@ -141,6 +141,12 @@ int coord_render_metrics(coord_text_t *t, void *ud)
     coord_text_family(t, "sfl_loop_lag_max_seconds", "gauge",
                       "The longest the event loop was late for a tick since start.");
     coord_text_printf(t, "sfl_loop_lag_max_seconds %.6f\n", co->lag_max);
+    coord_hist_render(t, "sfl_store_write_seconds",
+                      "Each write of the store's writer thread (a commit with its checkpoint).",
+                      &co->write_hist);
+    coord_text_family(t, "sfl_store_queue", "gauge",
+                      "Writes posted to the store's writer and not yet completed.");
+    coord_text_printf(t, "sfl_store_queue %zu\n", coord_writer_pending(co->writer));
     coord_text_family(t, "sfl_start_time_seconds", "gauge", "Start time, Unix seconds.");
     coord_text_printf(t, "sfl_start_time_seconds %.3f\n", (double)co->started_ms / 1000.0);
     return t->err;

@@ -894,6 +894,13 @@ out:
     return rc;
 }
 
+int coord_store_read_only(coord_store_t *s)
+{
+    int rc = sqlite3_exec(s->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+
+    return rc == SQLITE_OK ? 0 : dberr(s->db, rc, "query_only");
+}
+
 void coord_store_close(coord_store_t *s)
 {
     if (s == NULL)

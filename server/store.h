@@ -145,6 +145,10 @@ typedef struct {
  * (coord_store_close). */
 int coord_store_open(const char *path, const coord_store_opts_t *opts,
                      coord_store_t **out) SFL_MUST_CHECK;
+/* Refuses every write through this connection from now on (PRAGMA
+ * query_only): the coordinator's loop reads through one, the writer
+ * thread (writer.h) owns the only one that writes. */
+int coord_store_read_only(coord_store_t *s) SFL_MUST_CHECK;
 /* Closes the database; NULL is a no-op. */
 void coord_store_close(coord_store_t *s);
 /* Full PRAGMA integrity_check plus foreign_key_check: 0, or SFL_EPARSE with
