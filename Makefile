@@ -252,6 +252,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Iserver -Iclient-agent $(LDFLAGS) -o $@ $< \
 	    $(UNIT_HELPERS) $(PROG_LIBS) $(LIB) -lcmocka $(LDLIBS)
 
+# bench_writer measures the coordinator's store and writer: it links them.
+$(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  BENCH   $@")
+	$(Q)$(CC) $(ALL_CFLAGS) -Iserver $(LDFLAGS) -o $@ $< $(COORD_LIB) $(LIB) $(LDLIBS)
+
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  BENCH   $@")

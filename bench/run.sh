@@ -25,6 +25,8 @@ for a in "fedgradmp" "fediterht --lr 0.004" "fediterht --lr 0.01"; do
 done
 echo "== coordinator aggregation: 1000 updates, k = 1e4, d = 1e6; bytes per update vs log2 C(d,k) + value bits"
 "$B/bench/bench_agg"
+echo "== the store beside a 256 MB checkpoint commit: a loop write before (two connections) and after (one writer thread)"
+"$B/bench/bench_writer" 256
 echo "== coordinator event-loop lag while a d = 1e6 job commits checkpoints beside a small job"
 sh bench/bench_stall.sh "$B"
 echo "== coordinator with 1000 concurrent agents on loopback (cohort 100)"
