@@ -1227,7 +1227,9 @@ static int create_run(coord_store_t *s, coord_write_op_t *op)
         return rc;
     if (o->j->spec.paused && (rc = coord_store_job_set_state(s, o->id, COORD_JOB_PAUSED)) < 0) {
         /* The row exists; mark it so a restart does not run it. */
-        (void)coord_store_job_set_state(s, o->id, COORD_JOB_CANCELLED);
+        if (coord_store_job_set_state(s, o->id, COORD_JOB_CANCELLED) < 0)
+            return sfl__wrap(rc, "job %lld is recorded running: neither paused nor cancelled",
+                             (long long)o->id);
         return rc;
     }
     return 0;

@@ -359,10 +359,9 @@ void coord_h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, vo
             ok = mb && (j->rnd.state == COORD_ROUND_TRAINING ||
                         mb->state == COORD_MEMBER_ACCEPTED);
         }
-        if (ok && j->rnd.state == COORD_ROUND_TRAINING) {
-            (void)coord_round_heartbeat(&j->rnd, a->id, coord_now_ms(co));
+        if (ok && j->rnd.state == COORD_ROUND_TRAINING &&
+            coord_round_heartbeat(&j->rnd, a->id, coord_now_ms(co)) == 0)
             r.deadline_ms = j->deadline_wall;
-        }
         /* The attempt closed without this agent (or never had it). */
         r.abort = !ok;
     }
