@@ -189,7 +189,7 @@ static coord_inelig_t ineligible(const job_t *j, const agent_t *a, char *why, si
     /* Agents widen narrower local data to the task's dimension (a LibSVM
      * shard need not use the last column); wider data cannot fit. Agents
      * report integer targets as labels, which a regression job ignores. */
-    info = (coord_agent_info_t){a->ds.dimension <= j->model.spec.ncols ? j->model.spec.ncols
+    info = (coord_agent_info_t){a->ds.dimension <= j->model.spec.dimension ? j->model.spec.dimension
                                                                        : a->ds.dimension,
                                 j->spec.nlabels ? a->ds.nlabels : 0, a->ds.samples, n,
                                 conds};
@@ -408,7 +408,7 @@ static void store_round_state(job_t *j, coord_srow_state_t st, const char *reaso
 void coord_reset_round(job_t *j)
 {
     coord_round_close(&j->rnd);
-    coord_round_init(&j->rnd, &j->model.spec.round, j->id, j->committed + 1);
+    coord_round_init(&j->rnd, &j->model.rcfg, j->id, j->committed + 1);
     if (j->used_round != j->committed + 1) {
         j->used_round = j->committed + 1;
         j->used = 0;
@@ -582,7 +582,7 @@ static void note_waiting(job_t *j, uint32_t n)
     char detail[COORD_INELIG_COUNT][128], text[SFL_MSG_TEXT_LEN], q[600];
     size_t o = 0;
 
-    need = j->model.spec.round.min_quorum;
+    need = j->model.rcfg.min_quorum;
     if (n >= need) {
         j->waiting[0] = '\0';
         return;
@@ -700,7 +700,7 @@ static void open_done(coord_write_op_t *op)
 static void try_start(job_t *j)
 {
     coord_t *co = j->co;
-    const coord_round_cfg_t *rc_ = &j->model.spec.round;
+    const coord_round_cfg_t *rc_ = &j->model.rcfg;
     uint64_t now = coord_now_ms(co), *ids = NULL;
     uint32_t n = 0;
     double want = ceil(rc_->cohort * (1.0 + rc_->overselect));
@@ -865,7 +865,7 @@ static void next_round(job_t *j)
     if (j->committed >= j->spec.rounds && !coord_job_final(j)) {
         coord_set_job_state(j, SFL_JOB_FINISHED, NULL, NULL);
         coord_round_close(&j->rnd);
-        coord_round_init(&j->rnd, &j->model.spec.round, j->id, j->committed + 1);
+        coord_round_init(&j->rnd, &j->model.rcfg, j->id, j->committed + 1);
         return;
     }
     coord_reset_round(j);
@@ -1167,13 +1167,10 @@ static int job_insert(coord_t *co, job_t *j)
  * status shows that round's metrics. */
 static int job_prepare(job_t *j, uint64_t committed)
 {
-    coord_job_spec_t cs;
     int64_t next = 1;
     int rc;
 
-    if ((rc = coord_spec_from_wire(&j->spec, &cs)) < 0)
-        return rc;
-    if ((rc = coord_job_setup(&j->model, &cs)) < 0)
+    if ((rc = coord_job_setup(&j->model, &j->spec)) < 0)
         return rc;
     j->ready = 1;
     j->committed = committed;
@@ -1268,16 +1265,16 @@ static void create_done(coord_write_op_t *op)
 static int job_create(coord_t *co, const sfl_job_spec_t *spec, int now, coord_created_cb after,
                       void *ud)
 {
-    coord_job_spec_t cs;
     sfl_problem_t prob;
     uint64_t live, need;
     create_op_t *o;
     int rc;
 
-    if ((rc = coord_spec_from_wire(spec, &cs)) < 0)
+    if ((rc = coord_job_spec_check(spec)) < 0)
         return rc;
     /* Its model travels in tasks: it must fit the message limits. */
-    if ((rc = sfl_problem_init(&prob, sfl_loss_find(cs.loss), cs.ncols, cs.nclasses)) < 0)
+    if ((rc = sfl_problem_init(&prob, sfl_loss_find(spec->loss), spec->dimension,
+                               spec->nlabels)) < 0)
         return rc;
     if (prob.dim > co->lim.max_dim)
         return sfl__fail(SFL_EINVAL, "the job's model has %zu entries, above the "

@@ -80,9 +80,10 @@ const coord_config_key_t *coord_config_keys(size_t *n);
 /* "host:port", "[v6]:port" or ":port" (all interfaces) into out; SFL_EINVAL. */
 int coord_addr_parse(const char *s, struct sockaddr_storage *out) SFL_MUST_CHECK;
 
-/* A job definition from a [job NAME] section: the keys of
- * coord_job_spec_set (job.h) plus `labels` (comma-separated class label
- * values, ascending; sets classes) and `paused` (0 | 1: create PENDING). */
+/* A [job NAME] section being read: a job spec in its one form
+ * (sfl_job_spec_t, the CreateJob message's) set by the keys of
+ * coord_job_spec_set (job.h), plus `classes`, checked against the number
+ * of labels. */
 typedef struct coord_jobdef coord_jobdef_t;
 
 /* The NAME of an INI section "job NAME" (spaces after "job" skipped):
@@ -101,10 +102,6 @@ int coord_jobdef_check(const coord_jobdef_t *d) SFL_MUST_CHECK;
  * (what a CreateJob for it carries). Details do not name the job. */
 int coord_jobdef_wire(const coord_jobdef_t *d, sfl_job_spec_t *out) SFL_MUST_CHECK;
 void coord_jobdef_free(coord_jobdef_t *d);
-/* A wire spec (CreateJob, the store) as job.h's spec, with the coordinator's
- * checks (known algorithm and loss, conditions, coord_job_spec_check). */
-struct coord_job_spec;
-int coord_spec_from_wire(const sfl_job_spec_t *w, struct coord_job_spec *s) SFL_MUST_CHECK;
 
 /* Opens the state (identity, store, recovery: every job resumes from its
  * last committed round), listens, and starts metrics and the scheduler.

@@ -12,18 +12,31 @@
 #include "sfl/loss.h"
 #include "sfl/seal.h"
 
-void coord_job_spec_default(coord_job_spec_t *s)
+void coord_job_spec_default(sfl_job_spec_t *s)
 {
     memset(s, 0, sizeof(*s));
     snprintf(s->name, sizeof(s->name), "job");
-    snprintf(s->algo, sizeof(s->algo), "fediterht");
+    snprintf(s->algorithm, sizeof(s->algorithm), "fediterht");
     snprintf(s->loss, sizeof(s->loss), "lsq");
     s->rounds = 10;
-    s->round = (coord_round_cfg_t){.cohort = 8, .overselect = 0.25, .min_quorum = 6,
-                                   .deadline_ms = 60000, .heartbeat_ms = 30000,
-                                   .max_attempts = 3};
-    s->encoding = SFL_ENC_F64;
+    s->cohort_size = 8;
+    s->over_selection = 0.25;
+    s->min_quorum = 6;
+    s->round_deadline_ms = 60000;
+    s->heartbeat_timeout_ms = 30000;
+    s->max_attempts = 3;
+    s->value_encoding = SFL_ENC_F64;
     s->seed = 1;
+}
+
+void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out)
+{
+    *out = (coord_round_cfg_t){.cohort = s->cohort_size,
+                               .overselect = s->over_selection,
+                               .min_quorum = s->min_quorum,
+                               .deadline_ms = s->round_deadline_ms,
+                               .heartbeat_ms = s->heartbeat_timeout_ms,
+                               .max_attempts = s->max_attempts};
 }
 
 static int parse_u64(const char *v, uint64_t max, uint64_t *out)
@@ -64,40 +77,41 @@ static int copy_str(char *dst, size_t cap, const char *v)
     return 0;
 }
 
-/* Key table: integer keys write a uint32/uint64 at an offset, doubles likewise. */
-typedef enum { K_U32, K_U64, K_F64 } key_type_t;
+/* Key table: integer keys write a uint32/uint64 at an offset, doubles
+ * likewise, flags (0 or 1) an int. */
+typedef enum { K_U32, K_U64, K_F64, K_FLAG } key_type_t;
 
 static const struct {
     const char *key;
     key_type_t type;
     size_t off;
 } numeric[] = {
-#define F(k, t, field) {k, t, offsetof(coord_job_spec_t, field)}
-    F("features", K_U32, ncols),
-    F("classes", K_U32, nclasses),
+#define F(k, t, field) {k, t, offsetof(sfl_job_spec_t, field)}
+    F("features", K_U32, dimension),
     F("rounds", K_U32, rounds),
-    F("cohort", K_U32, round.cohort),
-    F("overselect", K_F64, round.overselect),
-    F("min_quorum", K_U32, round.min_quorum),
-    F("deadline_ms", K_U64, round.deadline_ms),
-    F("heartbeat_ms", K_U64, round.heartbeat_ms),
-    F("max_attempts", K_U32, round.max_attempts),
+    F("cohort", K_U32, cohort_size),
+    F("overselect", K_F64, over_selection),
+    F("min_quorum", K_U32, min_quorum),
+    F("deadline_ms", K_U32, round_deadline_ms),
+    F("heartbeat_ms", K_U32, heartbeat_timeout_ms),
+    F("max_attempts", K_U32, max_attempts),
     F("seed", K_U64, seed),
-    F("max_update_norm", K_F64, limits.max_norm),
-    F("max_samples", K_F64, limits.max_weight),
+    F("max_update_norm", K_F64, max_update_norm),
+    F("max_samples", K_F64, max_samples),
+    F("paused", K_FLAG, paused),
 #undef F
 };
 
-int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
+int coord_job_spec_set(sfl_job_spec_t *s, const char *key, const char *v)
 {
     if (strcmp(key, "name") == 0) {
         if (copy_str(s->name, sizeof(s->name), v) < 0)
             return sfl__fail(SFL_EINVAL, "job name must be 1..%d characters",
-                             COORD_NAME_MAX - 1);
+                             (int)sizeof(s->name) - 1);
         return 0;
     }
     if (strcmp(key, "algo") == 0) {
-        if (sfl_algo_find(v) == NULL || copy_str(s->algo, sizeof(s->algo), v) < 0) {
+        if (sfl_algo_find(v) == NULL || copy_str(s->algorithm, sizeof(s->algorithm), v) < 0) {
             char known[256];
             size_t n = 0;
 
@@ -116,20 +130,20 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
     }
     if (strcmp(key, "encoding") == 0) {
         if (strcmp(v, "f64") == 0)
-            s->encoding = SFL_ENC_F64;
+            s->value_encoding = SFL_ENC_F64;
         else if (strcmp(v, "f32") == 0)
-            s->encoding = SFL_ENC_F32;
+            s->value_encoding = SFL_ENC_F32;
         else if (strcmp(v, "q8") == 0)
-            s->encoding = SFL_ENC_Q8;
+            s->value_encoding = SFL_ENC_Q8;
         else
             return sfl__fail(SFL_EINVAL, "encoding: unknown '%s' (known: f64, f32, q8)", v);
         return 0;
     }
     if (strcmp(key, "aggregation") == 0) {
         if (strcmp(v, "streaming") == 0)
-            s->ordered = 0;
+            s->ordered_aggregation = 0;
         else if (strcmp(v, "ordered") == 0)
-            s->ordered = 1;
+            s->ordered_aggregation = 1;
         else
             return sfl__fail(SFL_EINVAL, "aggregation: unknown '%s' (known: streaming, ordered)", v);
         return 0;
@@ -137,18 +151,43 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
     if (strcmp(key, "conditions") == 0) {
         /* Comma-separated, e.g. "mains_power,unmetered". */
         const char *p = v;
+        char tag[SFL_MSG_TAG_LEN];
 
-        s->nconditions = 0;
+        memset(&s->required_conditions, 0, sizeof(s->required_conditions));
         while (*p) {
             size_t n = strcspn(p, ",");
 
-            if (n == 0 || n >= sizeof(s->conditions[0]) || s->nconditions == COORD_MAX_CONDITIONS)
+            if (n == 0 || n >= sizeof(tag) || s->required_conditions.n == COORD_MAX_CONDITIONS)
                 return sfl__fail(SFL_EINVAL, "conditions: at most %d names of 1..31 characters",
                                  COORD_MAX_CONDITIONS);
-            memcpy(s->conditions[s->nconditions], p, n);
-            s->conditions[s->nconditions++][n] = '\0';
+            memcpy(tag, p, n);
+            tag[n] = '\0';
+            if (sfl_msg_tags_add(&s->required_conditions, tag) < 0)
+                return sfl__fail(SFL_EINVAL,
+                                 "conditions: '%s' is not a tag (1-31 of [a-z0-9_.:-])", tag);
             p += n + (p[n] == ',');
         }
+        return 0;
+    }
+    if (strcmp(key, "labels") == 0) {
+        const char *p = v;
+        uint32_t n = 0;
+
+        while (*p) {
+            char *end;
+            double x;
+
+            errno = 0;
+            x = strtod(p, &end);
+            if (end == p || errno || !isfinite(x) || (*end != ',' && *end != '\0') ||
+                n == SFL_MSG_MAX_LABELS || (n > 0 && x <= s->labels[n - 1]))
+                return sfl__fail(SFL_EINVAL,
+                                 "labels: want up to %d finite values, ascending, comma-separated",
+                                 SFL_MSG_MAX_LABELS);
+            s->labels[n++] = x;
+            p = *end ? end + 1 : end;
+        }
+        s->nlabels = n;
         return 0;
     }
     for (size_t i = 0; i < sizeof(numeric) / sizeof(numeric[0]); i++) {
@@ -175,8 +214,16 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
                 goto bad;
             *(double *)field = d;
             return 0;
+        case K_FLAG:
+            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+                return sfl__fail(SFL_EINVAL, "%s: want 0 or 1, got '%s'", key, v);
+            *(int *)field = v[0] == '1';
+            return 0;
         }
     bad:
+        if (numeric[i].type == K_U32)
+            return sfl__fail(SFL_EINVAL, "%s: invalid value '%s' (an integer, 0 to 2^32-1)",
+                             key, v);
         return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
     }
     if (sfl_algo_param_known(key)) {
@@ -192,44 +239,51 @@ int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *v)
     return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
 }
 
-int coord_job_spec_params(const coord_job_spec_t *s, sfl_algo_params_t *p)
+int coord_job_spec_params(const sfl_job_spec_t *s, sfl_algo_params_t *p)
 {
-    const sfl_algo_t *a = sfl_algo_find(s->algo);
+    const sfl_algo_t *a = sfl_algo_find(s->algorithm);
 
     if (a == NULL)
-        return sfl__fail(SFL_EINVAL, "algo: unknown '%s'", s->algo);
+        return sfl__fail(SFL_EINVAL, "algorithm: unknown algorithm '%s'", s->algorithm);
     return sfl_algo_params_from_list(a, &s->params, p);
 }
 
-int coord_job_spec_check(const coord_job_spec_t *s)
+int coord_job_spec_check(const sfl_job_spec_t *s)
 {
-    const sfl_algo_t *a = sfl_algo_find(s->algo);
     const sfl_loss_t *l = sfl_loss_find(s->loss);
+    coord_round_cfg_t round;
     sfl_algo_params_t params;
     sfl_problem_t prob;
     int rc;
 
-    if (a == NULL || l == NULL)
-        return sfl__fail(SFL_EINVAL, "job %s: unknown algorithm or loss", s->name);
+    if (sfl_algo_find(s->algorithm) == NULL)
+        return sfl__fail(SFL_EINVAL, "algorithm: unknown algorithm '%s'", s->algorithm);
+    if (l == NULL)
+        return sfl__fail(SFL_EINVAL, "loss: unknown loss '%s' (lsq, logistic, softmax)", s->loss);
+    if (s->dictionary[0])
+        return sfl__fail(SFL_EINVAL, "dictionary: not supported by this coordinator yet");
+    if (s->required_conditions.n > COORD_MAX_CONDITIONS)
+        return sfl__fail(SFL_EINVAL, "required_conditions: at most %d", COORD_MAX_CONDITIONS);
     if (s->rounds == 0)
         return sfl__fail(SFL_EINVAL, "job %s: rounds must be at least 1", s->name);
-    if ((rc = sfl_problem_init(&prob, l, s->ncols, s->nclasses)) < 0)
+    if ((rc = sfl_problem_init(&prob, l, s->dimension, s->nlabels)) < 0)
         return rc;
     if ((rc = coord_job_spec_params(s, &params)) < 0 ||
-        (rc = sfl_algo_check(a, &params, &prob)) < 0)
+        (rc = sfl_algo_check(sfl_algo_find(s->algorithm), &params, &prob)) < 0)
         return rc;
-    if (!(s->limits.max_norm >= 0) || !(s->limits.max_weight >= 0))
+    if (!(s->max_update_norm >= 0) || !(s->max_samples >= 0))
         return sfl__fail(SFL_EINVAL, "job %s: max_update_norm and max_samples must be >= 0 "
                          "(0: the defaults)", s->name);
-    return coord_round_cfg_check(&s->round);
+    coord_job_round_cfg(s, &round);
+    return coord_round_cfg_check(&round);
 }
 
-int coord_job_eligible(const coord_job_spec_t *s, const coord_agent_info_t *a)
+int coord_job_eligible(const sfl_job_spec_t *s, const coord_agent_info_t *a)
 {
     return coord_job_ineligible(s, a, NULL, 0) == COORD_INELIG_NONE;
 }
 
-coord_inelig_t coord_job_ineligible(const coord_job_spec_t *s, const coord_agent_info_t *a,
+coord_inelig_t coord_job_ineligible(const sfl_job_spec_t *s, const coord_agent_info_t *a,
                                     char *why, size_t cap)
 {
     char tmp[1];
@@ -238,8 +292,8 @@ coord_inelig_t coord_job_ineligible(const coord_job_spec_t *s, const coord_agent
         why = tmp;
         cap = sizeof(tmp);
     }
-    if (a->ncols != s->ncols) {
-        snprintf(why, cap, "data has %u features, the job %u", a->ncols, s->ncols);
+    if (a->ncols != s->dimension) {
+        snprintf(why, cap, "data has %u features, the job %u", a->ncols, s->dimension);
         return COORD_INELIG_FEATURES;
     }
     if (a->samples == 0) {
@@ -247,24 +301,25 @@ coord_inelig_t coord_job_ineligible(const coord_job_spec_t *s, const coord_agent
         return COORD_INELIG_SAMPLES;
     }
     /* An agent may lack some classes locally (label skew), never have more. */
-    if (s->nclasses == 0 ? a->nclasses != 0 : a->nclasses > s->nclasses) {
-        snprintf(why, cap, "data has %u classes, the job %u", a->nclasses, s->nclasses);
+    if (s->nlabels == 0 ? a->nclasses != 0 : a->nclasses > s->nlabels) {
+        snprintf(why, cap, "data has %u classes, the job %u", a->nclasses, s->nlabels);
         return COORD_INELIG_CLASSES;
     }
-    for (uint32_t i = 0; i < s->nconditions; i++) {
+    for (uint32_t i = 0; i < s->required_conditions.n; i++) {
+        const char *c = s->required_conditions.tag[i];
         uint32_t k = 0;
 
-        while (k < a->nconditions && strcmp(a->conditions[k], s->conditions[i]) != 0)
+        while (k < a->nconditions && strcmp(a->conditions[k], c) != 0)
             k++;
         if (k == a->nconditions) {
-            snprintf(why, cap, "condition %s not reported", s->conditions[i]);
+            snprintf(why, cap, "condition %s not reported", c);
             return COORD_INELIG_CONDITION;
         }
     }
     return COORD_INELIG_NONE;
 }
 
-int coord_job_setup(coord_job_t *j, const coord_job_spec_t *spec)
+int coord_job_setup(coord_job_t *j, const sfl_job_spec_t *spec)
 {
     int rc;
 
@@ -272,13 +327,16 @@ int coord_job_setup(coord_job_t *j, const coord_job_spec_t *spec)
     if ((rc = coord_job_spec_check(spec)) < 0)
         return rc;
     j->spec = *spec;
-    j->algo = sfl_algo_find(spec->algo);
+    coord_job_round_cfg(spec, &j->rcfg);
+    j->limits = (sfl_fold_limits_t){.max_norm = spec->max_update_norm,
+                                    .max_weight = spec->max_samples};
+    j->algo = sfl_algo_find(spec->algorithm);
     if ((rc = coord_job_spec_params(spec, &j->params)) < 0)
         return rc;
-    return sfl_problem_init(&j->prob, sfl_loss_find(spec->loss), spec->ncols, spec->nclasses);
+    return sfl_problem_init(&j->prob, sfl_loss_find(spec->loss), spec->dimension, spec->nlabels);
 }
 
-int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec)
+int coord_job_init(coord_job_t *j, const sfl_job_spec_t *spec)
 {
     int rc = coord_job_setup(j, spec);
 
@@ -295,7 +353,7 @@ int coord_job_open(coord_job_t *j)
     if (j->global == NULL)
         return SFL_ENOMEM;
     /* The fold keeps pointers to the job's own copies. */
-    if ((rc = sfl_fold_init(&j->agg, j->algo, &j->params, &j->prob, &j->spec.limits)) < 0) {
+    if ((rc = sfl_fold_init(&j->agg, j->algo, &j->params, &j->prob, &j->limits)) < 0) {
         coord_job_close(j);
         return rc;
     }
@@ -375,7 +433,7 @@ int coord_job_begin(coord_job_t *j, uint32_t nslots)
 
     drop_held(j);
     j->aggregating = 0;
-    if (j->spec.ordered) {
+    if (j->spec.ordered_aggregation) {
         j->held = sfl__calloc(nslots ? nslots : 1, sizeof(*j->held));
         if (j->held == NULL)
             return SFL_ENOMEM;
@@ -392,7 +450,7 @@ int coord_job_add(coord_job_t *j, uint32_t slot, sfl_spvec_t **update, double we
 
     if (!j->aggregating)
         return sfl__fail(SFL_EINVAL, "no round is being aggregated");
-    if (!j->spec.ordered)
+    if (!j->spec.ordered_aggregation)
         return sfl_fold_add(&j->agg, *update, weight);
     if (slot >= j->nslots)
         return sfl__fail(SFL_EINVAL, "cohort slot %u of %u", slot, j->nslots);

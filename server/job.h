@@ -11,44 +11,36 @@
 #include "round.h"
 #include "sfl/algo.h"
 #include "sfl/error.h"
+#include "sfl/msg.h"
 #include "sfl/spcodec.h"
 
 #define COORD_MAX_CONDITIONS 8
-#define COORD_NAME_MAX 64
 
-typedef struct coord_job_spec {
-    char name[COORD_NAME_MAX];
-    char algo[32];
-    char loss[16];           /* lsq | logistic | softmax */
-    sfl_param_list_t params; /* algorithm parameters by name: those given,
-                                or (from the wire) all of them */
-    uint32_t ncols;          /* features every agent's data must have */
-    uint32_t nclasses;       /* 0 for regression */
-    uint32_t rounds;
-    coord_round_cfg_t round;
-    sfl_enc_t encoding;
-    uint64_t seed;
-    uint32_t nconditions;    /* agent-reported conditions the job requires */
-    char conditions[COORD_MAX_CONDITIONS][32];
-    int ordered;             /* aggregation = ordered: fold in cohort order */
-    sfl_fold_limits_t limits; /* max_update_norm, max_samples (0: defaults) */
-} coord_job_spec_t;
+/* A job's specification has one form, the CreateJob message's own
+ * (sfl_job_spec_t, sfl/msg.h): a [job] section is read into one, sflctl
+ * sends one, the store keeps it packed, and the coordinator checks and runs
+ * it. These are what the coordinator adds to that form. */
 
 /* Defaults: fediterht, lsq, tau 10, K 5, lr 0.01, batch 10, 10 rounds,
  * cohort 8, over-selection 0.25, quorum 6, deadline 60 s, heartbeat 30 s,
- * 3 attempts, f64, seed 1, streaming aggregation. ncols must be set. */
-void coord_job_spec_default(coord_job_spec_t *s);
-/* Sets one key ("algo", "tau", "cohort", "conditions", ... — the keys of a
- * [job] section, documented in docs/configuration.md). SFL_EINVAL with a
- * detail naming the key for an unknown key or a bad value. */
-int coord_job_spec_set(coord_job_spec_t *s, const char *key, const char *value) SFL_MUST_CHECK;
-/* Validates the whole spec (algorithm known, loss fits nclasses, parameters
- * in range, round configuration). */
-int coord_job_spec_check(const coord_job_spec_t *s) SFL_MUST_CHECK;
+ * 3 attempts, f64, seed 1, streaming aggregation. dimension must be set. */
+void coord_job_spec_default(sfl_job_spec_t *s);
+/* Sets one key ("algo", "tau", "cohort", "labels", "conditions", ... - the
+ * keys of a [job] section, documented in docs/configuration.md; "classes"
+ * is the section reader's, jobdef.c). SFL_EINVAL with a detail naming the
+ * key for an unknown key or a bad value. */
+int coord_job_spec_set(sfl_job_spec_t *s, const char *key, const char *value) SFL_MUST_CHECK;
+/* The coordinator's checks of a whole spec (algorithm and loss known, the
+ * loss fits the labels, parameters in range for the algorithm, round
+ * configuration, at most COORD_MAX_CONDITIONS conditions, no dictionary);
+ * the message's own checks are sfl_msg_create_job_pack's. */
+int coord_job_spec_check(const sfl_job_spec_t *s) SFL_MUST_CHECK;
 /* The spec's algorithm parameters: the algorithm's defaults and the values
  * given (SFL_EINVAL naming the parameter for an unknown name, a non-integer
  * count, a value out of range). */
-int coord_job_spec_params(const coord_job_spec_t *s, sfl_algo_params_t *p) SFL_MUST_CHECK;
+int coord_job_spec_params(const sfl_job_spec_t *s, sfl_algo_params_t *p) SFL_MUST_CHECK;
+/* The round machine's configuration of a spec. */
+void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out);
 
 /* What an agent reported at Join, as far as eligibility goes. */
 typedef struct coord_agent_info {
@@ -73,15 +65,17 @@ typedef enum {
 
 /* 1 if the agent can take part in the job (same feature count, label count
  * compatible, at least one sample, every required condition reported). */
-int coord_job_eligible(const coord_job_spec_t *s, const coord_agent_info_t *a);
+int coord_job_eligible(const sfl_job_spec_t *s, const coord_agent_info_t *a);
 /* The first reason coord_job_eligible would say no (NONE if it says yes);
  * with why (may be NULL) a one-line detail such as "data has 500
  * features, the job 123", truncated to cap. */
-coord_inelig_t coord_job_ineligible(const coord_job_spec_t *s, const coord_agent_info_t *a,
+coord_inelig_t coord_job_ineligible(const sfl_job_spec_t *s, const coord_agent_info_t *a,
                                     char *why, size_t cap);
 
 typedef struct coord_job {
-    coord_job_spec_t spec;
+    sfl_job_spec_t spec;
+    coord_round_cfg_t rcfg;   /* from spec */
+    sfl_fold_limits_t limits; /* from spec: the fold keeps a pointer */
     const sfl_algo_t *algo;
     sfl_algo_params_t params; /* resolved from spec.params */
     sfl_problem_t prob;
@@ -100,12 +94,12 @@ typedef struct coord_job {
 
 /* What a job is, without its O(dim) state: spec, algorithm, parameters and
  * problem checked and kept; global NULL. */
-int coord_job_setup(coord_job_t *j, const coord_job_spec_t *spec) SFL_MUST_CHECK;
+int coord_job_setup(coord_job_t *j, const sfl_job_spec_t *spec) SFL_MUST_CHECK;
 /* Allocates the O(dim) state of a set-up job (global zero, the fold);
  * coord_job_close frees it again and the job can be opened anew. */
 int coord_job_open(coord_job_t *j) SFL_MUST_CHECK;
 /* coord_job_setup, then coord_job_open. */
-int coord_job_init(coord_job_t *j, const coord_job_spec_t *spec) SFL_MUST_CHECK;
+int coord_job_init(coord_job_t *j, const sfl_job_spec_t *spec) SFL_MUST_CHECK;
 void coord_job_close(coord_job_t *j);
 
 /* The global state encoded for checkpoints, and its
@@ -123,7 +117,7 @@ int coord_job_restore(coord_job_t *j, uint64_t round, const uint8_t *buf,
  * (the agent's sample count), end writes the new global state and advances
  * j->round. Streaming (the default) folds each update as it arrives, in O(d)
  * memory; the sum then depends on arrival order in the last bits. Ordered
- * (spec.ordered) takes ownership of *update (set to NULL) and end folds the
+ * (spec.ordered_aggregation) takes ownership of *update (set to NULL) and end folds the
  * held updates in slot order, in O(d + cohort x k) memory: a round's result
  * is then a function of the cohort and its updates alone, bit for bit what
  * sfl-sim computes. begin drops anything held from an attempt that never

@@ -16,11 +16,11 @@
 static void test_job_spec_keys(void **state)
 {
     (void)state;
-    coord_job_spec_t s;
+    sfl_job_spec_t s;
 
     coord_job_spec_default(&s);
     assert_int_equal(coord_job_spec_set(&s, "algo", "fedgradmp"), 0);
-    assert_string_equal(s.algo, "fedgradmp");
+    assert_string_equal(s.algorithm, "fedgradmp");
     assert_int_equal(coord_job_spec_set(&s, "tau", "12"), 0);
     assert_true(sfl_param_list_find(&s.params, "tau")->value == 12);
     assert_int_equal(coord_job_spec_set(&s, "lr", "0.25"), 0);
@@ -31,12 +31,12 @@ static void test_job_spec_keys(void **state)
     assert_int_equal(coord_job_spec_set(&s, "listn", "1"), SFL_EINVAL);
     assert_string_equal(sfl_last_error(), "unknown key 'listn'");
     assert_int_equal(coord_job_spec_set(&s, "deadline_ms", "1500"), 0);
-    assert_int_equal(s.round.deadline_ms, 1500);
+    assert_int_equal(s.round_deadline_ms, 1500);
     assert_int_equal(coord_job_spec_set(&s, "encoding", "q8"), 0);
-    assert_int_equal(s.encoding, SFL_ENC_Q8);
+    assert_int_equal(s.value_encoding, SFL_ENC_Q8);
     assert_int_equal(coord_job_spec_set(&s, "conditions", "mains_power,unmetered"), 0);
-    assert_int_equal(s.nconditions, 2);
-    assert_string_equal(s.conditions[1], "unmetered");
+    assert_int_equal(s.required_conditions.n, 2);
+    assert_string_equal(s.required_conditions.tag[1], "unmetered");
     /* Bad input names the key. */
     assert_int_equal(coord_job_spec_set(&s, "lr", "nan"), SFL_EINVAL);
     assert_string_equal(sfl_last_error(), "lr: invalid value 'nan'");
@@ -44,9 +44,9 @@ static void test_job_spec_keys(void **state)
     assert_int_equal(coord_job_spec_set(&s, "algo", "nope"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "encoding", "f16"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "aggregation", "ordered"), 0);
-    assert_int_equal(s.ordered, 1);
+    assert_int_equal(s.ordered_aggregation, 1);
     assert_int_equal(coord_job_spec_set(&s, "aggregation", "streaming"), 0);
-    assert_int_equal(s.ordered, 0);
+    assert_int_equal(s.ordered_aggregation, 0);
     assert_int_equal(coord_job_spec_set(&s, "aggregation", "sorted"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "conditions", "a,,b"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "bogus", "1"), SFL_EINVAL);
@@ -60,11 +60,11 @@ static void test_job_spec_keys(void **state)
 static void test_job_spec_check(void **state)
 {
     (void)state;
-    coord_job_spec_t s;
+    sfl_job_spec_t s;
 
     coord_job_spec_default(&s);
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL); /* features unset */
-    s.ncols = 20;
+    s.dimension = 20;
     assert_int_equal(coord_job_spec_check(&s), 0);
     assert_int_equal(coord_job_spec_set(&s, "tau", "21"), 0);
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
@@ -80,25 +80,26 @@ static void test_job_spec_check(void **state)
     assert_non_null(strstr(sfl_last_error(), "fediterht has no parameter 'mu'"));
     memset(&s.params, 0, sizeof(s.params));
     assert_int_equal(coord_job_spec_set(&s, "tau", "5"), 0);
-    s.round.min_quorum = 9;
+    s.min_quorum = 9;
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
-    s.round.min_quorum = 2;
+    s.min_quorum = 2;
     assert_int_equal(coord_job_spec_set(&s, "loss", "softmax"), 0);
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL); /* no classes */
-    s.nclasses = 3;
+    assert_int_equal(coord_job_spec_set(&s, "labels", "0,1,2"), 0);
+    assert_int_equal(s.nlabels, 3);
     assert_int_equal(coord_job_spec_check(&s), 0);
 }
 
 static void test_job_eligibility(void **state)
 {
     (void)state;
-    coord_job_spec_t s;
+    sfl_job_spec_t s;
     const char *conds[] = {"unmetered", "mains_power"};
     coord_agent_info_t a = {.ncols = 20, .nclasses = 0, .samples = 5, .nconditions = 2,
                             .conditions = conds};
 
     coord_job_spec_default(&s);
-    s.ncols = 20;
+    s.dimension = 20;
     assert_int_equal(coord_job_spec_set(&s, "conditions", "mains_power"), 0);
     assert_true(coord_job_eligible(&s, &a));
     a.nconditions = 1; /* only "unmetered" */
@@ -110,7 +111,7 @@ static void test_job_eligibility(void **state)
     a.samples = 0;
     assert_false(coord_job_eligible(&s, &a));
     a.samples = 5;
-    s.nclasses = 3;
+    assert_int_equal(coord_job_spec_set(&s, "labels", "0,1,2"), 0);
     a.nclasses = 2; /* label skew: fewer local classes is fine */
     assert_true(coord_job_eligible(&s, &a));
     a.nclasses = 4;
@@ -123,12 +124,12 @@ static void test_job_ineligible_reasons(void **state)
     const char *conds[] = {"unmetered"};
     coord_agent_info_t a = {.ncols = 500, .nclasses = 0, .samples = 5, .nconditions = 1,
                             .conditions = conds};
-    coord_job_spec_t s;
+    sfl_job_spec_t s;
     char why[128];
 
     (void)state;
     coord_job_spec_default(&s);
-    s.ncols = 123;
+    s.dimension = 123;
     assert_int_equal(coord_job_ineligible(&s, &a, why, sizeof(why)), COORD_INELIG_FEATURES);
     assert_string_equal(why, "data has 500 features, the job 123");
     assert_int_equal(coord_job_ineligible(&s, &a, NULL, 0), COORD_INELIG_FEATURES);
@@ -157,17 +158,17 @@ static void test_job_ineligible_reasons(void **state)
 static void run_matches_simulation(int ordered)
 {
     sfl_synth_t *syn = testfed_small_sparse();
-    coord_job_spec_t s;
+    sfl_job_spec_t s;
     coord_job_t j;
     sfl_algo_ws_t ws;
     double *expect = calloc(syn->dim, sizeof(double));
 
     coord_job_spec_default(&s);
-    s.ncols = syn->dim;
+    s.dimension = syn->dim;
     assert_int_equal(coord_job_spec_set(&s, "tau", "8"), 0);
     assert_int_equal(coord_job_spec_set(&s, "lr", "0.02"), 0);
     s.seed = 7; /* testfed's seed */
-    s.ordered = ordered;
+    s.ordered_aggregation = ordered;
     assert_int_equal(coord_job_init(&j, &s), 0);
     sfl_algo_ws_init(&ws);
     for (uint64_t t = 1; t <= 4; t++) {
@@ -219,13 +220,13 @@ static void test_job_ordered_matches_simulation_in_any_order(void **state)
 static void test_job_ordered_hostile(void **state)
 {
     (void)state;
-    coord_job_spec_t s;
+    sfl_job_spec_t s;
     coord_job_t j;
     sfl_spvec_t *u = NULL, *w = NULL;
 
     coord_job_spec_default(&s);
-    s.ncols = 30;
-    s.ordered = 1;
+    s.dimension = 30;
+    s.ordered_aggregation = 1;
     assert_int_equal(coord_job_init(&j, &s), 0);
     assert_int_equal(coord_job_begin(&j, 3), 0);
     assert_int_equal(sfl_spvec_new(30, 0, &u), 0);
@@ -259,14 +260,14 @@ static void test_job_hostile_update_alone(void **state)
     (void)state;
 
     for (int ordered = 0; ordered < 2; ordered++) {
-        coord_job_spec_t s;
+        sfl_job_spec_t s;
         coord_job_t j;
         sfl_spvec_t *u;
         const double honest[6] = {1, 0, 2, 0, 0, 3};
 
         coord_job_spec_default(&s);
-        s.ncols = 6;
-        s.ordered = ordered;
+        s.dimension = 6;
+        s.ordered_aggregation = ordered;
         assert_int_equal(coord_job_spec_set(&s, "algo", "fedavg"), 0);
         assert_int_equal(coord_job_spec_set(&s, "max_update_norm", "1000"), 0);
         assert_int_equal(coord_job_spec_set(&s, "max_samples", "500"), 0);
@@ -305,13 +306,13 @@ static void test_job_hostile_update_alone(void **state)
 static void test_job_checkpoint_round_trip(void **state)
 {
     (void)state;
-    coord_job_spec_t s;
+    sfl_job_spec_t s;
     coord_job_t a, b;
     uint8_t *buf, *buf2, h[32], h2[32];
     size_t len, len2;
 
     coord_job_spec_default(&s);
-    s.ncols = 50;
+    s.dimension = 50;
     assert_int_equal(coord_job_init(&a, &s), 0);
     for (size_t i = 0; i < 50; i += 7)
         a.global[i] = 1.0 / (double)(i + 3);
@@ -325,8 +326,8 @@ static void test_job_checkpoint_round_trip(void **state)
     /* Corrupt or foreign checkpoints are refused and leave the state alone. */
     assert_int_not_equal(coord_job_restore(&b, 13, buf, len - 1), 0);
     assert_int_equal(b.round, 12);
-    coord_job_spec_t other = s;
-    other.ncols = 40;
+    sfl_job_spec_t other = s;
+    other.dimension = 40;
     coord_job_t c;
     assert_int_equal(coord_job_init(&c, &other), 0);
     assert_int_not_equal(coord_job_restore(&c, 1, buf, len), 0);
@@ -337,7 +338,7 @@ static void test_job_checkpoint_round_trip(void **state)
     coord_job_close(&b);
     /* Lossy update encodings never reach the checkpoint: it is float64. */
     for (int e = SFL_ENC_F32; e <= SFL_ENC_Q8; e++) {
-        s.encoding = (sfl_enc_t)e;
+        s.value_encoding = (sfl_enc_t)e;
         assert_int_equal(coord_job_init(&a, &s), 0);
         assert_int_equal(coord_job_init(&b, &s), 0);
         for (size_t i = 0; i < 50; i += 3)
@@ -349,7 +350,7 @@ static void test_job_checkpoint_round_trip(void **state)
         coord_job_close(&a);
         coord_job_close(&b);
     }
-    s.encoding = SFL_ENC_F64;
+    s.value_encoding = SFL_ENC_F64;
     /* Allocation failures. */
     FAILALLOC_EACH(coord_job_init(&a, &s), coord_job_close(&a));
 }

@@ -1,5 +1,5 @@
-/* server/jobdef.c: [job NAME] sections onto job specs, and wire specs onto
- * job.h's with the coordinator's checks. */
+/* server/jobdef.c: [job NAME] sections read into the one job spec form
+ * (sfl_job_spec_t), and what the coordinator refuses in a spec. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,7 +37,6 @@ static void test_jobdef_keys_and_wire(void **state)
 {
     coord_jobdef_t *d = NULL;
     sfl_job_spec_t w;
-    coord_job_spec_t s;
 
     (void)state;
     assert_int_equal(coord_jobdef_new("cls", &d), 0);
@@ -46,6 +45,9 @@ static void test_jobdef_keys_and_wire(void **state)
     assert_int_equal(coord_jobdef_set(d, "classes", "2"), 0);
     assert_int_equal(coord_jobdef_check(d), SFL_EINVAL); /* labels missing */
     assert_int_equal(coord_jobdef_set(d, "labels", "1,-1"), SFL_EINVAL); /* not ascending */
+    assert_int_equal(coord_jobdef_set(d, "labels", "-1,0,1"), 0);
+    assert_int_equal(coord_jobdef_check(d), SFL_EINVAL); /* classes = 2, 3 labels */
+    assert_string_equal(sfl_last_error(), "classes = 2 but 3 labels");
     assert_int_equal(coord_jobdef_set(d, "labels", "-1,1"), 0);
     assert_int_equal(coord_jobdef_set(d, "paused", "2"), SFL_EINVAL);
     assert_int_equal(coord_jobdef_set(d, "paused", "1"), 0);
@@ -56,26 +58,36 @@ static void test_jobdef_keys_and_wire(void **state)
     assert_int_equal(w.paused, 1);
     assert_int_equal(w.dimension, 10);
 
-    /* the wire form back, and what the coordinator refuses in it */
-    assert_int_equal(coord_spec_from_wire(&w, &s), 0);
-    assert_string_equal(s.name, "cls");
-    assert_string_equal(s.loss, "logistic");
-    assert_int_equal(s.ncols, 10);
+    /* every parameter named: the algorithm's defaults filled in */
+    assert_non_null(sfl_param_list_find(&w.params, "tau"));
+    assert_int_equal(w.nlabels, 2);
+
+    /* what the coordinator refuses in a spec */
+    assert_int_equal(coord_job_spec_check(&w), 0);
     {
         sfl_job_spec_t bad = w;
 
         snprintf(bad.algorithm, sizeof(bad.algorithm), "sgd9");
-        assert_int_equal(coord_spec_from_wire(&bad, &s), SFL_EINVAL);
+        assert_int_equal(coord_job_spec_check(&bad), SFL_EINVAL);
         assert_string_equal(sfl_last_error(), "algorithm: unknown algorithm 'sgd9'");
         bad = w;
         snprintf(bad.loss, sizeof(bad.loss), "hinge");
-        assert_int_equal(coord_spec_from_wire(&bad, &s), SFL_EINVAL);
+        assert_int_equal(coord_job_spec_check(&bad), SFL_EINVAL);
         bad = w;
         snprintf(bad.dictionary, sizeof(bad.dictionary), "d");
-        assert_int_equal(coord_spec_from_wire(&bad, &s), SFL_EINVAL);
+        assert_int_equal(coord_job_spec_check(&bad), SFL_EINVAL);
         bad = w;
         bad.cohort_size = 0;
-        assert_int_equal(coord_spec_from_wire(&bad, &s), SFL_EINVAL);
+        assert_int_equal(coord_job_spec_check(&bad), SFL_EINVAL);
+        bad = w;
+        for (int i = 0; i < 9; i++) {
+            char tag[16];
+
+            snprintf(tag, sizeof(tag), "c%d", i);
+            assert_int_equal(sfl_msg_tags_add(&bad.required_conditions, tag), 0);
+        }
+        assert_int_equal(coord_job_spec_check(&bad), SFL_EINVAL);
+        assert_string_equal(sfl_last_error(), "required_conditions: at most 8");
     }
     coord_jobdef_free(d);
 }
