@@ -244,22 +244,3 @@ void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, vo
     }
     coord_schedule(co);
 }
-
-void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
-{
-    if ((unsigned)v < 5)
-        co->verdicts[v]++;
-    if (v == COORD_UPD_REJECTED)
-        co->rejects[rj >= 0 && rj < RJ_COUNT ? rj : RJ_OTHER]++;
-}
-
-int coord_seal_reason(int rc)
-{
-    switch (rc) {
-    case SFL_ETRUNC: return RJ_TRUNCATED;
-    case SFL_ELIMIT: return RJ_TOO_LARGE;
-    case SFL_EDECRYPT: return RJ_DECRYPT;
-    case SFL_EBADSIG: return RJ_SIGNATURE;
-    default: return RJ_OTHER;
-    }
-}

@@ -1,8 +1,10 @@
-/* The coordinator's state as its modules share it (coord.c: registry and
- * eligibility, subscriptions, the round driver, connections, lifecycle;
- * agentsvc.c: Join and Subscribe; submit.c: SubmitUpdate and Heartbeat;
- * admin.c: the Admin service; coordmetrics.c: /metrics). Internal: the
- * programs and the tests use coord.h. */
+/* The coordinator's state as its modules share it: coord.c (lifecycle,
+ * connections, the gRPC glue), registry.c (agents, jobs by id,
+ * eligibility), subs.c (Subscribe streams), driver.c (the round driver),
+ * jobs.c (job creation and loading), coordwrite.c (writes to the store's
+ * writer, writer.h), agentsvc.c (Join, Subscribe), submit.c (SubmitUpdate,
+ * Heartbeat), admin.c (the Admin service), coordmetrics.c (/metrics).
+ * Internal: the programs use coord.h; unit tests of the modules use this. */
 #ifndef COORD_COORD_INT_H
 #define COORD_COORD_INT_H
 
@@ -180,29 +182,117 @@ struct attempt_key {
     uint32_t refs;
 };
 
-/* ---- shared by the modules (coord.c unless said) ---- */
+/* ---- shared by the modules ---- */
 
 /* Runs on the loop once a posted write is durable (rc 0) or failed (rc <
  * 0, error says why; -ECANCELED: the coordinator is being freed). */
 typedef void (*coord_written_cb)(coord_t *co, uint64_t job, int rc, const char *error,
                                  void *ud);
+/* A job creation's result: the job, or NULL with rc and error. */
+typedef void (*coord_created_cb)(coord_t *co, job_t *j, int rc, const char *error, void *ud);
 
+/* coord.c: lifecycle, connections, the gRPC glue. */
 /* Peer-supplied or library text into a wire text field: printable ASCII
  * only (the field's rule), truncated to fit. */
 void coord_text_copy(char *dst, size_t cap, const char *src);
+/* Ends the shutdown once nothing is left running. */
+void coord_check_stopped(coord_t *co);
+/* Replies with buf (owned, freed here) or, when rc < 0, fails the call. */
+void coord_reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len);
+/* Finishes the call with status and a formatted message, logged as refused. */
+void coord_fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SFL_PRINTF(3, 4);
+void coord_fail_unpack(sfl_grpc_call_t *call, int rc);
+/* 0 if the coordinator takes calls, or the call is finished. */
+int coord_serving(sfl_grpc_call_t *call, const conn_t *k);
+/* 1 if a refusal may be logged now (20 a second process-wide), *dropped
+ * the lines left out since. */
+int coord_refusal_log_ok(coord_t *co, uint32_t *dropped);
+/* The connection is now this agent's (a previous one is let go). */
+void coord_bind_agent(conn_t *k, agent_t *a);
+/* The agent this connection joined as, or NULL with the call failed. */
+agent_t *coord_bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id);
+
+/* registry.c: clocks, agents, jobs by id, eligibility. */
+uint64_t coord_now_ms(const coord_t *co);
 int64_t coord_wall_ms(void);
-bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32]);
+agent_t *coord_agent_find(const coord_t *co, uint64_t id);
 agent_t *coord_agent_by_name(const coord_t *co, const char *name);
+/* Inserts keeping agents ascending by id (SFL_ENOMEM). */
+int coord_agent_insert(coord_t *co, agent_t *a) SFL_MUST_CHECK;
+/* The operator revoked this certificate (bsearch in co->revoked). */
+bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32]);
 job_t *coord_job_find(const coord_t *co, uint64_t id);
+/* Cancelled, finished or failed. */
 int coord_job_final(const job_t *j);
+/* Tags as "a,b,c" (the store's text form) and back. */
+void coord_tags_text(const sfl_tags_t *t, char *out, size_t cap);
+void coord_tags_parse(const char *s, sfl_tags_t *t);
+/* Why the agent cannot take part in the job (job.h's reasons plus
+ * NOT_JOINED and LABELS), with a detail; NONE if it can. */
+coord_inelig_t coord_ineligible(const job_t *j, const agent_t *a, char *why, size_t cap);
+int coord_eligible(const job_t *j, const agent_t *a);
+/* The job schedules rounds now (running, not stopping). */
+int coord_running(const job_t *j);
+/* Selected in another job's open attempt (self excepted). */
+int coord_busy_elsewhere(const coord_t *co, const agent_t *a, const job_t *self);
+/* Some running job can use the agent. */
+int coord_usable(const coord_t *co, const agent_t *a);
+
+/* subs.c: Subscribe streams. */
+/* Ends the agent's held Subscribe with status and message. */
+void coord_end_sub(agent_t *a, int status, const char *msg);
+/* Sends the job's current task on the agent's Subscribe (not while the
+ * attempt's opening is being recorded). */
+void coord_send_task(coord_t *co, job_t *j, agent_t *a);
+/* Ends, with a paced Wait, the streams that got nothing for the hold time. */
+void coord_dismiss_idle(coord_t *co);
+/* The Subscribe's cancel callback: the agent's stream is gone. */
+void coord_sub_cancelled(sfl_grpc_call_t *call, void *ud);
+
+/* driver.c: the round driver. */
+/* Runs every job's round machine now. */
+void coord_schedule(coord_t *co);
+/* The scheduler tick (coord_new starts its timer). */
+void coord_on_tick(uv_timer_t *t);
+/* Moves the job's round machine on: selection, deadlines, aggregation. */
+void coord_job_drive(job_t *j);
+/* The round after the last committed one, in SELECTING. */
 void coord_reset_round(job_t *j);
 /* Sets, logs and records the job's new state; releases its model unless
  * running. after (may be NULL) runs once the record is durable or failed. */
 void coord_set_job_state(job_t *j, sfl_job_state_t st, coord_written_cb after, void *ud);
 /* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
 void coord_abandon(job_t *j, const char *reason);
-/* coordwrite.c: writes posted to the writer, never waited for (after:
- * coord_written_cb, declared above). */
+/* Shutdown: attempts with their quorum aggregated, the others abandoned. */
+void coord_drive_wind_down(coord_t *co);
+/* Wipes the attempt's key and drops its task. */
+void coord_close_attempt(job_t *j);
+attempt_key_t *coord_key_hold(attempt_key_t *k);
+void coord_key_drop(attempt_key_t *k);
+/* Bytes of O(dim) state a job of that dimension holds when loaded. */
+uint64_t coord_job_state_bytes(size_t dim);
+/* Sum of it over the jobs not ended that hold it. */
+uint64_t coord_live_job_bytes(const coord_t *co);
+/* Frees the O(dim) state of a job that is not running (nor aggregating). */
+void coord_job_release(job_t *j);
+/* The last committed round's metrics (JobStatus's last_*), from the store. */
+void coord_load_last_metrics(job_t *j);
+/* The global state of the last checkpoint (zero before the first). */
+int coord_reload_model(job_t *j) SFL_MUST_CHECK;
+
+/* jobs.c: creation, loading, O(dim) state. */
+/* Checks spec and records the job: < 0 if refused now (after not called),
+ * 0 when posted, and after then runs with the job (NULL if the store
+ * refused it, rc and error saying why). */
+int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, coord_created_cb after,
+                     void *ud) SFL_MUST_CHECK;
+/* A job row from the store at start. */
+int coord_job_load(coord_t *co, const coord_srow_job_t *row) SFL_MUST_CHECK;
+/* Allocates the job's O(dim) state from its last checkpoint. */
+int coord_job_model(job_t *j) SFL_MUST_CHECK;
+void coord_job_free(job_t *j);
+
+/* coordwrite.c: writes posted to the writer, never waited for. */
 /* attempt: the wire attempt (the store's minus 1). */
 void coord_write_round_state(coord_t *co, uint64_t job, uint64_t round, uint32_t attempt,
                              coord_srow_state_t st, const char *reason);
@@ -214,61 +304,6 @@ void coord_write_job_fail(coord_t *co, uint64_t job, const char *error);
 void coord_part_queue(coord_t *co, const coord_part_row_t *row);
 /* Posts the queued records as one transaction; a failure is logged. */
 void coord_part_flush(coord_t *co);
-/* Runs the scheduler from the loop soon. */
-void coord_schedule(coord_t *co);
-/* Checks spec and records the job: < 0 if refused now (after not called),
- * 0 when posted, and after then runs with the job (NULL if the store
- * refused it, rc and error saying why). */
-typedef void (*coord_created_cb)(coord_t *co, job_t *j, int rc, const char *error, void *ud);
-int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, coord_created_cb after,
-                     void *ud) SFL_MUST_CHECK;
-/* Replies with buf (owned, freed here) or, when rc < 0, fails the call. */
-void coord_reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len);
-/* Finishes the call with status and a formatted message, logged as refused. */
-void coord_fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SFL_PRINTF(3, 4);
-void coord_fail_unpack(sfl_grpc_call_t *call, int rc);
-/* 0 if the coordinator takes calls, or the call is finished. */
-int coord_serving(sfl_grpc_call_t *call, const conn_t *k);
-
-uint64_t coord_now_ms(const coord_t *co);
-agent_t *coord_agent_find(const coord_t *co, uint64_t id);
-/* The job schedules rounds now (running, not stopping). */
-int coord_running(const job_t *j);
-/* Ends held Subscribes of agents no running job can use. */
-void coord_dismiss_idle(coord_t *co);
-/* Moves the job's round machine on: selection, deadlines, aggregation. */
-void coord_job_drive(job_t *j);
-attempt_key_t *coord_key_hold(attempt_key_t *k);
-void coord_key_drop(attempt_key_t *k);
-/* Ends the shutdown once nothing is left running. */
-void coord_check_stopped(coord_t *co);
-/* The agent this connection joined as, or NULL with the call failed. */
-agent_t *coord_bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id);
-/* Counts an update's verdict; rj: the RJ_ reason of a rejection. */
-void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj);
-/* The RJ_ reason of a failed sfl_seal_open_update. */
-int coord_seal_reason(int rc);
-
-/* Bytes of O(dim) state a job of that dimension holds when loaded. */
-uint64_t coord_job_state_bytes(size_t dim);
-
-/* coordmetrics.c: the /metrics page (metrics.h's render callback). */
-int coord_render_metrics(coord_text_t *t, void *ud);
-
-int coord_agent_insert(coord_t *co, agent_t *a) SFL_MUST_CHECK;
-/* Tags as "a,b,c" (the store's text form). */
-void coord_tags_text(const sfl_tags_t *t, char *out, size_t cap);
-/* Ends the agent's held Subscribe with status and message. */
-void coord_end_sub(agent_t *a, int status, const char *msg);
-/* Sends the job's current task on the agent's Subscribe. */
-void coord_send_task(coord_t *co, job_t *j, agent_t *a);
-/* 1 if a refusal may be logged now (20 a second process-wide), *dropped
- * the lines left out since. */
-int coord_refusal_log_ok(coord_t *co, uint32_t *dropped);
-/* The Subscribe's cancel callback: the agent's stream is gone. */
-void coord_sub_cancelled(sfl_grpc_call_t *call, void *ud);
-/* The connection is now this agent's (a previous one is let go). */
-void coord_bind_agent(conn_t *k, agent_t *a);
 
 /* agentsvc.c: Join and Subscribe. */
 void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
@@ -278,6 +313,10 @@ void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, vo
 void coord_h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 /* Heartbeat: an agent's progress on its task; tells it to abort a closed one. */
 void coord_h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+/* Counts an update's verdict; rj: the RJ_ reason of a rejection. */
+void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj);
+/* The RJ_ reason of a failed sfl_seal_open_update. */
+int coord_seal_reason(int rc);
 
 /* admin.c: the Admin service (docs/protocol.md), and the agents connected. */
 uint32_t coord_connected_agents(const coord_t *co);
@@ -291,5 +330,8 @@ void coord_h_cancel(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
 void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 void coord_h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+
+/* coordmetrics.c: the /metrics page (metrics.h's render callback). */
+int coord_render_metrics(coord_text_t *t, void *ud);
 
 #endif

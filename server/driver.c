@@ -1,0 +1,838 @@
+/* The round driver: per job, the round machine (round.h) moved on by the
+ * scheduler tick and by events - selection, the attempt's opening (recorded
+ * before its tasks go out), deadlines, the aggregation on the thread pool
+ * and its commit on the store's writer, retries - and a job's state
+ * changes. */
+#include "coord_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sfl/alloc.h"
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+/* An event the machine refuses is a bug here, not a peer's doing. */
+static void step(job_t *j, coord_event_t ev, uint64_t now)
+{
+    if (coord_round_step(&j->rnd, ev, now, 0, NULL, 0) < 0) {
+        char q[300];
+
+        coord_log(COORD_LOG_ERROR, "round_event_refused", "job=%llu event=%d error=%s",
+                  (unsigned long long)j->id, (int)ev,
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+    }
+}
+
+/* The attempt's round key, shared by reference count with workers verifying
+ * updates sealed to it (loop thread only): closing the attempt drops the
+ * job's reference, the last one wipes the secret. */
+
+static int key_new(attempt_key_t **out)
+{
+    attempt_key_t *k = sfl__calloc(1, sizeof(*k));
+    int rc;
+
+    *out = NULL;
+    if (k == NULL)
+        return SFL_ENOMEM;
+    if ((rc = sfl_roundkey_new(&k->rk)) < 0) {
+        sfl__free(k);
+        return rc;
+    }
+    k->refs = 1;
+    *out = k;
+    return 0;
+}
+
+attempt_key_t *coord_key_hold(attempt_key_t *k)
+{
+    k->refs++;
+    return k;
+}
+
+void coord_key_drop(attempt_key_t *k)
+{
+    if (k != NULL && --k->refs == 0) {
+        sfl_roundkey_free(k->rk);
+        sfl__free(k);
+    }
+}
+
+void coord_close_attempt(job_t *j)
+{
+    /* Wiping the round key is what makes every later update for this
+     * attempt unopenable, by anyone (after a worker still verifying one
+     * has finished). */
+    coord_key_drop(j->key);
+    j->key = NULL;
+    sfl_msg_buf_free(j->task);
+    j->task = NULL;
+    j->task_len = 0;
+}
+
+static void store_round_state(job_t *j, coord_srow_state_t st, const char *reason)
+{
+    if (!j->opened)
+        return;
+    coord_part_flush(j->co); /* the attempt's records before its outcome */
+    coord_write_round_state(j->co, j->id, j->rnd.round, j->wire_attempt, st, reason);
+}
+
+/* The round after the last committed one, in SELECTING, with the next
+ * attempt number (attempts are never reused, not even across restarts:
+ * job_prepare starts the count from the store), and a fresh attempt
+ * budget. */
+void coord_reset_round(job_t *j)
+{
+    coord_round_close(&j->rnd);
+    coord_round_init(&j->rnd, &j->model.rcfg, j->id, j->committed + 1);
+    if (j->used_round != j->committed + 1) {
+        j->used_round = j->committed + 1;
+        j->used = 0;
+    }
+    j->wire_attempt = j->used;
+    j->opened = 0;
+    j->opening = 0;
+    j->select_since = coord_now_ms(j->co);
+    j->waiting[0] = '\0';
+}
+
+/* Bytes of a job's O(dim) state in RAM: the global state, the fold's sum
+ * and its top-k scratch (max_job_memory counts these). */
+uint64_t coord_job_state_bytes(size_t dim)
+{
+    return (uint64_t)dim * 3 * sizeof(double);
+}
+
+uint64_t coord_live_job_bytes(const coord_t *co)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < co->njobs; i++)
+        if (co->jobs[i]->ready && !coord_job_final(co->jobs[i]))
+            n += coord_job_state_bytes(co->jobs[i]->model.prob.dim);
+    return n;
+}
+
+/* A job that is not running keeps its model in the store (checkpoints:
+ * ExportModel reads them, job_model reloads them), not in RAM; one
+ * aggregating on the thread pool is released when it returns (agg_after). */
+void coord_job_release(job_t *j)
+{
+    if (!j->busy && j->model.global != NULL && j->state != SFL_JOB_RUNNING)
+        coord_job_close(&j->model);
+}
+
+/* The state takes effect here at once (a paused job opens no round from
+ * now on); the record follows on the writer, and after answers whoever
+ * must know it is durable. */
+void coord_set_job_state(job_t *j, sfl_job_state_t st, coord_written_cb after, void *ud)
+{
+    coord_job_state_t row;
+
+    switch (st) {
+    case SFL_JOB_RUNNING: row = COORD_JOB_ACTIVE; break;
+    case SFL_JOB_PENDING:
+    case SFL_JOB_PAUSED: row = COORD_JOB_PAUSED; break;
+    case SFL_JOB_CANCELLED: row = COORD_JOB_CANCELLED; break;
+    case SFL_JOB_FINISHED: row = COORD_JOB_DONE; break;
+    default: row = COORD_JOB_PAUSED; break;
+    }
+    j->state = st;
+    coord_write_job_state(j->co, j->id, row, after, ud);
+    coord_log(COORD_LOG_INFO, "job_state", "job=%llu state=%s", (unsigned long long)j->id,
+              sfl_msg_job_state_name(st));
+    coord_job_release(j);
+}
+
+/* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
+void coord_abandon(job_t *j, const char *reason)
+{
+    if (j->busy || !j->ready)
+        return; /* the aggregation in flight ends it */
+    if (j->rnd.state == COORD_ROUND_TRAINING || j->rnd.state == COORD_ROUND_AGGREGATING) {
+        store_round_state(j, COORD_SROW_FAILED, reason);
+        coord_log(COORD_LOG_INFO, "round_abandoned", "job=%llu round=%llu attempt=%u reason=\"%s\"",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+                  reason);
+    }
+    coord_close_attempt(j);
+    coord_reset_round(j);
+}
+
+/* The job cannot go on: it stops here and the failure is recorded (the
+ * writer records it before anything posted later), so that a restart
+ * does not run it again; a record that fails is logged as missing. */
+static void fail_job(job_t *j, const char *why)
+{
+    char q[300];
+
+    coord_write_job_fail(j->co, j->id, why);
+    coord_text_copy(j->error, sizeof(j->error), why);
+    j->state = SFL_JOB_FAILED;
+    coord_log(COORD_LOG_ERROR, "job_state", "job=%llu state=failed error=%s",
+              (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+}
+
+static void pause_failed(job_t *j, const char *why)
+{
+    coord_text_copy(j->error, sizeof(j->error), why);
+    coord_abandon(j, why);
+    coord_set_job_state(j, SFL_JOB_PAUSED, NULL, NULL);
+}
+
+static int build_task(job_t *j)
+{
+    coord_t *co = j->co;
+    sfl_task_t t;
+    sfl_spvec_t *model = NULL;
+    uint8_t *tb = NULL, sig[SFL_SEAL_SIG_BYTES];
+    size_t tl = 0;
+    int rc;
+
+    memset(&t, 0, sizeof(t));
+    if ((rc = sfl_spvec_new((uint32_t)j->model.prob.dim, 0, &model)) < 0 ||
+        (rc = sfl_spvec_from_dense(model, j->model.global)) < 0)
+        goto out;
+    t.job_id = j->id;
+    t.round = j->rnd.round;
+    t.attempt = j->wire_attempt;
+    snprintf(t.algorithm, sizeof(t.algorithm), "%s", j->spec.algorithm);
+    sfl_algo_params_to_list(&j->model.params, &t.params);
+    snprintf(t.loss, sizeof(t.loss), "%s", j->spec.loss);
+    t.dimension = j->spec.dimension;
+    t.nlabels = j->spec.nlabels;
+    memcpy(t.labels, j->spec.labels, sizeof(t.labels));
+    t.seed = j->spec.seed;
+    t.value_encoding = j->spec.value_encoding;
+    t.update_mode = SFL_UPDATE_MODE_SEALED;
+    t.model = model;
+    /* The model always travels exactly (float64): agents must train from
+     * the very state the coordinator aggregates into. */
+    t.model_encoding = SFL_ENC_F64;
+    t.deadline_ms = j->deadline_wall;
+    memcpy(t.round_nonce, j->rnd.nonce, sizeof(t.round_nonce));
+    memcpy(t.round_key, j->key->rk->pk, sizeof(t.round_key));
+    t.max_update_nnz = 0;
+    if ((rc = sfl_msg_task_sign_bytes(&t, &tb, &tl)) < 0 ||
+        (rc = sfl_seal_sign_detached(co->id, SFL_MSG_TASK_CONTEXT, tb, tl, sig)) < 0 ||
+        (rc = sfl_msg_task_pack(tb, tl, sig, &j->task, &j->task_len)) < 0)
+        goto out;
+    if (j->task_len > co->cfg.max_message) {
+        rc = sfl__fail(SFL_ELIMIT, "task of %zu bytes exceeds max_message %llu", j->task_len,
+                       (unsigned long long)co->cfg.max_message);
+        goto out;
+    }
+    memcpy(j->model_hash, t.model_hash, sizeof(j->model_hash));
+out:
+    sfl_msg_buf_free(tb);
+    sfl_spvec_free(model);
+    return rc;
+}
+
+/* Appends to out[0..cap) at *o; what does not fit is cut off. */
+static void put(char *out, size_t cap, size_t *o, const char *fmt, ...) SFL_PRINTF(4, 5);
+static void put(char *out, size_t cap, size_t *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*o + 1 >= cap)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(out + *o, cap - *o, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *o = *o + (size_t)n < cap ? *o + (size_t)n : cap - 1;
+}
+
+/* Why a job in SELECTING with n available agents cannot start its round
+ * (fewer than min_quorum), into j->waiting, logged once per change: the
+ * counts of connected, eligible and available agents, and the most common
+ * reason the others are not eligible, with the first such agent's detail.
+ * Empty once the round can start. */
+static void note_waiting(job_t *j, uint32_t n)
+{
+    coord_t *co = j->co;
+    uint32_t connected = 0, elig = 0, count[COORD_INELIG_COUNT] = {0}, need, top = 0;
+    uint64_t first[COORD_INELIG_COUNT] = {0};
+    char detail[COORD_INELIG_COUNT][128], text[SFL_MSG_TEXT_LEN], q[600];
+    size_t o = 0;
+
+    need = j->model.rcfg.min_quorum;
+    if (n >= need) {
+        j->waiting[0] = '\0';
+        return;
+    }
+    for (size_t i = 0; i < co->nagents; i++) {
+        const agent_t *a = co->agents[i];
+        coord_inelig_t r;
+
+        if (a->conn == NULL)
+            continue;
+        connected++;
+        if ((r = coord_ineligible(j, a, NULL, 0)) == COORD_INELIG_NONE) {
+            elig++;
+            continue;
+        }
+        /* the detail only for the first of each reason: this runs every
+         * tick while the job waits, over every agent */
+        if (count[r]++ == 0) {
+            first[r] = a->id;
+            (void)coord_ineligible(j, a, detail[r], sizeof(detail[r]));
+        }
+        if (count[r] > count[top])
+            top = r;
+    }
+    put(text, sizeof(text), &o, "selecting %u/%u: waiting for %u more agent%s (", n, need,
+        need - n, need - n == 1 ? "" : "s");
+    if (connected == 0)
+        put(text, sizeof(text), &o, "none connected");
+    else
+        put(text, sizeof(text), &o, "%u connected, %u eligible", connected, elig);
+    if (elig > n)
+        put(text, sizeof(text), &o, ", %u of them busy", elig - n);
+    if (count[top])
+        put(text, sizeof(text), &o, "; %u not eligible, e.g. agent %llu: %s", connected - elig,
+            (unsigned long long)first[top], detail[top]);
+    put(text, sizeof(text), &o, ")");
+    if (strcmp(text, j->waiting) == 0)
+        return;
+    memcpy(j->waiting, text, sizeof(text));
+    coord_log(COORD_LOG_INFO, "job_waiting", "job=%llu round=%llu reason=%s",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+              coord_log_quote(j->waiting, q, sizeof(q)));
+}
+
+
+/* Opening an attempt: its row (nonce, cohort manifest, SELECTED
+ * participation) and TRAINING, in the store before any task goes out, so
+ * that no agent works on an attempt a restart would not know. */
+typedef struct {
+    coord_write_op_t op;
+    coord_t *co;
+    uint64_t job, seq;
+    int64_t round, attempt;
+    uint8_t nonce[COORD_NONCE_BYTES];
+    size_t n;
+    int64_t cohort[]; /* ascending agent ids */
+} open_op_t;
+
+static int open_run(coord_store_t *s, coord_write_op_t *op)
+{
+    open_op_t *o = (open_op_t *)op;
+    int rc;
+
+    if ((rc = coord_store_round_open(s, (int64_t)o->job, o->round, o->attempt, o->nonce,
+                                     o->cohort, o->n)) < 0)
+        return rc;
+    return coord_store_round_set_state(s, (int64_t)o->job, o->round, o->attempt,
+                                       COORD_SROW_TRAINING, NULL);
+}
+
+/* The attempt is durable: its tasks go out, unless it ended meanwhile
+ * (paused, cancelled, its deadline passed), which the writer then records
+ * after this. */
+static void open_done(coord_write_op_t *op)
+{
+    open_op_t *o = (open_op_t *)op;
+    coord_t *co = o->co;
+    job_t *j = op->abandoned ? NULL : coord_job_find(co, o->job);
+    char why[SFL_MSG_TEXT_LEN], q[300];
+
+    if (j == NULL || j->open_seq != o->seq || !j->opening) {
+        if (j != NULL && op->rc < 0)
+            coord_log(COORD_LOG_ERROR, "store_error", "job=%llu round=%lld error=%s",
+                      (unsigned long long)o->job, (long long)o->round,
+                      coord_log_quote(op->error, q, sizeof(q)));
+        sfl__free(o);
+        return;
+    }
+    j->opening = 0;
+    if (op->rc < 0) {
+        /* Nothing an agent can fix: the job pauses with the reason instead
+         * of burning its attempts. */
+        snprintf(why, sizeof(why), "cannot open round %lld: %.200s", (long long)o->round, op->error);
+        coord_log(COORD_LOG_ERROR, "round_open_failed", "job=%llu error=%s",
+                  (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+        j->opened = 0; /* no row to mark failed */
+        pause_failed(j, why);
+    } else {
+        for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
+            agent_t *a = coord_agent_find(co, j->rnd.members[i].agent);
+
+            if (a)
+                coord_send_task(co, j, a);
+        }
+    }
+    sfl__free(o);
+    coord_schedule(co);
+}
+
+/* SELECTING: start the attempt once enough eligible agents subscribe. The
+ * full selection (cohort * (1 + over_selection)) starts at once; a smaller
+ * one that still reaches the quorum after select_wait_ms. Fewer than the
+ * quorum keep waiting without using up an attempt. */
+static void try_start(job_t *j)
+{
+    coord_t *co = j->co;
+    const coord_round_cfg_t *rc_ = &j->model.rcfg;
+    uint64_t now = coord_now_ms(co), *ids = NULL;
+    uint32_t n = 0;
+    double want = ceil(rc_->cohort * (1.0 + rc_->overselect));
+    open_op_t *o = NULL;
+    char why[200], q[300];
+    int rc;
+
+    ids = sfl__mallocarray(co->nagents ? co->nagents : 1, sizeof(*ids));
+    if (ids == NULL)
+        return;
+    for (size_t i = 0; i < co->nagents; i++) {
+        agent_t *a = co->agents[i];
+
+        if (a->sub && a->conn && coord_eligible(j, a) && !coord_busy_elsewhere(co, a, j))
+            ids[n++] = a->id;
+    }
+    note_waiting(j, n);
+    if (n < rc_->min_quorum || (n < want && now - j->select_since < co->cfg.select_wait_ms))
+        goto out;
+    if ((rc = coord_job_model(j)) < 0) {
+        snprintf(why, sizeof(why), "cannot load the last checkpoint: %s", sfl_last_error());
+        if (rc == SFL_ENOMEM)
+            pause_failed(j, why); /* the operator may resume once memory is there */
+        else
+            fail_job(j, why);
+        goto out;
+    }
+    if ((rc = coord_round_step(&j->rnd, COORD_EV_START, now, j->spec.seed, ids, n)) < 0) {
+        /* no memory: the next tick tries again */
+        coord_log(COORD_LOG_ERROR, "round_start_failed", "job=%llu error=%s",
+                  (unsigned long long)j->id, coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        goto out;
+    }
+    o = sfl__calloc(1, sizeof(*o) + (j->rnd.nmembers ? j->rnd.nmembers : 1) * sizeof(int64_t));
+    if (o == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the cohort");
+        goto fail;
+    }
+    j->wire_attempt = j->used++;
+    randombytes_buf(j->rnd.nonce, sizeof(j->rnd.nonce));
+    j->deadline_wall = coord_wall_ms() + (int64_t)rc_->deadline_ms;
+    if (j->round_since == 0)
+        j->round_since = now;
+    o->op.run = open_run;
+    o->op.done = open_done;
+    o->co = co;
+    o->job = j->id;
+    o->seq = ++j->open_seq;
+    o->round = (int64_t)j->rnd.round;
+    o->attempt = (int64_t)j->wire_attempt + 1;
+    memcpy(o->nonce, j->rnd.nonce, sizeof(o->nonce));
+    o->n = j->rnd.nmembers;
+    for (uint32_t i = 0; i < j->rnd.nmembers; i++)
+        o->cohort[i] = (int64_t)j->rnd.members[i].agent;
+    coord_part_flush(co); /* the writer keeps the order: earlier records first */
+    coord_writer_post(co->writer, &o->op);
+    j->opened = j->opening = 1;
+    if ((rc = key_new(&j->key)) < 0 || (rc = coord_job_begin(&j->model, j->rnd.nmembers)) < 0 ||
+        (rc = build_task(j)) < 0)
+        goto fail;
+    memset(&j->fold, 0, sizeof(j->fold));
+    coord_log(COORD_LOG_INFO, "round_open",
+              "job=%llu round=%llu attempt=%u selected=%u eligible=%u deadline_ms=%llu",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+              j->rnd.nmembers, n, (unsigned long long)rc_->deadline_ms);
+    goto out; /* the tasks go out in open_done */
+fail:
+    /* The task cannot be made: nothing an agent can fix, so the job stops
+     * with the reason instead of burning its attempts. */
+    if (!j->opening)
+        sfl__free(o);
+    j->opening = 0;
+    snprintf(why, sizeof(why), "cannot open round %llu: %s", (unsigned long long)j->rnd.round,
+             sfl_last_error());
+    coord_log(COORD_LOG_ERROR, "round_open_failed", "job=%llu error=%s",
+              (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+    pause_failed(j, why);
+out:
+    sfl__free(ids);
+}
+
+/* JobStatus's last_* after a restart: the last committed round's row. */
+void coord_load_last_metrics(job_t *j)
+{
+    coord_srow_history_t *h = NULL;
+    size_t n = 0;
+
+    memset(&j->last, 0, sizeof(j->last));
+    if (j->committed == 0)
+        return;
+    if (coord_store_history(j->co->store, (int64_t)j->id, (int64_t)j->committed - 1, 1, &h,
+                            &n) == 0 &&
+        n == 1)
+        j->last = h[0].m;
+    coord_store_free(h);
+}
+
+int coord_reload_model(job_t *j)
+{
+    coord_t *co = j->co;
+    uint8_t *buf = NULL, hash[COORD_HASH_BYTES];
+    size_t len = 0;
+    int64_t round = 0;
+    int rc;
+
+    /* A checkpoint is at most 5 (varint index gap) + 8 (f64) bytes a
+     * coordinate plus its header. */
+    rc = coord_store_checkpoint_latest(co->store, (int64_t)j->id, j->model.prob.dim * 13 + 64,
+                                       &round, &buf, &len, hash);
+    if (rc == SFL_ENOTFOUND) {
+        memset(j->model.global, 0, j->model.prob.dim * sizeof(double));
+        j->model.round = 0;
+        j->committed = 0;
+        j->model_nnz = 0;
+        memset(&j->last, 0, sizeof(j->last));
+        return 0;
+    }
+    if (rc == 0)
+        rc = coord_job_restore(&j->model, (uint64_t)round, buf, len);
+    coord_store_free(buf);
+    if (rc == 0) {
+        j->committed = (uint64_t)round;
+        j->model_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
+        coord_load_last_metrics(j);
+    }
+    return rc;
+}
+
+/* Thread pool: the aggregation's end and the checkpoint's encoding. The
+ * commit is the writer's (commit_run). */
+static void agg_work(uv_work_t *w)
+{
+    job_t *j = w->data;
+    uint64_t t0 = uv_hrtime();
+    int rc;
+
+    rc = coord_job_end(&j->model);
+    if (rc == 0)
+        rc = coord_job_encode(&j->model, &j->work_buf, &j->work_len, j->work_hash);
+    if (rc == 0) {
+        j->work_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
+        j->work_metrics.model_nnz = j->work_nnz;
+    }
+    if (rc < 0)
+        coord_text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
+    j->work_rc = rc;
+    j->work_ns = uv_hrtime() - t0;
+}
+
+static void attempt_failed(job_t *j);
+
+static void next_round(job_t *j)
+{
+    coord_t *co = j->co;
+    uint64_t now = coord_now_ms(co);
+
+    if (j->round_since) {
+        coord_hist_observe(&co->round_hist, (double)(now - j->round_since) / 1000.0);
+        j->round_since = 0;
+    }
+    if (j->committed >= j->spec.rounds && !coord_job_final(j)) {
+        coord_set_job_state(j, SFL_JOB_FINISHED, NULL, NULL);
+        coord_round_close(&j->rnd);
+        coord_round_init(&j->rnd, &j->model.rcfg, j->id, j->committed + 1);
+        return;
+    }
+    coord_reset_round(j);
+}
+
+/* The aggregation is over, committed (work_rc 0) or not. */
+static void agg_finish(job_t *j)
+{
+    coord_t *co = j->co;
+    char q[300], hex[65];
+
+    j->busy = 0;
+    j->opened = j->work_rc != 0; /* a commit closes the attempt's row */
+    sfl__free(j->work_buf);
+    j->work_buf = NULL;
+    if (j->work_rc == 0) {
+        step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
+        j->committed = j->model.round;
+        j->model_nnz = j->work_nnz;
+        j->last = j->work_metrics;
+        co->rounds_committed++;
+        coord_hist_observe(&co->agg_hist, (double)j->work_ns / 1e9);
+        sodium_bin2hex(hex, sizeof(hex), j->model_hash, 8);
+        coord_log(COORD_LOG_INFO, "round_committed",
+                  "job=%llu round=%llu attempt=%u accepted=%u nnz=%u aggregate_ms=%.3f "
+                  "train_loss=%.6g eval_samples=%llu eval_accuracy=%.6g eval_mse=%.6g",
+                  (unsigned long long)j->id, (unsigned long long)j->committed, j->wire_attempt,
+                  j->rnd.accepted, j->model_nnz, (double)j->work_ns / 1e6, j->last.train_loss,
+                  (unsigned long long)j->last.eval_samples, j->last.eval_accuracy,
+                  j->last.eval_mse);
+        next_round(j);
+    } else {
+        coord_log(COORD_LOG_ERROR, "aggregation_failed", "job=%llu round=%llu error=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                  coord_log_quote(j->work_err, q, sizeof(q)));
+        /* The model may have moved (end ran, the commit did not): back to
+         * the last committed state. */
+        if (coord_reload_model(j) < 0) {
+            char why[SFL_MSG_TEXT_LEN];
+
+            snprintf(why, sizeof(why), "cannot reload the last checkpoint: %s",
+                     sfl_last_error());
+            fail_job(j, why);
+        }
+        step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
+        attempt_failed(j);
+    }
+    coord_job_release(j);
+    if (co->stopping)
+        coord_check_stopped(co);
+    else {
+        coord_job_drive(j);
+        coord_dismiss_idle(co);
+    }
+}
+
+/* The commit: the round, its checkpoint and metrics in one transaction. */
+typedef struct {
+    coord_write_op_t op;
+    job_t *j;
+    int64_t round, attempt;
+    coord_round_metrics_t metrics;
+    const uint8_t *buf; /* j->work_buf: the job stays busy until done */
+    size_t len;
+} commit_op_t;
+
+static int commit_run(coord_store_t *s, coord_write_op_t *op)
+{
+    commit_op_t *o = (commit_op_t *)op;
+
+    return coord_store_round_commit(s, (int64_t)o->j->id, o->round, o->attempt, o->buf, o->len,
+                                    &o->metrics, NULL);
+}
+
+static void commit_done(coord_write_op_t *op)
+{
+    commit_op_t *o = (commit_op_t *)op;
+    job_t *j = o->j;
+
+    if (!op->abandoned) {
+        j->work_rc = op->rc;
+        if (op->rc < 0)
+            coord_text_copy(j->work_err, sizeof(j->work_err), op->error);
+        agg_finish(j);
+    }
+    sfl__free(o);
+}
+
+static void agg_after(uv_work_t *w, int status)
+{
+    job_t *j = w->data;
+    commit_op_t *o;
+
+    (void)status; /* work items are never cancelled */
+    if (j->work_rc == 0) {
+        if ((o = sfl__calloc(1, sizeof(*o))) == NULL) {
+            j->work_rc = SFL_ENOMEM;
+            coord_text_copy(j->work_err, sizeof(j->work_err), "no memory for the commit");
+        } else {
+            o->op.run = commit_run;
+            o->op.done = commit_done;
+            o->j = j;
+            o->round = (int64_t)j->rnd.round;
+            o->attempt = (int64_t)j->wire_attempt + 1;
+            o->metrics = j->work_metrics;
+            o->buf = j->work_buf;
+            o->len = j->work_len;
+            coord_part_flush(j->co); /* the attempt's records in before its commit */
+            coord_writer_post(j->co->writer, &o->op);
+            return;
+        }
+    }
+    agg_finish(j);
+}
+
+/* The attempt's progress as sample-weighted means. A mean that is not
+ * finite (sums beyond the double range) is dropped, not stored. */
+static void fold_metrics(job_t *j)
+{
+    coord_round_metrics_t *m = &j->work_metrics;
+
+    memset(m, 0, sizeof(*m));
+    m->bytes_down = j->fold.bytes_down > INT64_MAX ? INT64_MAX : j->fold.bytes_down;
+    if (j->fold.samples > 0) {
+        m->samples = j->fold.samples;
+        m->train_loss = j->fold.loss / (double)j->fold.samples;
+    }
+    if (j->fold.eval_samples > 0) {
+        m->eval_samples = j->fold.eval_samples;
+        m->eval_accuracy = j->fold.accuracy / (double)j->fold.eval_samples;
+        m->eval_mse = j->fold.mse / (double)j->fold.eval_samples;
+    }
+    /* SQLite integers are signed 64-bit. */
+    if (!isfinite(m->train_loss) || m->samples > INT64_MAX) {
+        m->samples = 0;
+        m->train_loss = 0;
+    }
+    if (!isfinite(m->eval_accuracy) || !isfinite(m->eval_mse) || m->eval_samples > INT64_MAX) {
+        m->eval_samples = 0;
+        m->eval_accuracy = m->eval_mse = 0;
+    }
+}
+
+static void start_aggregation(job_t *j)
+{
+    int rc;
+
+    fold_metrics(j);
+    store_round_state(j, COORD_SROW_AGGREGATING, NULL);
+    coord_close_attempt(j);
+    j->busy = 1;
+    j->work.data = j;
+    j->work_rc = 0;
+    j->work_err[0] = '\0';
+    rc = uv_queue_work(j->co->loop, &j->work, agg_work, agg_after);
+    if (rc != 0) {
+        j->busy = 0;
+        step(j, COORD_EV_AGG_FAILED, coord_now_ms(j->co));
+    }
+}
+
+static void attempt_failed(job_t *j)
+{
+    coord_t *co = j->co;
+    char reason[sizeof(j->rnd.reason)], q[300];
+    int rc;
+
+    snprintf(reason, sizeof(reason), "%s", j->rnd.reason);
+    store_round_state(j, COORD_SROW_FAILED, reason);
+    j->opened = 0;
+    coord_close_attempt(j);
+    co->rounds_failed++;
+    coord_log(COORD_LOG_WARN, "round_failed", "job=%llu round=%llu attempt=%u reason=%s",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+              coord_log_quote(reason, q, sizeof(q)));
+    rc = coord_round_step(&j->rnd, COORD_EV_RETRY, coord_now_ms(co), 0, NULL, 0);
+    if (rc < 0) {
+        char why[SFL_MSG_TEXT_LEN];
+
+        /* Out of attempts: the job pauses with the reason, and an operator
+         * who fixed the cause resumes it with a fresh budget. */
+        snprintf(why, sizeof(why), "%s", sfl_last_error());
+        coord_reset_round(j);
+        if (j->state == SFL_JOB_RUNNING) {
+            coord_text_copy(j->error, sizeof(j->error), why);
+            coord_set_job_state(j, SFL_JOB_PAUSED, NULL, NULL);
+            coord_log(COORD_LOG_WARN, "job_paused", "job=%llu error=%s",
+                      (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+        }
+        return;
+    }
+    j->wire_attempt++;
+    j->select_since = coord_now_ms(co);
+}
+
+/* One switch over the round state; each case does what the state asks
+ * for and may move the machine on, which the loop then follows. */
+void coord_job_drive(job_t *j)
+{
+    for (int turn = 0; turn < 8; turn++) {
+        coord_round_state_t before = j->rnd.state;
+
+        if (!coord_running(j) || j->busy)
+            return;
+        switch (j->rnd.state) {
+        case COORD_ROUND_SELECTING:
+            try_start(j);
+            break;
+        case COORD_ROUND_TRAINING:
+            step(j, COORD_EV_TICK, coord_now_ms(j->co));
+            break;
+        case COORD_ROUND_AGGREGATING:
+            start_aggregation(j);
+            break;
+        case COORD_ROUND_COMMITTED:
+            next_round(j);
+            break;
+        case COORD_ROUND_FAILED:
+            attempt_failed(j);
+            break;
+        }
+        if (j->rnd.state == before)
+            return;
+    }
+}
+
+void coord_schedule(coord_t *co)
+{
+    if (co->stopping)
+        return;
+    for (size_t i = 0; i < co->njobs; i++)
+        coord_job_drive(co->jobs[i]);
+    coord_dismiss_idle(co);
+}
+
+void coord_on_tick(uv_timer_t *t)
+{
+    coord_t *co = t->data;
+    uint64_t hr = uv_hrtime();
+
+    /* Loop lag: how late this tick runs, i.e. how long the loop was kept
+     * from its timers (a handler, a store write waiting on SQLite). */
+    if (co->tick_hr != 0) {
+        uint64_t due = co->tick_hr + co->cfg.tick_ms * 1000000u;
+        double lag = hr > due ? (double)(hr - due) / 1e9 : 0.0;
+
+        coord_hist_observe(&co->lag_hist, lag);
+        if (lag > co->lag_max)
+            co->lag_max = lag;
+    }
+    co->tick_hr = hr;
+    coord_part_flush(co);
+#ifdef __GLIBC__
+    uint64_t gone = co->tls_refused + co->conns_closed;
+
+    /* A burst of connections (a reconnect storm, a half-open flood) leaves
+     * glibc's heap holding their freed TLS state: given back once 64 or
+     * more have gone since the last time. */
+    if (gone - co->trimmed_at >= 64) {
+        malloc_trim(0);
+        co->trimmed_at = gone;
+    }
+#endif
+    coord_schedule(co);
+}
+
+/* Shutdown: finish what can be finished. An attempt with its quorum is
+ * aggregated now (time is moved to its deadline, where the machine closes
+ * it on quorum), others are recorded failed. */
+void coord_drive_wind_down(coord_t *co)
+{
+    for (size_t i = 0; i < co->njobs; i++) {
+        job_t *j = co->jobs[i];
+
+        if (!j->ready || j->busy || j->state != SFL_JOB_RUNNING ||
+            j->rnd.state != COORD_ROUND_TRAINING)
+            continue;
+        if (j->rnd.accepted >= j->rnd.cfg.min_quorum) {
+            step(j, COORD_EV_TICK, j->rnd.deadline_at_ms);
+            if (j->rnd.state == COORD_ROUND_AGGREGATING) {
+                start_aggregation(j);
+                continue;
+            }
+        }
+        coord_abandon(j, "coordinator shutting down");
+    }
+}

@@ -1,0 +1,293 @@
+/* Jobs: created (CreateJob, the jobs of coordinator.ini), loaded from the
+ * store at start, their O(dim) state allocated when a round first needs it
+ * and released when they stop running. */
+#include "coord_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sfl/alloc.h"
+
+void coord_job_free(job_t *j)
+{
+    if (j == NULL)
+        return;
+    coord_close_attempt(j);
+    coord_round_close(&j->rnd);
+    if (j->ready)
+        coord_job_close(&j->model);
+    sfl__free(j->work_buf);
+    sfl__free(j);
+}
+
+static int job_insert(coord_t *co, job_t *j)
+{
+    if (co->njobs == co->cap_jobs) {
+        size_t cap = co->cap_jobs ? 2 * co->cap_jobs : 8;
+        job_t **nj = sfl__reallocarray(co->jobs, cap, sizeof(*nj));
+
+        if (nj == NULL)
+            return SFL_ENOMEM;
+        co->jobs = nj;
+        co->cap_jobs = cap;
+    }
+    co->jobs[co->njobs++] = j;
+    return 0;
+}
+
+/* Model, aggregator and round machine of a job whose spec is set. */
+/* Sets the job up without its O(dim) state (job_model loads that when a
+ * round first needs it): committed is its last committed round, and the
+ * status shows that round's metrics. */
+static int job_prepare(job_t *j, uint64_t committed)
+{
+    int64_t next = 1;
+    int rc;
+
+    if ((rc = coord_job_setup(&j->model, &j->spec)) < 0)
+        return rc;
+    j->ready = 1;
+    j->committed = committed;
+    j->used_round = committed + 1;
+    if ((rc = coord_store_round_next_attempt(j->co->store, (int64_t)j->id,
+                                             (int64_t)committed + 1, &next)) < 0)
+        return rc;
+    j->used = next > 1 ? (uint32_t)(next - 1) : 0;
+    coord_load_last_metrics(j);
+    j->model_nnz = j->last.model_nnz;
+    coord_reset_round(j);
+    return 0;
+}
+
+/* The job's O(dim) state, from its last checkpoint: allocated when a round
+ * is about to open, freed when the job pauses or ends (job_release). */
+int coord_job_model(job_t *j)
+{
+    int rc;
+
+    if (j->model.global != NULL)
+        return 0;
+    if ((rc = coord_job_open(&j->model)) < 0)
+        return rc;
+    if ((rc = coord_reload_model(j)) < 0)
+        coord_job_close(&j->model);
+    return rc;
+}
+
+/* Creating a job: its row (and PAUSED for a job created paused), then the
+ * job here, then the answer. */
+typedef struct {
+    coord_write_op_t op;
+    coord_t *co;
+    job_t *j;             /* owned until inserted */
+    uint8_t *bytes;       /* the packed spec */
+    size_t len;
+    uint64_t need;        /* its model state, counted in creating_bytes */
+    int64_t id;
+    coord_created_cb after;
+    void *ud;
+} create_op_t;
+
+static int create_run(coord_store_t *s, coord_write_op_t *op)
+{
+    create_op_t *o = (create_op_t *)op;
+    int rc;
+
+    if ((rc = coord_store_job_create(s, o->j->spec.name, o->bytes, o->len, o->j->spec.seed,
+                                     &o->id)) < 0)
+        return rc;
+    if (o->j->spec.paused && (rc = coord_store_job_set_state(s, o->id, COORD_JOB_PAUSED)) < 0) {
+        /* The row exists; mark it so a restart does not run it. */
+        if (coord_store_job_set_state(s, o->id, COORD_JOB_CANCELLED) < 0)
+            return sfl__wrap(rc, "job %lld is recorded running: neither paused nor cancelled",
+                             (long long)o->id);
+        return rc;
+    }
+    return 0;
+}
+
+static void create_done(coord_write_op_t *op)
+{
+    create_op_t *o = (create_op_t *)op;
+    coord_t *co = o->co;
+    job_t *j = o->j, *made = NULL;
+    const char *err = op->error;
+    int rc = op->abandoned ? -ECANCELED : op->rc;
+
+    co->creating_bytes -= o->need;
+    if (rc == 0) {
+        j->id = (uint64_t)o->id;
+        if ((rc = job_prepare(j, 0)) < 0 || (rc = job_insert(co, j)) < 0) {
+            err = sfl_last_error();
+            coord_write_job_state(co, j->id, COORD_JOB_CANCELLED, NULL, NULL);
+        } else {
+            coord_log(COORD_LOG_INFO, "job_created", "job=%llu name=%s algorithm=%s state=%s",
+                      (unsigned long long)j->id, j->spec.name, j->spec.algorithm,
+                      sfl_msg_job_state_name(j->state));
+            made = j;
+            j = NULL;
+        }
+    }
+    o->after(co, made, rc, err, o->ud);
+    coord_job_free(j);
+    sfl_msg_buf_free(o->bytes);
+    sfl__free(o);
+    if (made != NULL && !co->stopping)
+        coord_schedule(co);
+}
+
+static int job_create(coord_t *co, const sfl_job_spec_t *spec, int now, coord_created_cb after,
+                      void *ud)
+{
+    sfl_problem_t prob;
+    uint64_t live, need;
+    create_op_t *o;
+    int rc;
+
+    if ((rc = coord_job_spec_check(spec)) < 0)
+        return rc;
+    /* Its model travels in tasks: it must fit the message limits. */
+    if ((rc = sfl_problem_init(&prob, sfl_loss_find(spec->loss), spec->dimension,
+                               spec->nlabels)) < 0)
+        return rc;
+    if (prob.dim > co->lim.max_dim)
+        return sfl__fail(SFL_EINVAL, "the job's model has %zu entries, above the "
+                         "coordinator's max_dim %u", prob.dim, co->lim.max_dim);
+    /* Every job not ended holds its O(dim) state: bounded in sum, counting
+     * the jobs still being recorded. */
+    live = coord_live_job_bytes(co) + co->creating_bytes;
+    need = coord_job_state_bytes(prob.dim);
+    if (need > co->cfg.max_job_memory || live > co->cfg.max_job_memory - need)
+        return sfl__fail(-ENOSPC, "the job needs %llu bytes of model state, %llu of "
+                         "max_job_memory %llu are held by jobs not ended",
+                         (unsigned long long)need, (unsigned long long)live,
+                         (unsigned long long)co->cfg.max_job_memory);
+    if ((o = sfl__calloc(1, sizeof(*o))) == NULL || (o->j = sfl__calloc(1, sizeof(*o->j))) == NULL) {
+        sfl__free(o);
+        return SFL_ENOMEM;
+    }
+    if ((rc = sfl_msg_create_job_pack(spec, &o->bytes, &o->len)) < 0) {
+        sfl__free(o->j);
+        sfl__free(o);
+        return rc;
+    }
+    o->op.run = create_run;
+    o->op.done = create_done;
+    o->co = co;
+    o->j->co = co;
+    o->j->spec = *spec;
+    o->j->state = spec->paused ? SFL_JOB_PENDING : SFL_JOB_RUNNING;
+    o->need = need;
+    o->after = after;
+    o->ud = ud;
+    co->creating_bytes += need;
+    if (now)
+        coord_writer_call(co->writer, &o->op); /* the result goes to after */
+    else
+        coord_writer_post(co->writer, &o->op);
+    return 0;
+}
+
+int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, coord_created_cb after, void *ud)
+{
+    return job_create(co, spec, 0, after, ud);
+}
+
+/* coord_add_jobdef's answer, written where it waits. */
+typedef struct {
+    int rc;
+    uint64_t id;
+    char error[SFL_MSG_TEXT_LEN];
+} jobdef_result_t;
+
+static void jobdef_created(coord_t *co, job_t *j, int rc, const char *error, void *ud)
+{
+    jobdef_result_t *r = ud;
+
+    (void)co;
+    r->rc = rc;
+    r->id = j ? j->id : 0;
+    snprintf(r->error, sizeof(r->error), "%s", error ? error : "");
+}
+
+int coord_add_jobdef(coord_t *c, const coord_jobdef_t *d, uint64_t *id, int *created)
+{
+    jobdef_result_t r = {0};
+    sfl_job_spec_t w;
+    int rc;
+
+    if (created)
+        *created = 0;
+    if ((rc = coord_jobdef_wire(d, &w)) < 0)
+        return rc;
+    for (size_t i = 0; i < c->njobs; i++)
+        if (strcmp(c->jobs[i]->spec.name, w.name) == 0) {
+            if (id)
+                *id = c->jobs[i]->id;
+            return 0;
+        }
+    /* At startup, before the loop serves: waiting on the writer is fine. */
+    if ((rc = job_create(c, &w, 1, jobdef_created, &r)) < 0)
+        return rc;
+    if (r.rc < 0)
+        return sfl__fail(r.rc, "%s", r.error);
+    if (id)
+        *id = r.id;
+    if (created)
+        *created = 1;
+    return 0;
+}
+
+/* A job row from the store at start. */
+int coord_job_load(coord_t *co, const coord_srow_job_t *row)
+{
+    job_t *j = sfl__calloc(1, sizeof(*j));
+    char q[300];
+    int rc;
+
+    if (j == NULL)
+        return SFL_ENOMEM;
+    j->co = co;
+    j->id = (uint64_t)row->id;
+    switch (row->state) {
+    case COORD_JOB_ACTIVE: j->state = SFL_JOB_RUNNING; break;
+    case COORD_JOB_PAUSED: j->state = SFL_JOB_PAUSED; break;
+    case COORD_JOB_CANCELLED: j->state = SFL_JOB_CANCELLED; break;
+    case COORD_JOB_FAILED: j->state = SFL_JOB_FAILED; break;
+    default: j->state = SFL_JOB_FINISHED; break;
+    }
+    coord_text_copy(j->error, sizeof(j->error), row->error);
+    rc = sfl_msg_create_job_unpack(row->spec, row->spec_len, NULL, &j->spec);
+    if (rc == 0)
+        rc = job_prepare(j, (uint64_t)row->last_committed_round);
+    if (rc == SFL_ENOMEM) {
+        coord_job_free(j);
+        return rc;
+    }
+    if (rc < 0) {
+        /* Kept visible (Status, ListJobs) but never run. */
+        snprintf(j->spec.name, sizeof(j->spec.name), "%.63s", row->name);
+        snprintf(j->error, sizeof(j->error), "cannot load the job: %.200s", sfl_last_error());
+        j->state = SFL_JOB_FAILED;
+        coord_log(COORD_LOG_ERROR, "job_load_failed", "job=%llu error=%s",
+                  (unsigned long long)j->id, coord_log_quote(j->error, q, sizeof(q)));
+    } else if (j->state == SFL_JOB_PAUSED && j->committed == 0 && j->wire_attempt == 0) {
+        j->state = SFL_JOB_PENDING; /* never started */
+    }
+    if ((rc = job_insert(co, j)) < 0) {
+        coord_job_free(j);
+        return rc;
+    }
+    coord_job_release(j);
+    if (j->ready)
+        coord_log(COORD_LOG_INFO, "job_resumed",
+                  "job=%llu name=%s state=%s committed_round=%llu next_attempt=%u",
+                  (unsigned long long)j->id, j->spec.name, sfl_msg_job_state_name(j->state),
+                  (unsigned long long)j->committed, j->wire_attempt);
+    return 0;
+}
