@@ -249,8 +249,15 @@ $(CTL_BIN): $(CTL_MAIN_OBJ) $(COORD_LIB) $(LIB)
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Iserver -Iclient-agent $(LDFLAGS) -o $@ $< \
-	    $(UNIT_HELPERS) $(PROG_LIBS) $(LIB) -lcmocka $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Itests/unit/coordfx -Iserver -Iclient-agent \
+	    $(LDFLAGS) -o $@ $< $(UNIT_HELPERS) $(UNIT_EXTRA) $(PROG_LIBS) $(LIB) -lcmocka $(LDLIBS)
+
+# The suites of the coordinator's modules that run it in-process share a
+# fixture (tests/unit/coordfx/), linked into those only.
+COORDFX_TESTS := test_coord test_agentsvc test_submit test_driver test_admin test_subs \
+    test_coordmetrics
+$(COORDFX_TESTS:%=$(BUILD)/tests/%): tests/unit/coordfx/coordfx.c tests/unit/coordfx/coordfx.h
+$(COORDFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/coordfx/coordfx.c
 
 # bench_writer measures the coordinator's store and writer: it links them.
 $(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB)

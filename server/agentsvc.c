@@ -42,7 +42,8 @@ static void join_refused(join_op_t *o, const char *error)
     char q[300];
 
     if (coord_refusal_log_ok(o->co, &dropped))
-        coord_log(COORD_LOG_WARN, "join_refused", "name=%s addr=%s fingerprint=%s error=%s dropped=%u",
+        coord_log(COORD_LOG_WARN, "join_refused",
+                  "name=%s addr=%s fingerprint=%s error=%s dropped=%u",
                   coord_log_quote(o->row.name, q, sizeof(q)), o->addr, o->fingerprint, error,
                   dropped);
 }

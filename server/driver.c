@@ -360,7 +360,8 @@ static void open_done(coord_write_op_t *op)
     if (op->rc < 0) {
         /* Nothing an agent can fix: the job pauses with the reason instead
          * of burning its attempts. */
-        snprintf(why, sizeof(why), "cannot open round %lld: %.200s", (long long)o->round, op->error);
+        snprintf(why, sizeof(why), "cannot open round %lld: %.200s", (long long)o->round,
+                 op->error);
         coord_log(COORD_LOG_ERROR, "round_open_failed", "job=%llu error=%s",
                   (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
         j->opened = 0; /* no row to mark failed */

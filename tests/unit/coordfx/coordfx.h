@@ -1,0 +1,126 @@
+/* The coordinator in-process, for the unit suites of its modules: coord.c
+ * on a uv loop with real TLS over loopback (certificates by
+ * deploy/pki/sfl-pki in a temporary directory) and minimal gRPC clients
+ * (sfl/grpcconn.h channels). In-test agents join, subscribe, verify the
+ * signed task and send fixed sealed updates. Every run is bounded by a
+ * watchdog; suites check the store directly after the coordinator stopped.
+ * Linked into the suites COORDFX_TESTS in the Makefile lists. */
+#ifndef SFL_TEST_COORDFX_H
+#define SFL_TEST_COORDFX_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coord.h"
+#include "failalloc.h"
+#include "testutil.h"
+#include "sfl/alloc.h"
+#include "sfl/error.h"
+#include "sfl/grpc.h"
+#include "sfl/grpcconn.h"
+#include "sfl/msg.h"
+#include "sfl/seal.h"
+#include "sfl/spcodec.h"
+#include "sfl/transport.h"
+#include "store.h"
+
+#define WATCHDOG_MS 60000 /* a failure detector: 10x and more what a loaded machine needs */
+#define PKI "deploy/pki/sfl-pki"
+#define DIM 20
+
+typedef struct cli {
+    sfl_grpcconn_t *c;      /* NULL once closed */
+    sfl_grpc_session_t *s;  /* its session, NULL once closed */
+    int opened, closed, connect_status;
+} cli_t;
+
+typedef struct {
+    int done, status;
+    char msg[512];
+    uint8_t *resp;
+    size_t len;
+} res_t;
+
+#define MAX_MSGS 16
+
+typedef struct {
+    int done, status, n;
+    char msg[256];
+    uint8_t *m[MAX_MSGS];
+    size_t len[MAX_MSGS];
+    sfl_grpc_call_t *call; /* for sfl_grpc_cancel while !done */
+} stream_t;
+
+typedef struct {
+    cli_t cli;
+    sfl_identity_t *id;
+    uint64_t agent_id;
+    uint8_t coord_pk[32];
+    stream_t sub;
+    int seen; /* stream messages consumed */
+} tagent_t;
+
+typedef struct {
+    uv_loop_t loop;
+    uv_timer_t watchdog;
+    int timed_out;
+    char state[64];
+    coord_config_t cfg;
+    coord_t *co;
+    int port, mport, stopped;
+    cli_t admin;
+    tagent_t ag[3];
+} fx_t;
+
+extern fx_t F;
+
+void fx_run_until(const int *flag);
+void fx_cli_connect(cli_t *k, const char *who);
+void fx_cli_close(cli_t *k);
+/* The unary callback fx_call uses: fills the res_t in ud. */
+void fx_on_unary(sfl_grpc_call_t *call, int status, const char *message, const uint8_t *resp,
+                 size_t len, void *ud);
+void fx_call(cli_t *k, const char *path, uint8_t *req, size_t len, res_t *r);
+void fx_stream_clear(stream_t *s);
+uint8_t *fx_join_req(const sfl_identity_t *id, uint32_t version, size_t *len);
+void fx_agent_join(tagent_t *t, const char *who);
+void fx_agent_subscribe(tagent_t *t);
+sfl_task_t *fx_next_message(tagent_t *t, sfl_wait_t *w);
+sfl_task_t *fx_next_task(tagent_t *t);
+uint8_t *fx_make_update(const sfl_task_t *t, const sfl_identity_t *signer,
+                        const uint8_t *seal_pk, uint64_t agent_id, const double vals[3],
+                        uint64_t samples, size_t *len);
+sfl_ack_t fx_submit(tagent_t *t, const uint8_t *upd, size_t len);
+sfl_heartbeat_reply_t fx_heartbeat(tagent_t *t, uint64_t job, uint64_t round,
+                                   uint32_t attempt);
+void fx_idle_heartbeat(tagent_t *t);
+sfl_status_t *fx_admin_status(cli_t *k);
+void fx_job_spec(sfl_job_spec_t *s, uint32_t deadline_ms, uint32_t max_attempts);
+sfl_job_status_t fx_create_job(cli_t *k, const sfl_job_spec_t *s, int *status);
+sfl_export_t *fx_export_model(cli_t *k, uint64_t job, uint64_t round, int *status);
+sfl_job_history_t *fx_job_history(cli_t *k, uint64_t job, uint64_t after, int *status);
+const char *fx_http(const char *req, size_t len);
+void fx_config(coord_config_t *c);
+void fx_start(void);
+void fx_stop(void);
+int fx_setup(void **state);
+int fx_teardown(void **state);
+int fx_group_setup(void **state);
+int fx_group_teardown(void **state);
+/* The status of job id in a Status reply (fails the test if absent). */
+sfl_job_status_t *fx_find_job(sfl_status_t *st, uint64_t id);
+/* PauseJob, ResumeJob or CancelJob (path) on job id. */
+sfl_job_status_t fx_job_call(cli_t *k, const char *path, uint64_t id, int *status);
+
+#endif

@@ -1,0 +1,171 @@
+/* server/driver.c: the round driver: retries, pauses, waiting reasons, on the
+ * in-process coordinator (coordfx.h). */
+#include "coordfx.h"
+
+/* A quorum missed at the deadline: retry with a fresh nonce and key, then
+ * the job pauses with the reason after max_attempts. */
+static void test_coord_quorum_missed_retries_then_pauses(void **state)
+{
+    static const double v1[3] = {1.0, 1.0, 1.0};
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_task_t *t0, *t1;
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    sfl_status_t *st;
+    sfl_ack_t ack;
+    uint8_t *upd;
+    size_t len;
+    int status;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fx_job_spec(&spec, 1000, 2); /* reached twice: a1 submits well within it */
+    js = fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    fx_agent_join(a1, "agent/a1");
+    fx_agent_join(a2, "agent/a2");
+    fx_agent_subscribe(a1);
+    fx_agent_subscribe(a2);
+    t0 = fx_next_task(a1);
+    assert_int_equal(t0->attempt, 0);
+    upd = fx_make_update(t0, a1->id, NULL, a1->agent_id, v1, 5, &len);
+    ack = fx_submit(a1, upd, len);
+    assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+    /* a2 stays silent: the deadline fails attempt 0, attempt 1 follows */
+    t1 = fx_next_task(a1);
+    assert_int_equal(t1->round, 1);
+    assert_int_equal(t1->attempt, 1);
+    assert_memory_not_equal(t1->round_nonce, t0->round_nonce, 32);
+    assert_memory_not_equal(t1->round_key, t0->round_key, 32);
+    /* the attempt-0 update now: its attempt closed, its key is gone */
+    ack = fx_submit(a1, upd, len);
+    assert_int_equal(ack.status, SFL_ACK_LATE);
+    sfl_msg_buf_free(upd);
+    /* and the same payload sealed for attempt 0 but claimed for attempt 1 */
+    {
+        sfl_task_t fake = *t1;
+
+        fake.attempt = 1;
+        memcpy(fake.round_key, t0->round_key, 32);
+        upd = fx_make_update(&fake, a1->id, NULL, a1->agent_id, v1, 5, &len);
+        ack = fx_submit(a1, upd, len);
+        sfl_msg_buf_free(upd);
+        assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    }
+    /* attempt 1 misses its quorum too: the job pauses, the reason kept */
+    for (;;) {
+        st = fx_admin_status(&F.admin);
+        if (st->jobs[0].state != SFL_JOB_RUNNING)
+            break;
+        sfl_msg_status_free(st);
+        if (F.timed_out)
+            fail_msg("watchdog waiting for the job to pause");
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(st->jobs[0].job_id, js.job_id);
+    assert_int_equal(st->jobs[0].state, SFL_JOB_PAUSED);
+    assert_int_equal(st->jobs[0].committed_round, 0);
+    assert_true(st->jobs[0].error[0] != '\0');
+    sfl_msg_status_free(st);
+    sfl_msg_task_free(t0);
+    sfl_msg_task_free(t1);
+}
+
+/* The job status of job id once its waiting reason is not empty (the
+ * coordinator computes it at its next selection tick). */
+static sfl_job_status_t wait_for_reason(uint64_t id)
+{
+    sfl_job_status_t js;
+
+    for (;;) {
+        sfl_status_t *st = fx_admin_status(&F.admin);
+
+        js = *fx_find_job(st, id);
+        sfl_msg_status_free(st);
+        if (js.waiting[0])
+            return js;
+        if (F.timed_out)
+            fail_msg("watchdog waiting for job %llu's waiting reason", (unsigned long long)id);
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+}
+
+/* A job that cannot start its round says why, with counts and the most
+ * common reason agents are not eligible; the reason goes once the round
+ * can start. */
+static void test_coord_waiting_says_why(void **state)
+{
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_job_spec_t spec;
+    sfl_job_status_t js, narrow, wide;
+    sfl_task_t *t1, *t2;
+    char want[256];
+    int status;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fx_job_spec(&spec, 60000, 3); /* never reached */
+    wide = fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    js = wait_for_reason(wide.job_id);
+    assert_string_equal(js.waiting, "selecting 0/2: waiting for 2 more agents (none connected)");
+    assert_int_equal(js.round_state, SFL_ROUND_SELECTING);
+
+    /* agents' data has DIM features: a job with fewer cannot use them */
+    spec.dimension = DIM - 5;
+    narrow = fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    fx_agent_join(a1, "agent/a1");
+    fx_agent_subscribe(a1);
+    fx_idle_heartbeat(a1);
+    js = wait_for_reason(narrow.job_id);
+    snprintf(want, sizeof(want),
+             "selecting 0/2: waiting for 2 more agents (1 connected, 0 eligible; 1 not "
+             "eligible, e.g. agent %llu: data has %d features, the job %d)",
+             (unsigned long long)a1->agent_id, DIM, DIM - 5);
+    assert_string_equal(js.waiting, want);
+    for (;;) {
+        sfl_status_t *st = fx_admin_status(&F.admin);
+
+        js = *fx_find_job(st, wide.job_id);
+        sfl_msg_status_free(st);
+        if (strcmp(js.waiting, "selecting 1/2: waiting for 1 more agent (1 connected, "
+                               "1 eligible)") == 0)
+            break;
+        if (F.timed_out)
+            fail_msg("watchdog: job %llu says '%s'", (unsigned long long)wide.job_id, js.waiting);
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+
+    /* the second agent completes the wide job's cohort: it starts, and its
+     * reason is gone */
+    fx_agent_join(a2, "agent/a2");
+    fx_agent_subscribe(a2);
+    t1 = fx_next_task(a1);
+    t2 = fx_next_task(a2);
+    assert_int_equal(t1->job_id, wide.job_id);
+    {
+        sfl_status_t *st = fx_admin_status(&F.admin);
+
+        js = *fx_find_job(st, wide.job_id);
+        assert_int_equal(js.round_state, SFL_ROUND_TRAINING);
+        assert_string_equal(js.waiting, "");
+        js = *fx_find_job(st, narrow.job_id);
+        assert_true(strstr(js.waiting, "2 connected, 0 eligible; 2 not eligible") != NULL);
+        sfl_msg_status_free(st);
+    }
+    sfl_msg_task_free(t1);
+    sfl_msg_task_free(t2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_coord_quorum_missed_retries_then_pauses, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_waiting_says_why, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
+}
