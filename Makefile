@@ -34,7 +34,7 @@ CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_FILE_OFFSET_BITS=64 $(WARN) -MMD -MP \
               -Ilibsfl/include -Ilibsfl/src $(CFLAGS)
 LDLIBS  := -linih -lsqlite3 -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
-           -llapacke -llapack -lblas -lm
+           -llapacke -llapack -lblas -lz -lm
 
 ifeq ($(SAN),1)
 ifneq ($(CROSS),)
@@ -57,7 +57,7 @@ endif
 # `make footprint` the fifth.
 BUILD_PKGS := build-essential pkg-config libprotobuf-c-dev protobuf-c-compiler \
               libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev \
-              libinih-dev libopenblas-dev liblapacke-dev
+              libinih-dev libopenblas-dev liblapacke-dev zlib1g-dev
 TEST_PKGS  := libcmocka-dev openssl python3-grpcio python3-protobuf python3-cryptography python3-numpy python3-h2 iproute2 docker-compose \
               protobuf-compiler protobuf-compiler-grpc
 REPRO_PKGS := gnuplot-nox python3-sklearn
@@ -81,7 +81,8 @@ CROSS_ARCH_arm-linux-gnueabihf := armhf
 CROSS_QEMU_aarch64-linux-gnu   := qemu-aarch64-static
 CROSS_QEMU_arm-linux-gnueabihf := qemu-arm-static
 CROSS_LIBS := libc6-dev libinih-dev libsqlite3-dev libuv1-dev libnghttp2-dev libssl-dev \
-              libsodium-dev libprotobuf-c-dev liblapacke-dev liblapack-dev libblas-dev
+              libsodium-dev libprotobuf-c-dev liblapacke-dev liblapack-dev libblas-dev \
+              zlib1g-dev
 QEMU_LD_PREFIX ?= /
 # Seconds one unit suite may take under emulation before it counts as failed.
 CROSS_TIMEOUT ?= 300

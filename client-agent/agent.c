@@ -465,11 +465,7 @@ static int read_data(const char *spec, sfl_dataset_t **out)
 {
     int rc;
 
-    if (strncmp(spec, "libsvm:", 7) == 0)
-        rc = sfl_libsvm_read(spec + 7, 0, NULL, out);
-    else
-        rc = sfl_csv_read(spec + 4, NULL, NULL, out);
-    if (rc < 0)
+    if ((rc = sfl_dataset_read(spec, 0, NULL, out)) < 0)
         return rc;
     if ((*out)->X->nrows == 0)
         return sfl__fail(SFL_EEMPTY, "%s: no samples", spec);

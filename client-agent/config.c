@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sfl/dataset.h"
 #include "sfl/ini.h"
 
 void agent_config_default(agent_config_t *c)
@@ -138,11 +139,10 @@ int agent_config_check(const agent_config_t *c)
     if (strlen(c->coordinator_pk) != 64 ||
         strspn(c->coordinator_pk, "0123456789abcdefABCDEF") != 64)
         return sfl__fail(SFL_EINVAL, "coordinator_pk must be 64 hex digits; " AGENT_PK_HINT);
-    if (strncmp(c->data, "libsvm:", 7) != 0 && strncmp(c->data, "csv:", 4) != 0)
-        return sfl__fail(SFL_EINVAL, "data must be libsvm:FILE or csv:FILE");
-    if (c->eval_file[0] != '\0' && strncmp(c->eval_file, "libsvm:", 7) != 0 &&
-        strncmp(c->eval_file, "csv:", 4) != 0)
-        return sfl__fail(SFL_EINVAL, "eval_file must be libsvm:FILE or csv:FILE");
+    if (sfl_dataset_spec_check(c->data) < 0)
+        return sfl__fail(SFL_EINVAL, "data must be " SFL_DATASET_SPEC_FORMS);
+    if (c->eval_file[0] != '\0' && sfl_dataset_spec_check(c->eval_file) < 0)
+        return sfl__fail(SFL_EINVAL, "eval_file must be " SFL_DATASET_SPEC_FORMS);
     if (c->eval_file[0] != '\0' && c->eval_fraction > 0)
         return sfl__fail(SFL_EINVAL, "eval_file and eval_fraction exclude each other");
     if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms)

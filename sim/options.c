@@ -30,7 +30,8 @@ typedef struct opt {
 static const opt_t opts[] = {
     {"algo", T_STR, O(algo), -1, "NAME", "algorithm (see below); default fediterht"},
     {"data", T_STR, O(data), -1, "SPEC",
-     "synth:sim1|sim2|sparse|fedprox|gradmp, libsvm:FILE or csv:FILE; default synth:sim1"},
+     "synth:sim1|sim2|sparse|fedprox|gradmp, libsvm:FILE, csv:FILE or idx:IMAGES,LABELS;"
+     " default synth:sim1"},
     {"partition", T_STR, O(partition), SIM_OPT_PARTITION, "P",
      "file data: iid, label, dirichlet:ALPHA or kmeans:K (default iid)"},
     {"test", T_STR, O(test), -1, "FILE", "held-out file in the format of --data"},

@@ -169,12 +169,15 @@ static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
     }
 }
 
+/* path in the form kind names (libsvm, csv, idx: "IMAGES,LABELS"). */
 static int read_file(const char *kind, const char *path, uint32_t min_cols,
                      sfl_dataset_t **out)
 {
-    if (strcmp(kind, "libsvm") == 0)
-        return sfl_libsvm_read(path, min_cols, NULL, out);
-    return sfl_csv_read(path, NULL, NULL, out);
+    char spec[4200];
+
+    if ((size_t)snprintf(spec, sizeof(spec), "%s:%s", kind, path) >= sizeof(spec))
+        return sfl__fail(SFL_ELIMIT, "%.64s...: path too long", path);
+    return sfl_dataset_read(spec, min_cols, NULL, out);
 }
 
 /* Loss from --loss or from the labels: 2 distinct values -> logistic, a few
@@ -754,7 +757,7 @@ int main(int argc, char **argv)
     /* Data. */
     if (strncmp(cfg.data, "synth:", 6) == 0) {
         load_synth(&fed, cfg.data + 6, &cfg);
-    } else if (strncmp(cfg.data, "libsvm:", 7) == 0 || strncmp(cfg.data, "csv:", 4) == 0) {
+    } else if (sfl_dataset_spec_check(cfg.data) == 0) {
         char *colon = strchr(cfg.data, ':');
 
         *colon = '\0';
@@ -763,7 +766,7 @@ int main(int argc, char **argv)
         load_file(&fed, cfg.data, colon + 1, &cfg);
         *colon = ':';
     } else {
-        usage_error("--data must be synth:KIND, libsvm:FILE or csv:FILE", cfg.data);
+        usage_error("--data must be synth:KIND, " SFL_DATASET_SPEC_FORMS, cfg.data);
     }
     loss = fed.loss;
     rc = sfl_problem_init(&prob, loss, fed.ncols, fed.nclasses);

@@ -122,6 +122,19 @@ else
     echo "skipped: $DATA/derived/colon-cancer.libsvm not found"
 fi
 
+# MNIST in its canonical gzip'd IDX files, the test set's 10,000 images with
+# their labels (skipped when the shared data folder is absent).
+step "MNIST from its IDX files: softmax FedAvg over 10 clients (skipped without the data)"
+if [ -f "$DATA/mnist/t10k-images-idx3-ubyte.gz" ]; then
+    "$SIM" --algo fedavg --loss softmax --clients 10 --rounds 3 --seed 1 --quiet         --data "idx:$DATA/mnist/t10k-images-idx3-ubyte.gz,$DATA/mnist/t10k-labels-idx1-ubyte.gz"         > "$t/mnist.csv" || fail "MNIST run"
+    acc=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "test_accuracy") c = i }
+                   END { print $c }' "$t/mnist.csv")
+    # 10 classes: chance is 0.1; three rounds already do far better.
+    awk -v a="$acc" 'BEGIN { exit !(a > 0.3) }' || fail "MNIST test accuracy $acc"
+else
+    echo "skipped: $DATA/mnist/t10k-images-idx3-ubyte.gz not found"
+fi
+
 # The CSV streams: each round's row is written (and flushed) when the round
 # finishes, so a run killed midway keeps whole rows of its finished rounds.
 step "CSV rows stream out as rounds finish"

@@ -98,7 +98,7 @@ static void test_config_errors(void **state)
     assert_int_equal(agent_config_check(&c), 0);
     assert_int_equal(agent_config_set(&c, "eval_file", "held.svm"), 0);
     assert_int_equal(agent_config_check(&c), SFL_EINVAL);
-    assert_non_null(strstr(sfl_last_error(), "eval_file must be libsvm:FILE or csv:FILE"));
+    assert_non_null(strstr(sfl_last_error(), "eval_file must be libsvm:FILE, csv:FILE or idx:IMAGES,LABELS"));
     assert_int_equal(agent_config_set(&c, "eval_file", ""), 0);
     assert_int_equal(agent_config_set(&c, "data", "parquet:x"), 0);
     assert_int_equal(agent_config_check(&c), SFL_EINVAL);

@@ -55,6 +55,18 @@ typedef struct sfl_read_limits {
 /* Fills in the defaults above. */
 void sfl_read_limits_default(sfl_read_limits_t *lim);
 
+/* A data file named by a spec, as sfl-sim's --data and the agent's data
+ * take it: "libsvm:FILE", "csv:FILE" (numeric, label in the first column)
+ * or "idx:IMAGES,LABELS" (IDX images and labels such as MNIST's, gzip or
+ * not: sfl/idx.h). The column count is widened to min_cols at least; lim
+ * may be NULL. SFL_EINVAL, naming the forms, for another spec. */
+int sfl_dataset_read(const char *spec, uint32_t min_cols, const sfl_read_limits_t *lim,
+                     sfl_dataset_t **out) SFL_MUST_CHECK;
+/* 0 if spec has one of those forms (the files are not opened), SFL_EINVAL
+ * naming the forms otherwise. */
+int sfl_dataset_spec_check(const char *spec) SFL_MUST_CHECK;
+#define SFL_DATASET_SPEC_FORMS "libsvm:FILE, csv:FILE or idx:IMAGES,LABELS"
+
 /* Widen (never narrow) the column count, e.g. so a test file that happens
  * not to use the last feature matches its training file. */
 int sfl_dataset_set_ncols(sfl_dataset_t *ds, uint32_t ncols) SFL_MUST_CHECK;
