@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 area_of() { # header stem -> area
     case $1 in
     alloc | error | file | ini | rng | topk | vec | param) echo core ;;
-    csr | csv | dataset | libsvm | partition | synth | readfile) echo data ;;
+    csr | csv | dataset | idx | libsvm | partition | synth | readfile) echo data ;;
     dict | eval | loss) echo model ;;
     algo | client | fold) echo algo ;;
     msg | spcodec) echo wire ;;
