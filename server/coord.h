@@ -111,7 +111,9 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out) SFL_MUS
 
 /* Creates the job unless a job of that name exists (config jobs are
  * created once; later edits of a section do not change a created job).
- * *id (may be NULL) = the new or existing job's id; *created = 1 if new. */
+ * *id (may be NULL) = the new or existing job's id; *created = 1 if new.
+ * Waits for the store's writer (its queue, then the record): meant for the
+ * start and SIGHUP, not for anything a peer can trigger. */
 int coord_add_jobdef(coord_t *c, const coord_jobdef_t *d, uint64_t *id,
                      int *created) SFL_MUST_CHECK;
 
