@@ -583,6 +583,17 @@ int main(int argc, char **argv)
         app.sig_on = 1;
     }
     rc = run[args.cmd](&app);
+    if (app.sig_on) {
+        /* The command is over: a late SIGINT must not turn its end into a
+         * kill. timeout(1) sends one to the process and one to its group,
+         * and the second may come after closing the handle restored the
+         * default action. Blocked, it stays pending until exit. */
+        sigset_t block;
+
+        sigemptyset(&block);
+        sigaddset(&block, SIGINT);
+        sigprocmask(SIG_BLOCK, &block, NULL);
+    }
     ctl_client_free(app.cli);
     if (app.sig_on)
         uv_close((uv_handle_t *)&app.sigint, NULL);
