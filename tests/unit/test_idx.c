@@ -1,6 +1,7 @@
 /* libsfl/src/data/idx.c: IDX files plain and gzip-compressed; every
  * malformed, truncated, oversized or hostile header or stream gets a clear
- * error; the images/labels pair as a dataset; the real MNIST files when
+ * error; the images/labels pair as a dataset (the idx: data spec:
+ * test_dataspec.c); the real MNIST files when
  * ../shared/data is there (skipped with the reason otherwise). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -262,37 +263,6 @@ static void test_idx_dataset(void **state)
     assert_null(ds);
 }
 
-/* Data specs: the forms sfl-sim and the agent take, idx among them. */
-static void test_idx_spec(void **state)
-{
-    static const uint32_t di[3] = {2, 2, 2}, dl[1] = {2};
-    uint8_t im[64], lb[16];
-    char spec[300];
-    sfl_dataset_t *ds = NULL;
-
-    (void)state;
-    assert_int_equal(sfl_dataset_spec_check("libsvm:a.svm"), 0);
-    assert_int_equal(sfl_dataset_spec_check("csv:a.csv"), 0);
-    assert_int_equal(sfl_dataset_spec_check("idx:i.gz,l.gz"), 0);
-    assert_int_equal(sfl_dataset_spec_check("idx:i.gz"), SFL_EINVAL);
-    assert_non_null(strstr(sfl_last_error(), "want libsvm:FILE, csv:FILE or idx:IMAGES,LABELS"));
-    assert_int_equal(sfl_dataset_spec_check("idx:,l.gz"), SFL_EINVAL);
-    assert_int_equal(sfl_dataset_spec_check("idx:i,l,m"), SFL_EINVAL);
-    assert_int_equal(sfl_dataset_spec_check("libsvm:"), SFL_EINVAL);
-    assert_int_equal(sfl_dataset_spec_check("parquet:x"), SFL_EINVAL);
-    write_plain("si", im, make_idx(im, 3, di));
-    write_plain("sl", lb, make_idx(lb, 1, dl));
-    snprintf(spec, sizeof(spec), "idx:%s/si,%s/sl", dir, dir);
-    assert_int_equal(sfl_dataset_read(spec, 10, NULL, &ds), 0); /* widened to 10 columns */
-    assert_int_equal(ds->X->nrows, 2);
-    assert_int_equal(ds->X->ncols, 10);
-    sfl_dataset_free(ds);
-    ds = NULL;
-    snprintf(spec, sizeof(spec), "idx:%s/sl,%s/sl", dir, dir);
-    assert_int_equal(sfl_dataset_read(spec, 0, NULL, &ds), SFL_EPARSE);
-    assert_null(ds);
-}
-
 /* The canonical MNIST files, when ../shared/data is there. */
 static void test_idx_mnist(void **state)
 {
@@ -326,7 +296,6 @@ int main(void)
         cmocka_unit_test(test_idx_malformed),
         cmocka_unit_test(test_idx_gzip),
         cmocka_unit_test(test_idx_dataset),
-        cmocka_unit_test(test_idx_spec),
         cmocka_unit_test(test_idx_mnist),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
