@@ -133,21 +133,21 @@ int main(int argc, char **argv)
     const sfl_csr_t *A = ds->X;
     /* One untimed round of each warms caches and page tables. */
     sink = plain_pass(A, rows, nrows, x);
-    sfl_loss_logistic.grad(ds, rows, nrows, x, 0.0, grad);
-    sink = sfl_loss_logistic.eval(ds, rows, nrows, x, 0.0, grad);
+    sfl_loss_grad(&sfl_loss_logistic, ds, rows, nrows, x, 0.0, grad);
+    sink = sfl_loss_eval(&sfl_loss_logistic, ds, rows, nrows, x, 0.0, grad);
     for (int k = 0; k < RUNS; k++) {
         double t0 = now_ns();
         sink = plain_pass(A, rows, nrows, x);
         double t1 = now_ns();
-        sfl_loss_logistic.grad(ds, rows, nrows, x, 0.0, grad);
+        sfl_loss_grad(&sfl_loss_logistic, ds, rows, nrows, x, 0.0, grad);
         sink = grad[k % ncols];
         double t2 = now_ns();
-        sink = sfl_loss_logistic.eval(ds, rows, nrows, x, 0.0, grad);
+        sink = sfl_loss_eval(&sfl_loss_logistic, ds, rows, nrows, x, 0.0, grad);
         double t3 = now_ns();
         memset(grad, 0, (size_t)ncols * sizeof(*grad));
         sink = grad[k % ncols];
         double t4 = now_ns();
-        sfl_loss_lsq.grad(ds, rows, nrows, x, 0.0, grad);
+        sfl_loss_grad(&sfl_loss_lsq, ds, rows, nrows, x, 0.0, grad);
         sink = grad[k % ncols];
         double t5 = now_ns();
 

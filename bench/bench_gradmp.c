@@ -126,7 +126,7 @@ static void run(uint32_t d, uint32_t n, double density, uint32_t tau)
 
         if ((rc = sfl_rng_sample(&r, n, 40 < n ? 40 : n, batch)) < 0)
             die("batch", rc);
-        sfl_loss_lsq.grad(ds, batch, 40 < n ? 40 : n, xs, 0.0, g);
+        sfl_loss_grad(&sfl_loss_lsq, ds, batch, 40 < n ? 40 : n, xs, 0.0, g);
         double t1 = now_ms();
         /* At x# the gradient vanishes; select on the gradient at 0.5 x#
          * instead, which is what a mid-run step sees. */

@@ -259,7 +259,7 @@ int coord_job_spec_check(const sfl_job_spec_t *s)
     if (sfl_algo_find(s->algorithm) == NULL)
         return sfl__fail(SFL_EINVAL, "algorithm: unknown algorithm '%s'", s->algorithm);
     if (l == NULL)
-        return sfl__fail(SFL_EINVAL, "loss: unknown loss '%s' (lsq, logistic, softmax)", s->loss);
+        return sfl__fail(SFL_EINVAL, "loss: unknown loss '%s' (lsq, logistic, softmax, " SFL_LOSS_MLP_FORMS ")", s->loss);
     if (s->dictionary[0])
         return sfl__fail(SFL_EINVAL, "dictionary: not supported by this coordinator yet");
     if (s->required_conditions.n > COORD_MAX_CONDITIONS)
@@ -352,6 +352,12 @@ int coord_job_open(coord_job_t *j)
     j->global = sfl__calloc(j->prob.dim, sizeof(double));
     if (j->global == NULL)
         return SFL_ENOMEM;
+    /* The starting model, from the job's seed (zeros for a linear loss, a
+     * random MLP): what sfl-sim starts from with the same seed. With a
+     * dictionary the state is coefficients, which start at zero. */
+    if (j->prob.dict == NULL)
+        sfl_loss_init_model(j->prob.loss, j->prob.ncols, j->prob.nclasses, j->spec.seed,
+                            j->global);
     /* The fold keeps pointers to the job's own copies. */
     if ((rc = sfl_fold_init(&j->agg, j->algo, &j->params, &j->prob, &j->limits)) < 0) {
         coord_job_close(j);

@@ -33,11 +33,15 @@ static const opt_t opts[] = {
      "synth:sim1|sim2|sparse|fedprox|gradmp, libsvm:FILE, csv:FILE or idx:IMAGES,LABELS;"
      " default synth:sim1"},
     {"partition", T_STR, O(partition), SIM_OPT_PARTITION, "P",
-     "file data: iid, label, dirichlet:ALPHA or kmeans:K (default iid)"},
+     "file data: iid, label, pfedme, dirichlet:ALPHA or kmeans:K (default iid);\n"
+     "pfedme: client c holds labels c and c+1 (mod classes), sizes lognormal,\n"
+     "each client's rows split into its own train and test parts (docs/data.md)"},
     {"test", T_STR, O(test), -1, "FILE", "held-out file in the format of --data"},
     {"test-frac", T_DBL, O(test_frac), SIM_OPT_TEST_FRAC, "F",
      "fraction held out for test_accuracy (default 0.2 for files, 0 for synth)"},
-    {"loss", T_STR, O(loss), -1, "L", "lsq, logistic or softmax (default: from the labels)"},
+    {"loss", T_STR, O(loss), -1, "L", "lsq, logistic, softmax or mlp:H (a two-layer perceptron with H hidden\n"
+     "ReLU units; mlp:0 is multinomial logistic with intercepts) (default: from\n"
+     "the labels)"},
     {"clients", T_U32, O(clients), -1, "N", "number of clients (default 100)"},
     {"rounds", T_U32, O(rounds), -1, "T", "communication rounds (default 100)"},
     {"seed", T_U64, O(seed), -1, "S", "seed of every random draw (default 1)"},
@@ -214,7 +218,9 @@ static void usage(FILE *f)
     fprintf(f, "\nCSV columns: round, objective, rel_error (truth known), support_precision,\n"
                "support_recall (support known), test_accuracy (classification with a test\n"
                "set), personal_objective (personalized algorithms: the mean objective of\n"
-               "the clients' own models on their data), nnz, bytes_up, bytes_down, wall_ms.\n");
+               "the clients' own models on their data), personal_accuracy (personalized\n"
+               "algorithms with a test part per client: each client's own model on its own\n"
+               "test part, pooled), nnz, bytes_up, bytes_down, wall_ms.\n");
 }
 
 /* 0, or SFL_EINVAL / SFL_ENOMEM with a detail naming the option. */

@@ -149,7 +149,7 @@ static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
     f->loss = f->nclasses == 0 ? &sfl_loss_lsq
               : f->nclasses == 2 ? &sfl_loss_logistic : &sfl_loss_softmax;
     if (cfg->loss && cfg->loss[0] && (f->loss = sfl_loss_find(cfg->loss)) == NULL)
-        usage_error("unknown loss (lsq, logistic, softmax)", cfg->loss);
+        usage_error("unknown loss (lsq, logistic, softmax, " SFL_LOSS_MLP_FORMS ")", cfg->loss);
     if (!(cfg->test_frac > 0)) {
         memcpy(f->train, f->synth->clients, f->nclients * sizeof(*f->train));
         return;
@@ -192,7 +192,7 @@ static const sfl_loss_t *choose_loss(const sim_cfg_t *cfg, const sfl_dataset_t *
         const sfl_loss_t *l = sfl_loss_find(cfg->loss);
 
         if (l == NULL)
-            usage_error("unknown loss (lsq, logistic, softmax)", cfg->loss);
+            usage_error("unknown loss (lsq, logistic, softmax, " SFL_LOSS_MLP_FORMS ")", cfg->loss);
         return l;
     }
     for (uint32_t i = 0; i < n && distinct <= 100; i++) {
@@ -252,6 +252,12 @@ static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32
         g = class_groups(ds, "--partition dirichlet needs class labels");
         rc = sfl_partition_dirichlet(g, n, ds->nclasses, nclients, a, &r, out);
         free(g);
+    } else if (strcmp(p, "pfedme") == 0) {
+        uint32_t *g = class_groups(ds, "--partition pfedme needs class labels");
+
+        /* 2 labels per client, at least 10 rows of each, lognormal sizes */
+        rc = sfl_partition_labels(g, n, ds->nclasses, nclients, 2, 10, 1.0, &r, out);
+        free(g);
     } else if (strncmp(p, "kmeans:", 7) == 0) {
         char *end;
         unsigned long k = strtoul(p + 7, &end, 10);
@@ -265,7 +271,7 @@ static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32
             rc = sfl_partition_group_skew(g, n, (uint32_t)k, nclients, cfg->parts, 2, &r, out);
         free(g);
     } else {
-        usage_error("unknown --partition (iid, label, dirichlet:A, kmeans:K)", p);
+        usage_error("unknown --partition (iid, label, pfedme, dirichlet:A, kmeans:K)", p);
         return;
     }
     if (rc < 0)
@@ -311,7 +317,10 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
             test->nclasses = all->nclasses;
         }
     }
-    if (test == NULL && cfg->test_frac > 0) {
+    /* pFedMe's protocol: every client's own rows split into its train and
+     * test parts (the test part keeps the client's labels). */
+    int per_client = test == NULL && cfg->test_frac > 0 && strcmp(cfg->partition, "pfedme") == 0;
+    if (test == NULL && cfg->test_frac > 0 && !per_client) {
         sfl_rng_t r;
 
         sfl_rng_seed(&r, cfg->seed, 1, 0, SFL_STREAM_PARTITION);
@@ -328,11 +337,27 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
     partition_rows(cfg, train, f->nclients, &part);
     f->train = xcalloc(f->nclients, sizeof(*f->train));
     f->train_owned = 1;
+    if (per_client) {
+        f->test = xcalloc(f->nclients, sizeof(*f->test));
+        f->ntest = f->nclients;
+    }
     for (uint32_t c = 0; c < f->nclients; c++) {
+        sfl_dataset_t *mine;
+        sfl_rng_t r;
+
         rc = sfl_dataset_subset(train, part->rows + part->offset[c],
-                                part->offset[c + 1] - part->offset[c], &f->train[c]);
+                                part->offset[c + 1] - part->offset[c], &mine);
         if (rc < 0)
             die("partition", rc);
+        if (!per_client || mine->X->nrows < 2) {
+            f->train[c] = mine;
+            continue;
+        }
+        sfl_rng_seed(&r, cfg->seed, 0, c, SFL_STREAM_PARTITION);
+        rc = sfl_dataset_split(mine, cfg->test_frac, &r, &f->train[c], &f->test[c]);
+        sfl_dataset_free(mine);
+        if (rc < 0)
+            die("test split", rc);
     }
     if (test) {
         f->test = xcalloc(1, sizeof(*f->test));
@@ -714,10 +739,37 @@ static double personal_objective(const sfl_algo_t *algo, const sfl_algo_params_t
             continue;
         if (algo->personal_model(p, prob, cs[c].mem, model) < 0)
             die("personal model", SFL_EINVAL);
-        sum += f->weight[c] * prob->loss->eval(f->train[c], NULL, 0, model, lambda, NULL);
+        sum += f->weight[c] * sfl_loss_eval(prob->loss, f->train[c], NULL, 0, model, lambda, NULL);
         wsum += f->weight[c];
     }
     return wsum > 0 ? sum / wsum : NAN;
+}
+
+/* A personalized algorithm's accuracy: every client's model on its own
+ * test part (a client that has not trained yet uses the global model),
+ * pooled over the clients (correct / rows), as pFedMe's evaluation does. */
+static double personal_accuracy(const sfl_algo_t *algo, const sfl_algo_params_t *p,
+                                const sfl_problem_t *prob, const fed_t *f,
+                                const sfl_client_state_t *cs, const double *global,
+                                double *model)
+{
+    double correct = 0, total = 0;
+
+    for (uint32_t c = 0; c < f->nclients; c++) {
+        const sfl_dataset_t *t = f->test[c];
+        const double *x = global;
+
+        if (t == NULL || t->X->nrows == 0)
+            continue;
+        if (cs[c].mem) {
+            if (algo->personal_model(p, prob, cs[c].mem, model) < 0)
+                die("personal model", SFL_EINVAL);
+            x = model;
+        }
+        correct += sfl_loss_accuracy(prob->loss, t, x) * t->X->nrows;
+        total += t->X->nrows;
+    }
+    return total > 0 ? correct / total : NAN;
 }
 
 /* An sfl-sim default for a parameter, where the algorithm has it. */
@@ -762,7 +814,7 @@ int main(int argc, char **argv)
 
         *colon = '\0';
         if (!cfg.given[SIM_OPT_TEST_FRAC] && cfg.test == NULL)
-            cfg.test_frac = 0.2;
+            cfg.test_frac = strcmp(cfg.partition, "pfedme") == 0 ? 0.25 : 0.2;
         load_file(&fed, cfg.data, colon + 1, &cfg);
         *colon = ':';
     } else {
@@ -861,15 +913,20 @@ int main(int argc, char **argv)
     int has_truth = fed.truth != NULL, has_support = fed.support != NULL && dict == NULL;
     int has_acc = loss->classification && fed.ntest > 0;
     int has_personal = algo->shape == SFL_SHAPE_PERSONALIZED && algo->personal_model != NULL;
-    fprintf(out, "round,objective%s%s%s%s,nnz,bytes_up,bytes_down,wall_ms\n",
+    int has_pacc = has_personal && has_acc && fed.ntest == fed.nclients && dict == NULL;
+    fprintf(out, "round,objective%s%s%s%s%s,nnz,bytes_up,bytes_down,wall_ms\n",
             has_truth ? ",rel_error" : "",
             has_support ? ",support_precision,support_recall" : "",
-            has_acc ? ",test_accuracy" : "", has_personal ? ",personal_objective" : "");
+            has_acc ? ",test_accuracy" : "", has_personal ? ",personal_objective" : "",
+            has_pacc ? ",personal_accuracy" : "");
     progress = !cfg.quiet && isatty(STDERR_FILENO);
 
     /* Rounds. */
-    size_t d = prob.dim, md = loss->dim(fed.ncols, fed.nclasses);
+    size_t d = prob.dim, md = sfl_loss_dim(loss, fed.ncols, fed.nclasses);
     double *global = xcalloc(d, sizeof(double));
+    /* The coordinator's start for the same seed (a random MLP, else 0). */
+    if (dict == NULL)
+        sfl_loss_init_model(loss, fed.ncols, fed.nclasses, cfg.seed, global);
     /* The model the metrics see: the state itself, or model_of(state) (a
      * dictionary's A c, FedDualAvg's thresholded dual). */
     double *model = algo->model_of ? xcalloc(md, sizeof(double)) : global;
@@ -967,6 +1024,9 @@ int main(int argc, char **argv)
                                   has_support, has_acc);
         if (has_personal)
             fprintf(out, ",%.10g", personal_objective(algo, &params, &prob, &fed, cstate, pmodel));
+        if (has_pacc)
+            fprintf(out, ",%.6f",
+                    personal_accuracy(algo, &params, &prob, &fed, cstate, model, pmodel));
         fprintf(out, ",%zu,%llu,%llu,%.1f\n", sfl_dvec_nnz(global, d),
                 (unsigned long long)up, (unsigned long long)down,
                 cfg.no_wall_clock ? 0.0 : now_ms() - t0);

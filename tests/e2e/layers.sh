@@ -13,7 +13,7 @@ area_of() { # header stem -> area
     case $1 in
     alloc | error | file | ini | rng | topk | vec | param) echo core ;;
     csr | csv | dataset | idx | libsvm | partition | synth | readfile) echo data ;;
-    dict | eval | loss) echo model ;;
+    dict | eval | loss | loss_int) echo model ;;
     algo | client | fold) echo algo ;;
     msg | spcodec) echo wire ;;
     seal) echo crypto ;;

@@ -63,7 +63,7 @@ static int toy_update(const sfl_algo_params_t *params, const sfl_problem_t *prob
 
         if ((rc = sfl_algo_sample_batch(rng, n, b, ws, &rows)) < 0)
             return rc;
-        prob->loss->grad(local, rows, b, theta, p->sgd.lambda, ws->g);
+        sfl_loss_grad(prob->loss, local, rows, b, theta, p->sgd.lambda, ws->g);
         for (size_t j = 0; j < d; j++)
             theta[j] -= p->sgd.lr * (ws->g[j] + p->pull * (theta[j] - global[j]));
     }

@@ -52,7 +52,7 @@ static void test_algo_bad_params(void **state)
     assert_int_equal(prob.dim, 30);
     /* Sizes that would wrap (a 32-bit size_t, the wire's uint32) are refused. */
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_softmax, (1u << 24) + 1, 256), SFL_ELIMIT);
-    assert_non_null(strstr(sfl_last_error(), "a model of 256 x 16777217 entries is too large"));
+    assert_non_null(strstr(sfl_last_error(), "a softmax model of 16777217 features and 256 classes is too large"));
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_softmax, UINT32_MAX, 2), SFL_ELIMIT);
     assert_int_equal(sfl_problem_init(&prob, &sfl_loss_softmax, 10, 3), 0);
     assert_int_equal(prob.nblocks, 3);

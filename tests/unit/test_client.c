@@ -229,7 +229,7 @@ static void test_client_round(void **state)
     assert_int_equal(counter.client_update(&p, &prob, global, &coded, &scratch, &r, &ws, ref), 0);
     assert_int_equal(ref->nnz, u->nnz);
     assert_memory_equal(ref->val, u->val, u->nnz * sizeof(double));
-    double want = sfl_loss_logistic.eval(&coded, NULL, 0, global, 0.01, NULL);
+    double want = sfl_loss_eval(&sfl_loss_logistic, &coded, NULL, 0, global, 0.01, NULL);
     assert_true(rep.train_loss == want);
     /* Held-out rows: accuracy of the round's model. */
     assert_int_equal(sfl_client_round(&t, ds, ds, &st, &ws, u, &rep), 0);

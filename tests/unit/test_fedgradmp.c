@@ -239,7 +239,7 @@ static void test_fedgradmp_solve_matches_dense(void **state)
         double x[D] = {0}, grad[D];
         for (uint32_t q = 0; q < 5; q++)
             x[G[q]] = b[q];
-        sfl_loss_lsq.grad(ds, NULL, 0, x, lambda, grad);
+        sfl_loss_grad(&sfl_loss_lsq, ds, NULL, 0, x, lambda, grad);
         for (uint32_t q = 0; q < 5; q++)
             assert_true(fabs(grad[G[q]]) < 1e-12);
     }
@@ -434,7 +434,7 @@ static void test_fedgradmp_inexact_classification(void **state)
         assert_int_equal(sfl_algo_fedgradmp_inexact.client_update(testfed_as(&sfl_algo_fedgradmp_inexact, &p), &prob, x0, ds, NULL, &r,
                                                                   &ws, u), 0);
         sfl_spvec_scatter(u, x);
-        prob.loss->grad(ds, NULL, 0, x, sfl_algo_param_or(&p, "lambda", 0), g);
+        sfl_loss_grad(prob.loss, ds, NULL, 0, x, sfl_algo_param_or(&p, "lambda", 0), g);
         assert_true(sfl_dvec_nrm2(g, prob.dim) < 1e-10);
         /* Per-class sparsity: tau 1 keeps one weight per block. */
         testfed_set(&p, "tau", 1);
@@ -459,7 +459,7 @@ static void test_fedgradmp_inexact_classification(void **state)
                                                                   &ws, uc), 0);
         sfl_spvec_scatter(uc, xc);
         assert_int_equal(sfl_algo_fedgradmp_inexact.model_of(testfed_as(&sfl_algo_fedgradmp_inexact, &p), &prob, xc, model, NULL), 0);
-        prob.loss->grad(ds, NULL, 0, model, sfl_algo_param_or(&p, "lambda", 0), g);
+        sfl_loss_grad(prob.loss, ds, NULL, 0, model, sfl_algo_param_or(&p, "lambda", 0), g);
         for (uint32_t blk = 0; blk < prob.nblocks; blk++) {
             sfl_dict_apply_t(A, g + blk * D, ac);
             assert_true(fabs(ac[0]) < 1e-10 && fabs(ac[1]) < 1e-10);

@@ -71,18 +71,18 @@ static void test_loss_find(void **state)
 static void test_loss_dim(void **state)
 {
     (void)state;
-    assert_int_equal(sfl_loss_lsq.dim(100, 0), 100);
-    assert_int_equal(sfl_loss_logistic.dim(100, 2), 100);
-    assert_int_equal(sfl_loss_softmax.dim(100, 10), 1000);
-    assert_int_equal(sfl_loss_softmax.dim(100, 1), 0);
-    assert_int_equal(sfl_loss_softmax.dim(100, SFL_LOSS_MAX_CLASSES + 1), 0);
+    assert_int_equal(sfl_loss_dim(&sfl_loss_lsq, 100, 0), 100);
+    assert_int_equal(sfl_loss_dim(&sfl_loss_logistic, 100, 2), 100);
+    assert_int_equal(sfl_loss_dim(&sfl_loss_softmax, 100, 10), 1000);
+    assert_int_equal(sfl_loss_dim(&sfl_loss_softmax, 100, 1), 0);
+    assert_int_equal(sfl_loss_dim(&sfl_loss_softmax, 100, SFL_LOSS_MAX_CLASSES + 1), 0);
 }
 
 /* Gradient against central differences, f with and without grad equal. */
 static void check_grad(const sfl_loss_t *L, const sfl_dataset_t *ds, const uint32_t *rows,
                        uint32_t nrows, double lambda, uint64_t seed)
 {
-    size_t d = L->dim(ds->X->ncols, ds->nclasses);
+    size_t d = sfl_loss_dim(L, ds->X->ncols, ds->nclasses);
     double x[64], g[64], xp[64];
     sfl_rng_t r;
 
@@ -90,8 +90,8 @@ static void check_grad(const sfl_loss_t *L, const sfl_dataset_t *ds, const uint3
     sfl_rng_seed(&r, seed, 0, 0, 98);
     for (size_t j = 0; j < d; j++)
         x[j] = sfl_rng_gauss(&r, 0.0, 0.7);
-    double f = L->eval(ds, rows, nrows, x, lambda, g);
-    double f2 = L->eval(ds, rows, nrows, x, lambda, NULL);
+    double f = sfl_loss_eval(L, ds, rows, nrows, x, lambda, g);
+    double f2 = sfl_loss_eval(L, ds, rows, nrows, x, lambda, NULL);
 
     assert_true(isfinite(f));
     assert_true(f == f2);
@@ -100,9 +100,9 @@ static void check_grad(const sfl_loss_t *L, const sfl_dataset_t *ds, const uint3
 
         memcpy(xp, x, d * sizeof(double));
         xp[j] = x[j] + h;
-        double fp = L->eval(ds, rows, nrows, xp, lambda, NULL);
+        double fp = sfl_loss_eval(L, ds, rows, nrows, xp, lambda, NULL);
         xp[j] = x[j] - h;
-        double fm = L->eval(ds, rows, nrows, xp, lambda, NULL);
+        double fm = sfl_loss_eval(L, ds, rows, nrows, xp, lambda, NULL);
         double fd = (fp - fm) / (2 * h);
         double tol = 1e-7 * (1.0 + fabs(g[j]));
 
@@ -141,7 +141,7 @@ static double reference(const sfl_loss_t *L, const sfl_dataset_t *ds, const uint
 {
     const sfl_csr_t *X = ds->X;
     uint32_t c = ds->nclasses, d = X->ncols;
-    size_t dim = L->dim(d, c);
+    size_t dim = sfl_loss_dim(L, d, c);
     double f = 0;
 
     memset(g, 0, dim * sizeof(double));
@@ -190,14 +190,14 @@ static void test_loss_many_rows_match_reference(void **state)
         rows[t] = (uint32_t)sfl_rng_below(&r, 70);
     for (size_t k = 0; k < 3; k++) {
         sfl_dataset_t *ds = random_ds(100 + k, 70, 5, ncl[k]);
-        size_t dim = all[k]->dim(5, ncl[k]);
+        size_t dim = sfl_loss_dim(all[k], 5, ncl[k]);
 
         for (size_t j = 0; j < dim; j++)
             x[j] = sfl_rng_gauss(&r, 0.0, 0.5);
         for (int sub = 0; sub < 2; sub++) {
             const uint32_t *rs = sub ? rows : NULL;
             uint32_t n = sub ? 100 : 70;
-            double f = all[k]->eval(ds, rs, n, x, 0.1, g);
+            double f = sfl_loss_eval(all[k], ds, rs, n, x, 0.1, g);
             double fr = reference(all[k], ds, rs, n, x, 0.1, gr);
 
             assert_close(f, fr, 1e-12, 0);
@@ -215,14 +215,14 @@ static void check_grad_is_eval_grad(const sfl_loss_t *L, const sfl_dataset_t *ds
                                     const uint32_t *rows, uint32_t n, const double *x,
                                     double lambda)
 {
-    size_t dim = L->dim(ds->X->ncols, ds->nclasses);
+    size_t dim = sfl_loss_dim(L, ds->X->ncols, ds->nclasses);
     double ge[64], gg[64];
 
     assert_true(dim > 0 && dim <= 64);
     memset(ge, 0xa5, sizeof(ge));
     memset(gg, 0x5a, sizeof(gg));
-    (void)L->eval(ds, rows, n, x, lambda, ge);
-    L->grad(ds, rows, n, x, lambda, gg);
+    (void)sfl_loss_eval(L, ds, rows, n, x, lambda, ge);
+    sfl_loss_grad(L, ds, rows, n, x, lambda, gg);
     for (size_t j = 0; j < dim; j++)
         assert_true(isfinite(gg[j]));
     assert_memory_equal(gg, ge, dim * sizeof(double));
@@ -250,7 +250,7 @@ static void test_loss_grad_is_eval_grad(void **state)
         rows[t] = (uint32_t)sfl_rng_below(&r, 70);
     for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++) {
         sfl_dataset_t *ds = random_ds(200 + k, 70, 5, ncl[k]);
-        size_t dim = all[k]->dim(5, ncl[k]);
+        size_t dim = sfl_loss_dim(all[k], 5, ncl[k]);
 
         for (size_t s = 0; s < 2; s++) {
             for (size_t j = 0; j < dim; j++)
@@ -278,19 +278,19 @@ static void test_loss_grad_known_values(void **state)
     sfl_dataset_t *ds = make_ds(a, 2, 3, yb, 2);
 
     memset(g, 0xff, sizeof(g));
-    sfl_loss_logistic.grad(ds, NULL, 0, x, 0.0, g);
+    sfl_loss_grad(&sfl_loss_logistic, ds, NULL, 0, x, 0.0, g);
     assert_close(g[0], -0.25, 0, 1e-15);
     assert_close(g[1], -0.5, 0, 1e-15);
     assert_close(g[2], 0.75, 0, 1e-15);
     x[0] = 2.0;
     x[2] = -1.0;
     memset(g, 0xff, sizeof(g));
-    sfl_loss_logistic.grad(ds, &dummy, 0, x, 0.5, g);
+    sfl_loss_grad(&sfl_loss_logistic, ds, &dummy, 0, x, 0.5, g);
     assert_close(g[0], 1.0, 0, 0);
     assert_close(g[1], 0.0, 0, 0);
     assert_close(g[2], -0.5, 0, 0);
     memset(g, 0xff, sizeof(g));
-    sfl_loss_softmax.grad(ds, &dummy, 0, x, 0.5, g);
+    sfl_loss_grad(&sfl_loss_softmax, ds, &dummy, 0, x, 0.5, g);
     for (size_t j = 0; j < 6; j++)
         assert_close(g[j], 0.5 * x[j], 0, 0);
     sfl_dataset_free(ds);
@@ -305,13 +305,13 @@ static void test_loss_known_values(void **state)
 
     /* logistic at x = 0: log 2 for every row, gradient mean of (1/2 - y) z. */
     sfl_dataset_t *ds = make_ds(a, 2, 3, yb, 2);
-    assert_close(sfl_loss_logistic.eval(ds, NULL, 0, x, 0.0, g), log(2.0), 0, 1e-15);
+    assert_close(sfl_loss_eval(&sfl_loss_logistic, ds, NULL, 0, x, 0.0, g), log(2.0), 0, 1e-15);
     assert_close(g[0], -0.25, 0, 1e-15);
     assert_close(g[1], -0.5, 0, 1e-15);
     assert_close(g[2], 0.75, 0, 1e-15);
     /* softmax with 2 classes at x = 0: log 2 too. */
-    assert_close(sfl_loss_softmax.eval(ds, NULL, 0, x, 0.0, g), log(2.0), 0, 1e-15);
-    assert_close(sfl_loss_softmax.predict(ds, 0, x), 0.0, 0, 0); /* tie -> class 0 */
+    assert_close(sfl_loss_eval(&sfl_loss_softmax, ds, NULL, 0, x, 0.0, g), log(2.0), 0, 1e-15);
+    assert_close(sfl_loss_predict(&sfl_loss_softmax, ds, 0, x), 0.0, 0, 0); /* tie -> class 0 */
     sfl_dataset_free(ds);
 
     /* lsq: mean (z'x - y)^2 without 1/2, gradient 2/n sum (z'x - y) z, and
@@ -320,14 +320,14 @@ static void test_loss_known_values(void **state)
     x[0] = 1.0;
     x[2] = 1.0;
     /* residuals: 1 - 2 = -1, 3 + 1 = 4 -> (1 + 16) / 2 */
-    assert_close(sfl_loss_lsq.eval(ds, NULL, 0, x, 0.0, g), 8.5, 0, 1e-15);
+    assert_close(sfl_loss_eval(&sfl_loss_lsq, ds, NULL, 0, x, 0.0, g), 8.5, 0, 1e-15);
     assert_close(g[0], -1.0, 0, 1e-15);
     assert_close(g[1], -2.0, 0, 1e-15);
     assert_close(g[2], 12.0, 0, 1e-15);
-    assert_close(sfl_loss_lsq.eval(ds, NULL, 0, x, 2.0, g), 8.5 + 2.0, 0, 1e-15);
+    assert_close(sfl_loss_eval(&sfl_loss_lsq, ds, NULL, 0, x, 2.0, g), 8.5 + 2.0, 0, 1e-15);
     assert_close(g[0], 1.0, 0, 1e-15);
     assert_close(g[2], 14.0, 0, 1e-15);
-    assert_close(sfl_loss_lsq.predict(ds, 1, x), 3.0, 0, 0);
+    assert_close(sfl_loss_predict(&sfl_loss_lsq, ds, 1, x), 3.0, 0, 0);
     sfl_dataset_free(ds);
 }
 
@@ -343,21 +343,21 @@ static void test_loss_extreme_margins_stay_finite(void **state)
         double x[1] = {s * 1e4};
         /* Both rows have margin +-1e4, one with y = 0, one with y = 1: the
          * loss is the wrong row's 1e4 over 2; gradient (sigma - y) z / n. */
-        double f = sfl_loss_logistic.eval(ds, NULL, 0, x, 0.0, g);
+        double f = sfl_loss_eval(&sfl_loss_logistic, ds, NULL, 0, x, 0.0, g);
 
         assert_close(f, 5e3, 0, 1e-9);
         assert_close(g[0], s * 0.5, 0, 1e-15);
         uint32_t one = s > 0 ? 0 : 1; /* the wrong row */
-        f = sfl_loss_logistic.eval(ds, &one, 1, x, 0.0, g);
+        f = sfl_loss_eval(&sfl_loss_logistic, ds, &one, 1, x, 0.0, g);
         assert_close(f, 1e4, 0, 1e-9);
         assert_close(g[0], s > 0 ? 1.0 : -1.0, 0, 1e-15);
         uint32_t right = 1 - one;
-        f = sfl_loss_logistic.eval(ds, &right, 1, x, 0.0, g);
+        f = sfl_loss_eval(&sfl_loss_logistic, ds, &right, 1, x, 0.0, g);
         assert_true(f >= 0.0 && f < 1e-300);
         assert_close(g[0], 0.0, 0, 1e-300);
 
         double xs[2] = {s * 1e4, -s * 1e4};
-        f = sfl_loss_softmax.eval(ds, NULL, 0, xs, 0.0, g);
+        f = sfl_loss_eval(&sfl_loss_softmax, ds, NULL, 0, xs, 0.0, g);
         assert_close(f, 1e4, 0, 1e-9); /* margin 2e4 wrong on one row */
         for (int j = 0; j < 2; j++)
             assert_true(isfinite(g[j]));
@@ -402,14 +402,14 @@ static void test_loss_empty_batch(void **state)
     uint32_t dummy = 0;
 
     for (size_t k = 0; k < 3; k++) {
-        size_t d = all[k]->dim(2, 2);
+        size_t d = sfl_loss_dim(all[k], 2, 2);
 
         memset(g, 0xff, sizeof(g));
-        double f = all[k]->eval(ds, &dummy, 0, x, 0.0, g);
+        double f = sfl_loss_eval(all[k], ds, &dummy, 0, x, 0.0, g);
         assert_close(f, 0.0, 0, 0);
         for (size_t j = 0; j < d; j++)
             assert_close(g[j], 0.0, 0, 0);
-        f = all[k]->eval(ds, &dummy, 0, x, 0.5, g);
+        f = sfl_loss_eval(all[k], ds, &dummy, 0, x, 0.5, g);
         double sq = 0;
         for (size_t j = 0; j < d; j++) {
             sq += x[j] * x[j];
@@ -421,7 +421,7 @@ static void test_loss_empty_batch(void **state)
 
     /* A dataset with no rows, rows == NULL. */
     ds = make_ds(a, 0, 2, y, 2);
-    assert_close(sfl_loss_logistic.eval(ds, NULL, 0, x, 0.0, g), 0.0, 0, 0);
+    assert_close(sfl_loss_eval(&sfl_loss_logistic, ds, NULL, 0, x, 0.0, g), 0.0, 0, 0);
     assert_close(g[0], 0.0, 0, 0);
     assert_true(isnan(sfl_loss_accuracy(&sfl_loss_logistic, ds, x)));
     sfl_dataset_free(ds);

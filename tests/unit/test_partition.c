@@ -271,6 +271,76 @@ static void test_partition_dirichlet(void **state)
     assert_null(p);
 }
 
+/* pFedMe's split: client c holds labels c, c+1 (mod G), every row of a
+ * held label is assigned, at least min_rows per held label, sizes differ. */
+static void test_partition_labels(void **state)
+{
+    (void)state;
+    enum { N = 6000, G = 10, C = 20 };
+    uint32_t *group = malloc(N * sizeof(uint32_t)), *owner = malloc(N * sizeof(uint32_t));
+    uint32_t cnt[C][G], size[C];
+    sfl_rng_t r;
+    sfl_partition_t *p = NULL, *q = NULL;
+
+    for (uint32_t i = 0; i < N; i++)
+        group[i] = (i * 7) % G; /* 600 rows per label */
+    sfl_rng_seed(&r, 5, 0, 0, SFL_STREAM_PARTITION);
+    assert_int_equal(sfl_partition_labels(group, N, G, C, 2, 10, 1.0, &r, &p), 0);
+    assert_int_equal(check_partition(p, N, owner), N); /* every label has holders */
+    memset(cnt, 0, sizeof(cnt));
+    memset(size, 0, sizeof(size));
+    for (uint32_t i = 0; i < N; i++) {
+        cnt[owner[i]][group[i]]++;
+        size[owner[i]]++;
+    }
+    uint32_t lo = N, hi = 0;
+    for (uint32_t c = 0; c < C; c++) {
+        for (uint32_t g = 0; g < G; g++) {
+            int held = g == c % G || g == (c + 1) % G;
+
+            if (held)
+                assert_true(cnt[c][g] >= 10);
+            else
+                assert_int_equal(cnt[c][g], 0);
+        }
+        lo = size[c] < lo ? size[c] : lo;
+        hi = size[c] > hi ? size[c] : hi;
+    }
+    assert_true(hi > 2 * lo); /* lognormal sizes: clients differ */
+    /* same rng state, same split; sigma 0: equal shares (+-1 per label) */
+    sfl_rng_seed(&r, 5, 0, 0, SFL_STREAM_PARTITION);
+    assert_int_equal(sfl_partition_labels(group, N, G, C, 2, 10, 1.0, &r, &q), 0);
+    assert_memory_equal(p->rows, q->rows, N * sizeof(uint32_t));
+    sfl_partition_free(q);
+    assert_int_equal(sfl_partition_labels(group, N, G, C, 2, 10, 0.0, &r, &q), 0);
+    assert_int_equal(check_partition(q, N, owner), N);
+    for (uint32_t c = 0; c < C; c++)
+        assert_true(q->offset[c + 1] - q->offset[c] >= 299 &&
+                    q->offset[c + 1] - q->offset[c] <= 301);
+    sfl_partition_free(q);
+    sfl_partition_free(p);
+    /* a label smaller than min_rows x holders: equal shares, all assigned */
+    sfl_rng_seed(&r, 6, 0, 0, SFL_STREAM_PARTITION);
+    assert_int_equal(sfl_partition_labels(group, 30, G, C, 2, 10, 1.0, &r, &p), 0);
+    assert_int_equal(check_partition(p, 30, owner), 30);
+    sfl_partition_free(p);
+    /* fewer clients than labels: unheld labels' rows are left out */
+    assert_int_equal(sfl_partition_labels(group, N, G, 3, 2, 10, 1.0, &r, &p), 0);
+    assert_int_equal(check_partition(p, N, owner), 4 * 600);
+    sfl_partition_free(p);
+    p = NULL;
+    assert_int_equal(sfl_partition_labels(group, N, G, C, 11, 10, 1.0, &r, &p), SFL_EINVAL);
+    assert_int_equal(sfl_partition_labels(group, N, G, C, 0, 10, 1.0, &r, &p), SFL_EINVAL);
+    assert_int_equal(sfl_partition_labels(group, N, G, 0, 2, 10, 1.0, &r, &p), SFL_EINVAL);
+    assert_int_equal(sfl_partition_labels(group, N, G, C, 2, 10, NAN, &r, &p), SFL_EINVAL);
+    assert_int_equal(sfl_partition_labels(group, N, G, C, 2, 10, -1, &r, &p), SFL_EINVAL);
+    group[7] = G; /* a row whose label is out of range */
+    assert_int_equal(sfl_partition_labels(group, N, G, C, 2, 10, 1.0, &r, &p), SFL_EINVAL);
+    assert_null(p);
+    free(group);
+    free(owner);
+}
+
 /* Three tight blobs far apart in 6 sparse dimensions, rows interleaved. */
 static sfl_csr_t *blobs(uint32_t per, uint32_t *truth)
 {
@@ -381,6 +451,10 @@ static void test_partition_failalloc(void **state)
         sfl_partition_free(p);
         p = NULL;
     });
+    FAILALLOC_EACH(sfl_partition_labels(group, N, 4, 6, 2, 3, 1.0, &r, &p), {
+        sfl_partition_free(p);
+        p = NULL;
+    });
     FAILALLOC_EACH(sfl_kmeans(X, 3, 20, &r, cl), (void)0);
     sfl_csr_free(X);
 }
@@ -394,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_partition_group_skew_never_dead_ends),
         cmocka_unit_test(test_partition_group_skew_bad_args),
         cmocka_unit_test(test_partition_dirichlet),
+        cmocka_unit_test(test_partition_labels),
         cmocka_unit_test(test_partition_kmeans_blobs),
         cmocka_unit_test(test_partition_kmeans_degenerate),
         cmocka_unit_test(test_partition_failalloc),

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sfl/alloc.h"
+#include "sfl/client.h"
 #include "sfl/eval.h"
 
 sfl_dataset_t *testfed_dense_data(const double *a, const double *y, uint32_t n, uint32_t d)
@@ -156,15 +157,19 @@ double testfed_run(const testfed_t *f)
     const sfl_algo_params_t *p = testfed_as(algo, f->p);
     const sfl_problem_t *prob = f->prob;
     uint32_t stride = f->stride ? f->stride : 1;
-    size_t d = prob->dim, md = prob->loss->dim(prob->ncols, prob->nclasses);
+    size_t d = prob->dim, md = sfl_loss_dim(prob->loss, prob->ncols, prob->nclasses);
     size_t maxnnz = (size_t)sfl_algo_params_tau(p) * prob->nblocks;
     sfl_fold_t agg;
     sfl_algo_ws_t ws;
     sfl_topk_ws_t tk;
     double *x = calloc(d, sizeof(double)), *model = calloc(md, sizeof(double));
+    /* every client's own state (for the algorithms that keep one) */
+    sfl_client_state_t *cs = calloc(f->nclients, sizeof(*cs));
     double err = 0;
 
-    assert_true(x && model);
+    assert_true(x && model && cs);
+    for (uint32_t c = 0; c < f->nclients; c++)
+        assert_int_equal(sfl_client_state_new(algo, p, prob, &cs[c]), 0);
     assert_true(f->errs == NULL || f->truth != NULL);
     assert_int_equal(sfl_algo_check(algo, p, prob), 0);
     sfl_algo_ws_init(&ws);
@@ -180,7 +185,7 @@ double testfed_run(const testfed_t *f)
                 continue;
             sfl_rng_seed(&r, 7, t, c, SFL_STREAM_TRAIN);
             assert_int_equal(sfl_spvec_new((uint32_t)d, 0, &u), 0);
-            int rc = algo->client_update(p, prob, x, f->clients[c], NULL, &r, &ws, u);
+            int rc = algo->client_update(p, prob, x, f->clients[c], cs[c].mem, &r, &ws, u);
             if (rc != 0)
                 print_error("client_update: %s: %s\n", sfl_strerror(rc), sfl_last_error());
             assert_int_equal(rc, 0);
@@ -211,6 +216,9 @@ double testfed_run(const testfed_t *f)
     sfl_fold_close(&agg);
     sfl_topk_ws_close(&tk);
     sfl_algo_ws_close(&ws);
+    for (uint32_t c = 0; c < f->nclients; c++)
+        sfl_client_state_free(&cs[c]);
+    free(cs);
     free(model);
     free(x);
     return err;

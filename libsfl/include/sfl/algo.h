@@ -248,6 +248,7 @@ extern const sfl_algo_t sfl_algo_fedmid;
 extern const sfl_algo_t sfl_algo_feddualavg;
 extern const sfl_algo_t sfl_algo_fedgradmp;
 extern const sfl_algo_t sfl_algo_fedgradmp_inexact;
+extern const sfl_algo_t sfl_algo_fedmac;
 
 /* By name ("fedht", ...); NULL if unknown. sfl_algo_list() is the
  * NULL-terminated table of all algorithms. */
@@ -320,6 +321,11 @@ int sfl_algo_sgd_update(const sfl_sgd_params_t *p, const sfl_problem_t *prob,
 /* x <- H_tau(x) per the problem's blocks. */
 int sfl_algo_threshold(const sfl_problem_t *prob, uint32_t tau, double *x,
                        sfl_topk_ws_t *ws) SFL_MUST_CHECK;
+
+/* FedMac's smoothed l1 (seed 002 Sec. 3.2):
+ *   phi_rho(x) = rho sum_j log cosh(x_j / rho)  ->  ||x||_1 as rho -> 0,
+ * returned; grad (optional) = tanh(x_j / rho). rho > 0. */
+double sfl_phi_rho(const double *x, size_t d, double rho, double *grad);
 
 /* FedGradMP's pieces, public for tests and benchmarks (fedgradmp.c).
  * Support step: ghat[0..*ng) = (top min(2tau, blocklen) |proxy| per block)

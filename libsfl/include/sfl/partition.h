@@ -38,6 +38,18 @@ int sfl_partition_dirichlet(const uint32_t *group, uint32_t nrows, uint32_t ngro
                             uint32_t nclients, double alpha, sfl_rng_t *rng,
                             sfl_partition_t **out) SFL_MUST_CHECK;
 
+/* pFedMe's non-IID label split (Dinh et al. 2020; FedMac, seed 002 Sec.
+ * 5.1): client c holds the per_client groups c, c+1, ... (mod ngroups), so
+ * with 20 clients, 10 labels and 2 per client each label has 4 holders.
+ * Each group's shuffled rows go to its holders: min_rows to each first (or
+ * an equal share when the group is smaller), then the rest in proportions
+ * exp(sigma N(0,1)) drawn per holder (lognormal), so clients differ in
+ * size. Rows of a group nobody holds are left out. SFL_EINVAL unless
+ * 0 < per_client <= ngroups, nclients > 0 and sigma finite >= 0. */
+int sfl_partition_labels(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
+                         uint32_t nclients, uint32_t per_client, uint32_t min_rows,
+                         double sigma, sfl_rng_t *rng, sfl_partition_t **out) SFL_MUST_CHECK;
+
 /* k-means (k-means++ seeding, Lloyd iterations until no row moves or
  * max_iter) on the rows of X; cluster[i] receives the cluster id of row i.
  * Requires 1 <= k <= X->nrows. Deterministic for a given rng state. */

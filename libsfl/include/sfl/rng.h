@@ -23,7 +23,8 @@ enum {
     SFL_STREAM_TRAIN = 3,     /* client minibatch sampling */
     SFL_STREAM_COHORT = 4,    /* cohort sampling */
     SFL_STREAM_PIVOT = 5,     /* internal: top-k pivots */
-    SFL_STREAM_DICT = 6       /* random dictionaries */
+    SFL_STREAM_DICT = 6,      /* random dictionaries */
+    SFL_STREAM_INIT = 7       /* the starting model (sfl_loss_init_model) */
 };
 
 void sfl_rng_seed(sfl_rng_t *r, uint64_t seed, uint64_t round, uint64_t client,

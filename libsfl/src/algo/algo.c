@@ -25,6 +25,7 @@ static const sfl_algo_t *const algos[] = {
     &sfl_algo_fedavg, &sfl_algo_fedprox,
     &sfl_algo_fedmid, &sfl_algo_feddualavg,
     &sfl_algo_fedgradmp, &sfl_algo_fedgradmp_inexact,
+    &sfl_algo_fedmac,
 #define SFL_EXTRA_ALGO(sym) &sym,
 #include "algos_extra.inc"
 #undef SFL_EXTRA_ALGO
@@ -246,31 +247,35 @@ int sfl_problem_init(sfl_problem_t *prob, const sfl_loss_t *loss, uint32_t ncols
 {
     if (loss == NULL || ncols == 0)
         return sfl__fail(SFL_EINVAL, "problem needs a loss and at least one feature");
-    if (loss == &sfl_loss_softmax && nclasses < 2)
-        return sfl__fail(SFL_EINVAL, "softmax needs at least 2 classes, data has %u", nclasses);
+    if (loss->classification && loss != &sfl_loss_logistic && nclasses < 2)
+        return sfl__fail(SFL_EINVAL, "%s needs at least 2 classes, data has %u", loss->name,
+                         nclasses);
     if (loss == &sfl_loss_logistic && nclasses != 2)
         return sfl__fail(SFL_EINVAL, "logistic loss needs 2 classes, data has %u", nclasses);
     if (loss->classification == 0 && nclasses != 0)
         return sfl__fail(SFL_EINVAL, "%s is a regression loss but the labels are classes",
                          loss->name);
+    if (loss->classification && nclasses > SFL_LOSS_MAX_CLASSES)
+        return sfl__fail(SFL_ELIMIT, "%s: %u classes, at most %u", loss->name, nclasses,
+                         SFL_LOSS_MAX_CLASSES);
     /* Every vector of the problem has dim entries: dim must fit the wire's
      * uint32 dimensions and a size_t count of doubles, on 32-bit targets
-     * too (256 classes x 2^24 + 1 features wraps a 32-bit size_t). */
+     * too (256 classes x 2^24 + 1 features wraps a 32-bit size_t; the
+     * loss's dim is 0 for a model that does not fit a size_t). */
     {
-        uint64_t blocks = loss == &sfl_loss_softmax ? nclasses : 1;
-        uint64_t want = (uint64_t)ncols * blocks;
+        size_t dim = sfl_loss_dim(loss, ncols, nclasses);
+        uint64_t most = SIZE_MAX / sizeof(double) < UINT32_MAX ? SIZE_MAX / sizeof(double)
+                                                                 : UINT32_MAX;
 
-        if (want > UINT32_MAX || want > SIZE_MAX / sizeof(double))
-            return sfl__fail(SFL_ELIMIT, "a model of %llu x %u entries is too large (at most "
-                             "%llu)", (unsigned long long)blocks, ncols,
-                             (unsigned long long)(SIZE_MAX / sizeof(double) < UINT32_MAX
-                                                      ? SIZE_MAX / sizeof(double)
-                                                      : UINT32_MAX));
+        if (dim == 0 || dim > most)
+            return sfl__fail(SFL_ELIMIT, "a %s model of %u features and %u classes is too "
+                             "large (at most %llu entries)", loss->name, ncols, nclasses,
+                             (unsigned long long)most);
+        prob->dim = dim;
     }
     prob->loss = loss;
     prob->ncols = ncols;
     prob->nclasses = nclasses;
-    prob->dim = loss->dim(ncols, nclasses);
     prob->nblocks = loss == &sfl_loss_softmax ? nclasses : 1;
     prob->dict = NULL;
     return 0;
@@ -282,7 +287,7 @@ int sfl_dict_attach(sfl_problem_t *prob, const sfl_dict_t *d)
         return sfl__fail(SFL_EINVAL, "dict_attach: problem not initialised");
     if (d == NULL) {
         prob->dict = NULL;
-        prob->dim = prob->loss->dim(prob->ncols, prob->nclasses);
+        prob->dim = sfl_loss_dim(prob->loss, prob->ncols, prob->nclasses);
         return 0;
     }
     if (d->n != prob->ncols)
@@ -436,7 +441,7 @@ int sfl_algo_local_sgd(const sfl_sgd_params_t *p, const sfl_problem_t *prob,
         if (rc < 0)
             return rc;
         /* g = grad f_B(x) (+ mu (x - global) for FedProx); x -= lr g */
-        prob->loss->grad(local, rows, b, ws->x, p->lambda, ws->g);
+        sfl_loss_grad(prob->loss, local, rows, b, ws->x, p->lambda, ws->g);
         if (mu > 0)
             for (size_t j = 0; j < d; j++)
                 ws->g[j] += mu * (ws->x[j] - global[j]);

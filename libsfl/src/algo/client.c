@@ -241,7 +241,7 @@ static int report(const sfl_client_task_t *t, const sfl_dataset_t *view,
     const sfl_loss_t *loss = t->prob->loss;
     int rc;
 
-    rep->train_loss = loss->eval(view, NULL, 0, x, sfl_algo_param_or(t->params, "lambda", 0),
+    rep->train_loss = sfl_loss_eval(loss, view, NULL, 0, x, sfl_algo_param_or(t->params, "lambda", 0),
                                  NULL);
     if (!isfinite(rep->train_loss))
         return sfl__fail(SFL_ENUMERIC, "local objective at the task's model is not finite");
@@ -308,7 +308,7 @@ int sfl_client_round(const sfl_client_task_t *t, const sfl_dataset_t *data,
     /* The table returns no objective: report the local objective at the
      * model this round started from (docs/protocol.md, agent notes). */
     if (t->algo->model_of != NULL) {
-        model = sfl__calloc(prob->loss->dim(prob->ncols, prob->nclasses), sizeof(double));
+        model = sfl__calloc(sfl_loss_dim(prob->loss, prob->ncols, prob->nclasses), sizeof(double));
         if (model == NULL) {
             rc = SFL_ENOMEM;
             goto out;

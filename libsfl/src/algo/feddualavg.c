@@ -78,7 +78,7 @@ static int feddualavg_client_update(const sfl_algo_params_t *algo_params,
             return sfl__fail(rc, "local dual diverged (learning rate %g too large?)", p->lr);
         if (rc < 0)
             return rc;
-        prob->loss->grad(local, rows, b, ws->x, p->lambda, ws->g);
+        sfl_loss_grad(prob->loss, local, rows, b, ws->x, p->lambda, ws->g);
         sfl_dvec_axpy(-p->lr, ws->g, delta, d);
     }
     for (size_t j = 0; j < d; j++)

@@ -399,7 +399,7 @@ static int shape_of(const sfl_problem_t *prob, shape_t *sh)
 
     if (prob == NULL || prob->loss == NULL || prob->nblocks == 0)
         return sfl__fail(SFL_EINVAL, "fedgradmp: problem not initialised");
-    mdim = prob->loss->dim(prob->ncols, prob->nclasses);
+    mdim = sfl_loss_dim(prob->loss, prob->ncols, prob->nclasses);
     sh->A = prob->dict;
     sh->d = prob->dim;
     sh->nb = prob->nblocks;
@@ -541,7 +541,7 @@ static int solve_inexact(const gradmp_params_t *p, const sfl_problem_t *prob,
     for (uint32_t it = 0; it < steps; it++) {
         if (sh->A)
             model_from_support(sh, G, bv, ng, x);
-        prob->loss->grad(local, NULL, 0, x, p->sgd.lambda, gr);
+        sfl_loss_grad(prob->loss, local, NULL, 0, x, p->sgd.lambda, gr);
         for (uint32_t q = 0; q < ng; q++) {
             double gq;
 
@@ -684,7 +684,7 @@ static int client_update(const sfl_algo_params_t *algo_params, const sfl_problem
             model_from_state(&sh, s.c, ws->x);
             x = ws->x;
         }
-        prob->loss->grad(local, rows, b, x, p->sgd.lambda, ws->g);
+        sfl_loss_grad(prob->loss, local, rows, b, x, p->sgd.lambda, ws->g);
         if (sh.A) {
             for (uint32_t r = 0; r < sh.nb; r++)
                 sfl_dict_apply_t(sh.A, ws->g + r * sh.fl, s.rc + r * sh.bl);

@@ -511,3 +511,77 @@ out:
     sfl__free(cent);
     return rc;
 }
+
+/* ---- pFedMe's label split --------------------------------------------- */
+
+int sfl_partition_labels(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
+                         uint32_t nclients, uint32_t per_client, uint32_t min_rows,
+                         double sigma, sfl_rng_t *rng, sfl_partition_t **out)
+{
+    uint32_t *start = NULL, *grouped = NULL, *owner = NULL, *holder = NULL;
+    double *w = NULL;
+    int rc = 0;
+
+    if (out == NULL || rng == NULL || (group == NULL && nrows > 0))
+        return sfl__fail(SFL_EINVAL, "partition_labels: NULL argument");
+    *out = NULL;
+    if (nclients == 0 || ngroups == 0 || per_client == 0 || per_client > ngroups)
+        return sfl__fail(SFL_EINVAL, "partition_labels: nclients=%u ngroups=%u per_client=%u "
+                         "need 0 < per_client <= ngroups and nclients > 0",
+                         nclients, ngroups, per_client);
+    if (!(sigma >= 0.0) || isinf(sigma))
+        return sfl__fail(SFL_EINVAL, "partition_labels: sigma=%g must be finite and >= 0",
+                         sigma);
+    start = sfl__mallocarray((size_t)ngroups + 1, sizeof(uint32_t));
+    grouped = sfl__mallocarray(nrows, sizeof(uint32_t));
+    owner = sfl__mallocarray(nrows, sizeof(uint32_t));
+    holder = sfl__mallocarray(nclients, sizeof(uint32_t));
+    w = sfl__mallocarray(nclients, sizeof(double));
+    if (start == NULL || grouped == NULL || owner == NULL || holder == NULL || w == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    if ((rc = bucket_groups(group, nrows, ngroups, rng, start, grouped)) < 0)
+        goto out;
+    for (uint32_t i = 0; i < nrows; i++)
+        owner[i] = NONE;
+    for (uint32_t g = 0; g < ngroups; g++) {
+        uint32_t cnt = start[g + 1] - start[g], nh = 0, lo = 0;
+        double sum = 0.0, cum = 0.0;
+
+        /* Client c holds groups c, c+1, ..., c+per_client-1 (mod ngroups). */
+        for (uint32_t c = 0; c < nclients; c++)
+            if ((g + ngroups - c % ngroups) % ngroups < per_client)
+                holder[nh++] = c;
+        if (nh == 0)
+            continue; /* nobody holds this group: its rows are left out */
+        for (uint32_t h = 0; h < nh; h++) {
+            w[h] = exp(sigma * sfl_rng_gauss(rng, 0.0, 1.0));
+            sum += w[h];
+        }
+        /* min_rows each first (as far as the group has rows), then the rest
+         * at the cumulative lognormal proportions; the last cut is cnt. */
+        uint32_t base = (uint64_t)min_rows * nh <= cnt ? min_rows : cnt / nh;
+        uint32_t rest = cnt - base * nh;
+        for (uint32_t h = 0; h < nh; h++) {
+            uint32_t share, hi;
+
+            cum += w[h];
+            share = h + 1 == nh ? rest : (uint32_t)fmin(floor(rest * (cum / sum) + 0.5), rest);
+            hi = base * (h + 1) + share;
+            if (hi < lo)
+                hi = lo;
+            for (uint32_t j = lo; j < hi; j++)
+                owner[grouped[start[g] + j]] = holder[h];
+            lo = hi;
+        }
+    }
+    rc = from_owner(owner, nrows, nclients, out);
+out:
+    sfl__free(w);
+    sfl__free(holder);
+    sfl__free(owner);
+    sfl__free(grouped);
+    sfl__free(start);
+    return rc;
+}

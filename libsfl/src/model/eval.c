@@ -12,7 +12,7 @@ double sfl_eval_objective(const sfl_loss_t *loss, sfl_dataset_t *const *clients,
     for (uint32_t i = 0; i < nclients; i++) {
         if (clients[i]->X->nrows == 0 || !(w[i] > 0))
             continue;
-        num += w[i] * loss->eval(clients[i], NULL, 0, x, lambda, NULL);
+        num += w[i] * sfl_loss_eval(loss, clients[i], NULL, 0, x, lambda, NULL);
         den += w[i];
     }
     return den > 0 ? num / den : NAN;
@@ -24,7 +24,7 @@ double sfl_eval_mse(const sfl_loss_t *loss, const sfl_dataset_t *ds, const doubl
     double sum = 0;
 
     for (uint32_t i = 0; i < n; i++) {
-        double e = loss->predict(ds, i, x) - ds->y[i];
+        double e = sfl_loss_predict(loss, ds, i, x) - ds->y[i];
 
         sum += e * e;
     }

@@ -1,5 +1,7 @@
 #include "sfl/loss.h"
 
+#include "loss_int.h"
+
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -40,7 +42,7 @@ static void row_axpy(const size_t *rowptr, const uint32_t *colind, const double 
 /* grad += lambda x and, with want_value, returns lambda/2 ||x||^2. Skipped
  * for lambda == 0 so an unregularized call touches only the batch's
  * nonzeros (plus the zeroing). */
-static double add_ridge(const double *x, size_t d, double lambda, double *grad, int want_value)
+double sfl__loss_add_ridge(const double *x, size_t d, double lambda, double *grad, int want_value)
 {
     double sq = 0.0;
 
@@ -75,8 +77,9 @@ static uint32_t batch_size(const sfl_dataset_t *ds, const uint32_t *rows, uint32
 }
 
 /* lsq and logistic: one weight per feature, no intercept. */
-static size_t linear_dim(uint32_t ncols, uint32_t nclasses)
+static size_t linear_dim(const sfl_loss_t *l, uint32_t ncols, uint32_t nclasses)
 {
+    (void)l;
     (void)nclasses;
     return ncols;
 }
@@ -147,44 +150,50 @@ static double linear_run(enum linear_kind kind, const sfl_dataset_t *ds, const u
         }
         f *= inv;
     }
-    return f + add_ridge(x, d, lambda, grad, want_value);
+    return f + sfl__loss_add_ridge(x, d, lambda, grad, want_value);
 }
 
-static double lsq_eval(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
+static double lsq_eval(const sfl_loss_t *l, const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
                        const double *x, double lambda, double *grad)
 {
+    (void)l;
     return linear_run(LINEAR_LSQ, ds, rows, nrows, x, lambda, grad, 1);
 }
 
-static void lsq_grad(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
+static void lsq_grad(const sfl_loss_t *l, const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
                      const double *x, double lambda, double *grad)
 {
+    (void)l;
     assert(grad != NULL);
     (void)linear_run(LINEAR_LSQ, ds, rows, nrows, x, lambda, grad, 0);
 }
 
-static double lsq_predict(const sfl_dataset_t *ds, uint32_t i, const double *x)
+static double lsq_predict(const sfl_loss_t *l, const sfl_dataset_t *ds, uint32_t i, const double *x)
 {
+    (void)l;
     const sfl_csr_t *X = ds->X;
 
     return row_dot(X->rowptr, X->colind, X->val, i, x);
 }
 
-static double logistic_eval(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
+static double logistic_eval(const sfl_loss_t *l, const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
                             const double *x, double lambda, double *grad)
 {
+    (void)l;
     return linear_run(LINEAR_LOGISTIC, ds, rows, nrows, x, lambda, grad, 1);
 }
 
-static void logistic_grad(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
+static void logistic_grad(const sfl_loss_t *l, const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
                           const double *x, double lambda, double *grad)
 {
+    (void)l;
     assert(grad != NULL);
     (void)linear_run(LINEAR_LOGISTIC, ds, rows, nrows, x, lambda, grad, 0);
 }
 
-static double logistic_predict(const sfl_dataset_t *ds, uint32_t i, const double *x)
+static double logistic_predict(const sfl_loss_t *l, const sfl_dataset_t *ds, uint32_t i, const double *x)
 {
+    (void)l;
     const sfl_csr_t *X = ds->X;
 
     return row_dot(X->rowptr, X->colind, X->val, i, x) > 0.0 ? 1.0 : 0.0;
@@ -194,8 +203,9 @@ static double logistic_predict(const sfl_dataset_t *ds, uint32_t i, const double
 
 /* Outside [2, SFL_LOSS_MAX_CLASSES] there is no valid model: 0 tells the
  * caller (which must check) rather than asserting on a dataset property. */
-static size_t softmax_dim(uint32_t ncols, uint32_t nclasses)
+static size_t softmax_dim(const sfl_loss_t *l, uint32_t ncols, uint32_t nclasses)
 {
+    (void)l;
     if (nclasses < 2 || nclasses > SFL_LOSS_MAX_CLASSES)
         return 0;
     /* A product that does not fit is no model either (sfl_problem_init
@@ -269,24 +279,27 @@ static double softmax_run(const sfl_dataset_t *ds, const uint32_t *rows, uint32_
         }
         f *= inv;
     }
-    return f + add_ridge(x, d, lambda, grad, want_value);
+    return f + sfl__loss_add_ridge(x, d, lambda, grad, want_value);
 }
 
-static double softmax_eval(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
+static double softmax_eval(const sfl_loss_t *l, const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
                            const double *x, double lambda, double *grad)
 {
+    (void)l;
     return softmax_run(ds, rows, nrows, x, lambda, grad, 1);
 }
 
-static void softmax_grad(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
+static void softmax_grad(const sfl_loss_t *l, const sfl_dataset_t *ds, const uint32_t *rows, uint32_t nrows,
                          const double *x, double lambda, double *grad)
 {
+    (void)l;
     assert(grad != NULL);
     (void)softmax_run(ds, rows, nrows, x, lambda, grad, 0);
 }
 
-static double softmax_predict(const sfl_dataset_t *ds, uint32_t i, const double *x)
+static double softmax_predict(const sfl_loss_t *l, const sfl_dataset_t *ds, uint32_t i, const double *x)
 {
+    (void)l;
     uint32_t c = ds->nclasses;
     double scores[SFL_LOSS_MAX_CLASSES];
     uint32_t best = 0;
@@ -337,9 +350,21 @@ const sfl_loss_t *sfl_loss_find(const char *name)
     for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++)
         if (strcmp(all[j]->name, name) == 0)
             return all[j];
-    return NULL;
+    return sfl__loss_mlp_find(name);
 }
 
+void sfl_loss_init_model(const sfl_loss_t *l, uint32_t ncols, uint32_t nclasses, uint64_t seed,
+                         double *x)
+{
+    if (l->init) {
+        sfl_rng_t rng;
+
+        sfl_rng_seed(&rng, seed, 0, 0, SFL_STREAM_INIT);
+        l->init(l, ncols, nclasses, &rng, x);
+    } else {
+        memset(x, 0, sfl_loss_dim(l, ncols, nclasses) * sizeof(double));
+    }
+}
 double sfl_loss_accuracy(const sfl_loss_t *loss, const sfl_dataset_t *ds, const double *x)
 {
     uint32_t n = ds->X->nrows;
@@ -349,7 +374,7 @@ double sfl_loss_accuracy(const sfl_loss_t *loss, const sfl_dataset_t *ds, const 
     if (!loss->classification || n == 0)
         return NAN;
     for (uint32_t i = 0; i < n; i++)
-        if (loss->predict(ds, i, x) == ds->y[i])
+        if (sfl_loss_predict(loss, ds, i, x) == ds->y[i])
             hit++;
     return (double)hit / n;
 }
