@@ -496,10 +496,9 @@ int coord_reload_model(job_t *j)
     rc = coord_store_checkpoint_latest(co->store, (int64_t)j->id, j->model.prob.dim * 13 + 64,
                                        &round, &buf, &len, hash);
     if (rc == SFL_ENOTFOUND) {
-        memset(j->model.global, 0, j->model.prob.dim * sizeof(double));
-        j->model.round = 0;
+        coord_job_start_model(&j->model);
         j->committed = 0;
-        j->model_nnz = 0;
+        j->model_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
         memset(&j->last, 0, sizeof(j->last));
         return 0;
     }

@@ -343,6 +343,14 @@ int coord_job_init(coord_job_t *j, const sfl_job_spec_t *spec)
     return rc < 0 ? rc : coord_job_open(j);
 }
 
+void coord_job_start_model(coord_job_t *j)
+{
+    /* From the job's seed: zeros for a linear loss, a random MLP; what
+     * sfl-sim starts from with the same seed. */
+    sfl_loss_init_model(j->prob.loss, j->prob.ncols, j->prob.nclasses, j->spec.seed, j->global);
+    j->round = 0;
+}
+
 int coord_job_open(coord_job_t *j)
 {
     int rc;
@@ -352,12 +360,7 @@ int coord_job_open(coord_job_t *j)
     j->global = sfl__calloc(j->prob.dim, sizeof(double));
     if (j->global == NULL)
         return SFL_ENOMEM;
-    /* The starting model, from the job's seed (zeros for a linear loss, a
-     * random MLP): what sfl-sim starts from with the same seed. With a
-     * dictionary the state is coefficients, which start at zero. */
-    if (j->prob.dict == NULL)
-        sfl_loss_init_model(j->prob.loss, j->prob.ncols, j->prob.nclasses, j->spec.seed,
-                            j->global);
+    coord_job_start_model(j);
     /* The fold keeps pointers to the job's own copies. */
     if ((rc = sfl_fold_init(&j->agg, j->algo, &j->params, &j->prob, &j->limits)) < 0) {
         coord_job_close(j);

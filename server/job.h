@@ -95,9 +95,12 @@ typedef struct coord_job {
 /* What a job is, without its O(dim) state: spec, algorithm, parameters and
  * problem checked and kept; global NULL. */
 int coord_job_setup(coord_job_t *j, const sfl_job_spec_t *spec) SFL_MUST_CHECK;
-/* Allocates the O(dim) state of a set-up job (global zero, the fold);
- * coord_job_close frees it again and the job can be opened anew. */
+/* Allocates the O(dim) state of a set-up job (global at its start, the
+ * fold); coord_job_close frees it again and the job can be opened anew. */
 int coord_job_open(coord_job_t *j) SFL_MUST_CHECK;
+/* global = the job's starting model (sfl_loss_init_model from the job's
+ * seed: zeros for a linear loss, a random MLP), round 0. */
+void coord_job_start_model(coord_job_t *j);
 /* coord_job_setup, then coord_job_open. */
 int coord_job_init(coord_job_t *j, const sfl_job_spec_t *spec) SFL_MUST_CHECK;
 void coord_job_close(coord_job_t *j);

@@ -34,14 +34,15 @@ static const opt_t opts[] = {
      " default synth:sim1"},
     {"partition", T_STR, O(partition), SIM_OPT_PARTITION, "P",
      "file data: iid, label, pfedme, dirichlet:ALPHA or kmeans:K (default iid);\n"
-     "pfedme: client c holds labels c and c+1 (mod classes), sizes lognormal,\n"
-     "each client's rows split into its own train and test parts (docs/data.md)"},
+     "                       pfedme: client c holds labels c and c+1 (mod classes), lognormal\n"
+     "                       sizes, each client's rows split into its own train and test parts\n"
+     "                       (docs/algorithms.md)"},
     {"test", T_STR, O(test), -1, "FILE", "held-out file in the format of --data"},
     {"test-frac", T_DBL, O(test_frac), SIM_OPT_TEST_FRAC, "F",
      "fraction held out for test_accuracy (default 0.2 for files, 0 for synth)"},
     {"loss", T_STR, O(loss), -1, "L", "lsq, logistic, softmax or mlp:H (a two-layer perceptron with H hidden\n"
-     "ReLU units; mlp:0 is multinomial logistic with intercepts) (default: from\n"
-     "the labels)"},
+     "                       ReLU units; mlp:0 is multinomial logistic with intercepts)\n"
+     "                       (default: from the labels)"},
     {"clients", T_U32, O(clients), -1, "N", "number of clients (default 100)"},
     {"rounds", T_U32, O(rounds), -1, "T", "communication rounds (default 100)"},
     {"seed", T_U64, O(seed), -1, "S", "seed of every random draw (default 1)"},
@@ -72,7 +73,9 @@ static const opt_t opts[] = {
      "write the final model: '# sfl model dim=D', then 'index value' (1-based) per nonzero"},
     {"dump-shards", T_STR, O(dump_shards), -1, "DIR",
      "write client i's training data to DIR/client-<i>.svm, one LibSVM shard per\n"
-     "                       agent (DIR is created if missing), and the truth, if known, to DIR/truth; then exit"},
+     "                       agent (DIR is created if missing), client i's own test part (synthetic data\n"
+     "                       with --test-frac, --partition pfedme) to DIR/client-<i>.test.svm, and the\n"
+     "                       truth, if known, to DIR/truth; then exit"},
     {"dump-data", T_STR, O(dump_data), -1, "FILE",
      "write all clients' training data to FILE (LibSVM) and the truth, if known, to FILE.truth"},
     {"no-wall-clock", T_FLAG, O(no_wall_clock), -1, NULL,

@@ -488,6 +488,15 @@ static void dump_shards(const char *dir, const fed_t *f)
         rc = sfl_libsvm_write(out, f->train[c]);
         if (rc < 0 || ferror(out) | fclose(out))
             rc < 0 ? die(path, rc) : die_sys(path, -EIO);
+        /* a client's own test part, when it has one (an agent's eval_file) */
+        if (f->ntest != f->nclients || f->test[c] == NULL)
+            continue;
+        snprintf(path, sizeof(path), "%s/client-%u.test.svm", dir, c);
+        if ((out = fopen(path, "w")) == NULL)
+            die_sys(path, -errno);
+        rc = sfl_libsvm_write(out, f->test[c]);
+        if (rc < 0 || ferror(out) | fclose(out))
+            rc < 0 ? die(path, rc) : die_sys(path, -EIO);
     }
     if (f->truth) {
         char path[4096];

@@ -69,14 +69,16 @@ pki_federation() { # agent names: a CA in $t/pki, coordinator "coord", the agent
 # Starts agent-$1 (certificate from pki_federation, shard client-$1.svm of
 # $t/data) against 127.0.0.1:$port pinned to $PK; sets agent_$1 to its pid.
 # AGENT_BACKOFF_MAX_MS (default 500) caps its reconnection backoff.
-start_agent() {
+start_agent() { # $1 = agent number; further arguments go to sfl-agent
+    _n=$1
+    shift
     "$BIN/sfl-agent" --coordinator "127.0.0.1:$port" --server_name 127.0.0.1 \
-        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$1.crt" --key "$t/pki/agent/agent-$1.key" \
-        --coordinator_pk "$PK" --data "libsvm:$t/data/client-$1.svm" \
-        --state_dir "$t/agent-$1" --backoff_min_ms 100 \
-        --backoff_max_ms "${AGENT_BACKOFF_MAX_MS:-500}" \
-        >> "$t/agent-$1.log" 2>&1 &
-    eval "agent_$1=$!"
+        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$_n.crt" --key "$t/pki/agent/agent-$_n.key" \
+        --coordinator_pk "$PK" --data "libsvm:$t/data/client-$_n.svm" \
+        --state_dir "$t/agent-$_n" --backoff_min_ms 100 \
+        --backoff_max_ms "${AGENT_BACKOFF_MAX_MS:-500}" "$@" \
+        >> "$t/agent-$_n.log" 2>&1 &
+    eval "agent_$_n=$!"
     pids="$pids $!"
 }
 

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -303,6 +304,46 @@ static void test_job_hostile_update_alone(void **state)
     }
 }
 
+/* A job starts from sfl_loss_init_model with its seed (sfl-sim's start):
+ * zeros for a linear loss, a random MLP; coord_job_start_model restores
+ * it. */
+static void test_job_start_model(void **state)
+{
+    (void)state;
+    sfl_job_spec_t s;
+    coord_job_t j;
+    const sfl_loss_t *l = sfl_loss_find("mlp:3");
+
+    coord_job_spec_default(&s);
+    s.dimension = 6;
+    snprintf(s.loss, sizeof(s.loss), "mlp:3");
+    s.nlabels = 3;
+    s.labels[0] = 0, s.labels[1] = 1, s.labels[2] = 2;
+    s.seed = 11;
+    if (coord_job_init(&j, &s) != 0)
+        fail_msg("%s", sfl_last_error());
+    size_t d = sfl_loss_dim(l, 6, 3);
+    double *want = calloc(d, sizeof(double));
+    assert_non_null(want);
+    assert_int_equal(j.prob.dim, d);
+    sfl_loss_init_model(l, 6, 3, 11, want);
+    assert_memory_equal(j.global, want, d * sizeof(double));
+    assert_true(sfl_dvec_nnz(j.global, d) == d);
+    j.global[0] = 42;
+    j.round = 9;
+    coord_job_start_model(&j);
+    assert_memory_equal(j.global, want, d * sizeof(double));
+    assert_int_equal(j.round, 0);
+    coord_job_close(&j);
+    free(want);
+    /* a linear job starts at zero */
+    coord_job_spec_default(&s);
+    s.dimension = 20;
+    assert_int_equal(coord_job_init(&j, &s), 0);
+    assert_int_equal(sfl_dvec_nnz(j.global, 20), 0);
+    coord_job_close(&j);
+}
+
 static void test_job_checkpoint_round_trip(void **state)
 {
     (void)state;
@@ -366,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_job_ordered_matches_simulation_in_any_order),
         cmocka_unit_test(test_job_ordered_hostile),
         cmocka_unit_test(test_job_hostile_update_alone),
+        cmocka_unit_test(test_job_start_model),
         cmocka_unit_test(test_job_checkpoint_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
