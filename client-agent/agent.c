@@ -389,6 +389,7 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
     pl.train_loss = rep.train_loss;
     pl.eval_accuracy = rep.eval_accuracy;
     pl.eval_mse = rep.eval_mse;
+    pl.personal_accuracy = rep.personal_accuracy;
     pl.eval_samples = rep.eval_samples;
     if ((rc = agent_seal_payload(t, &pl, id, agent_id, msg, len)) < 0)
         goto out;

@@ -35,6 +35,7 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     st->last_eval_samples = j->last.eval_samples;
     st->last_eval_accuracy = j->last.eval_accuracy;
     st->last_eval_mse = j->last.eval_mse;
+    st->last_personal_accuracy = j->last.personal_accuracy;
     coord_text_copy(st->loss, sizeof(st->loss), j->spec.loss);
     st->round_state = SFL_ROUND_NONE;
     if (j->state != SFL_JOB_RUNNING || !j->ready)
@@ -467,6 +468,7 @@ void coord_h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     memset(&r, 0, sizeof(r));
     r.job_id = id;
     snprintf(r.loss, sizeof(r.loss), "%s", j->spec.loss);
+    snprintf(r.algorithm, sizeof(r.algorithm), "%s", j->spec.algorithm);
     r.more = n > page;
     r.n = (uint32_t)(n > page ? page : n);
     r.rounds = r.n ? sfl__calloc(r.n, sizeof(*r.rounds)) : NULL;
@@ -492,6 +494,7 @@ void coord_h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
         o->model_nnz = h[i].m.model_nnz;
         o->bytes_up = h[i].bytes_up;
         o->bytes_down = h[i].m.bytes_down;
+        o->personal_accuracy = h[i].m.personal_accuracy;
     }
     coord_store_free(h);
     rc = sfl_msg_history_pack(&r, &buf, &blen);

@@ -93,9 +93,10 @@ struct job {
     int64_t deadline_wall;
     uint32_t model_nnz;
     /* Training progress of the open attempt: sums over its accepted
-     * updates, weighted by samples (loss) and eval_samples (metrics). */
+     * updates, weighted by samples (loss) and eval_samples (metrics;
+     * personal: the agents' own models, personalized algorithms). */
     struct {
-        double loss, accuracy, mse;
+        double loss, accuracy, mse, personal;
         uint64_t samples, eval_samples, bytes_down;
     } fold;
     coord_round_metrics_t work_metrics; /* the fold's means, for the commit */

@@ -26,11 +26,20 @@ static const char *job_labels(const job_t *j, char *out, size_t cap)
     return out;
 }
 
+/* 1 if the job's agents report a personal accuracy (its algorithm keeps a
+ * model per agent). */
+static int personalized(const job_t *j)
+{
+    const sfl_algo_t *a = sfl_algo_find(j->spec.algorithm);
+
+    return a != NULL && a->shape == SFL_SHAPE_PERSONALIZED && a->personal_model != NULL;
+}
+
 /* Per-job progress gauges: one family at a time, a line per job that has
  * the value (no line before the first round with metrics). */
 static void render_progress(coord_text_t *t, const coord_t *co)
 {
-    enum { COMMITTED, LOSS, EVAL_N, ACC, MSE, NFAM };
+    enum { COMMITTED, LOSS, EVAL_N, ACC, MSE, PACC, NFAM };
     static const char *const fam[NFAM][2] = {
         {"sfl_job_committed_round", "Rounds committed, per job."},
         {"sfl_job_train_loss",
@@ -39,6 +48,9 @@ static void render_progress(coord_text_t *t, const coord_t *co)
         {"sfl_job_eval_accuracy",
          "Held-out accuracy of the last committed round (classification jobs)."},
         {"sfl_job_eval_mse", "Held-out mean squared error of the last committed round (lsq)."},
+        {"sfl_job_personal_accuracy",
+         "Held-out accuracy of the agents' own models in the last committed round "
+         "(personalized algorithms, classification jobs)."},
     };
     char lab[200];
 
@@ -60,6 +72,8 @@ static void render_progress(coord_text_t *t, const coord_t *co)
                 v = m->eval_accuracy;
             else if (f == MSE && m->eval_samples > 0 && !cls)
                 v = m->eval_mse;
+            else if (f == PACC && m->eval_samples > 0 && cls && personalized(j))
+                v = m->personal_accuracy;
             else
                 continue;
             coord_text_printf(t, "%s{%s} %.17g\n", fam[f][0],

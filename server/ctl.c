@@ -18,6 +18,7 @@
 #include <sodium.h>
 
 #include "coord.h"
+#include "sfl/algo.h"
 #include "sfl/alloc.h"
 #include "sfl/grpc.h"
 #include "sfl/grpcconn.h"
@@ -688,29 +689,46 @@ static int classification(const char *loss)
     return strcmp(loss, "lsq") != 0;
 }
 
+/* Whether a job's agents report a personal accuracy: its algorithm keeps a
+ * model per agent, and the loss classifies. Decided by the algorithm, not
+ * by the value, so a personal model that gets every row wrong still shows
+ * its 0. */
+static int personalized(const char *algorithm, const char *loss)
+{
+    const sfl_algo_t *a = sfl_algo_find(algorithm);
+
+    return a != NULL && a->shape == SFL_SHAPE_PERSONALIZED && a->personal_model != NULL &&
+           classification(loss);
+}
+
 const char *ctl_progress(const sfl_job_status_t *j, char *out, size_t cap)
 {
+    char pacc[32] = "";
     size_t o;
 
     out[0] = '\0';
     if (j->last_samples == 0 || cap == 0)
         return out;
     o = (size_t)snprintf(out, cap, "loss %.4g", j->last_train_loss);
+    if (personalized(j->algorithm, j->loss))
+        snprintf(pacc, sizeof(pacc), ", pacc %.4g", j->last_personal_accuracy);
     if (j->last_eval_samples > 0 && o < cap)
-        snprintf(out + o, cap - o, ", %s %.4g (%" PRIu64 " held out)",
+        snprintf(out + o, cap - o, ", %s %.4g%s (%" PRIu64 " held out)",
                  classification(j->loss) ? "accuracy" : "mse",
-                 classification(j->loss) ? j->last_eval_accuracy : j->last_eval_mse,
+                 classification(j->loss) ? j->last_eval_accuracy : j->last_eval_mse, pacc,
                  j->last_eval_samples);
     return out;
 }
 
 void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t t0_ms)
 {
-    int cls = classification(h->loss);
+    int cls = classification(h->loss), pers = personalized(h->algorithm, h->loss);
 
+    /* personal_accuracy comes last, so scripts that read the columns by
+     * position before it was added still read the same ones. */
     if (header)
         fprintf(f, "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,"
-                   "accepted,selected,samples,attempt,round_ms,wall_ms\n");
+                   "accepted,selected,samples,attempt,round_ms,wall_ms,personal_accuracy\n");
     for (uint32_t i = 0; i < h->n; i++) {
         const sfl_round_summary_t *r = &h->rounds[i];
         int ev = r->samples > 0 && r->eval_samples > 0;
@@ -735,8 +753,11 @@ void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t 
         fprintf(f, ",%u,%u,", r->accepted, r->selected);
         if (r->samples > 0)
             fprintf(f, "%" PRIu64, r->samples);
-        fprintf(f, ",%u,%" PRId64 ",%" PRId64 "\n", r->attempt, r->committed_ms - r->opened_ms,
+        fprintf(f, ",%u,%" PRId64 ",%" PRId64 ",", r->attempt, r->committed_ms - r->opened_ms,
                 r->committed_ms - t0_ms);
+        if (ev && pers)
+            fprintf(f, "%.6f", r->personal_accuracy);
+        fputc('\n', f);
     }
 }
 

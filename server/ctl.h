@@ -140,17 +140,21 @@ void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n);
 void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms);
 /* The last committed round's progress as "loss 0.1234, accuracy 0.9 (200
  * held out)" ("accuracy" for logistic and softmax jobs, "mse" for lsq; the
- * eval part only when agents reported held-out rows), or "" before the first
- * round with metrics. Truncated to cap; returns out. */
+ * eval part only when agents reported held-out rows; a personalized
+ * algorithm's classification job adds the agents' own models' accuracy:
+ * "accuracy 0.9, pacc 0.95 (200 held out)"), or "" before the first round
+ * with metrics. Truncated to cap; returns out. */
 const char *ctl_progress(const sfl_job_status_t *j, char *out, size_t cap);
 /* The per-round CSV of sflctl job history: header (when header is set)
  * round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,
- * bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms, then one
- * row per round of h. objective is the round's train loss (the
- * sample-weighted mean the coordinator folded), test_accuracy /
- * test_mse the held-out metric that fits h->loss; a cell the round has no
- * value for is empty. wall_ms counts from t0_ms (when round 1 opened),
- * round_ms from the round's first attempt opening to its commit. */
+ * bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,
+ * personal_accuracy, then one row per round of h. objective is the round's
+ * train loss (the sample-weighted mean the coordinator folded), test_accuracy /
+ * test_mse the held-out metric that fits h->loss, personal_accuracy the
+ * agents' own models on the same rows (personalized algorithms,
+ * h->algorithm, with a classification loss); a cell the round has no value
+ * for is empty. wall_ms counts from t0_ms (when round 1 opened), round_ms
+ * from the round's first attempt opening to its commit. */
 void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t t0_ms);
 /* One line: "job 2 NAME: STATE, round 3/10". */
 void ctl_print_job(FILE *f, const sfl_job_status_t *j);

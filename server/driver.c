@@ -574,11 +574,12 @@ static void agg_finish(job_t *j)
         sodium_bin2hex(hex, sizeof(hex), j->model_hash, 8);
         coord_log(COORD_LOG_INFO, "round_committed",
                   "job=%llu round=%llu attempt=%u accepted=%u nnz=%u aggregate_ms=%.3f "
-                  "train_loss=%.6g eval_samples=%llu eval_accuracy=%.6g eval_mse=%.6g",
+                  "train_loss=%.6g eval_samples=%llu eval_accuracy=%.6g "
+                  "personal_accuracy=%.6g eval_mse=%.6g",
                   (unsigned long long)j->id, (unsigned long long)j->committed, j->wire_attempt,
                   j->rnd.accepted, j->model_nnz, (double)j->work_ns / 1e6, j->last.train_loss,
                   (unsigned long long)j->last.eval_samples, j->last.eval_accuracy,
-                  j->last.eval_mse);
+                  j->last.personal_accuracy, j->last.eval_mse);
         next_round(j);
     } else {
         coord_log(COORD_LOG_ERROR, "aggregation_failed", "job=%llu round=%llu error=%s",
@@ -680,15 +681,17 @@ static void fold_metrics(job_t *j)
         m->eval_samples = j->fold.eval_samples;
         m->eval_accuracy = j->fold.accuracy / (double)j->fold.eval_samples;
         m->eval_mse = j->fold.mse / (double)j->fold.eval_samples;
+        m->personal_accuracy = j->fold.personal / (double)j->fold.eval_samples;
     }
     /* SQLite integers are signed 64-bit. */
     if (!isfinite(m->train_loss) || m->samples > INT64_MAX) {
         m->samples = 0;
         m->train_loss = 0;
     }
-    if (!isfinite(m->eval_accuracy) || !isfinite(m->eval_mse) || m->eval_samples > INT64_MAX) {
+    if (!isfinite(m->eval_accuracy) || !isfinite(m->eval_mse) ||
+        !isfinite(m->personal_accuracy) || m->eval_samples > INT64_MAX) {
         m->eval_samples = 0;
-        m->eval_accuracy = m->eval_mse = 0;
+        m->eval_accuracy = m->eval_mse = m->personal_accuracy = 0;
     }
 }
 

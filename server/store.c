@@ -173,7 +173,8 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_VERSION_INSERT] = "INSERT INTO schema_version(version, applied_ms) VALUES(?1, ?2)",
     [ST_METRICS_INSERT] = "INSERT INTO round_metrics(job_id, round, attempt, samples, "
                           "train_loss, eval_samples, eval_accuracy, eval_mse, model_nnz, "
-                          "bytes_down) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                          "bytes_down, personal_accuracy) "
+                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     /* accepted and bytes_up come from participation, so rounds committed
      * before round_metrics existed have them too. */
     [ST_HISTORY] = "SELECT r.round, r.attempt, "
@@ -187,7 +188,7 @@ static const char *const sql_text[ST_COUNT] = {
                    " WHERE p.job_id = r.job_id AND p.round = r.round "
                    " AND p.attempt = r.attempt AND p.status = 'accepted'), "
                    "m.samples, m.train_loss, m.eval_samples, m.eval_accuracy, m.eval_mse, "
-                   "m.model_nnz, m.bytes_down "
+                   "m.model_nnz, m.bytes_down, m.personal_accuracy "
                    "FROM rounds r LEFT JOIN round_metrics m "
                    "ON m.job_id = r.job_id AND m.round = r.round "
                    "WHERE r.job_id = ?1 AND r.state = 'committed' AND r.round > ?2 "
@@ -284,6 +285,9 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "  fingerprint BLOB PRIMARY KEY CHECK(length(fingerprint) = 32),"
     "  name TEXT NOT NULL,"
     "  revoked_ms INTEGER NOT NULL);",
+    /* 3 -> 4: a personalized algorithm's second figure, the agents' own
+     * models on their held-out rows (NULL, read as 0, for older rounds). */
+    "ALTER TABLE round_metrics ADD COLUMN personal_accuracy REAL;",
 };
 
 struct coord_store {
@@ -1734,6 +1738,7 @@ static int insert_metrics(coord_store_t *s, int64_t job, int64_t round, int64_t 
     bind_real(st, 8, m->eval_mse);
     sqlite3_bind_int64(st, 9, m->model_nnz);
     sqlite3_bind_int64(st, 10, u64_to_i64(m->bytes_down));
+    bind_real(st, 11, m->personal_accuracy);
     return exec_stmt(s, st, "insert round metrics");
 }
 
@@ -1862,6 +1867,7 @@ static int read_history(sqlite3_stmt *st, size_t max, void *row)
     h->m.eval_mse = sqlite3_column_double(st, 11);
     h->m.model_nnz = (uint32_t)sqlite3_column_int64(st, 12);
     h->m.bytes_down = (uint64_t)sqlite3_column_int64(st, 13);
+    h->m.personal_accuracy = sqlite3_column_double(st, 14);
     return 0;
 }
 

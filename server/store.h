@@ -20,7 +20,7 @@
 
 #include "sfl/error.h"
 
-#define COORD_STORE_SCHEMA_VERSION 3
+#define COORD_STORE_SCHEMA_VERSION 4
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128
@@ -114,6 +114,9 @@ typedef struct {
     uint64_t eval_samples; /* held-out rows; 0 = none evaluated */
     double eval_accuracy;  /* eval_samples-weighted means (classification, */
     double eval_mse;       /* resp. least squares; 0 where not reported) */
+    double personal_accuracy; /* eval_samples-weighted mean of the agents'
+                                 personal models (personalized algorithms;
+                                 0 otherwise) */
     uint32_t model_nnz;    /* nonzeros of the model the round produced */
     uint64_t bytes_down;   /* task bytes sent in the committed attempt */
 } coord_round_metrics_t;

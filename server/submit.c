@@ -206,6 +206,7 @@ static void fold_update(job_t *j, const sfl_payload_t *p)
     j->fold.loss += (double)p->samples * p->train_loss;
     j->fold.accuracy += (double)p->eval_samples * p->eval_accuracy;
     j->fold.mse += (double)p->eval_samples * p->eval_mse;
+    j->fold.personal += (double)p->eval_samples * p->personal_accuracy;
 }
 
 /* Loop: the worker's result meets the attempt as it is now. */

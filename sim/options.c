@@ -45,6 +45,8 @@ static const opt_t opts[] = {
      "                       (default: from the labels)"},
     {"clients", T_U32, O(clients), -1, "N", "number of clients (default 100)"},
     {"rounds", T_U32, O(rounds), -1, "T", "communication rounds (default 100)"},
+    {"eval-every", T_U32, O(eval_every), -1, "E",
+     "metrics (one CSV row) every E rounds, and after the first and last (default 1)"},
     {"seed", T_U64, O(seed), -1, "S", "seed of every random draw (default 1)"},
     {"dictionary", T_STR, O(dictionary), -1, "D",
      "fedgradmp: sparse w.r.t. gaussian:M (M random atoms) or a dictionary FILE"},
@@ -52,7 +54,8 @@ static const opt_t opts[] = {
     {"centralized", T_FLAG, O(centralized), -1, NULL,
      "all data in one client, one local step per round (centralized IHT / GradMP)"},
     {"alpha", T_DBL, O(alpha), SIM_OPT_ALPHA, "A", "synth: heterogeneity (default 0.1; gradmp 1)"},
-    {"beta", T_DBL, O(beta), SIM_OPT_BETA, "B", "synth: data heterogeneity (default 0.1)"},
+    {"synth-beta", T_DBL, O(beta), SIM_OPT_BETA, "B",
+     "synth: data heterogeneity (default 0.1; --beta is an algorithm parameter)"},
     {"dim", T_U32, O(dim), SIM_OPT_DIM, "D", "synth: dimension (default 1000; fedprox 60)"},
     {"samples", T_U32, O(samples), SIM_OPT_SAMPLES, "N", "synth: samples per client (default 100)"},
     {"support", T_U32, O(support), SIM_OPT_SUPPORT, "S",
@@ -207,7 +210,7 @@ static void usage(FILE *f)
                 strcmp(d->name, "tau") == 0      ? "; sfl-sim: 200"
                 : strcmp(d->name, "lr") == 0     ? "; sfl-sim: the paper grid's best when known"
                 : strcmp(d->name, "local_steps") == 0 ? "; sfl-sim: the paper grid's best when known"
-                : strcmp(d->name, "lambda") == 0 ? "; sfl-sim: 1e-4 for classification"
+                : (d->flags & SFL_PARAM_RIDGE) ? "; sfl-sim: 1e-4 for classification"
                                                  : "");
     }
     fprintf(f, "\nalgorithms:\n");
@@ -312,6 +315,7 @@ static void defaults(sim_cfg_t *cfg)
     cfg->encoding = strdup("f64");
     cfg->clients = 100;
     cfg->rounds = 100;
+    cfg->eval_every = 1;
     cfg->seed = 1;
     cfg->alpha = 0.1;
     cfg->beta = 0.1;

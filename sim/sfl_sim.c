@@ -741,7 +741,7 @@ static double personal_objective(const sfl_algo_t *algo, const sfl_algo_params_t
                                  const sfl_problem_t *prob, const fed_t *f,
                                  const sfl_client_state_t *cs, double *model)
 {
-    double sum = 0, wsum = 0, lambda = sfl_algo_param_or(p, "lambda", 0);
+    double sum = 0, wsum = 0, lambda = sfl_algo_params_ridge(p);
 
     for (uint32_t c = 0; c < f->nclients; c++) {
         if (cs[c].mem == NULL || f->train[c]->X->nrows == 0)
@@ -810,8 +810,8 @@ int main(int argc, char **argv)
         usage_error("unknown --algo (see --help)", cfg.algo);
     if (parse_encoding(cfg.encoding, &enc) < 0)
         usage_error("unknown --encoding (f64, f32, q8)", cfg.encoding);
-    if (cfg.clients == 0 || cfg.rounds == 0)
-        usage_error("--clients and --rounds must be at least 1", NULL);
+    if (cfg.clients == 0 || cfg.rounds == 0 || cfg.eval_every == 0)
+        usage_error("--clients, --rounds and --eval-every must be at least 1", NULL);
     if (!(cfg.test_frac >= 0 && cfg.test_frac < 1))
         usage_error("--test-frac must be in [0, 1)", NULL);
 
@@ -864,8 +864,8 @@ int main(int argc, char **argv)
         int have = sim_paper_defaults(fed.preset, cfg.algo, &lr, &k);
 
         set_sim_default(&params, "tau", 200);
-        if (loss->classification)
-            set_sim_default(&params, "lambda", 1e-4);
+        if (loss->classification && sfl_algo_ridge_def(algo))
+            set_sim_default(&params, sfl_algo_ridge_def(algo)->name, 1e-4);
         if (have) {
             set_sim_default(&params, "lr", lr);
             set_sim_default(&params, "local_steps", k);
@@ -1024,12 +1024,17 @@ int main(int argc, char **argv)
         if ((rc = sfl_fold_finish(&agg, global)) < 0)
             die("aggregate", rc);
 
-        /* Metrics of x_{t+1}. */
+        /* Metrics of x_{t+1} (on the rounds --eval-every asks for). */
+        if (t % cfg.eval_every != 0 && t != 1 && t != cfg.rounds) {
+            if (objs)
+                objs[t - 1] = NAN;
+            continue;
+        }
         if (algo->model_of &&
             (rc = algo->model_of(&params, &prob, global, model, &agg.topk)) < 0)
             die("model", rc);
         objective = write_metrics(out, t, &fed, loss, model, md,
-                                  sfl_algo_param_or(&params, "lambda", 0), has_truth,
+                                  sfl_algo_params_ridge(&params), has_truth,
                                   has_support, has_acc);
         if (has_personal)
             fprintf(out, ",%.10g", personal_objective(algo, &params, &prob, &fed, cstate, pmodel));

@@ -23,6 +23,7 @@ typedef struct sim_cfg {
     char *model_out;  /* write the final model here */
     char *dump_shards;/* write each client's data to DIR/client-<i>.svm */
     uint32_t clients, rounds;
+    uint32_t eval_every; /* metrics (a CSV row) every this many rounds */
     uint32_t dim, samples, support, parts, kmeans_iter, cohort;
     double alpha, beta, noise, decay, test_frac;
     /* algorithm parameters given (flags or config), as text: the

@@ -78,7 +78,7 @@ sflctl_config
 step "sflctl job history: one CSV row per committed round, finite train loss"
 $CTL job history 1 > "$t/history.csv" 2> "$t/ctl.log" || fail "sflctl job history: $(cat "$t/ctl.log")"
 head -1 "$t/history.csv" | grep -qx \
-    'round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms' ||
+    'round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,personal_accuracy' ||
     fail "history header: $(head -1 "$t/history.csv")"
 [ "$(($(wc -l < "$t/history.csv") - 1))" -eq "$ROUNDS" ] ||
     fail "history has $(($(wc -l < "$t/history.csv") - 1)) rows, want $ROUNDS"
@@ -92,6 +92,7 @@ awk -F, -v n="$ROUNDS" '
         if ($4 != "") { print "test_mse of a logistic job: " $4; bad = 1 }
         if ($5 != 120 || $9 != 3 || $10 != 3 || $11 != 480) { print "counts " $0; bad = 1 }
         if ($7 <= 0 || $8 <= 0 || $14 < $13) { print "bytes or times " $0; bad = 1 }
+        if ($15 != "") { print "personal_accuracy of fediterht: " $15; bad = 1 }
     }
     END { exit bad }' "$t/history.csv" || fail "history rows: $(cat "$t/history.csv")"
 # the loss falls from log(2) at the zero model
@@ -169,8 +170,16 @@ wait_for 60 grep -q "event=round_committed job=2 round=1 " "$t/coord.log" ||
     fail "job 2 committed no round"
 # Without agent-2 no cohort of 3 can form: job 2 stays running, mid-job.
 kill "$agent_2"
+# Ctrl-C once the watch has printed its line (not after a fixed time: a
+# loaded machine may take longer to start it, and a SIGINT before its
+# handler exists kills it with 130, as it would any program).
 rc=0
-timeout --preserve-status -s INT 3 $CTL watch > "$t/watch.log" 2>&1 || rc=$?
+$CTL watch > "$t/watch.log" 2>&1 &
+watch_pid=$!
+pids="$pids $watch_pid"
+wait_for 60 grep -q "^job 2 second: " "$t/watch.log" || fail "sflctl watch printed nothing: $(cat "$t/watch.log")"
+kill -INT "$watch_pid"
+wait "$watch_pid" || rc=$?
 # Ctrl-C ends a watch normally: exit 0 (130 would mean SIGINT killed it).
 [ "$rc" -eq 0 ] || fail "sflctl watch exited $rc after SIGINT: $(cat "$t/watch.log")"
 grep -Eq "^job 2 second: round [0-9]+/100000 .*; last round loss [0-9.e+-]+, accuracy [0-9.]+ \(120 held out\)$" \

@@ -105,6 +105,10 @@ printf '[sim]\nalgo = fedprox\ndata = synth:sparse\nclients = 3\nrounds = 2\nmu 
     > "$t/prox.ini"
 "$SIM" --config "$t/prox.ini" 2> "$t/prox.err" > /dev/null
 grep -q " mu=0.5 " "$t/prox.err" || fail "fedprox mu from the config: $(cat "$t/prox.err")"
+# An algorithm parameter never shares its flag with an option of sfl-sim's
+# own (FedMac's --beta once did with the synthetic data's).
+"$SIM" --help | sed -n 's/^  \(--[a-z0-9-]*\).*/\1/p' | sort | uniq -d > "$t/dup"
+[ ! -s "$t/dup" ] || fail "sfl-sim flags defined twice: $(cat "$t/dup")"
 "$SIM" --list-params > "$t/params.md"
 sed -n '/<!-- params: begin/,/<!-- params: end/p' docs/algorithms.md | sed '1d;$d' \
     > "$t/doc-params.md"

@@ -25,6 +25,7 @@
 #include "failalloc.h"
 #include "testutil.h"
 #include "sfl/alloc.h"
+#include "sfl/client.h"
 #include "sfl/csr.h"
 #include "sfl/grpc.h"
 #include "sfl/libsvm.h"
@@ -1040,12 +1041,45 @@ static void test_agent_train_task_eval(void **state)
     for (uint32_t i = 0; i < coded->X->nrows; i++)
         coded->y[i] = coded->y[i] > 0; /* -1 -> class 0, +1 -> class 1 */
     assert_true(p->eval_accuracy == sfl_loss_accuracy(&sfl_loss_logistic, coded, x));
-    sfl_dataset_free(coded);
     assert_true(p->eval_mse == 0);
+    assert_true(p->personal_accuracy == 0); /* not a personalized algorithm */
     sfl_msg_payload_free(p);
     sfl_msg_payload_free(q);
     sfl_msg_buf_free(msg);
     sfl_msg_buf_free(msg2);
+
+    /* A personalized algorithm (FedMac) adds its own model's accuracy on
+     * the same rows: theta as the round left it, in the state kept. */
+    {
+        agent_cstate_io_t cs = {0};
+        sfl_client_state_t st;
+        sfl_algo_params_t ap;
+        sfl_problem_t prob;
+
+        fill_task(&t, "logistic", 2, pm, 2);
+        snprintf(t.algorithm, sizeof(t.algorithm), "fedmac");
+        memset(&t.params, 0, sizeof(t.params));
+        assert_int_equal(sfl_param_list_set(&t.params, "eta_p", 1), 0);
+        assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0);
+        sfl_msg_buf_free(sign);
+        assert_int_equal(
+            agent_train_task(&t, tr, ev, agent_key, AGENT_ID, &ws, &cs, &msg, &len), 0);
+        p = open_update(msg, len, &t);
+        assert_non_null(cs.out);
+        assert_int_equal(sfl_problem_init(&prob, &sfl_loss_logistic, NCOLS, 2), 0);
+        sfl_algo_params_default(&sfl_algo_fedmac, &ap);
+        assert_int_equal(
+            sfl_client_state_load(&sfl_algo_fedmac, &ap, &prob, cs.out, cs.out_len, &st), 0);
+        assert_int_equal(p->eval_samples, ev->X->nrows);
+        assert_true(p->eval_accuracy == sfl_loss_accuracy(&sfl_loss_logistic, coded, x));
+        assert_true(p->personal_accuracy ==
+                    sfl_loss_accuracy(&sfl_loss_logistic, coded, st.mem));
+        sfl_client_state_free(&st);
+        sfl_client_state_bytes_free(cs.out, cs.out_len);
+        sfl_msg_payload_free(p);
+        sfl_msg_buf_free(msg);
+    }
+    sfl_dataset_free(coded);
 
     /* Least squares: mean squared error on the held-out rows. */
     fill_task(&t, "lsq", 0, NULL, 2);

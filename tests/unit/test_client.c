@@ -266,12 +266,120 @@ static void test_client_round(void **state)
     remove(path);
 }
 
+/* A personalized algorithm (FedMac) reports, beside the round's model on
+ * the held-out rows, its own model after the round's training on the same
+ * rows, coded by the job's labels; other algorithms, lsq and a client
+ * without held-out rows report none. */
+static void test_client_personal(void **state)
+{
+    (void)state;
+    /* 3 classes (job labels 2, 5, 7), each marked by one of the first three
+     * features; the fourth is noise. */
+    static const double tx[9 * 4] = {
+        1, 0, 0, 0.1, 0.9, 0.1, 0, 0, 1, 0, 0.2, 0,
+        0, 1, 0, 0.1, 0.1, 1, 0, 0, 0, 0.8, 0, 0.3,
+        0, 0, 1, 0, 0, 0.2, 1, 0, 0.1, 0, 0.9, 0.2,
+    };
+    static const double ty[9] = {2, 2, 2, 5, 5, 5, 7, 7, 7};
+    static const double ex[6 * 4] = {
+        0.8, 0, 0, 0, 0, 0.9, 0, 0, 0, 0, 0.7, 0,
+        1, 0.2, 0, 0, 0, 1, 0.1, 0, 0.2, 0, 1, 0,
+    };
+    static const double ey[6] = {2, 5, 7, 2, 5, 5}; /* the last one wrong on purpose */
+    const double labels[3] = {2, 5, 7};
+    sfl_dataset_t *tr = testfed_dense_data(tx, ty, 9, 4), *ev = testfed_dense_data(ex, ey, 6, 4);
+    sfl_problem_t prob;
+    sfl_algo_params_t p;
+    sfl_client_state_t st;
+    sfl_algo_ws_t ws;
+    sfl_spvec_t *u;
+    sfl_client_report_t rep;
+    double *global;
+
+    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_softmax, 4, 3), 0);
+    global = calloc(prob.dim, sizeof(double));
+    assert_non_null(global);
+    sfl_algo_params_default(&sfl_algo_fedmac, &p);
+    assert_int_equal(sfl_algo_param_set(&p, "batch", 9), 0);
+    assert_int_equal(sfl_algo_param_set(&p, "eta_p", 1), 0);
+    assert_int_equal(sfl_client_state_new(&sfl_algo_fedmac, &p, &prob, &st), 0);
+    sfl_algo_ws_init(&ws);
+    assert_int_equal(sfl_spvec_new((uint32_t)prob.dim, 0, &u), 0);
+    sfl_client_task_t t = {.algo = &sfl_algo_fedmac, .params = &p, .prob = &prob,
+                           .labels = labels, .global = global, .seed = 5, .round = 1};
+
+    assert_int_equal(sfl_client_round(&t, tr, ev, &st, &ws, u, &rep), 0);
+    assert_int_equal(rep.eval_samples, 6);
+    assert_int_equal(rep.has_personal, 1);
+    /* The held-out targets coded as the job numbers its classes. */
+    sfl_dataset_t coded = *ev;
+    sfl_csr_t xv = *ev->X;
+    double y[6];
+    for (int i = 0; i < 6; i++)
+        y[i] = ey[i] == 2 ? 0 : ey[i] == 5 ? 1 : 2;
+    coded.X = &xv;
+    coded.y = y;
+    coded.nclasses = 3;
+    coded.labels = (double *)labels;
+    /* theta after this round's training is the state (FedMac's
+     * personal_model copies it). */
+    double want = sfl_loss_accuracy(&sfl_loss_softmax, &coded, st.mem);
+    assert_true(rep.personal_accuracy == want);
+    assert_true(rep.eval_accuracy == sfl_loss_accuracy(&sfl_loss_softmax, &coded, global));
+    /* The trained personal model beats the zero global one here. */
+    assert_true(rep.personal_accuracy > rep.eval_accuracy);
+    assert_true(rep.personal_accuracy < 1); /* the row labelled wrong */
+    /* The next round: from the state as this round left it. */
+    assert_int_equal(sfl_client_round(&t, tr, ev, &st, &ws, u, &rep), 0);
+    assert_true(rep.personal_accuracy == sfl_loss_accuracy(&sfl_loss_softmax, &coded, st.mem));
+    /* No held-out rows: nothing personal either. */
+    assert_int_equal(sfl_client_round(&t, tr, NULL, &st, &ws, u, &rep), 0);
+    assert_int_equal(rep.has_personal, 0);
+    assert_true(rep.personal_accuracy == 0);
+    /* Each allocation failing in turn, the personal model's included. */
+    FAILALLOC_EACH(sfl_client_round(&t, tr, ev, &st, &ws, u, &rep),
+                   (sfl_algo_ws_close(&ws), sfl_algo_ws_init(&ws)));
+    assert_int_equal(rep.has_personal, 1);
+    sfl_client_state_free(&st);
+
+    /* FedAvg (horizontal): the global metric only. */
+    sfl_algo_params_default(&sfl_algo_fedavg, &p);
+    t.algo = &sfl_algo_fedavg;
+    assert_int_equal(sfl_client_state_new(&sfl_algo_fedavg, &p, &prob, &st), 0);
+    assert_int_equal(sfl_client_round(&t, tr, ev, &st, &ws, u, &rep), 0);
+    assert_int_equal(rep.eval_samples, 6);
+    assert_int_equal(rep.has_personal, 0);
+    assert_true(rep.personal_accuracy == 0);
+    sfl_client_state_free(&st);
+
+    /* FedMac on least squares: no accuracy to report. */
+    sfl_problem_t lsq;
+    assert_int_equal(sfl_problem_init(&lsq, &sfl_loss_lsq, 4, 0), 0);
+    sfl_algo_params_default(&sfl_algo_fedmac, &p);
+    assert_int_equal(sfl_client_state_new(&sfl_algo_fedmac, &p, &lsq, &st), 0);
+    t.algo = &sfl_algo_fedmac;
+    t.prob = &lsq;
+    t.labels = NULL;
+    assert_int_equal(sfl_client_round(&t, tr, ev, &st, &ws, u, &rep), 0);
+    assert_int_equal(rep.eval_samples, 6);
+    assert_int_equal(rep.has_personal, 0);
+    assert_true(rep.personal_accuracy == 0);
+    sfl_client_state_free(&st);
+
+    sfl_spvec_free(u);
+    sfl_algo_ws_close(&ws);
+    free(global);
+    sfl_dataset_free(ev);
+    sfl_dataset_free(tr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_client_state_lifecycle),
         cmocka_unit_test(test_client_state_alloc),
         cmocka_unit_test(test_client_round),
+        cmocka_unit_test(test_client_personal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -393,6 +393,24 @@ static void test_ctl_print(void **state)
                         "job 12 second-job: round 3/60 attempt 1 training, 3/4 accepted "
                         "(5 selected, quorum 3); last round loss 0.69, accuracy 0.95 "
                         "(20 held out)");
+    /* A personalized algorithm: the agents' own models' accuracy after the
+     * global one, shown even when it is 0; none for its lsq jobs. */
+    snprintf(jobs[1].algorithm, sizeof(jobs[1].algorithm), "fedmac");
+    jobs[1].last_personal_accuracy = 0.975;
+    assert_string_equal(ctl_progress(&jobs[1], line, sizeof(line)),
+                        "loss 0.69, accuracy 0.95, pacc 0.975 (20 held out)");
+    assert_string_equal(ctl_watch_line(&jobs[1], line, sizeof(line)),
+                        "job 12 second-job: round 3/60 attempt 1 training, 3/4 accepted "
+                        "(5 selected, quorum 3); last round loss 0.69, accuracy 0.95, "
+                        "pacc 0.975 (20 held out)");
+    jobs[1].last_personal_accuracy = 0;
+    assert_string_equal(ctl_progress(&jobs[1], line, sizeof(line)),
+                        "loss 0.69, accuracy 0.95, pacc 0 (20 held out)");
+    snprintf(jobs[0].algorithm, sizeof(jobs[0].algorithm), "fedmac");
+    assert_string_equal(ctl_progress(&jobs[0], line, sizeof(line)),
+                        "loss 0.1235, mse 2.5 (80 held out)");
+    snprintf(jobs[0].algorithm, sizeof(jobs[0].algorithm), "fediterht");
+    snprintf(jobs[1].algorithm, sizeof(jobs[1].algorithm), "fediterht");
     jobs[0].last_samples = jobs[1].last_samples = 0;
     free(out);
     CAPTURE(out, ctl_print_jobs(f, jobs, 0));
@@ -471,11 +489,12 @@ static void test_ctl_print(void **state)
 }
 
 /* The history CSV: the metric that fits the loss, empty cells for what a
- * round has no value for, wall time from the first round's opening. */
+ * round has no value for, wall time from the first round's opening; the
+ * personal accuracy for a personalized algorithm's classification job. */
 static void test_ctl_history(void **state)
 {
     sfl_round_summary_t r[3];
-    sfl_job_history_t h = {4, "logistic", 3, r, 0};
+    sfl_job_history_t h = {4, "logistic", 3, r, 0, "fediterht"};
     char *out = NULL;
 
     (void)state;
@@ -508,17 +527,28 @@ static void test_ctl_history(void **state)
     CAPTURE(out, ctl_print_history(f, &h, 1, 1000));
     assert_string_equal(out,
                         "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,"
-                        "bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms\n"
-                        "1,,,,,,300,,3,4,,0,500,500\n"
-                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600\n"
-                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900\n");
+                        "bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,"
+                        "personal_accuracy\n"
+                        "1,,,,,,300,,3,4,,0,500,500,\n"
+                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,\n"
+                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,\n");
+    free(out);
+    /* FedMac: the agents' own models, where the round has held-out rows. */
+    snprintf(h.algorithm, sizeof(h.algorithm), "fedmac");
+    r[2].personal_accuracy = 0.9375;
+    CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
+    assert_string_equal(out,
+                        "1,,,,,,300,,3,4,,0,500,500,\n"
+                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,\n"
+                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,0.937500\n");
     free(out);
     snprintf(h.loss, sizeof(h.loss), "lsq");
     r[2].eval_mse = 0.25;
+    r[2].personal_accuracy = 0;
     h.rounds = r + 2;
     h.n = 1;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900\n");
+    assert_string_equal(out, "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900,\n");
     free(out);
 }
 

@@ -270,6 +270,15 @@ static void test_fedmac_refusals(void **state)
     assert_int_equal(sfl_algo_param_set(&c.p, "rho", -1), SFL_EINVAL);
     assert_int_equal(sfl_algo_param_set(&c.p, "gamma", -0.1), SFL_EINVAL);
     assert_int_equal(sfl_algo_param_set(&c.p, "theta_steps", 0), SFL_EINVAL);
+    /* FedMac's lambda weighs the correlation, not the loss's l2: reported
+     * objectives add no ridge for it, while FedAvg's lambda is one */
+    assert_null(sfl_algo_ridge_def(&sfl_algo_fedmac));
+    assert_true(sfl_algo_params_ridge(&c.p) == 0);
+    assert_string_equal(sfl_algo_ridge_def(&sfl_algo_fedavg)->name, "lambda");
+    sfl_algo_params_t q;
+    sfl_algo_params_default(&sfl_algo_fedavg, &q);
+    assert_int_equal(sfl_algo_param_set(&q, "lambda", 0.25), 0);
+    assert_true(sfl_algo_params_ridge(&q) == 0.25);
     mac_close(&c);
 }
 

@@ -238,6 +238,8 @@ static void sample_job(sfl_job_status_t *j, uint64_t id)
     j->min_quorum = 5;
     j->deadline_ms = 1700000001234LL;
     j->model_nnz = 17;
+    j->last_eval_accuracy = 0.75;
+    j->last_personal_accuracy = 0.8125;
 }
 
 static void sample_agent(sfl_agent_info_t *a, uint64_t id)
@@ -613,7 +615,7 @@ static void test_msg_payload_roundtrip(void **state)
 {
     (void)state;
     sfl_spvec_t *v = small_vec();
-    sfl_payload_t p = {v, SFL_ENC_F32, 640, 0.125, 0, 0, 0}, *d = NULL;
+    sfl_payload_t p = {v, SFL_ENC_F32, 640, 0.125, 0, 0, 0, 0}, *d = NULL;
     sfl_msg_limits_t lim;
     uint8_t *out = NULL;
     size_t n;
@@ -660,7 +662,7 @@ static void test_msg_payload_eval(void **state)
 {
     (void)state;
     sfl_spvec_t *v = small_vec();
-    sfl_payload_t p = {v, SFL_ENC_F64, 640, 0.5, 160, 0.875, 0}, *d = NULL;
+    sfl_payload_t p = {v, SFL_ENC_F64, 640, 0.5, 160, 0.875, 0, 0}, *d = NULL;
     uint8_t *out = NULL;
     size_t n;
 
@@ -669,8 +671,38 @@ static void test_msg_payload_eval(void **state)
     assert_int_equal(d->eval_samples, 160);
     assert_true(d->eval_accuracy == 0.875);
     assert_true(d->eval_mse == 0);
+    /* Not sent (not personalized, or an agent older than the field): 0. */
+    assert_true(d->personal_accuracy == 0);
     sfl_msg_payload_free(d);
     sfl_msg_buf_free(out);
+
+    /* A personalized algorithm's own model on the same rows. */
+    p.personal_accuracy = 0.9375;
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), 0);
+    assert_int_equal(sfl_msg_payload_unpack(out, n, NULL, 300, &d), 0);
+    assert_true(d->eval_accuracy == 0.875);
+    assert_true(d->personal_accuracy == 0.9375);
+    sfl_msg_payload_free(d);
+    d = NULL;
+    sfl_msg_buf_free(out);
+    p.personal_accuracy = 1.5;
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), SFL_EINVAL);
+    assert_detail("update payload: personal_accuracy 1.5 is not in [0, 1]");
+    p.personal_accuracy = -0.25;
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), SFL_EINVAL);
+    assert_detail("update payload: personal_accuracy -0.25 is not in [0, 1]");
+    p.personal_accuracy = NAN;
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), SFL_ENUMERIC);
+    assert_detail("update payload: personal_accuracy is not finite");
+    p.personal_accuracy = 0.5;
+    p.eval_accuracy = 0;
+    p.eval_samples = 0;
+    assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), SFL_EINVAL);
+    assert_detail("update payload: eval metrics without eval_samples");
+    assert_null(out);
+    p.personal_accuracy = 0;
+    p.eval_samples = 160;
+    p.eval_accuracy = 0.875;
 
     p.eval_accuracy = 1.5;
     assert_int_equal(sfl_msg_payload_pack(&p, &out, &n), SFL_EINVAL);
@@ -694,7 +726,7 @@ static void test_msg_history_roundtrip(void **state)
 {
     (void)state;
     sfl_round_summary_t r[3];
-    sfl_job_history_t h = {7, "logistic", 3, r, 1}, *d = NULL;
+    sfl_job_history_t h = {7, "logistic", 3, r, 1, "fedmac"}, *d = NULL;
     sfl_msg_limits_t lim;
     uint64_t job, after;
     uint8_t *out = NULL;
@@ -720,6 +752,7 @@ static void test_msg_history_roundtrip(void **state)
         r[i].train_loss = 0.5 / (i + 1);
         r[i].eval_samples = 200;
         r[i].eval_accuracy = 0.75;
+        r[i].personal_accuracy = 0.875;
         r[i].model_nnz = 20;
         r[i].bytes_up = 1u << 20;
         r[i].bytes_down = 3u << 20;
@@ -730,9 +763,11 @@ static void test_msg_history_roundtrip(void **state)
     assert_int_equal(sfl_msg_history_unpack(out, n, NULL, &d), 0);
     assert_int_equal(d->job_id, 7);
     assert_string_equal(d->loss, "logistic");
+    assert_string_equal(d->algorithm, "fedmac");
     assert_int_equal(d->more, 1);
     assert_int_equal(d->n, 3);
     assert_memory_equal(d->rounds, r, sizeof(r));
+    assert_true(d->rounds[2].personal_accuracy == 0.875);
     sfl_msg_history_free(d);
     d = NULL;
 
@@ -752,6 +787,10 @@ static void test_msg_history_roundtrip(void **state)
     assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_ENUMERIC);
     assert_detail("job history: rounds.train_loss is not finite");
     r[1].train_loss = 0;
+    r[1].personal_accuracy = INFINITY;
+    assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_ENUMERIC);
+    assert_detail("job history: rounds.personal_accuracy is not finite");
+    r[1].personal_accuracy = 0;
     r[1].round = 0;
     assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_EINVAL);
     assert_detail("job history: rounds.round missing");
@@ -788,7 +827,13 @@ static void test_msg_admin_roundtrip(void **state)
     assert_int_equal(sfl_msg_job_reply_pack(&jobs[2], &out, &n), 0);
     assert_int_equal(sfl_msg_job_reply_unpack(out, n, NULL, &dj), 0);
     assert_memory_equal(&dj, &jobs[2], sizeof(dj));
+    assert_true(dj.last_personal_accuracy == 0.8125);
     sfl_msg_buf_free(out);
+    jobs[2].last_personal_accuracy = NAN;
+    assert_int_equal(sfl_msg_job_reply_pack(&jobs[2], &out, &n), SFL_ENUMERIC);
+    assert_detail("job reply: last_personal_accuracy is not finite");
+    assert_null(out);
+    jobs[2].last_personal_accuracy = 0.8125;
 
     assert_int_equal(sfl_msg_job_list_pack(&jl, &out, &n), 0);
     assert_int_equal(sfl_msg_job_list_unpack(out, n, NULL, &djl), 0);
@@ -930,7 +975,7 @@ static void test_msg_truncated(void **state)
     sfl_wait_t w;
     sfl_join_req_t j;
     sfl_update_t *du = NULL;
-    sfl_payload_t p = {model, SFL_ENC_F64, 10, 0.0, 0, 0, 0}, *dp = NULL;
+    sfl_payload_t p = {model, SFL_ENC_F64, 10, 0.0, 0, 0, 0, 0}, *dp = NULL;
     uint8_t *task = NULL, *join = NULL, *pay = NULL;
     size_t tn, jn, pn;
 
@@ -1725,7 +1770,7 @@ static void test_msg_failalloc(void **state)
     sfl_task_t t, *dt = NULL;
     sfl_wait_t w;
     sfl_update_t *du = NULL;
-    sfl_payload_t p = {model, SFL_ENC_Q8, 3, 1.5, 0, 0, 0}, *dp = NULL;
+    sfl_payload_t p = {model, SFL_ENC_Q8, 3, 1.5, 0, 0, 0, 0}, *dp = NULL;
     sfl_agent_info_t agents[2];
     sfl_agent_list_t al = {2, agents}, *dal = NULL;
     sfl_job_status_t jobs[2];

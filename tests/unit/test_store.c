@@ -673,7 +673,8 @@ static void test_store_reopen(void **state)
 /* Round metrics go in with the commit; the history joins them with the
  * round and its participation, page by page. A store of schema 1 (no
  * round_metrics) is migrated at open and its rounds keep their history,
- * without metrics. */
+ * without metrics; one of schema 3 (round_metrics without
+ * personal_accuracy) gets the column, its rounds read 0 there. */
 static void test_store_history(void **state)
 {
     (void)state;
@@ -718,6 +719,7 @@ static void test_store_history(void **state)
         m.eval_samples = r == 3 ? 0 : 4;
         m.eval_accuracy = r == 3 ? 0 : 0.25 * (double)r - 0.25;
         m.eval_mse = 0;
+        m.personal_accuracy = r == 3 ? 0 : 0.125 * (double)r;
         m.model_nnz = (uint32_t)r;
         m.bytes_down = 1000 * (uint64_t)r;
         assert_int_equal(
@@ -745,6 +747,10 @@ static void test_store_history(void **state)
     }
     assert_int_equal(h[2].m.eval_samples, 0);
     assert_true(h[3].m.eval_accuracy == 0.75);
+    assert_true(h[0].m.personal_accuracy == 0);
+    assert_true(h[1].m.personal_accuracy == 0.25);
+    assert_true(h[2].m.personal_accuracy == 0);
+    assert_true(h[3].m.personal_accuracy == 0.5);
     coord_store_free(h);
     /* Pages: after round 2, at most 1. */
     assert_int_equal(coord_store_history(s, job, 2, 1, &h, &n), 0);
@@ -754,16 +760,53 @@ static void test_store_history(void **state)
     assert_int_equal(coord_store_history(s, job, 0, 0, &h, &n), SFL_EINVAL);
     coord_store_close(s);
 
+    /* Back to schema 3 (round_metrics as it was created, without
+     * personal_accuracy), then reopen: the column is added, the metrics
+     * stay, the old rounds read 0 and new commits keep the value. */
+    raw_sql(p, "ALTER TABLE round_metrics DROP COLUMN personal_accuracy; "
+               "DELETE FROM schema_version WHERE version >= 4");
+    s = open_ok(p, 2);
+    assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(h[3].m.samples, 40);
+    assert_true(h[3].m.eval_accuracy == 0.75);
+    assert_true(h[3].m.personal_accuracy == 0);
+    coord_store_free(h);
+    {
+        uint8_t nonce[COORD_NONCE_BYTES];
+        int64_t attempt = 0;
+
+        assert_int_equal(coord_store_round_next_attempt(s, job, 5, &attempt), 0);
+        nonce_for(5, attempt, nonce);
+        assert_int_equal(coord_store_round_open(s, job, 5, attempt, nonce, cohort, 2), 0);
+        assert_int_equal(
+            coord_store_round_set_state(s, job, 5, attempt, COORD_SROW_TRAINING, NULL), 0);
+        assert_int_equal(
+            coord_store_round_set_state(s, job, 5, attempt, COORD_SROW_AGGREGATING, NULL), 0);
+        m.samples = 50;
+        m.eval_samples = 4;
+        m.personal_accuracy = 0.875;
+        assert_int_equal(
+            coord_store_round_commit(s, job, 5, attempt, model, sizeof(model), &m, NULL), 0);
+    }
+    assert_int_equal(coord_store_history(s, job, 4, 10, &h, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(h[0].round, 5);
+    assert_true(h[0].m.personal_accuracy == 0.875);
+    coord_store_free(h);
+    coord_store_close(s);
+
     /* Back to schema 1, then reopen: the migration runs, the rounds stay. */
     raw_sql(p, "DROP TABLE round_metrics; DROP TABLE job_failures; "
                "DROP TABLE revoked_certs; DELETE FROM schema_version WHERE version >= 2");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
-    assert_int_equal(n, 4);
+    assert_int_equal(n, 5);
     assert_int_equal(h[3].m.samples, 0);
     assert_int_equal(h[3].accepted, 1);
+    assert_true(h[4].m.personal_accuracy == 0);
     coord_store_free(h);
-    commit_round(s, job, 5, cohort, 2, model, sizeof(model));
+    commit_round(s, job, 6, cohort, 2, model, sizeof(model));
     coord_store_close(s);
 }
 
@@ -776,13 +819,13 @@ static void test_store_schema_version(void **state)
 
     assert_int_equal(coord_store_job_create(s, "keep-me", NULL, 0, 1, &job), 0);
     coord_store_close(s);
-    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(4, 0)");
+    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(5, 0)");
     assert_int_equal(coord_store_open(p, NULL, &s2), SFL_EUNSUP);
     assert_null(s2);
     const char *d = sfl_last_error();
-    assert_non_null(strstr(d, "schema version 4 is newer than this coordinator supports (3)"));
+    assert_non_null(strstr(d, "schema version 5 is newer than this coordinator supports (4)"));
     /* Refused, not altered: the row and the data are still there. */
-    raw_sql(p, "DELETE FROM schema_version WHERE version = 4");
+    raw_sql(p, "DELETE FROM schema_version WHERE version = 5");
     s = open_ok(p, 2);
     coord_srow_job_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);

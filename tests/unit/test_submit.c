@@ -170,12 +170,15 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_int_equal(fx_find_job(st, job)->last_eval_samples, 20);
     assert_true(fx_find_job(st, job)->last_eval_mse == (5 * 0.625 + 15 * 1.875) / 20);
     assert_true(fx_find_job(st, job)->last_eval_accuracy == 0);
+    /* eval_samples-weighted like eval_accuracy: (5 * 10 + 15 * 30) / 1024 / 20 */
+    assert_true(fx_find_job(st, job)->last_personal_accuracy == 25.0 / 1024);
     sfl_msg_status_free(st);
     {
         sfl_job_history_t *h = fx_job_history(&F.admin, job, 0, &status);
 
         assert_int_equal(status, 0);
         assert_string_equal(h->loss, "lsq");
+        assert_string_equal(h->algorithm, "fediterht");
         assert_int_equal(h->n, 1);
         assert_int_equal(h->more, 0);
         assert_int_equal(h->rounds[0].round, 1);
@@ -186,6 +189,7 @@ static void test_coord_round_commit_and_restart(void **state)
         assert_true(h->rounds[0].train_loss == 3.125);
         assert_int_equal(h->rounds[0].eval_samples, 20);
         assert_true(h->rounds[0].eval_mse == 1.5625);
+        assert_true(h->rounds[0].personal_accuracy == 25.0 / 1024);
         assert_int_equal(h->rounds[0].model_nnz, 3);
         assert_true(h->rounds[0].bytes_up > 0 && h->rounds[0].bytes_down > 0);
         assert_true(h->rounds[0].committed_ms >= h->rounds[0].opened_ms);
@@ -214,6 +218,7 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_non_null(strstr(m, "\nsfl_job_train_loss{job=\"1\",name=\"unit\"} 3.125\n"));
     assert_non_null(strstr(m, "\nsfl_job_eval_mse{job=\"1\",name=\"unit\"} 1.5625\n"));
     assert_null(strstr(m, "\nsfl_job_eval_accuracy{")); /* an lsq job */
+    assert_null(strstr(m, "\nsfl_job_personal_accuracy{")); /* not personalized */
 
     /* graceful stop while round 2 trains (no quorum): it is abandoned */
     fx_stop();
@@ -238,6 +243,7 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_int_equal(st->jobs[0].attempt, 1); /* round 2's attempt 0 died with the process */
     assert_true(st->jobs[0].last_train_loss == 3.125); /* read back from the store */
     assert_int_equal(st->jobs[0].last_eval_samples, 20);
+    assert_true(st->jobs[0].last_personal_accuracy == 25.0 / 1024);
     sfl_msg_status_free(st);
     e = fx_export_model(&F.admin, job, 1, &status);
     assert_int_equal(status, 0);
@@ -293,10 +299,84 @@ static void test_coord_round_commit_and_restart(void **state)
     }
 }
 
+/* A personalized algorithm's job (FedMac, logistic): the agents' own
+ * models' accuracy is folded like eval_accuracy and shown by the status,
+ * the history and the progress gauge. */
+static void test_coord_personal_progress(void **state)
+{
+    static const double v1[3] = {1.0, -2.0, 0.5}, v2[3] = {3.0, 2.0, 0.5};
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_task_t *t1, *t2, *next;
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    sfl_status_t *st;
+    sfl_job_history_t *h;
+    sfl_ack_t ack;
+    uint8_t *upd;
+    size_t len;
+    uint64_t job;
+    int status;
+    const char *m;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fx_job_spec(&spec, 60000, 3);
+    snprintf(spec.algorithm, sizeof(spec.algorithm), "fedmac");
+    memset(&spec.params, 0, sizeof(spec.params)); /* FedMac's defaults */
+    snprintf(spec.loss, sizeof(spec.loss), "logistic");
+    spec.nlabels = 2;
+    spec.labels[0] = -1;
+    spec.labels[1] = 1;
+    js = fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    job = js.job_id;
+
+    fx_agent_join(a1, "agent/a1");
+    fx_agent_join(a2, "agent/a2");
+    fx_agent_subscribe(a1);
+    fx_agent_subscribe(a2);
+    t1 = fx_next_task(a1);
+    t2 = fx_next_task(a2);
+    upd = fx_make_update(t1, a1->id, NULL, a1->agent_id, v1, 10, &len);
+    ack = fx_submit(a1, upd, len);
+    sfl_msg_buf_free(upd);
+    assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+    upd = fx_make_update(t2, a2->id, NULL, a2->agent_id, v2, 30, &len);
+    ack = fx_submit(a2, upd, len);
+    sfl_msg_buf_free(upd);
+    assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+    next = fx_next_task(a1); /* round 1 committed */
+    assert_int_equal(next->round, 2);
+
+    /* 5 and 15 held-out rows at 10 / 1024 and 30 / 1024 */
+    st = fx_admin_status(&F.admin);
+    assert_int_equal(fx_find_job(st, job)->last_eval_samples, 20);
+    assert_true(fx_find_job(st, job)->last_personal_accuracy == 25.0 / 1024);
+    sfl_msg_status_free(st);
+    h = fx_job_history(&F.admin, job, 0, &status);
+    assert_int_equal(status, 0);
+    assert_string_equal(h->algorithm, "fedmac");
+    assert_string_equal(h->loss, "logistic");
+    assert_int_equal(h->n, 1);
+    assert_true(h->rounds[0].personal_accuracy == 25.0 / 1024);
+    sfl_msg_history_free(h);
+    m = fx_http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34);
+    assert_non_null(strstr(m, "\nsfl_job_eval_accuracy{job=\"1\",name=\"unit\"} 0\n"));
+    assert_non_null(
+        strstr(m, "\nsfl_job_personal_accuracy{job=\"1\",name=\"unit\"} 0.0244140625\n"));
+
+    sfl_msg_task_free(t1);
+    sfl_msg_task_free(t2);
+    sfl_msg_task_free(next);
+    fx_stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_coord_round_commit_and_restart, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_personal_progress, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
 }

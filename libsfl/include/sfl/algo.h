@@ -46,6 +46,7 @@ typedef enum sfl_param_type {
 
 #define SFL_PARAM_OPEN_LO 1u  /* value > lo (else >= lo) */
 #define SFL_PARAM_SPARSITY 2u /* tau: also at most the problem's block length */
+#define SFL_PARAM_RIDGE 4u    /* the loss's l2 weight (reported objectives add it) */
 
 typedef struct sfl_param_def {
     const char *name;   /* [a-z0-9_]; NULL ends a table */
@@ -83,7 +84,7 @@ typedef struct sfl_sgd_params {
     {"lr", "gamma", SFL_PARAM_REAL, offsetof(T, m), 0.01, 0, HUGE_VAL, SFL_PARAM_OPEN_LO, \
      "local step size"}
 #define SFL_PARAM_DEF_LAMBDA(T, m)                                                     \
-    {"lambda", "lambda", SFL_PARAM_REAL, offsetof(T, m), 0, 0, HUGE_VAL, 0,             \
+    {"lambda", "lambda", SFL_PARAM_REAL, offsetof(T, m), 0, 0, HUGE_VAL, SFL_PARAM_RIDGE, \
      "l2 weight of the loss (logistic, softmax)"}
 #define SFL_PARAM_DEF_TAU(T, m)                                                        \
     {"tau", "tau", SFL_PARAM_COUNT, offsetof(T, m), 10, 1, UINT32_MAX, SFL_PARAM_SPARSITY, \
@@ -249,6 +250,8 @@ extern const sfl_algo_t sfl_algo_feddualavg;
 extern const sfl_algo_t sfl_algo_fedgradmp;
 extern const sfl_algo_t sfl_algo_fedgradmp_inexact;
 extern const sfl_algo_t sfl_algo_fedmac;
+extern const sfl_algo_t sfl_algo_pfedme;
+extern const sfl_algo_t sfl_algo_perfedavg;
 
 /* By name ("fedht", ...); NULL if unknown. sfl_algo_list() is the
  * NULL-terminated table of all algorithms. */
@@ -289,6 +292,12 @@ int sfl_algo_param_parse(sfl_algo_params_t *p, const char *name,
 double sfl_algo_param_or(const sfl_algo_params_t *p, const char *name, double dflt);
 /* The value of the SFL_PARAM_SPARSITY parameter; 0 if there is none. */
 uint32_t sfl_algo_params_tau(const sfl_algo_params_t *p);
+/* The loss's l2 weight: the value of the SFL_PARAM_RIDGE parameter, 0 if
+ * the algorithm has none (FedMac's and pFedMe's lambda weigh other terms),
+ * and a's definition of it (NULL if none). Reported objectives add
+ * ridge/2 ||x||^2. */
+double sfl_algo_params_ridge(const sfl_algo_params_t *p);
+const sfl_param_def_t *sfl_algo_ridge_def(const struct sfl_algo *a);
 /* a's defaults, then every pair of l (no name twice). */
 int sfl_algo_params_from_list(const sfl_algo_t *a, const sfl_param_list_t *l,
                               sfl_algo_params_t *p) SFL_MUST_CHECK;

@@ -76,6 +76,12 @@ typedef struct sfl_client_report {
     double eval_accuracy; /* held-out accuracy (classification) */
     double eval_mse;      /* held-out mean squared error (lsq) */
     uint64_t eval_samples;/* 0: no held-out rows */
+    /* A personalized algorithm (SFL_SHAPE_PERSONALIZED with a
+     * personal_model) on a classification problem with held-out rows:
+     * has_personal is 1 and personal_accuracy the held-out accuracy of the
+     * client's own model after this round's training; else both 0. */
+    double personal_accuracy;
+    int has_personal;
 } sfl_client_report_t;
 
 /* 0 if data (and eval, may be NULL) can be trained for t: the parameters
@@ -90,7 +96,8 @@ int sfl_client_check(const sfl_client_task_t *t, const sfl_dataset_t *data,
  * NULL for an algorithm without one); SFL_ELIMIT for an update over
  * max_update_nnz. When rep is not NULL, also the local objective at the
  * round's model (model_of the state when the algorithm has one) and, when
- * eval has rows, that model's accuracy or MSE on them; non-finite figures
+ * eval has rows, that model's accuracy or MSE on them, and a personalized
+ * algorithm's personal accuracy (sfl_client_report_t); non-finite figures
  * are SFL_ENUMERIC. ws grows as needed. */
 int sfl_client_round(const sfl_client_task_t *t, const sfl_dataset_t *data,
                      const sfl_dataset_t *eval, sfl_client_state_t *state, sfl_algo_ws_t *ws,

@@ -255,6 +255,9 @@ typedef struct sfl_payload {
     uint64_t eval_samples;
     double eval_accuracy;
     double eval_mse;
+    /* A personalized algorithm's own model on the same rows: accuracy in
+     * [0, 1]; 0 otherwise (and when eval_samples is 0). */
+    double personal_accuracy;
 } sfl_payload_t;
 
 int sfl_msg_payload_pack(const sfl_payload_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
@@ -357,6 +360,7 @@ typedef struct sfl_job_status {
     uint64_t last_eval_samples;
     double last_eval_accuracy;
     double last_eval_mse;
+    double last_personal_accuracy; /* personalized algorithms; else 0 */
     char loss[SFL_MSG_NAME_LEN]; /* JobSpec.loss */
     char waiting[SFL_MSG_TEXT_LEN]; /* why the round cannot start; "" otherwise */
 } sfl_job_status_t;
@@ -499,6 +503,7 @@ typedef struct sfl_round_summary {
     double eval_accuracy, eval_mse; /* finite */
     uint32_t model_nnz;
     uint64_t bytes_up, bytes_down;
+    double personal_accuracy; /* finite; personalized algorithms, else 0 */
 } sfl_round_summary_t;
 
 typedef struct sfl_job_history {
@@ -508,6 +513,7 @@ typedef struct sfl_job_history {
     sfl_round_summary_t *rounds; /* strictly ascending round; pack: borrowed,
                                     unpack: owned */
     int more;                    /* 0 or 1 */
+    char algorithm[SFL_MSG_NAME_LEN]; /* JobSpec.algorithm; "" from an older coordinator */
 } sfl_job_history_t;
 
 /* JobHistoryRequest: job_id > 0, rounds after after_round. */

@@ -25,7 +25,7 @@ static const sfl_algo_t *const algos[] = {
     &sfl_algo_fedavg, &sfl_algo_fedprox,
     &sfl_algo_fedmid, &sfl_algo_feddualavg,
     &sfl_algo_fedgradmp, &sfl_algo_fedgradmp_inexact,
-    &sfl_algo_fedmac,
+    &sfl_algo_fedmac, &sfl_algo_pfedme, &sfl_algo_perfedavg,
 #define SFL_EXTRA_ALGO(sym) &sym,
 #include "algos_extra.inc"
 #undef SFL_EXTRA_ALGO
@@ -212,6 +212,21 @@ uint32_t sfl_algo_params_tau(const sfl_algo_params_t *p)
         if (d->flags & SFL_PARAM_SPARSITY)
             return (uint32_t)get_value(p, d);
     return 0;
+}
+
+const sfl_param_def_t *sfl_algo_ridge_def(const sfl_algo_t *a)
+{
+    for (const sfl_param_def_t *d = a ? a->params : NULL; d && d->name; d++)
+        if (d->flags & SFL_PARAM_RIDGE)
+            return d;
+    return NULL;
+}
+
+double sfl_algo_params_ridge(const sfl_algo_params_t *p)
+{
+    const sfl_param_def_t *d = sfl_algo_ridge_def(p->algo);
+
+    return d ? get_value(p, d) : 0.0;
 }
 
 int sfl_algo_params_from_list(const sfl_algo_t *a, const sfl_param_list_t *l,

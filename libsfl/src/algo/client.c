@@ -234,14 +234,16 @@ static int view_of(const sfl_client_task_t *t, const sfl_dataset_t *ds, double *
     return 0;
 }
 
-/* The report's figures at model x (the round's model). */
+/* The report's figures at model x (the round's model) and, when pm is not
+ * NULL, the held-out accuracy of the client's personal model pm. */
 static int report(const sfl_client_task_t *t, const sfl_dataset_t *view,
-                  const sfl_dataset_t *eval, double *y, const double *x, sfl_client_report_t *rep)
+                  const sfl_dataset_t *eval, double *y, const double *x, const double *pm,
+                  sfl_client_report_t *rep)
 {
     const sfl_loss_t *loss = t->prob->loss;
     int rc;
 
-    rep->train_loss = sfl_loss_eval(loss, view, NULL, 0, x, sfl_algo_param_or(t->params, "lambda", 0),
+    rep->train_loss = sfl_loss_eval(loss, view, NULL, 0, x, sfl_algo_params_ridge(t->params),
                                  NULL);
     if (!isfinite(rep->train_loss))
         return sfl__fail(SFL_ENUMERIC, "local objective at the task's model is not finite");
@@ -259,7 +261,22 @@ static int report(const sfl_client_task_t *t, const sfl_dataset_t *view,
     if (!isfinite(rep->eval_accuracy) || !isfinite(rep->eval_mse))
         return sfl__fail(SFL_ENUMERIC, "held-out metric at the task's model is not finite");
     rep->eval_samples = eval->X->nrows;
+    if (pm == NULL)
+        return 0;
+    rep->personal_accuracy = sfl_loss_accuracy(loss, &ev, pm);
+    if (!isfinite(rep->personal_accuracy))
+        return sfl__fail(SFL_ENUMERIC, "held-out accuracy of the personal model is not finite");
+    rep->has_personal = 1;
     return 0;
+}
+
+/* Whether the report carries a personal accuracy: the client's own model
+ * (personalized shape) on held-out rows of a classification problem. */
+static int personal(const sfl_client_task_t *t, const sfl_dataset_t *eval,
+                    const sfl_client_state_t *state)
+{
+    return t->algo->shape == SFL_SHAPE_PERSONALIZED && t->algo->personal_model != NULL &&
+           t->prob->nclasses != 0 && eval != NULL && state != NULL && state->mem != NULL;
 }
 
 int sfl_client_round(const sfl_client_task_t *t, const sfl_dataset_t *data,
@@ -268,7 +285,7 @@ int sfl_client_round(const sfl_client_task_t *t, const sfl_dataset_t *data,
 {
     const sfl_problem_t *prob = t->prob;
     uint32_t rows = data->X->nrows;
-    double *y = NULL, *model = NULL;
+    double *y = NULL, *model = NULL, *pm = NULL;
     sfl_csr_t xv;
     sfl_dataset_t view;
     int rc;
@@ -316,8 +333,19 @@ int sfl_client_round(const sfl_client_task_t *t, const sfl_dataset_t *data,
         if ((rc = t->algo->model_of(t->params, prob, t->global, model, &ws->topk)) < 0)
             goto out;
     }
-    rc = report(t, &view, eval, y, model ? model : t->global, rep);
+    /* The personal model after this round's training (the state holds it). */
+    if (personal(t, eval, state)) {
+        pm = sfl__calloc(sfl_loss_dim(prob->loss, prob->ncols, prob->nclasses), sizeof(double));
+        if (pm == NULL) {
+            rc = SFL_ENOMEM;
+            goto out;
+        }
+        if ((rc = t->algo->personal_model(t->params, prob, state->mem, pm)) < 0)
+            goto out;
+    }
+    rc = report(t, &view, eval, y, model ? model : t->global, pm, rep);
 out:
+    sfl__free(pm);
     sfl__free(model);
     sfl__free(y);
     return rc;

@@ -1457,13 +1457,17 @@ static int check_payload(const chk_t *c, const void *p)
         return fail(c, c->bad, "samples missing (0)");
     if ((rc = check_finite(c, "train_loss", m->train_loss)) < 0 ||
         (rc = check_finite(c, "eval_accuracy", m->eval_accuracy)) < 0 ||
-        (rc = check_finite(c, "eval_mse", m->eval_mse)) < 0)
+        (rc = check_finite(c, "eval_mse", m->eval_mse)) < 0 ||
+        (rc = check_finite(c, "personal_accuracy", m->personal_accuracy)) < 0)
         return rc;
     if (m->eval_accuracy < 0 || m->eval_accuracy > 1)
         return fail(c, c->bad, "eval_accuracy %g is not in [0, 1]", m->eval_accuracy);
+    if (m->personal_accuracy < 0 || m->personal_accuracy > 1)
+        return fail(c, c->bad, "personal_accuracy %g is not in [0, 1]", m->personal_accuracy);
     if (m->eval_mse < 0)
         return fail(c, c->bad, "eval_mse %g is negative", m->eval_mse);
-    if (m->eval_samples == 0 && (m->eval_accuracy != 0 || m->eval_mse != 0))
+    if (m->eval_samples == 0 &&
+        (m->eval_accuracy != 0 || m->eval_mse != 0 || m->personal_accuracy != 0))
         return fail(c, c->bad, "eval metrics without eval_samples");
     return 0;
 }
@@ -1479,6 +1483,7 @@ static int put_payload(const chk_t *c, const void *p, wire_t *w)
     pb->eval_samples = m->eval_samples;
     pb->eval_accuracy = m->eval_accuracy;
     pb->eval_mse = m->eval_mse;
+    pb->personal_accuracy = m->personal_accuracy;
     return put_sparse(c, "update", m->update, m->encoding, &w->sv, &w->data);
 }
 
@@ -1493,6 +1498,7 @@ static int get_payload(const chk_t *c, void *p, void *out)
     m->eval_samples = pb->eval_samples;
     m->eval_accuracy = pb->eval_accuracy;
     m->eval_mse = pb->eval_mse;
+    m->personal_accuracy = pb->personal_accuracy;
     if ((rc = check_payload(c, m)) < 0)
         return rc;
     /* Checked before decoding so a wrong-sized vector is never allocated. */
@@ -1849,6 +1855,7 @@ static int check_job_status(const chk_t *c, const void *p)
         (rc = check_finite(c, "last_train_loss", m->last_train_loss)) < 0 ||
         (rc = check_finite(c, "last_eval_accuracy", m->last_eval_accuracy)) < 0 ||
         (rc = check_finite(c, "last_eval_mse", m->last_eval_mse)) < 0 ||
+        (rc = check_finite(c, "last_personal_accuracy", m->last_personal_accuracy)) < 0 ||
         (rc = check_str(c, "waiting", m->waiting, SFL_MSG_TEXT_LEN, 0)) < 0)
         return rc;
     return 0;
@@ -1876,6 +1883,7 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->last_eval_samples = m->last_eval_samples;
     o->last_eval_accuracy = m->last_eval_accuracy;
     o->last_eval_mse = m->last_eval_mse;
+    o->last_personal_accuracy = m->last_personal_accuracy;
     o->loss = str(m->loss);
     o->waiting = str(m->waiting);
 }
@@ -1904,6 +1912,7 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
     m->last_eval_samples = p->last_eval_samples;
     m->last_eval_accuracy = p->last_eval_accuracy;
     m->last_eval_mse = p->last_eval_mse;
+    m->last_personal_accuracy = p->last_personal_accuracy;
     if ((rc = get_str(c, "name", p->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "algorithm", p->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0 ||
@@ -2638,7 +2647,8 @@ static int check_round_summary(const chk_t *c, const void *p)
     if ((rc = check_id(c, "rounds.round", r->round)) < 0 ||
         (rc = check_finite(c, "rounds.train_loss", r->train_loss)) < 0 ||
         (rc = check_finite(c, "rounds.eval_accuracy", r->eval_accuracy)) < 0 ||
-        (rc = check_finite(c, "rounds.eval_mse", r->eval_mse)) < 0)
+        (rc = check_finite(c, "rounds.eval_mse", r->eval_mse)) < 0 ||
+        (rc = check_finite(c, "rounds.personal_accuracy", r->personal_accuracy)) < 0)
         return rc;
     return 0;
 }
@@ -2650,6 +2660,7 @@ static int check_history(const chk_t *c, const void *p)
 
     if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
         (rc = check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 0)) < 0 ||
         (rc = check_bool(c, "more", m->more)) < 0 ||
         (rc = check_list(c, "rounds", m->rounds, m->n, sizeof(*m->rounds),
                          check_round_summary)) < 0)
@@ -2672,6 +2683,7 @@ static int put_history(const chk_t *c, const void *p, wire_t *w)
         return rc;
     pb->job_id = m->job_id;
     pb->loss = str(m->loss);
+    pb->algorithm = str(m->algorithm);
     pb->more = m->more != 0;
     pb->n_rounds = m->n;
     blk = w->blk;
@@ -2694,6 +2706,7 @@ static int put_history(const chk_t *c, const void *p, wire_t *w)
         blk[i].model_nnz = r->model_nnz;
         blk[i].bytes_up = r->bytes_up;
         blk[i].bytes_down = r->bytes_down;
+        blk[i].personal_accuracy = r->personal_accuracy;
         ptrs[i] = &blk[i];
     }
     pb->rounds = ptrs;
@@ -2722,6 +2735,7 @@ static int get_round_at(const chk_t *c, const void *src, size_t i, void *dst)
     r->model_nnz = p->model_nnz;
     r->bytes_up = p->bytes_up;
     r->bytes_down = p->bytes_down;
+    r->personal_accuracy = p->personal_accuracy;
     return check_round_summary(c, r);
 }
 
@@ -2734,7 +2748,8 @@ static int get_history(const chk_t *c, void *p, void *out)
     m->job_id = pb->job_id;
     m->more = pb->more != 0;
     m->n = (uint32_t)pb->n_rounds;
-    if ((rc = get_str(c, "loss", pb->loss, m->loss, SFL_MSG_NAME_LEN)) < 0)
+    if ((rc = get_str(c, "loss", pb->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_str(c, "algorithm", pb->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0)
         return rc;
     m->rounds = get_list(c, "rounds", pb->rounds, pb->n_rounds, sizeof(*m->rounds), get_round_at,
                          &rc);

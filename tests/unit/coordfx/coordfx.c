@@ -274,6 +274,9 @@ uint8_t *fx_make_update(const sfl_task_t *t, const sfl_identity_t *signer,
     p.train_loss = (double)samples / 8;
     p.eval_samples = samples / 2;
     p.eval_mse = (double)samples / 16;
+    /* The coordinator folds it whatever the job's algorithm (in [0, 1] for
+     * the suites' samples, at most 1000). */
+    p.personal_accuracy = p.eval_samples ? (double)samples / 1024 : 0;
     assert_int_equal(sfl_msg_payload_pack(&p, &pl, &pllen), 0);
     memset(&ctx, 0, sizeof(ctx));
     memcpy(ctx.round_pk, seal_pk ? seal_pk : t->round_key, 32);
