@@ -8,6 +8,8 @@ echo "== H_tau selection (d = 1e6, tau = 1e4)"
 "$B/bench/bench_topk"
 echo "== minibatch logistic gradient on CSR rows"
 "$B/bench/bench_grad"
+echo "== MNIST MLP 784-100-10 gradient, one core: library loops / blocked / dgemm / numpy; bytes per FedMac update vs log2 C(d,k) + value bits"
+"$B/bench/bench_mlp"
 echo "== sfl-sim, Simulation I, 100 clients x 100 rounds (FedIter-HT, tau = 200)"
 for a in fediterht fedht diht; do
     "$B/sfl-sim" --algo $a --data synth:sim1 --clients 100 --rounds 100 --tau 200 --seed 7 \

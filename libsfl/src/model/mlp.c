@@ -47,6 +47,92 @@ static size_t mlp_dim(const sfl_loss_t *l, uint32_t ncols, uint32_t nclasses)
     return (size_t)d;
 }
 
+/* The first layer, where the time goes (2 nnz m multiply-adds a row).
+ * Units go in blocks of UB whose sums (or gradients) stay in registers
+ * while the row's nonzeros stream past, two units per SSE2 / NEON
+ * register (GCC's vector extension); the units after the last whole block
+ * go one at a time. Every unit still sees its additions in the nonzeros'
+ * order (and -std=c11 contracts no multiply-add into an FMA), so the bits
+ * are those of the plain loop z[u] += v w[u]: bench/bench_mlp measures
+ * the blocked loops at about 1.8x the plain ones on MNIST and faster than
+ * densifying the batch for dgemm (docs/operations.md). */
+typedef double v2d __attribute__((vector_size(16)));
+#define UB 20
+
+static v2d load2(const double *p)
+{
+    v2d t;
+
+    memcpy(&t, p, sizeof(t));
+    return t;
+}
+
+/* z[0..m) = b1 + sum_k val_k W1[col_k, :] over row i's nonzeros. */
+static void first_forward(const sfl_csr_t *X, uint32_t i, const double *w1, const double *b1,
+                          uint32_t m, double *z)
+{
+    size_t k0 = X->rowptr[i], k1 = X->rowptr[i + 1];
+    uint32_t u0 = 0;
+
+    for (; u0 + UB <= m; u0 += UB) {
+        v2d acc[UB / 2];
+
+#pragma GCC unroll 16
+        for (int q = 0; q < UB / 2; q++)
+            acc[q] = load2(b1 + u0 + 2 * q);
+        for (size_t k = k0; k < k1; k++) {
+            const double *w = w1 + (size_t)X->colind[k] * m + u0;
+            v2d v = {X->val[k], X->val[k]};
+
+#pragma GCC unroll 16
+            for (int q = 0; q < UB / 2; q++)
+                acc[q] += v * load2(w + 2 * q);
+        }
+        memcpy(z + u0, acc, sizeof(acc));
+    }
+    for (uint32_t u = u0; u < m; u++) {
+        double t = b1[u];
+
+        for (size_t k = k0; k < k1; k++)
+            t += X->val[k] * w1[(size_t)X->colind[k] * m + u];
+        z[u] = t;
+    }
+}
+
+/* gW1[col_k, :] += val_k dz[0..m) over row i's nonzeros. */
+static void first_backward(const sfl_csr_t *X, uint32_t i, const double *dz, uint32_t m,
+                           double *gw1)
+{
+    size_t k0 = X->rowptr[i], k1 = X->rowptr[i + 1];
+    uint32_t u0 = 0;
+
+    for (; u0 + UB <= m; u0 += UB) {
+        v2d d[UB / 2];
+
+        memcpy(d, dz + u0, sizeof(d));
+        for (size_t k = k0; k < k1; k++) {
+            double *g = gw1 + (size_t)X->colind[k] * m + u0;
+            v2d v = {X->val[k], X->val[k]};
+
+#pragma GCC unroll 16
+            for (int q = 0; q < UB / 2; q++) {
+                v2d t = load2(g + 2 * q) + v * d[q];
+
+                memcpy(g + 2 * q, &t, sizeof(t));
+            }
+        }
+    }
+    if (u0 == m)
+        return;
+    for (size_t k = k0; k < k1; k++) {
+        double *g = gw1 + (size_t)X->colind[k] * m;
+        double v = X->val[k];
+
+        for (uint32_t u = u0; u < m; u++)
+            g[u] += v * dz[u];
+    }
+}
+
 /* The forward pass of row i: a[0..H) the hidden activations (when H > 0)
  * and s[0..C) the class scores. */
 static void forward(const sfl_loss_t *l, const sfl_csr_t *X, uint32_t i, uint32_t c,
@@ -57,14 +143,7 @@ static void forward(const sfl_loss_t *l, const sfl_csr_t *X, uint32_t i, uint32_
     const double *b1 = x + n * m;
     double *z = h ? a : s;
 
-    memcpy(z, b1, m * sizeof(double));
-    for (size_t k = X->rowptr[i]; k < X->rowptr[i + 1]; k++) {
-        const double *w = x + (size_t)X->colind[k] * m;
-        double v = X->val[k];
-
-        for (uint32_t u = 0; u < m; u++)
-            z[u] += v * w[u];
-    }
+    first_forward(X, i, x, b1, m, z);
     if (h == 0)
         return;
     for (uint32_t u = 0; u < h; u++)
@@ -138,13 +217,7 @@ static double mlp_run(const sfl_loss_t *l, const sfl_dataset_t *ds, const uint32
             double *gb1 = grad + n * m;
             for (uint32_t u = 0; u < m; u++)
                 gb1[u] += dz[u];
-            for (size_t k = X->rowptr[i]; k < X->rowptr[i + 1]; k++) {
-                double *g = grad + (size_t)X->colind[k] * m;
-                double v = X->val[k];
-
-                for (uint32_t u = 0; u < m; u++)
-                    g[u] += v * dz[u];
-            }
+            first_backward(X, i, dz, m, grad);
         }
         f *= inv;
     }
