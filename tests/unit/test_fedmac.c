@@ -247,6 +247,57 @@ static void test_fedmac_state_save_load(void **state)
     mac_close(&c);
 }
 
+/* Pruning: below eps to 0, unless fewer than ceil(min_density d) would be
+ * left; then exactly that many, the largest. */
+static void test_prune(void **state)
+{
+    (void)state;
+    sfl_topk_ws_t ws;
+    double x[] = {0.5, -0.001, 0.02, -0.3, 0.0005, 0.0};
+    double y[6];
+
+    sfl_topk_ws_init(&ws);
+    memcpy(y, x, sizeof(x));
+    assert_int_equal(sfl_algo_prune(y, 6, 0.0, 0.5, &ws), 0); /* eps 0: nothing */
+    assert_memory_equal(x, y, sizeof(x));
+    assert_int_equal(sfl_algo_prune(y, 6, 0.01, 0.0, &ws), 0);
+    const double want1[] = {0.5, 0, 0.02, -0.3, 0, 0};
+    assert_memory_equal(y, want1, sizeof(y));
+    /* eps 0.1 would leave 2 of 6; min_density 0.5 keeps the 3 largest */
+    memcpy(y, x, sizeof(x));
+    assert_int_equal(sfl_algo_prune(y, 6, 0.1, 0.5, &ws), 0);
+    assert_memory_equal(y, want1, sizeof(y));
+    /* min_density 1: everything stays */
+    memcpy(y, x, sizeof(x));
+    assert_int_equal(sfl_algo_prune(y, 6, 0.1, 1.0, &ws), 0);
+    assert_memory_equal(x, y, sizeof(x));
+    sfl_topk_ws_close(&ws);
+}
+
+/* FedMac's prune makes the sent w sparse and leaves theta whole. */
+static void test_fedmac_prune(void **state)
+{
+    (void)state;
+    const double y[] = {1.0, -2.0, 0.5, 3.0}, w0[] = {0.2, 1e-4, -0.3, -2e-4};
+    double got[4] = {0};
+    mac_client_t c;
+
+    mac_init(&c, y, 4);
+    assert_int_equal(sfl_algo_param_set(&c.p, "local_steps", 1), 0);
+    assert_int_equal(sfl_algo_param_set(&c.p, "eta", 1e-3), 0);   /* w barely moves */
+    assert_int_equal(sfl_algo_param_set(&c.p, "eta_p", 1e-3), 0);
+    assert_int_equal(sfl_algo_param_set(&c.p, "prune", 0.01), 0);
+    assert_int_equal(sfl_algo_param_set(&c.p, "min_density", 0.25), 0);
+    assert_int_equal(mac_round(&c, w0, 1), 0);
+    assert_int_equal(c.u->nnz, 2);
+    sfl_spvec_scatter(c.u, got);
+    assert_true(got[1] == 0 && got[3] == 0 && got[0] != 0 && got[2] != 0);
+    for (int j = 0; j < 4; j++)
+        assert_true(((const double *)c.st.mem)[j] != 0);
+    assert_int_equal(sfl_algo_param_set(&c.p, "min_density", 1.5), SFL_EINVAL);
+    mac_close(&c);
+}
+
 static void test_fedmac_refusals(void **state)
 {
     (void)state;
@@ -291,6 +342,8 @@ int main(void)
         cmocka_unit_test(test_fedmac_one_client_solves_its_problem),
         cmocka_unit_test(test_fedmac_server_mixing),
         cmocka_unit_test(test_fedmac_state_save_load),
+        cmocka_unit_test(test_prune),
+        cmocka_unit_test(test_fedmac_prune),
         cmocka_unit_test(test_fedmac_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

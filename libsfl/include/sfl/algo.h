@@ -331,6 +331,31 @@ int sfl_algo_sgd_update(const sfl_sgd_params_t *p, const sfl_problem_t *prob,
 int sfl_algo_threshold(const sfl_problem_t *prob, uint32_t tau, double *x,
                        sfl_topk_ws_t *ws) SFL_MUST_CHECK;
 
+/* The personalized algorithms' shared pieces (FedMac, pFedMe, Per-FedAvg).
+ * Their client state is one model of prob->dim doubles (theta_i), zeroed
+ * at first: sfl_algo_model_state_size / _init / sfl_algo_model_state_model
+ * fill the table's state_size, state_init and personal_model. */
+size_t sfl_algo_model_state_size(const sfl_algo_params_t *p, const sfl_problem_t *prob);
+int sfl_algo_model_state_init(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                              void *state);
+int sfl_algo_model_state_model(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                               const void *state, double *model);
+/* Their server step is sfl_fold_mix (fold.h). */
+/* Their sparsity (seed 002 Sec. 5.5): entries of x (d of them) with |x_j|
+ * < eps become 0, unless fewer than ceil(min_density d) would be left: then
+ * x keeps exactly that many, the largest (H_k). eps = 0 changes nothing.
+ * The smoothed l1 (gamma phi_rho) drives entries toward 0 but never to it;
+ * this makes them 0 so the update travels sparse. */
+int sfl_algo_prune(double *x, size_t d, double eps, double min_density,
+                   sfl_topk_ws_t *ws) SFL_MUST_CHECK;
+/* The table entries of the two pruning parameters, for a struct T with
+ * double members named by eps_m and dens_m. */
+#define SFL_PARAM_DEF_PRUNE(T, eps_m, dens_m)                                              \
+    {"prune", "epsilon", SFL_PARAM_REAL, offsetof(T, eps_m), 0, 0, HUGE_VAL, 0,            \
+     "the sent model's entries below this magnitude become 0 (0: none)"},                 \
+    {"min_density", "s_min", SFL_PARAM_REAL, offsetof(T, dens_m), 0.5, 0, 1, 0,             \
+     "pruning keeps at least this fraction of the entries (the paper: 0.5)"}
+
 /* FedMac's smoothed l1 (seed 002 Sec. 3.2):
  *   phi_rho(x) = rho sum_j log cosh(x_j / rho)  ->  ||x||_1 as rho -> 0,
  * returned; grad (optional) = tanh(x_j / rho). rho > 0. */

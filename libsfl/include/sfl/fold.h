@@ -73,5 +73,9 @@ int sfl_fold_finish(sfl_fold_t *f, double *global) SFL_MUST_CHECK;
  * and the mean hard-thresholded to tau per block. */
 int sfl_fold_mean(sfl_fold_t *f, double *global) SFL_MUST_CHECK;
 int sfl_fold_mean_ht(sfl_fold_t *f, double *global) SFL_MUST_CHECK;
+/* The personalized algorithms' server step (FedMac, pFedMe, Per-FedAvg):
+ * w <- (1 - beta) w + beta sum / weight_sum, beta the algorithm's
+ * parameter "beta" (1 if it has none). */
+int sfl_fold_mix(sfl_fold_t *f, double *global) SFL_MUST_CHECK;
 
 #endif

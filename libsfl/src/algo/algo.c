@@ -489,3 +489,45 @@ int sfl_algo_sgd_update(const sfl_sgd_params_t *p, const sfl_problem_t *prob,
     return sfl_spvec_from_dense(update, ws->x);
 }
 
+
+size_t sfl_algo_model_state_size(const sfl_algo_params_t *p, const sfl_problem_t *prob)
+{
+    (void)p;
+    return prob->dim * sizeof(double);
+}
+
+int sfl_algo_model_state_init(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                              void *state)
+{
+    (void)p;
+    memset(state, 0, prob->dim * sizeof(double));
+    return 0;
+}
+
+int sfl_algo_model_state_model(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                               const void *state, double *model)
+{
+    (void)p;
+    memcpy(model, state, prob->dim * sizeof(double));
+    return 0;
+}
+
+int sfl_algo_prune(double *x, size_t d, double eps, double min_density, sfl_topk_ws_t *ws)
+{
+    size_t keep = 0, floor_k = (size_t)ceil(min_density * (double)d);
+    int rc;
+
+    if (!(eps > 0))
+        return 0;
+    for (size_t j = 0; j < d; j++)
+        keep += fabs(x[j]) >= eps;
+    if (keep >= floor_k) {
+        for (size_t j = 0; j < d; j++)
+            if (fabs(x[j]) < eps)
+                x[j] = 0.0;
+        return 0;
+    }
+    if ((rc = sfl_topk_ws_reserve(ws, d)) < 0)
+        return rc;
+    return sfl_ht_dense(x, d, floor_k, ws);
+}

@@ -36,6 +36,8 @@ typedef struct fedmac_params {
     uint32_t local_steps;
     uint32_t batch;
     uint32_t theta_steps;
+    double prune;       /* entries of the sent w below this become 0 */
+    double min_density; /* ... keeping at least this fraction */
 } fedmac_params_t;
 
 /* Defaults: the paper's MNIST setting (Table 2). */
@@ -60,6 +62,7 @@ static const sfl_param_def_t fedmac_param_defs[] = {
      "minibatch size, the paper's size of D (at least the local rows: full batch)"},
     {"theta_steps", "K_theta", SFL_PARAM_COUNT, offsetof(fedmac_params_t, theta_steps), 1, 1,
      UINT32_MAX, 0, "gradient steps on theta per local round (the paper: 1)"},
+    SFL_PARAM_DEF_PRUNE(fedmac_params_t, prune, min_density),
     {0},
 };
 
@@ -76,20 +79,6 @@ double sfl_phi_rho(const double *x, size_t d, double rho, double *grad)
             grad[j] = tanh(x[j] / rho);
     }
     return rho * f;
-}
-
-/* theta: prob->dim doubles; starts as the first round's global (below). */
-static size_t fedmac_state_size(const sfl_algo_params_t *p, const sfl_problem_t *prob)
-{
-    (void)p;
-    return prob->dim * sizeof(double);
-}
-
-static int fedmac_state_init(const sfl_algo_params_t *p, const sfl_problem_t *prob, void *state)
-{
-    (void)p;
-    memset(state, 0, prob->dim * sizeof(double));
-    return 0;
 }
 
 static int fedmac_update(const sfl_algo_params_t *params, const sfl_problem_t *prob,
@@ -138,25 +127,10 @@ static int fedmac_update(const sfl_algo_params_t *params, const sfl_problem_t *p
         if (!isfinite(w[j]) || !isfinite(theta[j]))
             return sfl__fail(SFL_ENUMERIC, "fedmac diverged (eta %g, eta_p %g too large?)",
                              p->eta, p->eta_p);
+    /* the sent model sparse (Sec. 5.5); theta keeps every entry */
+    if ((rc = sfl_algo_prune(w, d, p->prune, p->min_density, &ws->topk)) < 0)
+        return rc;
     return sfl_spvec_from_dense(update, w);
-}
-
-static int fedmac_finish(sfl_fold_t *f, double *global)
-{
-    double beta = SFL_ALGO_PARAMS(f->params, fedmac_params_t)->beta;
-    size_t d = f->prob->dim;
-
-    for (size_t j = 0; j < d; j++)
-        global[j] = (1.0 - beta) * global[j] + beta * (f->sum[j] / f->weight_sum);
-    return 0;
-}
-
-static int fedmac_personal_model(const sfl_algo_params_t *p, const sfl_problem_t *prob,
-                                 const void *client_state, double *model)
-{
-    (void)p;
-    memcpy(model, client_state, prob->dim * sizeof(double));
-    return 0;
 }
 
 const sfl_algo_t sfl_algo_fedmac = {
@@ -166,10 +140,10 @@ const sfl_algo_t sfl_algo_fedmac = {
     .params = fedmac_param_defs,
     .params_size = sizeof(fedmac_params_t),
     .client_update = fedmac_update,
-    .state_size = fedmac_state_size,
-    .state_init = fedmac_state_init,
+    .state_size = sfl_algo_model_state_size,
+    .state_init = sfl_algo_model_state_init,
     .state_version = 1,
-    .finish = fedmac_finish,
+    .finish = sfl_fold_mix,
     .shape = SFL_SHAPE_PERSONALIZED,
-    .personal_model = fedmac_personal_model,
+    .personal_model = sfl_algo_model_state_model,
 };

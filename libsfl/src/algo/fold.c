@@ -115,3 +115,13 @@ int sfl_fold_mean_ht(sfl_fold_t *f, double *global)
         return rc;
     return sfl_algo_threshold(f->prob, sfl_algo_params_tau(f->params), global, &f->topk);
 }
+
+int sfl_fold_mix(sfl_fold_t *f, double *global)
+{
+    double beta = sfl_algo_param_or(f->params, "beta", 1.0);
+    size_t d = f->prob->dim;
+
+    for (size_t j = 0; j < d; j++)
+        global[j] = (1.0 - beta) * global[j] + beta * (f->sum[j] / f->weight_sum);
+    return 0;
+}

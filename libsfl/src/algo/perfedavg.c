@@ -48,20 +48,6 @@ static const sfl_param_def_t perfedavg_param_defs[] = {
     {0},
 };
 
-static size_t perfedavg_state_size(const sfl_algo_params_t *p, const sfl_problem_t *prob)
-{
-    (void)p;
-    return prob->dim * sizeof(double);
-}
-
-static int perfedavg_state_init(const sfl_algo_params_t *p, const sfl_problem_t *prob,
-                                void *state)
-{
-    (void)p;
-    memset(state, 0, prob->dim * sizeof(double));
-    return 0;
-}
-
 static int perfedavg_update(const sfl_algo_params_t *params, const sfl_problem_t *prob,
                             const double *global, const sfl_dataset_t *local, void *client_state,
                             sfl_rng_t *rng, sfl_algo_ws_t *ws, sfl_spvec_t *update)
@@ -109,24 +95,6 @@ static int perfedavg_update(const sfl_algo_params_t *params, const sfl_problem_t
     return sfl_spvec_from_dense(update, w);
 }
 
-static int perfedavg_finish(sfl_fold_t *f, double *global)
-{
-    double beta = SFL_ALGO_PARAMS(f->params, perfedavg_params_t)->beta;
-    size_t d = f->prob->dim;
-
-    for (size_t j = 0; j < d; j++)
-        global[j] = (1.0 - beta) * global[j] + beta * (f->sum[j] / f->weight_sum);
-    return 0;
-}
-
-static int perfedavg_personal_model(const sfl_algo_params_t *p, const sfl_problem_t *prob,
-                                    const void *client_state, double *model)
-{
-    (void)p;
-    memcpy(model, client_state, prob->dim * sizeof(double));
-    return 0;
-}
-
 const sfl_algo_t sfl_algo_perfedavg = {
     .name = "perfedavg",
     .summary = "Per-FedAvg (first-order MAML): w_i sent, theta_i = one adaptation step kept, "
@@ -135,10 +103,10 @@ const sfl_algo_t sfl_algo_perfedavg = {
     .params = perfedavg_param_defs,
     .params_size = sizeof(perfedavg_params_t),
     .client_update = perfedavg_update,
-    .state_size = perfedavg_state_size,
-    .state_init = perfedavg_state_init,
+    .state_size = sfl_algo_model_state_size,
+    .state_init = sfl_algo_model_state_init,
     .state_version = 1,
-    .finish = perfedavg_finish,
+    .finish = sfl_fold_mix,
     .shape = SFL_SHAPE_PERSONALIZED,
-    .personal_model = perfedavg_personal_model,
+    .personal_model = sfl_algo_model_state_model,
 };

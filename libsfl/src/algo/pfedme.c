@@ -41,6 +41,8 @@ typedef struct pfedme_params {
     uint32_t local_steps;
     uint32_t batch;
     uint32_t inner_steps;
+    double prune;       /* entries of the sent w below this become 0 */
+    double min_density; /* ... keeping at least this fraction */
 } pfedme_params_t;
 
 /* Defaults: FedMac's Table 2 for pFedMe (eta 0.02, eta_p 0.05, lambda 15,
@@ -64,21 +66,9 @@ static const sfl_param_def_t pfedme_param_defs[] = {
      "minibatch size, the paper's size of D (at least the local rows: full batch)"},
     {"inner_steps", "K", SFL_PARAM_COUNT, offsetof(pfedme_params_t, inner_steps), 5, 1,
      UINT32_MAX, 0, "gradient steps on theta per local round (pFedMe: 5; FedMac's runs: 1)"},
+    SFL_PARAM_DEF_PRUNE(pfedme_params_t, prune, min_density),
     {0},
 };
-
-static size_t pfedme_state_size(const sfl_algo_params_t *p, const sfl_problem_t *prob)
-{
-    (void)p;
-    return prob->dim * sizeof(double);
-}
-
-static int pfedme_state_init(const sfl_algo_params_t *p, const sfl_problem_t *prob, void *state)
-{
-    (void)p;
-    memset(state, 0, prob->dim * sizeof(double));
-    return 0;
-}
 
 static int pfedme_update(const sfl_algo_params_t *params, const sfl_problem_t *prob,
                          const double *global, const sfl_dataset_t *local, void *client_state,
@@ -120,25 +110,10 @@ static int pfedme_update(const sfl_algo_params_t *params, const sfl_problem_t *p
         if (!isfinite(w[j]) || !isfinite(theta[j]))
             return sfl__fail(SFL_ENUMERIC, "pfedme diverged (eta %g, eta_p %g, lambda %g too large?)",
                              p->eta, p->eta_p, p->lambda);
+    /* the sent model sparse (Sec. 5.5); theta keeps every entry */
+    if ((rc = sfl_algo_prune(w, d, p->prune, p->min_density, &ws->topk)) < 0)
+        return rc;
     return sfl_spvec_from_dense(update, w);
-}
-
-static int pfedme_finish(sfl_fold_t *f, double *global)
-{
-    double beta = SFL_ALGO_PARAMS(f->params, pfedme_params_t)->beta;
-    size_t d = f->prob->dim;
-
-    for (size_t j = 0; j < d; j++)
-        global[j] = (1.0 - beta) * global[j] + beta * (f->sum[j] / f->weight_sum);
-    return 0;
-}
-
-static int pfedme_personal_model(const sfl_algo_params_t *p, const sfl_problem_t *prob,
-                                 const void *client_state, double *model)
-{
-    (void)p;
-    memcpy(model, client_state, prob->dim * sizeof(double));
-    return 0;
 }
 
 const sfl_algo_t sfl_algo_pfedme = {
@@ -149,10 +124,10 @@ const sfl_algo_t sfl_algo_pfedme = {
     .params = pfedme_param_defs,
     .params_size = sizeof(pfedme_params_t),
     .client_update = pfedme_update,
-    .state_size = pfedme_state_size,
-    .state_init = pfedme_state_init,
+    .state_size = sfl_algo_model_state_size,
+    .state_init = sfl_algo_model_state_init,
     .state_version = 1,
-    .finish = pfedme_finish,
+    .finish = sfl_fold_mix,
     .shape = SFL_SHAPE_PERSONALIZED,
-    .personal_model = pfedme_personal_model,
+    .personal_model = sfl_algo_model_state_model,
 };
