@@ -44,42 +44,6 @@ static void test_phi_rho(void **state)
     assert_close(sfl_phi_rho(x + 4, 1, 0.5, NULL), 0.5 * log(cosh(2.0)), 1e-14, 0);
 }
 
-/* A FedMac client on the identity design (f(x) = (1/n) ||x - y||^2):
- * problem, parameters, a zeroed client state, workspace and message. */
-typedef struct mac_client {
-    sfl_dataset_t *ds;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_client_state_t st;
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u;
-} mac_client_t;
-
-static void mac_init(mac_client_t *c, const double *y, uint32_t n)
-{
-    c->ds = testfed_identity_data(y, n);
-    assert_int_equal(sfl_problem_init(&c->prob, &sfl_loss_lsq, n, 0), 0);
-    sfl_algo_params_default(&sfl_algo_fedmac, &c->p);
-    assert_int_equal(sfl_algo_param_set(&c->p, "batch", n), 0); /* full batch */
-    assert_int_equal(sfl_client_state_new(&sfl_algo_fedmac, &c->p, &c->prob, &c->st), 0);
-    sfl_algo_ws_init(&c->ws);
-    assert_int_equal(sfl_spvec_new(n, 0, &c->u), 0);
-}
-
-static void mac_close(mac_client_t *c)
-{
-    sfl_spvec_free(c->u);
-    sfl_algo_ws_close(&c->ws);
-    sfl_client_state_free(&c->st);
-    sfl_dataset_free(c->ds);
-}
-
-static int mac_round(mac_client_t *c, const double *global, uint64_t round)
-{
-    return sfl_algo_client_round(&sfl_algo_fedmac, &c->p, &c->prob, global, c->ds, c->st.mem, 7,
-                                 round, 0, &c->ws, c->u);
-}
-
 /* R = 1, full batch: theta = w - eta_p (grad f(w) - lambda w), then
  * w' = w - eta lambda (w - theta); w' is sent, theta kept. */
 static void test_fedmac_one_round_by_hand(void **state)
@@ -88,14 +52,14 @@ static void test_fedmac_one_round_by_hand(void **state)
     const double y[] = {1.0, -2.0, 0.5, 3.0}, w0[] = {0.2, 0.1, -0.3, 0.0};
     const double eta = 2.0, eta_p = 0.3, lambda = 0.25;
     double theta[4], want[4], got[4];
-    mac_client_t c;
+    testfed_personal_t c;
 
-    mac_init(&c, y, 4);
+    testfed_personal_init(&c, &sfl_algo_fedmac, y, 4);
     assert_int_equal(sfl_algo_param_set(&c.p, "local_steps", 1), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "eta", eta), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "eta_p", eta_p), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "lambda", lambda), 0);
-    assert_int_equal(mac_round(&c, w0, 1), 0);
+    assert_int_equal(testfed_personal_round(&c, w0, 1), 0);
     for (int j = 0; j < 4; j++) {
         double g = 2.0 / 4 * (w0[j] - y[j]);
 
@@ -113,7 +77,7 @@ static void test_fedmac_one_round_by_hand(void **state)
     assert_int_equal(sfl_algo_fedmac.personal_model(&c.p, &c.prob, c.st.mem, pm), 0);
     assert_memory_equal(pm, c.st.mem, sizeof(pm));
     assert_memory_not_equal(pm, got, sizeof(pm));
-    mac_close(&c);
+    testfed_personal_close(&c);
 }
 
 /* The smoothed l1 terms enter as gamma tanh(theta/rho) and
@@ -124,9 +88,9 @@ static void test_fedmac_sparsity_terms(void **state)
     const double y[] = {1.0, -2.0}, w0[] = {0.2, -0.1};
     const double eta = 1.5, eta_p = 0.3, lambda = 0.5, gamma = 0.2, gamma_w = 0.1, rho = 0.05;
     double theta[2], want[2], got[2] = {0};
-    mac_client_t c;
+    testfed_personal_t c;
 
-    mac_init(&c, y, 2);
+    testfed_personal_init(&c, &sfl_algo_fedmac, y, 2);
     assert_int_equal(sfl_algo_param_set(&c.p, "local_steps", 1), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "eta", eta), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "eta_p", eta_p), 0);
@@ -134,7 +98,7 @@ static void test_fedmac_sparsity_terms(void **state)
     assert_int_equal(sfl_algo_param_set(&c.p, "gamma", gamma), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "gamma_w", gamma_w), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "rho", rho), 0);
-    assert_int_equal(mac_round(&c, w0, 1), 0);
+    assert_int_equal(testfed_personal_round(&c, w0, 1), 0);
     for (int j = 0; j < 2; j++) {
         double g = 2.0 / 2 * (w0[j] - y[j]) + gamma * tanh(w0[j] / rho);
 
@@ -146,7 +110,7 @@ static void test_fedmac_sparsity_terms(void **state)
         assert_close(got[j], want[j], 1e-15, 1e-15);
         assert_close(((const double *)c.st.mem)[j], theta[j], 1e-15, 1e-15);
     }
-    mac_close(&c);
+    testfed_personal_close(&c);
 }
 
 /* One client, many rounds, beta = 1: FedMac's fixed point has w = theta and
@@ -159,9 +123,9 @@ static void test_fedmac_one_client_solves_its_problem(void **state)
     const double lambda = 0.1; /* theta* = y / 0.8 */
     double global[4] = {0}, pm[4];
     sfl_fold_t fold;
-    mac_client_t c;
+    testfed_personal_t c;
 
-    mac_init(&c, y, 4);
+    testfed_personal_init(&c, &sfl_algo_fedmac, y, 4);
     assert_int_equal(sfl_algo_param_set(&c.p, "local_steps", 5), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "eta", 2.0), 0); /* eta lambda = 0.2 */
     assert_int_equal(sfl_algo_param_set(&c.p, "eta_p", 0.5), 0);
@@ -169,7 +133,7 @@ static void test_fedmac_one_client_solves_its_problem(void **state)
     assert_int_equal(sfl_fold_init(&fold, &sfl_algo_fedmac, &c.p, &c.prob, NULL), 0);
     for (uint64_t t = 1; t <= 300; t++) {
         sfl_fold_begin(&fold);
-        assert_int_equal(mac_round(&c, global, t), 0);
+        assert_int_equal(testfed_personal_round(&c, global, t), 0);
         assert_int_equal(sfl_fold_add(&fold, c.u, 4), 0);
         assert_int_equal(sfl_fold_finish(&fold, global), 0);
     }
@@ -179,72 +143,46 @@ static void test_fedmac_one_client_solves_its_problem(void **state)
         assert_close(pm[j], y[j] / 0.8, 1e-9, 1e-12);
     }
     sfl_fold_close(&fold);
-    mac_close(&c);
+    testfed_personal_close(&c);
 }
 
-/* w^{t+1} = (1 - beta) w^t + beta sum_i p_i w_i, p_i by weight. */
-static void test_fedmac_server_mixing(void **state)
+/* The personalized algorithms' shared state (sfl_algo_model_state_*):
+ * theta survives a save and load bit for bit, and is what personal_model
+ * returns; a state saved for another dimension or algorithm is refused. */
+static void test_personal_state_save_load(void **state)
 {
     (void)state;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_fold_t fold;
-    sfl_spvec_t *a = NULL, *b = NULL;
-    const double va[] = {1.0, 0.0, 4.0}, vb[] = {3.0, 2.0, 0.0};
-    double global[] = {10.0, -10.0, 1.0};
-
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
-    sfl_algo_params_default(&sfl_algo_fedmac, &p);
-    assert_int_equal(sfl_algo_param_set(&p, "beta", 0.5), 0);
-    assert_int_equal(sfl_spvec_new(3, 0, &a), 0);
-    assert_int_equal(sfl_spvec_new(3, 0, &b), 0);
-    assert_int_equal(sfl_spvec_from_dense(a, va), 0);
-    assert_int_equal(sfl_spvec_from_dense(b, vb), 0);
-    assert_int_equal(sfl_fold_init(&fold, &sfl_algo_fedmac, &p, &prob, NULL), 0);
-    sfl_fold_begin(&fold);
-    assert_int_equal(sfl_fold_add(&fold, a, 1), 0);
-    assert_int_equal(sfl_fold_add(&fold, b, 3), 0);
-    assert_int_equal(sfl_fold_finish(&fold, global), 0);
-    /* mean = (1 va + 3 vb) / 4 = (2.5, 1.5, 1) */
-    assert_close(global[0], 0.5 * 10 + 0.5 * 2.5, 1e-15, 0);
-    assert_close(global[1], 0.5 * -10 + 0.5 * 1.5, 1e-15, 0);
-    assert_close(global[2], 0.5 * 1 + 0.5 * 1, 1e-15, 0);
-    sfl_fold_close(&fold);
-    sfl_spvec_free(a);
-    sfl_spvec_free(b);
-}
-
-/* theta survives a save and load bit for bit; a state saved for another
- * algorithm or dimension is refused. */
-static void test_fedmac_state_save_load(void **state)
-{
-    (void)state;
+    const sfl_algo_t *algos[] = {&sfl_algo_fedmac, &sfl_algo_pfedme, &sfl_algo_perfedavg};
     const double y[] = {1.0, -2.0, 0.5}, w0[] = {0.1, 0.2, 0.3};
-    sfl_client_state_t back = {0};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    mac_client_t c;
 
-    mac_init(&c, y, 3);
-    assert_int_equal(c.st.size, 3 * sizeof(double));
-    assert_int_equal(mac_round(&c, w0, 1), 0);
-    assert_int_equal(sfl_client_state_save(&c.st, &buf, &len), 0);
-    assert_int_equal(len, SFL_CLIENT_STATE_OVERHEAD + 3 * sizeof(double));
-    assert_int_equal(sfl_client_state_load(&sfl_algo_fedmac, &c.p, &c.prob, buf, len, &back), 0);
-    assert_memory_equal(back.mem, c.st.mem, c.st.size);
-    sfl_client_state_free(&back);
-    /* the next round from the loaded state equals the next round from the
-     * kept one: theta restarts from w^t each round (Alg. 1) */
-    sfl_problem_t other;
-    assert_int_equal(sfl_problem_init(&other, &sfl_loss_lsq, 4, 0), 0);
-    assert_int_equal(sfl_client_state_load(&sfl_algo_fedmac, &c.p, &other, buf, len, &back),
-                     SFL_EPARSE);
-    sfl_algo_params_t q;
-    sfl_algo_params_default(&sfl_algo_fedavg, &q);
-    assert_int_not_equal(sfl_client_state_load(&sfl_algo_fedavg, &q, &c.prob, buf, len, &back),
-                         0);
-    sfl_client_state_bytes_free(buf, len);
-    mac_close(&c);
+    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+        sfl_client_state_t back = {0};
+        sfl_problem_t other;
+        sfl_algo_params_t q;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        double pm[3];
+        testfed_personal_t c;
+
+        testfed_personal_init(&c, algos[a], y, 3);
+        assert_int_equal(c.st.size, 3 * sizeof(double));
+        assert_int_equal(testfed_personal_round(&c, w0, 1), 0);
+        assert_int_equal(algos[a]->personal_model(&c.p, &c.prob, c.st.mem, pm), 0);
+        assert_memory_equal(pm, c.st.mem, sizeof(pm));
+        assert_int_equal(sfl_client_state_save(&c.st, &buf, &len), 0);
+        assert_int_equal(len, SFL_CLIENT_STATE_OVERHEAD + 3 * sizeof(double));
+        assert_int_equal(sfl_client_state_load(algos[a], &c.p, &c.prob, buf, len, &back), 0);
+        assert_memory_equal(back.mem, c.st.mem, c.st.size);
+        sfl_client_state_free(&back);
+        assert_int_equal(sfl_problem_init(&other, &sfl_loss_lsq, 4, 0), 0);
+        assert_int_equal(sfl_client_state_load(algos[a], &c.p, &other, buf, len, &back),
+                         SFL_EPARSE);
+        sfl_algo_params_default(algos[(a + 1) % 3], &q);
+        assert_int_not_equal(sfl_client_state_load(algos[(a + 1) % 3], &q, &c.prob, buf, len,
+                                                   &back), 0);
+        sfl_client_state_bytes_free(buf, len);
+        testfed_personal_close(&c);
+    }
 }
 
 /* Pruning: below eps to 0, unless fewer than ceil(min_density d) would be
@@ -280,32 +218,32 @@ static void test_fedmac_prune(void **state)
     (void)state;
     const double y[] = {1.0, -2.0, 0.5, 3.0}, w0[] = {0.2, 1e-4, -0.3, -2e-4};
     double got[4] = {0};
-    mac_client_t c;
+    testfed_personal_t c;
 
-    mac_init(&c, y, 4);
+    testfed_personal_init(&c, &sfl_algo_fedmac, y, 4);
     assert_int_equal(sfl_algo_param_set(&c.p, "local_steps", 1), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "eta", 1e-3), 0);   /* w barely moves */
     assert_int_equal(sfl_algo_param_set(&c.p, "eta_p", 1e-3), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "prune", 0.01), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "min_density", 0.25), 0);
-    assert_int_equal(mac_round(&c, w0, 1), 0);
+    assert_int_equal(testfed_personal_round(&c, w0, 1), 0);
     assert_int_equal(c.u->nnz, 2);
     sfl_spvec_scatter(c.u, got);
     assert_true(got[1] == 0 && got[3] == 0 && got[0] != 0 && got[2] != 0);
     for (int j = 0; j < 4; j++)
         assert_true(((const double *)c.st.mem)[j] != 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "min_density", 1.5), SFL_EINVAL);
-    mac_close(&c);
+    testfed_personal_close(&c);
 }
 
 static void test_fedmac_refusals(void **state)
 {
     (void)state;
     const double y[] = {1.0, 2.0}, w0[] = {0.0, 0.0};
-    mac_client_t c;
+    testfed_personal_t c;
     sfl_rng_t r;
 
-    mac_init(&c, y, 2);
+    testfed_personal_init(&c, &sfl_algo_fedmac, y, 2);
     sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
     /* no client state */
     assert_int_equal(sfl_algo_fedmac.client_update(&c.p, &c.prob, w0, c.ds, NULL, &r, &c.ws,
@@ -314,7 +252,7 @@ static void test_fedmac_refusals(void **state)
     /* a step size that diverges */
     assert_int_equal(sfl_algo_param_set(&c.p, "eta_p", 1e200), 0);
     assert_int_equal(sfl_algo_param_set(&c.p, "local_steps", 50), 0);
-    assert_int_equal(mac_round(&c, y, 1), SFL_ENUMERIC);
+    assert_int_equal(testfed_personal_round(&c, y, 1), SFL_ENUMERIC);
     assert_detail("fedmac diverged");
     /* parameters out of range */
     assert_int_equal(sfl_algo_param_set(&c.p, "beta", 0), SFL_EINVAL);
@@ -330,7 +268,7 @@ static void test_fedmac_refusals(void **state)
     sfl_algo_params_default(&sfl_algo_fedavg, &q);
     assert_int_equal(sfl_algo_param_set(&q, "lambda", 0.25), 0);
     assert_true(sfl_algo_params_ridge(&q) == 0.25);
-    mac_close(&c);
+    testfed_personal_close(&c);
 }
 
 int main(void)
@@ -340,8 +278,7 @@ int main(void)
         cmocka_unit_test(test_fedmac_one_round_by_hand),
         cmocka_unit_test(test_fedmac_sparsity_terms),
         cmocka_unit_test(test_fedmac_one_client_solves_its_problem),
-        cmocka_unit_test(test_fedmac_server_mixing),
-        cmocka_unit_test(test_fedmac_state_save_load),
+        cmocka_unit_test(test_personal_state_save_load),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_fedmac_prune),
         cmocka_unit_test(test_fedmac_refusals),

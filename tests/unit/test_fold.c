@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "failalloc.h"
+#include "testutil.h"
 #include "sfl/algo.h"
 #include "sfl/error.h"
 #include "sfl/fold.h"
@@ -133,6 +134,48 @@ static void test_fold_every_algorithm(void **state)
     sfl_synth_free(s);
 }
 
+/* sfl_fold_mix, the personalized algorithms' server step:
+ * w <- (1 - beta) w + beta sum_i p_i w_i, p_i by weight; beta = 1 (the
+ * default) is the weighted mean. */
+static void test_fold_mix(void **state)
+{
+    (void)state;
+    const sfl_algo_t *algos[] = {&sfl_algo_fedmac, &sfl_algo_pfedme, &sfl_algo_perfedavg};
+    const double va[] = {1.0, 0.0, 4.0}, vb[] = {3.0, 2.0, 0.0};
+    const double mean[] = {2.5, 1.5, 1.0}; /* (1 va + 3 vb) / 4 */
+    sfl_problem_t prob;
+    sfl_spvec_t *a = NULL, *b = NULL;
+
+    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
+    assert_int_equal(sfl_spvec_new(3, 0, &a), 0);
+    assert_int_equal(sfl_spvec_new(3, 0, &b), 0);
+    assert_int_equal(sfl_spvec_from_dense(a, va), 0);
+    assert_int_equal(sfl_spvec_from_dense(b, vb), 0);
+    for (size_t k = 0; k < 3; k++) {
+        for (int mixed = 0; mixed < 2; mixed++) {
+            double beta = mixed ? 0.25 : 1.0, global[] = {10.0, -10.0, 1.0};
+            sfl_algo_params_t p;
+            sfl_fold_t fold;
+
+            assert_true(algos[k]->finish == sfl_fold_mix);
+            sfl_algo_params_default(algos[k], &p);
+            if (mixed)
+                assert_int_equal(sfl_algo_param_set(&p, "beta", beta), 0);
+            assert_int_equal(sfl_fold_init(&fold, algos[k], &p, &prob, NULL), 0);
+            sfl_fold_begin(&fold);
+            assert_int_equal(sfl_fold_add(&fold, a, 1), 0);
+            assert_int_equal(sfl_fold_add(&fold, b, 3), 0);
+            assert_int_equal(sfl_fold_finish(&fold, global), 0);
+            sfl_fold_close(&fold);
+            assert_close(global[0], (1 - beta) * 10 + beta * mean[0], 1e-15, 0);
+            assert_close(global[1], (1 - beta) * -10 + beta * mean[1], 1e-15, 0);
+            assert_close(global[2], (1 - beta) * 1 + beta * mean[2], 1e-15, 0);
+        }
+    }
+    sfl_spvec_free(a);
+    sfl_spvec_free(b);
+}
+
 static void test_fold_alloc(void **state)
 {
     (void)state;
@@ -151,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_fold_hostile_updates),
         cmocka_unit_test(test_fold_limits),
         cmocka_unit_test(test_fold_every_algorithm),
+        cmocka_unit_test(test_fold_mix),
         cmocka_unit_test(test_fold_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

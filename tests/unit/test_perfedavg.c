@@ -18,48 +18,6 @@
 #include "testfed.h"
 #include "testutil.h"
 
-/* A Per-FedAvg client on the identity design (f(x) = (1/n) ||x - y||^2):
- * problem, parameters (full batch), a zeroed client state, workspace and
- * message. */
-typedef struct pa_client {
-    sfl_dataset_t *ds;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_client_state_t st;
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u;
-} pa_client_t;
-
-static void pa_init(pa_client_t *c, const double *y, uint32_t n)
-{
-    c->ds = testfed_identity_data(y, n);
-    assert_int_equal(sfl_problem_init(&c->prob, &sfl_loss_lsq, n, 0), 0);
-    sfl_algo_params_default(&sfl_algo_perfedavg, &c->p);
-    assert_int_equal(sfl_algo_param_set(&c->p, "batch", n), 0); /* full batch */
-    assert_int_equal(sfl_client_state_new(&sfl_algo_perfedavg, &c->p, &c->prob, &c->st), 0);
-    sfl_algo_ws_init(&c->ws);
-    assert_int_equal(sfl_spvec_new(n, 0, &c->u), 0);
-}
-
-static void pa_close(pa_client_t *c)
-{
-    sfl_spvec_free(c->u);
-    sfl_algo_ws_close(&c->ws);
-    sfl_client_state_free(&c->st);
-    sfl_dataset_free(c->ds);
-}
-
-static void pa_set(pa_client_t *c, const char *name, double v)
-{
-    assert_int_equal(sfl_algo_param_set(&c->p, name, v), 0);
-}
-
-static int pa_round(pa_client_t *c, const double *global, uint64_t round)
-{
-    return sfl_algo_client_round(&sfl_algo_perfedavg, &c->p, &c->prob, global, c->ds,
-                                 c->st.mem, 7, round, 0, &c->ws, c->u);
-}
-
 /* The gradient of the identity design's loss over rows (NULL: all n), b of
  * them: (2/b)(x_j - y_j) on the rows, 0 elsewhere. */
 static void identity_grad(const double *x, const double *y, uint32_t n, const uint32_t *rows,
@@ -116,13 +74,13 @@ static void test_perfedavg_one_round_by_hand(void **state)
     const double y[] = {1.0, -2.0, 0.5, 3.0}, w0[] = {0.2, 0.1, -0.3, 0.0};
     const double eta = 0.4, eta_p = 0.3, c2 = 2.0 / 4;
     double w[4], theta[4], got[4] = {0}, pm[4];
-    pa_client_t c;
+    testfed_personal_t c;
 
-    pa_init(&c, y, 4);
-    pa_set(&c, "local_steps", 1);
-    pa_set(&c, "eta", eta);
-    pa_set(&c, "eta_p", eta_p);
-    assert_int_equal(pa_round(&c, w0, 1), 0);
+    testfed_personal_init(&c, &sfl_algo_perfedavg, y, 4);
+    testfed_personal_set(&c, "local_steps", 1);
+    testfed_personal_set(&c, "eta", eta);
+    testfed_personal_set(&c, "eta_p", eta_p);
+    assert_int_equal(testfed_personal_round(&c, w0, 1), 0);
     sfl_spvec_scatter(c.u, got);
     for (int j = 0; j < 4; j++) {
         double temp = w0[j] - eta_p * (c2 * (w0[j] - y[j]));
@@ -137,8 +95,8 @@ static void test_perfedavg_one_round_by_hand(void **state)
     assert_memory_equal(pm, c.st.mem, sizeof(pm));
     assert_memory_not_equal(pm, got, sizeof(pm));
 
-    pa_set(&c, "local_steps", 3);
-    assert_int_equal(pa_round(&c, w0, 2), 0);
+    testfed_personal_set(&c, "local_steps", 3);
+    assert_int_equal(testfed_personal_round(&c, w0, 2), 0);
     pa_by_hand(y, 4, 4, w0, 3, eta, eta_p, 2, w, theta);
     memset(got, 0, sizeof(got));
     sfl_spvec_scatter(c.u, got);
@@ -146,7 +104,7 @@ static void test_perfedavg_one_round_by_hand(void **state)
         assert_close(got[j], w[j], 1e-15, 1e-15);
         assert_close(((const double *)c.st.mem)[j], theta[j], 1e-15, 1e-15);
     }
-    pa_close(&c);
+    testfed_personal_close(&c);
 }
 
 /* Minibatches (|D| = 2 of 6 rows): D1, D2 per local step, then the
@@ -158,21 +116,21 @@ static void test_perfedavg_minibatches_by_hand(void **state)
     const double y[] = {1.0, -2.0, 0.5, 3.0, -1.0, 2.5};
     const double w0[] = {0.2, 0.1, -0.3, 0.0, 0.4, -0.6};
     double w[6], theta[6], got[6] = {0};
-    pa_client_t c;
+    testfed_personal_t c;
 
-    pa_init(&c, y, 6);
-    pa_set(&c, "batch", 2);
-    pa_set(&c, "local_steps", 5);
-    pa_set(&c, "eta", 0.3);
-    pa_set(&c, "eta_p", 0.2);
-    assert_int_equal(pa_round(&c, w0, 4), 0);
+    testfed_personal_init(&c, &sfl_algo_perfedavg, y, 6);
+    testfed_personal_set(&c, "batch", 2);
+    testfed_personal_set(&c, "local_steps", 5);
+    testfed_personal_set(&c, "eta", 0.3);
+    testfed_personal_set(&c, "eta_p", 0.2);
+    assert_int_equal(testfed_personal_round(&c, w0, 4), 0);
     pa_by_hand(y, 6, 2, w0, 5, 0.3, 0.2, 4, w, theta);
     sfl_spvec_scatter(c.u, got);
     for (int j = 0; j < 6; j++) {
         assert_close(got[j], w[j], 1e-15, 1e-15);
         assert_close(((const double *)c.st.mem)[j], theta[j], 1e-15, 1e-15);
     }
-    pa_close(&c);
+    testfed_personal_close(&c);
 }
 
 /* One client, many rounds, beta = 1: Per-FedAvg FO stops where
@@ -185,16 +143,16 @@ static void test_perfedavg_one_client_solves_its_problem(void **state)
     const double y[] = {1.0, -2.0, 0.5, 3.0};
     double global[4] = {0}, pm[4];
     sfl_fold_t fold;
-    pa_client_t c;
+    testfed_personal_t c;
 
-    pa_init(&c, y, 4);
-    pa_set(&c, "local_steps", 5);
-    pa_set(&c, "eta", 1.0);
-    pa_set(&c, "eta_p", 0.5);
+    testfed_personal_init(&c, &sfl_algo_perfedavg, y, 4);
+    testfed_personal_set(&c, "local_steps", 5);
+    testfed_personal_set(&c, "eta", 1.0);
+    testfed_personal_set(&c, "eta_p", 0.5);
     assert_int_equal(sfl_fold_init(&fold, &sfl_algo_perfedavg, &c.p, &c.prob, NULL), 0);
     for (uint64_t t = 1; t <= 100; t++) {
         sfl_fold_begin(&fold);
-        assert_int_equal(pa_round(&c, global, t), 0);
+        assert_int_equal(testfed_personal_round(&c, global, t), 0);
         assert_int_equal(sfl_fold_add(&fold, c.u, 4), 0);
         assert_int_equal(sfl_fold_finish(&fold, global), 0);
     }
@@ -204,82 +162,7 @@ static void test_perfedavg_one_client_solves_its_problem(void **state)
         assert_close(pm[j], y[j], 1e-12, 1e-12);
     }
     sfl_fold_close(&fold);
-    pa_close(&c);
-}
-
-/* w^{t+1} = (1 - beta) w^t + beta sum_i p_i w_i, p_i by weight. */
-static void test_perfedavg_server_mixing(void **state)
-{
-    (void)state;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_fold_t fold;
-    sfl_spvec_t *a = NULL, *b = NULL;
-    const double va[] = {1.0, 0.0, 4.0}, vb[] = {3.0, 2.0, 0.0};
-    double global[] = {10.0, -10.0, 1.0}, plain[] = {10.0, -10.0, 1.0};
-
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
-    assert_int_equal(sfl_spvec_new(3, 0, &a), 0);
-    assert_int_equal(sfl_spvec_new(3, 0, &b), 0);
-    assert_int_equal(sfl_spvec_from_dense(a, va), 0);
-    assert_int_equal(sfl_spvec_from_dense(b, vb), 0);
-    sfl_algo_params_default(&sfl_algo_perfedavg, &p);
-    assert_int_equal(sfl_algo_param_set(&p, "beta", 0.5), 0);
-    assert_int_equal(sfl_fold_init(&fold, &sfl_algo_perfedavg, &p, &prob, NULL), 0);
-    sfl_fold_begin(&fold);
-    assert_int_equal(sfl_fold_add(&fold, a, 1), 0);
-    assert_int_equal(sfl_fold_add(&fold, b, 3), 0);
-    assert_int_equal(sfl_fold_finish(&fold, global), 0);
-    sfl_fold_close(&fold);
-    /* mean = (1 va + 3 vb) / 4 = (2.5, 1.5, 1) */
-    assert_close(global[0], 0.5 * 10 + 0.5 * 2.5, 1e-15, 0);
-    assert_close(global[1], 0.5 * -10 + 0.5 * 1.5, 1e-15, 0);
-    assert_close(global[2], 0.5 * 1 + 0.5 * 1, 1e-15, 0);
-    /* the default beta = 1: Per-FedAvg's plain weighted mean */
-    sfl_algo_params_default(&sfl_algo_perfedavg, &p);
-    assert_int_equal(sfl_fold_init(&fold, &sfl_algo_perfedavg, &p, &prob, NULL), 0);
-    sfl_fold_begin(&fold);
-    assert_int_equal(sfl_fold_add(&fold, a, 1), 0);
-    assert_int_equal(sfl_fold_add(&fold, b, 3), 0);
-    assert_int_equal(sfl_fold_finish(&fold, plain), 0);
-    sfl_fold_close(&fold);
-    assert_close(plain[0], 2.5, 1e-15, 0);
-    assert_close(plain[1], 1.5, 1e-15, 0);
-    assert_close(plain[2], 1.0, 1e-15, 0);
-    sfl_spvec_free(a);
-    sfl_spvec_free(b);
-}
-
-/* theta survives a save and load bit for bit; a state saved for another
- * dimension or algorithm is refused. */
-static void test_perfedavg_state_save_load(void **state)
-{
-    (void)state;
-    const double y[] = {1.0, -2.0, 0.5}, w0[] = {0.1, 0.2, 0.3};
-    sfl_client_state_t back = {0};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    pa_client_t c;
-
-    pa_init(&c, y, 3);
-    assert_int_equal(c.st.size, 3 * sizeof(double));
-    assert_int_equal(pa_round(&c, w0, 1), 0);
-    assert_int_equal(sfl_client_state_save(&c.st, &buf, &len), 0);
-    assert_int_equal(len, SFL_CLIENT_STATE_OVERHEAD + 3 * sizeof(double));
-    assert_int_equal(
-        sfl_client_state_load(&sfl_algo_perfedavg, &c.p, &c.prob, buf, len, &back), 0);
-    assert_memory_equal(back.mem, c.st.mem, c.st.size);
-    sfl_client_state_free(&back);
-    sfl_problem_t other;
-    assert_int_equal(sfl_problem_init(&other, &sfl_loss_lsq, 4, 0), 0);
-    assert_int_equal(sfl_client_state_load(&sfl_algo_perfedavg, &c.p, &other, buf, len, &back),
-                     SFL_EPARSE);
-    sfl_algo_params_t q;
-    sfl_algo_params_default(&sfl_algo_pfedme, &q);
-    assert_int_not_equal(sfl_client_state_load(&sfl_algo_pfedme, &q, &c.prob, buf, len, &back),
-                         0);
-    sfl_client_state_bytes_free(buf, len);
-    pa_close(&c);
+    testfed_personal_close(&c);
 }
 
 static void test_perfedavg_refusals(void **state)
@@ -288,10 +171,10 @@ static void test_perfedavg_refusals(void **state)
     const double y[] = {1.0, 2.0}, w0[] = {0.0, 0.0};
     uint32_t none = 0;
     sfl_dataset_t *empty = NULL;
-    pa_client_t c;
+    testfed_personal_t c;
     sfl_rng_t r;
 
-    pa_init(&c, y, 2);
+    testfed_personal_init(&c, &sfl_algo_perfedavg, y, 2);
     sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
     /* no client state */
     assert_int_equal(sfl_algo_perfedavg.client_update(&c.p, &c.prob, w0, c.ds, NULL, &r, &c.ws,
@@ -305,10 +188,10 @@ static void test_perfedavg_refusals(void **state)
                      SFL_EEMPTY);
     sfl_dataset_free(empty);
     /* step sizes that diverge */
-    pa_set(&c, "eta", 1e200);
-    pa_set(&c, "eta_p", 1e200);
-    pa_set(&c, "local_steps", 50);
-    assert_int_equal(pa_round(&c, w0, 1), SFL_ENUMERIC);
+    testfed_personal_set(&c, "eta", 1e200);
+    testfed_personal_set(&c, "eta_p", 1e200);
+    testfed_personal_set(&c, "local_steps", 50);
+    assert_int_equal(testfed_personal_round(&c, w0, 1), SFL_ENUMERIC);
     assert_detail("perfedavg diverged");
     /* parameters out of range */
     assert_int_equal(sfl_algo_param_set(&c.p, "eta", 0), SFL_EINVAL);
@@ -318,7 +201,7 @@ static void test_perfedavg_refusals(void **state)
     assert_int_equal(sfl_algo_param_set(&c.p, "batch", 0), SFL_EINVAL);
     assert_int_equal(sfl_algo_param_set(&c.p, "eta_p", INFINITY), SFL_EINVAL);
     assert_int_equal(sfl_algo_param_set(&c.p, "inner_steps", 3), SFL_EINVAL); /* pFedMe's */
-    pa_close(&c);
+    testfed_personal_close(&c);
 }
 
 /* The defaults are FedMac's Table 2 for Per-FedAvg. */
@@ -343,8 +226,6 @@ int main(void)
         cmocka_unit_test(test_perfedavg_one_round_by_hand),
         cmocka_unit_test(test_perfedavg_minibatches_by_hand),
         cmocka_unit_test(test_perfedavg_one_client_solves_its_problem),
-        cmocka_unit_test(test_perfedavg_server_mixing),
-        cmocka_unit_test(test_perfedavg_state_save_load),
         cmocka_unit_test(test_perfedavg_refusals),
         cmocka_unit_test(test_perfedavg_defaults),
     };

@@ -18,48 +18,6 @@
 #include "testfed.h"
 #include "testutil.h"
 
-/* A pFedMe client on the identity design (f(x) = (1/n) ||x - y||^2):
- * problem, parameters (full batch), a zeroed client state, workspace and
- * message. */
-typedef struct me_client {
-    sfl_dataset_t *ds;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_client_state_t st;
-    sfl_algo_ws_t ws;
-    sfl_spvec_t *u;
-} me_client_t;
-
-static void me_init(me_client_t *c, const double *y, uint32_t n)
-{
-    c->ds = testfed_identity_data(y, n);
-    assert_int_equal(sfl_problem_init(&c->prob, &sfl_loss_lsq, n, 0), 0);
-    sfl_algo_params_default(&sfl_algo_pfedme, &c->p);
-    assert_int_equal(sfl_algo_param_set(&c->p, "batch", n), 0); /* full batch */
-    assert_int_equal(sfl_client_state_new(&sfl_algo_pfedme, &c->p, &c->prob, &c->st), 0);
-    sfl_algo_ws_init(&c->ws);
-    assert_int_equal(sfl_spvec_new(n, 0, &c->u), 0);
-}
-
-static void me_close(me_client_t *c)
-{
-    sfl_spvec_free(c->u);
-    sfl_algo_ws_close(&c->ws);
-    sfl_client_state_free(&c->st);
-    sfl_dataset_free(c->ds);
-}
-
-static void me_set(me_client_t *c, const char *name, double v)
-{
-    assert_int_equal(sfl_algo_param_set(&c->p, name, v), 0);
-}
-
-static int me_round(me_client_t *c, const double *global, uint64_t round)
-{
-    return sfl_algo_client_round(&sfl_algo_pfedme, &c->p, &c->prob, global, c->ds, c->st.mem, 7,
-                                 round, 0, &c->ws, c->u);
-}
-
 /* The gradient of the identity design's loss over rows (NULL: all n), b of
  * them: (2/b)(x_j - y_j) on the rows, 0 elsewhere. */
 static void identity_grad(const double *x, const double *y, uint32_t n, const uint32_t *rows,
@@ -113,18 +71,18 @@ static void test_pfedme_one_round_by_hand(void **state)
     const double y[] = {1.0, -2.0, 0.5, 3.0}, w0[] = {0.2, 0.1, -0.3, 0.0};
     const double eta = 0.4, eta_p = 0.3, mu = 0.7;
     double w[4], theta[4], got[4] = {0}, pm[4];
-    me_client_t c;
+    testfed_personal_t c;
 
-    me_init(&c, y, 4);
-    me_set(&c, "local_steps", 2);
-    me_set(&c, "inner_steps", 3);
-    me_set(&c, "eta", eta);
-    me_set(&c, "eta_p", eta_p);
-    me_set(&c, "lambda", mu);
+    testfed_personal_init(&c, &sfl_algo_pfedme, y, 4);
+    testfed_personal_set(&c, "local_steps", 2);
+    testfed_personal_set(&c, "inner_steps", 3);
+    testfed_personal_set(&c, "eta", eta);
+    testfed_personal_set(&c, "eta_p", eta_p);
+    testfed_personal_set(&c, "lambda", mu);
     /* theta restarts from w^t: whatever the state held before is ignored */
     for (int j = 0; j < 4; j++)
         ((double *)c.st.mem)[j] = 100.0 + j;
-    assert_int_equal(me_round(&c, w0, 1), 0);
+    assert_int_equal(testfed_personal_round(&c, w0, 1), 0);
     me_by_hand(y, 4, 4, w0, 2, 3, eta, eta_p, mu, 0, 1, 1, w, theta);
     sfl_spvec_scatter(c.u, got);
     for (int j = 0; j < 4; j++) {
@@ -134,7 +92,7 @@ static void test_pfedme_one_round_by_hand(void **state)
     assert_int_equal(sfl_algo_pfedme.personal_model(&c.p, &c.prob, c.st.mem, pm), 0);
     assert_memory_equal(pm, c.st.mem, sizeof(pm));
     assert_memory_not_equal(pm, got, sizeof(pm));
-    me_close(&c);
+    testfed_personal_close(&c);
 }
 
 /* Minibatches (|D| = 2 of 6 rows): one draw per local round, all from the
@@ -145,23 +103,23 @@ static void test_pfedme_minibatches_by_hand(void **state)
     const double y[] = {1.0, -2.0, 0.5, 3.0, -1.0, 2.5};
     const double w0[] = {0.2, 0.1, -0.3, 0.0, 0.4, -0.6};
     double w[6], theta[6], got[6] = {0};
-    me_client_t c;
+    testfed_personal_t c;
 
-    me_init(&c, y, 6);
-    me_set(&c, "batch", 2);
-    me_set(&c, "local_steps", 4);
-    me_set(&c, "inner_steps", 2);
-    me_set(&c, "eta", 0.1);
-    me_set(&c, "eta_p", 0.2);
-    me_set(&c, "lambda", 1.5);
-    assert_int_equal(me_round(&c, w0, 3), 0);
+    testfed_personal_init(&c, &sfl_algo_pfedme, y, 6);
+    testfed_personal_set(&c, "batch", 2);
+    testfed_personal_set(&c, "local_steps", 4);
+    testfed_personal_set(&c, "inner_steps", 2);
+    testfed_personal_set(&c, "eta", 0.1);
+    testfed_personal_set(&c, "eta_p", 0.2);
+    testfed_personal_set(&c, "lambda", 1.5);
+    assert_int_equal(testfed_personal_round(&c, w0, 3), 0);
     me_by_hand(y, 6, 2, w0, 4, 2, 0.1, 0.2, 1.5, 0, 1, 3, w, theta);
     sfl_spvec_scatter(c.u, got);
     for (int j = 0; j < 6; j++) {
         assert_close(got[j], w[j], 1e-15, 1e-15);
         assert_close(((const double *)c.st.mem)[j], theta[j], 1e-15, 1e-15);
     }
-    me_close(&c);
+    testfed_personal_close(&c);
 }
 
 /* Modified pFedMe: gamma tanh(theta/rho) joins theta's gradient (the
@@ -172,17 +130,17 @@ static void test_pfedme_smoothed_l1(void **state)
     const double y[] = {1.0, -2.0, 0.01}, w0[] = {0.2, -0.1, 0.0};
     const double eta = 0.5, eta_p = 0.3, mu = 2.0, gamma = 0.2, rho = 0.05;
     double w[3], theta[3], got[3] = {0}, tg[3];
-    me_client_t c;
+    testfed_personal_t c;
 
-    me_init(&c, y, 3);
-    me_set(&c, "local_steps", 1);
-    me_set(&c, "inner_steps", 1);
-    me_set(&c, "eta", eta);
-    me_set(&c, "eta_p", eta_p);
-    me_set(&c, "lambda", mu);
-    me_set(&c, "gamma", gamma);
-    me_set(&c, "rho", rho);
-    assert_int_equal(me_round(&c, w0, 1), 0);
+    testfed_personal_init(&c, &sfl_algo_pfedme, y, 3);
+    testfed_personal_set(&c, "local_steps", 1);
+    testfed_personal_set(&c, "inner_steps", 1);
+    testfed_personal_set(&c, "eta", eta);
+    testfed_personal_set(&c, "eta_p", eta_p);
+    testfed_personal_set(&c, "lambda", mu);
+    testfed_personal_set(&c, "gamma", gamma);
+    testfed_personal_set(&c, "rho", rho);
+    assert_int_equal(testfed_personal_round(&c, w0, 1), 0);
     sfl_phi_rho(w0, 3, rho, tg);
     for (int j = 0; j < 3; j++) {
         /* theta = w = w0 before the step, so theta - w = 0 */
@@ -195,15 +153,15 @@ static void test_pfedme_smoothed_l1(void **state)
         assert_close(((const double *)c.st.mem)[j], theta[j], 1e-15, 1e-15);
     }
     /* gamma = 0 is plain pFedMe: the l1 term is gone, rho does not matter */
-    me_set(&c, "gamma", 0);
-    me_set(&c, "rho", 1e-9);
-    assert_int_equal(me_round(&c, w0, 1), 0);
+    testfed_personal_set(&c, "gamma", 0);
+    testfed_personal_set(&c, "rho", 1e-9);
+    assert_int_equal(testfed_personal_round(&c, w0, 1), 0);
     me_by_hand(y, 3, 3, w0, 1, 1, eta, eta_p, mu, 0, 1, 1, w, theta);
     memset(got, 0, sizeof(got));
     sfl_spvec_scatter(c.u, got);
     for (int j = 0; j < 3; j++)
         assert_close(got[j], w[j], 1e-15, 1e-15);
-    me_close(&c);
+    testfed_personal_close(&c);
 }
 
 /* One client, many rounds, beta = 1: pFedMe's fixed point has theta = w
@@ -215,18 +173,18 @@ static void test_pfedme_one_client_solves_its_problem(void **state)
     const double y[] = {1.0, -2.0, 0.5, 3.0};
     double global[4] = {0}, pm[4];
     sfl_fold_t fold;
-    me_client_t c;
+    testfed_personal_t c;
 
-    me_init(&c, y, 4);
-    me_set(&c, "local_steps", 5);
-    me_set(&c, "inner_steps", 5);
-    me_set(&c, "eta", 0.5);
-    me_set(&c, "eta_p", 0.5);
-    me_set(&c, "lambda", 1.0);
+    testfed_personal_init(&c, &sfl_algo_pfedme, y, 4);
+    testfed_personal_set(&c, "local_steps", 5);
+    testfed_personal_set(&c, "inner_steps", 5);
+    testfed_personal_set(&c, "eta", 0.5);
+    testfed_personal_set(&c, "eta_p", 0.5);
+    testfed_personal_set(&c, "lambda", 1.0);
     assert_int_equal(sfl_fold_init(&fold, &sfl_algo_pfedme, &c.p, &c.prob, NULL), 0);
     for (uint64_t t = 1; t <= 200; t++) {
         sfl_fold_begin(&fold);
-        assert_int_equal(me_round(&c, global, t), 0);
+        assert_int_equal(testfed_personal_round(&c, global, t), 0);
         assert_int_equal(sfl_fold_add(&fold, c.u, 4), 0);
         assert_int_equal(sfl_fold_finish(&fold, global), 0);
     }
@@ -236,82 +194,7 @@ static void test_pfedme_one_client_solves_its_problem(void **state)
         assert_close(pm[j], y[j], 1e-12, 1e-12);
     }
     sfl_fold_close(&fold);
-    me_close(&c);
-}
-
-/* w^{t+1} = (1 - beta) w^t + beta sum_i p_i w_i, p_i by weight. */
-static void test_pfedme_server_mixing(void **state)
-{
-    (void)state;
-    sfl_problem_t prob;
-    sfl_algo_params_t p;
-    sfl_fold_t fold;
-    sfl_spvec_t *a = NULL, *b = NULL;
-    const double va[] = {1.0, 0.0, 4.0}, vb[] = {3.0, 2.0, 0.0};
-    double global[] = {10.0, -10.0, 1.0}, plain[] = {10.0, -10.0, 1.0};
-
-    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 3, 0), 0);
-    assert_int_equal(sfl_spvec_new(3, 0, &a), 0);
-    assert_int_equal(sfl_spvec_new(3, 0, &b), 0);
-    assert_int_equal(sfl_spvec_from_dense(a, va), 0);
-    assert_int_equal(sfl_spvec_from_dense(b, vb), 0);
-    /* beta = 0.25 */
-    sfl_algo_params_default(&sfl_algo_pfedme, &p);
-    assert_int_equal(sfl_algo_param_set(&p, "beta", 0.25), 0);
-    assert_int_equal(sfl_fold_init(&fold, &sfl_algo_pfedme, &p, &prob, NULL), 0);
-    sfl_fold_begin(&fold);
-    assert_int_equal(sfl_fold_add(&fold, a, 1), 0);
-    assert_int_equal(sfl_fold_add(&fold, b, 3), 0);
-    assert_int_equal(sfl_fold_finish(&fold, global), 0);
-    sfl_fold_close(&fold);
-    /* mean = (1 va + 3 vb) / 4 = (2.5, 1.5, 1) */
-    assert_close(global[0], 0.75 * 10 + 0.25 * 2.5, 1e-15, 0);
-    assert_close(global[1], 0.75 * -10 + 0.25 * 1.5, 1e-15, 0);
-    assert_close(global[2], 0.75 * 1 + 0.25 * 1, 1e-15, 0);
-    /* the default beta = 1 is the plain weighted mean */
-    sfl_algo_params_default(&sfl_algo_pfedme, &p);
-    assert_int_equal(sfl_fold_init(&fold, &sfl_algo_pfedme, &p, &prob, NULL), 0);
-    sfl_fold_begin(&fold);
-    assert_int_equal(sfl_fold_add(&fold, a, 1), 0);
-    assert_int_equal(sfl_fold_add(&fold, b, 3), 0);
-    assert_int_equal(sfl_fold_finish(&fold, plain), 0);
-    sfl_fold_close(&fold);
-    assert_close(plain[0], 2.5, 1e-15, 0);
-    assert_close(plain[1], 1.5, 1e-15, 0);
-    assert_close(plain[2], 1.0, 1e-15, 0);
-    sfl_spvec_free(a);
-    sfl_spvec_free(b);
-}
-
-/* theta survives a save and load bit for bit; a state saved for another
- * dimension or algorithm is refused. */
-static void test_pfedme_state_save_load(void **state)
-{
-    (void)state;
-    const double y[] = {1.0, -2.0, 0.5}, w0[] = {0.1, 0.2, 0.3};
-    sfl_client_state_t back = {0};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    me_client_t c;
-
-    me_init(&c, y, 3);
-    assert_int_equal(c.st.size, 3 * sizeof(double));
-    assert_int_equal(me_round(&c, w0, 1), 0);
-    assert_int_equal(sfl_client_state_save(&c.st, &buf, &len), 0);
-    assert_int_equal(len, SFL_CLIENT_STATE_OVERHEAD + 3 * sizeof(double));
-    assert_int_equal(sfl_client_state_load(&sfl_algo_pfedme, &c.p, &c.prob, buf, len, &back), 0);
-    assert_memory_equal(back.mem, c.st.mem, c.st.size);
-    sfl_client_state_free(&back);
-    sfl_problem_t other;
-    assert_int_equal(sfl_problem_init(&other, &sfl_loss_lsq, 4, 0), 0);
-    assert_int_equal(sfl_client_state_load(&sfl_algo_pfedme, &c.p, &other, buf, len, &back),
-                     SFL_EPARSE);
-    sfl_algo_params_t q;
-    sfl_algo_params_default(&sfl_algo_fedmac, &q);
-    assert_int_not_equal(sfl_client_state_load(&sfl_algo_fedmac, &q, &c.prob, buf, len, &back),
-                         0);
-    sfl_client_state_bytes_free(buf, len);
-    me_close(&c);
+    testfed_personal_close(&c);
 }
 
 static void test_pfedme_refusals(void **state)
@@ -320,10 +203,10 @@ static void test_pfedme_refusals(void **state)
     const double y[] = {1.0, 2.0}, w0[] = {0.0, 0.0};
     uint32_t none = 0;
     sfl_dataset_t *empty = NULL;
-    me_client_t c;
+    testfed_personal_t c;
     sfl_rng_t r;
 
-    me_init(&c, y, 2);
+    testfed_personal_init(&c, &sfl_algo_pfedme, y, 2);
     sfl_rng_seed(&r, 1, 1, 0, SFL_STREAM_TRAIN);
     /* no client state */
     assert_int_equal(sfl_algo_pfedme.client_update(&c.p, &c.prob, w0, c.ds, NULL, &r, &c.ws,
@@ -337,9 +220,9 @@ static void test_pfedme_refusals(void **state)
                      SFL_EEMPTY);
     sfl_dataset_free(empty);
     /* a step size that diverges */
-    me_set(&c, "eta_p", 1e200);
-    me_set(&c, "local_steps", 50);
-    assert_int_equal(me_round(&c, w0, 1), SFL_ENUMERIC);
+    testfed_personal_set(&c, "eta_p", 1e200);
+    testfed_personal_set(&c, "local_steps", 50);
+    assert_int_equal(testfed_personal_round(&c, w0, 1), SFL_ENUMERIC);
     assert_detail("pfedme diverged");
     /* parameters out of range */
     assert_int_equal(sfl_algo_param_set(&c.p, "eta", 0), SFL_EINVAL);
@@ -355,7 +238,7 @@ static void test_pfedme_refusals(void **state)
     /* pFedMe's lambda is not the loss's l2 weight */
     assert_null(sfl_algo_ridge_def(&sfl_algo_pfedme));
     assert_true(sfl_algo_params_ridge(&c.p) == 0);
-    me_close(&c);
+    testfed_personal_close(&c);
 }
 
 /* The defaults are FedMac's Table 2 for pFedMe, with pFedMe's own K. */
@@ -385,8 +268,6 @@ int main(void)
         cmocka_unit_test(test_pfedme_minibatches_by_hand),
         cmocka_unit_test(test_pfedme_smoothed_l1),
         cmocka_unit_test(test_pfedme_one_client_solves_its_problem),
-        cmocka_unit_test(test_pfedme_server_mixing),
-        cmocka_unit_test(test_pfedme_state_save_load),
         cmocka_unit_test(test_pfedme_refusals),
         cmocka_unit_test(test_pfedme_defaults),
     };

@@ -292,3 +292,35 @@ out:
     sfl_algo_ws_close(&ws);
     return rc;
 }
+
+void testfed_personal_init(testfed_personal_t *c, const sfl_algo_t *algo, const double *y,
+                           uint32_t n)
+{
+    c->algo = algo;
+    c->ds = testfed_identity_data(y, n);
+    assert_int_equal(sfl_problem_init(&c->prob, &sfl_loss_lsq, n, 0), 0);
+    sfl_algo_params_default(algo, &c->p);
+    assert_int_equal(sfl_algo_param_set(&c->p, "batch", n), 0); /* full batch */
+    assert_int_equal(sfl_client_state_new(algo, &c->p, &c->prob, &c->st), 0);
+    sfl_algo_ws_init(&c->ws);
+    assert_int_equal(sfl_spvec_new(n, 0, &c->u), 0);
+}
+
+void testfed_personal_close(testfed_personal_t *c)
+{
+    sfl_spvec_free(c->u);
+    sfl_algo_ws_close(&c->ws);
+    sfl_client_state_free(&c->st);
+    sfl_dataset_free(c->ds);
+}
+
+void testfed_personal_set(testfed_personal_t *c, const char *name, double v)
+{
+    assert_int_equal(sfl_algo_param_set(&c->p, name, v), 0);
+}
+
+int testfed_personal_round(testfed_personal_t *c, const double *global, uint64_t round)
+{
+    return sfl_algo_client_round(c->algo, &c->p, &c->prob, global, c->ds, c->st.mem, 7, round,
+                                 0, &c->ws, c->u);
+}

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "sfl/algo.h"
+#include "sfl/client.h"
 #include "sfl/synth.h"
 
 /* Dataset from a dense row-major n x d matrix a (zeros are not stored) and
@@ -100,5 +101,26 @@ int testfed_update(const sfl_algo_t *algo, testfed_client_t *c, const double *x,
  * it makes can fail. Returns client_update's code. */
 int testfed_client_once(const sfl_algo_t *algo, const sfl_algo_params_t *p,
                         const sfl_problem_t *prob, const double *x, const sfl_dataset_t *ds);
+
+/* A personalized algorithm's client on the identity design (n samples and
+ * features, least squares): problem, algo's default parameters with a full
+ * batch, a fresh client state, a workspace and a message. */
+typedef struct testfed_personal {
+    const sfl_algo_t *algo;
+    sfl_dataset_t *ds;
+    sfl_problem_t prob;
+    sfl_algo_params_t p;
+    sfl_client_state_t st;
+    sfl_algo_ws_t ws;
+    sfl_spvec_t *u;
+} testfed_personal_t;
+
+void testfed_personal_init(testfed_personal_t *c, const sfl_algo_t *algo, const double *y,
+                           uint32_t n);
+void testfed_personal_close(testfed_personal_t *c);
+/* sfl_algo_param_set, asserting success. */
+void testfed_personal_set(testfed_personal_t *c, const char *name, double v);
+/* One round from global through sfl_algo_client_round (seed 7, client 0). */
+int testfed_personal_round(testfed_personal_t *c, const double *global, uint64_t round);
 
 #endif

@@ -340,7 +340,19 @@ int sfl_algo_model_state_init(const sfl_algo_params_t *p, const sfl_problem_t *p
                               void *state);
 int sfl_algo_model_state_model(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                                const void *state, double *model);
-/* Their server step is sfl_fold_mix (fold.h). */
+/* Their server step is sfl_fold_mix (fold.h). A client round of theirs
+ * begins with sfl_algo_personal_begin: the state and rows are checked
+ * (SFL_EINVAL "<algo> needs its client state", SFL_EEMPTY), ws is reserved
+ * for the problem and min(batch, rows) (*b), and w = ws->x and theta (the
+ * state) are both the round's global. It ends with sfl_algo_personal_end:
+ * SFL_ENUMERIC "<algo> diverged (...)" unless w and theta are finite, then w
+ * pruned (sfl_algo_prune) and written into update. */
+int sfl_algo_personal_begin(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                            const double *global, const sfl_dataset_t *local, double *theta,
+                            uint32_t batch, sfl_algo_ws_t *ws, uint32_t *b) SFL_MUST_CHECK;
+int sfl_algo_personal_end(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                          const double *theta, double prune, double min_density,
+                          sfl_algo_ws_t *ws, sfl_spvec_t *update) SFL_MUST_CHECK;
 /* Their sparsity (seed 002 Sec. 5.5): entries of x (d of them) with |x_j|
  * < eps become 0, unless fewer than ceil(min_density d) would be left: then
  * x keeps exactly that many, the largest (H_k). eps = 0 changes nothing.

@@ -531,3 +531,39 @@ int sfl_algo_prune(double *x, size_t d, double eps, double min_density, sfl_topk
         return rc;
     return sfl_ht_dense(x, d, floor_k, ws);
 }
+
+int sfl_algo_personal_begin(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                            const double *global, const sfl_dataset_t *local, double *theta,
+                            uint32_t batch, sfl_algo_ws_t *ws, uint32_t *b)
+{
+    uint32_t n = local->X->nrows;
+    size_t d = prob->dim;
+    int rc;
+
+    if (theta == NULL)
+        return sfl__fail(SFL_EINVAL, "%s needs its client state", p->algo->name);
+    if (n == 0)
+        return sfl__fail(SFL_EEMPTY, "client has no samples");
+    *b = batch < n ? batch : n;
+    if ((rc = sfl_algo_ws_reserve(ws, d, *b)) < 0)
+        return rc;
+    memcpy(ws->x, global, d * sizeof(double));
+    memcpy(theta, global, d * sizeof(double));
+    return 0;
+}
+
+int sfl_algo_personal_end(const sfl_algo_params_t *p, const sfl_problem_t *prob,
+                          const double *theta, double prune, double min_density,
+                          sfl_algo_ws_t *ws, sfl_spvec_t *update)
+{
+    size_t d = prob->dim;
+    int rc;
+
+    for (size_t j = 0; j < d; j++)
+        if (!isfinite(ws->x[j]) || !isfinite(theta[j]))
+            return sfl__fail(SFL_ENUMERIC, "%s diverged (step sizes too large?)",
+                             p->algo->name);
+    if ((rc = sfl_algo_prune(ws->x, d, prune, min_density, &ws->topk)) < 0)
+        return rc;
+    return sfl_spvec_from_dense(update, ws->x);
+}

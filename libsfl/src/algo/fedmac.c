@@ -87,21 +87,15 @@ static int fedmac_update(const sfl_algo_params_t *params, const sfl_problem_t *p
 {
     const fedmac_params_t *p = SFL_ALGO_PARAMS(params, fedmac_params_t);
     double *theta = client_state, *w, *g;
-    uint32_t n = local->X->nrows, b = p->batch < n ? p->batch : n;
+    uint32_t n = local->X->nrows, b;
     size_t d = prob->dim;
     int rc;
 
-    if (theta == NULL)
-        return sfl__fail(SFL_EINVAL, "fedmac needs its client state");
-    if (n == 0)
-        return sfl__fail(SFL_EEMPTY, "client has no samples");
-    if ((rc = sfl_algo_ws_reserve(ws, d, b)) < 0)
+    /* theta^{t,0} = w^{t,0} = w^t */
+    if ((rc = sfl_algo_personal_begin(params, prob, global, local, theta, p->batch, ws, &b)) < 0)
         return rc;
     w = ws->x;
     g = ws->g;
-    /* theta^{t,0} = w^{t,0} = w^t */
-    memcpy(w, global, d * sizeof(double));
-    memcpy(theta, global, d * sizeof(double));
     for (uint32_t r = 0; r < p->local_steps; r++) {
         const uint32_t *rows;
 
@@ -123,14 +117,8 @@ static int fedmac_update(const sfl_algo_params_t *params, const sfl_problem_t *p
             w[j] -= p->eta * gw;
         }
     }
-    for (size_t j = 0; j < d; j++)
-        if (!isfinite(w[j]) || !isfinite(theta[j]))
-            return sfl__fail(SFL_ENUMERIC, "fedmac diverged (eta %g, eta_p %g too large?)",
-                             p->eta, p->eta_p);
-    /* the sent model sparse (Sec. 5.5); theta keeps every entry */
-    if ((rc = sfl_algo_prune(w, d, p->prune, p->min_density, &ws->topk)) < 0)
-        return rc;
-    return sfl_spvec_from_dense(update, w);
+    /* the sent w pruned (Sec. 5.5); theta keeps every entry */
+    return sfl_algo_personal_end(params, prob, theta, p->prune, p->min_density, ws, update);
 }
 
 const sfl_algo_t sfl_algo_fedmac = {

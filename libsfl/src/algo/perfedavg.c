@@ -55,19 +55,14 @@ static int perfedavg_update(const sfl_algo_params_t *params, const sfl_problem_t
     const perfedavg_params_t *p = SFL_ALGO_PARAMS(params, perfedavg_params_t);
     double *theta = client_state, *w, *g;
     const uint32_t *rows;
-    uint32_t n = local->X->nrows, b = p->batch < n ? p->batch : n;
+    uint32_t n = local->X->nrows, b;
     size_t d = prob->dim;
     int rc;
 
-    if (theta == NULL)
-        return sfl__fail(SFL_EINVAL, "perfedavg needs its client state");
-    if (n == 0)
-        return sfl__fail(SFL_EEMPTY, "client has no samples");
-    if ((rc = sfl_algo_ws_reserve(ws, d, b)) < 0)
+    if ((rc = sfl_algo_personal_begin(params, prob, global, local, theta, p->batch, ws, &b)) < 0)
         return rc;
     w = ws->x;
     g = ws->g;
-    memcpy(w, global, d * sizeof(double));
     /* theta holds temp during the round (it is rewritten at the end anyway),
      * so the workspace needs no third vector. */
     for (uint32_t r = 0; r < p->local_steps; r++) {
@@ -88,11 +83,7 @@ static int perfedavg_update(const sfl_algo_params_t *params, const sfl_problem_t
     sfl_loss_grad(prob->loss, local, rows, b, w, 0.0, g);
     for (size_t j = 0; j < d; j++)
         theta[j] = w[j] - p->eta_p * g[j];
-    for (size_t j = 0; j < d; j++)
-        if (!isfinite(w[j]) || !isfinite(theta[j]))
-            return sfl__fail(SFL_ENUMERIC, "perfedavg diverged (eta %g, eta_p %g too large?)",
-                             p->eta, p->eta_p);
-    return sfl_spvec_from_dense(update, w);
+    return sfl_algo_personal_end(params, prob, theta, 0.0, 0.0, ws, update);
 }
 
 const sfl_algo_t sfl_algo_perfedavg = {
