@@ -30,21 +30,27 @@ typedef struct opt {
 static const opt_t opts[] = {
     {"algo", T_STR, O(algo), -1, "NAME", "algorithm (see below); default fediterht"},
     {"data", T_STR, O(data), -1, "SPEC",
-     "synth:sim1|sim2|sparse|fedprox|gradmp, libsvm:FILE, csv:FILE or idx:IMAGES,LABELS;"
-     " default synth:sim1"},
+     "synth:sim1|sim2|sparse|fedprox|gradmp|dpbcfw, libsvm:FILE, csv:FILE or\n"
+     "                       idx:IMAGES,LABELS; default synth:sim1"},
     {"partition", T_STR, O(partition), SIM_OPT_PARTITION, "P",
      "file data: iid, label, pfedme, dirichlet:ALPHA or kmeans:K (default iid);\n"
      "                       pfedme: client c holds labels c and c+1 (mod classes), lognormal\n"
      "                       sizes, each client's rows split into its own train and test parts\n"
-     "                       (docs/algorithms.md)"},
+     "                       (docs/algorithms.md); features:K (file or synthetic data, a vertical\n"
+     "                       algorithm: bcfw, dpbcfw): K clients hold balanced contiguous column\n"
+     "                       blocks of the same rows, one CSV row per evaluated iteration"},
     {"test", T_STR, O(test), -1, "FILE", "held-out file in the format of --data"},
     {"test-frac", T_DBL, O(test_frac), SIM_OPT_TEST_FRAC, "F",
      "fraction held out for test_accuracy (default 0.2 for files, 0 for synth)"},
-    {"loss", T_STR, O(loss), -1, "L", "lsq, logistic, softmax or mlp:H (a two-layer perceptron with H hidden\n"
-     "                       ReLU units; mlp:0 is multinomial logistic with intercepts)\n"
+    {"loss", T_STR, O(loss), -1, "L",
+     "lsq, logistic, sqhinge (squared hinge, 2 labels), softmax or mlp:H (a\n"
+     "                       two-layer perceptron with H hidden ReLU units; mlp:0 is\n"
+     "                       multinomial logistic with intercepts)\n"
      "                       (default: from the labels)"},
-    {"clients", T_U32, O(clients), -1, "N", "number of clients (default 100)"},
-    {"rounds", T_U32, O(rounds), -1, "T", "communication rounds (default 100)"},
+    {"clients", T_U32, O(clients), SIM_OPT_CLIENTS, "N",
+     "number of clients (default 100; features:K: K)"},
+    {"rounds", T_U32, O(rounds), -1, "T",
+     "communication rounds (default 100; vertical: iterations)"},
     {"eval-every", T_U32, O(eval_every), -1, "E",
      "metrics (one CSV row) every E rounds, and after the first and last (default 1)"},
     {"seed", T_U64, O(seed), -1, "S", "seed of every random draw (default 1)"},
@@ -57,15 +63,19 @@ static const opt_t opts[] = {
     {"synth-beta", T_DBL, O(beta), SIM_OPT_BETA, "B",
      "synth: data heterogeneity (default 0.1; --beta is an algorithm parameter)"},
     {"dim", T_U32, O(dim), SIM_OPT_DIM, "D", "synth: dimension (default 1000; fedprox 60)"},
-    {"samples", T_U32, O(samples), SIM_OPT_SAMPLES, "N", "synth: samples per client (default 100)"},
+    {"samples", T_U32, O(samples), SIM_OPT_SAMPLES, "N",
+     "synth: samples per client (default 100; features:K: in all)"},
     {"support", T_U32, O(support), SIM_OPT_SUPPORT, "S",
      "synth: nonzeros of the true model (default 100; sparse 20)"},
-    {"noise", T_DBL, O(noise), SIM_OPT_NOISE, "SIGMA", "synth:sparse|gradmp noise sd (default 0)"},
+    {"noise", T_DBL, O(noise), SIM_OPT_NOISE, "SIGMA",
+     "synth:sparse|gradmp|dpbcfw noise sd (default 0; dpbcfw sqrt(0.001))"},
     {"decay", T_DBL, O(decay), SIM_OPT_DECAY, "E",
      "synth:gradmp: client i's entry variance 1/i^E (default 1.1)"},
+    {"density", T_DBL, O(density), SIM_OPT_DENSITY, "F",
+     "synth:dpbcfw: fraction of nonzero feature entries (default 0.1)"},
     {"parts", T_U32, O(parts), -1, "P", "label/kmeans partition: parts per group (default 20)"},
     {"kmeans-iter", T_U32, O(kmeans_iter), -1, "I", "k-means iterations (default 50)"},
-    {"encoding", T_STR, O(encoding), -1, "E",
+    {"encoding", T_STR, O(encoding), SIM_OPT_ENCODING, "E",
      "values of the clients' updates on the wire: f64, f32 or q8 (default f64);\n"
      "                       lossy ones are applied; the model is broadcast as f64, as the\n"
      "                       coordinator does"},
@@ -78,7 +88,10 @@ static const opt_t opts[] = {
      "write client i's training data to DIR/client-<i>.svm, one LibSVM shard per\n"
      "                       agent (DIR is created if missing), client i's own test part (synthetic data\n"
      "                       with --test-frac, --partition pfedme) to DIR/client-<i>.test.svm, and the\n"
-     "                       truth, if known, to DIR/truth; then exit"},
+     "                       truth, if known, to DIR/truth; then exit. features:K: client k's\n"
+     "                       columns (renumbered from 1) to DIR/client-<k>.svm, the sample id of\n"
+     "                       each row to DIR/client-<k>.ids, the blocks to DIR/blocks\n"
+     "                       (docs/configuration.md)"},
     {"dump-data", T_STR, O(dump_data), -1, "FILE",
      "write all clients' training data to FILE (LibSVM) and the truth, if known, to FILE.truth"},
     {"no-wall-clock", T_FLAG, O(no_wall_clock), -1, NULL,
@@ -226,7 +239,10 @@ static void usage(FILE *f)
                "set), personal_objective (personalized algorithms: the mean objective of\n"
                "the clients' own models on their data), personal_accuracy (personalized\n"
                "algorithms with a test part per client: each client's own model on its own\n"
-               "test part, pooled), nnz, bytes_up, bytes_down, wall_ms.\n");
+               "test part, pooled), nnz, bytes_up, bytes_down, wall_ms. Vertical algorithms:\n"
+               "one row per evaluated iteration, the round column counting iterations;\n"
+               "bytes_up is what the K clients send in it (a 4-byte signed index and a\n"
+               "float64 feature each), bytes_down the broadcast to the K clients.\n");
 }
 
 /* 0, or SFL_EINVAL / SFL_ENOMEM with a detail naming the option. */

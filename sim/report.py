@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import report_dpbcfw
 import report_fedmac
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -95,7 +96,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default="build/sfl-sim")
     ap.add_argument("--data", default="../shared/data")
-    ap.add_argument("--only", choices=("fedmac",),
+    ap.add_argument("--only", choices=("fedmac", "dpbcfw"),
                     help="run one section and replace it in the existing REPORT.md")
     a = ap.parse_args()
     sim = os.path.abspath(a.sim)
@@ -222,6 +223,7 @@ def main():
 
     md += gradmp_section(sim, a.data)
     md += report_fedmac.section(sim, a.data)
+    md += report_dpbcfw.section(sim, a.data)
     md += ["## Notes", "", open(os.path.join(HERE, "report-notes.md")).read()]
     with open(os.path.join(RES, "REPORT.md"), "w") as f:
         f.write("\n".join(md) + "\n")
@@ -231,7 +233,7 @@ def main():
 def only_section(name, sim, data):
     """Runs one top-level section and puts it in place of the same section
     of results/REPORT.md (before the Notes when it has none)."""
-    new = report_fedmac.section(sim, data)
+    new = {"fedmac": report_fedmac, "dpbcfw": report_dpbcfw}[name].section(sim, data)
     path = os.path.join(RES, "REPORT.md")
     old = open(path).read().split("\n") if os.path.exists(path) else ["## Notes", ""]
     head = new[0]

@@ -48,7 +48,7 @@ typedef struct fed {
 } fed_t;
 
 /* what, then sfl_error_message (whose detail may name what already). */
-static void die(const char *what, int rc)
+void sim_die(const char *what, int rc)
 {
     const char *msg = sfl_error_message(rc);
 
@@ -60,24 +60,24 @@ static void die(const char *what, int rc)
 }
 
 /* A system call of ours failed with -errno err: no library detail. */
-static void die_sys(const char *what, int err)
+void sim_die_sys(const char *what, int err)
 {
     sfl__clear_error();
-    die(what, err);
+    sim_die(what, err);
 }
 
-static void usage_error(const char *msg, const char *arg)
+void sim_usage_error(const char *msg, const char *arg)
 {
     fprintf(stderr, "sfl-sim: error: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
     exit(2);
 }
 
-static void *xcalloc(size_t n, size_t size)
+void *sim_xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size);
 
     if (p == NULL)
-        die("memory", SFL_ENOMEM);
+        sim_die("memory", SFL_ENOMEM);
     return p;
 }
 
@@ -102,44 +102,54 @@ static const struct {
     {"sparse", SFL_SYNTH_SPARSE},
     {"fedprox", SFL_SYNTH_FEDPROX},
     {"gradmp", SFL_SYNTH_GRADMP},
+    {"dpbcfw", SFL_SYNTH_DPBCFW},
 };
 
-static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
+void sim_synth_params(const char *kind, const sim_cfg_t *cfg, sfl_synth_params_t *p)
 {
-    sfl_synth_params_t p;
     size_t i;
-    int rc;
 
     for (i = 0; i < sizeof(synth_kinds) / sizeof(synth_kinds[0]); i++)
         if (strcmp(kind, synth_kinds[i].name) == 0)
             break;
     if (i == sizeof(synth_kinds) / sizeof(synth_kinds[0]))
-        usage_error("unknown synthetic data (sim1, sim2, sparse, fedprox, gradmp)", kind);
-    if (cfg->given[SIM_OPT_PARTITION])
-        usage_error("--partition applies to file data; synthetic federations are "
-                    "generated per client", NULL);
-    sfl_synth_params_default(&p, synth_kinds[i].kind);
-    p.nclients = cfg->clients;
-    p.seed = cfg->seed;
+        sim_usage_error("unknown synthetic data (sim1, sim2, sparse, fedprox, gradmp, dpbcfw)",
+                        kind);
+    sfl_synth_params_default(p, synth_kinds[i].kind);
+    p->nclients = cfg->clients;
+    p->seed = cfg->seed;
     if (cfg->given[SIM_OPT_SAMPLES])
-        p.n_per_client = cfg->samples;
+        p->n_per_client = cfg->samples;
     if (cfg->given[SIM_OPT_DIM])
-        p.dim = cfg->dim;
+        p->dim = cfg->dim;
     if (cfg->given[SIM_OPT_SUPPORT])
-        p.s = cfg->support;
+        p->s = cfg->support;
     if (cfg->given[SIM_OPT_ALPHA])
-        p.alpha = cfg->alpha;
+        p->alpha = cfg->alpha;
     if (cfg->given[SIM_OPT_BETA])
-        p.beta = cfg->beta;
+        p->beta = cfg->beta;
     if (cfg->given[SIM_OPT_NOISE])
-        p.noise = cfg->noise;
+        p->noise = cfg->noise;
     if (cfg->given[SIM_OPT_DECAY])
-        p.decay = cfg->decay;
+        p->decay = cfg->decay;
+    if (cfg->given[SIM_OPT_DENSITY])
+        p->density = cfg->density;
+}
+
+static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
+{
+    sfl_synth_params_t p;
+    int rc;
+
+    if (cfg->given[SIM_OPT_PARTITION])
+        sim_usage_error("--partition applies to file data; synthetic federations are "
+                    "generated per client (or --partition features:K)", NULL);
+    sim_synth_params(kind, cfg, &p);
     rc = sfl_synth_generate(&p, &f->synth);
     if (rc < 0)
-        die("synthetic data", rc);
+        sim_die("synthetic data", rc);
     f->nclients = f->synth->nclients;
-    f->train = xcalloc(f->nclients, sizeof(*f->train));
+    f->train = sim_xcalloc(f->nclients, sizeof(*f->train));
     f->ncols = f->synth->clients[0]->X->ncols;
     f->nclasses = f->synth->clients[0]->nclasses;
     f->truth = f->synth->truth;
@@ -149,7 +159,8 @@ static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
     f->loss = f->nclasses == 0 ? &sfl_loss_lsq
               : f->nclasses == 2 ? &sfl_loss_logistic : &sfl_loss_softmax;
     if (cfg->loss && cfg->loss[0] && (f->loss = sfl_loss_find(cfg->loss)) == NULL)
-        usage_error("unknown loss (lsq, logistic, softmax, " SFL_LOSS_MLP_FORMS ")", cfg->loss);
+        sim_usage_error("unknown loss (lsq, logistic, sqhinge, softmax, "
+                        SFL_LOSS_MLP_FORMS ")", cfg->loss);
     if (!(cfg->test_frac > 0)) {
         memcpy(f->train, f->synth->clients, f->nclients * sizeof(*f->train));
         return;
@@ -157,7 +168,7 @@ static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
     /* Hold out part of every client's data; the union is the test set. */
     f->train_owned = 1;
     f->ntest = f->nclients;
-    f->test = xcalloc(f->nclients, sizeof(*f->test));
+    f->test = sim_xcalloc(f->nclients, sizeof(*f->test));
     for (uint32_t c = 0; c < f->nclients; c++) {
         sfl_rng_t r;
 
@@ -165,12 +176,12 @@ static void load_synth(fed_t *f, const char *kind, const sim_cfg_t *cfg)
         rc = sfl_dataset_split(f->synth->clients[c], cfg->test_frac, &r, &f->train[c],
                                &f->test[c]);
         if (rc < 0)
-            die("test split", rc);
+            sim_die("test split", rc);
     }
 }
 
 /* path in the form kind names (libsvm, csv, idx: "IMAGES,LABELS"). */
-static int read_file(const char *kind, const char *path, uint32_t min_cols,
+int sim_read_file(const char *kind, const char *path, uint32_t min_cols,
                      sfl_dataset_t **out)
 {
     char spec[4200];
@@ -182,7 +193,7 @@ static int read_file(const char *kind, const char *path, uint32_t min_cols,
 
 /* Loss from --loss or from the labels: 2 distinct values -> logistic, a few
  * integers -> softmax, anything else -> least squares. */
-static const sfl_loss_t *choose_loss(const sim_cfg_t *cfg, const sfl_dataset_t *ds)
+const sfl_loss_t *sim_choose_loss(const sim_cfg_t *cfg, const sfl_dataset_t *ds)
 {
     uint32_t n = ds->X->nrows, distinct = 0;
     double seen[101];
@@ -192,7 +203,8 @@ static const sfl_loss_t *choose_loss(const sim_cfg_t *cfg, const sfl_dataset_t *
         const sfl_loss_t *l = sfl_loss_find(cfg->loss);
 
         if (l == NULL)
-            usage_error("unknown loss (lsq, logistic, softmax, " SFL_LOSS_MLP_FORMS ")", cfg->loss);
+            sim_usage_error("unknown loss (lsq, logistic, sqhinge, softmax, "
+                            SFL_LOSS_MLP_FORMS ")", cfg->loss);
         return l;
     }
     for (uint32_t i = 0; i < n && distinct <= 100; i++) {
@@ -219,8 +231,8 @@ static uint32_t *class_groups(const sfl_dataset_t *ds, const char *what)
     uint32_t n = ds->X->nrows, *g;
 
     if (ds->nclasses == 0)
-        usage_error(what, NULL);
-    g = xcalloc(n, sizeof(*g));
+        sim_usage_error(what, NULL);
+    g = sim_xcalloc(n, sizeof(*g));
     for (uint32_t i = 0; i < n; i++)
         g[i] = (uint32_t)ds->y[i];
     return g;
@@ -248,7 +260,7 @@ static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32
         uint32_t *g;
 
         if (end == p + 10 || *end || !(a > 0) || !isfinite(a))
-            usage_error("bad --partition dirichlet:ALPHA (ALPHA > 0)", p);
+            sim_usage_error("bad --partition dirichlet:ALPHA (ALPHA > 0)", p);
         g = class_groups(ds, "--partition dirichlet needs class labels");
         rc = sfl_partition_dirichlet(g, n, ds->nclasses, nclients, a, &r, out);
         free(g);
@@ -264,18 +276,18 @@ static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32
         uint32_t *g;
 
         if (end == p + 7 || *end || k < 2 || k > 1000)
-            usage_error("bad --partition kmeans:K (2 <= K <= 1000)", p);
-        g = xcalloc(n, sizeof(*g));
+            sim_usage_error("bad --partition kmeans:K (2 <= K <= 1000)", p);
+        g = sim_xcalloc(n, sizeof(*g));
         rc = sfl_kmeans(ds->X, (uint32_t)k, cfg->kmeans_iter, &r, g);
         if (rc == 0)
             rc = sfl_partition_group_skew(g, n, (uint32_t)k, nclients, cfg->parts, 2, &r, out);
         free(g);
     } else {
-        usage_error("unknown --partition (iid, label, pfedme, dirichlet:A, kmeans:K)", p);
+        sim_usage_error("unknown --partition (iid, label, pfedme, dirichlet:A, kmeans:K)", p);
         return;
     }
     if (rc < 0)
-        die("partition", rc);
+        sim_die("partition", rc);
 }
 
 static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *cfg)
@@ -284,22 +296,22 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
     sfl_partition_t *part = NULL;
     int rc;
 
-    rc = read_file(kind, path, 0, &all);
+    rc = sim_read_file(kind, path, 0, &all);
     if (rc < 0)
-        die(path, rc);
+        sim_die(path, rc);
     if (cfg->test) {
-        rc = read_file(kind, cfg->test, all->X->ncols, &test);
+        rc = sim_read_file(kind, cfg->test, all->X->ncols, &test);
         if (rc < 0)
-            die(cfg->test, rc);
+            sim_die(cfg->test, rc);
         rc = sfl_dataset_set_ncols(all, test->X->ncols);
         if (rc < 0)
-            die(cfg->test, rc);
+            sim_die(cfg->test, rc);
     }
-    f->loss = choose_loss(cfg, all);
+    f->loss = sim_choose_loss(cfg, all);
     if (f->loss->classification) {
         rc = sfl_dataset_encode_labels(all, SFL_LOSS_MAX_CLASSES);
         if (rc < 0)
-            die(path, rc);
+            sim_die(path, rc);
         if (test) {
             /* Encode test labels with the training classes. */
             for (uint32_t i = 0; i < test->X->nrows; i++) {
@@ -326,7 +338,7 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
         sfl_rng_seed(&r, cfg->seed, 1, 0, SFL_STREAM_PARTITION);
         rc = sfl_dataset_split(all, cfg->test_frac, &r, &train, &test);
         if (rc < 0)
-            die("test split", rc);
+            sim_die("test split", rc);
         sfl_dataset_free(all);
     } else {
         train = all;
@@ -335,10 +347,10 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
     f->ncols = train->X->ncols;
     f->nclasses = train->nclasses;
     partition_rows(cfg, train, f->nclients, &part);
-    f->train = xcalloc(f->nclients, sizeof(*f->train));
+    f->train = sim_xcalloc(f->nclients, sizeof(*f->train));
     f->train_owned = 1;
     if (per_client) {
-        f->test = xcalloc(f->nclients, sizeof(*f->test));
+        f->test = sim_xcalloc(f->nclients, sizeof(*f->test));
         f->ntest = f->nclients;
     }
     for (uint32_t c = 0; c < f->nclients; c++) {
@@ -348,7 +360,7 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
         rc = sfl_dataset_subset(train, part->rows + part->offset[c],
                                 part->offset[c + 1] - part->offset[c], &mine);
         if (rc < 0)
-            die("partition", rc);
+            sim_die("partition", rc);
         if (!per_client || mine->X->nrows < 2) {
             f->train[c] = mine;
             continue;
@@ -357,10 +369,10 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
         rc = sfl_dataset_split(mine, cfg->test_frac, &r, &f->train[c], &f->test[c]);
         sfl_dataset_free(mine);
         if (rc < 0)
-            die("test split", rc);
+            sim_die("test split", rc);
     }
     if (test) {
-        f->test = xcalloc(1, sizeof(*f->test));
+        f->test = sim_xcalloc(1, sizeof(*f->test));
         f->test[0] = test;
         f->ntest = 1;
     }
@@ -378,7 +390,7 @@ static void centralize(fed_t *f)
     int rc = sfl_dataset_concat(f->train, f->nclients, &all);
 
     if (rc < 0)
-        die("centralized data", rc);
+        sim_die("centralized data", rc);
     if (f->train_owned)
         for (uint32_t c = 0; c < f->nclients; c++)
             sfl_dataset_free(f->train[c]);
@@ -398,29 +410,29 @@ static void load_dictionary(const sim_cfg_t *cfg, uint32_t ncols, sfl_dict_t **o
         sfl_rng_t r;
 
         if (end == d + 9 || *end || m == 0 || m > UINT32_MAX)
-            usage_error("bad --dictionary gaussian:M (M atoms, M >= 1)", d);
+            sim_usage_error("bad --dictionary gaussian:M (M atoms, M >= 1)", d);
         sfl_rng_seed(&r, cfg->seed, 0, 0, SFL_STREAM_DICT);
         rc = sfl_dict_gaussian(ncols, (uint32_t)m, &r, out);
     } else {
         rc = sfl_dict_read(d, 0, out);
     }
     if (rc < 0)
-        die(d, rc);
+        sim_die(d, rc);
 }
 
 /* Sparse text form of a model: what --model-out and --dump-data write. */
-static void write_model(const char *path, const double *x, size_t d)
+void sim_write_model(const char *path, const double *x, size_t d)
 {
     FILE *f = fopen(path, "w");
 
     if (f == NULL)
-        die_sys(path, -errno);
+        sim_die_sys(path, -errno);
     fprintf(f, "# sfl model dim=%zu\n", d);
     for (size_t j = 0; j < d; j++)
         if (x[j] != 0)
             fprintf(f, "%zu %.17g\n", j + 1, x[j]);
     if (ferror(f) | fclose(f))
-        die_sys(path, -EIO);
+        sim_die_sys(path, -EIO);
 }
 
 static void dump_data(const char *path, const fed_t *f)
@@ -429,27 +441,27 @@ static void dump_data(const char *path, const fed_t *f)
     int rc = 0;
 
     if (out == NULL)
-        die_sys(path, -errno);
+        sim_die_sys(path, -errno);
     for (uint32_t c = 0; c < f->nclients && rc == 0; c++)
         rc = sfl_libsvm_write(out, f->train[c]);
     if (rc < 0 || ferror(out) | fclose(out))
-        rc < 0 ? die(path, rc) : die_sys(path, -EIO);
+        rc < 0 ? sim_die(path, rc) : sim_die_sys(path, -EIO);
     if (f->truth) {
         char tpath[4096];
 
         snprintf(tpath, sizeof(tpath), "%s.truth", path);
-        write_model(tpath, f->truth, f->ncols);
+        sim_write_model(tpath, f->truth, f->ncols);
     }
 }
 
 /* mkdir -p: dir and its missing parents (0755, as a user's mkdir would). */
-static void make_dirs(const char *dir)
+void sim_make_dirs(const char *dir)
 {
     char path[4096];
     size_t n = strlen(dir);
 
     if (n == 0 || n >= sizeof(path))
-        usage_error("--dump-shards: bad directory name", dir);
+        sim_usage_error("--dump-shards: bad directory name", dir);
     memcpy(path, dir, n + 1);
     for (size_t i = 1; i <= n; i++) {
         struct stat st;
@@ -475,7 +487,7 @@ static void make_dirs(const char *dir)
  * created if missing. */
 static void dump_shards(const char *dir, const fed_t *f)
 {
-    make_dirs(dir);
+    sim_make_dirs(dir);
     for (uint32_t c = 0; c < f->nclients; c++) {
         char path[4096];
         FILE *out;
@@ -484,29 +496,29 @@ static void dump_shards(const char *dir, const fed_t *f)
         snprintf(path, sizeof(path), "%s/client-%u.svm", dir, c);
         out = fopen(path, "w");
         if (out == NULL)
-            die_sys(path, -errno);
+            sim_die_sys(path, -errno);
         rc = sfl_libsvm_write(out, f->train[c]);
         if (rc < 0 || ferror(out) | fclose(out))
-            rc < 0 ? die(path, rc) : die_sys(path, -EIO);
+            rc < 0 ? sim_die(path, rc) : sim_die_sys(path, -EIO);
         /* a client's own test part, when it has one (an agent's eval_file) */
         if (f->ntest != f->nclients || f->test[c] == NULL)
             continue;
         snprintf(path, sizeof(path), "%s/client-%u.test.svm", dir, c);
         if ((out = fopen(path, "w")) == NULL)
-            die_sys(path, -errno);
+            sim_die_sys(path, -errno);
         rc = sfl_libsvm_write(out, f->test[c]);
         if (rc < 0 || ferror(out) | fclose(out))
-            rc < 0 ? die(path, rc) : die_sys(path, -EIO);
+            rc < 0 ? sim_die(path, rc) : sim_die_sys(path, -EIO);
     }
     if (f->truth) {
         char path[4096];
 
         snprintf(path, sizeof(path), "%s/truth", dir);
-        write_model(path, f->truth, f->ncols);
+        sim_write_model(path, f->truth, f->ncols);
     }
 }
 
-static double now_ms(void)
+double sim_now_ms(void)
 {
     struct timespec ts;
 
@@ -539,18 +551,18 @@ static void wire(sfl_spvec_t **v, sfl_enc_t enc, uint8_t **buf, size_t *cap, uin
         free(*buf);
         *buf = malloc(need);
         if (*buf == NULL)
-            die("wire", SFL_ENOMEM);
+            sim_die("wire", SFL_ENOMEM);
         *cap = need;
     }
     rc = sfl_spcodec_encode(*v, enc, *buf, *cap, &len);
     if (rc < 0)
-        die("encode", rc);
+        sim_die("encode", rc);
     *bytes += len;
     if (enc == SFL_ENC_F64)
         return;
     rc = sfl_spcodec_decode(*buf, len, (*v)->dim, (*v)->dim, &back);
     if (rc < 0)
-        die("decode", rc);
+        sim_die("decode", rc);
     sfl_spvec_free(*v);
     *v = back;
 }
@@ -627,7 +639,7 @@ static void gnuplot_reason(const char *path, char *out, size_t cap)
  * ($TMPDIR or /tmp) that is removed before returning, whatever happens.
  * Returns 0, or fills why and returns -1: the caller only warns, the
  * simulation's CSV is already out. */
-static int plot(const char *png, const double *obj, uint32_t n, const sim_cfg_t *cfg, char *why,
+int sim_plot(const char *png, const double *obj, uint32_t n, const sim_cfg_t *cfg, char *why,
                 size_t cap)
 {
     const char *tmp = getenv("TMPDIR");
@@ -747,7 +759,7 @@ static double personal_objective(const sfl_algo_t *algo, const sfl_algo_params_t
         if (cs[c].mem == NULL || f->train[c]->X->nrows == 0)
             continue;
         if (algo->personal_model(p, prob, cs[c].mem, model) < 0)
-            die("personal model", SFL_EINVAL);
+            sim_die("personal model", SFL_EINVAL);
         sum += f->weight[c] * sfl_loss_eval(prob->loss, f->train[c], NULL, 0, model, lambda, NULL);
         wsum += f->weight[c];
     }
@@ -772,7 +784,7 @@ static double personal_accuracy(const sfl_algo_t *algo, const sfl_algo_params_t 
             continue;
         if (cs[c].mem) {
             if (algo->personal_model(p, prob, cs[c].mem, model) < 0)
-                die("personal model", SFL_EINVAL);
+                sim_die("personal model", SFL_EINVAL);
             x = model;
         }
         correct += sfl_loss_accuracy(prob->loss, t, x) * t->X->nrows;
@@ -807,13 +819,20 @@ int main(int argc, char **argv)
         return 2;
     algo = sfl_algo_find(cfg.algo);
     if (algo == NULL)
-        usage_error("unknown --algo (see --help)", cfg.algo);
+        sim_usage_error("unknown --algo (see --help)", cfg.algo);
     if (parse_encoding(cfg.encoding, &enc) < 0)
-        usage_error("unknown --encoding (f64, f32, q8)", cfg.encoding);
+        sim_usage_error("unknown --encoding (f64, f32, q8)", cfg.encoding);
     if (cfg.clients == 0 || cfg.rounds == 0 || cfg.eval_every == 0)
-        usage_error("--clients, --rounds and --eval-every must be at least 1", NULL);
+        sim_usage_error("--clients, --rounds and --eval-every must be at least 1", NULL);
     if (!(cfg.test_frac >= 0 && cfg.test_frac < 1))
-        usage_error("--test-frac must be in [0, 1)", NULL);
+        sim_usage_error("--test-frac must be in [0, 1)", NULL);
+    /* Column blocks (--partition features:K) and the vertical algorithms
+     * have a driver of their own (vertical.c). */
+    if (strncmp(cfg.partition, "features:", 9) == 0 || algo->shape == SFL_SHAPE_VERTICAL) {
+        rc = sim_vertical(&cfg, algo);
+        sim_cfg_free(&cfg);
+        return rc;
+    }
 
     /* Data. */
     if (strncmp(cfg.data, "synth:", 6) == 0) {
@@ -827,21 +846,21 @@ int main(int argc, char **argv)
         load_file(&fed, cfg.data, colon + 1, &cfg);
         *colon = ':';
     } else {
-        usage_error("--data must be synth:KIND, " SFL_DATASET_SPEC_FORMS, cfg.data);
+        sim_usage_error("--data must be synth:KIND, " SFL_DATASET_SPEC_FORMS, cfg.data);
     }
     loss = fed.loss;
     rc = sfl_problem_init(&prob, loss, fed.ncols, fed.nclasses);
     if (rc < 0)
-        die("problem", rc);
+        sim_die("problem", rc);
     sfl_dict_t *dict = NULL;
     if (cfg.dictionary && cfg.dictionary[0]) {
         load_dictionary(&cfg, fed.ncols, &dict);
         if ((rc = sfl_dict_attach(&prob, dict)) < 0)
-            die("dictionary", rc);
+            sim_die("dictionary", rc);
     }
     if (cfg.centralized) {
         if (cfg.cohort)
-            usage_error("--centralized and --cohort exclude each other", NULL);
+            sim_usage_error("--centralized and --cohort exclude each other", NULL);
         centralize(&fed);
     }
     if (cfg.dump_data)
@@ -894,14 +913,14 @@ int main(int argc, char **argv)
     }
 
     /* p_i proportional to local sample counts; empty clients sit out. */
-    fed.weight = xcalloc(fed.nclients, sizeof(double));
+    fed.weight = sim_xcalloc(fed.nclients, sizeof(double));
     uint32_t active = 0;
     for (uint32_t c = 0; c < fed.nclients; c++) {
         fed.weight[c] = fed.train[c]->X->nrows;
         active += fed.train[c]->X->nrows > 0;
     }
     if (active == 0)
-        usage_error("no client has any data", NULL);
+        sim_usage_error("no client has any data", NULL);
     if (active < fed.nclients && !cfg.quiet)
         fprintf(stderr, "sfl-sim: note: %u of %u clients have no data and sit out\n",
                 fed.nclients - active, fed.nclients);
@@ -910,7 +929,7 @@ int main(int argc, char **argv)
      * or without --plot, so an interrupted or failed run keeps every
      * finished round. */
     if (cfg.plot)
-        objs = xcalloc(cfg.rounds, sizeof(double));
+        objs = sim_xcalloc(cfg.rounds, sizeof(double));
     if (cfg.output) {
         out = fopen(cfg.output, "w");
         if (out == NULL) {
@@ -932,22 +951,23 @@ int main(int argc, char **argv)
 
     /* Rounds. */
     size_t d = prob.dim, md = sfl_loss_dim(loss, fed.ncols, fed.nclasses);
-    double *global = xcalloc(d, sizeof(double));
+    double *global = sim_xcalloc(d, sizeof(double));
     /* The coordinator's start for the same seed (a random MLP, else 0). */
     if (dict == NULL)
         sfl_loss_init_model(loss, fed.ncols, fed.nclasses, cfg.seed, global);
     /* The model the metrics see: the state itself, or model_of(state) (a
      * dictionary's A c, FedDualAvg's thresholded dual). */
-    double *model = algo->model_of ? xcalloc(md, sizeof(double)) : global;
-    uint32_t *ids = xcalloc(active, sizeof(uint32_t)), *pick = xcalloc(active, sizeof(uint32_t));
+    double *model = algo->model_of ? sim_xcalloc(md, sizeof(double)) : global;
+    uint32_t *ids = sim_xcalloc(active, sizeof(uint32_t));
+    uint32_t *pick = sim_xcalloc(active, sizeof(uint32_t));
     uint32_t nids = 0, npick;
-    double *bcast = xcalloc(d, sizeof(double));
+    double *bcast = sim_xcalloc(d, sizeof(double));
     sfl_spvec_t *gsp = NULL, *upd = NULL;
     sfl_algo_ws_t ws;
     sfl_fold_t agg;
     uint8_t *buf = NULL;
     size_t cap = 0;
-    double t0 = now_ms(), objective = NAN;
+    double t0 = sim_now_ms(), objective = NAN;
 
     for (uint32_t c = 0; c < fed.nclients; c++)
         if (fed.weight[c] > 0)
@@ -955,8 +975,8 @@ int main(int argc, char **argv)
     npick = cfg.cohort && cfg.cohort < nids ? cfg.cohort : nids;
     sfl_algo_ws_init(&ws);
     /* One client state per virtual client, made when it first trains. */
-    sfl_client_state_t *cstate = xcalloc(fed.nclients, sizeof(*cstate));
-    double *pmodel = xcalloc(md, sizeof(double)); /* a personal model */
+    sfl_client_state_t *cstate = sim_xcalloc(fed.nclients, sizeof(*cstate));
+    double *pmodel = sim_xcalloc(md, sizeof(double)); /* a personal model */
     /* No bound on norm or weight: simulated clients are not hostile, and a
      * diverging run (a step size too large, as some experiments show on
      * purpose) must run to its end as it would without the fold's bounds.
@@ -964,12 +984,12 @@ int main(int argc, char **argv)
     rc = sfl_fold_init(&agg, algo, &params, &prob,
                        &(sfl_fold_limits_t){.max_norm = DBL_MAX, .max_weight = DBL_MAX});
     if (rc < 0)
-        die("aggregator", rc);
+        sim_die("aggregator", rc);
     /* One update message for every client of every round: each client
      * rewrites it whole, and its storage stays grown instead of being
      * allocated afresh per client. */
     if ((rc = sfl_spvec_new((uint32_t)d, 0, &upd)) < 0)
-        die("update", rc);
+        sim_die("update", rc);
     for (uint32_t t = 1; t <= cfg.rounds; t++) {
         uint64_t up = 0, down = 0;
 
@@ -978,7 +998,7 @@ int main(int argc, char **argv)
          * job's encoding applies to the clients' updates. */
         if ((rc = sfl_spvec_new((uint32_t)d, 0, &gsp)) < 0 ||
             (rc = sfl_spvec_from_dense(gsp, global)) < 0)
-            die("broadcast", rc);
+            sim_die("broadcast", rc);
         wire(&gsp, SFL_ENC_F64, &buf, &cap, &down);
         down *= npick;
         memset(bcast, 0, d * sizeof(double));
@@ -992,7 +1012,7 @@ int main(int argc, char **argv)
 
             sfl_rng_seed(&r, cfg.seed, t, 0, SFL_STREAM_COHORT);
             if ((rc = sfl_rng_sample(&r, nids, npick, pick)) < 0)
-                die("cohort", rc);
+                sim_die("cohort", rc);
         } else {
             for (uint32_t i = 0; i < nids; i++)
                 pick[i] = i;
@@ -1010,7 +1030,7 @@ int main(int argc, char **argv)
 
             if (cstate[c].algo == NULL &&
                 (rc = sfl_client_state_new(algo, &params, &prob, &cstate[c])) < 0)
-                die("client state", rc);
+                sim_die("client state", rc);
             rc = sfl_client_round(&ct, fed.train[c], NULL, &cstate[c], &ws, upd, NULL);
             if (rc < 0) {
                 fprintf(stderr, "\nsfl-sim: error: round %u client %u: %s\n", t, c,
@@ -1019,10 +1039,10 @@ int main(int argc, char **argv)
             }
             wire(&upd, enc, &buf, &cap, &up);
             if ((rc = sfl_fold_add(&agg, upd, fed.weight[c])) < 0)
-                die("aggregate", rc);
+                sim_die("aggregate", rc);
         }
         if ((rc = sfl_fold_finish(&agg, global)) < 0)
-            die("aggregate", rc);
+            sim_die("aggregate", rc);
 
         /* Metrics of x_{t+1} (on the rounds --eval-every asks for). */
         if (t % cfg.eval_every != 0 && t != 1 && t != cfg.rounds) {
@@ -1032,7 +1052,7 @@ int main(int argc, char **argv)
         }
         if (algo->model_of &&
             (rc = algo->model_of(&params, &prob, global, model, &agg.topk)) < 0)
-            die("model", rc);
+            sim_die("model", rc);
         objective = write_metrics(out, t, &fed, loss, model, md,
                                   sfl_algo_params_ridge(&params), has_truth,
                                   has_support, has_acc);
@@ -1043,7 +1063,7 @@ int main(int argc, char **argv)
                     personal_accuracy(algo, &params, &prob, &fed, cstate, model, pmodel));
         fprintf(out, ",%zu,%llu,%llu,%.1f\n", sfl_dvec_nnz(global, d),
                 (unsigned long long)up, (unsigned long long)down,
-                cfg.no_wall_clock ? 0.0 : now_ms() - t0);
+                cfg.no_wall_clock ? 0.0 : sim_now_ms() - t0);
         if (fflush(out) != 0) {
             fprintf(stderr, "\nsfl-sim: error: writing the CSV: %s\n", strerror(errno));
             return 1;
@@ -1057,7 +1077,7 @@ int main(int argc, char **argv)
     if (progress)
         fputc('\n', stderr);
     if (cfg.model_out)
-        write_model(cfg.model_out, model, md);
+        sim_write_model(cfg.model_out, model, md);
     if (fflush(out) != 0 || (out != stdout && fclose(out) != 0)) {
         fprintf(stderr, "sfl-sim: error: writing the CSV: %s\n", strerror(errno));
         return 1;
@@ -1067,7 +1087,7 @@ int main(int argc, char **argv)
 
         /* The run succeeded and its CSV is out: a plot that cannot be drawn
          * is worth a warning, not a failed run. */
-        if (plot(cfg.plot, objs, cfg.rounds, &cfg, why, sizeof(why)) < 0)
+        if (sim_plot(cfg.plot, objs, cfg.rounds, &cfg, why, sizeof(why)) < 0)
             fprintf(stderr, "sfl-sim: warning: no plot written to %s: %s\n", cfg.plot, why);
         free(objs);
     }
@@ -1082,7 +1102,7 @@ int main(int argc, char **argv)
         for (uint32_t i = 0; i < pl.n; i++)
             fprintf(stderr, " %s=%g", pl.v[i].name, pl.v[i].value);
         fprintf(stderr, " objective=%.6g nnz=%zu wall_ms=%.0f peak_rss_kb=%ld\n", objective,
-                sfl_dvec_nnz(global, d), now_ms() - t0, ru.ru_maxrss);
+                sfl_dvec_nnz(global, d), sim_now_ms() - t0, ru.ru_maxrss);
     }
     free(buf);
     sfl_spvec_free(upd);

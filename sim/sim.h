@@ -2,6 +2,7 @@
 #ifndef SIM_H
 #define SIM_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -25,7 +26,7 @@ typedef struct sim_cfg {
     uint32_t clients, rounds;
     uint32_t eval_every; /* metrics (a CSV row) every this many rounds */
     uint32_t dim, samples, support, parts, kmeans_iter, cohort;
-    double alpha, beta, noise, decay, test_frac;
+    double alpha, beta, noise, decay, density, test_frac;
     /* algorithm parameters given (flags or config), as text: the
      * algorithm's table checks them once it is known */
     struct {
@@ -41,7 +42,8 @@ typedef struct sim_cfg {
 
 /* Option ids for given[] that the driver consults. */
 enum { SIM_OPT_TEST_FRAC, SIM_OPT_PARTITION, SIM_OPT_ALPHA, SIM_OPT_BETA, SIM_OPT_DIM, SIM_OPT_SUPPORT,
-       SIM_OPT_SAMPLES, SIM_OPT_NOISE, SIM_OPT_DECAY };
+       SIM_OPT_SAMPLES, SIM_OPT_NOISE, SIM_OPT_DECAY, SIM_OPT_DENSITY, SIM_OPT_CLIENTS,
+       SIM_OPT_ENCODING };
 
 /* Parses argv (and --config FILE); prints --help and exits 0 when asked;
  * on a bad flag or file prints one line and returns -1. */
@@ -55,5 +57,35 @@ void sim_list_params(FILE *f);
 /* Best (lr, K) of the paper's grid for a data preset and algorithm, found by
  * sim/tune.sh; 0 if no entry. */
 int sim_paper_defaults(const char *preset, const char *algo, double *lr, uint32_t *k);
+
+/* sfl_sim.c's helpers, shared with the vertical driver. */
+struct sfl_dataset;
+struct sfl_loss;
+struct sfl_synth_params;
+/* "sfl-sim: error: what: message" and exit 1; die_sys for -errno. */
+void sim_die(const char *what, int rc);
+void sim_die_sys(const char *what, int err);
+/* "sfl-sim: error: msg: arg" and exit 2. */
+void sim_usage_error(const char *msg, const char *arg);
+void *sim_xcalloc(size_t n, size_t size);
+double sim_now_ms(void);
+/* The data file path in the form kind names, widened to min_cols. */
+int sim_read_file(const char *kind, const char *path, uint32_t min_cols,
+                  struct sfl_dataset **out);
+/* --loss, else from the labels. */
+const struct sfl_loss *sim_choose_loss(const sim_cfg_t *cfg, const struct sfl_dataset *ds);
+/* The synthetic generator's parameters for synth:kind from the flags. */
+void sim_synth_params(const char *kind, const sim_cfg_t *cfg, struct sfl_synth_params *p);
+/* --model-out's form; mkdir -p. */
+void sim_write_model(const char *path, const double *x, size_t d);
+void sim_make_dirs(const char *dir);
+/* --plot: obj[0..n) against 1..n; 0, or -1 with why filled. */
+int sim_plot(const char *png, const double *obj, uint32_t n, const sim_cfg_t *cfg, char *why,
+             size_t cap);
+
+/* The vertical driver (vertical.c): --partition features:K, or a vertical
+ * algorithm (refused without it). Returns the exit status. */
+struct sfl_algo;
+int sim_vertical(sim_cfg_t *cfg, const struct sfl_algo *algo);
 
 #endif

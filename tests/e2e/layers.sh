@@ -2,9 +2,10 @@
 # libsfl's layers (docs/design.md section 1): each area of libsfl/src and
 # each public header includes only headers of its own area and the areas
 # below it, so no include cycle can form:
-#   core <- data <- model <- algo;  core <- wire, crypto, net
-# (wire carries parameters as plain name/value lists, param.h, and never
-# needs an algorithm or a loss).
+#   core <- data <- model <- algo;  core <- dp <- algo;  core <- wire, crypto, net
+# (dp, noise and privacy accounting, needs nothing but core; the vertical
+# algorithms draw their noise from it. wire carries parameters as plain
+# name/value lists, param.h, and never needs an algorithm or a loss).
 set -eu
 . tests/e2e/lib-step.sh
 fail() { echo "FAIL: $*"; exit 1; }
@@ -14,9 +15,10 @@ area_of() { # header stem -> area
     alloc | error | file | ini | rng | topk | vec | param) echo core ;;
     csr | csv | dataset | idx | libsvm | partition | synth | readfile) echo data ;;
     dict | eval | loss | loss_int) echo model ;;
-    algo | client | fold) echo algo ;;
+    algo | algo_int | client | fold | vertical) echo algo ;;
     msg | spcodec) echo wire ;;
     seal) echo crypto ;;
+    dp) echo dp ;;
     grpc | grpcconn | grpcframe | transport | transport_int) echo net ;;
     *) echo unknown ;;
     esac
@@ -26,10 +28,11 @@ allowed() { # area -> areas it may include
     core) echo "core" ;;
     data) echo "core data" ;;
     model) echo "core data model" ;;
-    algo) echo "core data model algo" ;;
+    algo) echo "core data model algo dp" ;;
     wire) echo "core wire" ;;
     crypto) echo "core crypto" ;;
     net) echo "core net" ;;
+    dp) echo "core dp" ;;
     esac
 }
 

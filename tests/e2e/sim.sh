@@ -115,6 +115,44 @@ sed -n '/<!-- params: begin/,/<!-- params: end/p' docs/algorithms.md | sed '1d;$
 cmp -s "$t/params.md" "$t/doc-params.md" ||
     fail "docs/algorithms.md's parameter lists differ from sfl-sim --list-params: $(diff "$t/params.md" "$t/doc-params.md" | head -5)"
 
+# The vertical driver: columns in K blocks, bcfw and dpbcfw, one row per
+# evaluated iteration, the refusals, the shards.
+step "Vertical runs (--partition features:K): rows, bytes, replay, refusals, shards"
+V="--data synth:dpbcfw --samples 60 --dim 50 --support 5 --density 0.3 --eta 2"
+"$SIM" --algo bcfw --partition features:3 $V --rounds 20 --eval-every 5 --quiet \
+    > "$t/v.csv" || fail "bcfw run"
+head -1 "$t/v.csv" | grep -qx \
+    'round,objective,rel_error,support_precision,support_recall,nnz,bytes_up,bytes_down,wall_ms' \
+    || fail "vertical header: $(head -1 "$t/v.csv")"
+[ "$(cut -d, -f1 "$t/v.csv" | tr '\n' ' ')" = "round 1 5 10 15 20 " ] ||
+    fail "vertical rows: $(cut -d, -f1 "$t/v.csv" | tr '\n' ' ')"
+# 3 clients, each a 4-byte index and 60 float64; the broadcast 60 float64 to each
+[ "$(sed -n 2p "$t/v.csv" | cut -d, -f7,8)" = "1452,1440" ] ||
+    fail "vertical bytes: $(sed -n 2p "$t/v.csv")"
+awk -F, 'NR > 1 { if (NR == 2) f = $2; e = $2 } END { exit !(e < f) }' "$t/v.csv" ||
+    fail "bcfw did not decrease the objective"
+vrun() { "$SIM" --algo dpbcfw --partition features:2 $V --m 20 --rounds 10 --seed "$1" \
+    --no-wall-clock --quiet; }
+vrun 4 > "$t/v4a.csv"; vrun 4 > "$t/v4b.csv"; vrun 5 > "$t/v5.csv"
+cmp -s "$t/v4a.csv" "$t/v4b.csv" || fail "a private vertical run did not replay"
+cmp -s "$t/v4a.csv" "$t/v5.csv" && fail "different seeds gave the same private run"
+expect_error 2 "fedavg is a horizontal algorithm" --algo fedavg --partition features:2 $V
+expect_error 2 "bcfw is a vertical algorithm" --algo bcfw $V
+expect_error 2 "bad --partition features:K" --algo bcfw --partition features:0 $V
+expect_error 2 "the data has 50 features" --algo bcfw --partition features:51 $V
+expect_error 2 "differs from K" --algo bcfw --partition features:2 --clients 3 $V
+expect_error 2 "tau-nice sampling draws tau of the 50 columns" --algo bcfw \
+    --partition features:2 --sampling 1 --tau 60 $V
+"$SIM" --algo bcfw --partition features:3 $V --dump-shards "$t/vs" --quiet ||
+    fail "vertical --dump-shards"
+[ "$(grep -v '^#' "$t/vs/blocks" | tr '\n' ' ')" = "0 0 17 1 17 17 2 34 16 " ] ||
+    fail "blocks: $(cat "$t/vs/blocks")"
+for k in 0 1 2; do
+    [ "$(wc -l < "$t/vs/client-$k.svm")" -eq 60 ] || fail "shard $k rows"
+    seq 0 59 | cmp -s - "$t/vs/client-$k.ids" || fail "shard $k ids"
+done
+[ -s "$t/vs/truth" ] || fail "no truth with the shards"
+
 # Real data, k-means partition (skipped when the shared data folder is absent).
 step "Real data, k-means partition (skipped when the shared data folder is absent)"
 if [ -f "$DATA/derived/colon-cancer.libsvm" ]; then
@@ -122,6 +160,10 @@ if [ -f "$DATA/derived/colon-cancer.libsvm" ]; then
         --partition kmeans:4 --clients 4 --parts 2 --tau 50 --rounds 5 --quiet > "$t/colon.csv" \
         || fail "colon-cancer run"
     head -1 "$t/colon.csv" | grep -q test_accuracy || fail "colon: no accuracy"
+    "$SIM" --algo dpbcfw --data libsvm:"$DATA/derived/colon-cancer.libsvm" \
+        --partition features:4 --m 20 --rounds 5 --quiet > "$t/vcolon.csv" \
+        || fail "colon-cancer dpbcfw run"
+    head -1 "$t/vcolon.csv" | grep -q test_accuracy || fail "colon dpbcfw: no accuracy"
 else
     echo "skipped: $DATA/derived/colon-cancer.libsvm not found"
 fi

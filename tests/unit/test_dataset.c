@@ -299,6 +299,43 @@ static void test_dataset_set_ncols(void **state)
     sfl_dataset_free(ds);
 }
 
+/* A vertical client's block: columns [col0, col0 + len), renumbered from
+ * 0, every row, targets and label coding kept. */
+static void test_dataset_columns(void **state)
+{
+    (void)state;
+    const double t[4] = {1, 2, 1, 2};
+    sfl_dataset_t *ds = make(4, t), *c = NULL;
+
+    assert_int_equal(sfl_dataset_encode_labels(ds, 2), 0);
+    /* column 1 alone: rows 1 and 3 hold -2 and -4 there */
+    assert_int_equal(sfl_dataset_columns(ds, 1, 1, &c), 0);
+    assert_int_equal(c->X->nrows, 4);
+    assert_int_equal(c->X->ncols, 1);
+    assert_int_equal(c->X->nnz, 2);
+    assert_int_equal(c->X->rowptr[1], 0);
+    assert_int_equal(c->X->rowptr[2], 1);
+    assert_int_equal(c->X->colind[0], 0);
+    assert_true(c->X->val[0] == -2 && c->X->val[1] == -4);
+    assert_memory_equal(c->y, ds->y, 4 * sizeof(double));
+    assert_int_equal(c->nclasses, 2);
+    assert_true(c->labels[0] == 1 && c->labels[1] == 2);
+    sfl_dataset_free(c);
+    /* all columns: the same matrix; none: an empty block of every row */
+    assert_int_equal(sfl_dataset_columns(ds, 0, 2, &c), 0);
+    assert_int_equal(c->X->nnz, 4);
+    sfl_dataset_free(c);
+    assert_int_equal(sfl_dataset_columns(ds, 2, 0, &c), 0);
+    assert_true(c->X->nrows == 4 && c->X->ncols == 0 && c->X->nnz == 0);
+    sfl_dataset_free(c);
+    c = (sfl_dataset_t *)ds;
+    assert_int_equal(sfl_dataset_columns(ds, 1, 2, &c), SFL_EINVAL);
+    assert_null(c);
+    assert_int_equal(sfl_dataset_columns(ds, 3, 0, &c), SFL_EINVAL);
+    FAILALLOC_EACH(sfl_dataset_columns(ds, 0, 1, &c), (sfl_dataset_free(c), c = NULL));
+    sfl_dataset_free(ds);
+}
+
 static void test_dataset_failalloc(void **state)
 {
     (void)state;
@@ -335,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_dataset_concat),
         cmocka_unit_test(test_dataset_split),
         cmocka_unit_test(test_dataset_set_ncols),
+        cmocka_unit_test(test_dataset_columns),
         cmocka_unit_test(test_dataset_failalloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

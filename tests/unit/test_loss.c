@@ -60,6 +60,8 @@ static void test_loss_find(void **state)
     assert_ptr_equal(sfl_loss_find("lsq"), &sfl_loss_lsq);
     assert_ptr_equal(sfl_loss_find("logistic"), &sfl_loss_logistic);
     assert_ptr_equal(sfl_loss_find("softmax"), &sfl_loss_softmax);
+    assert_ptr_equal(sfl_loss_find("sqhinge"), &sfl_loss_sqhinge);
+    assert_true(sfl_loss_sqhinge.classification);
     assert_null(sfl_loss_find("hinge"));
     assert_null(sfl_loss_find(""));
     assert_null(sfl_loss_find(NULL));
@@ -120,7 +122,7 @@ static void test_loss_grad_matches_finite_differences(void **state)
         const sfl_loss_t *L;
         uint32_t nclasses;
     } cases[] = {{&sfl_loss_lsq, 0}, {&sfl_loss_logistic, 2}, {&sfl_loss_softmax, 3},
-                 {&sfl_loss_softmax, 2}};
+                 {&sfl_loss_softmax, 2}, {&sfl_loss_sqhinge, 2}};
 
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         for (uint64_t seed = 1; seed <= 3; seed++) {
@@ -157,6 +159,10 @@ static double reference(const sfl_loss_t *L, const sfl_dataset_t *ds, const uint
             double m = sfl_csr_row_dot(X, i, x);
             f += log(1 + exp(m)) - yi * m;
             sfl_csr_row_axpy(X, i, (1 / (1 + exp(-m)) - yi) / n, g);
+        } else if (L == &sfl_loss_sqhinge) {
+            double sg = yi == 1 ? 1 : -1, h = fmax(0, 1 - sg * sfl_csr_row_dot(X, i, x));
+            f += h * h;
+            sfl_csr_row_axpy(X, i, -2 * sg * h / n, g);
         } else {
             double s[8] = {0}, z = 0;
             for (uint32_t r = 0; r < c; r++)
@@ -179,8 +185,9 @@ static double reference(const sfl_loss_t *L, const sfl_dataset_t *ds, const uint
 static void test_loss_many_rows_match_reference(void **state)
 {
     (void)state;
-    const sfl_loss_t *all[] = {&sfl_loss_lsq, &sfl_loss_logistic, &sfl_loss_softmax};
-    const uint32_t ncl[] = {0, 2, 4};
+    const sfl_loss_t *all[] = {&sfl_loss_lsq, &sfl_loss_logistic, &sfl_loss_softmax,
+                               &sfl_loss_sqhinge};
+    const uint32_t ncl[] = {0, 2, 4, 2};
     uint32_t rows[100];
     double x[64], g[64], gr[64];
     sfl_rng_t r;
@@ -188,7 +195,7 @@ static void test_loss_many_rows_match_reference(void **state)
     sfl_rng_seed(&r, 7, 0, 0, 97);
     for (uint32_t t = 0; t < 100; t++)
         rows[t] = (uint32_t)sfl_rng_below(&r, 70);
-    for (size_t k = 0; k < 3; k++) {
+    for (size_t k = 0; k < 4; k++) {
         sfl_dataset_t *ds = random_ds(100 + k, 70, 5, ncl[k]);
         size_t dim = sfl_loss_dim(all[k], 5, ncl[k]);
 
@@ -236,8 +243,8 @@ static void test_loss_grad_is_eval_grad(void **state)
 {
     (void)state;
     const sfl_loss_t *all[] = {&sfl_loss_lsq, &sfl_loss_logistic, &sfl_loss_softmax,
-                               &sfl_loss_softmax};
-    const uint32_t ncl[] = {0, 2, 4, 2};
+                               &sfl_loss_softmax, &sfl_loss_sqhinge};
+    const uint32_t ncl[] = {0, 2, 4, 2, 2};
     const uint32_t sizes[] = {1, 31, 32, 33, 100};
     const double lambdas[] = {0.0, 0.25};
     const double scales[] = {0.5, 200.0};

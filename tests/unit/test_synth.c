@@ -60,9 +60,9 @@ static void test_synth_sizes(void **state)
 {
     (void)state;
     const sfl_synth_kind_t kinds[] = {SFL_SYNTH_SIM1, SFL_SYNTH_SIM2, SFL_SYNTH_SPARSE,
-                                      SFL_SYNTH_FEDPROX, SFL_SYNTH_GRADMP};
+                                      SFL_SYNTH_FEDPROX, SFL_SYNTH_GRADMP, SFL_SYNTH_DPBCFW};
 
-    for (size_t k = 0; k < 5; k++) {
+    for (size_t k = 0; k < 6; k++) {
         sfl_synth_params_t p = small(kinds[k]);
         sfl_synth_t *s = NULL;
 
@@ -78,12 +78,14 @@ static void test_synth_sizes(void **state)
             else
                 assert_int_equal(n, 20);
             assert_int_equal(ds->X->ncols, p.dim);
-            assert_int_equal(ds->X->nnz, (size_t)n * p.dim); /* dense in CSR */
+            if (kinds[k] != SFL_SYNTH_DPBCFW)
+                assert_int_equal(ds->X->nnz, (size_t)n * p.dim); /* dense in CSR */
             assert_int_equal(sfl_csr_validate(ds->X), 0);
             switch (kinds[k]) {
             case SFL_SYNTH_SIM1:
             case SFL_SYNTH_SPARSE:
             case SFL_SYNTH_GRADMP:
+            case SFL_SYNTH_DPBCFW:
                 assert_int_equal(ds->nclasses, 0);
                 assert_null(ds->labels);
                 break;
@@ -110,6 +112,7 @@ static void test_synth_sizes(void **state)
             break;
         case SFL_SYNTH_SPARSE:
         case SFL_SYNTH_GRADMP:
+        case SFL_SYNTH_DPBCFW:
             assert_non_null(s->truth);
             assert_int_equal(s->nsupport, 4);
             break;
@@ -128,9 +131,9 @@ static void test_synth_deterministic(void **state)
 {
     (void)state;
     const sfl_synth_kind_t kinds[] = {SFL_SYNTH_SIM1, SFL_SYNTH_SIM2, SFL_SYNTH_SPARSE,
-                                      SFL_SYNTH_FEDPROX};
+                                      SFL_SYNTH_FEDPROX, SFL_SYNTH_DPBCFW};
 
-    for (size_t k = 0; k < 4; k++) {
+    for (size_t k = 0; k < 5; k++) {
         sfl_synth_params_t p = small(kinds[k]);
         sfl_synth_t *a = NULL, *b = NULL, *c = NULL;
 
@@ -420,7 +423,7 @@ static void test_synth_bad_params(void **state)
     sfl_synth_params_t p;
     sfl_synth_t *s = (sfl_synth_t *)&p; /* must be reset to NULL */
 
-    for (int k = 0; k < 13; k++) {
+    for (int k = 0; k < 15; k++) {
         p = small(SFL_SYNTH_SIM1);
         switch (k) {
         case 0: p.nclients = 0; break;
@@ -436,6 +439,8 @@ static void test_synth_bad_params(void **state)
         case 10: p.kind = (sfl_synth_kind_t)99; break;
         case 11: p.kind = SFL_SYNTH_SPARSE; p.s = 13; break;
         case 12: p.kind = SFL_SYNTH_GRADMP; p.decay = -1; break;
+        case 13: p.kind = SFL_SYNTH_DPBCFW; p.density = 0; break;
+        case 14: p.kind = SFL_SYNTH_DPBCFW; p.density = 1.5; break;
         }
         sfl__clear_error();
         assert_int_equal(sfl_synth_generate(&p, &s), SFL_EINVAL);
@@ -452,13 +457,59 @@ static void test_synth_bad_params(void **state)
     sfl_synth_free(s);
 }
 
+/* DP-BCFW's data (seed 003 Sec. V): sparse rows of the requested density
+ * with N(0, 1) nonzeros, y = Z x* + noise, and the rows of a smaller n are
+ * a prefix of a larger one's (Fig. 4 draws subsets of one data set). */
+static void test_synth_dpbcfw(void **state)
+{
+    (void)state;
+    sfl_synth_params_t p;
+    sfl_synth_t *s = NULL, *big = NULL;
+    double sum = 0.0, sq = 0.0, res = 0.0;
+
+    sfl_synth_params_default(&p, SFL_SYNTH_DPBCFW);
+    assert_int_equal(p.s, 10);
+    assert_true(p.density == 0.1 && fabs(p.noise - sqrt(0.001)) < 1e-15);
+    p.nclients = 1;
+    p.n_per_client = 400;
+    p.dim = 500;
+    p.density = 0.05;
+    p.seed = 5;
+    assert_int_equal(sfl_synth_generate(&p, &s), 0);
+    const sfl_dataset_t *ds = s->clients[0];
+    const sfl_csr_t *X = ds->X;
+    /* 10,000 expected nonzeros: the density within 5 standard deviations */
+    assert_true(fabs((double)X->nnz - 10000.0) < 5 * sqrt(10000.0 * 0.95));
+    assert_int_equal(sfl_csr_validate(X), 0);
+    for (size_t e = 0; e < X->nnz; e++) {
+        sum += X->val[e];
+        sq += X->val[e] * X->val[e];
+    }
+    assert_true(fabs(sum / X->nnz) < 0.05 && fabs(sq / X->nnz - 1.0) < 0.05);
+    for (uint32_t i = 0; i < X->nrows; i++) {
+        double e = ds->y[i] - sfl_csr_row_dot(X, i, s->truth);
+
+        res += e * e;
+    }
+    assert_true(fabs(res / X->nrows - 0.001) < 0.0003); /* noise variance 0.001 */
+    p.n_per_client = 1000;
+    assert_int_equal(sfl_synth_generate(&p, &big), 0);
+    const sfl_csr_t *B = big->clients[0]->X;
+    assert_memory_equal(B->rowptr, X->rowptr, (X->nrows + 1) * sizeof(size_t));
+    assert_memory_equal(B->colind, X->colind, X->nnz * sizeof(uint32_t));
+    assert_memory_equal(B->val, X->val, X->nnz * sizeof(double));
+    assert_memory_equal(big->clients[0]->y, ds->y, X->nrows * sizeof(double));
+    sfl_synth_free(big);
+    sfl_synth_free(s);
+}
+
 static void test_synth_failalloc(void **state)
 {
     (void)state;
     const sfl_synth_kind_t kinds[] = {SFL_SYNTH_SIM1, SFL_SYNTH_SIM2, SFL_SYNTH_SPARSE,
-                                      SFL_SYNTH_FEDPROX, SFL_SYNTH_GRADMP};
+                                      SFL_SYNTH_FEDPROX, SFL_SYNTH_GRADMP, SFL_SYNTH_DPBCFW};
 
-    for (size_t k = 0; k < 5; k++) {
+    for (size_t k = 0; k < 6; k++) {
         sfl_synth_params_t p = small(kinds[k]);
         sfl_synth_t *s = NULL;
 
@@ -477,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_synth_defaults),
         cmocka_unit_test(test_synth_sizes),
         cmocka_unit_test(test_synth_deterministic),
+        cmocka_unit_test(test_synth_dpbcfw),
         cmocka_unit_test(test_synth_sim1_feature_variance),
         cmocka_unit_test(test_synth_sim2_top_decile),
         cmocka_unit_test(test_synth_sparse_truth),

@@ -165,7 +165,8 @@ typedef enum sfl_algo_shape {
      * the global model and each client's personal_model. */
     SFL_SHAPE_PERSONALIZED,
     /* Column blocks of aligned samples, many short exchanges among all
-     * clients per round (sfl_vertical_ops_t). */
+     * clients (sfl_vertical_ops_t, sfl/vertical.h); client_update and
+     * finish are NULL. */
     SFL_SHAPE_VERTICAL,
 } sfl_algo_shape_t;
 
@@ -213,32 +214,12 @@ typedef struct sfl_algo {
      * from its client state, for evaluation next to the global model. */
     int (*personal_model)(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                           const void *client_state, double *model);
-    /* SFL_SHAPE_VERTICAL: the iteration's two halves (below). */
+    /* SFL_SHAPE_VERTICAL: the iteration's two halves (sfl/vertical.h). */
     const struct sfl_vertical_ops *vertical;
 } sfl_algo_t;
 
-/* The vertical shape (DP-BCFW, seed 003): K clients hold disjoint column
- * blocks of the same n samples, aligned by sample id; client k's block is
- * columns [col0, col0 + block->X->ncols) of the problem. A round is
- * steps(p) short iterations among all of them: the server broadcasts a
- * small vector b (bcast_len entries: DP-BCFW's q-hat, the sketch seed...),
- * every client answers with msg_len entries computed from b and its block
- * (its noisy active index and sketched feature), and the server turns the
- * K answers, in client order, into the next b and its global state (the
- * model's coordinates). This issue defines the interface; the driver, over
- * sfl-sim and the network, comes with the DP-BCFW issue
- * (docs/design.md section 3, "Shapes"). */
-typedef struct sfl_vertical_ops {
-    size_t (*bcast_len)(const sfl_algo_params_t *p, const sfl_problem_t *prob);
-    size_t (*msg_len)(const sfl_algo_params_t *p, const sfl_problem_t *prob);
-    uint32_t (*steps)(const sfl_algo_params_t *p);
-    int (*client_step)(const sfl_algo_params_t *p, const sfl_problem_t *prob, uint32_t col0,
-                       const sfl_dataset_t *block, const double *bcast, void *client_state,
-                       sfl_rng_t *rng, double *msg);
-    int (*server_step)(const sfl_algo_params_t *p, const sfl_problem_t *prob,
-                       const double *const *msgs, uint32_t nclients, double *global,
-                       double *bcast, sfl_rng_t *rng);
-} sfl_vertical_ops_t;
+/* The vertical shape's table (sfl_vertical_ops_t, its driver pieces and
+ * the algorithms bcfw and dpbcfw) is in sfl/vertical.h. */
 
 extern const sfl_algo_t sfl_algo_fedht;
 extern const sfl_algo_t sfl_algo_fediterht;

@@ -33,6 +33,12 @@ int sfl_dataset_encode_labels(sfl_dataset_t *ds, uint32_t max_classes) SFL_MUST_
 /* New dataset of rows[0..n) (copies; label coding kept). */
 int sfl_dataset_subset(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t n,
                        sfl_dataset_t **out) SFL_MUST_CHECK;
+/* New dataset of columns [col0, col0 + len) of ds, renumbered from 0, with
+ * every row, the targets and the label coding (copies): one client's block
+ * of a feature-partitioned (vertical) job. SFL_EINVAL if the range is not
+ * inside ds's columns. */
+int sfl_dataset_columns(const sfl_dataset_t *ds, uint32_t col0, uint32_t len,
+                        sfl_dataset_t **out) SFL_MUST_CHECK;
 /* New dataset of all rows of parts[0..n), in order (copies). All parts must
  * have the same column count and label coding; SFL_EDIM / SFL_EINVAL with a
  * detail otherwise, SFL_EINVAL for n == 0. */

@@ -7,6 +7,8 @@
  * All objectives are averages over the rows of the batch plus lambda/2 ||x||^2:
  *   lsq       l = (z'x - y)^2                  (seed 000 supplementary, no 1/2)
  *   logistic  l = log(1 + e^m) - y m, m = z'x  (y in {0,1} class ids)
+ *   sqhinge   l = max(0, 1 - s m)^2, s = 2y - 1 (y in {0,1}; seed 003's
+ *             smoothed hinge, Table V, without its 1/2 as lsq drops it)
  *   softmax   l = -log softmax(X z)_y          (y in 0..nclasses-1) */
 #ifndef SFL_LOSS_H
 #define SFL_LOSS_H
@@ -54,6 +56,10 @@ struct sfl_loss {
      * unit gets the same gradient and they never differ. */
     void (*init)(const sfl_loss_t *l, uint32_t ncols, uint32_t nclasses, sfl_rng_t *rng,
                  double *x);
+    /* The linear losses (lsq, logistic, sqhinge): l(m, y) of one row at its
+     * margin m = z'x, and dl/dm in *dl; NULL for the others. The vertical
+     * algorithms (vertical.h) work from margins alone. */
+    double (*margin_loss)(double m, double y, double *dl);
     char namebuf[16]; /* the MLP's name ("mlp:100") */
 };
 
@@ -90,6 +96,7 @@ void sfl_loss_init_model(const sfl_loss_t *l, uint32_t ncols, uint32_t nclasses,
 
 extern const sfl_loss_t sfl_loss_lsq;
 extern const sfl_loss_t sfl_loss_logistic;
+extern const sfl_loss_t sfl_loss_sqhinge;
 extern const sfl_loss_t sfl_loss_softmax;
 
 /* A two-layer perceptron (input - H hidden ReLU units - softmax over the
@@ -100,7 +107,7 @@ extern const sfl_loss_t sfl_loss_softmax;
 #define SFL_LOSS_MAX_HIDDEN 1024
 #define SFL_LOSS_MLP_FORMS "mlp:H with H in 0..1024"
 
-/* "lsq", "logistic", "softmax" or "mlp:H" (an MLP with H hidden units:
+/* "lsq", "logistic", "sqhinge", "softmax" or "mlp:H" (an MLP with H hidden units:
  * one loss per distinct H, made on first use and kept for the process);
  * NULL if unknown. */
 const sfl_loss_t *sfl_loss_find(const char *name);

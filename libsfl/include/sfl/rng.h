@@ -24,7 +24,9 @@ enum {
     SFL_STREAM_COHORT = 4,    /* cohort sampling */
     SFL_STREAM_PIVOT = 5,     /* internal: top-k pivots */
     SFL_STREAM_DICT = 6,      /* random dictionaries */
-    SFL_STREAM_INIT = 7       /* the starting model (sfl_loss_init_model) */
+    SFL_STREAM_INIT = 7,      /* the starting model (sfl_loss_init_model) */
+    SFL_STREAM_DP = 8,        /* seeded DP noise (sfl_dp_rng_seeded; tests, sfl-sim) */
+    SFL_STREAM_SKETCH = 9     /* the vertical algorithms' common sketch J (vertical.h) */
 };
 
 void sfl_rng_seed(sfl_rng_t *r, uint64_t seed, uint64_t round, uint64_t client,

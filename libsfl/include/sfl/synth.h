@@ -21,6 +21,13 @@
  *   one s-sparse truth x# (support uniform, nonzeros uniform on the unit
  *   sphere S^(s-1)); y = Z x# + N(0, noise^2). Defaults 30 clients x 100
  *   rows, dim 1000, s 10, alpha 1.0, noise 0; truth known; beta unused.
+ * SFL_SYNTH_DPBCFW: DP-BCFW's sparse regression (seed 003 Sec. V): every
+ *   entry of a row is nonzero with probability density (the paper's
+ *   feature sparsity ratio), nonzeros ~ N(0, 1), stored sparse; one
+ *   s-sparse truth (support uniform, values N(0, 1): the variable sparsity
+ *   ratio is s/dim); y = z'x* + N(0, noise^2), noise default sqrt(0.001)
+ *   (the paper's N(0, 0.001)). Defaults dim 1000, s 10, density 0.1; a
+ *   client's rows are a prefix of the rows of a larger n_per_client.
  * N(m, v) names a variance v throughout (alpha, beta are variances). */
 #ifndef SFL_SYNTH_H
 #define SFL_SYNTH_H
@@ -35,7 +42,8 @@ typedef enum {
     SFL_SYNTH_SIM2,
     SFL_SYNTH_SPARSE,
     SFL_SYNTH_FEDPROX,
-    SFL_SYNTH_GRADMP
+    SFL_SYNTH_GRADMP,
+    SFL_SYNTH_DPBCFW
 } sfl_synth_kind_t;
 
 typedef struct sfl_synth_params {
@@ -44,12 +52,15 @@ typedef struct sfl_synth_params {
     uint32_t n_per_client; /* default 100 */
     uint32_t dim;          /* default 1000 (60 for FEDPROX) */
     uint32_t s;            /* nonzeros of each model; default 100 (SPARSE: 20,
-                              GRADMP: 10) */
+                              GRADMP and DPBCFW: 10) */
     double alpha;          /* default 0.1 (GRADMP: 1.0) */
     double beta;           /* default 0.1 */
-    double noise;          /* SPARSE and GRADMP only: noise sd, default 0 */
+    double noise;          /* SPARSE, GRADMP, DPBCFW: noise sd, default 0
+                              (DPBCFW: sqrt(0.001)) */
     double decay;          /* GRADMP only: client i's entry variance 1/i^decay,
                               default 1.1 */
+    double density;        /* DPBCFW only: fraction of nonzero entries, in
+                              (0, 1], default 0.1 */
     uint64_t seed;
 } sfl_synth_params_t;
 

@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo_int.h"
 #include "sfl/alloc.h"
 #include "sfl/dict.h"
+#include "sfl/vertical.h"
 
 _Static_assert(SFL_LOSS_MAX_CLASSES == 256, "msg.h SFL_MSG_MAX_LABELS is 256");
 
@@ -26,6 +28,7 @@ static const sfl_algo_t *const algos[] = {
     &sfl_algo_fedmid, &sfl_algo_feddualavg,
     &sfl_algo_fedgradmp, &sfl_algo_fedgradmp_inexact,
     &sfl_algo_fedmac, &sfl_algo_pfedme, &sfl_algo_perfedavg,
+    &sfl_algo_bcfw, &sfl_algo_dpbcfw,
 #define SFL_EXTRA_ALGO(sym) &sym,
 #include "algos_extra.inc"
 #undef SFL_EXTRA_ALGO
@@ -262,11 +265,15 @@ int sfl_problem_init(sfl_problem_t *prob, const sfl_loss_t *loss, uint32_t ncols
 {
     if (loss == NULL || ncols == 0)
         return sfl__fail(SFL_EINVAL, "problem needs a loss and at least one feature");
-    if (loss->classification && loss != &sfl_loss_logistic && nclasses < 2)
+    /* logistic and sqhinge: binary, one weight per feature */
+    int binary = loss == &sfl_loss_logistic || loss == &sfl_loss_sqhinge;
+
+    if (loss->classification && !binary && nclasses < 2)
         return sfl__fail(SFL_EINVAL, "%s needs at least 2 classes, data has %u", loss->name,
                          nclasses);
-    if (loss == &sfl_loss_logistic && nclasses != 2)
-        return sfl__fail(SFL_EINVAL, "logistic loss needs 2 classes, data has %u", nclasses);
+    if (binary && nclasses != 2)
+        return sfl__fail(SFL_EINVAL, "%s loss needs 2 classes, data has %u", loss->name,
+                         nclasses);
     if (loss->classification == 0 && nclasses != 0)
         return sfl__fail(SFL_EINVAL, "%s is a regression loss but the labels are classes",
                          loss->name);
@@ -331,17 +338,27 @@ int sfl_algo_client_round(const sfl_algo_t *a, const sfl_algo_params_t *p,
 int sfl_algo_check(const sfl_algo_t *a, const sfl_algo_params_t *p,
                    const sfl_problem_t *prob)
 {
+    if (p->algo != a)
+        return sfl__fail(SFL_EINVAL, "%s: parameters were set for %s", a->name,
+                         p->algo ? p->algo->name : "no algorithm");
+    /* This check serves the drivers of the horizontal and personalized
+     * shapes (sfl-sim's round loop, coordinator and agent); the vertical
+     * one checks with sfl_vertical_check (vertical.c). */
+    if (a->shape == SFL_SHAPE_VERTICAL)
+        return sfl__fail(SFL_EUNSUP, "%s is a vertical algorithm (column blocks of aligned "
+                         "samples): this driver runs horizontal ones", a->name);
+    return sfl__algo_check_params(a, p, prob);
+}
+
+int sfl__algo_check_params(const sfl_algo_t *a, const sfl_algo_params_t *p,
+                           const sfl_problem_t *prob)
+{
     size_t blocklen = prob->dim / prob->nblocks;
     int rc;
 
     if (p->algo != a)
         return sfl__fail(SFL_EINVAL, "%s: parameters were set for %s", a->name,
                          p->algo ? p->algo->name : "no algorithm");
-    /* The drivers so far (sfl-sim's loop, coordinator and agent) run the
-     * horizontal and personalized shapes; the vertical one has its own. */
-    if (a->shape == SFL_SHAPE_VERTICAL)
-        return sfl__fail(SFL_EUNSUP, "%s is a vertical algorithm (column blocks of aligned "
-                         "samples): this driver runs horizontal ones", a->name);
     if (prob->dict != NULL && !a->dictionary)
         return sfl__fail(SFL_EINVAL, "%s does not support a dictionary; use fedgradmp or "
                          "fedgradmp-inexact", a->name);

@@ -187,6 +187,57 @@ int sfl_dataset_subset(const sfl_dataset_t *ds, const uint32_t *rows, uint32_t n
     return 0;
 }
 
+int sfl_dataset_columns(const sfl_dataset_t *ds, uint32_t col0, uint32_t len,
+                        sfl_dataset_t **out)
+{
+    const sfl_csr_t *A;
+    sfl_csr_t *X = NULL;
+    double *y = NULL, *labels = NULL;
+    sfl_dataset_t *sub = NULL;
+    size_t nnz = 0;
+    int rc;
+
+    if (out == NULL || ds == NULL || ds->X == NULL)
+        return sfl__fail(SFL_EINVAL, "dataset_columns: NULL argument");
+    *out = NULL;
+    A = ds->X;
+    if (col0 > A->ncols || len > A->ncols - col0)
+        return sfl__fail(SFL_EINVAL, "dataset_columns: columns [%u, %u) outside the %u of "
+                         "the data", col0, col0 + len, A->ncols);
+    for (size_t e = 0; e < A->nnz; e++)
+        nnz += A->colind[e] >= col0 && A->colind[e] - col0 < len;
+    if ((rc = sfl_csr_new(A->nrows, len, nnz, &X)) < 0)
+        return rc;
+    nnz = 0;
+    for (uint32_t i = 0; i < A->nrows; i++) {
+        for (size_t e = A->rowptr[i]; e < A->rowptr[i + 1]; e++)
+            if (A->colind[e] >= col0 && A->colind[e] - col0 < len) {
+                X->colind[nnz] = A->colind[e] - col0;
+                X->val[nnz++] = A->val[e];
+            }
+        X->rowptr[i + 1] = nnz;
+    }
+    y = sfl__mallocarray(A->nrows, sizeof(double));
+    labels = ds->nclasses ? sfl__mallocarray(ds->nclasses, sizeof(double)) : NULL;
+    if (y == NULL || (ds->nclasses && labels == NULL)) {
+        sfl_csr_free(X);
+        sfl__free(y);
+        sfl__free(labels);
+        return SFL_ENOMEM;
+    }
+    memcpy(y, ds->y, (size_t)A->nrows * sizeof(double));
+    if (labels)
+        memcpy(labels, ds->labels, (size_t)ds->nclasses * sizeof(double));
+    if ((rc = sfl_dataset_new(X, y, &sub)) < 0) { /* takes X and y */
+        sfl__free(labels);
+        return rc;
+    }
+    sub->labels = labels;
+    sub->nclasses = ds->nclasses;
+    *out = sub;
+    return 0;
+}
+
 int sfl_dataset_split(const sfl_dataset_t *ds, double test_frac, sfl_rng_t *rng,
                       sfl_dataset_t **train, sfl_dataset_t **test)
 {

@@ -17,7 +17,8 @@
  *   data do not depend on nclients or on the other clients; draws shared by
  *   all clients (the SPARSE and GRADMP truth) come from client id SHARED.
  * - Features are dense, stored as dense-in-CSR: every entry, even tiny ones,
- *   so the sparsity pattern never depends on the values drawn. */
+ *   so the sparsity pattern never depends on the values drawn (DPBCFW's
+ *   are sparse by design: its pattern is drawn apart from the values). */
 
 #define SHARED UINT64_MAX
 #define FEDPROX_CLASSES 10u
@@ -35,6 +36,8 @@ static const char *kind_name(sfl_synth_kind_t k)
         return "fedprox";
     case SFL_SYNTH_GRADMP:
         return "gradmp";
+    case SFL_SYNTH_DPBCFW:
+        return "dpbcfw";
     }
     return "?";
 }
@@ -50,11 +53,12 @@ void sfl_synth_params_default(sfl_synth_params_t *p, sfl_synth_kind_t kind)
     p->dim = kind == SFL_SYNTH_FEDPROX ? 60 : 1000;
     /* FEDPROX has no sparse model: s is unused there. */
     p->s = kind == SFL_SYNTH_SPARSE ? 20 : kind == SFL_SYNTH_FEDPROX ? 0
-         : kind == SFL_SYNTH_GRADMP ? 10 : 100;
+         : kind == SFL_SYNTH_GRADMP || kind == SFL_SYNTH_DPBCFW ? 10 : 100;
     p->alpha = kind == SFL_SYNTH_GRADMP ? 1.0 : 0.1;
     p->beta = 0.1;
-    p->noise = 0.0;
+    p->noise = kind == SFL_SYNTH_DPBCFW ? sqrt(0.001) : 0.0;
     p->decay = 1.1;
+    p->density = 0.1;
     p->seed = 0;
 }
 
@@ -70,7 +74,7 @@ static int check_params(const sfl_synth_params_t *p)
 {
     int rc;
 
-    if (p->kind < SFL_SYNTH_SIM1 || p->kind > SFL_SYNTH_GRADMP)
+    if (p->kind < SFL_SYNTH_SIM1 || p->kind > SFL_SYNTH_DPBCFW)
         return sfl__fail(SFL_EINVAL, "synth: unknown kind %d", (int)p->kind);
     if (p->nclients == 0)
         return sfl__fail(SFL_EINVAL, "synth: nclients is 0");
@@ -84,6 +88,9 @@ static int check_params(const sfl_synth_params_t *p)
     if ((rc = check_var("alpha", p->alpha)) < 0 || (rc = check_var("beta", p->beta)) < 0 ||
         (rc = check_var("noise", p->noise)) < 0 || (rc = check_var("decay", p->decay)) < 0)
         return rc;
+    if (p->kind == SFL_SYNTH_DPBCFW && !(p->density > 0.0 && p->density <= 1.0))
+        return sfl__fail(SFL_EINVAL, "synth dpbcfw: density = %g must be in (0, 1]",
+                         p->density);
     return 0;
 }
 
@@ -137,6 +144,66 @@ static void label_top_decile(ranked_t *rank, uint32_t n, double *y)
         y[rank[j].row] = j < top ? 1.0 : 0.0;
 }
 
+/* DPBCFW's rows: the gaps between a row's nonzeros are geometric (each
+ * entry nonzero with probability density, independently), so a row costs
+ * its nonzeros, not dim draws; storage grows as rows come. Draw order per
+ * row: gap, value, gap, value, ..., the final gap past the end, the noise. */
+static int sparse_generate(const sfl_synth_params_t *p, uint32_t i, const double *truth,
+                           sfl_dataset_t **out)
+{
+    uint32_t d = p->dim, n = p->n_per_client;
+    double lq = p->density < 1.0 ? log1p(-p->density) : 0.0;
+    size_t cap = (size_t)(p->density * d * n * 1.05) + 16, nnz = 0;
+    sfl_csr_t *X = NULL;
+    double *y = NULL;
+    sfl_rng_t r;
+    int rc;
+
+    *out = NULL;
+    sfl_rng_seed(&r, p->seed, 0, i, SFL_STREAM_DATA);
+    if ((rc = sfl_csr_new(n, d, cap, &X)) < 0)
+        return rc;
+    if ((y = sfl__mallocarray(n, sizeof(*y))) == NULL) {
+        sfl_csr_free(X);
+        return SFL_ENOMEM;
+    }
+    for (uint32_t row = 0; row < n; row++) {
+        double j = -1.0;
+
+        for (;;) {
+            /* P(gap = k) = (1 - density)^k density, k >= 0 */
+            j += 1.0 + (lq < 0.0 ? floor(log(sfl_rng_uniform(&r)) / lq) : 0.0);
+            if (j >= d)
+                break;
+            if (nnz == cap) {
+                size_t more = cap + cap / 2;
+                uint32_t *ci = sfl__reallocarray(X->colind, more, sizeof(uint32_t));
+                double *v;
+
+                if (ci != NULL)
+                    X->colind = ci;
+                v = ci ? sfl__reallocarray(X->val, more, sizeof(double)) : NULL;
+                if (v == NULL) {
+                    rc = SFL_ENOMEM;
+                    goto fail;
+                }
+                X->val = v;
+                cap = more;
+            }
+            X->colind[nnz] = (uint32_t)j;
+            X->val[nnz++] = sfl_rng_gauss(&r, 0.0, 1.0);
+        }
+        X->rowptr[row + 1] = nnz;
+        y[row] = sfl_csr_row_dot(X, row, truth) + p->noise * sfl_rng_gauss(&r, 0.0, 1.0);
+    }
+    X->nnz = nnz;
+    return sfl_dataset_new(X, y, out); /* takes X and y */
+fail:
+    sfl__free(y);
+    sfl_csr_free(X);
+    return rc;
+}
+
 static int client_generate(const sfl_synth_params_t *p, uint32_t i, const double *truth,
                            work_t *w, sfl_dataset_t **out)
 {
@@ -149,6 +216,8 @@ static int client_generate(const sfl_synth_params_t *p, uint32_t i, const double
     int rc;
 
     *out = NULL;
+    if (p->kind == SFL_SYNTH_DPBCFW)
+        return sparse_generate(p, i, truth, out);
     sfl_rng_seed(&r, p->seed, 0, i, SFL_STREAM_DATA);
 
     /* Per-client parameters, in a fixed draw order (documented for replay):
@@ -207,6 +276,7 @@ static int client_generate(const sfl_synth_params_t *p, uint32_t i, const double
             break;
         case SFL_SYNTH_SPARSE:
         case SFL_SYNTH_GRADMP:
+        case SFL_SYNTH_DPBCFW: /* (sparse_generate's) */
             /* The noise is drawn even when noise == 0 so Z does not depend on
              * the noise level, and y = Z x* holds exactly then. */
             y[row] = sfl_csr_row_dot(X, row, truth) + p->noise * sfl_rng_gauss(&r, 0.0, 1.0);
@@ -278,7 +348,7 @@ int sfl_synth_generate(const sfl_synth_params_t *p, sfl_synth_t **out)
     nmax = p->n_per_client;
     if (p->kind == SFL_SYNTH_FEDPROX)
         nmax = p->n_per_client > UINT32_MAX / 10 ? UINT32_MAX : p->n_per_client * 10;
-    if ((uint64_t)nmax * d > SIZE_MAX / sizeof(double))
+    if (p->kind != SFL_SYNTH_DPBCFW && (uint64_t)nmax * d > SIZE_MAX / sizeof(double))
         return sfl__fail(SFL_ELIMIT, "synth: %u rows x %u features too large", nmax, d);
 
     s = sfl__calloc(1, sizeof(*s));
@@ -317,7 +387,8 @@ int sfl_synth_generate(const sfl_synth_params_t *p, sfl_synth_t **out)
     if (p->kind == SFL_SYNTH_SIM1 || p->kind == SFL_SYNTH_SIM2) {
         for (uint32_t j = 0; j < p->s; j++)
             s->support[j] = j;
-    } else if (p->kind == SFL_SYNTH_SPARSE || p->kind == SFL_SYNTH_GRADMP) {
+    } else if (p->kind == SFL_SYNTH_SPARSE || p->kind == SFL_SYNTH_GRADMP ||
+               p->kind == SFL_SYNTH_DPBCFW) {
         sfl_rng_t r;
 
         s->truth = sfl__calloc(d, sizeof(double));

@@ -86,11 +86,12 @@ static size_t linear_dim(const sfl_loss_t *l, uint32_t ncols, uint32_t nclasses)
 
 /* ---- linear losses: l(m, y) of the margin m = z'x ------------------- */
 
-enum linear_kind { LINEAR_LSQ, LINEAR_LOGISTIC };
+enum linear_kind { LINEAR_LSQ, LINEAR_LOGISTIC, LINEAR_SQHINGE };
 
 /* dl/dm for one row; with want_value also adds l(m, y) to *f.
  *   lsq:      l = (m - y)^2,            dl/dm = 2 (m - y)
  *   logistic: l = log(1 + e^m) - y m,   dl/dm = sigma(m) - y
+ *   sqhinge:  l = h^2, h = max(0, 1 - s m), s = 2y - 1,  dl/dm = -2 s h
  * Logistic uses the one e = exp(-|m|) <= 1, which never overflows:
  * log(1 + e^m) = max(m, 0) + log1p(e), and sigma = 1 / (1 + e) for m >= 0,
  * e / (1 + e) otherwise. */
@@ -102,6 +103,15 @@ static double linear_step(enum linear_kind kind, double m, double y, int want_va
         if (want_value)
             *f += e * e;
         return 2.0 * e;
+    }
+    if (kind == LINEAR_SQHINGE) {
+        double s = 2.0 * y - 1.0, h = 1.0 - s * m;
+
+        if (h <= 0.0) /* NaN goes on, as in the other losses */
+            return 0.0;
+        if (want_value)
+            *f += h * h;
+        return -2.0 * s * h;
     }
     double e = exp(-fabs(m));
     double sig = (m >= 0.0 ? 1.0 : e) / (1.0 + e);
@@ -197,6 +207,46 @@ static double logistic_predict(const sfl_loss_t *l, const sfl_dataset_t *ds, uin
     const sfl_csr_t *X = ds->X;
 
     return row_dot(X->rowptr, X->colind, X->val, i, x) > 0.0 ? 1.0 : 0.0;
+}
+
+static double sqhinge_eval(const sfl_loss_t *l, const sfl_dataset_t *ds, const uint32_t *rows,
+                           uint32_t nrows, const double *x, double lambda, double *grad)
+{
+    (void)l;
+    return linear_run(LINEAR_SQHINGE, ds, rows, nrows, x, lambda, grad, 1);
+}
+
+static void sqhinge_grad(const sfl_loss_t *l, const sfl_dataset_t *ds, const uint32_t *rows,
+                         uint32_t nrows, const double *x, double lambda, double *grad)
+{
+    (void)l;
+    assert(grad != NULL);
+    (void)linear_run(LINEAR_SQHINGE, ds, rows, nrows, x, lambda, grad, 0);
+}
+
+/* One row's l(m, y) and dl/dm: the very arithmetic of the row loops. */
+static double lsq_margin(double m, double y, double *dl)
+{
+    double f = 0.0;
+
+    *dl = linear_step(LINEAR_LSQ, m, y, 1, &f);
+    return f;
+}
+
+static double logistic_margin(double m, double y, double *dl)
+{
+    double f = 0.0;
+
+    *dl = linear_step(LINEAR_LOGISTIC, m, y, 1, &f);
+    return f;
+}
+
+static double sqhinge_margin(double m, double y, double *dl)
+{
+    double f = 0.0;
+
+    *dl = linear_step(LINEAR_SQHINGE, m, y, 1, &f);
+    return f;
 }
 
 /* ---- softmax: l = -log softmax(X z)_y -------------------------------- */
@@ -320,6 +370,7 @@ const sfl_loss_t sfl_loss_lsq = {
     .eval = lsq_eval,
     .grad = lsq_grad,
     .predict = lsq_predict,
+    .margin_loss = lsq_margin,
 };
 
 const sfl_loss_t sfl_loss_logistic = {
@@ -329,6 +380,18 @@ const sfl_loss_t sfl_loss_logistic = {
     .eval = logistic_eval,
     .grad = logistic_grad,
     .predict = logistic_predict,
+    .margin_loss = logistic_margin,
+};
+
+/* Predicts like logistic: the class of the margin's sign. */
+const sfl_loss_t sfl_loss_sqhinge = {
+    .name = "sqhinge",
+    .classification = 1,
+    .dim = linear_dim,
+    .eval = sqhinge_eval,
+    .grad = sqhinge_grad,
+    .predict = logistic_predict,
+    .margin_loss = sqhinge_margin,
 };
 
 const sfl_loss_t sfl_loss_softmax = {
@@ -343,7 +406,7 @@ const sfl_loss_t sfl_loss_softmax = {
 const sfl_loss_t *sfl_loss_find(const char *name)
 {
     static const sfl_loss_t *const all[] = {&sfl_loss_lsq, &sfl_loss_logistic,
-                                            &sfl_loss_softmax};
+                                            &sfl_loss_sqhinge, &sfl_loss_softmax};
 
     if (name == NULL)
         return NULL;
