@@ -290,6 +290,23 @@ static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32
         sim_die("partition", rc);
 }
 
+void sim_code_test_labels(const sfl_dataset_t *train, sfl_dataset_t *test, const char *path)
+{
+    for (uint32_t i = 0; i < test->X->nrows; i++) {
+        uint32_t c = 0;
+
+        while (c < train->nclasses && train->labels[c] != test->y[i])
+            c++;
+        if (c == train->nclasses) {
+            fprintf(stderr, "sfl-sim: error: %s: row %u has label %g not seen in training\n",
+                    path, i + 1, test->y[i]);
+            exit(1);
+        }
+        test->y[i] = c;
+    }
+    test->nclasses = train->nclasses;
+}
+
 static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *cfg)
 {
     sfl_dataset_t *all = NULL, *train = NULL, *test = NULL;
@@ -312,22 +329,8 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
         rc = sfl_dataset_encode_labels(all, SFL_LOSS_MAX_CLASSES);
         if (rc < 0)
             sim_die(path, rc);
-        if (test) {
-            /* Encode test labels with the training classes. */
-            for (uint32_t i = 0; i < test->X->nrows; i++) {
-                uint32_t c = 0;
-
-                while (c < all->nclasses && all->labels[c] != test->y[i])
-                    c++;
-                if (c == all->nclasses) {
-                    fprintf(stderr, "sfl-sim: error: %s: row %u has label %g not seen in "
-                                    "training\n", cfg->test, i + 1, test->y[i]);
-                    exit(1);
-                }
-                test->y[i] = c;
-            }
-            test->nclasses = all->nclasses;
-        }
+        if (test)
+            sim_code_test_labels(all, test, cfg->test);
     }
     /* pFedMe's protocol: every client's own rows split into its train and
      * test parts (the test part keeps the client's labels). */

@@ -64,6 +64,10 @@ struct sfl_loss;
 struct sfl_synth_params;
 /* "sfl-sim: error: what: message" and exit 1; die_sys for -errno. */
 void sim_die(const char *what, int rc);
+/* Codes test's labels by train's classes (a label train lacks: an error
+ * naming path and the row, exit 1). */
+void sim_code_test_labels(const struct sfl_dataset *train, struct sfl_dataset *test,
+                          const char *path);
 void sim_die_sys(const char *what, int err);
 /* "sfl-sim: error: msg: arg" and exit 2. */
 void sim_usage_error(const char *msg, const char *arg);

@@ -115,20 +115,8 @@ static void load_file(char *spec, sim_cfg_t *cfg, vdata_t *v)
     if (v->loss->classification) {
         if ((rc = sfl_dataset_encode_labels(all, SFL_LOSS_MAX_CLASSES)) < 0)
             sim_die(colon + 1, rc);
-        for (uint32_t i = 0; test && i < test->X->nrows; i++) {
-            uint32_t c = 0;
-
-            while (c < all->nclasses && all->labels[c] != test->y[i])
-                c++;
-            if (c == all->nclasses) {
-                fprintf(stderr, "sfl-sim: error: %s: row %u has label %g not seen in "
-                                "training\n", cfg->test, i + 1, test->y[i]);
-                exit(1);
-            }
-            test->y[i] = c;
-        }
         if (test)
-            test->nclasses = all->nclasses;
+            sim_code_test_labels(all, test, cfg->test);
     }
     if (test) {
         v->train = all;
