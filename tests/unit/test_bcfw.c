@@ -1,7 +1,8 @@
 /* BCFW-AS and DP-BCFW (seed 003) through the vertical table: the pieces
  * (block split, oracle, step rule, residuals), one iteration by hand,
  * convergence against a projected-gradient reference, the samplings, the
- * sketch, the noise, and every refusal. */
+ * sketch, the noise and its calibration, the privacy accounting, and every
+ * refusal. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -557,6 +558,187 @@ static void test_bcfw_private(void **state)
     sfl_dataset_free(ds);
 }
 
+/* The feature noise: dp_noise 1 adds n times the sd of dp_noise 3 (eq. 17's
+ * pi as printed) to the same feature. With n a power of two the grids of
+ * the two sds differ by exactly n, so the same seeded bits give the same
+ * integer draw and noise_1 = n noise_3 up to the rounding of the feature to
+ * each grid; dp_noise 2 (the same index noise, no feature noise) gives the
+ * clean feature. Unsketched, the sd of mode 3 is checked against pi. */
+static void test_bcfw_feature_noise(void **state)
+{
+    (void)state;
+    const uint32_t n = 16, seeds = 8;
+    sfl_dataset_t *ds = random_data(13, n, 4, 0);
+
+    for (int sk = 0; sk < 2; sk++) {
+        double ms3 = 0.0;
+
+        for (uint64_t seed = 1; seed <= seeds; seed++) {
+            const int modes[3] = {2, 1, 3};
+            double msg[3][1 + 16], big = 0.0;
+            size_t L = 0;
+
+            for (int i = 0; i < 3; i++) {
+                vrun_t v;
+
+                vrun_open(&v, &sfl_algo_dpbcfw, ds, &sfl_loss_lsq, 2, 3);
+                v.job.seed = seed;
+                assert_int_equal(sfl_algo_param_set(&v.p, "sketch", sk), 0);
+                assert_int_equal(sfl_algo_param_set(&v.p, "m", 8), 0);
+                assert_int_equal(sfl_algo_param_set(&v.p, "dp_noise", modes[i]), 0);
+                vrun_start(&v);
+                L = v.job.algo->vertical->msg_len(&v.job);
+                assert_int_equal(L, 1 + (sk ? 8 : n));
+                vrun_step(&v, 0);
+                memcpy(msg[i], v.msg[0], L * sizeof(double));
+                vrun_close(&v);
+            }
+            assert_true(msg[0][0] != 0.0);
+            assert_true(msg[1][0] == msg[0][0] && msg[2][0] == msg[0][0]); /* same index */
+            for (size_t r = 1; r < L; r++) {
+                big = fmax(big, fabs(msg[1][r] - msg[0][r]));
+                ms3 += (msg[2][r] - msg[0][r]) * (msg[2][r] - msg[0][r]) /
+                       (double)((L - 1) * seeds);
+            }
+            assert_true(big > 0.0);
+            for (size_t r = 1; r < L; r++)
+                assert_close(msg[1][r] - msg[0][r], n * (msg[2][r] - msg[0][r]), 0,
+                             1e-5 * big);
+        }
+        if (!sk) {
+            /* 128 seeded draws of N(0, pi^2): their rms is within 20 % of
+             * pi (3 standard errors); a wrong calibration is off by n */
+            sfl_dp_bcfw_t dp = {.epsilon = 1, .delta = 1.0 / n, .T = 3, .K = 2, .n = n,
+                                .eta = 1, .G = 1};
+            double pi;
+
+            assert_int_equal(sfl_dp_bcfw_jl_sigma(&dp, 1.0, &pi), 0);
+            assert_close(sqrt(ms3), pi, 0.2, 0);
+        }
+    }
+    sfl_dataset_free(ds);
+}
+
+/* The account op and sfl_vertical_privacy: the paper's accounting of the
+ * corrected calibration (dp_noise 1) gives back epsilon after the job's T
+ * iterations and less before; eq. 17 as printed (3) is far from private by
+ * RDP; no noise, nothing private. */
+static void test_bcfw_account(void **state)
+{
+    (void)state;
+    const uint32_t n = 50, T = 30, K = 2;
+    sfl_dataset_t *ds = random_data(14, n, 10, 0);
+    const sfl_vertical_ops_t *ops = sfl_algo_dpbcfw.vertical;
+    sfl_dp_bcfw_t dp = {.epsilon = 1, .delta = 1.0 / n, .T = T, .K = K, .n = n, .eta = 1,
+                        .G = 1};
+    sfl_dp_spent_t s, zero = {0}, prev = {0};
+    sfl_dp_acct_t a, b;
+    double beta, isens, pi, jsens, gauss[2][2] = {{0}};
+    int priv;
+    vrun_t v;
+
+    assert_int_equal(sfl_dp_bcfw_index_scale(&dp, &beta), 0);
+    assert_int_equal(sfl_dp_bcfw_index_sens(&dp, &isens), 0);
+    assert_int_equal(sfl_dp_bcfw_jl_sigma(&dp, 1.0, &pi), 0);
+    assert_int_equal(sfl_dp_bcfw_jl_sens(&dp, 1.0, &jsens), 0);
+    for (int c = 0; c < 3; c++) {
+        int mode = c == 2 ? 3 : 1, sk = c != 0;
+
+        vrun_open(&v, &sfl_algo_dpbcfw, ds, &sfl_loss_lsq, K, T);
+        assert_int_equal(sfl_algo_param_set(&v.p, "m", 20), 0);
+        assert_int_equal(sfl_algo_param_set(&v.p, "sketch", sk), 0);
+        assert_int_equal(sfl_algo_param_set(&v.p, "dp_noise", mode), 0);
+        vrun_start(&v);
+        /* what T iterations record: K draws of each mechanism per iteration */
+        sfl_dp_acct_init(&a);
+        assert_int_equal(ops->account(&v.job, T, &a), 1);
+        assert_int_equal(a.n, 2);
+        assert_int_equal(a.e[0].kind, SFL_DP_MECH_RNM);
+        assert_true(a.e[0].count == K && a.e[0].iters == T);
+        assert_close(a.e[0].scale, beta, 1e-15, 0);
+        assert_close(a.e[0].sens, isens, 1e-15, 0);
+        assert_int_equal(a.e[1].kind, SFL_DP_MECH_GAUSSIAN);
+        assert_true(a.e[1].count == K && a.e[1].iters == T);
+        /* sigma / sens is n pi / sigma(J) (1) or pi / sigma(J) (3) */
+        assert_close(a.e[1].scale / a.e[1].sens, (mode == 1 ? n : 1) * pi / (n * jsens),
+                     1e-12, 0);
+        if (!sk)
+            assert_close(a.e[1].sens, 1.0, 1e-15, 0); /* sigma(I) times |a_ji| <= 1 */
+        if (sk) {
+            gauss[mode == 3][0] = a.e[1].scale;
+            gauss[mode == 3][1] = a.e[1].sens;
+        }
+        /* in two calls, the same entries */
+        sfl_dp_acct_init(&b);
+        assert_int_equal(ops->account(&v.job, 10, &b), 1);
+        assert_int_equal(ops->account(&v.job, T - 10, &b), 1);
+        assert_memory_equal(&a, &b, sizeof(a));
+        /* too many iterations: refused, the accountant unchanged */
+        assert_int_equal(ops->account(&v.job, (uint64_t)UINT32_MAX + 1, &b), SFL_ERANGE);
+        assert_int_equal(ops->account(&v.job, UINT32_MAX - 10, &b), SFL_ERANGE);
+        assert_memory_equal(&a, &b, sizeof(a));
+        /* what it spends, after 0, 1, T / 2 and T iterations */
+        assert_int_equal(sfl_vertical_privacy(&v.job, 0, &s, &priv), 0);
+        assert_int_equal(priv, 1);
+        assert_memory_equal(&s, &zero, sizeof(s));
+        for (uint64_t t = 1; t <= T; t += t == 1 ? T / 2 - 1 : T / 2) {
+            assert_int_equal(sfl_vertical_privacy(&v.job, t, &s, &priv), 0);
+            assert_int_equal(priv, 1);
+            assert_true(s.eps_paper > prev.eps_paper && s.eps_rdp > prev.eps_rdp);
+            prev = s;
+        }
+        if (mode == 1) {
+            assert_close(s.eps_paper, 1.0, 1e-9, 0);
+            assert_true(s.eps_rdp < 1.0);
+        } else {
+            assert_true(s.eps_rdp > 20.0); /* n times too little feature noise */
+        }
+        prev = zero;
+        /* sketched: sigma(J) comes from the common sketch */
+        if (sk) {
+            v.job.common = NULL;
+            assert_int_equal(ops->account(&v.job, T, &b), SFL_EINVAL);
+            assert_detail("dpbcfw: the feature noise needs the job's sketch");
+            assert_int_equal(sfl_vertical_privacy(&v.job, T, &s, &priv), SFL_EINVAL);
+            assert_int_equal(priv, 0);
+            assert_memory_equal(&s, &zero, sizeof(s));
+            /* the index noise alone does not need it */
+            assert_int_equal(sfl_algo_param_set(&v.p, "dp_noise", 2), 0);
+            assert_int_equal(sfl_vertical_privacy(&v.job, T, &s, &priv), 0);
+            assert_int_equal(priv, 1);
+            assert_true(s.eps_paper > 0.4 && s.eps_paper < 0.5); /* the index's half */
+            v.job.common = v.common;
+        }
+        vrun_close(&v);
+    }
+    /* the same sensitivity, n times the noise */
+    assert_true(gauss[0][1] == gauss[1][1]);
+    assert_close(gauss[0][0], n * gauss[1][0], 1e-15, 0);
+    /* no noise, or no privacy at all: nothing recorded, not private */
+    for (int c = 0; c < 2; c++) {
+        vrun_open(&v, c ? &sfl_algo_bcfw : &sfl_algo_dpbcfw, ds, &sfl_loss_lsq, K, T);
+        if (!c)
+            assert_int_equal(sfl_algo_param_set(&v.p, "dp_noise", 0), 0);
+        vrun_start(&v);
+        sfl_dp_acct_init(&a);
+        assert_int_equal(v.job.algo->vertical->account(&v.job, T, &a), 0);
+        assert_int_equal(a.n, 0);
+        s.eps_paper = 1;
+        priv = 1;
+        assert_int_equal(sfl_vertical_privacy(&v.job, T, &s, &priv), 0);
+        assert_int_equal(priv, 0);
+        assert_memory_equal(&s, &zero, sizeof(s));
+        assert_true(sfl_vertical_delta(&v.job) == 1.0 / n);
+        vrun_close(&v);
+    }
+    /* the delta: the parameter, or 1/n */
+    vrun_open(&v, &sfl_algo_dpbcfw, ds, &sfl_loss_lsq, K, T);
+    assert_true(sfl_vertical_delta(&v.job) == 1.0 / n);
+    assert_int_equal(sfl_algo_param_set(&v.p, "delta", 1e-5), 0);
+    assert_true(sfl_vertical_delta(&v.job) == 1e-5);
+    sfl_dataset_free(ds);
+}
+
 /* Every refusal, each with its detail. */
 static void test_bcfw_refusals(void **state)
 {
@@ -597,7 +779,7 @@ static void test_bcfw_refusals(void **state)
     /* parameter ranges */
     assert_int_equal(sfl_algo_param_set(&v.p, "sampling", 4), SFL_EINVAL);
     assert_int_equal(sfl_algo_param_set(&v.p, "eta", 0), SFL_EINVAL);
-    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "dp_noise", 3), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "dp_noise", 4), SFL_EINVAL);
     assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "delta", 1.5), SFL_EINVAL);
     assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "m", 0), SFL_EINVAL);
     /* a loss without margins */
@@ -711,6 +893,8 @@ int main(void)
         cmocka_unit_test(test_bcfw_dpbcfw_exact_is_bcfw),
         cmocka_unit_test(test_bcfw_sketch_close_to_exact),
         cmocka_unit_test(test_bcfw_private),
+        cmocka_unit_test(test_bcfw_feature_noise),
+        cmocka_unit_test(test_bcfw_account),
         cmocka_unit_test(test_bcfw_refusals),
         cmocka_unit_test(test_bcfw_alloc),
     };

@@ -35,7 +35,9 @@
 #include "sfl/error.h"
 #include "sfl/rng.h"
 
+struct sfl_dp_acct;
 struct sfl_dp_rng;
+struct sfl_dp_spent;
 
 /* A vertical job as every party knows it (all borrowed). */
 typedef struct sfl_vjob {
@@ -97,6 +99,15 @@ typedef struct sfl_vertical_ops {
      * non-finite value) is SFL_EINVAL / SFL_ENUMERIC and changes nothing. */
     int (*server_step)(const sfl_vjob_t *job, uint64_t t, const double *const *msgs,
                        double *global, double *bcast);
+    /* Optional (NULL: the algorithm releases nothing private). Records
+     * into acct (initialised by the caller; borrowed) the mechanisms that
+     * iters iterations of the whole job release, all K clients together,
+     * with the scales client_step draws with. Returns 1 if the job
+     * releases private noise (iters == 0 records nothing), 0 if it
+     * releases none (nothing recorded), < 0 on error (acct unchanged).
+     * May need job->common (DP-BCFW's sigma(J) when sketched): SFL_EINVAL
+     * without it. */
+    int (*account)(const sfl_vjob_t *job, uint64_t iters, struct sfl_dp_acct *acct);
 } sfl_vertical_ops_t;
 
 extern const sfl_algo_t sfl_algo_bcfw;
@@ -126,6 +137,22 @@ void sfl_vertical_rng_seed(sfl_vrng_t *r, uint64_t seed, uint64_t t, uint32_t k,
 int sfl_vertical_client_step(const sfl_vjob_t *job, const sfl_vblock_t *blk, uint64_t t,
                              const double *bcast, void *state, struct sfl_dp_rng *noise,
                              double *msg) SFL_MUST_CHECK;
+
+/* The delta of job's privacy guarantee: its algorithm's `delta`
+ * parameter, or 1/n when that is 0 or absent. */
+double sfl_vertical_delta(const sfl_vjob_t *job);
+
+/* What iters iterations of job (all K clients) spend, both accountings of
+ * sfl/dp.h at sfl_vertical_delta(job): *spent (replaced) and *is_private
+ * = 1; all zeros and *is_private = 0 when the job releases nothing
+ * private (no account op, or no noise). Zeros with *is_private = 1 for
+ * iters == 0. For DP-BCFW with dp_noise 1, eps_paper after job->iters
+ * iterations gives back the job's epsilon (with 2, about the index's
+ * half of it; with 3, eps_rdp shows that it is not private). Errors of
+ * the account op (SFL_EINVAL: a sketched job without job->common;
+ * SFL_ERANGE: iters above 2^32 - 1) leave *spent zero, *is_private 0. */
+int sfl_vertical_privacy(const sfl_vjob_t *job, uint64_t iters, struct sfl_dp_spent *spent,
+                         int *is_private) SFL_MUST_CHECK;
 
 /* Bytes of one client's message on the wire (msg_ints int32, the rest
  * float64) and of one copy of the broadcast (float64). */

@@ -41,10 +41,14 @@
  * Noisy-Max, Definition 2: noise on the values the sensitivity is of), so
  * that is where it goes: the same as Lap(beta / eta) on g_i. (On g_i
  * itself the run would be eta times noisier for eta > 1 and not private
- * for eta < 1.) pi is eq. 17's, on J a as eq. 16 writes: see
- * sim/report-dpbcfw-notes.md for what its 1/n assumes. */
+ * for eta < 1.) pi is calibrated for the sensitivity sigma(J) / n of
+ * J a / n, but eq. 16 releases J a, whose sensitivity is n times larger
+ * (docs/privacy.md, "Calibration"): dp_noise 1 adds N(0, (n pi)^2) to J a,
+ * which is what eq. 17 promises; dp_noise 3 adds eq. 17's pi as printed,
+ * n times too little, kept only to reproduce the paper's figures. */
 #include "sfl/vertical.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -66,7 +70,9 @@ typedef struct bcfw_params {
 } bcfw_params_t;
 
 enum { SAMPLE_ELEMENTARY, SAMPLE_NICE, SAMPLE_DISTRIBUTED, SAMPLE_IMPORTANCE };
-enum { NOISE_NONE, NOISE_ALL, NOISE_INDEX };
+/* dp_noise: NOISE_ALL is Alg. 2 with the feature noise calibrated to J a's
+ * sensitivity, NOISE_PRINTED with eq. 17's pi as printed (not private) */
+enum { NOISE_NONE, NOISE_ALL, NOISE_INDEX, NOISE_PRINTED };
 
 #define PARAM_ETA                                                                          \
     {"eta", "eta", SFL_PARAM_REAL, offsetof(bcfw_params_t, eta), 1, 0, HUGE_VAL,          \
@@ -96,9 +102,11 @@ static const sfl_param_def_t dpbcfw_param_defs[] = {
      "sketch length: an active feature travels as m doubles"},
     {"sketch", "J", SFL_PARAM_COUNT, offsetof(bcfw_params_t, sketch), 1, 0, 1, 0,
      "1: share the feature as J a, m doubles (eq. 16); 0: itself, n doubles"},
-    {"dp_noise", "pert", SFL_PARAM_COUNT, offsetof(bcfw_params_t, dp_noise), 1, 0, 2, 0,
-     "0 none; 1 Laplace on the index, Gaussian on the feature (Alg. 2); 2 the index only "
-     "(DP-FW when K = 1)"},
+    {"dp_noise", "pert", SFL_PARAM_COUNT, offsetof(bcfw_params_t, dp_noise), 1, 0, 3, 0,
+     "0 none; 1 Laplace on the index, Gaussian on the feature (Alg. 2, the feature noise "
+     "n pi for J a's sensitivity: private); 2 the index only (DP-FW when K = 1); 3 Alg. 2 "
+     "as printed (eq. 17's pi on J a: n times too little noise, not private; reproduction "
+     "only)"},
     {0},
 };
 
@@ -284,6 +292,45 @@ static int common_new(const sfl_vjob_t *job, void **out)
     return 0;
 }
 
+/* ---- the privacy noise ------------------------------------------------ */
+
+/* Job's noise as every party computes it: the calibration's inputs dp,
+ * sigma(J) (from the common sketch; 1 unsketched), the Laplace scale beta
+ * on the LO's values and the sd of the Gaussian on the shared feature (0:
+ * none). One place, so that the accounting records the scales the clients
+ * draw with. */
+static int noise_scales(const sfl_vjob_t *job, sfl_dp_bcfw_t *dp, double *sigma_j,
+                        double *beta, double *sd)
+{
+    const bcfw_params_t *p = params_of(job);
+    const bcfw_common_t *cm = job->common;
+    int rc;
+
+    *dp = (sfl_dp_bcfw_t){.epsilon = p->epsilon, .delta = sfl_vertical_delta(job),
+                          .T = job->iters, .K = job->nclients, .n = job->nrows,
+                          .eta = p->eta, .G = p->grad_bound};
+    *sigma_j = 1.0;
+    *beta = *sd = 0.0;
+    if (p->dp_noise == NOISE_NONE)
+        return 0;
+    if ((rc = sfl_dp_bcfw_index_scale(dp, beta)) < 0 || p->dp_noise == NOISE_INDEX)
+        return rc;
+    if (p->sketch) {
+        if (cm == NULL || cm->n != job->nrows || cm->m != p->m)
+            return sfl__fail(SFL_EINVAL, "%s: the feature noise needs the job's sketch "
+                             "(sigma(J)), which is missing or for another job",
+                             job->algo->name);
+        *sigma_j = cm->sigma;
+    }
+    if ((rc = sfl_dp_bcfw_jl_sigma(dp, *sigma_j, sd)) < 0)
+        return rc;
+    /* eq. 17's pi is for J a / n; J a itself, what eq. 16 releases, has n
+     * times its sensitivity and needs n times its noise */
+    if (p->dp_noise == NOISE_ALL)
+        *sd *= (double)job->nrows;
+    return 0;
+}
+
 /* ---- the client ------------------------------------------------------- */
 
 typedef struct bcfw_client {
@@ -297,7 +344,7 @@ typedef struct bcfw_client {
                            of m), or NULL */
     double *ay;         /* with ja: a_i' y */
     double beta;        /* Laplace scale on the LO's values eta g (0: none) */
-    double pi;          /* sd of the feature noise (0: none) */
+    double pi;          /* sd of the feature noise (0: none): n pi or pi */
 } bcfw_client_t;
 
 static void client_free(void *state)
@@ -421,15 +468,12 @@ static int client_new(const sfl_vjob_t *job, const sfl_vblock_t *blk, void **out
                 c->ay[i] += v * blk->data->y[c->at->colind[e]];
             }
     }
-    if (p->dp_noise != NOISE_NONE) {
+    {
         /* Sec. IV-C's scales, as dp.h's calibration computes them */
-        sfl_dp_bcfw_t dp = {.epsilon = p->epsilon, .delta = p->delta > 0 ? p->delta : 1.0 / n,
-                            .T = job->iters, .K = job->nclients, .n = n, .eta = p->eta,
-                            .G = p->grad_bound};
+        sfl_dp_bcfw_t dp;
+        double sigma_j;
 
-        if ((rc = sfl_dp_bcfw_index_scale(&dp, &c->beta)) < 0 ||
-            (p->dp_noise == NOISE_ALL &&
-             (rc = sfl_dp_bcfw_jl_sigma(&dp, p->sketch ? cm->sigma : 1.0, &c->pi)) < 0))
+        if ((rc = noise_scales(job, &dp, &sigma_j, &c->beta, &c->pi)) < 0)
             goto fail;
     }
     *out = c;
@@ -645,8 +689,7 @@ static int check(const sfl_vjob_t *job)
                          "(at most 2^28)", name, p->m, job->nrows);
     if (p->dp_noise != NOISE_NONE) {
         /* the calibration's own checks, before any client starts */
-        sfl_dp_bcfw_t dp = {.epsilon = p->epsilon,
-                            .delta = p->delta > 0 ? p->delta : 1.0 / job->nrows,
+        sfl_dp_bcfw_t dp = {.epsilon = p->epsilon, .delta = sfl_vertical_delta(job),
                             .T = job->iters, .K = job->nclients, .n = job->nrows,
                             .eta = p->eta, .G = p->grad_bound};
         double b;
@@ -656,6 +699,70 @@ static int check(const sfl_vjob_t *job)
             return sfl__wrap(rc, "%s", name);
     }
     return 0;
+}
+
+/* ---- the privacy spent ------------------------------------------------ */
+
+/* iters iterations of count draws of one mechanism. The accountant takes
+ * one iteration per call; a job's T can be in the millions, so the first
+ * call makes (or finds) the entry and the rest are added to it directly. */
+static int add_iters(sfl_dp_acct_t *a, sfl_dp_mech_t kind, double scale, double sens,
+                     uint32_t count, uint64_t iters)
+{
+    int rc = kind == SFL_DP_MECH_RNM ? sfl_dp_acct_add_rnm(a, scale, sens, count)
+                                     : sfl_dp_acct_add_gaussian(a, scale, sens, count);
+
+    if (rc < 0)
+        return rc;
+    for (uint32_t i = 0; i < a->n; i++) {
+        sfl_dp_entry_t *e = &a->e[i];
+
+        if (e->kind != kind || e->scale != scale || e->sens != sens || e->count != count)
+            continue;
+        if (iters - 1 > (uint64_t)(UINT32_MAX - e->iters))
+            return sfl__fail(SFL_ERANGE, "dp accountant: more than 2^32 - 1 iterations");
+        e->iters += (uint32_t)(iters - 1);
+        return 0;
+    }
+    assert(!"the entry the accountant just made or found");
+    return SFL_EINVAL;
+}
+
+/* Per iteration, each of the K clients releases its index by report-noisy-
+ * max (one draw: the argmax of its noisy scores) and, with feature noise,
+ * its feature plus N(0, sd^2 I); replacing one sample touches every block,
+ * so all K draws count. The feature's l2 sensitivity is that of J a,
+ * sigma(J) times the per-sample bound of a (1), n times the calibration's
+ * sigma(J) / n: mode 1's sd matches it, mode 3's is n times short. */
+static int account(const sfl_vjob_t *job, uint64_t iters, sfl_dp_acct_t *acct)
+{
+    const bcfw_params_t *p = params_of(job);
+    uint32_t K = job->nclients;
+    sfl_dp_acct_t a = *acct;
+    sfl_dp_bcfw_t dp;
+    double sigma_j, beta, sd, sens;
+    int rc;
+
+    if (p->dp_noise == NOISE_NONE)
+        return 0;
+    if ((rc = noise_scales(job, &dp, &sigma_j, &beta, &sd)) < 0)
+        return rc;
+    if (iters == 0)
+        return 1;
+    if (iters > UINT32_MAX)
+        return sfl__fail(SFL_ERANGE, "%s: cannot account for %llu iterations (at most "
+                         "2^32 - 1)", job->algo->name, (unsigned long long)iters);
+    if ((rc = sfl_dp_bcfw_index_sens(&dp, &sens)) < 0 ||
+        (rc = add_iters(&a, SFL_DP_MECH_RNM, beta, sens, K, iters)) < 0)
+        return rc;
+    if (sd > 0) {
+        if ((rc = sfl_dp_bcfw_jl_sens(&dp, sigma_j, &sens)) < 0 ||
+            (rc = add_iters(&a, SFL_DP_MECH_GAUSSIAN, sd, (double)job->nrows * sens, K,
+                            iters)) < 0)
+            return rc;
+    }
+    *acct = a;
+    return 1;
 }
 
 static const sfl_vertical_ops_t bcfw_ops = {
@@ -670,6 +777,7 @@ static const sfl_vertical_ops_t bcfw_ops = {
     .client_free = client_free,
     .client_step = client_step,
     .server_step = server_step,
+    .account = account,
 };
 
 const sfl_algo_t sfl_algo_bcfw = {

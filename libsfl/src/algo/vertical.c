@@ -1,8 +1,11 @@
 /* The vertical shape's driver pieces (sfl/vertical.h): the balanced column
- * split, the job check, the streams of a client's step. */
+ * split, the job check, the streams of a client's step, the privacy spent. */
 #include "sfl/vertical.h"
 
+#include <string.h>
+
 #include "algo_int.h"
+#include "sfl/dp.h"
 
 int sfl_vertical_block(uint32_t d, uint32_t K, uint32_t k, uint32_t *col0, uint32_t *len)
 {
@@ -83,4 +86,35 @@ size_t sfl_vertical_msg_bytes(const sfl_vjob_t *job)
 size_t sfl_vertical_bcast_bytes(const sfl_vjob_t *job)
 {
     return job->algo->vertical->bcast_len(job) * 8;
+}
+
+double sfl_vertical_delta(const sfl_vjob_t *job)
+{
+    double delta = sfl_algo_param_or(job->p, "delta", 0.0);
+
+    return delta > 0 ? delta : 1.0 / job->nrows;
+}
+
+int sfl_vertical_privacy(const sfl_vjob_t *job, uint64_t iters, sfl_dp_spent_t *spent,
+                         int *is_private)
+{
+    const sfl_vertical_ops_t *v = job->algo->vertical;
+    sfl_dp_acct_t acct;
+    int rc;
+
+    memset(spent, 0, sizeof(*spent));
+    *is_private = 0;
+    if (v == NULL)
+        return sfl__fail(SFL_EUNSUP, "%s is not a vertical algorithm", job->algo->name);
+    if (v->account == NULL)
+        return 0;
+    sfl_dp_acct_init(&acct);
+    if ((rc = v->account(job, iters, &acct)) <= 0)
+        return rc;
+    if ((rc = sfl_dp_acct_epsilon(&acct, sfl_vertical_delta(job), spent)) < 0) {
+        memset(spent, 0, sizeof(*spent));
+        return rc;
+    }
+    *is_private = 1;
+    return 0;
 }
