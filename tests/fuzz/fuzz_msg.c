@@ -174,6 +174,71 @@ static void fz_task_or_wait(const uint8_t *d, size_t n)
     sfl_msg_task_free(t);
 }
 
+/* A Subscribe message that may be a vertical step: a step packs again to
+ * the same step. */
+static void fz_sub(const uint8_t *d, size_t n)
+{
+    sfl_task_t *t = NULL, *t2 = NULL;
+    sfl_wait_t w, w2;
+    sfl_vstep_t s, s2;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc, kind, kind2;
+
+    memset(&s, 0, sizeof(s));
+    memset(&s2, 0, sizeof(s2));
+    if (sfl_msg_sub_unpack(d, n, &lim, &t, &w, &s, &kind) != 0)
+        return;
+    sfl_msg_task_free(t);
+    if (kind != 's')
+        return;
+    if ((rc = sfl_msg_vstep_pack(&s, &buf, &len)) != 0)
+        die("vstep_pack refused an unpacked step", rc);
+    if ((rc = sfl_msg_sub_unpack(buf, len, &lim, &t2, &w2, &s2, &kind2)) != 0 || kind2 != 's' ||
+        s2.job_id != s.job_id || s2.round != s.round || s2.attempt != s.attempt ||
+        s2.iteration != s.iteration || s2.nbcast != s.nbcast ||
+        memcmp(s2.bcast, s.bcast, s.nbcast * sizeof(double)) != 0)
+        die("step round trip changed the step", rc);
+    sfl_msg_buf_free(buf);
+    sfl_msg_vstep_clear(&s2);
+    sfl_msg_vstep_clear(&s);
+}
+
+/* An agent's answer to a vertical iteration, and its values as the
+ * coordinator decodes them (1 to 4 integers, the rest float64). */
+static void fz_step_answer(const uint8_t *d, size_t n)
+{
+    sfl_step_answer_t *a = NULL, *b = NULL;
+    uint8_t *buf = NULL, *enc;
+    double v[64];
+    size_t len = 0;
+    int rc;
+
+    if (sfl_msg_step_answer_unpack(d, n, &lim, &a) != 0)
+        return;
+    if ((rc = sfl_msg_step_answer_pack(a, &buf, &len)) != 0)
+        die("step_answer_pack refused an unpacked answer", rc);
+    if ((rc = sfl_msg_step_answer_unpack(buf, len, &lim, &b)) != 0 || a->msg_len != b->msg_len ||
+        memcmp(a->msg, b->msg, a->msg_len) != 0 || a->iteration != b->iteration)
+        die("step answer round trip", rc);
+    for (size_t ints = 0; ints <= 4; ints++) {
+        size_t nv = a->msg_len >= 4 * ints ? ints + (a->msg_len - 4 * ints) / 8 : 0;
+
+        if (nv == 0 || nv > 64 || sfl_msg_values_decode(a->msg, a->msg_len, nv, ints, v) != 0)
+            continue;
+        /* what decodes encodes back to the same bytes */
+        if ((enc = malloc(a->msg_len)) == NULL)
+            die("no memory", 0);
+        if ((rc = sfl_msg_values_encode(v, nv, ints, enc)) != 0 ||
+            memcmp(enc, a->msg, a->msg_len) != 0)
+            die("values round trip", rc);
+        free(enc);
+    }
+    sfl_msg_buf_free(buf);
+    sfl_msg_step_answer_free(b);
+    sfl_msg_step_answer_free(a);
+}
+
 static void fz_update(const uint8_t *d, size_t n)
 {
     sfl_update_t *a = NULL, *b = NULL;
@@ -327,6 +392,8 @@ static void (*const types[])(const uint8_t *, size_t) = {
     fz_export,                 /* 18 */
     fz_revoke_req_unpack,      /* 19 */
     fz_revoke_reply_unpack,    /* 20 */
+    fz_sub,                    /* 21: TaskOrWait with a vertical step */
+    fz_step_answer,            /* 22 */
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

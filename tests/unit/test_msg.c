@@ -458,6 +458,11 @@ static void assert_task_equal(const sfl_task_t *a, const sfl_task_t *b)
     assert_memory_equal(a->round_nonce, b->round_nonce, 32);
     assert_memory_equal(a->round_key, b->round_key, 32);
     assert_int_equal(a->max_update_nnz, b->max_update_nnz);
+    assert_int_equal(a->rows, b->rows);
+    assert_int_equal(a->clients, b->clients);
+    assert_int_equal(a->iterations, b->iterations);
+    assert_int_equal(a->first_iteration, b->first_iteration);
+    assert_int_equal(a->round_iterations, b->round_iterations);
     assert_int_equal(a->model->dim, b->model->dim);
     assert_int_equal(a->model->nnz, b->model->nnz);
     assert_memory_equal(a->model->idx, b->model->idx, a->model->nnz * sizeof(uint32_t));
@@ -511,6 +516,120 @@ static void test_msg_task_roundtrip(void **state)
     sfl_msg_task_free(d);
     sfl_msg_buf_free(out);
     sfl_spvec_free(model);
+}
+
+/* Vertical jobs: the task's round, the join's block, a step on the
+ * stream, an answer and its values, and what each refuses. */
+static void test_msg_vertical(void **state)
+{
+    (void)state;
+    sfl_spvec_t *model = small_vec();
+    sfl_task_t t, *d = NULL;
+    sfl_wait_t w = {0};
+    sfl_join_req_t j, dj;
+    sfl_vstep_t st, ds;
+    sfl_step_answer_t a = {0}, *da = NULL;
+    double bc[3] = {0.5, -2, 1e-300}, v[4], back[4] = {-7, 2147483647, 0.25, -0.0};
+    uint8_t *out = NULL, enc[40];
+    size_t n;
+    int kind;
+
+    /* a vertical task */
+    sample_task(&t, model);
+    t.rows = 800;
+    t.clients = 4;
+    t.iterations = 300;
+    t.first_iteration = 200;
+    t.round_iterations = 100;
+    packed_task(&t, &out, &n);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), 0);
+    assert_task_equal(d, &t);
+    sfl_msg_task_free(d);
+    sfl_msg_buf_free(out);
+    t.round_iterations = 101; /* past the job's iterations */
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    assert_detail("task: vertical round: rows 800, clients 4, iterations 200 + 101 of 300");
+    t.round_iterations = 100;
+    t.clients = 0;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    sfl_spvec_free(model);
+
+    /* the block and the ids hash at Join */
+    sample_join(&j);
+    j.dataset.first_column = 11;
+    j.dataset.has_ids = 1;
+    memset(j.dataset.ids_hash, 0xAB, 32);
+    assert_int_equal(sfl_msg_join_req_pack(&j, &out, &n), 0);
+    assert_int_equal(sfl_msg_join_req_unpack(out, n, NULL, &dj), 0);
+    assert_memory_equal(&dj, &j, sizeof(j));
+    sfl_msg_buf_free(out);
+    j.dataset.first_column = UINT32_MAX; /* its block passes column 2^32 */
+    assert_int_equal(sfl_msg_join_req_pack(&j, &out, &n), SFL_EINVAL);
+
+    /* a step: only where one is expected */
+    st = (sfl_vstep_t){.job_id = 3, .round = 2, .attempt = 1, .iteration = 150, .bcast = bc,
+                       .nbcast = 3};
+    assert_int_equal(sfl_msg_vstep_pack(&st, &out, &n), 0);
+    assert_int_equal(sfl_msg_sub_unpack(out, n, NULL, &d, &w, &ds, &kind), 0);
+    assert_int_equal(kind, 's');
+    assert_null(d);
+    assert_true(ds.job_id == 3 && ds.round == 2 && ds.attempt == 1 && ds.iteration == 150);
+    assert_int_equal(ds.nbcast, 3);
+    assert_memory_equal(ds.bcast, bc, sizeof(bc));
+    sfl_msg_vstep_clear(&ds);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), SFL_EPARSE);
+    assert_detail("subscribe message: a vertical step where none is expected");
+    {
+        sfl_msg_limits_t lim;
+
+        sfl_msg_limits_default(&lim);
+        lim.max_dim = 2; /* a broadcast of 3 values is too long */
+        assert_int_equal(sfl_msg_sub_unpack(out, n, &lim, &d, &w, &ds, &kind), SFL_ELIMIT);
+    }
+    sfl_msg_buf_free(out);
+    bc[1] = NAN;
+    assert_int_equal(sfl_msg_vstep_pack(&st, &out, &n), SFL_EINVAL);
+    assert_detail("step: broadcast value 1 is not finite");
+    st.nbcast = 0;
+    assert_int_equal(sfl_msg_vstep_pack(&st, &out, &n), SFL_EINVAL);
+
+    /* an answer and its values: 2 int32 then 2 float64 */
+    assert_int_equal(sfl_msg_values_bytes(4, 2), 24);
+    assert_int_equal(sfl_msg_values_encode(back, 4, 2, enc), 0);
+    assert_int_equal(sfl_msg_values_decode(enc, 24, 4, 2, v), 0);
+    assert_memory_equal(v, back, sizeof(back));
+    assert_int_equal(sfl_msg_values_decode(enc, 23, 4, 2, v), SFL_EPARSE);
+    assert_detail("message of 23 bytes, expected 24 (4 values, 2 of them int32)");
+    back[0] = 0.5; /* not an integer */
+    assert_int_equal(sfl_msg_values_encode(back, 4, 2, enc), SFL_EINVAL);
+    back[0] = 2147483648.0; /* past int32 */
+    assert_int_equal(sfl_msg_values_encode(back, 4, 2, enc), SFL_EINVAL);
+    back[0] = 1;
+    back[3] = INFINITY;
+    assert_int_equal(sfl_msg_values_encode(back, 4, 2, enc), SFL_EINVAL);
+    memset(enc + 16, 0xFF, 8); /* a NaN on the wire */
+    assert_int_equal(sfl_msg_values_decode(enc, 24, 4, 2, v), SFL_EPARSE);
+    assert_int_equal(sfl_msg_values_encode(back, 1, 2, enc), SFL_EINVAL);
+
+    a = (sfl_step_answer_t){.job_id = 3, .round = 2, .attempt = 1, .agent_id = 7,
+                            .iteration = 151, .msg = enc, .msg_len = 24};
+    assert_int_equal(sfl_msg_step_answer_pack(&a, &out, &n), 0);
+    assert_int_equal(sfl_msg_step_answer_unpack(out, n, NULL, &da), 0);
+    assert_true(da->job_id == 3 && da->round == 2 && da->attempt == 1 && da->agent_id == 7 &&
+                da->iteration == 151 && da->msg_len == 24);
+    assert_memory_equal(da->msg, enc, 24);
+    sfl_msg_step_answer_free(da);
+    sfl_msg_buf_free(out);
+    a.msg_len = 0;
+    assert_int_equal(sfl_msg_step_answer_pack(&a, &out, &n), SFL_EINVAL);
+    assert_detail("step answer: message missing");
+    a.msg_len = 24;
+    a.agent_id = 0;
+    assert_int_equal(sfl_msg_step_answer_pack(&a, &out, &n), SFL_EINVAL);
+    /* garbage and truncation never crash */
+    assert_int_equal(sfl_msg_step_answer_unpack((const uint8_t *)"\xff\xff", 2, NULL, &da),
+                     SFL_EPARSE);
+    assert_null(da);
 }
 
 static void test_msg_wait_roundtrip(void **state)
@@ -1205,7 +1324,7 @@ static void test_msg_fixed_lengths(void **state)
     assert_int_equal(sfl_msg_task_or_wait_unpack(empty_env, 2, NULL, &t, &wt), SFL_EPARSE);
     assert_detail("task: signature is 0 bytes, want 64");
     assert_int_equal(sfl_msg_task_or_wait_unpack(empty_env, 0, NULL, &t, &wt), SFL_EPARSE);
-    assert_detail("subscribe message: neither task nor wait");
+    assert_detail("subscribe message: neither task, wait nor step");
     uint8_t sig64[64] = {0};
     envelope(&w, golden_task, 0, sig64, 64);
     assert_int_equal(sfl_msg_task_or_wait_unpack(w.b, w.n, NULL, &t, &wt), SFL_EPARSE);
@@ -1854,6 +1973,7 @@ int main(void)
         cmocka_unit_test(test_msg_golden_update),
         cmocka_unit_test(test_msg_task_roundtrip),
         cmocka_unit_test(test_msg_wait_roundtrip),
+        cmocka_unit_test(test_msg_vertical),
         cmocka_unit_test(test_msg_join_roundtrip),
         cmocka_unit_test(test_msg_small_roundtrips),
         cmocka_unit_test(test_msg_payload_roundtrip),

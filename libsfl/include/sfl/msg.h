@@ -127,6 +127,12 @@ typedef struct sfl_dataset_summary {
     uint32_t dimension; /* features (columns) */
     uint32_t nlabels;   /* distinct label values; 0 for regression */
     double labels[SFL_MSG_MAX_LABELS]; /* strictly ascending, finite */
+    /* Vertical data: the problem column (1-based) of the first local
+     * column, 0 for whole rows; the hash of the sample ids, has_ids 0 for
+     * none. first_column + dimension - 1 fits in 32 bits. */
+    uint32_t first_column;
+    int has_ids;
+    uint8_t ids_hash[SFL_MSG_HASH_BYTES];
 } sfl_dataset_summary_t;
 
 /* Coordinator.Join */
@@ -187,6 +193,14 @@ typedef struct sfl_task {
     uint8_t round_nonce[SFL_MSG_NONCE_BYTES];
     uint8_t round_key[SFL_MSG_KEY_BYTES]; /* X25519 public key */
     uint32_t max_update_nnz;              /* 0 = model dimension */
+    /* Vertical rounds (rows > 0): model is the broadcast at the round's
+     * start; the round runs iterations [first_iteration, first_iteration +
+     * round_iterations) of iterations, among clients block holders. All 0
+     * or all set (rows, clients, iterations, round_iterations >= 1,
+     * first_iteration + round_iterations <= iterations). */
+    uint32_t rows, clients;
+    uint64_t iterations, first_iteration;
+    uint32_t round_iterations;
     /* Set by unpack only. */
     uint8_t signature[SFL_MSG_SIG_BYTES];
     uint8_t *signed_bytes; /* owned: the Task bytes exactly as received,
@@ -217,6 +231,28 @@ int sfl_msg_task_pack(const uint8_t *task, size_t task_len,
                       size_t *len) SFL_MUST_CHECK;
 /* A TaskOrWait carrying a Wait. */
 int sfl_msg_wait_pack(const sfl_wait_t *w, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+
+/* A vertical round's next iteration (TaskOrWait.step). */
+typedef struct sfl_vstep {
+    uint64_t job_id;   /* > 0 */
+    uint64_t round;    /* >= 1 */
+    uint32_t attempt;
+    uint64_t iteration;
+    double *bcast;     /* nbcast values (>= 1), finite; pack: borrowed,
+                          unpack: owned (free with sfl_msg_vstep_clear) */
+    uint32_t nbcast;
+} sfl_vstep_t;
+
+int sfl_msg_vstep_pack(const sfl_vstep_t *s, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+void sfl_msg_vstep_clear(sfl_vstep_t *s);
+
+/* One Subscribe stream message: a task, a wait or (step not NULL) a
+ * vertical step; exactly one of *task (owned), *wait, *step is set (*kind
+ * says which: 't', 'w', 's'). A step's broadcast is at most lim's max_dim
+ * values. With step NULL a step is SFL_EPARSE. */
+int sfl_msg_sub_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                       sfl_task_t **task, sfl_wait_t *wait, sfl_vstep_t *step,
+                       int *kind) SFL_MUST_CHECK;
 /* One Subscribe stream message: either *task is set (returns owned, free
  * with sfl_msg_task_free; its model has been decoded with lim's max_dim
  * and max_nnz, its dim checked against the SparseVector, its hash checked
@@ -225,6 +261,35 @@ int sfl_msg_wait_pack(const sfl_wait_t *w, uint8_t **out, size_t *len) SFL_MUST_
 int sfl_msg_task_or_wait_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                 sfl_task_t **task, sfl_wait_t *wait) SFL_MUST_CHECK;
 void sfl_msg_task_free(sfl_task_t *t);
+
+/* Coordinator.SubmitStep request: an agent's answer to one iteration. */
+typedef struct sfl_step_answer {
+    uint64_t job_id;   /* > 0 */
+    uint64_t round;    /* >= 1 */
+    uint32_t attempt;
+    uint64_t agent_id; /* > 0 */
+    uint64_t iteration;
+    uint8_t *msg;      /* the algorithm's message (sfl_msg_values_encode),
+                          never empty; pack: borrowed, unpack: owned */
+    size_t msg_len;
+} sfl_step_answer_t;
+
+int sfl_msg_step_answer_pack(const sfl_step_answer_t *m, uint8_t **out,
+                             size_t *len) SFL_MUST_CHECK;
+/* msg_len is at most lim's max_message. */
+int sfl_msg_step_answer_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               sfl_step_answer_t **out) SFL_MUST_CHECK;
+void sfl_msg_step_answer_free(sfl_step_answer_t *m);
+
+/* n values as the wire carries a vertical message: the first nints as
+ * little-endian int32 (each an integer in the int32 range), the rest as
+ * little-endian float64 (finite). Bytes: 4 nints + 8 (n - nints).
+ * encode: SFL_EINVAL for a value that does not fit; decode: SFL_EPARSE for
+ * another length, a non-finite value. */
+size_t sfl_msg_values_bytes(size_t n, size_t nints);
+int sfl_msg_values_encode(const double *v, size_t n, size_t nints, uint8_t *out) SFL_MUST_CHECK;
+int sfl_msg_values_decode(const uint8_t *buf, size_t len, size_t n, size_t nints,
+                          double *v) SFL_MUST_CHECK;
 
 /* Coordinator.SubmitUpdate request */
 typedef struct sfl_update {
@@ -335,6 +400,8 @@ typedef struct sfl_job_spec {
     int ordered_aggregation; /* 0 or 1 */
     double max_update_norm;  /* finite, >= 0; 0 = default */
     double max_samples;      /* finite, >= 0; 0 = default */
+    uint32_t rows;                 /* vertical jobs: n */
+    uint32_t iterations_per_round; /* vertical jobs; 0 = 100 */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {
@@ -363,6 +430,10 @@ typedef struct sfl_job_status {
     double last_personal_accuracy; /* personalized algorithms; else 0 */
     char loss[SFL_MSG_NAME_LEN]; /* JobSpec.loss */
     char waiting[SFL_MSG_TEXT_LEN]; /* why the round cannot start; "" otherwise */
+    uint64_t iteration; /* vertical jobs: the iteration in progress */
+    /* Private jobs: the ledger (all finite, >= 0; 0 otherwise). */
+    double privacy_epsilon, privacy_delta, privacy_spent, privacy_spent_rdp;
+    uint64_t privacy_iterations;
 } sfl_job_status_t;
 
 /* CreateJobRequest */
@@ -504,6 +575,8 @@ typedef struct sfl_round_summary {
     uint32_t model_nnz;
     uint64_t bytes_up, bytes_down;
     double personal_accuracy; /* finite; personalized algorithms, else 0 */
+    uint64_t privacy_iterations; /* private vertical jobs, else 0 */
+    double privacy_spent, privacy_spent_rdp; /* finite, >= 0 */
 } sfl_round_summary_t;
 
 typedef struct sfl_job_history {

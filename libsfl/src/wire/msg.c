@@ -404,6 +404,15 @@ static int get_summary(const chk_t *c, const Sfl__V1__DatasetSummary *p,
         return fail(c, c->bad, "dataset missing");
     o->samples = p->samples;
     o->dimension = p->dimension;
+    o->first_column = p->first_column;
+    if (p->sample_ids_hash.len != 0) {
+        int rc = get_fixed(c, "dataset.sample_ids_hash", &p->sample_ids_hash, o->ids_hash,
+                           SFL_MSG_HASH_BYTES);
+
+        if (rc < 0)
+            return rc;
+        o->has_ids = 1;
+    }
     return get_labels(c, "dataset.labels", p->labels, p->n_labels, &o->nlabels, o->labels);
 }
 
@@ -481,6 +490,9 @@ static void put_summary(const sfl_dataset_summary_t *s, Sfl__V1__DatasetSummary 
     o->dimension = s->dimension;
     o->n_labels = s->nlabels;
     o->labels = (double *)(uintptr_t)s->labels;
+    o->first_column = s->first_column;
+    if (s->has_ids)
+        o->sample_ids_hash = bin(s->ids_hash, SFL_MSG_HASH_BYTES);
 }
 
 /* Encodes v into sv; *data is owned by the caller (sfl__free). */
@@ -612,6 +624,11 @@ static int check_bool(const chk_t *c, const char *field, int v)
 
 static int check_summary(const chk_t *c, const sfl_dataset_summary_t *s)
 {
+    if (s->first_column != 0 && (uint64_t)s->first_column + s->dimension - 1 > UINT32_MAX)
+        return fail(c, c->bad, "dataset block [%u, %u + %u) passes column 2^32",
+                    s->first_column, s->first_column, s->dimension);
+    if (check_bool(c, "dataset.has_ids", s->has_ids) < 0)
+        return c->bad;
     return check_labels(c, "dataset.labels", s->nlabels, s->labels);
 }
 
@@ -738,6 +755,7 @@ typedef struct wire {
         Sfl__V1__JobHistoryReply history;
         Sfl__V1__RevokeRequest revoke_req;
         Sfl__V1__RevokeReply revoke_reply;
+        Sfl__V1__StepAnswer step_answer;
     } pb; /* the message itself, initialised from its type's descriptor */
     Sfl__V1__DatasetSummary ds;
     Sfl__V1__AlgorithmParams pp;
@@ -748,6 +766,7 @@ typedef struct wire {
     Sfl__V1__JobStatus job;
     Sfl__V1__SignedTask signed_task;
     Sfl__V1__Wait wait;
+    Sfl__V1__VerticalStep vstep;
     char *tags[2][SFL_MSG_MAX_TAGS];
     uint8_t hash[SFL_MSG_HASH_BYTES]; /* BLAKE2b-256 of data, where put needs it */
     uint8_t *data;                    /* owned: the encoded vector */
@@ -788,6 +807,7 @@ static int pack_msg(const msg_type_t *t, const void *m, uint8_t *hash, uint8_t *
         .job = SFL__V1__JOB_STATUS__INIT,
         .signed_task = SFL__V1__SIGNED_TASK__INIT,
         .wait = SFL__V1__WAIT__INIT,
+        .vstep = SFL__V1__VERTICAL_STEP__INIT,
     };
     const chk_t c = {t->name, SFL_EINVAL, NULL, 0};
     wire_t w = init;
@@ -1118,6 +1138,13 @@ static int check_task(const chk_t *c, const void *p)
     if (t->model != NULL && t->max_update_nnz > t->model->dim)
         return fail(c, c->bad, "max_update_nnz %u exceeds the model dimension %u",
                     t->max_update_nnz, t->model->dim);
+    if ((t->rows | t->clients | t->iterations | t->first_iteration | t->round_iterations) != 0 &&
+        (t->rows == 0 || t->clients == 0 || t->round_iterations == 0 ||
+         t->first_iteration > t->iterations ||
+         t->round_iterations > t->iterations - t->first_iteration))
+        return fail(c, c->bad, "vertical round: rows %u, clients %u, iterations %llu + %u of "
+                    "%llu", t->rows, t->clients, (unsigned long long)t->first_iteration,
+                    t->round_iterations, (unsigned long long)t->iterations);
     return 0;
 }
 
@@ -1165,6 +1192,11 @@ static int put_task(const chk_t *c, const void *p, wire_t *w)
     pb->round_nonce = bin(t->round_nonce, SFL_MSG_NONCE_BYTES);
     pb->round_key = bin(t->round_key, SFL_MSG_KEY_BYTES);
     pb->max_update_nnz = t->max_update_nnz;
+    pb->rows = t->rows;
+    pb->clients = t->clients;
+    pb->iterations = t->iterations;
+    pb->first_iteration = t->first_iteration;
+    pb->round_iterations = t->round_iterations;
     return 0;
 }
 
@@ -1237,6 +1269,221 @@ int sfl_msg_wait_pack(const sfl_wait_t *w, uint8_t **out, size_t *len)
     return pack_msg(&wait_type, w, NULL, out, len);
 }
 
+/* ---- vertical steps and answers ---------------------------------------------- */
+
+size_t sfl_msg_values_bytes(size_t n, size_t nints)
+{
+    return nints > n ? 0 : 4 * nints + 8 * (n - nints);
+}
+
+int sfl_msg_values_encode(const double *v, size_t n, size_t nints, uint8_t *out)
+{
+    if (nints > n)
+        return sfl__fail(SFL_EINVAL, "%zu integers in a message of %zu values", nints, n);
+    for (size_t i = 0; i < n; i++) {
+        if (i < nints) {
+            uint32_t u;
+
+            if (!(v[i] >= INT32_MIN && v[i] <= INT32_MAX) || v[i] != (double)(int32_t)v[i])
+                return sfl__fail(SFL_EINVAL, "message value %zu (%.17g) is not an int32", i,
+                                 v[i]);
+            u = (uint32_t)(int32_t)v[i];
+            for (int b = 0; b < 4; b++)
+                *out++ = (uint8_t)(u >> (8 * b));
+        } else {
+            uint64_t u;
+
+            if (!isfinite(v[i]))
+                return sfl__fail(SFL_EINVAL, "message value %zu is not finite", i);
+            memcpy(&u, &v[i], 8);
+            for (int b = 0; b < 8; b++)
+                *out++ = (uint8_t)(u >> (8 * b));
+        }
+    }
+    return 0;
+}
+
+int sfl_msg_values_decode(const uint8_t *buf, size_t len, size_t n, size_t nints, double *v)
+{
+    if (nints > n || len != sfl_msg_values_bytes(n, nints))
+        return sfl__fail(SFL_EPARSE, "message of %zu bytes, expected %zu (%zu values, %zu of "
+                         "them int32)", len, sfl_msg_values_bytes(n, nints), n, nints);
+    for (size_t i = 0; i < n; i++) {
+        if (i < nints) {
+            uint32_t u = 0;
+
+            for (int b = 0; b < 4; b++)
+                u |= (uint32_t)*buf++ << (8 * b);
+            v[i] = (double)(int32_t)u;
+        } else {
+            uint64_t u = 0;
+
+            for (int b = 0; b < 8; b++)
+                u |= (uint64_t)*buf++ << (8 * b);
+            memcpy(&v[i], &u, 8);
+            if (!isfinite(v[i]))
+                return sfl__fail(SFL_EPARSE, "message value %zu is not finite", i);
+        }
+    }
+    return 0;
+}
+
+static int check_vstep(const chk_t *c, const void *p)
+{
+    const sfl_vstep_t *m = p;
+    int rc;
+
+    if ((rc = check_id(c, "job_id", m->job_id)) < 0 || (rc = check_id(c, "round", m->round)) < 0)
+        return rc;
+    if (m->nbcast == 0 || m->bcast == NULL)
+        return fail(c, c->bad, "broadcast missing");
+    for (uint32_t i = 0; i < m->nbcast; i++)
+        if (!isfinite(m->bcast[i]))
+            return fail(c, c->bad, "broadcast value %u is not finite", i);
+    return 0;
+}
+
+static int put_vstep(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_vstep_t *m = p;
+    size_t n = sfl_msg_values_bytes(m->nbcast, 0);
+
+    if ((w->data = sfl__malloc(n)) == NULL)
+        return fail(c, SFL_ENOMEM, "no memory for the broadcast");
+    if (sfl_msg_values_encode(m->bcast, m->nbcast, 0, w->data) < 0)
+        return fail(c, SFL_EINVAL, "%s", sfl_last_error());
+    w->vstep.job_id = m->job_id;
+    w->vstep.round = m->round;
+    w->vstep.attempt = m->attempt;
+    w->vstep.iteration = m->iteration;
+    w->vstep.broadcast = bin(w->data, n);
+    w->pb.task_or_wait.kind_case = SFL__V1__TASK_OR_WAIT__KIND_STEP;
+    w->pb.task_or_wait.step = &w->vstep;
+    return 0;
+}
+
+static const msg_type_t vstep_type = {"step", &sfl__v1__task_or_wait__descriptor, check_vstep,
+    put_vstep, NULL, 0, NULL, 0, NULL};
+
+int sfl_msg_vstep_pack(const sfl_vstep_t *st, uint8_t **out, size_t *len)
+{
+    return pack_msg(&vstep_type, st, NULL, out, len);
+}
+
+void sfl_msg_vstep_clear(sfl_vstep_t *st)
+{
+    if (st == NULL)
+        return;
+    sfl__free(st->bcast);
+    memset(st, 0, sizeof(*st));
+}
+
+static int get_vstep(const chk_t *c, const Sfl__V1__VerticalStep *pb, sfl_vstep_t *st)
+{
+    size_t n;
+    int rc;
+
+    memset(st, 0, sizeof(*st));
+    st->job_id = pb->job_id;
+    st->round = pb->round;
+    st->attempt = pb->attempt;
+    st->iteration = pb->iteration;
+    n = pb->broadcast.len / 8;
+    if (pb->broadcast.len % 8 != 0 || n == 0)
+        return fail(c, c->bad, "broadcast of %zu bytes is not a whole number of float64s",
+                    pb->broadcast.len);
+    if (n > c->lim->max_dim)
+        return fail(c, SFL_ELIMIT, "broadcast of %zu values exceeds the limit of %u", n,
+                    c->lim->max_dim);
+    if ((st->bcast = sfl__mallocarray(n, sizeof(double))) == NULL)
+        return fail(c, SFL_ENOMEM, "no memory for the broadcast");
+    st->nbcast = (uint32_t)n;
+    if (sfl_msg_values_decode(pb->broadcast.data, pb->broadcast.len, n, 0, st->bcast) < 0)
+        rc = fail(c, c->bad, "broadcast: %s", sfl_last_error());
+    else
+        rc = check_vstep(c, st);
+    if (rc < 0)
+        sfl_msg_vstep_clear(st);
+    return rc;
+}
+
+static int check_step_answer(const chk_t *c, const void *p)
+{
+    const sfl_step_answer_t *m = p;
+    int rc;
+
+    if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = check_id(c, "round", m->round)) < 0 ||
+        (rc = check_id(c, "agent_id", m->agent_id)) < 0)
+        return rc;
+    if (m->msg_len == 0 || m->msg == NULL)
+        return fail(c, c->bad, "message missing");
+    return 0;
+}
+
+static int put_step_answer(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_step_answer_t *m = p;
+    Sfl__V1__StepAnswer *pb = &w->pb.step_answer;
+
+    (void)c;
+    pb->job_id = m->job_id;
+    pb->round = m->round;
+    pb->attempt = m->attempt;
+    pb->agent_id = m->agent_id;
+    pb->iteration = m->iteration;
+    pb->message = bin(m->msg, m->msg_len);
+    return 0;
+}
+
+static int get_step_answer(const chk_t *c, void *p, void *out)
+{
+    Sfl__V1__StepAnswer *pb = p;
+    sfl_step_answer_t *m = out;
+
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->attempt = pb->attempt;
+    m->agent_id = pb->agent_id;
+    m->iteration = pb->iteration;
+    /* taken over, as get_update does */
+    m->msg = pb->message.data;
+    m->msg_len = pb->message.len;
+    pb->message.data = NULL;
+    pb->message.len = 0;
+    return check_step_answer(c, m);
+}
+
+void sfl_msg_step_answer_free(sfl_step_answer_t *m)
+{
+    if (m != NULL)
+        sfl__free(m->msg);
+    sfl__free(m);
+}
+
+static void free_step_answer(void *m)
+{
+    sfl_msg_step_answer_free(m);
+}
+
+static const msg_type_t step_answer_type = {"step answer", &sfl__v1__step_answer__descriptor,
+    check_step_answer, put_step_answer, get_step_answer, sizeof(sfl_step_answer_t),
+    free_step_answer, 0, NULL};
+
+int sfl_msg_step_answer_pack(const sfl_step_answer_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&step_answer_type, m, NULL, out, len);
+}
+
+int sfl_msg_step_answer_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               sfl_step_answer_t **out)
+{
+    int rc;
+
+    *out = unpack_msg(&step_answer_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}
+
 void sfl_msg_task_free(sfl_task_t *t)
 {
     if (t == NULL)
@@ -1265,6 +1512,11 @@ static int get_task(const chk_t *c, const sfl_msg_limits_t *lim, sfl_task_t *t)
     t->seed = pb->seed;
     t->deadline_ms = pb->deadline_ms;
     t->max_update_nnz = pb->max_update_nnz;
+    t->rows = pb->rows;
+    t->clients = pb->clients;
+    t->iterations = pb->iterations;
+    t->first_iteration = pb->first_iteration;
+    t->round_iterations = pb->round_iterations;
     v = (int)pb->update_mode;
     if ((rc = get_str(c, "algorithm", pb->algorithm, t->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_params(c, pb->params, &t->params)) < 0 ||
@@ -1302,20 +1554,37 @@ out:
 int sfl_msg_task_or_wait_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                 sfl_task_t **task, sfl_wait_t *wait)
 {
+    int kind;
+
+    return sfl_msg_sub_unpack(buf, len, lim, task, wait, NULL, &kind);
+}
+
+int sfl_msg_sub_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                       sfl_task_t **task, sfl_wait_t *wait, sfl_vstep_t *step, int *kind)
+{
     sfl_msg_limits_t tmp;
     const chk_t cs = {"subscribe message", SFL_EPARSE, limits(lim, &tmp), 0};
     const chk_t ct = {"task", SFL_EPARSE, cs.lim, 0};
     const chk_t cw = {"wait", SFL_EPARSE, cs.lim, 0};
+    const chk_t cv = {"step", SFL_EPARSE, cs.lim, 0};
     Sfl__V1__TaskOrWait *pb = NULL;
     sfl_task_t *t = NULL;
     int rc;
 
-    assert(task != NULL && wait != NULL);
+    assert(task != NULL && wait != NULL && kind != NULL);
     *task = NULL;
+    *kind = 0;
     lim = cs.lim;
     pb = unpack(&sfl__v1__task_or_wait__descriptor, &cs, buf, len, lim->max_message, &rc);
     if (pb == NULL)
         goto out;
+    if (pb->kind_case == SFL__V1__TASK_OR_WAIT__KIND_STEP && pb->step != NULL) {
+        if (step == NULL)
+            rc = fail(&cs, SFL_EPARSE, "a vertical step where none is expected");
+        else if ((rc = get_vstep(&cv, pb->step, step)) == 0)
+            *kind = 's';
+        goto out;
+    }
     if (pb->kind_case == SFL__V1__TASK_OR_WAIT__KIND_WAIT && pb->wait != NULL) {
         sfl_wait_t w;
 
@@ -1325,10 +1594,11 @@ int sfl_msg_task_or_wait_unpack(const uint8_t *buf, size_t len, const sfl_msg_li
             (rc = check_wait(&cw, &w)) < 0)
             goto out;
         *wait = w;
+        *kind = 'w';
         goto out;
     }
     if (pb->kind_case != SFL__V1__TASK_OR_WAIT__KIND_TASK || pb->task == NULL) {
-        rc = fail(&cs, SFL_EPARSE, "neither task nor wait");
+        rc = fail(&cs, SFL_EPARSE, "neither task, wait nor step");
         goto out;
     }
     t = sfl__calloc(1, sizeof(*t));
@@ -1359,6 +1629,7 @@ int sfl_msg_task_or_wait_unpack(const uint8_t *buf, size_t len, const sfl_msg_li
     if (rc < 0)
         goto out;
     *task = t;
+    *kind = 't';
     t = NULL;
 out:
     sfl_msg_task_free(t);
@@ -1788,6 +2059,8 @@ static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
     js->ordered_aggregation = m->ordered_aggregation;
     js->max_update_norm = m->max_update_norm;
     js->max_samples = m->max_samples;
+    js->rows = m->rows;
+    js->iterations_per_round = m->iterations_per_round;
     w->pb.create_job.spec = js;
     return 0;
 }
@@ -1823,6 +2096,8 @@ static int get_job_spec(const chk_t *c, void *p, void *out)
     m->ordered_aggregation = js->ordered_aggregation ? 1 : 0;
     m->max_update_norm = js->max_update_norm;
     m->max_samples = js->max_samples;
+    m->rows = js->rows;
+    m->iterations_per_round = js->iterations_per_round;
     return check_job_spec(c, m);
 }
 
@@ -1856,8 +2131,15 @@ static int check_job_status(const chk_t *c, const void *p)
         (rc = check_finite(c, "last_eval_accuracy", m->last_eval_accuracy)) < 0 ||
         (rc = check_finite(c, "last_eval_mse", m->last_eval_mse)) < 0 ||
         (rc = check_finite(c, "last_personal_accuracy", m->last_personal_accuracy)) < 0 ||
+        (rc = check_finite(c, "privacy_epsilon", m->privacy_epsilon)) < 0 ||
+        (rc = check_finite(c, "privacy_delta", m->privacy_delta)) < 0 ||
+        (rc = check_finite(c, "privacy_spent", m->privacy_spent)) < 0 ||
+        (rc = check_finite(c, "privacy_spent_rdp", m->privacy_spent_rdp)) < 0 ||
         (rc = check_str(c, "waiting", m->waiting, SFL_MSG_TEXT_LEN, 0)) < 0)
         return rc;
+    if (m->privacy_epsilon < 0 || m->privacy_delta < 0 || m->privacy_spent < 0 ||
+        m->privacy_spent_rdp < 0)
+        return fail(c, c->bad, "privacy ledger values must be >= 0");
     return 0;
 }
 
@@ -1886,6 +2168,12 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->last_personal_accuracy = m->last_personal_accuracy;
     o->loss = str(m->loss);
     o->waiting = str(m->waiting);
+    o->iteration = m->iteration;
+    o->privacy_epsilon = m->privacy_epsilon;
+    o->privacy_delta = m->privacy_delta;
+    o->privacy_spent = m->privacy_spent;
+    o->privacy_spent_rdp = m->privacy_spent_rdp;
+    o->privacy_iterations = m->privacy_iterations;
 }
 
 static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
@@ -1913,6 +2201,12 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
     m->last_eval_accuracy = p->last_eval_accuracy;
     m->last_eval_mse = p->last_eval_mse;
     m->last_personal_accuracy = p->last_personal_accuracy;
+    m->iteration = p->iteration;
+    m->privacy_epsilon = p->privacy_epsilon;
+    m->privacy_delta = p->privacy_delta;
+    m->privacy_spent = p->privacy_spent;
+    m->privacy_spent_rdp = p->privacy_spent_rdp;
+    m->privacy_iterations = p->privacy_iterations;
     if ((rc = get_str(c, "name", p->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "algorithm", p->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0 ||
@@ -2648,8 +2942,12 @@ static int check_round_summary(const chk_t *c, const void *p)
         (rc = check_finite(c, "rounds.train_loss", r->train_loss)) < 0 ||
         (rc = check_finite(c, "rounds.eval_accuracy", r->eval_accuracy)) < 0 ||
         (rc = check_finite(c, "rounds.eval_mse", r->eval_mse)) < 0 ||
-        (rc = check_finite(c, "rounds.personal_accuracy", r->personal_accuracy)) < 0)
+        (rc = check_finite(c, "rounds.personal_accuracy", r->personal_accuracy)) < 0 ||
+        (rc = check_finite(c, "rounds.privacy_spent", r->privacy_spent)) < 0 ||
+        (rc = check_finite(c, "rounds.privacy_spent_rdp", r->privacy_spent_rdp)) < 0)
         return rc;
+    if (r->privacy_spent < 0 || r->privacy_spent_rdp < 0)
+        return fail(c, c->bad, "rounds.privacy_spent must be >= 0");
     return 0;
 }
 
@@ -2707,6 +3005,9 @@ static int put_history(const chk_t *c, const void *p, wire_t *w)
         blk[i].bytes_up = r->bytes_up;
         blk[i].bytes_down = r->bytes_down;
         blk[i].personal_accuracy = r->personal_accuracy;
+        blk[i].privacy_iterations = r->privacy_iterations;
+        blk[i].privacy_spent = r->privacy_spent;
+        blk[i].privacy_spent_rdp = r->privacy_spent_rdp;
         ptrs[i] = &blk[i];
     }
     pb->rounds = ptrs;
@@ -2736,6 +3037,9 @@ static int get_round_at(const chk_t *c, const void *src, size_t i, void *dst)
     r->bytes_up = p->bytes_up;
     r->bytes_down = p->bytes_down;
     r->personal_accuracy = p->personal_accuracy;
+    r->privacy_iterations = p->privacy_iterations;
+    r->privacy_spent = p->privacy_spent;
+    r->privacy_spent_rdp = p->privacy_spent_rdp;
     return check_round_summary(c, r);
 }
 
