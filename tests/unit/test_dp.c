@@ -181,6 +181,22 @@ static void test_dp_secure_differs(void **state)
     /* Eight equal draws of a scale-2^20 integer: probability below 2^-100. */
     assert_false(lsame);
     assert_false(gsame);
+    /* The batch: a fresh source fills it at its first word, hands the
+     * words out once each (wiped as taken) and refills when empty. */
+    assert_int_equal(sfl_dp_rng_secure(&r), 0);
+    assert_int_equal(r.left, 0);
+    {
+        uint64_t w[SFL_DP_RNG_BATCH + 1];
+
+        for (int i = 0; i <= SFL_DP_RNG_BATCH; i++) {
+            w[i] = sfl_dp_rng_u64(&r);
+            assert_int_equal(r.left, (SFL_DP_RNG_BATCH - 1 - i + SFL_DP_RNG_BATCH) %
+                                         SFL_DP_RNG_BATCH);
+            assert_true(r.batch[r.left] == 0);
+        }
+        for (int i = 1; i <= SFL_DP_RNG_BATCH; i++)
+            assert_true(w[i] != w[i - 1]);
+    }
 }
 
 static void test_dp_invalid_is_nan(void **state)

@@ -45,6 +45,7 @@ int sfl_dp_rng_secure(sfl_dp_rng_t *r)
         return sfl__fail(SFL_EIO, "libsodium cannot be initialised");
     r->source = SFL_DP_SECURE;
     sfl_rng_seed(&r->seeded, 0, 0, 0, SFL_STREAM_DP); /* unused; defined */
+    r->left = 0;
     return 0;
 }
 
@@ -60,7 +61,12 @@ uint64_t sfl_dp_rng_u64(sfl_dp_rng_t *r)
 
     if (r->source == SFL_DP_SEEDED)
         return sfl_rng_u64(&r->seeded);
-    randombytes_buf(&x, sizeof(x));
+    if (r->left == 0) {
+        randombytes_buf(r->batch, sizeof(r->batch));
+        r->left = SFL_DP_RNG_BATCH;
+    }
+    x = r->batch[--r->left];
+    r->batch[r->left] = 0;
     return x;
 }
 
