@@ -31,5 +31,8 @@ echo "== the store beside a 256 MB checkpoint commit: a loop write before (two c
 "$B/bench/bench_writer" 256
 echo "== coordinator event-loop lag while a d = 1e6 job commits checkpoints beside a small job"
 sh bench/bench_stall.sh "$B"
+echo "== vertical DP-BCFW over the network: iterations/s for K = 4, 8, 16 agents (n = 800, d = 8000, m = 80) beside a horizontal round's turnaround; bytes per iteration vs Corollary 1's payload"
+sh bench/bench_vertical.sh "$B"
+DP_NOISE=0 KS=16 sh bench/bench_vertical.sh "$B" | sed 's/^bench_vertical /bench_vertical noise=off /'
 echo "== coordinator with 1000 concurrent agents on loopback (cohort 100)"
 sh bench/bench_load.sh "$B"

@@ -11,6 +11,7 @@
  * call is still the one the agent holds, so whatever a session reports
  * while it is torn down is ignored. */
 #include "agent.h"
+#include "vblock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -42,6 +43,7 @@
 #define PATH_SUBSCRIBE "/sfl.v1.Coordinator/Subscribe"
 #define PATH_SUBMIT "/sfl.v1.Coordinator/SubmitUpdate"
 #define PATH_HEARTBEAT "/sfl.v1.Coordinator/Heartbeat"
+#define PATH_STEP "/sfl.v1.Coordinator/SubmitStep"
 
 /* Longest SubmitUpdate deadline: a slow uplink gets until the task's
  * deadline plus the connect timeout, but never more than this. */
@@ -126,6 +128,14 @@ struct agent {
     train_t *outbox;   /* sealed, being submitted or waiting to be */
     sfl_task_t *next;  /* a verified task that arrived while busy */
     sfl_algo_ws_t ws;  /* touched only by the work in flight */
+
+    /* A vertical round (vblock.h), its answers on the loop. */
+    agent_vert_t *vert;
+    sfl_grpc_call_t *step_call; /* the last answer in flight */
+    uint8_t *vlast;             /* the last answer's bytes, sent again (never
+                                   recomputed) if its iteration is asked again */
+    size_t vlast_len;
+    uint64_t vlast_it;
 };
 
 typedef enum {
@@ -142,7 +152,8 @@ typedef enum {
     EV_STREAM_END,
     EV_TRAINED,
     EV_ACK,
-    EV_SUBMIT_FAILED
+    EV_SUBMIT_FAILED,
+    EV_STEP
 } ev_type_t;
 
 typedef struct ev {
@@ -155,6 +166,7 @@ typedef struct ev {
     const sfl_wait_t *wait;        /* EV_WAIT */
     train_t *train;                /* EV_TRAINED: step() owns it */
     const sfl_ack_t *ack;          /* EV_ACK */
+    const sfl_vstep_t *vstep;      /* EV_STEP */
 } ev_t;
 
 static void step(agent_t *a, const ev_t *e);
@@ -486,6 +498,20 @@ static int load_data(agent_t *a)
     if ((rc = read_data(a->cfg.data, &a->data)) < 0 ||
         (rc = agent_summarize(a->data, &a->summary)) < 0)
         return rc;
+    if (a->cfg.block_first != 0) {
+        /* a column block: its width is the configuration's (a LibSVM file
+         * need not use the last column), its rows aligned by sample id */
+        if (a->data->X->ncols > a->cfg.block_cols)
+            return sfl__fail(SFL_EDIM, "data has %u columns, block says %u", a->data->X->ncols,
+                             a->cfg.block_cols);
+        if ((rc = sfl_dataset_set_ncols(a->data, a->cfg.block_cols)) < 0 ||
+            (rc = agent_vert_ids_hash(a->cfg.ids_file, a->data->X->nrows,
+                                      a->summary.ids_hash)) < 0)
+            return rc;
+        a->summary.dimension = a->cfg.block_cols;
+        a->summary.first_column = a->cfg.block_first;
+        a->summary.has_ids = 1;
+    }
     if (a->cfg.eval_file[0] == '\0')
         return 0;
     if ((rc = read_data(a->cfg.eval_file, &a->eval)) < 0 ||
@@ -651,6 +677,8 @@ void agent_free(agent_t *a)
     sfl_identity_free(a->id);
     sfl_dataset_free(a->data);
     sfl_dataset_free(a->eval);
+    agent_vert_free(a->vert);
+    sfl__free(a->vlast);
     sfl__free(a);
 }
 
@@ -699,14 +727,15 @@ uint32_t agent_eval_rows(const agent_t *a)
 
 static void forget_calls(agent_t *a)
 {
-    a->join_call = a->sub_call = a->hb_call = a->submit_call = NULL;
+    a->join_call = a->sub_call = a->hb_call = a->submit_call = a->step_call = NULL;
 }
 
 /* Cancels the link's calls, detaches and closes it; it frees itself. */
 static void drop_link(agent_t *a)
 {
     sfl_grpcconn_t *l = a->link;
-    sfl_grpc_call_t *calls[] = {a->join_call, a->sub_call, a->hb_call, a->submit_call};
+    sfl_grpc_call_t *calls[] = {a->join_call, a->sub_call, a->hb_call, a->submit_call,
+                                a->step_call};
 
     if (l == NULL)
         return;
@@ -802,23 +831,28 @@ static void on_sub_msg(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, vo
     sfl_msg_limits_t lim;
     sfl_task_t *t = NULL;
     sfl_wait_t w;
+    sfl_vstep_t vs;
     char q[300];
-    int rc;
+    int rc, kind;
 
     if (call != a->sub_call)
         return;
     sfl_msg_limits_default(&lim);
     lim.max_message = AGENT_MAX_MESSAGE;
-    if ((rc = sfl_msg_task_or_wait_unpack(msg, len, &lim, &t, &w)) < 0) {
+    if ((rc = sfl_msg_sub_unpack(msg, len, &lim, &t, &w, &vs, &kind)) < 0) {
         a->stats.tasks_refused++;
         say(a, "warn", "task_refused", "reason=malformed error=%s",
             quote(q, sizeof(q), sfl_last_error()));
         return;
     }
-    if (t != NULL)
+    if (kind == 't')
         step(a, &(ev_t){.type = EV_TASK, .task = t});
-    else
+    else if (kind == 'w')
         step(a, &(ev_t){.type = EV_WAIT, .wait = &w});
+    else {
+        step(a, &(ev_t){.type = EV_STEP, .vstep = &vs});
+        sfl_msg_vstep_clear(&vs);
+    }
 }
 
 static void on_sub_done(sfl_grpc_call_t *call, int status, const char *message, void *ud)
@@ -929,6 +963,12 @@ static void on_hb_timer(uv_timer_t *t)
         r.job_id = w->task->job_id;
         r.round = w->task->round;
         r.attempt = w->task->attempt;
+    } else if (a->vert != NULL) {
+        /* a vertical round: alive while it waits for the other blocks */
+        uint64_t first;
+
+        agent_vert_round(a->vert, &r.job_id, &r.round, &r.attempt, &first);
+        r.phase = SFL_PHASE_TRAINING;
     }
     r.conditions = a->conditions;
     if ((rc = sfl_msg_heartbeat_req_pack(&r, &buf, &len)) < 0) {
@@ -1409,6 +1449,127 @@ static agent_state_t joined(agent_t *a, const sfl_join_reply_t *r)
     return settle(a);
 }
 
+/* ---- vertical rounds (vblock.h) ---------------------------------------------- */
+
+static void on_step(sfl_grpc_call_t *call, int status, const char *message,
+                    const uint8_t *resp, size_t len, void *ud)
+{
+    agent_t *a = ud;
+    sfl_ack_t ack;
+    char q[300], sq[80];
+
+    if (call == a->step_call)
+        a->step_call = NULL;
+    if (status != SFL_GRPC_STATUS_OK) {
+        say(a, "warn", "step_failed", "status=%s message=%s",
+            status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message));
+        return;
+    }
+    if (sfl_msg_ack_unpack(resp, len, NULL, &ack) < 0) {
+        say(a, "warn", "step_failed", "error=%s", quote(q, sizeof(q), sfl_last_error()));
+        return;
+    }
+    if ((unsigned)ack.status < sizeof(a->stats.acks) / sizeof(a->stats.acks[0]))
+        a->stats.acks[ack.status]++;
+    if (ack.status != SFL_ACK_ACCEPTED)
+        say(a, "warn", "step_ack", "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
+            ack.job_id, ack.round, sfl_msg_ack_name(ack.status), quote(q, sizeof(q), ack.reason));
+}
+
+/* Sends the answer to iteration it: the bytes of the last answer when it
+ * is that one's (a reconnect), else a fresh one (never twice). */
+static void vert_answer(agent_t *a, uint64_t it, const double *b, size_t nb)
+{
+    sfl_step_answer_t m = {0};
+    uint8_t *msg = NULL, *buf = NULL;
+    size_t len = 0, blen = 0;
+    uint64_t first;
+    char q[300];
+    int rc;
+
+    if (a->link == NULL)
+        return;
+    agent_vert_round(a->vert, &m.job_id, &m.round, &m.attempt, &first);
+    if (a->vlast != NULL && a->vlast_it == it) {
+        msg = a->vlast;
+        len = a->vlast_len;
+    } else if ((rc = agent_vert_step(a->vert, it, b, nb, &msg, &len)) < 0) {
+        say(a, "warn", "step_refused", "job=%" PRIu64 " round=%" PRIu64 " iteration=%" PRIu64
+            " error=%s", m.job_id, m.round, it, quote(q, sizeof(q), sfl_last_error()));
+        return;
+    } else {
+        sfl__free(a->vlast);
+        a->vlast = msg;
+        a->vlast_len = len;
+        a->vlast_it = it;
+    }
+    m.agent_id = a->agent_id;
+    m.iteration = it;
+    m.msg = msg;
+    m.msg_len = len;
+    if ((rc = sfl_msg_step_answer_pack(&m, &buf, &blen)) < 0 ||
+        (rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_STEP, buf, blen,
+                                  (uint32_t)a->cfg.connect_timeout_ms, on_step, a,
+                                  &a->step_call)) < 0) {
+        a->step_call = NULL;
+        say(a, "warn", "step_failed", "job=%" PRIu64 " iteration=%" PRIu64 " error=%s",
+            m.job_id, it, quote(q, sizeof(q), sfl_last_error()));
+    }
+    sfl_msg_buf_free(buf);
+    a->stats.steps++;
+}
+
+static void vert_task(agent_t *a, sfl_task_t *t)
+{
+    agent_vert_cfg_t vc = {a->data, a->cfg.block_first, a->cfg.state_dir, a->cfg.max_epsilon,
+                           (int)a->cfg.dp_test_noise};
+    double *b = NULL;
+    int rc;
+
+    if (a->cfg.block_first == 0) {
+        refuse(a, t, "a vertical task, but this agent holds whole rows (no block configured)");
+        return;
+    }
+    rc = agent_vert_begin(&a->vert, t, &vc);
+    if (rc == -EEXIST) {
+        say(a, "info", "vertical_round_known", "job=%" PRIu64 " round=%" PRIu64
+            " attempt=%u", t->job_id, t->round, t->attempt);
+        sfl_msg_task_free(t);
+        return;
+    }
+    if (rc < 0) {
+        refuse(a, t, sfl_last_error());
+        return;
+    }
+    sfl__free(a->vlast);
+    a->vlast = NULL;
+    say(a, "info", "vertical_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u "
+        "iterations=%" PRIu64 "+%u of %" PRIu64 " clients=%u", t->job_id, t->round, t->attempt,
+        t->first_iteration, t->round_iterations, t->iterations, t->clients);
+    if ((b = sfl__calloc(t->model->dim, sizeof(double))) != NULL) {
+        sfl_spvec_scatter(t->model, b);
+        vert_answer(a, t->first_iteration, b, t->model->dim);
+    }
+    sfl__free(b);
+    sfl_msg_task_free(t);
+}
+
+static void vert_step_in(agent_t *a, const sfl_vstep_t *s)
+{
+    uint64_t job = 0, round = 0, first;
+    uint32_t attempt = 0;
+
+    if (a->vert != NULL)
+        agent_vert_round(a->vert, &job, &round, &attempt, &first);
+    if (a->vert == NULL || s->job_id != job || s->round != round || s->attempt != attempt) {
+        say(a, "warn", "step_ignored", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u "
+            "iteration=%" PRIu64 " reason=\"not the vertical round in hand\"", s->job_id,
+            s->round, s->attempt, s->iteration);
+        return;
+    }
+    vert_answer(a, s->iteration, s->bcast, s->nbcast);
+}
+
 static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
 {
     int rc;
@@ -1425,6 +1586,10 @@ static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
     sfl__free(t->signed_bytes);
     t->signed_bytes = NULL;
     t->signed_len = 0;
+    if (t->rows > 0) {
+        vert_task(a, t);
+        return from;
+    }
     if ((rc = agent_task_check(t, a->data)) < 0) {
         refuse(a, t, sfl_last_error());
         return from;
@@ -1659,6 +1824,9 @@ static void step(agent_t *a, const ev_t *e)
             break;
         case EV_TASK:
             to = task_in(a, e->task, from);
+            break;
+        case EV_STEP:
+            vert_step_in(a, e->vstep);
             break;
         case EV_WAIT:
             note_wait(a, e->wait);

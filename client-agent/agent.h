@@ -72,6 +72,7 @@ typedef struct agent_stats {
     uint64_t joins;         /* Join replies accepted */
     uint64_t subscribes;    /* Subscribe calls started */
     uint64_t waits;         /* Wait messages received */
+    uint64_t steps;         /* vertical iterations answered */
     uint64_t tasks;         /* tasks received */
     uint64_t tasks_refused; /* bad signature, malformed, or not trainable here */
     uint64_t trained;       /* tasks trained and sealed */

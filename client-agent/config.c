@@ -1,6 +1,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@ static const struct {
     S("coordinator", coordinator), S("server_name", server_name), S("ca", ca),
     S("cert", cert), S("key", key), S("state_dir", state_dir),
     S("coordinator_pk", coordinator_pk), S("data", data), S("eval_file", eval_file),
+    S("ids_file", ids_file),
 #undef S
 };
 
@@ -38,6 +41,7 @@ static const struct {
     {"backoff_max_ms", offsetof(agent_config_t, backoff_max_ms)},
     {"connect_timeout_ms", offsetof(agent_config_t, connect_timeout_ms)},
     {"heartbeat_ms", offsetof(agent_config_t, heartbeat_ms)},
+    {"dp_test_noise", offsetof(agent_config_t, dp_test_noise)},
 };
 
 int agent_config_set(agent_config_t *c, const char *key, const char *v)
@@ -66,15 +70,33 @@ int agent_config_set(agent_config_t *c, const char *key, const char *v)
         *(uint64_t *)((char *)c + numbers[i].off) = x;
         return 0;
     }
-    if (strcmp(key, "eval_fraction") == 0) {
+    if (strcmp(key, "eval_fraction") == 0 || strcmp(key, "max_epsilon") == 0) {
+        int frac = key[0] == 'e';
         char *end;
         double x;
 
         errno = 0;
         x = strtod(v, &end);
-        if (*v == '\0' || *end || errno || !(x >= 0 && x < 1))
-            return sfl__fail(SFL_EINVAL, "eval_fraction: '%s' is not a number in [0, 1)", v);
-        c->eval_fraction = x;
+        if (*v == '\0' || *end || errno || !(x >= 0 && (frac ? x < 1 : x < HUGE_VAL)))
+            return sfl__fail(SFL_EINVAL, "%s: '%s' is not a number in [0, %s)", key, v,
+                             frac ? "1" : "inf");
+        *(frac ? &c->eval_fraction : &c->max_epsilon) = x;
+        return 0;
+    }
+    if (strcmp(key, "block") == 0) {
+        unsigned long first, cols;
+        char *end, *end2 = NULL;
+
+        errno = 0;
+        first = strtoul(v, &end, 10);
+        cols = *end == ':' ? strtoul(end + 1, &end2, 10) : 0;
+        if (*v < '1' || *v > '9' || *end != ':' || end[1] < '1' || end[1] > '9' || *end2 ||
+            errno || first > UINT32_MAX || cols > UINT32_MAX || first - 1 + cols > UINT32_MAX)
+            return sfl__fail(SFL_EINVAL, "block: '%s' is not FIRST:COUNT (the 1-based problem "
+                             "column of the data's first column, and its number of columns)",
+                             v);
+        c->block_first = (uint32_t)first;
+        c->block_cols = (uint32_t)cols;
         return 0;
     }
     if (strcmp(key, "conditions") == 0) {
@@ -105,7 +127,8 @@ int agent_config_known(const char *key)
         if (strcmp(key, numbers[i].key) == 0)
             return 1;
     /* The keys agent_config_set parses by hand. */
-    return strcmp(key, "eval_fraction") == 0 || strcmp(key, "conditions") == 0;
+    return strcmp(key, "eval_fraction") == 0 || strcmp(key, "conditions") == 0 ||
+           strcmp(key, "max_epsilon") == 0 || strcmp(key, "block") == 0;
 }
 
 static int on_key(void *ud, const char *section, const char *key, const char *value)
@@ -145,6 +168,13 @@ int agent_config_check(const agent_config_t *c)
         return sfl__fail(SFL_EINVAL, "eval_file must be " SFL_DATASET_SPEC_FORMS);
     if (c->eval_file[0] != '\0' && c->eval_fraction > 0)
         return sfl__fail(SFL_EINVAL, "eval_file and eval_fraction exclude each other");
+    if ((c->block_first != 0) != (c->ids_file[0] != '\0'))
+        return sfl__fail(SFL_EINVAL, "block and ids_file go together (vertical data)");
+    if (c->block_first != 0 && (c->eval_file[0] != '\0' || c->eval_fraction > 0))
+        return sfl__fail(SFL_EINVAL, "vertical data (block) holds out no rows: eval_file and "
+                         "eval_fraction do not apply");
+    if (c->dp_test_noise > 1)
+        return sfl__fail(SFL_EINVAL, "dp_test_noise is 0 or 1");
     if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms)
         return sfl__fail(SFL_EINVAL, "backoff: need 0 < backoff_min_ms <= backoff_max_ms");
     if (c->connect_timeout_ms == 0 || c->heartbeat_ms == 0)

@@ -30,6 +30,12 @@ typedef struct agent_config {
     char conditions[AGENT_MAX_CONDITIONS][32];
     uint64_t backoff_min_ms, backoff_max_ms; /* reconnect backoff, jittered */
     uint64_t connect_timeout_ms, heartbeat_ms;
+    /* Vertical data (client-agent/vertical.h): the block's first problem
+     * column (1-based) and width, 0 0 for whole rows; its sample ids. */
+    uint32_t block_first, block_cols;
+    char ids_file[AGENT_PATH_MAX];
+    double max_epsilon;        /* 0: no limit of the agent's own */
+    uint64_t dp_test_noise;    /* 1: seeded privacy noise (tests only) */
 } agent_config_t;
 
 void agent_config_default(agent_config_t *c);

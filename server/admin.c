@@ -36,6 +36,7 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     st->last_eval_accuracy = j->last.eval_accuracy;
     st->last_eval_mse = j->last.eval_mse;
     st->last_personal_accuracy = j->last.personal_accuracy;
+    coord_vround_status(j, st);
     coord_text_copy(st->loss, sizeof(st->loss), j->spec.loss);
     st->round_state = SFL_ROUND_NONE;
     if (j->state != SFL_JOB_RUNNING || !j->ready)
@@ -339,8 +340,25 @@ static int export_model(const job_t *j, const uint8_t *ck, size_t cklen, sfl_spv
 
     *out = NULL;
     sfl_topk_ws_init(&ws);
-    if ((rc = sfl_spcodec_decode(ck, cklen, (uint32_t)dim, (uint32_t)dim, &v)) < 0)
+    if ((rc = sfl_spcodec_decode(ck, cklen, (uint32_t)m->dim, (uint32_t)m->dim, &v)) < 0)
         goto out;
+    if (m->v != NULL) {
+        /* [x, b]: the model is x */
+        sfl_spvec_t *x = NULL;
+
+        if ((state = sfl__calloc(m->dim, sizeof(double))) == NULL) {
+            rc = SFL_ENOMEM;
+            goto out;
+        }
+        sfl_spvec_scatter(v, state);
+        if ((rc = sfl_spvec_new((uint32_t)dim, 0, &x)) < 0 ||
+            (rc = sfl_spvec_from_dense(x, state)) < 0) {
+            sfl_spvec_free(x);
+            goto out;
+        }
+        *out = x;
+        goto out;
+    }
     if (m->algo->model_of == NULL) {
         *out = v;
         v = NULL;
@@ -395,12 +413,12 @@ void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
         return;
     }
     if (round == 0)
-        rc = coord_store_checkpoint_latest(co->store, (int64_t)id, j->model.prob.dim * 13 + 64,
+        rc = coord_store_checkpoint_latest(co->store, (int64_t)id, j->model.dim * 13 + 64,
                                            &got, &ck, &cklen, hash);
     else {
         got = (int64_t)round;
         rc = coord_store_checkpoint_get(co->store, (int64_t)id, (int64_t)round,
-                                        j->model.prob.dim * 13 + 64, &ck, &cklen, hash);
+                                        j->model.dim * 13 + 64, &ck, &cklen, hash);
     }
     if (rc == SFL_ENOTFOUND) {
         coord_fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "job %llu has no checkpoint of round %llu",
@@ -495,6 +513,9 @@ void coord_h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
         o->bytes_up = h[i].bytes_up;
         o->bytes_down = h[i].m.bytes_down;
         o->personal_accuracy = h[i].m.personal_accuracy;
+        o->privacy_iterations = h[i].m.privacy_iterations;
+        o->privacy_spent = h[i].m.privacy_spent;
+        o->privacy_spent_rdp = h[i].m.privacy_spent_rdp;
     }
     coord_store_free(h);
     rc = sfl_msg_history_pack(&r, &buf, &blen);

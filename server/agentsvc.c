@@ -240,8 +240,11 @@ void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, vo
         if (!coord_running(j) || j->rnd.state != COORD_ROUND_TRAINING || j->task == NULL)
             continue;
         mb = coord_round_member(&j->rnd, a->id);
-        if (mb && mb->state == COORD_MEMBER_PENDING)
+        if (mb && mb->state == COORD_MEMBER_PENDING) {
             coord_send_task(co, j, a);
+            if (j->model.v != NULL && !j->opening)
+                coord_vround_resend(j, a);
+        }
     }
     coord_schedule(co);
 }

@@ -112,6 +112,13 @@ struct job {
     uint8_t work_hash[32];
     uint64_t work_ns;
     uint32_t work_nnz;
+    /* Vertical jobs (vround.c): the agent of each block in the open
+     * attempt, and the privacy ledger (vjob.h): iterations released and
+     * what they spent (priv 0: the job releases nothing private). */
+    uint64_t *vagent;
+    uint64_t released;
+    sfl_dp_spent_t spent;
+    int priv;
 };
 
 /* Rejection reasons counted for metrics. */
@@ -306,6 +313,28 @@ void coord_part_queue(coord_t *co, const coord_part_row_t *row);
 /* Posts the queued records as one transaction; a failure is logged. */
 void coord_part_flush(coord_t *co);
 
+/* vround.c: vertical rounds (vjob.h). */
+/* The cohort of a vertical round from the available agents ids[0..*n):
+ * one per block with the same sample ids; extra: why others are left out. */
+void coord_vround_pick(job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t cap);
+/* The ledger from the attempts the store recorded (model load). */
+int coord_vround_ledger(job_t *j) SFL_MUST_CHECK;
+/* At start: the ledger as the last commit recorded it, if it is current. */
+void coord_vround_load(job_t *j);
+/* The ledger into a commit's metrics. */
+void coord_vround_metrics(const job_t *j, coord_round_metrics_t *m);
+/* SFL_ELIMIT with why if round j->rnd.round would pass the privacy budget. */
+int coord_vround_budget(job_t *j, char *why, size_t cap) SFL_MUST_CHECK;
+/* The attempt opened (after START): blocks of the members, the first
+ * iteration, the ledger counts the round's iterations. */
+int coord_vround_open(job_t *j) SFL_MUST_CHECK;
+/* The open iteration's step to agent a, or to every block holder (NULL). */
+void coord_vround_send(job_t *j, agent_t *a);
+/* A block holder subscribed again: the step it has not answered. */
+void coord_vround_resend(job_t *j, agent_t *a);
+void coord_vround_status(const job_t *j, sfl_job_status_t *st);
+void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+
 /* agentsvc.c: Join and Subscribe. */
 void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
@@ -316,6 +345,8 @@ void coord_h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
 void coord_h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 /* Counts an update's verdict; rj: the RJ_ reason of a rejection. */
 void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj);
+/* The wire's ack status of a verdict. */
+sfl_ack_status_t coord_ack_of(coord_upd_verdict_t v);
 /* The RJ_ reason of a failed sfl_seal_open_update. */
 int coord_seal_reason(int rc);
 

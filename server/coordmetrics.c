@@ -39,7 +39,8 @@ static int personalized(const job_t *j)
  * the value (no line before the first round with metrics). */
 static void render_progress(coord_text_t *t, const coord_t *co)
 {
-    enum { COMMITTED, LOSS, EVAL_N, ACC, MSE, PACC, NFAM };
+    enum { COMMITTED, LOSS, EVAL_N, ACC, MSE, PACC, ITER, EPS, EPS_RDP, EPS_BUDGET, PITERS,
+           NFAM };
     static const char *const fam[NFAM][2] = {
         {"sfl_job_committed_round", "Rounds committed, per job."},
         {"sfl_job_train_loss",
@@ -51,6 +52,14 @@ static void render_progress(coord_text_t *t, const coord_t *co)
         {"sfl_job_personal_accuracy",
          "Held-out accuracy of the agents' own models in the last committed round "
          "(personalized algorithms, classification jobs)."},
+        {"sfl_job_iteration", "Vertical jobs: the iteration in progress."},
+        {"sfl_job_privacy_epsilon_spent",
+         "Private jobs: epsilon spent by the iterations released (paper's accounting; "
+         "failed and interrupted attempts count in full)."},
+        {"sfl_job_privacy_epsilon_spent_rdp",
+         "Private jobs: the same by Renyi DP (docs/privacy.md)."},
+        {"sfl_job_privacy_epsilon_budget", "Private jobs: the job's epsilon."},
+        {"sfl_job_privacy_iterations", "Private jobs: iterations released."},
     };
     char lab[200];
 
@@ -60,8 +69,10 @@ static void render_progress(coord_text_t *t, const coord_t *co)
             const job_t *j = co->jobs[i];
             const coord_round_metrics_t *m = &j->last;
             int cls = strcmp(j->spec.loss, "lsq") != 0;
+            sfl_job_status_t st = {0};
             double v;
 
+            coord_vround_status(j, &st);
             if (f == COMMITTED)
                 v = (double)j->committed;
             else if (f == LOSS && m->samples > 0)
@@ -74,6 +85,13 @@ static void render_progress(coord_text_t *t, const coord_t *co)
                 v = m->eval_mse;
             else if (f == PACC && m->eval_samples > 0 && cls && personalized(j))
                 v = m->personal_accuracy;
+            else if (f == ITER && j->model.v != NULL)
+                v = (double)st.iteration;
+            else if (f >= EPS && f <= PITERS && st.privacy_epsilon > 0)
+                v = f == EPS ? st.privacy_spent
+                  : f == EPS_RDP ? st.privacy_spent_rdp
+                  : f == EPS_BUDGET ? st.privacy_epsilon
+                  : (double)st.privacy_iterations;
             else
                 continue;
             coord_text_printf(t, "%s{%s} %.17g\n", fam[f][0],
@@ -116,7 +134,7 @@ int coord_render_metrics(coord_text_t *t, void *ud)
 
         for (size_t i = 0; i < co->njobs; i++)
             if (co->jobs[i]->model.global != NULL)
-                held += coord_job_state_bytes(co->jobs[i]->model.prob.dim);
+                held += coord_job_state_bytes(co->jobs[i]->model.dim);
         coord_text_family(t, "sfl_job_model_bytes", "gauge",
                           "Model state held in memory by running jobs (max_job_memory bounds "
                           "what jobs not ended may reserve).");

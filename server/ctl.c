@@ -606,7 +606,7 @@ void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n)
             "LAST ROUND");
     for (uint32_t i = 0; i < n; i++) {
         const sfl_job_status_t *j = &jobs[i];
-        char rounds[32], att[16] = "-", acc[32] = "-", prog[96];
+        char rounds[32], att[16] = "-", acc[32] = "-", prog[160];
 
         snprintf(rounds, sizeof(rounds), "%" PRIu64 "/%u", j->committed_round, j->rounds);
         if (running(j)) {
@@ -707,7 +707,18 @@ const char *ctl_progress(const sfl_job_status_t *j, char *out, size_t cap)
     size_t o;
 
     out[0] = '\0';
-    if (j->last_samples == 0 || cap == 0)
+    if (cap == 0)
+        return out;
+    if (j->privacy_epsilon > 0 || j->iteration > 0) {
+        /* a vertical job: its iteration and privacy ledger */
+        o = (size_t)snprintf(out, cap, "iteration %" PRIu64, j->iteration);
+        if (j->privacy_epsilon > 0 && o < cap)
+            snprintf(out + o, cap - o, ", epsilon %.4g of %.4g spent (rdp %.4g, %" PRIu64
+                     " iterations)", j->privacy_spent, j->privacy_epsilon,
+                     j->privacy_spent_rdp, j->privacy_iterations);
+        return out;
+    }
+    if (j->last_samples == 0)
         return out;
     o = (size_t)snprintf(out, cap, "loss %.4g", j->last_train_loss);
     if (personalized(j->algorithm, j->loss))
@@ -724,11 +735,12 @@ void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t 
 {
     int cls = classification(h->loss), pers = personalized(h->algorithm, h->loss);
 
-    /* personal_accuracy comes last, so scripts that read the columns by
-     * position before it was added still read the same ones. */
+    /* New columns come last (personal_accuracy, then the privacy ledger),
+     * so scripts that read the columns by position still read the same. */
     if (header)
         fprintf(f, "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,"
-                   "accepted,selected,samples,attempt,round_ms,wall_ms,personal_accuracy\n");
+                   "accepted,selected,samples,attempt,round_ms,wall_ms,personal_accuracy,"
+                   "privacy_iterations,privacy_spent,privacy_spent_rdp\n");
     for (uint32_t i = 0; i < h->n; i++) {
         const sfl_round_summary_t *r = &h->rounds[i];
         int ev = r->samples > 0 && r->eval_samples > 0;
@@ -757,6 +769,11 @@ void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t 
                 r->committed_ms - t0_ms);
         if (ev && pers)
             fprintf(f, "%.6f", r->personal_accuracy);
+        if (r->privacy_iterations > 0)
+            fprintf(f, ",%" PRIu64 ",%.10g,%.10g", r->privacy_iterations, r->privacy_spent,
+                    r->privacy_spent_rdp);
+        else
+            fputs(",,,", f);
         fputc('\n', f);
     }
 }

@@ -118,7 +118,7 @@ uint64_t coord_live_job_bytes(const coord_t *co)
 
     for (size_t i = 0; i < co->njobs; i++)
         if (co->jobs[i]->ready && !coord_job_final(co->jobs[i]))
-            n += coord_job_state_bytes(co->jobs[i]->model.prob.dim);
+            n += coord_job_state_bytes(co->jobs[i]->model.dim);
     return n;
 }
 
@@ -199,8 +199,13 @@ static int build_task(job_t *j)
     int rc;
 
     memset(&t, 0, sizeof(t));
-    if ((rc = sfl_spvec_new((uint32_t)j->model.prob.dim, 0, &model)) < 0 ||
-        (rc = sfl_spvec_from_dense(model, j->model.global)) < 0)
+    /* a vertical round's task carries the broadcast at its start */
+    if (j->model.v != NULL)
+        rc = sfl_spvec_new((uint32_t)j->model.v->nb, 0, &model);
+    else
+        rc = sfl_spvec_new((uint32_t)j->model.prob.dim, 0, &model);
+    if (rc < 0 || (rc = sfl_spvec_from_dense(model, j->model.global + j->model.dim -
+                                                        model->dim)) < 0)
         goto out;
     t.job_id = j->id;
     t.round = j->rnd.round;
@@ -222,6 +227,15 @@ static int build_task(job_t *j)
     memcpy(t.round_nonce, j->rnd.nonce, sizeof(t.round_nonce));
     memcpy(t.round_key, j->key->rk->pk, sizeof(t.round_key));
     t.max_update_nnz = 0;
+    if (j->model.v != NULL) {
+        const coord_vjob_t *v = j->model.v;
+
+        t.rows = v->vj.nrows;
+        t.clients = v->vj.nclients;
+        t.iterations = v->vj.iters;
+        t.first_iteration = v->t;
+        t.round_iterations = (uint32_t)(v->end - v->t);
+    }
     if ((rc = sfl_msg_task_sign_bytes(&t, &tb, &tl)) < 0 ||
         (rc = sfl_seal_sign_detached(co->id, SFL_MSG_TASK_CONTEXT, tb, tl, sig)) < 0 ||
         (rc = sfl_msg_task_pack(tb, tl, sig, &j->task, &j->task_len)) < 0)
@@ -259,7 +273,7 @@ static void put(char *out, size_t cap, size_t *o, const char *fmt, ...)
  * counts of connected, eligible and available agents, and the most common
  * reason the others are not eligible, with the first such agent's detail.
  * Empty once the round can start. */
-static void note_waiting(job_t *j, uint32_t n)
+static void note_waiting(job_t *j, uint32_t n, const char *extra)
 {
     coord_t *co = j->co;
     uint32_t connected = 0, elig = 0, count[COORD_INELIG_COUNT] = {0}, need, top = 0;
@@ -303,6 +317,8 @@ static void note_waiting(job_t *j, uint32_t n)
     if (count[top])
         put(text, sizeof(text), &o, "; %u not eligible, e.g. agent %llu: %s", connected - elig,
             (unsigned long long)first[top], detail[top]);
+    if (extra[0])
+        put(text, sizeof(text), &o, "; %s", extra);
     put(text, sizeof(text), &o, ")");
     if (strcmp(text, j->waiting) == 0)
         return;
@@ -402,7 +418,13 @@ static void try_start(job_t *j)
         if (a->sub && a->conn && coord_eligible(j, a) && !coord_busy_elsewhere(co, a, j))
             ids[n++] = a->id;
     }
-    note_waiting(j, n);
+    if (j->model.v != NULL && j->ready) {
+        char extra[160];
+
+        coord_vround_pick(j, ids, &n, extra, sizeof(extra));
+        note_waiting(j, n, extra);
+    } else
+        note_waiting(j, n, "");
     if (n < rc_->min_quorum || (n < want && now - j->select_since < co->cfg.select_wait_ms))
         goto out;
     if ((rc = coord_job_model(j)) < 0) {
@@ -411,6 +433,12 @@ static void try_start(job_t *j)
             pause_failed(j, why); /* the operator may resume once memory is there */
         else
             fail_job(j, why);
+        goto out;
+    }
+    if (j->model.v != NULL && coord_vround_budget(j, why, sizeof(why)) < 0) {
+        coord_log(COORD_LOG_WARN, "privacy_budget", "job=%llu reason=%s",
+                  (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+        fail_job(j, why);
         goto out;
     }
     if ((rc = coord_round_step(&j->rnd, COORD_EV_START, now, j->spec.seed, ids, n)) < 0) {
@@ -443,7 +471,9 @@ static void try_start(job_t *j)
     coord_part_flush(co); /* the writer keeps the order: earlier records first */
     coord_writer_post(co->writer, &o->op);
     j->opened = j->opening = 1;
-    if ((rc = key_new(&j->key)) < 0 || (rc = coord_job_begin(&j->model, j->rnd.nmembers)) < 0 ||
+    if ((rc = key_new(&j->key)) < 0 ||
+        (j->model.v != NULL ? (rc = coord_vround_open(j))
+                            : (rc = coord_job_begin(&j->model, j->rnd.nmembers))) < 0 ||
         (rc = build_task(j)) < 0)
         goto fail;
     memset(&j->fold, 0, sizeof(j->fold));
@@ -493,7 +523,7 @@ int coord_reload_model(job_t *j)
 
     /* A checkpoint is at most 5 (varint index gap) + 8 (f64) bytes a
      * coordinate plus its header. */
-    rc = coord_store_checkpoint_latest(co->store, (int64_t)j->id, j->model.prob.dim * 13 + 64,
+    rc = coord_store_checkpoint_latest(co->store, (int64_t)j->id, j->model.dim * 13 + 64,
                                        &round, &buf, &len, hash);
     if (rc == SFL_ENOTFOUND) {
         coord_job_start_model(&j->model);
@@ -521,7 +551,12 @@ static void agg_work(uv_work_t *w)
     uint64_t t0 = uv_hrtime();
     int rc;
 
-    rc = coord_job_end(&j->model);
+    /* a vertical round's state moved with its iterations (vround.c) */
+    if (j->model.v != NULL) {
+        j->model.round++;
+        rc = 0;
+    } else
+        rc = coord_job_end(&j->model);
     if (rc == 0)
         rc = coord_job_encode(&j->model, &j->work_buf, &j->work_len, j->work_hash);
     if (rc == 0) {
@@ -700,6 +735,8 @@ static void start_aggregation(job_t *j)
     int rc;
 
     fold_metrics(j);
+    if (j->model.v != NULL)
+        coord_vround_metrics(j, &j->work_metrics);
     store_round_state(j, COORD_SROW_AGGREGATING, NULL);
     coord_close_attempt(j);
     j->busy = 1;

@@ -99,6 +99,8 @@ static const struct {
     F("max_update_norm", K_F64, max_update_norm),
     F("max_samples", K_F64, max_samples),
     F("paused", K_FLAG, paused),
+    F("rows", K_U32, rows),
+    F("iterations_per_round", K_U32, iterations_per_round),
 #undef F
 };
 
@@ -268,8 +270,14 @@ int coord_job_spec_check(const sfl_job_spec_t *s)
         return sfl__fail(SFL_EINVAL, "job %s: rounds must be at least 1", s->name);
     if ((rc = sfl_problem_init(&prob, l, s->dimension, s->nlabels)) < 0)
         return rc;
-    if ((rc = coord_job_spec_params(s, &params)) < 0 ||
-        (rc = sfl_algo_check(sfl_algo_find(s->algorithm), &params, &prob)) < 0)
+    if ((rc = coord_job_spec_params(s, &params)) < 0)
+        return rc;
+    if (sfl_algo_find(s->algorithm)->shape == SFL_SHAPE_VERTICAL) {
+        coord_vjob_t v;
+
+        if ((rc = coord_vjob_setup(&v, s, &params, &prob)) < 0)
+            return rc;
+    } else if ((rc = sfl_algo_check(sfl_algo_find(s->algorithm), &params, &prob)) < 0)
         return rc;
     if (!(s->max_update_norm >= 0) || !(s->max_samples >= 0))
         return sfl__fail(SFL_EINVAL, "job %s: max_update_norm and max_samples must be >= 0 "
@@ -331,9 +339,18 @@ int coord_job_setup(coord_job_t *j, const sfl_job_spec_t *spec)
     j->limits = (sfl_fold_limits_t){.max_norm = spec->max_update_norm,
                                     .max_weight = spec->max_samples};
     j->algo = sfl_algo_find(spec->algorithm);
-    if ((rc = coord_job_spec_params(spec, &j->params)) < 0)
+    if ((rc = coord_job_spec_params(spec, &j->params)) < 0 ||
+        (rc = sfl_problem_init(&j->prob, sfl_loss_find(spec->loss), spec->dimension,
+                               spec->nlabels)) < 0)
         return rc;
-    return sfl_problem_init(&j->prob, sfl_loss_find(spec->loss), spec->dimension, spec->nlabels);
+    j->dim = j->prob.dim;
+    if (j->algo->shape == SFL_SHAPE_VERTICAL) {
+        if ((rc = coord_vjob_setup(&j->vert, spec, &j->params, &j->prob)) < 0)
+            return rc;
+        j->v = &j->vert;
+        j->dim += j->v->nb;
+    }
+    return 0;
 }
 
 int coord_job_init(coord_job_t *j, const sfl_job_spec_t *spec)
@@ -347,6 +364,7 @@ void coord_job_start_model(coord_job_t *j)
 {
     /* From the job's seed: zeros for a linear loss, a random MLP; what
      * sfl-sim starts from with the same seed. */
+    memset(j->global, 0, j->dim * sizeof(double));
     sfl_loss_init_model(j->prob.loss, j->prob.ncols, j->prob.nclasses, j->spec.seed, j->global);
     j->round = 0;
 }
@@ -357,10 +375,15 @@ int coord_job_open(coord_job_t *j)
 
     assert(j->global == NULL);
     j->round = 0;
-    j->global = sfl__calloc(j->prob.dim, sizeof(double));
+    j->global = sfl__calloc(j->dim, sizeof(double));
     if (j->global == NULL)
         return SFL_ENOMEM;
     coord_job_start_model(j);
+    if (j->v != NULL) {
+        if ((rc = coord_vjob_open(j->v)) < 0)
+            coord_job_close(j);
+        return rc;
+    }
     /* The fold keeps pointers to the job's own copies. */
     if ((rc = sfl_fold_init(&j->agg, j->algo, &j->params, &j->prob, &j->limits)) < 0) {
         coord_job_close(j);
@@ -383,6 +406,8 @@ void coord_job_close(coord_job_t *j)
     drop_held(j);
     if (j->agg.sum)
         sfl_fold_close(&j->agg);
+    if (j->v != NULL)
+        coord_vjob_close(j->v);
     sfl__free(j->global);
     j->global = NULL;
 }
@@ -395,7 +420,7 @@ int coord_job_encode(const coord_job_t *j, uint8_t **buf, size_t *len, uint8_t h
     int rc;
 
     *buf = NULL;
-    if ((rc = sfl_spvec_new((uint32_t)j->prob.dim, 0, &v)) < 0)
+    if ((rc = sfl_spvec_new((uint32_t)j->dim, 0, &v)) < 0)
         return rc;
     if ((rc = sfl_spvec_from_dense(v, j->global)) < 0)
         goto out;
@@ -421,16 +446,15 @@ out:
 int coord_job_restore(coord_job_t *j, uint64_t round, const uint8_t *buf, size_t len)
 {
     sfl_spvec_t *v;
-    int rc = sfl_spcodec_decode(buf, len, (uint32_t)j->prob.dim, (uint32_t)j->prob.dim, &v);
+    int rc = sfl_spcodec_decode(buf, len, (uint32_t)j->dim, (uint32_t)j->dim, &v);
 
     if (rc < 0)
         return rc;
-    if (v->dim != j->prob.dim) {
+    if (v->dim != j->dim) {
         sfl_spvec_free(v);
-        return sfl__fail(SFL_EDIM, "checkpoint has dimension %u, the job %zu", v->dim,
-                         j->prob.dim);
+        return sfl__fail(SFL_EDIM, "checkpoint has dimension %u, the job %zu", v->dim, j->dim);
     }
-    memset(j->global, 0, j->prob.dim * sizeof(double));
+    memset(j->global, 0, j->dim * sizeof(double));
     sfl_spvec_scatter(v, j->global);
     sfl_spvec_free(v);
     j->round = round;

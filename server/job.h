@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "round.h"
+#include "vjob.h"
 #include "sfl/algo.h"
 #include "sfl/error.h"
 #include "sfl/msg.h"
@@ -79,7 +80,11 @@ typedef struct coord_job {
     const sfl_algo_t *algo;
     sfl_algo_params_t params; /* resolved from spec.params */
     sfl_problem_t prob;
-    double *global;      /* prob.dim entries: the broadcast state */
+    size_t dim;          /* entries of global: prob.dim, plus the broadcast
+                            of a vertical job (vjob.h) */
+    double *global;      /* the state: what a checkpoint holds */
+    coord_vjob_t *v;     /* a vertical job: &vert; NULL otherwise */
+    coord_vjob_t vert;
     sfl_fold_t agg;
     uint64_t round;      /* last committed round (0: none yet) */
     int aggregating;

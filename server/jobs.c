@@ -21,6 +21,7 @@ void coord_job_free(job_t *j)
     coord_round_close(&j->rnd);
     if (j->ready)
         coord_job_close(&j->model);
+    sfl__free(j->vagent);
     sfl__free(j->work_buf);
     sfl__free(j);
 }
@@ -59,6 +60,8 @@ static int job_prepare(job_t *j, uint64_t committed)
         return rc;
     j->used = next > 1 ? (uint32_t)(next - 1) : 0;
     coord_load_last_metrics(j);
+    if (j->model.v != NULL)
+        coord_vround_load(j);
     j->model_nnz = j->last.model_nnz;
     coord_reset_round(j);
     return 0;
@@ -74,7 +77,8 @@ int coord_job_model(job_t *j)
         return 0;
     if ((rc = coord_job_open(&j->model)) < 0)
         return rc;
-    if ((rc = coord_reload_model(j)) < 0)
+    if ((rc = coord_reload_model(j)) < 0 ||
+        (j->model.v != NULL && (rc = coord_vround_ledger(j)) < 0))
         coord_job_close(&j->model);
     return rc;
 }

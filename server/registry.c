@@ -157,10 +157,20 @@ coord_inelig_t coord_ineligible(const job_t *j, const agent_t *a, char *why, siz
         conds[n++] = a->caps.tag[i];
     for (uint32_t i = 0; i < a->conds.n; i++)
         conds[n++] = a->conds.tag[i];
+    /* A vertical job takes column blocks of its samples, one per block;
+     * a horizontal one whole rows. */
+    if (j->model.v != NULL) {
+        if (coord_vjob_block_of(j->model.v, &a->ds, why, cap) < 0)
+            return COORD_INELIG_FEATURES;
+    } else if (a->ds.first_column != 0) {
+        snprintf(why, cap, "holds a column block (vertical data), the job takes whole rows");
+        return COORD_INELIG_FEATURES;
+    }
     /* Agents widen narrower local data to the task's dimension (a LibSVM
      * shard need not use the last column); wider data cannot fit. Agents
      * report integer targets as labels, which a regression job ignores. */
-    info = (coord_agent_info_t){MAX(a->ds.dimension, j->model.spec.dimension),
+    info = (coord_agent_info_t){j->model.v ? j->model.spec.dimension
+                                           : MAX(a->ds.dimension, j->model.spec.dimension),
                                 j->spec.nlabels ? a->ds.nlabels : 0, a->ds.samples, n,
                                 conds};
     if ((r = coord_job_ineligible(&j->model.spec, &info, why, cap)) != COORD_INELIG_NONE)

@@ -173,8 +173,9 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_VERSION_INSERT] = "INSERT INTO schema_version(version, applied_ms) VALUES(?1, ?2)",
     [ST_METRICS_INSERT] = "INSERT INTO round_metrics(job_id, round, attempt, samples, "
                           "train_loss, eval_samples, eval_accuracy, eval_mse, model_nnz, "
-                          "bytes_down, personal_accuracy) "
-                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                          "bytes_down, personal_accuracy, privacy_iterations, privacy_spent, "
+                          "privacy_spent_rdp) "
+                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     /* accepted and bytes_up come from participation, so rounds committed
      * before round_metrics existed have them too. */
     [ST_HISTORY] = "SELECT r.round, r.attempt, "
@@ -188,7 +189,8 @@ static const char *const sql_text[ST_COUNT] = {
                    " WHERE p.job_id = r.job_id AND p.round = r.round "
                    " AND p.attempt = r.attempt AND p.status = 'accepted'), "
                    "m.samples, m.train_loss, m.eval_samples, m.eval_accuracy, m.eval_mse, "
-                   "m.model_nnz, m.bytes_down, m.personal_accuracy "
+                   "m.model_nnz, m.bytes_down, m.personal_accuracy, m.privacy_iterations, "
+                   "m.privacy_spent, m.privacy_spent_rdp "
                    "FROM rounds r LEFT JOIN round_metrics m "
                    "ON m.job_id = r.job_id AND m.round = r.round "
                    "WHERE r.job_id = ?1 AND r.state = 'committed' AND r.round > ?2 "
@@ -288,6 +290,11 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     /* 3 -> 4: a personalized algorithm's second figure, the agents' own
      * models on their held-out rows (NULL, read as 0, for older rounds). */
     "ALTER TABLE round_metrics ADD COLUMN personal_accuracy REAL;",
+    /* 4 -> 5: a private vertical job's ledger at each commit (NULL, read
+     * as 0, for older rounds and other jobs). */
+    "ALTER TABLE round_metrics ADD COLUMN privacy_iterations INTEGER;"
+    "ALTER TABLE round_metrics ADD COLUMN privacy_spent REAL;"
+    "ALTER TABLE round_metrics ADD COLUMN privacy_spent_rdp REAL;",
 };
 
 struct coord_store {
@@ -1739,6 +1746,9 @@ static int insert_metrics(coord_store_t *s, int64_t job, int64_t round, int64_t 
     sqlite3_bind_int64(st, 9, m->model_nnz);
     sqlite3_bind_int64(st, 10, u64_to_i64(m->bytes_down));
     bind_real(st, 11, m->personal_accuracy);
+    sqlite3_bind_int64(st, 12, u64_to_i64(m->privacy_iterations));
+    bind_real(st, 13, m->privacy_spent);
+    bind_real(st, 14, m->privacy_spent_rdp);
     return exec_stmt(s, st, "insert round metrics");
 }
 
@@ -1868,6 +1878,9 @@ static int read_history(sqlite3_stmt *st, size_t max, void *row)
     h->m.model_nnz = (uint32_t)sqlite3_column_int64(st, 12);
     h->m.bytes_down = (uint64_t)sqlite3_column_int64(st, 13);
     h->m.personal_accuracy = sqlite3_column_double(st, 14);
+    h->m.privacy_iterations = (uint64_t)sqlite3_column_int64(st, 15);
+    h->m.privacy_spent = sqlite3_column_double(st, 16);
+    h->m.privacy_spent_rdp = sqlite3_column_double(st, 17);
     return 0;
 }
 

@@ -20,7 +20,7 @@
 
 #include "sfl/error.h"
 
-#define COORD_STORE_SCHEMA_VERSION 4
+#define COORD_STORE_SCHEMA_VERSION 5
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128
@@ -119,6 +119,11 @@ typedef struct {
                                  0 otherwise) */
     uint32_t model_nnz;    /* nonzeros of the model the round produced */
     uint64_t bytes_down;   /* task bytes sent in the committed attempt */
+    /* A private vertical job's ledger at the commit (0 otherwise):
+     * iterations released so far (every attempt opened, in full) and the
+     * epsilon they spent, the paper's accounting and Renyi DP's. */
+    uint64_t privacy_iterations;
+    double privacy_spent, privacy_spent_rdp;
 } coord_round_metrics_t;
 
 /* One committed round as coord_store_history reads it. */

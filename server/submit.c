@@ -370,6 +370,11 @@ void coord_h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, vo
     coord_reply_packed(call, rc, buf, blen);
 }
 
+sfl_ack_status_t coord_ack_of(coord_upd_verdict_t v)
+{
+    return ack_of[v];
+}
+
 void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
 {
     if ((unsigned)v < 5)

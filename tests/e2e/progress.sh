@@ -78,7 +78,7 @@ sflctl_config
 step "sflctl job history: one CSV row per committed round, finite train loss"
 $CTL job history 1 > "$t/history.csv" 2> "$t/ctl.log" || fail "sflctl job history: $(cat "$t/ctl.log")"
 head -1 "$t/history.csv" | grep -qx \
-    'round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,personal_accuracy' ||
+    'round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp' ||
     fail "history header: $(head -1 "$t/history.csv")"
 [ "$(($(wc -l < "$t/history.csv") - 1))" -eq "$ROUNDS" ] ||
     fail "history has $(($(wc -l < "$t/history.csv") - 1)) rows, want $ROUNDS"

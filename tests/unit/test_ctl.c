@@ -409,6 +409,17 @@ static void test_ctl_print(void **state)
     snprintf(jobs[0].algorithm, sizeof(jobs[0].algorithm), "fedmac");
     assert_string_equal(ctl_progress(&jobs[0], line, sizeof(line)),
                         "loss 0.1235, mse 2.5 (80 held out)");
+    /* a vertical job: its iteration; a private one its ledger */
+    jobs[0].iteration = 250;
+    assert_string_equal(ctl_progress(&jobs[0], line, sizeof(line)), "iteration 250");
+    jobs[0].privacy_epsilon = 1;
+    jobs[0].privacy_spent = 0.5;
+    jobs[0].privacy_spent_rdp = 0.3125;
+    jobs[0].privacy_iterations = 300;
+    assert_string_equal(ctl_progress(&jobs[0], line, sizeof(line)),
+                        "iteration 250, epsilon 0.5 of 1 spent (rdp 0.3125, 300 iterations)");
+    jobs[0].iteration = 0;
+    jobs[0].privacy_epsilon = 0;
     snprintf(jobs[0].algorithm, sizeof(jobs[0].algorithm), "fediterht");
     snprintf(jobs[1].algorithm, sizeof(jobs[1].algorithm), "fediterht");
     jobs[0].last_samples = jobs[1].last_samples = 0;
@@ -528,19 +539,20 @@ static void test_ctl_history(void **state)
     assert_string_equal(out,
                         "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,"
                         "bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,"
-                        "personal_accuracy\n"
-                        "1,,,,,,300,,3,4,,0,500,500,\n"
-                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,\n"
-                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,\n");
+                        "personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp\n"
+                        "1,,,,,,300,,3,4,,0,500,500,,,,\n"
+                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,,,,\n"
+                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,,,,\n");
     free(out);
     /* FedMac: the agents' own models, where the round has held-out rows. */
     snprintf(h.algorithm, sizeof(h.algorithm), "fedmac");
     r[2].personal_accuracy = 0.9375;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
-                        "1,,,,,,300,,3,4,,0,500,500,\n"
-                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,\n"
-                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,0.937500\n");
+                        "1,,,,,,300,,3,4,,0,500,500,,,,\n"
+                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,,,,\n"
+                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,0.937500,,,"
+                        "\n");
     free(out);
     snprintf(h.loss, sizeof(h.loss), "lsq");
     r[2].eval_mse = 0.25;
@@ -548,7 +560,15 @@ static void test_ctl_history(void **state)
     h.rounds = r + 2;
     h.n = 1;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900,\n");
+    assert_string_equal(out, "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900,,,,\n");
+    free(out);
+    /* a private vertical job: its ledger at each commit */
+    r[2].privacy_iterations = 300;
+    r[2].privacy_spent = 0.5;
+    r[2].privacy_spent_rdp = 0.25;
+    CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
+    assert_string_equal(out,
+                        "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900,,300,0.5,0.25\n");
     free(out);
 }
 

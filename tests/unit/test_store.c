@@ -722,6 +722,9 @@ static void test_store_history(void **state)
         m.personal_accuracy = r == 3 ? 0 : 0.125 * (double)r;
         m.model_nnz = (uint32_t)r;
         m.bytes_down = 1000 * (uint64_t)r;
+        m.privacy_iterations = 10 * (uint64_t)r;
+        m.privacy_spent = 0.0625 * (double)r;
+        m.privacy_spent_rdp = 0.03125 * (double)r;
         assert_int_equal(
             coord_store_round_commit(s, job, r, attempt, model, sizeof(model), &m, NULL), 0);
     }
@@ -751,6 +754,9 @@ static void test_store_history(void **state)
     assert_true(h[1].m.personal_accuracy == 0.25);
     assert_true(h[2].m.personal_accuracy == 0);
     assert_true(h[3].m.personal_accuracy == 0.5);
+    assert_true(h[0].m.privacy_iterations == 0 && h[0].m.privacy_spent == 0);
+    assert_true(h[3].m.privacy_iterations == 40 && h[3].m.privacy_spent == 0.25 &&
+                h[3].m.privacy_spent_rdp == 0.125);
     coord_store_free(h);
     /* Pages: after round 2, at most 1. */
     assert_int_equal(coord_store_history(s, job, 2, 1, &h, &n), 0);
@@ -761,9 +767,13 @@ static void test_store_history(void **state)
     coord_store_close(s);
 
     /* Back to schema 3 (round_metrics as it was created, without
-     * personal_accuracy), then reopen: the column is added, the metrics
-     * stay, the old rounds read 0 and new commits keep the value. */
+     * personal_accuracy and the privacy ledger), then reopen: the columns
+     * are added, the metrics stay, the old rounds read 0 and new commits
+     * keep the values. */
     raw_sql(p, "ALTER TABLE round_metrics DROP COLUMN personal_accuracy; "
+               "ALTER TABLE round_metrics DROP COLUMN privacy_iterations; "
+               "ALTER TABLE round_metrics DROP COLUMN privacy_spent; "
+               "ALTER TABLE round_metrics DROP COLUMN privacy_spent_rdp; "
                "DELETE FROM schema_version WHERE version >= 4");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
@@ -771,6 +781,7 @@ static void test_store_history(void **state)
     assert_int_equal(h[3].m.samples, 40);
     assert_true(h[3].m.eval_accuracy == 0.75);
     assert_true(h[3].m.personal_accuracy == 0);
+    assert_true(h[3].m.privacy_iterations == 0 && h[3].m.privacy_spent_rdp == 0);
     coord_store_free(h);
     {
         uint8_t nonce[COORD_NONCE_BYTES];
@@ -793,6 +804,7 @@ static void test_store_history(void **state)
     assert_int_equal(n, 1);
     assert_int_equal(h[0].round, 5);
     assert_true(h[0].m.personal_accuracy == 0.875);
+    assert_true(h[0].m.privacy_iterations == 40 && h[0].m.privacy_spent == 0.25);
     coord_store_free(h);
     coord_store_close(s);
 
@@ -819,13 +831,13 @@ static void test_store_schema_version(void **state)
 
     assert_int_equal(coord_store_job_create(s, "keep-me", NULL, 0, 1, &job), 0);
     coord_store_close(s);
-    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(5, 0)");
+    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(6, 0)");
     assert_int_equal(coord_store_open(p, NULL, &s2), SFL_EUNSUP);
     assert_null(s2);
     const char *d = sfl_last_error();
-    assert_non_null(strstr(d, "schema version 5 is newer than this coordinator supports (4)"));
+    assert_non_null(strstr(d, "schema version 6 is newer than this coordinator supports (5)"));
     /* Refused, not altered: the row and the data are still there. */
-    raw_sql(p, "DELETE FROM schema_version WHERE version = 5");
+    raw_sql(p, "DELETE FROM schema_version WHERE version = 6");
     s = open_ok(p, 2);
     coord_srow_job_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
