@@ -1884,6 +1884,13 @@ int agent_start(agent_t *a)
         sfl_seal_pk_to_hex(a->id->pk, hex), a->id_created, a->data->X->nrows,
         a->eval ? a->eval->X->nrows : 0, a->data->X->ncols, a->summary.nlabels,
         a->cfg.coordinator);
+    if (a->cfg.dp_test_noise)
+        say(a, "warn", "dp_test_noise", "%s", "reason=\"privacy noise from the job's seed, "
+            "as sfl-sim draws it: nothing this agent sends in a private job is private; tests "
+            "only\"");
+    if (a->cfg.block_first != 0)
+        say(a, "info", "block", "first_column=%u columns=%u ids_file=%s", a->cfg.block_first,
+            a->cfg.block_cols, a->cfg.ids_file);
     step(a, &(ev_t){.type = EV_START});
     return 0;
 }
