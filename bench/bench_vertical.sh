@@ -79,11 +79,7 @@ paused = 1
 seed = 7
 EOT
     } > "$t/coordinator.ini"
-    PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
-    "$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
-    coord=$!
-    pids="$pids $coord"
-    wait_for 10 grep -q "event=started" "$t/coord.log" || fail "coordinator did not start"
+    start_coordinator
     sflctl_config
     k=0
     while [ $k -lt "$K" ]; do

@@ -268,12 +268,14 @@ static void put(char *out, size_t cap, size_t *o, const char *fmt, ...)
         *o = *o + (size_t)n < cap ? *o + (size_t)n : cap - 1;
 }
 
-/* Why a job in SELECTING with n available agents cannot start its round
+/* Why a job in SELECTING with n usable agents cannot start its round
  * (fewer than min_quorum), into j->waiting, logged once per change: the
- * counts of connected, eligible and available agents, and the most common
- * reason the others are not eligible, with the first such agent's detail.
- * Empty once the round can start. */
-static void note_waiting(job_t *j, uint32_t n, const char *extra)
+ * counts of connected, eligible and available agents (avail: eligible and
+ * not busy elsewhere), why available ones are left out (extra, a vertical
+ * job's: other sample ids), and the most common reason the others are not
+ * eligible, with the first such agent's detail. Empty once the round can
+ * start. */
+static void note_waiting(job_t *j, uint32_t n, uint32_t avail, const char *extra)
 {
     coord_t *co = j->co;
     uint32_t connected = 0, elig = 0, count[COORD_INELIG_COUNT] = {0}, need, top = 0;
@@ -312,13 +314,13 @@ static void note_waiting(job_t *j, uint32_t n, const char *extra)
         put(text, sizeof(text), &o, "none connected");
     else
         put(text, sizeof(text), &o, "%u connected, %u eligible", connected, elig);
-    if (elig > n)
-        put(text, sizeof(text), &o, ", %u of them busy", elig - n);
+    if (elig > avail)
+        put(text, sizeof(text), &o, ", %u of them busy", elig - avail);
+    if (extra[0])
+        put(text, sizeof(text), &o, "; %s", extra);
     if (count[top])
         put(text, sizeof(text), &o, "; %u not eligible, e.g. agent %llu: %s", connected - elig,
             (unsigned long long)first[top], detail[top]);
-    if (extra[0])
-        put(text, sizeof(text), &o, "; %s", extra);
     put(text, sizeof(text), &o, ")");
     if (strcmp(text, j->waiting) == 0)
         return;
@@ -419,12 +421,13 @@ static void try_start(job_t *j)
             ids[n++] = a->id;
     }
     if (j->model.v != NULL && j->ready) {
+        uint32_t avail = n;
         char extra[160];
 
         coord_vround_pick(j, ids, &n, extra, sizeof(extra));
-        note_waiting(j, n, extra);
+        note_waiting(j, n, avail, extra);
     } else
-        note_waiting(j, n, "");
+        note_waiting(j, n, n, "");
     if (n < rc_->min_quorum || (n < want && now - j->select_since < co->cfg.select_wait_ms))
         goto out;
     if ((rc = coord_job_model(j)) < 0) {

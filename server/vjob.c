@@ -124,7 +124,7 @@ int coord_vjob_block_of(const coord_vjob_t *v, const sfl_dataset_summary_t *ds, 
     }
     if (sfl_vertical_block(d, K, 0, &col0, &len) < 0)
         len = 0;
-    snprintf(why, cap, "block [%u, %llu] is not one of the job's %u blocks of its %u columns "
+    snprintf(why, cap, "block [%u, %llu] is not one of the job's %u blocks of %u columns "
              "(the first is [1, %u])", ds->first_column,
              (unsigned long long)ds->first_column + ds->dimension - 1, K, d, len);
     return -1;

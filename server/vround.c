@@ -85,10 +85,9 @@ void coord_vround_pick(job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t
             ids[b - 1] = t;
         }
     if (other > 0)
-        snprintf(extra, cap, "%u agent%s (e.g. %llu) hold%s other sample ids than the %u "
-                 "block%s matched", other, other == 1 ? "" : "s",
-                 (unsigned long long)first_other, other == 1 ? "s" : "", got,
-                 got == 1 ? "" : "s");
+        snprintf(extra, cap, "%u agent%s (e.g. %llu) hold%s other sample ids", other,
+                 other == 1 ? "" : "s", (unsigned long long)first_other,
+                 other == 1 ? "s" : "");
     sfl__free(pick);
 }
 
@@ -275,9 +274,24 @@ static void advance(job_t *j)
         coord_vround_send(j, NULL);
         return;
     }
-    for (uint32_t i = 0; i < j->rnd.nmembers; i++)
-        (void)coord_round_answer(&j->rnd, j->rnd.members[i].agent, j->id, j->rnd.round,
-                                 j->rnd.attempt, 0, now);
+    /* every block holder answered every iteration: accepted, with the bytes
+     * of its answers (the audit record and the history's bytes_up) */
+    {
+        uint64_t first;
+        uint32_t count;
+        size_t per = sfl_msg_values_bytes(v->nm, v->vj.algo->vertical->msg_ints);
+
+        coord_vjob_span(&j->model.spec, j->rnd.round, &first, &count);
+        for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
+            (void)coord_round_answer(&j->rnd, j->rnd.members[i].agent, j->id, j->rnd.round,
+                                     j->rnd.attempt, 0, now);
+            coord_part_queue(co, &(coord_part_row_t){(int64_t)j->id, (int64_t)j->rnd.round,
+                                                     (int64_t)j->wire_attempt + 1,
+                                                     (int64_t)j->rnd.members[i].agent,
+                                                     COORD_PART_ACCEPTED, NULL,
+                                                     (int64_t)(per * count), coord_wall_ms()});
+        }
+    }
     coord_job_drive(j);
 }
 
@@ -309,6 +323,13 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
     if (j == NULL || !j->ready || j->model.v == NULL) {
         snprintf(why, sizeof(why), "no vertical job %llu", (unsigned long long)m->job_id);
         vd = COORD_UPD_WRONG_ROUND;
+    } else if (m->round == j->rnd.round && m->attempt == j->wire_attempt &&
+               (j->rnd.state == COORD_ROUND_AGGREGATING ||
+                j->rnd.state == COORD_ROUND_COMMITTED)) {
+        /* every answer of the attempt is in: a repeat of its last one */
+        snprintf(why, sizeof(why), "round %llu attempt %u has all its answers",
+                 (unsigned long long)m->round, m->attempt);
+        vd = COORD_UPD_DUPLICATE;
     } else if (!coord_running(j) || j->rnd.state != COORD_ROUND_TRAINING || j->opening ||
                m->round != j->rnd.round || m->attempt != j->wire_attempt) {
         snprintf(why, sizeof(why), "round %llu attempt %u is not open",

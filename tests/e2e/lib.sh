@@ -86,14 +86,23 @@ start_agent() { # $1 = agent number; further arguments go to sfl-agent
 # kernel picks one) with its log in $t/coord.log; sets PK (its public key),
 # coord (its pid) and port (from its started line).
 start_coordinator_any_port() {
+    start_coordinator
+    port=$(sed -n 's/.*event=started .* port=\([0-9]*\) .*/\1/p' "$t/coord.log" | tail -1)
+    case $port in ''|0|*[!0-9]*) fail "no port in the coordinator's started line" ;; esac
+}
+
+# Starts (or restarts) the coordinator of $t/coordinator.ini with its log
+# appended to $t/coord.log, and waits for its started line; sets PK (its
+# public key) and coord (its pid).
+start_coordinator() {
     PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
+    _started=$(grep -c "event=started" "$t/coord.log" 2> /dev/null || true)
     "$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
     coord=$!
     pids="$pids $coord"
-    wait_for 10 grep -q "event=started" "$t/coord.log" || fail "coordinator did not start"
-    port=$(sed -n 's/.*event=started .* port=\([0-9]*\) .*/\1/p' "$t/coord.log" | head -1)
-    case $port in ''|0|*[!0-9]*) fail "no port in the coordinator's started line" ;; esac
+    wait_for 10 _started_after "$_started" || fail "coordinator did not start"
 }
+_started_after() { [ "$(grep -c "event=started" "$t/coord.log" 2> /dev/null)" -gt "$1" ]; }
 
 # Writes $t/sflctl.ini: the admin certificate "ops" of pki_federation
 # (made here if missing) against 127.0.0.1:$port; sets CTL.

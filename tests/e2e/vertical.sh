@@ -68,14 +68,7 @@ mport=$((port + 1))
   job exact 0 $ROUNDS; } > "$t/coordinator.ini"
 "$BIN/sfl-coordinator" --config "$t/coordinator.ini" --check > "$t/check.log" 2>&1 ||
     fail "coordinator --check: $(cat "$t/check.log")"
-PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
-start_coord() {
-    "$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
-    coord=$!
-    pids="$pids $coord"
-}
-start_coord
-wait_for 10 grep -q "event=started" "$t/coord.log" || fail "coordinator did not start"
+start_coordinator
 sflctl_config
 vagent() { # $1 agent number, $2 shard, further args to sfl-agent
     _a=$1
@@ -147,8 +140,8 @@ opened=$(grep -c "event=round_open job=3 " "$t/coord.log")
 kill -9 "$coord"
 # agent-3 back with the job's own budget as its limit
 eval "kill \$agent_3"
-start_coord
-wait_for 10 grep -q "event=state_loaded" "$t/coord.log" || fail "restart did not load state"
+start_coordinator
+grep -q "event=state_loaded" "$t/coord.log" || fail "restart did not load state"
 vagent 3 3 --dp_test_noise 1
 stopped() { grep -q "event=job_state job=3 state=failed" "$t/coord.log"; }
 wait_for 120 stopped || fail "job 3 did not stop: $($CTL jobs 2>&1)"

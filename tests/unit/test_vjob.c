@@ -121,7 +121,7 @@ static void test_vjob_blocks(void **state)
     }
     ds.first_column = 2;
     assert_int_equal(coord_vjob_block_of(j.v, &ds, why, sizeof(why)), -1);
-    assert_string_equal(why, "block [2, 4] is not one of the job's 3 blocks of its 9 columns "
+    assert_string_equal(why, "block [2, 4] is not one of the job's 3 blocks of 9 columns "
                              "(the first is [1, 3])");
     ds.first_column = 1;
     ds.samples = N - 1;

@@ -672,3 +672,113 @@ sfl_job_status_t fx_job_call(cli_t *k, const char *path, uint64_t id, int *statu
     free(res.resp);
     return st;
 }
+
+/* ---- vertical jobs ------------------------------------------------------------------ */
+
+void fx_block_summary(sfl_dataset_summary_t *ds, uint64_t samples, uint32_t first_column,
+                      uint32_t width, const uint8_t ids_hash[SFL_MSG_HASH_BYTES])
+{
+    memset(ds, 0, sizeof(*ds));
+    ds->samples = samples;
+    ds->dimension = width;
+    ds->first_column = first_column;
+    ds->has_ids = 1;
+    memcpy(ds->ids_hash, ids_hash, SFL_MSG_HASH_BYTES);
+}
+
+void fx_agent_join_ds(tagent_t *t, const char *who, const sfl_dataset_summary_t *ds)
+{
+    sfl_join_req_t j;
+    sfl_join_reply_t r;
+    res_t res = {0};
+    uint8_t *req = NULL;
+    size_t len;
+
+    if (t->id == NULL)
+        assert_int_equal(sfl_identity_generate(&t->id), 0);
+    if (t->cli.c == NULL)
+        fx_cli_connect(&t->cli, who);
+    memset(&j, 0, sizeof(j));
+    memcpy(j.identity_key, t->id->pk, 32);
+    j.dataset = *ds;
+    j.protocol_version = SFL_MSG_PROTOCOL_VERSION;
+    snprintf(j.agent_version, sizeof(j.agent_version), "test-agent");
+    assert_int_equal(sfl_msg_join_req_pack(&j, &req, &len), 0);
+    fx_call(&t->cli, "/sfl.v1.Coordinator/Join", req, len, &res);
+    if (res.status != 0)
+        fail_msg("join %s: %d %s", who, res.status, res.msg);
+    assert_int_equal(sfl_msg_join_reply_unpack(res.resp, res.len, NULL, &r), 0);
+    assert_true(r.agent_id > 0);
+    t->agent_id = r.agent_id;
+    memcpy(t->coord_pk, r.coordinator_key, 32);
+    free(res.resp);
+}
+
+int fx_next_sub(tagent_t *t, sfl_task_t **task, sfl_wait_t *w, sfl_vstep_t *step)
+{
+    int kind = 0;
+
+    *task = NULL;
+    while (t->sub.n <= t->seen) {
+        if (t->sub.done)
+            fail_msg("stream ended (%d %s) without a message", t->sub.status, t->sub.msg);
+        if (F.timed_out)
+            fail_msg("watchdog waiting for a stream message");
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(sfl_msg_sub_unpack(t->sub.m[t->seen], t->sub.len[t->seen], NULL, task, w,
+                                        step, &kind),
+                     0);
+    t->seen++;
+    if (kind == 't')
+        assert_int_equal(sfl_seal_verify_detached(t->coord_pk, SFL_MSG_TASK_CONTEXT,
+                                                  (*task)->signed_bytes, (*task)->signed_len,
+                                                  (*task)->signature),
+                         0);
+    return kind;
+}
+
+int fx_submit_step(tagent_t *t, const sfl_step_answer_t *m, sfl_ack_t *ack, char *msg,
+                   size_t cap)
+{
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+    int status;
+
+    assert_int_equal(sfl_msg_step_answer_pack(m, &buf, &len), 0);
+    fx_call(&t->cli, "/sfl.v1.Coordinator/SubmitStep", buf, len, &res);
+    status = res.status;
+    if (msg != NULL)
+        snprintf(msg, cap, "%s", res.msg);
+    if (status == 0)
+        assert_int_equal(sfl_msg_ack_unpack(res.resp, res.len, NULL, ack), 0);
+    free(res.resp);
+    return status;
+}
+
+static void run_for_cb(uv_timer_t *t)
+{
+    *(int *)t->data = 1;
+}
+
+static void run_for_closed(uv_handle_t *h)
+{
+    *(int *)h->data = 1;
+}
+
+/* Static, like fx_http's state: a failed assertion leaves the loop with it. */
+void fx_run_for(uint64_t ms)
+{
+    static uv_timer_t tm;
+    static int fired, closed;
+
+    fired = closed = 0;
+    tm.data = &fired;
+    assert_int_equal(uv_timer_init(&F.loop, &tm), 0);
+    assert_int_equal(uv_timer_start(&tm, run_for_cb, ms, 0), 0);
+    fx_run_until(&fired);
+    tm.data = &closed;
+    uv_close((uv_handle_t *)&tm, run_for_closed);
+    fx_run_until(&closed);
+}

@@ -123,4 +123,24 @@ sfl_job_status_t *fx_find_job(sfl_status_t *st, uint64_t id);
 /* PauseJob, ResumeJob or CancelJob (path) on job id. */
 sfl_job_status_t fx_job_call(cli_t *k, const char *path, uint64_t id, int *status);
 
+/* ---- vertical jobs ---- */
+/* The summary of a column block: samples rows of the problem's columns
+ * [first_column, first_column + width) (1-based), sample ids hashing to
+ * ids_hash (has_ids 1). */
+void fx_block_summary(sfl_dataset_summary_t *ds, uint64_t samples, uint32_t first_column,
+                      uint32_t width, const uint8_t ids_hash[SFL_MSG_HASH_BYTES]);
+/* fx_agent_join with the dataset summary ds (borrowed); joining again on
+ * the same connection replaces the agent's summary. */
+void fx_agent_join_ds(tagent_t *t, const char *who, const sfl_dataset_summary_t *ds);
+/* The next stream message by sfl_msg_sub_unpack: returns 't' (*task set,
+ * owned, signature verified as fx_next_message does), 'w' (*w filled) or
+ * 's' (*step filled, owned: sfl_msg_vstep_clear). */
+int fx_next_sub(tagent_t *t, sfl_task_t **task, sfl_wait_t *w, sfl_vstep_t *step);
+/* SubmitStep with answer m on t's connection: the gRPC status, and for 0
+ * the UpdateAck in *ack; the status message into msg[0..cap). */
+int fx_submit_step(tagent_t *t, const sfl_step_answer_t *m, sfl_ack_t *ack, char *msg,
+                   size_t cap);
+/* Runs the loop for ms milliseconds (the watchdog still applies). */
+void fx_run_for(uint64_t ms);
+
 #endif
