@@ -317,6 +317,72 @@ static void open_round_one(uint64_t job)
     }
 }
 
+/* The next stream message of t is the task of round 1, attempt 0 again (a
+ * reconnect), broadcast the round's start (zeros). */
+static void expect_task_again(tagent_t *t, uint64_t job)
+{
+    sfl_task_t *task = NULL;
+    sfl_wait_t w;
+    sfl_vstep_t st = {0};
+
+    assert_int_equal(fx_next_sub(t, &task, &w, &st), 't');
+    assert_true(task->job_id == job && task->round == 1 && task->attempt == 0);
+    assert_int_equal(task->first_iteration, 0);
+    assert_int_equal(task->model->nnz, 0);
+    sfl_msg_task_free(task);
+}
+
+/* A block holder that subscribes again mid-round gets the round's task and
+ * then the step it has not answered; one that answered it gets the task
+ * alone, and the next step once the others are in. */
+static void test_vround_reconnect(void **state)
+{
+    sfl_job_spec_t spec;
+    double vals[VMAX + 1];
+    uint8_t *msg;
+    size_t len;
+    uint64_t job;
+    sfl_ack_t ack;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    vspec(&spec, "bcfw", 60000, 3);
+    vref(&spec);
+    job = create(&spec);
+    open_round_one(job);
+    iterate(job, 1, 0, 0);
+    for (uint32_t k = 0; k < VK; k++)
+        expect_step(&F.ag[k], job, 1, 0, 1);
+    /* a1 answers iteration 1, a2 not yet */
+    msg = answer(0, 1, &len, vals);
+    ack = submit(&F.ag[0], F.ag[0].agent_id, job, 1, 0, 1, msg, len);
+    assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+    /* both subscribe again */
+    fx_agent_subscribe(&F.ag[1]);
+    expect_task_again(&F.ag[1], job);
+    expect_step(&F.ag[1], job, 1, 0, 1);
+    fx_agent_subscribe(&F.ag[0]);
+    expect_task_again(&F.ag[0], job);
+    /* a1's answer again: the same bytes, a duplicate */
+    ack = submit(&F.ag[0], F.ag[0].agent_id, job, 1, 0, 1, msg, len);
+    assert_int_equal(ack.status, SFL_ACK_DUPLICATE);
+    {
+        double v2[VK][VMAX + 1];
+        const double *rows[VK] = {v2[0], v2[1]};
+        uint8_t *m2 = answer(1, 1, &len, v2[1]);
+
+        memcpy(v2[0], vals, sizeof(vals));
+        ack = submit(&F.ag[1], F.ag[1].agent_id, job, 1, 0, 1, m2, len);
+        assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+        sfl__free(m2);
+        assert_int_equal(V.vj.algo->vertical->server_step(&V.vj, 1, rows, V.x, V.b), 0);
+    }
+    sfl__free(msg);
+    for (uint32_t k = 0; k < VK; k++)
+        expect_step(&F.ag[k], job, 1, 0, 2);
+}
+
 /* Two blocks through two rounds of three iterations: tasks, steps with the
  * server step's broadcast, commits, the next round from where the last one
  * ended, the model x exported. */
@@ -721,6 +787,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_vround_two_rounds, vsetup, vteardown),
         cmocka_unit_test_setup_teardown(test_vround_verdicts, vsetup, vteardown),
+        cmocka_unit_test_setup_teardown(test_vround_reconnect, vsetup, vteardown),
         cmocka_unit_test_setup_teardown(test_vround_selection, vsetup, vteardown),
         cmocka_unit_test_setup_teardown(test_vround_privacy_ledger, vsetup, vteardown),
         cmocka_unit_test_setup_teardown(test_vround_hostile_index, vsetup, vteardown),
