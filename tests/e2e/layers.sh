@@ -17,7 +17,7 @@ area_of() { # header stem -> area
     dict | eval | loss | loss_int) echo model ;;
     algo | algo_int | client | fold | vertical) echo algo ;;
     msg | spcodec) echo wire ;;
-    seal) echo crypto ;;
+    seal | savec | shamir | secagg) echo crypto ;;
     dp) echo dp ;;
     grpc | grpcconn | grpcframe | transport | transport_int) echo net ;;
     *) echo unknown ;;

@@ -1,0 +1,93 @@
+/* Secure aggregation's vectors (update mode 2; ../shared/SECURE_AGGREGATION.md
+ * section 2, docs/security.md): the common per-round support S_t, the
+ * quantization of an update onto it mod 2^32, and the pseudorandom mask
+ * words. Everything a client and the coordinator must compute alike, so it
+ * is specified to the bit here.
+ *
+ * Support. S_t = the support of the global model (its nonzero indices) plus
+ * an exploration set E_t drawn from the signed round nonce, to size
+ * min(size, d): the indices not in the model's support are ranked by
+ * rank(i) = the first 8 bytes, read as a big-endian uint64, of the unkeyed
+ * 32-byte BLAKE2b-256 digest of the 50 bytes "sfl-sa-explore" (14 bytes, no
+ * NUL) || nonce (32) || u32le(i), ties broken by the smaller i, and the
+ * smallest taken. When the model's support alone exceeds size, its first
+ * `size` indices by that same rank are kept. S_t is returned ascending.
+ *
+ * Quantization (a vector of len = |S_t| + 2 words):
+ *   B = 30 - floor(log2 n_max) (= 31 - ceil(log2(n_max + 1))), so that
+ *   n_max values of magnitude <= 2^B sum to at most 2^31 - 2^B and a sum
+ *   read as int32 cannot wrap (a value slot and the weight slot both reach
+ *   2^B, so 31 - ceil(log2 n_max) would wrap for every power of two n_max);
+ *   f = the largest integer with clip * 2^f <= 2^B (f may be negative);
+ *   rho = min(weight, w_max) / w_max (0 < weight; w_max > 0);
+ *   slot i < |S_t|: q_i = stochastic rounding of rho * clamp(v_i, -clip, clip) * 2^f
+ *   (floor(z) + 1 with probability z - floor(z): one sfl_rng_uniform draw u
+ *   per value slot, in slot order, rounding up when u < z - floor(z)),
+ *   stored as uint32 (two's complement);
+ *   slot |S_t|: round(rho * 2^B), the weight; slot |S_t| + 1: 1, the canary
+ *   (its sum is the number of inputs, so a client that masked another vector
+ *   shows).
+ *   NaN or infinite values are refused before clipping.
+ * Decoding a sum of count inputs: each slot read as int32; values / 2^f /
+ * (weight slot / 2^B) give the weighted mean; SFL_EBADSIG unless the canary
+ * slot equals count.
+ *
+ * Masks. A key (32 bytes) expands to words w_0, w_1, ... = the keystream of
+ * crypto_stream_chacha20_ietf (RFC 8439: 96-bit zero nonce, block counter
+ * from 0) read as little-endian uint32; word j is at byte 4 j, so any range
+ * can be produced without the ones before it (crypto_stream_chacha20_ietf_xor_ic
+ * with the block counter j / 16). */
+#ifndef SFL_SAVEC_H
+#define SFL_SAVEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sfl/error.h"
+#include "sfl/rng.h"
+
+#define SFL_SA_KEY_BYTES 32
+#define SFL_SA_NONCE_BYTES 32
+
+/* S_t into out (capacity min(size, d) entries), ascending; *n its size.
+ * global: the model's d entries (nonzero = in the support). SFL_EINVAL for
+ * d == 0 or size == 0. */
+int sfl_sa_support(const double *global, uint32_t d, uint32_t size,
+                   const uint8_t nonce[SFL_SA_NONCE_BYTES], uint32_t *out,
+                   uint32_t *n) SFL_MUST_CHECK;
+
+typedef struct sfl_sa_quant {
+    double clip;     /* c > 0: values are clamped to [-c, c] */
+    double w_max;    /* weights are capped at w_max and scaled by 1 / w_max */
+    uint32_t n_max;  /* most inputs a sum may hold (>= 1) */
+    uint32_t bits;   /* B, derived */
+    int32_t frac;    /* f, derived */
+} sfl_sa_quant_t;
+
+/* Fills bits and frac from clip, w_max and n_max; SFL_EINVAL for clip or
+ * w_max not finite and > 0, n_max == 0 or n_max > 2^30. */
+int sfl_sa_quant_init(sfl_sa_quant_t *q, double clip, double w_max,
+                      uint32_t n_max) SFL_MUST_CHECK;
+
+/* The input of one client: vals[0..k) (its values on S_t, k = |S_t|) and
+ * its weight (> 0, finite) into out[0..k + 2). SFL_ENUMERIC for a value not
+ * finite, SFL_EINVAL for a bad weight. */
+int sfl_sa_quantize(const sfl_sa_quant_t *q, const double *vals, uint32_t k, double weight,
+                    sfl_rng_t *rng, uint32_t *out) SFL_MUST_CHECK;
+
+/* A sum of count inputs sum[0..k + 2) back: mean[0..k) the weighted mean of
+ * the clipped values (sum of rho_u v_u / sum of rho_u), *wsum the sum of
+ * rho_u. SFL_EINVAL for count 0 or above n_max, SFL_EBADSIG if the canary
+ * slot is not count, SFL_EINVAL for a weight sum <= 0. */
+int sfl_sa_dequantize(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t k, uint32_t count,
+                      double *mean, double *wsum) SFL_MUST_CHECK;
+
+/* Words [first, first + n) of key's mask into out; first + n <= 2^36 (the
+ * 32-bit block counter). */
+void sfl_sa_mask_words(const uint8_t key[SFL_SA_KEY_BYTES], uint64_t first, uint32_t *out,
+                       size_t n);
+/* vec[0..n) += sign * mask(key)[0..n) mod 2^32 (sign +1 or -1), streaming in
+ * blocks (no allocation); n <= 2^36. */
+void sfl_sa_mask_add(const uint8_t key[SFL_SA_KEY_BYTES], int sign, uint32_t *vec, size_t n);
+
+#endif

@@ -1,0 +1,210 @@
+/* Secure aggregation (update mode 2): the coordinator learns only the sum of
+ * the surviving clients' quantized vectors over the round's common support,
+ * even when clients drop out (../shared/SECURE_AGGREGATION.md section 2,
+ * docs/security.md). Pairwise masks over a complete graph (SecAgg+, Bell et
+ * al. 2020, with every neighbour), Shamir shares of each client's seeds
+ * (sfl/shamir.h), the vectors of sfl/savec.h. Pure state machines over
+ * structs, no I/O: the agent drives a client, the coordinator a server, and a
+ * test or sfl-sim both in one process.
+ *
+ * Stages and what each side checks (a client that finds anything wrong
+ * aborts: it wipes its secrets and answers nothing more):
+ *   0 open: both sides start from the same sfl_sa_round_t (the coordinator
+ *     signs it into the task): the cohort (ids ascending, identity keys),
+ *     threshold t, vector length, nonce, model and support hashes. A client
+ *     refuses n or t below its policy, t <= n / 2, a repeated id, itself
+ *     absent.
+ *   1 advertise: each client makes fresh X25519 pairs c (encrypts shares
+ *     only) and s (masks only, from the scalar r_s), and a scalar r_b (its
+ *     self-mask seed); it signs (round, id, c_pk, s_pk).
+ *   2 share keys, given the advertisements the server collected (U1): every
+ *     signature verifies, ids are members and distinct, its own is intact,
+ *     keys are distinct and not of small order, |U1| >= t. The session id
+ *       sid = BLAKE2b-256("sfl-sa-v1" | job | round | attempt | nonce |
+ *             model_hash | support_hash | len | t | n | for each of U1
+ *             ascending: id | c_pk | s_pk)          (integers u64/u32 LE)
+ *     binds everything after. The client splits r_b and r_s into shares
+ *     (x = 1 + rank in the cohort) and sends each v of U1 an
+ *     XChaCha20-Poly1305 box, key BLAKE2b-256("sfl-sa-box" | X25519(c_u, c_v)
+ *     | sid), associated data sid | u | v, of (u, v, x_v, y_b, y_s); it
+ *     signs sid | u | BLAKE2b-256("sfl-sa-rb" | r_b) (the commitment the
+ *     server checks the rebuilt r_b against).
+ *   3 masked input, given U2 (who shared) and the boxes addressed to it:
+ *     U2 within U1 with itself, |U2| >= t, every box opens and is from its
+ *     sender to it at its x. y = q + mask(b) + sum over v in U2, v != u of
+ *     (u < v ? + : -) mask(K_uv) mod 2^32, b = BLAKE2b-256("sfl-sa-b" |
+ *     r_b), K_uv = BLAKE2b-256("sfl-sa-mask" | X25519(s_u, s_v) | the two
+ *     s_pk in id order | sid); signed sid | u | BLAKE2b-256(y).
+ *   4 consistency, given U3 (whose inputs the server took): U3 within U2
+ *     with itself, |U3| >= t; it signs sid | U3.
+ *   5 unmask, given the signatures the server collected (U4): at least t of
+ *     them from distinct members of U3, all over the U3 it signed. It
+ *     releases, for each other v of U2, its share of r_b if v is in U3, of
+ *     r_s if not; never both for one v, and once only (a second request is
+ *     an abort).
+ * The server checks every signature, sums the inputs of U3 mod 2^32, and
+ * from at least t clients' shares rebuilds r_b of each of U3 (checked
+ * against its commitment) and r_s of each of U2 \ U3 (checked against its
+ * s_pk), removes those masks and returns the sum of U3's q. Fewer than t at
+ * any stage: the round fails and nothing is revealed. */
+#ifndef SFL_SECAGG_H
+#define SFL_SECAGG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sfl/error.h"
+#include "sfl/seal.h"
+#include "sfl/shamir.h"
+
+#define SFL_SA_HASH 32
+#define SFL_SA_BOX_NONCE 24
+/* u64 u | u64 v | u16 x | y_b | y_s, and the AEAD tag */
+#define SFL_SA_BOX_PLAIN (8 + 8 + 2 + 2 * SFL_SHAMIR_BYTES)
+#define SFL_SA_BOX_BYTES (SFL_SA_BOX_PLAIN + 16)
+
+typedef struct sfl_sa_member {
+    uint64_t id;                         /* > 0 */
+    uint8_t pk[SFL_SEAL_PK_BYTES];       /* its Ed25519 identity key */
+} sfl_sa_member_t;
+
+/* Stage 0: what every party of the round agrees on (the coordinator signs
+ * it into the round's task). */
+typedef struct sfl_sa_round {
+    uint64_t job, round;
+    uint32_t attempt;
+    uint8_t nonce[32];
+    uint8_t model_hash[SFL_SA_HASH];
+    uint8_t support_hash[SFL_SA_HASH]; /* sfl_sa_support_hash of S_t */
+    uint32_t len;                      /* vector words: |S_t| + 2 */
+    uint32_t t;                        /* threshold */
+    uint32_t n;                        /* cohort size */
+    const sfl_sa_member_t *members;    /* n, ids strictly ascending (borrowed) */
+} sfl_sa_round_t;
+
+/* A client's floor on what it takes part in. */
+typedef struct sfl_sa_policy {
+    uint32_t min_n;  /* cohort at least this (default 3) */
+    uint32_t min_t;  /* threshold at least this (default 2); t > n / 2 always */
+} sfl_sa_policy_t;
+
+typedef struct sfl_sa_adv {
+    uint64_t id;
+    uint8_t c_pk[32], s_pk[32];
+    uint8_t sig[SFL_SEAL_SIG_BYTES];
+} sfl_sa_adv_t;
+
+/* One box of stage 2, from u to v. */
+typedef struct sfl_sa_box {
+    uint64_t from, to;
+    uint8_t nonce[SFL_SA_BOX_NONCE];
+    uint8_t ct[SFL_SA_BOX_BYTES];
+} sfl_sa_box_t;
+
+/* A client's stage-2 message: its commitment and its boxes. */
+typedef struct sfl_sa_shares {
+    uint64_t id;
+    uint8_t commit[SFL_SA_HASH];  /* BLAKE2b-256("sfl-sa-rb" | r_b) */
+    uint8_t sig[SFL_SEAL_SIG_BYTES];
+    uint32_t nboxes;
+    sfl_sa_box_t *boxes;          /* owned (sfl_sa_shares_clear) */
+} sfl_sa_shares_t;
+
+typedef struct sfl_sa_input {
+    uint64_t id;
+    uint32_t len;
+    uint32_t *y;                  /* owned (sfl_sa_input_clear) */
+    uint8_t sig[SFL_SEAL_SIG_BYTES];
+} sfl_sa_input_t;
+
+/* Stage 4: a client's signature over U3. */
+typedef struct sfl_sa_consist {
+    uint64_t id;
+    uint8_t sig[SFL_SEAL_SIG_BYTES];
+} sfl_sa_consist_t;
+
+/* Stage 5: one released share, of r_b (type 'b') or r_s ('s') of client of. */
+typedef struct sfl_sa_reveal {
+    uint64_t of;
+    char type;
+    sfl_share_t share;
+} sfl_sa_reveal_t;
+
+typedef struct sfl_sa_client sfl_sa_client_t;
+typedef struct sfl_sa_server sfl_sa_server_t;
+
+void sfl_sa_policy_default(sfl_sa_policy_t *p);
+/* BLAKE2b-256 of S_t as u32 little-endian indices. */
+void sfl_sa_support_hash(const uint32_t *support, uint32_t n, uint8_t out[SFL_SA_HASH]);
+
+/* ---- client ---- */
+
+/* Stage 0 and 1: checks r against policy and id (its own), makes the
+ * round's keys and its advertisement. id is borrowed for the client's life
+ * (it signs every stage). Owned (sfl_sa_client_free). */
+int sfl_sa_client_new(const sfl_sa_round_t *r, const sfl_sa_policy_t *policy, uint64_t id,
+                      const sfl_identity_t *ident, sfl_sa_client_t **out,
+                      sfl_sa_adv_t *adv) SFL_MUST_CHECK;
+/* Stage 2: advs[0..n) are U1. out owned (sfl_sa_shares_clear). */
+int sfl_sa_client_share(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n,
+                        sfl_sa_shares_t *out) SFL_MUST_CHECK;
+/* Stage 3: u2[0..n2) ascending; boxes[0..nb) addressed to this client (one
+ * from each other member of U2); q[0..len) its quantized vector. out owned
+ * (sfl_sa_input_clear). */
+int sfl_sa_client_input(sfl_sa_client_t *c, const uint64_t *u2, uint32_t n2,
+                        const sfl_sa_box_t *boxes, uint32_t nb, const uint32_t *q,
+                        sfl_sa_input_t *out) SFL_MUST_CHECK;
+/* Stage 4: u3[0..n3) ascending. */
+int sfl_sa_client_consist(sfl_sa_client_t *c, const uint64_t *u3, uint32_t n3,
+                          sfl_sa_consist_t *out) SFL_MUST_CHECK;
+/* Stage 5: sigs[0..ns) (ascending ids) from the server; out (capacity
+ * |U2| entries) gets the shares released, one for each member of U2 (its
+ * own included: r_b's, as it is in U3), *nout how many. The secrets are
+ * wiped after. */
+int sfl_sa_client_unmask(sfl_sa_client_t *c, const sfl_sa_consist_t *sigs, uint32_t ns,
+                         sfl_sa_reveal_t *out, uint32_t *nout) SFL_MUST_CHECK;
+/* 1 once the client aborted (its secrets are wiped; every call fails). */
+int sfl_sa_client_aborted(const sfl_sa_client_t *c);
+void sfl_sa_client_free(sfl_sa_client_t *c);
+
+/* ---- server ---- */
+
+/* r is copied (members too). Owned (sfl_sa_server_free). */
+int sfl_sa_server_new(const sfl_sa_round_t *r, sfl_sa_server_t **out) SFL_MUST_CHECK;
+/* Stage 1: an advertisement: SFL_EBADSIG, SFL_EINVAL (not a member, a
+ * repeat, a small-order key) leave the server as it was. */
+int sfl_sa_server_adv(sfl_sa_server_t *s, const sfl_sa_adv_t *adv) SFL_MUST_CHECK;
+/* Ends stage 1: U1 into *advs (borrowed until the server is freed), its size
+ * in *n; SFL_EEMPTY (the round fails) below t. */
+int sfl_sa_server_end_adv(sfl_sa_server_t *s, const sfl_sa_adv_t **advs,
+                          uint32_t *n) SFL_MUST_CHECK;
+/* Stage 2: a client's shares (taken over: m->boxes becomes the server's). */
+int sfl_sa_server_shares(sfl_sa_server_t *s, sfl_sa_shares_t *m) SFL_MUST_CHECK;
+/* Ends stage 2: U2 (ascending, borrowed), SFL_EEMPTY below t. */
+int sfl_sa_server_end_shares(sfl_sa_server_t *s, const uint64_t **u2,
+                             uint32_t *n) SFL_MUST_CHECK;
+/* The boxes for v from U2's other members: *boxes an owned array
+ * (sfl__free) of *n. */
+int sfl_sa_server_inbox(const sfl_sa_server_t *s, uint64_t v, sfl_sa_box_t **boxes,
+                        uint32_t *n) SFL_MUST_CHECK;
+/* Stage 3: an input, added to the sum (taken over). */
+int sfl_sa_server_input(sfl_sa_server_t *s, sfl_sa_input_t *in) SFL_MUST_CHECK;
+int sfl_sa_server_end_inputs(sfl_sa_server_t *s, const uint64_t **u3,
+                             uint32_t *n) SFL_MUST_CHECK;
+/* Stage 4. */
+int sfl_sa_server_consist(sfl_sa_server_t *s, const sfl_sa_consist_t *m) SFL_MUST_CHECK;
+int sfl_sa_server_end_consist(sfl_sa_server_t *s, const sfl_sa_consist_t **sigs,
+                              uint32_t *n) SFL_MUST_CHECK;
+/* Stage 5: client from's released shares. */
+int sfl_sa_server_unmask(sfl_sa_server_t *s, uint64_t from, const sfl_sa_reveal_t *shares,
+                         uint32_t n) SFL_MUST_CHECK;
+/* The end: the sum of U3's q into sum[0..len), *count = |U3|. SFL_EEMPTY if
+ * some seed has fewer than t shares, SFL_EBADSIG if a rebuilt seed fails
+ * its commitment or key. */
+int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count) SFL_MUST_CHECK;
+void sfl_sa_server_free(sfl_sa_server_t *s);
+
+void sfl_sa_shares_clear(sfl_sa_shares_t *m);
+void sfl_sa_input_clear(sfl_sa_input_t *m);
+
+#endif

@@ -1,0 +1,56 @@
+/* Shamir secret sharing over Z_L, L = 2^252 + 27742317777372353535851937790883648493
+ * (the order of Ed25519's prime-order group), with libsodium's constant-time
+ * scalar arithmetic (crypto_core_ed25519_scalar_*): secure aggregation's
+ * shares of each client's mask seeds (../shared/SECURE_AGGREGATION.md section
+ * 2; docs/security.md).
+ *
+ * A secret is a canonical scalar (32 bytes little-endian, < L). A share is
+ * (x, y): x in 1..65535 (x = 1 + the recipient's rank in the sorted cohort;
+ * x = 0 would be the secret itself and is never valid), y = f(x) for a random
+ * polynomial f of degree t - 1 with f(0) = the secret. Any t shares give the
+ * secret back (Lagrange interpolation at 0); t - 1 of them are uniformly
+ * distributed whatever the secret is. Nothing here allocates; intermediate
+ * scalars (the coefficients) are wiped before returning. */
+#ifndef SFL_SHAMIR_H
+#define SFL_SHAMIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sfl/error.h"
+
+#define SFL_SHAMIR_BYTES 32  /* a scalar: secret, y */
+#define SFL_SHAMIR_MAX 65535 /* shares (n) and x */
+
+typedef struct sfl_share {
+    uint16_t x;                  /* 1..65535 */
+    uint8_t y[SFL_SHAMIR_BYTES]; /* canonical scalar */
+} sfl_share_t;
+
+/* 1 if s (32 bytes) is a canonical scalar, < L. */
+int sfl_shamir_canonical(const uint8_t s[SFL_SHAMIR_BYTES]);
+
+/* A fresh random canonical scalar (libsodium's generator): a secret to share. */
+void sfl_shamir_random(uint8_t s[SFL_SHAMIR_BYTES]);
+
+/* Splits secret into n shares out[0..n), out[i].x = i + 1, threshold t:
+ * SFL_EINVAL unless 1 <= t <= n <= SFL_SHAMIR_MAX and secret is canonical.
+ * The polynomial's coefficients come from libsodium's generator. */
+int sfl_shamir_split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, uint32_t n,
+                     sfl_share_t *out) SFL_MUST_CHECK;
+
+/* The secret of shares[0..k) (k >= 1), interpolated at 0 through all of them:
+ * with exactly t shares of one polynomial, its secret. SFL_EINVAL (with the
+ * index in the detail) for x = 0, a repeated x, a y that is not canonical,
+ * k = 0 or k > SFL_SHAMIR_MAX. The caller decides how many shares it
+ * needs; sfl_shamir_check says whether more than t agree. */
+int sfl_shamir_combine(const sfl_share_t *shares, uint32_t k,
+                       uint8_t secret[SFL_SHAMIR_BYTES]) SFL_MUST_CHECK;
+
+/* 0 if shares[0..k) (k >= t) all lie on one polynomial of degree < t: the
+ * secret of the first t equals the secret of every other t of them formed by
+ * replacing one share (k - t combinations); SFL_EBADSIG for shares that do
+ * not agree (a corrupted or forged share), SFL_EINVAL as combine. */
+int sfl_shamir_check(const sfl_share_t *shares, uint32_t k, uint32_t t) SFL_MUST_CHECK;
+
+#endif

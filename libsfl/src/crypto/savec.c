@@ -1,0 +1,308 @@
+#include "sfl/savec.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sfl/alloc.h"
+
+/* The bit-level rules are in savec.h; this file keeps to them and checks
+ * what a caller's parameters could break before any arithmetic relies on
+ * them (the int32 bound of a sum, the 32-bit ChaCha20 block counter). */
+
+_Static_assert(SFL_SA_KEY_BYTES == crypto_stream_chacha20_ietf_KEYBYTES, "mask key size");
+_Static_assert(crypto_stream_chacha20_ietf_NONCEBYTES == 12, "ietf nonce size");
+
+#define EXPLORE_TAG "sfl-sa-explore"
+#define EXPLORE_TAG_LEN (sizeof(EXPLORE_TAG) - 1)
+_Static_assert(EXPLORE_TAG_LEN == 14, "exploration tag length");
+
+#define WORDS_PER_BLOCK 16u
+/* 64 ChaCha20 blocks (4 KiB) of keystream per call: large enough that the
+ * per-call cost vanishes, small enough for any thread's stack. */
+#define CHUNK_BLOCKS 64u
+#define CHUNK_BYTES (CHUNK_BLOCKS * 64u)
+#define MAX_WORDS ((uint64_t)1 << 36)
+
+/* ---- support ------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t key; /* first 8 digest bytes, big-endian */
+    uint32_t i;
+} ranked_t;
+
+static uint64_t explore_rank(const uint8_t nonce[SFL_SA_NONCE_BYTES], uint32_t i)
+{
+    uint8_t in[EXPLORE_TAG_LEN + SFL_SA_NONCE_BYTES + 4], h[32];
+    uint64_t key = 0;
+
+    memcpy(in, EXPLORE_TAG, EXPLORE_TAG_LEN);
+    memcpy(in + EXPLORE_TAG_LEN, nonce, SFL_SA_NONCE_BYTES);
+    for (int b = 0; b < 4; b++)
+        in[EXPLORE_TAG_LEN + SFL_SA_NONCE_BYTES + b] = (uint8_t)(i >> (8 * b));
+    /* The 32-byte digest, not an 8-byte one: BLAKE2b's output length is a
+     * parameter of the hash, so a shorter output is a different function. */
+    crypto_generichash(h, sizeof h, in, sizeof in, NULL, 0);
+    for (int b = 0; b < 8; b++)
+        key = (key << 8) | h[b];
+    return key;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+    const ranked_t *x = a, *y = b;
+
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static int by_index(const void *a, const void *b)
+{
+    const ranked_t *x = a, *y = b;
+
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+int sfl_sa_support(const double *global, uint32_t d, uint32_t size,
+                   const uint8_t nonce[SFL_SA_NONCE_BYTES], uint32_t *out, uint32_t *n)
+{
+    assert(global && nonce && out && n);
+    *n = 0;
+    if (d == 0 || size == 0)
+        return sfl__fail(SFL_EINVAL, "secure aggregation support: d and size must be > 0");
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EUNSUP, "libsodium failed to initialise");
+
+    uint32_t m = size < d ? size : d, ns = 0;
+    for (uint32_t i = 0; i < d; i++)
+        ns += global[i] != 0.0;
+
+    /* Ranked are either the indices outside the support (to fill S_t up to
+     * m) or, when the support alone is too big, the support itself. */
+    int rank_support = ns > m;
+    uint32_t ncand = rank_support ? ns : d - ns;
+    uint32_t need = rank_support ? m : m - ns;
+    ranked_t *cand = NULL;
+    uint32_t nsel = 0;
+
+    if (need > 0 && need < ncand) {
+        cand = sfl__mallocarray(ncand, sizeof *cand);
+        if (!cand)
+            return sfl__fail(SFL_ENOMEM, "secure aggregation support: %u candidates", ncand);
+        uint32_t c = 0;
+        for (uint32_t i = 0; i < d; i++)
+            if ((global[i] != 0.0) == rank_support)
+                cand[c++] = (ranked_t){explore_rank(nonce, i), i};
+        assert(c == ncand);
+        qsort(cand, ncand, sizeof *cand, by_rank);
+        qsort(cand, need, sizeof *cand, by_index);
+        nsel = need;
+    }
+
+    /* Merge, ascending: an index is kept when its class is taken whole (the
+     * support when it fits, the others when all are needed; a ranked
+     * support is never needed whole, as ns > m) or when it was selected. */
+    int take_support = !rank_support, take_others = !rank_support && need == ncand;
+    uint32_t o = 0, s = 0;
+    for (uint32_t i = 0; i < d; i++) {
+        int in_support = global[i] != 0.0;
+        int keep = in_support ? take_support : take_others;
+        if (s < nsel && cand[s].i == i) {
+            keep = 1;
+            s++;
+        }
+        if (keep)
+            out[o++] = i;
+    }
+    assert(o == m && s == nsel);
+    sfl__free(cand);
+    *n = m;
+    return 0;
+}
+
+/* ---- quantization -------------------------------------------------------- */
+
+int sfl_sa_quant_init(sfl_sa_quant_t *q, double clip, double w_max, uint32_t n_max)
+{
+    assert(q);
+    if (!(isfinite(clip) && clip > 0))
+        return sfl__fail(SFL_EINVAL, "secure aggregation: clip %g must be finite and > 0",
+                         clip);
+    if (!(isfinite(w_max) && w_max > 0))
+        return sfl__fail(SFL_EINVAL, "secure aggregation: w_max %g must be finite and > 0",
+                         w_max);
+    if (n_max == 0 || n_max > (UINT32_C(1) << 30))
+        return sfl__fail(SFL_EINVAL, "secure aggregation: n_max %u not in [1, 2^30]", n_max);
+
+    uint32_t lg = 0; /* floor(log2 n_max) */
+    while ((n_max >> lg) > 1)
+        lg++;
+    uint32_t bits = 30 - lg;
+
+    /* f from a floating-point guess, then corrected with exact ldexp
+     * comparisons, so log2's rounding cannot move it by one. The range of
+     * a finite double bounds f to about [-1030, 1105]. */
+    double top = ldexp(1.0, (int)bits);
+    int f = (int)floor((double)bits - log2(clip));
+    while (ldexp(clip, f) > top)
+        f--;
+    while (ldexp(clip, f + 1) <= top)
+        f++;
+
+    q->clip = clip;
+    q->w_max = w_max;
+    q->n_max = n_max;
+    q->bits = bits;
+    q->frac = f;
+    return 0;
+}
+
+/* What sfl_sa_quantize and sfl_sa_dequantize rely on: a sum of n_max
+ * slots stays inside int32 (see savec.h). */
+static int quant_ok(const sfl_sa_quant_t *q)
+{
+    return isfinite(q->clip) && q->clip > 0 && isfinite(q->w_max) && q->w_max > 0 &&
+           q->n_max >= 1 && q->bits <= 30 &&
+           (uint64_t)q->n_max << q->bits < (UINT64_C(1) << 31) &&
+           ldexp(q->clip, q->frac) <= ldexp(1.0, (int)q->bits);
+}
+
+int sfl_sa_quantize(const sfl_sa_quant_t *q, const double *vals, uint32_t k, double weight,
+                    sfl_rng_t *rng, uint32_t *out)
+{
+    assert(q && (vals || k == 0) && rng && out);
+    if (!quant_ok(q))
+        return sfl__fail(SFL_EINVAL, "secure aggregation: quantizer not initialised");
+    if (!(isfinite(weight) && weight > 0))
+        return sfl__fail(SFL_EINVAL, "secure aggregation: weight %g must be finite and > 0",
+                         weight);
+    /* All values checked before any is written or any draw is made: a
+     * refused input leaves out and the rng as they were. */
+    for (uint32_t i = 0; i < k; i++)
+        if (!isfinite(vals[i]))
+            return sfl__fail(SFL_ENUMERIC, "secure aggregation: value %u is %g", i, vals[i]);
+
+    double rho = (weight < q->w_max ? weight : q->w_max) / q->w_max;
+    double c = q->clip;
+    for (uint32_t i = 0; i < k; i++) {
+        double v = vals[i] < -c ? -c : vals[i] > c ? c : vals[i];
+        /* |rho v| <= c as rho <= 1 and rounding is monotone; ldexp is exact
+         * unless it underflows, so |z| <= c 2^f <= 2^B. */
+        double z = ldexp(rho * v, q->frac);
+        double fl = floor(z);
+        double u = sfl_rng_uniform(rng);
+        int64_t r = (int64_t)fl + (u < z - fl);
+        out[i] = (uint32_t)r; /* two's complement, defined for unsigned */
+    }
+    out[k] = (uint32_t)llround(ldexp(rho, (int)q->bits));
+    out[(size_t)k + 1] = 1;
+    return 0;
+}
+
+static int32_t as_int32(uint32_t w)
+{
+    /* Two's complement without implementation-defined conversion. */
+    return w < (UINT32_C(1) << 31) ? (int32_t)w : (int32_t)(w - (UINT32_C(1) << 31)) + INT32_MIN;
+}
+
+int sfl_sa_dequantize(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t k, uint32_t count,
+                      double *mean, double *wsum)
+{
+    assert(q && sum && (mean || k == 0) && wsum);
+    if (!quant_ok(q))
+        return sfl__fail(SFL_EINVAL, "secure aggregation: quantizer not initialised");
+    if (count == 0 || count > q->n_max)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: %u inputs, n_max is %u", count,
+                         q->n_max);
+    if (sum[(size_t)k + 1] != count)
+        return sfl__fail(SFL_EBADSIG, "secure aggregation: canary %u for %u inputs",
+                         sum[(size_t)k + 1], count);
+    int32_t w = as_int32(sum[k]);
+    if (w <= 0)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: weight sum %d", (int)w);
+
+    /* value / 2^f / (w / 2^B) = (value / w) 2^(B - f): one rounding. */
+    int e = (int)q->bits - q->frac;
+    for (uint32_t i = 0; i < k; i++)
+        mean[i] = ldexp((double)as_int32(sum[i]) / (double)w, e);
+    *wsum = ldexp((double)w, -(int)q->bits);
+    return 0;
+}
+
+/* ---- masks --------------------------------------------------------------- */
+
+/* nblocks keystream blocks of key from block counter blk into buf. */
+static void keystream(const uint8_t key[SFL_SA_KEY_BYTES], uint32_t blk, uint32_t nblocks,
+                      uint8_t buf[CHUNK_BYTES])
+{
+    static const uint8_t zero_nonce[12];
+
+    memset(buf, 0, (size_t)nblocks * 64);
+    crypto_stream_chacha20_ietf_xor_ic(buf, buf, (unsigned long long)nblocks * 64,
+                                       zero_nonce, blk, key);
+}
+
+static uint32_t load_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Words [first, first + n) of key's stream, in chunks: out gets them when
+ * vec is NULL, else vec gets them added (sign 1) or subtracted (-1). */
+static void mask_stream(const uint8_t key[SFL_SA_KEY_BYTES], uint64_t first, size_t n,
+                        uint32_t *out, uint32_t *vec, int sign)
+{
+    uint8_t buf[CHUNK_BYTES];
+    uint64_t blk = first / WORDS_PER_BLOCK;
+    uint32_t skip = (uint32_t)(first % WORDS_PER_BLOCK);
+
+    assert(key && (out || vec || n == 0));
+    assert(first <= MAX_WORDS && n <= MAX_WORDS - first);
+    /* sodium_init only swaps in faster implementations; the reference ones
+     * are in place without it, so a failure cannot change the words. */
+    if (sodium_init() < 0) {
+    }
+    while (n > 0) {
+        uint64_t want = ((uint64_t)skip + n + WORDS_PER_BLOCK - 1) / WORDS_PER_BLOCK;
+        uint32_t nblocks = want < CHUNK_BLOCKS ? (uint32_t)want : CHUNK_BLOCKS;
+        size_t take = (size_t)nblocks * WORDS_PER_BLOCK - skip;
+
+        if (take > n)
+            take = n;
+        keystream(key, (uint32_t)blk, nblocks, buf);
+        const uint8_t *p = buf + 4 * (size_t)skip;
+        if (!vec) {
+            for (size_t j = 0; j < take; j++)
+                out[j] = load_le32(p + 4 * j);
+            out += take;
+        } else if (sign > 0) {
+            for (size_t j = 0; j < take; j++)
+                vec[j] += load_le32(p + 4 * j);
+            vec += take;
+        } else {
+            for (size_t j = 0; j < take; j++)
+                vec[j] -= load_le32(p + 4 * j);
+            vec += take;
+        }
+        n -= take;
+        blk += nblocks;
+        skip = 0;
+    }
+    sodium_memzero(buf, sizeof buf);
+}
+
+void sfl_sa_mask_words(const uint8_t key[SFL_SA_KEY_BYTES], uint64_t first, uint32_t *out,
+                       size_t n)
+{
+    mask_stream(key, first, n, out, NULL, 0);
+}
+
+void sfl_sa_mask_add(const uint8_t key[SFL_SA_KEY_BYTES], int sign, uint32_t *vec, size_t n)
+{
+    assert(sign == 1 || sign == -1);
+    mask_stream(key, 0, n, NULL, vec, sign);
+}

@@ -1,0 +1,1217 @@
+/* Secure aggregation's protocol: sfl/secagg.h. Secrets live in the client
+ * struct and are wiped (sodium_memzero) on abort, after release and when it
+ * is freed. */
+#include "sfl/secagg.h"
+
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sfl/alloc.h"
+#include "sfl/savec.h"
+
+#define CTX_ADV "sfl-sa-adv-v1"
+#define CTX_SHARES "sfl-sa-shares-v1"
+#define CTX_INPUT "sfl-sa-input-v1"
+#define CTX_U3 "sfl-sa-u3-v1"
+
+enum { ST_ADV = 1, ST_SHARE, ST_INPUT, ST_CONSIST, ST_UNMASK, ST_DONE };
+
+/* ---- shared pieces ----------------------------------------------------- */
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static void hash_u64(crypto_generichash_state *st, uint64_t v)
+{
+    uint8_t b[8];
+
+    put64(b, v);
+    crypto_generichash_update(st, b, 8);
+}
+
+static void hash_str(crypto_generichash_state *st, const char *s)
+{
+    crypto_generichash_update(st, (const uint8_t *)s, strlen(s));
+}
+
+void sfl_sa_policy_default(sfl_sa_policy_t *p)
+{
+    p->min_n = 3;
+    p->min_t = 2;
+}
+
+void sfl_sa_support_hash(const uint32_t *support, uint32_t n, uint8_t out[SFL_SA_HASH])
+{
+    crypto_generichash_state st;
+    uint8_t b[4];
+
+    crypto_generichash_init(&st, NULL, 0, SFL_SA_HASH);
+    hash_str(&st, "sfl-sa-support");
+    for (uint32_t i = 0; i < n; i++) {
+        for (int k = 0; k < 4; k++)
+            b[k] = (uint8_t)(support[i] >> (8 * k));
+        crypto_generichash_update(&st, b, 4);
+    }
+    crypto_generichash_final(&st, out, SFL_SA_HASH);
+}
+
+/* The round's header hash: what an advertisement signs. */
+static void round_hash(const sfl_sa_round_t *r, const sfl_sa_member_t *members,
+                       uint8_t out[SFL_SA_HASH])
+{
+    crypto_generichash_state st;
+
+    crypto_generichash_init(&st, NULL, 0, SFL_SA_HASH);
+    hash_str(&st, "sfl-sa-round-v1");
+    hash_u64(&st, r->job);
+    hash_u64(&st, r->round);
+    hash_u64(&st, r->attempt);
+    crypto_generichash_update(&st, r->nonce, sizeof(r->nonce));
+    crypto_generichash_update(&st, r->model_hash, SFL_SA_HASH);
+    crypto_generichash_update(&st, r->support_hash, SFL_SA_HASH);
+    hash_u64(&st, r->len);
+    hash_u64(&st, r->t);
+    hash_u64(&st, r->n);
+    for (uint32_t i = 0; i < r->n; i++) {
+        hash_u64(&st, members[i].id);
+        crypto_generichash_update(&st, members[i].pk, SFL_SEAL_PK_BYTES);
+    }
+    crypto_generichash_final(&st, out, SFL_SA_HASH);
+}
+
+/* sid over the round and U1 (ascending). */
+static void session_id(const sfl_sa_round_t *r, const sfl_sa_adv_t *u1, uint32_t n1,
+                       uint8_t sid[SFL_SA_HASH])
+{
+    crypto_generichash_state st;
+
+    crypto_generichash_init(&st, NULL, 0, SFL_SA_HASH);
+    hash_str(&st, "sfl-sa-v1");
+    hash_u64(&st, r->job);
+    hash_u64(&st, r->round);
+    hash_u64(&st, r->attempt);
+    crypto_generichash_update(&st, r->nonce, sizeof(r->nonce));
+    crypto_generichash_update(&st, r->model_hash, SFL_SA_HASH);
+    crypto_generichash_update(&st, r->support_hash, SFL_SA_HASH);
+    hash_u64(&st, r->len);
+    hash_u64(&st, r->t);
+    hash_u64(&st, r->n);
+    for (uint32_t i = 0; i < n1; i++) {
+        hash_u64(&st, u1[i].id);
+        crypto_generichash_update(&st, u1[i].c_pk, 32);
+        crypto_generichash_update(&st, u1[i].s_pk, 32);
+    }
+    crypto_generichash_final(&st, sid, SFL_SA_HASH);
+}
+
+/* The rank of id among members (ascending), or -1. */
+static int rank_of(const sfl_sa_member_t *m, uint32_t n, uint64_t id)
+{
+    uint32_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (m[mid].id == id)
+            return (int)mid;
+        if (m[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+static int in_list(const uint64_t *ids, uint32_t n, uint64_t id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return 1;
+    return 0;
+}
+
+/* A list of ids: strictly ascending, every one of them in `within`
+ * (ascending, nw) and at least t of them. */
+static int check_subset(const char *what, const uint64_t *ids, uint32_t n, const uint64_t *within,
+                        uint32_t nw, uint32_t t)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (i > 0 && ids[i] <= ids[i - 1])
+            return sfl__fail(SFL_EINVAL, "%s: ids not strictly ascending (%llu after %llu)",
+                             what, (unsigned long long)ids[i], (unsigned long long)ids[i - 1]);
+        if (!in_list(within, nw, ids[i]))
+            return sfl__fail(SFL_EINVAL, "%s: client %llu was not in the stage before", what,
+                             (unsigned long long)ids[i]);
+    }
+    if (n < t)
+        return sfl__fail(SFL_EEMPTY, "%s: %u clients, fewer than the threshold %u", what, n, t);
+    return 0;
+}
+
+/* 0 if pk is a usable X25519 key: a scalar multiplication by a random
+ * scalar does not give the all-zero point (libsodium refuses small order). */
+static int x25519_ok(const uint8_t pk[32])
+{
+    uint8_t k[32], q[32];
+    int rc;
+
+    randombytes_buf(k, sizeof(k));
+    rc = crypto_scalarmult(q, k, pk);
+    sodium_memzero(k, sizeof(k));
+    sodium_memzero(q, sizeof(q));
+    return rc == 0 ? 0 : SFL_EINVAL;
+}
+
+static int adv_verify(const uint8_t rh[SFL_SA_HASH], const uint8_t pk[SFL_SEAL_PK_BYTES],
+                      const sfl_sa_adv_t *a)
+{
+    uint8_t msg[SFL_SA_HASH + 8 + 64];
+
+    memcpy(msg, rh, SFL_SA_HASH);
+    put64(msg + SFL_SA_HASH, a->id);
+    memcpy(msg + SFL_SA_HASH + 8, a->c_pk, 32);
+    memcpy(msg + SFL_SA_HASH + 40, a->s_pk, 32);
+    return sfl_seal_verify_detached(pk, CTX_ADV, msg, sizeof(msg), a->sig);
+}
+
+static int shares_verify(const uint8_t sid[SFL_SA_HASH], const uint8_t pk[SFL_SEAL_PK_BYTES],
+                         uint64_t id, const uint8_t commit[SFL_SA_HASH],
+                         const uint8_t sig[SFL_SEAL_SIG_BYTES])
+{
+    uint8_t msg[SFL_SA_HASH + 8 + SFL_SA_HASH];
+
+    memcpy(msg, sid, SFL_SA_HASH);
+    put64(msg + SFL_SA_HASH, id);
+    memcpy(msg + SFL_SA_HASH + 8, commit, SFL_SA_HASH);
+    return sfl_seal_verify_detached(pk, CTX_SHARES, msg, sizeof(msg), sig);
+}
+
+static void input_msg(const uint8_t sid[SFL_SA_HASH], uint64_t id, const uint32_t *y,
+                      uint32_t len, uint8_t msg[SFL_SA_HASH + 8 + SFL_SA_HASH])
+{
+    uint8_t w[4];
+    crypto_generichash_state st;
+
+    memcpy(msg, sid, SFL_SA_HASH);
+    put64(msg + SFL_SA_HASH, id);
+    crypto_generichash_init(&st, NULL, 0, SFL_SA_HASH);
+    for (uint32_t i = 0; i < len; i++) {
+        for (int k = 0; k < 4; k++)
+            w[k] = (uint8_t)(y[i] >> (8 * k));
+        crypto_generichash_update(&st, w, 4);
+    }
+    crypto_generichash_final(&st, msg + SFL_SA_HASH + 8, SFL_SA_HASH);
+}
+
+/* What a stage-4 signature covers: sid | |U3| | U3. */
+static void u3_msg(const uint8_t sid[SFL_SA_HASH], const uint64_t *u3, uint32_t n,
+                   uint8_t out[SFL_SA_HASH])
+{
+    crypto_generichash_state st;
+
+    crypto_generichash_init(&st, NULL, 0, SFL_SA_HASH);
+    crypto_generichash_update(&st, sid, SFL_SA_HASH);
+    hash_u64(&st, n);
+    for (uint32_t i = 0; i < n; i++)
+        hash_u64(&st, u3[i]);
+    crypto_generichash_final(&st, out, SFL_SA_HASH);
+}
+
+static void commit_of(const uint8_t r_b[32], uint8_t out[SFL_SA_HASH])
+{
+    crypto_generichash_state st;
+
+    crypto_generichash_init(&st, NULL, 0, SFL_SA_HASH);
+    hash_str(&st, "sfl-sa-rb");
+    crypto_generichash_update(&st, r_b, 32);
+    crypto_generichash_final(&st, out, SFL_SA_HASH);
+}
+
+/* b = BLAKE2b-256("sfl-sa-b" | r_b); s_sk = BLAKE2b-256("sfl-sa-s" | r_s). */
+static void derive(const char *label, const uint8_t r[32], uint8_t out[32])
+{
+    crypto_generichash_state st;
+
+    crypto_generichash_init(&st, NULL, 0, 32);
+    hash_str(&st, label);
+    crypto_generichash_update(&st, r, 32);
+    crypto_generichash_final(&st, out, 32);
+}
+
+/* K_uv from s_sk of one side and s_pk of the other; lo/hi: the two s_pk in
+ * id order. */
+static int pair_key(const uint8_t s_sk[32], const uint8_t other_pk[32], const uint8_t lo[32],
+                    const uint8_t hi[32], const uint8_t sid[SFL_SA_HASH], uint8_t key[32])
+{
+    crypto_generichash_state st;
+    uint8_t dh[32];
+
+    if (crypto_scalarmult(dh, s_sk, other_pk) != 0)
+        return sfl__fail(SFL_EINVAL, "a mask key of small order");
+    crypto_generichash_init(&st, NULL, 0, 32);
+    hash_str(&st, "sfl-sa-mask");
+    crypto_generichash_update(&st, dh, 32);
+    crypto_generichash_update(&st, lo, 32);
+    crypto_generichash_update(&st, hi, 32);
+    crypto_generichash_update(&st, sid, SFL_SA_HASH);
+    crypto_generichash_final(&st, key, 32);
+    sodium_memzero(dh, sizeof(dh));
+    return 0;
+}
+
+static int box_key(const uint8_t c_sk[32], const uint8_t other_pk[32],
+                   const uint8_t sid[SFL_SA_HASH], uint8_t key[32])
+{
+    crypto_generichash_state st;
+    uint8_t dh[32];
+
+    if (crypto_scalarmult(dh, c_sk, other_pk) != 0)
+        return sfl__fail(SFL_EINVAL, "a share key of small order");
+    crypto_generichash_init(&st, NULL, 0, 32);
+    hash_str(&st, "sfl-sa-box");
+    crypto_generichash_update(&st, dh, 32);
+    crypto_generichash_update(&st, sid, SFL_SA_HASH);
+    crypto_generichash_final(&st, key, 32);
+    sodium_memzero(dh, sizeof(dh));
+    return 0;
+}
+
+static void box_ad(const uint8_t sid[SFL_SA_HASH], uint64_t u, uint64_t v,
+                   uint8_t ad[SFL_SA_HASH + 16])
+{
+    memcpy(ad, sid, SFL_SA_HASH);
+    put64(ad + SFL_SA_HASH, u);
+    put64(ad + SFL_SA_HASH + 8, v);
+}
+
+static int check_round(const sfl_sa_round_t *r)
+{
+    if (r->n == 0 || r->members == NULL || r->n > SFL_SHAMIR_MAX)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: a cohort of %u", r->n);
+    if (r->t == 0 || r->t > r->n || 2 * (uint64_t)r->t <= r->n)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: threshold %u of %u (need n / 2 < t "
+                         "<= n)", r->t, r->n);
+    if (r->len < 2)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: vector of %u words", r->len);
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->members[i].id == 0 || (i > 0 && r->members[i].id <= r->members[i - 1].id))
+            return sfl__fail(SFL_EINVAL, "secure aggregation: cohort ids not strictly "
+                             "ascending and > 0 (entry %u)", i);
+    return 0;
+}
+
+/* ---- client ------------------------------------------------------------ */
+
+struct sfl_sa_client {
+    sfl_sa_round_t r;
+    sfl_sa_member_t *members;
+    uint64_t id;
+    uint32_t rank;
+    const sfl_identity_t *ident;
+    int stage, aborted;
+    uint8_t rh[SFL_SA_HASH], sid[SFL_SA_HASH];
+    /* secrets */
+    uint8_t c_sk[32], s_sk[32], r_b[32], r_s[32];
+    uint8_t c_pk[32], s_pk[32];
+    sfl_sa_adv_t *u1;     /* n1, ascending */
+    uint32_t n1;
+    uint64_t *u2, *u3;
+    uint32_t n2, n3;
+    /* shares this client holds, by the owner's rank: its own too */
+    uint8_t (*yb)[32], (*ys)[32];
+    uint8_t *have;
+    uint8_t u3h[SFL_SA_HASH];
+};
+
+static void client_wipe(sfl_sa_client_t *c)
+{
+    sodium_memzero(c->c_sk, sizeof(c->c_sk));
+    sodium_memzero(c->s_sk, sizeof(c->s_sk));
+    sodium_memzero(c->r_b, sizeof(c->r_b));
+    sodium_memzero(c->r_s, sizeof(c->r_s));
+    if (c->yb != NULL)
+        sodium_memzero(c->yb, (size_t)c->r.n * 32);
+    if (c->ys != NULL)
+        sodium_memzero(c->ys, (size_t)c->r.n * 32);
+}
+
+/* Aborts with the error rc (already set in sfl_last_error). */
+static int client_abort(sfl_sa_client_t *c, int rc)
+{
+    c->aborted = 1;
+    client_wipe(c);
+    return rc;
+}
+
+static int client_stage(sfl_sa_client_t *c, int stage)
+{
+    if (c->aborted)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: the client aborted");
+    if (c->stage != stage)
+        return client_abort(c, sfl__fail(SFL_EINVAL, "secure aggregation: stage %d asked at "
+                                         "stage %d", stage, c->stage));
+    return 0;
+}
+
+int sfl_sa_client_new(const sfl_sa_round_t *r, const sfl_sa_policy_t *policy, uint64_t id,
+                      const sfl_identity_t *ident, sfl_sa_client_t **out, sfl_sa_adv_t *adv)
+{
+    sfl_sa_client_t *c;
+    uint8_t msg[SFL_SA_HASH + 8 + 64];
+    int rk, rc;
+
+    *out = NULL;
+    if ((rc = check_round(r)) < 0)
+        return rc;
+    if (r->n < policy->min_n || r->t < policy->min_t)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: cohort %u, threshold %u below this "
+                         "client's floor (%u, %u)", r->n, r->t, policy->min_n, policy->min_t);
+    if ((rk = rank_of(r->members, r->n, id)) < 0)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: client %llu is not in the cohort",
+                         (unsigned long long)id);
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EIO, "libsodium cannot be initialised");
+    if ((c = sfl__calloc(1, sizeof(*c))) == NULL ||
+        (c->members = sfl__calloc(r->n, sizeof(*c->members))) == NULL ||
+        (c->yb = sfl__calloc(r->n, 32)) == NULL || (c->ys = sfl__calloc(r->n, 32)) == NULL ||
+        (c->have = sfl__calloc(r->n, 1)) == NULL) {
+        sfl_sa_client_free(c);
+        return sfl__fail(SFL_ENOMEM, "no memory for a secure aggregation client");
+    }
+    c->r = *r;
+    memcpy(c->members, r->members, r->n * sizeof(*c->members));
+    c->r.members = c->members;
+    c->id = id;
+    c->rank = (uint32_t)rk;
+    c->ident = ident;
+    round_hash(r, c->members, c->rh);
+    randombytes_buf(c->c_sk, 32);
+    crypto_scalarmult_base(c->c_pk, c->c_sk);
+    sfl_shamir_random(c->r_b);
+    sfl_shamir_random(c->r_s);
+    derive("sfl-sa-s", c->r_s, c->s_sk);
+    crypto_scalarmult_base(c->s_pk, c->s_sk);
+    memset(adv, 0, sizeof(*adv));
+    adv->id = id;
+    memcpy(adv->c_pk, c->c_pk, 32);
+    memcpy(adv->s_pk, c->s_pk, 32);
+    memcpy(msg, c->rh, SFL_SA_HASH);
+    put64(msg + SFL_SA_HASH, id);
+    memcpy(msg + SFL_SA_HASH + 8, c->c_pk, 32);
+    memcpy(msg + SFL_SA_HASH + 40, c->s_pk, 32);
+    if ((rc = sfl_seal_sign_detached(ident, CTX_ADV, msg, sizeof(msg), adv->sig)) < 0) {
+        sfl_sa_client_free(c);
+        return rc;
+    }
+    c->stage = ST_SHARE;
+    *out = c;
+    return 0;
+}
+
+/* U1 as a client takes it: the checks of stage 2. */
+static int check_u1(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n)
+{
+    int self = 0, rc;
+
+    if (n < c->r.t)
+        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u advertised keys, fewer than the "
+                         "threshold %u", n, c->r.t);
+    for (uint32_t i = 0; i < n; i++) {
+        const sfl_sa_adv_t *a = &advs[i];
+        int rk = rank_of(c->members, c->r.n, a->id);
+
+        if (rk < 0)
+            return sfl__fail(SFL_EINVAL, "secure aggregation: keys of %llu, not in the cohort",
+                             (unsigned long long)a->id);
+        if (i > 0 && a->id <= advs[i - 1].id)
+            return sfl__fail(SFL_EINVAL, "secure aggregation: repeated or unordered client %llu",
+                             (unsigned long long)a->id);
+        if ((rc = adv_verify(c->rh, c->members[rk].pk, a)) < 0)
+            return sfl__fail(SFL_EBADSIG, "secure aggregation: the keys of %llu are not signed "
+                             "by it", (unsigned long long)a->id);
+        if (a->id == c->id) {
+            if (sodium_memcmp(a->c_pk, c->c_pk, 32) != 0 ||
+                sodium_memcmp(a->s_pk, c->s_pk, 32) != 0)
+                return sfl__fail(SFL_EBADSIG, "secure aggregation: this client's own keys "
+                                 "were altered");
+            self = 1;
+            continue;
+        }
+        if (x25519_ok(a->c_pk) < 0 || x25519_ok(a->s_pk) < 0)
+            return sfl__fail(SFL_EINVAL, "secure aggregation: a key of %llu is of small order",
+                             (unsigned long long)a->id);
+        for (uint32_t k = 0; k < i; k++)
+            if (sodium_memcmp(a->c_pk, advs[k].c_pk, 32) == 0 ||
+                sodium_memcmp(a->s_pk, advs[k].s_pk, 32) == 0 ||
+                sodium_memcmp(a->c_pk, advs[k].s_pk, 32) == 0 ||
+                sodium_memcmp(a->s_pk, advs[k].c_pk, 32) == 0)
+                return sfl__fail(SFL_EINVAL, "secure aggregation: clients %llu and %llu "
+                                 "advertise the same key", (unsigned long long)advs[k].id,
+                                 (unsigned long long)a->id);
+    }
+    if (!self)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: this client's keys are missing");
+    return 0;
+}
+
+int sfl_sa_client_share(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n,
+                        sfl_sa_shares_t *out)
+{
+    sfl_share_t *sb = NULL, *ss = NULL;
+    uint8_t plain[SFL_SA_BOX_PLAIN], key[32], ad[SFL_SA_HASH + 16];
+    uint8_t msg[SFL_SA_HASH + 8 + SFL_SA_HASH];
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = client_stage(c, ST_SHARE)) < 0)
+        return rc;
+    if ((rc = check_u1(c, advs, n)) < 0)
+        return client_abort(c, rc);
+    if ((c->u1 = sfl__calloc(n, sizeof(*c->u1))) == NULL ||
+        (sb = sfl__calloc(c->r.n, sizeof(*sb))) == NULL ||
+        (ss = sfl__calloc(c->r.n, sizeof(*ss))) == NULL ||
+        (out->boxes = sfl__calloc(n, sizeof(*out->boxes))) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the shares");
+        goto fail;
+    }
+    memcpy(c->u1, advs, n * sizeof(*advs));
+    c->n1 = n;
+    session_id(&c->r, c->u1, n, c->sid);
+    if ((rc = sfl_shamir_split(c->r_b, c->r.t, c->r.n, sb)) < 0 ||
+        (rc = sfl_shamir_split(c->r_s, c->r.t, c->r.n, ss)) < 0)
+        goto fail;
+    /* its own shares it keeps, as every holder does */
+    memcpy(c->yb[c->rank], sb[c->rank].y, 32);
+    memcpy(c->ys[c->rank], ss[c->rank].y, 32);
+    c->have[c->rank] = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        const sfl_sa_adv_t *a = &advs[i];
+        uint32_t rk = (uint32_t)rank_of(c->members, c->r.n, a->id);
+        sfl_sa_box_t *b = &out->boxes[out->nboxes];
+        unsigned long long clen;
+
+        if (a->id == c->id)
+            continue;
+        put64(plain, c->id);
+        put64(plain + 8, a->id);
+        plain[16] = (uint8_t)sb[rk].x;
+        plain[17] = (uint8_t)(sb[rk].x >> 8);
+        memcpy(plain + 18, sb[rk].y, 32);
+        memcpy(plain + 50, ss[rk].y, 32);
+        if ((rc = box_key(c->c_sk, a->c_pk, c->sid, key)) < 0)
+            goto fail;
+        box_ad(c->sid, c->id, a->id, ad);
+        b->from = c->id;
+        b->to = a->id;
+        randombytes_buf(b->nonce, sizeof(b->nonce));
+        crypto_aead_xchacha20poly1305_ietf_encrypt(b->ct, &clen, plain, sizeof(plain), ad,
+                                                   sizeof(ad), NULL, b->nonce, key);
+        out->nboxes++;
+    }
+    out->id = c->id;
+    commit_of(c->r_b, out->commit);
+    memcpy(msg, c->sid, SFL_SA_HASH);
+    put64(msg + SFL_SA_HASH, c->id);
+    memcpy(msg + SFL_SA_HASH + 8, out->commit, SFL_SA_HASH);
+    if ((rc = sfl_seal_sign_detached(c->ident, CTX_SHARES, msg, sizeof(msg), out->sig)) < 0)
+        goto fail;
+    c->stage = ST_INPUT;
+    rc = 0;
+    goto out;
+fail:
+    sfl_sa_shares_clear(out);
+    rc = client_abort(c, rc);
+out:
+    sodium_memzero(plain, sizeof(plain));
+    sodium_memzero(key, sizeof(key));
+    if (sb != NULL)
+        sodium_memzero(sb, (size_t)c->r.n * sizeof(*sb));
+    if (ss != NULL)
+        sodium_memzero(ss, (size_t)c->r.n * sizeof(*ss));
+    sfl__free(sb);
+    sfl__free(ss);
+    return rc;
+}
+
+static const sfl_sa_adv_t *adv_of(const sfl_sa_client_t *c, uint64_t id)
+{
+    for (uint32_t i = 0; i < c->n1; i++)
+        if (c->u1[i].id == id)
+            return &c->u1[i];
+    return NULL;
+}
+
+/* Opens box b (to this client) and keeps its shares. */
+static int take_box(sfl_sa_client_t *c, const sfl_sa_box_t *b)
+{
+    const sfl_sa_adv_t *a = adv_of(c, b->from);
+    uint8_t plain[SFL_SA_BOX_PLAIN], key[32], ad[SFL_SA_HASH + 16];
+    unsigned long long plen;
+    int rk = rank_of(c->members, c->r.n, b->from), rc;
+    uint16_t x;
+
+    if (a == NULL || rk < 0 || b->to != c->id || b->from == c->id)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: a box from %llu to %llu",
+                         (unsigned long long)b->from, (unsigned long long)b->to);
+    if (c->have[rk])
+        return sfl__fail(SFL_EINVAL, "secure aggregation: two boxes from %llu",
+                         (unsigned long long)b->from);
+    if ((rc = box_key(c->c_sk, a->c_pk, c->sid, key)) < 0)
+        return rc;
+    box_ad(c->sid, b->from, c->id, ad);
+    rc = crypto_aead_xchacha20poly1305_ietf_decrypt(plain, &plen, NULL, b->ct, sizeof(b->ct), ad,
+                                                    sizeof(ad), b->nonce, key);
+    sodium_memzero(key, sizeof(key));
+    if (rc != 0 || plen != SFL_SA_BOX_PLAIN) {
+        sodium_memzero(plain, sizeof(plain));
+        return sfl__fail(SFL_EDECRYPT, "secure aggregation: the box from %llu does not open",
+                         (unsigned long long)b->from);
+    }
+    x = (uint16_t)(plain[16] | plain[17] << 8);
+    if (get64(plain) != b->from || get64(plain + 8) != c->id || x != c->rank + 1 ||
+        !sfl_shamir_canonical(plain + 18) || !sfl_shamir_canonical(plain + 50)) {
+        sodium_memzero(plain, sizeof(plain));
+        return sfl__fail(SFL_EINVAL, "secure aggregation: the shares from %llu are not this "
+                         "client's", (unsigned long long)b->from);
+    }
+    memcpy(c->yb[rk], plain + 18, 32);
+    memcpy(c->ys[rk], plain + 50, 32);
+    c->have[rk] = 1;
+    sodium_memzero(plain, sizeof(plain));
+    return 0;
+}
+
+int sfl_sa_client_input(sfl_sa_client_t *c, const uint64_t *u2, uint32_t n2,
+                        const sfl_sa_box_t *boxes, uint32_t nb, const uint32_t *q,
+                        sfl_sa_input_t *out)
+{
+    uint8_t b[32], key[32], msg[SFL_SA_HASH + 8 + SFL_SA_HASH];
+    uint64_t *ids = NULL;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = client_stage(c, ST_INPUT)) < 0)
+        return rc;
+    if ((ids = sfl__calloc(c->n1, sizeof(*ids))) == NULL ||
+        (c->u2 = sfl__calloc(n2 ? n2 : 1, sizeof(*c->u2))) == NULL ||
+        (out->y = sfl__calloc(c->r.len, sizeof(uint32_t))) == NULL) {
+        sfl__free(ids);
+        return client_abort(c, sfl__fail(SFL_ENOMEM, "no memory for the masked input"));
+    }
+    for (uint32_t i = 0; i < c->n1; i++)
+        ids[i] = c->u1[i].id;
+    rc = check_subset("U2", u2, n2, ids, c->n1, c->r.t);
+    sfl__free(ids);
+    if (rc == 0 && !in_list(u2, n2, c->id))
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: this client is listed as dropped");
+    if (rc == 0 && nb != n2 - 1)
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: %u boxes for %u other clients", nb,
+                       n2 - 1);
+    for (uint32_t i = 0; rc == 0 && i < nb; i++) {
+        if (!in_list(u2, n2, boxes[i].from))
+            rc = sfl__fail(SFL_EINVAL, "secure aggregation: a box from %llu, not in U2",
+                           (unsigned long long)boxes[i].from);
+        else
+            rc = take_box(c, &boxes[i]);
+    }
+    if (rc < 0) {
+        sfl_sa_input_clear(out);
+        return client_abort(c, rc);
+    }
+    memcpy(c->u2, u2, n2 * sizeof(*u2));
+    c->n2 = n2;
+    /* y = q + mask(b) + sum of the pairwise masks */
+    memcpy(out->y, q, c->r.len * sizeof(uint32_t));
+    derive("sfl-sa-b", c->r_b, b);
+    sfl_sa_mask_add(b, 1, out->y, c->r.len);
+    sodium_memzero(b, sizeof(b));
+    for (uint32_t i = 0; i < n2; i++) {
+        const sfl_sa_adv_t *a = adv_of(c, u2[i]);
+        int lower = c->id < u2[i];
+
+        if (u2[i] == c->id)
+            continue;
+        if ((rc = pair_key(c->s_sk, a->s_pk, lower ? c->s_pk : a->s_pk,
+                           lower ? a->s_pk : c->s_pk, c->sid, key)) < 0) {
+            sfl_sa_input_clear(out);
+            return client_abort(c, rc);
+        }
+        sfl_sa_mask_add(key, lower ? 1 : -1, out->y, c->r.len);
+    }
+    sodium_memzero(key, sizeof(key));
+    out->id = c->id;
+    out->len = c->r.len;
+    input_msg(c->sid, c->id, out->y, c->r.len, msg);
+    if ((rc = sfl_seal_sign_detached(c->ident, CTX_INPUT, msg, sizeof(msg), out->sig)) < 0) {
+        sfl_sa_input_clear(out);
+        return client_abort(c, rc);
+    }
+    c->stage = ST_CONSIST;
+    return 0;
+}
+
+int sfl_sa_client_consist(sfl_sa_client_t *c, const uint64_t *u3, uint32_t n3,
+                          sfl_sa_consist_t *out)
+{
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = client_stage(c, ST_CONSIST)) < 0)
+        return rc;
+    rc = check_subset("U3", u3, n3, c->u2, c->n2, c->r.t);
+    if (rc == 0 && !in_list(u3, n3, c->id))
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: this client's input is listed missing");
+    if (rc == 0 && (c->u3 = sfl__calloc(n3, sizeof(*c->u3))) == NULL)
+        rc = sfl__fail(SFL_ENOMEM, "no memory for U3");
+    if (rc < 0)
+        return client_abort(c, rc);
+    memcpy(c->u3, u3, n3 * sizeof(*u3));
+    c->n3 = n3;
+    u3_msg(c->sid, u3, n3, c->u3h);
+    out->id = c->id;
+    if ((rc = sfl_seal_sign_detached(c->ident, CTX_U3, c->u3h, sizeof(c->u3h), out->sig)) < 0)
+        return client_abort(c, rc);
+    c->stage = ST_UNMASK;
+    return 0;
+}
+
+int sfl_sa_client_unmask(sfl_sa_client_t *c, const sfl_sa_consist_t *sigs, uint32_t ns,
+                         sfl_sa_reveal_t *out, uint32_t *nout)
+{
+    uint32_t good = 0;
+    uint64_t last = 0;
+    int rc;
+
+    *nout = 0;
+    if ((rc = client_stage(c, ST_UNMASK)) < 0)
+        return rc; /* a second request aborts here: the stage is past */
+    for (uint32_t i = 0; i < ns; i++) {
+        int rk = rank_of(c->members, c->r.n, sigs[i].id);
+
+        if (rk < 0 || !in_list(c->u3, c->n3, sigs[i].id) || (i > 0 && sigs[i].id <= last))
+            return client_abort(c, sfl__fail(SFL_EINVAL, "secure aggregation: a consistency "
+                                             "signature of %llu, not one of U3 in order",
+                                             (unsigned long long)sigs[i].id));
+        last = sigs[i].id;
+        if (sfl_seal_verify_detached(c->members[rk].pk, CTX_U3, c->u3h, sizeof(c->u3h),
+                                     sigs[i].sig) < 0)
+            return client_abort(c, sfl__fail(SFL_EBADSIG, "secure aggregation: %llu signed "
+                                             "another U3", (unsigned long long)sigs[i].id));
+        good++;
+    }
+    if (good < c->r.t)
+        return client_abort(c, sfl__fail(SFL_EEMPTY, "secure aggregation: %u consistency "
+                                         "signatures, fewer than the threshold %u", good,
+                                         c->r.t));
+    /* for each of U2 (itself too): r_b's share if it sent its input, r_s's
+     * if not; never both */
+    for (uint32_t i = 0; i < c->n2; i++) {
+        int rk = rank_of(c->members, c->r.n, c->u2[i]);
+        int in3 = in_list(c->u3, c->n3, c->u2[i]);
+
+        if (!c->have[rk])
+            return client_abort(c, sfl__fail(SFL_EINVAL, "secure aggregation: no share of "
+                                             "%llu held", (unsigned long long)c->u2[i]));
+        out[*nout].of = c->u2[i];
+        out[*nout].type = in3 ? 'b' : 's';
+        out[*nout].share.x = (uint16_t)(c->rank + 1);
+        memcpy(out[*nout].share.y, in3 ? c->yb[rk] : c->ys[rk], 32);
+        (*nout)++;
+    }
+    c->stage = ST_DONE;
+    client_wipe(c);
+    return 0;
+}
+
+int sfl_sa_client_aborted(const sfl_sa_client_t *c)
+{
+    return c->aborted;
+}
+
+void sfl_sa_client_free(sfl_sa_client_t *c)
+{
+    if (c == NULL)
+        return;
+    client_wipe(c);
+    sfl__free(c->members);
+    sfl__free(c->yb);
+    sfl__free(c->ys);
+    sfl__free(c->have);
+    sfl__free(c->u1);
+    sfl__free(c->u2);
+    sfl__free(c->u3);
+    sfl__free(c);
+}
+
+void sfl_sa_shares_clear(sfl_sa_shares_t *m)
+{
+    if (m == NULL)
+        return;
+    sfl__free(m->boxes);
+    memset(m, 0, sizeof(*m));
+}
+
+void sfl_sa_input_clear(sfl_sa_input_t *m)
+{
+    if (m == NULL)
+        return;
+    sfl__free(m->y);
+    memset(m, 0, sizeof(*m));
+}
+
+/* ---- server ------------------------------------------------------------ */
+
+/* What the server keeps of member i. */
+typedef struct sa_slot {
+    int adv, shared, input, consist, unmasked;
+    sfl_sa_adv_t a;
+    uint8_t commit[SFL_SA_HASH];
+    sfl_sa_box_t *boxes;
+    uint32_t nboxes;
+    uint8_t sig4[SFL_SEAL_SIG_BYTES];
+    sfl_sa_reveal_t *rev;  /* shares it released, of U2's members */
+    uint32_t nrev;
+} sa_slot_t;
+
+struct sfl_sa_server {
+    sfl_sa_round_t r;
+    sfl_sa_member_t *members;
+    sa_slot_t *slot;
+    int stage;
+    uint8_t rh[SFL_SA_HASH], sid[SFL_SA_HASH], u3h[SFL_SA_HASH];
+    sfl_sa_adv_t *u1;
+    uint32_t n1, n2, n3, n4;
+    uint64_t *u2, *u3;
+    sfl_sa_consist_t *u4;
+    uint32_t *sum;
+};
+
+int sfl_sa_server_new(const sfl_sa_round_t *r, sfl_sa_server_t **out)
+{
+    sfl_sa_server_t *s;
+    int rc;
+
+    *out = NULL;
+    if ((rc = check_round(r)) < 0)
+        return rc;
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EIO, "libsodium cannot be initialised");
+    if ((s = sfl__calloc(1, sizeof(*s))) == NULL ||
+        (s->members = sfl__calloc(r->n, sizeof(*s->members))) == NULL ||
+        (s->slot = sfl__calloc(r->n, sizeof(*s->slot))) == NULL ||
+        (s->u1 = sfl__calloc(r->n, sizeof(*s->u1))) == NULL ||
+        (s->u2 = sfl__calloc(r->n, sizeof(*s->u2))) == NULL ||
+        (s->u3 = sfl__calloc(r->n, sizeof(*s->u3))) == NULL ||
+        (s->u4 = sfl__calloc(r->n, sizeof(*s->u4))) == NULL ||
+        (s->sum = sfl__calloc(r->len, sizeof(uint32_t))) == NULL) {
+        sfl_sa_server_free(s);
+        return sfl__fail(SFL_ENOMEM, "no memory for a secure aggregation round");
+    }
+    s->r = *r;
+    memcpy(s->members, r->members, r->n * sizeof(*s->members));
+    s->r.members = s->members;
+    round_hash(r, s->members, s->rh);
+    s->stage = ST_ADV;
+    *out = s;
+    return 0;
+}
+
+static sa_slot_t *slot_of(sfl_sa_server_t *s, uint64_t id, const char *what, int *rc)
+{
+    int rk = rank_of(s->members, s->r.n, id);
+
+    if (rk < 0) {
+        *rc = sfl__fail(SFL_EINVAL, "secure aggregation: %s from %llu, not in the cohort", what,
+                        (unsigned long long)id);
+        return NULL;
+    }
+    *rc = 0;
+    return &s->slot[rk];
+}
+
+static int server_stage(const sfl_sa_server_t *s, int stage, const char *what)
+{
+    if (s->stage != stage)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: %s at stage %d, not %d", what,
+                         s->stage, stage);
+    return 0;
+}
+
+int sfl_sa_server_adv(sfl_sa_server_t *s, const sfl_sa_adv_t *adv)
+{
+    sa_slot_t *sl;
+    int rc;
+
+    if ((rc = server_stage(s, ST_ADV, "keys")) < 0 ||
+        (sl = slot_of(s, adv->id, "keys", &rc)) == NULL)
+        return rc;
+    if (sl->adv)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: keys of %llu twice",
+                         (unsigned long long)adv->id);
+    if (adv_verify(s->rh, s->members[sl - s->slot].pk, adv) < 0)
+        return sfl__fail(SFL_EBADSIG, "secure aggregation: the keys of %llu are not signed by "
+                         "it", (unsigned long long)adv->id);
+    if (x25519_ok(adv->c_pk) < 0 || x25519_ok(adv->s_pk) < 0)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: a key of %llu is of small order",
+                         (unsigned long long)adv->id);
+    for (uint32_t i = 0; i < s->r.n; i++)
+        if (s->slot[i].adv &&
+            (sodium_memcmp(s->slot[i].a.c_pk, adv->c_pk, 32) == 0 ||
+             sodium_memcmp(s->slot[i].a.s_pk, adv->s_pk, 32) == 0))
+            return sfl__fail(SFL_EINVAL, "secure aggregation: %llu repeats the keys of %llu",
+                             (unsigned long long)adv->id,
+                             (unsigned long long)s->members[i].id);
+    sl->a = *adv;
+    sl->adv = 1;
+    return 0;
+}
+
+int sfl_sa_server_end_adv(sfl_sa_server_t *s, const sfl_sa_adv_t **advs, uint32_t *n)
+{
+    int rc;
+
+    if ((rc = server_stage(s, ST_ADV, "the end of the keys")) < 0)
+        return rc;
+    s->n1 = 0;
+    for (uint32_t i = 0; i < s->r.n; i++)
+        if (s->slot[i].adv)
+            s->u1[s->n1++] = s->slot[i].a;
+    if (s->n1 < s->r.t) {
+        s->stage = ST_DONE;
+        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u clients advertised keys, fewer "
+                         "than the threshold %u", s->n1, s->r.t);
+    }
+    session_id(&s->r, s->u1, s->n1, s->sid);
+    s->stage = ST_SHARE;
+    *advs = s->u1;
+    *n = s->n1;
+    return 0;
+}
+
+int sfl_sa_server_shares(sfl_sa_server_t *s, sfl_sa_shares_t *m)
+{
+    sa_slot_t *sl;
+    int rc;
+
+    if ((rc = server_stage(s, ST_SHARE, "shares")) < 0 ||
+        (sl = slot_of(s, m->id, "shares", &rc)) == NULL)
+        return rc;
+    if (!sl->adv || sl->shared)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: shares of %llu %s",
+                         (unsigned long long)m->id, sl->shared ? "twice" : "without keys");
+    if (shares_verify(s->sid, s->members[sl - s->slot].pk, m->id, m->commit, m->sig) < 0)
+        return sfl__fail(SFL_EBADSIG, "secure aggregation: the shares of %llu are not signed by "
+                         "it", (unsigned long long)m->id);
+    if (m->nboxes != s->n1 - 1)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: %llu sent %u boxes for %u clients",
+                         (unsigned long long)m->id, m->nboxes, s->n1 - 1);
+    for (uint32_t i = 0; i < m->nboxes; i++) {
+        const sfl_sa_box_t *b = &m->boxes[i];
+        int rk = rank_of(s->members, s->r.n, b->to);
+
+        if (b->from != m->id || b->to == m->id || rk < 0 || !s->slot[rk].adv)
+            return sfl__fail(SFL_EINVAL, "secure aggregation: a box from %llu to %llu",
+                             (unsigned long long)b->from, (unsigned long long)b->to);
+        for (uint32_t k = 0; k < i; k++)
+            if (m->boxes[k].to == b->to)
+                return sfl__fail(SFL_EINVAL, "secure aggregation: two boxes from %llu to %llu",
+                                 (unsigned long long)b->from, (unsigned long long)b->to);
+    }
+    memcpy(sl->commit, m->commit, SFL_SA_HASH);
+    sl->boxes = m->boxes;
+    sl->nboxes = m->nboxes;
+    m->boxes = NULL;
+    m->nboxes = 0;
+    sl->shared = 1;
+    return 0;
+}
+
+int sfl_sa_server_end_shares(sfl_sa_server_t *s, const uint64_t **u2, uint32_t *n)
+{
+    int rc;
+
+    if ((rc = server_stage(s, ST_SHARE, "the end of the shares")) < 0)
+        return rc;
+    s->n2 = 0;
+    for (uint32_t i = 0; i < s->r.n; i++)
+        if (s->slot[i].shared)
+            s->u2[s->n2++] = s->members[i].id;
+    if (s->n2 < s->r.t) {
+        s->stage = ST_DONE;
+        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u clients shared their keys, fewer "
+                         "than the threshold %u", s->n2, s->r.t);
+    }
+    s->stage = ST_INPUT;
+    *u2 = s->u2;
+    *n = s->n2;
+    return 0;
+}
+
+int sfl_sa_server_inbox(const sfl_sa_server_t *s, uint64_t v, sfl_sa_box_t **boxes, uint32_t *n)
+{
+    sfl_sa_box_t *out;
+
+    *boxes = NULL;
+    *n = 0;
+    if (s->stage < ST_INPUT)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: no inbox before the shares end");
+    if ((out = sfl__calloc(s->n2, sizeof(*out))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for an inbox");
+    for (uint32_t i = 0; i < s->r.n; i++) {
+        const sa_slot_t *sl = &s->slot[i];
+
+        if (!sl->shared || s->members[i].id == v)
+            continue;
+        for (uint32_t k = 0; k < sl->nboxes; k++)
+            if (sl->boxes[k].to == v)
+                out[(*n)++] = sl->boxes[k];
+    }
+    *boxes = out;
+    return 0;
+}
+
+int sfl_sa_server_input(sfl_sa_server_t *s, sfl_sa_input_t *in)
+{
+    uint8_t msg[SFL_SA_HASH + 8 + SFL_SA_HASH];
+    sa_slot_t *sl;
+    int rc;
+
+    if ((rc = server_stage(s, ST_INPUT, "an input")) < 0 ||
+        (sl = slot_of(s, in->id, "an input", &rc)) == NULL)
+        return rc;
+    if (!sl->shared || sl->input)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: an input of %llu %s",
+                         (unsigned long long)in->id, sl->input ? "twice" : "not in U2");
+    if (in->len != s->r.len || in->y == NULL)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: an input of %u words, the round's "
+                         "%u", in->len, s->r.len);
+    input_msg(s->sid, in->id, in->y, in->len, msg);
+    if (sfl_seal_verify_detached(s->members[sl - s->slot].pk, CTX_INPUT, msg, sizeof(msg),
+                                 in->sig) < 0)
+        return sfl__fail(SFL_EBADSIG, "secure aggregation: the input of %llu is not signed by "
+                         "it", (unsigned long long)in->id);
+    for (uint32_t i = 0; i < s->r.len; i++)
+        s->sum[i] += in->y[i];
+    sl->input = 1;
+    sfl_sa_input_clear(in);
+    return 0;
+}
+
+int sfl_sa_server_end_inputs(sfl_sa_server_t *s, const uint64_t **u3, uint32_t *n)
+{
+    int rc;
+
+    if ((rc = server_stage(s, ST_INPUT, "the end of the inputs")) < 0)
+        return rc;
+    s->n3 = 0;
+    for (uint32_t i = 0; i < s->r.n; i++)
+        if (s->slot[i].input)
+            s->u3[s->n3++] = s->members[i].id;
+    if (s->n3 < s->r.t) {
+        s->stage = ST_DONE;
+        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u inputs, fewer than the threshold "
+                         "%u", s->n3, s->r.t);
+    }
+    u3_msg(s->sid, s->u3, s->n3, s->u3h);
+    s->stage = ST_CONSIST;
+    *u3 = s->u3;
+    *n = s->n3;
+    return 0;
+}
+
+int sfl_sa_server_consist(sfl_sa_server_t *s, const sfl_sa_consist_t *m)
+{
+    sa_slot_t *sl;
+    int rc;
+
+    if ((rc = server_stage(s, ST_CONSIST, "a consistency signature")) < 0 ||
+        (sl = slot_of(s, m->id, "a consistency signature", &rc)) == NULL)
+        return rc;
+    if (!sl->input || sl->consist)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: a consistency signature of %llu %s",
+                         (unsigned long long)m->id, sl->consist ? "twice" : "not in U3");
+    if (sfl_seal_verify_detached(s->members[sl - s->slot].pk, CTX_U3, s->u3h, sizeof(s->u3h),
+                                 m->sig) < 0)
+        return sfl__fail(SFL_EBADSIG, "secure aggregation: %llu signed another U3",
+                         (unsigned long long)m->id);
+    memcpy(sl->sig4, m->sig, sizeof(sl->sig4));
+    sl->consist = 1;
+    return 0;
+}
+
+int sfl_sa_server_end_consist(sfl_sa_server_t *s, const sfl_sa_consist_t **sigs, uint32_t *n)
+{
+    int rc;
+
+    if ((rc = server_stage(s, ST_CONSIST, "the end of the consistency check")) < 0)
+        return rc;
+    s->n4 = 0;
+    for (uint32_t i = 0; i < s->r.n; i++)
+        if (s->slot[i].consist) {
+            s->u4[s->n4].id = s->members[i].id;
+            memcpy(s->u4[s->n4].sig, s->slot[i].sig4, SFL_SEAL_SIG_BYTES);
+            s->n4++;
+        }
+    if (s->n4 < s->r.t) {
+        s->stage = ST_DONE;
+        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u consistency signatures, fewer than "
+                         "the threshold %u", s->n4, s->r.t);
+    }
+    s->stage = ST_UNMASK;
+    *sigs = s->u4;
+    *n = s->n4;
+    return 0;
+}
+
+int sfl_sa_server_unmask(sfl_sa_server_t *s, uint64_t from, const sfl_sa_reveal_t *shares,
+                         uint32_t n)
+{
+    sa_slot_t *sl;
+    int rc;
+
+    if ((rc = server_stage(s, ST_UNMASK, "shares to unmask")) < 0 ||
+        (sl = slot_of(s, from, "shares to unmask", &rc)) == NULL)
+        return rc;
+    if (!sl->consist || sl->unmasked)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: shares to unmask from %llu %s",
+                         (unsigned long long)from, sl->unmasked ? "twice" : "not in U4");
+    if (n != s->n2)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: %llu released %u shares for %u "
+                         "clients", (unsigned long long)from, n, s->n2);
+    for (uint32_t i = 0; i < n; i++) {
+        const sfl_sa_reveal_t *v = &shares[i];
+        int in3 = in_list(s->u3, s->n3, v->of);
+
+        if (!in_list(s->u2, s->n2, v->of) || v->type != (in3 ? 'b' : 's') ||
+            v->share.x != (uint16_t)(sl - s->slot + 1) || !sfl_shamir_canonical(v->share.y))
+            return sfl__fail(SFL_EINVAL, "secure aggregation: share %u from %llu (of %llu, "
+                             "type %c, x %u) is not the one asked", i, (unsigned long long)from,
+                             (unsigned long long)v->of, v->type, v->share.x);
+        for (uint32_t k = 0; k < i; k++)
+            if (shares[k].of == v->of)
+                return sfl__fail(SFL_EINVAL, "secure aggregation: two shares of %llu from %llu",
+                                 (unsigned long long)v->of, (unsigned long long)from);
+    }
+    if ((sl->rev = sfl__calloc(n, sizeof(*sl->rev))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the shares");
+    memcpy(sl->rev, shares, n * sizeof(*shares));
+    sl->nrev = n;
+    sl->unmasked = 1;
+    return 0;
+}
+
+/* The secret of client `of` from the shares released of it, of type t. */
+static int rebuild(const sfl_sa_server_t *s, uint64_t of, char type, uint8_t secret[32])
+{
+    sfl_share_t *sh = sfl__calloc(s->r.n, sizeof(*sh));
+    uint32_t k = 0;
+    int rc;
+
+    if (sh == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the shares");
+    for (uint32_t i = 0; i < s->r.n; i++)
+        for (uint32_t j = 0; s->slot[i].unmasked && j < s->slot[i].nrev; j++)
+            if (s->slot[i].rev[j].of == of && s->slot[i].rev[j].type == type)
+                sh[k++] = s->slot[i].rev[j].share;
+    /* t of them: the caller checks the secret against what the client
+     * committed to (r_b) or advertised (s_pk), which a bad share fails */
+    if (k < s->r.t)
+        rc = sfl__fail(SFL_EEMPTY, "secure aggregation: %u shares of %llu, fewer than the "
+                       "threshold %u", k, (unsigned long long)of, s->r.t);
+    else
+        rc = sfl_shamir_combine(sh, s->r.t, secret);
+    sodium_memzero(sh, (size_t)s->r.n * sizeof(*sh));
+    sfl__free(sh);
+    return rc;
+}
+
+int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count)
+{
+    uint8_t r[32], k[32], h[SFL_SA_HASH], pk[32];
+    int rc = 0;
+
+    if ((rc = server_stage(s, ST_UNMASK, "the end")) < 0)
+        return rc;
+    for (uint32_t i = 0; rc == 0 && i < s->n2; i++) {
+        uint64_t v = s->u2[i];
+        const sa_slot_t *sv = &s->slot[rank_of(s->members, s->r.n, v)];
+
+        if (in_list(s->u3, s->n3, v)) {
+            /* its self-mask */
+            if ((rc = rebuild(s, v, 'b', r)) < 0)
+                break;
+            commit_of(r, h);
+            if (sodium_memcmp(h, sv->commit, SFL_SA_HASH) != 0) {
+                rc = sfl__fail(SFL_EBADSIG, "secure aggregation: the rebuilt seed of %llu "
+                               "fails its commitment", (unsigned long long)v);
+                break;
+            }
+            derive("sfl-sa-b", r, k);
+            sfl_sa_mask_add(k, -1, s->sum, s->r.len);
+            continue;
+        }
+        /* dropped after sharing: its masks with every input taken */
+        if ((rc = rebuild(s, v, 's', r)) < 0)
+            break;
+        derive("sfl-sa-s", r, k);
+        crypto_scalarmult_base(pk, k);
+        if (sodium_memcmp(pk, sv->a.s_pk, 32) != 0) {
+            rc = sfl__fail(SFL_EBADSIG, "secure aggregation: the rebuilt mask key of %llu is "
+                           "not the one it advertised", (unsigned long long)v);
+            break;
+        }
+        for (uint32_t j = 0; rc == 0 && j < s->n3; j++) {
+            uint64_t w = s->u3[j];
+            const sa_slot_t *sw = &s->slot[rank_of(s->members, s->r.n, w)];
+            uint8_t key[32];
+            int wlow = w < v;
+
+            rc = pair_key(k, sw->a.s_pk, wlow ? sw->a.s_pk : sv->a.s_pk,
+                          wlow ? sv->a.s_pk : sw->a.s_pk, s->sid, key);
+            if (rc == 0)
+                sfl_sa_mask_add(key, wlow ? -1 : 1, s->sum, s->r.len);
+            sodium_memzero(key, sizeof(key));
+        }
+    }
+    sodium_memzero(r, sizeof(r));
+    sodium_memzero(k, sizeof(k));
+    s->stage = ST_DONE;
+    if (rc < 0)
+        return rc;
+    memcpy(sum, s->sum, s->r.len * sizeof(uint32_t));
+    *count = s->n3;
+    return 0;
+}
+
+void sfl_sa_server_free(sfl_sa_server_t *s)
+{
+    if (s == NULL)
+        return;
+    for (uint32_t i = 0; s->slot != NULL && i < s->r.n; i++) {
+        sfl__free(s->slot[i].boxes);
+        if (s->slot[i].rev != NULL)
+            sodium_memzero(s->slot[i].rev, s->slot[i].nrev * sizeof(*s->slot[i].rev));
+        sfl__free(s->slot[i].rev);
+    }
+    sfl__free(s->slot);
+    sfl__free(s->members);
+    sfl__free(s->u1);
+    sfl__free(s->u2);
+    sfl__free(s->u3);
+    sfl__free(s->u4);
+    sfl__free(s->sum);
+    sfl__free(s);
+}

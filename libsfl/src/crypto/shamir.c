@@ -1,0 +1,215 @@
+#include "sfl/shamir.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+/* Every operation on a y or a coefficient goes through libsodium's
+ * constant-time scalar arithmetic. The x's are public (ranks in the cohort),
+ * so checks and loops over them may branch. Intermediates that depend on a y
+ * or a coefficient are wiped before returning, on every path. */
+
+_Static_assert(SFL_SHAMIR_BYTES == crypto_core_ed25519_SCALARBYTES, "scalar size");
+_Static_assert(SFL_SHAMIR_MAX == UINT16_MAX, "x is a uint16_t");
+
+/* L = 2^252 + 27742317777372353535851937790883648493, little-endian. */
+static const uint8_t L_BYTES[SFL_SHAMIR_BYTES] = {
+    0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10,
+};
+
+int sfl_shamir_canonical(const uint8_t s[SFL_SHAMIR_BYTES])
+{
+    unsigned borrow = 0;
+
+    /* s < L iff s - L borrows out of the top byte. Every byte is visited and
+     * nothing branches on s: libsodium has no public constant-time test. */
+    for (size_t i = 0; i < SFL_SHAMIR_BYTES; i++)
+        borrow = (((unsigned)s[i] - L_BYTES[i] - borrow) >> 8) & 1;
+    return (int)borrow;
+}
+
+void sfl_shamir_random(uint8_t s[SFL_SHAMIR_BYTES])
+{
+    /* sodium_init makes the generator's first use thread-safe. It fails only
+     * when a mutex does; like libsodium's generator, which aborts rather than
+     * return weak bytes, this has no way to report that. */
+    if (sodium_init() < 0)
+        abort();
+    crypto_core_ed25519_scalar_random(s); /* uniform in 1..L-1 */
+}
+
+/* x as a scalar: 32 bytes, little-endian. */
+static void x_scalar(uint8_t out[SFL_SHAMIR_BYTES], uint16_t x)
+{
+    memset(out, 0, SFL_SHAMIR_BYTES);
+    out[0] = (uint8_t)(x & 0xff);
+    out[1] = (uint8_t)(x >> 8);
+}
+
+int sfl_shamir_split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, uint32_t n,
+                     sfl_share_t *out)
+{
+    uint8_t a[SFL_SHAMIR_BYTES], prod[SFL_SHAMIR_BYTES], x[SFL_SHAMIR_BYTES];
+
+    assert(secret != NULL && out != NULL);
+    if (t < 1 || t > n || n > SFL_SHAMIR_MAX)
+        return sfl__fail(SFL_EINVAL, "shamir split: need 1 <= t <= n <= %d, got t = %u, n = %u",
+                         SFL_SHAMIR_MAX, (unsigned)t, (unsigned)n);
+    if (!sfl_shamir_canonical(secret))
+        return sfl__fail(SFL_EINVAL, "shamir split: the secret is not a canonical scalar");
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EUNSUP, "libsodium failed to initialise");
+
+    /* f(x) = secret + a_1 x + ... + a_{t-1} x^{t-1} by Horner, all n shares
+     * at once: y_i <- y_i x_i + a_j for j = t-1 down to 1, then the last step
+     * adds the secret. Each coefficient is drawn when its step comes, so only
+     * one is ever held and t needs no buffer. */
+    for (uint32_t i = 0; i < n; i++) {
+        out[i].x = (uint16_t)(i + 1);
+        memset(out[i].y, 0, SFL_SHAMIR_BYTES);
+    }
+    for (uint32_t j = t - 1; j >= 1; j--) {
+        crypto_core_ed25519_scalar_random(a);
+        for (uint32_t i = 0; i < n; i++) {
+            x_scalar(x, out[i].x);
+            crypto_core_ed25519_scalar_mul(prod, out[i].y, x);
+            crypto_core_ed25519_scalar_add(out[i].y, prod, a);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        x_scalar(x, out[i].x);
+        crypto_core_ed25519_scalar_mul(prod, out[i].y, x);
+        crypto_core_ed25519_scalar_add(out[i].y, prod, secret);
+    }
+    sodium_memzero(a, sizeof(a));
+    sodium_memzero(prod, sizeof(prod));
+    return 0;
+}
+
+/* shares[0..k) are usable points: x != 0, no x twice, every y canonical.
+ * A bitmap of the x's seen keeps it linear in k. */
+static int check_points(const char *who, const sfl_share_t *shares, uint32_t k)
+{
+    uint8_t seen[(SFL_SHAMIR_MAX + 1) / 8];
+
+    if (k < 1 || k > SFL_SHAMIR_MAX)
+        return sfl__fail(SFL_EINVAL, "%s: need 1 to %d shares, got %u", who, SFL_SHAMIR_MAX,
+                         (unsigned)k);
+    assert(shares != NULL);
+    memset(seen, 0, sizeof(seen));
+    for (uint32_t i = 0; i < k; i++) {
+        unsigned x = shares[i].x;
+
+        if (x == 0)
+            return sfl__fail(SFL_EINVAL, "%s: share %u: x = 0", who, (unsigned)i);
+        if (seen[x / 8] & (1u << (x % 8)))
+            return sfl__fail(SFL_EINVAL, "%s: share %u: x = %u repeats an earlier share's", who,
+                             (unsigned)i, x);
+        seen[x / 8] |= (uint8_t)(1u << (x % 8));
+        if (!sfl_shamir_canonical(shares[i].y))
+            return sfl__fail(SFL_EINVAL, "%s: share %u: y is not a canonical scalar", who,
+                             (unsigned)i);
+    }
+    return 0;
+}
+
+/* The points a[0..na) followed by *extra when extra is not NULL: check's
+ * subsets are "the first t - 1 and one more", and nothing here allocates. */
+static const sfl_share_t *point(const sfl_share_t *a, uint32_t na, const sfl_share_t *extra,
+                                uint32_t i)
+{
+    return i < na ? &a[i] : extra;
+}
+
+/* f(0) = sum_i y_i lambda_i, lambda_i = prod_{j != i} x_j / (x_j - x_i)
+ *      = P / (x_i prod_{j != i} (x_j - x_i)),  P = prod_j x_j,
+ * through the points of a[0..na) and extra (checked by check_points: the x's
+ * are distinct and nonzero, and < L, so no denominator is 0 mod L). */
+static void interpolate0(const sfl_share_t *a, uint32_t na, const sfl_share_t *extra,
+                         uint8_t out[SFL_SHAMIR_BYTES])
+{
+    uint32_t k = na + (extra != NULL);
+    uint8_t p[SFL_SHAMIR_BYTES], den[SFL_SHAMIR_BYTES], inv[SFL_SHAMIR_BYTES];
+    uint8_t xi[SFL_SHAMIR_BYTES], xj[SFL_SHAMIR_BYTES], diff[SFL_SHAMIR_BYTES];
+    uint8_t tmp[SFL_SHAMIR_BYTES], term[SFL_SHAMIR_BYTES], acc[SFL_SHAMIR_BYTES];
+
+    x_scalar(p, 1);
+    for (uint32_t j = 0; j < k; j++) {
+        x_scalar(xj, point(a, na, extra, j)->x);
+        crypto_core_ed25519_scalar_mul(tmp, p, xj);
+        memcpy(p, tmp, sizeof(p));
+    }
+    memset(acc, 0, sizeof(acc));
+    for (uint32_t i = 0; i < k; i++) {
+        const sfl_share_t *si = point(a, na, extra, i);
+        int rc;
+
+        x_scalar(xi, si->x);
+        memcpy(den, xi, sizeof(den));
+        for (uint32_t j = 0; j < k; j++) {
+            if (j == i)
+                continue;
+            x_scalar(xj, point(a, na, extra, j)->x);
+            crypto_core_ed25519_scalar_sub(diff, xj, xi);
+            crypto_core_ed25519_scalar_mul(tmp, den, diff);
+            memcpy(den, tmp, sizeof(den));
+        }
+        rc = crypto_core_ed25519_scalar_invert(inv, den);
+        assert(rc == 0); /* den != 0: see above */
+        (void)rc;
+        crypto_core_ed25519_scalar_mul(tmp, p, inv);        /* lambda_i */
+        crypto_core_ed25519_scalar_mul(term, si->y, tmp);   /* y_i lambda_i */
+        crypto_core_ed25519_scalar_add(tmp, acc, term);
+        memcpy(acc, tmp, sizeof(acc));
+    }
+    memcpy(out, acc, SFL_SHAMIR_BYTES);
+    /* p, den, inv, xi, xj and diff depend only on the public x's. */
+    sodium_memzero(tmp, sizeof(tmp));
+    sodium_memzero(term, sizeof(term));
+    sodium_memzero(acc, sizeof(acc));
+}
+
+int sfl_shamir_combine(const sfl_share_t *shares, uint32_t k, uint8_t secret[SFL_SHAMIR_BYTES])
+{
+    int rc;
+
+    assert(secret != NULL);
+    rc = check_points("shamir combine", shares, k);
+    if (rc < 0)
+        return rc;
+    interpolate0(shares, k, NULL, secret);
+    return 0;
+}
+
+int sfl_shamir_check(const sfl_share_t *shares, uint32_t k, uint32_t t)
+{
+    uint8_t first[SFL_SHAMIR_BYTES], other[SFL_SHAMIR_BYTES];
+    int rc = 0;
+
+    if (t < 1 || t > k)
+        return sfl__fail(SFL_EINVAL, "shamir check: need 1 <= t <= k, got t = %u, k = %u",
+                         (unsigned)t, (unsigned)k);
+    rc = check_points("shamir check", shares, k);
+    if (rc < 0)
+        return rc;
+    /* The first t define f. Replacing the t-th by share m gives g with
+     * g - f = c prod_{j < t-1} (x - x_j); at 0 that is c times a nonzero
+     * product, so g(0) = f(0) exactly when c = 0, that is when share m lies
+     * on f. So k - t comparisons decide whether all k lie on f. */
+    interpolate0(shares, t, NULL, first);
+    for (uint32_t m = t; m < k; m++) {
+        interpolate0(shares, t - 1, &shares[m], other);
+        if (sodium_memcmp(first, other, sizeof(first)) != 0) {
+            rc = sfl__fail(SFL_EBADSIG,
+                           "shamir check: share %u does not lie on the polynomial of the first %u",
+                           (unsigned)m, (unsigned)t);
+            break;
+        }
+    }
+    sodium_memzero(first, sizeof(first));
+    sodium_memzero(other, sizeof(other));
+    return rc;
+}
