@@ -317,6 +317,20 @@ static void open_round_one(uint64_t job)
     }
 }
 
+/* A bcfw job on the fixture, round 1 open at both blocks. */
+static uint64_t start_bcfw(sfl_job_spec_t *spec, uint32_t deadline_ms, uint32_t attempts)
+{
+    uint64_t job;
+
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    vspec(spec, "bcfw", deadline_ms, attempts);
+    vref(spec);
+    job = create(spec);
+    open_round_one(job);
+    return job;
+}
+
 /* The next stream message of t is the task of round 1, attempt 0 again (a
  * reconnect), broadcast the round's start (zeros). */
 static void expect_task_again(tagent_t *t, uint64_t job)
@@ -345,12 +359,7 @@ static void test_vround_reconnect(void **state)
     sfl_ack_t ack;
 
     (void)state;
-    fx_start();
-    fx_cli_connect(&F.admin, "admin/alice");
-    vspec(&spec, "bcfw", 60000, 3);
-    vref(&spec);
-    job = create(&spec);
-    open_round_one(job);
+    job = start_bcfw(&spec, 60000, 3);
     iterate(job, 1, 0, 0);
     for (uint32_t k = 0; k < VK; k++)
         expect_step(&F.ag[k], job, 1, 0, 1);
@@ -398,13 +407,8 @@ static void test_vround_two_rounds(void **state)
     int status;
 
     (void)state;
-    fx_start();
-    fx_cli_connect(&F.admin, "admin/alice");
-    vspec(&spec, "bcfw", 60000, 3); /* never reached */
-    vref(&spec);
-    assert_int_equal(V.nb, VN); /* bcfw: the feature itself, n values */
-    job = create(&spec);
-    open_round_one(job);
+    job = start_bcfw(&spec, 60000, 3); /* the deadline is never reached */
+    assert_int_equal(V.nb, VN);        /* bcfw: the feature itself, n values */
 
     iterate(job, 1, 0, 0);
     assert_true(nonzero(V.b, V.nb)); /* the steps below carry something */
@@ -729,12 +733,7 @@ static void test_vround_hostile_index(void **state)
     const double idx[2] = {1, -7};
 
     (void)state;
-    fx_start();
-    fx_cli_connect(&F.admin, "admin/alice");
-    vspec(&spec, "bcfw", 1500, 2);
-    vref(&spec);
-    job = create(&spec);
-    open_round_one(job);
+    job = start_bcfw(&spec, 1500, 2);
     hlen = sfl_msg_values_bytes(V.nm, 1);
     for (uint32_t attempt = 0; attempt < 2; attempt++) {
         msg = answer(0, 0, &len, vals);

@@ -3,6 +3,7 @@
  * is freed. */
 #include "sfl/secagg.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include <sodium.h>
@@ -68,23 +69,29 @@ void sfl_sa_support_hash(const uint32_t *support, uint32_t n, uint8_t out[SFL_SA
     crypto_generichash_final(&st, out, SFL_SA_HASH);
 }
 
+/* The round's fields both hashes below start with, after their label. */
+static void hash_round(crypto_generichash_state *st, const char *label, const sfl_sa_round_t *r)
+{
+    crypto_generichash_init(st, NULL, 0, SFL_SA_HASH);
+    hash_str(st, label);
+    hash_u64(st, r->job);
+    hash_u64(st, r->round);
+    hash_u64(st, r->attempt);
+    crypto_generichash_update(st, r->nonce, sizeof(r->nonce));
+    crypto_generichash_update(st, r->model_hash, SFL_SA_HASH);
+    crypto_generichash_update(st, r->support_hash, SFL_SA_HASH);
+    hash_u64(st, r->len);
+    hash_u64(st, r->t);
+    hash_u64(st, r->n);
+}
+
 /* The round's header hash: what an advertisement signs. */
 static void round_hash(const sfl_sa_round_t *r, const sfl_sa_member_t *members,
                        uint8_t out[SFL_SA_HASH])
 {
     crypto_generichash_state st;
 
-    crypto_generichash_init(&st, NULL, 0, SFL_SA_HASH);
-    hash_str(&st, "sfl-sa-round-v1");
-    hash_u64(&st, r->job);
-    hash_u64(&st, r->round);
-    hash_u64(&st, r->attempt);
-    crypto_generichash_update(&st, r->nonce, sizeof(r->nonce));
-    crypto_generichash_update(&st, r->model_hash, SFL_SA_HASH);
-    crypto_generichash_update(&st, r->support_hash, SFL_SA_HASH);
-    hash_u64(&st, r->len);
-    hash_u64(&st, r->t);
-    hash_u64(&st, r->n);
+    hash_round(&st, "sfl-sa-round-v1", r);
     for (uint32_t i = 0; i < r->n; i++) {
         hash_u64(&st, members[i].id);
         crypto_generichash_update(&st, members[i].pk, SFL_SEAL_PK_BYTES);
@@ -98,17 +105,7 @@ static void session_id(const sfl_sa_round_t *r, const sfl_sa_adv_t *u1, uint32_t
 {
     crypto_generichash_state st;
 
-    crypto_generichash_init(&st, NULL, 0, SFL_SA_HASH);
-    hash_str(&st, "sfl-sa-v1");
-    hash_u64(&st, r->job);
-    hash_u64(&st, r->round);
-    hash_u64(&st, r->attempt);
-    crypto_generichash_update(&st, r->nonce, sizeof(r->nonce));
-    crypto_generichash_update(&st, r->model_hash, SFL_SA_HASH);
-    crypto_generichash_update(&st, r->support_hash, SFL_SA_HASH);
-    hash_u64(&st, r->len);
-    hash_u64(&st, r->t);
-    hash_u64(&st, r->n);
+    hash_round(&st, "sfl-sa-v1", r);
     for (uint32_t i = 0; i < n1; i++) {
         hash_u64(&st, u1[i].id);
         crypto_generichash_update(&st, u1[i].c_pk, 32);
@@ -879,21 +876,37 @@ int sfl_sa_server_adv(sfl_sa_server_t *s, const sfl_sa_adv_t *adv)
     return 0;
 }
 
+/* Ends stage `stage`: the members whose flag (the int of sa_slot_t at off)
+ * is set, ascending, into ids; fewer than t end the round. */
+static int end_stage(sfl_sa_server_t *s, int stage, size_t off, uint64_t *ids, uint32_t *n,
+                     const char *what)
+{
+    int rc;
+
+    if ((rc = server_stage(s, stage, what)) < 0)
+        return rc;
+    *n = 0;
+    for (uint32_t i = 0; i < s->r.n; i++)
+        if (*(const int *)((const char *)&s->slot[i] + off))
+            ids[(*n)++] = s->members[i].id;
+    if (*n < s->r.t) {
+        s->stage = ST_DONE;
+        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u %s, fewer than the threshold %u",
+                         *n, what, s->r.t);
+    }
+    return 0;
+}
+
 int sfl_sa_server_end_adv(sfl_sa_server_t *s, const sfl_sa_adv_t **advs, uint32_t *n)
 {
     int rc;
 
-    if ((rc = server_stage(s, ST_ADV, "the end of the keys")) < 0)
+    /* u2 is free until the shares end */
+    if ((rc = end_stage(s, ST_ADV, offsetof(sa_slot_t, adv), s->u2, &s->n1,
+                        "clients advertised keys")) < 0)
         return rc;
-    s->n1 = 0;
-    for (uint32_t i = 0; i < s->r.n; i++)
-        if (s->slot[i].adv)
-            s->u1[s->n1++] = s->slot[i].a;
-    if (s->n1 < s->r.t) {
-        s->stage = ST_DONE;
-        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u clients advertised keys, fewer "
-                         "than the threshold %u", s->n1, s->r.t);
-    }
+    for (uint32_t i = 0; i < s->n1; i++)
+        s->u1[i] = s->slot[rank_of(s->members, s->r.n, s->u2[i])].a;
     session_id(&s->r, s->u1, s->n1, s->sid);
     s->stage = ST_SHARE;
     *advs = s->u1;
@@ -943,17 +956,9 @@ int sfl_sa_server_end_shares(sfl_sa_server_t *s, const uint64_t **u2, uint32_t *
 {
     int rc;
 
-    if ((rc = server_stage(s, ST_SHARE, "the end of the shares")) < 0)
+    if ((rc = end_stage(s, ST_SHARE, offsetof(sa_slot_t, shared), s->u2, &s->n2,
+                        "clients shared their keys")) < 0)
         return rc;
-    s->n2 = 0;
-    for (uint32_t i = 0; i < s->r.n; i++)
-        if (s->slot[i].shared)
-            s->u2[s->n2++] = s->members[i].id;
-    if (s->n2 < s->r.t) {
-        s->stage = ST_DONE;
-        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u clients shared their keys, fewer "
-                         "than the threshold %u", s->n2, s->r.t);
-    }
     s->stage = ST_INPUT;
     *u2 = s->u2;
     *n = s->n2;
@@ -1014,17 +1019,8 @@ int sfl_sa_server_end_inputs(sfl_sa_server_t *s, const uint64_t **u3, uint32_t *
 {
     int rc;
 
-    if ((rc = server_stage(s, ST_INPUT, "the end of the inputs")) < 0)
+    if ((rc = end_stage(s, ST_INPUT, offsetof(sa_slot_t, input), s->u3, &s->n3, "inputs")) < 0)
         return rc;
-    s->n3 = 0;
-    for (uint32_t i = 0; i < s->r.n; i++)
-        if (s->slot[i].input)
-            s->u3[s->n3++] = s->members[i].id;
-    if (s->n3 < s->r.t) {
-        s->stage = ST_DONE;
-        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u inputs, fewer than the threshold "
-                         "%u", s->n3, s->r.t);
-    }
     u3_msg(s->sid, s->u3, s->n3, s->u3h);
     s->stage = ST_CONSIST;
     *u3 = s->u3;
@@ -1054,22 +1050,21 @@ int sfl_sa_server_consist(sfl_sa_server_t *s, const sfl_sa_consist_t *m)
 
 int sfl_sa_server_end_consist(sfl_sa_server_t *s, const sfl_sa_consist_t **sigs, uint32_t *n)
 {
+    uint64_t *ids = sfl__calloc(s->r.n, sizeof(*ids));
     int rc;
 
-    if ((rc = server_stage(s, ST_CONSIST, "the end of the consistency check")) < 0)
-        return rc;
-    s->n4 = 0;
-    for (uint32_t i = 0; i < s->r.n; i++)
-        if (s->slot[i].consist) {
-            s->u4[s->n4].id = s->members[i].id;
-            memcpy(s->u4[s->n4].sig, s->slot[i].sig4, SFL_SEAL_SIG_BYTES);
-            s->n4++;
-        }
-    if (s->n4 < s->r.t) {
-        s->stage = ST_DONE;
-        return sfl__fail(SFL_EEMPTY, "secure aggregation: %u consistency signatures, fewer than "
-                         "the threshold %u", s->n4, s->r.t);
+    if (ids == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for U4");
+    rc = end_stage(s, ST_CONSIST, offsetof(sa_slot_t, consist), ids, &s->n4,
+                   "consistency signatures");
+    for (uint32_t i = 0; rc == 0 && i < s->n4; i++) {
+        s->u4[i].id = ids[i];
+        memcpy(s->u4[i].sig, s->slot[rank_of(s->members, s->r.n, ids[i])].sig4,
+               SFL_SEAL_SIG_BYTES);
     }
+    sfl__free(ids);
+    if (rc < 0)
+        return rc;
     s->stage = ST_UNMASK;
     *sigs = s->u4;
     *n = s->n4;

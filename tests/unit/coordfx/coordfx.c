@@ -214,23 +214,12 @@ void fx_agent_subscribe(tagent_t *t)
 sfl_task_t *fx_next_message(tagent_t *t, sfl_wait_t *w)
 {
     sfl_task_t *task = NULL;
+    sfl_vstep_t st = {0};
 
-    while (t->sub.n <= t->seen) {
-        if (t->sub.done)
-            fail_msg("stream ended (%d %s) without a message", t->sub.status, t->sub.msg);
-        if (F.timed_out)
-            fail_msg("watchdog waiting for a stream message");
-        uv_run(&F.loop, UV_RUN_ONCE);
+    if (fx_next_sub(t, &task, w, &st) == 's') {
+        sfl_msg_vstep_clear(&st);
+        fail_msg("a vertical step instead of a task or a Wait");
     }
-    assert_int_equal(sfl_msg_task_or_wait_unpack(t->sub.m[t->seen], t->sub.len[t->seen], NULL,
-                                                 &task, w),
-                     0);
-    t->seen++;
-    if (task)
-        assert_int_equal(sfl_seal_verify_detached(t->coord_pk, SFL_MSG_TASK_CONTEXT,
-                                                  task->signed_bytes, task->signed_len,
-                                                  task->signature),
-                         0);
     return task;
 }
 
