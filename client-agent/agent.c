@@ -839,7 +839,7 @@ static void on_sub_msg(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, vo
         return;
     sfl_msg_limits_default(&lim);
     lim.max_message = AGENT_MAX_MESSAGE;
-    if ((rc = sfl_msg_sub_unpack(msg, len, &lim, &t, &w, &vs, &kind)) < 0) {
+    if ((rc = sfl_msg_sub_unpack(msg, len, &lim, &t, &w, &vs, NULL, &kind)) < 0) {
         a->stats.tasks_refused++;
         say(a, "warn", "task_refused", "reason=malformed error=%s",
             quote(q, sizeof(q), sfl_last_error()));

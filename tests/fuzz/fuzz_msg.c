@@ -185,16 +185,38 @@ static void fz_sub(const uint8_t *d, size_t n)
     size_t len = 0;
     int rc, kind, kind2;
 
+    sfl_msg_sa_stage_t a, a2;
+    uint8_t *buf2 = NULL;
+    size_t len2 = 0;
+
     memset(&s, 0, sizeof(s));
     memset(&s2, 0, sizeof(s2));
-    if (sfl_msg_sub_unpack(d, n, &lim, &t, &w, &s, &kind) != 0)
+    memset(&a, 0, sizeof(a));
+    memset(&a2, 0, sizeof(a2));
+    if (sfl_msg_sub_unpack(d, n, &lim, &t, &w, &s, &a, &kind) != 0)
         return;
     sfl_msg_task_free(t);
+    if (kind == 'a') {
+        /* a secure aggregation stage packs to bytes that unpack and pack
+         * to the same bytes */
+        if ((rc = sfl_msg_sa_stage_pack(&a, &buf, &len)) != 0)
+            die("sa_stage_pack refused an unpacked stage", rc);
+        if ((rc = sfl_msg_sub_unpack(buf, len, &lim, &t2, &w2, &s2, &a2, &kind2)) != 0 ||
+            kind2 != 'a' || (rc = sfl_msg_sa_stage_pack(&a2, &buf2, &len2)) != 0 ||
+            len2 != len || memcmp(buf, buf2, len) != 0)
+            die("secagg stage round trip changed it", rc);
+        sfl_msg_buf_free(buf2);
+        sfl_msg_buf_free(buf);
+        sfl_msg_sa_stage_clear(&a2);
+        sfl_msg_sa_stage_clear(&a);
+        return;
+    }
     if (kind != 's')
         return;
     if ((rc = sfl_msg_vstep_pack(&s, &buf, &len)) != 0)
         die("vstep_pack refused an unpacked step", rc);
-    if ((rc = sfl_msg_sub_unpack(buf, len, &lim, &t2, &w2, &s2, &kind2)) != 0 || kind2 != 's' ||
+    if ((rc = sfl_msg_sub_unpack(buf, len, &lim, &t2, &w2, &s2, NULL, &kind2)) != 0 ||
+        kind2 != 's' ||
         s2.job_id != s.job_id || s2.round != s.round || s2.attempt != s.attempt ||
         s2.iteration != s.iteration || s2.nbcast != s.nbcast ||
         memcmp(s2.bcast, s.bcast, s.nbcast * sizeof(double)) != 0)
@@ -237,6 +259,29 @@ static void fz_step_answer(const uint8_t *d, size_t n)
     sfl_msg_buf_free(buf);
     sfl_msg_step_answer_free(b);
     sfl_msg_step_answer_free(a);
+}
+
+/* An agent's answer to a secure aggregation stage: unpack, pack, unpack,
+ * pack gives the same bytes. */
+static void fz_sa_answer(const uint8_t *d, size_t n)
+{
+    sfl_msg_sa_answer_t *a = NULL, *b = NULL;
+    uint8_t *buf = NULL, *buf2 = NULL;
+    size_t len = 0, len2 = 0;
+    int rc;
+
+    if (sfl_msg_sa_answer_unpack(d, n, &lim, &a) != 0)
+        return;
+    if ((rc = sfl_msg_sa_answer_pack(a, &buf, &len)) != 0)
+        die("sa_answer_pack refused an unpacked answer", rc);
+    if ((rc = sfl_msg_sa_answer_unpack(buf, len, &lim, &b)) != 0 ||
+        (rc = sfl_msg_sa_answer_pack(b, &buf2, &len2)) != 0 || len2 != len ||
+        memcmp(buf, buf2, len) != 0)
+        die("secagg answer round trip changed it", rc);
+    sfl_msg_buf_free(buf2);
+    sfl_msg_buf_free(buf);
+    sfl_msg_sa_answer_free(b);
+    sfl_msg_sa_answer_free(a);
 }
 
 static void fz_update(const uint8_t *d, size_t n)
@@ -394,6 +439,7 @@ static void (*const types[])(const uint8_t *, size_t) = {
     fz_revoke_reply_unpack,    /* 20 */
     fz_sub,                    /* 21: TaskOrWait with a vertical step */
     fz_step_answer,            /* 22 */
+    fz_sa_answer,              /* 23 */
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

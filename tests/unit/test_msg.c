@@ -477,11 +477,16 @@ static void test_msg_task_roundtrip(void **state)
     uint8_t *out = NULL;
     size_t n;
 
+    sfl_msg_sa_member_t mem[3] = {{4, {1}}, {9, {2}}, {12, {3}}};
+    sfl_msg_sa_round_t sa = {.threshold = 2, .nmembers = 3, .members = mem,
+                             .support_size = 20, .top_k = 10, .clip = 0.5, .max_weight = 100};
+
     for (int e = 0; e < 3; e++) {
         sample_task(&t, model);
         t.model_encoding = (sfl_enc_t)e;
         t.value_encoding = (sfl_enc_t)(2 - e);
         t.update_mode = e == 2 ? SFL_UPDATE_MODE_SECURE_AGG : SFL_UPDATE_MODE_SEALED;
+        t.secagg = e == 2 ? &sa : NULL;
         strcpy(t.loss, "softmax");
         t.nlabels = 3;
         t.labels[0] = -1.5;
@@ -494,6 +499,14 @@ static void test_msg_task_roundtrip(void **state)
         assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), 0);
         assert_int_equal(w.retry_after_ms, 77); /* a task leaves wait alone */
         assert_task_equal(d, &t);
+        if (e == 2) {
+            assert_non_null(d->secagg);
+            assert_true(d->secagg->threshold == 2 && d->secagg->nmembers == 3 &&
+                        d->secagg->support_size == 20 && d->secagg->top_k == 10 &&
+                        d->secagg->clip == 0.5 && d->secagg->max_weight == 100);
+            assert_memory_equal(d->secagg->members, mem, sizeof(mem));
+        } else
+            assert_null(d->secagg);
         for (uint32_t j = 0; j < 3; j++) {
             if (e == SFL_ENC_Q8)
                 assert_close(d->model->val[j], model->val[j], 0, 3.5 / 255);
@@ -504,6 +517,26 @@ static void test_msg_task_roundtrip(void **state)
         d = NULL;
         sfl_msg_buf_free(out);
     }
+    sfl_spvec_free(model);
+
+    /* mode 2 needs its parameters, and they must hold together */
+    model = small_vec();
+    sample_task(&t, model);
+    t.update_mode = SFL_UPDATE_MODE_SECURE_AGG;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    assert_detail("task: secagg parameters missing for update mode 2");
+    t.secagg = &sa;
+    sa.threshold = 1; /* not more than half of 3 */
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    sa.threshold = 2;
+    mem[2].agent_id = 9; /* not ascending */
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    mem[2].agent_id = 12;
+    sa.clip = 0;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    sa.clip = 0.5;
+    t.update_mode = SFL_UPDATE_MODE_SEALED; /* parameters without mode 2 */
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
     sfl_spvec_free(model);
 
     /* An empty model (round 1 of a job starting from zero). */
@@ -570,7 +603,7 @@ static void test_msg_vertical(void **state)
     st = (sfl_vstep_t){.job_id = 3, .round = 2, .attempt = 1, .iteration = 150, .bcast = bc,
                        .nbcast = 3};
     assert_int_equal(sfl_msg_vstep_pack(&st, &out, &n), 0);
-    assert_int_equal(sfl_msg_sub_unpack(out, n, NULL, &d, &w, &ds, &kind), 0);
+    assert_int_equal(sfl_msg_sub_unpack(out, n, NULL, &d, &w, &ds, NULL, &kind), 0);
     assert_int_equal(kind, 's');
     assert_null(d);
     assert_true(ds.job_id == 3 && ds.round == 2 && ds.attempt == 1 && ds.iteration == 150);
@@ -584,7 +617,7 @@ static void test_msg_vertical(void **state)
 
         sfl_msg_limits_default(&lim);
         lim.max_dim = 2; /* a broadcast of 3 values is too long */
-        assert_int_equal(sfl_msg_sub_unpack(out, n, &lim, &d, &w, &ds, &kind), SFL_ELIMIT);
+        assert_int_equal(sfl_msg_sub_unpack(out, n, &lim, &d, &w, &ds, NULL, &kind), SFL_ELIMIT);
     }
     sfl_msg_buf_free(out);
     bc[1] = NAN;
@@ -629,6 +662,115 @@ static void test_msg_vertical(void **state)
     /* garbage and truncation never crash */
     assert_int_equal(sfl_msg_step_answer_unpack((const uint8_t *)"\xff\xff", 2, NULL, &da),
                      SFL_EPARSE);
+    assert_null(da);
+}
+
+/* Update mode 2: a stage of each kind and an answer of each stage, and
+ * what each refuses. */
+static void test_msg_secagg(void **state)
+{
+    (void)state;
+    sfl_msg_sa_keys_t keys[2] = {{5, {1}, {2}, {3}}, {8, {4}, {5}, {6}}};
+    sfl_msg_sa_box_t box = {5, 8, {7}, {9}};
+    sfl_msg_sa_sig_t sig = {8, {11}};
+    uint64_t clients[2] = {5, 8};
+    sfl_msg_sa_stage_t st = {.job_id = 2, .round = 3, .attempt = 1}, d;
+    sfl_msg_sa_answer_t a = {.job_id = 2, .round = 3, .attempt = 1, .agent_id = 5}, *da = NULL;
+    sfl_msg_sa_reveal_t rev = {.of = 8, .self_mask = 1, .x = 2, .y = {13}};
+    uint32_t masked[3] = {1, 0xffffffffu, 7};
+    sfl_task_t *t = NULL;
+    sfl_wait_t w;
+    sfl_vstep_t vs;
+    uint8_t *out = NULL;
+    size_t n;
+    int kind;
+
+    /* the stages */
+    for (uint32_t stage = 2; stage <= 5; stage++) {
+        st.stage = stage;
+        st.nkeys = stage == 2 ? 2 : 0;
+        st.keys = keys;
+        st.nclients = stage == 3 || stage == 4 ? 2 : 0;
+        st.clients = clients;
+        st.nboxes = stage == 3 ? 1 : 0;
+        st.boxes = &box;
+        st.nsigs = stage == 5 ? 1 : 0;
+        st.sigs = &sig;
+        assert_int_equal(sfl_msg_sa_stage_pack(&st, &out, &n), 0);
+        assert_int_equal(sfl_msg_sub_unpack(out, n, NULL, &t, &w, &vs, &d, &kind), 0);
+        assert_int_equal(kind, 'a');
+        assert_true(d.job_id == 2 && d.round == 3 && d.attempt == 1 && d.stage == stage);
+        assert_int_equal(d.nkeys, st.nkeys);
+        assert_int_equal(d.nclients, st.nclients);
+        assert_int_equal(d.nboxes, st.nboxes);
+        assert_int_equal(d.nsigs, st.nsigs);
+        if (d.nkeys)
+            assert_memory_equal(d.keys, keys, sizeof(keys));
+        if (d.nclients)
+            assert_memory_equal(d.clients, clients, sizeof(clients));
+        if (d.nboxes)
+            assert_memory_equal(d.boxes, &box, sizeof(box));
+        if (d.nsigs)
+            assert_memory_equal(d.sigs, &sig, sizeof(sig));
+        sfl_msg_sa_stage_clear(&d);
+        /* not where none is expected */
+        assert_int_equal(sfl_msg_sub_unpack(out, n, NULL, &t, &w, &vs, NULL, &kind),
+                         SFL_EPARSE);
+        sfl_msg_buf_free(out);
+    }
+    st.stage = 4;
+    st.nboxes = 1; /* a stage-3 field */
+    assert_int_equal(sfl_msg_sa_stage_pack(&st, &out, &n), SFL_EINVAL);
+    assert_detail("secagg stage: secagg stage 4 with the fields of another stage");
+    st.nboxes = 0;
+    clients[1] = 5; /* not ascending */
+    assert_int_equal(sfl_msg_sa_stage_pack(&st, &out, &n), SFL_EINVAL);
+    clients[1] = 8;
+    st.stage = 6;
+    assert_int_equal(sfl_msg_sa_stage_pack(&st, &out, &n), SFL_EINVAL);
+
+    /* the answers */
+    for (uint32_t stage = 1; stage <= 5; stage++) {
+        memset(&a.keys, 0, sizeof(a.keys));
+        a.stage = stage;
+        if (stage == 1)
+            a.keys = keys[0];
+        memset(a.commitment, stage == 2 ? 0x21 : 0, sizeof(a.commitment));
+        memset(a.sig, stage >= 2 && stage <= 4 ? 0x22 : 0, sizeof(a.sig));
+        a.nboxes = stage == 2 ? 1 : 0;
+        a.boxes = &box;
+        a.nmasked = stage == 3 ? 3 : 0;
+        a.masked = masked;
+        a.nreveals = stage == 5 ? 1 : 0;
+        a.reveals = &rev;
+        assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), 0);
+        assert_int_equal(sfl_msg_sa_answer_unpack(out, n, NULL, &da), 0);
+        assert_true(da->stage == stage && da->agent_id == 5 && da->job_id == 2);
+        assert_memory_equal(&da->keys, &a.keys, sizeof(a.keys));
+        assert_memory_equal(da->commitment, a.commitment, sizeof(a.commitment));
+        assert_memory_equal(da->sig, a.sig, sizeof(a.sig));
+        assert_int_equal(da->nboxes, a.nboxes);
+        assert_int_equal(da->nmasked, a.nmasked);
+        assert_int_equal(da->nreveals, a.nreveals);
+        if (da->nmasked)
+            assert_memory_equal(da->masked, masked, sizeof(masked));
+        if (da->nreveals)
+            assert_memory_equal(da->reveals, &rev, sizeof(rev));
+        sfl_msg_sa_answer_free(da);
+        da = NULL;
+        sfl_msg_buf_free(out);
+    }
+    a.stage = 1;
+    a.keys = keys[1]; /* someone else's keys */
+    assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
+    a.stage = 4;
+    a.nmasked = 3; /* a stage-3 field */
+    assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
+    a.nmasked = 0;
+    a.stage = 0;
+    assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
+    assert_int_equal(sfl_msg_sa_answer_unpack((const uint8_t *)"\x28\x09", 2, NULL, &da),
+                     SFL_EPARSE); /* stage 9 */
     assert_null(da);
 }
 
@@ -1324,7 +1466,7 @@ static void test_msg_fixed_lengths(void **state)
     assert_int_equal(sfl_msg_task_or_wait_unpack(empty_env, 2, NULL, &t, &wt), SFL_EPARSE);
     assert_detail("task: signature is 0 bytes, want 64");
     assert_int_equal(sfl_msg_task_or_wait_unpack(empty_env, 0, NULL, &t, &wt), SFL_EPARSE);
-    assert_detail("subscribe message: neither task, wait nor step");
+    assert_detail("subscribe message: neither task, wait, step nor secagg stage");
     uint8_t sig64[64] = {0};
     envelope(&w, golden_task, 0, sig64, 64);
     assert_int_equal(sfl_msg_task_or_wait_unpack(w.b, w.n, NULL, &t, &wt), SFL_EPARSE);
@@ -1974,6 +2116,7 @@ int main(void)
         cmocka_unit_test(test_msg_task_roundtrip),
         cmocka_unit_test(test_msg_wait_roundtrip),
         cmocka_unit_test(test_msg_vertical),
+        cmocka_unit_test(test_msg_secagg),
         cmocka_unit_test(test_msg_join_roundtrip),
         cmocka_unit_test(test_msg_small_roundtrips),
         cmocka_unit_test(test_msg_payload_roundtrip),

@@ -171,6 +171,81 @@ int sfl_msg_subscribe_req_pack(const sfl_subscribe_req_t *m, uint8_t **out,
 int sfl_msg_subscribe_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                  sfl_subscribe_req_t *m) SFL_MUST_CHECK;
 
+/* Update mode 2 (secure aggregation) on the wire: the protocol is
+ * sfl/secagg.h's (the programs move these fields into its structs); every
+ * key, signature, nonce and share here has its exact length, checked on
+ * unpack. Repeated fields hold at most lim's max_items entries. */
+#define SFL_MSG_SA_NONCE 24
+#define SFL_MSG_SA_CT 114 /* sfl/secagg.h SFL_SA_BOX_BYTES */
+
+typedef struct sfl_msg_sa_member {
+    uint64_t agent_id; /* > 0 */
+    uint8_t pk[SFL_MSG_KEY_BYTES];
+} sfl_msg_sa_member_t;
+
+/* Task.secagg: threshold > nmembers / 2; members strictly ascending;
+ * support_size, top_k >= 1; clip, max_weight finite and > 0. */
+typedef struct sfl_msg_sa_round {
+    uint32_t threshold;
+    uint32_t nmembers;
+    sfl_msg_sa_member_t *members; /* pack: borrowed, unpack: owned */
+    uint32_t support_size, top_k;
+    double clip, max_weight;
+} sfl_msg_sa_round_t;
+
+typedef struct sfl_msg_sa_keys {
+    uint64_t agent_id; /* > 0 */
+    uint8_t c_pk[SFL_MSG_KEY_BYTES], s_pk[SFL_MSG_KEY_BYTES];
+    uint8_t sig[SFL_MSG_SIG_BYTES];
+} sfl_msg_sa_keys_t;
+
+typedef struct sfl_msg_sa_box {
+    uint64_t from, to; /* > 0, different */
+    uint8_t nonce[SFL_MSG_SA_NONCE];
+    uint8_t ct[SFL_MSG_SA_CT];
+} sfl_msg_sa_box_t;
+
+typedef struct sfl_msg_sa_sig {
+    uint64_t agent_id; /* > 0 */
+    uint8_t sig[SFL_MSG_SIG_BYTES];
+} sfl_msg_sa_sig_t;
+
+typedef struct sfl_msg_sa_reveal {
+    uint64_t of;       /* > 0 */
+    int self_mask;     /* 0 or 1 */
+    uint16_t x;        /* >= 1 */
+    uint8_t y[32];
+} sfl_msg_sa_reveal_t;
+
+/* TaskOrWait.secagg: stage 2 (keys), 3 (clients = U2, boxes), 4 (clients
+ * = U3) or 5 (signatures); the fields of other stages empty. Arrays: pack
+ * borrowed, unpack owned (sfl_msg_sa_stage_clear). */
+typedef struct sfl_msg_sa_stage {
+    uint64_t job_id, round; /* > 0, >= 1 */
+    uint32_t attempt, stage;
+    uint32_t nkeys, nclients, nboxes, nsigs;
+    sfl_msg_sa_keys_t *keys;
+    uint64_t *clients;      /* strictly ascending */
+    sfl_msg_sa_box_t *boxes;
+    sfl_msg_sa_sig_t *sigs;
+} sfl_msg_sa_stage_t;
+
+/* SubmitSecAgg's request: stage 1 (keys), 2 (commitment, signature, boxes),
+ * 3 (masked, signature), 4 (signature) or 5 (reveals); the fields of other
+ * stages absent. Arrays: pack borrowed, unpack owned
+ * (sfl_msg_sa_answer_free). */
+typedef struct sfl_msg_sa_answer {
+    uint64_t job_id, round, agent_id;
+    uint32_t attempt, stage;
+    sfl_msg_sa_keys_t keys;
+    uint8_t commitment[SFL_MSG_HASH_BYTES];
+    uint8_t sig[SFL_MSG_SIG_BYTES];
+    uint32_t nboxes, nmasked, nreveals;
+    sfl_msg_sa_box_t *boxes;
+    uint32_t *masked;       /* at most lim's max_dim + 2 words */
+    sfl_msg_sa_reveal_t *reveals;
+} sfl_msg_sa_answer_t;
+
 /* A round's task (proto Task inside SignedTask inside TaskOrWait). */
 typedef struct sfl_task {
     uint64_t job_id;  /* > 0 */
@@ -201,6 +276,9 @@ typedef struct sfl_task {
     uint32_t rows, clients;
     uint64_t iterations, first_iteration;
     uint32_t round_iterations;
+    /* Update mode 2: present (pack: borrowed, unpack: owned) exactly when
+     * update_mode is SFL_UPDATE_MODE_SECURE_AGG. */
+    sfl_msg_sa_round_t *secagg;
     /* Set by unpack only. */
     uint8_t signature[SFL_MSG_SIG_BYTES];
     uint8_t *signed_bytes; /* owned: the Task bytes exactly as received,
@@ -246,13 +324,23 @@ typedef struct sfl_vstep {
 int sfl_msg_vstep_pack(const sfl_vstep_t *s, uint8_t **out, size_t *len) SFL_MUST_CHECK;
 void sfl_msg_vstep_clear(sfl_vstep_t *s);
 
-/* One Subscribe stream message: a task, a wait or (step not NULL) a
- * vertical step; exactly one of *task (owned), *wait, *step is set (*kind
- * says which: 't', 'w', 's'). A step's broadcast is at most lim's max_dim
- * values. With step NULL a step is SFL_EPARSE. */
+/* One Subscribe stream message: a task, a wait, (step not NULL) a
+ * vertical step or (sa not NULL) a secure aggregation stage; exactly one of
+ * *task (owned), *wait, *step, *sa is set (*kind says which: 't', 'w', 's',
+ * 'a'). A step's broadcast is at most lim's max_dim values. With step or
+ * sa NULL, that kind is SFL_EPARSE. */
 int sfl_msg_sub_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                        sfl_task_t **task, sfl_wait_t *wait, sfl_vstep_t *step,
-                       int *kind) SFL_MUST_CHECK;
+                       sfl_msg_sa_stage_t *sa, int *kind) SFL_MUST_CHECK;
+
+int sfl_msg_sa_stage_pack(const sfl_msg_sa_stage_t *m, uint8_t **out,
+                          size_t *len) SFL_MUST_CHECK;
+void sfl_msg_sa_stage_clear(sfl_msg_sa_stage_t *m);
+int sfl_msg_sa_answer_pack(const sfl_msg_sa_answer_t *m, uint8_t **out,
+                           size_t *len) SFL_MUST_CHECK;
+int sfl_msg_sa_answer_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                             sfl_msg_sa_answer_t **out) SFL_MUST_CHECK;
+void sfl_msg_sa_answer_free(sfl_msg_sa_answer_t *m);
 /* One Subscribe stream message: either *task is set (returns owned, free
  * with sfl_msg_task_free; its model has been decoded with lim's max_dim
  * and max_nnz, its dim checked against the SparseVector, its hash checked

@@ -716,7 +716,7 @@ int fx_next_sub(tagent_t *t, sfl_task_t **task, sfl_wait_t *w, sfl_vstep_t *step
         uv_run(&F.loop, UV_RUN_ONCE);
     }
     assert_int_equal(sfl_msg_sub_unpack(t->sub.m[t->seen], t->sub.len[t->seen], NULL, task, w,
-                                        step, &kind),
+                                        step, NULL, &kind),
                      0);
     t->seen++;
     if (kind == 't')
