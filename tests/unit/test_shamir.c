@@ -433,6 +433,39 @@ static void test_shamir_check(void **state)
 
 /* n = 100, t = floor(2n/3) + 1 = 67 (SECURE_AGGREGATION.md section 2).
  * Nothing is timed (bench/ is the place for that). */
+/* Coefficients made once: many secrets shared at the same x's combine with
+ * them to what combine gives; refusals as combine's. */
+static void test_shamir_lagrange(void **state)
+{
+    uint8_t secret[4][SFL_SHAMIR_BYTES], got[SFL_SHAMIR_BYTES], lam[5][SFL_SHAMIR_BYTES];
+    sfl_share_t sh[4][7], pick[4][5];
+    const uint32_t idx[5] = {6, 1, 3, 4, 0};
+
+    (void)state;
+    for (int s = 0; s < 4; s++) {
+        sfl_shamir_random(secret[s]);
+        assert_int_equal(sfl_shamir_split(secret[s], 5, 7, sh[s]), 0);
+        for (int i = 0; i < 5; i++)
+            pick[s][i] = sh[s][idx[i]];
+    }
+    assert_int_equal(sfl_shamir_lagrange(pick[0], 5, lam), 0);
+    for (int s = 0; s < 4; s++) {
+        assert_int_equal(sfl_shamir_apply((const uint8_t (*)[SFL_SHAMIR_BYTES])lam, pick[s], 5,
+                                          got),
+                         0);
+        assert_memory_equal(got, secret[s], SFL_SHAMIR_BYTES);
+    }
+    /* shares at other x's with these coefficients: not the secret */
+    for (int i = 0; i < 5; i++)
+        pick[1][i] = sh[1][i];
+    assert_int_equal(sfl_shamir_apply((const uint8_t (*)[SFL_SHAMIR_BYTES])lam, pick[1], 5, got),
+                     0);
+    assert_memory_not_equal(got, secret[1], SFL_SHAMIR_BYTES);
+    pick[0][2].x = pick[0][1].x;
+    assert_int_equal(sfl_shamir_lagrange(pick[0], 5, lam), SFL_EINVAL);
+    assert_int_equal(sfl_shamir_lagrange(pick[0], 0, lam), SFL_EINVAL);
+}
+
 static void test_shamir_large(void **state)
 {
     static const uint8_t one[32] = {1};
@@ -476,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_shamir_split_refuses),
         cmocka_unit_test(test_shamir_combine_refuses),
         cmocka_unit_test(test_shamir_check),
+        cmocka_unit_test(test_shamir_lagrange),
         cmocka_unit_test(test_shamir_large),
     };
 

@@ -47,6 +47,16 @@ int sfl_shamir_split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, uint32_
 int sfl_shamir_combine(const sfl_share_t *shares, uint32_t k,
                        uint8_t secret[SFL_SHAMIR_BYTES]) SFL_MUST_CHECK;
 
+/* Combining many secrets whose shares sit at the same x's: the Lagrange
+ * coefficients at 0 of the x's of shares[0..k) into lambda[0..k) (the y's
+ * are not used but checked as combine checks them), then any shares at
+ * those x's, in the same order, combine with sfl_shamir_apply at k scalar
+ * products instead of k inversions: the same secret as sfl_shamir_combine. */
+int sfl_shamir_lagrange(const sfl_share_t *shares, uint32_t k,
+                        uint8_t (*lambda)[SFL_SHAMIR_BYTES]) SFL_MUST_CHECK;
+int sfl_shamir_apply(const uint8_t (*lambda)[SFL_SHAMIR_BYTES], const sfl_share_t *shares,
+                     uint32_t k, uint8_t secret[SFL_SHAMIR_BYTES]) SFL_MUST_CHECK;
+
 /* 0 if shares[0..k) (k >= t) all lie on one polynomial of degree < t: the
  * secret of the first t equals the secret of every other t of them formed by
  * replacing one share (k - t combinations); SFL_EBADSIG for shares that do

@@ -199,16 +199,20 @@ static int shares_verify(const uint8_t sid[SFL_SA_HASH], const uint8_t pk[SFL_SE
 static void input_msg(const uint8_t sid[SFL_SA_HASH], uint64_t id, const uint32_t *y,
                       uint32_t len, uint8_t msg[SFL_SA_HASH + 8 + SFL_SA_HASH])
 {
-    uint8_t w[4];
+    uint8_t w[4 * 256];
     crypto_generichash_state st;
 
     memcpy(msg, sid, SFL_SA_HASH);
     put64(msg + SFL_SA_HASH, id);
     crypto_generichash_init(&st, NULL, 0, SFL_SA_HASH);
-    for (uint32_t i = 0; i < len; i++) {
-        for (int k = 0; k < 4; k++)
-            w[k] = (uint8_t)(y[i] >> (8 * k));
-        crypto_generichash_update(&st, w, 4);
+    /* the words little-endian, hashed 256 at a time */
+    for (uint32_t i = 0; i < len; i += 256) {
+        uint32_t n = len - i < 256 ? len - i : 256;
+
+        for (uint32_t j = 0; j < n; j++)
+            for (int k = 0; k < 4; k++)
+                w[4 * j + (uint32_t)k] = (uint8_t)(y[i + j] >> (8 * k));
+        crypto_generichash_update(&st, w, 4 * (size_t)n);
     }
     crypto_generichash_final(&st, msg + SFL_SA_HASH + 8, SFL_SA_HASH);
 }
@@ -1108,26 +1112,49 @@ int sfl_sa_server_unmask(sfl_sa_server_t *s, uint64_t from, const sfl_sa_reveal_
     return 0;
 }
 
-/* The secret of client `of` from the shares released of it, of type t. */
-static int rebuild(const sfl_sa_server_t *s, uint64_t of, char type, uint8_t secret[32])
+/* Lagrange coefficients kept across the seeds: every holder releases a
+ * share of every seed, so the x's repeat and one set serves them all. */
+typedef struct lagrange {
+    uint32_t k;
+    uint16_t *x;                   /* the t x's the coefficients are for */
+    uint8_t (*lam)[SFL_SHAMIR_BYTES];
+} lagrange_t;
+
+/* The secret of client `of` from the shares released of it, of type
+ * `type`: the first t of them, with coefficients from lg when their x's
+ * are lg's. */
+static int rebuild(const sfl_sa_server_t *s, lagrange_t *lg, uint64_t of, char type,
+                   uint8_t secret[32])
 {
     sfl_share_t *sh = sfl__calloc(s->r.n, sizeof(*sh));
     uint32_t k = 0;
-    int rc;
+    int rc, same;
 
     if (sh == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the shares");
-    for (uint32_t i = 0; i < s->r.n; i++)
+    for (uint32_t i = 0; i < s->r.n && k < s->r.t; i++)
         for (uint32_t j = 0; s->slot[i].unmasked && j < s->slot[i].nrev; j++)
             if (s->slot[i].rev[j].of == of && s->slot[i].rev[j].type == type)
                 sh[k++] = s->slot[i].rev[j].share;
-    /* t of them: the caller checks the secret against what the client
-     * committed to (r_b) or advertised (s_pk), which a bad share fails */
-    if (k < s->r.t)
+    /* the caller checks the secret against what the client committed to
+     * (r_b) or advertised (s_pk), which a bad share fails */
+    if (k < s->r.t) {
         rc = sfl__fail(SFL_EEMPTY, "secure aggregation: %u shares of %llu, fewer than the "
                        "threshold %u", k, (unsigned long long)of, s->r.t);
-    else
-        rc = sfl_shamir_combine(sh, s->r.t, secret);
+        goto out;
+    }
+    same = lg->k == k;
+    for (uint32_t i = 0; same && i < k; i++)
+        same = lg->x[i] == sh[i].x;
+    if (!same) {
+        if ((rc = sfl_shamir_lagrange(sh, k, lg->lam)) < 0)
+            goto out;
+        for (uint32_t i = 0; i < k; i++)
+            lg->x[i] = sh[i].x;
+        lg->k = k;
+    }
+    rc = sfl_shamir_apply((const uint8_t (*)[SFL_SHAMIR_BYTES])lg->lam, sh, k, secret);
+out:
     sodium_memzero(sh, (size_t)s->r.n * sizeof(*sh));
     sfl__free(sh);
     return rc;
@@ -1136,17 +1163,22 @@ static int rebuild(const sfl_sa_server_t *s, uint64_t of, char type, uint8_t sec
 int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count)
 {
     uint8_t r[32], k[32], h[SFL_SA_HASH], pk[32];
+    lagrange_t lg = {0, NULL, NULL};
     int rc = 0;
 
     if ((rc = server_stage(s, ST_UNMASK, "the end")) < 0)
         return rc;
+    lg.x = sfl__calloc(s->r.t, sizeof(*lg.x));
+    lg.lam = sfl__calloc(s->r.t, sizeof(*lg.lam));
+    if (lg.x == NULL || lg.lam == NULL)
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the coefficients");
     for (uint32_t i = 0; rc == 0 && i < s->n2; i++) {
         uint64_t v = s->u2[i];
         const sa_slot_t *sv = &s->slot[rank_of(s->members, s->r.n, v)];
 
         if (in_list(s->u3, s->n3, v)) {
             /* its self-mask */
-            if ((rc = rebuild(s, v, 'b', r)) < 0)
+            if ((rc = rebuild(s, &lg, v, 'b', r)) < 0)
                 break;
             commit_of(r, h);
             if (sodium_memcmp(h, sv->commit, SFL_SA_HASH) != 0) {
@@ -1159,7 +1191,7 @@ int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count)
             continue;
         }
         /* dropped after sharing: its masks with every input taken */
-        if ((rc = rebuild(s, v, 's', r)) < 0)
+        if ((rc = rebuild(s, &lg, v, 's', r)) < 0)
             break;
         derive("sfl-sa-s", r, k);
         crypto_scalarmult_base(pk, k);
@@ -1183,6 +1215,8 @@ int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count)
     }
     sodium_memzero(r, sizeof(r));
     sodium_memzero(k, sizeof(k));
+    sfl__free(lg.x);
+    sfl__free(lg.lam);
     s->stage = ST_DONE;
     if (rc < 0)
         return rc;

@@ -124,52 +124,112 @@ static const sfl_share_t *point(const sfl_share_t *a, uint32_t na, const sfl_sha
     return i < na ? &a[i] : extra;
 }
 
-/* f(0) = sum_i y_i lambda_i, lambda_i = prod_{j != i} x_j / (x_j - x_i)
- *      = P / (x_i prod_{j != i} (x_j - x_i)),  P = prod_j x_j,
- * through the points of a[0..na) and extra (checked by check_points: the x's
- * are distinct and nonzero, and < L, so no denominator is 0 mod L). */
-static void interpolate0(const sfl_share_t *a, uint32_t na, const sfl_share_t *extra,
-                         uint8_t out[SFL_SHAMIR_BYTES])
+/* P = prod_j x_j over the points of a[0..na) and extra. */
+static void product_x(const sfl_share_t *a, uint32_t na, const sfl_share_t *extra,
+                      uint8_t p[SFL_SHAMIR_BYTES])
 {
+    uint8_t xj[SFL_SHAMIR_BYTES], tmp[SFL_SHAMIR_BYTES];
     uint32_t k = na + (extra != NULL);
-    uint8_t p[SFL_SHAMIR_BYTES], den[SFL_SHAMIR_BYTES], inv[SFL_SHAMIR_BYTES];
-    uint8_t xi[SFL_SHAMIR_BYTES], xj[SFL_SHAMIR_BYTES], diff[SFL_SHAMIR_BYTES];
-    uint8_t tmp[SFL_SHAMIR_BYTES], term[SFL_SHAMIR_BYTES], acc[SFL_SHAMIR_BYTES];
 
     x_scalar(p, 1);
     for (uint32_t j = 0; j < k; j++) {
         x_scalar(xj, point(a, na, extra, j)->x);
         crypto_core_ed25519_scalar_mul(tmp, p, xj);
-        memcpy(p, tmp, sizeof(p));
+        memcpy(p, tmp, SFL_SHAMIR_BYTES);
     }
+}
+
+/* lambda_i = prod_{j != i} x_j / (x_j - x_i) = P / (x_i prod_{j != i}
+ * (x_j - x_i)) through the points of a[0..na) and extra (checked by
+ * check_points: the x's are distinct and nonzero, and < L, so no
+ * denominator is 0 mod L). Depends only on the public x's. */
+static void lambda_of(const sfl_share_t *a, uint32_t na, const sfl_share_t *extra, uint32_t i,
+                      const uint8_t p[SFL_SHAMIR_BYTES], uint8_t lam[SFL_SHAMIR_BYTES])
+{
+    uint32_t k = na + (extra != NULL);
+    uint8_t den[SFL_SHAMIR_BYTES], inv[SFL_SHAMIR_BYTES], xi[SFL_SHAMIR_BYTES];
+    uint8_t xj[SFL_SHAMIR_BYTES], diff[SFL_SHAMIR_BYTES], tmp[SFL_SHAMIR_BYTES];
+    int rc;
+
+    x_scalar(xi, point(a, na, extra, i)->x);
+    memcpy(den, xi, sizeof(den));
+    for (uint32_t j = 0; j < k; j++) {
+        if (j == i)
+            continue;
+        x_scalar(xj, point(a, na, extra, j)->x);
+        crypto_core_ed25519_scalar_sub(diff, xj, xi);
+        crypto_core_ed25519_scalar_mul(tmp, den, diff);
+        memcpy(den, tmp, sizeof(den));
+    }
+    rc = crypto_core_ed25519_scalar_invert(inv, den);
+    assert(rc == 0); /* den != 0: see above */
+    (void)rc;
+    crypto_core_ed25519_scalar_mul(lam, p, inv);
+}
+
+/* acc = sum_i y_i lambda[i]; secret material wiped. */
+static void apply(const uint8_t (*lambda)[SFL_SHAMIR_BYTES], const sfl_share_t *a, uint32_t k,
+                  uint8_t out[SFL_SHAMIR_BYTES])
+{
+    uint8_t term[SFL_SHAMIR_BYTES], acc[SFL_SHAMIR_BYTES], tmp[SFL_SHAMIR_BYTES];
+
     memset(acc, 0, sizeof(acc));
     for (uint32_t i = 0; i < k; i++) {
-        const sfl_share_t *si = point(a, na, extra, i);
-        int rc;
-
-        x_scalar(xi, si->x);
-        memcpy(den, xi, sizeof(den));
-        for (uint32_t j = 0; j < k; j++) {
-            if (j == i)
-                continue;
-            x_scalar(xj, point(a, na, extra, j)->x);
-            crypto_core_ed25519_scalar_sub(diff, xj, xi);
-            crypto_core_ed25519_scalar_mul(tmp, den, diff);
-            memcpy(den, tmp, sizeof(den));
-        }
-        rc = crypto_core_ed25519_scalar_invert(inv, den);
-        assert(rc == 0); /* den != 0: see above */
-        (void)rc;
-        crypto_core_ed25519_scalar_mul(tmp, p, inv);        /* lambda_i */
-        crypto_core_ed25519_scalar_mul(term, si->y, tmp);   /* y_i lambda_i */
+        crypto_core_ed25519_scalar_mul(term, a[i].y, lambda[i]);
         crypto_core_ed25519_scalar_add(tmp, acc, term);
         memcpy(acc, tmp, sizeof(acc));
     }
     memcpy(out, acc, SFL_SHAMIR_BYTES);
-    /* p, den, inv, xi, xj and diff depend only on the public x's. */
     sodium_memzero(tmp, sizeof(tmp));
     sodium_memzero(term, sizeof(term));
     sodium_memzero(acc, sizeof(acc));
+}
+
+/* f(0) = sum_i y_i lambda_i through the points of a[0..na) and extra. */
+static void interpolate0(const sfl_share_t *a, uint32_t na, const sfl_share_t *extra,
+                         uint8_t out[SFL_SHAMIR_BYTES])
+{
+    uint32_t k = na + (extra != NULL);
+    uint8_t p[SFL_SHAMIR_BYTES], lam[SFL_SHAMIR_BYTES];
+    uint8_t term[SFL_SHAMIR_BYTES], acc[SFL_SHAMIR_BYTES], tmp[SFL_SHAMIR_BYTES];
+
+    product_x(a, na, extra, p);
+    memset(acc, 0, sizeof(acc));
+    for (uint32_t i = 0; i < k; i++) {
+        lambda_of(a, na, extra, i, p, lam);
+        crypto_core_ed25519_scalar_mul(term, point(a, na, extra, i)->y, lam);
+        crypto_core_ed25519_scalar_add(tmp, acc, term);
+        memcpy(acc, tmp, sizeof(acc));
+    }
+    memcpy(out, acc, SFL_SHAMIR_BYTES);
+    sodium_memzero(tmp, sizeof(tmp));
+    sodium_memzero(term, sizeof(term));
+    sodium_memzero(acc, sizeof(acc));
+}
+
+int sfl_shamir_lagrange(const sfl_share_t *shares, uint32_t k,
+                        uint8_t (*lambda)[SFL_SHAMIR_BYTES])
+{
+    uint8_t p[SFL_SHAMIR_BYTES];
+    int rc = check_points("shamir lagrange", shares, k);
+
+    if (rc < 0)
+        return rc;
+    product_x(shares, k, NULL, p);
+    for (uint32_t i = 0; i < k; i++)
+        lambda_of(shares, k, NULL, i, p, lambda[i]);
+    return 0;
+}
+
+int sfl_shamir_apply(const uint8_t (*lambda)[SFL_SHAMIR_BYTES], const sfl_share_t *shares,
+                     uint32_t k, uint8_t secret[SFL_SHAMIR_BYTES])
+{
+    int rc = check_points("shamir apply", shares, k);
+
+    if (rc < 0)
+        return rc;
+    apply(lambda, shares, k, secret);
+    return 0;
 }
 
 int sfl_shamir_combine(const sfl_share_t *shares, uint32_t k, uint8_t secret[SFL_SHAMIR_BYTES])
