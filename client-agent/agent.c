@@ -11,6 +11,7 @@
  * call is still the one the agent holds, so whatever a session reports
  * while it is torn down is ignored. */
 #include "agent.h"
+#include "sagent.h"
 #include "vblock.h"
 
 #include <assert.h>
@@ -23,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -44,6 +46,7 @@
 #define PATH_SUBMIT "/sfl.v1.Coordinator/SubmitUpdate"
 #define PATH_HEARTBEAT "/sfl.v1.Coordinator/Heartbeat"
 #define PATH_STEP "/sfl.v1.Coordinator/SubmitStep"
+#define PATH_SECAGG "/sfl.v1.Coordinator/SubmitSecAgg"
 
 /* Longest SubmitUpdate deadline: a slow uplink gets until the task's
  * deadline plus the connect timeout, but never more than this. */
@@ -61,6 +64,11 @@ typedef struct train {
     size_t len;
     uint32_t tries;      /* submissions started */
     agent_cstate_io_t cs; /* the job's client state in (borrowed) and out */
+    /* update mode 2: the update itself, for the round's secure
+     * aggregation (sagent.h), instead of a sealed message */
+    int mode2;
+    sfl_spvec_t *update;
+    uint64_t samples;
 } train_t;
 
 struct agent {
@@ -136,6 +144,14 @@ struct agent {
                                    recomputed) if its iteration is asked again */
     size_t vlast_len;
     uint64_t vlast_it;
+
+    /* Update mode 2 (sagent.h): the round's client, and the job's
+     * error-feedback residual (d entries, kept across its rounds). */
+    agent_sa_t *sa;
+    sfl_grpc_call_t *sa_call;
+    double *sa_resid;
+    uint64_t sa_resid_job;
+    uint32_t sa_resid_d;
 };
 
 typedef enum {
@@ -153,7 +169,8 @@ typedef enum {
     EV_TRAINED,
     EV_ACK,
     EV_SUBMIT_FAILED,
-    EV_STEP
+    EV_STEP,
+    EV_SA
 } ev_type_t;
 
 typedef struct ev {
@@ -167,6 +184,7 @@ typedef struct ev {
     train_t *train;                /* EV_TRAINED: step() owns it */
     const sfl_ack_t *ack;          /* EV_ACK */
     const sfl_vstep_t *vstep;      /* EV_STEP */
+    const sfl_msg_sa_stage_t *sa;  /* EV_SA */
 } ev_t;
 
 static void step(agent_t *a, const ev_t *e);
@@ -303,7 +321,8 @@ static int task_view(const sfl_task_t *t, const sfl_dataset_t *data, task_view_t
         return sfl__fail(SFL_EUNSUP, "task: unknown algorithm '%s'", t->algorithm);
     if (loss == NULL)
         return sfl__fail(SFL_EUNSUP, "task: unknown loss '%s'", t->loss);
-    if (t->update_mode != SFL_UPDATE_MODE_SEALED)
+    if (t->update_mode != SFL_UPDATE_MODE_SEALED &&
+        !(t->update_mode == SFL_UPDATE_MODE_SECURE_AGG && t->secagg != NULL))
         return sfl__fail(SFL_EUNSUP, "task: update mode %d is not supported by this agent",
                          (int)t->update_mode);
     if (t->dictionary[0] != '\0')
@@ -365,21 +384,30 @@ static int state_for(const task_view_t *v, agent_cstate_io_t *cs, sfl_client_sta
     return sfl_client_state_new(v->algo, &v->params, &v->prob, st);
 }
 
-int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_dataset_t *eval,
-                     const sfl_identity_t *id, uint64_t agent_id, sfl_algo_ws_t *ws,
-                     agent_cstate_io_t *cs, uint8_t **msg, size_t *len)
+/* The plaintext update is private to this agent: wiped, then freed. */
+static void wipe_update(sfl_spvec_t *upd)
+{
+    if (upd != NULL && upd->cap > 0) {
+        sodium_memzero(upd->val, upd->cap * sizeof(double));
+        sodium_memzero(upd->idx, upd->cap * sizeof(uint32_t));
+    }
+    sfl_spvec_free(upd);
+}
+
+/* The task's client round: the update (owned; wipe before freeing) and its
+ * report; the state the round left into cs->out. */
+static int train_update(const sfl_task_t *t, const sfl_dataset_t *data,
+                        const sfl_dataset_t *eval, uint64_t agent_id, sfl_algo_ws_t *ws,
+                        agent_cstate_io_t *cs, sfl_spvec_t **out, sfl_client_report_t *rep)
 {
     task_view_t v;
     sfl_client_task_t ct;
     sfl_client_state_t st = {0};
-    sfl_client_report_t rep;
     double *global = NULL;
     sfl_spvec_t *upd = NULL;
-    sfl_payload_t pl;
     int rc;
 
-    *msg = NULL;
-    *len = 0;
+    *out = NULL;
     if ((rc = task_view(t, data, &v)) < 0)
         return rc;
     global = sfl__calloc(v.prob.dim, sizeof(double));
@@ -389,11 +417,34 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
     ct = client_task(t, &v, global, agent_id);
     if ((rc = sfl_spvec_new((uint32_t)v.prob.dim, 0, &upd)) < 0 ||
         (rc = state_for(&v, cs, &st)) < 0 ||
-        (rc = sfl_client_round(&ct, data, eval, &st, ws, upd, &rep)) < 0)
+        (rc = sfl_client_round(&ct, data, eval, &st, ws, upd, rep)) < 0)
         goto out;
-    /* Drop the dense copy before the payload's buffers are made. */
+    /* The state this round left, for the agent to keep once the update is
+     * made (never on a failure: a failed round leaves the old state). */
+    if (cs != NULL && (rc = sfl_client_state_save(&st, &cs->out, &cs->out_len)) < 0)
+        goto out;
+    *out = upd;
+    upd = NULL;
+out:
+    sfl_client_state_free(&st);
+    wipe_update(upd);
     sfl__free(global);
-    global = NULL;
+    return rc;
+}
+
+int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_dataset_t *eval,
+                     const sfl_identity_t *id, uint64_t agent_id, sfl_algo_ws_t *ws,
+                     agent_cstate_io_t *cs, uint8_t **msg, size_t *len)
+{
+    sfl_client_report_t rep;
+    sfl_spvec_t *upd = NULL;
+    sfl_payload_t pl;
+    int rc;
+
+    *msg = NULL;
+    *len = 0;
+    if ((rc = train_update(t, data, eval, agent_id, ws, cs, &upd, &rep)) < 0)
+        return rc;
     memset(&pl, 0, sizeof(pl));
     pl.update = upd;
     pl.encoding = t->value_encoding;
@@ -403,24 +454,13 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
     pl.eval_mse = rep.eval_mse;
     pl.personal_accuracy = rep.personal_accuracy;
     pl.eval_samples = rep.eval_samples;
-    if ((rc = agent_seal_payload(t, &pl, id, agent_id, msg, len)) < 0)
-        goto out;
-    /* The state this round left, for the agent to keep once the update is
-     * made (never on a failure: a failed round leaves the old state). */
-    if (cs != NULL && (rc = sfl_client_state_save(&st, &cs->out, &cs->out_len)) < 0) {
-        sfl_msg_buf_free(*msg);
-        *msg = NULL;
-        *len = 0;
+    rc = agent_seal_payload(t, &pl, id, agent_id, msg, len);
+    if (rc < 0 && cs != NULL) {
+        sfl_client_state_bytes_free(cs->out, cs->out_len);
+        cs->out = NULL;
+        cs->out_len = 0;
     }
-out:
-    sfl_client_state_free(&st);
-    /* The plaintext update is private to this agent: wiped, then freed. */
-    if (upd != NULL && upd->cap > 0) {
-        sodium_memzero(upd->val, upd->cap * sizeof(double));
-        sodium_memzero(upd->idx, upd->cap * sizeof(uint32_t));
-    }
-    sfl_spvec_free(upd);
-    sfl__free(global);
+    wipe_update(upd);
     return rc;
 }
 
@@ -659,6 +699,7 @@ static void train_free(train_t *w)
     sfl_msg_task_free(w->task);
     sfl_msg_buf_free(w->msg);
     sfl_client_state_bytes_free(w->cs.out, w->cs.out_len);
+    wipe_update(w->update);
     sfl__free(w);
 }
 
@@ -679,6 +720,8 @@ void agent_free(agent_t *a)
     sfl_dataset_free(a->eval);
     agent_vert_free(a->vert);
     sfl__free(a->vlast);
+    agent_sa_free(a->sa);
+    sfl__free(a->sa_resid);
     sfl__free(a);
 }
 
@@ -727,7 +770,7 @@ uint32_t agent_eval_rows(const agent_t *a)
 
 static void forget_calls(agent_t *a)
 {
-    a->join_call = a->sub_call = a->hb_call = a->submit_call = a->step_call = NULL;
+    a->join_call = a->sub_call = a->hb_call = a->submit_call = a->step_call = a->sa_call = NULL;
 }
 
 /* Cancels the link's calls, detaches and closes it; it frees itself. */
@@ -735,7 +778,7 @@ static void drop_link(agent_t *a)
 {
     sfl_grpcconn_t *l = a->link;
     sfl_grpc_call_t *calls[] = {a->join_call, a->sub_call, a->hb_call, a->submit_call,
-                                a->step_call};
+                                a->step_call, a->sa_call};
 
     if (l == NULL)
         return;
@@ -832,6 +875,7 @@ static void on_sub_msg(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, vo
     sfl_task_t *t = NULL;
     sfl_wait_t w;
     sfl_vstep_t vs;
+    sfl_msg_sa_stage_t sa;
     char q[300];
     int rc, kind;
 
@@ -839,7 +883,7 @@ static void on_sub_msg(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, vo
         return;
     sfl_msg_limits_default(&lim);
     lim.max_message = AGENT_MAX_MESSAGE;
-    if ((rc = sfl_msg_sub_unpack(msg, len, &lim, &t, &w, &vs, NULL, &kind)) < 0) {
+    if ((rc = sfl_msg_sub_unpack(msg, len, &lim, &t, &w, &vs, &sa, &kind)) < 0) {
         a->stats.tasks_refused++;
         say(a, "warn", "task_refused", "reason=malformed error=%s",
             quote(q, sizeof(q), sfl_last_error()));
@@ -849,7 +893,10 @@ static void on_sub_msg(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, vo
         step(a, &(ev_t){.type = EV_TASK, .task = t});
     else if (kind == 'w')
         step(a, &(ev_t){.type = EV_WAIT, .wait = &w});
-    else {
+    else if (kind == 'a') {
+        step(a, &(ev_t){.type = EV_SA, .sa = &sa});
+        sfl_msg_sa_stage_clear(&sa);
+    } else {
         step(a, &(ev_t){.type = EV_STEP, .vstep = &vs});
         sfl_msg_vstep_clear(&vs);
     }
@@ -969,6 +1016,10 @@ static void on_hb_timer(uv_timer_t *t)
 
         agent_vert_round(a->vert, &r.job_id, &r.round, &r.attempt, &first);
         r.phase = SFL_PHASE_TRAINING;
+    } else if (a->sa != NULL) {
+        /* a secure aggregation round: alive between its stages */
+        agent_sa_round(a->sa, &r.job_id, &r.round, &r.attempt);
+        r.phase = SFL_PHASE_UPLOADING;
     }
     r.conditions = a->conditions;
     if ((rc = sfl_msg_heartbeat_req_pack(&r, &buf, &len)) < 0) {
@@ -1195,8 +1246,15 @@ static void work_cb(uv_work_t *req)
 
     /* The loop touches neither the data, the identity nor ws while this
      * runs; the task is the work's own. */
-    w->rc = agent_train_task(w->task, a->data, a->eval, a->id, w->agent_id, &a->ws, &w->cs,
-                             &w->msg, &w->len);
+    if (w->mode2) {
+        sfl_client_report_t rep;
+
+        w->rc = train_update(w->task, a->data, a->eval, w->agent_id, &a->ws, &w->cs,
+                             &w->update, &rep);
+        w->samples = a->data->X->nrows;
+    } else
+        w->rc = agent_train_task(w->task, a->data, a->eval, a->id, w->agent_id, &a->ws,
+                                 &w->cs, &w->msg, &w->len);
     if (w->rc < 0)
         snprintf(w->err, sizeof(w->err), "%s", sfl_last_error());
 }
@@ -1228,6 +1286,7 @@ static int train_start(agent_t *a, sfl_task_t *t)
     w->a = a;
     w->task = t;
     w->agent_id = a->agent_id;
+    w->mode2 = t->update_mode == SFL_UPDATE_MODE_SECURE_AGG;
     load_client_state(a, t->job_id, t->round);
     w->cs.in = a->cstate.bytes;
     w->cs.in_len = a->cstate.len;
@@ -1570,6 +1629,147 @@ static void vert_step_in(agent_t *a, const sfl_vstep_t *s)
     vert_answer(a, s->iteration, s->bcast, s->nbcast);
 }
 
+/* ---- update mode 2 (sagent.h) ------------------------------------------------- */
+
+static void on_sa(sfl_grpc_call_t *call, int status, const char *message, const uint8_t *resp,
+                  size_t len, void *ud)
+{
+    agent_t *a = ud;
+    sfl_ack_t ack;
+    char q[300], sq[80];
+
+    if (call == a->sa_call)
+        a->sa_call = NULL;
+    if (status != SFL_GRPC_STATUS_OK) {
+        say(a, "warn", "secagg_failed", "status=%s message=%s",
+            status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message));
+        return;
+    }
+    if (sfl_msg_ack_unpack(resp, len, NULL, &ack) < 0)
+        return;
+    if ((unsigned)ack.status < sizeof(a->stats.acks) / sizeof(a->stats.acks[0]))
+        a->stats.acks[ack.status]++;
+    if (ack.status != SFL_ACK_ACCEPTED)
+        say(a, "warn", "secagg_ack", "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
+            ack.job_id, ack.round, sfl_msg_ack_name(ack.status), quote(q, sizeof(q), ack.reason));
+}
+
+/* The round's answer to `stage` buf (taken), or its failure: the client
+ * aborted. */
+static void sa_send(agent_t *a, int rc, uint8_t *buf, size_t len, uint32_t stage,
+                    const char *what)
+{
+    char q[300];
+
+    if (rc == 0 && buf != NULL && a->cfg.secagg_test_stop && stage >= a->cfg.secagg_test_stop) {
+        /* a client that drops out: gone, at once */
+        say(a, "info", "secagg_test_stop", "stage=%u", stage);
+        fflush(a->log);
+        (void)kill(getpid(), SIGKILL);
+    }
+    if (rc < 0) {
+        say(a, "warn", "secagg_abort", "during=%s error=%s", what,
+            quote(q, sizeof(q), sfl_last_error()));
+        agent_sa_free(a->sa);
+        a->sa = NULL;
+    } else if (buf != NULL && a->link != NULL &&
+               sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_SECAGG, buf, len,
+                                   (uint32_t)a->cfg.connect_timeout_ms, on_sa, a,
+                                   &a->sa_call) < 0) {
+        a->sa_call = NULL;
+        say(a, "warn", "secagg_failed", "during=%s error=%s", what,
+            quote(q, sizeof(q), sfl_last_error()));
+    }
+    sfl_msg_buf_free(buf);
+}
+
+/* A mode-2 task: its keys at once, then the training. */
+static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (from != AGENT_SUBSCRIBED) {
+        refuse(a, t, "busy: a secure aggregation round needs the agent from its start");
+        return from;
+    }
+    agent_sa_free(a->sa);
+    a->sa = NULL;
+    rc = agent_sa_begin(t, a->agent_id, a->id, &a->sa, &buf, &len);
+    if (rc < 0) {
+        refuse(a, t, sfl_last_error());
+        return from;
+    }
+    sa_send(a, 0, buf, len, 1, "keys");
+    say(a, "info", "secagg_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "
+        "threshold=%u", t->job_id, t->round, t->attempt, t->secagg->nmembers,
+        t->secagg->threshold);
+    return train_start(a, t) == 0 ? AGENT_TRAINING : from;
+}
+
+static void sa_stage_in(agent_t *a, const sfl_msg_sa_stage_t *st)
+{
+    uint64_t job = 0, round = 0;
+    uint32_t attempt = 0;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (a->sa != NULL)
+        agent_sa_round(a->sa, &job, &round, &attempt);
+    if (a->sa == NULL || st->job_id != job || st->round != round || st->attempt != attempt) {
+        say(a, "warn", "secagg_ignored", "job=%" PRIu64 " round=%" PRIu64 " stage=%u "
+            "reason=\"not the round in hand\"", st->job_id, st->round, st->stage);
+        return;
+    }
+    rc = agent_sa_stage(a->sa, st, &buf, &len);
+    sa_send(a, rc, buf, len, st->stage, "a stage");
+    if (rc == 0 && st->stage == 5) {
+        agent_sa_free(a->sa); /* released: the round is over for it */
+        a->sa = NULL;
+    }
+}
+
+/* The training of a mode-2 round ended: its input, to the client. */
+static void sa_trained(agent_t *a, train_t *w)
+{
+    uint64_t job = 0, round = 0;
+    uint32_t attempt = 0, d;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char q[300];
+    int rc;
+
+    if (a->sa != NULL)
+        agent_sa_round(a->sa, &job, &round, &attempt);
+    if (w->rc < 0 || w->aborted || a->sa == NULL || job != w->task->job_id ||
+        round != w->task->round || attempt != w->task->attempt) {
+        say(a, w->rc < 0 ? "error" : "info", "training_dropped",
+            "job=%" PRIu64 " round=%" PRIu64 " error=%s", w->task->job_id, w->task->round,
+            quote(q, sizeof(q), w->rc < 0 ? w->err : "the secure aggregation round ended"));
+        train_free(w);
+        return;
+    }
+    d = agent_sa_dim(a->sa);
+    if (a->sa_resid == NULL || a->sa_resid_job != job || a->sa_resid_d != d) {
+        sfl__free(a->sa_resid);
+        a->sa_resid = sfl__calloc(d, sizeof(double));
+        a->sa_resid_job = job;
+        a->sa_resid_d = d;
+    }
+    a->stats.trained++;
+    if (a->sa_resid == NULL)
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the residual");
+    else
+        rc = agent_sa_update(a->sa, w->update, w->samples, a->sa_resid, &buf, &len);
+    say(a, "info", "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
+        " mode=secagg", w->task->job_id, w->task->round, w->task->attempt,
+        uv_now(a->loop) - w->started_ms);
+    sa_send(a, rc, buf, len, 3, "the input");
+    train_free(w);
+}
+
 static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
 {
     int rc;
@@ -1594,6 +1794,8 @@ static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
         refuse(a, t, sfl_last_error());
         return from;
     }
+    if (t->update_mode == SFL_UPDATE_MODE_SECURE_AGG)
+        return sa_task(a, t, from);
     if (from == AGENT_SUBSCRIBED)
         return train_start(a, t) == 0 ? AGENT_TRAINING : from;
     /* Busy: one task waits, the newest. */
@@ -1690,6 +1892,10 @@ static void keep_result(agent_t *a, train_t *w)
 
 static agent_state_t trained(agent_t *a, train_t *w, agent_state_t from)
 {
+    if (w->mode2) {
+        sa_trained(a, w);
+        return from == AGENT_TRAINING ? settle(a) : from;
+    }
     if (from == AGENT_SUBMITTING) {
         /* Cannot happen (one task at a time); never displace the update
          * being submitted. */
@@ -1827,6 +2033,9 @@ static void step(agent_t *a, const ev_t *e)
             break;
         case EV_STEP:
             vert_step_in(a, e->vstep);
+            break;
+        case EV_SA:
+            sa_stage_in(a, e->sa);
             break;
         case EV_WAIT:
             note_wait(a, e->wait);

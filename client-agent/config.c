@@ -42,6 +42,7 @@ static const struct {
     {"connect_timeout_ms", offsetof(agent_config_t, connect_timeout_ms)},
     {"heartbeat_ms", offsetof(agent_config_t, heartbeat_ms)},
     {"dp_test_noise", offsetof(agent_config_t, dp_test_noise)},
+    {"secagg_test_stop", offsetof(agent_config_t, secagg_test_stop)},
 };
 
 int agent_config_set(agent_config_t *c, const char *key, const char *v)
@@ -175,6 +176,8 @@ int agent_config_check(const agent_config_t *c)
                          "eval_fraction do not apply");
     if (c->dp_test_noise > 1)
         return sfl__fail(SFL_EINVAL, "dp_test_noise is 0 or 1");
+    if (c->secagg_test_stop > 5)
+        return sfl__fail(SFL_EINVAL, "secagg_test_stop is 0 to 5");
     if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms)
         return sfl__fail(SFL_EINVAL, "backoff: need 0 < backoff_min_ms <= backoff_max_ms");
     if (c->connect_timeout_ms == 0 || c->heartbeat_ms == 0)

@@ -36,6 +36,8 @@ typedef struct agent_config {
     char ids_file[AGENT_PATH_MAX];
     double max_epsilon;        /* 0: no limit of the agent's own */
     uint64_t dp_test_noise;    /* 1: seeded privacy noise (tests only) */
+    uint64_t secagg_test_stop; /* tests only: SIGKILL itself at this secure
+                                  aggregation stage (1..5); 0 = never */
 } agent_config_t;
 
 void agent_config_default(agent_config_t *c);

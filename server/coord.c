@@ -207,6 +207,7 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, coord_h_heartbeat, R_AGENT,
      SMALL_REQUEST},
     {"/sfl.v1.Coordinator/SubmitStep", SFL_GRPC_KIND_UNARY, coord_h_step, R_AGENT, 0},
+    {"/sfl.v1.Coordinator/SubmitSecAgg", SFL_GRPC_KIND_UNARY, coord_h_secagg, R_AGENT, 0},
     {"/sfl.v1.Admin/Status", SFL_GRPC_KIND_UNARY, coord_h_status, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/ListAgents", SFL_GRPC_KIND_UNARY, coord_h_list_agents, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/ListJobs", SFL_GRPC_KIND_UNARY, coord_h_list_jobs, R_ADMIN, SMALL_REQUEST},

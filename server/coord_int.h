@@ -119,6 +119,14 @@ struct job {
     uint64_t released;
     sfl_dp_spent_t spent;
     int priv;
+    /* Update mode 2 (saround.c): the open attempt's server, its cohort's
+     * keys, support S_t (sa_k indices), threshold, quantization, and the
+     * stages sent after the first. */
+    struct sfl_sa_server *sa;
+    sfl_msg_sa_member_t *sa_members;
+    uint32_t *sa_support;
+    uint32_t sa_k, sa_t, sa_topk, sa_sent;
+    double sa_clip, sa_wmax;
 };
 
 /* Rejection reasons counted for metrics. */
@@ -334,6 +342,19 @@ void coord_vround_send(job_t *j, agent_t *a);
 void coord_vround_resend(job_t *j, agent_t *a);
 void coord_vround_status(const job_t *j, sfl_job_status_t *st);
 void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+
+/* saround.c: update mode 2's rounds. */
+/* After START: threshold, S_t, the cohort's keys (for the task). */
+int coord_saround_prepare(job_t *j) SFL_MUST_CHECK;
+void coord_saround_task(const job_t *j, sfl_msg_sa_round_t *out);
+/* After the task is built: the protocol's server. */
+int coord_saround_start(job_t *j) SFL_MUST_CHECK;
+/* Sends the stages the round machine has moved on to. */
+void coord_saround_sync(job_t *j);
+/* Thread pool: unmask, fold global + the mean change. */
+int coord_saround_fold(job_t *j) SFL_MUST_CHECK;
+void coord_saround_close(job_t *j);
+void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
 /* agentsvc.c: Join and Subscribe. */
 void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);

@@ -165,6 +165,7 @@ void coord_abandon(job_t *j, const char *reason)
                   reason);
     }
     coord_close_attempt(j);
+    coord_saround_close(j);
     coord_reset_round(j);
 }
 
@@ -193,6 +194,7 @@ static int build_task(job_t *j)
 {
     coord_t *co = j->co;
     sfl_task_t t;
+    sfl_msg_sa_round_t sa;
     sfl_spvec_t *model = NULL;
     uint8_t *tb = NULL, sig[SFL_SEAL_SIG_BYTES];
     size_t tl = 0;
@@ -219,6 +221,11 @@ static int build_task(job_t *j)
     t.seed = j->spec.seed;
     t.value_encoding = j->spec.value_encoding;
     t.update_mode = SFL_UPDATE_MODE_SEALED;
+    if (j->model.spec.secagg) {
+        coord_saround_task(j, &sa);
+        t.update_mode = SFL_UPDATE_MODE_SECURE_AGG;
+        t.secagg = &sa;
+    }
     t.model = model;
     /* The model always travels exactly (float64): agents must train from
      * the very state the coordinator aggregates into. */
@@ -475,9 +482,13 @@ static void try_start(job_t *j)
     coord_writer_post(co->writer, &o->op);
     j->opened = j->opening = 1;
     if ((rc = key_new(&j->key)) < 0 ||
+        (j->model.spec.secagg && (rc = coord_saround_prepare(j)) < 0) ||
         (j->model.v != NULL ? (rc = coord_vround_open(j))
-                            : (rc = coord_job_begin(&j->model, j->rnd.nmembers))) < 0 ||
-        (rc = build_task(j)) < 0)
+                            : (rc = coord_job_begin(&j->model, j->model.spec.secagg
+                                                                   ? 1
+                                                                   : j->rnd.nmembers))) < 0 ||
+        (rc = build_task(j)) < 0 ||
+        (j->model.spec.secagg && (rc = coord_saround_start(j)) < 0))
         goto fail;
     memset(&j->fold, 0, sizeof(j->fold));
     coord_log(COORD_LOG_INFO, "round_open",
@@ -558,7 +569,9 @@ static void agg_work(uv_work_t *w)
     if (j->model.v != NULL) {
         j->model.round++;
         rc = 0;
-    } else
+    } else if (j->model.spec.secagg)
+        rc = coord_saround_fold(j);
+    else
         rc = coord_job_end(&j->model);
     if (rc == 0)
         rc = coord_job_encode(&j->model, &j->work_buf, &j->work_len, j->work_hash);
@@ -602,6 +615,7 @@ static void agg_finish(job_t *j)
     j->opened = j->work_rc != 0; /* a commit closes the attempt's row */
     sfl__free(j->work_buf);
     j->work_buf = NULL;
+    coord_saround_close(j);
     if (j->work_rc == 0) {
         step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
         j->committed = j->model.round;
@@ -763,6 +777,7 @@ static void attempt_failed(job_t *j)
     store_round_state(j, COORD_SROW_FAILED, reason);
     j->opened = 0;
     coord_close_attempt(j);
+    coord_saround_close(j);
     co->rounds_failed++;
     coord_log(COORD_LOG_WARN, "round_failed", "job=%llu round=%llu attempt=%u reason=%s",
               (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
@@ -802,6 +817,7 @@ void coord_job_drive(job_t *j)
             break;
         case COORD_ROUND_TRAINING:
             step(j, COORD_EV_TICK, coord_now_ms(j->co));
+            coord_saround_sync(j);
             break;
         case COORD_ROUND_AGGREGATING:
             start_aggregation(j);

@@ -31,12 +31,26 @@ void coord_job_spec_default(sfl_job_spec_t *s)
 
 void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out)
 {
+    /* secure aggregation: a phase per stage of its protocol (sfl/secagg.h),
+     * each with the round's deadline; the driver sets their quorum to the
+     * threshold once the cohort is known (server/saround.c) */
+    static const char *const sa_phase[5] = {"advertise", "share", "input", "consist",
+                                            "unmask"};
+
     *out = (coord_round_cfg_t){.cohort = s->cohort_size,
                                .overselect = s->over_selection,
                                .min_quorum = s->min_quorum,
                                .deadline_ms = s->round_deadline_ms,
                                .heartbeat_ms = s->heartbeat_timeout_ms,
                                .max_attempts = s->max_attempts};
+    if (!s->secagg)
+        return;
+    out->nphases = 5;
+    for (uint32_t p = 0; p < 5; p++) {
+        snprintf(out->phases[p].name, sizeof(out->phases[p].name), "%s", sa_phase[p]);
+        out->phases[p].deadline_ms = s->round_deadline_ms;
+        out->phases[p].quorum = s->min_quorum;
+    }
 }
 
 static int parse_u64(const char *v, uint64_t max, uint64_t *out)
@@ -100,6 +114,12 @@ static const struct {
     F("max_samples", K_F64, max_samples),
     F("paused", K_FLAG, paused),
     F("rows", K_U32, rows),
+    F("secure_aggregation", K_FLAG, secagg),
+    F("secagg_threshold", K_U32, sa_threshold),
+    F("secagg_support", K_U32, sa_support),
+    F("secagg_topk", K_U32, sa_topk),
+    F("secagg_clip", K_F64, sa_clip),
+    F("secagg_max_weight", K_F64, sa_max_weight),
     F("iterations_per_round", K_U32, iterations_per_round),
 #undef F
 };
@@ -272,6 +292,16 @@ int coord_job_spec_check(const sfl_job_spec_t *s)
         return rc;
     if ((rc = coord_job_spec_params(s, &params)) < 0)
         return rc;
+    if (s->secagg && sfl_algo_find(s->algorithm)->shape != SFL_SHAPE_HORIZONTAL)
+        return sfl__fail(SFL_EINVAL, "secure_aggregation: %s is not a horizontal algorithm "
+                         "(its updates are not one weighted mean)", s->algorithm);
+    if (s->secagg && s->min_quorum < 3)
+        return sfl__fail(SFL_EINVAL, "secure_aggregation: min_quorum must be at least 3 (a "
+                         "sum of fewer reveals too much)");
+    if (s->secagg && sfl_algo_find(s->algorithm)->state_size != NULL &&
+        sfl_algo_find(s->algorithm)->state_size(&params, &prob) > 0)
+        return sfl__fail(SFL_EINVAL, "secure_aggregation: %s keeps a client state, which mode "
+                         "2 does not carry yet", s->algorithm);
     if (sfl_algo_find(s->algorithm)->shape == SFL_SHAPE_VERTICAL) {
         coord_vjob_t v;
 

@@ -22,6 +22,7 @@ void coord_job_free(job_t *j)
     if (j->ready)
         coord_job_close(&j->model);
     sfl__free(j->vagent);
+    coord_saround_close(j);
     sfl__free(j->work_buf);
     sfl__free(j);
 }

@@ -79,6 +79,20 @@ static const opt_t opts[] = {
      "values of the clients' updates on the wire: f64, f32 or q8 (default f64);\n"
      "                       lossy ones are applied; the model is broadcast as f64, as the\n"
      "                       coordinator does"},
+    {"secagg", T_FLAG, O(secagg), -1, NULL,
+     "simulate secure aggregation (mode 2) without its cryptography: each\n"
+     "                       client sends its top-k change inside the round's common support\n"
+     "                       S_t, with error feedback, quantized mod 2^32; the fold gets the\n"
+     "                       decoded weighted mean (horizontal algorithms; docs/algorithms.md);\n"
+     "                       bytes_up counts the masked vectors, 4 (|S_t| + 2) per client"},
+    {"sa-support", T_U32, O(sa_support), SIM_OPT_SA, "N",
+     "--secagg: |S_t| (default 0: 2k; k = tau x blocks, or the dimension)"},
+    {"sa-topk", T_U32, O(sa_topk), SIM_OPT_SA, "N",
+     "--secagg: values each client keeps inside S_t (default 0: k)"},
+    {"sa-clip", T_DBL, O(sa_clip), SIM_OPT_SA, "C",
+     "--secagg: values sent are clamped to [-C, C] (default 100)"},
+    {"sa-wmax", T_DBL, O(sa_wmax), SIM_OPT_SA, "W",
+     "--secagg: weights min(n_i, W) / W (default 0: the largest client's samples)"},
     {"output", T_STR, O(output), -1, "FILE", "write the CSV here instead of stdout"},
     {"plot", T_STR, O(plot), -1, "PNG",
      "also draw objective vs rounds with gnuplot (failing: a warning)"},
@@ -340,6 +354,7 @@ static void defaults(sim_cfg_t *cfg)
     cfg->support = 100;
     cfg->parts = 20;
     cfg->kmeans_iter = 50;
+    cfg->sa_clip = 100;
 }
 
 int sim_options(int argc, char **argv, sim_cfg_t *cfg)

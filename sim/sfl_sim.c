@@ -829,6 +829,28 @@ int main(int argc, char **argv)
         sim_usage_error("--clients, --rounds and --eval-every must be at least 1", NULL);
     if (!(cfg.test_frac >= 0 && cfg.test_frac < 1))
         sim_usage_error("--test-frac must be in [0, 1)", NULL);
+    /* --secagg simulates the horizontal exchange: one vector per client
+     * folded into one global state. */
+    if (cfg.secagg) {
+        if (strncmp(cfg.partition, "features:", 9) == 0)
+            sim_usage_error("--secagg simulates horizontal algorithms only, not "
+                            "--partition features:K", NULL);
+        if (algo->shape != SFL_SHAPE_HORIZONTAL) {
+            fprintf(stderr, "sfl-sim: error: --secagg simulates horizontal algorithms only; "
+                            "%s is %s\n", algo->name,
+                    algo->shape == SFL_SHAPE_VERTICAL ? "vertical" : "personalized");
+            exit(2);
+        }
+        if (enc != SFL_ENC_F64)
+            sim_usage_error("--secagg sends quantized words; --encoding does not apply",
+                            cfg.encoding);
+        if (!(cfg.sa_clip > 0))
+            sim_usage_error("--sa-clip must be > 0", NULL);
+        if (cfg.sa_wmax < 0)
+            sim_usage_error("--sa-wmax must be >= 0 (0: the largest client's samples)", NULL);
+    } else if (cfg.given[SIM_OPT_SA] && !cfg.quiet) {
+        fprintf(stderr, "sfl-sim: note: the --sa-* options apply with --secagg only; ignored\n");
+    }
     /* Column blocks (--partition features:K) and the vertical algorithms
      * have a driver of their own (vertical.c). */
     if (strncmp(cfg.partition, "features:", 9) == 0 || algo->shape == SFL_SHAPE_VERTICAL) {
@@ -976,6 +998,14 @@ int main(int argc, char **argv)
         if (fed.weight[c] > 0)
             ids[nids++] = c;
     npick = cfg.cohort && cfg.cohort < nids ? cfg.cohort : nids;
+    sim_sa_t *sa = NULL; /* --secagg */
+    if (cfg.secagg) {
+        double w_big = 0;
+
+        for (uint32_t c = 0; c < fed.nclients; c++)
+            w_big = fed.weight[c] > w_big ? fed.weight[c] : w_big;
+        sa = sim_sa_new(&cfg, &params, &prob, fed.nclients, w_big, npick);
+    }
     sfl_algo_ws_init(&ws);
     /* One client state per virtual client, made when it first trains. */
     sfl_client_state_t *cstate = sim_xcalloc(fed.nclients, sizeof(*cstate));
@@ -1021,6 +1051,8 @@ int main(int argc, char **argv)
                 pick[i] = i;
         }
         sfl_fold_begin(&agg);
+        if (sa)
+            sim_sa_begin(sa, t, global);
         for (uint32_t i = 0; i < npick; i++) {
             uint32_t c = ids[pick[i]];
 
@@ -1040,8 +1072,19 @@ int main(int argc, char **argv)
                         sfl_error_message(rc));
                 return 1;
             }
+            if (sa) {
+                up += sim_sa_add(sa, t, c, bcast, upd, fed.weight[c]);
+                continue;
+            }
             wire(&upd, enc, &buf, &cap, &up);
             if ((rc = sfl_fold_add(&agg, upd, fed.weight[c])) < 0)
+                sim_die("aggregate", rc);
+        }
+        /* The server decodes one weighted mean; it is the round's only
+         * update (the weight cancels in the mean). */
+        if (sa) {
+            sim_sa_finish(sa, global, upd);
+            if ((rc = sfl_fold_add(&agg, upd, 1.0)) < 0)
                 sim_die("aggregate", rc);
         }
         if ((rc = sfl_fold_finish(&agg, global)) < 0)
@@ -1106,7 +1149,10 @@ int main(int argc, char **argv)
             fprintf(stderr, " %s=%g", pl.v[i].name, pl.v[i].value);
         fprintf(stderr, " objective=%.6g nnz=%zu wall_ms=%.0f peak_rss_kb=%ld\n", objective,
                 sfl_dvec_nnz(global, d), sim_now_ms() - t0, ru.ru_maxrss);
+        if (sa)
+            sim_sa_summary(sa, stderr);
     }
+    sim_sa_free(sa);
     free(buf);
     sfl_spvec_free(upd);
     if (model != global)

@@ -36,6 +36,11 @@ typedef struct sim_cfg {
     uint32_t nparams;
     uint64_t seed;
     int no_wall_clock, quiet, centralized;
+    /* --secagg: mode 2's support rule, error feedback and quantization
+     * (secagg.c); 0 for sa_support, sa_topk and sa_wmax = derived */
+    int secagg;
+    uint32_t sa_support, sa_topk;
+    double sa_clip, sa_wmax;
     /* which options were given explicitly (flags or config) */
     unsigned char given[64];
 } sim_cfg_t;
@@ -43,7 +48,7 @@ typedef struct sim_cfg {
 /* Option ids for given[] that the driver consults. */
 enum { SIM_OPT_TEST_FRAC, SIM_OPT_PARTITION, SIM_OPT_ALPHA, SIM_OPT_BETA, SIM_OPT_DIM, SIM_OPT_SUPPORT,
        SIM_OPT_SAMPLES, SIM_OPT_NOISE, SIM_OPT_DECAY, SIM_OPT_DENSITY, SIM_OPT_CLIENTS,
-       SIM_OPT_ENCODING };
+       SIM_OPT_ENCODING, SIM_OPT_SA };
 
 /* Parses argv (and --config FILE); prints --help and exits 0 when asked;
  * on a bad flag or file prints one line and returns -1. */
@@ -91,5 +96,32 @@ int sim_plot(const char *png, const double *obj, uint32_t n, const sim_cfg_t *cf
  * algorithm (refused without it). Returns the exit status. */
 struct sfl_algo;
 int sim_vertical(sim_cfg_t *cfg, const struct sfl_algo *algo);
+
+/* --secagg's simulation of secure aggregation (mode 2) in the horizontal
+ * driver (secagg.c): every selected client's update becomes a quantized
+ * input on the common support S_t, and the fold receives the one mean the
+ * server would decode. */
+struct sfl_algo_params;
+struct sfl_problem;
+struct sfl_spvec;
+typedef struct sim_sa sim_sa_t;
+/* The round's state for (cfg, params, prob), nclients clients whose
+ * largest sample count is w_big, npick of them per round; usage errors
+ * exit 2. Free with sim_sa_free. */
+sim_sa_t *sim_sa_new(const sim_cfg_t *cfg, const struct sfl_algo_params *p,
+                     const struct sfl_problem *prob, uint32_t nclients, double w_big,
+                     uint32_t npick);
+void sim_sa_free(sim_sa_t *s);
+/* Round t: nonce_t and S_t from the global state x_t; an empty sum. */
+void sim_sa_begin(sim_sa_t *s, uint32_t t, const double *global);
+/* Client c's update (the algorithm's message, from the broadcast bcast)
+ * with its weight into the sum; returns the bytes it sends. */
+uint64_t sim_sa_add(sim_sa_t *s, uint32_t t, uint32_t c, const double *bcast,
+                    const struct sfl_spvec *update, double weight);
+/* The server's decode: out = global + the mean change on S_t (0 elsewhere),
+ * the one update the fold then receives, with weight 1. */
+void sim_sa_finish(sim_sa_t *s, const double *global, struct sfl_spvec *out);
+/* One line: the quantizer and how many values sent were clipped. */
+void sim_sa_summary(const sim_sa_t *s, FILE *f);
 
 #endif

@@ -52,6 +52,14 @@ static void test_job_spec_keys(void **state)
     assert_int_equal(coord_job_spec_set(&s, "conditions", "a,,b"), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "bogus", "1"), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "bogus"));
+    /* update mode 2's keys */
+    assert_int_equal(coord_job_spec_set(&s, "secure_aggregation", "1"), 0);
+    assert_int_equal(s.secagg, 1);
+    assert_int_equal(coord_job_spec_set(&s, "secagg_threshold", "7"), 0);
+    assert_int_equal(s.sa_threshold, 7);
+    assert_int_equal(coord_job_spec_set(&s, "secagg_clip", "0.5"), 0);
+    assert_true(s.sa_clip == 0.5);
+    assert_int_equal(coord_job_spec_set(&s, "secure_aggregation", "2"), SFL_EINVAL);
     char longname[100];
     memset(longname, 'n', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';

@@ -683,6 +683,249 @@ static void test_savec_quant_unbiased(void **state)
     free(again);
 }
 
+/* ---- a client's input with error feedback, the server's mean ------------- */
+
+/* z = delta + e, by the same additions the library makes. */
+static void z_of(const double *delta, const double *resid, uint32_t d, double *z)
+{
+    for (uint32_t j = 0; j < d; j++)
+        z[j] = delta[j] + resid[j];
+}
+
+static void test_savec_client_topk(void **state)
+{
+    (void)state;
+    enum { D = 20, K = 8 };
+    static const uint32_t S[K] = {1, 3, 4, 7, 10, 12, 15, 19};
+    /* inside S_t, by |z|: 19 (-0.9), then 4 and 12 tie at 0.5 (with the
+     * residual), then 10 (0.45); off S_t, 0 and 2 are larger than all */
+    double delta[D] = {[0] = 5.0, [2] = -4.0, [1] = 0.1, [3] = -0.2, [4] = 0.25, [7] = 0.3,
+                       [10] = 0.45, [12] = -0.5, [15] = 0.05, [19] = -0.9, [5] = 1e-3};
+    double resid[D] = {[4] = 0.25, [5] = 2.0, [15] = -0.3, [17] = 1.5};
+    double z[D], vals[K], e[D];
+    uint32_t out[K + 2];
+    sfl_sa_quant_t q;
+    sfl_topk_ws_t ws;
+    sfl_rng_t r;
+
+    sfl_topk_ws_init(&ws);
+    assert_int_equal(sfl_topk_ws_reserve(&ws, K), 0);
+    assert_int_equal(sfl_sa_quant_init(&q, 1.0, 10.0, 4), 0);
+    sfl_rng_seed(&r, 21, 1, 0, SFL_STREAM_SECAGG);
+
+    for (uint32_t topk = 0; topk <= K + 2; topk++) {
+        memcpy(e, resid, sizeof e);
+        z_of(delta, e, D, z);
+        assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, topk, 10.0, &r, &ws, vals,
+                                              out),
+                         0);
+        /* the kept slots: the topk largest |z| of S_t, ties to the smaller
+         * index (4 before 12) */
+        static const uint32_t order[K] = {7, 2, 5, 4, 3, 6, 1, 0}; /* slots by rank */
+        uint32_t kept = 0;
+        for (uint32_t s = 0; s < K; s++) {
+            int want = 0;
+            for (uint32_t i = 0; i < topk && i < K; i++)
+                want |= order[i] == s;
+            if (want) {
+                assert_true(vals[s] == z[S[s]]);
+                kept++;
+            } else {
+                assert_true(vals[s] == 0.0);
+            }
+        }
+        assert_int_equal(kept, topk < K ? topk : K);
+        /* conservation, bit for bit: v + e_new == z everywhere, and the
+         * residual of a kept slot is exactly 0 */
+        uint32_t s = 0;
+        for (uint32_t j = 0; j < D; j++) {
+            double v = s < K && S[s] == j ? vals[s++] : 0.0;
+            assert_true(v + e[j] == z[j]);
+            if (v != 0.0)
+                assert_true(e[j] == 0.0);
+        }
+        /* the canary and weight slots of a full-weight input */
+        assert_int_equal(out[K], 1u << q.bits);
+        assert_int_equal(out[K + 1], 1);
+    }
+
+    /* A second round carries the residual: what was dropped comes back. */
+    double zero[D] = {0};
+    memcpy(e, resid, sizeof e);
+    assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, 1, 10.0, &r, &ws, vals, out), 0);
+    assert_true(vals[7] == -0.9);
+    assert_int_equal(sfl_sa_client_vector(&q, zero, e, D, S, K, 1, 10.0, &r, &ws, vals, out), 0);
+    assert_true(vals[2] == 0.5); /* slot of index 4: 0.25 + 0.25, kept over 12's -0.5 */
+    assert_true(e[4] == 0.0 && e[12] == -0.5 && e[0] == 5.0 && e[17] == 1.5);
+    sfl_topk_ws_close(&ws);
+}
+
+/* rho = min(weight, w_max) / w_max, in the weight slot and the values. */
+static void test_savec_client_weights(void **state)
+{
+    (void)state;
+    enum { D = 6, K = 4 };
+    static const uint32_t S[K] = {0, 2, 3, 5};
+    static const double weights[] = {1.0, 4.0, 16.0, 40.0};
+    double delta[D] = {0.3, 9.0, -0.7, 0.01, 9.0, 2.5}, e[D], vals[K];
+    uint32_t out[K + 2];
+    sfl_sa_quant_t q;
+    sfl_topk_ws_t ws;
+    sfl_rng_t r;
+
+    sfl_topk_ws_init(&ws);
+    assert_int_equal(sfl_topk_ws_reserve(&ws, K), 0);
+    assert_int_equal(sfl_sa_quant_init(&q, 1.0, 16.0, 10), 0);
+    sfl_rng_seed(&r, 22, 1, 0, SFL_STREAM_SECAGG);
+    for (size_t w = 0; w < sizeof weights / sizeof weights[0]; w++) {
+        double rho = fmin(weights[w], 16.0) / 16.0;
+
+        memset(e, 0, sizeof e);
+        assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, K, weights[w], &r, &ws,
+                                              vals, out),
+                         0);
+        assert_int_equal(out[K], (uint32_t)llround(ldexp(rho, (int)q.bits)));
+        for (uint32_t s = 0; s < K; s++) {
+            /* clipped to [-1, 1] (2.5 at index 5), then rounded to a step */
+            double want = ldexp(rho * fmax(-1.0, fmin(1.0, delta[S[s]])), q.frac);
+            int32_t got = (int32_t)out[s];
+            assert_true(fabs((double)got - want) < 1.0);
+        }
+        /* clipping is not fed back: the residual holds only what was not
+         * selected (nothing, inside S_t) */
+        assert_true(e[5] == 0.0 && e[1] == 9.0 && e[4] == 9.0);
+    }
+    sfl_topk_ws_close(&ws);
+}
+
+static void test_savec_client_refusals(void **state)
+{
+    (void)state;
+    enum { D = 5, K = 3 };
+    uint32_t S[K] = {0, 2, 4};
+    double delta[D] = {0.1, 0.2, 0.3, 0.4, 0.5}, e[D] = {0.5, 0, 0, 0, 0}, keep[D], vals[K];
+    uint32_t out[K + 2];
+    sfl_sa_quant_t q;
+    sfl_topk_ws_t ws;
+    sfl_rng_t r, before;
+
+    sfl_topk_ws_init(&ws);
+    assert_int_equal(sfl_topk_ws_reserve(&ws, K), 0);
+    assert_int_equal(sfl_sa_quant_init(&q, 1.0, 1.0, 2), 0);
+    sfl_rng_seed(&r, 23, 1, 0, SFL_STREAM_SECAGG);
+    before = r;
+    memcpy(keep, e, sizeof e);
+    /* a non-finite change off S_t, where nothing else would notice it */
+    delta[1] = NAN;
+    assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, 2, 1.0, &r, &ws, vals, out),
+                     SFL_ENUMERIC);
+    delta[1] = 0.2;
+    e[3] = INFINITY;
+    assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, 2, 1.0, &r, &ws, vals, out),
+                     SFL_ENUMERIC);
+    e[3] = 0;
+    assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, 2, 0.0, &r, &ws, vals, out),
+                     SFL_EINVAL);
+    assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, 2, NAN, &r, &ws, vals, out),
+                     SFL_EINVAL);
+    S[1] = 0; /* not ascending */
+    assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, 2, 1.0, &r, &ws, vals, out),
+                     SFL_EINVAL);
+    S[1] = 2;
+    S[2] = D; /* out of range */
+    assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, 2, 1.0, &r, &ws, vals, out),
+                     SFL_EINVAL);
+    S[2] = 4;
+    sfl_sa_quant_t zero = {0};
+    assert_int_equal(sfl_sa_client_vector(&zero, delta, e, D, S, K, 2, 1.0, &r, &ws, vals, out),
+                     SFL_EINVAL);
+    assert_memory_equal(e, keep, sizeof e);
+    assert_memory_equal(r.s, before.s, sizeof r.s);
+    /* and a good call still works after them */
+    assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, 2, 1.0, &r, &ws, vals, out), 0);
+    assert_true(vals[0] == 0.6 && vals[1] == 0.0 && vals[2] == 0.5);
+    sfl_topk_ws_close(&ws);
+}
+
+/* Clients' inputs summed mod 2^32: the server's mean is the exact weighted
+ * mean of the v_i on S_t within n 2^-f (each input is off by less than one
+ * step), and 0 off S_t. */
+static void test_savec_server_roundtrip(void **state)
+{
+    (void)state;
+    enum { N = 7, D = 300, SIZE = 60, TOPK = 25 };
+    double *delta = calloc(D, sizeof(double)), *e = calloc((size_t)N * D, sizeof(double));
+    double *mean = calloc(D, sizeof(double)), *global = calloc(D, sizeof(double));
+    double vals[SIZE], want[SIZE] = {0}, wsum, rho_sum = 0;
+    uint32_t S[SIZE], k, out[SIZE + 2], acc[SIZE + 2];
+    uint8_t nonce[SFL_SA_NONCE_BYTES];
+    sfl_sa_quant_t q;
+    sfl_topk_ws_t ws;
+    sfl_rng_t r, data;
+
+    assert_non_null(delta);
+    assert_non_null(e);
+    assert_non_null(mean);
+    assert_non_null(global);
+    sfl_topk_ws_init(&ws);
+    assert_int_equal(sfl_topk_ws_reserve(&ws, SIZE), 0);
+    sfl_rng_seed(&data, 24, 0, 0, SFL_STREAM_DATA);
+    for (uint32_t j = 0; j < D; j += 11)
+        global[j] = 1.0; /* a model support of 28 entries */
+    memset(nonce, 0x5a, sizeof nonce);
+    assert_int_equal(sfl_sa_support(global, D, SIZE, nonce, S, &k), 0);
+    assert_int_equal(k, SIZE);
+    /* weights 1..16 of w_max 16: every rho, and so the weight slot, exact */
+    assert_int_equal(sfl_sa_quant_init(&q, 4.0, 16.0, N), 0);
+    for (int round = 0; round < 3; round++) {
+        memset(acc, 0, sizeof acc);
+        memset(want, 0, sizeof want);
+        rho_sum = 0;
+        for (uint32_t i = 0; i < N; i++) {
+            double w = (double)(1 + (i * 5) % 16), rho = w / 16.0;
+
+            for (uint32_t j = 0; j < D; j++)
+                delta[j] = sfl_rng_gauss(&data, 0, 1.0);
+            sfl_rng_seed(&r, 24, (uint64_t)round, i, SFL_STREAM_SECAGG);
+            assert_int_equal(sfl_sa_client_vector(&q, delta, e + (size_t)i * D, D, S, k, TOPK, w,
+                                                  &r, &ws, vals, out),
+                             0);
+            for (uint32_t s = 0; s < k; s++)
+                want[s] += rho * fmax(-4.0, fmin(4.0, vals[s]));
+            rho_sum += rho;
+            add_into(acc, out, k);
+        }
+        assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N, D, mean, &wsum), 0);
+        assert_true(wsum == rho_sum);
+        assert_true(wsum >= 1.0);
+        uint32_t s = 0;
+        for (uint32_t j = 0; j < D; j++) {
+            if (s < k && S[s] == j)
+                assert_close(mean[j], want[s++] / rho_sum, 0, N * ldexp(1.0, -q.frac) / wsum);
+            else
+                assert_true(mean[j] == 0.0);
+        }
+    }
+
+    /* the canary counts the inputs; a bad support is refused */
+    assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N - 1, D, mean, &wsum), SFL_EBADSIG);
+    assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N, SIZE - 1, mean, &wsum), SFL_EINVAL);
+    uint32_t t = S[3];
+    S[3] = S[2];
+    assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N, D, mean, &wsum), SFL_EINVAL);
+    S[3] = t;
+    /* S_t = all of [0, d): the spread is the identity */
+    uint32_t all[SIZE];
+    for (uint32_t j = 0; j < SIZE; j++)
+        all[j] = j;
+    assert_int_equal(sfl_sa_server_mean(&q, acc, all, SIZE, N, SIZE, mean, &wsum), 0);
+    sfl_topk_ws_close(&ws);
+    free(delta);
+    free(e);
+    free(mean);
+    free(global);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -701,6 +944,10 @@ int main(void)
         cmocka_unit_test(test_savec_quant_weighted_mean),
         cmocka_unit_test(test_savec_quant_canary),
         cmocka_unit_test(test_savec_quant_unbiased),
+        cmocka_unit_test(test_savec_client_topk),
+        cmocka_unit_test(test_savec_client_weights),
+        cmocka_unit_test(test_savec_client_refusals),
+        cmocka_unit_test(test_savec_server_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -490,6 +490,9 @@ typedef struct sfl_job_spec {
     double max_samples;      /* finite, >= 0; 0 = default */
     uint32_t rows;                 /* vertical jobs: n */
     uint32_t iterations_per_round; /* vertical jobs; 0 = 100 */
+    int secagg;                    /* 0 or 1: update mode 2 */
+    uint32_t sa_threshold, sa_support, sa_topk; /* 0: the defaults */
+    double sa_clip, sa_max_weight; /* finite, >= 0; 0: the defaults */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {

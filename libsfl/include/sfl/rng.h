@@ -26,7 +26,8 @@ enum {
     SFL_STREAM_DICT = 6,      /* random dictionaries */
     SFL_STREAM_INIT = 7,      /* the starting model (sfl_loss_init_model) */
     SFL_STREAM_DP = 8,        /* seeded DP noise (sfl_dp_rng_seeded; tests, sfl-sim) */
-    SFL_STREAM_SKETCH = 9     /* the vertical algorithms' common sketch J (vertical.h) */
+    SFL_STREAM_SKETCH = 9,    /* the vertical algorithms' common sketch J (vertical.h) */
+    SFL_STREAM_SECAGG = 10    /* sfl-sim --secagg: a client's stochastic rounding (savec.h) */
 };
 
 void sfl_rng_seed(sfl_rng_t *r, uint64_t seed, uint64_t round, uint64_t client,

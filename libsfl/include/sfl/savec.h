@@ -32,6 +32,21 @@
  * (weight slot / 2^B) give the weighted mean; SFL_EBADSIG unless the canary
  * slot equals count.
  *
+ * A client's input with error feedback (sfl_sa_client_vector; sfl-sim's
+ * --secagg, docs/algorithms.md). delta: the client's change, d entries;
+ * e: its residual, d entries (0 at the start, kept across rounds).
+ *   z = delta + e (every entry finite, else refused);
+ *   v = z on S_t, all but its topk largest |z_j| inside S_t set to 0
+ *   (sfl_ht_dense over S_t's slots in ascending index order: equal
+ *   magnitudes keep the smaller index; topk >= |S_t| keeps all of S_t);
+ *   e <- z - v: z off S_t and at S_t's dropped slots, exactly 0 at the
+ *   kept ones (so v + e == z, bit for bit);
+ *   the input = sfl_sa_quantize(v on S_t, weight). What clipping and
+ *   rounding change is not fed back: the residual holds only what was not
+ *   selected.
+ * The server's mean (sfl_sa_server_mean): sfl_sa_dequantize of the sum
+ * mod 2^32 of count inputs, scattered to d entries (0 off S_t).
+ *
  * Masks. A key (32 bytes) expands to words w_0, w_1, ... = the keystream of
  * crypto_stream_chacha20_ietf (RFC 8439: 96-bit zero nonce, block counter
  * from 0) read as little-endian uint32; word j is at byte 4 j, so any range
@@ -45,6 +60,7 @@
 
 #include "sfl/error.h"
 #include "sfl/rng.h"
+#include "sfl/topk.h"
 
 #define SFL_SA_KEY_BYTES 32
 #define SFL_SA_NONCE_BYTES 32
@@ -81,6 +97,28 @@ int sfl_sa_quantize(const sfl_sa_quant_t *q, const double *vals, uint32_t k, dou
  * slot is not count, SFL_EINVAL for a weight sum <= 0. */
 int sfl_sa_dequantize(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t k, uint32_t count,
                       double *mean, double *wsum) SFL_MUST_CHECK;
+
+/* One client's input for S_t = support[0..k) (ascending, < d), as above:
+ * delta (d entries, borrowed), resid (d entries, updated), topk values
+ * kept, weight its samples, rng its stream for the rounding. vals[0..k)
+ * receives v on S_t, out[0..k + 2) the quantized input; ws must have room
+ * for k (sfl_topk_ws_reserve). SFL_EINVAL for a support not ascending or
+ * out of range, a bad weight or quantizer, SFL_ENUMERIC for a z not finite:
+ * on any failure resid and rng are as they were. Allocates nothing. */
+int sfl_sa_client_vector(const sfl_sa_quant_t *q, const double *delta, double *resid,
+                         uint32_t d, const uint32_t *support, uint32_t k, uint32_t topk,
+                         double weight, sfl_rng_t *rng, sfl_topk_ws_t *ws, double *vals,
+                         uint32_t *out) SFL_MUST_CHECK;
+
+/* The weighted mean of count inputs from their sum mod 2^32 sum[0..k + 2)
+ * (sfl_sa_dequantize) into mean[0..d): the value of slot s at support[s],
+ * 0 elsewhere; *wsum the sum of the weights rho_u. Errors as
+ * sfl_sa_dequantize, and SFL_EINVAL for a support not ascending or out of
+ * range (mean then unspecified). Allocates nothing (mean needs d >= k
+ * entries; the slots are spread in place). */
+int sfl_sa_server_mean(const sfl_sa_quant_t *q, const uint32_t *sum, const uint32_t *support,
+                       uint32_t k, uint32_t count, uint32_t d, double *mean,
+                       double *wsum) SFL_MUST_CHECK;
 
 /* Words [first, first + n) of key's mask into out; first + n <= 2^36 (the
  * 32-bit block counter). */

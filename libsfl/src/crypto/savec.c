@@ -233,6 +233,83 @@ int sfl_sa_dequantize(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t k, 
     return 0;
 }
 
+/* ---- a client's input, the server's mean --------------------------------- */
+
+static int support_ok(const uint32_t *support, uint32_t k, uint32_t d)
+{
+    if (k > d)
+        return 0;
+    for (uint32_t s = 0; s < k; s++)
+        if (support[s] >= d || (s > 0 && support[s] <= support[s - 1]))
+            return 0;
+    return 1;
+}
+
+int sfl_sa_client_vector(const sfl_sa_quant_t *q, const double *delta, double *resid,
+                         uint32_t d, const uint32_t *support, uint32_t k, uint32_t topk,
+                         double weight, sfl_rng_t *rng, sfl_topk_ws_t *ws, double *vals,
+                         uint32_t *out)
+{
+    assert(q && delta && resid && (support || k == 0) && rng && ws && (vals || k == 0) && out);
+    if (!support_ok(support, k, d))
+        return sfl__fail(SFL_EINVAL, "secure aggregation: S_t is not ascending in [0, %u)", d);
+    /* Every z checked before anything is changed: a residual must never
+     * turn NaN silently off S_t, where nothing else would look at it. */
+    for (uint32_t j = 0; j < d; j++)
+        if (!isfinite(delta[j] + resid[j]))
+            return sfl__fail(SFL_ENUMERIC, "secure aggregation: entry %u of the change is %g", j,
+                             delta[j] + resid[j]);
+    for (uint32_t s = 0; s < k; s++)
+        vals[s] = delta[support[s]] + resid[support[s]];
+    if (topk < k) {
+        int rc = sfl_ht_dense(vals, k, topk, ws);
+
+        if (rc < 0)
+            return rc;
+    }
+    /* Quantize before the residual moves, so a refused weight or quantizer
+     * leaves the client's state as it was (sfl_sa_quantize draws nothing
+     * before its checks pass). */
+    int rc = sfl_sa_quantize(q, vals, k, weight, rng, out);
+    if (rc < 0)
+        return rc;
+    /* e <- z - v: a kept slot has v = z, so its residual is exactly 0 and
+     * v + e == z holds bit for bit everywhere. */
+    uint32_t s = 0;
+    for (uint32_t j = 0; j < d; j++) {
+        double z = delta[j] + resid[j];
+
+        if (s < k && support[s] == j)
+            resid[j] = vals[s++] != 0.0 ? 0.0 : z;
+        else
+            resid[j] = z;
+    }
+    return 0;
+}
+
+int sfl_sa_server_mean(const sfl_sa_quant_t *q, const uint32_t *sum, const uint32_t *support,
+                       uint32_t k, uint32_t count, uint32_t d, double *mean, double *wsum)
+{
+    assert(q && sum && (support || k == 0) && mean && wsum);
+    if (!support_ok(support, k, d))
+        return sfl__fail(SFL_EINVAL, "secure aggregation: S_t is not ascending in [0, %u)", d);
+    int rc = sfl_sa_dequantize(q, sum, k, count, mean, wsum);
+    if (rc < 0)
+        return rc;
+    /* Spread slot s to support[s] from the top down: support[s] >= s, so
+     * every slot is read before its entry is written over. */
+    uint32_t s = k;
+    for (uint32_t j = d; j-- > 0;) {
+        if (s > 0 && support[s - 1] == j) {
+            s--;
+            mean[j] = mean[s];
+        } else {
+            mean[j] = 0.0;
+        }
+    }
+    return 0;
+}
+
 /* ---- masks --------------------------------------------------------------- */
 
 /* nblocks keystream blocks of key from block counter blk into buf. */

@@ -2572,10 +2572,14 @@ static int check_job_spec(const chk_t *c, const void *p)
         (rc = check_bool(c, "paused", m->paused)) < 0 ||
         (rc = check_bool(c, "ordered_aggregation", m->ordered_aggregation)) < 0 ||
         (rc = check_finite(c, "max_update_norm", m->max_update_norm)) < 0 ||
-        (rc = check_finite(c, "max_samples", m->max_samples)) < 0)
+        (rc = check_finite(c, "max_samples", m->max_samples)) < 0 ||
+        (rc = check_bool(c, "secure_aggregation", m->secagg)) < 0 ||
+        (rc = check_finite(c, "secagg_clip", m->sa_clip)) < 0 ||
+        (rc = check_finite(c, "secagg_max_weight", m->sa_max_weight)) < 0)
         return rc;
-    if (m->max_update_norm < 0 || m->max_samples < 0)
-        return fail(c, c->bad, "max_update_norm and max_samples must be >= 0");
+    if (m->max_update_norm < 0 || m->max_samples < 0 || m->sa_clip < 0 || m->sa_max_weight < 0)
+        return fail(c, c->bad, "max_update_norm, max_samples, secagg_clip and "
+                    "secagg_max_weight must be >= 0");
     if (m->dimension == 0)
         return fail(c, c->bad, "dimension missing (0)");
     if (m->rounds == 0)
@@ -2628,6 +2632,12 @@ static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
     js->max_samples = m->max_samples;
     js->rows = m->rows;
     js->iterations_per_round = m->iterations_per_round;
+    js->secure_aggregation = m->secagg;
+    js->secagg_threshold = m->sa_threshold;
+    js->secagg_support = m->sa_support;
+    js->secagg_topk = m->sa_topk;
+    js->secagg_clip = m->sa_clip;
+    js->secagg_max_weight = m->sa_max_weight;
     w->pb.create_job.spec = js;
     return 0;
 }
@@ -2665,6 +2675,12 @@ static int get_job_spec(const chk_t *c, void *p, void *out)
     m->max_samples = js->max_samples;
     m->rows = js->rows;
     m->iterations_per_round = js->iterations_per_round;
+    m->secagg = js->secure_aggregation ? 1 : 0;
+    m->sa_threshold = js->secagg_threshold;
+    m->sa_support = js->secagg_support;
+    m->sa_topk = js->secagg_topk;
+    m->sa_clip = js->secagg_clip;
+    m->sa_max_weight = js->secagg_max_weight;
     return check_job_spec(c, m);
 }
 

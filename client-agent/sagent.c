@@ -1,0 +1,310 @@
+/* The agent's side of update mode 2: sagent.h. */
+#include "sagent.h"
+
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sfl/alloc.h"
+#include "sfl/rng.h"
+#include "sfl/savec.h"
+#include "sfl/secagg.h"
+#include "sfl/topk.h"
+
+struct agent_sa {
+    uint64_t job, round, agent_id;
+    uint32_t attempt, d, k, topk, n;
+    sfl_sa_member_t *members;
+    uint32_t *support;         /* S_t, k indices */
+    double *global;            /* the task's model, d entries */
+    sfl_sa_quant_t quant;
+    sfl_sa_client_t *c;
+    uint32_t *q;               /* the quantized input once trained (k + 2) */
+    int trained;
+    sfl_msg_sa_stage_t held;   /* a stage 3 that came before the update */
+    int holding;
+};
+
+void agent_sa_free(agent_sa_t *c)
+{
+    if (c == NULL)
+        return;
+    sfl_sa_client_free(c->c);
+    sfl__free(c->members);
+    sfl__free(c->support);
+    sfl__free(c->global);
+    if (c->q != NULL)
+        sodium_memzero(c->q, ((size_t)c->k + 2) * sizeof(uint32_t));
+    sfl__free(c->q);
+    sfl_msg_sa_stage_clear(&c->held);
+    sfl__free(c);
+}
+
+void agent_sa_round(const agent_sa_t *c, uint64_t *job, uint64_t *round, uint32_t *attempt)
+{
+    *job = c->job;
+    *round = c->round;
+    *attempt = c->attempt;
+}
+
+uint32_t agent_sa_dim(const agent_sa_t *c)
+{
+    return c->d;
+}
+
+/* SubmitSecAgg's request for m (its ids filled here). */
+static int answer_pack(const agent_sa_t *c, sfl_msg_sa_answer_t *m, uint8_t **out, size_t *len)
+{
+    m->job_id = c->job;
+    m->round = c->round;
+    m->attempt = c->attempt;
+    m->agent_id = c->agent_id;
+    return sfl_msg_sa_answer_pack(m, out, len);
+}
+
+int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t *id,
+                   agent_sa_t **out, uint8_t **answer, size_t *len)
+{
+    const sfl_msg_sa_round_t *sr = t->secagg;
+    agent_sa_t *c;
+    sfl_sa_policy_t pol;
+    sfl_sa_round_t r;
+    sfl_sa_adv_t adv;
+    sfl_msg_sa_answer_t m = {.stage = 1};
+    int rc;
+
+    *out = NULL;
+    *answer = NULL;
+    if (sr == NULL || t->model == NULL)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: the task has no parameters");
+    if ((c = sfl__calloc(1, sizeof(*c))) == NULL)
+        return SFL_ENOMEM;
+    c->job = t->job_id;
+    c->round = t->round;
+    c->attempt = t->attempt;
+    c->agent_id = agent_id;
+    c->d = t->model->dim;
+    c->topk = sr->top_k;
+    c->n = sr->nmembers;
+    if ((c->members = sfl__calloc(sr->nmembers, sizeof(*c->members))) == NULL ||
+        (c->support = sfl__calloc(sr->support_size, sizeof(uint32_t))) == NULL ||
+        (c->global = sfl__calloc(c->d, sizeof(double))) == NULL) {
+        rc = SFL_ENOMEM;
+        goto fail;
+    }
+    sfl_spvec_scatter(t->model, c->global);
+    if ((rc = sfl_sa_support(c->global, c->d, sr->support_size, t->round_nonce, c->support,
+                             &c->k)) < 0 ||
+        (rc = sfl_sa_quant_init(&c->quant, sr->clip, sr->max_weight, sr->nmembers)) < 0)
+        goto fail;
+    if ((c->q = sfl__calloc((size_t)c->k + 2, sizeof(uint32_t))) == NULL) {
+        rc = SFL_ENOMEM;
+        goto fail;
+    }
+    for (uint32_t i = 0; i < sr->nmembers; i++) {
+        c->members[i].id = sr->members[i].agent_id;
+        memcpy(c->members[i].pk, sr->members[i].pk, SFL_SEAL_PK_BYTES);
+    }
+    r = (sfl_sa_round_t){.job = t->job_id, .round = t->round, .attempt = t->attempt,
+                         .len = c->k + 2, .t = sr->threshold, .n = sr->nmembers,
+                         .members = c->members};
+    memcpy(r.nonce, t->round_nonce, sizeof(r.nonce));
+    memcpy(r.model_hash, t->model_hash, sizeof(r.model_hash));
+    sfl_sa_support_hash(c->support, c->k, r.support_hash);
+    sfl_sa_policy_default(&pol);
+    if ((rc = sfl_sa_client_new(&r, &pol, agent_id, id, &c->c, &adv)) < 0)
+        goto fail;
+    m.keys.agent_id = adv.id;
+    memcpy(m.keys.c_pk, adv.c_pk, 32);
+    memcpy(m.keys.s_pk, adv.s_pk, 32);
+    memcpy(m.keys.sig, adv.sig, SFL_MSG_SIG_BYTES);
+    if ((rc = answer_pack(c, &m, answer, len)) < 0)
+        goto fail;
+    *out = c;
+    return 0;
+fail:
+    agent_sa_free(c);
+    return rc;
+}
+
+/* Stage 3 with the input ready. */
+static int input(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer, size_t *len)
+{
+    sfl_sa_box_t *boxes = sfl__calloc(st->nboxes ? st->nboxes : 1, sizeof(*boxes));
+    sfl_sa_input_t in;
+    sfl_msg_sa_answer_t m = {.stage = 3};
+    int rc;
+
+    if (boxes == NULL)
+        return SFL_ENOMEM;
+    for (uint32_t i = 0; i < st->nboxes; i++) {
+        boxes[i].from = st->boxes[i].from;
+        boxes[i].to = st->boxes[i].to;
+        memcpy(boxes[i].nonce, st->boxes[i].nonce, SFL_SA_BOX_NONCE);
+        memcpy(boxes[i].ct, st->boxes[i].ct, SFL_SA_BOX_BYTES);
+    }
+    rc = sfl_sa_client_input(c->c, st->clients, st->nclients, boxes, st->nboxes, c->q, &in);
+    sfl__free(boxes);
+    if (rc < 0)
+        return rc;
+    m.nmasked = in.len;
+    m.masked = in.y;
+    memcpy(m.sig, in.sig, SFL_MSG_SIG_BYTES);
+    rc = answer_pack(c, &m, answer, len);
+    sfl_sa_input_clear(&in);
+    return rc;
+}
+
+int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples, double *resid,
+                    uint8_t **answer, size_t *len)
+{
+    double *delta = sfl__calloc(c->d, sizeof(double)), *vals = NULL;
+    sfl_topk_ws_t ws;
+    sfl_rng_t rng;
+    uint8_t seed[8];
+    uint64_t s = 0;
+    int rc;
+
+    *answer = NULL;
+    sfl_topk_ws_init(&ws);
+    if (delta == NULL || (vals = sfl__calloc((size_t)c->k + 1, sizeof(double))) == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    if (update->dim != c->d) {
+        rc = sfl__fail(SFL_EDIM, "secure aggregation: an update of %u, the model %u",
+                       update->dim, c->d);
+        goto out;
+    }
+    sfl_spvec_scatter(update, delta);
+    for (uint32_t i = 0; i < c->d; i++)
+        delta[i] -= c->global[i];
+    /* the stochastic rounding's draws: fresh, never the job's seed */
+    randombytes_buf(seed, sizeof(seed));
+    for (int i = 0; i < 8; i++)
+        s |= (uint64_t)seed[i] << (8 * i);
+    sfl_rng_seed(&rng, s, c->round, c->agent_id, SFL_STREAM_SECAGG);
+    if ((rc = sfl_topk_ws_reserve(&ws, c->k ? c->k : 1)) < 0 ||
+        (rc = sfl_sa_client_vector(&c->quant, delta, resid, c->d, c->support, c->k, c->topk,
+                                   (double)samples, &rng, &ws, vals, c->q)) < 0)
+        goto out;
+    c->trained = 1;
+    if (c->holding) {
+        rc = input(c, &c->held, answer, len);
+        sfl_msg_sa_stage_clear(&c->held);
+        c->holding = 0;
+    }
+out:
+    if (delta != NULL)
+        sodium_memzero(delta, c->d * sizeof(double));
+    if (vals != NULL)
+        sodium_memzero(vals, ((size_t)c->k + 1) * sizeof(double));
+    sfl__free(delta);
+    sfl__free(vals);
+    sfl_topk_ws_close(&ws);
+    return rc;
+}
+
+int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer, size_t *len)
+{
+    sfl_msg_sa_answer_t m = {.stage = st->stage};
+    int rc = 0;
+
+    *answer = NULL;
+    switch (st->stage) {
+    case 2: {
+        sfl_sa_adv_t *advs = sfl__calloc(st->nkeys ? st->nkeys : 1, sizeof(*advs));
+        sfl_sa_shares_t sh;
+
+        if (advs == NULL)
+            return SFL_ENOMEM;
+        for (uint32_t i = 0; i < st->nkeys; i++) {
+            advs[i].id = st->keys[i].agent_id;
+            memcpy(advs[i].c_pk, st->keys[i].c_pk, 32);
+            memcpy(advs[i].s_pk, st->keys[i].s_pk, 32);
+            memcpy(advs[i].sig, st->keys[i].sig, SFL_MSG_SIG_BYTES);
+        }
+        rc = sfl_sa_client_share(c->c, advs, st->nkeys, &sh);
+        sfl__free(advs);
+        if (rc < 0)
+            return rc;
+        memcpy(m.commitment, sh.commit, SFL_SA_HASH);
+        memcpy(m.sig, sh.sig, SFL_MSG_SIG_BYTES);
+        m.nboxes = sh.nboxes;
+        if ((m.boxes = sfl__calloc(sh.nboxes ? sh.nboxes : 1, sizeof(*m.boxes))) == NULL) {
+            sfl_sa_shares_clear(&sh);
+            return SFL_ENOMEM;
+        }
+        for (uint32_t i = 0; i < sh.nboxes; i++) {
+            m.boxes[i].from = sh.boxes[i].from;
+            m.boxes[i].to = sh.boxes[i].to;
+            memcpy(m.boxes[i].nonce, sh.boxes[i].nonce, SFL_MSG_SA_NONCE);
+            memcpy(m.boxes[i].ct, sh.boxes[i].ct, SFL_MSG_SA_CT);
+        }
+        sfl_sa_shares_clear(&sh);
+        rc = answer_pack(c, &m, answer, len);
+        sfl__free(m.boxes);
+        return rc;
+    }
+    case 3:
+        if (c->trained)
+            return input(c, st, answer, len);
+        /* held until the update is ready (a copy: st is the caller's) */
+        sfl_msg_sa_stage_clear(&c->held);
+        c->held = *st;
+        c->held.clients = sfl__calloc(st->nclients ? st->nclients : 1, sizeof(uint64_t));
+        c->held.boxes = sfl__calloc(st->nboxes ? st->nboxes : 1, sizeof(*st->boxes));
+        c->held.keys = NULL;
+        c->held.sigs = NULL;
+        if (c->held.clients == NULL || c->held.boxes == NULL) {
+            sfl_msg_sa_stage_clear(&c->held);
+            return SFL_ENOMEM;
+        }
+        memcpy(c->held.clients, st->clients, st->nclients * sizeof(uint64_t));
+        memcpy(c->held.boxes, st->boxes, st->nboxes * sizeof(*st->boxes));
+        c->holding = 1;
+        return 0;
+    case 4: {
+        sfl_sa_consist_t cs;
+
+        if ((rc = sfl_sa_client_consist(c->c, st->clients, st->nclients, &cs)) < 0)
+            return rc;
+        memcpy(m.sig, cs.sig, SFL_MSG_SIG_BYTES);
+        return answer_pack(c, &m, answer, len);
+    }
+    case 5: {
+        sfl_sa_consist_t *sigs = sfl__calloc(st->nsigs ? st->nsigs : 1, sizeof(*sigs));
+        sfl_sa_reveal_t *rv = sfl__calloc(c->n, sizeof(*rv));
+        uint32_t nr = 0;
+
+        if (sigs == NULL || rv == NULL ||
+            (m.reveals = sfl__calloc(c->n, sizeof(*m.reveals))) == NULL) {
+            sfl__free(sigs);
+            sfl__free(rv);
+            return SFL_ENOMEM;
+        }
+        for (uint32_t i = 0; i < st->nsigs; i++) {
+            sigs[i].id = st->sigs[i].agent_id;
+            memcpy(sigs[i].sig, st->sigs[i].sig, SFL_MSG_SIG_BYTES);
+        }
+        rc = sfl_sa_client_unmask(c->c, sigs, st->nsigs, rv, &nr);
+        for (uint32_t i = 0; rc == 0 && i < nr; i++) {
+            m.reveals[i].of = rv[i].of;
+            m.reveals[i].self_mask = rv[i].type == 'b';
+            m.reveals[i].x = rv[i].share.x;
+            memcpy(m.reveals[i].y, rv[i].share.y, 32);
+        }
+        m.nreveals = nr;
+        if (rc == 0)
+            rc = answer_pack(c, &m, answer, len);
+        sodium_memzero(rv, c->n * sizeof(*rv));
+        sodium_memzero(m.reveals, c->n * sizeof(*m.reveals));
+        sfl__free(rv);
+        sfl__free(m.reveals);
+        sfl__free(sigs);
+        return rc;
+    }
+    default:
+        return sfl__fail(SFL_EINVAL, "secure aggregation: stage %u", st->stage);
+    }
+}

@@ -1,0 +1,41 @@
+/* The agent's side of update mode 2 (secure aggregation; docs/security.md,
+ * docs/protocol.md "Update mode 2"): one round's client of sfl/secagg.h,
+ * fed the task, the stages the coordinator sends, and the trained update.
+ * Every function returns the answer to send (SubmitSecAgg's packed request,
+ * owned; NULL when there is nothing to send yet). A client that finds
+ * anything wrong aborts (sfl/secagg.h) and answers nothing more. */
+#ifndef AGENT_SAGENT_H
+#define AGENT_SAGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sfl/error.h"
+#include "sfl/msg.h"
+#include "sfl/seal.h"
+#include "sfl/vec.h"
+
+typedef struct agent_sa agent_sa_t;
+
+/* A verified mode-2 task: S_t from its model and nonce, the round and the
+ * client; *answer its stage-1 answer (the round's keys). id is borrowed
+ * for the round's life. */
+int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t *id,
+                   agent_sa_t **out, uint8_t **answer, size_t *len) SFL_MUST_CHECK;
+/* The round's update (the model the agent trained to; samples its weight):
+ * the change on S_t with the error-feedback residual resid (d entries, the
+ * job's, kept across rounds by the caller: zero at first), quantized; a
+ * stage 3 that waited for it is answered now (*answer, else NULL). */
+int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples, double *resid,
+                    uint8_t **answer, size_t *len) SFL_MUST_CHECK;
+/* A stage of this round (the caller checked job, round and attempt):
+ * *answer, or NULL for a stage 3 that waits for the update. */
+int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer,
+                   size_t *len) SFL_MUST_CHECK;
+/* The round it serves. */
+void agent_sa_round(const agent_sa_t *c, uint64_t *job, uint64_t *round, uint32_t *attempt);
+/* The model's dimension (the residual's length). */
+uint32_t agent_sa_dim(const agent_sa_t *c);
+void agent_sa_free(agent_sa_t *c);
+
+#endif
