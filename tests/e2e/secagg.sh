@@ -13,7 +13,7 @@
 set -eu
 . tests/e2e/lib.sh
 
-N=${SECAGG_AGENTS:-10}
+N=${SECAGG_AGENTS:-20}
 ROUNDS=12
 port=$((20000 + $$ * 11 % 20000))
 mport=$((port + 1))
