@@ -131,24 +131,6 @@ static int cmp_u32(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-/* out[0..k) = a uniform k-subset of [0, d), sorted; mark (d bytes, zero)
- * is left zero. */
-static void sample_support(sfl_rng_t *rng, uint32_t d, uint32_t k, uint8_t *mark, uint32_t *out)
-{
-    uint32_t m = 0;
-
-    while (m < k) {
-        uint32_t i = (uint32_t)sfl_rng_below(rng, d);
-
-        if (!mark[i]) {
-            mark[i] = 1;
-            out[m++] = i;
-        }
-    }
-    for (uint32_t j = 0; j < k; j++)
-        mark[out[j]] = 0;
-    qsort(out, k, sizeof(*out), cmp_u32);
-}
 
 /* Bytes of mode 1's sealed update: the encoded vector + SFL_SEAL_OVERHEAD. */
 static int mode1_bytes(const sfl_spvec_t *v, sfl_enc_t enc, size_t *out)
@@ -192,12 +174,9 @@ static size_t down_bytes(uint32_t n, size_t part[6])
 static int bytes_table(uint32_t n, uint32_t t, const uint32_t *ks, int nk)
 {
     static const uint32_t ds[] = {100000, 1000000};
-    uint8_t *mark = calloc(1000000, 1);
     sfl_rng_t rng;
     int rc = 0;
 
-    if (mark == NULL)
-        return SFL_ENOMEM;
     sfl_rng_seed(&rng, 42, 0, 0, SFL_STREAM_DATA);
     for (int a = 0; a < nk; a++) {
         size_t up[5], dn[6];
@@ -219,7 +198,12 @@ static int bytes_table(uint32_t n, uint32_t t, const uint32_t *ks, int nk)
                 continue;
             if ((rc = sfl_spvec_new(d, k, &v)) < 0)
                 break;
-            sample_support(&rng, d, k, mark, v->idx);
+            /* a uniform k-subset of [0, d), sorted: the codec's input */
+            if ((rc = sfl_rng_sample(&rng, d, k, v->idx)) < 0) {
+                sfl_spvec_free(v);
+                break;
+            }
+            qsort(v->idx, k, sizeof(*v->idx), cmp_u32);
             for (uint32_t j = 0; j < k; j++)
                 v->val[j] = 2 * sfl_rng_uniform(&rng) - 1;
             v->nnz = k;
@@ -239,7 +223,6 @@ static int bytes_table(uint32_t n, uint32_t t, const uint32_t *ks, int nk)
                    (double)m2 / (double)f32, (double)dense / (double)m2);
         }
     }
-    free(mark);
     return rc;
 }
 

@@ -1690,6 +1690,19 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
     size_t len = 0;
     int rc;
 
+    if (a->sa != NULL) {
+        uint64_t job, round;
+        uint32_t attempt;
+
+        agent_sa_round(a->sa, &job, &round, &attempt);
+        if (job == t->job_id && round == t->round && attempt == t->attempt) {
+            /* the task again after a reconnect: the round is in hand (a
+             * stage missed meanwhile makes it drop out, never start over
+             * with new keys) */
+            sfl_msg_task_free(t);
+            return from;
+        }
+    }
     if (from != AGENT_SUBSCRIBED) {
         refuse(a, t, "busy: a secure aggregation round needs the agent from its start");
         return from;

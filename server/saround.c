@@ -306,11 +306,8 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
     coord_t *co = c->co;
     sfl_msg_sa_answer_t *m = NULL;
     coord_upd_verdict_t vd = COORD_UPD_REJECTED;
-    sfl_ack_t ack;
     agent_t *a;
     job_t *j;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
     char why[SFL_MSG_TEXT_LEN], q[400];
     int rc;
 
@@ -353,14 +350,7 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
               (unsigned long long)a->id, (unsigned long long)m->job_id,
               (unsigned long long)m->round, m->stage, coord_upd_verdict_name(vd),
               coord_log_quote(why, q, sizeof(q)));
-    memset(&ack, 0, sizeof(ack));
-    ack.status = coord_ack_of(vd);
-    coord_text_copy(ack.reason, sizeof(ack.reason), vd == COORD_UPD_ACCEPTED ? "" : why);
-    ack.job_id = m->job_id;
-    ack.round = m->round;
-    ack.attempt = m->attempt;
-    rc = sfl_msg_ack_pack(&ack, &buf, &blen);
-    coord_reply_packed(call, rc, buf, blen);
+    coord_reply_ack(call, vd, why, m->job_id, m->round, m->attempt);
     if (vd == COORD_UPD_ACCEPTED) {
         coord_saround_sync(j);
         coord_job_drive(j);

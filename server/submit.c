@@ -375,6 +375,24 @@ sfl_ack_status_t coord_ack_of(coord_upd_verdict_t v)
     return ack_of[v];
 }
 
+void coord_reply_ack(sfl_grpc_call_t *call, coord_upd_verdict_t vd, const char *why,
+                     uint64_t job, uint64_t round, uint32_t attempt)
+{
+    sfl_ack_t ack;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    memset(&ack, 0, sizeof(ack));
+    ack.status = coord_ack_of(vd);
+    coord_text_copy(ack.reason, sizeof(ack.reason), vd == COORD_UPD_ACCEPTED ? "" : why);
+    ack.job_id = job;
+    ack.round = round;
+    ack.attempt = attempt;
+    rc = sfl_msg_ack_pack(&ack, &buf, &len);
+    coord_reply_packed(call, rc, buf, len);
+}
+
 void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
 {
     if ((unsigned)v < 5)

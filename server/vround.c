@@ -300,12 +300,9 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
     conn_t *c = ud;
     coord_t *co = c->co;
     sfl_step_answer_t *m = NULL;
-    sfl_ack_t ack;
     agent_t *a;
     job_t *j;
     coord_upd_verdict_t vd = COORD_UPD_REJECTED;
-    uint8_t *buf = NULL;
-    size_t blen = 0;
     uint32_t k = 0;
     char why[SFL_MSG_TEXT_LEN], q[400];
     int rc;
@@ -356,14 +353,7 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
                   (unsigned long long)m->job_id, (unsigned long long)m->round,
                   (unsigned long long)m->iteration, coord_upd_verdict_name(vd),
                   coord_log_quote(why, q, sizeof(q)));
-    memset(&ack, 0, sizeof(ack));
-    ack.status = coord_ack_of(vd);
-    coord_text_copy(ack.reason, sizeof(ack.reason), vd == COORD_UPD_ACCEPTED ? "" : why);
-    ack.job_id = m->job_id;
-    ack.round = m->round;
-    ack.attempt = m->attempt;
-    rc = sfl_msg_ack_pack(&ack, &buf, &blen);
-    coord_reply_packed(call, rc, buf, blen);
+    coord_reply_ack(call, vd, why, m->job_id, m->round, m->attempt);
     if (vd == COORD_UPD_ACCEPTED && coord_vjob_complete(j->model.v))
         advance(j);
 out:
