@@ -67,7 +67,7 @@ int coord_saround_prepare(job_t *j)
     if ((rc = sfl_sa_support(j->model.global, d, size, r->nonce, j->sa_support, &j->sa_k)) < 0)
         return rc;
     j->sa_topk = topk;
-    j->sa_clip = s->sa_clip > 0 ? s->sa_clip : 1.0;
+    j->sa_clip = s->sa_clip > 0 ? s->sa_clip : 100.0; /* sfl-sim's default */
     return 0;
 }
 
