@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <sodium.h>
 
 #include "sfl/alloc.h"
 #include "sfl/rng.h"
@@ -464,6 +465,224 @@ static void test_secagg_one_release(void **state)
     free(p);
 }
 
+/* ---- known answers ------------------------------------------------------
+ * Every vector below was typed from its RFC and recomputed with python3's
+ * cryptography (X25519, Ed25519) and hashlib (BLAKE2b) before going in. */
+
+static void unhex(const char *h, uint8_t *out, size_t n)
+{
+    assert_int_equal(strlen(h), 2 * n);
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+
+        assert_int_equal(sscanf(h + 2 * i, "%2x", &v), 1);
+        out[i] = (uint8_t)v;
+    }
+}
+
+static void assert_hex(const uint8_t *got, const char *want, size_t n)
+{
+    uint8_t w[128];
+
+    assert_true(n <= sizeof(w));
+    unhex(want, w, n);
+    assert_memory_equal(got, w, n);
+}
+
+/* RFC 7748 section 5.2 (first vector) and section 6.1. */
+static void test_secagg_kat_x25519(void **state)
+{
+    uint8_t sk[32], u[32], out[32], a[32], b[32], apk[32], bpk[32], ka[32], kb[32];
+
+    (void)state;
+    assert_true(sodium_init() >= 0);
+    unhex("a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4", sk, 32);
+    unhex("e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c", u, 32);
+    assert_int_equal(crypto_scalarmult(out, sk, u), 0);
+    assert_hex(out, "c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552", 32);
+
+    unhex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a", a, 32);
+    unhex("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb", b, 32);
+    assert_int_equal(crypto_scalarmult_base(apk, a), 0);
+    assert_int_equal(crypto_scalarmult_base(bpk, b), 0);
+    assert_hex(apk, "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a", 32);
+    assert_hex(bpk, "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f", 32);
+    assert_int_equal(crypto_scalarmult(ka, a, bpk), 0);
+    assert_int_equal(crypto_scalarmult(kb, b, apk), 0);
+    assert_hex(ka, "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742", 32);
+    assert_memory_equal(ka, kb, 32);
+}
+
+/* RFC 8032 section 7.1, TEST 1 (empty message). */
+static void test_secagg_kat_ed25519(void **state)
+{
+    uint8_t seed[32], pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+    uint8_t sig[crypto_sign_BYTES];
+    unsigned long long siglen = 0;
+
+    (void)state;
+    assert_true(sodium_init() >= 0);
+    unhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60", seed, 32);
+    assert_int_equal(crypto_sign_seed_keypair(pk, sk, seed), 0);
+    assert_hex(pk, "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a", 32);
+    assert_int_equal(crypto_sign_detached(sig, &siglen, (const uint8_t *)"", 0, sk), 0);
+    assert_int_equal(siglen, crypto_sign_BYTES);
+    assert_hex(sig, "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e06522490155"
+                    "5fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b", 64);
+    assert_int_equal(crypto_sign_verify_detached(sig, (const uint8_t *)"", 0, pk), 0);
+    sig[0] ^= 1;
+    assert_int_not_equal(crypto_sign_verify_detached(sig, (const uint8_t *)"", 0, pk), 0);
+    sodium_memzero(sk, sizeof(sk));
+}
+
+/* RFC 7693 appendix A: BLAKE2b-512("abc"). */
+static void test_secagg_kat_blake2b(void **state)
+{
+    uint8_t out[64];
+
+    (void)state;
+    assert_true(sodium_init() >= 0);
+    assert_int_equal(crypto_generichash(out, sizeof(out), (const uint8_t *)"abc", 3, NULL, 0), 0);
+    assert_hex(out, "ba80a53f981c4d0d6a2797b69f12f6e94c212f14685ac4b74b12bb6fdbffa2d1"
+                    "7d87c5392aab792dc252d5de4533cc9518d38aa8dbf1925ab92386edd4009923", 64);
+}
+
+/* The fixed round and U1 of the golden sid: ids 10 + 3i, identity key i
+ * repeated, c_pk 0x10 + i repeated, s_pk 0x20 + i. */
+static void golden_round(sfl_sa_round_t *r, sfl_sa_member_t m[5], sfl_sa_adv_t u1[5])
+{
+    memset(r, 0, sizeof(*r));
+    memset(m, 0, 5 * sizeof(*m));
+    memset(u1, 0, 5 * sizeof(*u1));
+    r->job = 1;
+    r->round = 7;
+    r->attempt = 0;
+    memset(r->nonce, 0x33, sizeof(r->nonce));
+    memset(r->model_hash, 0x44, sizeof(r->model_hash));
+    memset(r->support_hash, 0x55, sizeof(r->support_hash));
+    r->len = 37;
+    r->t = 4;
+    r->n = 5;
+    r->members = m;
+    for (int i = 0; i < 5; i++) {
+        m[i].id = 10 + 3 * (uint64_t)i;
+        memset(m[i].pk, i, sizeof(m[i].pk));
+        u1[i].id = m[i].id;
+        memset(u1[i].c_pk, 0x10 + i, 32);
+        memset(u1[i].s_pk, 0x20 + i, 32);
+        memset(u1[i].sig, 0xee, sizeof(u1[i].sig));
+    }
+}
+
+/* The session id against its layout in sfl/secagg.h, computed with
+ *   import hashlib, struct
+ *   q = lambda v: struct.pack("<Q", v)
+ *   h = hashlib.blake2b(digest_size=32)
+ *   h.update(b"sfl-sa-v1" + q(1) + q(7) + q(0) + b"\x33" * 32 + b"\x44" * 32 +
+ *            b"\x55" * 32 + q(37) + q(4) + q(5))
+ *   for i, uid in enumerate([10, 13, 16, 19, 22]):
+ *       h.update(q(uid) + bytes([0x10 + i]) * 32 + bytes([0x20 + i]) * 32)
+ *   print(h.hexdigest())
+ * and every input it binds changes it. */
+static void test_secagg_sid_golden(void **state)
+{
+    static const char want[] =
+        "cec87abf654761db59fc6f6bf3780d73bafef1721804cd5fc223e5277ca69598";
+    sfl_sa_round_t r;
+    sfl_sa_member_t m[5];
+    sfl_sa_adv_t u1[5];
+    uint8_t sid[SFL_SA_HASH], other[SFL_SA_HASH];
+
+    (void)state;
+    assert_true(sodium_init() >= 0);
+    golden_round(&r, m, u1);
+    sfl_sa_session_id(&r, u1, 5, sid);
+    assert_hex(sid, want, SFL_SA_HASH);
+
+    /* not hashed: the signatures and the members' identity keys */
+    memset(u1[2].sig, 0, sizeof(u1[2].sig));
+    m[3].pk[0] ^= 1;
+    sfl_sa_session_id(&r, u1, 5, other);
+    assert_memory_equal(other, sid, SFL_SA_HASH);
+
+    golden_round(&r, m, u1);
+    r.nonce[17] ^= 1;
+    sfl_sa_session_id(&r, u1, 5, other);
+    assert_memory_not_equal(other, sid, SFL_SA_HASH);
+
+    golden_round(&r, m, u1);
+    u1[3].s_pk[31] ^= 0x80;
+    sfl_sa_session_id(&r, u1, 5, other);
+    assert_memory_not_equal(other, sid, SFL_SA_HASH);
+
+    golden_round(&r, m, u1);
+    u1[0].c_pk[0] ^= 1;
+    sfl_sa_session_id(&r, u1, 5, other);
+    assert_memory_not_equal(other, sid, SFL_SA_HASH);
+
+    golden_round(&r, m, u1);
+    u1[4].id = 23;
+    sfl_sa_session_id(&r, u1, 5, other);
+    assert_memory_not_equal(other, sid, SFL_SA_HASH);
+
+    golden_round(&r, m, u1);
+    r.attempt = 1;
+    sfl_sa_session_id(&r, u1, 5, other);
+    assert_memory_not_equal(other, sid, SFL_SA_HASH);
+
+    golden_round(&r, m, u1);
+    sfl_sa_session_id(&r, u1, 4, other);  /* the last one dropped from U1 */
+    assert_memory_not_equal(other, sid, SFL_SA_HASH);
+}
+
+/* K_uv is the same from both sides, matches an independent computation
+ *   (python3: X25519 of 0x61 * 32 and 0x62 * 32, then
+ *   hashlib.blake2b(b"sfl-sa-mask" + dh + pk_u + pk_v + sid, digest_size=32),
+ *   sid the golden one above),
+ * depends on the sid and the order of lo/hi, and a small-order key is
+ * refused. */
+static void test_secagg_pair_key(void **state)
+{
+    uint8_t su[32], sv[32], pu[32], pv[32], sid[SFL_SA_HASH], sid2[SFL_SA_HASH];
+    uint8_t ku[32], kv[32], k[32], zero[32] = {0}, one[32] = {1};
+    sfl_sa_round_t r;
+    sfl_sa_member_t m[5];
+    sfl_sa_adv_t u1[5];
+
+    (void)state;
+    assert_true(sodium_init() >= 0);
+    golden_round(&r, m, u1);
+    sfl_sa_session_id(&r, u1, 5, sid);
+    memset(su, 0x61, 32);
+    memset(sv, 0x62, 32);
+    assert_int_equal(crypto_scalarmult_base(pu, su), 0);
+    assert_int_equal(crypto_scalarmult_base(pv, sv), 0);
+    assert_hex(pu, "4049502db92ca2342c3f92dac5d6de7c85db5df5407a5b4996ce39f2efb7e827", 32);
+    assert_hex(pv, "4a4f8ccde198d66e99b4c014418a3223ce256c98900ae4a6811fd10f7eb84c2c", 32);
+
+    /* u has the lower id */
+    assert_int_equal(sfl_sa_pair_key(su, pv, pu, pv, sid, ku), 0);
+    assert_int_equal(sfl_sa_pair_key(sv, pu, pu, pv, sid, kv), 0);
+    assert_memory_equal(ku, kv, 32);
+    assert_hex(ku, "671bdff50c899f9291c086525dbf8337ada225c4771f3a1efeb290052d45ef38", 32);
+
+    memcpy(sid2, sid, sizeof(sid2));
+    sid2[0] ^= 1;
+    assert_int_equal(sfl_sa_pair_key(su, pv, pu, pv, sid2, k), 0);
+    assert_memory_not_equal(k, ku, 32);
+    assert_int_equal(sfl_sa_pair_key(su, pv, pv, pu, sid, k), 0);
+    assert_memory_not_equal(k, ku, 32);
+
+    /* u = 0 and u = 1 are of small order: X25519 gives all zero */
+    memset(k, 0xa5, sizeof(k));
+    assert_int_equal(sfl_sa_pair_key(su, zero, pu, zero, sid, k), SFL_EINVAL);
+    assert_int_equal(sfl_sa_pair_key(su, one, pu, one, sid, k), SFL_EINVAL);
+    for (size_t i = 0; i < sizeof(k); i++)
+        assert_int_equal(k[i], 0xa5);
+    sodium_memzero(su, sizeof(su));
+    sodium_memzero(sv, sizeof(sv));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -475,6 +694,11 @@ int main(void)
         cmocka_unit_test(test_secagg_attacks_keys),
         cmocka_unit_test(test_secagg_attacks_later),
         cmocka_unit_test(test_secagg_one_release),
+        cmocka_unit_test(test_secagg_kat_x25519),
+        cmocka_unit_test(test_secagg_kat_ed25519),
+        cmocka_unit_test(test_secagg_kat_blake2b),
+        cmocka_unit_test(test_secagg_sid_golden),
+        cmocka_unit_test(test_secagg_pair_key),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -137,6 +137,27 @@ void sfl_sa_policy_default(sfl_sa_policy_t *p);
 /* BLAKE2b-256 of S_t as u32 little-endian indices. */
 void sfl_sa_support_hash(const uint32_t *support, uint32_t n, uint8_t out[SFL_SA_HASH]);
 
+/* The session id of stage 2, over the round r and U1 = u1[0..n1) (ids
+ * ascending, as the server collected them): BLAKE2b-256, unkeyed, of
+ *   "sfl-sa-v1" (9 bytes, no terminator) | u64 job | u64 round |
+ *   u64 attempt | nonce (32) | model_hash (32) | support_hash (32) |
+ *   u64 len | u64 t | u64 n | for each i < n1: u64 u1[i].id |
+ *   u1[i].c_pk (32) | u1[i].s_pk (32)
+ * every u64 little-endian (the u32 fields widened). The advertisements'
+ * signatures and r->members are not hashed. */
+void sfl_sa_session_id(const sfl_sa_round_t *r, const sfl_sa_adv_t *u1, uint32_t n1,
+                       uint8_t sid[SFL_SA_HASH]);
+/* The pairwise mask key K_uv, from one side's s secret and the other side's
+ * s_pk: BLAKE2b-256, unkeyed, of
+ *   "sfl-sa-mask" (11 bytes, no terminator) | X25519(s_sk, other_pk) (32) |
+ *   lo_pk (32) | hi_pk (32) | sid (32)
+ * where lo_pk/hi_pk are the two s_pk, of the lower and the higher id, so
+ * both sides get the same key. SFL_EINVAL if other_pk is of small order
+ * (the shared point is all zero); key is then unwritten. */
+int sfl_sa_pair_key(const uint8_t s_sk[32], const uint8_t other_pk[32], const uint8_t lo_pk[32],
+                    const uint8_t hi_pk[32], const uint8_t sid[SFL_SA_HASH],
+                    uint8_t key[32]) SFL_MUST_CHECK;
+
 /* ---- client ---- */
 
 /* Stage 0 and 1: checks r against policy and id (its own), makes the

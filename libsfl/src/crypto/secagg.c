@@ -99,8 +99,7 @@ static void round_hash(const sfl_sa_round_t *r, const sfl_sa_member_t *members,
     crypto_generichash_final(&st, out, SFL_SA_HASH);
 }
 
-/* sid over the round and U1 (ascending). */
-static void session_id(const sfl_sa_round_t *r, const sfl_sa_adv_t *u1, uint32_t n1,
+void sfl_sa_session_id(const sfl_sa_round_t *r, const sfl_sa_adv_t *u1, uint32_t n1,
                        uint8_t sid[SFL_SA_HASH])
 {
     crypto_generichash_state st;
@@ -252,10 +251,8 @@ static void derive(const char *label, const uint8_t r[32], uint8_t out[32])
     crypto_generichash_final(&st, out, 32);
 }
 
-/* K_uv from s_sk of one side and s_pk of the other; lo/hi: the two s_pk in
- * id order. */
-static int pair_key(const uint8_t s_sk[32], const uint8_t other_pk[32], const uint8_t lo[32],
-                    const uint8_t hi[32], const uint8_t sid[SFL_SA_HASH], uint8_t key[32])
+int sfl_sa_pair_key(const uint8_t s_sk[32], const uint8_t other_pk[32], const uint8_t lo_pk[32],
+                    const uint8_t hi_pk[32], const uint8_t sid[SFL_SA_HASH], uint8_t key[32])
 {
     crypto_generichash_state st;
     uint8_t dh[32];
@@ -265,8 +262,8 @@ static int pair_key(const uint8_t s_sk[32], const uint8_t other_pk[32], const ui
     crypto_generichash_init(&st, NULL, 0, 32);
     hash_str(&st, "sfl-sa-mask");
     crypto_generichash_update(&st, dh, 32);
-    crypto_generichash_update(&st, lo, 32);
-    crypto_generichash_update(&st, hi, 32);
+    crypto_generichash_update(&st, lo_pk, 32);
+    crypto_generichash_update(&st, hi_pk, 32);
     crypto_generichash_update(&st, sid, SFL_SA_HASH);
     crypto_generichash_final(&st, key, 32);
     sodium_memzero(dh, sizeof(dh));
@@ -490,7 +487,7 @@ int sfl_sa_client_share(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n
     }
     memcpy(c->u1, advs, n * sizeof(*advs));
     c->n1 = n;
-    session_id(&c->r, c->u1, n, c->sid);
+    sfl_sa_session_id(&c->r, c->u1, n, c->sid);
     if ((rc = sfl_shamir_split(c->r_b, c->r.t, c->r.n, sb)) < 0 ||
         (rc = sfl_shamir_split(c->r_s, c->r.t, c->r.n, ss)) < 0)
         goto fail;
@@ -645,8 +642,8 @@ int sfl_sa_client_input(sfl_sa_client_t *c, const uint64_t *u2, uint32_t n2,
 
         if (u2[i] == c->id)
             continue;
-        if ((rc = pair_key(c->s_sk, a->s_pk, lower ? c->s_pk : a->s_pk,
-                           lower ? a->s_pk : c->s_pk, c->sid, key)) < 0) {
+        if ((rc = sfl_sa_pair_key(c->s_sk, a->s_pk, lower ? c->s_pk : a->s_pk,
+                                  lower ? a->s_pk : c->s_pk, c->sid, key)) < 0) {
             sfl_sa_input_clear(out);
             return client_abort(c, rc);
         }
@@ -911,7 +908,7 @@ int sfl_sa_server_end_adv(sfl_sa_server_t *s, const sfl_sa_adv_t **advs, uint32_
         return rc;
     for (uint32_t i = 0; i < s->n1; i++)
         s->u1[i] = s->slot[rank_of(s->members, s->r.n, s->u2[i])].a;
-    session_id(&s->r, s->u1, s->n1, s->sid);
+    sfl_sa_session_id(&s->r, s->u1, s->n1, s->sid);
     s->stage = ST_SHARE;
     *advs = s->u1;
     *n = s->n1;
@@ -1206,8 +1203,8 @@ int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count)
             uint8_t key[32];
             int wlow = w < v;
 
-            rc = pair_key(k, sw->a.s_pk, wlow ? sw->a.s_pk : sv->a.s_pk,
-                          wlow ? sv->a.s_pk : sw->a.s_pk, s->sid, key);
+            rc = sfl_sa_pair_key(k, sw->a.s_pk, wlow ? sw->a.s_pk : sv->a.s_pk,
+                                 wlow ? sv->a.s_pk : sw->a.s_pk, s->sid, key);
             if (rc == 0)
                 sfl_sa_mask_add(key, wlow ? -1 : 1, s->sum, s->r.len);
             sodium_memzero(key, sizeof(key));
