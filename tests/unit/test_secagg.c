@@ -435,6 +435,50 @@ static void test_secagg_attacks_later(void **state)
     attack_free(a);
 }
 
+/* A coordinator that gives clients different models (or supports), and
+ * one that replays an advertisement of another round: every client's keys
+ * are signed over the round it was given, so a client shown another
+ * round's keys aborts, and the server refuses a replayed one. */
+static void test_secagg_split_view_and_replay(void **state)
+{
+    party_t *p = calloc(1, sizeof(*p));
+    sfl_sa_policy_t pol;
+    sfl_sa_round_t other;
+    sfl_sa_adv_t adv[5], odd;
+    sfl_sa_client_t *c0, *codd;
+    sfl_sa_server_t *s;
+    sfl_sa_shares_t sh;
+
+    (void)state;
+    sfl_sa_policy_default(&pol);
+    party_init(p, 5, 4);
+    for (uint32_t i = 0; i < 5; i++)
+        assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[i].id, p->id[i], &p->c[i], &adv[i]),
+                         0);
+    /* client 1 was shown another model: its keys are signed over it */
+    other = p->r;
+    other.model_hash[0] ^= 1;
+    assert_int_equal(sfl_sa_client_new(&other, &pol, p->m[1].id, p->id[1], &codd, &odd), 0);
+    adv[1] = odd;
+    c0 = p->c[0];
+    assert_true(sfl_sa_client_share(c0, adv, 5, &sh) < 0);
+    assert_true(sfl_sa_client_aborted(c0));
+    /* the server of the honest round refuses it too */
+    assert_int_equal(sfl_sa_server_new(&p->r, &s), 0);
+    assert_int_equal(sfl_sa_server_adv(s, &odd), SFL_EBADSIG);
+    sfl_sa_server_free(s);
+    /* a replay in the next round (another nonce) */
+    other = p->r;
+    other.round++;
+    other.nonce[3] ^= 7;
+    assert_int_equal(sfl_sa_server_new(&other, &s), 0);
+    assert_int_equal(sfl_sa_server_adv(s, &adv[2]), SFL_EBADSIG);
+    sfl_sa_server_free(s);
+    sfl_sa_client_free(codd);
+    party_free(p);
+    free(p);
+}
+
 /* Both shares of one client cannot be had: a server that shows two
  * clients different U3 views cannot gather t signatures over either when
  * t > n / 2; a client asked twice aborts the second time. */
@@ -694,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_secagg_attacks_keys),
         cmocka_unit_test(test_secagg_attacks_later),
         cmocka_unit_test(test_secagg_one_release),
+        cmocka_unit_test(test_secagg_split_view_and_replay),
         cmocka_unit_test(test_secagg_kat_x25519),
         cmocka_unit_test(test_secagg_kat_ed25519),
         cmocka_unit_test(test_secagg_kat_blake2b),
