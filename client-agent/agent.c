@@ -152,6 +152,8 @@ struct agent {
     double *sa_resid;
     uint64_t sa_resid_job;
     uint32_t sa_resid_d;
+    uint64_t sa_last_job, sa_last_round; /* the last round taken: never an */
+    uint32_t sa_last_attempt;            /* earlier one after it */
 };
 
 typedef enum {
@@ -1707,13 +1709,23 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
         refuse(a, t, "busy: a secure aggregation round needs the agent from its start");
         return from;
     }
+    if (t->job_id == a->sa_last_job &&
+        (t->round < a->sa_last_round ||
+         (t->round == a->sa_last_round && t->attempt <= a->sa_last_attempt))) {
+        refuse(a, t, "a secure aggregation round not after the last one taken (a replay)");
+        return from;
+    }
     agent_sa_free(a->sa);
     a->sa = NULL;
-    rc = agent_sa_begin(t, a->agent_id, a->id, &a->sa, &buf, &len);
+    rc = agent_sa_begin(t, a->agent_id, a->id, (uint32_t)a->cfg.secagg_min_cohort,
+                        (uint32_t)a->cfg.secagg_min_threshold, &a->sa, &buf, &len);
     if (rc < 0) {
         refuse(a, t, sfl_last_error());
         return from;
     }
+    a->sa_last_job = t->job_id;
+    a->sa_last_round = t->round;
+    a->sa_last_attempt = t->attempt;
     sa_send(a, 0, buf, len, 1, "keys");
     say(a, "info", "secagg_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "
         "threshold=%u", t->job_id, t->round, t->attempt, t->secagg->nmembers,

@@ -19,6 +19,8 @@ void agent_config_default(agent_config_t *c)
     c->backoff_max_ms = 60000;
     c->connect_timeout_ms = 10000;
     c->heartbeat_ms = 10000;
+    c->secagg_min_cohort = 3;
+    c->secagg_min_threshold = 2;
 }
 
 static const struct {
@@ -43,6 +45,8 @@ static const struct {
     {"heartbeat_ms", offsetof(agent_config_t, heartbeat_ms)},
     {"dp_test_noise", offsetof(agent_config_t, dp_test_noise)},
     {"secagg_test_stop", offsetof(agent_config_t, secagg_test_stop)},
+    {"secagg_min_cohort", offsetof(agent_config_t, secagg_min_cohort)},
+    {"secagg_min_threshold", offsetof(agent_config_t, secagg_min_threshold)},
 };
 
 int agent_config_set(agent_config_t *c, const char *key, const char *v)
@@ -178,6 +182,10 @@ int agent_config_check(const agent_config_t *c)
         return sfl__fail(SFL_EINVAL, "dp_test_noise is 0 or 1");
     if (c->secagg_test_stop > 5)
         return sfl__fail(SFL_EINVAL, "secagg_test_stop is 0 to 5");
+    if (c->secagg_min_cohort < 3 || c->secagg_min_cohort > 65535 ||
+        c->secagg_min_threshold < 2 || c->secagg_min_threshold > 65535)
+        return sfl__fail(SFL_EINVAL, "secagg_min_cohort (3 to 65535) and secagg_min_threshold "
+                         "(2 to 65535): a smaller secure aggregation reveals too much");
     if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms)
         return sfl__fail(SFL_EINVAL, "backoff: need 0 < backoff_min_ms <= backoff_max_ms");
     if (c->connect_timeout_ms == 0 || c->heartbeat_ms == 0)

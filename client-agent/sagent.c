@@ -63,7 +63,8 @@ static int answer_pack(const agent_sa_t *c, sfl_msg_sa_answer_t *m, uint8_t **ou
 }
 
 int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t *id,
-                   agent_sa_t **out, uint8_t **answer, size_t *len)
+                   uint32_t min_cohort, uint32_t min_threshold, agent_sa_t **out,
+                   uint8_t **answer, size_t *len)
 {
     const sfl_msg_sa_round_t *sr = t->secagg;
     agent_sa_t *c;
@@ -112,6 +113,8 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
     memcpy(r.model_hash, t->model_hash, sizeof(r.model_hash));
     sfl_sa_support_hash(c->support, c->k, r.support_hash);
     sfl_sa_policy_default(&pol);
+    pol.min_n = min_cohort > pol.min_n ? min_cohort : pol.min_n;
+    pol.min_t = min_threshold > pol.min_t ? min_threshold : pol.min_t;
     if ((rc = sfl_sa_client_new(&r, &pol, agent_id, id, &c->c, &adv)) < 0)
         goto fail;
     m.keys.agent_id = adv.id;

@@ -100,6 +100,29 @@ static void test_config_errors(void **state)
     assert_int_equal(agent_config_check(&c), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "eval_file must be libsvm:FILE, csv:FILE or idx:IMAGES,LABELS"));
     assert_int_equal(agent_config_set(&c, "eval_file", ""), 0);
+
+    /* vertical data, privacy budget, secure aggregation's floor */
+    assert_int_equal(agent_config_set(&c, "block", "11:5"), 0);
+    assert_true(c.block_first == 11 && c.block_cols == 5);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "block and ids_file go together"));
+    assert_int_equal(agent_config_set(&c, "ids_file", "ids.txt"), 0);
+    assert_int_equal(agent_config_check(&c), 0);
+    assert_int_equal(agent_config_set(&c, "block", "0:5"), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "block", "3"), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "max_epsilon", "-1"), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "max_epsilon", "2.5"), 0);
+    assert_true(c.max_epsilon == 2.5);
+    assert_int_equal(c.secagg_min_cohort, 3);
+    assert_int_equal(c.secagg_min_threshold, 2);
+    assert_int_equal(agent_config_set(&c, "secagg_min_cohort", "2"), 0);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "reveals too much"));
+    assert_int_equal(agent_config_set(&c, "secagg_min_cohort", "10"), 0);
+    assert_int_equal(agent_config_check(&c), 0);
+    assert_int_equal(agent_config_set(&c, "secagg_test_stop", "6"), 0);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "secagg_test_stop", "0"), 0);
     assert_int_equal(agent_config_set(&c, "data", "parquet:x"), 0);
     assert_int_equal(agent_config_check(&c), SFL_EINVAL);
 
@@ -127,7 +150,8 @@ static void test_config_known_matches_set(void **state)
     static const char *const keys[] = {
         "coordinator", "server_name", "ca", "cert", "key", "state_dir", "coordinator_pk",
         "data", "eval_file", "eval_fraction", "conditions", "backoff_min_ms",
-        "backoff_max_ms", "connect_timeout_ms", "heartbeat_ms"};
+        "backoff_max_ms", "connect_timeout_ms", "heartbeat_ms", "ids_file", "dp_test_noise",
+        "secagg_test_stop", "secagg_min_cohort", "secagg_min_threshold", "max_epsilon"};
     agent_config_t c;
 
     (void)state;
