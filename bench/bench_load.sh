@@ -56,7 +56,7 @@ fi
 # loadgen is built by the Makefile (`make bench`).
 [ -x "$B/bench/loadgen" ] || make --no-print-directory "$B/bench/loadgen" > /dev/null
 
-port=$((20000 + $$ % 20000))
+port=$((20000 + $$ % 12000))
 PKI="$ROOT/deploy/pki/sfl-pki"
 "$PKI" init "$t/pki" > /dev/null
 "$PKI" coordinator "$t/pki" coord > /dev/null

@@ -22,7 +22,7 @@ mkdir -p "$t/big" "$t/small" "$t/state"
     --dump-shards "$t/big" > /dev/null
 "$BIN/sfl-sim" --data synth:sparse --clients 2 --samples 20 --dim 50 --support 3 --seed 2 \
     --dump-shards "$t/small" > /dev/null
-mport=$((30000 + $$ % 20000))
+mport=$(pick_port)
 { coordinator_section "127.0.0.1:0" "127.0.0.1:$mport"; fast_rounds; cat <<EOT
 
 [job big]

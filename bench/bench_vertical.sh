@@ -56,7 +56,7 @@ for K in $KS; do
     for a in $names; do
         [ -f "$t/pki/agent/$a.crt" ] || "$PKI" agent "$t/pki" "$a" > /dev/null
     done
-    port=$((20000 + ($$ * 3 + K) % 20000))
+    port=$(pick_port)
     mport=$((port + 1))
     { coordinator_section "127.0.0.1:$port" "127.0.0.1:$mport"; fast_rounds; cat <<EOT
 

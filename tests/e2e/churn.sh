@@ -19,7 +19,7 @@ pki_federation $names
 mkdir -p "$t/data" "$t/state"
 "$BIN/sfl-sim" --data synth:sparse --clients $N --samples 300 --dim 400 --support 5 --seed 9 \
     --dump-shards "$t/data"
-port=$((20000 + ($$ * 11) % 20000))
+port=$(pick_port)
 { coordinator_section "127.0.0.1:$port" off; fast_rounds; cat <<EOT
 
 [job churn]

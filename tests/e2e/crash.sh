@@ -26,7 +26,7 @@ SIMDATA="--data synth:sparse --clients 2 --samples 50 --dim 20000 --support 20 -
 # shellcheck disable=SC2086
 "$BIN/sfl-sim" $SIMDATA --dump-shards "$t/data"
 # A fixed port: the agents reconnect to it after each restart.
-port=$((20000 + ($$ * 7) % 20000))
+port=$(pick_port)
 { coordinator_section "127.0.0.1:$port" off; fast_rounds; cat <<EOT
 
 [job crash]

@@ -20,7 +20,7 @@ AGENT_BACKOFF_MAX_MS=1000
 
 run_job() { # encoding
     enc=$1
-    port=$((20000 + ($$ + ${#enc} * 7) % 20000))
+    port=$(pick_port)
     rm -rf "$t/state" "$t"/agent-*
     mkdir -p "$t/state"
     : > "$t/coord.log"

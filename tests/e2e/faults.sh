@@ -22,7 +22,7 @@
 set -eu
 . tests/e2e/lib.sh
 
-port=$((40000 + $$ % 20000))
+port=$(pick_port)
 MAXMSG=1048576
 pki_federation agent-0 agent-1 agent-2 agent-3 agent-4 mallory
 mkdir -p "$t/data" "$t/state"

@@ -11,7 +11,7 @@
 set -eu
 . tests/e2e/lib.sh
 
-port=$((20000 + $$ % 20000))
+port=$(pick_port)
 mport=$((port + 1))
 pki_federation agent-0 agent-1 agent-2 agent-3
 "$PKI" admin "$t/pki" ops > /dev/null

@@ -91,6 +91,30 @@ start_coordinator_any_port() {
     case $port in ''|0|*[!0-9]*) fail "no port in the coordinator's started line" ;; esac
 }
 
+# A loopback port p with p and p + 1 free now, in 20000..31999: below the
+# kernel's ephemeral range (32768 and up on Linux), where the tests' own
+# outgoing connections take theirs, so a port picked here is not taken by
+# one of them later.
+pick_port() {
+    /usr/bin/python3 - "$$" <<'EOF_PORT'
+import random, socket, sys
+r = random.Random(int(sys.argv[1]) * 7919 + random.SystemRandom().randrange(1 << 30))
+for _ in range(2000):
+    p = r.randrange(20000, 32000)
+    try:
+        for q in (p, p + 1):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", q))
+            s.close()
+    except OSError:
+        continue
+    print(p)
+    sys.exit(0)
+sys.exit(1)
+EOF_PORT
+}
+
 # Starts (or restarts) the coordinator of $t/coordinator.ini with its log
 # appended to $t/coord.log, and waits for its started line; sets PK (its
 # public key) and coord (its pid).

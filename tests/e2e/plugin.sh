@@ -56,7 +56,7 @@ rc=0
 [ "$rc" -eq 2 ] || fail "the plain build ran toy-personal"
 
 step "network: a coordinator and 3 agents run a toy-personal job"
-port=$((20000 + $$ % 20000))
+port=$(pick_port)
 pki_federation agent-0 agent-1 agent-2
 mkdir -p "$t/data" "$t/state"
 # shellcheck disable=SC2086

@@ -10,7 +10,7 @@
 set -eu
 . tests/e2e/lib.sh
 
-port=$((20000 + $$ % 20000))
+port=$(pick_port)
 mport=$((port + 1))
 step "PKI and data: three shards of a logistic problem (labels 0, 1)"
 pki_federation agent-0 agent-1 agent-2

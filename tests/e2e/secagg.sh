@@ -15,7 +15,7 @@ set -eu
 
 N=${SECAGG_AGENTS:-20}
 ROUNDS=12
-port=$((20000 + $$ * 11 % 20000))
+port=$(pick_port)
 mport=$((port + 1))
 names=""
 i=0

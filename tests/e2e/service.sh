@@ -21,7 +21,7 @@ if ! [ -x "$PY" ]; then
     echo "SKIP: service.sh needs $PY"
     exit 0
 fi
-port=$((35000 + $$ % 20000))
+port=$(pick_port)
 pki_federation agent-0 agent-1
 mkdir -p "$t/data"
 "$BIN/sfl-sim" --data synth:sparse --clients 2 --samples 40 --dim 50 --support 3 --seed 5 \

@@ -62,7 +62,7 @@ seed = 7
 EOF2
 }
 # a fixed port: the agents find the coordinator again after its restart
-port=$((20000 + $$ * 7 % 20000))
+port=$(pick_port)
 mport=$((port + 1))
 { coordinator_section "127.0.0.1:$port" "127.0.0.1:$mport"; fast_rounds; echo
   job exact 0 $ROUNDS; } > "$t/coordinator.ini"

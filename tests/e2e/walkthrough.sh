@@ -35,7 +35,7 @@ r=$t/repo
 mkdir -p "$r/build"
 cp -R "$ROOT/deploy" "$r/deploy"
 for p in sfl-sim sfl-coordinator sfl-agent sflctl; do ln -s "$abs/$p" "$r/build/$p"; done
-port=$((20000 + $$ % 20000))
+port=$(pick_port)
 mport=$((port + 1))
 sed -i "s/:7443\$/:$port/; s/:9464\$/:$mport/" "$r"/deploy/local/*.ini
 grep -q ":$port\$" "$r/deploy/local/coordinator.ini" || fail "deploy/local/coordinator.ini has no listen = ...:7443"
