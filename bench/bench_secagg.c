@@ -2,9 +2,12 @@
  * dense SecAgg+: bytes per agent per round, and the CPU one real round of
  * the library costs an agent and the coordinator.
  *
- *   bench_secagg [n [k ...]]          (defaults: n = 100, k = 1000 10000)
+ *   bench_secagg [-g K] [n [k ...]]   (defaults: n = 100, k = 1000 10000)
  *
- * t = floor(2 n / 3) + 1, |S_t| = 2 k, vector length len = |S_t| + 2.
+ * t = floor(2 n / 3) + 1, |S_t| = 2 k, vector length len = |S_t| + 2. The
+ * mask graph is complete, or with -g a Harary graph of even degree K < n - 1
+ * (each agent's K neighbours take the place of the n - 1 others below:
+ * boxes, masks, released shares K + 1).
  *
  * Bytes. Mode 2 has no wire encoding yet, so a message is counted as the sum
  * of its fields at their fixed sizes (sfl/secagg.h's structs: ids 8, keys
@@ -38,10 +41,11 @@
  * (crypto_scalarmult), an Ed25519 verify (sfl_seal_verify_detached),
  * len mask words (sfl_sa_mask_add), sfl_shamir_split (n, t) and
  * sfl_shamir_combine (t); and the agent's round predicted from them:
- * 5 (n - 1) + 2 X25519 (2 keys; per other member a share key at stage 2
- * and again at 3, a mask key, and two small-order checks of its keys, each
- * a full scalar multiplication), 2 n verifies (U1, U4), 2 splits and n
- * masks of len words; hashing, the AEAD and the bookkeeping are the rest.
+ * 4 K + 2 X25519 (2 keys; per neighbour (K = n - 1 on the complete graph)
+ * a share key at stage 2 and again at 3, a mask key and a small-order check
+ * of its mask key, a full scalar multiplication), 2 n verifies (U1, U4), 2
+ * splits at K + 1 points (the measured split of n, scaled) and K masks of
+ * len words; hashing, the AEAD and the bookkeeping are the rest.
  * Prints:
  *   bench_secagg_msgs n= t= k= st= up_adv= up_shares= up_input= up_consist=
  *                     up_unmask= up= down_task= down_u1= down_inbox= down_u2=
@@ -113,6 +117,13 @@ typedef struct {
 } prim_t;
 
 static volatile uint32_t sink;
+static uint32_t g_degree; /* -g; 0 the complete graph */
+
+/* Each agent's neighbours. */
+static uint32_t degree_of(uint32_t n)
+{
+    return g_degree != 0 && g_degree + 1 < n ? g_degree : n - 1;
+}
 
 /* This thread's CPU time: a round is one thread, and on a shared machine
  * the time it spends descheduled is not its cost. */
@@ -130,7 +141,6 @@ static int cmp_u32(const void *pa, const void *pb)
 
     return (a > b) - (a < b);
 }
-
 
 /* Bytes of mode 1's sealed update: the encoded vector + SFL_SEAL_OVERHEAD. */
 static int mode1_bytes(const sfl_spvec_t *v, sfl_enc_t enc, size_t *out)
@@ -153,10 +163,10 @@ static int mode1_bytes(const sfl_spvec_t *v, sfl_enc_t enc, size_t *out)
 static size_t up_bytes(uint32_t n, uint64_t len, size_t part[5])
 {
     part[0] = B_ADV;
-    part[1] = B_ID + SFL_SA_HASH + B_SIG + (size_t)(n - 1) * B_BOX;
+    part[1] = B_ID + SFL_SA_HASH + B_SIG + (size_t)degree_of(n) * B_BOX;
     part[2] = B_ID + 4 * len + B_SIG;
     part[3] = B_ID + B_SIG;
-    part[4] = (size_t)n * B_REVEAL;
+    part[4] = (size_t)(degree_of(n) + 1) * B_REVEAL;
     return part[0] + part[1] + part[2] + part[3] + part[4];
 }
 
@@ -164,7 +174,7 @@ static size_t down_bytes(uint32_t n, size_t part[6])
 {
     part[0] = (size_t)n * B_MEMBER;
     part[1] = (size_t)n * B_ADV;
-    part[2] = (size_t)(n - 1) * B_BOX;
+    part[2] = (size_t)degree_of(n) * B_BOX;
     part[3] = (size_t)n * B_ID;
     part[4] = (size_t)n * B_ID;
     part[5] = (size_t)n * (B_ID + B_SIG);
@@ -289,6 +299,7 @@ static int run_round(const cohort_t *co, uint32_t len, const uint32_t *q, const 
     r.len = len;
     r.t = co->t;
     r.n = n;
+    r.degree = g_degree;
     r.members = co->m;
     sfl_sa_policy_default(&pol);
 
@@ -514,8 +525,8 @@ static int cpu_rounds(const cohort_t *co, const prim_t *p, uint32_t k)
            4.0 * len / 1e6 / (mask / 1e3));
     if ((rc = run_round(co, len, q, drop, &c0)) < 0)
         goto out;
-    double pred = (5.0 * (n - 1) + 2) * p->x25519_ms + 2.0 * n * p->verify_ms +
-                  2 * p->split_ms + n * mask;
+    double pred = (4.0 * degree_of(n) + 2) * p->x25519_ms + 2.0 * n * p->verify_ms +
+                  2 * p->split_ms * (degree_of(n) + 1) / n + degree_of(n) * mask;
 
     print_agent(co, k, len, 0, &c0, pred);
     if (drops == 0)
@@ -543,6 +554,18 @@ int main(int argc, char **argv)
     cohort_t co = {0};
     prim_t p;
 
+    if (argc > 2 && strcmp(argv[1], "-g") == 0) {
+        char *end;
+        unsigned long v = strtoul(argv[2], &end, 10);
+
+        if (*end != '\0' || v < 2 || v % 2 != 0 || v > 65534) {
+            fprintf(stderr, "usage: %s [-g K (even, >= 2)] [n [k ...]]\n", argv[0]);
+            return 2;
+        }
+        g_degree = (uint32_t)v;
+        argv += 2;
+        argc -= 2;
+    }
     if (argc > 1) {
         char *end;
         unsigned long v = strtoul(argv[1], &end, 10);

@@ -29,6 +29,9 @@ echo "== coordinator aggregation: 1000 updates, k = 1e4, d = 1e6; bytes per upda
 "$B/bench/bench_agg"
 echo "== secure aggregation (mode 2), n = 100, t = 67, |S_t| = 2k: bytes per agent per round vs mode 1 and a dense SecAgg+ (d = 1e5, 1e6; k = 1e3, 1e4); agent and coordinator CPU of one round; coordinator ms per dropped client recovered"
 "$B/bench/bench_secagg"
+echo "== secure aggregation at n = 300, k = 1e3: the complete graph, then a Harary graph of degree 64 (the default above 200 selected)"
+"$B/bench/bench_secagg" 300 1000 | grep -v '^bench_secagg_bytes'
+"$B/bench/bench_secagg" -g 64 300 1000 | grep -v '^bench_secagg_bytes'
 echo "== the store beside a 256 MB checkpoint commit: a loop write before (two connections) and after (one writer thread)"
 "$B/bench/bench_writer" 256
 echo "== coordinator event-loop lag while a d = 1e6 job commits checkpoints beside a small job"

@@ -1688,6 +1688,7 @@ static void sa_send(agent_t *a, int rc, uint8_t *buf, size_t len, uint32_t stage
 /* A mode-2 task: its keys at once, then the training. */
 static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
 {
+    sfl_sa_policy_t pol;
     uint8_t *buf = NULL;
     size_t len = 0;
     int rc;
@@ -1717,8 +1718,10 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
     }
     agent_sa_free(a->sa);
     a->sa = NULL;
-    rc = agent_sa_begin(t, a->agent_id, a->id, (uint32_t)a->cfg.secagg_min_cohort,
-                        (uint32_t)a->cfg.secagg_min_threshold, &a->sa, &buf, &len);
+    pol = (sfl_sa_policy_t){.min_n = (uint32_t)a->cfg.secagg_min_cohort,
+                            .min_t = (uint32_t)a->cfg.secagg_min_threshold,
+                            .min_degree = (uint32_t)a->cfg.secagg_min_degree};
+    rc = agent_sa_begin(t, a->agent_id, a->id, &pol, &a->sa, &buf, &len);
     if (rc < 0) {
         refuse(a, t, sfl_last_error());
         return from;
@@ -1728,8 +1731,8 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
     a->sa_last_attempt = t->attempt;
     sa_send(a, 0, buf, len, 1, "keys");
     say(a, "info", "secagg_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "
-        "threshold=%u", t->job_id, t->round, t->attempt, t->secagg->nmembers,
-        t->secagg->threshold);
+        "threshold=%u degree=%u", t->job_id, t->round, t->attempt, t->secagg->nmembers,
+        t->secagg->threshold, t->secagg->degree);
     return train_start(a, t) == 0 ? AGENT_TRAINING : from;
 }
 

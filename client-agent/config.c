@@ -21,6 +21,7 @@ void agent_config_default(agent_config_t *c)
     c->heartbeat_ms = 10000;
     c->secagg_min_cohort = 3;
     c->secagg_min_threshold = 2;
+    c->secagg_min_degree = 16;
 }
 
 static const struct {
@@ -47,6 +48,7 @@ static const struct {
     {"secagg_test_stop", offsetof(agent_config_t, secagg_test_stop)},
     {"secagg_min_cohort", offsetof(agent_config_t, secagg_min_cohort)},
     {"secagg_min_threshold", offsetof(agent_config_t, secagg_min_threshold)},
+    {"secagg_min_degree", offsetof(agent_config_t, secagg_min_degree)},
 };
 
 int agent_config_set(agent_config_t *c, const char *key, const char *v)
@@ -183,9 +185,11 @@ int agent_config_check(const agent_config_t *c)
     if (c->secagg_test_stop > 5)
         return sfl__fail(SFL_EINVAL, "secagg_test_stop is 0 to 5");
     if (c->secagg_min_cohort < 3 || c->secagg_min_cohort > 65535 ||
-        c->secagg_min_threshold < 2 || c->secagg_min_threshold > 65535)
-        return sfl__fail(SFL_EINVAL, "secagg_min_cohort (3 to 65535) and secagg_min_threshold "
-                         "(2 to 65535): a smaller secure aggregation reveals too much");
+        c->secagg_min_threshold < 2 || c->secagg_min_threshold > 65535 ||
+        c->secagg_min_degree < 2 || c->secagg_min_degree > 65535)
+        return sfl__fail(SFL_EINVAL, "secagg_min_cohort (3 to 65535), secagg_min_threshold "
+                         "and secagg_min_degree (2 to 65535): a smaller secure aggregation "
+                         "reveals too much");
     if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms)
         return sfl__fail(SFL_EINVAL, "backoff: need 0 < backoff_min_ms <= backoff_max_ms");
     if (c->connect_timeout_ms == 0 || c->heartbeat_ms == 0)

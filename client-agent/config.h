@@ -38,7 +38,7 @@ typedef struct agent_config {
     uint64_t dp_test_noise;    /* 1: seeded privacy noise (tests only) */
     uint64_t secagg_test_stop; /* tests only: SIGKILL itself at this secure
                                   aggregation stage (1..5); 0 = never */
-    uint64_t secagg_min_cohort, secagg_min_threshold; /* the agent's floor */
+    uint64_t secagg_min_cohort, secagg_min_threshold, secagg_min_degree; /* the agent's floor */
 } agent_config_t;
 
 void agent_config_default(agent_config_t *c);

@@ -59,6 +59,8 @@ static const char usage_text[] =
     "                             cohort below N (default 3)\n"
     "  --secagg_min_threshold T   nor one whose threshold is below T (default 2;\n"
     "                             above half the cohort always)\n"
+    "  --secagg_min_degree K      nor one whose mask graph gives each client\n"
+    "                             fewer than K neighbours (default 16)\n"
     "  --secagg_test_stop S       tests only: the agent kills itself (SIGKILL)\n"
     "                             when it would answer secure aggregation stage\n"
     "                             S (1..5), as a client that drops out (default 0)\n"

@@ -63,12 +63,10 @@ static int answer_pack(const agent_sa_t *c, sfl_msg_sa_answer_t *m, uint8_t **ou
 }
 
 int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t *id,
-                   uint32_t min_cohort, uint32_t min_threshold, agent_sa_t **out,
-                   uint8_t **answer, size_t *len)
+                   const sfl_sa_policy_t *pol, agent_sa_t **out, uint8_t **answer, size_t *len)
 {
     const sfl_msg_sa_round_t *sr = t->secagg;
     agent_sa_t *c;
-    sfl_sa_policy_t pol;
     sfl_sa_round_t r;
     sfl_sa_adv_t adv;
     sfl_msg_sa_answer_t m = {.stage = 1};
@@ -108,14 +106,11 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
     }
     r = (sfl_sa_round_t){.job = t->job_id, .round = t->round, .attempt = t->attempt,
                          .len = c->k + 2, .t = sr->threshold, .n = sr->nmembers,
-                         .members = c->members};
+                         .degree = sr->degree, .members = c->members};
     memcpy(r.nonce, t->round_nonce, sizeof(r.nonce));
     memcpy(r.model_hash, t->model_hash, sizeof(r.model_hash));
     sfl_sa_support_hash(c->support, c->k, r.support_hash);
-    sfl_sa_policy_default(&pol);
-    pol.min_n = min_cohort > pol.min_n ? min_cohort : pol.min_n;
-    pol.min_t = min_threshold > pol.min_t ? min_threshold : pol.min_t;
-    if ((rc = sfl_sa_client_new(&r, &pol, agent_id, id, &c->c, &adv)) < 0)
+    if ((rc = sfl_sa_client_new(&r, pol, agent_id, id, &c->c, &adv)) < 0)
         goto fail;
     m.keys.agent_id = adv.id;
     memcpy(m.keys.c_pk, adv.c_pk, 32);

@@ -12,17 +12,18 @@
 
 #include "sfl/error.h"
 #include "sfl/msg.h"
+#include "sfl/secagg.h"
 #include "sfl/seal.h"
 #include "sfl/vec.h"
 
 typedef struct agent_sa agent_sa_t;
 
 /* A verified mode-2 task: S_t from its model and nonce, the round and the
- * client; *answer its stage-1 answer (the round's keys). id is borrowed
- * for the round's life. */
+ * client (refused below the agent's floor pol); *answer its stage-1 answer
+ * (the round's keys). id is borrowed for the round's life. */
 int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t *id,
-                   uint32_t min_cohort, uint32_t min_threshold, agent_sa_t **out,
-                   uint8_t **answer, size_t *len) SFL_MUST_CHECK;
+                   const sfl_sa_policy_t *pol, agent_sa_t **out, uint8_t **answer,
+                   size_t *len) SFL_MUST_CHECK;
 /* The round's update (the model the agent trained to; samples its weight):
  * the change on S_t with the error-feedback residual resid (d entries, the
  * job's, kept across rounds by the caller: zero at first), quantized; a

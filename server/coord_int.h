@@ -125,7 +125,7 @@ struct job {
     struct sfl_sa_server *sa;
     sfl_msg_sa_member_t *sa_members;
     uint32_t *sa_support;
-    uint32_t sa_k, sa_t, sa_topk, sa_sent;
+    uint32_t sa_k, sa_t, sa_topk, sa_sent, sa_degree;
     double sa_clip, sa_wmax;
 };
 

@@ -120,6 +120,7 @@ static const struct {
     F("secagg_topk", K_U32, sa_topk),
     F("secagg_clip", K_F64, sa_clip),
     F("secagg_max_weight", K_F64, sa_max_weight),
+    F("secagg_degree", K_U32, sa_degree),
     F("iterations_per_round", K_U32, iterations_per_round),
 #undef F
 };

@@ -30,6 +30,20 @@ void coord_saround_close(job_t *j)
     j->sa_sent = 0;
 }
 
+/* The mask graph's degree when the job leaves it to us: complete up to 200
+ * selected; above, the smallest even k >= 64 and >= 8 log2 n (80 at 1,000,
+ * 108 at 10,000): a seed's k + 1 holders then lose more than the cohort's
+ * share n - t of them only at a rare dropout rate (docs/security.md). */
+static uint32_t auto_degree(uint32_t n)
+{
+    uint32_t k = (uint32_t)ceil(8 * log2((double)n));
+
+    if (n <= 200)
+        return 0;
+    k = k < 64 ? 64 : k;
+    return k + (k & 1);
+}
+
 int coord_saround_prepare(job_t *j)
 {
     const sfl_job_spec_t *s = &j->model.spec;
@@ -68,6 +82,7 @@ int coord_saround_prepare(job_t *j)
         return rc;
     j->sa_topk = topk;
     j->sa_clip = s->sa_clip > 0 ? s->sa_clip : 100.0; /* sfl-sim's default */
+    j->sa_degree = s->sa_degree ? s->sa_degree : auto_degree(n);
     return 0;
 }
 
@@ -77,7 +92,7 @@ void coord_saround_task(const job_t *j, sfl_msg_sa_round_t *out)
     *out = (sfl_msg_sa_round_t){.threshold = j->sa_t, .nmembers = j->rnd.nmembers,
                                 .members = j->sa_members, .support_size = j->sa_k,
                                 .top_k = j->sa_topk, .clip = j->sa_clip,
-                                .max_weight = j->sa_wmax};
+                                .max_weight = j->sa_wmax, .degree = j->sa_degree};
 }
 
 int coord_saround_start(job_t *j)
@@ -94,7 +109,7 @@ int coord_saround_start(job_t *j)
     }
     r = (sfl_sa_round_t){.job = j->id, .round = j->rnd.round, .attempt = j->wire_attempt,
                          .len = j->sa_k + 2, .t = j->sa_t, .n = j->rnd.nmembers,
-                         .members = m};
+                         .degree = j->sa_degree, .members = m};
     memcpy(r.nonce, j->rnd.nonce, sizeof(r.nonce));
     memcpy(r.model_hash, j->model_hash, sizeof(r.model_hash));
     sfl_sa_support_hash(j->sa_support, j->sa_k, r.support_hash);

@@ -7,7 +7,9 @@
 # at a different stage: after their keys (no shares: left out), after their
 # shares (their pairwise masks are rebuilt from the others' shares of their
 # r_s) and after the consistency check (their input counts; they release no
-# shares). A fourth agent is killed mid-job. The rounds commit with the
+# shares). A fourth agent is killed mid-job. The masks and shares run over a
+# Harary graph of degree 16 (SECAGG_DEGREE; 0 the complete graph): each
+# agent masks with and shares to 16 of the others. The rounds commit with the
 # others and the model finds the problem's support. Bounded: every wait has
 # a timeout.
 set -eu
@@ -59,6 +61,7 @@ secagg_threshold = $((N / 2 + 1))
 secagg_support = 100
 secagg_topk = 100
 secagg_clip = 100
+secagg_degree = ${SECAGG_DEGREE:-16}
 EOF2
 } > "$t/coordinator.ini"
 "$BIN/sfl-coordinator" --config "$t/coordinator.ini" --check > "$t/check.log" 2>&1 ||
@@ -82,6 +85,8 @@ wait_for 60 at_least 2 || fail "no 2 committed rounds: $($CTL jobs 2>&1)"
 for i in 1 2 3; do
     grep -q "event=secagg_test_stop" "$t/agent-$i.log" || fail "agent-$i did not drop out"
 done
+grep -q "event=secagg_round .*degree=${SECAGG_DEGREE:-16}" "$t/agent-0.log" ||
+    fail "agent-0 took no round of degree ${SECAGG_DEGREE:-16}"
 
 step "an agent killed mid-job: the rounds go on with the others"
 # shellcheck disable=SC2154

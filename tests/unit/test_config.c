@@ -115,6 +115,11 @@ static void test_config_errors(void **state)
     assert_true(c.max_epsilon == 2.5);
     assert_int_equal(c.secagg_min_cohort, 3);
     assert_int_equal(c.secagg_min_threshold, 2);
+    assert_int_equal(c.secagg_min_degree, 16);
+    assert_int_equal(agent_config_set(&c, "secagg_min_degree", "1"), 0);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "secagg_min_degree", "32"), 0);
+    assert_int_equal(agent_config_check(&c), 0);
     assert_int_equal(agent_config_set(&c, "secagg_min_cohort", "2"), 0);
     assert_int_equal(agent_config_check(&c), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "reveals too much"));
@@ -151,7 +156,8 @@ static void test_config_known_matches_set(void **state)
         "coordinator", "server_name", "ca", "cert", "key", "state_dir", "coordinator_pk",
         "data", "eval_file", "eval_fraction", "conditions", "backoff_min_ms",
         "backoff_max_ms", "connect_timeout_ms", "heartbeat_ms", "ids_file", "dp_test_noise",
-        "secagg_test_stop", "secagg_min_cohort", "secagg_min_threshold", "max_epsilon"};
+        "secagg_test_stop", "secagg_min_cohort", "secagg_min_threshold", "secagg_min_degree",
+        "max_epsilon"};
     agent_config_t c;
 
     (void)state;

@@ -59,6 +59,8 @@ static void test_job_spec_keys(void **state)
     assert_int_equal(s.sa_threshold, 7);
     assert_int_equal(coord_job_spec_set(&s, "secagg_clip", "0.5"), 0);
     assert_true(s.sa_clip == 0.5);
+    assert_int_equal(coord_job_spec_set(&s, "secagg_degree", "24"), 0);
+    assert_int_equal(s.sa_degree, 24);
     assert_int_equal(coord_job_spec_set(&s, "secure_aggregation", "2"), SFL_EINVAL);
     char longname[100];
     memset(longname, 'n', sizeof(longname) - 1);

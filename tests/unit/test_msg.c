@@ -219,6 +219,13 @@ static void sample_spec(sfl_job_spec_t *s)
     s->paused = 1;
     s->heartbeat_timeout_ms = 20000;
     s->ordered_aggregation = 1;
+    s->secagg = 1;
+    s->sa_threshold = 6;
+    s->sa_support = 40;
+    s->sa_topk = 20;
+    s->sa_clip = 3;
+    s->sa_max_weight = 500;
+    s->sa_degree = 4;
 }
 
 static void sample_job(sfl_job_status_t *j, uint64_t id)
@@ -479,7 +486,8 @@ static void test_msg_task_roundtrip(void **state)
 
     sfl_msg_sa_member_t mem[3] = {{4, {1}}, {9, {2}}, {12, {3}}};
     sfl_msg_sa_round_t sa = {.threshold = 2, .nmembers = 3, .members = mem,
-                             .support_size = 20, .top_k = 10, .clip = 0.5, .max_weight = 100};
+                             .support_size = 20, .top_k = 10, .clip = 0.5, .max_weight = 100,
+                             .degree = 2};
 
     for (int e = 0; e < 3; e++) {
         sample_task(&t, model);
@@ -503,7 +511,8 @@ static void test_msg_task_roundtrip(void **state)
             assert_non_null(d->secagg);
             assert_true(d->secagg->threshold == 2 && d->secagg->nmembers == 3 &&
                         d->secagg->support_size == 20 && d->secagg->top_k == 10 &&
-                        d->secagg->clip == 0.5 && d->secagg->max_weight == 100);
+                        d->secagg->clip == 0.5 && d->secagg->max_weight == 100 &&
+                        d->secagg->degree == 2);
             assert_memory_equal(d->secagg->members, mem, sizeof(mem));
         } else
             assert_null(d->secagg);
@@ -535,6 +544,9 @@ static void test_msg_task_roundtrip(void **state)
     sa.clip = 0;
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
     sa.clip = 0.5;
+    sa.degree = 3; /* a Harary graph's degree is even */
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    sa.degree = 2;
     t.update_mode = SFL_UPDATE_MODE_SEALED; /* parameters without mode 2 */
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
     sfl_spvec_free(model);

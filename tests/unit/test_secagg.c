@@ -24,6 +24,10 @@ enum { KEEP = 0, DROP_ADV = 1, DROP_SHARE, DROP_INPUT, DROP_CONSIST, DROP_UNMASK
 /* run_round: the first client's first released share of this type ('b'
  * or 's') is altered; 0 none */
 static char g_tamper;
+/* run_round on a Harary graph: when > 0, all but g_keep - 1 of client 0's
+ * neighbours drop before their input (client 0 and g_keep - 1 neighbours
+ * hold its seeds) */
+static uint32_t g_keep;
 
 typedef struct {
     uint32_t n, t;
@@ -72,7 +76,9 @@ static void party_free(party_t *p)
 /* A whole round; drop[i] is the stage before which client i goes silent.
  * Returns the server's result (0 with the sum, or its error) and fills
  * want with the plain sum of the inputs the server took. */
-static int run_round(party_t *p, const int *drop, uint32_t *sum, uint32_t *count, uint32_t *want)
+static void isolate_first(const party_t *p, const sfl_sa_adv_t *u1, uint32_t n1, int *drop);
+
+static int run_round(party_t *p, int *drop, uint32_t *sum, uint32_t *count, uint32_t *want)
 {
     sfl_sa_policy_t pol;
     sfl_sa_server_t *s = NULL;
@@ -93,12 +99,15 @@ static int run_round(party_t *p, const int *drop, uint32_t *sum, uint32_t *count
     }
     if ((rc = sfl_sa_server_end_adv(s, &u1, &n1)) < 0)
         goto out;
+    if (g_keep > 0)
+        isolate_first(p, u1, n1, drop);
     for (uint32_t i = 0; i < p->n; i++) {
         sfl_sa_shares_t sh;
 
         if (drop[i] == DROP_ADV || drop[i] == DROP_SHARE)
             continue;
         assert_int_equal(sfl_sa_client_share(p->c[i], u1, n1, &sh), 0);
+        assert_int_equal(sh.nboxes, sfl_sa_degree(&p->r, n1));
         assert_int_equal(sfl_sa_server_shares(s, &sh), 0);
         sfl_sa_shares_clear(&sh);
     }
@@ -197,6 +206,151 @@ static void test_secagg_exact_100(void **state)
 {
     (void)state;
     no_drops(100);
+}
+
+/* The ring of a Harary graph: client 0's neighbours are those within k / 2
+ * places of it; all but g_keep - 1 of them drop before their input. */
+static void isolate_first(const party_t *p, const sfl_sa_adv_t *u1, uint32_t n1, int *drop)
+{
+    uint32_t ring[NMAX], pos0 = 0, k = sfl_sa_degree(&p->r, n1), kept = 0;
+    uint8_t sid[SFL_SA_HASH];
+
+    assert_int_equal(n1, p->n);
+    assert_true(k + 1 < n1);
+    sfl_sa_session_id(&p->r, u1, n1, sid);
+    sfl_sa_ring(sid, n1, ring);
+    while (ring[pos0] != 0)
+        pos0++;
+    for (uint32_t d = 1; d <= k / 2; d++)
+        for (int side = -1; side <= 1; side += 2) {
+            uint32_t at = (uint32_t)((pos0 + n1 + (uint32_t)side * d) % n1);
+
+            if (kept + 1 < g_keep)
+                kept++;
+            else
+                drop[ring[at]] = DROP_INPUT;
+        }
+}
+
+static void harary_party(party_t *p, uint32_t n, uint32_t degree)
+{
+    party_init(p, n, n * 2 / 3 + 1);
+    p->r.degree = degree;
+}
+
+/* The ring is a permutation, the same for the same sid and another for
+ * another; the degree and the holders' threshold follow their rules. */
+static void test_secagg_harary_ring(void **state)
+{
+    uint32_t ring[NMAX], again[NMAX], seen[NMAX];
+    uint8_t sid[SFL_SA_HASH];
+    sfl_sa_round_t r = {.t = 67, .n = 100, .degree = 16};
+    int differ = 0;
+
+    (void)state;
+    memset(sid, 0x5a, sizeof(sid));
+    sfl_sa_ring(sid, NMAX, ring);
+    sfl_sa_ring(sid, NMAX, again);
+    assert_memory_equal(ring, again, sizeof(ring));
+    memset(seen, 0, sizeof(seen));
+    for (uint32_t i = 0; i < NMAX; i++) {
+        assert_true(ring[i] < NMAX);
+        assert_int_equal(seen[ring[i]]++, 0);
+        differ += ring[i] != i;
+    }
+    assert_true(differ > NMAX / 2);
+    sid[31] ^= 1;
+    sfl_sa_ring(sid, NMAX, again);
+    assert_memory_not_equal(ring, again, sizeof(ring));
+
+    assert_int_equal(sfl_sa_degree(&r, 100), 16);
+    assert_int_equal(sfl_sa_degree(&r, 17), 16);  /* k + 1 = n1: complete */
+    assert_int_equal(sfl_sa_degree(&r, 10), 9);
+    r.degree = 0;
+    assert_int_equal(sfl_sa_degree(&r, 100), 99);
+    assert_int_equal(sfl_sa_holders(&r, 90), 67); /* complete: t */
+    r.degree = 16;
+    assert_int_equal(sfl_sa_holders(&r, 100), 12); /* ceil(67 * 17 / 100) */
+    r.t = 51;
+    assert_int_equal(sfl_sa_holders(&r, 100), 9);  /* floor(17 / 2) + 1 */
+}
+
+/* On a Harary graph of degree 16 over 100 clients (tau = 12 of a seed's
+ * 17 holders): the exact sum, each client sending 16 boxes, with no
+ * dropouts and with 5 at each stage. */
+static void test_secagg_harary_sum(void **state)
+{
+    (void)state;
+    for (int stage = KEEP; stage <= DROP_UNMASK; stage++) {
+        party_t *p = calloc(1, sizeof(*p));
+        int drop[NMAX] = {0};
+        uint32_t sum[LEN], want[LEN], count = 0;
+        int rc;
+
+        harary_party(p, 100, 16);
+        /* 5 = k + 1 - tau: no neighbourhood can lose more, whatever the
+         * ring (it is drawn from the round's fresh keys) */
+        for (uint32_t i = 0; stage != KEEP && i < 5; i++)
+            drop[(7 * i + 3) % 100] = stage;
+        rc = run_round(p, drop, sum, &count, want);
+        if (rc != 0)
+            fail_msg("stage %d: %s", stage, sfl_last_error());
+        assert_int_equal(count, stage == KEEP || stage >= DROP_CONSIST ? 100 : 95);
+        assert_memory_equal(sum, want, sizeof(sum));
+        party_free(p);
+        free(p);
+    }
+}
+
+/* On a Harary graph a client's seeds are rebuilt only from tau holders in
+ * U3: with tau (itself and tau - 1 neighbours) the round gives the sum,
+ * with tau - 1 it fails, so a server that leaves a client's neighbours out
+ * of U3 cannot peel its value off. */
+static void test_secagg_harary_isolation(void **state)
+{
+    (void)state;
+    for (int fewer = 0; fewer <= 1; fewer++) {
+        party_t *p = calloc(1, sizeof(*p));
+        int drop[NMAX] = {0};
+        uint32_t sum[LEN], want[LEN], count = 0;
+        int rc;
+
+        harary_party(p, 100, 16);
+        g_keep = sfl_sa_holders(&p->r, 100) - (uint32_t)fewer;
+        rc = run_round(p, drop, sum, &count, want);
+        g_keep = 0;
+        if (!fewer) {
+            if (rc != 0)
+                fail_msg("tau holders: %s", sfl_last_error());
+            assert_memory_equal(sum, want, sizeof(sum));
+        } else {
+            assert_int_equal(rc, SFL_EEMPTY);
+        }
+        party_free(p);
+        free(p);
+    }
+}
+
+/* A client refuses an odd degree and one below its floor. */
+static void test_secagg_harary_floor(void **state)
+{
+    party_t *p = calloc(1, sizeof(*p));
+    sfl_sa_policy_t pol;
+    sfl_sa_client_t *c = NULL;
+    sfl_sa_adv_t adv;
+
+    (void)state;
+    sfl_sa_policy_default(&pol);
+    harary_party(p, 100, 8);
+    assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c, &adv), SFL_EINVAL);
+    p->r.degree = 17;
+    assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c, &adv), SFL_EINVAL);
+    pol.min_degree = 8;
+    p->r.degree = 8;
+    assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c, &adv), 0);
+    sfl_sa_client_free(c);
+    party_free(p);
+    free(p);
 }
 
 /* Zero inputs: the masks cancel to an all-zero sum. */
@@ -623,7 +777,7 @@ static void golden_round(sfl_sa_round_t *r, sfl_sa_member_t m[5], sfl_sa_adv_t u
  *   q = lambda v: struct.pack("<Q", v)
  *   h = hashlib.blake2b(digest_size=32)
  *   h.update(b"sfl-sa-v1" + q(1) + q(7) + q(0) + b"\x33" * 32 + b"\x44" * 32 +
- *            b"\x55" * 32 + q(37) + q(4) + q(5))
+ *            b"\x55" * 32 + q(37) + q(4) + q(5) + q(0))
  *   for i, uid in enumerate([10, 13, 16, 19, 22]):
  *       h.update(q(uid) + bytes([0x10 + i]) * 32 + bytes([0x20 + i]) * 32)
  *   print(h.hexdigest())
@@ -631,7 +785,7 @@ static void golden_round(sfl_sa_round_t *r, sfl_sa_member_t m[5], sfl_sa_adv_t u
 static void test_secagg_sid_golden(void **state)
 {
     static const char want[] =
-        "cec87abf654761db59fc6f6bf3780d73bafef1721804cd5fc223e5277ca69598";
+        "65e4903e5ebb507a7185098bca76abb269bb93c1ea3f3de98c9f2fb98c78766a";
     sfl_sa_round_t r;
     sfl_sa_member_t m[5];
     sfl_sa_adv_t u1[5];
@@ -675,6 +829,11 @@ static void test_secagg_sid_golden(void **state)
     assert_memory_not_equal(other, sid, SFL_SA_HASH);
 
     golden_round(&r, m, u1);
+    r.degree = 2;
+    sfl_sa_session_id(&r, u1, 5, other);
+    assert_memory_not_equal(other, sid, SFL_SA_HASH);
+
+    golden_round(&r, m, u1);
     sfl_sa_session_id(&r, u1, 4, other);  /* the last one dropped from U1 */
     assert_memory_not_equal(other, sid, SFL_SA_HASH);
 }
@@ -708,7 +867,7 @@ static void test_secagg_pair_key(void **state)
     assert_int_equal(sfl_sa_pair_key(su, pv, pu, pv, sid, ku), 0);
     assert_int_equal(sfl_sa_pair_key(sv, pu, pu, pv, sid, kv), 0);
     assert_memory_equal(ku, kv, 32);
-    assert_hex(ku, "671bdff50c899f9291c086525dbf8337ada225c4771f3a1efeb290052d45ef38", 32);
+    assert_hex(ku, "a703393418feecb3d84f2a048cc40991aed4f1ad36edc6b0cece25bb1e252e7d", 32);
 
     memcpy(sid2, sid, sizeof(sid2));
     sid2[0] ^= 1;
@@ -735,6 +894,10 @@ int main(void)
         cmocka_unit_test(test_secagg_bad_share),
         cmocka_unit_test(test_secagg_zero_inputs),
         cmocka_unit_test(test_secagg_dropouts),
+        cmocka_unit_test(test_secagg_harary_ring),
+        cmocka_unit_test(test_secagg_harary_sum),
+        cmocka_unit_test(test_secagg_harary_isolation),
+        cmocka_unit_test(test_secagg_harary_floor),
         cmocka_unit_test(test_secagg_attacks_keys),
         cmocka_unit_test(test_secagg_attacks_later),
         cmocka_unit_test(test_secagg_one_release),

@@ -191,6 +191,7 @@ typedef struct sfl_msg_sa_round {
     sfl_msg_sa_member_t *members; /* pack: borrowed, unpack: owned */
     uint32_t support_size, top_k;
     double clip, max_weight;
+    uint32_t degree;              /* 0 (complete) or even */
 } sfl_msg_sa_round_t;
 
 typedef struct sfl_msg_sa_keys {
@@ -491,7 +492,7 @@ typedef struct sfl_job_spec {
     uint32_t rows;                 /* vertical jobs: n */
     uint32_t iterations_per_round; /* vertical jobs; 0 = 100 */
     int secagg;                    /* 0 or 1: update mode 2 */
-    uint32_t sa_threshold, sa_support, sa_topk; /* 0: the defaults */
+    uint32_t sa_threshold, sa_support, sa_topk, sa_degree; /* 0: the defaults */
     double sa_clip, sa_max_weight; /* finite, >= 0; 0: the defaults */
 } sfl_job_spec_t;
 

@@ -1,9 +1,10 @@
 /* Secure aggregation (update mode 2): the coordinator learns only the sum of
  * the surviving clients' quantized vectors over the round's common support,
  * even when clients drop out (../shared/SECURE_AGGREGATION.md section 2,
- * docs/security.md). Pairwise masks over a complete graph (SecAgg+, Bell et
- * al. 2020, with every neighbour), Shamir shares of each client's seeds
- * (sfl/shamir.h), the vectors of sfl/savec.h. Pure state machines over
+ * docs/security.md). Pairwise masks and Shamir shares of each client's seeds
+ * (sfl/shamir.h) over a graph on the clients (SecAgg+, Bell et al. 2020):
+ * the complete graph, or for large cohorts a Harary graph (below); the
+ * vectors of sfl/savec.h. Pure state machines over
  * structs, no I/O: the agent drives a client, the coordinator a server, and a
  * test or sfl-sim both in one process.
  *
@@ -11,9 +12,9 @@
  * aborts: it wipes its secrets and answers nothing more):
  *   0 open: both sides start from the same sfl_sa_round_t (the coordinator
  *     signs it into the task): the cohort (ids ascending, identity keys),
- *     threshold t, vector length, nonce, model and support hashes. A client
- *     refuses n or t below its policy, t <= n / 2, a repeated id, itself
- *     absent.
+ *     threshold t, graph degree, vector length, nonce, model and support
+ *     hashes. A client refuses n, t or the degree below its policy,
+ *     t <= n / 2, a repeated id, itself absent.
  *   1 advertise: each client makes fresh X25519 pairs c (encrypts shares
  *     only) and s (masks only, from the scalar r_s), and a scalar r_b (its
  *     self-mask seed); it signs (round, id, c_pk, s_pk).
@@ -23,15 +24,21 @@
  *       sid = BLAKE2b-256("sfl-sa-v1" | job | round | attempt | nonce |
  *             model_hash | support_hash | len | t | n | for each of U1
  *             ascending: id | c_pk | s_pk)          (integers u64/u32 LE)
- *     binds everything after. The client splits r_b and r_s into shares
- *     (x = 1 + rank in the cohort) and sends each v of U1 an
+ *     binds everything after, the graph too: its neighbours N(u) are the
+ *     other members of U1 when the degree k = sfl_sa_degree is |U1| - 1,
+ *     else those within k / 2 places of u on a ring of U1 in the order
+ *     sfl_sa_ring draws from sid (the Harary graph H(k, |U1|)). The client
+ *     splits r_b and r_s into shares with threshold tau = sfl_sa_holders
+ *     (t on the complete graph; x = 1 + rank in the cohort), one for itself
+ *     and one for each neighbour, and sends each v of N(u) an
  *     XChaCha20-Poly1305 box, key BLAKE2b-256("sfl-sa-box" | X25519(c_u, c_v)
  *     | sid), associated data sid | u | v, of (u, v, x_v, y_b, y_s); it
  *     signs sid | u | BLAKE2b-256("sfl-sa-rb" | r_b) (the commitment the
  *     server checks the rebuilt r_b against).
  *   3 masked input, given U2 (who shared) and the boxes addressed to it:
- *     U2 within U1 with itself, |U2| >= t, every box opens and is from its
- *     sender to it at its x. y = q + mask(b) + sum over v in U2, v != u of
+ *     U2 within U1 with itself, |U2| >= t, one box from each neighbour in
+ *     U2 that opens and is from its sender to it at its x. y = q + mask(b) +
+ *     sum over v in U2 and N(u) of
  *     (u < v ? + : -) mask(K_uv) mod 2^32, b = BLAKE2b-256("sfl-sa-b" |
  *     r_b), K_uv = BLAKE2b-256("sfl-sa-mask" | X25519(s_u, s_v) | the two
  *     s_pk in id order | sid); signed sid | u | BLAKE2b-256(y).
@@ -39,14 +46,17 @@
  *     with itself, |U3| >= t; it signs sid | U3.
  *   5 unmask, given the signatures the server collected (U4): at least t of
  *     them from distinct members of U3, all over the U3 it signed. It
- *     releases, for each other v of U2, its share of r_b if v is in U3, of
- *     r_s if not; never both for one v, and once only (a second request is
- *     an abort).
+ *     releases, for itself and each neighbour v in U2, its share of r_b if v
+ *     is in U3, of r_s if not; never both for one v, and once only (a
+ *     second request is an abort).
  * The server checks every signature, sums the inputs of U3 mod 2^32, and
- * from at least t clients' shares rebuilds r_b of each of U3 (checked
- * against its commitment) and r_s of each of U2 \ U3 (checked against its
- * s_pk), removes those masks and returns the sum of U3's q. Fewer than t at
- * any stage: the round fails and nothing is revealed. */
+ * from tau holders' shares rebuilds r_b of each of U3 (checked against its
+ * commitment) and r_s of each of U2 \ U3 (checked against its s_pk),
+ * removes those masks and returns the sum of U3's q. Fewer than t at any
+ * stage, or fewer than tau holders of a seed: the round fails and nothing
+ * is revealed. On a Harary graph a seed has k + 1 holders, so a server that
+ * leaves out of U3 all but tau - 1 of a client's neighbours cannot rebuild
+ * its self-mask: it learns sums over at least tau clients only. */
 #ifndef SFL_SECAGG_H
 #define SFL_SECAGG_H
 
@@ -79,6 +89,7 @@ typedef struct sfl_sa_round {
     uint32_t len;                      /* vector words: |S_t| + 2 */
     uint32_t t;                        /* threshold */
     uint32_t n;                        /* cohort size */
+    uint32_t degree;                   /* 0 (complete) or even >= 2; see sfl_sa_degree */
     const sfl_sa_member_t *members;    /* n, ids strictly ascending (borrowed) */
 } sfl_sa_round_t;
 
@@ -86,6 +97,7 @@ typedef struct sfl_sa_round {
 typedef struct sfl_sa_policy {
     uint32_t min_n;  /* cohort at least this (default 3) */
     uint32_t min_t;  /* threshold at least this (default 2); t > n / 2 always */
+    uint32_t min_degree; /* a Harary graph's degree at least this (default 16) */
 } sfl_sa_policy_t;
 
 typedef struct sfl_sa_adv {
@@ -134,6 +146,21 @@ typedef struct sfl_sa_client sfl_sa_client_t;
 typedef struct sfl_sa_server sfl_sa_server_t;
 
 void sfl_sa_policy_default(sfl_sa_policy_t *p);
+/* The degree a round's graph has over n1 members of U1: r->degree, or
+ * n1 - 1 (complete) when r->degree is 0 or not below n1 - 1. */
+uint32_t sfl_sa_degree(const sfl_sa_round_t *r, uint32_t n1);
+/* How many holders rebuild a seed (the shares' threshold tau): t on the
+ * complete graph, else the larger of ceil(t (k + 1) / n) and
+ * floor((k + 1) / 2) + 1, k = sfl_sa_degree: a seed's k + 1 holders keep the
+ * cohort's ratio t / n and a majority. */
+uint32_t sfl_sa_holders(const sfl_sa_round_t *r, uint32_t n1);
+/* The Harary graph's ring over U1's n1 members (ascending ids): ring[p] is
+ * the index in U1 of the member at place p, a permutation of 0..n1) drawn
+ * by Fisher-Yates (ring = identity, then for p = n1 - 1 down to 1 swap
+ * places p and j, j uniform in 0..p) from the words of sfl_sa_mask_words
+ * (from word 0) keyed BLAKE2b-256("sfl-sa-graph" | sid): j is the first
+ * unused word w below 2^32 - 2^32 mod (p + 1), taken mod (p + 1). */
+void sfl_sa_ring(const uint8_t sid[SFL_SA_HASH], uint32_t n1, uint32_t *ring);
 /* BLAKE2b-256 of S_t as u32 little-endian indices. */
 void sfl_sa_support_hash(const uint32_t *support, uint32_t n, uint8_t out[SFL_SA_HASH]);
 
@@ -141,7 +168,7 @@ void sfl_sa_support_hash(const uint32_t *support, uint32_t n, uint8_t out[SFL_SA
  * ascending, as the server collected them): BLAKE2b-256, unkeyed, of
  *   "sfl-sa-v1" (9 bytes, no terminator) | u64 job | u64 round |
  *   u64 attempt | nonce (32) | model_hash (32) | support_hash (32) |
- *   u64 len | u64 t | u64 n | for each i < n1: u64 u1[i].id |
+ *   u64 len | u64 t | u64 n | u64 degree | for each i < n1: u64 u1[i].id |
  *   u1[i].c_pk (32) | u1[i].s_pk (32)
  * every u64 little-endian (the u32 fields widened). The advertisements'
  * signatures and r->members are not hashed. */

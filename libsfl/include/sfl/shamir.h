@@ -38,6 +38,10 @@ void sfl_shamir_random(uint8_t s[SFL_SHAMIR_BYTES]);
  * The polynomial's coefficients come from libsodium's generator. */
 int sfl_shamir_split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, uint32_t n,
                      sfl_share_t *out) SFL_MUST_CHECK;
+/* The same at the caller's points: out[i].x (nonzero, distinct: the caller
+ * sees to it) are kept, out[i].y = f(out[i].x), i < n; 1 <= t <= n. */
+int sfl_shamir_split_at(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_share_t *out,
+                        uint32_t n) SFL_MUST_CHECK;
 
 /* The secret of shares[0..k) (k >= 1), interpolated at 0 through all of them:
  * with exactly t shares of one polynomial, its secret. SFL_EINVAL (with the

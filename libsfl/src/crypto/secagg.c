@@ -4,6 +4,7 @@
 #include "sfl/secagg.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sodium.h>
@@ -52,6 +53,57 @@ void sfl_sa_policy_default(sfl_sa_policy_t *p)
 {
     p->min_n = 3;
     p->min_t = 2;
+    p->min_degree = 16;
+}
+
+uint32_t sfl_sa_degree(const sfl_sa_round_t *r, uint32_t n1)
+{
+    return r->degree == 0 || r->degree + 1 >= n1 ? (n1 > 0 ? n1 - 1 : 0) : r->degree;
+}
+
+uint32_t sfl_sa_holders(const sfl_sa_round_t *r, uint32_t n1)
+{
+    uint32_t k = sfl_sa_degree(r, n1);
+    uint64_t ratio, major;
+
+    if (k + 1 >= n1)
+        return r->t;
+    ratio = ((uint64_t)r->t * (k + 1) + r->n - 1) / r->n;
+    major = (k + 1) / 2 + 1;
+    return (uint32_t)(ratio > major ? ratio : major);
+}
+
+void sfl_sa_ring(const uint8_t sid[SFL_SA_HASH], uint32_t n1, uint32_t *ring)
+{
+    crypto_generichash_state st;
+    uint8_t key[32];
+    uint32_t w[16];
+    uint64_t next = 0;
+    unsigned have = 0;
+
+    crypto_generichash_init(&st, NULL, 0, sizeof(key));
+    hash_str(&st, "sfl-sa-graph");
+    crypto_generichash_update(&st, sid, SFL_SA_HASH);
+    crypto_generichash_final(&st, key, sizeof(key));
+    for (uint32_t i = 0; i < n1; i++)
+        ring[i] = i;
+    for (uint32_t p = n1 > 0 ? n1 - 1 : 0; p >= 1; p--) {
+        uint64_t m = (uint64_t)p + 1, lim = (1ull << 32) - (1ull << 32) % m;
+        uint32_t j, tmp;
+
+        do {
+            if (have == 0) {
+                sfl_sa_mask_words(key, next, w, 16);
+                next += 16;
+                have = 16;
+            }
+            j = w[16 - have--];
+        } while (j >= lim);
+        j = (uint32_t)(j % m);
+        tmp = ring[p];
+        ring[p] = ring[j];
+        ring[j] = tmp;
+    }
 }
 
 void sfl_sa_support_hash(const uint32_t *support, uint32_t n, uint8_t out[SFL_SA_HASH])
@@ -83,6 +135,7 @@ static void hash_round(crypto_generichash_state *st, const char *label, const sf
     hash_u64(st, r->len);
     hash_u64(st, r->t);
     hash_u64(st, r->n);
+    hash_u64(st, r->degree);
 }
 
 /* The round's header hash: what an advertisement signs. */
@@ -304,11 +357,81 @@ static int check_round(const sfl_sa_round_t *r)
                          "<= n)", r->t, r->n);
     if (r->len < 2)
         return sfl__fail(SFL_EINVAL, "secure aggregation: vector of %u words", r->len);
+    if (r->degree % 2 != 0)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: graph degree %u (need 0 or even)",
+                         r->degree);
     for (uint32_t i = 0; i < r->n; i++)
         if (r->members[i].id == 0 || (i > 0 && r->members[i].id <= r->members[i - 1].id))
             return sfl__fail(SFL_EINVAL, "secure aggregation: cohort ids not strictly "
                              "ascending and > 0 (entry %u)", i);
     return 0;
+}
+
+/* The round's graph over U1 (ascending ids): pos[i] is the ring place of
+ * U1's i-th member; the complete graph has none. */
+typedef struct sa_graph {
+    uint32_t n1, k;
+    uint32_t *pos;
+    const sfl_sa_adv_t *u1;
+} sa_graph_t;
+
+static int u1_index(const sa_graph_t *g, uint64_t id)
+{
+    uint32_t lo = 0, hi = g->n1;
+
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (g->u1[mid].id == id)
+            return (int)mid;
+        if (g->u1[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+static int graph_init(sa_graph_t *g, const sfl_sa_round_t *r, const uint8_t sid[SFL_SA_HASH],
+                      const sfl_sa_adv_t *u1, uint32_t n1)
+{
+    uint32_t *ring;
+
+    *g = (sa_graph_t){.n1 = n1, .k = sfl_sa_degree(r, n1), .u1 = u1};
+    if (g->k + 1 >= n1)
+        return 0;
+    if ((ring = sfl__calloc(n1, sizeof(*ring))) == NULL ||
+        (g->pos = sfl__calloc(n1, sizeof(*g->pos))) == NULL) {
+        sfl__free(ring);
+        return sfl__fail(SFL_ENOMEM, "no memory for the mask graph");
+    }
+    sfl_sa_ring(sid, n1, ring);
+    for (uint32_t p = 0; p < n1; p++)
+        g->pos[ring[p]] = p;
+    sfl__free(ring);
+    return 0;
+}
+
+/* 1 if u and v are distinct members of U1 and neighbours. */
+static int adjacent(const sa_graph_t *g, uint64_t u, uint64_t v)
+{
+    int a = u1_index(g, u), b = u1_index(g, v);
+    uint32_t d;
+
+    if (a < 0 || b < 0 || a == b)
+        return 0;
+    if (g->pos == NULL)
+        return 1;
+    d = g->pos[a] > g->pos[b] ? g->pos[a] - g->pos[b] : g->pos[b] - g->pos[a];
+    if (d > g->n1 - d)
+        d = g->n1 - d;
+    return d <= g->k / 2;
+}
+
+/* 1 if v holds shares of u's seeds: u itself or a neighbour. */
+static int holds(const sa_graph_t *g, uint64_t u, uint64_t v)
+{
+    return u == v ? u1_index(g, u) >= 0 : adjacent(g, u, v);
 }
 
 /* ---- client ------------------------------------------------------------ */
@@ -326,6 +449,7 @@ struct sfl_sa_client {
     uint8_t c_pk[32], s_pk[32];
     sfl_sa_adv_t *u1;     /* n1, ascending */
     uint32_t n1;
+    sa_graph_t g;
     uint64_t *u2, *u3;
     uint32_t n2, n3;
     /* shares this client holds, by the owner's rank: its own too */
@@ -377,6 +501,9 @@ int sfl_sa_client_new(const sfl_sa_round_t *r, const sfl_sa_policy_t *policy, ui
     if (r->n < policy->min_n || r->t < policy->min_t)
         return sfl__fail(SFL_EINVAL, "secure aggregation: cohort %u, threshold %u below this "
                          "client's floor (%u, %u)", r->n, r->t, policy->min_n, policy->min_t);
+    if (sfl_sa_degree(r, r->n) < policy->min_degree && sfl_sa_degree(r, r->n) + 1 < r->n)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: graph degree %u below this client's "
+                         "floor %u", r->degree, policy->min_degree);
     if ((rk = rank_of(r->members, r->n, id)) < 0)
         return sfl__fail(SFL_EINVAL, "secure aggregation: client %llu is not in the cohort",
                          (unsigned long long)id);
@@ -419,7 +546,34 @@ int sfl_sa_client_new(const sfl_sa_round_t *r, const sfl_sa_policy_t *policy, ui
     return 0;
 }
 
-/* U1 as a client takes it: the checks of stage 2. */
+static int cmp_key(const void *a, const void *b)
+{
+    return memcmp(*(const uint8_t *const *)a, *(const uint8_t *const *)b, 32);
+}
+
+/* No key of U1's 2 n (public) appears twice: sorted, in O(n log n). */
+static int distinct_keys(const sfl_sa_adv_t *advs, uint32_t n)
+{
+    const uint8_t **k = sfl__calloc(2 * (size_t)n, sizeof(*k));
+    int rc = 0;
+
+    if (k == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for U1's keys");
+    for (uint32_t i = 0; i < n; i++) {
+        k[2 * i] = advs[i].c_pk;
+        k[2 * i + 1] = advs[i].s_pk;
+    }
+    qsort(k, 2 * (size_t)n, sizeof(*k), cmp_key);
+    for (size_t i = 1; rc == 0 && i < 2 * (size_t)n; i++)
+        if (memcmp(k[i - 1], k[i], 32) == 0)
+            rc = sfl__fail(SFL_EINVAL, "secure aggregation: two advertisements (or one's two "
+                           "keys) carry the same key");
+    sfl__free(k);
+    return rc;
+}
+
+/* U1 as a client takes it: the checks of stage 2 (the small-order check of
+ * the keys it uses comes with the graph). */
 static int check_u1(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n)
 {
     int self = 0, rc;
@@ -448,21 +602,18 @@ static int check_u1(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n)
             self = 1;
             continue;
         }
-        if (x25519_ok(a->c_pk) < 0 || x25519_ok(a->s_pk) < 0)
-            return sfl__fail(SFL_EINVAL, "secure aggregation: a key of %llu is of small order",
-                             (unsigned long long)a->id);
-        for (uint32_t k = 0; k < i; k++)
-            if (sodium_memcmp(a->c_pk, advs[k].c_pk, 32) == 0 ||
-                sodium_memcmp(a->s_pk, advs[k].s_pk, 32) == 0 ||
-                sodium_memcmp(a->c_pk, advs[k].s_pk, 32) == 0 ||
-                sodium_memcmp(a->s_pk, advs[k].c_pk, 32) == 0)
-                return sfl__fail(SFL_EINVAL, "secure aggregation: clients %llu and %llu "
-                                 "advertise the same key", (unsigned long long)advs[k].id,
-                                 (unsigned long long)a->id);
     }
     if (!self)
         return sfl__fail(SFL_EINVAL, "secure aggregation: this client's keys are missing");
-    return 0;
+    return distinct_keys(advs, n);
+}
+
+/* The advertisement of id in U1 (once stage 2 set the graph), or NULL. */
+static const sfl_sa_adv_t *adv_of(const sfl_sa_client_t *c, uint64_t id)
+{
+    int i = u1_index(&c->g, id);
+
+    return i < 0 ? NULL : &c->u1[i];
 }
 
 int sfl_sa_client_share(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n,
@@ -471,6 +622,7 @@ int sfl_sa_client_share(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n
     sfl_share_t *sb = NULL, *ss = NULL;
     uint8_t plain[SFL_SA_BOX_PLAIN], key[32], ad[SFL_SA_HASH + 16];
     uint8_t msg[SFL_SA_HASH + 8 + SFL_SA_HASH];
+    uint32_t m = 0;
     int rc;
 
     memset(out, 0, sizeof(*out));
@@ -479,8 +631,8 @@ int sfl_sa_client_share(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n
     if ((rc = check_u1(c, advs, n)) < 0)
         return client_abort(c, rc);
     if ((c->u1 = sfl__calloc(n, sizeof(*c->u1))) == NULL ||
-        (sb = sfl__calloc(c->r.n, sizeof(*sb))) == NULL ||
-        (ss = sfl__calloc(c->r.n, sizeof(*ss))) == NULL ||
+        (sb = sfl__calloc(n, sizeof(*sb))) == NULL ||
+        (ss = sfl__calloc(n, sizeof(*ss))) == NULL ||
         (out->boxes = sfl__calloc(n, sizeof(*out->boxes))) == NULL) {
         rc = sfl__fail(SFL_ENOMEM, "no memory for the shares");
         goto fail;
@@ -488,27 +640,43 @@ int sfl_sa_client_share(sfl_sa_client_t *c, const sfl_sa_adv_t *advs, uint32_t n
     memcpy(c->u1, advs, n * sizeof(*advs));
     c->n1 = n;
     sfl_sa_session_id(&c->r, c->u1, n, c->sid);
-    if ((rc = sfl_shamir_split(c->r_b, c->r.t, c->r.n, sb)) < 0 ||
-        (rc = sfl_shamir_split(c->r_s, c->r.t, c->r.n, ss)) < 0)
+    if ((rc = graph_init(&c->g, &c->r, c->sid, c->u1, n)) < 0)
         goto fail;
-    /* its own shares it keeps, as every holder does */
-    memcpy(c->yb[c->rank], sb[c->rank].y, 32);
-    memcpy(c->ys[c->rank], ss[c->rank].y, 32);
-    c->have[c->rank] = 1;
-    for (uint32_t i = 0; i < n; i++) {
-        const sfl_sa_adv_t *a = &advs[i];
-        uint32_t rk = (uint32_t)rank_of(c->members, c->r.n, a->id);
+    /* the neighbours' mask keys (their share keys fail box_key if bad) */
+    for (uint32_t i = 0; i < n; i++)
+        if (adjacent(&c->g, c->id, advs[i].id) && x25519_ok(advs[i].s_pk) < 0) {
+            rc = sfl__fail(SFL_EINVAL, "secure aggregation: a key of %llu is of small order",
+                           (unsigned long long)advs[i].id);
+            goto fail;
+        }
+    /* a share for itself and each neighbour, at x = 1 + cohort rank */
+    for (uint32_t i = 0; i < n; i++)
+        if (holds(&c->g, c->id, advs[i].id))
+            sb[m++].x = (uint16_t)(rank_of(c->members, c->r.n, advs[i].id) + 1);
+    for (uint32_t i = 0; i < m; i++)
+        ss[i].x = sb[i].x;
+    if ((rc = sfl_shamir_split_at(c->r_b, sfl_sa_holders(&c->r, n), sb, m)) < 0 ||
+        (rc = sfl_shamir_split_at(c->r_s, sfl_sa_holders(&c->r, n), ss, m)) < 0)
+        goto fail;
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t rk = sb[i].x - 1u;
+        const sfl_sa_adv_t *a = adv_of(c, c->members[rk].id);
         sfl_sa_box_t *b = &out->boxes[out->nboxes];
         unsigned long long clen;
 
-        if (a->id == c->id)
+        if (a->id == c->id) {
+            /* its own shares it keeps, as every holder does */
+            memcpy(c->yb[rk], sb[i].y, 32);
+            memcpy(c->ys[rk], ss[i].y, 32);
+            c->have[rk] = 1;
             continue;
+        }
         put64(plain, c->id);
         put64(plain + 8, a->id);
-        plain[16] = (uint8_t)sb[rk].x;
-        plain[17] = (uint8_t)(sb[rk].x >> 8);
-        memcpy(plain + 18, sb[rk].y, 32);
-        memcpy(plain + 50, ss[rk].y, 32);
+        plain[16] = (uint8_t)sb[i].x;
+        plain[17] = (uint8_t)(sb[i].x >> 8);
+        memcpy(plain + 18, sb[i].y, 32);
+        memcpy(plain + 50, ss[i].y, 32);
         if ((rc = box_key(c->c_sk, a->c_pk, c->sid, key)) < 0)
             goto fail;
         box_ad(c->sid, c->id, a->id, ad);
@@ -536,20 +704,12 @@ out:
     sodium_memzero(plain, sizeof(plain));
     sodium_memzero(key, sizeof(key));
     if (sb != NULL)
-        sodium_memzero(sb, (size_t)c->r.n * sizeof(*sb));
+        sodium_memzero(sb, (size_t)n * sizeof(*sb));
     if (ss != NULL)
-        sodium_memzero(ss, (size_t)c->r.n * sizeof(*ss));
+        sodium_memzero(ss, (size_t)n * sizeof(*ss));
     sfl__free(sb);
     sfl__free(ss);
     return rc;
-}
-
-static const sfl_sa_adv_t *adv_of(const sfl_sa_client_t *c, uint64_t id)
-{
-    for (uint32_t i = 0; i < c->n1; i++)
-        if (c->u1[i].id == id)
-            return &c->u1[i];
-    return NULL;
 }
 
 /* Opens box b (to this client) and keeps its shares. */
@@ -598,6 +758,7 @@ int sfl_sa_client_input(sfl_sa_client_t *c, const uint64_t *u2, uint32_t n2,
 {
     uint8_t b[32], key[32], msg[SFL_SA_HASH + 8 + SFL_SA_HASH];
     uint64_t *ids = NULL;
+    uint32_t want = 0;
     int rc;
 
     memset(out, 0, sizeof(*out));
@@ -615,13 +776,15 @@ int sfl_sa_client_input(sfl_sa_client_t *c, const uint64_t *u2, uint32_t n2,
     sfl__free(ids);
     if (rc == 0 && !in_list(u2, n2, c->id))
         rc = sfl__fail(SFL_EINVAL, "secure aggregation: this client is listed as dropped");
-    if (rc == 0 && nb != n2 - 1)
-        rc = sfl__fail(SFL_EINVAL, "secure aggregation: %u boxes for %u other clients", nb,
-                       n2 - 1);
+    for (uint32_t i = 0; rc == 0 && i < n2; i++)
+        want += (uint32_t)adjacent(&c->g, c->id, u2[i]);
+    if (rc == 0 && nb != want)
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: %u boxes for %u neighbours in U2", nb,
+                       want);
     for (uint32_t i = 0; rc == 0 && i < nb; i++) {
-        if (!in_list(u2, n2, boxes[i].from))
-            rc = sfl__fail(SFL_EINVAL, "secure aggregation: a box from %llu, not in U2",
-                           (unsigned long long)boxes[i].from);
+        if (!in_list(u2, n2, boxes[i].from) || !adjacent(&c->g, c->id, boxes[i].from))
+            rc = sfl__fail(SFL_EINVAL, "secure aggregation: a box from %llu, not a neighbour "
+                           "in U2", (unsigned long long)boxes[i].from);
         else
             rc = take_box(c, &boxes[i]);
     }
@@ -640,7 +803,7 @@ int sfl_sa_client_input(sfl_sa_client_t *c, const uint64_t *u2, uint32_t n2,
         const sfl_sa_adv_t *a = adv_of(c, u2[i]);
         int lower = c->id < u2[i];
 
-        if (u2[i] == c->id)
+        if (!adjacent(&c->g, c->id, u2[i]))
             continue;
         if ((rc = sfl_sa_pair_key(c->s_sk, a->s_pk, lower ? c->s_pk : a->s_pk,
                                   lower ? a->s_pk : c->s_pk, c->sid, key)) < 0) {
@@ -714,12 +877,14 @@ int sfl_sa_client_unmask(sfl_sa_client_t *c, const sfl_sa_consist_t *sigs, uint3
         return client_abort(c, sfl__fail(SFL_EEMPTY, "secure aggregation: %u consistency "
                                          "signatures, fewer than the threshold %u", good,
                                          c->r.t));
-    /* for each of U2 (itself too): r_b's share if it sent its input, r_s's
-     * if not; never both */
+    /* for itself and each neighbour in U2: r_b's share if it sent its
+     * input, r_s's if not; never both */
     for (uint32_t i = 0; i < c->n2; i++) {
         int rk = rank_of(c->members, c->r.n, c->u2[i]);
         int in3 = in_list(c->u3, c->n3, c->u2[i]);
 
+        if (!holds(&c->g, c->u2[i], c->id))
+            continue;
         if (!c->have[rk])
             return client_abort(c, sfl__fail(SFL_EINVAL, "secure aggregation: no share of "
                                              "%llu held", (unsigned long long)c->u2[i]));
@@ -749,6 +914,7 @@ void sfl_sa_client_free(sfl_sa_client_t *c)
     sfl__free(c->ys);
     sfl__free(c->have);
     sfl__free(c->u1);
+    sfl__free(c->g.pos);
     sfl__free(c->u2);
     sfl__free(c->u3);
     sfl__free(c);
@@ -792,6 +958,8 @@ struct sfl_sa_server {
     uint8_t rh[SFL_SA_HASH], sid[SFL_SA_HASH], u3h[SFL_SA_HASH];
     sfl_sa_adv_t *u1;
     uint32_t n1, n2, n3, n4;
+    sa_graph_t g;
+    uint32_t tau;             /* holders that rebuild a seed */
     uint64_t *u2, *u3;
     sfl_sa_consist_t *u4;
     uint32_t *sum;
@@ -909,6 +1077,9 @@ int sfl_sa_server_end_adv(sfl_sa_server_t *s, const sfl_sa_adv_t **advs, uint32_
     for (uint32_t i = 0; i < s->n1; i++)
         s->u1[i] = s->slot[rank_of(s->members, s->r.n, s->u2[i])].a;
     sfl_sa_session_id(&s->r, s->u1, s->n1, s->sid);
+    if ((rc = graph_init(&s->g, &s->r, s->sid, s->u1, s->n1)) < 0)
+        return rc;
+    s->tau = sfl_sa_holders(&s->r, s->n1);
     s->stage = ST_SHARE;
     *advs = s->u1;
     *n = s->n1;
@@ -929,14 +1100,13 @@ int sfl_sa_server_shares(sfl_sa_server_t *s, sfl_sa_shares_t *m)
     if (shares_verify(s->sid, s->members[sl - s->slot].pk, m->id, m->commit, m->sig) < 0)
         return sfl__fail(SFL_EBADSIG, "secure aggregation: the shares of %llu are not signed by "
                          "it", (unsigned long long)m->id);
-    if (m->nboxes != s->n1 - 1)
-        return sfl__fail(SFL_EINVAL, "secure aggregation: %llu sent %u boxes for %u clients",
-                         (unsigned long long)m->id, m->nboxes, s->n1 - 1);
+    if (m->nboxes != s->g.k)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: %llu sent %u boxes for %u neighbours",
+                         (unsigned long long)m->id, m->nboxes, s->g.k);
     for (uint32_t i = 0; i < m->nboxes; i++) {
         const sfl_sa_box_t *b = &m->boxes[i];
-        int rk = rank_of(s->members, s->r.n, b->to);
 
-        if (b->from != m->id || b->to == m->id || rk < 0 || !s->slot[rk].adv)
+        if (b->from != m->id || !adjacent(&s->g, m->id, b->to))
             return sfl__fail(SFL_EINVAL, "secure aggregation: a box from %llu to %llu",
                              (unsigned long long)b->from, (unsigned long long)b->to);
         for (uint32_t k = 0; k < i; k++)
@@ -1076,6 +1246,7 @@ int sfl_sa_server_unmask(sfl_sa_server_t *s, uint64_t from, const sfl_sa_reveal_
                          uint32_t n)
 {
     sa_slot_t *sl;
+    uint32_t want = 0;
     int rc;
 
     if ((rc = server_stage(s, ST_UNMASK, "shares to unmask")) < 0 ||
@@ -1084,14 +1255,17 @@ int sfl_sa_server_unmask(sfl_sa_server_t *s, uint64_t from, const sfl_sa_reveal_
     if (!sl->consist || sl->unmasked)
         return sfl__fail(SFL_EINVAL, "secure aggregation: shares to unmask from %llu %s",
                          (unsigned long long)from, sl->unmasked ? "twice" : "not in U4");
-    if (n != s->n2)
-        return sfl__fail(SFL_EINVAL, "secure aggregation: %llu released %u shares for %u "
-                         "clients", (unsigned long long)from, n, s->n2);
+    for (uint32_t i = 0; i < s->n2; i++)
+        want += (uint32_t)holds(&s->g, s->u2[i], from);
+    if (n != want)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: %llu released %u shares for the %u "
+                         "clients of U2 it holds shares of", (unsigned long long)from, n, want);
     for (uint32_t i = 0; i < n; i++) {
         const sfl_sa_reveal_t *v = &shares[i];
         int in3 = in_list(s->u3, s->n3, v->of);
 
-        if (!in_list(s->u2, s->n2, v->of) || v->type != (in3 ? 'b' : 's') ||
+        if (!in_list(s->u2, s->n2, v->of) || !holds(&s->g, v->of, from) ||
+            v->type != (in3 ? 'b' : 's') ||
             v->share.x != (uint16_t)(sl - s->slot + 1) || !sfl_shamir_canonical(v->share.y))
             return sfl__fail(SFL_EINVAL, "secure aggregation: share %u from %llu (of %llu, "
                              "type %c, x %u) is not the one asked", i, (unsigned long long)from,
@@ -1109,11 +1283,12 @@ int sfl_sa_server_unmask(sfl_sa_server_t *s, uint64_t from, const sfl_sa_reveal_
     return 0;
 }
 
-/* Lagrange coefficients kept across the seeds: every holder releases a
- * share of every seed, so the x's repeat and one set serves them all. */
+/* Lagrange coefficients kept across the seeds: on the complete graph every
+ * holder releases a share of every seed, so the x's repeat and one set
+ * serves them all (on a Harary graph they change with the seed's holders). */
 typedef struct lagrange {
     uint32_t k;
-    uint16_t *x;                   /* the t x's the coefficients are for */
+    uint16_t *x;                   /* the tau x's the coefficients are for */
     uint8_t (*lam)[SFL_SHAMIR_BYTES];
 } lagrange_t;
 
@@ -1129,15 +1304,15 @@ static int rebuild(const sfl_sa_server_t *s, lagrange_t *lg, uint64_t of, char t
 
     if (sh == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the shares");
-    for (uint32_t i = 0; i < s->r.n && k < s->r.t; i++)
+    for (uint32_t i = 0; i < s->r.n && k < s->tau; i++)
         for (uint32_t j = 0; s->slot[i].unmasked && j < s->slot[i].nrev; j++)
             if (s->slot[i].rev[j].of == of && s->slot[i].rev[j].type == type)
                 sh[k++] = s->slot[i].rev[j].share;
     /* the caller checks the secret against what the client committed to
      * (r_b) or advertised (s_pk), which a bad share fails */
-    if (k < s->r.t) {
+    if (k < s->tau) {
         rc = sfl__fail(SFL_EEMPTY, "secure aggregation: %u shares of %llu, fewer than the "
-                       "threshold %u", k, (unsigned long long)of, s->r.t);
+                       "threshold %u", k, (unsigned long long)of, s->tau);
         goto out;
     }
     same = lg->k == k;
@@ -1165,8 +1340,8 @@ int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count)
 
     if ((rc = server_stage(s, ST_UNMASK, "the end")) < 0)
         return rc;
-    lg.x = sfl__calloc(s->r.t, sizeof(*lg.x));
-    lg.lam = sfl__calloc(s->r.t, sizeof(*lg.lam));
+    lg.x = sfl__calloc(s->tau, sizeof(*lg.x));
+    lg.lam = sfl__calloc(s->tau, sizeof(*lg.lam));
     if (lg.x == NULL || lg.lam == NULL)
         rc = sfl__fail(SFL_ENOMEM, "no memory for the coefficients");
     for (uint32_t i = 0; rc == 0 && i < s->n2; i++) {
@@ -1203,6 +1378,8 @@ int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count)
             uint8_t key[32];
             int wlow = w < v;
 
+            if (!adjacent(&s->g, v, w))
+                continue;
             rc = sfl_sa_pair_key(k, sw->a.s_pk, wlow ? sw->a.s_pk : sv->a.s_pk,
                                  wlow ? sv->a.s_pk : sw->a.s_pk, s->sid, key);
             if (rc == 0)
@@ -1235,6 +1412,7 @@ void sfl_sa_server_free(sfl_sa_server_t *s)
     sfl__free(s->slot);
     sfl__free(s->members);
     sfl__free(s->u1);
+    sfl__free(s->g.pos);
     sfl__free(s->u2);
     sfl__free(s->u3);
     sfl__free(s->u4);

@@ -52,12 +52,27 @@ static void x_scalar(uint8_t out[SFL_SHAMIR_BYTES], uint16_t x)
 int sfl_shamir_split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, uint32_t n,
                      sfl_share_t *out)
 {
+    assert(out != NULL);
+    if (n > SFL_SHAMIR_MAX)
+        return sfl__fail(SFL_EINVAL, "shamir split: need 1 <= t <= n <= %d, got t = %u, n = %u",
+                         SFL_SHAMIR_MAX, (unsigned)t, (unsigned)n);
+    for (uint32_t i = 0; i < n; i++)
+        out[i].x = (uint16_t)(i + 1);
+    return sfl_shamir_split_at(secret, t, out, n);
+}
+
+int sfl_shamir_split_at(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_share_t *out,
+                        uint32_t n)
+{
     uint8_t a[SFL_SHAMIR_BYTES], prod[SFL_SHAMIR_BYTES], x[SFL_SHAMIR_BYTES];
 
     assert(secret != NULL && out != NULL);
     if (t < 1 || t > n || n > SFL_SHAMIR_MAX)
         return sfl__fail(SFL_EINVAL, "shamir split: need 1 <= t <= n <= %d, got t = %u, n = %u",
                          SFL_SHAMIR_MAX, (unsigned)t, (unsigned)n);
+    for (uint32_t i = 0; i < n; i++)
+        if (out[i].x == 0)
+            return sfl__fail(SFL_EINVAL, "shamir split: share %u is at x = 0", (unsigned)i);
     if (!sfl_shamir_canonical(secret))
         return sfl__fail(SFL_EINVAL, "shamir split: the secret is not a canonical scalar");
     if (sodium_init() < 0)
@@ -67,10 +82,8 @@ int sfl_shamir_split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, uint32_
      * at once: y_i <- y_i x_i + a_j for j = t-1 down to 1, then the last step
      * adds the secret. Each coefficient is drawn when its step comes, so only
      * one is ever held and t needs no buffer. */
-    for (uint32_t i = 0; i < n; i++) {
-        out[i].x = (uint16_t)(i + 1);
+    for (uint32_t i = 0; i < n; i++)
         memset(out[i].y, 0, SFL_SHAMIR_BYTES);
-    }
     for (uint32_t j = t - 1; j >= 1; j--) {
         crypto_core_ed25519_scalar_random(a);
         for (uint32_t i = 0; i < n; i++) {
@@ -139,30 +152,39 @@ static void product_x(const sfl_share_t *a, uint32_t na, const sfl_share_t *extr
     }
 }
 
-/* lambda_i = prod_{j != i} x_j / (x_j - x_i) = P / (x_i prod_{j != i}
- * (x_j - x_i)) through the points of a[0..na) and extra (checked by
- * check_points: the x's are distinct and nonzero, and < L, so no
- * denominator is 0 mod L). Depends only on the public x's. */
-static void lambda_of(const sfl_share_t *a, uint32_t na, const sfl_share_t *extra, uint32_t i,
-                      const uint8_t p[SFL_SHAMIR_BYTES], uint8_t lam[SFL_SHAMIR_BYTES])
+/* den_i = x_i prod_{j != i} (x_j - x_i) through the points of a[0..na) and
+ * extra (checked by check_points: the x's are distinct and nonzero, and
+ * < L, so it is not 0 mod L). */
+static void den_of(const sfl_share_t *a, uint32_t na, const sfl_share_t *extra, uint32_t i,
+                   uint8_t den[SFL_SHAMIR_BYTES])
 {
     uint32_t k = na + (extra != NULL);
-    uint8_t den[SFL_SHAMIR_BYTES], inv[SFL_SHAMIR_BYTES], xi[SFL_SHAMIR_BYTES];
-    uint8_t xj[SFL_SHAMIR_BYTES], diff[SFL_SHAMIR_BYTES], tmp[SFL_SHAMIR_BYTES];
-    int rc;
+    uint8_t xi[SFL_SHAMIR_BYTES], xj[SFL_SHAMIR_BYTES], diff[SFL_SHAMIR_BYTES];
+    uint8_t tmp[SFL_SHAMIR_BYTES];
 
     x_scalar(xi, point(a, na, extra, i)->x);
-    memcpy(den, xi, sizeof(den));
+    memcpy(den, xi, SFL_SHAMIR_BYTES);
     for (uint32_t j = 0; j < k; j++) {
         if (j == i)
             continue;
         x_scalar(xj, point(a, na, extra, j)->x);
         crypto_core_ed25519_scalar_sub(diff, xj, xi);
         crypto_core_ed25519_scalar_mul(tmp, den, diff);
-        memcpy(den, tmp, sizeof(den));
+        memcpy(den, tmp, SFL_SHAMIR_BYTES);
     }
+}
+
+/* lambda_i = prod_{j != i} x_j / (x_j - x_i) = P / den_i. Depends only on
+ * the public x's. */
+static void lambda_of(const sfl_share_t *a, uint32_t na, const sfl_share_t *extra, uint32_t i,
+                      const uint8_t p[SFL_SHAMIR_BYTES], uint8_t lam[SFL_SHAMIR_BYTES])
+{
+    uint8_t den[SFL_SHAMIR_BYTES], inv[SFL_SHAMIR_BYTES];
+    int rc;
+
+    den_of(a, na, extra, i, den);
     rc = crypto_core_ed25519_scalar_invert(inv, den);
-    assert(rc == 0); /* den != 0: see above */
+    assert(rc == 0); /* den != 0: see den_of */
     (void)rc;
     crypto_core_ed25519_scalar_mul(lam, p, inv);
 }
@@ -210,14 +232,37 @@ static void interpolate0(const sfl_share_t *a, uint32_t na, const sfl_share_t *e
 int sfl_shamir_lagrange(const sfl_share_t *shares, uint32_t k,
                         uint8_t (*lambda)[SFL_SHAMIR_BYTES])
 {
-    uint8_t p[SFL_SHAMIR_BYTES];
+    uint8_t p[SFL_SHAMIR_BYTES], den[SFL_SHAMIR_BYTES], inv[SFL_SHAMIR_BYTES];
+    uint8_t tmp[SFL_SHAMIR_BYTES];
     int rc = check_points("shamir lagrange", shares, k);
 
     if (rc < 0)
         return rc;
+    /* one inversion for all k (Montgomery's trick, an inversion costing
+     * about 240 products): lambda[i] holds den_0 ... den_i on the way up;
+     * on the way down inv = 1 / (den_0 ... den_i), so 1 / den_i = inv
+     * lambda[i - 1], and inv den_i steps to i - 1. The den's are recomputed
+     * rather than kept: nothing here allocates. */
     product_x(shares, k, NULL, p);
-    for (uint32_t i = 0; i < k; i++)
-        lambda_of(shares, k, NULL, i, p, lambda[i]);
+    for (uint32_t i = 0; i < k; i++) {
+        den_of(shares, k, NULL, i, den);
+        if (i == 0)
+            memcpy(lambda[0], den, SFL_SHAMIR_BYTES);
+        else
+            crypto_core_ed25519_scalar_mul(lambda[i], lambda[i - 1], den);
+    }
+    rc = crypto_core_ed25519_scalar_invert(inv, lambda[k - 1]);
+    assert(rc == 0); /* a product of nonzero den's mod the prime L */
+    for (uint32_t i = k; i-- > 0;) {
+        den_of(shares, k, NULL, i, den);
+        if (i > 0)
+            crypto_core_ed25519_scalar_mul(tmp, inv, lambda[i - 1]); /* 1 / den_i */
+        else
+            memcpy(tmp, inv, SFL_SHAMIR_BYTES);
+        crypto_core_ed25519_scalar_mul(lambda[i], p, tmp);
+        crypto_core_ed25519_scalar_mul(tmp, inv, den);
+        memcpy(inv, tmp, SFL_SHAMIR_BYTES);
+    }
     return 0;
 }
 

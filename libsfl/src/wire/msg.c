@@ -1173,6 +1173,8 @@ static int check_sa_round(const chk_t *c, const sfl_msg_sa_round_t *r)
         return rc;
     if (!(r->clip > 0) || !(r->max_weight > 0))
         return fail(c, c->bad, "secagg: clip and max_weight must be > 0");
+    if (r->degree % 2 != 0)
+        return fail(c, c->bad, "secagg: degree %u (need 0 or even)", r->degree);
     return 0;
 }
 
@@ -1302,6 +1304,7 @@ static int put_sa_round(const chk_t *c, const sfl_msg_sa_round_t *r, wire_t *w)
     o->top_k = r->top_k;
     o->clip = r->clip;
     o->max_weight = r->max_weight;
+    o->degree = r->degree;
     return 0;
 }
 
@@ -1333,6 +1336,7 @@ static int get_sa_round(const chk_t *c, const Sfl__V1__SecAggRound *p, sfl_msg_s
     r->top_k = p->top_k;
     r->clip = p->clip;
     r->max_weight = p->max_weight;
+    r->degree = p->degree;
     for (size_t i = 0; i < p->n_members && rc == 0; i++) {
         r->members[i].agent_id = p->members[i]->agent_id;
         rc = get_fixed(c, "secagg.members.identity_key", &p->members[i]->identity_key,
@@ -2580,6 +2584,8 @@ static int check_job_spec(const chk_t *c, const void *p)
     if (m->max_update_norm < 0 || m->max_samples < 0 || m->sa_clip < 0 || m->sa_max_weight < 0)
         return fail(c, c->bad, "max_update_norm, max_samples, secagg_clip and "
                     "secagg_max_weight must be >= 0");
+    if (m->sa_degree % 2 != 0)
+        return fail(c, c->bad, "secagg_degree %u (need 0 or even)", m->sa_degree);
     if (m->dimension == 0)
         return fail(c, c->bad, "dimension missing (0)");
     if (m->rounds == 0)
@@ -2638,6 +2644,7 @@ static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
     js->secagg_topk = m->sa_topk;
     js->secagg_clip = m->sa_clip;
     js->secagg_max_weight = m->sa_max_weight;
+    js->secagg_degree = m->sa_degree;
     w->pb.create_job.spec = js;
     return 0;
 }
@@ -2681,6 +2688,7 @@ static int get_job_spec(const chk_t *c, void *p, void *out)
     m->sa_topk = js->secagg_topk;
     m->sa_clip = js->secagg_clip;
     m->sa_max_weight = js->secagg_max_weight;
+    m->sa_degree = js->secagg_degree;
     return check_job_spec(c, m);
 }
 
