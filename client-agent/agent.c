@@ -145,15 +145,11 @@ struct agent {
     size_t vlast_len;
     uint64_t vlast_it;
 
-    /* Update mode 2 (sagent.h): the round's client, and the job's
-     * error-feedback residual (d entries, kept across its rounds). */
+    /* Update mode 2 (sagent.h): the round's client, and the job's state
+     * (the last round taken, the error-feedback residual), on disk too. */
     agent_sa_t *sa;
     sfl_grpc_call_t *sa_call;
-    double *sa_resid;
-    uint64_t sa_resid_job;
-    uint32_t sa_resid_d;
-    uint64_t sa_last_job, sa_last_round; /* the last round taken: never an */
-    uint32_t sa_last_attempt;            /* earlier one after it */
+    agent_sa_state_t sa_st;
 };
 
 typedef enum {
@@ -723,7 +719,7 @@ void agent_free(agent_t *a)
     agent_vert_free(a->vert);
     sfl__free(a->vlast);
     agent_sa_free(a->sa);
-    sfl__free(a->sa_resid);
+    agent_sa_state_clear(&a->sa_st);
     sfl__free(a);
 }
 
@@ -1710,9 +1706,17 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
         refuse(a, t, "busy: a secure aggregation round needs the agent from its start");
         return from;
     }
-    if (t->job_id == a->sa_last_job &&
-        (t->round < a->sa_last_round ||
-         (t->round == a->sa_last_round && t->attempt <= a->sa_last_attempt))) {
+    if (t->model == NULL) {
+        refuse(a, t, "secure aggregation: the task has no model");
+        return from;
+    }
+    if ((a->sa_st.job != t->job_id || a->sa_st.d != t->model->dim) &&
+        agent_sa_state_load(a->cfg.state_dir, t->job_id, t->model->dim, &a->sa_st) < 0) {
+        refuse(a, t, sfl_last_error());
+        return from;
+    }
+    if (t->round < a->sa_st.round ||
+        (t->round == a->sa_st.round && t->attempt <= a->sa_st.attempt)) {
         refuse(a, t, "a secure aggregation round not after the last one taken (a replay)");
         return from;
     }
@@ -1726,9 +1730,17 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
         refuse(a, t, sfl_last_error());
         return from;
     }
-    a->sa_last_job = t->job_id;
-    a->sa_last_round = t->round;
-    a->sa_last_attempt = t->attempt;
+    /* on disk before the keys go out: after a restart the round is still
+     * taken */
+    a->sa_st.round = t->round;
+    a->sa_st.attempt = t->attempt;
+    if (agent_sa_state_save(a->cfg.state_dir, &a->sa_st) < 0) {
+        refuse(a, t, sfl_last_error());
+        sfl_msg_buf_free(buf);
+        agent_sa_free(a->sa);
+        a->sa = NULL;
+        return from;
+    }
     sa_send(a, 0, buf, len, 1, "keys");
     say(a, "info", "secagg_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "
         "threshold=%u degree=%u", t->job_id, t->round, t->attempt, t->secagg->nmembers,
@@ -1780,17 +1792,16 @@ static void sa_trained(agent_t *a, train_t *w)
         return;
     }
     d = agent_sa_dim(a->sa);
-    if (a->sa_resid == NULL || a->sa_resid_job != job || a->sa_resid_d != d) {
-        sfl__free(a->sa_resid);
-        a->sa_resid = sfl__calloc(d, sizeof(double));
-        a->sa_resid_job = job;
-        a->sa_resid_d = d;
-    }
     a->stats.trained++;
-    if (a->sa_resid == NULL)
-        rc = sfl__fail(SFL_ENOMEM, "no memory for the residual");
+    if (a->sa_st.job != job || a->sa_st.d != d)
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: the job's state is not loaded");
     else
-        rc = agent_sa_update(a->sa, w->update, w->samples, a->sa_resid, &buf, &len);
+        rc = agent_sa_update(a->sa, w->update, w->samples, a->sa_st.resid, &buf, &len);
+    /* the residual on disk before the input goes out */
+    if (rc == 0 && (rc = agent_sa_state_save(a->cfg.state_dir, &a->sa_st)) < 0) {
+        sfl_msg_buf_free(buf);
+        buf = NULL;
+    }
     say(a, "info", "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
         " mode=secagg", w->task->job_id, w->task->round, w->task->attempt,
         uv_now(a->loop) - w->started_ms);

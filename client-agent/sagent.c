@@ -1,11 +1,14 @@
 /* The agent's side of update mode 2: sagent.h. */
 #include "sagent.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <sodium.h>
 
 #include "sfl/alloc.h"
+#include "sfl/file.h"
 #include "sfl/rng.h"
 #include "sfl/savec.h"
 #include "sfl/secagg.h"
@@ -50,6 +53,106 @@ void agent_sa_round(const agent_sa_t *c, uint64_t *job, uint64_t *round, uint32_
 uint32_t agent_sa_dim(const agent_sa_t *c)
 {
     return c->d;
+}
+
+#define STATE_MAGIC "sflsa01\n"
+#define STATE_HEAD 32
+
+static int state_path(const char *dir, uint64_t job, char *path, size_t cap)
+{
+    if ((size_t)snprintf(path, cap, "%s/secagg-%llu.state", dir, (unsigned long long)job) >= cap)
+        return sfl__fail(SFL_EINVAL, "state_dir is too long");
+    return 0;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+void agent_sa_state_clear(agent_sa_state_t *st)
+{
+    sfl__free(st->resid);
+    memset(st, 0, sizeof(*st));
+}
+
+int agent_sa_state_load(const char *dir, uint64_t job, uint32_t d, agent_sa_state_t *st)
+{
+    char path[4096];
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    agent_sa_state_clear(st);
+    if ((rc = state_path(dir, job, path, sizeof(path))) < 0)
+        return rc;
+    if ((st->resid = sfl__calloc(d ? d : 1, sizeof(double))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the residual");
+    st->job = job;
+    st->d = d;
+    rc = sfl_file_read(path, STATE_HEAD + 8 * (size_t)d, &buf, &len);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc == 0 && (len != STATE_HEAD + 8 * (size_t)d || memcmp(buf, STATE_MAGIC, 8) != 0 ||
+                    get_le(buf + 8, 8) != job || get_le(buf + 28, 4) != d))
+        rc = sfl__fail(SFL_EPARSE, "%s is not this job's secure aggregation state (%zu bytes; "
+                       "want %zu for job %llu, d = %u): remove it to let the agent take the "
+                       "job's rounds again", path, len, STATE_HEAD + 8 * (size_t)d,
+                       (unsigned long long)job, d);
+    else if (rc == SFL_ELIMIT)
+        rc = sfl__fail(SFL_EPARSE, "%s is larger than job %llu's state: remove it to let the "
+                       "agent take the job's rounds again", path, (unsigned long long)job);
+    if (rc == 0) {
+        st->round = get_le(buf + 16, 8);
+        st->attempt = (uint32_t)get_le(buf + 24, 4);
+        for (uint32_t i = 0; i < d; i++) {
+            uint64_t bits = get_le(buf + STATE_HEAD + 8 * (size_t)i, 8);
+
+            memcpy(&st->resid[i], &bits, sizeof(double));
+        }
+    }
+    sfl_file_free(buf, len);
+    if (rc < 0)
+        agent_sa_state_clear(st);
+    return rc;
+}
+
+int agent_sa_state_save(const char *dir, const agent_sa_state_t *st)
+{
+    size_t len = STATE_HEAD + 8 * (size_t)st->d;
+    uint8_t *buf = sfl__calloc(len, 1);
+    char path[4096];
+    int rc;
+
+    if (buf == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the secure aggregation state");
+    memcpy(buf, STATE_MAGIC, 8);
+    put_le(buf + 8, st->job, 8);
+    put_le(buf + 16, st->round, 8);
+    put_le(buf + 24, st->attempt, 4);
+    put_le(buf + 28, st->d, 4);
+    for (uint32_t i = 0; i < st->d; i++) {
+        uint64_t bits;
+
+        memcpy(&bits, &st->resid[i], sizeof(bits));
+        put_le(buf + STATE_HEAD + 8 * (size_t)i, bits, 8);
+    }
+    rc = state_path(dir, st->job, path, sizeof(path));
+    if (rc == 0)
+        rc = sfl_file_write_atomic(path, buf, len);
+    sodium_memzero(buf, len);
+    sfl__free(buf);
+    return rc;
 }
 
 /* SubmitSecAgg's request for m (its ids filled here). */

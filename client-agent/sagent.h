@@ -40,4 +40,26 @@ void agent_sa_round(const agent_sa_t *c, uint64_t *job, uint64_t *round, uint32_
 uint32_t agent_sa_dim(const agent_sa_t *c);
 void agent_sa_free(agent_sa_t *c);
 
+/* What an agent keeps of a mode-2 job across its rounds and restarts, in
+ * state_dir/secagg-<job>.state (0600, replaced atomically): the last round
+ * it took (it never takes one at or before it again: a replayed task) and
+ * its error-feedback residual. The file is
+ *   "sflsa01\n" | u64 job | u64 round | u32 attempt | u32 d | d x f64
+ * all little-endian, exactly 32 + 8 d bytes. */
+typedef struct agent_sa_state {
+    uint64_t job, round;
+    uint32_t attempt, d;
+    double *resid;              /* d entries, owned */
+} agent_sa_state_t;
+
+/* Loads job's state from dir into *st (cleared first): no file is a fresh
+ * state (round 0, zero residual). A file that is not the format above, is
+ * another job's or has another d is SFL_EPARSE naming the file (the agent
+ * refuses the job's rounds until an operator removes it: taking them could
+ * repeat a round). */
+int agent_sa_state_load(const char *dir, uint64_t job, uint32_t d,
+                        agent_sa_state_t *st) SFL_MUST_CHECK;
+int agent_sa_state_save(const char *dir, const agent_sa_state_t *st) SFL_MUST_CHECK;
+void agent_sa_state_clear(agent_sa_state_t *st);
+
 #endif

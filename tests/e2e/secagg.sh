@@ -7,11 +7,12 @@
 # at a different stage: after their keys (no shares: left out), after their
 # shares (their pairwise masks are rebuilt from the others' shares of their
 # r_s) and after the consistency check (their input counts; they release no
-# shares). A fourth agent is killed mid-job. The masks and shares run over a
-# Harary graph of degree 16 (SECAGG_DEGREE; 0 the complete graph): each
-# agent masks with and shares to 16 of the others. The rounds commit with the
-# others and the model finds the problem's support. Bounded: every wait has
-# a timeout.
+# shares). A fourth agent is killed mid-job and restarted: the last round
+# it took and its residual come back from its state file. The masks and
+# shares run over a Harary graph of degree 16 (SECAGG_DEGREE; 0 the
+# complete graph): each agent masks with and shares to 16 of the others.
+# The rounds commit with the others and the model finds the problem's
+# support. Bounded: every wait has a timeout.
 set -eu
 . tests/e2e/lib.sh
 
@@ -88,9 +89,19 @@ done
 grep -q "event=secagg_round .*degree=${SECAGG_DEGREE:-16}" "$t/agent-0.log" ||
     fail "agent-0 took no round of degree ${SECAGG_DEGREE:-16}"
 
-step "an agent killed mid-job: the rounds go on with the others"
+step "an agent killed mid-job and restarted: the rounds go on, its state survived"
 # shellcheck disable=SC2154
 kill -9 "$agent_4"
+taken() { sed -n 's/.*event=secagg_round job=1 round=\([0-9]*\) .*/\1/p' "$t/agent-4.log" | tail -1; }
+last=$(taken)
+[ -n "$last" ] || fail "agent-4 took no round before it was killed"
+# the last round taken and the residual (d = 100): 32 + 8 x 100 bytes
+st="$t/agent-4/secagg-1.state"
+[ "$(wc -c < "$st")" -eq 832 ] || fail "agent-4's state is $(wc -c < "$st") bytes"
+[ "$(od -An -t u8 -j 16 -N 8 "$st" | tr -d ' ')" = "$last" ] || fail "agent-4's state: not round $last"
+start_agent 4
+after() { [ "$(taken)" -gt "$last" ]; }
+wait_for 60 after || fail "the restarted agent-4 took no round after $last"
 finished() { grep -q "event=job_state job=1 state=finished" "$t/coord.log"; }
 wait_for 180 finished || fail "the job did not finish: $($CTL jobs 2>&1)"
 grep -q "event=round_committed job=1 round=$ROUNDS " "$t/coord.log" || fail "round $ROUNDS"
@@ -102,4 +113,4 @@ top() { grep -v '^#' "$1" | awk '{ v = $2 < 0 ? -$2 : $2; print v, $1 }' | sort 
         head -5 | awk '{ print $2 }' | sort -n | tr '\n' ' '; }
 [ "$(top "$t/net.model")" = "$(top "$t/data/truth")" ] ||
     fail "support: network $(top "$t/net.model"), truth $(top "$t/data/truth")"
-echo "secagg e2e: ok ($N agents, 3 dead at stages 2, 3 and 5 of their first round, one killed; support $(top "$t/net.model"))"
+echo "secagg e2e: ok ($N agents, 3 dead at stages 2, 3 and 5 of their first round, one killed and restarted; support $(top "$t/net.model"))"
