@@ -12,7 +12,9 @@
 # shares run over a Harary graph of degree 16 (SECAGG_DEGREE; 0 the
 # complete graph): each agent masks with and shares to 16 of the others.
 # The rounds commit with the others and the model finds the problem's
-# support. Bounded: every wait has a timeout.
+# support. Then the same FedAvg job runs in mode 1 and in mode 2 on the live
+# agents, and the two models agree within mode 2's quantization. Bounded:
+# every wait has a timeout.
 set -eu
 . tests/e2e/lib.sh
 
@@ -113,4 +115,72 @@ top() { grep -v '^#' "$1" | awk '{ v = $2 < 0 ? -$2 : $2; print v, $1 }' | sort 
         head -5 | awk '{ print $2 }' | sort -n | tr '\n' ' '; }
 [ "$(top "$t/net.model")" = "$(top "$t/data/truth")" ] ||
     fail "support: network $(top "$t/net.model"), truth $(top "$t/data/truth")"
-echo "secagg e2e: ok ($N agents, 3 dead at stages 2, 3 and 5 of their first round, one killed and restarted; support $(top "$t/net.model"))"
+step "the same FedAvg job in mode 1 and in mode 2 on the 17 live agents: the models agree within the quantization"
+# Every live agent in both cohorts, full-batch local steps: the two jobs
+# differ only by mode 2's quantization (clip 100, n_max = 17: a step of
+# 100 / 2^26 = 1.5e-6 per value and round) and its stochastic rounding.
+live=$((N - 3))
+pair_job() { # $1 = name, $2 = secure_aggregation
+    cat <<EOF2
+[job $1]
+algo = fedavg
+features = 100
+local_steps = 3
+lr = 0.1
+batch = 80
+rounds = 10
+cohort = $live
+overselect = 0
+min_quorum = $live
+deadline_ms = 20000
+heartbeat_ms = 2000
+seed = 7
+secure_aggregation = $2
+secagg_threshold = $((live / 2 + 1))
+secagg_support = 100
+secagg_topk = 100
+secagg_clip = 100
+EOF2
+}
+run_pair_job() { # $1 = job id, $2 = name, $3 = secure_aggregation
+    pair_job "$2" "$3" > "$t/$2.ini"
+    $CTL job create "$t/$2.ini" > "$t/create-$2.log" 2>&1 || fail "job create $2: $(cat "$t/create-$2.log")"
+    done_job() { grep -q "event=job_state job=$1 state=finished" "$t/coord.log"; }
+    wait_for 120 done_job "$1" || fail "job $2 did not finish: $($CTL jobs 2>&1)"
+    $CTL model export "$1" "$t/$2.model" > "$t/export-$2.log" 2>&1 || fail "export $2"
+}
+run_pair_job 2 plain 0
+run_pair_job 3 masked 1
+grep -q "event=update job=3 " "$t/coord.log" && fail "a mode-1 update in the mode-2 job"
+cmp=$(/usr/bin/python3 - "$t" <<'EOF2'
+import glob, sys
+t = sys.argv[1]
+def model(path):
+    w = {}
+    for line in open(path):
+        if not line.startswith('#') and line.strip():
+            i, v = line.split()
+            w[int(i)] = float(v)
+    return w
+def objective(w):
+    s = n = 0
+    for f in glob.glob(t + '/data/client-*.svm'):
+        for line in open(f):
+            parts = line.split()
+            y = float(parts[0])
+            p = sum(float(v) * w.get(int(i), 0.0) for i, v in (x.split(':') for x in parts[1:]))
+            s += 0.5 * (y - p) ** 2
+            n += 1
+    return s / n
+a, b = model(t + '/plain.model'), model(t + '/masked.model')
+diff = max(abs(a.get(i, 0.0) - b.get(i, 0.0)) for i in set(a) | set(b))
+print('%.9g %.9g %.3g' % (objective(a), objective(b), diff))
+EOF2
+) || fail "comparing the two models"
+# shellcheck disable=SC2086
+set -- $cmp
+echo "mode 1 objective $1, mode 2 objective $2, max |w1 - w2| $3"
+awk -v a="$1" -v b="$2" -v d="$3" 'BEGIN { e = a - b; if (e < 0) e = -e; exit !(d < 1e-4 && e <= 1e-4 * a + 1e-9) }' ||
+    fail "mode 2 is not within the quantization of mode 1: objectives $1 and $2, max |w1 - w2| $3"
+
+echo "secagg e2e: ok ($N agents, 3 dead at stages 2, 3 and 5 of their first round, one killed and restarted; support $(top "$t/net.model"); mode 1 / mode 2 objectives $1 / $2)"
