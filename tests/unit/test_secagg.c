@@ -589,6 +589,87 @@ static void test_secagg_attacks_later(void **state)
     attack_free(a);
 }
 
+/* Out of order, at both ends, and a hostile agent's answers at the server:
+ * a client asked for its input before its shares aborts; the server
+ * refuses an input of the wrong length, one after the inputs ended, and a
+ * release that holds both shares of a client, a share at another x, a
+ * share of a client it holds none of, or the same client twice. */
+static void test_secagg_attacks_order(void **state)
+{
+    sfl_sa_shares_t sh[NMAX];
+    sfl_sa_input_t in[NMAX];
+    sfl_sa_consist_t cs;
+    const uint64_t *u2, *u3;
+    const sfl_sa_consist_t *u4;
+    uint32_t n2, n3, n4, nb, nr;
+    sfl_sa_box_t *boxes;
+    sfl_sa_reveal_t rev[NMAX], bad[NMAX];
+    att_t *a = attack_setup();
+
+    (void)state;
+    /* client 0: its input asked first */
+    assert_true(sfl_sa_client_input(a->p.c[0], NULL, 0, NULL, 0, a->p.q[0], &in[0]) < 0);
+    assert_true(sfl_sa_client_aborted(a->p.c[0]));
+    /* an input before the shares ended */
+    for (uint32_t i = 1; i < a->p.n; i++) {
+        assert_int_equal(sfl_sa_client_share(a->p.c[i], a->u1, a->n1, &sh[i]), 0);
+        assert_int_equal(sfl_sa_server_shares(a->s, &sh[i]), 0);
+        sfl_sa_shares_clear(&sh[i]);
+    }
+    {
+        sfl_sa_input_t early = {.id = a->p.m[1].id, .len = LEN, .y = a->p.q[1]};
+
+        assert_int_equal(sfl_sa_server_input(a->s, &early), SFL_EINVAL);
+    }
+    assert_int_equal(sfl_sa_server_end_shares(a->s, &u2, &n2), 0);
+    assert_int_equal(n2, 4);
+    for (uint32_t i = 1; i < a->p.n; i++) {
+        assert_int_equal(sfl_sa_server_inbox(a->s, a->p.m[i].id, &boxes, &nb), 0);
+        assert_int_equal(sfl_sa_client_input(a->p.c[i], u2, n2, boxes, nb, a->p.q[i], &in[i]),
+                         0);
+        sfl__free(boxes);
+    }
+    /* a word short: refused, and the input still counts when whole */
+    in[1].len--;
+    assert_int_equal(sfl_sa_server_input(a->s, &in[1]), SFL_EINVAL);
+    in[1].len++;
+    for (uint32_t i = 1; i < a->p.n; i++)
+        assert_int_equal(sfl_sa_server_input(a->s, &in[i]), 0);
+    assert_int_equal(sfl_sa_server_end_inputs(a->s, &u3, &n3), 0);
+    {
+        sfl_sa_input_t late = {.id = a->p.m[2].id, .len = LEN, .y = a->p.q[2]};
+
+        assert_int_equal(sfl_sa_server_input(a->s, &late), SFL_EINVAL);
+    }
+    for (uint32_t i = 1; i < a->p.n; i++) {
+        assert_int_equal(sfl_sa_client_consist(a->p.c[i], u3, n3, &cs), 0);
+        assert_int_equal(sfl_sa_server_consist(a->s, &cs), 0);
+    }
+    assert_int_equal(sfl_sa_server_end_consist(a->s, &u4, &n4), 0);
+    assert_int_equal(sfl_sa_client_unmask(a->p.c[1], u4, n4, rev, &nr), 0);
+    assert_int_equal(nr, 4);
+    /* client 1 turned hostile: r_s's share of a client in U3 (both shares
+     * of it then), another x, a client outside U2, one client twice */
+    memcpy(bad, rev, nr * sizeof(*bad));
+    bad[2].type = 's';
+    assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, bad, nr), SFL_EINVAL);
+    memcpy(bad, rev, nr * sizeof(*bad));
+    bad[0].share.x++;
+    assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, bad, nr), SFL_EINVAL);
+    memcpy(bad, rev, nr * sizeof(*bad));
+    bad[3].of = a->p.m[0].id; /* 0 never shared */
+    assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, bad, nr), SFL_EINVAL);
+    memcpy(bad, rev, nr * sizeof(*bad));
+    bad[3] = bad[2];
+    assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, bad, nr), SFL_EINVAL);
+    /* the honest release still goes in, once */
+    assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, rev, nr), 0);
+    assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, rev, nr), SFL_EINVAL);
+    for (uint32_t i = 1; i < a->p.n; i++)
+        sfl_sa_input_clear(&in[i]);
+    attack_free(a);
+}
+
 /* A coordinator that gives clients different models (or supports), and
  * one that replays an advertisement of another round: every client's keys
  * are signed over the round it was given, so a client shown another
@@ -900,6 +981,7 @@ int main(void)
         cmocka_unit_test(test_secagg_harary_floor),
         cmocka_unit_test(test_secagg_attacks_keys),
         cmocka_unit_test(test_secagg_attacks_later),
+        cmocka_unit_test(test_secagg_attacks_order),
         cmocka_unit_test(test_secagg_one_release),
         cmocka_unit_test(test_secagg_split_view_and_replay),
         cmocka_unit_test(test_secagg_kat_x25519),
