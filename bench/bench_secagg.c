@@ -55,6 +55,7 @@
  *                      dense_over_mode2=           (ratios of uplinks)
  *   bench_secagg_prim x25519_us= ed25519_verify_us= shamir_split_ms=
  *                     shamir_combine_ms= n= t=
+ *   bench_secagg_support d= model_nnz= size= ms=   (sfl_sa_support, CPU)
  *   bench_secagg_mask len= mask_ms= mb_per_s=
  *   bench_secagg_agent n= t= k= len= drops= new_ms= share_ms= input_ms=
  *                      consist_ms= unmask_ms= total_ms= predicted_ms=
@@ -547,6 +548,31 @@ out:
     return rc;
 }
 
+/* S_t's cost on every agent and on the coordinator's loop: d = 1e6, a model
+ * of 1e4 nonzeros, |S_t| = 2e4. */
+static int support_cost(void)
+{
+    enum { D = 1000000, NNZ = 10000, SIZE = 20000 };
+    double *g = calloc(D, sizeof(*g)), t0;
+    uint32_t *out = calloc(SIZE, sizeof(*out)), n = 0;
+    uint8_t nonce[32];
+    int rc = SFL_ENOMEM;
+
+    if (g != NULL && out != NULL) {
+        for (uint32_t i = 0; i < NNZ; i++)
+            g[(uint64_t)i * (D / NNZ)] = 1.0;
+        memset(nonce, 0x5a, sizeof(nonce));
+        t0 = cpu_ms();
+        rc = sfl_sa_support(g, D, SIZE, nonce, out, &n);
+        if (rc == 0)
+            printf("bench_secagg_support d=%u model_nnz=%u size=%u ms=%.1f\n", D, NNZ, n,
+                   cpu_ms() - t0);
+    }
+    free(g);
+    free(out);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     uint32_t n = 100, ks[KMAX] = {1000, 10000};
@@ -597,6 +623,8 @@ int main(int argc, char **argv)
     printf("bench_secagg_prim x25519_us=%.1f ed25519_verify_us=%.1f shamir_split_ms=%.3f "
            "shamir_combine_ms=%.3f n=%u t=%u\n",
            p.x25519_ms * 1e3, p.verify_ms * 1e3, p.split_ms, p.combine_ms, co.n, co.t);
+    if (support_cost() < 0)
+        goto fail;
     for (int a = 0; a < nk; a++)
         if (cpu_rounds(&co, &p, ks[a]) < 0)
             goto fail;

@@ -30,34 +30,23 @@ _Static_assert(EXPLORE_TAG_LEN == 14, "exploration tag length");
 /* ---- support ------------------------------------------------------------- */
 
 typedef struct {
-    uint64_t key; /* first 8 digest bytes, big-endian */
+    uint64_t key; /* the index's rank */
     uint32_t i;
 } ranked_t;
 
-static uint64_t explore_rank(const uint8_t nonce[SFL_SA_NONCE_BYTES], uint32_t i)
+/* The exploration key: BLAKE2b-256("sfl-sa-explore" || nonce). */
+static void explore_key(const uint8_t nonce[SFL_SA_NONCE_BYTES], uint8_t key[SFL_SA_KEY_BYTES])
 {
-    uint8_t in[EXPLORE_TAG_LEN + SFL_SA_NONCE_BYTES + 4], h[32];
-    uint64_t key = 0;
+    uint8_t in[EXPLORE_TAG_LEN + SFL_SA_NONCE_BYTES];
 
     memcpy(in, EXPLORE_TAG, EXPLORE_TAG_LEN);
     memcpy(in + EXPLORE_TAG_LEN, nonce, SFL_SA_NONCE_BYTES);
-    for (int b = 0; b < 4; b++)
-        in[EXPLORE_TAG_LEN + SFL_SA_NONCE_BYTES + b] = (uint8_t)(i >> (8 * b));
-    /* The 32-byte digest, not an 8-byte one: BLAKE2b's output length is a
-     * parameter of the hash, so a shorter output is a different function. */
-    crypto_generichash(h, sizeof h, in, sizeof in, NULL, 0);
-    for (int b = 0; b < 8; b++)
-        key = (key << 8) | h[b];
-    return key;
+    crypto_generichash(key, SFL_SA_KEY_BYTES, in, sizeof in, NULL, 0);
 }
 
-static int by_rank(const void *a, const void *b)
+static int rank_less(const ranked_t *x, const ranked_t *y)
 {
-    const ranked_t *x = a, *y = b;
-
-    if (x->key != y->key)
-        return x->key < y->key ? -1 : 1;
-    return (x->i > y->i) - (x->i < y->i);
+    return x->key < y->key || (x->key == y->key && x->i < y->i);
 }
 
 static int by_index(const void *a, const void *b)
@@ -65,6 +54,42 @@ static int by_index(const void *a, const void *b)
     const ranked_t *x = a, *y = b;
 
     return (x->i > y->i) - (x->i < y->i);
+}
+
+static void swap_ranked(ranked_t *a, ranked_t *b)
+{
+    ranked_t t = *a;
+
+    *a = *b;
+    *b = t;
+}
+
+/* Moves the `need` least ranked of c[0..n) (need < n) to c[0..need), in no
+ * order: quickselect (Lomuto, the middle element as pivot; the ranks are
+ * pseudorandom and distinct, ties being broken by index), expected O(n).
+ * Invariant: c[0..lo) rank below all of c[lo..n), c[hi..n) above all of
+ * c[0..hi), and lo <= need <= hi. */
+static void select_least(ranked_t *c, uint32_t n, uint32_t need)
+{
+    uint32_t lo = 0, hi = n;
+
+    while (hi - lo > 1) {
+        uint32_t store = lo;
+        ranked_t pivot;
+
+        swap_ranked(&c[lo + (hi - lo) / 2], &c[hi - 1]);
+        pivot = c[hi - 1];
+        for (uint32_t i = lo; i < hi - 1; i++)
+            if (rank_less(&c[i], &pivot))
+                swap_ranked(&c[i], &c[store++]);
+        swap_ranked(&c[store], &c[hi - 1]); /* [lo, store) < pivot < (store, hi) */
+        if (store == need)
+            return;
+        if (store < need)
+            lo = store + 1;
+        else
+            hi = store;
+    }
 }
 
 int sfl_sa_support(const double *global, uint32_t d, uint32_t size,
@@ -90,15 +115,24 @@ int sfl_sa_support(const double *global, uint32_t d, uint32_t size,
     uint32_t nsel = 0;
 
     if (need > 0 && need < ncand) {
+        uint8_t key[SFL_SA_KEY_BYTES];
+        uint32_t w[2 * 256];
+
         cand = sfl__mallocarray(ncand, sizeof *cand);
         if (!cand)
             return sfl__fail(SFL_ENOMEM, "secure aggregation support: %u candidates", ncand);
+        explore_key(nonce, key);
         uint32_t c = 0;
-        for (uint32_t i = 0; i < d; i++)
-            if ((global[i] != 0.0) == rank_support)
-                cand[c++] = (ranked_t){explore_rank(nonce, i), i};
+        for (uint32_t i0 = 0; i0 < d; i0 += 256) {
+            uint32_t cnt = d - i0 < 256 ? d - i0 : 256;
+
+            sfl_sa_mask_words(key, 2 * (uint64_t)i0, w, 2 * (size_t)cnt);
+            for (uint32_t j = 0; j < cnt; j++)
+                if ((global[i0 + j] != 0.0) == rank_support)
+                    cand[c++] = (ranked_t){(uint64_t)w[2 * j + 1] << 32 | w[2 * j], i0 + j};
+        }
         assert(c == ncand);
-        qsort(cand, ncand, sizeof *cand, by_rank);
+        select_least(cand, ncand, need);
         qsort(cand, need, sizeof *cand, by_index);
         nsel = need;
     }
