@@ -296,6 +296,9 @@ int coord_job_spec_check(const sfl_job_spec_t *s)
     if (s->secagg && sfl_algo_find(s->algorithm)->shape != SFL_SHAPE_HORIZONTAL)
         return sfl__fail(SFL_EINVAL, "secure_aggregation: %s is not a horizontal algorithm "
                          "(its updates are not one weighted mean)", s->algorithm);
+    if (s->secagg && s->sa_degree % 2 != 0)
+        return sfl__fail(SFL_EINVAL, "secagg_degree: %u is odd (a Harary graph's degree is even; "
+                         "0 chooses it)", s->sa_degree);
     if (s->secagg && s->min_quorum < 3)
         return sfl__fail(SFL_EINVAL, "secure_aggregation: min_quorum must be at least 3 (a "
                          "sum of fewer reveals too much)");

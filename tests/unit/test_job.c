@@ -99,6 +99,13 @@ static void test_job_spec_check(void **state)
     assert_int_equal(coord_job_spec_set(&s, "labels", "0,1,2"), 0);
     assert_int_equal(s.nlabels, 3);
     assert_int_equal(coord_job_spec_check(&s), 0);
+    /* secure aggregation: an odd graph degree */
+    s.min_quorum = 3;
+    assert_int_equal(coord_job_spec_set(&s, "secure_aggregation", "1"), 0);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    assert_int_equal(coord_job_spec_set(&s, "secagg_degree", "17"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "secagg_degree: 17 is odd"));
 }
 
 static void test_job_eligibility(void **state)
