@@ -69,6 +69,7 @@ typedef struct train {
     int mode2;
     sfl_spvec_t *update;
     uint64_t samples;
+    sfl_client_report_t rep;
 } train_t;
 
 struct agent {
@@ -1245,10 +1246,8 @@ static void work_cb(uv_work_t *req)
     /* The loop touches neither the data, the identity nor ws while this
      * runs; the task is the work's own. */
     if (w->mode2) {
-        sfl_client_report_t rep;
-
         w->rc = train_update(w->task, a->data, a->eval, w->agent_id, &a->ws, &w->cs,
-                             &w->update, &rep);
+                             &w->update, &w->rep);
         w->samples = a->data->X->nrows;
     } else
         w->rc = agent_train_task(w->task, a->data, a->eval, a->id, w->agent_id, &a->ws,
@@ -1796,7 +1795,8 @@ static void sa_trained(agent_t *a, train_t *w)
     if (a->sa_st.job != job || a->sa_st.d != d)
         rc = sfl__fail(SFL_EINVAL, "secure aggregation: the job's state is not loaded");
     else
-        rc = agent_sa_update(a->sa, w->update, w->samples, a->sa_st.resid, &buf, &len);
+        rc = agent_sa_update(a->sa, w->update, w->samples, &w->rep, a->sa_st.resid, &buf,
+                             &len);
     /* the residual on disk before the input goes out */
     if (rc == 0 && (rc = agent_sa_state_save(a->cfg.state_dir, &a->sa_st)) < 0) {
         sfl_msg_buf_free(buf);

@@ -22,7 +22,7 @@ struct agent_sa {
     double *global;            /* the task's model, d entries */
     sfl_sa_quant_t quant;
     sfl_sa_client_t *c;
-    uint32_t *q;               /* the quantized input once trained (k + 2) */
+    uint32_t *q;               /* the quantized input and metrics once trained */
     int trained;
     sfl_msg_sa_stage_t held;   /* a stage 3 that came before the update */
     int holding;
@@ -37,7 +37,7 @@ void agent_sa_free(agent_sa_t *c)
     sfl__free(c->support);
     sfl__free(c->global);
     if (c->q != NULL)
-        sodium_memzero(c->q, ((size_t)c->k + 2) * sizeof(uint32_t));
+        sodium_memzero(c->q, ((size_t)c->k + 2 + SFL_SA_METRIC_WORDS) * sizeof(uint32_t));
     sfl__free(c->q);
     sfl_msg_sa_stage_clear(&c->held);
     sfl__free(c);
@@ -199,7 +199,7 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
                              &c->k)) < 0 ||
         (rc = sfl_sa_quant_init(&c->quant, sr->clip, sr->max_weight, sr->nmembers)) < 0)
         goto fail;
-    if ((c->q = sfl__calloc((size_t)c->k + 2, sizeof(uint32_t))) == NULL) {
+    if ((c->q = sfl__calloc((size_t)c->k + 2 + SFL_SA_METRIC_WORDS, sizeof(uint32_t))) == NULL) {
         rc = SFL_ENOMEM;
         goto fail;
     }
@@ -208,7 +208,8 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
         memcpy(c->members[i].pk, sr->members[i].pk, SFL_SEAL_PK_BYTES);
     }
     r = (sfl_sa_round_t){.job = t->job_id, .round = t->round, .attempt = t->attempt,
-                         .len = c->k + 2, .t = sr->threshold, .n = sr->nmembers,
+                         .len = c->k + 2 + SFL_SA_METRIC_WORDS, .t = sr->threshold,
+                         .n = sr->nmembers,
                          .degree = sr->degree, .members = c->members};
     memcpy(r.nonce, t->round_nonce, sizeof(r.nonce));
     memcpy(r.model_hash, t->model_hash, sizeof(r.model_hash));
@@ -256,9 +257,13 @@ static int input(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer, 
     return rc;
 }
 
-int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples, double *resid,
-                    uint8_t **answer, size_t *len)
+int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
+                    const sfl_client_report_t *rep, double *resid, uint8_t **answer,
+                    size_t *len)
 {
+    const double m[SFL_SA_METRICS] = {
+        (double)samples, (double)samples * rep->train_loss, (double)rep->eval_samples,
+        (double)rep->eval_samples * rep->eval_accuracy, (double)rep->eval_samples * rep->eval_mse};
     double *delta = sfl__calloc(c->d, sizeof(double)), *vals = NULL;
     sfl_topk_ws_t ws;
     sfl_rng_t rng;
@@ -289,6 +294,7 @@ int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples, 
         (rc = sfl_sa_client_vector(&c->quant, delta, resid, c->d, c->support, c->k, c->topk,
                                    (double)samples, &rng, &ws, vals, c->q)) < 0)
         goto out;
+    sfl_sa_metrics_encode(&c->quant, m, c->q + c->k + 2);
     c->trained = 1;
     if (c->holding) {
         rc = input(c, &c->held, answer, len);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sfl/client.h"
 #include "sfl/error.h"
 #include "sfl/msg.h"
 #include "sfl/secagg.h"
@@ -26,10 +27,12 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
                    size_t *len) SFL_MUST_CHECK;
 /* The round's update (the model the agent trained to; samples its weight):
  * the change on S_t with the error-feedback residual resid (d entries, the
- * job's, kept across rounds by the caller: zero at first), quantized; a
+ * job's, kept across rounds by the caller: zero at first), quantized, and
+ * the training's figures rep as the round's metric words (sfl/savec.h); a
  * stage 3 that waited for it is answered now (*answer, else NULL). */
-int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples, double *resid,
-                    uint8_t **answer, size_t *len) SFL_MUST_CHECK;
+int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
+                    const sfl_client_report_t *rep, double *resid, uint8_t **answer,
+                    size_t *len) SFL_MUST_CHECK;
 /* A stage of this round (the caller checked job, round and attempt):
  * *answer, or NULL for a stage 3 that waits for the update. */
 int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer,

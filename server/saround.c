@@ -108,7 +108,8 @@ int coord_saround_start(job_t *j)
         memcpy(m[i].pk, j->sa_members[i].pk, SFL_SEAL_PK_BYTES);
     }
     r = (sfl_sa_round_t){.job = j->id, .round = j->rnd.round, .attempt = j->wire_attempt,
-                         .len = j->sa_k + 2, .t = j->sa_t, .n = j->rnd.nmembers,
+                         .len = j->sa_k + 2 + SFL_SA_METRIC_WORDS, .t = j->sa_t,
+                         .n = j->rnd.nmembers,
                          .degree = j->sa_degree, .members = m};
     memcpy(r.nonce, j->rnd.nonce, sizeof(r.nonce));
     memcpy(r.model_hash, j->model_hash, sizeof(r.model_hash));
@@ -374,13 +375,31 @@ out:
     sfl_msg_sa_answer_free(m);
 }
 
+_Static_assert(SFL_MSG_SA_EXTRA == 2 + SFL_SA_METRIC_WORDS, "the wire's masked input limit");
+
+/* The round's figures from the cohort's summed metrics (sfl/savec.h), as
+ * mode 1's fold_metrics makes them from its sums (driver.c). */
+static void sa_metrics(coord_round_metrics_t *o, const double *m)
+{
+    if (m[0] >= 1 && isfinite(m[1])) {
+        o->samples = (uint64_t)m[0];
+        o->train_loss = m[1] / m[0];
+    }
+    if (m[2] >= 1 && isfinite(m[3]) && isfinite(m[4])) {
+        o->eval_samples = (uint64_t)m[2];
+        o->eval_accuracy = m[3] / m[2];
+        o->eval_mse = m[4] / m[2];
+    }
+}
+
 /* Thread pool (agg_work): the unmasked sum as the mean change on S_t,
  * global + it folded as the round's one update. */
 int coord_saround_fold(job_t *j)
 {
     coord_job_t *mj = &j->model;
-    uint32_t len = j->sa_k + 2, count = 0, *sum = sfl__calloc(len, sizeof(uint32_t));
-    double *mean = NULL, wsum;
+    uint32_t len = j->sa_k + 2 + SFL_SA_METRIC_WORDS, count = 0;
+    uint32_t *sum = sfl__calloc(len, sizeof(uint32_t));
+    double *mean = NULL, wsum, m[SFL_SA_METRICS];
     sfl_spvec_t *upd = NULL;
     sfl_sa_quant_t qz;
     int rc;
@@ -394,6 +413,8 @@ int coord_saround_fold(job_t *j)
         (rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count,
                                  (uint32_t)mj->prob.dim, mean, &wsum)) < 0)
         goto out;
+    sfl_sa_metrics_decode(&qz, sum + j->sa_k + 2, m);
+    sa_metrics(&j->work_metrics, m);
     for (size_t i = 0; i < mj->prob.dim; i++)
         mean[i] += mj->global[i];
     if ((rc = sfl_spvec_new((uint32_t)mj->prob.dim, 0, &upd)) < 0 ||

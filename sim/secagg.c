@@ -134,8 +134,9 @@ uint64_t sim_sa_add(sim_sa_t *s, uint32_t t, uint32_t c, const double *bcast,
         s->sum[i] += s->in[i]; /* mod 2^32, as the masked sum */
     s->count++;
     /* What the masked vector weighs on the wire: k + 2 words of 4 bytes
-     * (the keys, shares and signatures of the protocol are not counted). */
-    return 4 * ((uint64_t)s->k + 2);
+     * and the metric words (sfl/savec.h; the keys, shares and signatures of
+     * the protocol are not counted). */
+    return 4 * ((uint64_t)s->k + 2 + SFL_SA_METRIC_WORDS);
 }
 
 void sim_sa_finish(sim_sa_t *s, const double *global, sfl_spvec_t *out)

@@ -152,6 +152,15 @@ run_pair_job() { # $1 = job id, $2 = name, $3 = secure_aggregation
 run_pair_job 2 plain 0
 run_pair_job 3 masked 1
 grep -q "event=update job=3 " "$t/coord.log" && fail "a mode-1 update in the mode-2 job"
+# the rounds' train loss travels summed in mode 2 (the metric words): each
+# round's objective as mode 1's, to the quantization
+$CTL job history 2 > "$t/plain.csv" 2>&1 || fail "history 2: $(cat "$t/plain.csv")"
+$CTL job history 3 > "$t/masked.csv" 2>&1 || fail "history 3: $(cat "$t/masked.csv")"
+paste -d, "$t/plain.csv" "$t/masked.csv" | awk -F, -v n="$(head -1 "$t/plain.csv" | awk -F, '{ print NF }')" '
+    NR > 1 { a = $2; b = $(n + 2); e = a - b; if (e < 0) e = -e
+             if (b == "" || !(a > 0) || e > 1e-4 * a) { print "round " $1 ": " a " vs " b; bad = 1 }; rows++ }
+    END { exit bad || rows != 10 }' > "$t/loss-cmp.txt" ||
+    fail "mode 2's train loss is not mode 1's: $(cat "$t/loss-cmp.txt")"
 cmp=$(/usr/bin/python3 - "$t" <<'EOF2'
 import glob, sys
 t = sys.argv[1]

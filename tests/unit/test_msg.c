@@ -792,6 +792,29 @@ static void test_msg_secagg(void **state)
     a.nmasked = 3; /* a stage-3 field */
     assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
     a.nmasked = 0;
+    /* a masked input holds at most max_dim + SFL_MSG_SA_EXTRA words */
+    {
+        sfl_msg_limits_t lim;
+        uint32_t big[SFL_MSG_SA_EXTRA + 2] = {0};
+
+        sfl_msg_limits_default(&lim);
+        lim.max_dim = 1;
+        a.stage = 3;
+        memset(a.sig, 0x22, sizeof(a.sig));
+        a.nreveals = 0;
+        a.masked = big;
+        for (uint32_t extra = 0; extra <= 1; extra++) {
+            a.nmasked = 1 + SFL_MSG_SA_EXTRA + extra;
+            assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), 0);
+            assert_int_equal(sfl_msg_sa_answer_unpack(out, n, &lim, &da), extra ? SFL_ELIMIT : 0);
+            sfl_msg_sa_answer_free(da);
+            da = NULL;
+            sfl_msg_buf_free(out);
+        }
+        a.masked = masked;
+        a.nmasked = 0;
+        a.nreveals = 1;
+    }
     a.stage = 0;
     assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
     assert_int_equal(sfl_msg_sa_answer_unpack((const uint8_t *)"\x28\x09", 2, NULL, &da),

@@ -936,6 +936,50 @@ static void test_savec_server_roundtrip(void **state)
     free(global);
 }
 
+/* The metric words: sums of n_max clients' figures come back within one
+ * step 2^-F each, counts exactly; every word stays below 2^B; beyond the
+ * range a figure is clamped, a NaN or a negative one is 0. */
+static void test_savec_metrics(void **state)
+{
+    (void)state;
+    static const uint32_t ns[] = {17, 1000};
+
+    for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
+        sfl_sa_quant_t q;
+        uint32_t sum[SFL_SA_METRIC_WORDS] = {0}, w[SFL_SA_METRIC_WORDS];
+        double want[SFL_SA_METRICS] = {0}, got[SFL_SA_METRICS];
+        double step;
+
+        assert_int_equal(sfl_sa_quant_init(&q, 100, 1000, ns[a]), 0);
+        step = ldexp(1.0, -(2 * (int)q.bits - 32));
+        for (uint32_t u = 0; u < ns[a]; u++) {
+            double samples = 1000 + u, loss = 0.003 + 1e-5 * u, acc = (u % 7) / 7.0;
+            double m[SFL_SA_METRICS] = {samples, samples * loss, 50, 50 * acc, 50 * loss};
+
+            sfl_sa_metrics_encode(&q, m, w);
+            for (int j = 0; j < SFL_SA_METRIC_WORDS; j++) {
+                assert_true(w[j] < (UINT32_C(1) << q.bits));
+                sum[j] += w[j];
+            }
+            for (int j = 0; j < SFL_SA_METRICS; j++)
+                want[j] += m[j];
+        }
+        sfl_sa_metrics_decode(&q, sum, got);
+        assert_true(got[0] == want[0] && got[2] == want[2]);
+        for (int j = 1; j < SFL_SA_METRICS; j += j == 1 ? 2 : 1)
+            assert_true(fabs(got[j] - want[j]) <= ns[a] * step / 2 + 1e-9 * want[j]);
+
+        /* clamped, and 0 for NaN and negatives */
+        double big[SFL_SA_METRICS] = {1e30, NAN, -5, INFINITY, 2};
+        sfl_sa_metrics_encode(&q, big, w);
+        sfl_sa_metrics_decode(&q, w, got);
+        assert_true(got[0] == ldexp(1.0, 2 * (int)q.bits) - 1);
+        assert_true(got[1] == 0 && got[2] == 0);
+        assert_true(got[3] == (ldexp(1.0, 2 * (int)q.bits) - 1) * step);
+        assert_true(got[4] == 2);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -945,6 +989,7 @@ int main(void)
         cmocka_unit_test(test_savec_mask_add_cancel),
         cmocka_unit_test(test_savec_support_golden),
         cmocka_unit_test(test_savec_support_props),
+        cmocka_unit_test(test_savec_metrics),
         cmocka_unit_test(test_savec_support_large_model),
         cmocka_unit_test(test_savec_support_edges),
         cmocka_unit_test(test_savec_support_failalloc),

@@ -177,6 +177,9 @@ int sfl_msg_subscribe_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_l
  * unpack. Repeated fields hold at most lim's max_items entries. */
 #define SFL_MSG_SA_NONCE 24
 #define SFL_MSG_SA_CT 114 /* sfl/secagg.h SFL_SA_BOX_BYTES */
+/* A masked input's words beyond its support: weight, canary and the metric
+ * words (sfl/savec.h 2 + SFL_SA_METRIC_WORDS) */
+#define SFL_MSG_SA_EXTRA 12
 
 typedef struct sfl_msg_sa_member {
     uint64_t agent_id; /* > 0 */

@@ -36,6 +36,16 @@
  * (weight slot / 2^B) give the weighted mean; SFL_EBADSIG unless the canary
  * slot equals count.
  *
+ * Metrics (sfl_sa_metrics_encode): a round's figures travel summed too, in
+ * SFL_SA_METRIC_WORDS words after the canary (the masked vector of the
+ * protocol is len = |S_t| + 2 + SFL_SA_METRIC_WORDS words): samples,
+ * samples x train loss, eval samples, eval samples x eval accuracy, eval
+ * samples x eval mse (mode 1's sums, so the means are the same). Each
+ * m >= 0 is X = round(m 2^F) with F = 0 for the two counts and
+ * F = 2B - 32 for the others, clamped to 2^(2B) - 1 (NaN and negatives
+ * are 0), in two words: X mod 2^B, then X / 2^B (each below 2^B, so n_max
+ * of them sum below 2^31 as the values do).
+ *
  * A client's input with error feedback (sfl_sa_client_vector; sfl-sim's
  * --secagg, docs/algorithms.md). delta: the client's change, d entries;
  * e: its residual, d entries (0 at the start, kept across rounds).
@@ -123,6 +133,14 @@ int sfl_sa_client_vector(const sfl_sa_quant_t *q, const double *delta, double *r
 int sfl_sa_server_mean(const sfl_sa_quant_t *q, const uint32_t *sum, const uint32_t *support,
                        uint32_t k, uint32_t count, uint32_t d, double *mean,
                        double *wsum) SFL_MUST_CHECK;
+
+#define SFL_SA_METRICS 5
+#define SFL_SA_METRIC_WORDS (2 * SFL_SA_METRICS)
+
+/* One client's metrics m[0..SFL_SA_METRICS) (above) into out. */
+void sfl_sa_metrics_encode(const sfl_sa_quant_t *q, const double *m, uint32_t *out);
+/* The sum of count inputs' metric words back into m[0..SFL_SA_METRICS). */
+void sfl_sa_metrics_decode(const sfl_sa_quant_t *q, const uint32_t *sum, double *m);
 
 /* Words [first, first + n) of key's mask into out; first + n <= 2^36 (the
  * 32-bit block counter). */

@@ -86,7 +86,7 @@ typedef struct sfl_sa_round {
     uint8_t nonce[32];
     uint8_t model_hash[SFL_SA_HASH];
     uint8_t support_hash[SFL_SA_HASH]; /* sfl_sa_support_hash of S_t */
-    uint32_t len;                      /* vector words: |S_t| + 2 */
+    uint32_t len;                      /* vector words: |S_t| + 2 + metric words */
     uint32_t t;                        /* threshold */
     uint32_t n;                        /* cohort size */
     uint32_t degree;                   /* 0 (complete) or even >= 2; see sfl_sa_degree */

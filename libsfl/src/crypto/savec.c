@@ -267,6 +267,37 @@ int sfl_sa_dequantize(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t k, 
     return 0;
 }
 
+/* ---- metrics ------------------------------------------------------------- */
+
+/* F of metric j: the counts are whole, the others have 2B - 32 fraction bits. */
+static int metric_frac(const sfl_sa_quant_t *q, int j)
+{
+    return j == 0 || j == 2 ? 0 : 2 * (int)q->bits - 32;
+}
+
+void sfl_sa_metrics_encode(const sfl_sa_quant_t *q, const double *m, uint32_t *out)
+{
+    assert(q && m && out && quant_ok(q));
+    double top = ldexp(1.0, 2 * (int)q->bits) - 1;
+    uint64_t lo_mask = ((uint64_t)1 << q->bits) - 1;
+
+    for (int j = 0; j < SFL_SA_METRICS; j++) {
+        double x = m[j] > 0 ? nearbyint(ldexp(m[j], metric_frac(q, j))) : 0; /* NaN: 0 */
+        uint64_t v = x < top ? (uint64_t)x : (uint64_t)top;
+
+        out[2 * j] = (uint32_t)(v & lo_mask);
+        out[2 * j + 1] = (uint32_t)(v >> q->bits);
+    }
+}
+
+void sfl_sa_metrics_decode(const sfl_sa_quant_t *q, const uint32_t *sum, double *m)
+{
+    assert(q && sum && m && quant_ok(q));
+    for (int j = 0; j < SFL_SA_METRICS; j++)
+        m[j] = ldexp(ldexp((double)sum[2 * j + 1], (int)q->bits) + (double)sum[2 * j],
+                     -metric_frac(q, j));
+}
+
 /* ---- a client's input, the server's mean --------------------------------- */
 
 static int support_ok(const uint32_t *support, uint32_t k, uint32_t d)

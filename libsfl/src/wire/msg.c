@@ -1611,10 +1611,10 @@ static int get_sa_answer(const chk_t *c, void *pv, void *out)
     if (p->masked.len > 0) {
         size_t n = p->masked.len / 4;
 
-        if (p->masked.len % 4 != 0 || n > (size_t)c->lim->max_dim + 2)
+        if (p->masked.len % 4 != 0 || n > (size_t)c->lim->max_dim + SFL_MSG_SA_EXTRA)
             return fail(c, p->masked.len % 4 ? c->bad : SFL_ELIMIT,
-                        "masked input of %zu bytes (whole uint32 words, at most %u + 2)",
-                        p->masked.len, c->lim->max_dim);
+                        "masked input of %zu bytes (whole uint32 words, at most %u + %d)",
+                        p->masked.len, c->lim->max_dim, SFL_MSG_SA_EXTRA);
         if ((m->masked = sfl__mallocarray(n, sizeof(uint32_t))) == NULL)
             return fail(c, SFL_ENOMEM, "no memory for the masked input");
         for (size_t i = 0; i < n; i++)
