@@ -14,6 +14,7 @@ import time
 
 import report_dpbcfw
 import report_fedmac
+import report_secagg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -96,7 +97,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default="build/sfl-sim")
     ap.add_argument("--data", default="../shared/data")
-    ap.add_argument("--only", choices=("fedmac", "dpbcfw"),
+    ap.add_argument("--only", choices=("fedmac", "dpbcfw", "secagg"),
                     help="run one section and replace it in the existing REPORT.md")
     a = ap.parse_args()
     sim = os.path.abspath(a.sim)
@@ -224,6 +225,7 @@ def main():
     md += gradmp_section(sim, a.data)
     md += report_fedmac.section(sim, a.data)
     md += report_dpbcfw.section(sim, a.data)
+    md += report_secagg.section(sim, a.data)
     md += ["## Notes", "", open(os.path.join(HERE, "report-notes.md")).read()]
     with open(os.path.join(RES, "REPORT.md"), "w") as f:
         f.write("\n".join(md) + "\n")
@@ -233,7 +235,8 @@ def main():
 def only_section(name, sim, data):
     """Runs one top-level section and puts it in place of the same section
     of results/REPORT.md (before the Notes when it has none)."""
-    new = {"fedmac": report_fedmac, "dpbcfw": report_dpbcfw}[name].section(sim, data)
+    new = {"fedmac": report_fedmac, "dpbcfw": report_dpbcfw,
+           "secagg": report_secagg}[name].section(sim, data)
     path = os.path.join(RES, "REPORT.md")
     old = open(path).read().split("\n") if os.path.exists(path) else ["## Notes", ""]
     head = new[0]

@@ -1,6 +1,6 @@
 #!/bin/sh
 # make reproduce: run sim/experiments/*.ini and write results/REPORT.md.
-# ONLY=fedmac (make reproduce ONLY=fedmac) runs that section alone and
+# ONLY=fedmac|dpbcfw|secagg (make reproduce ONLY=fedmac) runs that section alone and
 # replaces it in the existing report.
 set -eu
 SIM=${1:-build/sfl-sim}
