@@ -88,4 +88,5 @@ done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 mkdir -p "$(dirname "$OUT")"
 $PY "$HERE/table.py" "$t/results.jsonl" "$ver" "$load_start" "$load_end" "$ROUNDS" > "$OUT"
+cp "$t/results.jsonl" "${OUT%.md}.jsonl"
 cat "$OUT"

@@ -20,7 +20,8 @@ Over it:
   per round  from the server's own clock: Flower's configure_fit of round 1
              to aggregate_fit of round R; sfl's round_open of round 1 to
              round_committed of round R (coordinator log, ms)
-Peak RSS is VmHWM of each process at the window's end (whole life).
+Peak RSS is VmHWM of each process at the window's end (whole life); load1
+is the 1-minute load average at the window's start.
 """
 import argparse
 import json
@@ -99,13 +100,14 @@ def hwm_kb(pid):
 def snapshot(server, clients, counters):
     return {"server_cpu": cpu_s(server.pid),
             "clients_cpu": sum(cpu_s(c.pid) for c in clients),
-            "bytes": counters.read(), "t": time.time()}
+            "bytes": counters.read(), "t": time.time(),
+            "load1": float(open("/proc/loadavg").read().split()[0])}
 
 
 def figures(a, b, server, clients, rounds, per_round, round_ms, extra):
     rss = sorted(hwm_kb(c.pid) for c in clients)
     return dict(extra,
-                s_per_round=per_round,
+                s_per_round=per_round, load1=a["load1"],
                 round_ms_median=statistics.median(round_ms) if round_ms else None,
                 server_cpu_s=b["server_cpu"] - a["server_cpu"],
                 clients_cpu_s=b["clients_cpu"] - a["clients_cpu"],

@@ -13,6 +13,8 @@ for line in open(path):
 
 
 def g(x):
+    if x == 0:
+        return "<0.01"  # CPU: clock ticks
     return f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
 
 
@@ -48,11 +50,14 @@ print("s/round is the window's first round opening to the last round's aggregate
       "and the clients' median; wire is every byte of IP packets to and from the "
       "server's port in the window, counted by nftables in the input hook, over the "
       "rounds (sfl's includes the `sflctl job create` that starts the job). "
-      "The last column is the largest difference between the two final models.")
+      "max abs(w_flower - w_sfl) is the largest difference between the two final "
+      "models; load is the 1-minute load average when each window started (it "
+      "includes the tail of this script's own process starts: 200 Python clients "
+      "take about a minute of CPU to import Flower).")
 print()
 print("| d | clients | s/round | server CPU s | clients CPU s | server peak RSS MB "
-      "| client peak RSS MB | wire MB/round | max abs(w_flower - w_sfl) |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+      "| client peak RSS MB | wire MB/round | max abs(w_flower - w_sfl) | load |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for (d, n), r in sorted(rows.items()):
     f, s = r["flower"], r["sfl"]
     diff, wmax = r["diff"]["model_diff"].split()
@@ -62,7 +67,7 @@ for (d, n), r in sorted(rows.items()):
           f"| {cell(f['server_rss_kb'], s['server_rss_kb'], 1 / 1024)} "
           f"| {cell(f['client_rss_kb_median'], s['client_rss_kb_median'], 1 / 1024)} "
           f"| {cell(f['bytes_per_round'], s['bytes_per_round'], 1e-6)} "
-          f"| {diff} (max abs(w) {wmax}) |")
+          f"| {diff} (max abs(w) {wmax}) | {f['load1']:.2f} / {s['load1']:.2f} |")
 fails = [(k, sysname, r[sysname]["failures"]) for k, r in sorted(rows.items())
          for sysname in ("flower", "sfl") if r[sysname]["failures"]]
 print()
