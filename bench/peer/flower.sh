@@ -48,7 +48,10 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 trap 'exit 130' INT TERM
 max=0
-for c in $CONFIGS; do n=${c#*:}; [ "$n" -gt $max ] && max=$n; done
+for c in $CONFIGS; do
+    n=${c#*:}
+    if [ "$n" -gt "$max" ]; then max=$n; fi
+done
 echo "flower.sh: certificates for $max agents"
 PKI=deploy/pki/sfl-pki
 "$PKI" init "$t/pki" > /dev/null
