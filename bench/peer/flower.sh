@@ -24,7 +24,7 @@
 # TLS). bench/peer/run.py runs each and says what is measured and how.
 #
 # CONFIGS lists DIM:CLIENTS pairs (default: d = 500 and 1e5, 8/50/200
-# clients). Needs root (nftables counters). About 15 minutes on 2 cores.
+# clients). Needs root (nftables counters). About 10 minutes on 2 cores.
 set -eu
 B=${1:-build}
 : "${FLOWER_SRC:?set FLOWER_SRC to a checkout of Flower v1.10.0 (bench/peer/flower.sh says how)}"
