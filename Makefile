@@ -9,6 +9,8 @@
 #   make bench      micro and macro benchmarks (figures to stdout)
 #   make soak       the coordinator killed -9 SOAK_KILLS (100) times mid-job
 #   make footprint  the arm64 agent's size and peak RSS (d = 1e5, under qemu)
+#   make bench-peer Flower (FLOWER_SRC: its v1.10.0 tag) and sfl on the same
+#                   job -> results/peer-flower.md
 #   make reproduce  the papers' experiments -> results/REPORT.md
 #   make install    PREFIX=/usr/local DESTDIR= (UNITDIR, MANDIR, DOCDIR)
 #
@@ -63,6 +65,9 @@ TEST_PKGS  := libcmocka-dev openssl python3-grpcio python3-protobuf python3-cryp
 REPRO_PKGS := gnuplot-nox python3-sklearn
 INSTALL_PKGS := help2man
 FOOTPRINT_PKGS := time
+# bench/peer/flower.sh: Flower 1.10.0's imports and the nftables counters.
+PEER_PKGS := python3-numpy python3-grpcio python3-protobuf python3-cryptography \
+             python3-pycryptodome python3-tomli nftables
 
 # Cross builds: Debian's cross gcc (gcc-<triplet>) links the foreign
 # architecture's -dev packages (PKG:ARCH, multiarch; mk/deps.sh adds the
@@ -167,7 +172,7 @@ CTL_MAIN_OBJ := $(BUILD)/server/main_sflctl.o
 PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN) $(CTL_BIN)
 
 .PHONY: all deps deps-test deps-repro deps-install deps-footprint test unit unit-asan \
-        test-cross unit-cross unit-asan e2e demo bench soak footprint reproduce install man \
+        test-cross unit-cross unit-asan e2e demo bench bench-peer soak footprint reproduce install man \
         clean help
 .DEFAULT_GOAL := all
 
@@ -176,7 +181,7 @@ PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN
 all: deps $(LIB) $(PROGRAMS)
 
 help:
-	@sed -n '2,16p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,18p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@./mk/deps.sh $(BUILD_PKGS)
@@ -347,6 +352,16 @@ soak: all deps-test
 bench: all $(BENCH_BIN) $(LOADGEN_BIN)
 	$(Q)./bench/run.sh $(BUILD)
 	$(Q)$(MAKE) --no-print-directory footprint
+
+# Flower beside sfl on the same FedAvg job; Flower's source is obtained
+# beforehand (bench/peer/flower.sh says how) and never fetched here.
+bench-peer:
+	$(Q)if [ -z "$(FLOWER_SRC)" ]; then \
+	    echo "bench-peer: skipped: FLOWER_SRC is not set (a checkout of Flower's tag v1.10.0:" \
+	         "git clone --depth 1 --branch v1.10.0 https://github.com/adap/flower.git DIR;" \
+	         "then make bench-peer FLOWER_SRC=DIR)"; \
+	 else $(MAKE) --no-print-directory all && ./mk/deps.sh $(PEER_PKGS) && \
+	    FLOWER_SRC="$(FLOWER_SRC)" sh bench/peer/flower.sh $(BUILD); fi
 
 # The agent's size and peak RSS for d = 1e5 and 10,000 local samples: a
 # native coordinator, the cross-built agent under qemu, then the native agent.
