@@ -201,6 +201,7 @@ void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
     }
     o->op.run = join_run;
     o->op.done = join_done;
+    o->op.batchable = 1; /* a Join storm: one commit for many rows */
     o->co = co;
     o->call = call;
     snprintf(o->addr, sizeof(o->addr), "%s", k->addr);
