@@ -97,15 +97,17 @@ static void join_done(coord_write_op_t *op)
     }
     if ((a = coord_agent_find(co, (uint64_t)o->id)) == NULL) {
         a = sfl__calloc(1, sizeof(*a));
-        if (a != NULL)
+        if (a != NULL) {
             a->id = (uint64_t)o->id;
+            snprintf(a->name, sizeof(a->name), "%s", o->row.name);
+        }
         if (a == NULL || coord_agent_insert(co, a) < 0) {
             sfl__free(a);
             coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
             goto out;
         }
     }
-    snprintf(a->name, sizeof(a->name), "%s", o->row.name);
+    /* (an agent found by id has this name: the store binds the two) */
     memcpy(a->fpr, o->row.cert_fingerprint, sizeof(a->fpr));
     memcpy(a->pk, o->m.identity_key, sizeof(a->pk));
     a->caps = o->m.capabilities;

@@ -170,6 +170,8 @@ struct coord {
     size_t nconns;
     agent_t **agents;         /* ascending id */
     size_t nagents, cap_agents;
+    agent_t **by_name;        /* open addressing on the name, at most half full */
+    size_t cap_by_name;       /* 0 or a power of two */
     job_t **jobs;             /* ascending id */
     size_t njobs, cap_jobs;
     int64_t started_ms;
@@ -233,7 +235,8 @@ uint64_t coord_now_ms(const coord_t *co);
 int64_t coord_wall_ms(void);
 agent_t *coord_agent_find(const coord_t *co, uint64_t id);
 agent_t *coord_agent_by_name(const coord_t *co, const char *name);
-/* Inserts keeping agents ascending by id (SFL_ENOMEM). */
+/* Inserts keeping agents ascending by id, indexed by a->name, which must
+ * be set and stays (SFL_ENOMEM). */
 int coord_agent_insert(coord_t *co, agent_t *a) SFL_MUST_CHECK;
 /* The operator revoked this certificate (bsearch in co->revoked). */
 bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32]);

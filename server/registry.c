@@ -53,12 +53,57 @@ bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32])
     return co->nrevoked > 0 && bsearch(fpr, co->revoked, co->nrevoked, 32, fpr_cmp) != NULL;
 }
 
+/* FNV-1a: names are certificate CNs, the table is internal. */
+static size_t name_hash(const char *name)
+{
+    uint64_t h = 14695981039346656037ull;
+
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* Every agent is found by name in O(1): each connection's and each Join's
+ * lookup would otherwise walk all 10,000. */
 agent_t *coord_agent_by_name(const coord_t *co, const char *name)
 {
-    for (size_t i = 0; i < co->nagents; i++)
-        if (strcmp(co->agents[i]->name, name) == 0)
-            return co->agents[i];
+    size_t mask = co->cap_by_name - 1;
+
+    if (co->cap_by_name == 0)
+        return NULL;
+    for (size_t i = name_hash(name) & mask; co->by_name[i] != NULL; i = (i + 1) & mask)
+        if (strcmp(co->by_name[i]->name, name) == 0)
+            return co->by_name[i];
     return NULL;
+}
+
+static void name_put(agent_t **t, size_t cap, agent_t *a)
+{
+    size_t i = name_hash(a->name) & (cap - 1);
+
+    while (t[i] != NULL)
+        i = (i + 1) & (cap - 1);
+    t[i] = a;
+}
+
+/* Room for one more name, the table kept at most half full. */
+static int name_reserve(coord_t *co)
+{
+    size_t cap = co->cap_by_name ? co->cap_by_name : 64;
+    agent_t **t;
+
+    while (2 * (co->nagents + 1) > cap)
+        cap *= 2;
+    if (cap == co->cap_by_name)
+        return 0;
+    if ((t = sfl__calloc(cap, sizeof(*t))) == NULL)
+        return SFL_ENOMEM;
+    for (size_t i = 0; i < co->nagents; i++)
+        name_put(t, cap, co->agents[i]);
+    sfl__free(co->by_name);
+    co->by_name = t;
+    co->cap_by_name = cap;
+    return 0;
 }
 
 int coord_agent_insert(coord_t *co, agent_t *a)
@@ -74,11 +119,14 @@ int coord_agent_insert(coord_t *co, agent_t *a)
         co->agents = na;
         co->cap_agents = cap;
     }
+    if (name_reserve(co) < 0)
+        return SFL_ENOMEM;
     while (pos > 0 && co->agents[pos - 1]->id > a->id)
         pos--;
     memmove(co->agents + pos + 1, co->agents + pos, (co->nagents - pos) * sizeof(*co->agents));
     co->agents[pos] = a;
     co->nagents++;
+    name_put(co->by_name, co->cap_by_name, a);
     return 0;
 }
 
