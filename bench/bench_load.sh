@@ -25,7 +25,10 @@
 # Both come from the coordinator's log timestamps (millisecond
 # resolution). Peak RSS is the coordinator's VmHWM; the CPU seconds are
 # user + system of the coordinator and of the load generator (children
-# included).
+# included); other_cpu_s what the rest of the machine used meanwhile (the
+# certificates loadgen issues are counted in loadgen_cpu_s: about N / 400 s;
+# the coordinator's before the load generator started in coord_cpu_s). A
+# busy machine makes the figures meaningless: check other_cpu_s.
 #
 # --restart: once all N agents joined and 5 s passed, the coordinator is
 # killed (kill -9) and started again on the same state; a second line
@@ -70,6 +73,8 @@ fail() { echo "bench_load: $*" >&2; tail -5 "$t/coord.log" >&2 || true; exit 1; 
 now_ms() { echo $(($(date +%s%3N) % 86400000)); }
 # user + system seconds of a process and its waited-for children
 cpu_s() { awk '{ printf "%.1f", ($14 + $15 + $16 + $17) / 100 }' "/proc/$1/stat"; }
+# busy seconds of the whole machine (all CPUs), to tell other load apart
+busy_s() { awk '/^cpu / { printf "%.1f", ($2 + $3 + $4 + $7 + $8) / 100 }' /proc/stat; }
 
 # Both processes hold one descriptor per connection. (dash and bash both
 # have ulimit -n.)
@@ -139,6 +144,7 @@ start_coord "$t/coord.log"
     --data-dir "$t/data" --shards 100 --work "$t/work" --seconds $SECS \
     --rate $RATE --procs $PROCS > "$t/loadgen.out" 2> "$t/loadgen.err" &
 lg=$!
+busy0=$(busy_s)
 # timeout(1) would not see the agents' graceful stop; the watchdog is here.
 # loadgen issues N certificates first (~2 ms each).
 limit=$((SECS + 30 + N / 400))
@@ -166,6 +172,7 @@ while kill -0 $lg 2>/dev/null; do
 done
 wait $lg || fail "loadgen failed: $(cat "$t/loadgen.err")"
 lg=""
+busy1=$(busy_s)
 if [ -n "$restarted" ]; then
     rss2=$(awk '/^VmHWM:/ { print $2 }' "/proc/$coord/status")
 else
@@ -195,7 +202,7 @@ function field(line, k,   i, r) {
     return r
 }'
 awk -v n=$N -v rss="$rss" -v lgrss="$lgrss" -v start="$start" -v cohort=$COHORT \
-    -v ccpu="$coordcpu" -v lgcpu="$lgcpu" "$AWKLIB"'
+    -v ccpu="$coordcpu" -v lgcpu="$lgcpu" -v busy="$busy0 $busy1" "$AWKLIB"'
 function median(a, c,   i, j, x) {
     if (c == 0) return -1
     for (i = 2; i <= c; i++) {  # insertion sort: a few thousand values
@@ -221,9 +228,13 @@ END {
     printf "bench_load agents=%d cohort=%d joined=%d all_joined_ms=%d rounds=%d " \
            "rounds_per_min=%.1f coord_peak_rss_kb=%s rss_per_agent_kb=%.1f " \
            "commit_to_next_task_ms=%s update_to_commit_ms=%s loadgen_rss_kb=%s " \
-           "coord_cpu_s=%s loadgen_cpu_s=%s\n",
+           "coord_cpu_s=%s loadgen_cpu_s=%s other_cpu_s=%.1f\n",
            n, cohort, joins, start == "" ? -1 : since(tjoin, start), ncommit, rpm, rss,
-           rss / n, median(c2t, nc2t), median(u2c, nu2c), lgrss, ccpu, lgcpu
+           rss / n, median(c2t, nc2t), median(u2c, nu2c), lgrss, ccpu, lgcpu, other
+}
+BEGIN {
+    split(busy, b, " ")
+    other = b[2] - b[1] - ccpu - lgcpu
 }' "$t/coord.log"
 if [ -n "$restarted" ]; then
     awk -v n=$N -v t0="$restarted" -v rss="$rss2" "$AWKLIB"'
