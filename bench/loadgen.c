@@ -355,6 +355,9 @@ static int run_agents(tally_t *t)
     uv_signal_init(loop, &sig_int);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_int, on_signal, SIGINT);
+    /* The loop's clock was read when it was made, before the agents were
+     * (seconds for thousands): T counts from now. */
+    uv_update_time(loop);
     uv_timer_start(&start_timer, on_start_tick, 0, 20);
     uv_timer_start(&end_timer, on_end, (uint64_t)o.seconds * 1000, 0);
     if (first == 0)
