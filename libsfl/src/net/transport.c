@@ -534,6 +534,22 @@ static void timer_cb(uv_timer_t *t)
     conn_step(c, EV_TIMEOUT);
 }
 
+/* An accepted TLS connection's first bytes: 1 if the peer has already closed
+ * (FIN or reset queued behind them). A client that gave up while waiting
+ * in the listen backlog (a storm) then costs no handshake crypto: its
+ * EOF arrives in the next read callback and closes it. */
+static int peer_gone(sfl_conn_t *c)
+{
+    uv_os_fd_t fd;
+    char b;
+    ssize_t r;
+
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return 0;
+    r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     sfl_conn_t *c = s->data;
@@ -559,6 +575,11 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     /* While closing, input is read only to see the peer's FIN. */
     if (c->state != SFL_CONN_HANDSHAKE && c->state != SFL_CONN_OPEN)
         return;
+    if (c->accepted && !c->peeked && c->type != &xport_tcp) { /* (TLS never half-closes) */
+        c->peeked = 1;
+        if (peer_gone(c))
+            return;
+    }
     c->type->feed(c, (const uint8_t *)buf->base, (size_t)n);
     if (c->state == SFL_CONN_OPEN && c->budget_used >= c->read_budget) {
         /* Let the other connections have this iteration. */
