@@ -112,7 +112,10 @@ static void join_done(coord_write_op_t *op)
     memcpy(a->pk, o->m.identity_key, sizeof(a->pk));
     a->caps = o->m.capabilities;
     a->conds = o->m.conditions;
-    a->ds = o->m.dataset;
+    if (coord_agent_set_ds(a, &o->m.dataset) < 0) {
+        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        goto out;
+    }
     snprintf(a->version, sizeof(a->version), "%s", o->m.agent_version);
     a->joined = 1;
     a->phase = SFL_PHASE_IDLE;

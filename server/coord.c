@@ -750,7 +750,7 @@ void coord_free(coord_t *co)
         coord_job_free(co->jobs[i]);
     sfl__free(co->jobs);
     for (size_t i = 0; i < co->nagents; i++)
-        sfl__free(co->agents[i]);
+        coord_agent_free(co->agents[i]);
     sfl__free(co->agents);
     sfl__free(co->by_name);
     coord_store_close(co->store);

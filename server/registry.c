@@ -53,6 +53,51 @@ bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32])
     return co->nrevoked > 0 && bsearch(fpr, co->revoked, co->nrevoked, 32, fpr_cmp) != NULL;
 }
 
+int coord_agent_set_ds(agent_t *a, const sfl_dataset_summary_t *ds)
+{
+    double *labels = NULL;
+
+    if (ds->nlabels > SFL_MSG_MAX_LABELS)
+        return sfl__fail(SFL_EINVAL, "%u labels, more than %d", ds->nlabels,
+                         SFL_MSG_MAX_LABELS);
+    if (ds->nlabels > 0) {
+        if ((labels = sfl__mallocarray(ds->nlabels, sizeof(*labels))) == NULL)
+            return SFL_ENOMEM;
+        memcpy(labels, ds->labels, ds->nlabels * sizeof(*labels));
+    }
+    sfl__free(a->ds.labels);
+    a->ds.samples = ds->samples;
+    a->ds.dimension = ds->dimension;
+    a->ds.nlabels = ds->nlabels;
+    a->ds.labels = labels;
+    a->ds.first_column = ds->first_column;
+    a->ds.has_ids = ds->has_ids;
+    memcpy(a->ds.ids_hash, ds->ids_hash, sizeof(a->ds.ids_hash));
+    return 0;
+}
+
+const sfl_dataset_summary_t *coord_agent_summary(const agent_t *a, sfl_dataset_summary_t *tmp)
+{
+    memset(tmp, 0, sizeof(*tmp));
+    tmp->samples = a->ds.samples;
+    tmp->dimension = a->ds.dimension;
+    tmp->nlabels = a->ds.nlabels;
+    if (a->ds.nlabels > 0)
+        memcpy(tmp->labels, a->ds.labels, a->ds.nlabels * sizeof(*tmp->labels));
+    tmp->first_column = a->ds.first_column;
+    tmp->has_ids = a->ds.has_ids;
+    memcpy(tmp->ids_hash, a->ds.ids_hash, sizeof(tmp->ids_hash));
+    return tmp;
+}
+
+void coord_agent_free(agent_t *a)
+{
+    if (a == NULL)
+        return;
+    sfl__free(a->ds.labels);
+    sfl__free(a);
+}
+
 /* FNV-1a: names are certificate CNs, the table is internal. */
 static size_t name_hash(const char *name)
 {
@@ -208,7 +253,9 @@ coord_inelig_t coord_ineligible(const job_t *j, const agent_t *a, char *why, siz
     /* A vertical job takes column blocks of its samples, one per block;
      * a horizontal one whole rows. */
     if (j->model.v != NULL) {
-        if (coord_vjob_block_of(j->model.v, &a->ds, why, cap) < 0)
+        sfl_dataset_summary_t ds;
+
+        if (coord_vjob_block_of(j->model.v, coord_agent_summary(a, &ds), why, cap) < 0)
             return COORD_INELIG_FEATURES;
     } else if (a->ds.first_column != 0) {
         snprintf(why, cap, "holds a column block (vertical data), the job takes whole rows");

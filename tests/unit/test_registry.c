@@ -31,8 +31,10 @@ static agent_t *agent(uint64_t id, const char *name)
 
 static void free_agents(coord_t *co)
 {
-    for (size_t i = 0; i < co->nagents; i++)
+    for (size_t i = 0; i < co->nagents; i++) {
+        sfl__free(co->agents[i]->ds.labels);
         free(co->agents[i]);
+    }
     sfl__free(co->agents);
     sfl__free(co->by_name);
 }
@@ -160,9 +162,12 @@ static void test_registry_eligibility(void **state)
     a->joined = 1;
     a->ds.samples = 10;
     a->ds.dimension = 12; /* narrower data is widened */
-    a->ds.nlabels = 2;
-    a->ds.labels[0] = -1;
-    a->ds.labels[1] = 1;
+    {
+        sfl_dataset_summary_t ds = {.samples = 10, .dimension = 12, .nlabels = 2,
+                                    .labels = {-1, 1}};
+
+        assert_int_equal(coord_agent_set_ds(a, &ds), 0);
+    }
     assert_int_equal(coord_ineligible(&j, a, why, sizeof(why)), COORD_INELIG_CONDITION);
     assert_string_equal(why, "condition mains_power not reported");
     /* a capability meets a required condition too */
@@ -181,6 +186,7 @@ static void test_registry_eligibility(void **state)
     j.ready = 1;
     coord_round_close(&j.rnd);
     coord_job_close(&j.model);
+    sfl__free(a->ds.labels);
     free(a);
 }
 
