@@ -13,13 +13,18 @@
 # run (SECS, 60; --quick 25 s) one line is printed:
 #   bench_load agents=N cohort=C joined=... all_joined_ms=... rounds=...
 #              rounds_per_min=... coord_peak_rss_kb=... rss_per_agent_kb=...
+#              coord_rss_kb=... rss_now_per_agent_kb=...
 #              commit_to_next_task_ms=... update_to_commit_ms=...
 #              loadgen_rss_kb=... coord_cpu_s=... loadgen_cpu_s=...
+#              other_cpu_s=...
 # all_joined_ms is the time from the load generator's first agent start to
 # the coordinator's N-th join (-1: not all joined); rss_per_agent_kb the
-# peak RSS over N; rounds_per_min counts rounds committed after the last
-# agent joined; commit_to_next_task_ms is the median time from a round's
-# last accepted update to the next round's round_open line (its tasks are
+# peak RSS (VmHWM, the join storm's transient state included) over N;
+# coord_rss_kb the RSS (VmRSS) in the last second before the agents stop,
+# all connected and the job running, and rss_now_per_agent_kb that over N;
+# rounds_per_min counts rounds committed after the last agent joined;
+# commit_to_next_task_ms is the median time from a round's last accepted
+# update to the next round's round_open line (its tasks are
 # sent in the same loop turn), update_to_commit_ms the part of it up to
 # round_committed (aggregation on the thread pool and the SQLite commit).
 # Both come from the coordinator's log timestamps (millisecond
@@ -154,6 +159,12 @@ n=0
 while kill -0 $lg 2>/dev/null; do
     n=$((n + 1))
     [ "$(date +%s)" -le $deadline ] || fail "loadgen did not finish in $limit s"
+    # the coordinator's RSS with the agents connected, once a second; the
+    # last sample before they stop is reported (coord_rss_kb)
+    if [ $((n % 10)) = 5 ] && [ -n "$coord" ]; then
+        rssnow=$(awk '/^VmRSS:/ { print $2 }' "/proc/$coord/status" 2>/dev/null || true)
+        [ -z "$rssnow" ] || [ -n "$restarted" ] || rsslast=$rssnow
+    fi
     # (the log is counted once a second: it grows to megabytes)
     if [ $RESTART = 1 ] && [ -z "$restarted" ] && [ $((n % 10)) = 0 ]; then
         if [ -z "${alljoined:-}" ] && [ "$(grep -c "event=join " "$t/coord.log")" -ge $N ]; then
@@ -201,7 +212,7 @@ function field(line, k,   i, r) {
     sub(/ .*/, "", r)
     return r
 }'
-awk -v n=$N -v rss="$rss" -v lgrss="$lgrss" -v start="$start" -v cohort=$COHORT \
+awk -v n=$N -v rss="$rss" -v rssl="${rsslast:-0}" -v lgrss="$lgrss" -v start="$start" -v cohort=$COHORT \
     -v ccpu="$coordcpu" -v lgcpu="$lgcpu" -v busy="$busy0 $busy1" "$AWKLIB"'
 function median(a, c,   i, j, x) {
     if (c == 0) return -1
@@ -227,10 +238,11 @@ END {
     rpm = ncommit > 1 && lastc > first ? (ncommit - 1) * 60000 / (lastc - first) : 0
     printf "bench_load agents=%d cohort=%d joined=%d all_joined_ms=%d rounds=%d " \
            "rounds_per_min=%.1f coord_peak_rss_kb=%s rss_per_agent_kb=%.1f " \
+           "coord_rss_kb=%s rss_now_per_agent_kb=%.1f " \
            "commit_to_next_task_ms=%s update_to_commit_ms=%s loadgen_rss_kb=%s " \
            "coord_cpu_s=%s loadgen_cpu_s=%s other_cpu_s=%.1f\n",
            n, cohort, joins, start == "" ? -1 : since(tjoin, start), ncommit, rpm, rss,
-           rss / n, median(c2t, nc2t), median(u2c, nu2c), lgrss, ccpu, lgcpu, other
+           rss / n, rssl, rssl / n, median(c2t, nc2t), median(u2c, nu2c), lgrss, ccpu, lgcpu, other
 }
 BEGIN {
     split(busy, b, " ")
