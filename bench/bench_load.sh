@@ -137,7 +137,7 @@ start_coord() {  # LOG
     "$B/sfl-coordinator" --config "$t/coordinator.ini" >> "$1" 2>&1 &
     coord=$!
     n=300
-    until grep -q "event=started" "$1"; do
+    until grep -q "event=started" "$1" 2> /dev/null; do
         n=$((n - 1))
         [ $n -gt 0 ] || fail "the coordinator did not start"
         sleep 0.1

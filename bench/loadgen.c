@@ -469,6 +469,9 @@ int main(int argc, char **argv)
         !o.work || o.agents == 0 || o.shards == 0 || o.seconds == 0 || o.rate == 0 ||
         o.procs == 0 || o.procs > o.agents)
         return usage();
+    /* as sfl-agent: a write to a connection the coordinator dropped (a
+     * kill -9) is an error to handle, not a signal that ends the process */
+    signal(SIGPIPE, SIG_IGN);
     if ((agents = calloc(o.agents, sizeof(*agents))) == NULL || issue_all() < 0)
         goto out;
     if (o.procs > 1 ? run_procs(&t) < 0 : run_agents(&t) < 0)
