@@ -1,33 +1,64 @@
 #!/bin/sh
 # Coordinator under many concurrent agents on loopback.
 #
-#   bench/bench_load.sh [BUILD] [--quick]
+#   [N=agents] [SECS=s] [RATE=r] [PROCS=p] [COHORT=c] \
+#       bench/bench_load.sh [BUILD] [--quick] [--restart]
 #
-# A coordinator runs one FedIter-HT job (d = 100, cohort 100, over-selection
-# 10 % (--quick: none, as 100 agents cannot fill 110 places), quorum 80)
-# while bench/loadgen holds N agents (1000; --quick 100) in one process:
-# real client-agent state machines over mutual TLS that Join, Subscribe,
-# train their task and submit sealed, signed updates. After the run (60 s;
-# --quick 25 s) one line is printed:
-#   bench_load agents=N cohort=100 joined=... rounds=... rounds_per_min=...
-#              coord_peak_rss_kb=... commit_to_next_task_ms=...
-#              update_to_commit_ms=... loadgen_rss_kb=...
+# A coordinator runs one FedIter-HT job (d = 100, cohort COHORT (100),
+# over-selection 10 % (--quick: none, as 100 agents cannot fill 110
+# places), quorum 80 % of the cohort) while bench/loadgen holds N agents
+# (1000; --quick 100) in PROCS processes (1): real client-agent state
+# machines over mutual TLS that Join, Subscribe, train their task and
+# submit sealed, signed updates, started at RATE a second (500). After the
+# run (SECS, 60; --quick 25 s) one line is printed:
+#   bench_load agents=N cohort=C joined=... all_joined_ms=... rounds=...
+#              rounds_per_min=... coord_peak_rss_kb=... rss_per_agent_kb=...
+#              coord_rss_kb=... rss_now_per_agent_kb=...
+#              commit_to_next_task_ms=... update_to_commit_ms=...
+#              loadgen_rss_kb=... coord_cpu_s=... loadgen_cpu_s=...
+#              other_cpu_s=...
+# all_joined_ms is the time from the load generator's first agent start to
+# the coordinator's N-th join (-1: not all joined); rss_per_agent_kb the
+# peak RSS (VmHWM, the join storm's transient state included) over N;
+# coord_rss_kb the RSS (VmRSS) in the last second before the agents stop,
+# all connected and the job running, and rss_now_per_agent_kb that over N;
 # rounds_per_min counts rounds committed after the last agent joined;
 # commit_to_next_task_ms is the median time from a round's last accepted
-# update to the next round's round_open line (its tasks are sent in the
-# same loop turn), update_to_commit_ms the part of it up to round_committed
-# (aggregation on the thread pool and the SQLite commit). Both come from the
-# coordinator's log timestamps (millisecond resolution). Peak RSS is the
-# coordinator's VmHWM. Bounded: about 1.5 minutes at most.
+# update to the next round's round_open line (its tasks are
+# sent in the same loop turn), update_to_commit_ms the part of it up to
+# round_committed (aggregation on the thread pool and the SQLite commit).
+# Both come from the coordinator's log timestamps (millisecond
+# resolution). Peak RSS is the coordinator's VmHWM; the CPU seconds are
+# user + system of the coordinator and of the load generator (children
+# included); other_cpu_s what the rest of the machine used meanwhile (the
+# certificates loadgen issues are counted in loadgen_cpu_s: about N / 400 s;
+# the coordinator's before the load generator started in coord_cpu_s). A
+# busy machine makes the figures meaningless: check other_cpu_s.
+#
+# --restart: once all N agents joined and 5 s passed, the coordinator is
+# killed (kill -9) and started again on the same state; a second line
+#   bench_load_restart agents=N rejoined=... all_rejoined_ms=...
+#              first_commit_ms=... coord_peak_rss_kb=...
+# gives the time from the restart to the N-th Join of the new process and
+# to its first committed round (-1: not within the run; SECS should leave
+# room, e.g. 60).
+#
+# KEEP=DIR keeps the logs there. Bounded: about SECS + 30 s (+ N / 400 s for
+# the certificates) at most.
 set -eu
 B=build
-N=1000
-SECS=60
+N=${N:-1000}
+SECS=${SECS:-60}
+RATE=${RATE:-500}
+PROCS=${PROCS:-1}
+COHORT=${COHORT:-100}
 OVERSEL=0.1
+RESTART=0
 for a in "$@"; do
     case $a in
     --quick) N=100 SECS=25 OVERSEL=0 ;;
-    -*) echo "usage: $0 [BUILD] [--quick]" >&2; exit 2 ;;
+    --restart) RESTART=1 ;;
+    -*) echo "usage: $0 [BUILD] [--quick] [--restart]" >&2; exit 2 ;;
     *) B=$a ;;
     esac
 done
@@ -37,11 +68,18 @@ coord=""
 lg=""
 cleanup() {
     for p in $lg $coord; do kill -9 "$p" 2>/dev/null || true; done
+    [ -z "${KEEP:-}" ] || cp "$t"/*.log "$t"/loadgen.* "$KEEP"/ 2>/dev/null || true
     rm -rf "$t"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 fail() { echo "bench_load: $*" >&2; tail -5 "$t/coord.log" >&2 || true; exit 1; }
+# UTC milliseconds of the day, as the coordinator's log timestamps give.
+now_ms() { echo $(($(date +%s%3N) % 86400000)); }
+# user + system seconds of a process and its waited-for children
+cpu_s() { awk '{ printf "%.1f", ($14 + $15 + $16 + $17) / 100 }' "/proc/$1/stat"; }
+# busy seconds of the whole machine (all CPUs), to tell other load apart
+busy_s() { awk '/^cpu / { printf "%.1f", ($2 + $3 + $4 + $7 + $8) / 100 }' /proc/stat; }
 
 # Both processes hold one descriptor per connection. (dash and bash both
 # have ulimit -n.)
@@ -74,6 +112,7 @@ state_dir = $t/state
 metrics_listen = off
 max_agents = $((N + 100))
 max_conns = $((N + 100))
+max_handshakes = $((N + 100 < 512 ? N + 100 : 512))
 select_wait_ms = 500
 tick_ms = 50
 pace_min_ms = 200
@@ -87,56 +126,97 @@ local_steps = 2
 lr = 0.1
 batch = 30
 rounds = 1000000
-cohort = 100
+cohort = $COHORT
 overselect = $OVERSEL
-min_quorum = 80
+min_quorum = $((COHORT * 4 / 5))
 deadline_ms = 10000
 seed = 7
 EOF
 PK=$("$B/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
-"$B/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
-coord=$!
-n=50
-until grep -q "event=started" "$t/coord.log"; do
-    n=$((n - 1))
-    [ $n -gt 0 ] || fail "the coordinator did not start"
-    sleep 0.1
-done
+start_coord() {  # LOG
+    "$B/sfl-coordinator" --config "$t/coordinator.ini" >> "$1" 2>&1 &
+    coord=$!
+    n=300
+    until grep -q "event=started" "$1" 2> /dev/null; do
+        n=$((n - 1))
+        [ $n -gt 0 ] || fail "the coordinator did not start"
+        sleep 0.1
+    done
+}
+start_coord "$t/coord.log"
 
 "$B/bench/loadgen" --pki "$t/pki" --agents $N --coordinator 127.0.0.1:$port --coordinator-pk "$PK" \
     --data-dir "$t/data" --shards 100 --work "$t/work" --seconds $SECS \
-    > "$t/loadgen.out" 2> "$t/loadgen.err" &
+    --rate $RATE --procs $PROCS > "$t/loadgen.out" 2> "$t/loadgen.err" &
 lg=$!
+busy0=$(busy_s)
 # timeout(1) would not see the agents' graceful stop; the watchdog is here.
-n=$(((SECS + 30) * 10))
+# loadgen issues N certificates first (~2 ms each).
+limit=$((SECS + 30 + N / 400))
+deadline=$(($(date +%s) + limit))
+restarted=""
+n=0
 while kill -0 $lg 2>/dev/null; do
-    n=$((n - 1))
-    [ $n -gt 0 ] || fail "loadgen did not finish in $((SECS + 30)) s"
+    n=$((n + 1))
+    [ "$(date +%s)" -le $deadline ] || fail "loadgen did not finish in $limit s"
+    # the coordinator's RSS with the agents connected, once a second; the
+    # last sample before they stop is reported (coord_rss_kb)
+    if [ $((n % 10)) = 5 ] && [ -n "$coord" ]; then
+        rssnow=$(awk '/^VmRSS:/ { print $2 }' "/proc/$coord/status" 2>/dev/null || true)
+        [ -z "$rssnow" ] || [ -n "$restarted" ] || rsslast=$rssnow
+    fi
+    # (the log is counted once a second: it grows to megabytes)
+    if [ $RESTART = 1 ] && [ -z "$restarted" ] && [ $((n % 10)) = 0 ]; then
+        if [ -z "${alljoined:-}" ] && [ "$(grep -c "event=join " "$t/coord.log")" -ge $N ]; then
+            alljoined=$(date +%s)
+        fi
+        if [ -n "${alljoined:-}" ] && [ "$(date +%s)" -ge $((alljoined + 5)) ]; then
+            rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/$coord/status")
+            coordcpu=$(cpu_s $coord)
+            kill -9 $coord
+            wait $coord 2>/dev/null || true
+            restarted=$(now_ms)
+            start_coord "$t/coord2.log"
+        fi
+    fi
     sleep 0.1
 done
 wait $lg || fail "loadgen failed: $(cat "$t/loadgen.err")"
 lg=""
-rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/$coord/status")
+busy1=$(busy_s)
+if [ -n "$restarted" ]; then
+    rss2=$(awk '/^VmHWM:/ { print $2 }' "/proc/$coord/status")
+else
+    rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/$coord/status")
+    coordcpu=$(cpu_s $coord)
+fi
 kill -TERM $coord
 wait $coord || true
 coord=""
+[ $RESTART = 0 ] || [ -n "$restarted" ] || fail "not all $N agents joined: no restart"
 
 lgrss=$(sed -n 's/.* rss_kb=\([0-9]*\).*/\1/p' "$t/loadgen.out")
-awk -v n=$N -v rss="$rss" -v lgrss="$lgrss" '
+lgcpu=$(sed -n 's/.* cpu_s=\([0-9.]*\).*/\1/p' "$t/loadgen.out")
+start=$(sed -n 's/^loadgen: start_ms=\([0-9]*\)$/\1/p' "$t/loadgen.err")
+# shellcheck disable=SC2016
+AWKLIB='
 function ms(line,   s) {  # ts=YYYY-MM-DDTHH:MM:SS.mmmZ -> ms of the day
     s = substr(line, index(line, "ts=") + 14, 12)
     return ((substr(s, 1, 2) * 60 + substr(s, 4, 2)) * 60 + substr(s, 7, 6)) * 1000
 }
+function since(t, t0) { return t == "" ? -1 : (t - t0 + 86400000) % 86400000 }
 function field(line, k,   i, r) {
     i = index(line, " " k "=")
     if (!i) return ""
     r = substr(line, i + length(k) + 2)
     sub(/ .*/, "", r)
     return r
-}
+}'
+awk -v n=$N -v rss="$rss" -v rssl="${rsslast:-0}" -v lgrss="$lgrss" -v start="$start" -v cohort=$COHORT \
+    -v ccpu="$coordcpu" -v lgcpu="$lgcpu" -v busy="$busy0 $busy1" "$AWKLIB"'
 function median(a, c,   i, j, x) {
     if (c == 0) return -1
-    for (i = 2; i <= c; i++) {  # insertion sort: a few hundred values
+    for (i = 2; i <= c; i++) {  # insertion sort: a few thousand values
         x = a[i]
         for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]
         a[j + 1] = x
@@ -156,10 +236,27 @@ function median(a, c,   i, j, x) {
 }
 END {
     rpm = ncommit > 1 && lastc > first ? (ncommit - 1) * 60000 / (lastc - first) : 0
-    printf "bench_load agents=%d cohort=100 joined=%d rounds=%d rounds_per_min=%.1f " \
-           "coord_peak_rss_kb=%s commit_to_next_task_ms=%s update_to_commit_ms=%s " \
-           "loadgen_rss_kb=%s\n",
-           n, joins, ncommit, rpm, rss, median(c2t, nc2t), median(u2c, nu2c), lgrss
+    printf "bench_load agents=%d cohort=%d joined=%d all_joined_ms=%d rounds=%d " \
+           "rounds_per_min=%.1f coord_peak_rss_kb=%s rss_per_agent_kb=%.1f " \
+           "coord_rss_kb=%s rss_now_per_agent_kb=%.1f " \
+           "commit_to_next_task_ms=%s update_to_commit_ms=%s loadgen_rss_kb=%s " \
+           "coord_cpu_s=%s loadgen_cpu_s=%s other_cpu_s=%.1f\n",
+           n, cohort, joins, start == "" ? -1 : since(tjoin, start), ncommit, rpm, rss,
+           rss / n, rssl, rssl / n, median(c2t, nc2t), median(u2c, nu2c), lgrss, ccpu, lgcpu, other
+}
+BEGIN {
+    split(busy, b, " ")
+    other = b[2] - b[1] - ccpu - lgcpu
 }' "$t/coord.log"
+if [ -n "$restarted" ]; then
+    awk -v n=$N -v t0="$restarted" -v rss="$rss2" "$AWKLIB"'
+/event=join / { if (++joins == n) tjoin = ms($0) }
+/event=round_committed / { if (tc == "") tc = ms($0) }
+END {
+    printf "bench_load_restart agents=%d rejoined=%d all_rejoined_ms=%d first_commit_ms=%d " \
+           "coord_peak_rss_kb=%s\n", n, joins, since(tjoin, t0), since(tc, t0), rss
+}' "$t/coord2.log"
+fi
 sed 's/^/  /' "$t/loadgen.out"
-grep -c "event=round_failed" "$t/coord.log" | sed 's/^/  rounds failed: /'
+cat "$t/coord.log" "$t/coord2.log" 2>/dev/null | grep -c "event=round_failed" |
+    sed 's/^/  rounds failed: /'

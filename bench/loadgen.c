@@ -2,6 +2,7 @@
  *
  *   loadgen --pki DIR --agents N --coordinator HOST:PORT --coordinator-pk HEX
  *           --data-dir DIR --shards S --work DIR --seconds T [--rate R]
+ *           [--procs P]
  *
  * Each agent is client-agent's agent_t (agent.h) on one shared uv loop, so
  * every one does what sfl-agent does: mutual TLS, Join, Subscribe, train
@@ -11,16 +12,29 @@
  * the same profile (O=sfl, OU=agent, CN=load-NNNNN, P-256, clientAuth)
  * from DIR/ca.key and DIR/ca.crt made by `sfl-pki init DIR`. Agent i trains
  * on DIR/client-(i mod S).svm. Agents start at R per second (default 500)
- * so the coordinator is not handed a thousand handshakes in one tick. After
- * T seconds every agent stops gracefully and one line is printed:
+ * so the coordinator is not handed a thousand handshakes in one tick (R is
+ * the total over all processes). With P > 1 the agents are split over P
+ * forked processes (agent i in process i mod P), so that one load
+ * generator's own loop is not what limits thousands of agents; each
+ * process is sent SIGTERM if this one dies. Once the agents start, stderr
+ * gets "loadgen: start_ms=M" (M: UTC milliseconds of the day, as the
+ * coordinator's log timestamps). After T seconds every agent stops
+ * gracefully and one line is printed, summed over the processes (rss_kb:
+ * the sum of their peak RSS):
  *   loadgen agents=... joined=... tasks=... trained=... accepted=...
- *           rejected=... connect_fails=... backoffs=... rss_kb=... */
+ *           rejected=... connect_fails=... backoffs=... rss_kb=... cpu_s=...
+ * (cpu_s: user + system seconds, summed too). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -35,11 +49,18 @@
 
 typedef struct {
     const char *pki, *coordinator, *coordinator_pk, *data_dir, *work;
-    unsigned agents, shards, seconds, rate;
+    unsigned agents, shards, seconds, rate, procs;
 } opts_t;
 
-static opts_t o = {.rate = 500};
+/* What one process reports; summed over the processes. */
+typedef struct {
+    unsigned long long joined, tasks, trained, accepted, rejected, fails, backoffs, rss_kb,
+        cpu_ms;
+} tally_t;
+
+static opts_t o = {.rate = 500, .procs = 1};
 static agent_t **agents;
+static unsigned first, step = 1; /* this process runs agents first, first + step, ... */
 static unsigned started, stopped;
 static uv_timer_t start_timer, end_timer;
 static uv_signal_t sig_term, sig_int;
@@ -198,18 +219,38 @@ fail:
     return -1;
 }
 
+/* The agents of this process. */
+static unsigned mine(void)
+{
+    return first < o.agents ? (o.agents - first + step - 1) / step : 0;
+}
+
+static agent_t *agent_at(unsigned n)
+{
+    return agents[first + n * step];
+}
+
 static void on_start_tick(uv_timer_t *t)
 {
-    /* rate per second in 20 ms ticks */
-    unsigned n = o.rate / 50 ? o.rate / 50 : 1;
+    /* this process's share of the rate per second, in 20 ms ticks */
+    unsigned r = o.rate / o.procs, n = r / 50 ? r / 50 : 1;
 
-    for (; n > 0 && started < o.agents; n--, started++) {
-        int rc = agent_start(agents[started]);
+    if (started == 0) {
+        struct timeval tv;
+
+        gettimeofday(&tv, NULL);
+        if (first == 0)
+            fprintf(stderr, "loadgen: start_ms=%lld\n",
+                    (long long)(tv.tv_sec % 86400) * 1000 + tv.tv_usec / 1000);
+    }
+    for (; n > 0 && started < mine(); n--, started++) {
+        int rc = agent_start(agent_at(started));
 
         if (rc < 0)
-            fprintf(stderr, "loadgen: agent %u: start: %s\n", started, uv_strerror(rc));
+            fprintf(stderr, "loadgen: agent %u: start: %s\n", first + started * step,
+                    uv_strerror(rc));
     }
-    if (started == o.agents)
+    if (started == mine())
         uv_timer_stop(t);
 }
 
@@ -240,7 +281,7 @@ static void stop_all(void)
         return;
     }
     for (unsigned i = 0; i < started; i++)
-        agent_stop(agents[i], on_stopped, NULL);
+        agent_stop(agent_at(i), on_stopped, NULL);
 }
 
 static void on_end(uv_timer_t *t)
@@ -271,19 +312,131 @@ static long rss_kb(const char *field)
     return v;
 }
 
+/* User + system time of this process, certificates included. */
+static unsigned long long cpu_ms(void)
+{
+    struct rusage ru;
+
+    if (getrusage(RUSAGE_SELF, &ru) < 0)
+        return 0;
+    return (unsigned long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+           (unsigned long long)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
 static int usage(void)
 {
     fprintf(stderr, "usage: loadgen --pki DIR --agents N --coordinator HOST:PORT "
                     "--coordinator-pk HEX --data-dir DIR --shards S --work DIR --seconds T "
-                    "[--rate R]\n");
+                    "[--rate R] [--procs P]\n");
     return 2;
+}
+
+static void print_tally(FILE *f, const tally_t *t)
+{
+    fprintf(f,
+            "loadgen agents=%u joined=%llu tasks=%llu trained=%llu accepted=%llu "
+            "rejected=%llu connect_fails=%llu backoffs=%llu rss_kb=%llu cpu_s=%.1f\n",
+            o.agents, t->joined, t->tasks, t->trained, t->accepted, t->rejected, t->fails,
+            t->backoffs, t->rss_kb, (double)t->cpu_ms / 1000);
+}
+
+/* Runs this process's agents for o.seconds into *t. */
+static int run_agents(tally_t *t)
+{
+    uv_loop_t *loop = uv_default_loop();
+
+    memset(t, 0, sizeof(*t));
+    for (unsigned n = 0; n < mine(); n++)
+        if (make_agent(loop, first + n * step) < 0)
+            return -1;
+    uv_timer_init(loop, &start_timer);
+    uv_timer_init(loop, &end_timer);
+    uv_signal_init(loop, &sig_term);
+    uv_signal_init(loop, &sig_int);
+    uv_signal_start(&sig_term, on_signal, SIGTERM);
+    uv_signal_start(&sig_int, on_signal, SIGINT);
+    /* The loop's clock was read when it was made, before the agents were
+     * (seconds for thousands): T counts from now. */
+    uv_update_time(loop);
+    uv_timer_start(&start_timer, on_start_tick, 0, 20);
+    uv_timer_start(&end_timer, on_end, (uint64_t)o.seconds * 1000, 0);
+    if (first == 0)
+        fprintf(stderr, "loadgen: %u agents ready in %u process(es), starting at %u/s\n",
+                o.agents, o.procs, o.rate);
+    uv_run(loop, UV_RUN_DEFAULT);
+    for (unsigned n = 0; n < mine(); n++) {
+        const agent_stats_t *s = agent_stats(agent_at(n));
+
+        t->joined += agent_joined_id(agent_at(n)) != 0;
+        t->tasks += s->tasks;
+        t->trained += s->trained;
+        t->accepted += s->acks[SFL_ACK_ACCEPTED];
+        for (int v = SFL_ACK_LATE; v <= SFL_ACK_REJECTED; v++)
+            t->rejected += s->acks[v];
+        t->fails += s->connect_fails;
+        t->backoffs += s->backoffs;
+    }
+    t->rss_kb = (unsigned long long)rss_kb("VmHWM:");
+    t->cpu_ms = cpu_ms();
+    return 0;
+}
+
+/* Forks the processes (agents k, k + P, ...), each writing its tally to a
+ * pipe, and sums them. */
+static int run_procs(tally_t *sum)
+{
+    pid_t *pids = calloc(o.procs, sizeof(*pids));
+    int fd[2], rc = 0;
+
+    memset(sum, 0, sizeof(*sum));
+    if (pids == NULL || pipe(fd) < 0) {
+        free(pids);
+        return -1;
+    }
+    step = o.procs;
+    for (unsigned k = 0; k < o.procs; k++) {
+        if ((pids[k] = fork()) < 0) {
+            rc = -1;
+            break;
+        }
+        if (pids[k] == 0) {
+            tally_t t;
+
+            close(fd[0]);
+            (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+            first = k;
+            if (run_agents(&t) < 0 || write(fd[1], &t, sizeof(t)) != (ssize_t)sizeof(t))
+                _exit(1);
+            _exit(0);
+        }
+    }
+    close(fd[1]);
+    for (unsigned k = 0; k < o.procs && pids[k] > 0; k++) {
+        tally_t t;
+        int st;
+
+        if (read(fd[0], &t, sizeof(t)) == (ssize_t)sizeof(t)) {
+            sum->joined += t.joined;
+            sum->tasks += t.tasks;
+            sum->trained += t.trained;
+            sum->accepted += t.accepted;
+            sum->rejected += t.rejected;
+            sum->fails += t.fails;
+            sum->backoffs += t.backoffs;
+            sum->rss_kb += t.rss_kb;
+            sum->cpu_ms += t.cpu_ms;
+        }
+        if (waitpid(pids[k], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            rc = -1;
+    }
+    close(fd[0]);
+    free(pids);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    uint64_t joined = 0, tasks = 0, trained = 0, accepted = 0, rejected = 0, fails = 0,
-             backoffs = 0;
-    uv_loop_t *loop = uv_default_loop();
+    tally_t t;
     int rc = 1;
 
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -307,50 +460,29 @@ int main(int argc, char **argv)
             o.seconds = (unsigned)strtoul(v, NULL, 10);
         else if (strcmp(k, "--rate") == 0)
             o.rate = (unsigned)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--procs") == 0)
+            o.procs = (unsigned)strtoul(v, NULL, 10);
         else
             return usage();
     }
     if (argc % 2 == 0 || !o.pki || !o.coordinator || !o.coordinator_pk || !o.data_dir ||
-        !o.work || o.agents == 0 || o.shards == 0 || o.seconds == 0 || o.rate == 0)
+        !o.work || o.agents == 0 || o.shards == 0 || o.seconds == 0 || o.rate == 0 ||
+        o.procs == 0 || o.procs > o.agents)
         return usage();
+    /* as sfl-agent: a write to a connection the coordinator dropped (a
+     * kill -9) is an error to handle, not a signal that ends the process */
+    signal(SIGPIPE, SIG_IGN);
     if ((agents = calloc(o.agents, sizeof(*agents))) == NULL || issue_all() < 0)
         goto out;
-    for (unsigned i = 0; i < o.agents; i++)
-        if (make_agent(loop, i) < 0)
-            goto out;
-    uv_timer_init(loop, &start_timer);
-    uv_timer_init(loop, &end_timer);
-    uv_signal_init(loop, &sig_term);
-    uv_signal_init(loop, &sig_int);
-    uv_signal_start(&sig_term, on_signal, SIGTERM);
-    uv_signal_start(&sig_int, on_signal, SIGINT);
-    uv_timer_start(&start_timer, on_start_tick, 0, 20);
-    uv_timer_start(&end_timer, on_end, (uint64_t)o.seconds * 1000, 0);
-    fprintf(stderr, "loadgen: %u agents ready, starting at %u/s\n", o.agents, o.rate);
-    uv_run(loop, UV_RUN_DEFAULT);
-    for (unsigned i = 0; i < o.agents; i++) {
-        const agent_stats_t *s = agent_stats(agents[i]);
-
-        joined += agent_joined_id(agents[i]) != 0;
-        tasks += s->tasks;
-        trained += s->trained;
-        accepted += s->acks[SFL_ACK_ACCEPTED];
-        for (int v = SFL_ACK_LATE; v <= SFL_ACK_REJECTED; v++)
-            rejected += s->acks[v];
-        fails += s->connect_fails;
-        backoffs += s->backoffs;
-    }
-    printf("loadgen agents=%u joined=%llu tasks=%llu trained=%llu accepted=%llu rejected=%llu "
-           "connect_fails=%llu backoffs=%llu rss_kb=%ld\n",
-           o.agents, (unsigned long long)joined, (unsigned long long)tasks,
-           (unsigned long long)trained, (unsigned long long)accepted,
-           (unsigned long long)rejected, (unsigned long long)fails,
-           (unsigned long long)backoffs, rss_kb("VmHWM:"));
+    if (o.procs > 1 ? run_procs(&t) < 0 : run_agents(&t) < 0)
+        goto out;
+    print_tally(stdout, &t);
     rc = 0;
 out:
     for (unsigned i = 0; agents && i < o.agents; i++)
         agent_free(agents[i]);
     free(agents);
-    (void)uv_loop_close(loop);
+    if (o.procs == 1)
+        (void)uv_loop_close(uv_default_loop());
     return rc;
 }

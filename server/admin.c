@@ -146,7 +146,7 @@ void coord_h_list_agents(sfl_grpc_call_t *call, const uint8_t *req, size_t len, 
         o->connected = a->conn != NULL;
         o->capabilities = a->caps;
         o->conditions = a->conds;
-        o->dataset = a->ds;
+        (void)coord_agent_summary(a, &o->dataset);
         o->last_seen_ms = a->last_seen_ms;
         o->phase = a->joined ? a->phase : 0;
         o->job_id = a->hb_job;

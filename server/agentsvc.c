@@ -97,20 +97,25 @@ static void join_done(coord_write_op_t *op)
     }
     if ((a = coord_agent_find(co, (uint64_t)o->id)) == NULL) {
         a = sfl__calloc(1, sizeof(*a));
-        if (a != NULL)
+        if (a != NULL) {
             a->id = (uint64_t)o->id;
+            snprintf(a->name, sizeof(a->name), "%s", o->row.name);
+        }
         if (a == NULL || coord_agent_insert(co, a) < 0) {
             sfl__free(a);
             coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
             goto out;
         }
     }
-    snprintf(a->name, sizeof(a->name), "%s", o->row.name);
+    /* (an agent found by id has this name: the store binds the two) */
     memcpy(a->fpr, o->row.cert_fingerprint, sizeof(a->fpr));
     memcpy(a->pk, o->m.identity_key, sizeof(a->pk));
     a->caps = o->m.capabilities;
     a->conds = o->m.conditions;
-    a->ds = o->m.dataset;
+    if (coord_agent_set_ds(a, &o->m.dataset) < 0) {
+        coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        goto out;
+    }
     snprintf(a->version, sizeof(a->version), "%s", o->m.agent_version);
     a->joined = 1;
     a->phase = SFL_PHASE_IDLE;
@@ -201,6 +206,7 @@ void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
     }
     o->op.run = join_run;
     o->op.done = join_done;
+    o->op.batchable = 1; /* a Join storm: one commit for many rows */
     o->co = co;
     o->call = call;
     snprintf(o->addr, sizeof(o->addr), "%s", k->addr);

@@ -510,14 +510,15 @@ static int load_state(coord_t *co)
     for (size_t i = 0; i < n; i++) {
         agent_t *a = sfl__calloc(1, sizeof(*a));
 
-        if (a != NULL)
+        if (a != NULL) {
             a->id = (uint64_t)rows[i].id;
+            snprintf(a->name, sizeof(a->name), "%s", rows[i].name);
+        }
         if (a == NULL || (rc = coord_agent_insert(co, a)) < 0) {
             sfl__free(a);
             rc = SFL_ENOMEM;
             goto out;
         }
-        snprintf(a->name, sizeof(a->name), "%s", rows[i].name);
         memcpy(a->fpr, rows[i].cert_fingerprint, sizeof(a->fpr));
         memcpy(a->pk, rows[i].identity_pk, sizeof(a->pk));
         coord_tags_parse(rows[i].capabilities, &a->caps);
@@ -749,8 +750,9 @@ void coord_free(coord_t *co)
         coord_job_free(co->jobs[i]);
     sfl__free(co->jobs);
     for (size_t i = 0; i < co->nagents; i++)
-        sfl__free(co->agents[i]);
+        coord_agent_free(co->agents[i]);
     sfl__free(co->agents);
+    sfl__free(co->by_name);
     coord_store_close(co->store);
     sfl_identity_free(co->id);
     sfl_tls_free(co->tls);

@@ -34,13 +34,25 @@ typedef struct agent agent_t;
 typedef struct job job_t;
 typedef struct attempt_key attempt_key_t;
 
+/* An agent's dataset summary as Join gave it, with only its own labels
+ * (sfl_dataset_summary_t has room for SFL_MSG_MAX_LABELS: 2 KiB an agent). */
+typedef struct {
+    uint64_t samples;
+    uint32_t dimension;
+    uint32_t nlabels;
+    double *labels;           /* nlabels, owned (sfl__free); NULL when 0 */
+    uint32_t first_column;
+    int has_ids;
+    uint8_t ids_hash[SFL_MSG_HASH_BYTES];
+} coord_ds_t;
+
 struct agent {
     uint64_t id;
     char name[SFL_PEER_CN_MAX + 1]; /* certificate CN */
     uint8_t fpr[32];
     uint8_t pk[SFL_SEAL_PK_BYTES];  /* Ed25519 identity, registered at Join */
     sfl_tags_t caps, conds;
-    sfl_dataset_summary_t ds;
+    coord_ds_t ds;
     char version[SFL_MSG_NAME_LEN];
     int joined;               /* the dataset is known from a Join of this process */
     conn_t *conn;             /* bound connection; NULL when offline */
@@ -170,6 +182,8 @@ struct coord {
     size_t nconns;
     agent_t **agents;         /* ascending id */
     size_t nagents, cap_agents;
+    agent_t **by_name;        /* open addressing on the name, at most half full */
+    size_t cap_by_name;       /* 0 or a power of two */
     job_t **jobs;             /* ascending id */
     size_t njobs, cap_jobs;
     int64_t started_ms;
@@ -233,7 +247,14 @@ uint64_t coord_now_ms(const coord_t *co);
 int64_t coord_wall_ms(void);
 agent_t *coord_agent_find(const coord_t *co, uint64_t id);
 agent_t *coord_agent_by_name(const coord_t *co, const char *name);
-/* Inserts keeping agents ascending by id (SFL_ENOMEM). */
+/* Sets a->ds from a Join's summary (SFL_ENOMEM, a->ds unchanged). */
+int coord_agent_set_ds(agent_t *a, const sfl_dataset_summary_t *ds) SFL_MUST_CHECK;
+/* The agent's summary in the wire's form, in *tmp (returned). */
+const sfl_dataset_summary_t *coord_agent_summary(const agent_t *a, sfl_dataset_summary_t *tmp);
+/* Frees an agent (its labels too); NULL is a no-op. */
+void coord_agent_free(agent_t *a);
+/* Inserts keeping agents ascending by id, indexed by a->name, which must
+ * be set and stays (SFL_ENOMEM). */
 int coord_agent_insert(coord_t *co, agent_t *a) SFL_MUST_CHECK;
 /* The operator revoked this certificate (bsearch in co->revoked). */
 bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32]);

@@ -149,8 +149,8 @@ static const struct {
     N("max_agents", max_agents, "N", "known agents; more are refused at Join (default 10000)"),
     N("max_conns", max_conns, "N", "open connections (default 4096)"),
     N("max_handshakes", max_handshakes, "N",
-      "connections in their TLS handshake at once, ~50 KB each; more are refused "
-      "(default 512)"),
+      "connections in their TLS handshake at once, ~50 KB each; more wait in the "
+      "listen backlog (default 512)"),
     N("max_message", max_message, "BYTES",
       "largest gRPC message either way, e.g. a task with its model (default 67108864)"),
     N("max_streams", max_streams, "N", "concurrent calls per connection (default 32)"),

@@ -231,6 +231,7 @@ void coord_part_flush(coord_t *co)
     o->q = co->partq;
     o->n = co->npartq;
     o->l.op.done = part_done;
+    o->l.op.batchable = 1;
     co->partq = NULL;
     co->npartq = co->cap_partq = 0;
     coord_writer_post(co->writer, &o->l.op);

@@ -53,12 +53,102 @@ bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32])
     return co->nrevoked > 0 && bsearch(fpr, co->revoked, co->nrevoked, 32, fpr_cmp) != NULL;
 }
 
+int coord_agent_set_ds(agent_t *a, const sfl_dataset_summary_t *ds)
+{
+    double *labels = NULL;
+
+    if (ds->nlabels > SFL_MSG_MAX_LABELS)
+        return sfl__fail(SFL_EINVAL, "%u labels, more than %d", ds->nlabels,
+                         SFL_MSG_MAX_LABELS);
+    if (ds->nlabels > 0) {
+        if ((labels = sfl__mallocarray(ds->nlabels, sizeof(*labels))) == NULL)
+            return SFL_ENOMEM;
+        memcpy(labels, ds->labels, ds->nlabels * sizeof(*labels));
+    }
+    sfl__free(a->ds.labels);
+    a->ds.samples = ds->samples;
+    a->ds.dimension = ds->dimension;
+    a->ds.nlabels = ds->nlabels;
+    a->ds.labels = labels;
+    a->ds.first_column = ds->first_column;
+    a->ds.has_ids = ds->has_ids;
+    memcpy(a->ds.ids_hash, ds->ids_hash, sizeof(a->ds.ids_hash));
+    return 0;
+}
+
+const sfl_dataset_summary_t *coord_agent_summary(const agent_t *a, sfl_dataset_summary_t *tmp)
+{
+    memset(tmp, 0, sizeof(*tmp));
+    tmp->samples = a->ds.samples;
+    tmp->dimension = a->ds.dimension;
+    tmp->nlabels = a->ds.nlabels;
+    if (a->ds.nlabels > 0)
+        memcpy(tmp->labels, a->ds.labels, a->ds.nlabels * sizeof(*tmp->labels));
+    tmp->first_column = a->ds.first_column;
+    tmp->has_ids = a->ds.has_ids;
+    memcpy(tmp->ids_hash, a->ds.ids_hash, sizeof(tmp->ids_hash));
+    return tmp;
+}
+
+void coord_agent_free(agent_t *a)
+{
+    if (a == NULL)
+        return;
+    sfl__free(a->ds.labels);
+    sfl__free(a);
+}
+
+/* FNV-1a: names are certificate CNs, the table is internal. */
+static size_t name_hash(const char *name)
+{
+    uint64_t h = 14695981039346656037ull;
+
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* Every agent is found by name in O(1): each connection's and each Join's
+ * lookup would otherwise walk all 10,000. */
 agent_t *coord_agent_by_name(const coord_t *co, const char *name)
 {
-    for (size_t i = 0; i < co->nagents; i++)
-        if (strcmp(co->agents[i]->name, name) == 0)
-            return co->agents[i];
+    size_t mask = co->cap_by_name - 1;
+
+    if (co->cap_by_name == 0)
+        return NULL;
+    for (size_t i = name_hash(name) & mask; co->by_name[i] != NULL; i = (i + 1) & mask)
+        if (strcmp(co->by_name[i]->name, name) == 0)
+            return co->by_name[i];
     return NULL;
+}
+
+static void name_put(agent_t **t, size_t cap, agent_t *a)
+{
+    size_t i = name_hash(a->name) & (cap - 1);
+
+    while (t[i] != NULL)
+        i = (i + 1) & (cap - 1);
+    t[i] = a;
+}
+
+/* Room for one more name, the table kept at most half full. */
+static int name_reserve(coord_t *co)
+{
+    size_t cap = co->cap_by_name ? co->cap_by_name : 64;
+    agent_t **t;
+
+    while (2 * (co->nagents + 1) > cap)
+        cap *= 2;
+    if (cap == co->cap_by_name)
+        return 0;
+    if ((t = sfl__calloc(cap, sizeof(*t))) == NULL)
+        return SFL_ENOMEM;
+    for (size_t i = 0; i < co->nagents; i++)
+        name_put(t, cap, co->agents[i]);
+    sfl__free(co->by_name);
+    co->by_name = t;
+    co->cap_by_name = cap;
+    return 0;
 }
 
 int coord_agent_insert(coord_t *co, agent_t *a)
@@ -74,11 +164,14 @@ int coord_agent_insert(coord_t *co, agent_t *a)
         co->agents = na;
         co->cap_agents = cap;
     }
+    if (name_reserve(co) < 0)
+        return SFL_ENOMEM;
     while (pos > 0 && co->agents[pos - 1]->id > a->id)
         pos--;
     memmove(co->agents + pos + 1, co->agents + pos, (co->nagents - pos) * sizeof(*co->agents));
     co->agents[pos] = a;
     co->nagents++;
+    name_put(co->by_name, co->cap_by_name, a);
     return 0;
 }
 
@@ -160,7 +253,9 @@ coord_inelig_t coord_ineligible(const job_t *j, const agent_t *a, char *why, siz
     /* A vertical job takes column blocks of its samples, one per block;
      * a horizontal one whole rows. */
     if (j->model.v != NULL) {
-        if (coord_vjob_block_of(j->model.v, &a->ds, why, cap) < 0)
+        sfl_dataset_summary_t ds;
+
+        if (coord_vjob_block_of(j->model.v, coord_agent_summary(a, &ds), why, cap) < 0)
             return COORD_INELIG_FEATURES;
     } else if (a->ds.first_column != 0) {
         snprintf(why, cap, "holds a column block (vertical data), the job takes whole rows");

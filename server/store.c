@@ -41,6 +41,9 @@ enum {
     ST_BEGIN,
     ST_COMMIT,
     ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
     ST_AGENT_BY_NAME,
     ST_REVOKE,
     ST_REVOKED_LIST,
@@ -98,6 +101,9 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
+    [ST_SAVEPOINT] = "SAVEPOINT call",
+    [ST_RELEASE] = "RELEASE call",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO call",
     [ST_AGENT_BY_NAME] = "SELECT id, identity_pk, cert_fingerprint, "
                          "EXISTS(SELECT 1 FROM revoked_certs WHERE fingerprint = "
                          "agents.cert_fingerprint) FROM agents WHERE name = ?1",
@@ -301,6 +307,7 @@ struct coord_store {
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT];
     unsigned keep; /* checkpoints kept per job */
+    int batch;     /* a batch transaction is open: calls use savepoints */
 };
 
 /* jobs.state holds the first four; "failed" is a job_failures row. */
@@ -520,13 +527,38 @@ static int simple(coord_store_t *s, int id, const char *what)
 
 static int begin(coord_store_t *s)
 {
+    if (s->batch)
+        return simple(s, ST_SAVEPOINT, "savepoint");
     return simple(s, ST_BEGIN, "begin transaction");
+}
+
+/* Inside a batch: releases the call's savepoint when rc is 0, else rolls
+ * the call's changes back; the batch's transaction stays open unless
+ * SQLite ended it itself (batch_commit then fails). */
+static int end_savepoint(coord_store_t *s, int rc)
+{
+    char keep[512];
+
+    if (sqlite3_get_autocommit(s->db))
+        return rc ? rc : sfl__fail(SFL_EIO, "store: the batch was rolled back");
+    if (rc == 0) {
+        rc = simple(s, ST_RELEASE, "release savepoint");
+        if (rc == 0)
+            return 0;
+    }
+    snprintf(keep, sizeof(keep), "%s", sfl_last_error());
+    (void)simple(s, ST_ROLLBACK_TO, "rollback to savepoint");
+    (void)simple(s, ST_RELEASE, "release savepoint");
+    sfl__fail(rc, "%s", keep);
+    return rc;
 }
 
 /* Commits when rc is 0, else rolls back; returns the first error. SQLite may
  * already have rolled back on its own (e.g. SQLITE_FULL), hence the check. */
 static int end(coord_store_t *s, int rc)
 {
+    if (s->batch)
+        return end_savepoint(s, rc);
     if (rc == 0) {
         rc = simple(s, ST_COMMIT, "commit transaction");
         if (rc == 0)
@@ -910,6 +942,27 @@ int coord_store_read_only(coord_store_t *s)
     int rc = sqlite3_exec(s->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
 
     return rc == SQLITE_OK ? 0 : dberr(s->db, rc, "query_only");
+}
+
+int coord_store_batch_begin(coord_store_t *s)
+{
+    int rc;
+
+    if (s == NULL || s->batch)
+        return sfl__fail(SFL_EINVAL, "store: NULL store or a batch already open");
+    if ((rc = simple(s, ST_BEGIN, "begin batch")) == 0)
+        s->batch = 1;
+    return rc;
+}
+
+int coord_store_batch_commit(coord_store_t *s)
+{
+    if (s == NULL || !s->batch)
+        return sfl__fail(SFL_EINVAL, "store: no batch open");
+    s->batch = 0;
+    if (sqlite3_get_autocommit(s->db))
+        return sfl__fail(SFL_EIO, "store: the batch was rolled back by SQLite");
+    return end(s, 0);
 }
 
 void coord_store_close(coord_store_t *s)

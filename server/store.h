@@ -159,6 +159,14 @@ int coord_store_open(const char *path, const coord_store_opts_t *opts,
 int coord_store_read_only(coord_store_t *s) SFL_MUST_CHECK;
 /* Closes the database; NULL is a no-op. */
 void coord_store_close(coord_store_t *s);
+/* Group commit: between batch_begin (BEGIN IMMEDIATE) and batch_commit
+ * every call's own transaction becomes a savepoint of the batch, so a
+ * call that fails still undoes only its own changes, while the batch
+ * commits (one fsync) or fails as a whole. batch_commit returns 0 once
+ * the batch is durable; on failure (also when SQLite rolled the batch back
+ * itself, e.g. SQLITE_FULL during a call) nothing of the batch is kept. */
+int coord_store_batch_begin(coord_store_t *s) SFL_MUST_CHECK;
+int coord_store_batch_commit(coord_store_t *s) SFL_MUST_CHECK;
 /* Full PRAGMA integrity_check plus foreign_key_check: 0, or SFL_EPARSE with
  * the first problem in the detail. Reads the whole file. */
 int coord_store_integrity_check(coord_store_t *s) SFL_MUST_CHECK;

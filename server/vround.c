@@ -24,6 +24,7 @@ void coord_vround_pick(job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t
     uint32_t K = v->vj.nclients, best = 0, got = 0, other = 0;
     const uint8_t *hash = NULL;
     uint64_t *pick = sfl__calloc(K, sizeof(*pick)), first_other = 0;
+    sfl_dataset_summary_t tmp;
     char why[8];
 
     extra[0] = '\0';
@@ -42,7 +43,7 @@ void coord_vround_pick(job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t
         memset(pick, 0, K * sizeof(*pick));
         for (uint32_t e = i; e < *n; e++) {
             const agent_t *b = coord_agent_find(co, ids[e]);
-            int k = coord_vjob_block_of(v, &b->ds, why, sizeof(why));
+            int k = coord_vjob_block_of(v, coord_agent_summary(b, &tmp), why, sizeof(why));
 
             if (k >= 0 && pick[k] == 0 &&
                 sodium_memcmp(a->ds.ids_hash, b->ds.ids_hash, SFL_MSG_HASH_BYTES) == 0) {
@@ -58,7 +59,7 @@ void coord_vround_pick(job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t
     memset(pick, 0, K * sizeof(*pick));
     for (uint32_t i = 0; i < *n; i++) {
         const agent_t *a = coord_agent_find(co, ids[i]);
-        int k = coord_vjob_block_of(v, &a->ds, why, sizeof(why));
+        int k = coord_vjob_block_of(v, coord_agent_summary(a, &tmp), why, sizeof(why));
 
         if (k < 0)
             continue;
@@ -179,6 +180,7 @@ int coord_vround_budget(job_t *j, char *why, size_t cap)
 int coord_vround_open(job_t *j)
 {
     coord_vjob_t *v = j->model.v;
+    sfl_dataset_summary_t tmp;
     char why[8];
 
     sfl__free(j->vagent);
@@ -186,7 +188,7 @@ int coord_vround_open(job_t *j)
         return sfl__fail(SFL_ENOMEM, "no memory for the block holders");
     for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
         const agent_t *a = coord_agent_find(j->co, j->rnd.members[i].agent);
-        int k = a ? coord_vjob_block_of(v, &a->ds, why, sizeof(why)) : -1;
+        int k = a ? coord_vjob_block_of(v, coord_agent_summary(a, &tmp), why, sizeof(why)) : -1;
 
         if (k < 0)
             return sfl__fail(SFL_EINVAL, "agent %llu holds no block of the job",

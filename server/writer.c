@@ -9,6 +9,10 @@
 #include "sfl/alloc.h"
 #include "sfl/error.h"
 
+/* Operations in one group commit at most: bounds how long the first of
+ * them waits for its done (a Join's row is ~1 ms of SQLite work). */
+#define WRITER_BATCH_MAX 256
+
 struct coord_writer {
     uv_async_t async;        /* first: the close callback frees the writer */
     uv_thread_t thread;
@@ -36,29 +40,73 @@ static void run_one(coord_store_t *s, coord_write_op_t *op)
     op->run_ns = uv_hrtime() - t0;
 }
 
+/* Takes the next operation, or (under lock) the run of batchable ones at
+ * the head of the queue, WRITER_BATCH_MAX at most, as a list. */
+static coord_write_op_t *take_todo(coord_writer_t *w)
+{
+    coord_write_op_t *head = w->todo, *last = head;
+    size_t n = 1;
+
+    if (head->batchable)
+        while (last->next != NULL && last->next->batchable && n < WRITER_BATCH_MAX) {
+            last = last->next;
+            n++;
+        }
+    w->todo = last->next;
+    if (w->todo == NULL)
+        w->todo_tail = &w->todo;
+    last->next = NULL;
+    w->queued -= n;
+    return head;
+}
+
+/* Runs a list of batchable operations in one transaction; when the batch
+ * cannot begin, one by one. A failed commit fails them all: none of their
+ * changes was kept. */
+static void run_batch(coord_store_t *s, coord_write_op_t *l)
+{
+    uint64_t t0 = uv_hrtime(), share;
+    size_t n = 0;
+    int rc;
+
+    if (l->next == NULL || coord_store_batch_begin(s) != 0) {
+        for (coord_write_op_t *op = l; op != NULL; op = op->next)
+            run_one(s, op);
+        return;
+    }
+    for (coord_write_op_t *op = l; op != NULL; op = op->next, n++)
+        run_one(s, op);
+    rc = coord_store_batch_commit(s);
+    share = (uv_hrtime() - t0) / n;
+    for (coord_write_op_t *op = l; op != NULL; op = op->next) {
+        op->run_ns = share;
+        if (rc < 0 && op->rc == 0) {
+            op->rc = rc;
+            snprintf(op->error, sizeof(op->error), "%s", sfl_last_error());
+        }
+    }
+}
+
 static void writer_main(void *arg)
 {
     coord_writer_t *w = arg;
 
     uv_mutex_lock(&w->lock);
     for (;;) {
-        coord_write_op_t *op;
+        coord_write_op_t *l, *tail;
 
         while (w->todo == NULL && !w->stop)
             uv_cond_wait(&w->cond, &w->lock);
         if (w->todo == NULL)
             break; /* stop, and the queue is drained */
-        op = w->todo;
-        w->todo = op->next;
-        if (w->todo == NULL)
-            w->todo_tail = &w->todo;
-        w->queued--;
+        l = take_todo(w);
         uv_mutex_unlock(&w->lock);
-        run_one(w->store, op);
+        run_batch(w->store, l);
+        for (tail = l; tail->next != NULL; tail = tail->next)
+            ;
         uv_mutex_lock(&w->lock);
-        op->next = NULL;
-        *w->ran_tail = op;
-        w->ran_tail = &op->next;
+        *w->ran_tail = l;
+        w->ran_tail = &tail->next;
         uv_async_send(&w->async);
     }
     uv_mutex_unlock(&w->lock);

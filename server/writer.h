@@ -7,6 +7,10 @@
  * loop: connections keep being served meanwhile. Reads go through the
  * loop's own read-only connection (WAL: readers never wait on the writer).
  *
+ * Batchable operations queued back to back run as one transaction (group
+ * commit), 256 at most: a Join storm costs one fsync per
+ * writer turn, not one per agent.
+ *
  * Acting on a write: whatever another party may rely on (a reply, a task
  * sent to an agent) happens in the completion, after the write is durable;
  * docs/design.md, "The single writer", lists which state changes take
@@ -35,6 +39,12 @@ struct coord_write_op {
      * record. abandoned = 1 when the coordinator is being freed without a
      * shutdown: only release. */
     void (*done)(coord_write_op_t *op);
+    /* Set by the poster: run may share one transaction (one fsync) with
+     * the batchable operations queued next to it (coord_store_batch_begin;
+     * its own transaction becomes a savepoint). Then done runs only once
+     * the whole batch is durable, and a failed batch commit fails every
+     * operation in it. For many small writes (Joins, participation). */
+    int batchable;
     int rc;
     int abandoned;
     char error[256];

@@ -17,7 +17,8 @@
 # same certificate: PING and SETTINGS floods, a HEADERS bomb, rapid resets
 # (CVE-2023-44487's pattern), a storm of malformed Joins on 16 connections
 # (each closed after 1,000 refused calls), 2,000 half-open TLS handshakes
-# (512 at once: max_handshakes; timed out after handshake_timeout_ms).
+# (512 at once: max_handshakes, the rest held in the listen backlog; timed
+# out after handshake_timeout_ms).
 # Measured: the coordinator's VmRSS before and at the end of each attack
 # (within 64 MiB), and at the end within 10% of what it was before the
 # half-open flood; honest rounds commit meanwhile and after. Bounded: every
@@ -141,10 +142,11 @@ step "2,000 half-open TLS handshakes: 512 at once (max_handshakes), timed out af
 base=$(rss)
 # shellcheck disable=SC2086
 attack halfopen $AG /sfl.v1.Coordinator/Join halfopen 2000 6
-grep -q "event=conn_refused .*handshakes in progress, the maximum" "$t/coord.log" ||
-    fail "handshakes beyond max_handshakes were not refused"
 grep -q "event=conn_refused .*handshake not done within 5000 ms" "$t/coord.log" ||
     fail "the half-open handshakes were never timed out"
+# The rest wait in the listen backlog (not accepted, so they hold no TLS
+# state) and are taken 512 at a time as earlier ones time out; the RSS
+# bound of attack() covers what they can hold.
 sleep 1 # a scheduler tick gives the freed TLS state back (malloc_trim)
 after=$(rss)
 echo "        after the attacks: VmRSS ${after} kB (${base} kB before the half-open flood)"

@@ -31,9 +31,12 @@ static agent_t *agent(uint64_t id, const char *name)
 
 static void free_agents(coord_t *co)
 {
-    for (size_t i = 0; i < co->nagents; i++)
+    for (size_t i = 0; i < co->nagents; i++) {
+        sfl__free(co->agents[i]->ds.labels);
         free(co->agents[i]);
+    }
     sfl__free(co->agents);
+    sfl__free(co->by_name);
 }
 
 static void test_registry_agents(void **state)
@@ -73,6 +76,29 @@ static void test_registry_agents(void **state)
     fpr[0] = 6;
     assert_false(coord_cert_revoked(&co, fpr));
     free(rev);
+    free_agents(&co);
+}
+
+/* Found by name through the table's growth (64 -> 4096 places). */
+static void test_registry_by_name(void **state)
+{
+    coord_t co;
+    char name[32];
+
+    (void)state;
+    memset(&co, 0, sizeof(co));
+    assert_null(coord_agent_by_name(&co, "load-00000"));
+    for (uint64_t i = 1; i <= 2000; i++) {
+        snprintf(name, sizeof(name), "load-%05llu", (unsigned long long)i);
+        assert_int_equal(coord_agent_insert(&co, agent(i, name)), 0);
+    }
+    assert_true(co.cap_by_name >= 2 * co.nagents);
+    for (uint64_t i = 1; i <= 2000; i++) {
+        snprintf(name, sizeof(name), "load-%05llu", (unsigned long long)i);
+        assert_int_equal(coord_agent_by_name(&co, name)->id, i);
+    }
+    assert_null(coord_agent_by_name(&co, "load-02001"));
+    assert_null(coord_agent_by_name(&co, ""));
     free_agents(&co);
 }
 
@@ -136,9 +162,12 @@ static void test_registry_eligibility(void **state)
     a->joined = 1;
     a->ds.samples = 10;
     a->ds.dimension = 12; /* narrower data is widened */
-    a->ds.nlabels = 2;
-    a->ds.labels[0] = -1;
-    a->ds.labels[1] = 1;
+    {
+        sfl_dataset_summary_t ds = {.samples = 10, .dimension = 12, .nlabels = 2,
+                                    .labels = {-1, 1}};
+
+        assert_int_equal(coord_agent_set_ds(a, &ds), 0);
+    }
     assert_int_equal(coord_ineligible(&j, a, why, sizeof(why)), COORD_INELIG_CONDITION);
     assert_string_equal(why, "condition mains_power not reported");
     /* a capability meets a required condition too */
@@ -157,6 +186,7 @@ static void test_registry_eligibility(void **state)
     j.ready = 1;
     coord_round_close(&j.rnd);
     coord_job_close(&j.model);
+    sfl__free(a->ds.labels);
     free(a);
 }
 
@@ -195,6 +225,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry_agents),
+        cmocka_unit_test(test_registry_by_name),
         cmocka_unit_test(test_registry_tags),
         cmocka_unit_test(test_registry_eligibility),
         cmocka_unit_test(test_registry_busy_elsewhere),

@@ -181,6 +181,38 @@ static void raw_sql(const char *path, const char *sql)
 
 /* ---- round trips ----------------------------------------------------- */
 
+/* A batch (group commit): a call refused inside it undoes only its own
+ * changes; the others are durable after batch_commit; nesting and a commit
+ * without a batch are refused. */
+static void test_store_batch(void **state)
+{
+    (void)state;
+    coord_store_t *s = open_ok(dbpath("batch.db"), 3);
+    coord_agent_t a, *list = NULL;
+    int64_t id = 0;
+    size_t n = 0;
+
+    assert_int_equal(coord_store_batch_begin(s), 0);
+    assert_int_equal(coord_store_batch_begin(s), SFL_EINVAL);
+    make_agent(&a, "b-1", 1);
+    assert_int_equal(coord_store_agent_upsert(s, &a, &id), 0);
+    make_agent(&a, "b-2", 1); /* b-1's key: refused after its own reads */
+    assert_int_equal(coord_store_agent_upsert(s, &a, &id), -EEXIST);
+    make_agent(&a, "b-3", 3);
+    assert_int_equal(coord_store_agent_upsert(s, &a, &id), 0);
+    assert_int_equal(coord_store_batch_commit(s), 0);
+    assert_int_equal(coord_store_batch_commit(s), SFL_EINVAL);
+    assert_int_equal(coord_store_agent_list(s, &list, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0].name, "b-1");
+    assert_string_equal(list[1].name, "b-3");
+    coord_store_free(list);
+    /* Outside a batch the calls commit on their own again. */
+    make_agent(&a, "b-4", 4);
+    assert_int_equal(coord_store_agent_upsert(s, &a, &id), 0);
+    coord_store_close(s);
+}
+
 static void test_store_agents(void **state)
 {
     (void)state;
@@ -1680,6 +1712,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_agents),
+        cmocka_unit_test(test_store_batch),
         cmocka_unit_test(test_store_jobs),
         cmocka_unit_test(test_store_rounds),
         cmocka_unit_test(test_store_checkpoints),

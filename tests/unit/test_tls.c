@@ -16,6 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "failalloc.h"
 #include "testutil.h"
 #include "sfl/alloc.h"
@@ -557,6 +560,50 @@ static void test_tls_truncated_handshake_times_out(void **state)
     assert_int_equal(F.srv_connect, 0);
 }
 
+/* max_handshakes = 1 and a silent connection holding the one slot: an
+ * agent behind it is not refused but waits, not accepted, in the listen
+ * backlog, and is served once the silent one goes. */
+static int silent_fd = -1;
+
+static void close_silent(uv_timer_t *t)
+{
+    (void)t;
+    close(silent_fd);
+    silent_fd = -1;
+}
+
+static void test_tls_handshakes_held(void **state)
+{
+    static uv_timer_t later; /* closed by the teardown's loop turns */
+    struct sockaddr_in a;
+
+    (void)state;
+    F.sopts.max_handshakes = 1;
+    listen_tls();
+    loopback(&a, F.port);
+    silent_fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(silent_fd >= 0);
+    assert_int_equal(connect(silent_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    expect_echo(5000);
+    connect_tls("ca/agent/agent-7", "localhost", "h2");
+    /* The silent one goes once the loop has had a few turns (any time is
+     * right: before or after it was accepted, the agent is served). */
+    uv_timer_init(&F.loop, &later);
+    uv_timer_start(&later, close_silent, 50, 0);
+    run_until(&F.done);
+    assert_int_equal(F.cli_connect_status, 0);
+    assert_int_equal(F.cli_close_status, 0);
+    assert_int_equal(F.cli_bytes, 5000);
+    /* The only refusal is the silent connection's own end, if it was taken. */
+    assert_true(F.rejects <= 1);
+    if (F.rejects == 1)
+        assert_int_equal(F.reject_status, -ECONNRESET);
+    uv_close((uv_handle_t *)&later, NULL);
+    if (silent_fd >= 0)
+        close(silent_fd);
+    silent_fd = -1;
+}
+
 /* Configuration errors say which file and why. */
 static void test_tls_config_errors(void **state)
 {
@@ -676,6 +723,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tls_alpn_required, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_garbage_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_truncated_handshake_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_handshakes_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_config_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_alloc_failure, setup, teardown),
     };

@@ -3,7 +3,8 @@
  * loop; the loop keeps turning while a write holds the database (the
  * defect of issue 11, item 2: a loop upsert waited 2 s behind a checkpoint
  * commit); a read-only loop connection refuses writes; a writer freed
- * with work queued finishes it and releases the rest. */
+ * with work queued finishes it and releases the rest; batchable writes
+ * share one transaction, a refused one undoing only its own changes. */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -279,6 +280,83 @@ static void test_writer_errors(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* Batchable operations (Joins) share one transaction: one of them refused
+ * inside its own transaction (a key registered to another name) undoes
+ * only its own changes, its neighbours are committed, and every done
+ * comes back in order. */
+typedef struct {
+    coord_write_op_t op;
+    log_t *log;
+    int seq;
+    coord_agent_t row;
+} agent_op_t;
+
+static int upsert_run(coord_store_t *s, coord_write_op_t *op)
+{
+    agent_op_t *o = (agent_op_t *)op;
+    int64_t id;
+
+    return coord_store_agent_upsert(s, &o->row, &id);
+}
+
+static void upsert_done(coord_write_op_t *op)
+{
+    agent_op_t *o = (agent_op_t *)op;
+
+    if (!op->abandoned && o->log->n < 64)
+        o->log->order[o->log->n++] = op->rc == 0 ? o->seq : -o->seq;
+    free(o);
+}
+
+static agent_op_t *upsert_new(log_t *log, int seq, const char *name, uint8_t key)
+{
+    agent_op_t *o = calloc(1, sizeof(*o));
+
+    assert_non_null(o);
+    o->op.run = upsert_run;
+    o->op.done = upsert_done;
+    o->op.batchable = 1;
+    o->log = log;
+    o->seq = seq;
+    snprintf(o->row.name, sizeof(o->row.name), "%s", name);
+    memset(o->row.cert_fingerprint, seq, sizeof(o->row.cert_fingerprint));
+    memset(o->row.identity_pk, key, sizeof(o->row.identity_pk));
+    return o;
+}
+
+static void test_writer_batch(void **state)
+{
+    uv_loop_t loop;
+    coord_writer_t *w = NULL;
+    coord_store_t *r = NULL;
+    coord_agent_t *agents = NULL;
+    size_t na = 0;
+    log_t log;
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    open_writer("batch.db", &loop, &log, &w, &r);
+    coord_writer_post(w, &upsert_new(&log, 1, "a1", 1)->op);
+    coord_writer_post(w, &upsert_new(&log, 2, "a2", 1)->op); /* a1's key: refused */
+    coord_writer_post(w, &upsert_new(&log, 3, "a3", 3)->op);
+    coord_writer_post(w, &op_new(&log, 4, "not-batched")->op);
+    coord_writer_post(w, &upsert_new(&log, 5, "a5", 5)->op);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(log.n, 5);
+    assert_int_equal(log.order[0], 1);
+    assert_int_equal(log.order[1], -2);
+    assert_int_equal(log.order[2], 3);
+    assert_int_equal(log.order[3], 4);
+    assert_int_equal(log.order[4], 5);
+    assert_int_equal(coord_store_agent_list(r, &agents, &na), 0);
+    assert_int_equal(na, 3);
+    coord_store_free(agents);
+    coord_writer_free(w);
+    coord_store_close(r);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 /* call runs behind what was posted, done included, before returning. */
 static void test_writer_call(void **state)
 {
@@ -333,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_writer_order),
         cmocka_unit_test(test_writer_loop_never_waits),
         cmocka_unit_test(test_writer_errors),
+        cmocka_unit_test(test_writer_batch),
         cmocka_unit_test(test_writer_call),
         cmocka_unit_test(test_writer_free_queued),
     };

@@ -98,9 +98,11 @@ typedef struct {
     size_t write_max;
     /* Listener: connections alive at once; more are refused (4096). */
     size_t max_conns;
-    /* Listener: connections still in their handshake at once; more are
-     * refused (512). A pending TLS handshake costs ~50 KB (OpenSSL's state
-     * and buffers), so this bounds what half-open connections can hold. */
+    /* Listener: connections still in their handshake at once; more wait,
+     * not accepted, in the listen backlog until one ends (512). A pending
+     * TLS handshake costs ~50 KB (OpenSSL's state and buffers), so this
+     * bounds what half-open connections can hold; a storm of connections
+     * is worked through at this concurrency instead of refused. */
     size_t max_handshakes;
 } sfl_conn_opts_t;
 

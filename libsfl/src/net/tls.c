@@ -470,6 +470,47 @@ static int handshake_done(sfl_conn_t *c)
     return 0;
 }
 
+/* A memory BIO keeps the largest buffer it ever held: a 64 KiB read, the
+ * handshake's flight, a task of a few MiB. Once drained, one that grew past
+ * this is swapped for an empty one, so an idle connection holds no
+ * buffers (thousands of agents; no state that scales with the model). */
+#define BIO_KEEP 512
+
+static BIO *fresh_bio(void)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+
+    /* An empty BIO means "no bytes yet", not end of stream. */
+    if (b != NULL)
+        BIO_set_mem_eof_return(b, -1);
+    return b;
+}
+
+static int bio_oversized(BIO *b)
+{
+    BUF_MEM *bm = NULL;
+
+    return BIO_ctrl_pending(b) == 0 && BIO_get_mem_ptr(b, &bm) == 1 && bm != NULL &&
+           bm->max > BIO_KEEP;
+}
+
+/* Without memory for a new BIO the old one simply stays. */
+static void release_drained(tls_conn_t *x)
+{
+    BIO *b;
+
+    if (x->state != TLS_HANDSHAKE && x->state != TLS_OPEN)
+        return;
+    if (bio_oversized(x->net_in) && (b = fresh_bio()) != NULL) {
+        SSL_set0_rbio(x->ssl, b); /* frees the old one */
+        x->net_in = b;
+    }
+    if (bio_oversized(x->net_out) && (b = fresh_bio()) != NULL) {
+        SSL_set0_wbio(x->ssl, b);
+        x->net_out = b;
+    }
+}
+
 /* The TLS state machine: run OpenSSL as far as the input allows. */
 static void tls_advance(sfl_conn_t *c)
 {
@@ -540,17 +581,14 @@ static int tls_init(sfl_conn_t *c)
     x->state = TLS_HANDSHAKE;
     ERR_clear_error();
     x->ssl = SSL_new(t->ctx);
-    x->net_in = BIO_new(BIO_s_mem());
-    x->net_out = BIO_new(BIO_s_mem());
+    x->net_in = fresh_bio();
+    x->net_out = fresh_bio();
     if (!x->ssl || !x->net_in || !x->net_out) {
         BIO_free(x->net_in);
         BIO_free(x->net_out);
         x->net_in = x->net_out = NULL;
         goto ossl;
     }
-    /* An empty BIO means "no bytes yet", not end of stream. */
-    BIO_set_mem_eof_return(x->net_in, -1);
-    BIO_set_mem_eof_return(x->net_out, -1);
     SSL_set_bio(x->ssl, x->net_in, x->net_out);
     SSL_set_app_data(x->ssl, c);
     if (t->server) {
@@ -593,6 +631,8 @@ static void tls_feed(sfl_conn_t *c, const uint8_t *buf, size_t len)
         return;
     }
     tls_advance(c);
+    if (c->xport != NULL)
+        release_drained(x);
 }
 
 static void tls_resume(sfl_conn_t *c)
@@ -635,6 +675,7 @@ static int tls_write(sfl_conn_t *c, const uint8_t *buf, size_t len)
         return sfl__fail(-EPROTO, "tls: memory BIO short read");
     }
     w->len = pending;
+    release_drained(x);
     return sfl__conn_send(c, w);
 }
 

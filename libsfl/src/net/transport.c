@@ -37,7 +37,10 @@
 #define DEF_WRITE_MAX ((size_t)16 * 1024 * 1024)
 #define DEF_MAX_CONNS 4096
 #define DEF_MAX_HANDSHAKES 512
-#define LISTEN_BACKLOG 511
+/* Connections past max_handshakes wait here, in the kernel (which caps it
+ * at net.core.somaxconn): a storm of agents queues instead of being refused
+ * into their backoff. */
+#define LISTEN_BACKLOG 4096
 
 /* Reads land in one per-thread buffer: libuv calls alloc_cb and read_cb
  * back to back, and every transport consumes (or copies) the bytes before
@@ -60,6 +63,7 @@ typedef enum {
 struct sfl_listener {
     uv_tcp_t tcp;
     uv_tcp_t reject; /* accepts and drops one refused connection at a time */
+    uv_idle_t resume; /* takes the held connection once a handshake ended */
     uv_loop_t *loop;
     sfl_conn_opts_t opts;
     sfl_conn_cbs_t cbs;
@@ -69,12 +73,34 @@ struct sfl_listener {
     size_t nconns;
     size_t nhandshakes; /* of them, not yet open */
     int handles; /* open handles; the listener is freed when none are left */
+    /* accept_pending: libuv holds an accepted connection we have not taken
+     * (the reject handle was busy, or max_handshakes were in progress) */
     unsigned closing : 1, reject_busy : 1, accept_pending : 1;
 };
 
 static const sfl__xport_t xport_tcp;
 static void conn_step(sfl_conn_t *c, conn_ev_t ev);
 static void accept_one(sfl_listener_t *l);
+
+static void on_resume(uv_idle_t *h)
+{
+    sfl_listener_t *l = h->data;
+
+    uv_idle_stop(h);
+    if (l->accept_pending && !l->reject_busy && !l->closing) {
+        l->accept_pending = 0;
+        accept_one(l);
+    }
+}
+
+/* A handshake ended: a connection held back for its slot is taken on the
+ * loop's next turn (not inside this connection's own call chain). */
+static void handshake_ended(sfl_listener_t *l)
+{
+    l->nhandshakes--;
+    if (l->accept_pending && !l->closing)
+        uv_idle_start(&l->resume, on_resume);
+}
 
 static const char *state_name(sfl_conn_state_t s)
 {
@@ -221,7 +247,7 @@ static void listener_unlink(sfl_conn_t *c)
     c->listener = NULL;
     l->nconns--;
     if (!c->opened)
-        l->nhandshakes--;
+        handshake_ended(l);
 }
 
 /* Every handle has closed: the last callbacks, then the memory. */
@@ -350,7 +376,7 @@ static void conn_step(sfl_conn_t *c, conn_ev_t ev)
             c->state = SFL_CONN_OPEN;
             c->opened = 1;
             if (c->listener)
-                c->listener->nhandshakes--;
+                handshake_ended(c->listener);
             c->last_active = uv_now(c->loop);
             arm_timer(c, c->idle_ms);
             sfl__clear_error();
@@ -508,6 +534,22 @@ static void timer_cb(uv_timer_t *t)
     conn_step(c, EV_TIMEOUT);
 }
 
+/* An accepted TLS connection's first bytes: 1 if the peer has already closed
+ * (FIN or reset queued behind them). A client that gave up while waiting
+ * in the listen backlog (a storm) then costs no handshake crypto: its
+ * EOF arrives in the next read callback and closes it. */
+static int peer_gone(sfl_conn_t *c)
+{
+    uv_os_fd_t fd;
+    char b;
+    ssize_t r;
+
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+        return 0;
+    r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     sfl_conn_t *c = s->data;
@@ -533,6 +575,11 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     /* While closing, input is read only to see the peer's FIN. */
     if (c->state != SFL_CONN_HANDSHAKE && c->state != SFL_CONN_OPEN)
         return;
+    if (c->accepted && !c->peeked && c->type != &xport_tcp) { /* (TLS never half-closes) */
+        c->peeked = 1;
+        if (peer_gone(c))
+            return;
+    }
     c->type->feed(c, (const uint8_t *)buf->base, (size_t)n);
     if (c->state == SFL_CONN_OPEN && c->budget_used >= c->read_budget) {
         /* Let the other connections have this iteration. */
@@ -927,8 +974,9 @@ static void accept_one(sfl_listener_t *l)
         return;
     }
     if (l->nhandshakes >= l->opts.max_handshakes) {
-        refuse(l, SFL_ELIMIT, "listener: %zu handshakes in progress, the maximum",
-               l->nhandshakes);
+        /* Not taken: libuv stops accepting until we do, and the rest wait
+         * in the listen backlog (handshake_ended resumes). */
+        l->accept_pending = 1;
         return;
     }
     rc = conn_new(l->loop, &l->opts, &l->cbs, l->data, &c);
@@ -1011,7 +1059,9 @@ int sfl_listener_new(uv_loop_t *loop, const struct sockaddr *addr, const sfl_con
     l->data = data;
     uv_tcp_init(loop, &l->tcp);
     l->tcp.data = l;
-    l->handles = 1;
+    uv_idle_init(loop, &l->resume);
+    l->resume.data = l;
+    l->handles = 2;
     addr_name(addr, name, sizeof(name));
     rc = uv_tcp_bind(&l->tcp, addr, 0);
     if (rc == 0)
@@ -1019,6 +1069,7 @@ int sfl_listener_new(uv_loop_t *loop, const struct sockaddr *addr, const sfl_con
     if (rc) {
         sfl__fail(rc, "listen %s: %s", name, uv_strerror(rc));
         l->closing = 1;
+        uv_close((uv_handle_t *)&l->resume, listener_closed);
         uv_close((uv_handle_t *)&l->tcp, listener_closed);
         return rc;
     }
@@ -1062,5 +1113,6 @@ void sfl_listener_close(sfl_listener_t *l)
     }
     l->conns = NULL;
     l->nconns = l->nhandshakes = 0;
+    uv_close((uv_handle_t *)&l->resume, listener_closed);
     uv_close((uv_handle_t *)&l->tcp, listener_closed);
 }

@@ -65,7 +65,7 @@ struct sfl_conn {
     int status;          /* first error, reported by on_close */
     int handles;         /* handles initialised and not yet closed */
     unsigned accepted : 1, opened : 1, silent : 1, reading : 1, paused : 1,
-        congested : 1, eof : 1, fin_sent : 1, shutdown_pending : 1;
+        congested : 1, eof : 1, fin_sent : 1, shutdown_pending : 1, peeked : 1;
     char name[64];       /* "ip:port" of the peer, for messages */
     char detail[256];    /* what went wrong, for sfl_last_error() */
 };
