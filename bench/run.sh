@@ -39,5 +39,9 @@ sh bench/bench_stall.sh "$B"
 echo "== vertical DP-BCFW over the network: iterations/s for K = 4, 8, 16 agents (n = 800, d = 8000, m = 80) beside a horizontal round's turnaround; bytes per iteration vs Corollary 1's payload"
 sh bench/bench_vertical.sh "$B"
 DP_NOISE=0 KS=16 sh bench/bench_vertical.sh "$B" | sed 's/^bench_vertical /bench_vertical noise=off /'
-echo "== coordinator with 1000 concurrent agents on loopback (cohort 100)"
-sh bench/bench_load.sh "$B"
+echo "== coordinator under 1,000, 3,000 and 10,000 concurrent agents on loopback (cohort 100 and 1,000; all started at once over two load-generator processes), then a kill -9 and restart storm at 10,000"
+# (cohort 1,000 with over-selection needs more than 1,000 agents)
+for nc in 1000:100 3000:100 3000:1000 10000:100 10000:1000; do
+    N=${nc%:*} COHORT=${nc#*:} RATE=100000 PROCS=2 SECS=45 sh bench/bench_load.sh "$B"
+done
+N=10000 RATE=100000 PROCS=2 SECS=60 sh bench/bench_load.sh "$B" --restart
