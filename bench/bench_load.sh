@@ -41,7 +41,9 @@
 #              first_commit_ms=... coord_peak_rss_kb=...
 # gives the time from the restart to the N-th Join of the new process and
 # to its first committed round (-1: not within the run; SECS should leave
-# room, e.g. 60).
+# room, e.g. 60), and
+#   bench_load_rejoin_curve 1s=... 2s=... ...
+# the agents rejoined by the end of each second after the restart.
 #
 # KEEP=DIR keeps the logs there. Bounded: about SECS + 30 s (+ N / 400 s for
 # the certificates) at most.
@@ -250,11 +252,17 @@ BEGIN {
 }' "$t/coord.log"
 if [ -n "$restarted" ]; then
     awk -v n=$N -v t0="$restarted" -v rss="$rss2" "$AWKLIB"'
-/event=join / { if (++joins == n) tjoin = ms($0) }
+/event=join / {
+    if (++joins == n) tjoin = ms($0)
+    s = int(since(ms($0), t0) / 1000); per[s]++; if (s > last) last = s
+}
 /event=round_committed / { if (tc == "") tc = ms($0) }
 END {
     printf "bench_load_restart agents=%d rejoined=%d all_rejoined_ms=%d first_commit_ms=%d " \
            "coord_peak_rss_kb=%s\n", n, joins, since(tjoin, t0), since(tc, t0), rss
+    printf "bench_load_rejoin_curve"
+    for (s = 0; s <= last; s++) { sum += per[s]; printf " %ds=%d", s + 1, sum }
+    printf "\n"
 }' "$t/coord2.log"
 fi
 sed 's/^/  /' "$t/loadgen.out"
