@@ -179,8 +179,9 @@ static void test_client_state_alloc(void **state)
 static void test_client_round(void **state)
 {
     (void)state;
-    const char *path = "build/tests/test_client.svm";
-    FILE *f = fopen(path, "w");
+    char path[] = "/tmp/test_client.XXXXXX"; /* not under the build dir: any BUILD works */
+    int fd = mkstemp(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
     sfl_dataset_t *ds;
     sfl_problem_t prob;
     sfl_algo_params_t p;
