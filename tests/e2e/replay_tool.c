@@ -262,6 +262,7 @@ static void reply_free(reply_t *r)
 
 static int join(peer_t *p)
 {
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
     sfl_join_req_t m;
     sfl_join_reply_t jr;
     uint8_t *buf = NULL;
@@ -279,6 +280,14 @@ static int join(peer_t *p)
         m.dataset.samples = 1000000000000ull;
     m.protocol_version = SFL_MSG_PROTOCOL_VERSION;
     snprintf(m.agent_version, sizeof(m.agent_version), "%s", TOOL_VERSION);
+    /* As the real agent: the proof of possession over this connection. */
+    if (p->g == NULL)
+        return -ENOTCONN;
+    if ((rc = sfl_conn_export_keying_material(sfl_grpcconn_conn(p->g), SFL_SEAL_JOIN_LABEL,
+                                              binding, sizeof(binding))) < 0 ||
+        (rc = sfl_seal_sign_join(p->id, binding, m.proof)) < 0)
+        return rc;
+    m.has_proof = 1;
     if ((rc = sfl_msg_join_req_pack(&m, &buf, &len)) < 0)
         return rc;
     call(p, PATH_JOIN, buf, len, &r);

@@ -25,7 +25,7 @@ static void test_coord_join_and_roles(void **state)
 
     /* an admin certificate may not Join */
     fx_cli_connect(&F.admin, "admin/alice");
-    buf = fx_join_req(a1->id, SFL_MSG_PROTOCOL_VERSION, &len);
+    buf = fx_join_req(&F.admin, a1->id, SFL_MSG_PROTOCOL_VERSION, &len);
     fx_call(&F.admin, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
 
@@ -39,7 +39,7 @@ static void test_coord_join_and_roles(void **state)
 
     /* the same certificate with another identity key */
     assert_int_equal(sfl_identity_generate(&other), 0);
-    buf = fx_join_req(other, SFL_MSG_PROTOCOL_VERSION, &len);
+    buf = fx_join_req(&a1->cli, other, SFL_MSG_PROTOCOL_VERSION, &len);
     fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
     assert_non_null(strstr(res.msg, "another identity key"));
@@ -60,7 +60,7 @@ static void test_coord_join_and_roles(void **state)
         uv_update_time(&F.loop);
         sec0 = uv_now(&F.loop) / 1000;
         for (int i = 0; i < 300; i++) {
-            buf = fx_join_req(other, SFL_MSG_PROTOCOL_VERSION, &len);
+            buf = fx_join_req(&a1->cli, other, SFL_MSG_PROTOCOL_VERSION, &len);
             fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
             assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
         }
@@ -85,11 +85,11 @@ static void test_coord_join_and_roles(void **state)
 
     /* a protocol version the coordinator does not speak: the last one
      * (parameters as fields) and a future one */
-    buf = fx_join_req(a1->id, SFL_MSG_PROTOCOL_VERSION - 1, &len);
+    buf = fx_join_req(&a1->cli, a1->id, SFL_MSG_PROTOCOL_VERSION - 1, &len);
     fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
     assert_non_null(strstr(res.msg, "protocol_version 1 is not supported"));
-    buf = fx_join_req(a1->id, SFL_MSG_PROTOCOL_VERSION + 1, &len);
+    buf = fx_join_req(&a1->cli, a1->id, SFL_MSG_PROTOCOL_VERSION + 1, &len);
     fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
 

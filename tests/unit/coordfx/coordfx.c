@@ -153,19 +153,39 @@ void fx_stream_clear(stream_t *s)
 
 /* ---- agents ------------------------------------------------------------------------ */
 
-uint8_t *fx_join_req(const sfl_identity_t *id, uint32_t version, size_t *len)
+void fx_join_binding(cli_t *k, uint8_t binding[SFL_SEAL_BINDING_BYTES])
 {
+    assert_non_null(k->c);
+    assert_int_equal(sfl_conn_export_keying_material(sfl_grpcconn_conn(k->c), SFL_SEAL_JOIN_LABEL,
+                                                     binding, SFL_SEAL_BINDING_BYTES),
+                     0);
+}
+
+uint8_t *fx_join_req_as(cli_t *k, const sfl_identity_t *id, const sfl_identity_t *signer,
+                        uint32_t version, size_t *len)
+{
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
     sfl_join_req_t j;
     uint8_t *buf = NULL;
 
     memset(&j, 0, sizeof(j));
     memcpy(j.identity_key, id->pk, 32);
+    if (signer != NULL) {
+        fx_join_binding(k, binding);
+        assert_int_equal(sfl_seal_sign_join(signer, binding, j.proof), 0);
+        j.has_proof = 1;
+    }
     j.dataset.samples = 100;
     j.dataset.dimension = DIM;
     j.protocol_version = version;
     snprintf(j.agent_version, sizeof(j.agent_version), "test-agent");
     assert_int_equal(sfl_msg_join_req_pack(&j, &buf, len), 0);
     return buf;
+}
+
+uint8_t *fx_join_req(cli_t *k, const sfl_identity_t *id, uint32_t version, size_t *len)
+{
+    return fx_join_req_as(k, id, id, version, len);
 }
 
 void fx_agent_join(tagent_t *t, const char *who)
@@ -179,7 +199,7 @@ void fx_agent_join(tagent_t *t, const char *who)
         assert_int_equal(sfl_identity_generate(&t->id), 0);
     if (t->cli.c == NULL)
         fx_cli_connect(&t->cli, who);
-    req = fx_join_req(t->id, SFL_MSG_PROTOCOL_VERSION, &len);
+    req = fx_join_req(&t->cli, t->id, SFL_MSG_PROTOCOL_VERSION, &len);
     fx_call(&t->cli, "/sfl.v1.Coordinator/Join", req, len, &res);
     if (res.status != 0)
         fail_msg("join %s: %d %s", who, res.status, res.msg);
