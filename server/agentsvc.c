@@ -221,6 +221,7 @@ void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
                         "the certificate has no usable CN");
         return;
     }
+    o->co = co;
     snprintf(o->row.name, sizeof(o->row.name), "%s", k->peer.cn);
     snprintf(o->addr, sizeof(o->addr), "%s", k->addr);
     snprintf(o->fingerprint, sizeof(o->fingerprint), "%s", k->peer.fingerprint);
@@ -253,7 +254,6 @@ void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
     o->op.run = join_run;
     o->op.done = join_done;
     o->op.batchable = 1; /* a Join storm: one commit for many rows */
-    o->co = co;
     o->call = call;
     co->joins_pending++;
     coord_writer_post(co->writer, &o->op);

@@ -71,6 +71,7 @@ void fx_cli_connect(cli_t *k, const char *who)
     tc.alpn_required = 1;
     k->opened = k->closed = 0;
     assert_int_equal(sfl_tls_new(&tc, 0, &o.tls), 0);
+    assert_int_equal(sfl_tls_cert_sha256(o.tls, k->cert_sha256), 0);
     snprintf(auth, sizeof(auth), "localhost:%d", F.port);
     assert_int_equal(uv_ip4_addr("127.0.0.1", F.port, &a), 0);
     assert_int_equal(
@@ -565,6 +566,11 @@ int fx_group_setup(void **state)
     test_sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
     signal(SIGPIPE, SIG_IGN);
     return 0;
+}
+
+const char *fx_pki_dir(void)
+{
+    return dir;
 }
 
 int fx_group_teardown(void **state)

@@ -43,6 +43,7 @@ typedef struct cli {
     sfl_grpcconn_t *c;      /* NULL once closed */
     sfl_grpc_session_t *s;  /* its session, NULL once closed */
     int opened, closed, connect_status;
+    uint8_t cert_sha256[32];  /* SHA-256 of its own certificate */
 } cli_t;
 
 typedef struct {
@@ -86,6 +87,8 @@ typedef struct {
 extern fx_t F;
 
 void fx_run_until(const int *flag);
+/* The fixture's PKI root: the CA is in ca/, certificates in ca/agent/... */
+const char *fx_pki_dir(void);
 void fx_cli_connect(cli_t *k, const char *who);
 void fx_cli_close(cli_t *k);
 /* The unary callback fx_call uses: fills the res_t in ud. */
