@@ -703,6 +703,7 @@ void fx_block_summary(sfl_dataset_summary_t *ds, uint64_t samples, uint32_t firs
 
 void fx_agent_join_ds(tagent_t *t, const char *who, const sfl_dataset_summary_t *ds)
 {
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
     sfl_join_req_t j;
     sfl_join_reply_t r;
     res_t res = {0};
@@ -718,6 +719,9 @@ void fx_agent_join_ds(tagent_t *t, const char *who, const sfl_dataset_summary_t 
     j.dataset = *ds;
     j.protocol_version = SFL_MSG_PROTOCOL_VERSION;
     snprintf(j.agent_version, sizeof(j.agent_version), "test-agent");
+    fx_join_binding(&t->cli, binding);
+    assert_int_equal(sfl_seal_sign_join(t->id, binding, j.proof), 0);
+    j.has_proof = 1;
     assert_int_equal(sfl_msg_join_req_pack(&j, &req, &len), 0);
     fx_call(&t->cli, "/sfl.v1.Coordinator/Join", req, len, &res);
     if (res.status != 0)
