@@ -1075,6 +1075,15 @@ static const char *permanent(const char *what, int status, const char *message)
         strstr(message, "bound to the certificate"))
         return "this agent's name is bound to another certificate (the one it first joined "
                "with): the operator revokes that one (sflctl agent revoke) to accept this one";
+    if (strcmp(what, "join") == 0 && status == SFL_GRPC_STATUS_PERMISSION_DENIED && message &&
+        strstr(message, "another identity key"))
+        return "this agent's name is bound to another identity key: state_dir must hold the "
+               "identity.key it first joined with (docs/security.md, \"Binding and "
+               "revocation\")";
+    if (strcmp(what, "join") == 0 && status == SFL_GRPC_STATUS_PERMISSION_DENIED && message &&
+        strstr(message, "join_proof"))
+        return "the coordinator did not accept this agent's proof that it holds its identity "
+               "key (join_proof): agent and coordinator must run the same protocol version";
     if (strcmp(what, "join") == 0 && (status == SFL_GRPC_STATUS_PERMISSION_DENIED ||
                                       status == SFL_GRPC_STATUS_UNAUTHENTICATED))
         return "the coordinator refused this certificate's role: cert and key must be an agent "
@@ -1179,6 +1188,7 @@ static agent_state_t connect_addr(agent_t *a, const ev_t *e)
 
 static agent_state_t join(agent_t *a)
 {
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
     sfl_join_req_t r;
     uint8_t *buf;
     size_t len;
@@ -1190,6 +1200,13 @@ static agent_state_t join(agent_t *a)
     r.dataset = a->summary;
     r.protocol_version = SFL_MSG_PROTOCOL_VERSION;
     snprintf(r.agent_version, sizeof(r.agent_version), "%s", AGENT_VERSION);
+    /* Proof that this agent holds its identity key, bound to this
+     * connection (docs/security.md, "Binding and revocation"). */
+    if ((rc = sfl_conn_export_keying_material(sfl_grpcconn_conn(a->link), SFL_SEAL_JOIN_LABEL,
+                                              binding, sizeof(binding))) < 0 ||
+        (rc = sfl_seal_sign_join(a->id, binding, r.proof)) < 0)
+        return backoff(a, "join", rc, sfl_last_error());
+    r.has_proof = 1;
     if ((rc = sfl_msg_join_req_pack(&r, &buf, &len)) < 0)
         return backoff(a, "join", rc, sfl_last_error());
     rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_JOIN, buf, len,

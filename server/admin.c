@@ -562,6 +562,40 @@ static void revoke_done(coord_write_op_t *op)
     sfl__free(o);
 }
 
+/* Self-protection (docs/security.md): the coordinator's own certificate
+ * and the one the call comes with are never revoked. The coordinator does
+ * not know every admin certificate the CA has issued, but it need not: a
+ * revocation always comes with an admin certificate, and that one is never
+ * the one revoked, so at least one admin certificate always remains. Answers
+ * the call and returns < 0 on refusal. */
+static int revoke_refused(coord_t *co, const conn_t *k, sfl_grpc_call_t *call,
+                          const uint8_t fpr[32])
+{
+    uint8_t own[32];
+    char hex[65];
+
+    sodium_bin2hex(hex, sizeof(hex), fpr, 32);
+    if (k->has_peer && sodium_memcmp(k->peer.sha256, fpr, 32) == 0) {
+        coord_log(COORD_LOG_WARN, "revoke_refused", "fingerprint=%s reason=caller", hex);
+        coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION,
+                        "certificate %s is this call's own certificate (admin %s): revoking it "
+                        "would lock this admin out; revoke it with another admin certificate",
+                        hex, k->peer.cn);
+        return -1;
+    }
+    if (co->tls != NULL && sfl_tls_cert_sha256(co->tls, own) == 0 &&
+        sodium_memcmp(own, fpr, 32) == 0) {
+        coord_log(COORD_LOG_WARN, "revoke_refused", "fingerprint=%s reason=coordinator", hex);
+        coord_fail_call(call, SFL_GRPC_STATUS_FAILED_PRECONDITION,
+                        "certificate %s is the coordinator's own certificate: it cannot revoke "
+                        "itself; replace it (sfl-pki --force coordinator) and restart the "
+                        "coordinator (docs/operations.md)",
+                        hex);
+        return -1;
+    }
+    return 0;
+}
+
 void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
     conn_t *k = ud, *c, *next;
@@ -600,6 +634,10 @@ void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
         for (size_t i = 0; i < co->nagents && a == NULL; i++)
             if (memcmp(co->agents[i]->fpr, o->r.fingerprint, sizeof(o->r.fingerprint)) == 0)
                 a = co->agents[i];
+    }
+    if (revoke_refused(co, k, call, o->r.fingerprint) < 0) {
+        sfl__free(o);
+        return;
     }
     if (a != NULL)
         snprintf(o->r.agent, sizeof(o->r.agent), "%.63s", a->name);

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "sfl/alloc.h"
+#include "sfl/seal.h"
 
 /* Joins waiting for the writer, process-wide: past this a Join is told to
  * come back (a storm queues no more than ~4 KiB x this). */
@@ -138,6 +141,48 @@ out:
     sfl__free(o);
 }
 
+/* Proof of possession (docs/security.md, "Identity"): the caller signed,
+ * with the identity key it presents, the keying material this very
+ * connection exports. A public key copied from elsewhere, or a proof lifted
+ * from another connection, does not verify: without this a second
+ * certificate with the same CN could present an agent's public key and take
+ * its name once the first certificate was revoked. Answers the call and
+ * returns < 0 on refusal.
+ *
+ * On the loop, not in a worker (STYLE rule 11 sends crypto there): it is
+ * one Ed25519 verification, ~0.1 ms, beside the ~0.9 ms of TLS handshake the
+ * same connection already cost the loop, and a worker round trip would
+ * cost about as much as it saves. */
+static int join_proof_check(join_op_t *o, conn_t *k, sfl_grpc_call_t *call)
+{
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
+    int rc;
+
+    if (!o->m.has_proof) {
+        join_refused(o, "no_join_proof");
+        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                        "Join carries no join_proof: an agent must prove it holds identity_key "
+                        "by signing this connection's keying material (docs/protocol.md, Join); "
+                        "upgrade the agent");
+        return -1;
+    }
+    if (k->c == NULL ||
+        sfl_conn_export_keying_material(k->c, SFL_SEAL_JOIN_LABEL, binding, sizeof(binding)) < 0) {
+        coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "the connection is closing");
+        return -1;
+    }
+    rc = sfl_seal_verify_join(o->m.identity_key, binding, o->m.proof);
+    sodium_memzero(binding, sizeof(binding));
+    if (rc < 0) {
+        join_refused(o, "bad_join_proof");
+        coord_fail_call(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                        "join_proof does not verify: it was not made with the secret half of "
+                        "identity_key over this connection");
+        return -1;
+    }
+    return 0;
+}
+
 void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
     conn_t *k = ud;
@@ -181,6 +226,14 @@ void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
                         "the certificate has no usable CN");
         return;
     }
+    o->co = co;
+    snprintf(o->row.name, sizeof(o->row.name), "%s", k->peer.cn);
+    snprintf(o->addr, sizeof(o->addr), "%s", k->addr);
+    snprintf(o->fingerprint, sizeof(o->fingerprint), "%s", k->peer.fingerprint);
+    if (join_proof_check(o, k, call) < 0) {
+        sfl__free(o);
+        return;
+    }
     if (coord_agent_by_name(co, k->peer.cn) == NULL && co->nagents >= co->cfg.max_agents) {
         sfl__free(o);
         coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "agent limit (%llu) reached",
@@ -188,7 +241,6 @@ void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
         return;
     }
     row = &o->row;
-    snprintf(row->name, sizeof(row->name), "%s", k->peer.cn);
     memcpy(row->cert_fingerprint, k->peer.sha256, sizeof(row->cert_fingerprint));
     memcpy(row->identity_pk, o->m.identity_key, sizeof(row->identity_pk));
     coord_tags_text(&o->m.capabilities, row->capabilities, sizeof(row->capabilities));
@@ -207,10 +259,7 @@ void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
     o->op.run = join_run;
     o->op.done = join_done;
     o->op.batchable = 1; /* a Join storm: one commit for many rows */
-    o->co = co;
     o->call = call;
-    snprintf(o->addr, sizeof(o->addr), "%s", k->addr);
-    snprintf(o->fingerprint, sizeof(o->fingerprint), "%s", k->peer.fingerprint);
     co->joins_pending++;
     coord_writer_post(co->writer, &o->op);
 }

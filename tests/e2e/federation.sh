@@ -6,8 +6,8 @@
 # certificate comes from another CA is refused; the network's final model
 # equals sfl-sim's bit for bit for the same seed and data (float64 on the
 # wire, ordered aggregation); and a
-# stock gRPC client (python3-grpcio, stubs generated from proto/) calls Join,
-# Subscribe and Admin.Status. Bounded: every wait has a timeout.
+# stock gRPC client (python3-grpcio, stubs generated from proto/) has its Join
+# without a proof of possession refused and calls Admin.Status. Bounded.
 set -eu
 . tests/e2e/lib.sh
 

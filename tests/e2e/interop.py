@@ -1,7 +1,13 @@
 #!/usr/bin/python3
 """Interop: a stock gRPC client (python3-grpcio) with stubs generated from
-proto/ by protoc's Python and gRPC plugins calls Join, Subscribe and
-Admin.Status on a running sfl-coordinator over mutual TLS.
+proto/ by protoc's Python and gRPC plugins calls Join and Admin.Status on a
+running sfl-coordinator over mutual TLS.
+
+grpcio cannot export TLS keying material (RFC 8446 section 7.5), so it
+cannot make Join's proof of possession (JoinRequest.join_proof): its Join,
+presenting a public key alone, must be refused with PERMISSION_DENIED naming
+join_proof, which is also what a caller that copied an agent's public key
+gets (docs/security.md, "Binding and revocation").
 
     interop.py STUBS_DIR HOST:PORT SERVER_NAME PKI_DIR AGENT_NAME ADMIN_NAME
 
@@ -35,19 +41,18 @@ def main():
     key = Ed25519PrivateKey.generate().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     with channel(target, server_name, pki, "agent", agent) as ch:
         stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-        reply = stub.Join(coordinator_pb2.JoinRequest(
-            identity_key=key, conditions=["mains_power"], protocol_version=2,
-            agent_version="interop.py",
-            dataset=common_pb2.DatasetSummary(samples=10, dimension=5)), timeout=10)
-        if reply.agent_id == 0 or len(reply.coordinator_key) != 32:
-            print(f"FAIL: Join reply {reply}")
+        try:
+            reply = stub.Join(coordinator_pb2.JoinRequest(
+                identity_key=key, conditions=["mains_power"], protocol_version=2,
+                agent_version="interop.py",
+                dataset=common_pb2.DatasetSummary(samples=10, dimension=5)), timeout=10)
+            print(f"FAIL: a Join without join_proof was accepted: {reply}")
             return 1
-        print(f"Join: agent_id={reply.agent_id}")
-        stream = stub.Subscribe(coordinator_pb2.SubscribeRequest(agent_id=reply.agent_id),
-                                timeout=10)
-        first = next(iter(stream))
-        print(f"Subscribe: first message is {first.WhichOneof('kind') or first}")
-        stream.cancel()
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.PERMISSION_DENIED or "join_proof" not in e.details():
+                print(f"FAIL: Join without join_proof: {e.code()} {e.details()}")
+                return 1
+            print(f"Join without join_proof: {e.code().name} {e.details()!r}")
         # The admin service refuses an agent certificate.
         try:
             admin_pb2_grpc.AdminStub(ch).Status(admin_pb2.StatusRequest(), timeout=10)

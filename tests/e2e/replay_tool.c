@@ -75,6 +75,7 @@ typedef struct opts {
     const char *agent, *other, *stranger, *data, *data2;
     uint64_t timeout_ms;
     int hostile; /* --hostile: the hostile-update scenario instead */
+    const char *impostor; /* --impostor HEX: the Join impostor scenario instead */
 } opts_t;
 
 /* One certificate's connection and, for A and B, its agent state. */
@@ -262,6 +263,7 @@ static void reply_free(reply_t *r)
 
 static int join(peer_t *p)
 {
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
     sfl_join_req_t m;
     sfl_join_reply_t jr;
     uint8_t *buf = NULL;
@@ -279,6 +281,14 @@ static int join(peer_t *p)
         m.dataset.samples = 1000000000000ull;
     m.protocol_version = SFL_MSG_PROTOCOL_VERSION;
     snprintf(m.agent_version, sizeof(m.agent_version), "%s", TOOL_VERSION);
+    /* As the real agent: the proof of possession over this connection. */
+    if (p->g == NULL)
+        return -ENOTCONN;
+    if ((rc = sfl_conn_export_keying_material(sfl_grpcconn_conn(p->g), SFL_SEAL_JOIN_LABEL,
+                                              binding, sizeof(binding))) < 0 ||
+        (rc = sfl_seal_sign_join(p->id, binding, m.proof)) < 0)
+        return rc;
+    m.has_proof = 1;
     if ((rc = sfl_msg_join_req_pack(&m, &buf, &len)) < 0)
         return rc;
     call(p, PATH_JOIN, buf, len, &r);
@@ -827,6 +837,85 @@ out:
     return rc;
 }
 
+/* ---- --impostor: a name taken with a public key alone ------------------------------ */
+
+/* One Join presenting pk with proof sig (NULL: none); the answer must be
+ * PERMISSION_DENIED with want in its message. */
+static void impostor_join(peer_t *p, const char *step, const uint8_t pk[SFL_SEAL_PK_BYTES],
+                          const uint8_t *sig, const char *want)
+{
+    sfl_join_req_t m;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    reply_t r;
+    int ok;
+
+    memset(&m, 0, sizeof(m));
+    memcpy(m.identity_key, pk, sizeof(m.identity_key));
+    m.dataset.samples = 10;
+    m.dataset.dimension = 5;
+    m.protocol_version = SFL_MSG_PROTOCOL_VERSION;
+    snprintf(m.agent_version, sizeof(m.agent_version), "%s", TOOL_VERSION);
+    if (sig != NULL) {
+        memcpy(m.proof, sig, sizeof(m.proof));
+        m.has_proof = 1;
+    }
+    checks++;
+    if (sfl_msg_join_req_pack(&m, &buf, &len) < 0) {
+        failures++;
+        say("%s: cannot pack the Join: %s", step, sfl_last_error());
+        return;
+    }
+    call(p, PATH_JOIN, buf, len, &r);
+    sfl_msg_buf_free(buf);
+    ok = r.status == SFL_GRPC_STATUS_PERMISSION_DENIED && strstr(r.message, want) != NULL;
+    failures += !ok;
+    say("%s: expected PERMISSION_DENIED \"...%s...\", got %s \"%s\"%s", step, want,
+        r.status >= 0 ? sfl_grpc_status_name(r.status) : "no call", r.message,
+        ok ? "" : "  <-- FAILED");
+    reply_free(&r);
+}
+
+/* The review's attack (issue 23, finding 6): certificate --agent, of the
+ * federation's CA and with the CN of a real agent, presents that agent's
+ * public key (--impostor HEX: anyone may read it) at Join. It cannot sign
+ * with it: no proof, a proof by its own key, and a valid proof of its own
+ * from an earlier connection replayed on a new one are all refused. */
+static int scenario_impostor(peer_t *p, const struct sockaddr *addr)
+{
+    uint8_t victim[SFL_SEAL_PK_BYTES], binding[SFL_SEAL_BINDING_BYTES];
+    uint8_t sig[SFL_SEAL_SIG_BYTES];
+    int rc;
+
+    if (sfl_seal_pk_from_hex(o.impostor, victim) < 0 || sfl_identity_pk_check(victim) < 0) {
+        say("setup: --impostor is not a usable Ed25519 public key");
+        return SFL_EINVAL;
+    }
+    impostor_join(p, "the victim's key, no proof", victim, NULL, "no join_proof");
+    if (p->g == NULL) {
+        say("setup: the connection closed: %s", p->close_detail);
+        return -ENOTCONN;
+    }
+    if ((rc = sfl_conn_export_keying_material(sfl_grpcconn_conn(p->g), SFL_SEAL_JOIN_LABEL,
+                                              binding, sizeof(binding))) < 0 ||
+        (rc = sfl_seal_sign_join(p->id, binding, sig)) < 0) {
+        say("setup: proof: %s", sfl_last_error());
+        return rc;
+    }
+    impostor_join(p, "the victim's key, a proof by the impostor's key", victim, sig,
+                  "join_proof does not verify");
+    /* sig is a valid proof of p->id's key, but for this connection only */
+    sfl_grpcconn_close(p->g);
+    while (p->g != NULL && !expired())
+        pump();
+    p->opened = p->closed = 0;
+    if ((rc = open_peer(p, addr)) < 0)
+        return rc;
+    impostor_join(p, "a proof replayed from another connection", p->id->pk, sig,
+                  "join_proof does not verify");
+    return 0;
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -835,12 +924,18 @@ static void usage(FILE *f)
             "Usage: sfl-replay --coordinator IP:PORT --server-name NAME --pki DIR\n"
             "                  --coordinator-pk HEX --agent CN --other CN --stranger CN\n"
             "                  --data FILE.svm --data2 FILE.svm [--timeout-ms N] [--hostile]\n"
+            "       sfl-replay --coordinator IP:PORT --server-name NAME --pki DIR\n"
+            "                  --coordinator-pk HEX --agent CN --impostor HEX [--timeout-ms N]\n"
             "Replays, re-targets, tampers with and misattributes sealed updates against a\n"
             "running coordinator whose job selects exactly --agent and --other (cohort 2)\n"
             "for two rounds. Certificates: DIR/ca.crt, DIR/agent/CN.{crt,key}.\n"
             "--hostile: instead, A sends updates the job's bounds refuse (a huge norm,\n"
             "1e12 samples, NaN values) and B an honest one; the round must commit without A\n"
             "(job: cohort 2, min_quorum 1, max_update_norm 1e6, max_samples 1000).\n"
+            "--impostor HEX: instead, only --agent connects and presents the public key HEX\n"
+            "(another agent's) at Join: without a proof, with a proof by its own key, and\n"
+            "with a proof replayed from an earlier connection; each must be PERMISSION_DENIED\n"
+            "(--other, --stranger, --data and --data2 are not needed).\n"
             "Exit 0: every check held; 1: a check failed; 2: usage or setup error.\n");
 }
 
@@ -854,7 +949,7 @@ static int parse(int argc, char **argv)
         {"--pki", &o.pki},                 {"--coordinator-pk", &o.coordinator_pk},
         {"--agent", &o.agent},             {"--other", &o.other},
         {"--stranger", &o.stranger},       {"--data", &o.data},
-        {"--data2", &o.data2},
+        {"--data2", &o.data2},             {"--impostor", &o.impostor},
     };
 
     for (int i = 1; i < argc; i++) {
@@ -885,9 +980,13 @@ static int parse(int argc, char **argv)
             return -1;
         *flags[k].dst = argv[++i];
     }
+    /* --impostor needs the first five; the replay scenarios all but it */
     for (size_t k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
-        if (*flags[k].dst == NULL)
+        if (*flags[k].dst == NULL && flags[k].dst != &o.impostor &&
+            (o.impostor == NULL || k < 5))
             return -1;
+    if (o.impostor != NULL && o.hostile)
+        return -1;
     return 0;
 }
 
@@ -952,6 +1051,20 @@ int main(int argc, char **argv)
     }
     if ((rc = resolve(&ss)) < 0) {
         say("setup: %s", sfl_last_error());
+        goto out;
+    }
+    if (o.impostor != NULL) {
+        if ((rc = sfl_identity_generate(&A.id)) < 0 || (rc = make_tls(&A)) < 0) {
+            say("setup: %s", sfl_last_error());
+            goto out;
+        }
+        if ((rc = open_peer(&A, (const struct sockaddr *)&ss)) < 0)
+            goto out;
+        rc = scenario_impostor(&A, (const struct sockaddr *)&ss);
+        if (rc == 0)
+            code = failures ? 1 : 0;
+        say("sfl-replay: %u checks, %u failed%s", checks, failures,
+            rc < 0 ? " (scenario incomplete)" : "");
         goto out;
     }
     if (setup_agent(&A, o.data) < 0 || setup_agent(&B, o.data2) < 0)

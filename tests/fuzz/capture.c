@@ -123,6 +123,14 @@ static void messages(void)
     jr.dataset.labels[1] = 1;
     jr.protocol_version = SFL_MSG_PROTOCOL_VERSION;
     strcpy(jr.agent_version, "sfl-agent 0.4.0");
+    {
+        /* a proof over a stand-in for the connection's exported bytes */
+        uint8_t binding[SFL_SEAL_BINDING_BYTES];
+
+        memset(binding, 0x5a, sizeof(binding));
+        check(sfl_seal_sign_join(coord, binding, jr.proof), "join proof");
+        jr.has_proof = 1;
+    }
     msg(0, "join-request", sfl_msg_join_req_pack(&jr, &b, &n), b, n);
 
     sfl_join_reply_t jp = {.agent_id = 7, .heartbeat_interval_ms = 5000,

@@ -86,6 +86,7 @@ static struct {
     int accepted, closed, joins, subscribes, submits, heartbeats;
     uint64_t conn_at[32], join_at[32], sub_at[32], sub_delay[32];
     sfl_join_req_t join;
+    int join_proof_ok; /* the last Join's proof verified over its connection */
     sfl_heartbeat_req_t hb;
     sfl_grpc_call_t *held;
     sfl_payload_t *payload; /* the last update, opened and decoded */
@@ -260,12 +261,19 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
     size_t n;
     int rc;
 
-    (void)ud;
+    fconn_t *f = ud;
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
+
     S.join_at[S.joins++ % 32] = uv_now(&S.loop);
     if (sfl_msg_join_req_unpack(req, len, NULL, &S.join) < 0) {
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_INVALID_ARGUMENT, sfl_last_error());
         return;
     }
+    /* As the coordinator: the proof of possession over this connection. */
+    S.join_proof_ok =
+        S.join.has_proof &&
+        sfl_conn_export_keying_material(f->c, SFL_SEAL_JOIN_LABEL, binding, sizeof(binding)) == 0 &&
+        sfl_seal_verify_join(S.join.identity_key, binding, S.join.proof) == 0;
     r.retry_after_ms = S.join_retry_ms;
     memcpy(r.coordinator_key, (S.join_wrong_key ? rogue_id : coord_id)->pk, 32);
     rc = sfl_msg_join_reply_pack(&r, &buf, &n);
@@ -1328,6 +1336,8 @@ static void test_agent_trains_and_submits(void **state)
     assert_true(sfl_msg_tags_has(&S.join.conditions, "mains_power"));
     assert_true(sfl_msg_tags_has(&S.join.conditions, "unmetered"));
     assert_memory_equal(S.join.identity_key, agent_identity_pk(S.agent), 32);
+    /* it proved it holds that key, over the connection it joined on */
+    assert_true(S.join_proof_ok);
     assert_int_equal(agent_joined_id(S.agent), AGENT_ID);
     /* One update, sealed to the round key, bound to the task, equal bit for
      * bit to what the simulator's entry point computes. */

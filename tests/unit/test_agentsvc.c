@@ -25,7 +25,7 @@ static void test_coord_join_and_roles(void **state)
 
     /* an admin certificate may not Join */
     fx_cli_connect(&F.admin, "admin/alice");
-    buf = fx_join_req(a1->id, SFL_MSG_PROTOCOL_VERSION, &len);
+    buf = fx_join_req(&F.admin, a1->id, SFL_MSG_PROTOCOL_VERSION, &len);
     fx_call(&F.admin, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
 
@@ -39,7 +39,7 @@ static void test_coord_join_and_roles(void **state)
 
     /* the same certificate with another identity key */
     assert_int_equal(sfl_identity_generate(&other), 0);
-    buf = fx_join_req(other, SFL_MSG_PROTOCOL_VERSION, &len);
+    buf = fx_join_req(&a1->cli, other, SFL_MSG_PROTOCOL_VERSION, &len);
     fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
     assert_non_null(strstr(res.msg, "another identity key"));
@@ -60,7 +60,7 @@ static void test_coord_join_and_roles(void **state)
         uv_update_time(&F.loop);
         sec0 = uv_now(&F.loop) / 1000;
         for (int i = 0; i < 300; i++) {
-            buf = fx_join_req(other, SFL_MSG_PROTOCOL_VERSION, &len);
+            buf = fx_join_req(&a1->cli, other, SFL_MSG_PROTOCOL_VERSION, &len);
             fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
             assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
         }
@@ -85,11 +85,11 @@ static void test_coord_join_and_roles(void **state)
 
     /* a protocol version the coordinator does not speak: the last one
      * (parameters as fields) and a future one */
-    buf = fx_join_req(a1->id, SFL_MSG_PROTOCOL_VERSION - 1, &len);
+    buf = fx_join_req(&a1->cli, a1->id, SFL_MSG_PROTOCOL_VERSION - 1, &len);
     fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
     assert_non_null(strstr(res.msg, "protocol_version 1 is not supported"));
-    buf = fx_join_req(a1->id, SFL_MSG_PROTOCOL_VERSION + 1, &len);
+    buf = fx_join_req(&a1->cli, a1->id, SFL_MSG_PROTOCOL_VERSION + 1, &len);
     fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
     assert_int_equal(res.status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
 
@@ -137,10 +137,142 @@ static void test_coord_join_and_roles(void **state)
     sfl_identity_free(other);
 }
 
+static void join_expect(cli_t *k, const sfl_identity_t *id, const sfl_identity_t *signer,
+                        const uint8_t *proof, int status, const char *msg)
+{
+    res_t res = {0};
+    uint8_t *buf;
+    size_t len;
+
+    if (proof != NULL) {
+        sfl_join_req_t j;
+
+        /* the honest request, its proof replaced */
+        buf = fx_join_req(k, id, SFL_MSG_PROTOCOL_VERSION, &len);
+        assert_int_equal(sfl_msg_join_req_unpack(buf, len, NULL, &j), 0);
+        sfl_msg_buf_free(buf);
+        memcpy(j.proof, proof, 64);
+        assert_int_equal(sfl_msg_join_req_pack(&j, &buf, &len), 0);
+    } else {
+        buf = fx_join_req_as(k, id, signer, SFL_MSG_PROTOCOL_VERSION, &len);
+    }
+    fx_call(k, "/sfl.v1.Coordinator/Join", buf, len, &res);
+    if (res.status != status || (msg && strstr(res.msg, msg) == NULL))
+        fail_msg("Join: want %d \"%s\", got %d \"%s\"", status, msg ? msg : "", res.status,
+                 res.msg);
+    free(res.resp);
+}
+
+static void revoke(const char *agent, const uint8_t *fpr, int status, const char *msg)
+{
+    sfl_revoke_t m;
+    res_t res = {0};
+    uint8_t *buf;
+    size_t len;
+
+    memset(&m, 0, sizeof(m));
+    if (agent)
+        snprintf(m.agent, sizeof(m.agent), "%s", agent);
+    if (fpr) {
+        memcpy(m.fingerprint, fpr, 32);
+        m.has_fingerprint = 1;
+    }
+    assert_int_equal(sfl_msg_revoke_req_pack(&m, &buf, &len), 0);
+    fx_call(&F.admin, "/sfl.v1.Admin/RevokeCertificate", buf, len, &res);
+    if (res.status != status || (msg && strstr(res.msg, msg) == NULL))
+        fail_msg("Revoke: want %d \"%s\", got %d \"%s\"", status, msg ? msg : "", res.status,
+                 res.msg);
+    free(res.resp);
+}
+
+/* Proof of possession at Join (issue 23, finding 6): a Join without a
+ * proof, with a proof by another key, or with a proof from another
+ * connection is refused; a certificate of the same CA and CN that presents
+ * an agent's public key cannot take its name, before or after the agent's
+ * certificate is revoked; the agent itself re-binds under the new
+ * certificate with its own key and keeps its id. */
+static void test_coord_join_proof(void **state)
+{
+    tagent_t *a1 = &F.ag[0], *twin = &F.ag[1];
+    sfl_identity_t *other = NULL;
+    uint8_t binding[SFL_SEAL_BINDING_BYTES], old_proof[64];
+    uint64_t id1;
+
+    (void)state;
+    fx_start();
+    fx_agent_join(a1, "agent/a1");
+    id1 = a1->agent_id;
+    assert_int_equal(sfl_identity_generate(&other), 0);
+
+    join_expect(&a1->cli, a1->id, NULL, NULL, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                "Join carries no join_proof");
+    join_expect(&a1->cli, a1->id, other, NULL, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                "join_proof does not verify");
+    /* a valid proof from this connection, replayed on the next one */
+    fx_join_binding(&a1->cli, binding);
+    assert_int_equal(sfl_seal_sign_join(a1->id, binding, old_proof), 0);
+    fx_cli_close(&a1->cli);
+    fx_cli_connect(&a1->cli, "agent/a1");
+    join_expect(&a1->cli, a1->id, NULL, old_proof, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                "join_proof does not verify");
+    fx_agent_join(a1, "agent/a1"); /* its own proof over this connection */
+    assert_int_equal(a1->agent_id, id1);
+
+    /* a second certificate of the CA with CN=a1 */
+    test_sh("cd %s/ca/agent && mv a1.crt a1.crt.keep && mv a1.key a1.key.keep && "
+            "sh %s/%s agent %s/ca a1 >/dev/null && mv a1.crt twin.crt && mv a1.key twin.key && "
+            "mv a1.crt.keep a1.crt && mv a1.key.keep a1.key",
+            fx_pki_dir(), getenv("PWD"), PKI, fx_pki_dir());
+    fx_cli_connect(&twin->cli, "agent/twin");
+    /* a1's public key without its secret: refused before the revocation ... */
+    join_expect(&twin->cli, a1->id, NULL, NULL, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                "no join_proof");
+    join_expect(&twin->cli, a1->id, other, NULL, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                "does not verify");
+    /* ... and after it, when the name is released */
+    fx_cli_connect(&F.admin, "admin/alice");
+    revoke("a1", NULL, SFL_GRPC_STATUS_OK, NULL);
+    join_expect(&twin->cli, a1->id, NULL, NULL, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                "no join_proof");
+    join_expect(&twin->cli, a1->id, other, NULL, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                "does not verify");
+    /* its own key, proved: the name keeps a1's key */
+    join_expect(&twin->cli, other, other, NULL, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                "another identity key");
+    /* the real a1 under the new certificate, with its own key: same id */
+    twin->id = a1->id;
+    a1->id = NULL;
+    fx_agent_join(twin, "agent/twin");
+    assert_int_equal(twin->agent_id, id1);
+    sfl_identity_free(other);
+}
+
+/* Self-protection (issue 23, finding 9): neither the coordinator's own
+ * certificate nor the admin certificate the call comes with can be
+ * revoked; another admin's can. */
+static void test_coord_revoke_self_refused(void **state)
+{
+    sfl_peer_t coord;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    assert_int_equal(sfl_conn_peer(sfl_grpcconn_conn(F.admin.c), &coord), 0);
+    assert_int_equal(coord.role, SFL_ROLE_COORDINATOR);
+    revoke(NULL, coord.sha256, SFL_GRPC_STATUS_FAILED_PRECONDITION,
+           "is the coordinator's own certificate");
+    revoke(NULL, F.admin.cert_sha256, SFL_GRPC_STATUS_FAILED_PRECONDITION,
+           "is this call's own certificate (admin alice)");
+    /* still an admin */
+    sfl_msg_status_free(fx_admin_status(&F.admin));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_coord_join_and_roles, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_join_proof, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_revoke_self_refused, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
 }

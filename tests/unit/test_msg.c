@@ -856,6 +856,31 @@ static void test_msg_join_roundtrip(void **state)
     assert_int_equal(sfl_msg_join_req_pack(&j, &out, &n), 0);
     assert_int_equal(sfl_msg_join_req_unpack(out, n, NULL, &dj), 0);
     assert_memory_equal(&dj, &j, sizeof(j));
+    assert_int_equal(dj.has_proof, 0); /* absent: decoded, refused by the coordinator */
+    sfl_msg_buf_free(out);
+
+    /* join_proof (field 7) round-trips; one of another length is refused */
+    j.has_proof = 1;
+    for (int i = 0; i < 64; i++)
+        j.proof[i] = (uint8_t)(0xC0 ^ i);
+    assert_int_equal(sfl_msg_join_req_pack(&j, &out, &n), 0);
+    assert_int_equal(sfl_msg_join_req_unpack(out, n, NULL, &dj), 0);
+    assert_memory_equal(&dj, &j, sizeof(j));
+    sfl_msg_buf_free(out);
+    j.has_proof = 0;
+    assert_int_equal(sfl_msg_join_req_pack(&j, &out, &n), 0);
+    {
+        uint8_t *bad = malloc(n + 2 + 63);
+
+        assert_non_null(bad);
+        memcpy(bad, out, n);
+        bad[n] = 7 << 3 | 2; /* field 7, length-delimited */
+        bad[n + 1] = 63;
+        memset(bad + n + 2, 0xAB, 63);
+        assert_int_equal(sfl_msg_join_req_unpack(bad, n + 2 + 63, NULL, &dj), SFL_EPARSE);
+        assert_detail("join request: join_proof is 63 bytes, want 64");
+        free(bad);
+    }
     sfl_msg_buf_free(out);
 
     memset(&r, 0, sizeof(r));

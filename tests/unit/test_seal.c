@@ -404,6 +404,50 @@ static void test_seal_context_separation(void **state)
     sfl_identity_free(a);
 }
 
+/* Join's proof of possession: the documented signed bytes (checked here
+ * with libsodium alone), refused for another key or another connection's
+ * binding, and its context reserved so the generic API cannot mint one. */
+static void test_seal_join_proof(void **state)
+{
+    sfl_identity_t *a, *b;
+    uint8_t bind1[SFL_SEAL_BINDING_BYTES], bind2[SFL_SEAL_BINDING_BYTES];
+    uint8_t sig[64], sig2[64], signed_bytes[1 + 11 + 32];
+
+    (void)state;
+    assert_int_equal(sfl_identity_generate(&a), 0);
+    assert_int_equal(sfl_identity_generate(&b), 0);
+    memset(bind1, 0x11, sizeof(bind1));
+    memset(bind2, 0x11, sizeof(bind2));
+    bind2[31] ^= 1;
+    assert_int_equal(sfl_seal_sign_join(a, bind1, sig), 0);
+    assert_int_equal(sfl_seal_verify_join(a->pk, bind1, sig), 0);
+    /* u8 11 | "sfl-join-v1" | BLAKE2b-256(binding), as coordinator.proto says */
+    signed_bytes[0] = 11;
+    memcpy(signed_bytes + 1, "sfl-join-v1", 11);
+    crypto_generichash(signed_bytes + 12, 32, bind1, sizeof(bind1), NULL, 0);
+    assert_int_equal(crypto_sign_verify_detached(sig, signed_bytes, sizeof(signed_bytes), a->pk),
+                     0);
+    /* another key presented with a's proof; another connection's binding */
+    assert_int_equal(sfl_seal_verify_join(b->pk, bind1, sig), SFL_EBADSIG);
+    assert_int_equal(sfl_seal_verify_join(a->pk, bind2, sig), SFL_EBADSIG);
+    assert_detail("Join proof does not verify: not signed with this identity key over this "
+                  "connection");
+    /* b signing for a's key: the proof is b's, not a's */
+    assert_int_equal(sfl_seal_sign_join(b, bind1, sig2), 0);
+    assert_int_equal(sfl_seal_verify_join(a->pk, bind1, sig2), SFL_EBADSIG);
+    /* the context is reserved, both ways */
+    assert_int_equal(sfl_seal_sign_detached(a, SFL_SEAL_CONTEXT_JOIN, bind1, 32, sig2),
+                     SFL_EINVAL);
+    assert_detail("signature context 'sfl-join-v1' is reserved for Join proofs");
+    assert_int_equal(sfl_seal_verify_detached(a->pk, SFL_SEAL_CONTEXT_JOIN, bind1, 32, sig),
+                     SFL_EINVAL);
+    /* a generic signature of the same bytes under another context is no proof */
+    assert_int_equal(sfl_seal_sign_detached(a, "sfl-task-v1", bind1, 32, sig2), 0);
+    assert_int_equal(sfl_seal_verify_join(a->pk, bind1, sig2), SFL_EBADSIG);
+    sfl_identity_free(b);
+    sfl_identity_free(a);
+}
+
 static void test_seal_upd_signed_golden(void **state)
 {
     (void)state;
@@ -1055,6 +1099,7 @@ int main(void)
         cmocka_unit_test(test_seal_pk_check),
         cmocka_unit_test(test_seal_sign_verify),
         cmocka_unit_test(test_seal_context_separation),
+        cmocka_unit_test(test_seal_join_proof),
         cmocka_unit_test(test_seal_upd_signed_golden),
         cmocka_unit_test(test_seal_roundtrip),
         cmocka_unit_test(test_seal_tamper),

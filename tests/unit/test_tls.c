@@ -46,6 +46,9 @@ typedef struct {
     sfl_peer_t srv_peer;
     size_t srv_bytes;
     int close_in_data;
+    /* keying material each end exported in on_connect (rc, bytes) */
+    int srv_exp_rc, cli_exp_rc;
+    uint8_t srv_exp[32], cli_exp[32];
     /* client side */
     sfl_conn_t *cli;
     int cli_connect, cli_connect_status, cli_close, cli_close_status;
@@ -162,6 +165,7 @@ static void srv_on_connect(sfl_conn_t *c, int status)
     F.srv = c;
     F.srv_connect++;
     assert_int_equal(sfl_conn_peer(c, &F.srv_peer), 0);
+    F.srv_exp_rc = sfl_conn_export_keying_material(c, "EXPORTER-sfl-test", F.srv_exp, 32);
 }
 
 static void srv_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
@@ -203,6 +207,7 @@ static void cli_on_connect(sfl_conn_t *c, int status)
         return;
     }
     (void)sfl_conn_peer(c, &F.cli_peer); /* ENOTFOUND for the plain clients */
+    F.cli_exp_rc = sfl_conn_export_keying_material(c, "EXPORTER-sfl-test", F.cli_exp, 32);
     if (F.send_len)
         assert_int_equal(sfl_conn_write(c, F.expect, F.send_len), 0);
 }
@@ -370,6 +375,63 @@ static void test_tls_handshake_echo(void **state)
     assert_string_equal(F.cli_peer.cn, "coord");
     assert_int_equal(F.cli_peer.role, SFL_ROLE_COORDINATOR);
     assert_string_equal(sfl_role_name(F.cli_peer.role), "coordinator");
+}
+
+/* The keying-material exporter (Join's proof of possession binds to it):
+ * both ends of one connection agree, another connection gets other bytes,
+ * another label other bytes; a connection not open or not TLS has none. The
+ * server's own certificate hash is what the client sees. */
+static void test_tls_exporter_per_session(void **state)
+{
+    uint8_t first[32], other[32], own[32];
+    int before;
+
+    (void)state;
+    listen_tls();
+    for (int i = 0; i < 2; i++) {
+        reset_client();
+        F.srv_exp_rc = F.cli_exp_rc = 1;
+        expect_echo(100);
+        connect_tls("ca/agent/agent-7", "localhost", "h2");
+        /* connecting: no secret yet */
+        assert_int_equal(sfl_conn_export_keying_material(F.cli, "EXPORTER-sfl-test", other, 32),
+                         SFL_EINVAL);
+        before = F.srv_connect;
+        while ((F.srv_connect == before || !F.cli_connect) && !F.timed_out)
+            uv_run(&F.loop, UV_RUN_ONCE);
+        assert_int_equal(F.cli_connect_status, 0);
+        assert_int_equal(F.cli_exp_rc, 0);
+        assert_int_equal(F.srv_exp_rc, 0);
+        assert_memory_equal(F.cli_exp, F.srv_exp, 32);
+        if (i == 0) {
+            memcpy(first, F.cli_exp, 32);
+            /* another label, other bytes; lengths are bounded */
+            assert_int_equal(sfl_conn_export_keying_material(F.cli, "EXPORTER-sfl-other", other,
+                                                             32),
+                             0);
+            assert_memory_not_equal(other, F.cli_exp, 32);
+            assert_int_equal(sfl_conn_export_keying_material(F.cli, "EXPORTER-sfl-test", other,
+                                                             65),
+                             SFL_EINVAL);
+            assert_int_equal(sfl_conn_export_keying_material(F.cli, "EXPORTER-sfl-test", other, 0),
+                             SFL_EINVAL);
+        } else {
+            assert_memory_not_equal(first, F.cli_exp, 32);
+        }
+        run_until(&F.done);
+        assert_int_equal(F.cli_close_status, 0);
+    }
+    assert_int_equal(sfl_tls_cert_sha256(F.stls, own), 0);
+    assert_memory_equal(own, F.cli_peer.sha256, 32);
+    /* plain TCP has no exporter */
+    reset_client();
+    F.cli_exp_rc = 1;
+    connect_plain();
+    run_until(&F.cli_connect);
+    assert_int_equal(F.cli_connect_status, 0);
+    assert_int_equal(F.cli_exp_rc, SFL_EINVAL);
+    sfl_conn_abort(F.cli);
+    run_until(&F.done);
 }
 
 /* An admin certificate carries the admin role; the server is checked by its
@@ -715,6 +777,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_tls_handshake_echo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_exporter_per_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_admin_role_and_server_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_other_ca_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_no_client_cert_refused, setup, teardown),

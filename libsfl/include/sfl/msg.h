@@ -143,6 +143,11 @@ typedef struct sfl_join_req {
     sfl_dataset_summary_t dataset;
     uint32_t protocol_version; /* >= 1 */
     char agent_version[SFL_MSG_NAME_LEN];
+    /* Proof of possession of identity_key: its signature over this TLS
+     * connection's exported keying material (sfl_seal_sign_join). has_proof
+     * 0 = absent on the wire (the coordinator refuses such a Join). */
+    int has_proof;
+    uint8_t proof[SFL_MSG_SIG_BYTES];
 } sfl_join_req_t;
 
 typedef struct sfl_join_reply {

@@ -60,6 +60,18 @@
  * generic API can never mint an update signature. */
 #define SFL_SEAL_CONTEXT_UPDATE "sfl-upd-v1"
 #define SFL_IDENTITY_FILE_BYTES 146
+/* Proof of possession at Join (docs/security.md, "Binding and revocation").
+ * The agent exports SFL_SEAL_BINDING_BYTES of keying material from its TLS
+ * connection to the coordinator under SFL_SEAL_JOIN_LABEL
+ * (sfl_conn_export_keying_material) and signs them with its identity key
+ * under the context SFL_SEAL_CONTEXT_JOIN; the coordinator exports the same
+ * bytes on its end of the connection and verifies. Signed bytes, the
+ * detached layout:  u8 11 | "sfl-join-v1" | BLAKE2b-256(binding)  (44 bytes).
+ * The context is reserved: sfl_seal_sign_detached refuses it, so no other
+ * API can mint a Join proof. */
+#define SFL_SEAL_CONTEXT_JOIN "sfl-join-v1"
+#define SFL_SEAL_JOIN_LABEL "EXPORTER-sfl-join-v1"
+#define SFL_SEAL_BINDING_BYTES 32
 
 typedef struct {
     /* Ed25519 public key. */
@@ -140,7 +152,7 @@ void sfl_identity_free(sfl_identity_t *id);
 
 /* sig = Ed25519(id, u8 n | context | BLAKE2b-256(msg)). SFL_EINVAL for a
  * context that is empty, longer than SFL_SEAL_CONTEXT_MAX, not printable
- * ASCII, or SFL_SEAL_CONTEXT_UPDATE. msg may be NULL when len == 0. */
+ * ASCII, SFL_SEAL_CONTEXT_UPDATE or SFL_SEAL_CONTEXT_JOIN. msg may be NULL when len == 0. */
 int sfl_seal_sign_detached(const sfl_identity_t *id, const char *context, const void *msg,
                            size_t len, uint8_t sig[SFL_SEAL_SIG_BYTES]) SFL_MUST_CHECK;
 /* 0 if sig is pk's signature of msg under context; SFL_EBADSIG if not (also
@@ -149,6 +161,16 @@ int sfl_seal_sign_detached(const sfl_identity_t *id, const char *context, const 
 int sfl_seal_verify_detached(const uint8_t pk[SFL_SEAL_PK_BYTES], const char *context,
                              const void *msg, size_t len,
                              const uint8_t sig[SFL_SEAL_SIG_BYTES]) SFL_MUST_CHECK;
+
+/* Join proof: sig = Ed25519(id, u8 11 | "sfl-join-v1" | BLAKE2b-256(binding)),
+ * binding being this connection's exported keying material (above). */
+int sfl_seal_sign_join(const sfl_identity_t *id, const uint8_t binding[SFL_SEAL_BINDING_BYTES],
+                       uint8_t sig[SFL_SEAL_SIG_BYTES]) SFL_MUST_CHECK;
+/* 0 if sig is pk's Join proof over binding; SFL_EBADSIG if not (another key,
+ * another connection's binding, a non-canonical signature). */
+int sfl_seal_verify_join(const uint8_t pk[SFL_SEAL_PK_BYTES],
+                         const uint8_t binding[SFL_SEAL_BINDING_BYTES],
+                         const uint8_t sig[SFL_SEAL_SIG_BYTES]) SFL_MUST_CHECK;
 
 /* Fresh X25519 round key from the CSPRNG. Returns owned (sfl_roundkey_free);
  * free it when the round closes, which wipes the secret, after which no

@@ -223,6 +223,19 @@ int sfl_tls_new(const sfl_tls_config_t *cfg, int server, sfl_tls_t **out);
  * NULL is a no-op. */
 void sfl_tls_free(sfl_tls_t *tls);
 
+/* Keying material exported from an open TLS connection (RFC 8446 section
+ * 7.5, no context value): len bytes (1..64) under label into out. Both ends
+ * of one connection get the same bytes and any other connection different
+ * ones, so a signature over them is bound to this connection (Join's proof
+ * of possession, docs/security.md). SFL_EINVAL for plain TCP, a connection
+ * not open (handshake pending, closing) or bad arguments. */
+int sfl_conn_export_keying_material(const sfl_conn_t *c, const char *label, uint8_t *out,
+                                    size_t len) SFL_MUST_CHECK;
+/* SHA-256 of the context's own certificate (the leaf of cert_file), as
+ * sfl_peer_t.sha256 shows it to the other end. SFL_ENOTFOUND for a client
+ * context without a certificate. */
+int sfl_tls_cert_sha256(const sfl_tls_t *tls, uint8_t out[32]) SFL_MUST_CHECK;
+
 /* Checks an identity before it is used (sfl-coordinator --check): each file
  * can be read, cert_file is a PEM certificate (more certificates after it
  * are taken as its chain), key_file a PEM private key that matches it, and

@@ -26,6 +26,7 @@ _Static_assert(SFL_SEAL_OVERHEAD == crypto_box_SEALBYTES + crypto_sign_BYTES, "s
 _Static_assert(SFL_SEAL_UPD_SIGNED_BYTES == 1 + 10 + 32 + 8 + 8 + 32 + 8 + 32 + 32,
                "update signed bytes");
 _Static_assert(sizeof(SFL_SEAL_CONTEXT_UPDATE) - 1 == 10, "update context length");
+_Static_assert(sizeof(SFL_SEAL_CONTEXT_JOIN) - 1 == 11, "join context length");
 
 #define FILE_HEADER "sfl-identity-v1\n"
 #define FILE_HEADER_LEN (sizeof(FILE_HEADER) - 1)
@@ -370,8 +371,9 @@ out:
 
 /* ---- detached signatures ------------------------------------------------- */
 
-/* Printable ASCII, 1..SFL_SEAL_CONTEXT_MAX bytes; *n = its length. */
-static int check_context(const char *context, size_t *n)
+/* Printable ASCII, 1..SFL_SEAL_CONTEXT_MAX bytes; *n = its length. The
+ * reserved contexts are refused unless reserved_ok (their own functions). */
+static int check_context_as(const char *context, size_t *n, int reserved_ok)
 {
     size_t i;
 
@@ -385,10 +387,20 @@ static int check_context(const char *context, size_t *n)
         if (context[i] < 0x20 || context[i] > 0x7e)
             return sfl__fail(SFL_EINVAL, "signature context: byte %zu is not printable ASCII",
                              i);
+    if (reserved_ok)
+        return 0;
     if (strcmp(context, SFL_SEAL_CONTEXT_UPDATE) == 0)
         return sfl__fail(SFL_EINVAL, "signature context '%s' is reserved for updates",
                          SFL_SEAL_CONTEXT_UPDATE);
+    if (strcmp(context, SFL_SEAL_CONTEXT_JOIN) == 0)
+        return sfl__fail(SFL_EINVAL, "signature context '%s' is reserved for Join proofs",
+                         SFL_SEAL_CONTEXT_JOIN);
     return 0;
+}
+
+static int check_context(const char *context, size_t *n)
+{
+    return check_context_as(context, n, 0);
 }
 
 /* u8 n | context | BLAKE2b-256(msg) into buf; returns its length. */
@@ -437,6 +449,45 @@ int sfl_seal_verify_detached(const uint8_t pk[SFL_SEAL_PK_BYTES], const char *co
         return rc;
     if (crypto_sign_verify_detached(sig, buf, detached_bytes(context, n, msg, len, buf), pk) != 0)
         return sfl__fail(SFL_EBADSIG, "'%s' signature does not verify", context);
+    return 0;
+}
+
+/* ---- Join proof of possession -------------------------------------------- */
+
+int sfl_seal_sign_join(const sfl_identity_t *id, const uint8_t binding[SFL_SEAL_BINDING_BYTES],
+                       uint8_t sig[SFL_SEAL_SIG_BYTES])
+{
+    uint8_t buf[1 + SFL_SEAL_CONTEXT_MAX + SFL_SEAL_HASH_BYTES];
+    size_t n;
+    int rc;
+
+    assert(id != NULL && binding != NULL && sig != NULL);
+    if ((rc = check_context_as(SFL_SEAL_CONTEXT_JOIN, &n, 1)) < 0 || (rc = crypto_ready()) < 0)
+        return rc;
+    crypto_sign_detached(sig, NULL, buf,
+                         detached_bytes(SFL_SEAL_CONTEXT_JOIN, n, binding,
+                                        SFL_SEAL_BINDING_BYTES, buf),
+                         id->sk);
+    return 0;
+}
+
+int sfl_seal_verify_join(const uint8_t pk[SFL_SEAL_PK_BYTES],
+                         const uint8_t binding[SFL_SEAL_BINDING_BYTES],
+                         const uint8_t sig[SFL_SEAL_SIG_BYTES])
+{
+    uint8_t buf[1 + SFL_SEAL_CONTEXT_MAX + SFL_SEAL_HASH_BYTES];
+    size_t n;
+    int rc;
+
+    assert(pk != NULL && binding != NULL && sig != NULL);
+    if ((rc = check_context_as(SFL_SEAL_CONTEXT_JOIN, &n, 1)) < 0 || (rc = crypto_ready()) < 0)
+        return rc;
+    if (crypto_sign_verify_detached(sig, buf,
+                                    detached_bytes(SFL_SEAL_CONTEXT_JOIN, n, binding,
+                                                   SFL_SEAL_BINDING_BYTES, buf),
+                                    pk) != 0)
+        return sfl__fail(SFL_EBADSIG, "Join proof does not verify: not signed with this "
+                                      "identity key over this connection");
     return 0;
 }
 

@@ -733,6 +733,52 @@ const sfl__xport_t sfl__xport_tls = {
     .destroy = tls_destroy,
 };
 
+/* The exporter (RFC 8446 section 7.5) is derived from the exporter master
+ * secret, fixed once the server's Finished is sent: both ends compute the
+ * same bytes, and no other connection (a fresh ECDHE share each time) does.
+ * The connection must be TLS and open: before the handshake ends there is
+ * no secret, and after TLS_CLOSED OpenSSL is not called again. */
+int sfl_conn_export_keying_material(const sfl_conn_t *c, const char *label, uint8_t *out,
+                                    size_t len)
+{
+    const tls_conn_t *x;
+    size_t n;
+
+    if (c == NULL || label == NULL || out == NULL || len == 0 || len > 64)
+        return sfl__fail(SFL_EINVAL, "tls exporter: bad arguments");
+    if (c->type != &sfl__xport_tls)
+        return sfl__fail(SFL_EINVAL, "tls exporter: %s is not a TLS connection", c->name);
+    x = c->xport;
+    if (x == NULL || c->state != SFL_CONN_OPEN || x->state != TLS_OPEN)
+        return sfl__fail(SFL_EINVAL, "tls exporter: %s is not open", c->name);
+    n = strlen(label);
+    if (SSL_export_keying_material(x->ssl, out, len, label, n, NULL, 0, 0) != 1) {
+        char why[160];
+
+        ossl_reason(why, sizeof(why));
+        return sfl__fail(SFL_EINVAL, "tls exporter %s: %s", c->name, why);
+    }
+    return 0;
+}
+
+int sfl_tls_cert_sha256(const sfl_tls_t *tls, uint8_t out[32])
+{
+    X509 *cert;
+    unsigned int n = 0;
+
+    if (tls == NULL || out == NULL)
+        return sfl__fail(SFL_EINVAL, "tls: NULL argument");
+    if ((cert = SSL_CTX_get0_certificate(tls->ctx)) == NULL)
+        return sfl__fail(SFL_ENOTFOUND, "tls: this context has no certificate");
+    if (X509_digest(cert, EVP_sha256(), out, &n) != 1 || n != 32) {
+        char why[160];
+
+        ossl_reason(why, sizeof(why));
+        return sfl__fail(SFL_EIO, "tls: cannot hash the certificate: %s", why);
+    }
+    return 0;
+}
+
 /* ---- checking an identity ------------------------------------------------ */
 
 static FILE *open_read(const char *path, int *rc)

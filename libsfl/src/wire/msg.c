@@ -981,6 +981,8 @@ static int put_join_req(const chk_t *c, const void *p, wire_t *w)
     pb->dataset = &w->ds;
     pb->protocol_version = m->protocol_version;
     pb->agent_version = str(m->agent_version);
+    if (m->has_proof)
+        pb->join_proof = bin(m->proof, SFL_MSG_SIG_BYTES);
     return 0;
 }
 
@@ -1000,6 +1002,13 @@ static int get_join_req(const chk_t *c, void *p, void *out)
                       SFL_MSG_NAME_LEN)) < 0)
         return rc;
     m->protocol_version = pb->protocol_version;
+    /* Absent is decoded (the coordinator refuses it with a clear status);
+     * present must be a whole signature. */
+    if (pb->join_proof.len > 0) {
+        if ((rc = get_fixed(c, "join_proof", &pb->join_proof, m->proof, SFL_MSG_SIG_BYTES)) < 0)
+            return rc;
+        m->has_proof = 1;
+    }
     return check_join_req(c, m);
 }
 

@@ -71,6 +71,7 @@ void fx_cli_connect(cli_t *k, const char *who)
     tc.alpn_required = 1;
     k->opened = k->closed = 0;
     assert_int_equal(sfl_tls_new(&tc, 0, &o.tls), 0);
+    assert_int_equal(sfl_tls_cert_sha256(o.tls, k->cert_sha256), 0);
     snprintf(auth, sizeof(auth), "localhost:%d", F.port);
     assert_int_equal(uv_ip4_addr("127.0.0.1", F.port, &a), 0);
     assert_int_equal(
@@ -153,19 +154,39 @@ void fx_stream_clear(stream_t *s)
 
 /* ---- agents ------------------------------------------------------------------------ */
 
-uint8_t *fx_join_req(const sfl_identity_t *id, uint32_t version, size_t *len)
+void fx_join_binding(cli_t *k, uint8_t binding[SFL_SEAL_BINDING_BYTES])
 {
+    assert_non_null(k->c);
+    assert_int_equal(sfl_conn_export_keying_material(sfl_grpcconn_conn(k->c), SFL_SEAL_JOIN_LABEL,
+                                                     binding, SFL_SEAL_BINDING_BYTES),
+                     0);
+}
+
+uint8_t *fx_join_req_as(cli_t *k, const sfl_identity_t *id, const sfl_identity_t *signer,
+                        uint32_t version, size_t *len)
+{
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
     sfl_join_req_t j;
     uint8_t *buf = NULL;
 
     memset(&j, 0, sizeof(j));
     memcpy(j.identity_key, id->pk, 32);
+    if (signer != NULL) {
+        fx_join_binding(k, binding);
+        assert_int_equal(sfl_seal_sign_join(signer, binding, j.proof), 0);
+        j.has_proof = 1;
+    }
     j.dataset.samples = 100;
     j.dataset.dimension = DIM;
     j.protocol_version = version;
     snprintf(j.agent_version, sizeof(j.agent_version), "test-agent");
     assert_int_equal(sfl_msg_join_req_pack(&j, &buf, len), 0);
     return buf;
+}
+
+uint8_t *fx_join_req(cli_t *k, const sfl_identity_t *id, uint32_t version, size_t *len)
+{
+    return fx_join_req_as(k, id, id, version, len);
 }
 
 void fx_agent_join(tagent_t *t, const char *who)
@@ -179,7 +200,7 @@ void fx_agent_join(tagent_t *t, const char *who)
         assert_int_equal(sfl_identity_generate(&t->id), 0);
     if (t->cli.c == NULL)
         fx_cli_connect(&t->cli, who);
-    req = fx_join_req(t->id, SFL_MSG_PROTOCOL_VERSION, &len);
+    req = fx_join_req(&t->cli, t->id, SFL_MSG_PROTOCOL_VERSION, &len);
     fx_call(&t->cli, "/sfl.v1.Coordinator/Join", req, len, &res);
     if (res.status != 0)
         fail_msg("join %s: %d %s", who, res.status, res.msg);
@@ -547,6 +568,11 @@ int fx_group_setup(void **state)
     return 0;
 }
 
+const char *fx_pki_dir(void)
+{
+    return dir;
+}
+
 int fx_group_teardown(void **state)
 {
     (void)state;
@@ -677,6 +703,7 @@ void fx_block_summary(sfl_dataset_summary_t *ds, uint64_t samples, uint32_t firs
 
 void fx_agent_join_ds(tagent_t *t, const char *who, const sfl_dataset_summary_t *ds)
 {
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
     sfl_join_req_t j;
     sfl_join_reply_t r;
     res_t res = {0};
@@ -692,6 +719,9 @@ void fx_agent_join_ds(tagent_t *t, const char *who, const sfl_dataset_summary_t 
     j.dataset = *ds;
     j.protocol_version = SFL_MSG_PROTOCOL_VERSION;
     snprintf(j.agent_version, sizeof(j.agent_version), "test-agent");
+    fx_join_binding(&t->cli, binding);
+    assert_int_equal(sfl_seal_sign_join(t->id, binding, j.proof), 0);
+    j.has_proof = 1;
     assert_int_equal(sfl_msg_join_req_pack(&j, &req, &len), 0);
     fx_call(&t->cli, "/sfl.v1.Coordinator/Join", req, len, &res);
     if (res.status != 0)

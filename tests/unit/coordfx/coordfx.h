@@ -43,6 +43,7 @@ typedef struct cli {
     sfl_grpcconn_t *c;      /* NULL once closed */
     sfl_grpc_session_t *s;  /* its session, NULL once closed */
     int opened, closed, connect_status;
+    uint8_t cert_sha256[32];  /* SHA-256 of its own certificate */
 } cli_t;
 
 typedef struct {
@@ -86,6 +87,8 @@ typedef struct {
 extern fx_t F;
 
 void fx_run_until(const int *flag);
+/* The fixture's PKI root: the CA is in ca/, certificates in ca/agent/... */
+const char *fx_pki_dir(void);
 void fx_cli_connect(cli_t *k, const char *who);
 void fx_cli_close(cli_t *k);
 /* The unary callback fx_call uses: fills the res_t in ud. */
@@ -93,7 +96,15 @@ void fx_on_unary(sfl_grpc_call_t *call, int status, const char *message, const u
                  size_t len, void *ud);
 void fx_call(cli_t *k, const char *path, uint8_t *req, size_t len, res_t *r);
 void fx_stream_clear(stream_t *s);
-uint8_t *fx_join_req(const sfl_identity_t *id, uint32_t version, size_t *len);
+/* This connection's Join binding (its exported keying material). */
+void fx_join_binding(cli_t *k, uint8_t binding[SFL_SEAL_BINDING_BYTES]);
+/* A packed JoinRequest presenting id's public key with a join_proof over
+ * k's connection signed by signer (NULL: no proof). Free with
+ * sfl_msg_buf_free (fx_call does). */
+uint8_t *fx_join_req_as(cli_t *k, const sfl_identity_t *id, const sfl_identity_t *signer,
+                        uint32_t version, size_t *len);
+/* fx_join_req_as(k, id, id, ...): what an honest agent sends. */
+uint8_t *fx_join_req(cli_t *k, const sfl_identity_t *id, uint32_t version, size_t *len);
 void fx_agent_join(tagent_t *t, const char *who);
 void fx_agent_subscribe(tagent_t *t);
 sfl_task_t *fx_next_message(tagent_t *t, sfl_wait_t *w);
