@@ -647,6 +647,19 @@ static void agg_finish(job_t *j)
             fail_job(j, why);
         }
         step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
+        if (j->model.spec.secagg) {
+            uint64_t culprit = coord_quarantine_culprit_of(j->work_err);
+
+            /* one member failed the sum: out of the job, and the attempt
+             * it failed not counted (the retry draws without it) */
+            if (culprit != 0 && coord_round_is_member(&j->rnd, culprit)) {
+                char why[SFL_MSG_TEXT_LEN];
+
+                snprintf(why, sizeof(why), "round %llu attempt %u: %.200s",
+                         (unsigned long long)j->rnd.round, j->wire_attempt, j->work_err);
+                coord_quarantine(j, culprit, why);
+            }
+        }
         attempt_failed(j);
     }
     coord_job_release(j);

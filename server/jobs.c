@@ -23,6 +23,7 @@ void coord_job_free(job_t *j)
         coord_job_close(&j->model);
     sfl__free(j->vagent);
     coord_saround_close(j);
+    coord_quarantine_free(j);
     sfl__free(j->work_buf);
     sfl__free(j);
 }
