@@ -175,6 +175,7 @@ struct coord {
     coord_store_t *store;     /* the loop's, read-only (query_only) */
     coord_writer_t *writer;   /* every write: the writer thread's connection */
     uint64_t creating_bytes;  /* model state of jobs whose creation is being recorded */
+    uint64_t creating_jobs;   /* ... and their number */
     uint32_t joins_pending;   /* Joins waiting for the writer (agentsvc.c) */
     int state_fd;             /* state_dir/coordinator.lock, flock'ed; -1: none */
     sfl_tls_t *tls;
@@ -319,6 +320,8 @@ attempt_key_t *coord_key_hold(attempt_key_t *k);
 void coord_key_drop(attempt_key_t *k);
 /* Bytes of O(dim) state a job of that dimension holds when loaded. */
 uint64_t coord_job_state_bytes(size_t dim);
+/* Jobs not ended (pending, running, paused): what max_live_jobs bounds. */
+uint64_t coord_live_jobs(const coord_t *co);
 /* Sum of it over the jobs not ended that hold it. */
 uint64_t coord_live_job_bytes(const coord_t *co);
 /* Frees the O(dim) state of a job that is not running (nor aggregating). */

@@ -122,6 +122,15 @@ uint64_t coord_live_job_bytes(const coord_t *co)
     return n;
 }
 
+uint64_t coord_live_jobs(const coord_t *co)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < co->njobs; i++)
+        n += !coord_job_final(co->jobs[i]);
+    return n;
+}
+
 /* A job that is not running keeps its model in the store (checkpoints:
  * ExportModel reads them, job_model reloads them), not in RAM; one
  * aggregating on the thread pool is released when it returns (agg_after). */
