@@ -13,6 +13,9 @@
 # commit, the model still finds the problem's support, and a member the
 # protocol can name (commit, box) is quarantined for the job: shown by
 # sflctl agents and jobs and on /metrics, left out of the later rounds.
+# After the commit attack the coordinator is killed (-9) and restarted: the
+# quarantine holds until sflctl job release, which refuses an agent that is
+# not quarantined.
 # SA_HOSTILE_ATTACKS picks attacks (default all); the script runs each and
 # fails at the end listing those that missed the target. Bounded: every
 # wait has a timeout, and a job that pauses ends its attack at once.
@@ -162,6 +165,24 @@ for a in $ATTACKS; do
         [ "$(job_state "$job")" = finished ] || $CTL job cancel "$job" > /dev/null 2>&1 || true
     fi
 done
+case " $passed " in *" commit "*)
+    step "kill -9 and restart: the quarantine of job 1 holds; sflctl job release lifts it"
+    hid=$(hostile_id)
+    kill -9 "$coord"
+    wait "$coord" 2>/dev/null || true
+    start_coordinator
+    $CTL agents > "$t/agents-restart.txt" 2>&1 || fail "sflctl agents: $(cat "$t/agents-restart.txt")"
+    grep -q "quarantined in job 1: round [0-9]* attempt [0-9]*: .*the rebuilt seed of $hid fails its commitment" \
+        "$t/agents-restart.txt" || fail "the quarantine did not survive kill -9: $(cat "$t/agents-restart.txt")"
+    $CTL job release 1 "$((hid + 1000))" > "$t/release-bad.txt" 2>&1 &&
+        fail "released an agent that is not quarantined"
+    grep -q "is not quarantined in job 1" "$t/release-bad.txt" || fail "release: $(cat "$t/release-bad.txt")"
+    $CTL job release 1 "$hid" > "$t/release.txt" 2>&1 || fail "job release: $(cat "$t/release.txt")"
+    grep -q "^released agent $hid in job 1 (quarantined for: round " "$t/release.txt" ||
+        fail "job release said: $(cat "$t/release.txt")"
+    $CTL agents 2>&1 | grep -q "quarantined in job 1" && fail "still quarantined after release"
+    ;;
+esac
 echo "sa_hostile: absorbed:${passed:- none}; missed:${missed:- none}"
 [ -z "$missed" ] || fail "attacks not absorbed:$missed"
 echo "sa_hostile e2e: ok ($HONEST honest agents, attacks$passed absorbed)"
