@@ -14,6 +14,7 @@
  *   --attack box      stage 2: every share box's ciphertext corrupted (the
  *                     boxes are not signed: a holder cannot open its box)
  *   --attack samples  declares 1e9 samples at Join
+ *   --attack none     no tampering: the control
  *
  * Every other option is sfl-agent's (--config FILE, --KEY VALUE). Each
  * tampered answer is logged on stderr as "sfl-hostile event=tampered
@@ -40,9 +41,10 @@
 #define CTX_SHARES "sfl-sa-shares-v1"
 #define CTX_INPUT "sfl-sa-input-v1"
 
-typedef enum { A_COMMIT, A_WEIGHT, A_INPUT, A_BOX, A_SAMPLES } attack_t;
+typedef enum { A_COMMIT, A_WEIGHT, A_INPUT, A_BOX, A_SAMPLES, A_NONE } attack_t;
 
-static const char *const attack_names[] = {"commit", "weight", "input", "box", "samples"};
+static const char *const attack_names[] = {"commit", "weight", "input", "box", "samples",
+                                           "none"};
 
 static struct {
     attack_t attack;
@@ -147,6 +149,7 @@ static void on_answer(void *ud, const sfl_sa_round_t *r, const sfl_msg_sa_stage_
         }
         break;
     case A_SAMPLES:
+    case A_NONE:
         break;
     }
 }
@@ -155,7 +158,7 @@ static agent_sa_hooks_t hooks = {.answer = on_answer};
 
 static void usage(const char *why)
 {
-    fprintf(stderr, "sfl-hostile: %s\nusage: sfl-hostile --attack commit|weight|input|box|samples "
+    fprintf(stderr, "sfl-hostile: %s\nusage: sfl-hostile --attack commit|weight|input|box|samples|none "
             "[sfl-agent options]\n", why);
     exit(2);
 }

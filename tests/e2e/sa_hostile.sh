@@ -9,6 +9,7 @@
 #   input    garbage added to its masked input
 #   box      every share box it sends corrupted
 #   samples  1e9 samples declared at Join
+#   none     the control: sfl-hostile as an honest member
 # The target for every attack: the job is never paused, all its rounds
 # commit, the model still finds the problem's support, and a member the
 # protocol can name (commit, box) is quarantined for the job: shown by
@@ -22,7 +23,7 @@
 set -eu
 . tests/e2e/lib.sh
 
-ATTACKS=${SA_HOSTILE_ATTACKS:-commit weight input box samples}
+ATTACKS=${SA_HOSTILE_ATTACKS:-none commit weight input box samples}
 HONEST=8
 N=$((HONEST + 1))
 ROUNDS=12
@@ -107,7 +108,7 @@ run_attack() { # $1 = attack, $2 = job id, $3 = 1 if the culprit can be named
     grep -q "^job $job " "$t/create-$a.log" || { why="not job $job: $(cat "$t/create-$a.log")"; return 0; }
     tampered() { grep -q "event=tampered attack=$a" "$t/hostile-$a.log" ||
                  grep -q "event=job_state job=$job state=" "$t/coord.log"; }
-    [ "$a" = samples ] || wait_for 60 tampered || { why="the hostile member never tampered"; return 0; }
+    [ "$a" = samples ] || [ "$a" = none ] || wait_for 60 tampered || { why="the hostile member never tampered"; return 0; }
     wait_for 120 job_ended "$job" || { why="job $job neither finished nor paused"; return 0; }
     hid=$(hostile_id)
     st=$(job_state "$job")
@@ -146,15 +147,16 @@ print(urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeou
 EOF_M
 }
 
-passed="" missed="" job=0
+passed="" missed="" job=0 commit_job=0
 for a in $ATTACKS; do
     job=$((job + 1))
-    case $a in commit|box) named=1 ;; weight|input|samples) named=0 ;;
+    case $a in commit|box) named=1 ;; none|weight|input|samples) named=0 ;;
         *) fail "unknown attack $a" ;; esac
     step "attack $a (job $job)"
     run_attack "$a" "$job" "$named"
     kill "$hostile_pid" 2>/dev/null || true
     wait "$hostile_pid" 2>/dev/null || true
+    [ "$a" != commit ] || commit_job=$job
     if [ -z "$why" ]; then
         passed="$passed $a"
         echo "attack $a: absorbed (job $job finished, support found$([ "$named" = 1 ] && echo ", culprit quarantined"))"
@@ -166,21 +168,21 @@ for a in $ATTACKS; do
     fi
 done
 case " $passed " in *" commit "*)
-    step "kill -9 and restart: the quarantine of job 1 holds; sflctl job release lifts it"
+    step "kill -9 and restart: the quarantine of job $commit_job holds; sflctl job release lifts it"
     hid=$(hostile_id)
     kill -9 "$coord"
     wait "$coord" 2>/dev/null || true
     start_coordinator
     $CTL agents > "$t/agents-restart.txt" 2>&1 || fail "sflctl agents: $(cat "$t/agents-restart.txt")"
-    grep -q "quarantined in job 1: round [0-9]* attempt [0-9]*: .*the rebuilt seed of $hid fails its commitment" \
+    grep -q "quarantined in job $commit_job: round [0-9]* attempt [0-9]*: .*the rebuilt seed of $hid fails its commitment" \
         "$t/agents-restart.txt" || fail "the quarantine did not survive kill -9: $(cat "$t/agents-restart.txt")"
-    $CTL job release 1 "$((hid + 1000))" > "$t/release-bad.txt" 2>&1 &&
+    $CTL job release "$commit_job" "$((hid + 1000))" > "$t/release-bad.txt" 2>&1 &&
         fail "released an agent that is not quarantined"
-    grep -q "is not quarantined in job 1" "$t/release-bad.txt" || fail "release: $(cat "$t/release-bad.txt")"
-    $CTL job release 1 "$hid" > "$t/release.txt" 2>&1 || fail "job release: $(cat "$t/release.txt")"
-    grep -q "^released agent $hid in job 1 (quarantined for: round " "$t/release.txt" ||
+    grep -q "is not quarantined in job $commit_job" "$t/release-bad.txt" || fail "release: $(cat "$t/release-bad.txt")"
+    $CTL job release "$commit_job" "$hid" > "$t/release.txt" 2>&1 || fail "job release: $(cat "$t/release.txt")"
+    grep -q "^released agent $hid in job $commit_job (quarantined for: round " "$t/release.txt" ||
         fail "job release said: $(cat "$t/release.txt")"
-    $CTL agents 2>&1 | grep -q "quarantined in job 1" && fail "still quarantined after release"
+    $CTL agents 2>&1 | grep -q "quarantined in job $commit_job" && fail "still quarantined after release"
     ;;
 esac
 echo "sa_hostile: absorbed:${passed:- none}; missed:${missed:- none}"
