@@ -131,8 +131,16 @@ static void on_answer(void *ud, const sfl_sa_round_t *r, const sfl_msg_sa_stage_
             uint32_t k = m->nmasked - 2 - SFL_SA_METRIC_WORDS;
 
             if (H.attack == A_WEIGHT) {
-                /* plaintext word k (the weight) becomes -2^30 */
+#if SFL_MSG_SA_EXTRA == 2 + SFL_SA_METRIC_WORDS
+                /* the layout of sfl/savec.h with its weight word: k values,
+                 * the weight, the canary, the metrics. Plaintext word k (the
+                 * weight) becomes -2^30. */
                 m->masked[k] += (uint32_t)0xc0000000u - q[k];
+#else
+                /* no weight word in the input any more: nothing to aim at */
+                fprintf(stderr, "sfl-hostile event=no_weight_word\n");
+                break;
+#endif
             } else {
                 for (uint32_t i = 0; i < k; i++)
                     m->masked[i] += randombytes_random();
