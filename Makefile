@@ -260,7 +260,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 
 # The suites of the coordinator's modules that run it in-process share a
 # fixture (tests/unit/coordfx/), linked into those only.
-COORDFX_TESTS := test_coord test_agentsvc test_submit test_driver test_admin test_subs \
+COORDFX_TESTS := test_coord test_agentsvc test_submit test_driver test_admin test_quarantine test_subs \
     test_coordmetrics test_vround
 $(COORDFX_TESTS:%=$(BUILD)/tests/%): tests/unit/coordfx/coordfx.c tests/unit/coordfx/coordfx.h
 $(COORDFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/coordfx/coordfx.c
@@ -324,19 +324,23 @@ endif
 # Programs that act as agents through client-agent's library: sfl-replay
 # replays, re-targets and tampers with real updates (tests/e2e/replay.sh);
 # loadgen holds 1000 agents for bench/bench_load.sh.
+# sfl-hostile is a real agent that tampers with its own secure-aggregation
+# answers (tests/e2e/sa_hostile.sh).
 REPLAY_BIN  := $(BUILD)/tests/e2e/sfl-replay
+HOSTILE_BIN := $(BUILD)/tests/e2e/sfl-hostile
 LOADGEN_BIN := $(BUILD)/bench/loadgen
 
 $(REPLAY_BIN): tests/e2e/replay_tool.c
+$(HOSTILE_BIN): tests/e2e/hostile_tool.c
 $(LOADGEN_BIN): bench/loadgen.c
-$(REPLAY_BIN) $(LOADGEN_BIN): $(AGENT_LIB) $(LIB)
+$(REPLAY_BIN) $(HOSTILE_BIN) $(LOADGEN_BIN): $(AGENT_LIB) $(LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -Iserver -Iclient-agent $(LDFLAGS) -o $@ $(filter %.c,$^) $(AGENT_LIB) $(LIB) $(LDLIBS)
 
 E2E_SCRIPTS := $(filter-out tests/e2e/lib%,$(sort $(wildcard tests/e2e/*.sh)))
 e2e:
-	@if $(MAKE) --no-print-directory all $(REPLAY_BIN); then \
+	@if $(MAKE) --no-print-directory all $(REPLAY_BIN) $(HOSTILE_BIN); then \
 	    SFL_BIN=$(BUILD) tests/run.sh e2e $(BUILD) $(E2E_SCRIPTS); \
 	 else tests/run.sh record FAIL "build of the e2e programs" "see the compiler output above"; exit 1; fi
 
@@ -445,4 +449,4 @@ include mk/docker.mk
 -include $(AGENT_MAIN_OBJ:.o=.d)
 -include $(COORD_MAIN_OBJ:.o=.d)
 -include $(CTL_MAIN_OBJ:.o=.d)
--include $(REPLAY_BIN).d $(LOADGEN_BIN).d
+-include $(REPLAY_BIN).d $(HOSTILE_BIN).d $(LOADGEN_BIN).d

@@ -594,6 +594,8 @@ static int split_eval(agent_t *a)
         a->eval = eval;
     }
     a->summary.samples = a->data->X->nrows;
+    if (agent_sa_test_hooks != NULL && agent_sa_test_hooks->join_samples != 0)
+        a->summary.samples = agent_sa_test_hooks->join_samples; /* a hostile test double */
     return 0;
 }
 

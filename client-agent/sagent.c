@@ -14,6 +14,8 @@
 #include "sfl/secagg.h"
 #include "sfl/topk.h"
 
+const agent_sa_hooks_t *agent_sa_test_hooks = NULL;
+
 struct agent_sa {
     uint64_t job, round, agent_id;
     uint32_t attempt, d, k, topk, n;
@@ -26,6 +28,8 @@ struct agent_sa {
     int trained;
     sfl_msg_sa_stage_t held;   /* a stage 3 that came before the update */
     int holding;
+    sfl_sa_round_t r;          /* as the client was opened (test hook) */
+    const sfl_identity_t *ident;
 };
 
 void agent_sa_free(agent_sa_t *c)
@@ -155,13 +159,18 @@ int agent_sa_state_save(const char *dir, const agent_sa_state_t *st)
     return rc;
 }
 
-/* SubmitSecAgg's request for m (its ids filled here). */
-static int answer_pack(const agent_sa_t *c, sfl_msg_sa_answer_t *m, uint8_t **out, size_t *len)
+/* SubmitSecAgg's request for m (its ids filled here), answering st (NULL:
+ * the task). */
+static int answer_pack(const agent_sa_t *c, const sfl_msg_sa_stage_t *st,
+                       sfl_msg_sa_answer_t *m, uint8_t **out, size_t *len)
 {
     m->job_id = c->job;
     m->round = c->round;
     m->attempt = c->attempt;
     m->agent_id = c->agent_id;
+    if (agent_sa_test_hooks != NULL && agent_sa_test_hooks->answer != NULL)
+        agent_sa_test_hooks->answer(agent_sa_test_hooks->ud, &c->r, st, c->ident,
+                                    m->stage == 3 ? c->q : NULL, m);
     return sfl_msg_sa_answer_pack(m, out, len);
 }
 
@@ -216,11 +225,13 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
     sfl_sa_support_hash(c->support, c->k, r.support_hash);
     if ((rc = sfl_sa_client_new(&r, pol, agent_id, id, &c->c, &adv)) < 0)
         goto fail;
+    c->r = r;
+    c->ident = id;
     m.keys.agent_id = adv.id;
     memcpy(m.keys.c_pk, adv.c_pk, 32);
     memcpy(m.keys.s_pk, adv.s_pk, 32);
     memcpy(m.keys.sig, adv.sig, SFL_MSG_SIG_BYTES);
-    if ((rc = answer_pack(c, &m, answer, len)) < 0)
+    if ((rc = answer_pack(c, NULL, &m, answer, len)) < 0)
         goto fail;
     *out = c;
     return 0;
@@ -252,7 +263,7 @@ static int input(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer, 
     m.nmasked = in.len;
     m.masked = in.y;
     memcpy(m.sig, in.sig, SFL_MSG_SIG_BYTES);
-    rc = answer_pack(c, &m, answer, len);
+    rc = answer_pack(c, st, &m, answer, len);
     sfl_sa_input_clear(&in);
     return rc;
 }
@@ -349,7 +360,7 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
             memcpy(m.boxes[i].ct, sh.boxes[i].ct, SFL_MSG_SA_CT);
         }
         sfl_sa_shares_clear(&sh);
-        rc = answer_pack(c, &m, answer, len);
+        rc = answer_pack(c, st, &m, answer, len);
         sfl__free(m.boxes);
         return rc;
     }
@@ -377,7 +388,7 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
         if ((rc = sfl_sa_client_consist(c->c, st->clients, st->nclients, &cs)) < 0)
             return rc;
         memcpy(m.sig, cs.sig, SFL_MSG_SIG_BYTES);
-        return answer_pack(c, &m, answer, len);
+        return answer_pack(c, st, &m, answer, len);
     }
     case 5: {
         sfl_sa_consist_t *sigs = sfl__calloc(st->nsigs ? st->nsigs : 1, sizeof(*sigs));
@@ -403,7 +414,7 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
         }
         m.nreveals = nr;
         if (rc == 0)
-            rc = answer_pack(c, &m, answer, len);
+            rc = answer_pack(c, st, &m, answer, len);
         sodium_memzero(rv, c->n * sizeof(*rv));
         sodium_memzero(m.reveals, c->n * sizeof(*m.reveals));
         sfl__free(rv);

@@ -19,6 +19,21 @@
 
 typedef struct agent_sa agent_sa_t;
 
+/* Test hook, for the hostile member test double (tests/e2e/hostile_tool.c)
+ * only: NULL in sfl-agent. answer is called with each answer right before
+ * it is packed and sent, with what the round knows (r: the round as the
+ * client was opened with it; st: the coordinator's stage being answered,
+ * NULL for stage 1; q: the plaintext input words of a stage 3, k + 2 +
+ * metrics, else NULL); it may change m, re-signing with ident what it
+ * changed. join_samples, when nonzero, is the sample count declared at Join. */
+typedef struct agent_sa_hooks {
+    void (*answer)(void *ud, const sfl_sa_round_t *r, const sfl_msg_sa_stage_t *st,
+                   const sfl_identity_t *ident, const uint32_t *q, sfl_msg_sa_answer_t *m);
+    uint64_t join_samples;
+    void *ud;
+} agent_sa_hooks_t;
+extern const agent_sa_hooks_t *agent_sa_test_hooks;
+
 /* A verified mode-2 task: S_t from its model and nonce, the round and the
  * client (refused below the agent's floor pol); *answer its stage-1 answer
  * (the round's keys). id is borrowed for the round's life. */

@@ -38,6 +38,8 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     st->last_personal_accuracy = j->last.personal_accuracy;
     coord_vround_status(j, st);
     coord_text_copy(st->loss, sizeof(st->loss), j->spec.loss);
+    st->quarantined = (uint32_t)j->nquar;
+    coord_quarantine_job_text(j, st->quarantine, sizeof(st->quarantine));
     st->round_state = SFL_ROUND_NONE;
     if (j->state != SFL_JOB_RUNNING || !j->ready)
         return;
@@ -154,6 +156,7 @@ void coord_h_list_agents(sfl_grpc_call_t *call, const uint8_t *req, size_t len, 
         o->progress_permille = a->progress > 1000 ? 1000 : a->progress;
         o->updates_accepted = a->accepted;
         coord_text_copy(o->agent_version, sizeof(o->agent_version), a->version);
+        coord_quarantine_text(co, a->id, o->quarantine, sizeof(o->quarantine));
         l.n++;
     }
     rc = sfl_msg_agent_list_pack(&l, &buf, &blen);

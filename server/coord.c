@@ -219,6 +219,7 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Admin/JobHistory", SFL_GRPC_KIND_UNARY, coord_h_history, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/RevokeCertificate", SFL_GRPC_KIND_UNARY, coord_h_revoke, R_ADMIN,
      SMALL_REQUEST},
+    {"/sfl.v1.Admin/ReleaseAgent", SFL_GRPC_KIND_UNARY, coord_h_release, R_ADMIN, SMALL_REQUEST},
 };
 #undef R_AGENT
 #undef R_ADMIN
@@ -532,6 +533,8 @@ static int load_state(coord_t *co)
     for (size_t i = 0; i < nj; i++)
         if ((rc = coord_job_load(co, &jobs[i])) < 0)
             goto out;
+    if ((rc = coord_quarantine_load(co)) < 0)
+        goto out;
     coord_log(COORD_LOG_INFO, "state_loaded", "db=%s agents=%zu jobs=%zu rounds_abandoned=%zu",
               path, n, nj, marked);
 out:

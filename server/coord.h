@@ -59,6 +59,7 @@ typedef struct coord_config {
     uint64_t shutdown_timeout_ms; /* graceful stop, then connections are dropped */
     uint64_t keep_checkpoints;  /* per job */
     uint64_t max_job_memory;    /* bytes of O(dim) state of all live jobs */
+    uint64_t max_live_jobs;     /* jobs not ended (pending, running, paused) */
     uint64_t max_buffered;      /* request bytes one connection may hold before its calls run */
     uint64_t max_buffered_total; /* the same over all connections */
     uint64_t body_timeout_ms;   /* a request's body must follow its headers within this */

@@ -79,6 +79,13 @@ struct conn {
     conn_t *prev, *next;
 };
 
+/* A member a job no longer selects (quarantine.c). */
+typedef struct coord_quar {
+    uint64_t agent;
+    int64_t at_ms;                 /* wall clock */
+    char reason[SFL_MSG_TEXT_LEN]; /* printable ASCII, never "" */
+} coord_quar_t;
+
 struct job {
     coord_t *co;
     uint64_t id;
@@ -139,6 +146,9 @@ struct job {
     uint32_t *sa_support;
     uint32_t sa_k, sa_t, sa_topk, sa_sent, sa_degree;
     double sa_clip, sa_wmax;
+    /* Quarantined members, ascending agent id (quarantine.c). */
+    coord_quar_t *quar;
+    size_t nquar;
 };
 
 /* Rejection reasons counted for metrics. */
@@ -165,6 +175,7 @@ struct coord {
     coord_store_t *store;     /* the loop's, read-only (query_only) */
     coord_writer_t *writer;   /* every write: the writer thread's connection */
     uint64_t creating_bytes;  /* model state of jobs whose creation is being recorded */
+    uint64_t creating_jobs;   /* ... and their number */
     uint32_t joins_pending;   /* Joins waiting for the writer (agentsvc.c) */
     int state_fd;             /* state_dir/coordinator.lock, flock'ed; -1: none */
     sfl_tls_t *tls;
@@ -190,6 +201,7 @@ struct coord {
     uint64_t verdicts[5];     /* by coord_upd_verdict_t */
     uint64_t rejects[RJ_COUNT];
     uint64_t bytes_in, bytes_out, rounds_committed, rounds_failed, tls_refused;
+    uint64_t quarantines;     /* members quarantined since start (quarantine.c) */
     uint64_t conns_closed, trimmed_at; /* connections gone; malloc_trim's mark */
     /* Participation records waiting for their batch (coord_part_flush):
      * one transaction per scheduler tick instead of one per update. */
@@ -308,6 +320,8 @@ attempt_key_t *coord_key_hold(attempt_key_t *k);
 void coord_key_drop(attempt_key_t *k);
 /* Bytes of O(dim) state a job of that dimension holds when loaded. */
 uint64_t coord_job_state_bytes(size_t dim);
+/* Jobs not ended (pending, running, paused): what max_live_jobs bounds. */
+uint64_t coord_live_jobs(const coord_t *co);
 /* Sum of it over the jobs not ended that hold it. */
 uint64_t coord_live_job_bytes(const coord_t *co);
 /* Frees the O(dim) state of a job that is not running (nor aggregating). */
@@ -408,6 +422,35 @@ void coord_h_cancel(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
 void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 void coord_h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+
+/* quarantine.c: members a job's rounds named as culprits, never selected
+ * for that job again until an operator releases them (docs/security.md).
+ * All on the loop thread. */
+/* Quarantines agent for job j with reason (a culprit's description, e.g.
+ * "round 4 attempt 1: the shares from 9 do not match its commitment";
+ * truncated to printable ASCII): effective at once, recorded through the
+ * writer, idempotent (a second call keeps the first reason and changes
+ * nothing). When the agent is a member of the job's current attempt, the
+ * attempt is excused (coord_round_excuse): its failure does not count
+ * toward max_attempts. */
+void coord_quarantine(job_t *j, uint64_t agent, const char *reason);
+/* The member a failed secure aggregation's error text names as its sole
+ * cause (today's libsfl names it only in the text), or 0. The driver
+ * quarantines it; a library that reports culprits as data calls
+ * coord_quarantine directly. */
+uint64_t coord_quarantine_culprit_of(const char *err);
+/* The agent's quarantine in job j, or NULL. */
+const coord_quar_t *coord_quarantined(const job_t *j, uint64_t agent);
+/* At start, after the jobs: every quarantine the store holds. */
+int coord_quarantine_load(coord_t *co) SFL_MUST_CHECK;
+void coord_quarantine_free(job_t *j);
+/* "quarantined in job 3: <reason>; ..." for the agent over all jobs ("" if
+ * none), and "agent 9: <reason>; ..." for a job ("" if none): ListAgents'
+ * and JobStatus's text. */
+void coord_quarantine_text(const coord_t *co, uint64_t agent, char *out, size_t cap);
+void coord_quarantine_job_text(const job_t *j, char *out, size_t cap);
+/* Admin.ReleaseAgent. */
+void coord_h_release(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
 /* coordmetrics.c: the /metrics page (metrics.h's render callback). */
 int coord_render_metrics(coord_text_t *t, void *ud);

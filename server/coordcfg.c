@@ -123,6 +123,7 @@ void coord_config_default(coord_config_t *c)
     c->shutdown_timeout_ms = 10000;
     c->keep_checkpoints = 3;
     c->max_job_memory = (uint64_t)4 << 30;
+    c->max_live_jobs = 64;
     c->max_buffered = 64u << 20;
     c->max_buffered_total = (uint64_t)1 << 30;
     c->body_timeout_ms = 60000;
@@ -182,6 +183,9 @@ static const struct {
     N("max_job_memory", max_job_memory, "BYTES",
       "model state of all jobs not ended (about 3 x 8 bytes x dimension each); "
       "CreateJob past it is refused (default 4294967296)"),
+    N("max_live_jobs", max_live_jobs, "N",
+      "jobs not ended (pending, running or paused); CreateJob past it is refused "
+      "(default 64)"),
     N("relaxed_sync", relaxed_sync, "0|1",
       "SQLite synchronous=NORMAL: faster, last commits may roll back on power loss"),
 };
@@ -267,6 +271,8 @@ int coord_config_check(const coord_config_t *c)
         return sfl__fail(SFL_EINVAL, "body_timeout_ms must be in [1, 2^32)");
     if (c->max_job_memory == 0)
         return sfl__fail(SFL_EINVAL, "max_job_memory must be >= 1");
+    if (c->max_live_jobs == 0 || c->max_live_jobs > 100000)
+        return sfl__fail(SFL_EINVAL, "max_live_jobs must be in [1, 100000]");
     if (c->keep_checkpoints == 0 || c->keep_checkpoints > 1000000)
         return sfl__fail(SFL_EINVAL, "keep_checkpoints must be in [1, 1000000]");
     if (c->relaxed_sync > 1)

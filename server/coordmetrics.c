@@ -141,6 +141,18 @@ int coord_render_metrics(coord_text_t *t, void *ud)
         coord_text_printf(t, "sfl_job_model_bytes %llu\n", (unsigned long long)held);
     }
     render_progress(t, co);
+    coord_text_family(t, "sfl_job_quarantined", "gauge",
+                      "Members quarantined in the job: never selected for it again until "
+                      "released (sflctl job release).");
+    for (size_t i = 0; i < co->njobs; i++) {
+        char lab[200];
+
+        coord_text_printf(t, "sfl_job_quarantined{%s} %zu\n",
+                          job_labels(co->jobs[i], lab, sizeof(lab)), co->jobs[i]->nquar);
+    }
+    coord_text_family(t, "sfl_quarantines_total", "counter",
+                      "Members quarantined since start (a round named them as its culprit).");
+    coord_text_printf(t, "sfl_quarantines_total %llu\n", (unsigned long long)co->quarantines);
     coord_text_family(t, "sfl_rounds_committed_total", "counter", "Rounds committed.");
     coord_text_printf(t, "sfl_rounds_committed_total %llu\n",
                       (unsigned long long)co->rounds_committed);

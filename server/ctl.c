@@ -144,6 +144,7 @@ static const struct {
     [CTL_CMD_MODEL_EXPORT] = {"model", "export", 2, 1, 0},
     [CTL_CMD_WATCH] = {"watch", NULL, 0, 0, 1},
     [CTL_CMD_AGENT_REVOKE] = {"agent", "revoke", 1, 0, 0},
+    [CTL_CMD_JOB_RELEASE] = {"job", "release", 2, 1, 0},
 };
 
 static int find_cmd(const char *const *words, int n, ctl_args_t *a)
@@ -163,7 +164,12 @@ static int find_cmd(const char *const *words, int n, ctl_args_t *a)
         a->noperands = n - nw;
         for (int k = 0; k < a->noperands; k++)
             a->operands[k] = words[nw + k];
-        return id ? ctl_parse_id(a->operands[0], &a->id) : 0;
+        if (id && ctl_parse_id(a->operands[0], &a->id) < 0)
+            return SFL_EINVAL;
+        if (a->cmd == CTL_CMD_JOB_RELEASE && ctl_parse_id(a->operands[1], &a->agent) < 0)
+            return sfl__fail(SFL_EINVAL, "'%.100s' is not an agent id (a number >= 1, as "
+                             "sflctl agents shows)", a->operands[1]);
+        return 0;
     }
     if (n == 0)
         return sfl__fail(SFL_EINVAL, "no command (status, agents, jobs, job ..., model export, "
@@ -622,6 +628,8 @@ void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n)
             fprintf(f, "     error: %s\n", j->error);
         if (running(j) && j->waiting[0])
             fprintf(f, "     %s\n", j->waiting);
+        if (j->quarantined > 0)
+            fprintf(f, "     quarantined %u: %s\n", j->quarantined, j->quarantine);
     }
 }
 
@@ -681,6 +689,8 @@ void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms)
                 a->phase ? sfl_msg_phase_name(a->phase) : "-", job, round, prog,
                 a->updates_accepted, a->dataset.samples, a->dataset.dimension, seen,
                 a->agent_version[0] ? a->agent_version : "-");
+        if (a->quarantine[0])
+            fprintf(f, "     %s\n", a->quarantine);
     }
 }
 

@@ -55,7 +55,8 @@ typedef enum {
     CTL_CMD_JOB_HISTORY, /* operand: ID */
     CTL_CMD_MODEL_EXPORT, /* operands: ID FILE */
     CTL_CMD_WATCH,       /* operand: none, or ID */
-    CTL_CMD_AGENT_REVOKE /* operand: agent NAME or certificate FINGERPRINT */
+    CTL_CMD_AGENT_REVOKE, /* operand: agent NAME or certificate FINGERPRINT */
+    CTL_CMD_JOB_RELEASE  /* operands: ID AGENT (an agent id) */
 } ctl_cmd_t;
 
 /* What sflctl's arguments say. Strings are borrowed from argv. */
@@ -69,6 +70,7 @@ typedef struct ctl_args {
     int noperands;       /* after the command's words */
     const char *operands[CTL_MAX_OPERANDS];
     uint64_t id;         /* commands on a job: operands[0] parsed */
+    uint64_t agent;      /* job release: operands[1] parsed */
     const char *format;  /* model export --format NAME (checked), or NULL */
 } ctl_args_t;
 

@@ -122,6 +122,15 @@ uint64_t coord_live_job_bytes(const coord_t *co)
     return n;
 }
 
+uint64_t coord_live_jobs(const coord_t *co)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < co->njobs; i++)
+        n += !coord_job_final(co->jobs[i]);
+    return n;
+}
+
 /* A job that is not running keeps its model in the store (checkpoints:
  * ExportModel reads them, job_model reloads them), not in RAM; one
  * aggregating on the thread pool is released when it returns (agg_after). */
@@ -647,6 +656,19 @@ static void agg_finish(job_t *j)
             fail_job(j, why);
         }
         step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
+        if (j->model.spec.secagg) {
+            uint64_t culprit = coord_quarantine_culprit_of(j->work_err);
+
+            /* one member failed the sum: out of the job, and the attempt
+             * it failed not counted (the retry draws without it) */
+            if (culprit != 0 && coord_round_is_member(&j->rnd, culprit)) {
+                char why[SFL_MSG_TEXT_LEN];
+
+                snprintf(why, sizeof(why), "round %llu attempt %u: %.200s",
+                         (unsigned long long)j->rnd.round, j->wire_attempt, j->work_err);
+                coord_quarantine(j, culprit, why);
+            }
+        }
         attempt_failed(j);
     }
     coord_job_release(j);

@@ -52,7 +52,7 @@ typedef struct coord_agent_info {
 } coord_agent_info_t;
 
 /* Why an agent cannot take part in a job; the coordinator adds the reasons
- * only it can judge (NOT_JOINED, LABELS). */
+ * only it can judge (NOT_JOINED, LABELS, QUARANTINED). */
 typedef enum {
     COORD_INELIG_NONE = 0,   /* eligible */
     COORD_INELIG_NOT_JOINED, /* no Join since the coordinator started */
@@ -61,6 +61,7 @@ typedef enum {
     COORD_INELIG_CLASSES,    /* more classes than the job, or classes on a regression job */
     COORD_INELIG_LABELS,     /* a label value the job does not list */
     COORD_INELIG_CONDITION,  /* a required condition not reported */
+    COORD_INELIG_QUARANTINED, /* a round of the job named it a culprit (quarantine.c) */
     COORD_INELIG_COUNT
 } coord_inelig_t;
 

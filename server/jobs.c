@@ -23,6 +23,7 @@ void coord_job_free(job_t *j)
         coord_job_close(&j->model);
     sfl__free(j->vagent);
     coord_saround_close(j);
+    coord_quarantine_free(j);
     sfl__free(j->work_buf);
     sfl__free(j);
 }
@@ -125,6 +126,7 @@ static void create_done(coord_write_op_t *op)
     int rc = op->abandoned ? -ECANCELED : op->rc;
 
     co->creating_bytes -= o->need;
+    co->creating_jobs--;
     if (rc == 0) {
         j->id = (uint64_t)o->id;
         if ((rc = job_prepare(j, 0)) < 0 || (rc = job_insert(co, j)) < 0) {
@@ -156,6 +158,13 @@ static int job_create(coord_t *co, const sfl_job_spec_t *spec, int now, coord_cr
 
     if ((rc = coord_job_spec_check(spec)) < 0)
         return rc;
+    /* Every live job costs a scheduler pass each tick, rows and a line in
+     * every listing: bounded in number too, counting those being recorded. */
+    if (coord_live_jobs(co) + co->creating_jobs >= co->cfg.max_live_jobs)
+        return sfl__fail(-ENOSPC, "%llu jobs are live (pending, running or paused), "
+                         "max_live_jobs is %llu: cancel one or raise the limit",
+                         (unsigned long long)(coord_live_jobs(co) + co->creating_jobs),
+                         (unsigned long long)co->cfg.max_live_jobs);
     /* Its model travels in tasks: it must fit the message limits. */
     if ((rc = sfl_problem_init(&prob, sfl_loss_find(spec->loss), spec->dimension,
                                spec->nlabels)) < 0)
@@ -191,6 +200,7 @@ static int job_create(coord_t *co, const sfl_job_spec_t *spec, int now, coord_cr
     o->after = after;
     o->ud = ud;
     co->creating_bytes += need;
+    co->creating_jobs++;
     if (now)
         coord_writer_call(co->writer, &o->op); /* the result goes to after */
     else

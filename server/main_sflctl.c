@@ -49,6 +49,10 @@ static const char usage_text[] =
     "                             lines, 1-based), libsvm (one line '0 i:v ...',\n"
     "                             1-based), npy (dense float64, NumPy .npy 1.0)\n"
     "                             or spcodec (the bytes the model hash covers)\n"
+    "  job release ID AGENT       let agent AGENT (its id, as agents shows) be\n"
+    "                             selected for job ID again after a round named\n"
+    "                             it a culprit and quarantined it (refused for\n"
+    "                             an agent not quarantined in that job)\n"
     "  agent revoke NAME|FINGERPRINT\n"
     "                             revoke for good the certificate agent NAME is\n"
     "                             bound to, or the one with that SHA-256 (64 hex\n"
@@ -105,6 +109,7 @@ typedef struct app {
     int sig_on;
     const char *const *args; /* the command's operands */
     uint64_t id;
+    uint64_t agent;          /* job release */
     ctl_format_t format;     /* model export --format */
     const char *format_name; /* its name, "text" by default */
     sfl_job_spec_t spec;
@@ -306,6 +311,27 @@ static int cmd_agent_revoke(app_t *a)
     sodium_bin2hex(hex, sizeof(hex), r.fingerprint, sizeof(r.fingerprint));
     printf("revoked certificate %s (agent %s); %u connection%s closed\n", hex,
            r.agent[0] ? r.agent : "-", r.closed, r.closed == 1 ? "" : "s");
+    return 0;
+}
+
+static int cmd_job_release(app_t *a)
+{
+    sfl_release_t m = {.job_id = a->id, .agent_id = a->agent}, r;
+    ctl_result_t res;
+    uint8_t *req = NULL;
+    size_t len;
+    int rc;
+
+    if ((rc = sfl_msg_release_req_pack(&m, &req, &len)) < 0)
+        return local_failed("ReleaseAgent", rc);
+    if ((rc = rpc(a, "ReleaseAgent", req, len, &res)) != 0)
+        return rc;
+    rc = sfl_msg_release_reply_unpack(res.resp, res.len, NULL, &r);
+    ctl_result_clear(&res);
+    if (rc < 0)
+        return reply_failed("ReleaseAgent", rc);
+    printf("released agent %llu in job %llu (quarantined for: %s)\n",
+           (unsigned long long)r.agent_id, (unsigned long long)r.job_id, r.reason);
     return 0;
 }
 
@@ -529,6 +555,7 @@ static int (*const run[])(app_t *a) = {
     [CTL_CMD_MODEL_EXPORT] = cmd_model_export,
     [CTL_CMD_WATCH] = cmd_watch,
     [CTL_CMD_AGENT_REVOKE] = cmd_agent_revoke,
+    [CTL_CMD_JOB_RELEASE] = cmd_job_release,
 };
 
 int main(int argc, char **argv)
@@ -563,6 +590,7 @@ int main(int argc, char **argv)
         usage_error(sfl_last_error(), NULL);
     app.args = args.operands;
     app.id = args.id;
+    app.agent = args.agent;
     app.format_name = args.format ? args.format : "text";
     if (ctl_format_parse(app.format_name, &app.format) < 0)
         usage_error(sfl_last_error(), NULL);

@@ -240,6 +240,10 @@ coord_inelig_t coord_ineligible(const job_t *j, const agent_t *a, char *why, siz
         why = tmp;
         cap = sizeof(tmp);
     }
+    if (coord_quarantined(j, a->id) != NULL) {
+        snprintf(why, cap, "quarantined: %s", coord_quarantined(j, a->id)->reason);
+        return COORD_INELIG_QUARANTINED;
+    }
     if (!a->joined) {
         snprintf(why, cap, "not joined since the coordinator started");
         return COORD_INELIG_NOT_JOINED;

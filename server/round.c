@@ -302,9 +302,15 @@ int coord_round_step(coord_round_t *r, coord_event_t ev, uint64_t now_ms, uint64
         break;
     case COORD_ROUND_FAILED:
         if (ev == COORD_EV_RETRY) {
-            if (r->attempt + 1 >= r->cfg.max_attempts)
+            /* an attempt a culprit failed, now excluded, is not counted:
+             * one member cannot use up the attempts and pause the job */
+            if (r->excuse)
+                r->excused++;
+            r->excuse = 0;
+            if (r->attempt + 1 - r->excused >= r->cfg.max_attempts)
                 return sfl__fail(SFL_ELIMIT, "round %llu failed %u times: %s",
-                                 (unsigned long long)r->round, r->attempt + 1, r->reason);
+                                 (unsigned long long)r->round, r->attempt + 1 - r->excused,
+                                 r->reason);
             r->attempt++;
             r->state = COORD_ROUND_SELECTING;
             return 0;
@@ -315,6 +321,13 @@ int coord_round_step(coord_round_t *r, coord_event_t ev, uint64_t now_ms, uint64
     }
     return sfl__fail(SFL_EINVAL, "event %d not accepted in state %s", (int)ev,
                      coord_round_state_name(r->state));
+}
+
+void coord_round_excuse(coord_round_t *r)
+{
+    if (r->state == COORD_ROUND_TRAINING || r->state == COORD_ROUND_AGGREGATING ||
+        r->state == COORD_ROUND_FAILED)
+        r->excuse = 1;
 }
 
 coord_upd_verdict_t coord_round_submit(coord_round_t *r, uint64_t agent, uint64_t job,

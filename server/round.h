@@ -92,6 +92,11 @@ typedef struct coord_round {
     uint32_t nmembers;
     uint32_t accepted, dead;   /* of the current phase: answered; dead or dropped */
     char reason[128];          /* why the last attempt failed */
+    /* Attempts of this round whose failure a named culprit caused and who
+     * is now excluded (coord_round_excuse): they do not count toward
+     * max_attempts. excuse: the current attempt is one. */
+    uint32_t excused;
+    int excuse;
 } coord_round_t;
 
 /* Events fed to coord_round_step. */
@@ -102,6 +107,14 @@ typedef enum {
     COORD_EV_AGG_FAILED,
     COORD_EV_RETRY       /* start the next attempt after FAILED */
 } coord_event_t;
+
+/* The current attempt (open, aggregating or just failed) failed or will
+ * fail because of a member now excluded from the job (quarantine.c): at
+ * RETRY it is not counted toward max_attempts. The caller excuses an
+ * attempt only for a member newly excluded, so a round gets at most one
+ * excused attempt per agent and retries stay bounded. A no-op when no
+ * attempt is open or failed. */
+void coord_round_excuse(coord_round_t *r);
 
 /* Checks cfg (cohort >= 1, quorum in [1, cohort], deadline > 0, ...). */
 int coord_round_cfg_check(const coord_round_cfg_t *cfg) SFL_MUST_CHECK;

@@ -47,6 +47,9 @@ enum {
     ST_AGENT_BY_NAME,
     ST_REVOKE,
     ST_REVOKED_LIST,
+    ST_QUAR_ADD,
+    ST_QUAR_DEL,
+    ST_QUAR_LIST,
     ST_AGENT_BY_KEY,
     ST_AGENT_INSERT,
     ST_AGENT_UPDATE,
@@ -110,6 +113,12 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_REVOKE] = "INSERT OR IGNORE INTO revoked_certs(fingerprint, name, revoked_ms) "
                   "VALUES(?1, ?2, ?3)",
     [ST_REVOKED_LIST] = "SELECT fingerprint FROM revoked_certs ORDER BY fingerprint",
+    /* the first reason stays: quarantining twice changes nothing */
+    [ST_QUAR_ADD] = "INSERT OR IGNORE INTO quarantine(job_id, agent_id, reason, at_ms) "
+                    "VALUES(?1, ?2, ?3, ?4)",
+    [ST_QUAR_DEL] = "DELETE FROM quarantine WHERE job_id = ?1 AND agent_id = ?2",
+    [ST_QUAR_LIST] = "SELECT job_id, agent_id, at_ms, reason FROM quarantine "
+                     "ORDER BY job_id, agent_id",
     [ST_AGENT_BY_KEY] = "SELECT name FROM agents WHERE identity_pk = ?1",
     [ST_AGENT_INSERT] = "INSERT INTO agents(name, cert_fingerprint, identity_pk, "
                         "capabilities, samples, dimension, labels, joined_ms, last_seen_ms) "
@@ -301,6 +310,17 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "ALTER TABLE round_metrics ADD COLUMN privacy_iterations INTEGER;"
     "ALTER TABLE round_metrics ADD COLUMN privacy_spent REAL;"
     "ALTER TABLE round_metrics ADD COLUMN privacy_spent_rdp REAL;",
+    /* 5 -> 6: members quarantined for a job (a secure-aggregation round
+     * named them as the cause of its failure): never selected for that job
+     * again until an operator releases them (docs/security.md). No
+     * foreign key on agent_id: the culprit is named by the protocol, and
+     * the row must be written even when the agent row is not (yet) there. */
+    "CREATE TABLE quarantine("
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id),"
+    "  agent_id INTEGER NOT NULL,"
+    "  reason TEXT NOT NULL,"
+    "  at_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY(job_id, agent_id));",
 };
 
 struct coord_store {
@@ -1183,6 +1203,77 @@ int coord_store_revoked_list(coord_store_t *s, uint8_t (**out)[COORD_FPR_BYTES],
     if ((rc = prep(s, ST_REVOKED_LIST, &st, 0, NULL)) != 0 ||
         (rc = fetch_all(s, st, read_fpr, 0, COORD_FPR_BYTES, NULL, &arr, n,
                         "list revoked certificates")) != 0)
+        return rc;
+    *out = arr;
+    return 0;
+}
+
+int coord_store_quarantine_add(coord_store_t *s, int64_t job, int64_t agent, const char *reason,
+                               int64_t now_ms)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    if (s == NULL || reason == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    if ((rc = check_text(reason, COORD_REASON_MAX, 1, "quarantine reason")) != 0)
+        return rc;
+    if ((rc = begin(s)) != 0)
+        return rc;
+    if ((rc = prep(s, ST_QUAR_ADD, &st, IDS(job, agent))) == 0) {
+        bind_text(st, 3, reason);
+        sqlite3_bind_int64(st, 4, now_ms);
+        rc = exec_stmt(s, st, "quarantine an agent");
+        st = NULL;
+    }
+    done(st);
+    return end(s, rc);
+}
+
+int coord_store_quarantine_release(coord_store_t *s, int64_t job, int64_t agent)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    if (s == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    if ((rc = begin(s)) != 0)
+        return rc;
+    if ((rc = prep(s, ST_QUAR_DEL, &st, IDS(job, agent))) == 0) {
+        rc = exec_stmt(s, st, "release a quarantined agent");
+        st = NULL;
+        if (rc == 0 && sqlite3_changes(s->db) == 0)
+            rc = sfl__fail(SFL_ENOTFOUND, "store: agent %lld is not quarantined in job %lld",
+                           (long long)agent, (long long)job);
+    }
+    done(st);
+    return end(s, rc);
+}
+
+static int read_quar(sqlite3_stmt *st, size_t max, void *row)
+{
+    coord_srow_quar_t *q = row;
+
+    (void)max;
+    q->job = sqlite3_column_int64(st, 0);
+    q->agent = sqlite3_column_int64(st, 1);
+    q->at_ms = sqlite3_column_int64(st, 2);
+    return col_text(st, 3, q->reason, sizeof(q->reason), "quarantine.reason");
+}
+
+int coord_store_quarantine_list(coord_store_t *s, coord_srow_quar_t **out, size_t *n)
+{
+    sqlite3_stmt *st;
+    void *arr = NULL;
+    int rc;
+
+    if (s == NULL || out == NULL || n == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    *out = NULL;
+    *n = 0;
+    if ((rc = prep(s, ST_QUAR_LIST, &st, 0, NULL)) != 0 ||
+        (rc = fetch_all(s, st, read_quar, 0, sizeof(coord_srow_quar_t), NULL, &arr, n,
+                        "list quarantined agents")) != 0)
         return rc;
     *out = arr;
     return 0;

@@ -20,7 +20,7 @@
 
 #include "sfl/error.h"
 
-#define COORD_STORE_SCHEMA_VERSION 5
+#define COORD_STORE_SCHEMA_VERSION 6
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128
@@ -215,6 +215,22 @@ int coord_store_cert_revoke(coord_store_t *s, const uint8_t fpr[COORD_FPR_BYTES]
  * (coord_store_free); *out NULL when *n = 0. */
 int coord_store_revoked_list(coord_store_t *s, uint8_t (**out)[COORD_FPR_BYTES],
                              size_t *n) SFL_MUST_CHECK;
+/* Quarantine (docs/security.md): agents a job no longer selects. add is
+ * idempotent (a second add keeps the first reason and time); release gives
+ * SFL_ENOTFOUND when the agent is not quarantined in that job; list
+ * returns every row by (job, agent), owned (coord_store_free), *out NULL
+ * when *n = 0. reason: 1..COORD_REASON_MAX bytes. */
+typedef struct {
+    int64_t job, agent;
+    int64_t at_ms;
+    char reason[COORD_REASON_MAX + 1];
+} coord_srow_quar_t;
+int coord_store_quarantine_add(coord_store_t *s, int64_t job, int64_t agent, const char *reason,
+                               int64_t now_ms) SFL_MUST_CHECK;
+int coord_store_quarantine_release(coord_store_t *s, int64_t job,
+                                   int64_t agent) SFL_MUST_CHECK;
+int coord_store_quarantine_list(coord_store_t *s, coord_srow_quar_t **out,
+                                size_t *n) SFL_MUST_CHECK;
 /* Sets last_seen_ms to now. */
 int coord_store_agent_touch(coord_store_t *s, int64_t id);
 /* SFL_ENOTFOUND when absent. */

@@ -76,6 +76,8 @@ FLAT(sfl_job_spec_t, create_job_pack, create_job_unpack)
 FLAT(sfl_job_status_t, job_reply_pack, job_reply_unpack)
 FLAT(sfl_revoke_t, revoke_req_pack, revoke_req_unpack)
 FLAT(sfl_revoke_t, revoke_reply_pack, revoke_reply_unpack)
+FLAT(sfl_release_t, release_req_pack, release_req_unpack)
+FLAT(sfl_release_t, release_reply_pack, release_reply_unpack)
 
 static void fz_job_req(const uint8_t *d, size_t n)
 {
@@ -440,6 +442,8 @@ static void (*const types[])(const uint8_t *, size_t) = {
     fz_sub,                    /* 21: TaskOrWait with a vertical step */
     fz_step_answer,            /* 22 */
     fz_sa_answer,              /* 23 */
+    fz_release_req_unpack,     /* 24 */
+    fz_release_reply_unpack,   /* 25 */
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

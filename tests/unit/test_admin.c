@@ -88,10 +88,50 @@ static void test_coord_admin_job_ops(void **state)
     free(res.resp);
 }
 
+/* max_live_jobs: CreateJob past it is RESOURCE_EXHAUSTED with the reason
+ * (before: 300 running jobs were accepted); an ended job frees its place. */
+static void test_coord_admin_live_jobs_cap(void **state)
+{
+    sfl_job_spec_t spec;
+    sfl_job_status_t js[3];
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+    int status;
+
+    (void)state;
+    F.cfg.max_live_jobs = 2;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fx_job_spec(&spec, 60000, 3);
+    js[0] = fx_create_job(&F.admin, &spec, &status); /* running */
+    assert_int_equal(status, 0);
+    spec.paused = 1;
+    js[1] = fx_create_job(&F.admin, &spec, &status); /* pending */
+    assert_int_equal(status, 0);
+    assert_int_equal(sfl_msg_create_job_pack(&spec, &buf, &len), 0);
+    fx_call(&F.admin, "/sfl.v1.Admin/CreateJob", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(res.msg, "2 jobs are live (pending, running or paused), "
+                                    "max_live_jobs is 2"));
+    free(res.resp);
+    /* paused still counts; cancelled does not */
+    (void)fx_job_call(&F.admin, "/sfl.v1.Admin/PauseJob", js[0].job_id, &status);
+    assert_int_equal(status, 0);
+    (void)fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
+    (void)fx_job_call(&F.admin, "/sfl.v1.Admin/CancelJob", js[1].job_id, &status);
+    assert_int_equal(status, 0);
+    js[2] = fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    assert_int_equal(js[2].state, SFL_JOB_PENDING);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_coord_admin_job_ops, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_admin_live_jobs_cap, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
 }

@@ -70,6 +70,14 @@ static void test_coordcfg_check(void **state)
     c.max_job_memory = 0;
     assert_int_equal(coord_config_check(&c), SFL_EINVAL);
     ready(&c);
+    assert_int_equal(c.max_live_jobs, 64);
+    assert_int_equal(coord_config_set(&c, "max_live_jobs", "3"), 0);
+    assert_int_equal(c.max_live_jobs, 3);
+    assert_int_equal(coord_config_check(&c), 0);
+    c.max_live_jobs = 0;
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "max_live_jobs"));
+    ready(&c);
     snprintf(c.log_level, sizeof(c.log_level), "loud");
     assert_int_equal(coord_config_check(&c), SFL_EINVAL);
 }

@@ -112,6 +112,10 @@ static void test_ctl_args(void **state)
         {{NULL}, "no command"},
         {{"job", "pause"}, "wrong number of operands for 'job pause'"},
         {{"job", "pause", "x"}, "'x' is not a job id"},
+        {{"job", "release", "1"}, "wrong number of operands for 'job release'"},
+        {{"job", "release", "x", "2"}, "'x' is not a job id"},
+        {{"job", "release", "1", "agent-0"}, "'agent-0' is not an agent id"},
+        {{"job", "release", "1", "0"}, "'0' is not an agent id"},
         {{"model", "export", "1", "f", "g"}, "wrong number of operands for 'model export'"},
         {{"status", "a", "b", "c", "d", "e"}, "wrong number of operands for 'status'"},
         {{"status", "a", "b", "c", "d", "e", "f"}, "too many operands"},
@@ -147,6 +151,14 @@ static void test_ctl_args(void **state)
         assert_int_equal(ctl_args_apply(&a, &c), 0);
         assert_int_equal(c.timeout_ms, 250);
         assert_string_equal(c.server_name, "coord");
+    }
+    {
+        char *rel[] = {"sflctl", "job", "release", "3", "19"};
+
+        assert_int_equal(ctl_args_parse(5, rel, &a), 0);
+        assert_int_equal(a.cmd, CTL_CMD_JOB_RELEASE);
+        assert_int_equal(a.id, 3);
+        assert_int_equal(a.agent, 19);
     }
     {
         char *help[] = {"sflctl", "--bogus", "-h"};

@@ -1158,6 +1158,17 @@ static void test_msg_admin_roundtrip(void **state)
     strcpy(jobs[2].error, "round 5 missed quorum 4 times");
     strcpy(jobs[0].waiting, "selecting 1/2: waiting for 1 more agent (2 connected, 1 eligible; "
                             "1 not eligible, e.g. agent 2: data has 500 features, the job 123)");
+    jobs[1].quarantined = 1;
+    strcpy(jobs[1].quarantine, "agent 9: round 3 attempt 0: the rebuilt seed of 9 fails its "
+                               "commitment");
+    /* the count and the text go together */
+    jobs[2].quarantined = 2;
+    assert_int_equal(sfl_msg_job_reply_pack(&jobs[2], &out, &n), SFL_EINVAL);
+    assert_detail("job reply: quarantine text without quarantined agents, or the reverse");
+    jobs[2].quarantined = 0;
+    strcpy(jobs[2].quarantine, "agent 1: x");
+    assert_int_equal(sfl_msg_job_reply_pack(&jobs[2], &out, &n), SFL_EINVAL);
+    memset(jobs[2].quarantine, 0, sizeof(jobs[2].quarantine));
     assert_int_equal(sfl_msg_job_reply_pack(&jobs[2], &out, &n), 0);
     assert_int_equal(sfl_msg_job_reply_unpack(out, n, NULL, &dj), 0);
     assert_memory_equal(&dj, &jobs[2], sizeof(dj));
@@ -2040,6 +2051,35 @@ static void test_msg_revoke(void **state)
     }
 }
 
+static void test_msg_release(void **state)
+{
+    sfl_release_t m = {.job_id = 3, .agent_id = 9}, d;
+    uint8_t *out = NULL;
+    size_t n;
+
+    (void)state;
+    assert_int_equal(sfl_msg_release_req_pack(&m, &out, &n), 0);
+    assert_int_equal(sfl_msg_release_req_unpack(out, n, NULL, &d), 0);
+    assert_memory_equal(&d, &m, sizeof(m));
+    sfl_msg_buf_free(out);
+    snprintf(m.reason, sizeof(m.reason), "round 3 attempt 0: the rebuilt seed of 9 fails");
+    assert_int_equal(sfl_msg_release_reply_pack(&m, &out, &n), 0);
+    assert_int_equal(sfl_msg_release_reply_unpack(out, n, NULL, &d), 0);
+    assert_memory_equal(&d, &m, sizeof(m));
+    sfl_msg_buf_free(out);
+    m.agent_id = 0;
+    assert_int_equal(sfl_msg_release_req_pack(&m, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "agent_id"));
+    m.agent_id = 9;
+    m.job_id = 0;
+    assert_int_equal(sfl_msg_release_reply_pack(&m, &out, &n), SFL_EINVAL);
+    {
+        /* an empty request (both ids 0) from the wire: refused */
+        assert_true(sfl_msg_release_req_unpack((const uint8_t *)"", 0, NULL, &d) < 0);
+        assert_non_null(strstr(sfl_last_error(), "job_id"));
+    }
+}
+
 /* A NUL inside a string field would cut it where protobuf-c hands it over
  * as a C string ("demo\0job" read as "demo"): the message is refused. */
 static void test_msg_nul_in_string(void **state)
@@ -2208,6 +2248,7 @@ int main(void)
         cmocka_unit_test(test_msg_pack_errors),
         cmocka_unit_test(test_msg_nul_in_string),
         cmocka_unit_test(test_msg_revoke),
+        cmocka_unit_test(test_msg_release),
         cmocka_unit_test(test_msg_tags_names),
         cmocka_unit_test(test_msg_failalloc),
     };

@@ -169,6 +169,48 @@ static void test_round_deadline_quorum_and_retry(void **state)
     coord_round_close(&r);
 }
 
+/* An attempt failed by a culprit now excluded does not count toward
+ * max_attempts: three failures in a row, two of them excused, leave the
+ * round a retry; the excuse applies to one attempt only. */
+static void test_round_excused_attempts(void **state)
+{
+    (void)state;
+    coord_round_t r;
+    uint64_t now = 2000;
+
+    coord_round_init(&r, &base, 1, 5);
+    coord_round_excuse(&r); /* nothing open: no effect */
+    assert_int_equal(r.excuse, 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, 1000, 42, agents, 10), 0);
+    for (uint32_t a = 0; a < 5; a++) {
+        if (a != 1)
+            coord_round_excuse(&r); /* attempt 1 is an ordinary failure */
+        assert_int_equal(coord_round_step(&r, COORD_EV_TICK, now, 0, NULL, 0), 0);
+        assert_int_equal(r.state, COORD_ROUND_FAILED);
+        if (a == 1)
+            coord_round_excuse(&r); /* ... but excused once it failed, as saround does */
+        assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, now, 0, NULL, 0), 0);
+        assert_int_equal(r.attempt, a + 1);
+        assert_int_equal(r.excused, a + 1);
+        assert_int_equal(coord_round_step(&r, COORD_EV_START, now + 1, 42, agents, 10), 0);
+        now += 2000;
+    }
+    /* Now two plain failures: the first leaves a retry, the second is the
+     * third counted and the machine says so. */
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, now, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, now, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, now + 1, 42, agents, 10), 0);
+    now += 2000;
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, now, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, now, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, now + 1, 42, agents, 10), 0);
+    now += 2000;
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, now, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, now, 0, NULL, 0), SFL_ELIMIT);
+    assert_int_equal(r.excused, 5);
+    coord_round_close(&r);
+}
+
 /* A slow agent that keeps sending progress is not declared dead; a silent
  * one is, and once every member answered or died the round closes early. */
 static void test_round_heartbeats(void **state)
@@ -337,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_round_heartbeats),
         cmocka_unit_test(test_round_not_enough_agents),
         cmocka_unit_test(test_round_phases),
+        cmocka_unit_test(test_round_excused_attempts),
         cmocka_unit_test(test_round_pace_steering),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -806,6 +806,7 @@ static void test_store_history(void **state)
                "ALTER TABLE round_metrics DROP COLUMN privacy_iterations; "
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent; "
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent_rdp; "
+               "DROP TABLE quarantine; "
                "DELETE FROM schema_version WHERE version >= 4");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
@@ -842,7 +843,8 @@ static void test_store_history(void **state)
 
     /* Back to schema 1, then reopen: the migration runs, the rounds stay. */
     raw_sql(p, "DROP TABLE round_metrics; DROP TABLE job_failures; "
-               "DROP TABLE revoked_certs; DELETE FROM schema_version WHERE version >= 2");
+               "DROP TABLE revoked_certs; DROP TABLE quarantine; "
+               "DELETE FROM schema_version WHERE version >= 2");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
     assert_int_equal(n, 5);
@@ -851,6 +853,55 @@ static void test_store_history(void **state)
     assert_true(h[4].m.personal_accuracy == 0);
     coord_store_free(h);
     commit_round(s, job, 6, cohort, 2, model, sizeof(model));
+    coord_store_close(s);
+}
+
+/* Quarantine: idempotent (the first reason stays), per job, survives a
+ * reopen (kill -9 and restart), and release refuses an agent that is not
+ * quarantined. */
+static void test_store_quarantine(void **state)
+{
+    (void)state;
+    const char *p = dbpath("quarantine.db");
+    coord_store_t *s = open_ok(p, 2);
+    coord_srow_quar_t *q = NULL;
+    char longr[COORD_REASON_MAX + 2];
+    int64_t j1 = 0, j2 = 0;
+    size_t n = 0;
+
+    assert_int_equal(coord_store_job_create(s, "a", NULL, 0, 1, &j1), 0);
+    assert_int_equal(coord_store_job_create(s, "b", NULL, 0, 1, &j2), 0);
+    assert_int_equal(coord_store_quarantine_list(s, &q, &n), 0);
+    assert_int_equal(n, 0);
+    assert_null(q);
+    assert_int_equal(coord_store_quarantine_add(s, j1, 7, "bad commitment", 100), 0);
+    assert_int_equal(coord_store_quarantine_add(s, j1, 7, "something else", 200), 0);
+    assert_int_equal(coord_store_quarantine_add(s, j2, 7, "weight word", 300), 0);
+    assert_int_equal(coord_store_quarantine_add(s, j1, 3, "share box", 400), 0);
+    assert_int_equal(coord_store_quarantine_add(s, j1, 4, "", 400), SFL_EINVAL);
+    memset(longr, 'x', sizeof(longr) - 1);
+    longr[sizeof(longr) - 1] = '\0';
+    assert_int_equal(coord_store_quarantine_add(s, j1, 4, longr, 400), SFL_ELIMIT);
+    coord_store_close(s);
+
+    s = open_ok(p, 2);
+    assert_int_equal(coord_store_quarantine_list(s, &q, &n), 0);
+    assert_int_equal(n, 3);
+    assert_true(q[0].job == j1 && q[0].agent == 3 && q[0].at_ms == 400);
+    assert_string_equal(q[0].reason, "share box");
+    assert_true(q[1].job == j1 && q[1].agent == 7 && q[1].at_ms == 100);
+    assert_string_equal(q[1].reason, "bad commitment");
+    assert_true(q[2].job == j2 && q[2].agent == 7);
+    coord_store_free(q);
+
+    assert_int_equal(coord_store_quarantine_release(s, j1, 7), 0);
+    assert_int_equal(coord_store_quarantine_release(s, j1, 7), SFL_ENOTFOUND);
+    assert_non_null(strstr(sfl_last_error(), "not quarantined"));
+    assert_int_equal(coord_store_quarantine_release(s, j1, 99), SFL_ENOTFOUND);
+    assert_int_equal(coord_store_quarantine_list(s, &q, &n), 0);
+    assert_int_equal(n, 2);
+    assert_true(q[0].agent == 3 && q[1].job == j2);
+    coord_store_free(q);
     coord_store_close(s);
 }
 
@@ -863,13 +914,13 @@ static void test_store_schema_version(void **state)
 
     assert_int_equal(coord_store_job_create(s, "keep-me", NULL, 0, 1, &job), 0);
     coord_store_close(s);
-    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(6, 0)");
+    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(7, 0)");
     assert_int_equal(coord_store_open(p, NULL, &s2), SFL_EUNSUP);
     assert_null(s2);
     const char *d = sfl_last_error();
-    assert_non_null(strstr(d, "schema version 6 is newer than this coordinator supports (5)"));
+    assert_non_null(strstr(d, "schema version 7 is newer than this coordinator supports (6)"));
     /* Refused, not altered: the row and the data are still there. */
-    raw_sql(p, "DELETE FROM schema_version WHERE version = 6");
+    raw_sql(p, "DELETE FROM schema_version WHERE version = 7");
     s = open_ok(p, 2);
     coord_srow_job_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
@@ -1725,6 +1776,7 @@ int main(void)
         cmocka_unit_test(test_store_crash),
         cmocka_unit_test(test_store_crash_open),
         cmocka_unit_test(test_store_failalloc),
+        cmocka_unit_test(test_store_quarantine),
         cmocka_unit_test(test_store_backup),
         cmocka_unit_test(test_store_backup_concurrent),
         cmocka_unit_test(test_store_backup_errors),

@@ -534,6 +534,10 @@ typedef struct sfl_job_status {
     /* Private jobs: the ledger (all finite, >= 0; 0 otherwise). */
     double privacy_epsilon, privacy_delta, privacy_spent, privacy_spent_rdp;
     uint64_t privacy_iterations;
+    /* Members quarantined in this job (docs/security.md) and what for,
+     * e.g. "agent 9: ..." (text "" exactly when the count is 0). */
+    uint32_t quarantined;
+    char quarantine[SFL_MSG_TEXT_LEN];
 } sfl_job_status_t;
 
 /* CreateJobRequest */
@@ -555,6 +559,20 @@ int sfl_msg_revoke_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limi
 int sfl_msg_revoke_reply_pack(const sfl_revoke_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
 int sfl_msg_revoke_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                 sfl_revoke_t *m) SFL_MUST_CHECK;
+
+/* ReleaseRequest / ReleaseReply (Admin.ReleaseAgent): job_id, agent_id >
+ * 0; the reply adds the reason the agent was quarantined for. */
+typedef struct {
+    uint64_t job_id;
+    uint64_t agent_id;
+    char reason[SFL_MSG_TEXT_LEN];
+} sfl_release_t;
+int sfl_msg_release_req_pack(const sfl_release_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_release_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               sfl_release_t *m) SFL_MUST_CHECK;
+int sfl_msg_release_reply_pack(const sfl_release_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_release_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_release_t *m) SFL_MUST_CHECK;
 
 /* JobRequest (Pause/Resume/CancelJob): job_id > 0 */
 int sfl_msg_job_req_pack(uint64_t job_id, uint8_t **out, size_t *len) SFL_MUST_CHECK;
@@ -620,6 +638,9 @@ typedef struct sfl_agent_info {
     uint32_t progress_permille;
     uint64_t updates_accepted;
     char agent_version[SFL_MSG_NAME_LEN];
+    /* "quarantined in job 3: <reason>" for each job that quarantined it
+     * (truncated); "" when none. */
+    char quarantine[SFL_MSG_TEXT_LEN];
 } sfl_agent_info_t;
 
 typedef struct sfl_agent_list {

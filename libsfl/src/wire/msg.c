@@ -755,6 +755,8 @@ typedef struct wire {
         Sfl__V1__JobHistoryReply history;
         Sfl__V1__RevokeRequest revoke_req;
         Sfl__V1__RevokeReply revoke_reply;
+        Sfl__V1__ReleaseRequest release_req;
+        Sfl__V1__ReleaseReply release_reply;
         Sfl__V1__StepAnswer step_answer;
         Sfl__V1__SecAggAnswer sa_answer;
     } pb; /* the message itself, initialised from its type's descriptor */
@@ -2735,8 +2737,11 @@ static int check_job_status(const chk_t *c, const void *p)
         (rc = check_finite(c, "privacy_delta", m->privacy_delta)) < 0 ||
         (rc = check_finite(c, "privacy_spent", m->privacy_spent)) < 0 ||
         (rc = check_finite(c, "privacy_spent_rdp", m->privacy_spent_rdp)) < 0 ||
-        (rc = check_str(c, "waiting", m->waiting, SFL_MSG_TEXT_LEN, 0)) < 0)
+        (rc = check_str(c, "waiting", m->waiting, SFL_MSG_TEXT_LEN, 0)) < 0 ||
+        (rc = check_str(c, "quarantine", m->quarantine, SFL_MSG_TEXT_LEN, 0)) < 0)
         return rc;
+    if ((m->quarantined == 0) != (m->quarantine[0] == '\0'))
+        return fail(c, c->bad, "quarantine text without quarantined agents, or the reverse");
     if (m->privacy_epsilon < 0 || m->privacy_delta < 0 || m->privacy_spent < 0 ||
         m->privacy_spent_rdp < 0)
         return fail(c, c->bad, "privacy ledger values must be >= 0");
@@ -2774,6 +2779,8 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->privacy_spent = m->privacy_spent;
     o->privacy_spent_rdp = m->privacy_spent_rdp;
     o->privacy_iterations = m->privacy_iterations;
+    o->quarantined = m->quarantined;
+    o->quarantine = str(m->quarantine);
 }
 
 static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
@@ -2811,8 +2818,10 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
         (rc = get_str(c, "algorithm", p->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0 ||
         (rc = get_str(c, "loss", p->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = get_str(c, "waiting", p->waiting, m->waiting, SFL_MSG_TEXT_LEN)) < 0)
+        (rc = get_str(c, "waiting", p->waiting, m->waiting, SFL_MSG_TEXT_LEN)) < 0 ||
+        (rc = get_str(c, "quarantine", p->quarantine, m->quarantine, SFL_MSG_TEXT_LEN)) < 0)
         return rc;
+    m->quarantined = p->quarantined;
     return check_job_status(c, m);
 }
 
@@ -2921,6 +2930,105 @@ int sfl_msg_revoke_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_li
                                 sfl_revoke_t *m)
 {
     return unpack_in(&revoke_reply_type, buf, len, lim, m);
+}
+
+/* ---- ReleaseRequest / ReleaseReply ---------------------------------------- */
+
+static int check_release_req(const chk_t *c, const void *p)
+{
+    const sfl_release_t *m = p;
+    int rc;
+
+    if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = check_id(c, "agent_id", m->agent_id)) < 0)
+        return rc;
+    return 0;
+}
+
+static int put_release_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_release_t *m = p;
+
+    (void)c;
+    w->pb.release_req.job_id = m->job_id;
+    w->pb.release_req.agent_id = m->agent_id;
+    return 0;
+}
+
+static int get_release_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ReleaseRequest *pb = p;
+    sfl_release_t *m = out;
+
+    memset(m, 0, sizeof(*m));
+    m->job_id = pb->job_id;
+    m->agent_id = pb->agent_id;
+    return check_release_req(c, m);
+}
+
+static const msg_type_t release_req_type = {"release request",
+    &sfl__v1__release_request__descriptor, check_release_req, put_release_req,
+    get_release_req, sizeof(sfl_release_t), NULL, 0, NULL};
+
+static int check_release_reply(const chk_t *c, const void *p)
+{
+    const sfl_release_t *m = p;
+    int rc;
+
+    if ((rc = check_release_req(c, m)) < 0)
+        return rc;
+    return check_str(c, "reason", m->reason, SFL_MSG_TEXT_LEN, 0);
+}
+
+static int put_release_reply(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_release_t *m = p;
+
+    (void)c;
+    w->pb.release_reply.job_id = m->job_id;
+    w->pb.release_reply.agent_id = m->agent_id;
+    w->pb.release_reply.reason = str(m->reason);
+    return 0;
+}
+
+static int get_release_reply(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ReleaseReply *pb = p;
+    sfl_release_t *m = out;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    m->job_id = pb->job_id;
+    m->agent_id = pb->agent_id;
+    if ((rc = get_str(c, "reason", pb->reason, m->reason, SFL_MSG_TEXT_LEN)) < 0)
+        return rc;
+    return check_release_reply(c, m);
+}
+
+static const msg_type_t release_reply_type = {"release reply",
+    &sfl__v1__release_reply__descriptor, check_release_reply, put_release_reply,
+    get_release_reply, sizeof(sfl_release_t), NULL, 0, NULL};
+
+int sfl_msg_release_req_pack(const sfl_release_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&release_req_type, m, NULL, out, len);
+}
+
+int sfl_msg_release_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               sfl_release_t *m)
+{
+    return unpack_in(&release_req_type, buf, len, lim, m);
+}
+
+int sfl_msg_release_reply_pack(const sfl_release_t *m, uint8_t **out, size_t *len)
+{
+    return pack_msg(&release_reply_type, m, NULL, out, len);
+}
+
+int sfl_msg_release_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_release_t *m)
+{
+    return unpack_in(&release_reply_type, buf, len, lim, m);
 }
 
 /* JobRequest carries only the id, which put checks. */
@@ -3218,7 +3326,8 @@ static int check_agent(const chk_t *c, const void *p)
         (rc = check_tags(c, "conditions", &a->conditions)) < 0 ||
         (rc = check_summary(c, &a->dataset)) < 0 ||
         (rc = check_enum(c, "phase", (int)a->phase, 0, 3)) < 0 ||
-        (rc = check_str(c, "agent_version", a->agent_version, SFL_MSG_NAME_LEN, 0)) < 0)
+        (rc = check_str(c, "agent_version", a->agent_version, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = check_str(c, "quarantine", a->quarantine, SFL_MSG_TEXT_LEN, 0)) < 0)
         return rc;
     if (a->progress_permille > 1000)
         return fail(c, c->bad, "progress_permille %u exceeds 1000", a->progress_permille);
@@ -3273,6 +3382,7 @@ static int put_agent_list(const chk_t *c, const void *p, wire_t *w)
         q->ai.progress_permille = a->progress_permille;
         q->ai.updates_accepted = a->updates_accepted;
         q->ai.agent_version = str(a->agent_version);
+        q->ai.quarantine = str(a->quarantine);
         ptrs[i] = &q->ai;
     }
     w->pb.agent_list.n_agents = m->n;
@@ -3300,7 +3410,8 @@ static int get_agent_at(const chk_t *c, const void *src, size_t i, void *dst)
                        &a->capabilities)) < 0 ||
         (rc = get_tags(c, "conditions", p->conditions, p->n_conditions, &a->conditions)) < 0 ||
         (rc = get_str(c, "agent_version", p->agent_version, a->agent_version,
-                      SFL_MSG_NAME_LEN)) < 0)
+                      SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = get_str(c, "quarantine", p->quarantine, a->quarantine, SFL_MSG_TEXT_LEN)) < 0)
         return rc;
     /* The summary is optional in a listing (an agent known only by id). */
     if (p->dataset != NULL && (rc = get_summary(c, p->dataset, &a->dataset)) < 0)
