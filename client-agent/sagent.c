@@ -217,9 +217,9 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
     if ((rc = sfl_sa_client_new(&r, pol, agent_id, id, &c->c, &adv)) < 0)
         goto fail;
     m.keys.agent_id = adv.id;
-    memcpy(m.keys.c_pk, adv.c_pk, 32);
-    memcpy(m.keys.s_pk, adv.s_pk, 32);
-    memcpy(m.keys.sig, adv.sig, SFL_MSG_SIG_BYTES);
+    memcpy(m.keys.c_pk, adv.c_pk, sizeof(m.keys.c_pk));
+    memcpy(m.keys.s_pk, adv.s_pk, sizeof(m.keys.s_pk));
+    memcpy(m.keys.sig, adv.sig, sizeof(m.keys.sig));
     if ((rc = answer_pack(c, &m, answer, len)) < 0)
         goto fail;
     *out = c;
@@ -242,8 +242,8 @@ static int input(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer, 
     for (uint32_t i = 0; i < st->nboxes; i++) {
         boxes[i].from = st->boxes[i].from;
         boxes[i].to = st->boxes[i].to;
-        memcpy(boxes[i].nonce, st->boxes[i].nonce, SFL_SA_BOX_NONCE);
-        memcpy(boxes[i].ct, st->boxes[i].ct, SFL_SA_BOX_BYTES);
+        memcpy(boxes[i].nonce, st->boxes[i].nonce, sizeof(boxes[i].nonce));
+        memcpy(boxes[i].ct, st->boxes[i].ct, sizeof(boxes[i].ct));
     }
     rc = sfl_sa_client_input(c->c, st->clients, st->nclients, boxes, st->nboxes, c->q, &in);
     sfl__free(boxes);
@@ -251,7 +251,7 @@ static int input(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer, 
         return rc;
     m.nmasked = in.len;
     m.masked = in.y;
-    memcpy(m.sig, in.sig, SFL_MSG_SIG_BYTES);
+    memcpy(m.sig, in.sig, sizeof(m.sig));
     rc = answer_pack(c, &m, answer, len);
     sfl_sa_input_clear(&in);
     return rc;
@@ -327,16 +327,16 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
             return SFL_ENOMEM;
         for (uint32_t i = 0; i < st->nkeys; i++) {
             advs[i].id = st->keys[i].agent_id;
-            memcpy(advs[i].c_pk, st->keys[i].c_pk, 32);
-            memcpy(advs[i].s_pk, st->keys[i].s_pk, 32);
-            memcpy(advs[i].sig, st->keys[i].sig, SFL_MSG_SIG_BYTES);
+            memcpy(advs[i].c_pk, st->keys[i].c_pk, sizeof(advs[i].c_pk));
+            memcpy(advs[i].s_pk, st->keys[i].s_pk, sizeof(advs[i].s_pk));
+            memcpy(advs[i].sig, st->keys[i].sig, sizeof(advs[i].sig));
         }
         rc = sfl_sa_client_share(c->c, advs, st->nkeys, &sh);
         sfl__free(advs);
         if (rc < 0)
             return rc;
         memcpy(m.commitment, sh.commit, SFL_SA_HASH);
-        memcpy(m.sig, sh.sig, SFL_MSG_SIG_BYTES);
+        memcpy(m.sig, sh.sig, sizeof(m.sig));
         m.nboxes = sh.nboxes;
         if ((m.boxes = sfl__calloc(sh.nboxes ? sh.nboxes : 1, sizeof(*m.boxes))) == NULL) {
             sfl_sa_shares_clear(&sh);
@@ -345,8 +345,8 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
         for (uint32_t i = 0; i < sh.nboxes; i++) {
             m.boxes[i].from = sh.boxes[i].from;
             m.boxes[i].to = sh.boxes[i].to;
-            memcpy(m.boxes[i].nonce, sh.boxes[i].nonce, SFL_MSG_SA_NONCE);
-            memcpy(m.boxes[i].ct, sh.boxes[i].ct, SFL_MSG_SA_CT);
+            memcpy(m.boxes[i].nonce, sh.boxes[i].nonce, sizeof(m.boxes[i].nonce));
+            memcpy(m.boxes[i].ct, sh.boxes[i].ct, sizeof(m.boxes[i].ct));
         }
         sfl_sa_shares_clear(&sh);
         rc = answer_pack(c, &m, answer, len);
@@ -376,7 +376,7 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
 
         if ((rc = sfl_sa_client_consist(c->c, st->clients, st->nclients, &cs)) < 0)
             return rc;
-        memcpy(m.sig, cs.sig, SFL_MSG_SIG_BYTES);
+        memcpy(m.sig, cs.sig, sizeof(m.sig));
         return answer_pack(c, &m, answer, len);
     }
     case 5: {
@@ -392,14 +392,14 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
         }
         for (uint32_t i = 0; i < st->nsigs; i++) {
             sigs[i].id = st->sigs[i].agent_id;
-            memcpy(sigs[i].sig, st->sigs[i].sig, SFL_MSG_SIG_BYTES);
+            memcpy(sigs[i].sig, st->sigs[i].sig, sizeof(sigs[i].sig));
         }
         rc = sfl_sa_client_unmask(c->c, sigs, st->nsigs, rv, &nr);
         for (uint32_t i = 0; rc == 0 && i < nr; i++) {
             m.reveals[i].of = rv[i].of;
             m.reveals[i].self_mask = rv[i].type == 'b';
             m.reveals[i].x = rv[i].share.x;
-            memcpy(m.reveals[i].y, rv[i].share.y, 32);
+            memcpy(m.reveals[i].y, rv[i].share.y, sizeof(m.reveals[i].y));
         }
         m.nreveals = nr;
         if (rc == 0)

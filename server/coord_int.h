@@ -375,6 +375,14 @@ void coord_saround_sync(job_t *j);
 /* Thread pool: unmask, fold global + the mean change. */
 int coord_saround_fold(job_t *j) SFL_MUST_CHECK;
 void coord_saround_close(job_t *j);
+/* The members' SecAggAnswer into the server's struct for its stage (the
+ * server's verdict), and the boxes of stage 2 for member v in the wire's
+ * struct (*out owned, sfl__free; *n of them): the forwarding path, a box
+ * copied exactly (sfl/msg.h asserts the sizes agree). */
+struct sfl_sa_server;
+int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m) SFL_MUST_CHECK;
+int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_box_t **out,
+                        uint32_t *n) SFL_MUST_CHECK;
 void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
 /* agentsvc.c: Join and Subscribe. */

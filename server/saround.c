@@ -143,6 +143,33 @@ static void send_stage(job_t *j, agent_t *a, const sfl_msg_sa_stage_t *st)
     sfl_msg_buf_free(buf);
 }
 
+int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_box_t **out,
+                        uint32_t *n)
+{
+    sfl_sa_box_t *boxes = NULL;
+    uint32_t nb = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = sfl_sa_server_inbox(sa, v, &boxes, &nb)) < 0)
+        return rc;
+    if ((*out = sfl__calloc(nb ? nb : 1, sizeof(**out))) == NULL) {
+        sfl__free(boxes);
+        return sfl__fail(SFL_ENOMEM, "no memory for %u boxes", nb);
+    }
+    /* exactly the box: the two structs' fields have one size (sfl/msg.h) */
+    for (uint32_t k = 0; k < nb; k++) {
+        (*out)[k].from = boxes[k].from;
+        (*out)[k].to = boxes[k].to;
+        memcpy((*out)[k].nonce, boxes[k].nonce, sizeof((*out)[k].nonce));
+        memcpy((*out)[k].ct, boxes[k].ct, sizeof((*out)[k].ct));
+    }
+    *n = nb;
+    sfl__free(boxes);
+    return 0;
+}
+
 /* Ends the server's stage before phase p (1..4) and sends stage p + 1 to
  * the members still in. */
 static int next_stage(job_t *j, uint32_t p)
@@ -163,9 +190,9 @@ static int next_stage(job_t *j, uint32_t p)
             return SFL_ENOMEM;
         for (uint32_t i = 0; i < n; i++) {
             st.keys[i].agent_id = u1[i].id;
-            memcpy(st.keys[i].c_pk, u1[i].c_pk, 32);
-            memcpy(st.keys[i].s_pk, u1[i].s_pk, 32);
-            memcpy(st.keys[i].sig, u1[i].sig, SFL_MSG_SIG_BYTES);
+            memcpy(st.keys[i].c_pk, u1[i].c_pk, sizeof(st.keys[i].c_pk));
+            memcpy(st.keys[i].s_pk, u1[i].s_pk, sizeof(st.keys[i].s_pk));
+            memcpy(st.keys[i].sig, u1[i].sig, sizeof(st.keys[i].sig));
         }
         st.nkeys = n;
         break;
@@ -186,35 +213,18 @@ static int next_stage(job_t *j, uint32_t p)
             return SFL_ENOMEM;
         for (uint32_t i = 0; i < n; i++) {
             st.sigs[i].agent_id = sigs[i].id;
-            memcpy(st.sigs[i].sig, sigs[i].sig, SFL_MSG_SIG_BYTES);
+            memcpy(st.sigs[i].sig, sigs[i].sig, sizeof(st.sigs[i].sig));
         }
         st.nsigs = n;
         break;
     }
     for (uint32_t i = 0; rc == 0 && i < j->rnd.nmembers; i++) {
         const coord_member_t *mb = &j->rnd.members[i];
-        sfl_sa_box_t *boxes = NULL;
-        uint32_t nb = 0;
 
         if (mb->state != COORD_MEMBER_PENDING)
             continue;
-        if (p == 2) {
-            if ((rc = sfl_sa_server_inbox(j->sa, mb->agent, &boxes, &nb)) < 0)
-                break;
-            if ((st.boxes = sfl__calloc(nb ? nb : 1, sizeof(*st.boxes))) == NULL) {
-                sfl__free(boxes);
-                rc = SFL_ENOMEM;
-                break;
-            }
-            for (uint32_t k = 0; k < nb; k++) {
-                st.boxes[k].from = boxes[k].from;
-                st.boxes[k].to = boxes[k].to;
-                memcpy(st.boxes[k].nonce, boxes[k].nonce, SFL_MSG_SA_NONCE);
-                memcpy(st.boxes[k].ct, boxes[k].ct, SFL_MSG_SA_CT);
-            }
-            st.nboxes = nb;
-            sfl__free(boxes);
-        }
+        if (p == 2 && (rc = coord_saround_inbox(j->sa, mb->agent, &st.boxes, &st.nboxes)) < 0)
+            break;
         send_stage(j, coord_agent_find(j->co, mb->agent), &st);
         if (p == 2) {
             sfl__free(st.boxes);
@@ -248,33 +258,32 @@ void coord_saround_sync(job_t *j)
     }
 }
 
-/* A secagg answer into the server's struct for its stage; the verdict. */
-static int server_take(job_t *j, const sfl_msg_sa_answer_t *m)
+int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m)
 {
     switch (m->stage) {
     case 1: {
         sfl_sa_adv_t adv = {.id = m->agent_id};
 
-        memcpy(adv.c_pk, m->keys.c_pk, 32);
-        memcpy(adv.s_pk, m->keys.s_pk, 32);
-        memcpy(adv.sig, m->keys.sig, SFL_MSG_SIG_BYTES);
-        return sfl_sa_server_adv(j->sa, &adv);
+        memcpy(adv.c_pk, m->keys.c_pk, sizeof(adv.c_pk));
+        memcpy(adv.s_pk, m->keys.s_pk, sizeof(adv.s_pk));
+        memcpy(adv.sig, m->keys.sig, sizeof(adv.sig));
+        return sfl_sa_server_adv(sa, &adv);
     }
     case 2: {
         sfl_sa_shares_t sh = {.id = m->agent_id, .nboxes = m->nboxes};
         int rc;
 
         memcpy(sh.commit, m->commitment, SFL_SA_HASH);
-        memcpy(sh.sig, m->sig, SFL_MSG_SIG_BYTES);
+        memcpy(sh.sig, m->sig, sizeof(sh.sig));
         if (m->nboxes > 0 && (sh.boxes = sfl__calloc(m->nboxes, sizeof(*sh.boxes))) == NULL)
             return SFL_ENOMEM;
         for (uint32_t i = 0; i < m->nboxes; i++) {
             sh.boxes[i].from = m->boxes[i].from;
             sh.boxes[i].to = m->boxes[i].to;
-            memcpy(sh.boxes[i].nonce, m->boxes[i].nonce, SFL_SA_BOX_NONCE);
-            memcpy(sh.boxes[i].ct, m->boxes[i].ct, SFL_SA_BOX_BYTES);
+            memcpy(sh.boxes[i].nonce, m->boxes[i].nonce, sizeof(sh.boxes[i].nonce));
+            memcpy(sh.boxes[i].ct, m->boxes[i].ct, sizeof(sh.boxes[i].ct));
         }
-        rc = sfl_sa_server_shares(j->sa, &sh);
+        rc = sfl_sa_server_shares(sa, &sh);
         sfl_sa_shares_clear(&sh);
         return rc;
     }
@@ -285,16 +294,16 @@ static int server_take(job_t *j, const sfl_msg_sa_answer_t *m)
         if ((in.y = sfl__calloc(m->nmasked, sizeof(uint32_t))) == NULL)
             return SFL_ENOMEM;
         memcpy(in.y, m->masked, m->nmasked * sizeof(uint32_t));
-        memcpy(in.sig, m->sig, SFL_MSG_SIG_BYTES);
-        rc = sfl_sa_server_input(j->sa, &in);
+        memcpy(in.sig, m->sig, sizeof(in.sig));
+        rc = sfl_sa_server_input(sa, &in);
         sfl_sa_input_clear(&in);
         return rc;
     }
     case 4: {
         sfl_sa_consist_t cs = {.id = m->agent_id};
 
-        memcpy(cs.sig, m->sig, SFL_MSG_SIG_BYTES);
-        return sfl_sa_server_consist(j->sa, &cs);
+        memcpy(cs.sig, m->sig, sizeof(cs.sig));
+        return sfl_sa_server_consist(sa, &cs);
     }
     default: {
         sfl_sa_reveal_t *rv = sfl__calloc(m->nreveals ? m->nreveals : 1, sizeof(*rv));
@@ -306,9 +315,9 @@ static int server_take(job_t *j, const sfl_msg_sa_answer_t *m)
             rv[i].of = m->reveals[i].of;
             rv[i].type = m->reveals[i].self_mask ? 'b' : 's';
             rv[i].share.x = m->reveals[i].x;
-            memcpy(rv[i].share.y, m->reveals[i].y, 32);
+            memcpy(rv[i].share.y, m->reveals[i].y, sizeof(rv[i].share.y));
         }
-        rc = sfl_sa_server_unmask(j->sa, m->agent_id, rv, m->nreveals);
+        rc = sfl_sa_server_unmask(sa, m->agent_id, rv, m->nreveals);
         sodium_memzero(rv, m->nreveals * sizeof(*rv));
         sfl__free(rv);
         return rc;
@@ -352,7 +361,7 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
                        (m->attempt == j->wire_attempt && m->stage <= j->rnd.phase)))
                  ? COORD_UPD_LATE
                  : COORD_UPD_WRONG_ROUND;
-    } else if ((rc = server_take(j, m)) < 0) {
+    } else if ((rc = coord_saround_take(j->sa, m)) < 0) {
         coord_text_copy(why, sizeof(why), sfl_last_error());
         vd = COORD_UPD_REJECTED;
     } else {

@@ -815,6 +815,39 @@ static void test_msg_secagg(void **state)
         a.nmasked = 0;
         a.nreveals = 1;
     }
+    /* a box's ciphertext is exactly sfl/secagg.h's box (98 bytes): the 114
+     * of 639d1d6's wire constant, or one byte short, is refused */
+    {
+        static const size_t cts[3] = {SFL_SA_BOX_BYTES, 114, SFL_SA_BOX_BYTES - 1};
+        uint8_t zero[128] = {0}, sig64[64], commit[32];
+
+        memset(sig64, 0x22, sizeof(sig64));
+        memset(commit, 0x21, sizeof(commit));
+        for (int i = 0; i < 3; i++) {
+            pbw_t bx = {.n = 0}, msg = {.n = 0};
+
+            w_uint(&bx, 1, 5);
+            w_uint(&bx, 2, 8);
+            w_bytes(&bx, 3, zero, SFL_SA_BOX_NONCE);
+            w_bytes(&bx, 4, zero, cts[i]);
+            w_uint(&msg, 1, 2);
+            w_uint(&msg, 2, 3);
+            w_uint(&msg, 3, 1);
+            w_uint(&msg, 4, 5);
+            w_uint(&msg, 5, 2);
+            w_bytes(&msg, 7, commit, sizeof(commit));
+            w_bytes(&msg, 8, bx.b, bx.n);
+            w_bytes(&msg, 10, sig64, sizeof(sig64));
+            assert_int_equal(sfl_msg_sa_answer_unpack(msg.b, msg.n, NULL, &da),
+                             i == 0 ? 0 : SFL_EPARSE);
+            if (i == 0)
+                assert_int_equal(da->nboxes, 1);
+            else
+                assert_non_null(strstr(sfl_last_error(), "ciphertext"));
+            sfl_msg_sa_answer_free(da);
+            da = NULL;
+        }
+    }
     a.stage = 0;
     assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
     assert_int_equal(sfl_msg_sa_answer_unpack((const uint8_t *)"\x28\x09", 2, NULL, &da),

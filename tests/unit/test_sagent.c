@@ -1,6 +1,7 @@
 /* client-agent/sagent.c: the agent's side of update mode 2: its floor and
  * the state it keeps on disk across restarts (the last round taken, the
  * error-feedback residual), with damaged files refused by name. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,9 +14,12 @@
 
 #include <cmocka.h>
 
+#include "coord_int.h"
 #include "sagent.h"
 #include "sfl/alloc.h"
 #include "sfl/file.h"
+#include "sfl/savec.h"
+#include "sfl/secagg.h"
 
 #define D 6
 
@@ -237,11 +241,218 @@ static void test_sagent_begin_floor(void **state)
     task_free(&x);
 }
 
+/* A whole round of FN real agents (agent_sa_*) through the coordinator's
+ * forwarding code (coord_saround_take, coord_saround_inbox) and the wire at
+ * a limit of FN items, so every inbox is full: FN - 1 boxes, the most a
+ * member can be sent. Run under ASan (make SAN=1): a copy of more than a
+ * box's bytes (114 into 98, the bug of 639d1d6) reads past the last box. */
+#define FN 8
+
+typedef struct rfx {
+    sfl_task_t t;
+    sfl_msg_sa_round_t sr;
+    sfl_msg_sa_member_t m[FN];
+    sfl_identity_t *id[FN];
+    agent_sa_t *c[FN];
+    sfl_sa_server_t *sa;
+    sfl_msg_limits_t lim;
+    uint32_t support[D], k;
+} rfx_t;
+
+static void rfx_init(rfx_t *x, uint32_t t)
+{
+    double global[D] = {0};
+    sfl_sa_member_t sm[FN];
+    sfl_sa_round_t r;
+
+    memset(x, 0, sizeof(*x));
+    sfl_msg_limits_default(&x->lim);
+    x->lim.max_items = FN;
+    for (int i = 0; i < FN; i++) {
+        assert_int_equal(sfl_identity_generate(&x->id[i]), 0);
+        x->m[i].agent_id = (uint64_t)i + 1;
+        memcpy(x->m[i].pk, x->id[i]->pk, SFL_MSG_KEY_BYTES);
+        sm[i].id = x->m[i].agent_id;
+        memcpy(sm[i].pk, x->m[i].pk, sizeof(sm[i].pk));
+    }
+    x->sr = (sfl_msg_sa_round_t){.threshold = t, .nmembers = FN, .members = x->m,
+                                 .support_size = 4, .top_k = 4, .clip = 1,
+                                 .max_weight = 10};
+    x->t.job_id = 7;
+    x->t.round = 3;
+    x->t.secagg = &x->sr;
+    assert_int_equal(sfl_spvec_new(D, 2, &x->t.model), 0);
+    x->t.model->idx[0] = 1;
+    x->t.model->idx[1] = 4;
+    x->t.model->val[0] = 0.5;
+    x->t.model->val[1] = -2;
+    x->t.model->nnz = 2;
+    memset(x->t.round_nonce, 0x11, sizeof(x->t.round_nonce));
+    sfl_spvec_scatter(x->t.model, global);
+    assert_int_equal(sfl_sa_support(global, D, 4, x->t.round_nonce, x->support, &x->k), 0);
+    r = (sfl_sa_round_t){.job = 7, .round = 3, .len = x->k + SFL_SA_EXTRA_WORDS, .t = t,
+                         .n = FN, .members = sm};
+    memcpy(r.nonce, x->t.round_nonce, sizeof(r.nonce));
+    sfl_sa_support_hash(x->support, x->k, r.support_hash);
+    assert_int_equal(sfl_sa_server_new(&r, &x->sa), 0);
+}
+
+static void rfx_free(rfx_t *x)
+{
+    for (int i = 0; i < FN; i++) {
+        agent_sa_free(x->c[i]);
+        sfl_identity_free(x->id[i]);
+    }
+    sfl_sa_server_free(x->sa);
+    sfl_spvec_free(x->t.model);
+}
+
+/* An agent's answer over the wire (at the fixture's limit) into the server. */
+static void rfx_take(rfx_t *x, uint8_t *ans, size_t len)
+{
+    sfl_msg_sa_answer_t *m = NULL;
+
+    assert_non_null(ans);
+    assert_int_equal(sfl_msg_sa_answer_unpack(ans, len, &x->lim, &m), 0);
+    assert_int_equal(coord_saround_take(x->sa, m), 0);
+    sfl_msg_sa_answer_free(m);
+    sfl_msg_buf_free(ans);
+}
+
+/* A stage over the wire (packed, then unpacked at the fixture's limit) to
+ * agent i; its answer, if any, into the server. */
+static void rfx_stage(rfx_t *x, int i, const sfl_msg_sa_stage_t *st)
+{
+    sfl_msg_sa_stage_t got = {0};
+    sfl_task_t *task = NULL;
+    sfl_wait_t wait;
+    uint8_t *buf = NULL, *ans = NULL;
+    size_t len = 0, alen = 0;
+    int kind = 0;
+
+    assert_int_equal(sfl_msg_sa_stage_pack(st, &buf, &len), 0);
+    assert_int_equal(sfl_msg_sub_unpack(buf, len, &x->lim, &task, &wait, NULL, &got, &kind), 0);
+    assert_int_equal(kind, 'a');
+    sfl_msg_buf_free(buf);
+    assert_int_equal(agent_sa_stage(x->c[i], &got, &ans, &alen), 0);
+    if (ans != NULL)
+        rfx_take(x, ans, alen);
+    sfl_msg_sa_stage_clear(&got);
+}
+
+/* Agent i's update: v on every entry, samples its training's. */
+static void rfx_update(rfx_t *x, int i, double v, uint64_t samples)
+{
+    sfl_client_report_t rep = {.train_loss = 0.5};
+    double resid[D] = {0}, global[D] = {0};
+    sfl_spvec_t *u = NULL;
+    uint8_t *ans = NULL;
+    size_t len = 0;
+
+    sfl_spvec_scatter(x->t.model, global);
+    for (int j = 0; j < D; j++)
+        global[j] += v;
+    assert_int_equal(sfl_spvec_new(D, 0, &u), 0);
+    assert_int_equal(sfl_spvec_from_dense(u, global), 0);
+    assert_int_equal(agent_sa_update(x->c[i], u, samples, &rep, resid, &ans, &len), 0);
+    if (ans != NULL)
+        rfx_take(x, ans, len);
+    sfl_spvec_free(u);
+}
+
+/* Stages 1 to 5 with every agent, updates v[i]; the sum of U3's inputs
+ * into sum (k + SFL_SA_EXTRA_WORDS words). */
+static void rfx_round(rfx_t *x, const double *v, uint32_t *sum)
+{
+    const sfl_sa_adv_t *u1;
+    const uint64_t *u2, *u3;
+    const sfl_sa_consist_t *sigs;
+    sfl_msg_sa_keys_t keys[FN];
+    sfl_msg_sa_sig_t msigs[FN];
+    sfl_sa_policy_t pol;
+    uint32_t n, count = 0;
+
+    sfl_sa_policy_default(&pol);
+    for (int i = 0; i < FN; i++) {
+        uint8_t *ans = NULL;
+        size_t len = 0;
+
+        assert_int_equal(agent_sa_begin(&x->t, (uint64_t)i + 1, x->id[i], &pol, &x->c[i],
+                                        &ans, &len), 0);
+        rfx_take(x, ans, len);
+    }
+    assert_int_equal(sfl_sa_server_end_adv(x->sa, &u1, &n), 0);
+    assert_int_equal(n, FN);
+    for (uint32_t i = 0; i < n; i++) {
+        keys[i].agent_id = u1[i].id;
+        memcpy(keys[i].c_pk, u1[i].c_pk, sizeof(keys[i].c_pk));
+        memcpy(keys[i].s_pk, u1[i].s_pk, sizeof(keys[i].s_pk));
+        memcpy(keys[i].sig, u1[i].sig, sizeof(keys[i].sig));
+    }
+    for (int i = 0; i < FN; i++)
+        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = 3, .stage = 2,
+                                              .nkeys = n, .keys = keys});
+    assert_int_equal(sfl_sa_server_end_shares(x->sa, &u2, &n), 0);
+    assert_int_equal(n, FN);
+    for (int i = 0; i < FN; i++) {
+        sfl_msg_sa_stage_t st = {.job_id = 7, .round = 3, .stage = 3, .nclients = n,
+                                 .clients = (uint64_t *)(uintptr_t)u2};
+
+        /* the inbox is full: one box from each other member, at the limit */
+        assert_int_equal(coord_saround_inbox(x->sa, (uint64_t)i + 1, &st.boxes, &st.nboxes), 0);
+        assert_int_equal(st.nboxes, FN - 1);
+        assert_int_equal(st.nboxes, x->lim.max_items - 1);
+        rfx_stage(x, i, &st); /* held until the update */
+        sfl__free(st.boxes);
+        rfx_update(x, i, v[i], 5); /* decrypts its FN - 1 boxes, answers */
+    }
+    assert_int_equal(sfl_sa_server_end_inputs(x->sa, &u3, &n), 0);
+    assert_int_equal(n, FN);
+    for (int i = 0; i < FN; i++)
+        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = 3, .stage = 4,
+                                              .nclients = n,
+                                              .clients = (uint64_t *)(uintptr_t)u3});
+    assert_int_equal(sfl_sa_server_end_consist(x->sa, &sigs, &n), 0);
+    for (uint32_t i = 0; i < n; i++) {
+        msigs[i].agent_id = sigs[i].id;
+        memcpy(msigs[i].sig, sigs[i].sig, sizeof(msigs[i].sig));
+    }
+    for (int i = 0; i < FN; i++)
+        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = 3, .stage = 5,
+                                              .nsigs = n, .sigs = msigs});
+    assert_int_equal(sfl_sa_server_finish(x->sa, sum, &count), 0);
+    assert_int_equal(count, FN);
+}
+
+static void test_sagent_full_inbox(void **state)
+{
+    const double v[FN] = {0.25, -0.5, 0.125, 0.75, -0.25, 0.5, 0, 0.375};
+    uint32_t sum[D + SFL_SA_EXTRA_WORDS];
+    double mean[D], wsum, want = 0;
+    sfl_sa_quant_t q;
+    rfx_t x;
+
+    (void)state;
+    _Static_assert(sizeof(((sfl_msg_sa_box_t *)0)->ct) == SFL_SA_BOX_BYTES, "one box size");
+    rfx_init(&x, 6);
+    rfx_round(&x, v, sum);
+    /* the boxes arrived intact (every agent decrypted FN - 1 of them) and
+     * the sum is the cohort's mean */
+    assert_int_equal(sfl_sa_quant_init(&q, 1, 10, FN), 0);
+    assert_int_equal(sfl_sa_server_mean(&q, sum, x.support, x.k, FN, D, mean, &wsum), 0);
+    for (int i = 0; i < FN; i++)
+        want += v[i] / FN;
+    for (uint32_t s = 0; s < x.k; s++)
+        assert_true(fabs(mean[x.support[s]] - want) < 1e-6);
+    rfx_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sagent_state, setup, teardown),
         cmocka_unit_test(test_sagent_begin_floor),
+        cmocka_unit_test(test_sagent_full_inbox),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

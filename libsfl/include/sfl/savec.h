@@ -136,6 +136,8 @@ int sfl_sa_server_mean(const sfl_sa_quant_t *q, const uint32_t *sum, const uint3
 
 #define SFL_SA_METRICS 5
 #define SFL_SA_METRIC_WORDS (2 * SFL_SA_METRICS)
+/* The words of a masked input beyond its |S_t| values. */
+#define SFL_SA_EXTRA_WORDS (2 + SFL_SA_METRIC_WORDS)
 
 /* One client's metrics m[0..SFL_SA_METRICS) (above) into out. */
 void sfl_sa_metrics_encode(const sfl_sa_quant_t *q, const double *m, uint32_t *out);

@@ -1549,7 +1549,7 @@ static int put_sa_answer(const chk_t *c, const void *p, wire_t *w)
         re[i].of = m->reveals[i].of;
         re[i].self_mask = m->reveals[i].self_mask;
         re[i].x = m->reveals[i].x;
-        re[i].y = bin(m->reveals[i].y, 32);
+        re[i].y = bin(m->reveals[i].y, SFL_MSG_SA_SHARE);
     }
     o->n_reveals = m->nreveals;
     o->reveals = (Sfl__V1__SecAggReveal **)rp;
@@ -1638,7 +1638,7 @@ static int get_sa_answer(const chk_t *c, void *pv, void *out)
         m->reveals[i].of = r->of;
         m->reveals[i].self_mask = r->self_mask ? 1 : 0;
         m->reveals[i].x = (uint16_t)r->x;
-        if ((rc = get_fixed(c, "reveal.y", &r->y, m->reveals[i].y, 32)) < 0)
+        if ((rc = get_fixed(c, "reveal.y", &r->y, m->reveals[i].y, SFL_MSG_SA_SHARE)) < 0)
             return rc;
     }
     m->nreveals = (uint32_t)p->n_reveals;
