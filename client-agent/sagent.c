@@ -21,6 +21,7 @@ struct agent_sa {
     uint32_t *support;         /* S_t, k indices */
     double *global;            /* the task's model, d entries */
     sfl_sa_quant_t quant;
+    double weight;             /* this member's public weight (the task's) */
     sfl_sa_client_t *c;
     uint32_t *q;               /* the quantized input and metrics once trained */
     int trained;
@@ -37,7 +38,7 @@ void agent_sa_free(agent_sa_t *c)
     sfl__free(c->support);
     sfl__free(c->global);
     if (c->q != NULL)
-        sodium_memzero(c->q, ((size_t)c->k + 2 + SFL_SA_METRIC_WORDS) * sizeof(uint32_t));
+        sodium_memzero(c->q, ((size_t)c->k + SFL_SA_EXTRA_WORDS) * sizeof(uint32_t));
     sfl__free(c->q);
     sfl_msg_sa_stage_clear(&c->held);
     sfl__free(c);
@@ -199,16 +200,18 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
                              &c->k)) < 0 ||
         (rc = sfl_sa_quant_init(&c->quant, sr->clip, sr->max_weight, sr->nmembers)) < 0)
         goto fail;
-    if ((c->q = sfl__calloc((size_t)c->k + 2 + SFL_SA_METRIC_WORDS, sizeof(uint32_t))) == NULL) {
+    if ((c->q = sfl__calloc((size_t)c->k + SFL_SA_EXTRA_WORDS, sizeof(uint32_t))) == NULL) {
         rc = SFL_ENOMEM;
         goto fail;
     }
     for (uint32_t i = 0; i < sr->nmembers; i++) {
         c->members[i].id = sr->members[i].agent_id;
-        memcpy(c->members[i].pk, sr->members[i].pk, SFL_SEAL_PK_BYTES);
+        memcpy(c->members[i].pk, sr->members[i].pk, sizeof(c->members[i].pk));
+        if (sr->members[i].agent_id == agent_id)
+            c->weight = sr->members[i].weight;
     }
     r = (sfl_sa_round_t){.job = t->job_id, .round = t->round, .attempt = t->attempt,
-                         .len = c->k + 2 + SFL_SA_METRIC_WORDS, .t = sr->threshold,
+                         .len = c->k + SFL_SA_EXTRA_WORDS, .t = sr->threshold,
                          .n = sr->nmembers,
                          .degree = sr->degree, .members = c->members};
     memcpy(r.nonce, t->round_nonce, sizeof(r.nonce));
@@ -292,9 +295,9 @@ int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
     sfl_rng_seed(&rng, s, c->round, c->agent_id, SFL_STREAM_SECAGG);
     if ((rc = sfl_topk_ws_reserve(&ws, c->k ? c->k : 1)) < 0 ||
         (rc = sfl_sa_client_vector(&c->quant, delta, resid, c->d, c->support, c->k, c->topk,
-                                   (double)samples, &rng, &ws, vals, c->q)) < 0)
+                                   c->weight, &rng, &ws, vals, c->q)) < 0)
         goto out;
-    sfl_sa_metrics_encode(&c->quant, m, c->q + c->k + 2);
+    sfl_sa_metrics_encode(&c->quant, m, c->q + c->k + 1);
     c->trained = 1;
     if (c->holding) {
         rc = input(c, &c->held, answer, len);

@@ -25,7 +25,9 @@ typedef struct agent_sa agent_sa_t;
 int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t *id,
                    const sfl_sa_policy_t *pol, agent_sa_t **out, uint8_t **answer,
                    size_t *len) SFL_MUST_CHECK;
-/* The round's update (the model the agent trained to; samples its weight):
+/* The round's update (the model the agent trained to; samples its count,
+ * for the metrics only: the input is scaled by the member's public weight
+ * in the task):
  * the change on S_t with the error-feedback residual resid (d entries, the
  * job's, kept across rounds by the caller: zero at first), quantized, and
  * the training's figures rep as the round's metric words (sfl/savec.h); a

@@ -28,6 +28,10 @@
 
 /* Specs are stored as packed CreateJobRequests; a spec is a few KiB. */
 #define SPEC_MAX 65536
+/* A secure aggregation job's max_weight when its spec leaves
+ * secagg_max_weight unset (docs/configuration.md): members that declared
+ * more samples count as this many. */
+#define COORD_SA_MAX_WEIGHT 10000.0
 
 typedef struct conn conn_t;
 typedef struct agent agent_t;
@@ -139,6 +143,8 @@ struct job {
     uint32_t *sa_support;
     uint32_t sa_k, sa_t, sa_topk, sa_sent, sa_degree;
     double sa_clip, sa_wmax;
+    double *sa_w3;      /* U3's public weights (ascending ids), at stage 3's end */
+    uint32_t sa_n3;     /* |U3| */
 };
 
 /* Rejection reasons counted for metrics. */

@@ -27,6 +27,9 @@ void coord_saround_close(job_t *j)
     j->sa_members = NULL;
     sfl__free(j->sa_support);
     j->sa_support = NULL;
+    sfl__free(j->sa_w3);
+    j->sa_w3 = NULL;
+    j->sa_n3 = 0;
     j->sa_sent = 0;
 }
 
@@ -64,20 +67,22 @@ int coord_saround_prepare(job_t *j)
     if ((j->sa_members = sfl__calloc(n, sizeof(*j->sa_members))) == NULL ||
         (j->sa_support = sfl__calloc(size < d ? size : d, sizeof(uint32_t))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the secure aggregation round");
-    j->sa_wmax = s->sa_max_weight;
+    /* The operator's cap, never what the agents declare: one agent declaring
+     * 1e9 samples would otherwise quantize every honest weight to ~0. */
+    j->sa_wmax = s->sa_max_weight > 0 ? s->sa_max_weight : COORD_SA_MAX_WEIGHT;
     for (uint32_t i = 0; i < n; i++) {
         const agent_t *a = coord_agent_find(j->co, r->members[i].agent);
+        double w;
 
         if (a == NULL)
             return sfl__fail(SFL_EINVAL, "agent %llu of the cohort is unknown",
                              (unsigned long long)r->members[i].agent);
         j->sa_members[i].agent_id = a->id;
-        memcpy(j->sa_members[i].pk, a->pk, SFL_MSG_KEY_BYTES);
-        if (s->sa_max_weight == 0 && (double)a->ds.samples > j->sa_wmax)
-            j->sa_wmax = (double)a->ds.samples;
+        memcpy(j->sa_members[i].pk, a->pk, sizeof(j->sa_members[i].pk));
+        /* public, signed into the task: the declared samples, capped */
+        w = a->ds.samples > 1 ? (double)a->ds.samples : 1.0;
+        j->sa_members[i].weight = w < j->sa_wmax ? w : j->sa_wmax;
     }
-    if (!(j->sa_wmax > 0))
-        j->sa_wmax = 1;
     if ((rc = sfl_sa_support(j->model.global, d, size, r->nonce, j->sa_support, &j->sa_k)) < 0)
         return rc;
     j->sa_topk = topk;
@@ -108,7 +113,7 @@ int coord_saround_start(job_t *j)
         memcpy(m[i].pk, j->sa_members[i].pk, SFL_SEAL_PK_BYTES);
     }
     r = (sfl_sa_round_t){.job = j->id, .round = j->rnd.round, .attempt = j->wire_attempt,
-                         .len = j->sa_k + 2 + SFL_SA_METRIC_WORDS, .t = j->sa_t,
+                         .len = j->sa_k + SFL_SA_EXTRA_WORDS, .t = j->sa_t,
                          .n = j->rnd.nmembers,
                          .degree = j->sa_degree, .members = m};
     memcpy(r.nonce, j->rnd.nonce, sizeof(r.nonce));
@@ -170,6 +175,28 @@ int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_b
     return 0;
 }
 
+/* U3's public weights (the sum's divisor and bound), from the cohort's:
+ * both lists ascending. */
+static int u3_weights(job_t *j, const uint64_t *u3, uint32_t n3)
+{
+    uint32_t m = 0;
+
+    sfl__free(j->sa_w3);
+    j->sa_n3 = 0;
+    if ((j->sa_w3 = sfl__calloc(n3 ? n3 : 1, sizeof(double))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for U3's weights");
+    for (uint32_t i = 0; i < n3; i++) {
+        while (m < j->rnd.nmembers && j->sa_members[m].agent_id < u3[i])
+            m++;
+        if (m == j->rnd.nmembers || j->sa_members[m].agent_id != u3[i])
+            return sfl__fail(SFL_EINVAL, "secure aggregation: input of %llu, not a member",
+                             (unsigned long long)u3[i]);
+        j->sa_w3[i] = j->sa_members[m].weight;
+    }
+    j->sa_n3 = n3;
+    return 0;
+}
+
 /* Ends the server's stage before phase p (1..4) and sends stage p + 1 to
  * the members still in. */
 static int next_stage(job_t *j, uint32_t p)
@@ -202,7 +229,9 @@ static int next_stage(job_t *j, uint32_t p)
         st.nclients = n;
         break;
     case 3:
-        rc = sfl_sa_server_end_inputs(j->sa, &ids, &n);
+        if ((rc = sfl_sa_server_end_inputs(j->sa, &ids, &n)) < 0 ||
+            (rc = u3_weights(j, ids, n)) < 0)
+            return rc;
         st.clients = (uint64_t *)(uintptr_t)ids;
         st.nclients = n;
         break;
@@ -384,7 +413,6 @@ out:
     sfl_msg_sa_answer_free(m);
 }
 
-_Static_assert(SFL_MSG_SA_EXTRA == 2 + SFL_SA_METRIC_WORDS, "the wire's masked input limit");
 
 /* The round's figures from the cohort's summed metrics (sfl/savec.h), as
  * mode 1's fold_metrics makes them from its sums (driver.c). */
@@ -406,7 +434,7 @@ static void sa_metrics(coord_round_metrics_t *o, const double *m)
 int coord_saround_fold(job_t *j)
 {
     coord_job_t *mj = &j->model;
-    uint32_t len = j->sa_k + 2 + SFL_SA_METRIC_WORDS, count = 0;
+    uint32_t len = j->sa_k + SFL_SA_EXTRA_WORDS, count = 0;
     uint32_t *sum = sfl__calloc(len, sizeof(uint32_t));
     double *mean = NULL, wsum, m[SFL_SA_METRICS];
     sfl_spvec_t *upd = NULL;
@@ -418,11 +446,19 @@ int coord_saround_fold(job_t *j)
         goto out;
     }
     if ((rc = sfl_sa_server_finish(j->sa, sum, &count)) < 0 ||
-        (rc = sfl_sa_quant_init(&qz, j->sa_clip, j->sa_wmax, j->rnd.nmembers)) < 0 ||
-        (rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count,
-                                 (uint32_t)mj->prob.dim, mean, &wsum)) < 0)
+        (rc = sfl_sa_quant_init(&qz, j->sa_clip, j->sa_wmax, j->rnd.nmembers)) < 0)
         goto out;
-    sfl_sa_metrics_decode(&qz, sum + j->sa_k + 2, m);
+    if (j->sa_w3 == NULL || count != j->sa_n3) {
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: a sum of %u inputs, U3 has %u", count,
+                       j->sa_n3);
+        goto out;
+    }
+    /* the divisor and the bounds from U3's public weights; out of bounds:
+     * the attempt fails and nothing is folded */
+    if ((rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count, j->sa_w3,
+                                 (uint32_t)mj->prob.dim, mean, &wsum)) < 0 ||
+        (rc = sfl_sa_metrics_decode(&qz, sum + j->sa_k + 1, count, m)) < 0)
+        goto out;
     sa_metrics(&j->work_metrics, m);
     for (size_t i = 0; i < mj->prob.dim; i++)
         mean[i] += mj->global[i];

@@ -484,7 +484,7 @@ static void test_msg_task_roundtrip(void **state)
     uint8_t *out = NULL;
     size_t n;
 
-    sfl_msg_sa_member_t mem[3] = {{4, {1}}, {9, {2}}, {12, {3}}};
+    sfl_msg_sa_member_t mem[3] = {{4, {1}, 100}, {9, {2}, 2.5}, {12, {3}, 1}};
     sfl_msg_sa_round_t sa = {.threshold = 2, .nmembers = 3, .members = mem,
                              .support_size = 20, .top_k = 10, .clip = 0.5, .max_weight = 100,
                              .degree = 2};
@@ -547,6 +547,17 @@ static void test_msg_task_roundtrip(void **state)
     sa.degree = 3; /* a Harary graph's degree is even */
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
     sa.degree = 2;
+    /* a member's public weight is in (0, max_weight] */
+    {
+        static const double bad[4] = {0, -1, 100.5, NAN};
+
+        for (int i = 0; i < 4; i++) {
+            mem[1].weight = bad[i];
+            assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+            assert_non_null(strstr(sfl_last_error(), "weight"));
+        }
+        mem[1].weight = 2.5;
+    }
     t.update_mode = SFL_UPDATE_MODE_SEALED; /* parameters without mode 2 */
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
     sfl_spvec_free(model);

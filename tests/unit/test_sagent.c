@@ -272,6 +272,7 @@ static void rfx_init(rfx_t *x, uint32_t t)
         assert_int_equal(sfl_identity_generate(&x->id[i]), 0);
         x->m[i].agent_id = (uint64_t)i + 1;
         memcpy(x->m[i].pk, x->id[i]->pk, SFL_MSG_KEY_BYTES);
+        x->m[i].weight = i < 5 ? 2.0 * (i + 1) : 10; /* public: 2, 4, .., 10 */
         sm[i].id = x->m[i].agent_id;
         memcpy(sm[i].pk, x->m[i].pk, sizeof(sm[i].pk));
     }
@@ -404,7 +405,9 @@ static void rfx_round(rfx_t *x, const double *v, uint32_t *sum)
         assert_int_equal(st.nboxes, x->lim.max_items - 1);
         rfx_stage(x, i, &st); /* held until the update */
         sfl__free(st.boxes);
-        rfx_update(x, i, v[i], 5); /* decrypts its FN - 1 boxes, answers */
+        /* decrypts its FN - 1 boxes, answers; member 1 trained on (says it
+         * had) 1e9 samples: its input is scaled by its public weight */
+        rfx_update(x, i, v[i], i == 1 ? 1000000000 : 5);
     }
     assert_int_equal(sfl_sa_server_end_inputs(x->sa, &u3, &n), 0);
     assert_int_equal(n, FN);
@@ -428,7 +431,7 @@ static void test_sagent_full_inbox(void **state)
 {
     const double v[FN] = {0.25, -0.5, 0.125, 0.75, -0.25, 0.5, 0, 0.375};
     uint32_t sum[D + SFL_SA_EXTRA_WORDS];
-    double mean[D], wsum, want = 0;
+    double mean[D], wsum, want = 0, w[FN], rsum = 0, m[SFL_SA_METRICS];
     sfl_sa_quant_t q;
     rfx_t x;
 
@@ -439,11 +442,19 @@ static void test_sagent_full_inbox(void **state)
     /* the boxes arrived intact (every agent decrypted FN - 1 of them) and
      * the sum is the cohort's mean */
     assert_int_equal(sfl_sa_quant_init(&q, 1, 10, FN), 0);
-    assert_int_equal(sfl_sa_server_mean(&q, sum, x.support, x.k, FN, D, mean, &wsum), 0);
-    for (int i = 0; i < FN; i++)
-        want += v[i] / FN;
+    for (int i = 0; i < FN; i++) {
+        w[i] = x.m[i].weight;
+        rsum += w[i] / 10;
+        want += w[i] / 10 * v[i];
+    }
+    want /= rsum;
+    assert_int_equal(sfl_sa_server_mean(&q, sum, x.support, x.k, FN, w, D, mean, &wsum), 0);
+    assert_true(wsum == rsum);
     for (uint32_t s = 0; s < x.k; s++)
         assert_true(fabs(mean[x.support[s]] - want) < 1e-6);
+    /* the metrics: the samples each trained on, summed */
+    assert_int_equal(sfl_sa_metrics_decode(&q, sum + x.k + 1, FN, m), 0);
+    assert_true(m[0] == 1000000000.0 + 5 * (FN - 1));
     rfx_free(&x);
 }
 

@@ -195,10 +195,12 @@ int sfl_msg_subscribe_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_l
 typedef struct sfl_msg_sa_member {
     uint64_t agent_id; /* > 0 */
     uint8_t pk[SFL_MSG_KEY_BYTES];
+    double weight;     /* its public aggregation weight, in (0, max_weight] */
 } sfl_msg_sa_member_t;
 
-/* Task.secagg: threshold > nmembers / 2; members strictly ascending;
- * support_size, top_k >= 1; clip, max_weight finite and > 0. */
+/* Task.secagg: threshold > nmembers / 2; members strictly ascending, each
+ * weight finite in (0, max_weight]; support_size, top_k >= 1; clip,
+ * max_weight finite and > 0. */
 typedef struct sfl_msg_sa_round {
     uint32_t threshold;
     uint32_t nmembers;
