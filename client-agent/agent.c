@@ -1723,7 +1723,11 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
     a->sa = NULL;
     pol = (sfl_sa_policy_t){.min_n = (uint32_t)a->cfg.secagg_min_cohort,
                             .min_t = (uint32_t)a->cfg.secagg_min_threshold,
-                            .min_degree = (uint32_t)a->cfg.secagg_min_degree};
+                            .min_degree = (uint32_t)a->cfg.secagg_min_degree,
+                            .max_colluders =
+                                a->cfg.secagg_max_colluders == AGENT_COLLUDERS_THIRD
+                                    ? SFL_SA_COLLUDERS_THIRD
+                                    : (uint32_t)a->cfg.secagg_max_colluders};
     rc = agent_sa_begin(t, a->agent_id, a->id, &pol, &a->sa, &buf, &len);
     if (rc < 0) {
         refuse(a, t, sfl_last_error());

@@ -172,6 +172,7 @@ static void task_init(tfx_t *x)
         assert_int_equal(sfl_identity_generate(&x->id[i]), 0);
         x->m[i].agent_id = (uint64_t)i + 1;
         memcpy(x->m[i].pk, x->id[i]->pk, SFL_MSG_KEY_BYTES);
+        x->m[i].weight = 10;
     }
     x->sr = (sfl_msg_sa_round_t){.threshold = 4, .nmembers = 5, .members = x->m,
                                  .support_size = 4, .top_k = 2, .clip = 1,
@@ -233,7 +234,29 @@ static void test_sagent_begin_floor(void **state)
     x.sr.degree = 0;
     x.sr.threshold = 2; /* not above half */
     assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
+    /* n / 2 + 1 = 3 of 5: a coordinator with floor(5 / 3) = 1 colluder
+     * could gather 3 signatures over each of two U3 sets (issue 23 finding
+     * 5): refused by default; the default threshold 4 = floor(10 / 3) + 1
+     * was taken above; an agent that assumes no colluder takes 3 */
+    x.sr.threshold = 3;
+    assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "colluders"));
+    assert_null(c);
+    pol.max_colluders = 0;
+    assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), 0);
+    sfl_msg_buf_free(ans);
+    agent_sa_free(c);
+    c = NULL;
+    ans = NULL;
+    pol.max_colluders = 2; /* t > (5 + 2) / 2: 4 is taken, 3 not */
+    assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
     x.sr.threshold = 4;
+    assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), 0);
+    sfl_msg_buf_free(ans);
+    agent_sa_free(c);
+    c = NULL;
+    ans = NULL;
+    sfl_sa_policy_default(&pol);
     assert_int_equal(agent_sa_begin(&x.t, 9, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
     x.t.secagg = NULL;
     assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
