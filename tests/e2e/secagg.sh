@@ -63,6 +63,9 @@ secure_aggregation = 1
 secagg_support = 100
 secagg_topk = 100
 secagg_clip = 100
+# every agent holds 80 rows: weights at full scale (the default cap of
+# 10,000 would quantize them at 80 / 10,000 of it)
+secagg_max_weight = 80
 secagg_degree = ${SECAGG_DEGREE:-16}
 EOF2
 } > "$t/coordinator.ini"
@@ -138,6 +141,7 @@ secure_aggregation = $2
 secagg_support = 100
 secagg_topk = 100
 secagg_clip = 100
+secagg_max_weight = 80
 EOF2
 }
 run_pair_job() { # $1 = job id, $2 = name, $3 = secure_aggregation
