@@ -385,8 +385,17 @@ static void rfx_update(rfx_t *x, int i, double v, uint64_t samples)
 }
 
 /* Stages 1 to 5 with every agent, updates v[i]; the sum of U3's inputs
- * into sum (k + SFL_SA_EXTRA_WORDS words). */
+ * into sum (k + SFL_SA_EXTRA_WORDS words). Agent `hostile` (-1: none) is
+ * given a copy of the task in which its own weight is `hweight`: it speaks
+ * the whole protocol correctly and only scales its input wrongly. */
+static void rfx_round_h(rfx_t *x, const double *v, uint32_t *sum, int hostile, double hweight);
+
 static void rfx_round(rfx_t *x, const double *v, uint32_t *sum)
+{
+    rfx_round_h(x, v, sum, -1, 0);
+}
+
+static void rfx_round_h(rfx_t *x, const double *v, uint32_t *sum, int hostile, double hweight)
 {
     const sfl_sa_adv_t *u1;
     const uint64_t *u2, *u3;
@@ -398,11 +407,20 @@ static void rfx_round(rfx_t *x, const double *v, uint32_t *sum)
 
     sfl_sa_policy_default(&pol);
     for (int i = 0; i < FN; i++) {
+        sfl_msg_sa_member_t m[FN];
+        sfl_msg_sa_round_t sr = x->sr;
+        sfl_task_t t = x->t;
         uint8_t *ans = NULL;
         size_t len = 0;
 
-        assert_int_equal(agent_sa_begin(&x->t, (uint64_t)i + 1, x->id[i], &pol, &x->c[i],
-                                        &ans, &len), 0);
+        if (i == hostile) {
+            memcpy(m, x->m, sizeof(m));
+            m[i].weight = hweight;
+            sr.members = m;
+            t.secagg = &sr;
+        }
+        assert_int_equal(agent_sa_begin(&t, (uint64_t)i + 1, x->id[i], &pol, &x->c[i], &ans,
+                                        &len), 0);
         rfx_take(x, ans, len);
     }
     assert_int_equal(sfl_sa_server_end_adv(x->sa, &u1, &n), 0);
@@ -481,12 +499,49 @@ static void test_sagent_full_inbox(void **state)
     rfx_free(&x);
 }
 
+/* Issue 23 finding 2 through the real protocol: a member that inflates its
+ * own weight (its public weight 2 of max_weight 10; it scales as if 10)
+ * while every stage it speaks is valid: the masks hide it, the shares open,
+ * and the sum is refused as out of bounds before anything would be folded,
+ * named as not attributable. Honest, the same round decodes. */
+static void test_sagent_inflated_weight(void **state)
+{
+    const double v[FN] = {0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75};
+    uint32_t sum[D + SFL_SA_EXTRA_WORDS];
+    double mean[D], wsum, w[FN];
+    sfl_sa_quant_t q;
+
+    (void)state;
+    assert_int_equal(sfl_sa_quant_init(&q, 1, 10, FN), 0);
+    for (int hostile = -1; hostile <= 0; hostile++) {
+        rfx_t x;
+
+        rfx_init(&x, 6);
+        for (int i = 0; i < FN; i++)
+            x.m[i].weight = w[i] = 2; /* rho 0.2 each */
+        rfx_round_h(&x, v, sum, hostile, 10);
+        int rc = sfl_sa_server_mean(&q, sum, x.support, x.k, FN, w, D, mean, &wsum);
+        if (hostile < 0) {
+            assert_int_equal(rc, 0);
+            for (uint32_t s = 0; s < x.k; s++)
+                assert_true(fabs(mean[x.support[s]] - 0.75) < 1e-6);
+        } else {
+            /* 7 x 0.2 x 0.75 + 1 x 0.75 = 2.1 > 8 x 0.2 = 1.6 (x clip 2^f) */
+            assert_int_equal(rc, SFL_ERANGE);
+            assert_non_null(strstr(sfl_last_error(), "secure sum out of bounds"));
+            assert_non_null(strstr(sfl_last_error(), "not attributable"));
+        }
+        rfx_free(&x);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sagent_state, setup, teardown),
         cmocka_unit_test(test_sagent_begin_floor),
         cmocka_unit_test(test_sagent_full_inbox),
+        cmocka_unit_test(test_sagent_inflated_weight),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
