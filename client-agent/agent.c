@@ -1744,6 +1744,10 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
         a->sa = NULL;
         return from;
     }
+    if (a->cfg.secagg_test_weight) {
+        agent_sa_test_weight(a->sa, (double)a->cfg.secagg_test_weight);
+        say(a, "warn", "secagg_test_weight", "weight=%" PRIu64, a->cfg.secagg_test_weight);
+    }
     sa_send(a, 0, buf, len, 1, "keys");
     say(a, "info", "secagg_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "
         "threshold=%u degree=%u", t->job_id, t->round, t->attempt, t->secagg->nmembers,

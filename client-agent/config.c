@@ -51,6 +51,7 @@ static const struct {
     {"secagg_min_threshold", offsetof(agent_config_t, secagg_min_threshold)},
     {"secagg_min_degree", offsetof(agent_config_t, secagg_min_degree)},
     {"secagg_max_colluders", offsetof(agent_config_t, secagg_max_colluders)},
+    {"secagg_test_weight", offsetof(agent_config_t, secagg_test_weight)},
 };
 
 int agent_config_set(agent_config_t *c, const char *key, const char *v)

@@ -41,6 +41,8 @@ typedef struct agent_config {
                                   aggregation stage (1..5); 0 = never */
     uint64_t secagg_min_cohort, secagg_min_threshold, secagg_min_degree; /* the agent's floor */
     uint64_t secagg_max_colluders; /* c: t > (n + c) / 2; AGENT_COLLUDERS_THIRD: n / 3 */
+    uint64_t secagg_test_weight;   /* tests only: scale the input as if this were the
+                                      agent's public weight (a hostile member); 0 = never */
 } agent_config_t;
 
 void agent_config_default(agent_config_t *c);

@@ -260,6 +260,11 @@ static int input(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer, 
     return rc;
 }
 
+void agent_sa_test_weight(agent_sa_t *c, double w)
+{
+    c->weight = w;
+}
+
 int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
                     const sfl_client_report_t *rep, double *resid, uint8_t **answer,
                     size_t *len)

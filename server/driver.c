@@ -647,6 +647,10 @@ static void agg_finish(job_t *j)
             fail_job(j, why);
         }
         step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
+        /* the reason the attempt failed says why (a secure sum out of
+         * bounds, say), not only that it did */
+        snprintf(j->rnd.reason, sizeof(j->rnd.reason), "aggregation failed: %.100s",
+                 j->work_err);
         attempt_failed(j);
     }
     coord_job_release(j);

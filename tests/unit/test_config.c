@@ -170,7 +170,7 @@ static void test_config_known_matches_set(void **state)
         "data", "eval_file", "eval_fraction", "conditions", "backoff_min_ms",
         "backoff_max_ms", "connect_timeout_ms", "heartbeat_ms", "ids_file", "dp_test_noise",
         "secagg_test_stop", "secagg_min_cohort", "secagg_min_threshold", "secagg_min_degree",
-        "secagg_max_colluders", "max_epsilon"};
+        "secagg_max_colluders", "secagg_test_weight", "max_epsilon"};
     agent_config_t c;
 
     (void)state;
