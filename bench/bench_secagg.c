@@ -191,7 +191,7 @@ static int bytes_table(uint32_t n, uint32_t t, const uint32_t *ks, int nk)
     sfl_rng_seed(&rng, 42, 0, 0, SFL_STREAM_DATA);
     for (int a = 0; a < nk; a++) {
         size_t up[5], dn[6];
-        size_t upt = up_bytes(n, 2 * (uint64_t)ks[a] + 2 + SFL_SA_METRIC_WORDS, up);
+        size_t upt = up_bytes(n, 2 * (uint64_t)ks[a] + SFL_SA_EXTRA_WORDS, up);
         size_t dnt = down_bytes(n, dn);
 
         printf("bench_secagg_msgs n=%u t=%u k=%u st=%u up_adv=%zu up_shares=%zu up_input=%zu "
@@ -225,7 +225,7 @@ static int bytes_table(uint32_t n, uint32_t t, const uint32_t *ks, int nk)
             sfl_spvec_free(v);
             if (rc < 0)
                 break;
-            size_t m2 = up_bytes(n, 2 * (uint64_t)k + 2 + SFL_SA_METRIC_WORDS, up);
+            size_t m2 = up_bytes(n, 2 * (uint64_t)k + SFL_SA_EXTRA_WORDS, up);
             size_t m2d = down_bytes(n, dn);
             size_t dense = up_bytes(n, d, up);
 
@@ -510,7 +510,7 @@ static void print_agent(const cohort_t *co, uint32_t k, uint32_t len, uint32_t d
 
 static int cpu_rounds(const cohort_t *co, const prim_t *p, uint32_t k)
 {
-    uint32_t len = 2 * k + 2 + SFL_SA_METRIC_WORDS, n = co->n;
+    uint32_t len = 2 * k + SFL_SA_EXTRA_WORDS, n = co->n;
     uint32_t drops = n - co->t < DROPS ? n - co->t : DROPS;
     uint32_t *q = calloc(len, sizeof(*q));
     uint8_t *drop = calloc(n, 1);

@@ -1742,7 +1742,11 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
     a->sa = NULL;
     pol = (sfl_sa_policy_t){.min_n = (uint32_t)a->cfg.secagg_min_cohort,
                             .min_t = (uint32_t)a->cfg.secagg_min_threshold,
-                            .min_degree = (uint32_t)a->cfg.secagg_min_degree};
+                            .min_degree = (uint32_t)a->cfg.secagg_min_degree,
+                            .max_colluders =
+                                a->cfg.secagg_max_colluders == AGENT_COLLUDERS_THIRD
+                                    ? SFL_SA_COLLUDERS_THIRD
+                                    : (uint32_t)a->cfg.secagg_max_colluders};
     rc = agent_sa_begin(t, a->agent_id, a->id, &pol, &a->sa, &buf, &len);
     if (rc < 0) {
         refuse(a, t, sfl_last_error());
@@ -1758,6 +1762,10 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
         agent_sa_free(a->sa);
         a->sa = NULL;
         return from;
+    }
+    if (a->cfg.secagg_test_weight) {
+        agent_sa_test_weight(a->sa, (double)a->cfg.secagg_test_weight);
+        say(a, "warn", "secagg_test_weight", "weight=%" PRIu64, a->cfg.secagg_test_weight);
     }
     sa_send(a, 0, buf, len, 1, "keys");
     say(a, "info", "secagg_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "

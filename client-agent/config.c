@@ -22,6 +22,7 @@ void agent_config_default(agent_config_t *c)
     c->secagg_min_cohort = 3;
     c->secagg_min_threshold = 2;
     c->secagg_min_degree = 16;
+    c->secagg_max_colluders = AGENT_COLLUDERS_THIRD;
 }
 
 static const struct {
@@ -49,6 +50,8 @@ static const struct {
     {"secagg_min_cohort", offsetof(agent_config_t, secagg_min_cohort)},
     {"secagg_min_threshold", offsetof(agent_config_t, secagg_min_threshold)},
     {"secagg_min_degree", offsetof(agent_config_t, secagg_min_degree)},
+    {"secagg_max_colluders", offsetof(agent_config_t, secagg_max_colluders)},
+    {"secagg_test_weight", offsetof(agent_config_t, secagg_test_weight)},
 };
 
 int agent_config_set(agent_config_t *c, const char *key, const char *v)
@@ -62,6 +65,10 @@ int agent_config_set(agent_config_t *c, const char *key, const char *v)
             return sfl__fail(SFL_EINVAL, "%s: value longer than %zu characters", key,
                              strings[i].cap - 1);
         memcpy((char *)c + strings[i].off, v, n + 1);
+        return 0;
+    }
+    if (strcmp(key, "secagg_max_colluders") == 0 && strcmp(v, "n/3") == 0) {
+        c->secagg_max_colluders = AGENT_COLLUDERS_THIRD;
         return 0;
     }
     for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
@@ -190,6 +197,8 @@ int agent_config_check(const agent_config_t *c)
         return sfl__fail(SFL_EINVAL, "secagg_min_cohort (3 to 65535), secagg_min_threshold "
                          "and secagg_min_degree (2 to 65535): a smaller secure aggregation "
                          "reveals too much");
+    if (c->secagg_max_colluders != AGENT_COLLUDERS_THIRD && c->secagg_max_colluders > 65535)
+        return sfl__fail(SFL_EINVAL, "secagg_max_colluders: 0 to 65535, or n/3 (the default)");
     if (c->backoff_min_ms == 0 || c->backoff_max_ms < c->backoff_min_ms)
         return sfl__fail(SFL_EINVAL, "backoff: need 0 < backoff_min_ms <= backoff_max_ms");
     if (c->connect_timeout_ms == 0 || c->heartbeat_ms == 0)

@@ -9,6 +9,7 @@
 #include "sfl/error.h"
 
 #define AGENT_PATH_MAX 1024
+#define AGENT_COLLUDERS_THIRD UINT64_MAX /* secagg_max_colluders = n/3 (the default) */
 #define AGENT_MAX_CONDITIONS 8
 /* How to get the right coordinator_pk, for errors about it. */
 #define AGENT_PK_HINT                                                                  \
@@ -39,6 +40,9 @@ typedef struct agent_config {
     uint64_t secagg_test_stop; /* tests only: SIGKILL itself at this secure
                                   aggregation stage (1..5); 0 = never */
     uint64_t secagg_min_cohort, secagg_min_threshold, secagg_min_degree; /* the agent's floor */
+    uint64_t secagg_max_colluders; /* c: t > (n + c) / 2; AGENT_COLLUDERS_THIRD: n / 3 */
+    uint64_t secagg_test_weight;   /* tests only: scale the input as if this were the
+                                      agent's public weight (a hostile member); 0 = never */
 } agent_config_t;
 
 void agent_config_default(agent_config_t *c);

@@ -23,6 +23,7 @@ struct agent_sa {
     uint32_t *support;         /* S_t, k indices */
     double *global;            /* the task's model, d entries */
     sfl_sa_quant_t quant;
+    double weight;             /* this member's public weight (the task's) */
     sfl_sa_client_t *c;
     uint32_t *q;               /* the quantized input and metrics once trained */
     int trained;
@@ -41,7 +42,7 @@ void agent_sa_free(agent_sa_t *c)
     sfl__free(c->support);
     sfl__free(c->global);
     if (c->q != NULL)
-        sodium_memzero(c->q, ((size_t)c->k + 2 + SFL_SA_METRIC_WORDS) * sizeof(uint32_t));
+        sodium_memzero(c->q, ((size_t)c->k + SFL_SA_EXTRA_WORDS) * sizeof(uint32_t));
     sfl__free(c->q);
     sfl_msg_sa_stage_clear(&c->held);
     sfl__free(c);
@@ -208,16 +209,18 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
                              &c->k)) < 0 ||
         (rc = sfl_sa_quant_init(&c->quant, sr->clip, sr->max_weight, sr->nmembers)) < 0)
         goto fail;
-    if ((c->q = sfl__calloc((size_t)c->k + 2 + SFL_SA_METRIC_WORDS, sizeof(uint32_t))) == NULL) {
+    if ((c->q = sfl__calloc((size_t)c->k + SFL_SA_EXTRA_WORDS, sizeof(uint32_t))) == NULL) {
         rc = SFL_ENOMEM;
         goto fail;
     }
     for (uint32_t i = 0; i < sr->nmembers; i++) {
         c->members[i].id = sr->members[i].agent_id;
-        memcpy(c->members[i].pk, sr->members[i].pk, SFL_SEAL_PK_BYTES);
+        memcpy(c->members[i].pk, sr->members[i].pk, sizeof(c->members[i].pk));
+        if (sr->members[i].agent_id == agent_id)
+            c->weight = sr->members[i].weight;
     }
     r = (sfl_sa_round_t){.job = t->job_id, .round = t->round, .attempt = t->attempt,
-                         .len = c->k + 2 + SFL_SA_METRIC_WORDS, .t = sr->threshold,
+                         .len = c->k + SFL_SA_EXTRA_WORDS, .t = sr->threshold,
                          .n = sr->nmembers,
                          .degree = sr->degree, .members = c->members};
     memcpy(r.nonce, t->round_nonce, sizeof(r.nonce));
@@ -228,9 +231,9 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
     c->r = r;
     c->ident = id;
     m.keys.agent_id = adv.id;
-    memcpy(m.keys.c_pk, adv.c_pk, 32);
-    memcpy(m.keys.s_pk, adv.s_pk, 32);
-    memcpy(m.keys.sig, adv.sig, SFL_MSG_SIG_BYTES);
+    memcpy(m.keys.c_pk, adv.c_pk, sizeof(m.keys.c_pk));
+    memcpy(m.keys.s_pk, adv.s_pk, sizeof(m.keys.s_pk));
+    memcpy(m.keys.sig, adv.sig, sizeof(m.keys.sig));
     if ((rc = answer_pack(c, NULL, &m, answer, len)) < 0)
         goto fail;
     *out = c;
@@ -253,8 +256,8 @@ static int input(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer, 
     for (uint32_t i = 0; i < st->nboxes; i++) {
         boxes[i].from = st->boxes[i].from;
         boxes[i].to = st->boxes[i].to;
-        memcpy(boxes[i].nonce, st->boxes[i].nonce, SFL_SA_BOX_NONCE);
-        memcpy(boxes[i].ct, st->boxes[i].ct, SFL_SA_BOX_BYTES);
+        memcpy(boxes[i].nonce, st->boxes[i].nonce, sizeof(boxes[i].nonce));
+        memcpy(boxes[i].ct, st->boxes[i].ct, sizeof(boxes[i].ct));
     }
     rc = sfl_sa_client_input(c->c, st->clients, st->nclients, boxes, st->nboxes, c->q, &in);
     sfl__free(boxes);
@@ -262,10 +265,15 @@ static int input(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer, 
         return rc;
     m.nmasked = in.len;
     m.masked = in.y;
-    memcpy(m.sig, in.sig, SFL_MSG_SIG_BYTES);
+    memcpy(m.sig, in.sig, sizeof(m.sig));
     rc = answer_pack(c, st, &m, answer, len);
     sfl_sa_input_clear(&in);
     return rc;
+}
+
+void agent_sa_test_weight(agent_sa_t *c, double w)
+{
+    c->weight = w;
 }
 
 int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
@@ -303,9 +311,9 @@ int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
     sfl_rng_seed(&rng, s, c->round, c->agent_id, SFL_STREAM_SECAGG);
     if ((rc = sfl_topk_ws_reserve(&ws, c->k ? c->k : 1)) < 0 ||
         (rc = sfl_sa_client_vector(&c->quant, delta, resid, c->d, c->support, c->k, c->topk,
-                                   (double)samples, &rng, &ws, vals, c->q)) < 0)
+                                   c->weight, &rng, &ws, vals, c->q)) < 0)
         goto out;
-    sfl_sa_metrics_encode(&c->quant, m, c->q + c->k + 2);
+    sfl_sa_metrics_encode(&c->quant, m, c->q + c->k + 1);
     c->trained = 1;
     if (c->holding) {
         rc = input(c, &c->held, answer, len);
@@ -338,16 +346,16 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
             return SFL_ENOMEM;
         for (uint32_t i = 0; i < st->nkeys; i++) {
             advs[i].id = st->keys[i].agent_id;
-            memcpy(advs[i].c_pk, st->keys[i].c_pk, 32);
-            memcpy(advs[i].s_pk, st->keys[i].s_pk, 32);
-            memcpy(advs[i].sig, st->keys[i].sig, SFL_MSG_SIG_BYTES);
+            memcpy(advs[i].c_pk, st->keys[i].c_pk, sizeof(advs[i].c_pk));
+            memcpy(advs[i].s_pk, st->keys[i].s_pk, sizeof(advs[i].s_pk));
+            memcpy(advs[i].sig, st->keys[i].sig, sizeof(advs[i].sig));
         }
         rc = sfl_sa_client_share(c->c, advs, st->nkeys, &sh);
         sfl__free(advs);
         if (rc < 0)
             return rc;
         memcpy(m.commitment, sh.commit, SFL_SA_HASH);
-        memcpy(m.sig, sh.sig, SFL_MSG_SIG_BYTES);
+        memcpy(m.sig, sh.sig, sizeof(m.sig));
         m.nboxes = sh.nboxes;
         if ((m.boxes = sfl__calloc(sh.nboxes ? sh.nboxes : 1, sizeof(*m.boxes))) == NULL) {
             sfl_sa_shares_clear(&sh);
@@ -356,8 +364,8 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
         for (uint32_t i = 0; i < sh.nboxes; i++) {
             m.boxes[i].from = sh.boxes[i].from;
             m.boxes[i].to = sh.boxes[i].to;
-            memcpy(m.boxes[i].nonce, sh.boxes[i].nonce, SFL_MSG_SA_NONCE);
-            memcpy(m.boxes[i].ct, sh.boxes[i].ct, SFL_MSG_SA_CT);
+            memcpy(m.boxes[i].nonce, sh.boxes[i].nonce, sizeof(m.boxes[i].nonce));
+            memcpy(m.boxes[i].ct, sh.boxes[i].ct, sizeof(m.boxes[i].ct));
         }
         sfl_sa_shares_clear(&sh);
         rc = answer_pack(c, st, &m, answer, len);
@@ -387,7 +395,7 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
 
         if ((rc = sfl_sa_client_consist(c->c, st->clients, st->nclients, &cs)) < 0)
             return rc;
-        memcpy(m.sig, cs.sig, SFL_MSG_SIG_BYTES);
+        memcpy(m.sig, cs.sig, sizeof(m.sig));
         return answer_pack(c, st, &m, answer, len);
     }
     case 5: {
@@ -403,14 +411,14 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
         }
         for (uint32_t i = 0; i < st->nsigs; i++) {
             sigs[i].id = st->sigs[i].agent_id;
-            memcpy(sigs[i].sig, st->sigs[i].sig, SFL_MSG_SIG_BYTES);
+            memcpy(sigs[i].sig, st->sigs[i].sig, sizeof(sigs[i].sig));
         }
         rc = sfl_sa_client_unmask(c->c, sigs, st->nsigs, rv, &nr);
         for (uint32_t i = 0; rc == 0 && i < nr; i++) {
             m.reveals[i].of = rv[i].of;
             m.reveals[i].self_mask = rv[i].type == 'b';
             m.reveals[i].x = rv[i].share.x;
-            memcpy(m.reveals[i].y, rv[i].share.y, 32);
+            memcpy(m.reveals[i].y, rv[i].share.y, sizeof(m.reveals[i].y));
         }
         m.nreveals = nr;
         if (rc == 0)

@@ -40,7 +40,13 @@ extern const agent_sa_hooks_t *agent_sa_test_hooks;
 int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t *id,
                    const sfl_sa_policy_t *pol, agent_sa_t **out, uint8_t **answer,
                    size_t *len) SFL_MUST_CHECK;
-/* The round's update (the model the agent trained to; samples its weight):
+/* Tests only (agent.ini secagg_test_weight): the input is scaled as if
+ * the member's public weight were w, as a hostile member that inflates its
+ * weight would (docs/security.md). */
+void agent_sa_test_weight(agent_sa_t *c, double w);
+/* The round's update (the model the agent trained to; samples its count,
+ * for the metrics only: the input is scaled by the member's public weight
+ * in the task):
  * the change on S_t with the error-feedback residual resid (d entries, the
  * job's, kept across rounds by the caller: zero at first), quantized, and
  * the training's figures rep as the round's metric words (sfl/savec.h); a

@@ -28,6 +28,10 @@
 
 /* Specs are stored as packed CreateJobRequests; a spec is a few KiB. */
 #define SPEC_MAX 65536
+/* A secure aggregation job's max_weight when its spec leaves
+ * secagg_max_weight unset (docs/configuration.md): members that declared
+ * more samples count as this many. */
+#define COORD_SA_MAX_WEIGHT 10000.0
 
 typedef struct conn conn_t;
 typedef struct agent agent_t;
@@ -149,6 +153,8 @@ struct job {
     /* Quarantined members, ascending agent id (quarantine.c). */
     coord_quar_t *quar;
     size_t nquar;
+    double *sa_w3;      /* U3's public weights (ascending ids), at stage 3's end */
+    uint32_t sa_n3;     /* |U3| */
 };
 
 /* Rejection reasons counted for metrics. */
@@ -389,6 +395,14 @@ void coord_saround_sync(job_t *j);
 /* Thread pool: unmask, fold global + the mean change. */
 int coord_saround_fold(job_t *j) SFL_MUST_CHECK;
 void coord_saround_close(job_t *j);
+/* The members' SecAggAnswer into the server's struct for its stage (the
+ * server's verdict), and the boxes of stage 2 for member v in the wire's
+ * struct (*out owned, sfl__free; *n of them): the forwarding path, a box
+ * copied exactly (sfl/msg.h asserts the sizes agree). */
+struct sfl_sa_server;
+int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m) SFL_MUST_CHECK;
+int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_box_t **out,
+                        uint32_t *n) SFL_MUST_CHECK;
 void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
 /* agentsvc.c: Join and Subscribe. */

@@ -656,6 +656,10 @@ static void agg_finish(job_t *j)
             fail_job(j, why);
         }
         step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
+        /* the reason the attempt failed says why (a secure sum out of
+         * bounds, say), not only that it did */
+        snprintf(j->rnd.reason, sizeof(j->rnd.reason), "aggregation failed: %.100s",
+                 j->work_err);
         if (j->model.spec.secagg) {
             uint64_t culprit = coord_quarantine_culprit_of(j->work_err);
 

@@ -27,6 +27,9 @@ void coord_saround_close(job_t *j)
     j->sa_members = NULL;
     sfl__free(j->sa_support);
     j->sa_support = NULL;
+    sfl__free(j->sa_w3);
+    j->sa_w3 = NULL;
+    j->sa_n3 = 0;
     j->sa_sent = 0;
 }
 
@@ -64,20 +67,22 @@ int coord_saround_prepare(job_t *j)
     if ((j->sa_members = sfl__calloc(n, sizeof(*j->sa_members))) == NULL ||
         (j->sa_support = sfl__calloc(size < d ? size : d, sizeof(uint32_t))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the secure aggregation round");
-    j->sa_wmax = s->sa_max_weight;
+    /* The operator's cap, never what the agents declare: one agent declaring
+     * 1e9 samples would otherwise quantize every honest weight to ~0. */
+    j->sa_wmax = s->sa_max_weight > 0 ? s->sa_max_weight : COORD_SA_MAX_WEIGHT;
     for (uint32_t i = 0; i < n; i++) {
         const agent_t *a = coord_agent_find(j->co, r->members[i].agent);
+        double w;
 
         if (a == NULL)
             return sfl__fail(SFL_EINVAL, "agent %llu of the cohort is unknown",
                              (unsigned long long)r->members[i].agent);
         j->sa_members[i].agent_id = a->id;
-        memcpy(j->sa_members[i].pk, a->pk, SFL_MSG_KEY_BYTES);
-        if (s->sa_max_weight == 0 && (double)a->ds.samples > j->sa_wmax)
-            j->sa_wmax = (double)a->ds.samples;
+        memcpy(j->sa_members[i].pk, a->pk, sizeof(j->sa_members[i].pk));
+        /* public, signed into the task: the declared samples, capped */
+        w = a->ds.samples > 1 ? (double)a->ds.samples : 1.0;
+        j->sa_members[i].weight = w < j->sa_wmax ? w : j->sa_wmax;
     }
-    if (!(j->sa_wmax > 0))
-        j->sa_wmax = 1;
     if ((rc = sfl_sa_support(j->model.global, d, size, r->nonce, j->sa_support, &j->sa_k)) < 0)
         return rc;
     j->sa_topk = topk;
@@ -108,7 +113,7 @@ int coord_saround_start(job_t *j)
         memcpy(m[i].pk, j->sa_members[i].pk, SFL_SEAL_PK_BYTES);
     }
     r = (sfl_sa_round_t){.job = j->id, .round = j->rnd.round, .attempt = j->wire_attempt,
-                         .len = j->sa_k + 2 + SFL_SA_METRIC_WORDS, .t = j->sa_t,
+                         .len = j->sa_k + SFL_SA_EXTRA_WORDS, .t = j->sa_t,
                          .n = j->rnd.nmembers,
                          .degree = j->sa_degree, .members = m};
     memcpy(r.nonce, j->rnd.nonce, sizeof(r.nonce));
@@ -143,6 +148,55 @@ static void send_stage(job_t *j, agent_t *a, const sfl_msg_sa_stage_t *st)
     sfl_msg_buf_free(buf);
 }
 
+int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_box_t **out,
+                        uint32_t *n)
+{
+    sfl_sa_box_t *boxes = NULL;
+    uint32_t nb = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = sfl_sa_server_inbox(sa, v, &boxes, &nb)) < 0)
+        return rc;
+    if ((*out = sfl__calloc(nb ? nb : 1, sizeof(**out))) == NULL) {
+        sfl__free(boxes);
+        return sfl__fail(SFL_ENOMEM, "no memory for %u boxes", nb);
+    }
+    /* exactly the box: the two structs' fields have one size (sfl/msg.h) */
+    for (uint32_t k = 0; k < nb; k++) {
+        (*out)[k].from = boxes[k].from;
+        (*out)[k].to = boxes[k].to;
+        memcpy((*out)[k].nonce, boxes[k].nonce, sizeof((*out)[k].nonce));
+        memcpy((*out)[k].ct, boxes[k].ct, sizeof((*out)[k].ct));
+    }
+    *n = nb;
+    sfl__free(boxes);
+    return 0;
+}
+
+/* U3's public weights (the sum's divisor and bound), from the cohort's:
+ * both lists ascending. */
+static int u3_weights(job_t *j, const uint64_t *u3, uint32_t n3)
+{
+    uint32_t m = 0;
+
+    sfl__free(j->sa_w3);
+    j->sa_n3 = 0;
+    if ((j->sa_w3 = sfl__calloc(n3 ? n3 : 1, sizeof(double))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for U3's weights");
+    for (uint32_t i = 0; i < n3; i++) {
+        while (m < j->rnd.nmembers && j->sa_members[m].agent_id < u3[i])
+            m++;
+        if (m == j->rnd.nmembers || j->sa_members[m].agent_id != u3[i])
+            return sfl__fail(SFL_EINVAL, "secure aggregation: input of %llu, not a member",
+                             (unsigned long long)u3[i]);
+        j->sa_w3[i] = j->sa_members[m].weight;
+    }
+    j->sa_n3 = n3;
+    return 0;
+}
+
 /* Ends the server's stage before phase p (1..4) and sends stage p + 1 to
  * the members still in. */
 static int next_stage(job_t *j, uint32_t p)
@@ -163,9 +217,9 @@ static int next_stage(job_t *j, uint32_t p)
             return SFL_ENOMEM;
         for (uint32_t i = 0; i < n; i++) {
             st.keys[i].agent_id = u1[i].id;
-            memcpy(st.keys[i].c_pk, u1[i].c_pk, 32);
-            memcpy(st.keys[i].s_pk, u1[i].s_pk, 32);
-            memcpy(st.keys[i].sig, u1[i].sig, SFL_MSG_SIG_BYTES);
+            memcpy(st.keys[i].c_pk, u1[i].c_pk, sizeof(st.keys[i].c_pk));
+            memcpy(st.keys[i].s_pk, u1[i].s_pk, sizeof(st.keys[i].s_pk));
+            memcpy(st.keys[i].sig, u1[i].sig, sizeof(st.keys[i].sig));
         }
         st.nkeys = n;
         break;
@@ -175,7 +229,9 @@ static int next_stage(job_t *j, uint32_t p)
         st.nclients = n;
         break;
     case 3:
-        rc = sfl_sa_server_end_inputs(j->sa, &ids, &n);
+        if ((rc = sfl_sa_server_end_inputs(j->sa, &ids, &n)) < 0 ||
+            (rc = u3_weights(j, ids, n)) < 0)
+            return rc;
         st.clients = (uint64_t *)(uintptr_t)ids;
         st.nclients = n;
         break;
@@ -186,35 +242,18 @@ static int next_stage(job_t *j, uint32_t p)
             return SFL_ENOMEM;
         for (uint32_t i = 0; i < n; i++) {
             st.sigs[i].agent_id = sigs[i].id;
-            memcpy(st.sigs[i].sig, sigs[i].sig, SFL_MSG_SIG_BYTES);
+            memcpy(st.sigs[i].sig, sigs[i].sig, sizeof(st.sigs[i].sig));
         }
         st.nsigs = n;
         break;
     }
     for (uint32_t i = 0; rc == 0 && i < j->rnd.nmembers; i++) {
         const coord_member_t *mb = &j->rnd.members[i];
-        sfl_sa_box_t *boxes = NULL;
-        uint32_t nb = 0;
 
         if (mb->state != COORD_MEMBER_PENDING)
             continue;
-        if (p == 2) {
-            if ((rc = sfl_sa_server_inbox(j->sa, mb->agent, &boxes, &nb)) < 0)
-                break;
-            if ((st.boxes = sfl__calloc(nb ? nb : 1, sizeof(*st.boxes))) == NULL) {
-                sfl__free(boxes);
-                rc = SFL_ENOMEM;
-                break;
-            }
-            for (uint32_t k = 0; k < nb; k++) {
-                st.boxes[k].from = boxes[k].from;
-                st.boxes[k].to = boxes[k].to;
-                memcpy(st.boxes[k].nonce, boxes[k].nonce, SFL_MSG_SA_NONCE);
-                memcpy(st.boxes[k].ct, boxes[k].ct, SFL_MSG_SA_CT);
-            }
-            st.nboxes = nb;
-            sfl__free(boxes);
-        }
+        if (p == 2 && (rc = coord_saround_inbox(j->sa, mb->agent, &st.boxes, &st.nboxes)) < 0)
+            break;
         send_stage(j, coord_agent_find(j->co, mb->agent), &st);
         if (p == 2) {
             sfl__free(st.boxes);
@@ -248,33 +287,32 @@ void coord_saround_sync(job_t *j)
     }
 }
 
-/* A secagg answer into the server's struct for its stage; the verdict. */
-static int server_take(job_t *j, const sfl_msg_sa_answer_t *m)
+int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m)
 {
     switch (m->stage) {
     case 1: {
         sfl_sa_adv_t adv = {.id = m->agent_id};
 
-        memcpy(adv.c_pk, m->keys.c_pk, 32);
-        memcpy(adv.s_pk, m->keys.s_pk, 32);
-        memcpy(adv.sig, m->keys.sig, SFL_MSG_SIG_BYTES);
-        return sfl_sa_server_adv(j->sa, &adv);
+        memcpy(adv.c_pk, m->keys.c_pk, sizeof(adv.c_pk));
+        memcpy(adv.s_pk, m->keys.s_pk, sizeof(adv.s_pk));
+        memcpy(adv.sig, m->keys.sig, sizeof(adv.sig));
+        return sfl_sa_server_adv(sa, &adv);
     }
     case 2: {
         sfl_sa_shares_t sh = {.id = m->agent_id, .nboxes = m->nboxes};
         int rc;
 
         memcpy(sh.commit, m->commitment, SFL_SA_HASH);
-        memcpy(sh.sig, m->sig, SFL_MSG_SIG_BYTES);
+        memcpy(sh.sig, m->sig, sizeof(sh.sig));
         if (m->nboxes > 0 && (sh.boxes = sfl__calloc(m->nboxes, sizeof(*sh.boxes))) == NULL)
             return SFL_ENOMEM;
         for (uint32_t i = 0; i < m->nboxes; i++) {
             sh.boxes[i].from = m->boxes[i].from;
             sh.boxes[i].to = m->boxes[i].to;
-            memcpy(sh.boxes[i].nonce, m->boxes[i].nonce, SFL_SA_BOX_NONCE);
-            memcpy(sh.boxes[i].ct, m->boxes[i].ct, SFL_SA_BOX_BYTES);
+            memcpy(sh.boxes[i].nonce, m->boxes[i].nonce, sizeof(sh.boxes[i].nonce));
+            memcpy(sh.boxes[i].ct, m->boxes[i].ct, sizeof(sh.boxes[i].ct));
         }
-        rc = sfl_sa_server_shares(j->sa, &sh);
+        rc = sfl_sa_server_shares(sa, &sh);
         sfl_sa_shares_clear(&sh);
         return rc;
     }
@@ -285,16 +323,16 @@ static int server_take(job_t *j, const sfl_msg_sa_answer_t *m)
         if ((in.y = sfl__calloc(m->nmasked, sizeof(uint32_t))) == NULL)
             return SFL_ENOMEM;
         memcpy(in.y, m->masked, m->nmasked * sizeof(uint32_t));
-        memcpy(in.sig, m->sig, SFL_MSG_SIG_BYTES);
-        rc = sfl_sa_server_input(j->sa, &in);
+        memcpy(in.sig, m->sig, sizeof(in.sig));
+        rc = sfl_sa_server_input(sa, &in);
         sfl_sa_input_clear(&in);
         return rc;
     }
     case 4: {
         sfl_sa_consist_t cs = {.id = m->agent_id};
 
-        memcpy(cs.sig, m->sig, SFL_MSG_SIG_BYTES);
-        return sfl_sa_server_consist(j->sa, &cs);
+        memcpy(cs.sig, m->sig, sizeof(cs.sig));
+        return sfl_sa_server_consist(sa, &cs);
     }
     default: {
         sfl_sa_reveal_t *rv = sfl__calloc(m->nreveals ? m->nreveals : 1, sizeof(*rv));
@@ -306,9 +344,9 @@ static int server_take(job_t *j, const sfl_msg_sa_answer_t *m)
             rv[i].of = m->reveals[i].of;
             rv[i].type = m->reveals[i].self_mask ? 'b' : 's';
             rv[i].share.x = m->reveals[i].x;
-            memcpy(rv[i].share.y, m->reveals[i].y, 32);
+            memcpy(rv[i].share.y, m->reveals[i].y, sizeof(rv[i].share.y));
         }
-        rc = sfl_sa_server_unmask(j->sa, m->agent_id, rv, m->nreveals);
+        rc = sfl_sa_server_unmask(sa, m->agent_id, rv, m->nreveals);
         sodium_memzero(rv, m->nreveals * sizeof(*rv));
         sfl__free(rv);
         return rc;
@@ -352,7 +390,7 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
                        (m->attempt == j->wire_attempt && m->stage <= j->rnd.phase)))
                  ? COORD_UPD_LATE
                  : COORD_UPD_WRONG_ROUND;
-    } else if ((rc = server_take(j, m)) < 0) {
+    } else if ((rc = coord_saround_take(j->sa, m)) < 0) {
         coord_text_copy(why, sizeof(why), sfl_last_error());
         vd = COORD_UPD_REJECTED;
     } else {
@@ -375,7 +413,6 @@ out:
     sfl_msg_sa_answer_free(m);
 }
 
-_Static_assert(SFL_MSG_SA_EXTRA == 2 + SFL_SA_METRIC_WORDS, "the wire's masked input limit");
 
 /* The round's figures from the cohort's summed metrics (sfl/savec.h), as
  * mode 1's fold_metrics makes them from its sums (driver.c). */
@@ -397,7 +434,7 @@ static void sa_metrics(coord_round_metrics_t *o, const double *m)
 int coord_saround_fold(job_t *j)
 {
     coord_job_t *mj = &j->model;
-    uint32_t len = j->sa_k + 2 + SFL_SA_METRIC_WORDS, count = 0;
+    uint32_t len = j->sa_k + SFL_SA_EXTRA_WORDS, count = 0;
     uint32_t *sum = sfl__calloc(len, sizeof(uint32_t));
     double *mean = NULL, wsum, m[SFL_SA_METRICS];
     sfl_spvec_t *upd = NULL;
@@ -409,11 +446,19 @@ int coord_saround_fold(job_t *j)
         goto out;
     }
     if ((rc = sfl_sa_server_finish(j->sa, sum, &count)) < 0 ||
-        (rc = sfl_sa_quant_init(&qz, j->sa_clip, j->sa_wmax, j->rnd.nmembers)) < 0 ||
-        (rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count,
-                                 (uint32_t)mj->prob.dim, mean, &wsum)) < 0)
+        (rc = sfl_sa_quant_init(&qz, j->sa_clip, j->sa_wmax, j->rnd.nmembers)) < 0)
         goto out;
-    sfl_sa_metrics_decode(&qz, sum + j->sa_k + 2, m);
+    if (j->sa_w3 == NULL || count != j->sa_n3) {
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: a sum of %u inputs, U3 has %u", count,
+                       j->sa_n3);
+        goto out;
+    }
+    /* the divisor and the bounds from U3's public weights; out of bounds:
+     * the attempt fails and nothing is folded */
+    if ((rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count, j->sa_w3,
+                                 (uint32_t)mj->prob.dim, mean, &wsum)) < 0 ||
+        (rc = sfl_sa_metrics_decode(&qz, sum + j->sa_k + 1, count, m)) < 0)
+        goto out;
     sa_metrics(&j->work_metrics, m);
     for (size_t i = 0; i < mj->prob.dim; i++)
         mean[i] += mj->global[i];

@@ -84,7 +84,7 @@ static const opt_t opts[] = {
      "                       client sends its top-k change inside the round's common support\n"
      "                       S_t, with error feedback, quantized mod 2^32; the fold gets the\n"
      "                       decoded weighted mean (horizontal algorithms; docs/algorithms.md);\n"
-     "                       bytes_up counts the masked vectors, 4 (|S_t| + 12) per client"},
+     "                       bytes_up counts the masked vectors, 4 (|S_t| + 11) per client"},
     {"sa-support", T_U32, O(sa_support), SIM_OPT_SA, "N",
      "--secagg: |S_t| (default 0: 2k; k = tau x blocks, or the dimension)"},
     {"sa-topk", T_U32, O(sa_topk), SIM_OPT_SA, "N",

@@ -27,7 +27,9 @@ struct sim_sa {
     uint32_t *support;    /* S_t, min(size, d) entries */
     uint32_t k;           /* |S_t| of this round */
     uint32_t count;       /* inputs summed this round */
-    uint32_t *in, *sum;   /* one input, the round's sum: size + 2 words */
+    uint32_t *in, *sum;   /* one input, the round's sum: size + 1 words */
+    double *w;            /* the round's inputs' public weights, npick */
+    uint32_t npick;
     double *delta, *vals; /* d, size */
     double *mean;         /* d: the decoded mean change */
     double **resid;       /* per client, d entries, made when it first trains */
@@ -71,8 +73,10 @@ sim_sa_t *sim_sa_new(const sim_cfg_t *cfg, const sfl_algo_params_t *p,
         exit(2);
     }
     s->support = sim_xcalloc(s->size, sizeof(uint32_t));
-    s->in = sim_xcalloc((size_t)s->size + 2, sizeof(uint32_t));
-    s->sum = sim_xcalloc((size_t)s->size + 2, sizeof(uint32_t));
+    s->in = sim_xcalloc((size_t)s->size + 1, sizeof(uint32_t));
+    s->sum = sim_xcalloc((size_t)s->size + 1, sizeof(uint32_t));
+    s->npick = npick;
+    s->w = sim_xcalloc(npick ? npick : 1, sizeof(double));
     s->delta = sim_xcalloc(s->d, sizeof(double));
     s->vals = sim_xcalloc(s->size, sizeof(double));
     s->mean = sim_xcalloc(s->d, sizeof(double));
@@ -96,7 +100,7 @@ void sim_sa_begin(sim_sa_t *s, uint32_t t, const double *global)
     crypto_generichash(nonce, sizeof nonce, in, sizeof in, NULL, 0);
     if ((rc = sfl_sa_support(global, s->d, s->size, nonce, s->support, &s->k)) < 0)
         sim_die("--secagg: support", rc);
-    memset(s->sum, 0, ((size_t)s->k + 2) * sizeof(uint32_t));
+    memset(s->sum, 0, ((size_t)s->k + 1) * sizeof(uint32_t));
     s->count = 0;
 }
 
@@ -130,20 +134,25 @@ uint64_t sim_sa_add(sim_sa_t *s, uint32_t t, uint32_t c, const double *bcast,
         if (a > s->vmax)
             s->vmax = a;
     }
-    for (uint32_t i = 0; i < s->k + 2; i++)
+    if (s->count >= s->npick) {
+        fprintf(stderr, "\nsfl-sim: error: round %u: --secagg: more than %u inputs\n", t,
+                s->npick);
+        exit(1);
+    }
+    for (uint32_t i = 0; i < s->k + 1; i++)
         s->sum[i] += s->in[i]; /* mod 2^32, as the masked sum */
-    s->count++;
-    /* What the masked vector weighs on the wire: k + 2 words of 4 bytes
-     * and the metric words (sfl/savec.h; the keys, shares and signatures of
-     * the protocol are not counted). */
-    return 4 * ((uint64_t)s->k + 2 + SFL_SA_METRIC_WORDS);
+    s->w[s->count++] = weight; /* public, as the coordinator's */
+    /* What the masked vector weighs on the wire: k values and the canary
+     * of 4 bytes and the metric words (sfl/savec.h; the keys, shares and
+     * signatures of the protocol are not counted). */
+    return 4 * ((uint64_t)s->k + SFL_SA_EXTRA_WORDS);
 }
 
 void sim_sa_finish(sim_sa_t *s, const double *global, sfl_spvec_t *out)
 {
     double wsum;
-    int rc = sfl_sa_server_mean(&s->q, s->sum, s->support, s->k, s->count, s->d, s->mean,
-                                &wsum);
+    int rc = sfl_sa_server_mean(&s->q, s->sum, s->support, s->k, s->count, s->w, s->d,
+                                s->mean, &wsum);
 
     if (rc < 0)
         sim_die("--secagg: the server's sum", rc);
@@ -174,6 +183,7 @@ void sim_sa_free(sim_sa_t *s)
     free(s->vals);
     free(s->delta);
     free(s->sum);
+    free(s->w);
     free(s->in);
     free(s->support);
     free(s);

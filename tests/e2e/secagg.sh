@@ -60,10 +60,12 @@ deadline_ms = 20000
 heartbeat_ms = 2000
 seed = 7
 secure_aggregation = 1
-secagg_threshold = $((N / 2 + 1))
 secagg_support = 100
 secagg_topk = 100
 secagg_clip = 100
+# every agent holds 80 rows: weights at full scale (the default cap of
+# 10,000 would quantize them at 80 / 10,000 of it)
+secagg_max_weight = 80
 secagg_degree = ${SECAGG_DEGREE:-16}
 EOF2
 } > "$t/coordinator.ini"
@@ -136,10 +138,10 @@ deadline_ms = 20000
 heartbeat_ms = 2000
 seed = 7
 secure_aggregation = $2
-secagg_threshold = $((live / 2 + 1))
 secagg_support = 100
 secagg_topk = 100
 secagg_clip = 100
+secagg_max_weight = 80
 EOF2
 }
 run_pair_job() { # $1 = job id, $2 = name, $3 = secure_aggregation

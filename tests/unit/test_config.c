@@ -116,6 +116,19 @@ static void test_config_errors(void **state)
     assert_int_equal(c.secagg_min_cohort, 3);
     assert_int_equal(c.secagg_min_threshold, 2);
     assert_int_equal(c.secagg_min_degree, 16);
+    /* secagg_max_colluders: n/3 by default, a count, and nothing else */
+    assert_true(c.secagg_max_colluders == AGENT_COLLUDERS_THIRD);
+    assert_int_equal(agent_config_set(&c, "secagg_max_colluders", "4"), 0);
+    assert_true(c.secagg_max_colluders == 4);
+    assert_int_equal(agent_config_check(&c), 0);
+    assert_int_equal(agent_config_set(&c, "secagg_max_colluders", "70000"), 0);
+    assert_int_equal(agent_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "secagg_max_colluders"));
+    assert_int_equal(agent_config_set(&c, "secagg_max_colluders", "-1"), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "secagg_max_colluders", "n/4"), SFL_EINVAL);
+    assert_int_equal(agent_config_set(&c, "secagg_max_colluders", "n/3"), 0);
+    assert_true(c.secagg_max_colluders == AGENT_COLLUDERS_THIRD);
+    assert_int_equal(agent_config_check(&c), 0);
     assert_int_equal(agent_config_set(&c, "secagg_min_degree", "1"), 0);
     assert_int_equal(agent_config_check(&c), SFL_EINVAL);
     assert_int_equal(agent_config_set(&c, "secagg_min_degree", "32"), 0);
@@ -157,7 +170,7 @@ static void test_config_known_matches_set(void **state)
         "data", "eval_file", "eval_fraction", "conditions", "backoff_min_ms",
         "backoff_max_ms", "connect_timeout_ms", "heartbeat_ms", "ids_file", "dp_test_noise",
         "secagg_test_stop", "secagg_min_cohort", "secagg_min_threshold", "secagg_min_degree",
-        "max_epsilon"};
+        "secagg_max_colluders", "secagg_test_weight", "max_epsilon"};
     agent_config_t c;
 
     (void)state;

@@ -160,12 +160,61 @@ static void test_coord_waiting_says_why(void **state)
     sfl_msg_task_free(t2);
 }
 
+/* Issue 23 finding 3: a mode-2 round's max_weight is the operator's (10,000
+ * by default), never the largest sample count a selected agent declared,
+ * and each member's public weight in the signed task is its declared count
+ * capped at it: an agent declaring 1e9 samples no longer quantizes the
+ * honest weights to ~0. */
+static void test_coord_secagg_weights_public(void **state)
+{
+    static const uint64_t samples[3] = {1000000000, 500, 20000};
+    static const double want[3] = {10000, 500, 10000};
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    int status;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fx_job_spec(&spec, 60000, 2);
+    spec.secagg = 1;
+    spec.cohort_size = 3;
+    spec.min_quorum = 3;
+    js = fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    for (int i = 0; i < 3; i++) {
+        sfl_dataset_summary_t ds = {.samples = samples[i], .dimension = DIM};
+        char who[32];
+
+        snprintf(who, sizeof(who), "agent/a%d", i + 1);
+        fx_agent_join_ds(&F.ag[i], who, &ds);
+        fx_agent_subscribe(&F.ag[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        sfl_task_t *t = fx_next_task(&F.ag[i]);
+
+        assert_int_equal(t->job_id, js.job_id);
+        assert_int_equal(t->update_mode, SFL_UPDATE_MODE_SECURE_AGG);
+        assert_non_null(t->secagg);
+        assert_true(t->secagg->max_weight == 10000);
+        assert_int_equal(t->secagg->nmembers, 3);
+        for (uint32_t m = 0; m < 3; m++)
+            for (int a = 0; a < 3; a++)
+                if (t->secagg->members[m].agent_id == F.ag[a].agent_id)
+                    assert_true(t->secagg->members[m].weight == want[a]);
+        sfl_msg_task_free(t);
+    }
+    fx_stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_coord_quorum_missed_retries_then_pauses, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_waiting_says_why, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_secagg_weights_public, fx_setup,
+                                        fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
 }

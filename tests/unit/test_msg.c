@@ -484,7 +484,7 @@ static void test_msg_task_roundtrip(void **state)
     uint8_t *out = NULL;
     size_t n;
 
-    sfl_msg_sa_member_t mem[3] = {{4, {1}}, {9, {2}}, {12, {3}}};
+    sfl_msg_sa_member_t mem[3] = {{4, {1}, 100}, {9, {2}, 2.5}, {12, {3}, 1}};
     sfl_msg_sa_round_t sa = {.threshold = 2, .nmembers = 3, .members = mem,
                              .support_size = 20, .top_k = 10, .clip = 0.5, .max_weight = 100,
                              .degree = 2};
@@ -547,6 +547,17 @@ static void test_msg_task_roundtrip(void **state)
     sa.degree = 3; /* a Harary graph's degree is even */
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
     sa.degree = 2;
+    /* a member's public weight is in (0, max_weight] */
+    {
+        static const double bad[4] = {0, -1, 100.5, NAN};
+
+        for (int i = 0; i < 4; i++) {
+            mem[1].weight = bad[i];
+            assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+            assert_non_null(strstr(sfl_last_error(), "weight"));
+        }
+        mem[1].weight = 2.5;
+    }
     t.update_mode = SFL_UPDATE_MODE_SEALED; /* parameters without mode 2 */
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
     sfl_spvec_free(model);
@@ -814,6 +825,39 @@ static void test_msg_secagg(void **state)
         a.masked = masked;
         a.nmasked = 0;
         a.nreveals = 1;
+    }
+    /* a box's ciphertext is exactly sfl/secagg.h's box (98 bytes): the 114
+     * of 639d1d6's wire constant, or one byte short, is refused */
+    {
+        static const size_t cts[3] = {SFL_SA_BOX_BYTES, 114, SFL_SA_BOX_BYTES - 1};
+        uint8_t zero[128] = {0}, sig64[64], commit[32];
+
+        memset(sig64, 0x22, sizeof(sig64));
+        memset(commit, 0x21, sizeof(commit));
+        for (int i = 0; i < 3; i++) {
+            pbw_t bx = {.n = 0}, msg = {.n = 0};
+
+            w_uint(&bx, 1, 5);
+            w_uint(&bx, 2, 8);
+            w_bytes(&bx, 3, zero, SFL_SA_BOX_NONCE);
+            w_bytes(&bx, 4, zero, cts[i]);
+            w_uint(&msg, 1, 2);
+            w_uint(&msg, 2, 3);
+            w_uint(&msg, 3, 1);
+            w_uint(&msg, 4, 5);
+            w_uint(&msg, 5, 2);
+            w_bytes(&msg, 7, commit, sizeof(commit));
+            w_bytes(&msg, 8, bx.b, bx.n);
+            w_bytes(&msg, 10, sig64, sizeof(sig64));
+            assert_int_equal(sfl_msg_sa_answer_unpack(msg.b, msg.n, NULL, &da),
+                             i == 0 ? 0 : SFL_EPARSE);
+            if (i == 0)
+                assert_int_equal(da->nboxes, 1);
+            else
+                assert_non_null(strstr(sfl_last_error(), "ciphertext"));
+            sfl_msg_sa_answer_free(da);
+            da = NULL;
+        }
     }
     a.stage = 0;
     assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);

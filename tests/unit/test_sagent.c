@@ -1,6 +1,7 @@
 /* client-agent/sagent.c: the agent's side of update mode 2: its floor and
  * the state it keeps on disk across restarts (the last round taken, the
  * error-feedback residual), with damaged files refused by name. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,9 +14,12 @@
 
 #include <cmocka.h>
 
+#include "coord_int.h"
 #include "sagent.h"
 #include "sfl/alloc.h"
 #include "sfl/file.h"
+#include "sfl/savec.h"
+#include "sfl/secagg.h"
 
 #define D 6
 
@@ -168,6 +172,7 @@ static void task_init(tfx_t *x)
         assert_int_equal(sfl_identity_generate(&x->id[i]), 0);
         x->m[i].agent_id = (uint64_t)i + 1;
         memcpy(x->m[i].pk, x->id[i]->pk, SFL_MSG_KEY_BYTES);
+        x->m[i].weight = 10;
     }
     x->sr = (sfl_msg_sa_round_t){.threshold = 4, .nmembers = 5, .members = x->m,
                                  .support_size = 4, .top_k = 2, .clip = 1,
@@ -229,7 +234,29 @@ static void test_sagent_begin_floor(void **state)
     x.sr.degree = 0;
     x.sr.threshold = 2; /* not above half */
     assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
+    /* n / 2 + 1 = 3 of 5: a coordinator with floor(5 / 3) = 1 colluder
+     * could gather 3 signatures over each of two U3 sets (issue 23 finding
+     * 5): refused by default; the default threshold 4 = floor(10 / 3) + 1
+     * was taken above; an agent that assumes no colluder takes 3 */
+    x.sr.threshold = 3;
+    assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "colluders"));
+    assert_null(c);
+    pol.max_colluders = 0;
+    assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), 0);
+    sfl_msg_buf_free(ans);
+    agent_sa_free(c);
+    c = NULL;
+    ans = NULL;
+    pol.max_colluders = 2; /* t > (5 + 2) / 2: 4 is taken, 3 not */
+    assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
     x.sr.threshold = 4;
+    assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), 0);
+    sfl_msg_buf_free(ans);
+    agent_sa_free(c);
+    c = NULL;
+    ans = NULL;
+    sfl_sa_policy_default(&pol);
     assert_int_equal(agent_sa_begin(&x.t, 9, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
     x.t.secagg = NULL;
     assert_int_equal(agent_sa_begin(&x.t, 3, x.id[2], &pol, &c, &ans, &len), SFL_EINVAL);
@@ -237,11 +264,284 @@ static void test_sagent_begin_floor(void **state)
     task_free(&x);
 }
 
+/* A whole round of FN real agents (agent_sa_*) through the coordinator's
+ * forwarding code (coord_saround_take, coord_saround_inbox) and the wire at
+ * a limit of FN items, so every inbox is full: FN - 1 boxes, the most a
+ * member can be sent. Run under ASan (make SAN=1): a copy of more than a
+ * box's bytes (114 into 98, the bug of 639d1d6) reads past the last box. */
+#define FN 8
+
+typedef struct rfx {
+    sfl_task_t t;
+    sfl_msg_sa_round_t sr;
+    sfl_msg_sa_member_t m[FN];
+    sfl_identity_t *id[FN];
+    agent_sa_t *c[FN];
+    sfl_sa_server_t *sa;
+    sfl_msg_limits_t lim;
+    uint32_t support[D], k;
+} rfx_t;
+
+static void rfx_init(rfx_t *x, uint32_t t)
+{
+    double global[D] = {0};
+    sfl_sa_member_t sm[FN];
+    sfl_sa_round_t r;
+
+    memset(x, 0, sizeof(*x));
+    sfl_msg_limits_default(&x->lim);
+    x->lim.max_items = FN;
+    for (int i = 0; i < FN; i++) {
+        assert_int_equal(sfl_identity_generate(&x->id[i]), 0);
+        x->m[i].agent_id = (uint64_t)i + 1;
+        memcpy(x->m[i].pk, x->id[i]->pk, SFL_MSG_KEY_BYTES);
+        x->m[i].weight = i < 5 ? 2.0 * (i + 1) : 10; /* public: 2, 4, .., 10 */
+        sm[i].id = x->m[i].agent_id;
+        memcpy(sm[i].pk, x->m[i].pk, sizeof(sm[i].pk));
+    }
+    x->sr = (sfl_msg_sa_round_t){.threshold = t, .nmembers = FN, .members = x->m,
+                                 .support_size = 4, .top_k = 4, .clip = 1,
+                                 .max_weight = 10};
+    x->t.job_id = 7;
+    x->t.round = 3;
+    x->t.secagg = &x->sr;
+    assert_int_equal(sfl_spvec_new(D, 2, &x->t.model), 0);
+    x->t.model->idx[0] = 1;
+    x->t.model->idx[1] = 4;
+    x->t.model->val[0] = 0.5;
+    x->t.model->val[1] = -2;
+    x->t.model->nnz = 2;
+    memset(x->t.round_nonce, 0x11, sizeof(x->t.round_nonce));
+    sfl_spvec_scatter(x->t.model, global);
+    assert_int_equal(sfl_sa_support(global, D, 4, x->t.round_nonce, x->support, &x->k), 0);
+    r = (sfl_sa_round_t){.job = 7, .round = 3, .len = x->k + SFL_SA_EXTRA_WORDS, .t = t,
+                         .n = FN, .members = sm};
+    memcpy(r.nonce, x->t.round_nonce, sizeof(r.nonce));
+    sfl_sa_support_hash(x->support, x->k, r.support_hash);
+    assert_int_equal(sfl_sa_server_new(&r, &x->sa), 0);
+}
+
+static void rfx_free(rfx_t *x)
+{
+    for (int i = 0; i < FN; i++) {
+        agent_sa_free(x->c[i]);
+        sfl_identity_free(x->id[i]);
+    }
+    sfl_sa_server_free(x->sa);
+    sfl_spvec_free(x->t.model);
+}
+
+/* An agent's answer over the wire (at the fixture's limit) into the server. */
+static void rfx_take(rfx_t *x, uint8_t *ans, size_t len)
+{
+    sfl_msg_sa_answer_t *m = NULL;
+
+    assert_non_null(ans);
+    assert_int_equal(sfl_msg_sa_answer_unpack(ans, len, &x->lim, &m), 0);
+    assert_int_equal(coord_saround_take(x->sa, m), 0);
+    sfl_msg_sa_answer_free(m);
+    sfl_msg_buf_free(ans);
+}
+
+/* A stage over the wire (packed, then unpacked at the fixture's limit) to
+ * agent i; its answer, if any, into the server. */
+static void rfx_stage(rfx_t *x, int i, const sfl_msg_sa_stage_t *st)
+{
+    sfl_msg_sa_stage_t got = {0};
+    sfl_task_t *task = NULL;
+    sfl_wait_t wait;
+    uint8_t *buf = NULL, *ans = NULL;
+    size_t len = 0, alen = 0;
+    int kind = 0;
+
+    assert_int_equal(sfl_msg_sa_stage_pack(st, &buf, &len), 0);
+    assert_int_equal(sfl_msg_sub_unpack(buf, len, &x->lim, &task, &wait, NULL, &got, &kind), 0);
+    assert_int_equal(kind, 'a');
+    sfl_msg_buf_free(buf);
+    assert_int_equal(agent_sa_stage(x->c[i], &got, &ans, &alen), 0);
+    if (ans != NULL)
+        rfx_take(x, ans, alen);
+    sfl_msg_sa_stage_clear(&got);
+}
+
+/* Agent i's update: v on every entry, samples its training's. */
+static void rfx_update(rfx_t *x, int i, double v, uint64_t samples)
+{
+    sfl_client_report_t rep = {.train_loss = 0.5};
+    double resid[D] = {0}, global[D] = {0};
+    sfl_spvec_t *u = NULL;
+    uint8_t *ans = NULL;
+    size_t len = 0;
+
+    sfl_spvec_scatter(x->t.model, global);
+    for (int j = 0; j < D; j++)
+        global[j] += v;
+    assert_int_equal(sfl_spvec_new(D, 0, &u), 0);
+    assert_int_equal(sfl_spvec_from_dense(u, global), 0);
+    assert_int_equal(agent_sa_update(x->c[i], u, samples, &rep, resid, &ans, &len), 0);
+    if (ans != NULL)
+        rfx_take(x, ans, len);
+    sfl_spvec_free(u);
+}
+
+/* Stages 1 to 5 with every agent, updates v[i]; the sum of U3's inputs
+ * into sum (k + SFL_SA_EXTRA_WORDS words). Agent `hostile` (-1: none) is
+ * given a copy of the task in which its own weight is `hweight`: it speaks
+ * the whole protocol correctly and only scales its input wrongly. */
+static void rfx_round_h(rfx_t *x, const double *v, uint32_t *sum, int hostile, double hweight);
+
+static void rfx_round(rfx_t *x, const double *v, uint32_t *sum)
+{
+    rfx_round_h(x, v, sum, -1, 0);
+}
+
+static void rfx_round_h(rfx_t *x, const double *v, uint32_t *sum, int hostile, double hweight)
+{
+    const sfl_sa_adv_t *u1;
+    const uint64_t *u2, *u3;
+    const sfl_sa_consist_t *sigs;
+    sfl_msg_sa_keys_t keys[FN];
+    sfl_msg_sa_sig_t msigs[FN];
+    sfl_sa_policy_t pol;
+    uint32_t n, count = 0;
+
+    sfl_sa_policy_default(&pol);
+    for (int i = 0; i < FN; i++) {
+        sfl_msg_sa_member_t m[FN];
+        sfl_msg_sa_round_t sr = x->sr;
+        sfl_task_t t = x->t;
+        uint8_t *ans = NULL;
+        size_t len = 0;
+
+        if (i == hostile) {
+            memcpy(m, x->m, sizeof(m));
+            m[i].weight = hweight;
+            sr.members = m;
+            t.secagg = &sr;
+        }
+        assert_int_equal(agent_sa_begin(&t, (uint64_t)i + 1, x->id[i], &pol, &x->c[i], &ans,
+                                        &len), 0);
+        rfx_take(x, ans, len);
+    }
+    assert_int_equal(sfl_sa_server_end_adv(x->sa, &u1, &n), 0);
+    assert_int_equal(n, FN);
+    for (uint32_t i = 0; i < n; i++) {
+        keys[i].agent_id = u1[i].id;
+        memcpy(keys[i].c_pk, u1[i].c_pk, sizeof(keys[i].c_pk));
+        memcpy(keys[i].s_pk, u1[i].s_pk, sizeof(keys[i].s_pk));
+        memcpy(keys[i].sig, u1[i].sig, sizeof(keys[i].sig));
+    }
+    for (int i = 0; i < FN; i++)
+        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = 3, .stage = 2,
+                                              .nkeys = n, .keys = keys});
+    assert_int_equal(sfl_sa_server_end_shares(x->sa, &u2, &n), 0);
+    assert_int_equal(n, FN);
+    for (int i = 0; i < FN; i++) {
+        sfl_msg_sa_stage_t st = {.job_id = 7, .round = 3, .stage = 3, .nclients = n,
+                                 .clients = (uint64_t *)(uintptr_t)u2};
+
+        /* the inbox is full: one box from each other member, at the limit */
+        assert_int_equal(coord_saround_inbox(x->sa, (uint64_t)i + 1, &st.boxes, &st.nboxes), 0);
+        assert_int_equal(st.nboxes, FN - 1);
+        assert_int_equal(st.nboxes, x->lim.max_items - 1);
+        rfx_stage(x, i, &st); /* held until the update */
+        sfl__free(st.boxes);
+        /* decrypts its FN - 1 boxes, answers; member 1 trained on (says it
+         * had) 1e9 samples: its input is scaled by its public weight */
+        rfx_update(x, i, v[i], i == 1 ? 1000000000 : 5);
+    }
+    assert_int_equal(sfl_sa_server_end_inputs(x->sa, &u3, &n), 0);
+    assert_int_equal(n, FN);
+    for (int i = 0; i < FN; i++)
+        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = 3, .stage = 4,
+                                              .nclients = n,
+                                              .clients = (uint64_t *)(uintptr_t)u3});
+    assert_int_equal(sfl_sa_server_end_consist(x->sa, &sigs, &n), 0);
+    for (uint32_t i = 0; i < n; i++) {
+        msigs[i].agent_id = sigs[i].id;
+        memcpy(msigs[i].sig, sigs[i].sig, sizeof(msigs[i].sig));
+    }
+    for (int i = 0; i < FN; i++)
+        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = 3, .stage = 5,
+                                              .nsigs = n, .sigs = msigs});
+    assert_int_equal(sfl_sa_server_finish(x->sa, sum, &count), 0);
+    assert_int_equal(count, FN);
+}
+
+static void test_sagent_full_inbox(void **state)
+{
+    const double v[FN] = {0.25, -0.5, 0.125, 0.75, -0.25, 0.5, 0, 0.375};
+    uint32_t sum[D + SFL_SA_EXTRA_WORDS];
+    double mean[D], wsum, want = 0, w[FN], rsum = 0, m[SFL_SA_METRICS];
+    sfl_sa_quant_t q;
+    rfx_t x;
+
+    (void)state;
+    _Static_assert(sizeof(((sfl_msg_sa_box_t *)0)->ct) == SFL_SA_BOX_BYTES, "one box size");
+    rfx_init(&x, 6);
+    rfx_round(&x, v, sum);
+    /* the boxes arrived intact (every agent decrypted FN - 1 of them) and
+     * the sum is the cohort's mean */
+    assert_int_equal(sfl_sa_quant_init(&q, 1, 10, FN), 0);
+    for (int i = 0; i < FN; i++) {
+        w[i] = x.m[i].weight;
+        rsum += w[i] / 10;
+        want += w[i] / 10 * v[i];
+    }
+    want /= rsum;
+    assert_int_equal(sfl_sa_server_mean(&q, sum, x.support, x.k, FN, w, D, mean, &wsum), 0);
+    assert_true(wsum == rsum);
+    for (uint32_t s = 0; s < x.k; s++)
+        assert_true(fabs(mean[x.support[s]] - want) < 1e-6);
+    /* the metrics: the samples each trained on, summed */
+    assert_int_equal(sfl_sa_metrics_decode(&q, sum + x.k + 1, FN, m), 0);
+    assert_true(m[0] == 1000000000.0 + 5 * (FN - 1));
+    rfx_free(&x);
+}
+
+/* Issue 23 finding 2 through the real protocol: a member that inflates its
+ * own weight (its public weight 2 of max_weight 10; it scales as if 10)
+ * while every stage it speaks is valid: the masks hide it, the shares open,
+ * and the sum is refused as out of bounds before anything would be folded,
+ * named as not attributable. Honest, the same round decodes. */
+static void test_sagent_inflated_weight(void **state)
+{
+    const double v[FN] = {0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75};
+    uint32_t sum[D + SFL_SA_EXTRA_WORDS];
+    double mean[D], wsum, w[FN];
+    sfl_sa_quant_t q;
+
+    (void)state;
+    assert_int_equal(sfl_sa_quant_init(&q, 1, 10, FN), 0);
+    for (int hostile = -1; hostile <= 0; hostile++) {
+        rfx_t x;
+
+        rfx_init(&x, 6);
+        for (int i = 0; i < FN; i++)
+            x.m[i].weight = w[i] = 2; /* rho 0.2 each */
+        rfx_round_h(&x, v, sum, hostile, 10);
+        int rc = sfl_sa_server_mean(&q, sum, x.support, x.k, FN, w, D, mean, &wsum);
+        if (hostile < 0) {
+            assert_int_equal(rc, 0);
+            for (uint32_t s = 0; s < x.k; s++)
+                assert_true(fabs(mean[x.support[s]] - 0.75) < 1e-6);
+        } else {
+            /* 7 x 0.2 x 0.75 + 1 x 0.75 = 2.1 > 8 x 0.2 = 1.6 (x clip 2^f) */
+            assert_int_equal(rc, SFL_ERANGE);
+            assert_non_null(strstr(sfl_last_error(), "secure sum out of bounds"));
+            assert_non_null(strstr(sfl_last_error(), "not attributable"));
+        }
+        rfx_free(&x);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sagent_state, setup, teardown),
         cmocka_unit_test(test_sagent_begin_floor),
+        cmocka_unit_test(test_sagent_full_inbox),
+        cmocka_unit_test(test_sagent_inflated_weight),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -459,10 +459,10 @@ static void test_savec_quant_init(void **state)
     assert_int_equal(sfl_sa_quant_init(&q, 1.0, 1.0, (1u << 30) + 1), SFL_EINVAL);
 }
 
-/* Sum of count quantized vectors of k + 2 words, mod 2^32. */
+/* Sum of count quantized vectors of k + 1 words, mod 2^32. */
 static void add_into(uint32_t *acc, const uint32_t *x, uint32_t k)
 {
-    for (uint32_t j = 0; j < k + 2; j++)
+    for (uint32_t j = 0; j < k + 1; j++)
         acc[j] += x[j];
 }
 
@@ -474,8 +474,8 @@ static void test_savec_quant_roundtrip(void **state)
     enum { K = 6 };
     /* clip 0.5 with B = 28 gives f = 29: every value here is exact */
     const double v[K] = {0.5, -0.5, 0.0, 0x1p-29, -0x1p-29, 0.25};
-    uint32_t out[K + 2], keep[K + 2];
-    double mean[K], wsum;
+    uint32_t out[K + 1], keep[K + 1];
+    double mean[K], wsum, w10 = 10.0, w25 = 2.5;
 
     sfl_rng_seed(&r, 14, 0, 0, SFL_STREAM_DATA);
     assert_int_equal(sfl_sa_quant_init(&q, 0.5, 10.0, 4), 0);
@@ -486,9 +486,8 @@ static void test_savec_quant_roundtrip(void **state)
     assert_int_equal(out[2], 0);
     assert_int_equal(out[3], 1);
     assert_int_equal(out[4], 0xffffffffu);
-    assert_int_equal(out[K], 1u << 28); /* rho = 1 */
-    assert_int_equal(out[K + 1], 1);
-    assert_int_equal(sfl_sa_dequantize(&q, out, K, 1, mean, &wsum), 0);
+    assert_int_equal(out[K], 1); /* the canary; no weight word */
+    assert_int_equal(sfl_sa_dequantize(&q, out, K, 1, &w10, mean, &wsum), 0);
     for (int j = 0; j < K; j++)
         assert_true(mean[j] == v[j]);
     assert_true(wsum == 1.0);
@@ -496,7 +495,7 @@ static void test_savec_quant_roundtrip(void **state)
     /* clipping, and a value far below one step rounds to 0 or 1 step */
     const double big[K] = {7.0, -1e300, 1e-300, -1e-300, 0.5000001, -0.75};
     assert_int_equal(sfl_sa_quantize(&q, big, K, 10.0, &r, out), 0);
-    assert_int_equal(sfl_sa_dequantize(&q, out, K, 1, mean, &wsum), 0);
+    assert_int_equal(sfl_sa_dequantize(&q, out, K, 1, &w10, mean, &wsum), 0);
     assert_true(mean[0] == 0.5);
     assert_true(mean[1] == -0.5);
     assert_true(fabs(mean[2]) <= 0x1p-29);
@@ -506,17 +505,15 @@ static void test_savec_quant_roundtrip(void **state)
 
     /* weight capping: rho = min(weight, w_max) / w_max */
     assert_int_equal(sfl_sa_quantize(&q, v, K, 25.0, &r, out), 0);
-    assert_int_equal(out[K], 1u << 28);
     assert_int_equal(out[0], 1u << 28);
+    assert_true(sfl_sa_rho(&q, 25.0) == 1.0 && sfl_sa_rho(&q, 2.5) == 0.25);
+    assert_true(sfl_sa_rho(&q, 0.0) == 0.0 && sfl_sa_rho(&q, NAN) == 0.0 &&
+                sfl_sa_rho(&q, -1.0) == 0.0 && sfl_sa_rho(&q, INFINITY) == 0.0);
     assert_int_equal(sfl_sa_quantize(&q, v, K, 2.5, &r, out), 0);
-    assert_int_equal(out[K], 1u << 26); /* rho = 1/4 */
-    assert_int_equal(out[0], 1u << 26);
-    assert_int_equal(sfl_sa_dequantize(&q, out, K, 1, mean, &wsum), 0);
+    assert_int_equal(out[0], 1u << 26); /* rho = 1/4 */
+    assert_int_equal(sfl_sa_dequantize(&q, out, K, 1, &w25, mean, &wsum), 0);
     assert_true(wsum == 0.25);
     assert_true(mean[0] == 0.5); /* a lone input's mean is its value */
-    /* the weight slot is rounded to nearest: 2^28 2/3 = 178956970.67 */
-    assert_int_equal(sfl_sa_quantize(&q, v, K, 20.0 / 3.0, &r, out), 0);
-    assert_int_equal(out[K], 178956971u);
 
     /* refusals leave out and the rng untouched */
     sfl_rng_t before = r;
@@ -537,10 +534,9 @@ static void test_savec_quant_roundtrip(void **state)
     sfl_sa_quant_t zero = {0};
     assert_int_equal(sfl_sa_quantize(&zero, v, K, 1.0, &r, out), SFL_EINVAL);
 
-    /* k = 0: the weight and canary slots only */
+    /* k = 0: the canary only */
     assert_int_equal(sfl_sa_quantize(&q, NULL, 0, 5.0, &r, out), 0);
-    assert_int_equal(out[0], 1u << 27);
-    assert_int_equal(out[1], 1);
+    assert_int_equal(out[0], 1);
 }
 
 /* n_max inputs, all at +clip or all at -clip with the full weight: the
@@ -558,14 +554,19 @@ static void test_savec_quant_no_wrap(void **state)
             for (int sign = -1; sign <= 1; sign += 2) {
                 sfl_sa_quant_t q;
                 double v[2] = {sign * clips[c], sign * 10 * clips[c]}, mean[2], wsum;
-                uint32_t out[4], acc[4] = {0};
+                double *w = malloc(nmax[a] * sizeof(double));
+                uint32_t out[3], acc[3] = {0};
 
                 assert_int_equal(sfl_sa_quant_init(&q, clips[c], 1.0, nmax[a]), 0);
+                assert_non_null(w);
                 for (uint32_t u = 0; u < nmax[a]; u++) {
+                    w[u] = 3.0;
                     assert_int_equal(sfl_sa_quantize(&q, v, 2, 3.0, &r, out), 0);
                     add_into(acc, out, 2);
                 }
-                assert_int_equal(sfl_sa_dequantize(&q, acc, 2, nmax[a], mean, &wsum), 0);
+                /* at the bound, and within it */
+                assert_int_equal(sfl_sa_dequantize(&q, acc, 2, nmax[a], w, mean, &wsum), 0);
+                free(w);
                 assert_close(wsum, (double)nmax[a], 0, 0);
                 for (int j = 0; j < 2; j++)
                     assert_close(mean[j], sign * clips[c], 0, ldexp(1.0, -q.frac));
@@ -574,17 +575,16 @@ static void test_savec_quant_no_wrap(void **state)
 
 /* Five clients with different weights, masked as in the protocol: the
  * decoded mean is the weighted mean of the clipped values within
- * 1.5 n 2^-f / wsum: each stochastic rounding errs by less than one step
- * (2^-f), n of them per slot, and the rounded weight slots (off by at most
- * 1/2 in 2^B each, against values of at most clip <= 2^(B-f)) add n 2^-f / 2
- * more before the division by the weight sum. */
+ * n 2^-f / wsum: each stochastic rounding errs by less than one step
+ * (2^-f), n of them per slot; the divisor is the public weights' exact
+ * sum. */
 static void test_savec_quant_weighted_mean(void **state)
 {
     (void)state;
     enum { P = 5, K = 200 };
     static const double weight[P] = {1.0, 3.0, 40.0, 7.5, 0.2}; /* w_max 10 */
     double v[P][K], want[K], mean[K], wsum, rho_sum = 0;
-    uint32_t out[K + 2], acc[K + 2] = {0};
+    uint32_t out[K + 1], acc[K + 1] = {0};
     sfl_sa_quant_t q;
     sfl_rng_t r;
     uint8_t self[P][32], pair[P][32]; /* pair[u]: the pair (u, u + 1 mod P) */
@@ -607,17 +607,17 @@ static void test_savec_quant_weighted_mean(void **state)
         assert_int_equal(sfl_sa_quantize(&q, v[u], K, weight[u], &r, out), 0);
         /* a self mask and a ring of pairwise masks: u adds its pair with
          * u + 1, subtracts the one with u - 1 */
-        sfl_sa_mask_add(self[u], 1, out, K + 2);
-        sfl_sa_mask_add(pair[u], 1, out, K + 2);
-        sfl_sa_mask_add(pair[(u + P - 1) % P], -1, out, K + 2);
+        sfl_sa_mask_add(self[u], 1, out, K + 1);
+        sfl_sa_mask_add(pair[u], 1, out, K + 1);
+        sfl_sa_mask_add(pair[(u + P - 1) % P], -1, out, K + 1);
         add_into(acc, out, K);
     }
     for (int u = 0; u < P; u++) /* the server removes the self masks */
-        sfl_sa_mask_add(self[u], -1, acc, K + 2);
+        sfl_sa_mask_add(self[u], -1, acc, K + 1);
 
-    assert_int_equal(sfl_sa_dequantize(&q, acc, K, P, mean, &wsum), 0);
-    assert_close(wsum, rho_sum, 0, P * ldexp(0.5, -(int)q.bits));
-    double tol = 1.5 * P * ldexp(1.0, -q.frac) / wsum;
+    assert_int_equal(sfl_sa_dequantize(&q, acc, K, P, weight, mean, &wsum), 0);
+    assert_close(wsum, rho_sum, 1e-15, 0);
+    double tol = P * ldexp(1.0, -q.frac) / wsum;
     for (int j = 0; j < K; j++)
         assert_close(mean[j], want[j] / rho_sum, 0, tol);
 }
@@ -628,30 +628,32 @@ static void test_savec_quant_canary(void **state)
     sfl_sa_quant_t q;
     sfl_rng_t r;
     const double v[3] = {0.1, -0.2, 0.3};
-    uint32_t out[5], acc[5] = {0};
-    double mean[3], wsum;
+    uint32_t out[4], acc[4] = {0};
+    double mean[3], wsum, w[11];
 
+    for (int u = 0; u < 11; u++)
+        w[u] = 1.0;
     sfl_rng_seed(&r, 17, 0, 0, SFL_STREAM_DATA);
     assert_int_equal(sfl_sa_quant_init(&q, 1.0, 1.0, 10), 0);
     for (int u = 0; u < 3; u++) {
         assert_int_equal(sfl_sa_quantize(&q, v, 3, 1.0, &r, out), 0);
         add_into(acc, out, 3);
     }
-    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, mean, &wsum), 0);
-    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 2, mean, &wsum), SFL_EBADSIG);
-    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 4, mean, &wsum), SFL_EBADSIG);
-    acc[4] += 0x10000; /* a client masked with the wrong vector */
-    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, mean, &wsum), SFL_EBADSIG);
-    acc[4] -= 0x10000;
-    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 0, mean, &wsum), SFL_EINVAL);
-    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 11, mean, &wsum), SFL_EINVAL);
-    uint32_t w = acc[3];
-    acc[3] = 0;
-    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, mean, &wsum), SFL_EINVAL);
-    acc[3] = 0x80000000u; /* negative as int32 */
-    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, mean, &wsum), SFL_EINVAL);
-    acc[3] = w;
-    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, mean, &wsum), 0);
+    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, w, mean, &wsum), 0);
+    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 2, w, mean, &wsum), SFL_EBADSIG);
+    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 4, w, mean, &wsum), SFL_EBADSIG);
+    acc[3] += 0x10000; /* a client masked with the wrong vector */
+    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, w, mean, &wsum), SFL_EBADSIG);
+    acc[3] -= 0x10000;
+    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 0, w, mean, &wsum), SFL_EINVAL);
+    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 11, w, mean, &wsum), SFL_EINVAL);
+    /* the public weights must be weights */
+    w[1] = 0;
+    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, w, mean, &wsum), SFL_EINVAL);
+    w[1] = NAN;
+    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, w, mean, &wsum), SFL_EINVAL);
+    w[1] = 1.0;
+    assert_int_equal(sfl_sa_dequantize(&q, acc, 3, 3, w, mean, &wsum), 0);
 }
 
 /* z = +-0.3 steps rounds to 1 (resp. -1) step with probability 0.3: the
@@ -662,7 +664,7 @@ static void test_savec_quant_unbiased(void **state)
     (void)state;
     enum { N = 100000 };
     double *v = malloc(N * sizeof *v);
-    uint32_t *out = malloc((N + 2) * sizeof *out), *again = malloc((N + 2) * sizeof *again);
+    uint32_t *out = malloc((N + 1) * sizeof *out), *again = malloc((N + 1) * sizeof *again);
     sfl_sa_quant_t q;
     sfl_rng_t r, r2;
 
@@ -686,7 +688,7 @@ static void test_savec_quant_unbiased(void **state)
         /* replayable: the same seed gives the same rounding */
         sfl_rng_seed(&r2, 18, 0, 0, SFL_STREAM_DATA);
         assert_int_equal(sfl_sa_quantize(&q, v, N, 1.0, &r2, again), 0);
-        assert_memory_equal(out, again, (N + 2) * sizeof *out);
+        assert_memory_equal(out, again, (N + 1) * sizeof *out);
     }
     free(v);
     free(out);
@@ -713,7 +715,7 @@ static void test_savec_client_topk(void **state)
                        [10] = 0.45, [12] = -0.5, [15] = 0.05, [19] = -0.9, [5] = 1e-3};
     double resid[D] = {[4] = 0.25, [5] = 2.0, [15] = -0.3, [17] = 1.5};
     double z[D], vals[K], e[D];
-    uint32_t out[K + 2];
+    uint32_t out[K + 1];
     sfl_sa_quant_t q;
     sfl_topk_ws_t ws;
     sfl_rng_t r;
@@ -754,9 +756,8 @@ static void test_savec_client_topk(void **state)
             if (v != 0.0)
                 assert_true(e[j] == 0.0);
         }
-        /* the canary and weight slots of a full-weight input */
-        assert_int_equal(out[K], 1u << q.bits);
-        assert_int_equal(out[K + 1], 1);
+        /* the canary */
+        assert_int_equal(out[K], 1);
     }
 
     /* A second round carries the residual: what was dropped comes back. */
@@ -770,7 +771,7 @@ static void test_savec_client_topk(void **state)
     sfl_topk_ws_close(&ws);
 }
 
-/* rho = min(weight, w_max) / w_max, in the weight slot and the values. */
+/* rho = min(weight, w_max) / w_max scales the values; no weight slot. */
 static void test_savec_client_weights(void **state)
 {
     (void)state;
@@ -778,7 +779,7 @@ static void test_savec_client_weights(void **state)
     static const uint32_t S[K] = {0, 2, 3, 5};
     static const double weights[] = {1.0, 4.0, 16.0, 40.0};
     double delta[D] = {0.3, 9.0, -0.7, 0.01, 9.0, 2.5}, e[D], vals[K];
-    uint32_t out[K + 2];
+    uint32_t out[K + 1];
     sfl_sa_quant_t q;
     sfl_topk_ws_t ws;
     sfl_rng_t r;
@@ -794,7 +795,7 @@ static void test_savec_client_weights(void **state)
         assert_int_equal(sfl_sa_client_vector(&q, delta, e, D, S, K, K, weights[w], &r, &ws,
                                               vals, out),
                          0);
-        assert_int_equal(out[K], (uint32_t)llround(ldexp(rho, (int)q.bits)));
+        assert_int_equal(out[K], 1);
         for (uint32_t s = 0; s < K; s++) {
             /* clipped to [-1, 1] (2.5 at index 5), then rounded to a step */
             double want = ldexp(rho * fmax(-1.0, fmin(1.0, delta[S[s]])), q.frac);
@@ -814,7 +815,7 @@ static void test_savec_client_refusals(void **state)
     enum { D = 5, K = 3 };
     uint32_t S[K] = {0, 2, 4};
     double delta[D] = {0.1, 0.2, 0.3, 0.4, 0.5}, e[D] = {0.5, 0, 0, 0, 0}, keep[D], vals[K];
-    uint32_t out[K + 2];
+    uint32_t out[K + 1];
     sfl_sa_quant_t q;
     sfl_topk_ws_t ws;
     sfl_rng_t r, before;
@@ -866,8 +867,8 @@ static void test_savec_server_roundtrip(void **state)
     enum { N = 7, D = 300, SIZE = 60, TOPK = 25 };
     double *delta = calloc(D, sizeof(double)), *e = calloc((size_t)N * D, sizeof(double));
     double *mean = calloc(D, sizeof(double)), *global = calloc(D, sizeof(double));
-    double vals[SIZE], want[SIZE] = {0}, wsum, rho_sum = 0;
-    uint32_t S[SIZE], k, out[SIZE + 2], acc[SIZE + 2];
+    double vals[SIZE], want[SIZE] = {0}, wsum, rho_sum = 0, ws_[N];
+    uint32_t S[SIZE], k, out[SIZE + 1], acc[SIZE + 1];
     uint8_t nonce[SFL_SA_NONCE_BYTES];
     sfl_sa_quant_t q;
     sfl_topk_ws_t ws;
@@ -885,7 +886,7 @@ static void test_savec_server_roundtrip(void **state)
     memset(nonce, 0x5a, sizeof nonce);
     assert_int_equal(sfl_sa_support(global, D, SIZE, nonce, S, &k), 0);
     assert_int_equal(k, SIZE);
-    /* weights 1..16 of w_max 16: every rho, and so the weight slot, exact */
+    /* weights 1..16 of w_max 16: every rho exact */
     assert_int_equal(sfl_sa_quant_init(&q, 4.0, 16.0, N), 0);
     for (int round = 0; round < 3; round++) {
         memset(acc, 0, sizeof acc);
@@ -903,9 +904,10 @@ static void test_savec_server_roundtrip(void **state)
             for (uint32_t s = 0; s < k; s++)
                 want[s] += rho * fmax(-4.0, fmin(4.0, vals[s]));
             rho_sum += rho;
+            ws_[i] = w;
             add_into(acc, out, k);
         }
-        assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N, D, mean, &wsum), 0);
+        assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N, ws_, D, mean, &wsum), 0);
         assert_true(wsum == rho_sum);
         assert_true(wsum >= 1.0);
         uint32_t s = 0;
@@ -918,17 +920,18 @@ static void test_savec_server_roundtrip(void **state)
     }
 
     /* the canary counts the inputs; a bad support is refused */
-    assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N - 1, D, mean, &wsum), SFL_EBADSIG);
-    assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N, SIZE - 1, mean, &wsum), SFL_EINVAL);
+    assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N - 1, ws_, D, mean, &wsum), SFL_EBADSIG);
+    assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N, ws_, SIZE - 1, mean, &wsum),
+                     SFL_EINVAL);
     uint32_t t = S[3];
     S[3] = S[2];
-    assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N, D, mean, &wsum), SFL_EINVAL);
+    assert_int_equal(sfl_sa_server_mean(&q, acc, S, k, N, ws_, D, mean, &wsum), SFL_EINVAL);
     S[3] = t;
     /* S_t = all of [0, d): the spread is the identity */
     uint32_t all[SIZE];
     for (uint32_t j = 0; j < SIZE; j++)
         all[j] = j;
-    assert_int_equal(sfl_sa_server_mean(&q, acc, all, SIZE, N, SIZE, mean, &wsum), 0);
+    assert_int_equal(sfl_sa_server_mean(&q, acc, all, SIZE, N, ws_, SIZE, mean, &wsum), 0);
     sfl_topk_ws_close(&ws);
     free(delta);
     free(e);
@@ -964,7 +967,7 @@ static void test_savec_metrics(void **state)
             for (int j = 0; j < SFL_SA_METRICS; j++)
                 want[j] += m[j];
         }
-        sfl_sa_metrics_decode(&q, sum, got);
+        assert_int_equal(sfl_sa_metrics_decode(&q, sum, ns[a], got), 0);
         assert_true(got[0] == want[0] && got[2] == want[2]);
         for (int j = 1; j < SFL_SA_METRICS; j += j == 1 ? 2 : 1)
             assert_true(fabs(got[j] - want[j]) <= ns[a] * step / 2 + 1e-9 * want[j]);
@@ -972,12 +975,127 @@ static void test_savec_metrics(void **state)
         /* clamped, and 0 for NaN and negatives */
         double big[SFL_SA_METRICS] = {1e30, NAN, -5, INFINITY, 2};
         sfl_sa_metrics_encode(&q, big, w);
-        sfl_sa_metrics_decode(&q, w, got);
+        assert_int_equal(sfl_sa_metrics_decode(&q, w, 1, got), 0);
         assert_true(got[0] == ldexp(1.0, 2 * (int)q.bits) - 1);
         assert_true(got[1] == 0 && got[2] == 0);
         assert_true(got[3] == (ldexp(1.0, 2 * (int)q.bits) - 1) * step);
         assert_true(got[4] == 2);
     }
+}
+
+/* Finding 2 of issue 23: the old input carried a weight word, summed under
+ * the masks, and the mean was divided by it; one member setting it to
+ * -2^30 made the weight sum 0 (the round failed), or set it so the sum was
+ * about 1 (the model's largest value went 0.76 -> 128.6). Now the divisor
+ * is the public weights' sum and the word after the values is the canary:
+ * whatever one member puts in its input, the sum is refused (canary, or
+ * out of bounds: named as not attributable) or every decoded value is
+ * within what clipped inputs give, |mean_j| <= clip (+ rounding). */
+static void test_savec_hostile_input(void **state)
+{
+    (void)state;
+    enum { P = 5, K = 40 };
+    static const double weight[P] = {10, 10, 4, 10, 7}; /* w_max 10 */
+    const double clip = 0.5;
+    double v[K], mean[K], wsum, honest[K], rsum = 0;
+    uint32_t out[K + 1], acc[K + 1], base[K + 1] = {0};
+    sfl_sa_quant_t q;
+    sfl_rng_t r;
+    int refused = 0, accepted = 0;
+
+    sfl_rng_seed(&r, 31, 0, 0, SFL_STREAM_DATA);
+    assert_int_equal(sfl_sa_quant_init(&q, clip, 10.0, P), 0);
+    /* four honest members (0..3), member 4 hostile */
+    for (int u = 0; u < P - 1; u++) {
+        for (int j = 0; j < K; j++)
+            v[j] = sfl_rng_gauss(&r, 0, 0.3);
+        assert_int_equal(sfl_sa_quantize(&q, v, K, weight[u], &r, out), 0);
+        add_into(base, out, K);
+    }
+    for (int u = 0; u < P; u++)
+        rsum += sfl_sa_rho(&q, weight[u]);
+
+    /* the old attack: -2^30 in the word after the values (the weight word
+     * then, the canary now) */
+    for (int j = 0; j < K; j++)
+        v[j] = 0.1;
+    assert_int_equal(sfl_sa_quantize(&q, v, K, weight[4], &r, out), 0);
+    memcpy(acc, base, sizeof acc);
+    add_into(acc, out, K);
+    assert_int_equal(sfl_sa_dequantize(&q, acc, K, P, weight, honest, &wsum), 0);
+    assert_true(wsum == rsum); /* the public weights' sum, nothing else */
+    out[K] = 0u - (1u << 30);
+    memcpy(acc, base, sizeof acc);
+    add_into(acc, out, K);
+    assert_int_equal(sfl_sa_dequantize(&q, acc, K, P, weight, mean, &wsum), SFL_EBADSIG);
+    /* ... or the canary kept and the words made so the old divisor would
+     * be ~1: the values are what they are, the divisor does not move */
+    out[K] = 1;
+    memcpy(acc, base, sizeof acc);
+    add_into(acc, out, K);
+    assert_int_equal(sfl_sa_dequantize(&q, acc, K, P, weight, mean, &wsum), 0);
+    assert_true(wsum == rsum);
+    for (int j = 0; j < K; j++)
+        assert_true(mean[j] == honest[j]);
+
+    /* values far beyond a clipped input: out of bounds, refused, named as
+     * not attributable */
+    for (int j = 0; j < K; j++)
+        out[j] = 1u << 30;
+    memcpy(acc, base, sizeof acc);
+    add_into(acc, out, K);
+    assert_int_equal(sfl_sa_dequantize(&q, acc, K, P, weight, mean, &wsum), SFL_ERANGE);
+    assert_non_null(strstr(sfl_last_error(), "secure sum out of bounds"));
+    assert_non_null(strstr(sfl_last_error(), "not attributable"));
+
+    /* any words at all (canary kept): refused, or inside the bounds of
+     * clipped inputs */
+    double lim = clip + P * ldexp(1.0, -q.frac) / rsum;
+    for (int trial = 0; trial < 2000; trial++) {
+        /* words uniform in [-2^e, 2^e] for e = 0..30, or any 32 bits */
+        int e = (int)(sfl_rng_u64(&r) % 32);
+        int64_t span = (int64_t)1 << (e < 31 ? e : 30);
+        for (int j = 0; j < K; j++) {
+            uint64_t x = sfl_rng_u64(&r);
+            out[j] = e == 31 ? (uint32_t)x
+                             : (uint32_t)((int64_t)(x % (uint64_t)(2 * span + 1)) - span);
+        }
+        out[K] = 1;
+        memcpy(acc, base, sizeof acc);
+        add_into(acc, out, K);
+        int rc = sfl_sa_dequantize(&q, acc, K, P, weight, mean, &wsum);
+        if (rc == SFL_ERANGE) {
+            refused++;
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        accepted++;
+        for (int j = 0; j < K; j++)
+            assert_true(fabs(mean[j]) <= lim);
+    }
+    assert_true(refused > 0 && accepted > 0);
+}
+
+/* The metric words of a sum: above count (2^B - 1) no count of honest
+ * inputs reaches: refused as out of bounds. */
+static void test_savec_metrics_bounds(void **state)
+{
+    (void)state;
+    sfl_sa_quant_t q;
+    uint32_t sum[SFL_SA_METRIC_WORDS] = {0};
+    double got[SFL_SA_METRICS];
+
+    assert_int_equal(sfl_sa_quant_init(&q, 1, 10, 8), 0);
+    for (int j = 0; j < SFL_SA_METRIC_WORDS; j++)
+        sum[j] = 3 * ((UINT32_C(1) << q.bits) - 1);
+    assert_int_equal(sfl_sa_metrics_decode(&q, sum, 3, got), 0);
+    assert_int_equal(sfl_sa_metrics_decode(&q, sum, 2, got), SFL_ERANGE);
+    assert_non_null(strstr(sfl_last_error(), "secure sum out of bounds"));
+    sum[SFL_SA_METRIC_WORDS - 1]++;
+    assert_int_equal(sfl_sa_metrics_decode(&q, sum, 3, got), SFL_ERANGE);
+    sum[SFL_SA_METRIC_WORDS - 1]--;
+    assert_int_equal(sfl_sa_metrics_decode(&q, sum, 0, got), SFL_ERANGE);
+    assert_int_equal(sfl_sa_metrics_decode(&q, sum, 9, got), SFL_ERANGE);
 }
 
 int main(void)
@@ -1003,6 +1121,8 @@ int main(void)
         cmocka_unit_test(test_savec_client_weights),
         cmocka_unit_test(test_savec_client_refusals),
         cmocka_unit_test(test_savec_server_roundtrip),
+        cmocka_unit_test(test_savec_hostile_input),
+        cmocka_unit_test(test_savec_metrics_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

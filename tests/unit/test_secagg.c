@@ -737,9 +737,79 @@ static void test_secagg_one_release(void **state)
     pol.min_n = 6;
     assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c, &adv), SFL_EINVAL);
     sfl_sa_policy_default(&pol);
+    /* t = 3 of 5 is n / 2 + 1, below the default floor against floor(5 / 3)
+     * = 1 colluder (t > (n + c) / 2 = 3); with c = 0 it is taken */
+    assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c, &adv), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "colluders"));
+    pol.max_colluders = 0;
+    assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c, &adv), 0);
+    sfl_sa_client_free(c);
     /* not a member */
     assert_int_equal(sfl_sa_client_new(&p->r, &pol, 12345, p->id[0], &c, &adv), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "not in the cohort"));
     (void)drop;
+    party_free(p);
+    free(p);
+}
+
+
+/* Issue 23 finding 5: the floor against c colluders, t > (n + c) / 2,
+ * and its neighbourhood form on a Harary graph. The default c = floor(n /
+ * 3) takes exactly t >= floor(2n / 3) + 1 (the coordinator's default) and
+ * refuses n / 2 + 1; an explicit c moves the floor; and whenever t passes,
+ * the holders' threshold tau (sfl_sa_holders) exceeds (k + 1 + c_k) / 2
+ * for the holders' share c_k = floor(c (k + 1) / n): two disjoint sets of
+ * honest holders cannot each complete tau with the colluders. */
+static void test_secagg_collusion_floor(void **state)
+{
+    sfl_sa_policy_t pol;
+
+    (void)state;
+    for (uint32_t n = 3; n <= 400; n++) {
+        for (uint32_t c = 0; c < n; c += c < 5 ? 1 : n / 7 + 1) {
+            for (uint32_t t = n / 2 + 1; t <= n; t++) {
+                sfl_sa_round_t r = {.t = t, .n = n};
+                int ok = 2 * (uint64_t)t > n + c;
+
+                for (uint32_t k = 2; ok && k + 1 < n && k <= 128; k += 2 + k / 8) {
+                    uint64_t ck = (uint64_t)c * (k + 1) / n;
+
+                    r.degree = k;
+                    assert_true(2 * (uint64_t)sfl_sa_holders(&r, n) > k + 1 + ck);
+                }
+            }
+        }
+        /* the default's floor is the coordinator's default threshold */
+        uint32_t floor_t = n / 2 + 1;
+        while (2 * (uint64_t)floor_t <= n + n / 3)
+            floor_t++;
+        assert_int_equal(floor_t, 2 * n / 3 + 1);
+    }
+
+    /* through sfl_sa_client_new: 7 members, default c = 2: t = 4 (n / 2 + 1)
+     * refused, 5 = floor(14 / 3) + 1 taken; c = 0 takes 4, c = 4 needs 6 */
+    party_t *p = calloc(1, sizeof(*p));
+    sfl_sa_client_t *cl = NULL;
+    sfl_sa_adv_t adv;
+    static const struct { uint32_t c, t; int rc; } cases[] = {
+        {SFL_SA_COLLUDERS_THIRD, 4, SFL_EINVAL}, {SFL_SA_COLLUDERS_THIRD, 5, 0},
+        {0, 4, 0}, {4, 5, SFL_EINVAL}, {4, 6, 0}};
+
+    assert_non_null(p);
+    party_init(p, 7, 4);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sfl_sa_policy_default(&pol);
+        pol.max_colluders = cases[i].c;
+        p->r.t = cases[i].t;
+        int rc = sfl_sa_client_new(&p->r, &pol, p->m[2].id, p->id[2], &cl, &adv);
+
+        if (rc != cases[i].rc)
+            fail_msg("case %zu: %d (%s)", i, rc, sfl_last_error());
+        if (cases[i].rc != 0)
+            assert_non_null(strstr(sfl_last_error(), "colluders"));
+        sfl_sa_client_free(cl);
+        cl = NULL;
+    }
     party_free(p);
     free(p);
 }
@@ -983,6 +1053,7 @@ int main(void)
         cmocka_unit_test(test_secagg_attacks_later),
         cmocka_unit_test(test_secagg_attacks_order),
         cmocka_unit_test(test_secagg_one_release),
+        cmocka_unit_test(test_secagg_collusion_floor),
         cmocka_unit_test(test_secagg_split_view_and_replay),
         cmocka_unit_test(test_secagg_kat_x25519),
         cmocka_unit_test(test_secagg_kat_ed25519),

@@ -37,6 +37,10 @@
 
 #include "sfl/error.h"
 #include "sfl/param.h"
+#include "sfl/savec.h"
+#include "sfl/seal.h"
+#include "sfl/secagg.h"
+#include "sfl/shamir.h"
 #include "sfl/spcodec.h"
 #include "sfl/vec.h"
 
@@ -45,6 +49,13 @@
 #define SFL_MSG_SIG_BYTES 64   /* Ed25519 signature */
 #define SFL_MSG_NONCE_BYTES 32 /* round nonce */
 #define SFL_MSG_HASH_BYTES 32  /* BLAKE2b-256 */
+/* The sizes the wire shares with the crypto layer are defined there once;
+ * the programs copy between the two structs, so they must agree exactly. */
+_Static_assert(SFL_MSG_KEY_BYTES == SFL_SEAL_PK_BYTES, "identity and round keys");
+_Static_assert(SFL_MSG_SIG_BYTES == SFL_SEAL_SIG_BYTES, "Ed25519 signatures");
+_Static_assert(SFL_MSG_NONCE_BYTES == SFL_SA_NONCE_BYTES, "round nonce");
+_Static_assert(SFL_MSG_HASH_BYTES == SFL_SEAL_HASH_BYTES && SFL_MSG_HASH_BYTES == SFL_SA_HASH,
+               "hashes and commitments");
 #define SFL_MSG_NAME_LEN 64    /* names, versions: 63 printable ASCII + NUL */
 #define SFL_MSG_TEXT_LEN 256   /* reasons, errors: 255 printable ASCII + NUL */
 #define SFL_MSG_TAG_LEN 32     /* one tag: 1..31 of [a-z0-9_.:-] + NUL */
@@ -180,19 +191,21 @@ int sfl_msg_subscribe_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_l
  * sfl/secagg.h's (the programs move these fields into its structs); every
  * key, signature, nonce and share here has its exact length, checked on
  * unpack. Repeated fields hold at most lim's max_items entries. */
-#define SFL_MSG_SA_NONCE 24
-#define SFL_MSG_SA_CT 114 /* sfl/secagg.h SFL_SA_BOX_BYTES */
-/* A masked input's words beyond its support: weight, canary and the metric
- * words (sfl/savec.h 2 + SFL_SA_METRIC_WORDS) */
-#define SFL_MSG_SA_EXTRA 12
+#define SFL_MSG_SA_NONCE SFL_SA_BOX_NONCE /* defined once, in sfl/secagg.h */
+#define SFL_MSG_SA_CT SFL_SA_BOX_BYTES
+#define SFL_MSG_SA_SHARE SFL_SHAMIR_BYTES  /* a released share's y */
+/* A masked input's words beyond its support (sfl/savec.h) */
+#define SFL_MSG_SA_EXTRA SFL_SA_EXTRA_WORDS
 
 typedef struct sfl_msg_sa_member {
     uint64_t agent_id; /* > 0 */
     uint8_t pk[SFL_MSG_KEY_BYTES];
+    double weight;     /* its public aggregation weight, in (0, max_weight] */
 } sfl_msg_sa_member_t;
 
-/* Task.secagg: threshold > nmembers / 2; members strictly ascending;
- * support_size, top_k >= 1; clip, max_weight finite and > 0. */
+/* Task.secagg: threshold > nmembers / 2; members strictly ascending, each
+ * weight finite in (0, max_weight]; support_size, top_k >= 1; clip,
+ * max_weight finite and > 0. */
 typedef struct sfl_msg_sa_round {
     uint32_t threshold;
     uint32_t nmembers;
@@ -223,8 +236,23 @@ typedef struct sfl_msg_sa_reveal {
     uint64_t of;       /* > 0 */
     int self_mask;     /* 0 or 1 */
     uint16_t x;        /* >= 1 */
-    uint8_t y[32];
+    uint8_t y[SFL_MSG_SA_SHARE];
 } sfl_msg_sa_reveal_t;
+
+/* The programs copy these fields to and from sfl/secagg.h's structs field
+ * by field: the same sizes, checked here. */
+#define SFL_MSG_SAME_SIZE_(a, fa, b, fb) (sizeof(((a *)0)->fa) == sizeof(((b *)0)->fb))
+_Static_assert(SFL_MSG_SAME_SIZE_(sfl_msg_sa_box_t, ct, sfl_sa_box_t, ct) &&
+               SFL_MSG_SAME_SIZE_(sfl_msg_sa_box_t, nonce, sfl_sa_box_t, nonce),
+               "a share box on the wire and in sfl/secagg.h");
+_Static_assert(SFL_MSG_SAME_SIZE_(sfl_msg_sa_keys_t, c_pk, sfl_sa_adv_t, c_pk) &&
+               SFL_MSG_SAME_SIZE_(sfl_msg_sa_keys_t, s_pk, sfl_sa_adv_t, s_pk) &&
+               SFL_MSG_SAME_SIZE_(sfl_msg_sa_keys_t, sig, sfl_sa_adv_t, sig),
+               "round keys on the wire and in sfl/secagg.h");
+_Static_assert(SFL_MSG_SAME_SIZE_(sfl_msg_sa_reveal_t, y, sfl_share_t, y),
+               "a released share on the wire and in sfl/shamir.h");
+_Static_assert(SFL_MSG_SAME_SIZE_(sfl_msg_sa_member_t, pk, sfl_sa_member_t, pk),
+               "a member's identity key");
 
 /* TaskOrWait.secagg: stage 2 (keys), 3 (clients = U2, boxes), 4 (clients
  * = U3) or 5 (signatures); the fields of other stages empty. Arrays: pack

@@ -17,34 +17,43 @@
  * ChaCha20 and a linear selection, where d digests and a sort took 0.7 s
  * at d = 1e6 on every agent and on the coordinator's loop.)
  *
- * Quantization (a vector of len = |S_t| + 2 words):
+ * Quantization (a vector of len = |S_t| + 1 words):
  *   B = 30 - floor(log2 n_max) (= 31 - ceil(log2(n_max + 1))), so that
  *   n_max values of magnitude <= 2^B sum to at most 2^31 - 2^B and a sum
- *   read as int32 cannot wrap (a value slot and the weight slot both reach
- *   2^B, so 31 - ceil(log2 n_max) would wrap for every power of two n_max);
+ *   read as int32 cannot wrap (31 - ceil(log2 n_max) would wrap for every
+ *   power of two n_max);
  *   f = the largest integer with clip * 2^f <= 2^B (f may be negative);
- *   rho = min(weight, w_max) / w_max (0 < weight; w_max > 0);
+ *   rho = sfl_sa_rho(weight) = min(weight, w_max) / w_max (0 < weight;
+ *   w_max > 0). The weight is public: the coordinator signs each member's
+ *   (its declared samples capped at the job's max_weight) into the task,
+ *   so the member scales by it and the server divides by the sum of the
+ *   rho_u it computes itself; no word of the vector decides the divisor;
  *   slot i < |S_t|: q_i = stochastic rounding of rho * clamp(v_i, -clip, clip) * 2^f
  *   (floor(z) + 1 with probability z - floor(z): one sfl_rng_uniform draw u
  *   per value slot, in slot order, rounding up when u < z - floor(z)),
- *   stored as uint32 (two's complement);
- *   slot |S_t|: round(rho * 2^B), the weight; slot |S_t| + 1: 1, the canary
- *   (its sum is the number of inputs, so a client that masked another vector
- *   shows).
+ *   stored as uint32 (two's complement), so |q_i| <= ceil(rho clip 2^f);
+ *   slot |S_t|: 1, the canary (its sum is the number of inputs, so a client
+ *   that masked another vector shows).
  *   NaN or infinite values are refused before clipping.
- * Decoding a sum of count inputs: each slot read as int32; values / 2^f /
- * (weight slot / 2^B) give the weighted mean; SFL_EBADSIG unless the canary
- * slot equals count.
+ * Decoding a sum of count inputs of public weights w_u: each slot read as
+ * int32; SFL_EBADSIG unless the canary slot equals count; SFL_ERANGE
+ * ("secure sum out of bounds") when a slot's |sum| exceeds the sum over
+ * the inputs of ceil(rho_u clip 2^f), what count clipped inputs of those
+ * weights can reach (a member that sent anything else is not named: the
+ * masks hide whose input it was); else values / 2^f / sum of rho_u, the
+ * weighted mean.
  *
  * Metrics (sfl_sa_metrics_encode): a round's figures travel summed too, in
  * SFL_SA_METRIC_WORDS words after the canary (the masked vector of the
- * protocol is len = |S_t| + 2 + SFL_SA_METRIC_WORDS words): samples,
+ * protocol is len = |S_t| + SFL_SA_EXTRA_WORDS words): samples,
  * samples x train loss, eval samples, eval samples x eval accuracy, eval
  * samples x eval mse (mode 1's sums, so the means are the same). Each
  * m >= 0 is X = round(m 2^F) with F = 0 for the two counts and
  * F = 2B - 32 for the others, clamped to 2^(2B) - 1 (NaN and negatives
  * are 0), in two words: X mod 2^B, then X / 2^B (each below 2^B, so n_max
- * of them sum below 2^31 as the values do).
+ * of them sum below 2^31 as the values do). Decoding a sum of count
+ * inputs refuses a word above count (2^B - 1) (SFL_ERANGE, as for the
+ * values).
  *
  * A client's input with error feedback (sfl_sa_client_vector; sfl-sim's
  * --secagg, docs/algorithms.md). delta: the client's change, d entries;
@@ -59,7 +68,8 @@
  *   rounding change is not fed back: the residual holds only what was not
  *   selected.
  * The server's mean (sfl_sa_server_mean): sfl_sa_dequantize of the sum
- * mod 2^32 of count inputs, scattered to d entries (0 off S_t).
+ * mod 2^32 of count inputs and their public weights, scattered to d
+ * entries (0 off S_t).
  *
  * Masks. A key (32 bytes) expands to words w_0, w_1, ... = the keystream of
  * crypto_stream_chacha20_ietf (RFC 8439: 96-bit zero nonce, block counter
@@ -99,23 +109,29 @@ typedef struct sfl_sa_quant {
 int sfl_sa_quant_init(sfl_sa_quant_t *q, double clip, double w_max,
                       uint32_t n_max) SFL_MUST_CHECK;
 
+/* rho = min(weight, w_max) / w_max, in (0, 1]; 0 for a weight not finite
+ * and > 0. The one computation of a member's scale, on both sides. */
+double sfl_sa_rho(const sfl_sa_quant_t *q, double weight);
+
 /* The input of one client: vals[0..k) (its values on S_t, k = |S_t|) and
- * its weight (> 0, finite) into out[0..k + 2). SFL_ENUMERIC for a value not
- * finite, SFL_EINVAL for a bad weight. */
+ * its public weight (> 0, finite) into out[0..k + 1). SFL_ENUMERIC for a
+ * value not finite, SFL_EINVAL for a bad weight. */
 int sfl_sa_quantize(const sfl_sa_quant_t *q, const double *vals, uint32_t k, double weight,
                     sfl_rng_t *rng, uint32_t *out) SFL_MUST_CHECK;
 
-/* A sum of count inputs sum[0..k + 2) back: mean[0..k) the weighted mean of
- * the clipped values (sum of rho_u v_u / sum of rho_u), *wsum the sum of
- * rho_u. SFL_EINVAL for count 0 or above n_max, SFL_EBADSIG if the canary
- * slot is not count, SFL_EINVAL for a weight sum <= 0. */
+/* A sum of count inputs sum[0..k + 1) back, weights[0..count) the inputs'
+ * public weights: mean[0..k) the weighted mean of the clipped values (sum
+ * of rho_u v_u / sum of rho_u), *wsum the sum of rho_u. SFL_EINVAL for
+ * count 0 or above n_max or a weight not finite and > 0, SFL_EBADSIG if
+ * the canary slot is not count, SFL_ERANGE for a slot out of bounds (see
+ * above); mean is then unspecified. */
 int sfl_sa_dequantize(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t k, uint32_t count,
-                      double *mean, double *wsum) SFL_MUST_CHECK;
+                      const double *weights, double *mean, double *wsum) SFL_MUST_CHECK;
 
 /* One client's input for S_t = support[0..k) (ascending, < d), as above:
  * delta (d entries, borrowed), resid (d entries, updated), topk values
- * kept, weight its samples, rng its stream for the rounding. vals[0..k)
- * receives v on S_t, out[0..k + 2) the quantized input; ws must have room
+ * kept, weight its public weight, rng its stream for the rounding. vals[0..k)
+ * receives v on S_t, out[0..k + 1) the quantized input; ws must have room
  * for k (sfl_topk_ws_reserve). SFL_EINVAL for a support not ascending or
  * out of range, a bad weight or quantizer, SFL_ENUMERIC for a z not finite:
  * on any failure resid and rng are as they were. Allocates nothing. */
@@ -124,23 +140,28 @@ int sfl_sa_client_vector(const sfl_sa_quant_t *q, const double *delta, double *r
                          double weight, sfl_rng_t *rng, sfl_topk_ws_t *ws, double *vals,
                          uint32_t *out) SFL_MUST_CHECK;
 
-/* The weighted mean of count inputs from their sum mod 2^32 sum[0..k + 2)
- * (sfl_sa_dequantize) into mean[0..d): the value of slot s at support[s],
- * 0 elsewhere; *wsum the sum of the weights rho_u. Errors as
- * sfl_sa_dequantize, and SFL_EINVAL for a support not ascending or out of
- * range (mean then unspecified). Allocates nothing (mean needs d >= k
- * entries; the slots are spread in place). */
+/* The weighted mean of count inputs of public weights weights[0..count)
+ * from their sum mod 2^32 sum[0..k + 1) (sfl_sa_dequantize) into
+ * mean[0..d): the value of slot s at support[s], 0 elsewhere; *wsum the
+ * sum of the weights rho_u. Errors as sfl_sa_dequantize, and SFL_EINVAL
+ * for a support not ascending or out of range (mean then unspecified).
+ * Allocates nothing (mean needs d >= k entries; the slots are spread in
+ * place). */
 int sfl_sa_server_mean(const sfl_sa_quant_t *q, const uint32_t *sum, const uint32_t *support,
-                       uint32_t k, uint32_t count, uint32_t d, double *mean,
-                       double *wsum) SFL_MUST_CHECK;
+                       uint32_t k, uint32_t count, const double *weights, uint32_t d,
+                       double *mean, double *wsum) SFL_MUST_CHECK;
 
 #define SFL_SA_METRICS 5
 #define SFL_SA_METRIC_WORDS (2 * SFL_SA_METRICS)
+/* The words of a masked input beyond its |S_t| values. */
+#define SFL_SA_EXTRA_WORDS (1 + SFL_SA_METRIC_WORDS) /* the canary, the metrics */
 
 /* One client's metrics m[0..SFL_SA_METRICS) (above) into out. */
 void sfl_sa_metrics_encode(const sfl_sa_quant_t *q, const double *m, uint32_t *out);
-/* The sum of count inputs' metric words back into m[0..SFL_SA_METRICS). */
-void sfl_sa_metrics_decode(const sfl_sa_quant_t *q, const uint32_t *sum, double *m);
+/* The sum of count inputs' metric words back into m[0..SFL_SA_METRICS);
+ * SFL_ERANGE for a word above count (2^B - 1) or count not in [1, n_max]. */
+int sfl_sa_metrics_decode(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t count,
+                          double *m) SFL_MUST_CHECK;
 
 /* Words [first, first + n) of key's mask into out; first + n <= 2^36 (the
  * 32-bit block counter). */

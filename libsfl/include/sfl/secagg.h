@@ -93,11 +93,20 @@ typedef struct sfl_sa_round {
     const sfl_sa_member_t *members;    /* n, ids strictly ascending (borrowed) */
 } sfl_sa_round_t;
 
-/* A client's floor on what it takes part in. */
+/* A client's floor on what it takes part in. Against a server colluding
+ * with up to c clients it needs t > (n + c) / 2: two sets of t signers of
+ * different U3 overlap in at least 2t - n > c clients, so an honest one
+ * would have signed both, which it never does (docs/security.md). On a
+ * Harary graph of degree k the seed's k + 1 holders are held to the same
+ * rule with their share of the colluders, c_k = floor(c (k + 1) / n):
+ * tau > (k + 1 + c_k) / 2 (sfl_sa_holders). */
+#define SFL_SA_COLLUDERS_THIRD UINT32_MAX /* max_colluders: floor(n / 3) */
 typedef struct sfl_sa_policy {
     uint32_t min_n;  /* cohort at least this (default 3) */
     uint32_t min_t;  /* threshold at least this (default 2); t > n / 2 always */
     uint32_t min_degree; /* a Harary graph's degree at least this (default 16) */
+    uint32_t max_colluders; /* c (default SFL_SA_COLLUDERS_THIRD: floor(n / 3), so
+                               t >= floor(2n / 3) + 1) */
 } sfl_sa_policy_t;
 
 typedef struct sfl_sa_adv {

@@ -205,6 +205,14 @@ static int quant_ok(const sfl_sa_quant_t *q)
            ldexp(q->clip, q->frac) <= ldexp(1.0, (int)q->bits);
 }
 
+double sfl_sa_rho(const sfl_sa_quant_t *q, double weight)
+{
+    assert(q);
+    if (!(isfinite(weight) && weight > 0) || !(isfinite(q->w_max) && q->w_max > 0))
+        return 0.0;
+    return (weight < q->w_max ? weight : q->w_max) / q->w_max;
+}
+
 int sfl_sa_quantize(const sfl_sa_quant_t *q, const double *vals, uint32_t k, double weight,
                     sfl_rng_t *rng, uint32_t *out)
 {
@@ -220,20 +228,21 @@ int sfl_sa_quantize(const sfl_sa_quant_t *q, const double *vals, uint32_t k, dou
         if (!isfinite(vals[i]))
             return sfl__fail(SFL_ENUMERIC, "secure aggregation: value %u is %g", i, vals[i]);
 
-    double rho = (weight < q->w_max ? weight : q->w_max) / q->w_max;
+    double rho = sfl_sa_rho(q, weight);
     double c = q->clip;
     for (uint32_t i = 0; i < k; i++) {
         double v = vals[i] < -c ? -c : vals[i] > c ? c : vals[i];
-        /* |rho v| <= c as rho <= 1 and rounding is monotone; ldexp is exact
-         * unless it underflows, so |z| <= c 2^f <= 2^B. */
+        /* |rho v| <= rho c as rounding is monotone; ldexp is exact unless
+         * it underflows (monotone too), so |z| <= rho c 2^f <= 2^B and the
+         * rounded value is within ceil(rho c 2^f) (sfl_sa_dequantize's
+         * bound). */
         double z = ldexp(rho * v, q->frac);
         double fl = floor(z);
         double u = sfl_rng_uniform(rng);
         int64_t r = (int64_t)fl + (u < z - fl);
         out[i] = (uint32_t)r; /* two's complement, defined for unsigned */
     }
-    out[k] = (uint32_t)llround(ldexp(rho, (int)q->bits));
-    out[(size_t)k + 1] = 1;
+    out[k] = 1; /* the canary */
     return 0;
 }
 
@@ -243,27 +252,52 @@ static int32_t as_int32(uint32_t w)
     return w < (UINT32_C(1) << 31) ? (int32_t)w : (int32_t)(w - (UINT32_C(1) << 31)) + INT32_MIN;
 }
 
-int sfl_sa_dequantize(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t k, uint32_t count,
-                      double *mean, double *wsum)
+/* The most |value slot| of one input of weight rho can reach:
+ * ceil(rho c 2^f), the quantizer's own arithmetic (<= 2^B). */
+static int64_t slot_bound(const sfl_sa_quant_t *q, double rho)
 {
-    assert(q && sum && (mean || k == 0) && wsum);
+    return (int64_t)ceil(ldexp(rho * q->clip, q->frac));
+}
+
+int sfl_sa_dequantize(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t k, uint32_t count,
+                      const double *weights, double *mean, double *wsum)
+{
+    assert(q && sum && (mean || k == 0) && (weights || count == 0) && wsum);
     if (!quant_ok(q))
         return sfl__fail(SFL_EINVAL, "secure aggregation: quantizer not initialised");
     if (count == 0 || count > q->n_max)
         return sfl__fail(SFL_EINVAL, "secure aggregation: %u inputs, n_max is %u", count,
                          q->n_max);
-    if (sum[(size_t)k + 1] != count)
-        return sfl__fail(SFL_EBADSIG, "secure aggregation: canary %u for %u inputs",
-                         sum[(size_t)k + 1], count);
-    int32_t w = as_int32(sum[k]);
-    if (w <= 0)
-        return sfl__fail(SFL_EINVAL, "secure aggregation: weight sum %d", (int)w);
+    if (sum[k] != count)
+        return sfl__fail(SFL_EBADSIG, "secure aggregation: canary %u for %u inputs", sum[k],
+                         count);
 
-    /* value / 2^f / (w / 2^B) = (value / w) 2^(B - f): one rounding. */
-    int e = (int)q->bits - q->frac;
+    /* The divisor and the bound from the public weights alone: nothing an
+     * input holds decides either. */
+    double rsum = 0;
+    int64_t bound = 0;
+    for (uint32_t u = 0; u < count; u++) {
+        double rho = sfl_sa_rho(q, weights[u]);
+
+        if (!(rho > 0))
+            return sfl__fail(SFL_EINVAL, "secure aggregation: input %u's weight %g must be "
+                             "finite and > 0", u, weights[u]);
+        rsum += rho;
+        bound += slot_bound(q, rho);
+    }
+    for (uint32_t i = 0; i < k; i++) {
+        int64_t v = as_int32(sum[i]);
+
+        if (v > bound || v < -bound)
+            return sfl__fail(SFL_ERANGE, "secure sum out of bounds: some member's input is not "
+                             "a clipped vector; not attributable (slot %u is %lld, %u inputs "
+                             "of their weights reach %lld at most)", i, (long long)v, count,
+                             (long long)bound);
+    }
+    /* value / 2^f / rsum: the mean of rho_u v_u over the rho_u */
     for (uint32_t i = 0; i < k; i++)
-        mean[i] = ldexp((double)as_int32(sum[i]) / (double)w, e);
-    *wsum = ldexp((double)w, -(int)q->bits);
+        mean[i] = ldexp((double)as_int32(sum[i]), -q->frac) / rsum;
+    *wsum = rsum;
     return 0;
 }
 
@@ -290,12 +324,22 @@ void sfl_sa_metrics_encode(const sfl_sa_quant_t *q, const double *m, uint32_t *o
     }
 }
 
-void sfl_sa_metrics_decode(const sfl_sa_quant_t *q, const uint32_t *sum, double *m)
+int sfl_sa_metrics_decode(const sfl_sa_quant_t *q, const uint32_t *sum, uint32_t count,
+                          double *m)
 {
     assert(q && sum && m && quant_ok(q));
+    /* each input's words are below 2^B (sfl_sa_metrics_encode) */
+    uint64_t top = (uint64_t)count * (((uint64_t)1 << q->bits) - 1);
+    for (int w = 0; w < SFL_SA_METRIC_WORDS; w++)
+        if (count == 0 || count > q->n_max || sum[w] > top)
+            return sfl__fail(SFL_ERANGE, "secure sum out of bounds: some member's input is not "
+                             "a clipped vector; not attributable (metric word %d is %u, %u "
+                             "inputs reach %llu at most)", w, sum[w], count,
+                             (unsigned long long)top);
     for (int j = 0; j < SFL_SA_METRICS; j++)
         m[j] = ldexp(ldexp((double)sum[2 * j + 1], (int)q->bits) + (double)sum[2 * j],
                      -metric_frac(q, j));
+    return 0;
 }
 
 /* ---- a client's input, the server's mean --------------------------------- */
@@ -353,12 +397,13 @@ int sfl_sa_client_vector(const sfl_sa_quant_t *q, const double *delta, double *r
 }
 
 int sfl_sa_server_mean(const sfl_sa_quant_t *q, const uint32_t *sum, const uint32_t *support,
-                       uint32_t k, uint32_t count, uint32_t d, double *mean, double *wsum)
+                       uint32_t k, uint32_t count, const double *weights, uint32_t d,
+                       double *mean, double *wsum)
 {
     assert(q && sum && (support || k == 0) && mean && wsum);
     if (!support_ok(support, k, d))
         return sfl__fail(SFL_EINVAL, "secure aggregation: S_t is not ascending in [0, %u)", d);
-    int rc = sfl_sa_dequantize(q, sum, k, count, mean, wsum);
+    int rc = sfl_sa_dequantize(q, sum, k, count, weights, mean, wsum);
     if (rc < 0)
         return rc;
     /* Spread slot s to support[s] from the top down: support[s] >= s, so

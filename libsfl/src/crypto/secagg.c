@@ -54,6 +54,7 @@ void sfl_sa_policy_default(sfl_sa_policy_t *p)
     p->min_n = 3;
     p->min_t = 2;
     p->min_degree = 16;
+    p->max_colluders = SFL_SA_COLLUDERS_THIRD;
 }
 
 uint32_t sfl_sa_degree(const sfl_sa_round_t *r, uint32_t n1)
@@ -504,6 +505,27 @@ int sfl_sa_client_new(const sfl_sa_round_t *r, const sfl_sa_policy_t *policy, ui
     if (sfl_sa_degree(r, r->n) < policy->min_degree && sfl_sa_degree(r, r->n) + 1 < r->n)
         return sfl__fail(SFL_EINVAL, "secure aggregation: graph degree %u below this client's "
                          "floor %u", r->degree, policy->min_degree);
+    /* t > (n + c) / 2 against c colluders (sfl_sa_policy_t) */
+    {
+        uint64_t cc = policy->max_colluders == SFL_SA_COLLUDERS_THIRD ? r->n / 3
+                                                                      : policy->max_colluders;
+        uint32_t k = sfl_sa_degree(r, r->n);
+
+        if (2 * (uint64_t)r->t <= r->n + cc)
+            return sfl__fail(SFL_EINVAL, "secure aggregation: threshold %u of %u below this "
+                             "client's floor against %llu colluders (need t > (n + c) / 2: "
+                             "t >= %llu)", r->t, r->n, (unsigned long long)cc,
+                             (unsigned long long)((r->n + cc) / 2 + 1));
+        if (k + 1 < r->n) {
+            uint64_t ck = cc * (k + 1) / r->n, tau = sfl_sa_holders(r, r->n);
+
+            if (2 * tau <= k + 1 + ck)
+                return sfl__fail(SFL_EINVAL, "secure aggregation: %llu of a seed's %u holders "
+                                 "below this client's floor against %llu colluders among "
+                                 "them (need tau > (k + 1 + c_k) / 2)",
+                                 (unsigned long long)tau, k + 1, (unsigned long long)ck);
+        }
+    }
     if ((rk = rank_of(r->members, r->n, id)) < 0)
         return sfl__fail(SFL_EINVAL, "secure aggregation: client %llu is not in the cohort",
                          (unsigned long long)id);

@@ -1186,6 +1186,11 @@ static int check_sa_round(const chk_t *c, const sfl_msg_sa_round_t *r)
         return fail(c, c->bad, "secagg: clip and max_weight must be > 0");
     if (r->degree % 2 != 0)
         return fail(c, c->bad, "secagg: degree %u (need 0 or even)", r->degree);
+    for (uint32_t i = 0; i < r->nmembers; i++)
+        if (!(isfinite(r->members[i].weight) && r->members[i].weight > 0 &&
+              r->members[i].weight <= r->max_weight))
+            return fail(c, c->bad, "secagg.members: entry %u's weight %g not in (0, "
+                        "max_weight %g]", i, r->members[i].weight, r->max_weight);
     return 0;
 }
 
@@ -1307,6 +1312,7 @@ static int put_sa_round(const chk_t *c, const sfl_msg_sa_round_t *r, wire_t *w)
         sfl__v1__sec_agg_member__init(&e[i]);
         e[i].agent_id = r->members[i].agent_id;
         e[i].identity_key = bin(r->members[i].pk, SFL_MSG_KEY_BYTES);
+        e[i].weight = r->members[i].weight;
     }
     o->threshold = r->threshold;
     o->n_members = r->nmembers;
@@ -1350,6 +1356,7 @@ static int get_sa_round(const chk_t *c, const Sfl__V1__SecAggRound *p, sfl_msg_s
     r->degree = p->degree;
     for (size_t i = 0; i < p->n_members && rc == 0; i++) {
         r->members[i].agent_id = p->members[i]->agent_id;
+        r->members[i].weight = p->members[i]->weight;
         rc = get_fixed(c, "secagg.members.identity_key", &p->members[i]->identity_key,
                        r->members[i].pk, SFL_MSG_KEY_BYTES);
     }
@@ -1560,7 +1567,7 @@ static int put_sa_answer(const chk_t *c, const void *p, wire_t *w)
         re[i].of = m->reveals[i].of;
         re[i].self_mask = m->reveals[i].self_mask;
         re[i].x = m->reveals[i].x;
-        re[i].y = bin(m->reveals[i].y, 32);
+        re[i].y = bin(m->reveals[i].y, SFL_MSG_SA_SHARE);
     }
     o->n_reveals = m->nreveals;
     o->reveals = (Sfl__V1__SecAggReveal **)rp;
@@ -1649,7 +1656,7 @@ static int get_sa_answer(const chk_t *c, void *pv, void *out)
         m->reveals[i].of = r->of;
         m->reveals[i].self_mask = r->self_mask ? 1 : 0;
         m->reveals[i].x = (uint16_t)r->x;
-        if ((rc = get_fixed(c, "reveal.y", &r->y, m->reveals[i].y, 32)) < 0)
+        if ((rc = get_fixed(c, "reveal.y", &r->y, m->reveals[i].y, SFL_MSG_SA_SHARE)) < 0)
             return rc;
     }
     m->nreveals = (uint32_t)p->n_reveals;
