@@ -1,5 +1,6 @@
 #include "net/transport_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -37,9 +38,10 @@
 #define DEF_WRITE_MAX ((size_t)16 * 1024 * 1024)
 #define DEF_MAX_CONNS 4096
 #define DEF_MAX_HANDSHAKES 512
-/* Connections past max_handshakes wait here, in the kernel (which caps it
- * at net.core.somaxconn): a storm of agents queues instead of being refused
- * into their backoff. */
+#define DEF_MAX_HANDSHAKES_PER_IP 64
+/* The kernel's queue of connections not yet accepted (capped at
+ * net.core.somaxconn). We take every connection from it as soon as it is
+ * there, so nobody waits in it behind a flood. */
 #define LISTEN_BACKLOG 4096
 
 /* Reads land in one per-thread buffer: libuv calls alloc_cb and read_cb
@@ -60,6 +62,14 @@ typedef enum {
     EV_HANDLE_CLOSED
 } conn_ev_t;
 
+/* Handshakes in progress per source address: open addressing with linear
+ * probing in a table of twice max_handshakes slots (rounded up to a power
+ * of two), so it never fills; a slot with n == 0 is free. */
+typedef struct {
+    uint8_t src[16];
+    uint32_t n;
+} src_slot_t;
+
 struct sfl_listener {
     uv_tcp_t tcp;
     uv_tcp_t reject; /* accepts and drops one refused connection at a time */
@@ -71,10 +81,13 @@ struct sfl_listener {
     void *data;
     sfl_conn_t *conns; /* accepted and not yet closed (until detached) */
     size_t nconns;
-    size_t nhandshakes; /* of them, not yet open */
+    size_t nhandshakes; /* of them, holding a handshake slot */
+    src_slot_t *srcs;   /* per-source counts of those, nsrcs slots */
+    size_t nsrcs;
+    uint64_t seed;      /* of the table's hash: not chosen by a peer */
     int handles; /* open handles; the listener is freed when none are left */
     /* accept_pending: libuv holds an accepted connection we have not taken
-     * (the reject handle was busy, or max_handshakes were in progress) */
+     * (the reject handle was busy) */
     unsigned closing : 1, reject_busy : 1, accept_pending : 1;
 };
 
@@ -93,10 +106,71 @@ static void on_resume(uv_idle_t *h)
     }
 }
 
-/* A handshake ended: a connection held back for its slot is taken on the
- * loop's next turn (not inside this connection's own call chain). */
-static void handshake_ended(sfl_listener_t *l)
+/* ---- per-source handshake counts ---------------------------------------- */
+
+static size_t src_hash(const sfl_listener_t *l, const uint8_t src[16])
 {
+    uint64_t h = 0xcbf29ce484222325u ^ l->seed; /* FNV-1a, seeded */
+
+    for (int i = 0; i < 16; i++)
+        h = (h ^ src[i]) * 0x100000001b3u;
+    return (size_t)(h ^ h >> 29) & (l->nsrcs - 1);
+}
+
+/* The slot of src, or the free slot where it would go. */
+static src_slot_t *src_find(sfl_listener_t *l, const uint8_t src[16])
+{
+    size_t i = src_hash(l, src);
+
+    while (l->srcs[i].n != 0 && memcmp(l->srcs[i].src, src, 16) != 0)
+        i = (i + 1) & (l->nsrcs - 1);
+    return &l->srcs[i];
+}
+
+static uint32_t src_count(sfl_listener_t *l, const uint8_t src[16])
+{
+    return src_find(l, src)->n;
+}
+
+static void src_add(sfl_listener_t *l, const uint8_t src[16])
+{
+    src_slot_t *e = src_find(l, src);
+
+    if (e->n == 0)
+        memcpy(e->src, src, 16);
+    e->n++;
+}
+
+/* Linear probing's deletion: shift later members of the run back into the
+ * hole so that every lookup still finds them. */
+static void src_del(sfl_listener_t *l, const uint8_t src[16])
+{
+    size_t mask = l->nsrcs - 1, hole, j;
+    src_slot_t *e = src_find(l, src);
+
+    assert(e->n > 0);
+    if (--e->n > 0)
+        return;
+    hole = (size_t)(e - l->srcs);
+    for (j = (hole + 1) & mask; l->srcs[j].n != 0; j = (j + 1) & mask) {
+        size_t home = src_hash(l, l->srcs[j].src);
+
+        /* j may move to hole unless its home lies cyclically in (hole, j] */
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            l->srcs[hole] = l->srcs[j];
+            l->srcs[j].n = 0;
+            hole = j;
+        }
+    }
+}
+
+/* c's handshake slot is given back (it opened, failed or was detached). */
+static void handshake_ended(sfl_listener_t *l, sfl_conn_t *c)
+{
+    if (!c->counted)
+        return;
+    c->counted = 0;
+    src_del(l, c->src);
     l->nhandshakes--;
     if (l->accept_pending && !l->closing)
         uv_idle_start(&l->resume, on_resume);
@@ -182,6 +256,13 @@ static int opts_check(const sfl_conn_opts_t *in, sfl_conn_opts_t *o)
         o->max_conns = DEF_MAX_CONNS;
     if (!o->max_handshakes)
         o->max_handshakes = DEF_MAX_HANDSHAKES;
+    if (!o->max_handshakes_per_ip)
+        o->max_handshakes_per_ip = DEF_MAX_HANDSHAKES_PER_IP;
+    if (o->max_handshakes_per_ip > o->max_handshakes)
+        o->max_handshakes_per_ip = o->max_handshakes;
+    if (o->max_handshakes > INT_MAX / 4)
+        return sfl__fail(SFL_EINVAL, "transport: max_handshakes %zu is above INT_MAX / 4",
+                         o->max_handshakes);
     /* uv_buf_t lengths are unsigned int and SSL_write takes an int. */
     if (o->write_max > INT_MAX / 2)
         return sfl__fail(SFL_EINVAL, "transport: write_max %zu is above INT_MAX / 2", o->write_max);
@@ -246,8 +327,7 @@ static void listener_unlink(sfl_conn_t *c)
     c->prev = c->next = NULL;
     c->listener = NULL;
     l->nconns--;
-    if (!c->opened)
-        handshake_ended(l);
+    handshake_ended(l, c);
 }
 
 /* Every handle has closed: the last callbacks, then the memory. */
@@ -376,7 +456,7 @@ static void conn_step(sfl_conn_t *c, conn_ev_t ev)
             c->state = SFL_CONN_OPEN;
             c->opened = 1;
             if (c->listener)
-                handshake_ended(c->listener);
+                handshake_ended(c->listener, c);
             c->last_active = uv_now(c->loop);
             arm_timer(c, c->idle_ms);
             sfl__clear_error();
@@ -917,6 +997,7 @@ static void listener_closed(uv_handle_t *h)
     if (--l->handles > 0)
         return;
     sfl_tls_free(l->opts.tls);
+    sfl__free(l->srcs);
     sfl__free(l);
 }
 
@@ -962,21 +1043,61 @@ static void refuse(sfl_listener_t *l, int status, const char *fmt, ...)
         l->on_reject(l, status, detail);
 }
 
+/* The key of a peer's per-source count: an IPv4 address as ::ffff:a.b.c.d,
+ * an IPv6 one cut to its /64 (one host usually holds a whole /64). */
+static void src_key(const struct sockaddr *sa, uint8_t out[16])
+{
+    memset(out, 0, 16);
+    if (sa->sa_family == AF_INET) {
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 8);
+    }
+}
+
+/* Every slot is taken and c's source holds `mine` of them: frees the slot of
+ * the oldest handshake of the source holding the most, if it holds more than
+ * mine + 1 (so two sources never evict each other back and forth). 1 if a
+ * slot was freed. A flood from a few addresses thus cannot keep a new
+ * source out for as long as its handshakes last. */
+static int evict_one(sfl_listener_t *l, uint32_t mine)
+{
+    const src_slot_t *top = NULL;
+    sfl_conn_t *c, *victim = NULL;
+    char detail[200];
+
+    for (size_t i = 0; i < l->nsrcs; i++)
+        if (l->srcs[i].n > 0 && (top == NULL || l->srcs[i].n > top->n))
+            top = &l->srcs[i];
+    if (top == NULL || top->n <= mine + 1)
+        return 0;
+    for (c = l->conns; c != NULL; c = c->next) /* newest first: the last is oldest */
+        if (c->counted && memcmp(c->src, top->src, 16) == 0)
+            victim = c;
+    if (victim == NULL)
+        return 0;
+    snprintf(detail, sizeof(detail),
+             "listener: %s evicted: its source holds %u of the %zu handshake slots", victim->name,
+             (unsigned)top->n, l->opts.max_handshakes);
+    victim->silent = 1;
+    listener_unlink(victim);
+    if (l->on_reject)
+        l->on_reject(l, UV_ECONNABORTED, detail);
+    conn_step(victim, EV_ABORT);
+    return 1;
+}
+
 static void accept_one(sfl_listener_t *l)
 {
     struct sockaddr_storage ss;
     int len = (int)sizeof(ss);
     sfl_conn_t *c;
+    uint32_t mine;
     int rc;
 
     if (l->nconns >= l->opts.max_conns) {
         refuse(l, SFL_ELIMIT, "listener: %zu connections open, the maximum", l->nconns);
-        return;
-    }
-    if (l->nhandshakes >= l->opts.max_handshakes) {
-        /* Not taken: libuv stops accepting until we do, and the rest wait
-         * in the listen backlog (handshake_ended resumes). */
-        l->accept_pending = 1;
         return;
     }
     rc = conn_new(l->loop, &l->opts, &l->cbs, l->data, &c);
@@ -991,15 +1112,38 @@ static void accept_one(sfl_listener_t *l)
         l->conns->prev = c;
     l->conns = c;
     l->nconns++;
-    l->nhandshakes++;
     rc = uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&c->tcp);
     if (rc) {
         conn_error(c, rc, "accept: %s", uv_strerror(rc));
         conn_step(c, EV_ABORT);
         return;
     }
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
-        addr_name((struct sockaddr *)&ss, c->name, sizeof(c->name));
+    rc = uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len);
+    if (rc) {
+        conn_error(c, rc, "accept: no peer address: %s", uv_strerror(rc));
+        conn_step(c, EV_ABORT);
+        return;
+    }
+    addr_name((struct sockaddr *)&ss, c->name, sizeof(c->name));
+    src_key((struct sockaddr *)&ss, c->src);
+    /* Per source first, then the global slots (rule 23: a peer's share of
+     * a shared resource is bounded before it gets any). */
+    mine = src_count(l, c->src);
+    if (mine >= l->opts.max_handshakes_per_ip) {
+        conn_error(c, SFL_ELIMIT, "listener: %s refused: %u handshakes in progress from its "
+                   "address, the maximum", c->name, (unsigned)mine);
+        conn_step(c, EV_ABORT);
+        return;
+    }
+    if (l->nhandshakes >= l->opts.max_handshakes && !evict_one(l, mine)) {
+        conn_error(c, SFL_ELIMIT, "listener: %s refused: %zu handshakes in progress, the maximum",
+                   c->name, l->nhandshakes);
+        conn_step(c, EV_ABORT);
+        return;
+    }
+    c->counted = 1;
+    src_add(l, c->src);
+    l->nhandshakes++;
     rc = c->type->init(c);
     if (rc) {
         conn_error(c, rc, "%s", sfl_last_error());
@@ -1053,6 +1197,15 @@ int sfl_listener_new(uv_loop_t *loop, const struct sockaddr *addr, const sfl_con
     }
     if (l->opts.tls)
         sfl__tls_ref(l->opts.tls);
+    for (l->nsrcs = 2; l->nsrcs < 2 * l->opts.max_handshakes;)
+        l->nsrcs *= 2;
+    l->srcs = sfl__calloc(l->nsrcs, sizeof(*l->srcs));
+    if (!l->srcs) {
+        sfl_tls_free(l->opts.tls); /* the reference taken above; NULL-safe */
+        sfl__free(l);
+        return sfl__fail(SFL_ENOMEM, "listener: no memory");
+    }
+    l->seed = uv_hrtime();
     l->loop = loop;
     l->cbs = *cbs;
     l->on_reject = on_reject;
@@ -1106,6 +1259,7 @@ void sfl_listener_close(sfl_listener_t *l)
         next = c->next;
         c->listener = NULL;
         c->prev = c->next = NULL;
+        c->counted = 0;
         if (!c->opened) {
             c->silent = 1;
             conn_step(c, EV_ABORT);
@@ -1113,6 +1267,7 @@ void sfl_listener_close(sfl_listener_t *l)
     }
     l->conns = NULL;
     l->nconns = l->nhandshakes = 0;
+    memset(l->srcs, 0, l->nsrcs * sizeof(*l->srcs));
     uv_close((uv_handle_t *)&l->resume, listener_closed);
     uv_close((uv_handle_t *)&l->tcp, listener_closed);
 }
