@@ -157,7 +157,8 @@ static const struct {
       "connections in their TLS handshake at once, ~50 KB each; a newcomer evicts the "
       "oldest of the address holding the most, or is refused (default 512)"),
     N("max_handshakes_per_ip", max_handshakes_per_ip, "N",
-      "of them, from one source address (IPv6: one /64); more are refused (default 64)"),
+      "of them, from one source address (IPv6: one /64); more are refused (default 64; "
+      "at most max_handshakes)"),
     N("max_message", max_message, "BYTES",
       "largest gRPC message either way, e.g. a task with its model (default 67108864)"),
     N("max_streams", max_streams, "N", "concurrent calls per connection (default 32)"),
@@ -259,8 +260,10 @@ int coord_config_check(const coord_config_t *c)
     if (c->max_handshakes == 0 || c->max_handshakes > c->max_conns ||
         c->max_handshakes > (1u << 20))
         return sfl__fail(SFL_EINVAL, "max_handshakes must be in [1, max_conns] and <= 2^20");
-    if (c->max_handshakes_per_ip == 0 || c->max_handshakes_per_ip > c->max_handshakes)
-        return sfl__fail(SFL_EINVAL, "max_handshakes_per_ip must be in [1, max_handshakes]");
+    /* above max_handshakes it means max_handshakes (the transport caps it),
+     * so lowering max_handshakes alone stays a valid configuration */
+    if (c->max_handshakes_per_ip == 0)
+        return sfl__fail(SFL_EINVAL, "max_handshakes_per_ip must be >= 1");
     if (c->max_agents == 0 || c->max_conns == 0 || c->max_streams == 0 ||
         c->max_streams > 1000)
         return sfl__fail(SFL_EINVAL, "max_agents, max_conns must be >= 1, max_streams 1..1000");
