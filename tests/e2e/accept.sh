@@ -7,10 +7,10 @@
 # handshake timeout of 120 s, longer than every bound below: nothing here
 # waits for the flood's handshakes to time out. tests/e2e/flood.py opens 8
 # half-open TLS connections (100 bytes of a ClientHello, then silence) from
-# each of 127.0.0.2..127.0.0.5 (all 32 slots) plus 2 more from each (past
-# their address's cap: few enough that the 20 refusal lines a second
-# the log allows show them all), and 18 from 127.0.0.6 against admin_listen (past
-# its 16 slots), and holds them. Before, the extra ones waited in the listen
+# each of 127.0.0.2..127.0.0.5 (all 32 slots) plus 2 more from each, past
+# their address's cap (few enough that the 20 refusal lines a second the
+# log allows show them all), and 16 + 2 from 127.0.0.6 against admin_listen
+# (its 16 slots), and holds them. Before, the extra ones waited in the listen
 # backlog and sflctl and honest Joins queued behind them for as long as the
 # flood held (sflctl status timed out). Now, while it holds:
 #   - the extra connections are refused at accept ("handshakes in progress

@@ -870,6 +870,7 @@ static void test_ctl_client(void **state)
     assert_non_null(L.cli);
     assert_int_equal(sfl_msg_status_req_pack(&req, &len), 0);
     call_ok("Status", req, len, &r);
+    ctl_result_clear(&r);
     ctl_client_free(L.cli);
     L.cli = NULL;
     /* an agent certificate is dropped by admin_listen once its handshake ends */
