@@ -1,6 +1,5 @@
 #include "net/transport_int.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "net/srcmap.h"
 #include "sfl/alloc.h"
 
 /* The connection core: socket, timers, output queue and the state machine,
@@ -62,14 +62,6 @@ typedef enum {
     EV_HANDLE_CLOSED
 } conn_ev_t;
 
-/* Handshakes in progress per source address: open addressing with linear
- * probing in a table of twice max_handshakes slots (rounded up to a power
- * of two), so it never fills; a slot with n == 0 is free. */
-typedef struct {
-    uint8_t src[16];
-    uint32_t n;
-} src_slot_t;
-
 struct sfl_listener {
     uv_tcp_t tcp;
     uv_tcp_t reject; /* accepts and drops one refused connection at a time */
@@ -82,9 +74,7 @@ struct sfl_listener {
     sfl_conn_t *conns; /* accepted and not yet closed (until detached) */
     size_t nconns;
     size_t nhandshakes; /* of them, holding a handshake slot */
-    src_slot_t *srcs;   /* per-source counts of those, nsrcs slots */
-    size_t nsrcs;
-    uint64_t seed;      /* of the table's hash: not chosen by a peer */
+    sfl__srcmap_t srcs; /* per source address, the number of those */
     int handles; /* open handles; the listener is freed when none are left */
     /* accept_pending: libuv holds an accepted connection we have not taken
      * (the reject handle was busy) */
@@ -106,71 +96,13 @@ static void on_resume(uv_idle_t *h)
     }
 }
 
-/* ---- per-source handshake counts ---------------------------------------- */
-
-static size_t src_hash(const sfl_listener_t *l, const uint8_t src[16])
-{
-    uint64_t h = 0xcbf29ce484222325u ^ l->seed; /* FNV-1a, seeded */
-
-    for (int i = 0; i < 16; i++)
-        h = (h ^ src[i]) * 0x100000001b3u;
-    return (size_t)(h ^ h >> 29) & (l->nsrcs - 1);
-}
-
-/* The slot of src, or the free slot where it would go. */
-static src_slot_t *src_find(sfl_listener_t *l, const uint8_t src[16])
-{
-    size_t i = src_hash(l, src);
-
-    while (l->srcs[i].n != 0 && memcmp(l->srcs[i].src, src, 16) != 0)
-        i = (i + 1) & (l->nsrcs - 1);
-    return &l->srcs[i];
-}
-
-static uint32_t src_count(sfl_listener_t *l, const uint8_t src[16])
-{
-    return src_find(l, src)->n;
-}
-
-static void src_add(sfl_listener_t *l, const uint8_t src[16])
-{
-    src_slot_t *e = src_find(l, src);
-
-    if (e->n == 0)
-        memcpy(e->src, src, 16);
-    e->n++;
-}
-
-/* Linear probing's deletion: shift later members of the run back into the
- * hole so that every lookup still finds them. */
-static void src_del(sfl_listener_t *l, const uint8_t src[16])
-{
-    size_t mask = l->nsrcs - 1, hole, j;
-    src_slot_t *e = src_find(l, src);
-
-    assert(e->n > 0);
-    if (--e->n > 0)
-        return;
-    hole = (size_t)(e - l->srcs);
-    for (j = (hole + 1) & mask; l->srcs[j].n != 0; j = (j + 1) & mask) {
-        size_t home = src_hash(l, l->srcs[j].src);
-
-        /* j may move to hole unless its home lies cyclically in (hole, j] */
-        if (((j - home) & mask) >= ((j - hole) & mask)) {
-            l->srcs[hole] = l->srcs[j];
-            l->srcs[j].n = 0;
-            hole = j;
-        }
-    }
-}
-
 /* c's handshake slot is given back (it opened, failed or was detached). */
 static void handshake_ended(sfl_listener_t *l, sfl_conn_t *c)
 {
     if (!c->counted)
         return;
     c->counted = 0;
-    src_del(l, c->src);
+    sfl__srcmap_del(&l->srcs, c->src);
     l->nhandshakes--;
     if (l->accept_pending && !l->closing)
         uv_idle_start(&l->resume, on_resume);
@@ -997,7 +929,7 @@ static void listener_closed(uv_handle_t *h)
     if (--l->handles > 0)
         return;
     sfl_tls_free(l->opts.tls);
-    sfl__free(l->srcs);
+    sfl__srcmap_close(&l->srcs);
     sfl__free(l);
 }
 
@@ -1045,9 +977,9 @@ static void refuse(sfl_listener_t *l, int status, const char *fmt, ...)
 
 /* The key of a peer's per-source count: an IPv4 address as ::ffff:a.b.c.d,
  * an IPv6 one cut to its /64 (one host usually holds a whole /64). */
-static void src_key(const struct sockaddr *sa, uint8_t out[16])
+static void src_key(const struct sockaddr *sa, uint8_t out[SFL_SRC_KEY])
 {
-    memset(out, 0, 16);
+    memset(out, 0, SFL_SRC_KEY);
     if (sa->sa_family == AF_INET) {
         out[10] = out[11] = 0xff;
         memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
@@ -1063,17 +995,14 @@ static void src_key(const struct sockaddr *sa, uint8_t out[16])
  * source out for as long as its handshakes last. */
 static int evict_one(sfl_listener_t *l, uint32_t mine)
 {
-    const src_slot_t *top = NULL;
+    const sfl__src_slot_t *top = sfl__srcmap_max(&l->srcs);
     sfl_conn_t *c, *victim = NULL;
     char detail[200];
 
-    for (size_t i = 0; i < l->nsrcs; i++)
-        if (l->srcs[i].n > 0 && (top == NULL || l->srcs[i].n > top->n))
-            top = &l->srcs[i];
     if (top == NULL || top->n <= mine + 1)
         return 0;
     for (c = l->conns; c != NULL; c = c->next) /* newest first: the last is oldest */
-        if (c->counted && memcmp(c->src, top->src, 16) == 0)
+        if (c->counted && memcmp(c->src, top->src, SFL_SRC_KEY) == 0)
             victim = c;
     if (victim == NULL)
         return 0;
@@ -1128,7 +1057,7 @@ static void accept_one(sfl_listener_t *l)
     src_key((struct sockaddr *)&ss, c->src);
     /* Per source first, then the global slots (rule 23: a peer's share of
      * a shared resource is bounded before it gets any). */
-    mine = src_count(l, c->src);
+    mine = sfl__srcmap_count(&l->srcs, c->src);
     if (mine >= l->opts.max_handshakes_per_ip) {
         conn_error(c, SFL_ELIMIT, "listener: %s refused: %u handshakes in progress from its "
                    "address, the maximum", c->name, (unsigned)mine);
@@ -1142,7 +1071,7 @@ static void accept_one(sfl_listener_t *l)
         return;
     }
     c->counted = 1;
-    src_add(l, c->src);
+    sfl__srcmap_add(&l->srcs, c->src);
     l->nhandshakes++;
     rc = c->type->init(c);
     if (rc) {
@@ -1197,15 +1126,12 @@ int sfl_listener_new(uv_loop_t *loop, const struct sockaddr *addr, const sfl_con
     }
     if (l->opts.tls)
         sfl__tls_ref(l->opts.tls);
-    for (l->nsrcs = 2; l->nsrcs < 2 * l->opts.max_handshakes;)
-        l->nsrcs *= 2;
-    l->srcs = sfl__calloc(l->nsrcs, sizeof(*l->srcs));
-    if (!l->srcs) {
+    rc = sfl__srcmap_init(&l->srcs, l->opts.max_handshakes, uv_hrtime());
+    if (rc) {
         sfl_tls_free(l->opts.tls); /* the reference taken above; NULL-safe */
         sfl__free(l);
-        return sfl__fail(SFL_ENOMEM, "listener: no memory");
+        return rc;
     }
-    l->seed = uv_hrtime();
     l->loop = loop;
     l->cbs = *cbs;
     l->on_reject = on_reject;
@@ -1267,7 +1193,7 @@ void sfl_listener_close(sfl_listener_t *l)
     }
     l->conns = NULL;
     l->nconns = l->nhandshakes = 0;
-    memset(l->srcs, 0, l->nsrcs * sizeof(*l->srcs));
+    sfl__srcmap_clear(&l->srcs);
     uv_close((uv_handle_t *)&l->resume, listener_closed);
     uv_close((uv_handle_t *)&l->tcp, listener_closed);
 }
