@@ -22,7 +22,10 @@
 # Then, with python3-grpcio as the client and the default max_message and
 # max_buffered (64 MiB each), SubmitUpdate requests of 64 MiB - 1 and
 # 64 MiB get the handler's answer and 64 MiB + 1 gets RESOURCE_EXHAUSTED;
-# before, the one of exactly 64 MiB got no answer at all.
+# before, the one of exactly 64 MiB got no answer at all. Last, with
+# max_handshakes_per_ip = 2, 8 agents start at once from 127.0.0.1: those
+# refused retry with their backoff and all join (tests and a NAT share an
+# address).
 set -eu
 . tests/e2e/lib.sh
 PY=/usr/bin/python3
@@ -30,9 +33,9 @@ if ! $PY -c 'import grpc' 2> /dev/null; then
     echo "SKIP: python3-grpcio is not installed (make deps-test)"
     exit 0
 fi
-pki_federation agent-0 flooder
+pki_federation agent-0 agent-1 agent-2 agent-3 agent-4 agent-5 agent-6 agent-7 flooder
 mkdir -p "$t/data" "$t/state"
-"$BIN/sfl-sim" --data synth:sparse --clients 1 --samples 40 --dim 50 --support 3 --seed 5 \
+"$BIN/sfl-sim" --data synth:sparse --clients 8 --samples 40 --dim 50 --support 3 --seed 5 \
     --dump-shards "$t/data"
 
 step "start: a coordinator with 32 handshake slots, 8 per address, 120 s handshake timeout"
@@ -107,5 +110,19 @@ with grpc.secure_channel("127.0.0.1:" + port, creds, options=opts) as ch:
             sys.exit("size %d: %s" % (n, code.name))
 EOF_PY
 sed 's/^/        /' "$t/limit.out"
+
+step "a storm from one address past max_handshakes_per_ip = 2: the refused agents retry and all join"
+kill "$coord"
+wait "$coord" 2> /dev/null || true
+sed -i 's/^max_handshakes_per_ip = 8$/max_handshakes_per_ip = 2/' "$t/coordinator.ini"
+start_coordinator_any_port
+refused() { grep -c "event=conn_refused .*handshakes in progress from its address" "$t/coord.log"; }
+r0=$(refused)
+for i in 0 1 2 3 4 5 6 7; do start_agent $i; done
+joined() { [ "$(grep -c "event=join .*name=agent-" "$t/coord.log")" -ge "$1" ]; }
+n0=$(grep -c "event=join .*name=agent-" "$t/coord.log")
+wait_for 5 joined $((n0 + 8)) || fail "not every agent of the storm joined"
+echo "        8 agents joined from 127.0.0.1 ($(($(refused) - r0)) of their connections refused and retried)"
 echo "PASS: with every handshake slot held sflctl and an honest Join were served; messages of" \
-    "64 MiB - 1 and 64 MiB answered, 64 MiB + 1 refused RESOURCE_EXHAUSTED"
+    "64 MiB - 1 and 64 MiB answered, 64 MiB + 1 refused RESOURCE_EXHAUSTED; a storm of 8 agents" \
+    "from one address past its cap all joined"
