@@ -115,6 +115,10 @@ metrics_listen = off
 max_agents = $((N + 100))
 max_conns = $((N + 100))
 max_handshakes = $((N + 100 < 512 ? N + 100 : 512))
+# every agent of the load generator comes from 127.0.0.1: one address may
+# hold every handshake slot, as before per-address caps
+max_handshakes_per_ip = $((N + 100 < 512 ? N + 100 : 512))
+admin_listen = off
 select_wait_ms = 500
 tick_ms = 50
 pace_min_ms = 200

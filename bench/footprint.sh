@@ -105,6 +105,7 @@ key = $t/pki/coordinator/coord.key
 ca = $t/pki/ca.crt
 state_dir = $t/state
 metrics_listen = off
+admin_listen = off
 select_wait_ms = 300
 tick_ms = 50
 pace_min_ms = 100

@@ -37,6 +37,7 @@ key = $t/pki/coordinator/coord.key
 ca = $t/pki/ca.crt
 state_dir = $t/state
 metrics_listen = 127.0.0.1:$((port + 1))
+admin_listen = off
 select_wait_ms = 300
 tick_ms = 50
 pace_min_ms = 100

@@ -223,6 +223,20 @@ static const sfl_grpc_method_t methods[] = {
 };
 #undef R_AGENT
 #undef R_ADMIN
+/* The agents' listener serves every method (admin calls there share the
+ * agents' handshake slots); admin_listen's serves only those of the admin
+ * role, picked from the one table above. */
+#define N_METHODS (sizeof(methods) / sizeof(methods[0]))
+static sfl_grpc_method_t admin_methods[N_METHODS];
+static size_t n_admin_methods;
+
+static void admin_methods_init(void)
+{
+    n_admin_methods = 0;
+    for (size_t i = 0; i < N_METHODS; i++)
+        if (methods[i].roles == (1u << SFL_ROLE_ADMIN))
+            admin_methods[n_admin_methods++] = methods[i];
+}
 
 /* ---- connections: a gRPC server channel over a TLS connection (grpcconn.h) ----------- */
 
@@ -241,15 +255,15 @@ static void conn_freed(sfl_grpcconn_t *g, int status, const char *detail, void *
     handle_gone(co);
 }
 
-static void conn_on_connect(sfl_conn_t *c, int status)
+/* A connection opened on the agents' listener (admin = 0) or on
+ * admin_listen's (admin = 1), where only admin certificates are kept. */
+static void conn_open(sfl_conn_t *c, int admin)
 {
     coord_t *co = sfl_conn_data(c);
     sfl_grpc_config_t gc;
     conn_t *k;
     char q[200];
 
-    if (status < 0)
-        return;
     k = sfl__calloc(1, sizeof(*k));
     if (k == NULL) {
         sfl_conn_set_data(c, NULL);
@@ -273,6 +287,21 @@ static void conn_on_connect(sfl_conn_t *c, int status)
         sfl_conn_abort(c);
         return;
     }
+    if (admin && (!k->has_peer || k->peer.role != SFL_ROLE_ADMIN)) {
+        uint32_t dropped;
+
+        co->tls_refused++;
+        if (coord_refusal_log_ok(co, &dropped))
+            coord_log(COORD_LOG_WARN, "conn_refused",
+                      "addr=%s cn=%s error=\"admin_listen takes admin certificates only, not %s\" "
+                      "dropped=%u",
+                      k->addr, coord_log_quote(k->has_peer ? k->peer.cn : "", q, sizeof(q)),
+                      sfl_role_name(k->has_peer ? k->peer.role : SFL_ROLE_NONE), dropped);
+        sfl__free(k);
+        sfl_conn_set_data(c, NULL);
+        sfl_conn_abort(c);
+        return;
+    }
     memset(&gc, 0, sizeof(gc));
     gc.max_message = (uint32_t)co->cfg.max_message;
     gc.max_streams = (uint32_t)co->cfg.max_streams;
@@ -286,8 +315,8 @@ static void conn_on_connect(sfl_conn_t *c, int status)
     {
         static const sfl_grpcconn_cbs_t cbs = {NULL, conn_freed};
 
-        if (sfl_grpcconn_accept(co->loop, c, &gc, methods, sizeof(methods) / sizeof(methods[0]),
-                                k, &cbs, k, &k->g) < 0) {
+        if (sfl_grpcconn_accept(co->loop, c, &gc, admin ? admin_methods : methods,
+                                admin ? n_admin_methods : N_METHODS, k, &cbs, k, &k->g) < 0) {
             sfl__free(k);
             sfl_conn_set_data(c, NULL);
             sfl_conn_abort(c);
@@ -308,6 +337,18 @@ static void conn_on_connect(sfl_conn_t *c, int status)
     if (co->stopping)
         sfl_grpcconn_close(k->g);
     sfl_grpcconn_pump(k->g);
+}
+
+static void conn_on_connect(sfl_conn_t *c, int status)
+{
+    if (status == 0)
+        conn_open(c, 0);
+}
+
+static void admin_on_connect(sfl_conn_t *c, int status)
+{
+    if (status == 0)
+        conn_open(c, 1);
 }
 
 static void conn_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
@@ -372,15 +413,26 @@ static void conn_on_close(sfl_conn_t *c, int status)
 static void on_reject(sfl_listener_t *l, int status, const char *detail)
 {
     coord_t *co = sfl_listener_data(l);
+    uint32_t dropped;
     char q[400];
 
     co->tls_refused++;
-    coord_log(COORD_LOG_WARN, "conn_refused", "status=%d error=%s", status,
-              coord_log_quote(detail ? detail : "", q, sizeof(q)));
+    /* A flood is refused at line rate: its lines are rate-limited too. */
+    if (coord_refusal_log_ok(co, &dropped))
+        coord_log(COORD_LOG_WARN, "conn_refused", "status=%d error=%s dropped=%u", status,
+                  coord_log_quote(detail ? detail : "", q, sizeof(q)), dropped);
 }
 
 static const sfl_conn_cbs_t conn_cbs = {conn_on_connect, conn_on_data, conn_on_drain,
                                         conn_on_close};
+static const sfl_conn_cbs_t admin_cbs = {admin_on_connect, conn_on_data, conn_on_drain,
+                                         conn_on_close};
+
+/* admin_listen: its own socket, backlog and handshake slots, so a flood of
+ * the agents' listener cannot delay sflctl. Small fixed limits: its
+ * clients are a few operators (and it is on loopback by default). */
+#define ADMIN_MAX_CONNS 64
+#define ADMIN_MAX_HANDSHAKES 16
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
 
@@ -598,6 +650,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     co_opts.idle_timeout_ms = cfg->idle_timeout_ms;
     co_opts.max_conns = cfg->max_conns;
     co_opts.max_handshakes = cfg->max_handshakes;
+    co_opts.max_handshakes_per_ip = cfg->max_handshakes_per_ip;
     /* The listeners' details already say "listen ADDR: why". */
     if ((rc = coord_addr_parse(cfg->listen, &ss)) < 0 ||
         (rc = sfl_listener_new(loop, (struct sockaddr *)&ss, &co_opts, &conn_cbs, on_reject, co,
@@ -608,6 +661,20 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
         rc = sfl__fail(rc, "listen%s%s", strncmp(detail, "listen ", 7) == 0 ? "" : ": ",
                        strncmp(detail, "listen ", 7) == 0 ? detail + 6 : detail);
         goto fail;
+    }
+    if (cfg->admin_listen[0] && strcmp(cfg->admin_listen, "off") != 0) {
+        admin_methods_init();
+        co_opts.max_conns = ADMIN_MAX_CONNS;
+        co_opts.max_handshakes = co_opts.max_handshakes_per_ip = ADMIN_MAX_HANDSHAKES;
+        if ((rc = coord_addr_parse(cfg->admin_listen, &ss)) < 0 ||
+            (rc = sfl_listener_new(loop, (struct sockaddr *)&ss, &co_opts, &admin_cbs, on_reject,
+                                   co, &co->admin)) < 0) {
+            char detail[512];
+
+            snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+            rc = sfl__fail(rc, "admin_listen %s: %s", cfg->admin_listen, detail);
+            goto fail;
+        }
     }
     if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
         if ((rc = coord_addr_parse(cfg->metrics_listen, &ss)) < 0 ||
@@ -630,8 +697,10 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
         char hex[65];
 
         coord_log(COORD_LOG_INFO, "started",
-                  "version=%s listen=%s port=%d metrics=%s public_key=%s", COORD_VERSION,
-                  cfg->listen, coord_port(co), co->metrics ? cfg->metrics_listen : "off",
+                  "version=%s listen=%s port=%d admin=%s admin_port=%d metrics=%s public_key=%s",
+                  COORD_VERSION, cfg->listen, coord_port(co),
+                  co->admin ? cfg->admin_listen : "off", co->admin ? coord_admin_port(co) : 0,
+                  co->metrics ? cfg->metrics_listen : "off",
                   sfl_seal_pk_to_hex(co->id->pk, hex));
     }
     *out = co;
@@ -640,6 +709,8 @@ fail:
     /* Handles made so far free themselves on the loop's next turns. */
     sfl_listener_close(co->listener);
     co->listener = NULL;
+    sfl_listener_close(co->admin);
+    co->admin = NULL;
     coord_metrics_srv_close(co->metrics, NULL, NULL);
     co->metrics = NULL;
     coord_free(co);
@@ -649,6 +720,11 @@ fail:
 int coord_port(const coord_t *c)
 {
     return c->listener ? sfl_listener_port(c->listener) : SFL_ENOTFOUND;
+}
+
+int coord_admin_port(const coord_t *c)
+{
+    return c->admin ? sfl_listener_port(c->admin) : SFL_ENOTFOUND;
 }
 
 int coord_metrics_port(const coord_t *c)
@@ -721,6 +797,8 @@ void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, v
     coord_log(COORD_LOG_INFO, "shutdown", "connections=%zu", co->nconns);
     sfl_listener_close(co->listener);
     co->listener = NULL;
+    sfl_listener_close(co->admin);
+    co->admin = NULL;
     if (co->metrics) {
         coord_metrics_srv_close(co->metrics, metrics_closed, co);
         co->metrics = NULL;

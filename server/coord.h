@@ -41,10 +41,12 @@ typedef struct coord_config {
     char ca[COORD_PATH_MAX];    /* federation CA (PEM) */
     char state_dir[COORD_PATH_MAX]; /* store and identity key */
     char metrics_listen[256];   /* host:port of /metrics; "" or "off": none */
+    char admin_listen[256];     /* host:port of the admin listener; "" or "off": none */
     char log_level[16];         /* debug | info | warn | error */
     uint64_t max_agents;        /* known agents; more are refused at Join */
     uint64_t max_conns;         /* open connections */
     uint64_t max_handshakes;    /* connections in their TLS handshake at once */
+    uint64_t max_handshakes_per_ip; /* of them, from one source address */
     uint64_t max_message;       /* bytes of one gRPC message, either way */
     uint64_t max_streams;       /* concurrent calls per connection */
     uint64_t handshake_timeout_ms; /* TLS handshake after accept */
@@ -124,6 +126,7 @@ int coord_identity_public(const char *state_dir, uint8_t pk[32]) SFL_MUST_CHECK;
 
 /* Bound ports (after listen ":0"), or -errno / SFL_ENOTFOUND. */
 int coord_port(const coord_t *c);
+int coord_admin_port(const coord_t *c);
 int coord_metrics_port(const coord_t *c);
 /* The coordinator's Ed25519 public key (what agents pin). */
 const uint8_t *coord_public_key(const coord_t *c);

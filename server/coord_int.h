@@ -191,6 +191,7 @@ struct coord {
     uint8_t (*revoked)[32];
     size_t nrevoked;
     sfl_listener_t *listener;
+    sfl_listener_t *admin;    /* admin_listen's, or NULL */
     coord_metrics_srv_t *metrics;
     int metrics_open;
     uv_timer_t tick, stop_timer;

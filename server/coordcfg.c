@@ -105,10 +105,12 @@ void coord_config_default(coord_config_t *c)
     snprintf(c->ca, sizeof(c->ca), "/etc/sfl/pki/ca.crt");
     snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/sfl");
     snprintf(c->metrics_listen, sizeof(c->metrics_listen), "127.0.0.1:9464");
+    snprintf(c->admin_listen, sizeof(c->admin_listen), "127.0.0.1:7444");
     snprintf(c->log_level, sizeof(c->log_level), "info");
     c->max_agents = 10000;
     c->max_conns = 4096;
     c->max_handshakes = 512;
+    c->max_handshakes_per_ip = 64;
     c->max_message = 64u << 20;
     c->max_streams = 32;
     c->handshake_timeout_ms = 10000;
@@ -146,12 +148,18 @@ static const struct {
       "coordinator.db and the identity key coordinator.key (default /var/lib/sfl)"),
     S("metrics_listen", metrics_listen, "HOST:PORT",
       "Prometheus /metrics over plain HTTP (default 127.0.0.1:9464; off = none)"),
+    S("admin_listen", admin_listen, "HOST:PORT",
+      "a listener of its own for sflctl (mutual TLS, admin certificates only), so a flood of "
+      "the agents' listener cannot delay it (default 127.0.0.1:7444; off = none)"),
     S("log_level", log_level, "LEVEL", "debug, info, warn or error (default info)"),
     N("max_agents", max_agents, "N", "known agents; more are refused at Join (default 10000)"),
     N("max_conns", max_conns, "N", "open connections (default 4096)"),
     N("max_handshakes", max_handshakes, "N",
-      "connections in their TLS handshake at once, ~50 KB each; more wait in the "
-      "listen backlog (default 512)"),
+      "connections in their TLS handshake at once, ~50 KB each; a newcomer evicts the "
+      "oldest of the address holding the most, or is refused (default 512)"),
+    N("max_handshakes_per_ip", max_handshakes_per_ip, "N",
+      "of them, from one source address (IPv6: one /64); more are refused (default 64; "
+      "at most max_handshakes)"),
     N("max_message", max_message, "BYTES",
       "largest gRPC message either way, e.g. a task with its model (default 67108864)"),
     N("max_streams", max_streams, "N", "concurrent calls per connection (default 32)"),
@@ -250,8 +258,16 @@ int coord_config_check(const coord_config_t *c)
         return rc;
     if (c->max_message < 65536 || c->max_message > (1u << 30))
         return sfl__fail(SFL_EINVAL, "max_message must be in [65536, 2^30]");
-    if (c->max_handshakes == 0 || c->max_handshakes > c->max_conns)
-        return sfl__fail(SFL_EINVAL, "max_handshakes must be in [1, max_conns]");
+    if (c->admin_listen[0] && strcmp(c->admin_listen, "off") != 0 &&
+        (rc = coord_addr_parse(c->admin_listen, &ss)) < 0)
+        return rc;
+    if (c->max_handshakes == 0 || c->max_handshakes > c->max_conns ||
+        c->max_handshakes > (1u << 20))
+        return sfl__fail(SFL_EINVAL, "max_handshakes must be in [1, max_conns] and <= 2^20");
+    /* above max_handshakes it means max_handshakes (the transport caps it),
+     * so lowering max_handshakes alone stays a valid configuration */
+    if (c->max_handshakes_per_ip == 0)
+        return sfl__fail(SFL_EINVAL, "max_handshakes_per_ip must be >= 1");
     if (c->max_agents == 0 || c->max_conns == 0 || c->max_streams == 0 ||
         c->max_streams > 1000)
         return sfl__fail(SFL_EINVAL, "max_agents, max_conns must be >= 1, max_streams 1..1000");

@@ -34,6 +34,9 @@
 void ctl_config_default(ctl_config_t *c)
 {
     memset(c, 0, sizeof(*c));
+    /* the coordinator's admin_listen default: sflctl does not queue behind
+     * the agents' connections (docs/security.md) */
+    snprintf(c->coordinator, sizeof(c->coordinator), "127.0.0.1:7444");
     c->timeout_ms = 10000;
 }
 

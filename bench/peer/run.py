@@ -218,6 +218,7 @@ key = {pki}/coordinator/coord.key
 ca = {pki}/ca.crt
 state_dir = {state}
 metrics_listen = off
+admin_listen = off
 max_agents = {a.clients + 100}
 max_conns = {a.clients + 600}
 select_wait_ms = 300

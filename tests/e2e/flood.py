@@ -18,7 +18,10 @@ announce more than it sends.
   join      1,100 unary Joins with a malformed body on every connection, then
             waits (up to --hold) for the server to close it
   halfopen  CONNS TCP connections that send 100 bytes of a TLS ClientHello and
-            then nothing (no h2 at all)
+            then nothing (no h2 at all); with --src A,B,... CONNS from each of
+            those source addresses (any 127.x.y.z on Linux), and with
+            --extra N N more from each that the coordinator should refuse;
+            prints "halfopen N" (flushed) once they are open, then holds
 Each prints what the server answered ("status ...", "goaway N", "closed N")."""
 import argparse
 import socket
@@ -40,6 +43,8 @@ ap.add_argument("--streams", type=int, default=32)
 ap.add_argument("--announce", type=int, default=64 << 20)
 ap.add_argument("--send", type=int, default=16 << 20)
 ap.add_argument("--hold", type=float, default=3.0)
+ap.add_argument("--src", default="")
+ap.add_argument("--extra", type=int, default=0)
 ap.add_argument("--mode", default="body",
                 choices=["body", "ping", "settings", "headers", "reset", "join", "halfopen"])
 o = ap.parse_args()
@@ -47,14 +52,17 @@ o = ap.parse_args()
 if o.mode == "halfopen":
     socks = []
     hello = bytes([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]) + b"\0" * 89
-    for _ in range(o.conns):
-        try:
-            s = socket.create_connection((o.host, o.port), timeout=10)
-            s.sendall(hello)
-            socks.append(s)
-        except OSError:
-            break
-    print("halfopen %d" % len(socks))
+    srcs = o.src.split(",") if o.src else [None]
+    for src in srcs:
+        for _ in range(o.conns + o.extra):
+            try:
+                s = socket.create_connection((o.host, o.port), timeout=10,
+                                             source_address=(src, 0) if src else None)
+                socks.append(s)
+                s.sendall(hello)
+            except OSError:
+                continue  # refused at once (a per-source cap): the next one
+    print("halfopen %d" % len(socks), flush=True)
     time.sleep(o.hold)
     closed = 0
     for s in socks:

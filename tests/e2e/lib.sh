@@ -45,10 +45,11 @@ wait_for() { # $1 = seconds, rest = condition command
 }
 
 # Prints the [coordinator] section head of a loopback test's coordinator.ini:
-# listen on $1, metrics on $2 (or off), the certificates of pki_federation,
+# listen on $1, metrics on $2 (or off), admin_listen on a port the kernel
+# picks (start_coordinator reads it), the certificates of pki_federation,
 # state in $t/state. The script appends its own keys and jobs.
 coordinator_section() {
-    printf '[coordinator]\nlisten = %s\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = %s\n' \
+    printf '[coordinator]\nlisten = %s\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = %s\nadmin_listen = 127.0.0.1:0\n' \
         "$1" "$t/pki/coordinator/coord.crt" "$t/pki/coordinator/coord.key" "$t/pki/ca.crt" \
         "$t/state" "$2"
 }
@@ -117,7 +118,8 @@ EOF_PORT
 
 # Starts (or restarts) the coordinator of $t/coordinator.ini with its log
 # appended to $t/coord.log, and waits for its started line; sets PK (its
-# public key) and coord (its pid).
+# public key), coord (its pid) and admin_port (its admin_listen port, 0 if
+# off), and points an existing $t/sflctl.ini at that port.
 start_coordinator() {
     PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
     _started=$(grep -c "event=started" "$t/coord.log" 2> /dev/null || true)
@@ -125,15 +127,20 @@ start_coordinator() {
     coord=$!
     pids="$pids $coord"
     wait_for 10 _started_after "$_started" || fail "coordinator did not start"
+    admin_port=$(sed -n 's/.*event=started .* admin_port=\([0-9]*\) .*/\1/p' "$t/coord.log" | tail -1)
+    if [ -f "$t/sflctl.ini" ]; then sflctl_config; fi
 }
 _started_after() { [ "$(grep -c "event=started" "$t/coord.log" 2> /dev/null)" -gt "$1" ]; }
 
 # Writes $t/sflctl.ini: the admin certificate "ops" of pki_federation
-# (made here if missing) against 127.0.0.1:$port; sets CTL.
+# (made here if missing) against the coordinator's admin_listen,
+# 127.0.0.1:$admin_port (its agents' port $port when admin_listen is off);
+# sets CTL.
 sflctl_config() {
     [ -f "$t/pki/admin/ops.crt" ] || "$PKI" admin "$t/pki" ops > /dev/null
+    case ${admin_port:-0} in 0) _ctl_port=$port ;; *) _ctl_port=$admin_port ;; esac
     printf '[sflctl]\ncoordinator = 127.0.0.1:%s\nserver_name = 127.0.0.1\nca = %s\ncert = %s\nkey = %s\ntimeout_ms = 5000\n' \
-        "$port" "$t/pki/ca.crt" "$t/pki/admin/ops.crt" "$t/pki/admin/ops.key" > "$t/sflctl.ini"
+        "$_ctl_port" "$t/pki/ca.crt" "$t/pki/admin/ops.crt" "$t/pki/admin/ops.key" > "$t/sflctl.ini"
     CTL="$BIN/sflctl --config $t/sflctl.ini"
 }
 

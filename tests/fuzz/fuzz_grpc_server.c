@@ -22,9 +22,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   static const char pre[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   sfl_grpc_config_t cfg = {.now_ms = clk, .max_message = 4096, .max_streams = 8};
+  sfl_grpc_budget_t *b = NULL;
   sfl_grpc_session_t *s;
   uint64_t next;
   t = 1000; nheld = 0;
+  /* budgets below max_message: requests that can never be admitted (refused at their prefix) */
+  if (size > 0 && data[0] & 2) cfg.max_buffered = 2500;
+  if (size > 0 && data[0] & 4) { if (sfl_grpc_budget_new(3000, &b) != 0) abort(); cfg.budget = b; }
   if (sfl_grpc_server_new(&cfg, m, 3, NULL, &s) != 0) abort();
   if (size > 0 && data[0] & 1) { if (sfl_grpc_session_feed(s, (const uint8_t *)pre, 24) != 0) abort(); }
   size_t off = size > 0 ? 1 : 0;
@@ -40,5 +44,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   drain(s);
   sfl_grpc_session_free(s);
   while (nheld > 0) (void)sfl_grpc_finish(held[--nheld], 0, NULL);
+  sfl_grpc_budget_free(b);
   return 0;
 }

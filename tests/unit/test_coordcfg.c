@@ -80,6 +80,21 @@ static void test_coordcfg_check(void **state)
     ready(&c);
     snprintf(c.log_level, sizeof(c.log_level), "loud");
     assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    /* the accept path: per-source handshakes in [1, max_handshakes], an
+     * admin listener that parses or is off */
+    ready(&c);
+    assert_string_equal(c.admin_listen, "127.0.0.1:7444");
+    assert_int_equal(c.max_handshakes_per_ip, 64);
+    c.max_handshakes_per_ip = 0;
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "max_handshakes_per_ip"));
+    c.max_handshakes_per_ip = 64;
+    c.max_handshakes = 32; /* lowering max_handshakes alone stays valid */
+    assert_int_equal(coord_config_check(&c), 0);
+    assert_int_equal(coord_config_set(&c, "admin_listen", "nowhere"), 0);
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    assert_int_equal(coord_config_set(&c, "admin_listen", "off"), 0);
+    assert_int_equal(coord_config_check(&c), 0);
 }
 
 static void test_coordcfg_addr_and_quote(void **state)

@@ -56,6 +56,10 @@ static void test_ctl_config(void **state)
     (void)state;
     ctl_config_default(&c);
     assert_int_equal(c.timeout_ms, 10000);
+    assert_string_equal(c.coordinator, "127.0.0.1:7444"); /* admin_listen's default */
+    assert_int_equal(ctl_config_check(&c), SFL_EINVAL);
+    assert_detail("missing required setting 'ca'");
+    assert_int_equal(ctl_config_set(&c, "coordinator", ""), 0);
     assert_int_equal(ctl_config_check(&c), SFL_EINVAL);
     assert_detail("missing required setting 'coordinator'");
     assert_int_equal(ctl_config_load(&c, TEXT("a.ini", "[sflctl]\n"
@@ -809,7 +813,7 @@ static void test_ctl_client(void **state)
     sfl_job_spec_t spec;
     uint8_t *req = NULL;
     size_t len;
-    int port;
+    int port, admin_port;
 
     (void)state;
     memset(&L, 0, sizeof(L));
@@ -820,6 +824,7 @@ static void test_ctl_client(void **state)
     snprintf(L.state, sizeof(L.state), "%s/state", dir);
     coord_config_default(&cc);
     assert_int_equal(coord_config_set(&cc, "listen", "127.0.0.1:0"), 0);
+    assert_int_equal(coord_config_set(&cc, "admin_listen", "127.0.0.1:0"), 0);
     snprintf(cc.cert, sizeof(cc.cert), "%s/pki/coordinator/coord.crt", dir);
     snprintf(cc.key, sizeof(cc.key), "%s/pki/coordinator/coord.key", dir);
     snprintf(cc.ca, sizeof(cc.ca), "%s/pki/ca.crt", dir);
@@ -828,9 +833,12 @@ static void test_ctl_client(void **state)
     snprintf(cc.log_level, sizeof(cc.log_level), "error");
     assert_int_equal(coord_new(&L.loop, &cc, &L.co), 0);
     port = coord_port(L.co);
+    admin_port = coord_admin_port(L.co);
+    assert_true(admin_port > 0 && admin_port != port);
 
-    /* an admin: Status, CreateJob from a job file, PauseJob, ExportModel */
-    ctl_cfg(&c, "admin/ops", port);
+    /* an admin on admin_listen: Status, CreateJob from a job file, PauseJob,
+     * ExportModel */
+    ctl_cfg(&c, "admin/ops", admin_port);
     assert_int_equal(ctl_client_open(&L.loop, &c, &L.cli, &r), 0);
     assert_non_null(L.cli);
     assert_int_equal(sfl_msg_status_req_pack(&req, &len), 0);
@@ -860,9 +868,33 @@ static void test_ctl_client(void **state)
     sfl_msg_buf_free(req);
     assert_int_equal(r.status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
     assert_null(r.resp);
+    /* admin_listen serves the Admin service only */
+    assert_int_equal(sfl_msg_status_req_pack(&req, &len), 0);
+    assert_int_equal(ctl_client_call(L.cli, "/sfl.v1.Coordinator/Heartbeat", req, len, &r), 0);
+    sfl_msg_buf_free(req);
+    assert_int_equal(r.status, SFL_GRPC_STATUS_UNIMPLEMENTED);
     assert_int_equal(ctl_client_sleep(L.cli, 20), 0);
     ctl_client_free(L.cli);
     L.cli = NULL;
+    /* ... and the agents' listener still answers an admin (queued with them) */
+    ctl_cfg(&c, "admin/ops", port);
+    assert_int_equal(ctl_client_open(&L.loop, &c, &L.cli, &r), 0);
+    assert_non_null(L.cli);
+    assert_int_equal(sfl_msg_status_req_pack(&req, &len), 0);
+    call_ok("Status", req, len, &r);
+    ctl_result_clear(&r);
+    ctl_client_free(L.cli);
+    L.cli = NULL;
+    /* an agent certificate is dropped by admin_listen once its handshake ends */
+    ctl_cfg(&c, "agent/a1", admin_port);
+    if (ctl_client_open(&L.loop, &c, &L.cli, &r) == 0 && L.cli != NULL) {
+        assert_int_equal(sfl_msg_status_req_pack(&req, &len), 0);
+        assert_int_equal(ctl_client_call(L.cli, "/sfl.v1.Admin/Status", req, len, &r), 0);
+        sfl_msg_buf_free(req);
+        ctl_client_free(L.cli);
+        L.cli = NULL;
+    }
+    assert_int_equal(r.status, SFL_GRPC_STATUS_UNAVAILABLE);
 
     /* an agent certificate may not call Admin */
     ctl_cfg(&c, "agent/a1", port);
@@ -886,7 +918,7 @@ static void test_ctl_client(void **state)
     coord_free(L.co);
 
     /* nobody listens any more: UNAVAILABLE, no client */
-    ctl_cfg(&c, "admin/ops", port);
+    ctl_cfg(&c, "admin/ops", admin_port);
     assert_int_equal(ctl_client_open(&L.loop, &c, &L.cli, &r), 0);
     assert_null(L.cli);
     assert_int_equal(r.status, SFL_GRPC_STATUS_UNAVAILABLE);

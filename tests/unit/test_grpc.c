@@ -578,6 +578,77 @@ static void test_grpc_oversized_message(void **state)
     pair_close(&p);
 }
 
+/* Messages at the limit (issue 23, finding 8): limit - 1 and limit are
+ * served, limit + 1 is refused, each answered within the pump (before, a
+ * message of exactly max_message reserved max_message + 5 bytes of a
+ * max_message connection and waited forever). Also with the connection and
+ * process budgets set to exactly the limit, and a request larger than a
+ * budget can ever hold: answered at once, not left waiting. */
+static void test_grpc_message_at_limit(void **state)
+{
+    static result_t r;
+    static uint8_t req[2048];
+    sfl_grpc_budget_t *b;
+    sfl_grpc_config_t cli = {.now_ms = fake_clock, .max_message = 4096};
+    sfl_grpc_config_t srv = {.now_ms = fake_clock, .max_message = 1024};
+    const size_t sizes[] = {1023, 1024, 1025};
+    pair_t p;
+
+    (void)state;
+    assert_int_equal(sfl_grpc_budget_new(1024, &b), 0);
+    for (int exact = 0; exact < 2; exact++) {
+        if (exact) { /* every budget exactly one message */
+            srv.max_buffered = 1024;
+            srv.budget = b;
+        }
+        for (size_t i = 0; i < 3; i++) {
+            memset(&r, 0, sizeof(r));
+            pair_open(&p, &srv, &cli);
+            assert_int_equal(sfl_grpc_call_unary(p.cli, "/t.Svc/Echo", req, sizes[i], 0,
+                                                 c_unary, &r, NULL),
+                             0);
+            pump(&p);
+            assert_int_equal(r.done, 1);
+            if (sizes[i] <= 1024) {
+                assert_int_equal(r.status, SFL_GRPC_STATUS_OK);
+                assert_int_equal(r.len, sizes[i]);
+                assert_int_equal(sctx.handled, 1);
+            } else {
+                assert_int_equal(r.status, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
+                assert_int_equal(sctx.handled, 0);
+            }
+            assert_int_equal(sfl_grpc_session_buffered(p.srv), 0);
+            assert_int_equal(sfl_grpc_session_calls(p.srv), 0);
+            pair_close(&p);
+            assert_int_equal(sfl_grpc_budget_used(b), 0);
+        }
+    }
+    /* A message within max_message that the connection (then the process)
+     * can never buffer: refused at its prefix. */
+    srv = (sfl_grpc_config_t){.now_ms = fake_clock, .max_message = 4096, .max_buffered = 1000};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1) {
+            srv.max_buffered = 0;
+            srv.budget = b;
+        }
+        memset(&r, 0, sizeof(r));
+        pair_open(&p, &srv, &cli);
+        assert_int_equal(sfl_grpc_call_unary(p.cli, "/t.Svc/Echo", req, 2000, 0, c_unary, &r,
+                                             NULL),
+                         0);
+        pump(&p);
+        assert_int_equal(r.done, 1);
+        assert_int_equal(r.status, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
+        assert_non_null(strstr(r.message, "request of 2000 bytes exceeds the"));
+        assert_non_null(strstr(r.message, i == 0 ? "a connection" : "the process"));
+        assert_int_equal(sctx.handled, 0);
+        assert_int_equal(sfl_grpc_session_buffered(p.srv), 0);
+        pair_close(&p);
+    }
+    assert_int_equal(sfl_grpc_budget_used(b), 0);
+    sfl_grpc_budget_free(b);
+}
+
 /* The caller's role and the method's request size are judged when the
  * HEADERS end: a refused request's body is never kept. */
 static void test_grpc_roles_and_sizes_before_body(void **state)
@@ -1776,6 +1847,7 @@ int main(void)
         cmocka_unit_test(test_grpc_client_cancel_seen_by_server),
         cmocka_unit_test(test_grpc_oversized_message),
         cmocka_unit_test(test_grpc_roles_and_sizes_before_body),
+        cmocka_unit_test(test_grpc_message_at_limit),
         cmocka_unit_test(test_grpc_buffer_budgets),
         cmocka_unit_test(test_grpc_budget_no_head_of_line),
         cmocka_unit_test(test_grpc_too_many_streams),

@@ -622,48 +622,121 @@ static void test_tls_truncated_handshake_times_out(void **state)
     assert_int_equal(F.srv_connect, 0);
 }
 
-/* max_handshakes = 1 and a silent connection holding the one slot: an
- * agent behind it is not refused but waits, not accepted, in the listen
- * backlog, and is served once the silent one goes. */
-static int silent_fd = -1;
-
-static void close_silent(uv_timer_t *t)
+static void run_until_n(const int *v, int n)
 {
-    (void)t;
-    close(silent_fd);
-    silent_fd = -1;
+    while (*v < n) {
+        if (F.timed_out)
+            fail_msg("watchdog: condition not reached within %d ms", WATCHDOG_MS);
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
 }
 
-static void test_tls_handshakes_held(void **state)
+/* A TCP connection from src (any 127.x.y.z: Linux routes all of 127/8 to
+ * lo) that never sends a byte: it holds a handshake slot once accepted. */
+static int silent_from(const char *src)
 {
-    static uv_timer_t later; /* closed by the teardown's loop turns */
-    struct sockaddr_in a;
+    struct sockaddr_in a, b;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(uv_ip4_addr(src, 0, &b), 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
+    loopback(&a, F.port);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* Issue 23, finding 7: every handshake slot held by silent connections
+ * from two addresses, and more of theirs arriving. Before, those waited in
+ * the listen backlog and the agent behind them waited until the handshake
+ * timeout (here 60 s: longer than the watchdog) freed a slot. Now a source
+ * past max_handshakes_per_ip is refused at once, and a new source evicts
+ * the oldest handshake of the source holding the most slots: the agent is
+ * served while the flood holds. */
+static void test_tls_handshake_slots_shared_by_source(void **state)
+{
+    int fd[6];
 
     (void)state;
-    F.sopts.max_handshakes = 1;
+    F.sopts.max_handshakes = 4;
+    F.sopts.max_handshakes_per_ip = 2;
+    F.sopts.handshake_timeout_ms = 600000;
     listen_tls();
-    loopback(&a, F.port);
-    silent_fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(silent_fd >= 0);
-    assert_int_equal(connect(silent_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    /* 127.0.0.2: two held, the third refused (which also shows the first
+     * two were taken: the listener accepts in order). */
+    for (int i = 0; i < 3; i++)
+        fd[i] = silent_from("127.0.0.2");
+    run_until_n(&F.rejects, 1);
+    assert_int_equal(F.reject_status, SFL_ELIMIT);
+    assert_non_null(strstr(F.reject_detail, "2 handshakes in progress from its address"));
+    for (int i = 3; i < 6; i++)
+        fd[i] = silent_from("127.0.0.3");
+    run_until_n(&F.rejects, 2);
+    assert_non_null(strstr(F.reject_detail, "2 handshakes in progress from its address"));
+    /* All four slots held; an agent from 127.0.0.1 evicts one and is served. */
     expect_echo(5000);
     connect_tls("ca/agent/agent-7", "localhost", "h2");
-    /* The silent one goes once the loop has had a few turns (any time is
-     * right: before or after it was accepted, the agent is served). */
-    uv_timer_init(&F.loop, &later);
-    uv_timer_start(&later, close_silent, 50, 0);
     run_until(&F.done);
     assert_int_equal(F.cli_connect_status, 0);
     assert_int_equal(F.cli_close_status, 0);
     assert_int_equal(F.cli_bytes, 5000);
-    /* The only refusal is the silent connection's own end, if it was taken. */
-    assert_true(F.rejects <= 1);
-    if (F.rejects == 1)
-        assert_int_equal(F.reject_status, -ECONNRESET);
-    uv_close((uv_handle_t *)&later, NULL);
-    if (silent_fd >= 0)
-        close(silent_fd);
-    silent_fd = -1;
+    assert_int_equal(F.rejects, 3);
+    assert_int_equal(F.reject_status, -ECONNABORTED);
+    assert_non_null(strstr(F.reject_detail, "evicted: its source holds 2 of the 4 handshake slots"));
+    /* The agent's slot is free again: a third source takes it; a fourth
+     * finds every slot taken and evicts from the source still holding 2; a
+     * fifth finds four sources of 1 each (no one holds more than it would)
+     * and is refused. */
+    fd[2] = silent_from("127.0.0.4");
+    fd[5] = silent_from("127.0.0.5");
+    {
+        int last = silent_from("127.0.0.6");
+
+        run_until_n(&F.rejects, 5);
+        close(last);
+    }
+    assert_int_equal(F.reject_status, SFL_ELIMIT);
+    assert_non_null(strstr(F.reject_detail, "4 handshakes in progress, the maximum"));
+    for (int i = 0; i < 6; i++)
+        close(fd[i]);
+}
+
+/* A slow loris: a ClientHello trickled one byte at a time keeps the
+ * connection busy but not its slot; the handshake deadline runs from
+ * accept, whatever arrives. */
+static int trickle_sent;
+
+static void trickle_cb(uv_timer_t *t)
+{
+    static const uint8_t hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03};
+
+    (void)t;
+    if (F.cli == NULL || F.cli_close)
+        return;
+    if (sfl_conn_write(F.cli, hello + trickle_sent % sizeof(hello), 1) == 0)
+        trickle_sent++;
+}
+
+static void test_tls_slow_handshake_deadline(void **state)
+{
+    static uv_timer_t drip; /* closed by the teardown's loop turns */
+
+    (void)state;
+    F.sopts.handshake_timeout_ms = 300;
+    listen_tls();
+    connect_plain();
+    run_until(&F.cli_connect);
+    trickle_sent = 0;
+    uv_timer_init(&F.loop, &drip);
+    uv_timer_start(&drip, trickle_cb, 10, 10);
+    run_until(&F.rejects);
+    uv_timer_stop(&drip);
+    uv_close((uv_handle_t *)&drip, NULL);
+    assert_int_equal(F.reject_status, -ETIMEDOUT);
+    assert_non_null(strstr(F.reject_detail, "handshake not done within 300 ms"));
+    assert_true(trickle_sent > 1); /* it kept sending, and was cut anyway */
+    run_until(&F.done);
+    assert_int_equal(F.srv_connect, 0);
 }
 
 /* Configuration errors say which file and why. */
@@ -786,7 +859,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tls_alpn_required, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_garbage_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_truncated_handshake_times_out, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_tls_handshakes_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_handshake_slots_shared_by_source, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_tls_slow_handshake_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_config_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_alloc_failure, setup, teardown),
     };

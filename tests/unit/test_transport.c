@@ -736,6 +736,65 @@ static void test_transport_alloc_failure(void **state)
     assert_int_equal(F.cli_close, 1);
 }
 
+/* The listener's per-source counts (net/srcmap.h) against a plain array:
+ * 400,000 random adds and deletes over 12 random keys, at most 8 of them
+ * counted at once (a 16-slot table: long probe runs, every deletion's
+ * back-shift exercised), counts kept small so keys come and go, and every
+ * count and the largest compared after each step. Seeded: the same run
+ * every time. */
+static void test_transport_srcmap(void **state)
+{
+    enum { KEYS = 12, LIVE = 8 };
+    sfl__srcmap_t m;
+    uint32_t ref[KEYS] = {0};
+    uint8_t key[KEYS][SFL_SRC_KEY];
+    unsigned live = 0, seed = 12345, gone = 0;
+
+    (void)state;
+    assert_int_equal(sfl__srcmap_init(&m, LIVE, 7), 0);
+    assert_int_equal(m.cap, 16);
+    for (int k = 0; k < KEYS; k++)
+        for (int i = 0; i < SFL_SRC_KEY; i++) {
+            seed = seed * 1103515245u + 12345u;
+            key[k][i] = (uint8_t)(seed >> 16);
+        }
+    assert_null(sfl__srcmap_max(&m));
+    for (int i = 0; i < 400000; i++) {
+        uint32_t top = 0;
+        const sfl__src_slot_t *t;
+        int k, up;
+
+        seed = seed * 1103515245u + 12345u;
+        k = (int)((seed >> 16) % KEYS);
+        up = (seed >> 26 & 3) == 0;
+        if (ref[k] == 0 ? live < LIVE : up && ref[k] < 3) {
+            live += ref[k] == 0;
+            ref[k]++;
+            sfl__srcmap_add(&m, key[k]);
+        } else if (ref[k] > 0) {
+            ref[k]--;
+            live -= ref[k] == 0;
+            gone += ref[k] == 0;
+            sfl__srcmap_del(&m, key[k]);
+        }
+        for (int j = 0; j < KEYS; j++) {
+            assert_int_equal(sfl__srcmap_count(&m, key[j]), ref[j]);
+            top = ref[j] > top ? ref[j] : top;
+        }
+        t = sfl__srcmap_max(&m);
+        if (top == 0)
+            assert_null(t);
+        else
+            assert_int_equal(t->n, top);
+    }
+    assert_true(gone > 10000); /* keys did come and go */
+    sfl__srcmap_clear(&m);
+    for (int j = 0; j < KEYS; j++)
+        assert_int_equal(sfl__srcmap_count(&m, key[j]), 0);
+    sfl__srcmap_close(&m);
+    sfl__srcmap_close(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -750,6 +809,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_transport_bad_args, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transport_abort, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transport_alloc_failure, setup, teardown),
+        cmocka_unit_test(test_transport_srcmap),
     };
 
     signal(SIGPIPE, SIG_IGN);

@@ -124,7 +124,11 @@ typedef struct {
     const char *peer_role_name;
     /* server: request bytes this connection may hold before the handlers
      * run; past it the session stops granting flow-control window, so the
-     * peer can send at most one window more [max_message] */
+     * peer can send at most one window more [max_message]. Counted in
+     * message bytes (a message's 5-byte gRPC prefix is not held), so a
+     * message of exactly max_message fits; a request larger than this, or
+     * than the budget's limit, is answered RESOURCE_EXHAUSTED as soon as its
+     * prefix arrives, never left waiting */
     uint32_t max_buffered;
     /* server: a request's body must be complete this long after its
      * HEADERS, ms; UINT32_MAX = no bound [60000] */

@@ -54,8 +54,9 @@ typedef void (*sfl_conn_data_cb)(sfl_conn_t *c, const uint8_t *buf, size_t len);
 typedef void (*sfl_conn_drain_cb)(sfl_conn_t *c);
 typedef void (*sfl_conn_close_cb)(sfl_conn_t *c, int status);
 /* A connection accepted by l failed before it opened (handshake refused,
- * handshake timeout, too many connections, ...); the application never saw
- * it. detail is borrowed for the call. */
+ * handshake timeout, too many connections or handshakes from its source,
+ * evicted, ...); the application never saw it. detail is borrowed for the
+ * call. */
 typedef void (*sfl_listener_reject_cb)(sfl_listener_t *l, int status, const char *detail);
 
 typedef struct {
@@ -98,12 +99,22 @@ typedef struct {
     size_t write_max;
     /* Listener: connections alive at once; more are refused (4096). */
     size_t max_conns;
-    /* Listener: connections still in their handshake at once; more wait,
-     * not accepted, in the listen backlog until one ends (512). A pending
-     * TLS handshake costs ~50 KB (OpenSSL's state and buffers), so this
-     * bounds what half-open connections can hold; a storm of connections
-     * is worked through at this concurrency instead of refused. */
+    /* Listener: connections still in their handshake at once (512). A
+     * pending TLS handshake costs ~50 KB (OpenSSL's state and buffers), so
+     * this bounds what half-open connections can hold. Every connection is
+     * taken from the listen backlog at once (none waits there behind
+     * others); one that finds every slot taken evicts the oldest handshake
+     * of the source holding the most slots, if that source holds more than
+     * the newcomer's would after it, and is refused otherwise (a storm of
+     * clients backs off and retries). A handshake's deadline
+     * (handshake_timeout_ms) runs from accept whatever the peer sends. */
     size_t max_handshakes;
+    /* Listener: handshakes in progress from one source address (an IPv6
+     * address counts by its /64); more are refused at accept (64; at most
+     * max_handshakes). With it a flood needs max_handshakes /
+     * max_handshakes_per_ip addresses to take every slot, and a source
+     * holding fewer cannot be evicted by it. */
+    size_t max_handshakes_per_ip;
 } sfl_conn_opts_t;
 
 /* Connect to addr (IPv4 or IPv6; resolving names is the caller's job).

@@ -862,6 +862,7 @@ static uint32_t be32(const uint8_t *p)
 
 typedef enum {
     ADMITTED,
+    REFUSED,     /* it can never fit: answered RESOURCE_EXHAUSTED */
     WAIT_DATA,   /* its size is not known yet */
     WAIT_CONN,   /* its connection has no room */
     WAIT_BUDGET  /* in the process queue */
@@ -870,19 +871,33 @@ typedef enum {
 /* Admits c if its request's size is known and fits the budgets: reserves
  * it, acknowledges the waiting bytes and decodes them. The size is the
  * message's own prefix (the method's max_request bounds it); a body that
- * ended shorter than a prefix is let through for the decoder to refuse. */
+ * ended shorter than a prefix is let through for the decoder to refuse.
+ * What is reserved is what the call will hold: the message's n bytes
+ * (c->req); its 5-byte prefix is parsed, never kept. Reserving n + 5 made a
+ * message of exactly max_message wait forever for a connection whose
+ * max_buffered is max_message (issue 23, finding 8). A request that no
+ * release can ever make room for is answered at once, not left waiting. */
 static admit_t admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
 {
     size_t need = c->pend_len;
     uint8_t *pend = c->pend;
+    char msg[160];
 
     if (c->pend_len >= SFL_GRPCFRAME_PREFIX) {
         uint32_t n = be32(c->pend + 1);
 
         /* too big: reserve nothing, the decoder refuses the prefix */
-        need = n > c->rx.max_message ? 0 : SFL_GRPCFRAME_PREFIX + (size_t)n;
+        need = n > c->rx.max_message ? 0 : (size_t)n;
     } else if (!c->remote_closed) {
         return WAIT_DATA;
+    }
+    if (need > s->max_buffered || (s->budget != NULL && need > s->budget->limit)) {
+        snprintf(msg, sizeof(msg), "request of %zu bytes exceeds the %llu bytes %s may buffer",
+                 need,
+                 (unsigned long long)(need > s->max_buffered ? s->max_buffered : s->budget->limit),
+                 need > s->max_buffered ? "a connection" : "the process");
+        reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+        return REFUSED;
     }
     /* A call its own connection has no room for waits for that
      * connection's releases, outside the process queue: a connection

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "net/srcmap.h"
 #include "sfl/alloc.h"
 
 /* The connection core: socket, timers, output queue and the state machine,
@@ -37,9 +38,10 @@
 #define DEF_WRITE_MAX ((size_t)16 * 1024 * 1024)
 #define DEF_MAX_CONNS 4096
 #define DEF_MAX_HANDSHAKES 512
-/* Connections past max_handshakes wait here, in the kernel (which caps it
- * at net.core.somaxconn): a storm of agents queues instead of being refused
- * into their backoff. */
+#define DEF_MAX_HANDSHAKES_PER_IP 64
+/* The kernel's queue of connections not yet accepted (capped at
+ * net.core.somaxconn). We take every connection from it as soon as it is
+ * there, so nobody waits in it behind a flood. */
 #define LISTEN_BACKLOG 4096
 
 /* Reads land in one per-thread buffer: libuv calls alloc_cb and read_cb
@@ -71,10 +73,11 @@ struct sfl_listener {
     void *data;
     sfl_conn_t *conns; /* accepted and not yet closed (until detached) */
     size_t nconns;
-    size_t nhandshakes; /* of them, not yet open */
+    size_t nhandshakes; /* of them, holding a handshake slot */
+    sfl__srcmap_t srcs; /* per source address, the number of those */
     int handles; /* open handles; the listener is freed when none are left */
     /* accept_pending: libuv holds an accepted connection we have not taken
-     * (the reject handle was busy, or max_handshakes were in progress) */
+     * (the reject handle was busy) */
     unsigned closing : 1, reject_busy : 1, accept_pending : 1;
 };
 
@@ -93,10 +96,13 @@ static void on_resume(uv_idle_t *h)
     }
 }
 
-/* A handshake ended: a connection held back for its slot is taken on the
- * loop's next turn (not inside this connection's own call chain). */
-static void handshake_ended(sfl_listener_t *l)
+/* c's handshake slot is given back (it opened, failed or was detached). */
+static void handshake_ended(sfl_listener_t *l, sfl_conn_t *c)
 {
+    if (!c->counted)
+        return;
+    c->counted = 0;
+    sfl__srcmap_del(&l->srcs, c->src);
     l->nhandshakes--;
     if (l->accept_pending && !l->closing)
         uv_idle_start(&l->resume, on_resume);
@@ -182,6 +188,13 @@ static int opts_check(const sfl_conn_opts_t *in, sfl_conn_opts_t *o)
         o->max_conns = DEF_MAX_CONNS;
     if (!o->max_handshakes)
         o->max_handshakes = DEF_MAX_HANDSHAKES;
+    if (!o->max_handshakes_per_ip)
+        o->max_handshakes_per_ip = DEF_MAX_HANDSHAKES_PER_IP;
+    if (o->max_handshakes_per_ip > o->max_handshakes)
+        o->max_handshakes_per_ip = o->max_handshakes;
+    if (o->max_handshakes > INT_MAX / 4)
+        return sfl__fail(SFL_EINVAL, "transport: max_handshakes %zu is above INT_MAX / 4",
+                         o->max_handshakes);
     /* uv_buf_t lengths are unsigned int and SSL_write takes an int. */
     if (o->write_max > INT_MAX / 2)
         return sfl__fail(SFL_EINVAL, "transport: write_max %zu is above INT_MAX / 2", o->write_max);
@@ -246,8 +259,7 @@ static void listener_unlink(sfl_conn_t *c)
     c->prev = c->next = NULL;
     c->listener = NULL;
     l->nconns--;
-    if (!c->opened)
-        handshake_ended(l);
+    handshake_ended(l, c);
 }
 
 /* Every handle has closed: the last callbacks, then the memory. */
@@ -376,7 +388,7 @@ static void conn_step(sfl_conn_t *c, conn_ev_t ev)
             c->state = SFL_CONN_OPEN;
             c->opened = 1;
             if (c->listener)
-                handshake_ended(c->listener);
+                handshake_ended(c->listener, c);
             c->last_active = uv_now(c->loop);
             arm_timer(c, c->idle_ms);
             sfl__clear_error();
@@ -917,6 +929,7 @@ static void listener_closed(uv_handle_t *h)
     if (--l->handles > 0)
         return;
     sfl_tls_free(l->opts.tls);
+    sfl__srcmap_close(&l->srcs);
     sfl__free(l);
 }
 
@@ -962,21 +975,58 @@ static void refuse(sfl_listener_t *l, int status, const char *fmt, ...)
         l->on_reject(l, status, detail);
 }
 
+/* The key of a peer's per-source count: an IPv4 address as ::ffff:a.b.c.d,
+ * an IPv6 one cut to its /64 (one host usually holds a whole /64). */
+static void src_key(const struct sockaddr *sa, uint8_t out[SFL_SRC_KEY])
+{
+    memset(out, 0, SFL_SRC_KEY);
+    if (sa->sa_family == AF_INET) {
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 8);
+    }
+}
+
+/* Every slot is taken and c's source holds `mine` of them: frees the slot of
+ * the oldest handshake of the source holding the most, if it holds more than
+ * mine + 1 (so two sources never evict each other back and forth). 1 if a
+ * slot was freed. A flood from a few addresses thus cannot keep a new
+ * source out for as long as its handshakes last. */
+static int evict_one(sfl_listener_t *l, uint32_t mine)
+{
+    const sfl__src_slot_t *top = sfl__srcmap_max(&l->srcs);
+    sfl_conn_t *c, *victim = NULL;
+    char detail[200];
+
+    if (top == NULL || top->n <= mine + 1)
+        return 0;
+    for (c = l->conns; c != NULL; c = c->next) /* newest first: the last is oldest */
+        if (c->counted && memcmp(c->src, top->src, SFL_SRC_KEY) == 0)
+            victim = c;
+    if (victim == NULL)
+        return 0;
+    snprintf(detail, sizeof(detail),
+             "listener: %s evicted: its source holds %u of the %zu handshake slots", victim->name,
+             (unsigned)top->n, l->opts.max_handshakes);
+    victim->silent = 1;
+    listener_unlink(victim);
+    if (l->on_reject)
+        l->on_reject(l, UV_ECONNABORTED, detail);
+    conn_step(victim, EV_ABORT);
+    return 1;
+}
+
 static void accept_one(sfl_listener_t *l)
 {
     struct sockaddr_storage ss;
     int len = (int)sizeof(ss);
     sfl_conn_t *c;
+    uint32_t mine;
     int rc;
 
     if (l->nconns >= l->opts.max_conns) {
         refuse(l, SFL_ELIMIT, "listener: %zu connections open, the maximum", l->nconns);
-        return;
-    }
-    if (l->nhandshakes >= l->opts.max_handshakes) {
-        /* Not taken: libuv stops accepting until we do, and the rest wait
-         * in the listen backlog (handshake_ended resumes). */
-        l->accept_pending = 1;
         return;
     }
     rc = conn_new(l->loop, &l->opts, &l->cbs, l->data, &c);
@@ -991,15 +1041,38 @@ static void accept_one(sfl_listener_t *l)
         l->conns->prev = c;
     l->conns = c;
     l->nconns++;
-    l->nhandshakes++;
     rc = uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&c->tcp);
     if (rc) {
         conn_error(c, rc, "accept: %s", uv_strerror(rc));
         conn_step(c, EV_ABORT);
         return;
     }
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
-        addr_name((struct sockaddr *)&ss, c->name, sizeof(c->name));
+    rc = uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len);
+    if (rc) {
+        conn_error(c, rc, "accept: no peer address: %s", uv_strerror(rc));
+        conn_step(c, EV_ABORT);
+        return;
+    }
+    addr_name((struct sockaddr *)&ss, c->name, sizeof(c->name));
+    src_key((struct sockaddr *)&ss, c->src);
+    /* Per source first, then the global slots (rule 23: a peer's share of
+     * a shared resource is bounded before it gets any). */
+    mine = sfl__srcmap_count(&l->srcs, c->src);
+    if (mine >= l->opts.max_handshakes_per_ip) {
+        conn_error(c, SFL_ELIMIT, "listener: %s refused: %u handshakes in progress from its "
+                   "address, the maximum", c->name, (unsigned)mine);
+        conn_step(c, EV_ABORT);
+        return;
+    }
+    if (l->nhandshakes >= l->opts.max_handshakes && !evict_one(l, mine)) {
+        conn_error(c, SFL_ELIMIT, "listener: %s refused: %zu handshakes in progress, the maximum",
+                   c->name, l->nhandshakes);
+        conn_step(c, EV_ABORT);
+        return;
+    }
+    c->counted = 1;
+    sfl__srcmap_add(&l->srcs, c->src);
+    l->nhandshakes++;
     rc = c->type->init(c);
     if (rc) {
         conn_error(c, rc, "%s", sfl_last_error());
@@ -1053,6 +1126,12 @@ int sfl_listener_new(uv_loop_t *loop, const struct sockaddr *addr, const sfl_con
     }
     if (l->opts.tls)
         sfl__tls_ref(l->opts.tls);
+    rc = sfl__srcmap_init(&l->srcs, l->opts.max_handshakes, uv_hrtime());
+    if (rc) {
+        sfl_tls_free(l->opts.tls); /* the reference taken above; NULL-safe */
+        sfl__free(l);
+        return rc;
+    }
     l->loop = loop;
     l->cbs = *cbs;
     l->on_reject = on_reject;
@@ -1106,6 +1185,7 @@ void sfl_listener_close(sfl_listener_t *l)
         next = c->next;
         c->listener = NULL;
         c->prev = c->next = NULL;
+        c->counted = 0;
         if (!c->opened) {
             c->silent = 1;
             conn_step(c, EV_ABORT);
@@ -1113,6 +1193,7 @@ void sfl_listener_close(sfl_listener_t *l)
     }
     l->conns = NULL;
     l->nconns = l->nhandshakes = 0;
+    sfl__srcmap_clear(&l->srcs);
     uv_close((uv_handle_t *)&l->resume, listener_closed);
     uv_close((uv_handle_t *)&l->tcp, listener_closed);
 }

@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "net/srcmap.h"
 #include "sfl/transport.h"
 
 /* Connection states; only conn_step() in transport.c changes them. */
@@ -64,8 +65,12 @@ struct sfl_conn {
     uint64_t last_active;
     int status;          /* first error, reported by on_close */
     int handles;         /* handles initialised and not yet closed */
+    /* accepted: src is the peer's address (an IPv6 one cut to its /64), the
+     * key of the listener's per-source handshake count; counted: this
+     * connection holds one of its listener's handshake slots */
+    uint8_t src[SFL_SRC_KEY];
     unsigned accepted : 1, opened : 1, silent : 1, reading : 1, paused : 1,
-        congested : 1, eof : 1, fin_sent : 1, shutdown_pending : 1, peeked : 1;
+        congested : 1, eof : 1, fin_sent : 1, shutdown_pending : 1, peeked : 1, counted : 1;
     char name[64];       /* "ip:port" of the peer, for messages */
     char detail[256];    /* what went wrong, for sfl_last_error() */
 };

@@ -585,6 +585,7 @@ void fx_config(coord_config_t *c)
 {
     coord_config_default(c);
     assert_int_equal(coord_config_set(c, "listen", "127.0.0.1:0"), 0);
+    assert_int_equal(coord_config_set(c, "admin_listen", "127.0.0.1:0"), 0);
     snprintf(c->cert, sizeof(c->cert), "%s/ca/coordinator/coord.crt", dir);
     snprintf(c->key, sizeof(c->key), "%s/ca/coordinator/coord.key", dir);
     snprintf(c->ca, sizeof(c->ca), "%s/ca/ca.crt", dir);
