@@ -335,7 +335,9 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
         sfl__free(advs);
         if (rc < 0)
             return rc;
-        memcpy(m.commitment, sh.commit, SFL_SA_HASH);
+        _Static_assert(SFL_MSG_SA_POINT == SFL_SA_POINT, "a commitment's size");
+        m.commits = sh.commit; /* borrowed until sh is cleared */
+        m.ncommits = sh.ncommit;
         memcpy(m.sig, sh.sig, SFL_MSG_SIG_BYTES);
         m.nboxes = sh.nboxes;
         if ((m.boxes = sfl__calloc(sh.nboxes ? sh.nboxes : 1, sizeof(*m.boxes))) == NULL) {
@@ -348,8 +350,8 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
             memcpy(m.boxes[i].nonce, sh.boxes[i].nonce, SFL_MSG_SA_NONCE);
             memcpy(m.boxes[i].ct, sh.boxes[i].ct, SFL_MSG_SA_CT);
         }
-        sfl_sa_shares_clear(&sh);
         rc = answer_pack(c, &m, answer, len);
+        sfl_sa_shares_clear(&sh);
         sfl__free(m.boxes);
         return rc;
     }
@@ -400,6 +402,7 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
             m.reveals[i].self_mask = rv[i].type == 'b';
             m.reveals[i].x = rv[i].share.x;
             memcpy(m.reveals[i].y, rv[i].share.y, 32);
+            memcpy(m.reveals[i].sig, rv[i].sig, SFL_MSG_SIG_BYTES);
         }
         m.nreveals = nr;
         if (rc == 0)

@@ -138,6 +138,7 @@ struct job {
     sfl_msg_sa_member_t *sa_members;
     uint32_t *sa_support;
     uint32_t sa_k, sa_t, sa_topk, sa_sent, sa_degree;
+    uint32_t sa_blamed; /* the server's culprits already quarantined */
     double sa_clip, sa_wmax;
 };
 
@@ -364,6 +365,11 @@ void coord_vround_resend(job_t *j, agent_t *a);
 void coord_vround_status(const job_t *j, sfl_job_status_t *st);
 void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
+/* quarantine.c: agent is never selected for job j again without an
+ * admin's word; reason is a short key ("bad_share_dealt", from
+ * sfl_sa_blame_name). Called on the loop thread. */
+void coord_quarantine(job_t *j, uint64_t agent, const char *reason);
+
 /* saround.c: update mode 2's rounds. */
 /* After START: threshold, S_t, the cohort's keys (for the task). */
 int coord_saround_prepare(job_t *j) SFL_MUST_CHECK;
@@ -374,6 +380,7 @@ int coord_saround_start(job_t *j) SFL_MUST_CHECK;
 void coord_saround_sync(job_t *j);
 /* Thread pool: unmask, fold global + the mean change. */
 int coord_saround_fold(job_t *j) SFL_MUST_CHECK;
+/* Quarantines the server's culprits not yet reported, then frees it. */
 void coord_saround_close(job_t *j);
 void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 

@@ -19,9 +19,30 @@
 #include "sfl/savec.h"
 #include "sfl/secagg.h"
 
+/* The server's culprits found since the last call, each quarantined for
+ * the job: a member that provably broke the protocol is never selected
+ * again, so a retry goes on without it. */
+static void sa_report(job_t *j)
+{
+    const sfl_sa_culprit_t *cul;
+    uint32_t n;
+
+    if (j->sa == NULL || sfl_sa_server_culprits(j->sa, &cul, &n) < 0)
+        return;
+    for (; j->sa_blamed < n; j->sa_blamed++) {
+        coord_log(COORD_LOG_WARN, "secagg_culprit", "job=%llu round=%llu agent=%llu reason=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                  (unsigned long long)cul[j->sa_blamed].id,
+                  sfl_sa_blame_name(cul[j->sa_blamed].why));
+        coord_quarantine(j, cul[j->sa_blamed].id, sfl_sa_blame_name(cul[j->sa_blamed].why));
+    }
+}
+
 void coord_saround_close(job_t *j)
 {
+    sa_report(j);
     sfl_sa_server_free(j->sa);
+    j->sa_blamed = 0;
     j->sa = NULL;
     sfl__free(j->sa_members);
     j->sa_members = NULL;
@@ -261,13 +282,19 @@ static int server_take(job_t *j, const sfl_msg_sa_answer_t *m)
         return sfl_sa_server_adv(j->sa, &adv);
     }
     case 2: {
-        sfl_sa_shares_t sh = {.id = m->agent_id, .nboxes = m->nboxes};
+        sfl_sa_shares_t sh = {.id = m->agent_id, .nboxes = m->nboxes, .ncommit = m->ncommits};
         int rc;
 
-        memcpy(sh.commit, m->commitment, SFL_SA_HASH);
+        _Static_assert(SFL_MSG_SA_POINT == SFL_SA_POINT, "a commitment's size");
         memcpy(sh.sig, m->sig, SFL_MSG_SIG_BYTES);
-        if (m->nboxes > 0 && (sh.boxes = sfl__calloc(m->nboxes, sizeof(*sh.boxes))) == NULL)
+        if ((m->nboxes > 0 && (sh.boxes = sfl__calloc(m->nboxes, sizeof(*sh.boxes))) == NULL) ||
+            (m->ncommits > 0 &&
+             (sh.commit = sfl__calloc(m->ncommits, sizeof(*sh.commit))) == NULL)) {
+            sfl_sa_shares_clear(&sh);
             return SFL_ENOMEM;
+        }
+        if (m->ncommits > 0)
+            memcpy(sh.commit, m->commits, (size_t)m->ncommits * SFL_SA_POINT);
         for (uint32_t i = 0; i < m->nboxes; i++) {
             sh.boxes[i].from = m->boxes[i].from;
             sh.boxes[i].to = m->boxes[i].to;
@@ -307,6 +334,7 @@ static int server_take(job_t *j, const sfl_msg_sa_answer_t *m)
             rv[i].type = m->reveals[i].self_mask ? 'b' : 's';
             rv[i].share.x = m->reveals[i].x;
             memcpy(rv[i].share.y, m->reveals[i].y, 32);
+            memcpy(rv[i].sig, m->reveals[i].sig, SFL_MSG_SIG_BYTES);
         }
         rc = sfl_sa_server_unmask(j->sa, m->agent_id, rv, m->nreveals);
         sodium_memzero(rv, m->nreveals * sizeof(*rv));
@@ -355,6 +383,7 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
     } else if ((rc = server_take(j, m)) < 0) {
         coord_text_copy(why, sizeof(why), sfl_last_error());
         vd = COORD_UPD_REJECTED;
+        sa_report(j); /* a refusal the member provably caused */
     } else {
         (void)coord_round_heartbeat(&j->rnd, a->id, coord_now_ms(co));
         vd = coord_round_answer(&j->rnd, a->id, j->id, j->rnd.round, j->rnd.attempt,

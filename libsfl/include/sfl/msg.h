@@ -176,7 +176,8 @@ int sfl_msg_subscribe_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_l
  * key, signature, nonce and share here has its exact length, checked on
  * unpack. Repeated fields hold at most lim's max_items entries. */
 #define SFL_MSG_SA_NONCE 24
-#define SFL_MSG_SA_CT 114 /* sfl/secagg.h SFL_SA_BOX_BYTES */
+#define SFL_MSG_SA_CT 226 /* sfl/secagg.h SFL_SA_BOX_BYTES */
+#define SFL_MSG_SA_POINT 32 /* a Feldman commitment (sfl/shamir.h SFL_SHAMIR_POINT) */
 /* A masked input's words beyond its support: weight, canary and the metric
  * words (sfl/savec.h 2 + SFL_SA_METRIC_WORDS) */
 #define SFL_MSG_SA_EXTRA 12
@@ -219,6 +220,7 @@ typedef struct sfl_msg_sa_reveal {
     int self_mask;     /* 0 or 1 */
     uint16_t x;        /* >= 1 */
     uint8_t y[32];
+    uint8_t sig[SFL_MSG_SIG_BYTES]; /* the dealer's (of's) signature of it */
 } sfl_msg_sa_reveal_t;
 
 /* TaskOrWait.secagg: stage 2 (keys), 3 (clients = U2, boxes), 4 (clients
@@ -234,7 +236,7 @@ typedef struct sfl_msg_sa_stage {
     sfl_msg_sa_sig_t *sigs;
 } sfl_msg_sa_stage_t;
 
-/* SubmitSecAgg's request: stage 1 (keys), 2 (commitment, signature, boxes),
+/* SubmitSecAgg's request: stage 1 (keys), 2 (commitments, signature, boxes),
  * 3 (masked, signature), 4 (signature) or 5 (reveals); the fields of other
  * stages absent. Arrays: pack borrowed, unpack owned
  * (sfl_msg_sa_answer_free). */
@@ -242,7 +244,8 @@ typedef struct sfl_msg_sa_answer {
     uint64_t job_id, round, agent_id;
     uint32_t attempt, stage;
     sfl_msg_sa_keys_t keys;
-    uint8_t commitment[SFL_MSG_HASH_BYTES];
+    uint32_t ncommits;      /* stage 2: >= 2, even, at most 2 x lim's max_items */
+    uint8_t (*commits)[SFL_MSG_SA_POINT];
     uint8_t sig[SFL_MSG_SIG_BYTES];
     uint32_t nboxes, nmasked, nreveals;
     sfl_msg_sa_box_t *boxes;

@@ -69,9 +69,13 @@
 
 #define SFL_SA_HASH 32
 #define SFL_SA_BOX_NONCE 24
-/* u64 u | u64 v | u16 x | y_b | y_s, and the AEAD tag */
-#define SFL_SA_BOX_PLAIN (8 + 8 + 2 + 2 * SFL_SHAMIR_BYTES)
+#define SFL_SA_POINT SFL_SHAMIR_POINT
+/* u64 u | u64 v | u16 x | y_b | y_s | sig_b | sig_s (the dealer's
+ * signatures of each share, sfl_sa_share_msg), and the AEAD tag */
+#define SFL_SA_BOX_PLAIN (8 + 8 + 2 + 2 * SFL_SHAMIR_BYTES + 2 * SFL_SEAL_SIG_BYTES)
 #define SFL_SA_BOX_BYTES (SFL_SA_BOX_PLAIN + 16)
+/* What a dealer's signature of one share covers (sfl_sa_share_msg). */
+#define SFL_SA_SHARE_MSG (SFL_SA_HASH + 8 + 8 + 2 + SFL_SHAMIR_BYTES)
 
 typedef struct sfl_sa_member {
     uint64_t id;                         /* > 0 */
@@ -113,11 +117,15 @@ typedef struct sfl_sa_box {
     uint8_t ct[SFL_SA_BOX_BYTES];
 } sfl_sa_box_t;
 
-/* A client's stage-2 message: its commitment and its boxes. */
+/* A client's stage-2 message: its commitments and its boxes. */
 typedef struct sfl_sa_shares {
     uint64_t id;
-    uint8_t commit[SFL_SA_HASH];  /* BLAKE2b-256("sfl-sa-rb" | r_b) */
-    uint8_t sig[SFL_SEAL_SIG_BYTES];
+    /* 2 tau Feldman commitments (sfl_shamir_split_commit): r_b's polynomial
+     * then r_s's, commit[0] = r_b B and commit[tau] = r_s B; owned
+     * (sfl_sa_shares_clear) */
+    uint32_t ncommit;
+    uint8_t (*commit)[SFL_SA_POINT];
+    uint8_t sig[SFL_SEAL_SIG_BYTES]; /* over sid | id | the commitments */
     uint32_t nboxes;
     sfl_sa_box_t *boxes;          /* owned (sfl_sa_shares_clear) */
 } sfl_sa_shares_t;
@@ -135,12 +143,43 @@ typedef struct sfl_sa_consist {
     uint8_t sig[SFL_SEAL_SIG_BYTES];
 } sfl_sa_consist_t;
 
-/* Stage 5: one released share, of r_b (type 'b') or r_s ('s') of client of. */
+/* Stage 5: one released share, of r_b (type 'b') or r_s ('s') of client of,
+ * with the signature its dealer (of) made of it. */
 typedef struct sfl_sa_reveal {
     uint64_t of;
     char type;
     sfl_share_t share;
+    uint8_t sig[SFL_SEAL_SIG_BYTES];
 } sfl_sa_reveal_t;
+
+/* Why the server names a member (sfl_sa_server_culprits): each a fault it
+ * can prove from what the member signed or sent over its own
+ * authenticated connection. X(NAME, name) */
+#define SFL_SA_BLAME_MAP(X)                                                        \
+    X(BADSIG, "bad_signature")      /* a stage message whose signature fails */    \
+    X(EQUIVOCATE, "equivocation")   /* two different messages for one stage */     \
+    X(BADKEYS, "bad_keys")          /* small-order keys, or another's keys */       \
+    X(MALFORMED, "malformed")       /* boxes or an input not the round's shape */  \
+    X(BADCOMMIT, "bad_commitment")  /* commitments not 2 tau points */              \
+    X(BADDEAL, "bad_share_dealt")   /* signed a share off its committed polynomial */ \
+    X(BADSKEY, "bad_mask_key")      /* its committed r_s is not behind its s_pk */  \
+    X(ALTERED, "altered_share")     /* released a share its dealer did not sign */  \
+    X(BADRELEASE, "wrong_release")  /* released a share not asked (both of one client...) */
+
+typedef enum sfl_sa_blame {
+#define SFL_SA_BLAME_ENUM(n, s) SFL_SA_BLAME_##n,
+    SFL_SA_BLAME_NONE = 0,
+    SFL_SA_BLAME_MAP(SFL_SA_BLAME_ENUM)
+#undef SFL_SA_BLAME_ENUM
+} sfl_sa_blame_t;
+
+typedef struct sfl_sa_culprit {
+    uint64_t id;          /* a member of the cohort */
+    sfl_sa_blame_t why;   /* the first fault found */
+} sfl_sa_culprit_t;
+
+/* The short name of a reason ("bad_share_dealt"), "unknown" if none. */
+const char *sfl_sa_blame_name(sfl_sa_blame_t why);
 
 typedef struct sfl_sa_client sfl_sa_client_t;
 typedef struct sfl_sa_server sfl_sa_server_t;
@@ -243,13 +282,27 @@ int sfl_sa_server_end_inputs(sfl_sa_server_t *s, const uint64_t **u3,
 int sfl_sa_server_consist(sfl_sa_server_t *s, const sfl_sa_consist_t *m) SFL_MUST_CHECK;
 int sfl_sa_server_end_consist(sfl_sa_server_t *s, const sfl_sa_consist_t **sigs,
                               uint32_t *n) SFL_MUST_CHECK;
-/* Stage 5: client from's released shares. */
+/* Stage 5: client from's released shares: one for each member of U2 it
+ * holds a share of, or fewer (a box that did not open or whose signature
+ * failed gave it none of that member's). */
 int sfl_sa_server_unmask(sfl_sa_server_t *s, uint64_t from, const sfl_sa_reveal_t *shares,
                          uint32_t n) SFL_MUST_CHECK;
-/* The end: the sum of U3's q into sum[0..len), *count = |U3|. SFL_EEMPTY if
- * some seed has fewer than t shares, SFL_EBADSIG if a rebuilt seed fails
- * its commitment or key. */
+/* The end: the sum of U3's q into sum[0..len), *count = |U3|. Each seed
+ * is rebuilt from tau released shares and checked against its dealer's
+ * commitment; on a mismatch every share of it is checked (sfl_shamir_verify)
+ * and the bad ones dropped, their dealer named when it signed them, their
+ * holder when it did not; the seed is rebuilt from the good ones. SFL_EEMPTY
+ * if some seed has fewer than tau shares released, SFL_EBADSIG if fewer than
+ * tau of them are good (or a rebuilt r_s is not behind s_pk): the round
+ * fails, and sfl_sa_server_culprits names who caused it. */
 int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count) SFL_MUST_CHECK;
+/* The members the server has proof against so far, at any stage: *out
+ * (borrowed until the server is freed, grows in place: read *n again after
+ * each call) of *n, each member once, in the order found. The caller vouches
+ * that every message it hands the server under a member's id came over that
+ * member's authenticated connection (saround.c: coord_bound_agent). */
+int sfl_sa_server_culprits(const sfl_sa_server_t *s, const sfl_sa_culprit_t **out,
+                           uint32_t *n);
 void sfl_sa_server_free(sfl_sa_server_t *s);
 
 void sfl_sa_shares_clear(sfl_sa_shares_t *m);
