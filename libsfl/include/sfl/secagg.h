@@ -160,7 +160,7 @@ typedef struct sfl_sa_reveal {
     X(EQUIVOCATE, "equivocation")   /* two different messages for one stage */     \
     X(BADKEYS, "bad_keys")          /* small-order keys, or another's keys */       \
     X(MALFORMED, "malformed")       /* boxes or an input not the round's shape */  \
-    X(BADCOMMIT, "bad_commitment")  /* commitments not 2 tau points */              \
+    X(BADCOMMIT, "bad_commitment")  /* not 2 tau points of the prime-order group */ \
     X(BADDEAL, "bad_share_dealt")   /* signed a share off its committed polynomial */ \
     X(BADSKEY, "bad_mask_key")      /* its committed r_s is not behind its s_pk */  \
     X(ALTERED, "altered_share")     /* released a share its dealer did not sign */  \

@@ -1230,17 +1230,15 @@ int sfl_sa_server_shares(sfl_sa_server_t *s, sfl_sa_shares_t *m)
                                         sfl__fail(SFL_EBADSIG, "secure aggregation: the shares "
                                                   "of %llu are not signed by it",
                                                   (unsigned long long)m->id));
-    /* signed, so provably its own: the commitments' shape */
+    /* signed, so provably its own: the commitments' shape. Whether each is
+     * a point of the prime-order group is left to the end, where it is
+     * needed only when a seed misses its commitment: checking all 2 tau n
+     * here cost the coordinator's loop 0.9 s at n = 100 (a subgroup check
+     * is a full scalar multiplication). */
     if (m->ncommit != 2 * s->tau)
         return blame(s, m->id, SFL_SA_BLAME_BADCOMMIT,
                      sfl__fail(SFL_EINVAL, "secure aggregation: %llu committed %u points, not "
                                "2 x %u", (unsigned long long)m->id, m->ncommit, s->tau));
-    for (uint32_t j = 0; j < m->ncommit; j++)
-        if (!crypto_core_ed25519_is_valid_point(m->commit[j]))
-            return blame(s, m->id, SFL_SA_BLAME_BADCOMMIT,
-                         sfl__fail(SFL_EINVAL, "secure aggregation: commitment %u of %llu is "
-                                   "not a point of the prime-order group", j,
-                                   (unsigned long long)m->id));
     if (m->nboxes != s->g.k)
         return blame(s, m->id, SFL_SA_BLAME_MALFORMED,
                      sfl__fail(SFL_EINVAL, "secure aggregation: %llu sent %u boxes for %u "
@@ -1527,9 +1525,19 @@ static int rebuild(sfl_sa_server_t *s, lagrange_t *lg, uint64_t of, char type, u
         goto out;
     /* someone lied: find the bad shares and whose they are */
     rc = sfl_shamir_verify(lg->sh, k, commit, s->tau, lg->work, lg->ok);
-    if (rc < 0 && rc != SFL_EBADSIG)
+    if (rc == SFL_EINVAL) {
+        /* the x's and y's were checked at release: a commitment is not a
+         * point of the group, and the dealer signed it. No share can be
+         * checked against it: only the last resort is left. */
+        blame(s, of, SFL_SA_BLAME_BADCOMMIT, 0);
+        for (uint32_t i = 0; i < k; i++)
+            lg->ok[i] = share_verify(s->sid, dpk, type, of, lg->holder[i], &lg->sh[i],
+                                     lg->rv[i]->sig) == 0
+                            ? 2
+                            : (blame(s, lg->holder[i], SFL_SA_BLAME_ALTERED, 0), 0);
+    } else if (rc < 0 && rc != SFL_EBADSIG)
         goto out;
-    for (uint32_t i = 0; i < k; i++) {
+    for (uint32_t i = 0; rc != SFL_EINVAL && i < k; i++) {
         if (lg->ok[i])
             continue;
         if (share_verify(s->sid, dpk, type, of, lg->holder[i], &lg->sh[i], lg->rv[i]->sig) == 0) {
