@@ -30,14 +30,19 @@
  *     sfl_sa_ring draws from sid (the Harary graph H(k, |U1|)). The client
  *     splits r_b and r_s into shares with threshold tau = sfl_sa_holders
  *     (t on the complete graph; x = 1 + rank in the cohort), one for itself
- *     and one for each neighbour, and sends each v of N(u) an
+ *     and one for each neighbour, with Feldman commitments to both
+ *     polynomials (C_j = a_j B over Ed25519, j < tau; C_0 = r_b B, and
+ *     r_s B for r_s's), signs each share on its own (SFL_SA_SHARE_MSG
+ *     below, contexts "sfl-sa-share-b-v1" / "-s-v1": a holder proves one share
+ *     without showing the other), and sends each v of N(u) an
  *     XChaCha20-Poly1305 box, key BLAKE2b-256("sfl-sa-box" | X25519(c_u, c_v)
- *     | sid), associated data sid | u | v, of (u, v, x_v, y_b, y_s); it
- *     signs sid | u | BLAKE2b-256("sfl-sa-rb" | r_b) (the commitment the
- *     server checks the rebuilt r_b against).
+ *     | sid), associated data sid | u | v, of (u, v, x_v, y_b, y_s, sig_b,
+ *     sig_s); it signs sid | u | 2 tau | the commitments ("sfl-sa-shares-v2").
  *   3 masked input, given U2 (who shared) and the boxes addressed to it:
  *     U2 within U1 with itself, |U2| >= t, one box from each neighbour in
- *     U2 that opens and is from its sender to it at its x. y = q + mask(b) +
+ *     U2. A box that does not open, is not from its sender to it at its x,
+ *     or whose dealer signatures fail gives it no share of that sender (it
+ *     cannot prove whose fault that is, so it goes on). y = q + mask(b) +
  *     sum over v in U2 and N(u) of
  *     (u < v ? + : -) mask(K_uv) mod 2^32, b = BLAKE2b-256("sfl-sa-b" |
  *     r_b), K_uv = BLAKE2b-256("sfl-sa-mask" | X25519(s_u, s_v) | the two
@@ -46,15 +51,18 @@
  *     with itself, |U3| >= t; it signs sid | U3.
  *   5 unmask, given the signatures the server collected (U4): at least t of
  *     them from distinct members of U3, all over the U3 it signed. It
- *     releases, for itself and each neighbour v in U2, its share of r_b if v
- *     is in U3, of r_s if not; never both for one v, and once only (a
- *     second request is an abort).
+ *     releases, for itself and each neighbour v in U2 it holds a share of,
+ *     its share of r_b if v is in U3, of r_s if not, with v's signature of
+ *     it; never both for one v, and once only (a second request is an
+ *     abort).
  * The server checks every signature, sums the inputs of U3 mod 2^32, and
- * from tau holders' shares rebuilds r_b of each of U3 (checked against its
- * commitment) and r_s of each of U2 \ U3 (checked against its s_pk),
- * removes those masks and returns the sum of U3's q. Fewer than t at any
- * stage, or fewer than tau holders of a seed: the round fails and nothing
- * is revealed. On a Harary graph a seed has k + 1 holders, so a server that
+ * from tau holders' shares rebuilds r_b of each of U3 (checked against C_0)
+ * and r_s of each of U2 \ U3 (checked against its C_0, then its s_pk),
+ * removes those masks and returns the sum of U3's q. A seed that misses
+ * its commitment has its shares checked one by one (sfl_sa_server_finish):
+ * the bad ones are dropped and their dealer or holder named
+ * (sfl_sa_server_culprits). Fewer than t at any stage, or fewer than tau
+ * good shares of a seed: the round fails and nothing more is revealed. On a Harary graph a seed has k + 1 holders, so a server that
  * leaves out of U3 all but tau - 1 of a client's neighbours cannot rebuild
  * its self-mask: it learns sums over at least tau clients only. */
 #ifndef SFL_SECAGG_H
@@ -71,10 +79,12 @@
 #define SFL_SA_BOX_NONCE 24
 #define SFL_SA_POINT SFL_SHAMIR_POINT
 /* u64 u | u64 v | u16 x | y_b | y_s | sig_b | sig_s (the dealer's
- * signatures of each share, sfl_sa_share_msg), and the AEAD tag */
+ * signatures of each share, SFL_SA_SHARE_MSG), and the AEAD tag */
 #define SFL_SA_BOX_PLAIN (8 + 8 + 2 + 2 * SFL_SHAMIR_BYTES + 2 * SFL_SEAL_SIG_BYTES)
 #define SFL_SA_BOX_BYTES (SFL_SA_BOX_PLAIN + 16)
-/* What a dealer's signature of one share covers (sfl_sa_share_msg). */
+/* What a dealer's signature of one share covers: sid | u64 dealer |
+ * u64 holder | u16 x | y (little-endian), under the context
+ * "sfl-sa-share-b-v1" for a share of r_b, "sfl-sa-share-s-v1" of r_s. */
 #define SFL_SA_SHARE_MSG (SFL_SA_HASH + 8 + 8 + 2 + SFL_SHAMIR_BYTES)
 
 typedef struct sfl_sa_member {
