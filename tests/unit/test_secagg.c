@@ -805,11 +805,31 @@ static void test_secagg_attacks_keys(void **state)
         party_init(p, 5, 4);
         assert_int_equal(sfl_sa_server_new(&p->r, &s), 0);
         assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c, &adv), 0);
-        adv.id = p->m[1].id; /* signed by 0, claimed by 1 */
+        adv.id = p->m[1].id; /* signed by 0, claimed by 1 (over 1's connection) */
         assert_int_equal(sfl_sa_server_adv(s, &adv), SFL_EBADSIG);
         adv.id = p->m[0].id;
         assert_int_equal(sfl_sa_server_adv(s, &adv), 0);
-        assert_int_equal(sfl_sa_server_adv(s, &adv), SFL_EINVAL); /* twice */
+        assert_int_equal(sfl_sa_server_adv(s, &adv), SFL_EINVAL); /* twice: a retry */
+        {
+            const sfl_sa_culprit_t *cul;
+            uint32_t ncul;
+            sfl_sa_client_t *c2;
+            sfl_sa_adv_t adv2;
+
+            assert_int_equal(sfl_sa_server_culprits(s, &cul, &ncul), 0);
+            assert_int_equal(ncul, 1);
+            assert_int_equal(cul[0].id, p->m[1].id);
+            assert_int_equal(cul[0].why, SFL_SA_BLAME_BADSIG);
+            /* other keys, signed by 0: two faces */
+            assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c2, &adv2),
+                             0);
+            assert_int_equal(sfl_sa_server_adv(s, &adv2), SFL_EINVAL);
+            assert_int_equal(sfl_sa_server_culprits(s, &cul, &ncul), 0);
+            assert_int_equal(ncul, 2);
+            assert_int_equal(cul[1].id, p->m[0].id);
+            assert_int_equal(cul[1].why, SFL_SA_BLAME_EQUIVOCATE);
+            sfl_sa_client_free(c2);
+        }
         sfl_sa_client_free(c);
         sfl_sa_server_free(s);
         party_free(p);
@@ -977,6 +997,31 @@ static void test_secagg_attacks_order(void **state)
     memcpy(bad, rev, nr * sizeof(*bad));
     bad[3] = bad[2];
     assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, bad, nr), SFL_EINVAL);
+    /* each of those is provable: client 1 is named, once, for its first
+     * fault (the short input above) */
+    {
+        const sfl_sa_culprit_t *cul;
+        uint32_t ncul;
+
+        assert_int_equal(sfl_sa_server_culprits(a->s, &cul, &ncul), 0);
+        assert_int_equal(ncul, 1);
+        assert_int_equal(cul[0].id, a->p.m[1].id);
+        assert_int_equal(cul[0].why, SFL_SA_BLAME_MALFORMED);
+        assert_string_equal(sfl_sa_blame_name(cul[0].why), "malformed");
+    }
+    /* another client's bad release names it for that */
+    {
+        const sfl_sa_culprit_t *cul;
+        uint32_t ncul;
+
+        assert_int_equal(sfl_sa_client_unmask(a->p.c[2], u4, n4, bad, &nr), 0);
+        bad[0].type = bad[0].type == 'b' ? 's' : 'b';
+        assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[2].id, bad, nr), SFL_EINVAL);
+        assert_int_equal(sfl_sa_server_culprits(a->s, &cul, &ncul), 0);
+        assert_int_equal(ncul, 2);
+        assert_int_equal(cul[1].id, a->p.m[2].id);
+        assert_int_equal(cul[1].why, SFL_SA_BLAME_BADRELEASE);
+    }
     /* the honest release still goes in, once */
     assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, rev, nr), 0);
     assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, rev, nr), SFL_EINVAL);

@@ -1430,9 +1430,10 @@ int sfl_sa_server_unmask(sfl_sa_server_t *s, uint64_t from, const sfl_sa_reveal_
                                        "from %llu", (unsigned long long)v->of,
                                        (unsigned long long)from));
     }
-    if ((sl->rev = sfl__calloc(n, sizeof(*sl->rev))) == NULL)
+    if ((sl->rev = sfl__calloc(n ? n : 1, sizeof(*sl->rev))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the shares");
-    memcpy(sl->rev, shares, n * sizeof(*shares));
+    if (n > 0)
+        memcpy(sl->rev, shares, n * sizeof(*shares));
     sl->nrev = n;
     sl->unmasked = 1;
     return 0;
