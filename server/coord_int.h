@@ -367,7 +367,10 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
 
 /* quarantine.c: agent is never selected for job j again without an
  * admin's word; reason is a short key ("bad_share_dealt", from
- * sfl_sa_blame_name). Called on the loop thread. */
+ * sfl_sa_blame_name). Called on the loop thread by saround.c: from the
+ * SubmitSecAgg handler as soon as a stage's message convicts its sender,
+ * and from coord_saround_close for what the finish found (after the
+ * aggregation, or when the attempt is abandoned, or the job freed). */
 void coord_quarantine(job_t *j, uint64_t agent, const char *reason);
 
 /* saround.c: update mode 2's rounds. */
