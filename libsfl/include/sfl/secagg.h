@@ -62,7 +62,8 @@
  * its commitment has its shares checked one by one (sfl_sa_server_finish):
  * the bad ones are dropped and their dealer or holder named
  * (sfl_sa_server_culprits). Fewer than t at any stage, or fewer than tau
- * good shares of a seed: the round fails and nothing more is revealed. On a Harary graph a seed has k + 1 holders, so a server that
+ * good shares of a seed: the round fails and nothing more is revealed.
+ * On a Harary graph a seed has k + 1 holders, so a server that
  * leaves out of U3 all but tau - 1 of a client's neighbours cannot rebuild
  * its self-mask: it learns sums over at least tau clients only. */
 #ifndef SFL_SECAGG_H

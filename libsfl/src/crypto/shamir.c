@@ -380,8 +380,9 @@ int sfl_shamir_commit_check(const uint8_t secret[SFL_SHAMIR_BYTES],
  * random weights rho_i, (sum rho_i y_i) B = sum_j (sum_i rho_i x_i^j) C_j.
  * A set with a bad share passes only if the weights hit one value out of
  * L: a 2^-252 chance. t + 1 point multiplications whatever k is. */
-static int batch_ok(const sfl_share_t *shares, uint32_t k, const uint8_t (*commit)[SFL_SHAMIR_POINT],
-                    uint32_t t, uint8_t (*c)[SFL_SHAMIR_BYTES])
+static int batch_ok(const sfl_share_t *shares, uint32_t k,
+                    const uint8_t (*commit)[SFL_SHAMIR_POINT], uint32_t t,
+                    uint8_t (*c)[SFL_SHAMIR_BYTES])
 {
     uint8_t rho[SFL_SHAMIR_BYTES], xs[SFL_SHAMIR_BYTES], pw[SFL_SHAMIR_BYTES];
     uint8_t tmp[SFL_SHAMIR_BYTES], y[SFL_SHAMIR_BYTES];
