@@ -38,7 +38,9 @@
  * n - D inputs instead of D self-masks, so
  *   ms_per_dropped = (finish with drops - finish without) / D.
  * Then the same round with one holder releasing an altered share of one
- * seed: the finish that finds (sfl_shamir_verify) and names it.
+ * seed: the finish that finds (sfl_shamir_verify) and names it; and with
+ * one client whose signed commitment is not of its r_b (its agreeing
+ * signed shares rebuild the seed, sfl_shamir_agree).
  * The sum is checked (every client sends the same random q, so it must be
  * count x q mod 2^32). The primitives alone, for context: X25519
  * (crypto_scalarmult), an Ed25519 verify (sfl_seal_verify_detached),
@@ -61,6 +63,7 @@
  *   bench_secagg_support d= model_nnz= size= ms=   (sfl_sa_support, CPU)
  *   bench_secagg_mask len= mask_ms= mb_per_s=
  *   bench_secagg_culprit n= k= altered= named= finish_ms= finish_honest_ms=
+ *   bench_secagg_culprit n= k= commitment_lie= named= finish_ms= finish_honest_ms=
  *   bench_secagg_agent n= t= k= len= drops= new_ms= share_ms= input_ms=
  *                      consist_ms= unmask_ms= total_ms= predicted_ms=
  *                      total_over_predicted=
@@ -126,6 +129,36 @@ static uint32_t g_degree; /* -g; 0 the complete graph */
 /* run_round: holders 1..g_alter alter the share of client 0's r_b they
  * release (the server finds and names them); g_named gets the culprits */
 static uint32_t g_alter, g_named;
+/* run_round: client 0 signs a commitment to r_b that is not of its r_b
+ * (the review's attack: its shares then rebuild the seed it dealt) */
+static int g_lie;
+
+/* Client i's stage-2 message with C_0 replaced and signed again, as
+ * sfl/secagg.h defines the signature (sid | id | ncommit | commitments). */
+static int lie(const cohort_t *co, uint32_t i, const uint8_t sid[SFL_SA_HASH],
+               sfl_sa_shares_t *sh)
+{
+    size_t len = SFL_SA_HASH + 16 + (size_t)sh->ncommit * SFL_SA_POINT;
+    uint8_t *msg = calloc(1, len), r[32];
+    int rc;
+
+    if (msg == NULL)
+        return SFL_ENOMEM;
+    sfl_shamir_random(r);
+    if (crypto_scalarmult_ed25519_base_noclamp(sh->commit[0], r) != 0) {
+        free(msg);
+        return SFL_EINVAL;
+    }
+    memcpy(msg, sid, SFL_SA_HASH);
+    for (int b = 0; b < 8; b++) {
+        msg[SFL_SA_HASH + b] = (uint8_t)(sh->id >> (8 * b));
+        msg[SFL_SA_HASH + 8 + b] = (uint8_t)((uint64_t)sh->ncommit >> (8 * b));
+    }
+    memcpy(msg + SFL_SA_HASH + 16, sh->commit, (size_t)sh->ncommit * SFL_SA_POINT);
+    rc = sfl_seal_sign_detached(co->id[i], "sfl-sa-shares-v2", msg, len, sh->sig);
+    free(msg);
+    return rc;
+}
 
 /* Each agent's neighbours. */
 static uint32_t degree_of(uint32_t n)
@@ -347,6 +380,15 @@ static int run_round(const cohort_t *co, uint32_t len, const uint32_t *q, const 
         c->cn[C_SHARE]++;
         if (rc < 0)
             goto out;
+        if (g_lie && i == 0) {
+            uint8_t sid[SFL_SA_HASH];
+
+            sfl_sa_session_id(&r, u1, n1, sid);
+            if ((rc = lie(co, i, sid, &sh)) < 0) {
+                sfl_sa_shares_clear(&sh);
+                goto out;
+            }
+        }
         TIMED(c->s[S_SHARES], sfl_sa_server_shares(s, &sh));
         sfl_sa_shares_clear(&sh);
         if (rc < 0)
@@ -568,6 +610,14 @@ static int cpu_rounds(const cohort_t *co, const prim_t *p, uint32_t k)
     if (rc < 0)
         goto out;
     printf("bench_secagg_culprit n=%u k=%u altered=1 named=%u finish_ms=%.2f "
+           "finish_honest_ms=%.2f\n", n, k, g_named, c1.s[S_FINISH], c0.s[S_FINISH]);
+    /* a dealer's commitment that is not of its r_b */
+    g_lie = 1;
+    rc = run_round(co, len, q, drop, &c1);
+    g_lie = 0;
+    if (rc < 0)
+        goto out;
+    printf("bench_secagg_culprit n=%u k=%u commitment_lie=1 named=%u finish_ms=%.2f "
            "finish_honest_ms=%.2f\n", n, k, g_named, c1.s[S_FINISH], c0.s[S_FINISH]);
     if (drops == 0)
         goto out;

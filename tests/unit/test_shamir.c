@@ -560,6 +560,38 @@ static void test_shamir_commitments(void **state)
                      SFL_EINVAL);
 }
 
+/* The parity check agrees with sfl_shamir_check: shares of one polynomial
+ * (k > t, k = t) agree; one altered share anywhere, or a share of another
+ * polynomial, does not; bad points are refused as combine refuses them. */
+static void test_shamir_agree(void **state)
+{
+    enum { K = 30, T = 11 };
+    uint8_t secret[SFL_SHAMIR_BYTES], work[2 * K][SFL_SHAMIR_BYTES];
+    sfl_share_t sh[K], other[K];
+
+    (void)state;
+    sfl_shamir_random(secret);
+    assert_int_equal(sfl_shamir_split(secret, T, K, sh), 0);
+    assert_int_equal(sfl_shamir_split(secret, T, K, other), 0); /* same secret, other f */
+    assert_int_equal(sfl_shamir_agree(sh, K, T, work), 0);
+    assert_int_equal(sfl_shamir_agree(sh + 3, T, T, work), 0);
+    assert_int_equal(sfl_shamir_agree(sh, K, K, work), 0);
+    for (uint32_t bad = 0; bad < K; bad += 7) {
+        sh[bad].y[0] ^= 1;
+        assert_int_equal(sfl_shamir_agree(sh, K, T, work), SFL_EBADSIG);
+        assert_int_equal(sfl_shamir_check(sh, K, T), SFL_EBADSIG);
+        sh[bad].y[0] ^= 1;
+    }
+    sh[K - 1] = other[K - 1];
+    assert_int_equal(sfl_shamir_agree(sh, K, T, work), SFL_EBADSIG);
+    /* one more degree of freedom than shares: every set of T + 1 from two
+     * polynomials of degree < T + 1 agrees at t = T + 1 */
+    assert_int_equal(sfl_shamir_agree(sh + K - T - 1, T + 1, T + 1, work), 0);
+    sh[1].x = sh[0].x;
+    assert_int_equal(sfl_shamir_agree(sh, K, T, work), SFL_EINVAL);
+    assert_int_equal(sfl_shamir_agree(sh + 2, 3, 4, work), SFL_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -575,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_shamir_lagrange),
         cmocka_unit_test(test_shamir_large),
         cmocka_unit_test(test_shamir_commitments),
+        cmocka_unit_test(test_shamir_agree),
     };
 
     if (sodium_init() < 0)

@@ -85,6 +85,13 @@ int sfl_shamir_lagrange(const sfl_share_t *shares, uint32_t k,
 int sfl_shamir_apply(const uint8_t (*lambda)[SFL_SHAMIR_BYTES], const sfl_share_t *shares,
                      uint32_t k, uint8_t secret[SFL_SHAMIR_BYTES]) SFL_MUST_CHECK;
 
+/* The same verdict as sfl_shamir_check at O(k^2) products and k
+ * inversions (one random parity check of the Reed-Solomon code: wrong with
+ * probability 1 / L), without saying which share disagrees. work: 2 k
+ * scalars of scratch. */
+int sfl_shamir_agree(const sfl_share_t *shares, uint32_t k, uint32_t t,
+                     uint8_t (*work)[SFL_SHAMIR_BYTES]) SFL_MUST_CHECK;
+
 /* 0 if shares[0..k) (k >= t) all lie on one polynomial of degree < t: the
  * secret of the first t equals the secret of every other t of them formed by
  * replacing one share (k - t combinations); SFL_EBADSIG for shares that do

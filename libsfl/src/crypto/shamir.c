@@ -470,3 +470,66 @@ int sfl_shamir_verify(const sfl_share_t *shares, uint32_t k,
         rc = sfl__fail(SFL_EBADSIG, "shamir verify: a share is not on the committed polynomial");
     return rc;
 }
+
+int sfl_shamir_agree(const sfl_share_t *shares, uint32_t k, uint32_t t,
+                     uint8_t (*work)[SFL_SHAMIR_BYTES])
+{
+    uint8_t (*v)[SFL_SHAMIR_BYTES] = work, (*h)[SFL_SHAMIR_BYTES] = work + k;
+    uint8_t xi[SFL_SHAMIR_BYTES], xj[SFL_SHAMIR_BYTES], d[SFL_SHAMIR_BYTES];
+    uint8_t tmp[SFL_SHAMIR_BYTES], hx[SFL_SHAMIR_BYTES], acc[SFL_SHAMIR_BYTES];
+    int rc = check_points("shamir agree", shares, k);
+
+    if (rc < 0)
+        return rc;
+    if (t < 1 || t > k)
+        return sfl__fail(SFL_EINVAL, "shamir agree: need 1 <= t <= k, got t = %u, k = %u",
+                         (unsigned)t, (unsigned)k);
+    if (k == t)
+        return 0; /* any t points lie on one polynomial of degree < t */
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EUNSUP, "libsodium failed to initialise");
+    /* v_i = 1 / prod_{j != i} (x_i - x_j): sum_i v_i p(x_i) is the x^{k-1}
+     * coefficient of the polynomial through (x_i, p(x_i)), so it is 0 for
+     * every p of degree <= k - 2. With p = h f, h of degree < k - t and f of
+     * degree < t, sum_i v_i h(x_i) y_i = 0 when all y_i = f(x_i); when they
+     * lie on no such f the sums for the h's form a nonzero linear form, and
+     * a random h makes it 0 with probability 1 / L. O(k^2) products and k
+     * inversions, against sfl_shamir_check's k - t interpolations. */
+    for (uint32_t i = 0; i < k; i++) {
+        x_scalar(xi, shares[i].x);
+        x_scalar(v[i], 1);
+        for (uint32_t j = 0; j < k; j++) {
+            if (j == i)
+                continue;
+            x_scalar(xj, shares[j].x);
+            crypto_core_ed25519_scalar_sub(d, xi, xj);
+            crypto_core_ed25519_scalar_mul(tmp, v[i], d);
+            memcpy(v[i], tmp, sizeof(tmp));
+        }
+        rc = crypto_core_ed25519_scalar_invert(tmp, v[i]);
+        assert(rc == 0); /* distinct x's below L: a nonzero product mod the prime L */
+        memcpy(v[i], tmp, sizeof(tmp));
+    }
+    for (uint32_t m = 0; m < k - t; m++)
+        crypto_core_ed25519_scalar_random(h[m]);
+    memset(acc, 0, sizeof(acc));
+    for (uint32_t i = 0; i < k; i++) {
+        x_scalar(xi, shares[i].x);
+        memcpy(hx, h[k - t - 1], sizeof(hx)); /* h(x_i) by Horner */
+        for (uint32_t m = k - t - 1; m-- > 0;) {
+            crypto_core_ed25519_scalar_mul(tmp, hx, xi);
+            crypto_core_ed25519_scalar_add(hx, tmp, h[m]);
+        }
+        crypto_core_ed25519_scalar_mul(tmp, hx, v[i]);
+        crypto_core_ed25519_scalar_mul(hx, tmp, shares[i].y);
+        crypto_core_ed25519_scalar_add(acc, acc, hx);
+    }
+    rc = sodium_is_zero(acc, sizeof(acc))
+             ? 0
+             : sfl__fail(SFL_EBADSIG, "shamir agree: the %u shares lie on no polynomial of "
+                         "degree < %u", (unsigned)k, (unsigned)t);
+    sodium_memzero(acc, sizeof(acc));
+    sodium_memzero(hx, sizeof(hx));
+    sodium_memzero(tmp, sizeof(tmp));
+    return rc;
+}
