@@ -9,7 +9,10 @@
  *      k x steps (u8, x_i = x_{i-1} + step + 1) | u16 tamper bitmap | k
  *      deltas (u8): an honest dealer's commitments and shares, then the
  *      shares in the bitmap get y + delta + 1. sfl_shamir_verify must flag
- *      exactly those, and the secret must pass its commitment check
+ *      exactly those, and the secret must pass its commitment check;
+ *      sfl_shamir_agree (k >= t) must pass untouched shares and refuse 1 to
+ *      k - t tampered ones (fewer than the code's distance; more may happen
+ *      to agree, e.g. all moved by one constant)
  * Missing bytes read as 0. The check's weights are random, so a bad share
  * passes by chance with probability 2^-252: never, in practice. */
 #include <stdint.h>
@@ -77,6 +80,7 @@ static void honest(rd_t *r)
 {
     uint8_t a[TMAX][SFL_SHAMIR_BYTES], commit[TMAX][SFL_SHAMIR_POINT];
     uint8_t work[TMAX][SFL_SHAMIR_BYTES], ok[KMAX], wide[64], xs[32], tmp[32];
+    uint8_t agree[2 * KMAX][SFL_SHAMIR_BYTES];
     sfl_share_t sh[KMAX];
     uint32_t t = 1 + u8(r) % TMAX, k = 1 + u8(r) % KMAX, x = 0, bad = 0;
     uint16_t tamper;
@@ -125,6 +129,13 @@ static void honest(rd_t *r)
             die("verify flagged the wrong shares");
     if (sfl_shamir_commit_check(a[0], commit[0]) != 0)
         die("the secret misses its commitment");
+    if (k >= t) {
+        rc = sfl_shamir_agree(sh, k, t, agree);
+        if (bad == 0 && rc != 0)
+            die("agree refused the shares of one polynomial");
+        if (bad >= 1 && bad <= k - t && rc != SFL_EBADSIG)
+            die("agree passed shares a few of which were moved");
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
