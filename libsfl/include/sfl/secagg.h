@@ -276,7 +276,10 @@ int sfl_sa_server_adv(sfl_sa_server_t *s, const sfl_sa_adv_t *adv) SFL_MUST_CHEC
  * in *n; SFL_EEMPTY (the round fails) below t. */
 int sfl_sa_server_end_adv(sfl_sa_server_t *s, const sfl_sa_adv_t **advs,
                           uint32_t *n) SFL_MUST_CHECK;
-/* Stage 2: a client's shares (taken over: m->boxes becomes the server's). */
+/* Stage 2: a client's shares (taken over: m->boxes and m->commit become
+ * the server's). Its signature, 2 tau commitments and one box to each
+ * neighbour, else refused and the client named; whether the commitments
+ * are points of the group is checked only if a seed misses one. */
 int sfl_sa_server_shares(sfl_sa_server_t *s, sfl_sa_shares_t *m) SFL_MUST_CHECK;
 /* Ends stage 2: U2 (ascending, borrowed), SFL_EEMPTY below t. */
 int sfl_sa_server_end_shares(sfl_sa_server_t *s, const uint64_t **u2,
