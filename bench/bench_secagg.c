@@ -12,10 +12,11 @@
  * Bytes. Mode 2 has no wire encoding yet, so a message is counted as the sum
  * of its fields at their fixed sizes (sfl/secagg.h's structs: ids 8, keys
  * and hashes 32, signatures 64, a box 8 + 8 + 24 + SFL_SA_BOX_BYTES, a
- * released share 8 + 1 + 2 + 32, a masked word 4), with no framing: no
+ * commitment 32, a released share 8 + 1 + 2 + 32 + 64 (its dealer's
+ * signature), a masked word 4), with no framing: no
  * tags, lengths or counts (an encoding adds a few bytes per message), and
  * every party present (|U1| = ... = |U4| = n). Uplink: the advertisement,
- * the stage-2 message (id, commitment, signature, n - 1 boxes), the masked
+ * the stage-2 message (id, 2 tau commitments, signature, n - 1 boxes), the masked
  * input (id, len words, signature), the consistency signature (id, sig),
  * the unmask answer (n shares). Downlink: the cohort in the round's task
  * (n x (id, identity key); the rest of the task is what mode 1 carries too),
@@ -36,6 +37,10 @@
  * finish rebuilds their r_s and the masks they share with each of the
  * n - D inputs instead of D self-masks, so
  *   ms_per_dropped = (finish with drops - finish without) / D.
+ * Then the same round with one holder releasing an altered share of one
+ * seed: the finish that finds (sfl_shamir_verify) and names it; and with
+ * one client whose signed commitment is not of its r_b (its agreeing
+ * signed shares rebuild the seed, sfl_shamir_agree).
  * The sum is checked (every client sends the same random q, so it must be
  * count x q mod 2^32). The primitives alone, for context: X25519
  * (crypto_scalarmult), an Ed25519 verify (sfl_seal_verify_detached),
@@ -57,6 +62,8 @@
  *                     shamir_combine_ms= n= t=
  *   bench_secagg_support d= model_nnz= size= ms=   (sfl_sa_support, CPU)
  *   bench_secagg_mask len= mask_ms= mb_per_s=
+ *   bench_secagg_culprit n= k= altered= named= finish_ms= finish_honest_ms=
+ *   bench_secagg_culprit n= k= commitment_lie= named= finish_ms= finish_honest_ms=
  *   bench_secagg_agent n= t= k= len= drops= new_ms= share_ms= input_ms=
  *                      consist_ms= unmask_ms= total_ms= predicted_ms=
  *                      total_over_predicted=
@@ -95,7 +102,7 @@
 #define B_SIG SFL_SEAL_SIG_BYTES
 #define B_ADV (B_ID + 32 + 32 + B_SIG)
 #define B_BOX (B_ID + B_ID + SFL_SA_BOX_NONCE + SFL_SA_BOX_BYTES)
-#define B_REVEAL (B_ID + 1 + 2 + SFL_SHAMIR_BYTES)
+#define B_REVEAL (B_ID + 1 + 2 + SFL_SHAMIR_BYTES + B_SIG)
 #define B_MEMBER (B_ID + SFL_SEAL_PK_BYTES)
 
 enum { C_NEW, C_SHARE, C_INPUT, C_CONSIST, C_UNMASK, NC };
@@ -119,6 +126,39 @@ typedef struct {
 
 static volatile uint32_t sink;
 static uint32_t g_degree; /* -g; 0 the complete graph */
+/* run_round: holders 1..g_alter alter the share of client 0's r_b they
+ * release (the server finds and names them); g_named gets the culprits */
+static uint32_t g_alter, g_named;
+/* run_round: client 0 signs a commitment to r_b that is not of its r_b
+ * (the review's attack: its shares then rebuild the seed it dealt) */
+static int g_lie;
+
+/* Client i's stage-2 message with C_0 replaced and signed again, as
+ * sfl/secagg.h defines the signature (sid | id | ncommit | commitments). */
+static int lie(const cohort_t *co, uint32_t i, const uint8_t sid[SFL_SA_HASH],
+               sfl_sa_shares_t *sh)
+{
+    size_t len = SFL_SA_HASH + 16 + (size_t)sh->ncommit * SFL_SA_POINT;
+    uint8_t *msg = calloc(1, len), r[32];
+    int rc;
+
+    if (msg == NULL)
+        return SFL_ENOMEM;
+    sfl_shamir_random(r);
+    if (crypto_scalarmult_ed25519_base_noclamp(sh->commit[0], r) != 0) {
+        free(msg);
+        return SFL_EINVAL;
+    }
+    memcpy(msg, sid, SFL_SA_HASH);
+    for (int b = 0; b < 8; b++) {
+        msg[SFL_SA_HASH + b] = (uint8_t)(sh->id >> (8 * b));
+        msg[SFL_SA_HASH + 8 + b] = (uint8_t)((uint64_t)sh->ncommit >> (8 * b));
+    }
+    memcpy(msg + SFL_SA_HASH + 16, sh->commit, (size_t)sh->ncommit * SFL_SA_POINT);
+    rc = sfl_seal_sign_detached(co->id[i], "sfl-sa-shares-v2", msg, len, sh->sig);
+    free(msg);
+    return rc;
+}
 
 /* Each agent's neighbours. */
 static uint32_t degree_of(uint32_t n)
@@ -160,11 +200,21 @@ static int mode1_bytes(const sfl_spvec_t *v, sfl_enc_t enc, size_t *out)
     return rc;
 }
 
+/* tau, the holders that rebuild a seed (sfl_sa_holders). */
+static uint32_t tau_of(uint32_t n, uint32_t t)
+{
+    sfl_sa_round_t r = {.n = n, .t = t, .degree = g_degree};
+
+    return sfl_sa_holders(&r, n);
+}
+
 /* Uplink and downlink of one agent for vectors of len words. */
-static size_t up_bytes(uint32_t n, uint64_t len, size_t part[5])
+static size_t up_bytes(uint32_t n, uint32_t t, uint64_t len, size_t part[5])
 {
     part[0] = B_ADV;
-    part[1] = B_ID + SFL_SA_HASH + B_SIG + (size_t)degree_of(n) * B_BOX;
+    /* id, 2 tau commitments, signature, the boxes */
+    part[1] = B_ID + 2 * (size_t)tau_of(n, t) * SFL_SA_POINT + B_SIG +
+              (size_t)degree_of(n) * B_BOX;
     part[2] = B_ID + 4 * len + B_SIG;
     part[3] = B_ID + B_SIG;
     part[4] = (size_t)(degree_of(n) + 1) * B_REVEAL;
@@ -191,7 +241,7 @@ static int bytes_table(uint32_t n, uint32_t t, const uint32_t *ks, int nk)
     sfl_rng_seed(&rng, 42, 0, 0, SFL_STREAM_DATA);
     for (int a = 0; a < nk; a++) {
         size_t up[5], dn[6];
-        size_t upt = up_bytes(n, 2 * (uint64_t)ks[a] + SFL_SA_EXTRA_WORDS, up);
+        size_t upt = up_bytes(n, t, 2 * (uint64_t)ks[a] + SFL_SA_EXTRA_WORDS, up);
         size_t dnt = down_bytes(n, dn);
 
         printf("bench_secagg_msgs n=%u t=%u k=%u st=%u up_adv=%zu up_shares=%zu up_input=%zu "
@@ -225,9 +275,9 @@ static int bytes_table(uint32_t n, uint32_t t, const uint32_t *ks, int nk)
             sfl_spvec_free(v);
             if (rc < 0)
                 break;
-            size_t m2 = up_bytes(n, 2 * (uint64_t)k + SFL_SA_EXTRA_WORDS, up);
+            size_t m2 = up_bytes(n, t, 2 * (uint64_t)k + SFL_SA_EXTRA_WORDS, up);
             size_t m2d = down_bytes(n, dn);
-            size_t dense = up_bytes(n, d, up);
+            size_t dense = up_bytes(n, t, d, up);
 
             printf("bench_secagg_bytes n=%u d=%u k=%u st=%u mode1_f64=%zu mode1_f32=%zu "
                    "mode2_up=%zu mode2_down=%zu dense_up=%zu dense_down=%zu "
@@ -330,6 +380,15 @@ static int run_round(const cohort_t *co, uint32_t len, const uint32_t *q, const 
         c->cn[C_SHARE]++;
         if (rc < 0)
             goto out;
+        if (g_lie && i == 0) {
+            uint8_t sid[SFL_SA_HASH];
+
+            sfl_sa_session_id(&r, u1, n1, sid);
+            if ((rc = lie(co, i, sid, &sh)) < 0) {
+                sfl_sa_shares_clear(&sh);
+                goto out;
+            }
+        }
         TIMED(c->s[S_SHARES], sfl_sa_server_shares(s, &sh));
         sfl_sa_shares_clear(&sh);
         if (rc < 0)
@@ -388,6 +447,9 @@ static int run_round(const cohort_t *co, uint32_t len, const uint32_t *q, const 
         c->cn[C_UNMASK]++;
         if (rc < 0)
             goto out;
+        for (uint32_t k = 0; i >= 1 && i <= g_alter && k < nr; k++)
+            if (rev[k].of == co->m[0].id)
+                rev[k].share.y[0] ^= 1;
         TIMED(c->s[S_UNMASK], sfl_sa_server_unmask(s, co->m[i].id, rev, nr));
         if (rc < 0)
             goto out;
@@ -409,6 +471,12 @@ static int run_round(const cohort_t *co, uint32_t len, const uint32_t *q, const 
         }
     rc = 0;
 out:
+    if (s != NULL) {
+        const sfl_sa_culprit_t *cul;
+
+        if (sfl_sa_server_culprits(s, &cul, &g_named) < 0)
+            g_named = 0;
+    }
     sfl_sa_server_free(s);
     for (uint32_t i = 0; cl != NULL && i < n; i++)
         sfl_sa_client_free(cl[i]);
@@ -533,6 +601,24 @@ static int cpu_rounds(const cohort_t *co, const prim_t *p, uint32_t k)
                   2 * p->split_ms * (degree_of(n) + 1) / n + degree_of(n) * mask;
 
     print_agent(co, k, len, 0, &c0, pred);
+    /* one holder releases an altered share: the cheap check fails for one
+     * seed, its shares are checked against the commitments (halving), the
+     * holder is named and the round completes */
+    g_alter = 1;
+    rc = run_round(co, len, q, drop, &c1);
+    g_alter = 0;
+    if (rc < 0)
+        goto out;
+    printf("bench_secagg_culprit n=%u k=%u altered=1 named=%u finish_ms=%.2f "
+           "finish_honest_ms=%.2f\n", n, k, g_named, c1.s[S_FINISH], c0.s[S_FINISH]);
+    /* a dealer's commitment that is not of its r_b */
+    g_lie = 1;
+    rc = run_round(co, len, q, drop, &c1);
+    g_lie = 0;
+    if (rc < 0)
+        goto out;
+    printf("bench_secagg_culprit n=%u k=%u commitment_lie=1 named=%u finish_ms=%.2f "
+           "finish_honest_ms=%.2f\n", n, k, g_named, c1.s[S_FINISH], c0.s[S_FINISH]);
     if (drops == 0)
         goto out;
     /* spread over the cohort, none at the ends */

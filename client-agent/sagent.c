@@ -354,7 +354,9 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
         sfl__free(advs);
         if (rc < 0)
             return rc;
-        memcpy(m.commitment, sh.commit, SFL_SA_HASH);
+        _Static_assert(SFL_MSG_SA_POINT == SFL_SA_POINT, "a commitment's size");
+        m.commits = sh.commit; /* borrowed until sh is cleared */
+        m.ncommits = sh.ncommit;
         memcpy(m.sig, sh.sig, sizeof(m.sig));
         m.nboxes = sh.nboxes;
         if ((m.boxes = sfl__calloc(sh.nboxes ? sh.nboxes : 1, sizeof(*m.boxes))) == NULL) {
@@ -367,8 +369,8 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
             memcpy(m.boxes[i].nonce, sh.boxes[i].nonce, sizeof(m.boxes[i].nonce));
             memcpy(m.boxes[i].ct, sh.boxes[i].ct, sizeof(m.boxes[i].ct));
         }
-        sfl_sa_shares_clear(&sh);
         rc = answer_pack(c, st, &m, answer, len);
+        sfl_sa_shares_clear(&sh);
         sfl__free(m.boxes);
         return rc;
     }
@@ -419,6 +421,7 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
             m.reveals[i].self_mask = rv[i].type == 'b';
             m.reveals[i].x = rv[i].share.x;
             memcpy(m.reveals[i].y, rv[i].share.y, sizeof(m.reveals[i].y));
+            memcpy(m.reveals[i].sig, rv[i].sig, sizeof(m.reveals[i].sig));
         }
         m.nreveals = nr;
         if (rc == 0)

@@ -149,6 +149,7 @@ struct job {
     sfl_msg_sa_member_t *sa_members;
     uint32_t *sa_support;
     uint32_t sa_k, sa_t, sa_topk, sa_sent, sa_degree;
+    uint32_t sa_blamed; /* the server's culprits already quarantined */
     double sa_clip, sa_wmax;
     /* Quarantined members, ascending agent id (quarantine.c). */
     coord_quar_t *quar;
@@ -385,6 +386,14 @@ void coord_vround_resend(job_t *j, agent_t *a);
 void coord_vround_status(const job_t *j, sfl_job_status_t *st);
 void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
+/* quarantine.c: agent is never selected for job j again without an
+ * admin's word; reason is a short key ("bad_share_dealt", from
+ * sfl_sa_blame_name). Called on the loop thread by saround.c: from the
+ * SubmitSecAgg handler as soon as a stage's message convicts its sender,
+ * and from coord_saround_close for what the finish found (after the
+ * aggregation, or when the attempt is abandoned, or the job freed). */
+void coord_quarantine(job_t *j, uint64_t agent, const char *reason);
+
 /* saround.c: update mode 2's rounds. */
 /* After START: threshold, S_t, the cohort's keys (for the task). */
 int coord_saround_prepare(job_t *j) SFL_MUST_CHECK;
@@ -395,6 +404,7 @@ int coord_saround_start(job_t *j) SFL_MUST_CHECK;
 void coord_saround_sync(job_t *j);
 /* Thread pool: unmask, fold global + the mean change. */
 int coord_saround_fold(job_t *j) SFL_MUST_CHECK;
+/* Quarantines the server's culprits not yet reported, then frees it. */
 void coord_saround_close(job_t *j);
 /* The members' SecAggAnswer into the server's struct for its stage (the
  * server's verdict), and the boxes of stage 2 for member v in the wire's
@@ -449,11 +459,6 @@ void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
  * attempt is excused (coord_round_excuse): its failure does not count
  * toward max_attempts. */
 void coord_quarantine(job_t *j, uint64_t agent, const char *reason);
-/* The member a failed secure aggregation's error text names as its sole
- * cause (today's libsfl names it only in the text), or 0. The driver
- * quarantines it; a library that reports culprits as data calls
- * coord_quarantine directly. */
-uint64_t coord_quarantine_culprit_of(const char *err);
 /* The agent's quarantine in job j, or NULL. */
 const coord_quar_t *coord_quarantined(const job_t *j, uint64_t agent);
 /* At start, after the jobs: every quarantine the store holds. */

@@ -660,19 +660,6 @@ static void agg_finish(job_t *j)
          * bounds, say), not only that it did */
         snprintf(j->rnd.reason, sizeof(j->rnd.reason), "aggregation failed: %.100s",
                  j->work_err);
-        if (j->model.spec.secagg) {
-            uint64_t culprit = coord_quarantine_culprit_of(j->work_err);
-
-            /* one member failed the sum: out of the job, and the attempt
-             * it failed not counted (the retry draws without it) */
-            if (culprit != 0 && coord_round_is_member(&j->rnd, culprit)) {
-                char why[SFL_MSG_TEXT_LEN];
-
-                snprintf(why, sizeof(why), "round %llu attempt %u: %.200s",
-                         (unsigned long long)j->rnd.round, j->wire_attempt, j->work_err);
-                coord_quarantine(j, culprit, why);
-            }
-        }
         attempt_failed(j);
     }
     coord_job_release(j);

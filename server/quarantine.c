@@ -222,41 +222,6 @@ void coord_quarantine_job_text(const job_t *j, char *out, size_t cap)
     }
 }
 
-/* Patterns of the library's errors that name one member as the cause of a
- * failed secure sum (libsfl/src/crypto/secagg.c), with the id at %llu.
- * Only failures one member alone causes: a seed rebuilt from the holders'
- * shares that is not the one its dealer committed to (a commitment signed
- * over something other than its r_b). */
-static const char *const culprit_text[] = {
-    "the rebuilt seed of %llu fails its commitment",
-};
-
-uint64_t coord_quarantine_culprit_of(const char *err)
-{
-    for (size_t i = 0; err != NULL && i < sizeof(culprit_text) / sizeof(culprit_text[0]); i++) {
-        const char *pct = strstr(culprit_text[i], "%llu");
-        size_t pre = (size_t)(pct - culprit_text[i]);
-        const char *tail = pct + 4;
-
-        for (const char *p = err; (p = strstr(p, "secure aggregation: ")) != NULL; p++) {
-            const char *q = p + strlen("secure aggregation: ");
-            unsigned long long id = 0;
-            int digits = 0;
-
-            if (strncmp(q, culprit_text[i], pre) != 0)
-                continue;
-            q += pre;
-            while (*q >= '0' && *q <= '9' && digits < 20) {
-                id = id * 10 + (unsigned long long)(*q++ - '0');
-                digits++;
-            }
-            if (digits > 0 && digits < 20 && id > 0 && strncmp(q, tail, strlen(tail)) == 0)
-                return id;
-        }
-    }
-    return 0;
-}
-
 /* ---- ReleaseAgent (Admin) ----------------------------------------------------------- */
 
 /* Recorded first, then lifted: until the row is gone the agent stays out,

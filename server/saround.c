@@ -19,9 +19,35 @@
 #include "sfl/savec.h"
 #include "sfl/secagg.h"
 
+/* The server's culprits found since the last call, each quarantined for
+ * the job: a member that provably broke the protocol is never selected
+ * again, so a retry goes on without it. */
+static void sa_report(job_t *j)
+{
+    const sfl_sa_culprit_t *cul;
+    uint32_t n;
+
+    if (j->sa == NULL || sfl_sa_server_culprits(j->sa, &cul, &n) < 0)
+        return;
+    for (; j->sa_blamed < n; j->sa_blamed++) {
+        char why[96];
+
+        coord_log(COORD_LOG_WARN, "secagg_culprit", "job=%llu round=%llu agent=%llu reason=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                  (unsigned long long)cul[j->sa_blamed].id,
+                  sfl_sa_blame_name(cul[j->sa_blamed].why));
+        snprintf(why, sizeof(why), "round %llu attempt %u: secure aggregation %s",
+                 (unsigned long long)j->rnd.round, j->wire_attempt,
+                 sfl_sa_blame_name(cul[j->sa_blamed].why));
+        coord_quarantine(j, cul[j->sa_blamed].id, why);
+    }
+}
+
 void coord_saround_close(job_t *j)
 {
+    sa_report(j);
     sfl_sa_server_free(j->sa);
+    j->sa_blamed = 0;
     j->sa = NULL;
     sfl__free(j->sa_members);
     j->sa_members = NULL;
@@ -299,13 +325,19 @@ int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m)
         return sfl_sa_server_adv(sa, &adv);
     }
     case 2: {
-        sfl_sa_shares_t sh = {.id = m->agent_id, .nboxes = m->nboxes};
+        sfl_sa_shares_t sh = {.id = m->agent_id, .nboxes = m->nboxes, .ncommit = m->ncommits};
         int rc;
 
-        memcpy(sh.commit, m->commitment, SFL_SA_HASH);
+        _Static_assert(SFL_MSG_SA_POINT == SFL_SA_POINT, "a commitment's size");
         memcpy(sh.sig, m->sig, sizeof(sh.sig));
-        if (m->nboxes > 0 && (sh.boxes = sfl__calloc(m->nboxes, sizeof(*sh.boxes))) == NULL)
+        if ((m->nboxes > 0 && (sh.boxes = sfl__calloc(m->nboxes, sizeof(*sh.boxes))) == NULL) ||
+            (m->ncommits > 0 &&
+             (sh.commit = sfl__calloc(m->ncommits, sizeof(*sh.commit))) == NULL)) {
+            sfl_sa_shares_clear(&sh);
             return SFL_ENOMEM;
+        }
+        if (m->ncommits > 0)
+            memcpy(sh.commit, m->commits, (size_t)m->ncommits * SFL_SA_POINT);
         for (uint32_t i = 0; i < m->nboxes; i++) {
             sh.boxes[i].from = m->boxes[i].from;
             sh.boxes[i].to = m->boxes[i].to;
@@ -345,6 +377,7 @@ int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m)
             rv[i].type = m->reveals[i].self_mask ? 'b' : 's';
             rv[i].share.x = m->reveals[i].x;
             memcpy(rv[i].share.y, m->reveals[i].y, sizeof(rv[i].share.y));
+            memcpy(rv[i].sig, m->reveals[i].sig, sizeof(rv[i].sig));
         }
         rc = sfl_sa_server_unmask(sa, m->agent_id, rv, m->nreveals);
         sodium_memzero(rv, m->nreveals * sizeof(*rv));
@@ -393,6 +426,7 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
     } else if ((rc = coord_saround_take(j->sa, m)) < 0) {
         coord_text_copy(why, sizeof(why), sfl_last_error());
         vd = COORD_UPD_REJECTED;
+        sa_report(j); /* a refusal the member provably caused */
     } else {
         (void)coord_round_heartbeat(&j->rnd, a->id, coord_now_ms(co));
         vd = coord_round_answer(&j->rnd, a->id, j->id, j->rnd.round, j->rnd.attempt,

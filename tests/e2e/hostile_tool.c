@@ -38,7 +38,7 @@
 
 /* The contexts sfl/secagg.h's client signs under (libsfl/src/crypto/secagg.c):
  * a test double must sign what it changed as an honest client would. */
-#define CTX_SHARES "sfl-sa-shares-v1"
+#define CTX_SHARES "sfl-sa-shares-v2"
 #define CTX_INPUT "sfl-sa-input-v1"
 
 typedef enum { A_COMMIT, A_WEIGHT, A_INPUT, A_BOX, A_SAMPLES, A_NONE } attack_t;
@@ -113,22 +113,34 @@ static void on_answer(void *ud, const sfl_sa_round_t *r, const sfl_msg_sa_stage_
         return;
     switch (H.attack) {
     case A_COMMIT:
-        if (m->stage == 2) {
-            uint8_t msg[SFL_SA_HASH + 8 + SFL_SA_HASH];
+        if (m->stage == 2 && m->ncommits > 0) {
+            /* C_0 of r_b's polynomial replaced by another point of the
+             * group, the commitments signed again: a commitment that is not
+             * of its r_b, which its shares then all miss */
+            uint8_t sc[crypto_core_ed25519_SCALARBYTES], *msg;
+            size_t len = SFL_SA_HASH + 16 + (size_t)m->ncommits * SFL_MSG_SA_POINT;
 
-            randombytes_buf(m->commitment, SFL_SA_HASH);
+            if ((msg = malloc(len)) == NULL)
+                break;
+            crypto_core_ed25519_scalar_random(sc);
+            if (crypto_scalarmult_ed25519_base_noclamp(m->commits[0], sc) != 0) {
+                free(msg);
+                break;
+            }
             memcpy(msg, H.sid, SFL_SA_HASH);
             put64(msg + SFL_SA_HASH, m->agent_id);
-            memcpy(msg + SFL_SA_HASH + 8, m->commitment, SFL_SA_HASH);
-            if (sfl_seal_sign_detached(ident, CTX_SHARES, msg, sizeof(msg), m->sig) == 0)
+            put64(msg + SFL_SA_HASH + 8, m->ncommits);
+            memcpy(msg + SFL_SA_HASH + 16, m->commits, (size_t)m->ncommits * SFL_MSG_SA_POINT);
+            if (sfl_seal_sign_detached(ident, CTX_SHARES, msg, len, m->sig) == 0)
                 tampered(m);
+            free(msg);
         }
         break;
     case A_WEIGHT:
     case A_INPUT:
         if (m->stage == 3 && q != NULL && H.has_sid && H.sid_round == r->round &&
-            H.sid_attempt == r->attempt && m->nmasked >= 2 + SFL_SA_METRIC_WORDS) {
-            uint32_t k = m->nmasked - 2 - SFL_SA_METRIC_WORDS;
+            H.sid_attempt == r->attempt && m->nmasked >= SFL_MSG_SA_EXTRA) {
+            uint32_t k = m->nmasked - SFL_MSG_SA_EXTRA;
 
             if (H.attack == A_WEIGHT) {
 #if SFL_MSG_SA_EXTRA == 2 + SFL_SA_METRIC_WORDS

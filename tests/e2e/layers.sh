@@ -2,7 +2,9 @@
 # libsfl's layers (docs/design.md section 1): each area of libsfl/src and
 # each public header includes only headers of its own area and the areas
 # below it, so no include cycle can form:
-#   core <- data <- model <- algo;  core <- dp <- algo;  core <- wire, crypto, net
+#   core <- data <- model <- algo;  core <- dp <- algo;  core <- crypto <- wire;
+#   core <- net
+# (wire takes the sizes of what it carries from crypto's headers: sfl/msg.h)
 # (dp, noise and privacy accounting, needs nothing but core; the vertical
 # algorithms draw their noise from it. wire carries parameters as plain
 # name/value lists, param.h, and never needs an algorithm or a loss).
@@ -19,7 +21,7 @@ area_of() { # header stem -> area
     msg | spcodec) echo wire ;;
     seal | savec | shamir | secagg) echo crypto ;;
     dp) echo dp ;;
-    grpc | grpcconn | grpcframe | transport | transport_int) echo net ;;
+    grpc | grpcconn | grpcframe | srcmap | transport | transport_int) echo net ;;
     *) echo unknown ;;
     esac
 }
@@ -29,7 +31,7 @@ allowed() { # area -> areas it may include
     data) echo "core data" ;;
     model) echo "core data model" ;;
     algo) echo "core data model algo dp" ;;
-    wire) echo "core wire" ;;
+    wire) echo "core crypto wire" ;;
     crypto) echo "core crypto" ;;
     net) echo "core net" ;;
     dp) echo "core dp" ;;

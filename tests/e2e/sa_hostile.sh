@@ -174,7 +174,7 @@ case " $passed " in *" commit "*)
     wait "$coord" 2>/dev/null || true
     start_coordinator
     $CTL agents > "$t/agents-restart.txt" 2>&1 || fail "sflctl agents: $(cat "$t/agents-restart.txt")"
-    grep -q "quarantined in job $commit_job: round [0-9]* attempt [0-9]*: .*the rebuilt seed of $hid fails its commitment" \
+    grep -q "quarantined in job $commit_job: round [0-9]* attempt [0-9]*: secure aggregation bad_share_dealt" \
         "$t/agents-restart.txt" || fail "the quarantine did not survive kill -9: $(cat "$t/agents-restart.txt")"
     $CTL job release "$commit_job" "$((hid + 1000))" > "$t/release-bad.txt" 2>&1 &&
         fail "released an agent that is not quarantined"

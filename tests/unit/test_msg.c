@@ -700,6 +700,7 @@ static void test_msg_secagg(void **state)
     sfl_msg_sa_stage_t st = {.job_id = 2, .round = 3, .attempt = 1}, d;
     sfl_msg_sa_answer_t a = {.job_id = 2, .round = 3, .attempt = 1, .agent_id = 5}, *da = NULL;
     sfl_msg_sa_reveal_t rev;
+    uint8_t commits[4][SFL_MSG_SA_POINT];
     uint32_t masked[3] = {1, 0xffffffffu, 7};
     sfl_task_t *t = NULL;
     sfl_wait_t w;
@@ -720,6 +721,9 @@ static void test_msg_secagg(void **state)
     rev.self_mask = 1;
     rev.x = 2;
     rev.y[0] = 13;
+    rev.sig[63] = 14;
+    for (int i = 0; i < 4; i++)
+        memset(commits[i], 0x21 + i, SFL_MSG_SA_POINT);
 
     /* the stages */
     for (uint32_t stage = 2; stage <= 5; stage++) {
@@ -771,7 +775,8 @@ static void test_msg_secagg(void **state)
         a.stage = stage;
         if (stage == 1)
             a.keys = keys[0];
-        memset(a.commitment, stage == 2 ? 0x21 : 0, sizeof(a.commitment));
+        a.commits = commits;
+        a.ncommits = stage == 2 ? 4 : 0;
         memset(a.sig, stage >= 2 && stage <= 4 ? 0x22 : 0, sizeof(a.sig));
         a.nboxes = stage == 2 ? 1 : 0;
         a.boxes = &box;
@@ -783,7 +788,9 @@ static void test_msg_secagg(void **state)
         assert_int_equal(sfl_msg_sa_answer_unpack(out, n, NULL, &da), 0);
         assert_true(da->stage == stage && da->agent_id == 5 && da->job_id == 2);
         assert_memory_equal(&da->keys, &a.keys, sizeof(a.keys));
-        assert_memory_equal(da->commitment, a.commitment, sizeof(a.commitment));
+        assert_int_equal(da->ncommits, a.ncommits);
+        if (da->ncommits)
+            assert_memory_equal(da->commits, commits, sizeof(commits));
         assert_memory_equal(da->sig, a.sig, sizeof(a.sig));
         assert_int_equal(da->nboxes, a.nboxes);
         assert_int_equal(da->nmasked, a.nmasked);
@@ -826,11 +833,11 @@ static void test_msg_secagg(void **state)
         a.nmasked = 0;
         a.nreveals = 1;
     }
-    /* a box's ciphertext is exactly sfl/secagg.h's box (98 bytes): the 114
-     * of 639d1d6's wire constant, or one byte short, is refused */
+    /* a box's ciphertext is exactly sfl/secagg.h's box: the 114 of
+     * 639d1d6's wire constant, or one byte short, is refused */
     {
         static const size_t cts[3] = {SFL_SA_BOX_BYTES, 114, SFL_SA_BOX_BYTES - 1};
-        uint8_t zero[128] = {0}, sig64[64], commit[32];
+        uint8_t zero[SFL_SA_BOX_BYTES] = {0}, sig64[64], commit[2 * SFL_SA_POINT];
 
         memset(sig64, 0x22, sizeof(sig64));
         memset(commit, 0x21, sizeof(commit));
@@ -846,7 +853,7 @@ static void test_msg_secagg(void **state)
             w_uint(&msg, 3, 1);
             w_uint(&msg, 4, 5);
             w_uint(&msg, 5, 2);
-            w_bytes(&msg, 7, commit, sizeof(commit));
+            w_bytes(&msg, 12, commit, sizeof(commit));
             w_bytes(&msg, 8, bx.b, bx.n);
             w_bytes(&msg, 10, sig64, sizeof(sig64));
             assert_int_equal(sfl_msg_sa_answer_unpack(msg.b, msg.n, NULL, &da),
@@ -859,6 +866,51 @@ static void test_msg_secagg(void **state)
             da = NULL;
         }
     }
+    /* commitments: at stage 2 only, an even number, whole points, at most
+     * 2 x max_items */
+    a.stage = 4;
+    a.nreveals = 0;
+    a.ncommits = 2;
+    assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
+    a.stage = 2;
+    a.nboxes = 1;
+    a.ncommits = 3;
+    assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
+    a.ncommits = 0;
+    assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
+    {
+        sfl_msg_limits_t lim;
+
+        sfl_msg_limits_default(&lim);
+        lim.max_items = 1;
+        for (uint32_t more = 0; more <= 1; more++) {
+            a.ncommits = 2 + 2 * more;
+            assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), 0);
+            assert_int_equal(sfl_msg_sa_answer_unpack(out, n, &lim, &da), more ? SFL_ELIMIT : 0);
+            sfl_msg_sa_answer_free(da);
+            da = NULL;
+            sfl_msg_buf_free(out);
+        }
+        /* a partial point: 2 commitments packed, the last byte cut off the
+         * field (its length byte, then the field, ends the message here:
+         * rebuilt by hand as tag 12 | len 63 | 63 bytes) */
+        {
+            uint8_t raw[2 + 63 + 4];
+            size_t k = 0;
+
+            raw[k++] = 12 << 3 | 2;
+            raw[k++] = 63;
+            memset(raw + k, 0x21, 63);
+            k += 63;
+            raw[k++] = 5 << 3; /* stage 2 */
+            raw[k++] = 2;
+            assert_int_equal(sfl_msg_sa_answer_unpack(raw, k, NULL, &da), SFL_EPARSE);
+            assert_null(da);
+        }
+    }
+    a.nboxes = 0;
+    a.ncommits = 0;
+    a.nreveals = 1;
     a.stage = 0;
     assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), SFL_EINVAL);
     assert_int_equal(sfl_msg_sa_answer_unpack((const uint8_t *)"\x28\x09", 2, NULL, &da),

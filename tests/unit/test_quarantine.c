@@ -204,29 +204,9 @@ static void test_quarantine_attempt_not_counted(void **state)
 }
 
 /* The culprit today's secagg names in its error text, and nothing else. */
-static void test_quarantine_culprit_of(void **state)
-{
-    (void)state;
-    assert_int_equal(coord_quarantine_culprit_of("secure aggregation: the rebuilt seed of 9 "
-                                                 "fails its commitment"), 9);
-    assert_int_equal(coord_quarantine_culprit_of("aggregation: secure aggregation: the rebuilt "
-                                                 "seed of 123456 fails its commitment (x)"),
-                     123456);
-    assert_int_equal(coord_quarantine_culprit_of("secure aggregation: weight sum -5"), 0);
-    assert_int_equal(coord_quarantine_culprit_of("secure aggregation: the rebuilt seed of 0 "
-                                                 "fails its commitment"), 0);
-    assert_int_equal(coord_quarantine_culprit_of("secure aggregation: the rebuilt seed of "
-                                                 "99999999999999999999999 fails its commitment"),
-                     0);
-    assert_int_equal(coord_quarantine_culprit_of("secure aggregation: the rebuilt seed of 7 "
-                                                 "is fine"), 0);
-    assert_int_equal(coord_quarantine_culprit_of(NULL), 0);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_quarantine_culprit_of),
         cmocka_unit_test_setup_teardown(test_quarantine_views_release_restart, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_quarantine_attempt_not_counted, fx_setup,

@@ -24,6 +24,24 @@ enum { KEEP = 0, DROP_ADV = 1, DROP_SHARE, DROP_INPUT, DROP_CONSIST, DROP_UNMASK
 /* run_round: the first client's first released share of this type ('b'
  * or 's') is altered; 0 none */
 static char g_tamper;
+/* run_round with a hostile member (g_evil, the index of a member, or -1):
+ *   EVIL_COMMIT   its r_b commitment is replaced by another point and the
+ *                 stage-2 message signed again (the review's attack)
+ *   EVIL_DEAL     it dealt g_nvictim holders (indices 1..g_nvictim) a share
+ *                 of r_b off its polynomial, signed: they release it
+ *   EVIL_BOX      its box to client 1 does not open (client 1 holds no
+ *                 share of it and releases one fewer)
+ *   EVIL_ALTER    as a holder, it releases an altered share of client 0's
+ *                 r_b without its dealer's signature (g_evil -2: the first
+ *                 two holders other than client 0 do; g_altered counts)
+ * The server's culprits after the round are copied into g_cul / g_ncul. */
+enum { EVIL_NONE = 0, EVIL_COMMIT, EVIL_DEAL, EVIL_ALTER, EVIL_BOX };
+static int g_evil_mode, g_evil = -1;
+static uint32_t g_nvictim, g_altered, g_released;
+static int g_badpoint; /* EVIL_COMMIT: commit[0] is the identity */
+static sfl_sa_culprit_t g_cul[NMAX];
+static uint32_t g_ncul;
+
 /* run_round on a Harary graph: when > 0, all but g_keep - 1 of client 0's
  * neighbours drop before their input (client 0 and g_keep - 1 neighbours
  * hold its seeds) */
@@ -73,10 +91,85 @@ static void party_free(party_t *p)
     }
 }
 
+/* The stage-2 signature as the protocol defines it (sfl/secagg.h): over
+ * sid | u64 id | u64 ncommit | the commitments, context "sfl-sa-shares-v2". */
+static void resign_shares(const party_t *p, uint32_t i, const uint8_t sid[SFL_SA_HASH],
+                          sfl_sa_shares_t *sh)
+{
+    size_t len = SFL_SA_HASH + 16 + (size_t)sh->ncommit * SFL_SA_POINT;
+    uint8_t *msg = calloc(1, len);
+
+    memcpy(msg, sid, SFL_SA_HASH);
+    for (int b = 0; b < 8; b++) {
+        msg[SFL_SA_HASH + b] = (uint8_t)(sh->id >> (8 * b));
+        msg[SFL_SA_HASH + 8 + b] = (uint8_t)((uint64_t)sh->ncommit >> (8 * b));
+    }
+    memcpy(msg + SFL_SA_HASH + 16, sh->commit, (size_t)sh->ncommit * SFL_SA_POINT);
+    assert_int_equal(sfl_seal_sign_detached(p->id[i], "sfl-sa-shares-v2", msg, len, sh->sig), 0);
+    free(msg);
+}
+
+/* A dealer's signature of one share: sid | u64 dealer | u64 holder | u16 x
+ * | y under "sfl-sa-share-b-v1" or "-s-v1". */
+static void sign_share(const party_t *p, uint32_t dealer, uint64_t holder,
+                       const uint8_t sid[SFL_SA_HASH], sfl_sa_reveal_t *rv)
+{
+    uint8_t msg[SFL_SA_SHARE_MSG];
+
+    memcpy(msg, sid, SFL_SA_HASH);
+    for (int b = 0; b < 8; b++) {
+        msg[SFL_SA_HASH + b] = (uint8_t)(p->m[dealer].id >> (8 * b));
+        msg[SFL_SA_HASH + 8 + b] = (uint8_t)(holder >> (8 * b));
+    }
+    msg[SFL_SA_HASH + 16] = (uint8_t)rv->share.x;
+    msg[SFL_SA_HASH + 17] = (uint8_t)(rv->share.x >> 8);
+    memcpy(msg + SFL_SA_HASH + 18, rv->share.y, 32);
+    assert_int_equal(sfl_seal_sign_detached(p->id[dealer], rv->type == 'b' ? "sfl-sa-share-b-v1"
+                                                                            : "sfl-sa-share-s-v1",
+                                            msg, sizeof(msg), rv->sig),
+                     0);
+}
+
+/* The hostile member's release or stage-2 message, as g_evil_mode says. */
+static void evil_shares(const party_t *p, uint32_t i, const uint8_t sid[SFL_SA_HASH],
+                        sfl_sa_shares_t *sh)
+{
+    uint8_t r[32];
+
+    if (g_evil_mode != EVIL_COMMIT || (int)i != g_evil)
+        return;
+    sfl_shamir_random(r);
+    assert_int_equal(crypto_scalarmult_ed25519_base_noclamp(sh->commit[0], r), 0);
+    if (g_badpoint) {
+        /* the identity, of small order: not a point of the group */
+        memset(sh->commit[0], 0, SFL_SA_POINT);
+        sh->commit[0][0] = 1;
+    }
+    resign_shares(p, i, sid, sh);
+}
+
+static void evil_release(const party_t *p, uint32_t i, const uint8_t sid[SFL_SA_HASH],
+                         sfl_sa_reveal_t *rev, uint32_t nr)
+{
+    for (uint32_t k = 0; k < nr; k++) {
+        if (g_evil_mode == EVIL_DEAL && i >= 1 && i <= g_nvictim &&
+            rev[k].of == p->m[g_evil].id && rev[k].type == 'b') {
+            rev[k].share.y[0] ^= 1; /* still canonical: y < L stays below */
+            sign_share(p, (uint32_t)g_evil, p->m[i].id, sid, &rev[k]);
+        }
+        if (g_evil_mode == EVIL_ALTER && rev[k].of == p->m[0].id && rev[k].type == 'b' &&
+            ((int)i == g_evil || (g_evil == -2 && i != 0 && g_altered < 2))) {
+            rev[k].share.y[0] ^= 1;
+            g_altered++;
+        }
+    }
+}
+
 /* A whole round; drop[i] is the stage before which client i goes silent.
  * Returns the server's result (0 with the sum, or its error) and fills
  * want with the plain sum of the inputs the server took. */
 static void isolate_first(const party_t *p, const sfl_sa_adv_t *u1, uint32_t n1, int *drop);
+static void harary_party(party_t *p, uint32_t n, uint32_t degree);
 
 static int run_round(party_t *p, int *drop, uint32_t *sum, uint32_t *count, uint32_t *want)
 {
@@ -87,9 +180,13 @@ static int run_round(party_t *p, int *drop, uint32_t *sum, uint32_t *count, uint
     const uint64_t *u2, *u3;
     const sfl_sa_consist_t *u4;
     uint32_t n1, n2, n3, n4;
+    uint8_t sid[SFL_SA_HASH];
     int rc;
 
     sfl_sa_policy_default(&pol);
+    /* the protocol's mechanics at any t > n / 2; the floor against
+     * colluders has its own tests (test_secagg_collusion_floor) */
+    pol.max_colluders = 0;
     memset(want, 0, LEN * sizeof(uint32_t));
     assert_int_equal(sfl_sa_server_new(&p->r, &s), 0);
     for (uint32_t i = 0; i < p->n; i++) {
@@ -99,6 +196,7 @@ static int run_round(party_t *p, int *drop, uint32_t *sum, uint32_t *count, uint
     }
     if ((rc = sfl_sa_server_end_adv(s, &u1, &n1)) < 0)
         goto out;
+    sfl_sa_session_id(&p->r, u1, n1, sid);
     if (g_keep > 0)
         isolate_first(p, u1, n1, drop);
     for (uint32_t i = 0; i < p->n; i++) {
@@ -108,6 +206,7 @@ static int run_round(party_t *p, int *drop, uint32_t *sum, uint32_t *count, uint
             continue;
         assert_int_equal(sfl_sa_client_share(p->c[i], u1, n1, &sh), 0);
         assert_int_equal(sh.nboxes, sfl_sa_degree(&p->r, n1));
+        evil_shares(p, i, sid, &sh);
         assert_int_equal(sfl_sa_server_shares(s, &sh), 0);
         sfl_sa_shares_clear(&sh);
     }
@@ -121,6 +220,9 @@ static int run_round(party_t *p, int *drop, uint32_t *sum, uint32_t *count, uint
         if (drop[i] != KEEP && drop[i] <= DROP_INPUT)
             continue;
         assert_int_equal(sfl_sa_server_inbox(s, p->m[i].id, &boxes, &nb), 0);
+        for (uint32_t k = 0; g_evil_mode == EVIL_BOX && i == 1 && k < nb; k++)
+            if (boxes[k].from == p->m[g_evil].id)
+                boxes[k].ct[3] ^= 1;
         assert_int_equal(sfl_sa_client_input(p->c[i], u2, n2, boxes, nb, p->q[i], &in), 0);
         sfl__free(boxes);
         assert_int_equal(sfl_sa_server_input(s, &in), 0);
@@ -146,15 +248,24 @@ static int run_round(party_t *p, int *drop, uint32_t *sum, uint32_t *count, uint
         if (drop[i] != KEEP)
             continue;
         assert_int_equal(sfl_sa_client_unmask(p->c[i], u4, n4, rev, &nr), 0);
+        if (g_evil_mode == EVIL_BOX && i == 1)
+            g_released = nr;
         for (uint32_t k = 0; g_tamper && i == 0 && k < nr; k++)
             if (rev[k].type == g_tamper) {
                 rev[k].share.y[0] ^= 1; /* still canonical: y < L stays below */
                 break;
             }
+        evil_release(p, i, sid, rev, nr);
         assert_int_equal(sfl_sa_server_unmask(s, p->m[i].id, rev, nr), 0);
     }
     rc = sfl_sa_server_finish(s, sum, count);
 out:
+    {
+        const sfl_sa_culprit_t *cul;
+
+        assert_int_equal(sfl_sa_server_culprits(s, &cul, &g_ncul), 0);
+        memcpy(g_cul, cul, g_ncul * sizeof(*cul));
+    }
     sfl_sa_server_free(s);
     return rc;
 }
@@ -179,24 +290,196 @@ static void test_secagg_exact_5(void **state)
     no_drops(5);
 }
 
-/* A client releasing a wrong share: the rebuilt seed fails the commitment
- * (an input's self-mask) or the advertised key (a dropped client's), and
- * the round fails instead of returning a wrong sum. */
+/* A holder releasing a wrong share (client 0 alters its first share of
+ * r_b, its own, or of r_s, of client 2 which dropped): the rebuilt seed
+ * misses the dealer's commitment, the share is checked, its dealer
+ * signature fails, so the holder is named and the share dropped. With 6
+ * holders and tau = 4 enough remain: the round gives the exact sum; on
+ * 639d1d6 it failed (SFL_EBADSIG). With 5 and one dropped (4 holders of
+ * r_s, tau 4) the seed cannot be rebuilt: the round fails, named. */
 static void test_secagg_bad_share(void **state)
 {
     (void)state;
-    for (int dropped = 0; dropped <= 1; dropped++) {
+    for (int dropped = 0; dropped <= 2; dropped++) {
         party_t *p = calloc(1, sizeof(*p));
         int drop[NMAX] = {0};
         uint32_t sum[LEN], want[LEN], count = 0;
+        int rc;
 
-        /* t = 5 of 5 would leave no room to drop: 4 of 5 (t = 4, 5 - 1 in U3) */
-        party_init(p, 5, 4);
+        party_init(p, dropped == 2 ? 5 : 6, 4);
         if (dropped)
             drop[2] = DROP_INPUT; /* its r_s is rebuilt */
         g_tamper = dropped ? 's' : 'b';
-        assert_int_equal(run_round(p, drop, sum, &count, want), SFL_EBADSIG);
+        rc = run_round(p, drop, sum, &count, want);
         g_tamper = 0;
+        if (dropped == 2) {
+            assert_int_equal(rc, SFL_EBADSIG);
+        } else {
+            if (rc != 0)
+                fail_msg("dropped %d: %s", dropped, sfl_last_error());
+            assert_memory_equal(sum, want, sizeof(sum));
+        }
+        assert_int_equal(g_ncul, 1);
+        assert_int_equal(g_cul[0].id, p->m[0].id);
+        assert_int_equal(g_cul[0].why, SFL_SA_BLAME_ALTERED);
+        assert_string_equal(sfl_sa_blame_name(g_cul[0].why), "altered_share");
+        party_free(p);
+        free(p);
+    }
+}
+
+/* The review's attack: a member signs a commitment that is not of its r_b.
+ * Its shares all miss the commitment and carry its signature: it is named
+ * (bad_share_dealt). They agree among themselves (more than tau of them,
+ * signed), so they rebuild the seed it dealt and the round gives the exact
+ * sum; on 639d1d6 the round failed and the job paused. */
+static void test_secagg_culprit_commitment(void **state)
+{
+    party_t *p = calloc(1, sizeof(*p));
+    int drop[NMAX] = {0};
+    uint32_t sum[LEN], want[LEN], count = 0;
+    int rc;
+
+    (void)state;
+    party_init(p, 6, 5);
+    g_evil_mode = EVIL_COMMIT;
+    g_evil = 3;
+    rc = run_round(p, drop, sum, &count, want);
+    if (rc != 0)
+        fail_msg("%s", sfl_last_error());
+    assert_int_equal(count, 6);
+    assert_memory_equal(sum, want, sizeof(sum));
+    assert_int_equal(g_ncul, 1);
+    assert_int_equal(g_cul[0].id, p->m[3].id);
+    assert_int_equal(g_cul[0].why, SFL_SA_BLAME_BADDEAL);
+    party_free(p);
+    free(p);
+    /* a commitment that is not a point of the group (signed): named
+     * bad_commitment, its signed shares rebuild the seed */
+    p = calloc(1, sizeof(*p));
+    party_init(p, 6, 5);
+    g_badpoint = 1;
+    rc = run_round(p, drop, sum, &count, want);
+    g_badpoint = 0;
+    if (rc != 0)
+        fail_msg("%s", sfl_last_error());
+    assert_memory_equal(sum, want, sizeof(sum));
+    assert_int_equal(g_ncul, 1);
+    assert_int_equal(g_cul[0].id, p->m[3].id);
+    assert_int_equal(g_cul[0].why, SFL_SA_BLAME_BADCOMMIT);
+    party_free(p);
+    free(p);
+    /* with exactly tau holders nothing shows which of its shares to trust:
+     * the round fails, and it is named */
+    p = calloc(1, sizeof(*p));
+    party_init(p, 5, 5);
+    rc = run_round(p, drop, sum, &count, want);
+    assert_int_equal(rc, SFL_EBADSIG);
+    assert_int_equal(g_ncul, 1);
+    assert_int_equal(g_cul[0].id, p->m[3].id);
+    assert_int_equal(g_cul[0].why, SFL_SA_BLAME_BADDEAL);
+    g_evil_mode = EVIL_NONE;
+    g_evil = -1;
+    party_free(p);
+    free(p);
+}
+
+/* A dealer that deals holders shares off its committed polynomial, signed:
+ * one bad share of 7 (tau 5): the dealer is named, the share dropped, the
+ * round exact; three bad of 7 leave 4 good and a signed set that does not
+ * agree: the round fails, the dealer named. */
+static void test_secagg_culprit_dealer(void **state)
+{
+    for (uint32_t nbad = 1; nbad <= 3; nbad += 2) {
+        party_t *p = calloc(1, sizeof(*p));
+        int drop[NMAX] = {0};
+        uint32_t sum[LEN], want[LEN], count = 0;
+        int rc;
+
+        (void)state;
+        party_init(p, 7, 5);
+        g_evil_mode = EVIL_DEAL;
+        g_evil = 4;
+        g_nvictim = nbad;
+        rc = run_round(p, drop, sum, &count, want);
+        g_evil_mode = EVIL_NONE;
+        g_evil = -1;
+        if (nbad == 1) {
+            if (rc != 0)
+                fail_msg("%s", sfl_last_error());
+            assert_memory_equal(sum, want, sizeof(sum));
+        } else {
+            assert_int_equal(rc, SFL_EBADSIG);
+        }
+        assert_int_equal(g_ncul, 1);
+        assert_int_equal(g_cul[0].id, p->m[4].id);
+        assert_int_equal(g_cul[0].why, SFL_SA_BLAME_BADDEAL);
+        party_free(p);
+        free(p);
+    }
+}
+
+/* A box that does not open: its holder releases every share but that one,
+ * no one is named (nothing is provable), and tau of the rest rebuild. */
+static void test_secagg_box_unopened(void **state)
+{
+    party_t *p = calloc(1, sizeof(*p));
+    int drop[NMAX] = {0};
+    uint32_t sum[LEN], want[LEN], count = 0;
+
+    (void)state;
+    party_init(p, 6, 4);
+    g_evil_mode = EVIL_BOX;
+    g_evil = 3;
+    assert_int_equal(run_round(p, drop, sum, &count, want), 0);
+    g_evil_mode = EVIL_NONE;
+    g_evil = -1;
+    assert_memory_equal(sum, want, sizeof(sum));
+    assert_int_equal(g_released, 5);
+    assert_int_equal(g_ncul, 0);
+    party_free(p);
+    free(p);
+}
+
+/* A holder that releases an altered share of another's r_b: named
+ * (altered_share), not the dealer; the round exact. On a Harary graph too
+ * (100 members, degree 16: the cheap check fails, the bad share is found
+ * among 17 by halving). */
+static void test_secagg_culprit_holder(void **state)
+{
+    for (int harary = 0; harary <= 1; harary++) {
+        party_t *p = calloc(1, sizeof(*p));
+        int drop[NMAX] = {0};
+        uint32_t sum[LEN], want[LEN], count = 0;
+        int rc;
+
+        (void)state;
+        if (harary)
+            harary_party(p, 100, 16);
+        else
+            party_init(p, 7, 5);
+        g_evil_mode = EVIL_ALTER;
+        g_evil = harary ? -2 : 2;
+        g_altered = 0;
+        rc = run_round(p, drop, sum, &count, want);
+        g_evil_mode = EVIL_NONE;
+        if (rc != 0)
+            fail_msg("%s", sfl_last_error());
+        assert_memory_equal(sum, want, sizeof(sum));
+        if (!harary) {
+            assert_int_equal(g_ncul, 1);
+            assert_int_equal(g_cul[0].id, p->m[2].id);
+            assert_int_equal(g_cul[0].why, SFL_SA_BLAME_ALTERED);
+        } else {
+            /* two of client 0's 16 neighbours altered theirs: both named */
+            assert_int_equal(g_altered, 2);
+            assert_int_equal(g_ncul, 2);
+            for (uint32_t i = 0; i < g_ncul; i++) {
+                assert_int_not_equal(g_cul[i].id, p->m[0].id);
+                assert_int_equal(g_cul[i].why, SFL_SA_BLAME_ALTERED);
+            }
+        }
+        g_evil = -1;
         party_free(p);
         free(p);
     }
@@ -447,6 +730,39 @@ static void expect_abort(att_t *a, int rc)
     assert_true(sfl_sa_client_share(a->p.c[0], a->u1, a->n1, &sh) < 0);
 }
 
+/* Commitments tampered with after they were signed are refused and their
+ * sender named (its own connection carried them); signed ones that are not
+ * 2 tau points are refused and named too. (One that is not a point of the
+ * group is found at the end: test_secagg_culprit_commitment.) */
+static void test_secagg_culprit_commit_shape(void **state)
+{
+    uint8_t sid[SFL_SA_HASH];
+    const sfl_sa_culprit_t *cul;
+    uint32_t ncul;
+
+    (void)state;
+    for (int how = 0; how < 3; how += 2) {
+        att_t *a = attack_setup();
+        sfl_sa_shares_t sh;
+
+        sfl_sa_session_id(&a->p.r, a->u1, a->n1, sid);
+        assert_int_equal(sfl_sa_client_share(a->p.c[1], a->u1, a->n1, &sh), 0);
+        if (how == 0) {
+            sh.commit[1][0] ^= 1; /* in transit: the signature fails */
+        } else {
+            sh.ncommit--; /* one short, signed */
+            resign_shares(&a->p, 1, sid, &sh);
+        }
+        assert_int_equal(sfl_sa_server_shares(a->s, &sh), how == 0 ? SFL_EBADSIG : SFL_EINVAL);
+        assert_int_equal(sfl_sa_server_culprits(a->s, &cul, &ncul), 0);
+        assert_int_equal(ncul, 1);
+        assert_int_equal(cul[0].id, a->p.m[1].id);
+        assert_int_equal(cul[0].why, how == 0 ? SFL_SA_BLAME_BADSIG : SFL_SA_BLAME_BADCOMMIT);
+        sfl_sa_shares_clear(&sh);
+        attack_free(a);
+    }
+}
+
 static void test_secagg_attacks_keys(void **state)
 {
     sfl_sa_adv_t bad[NMAX];
@@ -492,11 +808,31 @@ static void test_secagg_attacks_keys(void **state)
         party_init(p, 5, 4);
         assert_int_equal(sfl_sa_server_new(&p->r, &s), 0);
         assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c, &adv), 0);
-        adv.id = p->m[1].id; /* signed by 0, claimed by 1 */
+        adv.id = p->m[1].id; /* signed by 0, claimed by 1 (over 1's connection) */
         assert_int_equal(sfl_sa_server_adv(s, &adv), SFL_EBADSIG);
         adv.id = p->m[0].id;
         assert_int_equal(sfl_sa_server_adv(s, &adv), 0);
-        assert_int_equal(sfl_sa_server_adv(s, &adv), SFL_EINVAL); /* twice */
+        assert_int_equal(sfl_sa_server_adv(s, &adv), SFL_EINVAL); /* twice: a retry */
+        {
+            const sfl_sa_culprit_t *cul;
+            uint32_t ncul;
+            sfl_sa_client_t *c2;
+            sfl_sa_adv_t adv2;
+
+            assert_int_equal(sfl_sa_server_culprits(s, &cul, &ncul), 0);
+            assert_int_equal(ncul, 1);
+            assert_int_equal(cul[0].id, p->m[1].id);
+            assert_int_equal(cul[0].why, SFL_SA_BLAME_BADSIG);
+            /* other keys, signed by 0: two faces */
+            assert_int_equal(sfl_sa_client_new(&p->r, &pol, p->m[0].id, p->id[0], &c2, &adv2),
+                             0);
+            assert_int_equal(sfl_sa_server_adv(s, &adv2), SFL_EINVAL);
+            assert_int_equal(sfl_sa_server_culprits(s, &cul, &ncul), 0);
+            assert_int_equal(ncul, 2);
+            assert_int_equal(cul[1].id, p->m[0].id);
+            assert_int_equal(cul[1].why, SFL_SA_BLAME_EQUIVOCATE);
+            sfl_sa_client_free(c2);
+        }
         sfl_sa_client_free(c);
         sfl_sa_server_free(s);
         party_free(p);
@@ -524,10 +860,12 @@ static void test_secagg_attacks_later(void **state)
     }
     assert_int_equal(sfl_sa_server_end_shares(a->s, &u2, &n2), 0);
     assert_int_equal(sfl_sa_server_inbox(a->s, a->p.m[0].id, &boxes, &nb), 0);
-    /* a box tampered with does not open */
+    /* a box tampered with does not open: client 0 holds no share of its
+     * dealer and goes on (it cannot prove whose fault it is) */
     boxes[1].ct[3] ^= 1;
-    assert_true(sfl_sa_client_input(a->p.c[0], u2, n2, boxes, nb, a->p.q[0], &in) < 0);
-    assert_true(sfl_sa_client_aborted(a->p.c[0]));
+    assert_int_equal(sfl_sa_client_input(a->p.c[0], u2, n2, boxes, nb, a->p.q[0], &in), 0);
+    assert_false(sfl_sa_client_aborted(a->p.c[0]));
+    sfl_sa_input_clear(&in);
     boxes[1].ct[3] ^= 1;
     /* client 1: a box for someone else */
     {
@@ -662,6 +1000,31 @@ static void test_secagg_attacks_order(void **state)
     memcpy(bad, rev, nr * sizeof(*bad));
     bad[3] = bad[2];
     assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, bad, nr), SFL_EINVAL);
+    /* each of those is provable: client 1 is named, once, for its first
+     * fault (the short input above) */
+    {
+        const sfl_sa_culprit_t *cul;
+        uint32_t ncul;
+
+        assert_int_equal(sfl_sa_server_culprits(a->s, &cul, &ncul), 0);
+        assert_int_equal(ncul, 1);
+        assert_int_equal(cul[0].id, a->p.m[1].id);
+        assert_int_equal(cul[0].why, SFL_SA_BLAME_MALFORMED);
+        assert_string_equal(sfl_sa_blame_name(cul[0].why), "malformed");
+    }
+    /* another client's bad release names it for that */
+    {
+        const sfl_sa_culprit_t *cul;
+        uint32_t ncul;
+
+        assert_int_equal(sfl_sa_client_unmask(a->p.c[2], u4, n4, bad, &nr), 0);
+        bad[0].type = bad[0].type == 'b' ? 's' : 'b';
+        assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[2].id, bad, nr), SFL_EINVAL);
+        assert_int_equal(sfl_sa_server_culprits(a->s, &cul, &ncul), 0);
+        assert_int_equal(ncul, 2);
+        assert_int_equal(cul[1].id, a->p.m[2].id);
+        assert_int_equal(cul[1].why, SFL_SA_BLAME_BADRELEASE);
+    }
     /* the honest release still goes in, once */
     assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, rev, nr), 0);
     assert_int_equal(sfl_sa_server_unmask(a->s, a->p.m[1].id, rev, nr), SFL_EINVAL);
@@ -1043,6 +1406,11 @@ int main(void)
         cmocka_unit_test(test_secagg_exact_5),
         cmocka_unit_test(test_secagg_exact_100),
         cmocka_unit_test(test_secagg_bad_share),
+        cmocka_unit_test(test_secagg_culprit_commitment),
+        cmocka_unit_test(test_secagg_culprit_dealer),
+        cmocka_unit_test(test_secagg_culprit_holder),
+        cmocka_unit_test(test_secagg_box_unopened),
+        cmocka_unit_test(test_secagg_culprit_commit_shape),
         cmocka_unit_test(test_secagg_zero_inputs),
         cmocka_unit_test(test_secagg_dropouts),
         cmocka_unit_test(test_secagg_harary_ring),

@@ -497,6 +497,101 @@ static void test_shamir_large(void **state)
     assert_int_equal(sfl_shamir_check(shares, N, T), SFL_EBADSIG);
 }
 
+/* Feldman commitments: every share of a committed split verifies, the
+ * secret matches commit[0]; a share off the polynomial (any one of 20, or
+ * several) is found by the halving and only it; a commitment that is not a
+ * point of the prime-order group, a zero secret and a wrong secret are
+ * refused. */
+static void test_shamir_commitments(void **state)
+{
+    enum { K = 20, T = 7 };
+    uint8_t secret[SFL_SHAMIR_BYTES], other[SFL_SHAMIR_BYTES];
+    uint8_t commit[T][SFL_SHAMIR_POINT], work[T][SFL_SHAMIR_BYTES], ok[K];
+    sfl_share_t sh[K];
+
+    (void)state;
+    sfl_shamir_random(secret);
+    for (uint32_t i = 0; i < K; i++)
+        sh[i].x = (uint16_t)(3 * i + 2);
+    assert_int_equal(sfl_shamir_split_commit(secret, T, sh, K, commit), 0);
+    assert_int_equal(sfl_shamir_commit_check(secret, commit[0]), 0);
+    memset(ok, 7, sizeof(ok));
+    assert_int_equal(sfl_shamir_verify(sh, K, (const uint8_t (*)[32])commit, T, work, ok), 0);
+    for (uint32_t i = 0; i < K; i++)
+        assert_int_equal(ok[i], 1);
+    /* one bad share at each place, then three */
+    for (uint32_t bad = 0; bad < K; bad++) {
+        sh[bad].y[0] ^= 1;
+        assert_int_equal(sfl_shamir_verify(sh, K, (const uint8_t (*)[32])commit, T, work, ok),
+                         SFL_EBADSIG);
+        for (uint32_t i = 0; i < K; i++)
+            assert_int_equal(ok[i], i != bad);
+        sh[bad].y[0] ^= 1;
+    }
+    sh[0].y[1] ^= 4;
+    sh[9].y[2] ^= 4;
+    sh[19].y[3] ^= 4;
+    assert_int_equal(sfl_shamir_verify(sh, K, (const uint8_t (*)[32])commit, T, work, ok),
+                     SFL_EBADSIG);
+    for (uint32_t i = 0; i < K; i++)
+        assert_int_equal(ok[i], i != 0 && i != 9 && i != 19);
+    sh[0].y[1] ^= 4;
+    sh[9].y[2] ^= 4;
+    sh[19].y[3] ^= 4;
+    /* the secret is what the combine gives, and another is not */
+    assert_int_equal(sfl_shamir_combine(sh + 5, T, other), 0);
+    assert_memory_equal(other, secret, sizeof(secret));
+    other[0] ^= 1;
+    assert_int_equal(sfl_shamir_commit_check(other, commit[0]), SFL_EBADSIG);
+    memset(other, 0, sizeof(other));
+    assert_int_equal(sfl_shamir_commit_check(other, commit[0]), SFL_EBADSIG);
+    assert_int_equal(sfl_shamir_split_commit(other, T, sh, K, commit), SFL_EINVAL);
+    /* a commitment of small order (the identity) or off the curve */
+    memset(commit[3], 0, SFL_SHAMIR_POINT);
+    commit[3][0] = 1;
+    assert_int_equal(sfl_shamir_verify(sh, K, (const uint8_t (*)[32])commit, T, work, ok),
+                     SFL_EINVAL);
+    memset(commit[3], 0xff, SFL_SHAMIR_POINT);
+    assert_int_equal(sfl_shamir_verify(sh, K, (const uint8_t (*)[32])commit, T, work, ok),
+                     SFL_EINVAL);
+    /* a share set with a repeated x */
+    sh[1].x = sh[0].x;
+    assert_int_equal(sfl_shamir_verify(sh, K, (const uint8_t (*)[32])commit, T, work, ok),
+                     SFL_EINVAL);
+}
+
+/* The parity check agrees with sfl_shamir_check: shares of one polynomial
+ * (k > t, k = t) agree; one altered share anywhere, or a share of another
+ * polynomial, does not; bad points are refused as combine refuses them. */
+static void test_shamir_agree(void **state)
+{
+    enum { K = 30, T = 11 };
+    uint8_t secret[SFL_SHAMIR_BYTES], work[2 * K][SFL_SHAMIR_BYTES];
+    sfl_share_t sh[K], other[K];
+
+    (void)state;
+    sfl_shamir_random(secret);
+    assert_int_equal(sfl_shamir_split(secret, T, K, sh), 0);
+    assert_int_equal(sfl_shamir_split(secret, T, K, other), 0); /* same secret, other f */
+    assert_int_equal(sfl_shamir_agree(sh, K, T, work), 0);
+    assert_int_equal(sfl_shamir_agree(sh + 3, T, T, work), 0);
+    assert_int_equal(sfl_shamir_agree(sh, K, K, work), 0);
+    for (uint32_t bad = 0; bad < K; bad += 7) {
+        sh[bad].y[0] ^= 1;
+        assert_int_equal(sfl_shamir_agree(sh, K, T, work), SFL_EBADSIG);
+        assert_int_equal(sfl_shamir_check(sh, K, T), SFL_EBADSIG);
+        sh[bad].y[0] ^= 1;
+    }
+    sh[K - 1] = other[K - 1];
+    assert_int_equal(sfl_shamir_agree(sh, K, T, work), SFL_EBADSIG);
+    /* one more degree of freedom than shares: every set of T + 1 from two
+     * polynomials of degree < T + 1 agrees at t = T + 1 */
+    assert_int_equal(sfl_shamir_agree(sh + K - T - 1, T + 1, T + 1, work), 0);
+    sh[1].x = sh[0].x;
+    assert_int_equal(sfl_shamir_agree(sh, K, T, work), SFL_EINVAL);
+    assert_int_equal(sfl_shamir_agree(sh + 2, 3, 4, work), SFL_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,6 +606,8 @@ int main(void)
         cmocka_unit_test(test_shamir_check),
         cmocka_unit_test(test_shamir_lagrange),
         cmocka_unit_test(test_shamir_large),
+        cmocka_unit_test(test_shamir_commitments),
+        cmocka_unit_test(test_shamir_agree),
     };
 
     if (sodium_init() < 0)

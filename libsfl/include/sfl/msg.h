@@ -193,6 +193,7 @@ int sfl_msg_subscribe_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_l
  * unpack. Repeated fields hold at most lim's max_items entries. */
 #define SFL_MSG_SA_NONCE SFL_SA_BOX_NONCE /* defined once, in sfl/secagg.h */
 #define SFL_MSG_SA_CT SFL_SA_BOX_BYTES
+#define SFL_MSG_SA_POINT SFL_SHAMIR_POINT /* a Feldman commitment */
 #define SFL_MSG_SA_SHARE SFL_SHAMIR_BYTES  /* a released share's y */
 /* A masked input's words beyond its support (sfl/savec.h) */
 #define SFL_MSG_SA_EXTRA SFL_SA_EXTRA_WORDS
@@ -237,6 +238,7 @@ typedef struct sfl_msg_sa_reveal {
     int self_mask;     /* 0 or 1 */
     uint16_t x;        /* >= 1 */
     uint8_t y[SFL_MSG_SA_SHARE];
+    uint8_t sig[SFL_MSG_SIG_BYTES]; /* the dealer's (of's) signature of it */
 } sfl_msg_sa_reveal_t;
 
 /* The programs copy these fields to and from sfl/secagg.h's structs field
@@ -267,7 +269,7 @@ typedef struct sfl_msg_sa_stage {
     sfl_msg_sa_sig_t *sigs;
 } sfl_msg_sa_stage_t;
 
-/* SubmitSecAgg's request: stage 1 (keys), 2 (commitment, signature, boxes),
+/* SubmitSecAgg's request: stage 1 (keys), 2 (commitments, signature, boxes),
  * 3 (masked, signature), 4 (signature) or 5 (reveals); the fields of other
  * stages absent. Arrays: pack borrowed, unpack owned
  * (sfl_msg_sa_answer_free). */
@@ -275,7 +277,8 @@ typedef struct sfl_msg_sa_answer {
     uint64_t job_id, round, agent_id;
     uint32_t attempt, stage;
     sfl_msg_sa_keys_t keys;
-    uint8_t commitment[SFL_MSG_HASH_BYTES];
+    uint32_t ncommits;      /* stage 2: >= 2, even, at most 2 x lim's max_items */
+    uint8_t (*commits)[SFL_MSG_SA_POINT];
     uint8_t sig[SFL_MSG_SIG_BYTES];
     uint32_t nboxes, nmasked, nreveals;
     sfl_msg_sa_box_t *boxes;

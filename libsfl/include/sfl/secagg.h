@@ -30,14 +30,19 @@
  *     sfl_sa_ring draws from sid (the Harary graph H(k, |U1|)). The client
  *     splits r_b and r_s into shares with threshold tau = sfl_sa_holders
  *     (t on the complete graph; x = 1 + rank in the cohort), one for itself
- *     and one for each neighbour, and sends each v of N(u) an
+ *     and one for each neighbour, with Feldman commitments to both
+ *     polynomials (C_j = a_j B over Ed25519, j < tau; C_0 = r_b B, and
+ *     r_s B for r_s's), signs each share on its own (SFL_SA_SHARE_MSG
+ *     below, contexts "sfl-sa-share-b-v1" / "-s-v1": a holder proves one share
+ *     without showing the other), and sends each v of N(u) an
  *     XChaCha20-Poly1305 box, key BLAKE2b-256("sfl-sa-box" | X25519(c_u, c_v)
- *     | sid), associated data sid | u | v, of (u, v, x_v, y_b, y_s); it
- *     signs sid | u | BLAKE2b-256("sfl-sa-rb" | r_b) (the commitment the
- *     server checks the rebuilt r_b against).
+ *     | sid), associated data sid | u | v, of (u, v, x_v, y_b, y_s, sig_b,
+ *     sig_s); it signs sid | u | 2 tau | the commitments ("sfl-sa-shares-v2").
  *   3 masked input, given U2 (who shared) and the boxes addressed to it:
  *     U2 within U1 with itself, |U2| >= t, one box from each neighbour in
- *     U2 that opens and is from its sender to it at its x. y = q + mask(b) +
+ *     U2. A box that does not open, is not from its sender to it at its x,
+ *     or whose dealer signatures fail gives it no share of that sender (it
+ *     cannot prove whose fault that is, so it goes on). y = q + mask(b) +
  *     sum over v in U2 and N(u) of
  *     (u < v ? + : -) mask(K_uv) mod 2^32, b = BLAKE2b-256("sfl-sa-b" |
  *     r_b), K_uv = BLAKE2b-256("sfl-sa-mask" | X25519(s_u, s_v) | the two
@@ -46,15 +51,19 @@
  *     with itself, |U3| >= t; it signs sid | U3.
  *   5 unmask, given the signatures the server collected (U4): at least t of
  *     them from distinct members of U3, all over the U3 it signed. It
- *     releases, for itself and each neighbour v in U2, its share of r_b if v
- *     is in U3, of r_s if not; never both for one v, and once only (a
- *     second request is an abort).
+ *     releases, for itself and each neighbour v in U2 it holds a share of,
+ *     its share of r_b if v is in U3, of r_s if not, with v's signature of
+ *     it; never both for one v, and once only (a second request is an
+ *     abort).
  * The server checks every signature, sums the inputs of U3 mod 2^32, and
- * from tau holders' shares rebuilds r_b of each of U3 (checked against its
- * commitment) and r_s of each of U2 \ U3 (checked against its s_pk),
- * removes those masks and returns the sum of U3's q. Fewer than t at any
- * stage, or fewer than tau holders of a seed: the round fails and nothing
- * is revealed. On a Harary graph a seed has k + 1 holders, so a server that
+ * from tau holders' shares rebuilds r_b of each of U3 (checked against C_0)
+ * and r_s of each of U2 \ U3 (checked against its C_0, then its s_pk),
+ * removes those masks and returns the sum of U3's q. A seed that misses
+ * its commitment has its shares checked one by one (sfl_sa_server_finish):
+ * the bad ones are dropped and their dealer or holder named
+ * (sfl_sa_server_culprits). Fewer than t at any stage, or fewer than tau
+ * good shares of a seed: the round fails and nothing more is revealed.
+ * On a Harary graph a seed has k + 1 holders, so a server that
  * leaves out of U3 all but tau - 1 of a client's neighbours cannot rebuild
  * its self-mask: it learns sums over at least tau clients only. */
 #ifndef SFL_SECAGG_H
@@ -69,9 +78,15 @@
 
 #define SFL_SA_HASH 32
 #define SFL_SA_BOX_NONCE 24
-/* u64 u | u64 v | u16 x | y_b | y_s, and the AEAD tag */
-#define SFL_SA_BOX_PLAIN (8 + 8 + 2 + 2 * SFL_SHAMIR_BYTES)
+#define SFL_SA_POINT SFL_SHAMIR_POINT
+/* u64 u | u64 v | u16 x | y_b | y_s | sig_b | sig_s (the dealer's
+ * signatures of each share, SFL_SA_SHARE_MSG), and the AEAD tag */
+#define SFL_SA_BOX_PLAIN (8 + 8 + 2 + 2 * SFL_SHAMIR_BYTES + 2 * SFL_SEAL_SIG_BYTES)
 #define SFL_SA_BOX_BYTES (SFL_SA_BOX_PLAIN + 16)
+/* What a dealer's signature of one share covers: sid | u64 dealer |
+ * u64 holder | u16 x | y (little-endian), under the context
+ * "sfl-sa-share-b-v1" for a share of r_b, "sfl-sa-share-s-v1" of r_s. */
+#define SFL_SA_SHARE_MSG (SFL_SA_HASH + 8 + 8 + 2 + SFL_SHAMIR_BYTES)
 
 typedef struct sfl_sa_member {
     uint64_t id;                         /* > 0 */
@@ -122,11 +137,15 @@ typedef struct sfl_sa_box {
     uint8_t ct[SFL_SA_BOX_BYTES];
 } sfl_sa_box_t;
 
-/* A client's stage-2 message: its commitment and its boxes. */
+/* A client's stage-2 message: its commitments and its boxes. */
 typedef struct sfl_sa_shares {
     uint64_t id;
-    uint8_t commit[SFL_SA_HASH];  /* BLAKE2b-256("sfl-sa-rb" | r_b) */
-    uint8_t sig[SFL_SEAL_SIG_BYTES];
+    /* 2 tau Feldman commitments (sfl_shamir_split_commit): r_b's polynomial
+     * then r_s's, commit[0] = r_b B and commit[tau] = r_s B; owned
+     * (sfl_sa_shares_clear) */
+    uint32_t ncommit;
+    uint8_t (*commit)[SFL_SA_POINT];
+    uint8_t sig[SFL_SEAL_SIG_BYTES]; /* over sid | id | the commitments */
     uint32_t nboxes;
     sfl_sa_box_t *boxes;          /* owned (sfl_sa_shares_clear) */
 } sfl_sa_shares_t;
@@ -144,12 +163,44 @@ typedef struct sfl_sa_consist {
     uint8_t sig[SFL_SEAL_SIG_BYTES];
 } sfl_sa_consist_t;
 
-/* Stage 5: one released share, of r_b (type 'b') or r_s ('s') of client of. */
+/* Stage 5: one released share, of r_b (type 'b') or r_s ('s') of client of,
+ * with the signature its dealer (of) made of it. */
 typedef struct sfl_sa_reveal {
     uint64_t of;
     char type;
     sfl_share_t share;
+    uint8_t sig[SFL_SEAL_SIG_BYTES];
 } sfl_sa_reveal_t;
+
+/* Why the server names a member (sfl_sa_server_culprits): each a fault it
+ * can prove from what the member signed or sent over its own
+ * authenticated connection. X(NAME, name) */
+#define SFL_SA_BLAME_MAP(X)                                                        \
+    X(BADSIG, "bad_signature")      /* a stage message whose signature fails */    \
+    X(EQUIVOCATE, "equivocation")   /* two different messages for one stage */     \
+    X(BADKEYS, "bad_keys")          /* small-order keys, or another's keys */       \
+    X(MALFORMED, "malformed")       /* boxes or an input not the round's shape */  \
+    X(BADCOMMIT, "bad_commitment")  /* not 2 tau points of the prime-order group */ \
+    X(BADDEAL, "bad_share_dealt")   /* signed a share off its committed polynomial */ \
+    X(BADSKEY, "bad_mask_key")      /* its committed r_s is not behind its s_pk */  \
+    X(ALTERED, "altered_share")     /* released a share its dealer did not sign */  \
+    X(BADRELEASE, "wrong_release")  /* released a share not asked (both of one client...) */ \
+    X(UNREADABLE, "unreadable_shares") /* two or more holders alive had no share of it */
+
+typedef enum sfl_sa_blame {
+#define SFL_SA_BLAME_ENUM(n, s) SFL_SA_BLAME_##n,
+    SFL_SA_BLAME_NONE = 0,
+    SFL_SA_BLAME_MAP(SFL_SA_BLAME_ENUM)
+#undef SFL_SA_BLAME_ENUM
+} sfl_sa_blame_t;
+
+typedef struct sfl_sa_culprit {
+    uint64_t id;          /* a member of the cohort */
+    sfl_sa_blame_t why;   /* the first fault found */
+} sfl_sa_culprit_t;
+
+/* The short name of a reason ("bad_share_dealt"), "unknown" if none. */
+const char *sfl_sa_blame_name(sfl_sa_blame_t why);
 
 typedef struct sfl_sa_client sfl_sa_client_t;
 typedef struct sfl_sa_server sfl_sa_server_t;
@@ -235,7 +286,10 @@ int sfl_sa_server_adv(sfl_sa_server_t *s, const sfl_sa_adv_t *adv) SFL_MUST_CHEC
  * in *n; SFL_EEMPTY (the round fails) below t. */
 int sfl_sa_server_end_adv(sfl_sa_server_t *s, const sfl_sa_adv_t **advs,
                           uint32_t *n) SFL_MUST_CHECK;
-/* Stage 2: a client's shares (taken over: m->boxes becomes the server's). */
+/* Stage 2: a client's shares (taken over: m->boxes and m->commit become
+ * the server's). Its signature, 2 tau commitments and one box to each
+ * neighbour, else refused and the client named; whether the commitments
+ * are points of the group is checked only if a seed misses one. */
 int sfl_sa_server_shares(sfl_sa_server_t *s, sfl_sa_shares_t *m) SFL_MUST_CHECK;
 /* Ends stage 2: U2 (ascending, borrowed), SFL_EEMPTY below t. */
 int sfl_sa_server_end_shares(sfl_sa_server_t *s, const uint64_t **u2,
@@ -252,13 +306,27 @@ int sfl_sa_server_end_inputs(sfl_sa_server_t *s, const uint64_t **u3,
 int sfl_sa_server_consist(sfl_sa_server_t *s, const sfl_sa_consist_t *m) SFL_MUST_CHECK;
 int sfl_sa_server_end_consist(sfl_sa_server_t *s, const sfl_sa_consist_t **sigs,
                               uint32_t *n) SFL_MUST_CHECK;
-/* Stage 5: client from's released shares. */
+/* Stage 5: client from's released shares: one for each member of U2 it
+ * holds a share of, or fewer (a box that did not open or whose signature
+ * failed gave it none of that member's). */
 int sfl_sa_server_unmask(sfl_sa_server_t *s, uint64_t from, const sfl_sa_reveal_t *shares,
                          uint32_t n) SFL_MUST_CHECK;
-/* The end: the sum of U3's q into sum[0..len), *count = |U3|. SFL_EEMPTY if
- * some seed has fewer than t shares, SFL_EBADSIG if a rebuilt seed fails
- * its commitment or key. */
+/* The end: the sum of U3's q into sum[0..len), *count = |U3|. Each seed
+ * is rebuilt from tau released shares and checked against its dealer's
+ * commitment; on a mismatch every share of it is checked (sfl_shamir_verify)
+ * and the bad ones dropped, their dealer named when it signed them, their
+ * holder when it did not; the seed is rebuilt from the good ones. SFL_EEMPTY
+ * if some seed has fewer than tau shares released, SFL_EBADSIG if fewer than
+ * tau of them are good (or a rebuilt r_s is not behind s_pk): the round
+ * fails, and sfl_sa_server_culprits names who caused it. */
 int sfl_sa_server_finish(sfl_sa_server_t *s, uint32_t *sum, uint32_t *count) SFL_MUST_CHECK;
+/* The members the server has proof against so far, at any stage: *out
+ * (borrowed until the server is freed, grows in place: read *n again after
+ * each call) of *n, each member once, in the order found. The caller vouches
+ * that every message it hands the server under a member's id came over that
+ * member's authenticated connection (saround.c: coord_bound_agent). */
+int sfl_sa_server_culprits(const sfl_sa_server_t *s, const sfl_sa_culprit_t **out,
+                           uint32_t *n);
 void sfl_sa_server_free(sfl_sa_server_t *s);
 
 void sfl_sa_shares_clear(sfl_sa_shares_t *m);

@@ -21,6 +21,7 @@
 
 #define SFL_SHAMIR_BYTES 32  /* a scalar: secret, y */
 #define SFL_SHAMIR_MAX 65535 /* shares (n) and x */
+#define SFL_SHAMIR_POINT 32  /* an Ed25519 point: a coefficient's commitment */
 
 typedef struct sfl_share {
     uint16_t x;                  /* 1..65535 */
@@ -43,6 +44,29 @@ int sfl_shamir_split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, uint32_
 int sfl_shamir_split_at(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_share_t *out,
                         uint32_t n) SFL_MUST_CHECK;
 
+/* split_at with Feldman commitments to the polynomial f(x) = a_0 + a_1 x
+ * + ... + a_{t-1} x^{t-1}, a_0 = secret: commit[j] = a_j B, j < t, B the
+ * Ed25519 base point (commit[0] = secret B). A share (x, y) is then
+ * checkable by anyone: y B = sum_j x^j commit[j]. SFL_EINVAL also for a
+ * zero secret. The commitments hide the secret computationally only (it is
+ * a discrete logarithm): share only secrets that are uniform scalars. */
+int sfl_shamir_split_commit(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_share_t *out,
+                            uint32_t n, uint8_t (*commit)[SFL_SHAMIR_POINT]) SFL_MUST_CHECK;
+/* 0 if secret B = c0 (one base-point multiplication), SFL_EBADSIG if not
+ * (a zero secret never matches). */
+int sfl_shamir_commit_check(const uint8_t secret[SFL_SHAMIR_BYTES],
+                            const uint8_t c0[SFL_SHAMIR_POINT]) SFL_MUST_CHECK;
+/* Checks shares[0..k) against commit[0..t): ok[i] = 1 if share i lies on
+ * the committed polynomial, 0 if not. All k at once with random weights
+ * (t + 1 point multiplications), halving a failing set to find the bad
+ * ones (about 2 log2 k checks for one bad share, 2 k at worst). work:
+ * t scalars of scratch. 0 if all are good, SFL_EBADSIG if some are not,
+ * SFL_EINVAL as combine or for a commitment that is not a point of the
+ * prime-order group (ok then unwritten). */
+int sfl_shamir_verify(const sfl_share_t *shares, uint32_t k,
+                      const uint8_t (*commit)[SFL_SHAMIR_POINT], uint32_t t,
+                      uint8_t (*work)[SFL_SHAMIR_BYTES], uint8_t *ok) SFL_MUST_CHECK;
+
 /* The secret of shares[0..k) (k >= 1), interpolated at 0 through all of them:
  * with exactly t shares of one polynomial, its secret. SFL_EINVAL (with the
  * index in the detail) for x = 0, a repeated x, a y that is not canonical,
@@ -60,6 +84,13 @@ int sfl_shamir_lagrange(const sfl_share_t *shares, uint32_t k,
                         uint8_t (*lambda)[SFL_SHAMIR_BYTES]) SFL_MUST_CHECK;
 int sfl_shamir_apply(const uint8_t (*lambda)[SFL_SHAMIR_BYTES], const sfl_share_t *shares,
                      uint32_t k, uint8_t secret[SFL_SHAMIR_BYTES]) SFL_MUST_CHECK;
+
+/* The same verdict as sfl_shamir_check at O(k^2) products and k
+ * inversions (one random parity check of the Reed-Solomon code: wrong with
+ * probability 1 / L), without saying which share disagrees. work: 2 k
+ * scalars of scratch. */
+int sfl_shamir_agree(const sfl_share_t *shares, uint32_t k, uint32_t t,
+                     uint8_t (*work)[SFL_SHAMIR_BYTES]) SFL_MUST_CHECK;
 
 /* 0 if shares[0..k) (k >= t) all lie on one polynomial of degree < t: the
  * secret of the first t equals the secret of every other t of them formed by

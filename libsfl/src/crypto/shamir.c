@@ -61,8 +61,43 @@ int sfl_shamir_split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, uint32_
     return sfl_shamir_split_at(secret, t, out, n);
 }
 
+/* 0 and p = s B (base when pt is NULL) or s P, the identity for s = 0;
+ * -1 if pt is not a usable point (libsodium also refuses a result at the
+ * identity, which for a point of prime order L means s = 0 mod L). */
+static int mul_point(uint8_t out[SFL_SHAMIR_POINT], const uint8_t s[SFL_SHAMIR_BYTES],
+                     const uint8_t *pt)
+{
+    static const uint8_t identity[SFL_SHAMIR_POINT] = {1};
+
+    if (sodium_is_zero(s, SFL_SHAMIR_BYTES)) {
+        memcpy(out, identity, SFL_SHAMIR_POINT);
+        return 0;
+    }
+    if (pt == NULL)
+        return crypto_scalarmult_ed25519_base_noclamp(out, s) == 0 ? 0 : -1;
+    return crypto_scalarmult_ed25519_noclamp(out, s, pt) == 0 ? 0 : -1;
+}
+
+static int split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_share_t *out,
+                 uint32_t n, uint8_t (*commit)[SFL_SHAMIR_POINT]);
+
 int sfl_shamir_split_at(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_share_t *out,
                         uint32_t n)
+{
+    return split(secret, t, out, n, NULL);
+}
+
+int sfl_shamir_split_commit(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_share_t *out,
+                            uint32_t n, uint8_t (*commit)[SFL_SHAMIR_POINT])
+{
+    assert(commit != NULL);
+    if (sodium_is_zero(secret, SFL_SHAMIR_BYTES))
+        return sfl__fail(SFL_EINVAL, "shamir split: a zero secret has no commitment");
+    return split(secret, t, out, n, commit);
+}
+
+static int split(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_share_t *out,
+                 uint32_t n, uint8_t (*commit)[SFL_SHAMIR_POINT])
 {
     uint8_t a[SFL_SHAMIR_BYTES], prod[SFL_SHAMIR_BYTES], x[SFL_SHAMIR_BYTES];
 
@@ -85,7 +120,11 @@ int sfl_shamir_split_at(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_
     for (uint32_t i = 0; i < n; i++)
         memset(out[i].y, 0, SFL_SHAMIR_BYTES);
     for (uint32_t j = t - 1; j >= 1; j--) {
-        crypto_core_ed25519_scalar_random(a);
+        crypto_core_ed25519_scalar_random(a); /* nonzero: its commitment is a point */
+        if (commit != NULL && mul_point(commit[j], a, NULL) < 0) {
+            sodium_memzero(a, sizeof(a));
+            return sfl__fail(SFL_EINVAL, "shamir split: a coefficient's commitment failed");
+        }
         for (uint32_t i = 0; i < n; i++) {
             x_scalar(x, out[i].x);
             crypto_core_ed25519_scalar_mul(prod, out[i].y, x);
@@ -99,6 +138,8 @@ int sfl_shamir_split_at(const uint8_t secret[SFL_SHAMIR_BYTES], uint32_t t, sfl_
     }
     sodium_memzero(a, sizeof(a));
     sodium_memzero(prod, sizeof(prod));
+    if (commit != NULL && mul_point(commit[0], secret, NULL) < 0)
+        return sfl__fail(SFL_EINVAL, "shamir split: the secret's commitment failed");
     return 0;
 }
 
@@ -316,5 +357,179 @@ int sfl_shamir_check(const sfl_share_t *shares, uint32_t k, uint32_t t)
     }
     sodium_memzero(first, sizeof(first));
     sodium_memzero(other, sizeof(other));
+    return rc;
+}
+
+int sfl_shamir_commit_check(const uint8_t secret[SFL_SHAMIR_BYTES],
+                            const uint8_t c0[SFL_SHAMIR_POINT])
+{
+    uint8_t p[SFL_SHAMIR_POINT];
+    int rc;
+
+    /* a zero secret (the identity) never matches: commitments are points
+     * of prime order */
+    rc = sodium_is_zero(secret, SFL_SHAMIR_BYTES) || mul_point(p, secret, NULL) < 0 ||
+                 sodium_memcmp(p, c0, SFL_SHAMIR_POINT) != 0
+             ? SFL_EBADSIG
+             : 0;
+    sodium_memzero(p, sizeof(p));
+    return rc;
+}
+
+/* 1 if shares[0..k) all lie on the committed polynomial, at once: with
+ * random weights rho_i, (sum rho_i y_i) B = sum_j (sum_i rho_i x_i^j) C_j.
+ * A set with a bad share passes only if the weights hit one value out of
+ * L: a 2^-252 chance. t + 1 point multiplications whatever k is. */
+static int batch_ok(const sfl_share_t *shares, uint32_t k,
+                    const uint8_t (*commit)[SFL_SHAMIR_POINT], uint32_t t,
+                    uint8_t (*c)[SFL_SHAMIR_BYTES])
+{
+    uint8_t rho[SFL_SHAMIR_BYTES], xs[SFL_SHAMIR_BYTES], pw[SFL_SHAMIR_BYTES];
+    uint8_t tmp[SFL_SHAMIR_BYTES], y[SFL_SHAMIR_BYTES];
+    uint8_t lhs[SFL_SHAMIR_POINT], rhs[SFL_SHAMIR_POINT] = {1}, term[SFL_SHAMIR_POINT];
+    int ok = 1;
+
+    memset(y, 0, sizeof(y));
+    for (uint32_t j = 0; j < t; j++)
+        memset(c[j], 0, SFL_SHAMIR_BYTES);
+    for (uint32_t i = 0; i < k; i++) {
+        crypto_core_ed25519_scalar_random(rho);
+        crypto_core_ed25519_scalar_mul(tmp, rho, shares[i].y);
+        crypto_core_ed25519_scalar_add(y, y, tmp);
+        x_scalar(xs, shares[i].x);
+        memcpy(pw, rho, sizeof(pw)); /* rho x^j */
+        for (uint32_t j = 0; j < t; j++) {
+            crypto_core_ed25519_scalar_add(c[j], c[j], pw);
+            crypto_core_ed25519_scalar_mul(tmp, pw, xs);
+            memcpy(pw, tmp, sizeof(pw));
+        }
+    }
+    if (mul_point(lhs, y, NULL) < 0)
+        ok = 0;
+    for (uint32_t j = 0; ok && j < t; j++) {
+        if (sodium_is_zero(c[j], SFL_SHAMIR_BYTES))
+            continue;
+        if (mul_point(term, c[j], commit[j]) < 0 || crypto_core_ed25519_add(rhs, rhs, term) != 0)
+            ok = 0;
+    }
+    ok = ok && sodium_memcmp(lhs, rhs, SFL_SHAMIR_POINT) == 0;
+    sodium_memzero(y, sizeof(y));
+    sodium_memzero(tmp, sizeof(tmp));
+    sodium_memzero(lhs, sizeof(lhs));
+    return ok;
+}
+
+/* ok[lo..hi) for the shares in that range, known as a whole to fail when
+ * bad is set (its check is then skipped): halves until single shares. */
+static void bisect(const sfl_share_t *shares, uint32_t lo, uint32_t hi, int bad,
+                   const uint8_t (*commit)[SFL_SHAMIR_POINT], uint32_t t,
+                   uint8_t (*c)[SFL_SHAMIR_BYTES], uint8_t *ok)
+{
+    uint32_t mid;
+    int left_ok;
+
+    if (!bad && batch_ok(shares + lo, hi - lo, commit, t, c)) {
+        memset(ok + lo, 1, hi - lo);
+        return;
+    }
+    if (hi - lo == 1) {
+        ok[lo] = 0;
+        return;
+    }
+    mid = lo + (hi - lo) / 2;
+    left_ok = batch_ok(shares + lo, mid - lo, commit, t, c);
+    if (left_ok)
+        memset(ok + lo, 1, mid - lo);
+    else
+        bisect(shares, lo, mid, 1, commit, t, c, ok);
+    /* the whole failed and the left passed: the right fails */
+    bisect(shares, mid, hi, left_ok, commit, t, c, ok);
+}
+
+int sfl_shamir_verify(const sfl_share_t *shares, uint32_t k,
+                      const uint8_t (*commit)[SFL_SHAMIR_POINT], uint32_t t,
+                      uint8_t (*work)[SFL_SHAMIR_BYTES], uint8_t *ok)
+{
+    int rc = check_points("shamir verify", shares, k);
+
+    if (rc < 0)
+        return rc;
+    if (t < 1 || t > SFL_SHAMIR_MAX)
+        return sfl__fail(SFL_EINVAL, "shamir verify: %u commitments", (unsigned)t);
+    for (uint32_t j = 0; j < t; j++)
+        if (!crypto_core_ed25519_is_valid_point(commit[j]))
+            return sfl__fail(SFL_EINVAL, "shamir verify: commitment %u is not a point of the "
+                             "prime-order group", (unsigned)j);
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EUNSUP, "libsodium failed to initialise");
+    bisect(shares, 0, k, 0, commit, t, work, ok);
+    for (uint32_t i = 0; i < k; i++)
+        if (!ok[i])
+            rc = SFL_EBADSIG;
+    if (rc < 0)
+        rc = sfl__fail(SFL_EBADSIG, "shamir verify: a share is not on the committed polynomial");
+    return rc;
+}
+
+int sfl_shamir_agree(const sfl_share_t *shares, uint32_t k, uint32_t t,
+                     uint8_t (*work)[SFL_SHAMIR_BYTES])
+{
+    uint8_t (*v)[SFL_SHAMIR_BYTES] = work, (*h)[SFL_SHAMIR_BYTES] = work + k;
+    uint8_t xi[SFL_SHAMIR_BYTES], xj[SFL_SHAMIR_BYTES], d[SFL_SHAMIR_BYTES];
+    uint8_t tmp[SFL_SHAMIR_BYTES], hx[SFL_SHAMIR_BYTES], acc[SFL_SHAMIR_BYTES];
+    int rc = check_points("shamir agree", shares, k);
+
+    if (rc < 0)
+        return rc;
+    if (t < 1 || t > k)
+        return sfl__fail(SFL_EINVAL, "shamir agree: need 1 <= t <= k, got t = %u, k = %u",
+                         (unsigned)t, (unsigned)k);
+    if (k == t)
+        return 0; /* any t points lie on one polynomial of degree < t */
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EUNSUP, "libsodium failed to initialise");
+    /* v_i = 1 / prod_{j != i} (x_i - x_j): sum_i v_i p(x_i) is the x^{k-1}
+     * coefficient of the polynomial through (x_i, p(x_i)), so it is 0 for
+     * every p of degree <= k - 2. With p = h f, h of degree < k - t and f of
+     * degree < t, sum_i v_i h(x_i) y_i = 0 when all y_i = f(x_i); when they
+     * lie on no such f the sums for the h's form a nonzero linear form, and
+     * a random h makes it 0 with probability 1 / L. O(k^2) products and k
+     * inversions, against sfl_shamir_check's k - t interpolations. */
+    for (uint32_t i = 0; i < k; i++) {
+        x_scalar(xi, shares[i].x);
+        x_scalar(v[i], 1);
+        for (uint32_t j = 0; j < k; j++) {
+            if (j == i)
+                continue;
+            x_scalar(xj, shares[j].x);
+            crypto_core_ed25519_scalar_sub(d, xi, xj);
+            crypto_core_ed25519_scalar_mul(tmp, v[i], d);
+            memcpy(v[i], tmp, sizeof(tmp));
+        }
+        rc = crypto_core_ed25519_scalar_invert(tmp, v[i]);
+        assert(rc == 0); /* distinct x's below L: a nonzero product mod the prime L */
+        memcpy(v[i], tmp, sizeof(tmp));
+    }
+    for (uint32_t m = 0; m < k - t; m++)
+        crypto_core_ed25519_scalar_random(h[m]);
+    memset(acc, 0, sizeof(acc));
+    for (uint32_t i = 0; i < k; i++) {
+        x_scalar(xi, shares[i].x);
+        memcpy(hx, h[k - t - 1], sizeof(hx)); /* h(x_i) by Horner */
+        for (uint32_t m = k - t - 1; m-- > 0;) {
+            crypto_core_ed25519_scalar_mul(tmp, hx, xi);
+            crypto_core_ed25519_scalar_add(hx, tmp, h[m]);
+        }
+        crypto_core_ed25519_scalar_mul(tmp, hx, v[i]);
+        crypto_core_ed25519_scalar_mul(hx, tmp, shares[i].y);
+        crypto_core_ed25519_scalar_add(acc, acc, hx);
+    }
+    rc = sodium_is_zero(acc, sizeof(acc))
+             ? 0
+             : sfl__fail(SFL_EBADSIG, "shamir agree: the %u shares lie on no polynomial of "
+                         "degree < %u", (unsigned)k, (unsigned)t);
+    sodium_memzero(acc, sizeof(acc));
+    sodium_memzero(hx, sizeof(hx));
+    sodium_memzero(tmp, sizeof(tmp));
     return rc;
 }

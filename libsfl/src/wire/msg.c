@@ -1522,6 +1522,13 @@ static int check_sa_answer(const chk_t *c, const void *p)
                     (unsigned long long)m->keys.agent_id, (unsigned long long)m->agent_id);
     if (m->stage == 3 && (m->masked == NULL || m->nmasked < 2))
         return fail(c, c->bad, "secagg masked input of %u words", m->nmasked);
+    if ((m->ncommits > 0) != (m->stage == 2) || m->ncommits % 2 != 0 ||
+        (m->ncommits > 0 && m->commits == NULL))
+        return fail(c, c->bad, "secagg answer to stage %u with %u commitments (stage 2: an "
+                    "even number, at least 2)", m->stage, m->ncommits);
+    if (m->ncommits > 2 * sa_cap(c))
+        return fail(c, SFL_ELIMIT, "%u commitments exceed the limit of %zu", m->ncommits,
+                    2 * sa_cap(c));
     for (uint32_t i = 0; i < m->nreveals; i++)
         if (m->reveals[i].of == 0 || m->reveals[i].x == 0 || (m->reveals[i].self_mask & ~1))
             return fail(c, c->bad, "secagg reveal %u: of %llu, x %u", i,
@@ -1549,7 +1556,7 @@ static int put_sa_answer(const chk_t *c, const void *p, wire_t *w)
         o->keys = &w->sa_keys;
     }
     if (m->stage == 2)
-        o->commitment = bin(m->commitment, SFL_MSG_HASH_BYTES);
+        o->commitments = bin((const uint8_t *)m->commits, (size_t)m->ncommits * SFL_MSG_SA_POINT);
     if (m->stage >= 2 && m->stage <= 4)
         o->signature = bin(m->sig, SFL_MSG_SIG_BYTES);
     if ((rc = put_sa_boxes(c, w, 0, m->boxes, m->nboxes, &o->n_boxes, &o->boxes)) < 0)
@@ -1568,6 +1575,7 @@ static int put_sa_answer(const chk_t *c, const void *p, wire_t *w)
         re[i].self_mask = m->reveals[i].self_mask;
         re[i].x = m->reveals[i].x;
         re[i].y = bin(m->reveals[i].y, SFL_MSG_SA_SHARE);
+        re[i].dealer_signature = bin(m->reveals[i].sig, SFL_MSG_SIG_BYTES);
     }
     o->n_reveals = m->nreveals;
     o->reveals = (Sfl__V1__SecAggReveal **)rp;
@@ -1579,6 +1587,7 @@ void sfl_msg_sa_answer_free(sfl_msg_sa_answer_t *m)
     if (m == NULL)
         return;
     sfl__free(m->boxes);
+    sfl__free(m->commits);
     sfl__free(m->masked);
     sfl__free(m->reveals);
     sfl__free(m);
@@ -1617,11 +1626,22 @@ static int get_sa_answer(const chk_t *c, void *pv, void *out)
         return fail(c, c->bad, "secagg keys %s stage %u", st == 1 ? "missing at" : "at", st);
     if (st == 1 && (rc = get_sa_keys(c, p->keys, &m->keys)) < 0)
         return rc;
-    if ((rc = get_sa_bytes(c, "commitment", &p->commitment, st == 2, m->commitment,
-                           SFL_MSG_HASH_BYTES)) < 0 ||
-        (rc = get_sa_bytes(c, "signature", &p->signature, st >= 2 && st <= 4, m->sig,
+    if ((rc = get_sa_bytes(c, "signature", &p->signature, st >= 2 && st <= 4, m->sig,
                            SFL_MSG_SIG_BYTES)) < 0)
         return rc;
+    if (p->commitments.len > 0) {
+        size_t n = p->commitments.len / SFL_MSG_SA_POINT;
+
+        /* sized before anything is allocated: whole points, within the cap */
+        if (p->commitments.len % SFL_MSG_SA_POINT != 0 || n > 2 * sa_cap(c))
+            return fail(c, p->commitments.len % SFL_MSG_SA_POINT ? c->bad : SFL_ELIMIT,
+                        "commitments of %zu bytes (whole %d-byte points, at most %zu)",
+                        p->commitments.len, SFL_MSG_SA_POINT, 2 * sa_cap(c));
+        if ((m->commits = sfl__calloc(n, SFL_MSG_SA_POINT)) == NULL)
+            return fail(c, SFL_ENOMEM, "no memory for the commitments");
+        memcpy(m->commits, p->commitments.data, p->commitments.len);
+        m->ncommits = (uint32_t)n;
+    }
     m->boxes = get_sa_boxes(c, p->boxes, p->n_boxes, &rc);
     if (rc < 0)
         return rc;
@@ -1656,7 +1676,9 @@ static int get_sa_answer(const chk_t *c, void *pv, void *out)
         m->reveals[i].of = r->of;
         m->reveals[i].self_mask = r->self_mask ? 1 : 0;
         m->reveals[i].x = (uint16_t)r->x;
-        if ((rc = get_fixed(c, "reveal.y", &r->y, m->reveals[i].y, SFL_MSG_SA_SHARE)) < 0)
+        if ((rc = get_fixed(c, "reveal.y", &r->y, m->reveals[i].y, SFL_MSG_SA_SHARE)) < 0 ||
+            (rc = get_fixed(c, "reveal.dealer_signature", &r->dealer_signature,
+                            m->reveals[i].sig, SFL_MSG_SIG_BYTES)) < 0)
             return rc;
     }
     m->nreveals = (uint32_t)p->n_reveals;
