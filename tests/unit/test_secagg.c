@@ -29,8 +29,9 @@ static char g_tamper;
  *                 stage-2 message signed again (the review's attack)
  *   EVIL_DEAL     it dealt g_nvictim holders (indices 1..g_nvictim) a share
  *                 of r_b off its polynomial, signed: they release it
- *   EVIL_BOX      its box to client 1 does not open (client 1 holds no
- *                 share of it and releases one fewer)
+ *   EVIL_BOX      its box to client 1 (to clients 1..g_nvictim when set)
+ *                 does not open (they hold no share of it and release one
+ *                 fewer)
  *   EVIL_ALTER    as a holder, it releases an altered share of client 0's
  *                 r_b without its dealer's signature (g_evil -2: the first
  *                 two holders other than client 0 do; g_altered counts)
@@ -220,7 +221,8 @@ static int run_round(party_t *p, int *drop, uint32_t *sum, uint32_t *count, uint
         if (drop[i] != KEEP && drop[i] <= DROP_INPUT)
             continue;
         assert_int_equal(sfl_sa_server_inbox(s, p->m[i].id, &boxes, &nb), 0);
-        for (uint32_t k = 0; g_evil_mode == EVIL_BOX && i == 1 && k < nb; k++)
+        for (uint32_t k = 0;
+             g_evil_mode == EVIL_BOX && i >= 1 && i <= (g_nvictim ? g_nvictim : 1) && k < nb; k++)
             if (boxes[k].from == p->m[g_evil].id)
                 boxes[k].ct[3] ^= 1;
         assert_int_equal(sfl_sa_client_input(p->c[i], u2, n2, boxes, nb, p->q[i], &in), 0);
@@ -439,6 +441,45 @@ static void test_secagg_box_unopened(void **state)
     assert_int_equal(g_ncul, 0);
     party_free(p);
     free(p);
+}
+
+/* A dealer whose boxes do not open for so many holders that its seed
+ * cannot be rebuilt (7 members, tau 5, three unreadable boxes: four
+ * shares): the round fails, and the dealer is named (unreadable_shares:
+ * three holders that answered had none of it, which one lying holder
+ * alone cannot make); with two unreadable boxes five shares remain and the
+ * round is exact. */
+static void test_secagg_culprit_unreadable(void **state)
+{
+    for (uint32_t victims = 2; victims <= 3; victims++) {
+        party_t *p = calloc(1, sizeof(*p));
+        int drop[NMAX] = {0};
+        uint32_t sum[LEN], want[LEN], count = 0;
+        int rc;
+
+        (void)state;
+        party_init(p, 7, 5);
+        g_evil_mode = EVIL_BOX;
+        g_evil = 6;
+        g_nvictim = victims;
+        rc = run_round(p, drop, sum, &count, want);
+        g_evil_mode = EVIL_NONE;
+        g_evil = -1;
+        g_nvictim = 0;
+        if (victims == 2) {
+            assert_int_equal(rc, 0);
+            assert_memory_equal(sum, want, sizeof(sum));
+            assert_int_equal(g_ncul, 0);
+        } else {
+            assert_true(rc < 0);
+            assert_non_null(strstr(sfl_last_error(), "3 holders that answered had none"));
+            assert_int_equal(g_ncul, 1);
+            assert_true(g_cul[0].id == p->m[6].id);
+            assert_int_equal(g_cul[0].why, SFL_SA_BLAME_UNREADABLE);
+        }
+        party_free(p);
+        free(p);
+    }
 }
 
 /* A holder that releases an altered share of another's r_b: named
@@ -1410,6 +1451,7 @@ int main(void)
         cmocka_unit_test(test_secagg_culprit_dealer),
         cmocka_unit_test(test_secagg_culprit_holder),
         cmocka_unit_test(test_secagg_box_unopened),
+        cmocka_unit_test(test_secagg_culprit_unreadable),
         cmocka_unit_test(test_secagg_culprit_commit_shape),
         cmocka_unit_test(test_secagg_zero_inputs),
         cmocka_unit_test(test_secagg_dropouts),
