@@ -494,9 +494,9 @@ void coord_suspect_free(job_t *j);
 /* Agents the job suspects (count >= 1). */
 uint32_t coord_suspects(const job_t *j);
 /* How many of n candidates with these counts a mode-2 attempt keeps: all
- * when none is suspect or n <= min_keep; else all but those at the highest
- * count, and at least min_keep (the smallest cohort the job's quorum and
- * threshold allow). Pure. */
+ * when none is suspect or n <= min_keep; else all but half (rounded up) of
+ * those at the highest count, and at least min_keep (the smallest cohort
+ * the job's quorum and threshold allow). Pure. */
 uint32_t coord_suspect_keep(const uint32_t *counts, uint32_t n, uint32_t min_keep);
 /* keep of the n candidates ids (ascending) into out (ascending): ordered
  * by (count ascending, a draw from the cohort's stream for (seed, round,
@@ -506,7 +506,7 @@ int coord_suspect_pick(uint64_t seed, uint64_t round, uint32_t attempt, const ui
                        const uint32_t *counts, uint32_t n, uint32_t keep,
                        uint64_t *out) SFL_MUST_CHECK;
 /* "agent 9 (2), agent 4 (1)": the suspects among ids[0..n) (ids NULL:
- * all the job's), at most 8 named, then "and N more". */
+ * all the job's), as many as fit in cap, then "and N more". */
 void coord_suspect_text(const job_t *j, const uint64_t *ids, uint32_t n, char *out,
                         size_t cap);
 

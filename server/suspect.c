@@ -97,6 +97,12 @@ uint32_t coord_suspect_keep(const uint32_t *counts, uint32_t n, uint32_t min_kee
     }
     if (top == 0 || n <= min_keep)
         return n;
+    /* half of the most suspect (rounded up) left out, the other half drawn
+     * with the rest: whether that attempt commits (they are cleared) or
+     * fails (the half left out drops below the top), the top group
+     * shrinks, so an honest member tied with the culprit is not left out
+     * for good, and the culprit ends alone at the top */
+    ntop = (ntop + 1) / 2;
     return n - ntop > min_keep ? n - ntop : min_keep;
 }
 
@@ -183,7 +189,7 @@ void coord_suspect_text(const job_t *j, const uint64_t *ids, uint32_t n, char *o
 
         if (c == 0)
             continue;
-        if (shown == 8) {
+        if (more > 0 || o + 60 > cap) { /* an entry and " and N more" fit */
             more++;
             continue;
         }
