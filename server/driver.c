@@ -412,10 +412,11 @@ static void open_done(coord_write_op_t *op)
     coord_schedule(co);
 }
 
-/* The agents an attempt of j can draw now (subscribed, connected, eligible
- * and not busy in another job's round), ascending, into ids (NULL: only
- * counted); their count. */
-static uint32_t candidates(const job_t *j, uint64_t *ids)
+/* The agents an attempt of j can draw (connected, eligible, not busy in
+ * another job's round and, with sub, subscribed now), ascending, into ids
+ * (NULL: only counted); their count. Without sub: those a retry will draw
+ * from once they ask again (an agent re-subscribes between tasks). */
+static uint32_t candidates(const job_t *j, uint64_t *ids, int sub)
 {
     const coord_t *co = j->co;
     uint32_t n = 0;
@@ -423,7 +424,8 @@ static uint32_t candidates(const job_t *j, uint64_t *ids)
     for (size_t i = 0; i < co->nagents; i++) {
         const agent_t *a = co->agents[i];
 
-        if (a->sub && a->conn && coord_eligible(j, a) && !coord_busy_elsewhere(co, a, j)) {
+        if ((a->sub || !sub) && a->conn && coord_eligible(j, a) &&
+            !coord_busy_elsewhere(co, a, j)) {
             if (ids != NULL)
                 ids[n] = a->id;
             n++;
@@ -507,7 +509,7 @@ static void try_start(job_t *j)
     ids = sfl__mallocarray(co->nagents ? co->nagents : 1, sizeof(*ids));
     if (ids == NULL)
         return;
-    n = candidates(j, ids);
+    n = candidates(j, ids, 1);
     if (j->model.v != NULL && j->ready) {
         uint32_t avail = n;
         char extra[160];
@@ -765,7 +767,7 @@ static void agg_finish(job_t *j)
             }
         }
         if (unattributable) {
-            uint32_t nc = candidates(j, NULL);
+            uint32_t nc = candidates(j, NULL, 0);
             /* excused only while the retry can leave out a different subset
              * of the candidates, and at most as many times a round as there
              * are candidates (docs/security.md) */
