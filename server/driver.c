@@ -693,10 +693,8 @@ static void next_round(job_t *j)
 static void agg_finish(job_t *j)
 {
     coord_t *co = j->co;
-    char q[300], hex[65];
-
-    char sus[SFL_MSG_TEXT_LEN] = "";
-    uint32_t n3 = j->sa_n3;
+    char q[300], hex[65], sus[SFL_MSG_TEXT_LEN] = "";
+    uint32_t n3 = j->sa_n3; /* |U3|, for the log after the server closes */
     int unattributable = 0;
 
     j->busy = 0;
