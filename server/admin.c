@@ -17,6 +17,20 @@
 
 /* ---- Admin service ---------------------------------------------------------------- */
 
+/* A mode-2 job's suspects (suspect.c) after the waiting text: who is
+ * drawn last, and why. */
+static void suspects_text(const job_t *j, sfl_job_status_t *st)
+{
+    char list[SFL_MSG_TEXT_LEN];
+    size_t o = strlen(st->waiting);
+
+    if (j->nsus == 0)
+        return;
+    coord_suspect_text(j, NULL, 0, list, sizeof(list));
+    snprintf(st->waiting + o, sizeof(st->waiting) - o,
+             "%ssuspects of unattributable secure sums, drawn last: %s", o ? "; " : "", list);
+}
+
 static void job_status(const job_t *j, sfl_job_status_t *st)
 {
     memset(st, 0, sizeof(*st));
@@ -49,6 +63,7 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     case COORD_ROUND_FAILED: /* about to retry */
         st->round_state = SFL_ROUND_SELECTING;
         coord_text_copy(st->waiting, sizeof(st->waiting), j->waiting);
+        suspects_text(j, st);
         return;
     case COORD_ROUND_TRAINING: st->round_state = SFL_ROUND_TRAINING; break;
     case COORD_ROUND_AGGREGATING: st->round_state = SFL_ROUND_AGGREGATING; break;
@@ -57,6 +72,7 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     st->selected = j->rnd.nmembers;
     st->accepted = j->rnd.accepted;
     st->deadline_ms = j->deadline_wall;
+    suspects_text(j, st);
 }
 
 static sfl_job_status_t *all_job_status(const coord_t *co, uint32_t *n)

@@ -90,6 +90,12 @@ typedef struct coord_quar {
     char reason[SFL_MSG_TEXT_LEN]; /* printable ASCII, never "" */
 } coord_quar_t;
 
+/* An agent a job suspects (suspect.c): count unattributable failures. */
+typedef struct coord_suspect {
+    uint64_t agent;
+    uint32_t count; /* >= 1 */
+} coord_suspect_t;
+
 struct job {
     coord_t *co;
     uint64_t id;
@@ -155,7 +161,15 @@ struct job {
     coord_quar_t *quar;
     size_t nquar;
     double *sa_w3;      /* U3's public weights (ascending ids), at stage 3's end */
+    uint64_t *sa_u3;    /* U3's ids, ascending, at stage 3's end */
     uint32_t sa_n3;     /* |U3| */
+    /* The fold failed on the secure sum itself (out of bounds, canary):
+     * some member of U3, nobody named (saround.c sets it, driver.c reads). */
+    int work_unattributable;
+    /* Suspicion for unattributable failures, ascending agent id (suspect.c;
+     * in memory only). */
+    coord_suspect_t *sus;
+    size_t nsus;
 };
 
 /* Rejection reasons counted for metrics. */
@@ -471,6 +485,35 @@ void coord_quarantine_text(const coord_t *co, uint64_t agent, char *out, size_t 
 void coord_quarantine_job_text(const job_t *j, char *out, size_t cap);
 /* Admin.ReleaseAgent. */
 void coord_h_release(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+
+/* suspect.c: suspicion for secure sums that fail unattributably
+ * (docs/security.md). On the loop thread. */
+/* The agent's count in job j (0: not suspect). */
+uint32_t coord_suspicion(const job_t *j, uint64_t agent);
+/* +1 for each of ids[0..n) (a failed attempt's U3); 0 or SFL_ENOMEM (the
+ * counts of those before the failing one are raised). */
+int coord_suspect_blame(job_t *j, const uint64_t *ids, uint32_t n) SFL_MUST_CHECK;
+/* Back to 0 for each of ids[0..n) (a committed round's U3). */
+void coord_suspect_clear(job_t *j, const uint64_t *ids, uint32_t n);
+void coord_suspect_free(job_t *j);
+/* Agents the job suspects (count >= 1). */
+uint32_t coord_suspects(const job_t *j);
+/* How many of n candidates with these counts a mode-2 attempt keeps: all
+ * when none is suspect or n <= min_keep; else all but half (rounded up) of
+ * those at the highest count, and at least min_keep (the smallest cohort
+ * the job's quorum and threshold allow). Pure. */
+uint32_t coord_suspect_keep(const uint32_t *counts, uint32_t n, uint32_t min_keep);
+/* keep of the n candidates ids (ascending) into out (ascending): ordered
+ * by (count ascending, a draw from the cohort's stream for (seed, round,
+ * attempt)), so the least suspect are kept and ties at the boundary are
+ * broken at random. Pure; 0, SFL_EINVAL (keep > n) or SFL_ENOMEM. */
+int coord_suspect_pick(uint64_t seed, uint64_t round, uint32_t attempt, const uint64_t *ids,
+                       const uint32_t *counts, uint32_t n, uint32_t keep,
+                       uint64_t *out) SFL_MUST_CHECK;
+/* "agent 9 (2), agent 4 (1)": the suspects among ids[0..n) (ids NULL:
+ * all the job's), as many as fit in cap, then "and N more". */
+void coord_suspect_text(const job_t *j, const uint64_t *ids, uint32_t n, char *out,
+                        size_t cap);
 
 /* coordmetrics.c: the /metrics page (metrics.h's render callback). */
 int coord_render_metrics(coord_text_t *t, void *ud);

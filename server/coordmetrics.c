@@ -150,6 +150,16 @@ int coord_render_metrics(coord_text_t *t, void *ud)
         coord_text_printf(t, "sfl_job_quarantined{%s} %zu\n",
                           job_labels(co->jobs[i], lab, sizeof(lab)), co->jobs[i]->nquar);
     }
+    coord_text_family(t, "sfl_job_suspects", "gauge",
+                      "Members suspected of a secure sum that failed with no one to name "
+                      "(in a failed attempt's U3, not in a committed one since): drawn last.");
+    for (size_t i = 0; i < co->njobs; i++) {
+        char lab[200];
+
+        coord_text_printf(t, "sfl_job_suspects{%s} %u\n",
+                          job_labels(co->jobs[i], lab, sizeof(lab)),
+                          coord_suspects(co->jobs[i]));
+    }
     coord_text_family(t, "sfl_quarantines_total", "counter",
                       "Members quarantined since start (a round named them as its culprit).");
     coord_text_printf(t, "sfl_quarantines_total %llu\n", (unsigned long long)co->quarantines);

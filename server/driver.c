@@ -412,6 +412,85 @@ static void open_done(coord_write_op_t *op)
     coord_schedule(co);
 }
 
+/* The agents an attempt of j can draw (connected, eligible, not busy in
+ * another job's round and, with sub, subscribed now), ascending, into ids
+ * (NULL: only counted); their count. Without sub: those a retry will draw
+ * from once they ask again (an agent re-subscribes between tasks). */
+static uint32_t candidates(const job_t *j, uint64_t *ids, int sub)
+{
+    const coord_t *co = j->co;
+    uint32_t n = 0;
+
+    for (size_t i = 0; i < co->nagents; i++) {
+        const agent_t *a = co->agents[i];
+
+        if ((a->sub || !sub) && a->conn && coord_eligible(j, a) &&
+            !coord_busy_elsewhere(co, a, j)) {
+            if (ids != NULL)
+                ids[n] = a->id;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* The smallest cohort a mode-2 attempt of j can run with: the job's quorum,
+ * and at least its fixed threshold (the default threshold 2n/3 + 1 follows
+ * n and satisfies the agents' floor t > (n + n/3) / 2 at every n). */
+static uint32_t sa_min_cohort(const job_t *j)
+{
+    uint32_t m = j->model.rcfg.min_quorum;
+
+    return j->model.spec.sa_threshold > m ? j->model.spec.sa_threshold : m;
+}
+
+/* A mode-2 job that suspects some of the n candidates ids (ascending):
+ * the attempt draws from the least suspect only (coord_suspect_keep,
+ * coord_suspect_pick), *n shrinks to them; logged with whom it left out.
+ * 0 or SFL_ENOMEM. */
+static int leave_out_suspects(job_t *j, uint64_t *ids, uint32_t *n)
+{
+    uint32_t *counts = NULL, keep, out = 0;
+    uint64_t *kept = NULL, *left = NULL;
+    char text[SFL_MSG_TEXT_LEN];
+    int rc = 0;
+
+    if (!j->model.spec.secagg || j->model.v != NULL || j->nsus == 0 || *n == 0)
+        return 0;
+    if ((counts = sfl__mallocarray(*n, sizeof(*counts))) == NULL ||
+        (kept = sfl__mallocarray(*n, sizeof(*kept))) == NULL ||
+        (left = sfl__mallocarray(*n, sizeof(*left))) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the selection");
+        goto out;
+    }
+    for (uint32_t i = 0; i < *n; i++)
+        counts[i] = coord_suspicion(j, ids[i]);
+    keep = coord_suspect_keep(counts, *n, sa_min_cohort(j));
+    if (keep == *n)
+        goto out;
+    if ((rc = coord_suspect_pick(j->spec.seed, j->rnd.round, j->rnd.attempt, ids, counts, *n,
+                                 keep, kept)) < 0)
+        goto out;
+    for (uint32_t i = 0, k = 0; i < *n; i++) {
+        if (k < keep && kept[k] == ids[i])
+            k++;
+        else
+            left[out++] = ids[i];
+    }
+    coord_suspect_text(j, left, out, text, sizeof(text));
+    coord_log(COORD_LOG_INFO, "suspects_left_out",
+              "job=%llu round=%llu attempt=%u candidates=%u drawn_from=%u left_out=\"%s\"",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->rnd.attempt,
+              *n, keep, text);
+    memcpy(ids, kept, keep * sizeof(*ids));
+    *n = keep;
+out:
+    sfl__free(left);
+    sfl__free(kept);
+    sfl__free(counts);
+    return rc;
+}
+
 /* SELECTING: start the attempt once enough eligible agents subscribe. The
  * full selection (cohort * (1 + over_selection)) starts at once; a smaller
  * one that still reaches the quorum after select_wait_ms. Fewer than the
@@ -430,12 +509,7 @@ static void try_start(job_t *j)
     ids = sfl__mallocarray(co->nagents ? co->nagents : 1, sizeof(*ids));
     if (ids == NULL)
         return;
-    for (size_t i = 0; i < co->nagents; i++) {
-        agent_t *a = co->agents[i];
-
-        if (a->sub && a->conn && coord_eligible(j, a) && !coord_busy_elsewhere(co, a, j))
-            ids[n++] = a->id;
-    }
+    n = candidates(j, ids, 1);
     if (j->model.v != NULL && j->ready) {
         uint32_t avail = n;
         char extra[160];
@@ -460,7 +534,8 @@ static void try_start(job_t *j)
         fail_job(j, why);
         goto out;
     }
-    if ((rc = coord_round_step(&j->rnd, COORD_EV_START, now, j->spec.seed, ids, n)) < 0) {
+    if (leave_out_suspects(j, ids, &n) < 0 ||
+        (rc = coord_round_step(&j->rnd, COORD_EV_START, now, j->spec.seed, ids, n)) < 0) {
         /* no memory: the next tick tries again */
         coord_log(COORD_LOG_ERROR, "round_start_failed", "job=%llu error=%s",
                   (unsigned long long)j->id, coord_log_quote(sfl_last_error(), q, sizeof(q)));
@@ -618,12 +693,27 @@ static void next_round(job_t *j)
 static void agg_finish(job_t *j)
 {
     coord_t *co = j->co;
-    char q[300], hex[65];
+    char q[300], hex[65], sus[SFL_MSG_TEXT_LEN] = "";
+    uint32_t n3 = j->sa_n3; /* |U3|, for the log after the server closes */
+    int unattributable = 0;
 
     j->busy = 0;
     j->opened = j->work_rc != 0; /* a commit closes the attempt's row */
     sfl__free(j->work_buf);
     j->work_buf = NULL;
+    if (j->model.spec.secagg && j->sa_u3 != NULL) {
+        /* a committed U3 is cleared; a sum that failed with no one to name
+         * makes each of its U3 a little more suspect */
+        if (j->work_rc == 0) {
+            coord_suspect_clear(j, j->sa_u3, j->sa_n3);
+        } else if (j->work_unattributable) {
+            unattributable = 1;
+            if (coord_suspect_blame(j, j->sa_u3, j->sa_n3) < 0)
+                coord_log(COORD_LOG_ERROR, "suspects_failed", "job=%llu error=\"no memory\"",
+                          (unsigned long long)j->id);
+            coord_suspect_text(j, j->sa_u3, j->sa_n3, sus, sizeof(sus));
+        }
+    }
     coord_saround_close(j);
     if (j->work_rc == 0) {
         step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
@@ -643,9 +733,10 @@ static void agg_finish(job_t *j)
                   j->last.personal_accuracy, j->last.eval_mse);
         next_round(j);
     } else {
-        coord_log(COORD_LOG_ERROR, "aggregation_failed", "job=%llu round=%llu error=%s",
-                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
-                  coord_log_quote(j->work_err, q, sizeof(q)));
+        coord_log(COORD_LOG_ERROR, "aggregation_failed",
+                  "job=%llu round=%llu attempt=%u attributable=%s suspects=\"%s\" error=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+                  unattributable ? "no" : "-", sus, coord_log_quote(j->work_err, q, sizeof(q)));
         /* The model may have moved (end ran, the commit did not): back to
          * the last committed state. */
         if (coord_reload_model(j) < 0) {
@@ -660,6 +751,22 @@ static void agg_finish(job_t *j)
          * bounds, say), not only that it did */
         snprintf(j->rnd.reason, sizeof(j->rnd.reason), "aggregation failed: %.100s",
                  j->work_err);
+        if (unattributable) {
+            uint32_t nc = candidates(j, NULL, 0);
+
+            /* excused only while the retry can leave out a different subset
+             * of the candidates, and at most as many times a round as there
+             * are candidates (docs/security.md) */
+            int excused = coord_round_excuse_unattributed(&j->rnd,
+                                                          nc > sa_min_cohort(j) ? nc : 0);
+
+            coord_log(COORD_LOG_WARN, "round_unattributable",
+                      "job=%llu round=%llu attempt=%u u3=%u candidates=%u excused=%s "
+                      "unattributed=%u suspects=\"%s\"",
+                      (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                      j->wire_attempt, n3, nc, excused ? "yes" : "no",
+                      j->rnd.unattributed, sus);
+        }
         attempt_failed(j);
     }
     coord_job_release(j);
@@ -772,6 +879,7 @@ static void start_aggregation(job_t *j)
     j->busy = 1;
     j->work.data = j;
     j->work_rc = 0;
+    j->work_unattributable = 0;
     j->work_err[0] = '\0';
     rc = uv_queue_work(j->co->loop, &j->work, agg_work, agg_after);
     if (rc != 0) {

@@ -24,6 +24,7 @@ void coord_job_free(job_t *j)
     sfl__free(j->vagent);
     coord_saround_close(j);
     coord_quarantine_free(j);
+    coord_suspect_free(j);
     sfl__free(j->work_buf);
     sfl__free(j);
 }

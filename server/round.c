@@ -330,6 +330,19 @@ void coord_round_excuse(coord_round_t *r)
         r->excuse = 1;
 }
 
+int coord_round_excuse_unattributed(coord_round_t *r, uint32_t bound)
+{
+    if (r->state != COORD_ROUND_FAILED)
+        return 0;
+    if (r->excuse)
+        return 1; /* already excused (a culprit named too) */
+    if (r->unattributed >= bound)
+        return 0;
+    r->unattributed++;
+    r->excuse = 1;
+    return 1;
+}
+
 coord_upd_verdict_t coord_round_submit(coord_round_t *r, uint64_t agent, uint64_t job,
                                        uint64_t round, uint32_t attempt, uint64_t now_ms)
 {

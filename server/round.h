@@ -97,6 +97,9 @@ typedef struct coord_round {
      * max_attempts. excuse: the current attempt is one. */
     uint32_t excused;
     int excuse;
+    /* Of those, attempts whose secure sum failed with no one to name
+     * (coord_round_excuse_unattributed). */
+    uint32_t unattributed;
 } coord_round_t;
 
 /* Events fed to coord_round_step. */
@@ -115,6 +118,12 @@ typedef enum {
  * excused attempt per agent and retries stay bounded. A no-op when no
  * attempt is open or failed. */
 void coord_round_excuse(coord_round_t *r);
+/* The current attempt failed and no one can be named (a secure sum out of
+ * bounds): excused as above while fewer than bound such attempts of this
+ * round were; 1 if excused, 0 if it counts. The caller passes the number
+ * of candidates when the retry can leave out a different subset of them,
+ * 0 when it cannot (so a round cannot retry forever). */
+int coord_round_excuse_unattributed(coord_round_t *r, uint32_t bound);
 
 /* Checks cfg (cohort >= 1, quorum in [1, cohort], deadline > 0, ...). */
 int coord_round_cfg_check(const coord_round_cfg_t *cfg) SFL_MUST_CHECK;

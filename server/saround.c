@@ -55,6 +55,8 @@ void coord_saround_close(job_t *j)
     j->sa_support = NULL;
     sfl__free(j->sa_w3);
     j->sa_w3 = NULL;
+    sfl__free(j->sa_u3);
+    j->sa_u3 = NULL;
     j->sa_n3 = 0;
     j->sa_sent = 0;
 }
@@ -202,15 +204,20 @@ int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_b
 }
 
 /* U3's public weights (the sum's divisor and bound), from the cohort's:
- * both lists ascending. */
+ * both lists ascending; and its ids (whom an unattributable failure of the
+ * sum blames, whom a commit clears: suspect.c). */
 static int u3_weights(job_t *j, const uint64_t *u3, uint32_t n3)
 {
     uint32_t m = 0;
 
     sfl__free(j->sa_w3);
+    sfl__free(j->sa_u3);
+    j->sa_u3 = NULL;
     j->sa_n3 = 0;
-    if ((j->sa_w3 = sfl__calloc(n3 ? n3 : 1, sizeof(double))) == NULL)
+    if ((j->sa_w3 = sfl__calloc(n3 ? n3 : 1, sizeof(double))) == NULL ||
+        (j->sa_u3 = sfl__calloc(n3 ? n3 : 1, sizeof(uint64_t))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for U3's weights");
+    memcpy(j->sa_u3, u3, n3 * sizeof(uint64_t));
     for (uint32_t i = 0; i < n3; i++) {
         while (m < j->rnd.nmembers && j->sa_members[m].agent_id < u3[i])
             m++;
@@ -488,11 +495,16 @@ int coord_saround_fold(job_t *j)
         goto out;
     }
     /* the divisor and the bounds from U3's public weights; out of bounds:
-     * the attempt fails and nothing is folded */
+     * the attempt fails and nothing is folded. A sum out of bounds
+     * (SFL_ERANGE) or with a broken canary (SFL_EBADSIG) is some member's
+     * input, whose the masks hide: the driver blames all of U3 a little
+     * (suspect.c). */
     if ((rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count, j->sa_w3,
                                  (uint32_t)mj->prob.dim, mean, &wsum)) < 0 ||
-        (rc = sfl_sa_metrics_decode(&qz, sum + j->sa_k + 1, count, m)) < 0)
+        (rc = sfl_sa_metrics_decode(&qz, sum + j->sa_k + 1, count, m)) < 0) {
+        j->work_unattributable = rc == SFL_ERANGE || rc == SFL_EBADSIG;
         goto out;
+    }
     sa_metrics(&j->work_metrics, m);
     for (size_t i = 0; i < mj->prob.dim; i++)
         mean[i] += mj->global[i];

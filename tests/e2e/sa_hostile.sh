@@ -14,6 +14,11 @@
 # commit, the model still finds the problem's support, and a member the
 # protocol can name (commit, box) is quarantined for the job: shown by
 # sflctl agents and jobs and on /metrics, left out of the later rounds.
+# A member nobody can name (input: its garbage makes the secure sum fail
+# its bounds) makes its attempts fail as unattributable, each excused,
+# with it among the suspects logged; the retries leave suspects out
+# (server/suspect.c), and once a round commits without it, it takes no
+# later round; /metrics counts it in sfl_job_suspects.
 # After the commit attack the coordinator is killed (-9) and restarted: the
 # quarantine holds until sflctl job release, which refuses an agent that is
 # not quarantined.
@@ -96,7 +101,8 @@ job_state() { $CTL jobs 2>/dev/null | awk -v j="$1" '$1 == j { print $4 }'; }
 
 # Runs job $2 against attack $1; sets why to why it missed the target
 # ("" if it met it).
-run_attack() { # $1 = attack, $2 = job id, $3 = 1 if the culprit can be named
+run_attack() { # $1 = attack, $2 = job id, $3 = 1 if the culprit can be named, u if not
+    # (its failures are unattributable), 0 if it causes none
     a=$1 job=$2
     start_hostile "$a"
     online() { [ -n "$(hostile_id)" ] && joined $N; }
@@ -118,6 +124,27 @@ run_attack() { # $1 = attack, $2 = job id, $3 = 1 if the culprit can be named
         $CTL model export "$job" "$t/$a.model" > "$t/export-$a.log" 2>&1 || why="$why export failed;"
         [ -f "$t/$a.model" ] && [ "$(top "$t/$a.model")" = "$(top "$t/data/truth")" ] ||
             why="$why the model's support is $(top "$t/$a.model" 2>/dev/null), the truth's $(top "$t/data/truth");"
+    fi
+    if [ "$3" = u ]; then
+        # an attempt it tampered with failed as unattributable, excused
+        ra=$(sed -n "s/.*event=tampered attack=$a stage=3 round=\([0-9]*\) attempt=\([0-9]*\).*/round=\1 attempt=\2/p" "$t/hostile-$a.log" | head -1)
+        [ -n "$ra" ] && grep -q "event=round_unattributable job=$job $ra .*excused=yes .*suspects=\"[^\"]*agent $hid (" "$t/coord.log" ||
+            why="$why its tampered attempt ($ra) did not fail as unattributable, excused, with agent $hid a suspect;"
+        grep "event=round_unattributable job=$job " "$t/coord.log" | grep -qv "excused=yes" &&
+            why="$why an unattributable failure counted toward max_attempts;"
+        # cornered: no more failures in the whole job than candidates, and
+        # none of the attempts it took committed
+        nf=$(grep -c "event=round_unattributable job=$job " "$t/coord.log" || true)
+        [ "$nf" -le $N ] || why="$why $nf unattributable failures for $N candidates;"
+        sed -n "s/.*event=secagg_round job=$job \(round=[0-9]* attempt=[0-9]*\) .*/\1/p" "$t/hostile-$a.log" |
+            while read -r took; do
+                ! grep -q "event=round_committed job=$job $took " "$t/coord.log" || echo "$took"
+            done > "$t/took-$a.txt"
+        [ ! -s "$t/took-$a.txt" ] || why="$why a round it took committed: $(cat "$t/took-$a.txt");"
+        grep -E "event=(round_unattributable|suspects_left_out) job=$job " "$t/coord.log" | head -20
+        curl_metrics > "$t/metrics-$a.txt" || why="$why no /metrics;"
+        grep -Eq "^sfl_job_suspects\{job=\"$job\",name=\"h-$a\"\} [1-9]" "$t/metrics-$a.txt" ||
+            why="$why /metrics has no sfl_job_suspects for job $job;"
     fi
     if [ "$3" = 1 ]; then
         grep -q "event=agent_quarantined job=$job .*agent=$hid " "$t/coord.log" ||
@@ -150,7 +177,7 @@ EOF_M
 passed="" missed="" job=0 commit_job=0
 for a in $ATTACKS; do
     job=$((job + 1))
-    case $a in commit|box) named=1 ;; none|weight|input|samples) named=0 ;;
+    case $a in commit|box) named=1 ;; input) named=u ;; none|weight|samples) named=0 ;;
         *) fail "unknown attack $a" ;; esac
     step "attack $a (job $job)"
     run_attack "$a" "$job" "$named"
@@ -159,7 +186,7 @@ for a in $ATTACKS; do
     [ "$a" != commit ] || commit_job=$job
     if [ -z "$why" ]; then
         passed="$passed $a"
-        echo "attack $a: absorbed (job $job finished, support found$([ "$named" = 1 ] && echo ", culprit quarantined"))"
+        echo "attack $a: absorbed (job $job finished, support found$([ "$named" = 1 ] && echo ", culprit quarantined")$([ "$named" = u ] && echo ", unattributable failures excused, suspect left out"))"
     else
         missed="$missed $a"
         echo "attack $a: MISSED: $why"

@@ -203,6 +203,60 @@ static void test_quarantine_attempt_not_counted(void **state)
     assert_int_equal(j->rnd.excused, 1);
 }
 
+/* Suspects of unattributable secure sums (suspect.c) where an operator
+ * looks: JobStatus.waiting after the reason the round waits, and
+ * sfl_job_suspects on /metrics; a commit's clear takes them off both. */
+static void test_quarantine_suspects_shown(void **state)
+{
+    tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    uint64_t ids[2];
+    const char *page;
+    char want[160];
+    job_t *j;
+    int status;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fx_agent_join(a1, "agent/a1");
+    fx_agent_join(a2, "agent/a2");
+    fx_job_spec(&spec, 60000, 3);
+    js = fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    j = coord_job_find(F.co, js.job_id);
+    assert_non_null(j);
+    for (;;) { /* nobody subscribed: the round waits and says why */
+        js = job_of(js.job_id);
+        if (js.waiting[0] != '\0')
+            break;
+        fx_run_for(50);
+    }
+    assert_null(strstr(js.waiting, "suspects"));
+    ids[0] = a1->agent_id < a2->agent_id ? a1->agent_id : a2->agent_id;
+    ids[1] = a1->agent_id < a2->agent_id ? a2->agent_id : a1->agent_id;
+    assert_int_equal(coord_suspect_blame(j, ids, 2), 0);
+    assert_int_equal(coord_suspect_blame(j, ids + 1, 1), 0);
+    js = job_of(js.job_id);
+    assert_non_null(strstr(js.waiting, "selecting 0/"));
+    snprintf(want, sizeof(want),
+             "; suspects of unattributable secure sums, drawn last: agent %llu (1), agent %llu (2)",
+             (unsigned long long)ids[0], (unsigned long long)ids[1]);
+    assert_non_null(strstr(js.waiting, want));
+    page = fx_http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34);
+    snprintf(want, sizeof(want), "\nsfl_job_suspects{job=\"%llu\",name=\"unit\"} 2\n",
+             (unsigned long long)js.job_id);
+    assert_non_null(strstr(page, want));
+    coord_suspect_clear(j, ids, 2);
+    js = job_of(js.job_id);
+    assert_null(strstr(js.waiting, "suspects"));
+    page = fx_http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34);
+    snprintf(want, sizeof(want), "\nsfl_job_suspects{job=\"%llu\",name=\"unit\"} 0\n",
+             (unsigned long long)js.job_id);
+    assert_non_null(strstr(page, want));
+}
+
 /* The culprit today's secagg names in its error text, and nothing else. */
 int main(void)
 {
@@ -211,6 +265,7 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_quarantine_attempt_not_counted, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_quarantine_suspects_shown, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
 }

@@ -211,6 +211,54 @@ static void test_round_excused_attempts(void **state)
     coord_round_close(&r);
 }
 
+/* A secure sum that failed with no one to name is excused at most bound
+ * times a round (the candidates while the retry can leave out another
+ * subset), only once failed, and never when bound is 0: past the bound the
+ * attempts count and the machine stops the round. */
+static void test_round_unattributed_bound(void **state)
+{
+    (void)state;
+    coord_round_t r;
+    uint64_t now = 2000;
+
+    coord_round_init(&r, &base, 1, 5);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, 1000, 42, agents, 10), 0);
+    assert_int_equal(coord_round_excuse_unattributed(&r, 4), 0); /* still open */
+    assert_int_equal(r.unattributed, 0);
+    for (uint32_t a = 0; a < 4; a++) {
+        assert_int_equal(coord_round_step(&r, COORD_EV_TICK, now, 0, NULL, 0), 0);
+        assert_int_equal(r.state, COORD_ROUND_FAILED);
+        assert_int_equal(coord_round_excuse_unattributed(&r, 4), 1);
+        assert_int_equal(coord_round_excuse_unattributed(&r, 4), 1); /* the same attempt */
+        assert_int_equal(r.unattributed, a + 1);
+        assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, now, 0, NULL, 0), 0);
+        assert_int_equal(coord_round_step(&r, COORD_EV_START, now + 1, 42, agents, 10), 0);
+        now += 2000;
+    }
+    assert_int_equal(r.excused, 4);
+    /* past the bound: counted, max_attempts (3) of them end the round */
+    for (uint32_t a = 0; a < 3; a++) {
+        assert_int_equal(coord_round_step(&r, COORD_EV_TICK, now, 0, NULL, 0), 0);
+        assert_int_equal(coord_round_excuse_unattributed(&r, 4), 0);
+        assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, now, 0, NULL, 0),
+                         a < 2 ? 0 : SFL_ELIMIT);
+        if (a < 2)
+            assert_int_equal(coord_round_step(&r, COORD_EV_START, now + 1, 42, agents, 10), 0);
+        now += 2000;
+    }
+    assert_int_equal(r.unattributed, 4);
+    coord_round_close(&r);
+
+    /* no other subset to leave out (bound 0): the first failure counts */
+    coord_round_init(&r, &base, 1, 6);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, 1000, 42, agents, 10), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_TICK, 2000, 0, NULL, 0), 0);
+    assert_int_equal(coord_round_excuse_unattributed(&r, 0), 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_RETRY, 2000, 0, NULL, 0), 0);
+    assert_int_equal(r.excused, 0);
+    coord_round_close(&r);
+}
+
 /* A slow agent that keeps sending progress is not declared dead; a silent
  * one is, and once every member answered or died the round closes early. */
 static void test_round_heartbeats(void **state)
@@ -380,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_round_not_enough_agents),
         cmocka_unit_test(test_round_phases),
         cmocka_unit_test(test_round_excused_attempts),
+        cmocka_unit_test(test_round_unattributed_bound),
         cmocka_unit_test(test_round_pace_steering),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
