@@ -43,8 +43,10 @@ step "sfl-sim: the same job in one process with --secagg"
 
 step "a coordinator and $N agents: every round through the five stages"
 { coordinator_section "127.0.0.1:$port" "127.0.0.1:$mport"; fast_rounds
-  echo "heartbeat_interval_ms = 300"; cat <<EOF2
-
+  echo "heartbeat_interval_ms = 300"; } > "$t/coordinator.ini"
+# the job is created once all agents joined: round 1 then selects every
+# one of them (the three that drop out too), whatever the machine's speed
+cat > "$t/sa.ini" <<EOF2
 [job sa]
 algo = fediterht
 features = 100
@@ -68,7 +70,6 @@ secagg_clip = 100
 secagg_max_weight = 80
 secagg_degree = ${SECAGG_DEGREE:-16}
 EOF2
-} > "$t/coordinator.ini"
 "$BIN/sfl-coordinator" --config "$t/coordinator.ini" --check > "$t/check.log" 2>&1 ||
     fail "coordinator --check: $(cat "$t/check.log")"
 start_coordinator
@@ -84,6 +85,10 @@ while [ $i -lt $N ]; do
     esac
     i=$((i + 1))
 done
+joined() { [ "$($CTL agents 2>/dev/null | grep -c ' yes ')" -ge "$1" ]; }
+wait_for 60 joined $N || fail "the agents did not join: $($CTL agents 2>&1)"
+$CTL job create "$t/sa.ini" > "$t/create-sa.log" 2>&1 || fail "job create: $(cat "$t/create-sa.log")"
+grep -q "^job 1 " "$t/create-sa.log" || fail "not job 1: $(cat "$t/create-sa.log")"
 committed() { grep -c "event=round_committed job=1 " "$t/coord.log" 2>/dev/null || true; }
 at_least() { [ "$(committed)" -ge "$1" ]; }
 wait_for 60 at_least 2 || fail "no 2 committed rounds: $($CTL jobs 2>&1)"
