@@ -1,7 +1,7 @@
 # sfl — sparse federated learning.  `make help` lists the targets.
 #
 #   make            build libsfl, programs (build/)
-#   make test       unit tests, again under ASan+UBSan, e2e tests, 10 s per fuzzer
+#   make test       unit tests, again under ASan+UBSan, e2e tests, 8 s per fuzzer
 #   make fuzz       every fuzzer for FUZZ_SECONDS (60) seconds
 #   make test-docker the image built and the compose federation run for real
 #   make test-cross unit tests cross-built for arm64 (CROSS=...), run under qemu
@@ -277,7 +277,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # Unit suites, the same suites under ASan+UBSan, e2e, then each fuzzer for
-# 10 s (mk/fuzz.mk): every stage
+# 8 s (mk/fuzz.mk): every stage
 # runs even after a failure (tests/run.sh prints a line per suite and records
 # it), and the last line is "N passed, N failed, N skipped". A stage whose
 # build fails counts as one failure. `make unit`, `make e2e` alone work too.
@@ -346,7 +346,7 @@ $(REPLAY_BIN) $(HOSTILE_BIN) $(LOADGEN_BIN): $(AGENT_LIB) $(LIB)
 E2E_SCRIPTS := $(filter-out tests/e2e/lib%,$(sort $(wildcard tests/e2e/*.sh)))
 e2e:
 	@if $(MAKE) --no-print-directory all $(REPLAY_BIN) $(HOSTILE_BIN); then \
-	    SFL_BIN=$(BUILD) tests/run.sh e2e $(BUILD) $(E2E_SCRIPTS); \
+	    env -u MAKEFLAGS -u MFLAGS SFL_BIN=$(BUILD) tests/run.sh e2e $(BUILD) $(E2E_SCRIPTS); \
 	 else tests/run.sh record FAIL "build of the e2e programs" "see the compiler output above"; exit 1; fi
 
 demo: all deps-test

@@ -405,7 +405,8 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
  * sfl_sa_blame_name). Called on the loop thread by saround.c: from the
  * SubmitSecAgg handler as soon as a stage's message convicts its sender,
  * and from coord_saround_close for what the finish found (after the
- * aggregation, or when the attempt is abandoned, or the job freed). */
+ * aggregation, or when the attempt is abandoned; not when the job is
+ * freed: coord_saround_free). */
 void coord_quarantine(job_t *j, uint64_t agent, const char *reason);
 
 /* saround.c: update mode 2's rounds. */
@@ -420,6 +421,9 @@ void coord_saround_sync(job_t *j);
 int coord_saround_fold(job_t *j) SFL_MUST_CHECK;
 /* Quarantines the server's culprits not yet reported, then frees it. */
 void coord_saround_close(job_t *j);
+/* Frees the round's server and state without reporting (the job is being
+ * freed: nothing may be written or excused for it any more). */
+void coord_saround_free(job_t *j);
 /* The members' SecAggAnswer into the server's struct for its stage (the
  * server's verdict), and the boxes of stage 2 for member v in the wire's
  * struct (*out owned, sfl__free; *n of them): the forwarding path, a box

@@ -22,7 +22,7 @@ void coord_job_free(job_t *j)
     if (j->ready)
         coord_job_close(&j->model);
     sfl__free(j->vagent);
-    coord_saround_close(j);
+    coord_saround_free(j);
     coord_quarantine_free(j);
     coord_suspect_free(j);
     sfl__free(j->work_buf);

@@ -46,6 +46,11 @@ static void sa_report(job_t *j)
 void coord_saround_close(job_t *j)
 {
     sa_report(j);
+    coord_saround_free(j);
+}
+
+void coord_saround_free(job_t *j)
+{
     sfl_sa_server_free(j->sa);
     j->sa_blamed = 0;
     j->sa = NULL;

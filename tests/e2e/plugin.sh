@@ -22,10 +22,10 @@ SFL_BIN=$BASE/extra
 
 step "build with EXTRA_ALGOS=tests/e2e/toy_algo.c into $BIN"
 if [ "$BASE" = build ]; then
-    make --no-print-directory EXTRA_ALGOS=tests/e2e/toy_algo.c all > "$t/build.log" 2>&1 ||
+    make --no-print-directory -j"$(($(nproc) + 1))" EXTRA_ALGOS=tests/e2e/toy_algo.c all > "$t/build.log" 2>&1 ||
         fail "the plug-in build failed: $(tail -5 "$t/build.log")"
 else
-    make --no-print-directory BUILD="$BASE" EXTRA_ALGOS=tests/e2e/toy_algo.c all \
+    make --no-print-directory -j"$(($(nproc) + 1))" BUILD="$BASE" EXTRA_ALGOS=tests/e2e/toy_algo.c all \
         > "$t/build.log" 2>&1 || fail "the plug-in build failed: $(tail -5 "$t/build.log")"
 fi
 git diff --quiet HEAD -- libsfl sim server client-agent proto Makefile 2>/dev/null ||
