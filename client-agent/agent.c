@@ -90,6 +90,7 @@ struct agent {
     uint8_t coord_pk[SFL_SEAL_PK_BYTES]; /* pinned: tasks verify against it */
     sfl_tags_t conditions;
     sfl_tls_t *tls;
+    char fpr_hex[65]; /* SHA-256 of our certificate, as sfl-pki fingerprint prints it */
     char host[256], port[16];
 
     /* The client state of the job trained last (sfl/client.h): the state
@@ -684,6 +685,15 @@ int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out)
         if ((rc = sfl_tls_new(&t, 0, &a->tls)) < 0)
             goto out;
     }
+    {
+        uint8_t fpr[32];
+
+        /* for the line that says this certificate was revoked */
+        if (sfl_tls_cert_sha256(a->tls, fpr) == 0)
+            sodium_bin2hex(a->fpr_hex, sizeof(a->fpr_hex), fpr, sizeof(fpr));
+        else
+            snprintf(a->fpr_hex, sizeof(a->fpr_hex), "?");
+    }
     *out = a;
     return 0;
 out:
@@ -1057,40 +1067,60 @@ static void on_timer(uv_timer_t *t)
 
 static agent_state_t stop_all(agent_t *a);
 
-/* What to do about an error that retrying cannot fix, or NULL for one that
- * retrying may (refused connections, timeouts, a coordinator restarting,
- * certificates outside their validity dates: see transport.h). */
-static const char *permanent(const char *what, int status, const char *message)
+agent_err_t agent_error_class(const char *what, int status, const char *message,
+                              const char **fix)
 {
-    if (status == SFL_ECERT) {
-        if (message &&
-            (strstr(message, "hostname mismatch") || strstr(message, "IP address mismatch")))
-            return "server_name (default: the host of coordinator) must be a name or address "
-                   "in the coordinator's certificate";
-        if (message && strstr(message, "certificate verify failed"))
-            return "the coordinator's certificate does not chain to ca: use the federation's "
-                   "CA certificate";
-        return "the coordinator refused this agent's certificate: cert and key must be an "
-               "agent certificate of the federation's CA (sfl-pki agent)";
+    const char *m = message ? message : "";
+    int join = strcmp(what, "join") == 0;
+    int denied = status == SFL_GRPC_STATUS_PERMISSION_DENIED ||
+                 status == SFL_GRPC_STATUS_UNAUTHENTICATED;
+
+    *fix = NULL;
+    /* Any call: the coordinator answers every call of a revoked
+     * certificate so, over the TLS connection we verified. */
+    if (denied && strncmp(m, SFL_MSG_REVOKED, strlen(SFL_MSG_REVOKED)) == 0) {
+        *fix = "the coordinator revoked this agent's certificate: ask the operator for a new "
+               "one";
+        return AGENT_ERR_REVOKED;
     }
-    if (strcmp(what, "join") == 0 && status == SFL_GRPC_STATUS_PERMISSION_DENIED && message &&
-        strstr(message, "bound to the certificate"))
-        return "this agent's name is bound to another certificate (the one it first joined "
+    /* The coordinator's alert: it found our certificate outside its
+     * validity dates (OpenSSL sends this one alert for both). Permanent or
+     * not depends on our own clock (see backoff). */
+    if (status == -EPROTO && strstr(m, "alert certificate expired")) {
+        *fix = "this agent's certificate is outside its validity dates by the coordinator's "
+               "clock: ask the operator for a new one, or set the clocks right";
+        return AGENT_ERR_EXPIRED;
+    }
+    if (status == SFL_ECERT) {
+        if (strstr(m, "hostname mismatch") || strstr(m, "IP address mismatch"))
+            *fix = "server_name (default: the host of coordinator) must be a name or address "
+                   "in the coordinator's certificate";
+        else if (strstr(m, "certificate verify failed"))
+            *fix = "the coordinator's certificate does not chain to ca: use the federation's "
+                   "CA certificate";
+        else if (strstr(m, "alert unknown ca"))
+            *fix = "the coordinator does not know the CA that issued this agent's certificate: "
+                   "cert and key must be an agent certificate of the federation's CA "
+                   "(sfl-pki agent)";
+        else
+            *fix = "the coordinator refused this agent's certificate: cert and key must be an "
+                   "agent certificate of the federation's CA (sfl-pki agent)";
+        return AGENT_ERR_PERMANENT;
+    }
+    if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED && strstr(m, "bound to the certificate"))
+        *fix = "this agent's name is bound to another certificate (the one it first joined "
                "with): the operator revokes that one (sflctl agent revoke) to accept this one";
-    if (strcmp(what, "join") == 0 && status == SFL_GRPC_STATUS_PERMISSION_DENIED && message &&
-        strstr(message, "another identity key"))
-        return "this agent's name is bound to another identity key: state_dir must hold the "
+    else if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED && strstr(m, "another identity key"))
+        *fix = "this agent's name is bound to another identity key: state_dir must hold the "
                "identity.key it first joined with (docs/security.md, \"Binding and "
                "revocation\")";
-    if (strcmp(what, "join") == 0 && status == SFL_GRPC_STATUS_PERMISSION_DENIED && message &&
-        strstr(message, "join_proof"))
-        return "the coordinator did not accept this agent's proof that it holds its identity "
+    else if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED && strstr(m, "join_proof"))
+        *fix = "the coordinator did not accept this agent's proof that it holds its identity "
                "key (join_proof): agent and coordinator must run the same protocol version";
-    if (strcmp(what, "join") == 0 && (status == SFL_GRPC_STATUS_PERMISSION_DENIED ||
-                                      status == SFL_GRPC_STATUS_UNAUTHENTICATED))
-        return "the coordinator refused this certificate's role: cert and key must be an agent "
+    else if (join && denied)
+        *fix = "the coordinator refused this certificate's role: cert and key must be an agent "
                "certificate (sfl-pki agent)";
-    return NULL;
+    return *fix != NULL ? AGENT_ERR_PERMANENT : AGENT_ERR_RETRY;
 }
 
 /* Gives up: one error line, then the agent stops as agent_stop would and
@@ -1111,20 +1141,44 @@ static agent_state_t fatal(agent_t *a, const char *what, int status, const char 
     return stop_all(a);
 }
 
+/* The coordinator found our certificate expired or not yet valid: final
+ * if this device's clock finds it so too (a new certificate is needed),
+ * else the clocks disagree and a retry may succeed once they are set. */
+static int own_cert_outside_dates(const agent_t *a)
+{
+    int rc = sfl_tls_check_identity(a->cfg.cert, a->cfg.key, a->cfg.ca, SFL_ROLE_AGENT);
+
+    return rc == SFL_ECERT && (strstr(sfl_last_error(), "expired") != NULL ||
+                               strstr(sfl_last_error(), "not yet valid") != NULL);
+}
+
 static agent_state_t backoff(agent_t *a, const char *what, int status, const char *message)
 {
-    const char *fix = permanent(what, status, message);
+    const char *fix;
+    agent_err_t kind = agent_error_class(what, status, message, &fix);
+    char hint[200] = "";
 
-    if (fix != NULL)
+    if (kind == AGENT_ERR_REVOKED) {
+        char f[300];
+
+        snprintf(f, sizeof(f), "the coordinator revoked this agent's certificate "
+                 "(fingerprint %s): ask the operator for a new one; exiting", a->fpr_hex);
+        return fatal(a, what, status, message, f);
+    }
+    if (kind == AGENT_ERR_PERMANENT ||
+        (kind == AGENT_ERR_EXPIRED && own_cert_outside_dates(a)))
         return fatal(a, what, status, message, fix);
+    if (kind == AGENT_ERR_EXPIRED)
+        snprintf(hint, sizeof(hint), " hint=\"the coordinator finds this agent's certificate "
+                 "expired or not yet valid, this device's clock does not: check both clocks\"");
 
     uint64_t delay = agent_backoff_delay(a->cfg.backoff_min_ms, a->cfg.backoff_max_ms,
                                          a->attempt, randombytes_random());
     char q[300], sq[80];
 
     /* Logged first: message may be borrowed from a call of this link. */
-    say(a, "warn", "disconnected", "during=%s status=%s error=%s retry_in_ms=%" PRIu64, what,
-        status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message), delay);
+    say(a, "warn", "disconnected", "during=%s status=%s error=%s retry_in_ms=%" PRIu64 "%s",
+        what, status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message), delay, hint);
     drop_link(a);
     uv_timer_stop(&a->hb_timer);
     uv_timer_stop(&a->timer);

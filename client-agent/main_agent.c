@@ -78,9 +78,9 @@ static const char usage_text[] =
     "--KEY=VALUE works too. Exit status: 0 after a clean stop, 2 for a bad flag,\n"
     "value or config file, 1 when the agent cannot start (data, identity key,\n"
     "TLS files), 3 when it gave up on an error that retrying cannot fix (a\n"
-    "certificate refused either way, server_name not in the coordinator's\n"
-    "certificate, a coordinator key other than coordinator_pk); connection\n"
-    "failures and timeouts are retried with backoff.\n";
+    "certificate refused either way or revoked, server_name not in the\n"
+    "coordinator's certificate, a coordinator key other than coordinator_pk);\n"
+    "connection failures and timeouts are retried with backoff.\n";
 
 static void usage_error(const char *what, const char *detail)
 {

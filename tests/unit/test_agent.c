@@ -1560,6 +1560,64 @@ static void test_agent_rejects_unpinned_coordinator(void **state)
     S.join_wrong_key = 0;
 }
 
+/* Which errors end the agent (exit 3) and which are retried (issue 24,
+ * item 4): a revoked certificate, said in a gRPC status on the verified
+ * connection, on any call; the coordinator's alert on our expired
+ * certificate (final when our clock agrees: decided by the agent);
+ * certificates refused for what they are; the rest is retried. */
+static void test_agent_error_class(void **state)
+{
+    static const struct {
+        const char *what;
+        int status;
+        const char *message;
+        agent_err_t want;
+        const char *fix; /* a piece of it, or NULL */
+    } cases[] = {
+        {"join", SFL_GRPC_STATUS_PERMISSION_DENIED,
+         SFL_MSG_REVOKED " (fingerprint 00ff)", AGENT_ERR_REVOKED, "revoked this agent's"},
+        {"subscribed", SFL_GRPC_STATUS_UNAUTHENTICATED, SFL_MSG_REVOKED, AGENT_ERR_REVOKED,
+         "ask the operator"},
+        /* the words without the status, or another status: not revoked */
+        {"subscribed", SFL_GRPC_STATUS_UNAVAILABLE, SFL_MSG_REVOKED, AGENT_ERR_RETRY, NULL},
+        {"connect", -ECONNRESET, SFL_MSG_REVOKED, AGENT_ERR_RETRY, NULL},
+        /* what the old coordinator left an agent with: retried */
+        {"join", -EPIPE, "Broken pipe", AGENT_ERR_RETRY, NULL},
+        {"join", -ENOTCONN, "Transport endpoint is not connected", AGENT_ERR_RETRY, NULL},
+        {"connect", -EPROTO, "tls read 1.2.3.4:7443: sslv3 alert certificate expired",
+         AGENT_ERR_EXPIRED, "validity dates"},
+        /* the coordinator's certificate expired by our clock: retried */
+        {"connect", -EPROTO, "tls handshake x: certificate verify failed (certificate has expired)",
+         AGENT_ERR_RETRY, NULL},
+        {"connect", SFL_ECERT, "tls read x: tlsv1 alert unknown ca", AGENT_ERR_PERMANENT,
+         "does not know the CA"},
+        {"connect", SFL_ECERT, "tls read x: sslv3 alert bad certificate", AGENT_ERR_PERMANENT,
+         "refused this agent's certificate"},
+        {"connect", SFL_ECERT, "tls handshake x: certificate verify failed (hostname mismatch)",
+         AGENT_ERR_PERMANENT, "server_name"},
+        {"join", SFL_GRPC_STATUS_PERMISSION_DENIED, "/sfl.v1.Coordinator/Join needs a "
+         "certificate with role agent, not admin", AGENT_ERR_PERMANENT, "role"},
+        {"join", SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down", AGENT_ERR_RETRY,
+         NULL},
+        {"connect", -ETIMEDOUT, NULL, AGENT_ERR_RETRY, NULL},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *fix = "unset";
+        agent_err_t got = agent_error_class(cases[i].what, cases[i].status, cases[i].message,
+                                            &fix);
+
+        if (got != cases[i].want)
+            fail_msg("case %zu (%s): class %d, want %d", i, cases[i].message ? cases[i].message
+                     : "-", (int)got, (int)cases[i].want);
+        if (cases[i].fix == NULL)
+            assert_null(fix);
+        else
+            assert_non_null(strstr(fix, cases[i].fix));
+    }
+}
+
 static void test_agent_stop_while_reconnecting(void **state)
 {
     agent_config_t c;
@@ -1578,6 +1636,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_backoff_delay),
+        cmocka_unit_test(test_agent_error_class),
         cmocka_unit_test(test_agent_summarize),
         cmocka_unit_test_setup_teardown(test_agent_task_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_matches_client_round, setup,
