@@ -65,6 +65,9 @@ _Static_assert(SFL_MSG_HASH_BYTES == SFL_SEAL_HASH_BYTES && SFL_MSG_HASH_BYTES =
  * answers every call of a revoked certificate, followed by " (fingerprint
  * HEX)"; an agent that reads it stops for good (docs/protocol.md). */
 #define SFL_MSG_REVOKED "certificate revoked"
+/* The reason of the Wait the coordinator paces an agent away with when no
+ * running job can use it: an agent that worked for a job knows it ended. */
+#define SFL_MSG_WAIT_NO_JOB "no running job for this agent"
 /* Byte cap of every message that carries no vector and no list. */
 #define SFL_MSG_CONTROL_MAX 65536
 /* The signature context of tasks: the coordinator signs the task bytes with
