@@ -1156,9 +1156,13 @@ static agent_state_t backoff(agent_t *a, const char *what, int status, const cha
                  "(fingerprint %s): ask the operator for a new one; exiting", a->fpr_hex);
         return fatal(a, what, status, message, f);
     }
-    if (kind == AGENT_ERR_PERMANENT ||
-        (kind == AGENT_ERR_EXPIRED && own_cert_outside_dates(a)))
+    if (kind == AGENT_ERR_PERMANENT)
         return fatal(a, what, status, message, fix);
+    if (kind == AGENT_ERR_EXPIRED && own_cert_outside_dates(a))
+        return fatal(a, what, status, message,
+                     "this agent's certificate is outside its validity dates by the "
+                     "coordinator's clock and by this device's: ask the operator for a new one "
+                     "(sfl-pki agent)");
     if (kind == AGENT_ERR_EXPIRED)
         snprintf(hint, sizeof(hint), " hint=\"the coordinator finds this agent's certificate "
                  "expired or not yet valid, this device's clock does not: check both clocks\"");
