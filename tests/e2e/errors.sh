@@ -28,6 +28,7 @@ for p in sfl-coordinator sfl-agent sflctl sfl-sim; do
 done
 expect 2 "option '--config' needs a value" "$BIN/sfl-coordinator" --config
 expect 2 "option '--ca' needs a value" "$BIN/sfl-agent" --ca
+expect 2 "log_level: 'loud' is not debug, info, warn or error" "$BIN/sfl-agent" --log-level loud
 expect 2 "option '--ca' needs a value" "$BIN/sflctl" --ca
 expect 2 "option '--tau' needs a value" "$BIN/sfl-sim" --tau
 
