@@ -802,8 +802,8 @@ static void on_open(sfl_grpcconn_t *g, void *ud)
     a->link_opened = 1;
     a->stats.connects++;
     if (sfl_conn_peer(sfl_grpcconn_conn(g), &peer) == 0) {
-        say(a, SFL_LOG_INFO, "connected", "coordinator=%s peer_cn=%s peer_role=%s", a->cfg.coordinator,
-            peer.cn, sfl_role_name(peer.role));
+        say(a, SFL_LOG_INFO, "connected", "coordinator=%s peer_cn=%s peer_role=%s",
+            a->cfg.coordinator, peer.cn, sfl_role_name(peer.role));
         /* Another role's certificate (an agent's, an admin's) from the same
          * CA and with the right name is still not the coordinator. */
         if (peer.role != SFL_ROLE_COORDINATOR) {
@@ -1098,10 +1098,12 @@ agent_err_t agent_error_class(const char *what, int status, const char *message,
                    "agent certificate of the federation's CA (sfl-pki agent)";
         return AGENT_ERR_PERMANENT;
     }
-    if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED && strstr(m, "bound to the certificate"))
+    if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED &&
+        strstr(m, "bound to the certificate"))
         *fix = "this agent's name is bound to another certificate (the one it first joined "
                "with): the operator revokes that one (sflctl agent revoke) to accept this one";
-    else if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED && strstr(m, "another identity key"))
+    else if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED &&
+             strstr(m, "another identity key"))
         *fix = "this agent's name is bound to another identity key: state_dir must hold the "
                "identity.key it first joined with (docs/security.md, \"Binding and "
                "revocation\")";
@@ -1403,7 +1405,8 @@ static void cstate_read(agent_t *a, uint64_t job, int pending, uint8_t **b, size
     if (rc == 0 && pending && *n < 8)
         rc = sfl__fail(SFL_ETRUNC, "%s: %zu bytes, no round", path, *n);
     if (rc < 0) {
-        say(a, SFL_LOG_ERROR, "client_state", "job=%" PRIu64 " error=%s; starting from a fresh state",
+        say(a, SFL_LOG_ERROR, "client_state",
+            "job=%" PRIu64 " error=%s; starting from a fresh state",
             job, quote(q, sizeof(q), sfl_last_error()));
         sfl_file_free(*b, *n);
         *b = NULL;
@@ -1993,7 +1996,8 @@ static agent_state_t submit(agent_t *a)
     int rc;
 
     if (w->tries >= AGENT_SUBMIT_TRIES) {
-        say(a, SFL_LOG_WARN, "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u tries=%u",
+        say(a, SFL_LOG_WARN, "update_dropped",
+            "job=%" PRIu64 " round=%" PRIu64 " attempt=%u tries=%u",
             w->task->job_id, w->task->round, w->task->attempt, w->tries);
         return drop_outbox(a);
     }
@@ -2012,7 +2016,8 @@ static agent_state_t submit(agent_t *a)
     }
     w->tries++;
     a->stats.submits++;
-    say(a, SFL_LOG_DEBUG, "submitting", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u bytes=%zu try=%u",
+    say(a, SFL_LOG_DEBUG, "submitting",
+        "job=%" PRIu64 " round=%" PRIu64 " attempt=%u bytes=%zu try=%u",
         w->task->job_id, w->task->round, w->task->attempt, w->len, w->tries);
     return AGENT_SUBMITTING;
 }
@@ -2086,7 +2091,8 @@ static agent_state_t submit_failed(agent_t *a, const ev_t *e)
         s == SFL_GRPC_STATUS_CANCELLED || s == SFL_GRPC_STATUS_UNKNOWN ||
         s == SFL_GRPC_STATUS_INTERNAL)
         return backoff(a, "submit", s, e->message);
-    say(a, SFL_LOG_ERROR, "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " status=%s message=%s",
+    say(a, SFL_LOG_ERROR, "update_dropped",
+        "job=%" PRIu64 " round=%" PRIu64 " status=%s message=%s",
         a->outbox->task->job_id, a->outbox->task->round, status_name(sq, sizeof(sq), s),
         quote(q, sizeof(q), e->message));
     return drop_outbox(a);
