@@ -136,7 +136,8 @@ EOF
         "$@" --coordinator 127.0.0.1:$port --server_name 127.0.0.1 --ca "$t/pki/ca.crt" \
         --cert "$t/pki/agent/pi-0.crt" --key "$t/pki/agent/pi-0.key" --coordinator_pk "$pk" \
         --data "libsvm:$t/shard.svm" --state_dir "$t/agent-state" \
-        --backoff_min_ms 100 --backoff_max_ms 1000 > "$t/agent-$name.log" 2>&1 &
+        --backoff_min_ms 100 --backoff_max_ms 1000 --log_level debug \
+        > "$t/agent-$name.log" 2>&1 &
     timer=$!
     pids="$pids $timer"
     start=$(date +%s)

@@ -37,6 +37,7 @@
 #include "sfl/grpc.h"
 #include "sfl/grpcconn.h"
 #include "sfl/libsvm.h"
+#include "sfl/log.h"
 #include "sfl/loss.h"
 #include "sfl/rng.h"
 #include "sfl/transport.h"
@@ -89,7 +90,13 @@ struct agent {
     int id_created;
     uint8_t coord_pk[SFL_SEAL_PK_BYTES]; /* pinned: tasks verify against it */
     sfl_tags_t conditions;
+    /* The job of the last verified task, for job_start / job_end lines. */
+    struct {
+        uint64_t id; /* 0: none */
+        uint64_t tasks, last_round;
+    } job;
     sfl_tls_t *tls;
+    char fpr_hex[65]; /* SHA-256 of our certificate, as sfl-pki fingerprint prints it */
     char host[256], port[16];
 
     /* The client state of the job trained last (sfl/client.h): the state
@@ -192,38 +199,23 @@ static void maybe_finish_stop(agent_t *a);
 
 /* ---- logging ------------------------------------------------------------ */
 
-static void say(const agent_t *a, const char *level, const char *event, const char *fmt, ...)
-    SFL_PRINTF(4, 5);
-static void say(const agent_t *a, const char *level, const char *event, const char *fmt, ...)
+static void say(const agent_t *a, sfl_log_level_t level, const char *event, const char *fmt,
+                ...) SFL_PRINTF(4, 5);
+static void say(const agent_t *a, sfl_log_level_t level, const char *event, const char *fmt, ...)
 {
-    char rest[1024];
     va_list ap;
 
-    if (a->log == NULL)
+    if (a->log == NULL || level < a->cfg.log_level)
         return;
     va_start(ap, fmt);
-    vsnprintf(rest, sizeof(rest), fmt, ap);
+    sfl_log_vwrite(a->log, level, event, fmt, ap);
     va_end(ap);
-    fprintf(a->log, "sfl-agent level=%s event=%s%s%s\n", level, event, rest[0] ? " " : "",
-            rest);
 }
 
-/* s as a double-quoted log value: peer text may hold anything. */
+/* s as a log value (sfl_log_quote): peer text may hold anything. */
 static const char *quote(char *out, size_t cap, const char *s)
 {
-    size_t o = 0;
-
-    out[o++] = '"';
-    for (; s != NULL && *s && o + 4 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-
-        if (ch == '"' || ch == '\\')
-            out[o++] = '\\';
-        out[o++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
-    }
-    out[o++] = '"';
-    out[o] = '\0';
-    return out;
+    return sfl_log_quote(s, out, cap);
 }
 
 /* A gRPC status by name, or an sfl / -errno code's text, quoted. */
@@ -684,6 +676,15 @@ int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out)
         if ((rc = sfl_tls_new(&t, 0, &a->tls)) < 0)
             goto out;
     }
+    {
+        uint8_t fpr[32];
+
+        /* for the line that says this certificate was revoked */
+        if (sfl_tls_cert_sha256(a->tls, fpr) == 0)
+            sodium_bin2hex(a->fpr_hex, sizeof(a->fpr_hex), fpr, sizeof(fpr));
+        else
+            snprintf(a->fpr_hex, sizeof(a->fpr_hex), "?");
+    }
     *out = a;
     return 0;
 out:
@@ -801,8 +802,8 @@ static void on_open(sfl_grpcconn_t *g, void *ud)
     a->link_opened = 1;
     a->stats.connects++;
     if (sfl_conn_peer(sfl_grpcconn_conn(g), &peer) == 0) {
-        say(a, "info", "connected", "coordinator=%s peer_cn=%s peer_role=%s", a->cfg.coordinator,
-            peer.cn, sfl_role_name(peer.role));
+        say(a, SFL_LOG_INFO, "connected", "coordinator=%s peer_cn=%s peer_role=%s",
+            a->cfg.coordinator, peer.cn, sfl_role_name(peer.role));
         /* Another role's certificate (an agent's, an admin's) from the same
          * CA and with the right name is still not the coordinator. */
         if (peer.role != SFL_ROLE_COORDINATOR) {
@@ -886,7 +887,7 @@ static void on_sub_msg(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, vo
     lim.max_message = AGENT_MAX_MESSAGE;
     if ((rc = sfl_msg_sub_unpack(msg, len, &lim, &t, &w, &vs, &sa, &kind)) < 0) {
         a->stats.tasks_refused++;
-        say(a, "warn", "task_refused", "reason=malformed error=%s",
+        say(a, SFL_LOG_WARN, "task_refused", "reason=malformed error=%s",
             quote(q, sizeof(q), sfl_last_error()));
         return;
     }
@@ -954,12 +955,12 @@ static void on_heartbeat(sfl_grpc_call_t *call, int status, const char *message,
         return;
     a->hb_call = NULL;
     if (status != SFL_GRPC_STATUS_OK) {
-        say(a, "warn", "heartbeat_failed", "status=%s message=%s",
+        say(a, SFL_LOG_WARN, "heartbeat_failed", "status=%s message=%s",
             status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message));
         return;
     }
     if (sfl_msg_heartbeat_reply_unpack(resp, len, NULL, &r) < 0) {
-        say(a, "warn", "heartbeat_failed", "error=%s", quote(q, sizeof(q), sfl_last_error()));
+        say(a, SFL_LOG_WARN, "heartbeat_failed", "error=%s", quote(q, sizeof(q), sfl_last_error()));
         return;
     }
     a->stats.heartbeats++;
@@ -979,7 +980,7 @@ static void on_heartbeat(sfl_grpc_call_t *call, int status, const char *message,
         w->task->deadline_ms = r.deadline_ms;
     if (r.abort && w == a->work && !w->aborted) {
         w->aborted = 1;
-        say(a, "warn", "task_aborted", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u",
+        say(a, SFL_LOG_WARN, "task_aborted", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u",
             w->task->job_id, w->task->round, w->task->attempt);
     }
 }
@@ -1024,7 +1025,7 @@ static void on_hb_timer(uv_timer_t *t)
     }
     r.conditions = a->conditions;
     if ((rc = sfl_msg_heartbeat_req_pack(&r, &buf, &len)) < 0) {
-        say(a, "warn", "heartbeat_failed", "error=%s", sfl_strerror(rc));
+        say(a, SFL_LOG_WARN, "heartbeat_failed", "error=%s", sfl_strerror(rc));
         return;
     }
     rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_HEARTBEAT, buf, len, a->hb_ms,
@@ -1032,7 +1033,7 @@ static void on_hb_timer(uv_timer_t *t)
     sfl_msg_buf_free(buf);
     if (rc < 0) {
         a->hb_call = NULL;
-        say(a, "warn", "heartbeat_failed", "error=%s", sfl_strerror(rc));
+        say(a, SFL_LOG_WARN, "heartbeat_failed", "error=%s", sfl_strerror(rc));
         return;
     }
     a->hb_job = r.job_id;
@@ -1057,40 +1058,62 @@ static void on_timer(uv_timer_t *t)
 
 static agent_state_t stop_all(agent_t *a);
 
-/* What to do about an error that retrying cannot fix, or NULL for one that
- * retrying may (refused connections, timeouts, a coordinator restarting,
- * certificates outside their validity dates: see transport.h). */
-static const char *permanent(const char *what, int status, const char *message)
+agent_err_t agent_error_class(const char *what, int status, const char *message,
+                              const char **fix)
 {
-    if (status == SFL_ECERT) {
-        if (message &&
-            (strstr(message, "hostname mismatch") || strstr(message, "IP address mismatch")))
-            return "server_name (default: the host of coordinator) must be a name or address "
-                   "in the coordinator's certificate";
-        if (message && strstr(message, "certificate verify failed"))
-            return "the coordinator's certificate does not chain to ca: use the federation's "
-                   "CA certificate";
-        return "the coordinator refused this agent's certificate: cert and key must be an "
-               "agent certificate of the federation's CA (sfl-pki agent)";
+    const char *m = message ? message : "";
+    int join = strcmp(what, "join") == 0;
+    int denied = status == SFL_GRPC_STATUS_PERMISSION_DENIED ||
+                 status == SFL_GRPC_STATUS_UNAUTHENTICATED;
+
+    *fix = NULL;
+    /* Any call: the coordinator answers every call of a revoked
+     * certificate so, over the TLS connection we verified. */
+    if (denied && strncmp(m, SFL_MSG_REVOKED, strlen(SFL_MSG_REVOKED)) == 0) {
+        *fix = "the coordinator revoked this agent's certificate: ask the operator for a new "
+               "one";
+        return AGENT_ERR_REVOKED;
     }
-    if (strcmp(what, "join") == 0 && status == SFL_GRPC_STATUS_PERMISSION_DENIED && message &&
-        strstr(message, "bound to the certificate"))
-        return "this agent's name is bound to another certificate (the one it first joined "
+    /* The coordinator's alert: it found our certificate outside its
+     * validity dates (OpenSSL sends this one alert for both). Permanent or
+     * not depends on our own clock (see backoff). */
+    if (status == -EPROTO && strstr(m, "alert certificate expired")) {
+        *fix = "this agent's certificate is outside its validity dates by the coordinator's "
+               "clock: ask the operator for a new one, or set the clocks right";
+        return AGENT_ERR_EXPIRED;
+    }
+    if (status == SFL_ECERT) {
+        if (strstr(m, "hostname mismatch") || strstr(m, "IP address mismatch"))
+            *fix = "server_name (default: the host of coordinator) must be a name or address "
+                   "in the coordinator's certificate";
+        else if (strstr(m, "certificate verify failed"))
+            *fix = "the coordinator's certificate does not chain to ca: use the federation's "
+                   "CA certificate";
+        else if (strstr(m, "alert unknown ca"))
+            *fix = "the coordinator refused this agent's certificate: it does not know the CA "
+                   "that issued it; cert and key must be an agent certificate of the "
+                   "federation's CA (sfl-pki agent)";
+        else
+            *fix = "the coordinator refused this agent's certificate: cert and key must be an "
+                   "agent certificate of the federation's CA (sfl-pki agent)";
+        return AGENT_ERR_PERMANENT;
+    }
+    if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED &&
+        strstr(m, "bound to the certificate"))
+        *fix = "this agent's name is bound to another certificate (the one it first joined "
                "with): the operator revokes that one (sflctl agent revoke) to accept this one";
-    if (strcmp(what, "join") == 0 && status == SFL_GRPC_STATUS_PERMISSION_DENIED && message &&
-        strstr(message, "another identity key"))
-        return "this agent's name is bound to another identity key: state_dir must hold the "
+    else if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED &&
+             strstr(m, "another identity key"))
+        *fix = "this agent's name is bound to another identity key: state_dir must hold the "
                "identity.key it first joined with (docs/security.md, \"Binding and "
                "revocation\")";
-    if (strcmp(what, "join") == 0 && status == SFL_GRPC_STATUS_PERMISSION_DENIED && message &&
-        strstr(message, "join_proof"))
-        return "the coordinator did not accept this agent's proof that it holds its identity "
+    else if (join && status == SFL_GRPC_STATUS_PERMISSION_DENIED && strstr(m, "join_proof"))
+        *fix = "the coordinator did not accept this agent's proof that it holds its identity "
                "key (join_proof): agent and coordinator must run the same protocol version";
-    if (strcmp(what, "join") == 0 && (status == SFL_GRPC_STATUS_PERMISSION_DENIED ||
-                                      status == SFL_GRPC_STATUS_UNAUTHENTICATED))
-        return "the coordinator refused this certificate's role: cert and key must be an agent "
+    else if (join && denied)
+        *fix = "the coordinator refused this certificate's role: cert and key must be an agent "
                "certificate (sfl-pki agent)";
-    return NULL;
+    return *fix != NULL ? AGENT_ERR_PERMANENT : AGENT_ERR_RETRY;
 }
 
 /* Gives up: one error line, then the agent stops as agent_stop would and
@@ -1101,7 +1124,7 @@ static agent_state_t fatal(agent_t *a, const char *what, int status, const char 
     char q[300], f[300], sq[80];
 
     /* Logged first: message may be borrowed from a call of this link. */
-    say(a, "error", "fatal", "during=%s status=%s error=%s fix=%s exit_status=%d", what,
+    say(a, SFL_LOG_ERROR, "fatal", "during=%s status=%s error=%s fix=%s exit_status=%d", what,
         status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message),
         quote(f, sizeof(f), fix), AGENT_EXIT_FATAL);
     a->failed = status < 0 ? status : SFL_ECERT;
@@ -1111,20 +1134,48 @@ static agent_state_t fatal(agent_t *a, const char *what, int status, const char 
     return stop_all(a);
 }
 
+/* The coordinator found our certificate expired or not yet valid: final
+ * if this device's clock finds it so too (a new certificate is needed),
+ * else the clocks disagree and a retry may succeed once they are set. */
+static int own_cert_outside_dates(const agent_t *a)
+{
+    int rc = sfl_tls_check_identity(a->cfg.cert, a->cfg.key, a->cfg.ca, SFL_ROLE_AGENT);
+
+    return rc == SFL_ECERT && (strstr(sfl_last_error(), "expired") != NULL ||
+                               strstr(sfl_last_error(), "not yet valid") != NULL);
+}
+
 static agent_state_t backoff(agent_t *a, const char *what, int status, const char *message)
 {
-    const char *fix = permanent(what, status, message);
+    const char *fix;
+    agent_err_t kind = agent_error_class(what, status, message, &fix);
+    char hint[200] = "";
 
-    if (fix != NULL)
+    if (kind == AGENT_ERR_REVOKED) {
+        char f[300];
+
+        snprintf(f, sizeof(f), "the coordinator revoked this agent's certificate "
+                 "(fingerprint %s): ask the operator for a new one; exiting", a->fpr_hex);
+        return fatal(a, what, status, message, f);
+    }
+    if (kind == AGENT_ERR_PERMANENT)
         return fatal(a, what, status, message, fix);
+    if (kind == AGENT_ERR_EXPIRED && own_cert_outside_dates(a))
+        return fatal(a, what, status, message,
+                     "this agent's certificate is outside its validity dates by the "
+                     "coordinator's clock and by this device's: ask the operator for a new one "
+                     "(sfl-pki agent)");
+    if (kind == AGENT_ERR_EXPIRED)
+        snprintf(hint, sizeof(hint), " hint=\"the coordinator finds this agent's certificate "
+                 "expired or not yet valid, this device's clock does not: check both clocks\"");
 
     uint64_t delay = agent_backoff_delay(a->cfg.backoff_min_ms, a->cfg.backoff_max_ms,
                                          a->attempt, randombytes_random());
     char q[300], sq[80];
 
     /* Logged first: message may be borrowed from a call of this link. */
-    say(a, "warn", "disconnected", "during=%s status=%s error=%s retry_in_ms=%" PRIu64, what,
-        status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message), delay);
+    say(a, SFL_LOG_WARN, "disconnected", "during=%s status=%s error=%s retry_in_ms=%" PRIu64 "%s",
+        what, status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message), delay, hint);
     drop_link(a);
     uv_timer_stop(&a->hb_timer);
     uv_timer_stop(&a->timer);
@@ -1156,7 +1207,7 @@ static agent_state_t connect_begin(agent_t *a)
         return backoff(a, "resolve", rc, uv_strerror(rc));
     }
     a->resolving = 1;
-    say(a, "info", "connecting", "coordinator=%s", a->cfg.coordinator);
+    say(a, SFL_LOG_INFO, "connecting", "coordinator=%s", a->cfg.coordinator);
     return AGENT_CONNECTING;
 }
 
@@ -1252,7 +1303,7 @@ static void refuse(agent_t *a, sfl_task_t *t, const char *why)
     char q[300];
 
     a->stats.tasks_refused++;
-    say(a, "warn", "task_refused", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u reason=%s",
+    say(a, SFL_LOG_WARN, "task_refused", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u reason=%s",
         t->job_id, t->round, t->attempt, quote(q, sizeof(q), why));
     sfl_msg_task_free(t);
 }
@@ -1316,7 +1367,7 @@ static int train_start(agent_t *a, sfl_task_t *t)
         return rc;
     }
     a->work = w;
-    say(a, "info", "training", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u algorithm=%s "
+    say(a, SFL_LOG_DEBUG, "training", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u algorithm=%s "
         "samples=%u", t->job_id, t->round, t->attempt, t->algorithm, a->data->X->nrows);
     return 0;
 }
@@ -1354,7 +1405,8 @@ static void cstate_read(agent_t *a, uint64_t job, int pending, uint8_t **b, size
     if (rc == 0 && pending && *n < 8)
         rc = sfl__fail(SFL_ETRUNC, "%s: %zu bytes, no round", path, *n);
     if (rc < 0) {
-        say(a, "error", "client_state", "job=%" PRIu64 " error=%s; starting from a fresh state",
+        say(a, SFL_LOG_ERROR, "client_state",
+            "job=%" PRIu64 " error=%s; starting from a fresh state",
             job, quote(q, sizeof(q), sfl_last_error()));
         sfl_file_free(*b, *n);
         *b = NULL;
@@ -1398,7 +1450,7 @@ static void load_client_state(agent_t *a, uint64_t job, uint64_t round)
         /* The pending file is the round, then the state: the state goes to
          * the .bin atomically (write, then drop the pending). */
         if (sfl_file_write_atomic(to, a->cstate.pbytes + 8, a->cstate.plen - 8) < 0) {
-            say(a, "error", "client_state", "job=%" PRIu64 " error=%s", job,
+            say(a, SFL_LOG_ERROR, "client_state", "job=%" PRIu64 " error=%s", job,
                 quote(q, sizeof(q), sfl_last_error()));
             return;
         }
@@ -1436,14 +1488,14 @@ static void save_client_state(agent_t *a, train_t *w)
     n = w->cs.out_len + 8;
     b = sfl__malloc(n);
     if (b == NULL) {
-        say(a, "error", "client_state", "job=%" PRIu64 " error=out of memory", job);
+        say(a, SFL_LOG_ERROR, "client_state", "job=%" PRIu64 " error=out of memory", job);
         return;
     }
     for (int i = 0; i < 8; i++)
         b[i] = (uint8_t)(round >> (8 * i));
     memcpy(b + 8, w->cs.out, w->cs.out_len);
     if (cstate_path(a, job, 1, path, sizeof(path)) < 0 || sfl_file_write_atomic(path, b, n) < 0) {
-        say(a, "error", "client_state", "job=%" PRIu64 " error=%s", job,
+        say(a, SFL_LOG_ERROR, "client_state", "job=%" PRIu64 " error=%s", job,
             quote(q, sizeof(q), sfl_last_error()));
         sfl_file_free(b, n);
         return;
@@ -1501,7 +1553,7 @@ static agent_state_t joined(agent_t *a, const sfl_join_reply_t *r)
     /* Tasks are verified against the pinned key whatever Join says; a
      * coordinator presenting another key is not ours. */
     if (sodium_memcmp(r->coordinator_key, a->coord_pk, SFL_SEAL_PK_BYTES) != 0) {
-        say(a, "error", "coordinator_key_mismatch", "got=%s",
+        say(a, SFL_LOG_ERROR, "coordinator_key_mismatch", "got=%s",
             sfl_seal_pk_to_hex(r->coordinator_key, hex));
         return fatal(a, "join", SFL_EBADSIG, "coordinator key differs from coordinator_pk",
                      "pin the coordinator's key: " AGENT_PK_HINT);
@@ -1513,7 +1565,7 @@ static agent_state_t joined(agent_t *a, const sfl_join_reply_t *r)
                                                         : a->cfg.heartbeat_ms;
     a->hb_ms = (uint32_t)hb;
     uv_timer_start(&a->hb_timer, on_hb_timer, hb, hb);
-    say(a, "info", "joined", "agent_id=%" PRIu64 " heartbeat_ms=%" PRIu64
+    say(a, SFL_LOG_INFO, "joined", "agent_id=%" PRIu64 " heartbeat_ms=%" PRIu64
         " retry_after_ms=%u", a->agent_id, hb, r->retry_after_ms);
     a->resub_at = r->retry_after_ms ? resub_time(a, r->retry_after_ms) : 0;
     a->saw_wait = a->resub_reset = 0;
@@ -1536,18 +1588,18 @@ static void on_step(sfl_grpc_call_t *call, int status, const char *message,
     if (call == a->step_call)
         a->step_call = NULL;
     if (status != SFL_GRPC_STATUS_OK) {
-        say(a, "warn", "step_failed", "status=%s message=%s",
+        say(a, SFL_LOG_WARN, "step_failed", "status=%s message=%s",
             status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message));
         return;
     }
     if (sfl_msg_ack_unpack(resp, len, NULL, &ack) < 0) {
-        say(a, "warn", "step_failed", "error=%s", quote(q, sizeof(q), sfl_last_error()));
+        say(a, SFL_LOG_WARN, "step_failed", "error=%s", quote(q, sizeof(q), sfl_last_error()));
         return;
     }
     if ((unsigned)ack.status < sizeof(a->stats.acks) / sizeof(a->stats.acks[0]))
         a->stats.acks[ack.status]++;
     if (ack.status != SFL_ACK_ACCEPTED)
-        say(a, "warn", "step_ack", "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
+        say(a, SFL_LOG_WARN, "step_ack", "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
             ack.job_id, ack.round, sfl_msg_ack_name(ack.status), quote(q, sizeof(q), ack.reason));
 }
 
@@ -1569,7 +1621,7 @@ static void vert_answer(agent_t *a, uint64_t it, const double *b, size_t nb)
         msg = a->vlast;
         len = a->vlast_len;
     } else if ((rc = agent_vert_step(a->vert, it, b, nb, &msg, &len)) < 0) {
-        say(a, "warn", "step_refused", "job=%" PRIu64 " round=%" PRIu64 " iteration=%" PRIu64
+        say(a, SFL_LOG_WARN, "step_refused", "job=%" PRIu64 " round=%" PRIu64 " iteration=%" PRIu64
             " error=%s", m.job_id, m.round, it, quote(q, sizeof(q), sfl_last_error()));
         return;
     } else {
@@ -1587,7 +1639,7 @@ static void vert_answer(agent_t *a, uint64_t it, const double *b, size_t nb)
                                   (uint32_t)a->cfg.connect_timeout_ms, on_step, a,
                                   &a->step_call)) < 0) {
         a->step_call = NULL;
-        say(a, "warn", "step_failed", "job=%" PRIu64 " iteration=%" PRIu64 " error=%s",
+        say(a, SFL_LOG_WARN, "step_failed", "job=%" PRIu64 " iteration=%" PRIu64 " error=%s",
             m.job_id, it, quote(q, sizeof(q), sfl_last_error()));
     }
     sfl_msg_buf_free(buf);
@@ -1607,7 +1659,7 @@ static void vert_task(agent_t *a, sfl_task_t *t)
     }
     rc = agent_vert_begin(&a->vert, t, &vc);
     if (rc == -EEXIST) {
-        say(a, "info", "vertical_round_known", "job=%" PRIu64 " round=%" PRIu64
+        say(a, SFL_LOG_DEBUG, "vertical_round_known", "job=%" PRIu64 " round=%" PRIu64
             " attempt=%u", t->job_id, t->round, t->attempt);
         sfl_msg_task_free(t);
         return;
@@ -1618,7 +1670,7 @@ static void vert_task(agent_t *a, sfl_task_t *t)
     }
     sfl__free(a->vlast);
     a->vlast = NULL;
-    say(a, "info", "vertical_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u "
+    say(a, SFL_LOG_DEBUG, "vertical_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u "
         "iterations=%" PRIu64 "+%u of %" PRIu64 " clients=%u", t->job_id, t->round, t->attempt,
         t->first_iteration, t->round_iterations, t->iterations, t->clients);
     if ((b = sfl__calloc(t->model->dim, sizeof(double))) != NULL) {
@@ -1637,7 +1689,7 @@ static void vert_step_in(agent_t *a, const sfl_vstep_t *s)
     if (a->vert != NULL)
         agent_vert_round(a->vert, &job, &round, &attempt, &first);
     if (a->vert == NULL || s->job_id != job || s->round != round || s->attempt != attempt) {
-        say(a, "warn", "step_ignored", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u "
+        say(a, SFL_LOG_WARN, "step_ignored", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u "
             "iteration=%" PRIu64 " reason=\"not the vertical round in hand\"", s->job_id,
             s->round, s->attempt, s->iteration);
         return;
@@ -1657,7 +1709,7 @@ static void on_sa(sfl_grpc_call_t *call, int status, const char *message, const 
     if (call == a->sa_call)
         a->sa_call = NULL;
     if (status != SFL_GRPC_STATUS_OK) {
-        say(a, "warn", "secagg_failed", "status=%s message=%s",
+        say(a, SFL_LOG_WARN, "secagg_failed", "status=%s message=%s",
             status_name(sq, sizeof(sq), status), quote(q, sizeof(q), message));
         return;
     }
@@ -1666,7 +1718,7 @@ static void on_sa(sfl_grpc_call_t *call, int status, const char *message, const 
     if ((unsigned)ack.status < sizeof(a->stats.acks) / sizeof(a->stats.acks[0]))
         a->stats.acks[ack.status]++;
     if (ack.status != SFL_ACK_ACCEPTED)
-        say(a, "warn", "secagg_ack", "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
+        say(a, SFL_LOG_WARN, "secagg_ack", "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
             ack.job_id, ack.round, sfl_msg_ack_name(ack.status), quote(q, sizeof(q), ack.reason));
 }
 
@@ -1679,12 +1731,12 @@ static void sa_send(agent_t *a, int rc, uint8_t *buf, size_t len, uint32_t stage
 
     if (rc == 0 && buf != NULL && a->cfg.secagg_test_stop && stage >= a->cfg.secagg_test_stop) {
         /* a client that drops out: gone, at once */
-        say(a, "info", "secagg_test_stop", "stage=%u", stage);
+        say(a, SFL_LOG_INFO, "secagg_test_stop", "stage=%u", stage);
         fflush(a->log);
         (void)kill(getpid(), SIGKILL);
     }
     if (rc < 0) {
-        say(a, "warn", "secagg_abort", "during=%s error=%s", what,
+        say(a, SFL_LOG_WARN, "secagg_abort", "during=%s error=%s", what,
             quote(q, sizeof(q), sfl_last_error()));
         agent_sa_free(a->sa);
         a->sa = NULL;
@@ -1693,7 +1745,7 @@ static void sa_send(agent_t *a, int rc, uint8_t *buf, size_t len, uint32_t stage
                                    (uint32_t)a->cfg.connect_timeout_ms, on_sa, a,
                                    &a->sa_call) < 0) {
         a->sa_call = NULL;
-        say(a, "warn", "secagg_failed", "during=%s error=%s", what,
+        say(a, SFL_LOG_WARN, "secagg_failed", "during=%s error=%s", what,
             quote(q, sizeof(q), sfl_last_error()));
     }
     sfl_msg_buf_free(buf);
@@ -1765,10 +1817,10 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
     }
     if (a->cfg.secagg_test_weight) {
         agent_sa_test_weight(a->sa, (double)a->cfg.secagg_test_weight);
-        say(a, "warn", "secagg_test_weight", "weight=%" PRIu64, a->cfg.secagg_test_weight);
+        say(a, SFL_LOG_WARN, "secagg_test_weight", "weight=%" PRIu64, a->cfg.secagg_test_weight);
     }
     sa_send(a, 0, buf, len, 1, "keys");
-    say(a, "info", "secagg_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "
+    say(a, SFL_LOG_DEBUG, "secagg_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "
         "threshold=%u degree=%u", t->job_id, t->round, t->attempt, t->secagg->nmembers,
         t->secagg->threshold, t->secagg->degree);
     return train_start(a, t) == 0 ? AGENT_TRAINING : from;
@@ -1785,7 +1837,7 @@ static void sa_stage_in(agent_t *a, const sfl_msg_sa_stage_t *st)
     if (a->sa != NULL)
         agent_sa_round(a->sa, &job, &round, &attempt);
     if (a->sa == NULL || st->job_id != job || st->round != round || st->attempt != attempt) {
-        say(a, "warn", "secagg_ignored", "job=%" PRIu64 " round=%" PRIu64 " stage=%u "
+        say(a, SFL_LOG_WARN, "secagg_ignored", "job=%" PRIu64 " round=%" PRIu64 " stage=%u "
             "reason=\"not the round in hand\"", st->job_id, st->round, st->stage);
         return;
     }
@@ -1811,7 +1863,7 @@ static void sa_trained(agent_t *a, train_t *w)
         agent_sa_round(a->sa, &job, &round, &attempt);
     if (w->rc < 0 || w->aborted || a->sa == NULL || job != w->task->job_id ||
         round != w->task->round || attempt != w->task->attempt) {
-        say(a, w->rc < 0 ? "error" : "info", "training_dropped",
+        say(a, w->rc < 0 ? SFL_LOG_ERROR : SFL_LOG_INFO, "training_dropped",
             "job=%" PRIu64 " round=%" PRIu64 " error=%s", w->task->job_id, w->task->round,
             quote(q, sizeof(q), w->rc < 0 ? w->err : "the secure aggregation round ended"));
         train_free(w);
@@ -1829,11 +1881,44 @@ static void sa_trained(agent_t *a, train_t *w)
         sfl_msg_buf_free(buf);
         buf = NULL;
     }
-    say(a, "info", "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
+    say(a, SFL_LOG_DEBUG, "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
         " mode=secagg", w->task->job_id, w->task->round, w->task->attempt,
         uv_now(a->loop) - w->started_ms);
     sa_send(a, rc, buf, len, 3, "the input");
     train_free(w);
+}
+
+/* The job this agent works for ends (info; per-round lines are debug):
+ * at a task of another job, or when the coordinator has no running job
+ * for it. Nothing when there is none. */
+static void job_over(agent_t *a, const char *why)
+{
+    char q[300];
+
+    if (a->job.id == 0)
+        return;
+    say(a, SFL_LOG_INFO, "job_end", "job=%" PRIu64 " tasks=%" PRIu64 " last_round=%" PRIu64
+        " reason=%s", a->job.id, a->job.tasks, a->job.last_round, quote(q, sizeof(q), why));
+    a->job.id = 0;
+}
+
+/* A verified task: its job starts for this agent at its first one. */
+static void job_seen(agent_t *a, const sfl_task_t *t)
+{
+    char q[2 * SFL_MSG_NAME_LEN];
+
+    if (a->job.id != t->job_id) {
+        job_over(a, "a task of another job");
+        a->job.id = t->job_id;
+        a->job.tasks = 0;
+        say(a, SFL_LOG_INFO, "job_start", "job=%" PRIu64 " round=%" PRIu64 " algorithm=%s "
+            "kind=%s", t->job_id, t->round, quote(q, sizeof(q), t->algorithm),
+            t->rows > 0 ? "vertical"
+            : t->update_mode == SFL_UPDATE_MODE_SECURE_AGG ? "secure_aggregation"
+                                                            : "horizontal");
+    }
+    a->job.tasks++;
+    a->job.last_round = t->round;
 }
 
 static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
@@ -1852,6 +1937,7 @@ static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
     sfl__free(t->signed_bytes);
     t->signed_bytes = NULL;
     t->signed_len = 0;
+    job_seen(a, t);
     if (t->rows > 0) {
         vert_task(a, t);
         return from;
@@ -1866,7 +1952,7 @@ static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
         return train_start(a, t) == 0 ? AGENT_TRAINING : from;
     /* Busy: one task waits, the newest. */
     if (a->next != NULL) {
-        say(a, "warn", "task_dropped", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u "
+        say(a, SFL_LOG_WARN, "task_dropped", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u "
             "reason=\"superseded while busy\"", a->next->job_id, a->next->round,
             a->next->attempt);
         sfl_msg_task_free(a->next);
@@ -1882,8 +1968,10 @@ static void note_wait(agent_t *a, const sfl_wait_t *w)
     a->stats.waits++;
     a->saw_wait = 1;
     a->resub_at = resub_time(a, w->retry_after_ms);
-    say(a, "info", "wait", "retry_after_ms=%u reason=%s", w->retry_after_ms,
+    say(a, SFL_LOG_DEBUG, "wait", "retry_after_ms=%u reason=%s", w->retry_after_ms,
         quote(q, sizeof(q), w->reason));
+    if (strcmp(w->reason, SFL_MSG_WAIT_NO_JOB) == 0)
+        job_over(a, w->reason);
 }
 
 static void note_stream_end(agent_t *a, const ev_t *e)
@@ -1896,7 +1984,7 @@ static void note_stream_end(agent_t *a, const ev_t *e)
         return;
     }
     a->resub_reset = 1;
-    say(a, "warn", "stream_ended", "status=%s message=%s",
+    say(a, SFL_LOG_WARN, "stream_ended", "status=%s message=%s",
         status_name(sq, sizeof(sq), e->status), quote(q, sizeof(q), e->message));
 }
 
@@ -1908,7 +1996,8 @@ static agent_state_t submit(agent_t *a)
     int rc;
 
     if (w->tries >= AGENT_SUBMIT_TRIES) {
-        say(a, "warn", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u tries=%u",
+        say(a, SFL_LOG_WARN, "update_dropped",
+            "job=%" PRIu64 " round=%" PRIu64 " attempt=%u tries=%u",
             w->task->job_id, w->task->round, w->task->attempt, w->tries);
         return drop_outbox(a);
     }
@@ -1917,7 +2006,7 @@ static agent_state_t submit(agent_t *a)
     rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_SUBMIT, w->msg, w->len,
                              (uint32_t)timeout, on_submit, a, &a->submit_call);
     if (rc == SFL_ELIMIT) {
-        say(a, "error", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " bytes=%zu "
+        say(a, SFL_LOG_ERROR, "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " bytes=%zu "
             "reason=\"larger than the message limit\"", w->task->job_id, w->task->round, w->len);
         return drop_outbox(a);
     }
@@ -1927,7 +2016,8 @@ static agent_state_t submit(agent_t *a)
     }
     w->tries++;
     a->stats.submits++;
-    say(a, "info", "submitting", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u bytes=%zu try=%u",
+    say(a, SFL_LOG_DEBUG, "submitting",
+        "job=%" PRIu64 " round=%" PRIu64 " attempt=%u bytes=%zu try=%u",
         w->task->job_id, w->task->round, w->task->attempt, w->len, w->tries);
     return AGENT_SUBMITTING;
 }
@@ -1938,7 +2028,7 @@ static void keep_result(agent_t *a, train_t *w)
     char q[300];
 
     if (w->rc < 0 || w->aborted || a->stopping) {
-        say(a, w->rc < 0 ? "error" : "info", "training_dropped",
+        say(a, w->rc < 0 ? SFL_LOG_ERROR : SFL_LOG_INFO, "training_dropped",
             "job=%" PRIu64 " round=%" PRIu64 " error=%s", w->task->job_id, w->task->round,
             quote(q, sizeof(q), w->rc < 0 ? w->err : w->aborted ? "aborted" : "stopping"));
         train_free(w);
@@ -1946,12 +2036,12 @@ static void keep_result(agent_t *a, train_t *w)
     }
     a->stats.trained++;
     if (w->cs.note[0] != '\0')
-        say(a, "warn", "client_state", "job=%" PRIu64 " error=%s", w->task->job_id,
+        say(a, SFL_LOG_WARN, "client_state", "job=%" PRIu64 " error=%s", w->task->job_id,
             quote(q, sizeof(q), w->cs.note));
     save_client_state(a, w);
     train_free(a->outbox);
     a->outbox = w;
-    say(a, "info", "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
+    say(a, SFL_LOG_DEBUG, "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
         " bytes=%zu", w->task->job_id, w->task->round, w->task->attempt,
         uv_now(a->loop) - w->started_ms, w->len);
 }
@@ -1982,7 +2072,7 @@ static agent_state_t acked(agent_t *a, const sfl_ack_t *ack)
 
     if ((unsigned)ack->status < sizeof(a->stats.acks) / sizeof(a->stats.acks[0]))
         a->stats.acks[ack->status]++;
-    say(a, good ? "info" : "warn", "ack", "job=%" PRIu64 " round=%" PRIu64
+    say(a, good ? SFL_LOG_DEBUG : SFL_LOG_WARN, "ack", "job=%" PRIu64 " round=%" PRIu64
         " attempt=%u status=%s reason=%s", ack->job_id, ack->round, ack->attempt,
         sfl_msg_ack_name(ack->status), quote(q, sizeof(q), ack->reason));
     /* Every verdict is final for these bytes (docs/protocol.md). */
@@ -2001,7 +2091,8 @@ static agent_state_t submit_failed(agent_t *a, const ev_t *e)
         s == SFL_GRPC_STATUS_CANCELLED || s == SFL_GRPC_STATUS_UNKNOWN ||
         s == SFL_GRPC_STATUS_INTERNAL)
         return backoff(a, "submit", s, e->message);
-    say(a, "error", "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " status=%s message=%s",
+    say(a, SFL_LOG_ERROR, "update_dropped",
+        "job=%" PRIu64 " round=%" PRIu64 " status=%s message=%s",
         a->outbox->task->job_id, a->outbox->task->round, status_name(sq, sizeof(sq), s),
         quote(q, sizeof(q), e->message));
     return drop_outbox(a);
@@ -2021,7 +2112,7 @@ static agent_state_t stop_all(agent_t *a)
     a->next = NULL;
     train_free(a->outbox);
     a->outbox = NULL;
-    say(a, "info", "stopping", "%s", "");
+    say(a, SFL_LOG_INFO, "stopping", "%s", "");
     return AGENT_DISCONNECTED;
 }
 
@@ -2154,17 +2245,17 @@ int agent_start(agent_t *a)
     a->timer.data = a->hb_timer.data = a;
     a->handles = 2;
     a->started = 1;
-    say(a, "info", "starting", "version=\"%s\" identity=%s identity_created=%d samples=%u "
+    say(a, SFL_LOG_INFO, "starting", "version=\"%s\" identity=%s identity_created=%d samples=%u "
         "eval_samples=%u features=%u labels=%u coordinator=%s", AGENT_VERSION,
         sfl_seal_pk_to_hex(a->id->pk, hex), a->id_created, a->data->X->nrows,
         a->eval ? a->eval->X->nrows : 0, a->data->X->ncols, a->summary.nlabels,
         a->cfg.coordinator);
     if (a->cfg.dp_test_noise)
-        say(a, "warn", "dp_test_noise", "%s", "reason=\"privacy noise from the job's seed, "
+        say(a, SFL_LOG_WARN, "dp_test_noise", "%s", "reason=\"privacy noise from the job's seed, "
             "as sfl-sim draws it: nothing this agent sends in a private job is private; tests "
             "only\"");
     if (a->cfg.block_first != 0)
-        say(a, "info", "block", "first_column=%u columns=%u ids_file=%s", a->cfg.block_first,
+        say(a, SFL_LOG_INFO, "block", "first_column=%u columns=%u ids_file=%s", a->cfg.block_first,
             a->cfg.block_cols, a->cfg.ids_file);
     step(a, &(ev_t){.type = EV_START});
     return 0;
@@ -2177,7 +2268,7 @@ static void on_handle_closed(uv_handle_t *h)
     if (--a->handles > 0)
         return;
     a->started = 0;
-    say(a, "info", "stopped", "%s", "");
+    say(a, SFL_LOG_INFO, "stopped", "%s", "");
     if (a->stopped_cb != NULL)
         a->stopped_cb(a, a->stopped_ud); /* may free a */
 }

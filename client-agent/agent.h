@@ -134,6 +134,22 @@ uint32_t agent_eval_rows(const agent_t *a);
 
 /* ---- pieces, public for tests ------------------------------------------- */
 
+/* What an error means to the agent. */
+typedef enum {
+    AGENT_ERR_RETRY = 0, /* may pass: reconnect with backoff */
+    AGENT_ERR_PERMANENT, /* retrying cannot fix it: exit AGENT_EXIT_FATAL */
+    AGENT_ERR_REVOKED,   /* the coordinator revoked our certificate: likewise */
+    AGENT_ERR_EXPIRED    /* the coordinator's alert: our certificate is outside its
+                            validity dates by its clock; permanent when by ours too */
+} agent_err_t;
+
+/* Classifies an error during `what` ("connect", "join", a state name):
+ * status is a gRPC status (>= 0) or a negative sfl / -errno code, message
+ * its words (may be NULL). *fix is set to what to do about it (static
+ * text) for every class but AGENT_ERR_RETRY, where it is NULL. Pure. */
+agent_err_t agent_error_class(const char *what, int status, const char *message,
+                              const char **fix);
+
 /* What Join reports about data: rows, columns and, when the targets take at
  * most SFL_MSG_MAX_LABELS distinct values that are all integers, those
  * values ascending (class labels); otherwise nlabels 0 (regression).

@@ -23,6 +23,7 @@ void agent_config_default(agent_config_t *c)
     c->secagg_min_threshold = 2;
     c->secagg_min_degree = 16;
     c->secagg_max_colluders = AGENT_COLLUDERS_THIRD;
+    c->log_level = SFL_LOG_INFO;
 }
 
 static const struct {
@@ -113,6 +114,8 @@ int agent_config_set(agent_config_t *c, const char *key, const char *v)
         c->block_cols = (uint32_t)cols;
         return 0;
     }
+    if (strcmp(key, "log_level") == 0)
+        return sfl_log_level_parse(v, &c->log_level);
     if (strcmp(key, "conditions") == 0) {
         const char *p = v;
 
@@ -142,7 +145,8 @@ int agent_config_known(const char *key)
             return 1;
     /* The keys agent_config_set parses by hand. */
     return strcmp(key, "eval_fraction") == 0 || strcmp(key, "conditions") == 0 ||
-           strcmp(key, "max_epsilon") == 0 || strcmp(key, "block") == 0;
+           strcmp(key, "max_epsilon") == 0 || strcmp(key, "block") == 0 ||
+           strcmp(key, "log_level") == 0;
 }
 
 static int on_key(void *ud, const char *section, const char *key, const char *value)

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "sfl/error.h"
+#include "sfl/log.h"
 
 #define AGENT_PATH_MAX 1024
 #define AGENT_COLLUDERS_THIRD UINT64_MAX /* secagg_max_colluders = n/3 (the default) */
@@ -43,6 +44,7 @@ typedef struct agent_config {
     uint64_t secagg_max_colluders; /* c: t > (n + c) / 2; AGENT_COLLUDERS_THIRD: n / 3 */
     uint64_t secagg_test_weight;   /* tests only: scale the input as if this were the
                                       agent's public weight (a hostile member); 0 = never */
+    sfl_log_level_t log_level; /* lines below it are not written [info] */
 } agent_config_t;
 
 void agent_config_default(agent_config_t *c);

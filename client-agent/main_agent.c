@@ -9,12 +9,14 @@
 
 #include "agent.h"
 #include "config.h"
+#include "sfl/log.h"
 
 static const char usage_text[] =
     "usage: sfl-agent [--config FILE] [--KEY VALUE ...]\n"
     "Joins a federation: connects out to the coordinator over mutual TLS,\n"
     "trains on local data when selected and submits sealed, signed updates.\n"
-    "Logs one key=value line per event to stderr. SIGTERM or SIGINT stop it.\n"
+    "Logs one line per event to stderr, as the coordinator does (ts=... level=...\n"
+    "event=... key=value ...). SIGTERM or SIGINT stop it.\n"
     "\n"
     "  --config FILE              INI file with an [agent] section; its keys are the\n"
     "                             options below without dashes; flags win\n"
@@ -71,6 +73,9 @@ static const char usage_text[] =
     "  --secagg_test_weight W     tests only: a hostile member, scaling its secure\n"
     "                             aggregation input as if its weight were W\n"
     "                             (default 0: its public weight, as it must)\n"
+    "  --log_level LEVEL          debug, info, warn or error (default info: start,\n"
+    "                             connection changes, each job's start and end,\n"
+    "                             warnings; debug adds a few lines per round)\n"
     "  --version                  print the version\n"
     "  -h, --help                 this text\n"
     "\n"
@@ -78,9 +83,9 @@ static const char usage_text[] =
     "--KEY=VALUE works too. Exit status: 0 after a clean stop, 2 for a bad flag,\n"
     "value or config file, 1 when the agent cannot start (data, identity key,\n"
     "TLS files), 3 when it gave up on an error that retrying cannot fix (a\n"
-    "certificate refused either way, server_name not in the coordinator's\n"
-    "certificate, a coordinator key other than coordinator_pk); connection\n"
-    "failures and timeouts are retried with backoff.\n";
+    "certificate refused either way or revoked, server_name not in the\n"
+    "coordinator's certificate, a coordinator key other than coordinator_pk);\n"
+    "connection failures and timeouts are retried with backoff.\n";
 
 static void usage_error(const char *what, const char *detail)
 {
@@ -117,8 +122,7 @@ static void on_stopped(agent_t *a, void *ud)
 static void on_signal(uv_signal_t *h, int signum)
 {
     (void)h;
-    fprintf(stderr, "sfl-agent level=info event=signal signal=%s\n",
-            signum == SIGTERM ? "TERM" : "INT");
+    sfl_log(SFL_LOG_INFO, "signal", "signal=%s", signum == SIGTERM ? "TERM" : "INT");
     agent_stop(the_agent, on_stopped, NULL);
 }
 
@@ -178,13 +182,16 @@ int main(int argc, char **argv)
     }
     if (agent_config_check(&cfg) < 0)
         usage_error(sfl_last_error(), NULL);
+    sfl_log_set_level(cfg.log_level);
 
     /* Writes to a peer that went away must fail, not kill the agent. */
     signal(SIGPIPE, SIG_IGN);
     loop = uv_default_loop();
     if ((rc = agent_new(loop, &cfg, &the_agent)) < 0) {
-        fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s\"\n",
-                sfl_error_message(rc));
+        char q[600];
+
+        sfl_log(SFL_LOG_ERROR, "start_failed", "error=%s",
+                sfl_log_quote(sfl_error_message(rc), q, sizeof(q)));
         return 1;
     }
     uv_signal_init(loop, &sig_term);
@@ -193,8 +200,10 @@ int main(int argc, char **argv)
     uv_signal_start(&sig_int, on_signal, SIGINT);
     agent_set_fatal(the_agent, on_stopped, NULL);
     if ((rc = agent_start(the_agent)) < 0) {
-        fprintf(stderr, "sfl-agent level=error event=start_failed error=\"%s\"\n",
-                uv_strerror(rc));
+        char q[300];
+
+        sfl_log(SFL_LOG_ERROR, "start_failed", "error=%s",
+                sfl_log_quote(uv_strerror(rc), q, sizeof(q)));
         return 1;
     }
     uv_run(loop, UV_RUN_DEFAULT);

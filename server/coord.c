@@ -121,6 +121,24 @@ static void on_refused(const char *path, int status, const char *message, void *
     log_refused(ud, path, status, message);
 }
 
+/* A revoked certificate's connection lives this long without a call. */
+#define REVOKED_IDLE_MS 10000u
+
+/* A revoked certificate's call was answered (conn_open): the connection
+ * closes once the answer is written. Logged once, at conn_open. */
+static void revoked_refused(const char *path, int status, const char *message, void *ud)
+{
+    conn_t *k = ud;
+    char q[200];
+
+    (void)status;
+    (void)message;
+    coord_log(COORD_LOG_DEBUG, "revoked_answered", "addr=%s path=%s", k->addr,
+              coord_log_quote(path[0] ? path : "-", q, sizeof(q)));
+    if (k->g != NULL)
+        sfl_grpcconn_close(k->g);
+}
+
 void coord_fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SFL_PRINTF(3, 4);
 void coord_fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...)
 {
@@ -262,7 +280,8 @@ static void conn_open(sfl_conn_t *c, int admin)
     coord_t *co = sfl_conn_data(c);
     sfl_grpc_config_t gc;
     conn_t *k;
-    char q[200];
+    char q[200], why[128];
+    int revoked = 0;
 
     k = sfl__calloc(1, sizeof(*k));
     if (k == NULL) {
@@ -279,15 +298,14 @@ static void conn_open(sfl_conn_t *c, int admin)
         uint32_t dropped;
 
         co->tls_refused++;
+        revoked = 1;
         if (coord_refusal_log_ok(co, &dropped))
-            coord_log(COORD_LOG_WARN, "conn_refused", "addr=%s cn=%s error=revoked dropped=%u",
-                      k->addr, coord_log_quote(k->peer.cn, q, sizeof(q)), dropped);
-        sfl__free(k);
-        sfl_conn_set_data(c, NULL);
-        sfl_conn_abort(c);
-        return;
+            coord_log(COORD_LOG_WARN, "conn_refused",
+                      "addr=%s cn=%s fingerprint=%s error=revoked answer=%s dropped=%u", k->addr,
+                      coord_log_quote(k->peer.cn, q, sizeof(q)), k->peer.fingerprint,
+                      sfl_grpc_status_name(SFL_GRPC_STATUS_PERMISSION_DENIED), dropped);
     }
-    if (admin && (!k->has_peer || k->peer.role != SFL_ROLE_ADMIN)) {
+    if (!revoked && admin && (!k->has_peer || k->peer.role != SFL_ROLE_ADMIN)) {
         uint32_t dropped;
 
         co->tls_refused++;
@@ -312,6 +330,23 @@ static void conn_open(sfl_conn_t *c, int admin)
     gc.max_buffered = (uint32_t)co->cfg.max_buffered;
     gc.body_timeout_ms = (uint32_t)co->cfg.body_timeout_ms;
     gc.budget = co->budget;
+    if (revoked) {
+        /* A revoked certificate is told so, in a gRPC status on this TLS
+         * connection (the agent has verified our certificate: an on-path
+         * attacker can neither forge nor suppress it unnoticed), instead of
+         * an unauthenticated alert or a bare close that it would retry for
+         * ever (docs/security.md, "Binding and revocation"). It gets nothing
+         * else: every call is answered at its HEADERS, before any DATA is
+         * kept, and what it may cost is one stream, no request bytes and at
+         * most REVOKED_IDLE_MS; the first answer closes the connection. */
+        snprintf(why, sizeof(why), SFL_MSG_REVOKED " (fingerprint %s)", k->peer.fingerprint);
+        gc.refuse_status = SFL_GRPC_STATUS_PERMISSION_DENIED;
+        gc.refuse_message = why;
+        gc.on_refused = revoked_refused;
+        gc.max_streams = 1;
+        if (gc.idle_timeout_ms > REVOKED_IDLE_MS)
+            gc.idle_timeout_ms = REVOKED_IDLE_MS;
+    }
     {
         static const sfl_grpcconn_cbs_t cbs = {NULL, conn_freed};
 

@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "sfl/error.h"
+#include "sfl/log.h"
 #include "sfl/msg.h"
 
 #define COORD_PATH_MAX 1024
@@ -143,25 +144,18 @@ void coord_shutdown(coord_t *c, uint64_t timeout_ms, void (*done)(coord_t *c, vo
  * identity). NULL does nothing. */
 void coord_free(coord_t *c);
 
-/* ---- logging (stderr, "ts=... level=... event=... k=v ...") ------------- */
+/* ---- logging: sfl/log.h's lines on stderr ("ts=... level=... event=... k=v ...") ----
+ * The coordinator's names for the shared module (libsfl/src/core/log.c), which
+ * the agent uses too; values from peers must go through coord_log_quote. */
 
-typedef enum {
-    COORD_LOG_DEBUG = 0,
-    COORD_LOG_INFO,
-    COORD_LOG_WARN,
-    COORD_LOG_ERROR
-} coord_log_level_t;
-
-/* SFL_EINVAL for a name other than debug, info, warn, error. */
-int coord_log_level_parse(const char *name, coord_log_level_t *out) SFL_MUST_CHECK;
-void coord_log_set_level(coord_log_level_t level);
-/* fmt gives the key=value pairs after event; values from peers must go
- * through coord_log_quote. */
-void coord_log(coord_log_level_t level, const char *event, const char *fmt, ...)
-    SFL_PRINTF(3, 4);
-/* s as a log value: bare if it is non-empty printable ASCII without space,
- * '"' or '=', else double-quoted with '"' and '\' escaped and other bytes
- * outside 0x20..0x7e as \xNN; truncated to fit cap. Returns out. */
-const char *coord_log_quote(const char *s, char *out, size_t cap);
+typedef sfl_log_level_t coord_log_level_t;
+#define COORD_LOG_DEBUG SFL_LOG_DEBUG
+#define COORD_LOG_INFO SFL_LOG_INFO
+#define COORD_LOG_WARN SFL_LOG_WARN
+#define COORD_LOG_ERROR SFL_LOG_ERROR
+#define coord_log_level_parse sfl_log_level_parse
+#define coord_log_set_level sfl_log_set_level
+#define coord_log sfl_log
+#define coord_log_quote sfl_log_quote
 
 #endif

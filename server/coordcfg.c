@@ -1,5 +1,5 @@
 /* The coordinator's configuration ([coordinator] keys, their checks and
- * help) and its key=value log lines. */
+ * help). */
 #include "coord.h"
 
 #include <errno.h>
@@ -11,90 +11,6 @@
 #include <time.h>
 
 #include "sfl/error.h"
-
-/* ---- logging ---------------------------------------------------------------- */
-
-static coord_log_level_t log_level = COORD_LOG_INFO;
-static const char *const level_names[] = {"debug", "info", "warn", "error"};
-
-int coord_log_level_parse(const char *name, coord_log_level_t *out)
-{
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, level_names[i]) == 0) {
-            *out = (coord_log_level_t)i;
-            return 0;
-        }
-    return sfl__fail(SFL_EINVAL, "log_level: '%s' is not debug, info, warn or error", name);
-}
-
-void coord_log_set_level(coord_log_level_t level)
-{
-    log_level = level;
-}
-
-void coord_log(coord_log_level_t level, const char *event, const char *fmt, ...)
-{
-    char line[2048], ts[32];
-    struct timespec now;
-    struct tm tm;
-    va_list ap;
-    int n;
-
-    if (level < log_level)
-        return;
-    clock_gettime(CLOCK_REALTIME, &now);
-    gmtime_r(&now.tv_sec, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-    n = snprintf(line, sizeof(line), "ts=%s.%03ldZ level=%s event=%s", ts,
-                 now.tv_nsec / 1000000, level_names[level], event);
-    if (fmt && *fmt && n > 0 && (size_t)n + 1 < sizeof(line)) {
-        line[n++] = ' ';
-        va_start(ap, fmt);
-        vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    /* One write per line, so concurrent writers do not interleave. */
-    fprintf(stderr, "%s\n", line);
-}
-
-const char *coord_log_quote(const char *s, char *out, size_t cap)
-{
-    size_t o = 0;
-    int bare = s[0] != '\0';
-
-    for (const char *p = s; *p && bare; p++)
-        if (*p <= ' ' || *p > '~' || *p == '"' || *p == '=')
-            bare = 0;
-    if (cap == 0)
-        return out;
-    if (bare) {
-        snprintf(out, cap, "%s", s);
-        return out;
-    }
-    if (cap < 3) {
-        out[0] = '\0';
-        return out;
-    }
-    out[o++] = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[5];
-        size_t n;
-
-        if (*p == '"' || *p == '\\')
-            n = (size_t)snprintf(esc, sizeof(esc), "\\%c", *p);
-        else if (*p < 0x20 || *p > 0x7e)
-            n = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", *p);
-        else
-            n = (size_t)snprintf(esc, sizeof(esc), "%c", *p);
-        if (o + n + 2 > cap)
-            break;
-        memcpy(out + o, esc, n);
-        o += n;
-    }
-    out[o++] = '"';
-    out[o] = '\0';
-    return out;
-}
 
 /* ---- configuration ------------------------------------------------------------ */
 

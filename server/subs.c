@@ -85,7 +85,7 @@ void coord_dismiss_idle(coord_t *co)
             continue;
         use = coord_usable(co, a);
         send_wait(co, a, (uint32_t)(use ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms),
-                  use ? "no round started within the hold time" : "no running job for this agent");
+                  use ? "no round started within the hold time" : SFL_MSG_WAIT_NO_JOB);
     }
 }
 

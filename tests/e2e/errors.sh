@@ -2,7 +2,9 @@
 # Errors a user can act on, from the real programs: unknown options, INI
 # errors naming file, line, key and reason, the state directory lock, the
 # coordinator's --check of its certificates, and the agent giving up (exit
-# 3) on errors that retrying cannot fix while it keeps retrying others.
+# 3) on errors that retrying cannot fix (another CA, an expired certificate,
+# a wrong server_name or role, another coordinator key) while it keeps
+# retrying others.
 set -eu
 . tests/e2e/lib.sh
 
@@ -26,6 +28,7 @@ for p in sfl-coordinator sfl-agent sflctl sfl-sim; do
 done
 expect 2 "option '--config' needs a value" "$BIN/sfl-coordinator" --config
 expect 2 "option '--ca' needs a value" "$BIN/sfl-agent" --ca
+expect 2 "log_level: 'loud' is not debug, info, warn or error" "$BIN/sfl-agent" --log-level loud
 expect 2 "option '--ca' needs a value" "$BIN/sflctl" --ca
 expect 2 "option '--tau' needs a value" "$BIN/sfl-sim" --tau
 
@@ -166,6 +169,43 @@ A="$t/pki/agent/agent-0"
 agent "$t/pki/ca.crt" 127.0.0.1 "$t/other/agent/intruder.crt" "$t/other/agent/intruder.key" \
     "$PK" other-ca.log
 grep -q 'refused this agent.s certificate' "$t/other-ca.log" || fail "other CA: no hint"
+# A certificate of the federation's CA that expired in 2020 (openssl ca sets
+# past dates): the coordinator's alert says so, this machine's clock agrees,
+# so retrying cannot help (issue 24, item 4).
+cat > "$t/ca.cnf" <<EOF_CA
+[ ca ]
+default_ca = d
+[ d ]
+database = $t/ca-index
+new_certs_dir = $t
+serial = $t/ca-serial
+policy = any
+default_md = sha256
+unique_subject = no
+[ any ]
+organizationName = optional
+organizationalUnitName = optional
+commonName = supplied
+[ v3_client ]
+basicConstraints = critical, CA:false
+keyUsage = critical, digitalSignature
+extendedKeyUsage = clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+EOF_CA
+: > "$t/ca-index"
+echo 01 > "$t/ca-serial"
+{ openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$t/old.key" &&
+  openssl req -new -key "$t/old.key" -subj "/O=sfl/OU=agent/CN=agent-old" -out "$t/old.csr" &&
+  openssl ca -batch -config "$t/ca.cnf" -cert "$t/pki/ca.crt" -keyfile "$t/pki/ca.key" \
+      -preserveDN -startdate 20200101000000Z -enddate 20200108000000Z -extensions v3_client \
+      -notext -in "$t/old.csr" -out "$t/old.crt"; } > "$t/expired-ca.out" 2>&1 ||
+    fail "cannot make an expired certificate: $(cat "$t/expired-ca.out")"
+agent "$t/pki/ca.crt" 127.0.0.1 "$t/old.crt" "$t/old.key" "$PK" expired.log
+grep -q "alert certificate expired" "$t/expired.log" || fail "expired: not the coordinator's alert"
+grep -q "fix=\"this agent's certificate is outside its validity dates by the coordinator's clock and by this device's" "$t/expired.log" ||
+    fail "expired: no hint"
+grep "event=fatal" "$t/expired.log"
 agent "$t/other/ca.crt" 127.0.0.1 "$A.crt" "$A.key" "$PK" wrong-ca.log
 grep -q "certificate verify failed" "$t/wrong-ca.log" || fail "wrong CA: no reason"
 agent "$t/pki/ca.crt" coordinator.example.org "$A.crt" "$A.key" "$PK" wrong-name.log

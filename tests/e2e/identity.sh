@@ -11,8 +11,10 @@
 # cannot prove it holds the key: refused at Join without a proof, with a
 # proof by its own key, and with a proof replayed from another connection,
 # before the revocation and after it. `sflctl agent revoke agent-0` revokes
-# the bound certificate: its connection closes, it is refused at connect from
-# then on (also after a coordinator restart: persisted), and the new
+# the bound certificate: its connection closes, every later connection of it
+# is answered PERMISSION_DENIED "certificate revoked (fingerprint ...)" over
+# TLS and closed (also after a coordinator restart: persisted), so the agent
+# says so once and exits 3 (issue 24, item 4), and the new
 # certificate binds at its next Join with agent-0's own key (a renewed
 # certificate), keeping agent-0's id. The coordinator refuses to revoke its
 # own certificate and the admin certificate the call comes with (issue 23,
@@ -121,9 +123,17 @@ $CTL agent revoke agent-0 > "$t/revoke.out" 2>&1 || fail "sflctl agent revoke: $
 cat "$t/revoke.out"
 grep -q "^revoked certificate $fp_old (agent agent-0); 1 connection closed$" "$t/revoke.out" ||
     fail "unexpected sflctl output"
-refused() { grep -q "event=conn_refused .*cn=agent-0 error=revoked" "$t/coord.log"; }
+refused() { grep -q "event=conn_refused .*cn=agent-0 fingerprint=$fp_old error=revoked answer=PERMISSION_DENIED" "$t/coord.log"; }
 wait_for 5 refused || fail "the revoked certificate was not refused at connect"
-kill "$agent_0" 2> /dev/null || true
+# The running agent-0 is told, over TLS, and gives up for good (issue 24, item 4).
+gone0() { ! kill -0 "$agent_0" 2> /dev/null; }
+wait_for 5 gone0 || fail "the revoked agent-0 did not exit"
+wait "$agent_0" && rc=0 || rc=$?
+[ "$rc" -eq 3 ] || fail "the revoked agent-0 exited with $rc, not 3"
+said="event=fatal during=join status=PERMISSION_DENIED .*fix=\"the coordinator revoked this agent's certificate (fingerprint $fp_old): ask the operator for a new one; exiting\" exit_status=3"
+[ "$(grep -c "$said" "$t/agent-0.log")" -eq 1 ] || fail "agent-0 did not say once that it was revoked"
+[ "$(grep -c "event=fatal" "$t/agent-0.log")" -eq 1 ] || fail "agent-0 logged more than one fatal line"
+grep "$said" "$t/agent-0.log"
 # The window the review used: the name is released, the impostor comes first.
 impostor after-revoke
 second
@@ -147,10 +157,16 @@ port=$(sed -n 's/.*event=started .* port=\([0-9]*\) .*/\1/p' "$t/coord.log" | ta
     --ca "$t/pki/ca.crt" --cert "$t/old.crt" --key "$t/old.key" --coordinator_pk "$PK" \
     --data "libsvm:$t/data/client-0.svm" --state_dir "$t/old-state" \
     --backoff_min_ms 100 --backoff_max_ms 500 >> "$t/old.log" 2>&1 &
-pids="$pids $!"
-refused_again() { [ "$(grep -c "event=conn_refused .*cn=agent-0 error=revoked" "$t/coord.log")" -ge 2 ]; }
+old=$!
+pids="$pids $old"
+refused_again() { [ "$(grep -c "event=conn_refused .*cn=agent-0 fingerprint=$fp_old error=revoked" "$t/coord.log")" -ge 2 ]; }
 wait_for 5 refused_again || fail "the revoked certificate is accepted after a restart"
+gone_old() { ! kill -0 "$old" 2> /dev/null; }
+wait_for 5 gone_old || fail "the revoked certificate's agent did not exit after the restart"
+wait "$old" && rc=0 || rc=$?
+[ "$rc" -eq 3 ] || fail "the revoked certificate's agent exited with $rc, not 3"
+[ "$(grep -c "$said" "$t/old.log")" -eq 1 ] || fail "the revoked certificate's agent did not say why"
 echo "PASS: a second certificate for agent-0 refused at Join; an impostor with agent-0's public" \
     "key refused before and after the revocation; the coordinator's and the caller's" \
-    "certificates not revocable; revoked: cut off, refused at connect after a restart too;" \
+    "certificates not revocable; revoked: cut off, told so, exit 3, after a restart too;" \
     "the new certificate bound as agent $id0 with agent-0's key"

@@ -112,7 +112,7 @@ done
 
 # ---- real agents finish the job ----------------------------------------------------------
 step "real agents finish the job"
-for i in 0 1; do start_agent $i; done
+for i in 0 1; do start_agent $i --log_level debug; done # every ack is read
 finished() { grep -q "event=job_state job=1 state=finished" "$t/coord.log"; }
 wait_for 30 finished || fail "the job did not finish with the real agents"
 grep -q "event=round_committed job=1 round=$ROUNDS .* accepted=2 " "$t/coord.log" ||

@@ -88,7 +88,8 @@ start_hostile() { # $1 = attack
         --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$HONEST.crt" \
         --key "$t/pki/agent/agent-$HONEST.key" --coordinator_pk "$PK" \
         --data "libsvm:$t/data/client-$HONEST.svm" --state_dir "$t/agent-$HONEST" \
-        --backoff_min_ms 100 --backoff_max_ms 500 >> "$t/hostile-$1.log" 2>&1 &
+        --backoff_min_ms 100 --backoff_max_ms 500 --log_level debug \
+        >> "$t/hostile-$1.log" 2>&1 &
     hostile_pid=$!
     pids="$pids $hostile_pid"
 }

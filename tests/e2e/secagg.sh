@@ -81,6 +81,7 @@ while [ $i -lt $N ]; do
     1) start_agent $i --secagg_test_stop 2 ;;
     2) start_agent $i --secagg_test_stop 3 ;;
     3) start_agent $i --secagg_test_stop 5 ;;
+    0 | 4) start_agent $i --log_level debug ;; # their secagg_round lines are read
     *) start_agent $i ;;
     esac
     i=$((i + 1))
@@ -108,7 +109,7 @@ last=$(taken)
 st="$t/agent-4/secagg-1.state"
 [ "$(wc -c < "$st")" -eq 832 ] || fail "agent-4's state is $(wc -c < "$st") bytes"
 [ "$(od -An -t u8 -j 16 -N 8 "$st" | tr -d ' ')" = "$last" ] || fail "agent-4's state: not round $last"
-start_agent 4
+start_agent 4 --log_level debug # its secagg_round lines are read
 after() { [ "$(taken)" -gt "$last" ]; }
 wait_for 60 after || fail "the restarted agent-4 took no round after $last"
 finished() { grep -q "event=job_state job=1 state=finished" "$t/coord.log"; }

@@ -63,7 +63,7 @@ EOF2
 step "a member inflating its weight: its attempts fail unattributably, it is cornered, the job commits"
 start_coordinator
 sflctl_config
-start_agent 0 --secagg_test_weight 800
+start_agent 0 --secagg_test_weight 800 --log_level debug # secagg_round lines are read
 for i in 1 2 3; do start_agent $i; done
 ended() { grep -Eq "event=job_state job=1 state=(finished|paused|failed)" "$t/coord.log"; }
 wait_for 120 ended || fail "job 1 did not end: $($CTL jobs 2>&1)"
@@ -107,7 +107,7 @@ grep -E "event=(aggregation_failed|round_unattributable|suspects_left_out|round_
 step "the same job with every member honest: the rounds commit"
 kill "$agent_0"
 wait "$agent_0" 2> /dev/null || true
-start_agent 0
+start_agent 0 --log_level debug
 job honest > "$t/honest.ini"
 $CTL job create "$t/honest.ini" > "$t/create.log" 2>&1 || fail "job create: $(cat "$t/create.log")"
 done_job() { grep -q "event=job_state job=2 state=finished" "$t/coord.log"; }

@@ -75,7 +75,7 @@ vagent() { # $1 agent number, $2 shard, further args to sfl-agent
     _s=$2
     shift 2
     start_agent "$_a" --data "libsvm:$t/data/client-$_s.svm" --block "$(block "$_s")" \
-        --ids_file "$t/data/client-$_s.ids" "$@"
+        --ids_file "$t/data/client-$_s.ids" --log_level debug "$@" # vertical_round lines are read
 }
 # agent-4 holds block 3 with other sample ids; agent-5 block 0 shifted by a column
 awk '{ print $1 + 1000 }' "$t/data/client-3.ids" > "$t/other.ids"

@@ -38,6 +38,8 @@ for p in sfl-sim sfl-coordinator sfl-agent sflctl; do ln -s "$abs/$p" "$r/build/
 port=$(pick_port)
 mport=$((port + 1))
 sed -i "s/:7443\$/:$port/; s/:9464\$/:$mport/" "$r"/deploy/local/*.ini
+# The checks below read the agents' per-round lines (training, wait): debug.
+for a in 0 1; do echo "log_level = debug" >> "$r/deploy/local/agent-$a.ini"; done
 grep -q ":$port\$" "$r/deploy/local/coordinator.ini" || fail "deploy/local/coordinator.ini has no listen = ...:7443"
 
 # The script a user's shell would run: each line, preceded by its step and

@@ -1348,7 +1348,6 @@ static void test_agent_trains_and_submits(void **state)
     assert_int_equal(st->trained, 1);
     assert_int_equal(st->tasks_refused, 0);
     assert_int_equal(st->backoffs, 0);
-    assert_true(log_has("event=ack job=1 round=3 attempt=0 status=accepted"));
     /* Idle heartbeats every heartbeat_ms (the agent's 50 ms beats the
      * coordinator's 1000). */
     RUN_UNTIL(S.heartbeats >= 3);
@@ -1357,9 +1356,47 @@ static void test_agent_trains_and_submits(void **state)
     assert_true(sfl_msg_tags_has(&S.hb.conditions, "mains_power"));
     assert_int_equal(S.joins, 1);
     assert_int_equal(S.subscribes, 1);
+    /* The coordinator has no running job for it any more: the job ended. */
+    {
+        sfl_wait_t w = {.retry_after_ms = 60000};
+        sfl_grpc_call_t *sub = S.held;
+        uint8_t *buf;
+        size_t n;
+
+        snprintf(w.reason, sizeof(w.reason), "%s", SFL_MSG_WAIT_NO_JOB);
+        assert_non_null(sub);
+        S.held = NULL;
+        assert_int_equal(sfl_msg_wait_pack(&w, &buf, &n), 0);
+        assert_int_equal(sfl_grpc_send(sub, buf, n), 0);
+        sfl_msg_buf_free(buf);
+        assert_int_equal(sfl_grpc_finish(sub, SFL_GRPC_STATUS_OK, NULL), 0);
+        RUN_UNTIL(log_has("event=job_end"));
+    }
+    /* At info, the default (issue 24, item 6): the coordinator's line
+     * format, the job's start and end, no line per round. */
+    assert_true(log_has("level=info event=job_start job=1 round=3 algorithm="));
+    assert_true(log_has("level=info event=job_end job=1 tasks=1 last_round=3 "
+                        "reason=\"no running job for this agent\""));
+    assert_true(log_has("level=info event=joined "));
+    assert_false(log_has("event=ack "));
+    assert_false(log_has("event=training "));
+    assert_false(log_has("event=trained "));
+    assert_false(log_has("event=submitting "));
+    assert_false(log_has("event=wait "));
+    assert_false(log_has("sfl-agent level="));
     stop_agent();
     RUN_UNTIL(S.closed == S.accepted);
     assert_true(log_has("event=stopped"));
+    {
+        char line[2048];
+
+        /* every line starts with its UTC time */
+        fflush(S.log);
+        rewind(S.log);
+        while (fgets(line, sizeof(line), S.log))
+            assert_true(strncmp(line, "ts=20", 5) == 0 && strstr(line, "Z level=") == line + 26);
+        fseek(S.log, 0, SEEK_END);
+    }
 }
 
 static void test_agent_refuses_bad_signature(void **state)
@@ -1409,6 +1446,7 @@ static void test_agent_wait_resubscribes(void **state)
     S.script[S.nscript++] = SUB_WAIT;
     S.script[S.nscript++] = SUB_TASK;
     agent_cfg(&c, "st-wait", reg_path);
+    c.log_level = SFL_LOG_DEBUG; /* the per-round lines too */
     start_agent(&c);
     RUN_UNTIL(S.payload != NULL);
     assert_int_equal(S.subscribes, 2);
@@ -1426,6 +1464,10 @@ static void test_agent_wait_resubscribes(void **state)
     assert_int_equal(S.joins, 1);
     assert_int_equal(agent_stats(S.agent)->backoffs, 0);
     expect_payload_is_reference(reg_path);
+    RUN_UNTIL(log_has("level=debug event=ack job=1 round=3 attempt=0 status=accepted"));
+    assert_true(log_has("level=debug event=wait retry_after_ms=150 reason=\"not selected\""));
+    assert_true(log_has("level=debug event=training job=1 round=3 "));
+    assert_true(log_has("level=debug event=submitting job=1 round=3 "));
     stop_agent();
 }
 
@@ -1560,6 +1602,64 @@ static void test_agent_rejects_unpinned_coordinator(void **state)
     S.join_wrong_key = 0;
 }
 
+/* Which errors end the agent (exit 3) and which are retried (issue 24,
+ * item 4): a revoked certificate, said in a gRPC status on the verified
+ * connection, on any call; the coordinator's alert on our expired
+ * certificate (final when our clock agrees: decided by the agent);
+ * certificates refused for what they are; the rest is retried. */
+static void test_agent_error_class(void **state)
+{
+    static const struct {
+        const char *what;
+        int status;
+        const char *message;
+        agent_err_t want;
+        const char *fix; /* a piece of it, or NULL */
+    } cases[] = {
+        {"join", SFL_GRPC_STATUS_PERMISSION_DENIED,
+         SFL_MSG_REVOKED " (fingerprint 00ff)", AGENT_ERR_REVOKED, "revoked this agent's"},
+        {"subscribed", SFL_GRPC_STATUS_UNAUTHENTICATED, SFL_MSG_REVOKED, AGENT_ERR_REVOKED,
+         "ask the operator"},
+        /* the words without the status, or another status: not revoked */
+        {"subscribed", SFL_GRPC_STATUS_UNAVAILABLE, SFL_MSG_REVOKED, AGENT_ERR_RETRY, NULL},
+        {"connect", -ECONNRESET, SFL_MSG_REVOKED, AGENT_ERR_RETRY, NULL},
+        /* what the old coordinator left an agent with: retried */
+        {"join", -EPIPE, "Broken pipe", AGENT_ERR_RETRY, NULL},
+        {"join", -ENOTCONN, "Transport endpoint is not connected", AGENT_ERR_RETRY, NULL},
+        {"connect", -EPROTO, "tls read 1.2.3.4:7443: sslv3 alert certificate expired",
+         AGENT_ERR_EXPIRED, "validity dates"},
+        /* the coordinator's certificate expired by our clock: retried */
+        {"connect", -EPROTO, "tls handshake x: certificate verify failed (certificate has expired)",
+         AGENT_ERR_RETRY, NULL},
+        {"connect", SFL_ECERT, "tls read x: tlsv1 alert unknown ca", AGENT_ERR_PERMANENT,
+         "does not know the CA"},
+        {"connect", SFL_ECERT, "tls read x: sslv3 alert bad certificate", AGENT_ERR_PERMANENT,
+         "refused this agent's certificate"},
+        {"connect", SFL_ECERT, "tls handshake x: certificate verify failed (hostname mismatch)",
+         AGENT_ERR_PERMANENT, "server_name"},
+        {"join", SFL_GRPC_STATUS_PERMISSION_DENIED, "/sfl.v1.Coordinator/Join needs a "
+         "certificate with role agent, not admin", AGENT_ERR_PERMANENT, "role"},
+        {"join", SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down", AGENT_ERR_RETRY,
+         NULL},
+        {"connect", -ETIMEDOUT, NULL, AGENT_ERR_RETRY, NULL},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *fix = "unset";
+        agent_err_t got = agent_error_class(cases[i].what, cases[i].status, cases[i].message,
+                                            &fix);
+
+        if (got != cases[i].want)
+            fail_msg("case %zu (%s): class %d, want %d", i, cases[i].message ? cases[i].message
+                     : "-", (int)got, (int)cases[i].want);
+        if (cases[i].fix == NULL)
+            assert_null(fix);
+        else
+            assert_non_null(strstr(fix, cases[i].fix));
+    }
+}
+
 static void test_agent_stop_while_reconnecting(void **state)
 {
     agent_config_t c;
@@ -1578,6 +1678,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_backoff_delay),
+        cmocka_unit_test(test_agent_error_class),
         cmocka_unit_test(test_agent_summarize),
         cmocka_unit_test_setup_teardown(test_agent_task_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_matches_client_round, setup,

@@ -1,5 +1,7 @@
 /* server/agentsvc.c: Join, Subscribe and the roles that gate the services, on
  * the in-process coordinator (coordfx.h). */
+#include <sodium.h>
+
 #include "coordfx.h"
 
 /* Join binds the certificate; roles gate the services. */
@@ -244,6 +246,20 @@ static void test_coord_join_proof(void **state)
     a1->id = NULL;
     fx_agent_join(twin, "agent/twin");
     assert_int_equal(twin->agent_id, id1);
+    /* the revoked certificate connects again: its call is answered with
+     * the revocation and its fingerprint (issue 24, item 4), then the
+     * connection closes; it never joins */
+    {
+        char want[128], hex[65];
+
+        fx_cli_close(&a1->cli);
+        fx_cli_connect(&a1->cli, "agent/a1");
+        sodium_bin2hex(hex, sizeof(hex), a1->cli.cert_sha256, 32);
+        snprintf(want, sizeof(want), SFL_MSG_REVOKED " (fingerprint %s)", hex);
+        join_expect(&a1->cli, twin->id, NULL, NULL, SFL_GRPC_STATUS_PERMISSION_DENIED, want);
+        fx_run_until(&a1->cli.closed);
+        assert_int_equal(twin->agent_id, id1);
+    }
     sfl_identity_free(other);
 }
 

@@ -36,7 +36,8 @@ static void test_config_load_and_check(void **state)
     snprintf(text, sizeof(text),
              "; an agent\n[agent]\ncoordinator = 10.0.0.1:7443\nca = ca.pem\ncert = a.pem\n"
              "key = a.key\ncoordinator_pk = %s\ndata = libsvm:/data/shard.svm\n"
-             "conditions = mains_power,unmetered\nbackoff_max_ms = 30000\n", pk);
+             "conditions = mains_power,unmetered\nbackoff_max_ms = 30000\n"
+             "log_level = warn\n", pk);
     char *path = write_tmp(text);
     agent_config_default(&c);
     assert_int_equal(agent_config_load(&c, path), 0);
@@ -45,10 +46,20 @@ static void test_config_load_and_check(void **state)
     assert_int_equal(c.nconditions, 2);
     assert_string_equal(c.conditions[0], "mains_power");
     assert_int_equal(c.backoff_max_ms, 30000);
+    assert_int_equal(c.log_level, SFL_LOG_WARN);
     assert_int_equal(agent_config_check(&c), 0);
     /* Flags set keys the same way and override the file. */
     assert_int_equal(agent_config_set(&c, "coordinator", "localhost:1"), 0);
     assert_string_equal(c.coordinator, "localhost:1");
+    /* log_level: the coordinator's four names, info by default */
+    agent_config_default(&c);
+    assert_int_equal(c.log_level, SFL_LOG_INFO);
+    assert_int_equal(agent_config_known("log_level"), 1);
+    assert_int_equal(agent_config_set(&c, "log_level", "debug"), 0);
+    assert_int_equal(c.log_level, SFL_LOG_DEBUG);
+    assert_int_equal(agent_config_set(&c, "log_level", "verbose"), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "is not debug, info, warn or error"));
+    assert_int_equal(c.log_level, SFL_LOG_DEBUG);
 }
 
 static void test_config_errors(void **state)

@@ -694,6 +694,47 @@ static void test_grpc_roles_and_sizes_before_body(void **state)
     assert_int_equal(sfl_replace_allocator(NULL, NULL, NULL), 0);
 }
 
+/* A peer that may call nothing (refuse_status: a revoked certificate) gets
+ * the status and message on every path, known or not, when the HEADERS
+ * end: no handler runs and its body is never kept. */
+static void test_grpc_refuse_every_call(void **state)
+{
+    static result_t r[3];
+    static uint8_t req[200000];
+    sfl_grpc_config_t revoked = {.now_ms = fake_clock, .peer_roles = 1u << 2,
+                                 .peer_role_name = "admin",
+                                 .refuse_status = SFL_GRPC_STATUS_PERMISSION_DENIED,
+                                 .refuse_message = "certificate revoked (fingerprint ab12)"};
+    sfl_grpc_config_t bad = {.refuse_status = 17};
+    const char *paths[] = {"/t.Svc/Echo", "/t.Svc/Admin", "/t.Svc/Nope"};
+    sfl_grpc_session_t *s = NULL;
+    pair_t p;
+
+    (void)state;
+    memset(r, 0, sizeof(r));
+    assert_int_equal(sfl_grpc_server_new(&bad, methods, N_METHODS, &sctx, &s), SFL_EINVAL);
+    assert_null(s);
+    assert_int_equal(sfl_replace_allocator(track_malloc, track_realloc, free), 0);
+    pair_open(&p, &revoked, NULL);
+    pump(&p);
+    biggest = 0;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sfl_grpc_call_unary(p.cli, paths[i], req, sizeof(req), 0, c_unary,
+                                             &r[i], NULL),
+                         0);
+    pump(&p);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(r[i].done, 1);
+        assert_int_equal(r[i].status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+        assert_string_equal(r[i].message, "certificate revoked (fingerprint ab12)");
+    }
+    assert_int_equal(sctx.handled, 0);
+    assert_true(biggest < sizeof(req) / 4);
+    assert_int_equal(sfl_grpc_session_buffered(p.srv), 0);
+    pair_close(&p);
+    assert_int_equal(sfl_replace_allocator(NULL, NULL, NULL), 0);
+}
+
 /* Two connections, four big requests each, a shared budget for one request:
  * the bytes held never pass the budgets by more than a receive window per
  * connection, and every request is served in turn. Before the budgets the
@@ -1847,6 +1888,7 @@ int main(void)
         cmocka_unit_test(test_grpc_client_cancel_seen_by_server),
         cmocka_unit_test(test_grpc_oversized_message),
         cmocka_unit_test(test_grpc_roles_and_sizes_before_body),
+        cmocka_unit_test(test_grpc_refuse_every_call),
         cmocka_unit_test(test_grpc_message_at_limit),
         cmocka_unit_test(test_grpc_buffer_budgets),
         cmocka_unit_test(test_grpc_budget_no_head_of_line),

@@ -136,6 +136,13 @@ typedef struct {
     /* server: budget shared with other sessions (the process-wide bound on
      * buffered request bytes); NULL = none */
     sfl_grpc_budget_t *budget;
+    /* server: a peer that may call nothing (a revoked certificate). When
+     * non-zero, every well-formed request, whatever its path, is answered
+     * with this status and refuse_message (copied, cut to 255 bytes) as soon
+     * as its HEADERS end: no handler runs and none of its DATA is kept. The
+     * refusal goes through on_refused like any other [0: serve normally] */
+    int refuse_status;
+    const char *refuse_message;
 } sfl_grpc_config_t;
 
 /* Server side. The handler owns `call` from the moment it is invoked until it

@@ -61,6 +61,13 @@ _Static_assert(SFL_MSG_HASH_BYTES == SFL_SEAL_HASH_BYTES && SFL_MSG_HASH_BYTES =
 #define SFL_MSG_TAG_LEN 32     /* one tag: 1..31 of [a-z0-9_.:-] + NUL */
 #define SFL_MSG_MAX_TAGS 16    /* tags per set */
 #define SFL_MSG_MAX_LABELS 256 /* SFL_LOSS_MAX_CLASSES (loss.h; asserted in algo.c) */
+/* The grpc-message, after PERMISSION_DENIED, with which the coordinator
+ * answers every call of a revoked certificate, followed by " (fingerprint
+ * HEX)"; an agent that reads it stops for good (docs/protocol.md). */
+#define SFL_MSG_REVOKED "certificate revoked"
+/* The reason of the Wait the coordinator paces an agent away with when no
+ * running job can use it: an agent that worked for a job knows it ended. */
+#define SFL_MSG_WAIT_NO_JOB "no running job for this agent"
 /* Byte cap of every message that carries no vector and no list. */
 #define SFL_MSG_CONTROL_MAX 65536
 /* The signature context of tasks: the coordinator signs the task bytes with

@@ -201,6 +201,9 @@ struct sfl_grpc_session {
     uint32_t max_buffered;
     uint32_t body_ms;
     sfl_grpc_budget_t *budget;
+    /* every request answered with this status and message (config) */
+    int refuse_status;
+    char refuse_msg[256];
     /* request bytes reserved by admitted calls, and waiting in pend */
     size_t reserved, pending;
     const sfl_grpc_method_t *methods;
@@ -1101,6 +1104,8 @@ static void server_headers_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
         reject(s, c, 200, SFL_GRPC_STATUS_UNIMPLEMENTED, "compression is not supported");
     } else if (c->hdr & HDR_BAD_TIMEOUT) {
         reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, "malformed grpc-timeout");
+    } else if (s->refuse_status != 0) {
+        reject(s, c, 200, s->refuse_status, s->refuse_msg);
     } else if (c->method == NULL) {
         snprintf(msg, sizeof(msg), "unknown method %s", c->path);
         reject(s, c, 200, SFL_GRPC_STATUS_UNIMPLEMENTED, msg);
@@ -1675,6 +1680,12 @@ static int config(sfl_grpc_session_t *s, const sfl_grpc_config_t *cfg)
     s->peer_role_name = cfg->peer_role_name;
     s->body_ms = cfg->body_timeout_ms ? cfg->body_timeout_ms : DEF_BODY_MS;
     s->budget = cfg->budget;
+    if (cfg->refuse_status < 0 || cfg->refuse_status > SFL_GRPC_STATUS_UNAUTHENTICATED)
+        return sfl__fail(SFL_EINVAL, "grpc: refuse_status %d is not a gRPC status",
+                         cfg->refuse_status);
+    s->refuse_status = cfg->refuse_status;
+    snprintf(s->refuse_msg, sizeof(s->refuse_msg), "%s",
+             cfg->refuse_message ? cfg->refuse_message : "");
     if (s->max_message > UINT32_MAX / 2 - SFL_GRPCFRAME_PREFIX)
         return sfl__fail(SFL_EINVAL, "grpc: max_message %u too large", s->max_message);
     s->max_queued = cfg->max_queued ? cfg->max_queued : 2 * s->max_message;
