@@ -49,7 +49,8 @@ size_t coord_plot_pick(size_t n, size_t max, size_t *idx)
 }
 
 /* Plot geometry in SVG user units (the viewBox). */
-enum { W = 560, H = 220, LEFT = 64, RIGHT = 12, TOP = 28, BOTTOM = 30 };
+/* The title on the first line, the legend on the second, then the frame. */
+enum { W = 560, H = 230, LEFT = 64, RIGHT = 12, TOP = 40, BOTTOM = 30 };
 
 static double px(double x, double x0, double x1)
 {
@@ -66,7 +67,7 @@ void coord_html_plot(coord_text_t *t, const char *title, const double *x, size_t
 {
     size_t idx[COORD_PLOT_POINTS], m = coord_plot_pick(n, COORD_PLOT_POINTS, idx);
     double y0 = INFINITY, y1 = -INFINITY;
-    double lx = LEFT + 150;
+    double lx = LEFT;
 
     for (size_t s = 0; s < ns; s++)
         for (size_t k = 0; k < m; k++) {
@@ -94,7 +95,7 @@ void coord_html_plot(coord_text_t *t, const char *title, const double *x, size_t
     coord_text_printf(t,
                       "</title><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
                       "fill=\"#fafafa\" stroke=\"#999\"/>"
-                      "<text x=\"%d\" y=\"16\" class=\"pt\">",
+                      "<text x=\"%d\" y=\"13\" class=\"pt\">",
                       LEFT, TOP, W - LEFT - RIGHT, H - TOP - BOTTOM, LEFT);
     coord_html_text(t, title);
     coord_text_printf(t, "</text>");
@@ -139,10 +140,10 @@ void coord_html_plot(coord_text_t *t, const char *title, const double *x, size_t
         }
         if (any)
             coord_text_printf(t, "\"/>");
-        /* the legend: a swatch and the label, left to right after the title */
+        /* the legend: a swatch and the label, left to right under the title */
         coord_text_printf(t,
-                          "<rect x=\"%.0f\" y=\"8\" width=\"10\" height=\"10\" fill=\"%s\"/>"
-                          "<text x=\"%.0f\" y=\"17\">",
+                          "<rect x=\"%.0f\" y=\"20\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                          "<text x=\"%.0f\" y=\"29\">",
                           lx, series[s].color, lx + 14);
         coord_html_text(t, series[s].label);
         coord_text_printf(t, "%s</text>", any ? "" : " (none)");

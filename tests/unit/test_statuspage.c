@@ -59,8 +59,9 @@ static long polyline_points(size_t k, double *x0, double *x1)
 
         assert_int_equal(sscanf(p, "%lf,%lf%n", &x, &y, &used), 2);
         assert_true(isfinite(x) && isfinite(y));
-        /* inside the plot frame (viewBox 560 x 220) */
-        assert_true(x >= 0 && x <= 560 && y >= 0 && y <= 220);
+        /* inside the plot frame (viewBox 560 x 230, the frame below the
+         * title and legend) */
+        assert_true(x >= 64 && x <= 548 && y >= 40 && y <= 200);
         if (n == 0)
             *x0 = x;
         *x1 = x;
