@@ -3,7 +3,8 @@
  * eligibility), subs.c (Subscribe streams), driver.c (the round driver),
  * jobs.c (job creation and loading), coordwrite.c (writes to the store's
  * writer, writer.h), agentsvc.c (Join, Subscribe), submit.c (SubmitUpdate,
- * Heartbeat), admin.c (the Admin service), coordmetrics.c (/metrics).
+ * Heartbeat), admin.c (the Admin service), coordmetrics.c (/metrics),
+ * coordstatus.c (the status page at /).
  * Internal: the programs use coord.h; unit tests of the modules use this. */
 #ifndef COORD_COORD_INT_H
 #define COORD_COORD_INT_H
