@@ -75,6 +75,11 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     suspects_text(j, st);
 }
 
+void coord_job_status(const job_t *j, sfl_job_status_t *st)
+{
+    job_status(j, st);
+}
+
 static sfl_job_status_t *all_job_status(const coord_t *co, uint32_t *n)
 {
     uint32_t cnt = co->njobs > co->lim.max_items ? co->lim.max_items : (uint32_t)co->njobs;

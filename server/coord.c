@@ -630,6 +630,19 @@ out:
     return rc;
 }
 
+/* The metrics listener's pages (plain HTTP, loopback by default:
+ * docs/security.md). The status page forbids everything but its own inline
+ * style, so a string that escaping missed still could not run or load. */
+#define STATUS_HEADERS                                                                     \
+    "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; "             \
+    "frame-ancestors 'none'\r\nX-Content-Type-Options: nosniff\r\n"                        \
+    "Cache-Control: no-store\r\nReferrer-Policy: no-referrer\r\n"
+static const coord_http_page_t http_pages[] = {
+    {"/metrics", "text/plain; version=0.0.4; charset=utf-8", NULL, coord_render_metrics},
+    {"/", "text/html; charset=utf-8", STATUS_HEADERS, coord_render_status},
+    {"/status", "text/html; charset=utf-8", STATUS_HEADERS, coord_render_status},
+};
+
 int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
 {
     static const double agg_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60};
@@ -713,8 +726,9 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     }
     if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
         if ((rc = coord_addr_parse(cfg->metrics_listen, &ss)) < 0 ||
-            (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, coord_render_metrics,
-                                        co, &co->metrics)) < 0) {
+            (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, http_pages,
+                                        sizeof(http_pages) / sizeof(http_pages[0]), co,
+                                        &co->metrics)) < 0) {
             char detail[512];
 
             snprintf(detail, sizeof(detail), "%s", sfl_last_error());
@@ -869,6 +883,7 @@ void coord_free(coord_t *co)
         coord_agent_free(co->agents[i]);
     sfl__free(co->agents);
     sfl__free(co->by_name);
+    coord_status_free(co->status);
     coord_store_close(co->store);
     sfl_identity_free(co->id);
     sfl_tls_free(co->tls);

@@ -3,7 +3,8 @@
  * eligibility), subs.c (Subscribe streams), driver.c (the round driver),
  * jobs.c (job creation and loading), coordwrite.c (writes to the store's
  * writer, writer.h), agentsvc.c (Join, Subscribe), submit.c (SubmitUpdate,
- * Heartbeat), admin.c (the Admin service), coordmetrics.c (/metrics).
+ * Heartbeat), admin.c (the Admin service), coordmetrics.c (/metrics),
+ * coordstatus.c (the status page at /).
  * Internal: the programs use coord.h; unit tests of the modules use this. */
 #ifndef COORD_COORD_INT_H
 #define COORD_COORD_INT_H
@@ -37,6 +38,7 @@ typedef struct conn conn_t;
 typedef struct agent agent_t;
 typedef struct job job_t;
 typedef struct attempt_key attempt_key_t;
+typedef struct coord_status coord_status_t;
 
 /* An agent's dataset summary as Join gave it, with only its own labels
  * (sfl_dataset_summary_t has room for SFL_MSG_MAX_LABELS: 2 KiB an agent). */
@@ -209,6 +211,7 @@ struct coord {
     sfl_listener_t *admin;    /* admin_listen's, or NULL */
     coord_metrics_srv_t *metrics;
     int metrics_open;
+    coord_status_t *status;   /* the status page's rounds, kept between requests */
     uv_timer_t tick, stop_timer;
     int handles;              /* our uv handles not yet closed (timers) */
     conn_t *conns;
@@ -521,5 +524,12 @@ void coord_suspect_text(const job_t *j, const uint64_t *ids, uint32_t n, char *o
 
 /* coordmetrics.c: the /metrics page (metrics.h's render callback). */
 int coord_render_metrics(coord_text_t *t, void *ud);
+
+/* coordstatus.c: the status page at / and /status (metrics.h's render
+ * callback; ud is the coordinator), and what it keeps between requests. */
+int coord_render_status(coord_text_t *t, void *ud);
+void coord_status_free(coord_status_t *s);
+/* admin.c: JobStatus of job j, as Status and ListJobs answer it. */
+void coord_job_status(const job_t *j, sfl_job_status_t *st);
 
 #endif

@@ -63,7 +63,8 @@ static const struct {
     S("state_dir", state_dir, "DIR",
       "coordinator.db and the identity key coordinator.key (default /var/lib/sfl)"),
     S("metrics_listen", metrics_listen, "HOST:PORT",
-      "Prometheus /metrics over plain HTTP (default 127.0.0.1:9464; off = none)"),
+      "Prometheus /metrics and the read-only status page / over plain HTTP (default "
+      "127.0.0.1:9464; off = none)"),
     S("admin_listen", admin_listen, "HOST:PORT",
       "a listener of its own for sflctl (mutual TLS, admin certificates only), so a flood of "
       "the agents' listener cannot delay it (default 127.0.0.1:7444; off = none)"),

@@ -59,6 +59,33 @@ void coord_text_printf(coord_text_t *t, const char *fmt, ...)
     t->len += (size_t)n;
 }
 
+void coord_text_add(coord_text_t *t, const char *s, size_t n)
+{
+    if (t->err)
+        return;
+    if (t->buf == NULL || n >= t->cap - t->len) {
+        size_t cap = t->cap ? t->cap : 1024;
+        char *nb;
+
+        while (cap - t->len <= n) {
+            if (cap > SIZE_MAX / 2) {
+                t->err = SFL_ENOMEM;
+                return;
+            }
+            cap *= 2;
+        }
+        if ((nb = sfl__reallocarray(t->buf, cap, 1)) == NULL) {
+            t->err = SFL_ENOMEM;
+            return;
+        }
+        t->buf = nb;
+        t->cap = cap;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+}
+
 void coord_text_family(coord_text_t *t, const char *name, const char *type, const char *help)
 {
     coord_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -108,7 +135,8 @@ struct coord_metrics_srv {
     uv_loop_t *loop;
     uv_tcp_t tcp;
     coord_metrics_opts_t opts;
-    coord_metrics_render_cb render;
+    const coord_http_page_t *pages;
+    uint32_t npages;
     void *ud;
     client_t *clients;
     uint32_t nclients;
@@ -178,9 +206,10 @@ static void on_written(uv_write_t *wr, int status)
     client_close(wr->data);
 }
 
-/* Queues the whole response and closes after it is written. */
-static void respond(client_t *c, int code, const char *reason, const char *extra,
-                    const char *body, size_t blen, int head_only)
+/* Queues the whole response and closes after it is written; ctype NULL:
+ * plain text. */
+static void respond(client_t *c, int code, const char *reason, const char *ctype,
+                    const char *extra, const char *body, size_t blen, int head_only)
 {
     coord_text_t t;
     uv_buf_t b;
@@ -191,10 +220,8 @@ static void respond(client_t *c, int code, const char *reason, const char *extra
     coord_text_printf(&t,
                       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                       "Connection: close\r\n%s\r\n",
-                      code, reason,
-                      code == 200 ? "text/plain; version=0.0.4; charset=utf-8"
-                                  : "text/plain; charset=utf-8",
-                      blen, extra ? extra : "");
+                      code, reason, ctype ? ctype : "text/plain; charset=utf-8", blen,
+                      extra ? extra : "");
     if (!head_only && blen > 0 && t.err == 0) {
         /* Body through "%.*s" would stop at a NUL; append raw bytes. */
         size_t need = t.len + blen + 1;
@@ -230,7 +257,7 @@ static void respond(client_t *c, int code, const char *reason, const char *extra
 static void respond_text(client_t *c, int code, const char *reason, const char *extra,
                          const char *msg)
 {
-    respond(c, code, reason, extra, msg, strlen(msg), 0);
+    respond(c, code, reason, NULL, extra, msg, strlen(msg), 0);
 }
 
 /* Whether needle[0..n) occurs in h[0..len). */
@@ -242,7 +269,9 @@ static int contains(const char *h, size_t len, const char *needle, size_t n)
     return 0;
 }
 
-coord_http_req_t coord_metrics_parse(const char *req, size_t len, size_t max_request)
+coord_http_req_t coord_metrics_parse(const char *req, size_t len, size_t max_request,
+                                     const coord_http_page_t *pages, uint32_t npages,
+                                     uint32_t *page)
 {
     char method[8], target[64], version[16];
     char line[128];
@@ -268,13 +297,21 @@ coord_http_req_t coord_metrics_parse(const char *req, size_t len, size_t max_req
         return COORD_HTTP_BAD;
     if (strcmp(method, "HEAD") != 0 && strcmp(method, "GET") != 0)
         return COORD_HTTP_METHOD;
-    if (strcmp(target, "/metrics") != 0 && strncmp(target, "/metrics?", 9) != 0)
-        return COORD_HTTP_NOT_FOUND;
-    return strcmp(method, "HEAD") == 0 ? COORD_HTTP_HEAD : COORD_HTTP_GET;
+    for (uint32_t i = 0; i < npages; i++) {
+        size_t pl = strlen(pages[i].path);
+
+        if (strncmp(target, pages[i].path, pl) == 0 &&
+            (target[pl] == '\0' || target[pl] == '?')) {
+            *page = i;
+            return strcmp(method, "HEAD") == 0 ? COORD_HTTP_HEAD : COORD_HTTP_GET;
+        }
+    }
+    return COORD_HTTP_NOT_FOUND;
 }
 
-static void handle(client_t *c, coord_http_req_t r)
+static void handle(client_t *c, coord_http_req_t r, uint32_t page)
 {
+    const coord_http_page_t *p;
     coord_text_t t;
     int rc;
 
@@ -292,21 +329,32 @@ static void handle(client_t *c, coord_http_req_t r)
         return;
     case COORD_HTTP_METHOD:
         respond_text(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n",
-                     "only GET /metrics\n");
+                     "read-only: only GET and HEAD\n");
         return;
-    case COORD_HTTP_NOT_FOUND:
-        respond_text(c, 404, "Not Found", NULL, "only /metrics\n");
+    case COORD_HTTP_NOT_FOUND: {
+        coord_text_t l;
+
+        coord_text_init(&l);
+        coord_text_printf(&l, "not found; pages:");
+        for (uint32_t i = 0; i < c->m->npages; i++)
+            coord_text_printf(&l, " %s", c->m->pages[i].path);
+        coord_text_printf(&l, "\n");
+        respond_text(c, 404, "Not Found", NULL, l.err ? "not found\n" : l.buf);
+        coord_text_close(&l);
         return;
+    }
     case COORD_HTTP_GET:
     case COORD_HTTP_HEAD:
         break;
     }
+    p = &c->m->pages[page];
     coord_text_init(&t);
-    rc = c->m->render(&t, c->m->ud);
+    rc = p->render(&t, c->m->ud);
     if (rc == 0 && t.err == 0)
-        respond(c, 200, "OK", NULL, t.buf ? t.buf : "", t.len, r == COORD_HTTP_HEAD);
+        respond(c, 200, "OK", p->content_type, p->headers, t.buf ? t.buf : "", t.len,
+                r == COORD_HTTP_HEAD);
     else
-        respond_text(c, 500, "Internal Server Error", NULL, "cannot render metrics\n");
+        respond_text(c, 500, "Internal Server Error", NULL, "cannot render the page\n");
     coord_text_close(&t);
 }
 
@@ -324,6 +372,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     client_t *c = s->data;
+    coord_http_req_t r;
+    uint32_t page = 0;
 
     (void)b;
     if (nread < 0) {
@@ -333,7 +383,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (c->answered)
         return;
     c->len += (size_t)nread;
-    handle(c, coord_metrics_parse(c->req, c->len, c->m->opts.max_request));
+    r = coord_metrics_parse(c->req, c->len, c->m->opts.max_request, c->m->pages, c->m->npages,
+                            &page);
+    handle(c, r, page);
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -378,8 +430,8 @@ static void on_connection(uv_stream_t *server, int status)
 }
 
 int coord_metrics_srv_new(uv_loop_t *loop, const struct sockaddr *addr,
-                          const coord_metrics_opts_t *opts, coord_metrics_render_cb render,
-                          void *ud, coord_metrics_srv_t **out)
+                          const coord_metrics_opts_t *opts, const coord_http_page_t *pages,
+                          uint32_t npages, void *ud, coord_metrics_srv_t **out)
 {
     coord_metrics_srv_t *m;
     int rc;
@@ -389,7 +441,8 @@ int coord_metrics_srv_new(uv_loop_t *loop, const struct sockaddr *addr,
     if (m == NULL)
         return SFL_ENOMEM;
     m->loop = loop;
-    m->render = render;
+    m->pages = pages;
+    m->npages = npages;
     m->ud = ud;
     if (opts)
         m->opts = *opts;

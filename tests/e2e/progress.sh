@@ -2,9 +2,11 @@
 # What a user sees of a networked job's progress, with real processes on
 # loopback: three agents hold out a fifth of their rows (eval_fraction) and
 # report their train loss and held-out accuracy; the coordinator folds them
-# per round and shows them in sflctl jobs and watch, on /metrics, and as the
+# per round and shows them in sflctl jobs and watch, on /metrics, as the
 # per-round CSV of sflctl job history (one row per committed round, finite
-# train loss); sflctl model export writes text, libsvm, npy (read back with
+# train loss), and on the status page at / (headless Chromium: its DOM has
+# the job, a plot point and a table row per round; its screenshot a drawn
+# plot); sflctl model export writes text, libsvm, npy (read back with
 # numpy when python3-numpy is installed) and spcodec. Every wait is bounded
 # by an observed event.
 set -eu
@@ -122,6 +124,121 @@ grep -Eq '^sfl_job_train_loss\{job="1",name="progress"\} [0-9.e-]+$' "$t/metrics
     fail "no sfl_job_train_loss"
 grep -Eq '^sfl_job_eval_accuracy\{job="1",name="progress"\} [0-9.e-]+$' "$t/metrics.out" ||
     fail "no sfl_job_eval_accuracy"
+
+step "the status page: GET / in headless Chromium shows the job, its $ROUNDS rounds, plots"
+# The HTML as served: a page of its own (no script, nothing loaded from
+# elsewhere), read-only.
+/usr/bin/python3 - "$mport" "$t/status.html" <<'EOF3' || fail "status page over HTTP: see above"
+import http.client, re, sys
+port, out = int(sys.argv[1]), sys.argv[2]
+def req(method, path):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    c.request(method, path)
+    r = c.getresponse()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
+def need(cond, what):
+    if not cond:
+        sys.exit("status page: " + what)
+code, h, body = req("GET", "/")
+need(code == 200 and h["content-type"] == "text/html; charset=utf-8", "GET / %d %s" % (code, h))
+need(h.get("content-security-policy", "").startswith("default-src 'none'"), "no policy: %s" % h)
+need("<script" not in body.lower(), "a script")
+need(not re.findall(r'(?:src|href|action)="[^"#]', body), "loads or links elsewhere")
+need(set(re.findall(r'https?://[^" ]*', body)) <= {"http://www.w3.org/2000/svg"}, "an outside URL")
+open(out, "w").write(body)
+code, h, page = req("GET", "/status?x=1")
+need(code == 200 and "<h1>sfl coordinator</h1>" in page, "GET /status %d" % code)
+code, h, body = req("HEAD", "/")
+need(code == 200 and body == "", "HEAD / %d, %d bytes" % (code, len(body)))
+code, h, body = req("POST", "/")
+need(code == 405 and h.get("allow") == "GET, HEAD", "POST / %d %s" % (code, h))
+need(req("GET", "/nope")[0] == 404, "GET /nope")
+print("status page over HTTP: %d bytes of HTML; HEAD 200, POST 405, /nope 404" % len(open(out).read()))
+EOF3
+# Chromium renders it: its DOM and a 1200x900 screenshot (kept in
+# build/status.png; docs/img/status.png is one), in one run. A private
+# profile, bounded by timeout; no sandbox (root in CI, no user namespaces in
+# containers), no GPU.
+chrome() {
+    timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+        --no-first-run --user-data-dir="$t/chromium" --window-size=1200,900 "$@" \
+        2>> "$t/chromium.log"
+}
+shot="$ROOT/build/status.png"
+rm -f "$shot"
+if ! command -v chromium > /dev/null; then
+    echo "skipped: status page in Chromium (chromium not installed: make deps-test)"
+elif ! chrome --dump-dom --screenshot="$shot" "http://127.0.0.1:$mport/" > "$t/status.dom" ||
+    ! grep -q "<body" "$t/status.dom"; then
+    # Chromium that cannot start at all (no /dev/shm, a broken install) is a
+    # skip; one that starts but cannot render the page is a failure.
+    chrome --dump-dom about:blank > "$t/blank.dom" && grep -q "<body" "$t/blank.dom" ||
+        skip_chromium=1
+    [ -n "${skip_chromium:-}" ] || fail "chromium cannot render the status page: $(tail -3 "$t/chromium.log")"
+    echo "skipped: status page in Chromium (chromium cannot start here: $(tail -2 "$t/chromium.log" | tr '\n' ' '))"
+else
+    [ -s "$shot" ] || fail "chromium wrote no screenshot: $(tail -3 "$t/chromium.log")"
+    /usr/bin/python3 - "$t/status.dom" "$ROUNDS" <<'EOF3' || fail "status page DOM: see above"
+import re, sys
+dom, rounds = open(sys.argv[1]).read(), int(sys.argv[2])
+def need(cond, what):
+    if not cond:
+        sys.exit("status page: " + what)
+row = re.search(r'<tr id="job-row-1">(.*?)</tr>', dom, re.S)
+need(row, "no row of job 1")
+cells = re.findall(r"<td>(.*?)</td>", row.group(1))
+need(cells[1:6] == ["progress", "fediterht", "logistic", "finished", "%d/%d" % (rounds, rounds)],
+     "job row " + str(cells))
+need(re.search(r"loss [0-9.e-]+, accuracy [0-9.]+ \(120 held out\)", row.group(1)), "progress")
+for series in ("train loss", "accuracy"):
+    m = re.search(r'<polyline[^>]*data-series="%s"[^>]*points="([^"]*)"' % series, dom)
+    need(m, "no polyline of " + series)
+    pts = m.group(1).split()
+    need(len(pts) == rounds, "%s: %d points, want %d" % (series, len(pts), rounds))
+    xs = [float(p.split(",")[0]) for p in pts]
+    need(xs == sorted(xs) and xs[0] < xs[-1], series + ": x not ascending")
+sec = re.search(r'<section class="job" id="job-1">(.*?)</section>', dom, re.S)
+need(sec, "no section of job 1")
+trs = re.findall(r"<tr><td>(\d+)</td>", sec.group(1))
+need(trs == [str(r) for r in range(rounds, 0, -1)], "rounds table: " + str(trs))
+need(len(re.findall(r"<td>agent-\d</td><td>yes</td>", dom)) == 3, "three connected agents")
+print("status page DOM: job 1 finished %d/%d, %d points per plot, %d rounds in its table"
+      % (rounds, rounds, rounds, len(trs)))
+EOF3
+    if /usr/bin/python3 -c "import PIL" 2> /dev/null; then
+        /usr/bin/python3 - "$shot" <<'EOF3' || fail "status page screenshot: see above"
+import sys
+from PIL import Image, ImageChops
+im = Image.open(sys.argv[1])
+if im.format != "PNG" or im.size != (1200, 900):
+    sys.exit("screenshot: %s %s, want a PNG of 1200x900" % (im.format, im.size))
+rgb = im.convert("RGB")
+# Where the pixels of a line's colour are (within a little: antialiasing):
+# its bounding box and how many.
+def where(colour, tol=12):
+    m = None
+    for band, c in zip(rgb.split(), colour):
+        b = band.point(lambda v, lo=c - tol, hi=c + tol: 255 if lo <= v <= hi else 0)
+        m = b if m is None else ImageChops.multiply(m, b)
+    return m.getbbox(), m.histogram()[255]
+# A line across its plot, more than a legend swatch; the loss falls from
+# log(2) (checked above), so its line is not flat.
+for name, colour, tall in (("train loss", (0x1f, 0x77, 0xb4), 40),
+                           ("accuracy", (0x2c, 0xa0, 0x2c), 0)):
+    b, n = where(colour)
+    if b is None or b[2] - b[0] < 300 or b[3] - b[1] < tall or n < 400:
+        sys.exit("screenshot: no %s line drawn (box %s, %d pixels)" % (name, b, n))
+b, n = where((0x1f, 0x77, 0xb4))
+colours = len(set(rgb.crop(b).getdata()))
+if colours < 8:
+    sys.exit("screenshot: the loss plot has %d colours" % colours)
+print("screenshot: PNG 1200x900, loss line over %dx%d px (%d pixels), %d colours in its box"
+      % (b[2] - b[0], b[3] - b[1], n, colours))
+EOF3
+    else
+        echo "skipped: status page screenshot check (python3-pil not installed: make deps-test)"
+    fi
+fi
 
 step "sflctl model export in every format"
 for f in text libsvm npy spcodec; do

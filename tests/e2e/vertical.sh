@@ -11,7 +11,8 @@
 #     last checkpoint, its privacy ledger counts the interrupted attempt in
 #     full, so the job stops with "privacy budget exhausted" before its
 #     last round instead of spending more than its epsilon;
-#   - the ledger shows in sflctl jobs and /metrics, and each agent keeps
+#   - the ledger shows in sflctl jobs, /metrics and the status page's plot
+#     of privacy spent per round, and each agent keeps
 #     its own (0600) and refuses a round past the job's budget.
 # Bounded: every wait has a timeout.
 set -eu
@@ -120,6 +121,29 @@ for i in 0 1 2 3; do
     [ "$(stat -c %a "$f")" = 600 ] || fail "$f is not 0600"
     grep -q "^reserved $((ROUNDS * S))$" "$f" || fail "agent-$i ledger: $(cat "$f")"
 done
+
+# The status page plots the ledger: a point per round, epsilon only growing.
+/usr/bin/python3 - "$mport" "$ROUNDS" <<'EOF3' || fail "status page of job 2: see above"
+import re, sys, urllib.request
+page = urllib.request.urlopen("http://127.0.0.1:%s/" % sys.argv[1], timeout=5).read().decode()
+rounds = int(sys.argv[2])
+sec = re.search(r'<section class="job" id="job-2">(.*?)</section>', page, re.S)
+if not sec:
+    sys.exit("status page: no section of job 2")
+for series in ("epsilon spent", "epsilon spent (RDP)"):
+    m = re.search(r'data-series="%s" points="([^"]*)"' % re.escape(series), sec.group(1))
+    if not m:
+        sys.exit("status page: job 2 has no %s plot" % series)
+    ys = [float(p.split(",")[1]) for p in m.group(1).split()]
+    # SVG's y grows downwards: spent epsilon never falls
+    if len(ys) != rounds or any(b > a for a, b in zip(ys, ys[1:])):
+        sys.exit("status page: %s: %d points %s, want %d rising" % (series, len(ys), ys, rounds))
+if not re.search(r'<tr id="job-row-2">.*?<td>1 of 1 \(rdp [0-9.e+]+\)</td>', page):
+    sys.exit("status page: job 2's row has no privacy spent")
+if "epsilon spent" in re.search(r'<section class="job" id="job-1">(.*?)</section>', page, re.S).group(1):
+    sys.exit("status page: job 1 (no noise) plots privacy")
+print("status page: job 2 plots epsilon spent over %d rounds" % rounds)
+EOF3
 
 step "kill -9 of the coordinator mid-job: the ledger counts the lost attempt"
 # agent-3 now allows its data epsilon 0.5 of the job's 1: it answers the

@@ -1,13 +1,13 @@
-/* libFuzzer: the coordinator's /metrics HTTP request parser
- * (coord_metrics_parse, server/metrics.h), as the endpoint drives it: the
- * request arrives in reads of arbitrary size and is classified after each.
+/* libFuzzer: the metrics listener's HTTP request parser (coord_metrics_parse,
+ * server/metrics.h) with the coordinator's pages, as the endpoint drives it:
+ * the request arrives in reads of arbitrary size and is classified after each.
  * Byte 0 picks the read size and the request limit, the rest is what the
  * client sends; the bytes are copied to a buffer of exactly their length,
  * so ASan sees any read past it.
  *
  * Beyond "no crash": once a prefix is decided (anything but INCOMPLETE),
- * every longer prefix gets the same answer unless it exceeds the limit
- * (the endpoint stops reading there, but the parser must not flip). */
+ * every longer prefix gets the same answer (and page) unless it exceeds the
+ * limit (the endpoint stops reading there, but the parser must not flip). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +16,17 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The coordinator's paths (server/coord.c); "/" must not match the others. */
+static const coord_http_page_t pages[] = {
+    {"/metrics", "text/plain", NULL, NULL},
+    {"/", "text/html", NULL, NULL},
+    {"/status", "text/html", NULL, NULL},
+};
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     coord_http_req_t first = COORD_HTTP_INCOMPLETE;
+    uint32_t first_page = 0;
     size_t step, max, off = 0;
     char *req;
 
@@ -39,8 +47,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (exact == NULL)
             abort();
         memcpy(exact, req, off);
-        coord_http_req_t r = coord_metrics_parse(exact, off, max);
+        uint32_t page = UINT32_MAX;
+        coord_http_req_t r = coord_metrics_parse(exact, off, max, pages, 3, &page);
         free(exact);
+        if ((r == COORD_HTTP_GET || r == COORD_HTTP_HEAD) && page >= 3)
+            abort();
         if ((unsigned)r > COORD_HTTP_TOO_LARGE)
             abort();
         if (r == COORD_HTTP_TOO_LARGE) {
@@ -48,10 +59,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             break;
         }
-        if (first != COORD_HTTP_INCOMPLETE && r != first)
+        if (first != COORD_HTTP_INCOMPLETE &&
+            (r != first || ((r == COORD_HTTP_GET || r == COORD_HTTP_HEAD) && page != first_page)))
             abort();
-        if (first == COORD_HTTP_INCOMPLETE)
+        if (first == COORD_HTTP_INCOMPLETE) {
             first = r;
+            first_page = page;
+        }
     } while (off < size);
     free(req);
     return 0;
