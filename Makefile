@@ -12,7 +12,8 @@
 #   make bench-peer Flower (FLOWER_SRC: its v1.10.0 tag) and sfl on the same
 #                   job -> results/peer-flower.md
 #   make reproduce  the papers' experiments -> results/REPORT.md
-#   make install    PREFIX=/usr/local DESTDIR= (UNITDIR, MANDIR, DOCDIR)
+#   make install    PREFIX=/usr/local DESTDIR= (LIBDIR, UNITDIR, MANDIR, DOCDIR):
+#                   programs, libsfl.so and .a, headers, sfl.pc (docs/library.md)
 #
 # V=1 shows full command lines. CROSS=aarch64-linux-gnu- (Raspberry Pi OS /
 # Debian arm64) or CROSS=arm-linux-gnueabihf- (armhf) cross-compiles into
@@ -184,7 +185,7 @@ PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN
 all: deps $(LIB) $(PROGRAMS)
 
 help:
-	@sed -n '2,18p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,20p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@./mk/deps.sh $(BUILD_PKGS)
