@@ -268,6 +268,7 @@ $(SHLIB): $(LIB_OBJ) $(PROTO_OBJ) $(SFL_MAP)
 # version.h itself): what make install and the image install.
 $(BUILD)/sfl-pki: deploy/pki/sfl-pki $(VERSION_H)
 	@mkdir -p $(@D)
+	@$(if $(Q),echo "  GEN     $@")
 	$(Q)sed 's/^SFL_VERSION=$$/SFL_VERSION=$(VERSION)/' $< > $@.tmp && chmod 755 $@.tmp && mv $@.tmp $@
 
 # Bash completion of every program, generated from its --help

@@ -34,7 +34,7 @@ make --no-print-directory BUILD="$BIN" DESTDIR="$D" PREFIX=$P install > "$t/inst
     fail "make install: $(tail -5 "$t/install.log")"
 grep -q '^ldconfig' "$t/install.log" && fail "ldconfig ran for a DESTDIR install"
 L=$D$P/lib
-[ -f "$L/libsfl.so.$VERSION" ] && [ ! -L "$L/libsfl.so.$VERSION" ] || fail "no $L/libsfl.so.$VERSION"
+{ [ -f "$L/libsfl.so.$VERSION" ] && [ ! -L "$L/libsfl.so.$VERSION" ]; } || fail "no $L/libsfl.so.$VERSION"
 [ "$(readlink "$L/libsfl.so.$MAJOR")" = "libsfl.so.$VERSION" ] || fail "libsfl.so.$MAJOR link"
 [ "$(readlink "$L/libsfl.so")" = "libsfl.so.$MAJOR" ] || fail "libsfl.so dev link"
 for f in "$L/libsfl.a" "$L/pkgconfig/sfl.pc" "$D$P/include/sfl/version.h" "$D$P/bin/sfl-pki" \
@@ -72,7 +72,7 @@ for h in "$D$P"/include/sfl/*.h; do
             > "$t/h.log" 2>&1 || fail "C++: sfl/${h##*/}: $(head -5 "$t/h.log")"
     fi
 done
-echo "$(ls "$D$P"/include/sfl/*.h | wc -l) headers"
+echo "$(find "$D$P/include/sfl" -name "*.h" | wc -l) headers"
 
 export PKG_CONFIG_SYSROOT_DIR="$D" PKG_CONFIG_PATH="$L/pkgconfig"
 [ "$(pkg-config --modversion sfl)" = "$VERSION" ] || fail "pkg-config --modversion sfl: $(pkg-config --modversion sfl 2>&1)"
@@ -162,7 +162,7 @@ expect() { # expected-word NAME WORD...
 expect pause sflctl sflctl --config x.ini job pa
 expect npy sflctl sflctl model export 1 out --format n
 expect fediterht sfl-sim sfl-sim --clients 4 --algo fedi
-expect fingerprint sfl-pki sfl-pki --days 30 fi
+expect fingerprint sfl-pki sfl-pki --days 30 'fi'
 expect --check sfl-coordinator sfl-coordinator --ch
 mkdir -p "$t/certs" && : > "$t/certs/agent-1.crt"
 expect "$t/certs/agent-1.crt" sfl-agent sfl-agent --cert "$t/certs/ag"
