@@ -7,10 +7,11 @@
 #
 #   deploy/completion/gen.sh NAME < HELP > FILE
 #
-# From --help it takes: options (an indented line starting "--opt" or
-# "-h, --opt", the placeholder after one space: *FILE*, PNG, DEST → file
-# names, *DIR* → directories, a|b|c → those words, anything else → a value
-# nobody can guess); choices written "--opt a|b|c" anywhere; commands (the
+# From --help it takes: options (every --opt in the text; what follows
+# one is read from its own indented line, "--opt ARG" or "-h, --opt", else
+# from "--opt ARG" elsewhere: ARG *FILE*, PNG, DEST, SPEC → file names,
+# *DIR* → directories, a|b|c → those words, any other ARG → a value nobody
+# can guess, none → a flag); choices written "--opt a|b|c" anywhere; commands (the
 # "Commands:" section: first word, and a second lowercase word as its
 # subcommand); the "algorithms:" section's names as --algo's choices.
 # The completing function itself is deploy/completion/sfl-complete.bash.
@@ -21,10 +22,26 @@ fn=_sfl_$(printf '%s' "$name" | tr -c 'A-Za-z0-9_\n' _)
 
 awk -v fn="$fn" -v name="$name" -v q="'" '
 function add(list, w) { return index(" " list " ", " " w " ") ? list : (list == "" ? w : list " " w) }
+# What the word after an option is, from its placeholder.
+function kind_of(arg) {
+    if (arg == "") return "flag"
+    if (arg ~ /DIR/) return "dir"
+    if (arg ~ /FILE|^PNG$|^DEST$|^CERT$|^SPEC$/) return "file"
+    return "value"
+}
 /^[A-Za-z].*:$/ { section = $0 }
 /^$/ { section = "" }
-# choices anywhere: --opt a|b|c
+# Anywhere (a command line, a note): every --opt is offered, "--opt ARG"
+# says what follows it unless its own line says otherwise.
 {
+    s = $0
+    while (match(s, /--[a-z][a-z0-9_-]*( [A-Z][A-Z0-9_:.,|-]*)?/)) {
+        m = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH)
+        o = m; sub(/ .*/, "", o); a = substr(m, length(o) + 2)
+        opts = add(opts, o)
+        if (!(o in kind)) kind[o] = kind_of(a)
+    }
+    # choices: --opt a|b|c
     s = $0
     while (match(s, /--[a-z][a-z0-9_-]*[ =][a-z0-9:]+(\|[a-z0-9:]+)+/)) {
         m = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH)
@@ -46,14 +63,18 @@ section == "algorithms:" && /^  [a-z]/ { algos = (algos == "" ? $1 : algos "," $
     rest = substr(line, length(opt) + 1)
     arg = ""
     if (rest ~ /^ [^ ]/) { arg = substr(rest, 2); sub(/ .*/, "", arg) }
-    if (arg == "") next
-    if (arg ~ /\|/ && arg !~ /[A-Z]/) { gsub(/\|/, ",", arg); if (!(opt in choice)) choice[opt] = arg }
-    else if (arg ~ /DIR/) dirs = add(dirs, opt)
-    else if (arg ~ /FILE|^PNG$|^DEST$|^CERT$|^SPEC$/) files = add(files, opt)
-    else values = add(values, opt)
+    if (arg ~ /\|/ && arg !~ /[A-Z]/) { gsub(/\|/, ",", arg); if (!(opt in choice)) choice[opt] = arg; arg = "X" }
+    kind[opt] = kind_of(arg)
 }
 END {
     if (algos != "" && !("--algo" in choice)) choice["--algo"] = algos
+    n = split(opts, ol, " ")
+    for (i = 1; i <= n; i++) {
+        o = ol[i]
+        if (kind[o] == "file") files = add(files, o)
+        else if (kind[o] == "dir") dirs = add(dirs, o)
+        else if (kind[o] == "value") values = add(values, o)
+    }
     for (o in choice) { ch = add(ch, o "=" choice[o]); values = add(values, o) }
     for (c in sub_) subs = add(subs, c "=" sub_[c])
     printf "# bash completion of %s, generated from its --help by deploy/completion/gen.sh.\n", name
