@@ -497,6 +497,8 @@ install: all $(MAN_PAGES)
 	install -m 644 $(wildcard deploy/*.ini.example) $(DESTDIR)$(DATADIR)/
 	install -m 644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 	install -m 644 deploy/raspberrypi/README.md $(DESTDIR)$(DOCDIR)/raspberrypi.md
+	install -d $(DESTDIR)$(DOCDIR)/examples/sfl-hello
+	install -m 644 examples/sfl-hello/* $(DESTDIR)$(DOCDIR)/examples/sfl-hello/
 ifneq ($(UNITS),)
 	install -d $(DESTDIR)$(UNITDIR)
 	for u in $(UNITS); do \

@@ -8,7 +8,8 @@
 #     (sfl__, protobuf-c's code) leaks;
 #   - every installed header compiles alone with -Wall -Werror as C11 and
 #     as C++ (g++), and a C++ program links and runs against libsfl.so;
-#   - examples/sfl-hello built with its 3-line Makefile through pkg-config
+#   - examples/sfl-hello, as installed in DOCDIR/examples, built with its
+#     3-line Makefile through pkg-config
 #     (PKG_CONFIG_SYSROOT_DIR, PKG_CONFIG_PATH into DESTDIR): dynamically
 #     (needs libsfl.so.X, runs with LD_LIBRARY_PATH into DESTDIR) and
 #     statically (pkg-config --static, libsfl.a: no libsfl.so needed), both
@@ -99,7 +100,9 @@ CXX
 fi
 
 step "examples/sfl-hello against the installed tree: shared"
-cp -r examples/sfl-hello "$t/hello"
+# The installed copy (DOCDIR/examples), as a user without the source has it.
+cp -r "$D$P/share/doc/sfl/examples/sfl-hello" "$t/hello"
+cmp "$t/hello/sfl-hello.c" examples/sfl-hello/sfl-hello.c || fail "installed example differs"
 make --no-print-directory -C "$t/hello" > "$t/hello.log" 2>&1 || fail "build: $(tail -5 "$t/hello.log")"
 readelf -d "$t/hello/sfl-hello" | grep -q "(NEEDED).*\[libsfl.so.$MAJOR\]" ||
     fail "sfl-hello does not need libsfl.so.$MAJOR: $(readelf -d "$t/hello/sfl-hello" | grep NEEDED)"
