@@ -25,7 +25,7 @@ COPY . .
 RUN make all \
  && install -d /out \
  && install -m 0755 -s build/sfl-coordinator build/sfl-agent build/sflctl build/sfl-sim /out/ \
- && install -m 0755 deploy/pki/sfl-pki /out/sfl-pki \
+ && install -m 0755 build/sfl-pki /out/sfl-pki \
  && install -m 0755 deploy/docker/entrypoint.sh /out/sfl-entrypoint
 
 # ---- runtime: the shared libraries the programs link (ldd, dpkg -S), openssl

@@ -12,7 +12,8 @@
 #   make bench-peer Flower (FLOWER_SRC: its v1.10.0 tag) and sfl on the same
 #                   job -> results/peer-flower.md
 #   make reproduce  the papers' experiments -> results/REPORT.md
-#   make install    PREFIX=/usr/local DESTDIR= (UNITDIR, MANDIR, DOCDIR)
+#   make install    PREFIX=/usr/local DESTDIR= (LIBDIR, UNITDIR, MANDIR, DOCDIR):
+#                   programs, libsfl.so and .a, headers, sfl.pc (docs/library.md)
 #
 # V=1 shows full command lines. CROSS=aarch64-linux-gnu- (Raspberry Pi OS /
 # Debian arm64) or CROSS=arm-linux-gnueabihf- (armhf) cross-compiles into
@@ -35,8 +36,11 @@ CFLAGS  ?= -O2 -g
 # armhf: its libraries are built that way (docs: deploy/raspberrypi).
 ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_FILE_OFFSET_BITS=64 $(WARN) -MMD -MP \
               -Ilibsfl/include -Ilibsfl/src $(CFLAGS)
-LDLIBS  := -linih -lsqlite3 -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
-           -llapacke -llapack -lblas -lz -lm
+# SFL_LIBS: what libsfl itself links (libsfl.so's NEEDED, sfl.pc); the
+# programs add the coordinator's store.
+SFL_LIBS := -linih -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
+            -llapacke -llapack -lblas -lz -lm
+LDLIBS  := -lsqlite3 $(SFL_LIBS)
 
 ifeq ($(SAN),1)
 ifneq ($(CROSS),)
@@ -181,7 +185,7 @@ PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN
 all: deps $(LIB) $(PROGRAMS)
 
 help:
-	@sed -n '2,18p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,20p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@./mk/deps.sh $(BUILD_PKGS)
@@ -227,6 +231,58 @@ FORCE:
 $(LIB): $(LIB_OBJ) $(PROTO_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+# ---- libsfl.so, the version, sfl-pki (issue 24 items 5, 8) -----------------
+# The version is defined once, in libsfl/include/sfl/version.h: the soname
+# (libsfl.so.MAJOR), the file name, sfl.pc, the man pages and sfl-pki's
+# --version read it from there.
+VERSION_H := libsfl/include/sfl/version.h
+sfl_ver    = $(shell sed -n 's/^\#define SFL_VERSION_$(1) \([0-9]*\)$$/\1/p' $(VERSION_H))
+SFL_MAJOR := $(call sfl_ver,MAJOR)
+VERSION   := $(SFL_MAJOR).$(call sfl_ver,MINOR).$(call sfl_ver,PATCH)
+SONAME    := libsfl.so.$(SFL_MAJOR)
+SHLIB     := $(BUILD)/libsfl.so.$(VERSION)
+SFL_MAP   := libsfl/libsfl.map
+
+# libsfl's objects are position-independent, so one set serves libsfl.a
+# (linked into the programs) and libsfl.so; -fno-semantic-interposition
+# lets the compiler inline and call directly inside the library as it does
+# without -fPIC (nobody interposes sfl_ functions). Cost measured in
+# docs/library.md: within noise. The programs' own objects are unchanged.
+$(LIB_OBJ) $(PROTO_OBJ): ALL_CFLAGS += -fPIC -fno-semantic-interposition
+# Objects compiled before they were -fPIC (a build directory older than
+# this rule) are rebuilt once: the stamp is newer than they are.
+$(LIB_OBJ) $(PROTO_OBJ): $(BUILD)/.pic-objects
+$(BUILD)/.pic-objects:
+	@mkdir -p $(@D) && touch $@
+
+# The ABI: only the public sfl_ names, in the version node of $(SFL_MAP);
+# -z defs: every symbol the library uses resolves in SFL_LIBS.
+$(SHLIB): $(LIB_OBJ) $(PROTO_OBJ) $(SFL_MAP)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=$(SFL_MAP) \
+	    -Wl,-z,defs -Wl,--as-needed -o $@ $(LIB_OBJ) $(PROTO_OBJ) $(SFL_LIBS)
+	$(Q)ln -sf $(@F) $(@D)/$(SONAME) && ln -sf $(SONAME) $(@D)/libsfl.so
+
+# sfl-pki with the version written in (in the source tree it reads
+# version.h itself): what make install and the image install.
+$(BUILD)/sfl-pki: deploy/pki/sfl-pki $(VERSION_H)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)sed 's/^SFL_VERSION=$$/SFL_VERSION=$(VERSION)/' $< > $@.tmp && chmod 755 $@.tmp && mv $@.tmp $@
+
+# Bash completion of every program, generated from its --help
+# (deploy/completion/gen.sh), so what --help lists is completed; native
+# builds only, as the man pages (the programs must run).
+COMPLETIONS := $(if $(CROSS),,$(patsubst %,$(BUILD)/completion/%,$(notdir $(PROGRAMS)) sfl-pki))
+$(BUILD)/completion/%: $(BUILD)/% deploy/completion/gen.sh deploy/completion/sfl-complete.bash
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)$< --help > $@.help && sh deploy/completion/gen.sh $* < $@.help > $@.tmp && \
+	    mv $@.tmp $@ && rm -f $@.help
+
+all: $(SHLIB) $(BUILD)/sfl-pki $(COMPLETIONS)
+# ---- end libsfl.so ------------------------------------------------------------
 
 $(COORD_LIB): $(COORD_OBJ)
 	@$(if $(Q),echo "  AR      $@")
@@ -384,19 +440,28 @@ footprint: deps-footprint
 reproduce: all deps-repro
 	$(Q)./sim/reproduce.sh $(SIM)
 
-# make install: programs, sfl-pki, libsfl, headers, systemd units (their
-# /usr/local/bin and /usr/local/share/doc/sfl paths rewritten to BINDIR and
-# DOCDIR), example configs, docs and, for native builds, man pages made by
-# help2man from each program's --help.
+# make install: programs, sfl-pki, libsfl (shared: libsfl.so.VERSION and
+# its soname and dev links; static: libsfl.a), headers, sfl.pc, bash
+# completion, systemd units (their /usr/local/bin and /usr/local/share/doc/sfl
+# paths rewritten to BINDIR and DOCDIR), example configs, docs and, for
+# native builds, man pages made by help2man from each program's --help.
+# LIBDIR is PREFIX/lib, on the loader's and pkg-config's default paths for
+# /usr/local; a package for /usr sets the multiarch one
+# (LIBDIR=/usr/lib/x86_64-linux-gnu); sfl.pc goes to LIBDIR/pkgconfig.
 BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+COMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
 DATADIR ?= $(PREFIX)/share/sfl
 DOCDIR  ?= $(PREFIX)/share/doc/sfl
 MANDIR  ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-VERSION := $(shell sed -n 's/^\#define COORD_VERSION "\(.*\)"/\1/p' server/coord.h)
 UNITS   := $(wildcard deploy/systemd/sfl-coordinator.service deploy/raspberrypi/sfl-agent.service)
 PKI_BIN := deploy/pki/sfl-pki
 MAN_PAGES := $(if $(CROSS),,$(patsubst %,$(BUILD)/man/%.1,$(notdir $(PROGRAMS) $(PKI_BIN))))
+# sfl.pc's paths relative to ${prefix} where they are under PREFIX.
+pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 MAN_NAME_sfl-coordinator := the sfl federation coordinator daemon
 MAN_NAME_sfl-agent := the sfl federated learning agent
 MAN_NAME_sflctl    := admin client of the sfl coordinator
@@ -405,32 +470,35 @@ MAN_NAME_sfl-pki   := the sfl federation CA and its certificates
 
 man: $(MAN_PAGES)
 
-# help2man reads --help through a wrapper that capitalises the first
-# "usage:" (help2man only knows "Usage:", and makes it the SYNOPSIS); the
-# version comes from coord.h, since sfl-sim and sfl-pki have no --version.
+# help2man reads --help and --version (every program has it, sfl-pki as
+# $(BUILD)/sfl-pki) through a wrapper that capitalises the first "usage:"
+# (help2man only knows "Usage:", and makes it the SYNOPSIS).
 $(BUILD)/man/%.1: $(BUILD)/% | deps-install
 	@mkdir -p $(@D)/wrap
 	@$(if $(Q),echo "  MAN     $@")
 	$(Q)printf '#!/bin/sh\n"%s" "$$@" | sed "1s/^usage:/Usage:/"\n' "$(abspath $<)" > $(@D)/wrap/$*
 	$(Q)chmod 755 $(@D)/wrap/$*
-	$(Q)help2man --no-info --version-string=$(VERSION) --name="$(MAN_NAME_$*)" \
-	    --output=$@ $(@D)/wrap/$*
-$(BUILD)/man/sfl-pki.1: $(PKI_BIN) | deps-install
-	@mkdir -p $(@D)
-	@$(if $(Q),echo "  MAN     $@")
-	$(Q)help2man --no-info --version-string=$(VERSION) \
-	    --name="$(MAN_NAME_sfl-pki)" --output=$@ $<
+	$(Q)help2man --no-info --name="$(MAN_NAME_$*)" --output=$@ $(@D)/wrap/$*
 
 install: all $(MAN_PAGES)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PREFIX)/lib \
-	    $(DESTDIR)$(PREFIX)/include/sfl $(DESTDIR)$(DATADIR)/experiments $(DESTDIR)$(DOCDIR)
-	install -m 755 $(PROGRAMS) $(PKI_BIN) $(DESTDIR)$(BINDIR)/
-	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 libsfl/include/sfl/*.h $(DESTDIR)$(PREFIX)/include/sfl/
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	    $(DESTDIR)$(INCLUDEDIR)/sfl $(DESTDIR)$(DATADIR)/experiments $(DESTDIR)$(DOCDIR)
+	install -m 755 $(PROGRAMS) $(BUILD)/sfl-pki $(DESTDIR)$(BINDIR)/
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libsfl.so
+	install -m 644 libsfl/include/sfl/*.h $(DESTDIR)$(INCLUDEDIR)/sfl/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call pc_path,$(LIBDIR))|' \
+	    -e 's|@INCLUDEDIR@|$(call pc_path,$(INCLUDEDIR))|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@LIBS_PRIVATE@|$(filter-out -luv,$(SFL_LIBS))|' libsfl/sfl.pc.in \
+	    > $(DESTDIR)$(PKGCONFIGDIR)/sfl.pc && chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/sfl.pc
 	install -m 644 sim/experiments/*.ini $(DESTDIR)$(DATADIR)/experiments/
 	install -m 644 $(wildcard deploy/*.ini.example) $(DESTDIR)$(DATADIR)/
 	install -m 644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 	install -m 644 deploy/raspberrypi/README.md $(DESTDIR)$(DOCDIR)/raspberrypi.md
+	install -d $(DESTDIR)$(DOCDIR)/examples/sfl-hello
+	install -m 644 examples/sfl-hello/* $(DESTDIR)$(DOCDIR)/examples/sfl-hello/
 ifneq ($(UNITS),)
 	install -d $(DESTDIR)$(UNITDIR)
 	for u in $(UNITS); do \
@@ -442,6 +510,14 @@ ifneq ($(MAN_PAGES),)
 	install -d $(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 endif
+ifneq ($(COMPLETIONS),)
+	install -d $(DESTDIR)$(COMPLETIONDIR)
+	install -m 644 $(COMPLETIONS) $(DESTDIR)$(COMPLETIONDIR)/
+endif
+	@# The loader's cache learns the new soname; not for a staged install
+	@# (DESTDIR) nor without root.
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig > /dev/null; then \
+	    echo ldconfig; ldconfig; fi
 
 include mk/fuzz.mk
 

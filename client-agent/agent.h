@@ -26,8 +26,9 @@
 #include "sfl/msg.h"
 #include "sfl/rng.h"
 #include "sfl/seal.h"
+#include "sfl/version.h"
 
-#define AGENT_VERSION "sfl-agent 0.1.0"
+#define AGENT_VERSION "sfl-agent " SFL_VERSION /* sfl/version.h */
 /* The identity key's file name inside state_dir. */
 #define AGENT_IDENTITY_FILE "identity.key"
 /* Largest client state file read back (state_dir/client-state-<job>.bin). */

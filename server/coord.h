@@ -26,9 +26,10 @@
 #include "sfl/error.h"
 #include "sfl/log.h"
 #include "sfl/msg.h"
+#include "sfl/version.h"
 
 #define COORD_PATH_MAX 1024
-#define COORD_VERSION "0.1.0"
+#define COORD_VERSION SFL_VERSION /* sfl/version.h */
 
 typedef struct coord coord_t;
 

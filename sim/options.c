@@ -11,6 +11,7 @@
 
 #include "sfl/algo.h"
 #include "sfl/ini.h"
+#include "sfl/version.h"
 #include "sim.h"
 
 #define PARAM_OPT_BASE 1024
@@ -221,6 +222,7 @@ static void usage(FILE *f)
         fprintf(f, "  %-20s %s\n", lhs, opts[i].help);
     }
     fprintf(f, "  --list-params        every algorithm's parameters as markdown tables\n"
+               "  --version            print the version\n"
                "  -h, --help           this text\n\n"
                "algorithm parameters (each algorithm's table; a value for a parameter the\n"
                "algorithm does not have is ignored with a note):\n");
@@ -359,7 +361,7 @@ static void defaults(sim_cfg_t *cfg)
 
 int sim_options(int argc, char **argv, sim_cfg_t *cfg)
 {
-    struct option lo[NOPTS + sizeof(param_opts) / sizeof(param_opts[0]) + 4];
+    struct option lo[NOPTS + sizeof(param_opts) / sizeof(param_opts[0]) + 5];
     const char *config = NULL;
     size_t nlo = 0;
     int c;
@@ -376,6 +378,7 @@ int sim_options(int argc, char **argv, sim_cfg_t *cfg)
     lo[nlo++] = (struct option){"config", required_argument, NULL, 'c'};
     lo[nlo++] = (struct option){"help", no_argument, NULL, 'h'};
     lo[nlo++] = (struct option){"list-params", no_argument, NULL, 'L'};
+    lo[nlo++] = (struct option){"version", no_argument, NULL, 'V'};
     lo[nlo] = (struct option){NULL, 0, NULL, 0};
 
     /* Pass 1: --help and --config only, so flags override the file. */
@@ -387,6 +390,10 @@ int sim_options(int argc, char **argv, sim_cfg_t *cfg)
         }
         if (c == 'L') {
             sim_list_params(stdout);
+            exit(0);
+        }
+        if (c == 'V') {
+            printf("sfl-sim %s\n", SFL_VERSION);
             exit(0);
         }
         if (c == 'c')

@@ -26,6 +26,10 @@
 #include "sfl/topk.h"
 #include "sfl/vec.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Parameters, declared once per algorithm (docs/design.md section 3).
  *
  * Each algorithm keeps its parameters in a struct of its own (doubles and
@@ -62,7 +66,7 @@ typedef struct sfl_param_def {
 
 typedef struct sfl_algo_params {
     const struct sfl_algo *algo; /* whose table lays out bytes; NULL = unset */
-    _Alignas(double) unsigned char bytes[SFL_ALGO_PARAMS_BYTES];
+    SFL_ALIGNAS(double) unsigned char bytes[SFL_ALGO_PARAMS_BYTES];
 } sfl_algo_params_t;
 
 /* The algorithm's own view of its values. */
@@ -371,5 +375,9 @@ int sfl_algo_gradmp_support(const sfl_problem_t *prob, uint32_t tau, const doubl
 int sfl_algo_gradmp_solve(const sfl_dataset_t *local, const struct sfl_dict *dict,
                           const uint32_t *G, uint32_t g, double lambda, double *b,
                           int *minnorm) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,6 +4,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef void *(*sfl_malloc_fn)(size_t size);
 typedef void *(*sfl_realloc_fn)(void *ptr, size_t size);
 typedef void (*sfl_free_fn)(void *ptr);
@@ -19,5 +23,9 @@ void *sfl__calloc(size_t n, size_t size);
 void *sfl__mallocarray(size_t n, size_t size);
 void *sfl__reallocarray(void *ptr, size_t n, size_t size);
 void sfl__free(void *ptr);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

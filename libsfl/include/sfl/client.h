@@ -29,6 +29,10 @@
 #include "sfl/algo.h"
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_CLIENT_STATE_MAGIC "SFLS"
 #define SFL_CLIENT_STATE_FORMAT 1
 /* Bytes of the saved form around the state itself. */
@@ -102,5 +106,9 @@ int sfl_client_check(const sfl_client_task_t *t, const sfl_dataset_t *data,
 int sfl_client_round(const sfl_client_task_t *t, const sfl_dataset_t *data,
                      const sfl_dataset_t *eval, sfl_client_state_t *state, sfl_algo_ws_t *ws,
                      sfl_spvec_t *update, sfl_client_report_t *rep) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

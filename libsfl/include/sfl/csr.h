@@ -7,6 +7,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sfl_csr {
     uint32_t nrows;
     uint32_t ncols;
@@ -34,5 +38,9 @@ void sfl_csr_gemv(const sfl_csr_t *a, const double *x, double *y);
 /* Checks rowptr monotone, column indices sorted/unique/in range, values
  * finite; says what is wrong through sfl_last_error(). */
 int sfl_csr_validate(const sfl_csr_t *a) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

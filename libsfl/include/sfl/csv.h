@@ -8,6 +8,10 @@
 #include "sfl/dataset.h"
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sfl_csv_opts {
     int label_col;  /* column holding the target; negative counts from the end
                        (-1 = last); default 0 */
@@ -23,5 +27,9 @@ int sfl_csv_read(const char *path, const sfl_csv_opts_t *opts, const sfl_read_li
                  sfl_dataset_t **out) SFL_MUST_CHECK;
 int sfl_csv_parse(const char *buf, size_t len, const char *name, const sfl_csv_opts_t *opts,
                   const sfl_read_limits_t *lim, sfl_dataset_t **out) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

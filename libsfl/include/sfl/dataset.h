@@ -15,6 +15,10 @@
 #include "sfl/error.h"
 #include "sfl/rng.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sfl_dataset {
     sfl_csr_t *X;     /* owned */
     double *y;        /* X->nrows targets, owned */
@@ -76,5 +80,9 @@ int sfl_dataset_spec_check(const char *spec) SFL_MUST_CHECK;
 /* Widen (never narrow) the column count, e.g. so a test file that happens
  * not to use the last feature matches its training file. */
 int sfl_dataset_set_ncols(sfl_dataset_t *ds, uint32_t ncols) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 #include "sfl/error.h"
 #include "sfl/rng.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sfl_dict {
     uint32_t n; /* atom length: the model's features */
     uint32_t m; /* number of atoms */
@@ -63,5 +67,9 @@ void sfl_dict_apply_t(const sfl_dict_t *d, const double *r, double *c);
 double sfl_dict_nrm2_sparse(const sfl_dict_t *d, const uint32_t *idx, const double *val,
                             uint32_t k);
 
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

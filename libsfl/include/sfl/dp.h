@@ -23,6 +23,10 @@
 #include "sfl/error.h"
 #include "sfl/rng.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- Sources of random bits (dp.c) ---- */
 
 typedef enum sfl_dp_source {
@@ -232,5 +236,9 @@ double sfl_dp_rdp_pure(double alpha, double eps);
  * anything else is SFL_EPARSE and leaves *a unchanged. */
 void sfl_dp_acct_encode(const sfl_dp_acct_t *a, uint8_t out[SFL_DP_ACCT_BYTES]);
 int sfl_dp_acct_decode(sfl_dp_acct_t *a, const uint8_t *buf, size_t len) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

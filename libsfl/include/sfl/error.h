@@ -4,6 +4,20 @@
 #ifndef SFL_ERROR_H
 #define SFL_ERROR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* C11's _Static_assert and _Alignas as C++11 spells them: the public
+ * headers compile as C++ too. */
+#ifdef __cplusplus
+#define SFL_STATIC_ASSERT(c, m) static_assert(c, m)
+#define SFL_ALIGNAS(t) alignas(t)
+#else
+#define SFL_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#define SFL_ALIGNAS(t) _Alignas(t)
+#endif
+
 #if defined(__GNUC__)
 #define SFL_MUST_CHECK __attribute__((warn_unused_result))
 #define SFL_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -77,5 +91,9 @@ void sfl__prepend(const char *fmt, ...) SFL_PRINTF(1, 2);
 int sfl__detail_ret(int err, const char *fmt, ...) SFL_PRINTF(2, 3);
 int sfl__prepend_ret(int err, const char *fmt, ...) SFL_PRINTF(2, 3);
 void sfl__clear_error(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,6 +8,10 @@
 #include "sfl/dataset.h"
 #include "sfl/loss.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* f(x) = sum_i w_i f_i(x) / sum_i w_i over the clients' full local data
  * (w_i = sample counts gives the average over all samples). Clients with no
  * rows are skipped. Returns NaN when the total weight is 0. */
@@ -25,5 +29,9 @@ double sfl_eval_rel_error(const double *x, const double *truth, size_t d);
  * precision = |supp(x) ∩ S| / |supp(x)| (1 when x == 0), recall = |supp(x) ∩ S| / |S|. */
 void sfl_eval_support(const double *x, size_t d, const uint32_t *support, uint32_t nsupport,
                       double *precision, double *recall);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

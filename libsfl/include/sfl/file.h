@@ -8,6 +8,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Replaces path with buf[0..len) so that a crash leaves either the old or
  * the new contents, never a mix: a temporary file in the same directory
  * (mode 0600 whatever the umask), write, fsync, rename over path, fsync of
@@ -23,5 +27,9 @@ int sfl_file_read(const char *path, size_t max, uint8_t **buf, size_t *len) SFL_
 /* Frees a buffer of sfl_file_read after wiping it (it may hold secrets or
  * private state). NULL is a no-op. */
 void sfl_file_free(uint8_t *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -24,6 +24,10 @@
 #include "sfl/topk.h"
 #include "sfl/vec.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct sfl_algo;
 struct sfl_algo_params;
 struct sfl_problem;
@@ -77,5 +81,9 @@ int sfl_fold_mean_ht(sfl_fold_t *f, double *global) SFL_MUST_CHECK;
  * w <- (1 - beta) w + beta sum / weight_sum, beta the algorithm's
  * parameter "beta" (1 if it has none). */
 int sfl_fold_mix(sfl_fold_t *f, double *global) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -62,6 +62,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sfl_grpc_session sfl_grpc_session_t;
 typedef struct sfl_grpc_call sfl_grpc_call_t;
 typedef struct sfl_grpc_budget sfl_grpc_budget_t;
@@ -328,5 +332,9 @@ size_t sfl_grpc_message_encode(const char *msg, size_t len, char *out, size_t ca
 /* Decodes s[0..len) in place (s has room for len + 1 bytes); malformed
  * escapes are kept literally. NUL-terminates and returns the new length. */
 size_t sfl_grpc_message_decode(char *s, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

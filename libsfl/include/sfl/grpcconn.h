@@ -35,6 +35,10 @@
 #include "sfl/grpc.h"
 #include "sfl/transport.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sfl_grpcconn sfl_grpcconn_t;
 
 typedef void (*sfl_grpcconn_open_cb)(sfl_grpcconn_t *g, void *ud);
@@ -108,5 +112,9 @@ void sfl_grpcconn_count_sent(sfl_grpcconn_t *g, uint64_t *counter);
  * fitting with their NUL. SFL_EINVAL otherwise, with a detail naming s. */
 int sfl_grpcconn_split_hostport(const char *s, char *host, size_t hcap, char *port,
                                 size_t pcap) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

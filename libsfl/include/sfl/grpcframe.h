@@ -20,6 +20,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_GRPCFRAME_PREFIX 5
 
 /* Incremental deframer, embedded in its owner (_init / _close). */
@@ -78,5 +82,9 @@ int sfl_grpcframe_prefix(uint8_t out[SFL_GRPCFRAME_PREFIX], size_t len) SFL_MUST
  * SFL_ELIMIT if cap is too small or len does not fit in 32 bits. */
 int sfl_grpcframe_encode(const uint8_t *msg, size_t len, uint8_t *buf, size_t cap,
                          size_t *written) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

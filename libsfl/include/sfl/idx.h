@@ -16,6 +16,10 @@
 #include "sfl/dataset.h"
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_IDX_MAX_DIMS 3
 
 typedef struct sfl_idx {
@@ -48,5 +52,9 @@ int sfl_idx_dataset(const char *images, const char *labels, const sfl_read_limit
 int sfl_idx_to_dataset(const sfl_idx_t *images, const char *images_name,
                        const sfl_idx_t *labels, const char *labels_name,
                        const sfl_read_limits_t *lim, sfl_dataset_t **out) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -19,6 +19,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Largest INI input read. */
 #define SFL_INI_MAX_BYTES (1u << 20)
 /* Longest section name (libinih keeps 49 bytes; one more could be cut). */
@@ -40,5 +44,9 @@ int sfl_ini_parse_file(const char *path, sfl_ini_cb cb, void *ud) SFL_MUST_CHECK
  * named after name. */
 int sfl_ini_parse_buffer(const char *name, const char *buf, size_t len, sfl_ini_cb cb,
                          void *ud) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -9,6 +9,10 @@
 #include "sfl/dataset.h"
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* LibSVM: "label idx:val idx:val ...", 1-based indices in any order (sorted
  * on load; a repeated index is an error), '#' comments, blank lines, CRLF.
  * ncols = max(largest index, min_cols). lim may be NULL for defaults. */
@@ -21,5 +25,9 @@ int sfl_libsvm_parse(const char *buf, size_t len, const char *name, uint32_t min
  * classes), then 1-based idx:val with values printed exactly (%.17g), so
  * reading the text back gives the same bits. Returns 0 or -errno. */
 int sfl_libsvm_write(FILE *f, const sfl_dataset_t *ds) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

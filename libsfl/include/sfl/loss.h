@@ -19,6 +19,10 @@
 #include "sfl/dataset.h"
 #include "sfl/rng.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_LOSS_MAX_CLASSES 256
 
 typedef struct sfl_loss sfl_loss_t;
@@ -114,5 +118,9 @@ const sfl_loss_t *sfl_loss_find(const char *name);
 /* Fraction of rows whose predicted class equals y (classification losses);
  * NaN for a regression loss or a dataset without rows. */
 double sfl_loss_accuracy(const sfl_loss_t *loss, const sfl_dataset_t *ds, const double *x);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

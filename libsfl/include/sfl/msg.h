@@ -44,6 +44,10 @@
 #include "sfl/spcodec.h"
 #include "sfl/vec.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_MSG_PROTOCOL_VERSION 2 /* 2: algorithm parameters as a name/value list */
 #define SFL_MSG_KEY_BYTES 32   /* Ed25519 and X25519 public keys */
 #define SFL_MSG_SIG_BYTES 64   /* Ed25519 signature */
@@ -51,10 +55,10 @@
 #define SFL_MSG_HASH_BYTES 32  /* BLAKE2b-256 */
 /* The sizes the wire shares with the crypto layer are defined there once;
  * the programs copy between the two structs, so they must agree exactly. */
-_Static_assert(SFL_MSG_KEY_BYTES == SFL_SEAL_PK_BYTES, "identity and round keys");
-_Static_assert(SFL_MSG_SIG_BYTES == SFL_SEAL_SIG_BYTES, "Ed25519 signatures");
-_Static_assert(SFL_MSG_NONCE_BYTES == SFL_SA_NONCE_BYTES, "round nonce");
-_Static_assert(SFL_MSG_HASH_BYTES == SFL_SEAL_HASH_BYTES && SFL_MSG_HASH_BYTES == SFL_SA_HASH,
+SFL_STATIC_ASSERT(SFL_MSG_KEY_BYTES == SFL_SEAL_PK_BYTES, "identity and round keys");
+SFL_STATIC_ASSERT(SFL_MSG_SIG_BYTES == SFL_SEAL_SIG_BYTES, "Ed25519 signatures");
+SFL_STATIC_ASSERT(SFL_MSG_NONCE_BYTES == SFL_SA_NONCE_BYTES, "round nonce");
+SFL_STATIC_ASSERT(SFL_MSG_HASH_BYTES == SFL_SEAL_HASH_BYTES && SFL_MSG_HASH_BYTES == SFL_SA_HASH,
                "hashes and commitments");
 #define SFL_MSG_NAME_LEN 64    /* names, versions: 63 printable ASCII + NUL */
 #define SFL_MSG_TEXT_LEN 256   /* reasons, errors: 255 printable ASCII + NUL */
@@ -251,16 +255,16 @@ typedef struct sfl_msg_sa_reveal {
 /* The programs copy these fields to and from sfl/secagg.h's structs field
  * by field: the same sizes, checked here. */
 #define SFL_MSG_SAME_SIZE_(a, fa, b, fb) (sizeof(((a *)0)->fa) == sizeof(((b *)0)->fb))
-_Static_assert(SFL_MSG_SAME_SIZE_(sfl_msg_sa_box_t, ct, sfl_sa_box_t, ct) &&
+SFL_STATIC_ASSERT(SFL_MSG_SAME_SIZE_(sfl_msg_sa_box_t, ct, sfl_sa_box_t, ct) &&
                SFL_MSG_SAME_SIZE_(sfl_msg_sa_box_t, nonce, sfl_sa_box_t, nonce),
                "a share box on the wire and in sfl/secagg.h");
-_Static_assert(SFL_MSG_SAME_SIZE_(sfl_msg_sa_keys_t, c_pk, sfl_sa_adv_t, c_pk) &&
+SFL_STATIC_ASSERT(SFL_MSG_SAME_SIZE_(sfl_msg_sa_keys_t, c_pk, sfl_sa_adv_t, c_pk) &&
                SFL_MSG_SAME_SIZE_(sfl_msg_sa_keys_t, s_pk, sfl_sa_adv_t, s_pk) &&
                SFL_MSG_SAME_SIZE_(sfl_msg_sa_keys_t, sig, sfl_sa_adv_t, sig),
                "round keys on the wire and in sfl/secagg.h");
-_Static_assert(SFL_MSG_SAME_SIZE_(sfl_msg_sa_reveal_t, y, sfl_share_t, y),
+SFL_STATIC_ASSERT(SFL_MSG_SAME_SIZE_(sfl_msg_sa_reveal_t, y, sfl_share_t, y),
                "a released share on the wire and in sfl/shamir.h");
-_Static_assert(SFL_MSG_SAME_SIZE_(sfl_msg_sa_member_t, pk, sfl_sa_member_t, pk),
+SFL_STATIC_ASSERT(SFL_MSG_SAME_SIZE_(sfl_msg_sa_member_t, pk, sfl_sa_member_t, pk),
                "a member's identity key");
 
 /* TaskOrWait.secagg: stage 2 (keys), 3 (clients = U2, boxes), 4 (clients
@@ -758,5 +762,9 @@ int sfl_msg_history_pack(const sfl_job_history_t *m, uint8_t **out, size_t *len)
 int sfl_msg_history_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                            sfl_job_history_t **out) SFL_MUST_CHECK;
 void sfl_msg_history_free(sfl_job_history_t *m);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

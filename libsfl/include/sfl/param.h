@@ -9,6 +9,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_PARAM_NAME_LEN 32 /* 1..31 of [a-z0-9_] + NUL */
 #define SFL_PARAMS_MAX 32     /* parameters per algorithm and per list */
 
@@ -29,5 +33,9 @@ const sfl_param_value_t *sfl_param_list_find(const sfl_param_list_t *l, const ch
 /* Sets name to value, replacing an entry of that name or appending one.
  * SFL_EINVAL for a bad name, SFL_ELIMIT when the list is full. */
 int sfl_param_list_set(sfl_param_list_t *l, const char *name, double value) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

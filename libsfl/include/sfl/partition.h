@@ -8,6 +8,10 @@
 #include "sfl/error.h"
 #include "sfl/rng.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Client c owns rows[offset[c] .. offset[c+1]), ascending. */
 typedef struct sfl_partition {
     uint32_t nclients;
@@ -55,5 +59,9 @@ int sfl_partition_labels(const uint32_t *group, uint32_t nrows, uint32_t ngroups
  * Requires 1 <= k <= X->nrows. Deterministic for a given rng state. */
 int sfl_kmeans(const sfl_csr_t *X, uint32_t k, uint32_t max_iter, sfl_rng_t *rng,
                uint32_t *cluster) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sfl_rng {
     uint64_t s[4];
     double spare;   /* cached second Gaussian deviate */
@@ -48,5 +52,9 @@ void sfl_rng_shuffle(sfl_rng_t *r, uint32_t *a, size_t n);
 /* out[0..k) = k distinct values of [0, n), sorted ascending, uniformly among
  * all k-subsets. k > n is SFL_EINVAL. Allocates nothing. */
 int sfl_rng_sample(sfl_rng_t *r, uint32_t n, uint32_t k, uint32_t *out) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -86,6 +86,10 @@
 #include "sfl/rng.h"
 #include "sfl/topk.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_SA_KEY_BYTES 32
 #define SFL_SA_NONCE_BYTES 32
 
@@ -170,5 +174,9 @@ void sfl_sa_mask_words(const uint8_t key[SFL_SA_KEY_BYTES], uint64_t first, uint
 /* vec[0..n) += sign * mask(key)[0..n) mod 2^32 (sign +1 or -1), streaming in
  * blocks (no allocation); n <= 2^36. */
 void sfl_sa_mask_add(const uint8_t key[SFL_SA_KEY_BYTES], int sign, uint32_t *vec, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -46,6 +46,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_SEAL_PK_BYTES 32   /* Ed25519 or X25519 public key */
 #define SFL_SEAL_SEED_BYTES 32 /* Ed25519 seed */
 #define SFL_SEAL_SIG_BYTES 64  /* Ed25519 signature */
@@ -223,5 +227,9 @@ int sfl_seal_open_update(const sfl_roundkey_t *rk, const uint8_t agent_pk[SFL_SE
                          const sfl_upd_ctx_t *expect, const uint8_t *sealed, size_t len,
                          size_t max_payload, uint8_t **payload, size_t *payload_len,
                          uint8_t sig[SFL_SEAL_SIG_BYTES]) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -76,6 +76,10 @@
 #include "sfl/seal.h"
 #include "sfl/shamir.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_SA_HASH 32
 #define SFL_SA_BOX_NONCE 24
 #define SFL_SA_POINT SFL_SHAMIR_POINT
@@ -331,5 +335,9 @@ void sfl_sa_server_free(sfl_sa_server_t *s);
 
 void sfl_sa_shares_clear(sfl_sa_shares_t *m);
 void sfl_sa_input_clear(sfl_sa_input_t *m);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -19,6 +19,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SFL_SHAMIR_BYTES 32  /* a scalar: secret, y */
 #define SFL_SHAMIR_MAX 65535 /* shares (n) and x */
 #define SFL_SHAMIR_POINT 32  /* an Ed25519 point: a coefficient's commitment */
@@ -97,5 +101,9 @@ int sfl_shamir_agree(const sfl_share_t *shares, uint32_t k, uint32_t t,
  * replacing one share (k - t combinations); SFL_EBADSIG for shares that do
  * not agree (a corrupted or forged share), SFL_EINVAL as combine. */
 int sfl_shamir_check(const sfl_share_t *shares, uint32_t k, uint32_t t) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

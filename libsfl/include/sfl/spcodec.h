@@ -20,6 +20,10 @@
 #include "sfl/error.h"
 #include "sfl/vec.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     SFL_ENC_F64 = 0,
     SFL_ENC_F32 = 1,
@@ -44,5 +48,9 @@ int sfl_spcodec_encode(const sfl_spvec_t *v, sfl_enc_t enc, uint8_t *buf, size_t
  * SFL_EUNSUP (unknown encoding). */
 int sfl_spcodec_decode(const uint8_t *buf, size_t len, uint32_t max_dim, uint32_t max_nnz,
                        sfl_spvec_t **out) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -37,6 +37,10 @@
 #include "sfl/dataset.h"
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     SFL_SYNTH_SIM1 = 1,
     SFL_SYNTH_SIM2,
@@ -80,5 +84,9 @@ void sfl_synth_params_default(sfl_synth_params_t *p, sfl_synth_kind_t kind);
  * fail with SFL_EINVAL and a detail. Returns owned (sfl_synth_free). */
 int sfl_synth_generate(const sfl_synth_params_t *p, sfl_synth_t **out) SFL_MUST_CHECK;
 void sfl_synth_free(sfl_synth_t *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

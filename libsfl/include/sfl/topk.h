@@ -13,6 +13,10 @@
 #include "sfl/error.h"
 #include "sfl/vec.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Reusable scratch space so the kernels allocate nothing. */
 typedef struct sfl_topk_ws {
     uint32_t *perm; /* index workspace */
@@ -45,5 +49,9 @@ int sfl_ht_block(double *x, size_t nblocks, size_t blocklen, size_t tau,
  * holds finite values). */
 int sfl_ht_to_spvec(const double *x, size_t n, size_t tau, sfl_spvec_t *out,
                     sfl_topk_ws_t *ws) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -45,6 +45,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sfl_conn sfl_conn_t;
 typedef struct sfl_listener sfl_listener_t;
 typedef struct sfl_tls sfl_tls_t;
@@ -257,5 +261,9 @@ int sfl_tls_cert_sha256(const sfl_tls_t *tls, uint8_t out[32]) SFL_MUST_CHECK;
  * Reads only; no network. */
 int sfl_tls_check_identity(const char *cert_file, const char *key_file, const char *ca_file,
                            sfl_role_t role) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -15,6 +15,10 @@
 
 #include "sfl/error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sfl_spvec {
     uint32_t dim; /* logical length */
     uint32_t nnz; /* stored entries */
@@ -57,5 +61,9 @@ double sfl_spvec_dot(const sfl_spvec_t *u, const sfl_spvec_t *v);
  * values finite. Returns 0, or SFL_EPARSE/SFL_ERANGE/SFL_ENUMERIC with
  * sfl_last_error() naming the first bad position. */
 int sfl_spvec_validate(const sfl_spvec_t *v) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

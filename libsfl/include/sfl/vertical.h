@@ -35,6 +35,10 @@
 #include "sfl/error.h"
 #include "sfl/rng.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct sfl_dp_acct;
 struct sfl_dp_rng;
 struct sfl_dp_spent;
@@ -179,5 +183,9 @@ double sfl_bcfw_oracle(const double *g, const uint32_t *sample, uint32_t ns, uin
  * a_i' r (Table V). SFL_EUNSUP for a loss without margin_loss. */
 int sfl_bcfw_residual(const sfl_loss_t *loss, const double *m, const double *y, uint32_t n,
                       double *r) SFL_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,6 @@
+#include "sfl/version.h"
+
+const char *sfl_version(void)
+{
+    return SFL_VERSION;
+}
