@@ -744,9 +744,27 @@ const char *ctl_progress(const sfl_job_status_t *j, char *out, size_t cap)
     return out;
 }
 
+static int vertical(const char *algorithm)
+{
+    const sfl_algo_t *a = sfl_algo_find(algorithm);
+
+    return a != NULL && a->shape == SFL_SHAPE_VERTICAL;
+}
+
+/* A cell: "n/a" where the value cannot exist for the job (na), empty where
+ * it could but was not reported (!have), else the value. */
+#define CELL(f, na, have, ...)                                                                 \
+    do {                                                                                       \
+        if (na)                                                                                \
+            fputs("n/a", f);                                                                   \
+        else if (have)                                                                         \
+            fprintf(f, __VA_ARGS__);                                                           \
+    } while (0)
+
 void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t t0_ms)
 {
     int cls = classification(h->loss), pers = personalized(h->algorithm, h->loss);
+    int vert = vertical(h->algorithm);
 
     /* New columns come last (personal_accuracy, then the privacy ledger),
      * so scripts that read the columns by position still read the same. */
@@ -756,40 +774,44 @@ void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t 
                    "privacy_iterations,privacy_spent,privacy_spent_rdp\n");
     for (uint32_t i = 0; i < h->n; i++) {
         const sfl_round_summary_t *r = &h->rounds[i];
-        int ev = r->samples > 0 && r->eval_samples > 0;
+        /* the round's metrics were kept: every committed attempt sent a
+         * task (bytes_down > 0); a round committed before schema 2 has none */
+        int known = r->bytes_down > 0 || r->samples > 0;
+        int rep = r->samples > 0; /* the agents reported their training */
+        int ev = rep && r->eval_samples > 0;
 
+        /* a vertical job's agents report no loss: nobody holds the pooled
+         * margins A x (the broadcast is a sketch of them, or noisy) and the
+         * coordinator holds no labels (docs/operations.md, "History") */
         fprintf(f, "%" PRIu64 ",", r->round);
-        if (r->samples > 0)
-            fprintf(f, "%.10g", r->train_loss);
+        CELL(f, vert, rep, "%.10g", r->train_loss);
         fputc(',', f);
-        if (ev && cls)
-            fprintf(f, "%.6f", r->eval_accuracy);
+        CELL(f, vert || !cls, ev, "%.6f", r->eval_accuracy);
         fputc(',', f);
-        if (ev && !cls)
-            fprintf(f, "%.10g", r->eval_mse);
+        CELL(f, vert || cls, ev, "%.10g", r->eval_mse);
         fputc(',', f);
-        if (r->samples > 0)
-            fprintf(f, "%" PRIu64 ",%u", r->eval_samples, r->model_nnz);
-        else
-            fputc(',', f); /* kept by a coordinator without metrics */
+        CELL(f, vert, rep, "%" PRIu64, r->eval_samples);
+        fputc(',', f);
+        CELL(f, 0, known, "%u", r->model_nnz);
         fprintf(f, ",%" PRIu64 ",", r->bytes_up);
-        if (r->samples > 0)
-            fprintf(f, "%" PRIu64, r->bytes_down);
+        CELL(f, 0, known, "%" PRIu64, r->bytes_down);
         fprintf(f, ",%u,%u,", r->accepted, r->selected);
-        if (r->samples > 0)
-            fprintf(f, "%" PRIu64, r->samples);
+        CELL(f, vert, rep, "%" PRIu64, r->samples);
         fprintf(f, ",%u,%" PRId64 ",%" PRId64 ",", r->attempt, r->committed_ms - r->opened_ms,
                 r->committed_ms - t0_ms);
-        if (ev && pers)
-            fprintf(f, "%.6f", r->personal_accuracy);
+        CELL(f, !pers, ev, "%.6f", r->personal_accuracy);
+        /* the ledger of a private vertical job; no other job keeps one */
         if (r->privacy_iterations > 0)
             fprintf(f, ",%" PRIu64 ",%.10g,%.10g", r->privacy_iterations, r->privacy_spent,
                     r->privacy_spent_rdp);
+        else if (known)
+            fputs(",n/a,n/a,n/a", f);
         else
             fputs(",,,", f);
         fputc('\n', f);
     }
 }
+#undef CELL
 
 void ctl_print_job(FILE *f, const sfl_job_status_t *j)
 {

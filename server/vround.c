@@ -292,6 +292,7 @@ static void advance(job_t *j)
                                                      (int64_t)j->rnd.members[i].agent,
                                                      COORD_PART_ACCEPTED, NULL,
                                                      (int64_t)(per * count), coord_wall_ms()});
+            co->verdicts[COORD_UPD_ACCEPTED]++; /* one update a block holder a round */
         }
     }
     coord_job_drive(j);
@@ -348,7 +349,9 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
                                    sizeof(why));
         }
     }
-    coord_count_verdict(co, vd, RJ_OTHER);
+    /* an iteration's answer is not an update: each block holder counts as
+     * one accepted update when the round's last iteration is in (advance) */
+    coord_count_stage(co, vd);
     if (vd != COORD_UPD_ACCEPTED)
         coord_log(COORD_LOG_WARN, "step", "agent=%llu job=%llu round=%llu iteration=%llu "
                   "verdict=%s reason=%s", (unsigned long long)a->id,

@@ -99,6 +99,26 @@ step "noise off: the exported model equals sfl-sim's bit for bit"
 $CTL model export 1 "$t/net0.model" > "$t/export.log" 2>&1 ||
     fail "sflctl model export: $(cat "$t/export.log")"
 same_model "$t/net0.model" "$t/sim0.model"
+# its history (issue 24 item 7): what a vertical round has, filled (every
+# block holder accepted, bytes both ways, the model's nnz: the exported
+# model's); what it cannot have (a loss, held-out rows), n/a; /metrics'
+# accepted updates and their bytes are the history's sums (job 1 ran alone)
+$CTL job history 1 > "$t/history1.csv" 2>&1 || fail "sflctl job history 1: $(cat "$t/history1.csv")"
+nnz=$(grep -v '^#' "$t/net0.model" | awk '$2 != 0' | wc -l)
+awk -F, -v k=$K -v r=$ROUNDS -v nnz="$nnz" '
+    NR > 1 { if ($2 != "n/a" || $3 != "n/a" || $4 != "n/a" || $5 != "n/a" || $11 != "n/a" ||
+                 $9 != k || $10 != k || !($7 > 0) || !($8 > 0) || $6 !~ /^[0-9]+$/) { print; bad = 1 }
+             acc += $9; up += $7; last = $6; rows++ }
+    END { if (rows != r || last != nnz) { print rows " rows, last nnz " last " of " nnz; bad = 1 }
+          print acc, up; exit bad }' "$t/history1.csv" > "$t/sums1.txt" ||
+    fail "job 1's history: $(cat "$t/sums1.txt")"
+/usr/bin/python3 -c "import urllib.request, sys; sys.stdout.write(urllib.request.urlopen(
+    'http://127.0.0.1:$mport/metrics', timeout=5).read().decode())" > "$t/metrics1.txt" ||
+    fail "GET /metrics"
+read -r acc up < "$t/sums1.txt"
+grep -qx "sfl_updates_total{verdict=\"accepted\"} $acc" "$t/metrics1.txt" &&
+    grep -qx "sfl_update_bytes_total $up" "$t/metrics1.txt" ||
+    fail "/metrics disagrees with the history ($acc updates, $up bytes): $(grep -e '^sfl_updates_total' -e '^sfl_update_bytes' "$t/metrics1.txt")"
 
 step "noise on (the seeded test stream): the model equals sfl-sim's bit for bit"
 for i in 4 5; do eval "kill \$agent_$i"; done

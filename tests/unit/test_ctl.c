@@ -556,19 +556,21 @@ static void test_ctl_history(void **state)
                         "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,"
                         "bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,"
                         "personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp\n"
-                        "1,,,,,,300,,3,4,,0,500,500,,,,\n"
-                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,,,,\n"
-                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,,,,\n");
+                        "1,,,n/a,,,300,,3,4,,0,500,500,n/a,,,\n"
+                        "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,n/a,n/a,n/a,"
+                        "n/a\n"
+                        "3,0.6931471806,0.875000,n/a,100,10,480,1200,4,4,400,0,200,1900,n/a,n/a,"
+                        "n/a,n/a\n");
     free(out);
     /* FedMac: the agents' own models, where the round has held-out rows. */
     snprintf(h.algorithm, sizeof(h.algorithm), "fedmac");
     r[2].personal_accuracy = 0.9375;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
-                        "1,,,,,,300,,3,4,,0,500,500,,,,\n"
-                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,,,,\n"
-                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,0.937500,,,"
-                        "\n");
+                        "1,,,n/a,,,300,,3,4,,0,500,500,,,,\n"
+                        "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,,n/a,n/a,n/a\n"
+                        "3,0.6931471806,0.875000,n/a,100,10,480,1200,4,4,400,0,200,1900,0.937500,"
+                        "n/a,n/a,n/a\n");
     free(out);
     snprintf(h.loss, sizeof(h.loss), "lsq");
     r[2].eval_mse = 0.25;
@@ -576,7 +578,9 @@ static void test_ctl_history(void **state)
     h.rounds = r + 2;
     h.n = 1;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900,,,,\n");
+    assert_string_equal(out,
+                        "3,0.6931471806,n/a,0.25,100,10,480,1200,4,4,400,0,200,1900,n/a,n/a,n/a,"
+                        "n/a\n");
     free(out);
     /* a private vertical job: its ledger at each commit */
     r[2].privacy_iterations = 300;
@@ -584,7 +588,28 @@ static void test_ctl_history(void **state)
     r[2].privacy_spent_rdp = 0.25;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
-                        "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900,,300,0.5,0.25\n");
+                        "3,0.6931471806,n/a,0.25,100,10,480,1200,4,4,400,0,200,1900,n/a,300,0.5,"
+                        "0.25\n");
+    free(out);
+    /* Issue 24 item 7: a vertical round reports no loss and no rows (n/a),
+     * but its model's nnz and the bytes both ways are kept and shown */
+    snprintf(h.algorithm, sizeof(h.algorithm), "dpbcfw");
+    memset(&r[2], 0, sizeof(r[2]));
+    r[2].round = 3;
+    r[2].opened_ms = 2700;
+    r[2].committed_ms = 2900;
+    r[2].selected = r[2].accepted = 4;
+    r[2].model_nnz = 7;
+    r[2].bytes_up = 480;
+    r[2].bytes_down = 900;
+    CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
+    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,n/a,n/a,n/a\n");
+    free(out);
+    r[2].privacy_iterations = 300;
+    r[2].privacy_spent = 0.5;
+    r[2].privacy_spent_rdp = 0.25;
+    CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
+    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,300,0.5,0.25\n");
     free(out);
 }
 

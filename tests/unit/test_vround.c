@@ -395,9 +395,21 @@ static void test_vround_reconnect(void **state)
 /* Two blocks through two rounds of three iterations: tasks, steps with the
  * server step's broadcast, commits, the next round from where the last one
  * ended, the model x exported. */
+static uint32_t nnz_of(const double *x, size_t n)
+{
+    uint32_t k = 0;
+
+    for (size_t i = 0; i < n; i++)
+        k += x[i] != 0;
+    return k;
+}
+
 static void test_vround_two_rounds(void **state)
 {
     double x1[VD], got[VD];
+    uint64_t bytes_up = 0;
+    char want[96];
+    const char *m;
     sfl_job_spec_t spec;
     sfl_job_status_t js;
     sfl_job_history_t *h;
@@ -475,8 +487,22 @@ static void test_vround_two_rounds(void **state)
         assert_true(h->rounds[i].bytes_up > 0);
         assert_int_equal(h->rounds[i].privacy_iterations, 0);
         assert_true(h->rounds[i].bytes_down > 0);
+        bytes_up += h->rounds[i].bytes_up;
     }
+    /* the model's nonzeros, as the server step left x (item 7 of issue 24) */
+    assert_int_equal(h->rounds[VR - 1].model_nnz, nnz_of(V.x, VD));
+    assert_int_equal(h->rounds[0].model_nnz, nnz_of(x1, VD));
     sfl_msg_history_free(h);
+    /* /metrics agrees with the history: one accepted update a block holder
+     * a round, not one an iteration, and their bytes */
+    m = fx_http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34);
+    snprintf(want, sizeof(want), "\nsfl_updates_total{verdict=\"accepted\"} %u\n", VK * VR);
+    assert_non_null(strstr(m, want));
+    snprintf(want, sizeof(want), "\nsfl_update_bytes_total %llu\n", (unsigned long long)bytes_up);
+    assert_non_null(strstr(m, want));
+    snprintf(want, sizeof(want), "\nsfl_stage_answers_total{verdict=\"accepted\"} %u\n",
+             VK * VR * VS);
+    assert_non_null(strstr(m, want));
 }
 
 /* SubmitStep's verdicts; none of the refused answers reaches the step. */
