@@ -24,6 +24,7 @@
 #include "sfl/grpcconn.h"
 #include "sfl/ini.h"
 #include "sfl/spcodec.h"
+#include "sfl/suggest.h"
 #include "sfl/transport.h"
 
 /* Replies the tool accepts; an export of a d = 1e6 dense model is ~9 MB. */
@@ -181,6 +182,22 @@ static int find_cmd(const char *const *words, int n, ctl_args_t *a)
                      n > 1 ? words[1] : "");
 }
 
+/* "unknown option '--timout_ms'; did you mean '--timeout_ms'? (valid: ...)" */
+static int unknown_option(const char *arg, size_t n, const char *key)
+{
+    static const char *const own[] = {"config", "format", "round", "version", "help"};
+    sfl_suggest_t sg;
+
+    sfl_suggest_init(&sg, "--", key);
+    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+        sfl_suggest_add(&sg, strings[i].key);
+    sfl_suggest_add(&sg, "timeout_ms");
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        sfl_suggest_add(&sg, own[i]);
+    return sfl__fail(SFL_EINVAL, "unknown option '%.*s'%s", (int)(n + 2), arg,
+                     sfl_suggest_text(&sg));
+}
+
 int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
 {
     const char *words[CTL_MAX_OPERANDS + 2];
@@ -216,8 +233,9 @@ int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
         for (size_t k = 0; k < n; k++)
             key[k] = arg[2 + k] == '-' ? '_' : arg[2 + k];
         key[n] = '\0';
-        if (strcmp(key, "config") != 0 && strcmp(key, "format") != 0 && !ctl_config_known(key))
-            return sfl__fail(SFL_EINVAL, "unknown option '%.*s'", (int)(n + 2), arg);
+        if (strcmp(key, "config") != 0 && strcmp(key, "format") != 0 &&
+            strcmp(key, "round") != 0 && !ctl_config_known(key))
+            return unknown_option(arg, n, key);
         if (eq)
             v = eq + 1;
         else if (i + 1 < argc)
@@ -226,6 +244,18 @@ int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
             return sfl__fail(SFL_EINVAL, "option '%s' needs a value", arg);
         if (strcmp(key, "config") == 0) {
             a->config = v;
+            continue;
+        }
+        if (strcmp(key, "round") == 0) {
+            char *end;
+            unsigned long long r;
+
+            errno = 0;
+            r = strtoull(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end || errno || r == 0 || r > INT64_MAX)
+                return sfl__fail(SFL_EINVAL, "--round: want a round number >= 1, got '%.40s'",
+                                 v);
+            a->round = r;
             continue;
         }
         if (strcmp(key, "format") == 0) {
@@ -246,6 +276,8 @@ int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
 
     if (rc == 0 && a->format != NULL && a->cmd != CTL_CMD_MODEL_EXPORT)
         return sfl__fail(SFL_EINVAL, "--format applies only to model export");
+    if (rc == 0 && a->round != 0 && a->cmd != CTL_CMD_MODEL_EXPORT)
+        return sfl__fail(SFL_EINVAL, "--round applies only to model export");
     return rc;
 }
 

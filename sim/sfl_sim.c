@@ -821,8 +821,8 @@ int main(int argc, char **argv)
     if (sim_options(argc, argv, &cfg) < 0)
         return 2;
     algo = sfl_algo_find(cfg.algo);
-    if (algo == NULL)
-        sim_usage_error("unknown --algo (see --help)", cfg.algo);
+    if (algo == NULL && sfl_algo_unknown(cfg.algo) < 0)
+        sim_usage_error(sfl_last_error(), NULL); /* --algo: the valid ones, the nearest */
     if (parse_encoding(cfg.encoding, &enc) < 0)
         sim_usage_error("unknown --encoding (f64, f32, q8)", cfg.encoding);
     if (cfg.clients == 0 || cfg.rounds == 0 || cfg.eval_every == 0)

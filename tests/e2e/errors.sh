@@ -24,6 +24,21 @@ for p in sfl-coordinator sfl-agent sflctl sfl-sim; do
     expect 2 "unknown option '--bogus'" "$BIN/$p" --bogus=1
     expect 2 "unknown option '-x'" "$BIN/$p" -x
 done
+# ... with the valid ones and the nearest (issue 24 item 8)
+expect 2 "unknown option '--rouds'; did you mean '--rounds'? (valid: --algo," "$BIN/sfl-sim" --rouds 3
+expect 2 "unknown option '--lisen'; did you mean '--listen'? (valid: --listen," \
+    "$BIN/sfl-coordinator" --lisen 127.0.0.1:1
+expect 2 "unknown option '--dat'; did you mean '--data'? (valid: --coordinator," \
+    "$BIN/sfl-agent" --dat x
+expect 2 "unknown option '--timout-ms'; did you mean '--timeout_ms'? (valid: --coordinator," \
+    "$BIN/sflctl" --timout-ms 5 jobs
+expect 2 "unknown algorithm 'fedavgg'; did you mean 'fedavg'? (valid: fedht," "$BIN/sfl-sim" \
+    --algo fedavgg
+# sflctl without a file at the default path and without flags: where it looked
+mkdir -p "$t/home"
+expect 2 "no --config FILE and no file at $t/home/.config/sfl/sflctl.ini" env HOME="$t/home" \
+    "$BIN/sflctl" jobs
+grep -qF "Pass --config FILE" "$t/err" || fail "sflctl without a config: $(cat "$t/err")"
 expect 2 "option '--config' needs a value" "$BIN/sfl-coordinator" --config
 expect 2 "option '--ca' needs a value" "$BIN/sfl-agent" --ca
 expect 2 "option '--ca' needs a value" "$BIN/sflctl" --ca
@@ -48,8 +63,12 @@ printf '[job a]\nfeatures = 10\ntau = twenty\n' >> "$t/c.ini"
 expect 2 "$t/c.ini:11: tau: invalid value 'twenty'" "$BIN/sfl-coordinator" --config "$t/c.ini" --check
 sed -i '$d' "$t/c.ini"
 printf 'algo = fedavgg\n' >> "$t/c.ini"
-expect 2 "$t/c.ini:11: algo: unknown 'fedavgg' (known: fedht, fediterht," \
+expect 2 "$t/c.ini:11: algo: unknown algorithm 'fedavgg'; did you mean 'fedavg'? (valid: fedht, fediterht," \
     "$BIN/sfl-coordinator" --config "$t/c.ini" --check
+# the same from sflctl job create, before anything goes out
+printf '[job a]\nfeatures = 10\nalgo = fedprx\n' > "$t/job.ini"
+expect 2 "$t/job.ini:3: algo: unknown algorithm 'fedprx'; did you mean 'fedprox'?" "$BIN/sflctl" \
+    --coordinator 127.0.0.1:1 --ca "$t/pki/ca.crt" --cert x --key y job create "$t/job.ini"
 sed -i '$d' "$t/c.ini"
 printf 'tau = 2\ntau = 3\n' >> "$t/c.ini"
 expect 2 "$t/c.ini:12: duplicate key 'tau' (first set on line 11)" \

@@ -65,7 +65,7 @@ expect_error() { # $1 = expected exit, $2 = pattern, rest = args
     grep -q "$pat" "$t/err" || fail "$*: stderr '$(cat "$t/err")' lacks '$pat'"
 }
 expect_error 2 "unknown option" --bogus
-expect_error 2 "unknown --algo" --algo nope
+expect_error 2 "unknown algorithm 'nope' (valid: fedht," --algo nope
 expect_error 2 "invalid value" --rounds -3
 expect_error 2 "invalid value" --lr abc
 expect_error 2 "tau must be in \[1, 1000\], got 5000" --data synth:sparse --tau 5000 --rounds 1
