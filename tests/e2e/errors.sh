@@ -152,6 +152,18 @@ pids="$pids $coord"
 wait_for 20 grep -q "event=started" "$t/coord.log" || fail "coordinator did not start"
 expect 1 "state directory $t/state is in use by another sfl-coordinator (pid $coord)" \
     "$BIN/sfl-coordinator" --config "$t/c.ini"
+# its port, taken: each listener's error names the setting that moves it
+busy=$(sed -n 's/.*event=started .* port=\([0-9]*\).*/\1/p' "$t/coord.log")
+[ -n "$busy" ] || fail "no port in the log"
+for key in listen admin_listen metrics_listen; do
+    # admin_listen's default (127.0.0.1:7444) is the running one's too
+    admin=off
+    [ $key = admin_listen ] && admin=127.0.0.1:$busy
+    expect 1 "$key 127.0.0.1:$busy: address already in use: another coordinator? change \`$key\` in coordinator.ini or --$key" \
+        "$BIN/sfl-coordinator" --config "$t/c.ini" --state_dir "$t/state-$key" --admin_listen $admin \
+        --$key "127.0.0.1:$busy"
+    [ "$(grep -ci 'address already in use' "$t/err")" = 1 ] || fail "$key: $(cat "$t/err")"
+done
 kill "$coord"
 wait "$coord" || fail "coordinator did not stop cleanly"
 
