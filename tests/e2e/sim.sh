@@ -250,6 +250,9 @@ step "--plot without gnuplot: a warning, the CSV, exit 0"
 plotrun "$t/none.png" PATH=/nonexistent
 grep -q "^sfl-sim: warning: no plot written to $t/none.png: cannot run gnuplot" "$t/p.err" ||
     fail "no warning without gnuplot: $(cat "$t/p.err")"
+# ... that says how to get it (issue 24 item 8)
+grep -qF "gnuplot is not installed (sudo apt-get install gnuplot-nox, or make deps-test)" "$t/p.err" ||
+    fail "no hint without gnuplot: $(cat "$t/p.err")"
 [ "$(wc -l < "$t/p.err")" -eq 1 ] || fail "more than one line on stderr: $(cat "$t/p.err")"
 if command -v gnuplot > /dev/null; then
     step "--plot draws a PNG and still writes the CSV"
