@@ -812,11 +812,12 @@ void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t 
         int rep = r->samples > 0; /* the agents reported their training */
         int ev = rep && r->eval_samples > 0;
 
-        /* a vertical job's agents report no loss: nobody holds the pooled
-         * margins A x (the broadcast is a sketch of them, or noisy) and the
-         * coordinator holds no labels (docs/operations.md, "History") */
+        /* a vertical job's objective is its block holders' word where the
+         * broadcast is exactly the margins A x (bcfw, dpbcfw unsketched and
+         * without noise); elsewhere nobody holds A x (a sketch, noise) and
+         * the coordinator no labels: n/a (docs/operations.md, "History") */
         fprintf(f, "%" PRIu64 ",", r->round);
-        CELL(f, vert, rep, "%.10g", r->train_loss);
+        CELL(f, vert && !rep, rep, "%.10g", r->train_loss);
         fputc(',', f);
         CELL(f, vert || !cls, ev, "%.6f", r->eval_accuracy);
         fputc(',', f);
@@ -828,7 +829,7 @@ void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t 
         fprintf(f, ",%" PRIu64 ",", r->bytes_up);
         CELL(f, 0, known, "%" PRIu64, r->bytes_down);
         fprintf(f, ",%u,%u,", r->accepted, r->selected);
-        CELL(f, vert, rep, "%" PRIu64, r->samples);
+        CELL(f, vert && !rep, rep, "%" PRIu64, r->samples);
         fprintf(f, ",%u,%" PRId64 ",%" PRId64 ",", r->attempt, r->committed_ms - r->opened_ms,
                 r->committed_ms - t0_ms);
         CELL(f, !pers, ev, "%.6f", r->personal_accuracy);

@@ -613,6 +613,15 @@ static void test_ctl_history(void **state)
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,300,0.5,0.25\n");
     free(out);
+    /* bcfw: the block holders' objective over the job's rows, where its
+     * broadcast is the margins A x */
+    snprintf(h.algorithm, sizeof(h.algorithm), "bcfw");
+    r[2].privacy_iterations = 0;
+    r[2].samples = 200;
+    r[2].train_loss = 0.125;
+    CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
+    assert_string_equal(out, "3,0.125,n/a,n/a,n/a,7,480,900,4,4,200,0,200,1900,n/a,n/a,n/a,n/a\n");
+    free(out);
 }
 
 /* ---- export bytes, atomic write ------------------------------------------------------ */
