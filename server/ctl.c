@@ -178,8 +178,27 @@ static int find_cmd(const char *const *words, int n, ctl_args_t *a)
     if (n == 0)
         return sfl__fail(SFL_EINVAL, "no command (status, agents, jobs, job ..., model export, "
                                      "watch, agent revoke)");
-    return sfl__fail(SFL_EINVAL, "unknown command '%.100s%s%.100s'", words[0], n > 1 ? " " : "",
-                     n > 1 ? words[1] : "");
+    {
+        /* the nearest command: "job lst" -> 'job list'... compared as the
+         * one or two words the user gave */
+        char said[128], name[64];
+        sfl_suggest_t sg;
+
+        snprintf(said, sizeof(said), "%.60s%s%.60s", words[0], n > 1 ? " " : "",
+                 n > 1 ? words[1] : "");
+        /* both words, then the first alone ("jbs 3" -> 'jobs') */
+        for (int pass = 0; pass < 2; pass++) {
+            sfl_suggest_init(&sg, NULL, pass ? words[0] : said);
+            for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+                snprintf(name, sizeof(name), "%s%s%s", cmds[i].w1, cmds[i].w2 ? " " : "",
+                         cmds[i].w2 ? cmds[i].w2 : "");
+                sfl_suggest_add(&sg, name);
+            }
+            if (sfl_suggest_best(&sg) != NULL || n < 2)
+                break;
+        }
+        return sfl__fail(SFL_EINVAL, "unknown command '%s'%s", said, sfl_suggest_text(&sg));
+    }
 }
 
 /* "unknown option '--timout_ms'; did you mean '--timeout_ms'? (valid: ...)" */

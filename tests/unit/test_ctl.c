@@ -113,6 +113,14 @@ static void test_ctl_args(void **state)
         {{"status", "--ca"}, "option '--ca' needs a value"},
         {{"frob"}, "unknown command 'frob'"},
         {{"job", "frob", "1"}, "unknown command 'job frob'"},
+        /* the nearest, and the valid ones (issue 24 item 8) */
+        {{"job", "histry", "1"},
+         "unknown command 'job histry'; did you mean 'job history'? (valid: status, agents, "},
+        {{"jbs", "1"}, "unknown command 'jbs 1'; did you mean 'jobs'?"},
+        {{"--timout-ms", "5", "jobs"},
+         "unknown option '--timout-ms'; did you mean '--timeout_ms'? (valid: --coordinator, "},
+        {{"jobs", "--round", "3"}, "--round applies only to model export"},
+        {{"model", "export", "1", "f", "--round", "0"}, "--round: want a round number >= 1"},
         {{NULL}, "no command"},
         {{"job", "pause"}, "wrong number of operands for 'job pause'"},
         {{"job", "pause", "x"}, "'x' is not a job id"},
@@ -155,6 +163,14 @@ static void test_ctl_args(void **state)
         assert_int_equal(ctl_args_apply(&a, &c), 0);
         assert_int_equal(c.timeout_ms, 250);
         assert_string_equal(c.server_name, "coord");
+        assert_int_equal(a.round, 0); /* the last committed */
+    }
+    {
+        char *old[] = {"sflctl", "model", "export", "7", "--round", "4", "out.bin"};
+
+        assert_int_equal(ctl_args_parse(7, old, &a), 0);
+        assert_int_equal(a.cmd, CTL_CMD_MODEL_EXPORT);
+        assert_int_equal(a.round, 4);
     }
     {
         char *rel[] = {"sflctl", "job", "release", "3", "19"};
