@@ -65,7 +65,7 @@ BUILD_PKGS := build-essential pkg-config libprotobuf-c-dev protobuf-c-compiler \
               libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev \
               libinih-dev libopenblas-dev liblapacke-dev zlib1g-dev
 TEST_PKGS  := libcmocka-dev openssl python3-grpcio python3-protobuf python3-cryptography python3-numpy python3-h2 iproute2 docker-compose \
-              protobuf-compiler protobuf-compiler-grpc chromium python3-pil
+              protobuf-compiler protobuf-compiler-grpc chromium python3-pil gnuplot-nox
 REPRO_PKGS := gnuplot-nox python3-sklearn
 INSTALL_PKGS := help2man
 FOOTPRINT_PKGS := time

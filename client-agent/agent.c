@@ -1634,6 +1634,7 @@ static void vert_answer(agent_t *a, uint64_t it, const double *b, size_t nb)
     m.iteration = it;
     m.msg = msg;
     m.msg_len = len;
+    agent_vert_objective(a->vert, it, &m.objective, &m.objective_rows);
     if ((rc = sfl_msg_step_answer_pack(&m, &buf, &blen)) < 0 ||
         (rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_STEP, buf, blen,
                                   (uint32_t)a->cfg.connect_timeout_ms, on_step, a,

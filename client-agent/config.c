@@ -10,6 +10,7 @@
 
 #include "sfl/dataset.h"
 #include "sfl/ini.h"
+#include "sfl/suggest.h"
 
 void agent_config_default(agent_config_t *c)
 {
@@ -133,6 +134,18 @@ int agent_config_set(agent_config_t *c, const char *key, const char *v)
         return 0;
     }
     return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
+}
+
+void agent_config_suggest(sfl_suggest_t *sg)
+{
+    static const char *const by_hand[] = {"eval_fraction", "conditions", "max_epsilon", "block"};
+
+    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+        sfl_suggest_add(sg, strings[i].key);
+    for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++)
+        sfl_suggest_add(sg, numbers[i].key);
+    for (size_t i = 0; i < sizeof(by_hand) / sizeof(by_hand[0]); i++)
+        sfl_suggest_add(sg, by_hand[i]);
 }
 
 int agent_config_known(const char *key)

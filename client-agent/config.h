@@ -52,6 +52,10 @@ void agent_config_default(agent_config_t *c);
 int agent_config_set(agent_config_t *c, const char *key, const char *value) SFL_MUST_CHECK;
 /* 1 if key is an agent key (a flag --key), else 0. */
 int agent_config_known(const char *key);
+/* Adds every key agent_config_known knows to sg (an unknown flag's
+ * suggestion, sfl/suggest.h). */
+struct sfl_suggest;
+void agent_config_suggest(struct sfl_suggest *sg);
 /* Reads an INI file ([agent] section only) with sfl_ini_parse_file: errors
  * name file, line and key ("agent.ini:3: unknown key 'cert_file'"). */
 int agent_config_load(agent_config_t *c, const char *path) SFL_MUST_CHECK;

@@ -10,6 +10,7 @@
 #include "agent.h"
 #include "config.h"
 #include "sfl/log.h"
+#include "sfl/suggest.h"
 
 static const char usage_text[] =
     "usage: sfl-agent [--config FILE] [--KEY VALUE ...]\n"
@@ -155,11 +156,16 @@ int main(int argc, char **argv)
         }
         flag_key(argv[i] + 2, key, sizeof(key), &v);
         if (strcmp(key, "config") != 0 && !agent_config_known(key)) {
-            char what[96];
+            sfl_suggest_t sg;
 
-            snprintf(what, sizeof(what), "unknown option '%.*s'", (int)strcspn(argv[i], "="),
-                     argv[i]);
-            usage_error(what, NULL);
+            sfl_suggest_init(&sg, "--", key);
+            agent_config_suggest(&sg);
+            sfl_suggest_add(&sg, "config");
+            sfl_suggest_add(&sg, "version");
+            sfl_suggest_add(&sg, "help");
+            fprintf(stderr, "sfl-agent: unknown option '%.*s'%s\nTry 'sfl-agent --help'.\n",
+                    (int)strcspn(argv[i], "="), argv[i], sfl_suggest_text(&sg));
+            exit(2);
         }
         if (v == NULL && ++i >= argc) {
             char what[96];

@@ -29,6 +29,10 @@ struct agent_vert {
     double *msg;
     size_t nm, nb;
     int test_noise;
+    /* the objective at the round's starting model, from the answer to its
+     * first iteration (agent_vert_objective); rows 0: none */
+    double objective;
+    uint64_t objective_rows;
 };
 
 int agent_vert_ids_hash(const char *ids_file, uint32_t rows, uint8_t hash[SFL_MSG_HASH_BYTES])
@@ -360,6 +364,14 @@ int agent_vert_step(agent_vert_t *c, uint64_t it, const double *b, size_t nb, ui
         return rc;
     if ((rc = sfl_vertical_client_step(&c->vj, &c->blk, it, b, c->state, &noise, c->msg)) < 0)
         return rc;
+    if (it == c->first) {
+        double f;
+
+        if ((rc = sfl_vertical_objective(&c->vj, &c->blk, b, &f)) < 0)
+            return rc;
+        c->objective = rc == 1 ? f : 0.0;
+        c->objective_rows = rc == 1 ? c->vj.nrows : 0;
+    }
     n = sfl_msg_values_bytes(c->nm, ops->msg_ints);
     if ((out = sfl__malloc(n)) == NULL)
         return SFL_ENOMEM;
@@ -372,4 +384,12 @@ int agent_vert_step(agent_vert_t *c, uint64_t it, const double *b, size_t nb, ui
     *msg = out;
     *len = n;
     return 0;
+}
+
+void agent_vert_objective(const agent_vert_t *c, uint64_t it, double *f, uint64_t *rows)
+{
+    int have = c != NULL && it == c->first && c->next > c->first;
+
+    *f = have ? c->objective : 0.0;
+    *rows = have ? c->objective_rows : 0;
 }

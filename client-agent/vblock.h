@@ -55,6 +55,11 @@ int agent_vert_begin(agent_vert_t **ctx, const sfl_task_t *t,
  * answered, a broadcast of the wrong length. */
 int agent_vert_step(agent_vert_t *ctx, uint64_t it, const double *b, size_t nb, uint8_t **msg,
                     size_t *len) SFL_MUST_CHECK;
+/* What the answer to iteration it carries besides the message: the
+ * objective at the round's starting model over *rows rows, for the round's
+ * first iteration once answered and a job whose broadcast gives it
+ * (sfl_vertical_objective); 0 and 0 otherwise. */
+void agent_vert_objective(const agent_vert_t *ctx, uint64_t it, double *f, uint64_t *rows);
 /* The round's identity, for the answers. */
 void agent_vert_round(const agent_vert_t *ctx, uint64_t *job, uint64_t *round,
                       uint32_t *attempt, uint64_t *first);

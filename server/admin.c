@@ -408,6 +408,28 @@ out:
     return rc;
 }
 
+/* "; kept: rounds 5, 6, 7" (at most a few, then "..."), or "" */
+static void kept_rounds(coord_t *co, uint64_t job, char *out, size_t cap)
+{
+    int64_t *r = NULL;
+    size_t n = 0, o;
+
+    out[0] = '\0';
+    if (coord_store_checkpoint_rounds(co->store, (int64_t)job, &r, &n) < 0 || n == 0) {
+        coord_store_free(r);
+        return;
+    }
+    o = (size_t)snprintf(out, cap, "; kept: round%s", n > 1 ? "s" : "");
+    for (size_t i = 0; i < n && o < cap; i++) {
+        if (i == 8 && n > 9) {
+            o += (size_t)snprintf(out + o, cap - o, " ... %lld", (long long)r[n - 1]);
+            break;
+        }
+        o += (size_t)snprintf(out + o, cap - o, "%s %lld", i ? "," : "", (long long)r[i]);
+    }
+    coord_store_free(r);
+}
+
 void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
     conn_t *k = ud;
@@ -445,8 +467,20 @@ void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
                                         j->model.dim * 13 + 64, &ck, &cklen, hash);
     }
     if (rc == SFL_ENOTFOUND) {
-        coord_fail_call(call, SFL_GRPC_STATUS_NOT_FOUND, "job %llu has no checkpoint of round %llu",
-                  (unsigned long long)id, (unsigned long long)round);
+        char kept[160];
+
+        kept_rounds(co, id, kept, sizeof(kept));
+        coord_fail_call(call, SFL_GRPC_STATUS_NOT_FOUND,
+                        round > j->committed
+                            ? "job %llu has no checkpoint of round %llu: not committed (the "
+                              "last committed is %llu)%s"
+                            : "job %llu has no checkpoint of round %llu: not kept (keep_checkpoints "
+                              "= %llu in coordinator.ini keeps the last rounds' only; 0 keeps "
+                              "all)%s",
+                        (unsigned long long)id, (unsigned long long)round,
+                        round > j->committed ? (unsigned long long)j->committed
+                                             : (unsigned long long)co->cfg.keep_checkpoints,
+                        kept);
         return;
     }
     memset(&e, 0, sizeof(e));

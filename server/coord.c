@@ -463,6 +463,14 @@ static const sfl_conn_cbs_t conn_cbs = {conn_on_connect, conn_on_data, conn_on_d
 static const sfl_conn_cbs_t admin_cbs = {admin_on_connect, conn_on_data, conn_on_drain,
                                          conn_on_close};
 
+/* A port another process holds: the setting that moves ours (key, as in
+ * coordinator.ini and as a flag). */
+static int addr_in_use(int rc, const char *key, const char *addr)
+{
+    return sfl__fail(rc, "%s %s: %s: another coordinator? change `%s` in coordinator.ini "
+                     "or --%s", key, addr, uv_strerror(rc), key, key);
+}
+
 /* admin_listen: its own socket, backlog and handshake slots, so a flood of
  * the agents' listener cannot delay sflctl. Small fixed limits: its
  * clients are a few operators (and it is on loopback by default). */
@@ -706,8 +714,11 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
         char detail[512];
 
         snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-        rc = sfl__fail(rc, "listen%s%s", strncmp(detail, "listen ", 7) == 0 ? "" : ": ",
-                       strncmp(detail, "listen ", 7) == 0 ? detail + 6 : detail);
+        if (rc == UV_EADDRINUSE)
+            rc = addr_in_use(rc, "listen", cfg->listen);
+        else
+            rc = sfl__fail(rc, "listen%s%s", strncmp(detail, "listen ", 7) == 0 ? "" : ": ",
+                           strncmp(detail, "listen ", 7) == 0 ? detail + 6 : detail);
         goto fail;
     }
     if (cfg->admin_listen[0] && strcmp(cfg->admin_listen, "off") != 0) {
@@ -720,7 +731,9 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
             char detail[512];
 
             snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-            rc = sfl__fail(rc, "admin_listen %s: %s", cfg->admin_listen, detail);
+            rc = rc == UV_EADDRINUSE
+                     ? addr_in_use(rc, "admin_listen", cfg->admin_listen)
+                     : sfl__fail(rc, "admin_listen %s: %s", cfg->admin_listen, detail);
             goto fail;
         }
     }
@@ -732,7 +745,9 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
             char detail[512];
 
             snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-            rc = sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, detail);
+            rc = rc == UV_EADDRINUSE
+                     ? addr_in_use(rc, "metrics_listen", cfg->metrics_listen)
+                     : sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, detail);
             goto fail;
         }
         co->metrics_open = 1;

@@ -165,6 +165,10 @@ struct job {
     double *sa_w3;      /* U3's public weights (ascending ids), at stage 3's end */
     uint64_t *sa_u3;    /* U3's ids, ascending, at stage 3's end */
     uint32_t sa_n3;     /* |U3| */
+    /* Bytes of the stage answers each member sent in the open attempt and
+     * the server accepted (parallel to rnd.members): a U3 member's is its
+     * update's bytes_up in the history (coord_saround_record). */
+    uint64_t *sa_bytes;
     /* The fold failed on the secure sum itself (out of bounds, canary):
      * some member of U3, nobody named (saround.c sets it, driver.c reads). */
     int work_unattributable;
@@ -223,7 +227,13 @@ struct coord {
     job_t **jobs;             /* ascending id */
     size_t njobs, cap_jobs;
     int64_t started_ms;
-    uint64_t verdicts[5];     /* by coord_upd_verdict_t */
+    uint64_t verdicts[5];     /* updates by coord_upd_verdict_t: mode 1's
+                                 submissions; mode 2's U3 members and a
+                                 vertical round's block holders, accepted
+                                 once each when their round aggregates */
+    uint64_t stage_verdicts[5]; /* mode 2's stage and vertical step answers */
+    uint64_t update_bytes;    /* bytes of accepted updates (the history's
+                                 bytes_up: every accepted participation row) */
     uint64_t rejects[RJ_COUNT];
     uint64_t bytes_in, bytes_out, rounds_committed, rounds_failed, tls_refused;
     uint64_t quarantines;     /* members quarantined since start (quarantine.c) */
@@ -436,6 +446,17 @@ int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m) S
 int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_box_t **out,
                         uint32_t *n) SFL_MUST_CHECK;
 void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+/* The accepted participation rows of an attempt whose secure sum is about
+ * to be folded: one per member of U3 (u3, n3 ids ascending), with the bytes
+ * of the stage answers it sent (bytes[i] for members[i], n of them,
+ * ascending ids). Fills out (n3 rows, reason NULL) and returns how many;
+ * an id of U3 that is not a member is left out. Pure. */
+uint32_t coord_saround_part_rows(const coord_member_t *members, const uint64_t *bytes, uint32_t n,
+                                 const uint64_t *u3, uint32_t n3, int64_t job, int64_t round,
+                                 int64_t attempt, int64_t at_ms, coord_part_row_t *out);
+/* Queues those rows for the open attempt and counts them as accepted
+ * updates (sfl_updates_total, sfl_update_bytes_total). */
+void coord_saround_record(job_t *j);
 
 /* agentsvc.c: Join and Subscribe. */
 void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
@@ -447,6 +468,9 @@ void coord_h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
 void coord_h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 /* Counts an update's verdict; rj: the RJ_ reason of a rejection. */
 void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj);
+/* A secure-aggregation stage answer's or a vertical step answer's verdict
+ * (sfl_stage_answers_total): messages within an update, not updates. */
+void coord_count_stage(coord_t *co, coord_upd_verdict_t v);
 /* The wire's ack status of a verdict. */
 sfl_ack_status_t coord_ack_of(coord_upd_verdict_t v);
 /* Replies with the UpdateAck of verdict vd (why: its reason unless

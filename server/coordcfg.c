@@ -104,7 +104,7 @@ static const struct {
     N("tick_ms", tick_ms, "MS", "scheduler period: deadlines and heartbeats (default 200)"),
     N("shutdown_timeout_ms", shutdown_timeout_ms, "MS",
       "graceful stop, then connections are dropped (default 10000)"),
-    N("keep_checkpoints", keep_checkpoints, "N", "checkpoints kept per job (default 3)"),
+    N("keep_checkpoints", keep_checkpoints, "N", "checkpoints kept per job, the last N rounds' (default 3; 0: all)"),
     N("max_job_memory", max_job_memory, "BYTES",
       "model state of all jobs not ended (about 3 x 8 bytes x dimension each); "
       "CreateJob past it is refused (default 4294967296)"),
@@ -206,8 +206,8 @@ int coord_config_check(const coord_config_t *c)
         return sfl__fail(SFL_EINVAL, "max_job_memory must be >= 1");
     if (c->max_live_jobs == 0 || c->max_live_jobs > 100000)
         return sfl__fail(SFL_EINVAL, "max_live_jobs must be in [1, 100000]");
-    if (c->keep_checkpoints == 0 || c->keep_checkpoints > 1000000)
-        return sfl__fail(SFL_EINVAL, "keep_checkpoints must be in [1, 1000000]");
+    if (c->keep_checkpoints > 1000000)
+        return sfl__fail(SFL_EINVAL, "keep_checkpoints must be in [0, 1000000] (0: all)");
     if (c->relaxed_sync > 1)
         return sfl__fail(SFL_EINVAL, "relaxed_sync must be 0 or 1");
     return 0;

@@ -169,10 +169,24 @@ int coord_render_metrics(coord_text_t *t, void *ud)
     coord_text_family(t, "sfl_rounds_failed_total", "counter",
                       "Round attempts that failed (quorum missed, aggregation error).");
     coord_text_printf(t, "sfl_rounds_failed_total %llu\n", (unsigned long long)co->rounds_failed);
-    coord_text_family(t, "sfl_updates_total", "counter", "Submitted updates by verdict.");
+    coord_text_family(t, "sfl_updates_total", "counter",
+                      "Updates by verdict: mode 1's submissions; a secure-aggregation "
+                      "round's U3 members and a vertical round's block holders, accepted "
+                      "once each when the round aggregates (the history's accepted).");
     for (int v = 0; v < 5; v++)
         coord_text_printf(t, "sfl_updates_total{verdict=\"%s\"} %llu\n", verdicts[v],
                           (unsigned long long)co->verdicts[v]);
+    coord_text_family(t, "sfl_update_bytes_total", "counter",
+                      "Bytes of accepted updates (the history's bytes_up): sealed mode-1 "
+                      "updates, a U3 member's secure-aggregation answers, a block holder's "
+                      "step answers.");
+    coord_text_printf(t, "sfl_update_bytes_total %llu\n", (unsigned long long)co->update_bytes);
+    coord_text_family(t, "sfl_stage_answers_total", "counter",
+                      "Secure-aggregation stage answers and vertical step answers by verdict "
+                      "(messages within an update).");
+    for (int v = 0; v < 5; v++)
+        coord_text_printf(t, "sfl_stage_answers_total{verdict=\"%s\"} %llu\n", verdicts[v],
+                          (unsigned long long)co->stage_verdicts[v]);
     coord_text_family(t, "sfl_updates_rejected_total", "counter",
                       "Updates with verdict rejected, by reason.");
     for (int r = 0; r < RJ_COUNT; r++)

@@ -205,6 +205,8 @@ void coord_part_queue(coord_t *co, const coord_part_row_t *row)
         co->partq = grown;
         co->cap_partq = cap;
     }
+    if (row->status == COORD_PART_ACCEPTED && row->bytes > 0)
+        co->update_bytes += (uint64_t)row->bytes;
     q = &co->partq[co->npartq++];
     q->row = *row;
     q->reason[0] = '\0';

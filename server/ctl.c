@@ -24,6 +24,7 @@
 #include "sfl/grpcconn.h"
 #include "sfl/ini.h"
 #include "sfl/spcodec.h"
+#include "sfl/suggest.h"
 #include "sfl/transport.h"
 
 /* Replies the tool accepts; an export of a d = 1e6 dense model is ~9 MB. */
@@ -177,8 +178,43 @@ static int find_cmd(const char *const *words, int n, ctl_args_t *a)
     if (n == 0)
         return sfl__fail(SFL_EINVAL, "no command (status, agents, jobs, job ..., model export, "
                                      "watch, agent revoke)");
-    return sfl__fail(SFL_EINVAL, "unknown command '%.100s%s%.100s'", words[0], n > 1 ? " " : "",
-                     n > 1 ? words[1] : "");
+    {
+        /* the nearest command: "job lst" -> 'job list'... compared as the
+         * one or two words the user gave */
+        char said[128], name[64];
+        sfl_suggest_t sg;
+
+        snprintf(said, sizeof(said), "%.60s%s%.60s", words[0], n > 1 ? " " : "",
+                 n > 1 ? words[1] : "");
+        /* both words, then the first alone ("jbs 3" -> 'jobs') */
+        for (int pass = 0; pass < 2; pass++) {
+            sfl_suggest_init(&sg, NULL, pass ? words[0] : said);
+            for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+                snprintf(name, sizeof(name), "%s%s%s", cmds[i].w1, cmds[i].w2 ? " " : "",
+                         cmds[i].w2 ? cmds[i].w2 : "");
+                sfl_suggest_add(&sg, name);
+            }
+            if (sfl_suggest_best(&sg) != NULL || n < 2)
+                break;
+        }
+        return sfl__fail(SFL_EINVAL, "unknown command '%s'%s", said, sfl_suggest_text(&sg));
+    }
+}
+
+/* "unknown option '--timout_ms'; did you mean '--timeout_ms'? (valid: ...)" */
+static int unknown_option(const char *arg, size_t n, const char *key)
+{
+    static const char *const own[] = {"config", "format", "round", "version", "help"};
+    sfl_suggest_t sg;
+
+    sfl_suggest_init(&sg, "--", key);
+    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+        sfl_suggest_add(&sg, strings[i].key);
+    sfl_suggest_add(&sg, "timeout_ms");
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        sfl_suggest_add(&sg, own[i]);
+    return sfl__fail(SFL_EINVAL, "unknown option '%.*s'%s", (int)(n + 2), arg,
+                     sfl_suggest_text(&sg));
 }
 
 int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
@@ -216,8 +252,9 @@ int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
         for (size_t k = 0; k < n; k++)
             key[k] = arg[2 + k] == '-' ? '_' : arg[2 + k];
         key[n] = '\0';
-        if (strcmp(key, "config") != 0 && strcmp(key, "format") != 0 && !ctl_config_known(key))
-            return sfl__fail(SFL_EINVAL, "unknown option '%.*s'", (int)(n + 2), arg);
+        if (strcmp(key, "config") != 0 && strcmp(key, "format") != 0 &&
+            strcmp(key, "round") != 0 && !ctl_config_known(key))
+            return unknown_option(arg, n, key);
         if (eq)
             v = eq + 1;
         else if (i + 1 < argc)
@@ -226,6 +263,18 @@ int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
             return sfl__fail(SFL_EINVAL, "option '%s' needs a value", arg);
         if (strcmp(key, "config") == 0) {
             a->config = v;
+            continue;
+        }
+        if (strcmp(key, "round") == 0) {
+            char *end;
+            unsigned long long r;
+
+            errno = 0;
+            r = strtoull(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end || errno || r == 0 || r > INT64_MAX)
+                return sfl__fail(SFL_EINVAL, "--round: want a round number >= 1, got '%.40s'",
+                                 v);
+            a->round = r;
             continue;
         }
         if (strcmp(key, "format") == 0) {
@@ -246,6 +295,8 @@ int ctl_args_parse(int argc, char **argv, ctl_args_t *a)
 
     if (rc == 0 && a->format != NULL && a->cmd != CTL_CMD_MODEL_EXPORT)
         return sfl__fail(SFL_EINVAL, "--format applies only to model export");
+    if (rc == 0 && a->round != 0 && a->cmd != CTL_CMD_MODEL_EXPORT)
+        return sfl__fail(SFL_EINVAL, "--round applies only to model export");
     return rc;
 }
 
@@ -744,9 +795,27 @@ const char *ctl_progress(const sfl_job_status_t *j, char *out, size_t cap)
     return out;
 }
 
+static int vertical(const char *algorithm)
+{
+    const sfl_algo_t *a = sfl_algo_find(algorithm);
+
+    return a != NULL && a->shape == SFL_SHAPE_VERTICAL;
+}
+
+/* A cell: "n/a" where the value cannot exist for the job (na), empty where
+ * it could but was not reported (!have), else the value. */
+#define CELL(f, na, have, ...)                                                                 \
+    do {                                                                                       \
+        if (na)                                                                                \
+            fputs("n/a", f);                                                                   \
+        else if (have)                                                                         \
+            fprintf(f, __VA_ARGS__);                                                           \
+    } while (0)
+
 void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t t0_ms)
 {
     int cls = classification(h->loss), pers = personalized(h->algorithm, h->loss);
+    int vert = vertical(h->algorithm);
 
     /* New columns come last (personal_accuracy, then the privacy ledger),
      * so scripts that read the columns by position still read the same. */
@@ -756,40 +825,45 @@ void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t 
                    "privacy_iterations,privacy_spent,privacy_spent_rdp\n");
     for (uint32_t i = 0; i < h->n; i++) {
         const sfl_round_summary_t *r = &h->rounds[i];
-        int ev = r->samples > 0 && r->eval_samples > 0;
+        /* the round's metrics were kept: every committed attempt sent a
+         * task (bytes_down > 0); a round committed before schema 2 has none */
+        int known = r->bytes_down > 0 || r->samples > 0;
+        int rep = r->samples > 0; /* the agents reported their training */
+        int ev = rep && r->eval_samples > 0;
 
+        /* a vertical job's objective is its block holders' word where the
+         * broadcast is exactly the margins A x (bcfw, dpbcfw unsketched and
+         * without noise); elsewhere nobody holds A x (a sketch, noise) and
+         * the coordinator no labels: n/a (docs/operations.md, "History") */
         fprintf(f, "%" PRIu64 ",", r->round);
-        if (r->samples > 0)
-            fprintf(f, "%.10g", r->train_loss);
+        CELL(f, vert && !rep, rep, "%.10g", r->train_loss);
         fputc(',', f);
-        if (ev && cls)
-            fprintf(f, "%.6f", r->eval_accuracy);
+        CELL(f, vert || !cls, ev, "%.6f", r->eval_accuracy);
         fputc(',', f);
-        if (ev && !cls)
-            fprintf(f, "%.10g", r->eval_mse);
+        CELL(f, vert || cls, ev, "%.10g", r->eval_mse);
         fputc(',', f);
-        if (r->samples > 0)
-            fprintf(f, "%" PRIu64 ",%u", r->eval_samples, r->model_nnz);
-        else
-            fputc(',', f); /* kept by a coordinator without metrics */
+        CELL(f, vert, rep, "%" PRIu64, r->eval_samples);
+        fputc(',', f);
+        CELL(f, 0, known, "%u", r->model_nnz);
         fprintf(f, ",%" PRIu64 ",", r->bytes_up);
-        if (r->samples > 0)
-            fprintf(f, "%" PRIu64, r->bytes_down);
+        CELL(f, 0, known, "%" PRIu64, r->bytes_down);
         fprintf(f, ",%u,%u,", r->accepted, r->selected);
-        if (r->samples > 0)
-            fprintf(f, "%" PRIu64, r->samples);
+        CELL(f, vert && !rep, rep, "%" PRIu64, r->samples);
         fprintf(f, ",%u,%" PRId64 ",%" PRId64 ",", r->attempt, r->committed_ms - r->opened_ms,
                 r->committed_ms - t0_ms);
-        if (ev && pers)
-            fprintf(f, "%.6f", r->personal_accuracy);
+        CELL(f, !pers, ev, "%.6f", r->personal_accuracy);
+        /* the ledger of a private vertical job; no other job keeps one */
         if (r->privacy_iterations > 0)
             fprintf(f, ",%" PRIu64 ",%.10g,%.10g", r->privacy_iterations, r->privacy_spent,
                     r->privacy_spent_rdp);
+        else if (known)
+            fputs(",n/a,n/a,n/a", f);
         else
             fputs(",,,", f);
         fputc('\n', f);
     }
 }
+#undef CELL
 
 void ctl_print_job(FILE *f, const sfl_job_status_t *j)
 {

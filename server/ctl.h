@@ -60,6 +60,9 @@ typedef enum {
 } ctl_cmd_t;
 
 /* What sflctl's arguments say. Strings are borrowed from argv. */
+/* Where sflctl looks for its file without --config, under $HOME. */
+#define CTL_DEFAULT_CONFIG ".config/sfl/sflctl.ini"
+
 typedef struct ctl_args {
     int help, version;   /* -h/--help or --version seen: nothing else checked */
     const char *config;  /* --config FILE, or NULL */
@@ -72,6 +75,7 @@ typedef struct ctl_args {
     uint64_t id;         /* commands on a job: operands[0] parsed */
     uint64_t agent;      /* job release: operands[1] parsed */
     const char *format;  /* model export --format NAME (checked), or NULL */
+    uint64_t round;      /* model export --round N (>= 1), 0: the last committed */
 } ctl_args_t;
 
 /* Parses argv[1..argc) (--KEY VALUE, --KEY=VALUE, dashes or underscores,

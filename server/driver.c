@@ -874,6 +874,8 @@ static void start_aggregation(job_t *j)
     fold_metrics(j);
     if (j->model.v != NULL)
         coord_vround_metrics(j, &j->work_metrics);
+    if (j->model.spec.secagg)
+        coord_saround_record(j); /* U3's rows, before the commit's (agg_after) */
     store_round_state(j, COORD_SROW_AGGREGATING, NULL);
     coord_close_attempt(j);
     j->busy = 1;

@@ -134,16 +134,8 @@ int coord_job_spec_set(sfl_job_spec_t *s, const char *key, const char *v)
         return 0;
     }
     if (strcmp(key, "algo") == 0) {
-        if (sfl_algo_find(v) == NULL || copy_str(s->algorithm, sizeof(s->algorithm), v) < 0) {
-            char known[256];
-            size_t n = 0;
-
-            known[0] = '\0';
-            for (const sfl_algo_t *const *a = sfl_algo_list(); *a && n < sizeof(known); a++)
-                n += (size_t)snprintf(known + n, sizeof(known) - n, "%s%s", n ? ", " : "",
-                                      (*a)->name);
-            return sfl__fail(SFL_EINVAL, "algo: unknown '%s' (known: %s)", v, known);
-        }
+        if (sfl_algo_find(v) == NULL || copy_str(s->algorithm, sizeof(s->algorithm), v) < 0)
+            return sfl__wrap(sfl_algo_unknown(v), "algo");
         return 0;
     }
     if (strcmp(key, "loss") == 0) {
@@ -267,7 +259,7 @@ int coord_job_spec_params(const sfl_job_spec_t *s, sfl_algo_params_t *p)
     const sfl_algo_t *a = sfl_algo_find(s->algorithm);
 
     if (a == NULL)
-        return sfl__fail(SFL_EINVAL, "algorithm: unknown algorithm '%s'", s->algorithm);
+        return sfl__wrap(sfl_algo_unknown(s->algorithm), "algorithm");
     return sfl_algo_params_from_list(a, &s->params, p);
 }
 
@@ -280,7 +272,7 @@ int coord_job_spec_check(const sfl_job_spec_t *s)
     int rc;
 
     if (sfl_algo_find(s->algorithm) == NULL)
-        return sfl__fail(SFL_EINVAL, "algorithm: unknown algorithm '%s'", s->algorithm);
+        return sfl__wrap(sfl_algo_unknown(s->algorithm), "algorithm");
     if (l == NULL)
         return sfl__fail(SFL_EINVAL, "loss: unknown loss '%s' (lsq, logistic, softmax, " SFL_LOSS_MLP_FORMS ")", s->loss);
     if (s->dictionary[0])

@@ -14,6 +14,7 @@
 #include "notify.h"
 #include "sfl/algo.h"
 #include "sfl/error.h"
+#include "sfl/suggest.h"
 #include "sfl/transport.h"
 #include "store.h"
 
@@ -196,8 +197,17 @@ static int parse_args(int argc, char **argv, args_t *a)
             for (j = 0; j < n && strcmp(k[j].key, key) != 0; j++)
                 ;
         if (j == n && strcmp(key, "config") != 0 && strcmp(key, "backup") != 0) {
-            fprintf(stderr, PROG ": error: unknown option '%.*s'\nTry '" PROG " --help'.\n",
-                    (int)strcspn(arg, "="), arg);
+            static const char *const own[] = {"config", "backup", "check", "public-key",
+                                              "version", "help"};
+            sfl_suggest_t sg;
+
+            sfl_suggest_init(&sg, "--", key);
+            for (size_t q = 0; q < n; q++)
+                sfl_suggest_add(&sg, k[q].key);
+            for (size_t q = 0; q < sizeof(own) / sizeof(own[0]); q++)
+                sfl_suggest_add(&sg, own[q]);
+            fprintf(stderr, PROG ": error: unknown option '%.*s'%s\nTry '" PROG " --help'.\n",
+                    (int)strcspn(arg, "="), arg, sfl_suggest_text(&sg));
             return -1;
         }
         if (eq)

@@ -41,9 +41,12 @@ static const char usage_text[] =
     "                             test_mse (agents' held-out rows), nnz, bytes,\n"
     "                             accepted and selected agents, wall time,\n"
     "                             personal_accuracy (personalized algorithms),\n"
-    "                             privacy ledger (private vertical jobs)\n"
-    "  model export ID FILE [--format text|libsvm|npy|spcodec]\n"
-    "                             write the last committed model to FILE\n"
+    "                             privacy ledger (private vertical jobs);\n"
+    "                             n/a where the job kind has no such value\n"
+    "  model export ID FILE [--format text|libsvm|npy|spcodec] [--round N]\n"
+    "                             write the last committed model (--round N: the\n"
+    "                             model round N committed, while its checkpoint is\n"
+    "                             kept: the coordinator's keep_checkpoints) to FILE\n"
     "                             atomically: text (default; '# ' header with\n"
     "                             job, round, dimension, nnz, then 'index value'\n"
     "                             lines, 1-based), libsvm (one line '0 i:v ...',\n"
@@ -80,6 +83,7 @@ static const char usage_text[] =
     "  --timeout-ms MS            connect, and each call's deadline (default 10000)\n"
     "  --format FORMAT            model export's format (not a config key): text,\n"
     "                             libsvm, npy or spcodec\n"
+    "  --round N                  model export's round (not a config key)\n"
     "  --version                  print the version\n"
     "  -h, --help                 this text\n"
     "\n"
@@ -114,6 +118,7 @@ typedef struct app {
     uint64_t agent;          /* job release */
     ctl_format_t format;     /* model export --format */
     const char *format_name; /* its name, "text" by default */
+    uint64_t round;          /* model export --round; 0: the last committed */
     sfl_job_spec_t spec;
 } app_t;
 
@@ -362,7 +367,7 @@ static int cmd_model_export(app_t *a)
     char hex[2 * SFL_MSG_HASH_BYTES + 1];
     int rc;
 
-    if ((rc = sfl_msg_export_req_pack(a->id, 0, &req, &len)) < 0)
+    if ((rc = sfl_msg_export_req_pack(a->id, a->round, &req, &len)) < 0)
         return local_failed("ExportModel", rc);
     if ((rc = rpc(a, "ExportModel", req, len, &r)) != 0)
         return rc;
@@ -564,7 +569,8 @@ int main(int argc, char **argv)
 {
     static app_t app;
     static ctl_args_t args;
-    int rc;
+    char path[CTL_PATH_MAX] = "";
+    int rc, loaded = 0;
 
     ctl_config_default(&app.cfg);
     if (ctl_args_parse(argc, argv, &args) < 0)
@@ -581,27 +587,42 @@ int main(int argc, char **argv)
     if (args.config != NULL) {
         if (ctl_config_load(&app.cfg, args.config) < 0)
             usage_error(sfl_last_error(), NULL);
+        loaded = 1;
     } else if (getenv("HOME") != NULL) {
-        char path[CTL_PATH_MAX];
-
-        snprintf(path, sizeof(path), "%s/.config/sfl/sflctl.ini", getenv("HOME"));
-        if (access(path, F_OK) == 0 && ctl_config_load(&app.cfg, path) < 0)
-            usage_error(sfl_last_error(), NULL);
-    }
+        snprintf(path, sizeof(path), "%s/" CTL_DEFAULT_CONFIG, getenv("HOME"));
+        if (access(path, F_OK) == 0) {
+            if (ctl_config_load(&app.cfg, path) < 0)
+                usage_error(sfl_last_error(), NULL);
+            loaded = 1;
+        }
+    } else
+        snprintf(path, sizeof(path), "$HOME/" CTL_DEFAULT_CONFIG " (HOME is not set)");
     if (ctl_args_apply(&args, &app.cfg) < 0)
         usage_error(sfl_last_error(), NULL);
     app.args = args.operands;
     app.id = args.id;
     app.agent = args.agent;
     app.format_name = args.format ? args.format : "text";
+    app.round = args.round;
     if (ctl_format_parse(app.format_name, &app.format) < 0)
         usage_error(sfl_last_error(), NULL);
     /* Everything the command needs from its operands is checked before the
      * first byte goes out. */
     if (args.cmd == CTL_CMD_JOB_CREATE && ctl_job_load(app.args[0], &app.spec) < 0)
         usage_error(sfl_last_error(), NULL);
-    if (ctl_config_check(&app.cfg) < 0)
+    if (ctl_config_check(&app.cfg) < 0) {
+        /* no file at all: say where sflctl looked and how to give one */
+        if (!loaded && args.nflags == 0) {
+            fprintf(stderr,
+                    PROG ": no configuration: no --config FILE and no file at %s.\n"
+                    "Pass --config FILE (an [sflctl] section with coordinator, ca, cert, key;\n"
+                    "docs/configuration.md), put one at that path, or give --ca, --cert and\n"
+                    "--key as flags.\nTry '" PROG " --help'.\n",
+                    path);
+            return 2;
+        }
         usage_error(sfl_last_error(), NULL);
+    }
 
     if (sodium_init() < 0) {
         fprintf(stderr, PROG ": libsodium failed to initialise\n");

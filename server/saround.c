@@ -63,6 +63,8 @@ void coord_saround_free(job_t *j)
     sfl__free(j->sa_u3);
     j->sa_u3 = NULL;
     j->sa_n3 = 0;
+    sfl__free(j->sa_bytes);
+    j->sa_bytes = NULL;
     j->sa_sent = 0;
 }
 
@@ -98,6 +100,7 @@ int coord_saround_prepare(job_t *j)
     topk = s->sa_topk ? s->sa_topk : tau >= 1 && tau < d ? (uint32_t)tau : d;
     size = s->sa_support ? s->sa_support : (topk > d / 2 ? d : 2 * topk);
     if ((j->sa_members = sfl__calloc(n, sizeof(*j->sa_members))) == NULL ||
+        (j->sa_bytes = sfl__calloc(n ? n : 1, sizeof(*j->sa_bytes))) == NULL ||
         (j->sa_support = sfl__calloc(size < d ? size : d, sizeof(uint32_t))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the secure aggregation round");
     /* The operator's cap, never what the agents declare: one agent declaring
@@ -399,6 +402,68 @@ int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m)
     }
 }
 
+/* The bytes of member id's accepted answers in the open attempt. */
+static void add_bytes(job_t *j, uint64_t id, size_t len)
+{
+    uint32_t lo = 0, hi = j->rnd.nmembers;
+
+    if (j->sa_bytes == NULL)
+        return;
+    while (lo < hi) { /* members ascend by agent id */
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (j->rnd.members[mid].agent < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < j->rnd.nmembers && j->rnd.members[lo].agent == id)
+        j->sa_bytes[lo] += len;
+}
+
+uint32_t coord_saround_part_rows(const coord_member_t *members, const uint64_t *bytes, uint32_t n,
+                                 const uint64_t *u3, uint32_t n3, int64_t job, int64_t round,
+                                 int64_t attempt, int64_t at_ms, coord_part_row_t *out)
+{
+    uint32_t m = 0, k = 0;
+
+    for (uint32_t i = 0; i < n3; i++) {
+        while (m < n && members[m].agent < u3[i])
+            m++;
+        if (m == n || members[m].agent != u3[i])
+            continue;
+        out[k++] = (coord_part_row_t){job, round, attempt, (int64_t)u3[i], COORD_PART_ACCEPTED,
+                                      NULL,
+                                      bytes[m] > INT64_MAX ? INT64_MAX : (int64_t)bytes[m],
+                                      at_ms};
+    }
+    return k;
+}
+
+void coord_saround_record(job_t *j)
+{
+    coord_t *co = j->co;
+    coord_part_row_t *rows;
+    uint32_t n;
+
+    if (j->sa_u3 == NULL || j->sa_bytes == NULL || j->sa_n3 == 0)
+        return;
+    if ((rows = sfl__calloc(j->sa_n3, sizeof(*rows))) == NULL) {
+        coord_log(COORD_LOG_ERROR, "store_error",
+                  "error=\"no memory for the participation records\" job=%llu round=%llu",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round);
+        return;
+    }
+    n = coord_saround_part_rows(j->rnd.members, j->sa_bytes, j->rnd.nmembers, j->sa_u3,
+                                j->sa_n3, (int64_t)j->id, (int64_t)j->rnd.round,
+                                (int64_t)j->wire_attempt + 1, coord_wall_ms(), rows);
+    for (uint32_t i = 0; i < n; i++) {
+        coord_part_queue(co, &rows[i]);
+        co->verdicts[COORD_UPD_ACCEPTED]++;
+    }
+    sfl__free(rows);
+}
+
 void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
     conn_t *c = ud;
@@ -443,8 +508,12 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
         (void)coord_round_heartbeat(&j->rnd, a->id, coord_now_ms(co));
         vd = coord_round_answer(&j->rnd, a->id, j->id, j->rnd.round, j->rnd.attempt,
                                 j->rnd.phase, coord_now_ms(co));
+        if (vd == COORD_UPD_ACCEPTED)
+            add_bytes(j, a->id, len);
     }
-    coord_count_verdict(co, vd, RJ_OTHER);
+    /* a stage answer is not an update: the members of U3 count as
+     * accepted updates when their sum is folded (coord_saround_record) */
+    coord_count_stage(co, vd);
     coord_log(vd == COORD_UPD_ACCEPTED ? COORD_LOG_DEBUG : COORD_LOG_WARN, "secagg",
               "agent=%llu job=%llu round=%llu stage=%u verdict=%s reason=%s",
               (unsigned long long)a->id, (unsigned long long)m->job_id,

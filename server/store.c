@@ -326,7 +326,7 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
 struct coord_store {
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT];
-    unsigned keep; /* checkpoints kept per job */
+    unsigned keep; /* checkpoints kept per job; 0: all */
     int batch;     /* a batch transaction is open: calls use savepoints */
 };
 
@@ -884,8 +884,6 @@ int coord_store_open(const char *path, const coord_store_opts_t *opts, coord_sto
     if (out == NULL || path == NULL || path[0] == '\0')
         return sfl__fail(SFL_EINVAL, "store: path is missing");
     *out = NULL;
-    if (opts && opts->keep_checkpoints == 0)
-        return sfl__fail(SFL_EINVAL, "store: keep_checkpoints must be at least 1");
     if (sodium_init() < 0)
         return sfl__fail(SFL_EIO, "store: libsodium failed to initialise");
     s = sfl__calloc(1, sizeof(*s));
@@ -1944,10 +1942,12 @@ int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64
     st = NULL;
     if (rc)
         goto out;
-    if ((rc = prep(s, ST_CKPT_PRUNE, &st, IDS(job, round - (int64_t)s->keep))) != 0)
-        goto out;
-    rc = exec_stmt(s, st, "prune checkpoints");
-    st = NULL;
+    if (s->keep > 0) {
+        if ((rc = prep(s, ST_CKPT_PRUNE, &st, IDS(job, round - (int64_t)s->keep))) != 0)
+            goto out;
+        rc = exec_stmt(s, st, "prune checkpoints");
+        st = NULL;
+    }
     if (rc == 0 && metrics != NULL)
         rc = insert_metrics(s, job, round, attempt, metrics);
 out:

@@ -33,7 +33,8 @@
 typedef struct coord_store coord_store_t;
 
 typedef struct {
-    /* checkpoints kept per job (the last N committed rounds), >= 1 */
+    /* checkpoints kept per job: the last N committed rounds; 0 keeps every
+     * round's (sflctl model export --round N of any round) */
     unsigned keep_checkpoints;
     /* how long to wait for a lock held by another connection; 0 = 5000 */
     unsigned busy_timeout_ms;
@@ -277,7 +278,7 @@ int coord_store_round_set_state(coord_store_t *s, int64_t job, int64_t round, in
 /* The commit, in ONE transaction: the AGGREGATING round becomes COMMITTED,
  * the checkpoint (model, borrowed, opaque bytes) is stored with its
  * BLAKE2b-256 hash, jobs.last_committed_round = round, and checkpoints older
- * than the last keep_checkpoints are deleted; metrics (may be NULL: none)
+ * than the last keep_checkpoints are deleted (none with 0); metrics (may be NULL: none)
  * are stored with the round. hash (may be NULL) receives the
  * model hash. After it returns 0 the commit is durable. A model beyond
  * SQLite's blob limit (1e9 bytes by default) gives SFL_ELIMIT. */

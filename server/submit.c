@@ -401,6 +401,12 @@ void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
         co->rejects[rj >= 0 && rj < RJ_COUNT ? rj : RJ_OTHER]++;
 }
 
+void coord_count_stage(coord_t *co, coord_upd_verdict_t v)
+{
+    if ((unsigned)v < 5)
+        co->stage_verdicts[v]++;
+}
+
 int coord_seal_reason(int rc)
 {
     switch (rc) {

@@ -6,6 +6,8 @@
  * any other, with a commit of its checkpoint. */
 #include "coord_int.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -292,9 +294,27 @@ static void advance(job_t *j)
                                                      (int64_t)j->rnd.members[i].agent,
                                                      COORD_PART_ACCEPTED, NULL,
                                                      (int64_t)(per * count), coord_wall_ms()});
+            co->verdicts[COORD_UPD_ACCEPTED]++; /* one update a block holder a round */
         }
     }
     coord_job_drive(j);
+}
+
+/* The objective at the round's starting model, from the first answer to
+ * its first iteration that reports one over the job's rows (all block
+ * holders compute it from the same broadcast): the round's train loss in
+ * the history, as a mode-1 round's is the agents' mean (fold_metrics). */
+static void take_objective(job_t *j, const sfl_step_answer_t *m)
+{
+    uint64_t first;
+    uint32_t count;
+
+    coord_vjob_span(&j->model.spec, j->rnd.round, &first, &count);
+    if (m->iteration != first || m->objective_rows != j->model.v->vj.nrows ||
+        !isfinite(m->objective) || j->fold.samples > 0)
+        return;
+    j->fold.samples = m->objective_rows;
+    j->fold.loss = m->objective * (double)m->objective_rows;
 }
 
 void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
@@ -346,9 +366,13 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
             (void)coord_round_heartbeat(&j->rnd, a->id, coord_now_ms(co));
             vd = coord_vjob_answer(j->model.v, k, m->iteration, m->msg, m->msg_len, why,
                                    sizeof(why));
+            if (vd == COORD_UPD_ACCEPTED)
+                take_objective(j, m);
         }
     }
-    coord_count_verdict(co, vd, RJ_OTHER);
+    /* an iteration's answer is not an update: each block holder counts as
+     * one accepted update when the round's last iteration is in (advance) */
+    coord_count_stage(co, vd);
     if (vd != COORD_UPD_ACCEPTED)
         coord_log(COORD_LOG_WARN, "step", "agent=%llu job=%llu round=%llu iteration=%llu "
                   "verdict=%s reason=%s", (unsigned long long)a->id,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sfl/algo.h"
+#include "sfl/suggest.h"
 #include "sfl/ini.h"
 #include "sfl/version.h"
 #include "sim.h"
@@ -418,8 +419,15 @@ int sim_options(int argc, char **argv, sim_cfg_t *cfg)
             snprintf(name, sizeof(name), "%.*s", n > 2 ? n - 2 : 0, arg + 2);
             if (strncmp(arg, "--", 2) == 0 && arg[n] == '=' && find_opt(name) != NULL)
                 fprintf(stderr, "sfl-sim: error: option '--%s' takes no value\n", name);
-            else
-                fprintf(stderr, "sfl-sim: error: unknown option '%.*s' (see --help)\n", n, arg);
+            else {
+                sfl_suggest_t sg;
+
+                sfl_suggest_init(&sg, "--", name);
+                for (int k = 0; lo[k].name != NULL; k++)
+                    sfl_suggest_add(&sg, lo[k].name);
+                fprintf(stderr, "sfl-sim: error: unknown option '%.*s'%s\n", n, arg,
+                        strncmp(arg, "--", 2) == 0 ? sfl_suggest_text(&sg) : " (see --help)");
+            }
             return -1;
         }
         if (c == ':') {

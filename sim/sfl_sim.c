@@ -637,6 +637,10 @@ static void gnuplot_reason(const char *path, char *out, size_t cap)
         fclose(f);
 }
 
+/* How to get gnuplot (Debian; make test and make demo install it). */
+#define GNUPLOT_HOW                                                                           \
+    ": gnuplot is not installed (sudo apt-get install gnuplot-nox, or make deps-test)"
+
 /* Draws obj[0..n) (the objective of rounds 1..n) into png with gnuplot.
  * The data and the program go through a private temporary directory
  * ($TMPDIR or /tmp) that is removed before returning, whatever happens.
@@ -686,7 +690,10 @@ int sim_plot(const char *png, const double *obj, uint32_t n, const sim_cfg_t *cf
         errno = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (errno != 0) {
-        snprintf(why, cap, "cannot run gnuplot: %s (install gnuplot-nox)", strerror(errno));
+        int err = errno;
+
+        snprintf(why, cap, "cannot run gnuplot: %s%s", strerror(err),
+                 err == ENOENT ? GNUPLOT_HOW : "");
         goto out;
     }
     while (waitpid(pid, &status, 0) < 0)
@@ -696,7 +703,7 @@ int sim_plot(const char *png, const double *obj, uint32_t n, const sim_cfg_t *cf
         }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-            snprintf(why, cap, "cannot run gnuplot (install gnuplot-nox)");
+            snprintf(why, cap, "cannot run gnuplot%s", GNUPLOT_HOW);
         else {
             gnuplot_reason(errs, said, sizeof(said));
             snprintf(why, cap, "gnuplot failed (%s %d)%s%s",
@@ -821,8 +828,8 @@ int main(int argc, char **argv)
     if (sim_options(argc, argv, &cfg) < 0)
         return 2;
     algo = sfl_algo_find(cfg.algo);
-    if (algo == NULL)
-        sim_usage_error("unknown --algo (see --help)", cfg.algo);
+    if (algo == NULL && sfl_algo_unknown(cfg.algo) < 0)
+        sim_usage_error(sfl_last_error(), NULL); /* --algo: the valid ones, the nearest */
     if (parse_encoding(cfg.encoding, &enc) < 0)
         sim_usage_error("unknown --encoding (f64, f32, q8)", cfg.encoding);
     if (cfg.clients == 0 || cfg.rounds == 0 || cfg.eval_every == 0)

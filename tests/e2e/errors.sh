@@ -26,6 +26,21 @@ for p in sfl-coordinator sfl-agent sflctl sfl-sim; do
     expect 2 "unknown option '--bogus'" "$BIN/$p" --bogus=1
     expect 2 "unknown option '-x'" "$BIN/$p" -x
 done
+# ... with the valid ones and the nearest (issue 24 item 8)
+expect 2 "unknown option '--rouds'; did you mean '--rounds'? (valid: --algo," "$BIN/sfl-sim" --rouds 3
+expect 2 "unknown option '--lisen'; did you mean '--listen'? (valid: --listen," \
+    "$BIN/sfl-coordinator" --lisen 127.0.0.1:1
+expect 2 "unknown option '--dat'; did you mean '--data'? (valid: --coordinator," \
+    "$BIN/sfl-agent" --dat x
+expect 2 "unknown option '--timout-ms'; did you mean '--timeout_ms'? (valid: --coordinator," \
+    "$BIN/sflctl" --timout-ms 5 jobs
+expect 2 "unknown algorithm 'fedavgg'; did you mean 'fedavg'? (valid: fedht," "$BIN/sfl-sim" \
+    --algo fedavgg
+# sflctl without a file at the default path and without flags: where it looked
+mkdir -p "$t/home"
+expect 2 "no --config FILE and no file at $t/home/.config/sfl/sflctl.ini" env HOME="$t/home" \
+    "$BIN/sflctl" jobs
+grep -qF "Pass --config FILE" "$t/err" || fail "sflctl without a config: $(cat "$t/err")"
 expect 2 "option '--config' needs a value" "$BIN/sfl-coordinator" --config
 expect 2 "option '--ca' needs a value" "$BIN/sfl-agent" --ca
 expect 2 "log_level: 'loud' is not debug, info, warn or error" "$BIN/sfl-agent" --log-level loud
@@ -51,8 +66,12 @@ printf '[job a]\nfeatures = 10\ntau = twenty\n' >> "$t/c.ini"
 expect 2 "$t/c.ini:11: tau: invalid value 'twenty'" "$BIN/sfl-coordinator" --config "$t/c.ini" --check
 sed -i '$d' "$t/c.ini"
 printf 'algo = fedavgg\n' >> "$t/c.ini"
-expect 2 "$t/c.ini:11: algo: unknown 'fedavgg' (known: fedht, fediterht," \
+expect 2 "$t/c.ini:11: algo: unknown algorithm 'fedavgg'; did you mean 'fedavg'? (valid: fedht, fediterht," \
     "$BIN/sfl-coordinator" --config "$t/c.ini" --check
+# the same from sflctl job create, before anything goes out
+printf '[job a]\nfeatures = 10\nalgo = fedprx\n' > "$t/job.ini"
+expect 2 "$t/job.ini:3: algo: unknown algorithm 'fedprx'; did you mean 'fedprox'?" "$BIN/sflctl" \
+    --coordinator 127.0.0.1:1 --ca "$t/pki/ca.crt" --cert x --key y job create "$t/job.ini"
 sed -i '$d' "$t/c.ini"
 printf 'tau = 2\ntau = 3\n' >> "$t/c.ini"
 expect 2 "$t/c.ini:12: duplicate key 'tau' (first set on line 11)" \
@@ -136,6 +155,18 @@ pids="$pids $coord"
 wait_for 20 grep -q "event=started" "$t/coord.log" || fail "coordinator did not start"
 expect 1 "state directory $t/state is in use by another sfl-coordinator (pid $coord)" \
     "$BIN/sfl-coordinator" --config "$t/c.ini"
+# its port, taken: each listener's error names the setting that moves it
+busy=$(sed -n 's/.*event=started .* port=\([0-9]*\).*/\1/p' "$t/coord.log")
+[ -n "$busy" ] || fail "no port in the log"
+for key in listen admin_listen metrics_listen; do
+    # admin_listen's default (127.0.0.1:7444) is the running one's too
+    admin=off
+    [ $key = admin_listen ] && admin=127.0.0.1:$busy
+    expect 1 "$key 127.0.0.1:$busy: address already in use: another coordinator? change \`$key\` in coordinator.ini or --$key" \
+        "$BIN/sfl-coordinator" --config "$t/c.ini" --state_dir "$t/state-$key" --admin_listen $admin \
+        --$key "127.0.0.1:$busy"
+    [ "$(grep -ci 'address already in use' "$t/err")" = 1 ] || fail "$key: $(cat "$t/err")"
+done
 kill "$coord"
 wait "$coord" || fail "coordinator did not stop cleanly"
 

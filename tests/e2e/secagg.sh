@@ -157,8 +157,16 @@ run_pair_job() { # $1 = job id, $2 = name, $3 = secure_aggregation
     wait_for 120 done_job "$1" || fail "job $2 did not finish: $($CTL jobs 2>&1)"
     $CTL model export "$1" "$t/$2.model" > "$t/export-$2.log" 2>&1 || fail "export $2"
 }
+# /metrics' counter $1 (a full series name) at the coordinator
+metric() { /usr/bin/python3 -c "import urllib.request, sys
+for l in urllib.request.urlopen('http://127.0.0.1:$mport/metrics', timeout=5).read().decode().splitlines():
+    if l.split(' ')[0] == sys.argv[1]: print(l.split(' ')[1])" "$1"; }
 run_pair_job 2 plain 0
+acc0=$(metric 'sfl_updates_total{verdict="accepted"}')
+bytes0=$(metric sfl_update_bytes_total)
 run_pair_job 3 masked 1
+acc1=$(metric 'sfl_updates_total{verdict="accepted"}')
+bytes1=$(metric sfl_update_bytes_total)
 grep -q "event=update job=3 " "$t/coord.log" && fail "a mode-1 update in the mode-2 job"
 # the rounds' train loss travels summed in mode 2 (the metric words): each
 # round's objective as mode 1's, to the quantization
@@ -169,6 +177,19 @@ paste -d, "$t/plain.csv" "$t/masked.csv" | awk -F, -v n="$(head -1 "$t/plain.csv
              if (b == "" || !(a > 0) || e > 1e-4 * a) { print "round " $1 ": " a " vs " b; bad = 1 }; rows++ }
     END { exit bad || rows != 10 }' > "$t/loss-cmp.txt" ||
     fail "mode 2's train loss is not mode 1's: $(cat "$t/loss-cmp.txt")"
+# the history of a mode-2 round fills what mode 1's does (issue 24 item 7):
+# every live member contributed (accepted), the bytes of its stage answers
+# (bytes_up), the stages and task sent (bytes_down), the model's nnz; and
+# /metrics' accepted updates and their bytes moved by the history's sums
+awk -F, -v live="$live" 'NR > 1 { if ($9 != live || $10 != live || !($7 > 0) || !($8 > 0) ||
+                                     $6 !~ /^[0-9]+$/ || $5 !~ /^[0-9]+$/) { print; bad = 1 }
+                                 acc += $9; up += $7 }
+    END { print acc, up; exit bad }' "$t/masked.csv" > "$t/masked-sums.txt" ||
+    fail "mode 2's history: $(cat "$t/masked-sums.txt")"
+# shellcheck disable=SC2046
+set -- $(tail -1 "$t/masked-sums.txt")
+[ "$((acc1 - acc0))" -eq "$1" ] && [ "$((bytes1 - bytes0))" -eq "$2" ] ||
+    fail "/metrics: $((acc1 - acc0)) accepted updates of $((bytes1 - bytes0)) bytes, history $1 of $2"
 cmp=$(/usr/bin/python3 - "$t" <<'EOF2'
 import glob, sys
 t = sys.argv[1]

@@ -65,7 +65,7 @@ expect_error() { # $1 = expected exit, $2 = pattern, rest = args
     grep -q "$pat" "$t/err" || fail "$*: stderr '$(cat "$t/err")' lacks '$pat'"
 }
 expect_error 2 "unknown option" --bogus
-expect_error 2 "unknown --algo" --algo nope
+expect_error 2 "unknown algorithm 'nope' (valid: fedht," --algo nope
 expect_error 2 "invalid value" --rounds -3
 expect_error 2 "invalid value" --lr abc
 expect_error 2 "tau must be in \[1, 1000\], got 5000" --data synth:sparse --tau 5000 --rounds 1
@@ -250,6 +250,9 @@ step "--plot without gnuplot: a warning, the CSV, exit 0"
 plotrun "$t/none.png" PATH=/nonexistent
 grep -q "^sfl-sim: warning: no plot written to $t/none.png: cannot run gnuplot" "$t/p.err" ||
     fail "no warning without gnuplot: $(cat "$t/p.err")"
+# ... that says how to get it (issue 24 item 8)
+grep -qF "gnuplot is not installed (sudo apt-get install gnuplot-nox, or make deps-test)" "$t/p.err" ||
+    fail "no hint without gnuplot: $(cat "$t/p.err")"
 [ "$(wc -l < "$t/p.err")" -eq 1 ] || fail "more than one line on stderr: $(cat "$t/p.err")"
 if command -v gnuplot > /dev/null; then
     step "--plot draws a PNG and still writes the CSV"

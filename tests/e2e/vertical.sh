@@ -100,6 +100,26 @@ step "noise off: the exported model equals sfl-sim's bit for bit"
 $CTL model export 1 "$t/net0.model" > "$t/export.log" 2>&1 ||
     fail "sflctl model export: $(cat "$t/export.log")"
 same_model "$t/net0.model" "$t/sim0.model"
+# its history (issue 24 item 7): what a vertical round has, filled (every
+# block holder accepted, bytes both ways, the model's nnz: the exported
+# model's); what it cannot have (a loss, held-out rows), n/a; /metrics'
+# accepted updates and their bytes are the history's sums (job 1 ran alone)
+$CTL job history 1 > "$t/history1.csv" 2>&1 || fail "sflctl job history 1: $(cat "$t/history1.csv")"
+nnz=$(grep -v '^#' "$t/net0.model" | awk '$2 != 0' | wc -l)
+awk -F, -v k=$K -v r=$ROUNDS -v nnz="$nnz" '
+    NR > 1 { if ($2 != "n/a" || $3 != "n/a" || $4 != "n/a" || $5 != "n/a" || $11 != "n/a" ||
+                 $9 != k || $10 != k || !($7 > 0) || !($8 > 0) || $6 !~ /^[0-9]+$/) { print; bad = 1 }
+             acc += $9; up += $7; last = $6; rows++ }
+    END { if (rows != r || last != nnz) { print rows " rows, last nnz " last " of " nnz; bad = 1 }
+          print acc, up; exit bad }' "$t/history1.csv" > "$t/sums1.txt" ||
+    fail "job 1's history: $(cat "$t/sums1.txt")"
+/usr/bin/python3 -c "import urllib.request, sys; sys.stdout.write(urllib.request.urlopen(
+    'http://127.0.0.1:$mport/metrics', timeout=5).read().decode())" > "$t/metrics1.txt" ||
+    fail "GET /metrics"
+read -r acc up < "$t/sums1.txt"
+grep -qx "sfl_updates_total{verdict=\"accepted\"} $acc" "$t/metrics1.txt" &&
+    grep -qx "sfl_update_bytes_total $up" "$t/metrics1.txt" ||
+    fail "/metrics disagrees with the history ($acc updates, $up bytes): $(grep -e '^sfl_updates_total' -e '^sfl_update_bytes' "$t/metrics1.txt")"
 
 step "noise on (the seeded test stream): the model equals sfl-sim's bit for bit"
 for i in 4 5; do eval "kill \$agent_$i"; done
@@ -191,4 +211,35 @@ grep -q '^sfl_job_privacy_iterations{job="3",name="crash"} 200$' "$t/metrics.txt
 awk '$1 == "sfl_job_privacy_epsilon_spent{job=\"2\",name=\"seeded\"}" { v = $2 }
      END { exit !(v > 0.999999 && v < 1.000001) }' "$t/metrics.txt" ||
     fail "job 2's epsilon in /metrics: $(grep privacy "$t/metrics.txt")"
+step "bcfw (the broadcast is A x): the history's objective is sfl-sim's at each round's start"
+# shellcheck disable=SC2086
+"$BIN/sfl-sim" $SIMDATA --algo bcfw --eta 2 --rounds $((ROUNDS * S)) --quiet --no-wall-clock \
+    > "$t/sim-bcfw.csv" || fail "sfl-sim bcfw"
+cat > "$t/job4.ini" <<EOF2
+[job plain]
+algo = bcfw
+loss = lsq
+features = $D
+rows = $N
+eta = 2
+rounds = $ROUNDS
+iterations_per_round = $S
+cohort = $K
+overselect = 0
+min_quorum = $K
+deadline_ms = 20000
+seed = 7
+EOF2
+$CTL job create "$t/job4.ini" > "$t/create.log" 2>&1 || fail "job create: $(cat "$t/create.log")"
+wait_for 120 finished 4 || fail "job 4 did not finish: $($CTL jobs 2>&1)"
+$CTL job history 4 > "$t/history4.csv" 2>&1 || fail "sflctl job history 4: $(cat "$t/history4.csv")"
+# round r starts at the model of iteration (r - 1) S: sfl-sim's row (r - 1) S
+# (and its model's nnz, the history's at round r, is sfl-sim's at r S)
+awk -F, -v s=$S -v n=$N 'NR == FNR { if (FNR > 1) { sim[$1] = $2; nnz[$1] = $6 }; next }
+    FNR > 1 { if ($11 != n || $3 != "n/a" || $6 != nnz[$1 * s]) { print "round " $1 ": " $0; bad = 1 }
+              if ($1 > 1) { want = sim[($1 - 1) * s]; e = $2 - want; if (e < 0) e = -e
+                            if (want == "" || e > 1e-9 * want) { print "round " $1 ": " $2 " vs " want; bad = 1 } }
+              rows++ }
+    END { exit bad || rows == 0 }' "$t/sim-bcfw.csv" "$t/history4.csv" > "$t/cmp4.txt" ||
+    fail "bcfw objective: $(cat "$t/cmp4.txt") history: $(cat "$t/history4.csv")"
 echo "vertical e2e: ok (job 3: killed with $before commits and round $opened open, $after in all)"

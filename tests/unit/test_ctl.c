@@ -113,6 +113,14 @@ static void test_ctl_args(void **state)
         {{"status", "--ca"}, "option '--ca' needs a value"},
         {{"frob"}, "unknown command 'frob'"},
         {{"job", "frob", "1"}, "unknown command 'job frob'"},
+        /* the nearest, and the valid ones (issue 24 item 8) */
+        {{"job", "histry", "1"},
+         "unknown command 'job histry'; did you mean 'job history'? (valid: status, agents, "},
+        {{"jbs", "1"}, "unknown command 'jbs 1'; did you mean 'jobs'?"},
+        {{"--timout-ms", "5", "jobs"},
+         "unknown option '--timout-ms'; did you mean '--timeout_ms'? (valid: --coordinator, "},
+        {{"jobs", "--round", "3"}, "--round applies only to model export"},
+        {{"model", "export", "1", "f", "--round", "0"}, "--round: want a round number >= 1"},
         {{NULL}, "no command"},
         {{"job", "pause"}, "wrong number of operands for 'job pause'"},
         {{"job", "pause", "x"}, "'x' is not a job id"},
@@ -155,6 +163,14 @@ static void test_ctl_args(void **state)
         assert_int_equal(ctl_args_apply(&a, &c), 0);
         assert_int_equal(c.timeout_ms, 250);
         assert_string_equal(c.server_name, "coord");
+        assert_int_equal(a.round, 0); /* the last committed */
+    }
+    {
+        char *old[] = {"sflctl", "model", "export", "7", "--round", "4", "out.bin"};
+
+        assert_int_equal(ctl_args_parse(7, old, &a), 0);
+        assert_int_equal(a.cmd, CTL_CMD_MODEL_EXPORT);
+        assert_int_equal(a.round, 4);
     }
     {
         char *rel[] = {"sflctl", "job", "release", "3", "19"};
@@ -260,7 +276,9 @@ static void test_ctl_job_file_bad(void **state)
         {"[job a]\nfeatures = 10\nlabels = 0,nan\n", ":3: labels: want", SFL_EINVAL},
         {"[job a]\nfeatures = 10\npaused = yes\n", ":3: paused: want 0 or 1", SFL_EINVAL},
         {"[job a]\nname = b\n", ":2: name: the job's name is the section's", SFL_EINVAL},
-        {"[job a]\nalgo = nope\n", ":2: algo: unknown 'nope' (known: fedht, ", SFL_EINVAL},
+        {"[job a]\nalgo = nope\n", ":2: algo: unknown algorithm 'nope' (valid: fedht, ", SFL_EINVAL},
+        {"[job a]\nalgo = fedavgg\n",
+         ":2: algo: unknown algorithm 'fedavgg'; did you mean 'fedavg'? (valid: fedht, ", SFL_EINVAL},
         {"[job a]\nfeatures = 10\ntau = twenty\n", "bad.ini:3: tau: invalid value 'twenty'",
          SFL_EINVAL},
         {"[job a]\nfeatures = 10\nfeatures = 11\n",
@@ -556,19 +574,21 @@ static void test_ctl_history(void **state)
                         "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,"
                         "bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,"
                         "personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp\n"
-                        "1,,,,,,300,,3,4,,0,500,500,,,,\n"
-                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,,,,\n"
-                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,,,,\n");
+                        "1,,,n/a,,,300,,3,4,,0,500,500,n/a,,,\n"
+                        "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,n/a,n/a,n/a,"
+                        "n/a\n"
+                        "3,0.6931471806,0.875000,n/a,100,10,480,1200,4,4,400,0,200,1900,n/a,n/a,"
+                        "n/a,n/a\n");
     free(out);
     /* FedMac: the agents' own models, where the round has held-out rows. */
     snprintf(h.algorithm, sizeof(h.algorithm), "fedmac");
     r[2].personal_accuracy = 0.9375;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
-                        "1,,,,,,300,,3,4,,0,500,500,,,,\n"
-                        "2,0.6931471806,,,0,10,480,1200,4,4,400,1,1000,1600,,,,\n"
-                        "3,0.6931471806,0.875000,,100,10,480,1200,4,4,400,0,200,1900,0.937500,,,"
-                        "\n");
+                        "1,,,n/a,,,300,,3,4,,0,500,500,,,,\n"
+                        "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,,n/a,n/a,n/a\n"
+                        "3,0.6931471806,0.875000,n/a,100,10,480,1200,4,4,400,0,200,1900,0.937500,"
+                        "n/a,n/a,n/a\n");
     free(out);
     snprintf(h.loss, sizeof(h.loss), "lsq");
     r[2].eval_mse = 0.25;
@@ -576,7 +596,9 @@ static void test_ctl_history(void **state)
     h.rounds = r + 2;
     h.n = 1;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900,,,,\n");
+    assert_string_equal(out,
+                        "3,0.6931471806,n/a,0.25,100,10,480,1200,4,4,400,0,200,1900,n/a,n/a,n/a,"
+                        "n/a\n");
     free(out);
     /* a private vertical job: its ledger at each commit */
     r[2].privacy_iterations = 300;
@@ -584,7 +606,37 @@ static void test_ctl_history(void **state)
     r[2].privacy_spent_rdp = 0.25;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
-                        "3,0.6931471806,,0.25,100,10,480,1200,4,4,400,0,200,1900,,300,0.5,0.25\n");
+                        "3,0.6931471806,n/a,0.25,100,10,480,1200,4,4,400,0,200,1900,n/a,300,0.5,"
+                        "0.25\n");
+    free(out);
+    /* Issue 24 item 7: a vertical round reports no loss and no rows (n/a),
+     * but its model's nnz and the bytes both ways are kept and shown */
+    snprintf(h.algorithm, sizeof(h.algorithm), "dpbcfw");
+    memset(&r[2], 0, sizeof(r[2]));
+    r[2].round = 3;
+    r[2].opened_ms = 2700;
+    r[2].committed_ms = 2900;
+    r[2].selected = r[2].accepted = 4;
+    r[2].model_nnz = 7;
+    r[2].bytes_up = 480;
+    r[2].bytes_down = 900;
+    CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
+    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,n/a,n/a,n/a\n");
+    free(out);
+    r[2].privacy_iterations = 300;
+    r[2].privacy_spent = 0.5;
+    r[2].privacy_spent_rdp = 0.25;
+    CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
+    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,300,0.5,0.25\n");
+    free(out);
+    /* bcfw: the block holders' objective over the job's rows, where its
+     * broadcast is the margins A x */
+    snprintf(h.algorithm, sizeof(h.algorithm), "bcfw");
+    r[2].privacy_iterations = 0;
+    r[2].samples = 200;
+    r[2].train_loss = 0.125;
+    CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
+    assert_string_equal(out, "3,0.125,n/a,n/a,n/a,7,480,900,4,4,200,0,200,1900,n/a,n/a,n/a,n/a\n");
     free(out);
 }
 

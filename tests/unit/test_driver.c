@@ -1,6 +1,7 @@
 /* server/driver.c: the round driver: retries, pauses, waiting reasons, on the
  * in-process coordinator (coordfx.h). */
 #include "coordfx.h"
+#include "coord_int.h"
 
 /* A quorum missed at the deadline: retry with a fresh nonce and key, then
  * the job pauses with the reason after max_attempts. */
@@ -207,9 +208,43 @@ static void test_coord_secagg_weights_public(void **state)
     fx_stop();
 }
 
+/* Issue 24 item 7: a mode-2 round's history rows. The members of U3 (whose
+ * masked inputs are in the sum) are its accepted updates, each with the
+ * bytes of the stage answers it sent; a member that dropped out before
+ * stage 3 is not one, and an id of U3 that is no member is left out. */
+static void test_coord_secagg_part_rows(void **state)
+{
+    static const coord_member_t members[4] = {{3, 0, 0}, {5, 0, 0}, {8, 0, 0}, {13, 0, 0}};
+    static const uint64_t bytes[4] = {1000, 200, 3000, 4000};
+    static const uint64_t u3[4] = {3, 8, 9, 13};
+    coord_part_row_t rows[4];
+    uint32_t n;
+
+    (void)state;
+    memset(rows, 0, sizeof(rows));
+    n = coord_saround_part_rows(members, bytes, 4, u3, 4, 7, 2, 1, 1234, rows);
+    assert_int_equal(n, 3);
+    assert_int_equal(rows[0].agent, 3);
+    assert_int_equal(rows[0].bytes, 1000);
+    assert_int_equal(rows[1].agent, 8);
+    assert_int_equal(rows[1].bytes, 3000);
+    assert_int_equal(rows[2].agent, 13);
+    assert_int_equal(rows[2].bytes, 4000);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_int_equal(rows[i].status, COORD_PART_ACCEPTED);
+        assert_int_equal(rows[i].job, 7);
+        assert_int_equal(rows[i].round, 2);
+        assert_int_equal(rows[i].attempt, 1);
+        assert_int_equal(rows[i].at_ms, 1234);
+        assert_null(rows[i].reason);
+    }
+    assert_int_equal(coord_saround_part_rows(members, bytes, 4, u3, 0, 7, 2, 1, 0, rows), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_coord_secagg_part_rows),
         cmocka_unit_test_setup_teardown(test_coord_quorum_missed_retries_then_pauses, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_waiting_says_why, fx_setup, fx_teardown),

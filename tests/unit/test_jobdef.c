@@ -69,7 +69,14 @@ static void test_jobdef_keys_and_wire(void **state)
 
         snprintf(bad.algorithm, sizeof(bad.algorithm), "sgd9");
         assert_int_equal(coord_job_spec_check(&bad), SFL_EINVAL);
-        assert_string_equal(sfl_last_error(), "algorithm: unknown algorithm 'sgd9'");
+        assert_string_equal(sfl_last_error(), "algorithm: unknown algorithm 'sgd9' (valid: fedht, "
+                                              "fediterht, diht, fedavg, fedprox, fedmid, "
+                                              "feddualavg, fedgradmp, fedgradmp-inexact, "
+                                              "fedmac, pfedme, perfedavg, bcfw, dpbcfw)");
+        /* the nearest one, when there is one (issue 24 item 8) */
+        snprintf(bad.algorithm, sizeof(bad.algorithm), "fedmax");
+        assert_int_equal(coord_job_spec_check(&bad), SFL_EINVAL);
+        assert_non_null(strstr(sfl_last_error(), "'fedmax'; did you mean 'fedmac'? (valid: "));
         bad = w;
         snprintf(bad.loss, sizeof(bad.loss), "hinge");
         assert_int_equal(coord_job_spec_check(&bad), SFL_EINVAL);

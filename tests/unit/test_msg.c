@@ -674,8 +674,24 @@ static void test_msg_vertical(void **state)
     assert_true(da->job_id == 3 && da->round == 2 && da->attempt == 1 && da->agent_id == 7 &&
                 da->iteration == 151 && da->msg_len == 24);
     assert_memory_equal(da->msg, enc, 24);
+    assert_true(da->objective == 0 && da->objective_rows == 0);
     sfl_msg_step_answer_free(da);
     sfl_msg_buf_free(out);
+    /* a round's first answer with the objective at its starting model */
+    a.objective = 0.625;
+    a.objective_rows = 200;
+    assert_int_equal(sfl_msg_step_answer_pack(&a, &out, &n), 0);
+    assert_int_equal(sfl_msg_step_answer_unpack(out, n, NULL, &da), 0);
+    assert_true(da->objective == 0.625 && da->objective_rows == 200);
+    sfl_msg_step_answer_free(da);
+    sfl_msg_buf_free(out);
+    a.objective = NAN;
+    assert_int_equal(sfl_msg_step_answer_pack(&a, &out, &n), SFL_EINVAL);
+    a.objective = 1.5; /* a value over no rows */
+    a.objective_rows = 0;
+    assert_int_equal(sfl_msg_step_answer_pack(&a, &out, &n), SFL_EINVAL);
+    assert_detail("step answer: objective 1.5 over 0 rows");
+    a.objective = 0;
     a.msg_len = 0;
     assert_int_equal(sfl_msg_step_answer_pack(&a, &out, &n), SFL_EINVAL);
     assert_detail("step answer: message missing");

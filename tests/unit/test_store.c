@@ -663,6 +663,27 @@ static void test_store_checkpoints(void **state)
     assert_int_equal(rounds[0], 9);
     coord_store_free(rounds);
     coord_store_close(s);
+
+    /* keep = 0: every round's checkpoint from now on, each one readable
+     * (sflctl model export --round N, issue 24 item 8) */
+    s = open_ok(dbpath("ckpt.db"), 0);
+    for (int64_t k = 10; k <= 14; k++) {
+        make_model(k, buf, sizeof(buf));
+        commit_round(s, job, k, &a, 1, buf, (size_t)(100 * k));
+    }
+    assert_int_equal(coord_store_checkpoint_rounds(s, job, &rounds, &n), 0);
+    assert_int_equal(n, 6); /* 9, kept by keep = 1, and 10..14 */
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(rounds[i], 9 + (int64_t)i);
+    coord_store_free(rounds);
+    for (int64_t k = 10; k <= 14; k++) {
+        assert_int_equal(coord_store_checkpoint_get(s, job, k, 1 << 20, &m, &len, NULL), 0);
+        make_model(k, buf, sizeof(buf));
+        assert_int_equal(len, (size_t)(100 * k));
+        assert_memory_equal(m, buf, len);
+        coord_store_free(m);
+    }
+    coord_store_close(s);
 }
 
 /* ---- reopen, versions, damage ---------------------------------------- */
@@ -943,9 +964,7 @@ static void test_store_schema_version(void **state)
     free(before);
     free(after);
 
-    /* Bad options and paths. */
-    coord_store_opts_t o = {.keep_checkpoints = 0};
-    assert_int_equal(coord_store_open(p, &o, &s2), SFL_EINVAL);
+    /* Bad paths. */
     assert_int_equal(coord_store_open("", NULL, &s2), SFL_EINVAL);
     assert_int_equal(coord_store_open(dbpath("no/such/dir.db"), NULL, &s2), -ENOENT);
     assert_non_null(strstr(sfl_last_error(), "SQLITE_CANTOPEN"));

@@ -260,12 +260,13 @@ static uint8_t *answer(uint32_t k, uint64_t it, size_t *len, double *vals)
 
 /* SubmitStep on t's connection for agent_id: the ack (fails on a gRPC
  * error). */
-static sfl_ack_t submit(tagent_t *t, uint64_t agent_id, uint64_t job, uint64_t round,
-                        uint32_t attempt, uint64_t it, const uint8_t *msg, size_t len)
+static sfl_ack_t submit_obj(tagent_t *t, uint64_t agent_id, uint64_t job, uint64_t round,
+                            uint32_t attempt, uint64_t it, const uint8_t *msg, size_t len,
+                            double objective, uint64_t rows)
 {
     sfl_step_answer_t m = {.job_id = job, .round = round, .attempt = attempt,
                            .agent_id = agent_id, .iteration = it, .msg = (uint8_t *)msg,
-                           .msg_len = len};
+                           .msg_len = len, .objective = objective, .objective_rows = rows};
     sfl_ack_t ack;
     char why[256];
     int status = fx_submit_step(t, &m, &ack, why, sizeof(why));
@@ -275,8 +276,15 @@ static sfl_ack_t submit(tagent_t *t, uint64_t agent_id, uint64_t job, uint64_t r
     return ack;
 }
 
-/* Iteration it from both blocks, accepted; the reference server step on
- * their answers moves V.x and V.b. */
+static sfl_ack_t submit(tagent_t *t, uint64_t agent_id, uint64_t job, uint64_t round,
+                        uint32_t attempt, uint64_t it, const uint8_t *msg, size_t len)
+{
+    return submit_obj(t, agent_id, job, round, attempt, it, msg, len, 0, 0);
+}
+
+/* Iteration it from both blocks, accepted, each with what the agent puts
+ * beside its message (the objective, at a round's first iteration); the
+ * reference server step on their answers moves V.x and V.b. */
 static void iterate(uint64_t job, uint64_t round, uint32_t attempt, uint64_t it)
 {
     double vals[VK][VMAX + 1];
@@ -285,8 +293,13 @@ static void iterate(uint64_t job, uint64_t round, uint32_t attempt, uint64_t it)
     for (uint32_t k = 0; k < VK; k++) {
         size_t len;
         uint8_t *msg = answer(k, it, &len, vals[k]);
-        sfl_ack_t ack = submit(&F.ag[k], F.ag[k].agent_id, job, round, attempt, it, msg, len);
+        double obj;
+        uint64_t orows;
+        sfl_ack_t ack;
 
+        agent_vert_objective(V.ctx[k], it, &obj, &orows);
+        ack = submit_obj(&F.ag[k], F.ag[k].agent_id, job, round, attempt, it, msg, len, obj,
+                         orows);
         sfl__free(msg);
         if (ack.status != SFL_ACK_ACCEPTED)
             fail_msg("iteration %llu block %u: ack %d %s", (unsigned long long)it, k,
@@ -395,9 +408,32 @@ static void test_vround_reconnect(void **state)
 /* Two blocks through two rounds of three iterations: tasks, steps with the
  * server step's broadcast, commits, the next round from where the last one
  * ended, the model x exported. */
+/* The objective at the model whose margins are b (exact for bcfw: b = A x),
+ * on the pooled data: mean_j l(b_j, y_j). */
+static double objective_at(const double *b)
+{
+    double s = 0.0, dl;
+
+    for (uint32_t j = 0; j < VN; j++)
+        s += V.prob.loss->margin_loss(b[j], V.all->y[j], &dl);
+    return s / VN;
+}
+
+static uint32_t nnz_of(const double *x, size_t n)
+{
+    uint32_t k = 0;
+
+    for (size_t i = 0; i < n; i++)
+        k += x[i] != 0;
+    return k;
+}
+
 static void test_vround_two_rounds(void **state)
 {
-    double x1[VD], got[VD];
+    double x1[VD], got[VD], f[VR];
+    uint64_t bytes_up = 0;
+    char want[96];
+    const char *m;
     sfl_job_spec_t spec;
     sfl_job_status_t js;
     sfl_job_history_t *h;
@@ -410,6 +446,7 @@ static void test_vround_two_rounds(void **state)
     job = start_bcfw(&spec, 60000, 3); /* the deadline is never reached */
     assert_int_equal(V.nb, VN);        /* bcfw: the feature itself, n values */
 
+    f[0] = objective_at(V.b); /* round 1 starts at x = 0, b = 0 */
     iterate(job, 1, 0, 0);
     assert_true(nonzero(V.b, V.nb)); /* the steps below carry something */
     for (uint32_t k = 0; k < VK; k++)
@@ -425,6 +462,8 @@ static void test_vround_two_rounds(void **state)
     iterate(job, 1, 0, 2);
     memcpy(x1, V.x, sizeof(x1));
     assert_true(nonzero(x1, VD));
+    f[1] = objective_at(V.b); /* where round 2 starts */
+    assert_true(f[1] < f[0]);
 
     /* the round's last iteration commits it; round 2 starts at iteration 3
      * from the broadcast it left */
@@ -475,8 +514,27 @@ static void test_vround_two_rounds(void **state)
         assert_true(h->rounds[i].bytes_up > 0);
         assert_int_equal(h->rounds[i].privacy_iterations, 0);
         assert_true(h->rounds[i].bytes_down > 0);
+        bytes_up += h->rounds[i].bytes_up;
+        /* bcfw's broadcast is the margins A x: the block holders report the
+         * objective at the round's starting model, over the job's rows */
+        assert_int_equal(h->rounds[i].samples, VN);
+        assert_true(fabs(h->rounds[i].train_loss - f[i]) <= 1e-12 * (1 + fabs(f[i])));
+        assert_int_equal(h->rounds[i].eval_samples, 0);
     }
+    /* the model's nonzeros, as the server step left x (item 7 of issue 24) */
+    assert_int_equal(h->rounds[VR - 1].model_nnz, nnz_of(V.x, VD));
+    assert_int_equal(h->rounds[0].model_nnz, nnz_of(x1, VD));
     sfl_msg_history_free(h);
+    /* /metrics agrees with the history: one accepted update a block holder
+     * a round, not one an iteration, and their bytes */
+    m = fx_http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34);
+    snprintf(want, sizeof(want), "\nsfl_updates_total{verdict=\"accepted\"} %u\n", VK * VR);
+    assert_non_null(strstr(m, want));
+    snprintf(want, sizeof(want), "\nsfl_update_bytes_total %llu\n", (unsigned long long)bytes_up);
+    assert_non_null(strstr(m, want));
+    snprintf(want, sizeof(want), "\nsfl_stage_answers_total{verdict=\"accepted\"} %u\n",
+             VK * VR * VS);
+    assert_non_null(strstr(m, want));
 }
 
 /* SubmitStep's verdicts; none of the refused answers reaches the step. */
@@ -692,6 +750,8 @@ static void test_vround_privacy_ledger(void **state)
     assert_int_equal(h->n, 1);
     assert_int_equal(h->rounds[0].privacy_iterations, VS);
     assert_true(fabs(h->rounds[0].privacy_spent - spent1) < 1e-12);
+    /* a sketched, noisy broadcast gives no objective: none reported */
+    assert_int_equal(h->rounds[0].samples, 0);
     assert_true(h->rounds[0].privacy_spent_rdp > 0);
     sfl_msg_history_free(h);
 

@@ -242,6 +242,10 @@ extern const sfl_algo_t sfl_algo_perfedavg;
  * NULL-terminated table of all algorithms. */
 const sfl_algo_t *sfl_algo_find(const char *name);
 const sfl_algo_t *const *sfl_algo_list(void);
+/* The error for a name sfl_algo_find does not know: SFL_EINVAL with the
+ * detail "unknown algorithm 'fedavgg'; did you mean 'fedavg'? (valid:
+ * fedht, ...)" (sfl/suggest.h). */
+int sfl_algo_unknown(const char *name) SFL_MUST_CHECK;
 
 /* One client's turn in round `round` of a job seeded with `seed`: seeds the
  * client's stream (seed, round, client, SFL_STREAM_TRAIN) and calls

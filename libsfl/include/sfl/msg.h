@@ -411,6 +411,10 @@ typedef struct sfl_step_answer {
     uint8_t *msg;      /* the algorithm's message (sfl_msg_values_encode),
                           never empty; pack: borrowed, unpack: owned */
     size_t msg_len;
+    /* The objective at the round's starting model (sfl_vertical_objective),
+     * over objective_rows rows; 0 and 0: not reported. Finite. */
+    double objective;
+    uint64_t objective_rows;
 } sfl_step_answer_t;
 
 int sfl_msg_step_answer_pack(const sfl_step_answer_t *m, uint8_t **out,

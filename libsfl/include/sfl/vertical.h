@@ -112,6 +112,14 @@ typedef struct sfl_vertical_ops {
      * May need job->common (DP-BCFW's sigma(J) when sketched): SFL_EINVAL
      * without it. */
     int (*account)(const sfl_vjob_t *job, uint64_t iters, struct sfl_dp_acct *acct);
+    /* Optional (NULL: never). The objective f(x) = mean_j l(a^j' x, y_j)
+     * at the model x the broadcast bcast stands for, from block blk's
+     * targets, when bcast is exactly the margins A x and releasing f costs
+     * no privacy (BCFW-AS, DP-BCFW unsketched and without noise): *f and 1.
+     * 0 when the broadcast cannot give it (a sketch J A x, or noisy), < 0
+     * on error. Pure. */
+    int (*objective)(const sfl_vjob_t *job, const sfl_vblock_t *blk, const double *bcast,
+                     double *f);
 } sfl_vertical_ops_t;
 
 extern const sfl_algo_t sfl_algo_bcfw;
@@ -141,6 +149,12 @@ void sfl_vertical_rng_seed(sfl_vrng_t *r, uint64_t seed, uint64_t t, uint32_t k,
 int sfl_vertical_client_step(const sfl_vjob_t *job, const sfl_vblock_t *blk, uint64_t t,
                              const double *bcast, void *state, struct sfl_dp_rng *noise,
                              double *msg) SFL_MUST_CHECK;
+
+/* The objective a block holder can report at the model bcast stands for
+ * (the ops' objective, checked: the block against the job, a finite
+ * value): 1 and *f, 0 when the job's broadcast cannot give it (*f = 0). */
+int sfl_vertical_objective(const sfl_vjob_t *job, const sfl_vblock_t *blk, const double *bcast,
+                           double *f) SFL_MUST_CHECK;
 
 /* The delta of job's privacy guarantee: its algorithm's `delta`
  * parameter, or 1/n when that is 0 or absent. */

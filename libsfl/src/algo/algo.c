@@ -12,6 +12,7 @@
 #include "algo_int.h"
 #include "sfl/alloc.h"
 #include "sfl/dict.h"
+#include "sfl/suggest.h"
 #include "sfl/vertical.h"
 
 _Static_assert(SFL_LOSS_MAX_CLASSES == 256, "msg.h SFL_MSG_MAX_LABELS is 256");
@@ -66,6 +67,16 @@ const sfl_algo_t *sfl_algo_find(const char *name)
         if (strcmp(algos[i]->name, name) == 0)
             return algos[i];
     return NULL;
+}
+
+int sfl_algo_unknown(const char *name)
+{
+    sfl_suggest_t sg;
+
+    sfl_suggest_init(&sg, NULL, name);
+    for (size_t i = 0; algos[i]; i++)
+        sfl_suggest_add(&sg, algos[i]->name);
+    return sfl__fail(SFL_EINVAL, "unknown algorithm '%.64s'%s", name, sfl_suggest_text(&sg));
 }
 
 const sfl_param_def_t *sfl_algo_param_find(const sfl_algo_t *a, const char *name)

@@ -765,6 +765,29 @@ static int account(const sfl_vjob_t *job, uint64_t iters, sfl_dp_acct_t *acct)
     return 1;
 }
 
+/* f(x) = mean_j l(b_j, y_j): exact when b = A x (no sketch), and free of
+ * privacy cost only when nothing of the job is private (no noise). */
+static int objective(const sfl_vjob_t *job, const sfl_vblock_t *blk, const double *bcast,
+                     double *f)
+{
+    const bcfw_params_t *p = params_of(job);
+    const sfl_loss_t *loss = job->prob->loss;
+    double s = 0.0;
+
+    *f = 0.0;
+    if (p->sketch || p->dp_noise != NOISE_NONE)
+        return 0;
+    if (loss->margin_loss == NULL)
+        return sfl__fail(SFL_EUNSUP, "%s is not a linear loss", loss->name);
+    for (uint32_t j = 0; j < job->nrows; j++) {
+        double dl;
+
+        s += loss->margin_loss(bcast[j], blk->data->y[j], &dl);
+    }
+    *f = s / job->nrows;
+    return 1;
+}
+
 static const sfl_vertical_ops_t bcfw_ops = {
     .bcast_len = bcast_len,
     .msg_len = msg_len,
@@ -778,6 +801,7 @@ static const sfl_vertical_ops_t bcfw_ops = {
     .client_step = client_step,
     .server_step = server_step,
     .account = account,
+    .objective = objective,
 };
 
 const sfl_algo_t sfl_algo_bcfw = {

@@ -2,6 +2,7 @@
  * split, the job check, the streams of a client's step, the privacy spent. */
 #include "sfl/vertical.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "algo_int.h"
@@ -73,6 +74,29 @@ int sfl_vertical_client_step(const sfl_vjob_t *job, const sfl_vblock_t *blk, uin
                          blk->data->X->nrows, job->nrows);
     sfl_vertical_rng_seed(&r, job->seed, t, blk->client, noise);
     return job->algo->vertical->client_step(job, blk, t, bcast, state, &r, msg);
+}
+
+int sfl_vertical_objective(const sfl_vjob_t *job, const sfl_vblock_t *blk, const double *bcast,
+                           double *f)
+{
+    const sfl_vertical_ops_t *v = job->algo->vertical;
+    int rc;
+
+    *f = 0.0;
+    if (v->objective == NULL)
+        return 0;
+    if (blk->data->X->nrows != job->nrows)
+        return sfl__fail(SFL_EDIM, "client %u has %u rows, the job %u", blk->client,
+                         blk->data->X->nrows, job->nrows);
+    if ((rc = v->objective(job, blk, bcast, f)) <= 0) {
+        *f = 0.0;
+        return rc;
+    }
+    if (!isfinite(*f)) {
+        *f = 0.0;
+        return sfl__fail(SFL_ENUMERIC, "%s: the objective is not finite", job->algo->name);
+    }
+    return 1;
 }
 
 size_t sfl_vertical_msg_bytes(const sfl_vjob_t *job)

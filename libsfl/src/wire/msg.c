@@ -2016,6 +2016,9 @@ static int check_step_answer(const chk_t *c, const void *p)
         return rc;
     if (m->msg_len == 0 || m->msg == NULL)
         return fail(c, c->bad, "message missing");
+    if (!isfinite(m->objective) || (m->objective_rows == 0 && m->objective != 0))
+        return fail(c, c->bad, "objective %g over %llu rows", m->objective,
+                    (unsigned long long)m->objective_rows);
     return 0;
 }
 
@@ -2031,6 +2034,8 @@ static int put_step_answer(const chk_t *c, const void *p, wire_t *w)
     pb->agent_id = m->agent_id;
     pb->iteration = m->iteration;
     pb->message = bin(m->msg, m->msg_len);
+    pb->objective = m->objective;
+    pb->objective_rows = m->objective_rows;
     return 0;
 }
 
@@ -2049,6 +2054,8 @@ static int get_step_answer(const chk_t *c, void *p, void *out)
     m->msg_len = pb->message.len;
     pb->message.data = NULL;
     pb->message.len = 0;
+    m->objective = pb->objective;
+    m->objective_rows = pb->objective_rows;
     return check_step_answer(c, m);
 }
 
