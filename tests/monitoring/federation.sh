@@ -12,7 +12,7 @@
 #     rewritten to this coordinator's metrics port, loads the 14 alert
 #     rules, and scrapes it;
 #   - tests/docker/prometheus.sh: every panel's query of the Grafana
-#     dashboard returns data.
+#     dashboard returns data (and it fails on a panel that has none).
 # Run from the repository root after make all: SFL_BIN=build sh tests/monitoring/federation.sh
 # Exit 77 (skip) without prometheus/promtool (make deps-monitoring).
 set -eu
@@ -108,4 +108,18 @@ rc=0
 tests/docker/prometheus.sh "127.0.0.1:$pport" > "$t/panels.out" 2>&1 || rc=$?
 cat "$t/panels.out"
 [ "$rc" -eq 0 ] || fail "tests/docker/prometheus.sh exit $rc"
+# and it fails on a panel without data: personal accuracy (no FedMac job here)
+/usr/bin/python3 -I - deploy/monitoring/grafana-sfl.json "$t/nodata.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = next(p for p in d["panels"] if p["id"] == 12)
+p["targets"].append(dict(p["targets"][0], refId="B",
+                         expr=p["targets"][0]["expr"].replace("eval_accuracy", "personal_accuracy")))
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+rc=0
+SFL_PROM_WAIT=3 tests/docker/prometheus.sh "127.0.0.1:$pport" "$t/nodata.json" > "$t/nodata.out" 2>&1 ||
+    rc=$?
+[ "$rc" -eq 1 ] && grep -q "^FAIL panel 12 'Held-out accuracy per job' B: 0 series" "$t/nodata.out" ||
+    fail "a panel without data passed (exit $rc): $(cat "$t/nodata.out")"
 echo "monitoring: $(tail -1 "$t/panels.out")"
