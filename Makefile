@@ -5,6 +5,8 @@
 #   make fuzz       every fuzzer for FUZZ_SECONDS (60) seconds
 #   make test-docker the image built and the compose federation run for real
 #   make test-cross unit tests cross-built for arm64 (CROSS=...), run under qemu
+#   make test-monitoring the Grafana dashboard, scrape config and alerts
+#                   (deploy/monitoring/) against a live coordinator, with prometheus
 #   make demo       a coordinator and 8 agents on loopback, then simulations
 #   make bench      micro and macro benchmarks (figures to stdout)
 #   make soak       the coordinator killed -9 SOAK_KILLS (100) times mid-job
@@ -185,7 +187,7 @@ PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN
 all: deps $(LIB) $(PROGRAMS)
 
 help:
-	@sed -n '2,20p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@./mk/deps.sh $(BUILD_PKGS)
@@ -525,6 +527,7 @@ clean:
 	rm -rf build
 
 include mk/docker.mk
+include mk/monitoring.mk
 
 -include $(LIB_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
 -include $(AGENT_MAIN_OBJ:.o=.d)

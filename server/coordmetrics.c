@@ -39,10 +39,12 @@ static int personalized(const job_t *j)
  * the value (no line before the first round with metrics). */
 static void render_progress(coord_text_t *t, const coord_t *co)
 {
-    enum { COMMITTED, LOSS, EVAL_N, ACC, MSE, PACC, ITER, EPS, EPS_RDP, EPS_BUDGET, PITERS,
-           NFAM };
+    enum { COMMITTED, RUNNING, LOSS, EVAL_N, ACC, MSE, PACC, ITER, EPS, EPS_RDP, EPS_BUDGET,
+           PITERS, NFAM };
     static const char *const fam[NFAM][2] = {
         {"sfl_job_committed_round", "Rounds committed, per job."},
+        {"sfl_job_running",
+         "1 while the job is running (not pending, paused, cancelled, finished or failed)."},
         {"sfl_job_train_loss",
          "Sample-weighted mean train_loss of the last committed round's updates."},
         {"sfl_job_eval_samples", "Held-out rows behind the last committed round's eval metric."},
@@ -75,6 +77,8 @@ static void render_progress(coord_text_t *t, const coord_t *co)
             coord_vround_status(j, &st);
             if (f == COMMITTED)
                 v = (double)j->committed;
+            else if (f == RUNNING)
+                v = j->state == SFL_JOB_RUNNING;
             else if (f == LOSS && m->samples > 0)
                 v = m->train_loss;
             else if (f == EVAL_N && m->samples > 0)

@@ -1,12 +1,15 @@
 #!/bin/sh
 # End-to-end checks of deploy/pki/sfl-pki: real openssl, real files,
 # certificates checked with `openssl verify` and their fields read back.
+#
+# sfl-pki kit: the archive's members and modes (never the CA key), no
+# overwrite without --force, no partial archive, bad input refused; then
+# the kit unpacked into a scratch root by its README's own line, and
+# sfl-agent started by the kit unit's ExecStart with the kit's agent.ini,
+# untouched, joins a running coordinator.
 set -eu
-. tests/e2e/lib-step.sh
+. tests/e2e/lib.sh
 PKI=${SFL_PKI:-deploy/pki/sfl-pki}
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 pki() { sh "$PKI" "$@"; }
 # mode of a file as ls shows it, e.g. -rw-------
 mode() { ls -l "$1" | cut -c1-10; }
@@ -107,5 +110,111 @@ step "Another CA's agent does not verify against this one"
 pki init "$t/other" >/dev/null
 pki agent "$t/other" agent-7 >/dev/null
 verify -purpose sslclient "$t/other/agent/agent-7.crt" && fail "other CA's agent verifies"
+
+
+# The startup kit: one archive, the right members and modes, no CA key.
+step "sfl-pki kit: one archive, its members and modes, never the CA key"
+KPK=$(printf 'ab%.0s' $(seq 32))
+kit() { pki kit "$t/ca" "$@"; }
+mkdir "$t/kits"
+kit pi-1 --coordinator coord.example.org:7443 --coordinator-pk "$KPK" --out "$t/kits/pi-1.tar.gz" \
+    >"$t/kit.out" 2>&1 || fail "kit: $(cat "$t/kit.out")"
+grep -q "^created $t/kits/pi-1.tar.gz " "$t/kit.out" || fail "kit does not print its archive: $(cat "$t/kit.out")"
+grep -q "sudo tar -xzf pi-1.tar.gz -C /$" "$t/kit.out" || fail "kit does not print the commands"
+[ "$(mode "$t/kits/pi-1.tar.gz")" = "-rw-------" ] || fail "archive mode $(mode "$t/kits/pi-1.tar.gz")"
+tar -tvzf "$t/kits/pi-1.tar.gz" | awk '{ print $1, $2, $6 }' >"$t/members"
+printf '%s\n' "drwxr-x--- 0/0 etc/sfl/" "-rw-r--r-- 0/0 etc/sfl/README.kit" \
+    "-rw-r----- 0/0 etc/sfl/agent.ini" "-rwxr-xr-x 0/0 etc/sfl/kit-install.sh" \
+    "drwxr-x--- 0/0 etc/sfl/pki/" "-rw-r--r-- 0/0 etc/sfl/pki/ca.crt" \
+    "drwxr-x--- 0/0 etc/sfl/pki/agent/" "-rw-r--r-- 0/0 etc/sfl/pki/agent/pi-1.crt" \
+    "-rw------- 0/0 etc/sfl/pki/agent/pi-1.key" \
+    "-rw-r--r-- 0/0 etc/systemd/system/sfl-agent.service" >"$t/want"
+diff "$t/want" "$t/members" >"$t/diff" || fail "kit members: $(cat "$t/diff")"
+mkdir "$t/x"
+tar -xzf "$t/kits/pi-1.tar.gz" -C "$t/x"
+grep -rqF -- "$(sed -n 2p "$t/ca/ca.key")" "$t/x" && fail "the kit holds the CA key"
+cmp -s "$t/x/etc/sfl/pki/ca.crt" "$t/ca/ca.crt" || fail "the kit's ca.crt is not the CA's"
+cmp -s "$t/x/etc/sfl/pki/agent/pi-1.key" "$t/ca/agent/pi-1.key" || fail "the kit's key"
+verify -purpose sslclient "$t/x/etc/sfl/pki/agent/pi-1.crt" || fail "the kit's certificate"
+[ "$(subject "$t/x/etc/sfl/pki/agent/pi-1.crt")" = "CN=pi-1,OU=agent,O=sfl" ] || fail "kit subject"
+cmp -s "$t/x/etc/systemd/system/sfl-agent.service" deploy/raspberrypi/sfl-agent.service ||
+    fail "the kit's unit is not deploy/raspberrypi's"
+for kv in "coordinator = coord.example.org:7443" "server_name = coord.example.org" \
+    "ca = /etc/sfl/pki/ca.crt" "cert = /etc/sfl/pki/agent/pi-1.crt" \
+    "key = /etc/sfl/pki/agent/pi-1.key" "coordinator_pk = $KPK" \
+    "data = libsvm:/var/lib/sfl-agent/train.svm" "state_dir = /var/lib/sfl-agent"; do
+    grep -qx "$kv" "$t/x/etc/sfl/agent.ini" || fail "agent.ini lacks '$kv': $(cat "$t/x/etc/sfl/agent.ini")"
+done
+[ "$(grep -c '^[123]\. ' "$t/x/etc/sfl/README.kit")" -eq 3 ] || fail "README.kit: not three commands"
+sh -n "$t/x/etc/sfl/kit-install.sh" || fail "kit-install.sh does not parse"
+
+step "sfl-pki kit: no overwrite without --force, an existing certificate reused, bad input refused"
+cp "$t/kits/pi-1.tar.gz" "$t/kits/first"
+kit pi-1 --coordinator coord.example.org:7443 --coordinator-pk "$KPK" --out "$t/kits/pi-1.tar.gz" \
+    >"$t/out" 2>&1 && fail "kit overwrote an archive without --force"
+grep -q "already exists (--force replaces it)" "$t/out" || fail "overwrite message: $(cat "$t/out")"
+cmp -s "$t/kits/first" "$t/kits/pi-1.tar.gz" || fail "a refused kit changed the archive"
+kit pi-1 --coordinator other.example.org:7443 --coordinator-pk "$KPK" --out "$t/kits/pi-1.tar.gz" \
+    --force >"$t/out" 2>&1 || fail "kit --force: $(cat "$t/out")"
+grep -q "^using $t/ca/agent/pi-1.crt" "$t/out" || fail "kit did not reuse pi-1's certificate"
+tar -xzOf "$t/kits/pi-1.tar.gz" etc/sfl/agent.ini | grep -qx "coordinator = other.example.org:7443" ||
+    fail "kit --force did not replace the archive"
+for args in "../evil --coordinator h:1 --coordinator-pk $KPK" \
+    "-x --coordinator h:1 --coordinator-pk $KPK" \
+    "ok --coordinator-pk $KPK" "ok --coordinator h --coordinator-pk $KPK" \
+    "ok --coordinator h:0 --coordinator-pk $KPK" "ok --coordinator h:65536 --coordinator-pk $KPK" \
+    "ok --coordinator h\$x:1 --coordinator-pk $KPK" "ok --coordinator h:1" \
+    "ok --coordinator h:1 --coordinator-pk abc" \
+    "ok --coordinator h:1 --coordinator-pk $(printf '0%.0s' $(seq 64))" \
+    "ok --coordinator h:1 --coordinator-pk $KPK --root rel" \
+    "ok --coordinator h:1 --coordinator-pk $KPK --root /a/../b" \
+    "ok --coordinator h:1 --coordinator-pk $KPK --out $t/kits/ok.zip" \
+    "ok --coordinator h:1 --coordinator-pk $KPK --bogus"; do
+    case $args in *--out*) out= ;; *) out="--out $t/kits/bad.tar.gz" ;; esac
+    # shellcheck disable=SC2086
+    if kit $args $out >"$t/out" 2>&1; then fail "kit $args succeeded"; else rc=$?; fi
+    [ "$rc" -eq 2 ] || fail "kit $args: exit $rc, want 2: $(cat "$t/out")"
+    grep -q "sfl-pki: " "$t/out" || fail "kit $args said nothing useful"
+done
+[ ! -e "$t/ca/agent/ok.crt" ] || fail "a refused kit issued a certificate"
+[ "$(ls -A "$t/kits")" = "$(printf 'first\npi-1.tar.gz')" ] || fail "stray files: $(ls -A "$t/kits")"
+# a tar that fails half way (a fake one first on PATH, in $t only) leaves
+# no archive, partial or not
+mkdir "$t/fakebin"
+printf '#!/bin/sh\necho partial\nexit 1\n' >"$t/fakebin/tar"
+chmod 755 "$t/fakebin/tar"
+PATH="$t/fakebin:$PATH" kit pi-1 --coordinator h:1 --coordinator-pk "$KPK" \
+    --out "$t/kits/cut.tar.gz" >"$t/out" 2>&1 && fail "kit succeeded with a failing tar"
+grep -q "kit: tar failed" "$t/out" || fail "tar failure message: $(cat "$t/out")"
+[ "$(ls -A "$t/kits")" = "$(printf 'first\npi-1.tar.gz')" ] || fail "partial archive left: $(ls -A "$t/kits")"
+
+# What a Pi owner runs: README.kit's unpack line (the kit made with --root
+# for a scratch root) and the kit unit's ExecStart with the kit's
+# agent.ini; the agent joins a running coordinator.
+step "sfl-pki kit: unpacked by its README's line, the unit's ExecStart joins a coordinator"
+for p in sfl-coordinator sfl-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p missing (make first)"; done
+printf '[coordinator]\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\n' \
+    "$t/ca/coordinator/coord.crt" "$t/ca/coordinator/coord.key" "$t/ca/ca.crt" "$t/state" \
+    >"$t/coordinator.ini"
+start_coordinator_any_port
+R=$t/pi
+kit pi-2 --coordinator "127.0.0.1:$port" --coordinator-pk "$PK" --root "$R" \
+    --out "$t/kits/pi-2.tar.gz" >"$t/kit2.out" 2>&1 || fail "kit pi-2: $(cat "$t/kit2.out")"
+tar -xzOf "$t/kits/pi-2.tar.gz" etc/sfl/README.kit >"$t/README.kit"
+unpack=$(sed -n 's/^1\. *unpack *sudo //p' "$t/README.kit")
+[ "$unpack" = "tar -xzf pi-2.tar.gz -C $R" ] || fail "README.kit's unpack line: '$unpack'"
+mkdir "$R"
+# shellcheck disable=SC2086
+(cd "$t/kits" && $unpack) || fail "unpack: $unpack"
+mkdir -p "$R/var/lib/sfl-agent"
+printf '1 1:0.5 3:1\n-1 2:0.25\n' >"$R/var/lib/sfl-agent/train.svm"
+exec_start=$(sed -n 's/^ExecStart=//p' "$R/etc/systemd/system/sfl-agent.service")
+[ "$exec_start" = "/usr/local/bin/sfl-agent --config $R/etc/sfl/agent.ini" ] ||
+    fail "the kit unit's ExecStart: $exec_start"
+# shellcheck disable=SC2086
+"$BIN/sfl-agent" ${exec_start#/usr/local/bin/sfl-agent} >"$t/pi-2.log" 2>&1 &
+pids="$pids $!"
+joined() { grep -q "event=join agent=[0-9]* name=pi-2 " "$t/coord.log"; }
+wait_for 5 joined || fail "the kit's agent did not join"
 
 echo "pki: all checks passed"

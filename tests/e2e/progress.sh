@@ -120,6 +120,8 @@ metrics() {
 metrics > "$t/metrics.out" || fail "GET /metrics"
 grep -q '^sfl_job_committed_round{job="1",name="progress"} '"$ROUNDS"'$' "$t/metrics.out" ||
     fail "no sfl_job_committed_round"
+grep -q '^sfl_job_running{job="1",name="progress"} 0$' "$t/metrics.out" ||
+    fail "the finished job is not sfl_job_running 0"
 grep -Eq '^sfl_job_train_loss\{job="1",name="progress"\} [0-9.e-]+$' "$t/metrics.out" ||
     fail "no sfl_job_train_loss"
 grep -Eq '^sfl_job_eval_accuracy\{job="1",name="progress"\} [0-9.e-]+$' "$t/metrics.out" ||

@@ -215,6 +215,7 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_non_null(strstr(m, "\nsfl_agents_connected 3\n"));
     assert_non_null(strstr(m, "sfl_aggregation_seconds_count 1\n"));
     assert_non_null(strstr(m, "\nsfl_job_committed_round{job=\"1\",name=\"unit\"} 1\n"));
+    assert_non_null(strstr(m, "\nsfl_job_running{job=\"1\",name=\"unit\"} 1\n"));
     assert_non_null(strstr(m, "\nsfl_job_train_loss{job=\"1\",name=\"unit\"} 3.125\n"));
     assert_non_null(strstr(m, "\nsfl_job_eval_mse{job=\"1\",name=\"unit\"} 1.5625\n"));
     assert_null(strstr(m, "\nsfl_job_eval_accuracy{")); /* an lsq job */

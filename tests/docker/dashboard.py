@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+"""The Grafana dashboard deploy/monitoring/grafana-sfl.json, checked without
+Grafana (Debian does not package it).
+
+  dashboard.py check DASHBOARD [COORDMETRICS_C]
+      structure: every panel has a unique id, a title, a gridPos inside the
+      24 columns, the dashboard's datasource variable, targets with an expr
+      and a unique refId; every $variable an expr uses is defined; every
+      metric it names is one the coordinator renders (server/coordmetrics.c)
+      and the panels cover what docs/operations.md promises.
+  dashboard.py query DASHBOARD http://HOST:PORT [--timeout S] [--rate-interval D]
+      Prometheus's HTTP API: each query variable resolved as Grafana would
+      (label_values(SELECTOR, LABEL), all values, as a regex), then every
+      panel's every target, with the template variables substituted, until
+      each returns data or S seconds (default 180) have passed. Prints one
+      line per target, exit 0 when all have data, 1 otherwise.
+
+Standard library only (python3 -I safe).
+"""
+import json
+import re
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+# What the dashboard must show (issue 24, item 10; docs/operations.md).
+REQUIRED = ["sfl_rounds_committed_total", "sfl_rounds_failed_total", "sfl_updates_total",
+            "sfl_job_train_loss", "sfl_job_eval_accuracy", "sfl_job_privacy_epsilon_spent",
+            "sfl_loop_lag_seconds_bucket", "sfl_agents_connected", "sfl_job_quarantined"]
+PANEL_TYPES = {"timeseries", "stat", "gauge", "table", "bargauge"}
+# Grafana's built-in variables, and the values this test gives them.
+BUILTIN = {"__rate_interval", "__interval", "__range"}
+VAR_RE = re.compile(r"\$(\w+)|\$\{(\w+)(?::\w+)?\}")
+
+
+def fail(msg):
+    print("dashboard: " + msg)
+    sys.exit(1)
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+
+
+def known_metrics(src_path):
+    """Every family name server/coordmetrics.c renders, histograms expanded."""
+    src = open(src_path, encoding="utf-8").read()
+    names = set(re.findall(r'"(sfl_[a-z0-9_]+)', src))
+    for h in re.findall(r'coord_hist_render\(t, "(sfl_[a-z0-9_]+)"', src):
+        names |= {h + "_bucket", h + "_sum", h + "_count"}
+    names.add("up")
+    return names
+
+
+def check(dash, src_path):
+    errs = []
+    for key in ("title", "uid", "panels", "templating", "schemaVersion"):
+        if key not in dash:
+            errs.append(f"no '{key}'")
+    variables = {v.get("name"): v for v in dash.get("templating", {}).get("list", [])}
+    ds_vars = [n for n, v in variables.items() if v.get("type") == "datasource"]
+    if len(ds_vars) != 1 or variables[ds_vars[0]].get("query") != "prometheus":
+        errs.append("want one datasource variable of type prometheus")
+    want_ds = {"type": "prometheus", "uid": "${%s}" % (ds_vars[0] if ds_vars else "?")}
+    metrics = known_metrics(src_path) if src_path else None
+    ids, used = set(), set()
+    panels = dash.get("panels", [])
+    if not panels:
+        errs.append("no panels")
+    for p in panels:
+        where = f"panel {p.get('id')} '{p.get('title')}'"
+        if not isinstance(p.get("id"), int) or p["id"] in ids:
+            errs.append(f"{where}: id missing or not unique")
+        ids.add(p.get("id"))
+        if not p.get("title"):
+            errs.append(f"{where}: no title")
+        if p.get("type") not in PANEL_TYPES:
+            errs.append(f"{where}: type {p.get('type')!r}")
+        if p.get("datasource") != want_ds:
+            errs.append(f"{where}: datasource {p.get('datasource')!r}, want {want_ds}")
+        g = p.get("gridPos", {})
+        if not all(isinstance(g.get(k), int) for k in "xywh") or g["x"] + g["w"] > 24 or g["w"] < 1:
+            errs.append(f"{where}: gridPos {g}")
+        targets = p.get("targets") or []
+        if not targets:
+            errs.append(f"{where}: no targets")
+        refs = set()
+        for tg in targets:
+            expr = tg.get("expr", "")
+            if not expr.strip():
+                errs.append(f"{where}: a target without expr")
+            if not tg.get("refId") or tg["refId"] in refs:
+                errs.append(f"{where}: refId missing or repeated")
+            refs.add(tg.get("refId"))
+            if tg.get("datasource", want_ds) != want_ds:
+                errs.append(f"{where}: target datasource {tg.get('datasource')!r}")
+            for a, b in VAR_RE.findall(expr):
+                name = a or b
+                if name not in variables and name not in BUILTIN:
+                    errs.append(f"{where}: undefined variable ${name}")
+            names = set(re.findall(r"\b(sfl_[a-z0-9_]+)", expr))
+            if not names and "up{" not in expr:
+                errs.append(f"{where}: expr names no sfl metric: {expr}")
+            used |= names
+            if metrics is not None:
+                for n in names - metrics:
+                    errs.append(f"{where}: {n} is not a metric of {src_path}")
+    for q in (v for v in variables.values() if v.get("type") == "query"):
+        if q.get("datasource") != want_ds or not parse_label_values(q):
+            errs.append(f"variable {q.get('name')}: want label_values(...) on {want_ds}")
+    for n in REQUIRED:
+        if n not in used:
+            errs.append(f"no panel shows {n}")
+    for e in errs:
+        print("dashboard: " + e)
+    if errs:
+        sys.exit(1)
+    print(f"dashboard: {len(panels)} panels, "
+          f"{sum(len(p['targets']) for p in panels)} targets, {len(variables)} variables: ok")
+
+
+def parse_label_values(var):
+    q = var.get("query")
+    q = q.get("query", "") if isinstance(q, dict) else (q or "")
+    m = re.fullmatch(r"\s*label_values\((.*),\s*(\w+)\s*\)\s*", q)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def api(base, path, params):
+    url = base + path + "?" + urllib.parse.urlencode(params, doseq=True)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.load(r)
+    except urllib.error.HTTPError as e:
+        return {"status": "error", "error": f"HTTP {e.code}: {e.read()[:300]!r}"}
+    except (OSError, ValueError) as e:
+        return {"status": "error", "error": str(e)}
+    return body
+
+
+def substitute(expr, values):
+    def one(m):
+        name = m.group(1) or m.group(2)
+        return values.get(name, m.group(0))
+    return VAR_RE.sub(one, expr)
+
+
+def regex_of(vals):
+    """A multi-value variable in a regex matcher, as Grafana formats it."""
+    esc = [re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", v) for v in sorted(vals)]
+    return "(" + "|".join(esc) + ")" if len(esc) > 1 else esc[0]
+
+
+def resolve_vars(dash, base, values):
+    """Each query variable, in order: its values from Prometheus, or None."""
+    for v in dash["templating"]["list"]:
+        if v.get("type") != "query":
+            continue
+        sel, label = parse_label_values(v)
+        sel = substitute(sel, values)
+        r = api(base, "/api/v1/series", {"match[]": sel})
+        vals = {s[label] for s in r.get("data", []) if label in s} if r.get("status") == "success" else set()
+        if not vals:
+            return v["name"], sel
+        # Promql string escaping: a value's backslashes and quotes.
+        values[v["name"]] = regex_of(vals).replace("\\", "\\\\").replace('"', '\\"')
+    return None, None
+
+
+def query(dash, base, timeout, rate_interval):
+    values = {"__rate_interval": rate_interval, "__interval": "15s", "__range": "1h"}
+    deadline = time.monotonic() + timeout
+    while True:
+        r = api(base, "/api/v1/status/buildinfo", {})
+        if r.get("status") == "success":
+            break
+        if time.monotonic() > deadline:
+            print(f"prometheus at {base} does not answer: {r.get('error')}")
+            return 1
+        time.sleep(1)
+    print(f"prometheus {r['data'].get('version')} at {base}")
+    while True:
+        vals = dict(values)
+        missing, sel = resolve_vars(dash, base, vals)
+        if missing is None:
+            results = []
+            for p in dash["panels"]:
+                for tg in p["targets"]:
+                    expr = substitute(tg["expr"], vals)
+                    r = api(base, "/api/v1/query", {"query": expr})
+                    n = len(r["data"]["result"]) if r.get("status") == "success" else 0
+                    results.append((p, tg, expr, n, r.get("error")))
+            if all(n > 0 for *_, n, _e in results) or time.monotonic() > deadline:
+                break
+        elif time.monotonic() > deadline:
+            print(f"variable ${missing}: no values for {sel}")
+            return 1
+        time.sleep(1)
+    bad = 0
+    for p, tg, expr, n, err in results:
+        ok = n > 0
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} panel {p['id']:2} {p['title']!r} {tg['refId']}: "
+              f"{n} series  {expr}" + (f"  ({err})" if err else ""))
+    print(f"{len(results) - bad} of {len(results)} panel queries return data "
+          f"(variables: " + ", ".join(f"{k}={v}" for k, v in vals.items() if not k.startswith("__"))
+          + ")")
+    return 1 if bad else 0
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "check":
+        dash = load(argv[1])
+        check(dash, argv[2] if len(argv) > 2 else None)
+        return 0
+    if len(argv) >= 3 and argv[0] == "query":
+        timeout, ri = 180.0, "1m"
+        rest = argv[3:]
+        while rest:
+            if rest[0] == "--timeout" and len(rest) > 1:
+                timeout = float(rest[1])
+            elif rest[0] == "--rate-interval" and len(rest) > 1:
+                ri = rest[1]
+            else:
+                print(f"dashboard.py: unknown argument {rest[0]!r}")
+                return 2
+            rest = rest[2:]
+        return query(load(argv[1]), argv[2].rstrip("/"), timeout, ri)
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
