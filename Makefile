@@ -497,6 +497,9 @@ install: all $(MAN_PAGES)
 	    > $(DESTDIR)$(PKGCONFIGDIR)/sfl.pc && chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/sfl.pc
 	install -m 644 sim/experiments/*.ini $(DESTDIR)$(DATADIR)/experiments/
 	install -m 644 $(wildcard deploy/*.ini.example) $(DESTDIR)$(DATADIR)/
+	install -d $(DESTDIR)$(DATADIR)/monitoring $(DESTDIR)$(DOCDIR)/img
+	install -m 644 deploy/monitoring/* $(DESTDIR)$(DATADIR)/monitoring/
+	install -m 644 docs/img/* $(DESTDIR)$(DOCDIR)/img/
 	install -m 644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 	install -m 644 deploy/raspberrypi/README.md $(DESTDIR)$(DOCDIR)/raspberrypi.md
 	install -d $(DESTDIR)$(DOCDIR)/examples/sfl-hello
