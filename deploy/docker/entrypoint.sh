@@ -35,7 +35,12 @@ PROG=sfl-entrypoint
 # The coordinator's listener for sflctl (admin certificates only): on every
 # address of the container, so the ctl service reaches it by name.
 : "${SFL_ADMIN_LISTEN:=0.0.0.0:7444}"
-: "${SFL_CTL_COORDINATOR:=$SFL_COORDINATOR_NAME:${SFL_ADMIN_LISTEN##*:}}"
+# sflctl's address: the coordinator's admin_listen port by the service name;
+# the agents' listener when admin_listen is off.
+case $SFL_ADMIN_LISTEN in
+off) : "${SFL_CTL_COORDINATOR:=$SFL_COORDINATOR}" ;;
+*) : "${SFL_CTL_COORDINATOR:=$SFL_COORDINATOR_NAME:${SFL_ADMIN_LISTEN##*:}}" ;;
+esac
 : "${SFL_WAIT_S:=300}"
 : "${SFL_LEASE_TTL_S:=45}"
 : "${SFL_LEASE_REFRESH_S:=10}"
