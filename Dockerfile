@@ -2,8 +2,9 @@
 # command picks the role (coordinator, agent, pki, data, ctl, sim; see
 # deploy/docker/entrypoint.sh and docs/docker.md).
 #
-#   docker build -t sfl:local .
-#   docker compose up -d --scale agent=8
+#   sudo make docker-base      (debian:$DEBIAN_TAG without a registry)
+#   docker-compose build       (or: docker build -t sfl:local .)
+#   docker-compose up -d --scale agent=8
 #
 # Base: Debian 12 (bookworm), the distribution the Makefile's package lists
 # are written for. The tag is pinned to a point release; bump it together
@@ -51,8 +52,9 @@ ENV SFL_BIN_DIR=/usr/local/bin \
     SFL_AGENT_STATE_DIR=/var/lib/sfl-agent
 USER 10001:10001
 WORKDIR /var/lib/sfl
-# 7443: gRPC over mutual TLS; 9464: Prometheus /metrics (plain HTTP).
-EXPOSE 7443 9464
+# 7443: gRPC over mutual TLS; 7444: admin_listen (sflctl, mutual TLS);
+# 9464: Prometheus /metrics (plain HTTP).
+EXPOSE 7443 7444 9464
 # The coordinator: GET /metrics answers; an agent: its shard lease is fresh;
 # other roles: healthy. No curl in the image: the check uses bash's /dev/tcp.
 HEALTHCHECK --interval=15s --timeout=6s --start-period=20s --retries=3 \

@@ -4,6 +4,8 @@
 #   make test       unit tests, again under ASan+UBSan, e2e tests, 8 s per fuzzer
 #   make fuzz       every fuzzer for FUZZ_SECONDS (60) seconds
 #   make test-docker the image built and the compose federation run for real
+#   make docker-base the Dockerfile's base image made with debootstrap and
+#                   imported, so docker-compose build needs no registry
 #   make test-cross unit tests cross-built for arm64 (CROSS=...), run under qemu
 #   make test-monitoring the Grafana dashboard, scrape config and alerts
 #                   (deploy/monitoring/) against a live coordinator, with prometheus

@@ -7,7 +7,9 @@
 #   data          every agent's shard: synthetic (sfl-sim) or $SFL_INPUT split
 #   coordinator   generate coordinator.ini (or use $SFL_COORDINATOR_INI), run it
 #   agent         claim a shard, issue this agent's certificate, run sfl-agent
-#   ctl ARGS      sflctl with the admin certificate
+#   ctl ARGS      sflctl with the admin certificate (on admin_listen)
+#   probe [HOST:PORT]  can this container open a TCP connection to the
+#                 coordinator (default $SFL_COORDINATOR)? 3 s at most
 #   sim ARGS      sfl-sim
 #   health [ROLE] container health check
 #   anything else is executed as given (sh, sfl-coordinator --help, ...)
@@ -30,6 +32,15 @@ PROG=sfl-entrypoint
 : "${SFL_ADMIN_NAME:=admin}"
 : "${SFL_LISTEN:=0.0.0.0:7443}"
 : "${SFL_METRICS_LISTEN:=0.0.0.0:9464}"
+# The coordinator's listener for sflctl (admin certificates only): on every
+# address of the container, so the ctl service reaches it by name.
+: "${SFL_ADMIN_LISTEN:=0.0.0.0:7444}"
+# sflctl's address: the coordinator's admin_listen port by the service name;
+# the agents' listener when admin_listen is off.
+case $SFL_ADMIN_LISTEN in
+off) : "${SFL_CTL_COORDINATOR:=$SFL_COORDINATOR}" ;;
+*) : "${SFL_CTL_COORDINATOR:=$SFL_COORDINATOR_NAME:${SFL_ADMIN_LISTEN##*:}}" ;;
+esac
 : "${SFL_WAIT_S:=300}"
 : "${SFL_LEASE_TTL_S:=45}"
 : "${SFL_LEASE_REFRESH_S:=10}"
@@ -117,7 +128,7 @@ cmd_data() {
         old=$(meta spec)
         [ "$old" = "$spec" ] || die "the data volume holds shards made as '$old', not '$spec':
   agents may have trained on them. Keep the old settings, or start over with
-  'docker compose down -v' (removes every volume: CA, state, data)."
+  'docker-compose down -v' (removes every volume: CA, state, data)."
         log "data: $shards shards present ($spec)"
         return 0
     fi
@@ -174,6 +185,7 @@ key = $p/coordinator/$SFL_COORDINATOR_NAME.key
 ca = $p/ca.crt
 state_dir = $SFL_STATE_DIR
 metrics_listen = $SFL_METRICS_LISTEN
+admin_listen = $SFL_ADMIN_LISTEN
 
 EOF
     if [ -n "${SFL_JOB_FILE:-}" ]; then
@@ -397,7 +409,7 @@ cmd_ctl() {
     ini=$(mktemp "${TMPDIR:-/tmp}/sflctl.XXXXXX")
     cat >"$ini" <<EOF
 [sflctl]
-coordinator = $SFL_COORDINATOR
+coordinator = $SFL_CTL_COORDINATOR
 server_name = $SFL_COORDINATOR_NAME
 ca = $SFL_PKI_DIR/ca.crt
 cert = $c.crt
@@ -444,8 +456,27 @@ cmd_health() {
     esac
 }
 
+# The way an agent reaches the coordinator, without TLS: a TCP connection to
+# $1 (default $SFL_COORDINATOR) within 3 s. One line: which address it
+# resolved to and whether the connection opened.
+cmd_probe() {
+    to=${1:-$SFL_COORDINATOR}
+    host=${to%:*} port=${to##*:}
+    host=${host#[}
+    host=${host%]}
+    case $port in '' | *[!0-9]*) die "probe: HOST:PORT expected (got '$to')" ;; esac
+    ip=$(getent hosts "$host" | awk '{ print $1; exit }')
+    [ -n "$ip" ] || die "probe: $host does not resolve in this container"
+    # shellcheck disable=SC2016 # bash expands them
+    if timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2"' probe "$ip" "$port" 2>/dev/null; then
+        echo "$PROG: probe: $host:$port ($ip) accepts connections"
+    else
+        die "probe: no connection to $host:$port ($ip) within 3 s (is the coordinator up? does a firewall drop traffic between the containers? docs/docker.md, Troubleshooting)"
+    fi
+}
+
 usage() {
-    sed -n '2,16p' "$0" 2>/dev/null | sed 's/^# \{0,1\}//' || true
+    sed -n '2,18p' "$0" 2>/dev/null | sed 's/^# \{0,1\}//' || true
     echo "Environment: see docs/docker.md and deploy/docker/compose.env.example."
 }
 
@@ -460,6 +491,7 @@ agent) cmd_agent "$@" ;;
 ctl) cmd_ctl "$@" ;;
 sim) exec "$SFL_BIN_DIR/sfl-sim" "$@" ;;
 health) cmd_health "$@" ;;
+probe) cmd_probe "$@" ;;
 help | -h | --help) usage ;;
 *) exec "$cmd" "$@" ;;
 esac

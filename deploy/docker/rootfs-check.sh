@@ -1,6 +1,7 @@
 #!/bin/sh
 # rootfs-check.sh: the runtime stage of Dockerfile without a container
-# engine. A Debian bookworm minbase tree (debootstrap: the packages of
+# engine. A Debian bookworm minbase tree (the base image's tarball from
+# deploy/docker/base-image.sh: debootstrap, the packages of
 # debian:bookworm-slim) gets the stage's RUN line exactly as written in
 # Dockerfile, the programs as `COPY --from=build` puts them (this tree's
 # build/, stripped: the build stage runs the same `make` on the same
@@ -9,7 +10,8 @@
 # health check), three agents (shard claims, certificates), sflctl; a job
 # must finish. It shows that the runtime package list is complete and that
 # the entrypoint works with what the slim image has (dash, bash, coreutils,
-# openssl). Needs root, debootstrap and the Debian mirror; about a minute.
+# openssl). Needs root, debootstrap and the Debian mirror (DEBIAN_MIRROR);
+# about a minute.
 #
 #   deploy/docker/rootfs-check.sh [ROOTFS]    (default /tmp/sfl-rootfs; an
 #                                              existing tree is reused)
@@ -17,7 +19,6 @@ set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 R=${1:-/tmp/sfl-rootfs}
 BIN=${SFL_BIN:-$ROOT/build}
-MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 say() { echo "rootfs-check: $*"; }
 die() {
     echo "rootfs-check: FAIL: $*" >&2
@@ -40,9 +41,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 if [ ! -x "$R/bin/sh" ]; then
-    command -v debootstrap >/dev/null 2>&1 || die "needs debootstrap (apt-get install debootstrap)"
-    say "debootstrap --variant=minbase bookworm $R"
-    debootstrap --variant=minbase bookworm "$R" "$MIRROR" >"$R.log" 2>&1 || die "debootstrap: see $R.log"
+    # The image's base as make docker-base makes it (its cached tarball).
+    say "the base image's tree (deploy/docker/base-image.sh --tarball-only) in $R"
+    "$ROOT/deploy/docker/base-image.sh" --tarball-only >"$R.log" 2>&1 || die "base-image.sh: $(tail -n 3 "$R.log")"
+    tarball=$(sed -n 's/^base-image: \(.*\.tar\.gz\) ready .*/\1/p' "$R.log")
+    [ -s "$tarball" ] || die "base-image.sh named no tarball: $(tail -n 1 "$R.log")"
+    mkdir -p "$R"
+    tar -C "$R" --numeric-owner -xzf "$tarball" || die "cannot unpack $tarball into $R"
 fi
 mountpoint -q "$R/proc" || mount -t proc proc "$R/proc"
 mountpoint -q "$R/dev" || mount --bind /dev "$R/dev"
@@ -91,7 +96,7 @@ svc() {
         SFL_STATE_DIR=/var/lib/sfl SFL_AGENT_STATE_DIR=/var/lib/sfl-agent \
         SFL_SHARDS=3 SFL_DIM=200 SFL_SUPPORT=5 SFL_SAMPLES=60 SFL_JOB_ROUNDS=10 \
         SFL_JOB_COHORT=3 SFL_JOB_OVERSELECT=0 SFL_JOB_TAU=5 SFL_JOB_MIN_QUORUM=2 \
-        SFL_METRICS_LISTEN=127.0.0.1:29464 SFL_LISTEN=127.0.0.1:27443 \
+        SFL_METRICS_LISTEN=127.0.0.1:29464 SFL_LISTEN=127.0.0.1:27443 SFL_ADMIN_LISTEN=127.0.0.1:27444 \
         SFL_COORDINATOR=coordinator:27443 \
         /bin/sh -c 'while [ $# -gt 0 ]; do case $1 in *=*) export "$1"; shift ;; *) break ;; esac; done
             cd /var/lib/sfl && exec sfl-entrypoint "$@"' sh "$@"

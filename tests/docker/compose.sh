@@ -9,23 +9,35 @@
 # 1. engine: containerd and dockerd of their own (data root under
 #    build/docker/, exec root and sockets in a short /tmp directory), never
 #    the system's: every docker and docker-compose call goes to DOCKER_HOST
-#    =unix://<private socket>. Stopped by PID at the end, also on failure
-#    and Ctrl-C.
-# 2. base image: the Dockerfile's FROM (debian:$DEBIAN_TAG). Pulled when a
-#    registry answers; otherwise debootstrap --variant=minbase bookworm
-#    (the packages of the slim image) imported under that tag. The tarball
-#    is kept in build/docker/ so a second run takes seconds.
-# 3. build: docker build --network host (the apt steps reach the Debian
-#    archive through the host's network).
-# 4. compose: up -d --scale agent=4 with the compose file's defaults (the
-#    demo job), coordinator and agents healthy, the job finished, the model
-#    exported through the ctl service (sflctl) and checked against the
-#    truth the shards came from (support, nnz), sflctl jobs/agents.
-# 5. restart: a second job created with sflctl; `docker-compose restart
+#    =unix://<private socket>. dockerd runs in a network namespace of its
+#    own (loopback only), where its bridges live: the host's firewall (a
+#    system dockerd's FORWARD policy DROP) never sees the containers'
+#    traffic, and no registry can be reached. The build's apt goes through
+#    tests/docker/netns-proxy.py (127.0.0.1 in that namespace). Stopped by
+#    PID at the end, also on failure and Ctrl-C.
+# 2. base image: the Dockerfile's FROM (debian:$DEBIAN_TAG), made by
+#    deploy/docker/base-image.sh (make docker-base): debootstrap
+#    --variant=minbase bookworm imported under that tag. The tarball is
+#    kept in build/docker/ so a second run takes seconds.
+# 3. build: docker-compose build, as docs/docker.md says (SFL_BUILD_NETWORK
+#    =host and http_proxy for apt); it cannot pull: no registry is
+#    reachable from the engine.
+# 4. compose: docker-compose up -d --scale agent=4 with the compose file's
+#    defaults (the demo job); before waiting for the job, an agent
+#    container must open a TCP connection to coordinator:7443 (bounded:
+#    a dropped connection fails in seconds, with the cause and the fix);
+#    the job finished, the model exported through the ctl service (sflctl
+#    on admin_listen) and checked against the truth the shards came from
+#    (support, nnz), sflctl jobs/agents, the published metrics port;
+#    tests/docker/prometheus.sh against it when that script exists.
+# 5. forward: iptables' FORWARD policy set to DROP in the engine's network
+#    namespace (what a system dockerd does to the host's): the probe must
+#    fail within seconds and name that cause; the policy restored.
+# 6. restart: a second job created with sflctl; `docker-compose restart
 #    coordinator` in its middle; the job resumes at its last committed
 #    round and goes on, every round committed exactly once; sflctl cancels
 #    it.
-# 6. teardown: compose down -v, the engine stopped, its private root
+# 7. teardown: compose down -v, the engine stopped, its private root
 #    removed (SFL_DOCKER_KEEP=1 keeps it for a look).
 #
 # One progress line per step, each phase timed; the last line is PASS, FAIL:
@@ -34,7 +46,6 @@
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=${SFL_DOCKER_DIR:-$ROOT/build/docker}
-MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 AGENTS=4
 IMAGE=sfl:local
 PROJECT=sfltest
@@ -252,9 +263,16 @@ until [ -S "$E/containerd/containerd.sock" ]; do
     sleep 0.1
 done
 echo '{}' >"$E/daemon.json"
-# No default bridge (docker0) and no change to the host's ip_forward:
-# compose makes its own network, and the containers need no way out.
-setsid dockerd --config-file "$E/daemon.json" --data-root "$DATA" --exec-root "$E" \
+# dockerd in a network namespace of its own (unshare --net; it ends with
+# dockerd), where compose's bridge is made: frames between the containers
+# pass that namespace's netfilter hooks, which nothing but this test sets,
+# never the host's (a system dockerd sets the host's FORWARD policy to DROP
+# and accepts only its own bridges: agents then never reached the
+# coordinator and the test waited 10 minutes). No default bridge (docker0),
+# no iptables rules, no ip_forward: compose makes its own network, and the
+# containers need no way out. The sh execs dockerd: $! is dockerd's PID.
+setsid unshare --net -- sh -c 'ip link set lo up && exec "$@"' dockerd \
+    dockerd --config-file "$E/daemon.json" --data-root "$DATA" --exec-root "$E" \
     --pidfile "$E/dockerd.pid" -H "$DOCKER_HOST" --containerd "$E/containerd/containerd.sock" \
     --storage-driver overlay2 --bridge none --ip-forward=false --iptables=false \
     --cgroup-parent sfl-test-docker >"$LOG/dockerd.log" 2>&1 &
@@ -269,52 +287,33 @@ until $DOCKER version >/dev/null 2>&1; do
 done
 [ "$(cat "$E/dockerd.pid" 2>/dev/null)" = "$dpid" ] || fail "dockerd's pidfile does not hold $dpid"
 info=$($DOCKER info --format '{{.ServerVersion}}, {{.Driver}}, cgroup v{{.CgroupVersion}} ({{.CgroupDriver}})')
-phase engine "dockerd $info, pid $dpid"
+# Commands in the engine's network namespace (published ports, iptables).
+in_ns() { nsenter --net="/proc/$dpid/ns/net" "$@"; }
+# apt in the build reaches Debian's archive through this proxy (it exits
+# with this script).
+/usr/bin/python3 "$ROOT/tests/docker/netns-proxy.py" "/proc/$dpid/ns/net" >"$E/proxy.port" 2>"$LOG/proxy.log" &
+n=0
+until [ -s "$E/proxy.port" ]; do
+    n=$((n + 1))
+    [ $n -le 100 ] || fail "netns-proxy.py did not start: $(tail -3 "$LOG/proxy.log")"
+    sleep 0.1
+done
+proxy=http://127.0.0.1:$(cat "$E/proxy.port")
+phase engine "dockerd $info, pid $dpid, in a network namespace of its own; apt proxy $proxy there"
 
 # ---- 2. the base image -----------------------------------------------------------
+# What `make docker-base` runs (the engine cannot reach a registry anyway).
 tag=$(sed -n 's/^ARG DEBIAN_TAG=//p' "$ROOT/Dockerfile" | head -n 1)
-[ -n "$tag" ] || fail "no ARG DEBIAN_TAG=... in Dockerfile"
 base=debian:$tag
-tarball=$B/$(echo "$base" | tr ':' '-').tar.gz
-case $tag in 12*) suite=bookworm ;; *) fail "DEBIAN_TAG=$tag: only bookworm (12.x) is made with debootstrap here" ;; esac
-if [ -s "$tarball" ]; then
-    how="cached $tarball"
-elif timeout --foreground 60 $DOCKER pull "$base" >"$LOG/pull.log" 2>&1; then
-    how="pulled"
-else
-    say "base: no registry ($(tail -n 1 "$LOG/pull.log")); debootstrap --variant=minbase $suite from $MIRROR"
-    rm -rf --one-file-system "$rfs"
-    # (not --foreground: on time-out its dpkg and wget go too)
-    timeout $T_BASE debootstrap --variant=minbase "$suite" "$rfs" "$MIRROR" >"$LOG/debootstrap.log" 2>&1 ||
-        fail "debootstrap: $(tail -3 "$LOG/debootstrap.log")"
-    # As the slim image: no package caches or lists, no host files.
-    rm -rf "$rfs"/var/cache/apt/archives/*.deb "$rfs"/var/lib/apt/lists/* "$rfs"/tmp/* \
-        "$rfs"/var/log/*.log "$rfs"/etc/hostname "$rfs"/etc/resolv.conf
-    tar -C "$rfs" --numeric-owner -czf "$tarball.tmp" . || fail "cannot write $tarball.tmp"
-    mv -f "$tarball.tmp" "$tarball"
-    rm -rf --one-file-system "$rfs"
-    how="debootstrap, cached in $tarball"
-fi
-if ! $DOCKER image inspect "$base" >/dev/null 2>&1; then
-    timeout --foreground 300 $DOCKER import --change 'CMD ["bash"]' \
-        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-        "$tarball" "$base" >"$LOG/import.log" 2>&1 || fail "docker import: $(tail -3 "$LOG/import.log")"
-fi
+DOCKER=$DOCKER SFL_DOCKER_DIR=$B timeout --foreground $T_BASE "$ROOT/deploy/docker/base-image.sh" >"$LOG/base.log" 2>&1 ||
+    fail "deploy/docker/base-image.sh: $(tail -n 3 "$LOG/base.log")"
+how=$(tail -n 1 "$LOG/base.log" | sed -n 's/.* imported (\(.*\), [0-9]* MB).*/\1/p')
 # The engine must run a container before anything else is judged.
 timeout --foreground 60 $DOCKER run --rm --network none "$base" true >"$LOG/run.log" 2>&1 ||
     skip "the engine cannot run a container here: $(tail -3 "$LOG/run.log")"
 phase base "$base ($how, $($DOCKER image inspect -f '{{.Size}}' "$base" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
 
 # ---- 3. the image ----------------------------------------------------------------
-say "build: docker build --network host -t $IMAGE (log $LOG/build.log)"
-timeout --foreground $T_BUILD $DOCKER build --network host -t "$IMAGE" "$ROOT" >"$LOG/build.log" 2>&1 ||
-    fail "docker build: $(tail -n 15 "$LOG/build.log")"
-size=$($DOCKER image inspect -f '{{.Size}}' "$IMAGE" | awk '{ printf "%.0f MB", $1 / 1e6 }')
-phase build "$IMAGE, $size"
-
-# ---- 4. the federation -----------------------------------------------------------
-# Free host ports for the published ones (other tests may hold 7443/9464).
-free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 IN=$E/input
 mkdir -p "$IN"
 chmod 755 "$E" "$IN"
@@ -335,30 +334,79 @@ deadline_ms = 60000
 seed = 2
 EOF
 chmod 644 "$IN/resume.ini"
-# The compose file's defaults, except the host ports and the input directory.
-metrics_port=$(free_port)
+# The compose file's defaults (the published ports too: they are on the
+# loopback of the engine's own namespace, where nothing else listens),
+# except the input directory and the build's network.
+metrics_port=9464 admin_port=7444
 cat >"$E/compose.env" <<EOF
 SFL_IMAGE=$IMAGE
-SFL_GRPC_PORT=$(free_port)
-SFL_METRICS_PORT=$metrics_port
 SFL_INPUT_DIR=$IN
+SFL_BUILD_NETWORK=host
 EOF
+# As docs/docker.md says (docker-compose build), with the build's RUN steps
+# on the engine's network namespace (SFL_BUILD_NETWORK=host) and apt through
+# the proxy there. The services share one image: the first build makes it,
+# the others find every layer cached. No registry is reachable from the
+# engine: a pull would fail the build.
+say "build: docker-compose build (log $LOG/build.log)"
+dc $T_BUILD build --build-arg "http_proxy=$proxy" >"$LOG/build.log" 2>&1 ||
+    fail "docker-compose build: $(tail -n 15 "$LOG/build.log")"
+size=$($DOCKER image inspect -f '{{.Size}}' "$IMAGE" | awk '{ printf "%.0f MB", $1 / 1e6 }')
+phase build "$IMAGE, $size ($(grep -c '^Successfully built' "$LOG/build.log") services built)"
+
+# ---- 4. the federation -----------------------------------------------------------
 say "compose: up -d --scale agent=$AGENTS (project $PROJECT)"
 compose_up=1
-dc $T_UP up -d --no-build --scale agent=$AGENTS >"$LOG/up.log" 2>&1 ||
+dc $T_UP up -d --scale agent=$AGENTS >"$LOG/up.log" 2>&1 ||
     fail "docker-compose up: $(tail -n 10 "$LOG/up.log")"
 # The coordinator's log, every run of its container (docker logs: faster
 # than docker-compose logs, which is polled below).
 clog() { timeout --foreground 60 $DOCKER logs "$coord" 2>&1; }
+status() { $DOCKER inspect -f '{{.State.Health.Status}}' "$1" 2>/dev/null; }
 healthy() {
     for c in $(dc 60 ps -q coordinator agent); do
-        [ "$($DOCKER inspect -f '{{.State.Health.Status}}' "$c")" = healthy ] || return 1
+        [ "$(status "$c")" = healthy ] || return 1
     done
     [ "$(dc 60 ps -q agent | wc -l)" -eq $AGENTS ]
 }
+coordinator_healthy() {
+    coord=$(dc 60 ps -q coordinator)
+    [ -n "$coord" ] && [ "$(status "$coord")" = healthy ]
+}
 finished() { clog | grep -q "event=job_state job=$1 state=finished"; }
+# probe SECONDS: an agent container opens a TCP connection to the
+# coordinator's gRPC port as the agents do (the service name through the
+# project network's DNS: the containers' own addresses on the compose
+# network); tries for SECONDS, each try 3 s at most.
+probe() {
+    pr_agent=$(dc 60 ps -q agent | head -n 1)
+    pr_end=$(($(date +%s) + $1))
+    until timeout --foreground 10 $DOCKER exec "$pr_agent" sfl-entrypoint probe >"$LOG/probe.log" 2>&1; do
+        [ "$(date +%s)" -lt $pr_end ] || return 1
+        sleep 0.5
+    done
+}
+# Why containers on the compose network cannot reach each other, and the
+# fix, from the namespace the network's bridge lives in (the engine's).
+diagnose() {
+    dg_net=$($DOCKER network inspect -f '{{.Id}}' "${PROJECT}_default" 2>/dev/null | cut -c 1-12)
+    dg_br=br-${dg_net:-?}
+    dg_pol=$(in_ns iptables -S FORWARD 2>/dev/null | sed -n 's/^-P FORWARD //p')
+    dg_nf=$(in_ns cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null || echo 0)
+    dg_user=$(in_ns iptables -S DOCKER-USER 2>/dev/null | grep -E -- '-j (DROP|REJECT)' | head -n 3 | tr '\n' ';' || true)
+    if [ "$dg_nf" = 1 ] && [ -n "$dg_user" ]; then
+        echo "cause: the DOCKER-USER chain drops forwarded traffic ($dg_user) and bridge-nf-call-iptables=1 passes frames between the containers on bridge $dg_br through it. Fix: iptables -I DOCKER-USER -i $dg_br -o $dg_br -j ACCEPT, or remove those rules."
+    elif [ "$dg_nf" = 1 ] && [ "$dg_pol" = DROP ]; then
+        echo "cause: iptables' FORWARD policy is DROP (iptables -S FORWARD: -P FORWARD DROP, what a system dockerd sets) and bridge-nf-call-iptables=1 passes frames between the containers on bridge $dg_br through that chain: the agents' connections to the coordinator are dropped. Fix: accept that bridge's traffic (iptables -I DOCKER-USER -i $dg_br -o $dg_br -j ACCEPT, or -I FORWARD where there is no DOCKER-USER chain), or run the engine in a network namespace of its own as this test does; do not set the policy back to ACCEPT on a host whose dockerd relies on it."
+    else
+        echo "cause unknown: not the FORWARD chain (policy ${dg_pol:-unset}, bridge-nf-call-iptables=$dg_nf, no DROP in DOCKER-USER); look at nft list ruleset in the engine's network namespace and at $LOG/probe.log."
+    fi
+}
+wait_for $T_UP "the coordinator to be healthy" coordinator_healthy
+t_probe=$(date +%s)
+probe 10 || fail "an agent cannot reach the coordinator (tried for 10 s): $(tail -n 1 "$LOG/probe.log"). $(diagnose)"
+say "probe: $(tail -n 1 "$LOG/probe.log") (from an agent, in $(($(date +%s) - t_probe)) s)"
 wait_for $T_UP "the coordinator and $AGENTS agents to be healthy" healthy
-coord=$(dc 60 ps -q coordinator)
 say "compose: pki and data done; coordinator and $AGENTS agents healthy"
 wait_for $T_JOB "the demo job to finish" finished 1
 clog >"$LOG/coordinator-1.log"
@@ -417,14 +465,58 @@ grep -Eq "^1 +demo +fediterht +finished +50/50 " "$LOG/jobs.log" || fail "ctl jo
 dc 120 run --rm -T ctl agents >"$LOG/agents.log" 2>&1 || fail "ctl agents: $(cat "$LOG/agents.log")"
 [ "$(grep -Ec '^[0-9]+ +agent-[0-9a-f]+ +yes ' "$LOG/agents.log")" -eq $AGENTS ] ||
     fail "ctl agents: $AGENTS connected agents expected: $(cat "$LOG/agents.log")"
-# The published metrics port, from the host (docker-proxy on 127.0.0.1).
-/usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+# The published ports, as from the host: they are on the loopback of the
+# engine's network namespace (docker-proxy), so the checks run there.
+in_ns /usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
     "http://127.0.0.1:$metrics_port/metrics" >"$LOG/metrics.txt" 2>&1 || fail "GET /metrics on 127.0.0.1:$metrics_port: $(tail -2 "$LOG/metrics.txt")"
 committed=$(awk '$1 == "sfl_rounds_committed_total" { print $2 }' "$LOG/metrics.txt")
 [ "${committed:-0}" -ge 50 ] 2>/dev/null || fail "sfl_rounds_committed_total is '$committed' on the published metrics port"
-phase check "sflctl (ctl service): job 1 demo finished 50/50, $AGENTS agents connected; 127.0.0.1:$metrics_port/metrics: $committed rounds committed"
+# sflctl on the published admin port, as a host sflctl with a copy of the
+# admin certificate would call it (the image's, on the namespace's network).
+timeout --foreground 120 $DOCKER run --rm --network host -v "${PROJECT}_pki:/pki:ro" \
+    -e SFL_CTL_COORDINATOR=127.0.0.1:$admin_port "$IMAGE" ctl status >"$LOG/admin.log" 2>&1 ||
+    fail "sflctl status on the published admin port 127.0.0.1:$admin_port: $(tail -n 3 "$LOG/admin.log")"
+phase check "sflctl (ctl service, admin_listen): job 1 demo finished 50/50, $AGENTS agents connected; published 127.0.0.1:$metrics_port/metrics: $committed rounds committed; sflctl status on published 127.0.0.1:$admin_port"
 
-# ---- 5. restart mid-job -----------------------------------------------------------
+# ---- hook: the dashboard's queries (tests/docker/prometheus.sh, item 10 of
+# issue 24) against this federation's coordinator, when that script is in
+# the tree: Debian's prometheus scrapes the published metrics port. It runs
+# in the engine's network namespace, where that port is (127.0.0.1).
+if [ -x "$ROOT/tests/docker/prometheus.sh" ]; then
+    say "prometheus: tests/docker/prometheus.sh 127.0.0.1:$metrics_port (log $LOG/prometheus.log)"
+    prc=0
+    timeout --foreground 600 nsenter --net="/proc/$dpid/ns/net" "$ROOT/tests/docker/prometheus.sh" "127.0.0.1:$metrics_port" >"$LOG/prometheus.log" 2>&1 || prc=$?
+    case $prc in
+    0) phase prometheus "$(tail -n 1 "$LOG/prometheus.log")" ;;
+    77) phase prometheus "skipped: $(tail -n 1 "$LOG/prometheus.log")" ;;
+    *) fail "tests/docker/prometheus.sh (exit $prc): $(tail -n 5 "$LOG/prometheus.log")" ;;
+    esac
+fi
+
+# ---- 5. a FORWARD policy of DROP -------------------------------------------------
+# What a system dockerd does to the host's FORWARD chain, done in the
+# engine's own namespace (the host is never touched): frames between the
+# containers are dropped. The probe must fail within its bound and name
+# the cause; then the policy is restored and the agents reach the
+# coordinator again.
+in_ns iptables -P FORWARD DROP || fail "iptables -P FORWARD DROP in the engine's network namespace"
+t_drop=$(date +%s)
+if probe 6; then
+    in_ns iptables -P FORWARD ACCEPT
+    fail "the probe reached the coordinator through a FORWARD policy of DROP: $(cat "$LOG/probe.log")"
+fi
+cause=$(diagnose)
+in_ns iptables -P FORWARD ACCEPT || fail "iptables -P FORWARD ACCEPT in the engine's network namespace"
+t_drop=$(($(date +%s) - t_drop))
+echo "$(tail -n 1 "$LOG/probe.log"). $cause" >"$LOG/forward-drop.txt"
+case $cause in
+"cause: iptables' FORWARD policy is DROP "*"Fix: accept that bridge's traffic (iptables -I DOCKER-USER -i br-"*) ;;
+*) fail "FORWARD policy DROP not named as the cause: $cause" ;;
+esac
+probe 30 || fail "the agents cannot reach the coordinator after the FORWARD policy was restored: $(cat "$LOG/probe.log")"
+phase forward "policy DROP detected in $t_drop s ($(echo "$cause" | cut -c 1-150)...; all: $LOG/forward-drop.txt), restored"
+
+# ---- 6. restart mid-job -----------------------------------------------------------
 # Job 2 has more rounds than it will run: the coordinator is restarted once
 # it has committed some, and the job is cancelled (sflctl) once it has
 # committed more after the restart, however fast rounds go.
