@@ -3,10 +3,11 @@
 # (tests/docker/compose.sh, as root; about 2 minutes).
 # The engine and its tools come from Debian: docker.io (dockerd, containerd,
 # runc), docker-compose 1.29 and debootstrap, which makes the base image when
-# no registry can be reached. `make deps-docker` installs them only.
+# no registry can be reached, and prometheus, which scrapes the federation
+# for the Grafana dashboard's queries. `make deps-docker` installs them only.
 # The script ends with PASS, FAIL or SKIP (exit 77: the engine cannot run
 # here, e.g. not root); a SKIP does not fail the target.
-DOCKER_PKGS := docker.io docker-compose debootstrap
+DOCKER_PKGS := docker.io docker-compose debootstrap prometheus
 # Seconds the whole test may take (the script bounds each of its waits too).
 DOCKER_TIMEOUT ?= 3600
 

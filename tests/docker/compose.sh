@@ -29,7 +29,10 @@
 #    the job finished, the model exported through the ctl service (sflctl
 #    on admin_listen) and checked against the truth the shards came from
 #    (support, nnz), sflctl jobs/agents, the published metrics port;
-#    tests/docker/prometheus.sh against it when that script exists.
+#    Debian's prometheus with deploy/monitoring/prometheus.yml scraping it
+#    from the start, and every Grafana panel's query returning data
+#    (tests/docker/prometheus.sh; the privacy panel needs a private job,
+#    which make test-monitoring runs).
 # 5. forward: iptables' FORWARD policy set to DROP in the engine's network
 #    namespace (what a system dockerd does to the host's): the probe must
 #    fail within seconds and name that cause; the policy restored.
@@ -78,7 +81,7 @@ fail() {
 
 [ "$(id -u)" -eq 0 ] || skip "needs root (dockerd)"
 if [ -z "$(ls /sys/fs/cgroup 2>/dev/null)" ]; then skip "no cgroup file system"; fi
-for p in dockerd containerd runc docker-compose debootstrap; do
+for p in dockerd containerd runc docker-compose debootstrap prometheus; do
     command -v $p >/dev/null 2>&1 || fail "$p is not installed (make test-docker installs it)"
 done
 # The docker.io client, not another one earlier in PATH: it speaks the
@@ -109,7 +112,7 @@ dc() {
     timeout --foreground "$dc_t" docker-compose -p $PROJECT -f "$ROOT/docker-compose.yml" \
         --project-directory "$ROOT" --env-file "$E/compose.env" "$@"
 }
-cpid="" dpid=""
+cpid="" dpid="" prom_pid=""
 compose_up=0
 cleanup() {
     rc=$?
@@ -122,6 +125,7 @@ cleanup() {
         dc $T_DOWN down -v --remove-orphans -t 10 >"$LOG/down.log" 2>&1 ||
             say "docker-compose down failed: $(tail -3 "$LOG/down.log")"
     fi
+    [ -z "$prom_pid" ] || stop_pid "$prom_pid" prometheus 10
     stop_engine "$dpid" "$cpid" "$E"
     unmount_under "$rfs"
     rm -rf --one-file-system "$rfs"
@@ -342,6 +346,7 @@ cat >"$E/compose.env" <<EOF
 SFL_IMAGE=$IMAGE
 SFL_INPUT_DIR=$IN
 SFL_BUILD_NETWORK=host
+SFL_AGENT_ARGS=--eval_fraction 0.2
 EOF
 # As docs/docker.md says (docker-compose build), with the build's RUN steps
 # on the engine's network namespace (SFL_BUILD_NETWORK=host) and apt through
@@ -403,6 +408,15 @@ diagnose() {
     fi
 }
 wait_for $T_UP "the coordinator to be healthy" coordinator_healthy
+# Debian's prometheus with deploy/monitoring/prometheus.yml (its target the
+# published metrics port) scrapes the coordinator from now on, in the
+# engine's namespace where that port is; its queries run after the demo job.
+mkdir -p "$E/prom"
+sed "s/'127.0.0.1:9464'/'127.0.0.1:$metrics_port'/" "$ROOT/deploy/monitoring/prometheus.yml" >"$E/prom/prometheus.yml"
+cp "$ROOT/deploy/monitoring/alerts.yml" "$E/prom/"
+in_ns prometheus --config.file="$E/prom/prometheus.yml" --storage.tsdb.path="$E/prom/data" \
+    --web.listen-address=127.0.0.1:9090 >"$LOG/prometheus-server.log" 2>&1 &
+prom_pid=$!
 t_probe=$(date +%s)
 probe 10 || fail "an agent cannot reach the coordinator (tried for 10 s): $(tail -n 1 "$LOG/probe.log"). $(diagnose)"
 say "probe: $(tail -n 1 "$LOG/probe.log") (from an agent, in $(($(date +%s) - t_probe)) s)"
@@ -478,20 +492,21 @@ timeout --foreground 120 $DOCKER run --rm --network host -v "${PROJECT}_pki:/pki
     fail "sflctl status on the published admin port 127.0.0.1:$admin_port: $(tail -n 3 "$LOG/admin.log")"
 phase check "sflctl (ctl service, admin_listen): job 1 demo finished 50/50, $AGENTS agents connected; published 127.0.0.1:$metrics_port/metrics: $committed rounds committed; sflctl status on published 127.0.0.1:$admin_port"
 
-# ---- hook: the dashboard's queries (tests/docker/prometheus.sh, item 10 of
-# issue 24) against this federation's coordinator, when that script is in
-# the tree: Debian's prometheus scrapes the published metrics port. It runs
-# in the engine's network namespace, where that port is (127.0.0.1).
-if [ -x "$ROOT/tests/docker/prometheus.sh" ]; then
-    say "prometheus: tests/docker/prometheus.sh 127.0.0.1:$metrics_port (log $LOG/prometheus.log)"
-    prc=0
-    timeout --foreground 600 nsenter --net="/proc/$dpid/ns/net" "$ROOT/tests/docker/prometheus.sh" "127.0.0.1:$metrics_port" >"$LOG/prometheus.log" 2>&1 || prc=$?
-    case $prc in
-    0) phase prometheus "$(tail -n 1 "$LOG/prometheus.log")" ;;
-    77) phase prometheus "skipped: $(tail -n 1 "$LOG/prometheus.log")" ;;
-    *) fail "tests/docker/prometheus.sh (exit $prc): $(tail -n 5 "$LOG/prometheus.log")" ;;
-    esac
-fi
+# ---- the dashboard: every panel's query returns data (tests/docker/prometheus.sh)
+# against the Prometheus scraping this federation since the coordinator was
+# healthy. The agents hold a fifth of their rows out (SFL_AGENT_ARGS), so the
+# demo job reports held-out MSE; its synthetic data is a regression and it is
+# not private: the accuracy and privacy panels are named as not run here
+# (make test-monitoring runs them, with a logistic and a dpbcfw job).
+say "prometheus: every dashboard panel's query (log $LOG/prometheus.log)"
+kill -0 "$prom_pid" 2>/dev/null || fail "prometheus did not start: $(tail -n 5 "$LOG/prometheus-server.log")"
+prc=0
+SFL_PROM_ABSENT='^(Privacy|Held-out accuracy)' timeout --foreground 600 nsenter --net="/proc/$dpid/ns/net" \
+    "$ROOT/tests/docker/prometheus.sh" 127.0.0.1:9090 >"$LOG/prometheus.log" 2>&1 || prc=$?
+case $prc in
+0) phase prometheus "$(tail -n 1 "$LOG/prometheus.log"); $(grep '^not run here' "$LOG/prometheus.log")" ;;
+*) fail "tests/docker/prometheus.sh (exit $prc): $(grep -E '^FAIL|answer' "$LOG/prometheus.log" | head -n 8)" ;;
+esac
 
 # ---- 5. a FORWARD policy of DROP -------------------------------------------------
 # What a system dockerd does to the host's FORWARD chain, done in the
