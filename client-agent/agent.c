@@ -2068,7 +2068,10 @@ static agent_state_t trained(agent_t *a, train_t *w, agent_state_t from)
 
 static agent_state_t acked(agent_t *a, const sfl_ack_t *ack)
 {
-    int good = ack->status == SFL_ACK_ACCEPTED || ack->status == SFL_ACK_DUPLICATE;
+    /* Late is what over-selection does to the slowest members every round:
+     * debug, as accepted; the verdicts that mean something is wrong warn. */
+    int good = ack->status == SFL_ACK_ACCEPTED || ack->status == SFL_ACK_DUPLICATE ||
+               ack->status == SFL_ACK_LATE;
     char q[300];
 
     if ((unsigned)ack->status < sizeof(a->stats.acks) / sizeof(a->stats.acks[0]))
