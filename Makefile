@@ -126,8 +126,9 @@ endif
 CC       := $(CROSS)gcc --sysroot=$(abspath $(SYSROOT))
 QEMU_LD_PREFIX ?= $(abspath $(SYSROOT))
 CROSS_TIMEOUT ?= $(CROSS_TIMEOUT_$(TRIPLET))
-BUILD_PKGS := make gcc-$(TRIPLET) protobuf-c-compiler apt dpkg coreutils \
-              debian-archive-keyring
+BUILD_PKGS := make gcc-$(TRIPLET) protobuf-c-compiler
+# What mk/sysroot.sh runs (and the archive's key it checks Release with).
+SYSROOT_TOOLS := apt dpkg coreutils debian-archive-keyring
 TEST_PKGS  := $(filter-out libcmocka-dev,$(TEST_PKGS)) qemu-user-static
 NATIVE_ONLY := $(filter test e2e demo bench soak reproduce,$(MAKECMDGOALS))
 ifneq ($(NATIVE_ONLY),)
@@ -223,6 +224,7 @@ deps-footprint:
 # stamp as it was); when it is, everything compiled against it is rebuilt.
 ifneq ($(SYSROOT_STAMP),)
 $(SYSROOT_STAMP): FORCE
+	@./mk/deps.sh $(SYSROOT_TOOLS)
 	@./mk/sysroot.sh $(DEB_ARCH) $(SYSROOT) $(SYSROOT_PKGS)
 endif
 
