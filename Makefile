@@ -6,7 +6,7 @@
 #   make test-docker the image built and the compose federation run for real
 #   make docker-base the Dockerfile's base image made with debootstrap and
 #                   imported, so docker-compose build needs no registry
-#   make test-cross unit tests cross-built for arm64 (CROSS=...), run under qemu
+#   make test-cross unit tests cross-built for arm64 and armhf, run under qemu
 #   make test-monitoring the Grafana dashboard, scrape config and alerts
 #                   (deploy/monitoring/) against a live coordinator, with prometheus
 #   make demo       a coordinator and 8 agents on loopback, then simulations
@@ -19,9 +19,14 @@
 #   make install    PREFIX=/usr/local DESTDIR= (LIBDIR, UNITDIR, MANDIR, DOCDIR):
 #                   programs, libsfl.so and .a, headers, sfl.pc (docs/library.md)
 #
-# V=1 shows full command lines. CROSS=aarch64-linux-gnu- (Raspberry Pi OS /
-# Debian arm64) or CROSS=arm-linux-gnueabihf- (armhf) cross-compiles into
-# build/<triplet>, against Debian's multiarch -dev packages.
+# V=1 shows full command lines. Cross builds for a Raspberry Pi, programs in
+# build/<triplet>/ (deploy/raspberrypi/README.md):
+#   make CROSS=aarch64-linux-gnu-   64-bit OS: Pi 3, 4, 5, Zero 2 W
+#                                   -> build/aarch64-linux-gnu/sfl-agent
+#   make CROSS=arm-linux-gnueabihf- 32-bit OS on ARMv7 and later: Pi 2, 3, 4,
+#                                   Zero 2 W -> build/arm-linux-gnueabihf/sfl-agent
+# Both link against a Debian bookworm sysroot, build/sysroot-<arch>, that
+# mk/sysroot.sh unpacks from the archive; the host's packages stay as they are.
 
 CROSS   ?=
 CC      := $(CROSS)gcc
@@ -77,18 +82,24 @@ FOOTPRINT_PKGS := time
 PEER_PKGS := python3-numpy python3-grpcio python3-protobuf python3-cryptography \
              python3-pycryptodome python3-tomli nftables
 
-# Cross builds: Debian's cross gcc (gcc-<triplet>) links the foreign
-# architecture's -dev packages (PKG:ARCH, multiarch; mk/deps.sh adds the
-# architecture to dpkg when needed). Every library here is Multi-Arch: same,
-# so the arm64 and armhf sets install side by side with the native one, as
-# long as the mirror has the same version for every architecture.
+# Cross builds: Debian's cross gcc (gcc-<triplet>, a host package) with
+# --sysroot=$(SYSROOT), a root that mk/sysroot.sh unpacks from Debian
+# bookworm's packages of that one architecture (CROSS_LIBS and libcmocka-dev,
+# with their dependencies) through a private apt configuration. Its versions
+# come from one Release of one architecture, so they agree with each other
+# whatever the host has; the host's dpkg architectures and packages are not
+# touched (no multiarch: a mirror whose armhf libssl-dev lagged the native
+# one made that fail). The .debs stay in $(SYSROOT).apt/, and a sysroot that
+# is up to date costs nothing; SYSROOT_UPDATE=1 fetches the indexes again.
+# SYSROOT=DIR uses a root you made yourself (a Raspberry Pi OS image, say)
+# as it is.
 # BLAS/LAPACK: the reference liblapacke-dev, liblapack-dev and libblas-dev
 # (same sonames as OpenBLAS's, so on the device libopenblas0 can replace
 # libblas3 and liblapack3 at run time through the alternatives). protoc-c
 # runs on the host.
 # Objects go to build/<triplet>, apart from native ones; unit tests run under
 # qemu-user-static, invoked explicitly (no binfmt_misc needed), with the
-# multiarch loader and libraries found under QEMU_LD_PREFIX.
+# sysroot's loader and libraries (QEMU_LD_PREFIX, default $(SYSROOT)).
 CROSS_ARCH_aarch64-linux-gnu   := arm64
 CROSS_ARCH_arm-linux-gnueabihf := armhf
 CROSS_QEMU_aarch64-linux-gnu   := qemu-aarch64-static
@@ -96,9 +107,15 @@ CROSS_QEMU_arm-linux-gnueabihf := qemu-arm-static
 CROSS_LIBS := libc6-dev libinih-dev libsqlite3-dev libuv1-dev libnghttp2-dev libssl-dev \
               libsodium-dev libprotobuf-c-dev liblapacke-dev liblapack-dev libblas-dev \
               zlib1g-dev
-QEMU_LD_PREFIX ?= /
-# Seconds one unit suite may take under emulation before it counts as failed.
-CROSS_TIMEOUT ?= 300
+SYSROOT_PKGS := $(CROSS_LIBS) libcmocka-dev
+sysroot_of = build/sysroot-$(CROSS_ARCH_$(1))
+# Seconds one unit suite may take under emulation before it counts as failed
+# (CROSS_TIMEOUT overrides): only a hang should reach it, so ten times the
+# slowest suite on a loaded 2-core machine (load 7), test_secagg: 122 s
+# under qemu-aarch64, 661 s under qemu-arm (32-bit limbs in libsodium's
+# X25519, 5 times arm64's work; 16 s natively).
+CROSS_TIMEOUT_aarch64-linux-gnu   := 1200
+CROSS_TIMEOUT_arm-linux-gnueabihf := 7200
 
 ifneq ($(CROSS),)
 TRIPLET  := $(patsubst %-,%,$(CROSS))
@@ -110,9 +127,17 @@ endif
 ifeq ($(origin BUILD),file)
 BUILD    := build/$(TRIPLET)
 endif
-BUILD_PKGS := make gcc-$(TRIPLET) protobuf-c-compiler $(CROSS_LIBS:%=%:$(DEB_ARCH))
-TEST_PKGS  := $(filter-out libcmocka-dev,$(TEST_PKGS)) qemu-user-static \
-              libcmocka-dev:$(DEB_ARCH)
+ifeq ($(origin SYSROOT),undefined)
+SYSROOT  := $(call sysroot_of,$(TRIPLET))
+SYSROOT_STAMP := $(SYSROOT)/.sfl-sysroot
+endif
+CC       := $(CROSS)gcc --sysroot=$(abspath $(SYSROOT))
+QEMU_LD_PREFIX ?= $(abspath $(SYSROOT))
+CROSS_TIMEOUT ?= $(CROSS_TIMEOUT_$(TRIPLET))
+BUILD_PKGS := make gcc-$(TRIPLET) protobuf-c-compiler
+# What mk/sysroot.sh runs (and the archive's key it checks Release with).
+SYSROOT_TOOLS := apt dpkg coreutils debian-archive-keyring
+TEST_PKGS  := $(filter-out libcmocka-dev,$(TEST_PKGS)) qemu-user-static
 NATIVE_ONLY := $(filter test e2e demo bench soak reproduce,$(MAKECMDGOALS))
 ifneq ($(NATIVE_ONLY),)
 $(error make $(NATIVE_ONLY) runs native programs; with CROSS use make test-cross)
@@ -191,7 +216,7 @@ all: deps $(LIB) $(PROGRAMS)
 help:
 	@sed -n '2,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
-deps:
+deps: $(SYSROOT_STAMP)
 	@./mk/deps.sh $(BUILD_PKGS)
 deps-test: deps
 	@./mk/deps.sh $(TEST_PKGS)
@@ -202,7 +227,16 @@ deps-install:
 deps-footprint:
 	@./mk/deps.sh $(FOOTPRINT_PKGS)
 
-$(BUILD)/%.o: %.c | deps
+# The cross sysroot is remade only when its package list changes or on
+# SYSROOT_UPDATE=1 (mk/sysroot.sh returns at once otherwise and leaves the
+# stamp as it was); when it is, everything compiled against it is rebuilt.
+ifneq ($(SYSROOT_STAMP),)
+$(SYSROOT_STAMP): FORCE
+	@./mk/deps.sh $(SYSROOT_TOOLS)
+	@./mk/sysroot.sh $(DEB_ARCH) $(SYSROOT) $(SYSROOT_PKGS)
+endif
+
+$(BUILD)/%.o: %.c $(SYSROOT_STAMP) | deps
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
@@ -213,7 +247,7 @@ $(PROTO_C) $(PROTO_H) &: $(PROTO_SRC) | deps
 	@$(if $(Q),echo "  PROTOC  $(GEN)")
 	$(Q)$(PROTOC_C) --c_out=$(GEN) -Iproto $(PROTO_SRC)
 
-$(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c | $(PROTO_H)
+$(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c $(SYSROOT_STAMP) | $(PROTO_H)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -I$(GEN) -c -o $@ $<
 
@@ -369,13 +403,27 @@ unit:
 	 else tests/run.sh record FAIL "build of $(BUILD)/tests" "see the compiler output above"; exit 1; fi
 endif
 
-# The programs and unit suites of a cross build, the suites run under
-# qemu-user (default arm64): `make test-cross`, or with
-# CROSS=arm-linux-gnueabihf-. Suites call host tools (openssl, python3) by
-# exec, which qemu-user hands to the host kernel: they run natively.
+# The programs and unit suites of the cross builds, the suites run under
+# qemu-user: `make test-cross` does arm64 then armhf (TEST_CROSS), with one
+# summary line for both; CROSS=... just that one. Suites call host tools
+# (openssl, python3) by exec, which qemu-user hands to the host kernel: they
+# run natively.
+# The host's foreign architectures and foreign-architecture packages are
+# compared before and after: a cross build that changed them is a failure.
+TEST_CROSS ?= aarch64-linux-gnu- arm-linux-gnueabihf-
+HOST_FOREIGN = { dpkg --print-foreign-architectures; \
+    dpkg-query -W -f='$${Architecture} $${Package}\n' | grep -Ev '^(all|$(shell dpkg --print-architecture)) '; } 2>/dev/null
 test-cross:
 	@mkdir -p build && rm -f $(SFL_RESULTS)
-	@$(MAKE) --no-print-directory CROSS=$(or $(CROSS),aarch64-linux-gnu-) unit-cross || true
+	@$(HOST_FOREIGN) > build/host-foreign.before || true
+	@for c in $(or $(CROSS),$(TEST_CROSS)); do \
+	    echo "== $$c"; $(MAKE) --no-print-directory CROSS=$$c unit-cross || true; done
+	@$(HOST_FOREIGN) > build/host-foreign.after || true
+	@if cmp -s build/host-foreign.before build/host-foreign.after; then \
+	    tests/run.sh record PASS "host dpkg state unchanged"; \
+	 else diff build/host-foreign.before build/host-foreign.after; \
+	    tests/run.sh record FAIL "host dpkg state unchanged" \
+	        "the cross builds changed the host's foreign architectures or packages (diff above)"; fi
 	@tests/run.sh summary
 
 ifneq ($(CROSS),)
@@ -439,7 +487,8 @@ footprint: deps-footprint
 	$(Q)$(MAKE) --no-print-directory CROSS= all
 	$(Q)$(MAKE) --no-print-directory CROSS=$(FOOTPRINT_CROSS) all deps-test
 	$(Q)sh bench/footprint.sh build build/$(patsubst %-,%,$(FOOTPRINT_CROSS)) \
-	    $(CROSS_QEMU_$(patsubst %-,%,$(FOOTPRINT_CROSS))) $(QEMU_LD_PREFIX)
+	    $(CROSS_QEMU_$(patsubst %-,%,$(FOOTPRINT_CROSS))) \
+	    $(or $(QEMU_LD_PREFIX),$(abspath $(call sysroot_of,$(patsubst %-,%,$(FOOTPRINT_CROSS)))))
 
 reproduce: all deps-repro
 	$(Q)./sim/reproduce.sh $(SIM)

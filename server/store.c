@@ -2033,15 +2033,16 @@ int coord_store_history(coord_store_t *s, int64_t job, int64_t after_round, size
 {
     sqlite3_stmt *st;
     void *arr = NULL;
+    uint64_t lim = limit; /* size_t is 32-bit on armhf: clamp in 64 bits */
     int rc;
 
     if (s == NULL || out == NULL || n == NULL || limit == 0)
         return sfl__fail(SFL_EINVAL, "store: NULL argument or zero limit");
     *out = NULL;
     *n = 0;
-    if (limit > INT64_MAX)
-        limit = INT64_MAX;
-    if ((rc = prep(s, ST_HISTORY, &st, IDS(job, after_round, (int64_t)limit))) != 0 ||
+    if (lim > INT64_MAX)
+        lim = INT64_MAX;
+    if ((rc = prep(s, ST_HISTORY, &st, IDS(job, after_round, (int64_t)lim))) != 0 ||
         (rc = fetch_all(s, st, read_history, 0, sizeof(**out), NULL, &arr, n,
                         "read job history")) != 0)
         return rc;

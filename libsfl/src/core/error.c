@@ -53,10 +53,13 @@ const char *sfl_error_message(int err)
     static _Thread_local char msg[sizeof(detail) + 128];
     const char *why = sfl_strerror(err);
 
+    /* why cut at 120 characters (strerror's are under 60), so "detail: why"
+     * always fits: gcc checks that on 32-bit targets, where an unbounded
+     * "%s" could be 2^31 characters long. */
     if (detail[0] == '\0')
         snprintf(msg, sizeof(msg), "%s", why);
     else if (err < 0 && err > -4096 && !says(detail, why))
-        snprintf(msg, sizeof(msg), "%s: %s", detail, why);
+        snprintf(msg, sizeof(msg), "%s: %.120s", detail, why);
     else
         snprintf(msg, sizeof(msg), "%s", detail);
     return msg;
