@@ -137,7 +137,10 @@ CROSS_TIMEOUT ?= $(CROSS_TIMEOUT_$(TRIPLET))
 BUILD_PKGS := make gcc-$(TRIPLET) protobuf-c-compiler
 # What mk/sysroot.sh runs (and the archive's key it checks Release with).
 SYSROOT_TOOLS := apt dpkg coreutils debian-archive-keyring
-TEST_PKGS  := $(filter-out libcmocka-dev,$(TEST_PKGS)) qemu-user-static
+# The unit suites under qemu call host tools (openssl, python3); the e2e
+# tests' browser, plotter and compose are not needed there.
+TEST_PKGS  := $(filter-out libcmocka-dev chromium python3-pil gnuplot-nox docker-compose,$(TEST_PKGS)) \
+              qemu-user-static
 NATIVE_ONLY := $(filter test e2e demo bench soak reproduce,$(MAKECMDGOALS))
 ifneq ($(NATIVE_ONLY),)
 $(error make $(NATIVE_ONLY) runs native programs; with CROSS use make test-cross)
