@@ -1,7 +1,7 @@
 # sfl — sparse federated learning.  `make help` lists the targets.
 #
 #   make            build libsfl, programs (build/)
-#   make test       unit tests, again under ASan+UBSan, e2e tests, 8 s per fuzzer
+#   make test       unit tests, again under ASan+UBSan, e2e tests, 5 s per fuzzer
 #   make fuzz       every fuzzer for FUZZ_SECONDS (60) seconds
 #   make test-docker the image built and the compose federation run for real
 #   make docker-base the Dockerfile's base image made with debootstrap and
@@ -374,7 +374,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # Unit suites, the same suites under ASan+UBSan, e2e, then each fuzzer for
-# 8 s (mk/fuzz.mk): every stage
+# 5 s (mk/fuzz.mk): every stage
 # runs even after a failure (tests/run.sh prints a line per suite and records
 # it), and the last line is "N passed, N failed, N skipped". A stage whose
 # build fails counts as one failure. `make unit`, `make e2e` alone work too.
