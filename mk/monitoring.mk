@@ -1,6 +1,6 @@
 # make test-monitoring: deploy/monitoring/ (Grafana dashboard, Prometheus
 # scrape config and alert rules) against a coordinator and six agents on
-# loopback, scraped by Debian's prometheus (tests/monitoring/federation.sh,
+# loopback, scraped by Debian's prometheus (tests/monitoring/monitoring.sh,
 # about 30 s: it waits for two of Prometheus's 15 s scrapes). Grafana is not
 # packaged for Debian: every panel's query is run through Prometheus's HTTP
 # API instead (tests/docker/prometheus.sh). `make deps-monitoring` installs
@@ -15,4 +15,4 @@ deps-monitoring:
 
 test-monitoring: all deps-monitoring
 	$(Q)env -u MAKEFLAGS -u MFLAGS SFL_BIN=$(BUILD) tests/run.sh e2e $(BUILD) \
-	    tests/monitoring/federation.sh
+	    tests/monitoring/monitoring.sh

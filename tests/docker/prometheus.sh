@@ -15,7 +15,7 @@
 # Exit 0: every query returns data; 1: one does not, or Prometheus does not
 # answer (each query printed with its series count); 2: usage; 77: skipped
 # (no python3), with the reason. Used by make test-monitoring
-# (tests/monitoring/federation.sh) and the compose federation test.
+# (tests/monitoring/monitoring.sh) and the compose federation test.
 set -u
 here=$(dirname "$0")
 dash=${2:-$here/../../deploy/monitoring/grafana-sfl.json}

@@ -13,7 +13,7 @@
 #     rules, and scrapes it;
 #   - tests/docker/prometheus.sh: every panel's query of the Grafana
 #     dashboard returns data (and it fails on a panel that has none).
-# Run from the repository root after make all: SFL_BIN=build sh tests/monitoring/federation.sh
+# Run from the repository root after make all: SFL_BIN=build sh tests/monitoring/monitoring.sh
 # Exit 77 (skip) without prometheus/promtool (make deps-monitoring).
 set -eu
 . tests/e2e/lib.sh
