@@ -18,6 +18,12 @@ Grafana (Debian does not package it).
       the panels whose title matches REGEX are named and not run (a job
       kind the federation under test does not have).
 
+  dashboard.py render DASHBOARD http://HOST:PORT OUT.html [MINUTES]
+      The panels drawn from the same queries' ranges (last MINUTES, default
+      5) as an HTML page of inline SVG, laid out by gridPos: a picture of the
+      dashboard where Grafana cannot run (make test-monitoring screenshots it
+      in Chromium to build/dashboard.png).
+
 Standard library only (python3 -I safe).
 """
 import json
@@ -223,6 +229,95 @@ def query(dash, base, timeout, rate_interval, absent=None):
     return 1 if bad else 0
 
 
+COLOURS = ["#3b7dd8", "#e0732f", "#2f9e44", "#c2255c", "#7048e8", "#868e96"]
+
+
+def esc(t):
+    return (str(t).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
+
+
+def render(dash, base, out, minutes, rate_interval):
+    """An HTML page of the dashboard's panels, laid out by gridPos, each
+    target's range over the last MINUTES drawn as an SVG line per series (a
+    stat panel: its last values): a picture of what Grafana would show, made
+    from the same queries (Grafana itself is not packaged for Debian)."""
+    vals = {"__rate_interval": rate_interval, "__interval": "15s", "__range": "1h"}
+    missing, sel = resolve_vars(dash, base, vals)
+    if missing is not None:
+        print(f"variable ${missing}: no values for {sel}")
+        return 1
+    end = time.time()
+    start = end - 60 * minutes
+    step = max(1.0, (end - start) / 120)
+    ux, uy = 49, 24
+    fetched = []
+    for p in dash["panels"]:
+        series = []
+        for tg in p.get("targets", []):
+            expr = substitute(tg["expr"], vals)
+            r = api(base, "/api/v1/query_range", {"query": expr, "start": start, "end": end,
+                                                   "step": step})
+            for res in r.get("data", {}).get("result", []) if r.get("status") == "success" else []:
+                pts = [(float(t), float(v)) for t, v in res["values"]
+                       if v not in ("NaN", "+Inf", "-Inf")]
+                name = tg.get("legendFormat") or expr
+                for k, lv in res["metric"].items():
+                    name = name.replace("{{" + k + "}}", lv).replace("{{ " + k + " }}", lv)
+                series.append((name, pts))
+        fetched.append((p, series))
+    # the time axis: from the first sample of any panel (a Prometheus that
+    # started a minute ago has nothing before that) to now
+    first = [pts[0][0] for _, ss in fetched for _, pts in ss if pts]
+    t0 = min(first) if first else start
+    t1 = end if end > t0 else t0 + 1
+    height = max(pg["gridPos"]["y"] + pg["gridPos"]["h"] for pg in dash["panels"]) * uy + 40
+    html = ["<!doctype html><meta charset=utf-8><title>" + esc(dash["title"]) + "</title>",
+            "<body style='margin:0;background:#111217;font:12px sans-serif;color:#ccc'>",
+            f"<div style='padding:6px 10px;font-size:15px'>{esc(dash['title'])} "
+            f"<span style='color:#888'>(drawn from Prometheus by tests/docker/dashboard.py, "
+            f"{t1 - t0:.0f} s of samples)</span></div>"
+            f"<div style='position:relative;height:{height}px'>"]
+    for p, series in fetched:
+        g = p["gridPos"]
+        w, h = g["w"] * ux - 6, g["h"] * uy - 6
+        body = []
+        if p.get("type") == "stat":
+            for i, (name, pts) in enumerate(series[:4]):
+                v = pts[-1][1] if pts else float("nan")
+                body.append(f"<text x='{w / 2}' y='{h / 2 + 10 + 26 * i}' fill='{COLOURS[i]}' "
+                            f"font-size='26' text-anchor='middle'>{v:.4g}</text>")
+        else:
+            allp = [pt for _, pts in series for pt in pts]
+            if allp:
+                lo = min(v for _, v in allp)
+                hi = max(v for _, v in allp)
+                hi = hi if hi > lo else lo + 1
+                px, py, pw, ph = 40, 24, w - 50, h - 34
+                for i, (name, pts) in enumerate(series[:6]):
+                    c = COLOURS[i % len(COLOURS)]
+                    xy = " ".join(f"{px + pw * (t - t0) / (t1 - t0):.1f},"
+                                  f"{py + ph * (1 - (v - lo) / (hi - lo)):.1f}" for t, v in pts)
+                    body.append(f"<polyline fill='none' stroke='{c}' stroke-width='1.5' "
+                                f"points='{xy}'/>")
+                    body.append(f"<text x='{px + 4}' y='{py + 12 + 12 * i}' fill='{c}' "
+                                f"font-size='10'>{esc(name[:60])}</text>")
+                body.append(f"<text x='2' y='{py + 8}' fill='#888' font-size='9'>{hi:.3g}</text>")
+                body.append(f"<text x='2' y='{py + ph}' fill='#888' font-size='9'>{lo:.3g}</text>")
+            else:
+                body.append(f"<text x='{w / 2}' y='{h / 2}' fill='#888' "
+                            "text-anchor='middle'>No data</text>")
+        html.append(f"<svg style='position:absolute;left:{g['x'] * ux + 3}px;top:{g['y'] * uy + 3}px;"
+                    f"background:#181b1f;border:1px solid #2c3235' width='{w}' height='{h}'>"
+                    f"<text x='8' y='15' fill='#ddd' font-size='12'>{esc(p['title'])}</text>"
+                    + "".join(body) + "</svg>")
+    html.append("</div></body>")
+    with open(out, "w") as f:
+        f.write("\n".join(html))
+    print(f"rendered {len(dash['panels'])} panels to {out}")
+    return 0
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "check":
         dash = load(argv[1])
@@ -243,6 +338,9 @@ def main(argv):
                 return 2
             rest = rest[2:]
         return query(load(argv[1]), argv[2].rstrip("/"), timeout, ri, absent)
+    if len(argv) >= 4 and argv[0] == "render":
+        minutes = float(argv[4]) if len(argv) > 4 else 5
+        return render(load(argv[1]), argv[2].rstrip("/"), argv[3], minutes, "1m")
     print(__doc__)
     return 2
 

@@ -123,3 +123,22 @@ SFL_PROM_WAIT=3 tests/docker/prometheus.sh "127.0.0.1:$pport" "$t/nodata.json" >
 [ "$rc" -eq 1 ] && grep -q "^FAIL panel 12 'Held-out accuracy per job' B: 0 series" "$t/nodata.out" ||
     fail "a panel without data passed (exit $rc): $(cat "$t/nodata.out")"
 echo "monitoring: $(tail -1 "$t/panels.out")"
+
+# A picture of the dashboard (Grafana is not packaged for Debian): its panels
+# drawn from the same queries' ranges, screenshot in headless Chromium to
+# build/dashboard.png when Chromium is there.
+step "the dashboard drawn from Prometheus, screenshot to $SFL_BIN/dashboard.png"
+/usr/bin/python3 -I tests/docker/dashboard.py render deploy/monitoring/grafana-sfl.json \
+    "http://127.0.0.1:$pport" "$t/dashboard.html" 3 > "$t/render.out" 2>&1 ||
+    fail "dashboard.py render: $(cat "$t/render.out")"
+if command -v chromium > /dev/null 2>&1; then
+    rm -f "$SFL_BIN/dashboard.png"
+    timeout 60 chromium --headless --no-sandbox --disable-gpu --user-data-dir="$t/chromium" \
+        --window-size=1200,1500 --screenshot="$SFL_BIN/dashboard.png" "file://$t/dashboard.html" \
+        > "$t/chromium.out" 2>&1 || true
+    if [ -s "$SFL_BIN/dashboard.png" ]; then
+        echo "monitoring: dashboard screenshot $SFL_BIN/dashboard.png"
+    else
+        echo "monitoring: no dashboard screenshot (chromium: $(tail -n 2 "$t/chromium.out"))"
+    fi
+fi
