@@ -336,6 +336,70 @@ static void test_dataset_columns(void **state)
     sfl_dataset_free(ds);
 }
 
+/* Moments add over parts; the standardizer is numpy's mean and std (ddof 0);
+ * standardised columns have mean 0 and std sigma / (sigma + eps). */
+static void test_dataset_standardize(void **state)
+{
+    sfl_dataset_t *ds = make(4, NULL), *a = NULL, *b = NULL;
+    const uint32_t lo[] = {0, 1}, hi[] = {2, 3};
+    double m[SFL_MOMENTS_LEN(2)] = {0}, mp[SFL_MOMENTS_LEN(2)] = {0}, mu[2], sc[2];
+    double bad[SFL_MOMENTS_LEN(2)];
+
+    (void)state;
+    /* Rows [1,0] [0,-2] [3,0] [0,-4]. */
+    assert_int_equal(sfl_dataset_moments(ds, 2, m), 0);
+    assert_int_equal(sfl_dataset_subset(ds, lo, 2, &a), 0);
+    assert_int_equal(sfl_dataset_subset(ds, hi, 2, &b), 0);
+    assert_int_equal(sfl_dataset_moments(a, 2, mp), 0);
+    assert_int_equal(sfl_dataset_moments(b, 2, mp), 0);
+    assert_memory_equal(m, mp, sizeof(m));
+    assert_true(m[0] == 4 && m[1] == 4 && m[2] == -6 && m[3] == 10 && m[4] == 20);
+    assert_int_equal(sfl_moments_standardizer(m, 2, SFL_STANDARDIZE_EPS, mu, sc), 0);
+    assert_true(mu[0] == 1 && mu[1] == -1.5);
+    assert_true(fabs(sc[0] - 1 / (sqrt(1.5) + 0.001)) < 1e-15);
+    assert_true(fabs(sc[1] - 1 / (sqrt(2.75) + 0.001)) < 1e-15);
+    /* Only the first column counted. */
+    memset(mp, 0, sizeof(mp));
+    assert_int_equal(sfl_dataset_moments(ds, 1, mp), 0);
+    assert_true(mp[0] == 4 && mp[1] == 4 && mp[2] == 10);
+
+    assert_int_equal(sfl_dataset_standardize(ds, 2, mu, sc), 0);
+    assert_int_equal(sfl_csr_validate(ds->X), 0);
+    assert_int_equal(ds->X->nnz, 7); /* dense but for row 0's x = mu */
+    memset(mp, 0, sizeof(mp));
+    assert_int_equal(sfl_dataset_moments(ds, 2, mp), 0);
+    for (int j = 0; j < 2; j++) {
+        double sd = sqrt(j ? 2.75 : 1.5);
+
+        assert_true(fabs(mp[1 + j]) < 1e-12);
+        assert_true(fabs(sqrt(mp[3 + j] / 4) - sd / (sd + 0.001)) < 1e-12);
+    }
+    /* A zero mean keeps implicit zeros implicit. */
+    mu[0] = 0;
+    mu[1] = 0;
+    sc[0] = sc[1] = 2;
+    assert_int_equal(sfl_dataset_standardize(a, 2, mu, sc), 0);
+    assert_int_equal(a->X->nnz, 2);
+    assert_true(a->X->val[0] == 2 && a->X->val[1] == -4);
+
+    /* Bad statistics. */
+    assert_int_equal(sfl_dataset_standardize(b, 3, mu, sc), SFL_EDIM);
+    mu[0] = NAN;
+    assert_int_equal(sfl_dataset_standardize(b, 2, mu, sc), SFL_ENUMERIC);
+    memcpy(bad, m, sizeof(bad));
+    bad[0] = 0;
+    assert_int_equal(sfl_moments_standardizer(bad, 2, 0.001, mu, sc), SFL_EINVAL);
+    bad[0] = 4;
+    bad[3] = -1;
+    assert_int_equal(sfl_moments_standardizer(bad, 2, 0.001, mu, sc), SFL_EINVAL);
+    bad[3] = INFINITY;
+    assert_int_equal(sfl_moments_standardizer(bad, 2, 0.001, mu, sc), SFL_EINVAL);
+    assert_int_equal(sfl_moments_standardizer(m, 2, 0, mu, sc), SFL_EINVAL);
+    sfl_dataset_free(a);
+    sfl_dataset_free(b);
+    sfl_dataset_free(ds);
+}
+
 static void test_dataset_failalloc(void **state)
 {
     (void)state;
@@ -373,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_dataset_split),
         cmocka_unit_test(test_dataset_set_ncols),
         cmocka_unit_test(test_dataset_columns),
+        cmocka_unit_test(test_dataset_standardize),
         cmocka_unit_test(test_dataset_failalloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

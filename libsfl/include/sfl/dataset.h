@@ -81,6 +81,28 @@ int sfl_dataset_spec_check(const char *spec) SFL_MUST_CHECK;
  * not to use the last feature matches its training file. */
 int sfl_dataset_set_ncols(sfl_dataset_t *ds, uint32_t ncols) SFL_MUST_CHECK;
 
+/* Per-feature standardisation, x -> (x - mu) * scale with scale = 1 / (sigma +
+ * eps) (pFedMe's MNIST preprocessing with eps = 0.001). The statistics come
+ * from moments: a vector m of 1 + 2 d doubles, m[0] the row count, m[1 + j]
+ * the sum of feature j, m[1 + d + j] the sum of its squares. Moments add
+ * (sums of several datasets' vectors are the pooled data's), so a federation
+ * can aggregate them like an update without any row leaving its owner. */
+#define SFL_MOMENTS_LEN(d) (1 + 2 * (size_t)(d))
+#define SFL_STANDARDIZE_EPS 0.001
+/* m[0 .. SFL_MOMENTS_LEN(d)) += ds's moments over its first d columns (columns
+ * at or beyond d are ignored; d may exceed ds's column count). */
+int sfl_dataset_moments(const sfl_dataset_t *ds, uint32_t d, double *m) SFL_MUST_CHECK;
+/* mu[j] = m's mean of feature j, scale[j] = 1 / (sigma_j + eps), sigma_j the
+ * population standard deviation (numpy's std, ddof 0). SFL_EINVAL when m[0] <
+ * 1, m is not finite, a sum of squares is negative or eps is not > 0. */
+int sfl_moments_standardizer(const double *m, uint32_t d, double eps, double *mu,
+                             double *scale) SFL_MUST_CHECK;
+/* Replaces ds's features by (x - mu) * scale over columns [0, d) (d must equal
+ * ds's column count): the result is dense where mu != 0, exact zeros stay
+ * implicit. SFL_EDIM for another d, SFL_ENUMERIC for non-finite mu or scale. */
+int sfl_dataset_standardize(sfl_dataset_t *ds, uint32_t d, const double *mu,
+                            const double *scale) SFL_MUST_CHECK;
+
 #ifdef __cplusplus
 }
 #endif

@@ -377,3 +377,98 @@ out:
     sfl__free(labels);
     return rc;
 }
+
+int sfl_dataset_moments(const sfl_dataset_t *ds, uint32_t d, double *m)
+{
+    const sfl_csr_t *X;
+
+    if (ds == NULL || ds->X == NULL || m == NULL)
+        return sfl__fail(SFL_EINVAL, "dataset_moments: NULL argument");
+    X = ds->X;
+    m[0] += X->nrows;
+    for (uint32_t i = 0; i < X->nrows; i++) {
+        for (size_t p = X->rowptr[i]; p < X->rowptr[i + 1]; p++) {
+            uint32_t j = X->colind[p];
+            double v = X->val[p];
+
+            if (j >= d)
+                break; /* columns ascend within a row */
+            m[1 + j] += v;
+            m[1 + (size_t)d + j] += v * v;
+        }
+    }
+    return 0;
+}
+
+int sfl_moments_standardizer(const double *m, uint32_t d, double eps, double *mu, double *scale)
+{
+    double n;
+
+    if (m == NULL || mu == NULL || scale == NULL)
+        return sfl__fail(SFL_EINVAL, "moments_standardizer: NULL argument");
+    n = m[0];
+    if (!(eps > 0) || !isfinite(eps))
+        return sfl__fail(SFL_EINVAL, "standardize: eps %g is not > 0", eps);
+    if (!(n >= 1) || !isfinite(n))
+        return sfl__fail(SFL_EINVAL, "standardize: moments count %g rows (want >= 1)", n);
+    for (uint32_t j = 0; j < d; j++) {
+        double s = m[1 + j], q = m[1 + (size_t)d + j], var;
+
+        if (!isfinite(s) || !isfinite(q) || q < 0)
+            return sfl__fail(SFL_EINVAL, "standardize: moments of feature %u are not valid "
+                             "(sum %g, sum of squares %g)", j, s, q);
+        mu[j] = s / n;
+        /* E[x^2] - mu^2 can come out a hair below 0 for a constant feature. */
+        var = q / n - mu[j] * mu[j];
+        scale[j] = 1.0 / (sqrt(var > 0 ? var : 0) + eps);
+    }
+    return 0;
+}
+
+int sfl_dataset_standardize(sfl_dataset_t *ds, uint32_t d, const double *mu, const double *scale)
+{
+    const sfl_csr_t *X;
+    sfl_csr_t *Z = NULL;
+    size_t nnz = 0, fixed = 0;
+    int rc;
+
+    if (ds == NULL || ds->X == NULL || mu == NULL || scale == NULL)
+        return sfl__fail(SFL_EINVAL, "dataset_standardize: NULL argument");
+    X = ds->X;
+    if (d != X->ncols)
+        return sfl__fail(SFL_EDIM, "standardize: statistics for %u features, data has %u", d,
+                         X->ncols);
+    for (uint32_t j = 0; j < d; j++) {
+        if (!isfinite(mu[j]) || !isfinite(scale[j]))
+            return sfl__fail(SFL_ENUMERIC, "standardize: feature %u has mean %g, scale %g", j,
+                             mu[j], scale[j]);
+        fixed += mu[j] != 0;
+    }
+    /* Each row keeps its stored entries and gains the columns with mu != 0. */
+    if (fixed > 0 && X->nrows > (SIZE_MAX / 2) / fixed)
+        return sfl__fail(SFL_ELIMIT, "standardize: %u rows x %zu dense columns", X->nrows, fixed);
+    if ((rc = sfl_csr_new(X->nrows, d, X->nnz + (size_t)X->nrows * fixed, &Z)) < 0)
+        return rc;
+    for (uint32_t i = 0; i < X->nrows; i++) {
+        size_t p = X->rowptr[i], end = X->rowptr[i + 1];
+
+        for (uint32_t j = 0; j < d; j++) {
+            double x = 0, z;
+
+            if (p < end && X->colind[p] == j)
+                x = X->val[p++];
+            else if (mu[j] == 0)
+                continue;
+            z = (x - mu[j]) * scale[j];
+            if (z != 0) {
+                Z->colind[nnz] = j;
+                Z->val[nnz++] = z;
+            }
+        }
+        Z->rowptr[i + 1] = nnz;
+    }
+    Z->nnz = nnz;
+    sfl_csr_free(ds->X);
+    ds->X = Z;
+    return 0;
+}
