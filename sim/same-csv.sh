@@ -79,5 +79,5 @@ for a in fedht fediterht diht fedavg fedprox fedmid feddualavg fedgradmp-inexact
 done
 run softmax-dna --algo fediterht --data libsvm:../shared/data/dna.scale --clients 10 \
     --partition label --rounds 20 --tau 20
-echo "$same same, $differ differ, $skipped skipped${added:+ (compared without NEW's added columns: $added)}"
+echo "$same same, $differ differ, $skipped skipped${added:+ (compared without the columns NEW adds: $added)}"
 [ "$differ" -eq 0 ]
