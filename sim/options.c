@@ -256,10 +256,13 @@ static void usage(FILE *f)
                "set), personal_objective (personalized algorithms: the mean objective of\n"
                "the clients' own models on their data), personal_accuracy (personalized\n"
                "algorithms with a test part per client: each client's own model on its own\n"
-               "test part, pooled), nnz, bytes_up, bytes_down, wall_ms. Vertical algorithms:\n"
-               "one row per evaluated iteration, the round column counting iterations;\n"
-               "bytes_up is what the K clients send in it (a 4-byte signed index and a\n"
-               "float64 feature each), bytes_down the broadcast to the K clients.\n");
+               "test part, pooled), nnz, bytes_up, bytes_down, support_churn (the\n"
+               "coordinates that entered or left the support of the global model, the\n"
+               "nnz column's vector, from x_t to x_{t+1}, summed over the rounds since the\n"
+               "previous row: per round with --eval-every 1), wall_ms. Vertical algorithms:\n"
+               "one row per evaluated iteration, the round column counting iterations, no\n"
+               "support_churn; bytes_up is what the K clients send in it (a 4-byte signed\n"
+               "index and a float64 feature each), bytes_down the broadcast to the K clients.\n");
 }
 
 /* 0, or SFL_EINVAL / SFL_ENOMEM with a detail naming the option. */

@@ -974,7 +974,9 @@ int main(int argc, char **argv)
     int has_acc = loss->classification && fed.ntest > 0;
     int has_personal = algo->shape == SFL_SHAPE_PERSONALIZED && algo->personal_model != NULL;
     int has_pacc = has_personal && has_acc && fed.ntest == fed.nclients && dict == NULL;
-    fprintf(out, "round,objective%s%s%s%s%s,nnz,bytes_up,bytes_down,wall_ms\n",
+    /* support_churn sits before wall_ms, so scripts reading bytes_up,
+     * bytes_down by position and wall_ms as the last column keep working. */
+    fprintf(out, "round,objective%s%s%s%s%s,nnz,bytes_up,bytes_down,support_churn,wall_ms\n",
             has_truth ? ",rel_error" : "",
             has_support ? ",support_precision,support_recall" : "",
             has_acc ? ",test_accuracy" : "", has_personal ? ",personal_objective" : "",
@@ -1000,6 +1002,7 @@ int main(int argc, char **argv)
     uint8_t *buf = NULL;
     size_t cap = 0;
     double t0 = sim_now_ms(), objective = NAN;
+    uint64_t churn = 0; /* support changes since the last row written */
 
     for (uint32_t c = 0; c < fed.nclients; c++)
         if (fed.weight[c] > 0)
@@ -1096,6 +1099,10 @@ int main(int argc, char **argv)
         }
         if ((rc = sfl_fold_finish(&agg, global)) < 0)
             sim_die("aggregate", rc);
+        /* bcast holds x_t exactly (the broadcast's nonzeros, zeros elsewhere),
+         * so this is the round's churn from x_t to x_{t+1}; rounds without a
+         * row add up into the next one. */
+        churn += sfl_dvec_support_diff(bcast, global, d);
 
         /* Metrics of x_{t+1} (on the rounds --eval-every asks for). */
         if (t % cfg.eval_every != 0 && t != 1 && t != cfg.rounds) {
@@ -1114,9 +1121,10 @@ int main(int argc, char **argv)
         if (has_pacc)
             fprintf(out, ",%.6f",
                     personal_accuracy(algo, &params, &prob, &fed, cstate, model, pmodel));
-        fprintf(out, ",%zu,%llu,%llu,%.1f\n", sfl_dvec_nnz(global, d),
-                (unsigned long long)up, (unsigned long long)down,
+        fprintf(out, ",%zu,%llu,%llu,%llu,%.1f\n", sfl_dvec_nnz(global, d),
+                (unsigned long long)up, (unsigned long long)down, (unsigned long long)churn,
                 cfg.no_wall_clock ? 0.0 : sim_now_ms() - t0);
+        churn = 0;
         if (fflush(out) != 0) {
             fprintf(stderr, "\nsfl-sim: error: writing the CSV: %s\n", strerror(errno));
             return 1;

@@ -14,9 +14,37 @@ step "A short run: header, one row per round, the columns the data allows"
 "$SIM" --algo fediterht --data synth:sparse --clients 5 --samples 40 --dim 200 \
     --support 5 --tau 10 --rounds 7 --batch 40 --lr 0.1 --seed 3 --quiet > "$t/a.csv"
 head -1 "$t/a.csv" | grep -qx \
-    'round,objective,rel_error,support_precision,support_recall,nnz,bytes_up,bytes_down,wall_ms' \
+    'round,objective,rel_error,support_precision,support_recall,nnz,bytes_up,bytes_down,support_churn,wall_ms' \
     || fail "header: $(head -1 "$t/a.csv")"
 [ "$(wc -l < "$t/a.csv")" -eq 8 ] || fail "expected 7 rows"
+
+# support_churn (column 9 here) against the models themselves: the run cut
+# after r rounds writes x_{r+1}'s support (--model-out), and row r's churn is
+# the number of indices in exactly one of the supports after r - 1 and r
+# rounds (x_1 = 0). Fed-HT with tau 10 of a 20-sparse truth swaps
+# coordinates every round. With --eval-every 2 the rounds between rows add
+# up into the next row.
+step "support_churn: the entries entering or leaving the model's support, per round"
+ch() { "$SIM" --algo fedht --data synth:sparse --clients 5 --samples 40 --dim 200 \
+    --support 20 --tau 10 --lr 0.1 --seed 3 --no-wall-clock --quiet "$@"; }
+ch --rounds 5 > "$t/ch.csv"
+: > "$t/m0"
+for r in 1 2 3 4 5; do
+    ch --rounds $r --model-out "$t/m$r" > /dev/null || fail "churn run of $r rounds"
+    want=$(awk '!/^#/ { n[$1]++ } END { c = 0; for (i in n) c += n[i] == 1; print c }' \
+        "$t/m$((r - 1))" "$t/m$r")
+    got=$(awk -F, -v r=$r '$1 == r { print $9 }' "$t/ch.csv")
+    [ "$got" = "$want" ] || fail "round $r: support_churn $got, the models differ in $want"
+done
+awk -F, 'NR > 2 { s += $9 } END { exit !(s > 0) }' "$t/ch.csv" ||
+    fail "no churn after round 1, the check above proves little: $(cat "$t/ch.csv")"
+ch --rounds 5 --eval-every 2 > "$t/ch2.csv"
+if [ "$(cut -d, -f1 "$t/ch2.csv" | tr '\n' ' ')" != "round 1 2 4 5 " ] ||
+    ! awk -F, 'NR == FNR { if (FNR > 1) s[$1 <= 2 ? $1 : $1 <= 4 ? 4 : 5] += $9; next }
+               FNR > 1 && $9 != s[$1] { bad = 1 } END { exit bad }' "$t/ch.csv" "$t/ch2.csv"
+then
+    fail "--eval-every 2 churn: $(cut -d, -f1,9 "$t/ch2.csv" | tr '\n' ' ')"
+fi
 
 # Same seed, same CSV byte for byte; another seed differs.
 run() { "$SIM" --algo fedht --data synth:sim1 --clients 10 --rounds 5 --seed "$1" \

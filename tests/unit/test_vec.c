@@ -34,6 +34,24 @@ static void test_vec_dense_kernels(void **state)
     assert_int_equal(sfl_dvec_nnz(z, 3), 0);
 }
 
+/* Entries entering plus entries leaving the support, never a change of value
+ * on it. */
+static void test_vec_support_diff(void **state)
+{
+    (void)state;
+    const double a[6] = {1.0, 0.0, -2.0, 0.0, 5.0, 0.0};
+    const double b[6] = {3.0, 4.0, 0.0, 0.0, -0.0, NAN}; /* in: 1, 5; out: 2, 4 */
+    const double z[3] = {0.0, -0.0, 0.0};
+
+    assert_int_equal(sfl_dvec_support_diff(a, b, 6), 4);
+    assert_int_equal(sfl_dvec_support_diff(b, a, 6), 4);
+    assert_int_equal(sfl_dvec_support_diff(a, a, 6), 0);
+    assert_int_equal(sfl_dvec_support_diff(a, b, 2), 1);  /* entry 1 enters */
+    assert_int_equal(sfl_dvec_support_diff(z, a, 3), 2);  /* from nothing: nnz */
+    assert_int_equal(sfl_dvec_support_diff(a, z, 3), sfl_dvec_nnz(a, 3));
+    assert_int_equal(sfl_dvec_support_diff(a, b, 0), 0);
+}
+
 static void test_vec_dot_sequential_order(void **state)
 {
     (void)state;
@@ -293,6 +311,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vec_dense_kernels),
+        cmocka_unit_test(test_vec_support_diff),
         cmocka_unit_test(test_vec_dot_sequential_order),
         cmocka_unit_test(test_vec_nrm2),
         cmocka_unit_test(test_vec_new_free),

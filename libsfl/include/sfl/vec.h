@@ -33,6 +33,9 @@ void sfl_dvec_axpy(double a, const double *x, double *y, size_t n); /* y += a x 
 void sfl_dvec_scale(double a, double *x, size_t n);                  /* x *= a */
 double sfl_dvec_nrm2(const double *x, size_t n);
 size_t sfl_dvec_nnz(const double *x, size_t n);
+/* Support churn: #{i : (x_i != 0) != (y_i != 0)}, the entries that enter or
+ * leave the support from x to y (-0.0 counts as zero, NaN as nonzero). */
+size_t sfl_dvec_support_diff(const double *x, const double *y, size_t n);
 
 /* Returns owned (free with sfl_spvec_free) an empty vector of dimension dim
  * with room for cap entries. */

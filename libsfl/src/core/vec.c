@@ -76,6 +76,16 @@ size_t sfl_dvec_nnz(const double *x, size_t n)
     return c;
 }
 
+/* #{i : (x_i != 0) != (y_i != 0)} */
+size_t sfl_dvec_support_diff(const double *x, const double *y, size_t n)
+{
+    size_t c = 0;
+
+    for (size_t i = 0; i < n; i++)
+        c += ((x[i] != 0.0) != (y[i] != 0.0));
+    return c;
+}
+
 int sfl_spvec_new(uint32_t dim, uint32_t cap, sfl_spvec_t **out)
 {
     sfl_spvec_t *v = NULL;
