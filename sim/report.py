@@ -249,16 +249,18 @@ def main():
     print("wrote results/REPORT.md", file=sys.stderr)
 
 
-def span(old, name, head):
+def span(old, name, head=None):
     """[i, j): the lines of section NAME in the report OLD (lines), found by its
-    marker or, in a report written before the markers, by its heading HEAD;
-    None when absent. It ends at the next marker or top-level heading."""
+    marker or, in a report written before the markers, by its heading HEAD or
+    the one it had then (HEADS); None when absent. It ends at the next marker
+    or top-level heading."""
     mark = MARK.format(name)
-    starts = [k for k, line in enumerate(old) if line == mark] or \
-             [k for k, line in enumerate(old) if line == head]
-    if not starts:
+    for want in (mark, head, HEADS.get(name)):
+        i = next((k for k, line in enumerate(old) if want and line == want), None)
+        if i is not None:
+            break
+    else:
         return None
-    i = starts[0]
     first = i + 2 if old[i] == mark else i + 1
     j = next((k for k in range(first, len(old))
               if old[k].startswith(("<!-- section: ", "# ")) or old[k] == "## Notes"), len(old))
@@ -281,7 +283,7 @@ def only_section(name, sim, data):
     old = open(path).read().rstrip("\n").split("\n") if os.path.exists(path) else []
     where = span(old, name, new[1])
     if where is None:
-        later = [span(old, n, HEADS.get(n, "")) for n in SECTIONS[SECTIONS.index(name) + 1:]]
+        later = [span(old, n) for n in SECTIONS[SECTIONS.index(name) + 1:]]
         i = min([s[0] for s in later if s] + [len(old)])
         where = (i, i)
     i, j = where
