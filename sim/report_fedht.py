@@ -405,6 +405,10 @@ def standardized(sim, v):
     if not has_standardize(sim):
         v["std"] = "not measured here (sfl-sim has no --standardize in this build)"
         return md + ["skipped: sfl-sim has no --standardize.", ""]
+    rows, ok, err = R.run(sim, "sim1-diht", ["--standardize", "--rounds", "1"], "std-probe")
+    if not ok:
+        v["std"] = f"not measured here (sfl-sim --standardize failed on Simulation I: {err})"
+        return md + [f"skipped: `sfl-sim --standardize` failed on Simulation I: {err}", ""]
     print("sim1 standardised sweep:", file=sys.stderr)
     out = sweep(sim, "sim1", ["--standardize"], "std-")
     md += ["The sweep above with `--standardize` (the mean and standard deviation of",
