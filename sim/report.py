@@ -186,7 +186,7 @@ def fill(template, values):
             print(f"  {template}: no value for {{{{{m.group(1)}}}}}", file=sys.stderr)
             return "n/a"
         return str(values[m.group(1)])
-    return re.sub(r"\{\{(\w+)\}\}", one, text)
+    return re.sub(r"\{\{([\w.]+)\}\}", one, text)
 
 
 def preamble(sim, data):

@@ -60,8 +60,8 @@ line = R.produced_by(["sfl-sim --config a.ini", ("sfl-sim --config b.ini", "S in
 assert line == ("Produced by: `sfl-sim --config a.ini`; `sfl-sim --config b.ini` "
                 "(S in {7, 8}); `make reproduce ONLY=fedht`."), line
 notes = os.path.join(os.environ["T"], "n.md")
-open(notes, "w").write("a {{x}} b {{y}}\n")
-assert R.fill(notes, {"x": 1}) == "a 1 b n/a\n"
+open(notes, "w").write("a {{x}} b {{y}} c {{lr_0.001}}\n")
+assert R.fill(notes, {"x": 1, "lr_0.001": 2}) == "a 1 b n/a c 2\n"
 assert R.stats([1.0, 2.0, 6.0]) == "3 [1-6]" and R.stats([]) == "-"
 EOF
 
