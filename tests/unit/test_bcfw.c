@@ -35,6 +35,7 @@ typedef struct vrun {
     void *common;
     double *msg[16];
     double *x, *b;
+    int unchecked; /* skip sfl_vertical_check (a reference run it refuses) */
 } vrun_t;
 
 static void vrun_open(vrun_t *v, const sfl_algo_t *a, const sfl_dataset_t *all,
@@ -58,7 +59,8 @@ static void vrun_start(vrun_t *v)
     const sfl_vertical_ops_t *ops = v->job.algo->vertical;
     uint32_t d = v->prob.ncols;
 
-    assert_int_equal(sfl_vertical_check(&v->job), 0);
+    if (!v->unchecked)
+        assert_int_equal(sfl_vertical_check(&v->job), 0);
     assert_int_equal(ops->common_new(&v->job, &v->common), 0);
     v->job.common = v->common;
     for (uint32_t k = 0; k < v->K; k++) {
@@ -576,7 +578,8 @@ static void test_bcfw_private(void **state)
  * (clip_a 1). With n a power of two the grids of the two sds differ by
  * exactly 2n, so the same seeded bits give the same integer draw and
  * noise_1 = 2n noise_3 up to the rounding of the feature to each grid;
- * dp_noise 2 (the same index noise, no feature noise) gives the clean
+ * dp_noise 2 (the same index noise, no feature noise; refused with the
+ * sketch, which it does not protect, but a reference here) gives the clean
  * feature. The rms of mode 3's draws is checked against pi, and sketched,
  * that of mode 1 against the sd its account op records. Entries are
  * below clip_a here (the data scaled by 1 / max |a|), so nothing is
@@ -609,6 +612,7 @@ static void test_bcfw_feature_noise(void **state)
                 /* mode 3's 2 G eta / (K n) equal to one sample's 2 eta / n,
                  * so that all three draw the same index noise */
                 assert_int_equal(sfl_algo_param_set(&v.p, "grad_bound", 2), 0);
+                v.unchecked = modes[i] == 2;
                 vrun_start(&v);
                 L = v.job.algo->vertical->msg_len(&v.job);
                 assert_int_equal(L, 1 + (sk ? 8 : n));
@@ -1054,6 +1058,21 @@ static void test_bcfw_refusals(void **state)
     assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "dp_noise", 4), SFL_EINVAL);
     assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "delta", 1.5), SFL_EINVAL);
     assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "m", 0), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "clip_a", 0), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "clip_r", -1), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "select", 2), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "calib", 2), SFL_EINVAL);
+    /* the index noise alone does not protect a sketched run */
+    {
+        vrun_t w;
+
+        vrun_open(&w, &sfl_algo_dpbcfw, ds, &sfl_loss_lsq, 2, 5);
+        assert_int_equal(sfl_algo_param_set(&w.p, "dp_noise", 2), 0);
+        assert_int_equal(sfl_vertical_check(&w.job), SFL_EINVAL);
+        assert_detail("dpbcfw: dp_noise 2 (the index noise alone) needs sketch 0");
+        assert_int_equal(sfl_algo_param_set(&w.p, "sketch", 0), 0);
+        assert_int_equal(sfl_vertical_check(&w.job), 0);
+    }
     /* a loss without margins */
     assert_int_equal(sfl_problem_init(&v.prob, &sfl_loss_softmax, 5, 3), 0);
     assert_int_equal(sfl_vertical_check(&v.job), SFL_EINVAL);

@@ -120,7 +120,7 @@ static const sfl_param_def_t dpbcfw_param_defs[] = {
     {"dp_noise", "pert", SFL_PARAM_COUNT, offsetof(bcfw_params_t, dp_noise), 1, 0, 3, 0,
      "0 none; 1 noise on the index and the feature (Alg. 2), both for one sample's "
      "contribution after clipping to clip_a, clip_r: private for any data; 2 the index "
-     "only (DP-FW when K = 1; the shared features go out clean); 3 Alg. 2 as printed (G, "
+     "only, sketch 0 (the model private, the shared features clean; DP-FW when K = 1); 3 Alg. 2 as printed (G, "
      "its 1/K, eq. 17's pi on J a, no clipping: not private; reproduction only)"},
     {"select", "sel", SFL_PARAM_COUNT, offsetof(bcfw_params_t, select), 0, 0, 1, 0,
      "dp_noise 1, 2: the index by 0 Laplace report-noisy-max (Alg. 2), 1 the exponential "
@@ -951,6 +951,12 @@ static int check(const sfl_vjob_t *job)
     if (p->sketch && (uint64_t)p->m * job->nrows > ((uint64_t)1 << 28))
         return sfl__fail(SFL_ELIMIT, "%s: a sketch of m %u x n %u doubles is too large "
                          "(at most 2^28)", name, p->m, job->nrows);
+    /* index noise alone, sketched: every margin J'J A x moves with every
+     * sample's row, so one sample moves every score, not one term of it */
+    if (p->dp_noise == NOISE_INDEX && p->sketch)
+        return sfl__fail(SFL_EINVAL, "%s: dp_noise 2 (the index noise alone) needs sketch 0: "
+                         "a sketched broadcast mixes every sample into every margin, and the "
+                         "index is not private", name);
     if (p->dp_noise != NOISE_NONE) {
         /* the calibration's own checks, before any client starts (the
          * feature's part needs the sketch, made later) */
