@@ -32,20 +32,24 @@
  * we leave in r. The model stays at the server: the clients need b alone.
  *
  * Noise (Sec. IV-C, with delta = 1/n when the parameter is 0; the scales
- * from dp.h's calibration, the draws by its release functions):
- *   beta = (2 G eta / (K n)) sqrt(2 T log(2/delta)) / (epsilon / (4K))
- *   pi   = sigma(J) sqrt(K T) sqrt(2 (ln(1/delta) + epsilon/2)) / (n epsilon/2)
- * sigma(J), J's largest singular value, by power iteration; 1 unsketched.
- * Alg. 2 line 7 writes the Laplace draw next to g_i, but beta's
- * sensitivity 2 G eta / (K n) is that of the LO's values eta g_i (Report-
- * Noisy-Max, Definition 2: noise on the values the sensitivity is of), so
- * that is where it goes: the same as Lap(beta / eta) on g_i. (On g_i
- * itself the run would be eta times noisier for eta > 1 and not private
- * for eta < 1.) pi is calibrated for the sensitivity sigma(J) / n of
- * J a / n, but eq. 16 releases J a, whose sensitivity is n times larger
- * (docs/privacy.md, "Calibration"): dp_noise 1 adds N(0, (n pi)^2) to J a,
- * which is what eq. 17 promises; dp_noise 3 adds eq. 17's pi as printed,
- * n times too little, kept only to reproduce the paper's figures. */
+ * from dp.h's calibration, the draws by its samplers; docs/privacy.md):
+ *   dp_noise 1, 2: each client clips its block's entries to clip_a and
+ *   every residual to clip_r, so that one sample moves each LO value eta
+ *   g_i by at most Delta = 2 eta clip_a clip_r / n and the feature J a_i by
+ *   Delta_J = 2 clip_a c_J (c_J = J's largest column norm, 1 unsketched),
+ *   whatever the data; then (calib 0)
+ *     beta = Delta sqrt(2 T log(2/delta)) / (epsilon / (4K))
+ *     sd   = Delta_J sqrt(K T) sqrt(2 (ln(1/delta) + epsilon/2)) / (epsilon/2)
+ *   or both scaled until the RDP accountant spends epsilon (calib 1); the
+ *   index by Laplace report-noisy-max (select 0) or the exponential
+ *   mechanism with scale beta (select 1).
+ *   dp_noise 3, Alg. 2 as printed (not private): beta from 2 G eta / (K n),
+ *     pi = sigma(J) sqrt(K T) sqrt(2 (ln(1/delta) + epsilon/2)) / (n epsilon/2)
+ *   on J a (calibrated for J a / n: n times too little), no clipping.
+ * Alg. 2 line 7 writes the Laplace draw next to g_i, but the sensitivity is
+ * that of the LO's values eta g_i (Report-Noisy-Max, Definition 2: noise on
+ * the values the sensitivity is of), so that is where it goes: the same as
+ * Lap(beta / eta) on g_i. */
 #include "sfl/vertical.h"
 
 #include <assert.h>
