@@ -261,10 +261,10 @@ static int reserve(const agent_vert_t *c, const sfl_task_t *t, const agent_vert_
         if ((rc = sfl_vertical_privacy(&c->vj, l.reserved + t->round_iterations, &spent,
                                        &priv)) < 0)
             return rc;
-        if (spent.eps_paper > cfg->max_epsilon)
+        if (sfl_vertical_budget_eps(&c->vj, &spent) > cfg->max_epsilon)
             return sfl__fail(SFL_ELIMIT, "job %" PRIu64 " would spend epsilon %.6g of this "
                              "agent's data, above its max_epsilon %.6g", t->job_id,
-                             spent.eps_paper, cfg->max_epsilon);
+                             sfl_vertical_budget_eps(&c->vj, &spent), cfg->max_epsilon);
     }
     l.reserved += t->round_iterations;
     l.round = t->round;

@@ -107,6 +107,15 @@ static void note_spent(job_t *j)
     }
 }
 
+/* The epsilon spent by the accounting the job's noise is calibrated by
+ * (the paper's, or the RDP accountant's for DP-BCFW's calib 1): what the
+ * ledger shows and stores as privacy_spent. */
+static double spent_eps(const job_t *j)
+{
+    return j->model.v ? sfl_vertical_budget_eps(&j->model.v->vj, &j->spent)
+                      : j->spent.eps_paper;
+}
+
 /* Every attempt the store knows released its iterations. */
 static int count_released(job_t *j)
 {
@@ -156,7 +165,7 @@ void coord_vround_metrics(const job_t *j, coord_round_metrics_t *m)
     if (!j->priv)
         return;
     m->privacy_iterations = j->released;
-    m->privacy_spent = j->spent.eps_paper;
+    m->privacy_spent = spent_eps(j);
     m->privacy_spent_rdp = j->spent.eps_rdp_tight;
 }
 
@@ -171,10 +180,11 @@ int coord_vround_budget(job_t *j, char *why, size_t cap)
     if (j->released + count <= j->model.v->vj.iters)
         return 0;
     snprintf(why, cap, "privacy budget exhausted: %llu of its %llu iterations released "
-             "(epsilon %.4g of %.4g spent, the paper's accounting; failed and interrupted "
+             "(epsilon %.4g of %.4g spent, by the accounting its noise is calibrated by; "
+             "failed and interrupted "
              "attempts count in full), round %llu needs %u more",
              (unsigned long long)j->released, (unsigned long long)j->model.v->vj.iters,
-             j->spent.eps_paper, sfl_algo_param_or(&j->model.params, "epsilon", 0),
+             spent_eps(j), sfl_algo_param_or(&j->model.params, "epsilon", 0),
              (unsigned long long)j->rnd.round, count);
     return SFL_ELIMIT;
 }
@@ -399,7 +409,7 @@ void coord_vround_status(const job_t *j, sfl_job_status_t *st)
         return;
     st->privacy_epsilon = sfl_algo_param_or(&j->model.params, "epsilon", 0);
     st->privacy_delta = sfl_vertical_delta(&v->vj);
-    st->privacy_spent = j->spent.eps_paper;
+    st->privacy_spent = spent_eps(j);
     st->privacy_spent_rdp = j->spent.eps_rdp_tight;
     st->privacy_iterations = j->released;
 }

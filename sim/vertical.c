@@ -440,6 +440,42 @@ int sim_vertical(sim_cfg_t *cfg, const sfl_algo_t *algo)
             fprintf(stderr, "sfl-sim: warning: no plot written to %s: %s\n", cfg->plot, why);
         free(objs);
     }
+    {
+        /* what the run spent and what its clipping changed: one line, also
+         * with --quiet, for a run that releases private noise */
+        sfl_dp_spent_t sp;
+        sfl_vclip_t cl, sum = {0};
+        int priv = 0;
+
+        if ((rc = sfl_vertical_privacy(&job, (uint64_t)cfg->rounds * steps, &sp, &priv)) < 0) {
+            fprintf(stderr, "sfl-sim: error: %s\n", sfl_error_message(rc));
+            return 1;
+        }
+        for (uint32_t k = 0; k < K && ops->clipped; k++) {
+            ops->clipped(state[k], &cl);
+            sum.rows += cl.rows;
+            sum.entries += cl.entries;
+            sum.residuals += cl.residuals;
+            sum.residuals_seen += cl.residuals_seen;
+        }
+        if (priv) {
+            sfl_dp_acct_t one; /* the scales of one iteration */
+
+            sfl_dp_acct_init(&one);
+            if ((rc = ops->account(&job, 1, &one)) < 0) {
+                fprintf(stderr, "sfl-sim: error: %s\n", sfl_error_message(rc));
+                return 1;
+            }
+            fprintf(stderr, "sfl-sim: privacy: delta=%.6g eps_paper=%.6g eps_rdp=%.6g "
+                    "eps_rdp_tight=%.6g index_scale=%.6g index_sens=%.6g feature_sd=%.6g "
+                    "feature_sens=%.6g clipped_row_blocks=%llu clipped_entries=%llu "
+                    "clipped_residuals=%llu residuals=%llu\n", sfl_vertical_delta(&job),
+                    sp.eps_paper, sp.eps_rdp, sp.eps_rdp_tight, one.e[0].scale, one.e[0].sens,
+                    one.n > 1 ? one.e[1].scale : 0.0, one.n > 1 ? one.e[1].sens : 0.0,
+                    (unsigned long long)sum.rows, (unsigned long long)sum.entries,
+                    (unsigned long long)sum.residuals, (unsigned long long)sum.residuals_seen);
+        }
+    }
     if (!cfg->quiet) {
         struct rusage ru;
         sfl_param_list_t pl;

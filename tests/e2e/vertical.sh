@@ -6,7 +6,8 @@
 #     the job's, are refused with the reason in sflctl jobs; the job waits
 #     for the right agent and never gives them a task;
 #   - with the noise off, and with the noise on from the seeded test stream
-#     (dp_test_noise), the exported model equals sfl-sim's bit for bit;
+#     (dp_test_noise; clipping and the exponential mechanism), the exported
+#     model equals sfl-sim's bit for bit;
 #   - a private job: kill -9 of the coordinator mid-job; it resumes from its
 #     last checkpoint, its privacy ledger counts the interrupted attempt in
 #     full, so the job stops with "privacy budget exhausted" before its
@@ -27,12 +28,17 @@ SIMDATA="--data synth:dpbcfw --samples $N --dim $D --density 0.3 --partition fea
 PARAMS="--eta 2 --m 20 --epsilon 1"
 
 step "sfl-sim: the same jobs in one process"
+# the private run selects by the exponential mechanism (select 1, job 2's);
+# its N(0, 1) entries and least-squares residuals are clipped (clip_a,
+# clip_r 1), by each agent on its block as by sfl-sim
 for noise in 0 1; do
     # shellcheck disable=SC2086
-    "$BIN/sfl-sim" $SIMDATA --algo dpbcfw $PARAMS --dp-noise $noise \
+    "$BIN/sfl-sim" $SIMDATA --algo dpbcfw $PARAMS --dp-noise $noise --select $noise \
         --rounds $((ROUNDS * S)) --quiet --no-wall-clock --model-out "$t/sim$noise.model" \
-        > "$t/sim$noise.csv" || fail "sfl-sim dpbcfw --dp-noise $noise"
+        > "$t/sim$noise.csv" 2> "$t/sim$noise.err" || fail "sfl-sim dpbcfw --dp-noise $noise"
 done
+grep -q "clipped_entries=[1-9][0-9]* clipped_residuals=[1-9]" "$t/sim1.err" ||
+    fail "the private run clipped nothing: $(cat "$t/sim1.err")"
 mkdir -p "$t/data" "$t/state"
 # shellcheck disable=SC2086
 "$BIN/sfl-sim" $SIMDATA --test-frac 0 --dump-shards "$t/data" || fail "dump shards"
@@ -42,7 +48,7 @@ block() { awk -v k="$1" '$1 == k { print $2 + 1 ":" $3 }' "$t/data/blocks"; }
 
 step "a coordinator and agents with column blocks; two misfits refused"
 pki_federation agent-0 agent-1 agent-2 agent-3 agent-4 agent-5
-job() { # $1 name, $2 dp_noise, $3 rounds
+job() { # $1 name, $2 dp_noise, $3 rounds[, $4 select]
     cat <<EOF2
 [job $1]
 algo = dpbcfw
@@ -53,6 +59,7 @@ eta = 2
 m = 20
 epsilon = 1
 dp_noise = $2
+select = ${4:-0}
 rounds = $3
 iterations_per_round = $S
 cohort = $K
@@ -127,7 +134,7 @@ for i in 4 5; do eval "kill \$agent_$i"; done
 for i in 0 1 2 3; do eval "kill \$agent_$i"; done
 sleep 0.5
 for i in 0 1 2 3; do vagent $i $i --dp_test_noise 1; done
-job seeded 1 $ROUNDS > "$t/job2.ini"
+job seeded 1 $ROUNDS 1 > "$t/job2.ini"
 $CTL job create "$t/job2.ini" > "$t/create.log" 2>&1 || fail "job create: $(cat "$t/create.log")"
 wait_for 120 finished 2 || fail "job 2 did not finish: $($CTL jobs 2>&1)"
 $CTL model export 2 "$t/net1.model" > "$t/export.log" 2>&1 ||

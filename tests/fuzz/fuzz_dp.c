@@ -54,6 +54,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case SFL_DP_MECH_RNM:
             rc = sfl_dp_acct_add_rnm(&a, e.scale, e.sens, e.count);
             break;
+        case SFL_DP_MECH_EM:
+            rc = sfl_dp_acct_add_em(&a, e.scale, e.sens, e.count);
+            break;
         default:
             rc = sfl_dp_acct_add_laplace(&a, e.scale, e.sens, e.count);
             break;

@@ -333,7 +333,7 @@ static void test_accountant_decode_rejects(void **state)
     expect_reject(good, 5, 4);    /* n counts a zero entry */
     expect_reject(good, 7, 1);    /* reserved */
     expect_reject(good, 8, 0);    /* kind 0 */
-    expect_reject(good, 8, 4);    /* unknown kind */
+    expect_reject(good, 8, 5);    /* unknown kind */
     expect_reject(good, 9, 1);    /* padding */
     expect_reject(good, 12, 0);   /* count 0 (4 in the low byte) */
     expect_reject(good, 16, 0);   /* iters 0 (2) */
@@ -350,6 +350,44 @@ static void test_accountant_decode_rejects(void **state)
     assert_detail("dp accountant: entries 0 and 2 repeat");
 }
 
+/* The exponential mechanism's entry: eps0 = 2 sens / b as report-noisy-
+ * max in the paper's count and in basic composition, but its RDP is the
+ * bounded-range one, min(pure, alpha eps0^2 / 8): a quarter of RNM's for
+ * small eps0, never above it. */
+static void test_accountant_em(void **state)
+{
+    (void)state;
+    sfl_dp_acct_t a, b;
+    sfl_dp_spent_t se, sr;
+    uint8_t buf[SFL_DP_ACCT_BYTES];
+
+    for (double eps = 1e-3; eps < 50; eps *= 3)
+        for (double al = 1.5; al < 5000; al *= 2) {
+            double br = sfl_dp_rdp_br(al, eps), pu = sfl_dp_rdp_pure(al, eps);
+
+            assert_true(br <= pu && br <= al * eps * eps / 8 * (1 + 1e-15));
+            if (al * eps < 0.01)
+                assert_close(br, al * eps * eps / 8, 1e-12, 0);
+        }
+    assert_true(isnan(sfl_dp_rdp_br(1.0, 0.1)));
+    sfl_dp_acct_init(&a);
+    sfl_dp_acct_init(&b);
+    for (int t = 0; t < 100; t++) {
+        assert_int_equal(sfl_dp_acct_add_em(&a, 1.0, 0.01, 4), 0);
+        assert_int_equal(sfl_dp_acct_add_rnm(&b, 1.0, 0.01, 4), 0);
+    }
+    assert_int_equal(a.n, 1);
+    assert_int_equal(a.e[0].kind, SFL_DP_MECH_EM);
+    assert_close(sfl_dp_acct_rdp(&a, 8), sfl_dp_acct_rdp(&b, 8) / 4, 1e-2, 0);
+    assert_int_equal(sfl_dp_acct_epsilon(&a, 1e-5, &se), 0);
+    assert_int_equal(sfl_dp_acct_epsilon(&b, 1e-5, &sr), 0);
+    assert_close(se.eps_paper, sr.eps_paper, 1e-15, 0);
+    assert_true(se.eps_rdp_tight < 0.6 * sr.eps_rdp_tight);
+    sfl_dp_acct_encode(&a, buf);
+    assert_int_equal(sfl_dp_acct_decode(&b, buf, sizeof(buf)), 0);
+    check_same_entries(&a, &b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_accountant_add_errors),
         cmocka_unit_test(test_accountant_encode_roundtrip),
         cmocka_unit_test(test_accountant_decode_rejects),
+        cmocka_unit_test(test_accountant_em),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,7 @@ typedef struct vrun {
     void *common;
     double *msg[16];
     double *x, *b;
+    int unchecked; /* skip sfl_vertical_check (a reference run it refuses) */
 } vrun_t;
 
 static void vrun_open(vrun_t *v, const sfl_algo_t *a, const sfl_dataset_t *all,
@@ -58,7 +59,8 @@ static void vrun_start(vrun_t *v)
     const sfl_vertical_ops_t *ops = v->job.algo->vertical;
     uint32_t d = v->prob.ncols;
 
-    assert_int_equal(sfl_vertical_check(&v->job), 0);
+    if (!v->unchecked)
+        assert_int_equal(sfl_vertical_check(&v->job), 0);
     assert_int_equal(ops->common_new(&v->job, &v->common), 0);
     v->job.common = v->common;
     for (uint32_t k = 0; k < v->K; k++) {
@@ -532,8 +534,19 @@ static void test_bcfw_sketch_close_to_exact(void **state)
     sfl_dataset_free(ds);
 }
 
+/* The largest |entry| of a dataset. */
+static double max_abs(const sfl_dataset_t *ds)
+{
+    double m = 0.0;
+
+    for (size_t e = 0; e < ds->X->nnz; e++)
+        m = fmax(m, fabs(ds->X->val[e]));
+    return m;
+}
+
 /* The private run: noise where asked, seeded (replays), and with a huge
- * budget the same path as the non-private one. */
+ * budget (and clip_a above every entry: nothing clipped) the same path as
+ * the non-private one. */
 static void test_bcfw_private(void **state)
 {
     (void)state;
@@ -547,6 +560,7 @@ static void test_bcfw_private(void **state)
         assert_int_equal(sfl_algo_param_set(&v.p, "sketch", 0), 0);
         assert_int_equal(sfl_algo_param_set(&v.p, "dp_noise", c == 0 ? 0 : 1), 0);
         assert_int_equal(sfl_algo_param_set(&v.p, "epsilon", c == 1 ? 1e9 : 0.01), 0);
+        assert_int_equal(sfl_algo_param_set(&v.p, "clip_a", max_abs(ds)), 0);
         vrun_start(&v);
         for (uint64_t t = 0; t < 40; t++)
             vrun_step(&v, t);
@@ -558,20 +572,29 @@ static void test_bcfw_private(void **state)
     sfl_dataset_free(ds);
 }
 
-/* The feature noise: dp_noise 1 adds n times the sd of dp_noise 3 (eq. 17's
- * pi as printed) to the same feature. With n a power of two the grids of
- * the two sds differ by exactly n, so the same seeded bits give the same
- * integer draw and noise_1 = n noise_3 up to the rounding of the feature to
- * each grid; dp_noise 2 (the same index noise, no feature noise) gives the
- * clean feature. Unsketched, the sd of mode 3 is checked against pi. */
+/* The feature noise. Unsketched, dp_noise 1 adds 2n times the sd of
+ * dp_noise 3 (eq. 17's pi as printed, for sensitivity sigma(I) / n = 1/n)
+ * to the same feature: mode 1's sensitivity is one sample's, 2 clip_a
+ * (clip_a 1). With n a power of two the grids of the two sds differ by
+ * exactly 2n, so the same seeded bits give the same integer draw and
+ * noise_1 = 2n noise_3 up to the rounding of the feature to each grid;
+ * dp_noise 2 (the same index noise, no feature noise; refused with the
+ * sketch, which it does not protect, but a reference here) gives the clean
+ * feature. The rms of mode 3's draws is checked against pi, and sketched,
+ * that of mode 1 against the sd its account op records. Entries are
+ * below clip_a here (the data scaled by 1 / max |a|), so nothing is
+ * clipped and the features agree. */
 static void test_bcfw_feature_noise(void **state)
 {
     (void)state;
     const uint32_t n = 16, seeds = 8;
     sfl_dataset_t *ds = random_data(13, n, 4, 0);
+    double amax = max_abs(ds);
 
+    for (size_t e = 0; e < ds->X->nnz; e++)
+        ds->X->val[e] /= amax;
     for (int sk = 0; sk < 2; sk++) {
-        double ms3 = 0.0;
+        double ms3 = 0.0, ms1 = 0.0, sd1 = 0.0;
 
         for (uint64_t seed = 1; seed <= seeds; seed++) {
             const int modes[3] = {2, 1, 3};
@@ -586,9 +609,20 @@ static void test_bcfw_feature_noise(void **state)
                 assert_int_equal(sfl_algo_param_set(&v.p, "sketch", sk), 0);
                 assert_int_equal(sfl_algo_param_set(&v.p, "m", 8), 0);
                 assert_int_equal(sfl_algo_param_set(&v.p, "dp_noise", modes[i]), 0);
+                /* mode 3's 2 G eta / (K n) equal to one sample's 2 eta / n,
+                 * so that all three draw the same index noise */
+                assert_int_equal(sfl_algo_param_set(&v.p, "grad_bound", 2), 0);
+                v.unchecked = modes[i] == 2;
                 vrun_start(&v);
                 L = v.job.algo->vertical->msg_len(&v.job);
                 assert_int_equal(L, 1 + (sk ? 8 : n));
+                if (modes[i] == 1) {
+                    sfl_dp_acct_t a;
+
+                    sfl_dp_acct_init(&a);
+                    assert_int_equal(v.job.algo->vertical->account(&v.job, 1, &a), 1);
+                    sd1 = a.e[1].scale;
+                }
                 vrun_step(&v, 0);
                 memcpy(msg[i], v.msg[0], L * sizeof(double));
                 vrun_close(&v);
@@ -599,12 +633,16 @@ static void test_bcfw_feature_noise(void **state)
                 big = fmax(big, fabs(msg[1][r] - msg[0][r]));
                 ms3 += (msg[2][r] - msg[0][r]) * (msg[2][r] - msg[0][r]) /
                        (double)((L - 1) * seeds);
+                ms1 += (msg[1][r] - msg[0][r]) * (msg[1][r] - msg[0][r]) /
+                       (double)((L - 1) * seeds);
             }
             assert_true(big > 0.0);
-            for (size_t r = 1; r < L; r++)
-                assert_close(msg[1][r] - msg[0][r], n * (msg[2][r] - msg[0][r]), 0,
+            for (size_t r = 1; r < L && !sk; r++)
+                assert_close(msg[1][r] - msg[0][r], 2 * n * (msg[2][r] - msg[0][r]), 0,
                              1e-5 * big);
         }
+        if (sk)
+            assert_close(sqrt(ms1), sd1, 0.25, 0); /* 64 draws: 3 standard errors */
         if (!sk) {
             /* 128 seeded draws of N(0, pi^2): their rms is within 20 % of
              * pi (3 standard errors); a wrong calibration is off by n */
@@ -633,14 +671,22 @@ static void test_bcfw_account(void **state)
                         .G = 1};
     sfl_dp_spent_t s, zero = {0}, prev = {0};
     sfl_dp_acct_t a, b;
-    double beta, isens, pi, jsens, gauss[2][2] = {{0}};
+    double beta, isens, beta3, isens3, pi, jsens, sd1, gauss[2][2] = {{0}};
     int priv;
     vrun_t v;
 
-    assert_int_equal(sfl_dp_bcfw_index_scale(&dp, &beta), 0);
-    assert_int_equal(sfl_dp_bcfw_index_sens(&dp, &isens), 0);
+    /* modes 1, 2: one sample's contribution, clip_a = clip_r = 1; 3: the
+     * paper's 2 G eta / (K n) */
+    assert_int_equal(sfl_dp_bcfw_score_sens(n, 1.0, 1.0, 1.0, &isens), 0);
+    assert_close(isens, 2.0 / n, 1e-15, 0);
+    assert_int_equal(sfl_dp_bcfw_index_scale_for(&dp, isens, &beta), 0);
+    assert_int_equal(sfl_dp_bcfw_index_scale(&dp, &beta3), 0);
+    assert_int_equal(sfl_dp_bcfw_index_sens(&dp, &isens3), 0);
+    assert_close(beta, K * beta3, 1e-15, 0); /* no 1/K */
     assert_int_equal(sfl_dp_bcfw_jl_sigma(&dp, 1.0, &pi), 0);
     assert_int_equal(sfl_dp_bcfw_jl_sens(&dp, 1.0, &jsens), 0);
+    assert_int_equal(sfl_dp_bcfw_jl_sigma_for(&dp, 2.0, &sd1), 0);
+    assert_close(sd1, 2 * n * pi, 1e-15, 0);
     for (int c = 0; c < 3; c++) {
         int mode = c == 2 ? 3 : 1, sk = c != 0;
 
@@ -655,15 +701,16 @@ static void test_bcfw_account(void **state)
         assert_int_equal(a.n, 2);
         assert_int_equal(a.e[0].kind, SFL_DP_MECH_RNM);
         assert_true(a.e[0].count == K && a.e[0].iters == T);
-        assert_close(a.e[0].scale, beta, 1e-15, 0);
-        assert_close(a.e[0].sens, isens, 1e-15, 0);
+        assert_close(a.e[0].scale, mode == 1 ? beta : beta3, 1e-15, 0);
+        assert_close(a.e[0].sens, mode == 1 ? isens : isens3, 1e-15, 0);
         assert_int_equal(a.e[1].kind, SFL_DP_MECH_GAUSSIAN);
         assert_true(a.e[1].count == K && a.e[1].iters == T);
-        /* sigma / sens is n pi / sigma(J) (1) or pi / sigma(J) (3) */
+        /* sigma / sens is eq. 17's for the recorded sensitivity (1: one
+         * sample's, 2 clip_a c_J) or pi / sigma(J) (3, n times too small) */
         assert_close(a.e[1].scale / a.e[1].sens, (mode == 1 ? n : 1) * pi / (n * jsens),
                      1e-12, 0);
         if (!sk)
-            assert_close(a.e[1].sens, 1.0, 1e-15, 0); /* sigma(I) times |a_ji| <= 1 */
+            assert_close(a.e[1].sens, mode == 1 ? 2.0 : 1.0, 1e-15, 0);
         if (sk) {
             gauss[mode == 3][0] = a.e[1].scale;
             gauss[mode == 3][1] = a.e[1].sens;
@@ -711,9 +758,10 @@ static void test_bcfw_account(void **state)
         }
         vrun_close(&v);
     }
-    /* the same sensitivity, n times the noise */
-    assert_true(gauss[0][1] == gauss[1][1]);
-    assert_close(gauss[0][0], n * gauss[1][0], 1e-15, 0);
+    /* sketched: mode 1's sensitivity 2 c_J (J's largest column norm, about
+     * 1 for N(0, 1/m) entries), mode 3's sigma(J) (about 1 + sqrt(n/m)) */
+    assert_true(gauss[0][1] > 1.0 && gauss[0][1] < 4.0);
+    assert_true(gauss[0][1] < 2.0 * gauss[1][1]);
     /* no noise, or no privacy at all: nothing recorded, not private */
     for (int c = 0; c < 2; c++) {
         vrun_open(&v, c ? &sfl_algo_bcfw : &sfl_algo_dpbcfw, ds, &sfl_loss_lsq, K, T);
@@ -740,6 +788,234 @@ static void test_bcfw_account(void **state)
 }
 
 /* Every refusal, each with its detail. */
+/* Neighbouring datasets: the rows of random_data(seed, n, d, 0), and the
+ * same with row j replaced by an adversarial one (entries sign * 1e6,
+ * target -sign * 1e6), far outside the paper's bounds. */
+static void neighbours(uint64_t seed, uint32_t n, uint32_t d, uint32_t j, double sign,
+                       sfl_dataset_t **ds, sfl_dataset_t **adv)
+{
+    double *a = calloc((size_t)n * d, sizeof(double)), *y = calloc(n, sizeof(double));
+    sfl_rng_t r;
+
+    assert_true(a && y);
+    sfl_rng_seed(&r, seed, 0, 0, 99);
+    for (size_t e = 0; e < (size_t)n * d; e++)
+        a[e] = sfl_rng_below(&r, 3) == 0 ? 0.0 : sfl_rng_gauss(&r, 0.0, 1.0);
+    for (uint32_t i = 0; i < n; i++)
+        y[i] = sfl_rng_gauss(&r, 0.0, 1.0);
+    *ds = testfed_dense_data(a, y, n, d);
+    for (uint32_t i = 0; i < d; i++)
+        a[(size_t)j * d + i] = sign * 1e6;
+    y[j] = -sign * 1e6;
+    *adv = testfed_dense_data(a, y, n, d);
+    free(a);
+    free(y);
+}
+
+/* Privacy for any data: on neighbouring datasets that differ in one
+ * adversarial row, with the same broadcast (the transcript so far, which
+ * the composition conditions on), the released quantities move by at most
+ * the sensitivity their noise is calibrated for:
+ *   the LO values eta g_i of every block (sfl_bcfw_scores) by the
+ *   accountant's recorded index sensitivity 2 eta clip_a clip_r / n;
+ *   the shared feature J a_i (the message, same seeded noise) by the
+ *   recorded l2 sensitivity 2 clip_a c_J, up to the grid's rounding.
+ * The old calibration, mode 3 (no clipping, 2 G eta / (K n) and sigma(J)),
+ * fails the same checks by orders of magnitude; and with the clipping,
+ * the scores still move by more than 2 G eta / (K n) (G = clip_a clip_r):
+ * the paper's 1/K does not hold. */
+static void test_bcfw_adversarial_row(void **state)
+{
+    (void)state;
+    const uint32_t n = 32, d = 12, K = 4, T = 5, j = 5;
+    const sfl_loss_t *losses[2] = {&sfl_loss_lsq, &sfl_loss_logistic};
+
+    for (int li = 0; li < 2; li++)
+        for (int mode = 1; mode <= 3; mode += 2)
+            for (int sg = -1; sg <= 1; sg += 2) {
+                sfl_dataset_t *ds[2];
+                double score[2][16], sens_idx = 0, worst = 0;
+                vrun_t v[2];
+                sfl_rng_t r;
+
+                neighbours(40 + li, n, d, j, sg, &ds[0], &ds[1]);
+                if (li == 1) /* logistic: classes; the adversarial row's label 1 */
+                    for (int w = 0; w < 2; w++) {
+                        for (uint32_t i = 0; i < n; i++)
+                            ds[w]->y[i] = ds[w]->y[i] > 0;
+                        assert_int_equal(sfl_dataset_encode_labels(ds[w], 2), 0);
+                    }
+                for (int w = 0; w < 2; w++) {
+                    vrun_open(&v[w], &sfl_algo_dpbcfw, ds[w], losses[li], K, T);
+                    assert_int_equal(sfl_algo_param_set(&v[w].p, "sketch", 0), 0);
+                    assert_int_equal(sfl_algo_param_set(&v[w].p, "dp_noise", mode), 0);
+                    assert_int_equal(sfl_algo_param_set(&v[w].p, "eta", 3), 0);
+                    vrun_start(&v[w]);
+                }
+                {
+                    sfl_dp_acct_t a;
+
+                    sfl_dp_acct_init(&a);
+                    assert_int_equal(sfl_algo_dpbcfw.vertical->account(&v[0].job, 1, &a), 1);
+                    sens_idx = a.e[0].sens;
+                }
+                /* the broadcast: any margins the transcript gives */
+                sfl_rng_seed(&r, 5, 0, 0, 98);
+                for (uint32_t i = 0; i < n; i++)
+                    v[0].b[i] = v[1].b[i] = sfl_rng_gauss(&r, 0.0, 3.0);
+                for (uint32_t k = 0; k < K; k++) {
+                    for (int w = 0; w < 2; w++)
+                        assert_int_equal(sfl_bcfw_scores(&v[w].job, &v[w].blk[k], v[w].b,
+                                                         v[w].state[k], score[w]),
+                                         0);
+                    for (uint32_t i = 0; i < v[0].blk[k].data->X->ncols; i++)
+                        worst = fmax(worst, fabs(score[0][i] - score[1][i]));
+                }
+                if (mode == 1) {
+                    double full;
+
+                    assert_int_equal(sfl_dp_bcfw_score_sens(n, 3.0, 1.0, 1.0, &full), 0);
+                    assert_close(sens_idx, full, 1e-15, 0);
+                    assert_true(worst <= sens_idx * (1 + 1e-12));
+                    assert_true(li == 1 || worst > sens_idx / K); /* lsq: no 1/K */
+                    for (int w = 0; w < 2; w++) { /* the counts: block 0, columns 0-2 */
+                        uint64_t rows = 0, ents = 0;
+                        sfl_vclip_t c;
+
+                        for (uint32_t i = 0; i < n; i++) {
+                            uint64_t e0 = ents;
+
+                            for (size_t e = ds[w]->X->rowptr[i]; e < ds[w]->X->rowptr[i + 1];
+                                 e++)
+                                ents += ds[w]->X->colind[e] < 3 && fabs(ds[w]->X->val[e]) > 1;
+                            rows += ents > e0;
+                        }
+                        sfl_algo_dpbcfw.vertical->clipped(v[w].state[0], &c);
+                        assert_int_equal(c.rows, rows);
+                        assert_int_equal(c.entries, ents);
+                        assert_int_equal(c.residuals_seen, n);
+                        assert_true(c.residuals >= (uint64_t)(w && li == 0)); /* lsq: 2e6 */
+                    }
+                } else {
+                    assert_true(worst > 1e3 * sens_idx); /* the old formula fails */
+                }
+                for (int w = 0; w < 2; w++)
+                    vrun_close(&v[w]);
+                sfl_dataset_free(ds[0]);
+                sfl_dataset_free(ds[1]);
+            }
+}
+
+/* The shared feature J a_i on the same neighbours: one client (K = 1)
+ * with one column (so the same at both) releases J a_i +
+ * N(0, sd^2) from the same seeded bits, so the messages differ by J (a_i -
+ * a'_i) rounded to the grid: at most the recorded 2 clip_a c_J (plus the
+ * grid) with clipping, far more than mode 3's sigma(J) without. */
+static void test_bcfw_adversarial_feature(void **state)
+{
+    (void)state;
+    const uint32_t n = 64, d = 1, m = 16;
+
+    for (int mode = 1; mode <= 3; mode += 2) {
+        sfl_dataset_t *ds[2];
+        double diff = 0, sens, sd;
+        vrun_t v[2];
+
+        neighbours(50, n, d, 9, 1.0, &ds[0], &ds[1]);
+        for (int w = 0; w < 2; w++) {
+            vrun_open(&v[w], &sfl_algo_dpbcfw, ds[w], &sfl_loss_lsq, 1, 3);
+            assert_int_equal(sfl_algo_param_set(&v[w].p, "m", m), 0);
+            assert_int_equal(sfl_algo_param_set(&v[w].p, "dp_noise", mode), 0);
+            vrun_start(&v[w]);
+            vrun_step(&v[w], 0);
+        }
+        {
+            sfl_dp_acct_t a;
+
+            sfl_dp_acct_init(&a);
+            assert_int_equal(sfl_algo_dpbcfw.vertical->account(&v[0].job, 1, &a), 1);
+            sens = a.e[1].sens;
+            sd = a.e[1].scale;
+        }
+        assert_true(fabs(v[0].msg[0][0]) == fabs(v[1].msg[0][0])); /* the same column */
+        for (uint32_t q = 1; q <= m; q++)
+            diff += (v[0].msg[0][q] - v[1].msg[0][q]) * (v[0].msg[0][q] - v[1].msg[0][q]);
+        diff = sqrt(diff);
+        if (mode == 1)
+            assert_true(diff <= sens + 2 * sqrt((double)m) * sfl_dp_grid(sd));
+        else
+            assert_true(diff > 1e3 * sens);
+        for (int w = 0; w < 2; w++)
+            vrun_close(&v[w]);
+        sfl_dataset_free(ds[0]);
+        sfl_dataset_free(ds[1]);
+    }
+}
+
+/* select 1 (the exponential mechanism) and calib 1 (the RDP accountant):
+ * with a huge budget the exponential mechanism picks the LO's vertex, as
+ * the non-private run does; calib 1 spends exactly epsilon by RDP (tight
+ * conversion) after T iterations, with less noise than calib 0, for both
+ * selections; the EM is recorded as such and its RDP is below RNM's. */
+static void test_bcfw_select_calib(void **state)
+{
+    (void)state;
+    const uint32_t n = 40, T = 20;
+    sfl_dataset_t *ds = random_data(8, n, 10, 1);
+    double f[2], eps_tight[2][2], scale[2][2];
+
+    for (int c = 0; c < 2; c++) {
+        vrun_t v;
+
+        vrun_open(&v, &sfl_algo_dpbcfw, ds, &sfl_loss_logistic, 2, T);
+        assert_int_equal(sfl_algo_param_set(&v.p, "sketch", 0), 0);
+        assert_int_equal(sfl_algo_param_set(&v.p, "dp_noise", c == 0 ? 0 : 2), 0);
+        assert_int_equal(sfl_algo_param_set(&v.p, "select", 1), 0);
+        assert_int_equal(sfl_algo_param_set(&v.p, "epsilon", 1e7), 0);
+        assert_int_equal(sfl_algo_param_set(&v.p, "clip_a", max_abs(ds)), 0);
+        vrun_start(&v);
+        for (uint64_t t = 0; t < T; t++)
+            vrun_step(&v, t);
+        f[c] = objective(&v, v.x);
+        vrun_close(&v);
+    }
+    assert_close(f[1], f[0], 1e-9, 0);
+    for (int sel = 0; sel < 2; sel++)
+        for (int cal = 0; cal < 2; cal++) {
+            sfl_dp_spent_t sp;
+            sfl_dp_acct_t a;
+            int priv;
+            vrun_t v;
+
+            vrun_open(&v, &sfl_algo_dpbcfw, ds, &sfl_loss_logistic, 2, T);
+            assert_int_equal(sfl_algo_param_set(&v.p, "m", 20), 0);
+            assert_int_equal(sfl_algo_param_set(&v.p, "select", sel), 0);
+            assert_int_equal(sfl_algo_param_set(&v.p, "calib", cal), 0);
+            vrun_start(&v);
+            sfl_dp_acct_init(&a);
+            assert_int_equal(sfl_algo_dpbcfw.vertical->account(&v.job, T, &a), 1);
+            assert_int_equal(a.e[0].kind, sel ? SFL_DP_MECH_EM : SFL_DP_MECH_RNM);
+            scale[sel][cal] = a.e[0].scale;
+            assert_int_equal(sfl_vertical_privacy(&v.job, T, &sp, &priv), 0);
+            eps_tight[sel][cal] = sp.eps_rdp_tight;
+            if (cal)
+                assert_close(sp.eps_rdp_tight, 1.0, 1e-9, 0);
+            else
+                assert_close(sp.eps_paper, 1.0, 1e-9, 0);
+            /* the budget an agent holds it to: the calibration's own */
+            assert_close(sfl_vertical_budget_eps(&v.job, &sp), 1.0, 1e-9, 0);
+            vrun_step(&v, 0); /* it runs */
+            vrun_close(&v);
+        }
+    for (int sel = 0; sel < 2; sel++) {
+        assert_true(eps_tight[sel][0] < 1.0);
+        assert_true(scale[sel][1] < scale[sel][0]);
+    }
+    assert_true(scale[0][0] == scale[1][0]);   /* the paper's: the same scale */
+    assert_true(eps_tight[1][0] < eps_tight[0][0]); /* the EM's RDP is smaller */
+    sfl_dataset_free(ds);
+}
+
 static void test_bcfw_refusals(void **state)
 {
     (void)state;
@@ -782,6 +1058,21 @@ static void test_bcfw_refusals(void **state)
     assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "dp_noise", 4), SFL_EINVAL);
     assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "delta", 1.5), SFL_EINVAL);
     assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "m", 0), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "clip_a", 0), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "clip_r", -1), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "select", 2), SFL_EINVAL);
+    assert_int_equal(testfed_try(&sfl_algo_dpbcfw, "calib", 2), SFL_EINVAL);
+    /* the index noise alone does not protect a sketched run */
+    {
+        vrun_t w;
+
+        vrun_open(&w, &sfl_algo_dpbcfw, ds, &sfl_loss_lsq, 2, 5);
+        assert_int_equal(sfl_algo_param_set(&w.p, "dp_noise", 2), 0);
+        assert_int_equal(sfl_vertical_check(&w.job), SFL_EINVAL);
+        assert_detail("dpbcfw: dp_noise 2 (the index noise alone) needs sketch 0");
+        assert_int_equal(sfl_algo_param_set(&w.p, "sketch", 0), 0);
+        assert_int_equal(sfl_vertical_check(&w.job), 0);
+    }
     /* a loss without margins */
     assert_int_equal(sfl_problem_init(&v.prob, &sfl_loss_softmax, 5, 3), 0);
     assert_int_equal(sfl_vertical_check(&v.job), SFL_EINVAL);
@@ -895,6 +1186,9 @@ int main(void)
         cmocka_unit_test(test_bcfw_private),
         cmocka_unit_test(test_bcfw_feature_noise),
         cmocka_unit_test(test_bcfw_account),
+        cmocka_unit_test(test_bcfw_adversarial_row),
+        cmocka_unit_test(test_bcfw_adversarial_feature),
+        cmocka_unit_test(test_bcfw_select_calib),
         cmocka_unit_test(test_bcfw_refusals),
         cmocka_unit_test(test_bcfw_alloc),
     };

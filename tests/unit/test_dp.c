@@ -424,6 +424,60 @@ static void test_dp_gaussian_ks(void **state)
     free(x);
 }
 
+/* The exponential mechanism: 40,000 seeded draws over 5 candidates
+ * against exp(u_i / beta) / Z, Pearson's chi-square below 18.47 (4 degrees
+ * of freedom, p = 0.001); the same draws fail the test against the
+ * Laplace-free uniform and against exp(u_i / (2 beta)). Candidates far
+ * below the best are (almost) never drawn, and bad input is refused. */
+static void test_dp_select_exp_chisq(void **state)
+{
+    (void)state;
+    const double u[5] = {0.0, 0.5, 1.0, 2.0, -1.0}, beta = 0.8;
+    const size_t ndraw = 40000;
+    size_t count[5] = {0}, out = 99;
+    double chi[3] = {0}, z[3] = {0};
+    sfl_dp_rng_t r;
+
+    sfl_dp_rng_seeded(&r, 11, 0, 0);
+    for (size_t t = 0; t < ndraw; t++) {
+        assert_int_equal(sfl_dp_select_exp(&r, u, 5, beta, &out), 0);
+        assert_true(out < 5);
+        count[out]++;
+    }
+    for (int h = 0; h < 3; h++)
+        for (int i = 0; i < 5; i++)
+            z[h] += h == 0 ? exp(u[i] / beta) : h == 1 ? 1.0 : exp(u[i] / (2 * beta));
+    for (int h = 0; h < 3; h++)
+        for (int i = 0; i < 5; i++) {
+            double w = h == 0 ? exp(u[i] / beta) : h == 1 ? 1.0 : exp(u[i] / (2 * beta));
+            double e = ndraw * w / z[h];
+
+            chi[h] += (count[i] - e) * (count[i] - e) / e;
+        }
+    assert_true(chi[0] < 18.47);
+    assert_true(chi[1] > 18.47 && chi[2] > 18.47);
+    /* one candidate far ahead: always drawn */
+    {
+        const double v[3] = {0.0, 100.0, -3.0};
+
+        for (int t = 0; t < 100; t++) {
+            assert_int_equal(sfl_dp_select_exp(&r, v, 3, 1.0, &out), 0);
+            assert_int_equal(out, 1);
+        }
+    }
+    out = 7;
+    assert_int_equal(sfl_dp_select_exp(&r, u, 0, beta, &out), SFL_EINVAL);
+    assert_int_equal(sfl_dp_select_exp(&r, u, 5, 0.0, &out), SFL_EINVAL);
+    assert_int_equal(sfl_dp_select_exp(&r, u, 5, NAN, &out), SFL_EINVAL);
+    assert_int_equal(sfl_dp_select_exp(&r, u, 5, 1e-9, &out), SFL_ERANGE);
+    {
+        const double bad[2] = {0.0, NAN};
+
+        assert_int_equal(sfl_dp_select_exp(&r, bad, 2, 1.0, &out), SFL_ERANGE);
+    }
+    assert_int_equal(out, 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -438,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_dp_dgauss_ks),
         cmocka_unit_test(test_dp_laplace_ks),
         cmocka_unit_test(test_dp_gaussian_ks),
+        cmocka_unit_test(test_dp_select_exp_chisq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,6 +103,17 @@ double sfl_dp_gaussian(sfl_dp_rng_t *r, double sigma);
 double sfl_dp_release_laplace(sfl_dp_rng_t *r, double x, double scale);
 double sfl_dp_release_gaussian(sfl_dp_rng_t *r, double x, double sigma);
 
+/* The exponential mechanism: *out = i with probability proportional to
+ * exp(u[i] / beta) over i in [0, n), exactly, for the utilities rounded to
+ * the grid beta / 2^20 (the same distribution as argmax u_i/beta + Gumbel
+ * noise, drawn without floating point: rejection with exact Bernoullis;
+ * dp.c). Utilities of sensitivity Delta make it (2 Delta / beta)-DP and
+ * (2 Delta / beta)-bounded-range (SFL_DP_MECH_EM below). SFL_EINVAL for
+ * n == 0 or beta not finite and > 0, SFL_ERANGE for |u[i]| / beta above
+ * 2^20 or a non-finite u[i]; *out is written only on success. */
+int sfl_dp_select_exp(sfl_dp_rng_t *r, const double *u, size_t n, double beta,
+                      size_t *out) SFL_MUST_CHECK;
+
 /* ---- Calibration for DP-BCFW (calib.c) ---- */
 
 /* A DP-BCFW run as its privacy calibration sees it (Sec. IV-C). */
@@ -121,6 +132,26 @@ typedef struct sfl_dp_bcfw {
  * and the scores' sensitivity the paper calibrates for, 2 G eta / (K n). */
 int sfl_dp_bcfw_index_scale(const sfl_dp_bcfw_t *p, double *b) SFL_MUST_CHECK;
 int sfl_dp_bcfw_index_sens(const sfl_dp_bcfw_t *p, double *sens) SFL_MUST_CHECK;
+/* The same two formulas for any sensitivity sens > 0 of the scores (of
+ * the feature's l2): the index scale sens sqrt(2 T log(2/delta)) /
+ * (epsilon / (4K)) and the feature sd sens sqrt(K T) sqrt(2 (ln(1/delta) +
+ * epsilon/2)) / (epsilon/2), the paper's accounting (docs/privacy.md). */
+int sfl_dp_bcfw_index_scale_for(const sfl_dp_bcfw_t *p, double sens, double *b) SFL_MUST_CHECK;
+int sfl_dp_bcfw_jl_sigma_for(const sfl_dp_bcfw_t *p, double sens, double *sd) SFL_MUST_CHECK;
+
+/* One sample's contribution (docs/privacy.md, "One sample's contribution"):
+ * replace-one neighbours, every feature entry clipped to |a_ji| <= a_max
+ * and every residual l'(m_j, y_j) to |r_j| <= r_max, whatever the data and
+ * the margins. The LO's value of coordinate i, eta (1/n) sum_j a_ji r_j,
+ * moves by at most 2 eta a_max r_max / n (score_sens); the shared feature
+ * J a_i moves by J e_j (a_ji - a'_ji), at most 2 a_max c_J in l2, c_J =
+ * max_j ||J e_j|| the sketch's largest column norm (1 unsketched:
+ * feature_sens). No 1/K: every block holds a part of every row, so one
+ * sample moves the scores of all K blocks, each by this much. SFL_EINVAL
+ * for n == 0 or a bound not finite and > 0. */
+int sfl_dp_bcfw_score_sens(uint64_t n, double eta, double a_max, double r_max,
+                           double *sens) SFL_MUST_CHECK;
+int sfl_dp_bcfw_feature_sens(double a_max, double c_j, double *sens) SFL_MUST_CHECK;
 /* The private JL noise of eq. (17), sigma_J the leading singular value of J:
  *   pi = sigma_J sqrt(K T) sqrt(2 (ln(1/delta) + epsilon/2)) / (n epsilon / 2)
  * and the l2 sensitivity it is calibrated for, sigma_J / n: that of J a / n
@@ -167,7 +198,8 @@ int sfl_dp_grad_bound(const char *loss, const sfl_dp_bounds_t *b, double *G) SFL
 #define SFL_DP_MECH_MAP(X)                                                     \
     X(LAPLACE, 1, "a value + Lap(b); l1 sensitivity")                          \
     X(RNM, 2, "argmax of scores + Lap(b) (report-noisy-max); each score's")    \
-    X(GAUSSIAN, 3, "a vector + N(0, sigma^2 I); l2 sensitivity")
+    X(GAUSSIAN, 3, "a vector + N(0, sigma^2 I); l2 sensitivity")                \
+    X(EM, 4, "argmax of scores + Gumbel(b) (exponential mechanism); each score's")
 
 typedef enum sfl_dp_mech {
 #define SFL_DP_MECH_ENUM(name, val, what) SFL_DP_MECH_##name = (val),
@@ -215,6 +247,8 @@ int sfl_dp_acct_add_laplace(sfl_dp_acct_t *a, double b, double sens, uint32_t co
 int sfl_dp_acct_add_rnm(sfl_dp_acct_t *a, double b, double sens, uint32_t count) SFL_MUST_CHECK;
 int sfl_dp_acct_add_gaussian(sfl_dp_acct_t *a, double sigma, double sens,
                              uint32_t count) SFL_MUST_CHECK;
+/* The exponential mechanism of sfl_dp_select_exp with beta = b. */
+int sfl_dp_acct_add_em(sfl_dp_acct_t *a, double b, double sens, uint32_t count) SFL_MUST_CHECK;
 /* Spent so far, at delta in (0, 1) (otherwise SFL_EINVAL). All zero when
  * nothing was recorded. */
 int sfl_dp_acct_epsilon(const sfl_dp_acct_t *a, double delta, sfl_dp_spent_t *out) SFL_MUST_CHECK;
@@ -230,6 +264,10 @@ double sfl_dp_acct_rdp(const sfl_dp_acct_t *a, double alpha);
 double sfl_dp_rdp_laplace(double alpha, double b, double sens);
 double sfl_dp_rdp_gaussian(double alpha, double sigma, double sens);
 double sfl_dp_rdp_pure(double alpha, double eps);
+/* RDP of an eps-DP mechanism that is also eps-bounded-range, such as the
+ * exponential mechanism: the pure bound above, and alpha eps^2 / 8 (eps-BR
+ * implies (eps^2/8)-zCDP: Cesar and Rogers 2021, Lemma 3.2), the smaller. */
+double sfl_dp_rdp_br(double alpha, double eps);
 
 /* The state as SFL_DP_ACCT_BYTES bytes (little-endian; layout in
  * accountant.c) and back. decode accepts exactly what encode produces:

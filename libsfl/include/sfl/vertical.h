@@ -75,6 +75,14 @@ typedef struct sfl_vrng {
                                    algorithm must not need any) */
 } sfl_vrng_t;
 
+/* What a client's clipping changed (DP-BCFW, dp_noise 1 and 2). */
+typedef struct sfl_vclip {
+    uint64_t rows;           /* rows of its block with an entry clipped */
+    uint64_t entries;        /* entries of its block clipped */
+    uint64_t residuals;      /* residuals clipped, over all its iterations */
+    uint64_t residuals_seen; /* residuals computed, over all its iterations */
+} sfl_vclip_t;
+
 typedef struct sfl_vertical_ops {
     /* Entries of the broadcast and of one client's message. */
     size_t (*bcast_len)(const sfl_vjob_t *job);
@@ -112,6 +120,9 @@ typedef struct sfl_vertical_ops {
      * May need job->common (DP-BCFW's sigma(J) when sketched): SFL_EINVAL
      * without it. */
     int (*account)(const sfl_vjob_t *job, uint64_t iters, struct sfl_dp_acct *acct);
+    /* Optional (NULL: nothing is clipped): the counts of a client state's
+     * clipping so far, into *out (replaced). */
+    void (*clipped)(const void *state, sfl_vclip_t *out);
     /* Optional (NULL: never). The objective f(x) = mean_j l(a^j' x, y_j)
      * at the model x the broadcast bcast stands for, from block blk's
      * targets, when bcast is exactly the margins A x and releasing f costs
@@ -172,6 +183,11 @@ double sfl_vertical_delta(const sfl_vjob_t *job);
 int sfl_vertical_privacy(const sfl_vjob_t *job, uint64_t iters, struct sfl_dp_spent *spent,
                          int *is_private) SFL_MUST_CHECK;
 
+/* The epsilon of *spent that job is calibrated by, the one to hold a
+ * budget against: eps_rdp_tight when its `calib` parameter is 1 (the noise
+ * scaled to the RDP accountant), else eps_paper (the paper's accounting). */
+double sfl_vertical_budget_eps(const sfl_vjob_t *job, const struct sfl_dp_spent *spent);
+
 /* Bytes of one client's message on the wire (msg_ints int32, the rest
  * float64) and of one copy of the broadcast (float64). */
 size_t sfl_vertical_msg_bytes(const sfl_vjob_t *job);
@@ -197,6 +213,13 @@ double sfl_bcfw_oracle(const double *g, const uint32_t *sample, uint32_t ns, uin
  * a_i' r (Table V). SFL_EUNSUP for a loss without margin_loss. */
 int sfl_bcfw_residual(const sfl_loss_t *loss, const double *m, const double *y, uint32_t n,
                       double *r) SFL_MUST_CHECK;
+/* The LO values eta g_i of every column of block blk (local order, into
+ * scores[0..len)) at broadcast bcast, as client state (from client_new of
+ * bcfw or dpbcfw; scratch) computes them before any noise: the scores the
+ * index's sensitivity bounds (clipped in dp_noise 1 and 2). For tests and
+ * audits. */
+int sfl_bcfw_scores(const sfl_vjob_t *job, const sfl_vblock_t *blk, const double *bcast,
+                    void *state, double *scores) SFL_MUST_CHECK;
 
 #ifdef __cplusplus
 }

@@ -32,20 +32,24 @@
  * we leave in r. The model stays at the server: the clients need b alone.
  *
  * Noise (Sec. IV-C, with delta = 1/n when the parameter is 0; the scales
- * from dp.h's calibration, the draws by its release functions):
- *   beta = (2 G eta / (K n)) sqrt(2 T log(2/delta)) / (epsilon / (4K))
- *   pi   = sigma(J) sqrt(K T) sqrt(2 (ln(1/delta) + epsilon/2)) / (n epsilon/2)
- * sigma(J), J's largest singular value, by power iteration; 1 unsketched.
- * Alg. 2 line 7 writes the Laplace draw next to g_i, but beta's
- * sensitivity 2 G eta / (K n) is that of the LO's values eta g_i (Report-
- * Noisy-Max, Definition 2: noise on the values the sensitivity is of), so
- * that is where it goes: the same as Lap(beta / eta) on g_i. (On g_i
- * itself the run would be eta times noisier for eta > 1 and not private
- * for eta < 1.) pi is calibrated for the sensitivity sigma(J) / n of
- * J a / n, but eq. 16 releases J a, whose sensitivity is n times larger
- * (docs/privacy.md, "Calibration"): dp_noise 1 adds N(0, (n pi)^2) to J a,
- * which is what eq. 17 promises; dp_noise 3 adds eq. 17's pi as printed,
- * n times too little, kept only to reproduce the paper's figures. */
+ * from dp.h's calibration, the draws by its samplers; docs/privacy.md):
+ *   dp_noise 1, 2: each client clips its block's entries to clip_a and
+ *   every residual to clip_r, so that one sample moves each LO value eta
+ *   g_i by at most Delta = 2 eta clip_a clip_r / n and the feature J a_i by
+ *   Delta_J = 2 clip_a c_J (c_J = J's largest column norm, 1 unsketched),
+ *   whatever the data; then (calib 0)
+ *     beta = Delta sqrt(2 T log(2/delta)) / (epsilon / (4K))
+ *     sd   = Delta_J sqrt(K T) sqrt(2 (ln(1/delta) + epsilon/2)) / (epsilon/2)
+ *   or both scaled until the RDP accountant spends epsilon (calib 1); the
+ *   index by Laplace report-noisy-max (select 0) or the exponential
+ *   mechanism with scale beta (select 1).
+ *   dp_noise 3, Alg. 2 as printed (not private): beta from 2 G eta / (K n),
+ *     pi = sigma(J) sqrt(K T) sqrt(2 (ln(1/delta) + epsilon/2)) / (n epsilon/2)
+ *   on J a (calibrated for J a / n: n times too little), no clipping.
+ * Alg. 2 line 7 writes the Laplace draw next to g_i, but the sensitivity is
+ * that of the LO's values eta g_i (Report-Noisy-Max, Definition 2: noise on
+ * the values the sensitivity is of), so that is where it goes: the same as
+ * Lap(beta / eta) on g_i. */
 #include "sfl/vertical.h"
 
 #include <assert.h>
@@ -61,18 +65,27 @@ typedef struct bcfw_params {
     double mix;        /* importance sampling: the uniform share */
     double epsilon;    /* (epsilon, delta)-DP of the whole job */
     double delta;      /* 0: 1/n */
-    double grad_bound; /* G, the partial gradients' bound */
+    double grad_bound; /* G, the partial gradients' bound (dp_noise 3) */
+    double clip_a;     /* |a_ji| <= clip_a, entries clipped (dp_noise 1, 2) */
+    double clip_r;     /* |l'(m_j, y_j)| <= clip_r, residuals clipped */
     uint32_t sampling; /* SAMPLE_* */
     uint32_t tau;      /* coordinates sampled */
     uint32_t m;        /* sketch length */
     uint32_t sketch;   /* 1: share J a */
     uint32_t dp_noise; /* NOISE_* */
+    uint32_t select;   /* SELECT_* */
+    uint32_t calib;    /* CALIB_* */
 } bcfw_params_t;
 
 enum { SAMPLE_ELEMENTARY, SAMPLE_NICE, SAMPLE_DISTRIBUTED, SAMPLE_IMPORTANCE };
 /* dp_noise: NOISE_ALL is Alg. 2 with the feature noise calibrated to J a's
  * sensitivity, NOISE_PRINTED with eq. 17's pi as printed (not private) */
 enum { NOISE_NONE, NOISE_ALL, NOISE_INDEX, NOISE_PRINTED };
+/* select: the index by Laplace report-noisy-max (Alg. 2) or the exponential
+ * mechanism; calib: the noise scales by the paper's accounting (Sec. IV-C)
+ * or scaled until the RDP accountant spends exactly epsilon */
+enum { SELECT_RNM, SELECT_EM };
+enum { CALIB_PAPER, CALIB_RDP };
 
 #define PARAM_ETA                                                                          \
     {"eta", "eta", SFL_PARAM_REAL, offsetof(bcfw_params_t, eta), 1, 0, HUGE_VAL,          \
@@ -97,16 +110,28 @@ static const sfl_param_def_t dpbcfw_param_defs[] = {
     {"delta", "delta", SFL_PARAM_REAL, offsetof(bcfw_params_t, delta), 0, 0, 1, 0,
      "privacy delta (0: 1/n)"},
     {"grad_bound", "G", SFL_PARAM_REAL, offsetof(bcfw_params_t, grad_bound), 1, 0, HUGE_VAL,
-     SFL_PARAM_OPEN_LO, "bound on the partial gradients, G in the index noise (Sec. IV-C)"},
+     SFL_PARAM_OPEN_LO, "dp_noise 3 only: G of the paper's index sensitivity 2 G eta / (K n)"},
+    {"clip_a", "a_max", SFL_PARAM_REAL, offsetof(bcfw_params_t, clip_a), 1, 0, HUGE_VAL,
+     SFL_PARAM_OPEN_LO, "dp_noise 1, 2: every feature entry clipped to [-clip_a, clip_a] "
+     "(each client its block)"},
+    {"clip_r", "r_max", SFL_PARAM_REAL, offsetof(bcfw_params_t, clip_r), 1, 0, HUGE_VAL,
+     SFL_PARAM_OPEN_LO, "dp_noise 1, 2: every residual l'(margin, y) clipped to [-clip_r, "
+     "clip_r]"},
     {"m", "m", SFL_PARAM_COUNT, offsetof(bcfw_params_t, m), 100, 1, UINT32_MAX, 0,
      "sketch length: an active feature travels as m doubles"},
     {"sketch", "J", SFL_PARAM_COUNT, offsetof(bcfw_params_t, sketch), 1, 0, 1, 0,
      "1: share the feature as J a, m doubles (eq. 16); 0: itself, n doubles"},
     {"dp_noise", "pert", SFL_PARAM_COUNT, offsetof(bcfw_params_t, dp_noise), 1, 0, 3, 0,
-     "0 none; 1 Laplace on the index, Gaussian on the feature (Alg. 2, the feature noise "
-     "n pi for J a's sensitivity: private); 2 the index only (DP-FW when K = 1); 3 Alg. 2 "
-     "as printed (eq. 17's pi on J a: n times too little noise, not private; reproduction "
-     "only)"},
+     "0 none; 1 noise on the index and the feature (Alg. 2), both for one sample's "
+     "contribution after clipping to clip_a, clip_r: private for any data; 2 the index "
+     "only, sketch 0 (the model private, the shared features clean; DP-FW when K = 1); 3 Alg. 2 as printed (G, "
+     "its 1/K, eq. 17's pi on J a, no clipping: not private; reproduction only)"},
+    {"select", "sel", SFL_PARAM_COUNT, offsetof(bcfw_params_t, select), 0, 0, 1, 0,
+     "dp_noise 1, 2: the index by 0 Laplace report-noisy-max (Alg. 2), 1 the exponential "
+     "mechanism (Gumbel-max, sampled exactly)"},
+    {"calib", "cal", SFL_PARAM_COUNT, offsetof(bcfw_params_t, calib), 0, 0, 1, 0,
+     "dp_noise 1, 2: noise scales by 0 the paper's accounting (Sec. IV-C), 1 the RDP "
+     "accountant (scaled until it spends exactly epsilon)"},
     {0},
 };
 
@@ -192,6 +217,7 @@ int sfl_bcfw_residual(const sfl_loss_t *loss, const double *m, const double *y, 
 typedef struct bcfw_common {
     uint32_t m, n;
     double sigma; /* J's largest singular value */
+    double colmax; /* max_j ||J e_j||, the largest column norm */
     double *J;    /* n columns of m entries: J[j m + r], entries N(0, 1/m) */
 } bcfw_common_t;
 
@@ -284,6 +310,13 @@ static int common_new(const sfl_vjob_t *job, void **out)
     sfl_rng_seed(&r, job->seed, 0, 0, SFL_STREAM_SKETCH);
     for (size_t e = 0; e < (size_t)m * n; e++)
         c->J[e] = sfl_rng_gauss(&r, 0.0, sd);
+    for (uint32_t j = 0; j < n; j++) {
+        double s = 0.0;
+
+        for (uint32_t q = 0; q < m; q++)
+            s += c->J[(size_t)j * m + q] * c->J[(size_t)j * m + q];
+        c->colmax = fmax(c->colmax, sqrt(s));
+    }
     if ((rc = sketch_sigma(c, &r)) < 0) {
         common_free(c);
         return rc;
@@ -294,42 +327,182 @@ static int common_new(const sfl_vjob_t *job, void **out)
 
 /* ---- the privacy noise ------------------------------------------------ */
 
-/* Job's noise as every party computes it: the calibration's inputs dp,
- * sigma(J) (from the common sketch; 1 unsketched), the Laplace scale beta
- * on the LO's values and the sd of the Gaussian on the shared feature (0:
- * none). One place, so that the accounting records the scales the clients
- * draw with. */
-static int noise_scales(const sfl_vjob_t *job, sfl_dp_bcfw_t *dp, double *sigma_j,
-                        double *beta, double *sd)
+/* The noise of a job as every party computes it. */
+typedef struct bcfw_noise {
+    sfl_dp_mech_t kind; /* the index's mechanism: RNM (Laplace) or EM */
+    double beta;        /* its scale on the LO's values eta g (0: none) */
+    double sens_idx;    /* the LO values' sensitivity beta is calibrated for */
+    double sd;          /* sd of the Gaussian on the shared feature (0: none) */
+    double sens_feat;   /* the feature's l2 sensitivity sd is calibrated for */
+    int clip;           /* 1: entries and residuals clipped (dp_noise 1, 2) */
+} bcfw_noise_t;
+
+static sfl_dp_bcfw_t calib_of(const sfl_vjob_t *job)
+{
+    const bcfw_params_t *p = params_of(job);
+
+    return (sfl_dp_bcfw_t){.epsilon = p->epsilon, .delta = sfl_vertical_delta(job),
+                           .T = job->iters, .K = job->nclients, .n = job->nrows,
+                           .eta = p->eta, .G = p->grad_bound};
+}
+
+/* iters iterations of count draws of one mechanism. The accountant takes
+ * one iteration per call; a job's T can be in the millions, so the first
+ * call makes (or finds) the entry and the rest are added to it directly. */
+static int add_iters(sfl_dp_acct_t *a, sfl_dp_mech_t kind, double scale, double sens,
+                     uint32_t count, uint64_t iters)
+{
+    int rc = kind == SFL_DP_MECH_RNM        ? sfl_dp_acct_add_rnm(a, scale, sens, count)
+             : kind == SFL_DP_MECH_EM       ? sfl_dp_acct_add_em(a, scale, sens, count)
+                                            : sfl_dp_acct_add_gaussian(a, scale, sens, count);
+
+    if (rc < 0)
+        return rc;
+    for (uint32_t i = 0; i < a->n; i++) {
+        sfl_dp_entry_t *e = &a->e[i];
+
+        if (e->kind != kind || e->scale != scale || e->sens != sens || e->count != count)
+            continue;
+        if (iters - 1 > (uint64_t)(UINT32_MAX - e->iters))
+            return sfl__fail(SFL_ERANGE, "dp accountant: more than 2^32 - 1 iterations");
+        e->iters += (uint32_t)(iters - 1);
+        return 0;
+    }
+    assert(!"the entry the accountant just made or found");
+    return SFL_EINVAL;
+}
+
+/* Records iters iterations of the K clients' releases with noise nz. */
+static int record(const sfl_vjob_t *job, const bcfw_noise_t *nz, uint64_t iters,
+                  sfl_dp_acct_t *a)
+{
+    int rc;
+
+    if (iters > UINT32_MAX)
+        return sfl__fail(SFL_ERANGE, "%s: cannot account for %llu iterations (at most "
+                         "2^32 - 1)", job->algo->name, (unsigned long long)iters);
+    if ((rc = add_iters(a, nz->kind, nz->beta, nz->sens_idx, job->nclients, iters)) < 0)
+        return rc;
+    if (nz->sd > 0)
+        rc = add_iters(a, SFL_DP_MECH_GAUSSIAN, nz->sd, nz->sens_feat, job->nclients, iters);
+    return rc;
+}
+
+/* eps_rdp_tight of the whole job with both scales multiplied by s. */
+static int rdp_spent(const sfl_vjob_t *job, const bcfw_noise_t *nz, double s, double *eps)
+{
+    bcfw_noise_t t = *nz;
+    sfl_dp_spent_t sp;
+    sfl_dp_acct_t a;
+    int rc;
+
+    t.beta *= s;
+    t.sd *= s;
+    sfl_dp_acct_init(&a);
+    if ((rc = record(job, &t, job->iters, &a)) < 0 ||
+        (rc = sfl_dp_acct_epsilon(&a, sfl_vertical_delta(job), &sp)) < 0)
+        return rc;
+    *eps = sp.eps_rdp_tight;
+    return 0;
+}
+
+/* calib 1: the smallest factor s (to a relative 1e-12) on the paper's
+ * scales for which the RDP accountant spends at most epsilon after T
+ * iterations; the split between index and feature stays the paper's.
+ * Bisection in log s: the spent epsilon falls as the noise grows. */
+static int rdp_calibrate(const sfl_vjob_t *job, bcfw_noise_t *nz)
+{
+    double eps_target = params_of(job)->epsilon, lo = 1.0, hi = 1.0, e;
+    int rc;
+
+    if ((rc = rdp_spent(job, nz, 1.0, &e)) < 0)
+        return rc;
+    for (int i = 0; e <= eps_target; i++) { /* lo: too little noise */
+        if (i == 200)
+            return sfl__fail(SFL_ERANGE, "%s: no noise scale spends epsilon %g",
+                             job->algo->name, eps_target);
+        lo /= 2.0;
+        if ((rc = rdp_spent(job, nz, lo, &e)) < 0)
+            return rc;
+    }
+    if ((rc = rdp_spent(job, nz, hi, &e)) < 0)
+        return rc;
+    for (int i = 0; e > eps_target; i++) { /* hi: enough */
+        if (i == 200)
+            return sfl__fail(SFL_ERANGE, "%s: no noise scale spends epsilon %g",
+                             job->algo->name, eps_target);
+        hi *= 2.0;
+        if ((rc = rdp_spent(job, nz, hi, &e)) < 0)
+            return rc;
+    }
+    while (hi / lo > 1.0 + 1e-12) {
+        double mid = sqrt(lo * hi);
+
+        if ((rc = rdp_spent(job, nz, mid, &e)) < 0)
+            return rc;
+        if (e > eps_target)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    nz->beta *= hi;
+    nz->sd *= hi;
+    return 0;
+}
+
+/* The job's noise (docs/privacy.md, "One sample's contribution"):
+ *   dp_noise 3, the paper as printed: beta from 2 G eta / (K n), pi of
+ *     eq. 17 for sigma(J) / n, no clipping (not private);
+ *   dp_noise 1, 2: entries clipped to clip_a and residuals to clip_r, so
+ *     that one sample moves every LO value by at most 2 eta clip_a clip_r / n
+ *     and the feature J a by 2 clip_a c_J (c_J = J's largest column norm,
+ *     1 unsketched), for any data; the paper's formulas with these
+ *     sensitivities (calib 0) or scaled to the RDP accountant (calib 1).
+ * One place, so that the accounting records the scales the clients draw
+ * with. Needs job->common for the feature noise of a sketched job. */
+static int noise_scales(const sfl_vjob_t *job, bcfw_noise_t *nz)
 {
     const bcfw_params_t *p = params_of(job);
     const bcfw_common_t *cm = job->common;
+    sfl_dp_bcfw_t dp = calib_of(job);
+    double sigma_j = 1.0, c_j = 1.0;
     int rc;
 
-    *dp = (sfl_dp_bcfw_t){.epsilon = p->epsilon, .delta = sfl_vertical_delta(job),
-                          .T = job->iters, .K = job->nclients, .n = job->nrows,
-                          .eta = p->eta, .G = p->grad_bound};
-    *sigma_j = 1.0;
-    *beta = *sd = 0.0;
+    memset(nz, 0, sizeof(*nz));
+    nz->kind = SFL_DP_MECH_RNM;
     if (p->dp_noise == NOISE_NONE)
         return 0;
-    if ((rc = sfl_dp_bcfw_index_scale(dp, beta)) < 0 || p->dp_noise == NOISE_INDEX)
-        return rc;
-    if (p->sketch) {
+    if (p->dp_noise != NOISE_INDEX && p->sketch) {
         if (cm == NULL || cm->n != job->nrows || cm->m != p->m)
             return sfl__fail(SFL_EINVAL, "%s: the feature noise needs the job's sketch "
                              "(sigma(J)), which is missing or for another job",
                              job->algo->name);
-        *sigma_j = cm->sigma;
+        sigma_j = cm->sigma;
+        c_j = cm->colmax;
     }
-    if ((rc = sfl_dp_bcfw_jl_sigma(dp, *sigma_j, sd)) < 0)
+    if (p->dp_noise == NOISE_PRINTED) {
+        if ((rc = sfl_dp_bcfw_index_scale(&dp, &nz->beta)) < 0 ||
+            (rc = sfl_dp_bcfw_index_sens(&dp, &nz->sens_idx)) < 0 ||
+            (rc = sfl_dp_bcfw_jl_sigma(&dp, sigma_j, &nz->sd)) < 0)
+            return rc;
+        /* recorded against J a's sensitivity sigma(J): n times the sd's */
+        nz->sens_feat = sigma_j;
+        return 0;
+    }
+    nz->clip = 1;
+    nz->kind = p->select == SELECT_EM ? SFL_DP_MECH_EM : SFL_DP_MECH_RNM;
+    if ((rc = sfl_dp_bcfw_score_sens(job->nrows, p->eta, p->clip_a, p->clip_r,
+                                     &nz->sens_idx)) < 0 ||
+        (rc = sfl_dp_bcfw_index_scale_for(&dp, nz->sens_idx, &nz->beta)) < 0)
         return rc;
-    /* eq. 17's pi is for J a / n; J a itself, what eq. 16 releases, has n
-     * times its sensitivity and needs n times its noise */
-    if (p->dp_noise == NOISE_ALL)
-        *sd *= (double)job->nrows;
-    return 0;
+    if (p->dp_noise == NOISE_ALL &&
+        ((rc = sfl_dp_bcfw_feature_sens(p->clip_a, c_j, &nz->sens_feat)) < 0 ||
+         (rc = sfl_dp_bcfw_jl_sigma_for(&dp, nz->sens_feat, &nz->sd)) < 0))
+        return rc;
+    return p->calib == CALIB_RDP ? rdp_calibrate(job, nz) : 0;
 }
+
+static const sfl_vertical_ops_t bcfw_ops;
 
 /* ---- the client ------------------------------------------------------- */
 
@@ -343,8 +516,12 @@ typedef struct bcfw_client {
     double *ja;         /* lsq, sketched: J a_i for every column (len columns
                            of m), or NULL */
     double *ay;         /* with ja: a_i' y */
-    double beta;        /* Laplace scale on the LO's values eta g (0: none) */
-    double pi;          /* sd of the feature noise (0: none): n pi or pi */
+    double *u;          /* select 1: 2 max(len, tau) utilities, or NULL */
+    bcfw_noise_t nz;    /* the job's noise (noise_scales) */
+    uint64_t clip_rows; /* rows of the block with an entry clipped */
+    uint64_t clip_ents; /* entries clipped */
+    uint64_t clip_res;  /* residuals clipped, over all iterations */
+    uint64_t res_seen;  /* residuals computed, over all iterations */
 } bcfw_client_t;
 
 static void client_free(void *state)
@@ -361,6 +538,7 @@ static void client_free(void *state)
     sfl__free(c->prob);
     sfl__free(c->ja);
     sfl__free(c->ay);
+    sfl__free(c->u);
     sfl__free(c);
 }
 
@@ -444,6 +622,33 @@ static int client_new(const sfl_vjob_t *job, const sfl_vblock_t *blk, void **out
         (c->g = sfl__calloc(len, sizeof(double))) == NULL ||
         (c->sample = sfl__mallocarray(ns, sizeof(uint32_t))) == NULL)
         goto fail;
+    if ((rc = noise_scales(job, &c->nz)) < 0)
+        goto fail;
+    rc = SFL_ENOMEM;
+    if (c->nz.kind == SFL_DP_MECH_EM && c->nz.beta > 0 &&
+        (c->u = sfl__mallocarray(2 * (size_t)ns, sizeof(double))) == NULL)
+        goto fail;
+    /* Private runs clip every entry of the block to [-clip_a, clip_a] before
+     * anything uses it: each block holder its own entries, so every row
+     * obeys |a_ji| <= clip_a across all blocks, the bound the sensitivities
+     * assume (docs/privacy.md). */
+    if (c->nz.clip) {
+        uint8_t *hit = sfl__calloc(n, 1);
+
+        if (hit == NULL)
+            goto fail;
+        for (size_t e = 0; e < c->at->nnz; e++) {
+            double v = c->at->val[e];
+
+            if (!(fabs(v) <= p->clip_a)) {
+                c->at->val[e] = isnan(v) ? 0.0 : v > 0 ? p->clip_a : -p->clip_a;
+                c->clip_ents++;
+                c->clip_rows += !hit[c->at->colind[e]];
+                hit[c->at->colind[e]] = 1;
+            }
+        }
+        sfl__free(hit);
+    }
     if (p->sampling == SAMPLE_IMPORTANCE) {
         if ((c->prob = sfl__mallocarray(len, sizeof(double))) == NULL)
             goto fail;
@@ -451,8 +656,9 @@ static int client_new(const sfl_vjob_t *job, const sfl_vblock_t *blk, void **out
     }
     /* Least squares, sketched: Table V's first row, g_i = (2/n) ((J a_i)' b
      * - a_i' y) with J a_i and a_i' y made once: m per coordinate and
-     * iteration instead of J' b's m n (the same value, other roundings). */
-    if (p->sketch && job->prob->loss == &sfl_loss_lsq) {
+     * iteration instead of J' b's m n (the same value, other roundings).
+     * Not when residuals are clipped: that needs each row's residual. */
+    if (p->sketch && job->prob->loss == &sfl_loss_lsq && !c->nz.clip) {
         uint32_t m = p->m;
 
         if ((c->ja = sfl__calloc((size_t)len * m, sizeof(double))) == NULL ||
@@ -467,14 +673,6 @@ static int client_new(const sfl_vjob_t *job, const sfl_vblock_t *blk, void **out
                     dst[r] += v * col[r];
                 c->ay[i] += v * blk->data->y[c->at->colind[e]];
             }
-    }
-    {
-        /* Sec. IV-C's scales, as dp.h's calibration computes them */
-        sfl_dp_bcfw_t dp;
-        double sigma_j;
-
-        if ((rc = noise_scales(job, &dp, &sigma_j, &c->beta, &c->pi)) < 0)
-            goto fail;
     }
     *out = c;
     return 0;
@@ -517,22 +715,17 @@ static uint32_t sample_block(const bcfw_params_t *p, const sfl_vjob_t *job,
     return len;
 }
 
-static int client_step(const sfl_vjob_t *job, const sfl_vblock_t *blk, uint64_t t,
-                       const double *bcast, void *state, sfl_vrng_t *rng, double *msg)
+/* The residuals c->r of the broadcast bcast (unless lsq's sketched way
+ * needs none), clipped to clip_r / n in private modes. */
+static int residuals(const sfl_vjob_t *job, const sfl_vblock_t *blk, bcfw_client_t *c,
+                     const double *bcast)
 {
     const bcfw_params_t *p = params_of(job);
     const bcfw_common_t *cm = job->common;
-    bcfw_client_t *c = state;
-    const sfl_csr_t *at = c->at;
-    uint32_t n = job->nrows, ns, m = p->sketch ? p->m : n;
+    uint32_t n = job->nrows, m = p->sketch ? p->m : n;
     const double *marg = bcast;
-    double idx;
     int rc;
 
-    (void)t;
-    if ((c->beta > 0 || c->pi > 0) && rng->noise == NULL)
-        return sfl__fail(SFL_EINVAL, "%s: private noise needs a noise source",
-                         job->algo->name);
     /* margins: b itself, or J' b (but for lsq's own way, below) */
     if (p->sketch && c->ja == NULL) {
         for (uint32_t j = 0; j < n; j++) {
@@ -548,36 +741,111 @@ static int client_step(const sfl_vjob_t *job, const sfl_vblock_t *blk, uint64_t 
     if (c->ja == NULL &&
         (rc = sfl_bcfw_residual(job->prob->loss, marg, blk->data->y, n, c->r)) < 0)
         return rc;
+    if (c->nz.clip) {
+        /* |l'| <= clip_r for any label and any margin (a sketched or noisy
+         * broadcast bounds neither) */
+        double rmax = p->clip_r / n;
+
+        for (uint32_t j = 0; j < n; j++)
+            if (!(fabs(c->r[j]) <= rmax)) {
+                c->r[j] = c->r[j] > 0 ? rmax : -rmax;
+                c->clip_res++;
+            }
+        c->res_seen += n;
+    }
+    return 0;
+}
+
+/* The partial gradient g_i of local column i from the residuals. */
+static double partial(const sfl_vjob_t *job, const bcfw_client_t *c, uint32_t i,
+                      const double *bcast)
+{
+    const sfl_csr_t *at = c->at;
+    uint32_t n = job->nrows, m = params_of(job)->m;
+    double gi = 0.0;
+
+    if (c->ja) {
+        const double *col = c->ja + (size_t)i * m;
+
+        for (uint32_t r = 0; r < m; r++)
+            gi += col[r] * bcast[r];
+        return 2.0 * (gi - c->ay[i]) / n;
+    }
+    for (size_t e = at->rowptr[i]; e < at->rowptr[i + 1]; e++)
+        gi += at->val[e] * c->r[at->colind[e]];
+    return gi;
+}
+
+int sfl_bcfw_scores(const sfl_vjob_t *job, const sfl_vblock_t *blk, const double *bcast,
+                    void *state, double *scores)
+{
+    bcfw_client_t *c = state;
+    double eta = params_of(job)->eta;
+    int rc;
+
+    if (job->algo->vertical != &bcfw_ops)
+        return sfl__fail(SFL_EINVAL, "%s is not bcfw or dpbcfw", job->algo->name);
+    if ((rc = residuals(job, blk, c, bcast)) < 0)
+        return rc;
+    for (uint32_t i = 0; i < blk->data->X->ncols; i++)
+        scores[i] = eta * partial(job, c, i, bcast);
+    return 0;
+}
+
+static int client_step(const sfl_vjob_t *job, const sfl_vblock_t *blk, uint64_t t,
+                       const double *bcast, void *state, sfl_vrng_t *rng, double *msg)
+{
+    const bcfw_params_t *p = params_of(job);
+    const bcfw_common_t *cm = job->common;
+    bcfw_client_t *c = state;
+    const sfl_csr_t *at = c->at;
+    uint32_t n = job->nrows, ns, m = p->sketch ? p->m : n;
+    double idx;
+    int rc;
+
+    (void)t;
+    if ((c->nz.beta > 0 || c->nz.sd > 0) && rng->noise == NULL)
+        return sfl__fail(SFL_EINVAL, "%s: private noise needs a noise source",
+                         job->algo->name);
+    if ((rc = residuals(job, blk, c, bcast)) < 0)
+        return rc;
     ns = sample_block(p, job, blk, c, rng, &rc);
     if (rc < 0)
         return rc;
     /* partial gradients, perturbed for report-noisy-max */
     for (uint32_t s = 0; s < ns; s++) {
         uint32_t i = c->sample[s];
-        double gi = 0.0;
+        double gi = partial(job, c, i, bcast);
 
-        if (c->ja) {
-            const double *col = c->ja + (size_t)i * m;
-
-            for (uint32_t r = 0; r < m; r++)
-                gi += col[r] * bcast[r];
-            gi = 2.0 * (gi - c->ay[i]) / n;
-        } else {
-            for (size_t e = at->rowptr[i]; e < at->rowptr[i + 1]; e++)
-                gi += at->val[e] * c->r[at->colind[e]];
-        }
         if (!isfinite(gi))
             return sfl__fail(SFL_ENUMERIC, "%s: the partial gradient of column %u is not "
                              "finite", job->algo->name, blk->col0 + i + 1);
         /* report-noisy-max: the noisy LO value eta g_i + Lap(beta), which
          * has the sign of g_i and its argmax without noise */
-        if (c->beta > 0 && !isfinite(gi = sfl_dp_release_laplace(rng->noise, p->eta * gi,
-                                                                 c->beta)))
+        if (c->nz.beta > 0 && c->u == NULL &&
+            !isfinite(gi = sfl_dp_release_laplace(rng->noise, p->eta * gi, c->nz.beta)))
             return sfl__wrap(SFL_ENUMERIC, "%s: Laplace noise of scale %g",
-                             job->algo->name, c->beta);
+                             job->algo->name, c->nz.beta);
         c->g[i] = gi;
     }
-    idx = sfl_bcfw_oracle(c->g, c->sample, ns, blk->col0);
+    if (c->u != NULL && ns > 0) {
+        /* the exponential mechanism over the 2 ns vertices -+eta e_i, utility
+         * -<g, v> = -+eta g_i (eq. 12's LO value, larger is better) */
+        size_t pick;
+
+        for (uint32_t s = 0; s < ns; s++) {
+            double v = p->eta * c->g[c->sample[s]];
+
+            c->u[2 * s] = -v; /* vertex +eta e_i */
+            c->u[2 * s + 1] = v; /* vertex -eta e_i */
+        }
+        if ((rc = sfl_dp_select_exp(rng->noise, c->u, 2 * (size_t)ns, c->nz.beta, &pick)) < 0)
+            return sfl__wrap(rc, "%s: exponential mechanism of scale %g", job->algo->name,
+                             c->nz.beta);
+        idx = (pick & 1 ? -1.0 : 1.0) * ((double)blk->col0 + c->sample[pick / 2] + 1.0);
+    } else {
+        idx = sfl_bcfw_oracle(c->g, c->sample, ns, blk->col0);
+    }
     msg[0] = idx;
     memset(msg + 1, 0, m * sizeof(double));
     if (idx == 0.0)
@@ -602,10 +870,10 @@ static int client_step(const sfl_vjob_t *job, const sfl_vblock_t *blk, uint64_t 
             }
         }
     }
-    for (uint32_t r = 0; r < m && c->pi > 0; r++)
-        if (!isfinite(msg[1 + r] = sfl_dp_release_gaussian(rng->noise, msg[1 + r], c->pi)))
+    for (uint32_t r = 0; r < m && c->nz.sd > 0; r++)
+        if (!isfinite(msg[1 + r] = sfl_dp_release_gaussian(rng->noise, msg[1 + r], c->nz.sd)))
             return sfl__wrap(SFL_ENUMERIC, "%s: Gaussian noise of sd %g", job->algo->name,
-                             c->pi);
+                             c->nz.sd);
     return 0;
 }
 
@@ -687,14 +955,23 @@ static int check(const sfl_vjob_t *job)
     if (p->sketch && (uint64_t)p->m * job->nrows > ((uint64_t)1 << 28))
         return sfl__fail(SFL_ELIMIT, "%s: a sketch of m %u x n %u doubles is too large "
                          "(at most 2^28)", name, p->m, job->nrows);
+    /* index noise alone, sketched: every margin J'J A x moves with every
+     * sample's row, so one sample moves every score, not one term of it */
+    if (p->dp_noise == NOISE_INDEX && p->sketch)
+        return sfl__fail(SFL_EINVAL, "%s: dp_noise 2 (the index noise alone) needs sketch 0: "
+                         "a sketched broadcast mixes every sample into every margin, and the "
+                         "index is not private", name);
     if (p->dp_noise != NOISE_NONE) {
-        /* the calibration's own checks, before any client starts */
-        sfl_dp_bcfw_t dp = {.epsilon = p->epsilon, .delta = sfl_vertical_delta(job),
-                            .T = job->iters, .K = job->nclients, .n = job->nrows,
-                            .eta = p->eta, .G = p->grad_bound};
-        double b;
-        int rc = sfl_dp_bcfw_index_scale(&dp, &b);
+        /* the calibration's own checks, before any client starts (the
+         * feature's part needs the sketch, made later) */
+        sfl_dp_bcfw_t dp = calib_of(job);
+        double b, sens;
+        int rc = p->dp_noise == NOISE_PRINTED
+                     ? sfl_dp_bcfw_index_scale(&dp, &b)
+                     : sfl_dp_bcfw_score_sens(job->nrows, p->eta, p->clip_a, p->clip_r, &sens);
 
+        if (rc == 0 && p->dp_noise != NOISE_PRINTED)
+            rc = sfl_dp_bcfw_index_scale_for(&dp, sens, &b);
         if (rc < 0)
             return sfl__wrap(rc, "%s", name);
     }
@@ -703,66 +980,38 @@ static int check(const sfl_vjob_t *job)
 
 /* ---- the privacy spent ------------------------------------------------ */
 
-/* iters iterations of count draws of one mechanism. The accountant takes
- * one iteration per call; a job's T can be in the millions, so the first
- * call makes (or finds) the entry and the rest are added to it directly. */
-static int add_iters(sfl_dp_acct_t *a, sfl_dp_mech_t kind, double scale, double sens,
-                     uint32_t count, uint64_t iters)
-{
-    int rc = kind == SFL_DP_MECH_RNM ? sfl_dp_acct_add_rnm(a, scale, sens, count)
-                                     : sfl_dp_acct_add_gaussian(a, scale, sens, count);
-
-    if (rc < 0)
-        return rc;
-    for (uint32_t i = 0; i < a->n; i++) {
-        sfl_dp_entry_t *e = &a->e[i];
-
-        if (e->kind != kind || e->scale != scale || e->sens != sens || e->count != count)
-            continue;
-        if (iters - 1 > (uint64_t)(UINT32_MAX - e->iters))
-            return sfl__fail(SFL_ERANGE, "dp accountant: more than 2^32 - 1 iterations");
-        e->iters += (uint32_t)(iters - 1);
-        return 0;
-    }
-    assert(!"the entry the accountant just made or found");
-    return SFL_EINVAL;
-}
-
-/* Per iteration, each of the K clients releases its index by report-noisy-
- * max (one draw: the argmax of its noisy scores) and, with feature noise,
- * its feature plus N(0, sd^2 I); replacing one sample touches every block,
- * so all K draws count. The feature's l2 sensitivity is that of J a,
- * sigma(J) times the per-sample bound of a (1), n times the calibration's
- * sigma(J) / n: mode 1's sd matches it, mode 3's is n times short. */
+/* Per iteration, each of the K clients releases its index (one draw of
+ * report-noisy-max or of the exponential mechanism) and, with feature
+ * noise, its feature plus N(0, sd^2 I); replacing one sample touches every
+ * block, so all K draws count. The sensitivities recorded are the ones the
+ * scales were calibrated for (noise_scales): one sample's contribution in
+ * modes 1 and 2; in mode 3 the paper's 2 G eta / (K n) and J a's sigma(J)
+ * (n times its sd's sigma(J) / n, so mode 3 shows as not private). */
 static int account(const sfl_vjob_t *job, uint64_t iters, sfl_dp_acct_t *acct)
 {
     const bcfw_params_t *p = params_of(job);
-    uint32_t K = job->nclients;
     sfl_dp_acct_t a = *acct;
-    sfl_dp_bcfw_t dp;
-    double sigma_j, beta, sd, sens;
+    bcfw_noise_t nz;
     int rc;
 
     if (p->dp_noise == NOISE_NONE)
         return 0;
-    if ((rc = noise_scales(job, &dp, &sigma_j, &beta, &sd)) < 0)
+    if ((rc = noise_scales(job, &nz)) < 0)
         return rc;
     if (iters == 0)
         return 1;
-    if (iters > UINT32_MAX)
-        return sfl__fail(SFL_ERANGE, "%s: cannot account for %llu iterations (at most "
-                         "2^32 - 1)", job->algo->name, (unsigned long long)iters);
-    if ((rc = sfl_dp_bcfw_index_sens(&dp, &sens)) < 0 ||
-        (rc = add_iters(&a, SFL_DP_MECH_RNM, beta, sens, K, iters)) < 0)
+    if ((rc = record(job, &nz, iters, &a)) < 0)
         return rc;
-    if (sd > 0) {
-        if ((rc = sfl_dp_bcfw_jl_sens(&dp, sigma_j, &sens)) < 0 ||
-            (rc = add_iters(&a, SFL_DP_MECH_GAUSSIAN, sd, (double)job->nrows * sens, K,
-                            iters)) < 0)
-            return rc;
-    }
     *acct = a;
     return 1;
+}
+
+static void clipped(const void *state, sfl_vclip_t *out)
+{
+    const bcfw_client_t *c = state;
+
+    *out = (sfl_vclip_t){.rows = c->clip_rows, .entries = c->clip_ents,
+                         .residuals = c->clip_res, .residuals_seen = c->res_seen};
 }
 
 /* f(x) = mean_j l(b_j, y_j): exact when b = A x (no sketch), and free of
@@ -801,6 +1050,7 @@ static const sfl_vertical_ops_t bcfw_ops = {
     .client_step = client_step,
     .server_step = server_step,
     .account = account,
+    .clipped = clipped,
     .objective = objective,
 };
 

@@ -142,3 +142,9 @@ int sfl_vertical_privacy(const sfl_vjob_t *job, uint64_t iters, sfl_dp_spent_t *
     *is_private = 1;
     return 0;
 }
+
+double sfl_vertical_budget_eps(const sfl_vjob_t *job, const sfl_dp_spent_t *spent)
+{
+    return sfl_algo_param_or(job->p, "calib", 0.0) == 1.0 ? spent->eps_rdp_tight
+                                                          : spent->eps_paper;
+}

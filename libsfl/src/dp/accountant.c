@@ -18,6 +18,7 @@
  *     (Kenthapadi et al. 2013's bound, which eq. 17 is at delta' = delta/2):
  *       eps = (1 + sqrt(1 + 2 z^2 ln(1/(2 delta')))) / z^2,
  *       z = sigma / (sens sqrt(k N)).
+ *   The exponential mechanism counts as report-noisy-max (eps0 = 2 sens/b).
  * With the paper's calibration (calib.c) this gives back epsilon/2 + epsilon/2
  * after T iterations, and (epsilon/2) sqrt(t/T) per half after t of them (or
  * the linear basic count when smaller). It is the paper's arithmetic, not a
@@ -30,7 +31,8 @@
  * and converted to (epsilon, delta) by eps = min_a rdp(a) + ln(1/delta) /
  * (a - 1) (Prop. 3) and by the tighter eps = rdp(a) + ln((a-1)/a) -
  * (ln delta + ln a)/(a - 1) (Canonne, Kamath, Steinke 2020, Prop. 12; Balle
- * et al. 2020, Thm. 21). When every entry is pure DP the order infinity
+ * et al. 2020, Thm. 21). The exponential mechanism is also eps0-bounded-
+ * range, which caps its RDP at a eps0^2 / 8 (sfl_dp_rdp_br). When every entry is pure DP the order infinity
  * (basic composition, delta = 0) joins the grid. */
 #include "sfl/dp.h"
 
@@ -56,6 +58,11 @@ static double rdp_rnm_e(double alpha, const sfl_dp_entry_t *e)
     return sfl_dp_rdp_pure(alpha, 2.0 * (e->sens / e->scale));
 }
 
+static double rdp_em_e(double alpha, const sfl_dp_entry_t *e)
+{
+    return sfl_dp_rdp_br(alpha, 2.0 * (e->sens / e->scale));
+}
+
 static double rdp_gaussian_e(double alpha, const sfl_dp_entry_t *e)
 {
     return sfl_dp_rdp_gaussian(alpha, e->scale, e->sens);
@@ -71,6 +78,7 @@ static const struct mech {
     {SFL_DP_MECH_LAPLACE, 1.0, rdp_laplace_e},
     {SFL_DP_MECH_RNM, 2.0, rdp_rnm_e},
     {SFL_DP_MECH_GAUSSIAN, 0.0, rdp_gaussian_e},
+    {SFL_DP_MECH_EM, 2.0, rdp_em_e},
 };
 
 static const struct mech *mech_of(uint32_t kind)
@@ -112,6 +120,15 @@ double sfl_dp_rdp_pure(double alpha, double eps)
     v = log1p((expm1(-eps) - expm1(-c * eps)) / (1 + exp(-c * eps)));
     v = eps - v / (alpha - 1);
     return fmax(0.0, fmin(v, fmin(eps, alpha * 0.5 * eps * eps)));
+}
+
+double sfl_dp_rdp_br(double alpha, double eps)
+{
+    double v = sfl_dp_rdp_pure(alpha, eps);
+
+    if (v != v || alpha == HUGE_VAL)
+        return v;
+    return fmin(v, alpha * eps * eps / 8.0);
 }
 
 double sfl_dp_rdp_laplace(double alpha, double b, double sens)
@@ -186,6 +203,11 @@ int sfl_dp_acct_add_rnm(sfl_dp_acct_t *a, double b, double sens, uint32_t count)
 int sfl_dp_acct_add_gaussian(sfl_dp_acct_t *a, double sigma, double sens, uint32_t count)
 {
     return add(a, SFL_DP_MECH_GAUSSIAN, sigma, sens, count);
+}
+
+int sfl_dp_acct_add_em(sfl_dp_acct_t *a, double b, double sens, uint32_t count)
+{
+    return add(a, SFL_DP_MECH_EM, b, sens, count);
 }
 
 double sfl_dp_acct_rdp(const sfl_dp_acct_t *a, double alpha)

@@ -44,19 +44,29 @@ int sfl_dp_bcfw_index_sens(const sfl_dp_bcfw_t *p, double *sens)
                       "the index sensitivity");
 }
 
-int sfl_dp_bcfw_index_scale(const sfl_dp_bcfw_t *p, double *b)
+int sfl_dp_bcfw_index_scale_for(const sfl_dp_bcfw_t *p, double sens, double *b)
 {
-    /* b = (2 G eta / (K n)) sqrt(2 T log(1/(delta/2))) / ((epsilon/(2K))/2):
-     * each node's budget epsilon/(2K), halved for report-noisy-max
-     * (Lemma 1), spread over T iterations by advanced composition. */
-    double sens, eps_node;
-    int rc = sfl_dp_bcfw_index_sens(p, &sens);
+    /* b = sens sqrt(2 T log(1/(delta/2))) / ((epsilon/(2K))/2): each node's
+     * budget epsilon/(2K), halved for report-noisy-max (Lemma 1), spread
+     * over T iterations by advanced composition. */
+    double eps_node;
+    int rc = check_bcfw(p);
 
     if (rc != 0)
         return rc;
+    if (!finite_pos(sens))
+        return sfl__fail(SFL_EINVAL, "dp: need a sensitivity > 0 (got %g)", sens);
     eps_node = p->epsilon / (2.0 * (double)p->K) / 2.0;
     return finite_out(sens * sqrt(2.0 * (double)p->T * log(2.0 / p->delta)) / eps_node, b,
                       "the index noise scale");
+}
+
+int sfl_dp_bcfw_index_scale(const sfl_dp_bcfw_t *p, double *b)
+{
+    double sens;
+    int rc = sfl_dp_bcfw_index_sens(p, &sens);
+
+    return rc != 0 ? rc : sfl_dp_bcfw_index_scale_for(p, sens, b);
 }
 
 int sfl_dp_bcfw_jl_sens(const sfl_dp_bcfw_t *p, double sigma_j, double *sens)
@@ -70,17 +80,48 @@ int sfl_dp_bcfw_jl_sens(const sfl_dp_bcfw_t *p, double sigma_j, double *sens)
     return finite_out(sigma_j / (double)p->n, sens, "the JL sensitivity");
 }
 
-int sfl_dp_bcfw_jl_sigma(const sfl_dp_bcfw_t *p, double sigma_j, double *pi)
+int sfl_dp_bcfw_jl_sigma_for(const sfl_dp_bcfw_t *p, double sens, double *sd)
 {
-    /* eq. (17): pi = sigma(J) sqrt(K T) sqrt(2 (ln(1/delta) + eps/2)) / (n eps/2) */
-    double sens, half = p->epsilon / 2.0;
-    int rc = sfl_dp_bcfw_jl_sens(p, sigma_j, &sens);
+    /* eq. (17) with sensitivity sens: sens sqrt(K T) sqrt(2 (ln(1/delta) +
+     * eps/2)) / (eps/2) */
+    double half = p->epsilon / 2.0;
+    int rc = check_bcfw(p);
 
     if (rc != 0)
         return rc;
+    if (!finite_pos(sens))
+        return sfl__fail(SFL_EINVAL, "dp: need a sensitivity > 0 (got %g)", sens);
     return finite_out(sens * sqrt((double)p->K * (double)p->T) *
                           sqrt(2.0 * (log(1.0 / p->delta) + half)) / half,
-                      pi, "the JL noise sigma");
+                      sd, "the JL noise sigma");
+}
+
+int sfl_dp_bcfw_jl_sigma(const sfl_dp_bcfw_t *p, double sigma_j, double *pi)
+{
+    /* eq. (17): pi = sigma(J) sqrt(K T) sqrt(2 (ln(1/delta) + eps/2)) / (n eps/2) */
+    double sens;
+    int rc = sfl_dp_bcfw_jl_sens(p, sigma_j, &sens);
+
+    return rc != 0 ? rc : sfl_dp_bcfw_jl_sigma_for(p, sens, pi);
+}
+
+int sfl_dp_bcfw_score_sens(uint64_t n, double eta, double a_max, double r_max, double *sens)
+{
+    /* s_i = eta (1/n) sum_j a_ji r_j; replacing row j swaps one term a_ji r_j
+     * (|.| <= a_max r_max) for another: |s_i - s'_i| <= 2 eta a_max r_max / n */
+    if (n == 0 || !finite_pos(eta) || !finite_pos(a_max) || !finite_pos(r_max))
+        return sfl__fail(SFL_EINVAL, "dp: score sensitivity needs n >= 1 and eta, a_max, "
+                         "r_max > 0 (got %g, %g, %g)", eta, a_max, r_max);
+    return finite_out(2.0 * eta * a_max * r_max / (double)n, sens, "the score sensitivity");
+}
+
+int sfl_dp_bcfw_feature_sens(double a_max, double c_j, double *sens)
+{
+    /* J a_i - J a'_i = J e_j (a_ji - a'_ji): at most 2 a_max ||J e_j|| */
+    if (!finite_pos(a_max) || !finite_pos(c_j))
+        return sfl__fail(SFL_EINVAL, "dp: feature sensitivity needs a_max, c_J > 0 (got %g, "
+                         "%g)", a_max, c_j);
+    return finite_out(2.0 * a_max * c_j, sens, "the feature sensitivity");
 }
 
 /* One step of power iteration on M = J J^T (J scaled by sc): w = J^T v,

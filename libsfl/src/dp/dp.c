@@ -342,3 +342,46 @@ double sfl_dp_release_gaussian(sfl_dp_rng_t *r, double x, double sigma)
         return NAN;
     return release(x, e, z);
 }
+
+/* The exponential mechanism by rejection: propose i uniformly, accept with
+ * probability exp(-(kmax - k_i) / 2^20), k_i = round(u_i 2^20 / beta), by
+ * the exact Bernoulli above. The accepted i has probability proportional
+ * to exp(k_i / 2^20), the mechanism on utilities rounded to the grid
+ * beta / 2^20 (a sensitivity larger by one grid step at most, as for the
+ * release functions), and nothing random touches floating point (the
+ * Gumbel-max trick, argmax u_i / beta + Gumbel, has this distribution
+ * but draws it through logarithms of uniform doubles). The best candidate
+ * is accepted with probability 1, so a proposal succeeds with probability
+ * at least 1/n: n tries on average at worst. */
+#define SELECT_BITS 20
+#define SELECT_MAX_UNITS 0x1p40
+
+int sfl_dp_select_exp(sfl_dp_rng_t *r, const double *u, size_t n, double beta, size_t *out)
+{
+    int64_t kmax = INT64_MIN;
+
+    if (n == 0 || !(beta > 0 && beta < HUGE_VAL))
+        return sfl__fail(SFL_EINVAL, "select_exp: need n >= 1 and beta > 0 finite (got %zu, "
+                         "%g)", n, beta);
+    for (size_t i = 0; i < n; i++) {
+        double k = nearbyint(ldexp(u[i] / beta, SELECT_BITS));
+
+        if (!(fabs(k) <= SELECT_MAX_UNITS))
+            return sfl__fail(SFL_ERANGE, "select_exp: utility %zu is %g, beyond 2^20 beta", i,
+                             u[i]);
+        if ((int64_t)k > kmax)
+            kmax = (int64_t)k;
+    }
+    for (;;) {
+        uint64_t i = below(r, n);
+        int64_t k = (int64_t)nearbyint(ldexp(u[i] / beta, SELECT_BITS));
+        int acc;
+
+        if (sfl_dp_bernoulli_exp(r, (uint64_t)(kmax - k), (uint64_t)1 << SELECT_BITS, &acc) < 0)
+            return SFL_EINVAL; /* not reached: the denominator is valid */
+        if (acc) {
+            *out = (size_t)i;
+            return 0;
+        }
+    }
+}
