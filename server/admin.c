@@ -499,6 +499,9 @@ void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
     e.dimension = j->spec.dimension;
     e.nlabels = j->spec.nlabels;
     memcpy(e.labels, j->spec.labels, sizeof(e.labels));
+    /* the model is over standardised features: its transform goes with it */
+    e.moments = j->moments;
+    e.standardize_eps = j->moments ? coord_job_std_eps(&j->spec) : 0;
     rc = sfl_msg_export_pack(&e, &buf, &blen);
     sfl_spvec_free(e.model);
     coord_reply_packed(call, rc, buf, blen);

@@ -1112,3 +1112,37 @@ out:
         unlink(tmp);
     return rc;
 }
+
+int ctl_moments_render(const sfl_export_t *e, uint8_t **buf, size_t *len)
+{
+    size_t n = 1 + 2 * (size_t)e->dimension, sz = 0;
+    char *mem = NULL;
+    FILE *f;
+    int rc = 0;
+
+    *buf = NULL;
+    *len = 0;
+    if (e->moments == NULL)
+        return sfl__fail(SFL_EINVAL, "model export: the job is not standardized");
+    if ((f = open_memstream(&mem, &sz)) == NULL)
+        return sfl__fail(-errno, "model export: %s", strerror(errno));
+    fprintf(f, "# sfl moments: job %" PRIu64 ", dimension %u, standardize_eps %.17g\n",
+            e->job_id, e->dimension, e->standardize_eps);
+    fprintf(f, "# lines: rows, then each feature's sum (%u), then each feature's sum of "
+            "squares (%u); x -> (x - sum/rows) / (sqrt(squares/rows - (sum/rows)^2) + eps)\n",
+            e->dimension, e->dimension);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%.17g\n", e->moments[i]);
+    if (fclose(f) != 0 || mem == NULL) {
+        free(mem);
+        return sfl__fail(SFL_ENOMEM, "model export: out of memory");
+    }
+    if ((*buf = sfl__malloc(sz ? sz : 1)) == NULL)
+        rc = sfl__fail(SFL_ENOMEM, "model export: out of memory");
+    else {
+        memcpy(*buf, mem, sz);
+        *len = sz;
+    }
+    free(mem);
+    return rc;
+}

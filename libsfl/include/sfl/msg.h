@@ -740,6 +740,11 @@ typedef struct sfl_export {
     sfl_spvec_t *model; /* pack: borrowed (sent as f64), unpack: owned */
     /* Unpack only (pack computes it): BLAKE2b-256 of the model's bytes. */
     uint8_t model_hash[SFL_MSG_HASH_BYTES];
+    /* A standardize job's pooled moments, 1 + 2 dimension finite values
+     * (pack: borrowed, unpack: owned), and its eps (> 0); NULL and 0
+     * otherwise. */
+    double *moments;
+    double standardize_eps;
 } sfl_export_t;
 
 /* ExportModelRequest: job_id > 0, round 0 = last committed. */

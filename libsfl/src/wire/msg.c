@@ -3688,6 +3688,18 @@ static int put_export(const chk_t *c, const void *p, wire_t *w)
     pb->labels = (double *)(uintptr_t)m->labels;
     pb->model = &w->sv;
     pb->model_hash = bin(w->hash, SFL_MSG_HASH_BYTES);
+    if (m->moments != NULL) {
+        size_t n = 1 + 2 * (size_t)m->dimension;
+
+        if (!(m->standardize_eps > 0) || !isfinite(m->standardize_eps))
+            return fail(c, c->bad, "standardize_eps %g (want > 0, finite)", m->standardize_eps);
+        if ((w->more[9] = sfl__mallocarray(n, 8)) == NULL)
+            return fail(c, SFL_ENOMEM, "no memory for the moments");
+        if (sfl_msg_values_encode(m->moments, n, 0, w->more[9]) < 0)
+            return fail(c, c->bad, "moments: %s", sfl_last_error());
+        pb->moments = bin(w->more[9], n * 8);
+        pb->standardize_eps = m->standardize_eps;
+    }
     return 0;
 }
 
@@ -3712,13 +3724,28 @@ static int get_export(const chk_t *c, void *p, void *out)
         return rc;
     if (memcmp(hash, m->model_hash, SFL_MSG_HASH_BYTES) != 0)
         return fail(c, SFL_EPARSE, "model_hash does not match the model");
+    if (pb->moments.len > 0 || pb->standardize_eps != 0) {
+        size_t n = 1 + 2 * (size_t)m->dimension;
+
+        if (pb->moments.len != 8 * n || !(pb->standardize_eps > 0) ||
+            !isfinite(pb->standardize_eps))
+            return fail(c, SFL_EPARSE, "moments of %zu bytes with standardize_eps %g (want %zu "
+                        "bytes, eps > 0)", pb->moments.len, pb->standardize_eps, 8 * n);
+        if ((m->moments = sfl__mallocarray(n, sizeof(double))) == NULL)
+            return fail(c, SFL_ENOMEM, "no memory for the moments");
+        if (sfl_msg_values_decode(pb->moments.data, pb->moments.len, n, 0, m->moments) < 0)
+            return fail(c, SFL_EPARSE, "moments: %s", sfl_last_error());
+        m->standardize_eps = pb->standardize_eps;
+    }
     return 0;
 }
 
 void sfl_msg_export_free(sfl_export_t *m)
 {
-    if (m != NULL)
+    if (m != NULL) {
         sfl_spvec_free(m->model);
+        sfl__free(m->moments);
+    }
     sfl__free(m);
 }
 
