@@ -904,7 +904,16 @@ static void test_agent_task_check(void **state)
 }
 
 /* Unpacks and opens an Update the way the coordinator does. */
+static sfl_payload_t *open_update_dim(const uint8_t *msg, size_t len, const sfl_task_t *t,
+                                      uint32_t dim);
+
 static sfl_payload_t *open_update(const uint8_t *msg, size_t len, const sfl_task_t *t)
+{
+    return open_update_dim(msg, len, t, t->model->dim);
+}
+
+static sfl_payload_t *open_update_dim(const uint8_t *msg, size_t len, const sfl_task_t *t,
+                                      uint32_t dim)
 {
     sfl_update_t *u;
     sfl_upd_ctx_t x;
@@ -925,10 +934,76 @@ static sfl_payload_t *open_update(const uint8_t *msg, size_t len, const sfl_task
     assert_int_equal(sfl_seal_open_update(S.rk, agent_key->pk, &x, u->sealed, u->sealed_len,
                                           1 << 20, &pl, &pll, NULL),
                      0);
-    assert_int_equal(sfl_msg_payload_unpack(pl, pll, NULL, t->model->dim, &p), 0);
+    assert_int_equal(sfl_msg_payload_unpack(pl, pll, NULL, dim, &p), 0);
     sfl__free(pl);
     sfl_msg_update_free(u);
     return p;
+}
+
+/* A statistics task: the sealed update is the training rows' moments over
+ * the task's dimension, from zeros, bit for bit sfl_dataset_moments' (what
+ * sfl-sim computes for a client), float64, weight the rows; and the
+ * standardised copies the training rounds use are sfl_dataset_standardize's
+ * of the pooled statistics; moments that summarise nothing are refused. */
+static void test_agent_statistics(void **state)
+{
+    const uint32_t n = 1 + 2 * (NCOLS + 2);
+    sfl_dataset_t *ds, *sd = NULL, *se = NULL, *want = NULL, *parts[1];
+    double m[1 + 2 * (NCOLS + 2)] = {0}, got[1 + 2 * (NCOLS + 2)] = {0}, mu[NCOLS + 2],
+                                          sc[NCOLS + 2];
+    sfl_payload_t *p;
+    sfl_task_t t;
+    uint8_t *msg = NULL, *sign;
+    size_t len, slen;
+
+    (void)state;
+    assert_int_equal(sfl_libsvm_read(reg_path, 0, NULL, &ds), 0);
+    fill_task(&t, "lsq", 0, NULL, 0);
+    t.dimension = NCOLS + 2; /* wider than the data: widened */
+    t.statistics = 1;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0); /* sets model_hash */
+    sfl_msg_buf_free(sign);
+    assert_int_equal(agent_stats_task(&t, ds, agent_key, AGENT_ID, &msg, &len), 0);
+    p = open_update_dim(msg, len, &t, n);
+    assert_int_equal(p->samples, NROWS);
+    assert_int_equal(p->encoding, SFL_ENC_F64);
+    sfl_spvec_scatter(p->update, got);
+    assert_int_equal(sfl_dataset_moments(ds, NCOLS + 2, m), 0);
+    assert_memory_equal(got, m, sizeof(m));
+    assert_true(m[0] == NROWS);
+    sfl_msg_payload_free(p);
+    sfl_msg_buf_free(msg);
+    t.statistics = 0;
+    assert_int_equal(agent_stats_task(&t, ds, agent_key, AGENT_ID, &msg, &len), SFL_EINVAL);
+
+    /* the standardised rows: as sfl_dataset_standardize makes them */
+    assert_int_equal(agent_standardize(m, NCOLS + 2, 0.001, ds, ds, &sd, &se), 0);
+    assert_non_null(se);
+    parts[0] = ds;
+    assert_int_equal(sfl_dataset_concat(parts, 1, &want), 0);
+    assert_int_equal(sfl_dataset_set_ncols(want, NCOLS + 2), 0);
+    assert_int_equal(sfl_moments_standardizer(m, NCOLS + 2, 0.001, mu, sc), 0);
+    assert_int_equal(sfl_dataset_standardize(want, NCOLS + 2, mu, sc), 0);
+    assert_int_equal(sd->X->nnz, want->X->nnz);
+    assert_memory_equal(sd->X->val, want->X->val, want->X->nnz * sizeof(double));
+    assert_memory_equal(se->X->val, want->X->val, want->X->nnz * sizeof(double));
+    assert_memory_equal(sd->y, ds->y, NROWS * sizeof(double)); /* targets as they were */
+    sfl_dataset_free(sd);
+    sfl_dataset_free(se);
+    assert_int_equal(agent_standardize(m, NCOLS + 2, 0.001, ds, NULL, &sd, &se), 0);
+    assert_null(se);
+    sfl_dataset_free(sd);
+    /* a summary of no rows, a negative sum of squares: refused, nothing made */
+    m[0] = 0;
+    assert_int_equal(agent_standardize(m, NCOLS + 2, 0.001, ds, NULL, &sd, &se), SFL_EINVAL);
+    assert_null(sd);
+    m[0] = NROWS;
+    m[1 + NCOLS + 2] = -1;
+    assert_int_equal(agent_standardize(m, NCOLS + 2, 0.001, ds, NULL, &sd, &se), SFL_EINVAL);
+    assert_null(sd);
+    assert_non_null(strstr(sfl_last_error(), "statistics"));
+    sfl_dataset_free(want);
+    sfl_dataset_free(ds);
 }
 
 static void test_agent_train_task_matches_client_round(void **state)
@@ -1684,6 +1759,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_train_task_matches_client_round, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_eval, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_statistics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_failalloc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_new_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_new_eval, setup, teardown),
