@@ -54,6 +54,11 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     coord_text_copy(st->loss, sizeof(st->loss), j->spec.loss);
     st->quarantined = (uint32_t)j->nquar;
     coord_quarantine_job_text(j, st->quarantine, sizeof(st->quarantine));
+    if (j->spec.standardize) {
+        st->statistics = j->moments != NULL ? 2 : 1;
+        st->statistics_rows = j->stats_rows;
+        st->statistics_agents = j->stats_agents;
+    }
     st->round_state = SFL_ROUND_NONE;
     if (j->state != SFL_JOB_RUNNING || !j->ready)
         return;

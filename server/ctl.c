@@ -684,6 +684,11 @@ void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n)
             fprintf(f, "     %s\n", j->waiting);
         if (j->quarantined > 0)
             fprintf(f, "     quarantined %u: %s\n", j->quarantined, j->quarantine);
+        if (running(j) && j->statistics == 1)
+            fprintf(f, "     statistics round (round 0): the agents' moments, before round 1\n");
+        if (j->statistics == 2)
+            fprintf(f, "     standardized: statistics of %" PRIu64 " rows from %u agents\n",
+                    j->statistics_rows, j->statistics_agents);
     }
 }
 
@@ -878,6 +883,18 @@ const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap)
     size_t o;
 
     ctl_progress(j, prog, sizeof(prog));
+    if (running(j) && j->statistics == 1) {
+        /* round 0: the statistics round, before the first training round */
+        if (j->waiting[0])
+            snprintf(out, cap, "job %" PRIu64 " %s: statistics round %s", j->job_id, j->name,
+                     j->waiting);
+        else
+            snprintf(out, cap,
+                     "job %" PRIu64 " %s: statistics round attempt %u %s, %u/%u answered",
+                     j->job_id, j->name, j->attempt, sfl_msg_round_state_name(j->round_state),
+                     j->accepted, j->selected);
+        return out;
+    }
     if (running(j) && j->waiting[0])
         snprintf(out, cap, "job %" PRIu64 " %s: round %" PRIu64 "/%u %s", j->job_id, j->name,
                  j->committed_round + 1, j->rounds, j->waiting);

@@ -609,6 +609,12 @@ typedef struct sfl_job_status {
      * e.g. "agent 9: ..." (text "" exactly when the count is 0). */
     uint32_t quarantined;
     char quarantine[SFL_MSG_TEXT_LEN];
+    /* Standardize jobs: 1 while the statistics round is open or next, 2
+     * once the moments are stored (0: not standardize); the rows and
+     * agents they pool. */
+    uint32_t statistics;
+    uint64_t statistics_rows;
+    uint32_t statistics_agents;
 } sfl_job_status_t;
 
 /* CreateJobRequest */

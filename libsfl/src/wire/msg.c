@@ -2885,6 +2885,8 @@ static int check_job_status(const chk_t *c, const void *p)
         return rc;
     if ((m->quarantined == 0) != (m->quarantine[0] == '\0'))
         return fail(c, c->bad, "quarantine text without quarantined agents, or the reverse");
+    if (m->statistics > 2)
+        return fail(c, c->bad, "statistics %u (want 0, 1 or 2)", m->statistics);
     if (m->privacy_epsilon < 0 || m->privacy_delta < 0 || m->privacy_spent < 0 ||
         m->privacy_spent_rdp < 0)
         return fail(c, c->bad, "privacy ledger values must be >= 0");
@@ -2924,6 +2926,9 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->privacy_iterations = m->privacy_iterations;
     o->quarantined = m->quarantined;
     o->quarantine = str(m->quarantine);
+    o->statistics = m->statistics;
+    o->statistics_rows = m->statistics_rows;
+    o->statistics_agents = m->statistics_agents;
 }
 
 static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
@@ -2965,6 +2970,9 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
         (rc = get_str(c, "quarantine", p->quarantine, m->quarantine, SFL_MSG_TEXT_LEN)) < 0)
         return rc;
     m->quarantined = p->quarantined;
+    m->statistics = p->statistics;
+    m->statistics_rows = p->statistics_rows;
+    m->statistics_agents = p->statistics_agents;
     return check_job_status(c, m);
 }
 
