@@ -1426,6 +1426,13 @@ out:
         snprintf(w->err, sizeof(w->err), "%s", sfl_last_error());
 }
 
+/* The statistics task t names are the ones kept. */
+static int std_held(const agent_t *a, const sfl_task_t *t)
+{
+    return a->std.job == t->job_id && a->std.moments != NULL &&
+           sodium_memcmp(a->std.hash, t->moments_hash, sizeof(a->std.hash)) == 0;
+}
+
 /* A standardize job's statistics for task t, before its work is queued (no
  * work in flight): moments that came with it are checked and kept, else
  * the ones kept must be the ones it names. 0, or < 0 with why set. */
@@ -1468,12 +1475,8 @@ static int std_for(agent_t *a, sfl_task_t *t, char *why, size_t cap)
             t->job_id, a->std.moments[0], t->dimension, t->standardize_eps);
         return 0;
     }
-    if (a->std.job != t->job_id || sodium_memcmp(a->std.hash, t->moments_hash,
-                                                 sizeof(a->std.hash)) != 0) {
-        /* the coordinator sends them once a session: a new Join (the
-         * reconnect below) brings them again */
-        snprintf(why, cap, "the task names statistics this agent does not hold; rejoining");
-        a->resub_reset = 1;
+    if (!std_held(a, t)) {
+        snprintf(why, cap, "the task names statistics this agent does not hold");
         return SFL_ENOTFOUND;
     }
     if (a->std.eps != t->standardize_eps) {
@@ -2120,6 +2123,17 @@ static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
     }
     if (t->update_mode == SFL_UPDATE_MODE_SECURE_AGG)
         return sa_task(a, t, from);
+    if (t->has_moments && t->moments == NULL && !std_held(a, t)) {
+        /* The coordinator sends a job's statistics with the first task of a
+         * session; this one names statistics that never arrived here (or
+         * were refused). A new Join starts a session that brings them. */
+        refuse(a, t, "the task names statistics this agent does not hold (sent once a "
+               "session): rejoining");
+        if (from == AGENT_SUBSCRIBED)
+            return backoff(a, "task", SFL_GRPC_STATUS_UNAVAILABLE,
+                           "the job's statistics are missing: rejoining");
+        return from;
+    }
     if (from == AGENT_SUBSCRIBED)
         return train_start(a, t) == 0 ? AGENT_TRAINING : from;
     /* Busy: one task waits, the newest. */
