@@ -226,6 +226,27 @@ grep -q "^standardized: moments of 240 rows, eps 0.001 -> $t/std.model.moments" 
 /usr/bin/python3 "$ROOT/tests/e2e/moments.py" 200 "$t/std.model.moments" "$t"/data/client-[0-3].svm ||
     fail "job 3: stored moments differ from the ordered sum"
 echo "standardize: statistics of 240 rows from 4 agents, bit for bit; kill -9 after $before3 of 40 rounds; statistics sent to agent-0 $got3 times"
+# A statistics round in flight at a kill -9 runs again, with the next
+# attempt: agent-3 is stopped (SIGSTOP) so the round waits for it, the
+# coordinator dies with 3 of 4 moments in, and after the restart all 4
+# agents answer attempt 1; its sum is job 3's.
+step "standardize: a statistics round in flight at kill -9 runs again"
+sed -e 's/^\[job std\]$/[job std2]/' -e 's/^rounds = 40$/rounds = 1/' "$t/job3.ini" > "$t/job4.ini"
+kill -STOP "$agent_3"
+$CTL job create "$t/job4.ini" > "$t/ctl.log" 2>&1 || fail "sflctl job create std2: $(cat "$t/ctl.log")"
+three4() { [ "$(grep -c "event=update agent=[0-9]* job=4 round=0 attempt=0 verdict=accepted" "$t/coord.log")" -ge 3 ]; }
+wait_for 60 three4 || fail "job 4: no 3 moments in attempt 0"
+kill -9 "$coord"
+kill -CONT "$agent_3"
+start_coord
+finished4() { grep -q "event=job_state job=4 state=finished" "$t/coord.log"; }
+wait_for 60 finished4 || fail "job 4 did not finish after the restart"
+grep -q "event=statistics_committed job=4 attempt=1 agents=4 rows=240 " "$t/coord.log" ||
+    fail "job 4: the statistics round was not run again: $(grep "job=4" "$t/coord.log" | head -20)"
+[ "$(grep -c "event=statistics_committed job=4 " "$t/coord.log")" -eq 1 ] || fail "job 4: statistics committed twice"
+$CTL model export 4 "$t/std2.model" > "$t/ctl.log" 2>&1 || fail "sflctl model export 4: $(cat "$t/ctl.log")"
+/usr/bin/python3 "$ROOT/tests/e2e/moments.py" 200 "$t/std2.model.moments" "$t"/data/client-[0-3].svm ||
+    fail "job 4: stored moments differ from the ordered sum"
 if "$BIN/sfl-sim" --help 2>&1 | grep -q -- "--standardize"; then
     # shellcheck disable=SC2086
     "$BIN/sfl-sim" $SIMDATA --algo fediterht --tau 5 --local-steps 3 --lr 0.1 --batch 60 \
