@@ -460,7 +460,7 @@ int sfl_msg_values_decode(const uint8_t *buf, size_t len, size_t n, size_t nints
 /* Coordinator.SubmitUpdate request */
 typedef struct sfl_update {
     uint64_t job_id;   /* > 0 */
-    uint64_t round;    /* >= 1 */
+    uint64_t round;    /* >= 1; 0 for a statistics round's moments */
     uint32_t attempt;
     uint64_t agent_id; /* > 0 */
     sfl_update_mode_t mode;
