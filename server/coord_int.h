@@ -450,6 +450,10 @@ int coord_saround_start(job_t *j) SFL_MUST_CHECK;
 void coord_saround_sync(job_t *j);
 /* Thread pool: unmask, fold global + the mean change. */
 int coord_saround_fold(job_t *j) SFL_MUST_CHECK;
+/* Thread pool: a statistics round's sum (a standardize job's round 0 in
+ * mode 2, sfl/savec.h): unmask, m[0..SFL_MOMENTS_LEN(d)) the members'
+ * moments summed, *agents |U3|. */
+int coord_saround_stats(job_t *j, double *m, uint32_t *agents) SFL_MUST_CHECK;
 /* Quarantines the server's culprits not yet reported, then frees it. */
 void coord_saround_close(job_t *j);
 /* Frees the round's server and state without reporting (the job is being

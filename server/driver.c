@@ -685,7 +685,9 @@ static void agg_work(uv_work_t *w)
         if ((j->work_moments = sfl__mallocarray(n, sizeof(double))) == NULL ||
             (j->work_buf = sfl__mallocarray(n, 8)) == NULL)
             rc = sfl__fail(SFL_ENOMEM, "no memory for the statistics");
-        else if ((rc = coord_fstat_end(&j->fstat, j->work_moments, &j->work_nnz)) == 0 &&
+        else if ((rc = j->model.spec.secagg
+                           ? coord_saround_stats(j, j->work_moments, &j->work_nnz)
+                           : coord_fstat_end(&j->fstat, j->work_moments, &j->work_nnz)) == 0 &&
                  (rc = sfl_msg_values_encode(j->work_moments, n, 0, j->work_buf)) == 0) {
             j->work_len = n * 8;
             sfl_msg_moments_hash(j->work_moments, n, j->work_hash);

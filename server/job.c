@@ -29,6 +29,7 @@ void coord_job_spec_default(sfl_job_spec_t *s)
     s->value_encoding = SFL_ENC_F64;
     s->seed = 1;
     s->standardize_eps = SFL_STANDARDIZE_EPS;
+    s->standardize_bound = COORD_STANDARDIZE_BOUND;
 }
 
 void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out)
@@ -66,6 +67,20 @@ void coord_job_stats_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out)
                                .max_attempts = s->max_attempts,
                                .nphases = 1};
     out->phases[0] = (coord_phase_t){"statistics", s->round_deadline_ms, 0, s->min_quorum};
+    if (s->secagg) {
+        /* mode 2: the training rounds' five stages (their quorum is set
+         * to the threshold when the cohort is known) */
+        coord_round_cfg_t t;
+
+        coord_job_round_cfg(s, &t);
+        out->nphases = t.nphases;
+        memcpy(out->phases, t.phases, sizeof(out->phases));
+    }
+}
+
+double coord_job_std_bound(const sfl_job_spec_t *s)
+{
+    return s->standardize_bound > 0 ? s->standardize_bound : COORD_STANDARDIZE_BOUND;
 }
 
 double coord_job_std_eps(const sfl_job_spec_t *s)
@@ -144,6 +159,7 @@ static const struct {
     F("iterations_per_round", K_U32, iterations_per_round),
     F("standardize", K_FLAG, standardize),
     F("standardize_eps", K_F64, standardize_eps),
+    F("standardize_bound", K_F64, standardize_bound),
 #undef F
 };
 
@@ -332,10 +348,10 @@ int coord_job_spec_check(const sfl_job_spec_t *s)
                          "block holder sees only its own columns, so its rows' statistics "
                          "are its own (standardise the columns before the job)",
                          s->algorithm);
-    if (s->standardize && s->secagg)
-        return sfl__fail(SFL_EINVAL, "standardize: not supported with secure_aggregation yet "
-                         "(the statistics round sends the moments sealed, mode 1; "
-                         "docs/security.md)");
+    if (!(s->standardize_bound >= 0) || !isfinite(s->standardize_bound) ||
+        !isfinite(coord_job_std_bound(s) * coord_job_std_bound(s)))
+        return sfl__fail(SFL_EINVAL, "standardize_bound: %g is not finite and >= 0 with a "
+                         "finite square (0: %g)", s->standardize_bound, COORD_STANDARDIZE_BOUND);
     if (!(s->standardize_eps >= 0) || !isfinite(s->standardize_eps))
         return sfl__fail(SFL_EINVAL, "standardize_eps: %g is not finite and >= 0 (0: %g)",
                          s->standardize_eps, SFL_STANDARDIZE_EPS);

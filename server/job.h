@@ -47,6 +47,13 @@ void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out);
  * agents that can train), one phase "statistics" that ends when every
  * member answered, or at the round's deadline with min_quorum answers. */
 void coord_job_stats_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out);
+/* A standardize + secure_aggregation job's bound B on every feature value
+ * (its moments fit mode 2's fixed point, sfl/savec.h): 100 by default. The
+ * stored sums of squares are then within count x w_max x 2 B^2 / 2^bits
+ * of the plain sum (docs/protocol.md "Statistics round"). */
+#define COORD_STANDARDIZE_BOUND 100.0
+/* The spec's standardize_bound, 0 read as COORD_STANDARDIZE_BOUND. */
+double coord_job_std_bound(const sfl_job_spec_t *s);
 /* The spec's standardize_eps, 0 read as SFL_STANDARDIZE_EPS. */
 double coord_job_std_eps(const sfl_job_spec_t *s);
 

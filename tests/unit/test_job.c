@@ -135,9 +135,23 @@ static void test_job_spec_standardize(void **state)
     assert_int_equal(coord_job_spec_set(&s, "standardize_eps", "inf"), SFL_EINVAL);
     s.standardize_eps = 0.001;
     s.min_quorum = 3;
+    /* with secure aggregation: the bound B on every value (0: 100) */
     assert_int_equal(coord_job_spec_set(&s, "secure_aggregation", "1"), 0);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    assert_true(s.standardize_bound == COORD_STANDARDIZE_BOUND &&
+                coord_job_std_bound(&s) == 100.0);
+    assert_int_equal(coord_job_spec_set(&s, "standardize_bound", "4.5"), 0);
+    assert_true(coord_job_std_bound(&s) == 4.5);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    s.standardize_bound = 0; /* the wire's unset: the default */
+    assert_true(coord_job_std_bound(&s) == COORD_STANDARDIZE_BOUND);
+    assert_int_equal(coord_job_spec_set(&s, "standardize_bound", "-2"), 0);
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
-    assert_non_null(strstr(sfl_last_error(), "standardize: not supported with secure_aggregation"));
+    assert_non_null(strstr(sfl_last_error(), "standardize_bound: -2"));
+    assert_int_equal(coord_job_spec_set(&s, "standardize_bound", "1e200"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL); /* B^2 is not finite */
+    assert_int_equal(coord_job_spec_set(&s, "standardize_bound", "nan"), SFL_EINVAL);
+    s.standardize_bound = 0;
     s.secagg = 0;
     assert_int_equal(coord_job_spec_set(&s, "algo", "bcfw"), 0);
     s.rows = 10;
@@ -177,6 +191,14 @@ static void test_job_stats_round_cfg(void **state)
     coord_round_init(&r, &c, 1, 0);
     assert_int_equal(coord_round_step(&r, COORD_EV_START, 0, 7, ids, 2), SFL_EEMPTY);
     coord_round_close(&r);
+    /* with secure aggregation: every candidate still, through the training
+     * rounds' five stages */
+    s.secagg = 1;
+    coord_job_stats_cfg(&s, &c);
+    assert_int_equal(coord_round_cfg_check(&c), 0);
+    assert_true(c.cohort == UINT32_MAX / 4 && c.nphases == 5);
+    assert_string_equal(c.phases[0].name, "advertise");
+    assert_string_equal(c.phases[4].name, "unmask");
 }
 
 static void test_job_eligibility(void **state)

@@ -226,6 +226,9 @@ static void sample_spec(sfl_job_spec_t *s)
     s->sa_clip = 3;
     s->sa_max_weight = 500;
     s->sa_degree = 4;
+    s->standardize = 1;
+    s->standardize_eps = 0.01;
+    s->standardize_bound = 7.5;
 }
 
 static void sample_job(sfl_job_status_t *j, uint64_t id)
@@ -1261,6 +1264,16 @@ static void test_msg_admin_roundtrip(void **state)
     assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), 0);
     assert_int_equal(sfl_msg_create_job_unpack(out, n, NULL, &ds), 0);
     assert_memory_equal(&ds, &s, sizeof(s));
+    assert_true(ds.standardize_bound == 7.5);
+    sfl_msg_buf_free(out);
+    out = NULL;
+    s.standardize_bound = -1; /* a bound below 0, or not finite, is refused */
+    assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "standardize_bound must be >= 0"));
+    s.standardize_bound = NAN;
+    assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), SFL_ENUMERIC);
+    s.standardize_bound = 7.5;
+    assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), 0);
     sfl_msg_buf_free(out);
 
     for (uint64_t i = 0; i < 3; i++)
@@ -1450,6 +1463,45 @@ static void test_msg_statistics(void **state)
     sfl_msg_task_free(d);
     d = NULL;
     sfl_msg_buf_free(out);
+    {
+        /* with secure aggregation: a mode-2 statistics task, and its
+         * stages and answers at round 0 */
+        sfl_msg_sa_member_t mem[3] = {{4, {1}, 100}, {9, {2}, 2.5}, {12, {3}, 1}};
+        sfl_msg_sa_round_t sa = {.threshold = 2, .nmembers = 3, .members = mem,
+                                 .support_size = 601, .top_k = 601, .clip = 100,
+                                 .max_weight = 100, .degree = 0};
+        uint64_t clients[2] = {4, 9};
+        sfl_msg_sa_stage_t st = {.job_id = 2, .round = 0, .attempt = 0, .stage = 4,
+                                 .nclients = 2, .clients = clients}, ds;
+        sfl_msg_sa_answer_t a = {.job_id = 2, .round = 0, .attempt = 0, .agent_id = 4,
+                                 .stage = 4}, *da = NULL;
+        sfl_task_t *td = NULL;
+        sfl_wait_t tw;
+        sfl_vstep_t vs;
+        int kind;
+
+        t.update_mode = SFL_UPDATE_MODE_SECURE_AGG;
+        t.secagg = &sa;
+        packed_task(&t, &out, &n);
+        assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), 0);
+        assert_true(d->statistics && d->round == 0 && d->secagg != NULL &&
+                    d->update_mode == SFL_UPDATE_MODE_SECURE_AGG);
+        sfl_msg_task_free(d);
+        d = NULL;
+        sfl_msg_buf_free(out);
+        t.update_mode = SFL_UPDATE_MODE_SEALED;
+        t.secagg = NULL;
+        assert_int_equal(sfl_msg_sa_stage_pack(&st, &out, &n), 0);
+        assert_int_equal(sfl_msg_sub_unpack(out, n, NULL, &td, &tw, &vs, &ds, &kind), 0);
+        assert_true(kind == 'a' && ds.round == 0 && ds.stage == 4);
+        sfl_msg_sa_stage_clear(&ds);
+        sfl_msg_buf_free(out);
+        assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), 0);
+        assert_int_equal(sfl_msg_sa_answer_unpack(out, n, NULL, &da), 0);
+        assert_true(da->round == 0 && da->agent_id == 4);
+        sfl_msg_sa_answer_free(da);
+        sfl_msg_buf_free(out);
+    }
     t.round = 2;
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "statistics task: round 2 (want 0)"));

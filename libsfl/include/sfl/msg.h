@@ -573,6 +573,7 @@ typedef struct sfl_job_spec {
     double sa_clip, sa_max_weight; /* finite, >= 0; 0: the defaults */
     int standardize;               /* 0 or 1: the statistics round, then standardised rows */
     double standardize_eps;        /* finite, >= 0; 0: SFL_STANDARDIZE_EPS */
+    double standardize_bound;      /* finite, >= 0; 0: 100 (server/job.h; mode 2 only) */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {

@@ -1147,11 +1147,9 @@ static size_t sa_cap(const chk_t *c)
 
 static int check_sa_ids(const chk_t *c, uint64_t job, uint64_t round)
 {
-    int rc;
-
-    if ((rc = check_id(c, "job_id", job)) < 0 || (rc = check_id(c, "round", round)) < 0)
-        return rc;
-    return 0;
+    /* round 0: a standardize job's statistics round (docs/protocol.md) */
+    (void)round;
+    return check_id(c, "job_id", job);
 }
 
 static int check_sa_count(const chk_t *c, const char *what, size_t n, const void *a)
@@ -1740,12 +1738,14 @@ static int check_task(const chk_t *c, const void *p)
         return fail(c, c->bad, "vertical round: rows %u, clients %u, iterations %llu + %u of "
                     "%llu", t->rows, t->clients, (unsigned long long)t->first_iteration,
                     t->round_iterations, (unsigned long long)t->iterations);
-    /* The statistics round is round 0 of a sealed, horizontal job and
-     * carries no statistics of its own. */
-    if (t->statistics && (t->round != 0 || t->update_mode != SFL_UPDATE_MODE_SEALED ||
+    /* The statistics round is round 0 of a horizontal job, sealed or
+     * secure aggregation, and carries no statistics of its own. */
+    if (t->statistics && (t->round != 0 ||
+                          (t->update_mode != SFL_UPDATE_MODE_SEALED &&
+                           t->update_mode != SFL_UPDATE_MODE_SECURE_AGG) ||
                           t->rows != 0 || t->has_moments))
         return fail(c, c->bad, "statistics task: round %llu (want 0), update mode %d (want "
-                    "sealed), %s, %s", (unsigned long long)t->round, (int)t->update_mode,
+                    "sealed or secure aggregation), %s, %s", (unsigned long long)t->round, (int)t->update_mode,
                     t->rows ? "vertical" : "horizontal",
                     t->has_moments ? "moments_hash set" : "no moments_hash");
     if (t->has_moments != (t->standardize_eps != 0) ||
@@ -2728,12 +2728,13 @@ static int check_job_spec(const chk_t *c, const void *p)
         (rc = check_finite(c, "secagg_clip", m->sa_clip)) < 0 ||
         (rc = check_finite(c, "secagg_max_weight", m->sa_max_weight)) < 0 ||
         (rc = check_bool(c, "standardize", m->standardize)) < 0 ||
-        (rc = check_finite(c, "standardize_eps", m->standardize_eps)) < 0)
+        (rc = check_finite(c, "standardize_eps", m->standardize_eps)) < 0 ||
+        (rc = check_finite(c, "standardize_bound", m->standardize_bound)) < 0)
         return rc;
     if (m->max_update_norm < 0 || m->max_samples < 0 || m->sa_clip < 0 || m->sa_max_weight < 0 ||
-        m->standardize_eps < 0)
+        m->standardize_eps < 0 || m->standardize_bound < 0)
         return fail(c, c->bad, "max_update_norm, max_samples, secagg_clip, "
-                    "secagg_max_weight and standardize_eps must be >= 0");
+                    "secagg_max_weight, standardize_eps and standardize_bound must be >= 0");
     if (m->sa_degree % 2 != 0)
         return fail(c, c->bad, "secagg_degree %u (need 0 or even)", m->sa_degree);
     if (m->dimension == 0)
@@ -2797,6 +2798,7 @@ static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
     js->secagg_degree = m->sa_degree;
     js->standardize = m->standardize;
     js->standardize_eps = m->standardize_eps;
+    js->standardize_bound = m->standardize_bound;
     w->pb.create_job.spec = js;
     return 0;
 }
@@ -2843,6 +2845,7 @@ static int get_job_spec(const chk_t *c, void *p, void *out)
     m->sa_degree = js->secagg_degree;
     m->standardize = js->standardize ? 1 : 0;
     m->standardize_eps = js->standardize_eps;
+    m->standardize_bound = js->standardize_bound;
     return check_job_spec(c, m);
 }
 
