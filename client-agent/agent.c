@@ -469,6 +469,35 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
     return rc;
 }
 
+int agent_stats_moments(const sfl_task_t *t, const sfl_dataset_t *data, sfl_spvec_t **out)
+{
+    size_t n = SFL_MOMENTS_LEN(t->dimension);
+    double *m = NULL;
+    sfl_spvec_t *v = NULL;
+    int rc;
+
+    *out = NULL;
+    if (!t->statistics || t->secagg == NULL)
+        return sfl__fail(SFL_EINVAL, "not a secure aggregation statistics task");
+    if (n > UINT32_MAX)
+        return sfl__fail(SFL_ELIMIT, "statistics of %u features", t->dimension);
+    /* every value within the job's bound, or the moments would not fit */
+    if ((rc = agent_sa_stats_check(data, t->secagg->clip)) < 0)
+        return rc;
+    if ((m = sfl__calloc(n, sizeof(double))) == NULL)
+        return SFL_ENOMEM;
+    if ((rc = sfl_dataset_moments(data, t->dimension, m)) < 0 ||
+        (rc = sfl_spvec_new((uint32_t)n, 0, &v)) < 0 || (rc = sfl_spvec_from_dense(v, m)) < 0)
+        goto out;
+    *out = v;
+    v = NULL;
+out:
+    sodium_memzero(m, n * sizeof(double));
+    sfl__free(m);
+    wipe_update(v);
+    return rc;
+}
+
 int agent_stats_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_identity_t *id,
                      uint64_t agent_id, uint8_t **msg, size_t *len)
 {
@@ -1401,6 +1430,12 @@ static void work_cb(uv_work_t *req)
 
     /* The loop touches neither the data, the identity nor ws while this
      * runs; the task is the work's own. */
+    if (w->task->statistics && w->mode2) {
+        /* the raw moments; sa_trained encodes them for the secure sum */
+        w->rc = agent_stats_moments(w->task, a->data, &w->update);
+        w->samples = a->data->X->nrows;
+        goto out;
+    }
     if (w->task->statistics) {
         w->rc = agent_stats_task(w->task, a->data, a->id, w->agent_id, &w->msg, &w->len);
         goto out;
@@ -1409,6 +1444,13 @@ static void work_cb(uv_work_t *req)
         (w->rc = agent_standardize(a->std.moments, w->task->dimension, a->std.eps, a->data,
                                    a->eval, &a->std.train, &a->std.eval)) < 0)
         goto out;
+    if (w->task->has_moments && w->mode2) {
+        /* mode 2 on the standardised rows: the update for the secure sum */
+        w->rc = train_update(w->task, a->std.train, a->std.eval, w->agent_id, &a->ws, &w->cs,
+                             &w->update, &w->rep);
+        w->samples = a->std.train->X->nrows;
+        goto out;
+    }
     if (w->task->has_moments) {
         w->rc = agent_train_task(w->task, a->std.train, a->std.eval, a->id, w->agent_id, &a->ws,
                                  &w->cs, &w->msg, &w->len);
@@ -1960,8 +2002,10 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
         refuse(a, t, sfl_last_error());
         return from;
     }
-    if (t->round < a->sa_st.round ||
-        (t->round == a->sa_st.round && t->attempt <= a->sa_st.attempt)) {
+    /* none taken yet: any round goes, round 0 attempt 0 (a statistics
+     * round's first) too; after one, only a later (round, attempt) */
+    if (a->sa_st.taken && (t->round < a->sa_st.round ||
+                           (t->round == a->sa_st.round && t->attempt <= a->sa_st.attempt))) {
         refuse(a, t, "a secure aggregation round not after the last one taken (a replay)");
         return from;
     }
@@ -2046,8 +2090,11 @@ static void sa_trained(agent_t *a, train_t *w)
     }
     d = agent_sa_dim(a->sa);
     a->stats.trained++;
-    if (a->sa_st.job != job || a->sa_st.d != d)
+    /* a statistics round has no residual (sagent.h): the job's stays */
+    if (a->sa_st.job != job || (!agent_sa_stats(a->sa) && a->sa_st.d != d))
         rc = sfl__fail(SFL_EINVAL, "secure aggregation: the job's state is not loaded");
+    else if (w->update == NULL)
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: the work made no update");
     else
         rc = agent_sa_update(a->sa, w->update, w->samples, &w->rep, a->sa_st.resid, &buf,
                              &len);

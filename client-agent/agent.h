@@ -200,6 +200,13 @@ int agent_train_task(const sfl_task_t *task, const sfl_dataset_t *data,
 int agent_stats_task(const sfl_task_t *task, const sfl_dataset_t *data,
                      const sfl_identity_t *id, uint64_t agent_id, uint8_t **msg,
                      size_t *len) SFL_MUST_CHECK;
+/* A statistics task in update mode 2: the raw moments of data as above into
+ * *out (owned, SFL_MOMENTS_LEN(dimension) entries), for agent_sa_update to
+ * encode with the member's weight; SFL_ERANGE when a value of data is
+ * beyond the job's standardize_bound (the task's secagg clip,
+ * agent_sa_stats_check), SFL_EINVAL for a task that is not one. */
+int agent_stats_moments(const sfl_task_t *task, const sfl_dataset_t *data,
+                        sfl_spvec_t **out) SFL_MUST_CHECK;
 /* The standardised copies of data and eval (eval may be NULL: *seval
  * NULL) that a standardize job's tasks train and evaluate on: widened to
  * the task's dimension, x -> (x - mu) * scale with mu and scale from
