@@ -537,21 +537,29 @@ static void test_sagent_statistics(void **state)
     rfx_t x;
 
     (void)state;
-    rfx_init_stats(&x, 6, mom);
-    rfx_round(&x, v, sum);
-    for (int i = 0; i < FN; i++) {
-        w[i] = x.m[i].weight;
-        wpub += w[i];
+    for (int i = 0; i < FN; i++)
         for (int j = 0; j < 5; j++)
             want[j] += mom[i][j];
-    }
     assert_int_equal(sfl_sa_quant_init(&q, SB * SB, 10, FN), 0);
-    assert_int_equal(sfl_sa_server_mean(&q, sum, x.support, x.k, FN, w, 5, mean, &wsum), 0);
-    assert_int_equal(sfl_sa_moments_decode(mean, 2, wpub, SB, got), 0);
-    assert_true(got[0] == want[0]);
-    for (int j = 1; j < 5; j++)
-        assert_true(fabs(got[j] - want[j]) < sfl_sa_moments_error(&q, FN, SB, j <= 2 ? 1 : 2));
-    rfx_free(&x);
+    /* honest, then member 1 scaling as if its weight were 10 (public 4):
+     * rho v = x / w_max whatever weight it uses (n <= W), so the sum is the
+     * same, within the bound */
+    for (int hostile = -1; hostile <= 1; hostile += 2) {
+        wpub = 0;
+        rfx_init_stats(&x, 6, mom);
+        rfx_round_h(&x, v, sum, hostile, 10);
+        for (int i = 0; i < FN; i++) {
+            w[i] = x.m[i].weight;
+            wpub += w[i];
+        }
+        assert_int_equal(sfl_sa_server_mean(&q, sum, x.support, x.k, FN, w, 5, mean, &wsum), 0);
+        assert_int_equal(sfl_sa_moments_decode(mean, 2, wpub, SB, got), 0);
+        assert_true(got[0] == want[0]);
+        for (int j = 1; j < 5; j++)
+            assert_true(fabs(got[j] - want[j]) <
+                        sfl_sa_moments_error(&q, FN, SB, j <= 2 ? 1 : 2));
+        rfx_free(&x);
+    }
 }
 
 /* A statistics task whose support does not cover every moment (another
