@@ -158,6 +158,20 @@ struct agent {
     agent_sa_t *sa;
     sfl_grpc_call_t *sa_call;
     agent_sa_state_t sa_st;
+
+    /* A standardize job's statistics (docs/protocol.md "Statistics
+     * round"): the pooled moments of job std.job, as its tasks'
+     * moments_hash names them, and the training and held-out rows
+     * standardised with them (built by the first work that needs them,
+     * on the thread pool; the loop replaces them only with no work in
+     * flight). Kept for the session: a new Join brings them again. */
+    struct {
+        uint64_t job; /* 0: none */
+        uint8_t hash[SFL_MSG_HASH_BYTES];
+        double *moments;
+        double eps;
+        sfl_dataset_t *train, *eval;
+    } std;
 };
 
 typedef enum {
@@ -455,6 +469,104 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
     return rc;
 }
 
+int agent_stats_moments(const sfl_task_t *t, const sfl_dataset_t *data, sfl_spvec_t **out)
+{
+    size_t n = SFL_MOMENTS_LEN(t->dimension);
+    double *m = NULL;
+    sfl_spvec_t *v = NULL;
+    int rc;
+
+    *out = NULL;
+    if (!t->statistics || t->secagg == NULL)
+        return sfl__fail(SFL_EINVAL, "not a secure aggregation statistics task");
+    if (n > UINT32_MAX)
+        return sfl__fail(SFL_ELIMIT, "statistics of %u features", t->dimension);
+    /* every value within the job's bound, or the moments would not fit */
+    if ((rc = agent_sa_stats_check(data, t->secagg->clip)) < 0)
+        return rc;
+    if ((m = sfl__calloc(n, sizeof(double))) == NULL)
+        return SFL_ENOMEM;
+    if ((rc = sfl_dataset_moments(data, t->dimension, m)) < 0 ||
+        (rc = sfl_spvec_new((uint32_t)n, 0, &v)) < 0 || (rc = sfl_spvec_from_dense(v, m)) < 0)
+        goto out;
+    *out = v;
+    v = NULL;
+out:
+    sodium_memzero(m, n * sizeof(double));
+    sfl__free(m);
+    wipe_update(v);
+    return rc;
+}
+
+int agent_stats_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_identity_t *id,
+                     uint64_t agent_id, uint8_t **msg, size_t *len)
+{
+    size_t n = SFL_MOMENTS_LEN(t->dimension);
+    double *m = NULL;
+    sfl_spvec_t *v = NULL;
+    sfl_payload_t pl;
+    int rc;
+
+    *msg = NULL;
+    *len = 0;
+    if (!t->statistics)
+        return sfl__fail(SFL_EINVAL, "not a statistics task");
+    if (n > UINT32_MAX)
+        return sfl__fail(SFL_ELIMIT, "statistics of %u features", t->dimension);
+    if ((m = sfl__calloc(n, sizeof(double))) == NULL)
+        return SFL_ENOMEM;
+    /* the per-agent vector from zeros, as sfl-sim makes each client's */
+    if ((rc = sfl_dataset_moments(data, t->dimension, m)) < 0 ||
+        (rc = sfl_spvec_new((uint32_t)n, 0, &v)) < 0 || (rc = sfl_spvec_from_dense(v, m)) < 0)
+        goto out;
+    memset(&pl, 0, sizeof(pl));
+    pl.update = v;
+    pl.encoding = SFL_ENC_F64;
+    pl.samples = data->X->nrows;
+    rc = agent_seal_payload(t, &pl, id, agent_id, msg, len);
+out:
+    /* the moments summarise private rows: wiped like an update */
+    sodium_memzero(m, n * sizeof(double));
+    sfl__free(m);
+    wipe_update(v);
+    return rc;
+}
+
+int agent_standardize(const double *moments, uint32_t d, double eps, const sfl_dataset_t *data,
+                      const sfl_dataset_t *eval, sfl_dataset_t **sdata, sfl_dataset_t **seval)
+{
+    sfl_dataset_t *parts[1], *sd = NULL, *se = NULL;
+    double *mu = NULL;
+    int rc;
+
+    *sdata = *seval = NULL;
+    if ((mu = sfl__mallocarray(2 * (size_t)d, sizeof(double))) == NULL)
+        return SFL_ENOMEM;
+    if ((rc = sfl_moments_standardizer(moments, d, eps, mu, mu + d)) < 0) {
+        rc = sfl__wrap(rc, "the job's statistics");
+        goto out;
+    }
+    parts[0] = (sfl_dataset_t *)data;
+    if ((rc = sfl_dataset_concat(parts, 1, &sd)) < 0 || (rc = sfl_dataset_set_ncols(sd, d)) < 0 ||
+        (rc = sfl_dataset_standardize(sd, d, mu, mu + d)) < 0)
+        goto out;
+    if (eval != NULL) {
+        parts[0] = (sfl_dataset_t *)eval;
+        if ((rc = sfl_dataset_concat(parts, 1, &se)) < 0 ||
+            (rc = sfl_dataset_set_ncols(se, d)) < 0 ||
+            (rc = sfl_dataset_standardize(se, d, mu, mu + d)) < 0)
+            goto out;
+    }
+    *sdata = sd;
+    *seval = se;
+    sd = se = NULL;
+out:
+    sfl_dataset_free(sd);
+    sfl_dataset_free(se);
+    sfl__free(mu);
+    return rc;
+}
+
 int agent_seal_payload(const sfl_task_t *t, const sfl_payload_t *pl, const sfl_identity_t *id,
                        uint64_t agent_id, uint8_t **msg, size_t *len)
 {
@@ -724,6 +836,9 @@ void agent_free(agent_t *a)
     sfl__free(a->vlast);
     agent_sa_free(a->sa);
     agent_sa_state_clear(&a->sa_st);
+    sfl__free(a->std.moments);
+    sfl_dataset_free(a->std.train);
+    sfl_dataset_free(a->std.eval);
     sfl__free(a);
 }
 
@@ -1315,6 +1430,32 @@ static void work_cb(uv_work_t *req)
 
     /* The loop touches neither the data, the identity nor ws while this
      * runs; the task is the work's own. */
+    if (w->task->statistics && w->mode2) {
+        /* the raw moments; sa_trained encodes them for the secure sum */
+        w->rc = agent_stats_moments(w->task, a->data, &w->update);
+        w->samples = a->data->X->nrows;
+        goto out;
+    }
+    if (w->task->statistics) {
+        w->rc = agent_stats_task(w->task, a->data, a->id, w->agent_id, &w->msg, &w->len);
+        goto out;
+    }
+    if (w->task->has_moments && a->std.train == NULL &&
+        (w->rc = agent_standardize(a->std.moments, w->task->dimension, a->std.eps, a->data,
+                                   a->eval, &a->std.train, &a->std.eval)) < 0)
+        goto out;
+    if (w->task->has_moments && w->mode2) {
+        /* mode 2 on the standardised rows: the update for the secure sum */
+        w->rc = train_update(w->task, a->std.train, a->std.eval, w->agent_id, &a->ws, &w->cs,
+                             &w->update, &w->rep);
+        w->samples = a->std.train->X->nrows;
+        goto out;
+    }
+    if (w->task->has_moments) {
+        w->rc = agent_train_task(w->task, a->std.train, a->std.eval, a->id, w->agent_id, &a->ws,
+                                 &w->cs, &w->msg, &w->len);
+        goto out;
+    }
     if (w->mode2) {
         w->rc = train_update(w->task, a->data, a->eval, w->agent_id, &a->ws, &w->cs,
                              &w->update, &w->rep);
@@ -1322,8 +1463,71 @@ static void work_cb(uv_work_t *req)
     } else
         w->rc = agent_train_task(w->task, a->data, a->eval, a->id, w->agent_id, &a->ws,
                                  &w->cs, &w->msg, &w->len);
+out:
     if (w->rc < 0)
         snprintf(w->err, sizeof(w->err), "%s", sfl_last_error());
+}
+
+/* The statistics task t names are the ones kept. */
+static int std_held(const agent_t *a, const sfl_task_t *t)
+{
+    return a->std.job == t->job_id && a->std.moments != NULL &&
+           sodium_memcmp(a->std.hash, t->moments_hash, sizeof(a->std.hash)) == 0;
+}
+
+/* A standardize job's statistics for task t, before its work is queued (no
+ * work in flight): moments that came with it are checked and kept, else
+ * the ones kept must be the ones it names. 0, or < 0 with why set. */
+static int std_for(agent_t *a, sfl_task_t *t, char *why, size_t cap)
+{
+    double *mu = NULL;
+    int rc;
+
+    if (!t->has_moments)
+        return 0;
+    if (a->work != NULL) {
+        snprintf(why, cap, "statistics arrived while training");
+        return SFL_EINVAL;
+    }
+    if (t->moments != NULL) {
+        /* the same check the work's standardizer makes, before anything
+         * kept is replaced: a summary of no rows, or a negative variance,
+         * is refused here (their length and hash unpack checked) */
+        if ((mu = sfl__mallocarray(2 * (size_t)t->dimension, sizeof(double))) == NULL) {
+            snprintf(why, cap, "out of memory");
+            return SFL_ENOMEM;
+        }
+        rc = sfl_moments_standardizer(t->moments, t->dimension, t->standardize_eps, mu,
+                                      mu + t->dimension);
+        sfl__free(mu);
+        if (rc < 0) {
+            snprintf(why, cap, "the job's statistics are not usable: %s", sfl_last_error());
+            return rc;
+        }
+        sfl__free(a->std.moments);
+        sfl_dataset_free(a->std.train);
+        sfl_dataset_free(a->std.eval);
+        a->std.train = a->std.eval = NULL;
+        a->std.moments = t->moments;
+        t->moments = NULL;
+        a->std.job = t->job_id;
+        memcpy(a->std.hash, t->moments_hash, sizeof(a->std.hash));
+        a->std.eps = t->standardize_eps;
+        say(a, SFL_LOG_INFO, "statistics", "job=%" PRIu64 " rows=%.17g features=%u eps=%g",
+            t->job_id, a->std.moments[0], t->dimension, t->standardize_eps);
+        return 0;
+    }
+    if (!std_held(a, t)) {
+        snprintf(why, cap, "the task names statistics this agent does not hold");
+        return SFL_ENOTFOUND;
+    }
+    if (a->std.eps != t->standardize_eps) {
+        sfl_dataset_free(a->std.train);
+        sfl_dataset_free(a->std.eval);
+        a->std.train = a->std.eval = NULL;
+        a->std.eps = t->standardize_eps;
+    }
+    return 0;
 }
 
 static void after_work_cb(uv_work_t *req, int status)
@@ -1350,13 +1554,25 @@ static int train_start(agent_t *a, sfl_task_t *t)
         refuse(a, t, "out of memory");
         return SFL_ENOMEM;
     }
+    {
+        char why[300];
+
+        if (std_for(a, t, why, sizeof(why)) < 0) {
+            sfl__free(w);
+            refuse(a, t, why);
+            return SFL_EINVAL;
+        }
+    }
     w->a = a;
     w->task = t;
     w->agent_id = a->agent_id;
     w->mode2 = t->update_mode == SFL_UPDATE_MODE_SECURE_AGG;
-    load_client_state(a, t->job_id, t->round);
-    w->cs.in = a->cstate.bytes;
-    w->cs.in_len = a->cstate.len;
+    /* a statistics round trains nothing: the client state stays as it is */
+    if (!t->statistics) {
+        load_client_state(a, t->job_id, t->round);
+        w->cs.in = a->cstate.bytes;
+        w->cs.in_len = a->cstate.len;
+    }
     w->req.data = w;
     w->started_ms = uv_now(a->loop);
     rc = uv_queue_work(a->loop, &w->req, work_cb, after_work_cb);
@@ -1786,8 +2002,10 @@ static agent_state_t sa_task(agent_t *a, sfl_task_t *t, agent_state_t from)
         refuse(a, t, sfl_last_error());
         return from;
     }
-    if (t->round < a->sa_st.round ||
-        (t->round == a->sa_st.round && t->attempt <= a->sa_st.attempt)) {
+    /* none taken yet: any round goes, round 0 attempt 0 (a statistics
+     * round's first) too; after one, only a later (round, attempt) */
+    if (a->sa_st.taken && (t->round < a->sa_st.round ||
+                           (t->round == a->sa_st.round && t->attempt <= a->sa_st.attempt))) {
         refuse(a, t, "a secure aggregation round not after the last one taken (a replay)");
         return from;
     }
@@ -1872,8 +2090,11 @@ static void sa_trained(agent_t *a, train_t *w)
     }
     d = agent_sa_dim(a->sa);
     a->stats.trained++;
-    if (a->sa_st.job != job || a->sa_st.d != d)
+    /* a statistics round has no residual (sagent.h): the job's stays */
+    if (a->sa_st.job != job || (!agent_sa_stats(a->sa) && a->sa_st.d != d))
         rc = sfl__fail(SFL_EINVAL, "secure aggregation: the job's state is not loaded");
+    else if (w->update == NULL)
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: the work made no update");
     else
         rc = agent_sa_update(a->sa, w->update, w->samples, &w->rep, a->sa_st.resid, &buf,
                              &len);
@@ -1949,6 +2170,17 @@ static agent_state_t task_in(agent_t *a, sfl_task_t *t, agent_state_t from)
     }
     if (t->update_mode == SFL_UPDATE_MODE_SECURE_AGG)
         return sa_task(a, t, from);
+    if (t->has_moments && t->moments == NULL && !std_held(a, t)) {
+        /* The coordinator sends a job's statistics with the first task of a
+         * session; this one names statistics that never arrived here (or
+         * were refused). A new Join starts a session that brings them. */
+        refuse(a, t, "the task names statistics this agent does not hold (sent once a "
+               "session): rejoining");
+        if (from == AGENT_SUBSCRIBED)
+            return backoff(a, "task", SFL_GRPC_STATUS_UNAVAILABLE,
+                           "the job's statistics are missing: rejoining");
+        return from;
+    }
     if (from == AGENT_SUBSCRIBED)
         return train_start(a, t) == 0 ? AGENT_TRAINING : from;
     /* Busy: one task waits, the newest. */

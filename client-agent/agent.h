@@ -192,6 +192,32 @@ int agent_train_task(const sfl_task_t *task, const sfl_dataset_t *data,
                      sfl_algo_ws_t *ws, agent_cstate_io_t *cs, uint8_t **msg,
                      size_t *len) SFL_MUST_CHECK;
 
+/* A statistics task's work (docs/protocol.md "Statistics round"): the
+ * moments of data (the training rows, after the held-out split) over the
+ * task's dimension (sfl_dataset_moments from zeros), sealed as an
+ * UpdatePayload { update = the SFL_MOMENTS_LEN(dimension) values, float64,
+ * samples = the rows }. Returns the Update bytes owned (sfl_msg_buf_free). */
+int agent_stats_task(const sfl_task_t *task, const sfl_dataset_t *data,
+                     const sfl_identity_t *id, uint64_t agent_id, uint8_t **msg,
+                     size_t *len) SFL_MUST_CHECK;
+/* A statistics task in update mode 2: the raw moments of data as above into
+ * *out (owned, SFL_MOMENTS_LEN(dimension) entries), for agent_sa_update to
+ * encode with the member's weight; SFL_ERANGE when a value of data is
+ * beyond the job's standardize_bound (the task's secagg clip,
+ * agent_sa_stats_check), SFL_EINVAL for a task that is not one. */
+int agent_stats_moments(const sfl_task_t *task, const sfl_dataset_t *data,
+                        sfl_spvec_t **out) SFL_MUST_CHECK;
+/* The standardised copies of data and eval (eval may be NULL: *seval
+ * NULL) that a standardize job's tasks train and evaluate on: widened to
+ * the task's dimension, x -> (x - mu) * scale with mu and scale from
+ * moments (SFL_MOMENTS_LEN(dimension) values) and eps
+ * (sfl_moments_standardizer). Moments that are not a valid summary
+ * (count < 1, not finite, a negative sum of squares) give SFL_EINVAL.
+ * Returns owned datasets (sfl_dataset_free). */
+int agent_standardize(const double *moments, uint32_t dimension, double eps,
+                      const sfl_dataset_t *data, const sfl_dataset_t *eval,
+                      sfl_dataset_t **sdata, sfl_dataset_t **seval) SFL_MUST_CHECK;
+
 /* Seals pl with id to the task's round key, bound to (job, round, nonce,
  * agent_id, model hash), and packs the Update message (owned). */
 int agent_seal_payload(const sfl_task_t *task, const sfl_payload_t *pl,

@@ -2,12 +2,14 @@
 #include "sagent.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <sodium.h>
 
 #include "sfl/alloc.h"
+#include "sfl/dataset.h"
 #include "sfl/file.h"
 #include "sfl/rng.h"
 #include "sfl/savec.h"
@@ -19,6 +21,8 @@ const agent_sa_hooks_t *agent_sa_test_hooks = NULL;
 struct agent_sa {
     uint64_t job, round, agent_id;
     uint32_t attempt, d, k, topk, n;
+    int stats;                 /* a statistics round: d = 1 + 2 features */
+    double bound;              /* its standardize_bound B (the task's clip) */
     sfl_sa_member_t *members;
     uint32_t *support;         /* S_t, k indices */
     double *global;            /* the task's model, d entries */
@@ -58,6 +62,27 @@ void agent_sa_round(const agent_sa_t *c, uint64_t *job, uint64_t *round, uint32_
 uint32_t agent_sa_dim(const agent_sa_t *c)
 {
     return c->d;
+}
+
+int agent_sa_stats(const agent_sa_t *c)
+{
+    return c->stats;
+}
+
+int agent_sa_stats_check(const sfl_dataset_t *data, double bound)
+{
+    const sfl_csr_t *X = data->X;
+
+    if (!(isfinite(bound) && bound > 0))
+        return sfl__fail(SFL_EINVAL, "standardize_bound %g must be finite and > 0", bound);
+    for (uint32_t r = 0; r < X->nrows; r++)
+        for (size_t e = X->rowptr[r]; e < X->rowptr[r + 1]; e++)
+            if (!(fabs(X->val[e]) <= bound))
+                return sfl__fail(SFL_ERANGE, "statistics: row %u feature %u is %g, beyond the "
+                                 "job's standardize_bound %g (secure aggregation sums only "
+                                 "values in [-B, B]: raise the bound or rescale the data)", r,
+                                 X->colind[e], X->val[e], bound);
+    return 0;
 }
 
 #define STATE_MAGIC "sflsa01\n"
@@ -118,6 +143,7 @@ int agent_sa_state_load(const char *dir, uint64_t job, uint32_t d, agent_sa_stat
         rc = sfl__fail(SFL_EPARSE, "%s is larger than job %llu's state: remove it to let the "
                        "agent take the job's rounds again", path, (unsigned long long)job);
     if (rc == 0) {
+        st->taken = 1;
         st->round = get_le(buf + 16, 8);
         st->attempt = (uint32_t)get_le(buf + 24, 4);
         for (uint32_t i = 0; i < d; i++) {
@@ -155,6 +181,8 @@ int agent_sa_state_save(const char *dir, const agent_sa_state_t *st)
     rc = state_path(dir, st->job, path, sizeof(path));
     if (rc == 0)
         rc = sfl_file_write_atomic(path, buf, len);
+    if (rc == 0)
+        ((agent_sa_state_t *)st)->taken = 1;
     sodium_memzero(buf, len);
     sfl__free(buf);
     return rc;
@@ -198,16 +226,31 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
     c->d = t->model->dim;
     c->topk = sr->top_k;
     c->n = sr->nmembers;
+    if (t->statistics) {
+        /* the moments, every slot sent (sfl/savec.h); the quantizer's clip
+         * is B^2, B the task's clip */
+        c->stats = 1;
+        c->bound = sr->clip;
+        c->d = (uint32_t)SFL_MOMENTS_LEN(t->dimension);
+        if (sr->support_size < c->d || sr->top_k < c->d || !isfinite(sr->clip * sr->clip)) {
+            rc = sfl__fail(SFL_EINVAL, "secure aggregation: a statistics round of %u moments "
+                           "with a support of %u, top_k %u, bound %g (want every slot and a "
+                           "finite B^2)", c->d, sr->support_size, sr->top_k, sr->clip);
+            goto fail;
+        }
+    }
     if ((c->members = sfl__calloc(sr->nmembers, sizeof(*c->members))) == NULL ||
         (c->support = sfl__calloc(sr->support_size, sizeof(uint32_t))) == NULL ||
         (c->global = sfl__calloc(c->d, sizeof(double))) == NULL) {
         rc = SFL_ENOMEM;
         goto fail;
     }
-    sfl_spvec_scatter(t->model, c->global);
+    if (!c->stats) /* a statistics round's "model" is zeros: nothing to subtract */
+        sfl_spvec_scatter(t->model, c->global);
     if ((rc = sfl_sa_support(c->global, c->d, sr->support_size, t->round_nonce, c->support,
                              &c->k)) < 0 ||
-        (rc = sfl_sa_quant_init(&c->quant, sr->clip, sr->max_weight, sr->nmembers)) < 0)
+        (rc = sfl_sa_quant_init(&c->quant, c->stats ? sr->clip * sr->clip : sr->clip,
+                                sr->max_weight, sr->nmembers)) < 0)
         goto fail;
     if ((c->q = sfl__calloc((size_t)c->k + SFL_SA_EXTRA_WORDS, sizeof(uint32_t))) == NULL) {
         rc = SFL_ENOMEM;
@@ -283,7 +326,7 @@ int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
     const double m[SFL_SA_METRICS] = {
         (double)samples, (double)samples * rep->train_loss, (double)rep->eval_samples,
         (double)rep->eval_samples * rep->eval_accuracy, (double)rep->eval_samples * rep->eval_mse};
-    double *delta = sfl__calloc(c->d, sizeof(double)), *vals = NULL;
+    double *delta = sfl__calloc(c->d, sizeof(double)), *vals = NULL, *scratch = NULL;
     sfl_topk_ws_t ws;
     sfl_rng_t rng;
     uint8_t seed[8];
@@ -304,6 +347,26 @@ int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
     sfl_spvec_scatter(update, delta);
     for (uint32_t i = 0; i < c->d; i++)
         delta[i] -= c->global[i];
+    if (c->stats) {
+        /* the raw moments, encoded for mode 2's weighted mean with this
+         * member's public weight (sfl/savec.h); every slot kept, so no
+         * residual: a zero one of the moments' length, the job's left as
+         * it is */
+        if (c->k != c->d) {
+            rc = sfl__fail(SFL_EINVAL, "secure aggregation: a statistics round's support of "
+                           "%u slots, the moments have %u", c->k, c->d);
+            goto out;
+        }
+        if ((scratch = sfl__calloc(c->d, sizeof(double))) == NULL) {
+            rc = SFL_ENOMEM;
+            goto out;
+        }
+        /* vals (k + 1 >= d entries) as the encoder's output, then delta */
+        if ((rc = sfl_sa_moments_encode(delta, (c->d - 1) / 2, c->weight, c->bound, vals)) < 0)
+            goto out;
+        memcpy(delta, vals, c->d * sizeof(double));
+        resid = scratch;
+    }
     /* the stochastic rounding's draws: fresh, never the job's seed */
     randombytes_buf(seed, sizeof(seed));
     for (int i = 0; i < 8; i++)
@@ -325,6 +388,9 @@ out:
         sodium_memzero(delta, c->d * sizeof(double));
     if (vals != NULL)
         sodium_memzero(vals, ((size_t)c->k + 1) * sizeof(double));
+    if (scratch != NULL)
+        sodium_memzero(scratch, c->d * sizeof(double));
+    sfl__free(scratch);
     sfl__free(delta);
     sfl__free(vals);
     sfl_topk_ws_close(&ws);

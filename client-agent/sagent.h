@@ -60,8 +60,18 @@ int agent_sa_stage(agent_sa_t *c, const sfl_msg_sa_stage_t *st, uint8_t **answer
                    size_t *len) SFL_MUST_CHECK;
 /* The round it serves. */
 void agent_sa_round(const agent_sa_t *c, uint64_t *job, uint64_t *round, uint32_t *attempt);
-/* The model's dimension (the residual's length). */
+/* The model's dimension (the residual's length); a statistics round's: the
+ * moments' 1 + 2 d. */
 uint32_t agent_sa_dim(const agent_sa_t *c);
+/* A standardize job's statistics round (round 0) under mode 2: its
+ * update is the raw moments of the training rows, encoded with this
+ * member's public weight and the job's bound (the task's clip) by
+ * agent_sa_update (sfl_sa_moments_encode), every slot kept, no residual. */
+int agent_sa_stats(const agent_sa_t *c);
+/* SFL_ERANGE naming the first value of data's rows with |x| > bound (the
+ * job's standardize_bound: such a row's moments would not fit mode 2's
+ * clip), SFL_EINVAL for a bound not finite and > 0. */
+int agent_sa_stats_check(const sfl_dataset_t *data, double bound) SFL_MUST_CHECK;
 void agent_sa_free(agent_sa_t *c);
 
 /* What an agent keeps of a mode-2 job across its rounds and restarts, in
@@ -73,6 +83,10 @@ void agent_sa_free(agent_sa_t *c);
 typedef struct agent_sa_state {
     uint64_t job, round;
     uint32_t attempt, d;
+    /* 1 once a round of the job was taken (the file exists): round 0
+     * attempt 0 is a round (a standardize job's statistics round), so
+     * (round, attempt) alone cannot say "none yet" */
+    int taken;
     double *resid;              /* d entries, owned */
 } agent_sa_state_t;
 

@@ -54,6 +54,11 @@ static void job_status(const job_t *j, sfl_job_status_t *st)
     coord_text_copy(st->loss, sizeof(st->loss), j->spec.loss);
     st->quarantined = (uint32_t)j->nquar;
     coord_quarantine_job_text(j, st->quarantine, sizeof(st->quarantine));
+    if (j->spec.standardize) {
+        st->statistics = j->moments != NULL ? 2 : 1;
+        st->statistics_rows = j->stats_rows;
+        st->statistics_agents = j->stats_agents;
+    }
     st->round_state = SFL_ROUND_NONE;
     if (j->state != SFL_JOB_RUNNING || !j->ready)
         return;
@@ -499,6 +504,9 @@ void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
     e.dimension = j->spec.dimension;
     e.nlabels = j->spec.nlabels;
     memcpy(e.labels, j->spec.labels, sizeof(e.labels));
+    /* the model is over standardised features: its transform goes with it */
+    e.moments = j->moments;
+    e.standardize_eps = j->moments ? coord_job_std_eps(&j->spec) : 0;
     rc = sfl_msg_export_pack(&e, &buf, &blen);
     sfl_spvec_free(e.model);
     coord_reply_packed(call, rc, buf, blen);

@@ -121,6 +121,7 @@ static void join_done(coord_write_op_t *op)
     }
     snprintf(a->version, sizeof(a->version), "%s", o->m.agent_version);
     a->joined = 1;
+    a->moments_job = 0; /* a new session: the moments go out again */
     a->phase = SFL_PHASE_IDLE;
     a->last_seen_ms = coord_wall_ms();
     coord_bind_agent(k, a);

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "coord.h"
+#include "fstat.h"
 #include "job.h"
 #include "metrics.h"
 #include "round.h"
@@ -70,6 +71,8 @@ struct agent {
     int64_t last_seen_ms;     /* wall clock */
     uint64_t accepted;
     int verifying;            /* an update of it is on the thread pool */
+    uint64_t moments_job;     /* the standardize job whose moments went out on
+                                 this agent's session (since its Join); 0: none */
 };
 
 struct conn {
@@ -176,6 +179,21 @@ struct job {
      * in memory only). */
     coord_suspect_t *sus;
     size_t nsus;
+    /* Standardize jobs (fstat.h, docs/protocol.md "Statistics round"):
+     * stats, the statistics round (round 0) is the open or next round (no
+     * moments stored yet); moments, once stored, the pooled moments
+     * (SFL_MOMENTS_LEN(dimension), owned) with their hash and the rows and
+     * agents pooled; task_m the open attempt's task with the moments beside
+     * it, for an agent's first task of the job on its session. */
+    int stats;
+    coord_fstat_t fstat;
+    double *moments;
+    uint8_t moments_hash[SFL_MSG_HASH_BYTES];
+    uint64_t stats_rows;
+    uint32_t stats_agents;
+    double *work_moments;     /* the statistics round's sum, for the commit */
+    uint8_t *task_m;
+    size_t task_m_len;
 };
 
 /* Rejection reasons counted for metrics. */
@@ -432,6 +450,10 @@ int coord_saround_start(job_t *j) SFL_MUST_CHECK;
 void coord_saround_sync(job_t *j);
 /* Thread pool: unmask, fold global + the mean change. */
 int coord_saround_fold(job_t *j) SFL_MUST_CHECK;
+/* Thread pool: a statistics round's sum (a standardize job's round 0 in
+ * mode 2, sfl/savec.h): unmask, m[0..SFL_MOMENTS_LEN(d)) the members'
+ * moments summed, *agents |U3|. */
+int coord_saround_stats(job_t *j, double *m, uint32_t *agents) SFL_MUST_CHECK;
 /* Quarantines the server's culprits not yet reported, then frees it. */
 void coord_saround_close(job_t *j);
 /* Frees the round's server and state without reporting (the job is being

@@ -192,6 +192,11 @@ void coord_part_queue(coord_t *co, const coord_part_row_t *row)
 {
     struct coord_part_q *q;
 
+    /* A statistics round (round 0) keeps no participation rows: they
+     * belong to a round's row, and it has none (job_statistics). */
+    if (row->round < 1)
+        return;
+
     if (co->npartq == co->cap_partq) {
         size_t cap = co->cap_partq ? 2 * co->cap_partq : 64;
         void *grown = sfl__reallocarray(co->partq, cap, sizeof(*co->partq));

@@ -684,6 +684,11 @@ void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n)
             fprintf(f, "     %s\n", j->waiting);
         if (j->quarantined > 0)
             fprintf(f, "     quarantined %u: %s\n", j->quarantined, j->quarantine);
+        if (running(j) && j->statistics == 1)
+            fprintf(f, "     statistics round (round 0): the agents' moments, before round 1\n");
+        if (j->statistics == 2)
+            fprintf(f, "     standardized: statistics of %" PRIu64 " rows from %u agents\n",
+                    j->statistics_rows, j->statistics_agents);
     }
 }
 
@@ -878,6 +883,18 @@ const char *ctl_watch_line(const sfl_job_status_t *j, char *out, size_t cap)
     size_t o;
 
     ctl_progress(j, prog, sizeof(prog));
+    if (running(j) && j->statistics == 1) {
+        /* round 0: the statistics round, before the first training round */
+        if (j->waiting[0])
+            snprintf(out, cap, "job %" PRIu64 " %s: statistics round %s", j->job_id, j->name,
+                     j->waiting);
+        else
+            snprintf(out, cap,
+                     "job %" PRIu64 " %s: statistics round attempt %u %s, %u/%u answered",
+                     j->job_id, j->name, j->attempt, sfl_msg_round_state_name(j->round_state),
+                     j->accepted, j->selected);
+        return out;
+    }
     if (running(j) && j->waiting[0])
         snprintf(out, cap, "job %" PRIu64 " %s: round %" PRIu64 "/%u %s", j->job_id, j->name,
                  j->committed_round + 1, j->rounds, j->waiting);
@@ -1110,5 +1127,39 @@ out:
         close(fd);
     if (rc < 0)
         unlink(tmp);
+    return rc;
+}
+
+int ctl_moments_render(const sfl_export_t *e, uint8_t **buf, size_t *len)
+{
+    size_t n = 1 + 2 * (size_t)e->dimension, sz = 0;
+    char *mem = NULL;
+    FILE *f;
+    int rc = 0;
+
+    *buf = NULL;
+    *len = 0;
+    if (e->moments == NULL)
+        return sfl__fail(SFL_EINVAL, "model export: the job is not standardized");
+    if ((f = open_memstream(&mem, &sz)) == NULL)
+        return sfl__fail(-errno, "model export: %s", strerror(errno));
+    fprintf(f, "# sfl moments: job %" PRIu64 ", dimension %u, standardize_eps %.17g\n",
+            e->job_id, e->dimension, e->standardize_eps);
+    fprintf(f, "# lines: rows, then each feature's sum (%u), then each feature's sum of "
+            "squares (%u); x -> (x - sum/rows) / (sqrt(squares/rows - (sum/rows)^2) + eps)\n",
+            e->dimension, e->dimension);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%.17g\n", e->moments[i]);
+    if (fclose(f) != 0 || mem == NULL) {
+        free(mem);
+        return sfl__fail(SFL_ENOMEM, "model export: out of memory");
+    }
+    if ((*buf = sfl__malloc(sz ? sz : 1)) == NULL)
+        rc = sfl__fail(SFL_ENOMEM, "model export: out of memory");
+    else {
+        memcpy(*buf, mem, sz);
+        *len = sz;
+    }
+    free(mem);
     return rc;
 }

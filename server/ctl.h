@@ -193,6 +193,13 @@ int ctl_format_parse(const char *s, ctl_format_t *out) SFL_MUST_CHECK;
 int ctl_model_render(const sfl_export_t *e, ctl_format_t fmt, uint8_t **buf,
                      size_t *len) SFL_MUST_CHECK;
 
+/* A standardize job's export: its moments as text, a header of # lines
+ * (job, eps, the layout), then the 1 + 2 dimension values one a line with
+ * %.17g (they read back exactly): the row count, each feature's sum, each
+ * feature's sum of squares. SFL_EINVAL without moments. Returns owned
+ * (sfl__free). */
+int ctl_moments_render(const sfl_export_t *e, uint8_t **buf, size_t *len) SFL_MUST_CHECK;
+
 /* Writes buf[0..len) to path through path.tmp, fsync and rename, so path
  * holds the old content or the new, never a part. -errno with detail. */
 int ctl_write_atomic(const char *path, const uint8_t *buf, size_t len) SFL_MUST_CHECK;

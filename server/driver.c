@@ -76,11 +76,16 @@ void coord_close_attempt(job_t *j)
     sfl_msg_buf_free(j->task);
     j->task = NULL;
     j->task_len = 0;
+    sfl_msg_buf_free(j->task_m);
+    j->task_m = NULL;
+    j->task_m_len = 0;
 }
 
 static void store_round_state(job_t *j, coord_srow_state_t st, const char *reason)
 {
-    if (!j->opened)
+    /* a statistics round's attempts are counted (stats_open), their
+     * states not kept: only the sum it commits */
+    if (!j->opened || j->rnd.round == 0)
         return;
     coord_part_flush(j->co); /* the attempt's records before its outcome */
     coord_write_round_state(j->co, j->id, j->rnd.round, j->wire_attempt, st, reason);
@@ -92,10 +97,16 @@ static void store_round_state(job_t *j, coord_srow_state_t st, const char *reaso
  * budget. */
 void coord_reset_round(job_t *j)
 {
+    /* a standardize job without its moments yet: the statistics round */
+    uint64_t next = j->stats ? 0 : j->committed + 1;
+    coord_round_cfg_t scfg;
+
     coord_round_close(&j->rnd);
-    coord_round_init(&j->rnd, &j->model.rcfg, j->id, j->committed + 1);
-    if (j->used_round != j->committed + 1) {
-        j->used_round = j->committed + 1;
+    if (j->stats)
+        coord_job_stats_cfg(&j->spec, &scfg);
+    coord_round_init(&j->rnd, j->stats ? &scfg : &j->model.rcfg, j->id, next);
+    if (j->used_round != next) {
+        j->used_round = next;
         j->used = 0;
     }
     j->wire_attempt = j->used;
@@ -210,14 +221,23 @@ static int build_task(job_t *j)
     int rc;
 
     memset(&t, 0, sizeof(t));
-    /* a vertical round's task carries the broadcast at its start */
+    /* a vertical round's task carries the broadcast at its start; the
+     * statistics round's no model (all zeros) */
     if (j->model.v != NULL)
         rc = sfl_spvec_new((uint32_t)j->model.v->nb, 0, &model);
     else
         rc = sfl_spvec_new((uint32_t)j->model.prob.dim, 0, &model);
-    if (rc < 0 || (rc = sfl_spvec_from_dense(model, j->model.global + j->model.dim -
-                                                        model->dim)) < 0)
+    if (rc < 0 || (!j->stats && (rc = sfl_spvec_from_dense(model, j->model.global +
+                                                                   j->model.dim -
+                                                                   model->dim)) < 0))
         goto out;
+    if (j->stats) {
+        t.statistics = 1;
+    } else if (j->moments != NULL) {
+        t.has_moments = 1;
+        memcpy(t.moments_hash, j->moments_hash, sizeof(t.moments_hash));
+        t.standardize_eps = coord_job_std_eps(&j->spec);
+    }
     t.job_id = j->id;
     t.round = j->rnd.round;
     t.attempt = j->wire_attempt;
@@ -256,8 +276,14 @@ static int build_task(job_t *j)
         (rc = sfl_seal_sign_detached(co->id, SFL_MSG_TASK_CONTEXT, tb, tl, sig)) < 0 ||
         (rc = sfl_msg_task_pack(tb, tl, sig, &j->task, &j->task_len)) < 0)
         goto out;
-    if (j->task_len > co->cfg.max_message) {
-        rc = sfl__fail(SFL_ELIMIT, "task of %zu bytes exceeds max_message %llu", j->task_len,
+    if (t.has_moments &&
+        (rc = sfl_msg_task_pack_moments(tb, tl, sig, j->moments,
+                                        SFL_MOMENTS_LEN(j->spec.dimension), &j->task_m,
+                                        &j->task_m_len)) < 0)
+        goto out;
+    if (j->task_len > co->cfg.max_message || j->task_m_len > co->cfg.max_message) {
+        rc = sfl__fail(SFL_ELIMIT, "task of %zu bytes exceeds max_message %llu",
+                       j->task_m_len > j->task_len ? j->task_m_len : j->task_len,
                        (unsigned long long)co->cfg.max_message);
         goto out;
     }
@@ -365,6 +391,8 @@ static int open_run(coord_store_t *s, coord_write_op_t *op)
     open_op_t *o = (open_op_t *)op;
     int rc;
 
+    if (o->round == 0) /* the statistics round: its attempt counted */
+        return coord_store_stats_open(s, (int64_t)o->job, o->attempt);
     if ((rc = coord_store_round_open(s, (int64_t)o->job, o->round, o->attempt, o->nonce,
                                      o->cohort, o->n)) < 0)
         return rc;
@@ -567,10 +595,11 @@ static void try_start(job_t *j)
     j->opened = j->opening = 1;
     if ((rc = key_new(&j->key)) < 0 ||
         (j->model.spec.secagg && (rc = coord_saround_prepare(j)) < 0) ||
-        (j->model.v != NULL ? (rc = coord_vround_open(j))
-                            : (rc = coord_job_begin(&j->model, j->model.spec.secagg
-                                                                   ? 1
-                                                                   : j->rnd.nmembers))) < 0 ||
+        (j->stats ? (rc = coord_fstat_begin(&j->fstat, j->spec.dimension, j->rnd.nmembers))
+         : j->model.v != NULL ? (rc = coord_vround_open(j))
+                              : (rc = coord_job_begin(&j->model, j->model.spec.secagg
+                                                                     ? 1
+                                                                     : j->rnd.nmembers))) < 0 ||
         (rc = build_task(j)) < 0 ||
         (j->model.spec.secagg && (rc = coord_saround_start(j)) < 0))
         goto fail;
@@ -649,6 +678,26 @@ static void agg_work(uv_work_t *w)
     uint64_t t0 = uv_hrtime();
     int rc;
 
+    if (j->stats) {
+        /* the statistics round: the sum, encoded and hashed for the store */
+        size_t n = SFL_MOMENTS_LEN(j->spec.dimension);
+
+        if ((j->work_moments = sfl__mallocarray(n, sizeof(double))) == NULL ||
+            (j->work_buf = sfl__mallocarray(n, 8)) == NULL)
+            rc = sfl__fail(SFL_ENOMEM, "no memory for the statistics");
+        else if ((rc = j->model.spec.secagg
+                           ? coord_saround_stats(j, j->work_moments, &j->work_nnz)
+                           : coord_fstat_end(&j->fstat, j->work_moments, &j->work_nnz)) == 0 &&
+                 (rc = sfl_msg_values_encode(j->work_moments, n, 0, j->work_buf)) == 0) {
+            j->work_len = n * 8;
+            sfl_msg_moments_hash(j->work_moments, n, j->work_hash);
+        }
+        if (rc < 0)
+            coord_text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
+        j->work_rc = rc;
+        j->work_ns = uv_hrtime() - t0;
+        return;
+    }
     /* a vertical round's state moved with its iterations (vround.c) */
     if (j->model.v != NULL) {
         j->model.round++;
@@ -670,6 +719,7 @@ static void agg_work(uv_work_t *w)
 }
 
 static void attempt_failed(job_t *j);
+static void agg_finish(job_t *j);
 
 static void next_round(job_t *j)
 {
@@ -687,6 +737,49 @@ static void next_round(job_t *j)
         return;
     }
     coord_reset_round(j);
+}
+
+/* The statistics round is over, stored (work_rc 0) or not: its moments
+ * go into every training task from now on. */
+static void stats_finish(job_t *j)
+{
+    coord_t *co = j->co;
+    char q[300], hex[17];
+
+    coord_fstat_close(&j->fstat);
+    if (j->work_rc == 0) {
+        step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
+        sfl__free(j->moments);
+        j->moments = j->work_moments;
+        j->work_moments = NULL;
+        memcpy(j->moments_hash, j->work_hash, sizeof(j->moments_hash));
+        j->stats_rows = (uint64_t)j->moments[0];
+        j->stats_agents = j->work_nnz;
+        j->stats = 0;
+        sodium_bin2hex(hex, sizeof(hex), j->moments_hash, 8);
+        coord_log(COORD_LOG_INFO, "statistics_committed",
+                  "job=%llu attempt=%u agents=%u rows=%llu features=%u moments_hash=%s",
+                  (unsigned long long)j->id, j->wire_attempt, j->stats_agents,
+                  (unsigned long long)j->stats_rows, j->spec.dimension, hex);
+        next_round(j);
+    } else {
+        coord_log(COORD_LOG_ERROR, "aggregation_failed",
+                  "job=%llu round=0 attempt=%u error=%s", (unsigned long long)j->id,
+                  j->wire_attempt, coord_log_quote(j->work_err, q, sizeof(q)));
+        step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
+        snprintf(j->rnd.reason, sizeof(j->rnd.reason), "statistics failed: %.100s",
+                 j->work_err);
+        attempt_failed(j);
+    }
+    sfl__free(j->work_moments);
+    j->work_moments = NULL;
+    coord_job_release(j);
+    if (co->stopping)
+        coord_check_stopped(co);
+    else {
+        coord_job_drive(j);
+        coord_dismiss_idle(co);
+    }
 }
 
 /* The aggregation is over, committed (work_rc 0) or not. */
@@ -715,6 +808,10 @@ static void agg_finish(job_t *j)
         }
     }
     coord_saround_close(j);
+    if (j->stats) {
+        stats_finish(j);
+        return;
+    }
     if (j->work_rc == 0) {
         step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
         j->committed = j->model.round;
@@ -810,13 +907,64 @@ static void commit_done(coord_write_op_t *op)
     sfl__free(o);
 }
 
+/* The statistics round's commit: the pooled moments with the job. */
+typedef struct {
+    coord_write_op_t op;
+    job_t *j;
+    const uint8_t *buf; /* j->work_buf: the job stays busy until done */
+    size_t len;
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    int64_t rows, agents;
+} stats_op_t;
+
+static int stats_run(coord_store_t *s, coord_write_op_t *op)
+{
+    stats_op_t *o = (stats_op_t *)op;
+
+    return coord_store_stats_commit(s, (int64_t)o->j->id, o->buf, o->len, o->hash, o->rows,
+                                    o->agents);
+}
+
+static void stats_done(coord_write_op_t *op)
+{
+    stats_op_t *o = (stats_op_t *)op;
+    job_t *j = o->j;
+
+    if (!op->abandoned) {
+        j->work_rc = op->rc;
+        if (op->rc < 0)
+            coord_text_copy(j->work_err, sizeof(j->work_err), op->error);
+        agg_finish(j);
+    }
+    sfl__free(o);
+}
+
 static void agg_after(uv_work_t *w, int status)
 {
     job_t *j = w->data;
     commit_op_t *o;
 
     (void)status; /* work items are never cancelled */
-    if (j->work_rc == 0) {
+    if (j->work_rc == 0 && j->stats) {
+        stats_op_t *so = sfl__calloc(1, sizeof(*so));
+
+        if (so == NULL) {
+            j->work_rc = SFL_ENOMEM;
+            coord_text_copy(j->work_err, sizeof(j->work_err), "no memory for the commit");
+        } else {
+            so->op.run = stats_run;
+            so->op.done = stats_done;
+            so->j = j;
+            so->buf = j->work_buf;
+            so->len = j->work_len;
+            memcpy(so->hash, j->work_hash, sizeof(so->hash));
+            so->rows = (int64_t)j->work_moments[0];
+            so->agents = j->work_nnz;
+            coord_writer_post(j->co->writer, &so->op);
+            return;
+        }
+    }
+    if (j->work_rc == 0 && !j->stats) {
         if ((o = sfl__calloc(1, sizeof(*o))) == NULL) {
             j->work_rc = SFL_ENOMEM;
             coord_text_copy(j->work_err, sizeof(j->work_err), "no memory for the commit");

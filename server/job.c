@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sfl/alloc.h"
+#include "sfl/dataset.h"
 #include "sfl/loss.h"
 #include "sfl/seal.h"
 
@@ -27,6 +28,8 @@ void coord_job_spec_default(sfl_job_spec_t *s)
     s->max_attempts = 3;
     s->value_encoding = SFL_ENC_F64;
     s->seed = 1;
+    s->standardize_eps = SFL_STANDARDIZE_EPS;
+    s->standardize_bound = COORD_STANDARDIZE_BOUND;
 }
 
 void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out)
@@ -51,6 +54,38 @@ void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out)
         out->phases[p].deadline_ms = s->round_deadline_ms;
         out->phases[p].quorum = s->min_quorum;
     }
+}
+
+void coord_job_stats_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out)
+{
+    /* a cohort no federation reaches: the sample is every candidate */
+    *out = (coord_round_cfg_t){.cohort = UINT32_MAX / 4,
+                               .overselect = 0,
+                               .min_quorum = s->min_quorum,
+                               .deadline_ms = s->round_deadline_ms,
+                               .heartbeat_ms = s->heartbeat_timeout_ms,
+                               .max_attempts = s->max_attempts,
+                               .nphases = 1};
+    out->phases[0] = (coord_phase_t){"statistics", s->round_deadline_ms, 0, s->min_quorum};
+    if (s->secagg) {
+        /* mode 2: the training rounds' five stages (their quorum is set
+         * to the threshold when the cohort is known) */
+        coord_round_cfg_t t;
+
+        coord_job_round_cfg(s, &t);
+        out->nphases = t.nphases;
+        memcpy(out->phases, t.phases, sizeof(out->phases));
+    }
+}
+
+double coord_job_std_bound(const sfl_job_spec_t *s)
+{
+    return s->standardize_bound > 0 ? s->standardize_bound : COORD_STANDARDIZE_BOUND;
+}
+
+double coord_job_std_eps(const sfl_job_spec_t *s)
+{
+    return s->standardize_eps > 0 ? s->standardize_eps : SFL_STANDARDIZE_EPS;
 }
 
 static int parse_u64(const char *v, uint64_t max, uint64_t *out)
@@ -122,6 +157,9 @@ static const struct {
     F("secagg_max_weight", K_F64, sa_max_weight),
     F("secagg_degree", K_U32, sa_degree),
     F("iterations_per_round", K_U32, iterations_per_round),
+    F("standardize", K_FLAG, standardize),
+    F("standardize_eps", K_F64, standardize_eps),
+    F("standardize_bound", K_F64, standardize_bound),
 #undef F
 };
 
@@ -305,6 +343,18 @@ int coord_job_spec_check(const sfl_job_spec_t *s)
             return rc;
     } else if ((rc = sfl_algo_check(sfl_algo_find(s->algorithm), &params, &prob)) < 0)
         return rc;
+    if (s->standardize && sfl_algo_find(s->algorithm)->shape == SFL_SHAPE_VERTICAL)
+        return sfl__fail(SFL_EINVAL, "standardize: not supported for vertical jobs (%s): a "
+                         "block holder sees only its own columns, so its rows' statistics "
+                         "are its own (standardise the columns before the job)",
+                         s->algorithm);
+    if (!(s->standardize_bound >= 0) || !isfinite(s->standardize_bound) ||
+        !isfinite(coord_job_std_bound(s) * coord_job_std_bound(s)))
+        return sfl__fail(SFL_EINVAL, "standardize_bound: %g is not finite and >= 0 with a "
+                         "finite square (0: %g)", s->standardize_bound, COORD_STANDARDIZE_BOUND);
+    if (!(s->standardize_eps >= 0) || !isfinite(s->standardize_eps))
+        return sfl__fail(SFL_EINVAL, "standardize_eps: %g is not finite and >= 0 (0: %g)",
+                         s->standardize_eps, SFL_STANDARDIZE_EPS);
     if (!(s->max_update_norm >= 0) || !(s->max_samples >= 0))
         return sfl__fail(SFL_EINVAL, "job %s: max_update_norm and max_samples must be >= 0 "
                          "(0: the defaults)", s->name);

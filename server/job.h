@@ -42,6 +42,20 @@ int coord_job_spec_check(const sfl_job_spec_t *s) SFL_MUST_CHECK;
 int coord_job_spec_params(const sfl_job_spec_t *s, sfl_algo_params_t *p) SFL_MUST_CHECK;
 /* The round machine's configuration of a spec. */
 void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out);
+/* The statistics round's (a standardize job's round 0): every candidate
+ * agent is selected (no sampling: the pooled statistics cover all the
+ * agents that can train), one phase "statistics" that ends when every
+ * member answered, or at the round's deadline with min_quorum answers. */
+void coord_job_stats_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out);
+/* A standardize + secure_aggregation job's bound B on every feature value
+ * (its moments fit mode 2's fixed point, sfl/savec.h): 100 by default. The
+ * stored sums of squares are then within count x w_max x 2 B^2 / 2^bits
+ * of the plain sum (docs/protocol.md "Statistics round"). */
+#define COORD_STANDARDIZE_BOUND 100.0
+/* The spec's standardize_bound, 0 read as COORD_STANDARDIZE_BOUND. */
+double coord_job_std_bound(const sfl_job_spec_t *s);
+/* The spec's standardize_eps, 0 read as SFL_STANDARDIZE_EPS. */
+double coord_job_std_eps(const sfl_job_spec_t *s);
 
 /* What an agent reported at Join, as far as eligibility goes. */
 typedef struct coord_agent_info {

@@ -26,7 +26,67 @@ void coord_job_free(job_t *j)
     coord_quarantine_free(j);
     coord_suspect_free(j);
     sfl__free(j->work_buf);
+    coord_fstat_close(&j->fstat);
+    sfl__free(j->moments);
+    sfl__free(j->work_moments);
     sfl__free(j);
+}
+
+/* A standardize job's statistics from the store: the moments when its
+ * statistics round committed (checked: length, hash, the standardizer
+ * accepts them), else the round to run, its attempts numbered on from
+ * those a crashed coordinator opened. */
+static int job_stats_load(job_t *j)
+{
+    coord_srow_stats_t row;
+    size_t n = SFL_MOMENTS_LEN(j->spec.dimension);
+    uint8_t h[SFL_MSG_HASH_BYTES];
+    double *m = NULL, *mu = NULL;
+    int rc;
+
+    j->stats = 0;
+    if (!j->spec.standardize)
+        return 0;
+    rc = coord_store_stats_get(j->co->store, (int64_t)j->id, n * 8, &row);
+    if (rc == SFL_ENOTFOUND) {
+        row.attempts = 0;
+        row.moments = NULL;
+    } else if (rc < 0)
+        return rc;
+    if (row.moments == NULL) {
+        j->stats = 1;
+        j->used_round = 0;
+        j->used = row.attempts > 0 && row.attempts < UINT32_MAX ? (uint32_t)row.attempts : 0;
+        return 0;
+    }
+    if ((m = sfl__mallocarray(n, sizeof(double))) == NULL ||
+        (mu = sfl__mallocarray(2 * (size_t)j->spec.dimension, sizeof(double))) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the job's moments");
+        goto out;
+    }
+    if ((rc = sfl_msg_values_decode(row.moments, row.len, n, 0, m)) < 0)
+        goto out;
+    sfl_msg_moments_hash(m, n, h);
+    if (sodium_memcmp(h, row.hash, sizeof(h)) != 0) {
+        rc = sfl__fail(SFL_EPARSE, "the stored moments do not match their hash");
+        goto out;
+    }
+    if ((rc = sfl_moments_standardizer(m, j->spec.dimension, coord_job_std_eps(&j->spec), mu,
+                                       mu + j->spec.dimension)) < 0)
+        goto out;
+    sfl__free(j->moments);
+    j->moments = m;
+    m = NULL;
+    memcpy(j->moments_hash, h, sizeof(h));
+    j->stats_rows = row.rows > 0 ? (uint64_t)row.rows : 0;
+    j->stats_agents = row.agents > 0 && row.agents < UINT32_MAX ? (uint32_t)row.agents : 0;
+out:
+    if (rc < 0)
+        rc = sfl__wrap(rc, "job %llu statistics", (unsigned long long)j->id);
+    sfl__free(mu);
+    sfl__free(m);
+    coord_store_free(row.moments);
+    return rc;
 }
 
 static int job_insert(coord_t *co, job_t *j)
@@ -62,6 +122,8 @@ static int job_prepare(job_t *j, uint64_t committed)
                                              (int64_t)committed + 1, &next)) < 0)
         return rc;
     j->used = next > 1 ? (uint32_t)(next - 1) : 0;
+    if ((rc = job_stats_load(j)) < 0)
+        return rc;
     coord_load_last_metrics(j);
     if (j->model.v != NULL)
         coord_vround_load(j);

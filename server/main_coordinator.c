@@ -25,8 +25,9 @@
 static const char job_keys[] =
     "  algo loss features classes labels rounds cohort overselect min_quorum\n"
     "  deadline_ms heartbeat_ms max_attempts encoding seed conditions paused\n"
-    "  aggregation max_update_norm max_samples, and the chosen algorithm's\n"
-    "  parameters (docs/algorithms.md):\n";
+    "  aggregation max_update_norm max_samples standardize standardize_eps\n"
+    "  standardize_bound, secure_aggregation secagg_*, rows iterations_per_round,\n"
+    "  and the chosen algorithm's parameters (docs/algorithms.md):\n";
 
 static void usage(FILE *f)
 {

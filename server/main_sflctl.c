@@ -384,6 +384,24 @@ static int cmd_model_export(app_t *a)
     printf("job %llu round %llu: dimension %u, nnz %u, hash %s, %zu bytes -> %s (%s)\n",
            (unsigned long long)e->job_id, (unsigned long long)e->round, e->model->dim,
            e->model->nnz, hex, len, file, a->format_name);
+    if (e->moments != NULL) {
+        /* the model's inputs are standardised: the transform beside it */
+        char mfile[4096];
+
+        sfl__free(bytes);
+        bytes = NULL;
+        if ((size_t)snprintf(mfile, sizeof(mfile), "%s.moments", file) >= sizeof(mfile)) {
+            rc = local_failed("model export", sfl__fail(SFL_EINVAL, "file name too long"));
+            goto out;
+        }
+        if ((rc = ctl_moments_render(e, &bytes, &len)) < 0 ||
+            (rc = ctl_write_atomic(mfile, bytes, len)) < 0) {
+            rc = local_failed("model export", rc);
+            goto out;
+        }
+        printf("standardized: moments of %.17g rows, eps %.17g -> %s\n", e->moments[0],
+               e->standardize_eps, mfile);
+    }
 out:
     sfl__free(bytes);
     sfl_msg_export_free(e);

@@ -16,6 +16,7 @@
 #include <sodium.h>
 
 #include "sfl/alloc.h"
+#include "sfl/dataset.h"
 #include "sfl/savec.h"
 #include "sfl/secagg.h"
 
@@ -87,7 +88,7 @@ int coord_saround_prepare(job_t *j)
     const sfl_job_spec_t *s = &j->model.spec;
     coord_round_t *r = &j->rnd;
     uint32_t n = r->nmembers, d = (uint32_t)j->model.prob.dim, topk, size;
-    double tau = sfl_algo_param_or(&j->model.params, "tau", 0);
+    double tau = sfl_algo_param_or(&j->model.params, "tau", 0), *zeros = NULL;
     int rc;
 
     coord_saround_close(j);
@@ -99,6 +100,11 @@ int coord_saround_prepare(job_t *j)
         r->cfg.phases[p].quorum = j->sa_t;
     topk = s->sa_topk ? s->sa_topk : tau >= 1 && tau < d ? (uint32_t)tau : d;
     size = s->sa_support ? s->sa_support : (topk > d / 2 ? d : 2 * topk);
+    if (j->stats) {
+        /* the statistics round: the 1 + 2 d moments, every slot sent and
+         * kept (a dense vector; the support is all of it) */
+        d = topk = size = (uint32_t)SFL_MOMENTS_LEN(j->spec.dimension);
+    }
     if ((j->sa_members = sfl__calloc(n, sizeof(*j->sa_members))) == NULL ||
         (j->sa_bytes = sfl__calloc(n ? n : 1, sizeof(*j->sa_bytes))) == NULL ||
         (j->sa_support = sfl__calloc(size < d ? size : d, sizeof(uint32_t))) == NULL)
@@ -106,6 +112,8 @@ int coord_saround_prepare(job_t *j)
     /* The operator's cap, never what the agents declare: one agent declaring
      * 1e9 samples would otherwise quantize every honest weight to ~0. */
     j->sa_wmax = s->sa_max_weight > 0 ? s->sa_max_weight : COORD_SA_MAX_WEIGHT;
+    if (j->stats)
+        j->sa_wmax = 1; /* raised to the cohort's largest weight below */
     for (uint32_t i = 0; i < n; i++) {
         const agent_t *a = coord_agent_find(j->co, r->members[i].agent);
         double w;
@@ -117,12 +125,27 @@ int coord_saround_prepare(job_t *j)
         memcpy(j->sa_members[i].pk, a->pk, sizeof(j->sa_members[i].pk));
         /* public, signed into the task: the declared samples, capped */
         w = a->ds.samples > 1 ? (double)a->ds.samples : 1.0;
-        j->sa_members[i].weight = w < j->sa_wmax ? w : j->sa_wmax;
+        if (j->stats) {
+            /* the statistics round: the declared rows uncapped, so the
+             * weighted mean mode 2 returns is the row-weighted one; w_max
+             * the cohort's largest (sfl/savec.h) */
+            j->sa_members[i].weight = w;
+            j->sa_wmax = w > j->sa_wmax ? w : j->sa_wmax;
+        } else
+            j->sa_members[i].weight = w < j->sa_wmax ? w : j->sa_wmax;
     }
-    if ((rc = sfl_sa_support(j->model.global, d, size, r->nonce, j->sa_support, &j->sa_k)) < 0)
+    if (j->stats && (zeros = sfl__calloc(d, sizeof(double))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the statistics round's support");
+    rc = sfl_sa_support(j->stats ? zeros : j->model.global, d, size, r->nonce, j->sa_support,
+                        &j->sa_k);
+    sfl__free(zeros);
+    if (rc < 0)
         return rc;
     j->sa_topk = topk;
-    j->sa_clip = s->sa_clip > 0 ? s->sa_clip : 100.0; /* sfl-sim's default */
+    /* a statistics round's clip is the job's bound B (the quantizer's is
+     * B^2, on both sides: sfl/savec.h) */
+    j->sa_clip = j->stats ? coord_job_std_bound(s)
+                          : s->sa_clip > 0 ? s->sa_clip : 100.0; /* sfl-sim's default */
     j->sa_degree = s->sa_degree ? s->sa_degree : auto_degree(n);
     return 0;
 }
@@ -589,6 +612,58 @@ int coord_saround_fold(job_t *j)
     rc = coord_job_end(mj);
 out:
     sfl_spvec_free(upd);
+    sfl__free(mean);
+    sfl__free(sum);
+    return rc;
+}
+
+int coord_saround_stats(job_t *j, double *m, uint32_t *agents)
+{
+    uint32_t d = j->spec.dimension, len = (uint32_t)SFL_MOMENTS_LEN(d), count = 0;
+    uint32_t *sum = sfl__calloc((size_t)len + SFL_SA_EXTRA_WORDS, sizeof(uint32_t));
+    double *mean = sfl__calloc(len, sizeof(double)), wsum, wpub = 0;
+    double b = j->sa_clip;
+    sfl_sa_quant_t qz;
+    int rc;
+
+    *agents = 0;
+    if (sum == NULL || mean == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the secure sum");
+        goto out;
+    }
+    if (j->sa_k != len) {
+        rc = sfl__fail(SFL_EINVAL, "statistics: a support of %u slots, the moments have %u",
+                       j->sa_k, len);
+        goto out;
+    }
+    if ((rc = sfl_sa_server_finish(j->sa, sum, &count)) < 0 ||
+        (rc = sfl_sa_quant_init(&qz, b * b, j->sa_wmax, j->rnd.nmembers)) < 0)
+        goto out;
+    if (j->sa_w3 == NULL || count != j->sa_n3) {
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: a sum of %u inputs, U3 has %u", count,
+                       j->sa_n3);
+        goto out;
+    }
+    /* out of bounds or a broken canary: some member's input, hidden by the
+     * masks, as for a training round */
+    if ((rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count, j->sa_w3, len, mean,
+                                 &wsum)) < 0) {
+        j->work_unattributable = rc == SFL_ERANGE || rc == SFL_EBADSIG;
+        goto out;
+    }
+    /* the plain sum from the weighted mean: times the sum of U3's public
+     * weights (their declared rows, uncapped: coord_saround_prepare) */
+    for (uint32_t i = 0; i < count; i++)
+        wpub += j->sa_w3[i];
+    if ((rc = sfl_sa_moments_decode(mean, d, wpub, b, m)) < 0)
+        goto out;
+    /* a feature's sum of squares the rounding took below 0 (a feature
+     * that is 0 everywhere, within sfl_sa_moments_error of it) is 0 */
+    for (uint32_t i = 0; i < d; i++)
+        if (m[1 + (size_t)d + i] < 0)
+            m[1 + (size_t)d + i] = 0;
+    *agents = count;
+out:
     sfl__free(mean);
     sfl__free(sum);
     return rc;

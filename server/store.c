@@ -86,6 +86,9 @@ enum {
     ST_VERSION_INSERT,
     ST_METRICS_INSERT,
     ST_HISTORY,
+    ST_STATS_OPEN,
+    ST_STATS_COMMIT,
+    ST_STATS_GET,
     ST_COUNT
 };
 
@@ -101,6 +104,15 @@ enum {
     "job_id, round, attempt, state, nonce, opened_ms, closed_ms, reason, cohort"
 
 static const char *const sql_text[ST_COUNT] = {
+    /* a statistics attempt is counted once opened; a stored sum is final */
+    [ST_STATS_OPEN] = "INSERT INTO job_statistics(job_id, attempts) VALUES(?1, ?2) "
+                      "ON CONFLICT(job_id) DO UPDATE SET attempts = max(attempts, ?2) "
+                      "WHERE moments IS NULL",
+    [ST_STATS_COMMIT] = "UPDATE job_statistics SET rows = ?2, agents = ?3, committed_ms = ?4, "
+                        "moments_hash = ?5, moments = ?6 "
+                        "WHERE job_id = ?1 AND moments IS NULL",
+    [ST_STATS_GET] = "SELECT attempts, rows, agents, committed_ms, moments_hash, moments "
+                     "FROM job_statistics WHERE job_id = ?1",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -321,6 +333,19 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "  reason TEXT NOT NULL,"
     "  at_ms INTEGER NOT NULL,"
     "  PRIMARY KEY(job_id, agent_id));",
+    /* 6 -> 7: a standardize job's statistics round (docs/protocol.md):
+     * the attempts opened (numbered on across restarts, like a round's),
+     * then, once committed, the pooled moments (1 + 2 d little-endian
+     * float64s, last: a blob), their hash, the rows and agents pooled. A
+     * table of its own: rounds start at 1. */
+    "CREATE TABLE job_statistics("
+    "  job_id INTEGER PRIMARY KEY REFERENCES jobs(id),"
+    "  attempts INTEGER NOT NULL CHECK(attempts >= 0),"
+    "  rows INTEGER CHECK(rows >= 0),"
+    "  agents INTEGER CHECK(agents >= 0),"
+    "  committed_ms INTEGER,"
+    "  moments_hash BLOB CHECK(moments_hash IS NULL OR length(moments_hash) = 32),"
+    "  moments BLOB CHECK(moments IS NULL OR length(moments) % 8 = 0));",
 };
 
 struct coord_store {
@@ -2557,5 +2582,76 @@ int coord_store_backup_path(const char *db_path, const char *dest, uint64_t *byt
     rc = backup_to(src, dest, bytes);
 out:
     sqlite3_close(src);
+    return rc;
+}
+
+/* ---- statistics rounds ------------------------------------------------- */
+
+int coord_store_stats_open(coord_store_t *s, int64_t job, int64_t attempt)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    if (s == NULL || attempt < 1)
+        return sfl__fail(SFL_EINVAL, "store: bad statistics attempt");
+    if ((rc = begin(s)) != 0)
+        return rc;
+    if ((rc = prep(s, ST_STATS_OPEN, &st, IDS(job, attempt))) == 0) {
+        rc = exec_stmt(s, st, "open a statistics attempt");
+        st = NULL;
+    }
+    done(st);
+    return end(s, rc);
+}
+
+int coord_store_stats_commit(coord_store_t *s, int64_t job, const uint8_t *moments, size_t len,
+                             const uint8_t hash[COORD_HASH_BYTES], int64_t rows, int64_t agents)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    if (s == NULL || moments == NULL || len == 0 || len % 8 != 0 || rows < 0 || agents < 0)
+        return sfl__fail(SFL_EINVAL, "store: bad statistics");
+    if ((rc = begin(s)) != 0)
+        return rc;
+    if ((rc = prep(s, ST_STATS_COMMIT, &st, IDS(job, rows, agents, now_ms()))) == 0) {
+        bind_blob(st, 5, hash, COORD_HASH_BYTES);
+        rc = exec_blob(s, st, 6, moments, len, "store statistics", "store: statistics of %zu "
+                       "bytes", len);
+        st = NULL;
+        if (rc == 0 && sqlite3_changes(s->db) == 0)
+            rc = sfl__fail(SFL_EINVAL, "store: job %lld has no open statistics round (or it "
+                           "is already stored)", (long long)job);
+    }
+    done(st);
+    return end(s, rc);
+}
+
+int coord_store_stats_get(coord_store_t *s, int64_t job, size_t max, coord_srow_stats_t *out)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    if (s == NULL || out == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    memset(out, 0, sizeof(*out));
+    if ((rc = prep(s, ST_STATS_GET, &st, IDS(job))) != 0)
+        return rc;
+    rc = step(s, st, "store: read the statistics of job %lld", (long long)job);
+    if (rc == SQLITE_DONE) {
+        rc = sfl__fail(SFL_ENOTFOUND, "store: job %lld has no statistics round", (long long)job);
+    } else if (rc == SQLITE_ROW) {
+        rc = 0;
+        out->attempts = sqlite3_column_int64(st, 0);
+        if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
+            out->rows = sqlite3_column_int64(st, 1);
+            out->agents = sqlite3_column_int64(st, 2);
+            out->committed_ms = sqlite3_column_int64(st, 3);
+            if ((rc = col_fixed(st, 4, out->hash, COORD_HASH_BYTES,
+                                "job_statistics.moments_hash")) == 0)
+                rc = col_alloc(st, 5, max, &out->moments, &out->len, "job_statistics.moments");
+        }
+    }
+    done(st);
     return rc;
 }

@@ -20,7 +20,7 @@
 
 #include "sfl/error.h"
 
-#define COORD_STORE_SCHEMA_VERSION 6
+#define COORD_STORE_SCHEMA_VERSION 7
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128
@@ -232,6 +232,26 @@ int coord_store_quarantine_release(coord_store_t *s, int64_t job,
                                    int64_t agent) SFL_MUST_CHECK;
 int coord_store_quarantine_list(coord_store_t *s, coord_srow_quar_t **out,
                                 size_t *n) SFL_MUST_CHECK;
+/* A standardize job's statistics round (docs/protocol.md): stats_open
+ * records that attempt (1-based) opened, before its tasks go out (a no-op
+ * once the moments are stored); stats_commit stores the pooled moments
+ * (len bytes, little-endian float64s), their hash and the rows and agents
+ * pooled, once (SFL_EINVAL if stored already or never opened); stats_get
+ * reads the row (SFL_ENOTFOUND: none): moments NULL until committed, else
+ * owned (coord_store_free), at most max bytes (SFL_ELIMIT). */
+typedef struct {
+    int64_t attempts;     /* attempts opened */
+    int64_t rows, agents, committed_ms;
+    uint8_t hash[COORD_HASH_BYTES];
+    uint8_t *moments;     /* NULL: not committed */
+    size_t len;
+} coord_srow_stats_t;
+int coord_store_stats_open(coord_store_t *s, int64_t job, int64_t attempt) SFL_MUST_CHECK;
+int coord_store_stats_commit(coord_store_t *s, int64_t job, const uint8_t *moments, size_t len,
+                             const uint8_t hash[COORD_HASH_BYTES], int64_t rows,
+                             int64_t agents) SFL_MUST_CHECK;
+int coord_store_stats_get(coord_store_t *s, int64_t job, size_t max,
+                          coord_srow_stats_t *out) SFL_MUST_CHECK;
 /* Sets last_seen_ms to now. */
 int coord_store_agent_touch(coord_store_t *s, int64_t id);
 /* SFL_ENOTFOUND when absent. */

@@ -49,12 +49,24 @@ void coord_send_task(coord_t *co, job_t *j, agent_t *a)
 {
     int rc;
 
+    const uint8_t *buf = j->task;
+    size_t len = j->task_len;
+
     if (a->sub == NULL || j->task == NULL || j->opening)
         return; /* an opening attempt's tasks go out once it is recorded */
-    rc = sfl_grpc_send(a->sub, j->task, j->task_len);
+    /* a standardize job's moments: with the first task of the job on the
+     * agent's session, which keeps them (docs/protocol.md) */
+    if (j->task_m != NULL && a->moments_job != j->id) {
+        buf = j->task_m;
+        len = j->task_m_len;
+    }
+    rc = sfl_grpc_send(a->sub, buf, len);
     a->sub_idle_since = coord_now_ms(co);
-    if (rc >= 0)
-        j->fold.bytes_down += j->task_len;
+    if (rc >= 0) {
+        j->fold.bytes_down += len;
+        if (buf == j->task_m)
+            a->moments_job = j->id;
+    }
     if (rc < 0) {
         char q[300];
 

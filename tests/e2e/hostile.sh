@@ -11,8 +11,14 @@
 # of finite values whose norm overflows (1e300 entries), one declaring 1e12
 # samples, and one whose values are NaN: each is REJECTED with the bound it
 # broke; A never sends a valid one. B's honest update is accepted and round
-# r commits at its deadline with B's update alone. Then two real sfl-agents
-# finish the job. Bounded: every wait has a timeout.
+# r commits at its deadline with B's update alone. The job standardizes
+# (standardize = 1), so round r is preceded by its statistics round (round
+# 0), where A sends moments of the wrong length, with a negative sum of
+# squares, counting more rows than it declares, and with a NaN: each is
+# REJECTED with its reason and counted as an out-of-bounds update; B's are
+# accepted and the statistics commit with B's alone. Then two real
+# sfl-agents finish the job (on rows standardised with B's statistics).
+# Bounded: every wait has a timeout.
 set -eu
 . tests/e2e/lib.sh
 TOOL="$BIN/tests/e2e/sfl-replay"
@@ -54,6 +60,7 @@ max_attempts = 3
 seed = 5
 max_update_norm = 1e6
 max_samples = 1000
+standardize = 1
 EOF
 } > "$t/coordinator.ini"
 start_coordinator_any_port
@@ -66,7 +73,7 @@ timeout 60 "$TOOL" --hostile --coordinator "127.0.0.1:$port" --server-name 127.0
     --timeout-ms 50000 > "$t/hostile.out" 2>&1 || rc=$?
 cat "$t/hostile.out"
 [ "$rc" -eq 0 ] || fail "sfl-replay --hostile exited with $rc"
-grep -q "^sfl-replay: 4 checks, 0 failed$" "$t/hostile.out" || fail "not all 4 checks ran"
+grep -q "^sfl-replay: 9 checks, 0 failed$" "$t/hostile.out" || fail "not all 9 checks ran"
 A=$(sed -n 's/^joined: A .* agent_id=\([0-9]*\)$/\1/p' "$t/hostile.out")
 B=$(sed -n 's/^joined: B .* agent_id=\([0-9]*\)$/\1/p' "$t/hostile.out")
 r=$(sed -n 's/^round: r=\([0-9]*\) .*/\1/p' "$t/hostile.out")
@@ -80,6 +87,18 @@ upd() { # agent verdict reason-fragment: exactly one such update line in round r
         grep " verdict=$2" | grep -c -- "$3" || true)
     [ "$n" -eq 1 ] || fail "expected one '$2' update of agent $1 in round $r ($3), log has $n"
 }
+stat() { # agent verdict reason-fragment: exactly one such update line in round 0
+    n=$(grep "event=update agent=$1 job=1 round=0 " "$t/coord.log" |
+        grep " verdict=$2" | grep -c -- "$3" || true)
+    [ "$n" -eq 1 ] || fail "expected one '$2' statistics update of agent $1 ($3), log has $n"
+}
+stat "$A" rejected "update.dim is 50, the task's model has 101"
+stat "$A" rejected "statistics refused: moments: feature 0's sum of squares -1 is negative"
+stat "$A" rejected "statistics refused: moments count"
+stat "$A" rejected "not finite"
+stat "$B" accepted ""
+grep -q "event=statistics_committed job=1 attempt=0 agents=1 " "$t/coord.log" ||
+    fail "the statistics round did not commit with B's moments alone"
 upd "$A" rejected "max_update_norm 1e+06"
 upd "$A" rejected "max_samples 1000"
 upd "$A" rejected "not finite"
@@ -94,5 +113,6 @@ step "real agents finish the job"
 for i in 0 1; do start_agent $i; done
 finished() { grep -q "event=job_state job=1 state=finished" "$t/coord.log"; }
 wait_for 30 finished || fail "the job did not finish with the real agents"
-echo "PASS: hostile updates (overflowing norm, 1e12 samples, NaN) refused for that agent alone;" \
+echo "PASS: hostile moments (length, negative square sum, count, NaN) and updates" \
+    "(overflowing norm, 1e12 samples, NaN) refused for that agent alone;" \
     "round $r committed with the honest update; job finished"

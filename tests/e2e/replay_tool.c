@@ -712,14 +712,15 @@ out:
  * four = value, declaring `samples`; with nan, that value's bytes in the
  * packed payload become a NaN before sealing (the codec never writes one).
  * Sealed and signed properly: only the content is hostile. */
+static int seal_hostile(peer_t *p, const sfl_task_t *t, const sfl_payload_t *pl, double value,
+                        int nan, bytes_t *out);
+
 static int hostile_bytes(peer_t *p, const sfl_task_t *t, double value, double samples,
                          int nan, bytes_t *out)
 {
     uint32_t dim = t->model->dim, k = dim < 4 ? dim : 4;
     sfl_spvec_t *v = NULL;
     sfl_payload_t pl = {0};
-    uint8_t *payload = NULL, *sealed = NULL;
-    size_t plen = 0, cap, slen = 0;
     int rc;
 
     if ((rc = sfl_spvec_new(dim, k, &v)) < 0)
@@ -733,11 +734,25 @@ static int hostile_bytes(peer_t *p, const sfl_task_t *t, double value, double sa
     pl.encoding = SFL_ENC_F64;
     pl.samples = (uint64_t)samples;
     pl.train_loss = 1.0;
+    rc = seal_hostile(p, t, &pl, value, nan, out);
+    sfl_spvec_free(v);
+    return rc;
+}
+
+/* pl sealed and signed properly for t; with nan, value's bytes in the
+ * packed payload become a NaN first (the codec never writes one). */
+static int seal_hostile(peer_t *p, const sfl_task_t *t, const sfl_payload_t *pl, double value,
+                        int nan, bytes_t *out)
+{
+    uint8_t *payload = NULL, *sealed = NULL;
+    size_t plen = 0, cap, slen = 0;
+    int rc;
+
     if (!nan) {
-        rc = agent_seal_payload(t, &pl, p->id, p->agent_id, &out->p, &out->n);
+        rc = agent_seal_payload(t, pl, p->id, p->agent_id, &out->p, &out->n);
         goto out;
     }
-    if ((rc = sfl_msg_payload_pack(&pl, &payload, &plen)) < 0)
+    if ((rc = sfl_msg_payload_pack(pl, &payload, &plen)) < 0)
         goto out;
     {
         const double qnan = NAN;
@@ -779,10 +794,79 @@ static int hostile_bytes(peer_t *p, const sfl_task_t *t, double value, double sa
 out:
     sfl_msg_buf_free(payload);
     free(sealed);
-    sfl_spvec_free(v);
     if (rc < 0)
         say("setup: hostile update: %s", sfl_last_error());
     return rc;
+}
+
+/* A's answer to a statistics task (a standardize job's round 0) as a
+ * hostile agent makes it from its true moments: d entries (not 1 + 2 d),
+ * the first feature's sum of squares negative, a count that is not the
+ * rows it declares, or a NaN in place of its first sum. */
+typedef enum { BADM_LENGTH, BADM_NEGATIVE, BADM_COUNT, BADM_NAN } badm_t;
+
+static int hostile_moments(peer_t *p, const sfl_task_t *t, badm_t how, bytes_t *out)
+{
+    uint32_t d = t->dimension, n = 1 + 2 * d, len = how == BADM_LENGTH ? d : n;
+    double *m = calloc(n, sizeof(double));
+    const double mark = 4242.25;
+    sfl_spvec_t *v = NULL;
+    sfl_payload_t pl = {0};
+    int rc;
+
+    if (m == NULL)
+        return SFL_ENOMEM;
+    if ((rc = sfl_dataset_moments(p->data, d, m)) < 0 || (rc = sfl_spvec_new(len, 0, &v)) < 0)
+        goto out;
+    if (how == BADM_NEGATIVE)
+        m[1 + d] = -1;
+    if (how == BADM_COUNT)
+        m[0] += 1;
+    if (how == BADM_NAN)
+        m[1] = mark;
+    if ((rc = sfl_spvec_from_dense(v, m)) < 0)
+        goto out;
+    pl.update = v;
+    pl.encoding = SFL_ENC_F64;
+    pl.samples = p->data->X->nrows;
+    rc = seal_hostile(p, t, &pl, mark, how == BADM_NAN, out);
+out:
+    sfl_spvec_free(v);
+    free(m);
+    return rc;
+}
+
+/* A standardize job's statistics round: A's bad moments are refused for it
+ * alone, each with its reason; B's honest ones (the agent's own
+ * agent_stats_task) are accepted. */
+static void scenario_statistics(peer_t *A, peer_t *B, const sfl_task_t *ta,
+                                const sfl_task_t *tb)
+{
+    static const struct {
+        badm_t how;
+        const char *what, *why;
+    } bad[] = {{BADM_LENGTH, "of the model's length", "update.dim is"},
+               {BADM_NEGATIVE, "with a negative sum of squares", "negative"},
+               {BADM_COUNT, "counting a row more than it declares", "declares"},
+               {BADM_NAN, "with a NaN sum", "not finite"}};
+    bytes_t b = {0};
+    char step[160];
+
+    say("statistics: job=%" PRIu64 " attempt=%u", ta->job_id, ta->attempt);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (hostile_moments(A, ta, bad[i].how, &b) < 0)
+            return;
+        snprintf(step, sizeof(step), "r0 A moments %s", bad[i].what);
+        expect_ack(step, A, &b, SFL_ACK_REJECTED, bad[i].why);
+        sfl_msg_buf_free(b.p);
+        b.p = NULL;
+    }
+    if (agent_stats_task(tb, B->data, B->id, B->agent_id, &b.p, &b.n) < 0) {
+        say("setup: B cannot answer the statistics task: %s", sfl_last_error());
+        return;
+    }
+    expect_ack("r0 B honest moments", B, &b, SFL_ACK_ACCEPTED, NULL);
+    sfl_msg_buf_free(b.p);
 }
 
 /* The job (cohort 2, min_quorum 1, max_update_norm 1e6, max_samples 1000)
@@ -799,8 +883,17 @@ static int scenario_hostile(peer_t *A, peer_t *B)
     uint64_t r;
     int rc;
 
-    if ((rc = wait_tasks(A, B, 1, &ta, &tb)) < 0)
+    if ((rc = wait_tasks(A, B, 0, &ta, &tb)) < 0)
         goto out;
+    if (ta->statistics) {
+        /* a standardize job: its statistics round first */
+        scenario_statistics(A, B, ta, tb);
+        sfl_msg_task_free(ta);
+        sfl_msg_task_free(tb);
+        ta = tb = NULL;
+        if ((rc = wait_tasks(A, B, 1, &ta, &tb)) < 0)
+            goto out;
+    }
     r = ta->round;
     say("round: r=%" PRIu64 " job=%" PRIu64 " attempt=%u", r, ta->job_id, ta->attempt);
 

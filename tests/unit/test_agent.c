@@ -52,6 +52,7 @@ typedef enum {
     SUB_HOLD,    /* keep the stream open, send nothing */
     SUB_TASK,    /* send the current task, keep the stream open */
     SUB_BADTASK, /* send the task signed by the wrong key, keep the stream open */
+    SUB_STDTASK, /* send the task with S.moments beside it, keep the stream open */
     SUB_WAIT,    /* Wait { wait_ms }, then end the stream OK */
     SUB_CLOSE    /* end the call UNAVAILABLE and drop the connection */
 } sub_action_t;
@@ -75,8 +76,9 @@ static struct {
     sfl_roundkey_t *rk;
     sfl_task_t task; /* the current task; model borrowed from `model` */
     sfl_spvec_t *model;
-    uint8_t *task_msg, *bad_msg;
-    size_t task_len, bad_len;
+    uint8_t *task_msg, *bad_msg, *std_msg;
+    size_t task_len, bad_len, std_len;
+    double *moments; /* a standardize task's (SFL_MOMENTS_LEN(NCOLS)), or NULL */
     /* script */
     sub_action_t script[16];
     int nscript;
@@ -317,6 +319,10 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
         assert_int_equal(sfl_grpc_send(call, S.bad_msg, S.bad_len), 0);
         hold(call);
         break;
+    case SUB_STDTASK:
+        assert_int_equal(sfl_grpc_send(call, S.std_msg, S.std_len), 0);
+        hold(call);
+        break;
     case SUB_WAIT: {
         sfl_wait_t w = {.retry_after_ms = S.wait_ms};
         uint8_t *buf;
@@ -525,6 +531,12 @@ static void sign_task(void)
     assert_int_equal(sfl_msg_task_sign_bytes(&S.task, &tb, &tl), 0);
     assert_int_equal(sfl_seal_sign_detached(coord_id, SFL_MSG_TASK_CONTEXT, tb, tl, sig), 0);
     assert_int_equal(sfl_msg_task_pack(tb, tl, sig, &S.task_msg, &S.task_len), 0);
+    if (S.moments != NULL) {
+        sfl_msg_buf_free(S.std_msg);
+        assert_int_equal(sfl_msg_task_pack_moments(tb, tl, sig, S.moments,
+                                                   SFL_MOMENTS_LEN(NCOLS), &S.std_msg,
+                                                   &S.std_len), 0);
+    }
     assert_int_equal(sfl_seal_sign_detached(rogue_id, SFL_MSG_TASK_CONTEXT, tb, tl, sig), 0);
     assert_int_equal(sfl_msg_task_pack(tb, tl, sig, &S.bad_msg, &S.bad_len), 0);
     sfl_msg_buf_free(tb);
@@ -553,6 +565,16 @@ static sfl_spvec_t *reference(const char *path, const sfl_task_t *t, uint64_t cl
 
     assert_int_equal(sfl_libsvm_read(path, 0, NULL, &ds), 0);
     assert_int_equal(sfl_dataset_set_ncols(ds, t->dimension), 0);
+    if (t->has_moments) {
+        /* a standardize job's task: the rows as the pooled statistics make them */
+        double mu[NCOLS], sc[NCOLS];
+
+        assert_int_equal(t->dimension, NCOLS);
+        assert_non_null(S.moments);
+        assert_int_equal(sfl_moments_standardizer(S.moments, NCOLS, t->standardize_eps, mu, sc),
+                         0);
+        assert_int_equal(sfl_dataset_standardize(ds, NCOLS, mu, sc), 0);
+    }
     if (loss->classification)
         assert_int_equal(sfl_dataset_encode_labels(ds, SFL_LOSS_MAX_CLASSES), 0);
     assert_int_equal(sfl_problem_init(&prob, loss, t->dimension, ds->nclasses), 0);
@@ -740,6 +762,8 @@ static int teardown(void **state)
     sfl_msg_payload_free(S.payload);
     sfl_msg_buf_free(S.task_msg);
     sfl_msg_buf_free(S.bad_msg);
+    sfl_msg_buf_free(S.std_msg);
+    free(S.moments);
     sfl_spvec_free(S.model);
     sfl_roundkey_free(S.rk);
     for (int i = 0; i < 4; i++)
@@ -904,7 +928,16 @@ static void test_agent_task_check(void **state)
 }
 
 /* Unpacks and opens an Update the way the coordinator does. */
+static sfl_payload_t *open_update_dim(const uint8_t *msg, size_t len, const sfl_task_t *t,
+                                      uint32_t dim);
+
 static sfl_payload_t *open_update(const uint8_t *msg, size_t len, const sfl_task_t *t)
+{
+    return open_update_dim(msg, len, t, t->model->dim);
+}
+
+static sfl_payload_t *open_update_dim(const uint8_t *msg, size_t len, const sfl_task_t *t,
+                                      uint32_t dim)
 {
     sfl_update_t *u;
     sfl_upd_ctx_t x;
@@ -925,10 +958,76 @@ static sfl_payload_t *open_update(const uint8_t *msg, size_t len, const sfl_task
     assert_int_equal(sfl_seal_open_update(S.rk, agent_key->pk, &x, u->sealed, u->sealed_len,
                                           1 << 20, &pl, &pll, NULL),
                      0);
-    assert_int_equal(sfl_msg_payload_unpack(pl, pll, NULL, t->model->dim, &p), 0);
+    assert_int_equal(sfl_msg_payload_unpack(pl, pll, NULL, dim, &p), 0);
     sfl__free(pl);
     sfl_msg_update_free(u);
     return p;
+}
+
+/* A statistics task: the sealed update is the training rows' moments over
+ * the task's dimension, from zeros, bit for bit sfl_dataset_moments' (what
+ * sfl-sim computes for a client), float64, weight the rows; and the
+ * standardised copies the training rounds use are sfl_dataset_standardize's
+ * of the pooled statistics; moments that summarise nothing are refused. */
+static void test_agent_statistics(void **state)
+{
+    const uint32_t n = 1 + 2 * (NCOLS + 2);
+    sfl_dataset_t *ds, *sd = NULL, *se = NULL, *want = NULL, *parts[1];
+    double m[1 + 2 * (NCOLS + 2)] = {0}, got[1 + 2 * (NCOLS + 2)] = {0}, mu[NCOLS + 2],
+                                          sc[NCOLS + 2];
+    sfl_payload_t *p;
+    sfl_task_t t;
+    uint8_t *msg = NULL, *sign;
+    size_t len, slen;
+
+    (void)state;
+    assert_int_equal(sfl_libsvm_read(reg_path, 0, NULL, &ds), 0);
+    fill_task(&t, "lsq", 0, NULL, 0);
+    t.dimension = NCOLS + 2; /* wider than the data: widened */
+    t.statistics = 1;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &sign, &slen), 0); /* sets model_hash */
+    sfl_msg_buf_free(sign);
+    assert_int_equal(agent_stats_task(&t, ds, agent_key, AGENT_ID, &msg, &len), 0);
+    p = open_update_dim(msg, len, &t, n);
+    assert_int_equal(p->samples, NROWS);
+    assert_int_equal(p->encoding, SFL_ENC_F64);
+    sfl_spvec_scatter(p->update, got);
+    assert_int_equal(sfl_dataset_moments(ds, NCOLS + 2, m), 0);
+    assert_memory_equal(got, m, sizeof(m));
+    assert_true(m[0] == NROWS);
+    sfl_msg_payload_free(p);
+    sfl_msg_buf_free(msg);
+    t.statistics = 0;
+    assert_int_equal(agent_stats_task(&t, ds, agent_key, AGENT_ID, &msg, &len), SFL_EINVAL);
+
+    /* the standardised rows: as sfl_dataset_standardize makes them */
+    assert_int_equal(agent_standardize(m, NCOLS + 2, 0.001, ds, ds, &sd, &se), 0);
+    assert_non_null(se);
+    parts[0] = ds;
+    assert_int_equal(sfl_dataset_concat(parts, 1, &want), 0);
+    assert_int_equal(sfl_dataset_set_ncols(want, NCOLS + 2), 0);
+    assert_int_equal(sfl_moments_standardizer(m, NCOLS + 2, 0.001, mu, sc), 0);
+    assert_int_equal(sfl_dataset_standardize(want, NCOLS + 2, mu, sc), 0);
+    assert_int_equal(sd->X->nnz, want->X->nnz);
+    assert_memory_equal(sd->X->val, want->X->val, want->X->nnz * sizeof(double));
+    assert_memory_equal(se->X->val, want->X->val, want->X->nnz * sizeof(double));
+    assert_memory_equal(sd->y, ds->y, NROWS * sizeof(double)); /* targets as they were */
+    sfl_dataset_free(sd);
+    sfl_dataset_free(se);
+    assert_int_equal(agent_standardize(m, NCOLS + 2, 0.001, ds, NULL, &sd, &se), 0);
+    assert_null(se);
+    sfl_dataset_free(sd);
+    /* a summary of no rows, a negative sum of squares: refused, nothing made */
+    m[0] = 0;
+    assert_int_equal(agent_standardize(m, NCOLS + 2, 0.001, ds, NULL, &sd, &se), SFL_EINVAL);
+    assert_null(sd);
+    m[0] = NROWS;
+    m[1 + NCOLS + 2] = -1;
+    assert_int_equal(agent_standardize(m, NCOLS + 2, 0.001, ds, NULL, &sd, &se), SFL_EINVAL);
+    assert_null(sd);
+    assert_non_null(strstr(sfl_last_error(), "statistics"));
+    sfl_dataset_free(want);
+    sfl_dataset_free(ds);
 }
 
 static void test_agent_train_task_matches_client_round(void **state)
@@ -1399,6 +1498,51 @@ static void test_agent_trains_and_submits(void **state)
     }
 }
 
+/* A standardize job's training task: one that names statistics the agent
+ * does not hold is refused and the agent joins again (the coordinator sends
+ * them once a session); the next task brings them beside the signed bytes,
+ * and the update is trained on the rows they standardise, bit for bit. */
+static void test_agent_standardize_rejoins(void **state)
+{
+    agent_config_t c;
+    const agent_stats_t *st;
+    sfl_dataset_t *ds;
+
+    (void)state;
+    /* the pooled statistics: here the agent's own rows, doubled */
+    assert_non_null(S.moments = calloc(SFL_MOMENTS_LEN(NCOLS), sizeof(double)));
+    assert_int_equal(sfl_libsvm_read(reg_path, 0, NULL, &ds), 0);
+    assert_int_equal(sfl_dataset_moments(ds, NCOLS, S.moments), 0);
+    assert_int_equal(sfl_dataset_moments(ds, NCOLS, S.moments), 0);
+    sfl_dataset_free(ds);
+    S.task.has_moments = 1;
+    S.task.standardize_eps = 0.25;
+    sfl_msg_moments_hash(S.moments, SFL_MOMENTS_LEN(NCOLS), S.task.moments_hash);
+    sign_task();
+    S.script[S.nscript++] = SUB_TASK;    /* names them, without them */
+    S.script[S.nscript++] = SUB_STDTASK; /* the next session's first task */
+    agent_cfg(&c, "st-std", reg_path);
+    start_agent(&c);
+    st = agent_stats(S.agent);
+    RUN_UNTIL(st->acks[SFL_ACK_ACCEPTED] == 1);
+    assert_int_equal(st->tasks_refused, 1);
+    assert_true(log_has("the task names statistics this agent does not hold"));
+    assert_int_equal(S.joins, 2);
+    assert_true(log_has("level=info event=statistics job=1 rows=48 features=8 eps=0.25"));
+    expect_payload_is_reference(reg_path); /* standardised: t->has_moments */
+    {
+        sfl_spvec_t *raw;
+
+        S.task.has_moments = 0; /* what the raw rows would give: not this */
+        raw = reference(reg_path, &S.task, AGENT_ID);
+        assert_true(raw->nnz != S.payload->update->nnz ||
+                    memcmp(raw->val, S.payload->update->val, raw->nnz * sizeof(double)) != 0);
+        sfl_spvec_free(raw);
+        S.task.has_moments = 1;
+    }
+    stop_agent();
+}
+
 static void test_agent_refuses_bad_signature(void **state)
 {
     static const uint8_t garbage[] = {0x0a, 0x03, 0xff, 0xff, 0xff};
@@ -1684,12 +1828,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_train_task_matches_client_round, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_eval, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_statistics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_failalloc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_new_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_new_eval, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_new_failalloc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_identity_created_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_trains_and_submits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_standardize_rejoins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_refuses_bad_signature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_wait_resubscribes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_reconnects_with_backoff, setup, teardown),

@@ -374,6 +374,39 @@ static void test_ctl_print_waiting(void **state)
     assert_null(strstr(ctl_watch_line(&j, line, sizeof(line)), "waiting"));
 }
 
+/* A standardize job: its statistics round in watch and jobs, then what
+ * the stored statistics pool. */
+static void test_ctl_print_statistics(void **state)
+{
+    sfl_job_status_t j = job(4, "std", SFL_JOB_RUNNING);
+    char line[512], *out = NULL;
+
+    (void)state;
+    j.statistics = 1;
+    j.round_state = SFL_ROUND_TRAINING;
+    j.attempt = 1;
+    j.selected = 5;
+    j.accepted = 3;
+    assert_string_equal(ctl_watch_line(&j, line, sizeof(line)),
+                        "job 4 std: statistics round attempt 1 training, 3/5 answered");
+    CAPTURE(out, ctl_print_jobs(f, &j, 1));
+    assert_non_null(strstr(out, "\n     statistics round (round 0): the agents' moments, "
+                                "before round 1\n"));
+    free(out);
+    snprintf(j.waiting, sizeof(j.waiting), "selecting 1/2: waiting for 1 more agent");
+    assert_string_equal(ctl_watch_line(&j, line, sizeof(line)),
+                        "job 4 std: statistics round selecting 1/2: waiting for 1 more agent");
+    j.waiting[0] = '\0';
+    j.statistics = 2;
+    j.statistics_rows = 240;
+    j.statistics_agents = 4;
+    CAPTURE(out, ctl_print_jobs(f, &j, 1));
+    assert_non_null(strstr(out, "\n     standardized: statistics of 240 rows from 4 agents\n"));
+    assert_null(strstr(out, "statistics round"));
+    free(out);
+    assert_non_null(strstr(ctl_watch_line(&j, line, sizeof(line)), "job 4 std: round 1/60"));
+}
+
 static void test_ctl_print(void **state)
 {
     sfl_job_status_t jobs[2];
@@ -1023,6 +1056,7 @@ int main(void)
         cmocka_unit_test(test_ctl_print),
         cmocka_unit_test(test_ctl_history),
         cmocka_unit_test(test_ctl_print_waiting),
+        cmocka_unit_test(test_ctl_print_statistics),
         cmocka_unit_test(test_ctl_export_bytes),
         cmocka_unit_test(test_ctl_model_formats),
         cmocka_unit_test(test_ctl_write_atomic),

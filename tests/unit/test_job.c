@@ -108,6 +108,99 @@ static void test_job_spec_check(void **state)
     assert_non_null(strstr(sfl_last_error(), "secagg_degree: 17 is odd"));
 }
 
+/* standardize and standardize_eps: the keys (sfl-sim's names), eps's
+ * default and range, and the jobs that refuse it: vertical (a block holder
+ * sees only its columns) and, for now, secure aggregation. */
+static void test_job_spec_standardize(void **state)
+{
+    (void)state;
+    sfl_job_spec_t s;
+
+    coord_job_spec_default(&s);
+    s.dimension = 20;
+    assert_int_equal(s.standardize, 0);
+    assert_true(s.standardize_eps == SFL_STANDARDIZE_EPS);
+    assert_int_equal(coord_job_spec_set(&s, "standardize", "1"), 0);
+    assert_int_equal(s.standardize, 1);
+    assert_int_equal(coord_job_spec_set(&s, "standardize", "yes"), SFL_EINVAL);
+    assert_int_equal(coord_job_spec_set(&s, "standardize_eps", "0.5"), 0);
+    assert_true(s.standardize_eps == 0.5 && coord_job_std_eps(&s) == 0.5);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    s.standardize_eps = 0; /* the wire's unset: the default */
+    assert_true(coord_job_std_eps(&s) == SFL_STANDARDIZE_EPS);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    assert_int_equal(coord_job_spec_set(&s, "standardize_eps", "-1"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "standardize_eps"));
+    assert_int_equal(coord_job_spec_set(&s, "standardize_eps", "inf"), SFL_EINVAL);
+    s.standardize_eps = 0.001;
+    s.min_quorum = 3;
+    /* with secure aggregation: the bound B on every value (0: 100) */
+    assert_int_equal(coord_job_spec_set(&s, "secure_aggregation", "1"), 0);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    assert_true(s.standardize_bound == COORD_STANDARDIZE_BOUND &&
+                coord_job_std_bound(&s) == 100.0);
+    assert_int_equal(coord_job_spec_set(&s, "standardize_bound", "4.5"), 0);
+    assert_true(coord_job_std_bound(&s) == 4.5);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    s.standardize_bound = 0; /* the wire's unset: the default */
+    assert_true(coord_job_std_bound(&s) == COORD_STANDARDIZE_BOUND);
+    assert_int_equal(coord_job_spec_set(&s, "standardize_bound", "-2"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "standardize_bound: -2"));
+    assert_int_equal(coord_job_spec_set(&s, "standardize_bound", "1e200"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL); /* B^2 is not finite */
+    assert_int_equal(coord_job_spec_set(&s, "standardize_bound", "nan"), SFL_EINVAL);
+    s.standardize_bound = 0;
+    s.secagg = 0;
+    assert_int_equal(coord_job_spec_set(&s, "algo", "bcfw"), 0);
+    s.rows = 10;
+    s.cohort_size = s.min_quorum = 2;
+    s.over_selection = 0;
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "standardize: not supported for vertical jobs"));
+    s.standardize = 0;
+    assert_int_equal(coord_job_spec_check(&s), 0);
+}
+
+/* The statistics round selects every candidate: one phase that waits for
+ * every member, the job's quorum at its deadline. */
+static void test_job_stats_round_cfg(void **state)
+{
+    (void)state;
+    sfl_job_spec_t s;
+    coord_round_cfg_t c;
+    coord_round_t r;
+    uint64_t ids[7] = {1, 2, 3, 5, 8, 13, 21};
+
+    coord_job_spec_default(&s); /* cohort 8, overselect 0.25, quorum 6 */
+    s.min_quorum = 3;
+    coord_job_stats_cfg(&s, &c);
+    assert_int_equal(coord_round_cfg_check(&c), 0);
+    coord_round_init(&r, &c, 1, 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, 0, 7, ids, 7), 0);
+    assert_int_equal(r.nmembers, 7);
+    assert_memory_equal(&r.members[6].agent, &ids[6], sizeof(ids[6]));
+    for (uint32_t i = 0; i < 6; i++)
+        assert_int_equal(coord_round_submit(&r, ids[i], 1, 0, 0, 10), COORD_UPD_ACCEPTED);
+    assert_int_equal(r.state, COORD_ROUND_TRAINING); /* waits for the 7th */
+    assert_int_equal(coord_round_submit(&r, ids[6], 1, 0, 0, 10), COORD_UPD_ACCEPTED);
+    assert_int_equal(r.state, COORD_ROUND_AGGREGATING);
+    coord_round_close(&r);
+    /* fewer than the quorum: the round cannot start */
+    coord_round_init(&r, &c, 1, 0);
+    assert_int_equal(coord_round_step(&r, COORD_EV_START, 0, 7, ids, 2), SFL_EEMPTY);
+    coord_round_close(&r);
+    /* with secure aggregation: every candidate still, through the training
+     * rounds' five stages */
+    s.secagg = 1;
+    coord_job_stats_cfg(&s, &c);
+    assert_int_equal(coord_round_cfg_check(&c), 0);
+    assert_true(c.cohort == UINT32_MAX / 4 && c.nphases == 5);
+    assert_string_equal(c.phases[0].name, "advertise");
+    assert_string_equal(c.phases[4].name, "unmask");
+}
+
 static void test_job_eligibility(void **state)
 {
     (void)state;
@@ -418,6 +511,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_spec_keys),
         cmocka_unit_test(test_job_spec_check),
+        cmocka_unit_test(test_job_spec_standardize),
+        cmocka_unit_test(test_job_stats_round_cfg),
         cmocka_unit_test(test_job_eligibility),
         cmocka_unit_test(test_job_ineligible_reasons),
         cmocka_unit_test(test_job_matches_simulation),

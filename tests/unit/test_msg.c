@@ -226,6 +226,9 @@ static void sample_spec(sfl_job_spec_t *s)
     s->sa_clip = 3;
     s->sa_max_weight = 500;
     s->sa_degree = 4;
+    s->standardize = 1;
+    s->standardize_eps = 0.01;
+    s->standardize_bound = 7.5;
 }
 
 static void sample_job(sfl_job_status_t *j, uint64_t id)
@@ -1261,6 +1264,16 @@ static void test_msg_admin_roundtrip(void **state)
     assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), 0);
     assert_int_equal(sfl_msg_create_job_unpack(out, n, NULL, &ds), 0);
     assert_memory_equal(&ds, &s, sizeof(s));
+    assert_true(ds.standardize_bound == 7.5);
+    sfl_msg_buf_free(out);
+    out = NULL;
+    s.standardize_bound = -1; /* a bound below 0, or not finite, is refused */
+    assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "standardize_bound must be >= 0"));
+    s.standardize_bound = NAN;
+    assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), SFL_ENUMERIC);
+    s.standardize_bound = 7.5;
+    assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), 0);
     sfl_msg_buf_free(out);
 
     for (uint64_t i = 0; i < 3; i++)
@@ -1418,6 +1431,186 @@ static void test_msg_export_roundtrip(void **state)
     assert_detail("export: model_hash does not match the model");
     sfl_msg_buf_free(out);
     sfl_spvec_free(v);
+}
+
+/* Standardize jobs: the statistics task (round 0, sealed, no moments_hash),
+ * the training tasks' moments_hash and eps, the moments beside the signed
+ * bytes (taken only when they match the hash, at the task's length), a
+ * statistics round's update (round 0), and the export's moments. */
+static void test_msg_statistics(void **state)
+{
+    (void)state;
+    sfl_spvec_t *model = small_vec();
+    sfl_task_t t, *d = NULL;
+    sfl_wait_t w;
+    uint8_t *out = NULL, *sb = NULL, sig[64], pk[32];
+    size_t n, sn, nm = 1 + 2 * 300;
+    double *m = calloc(nm, sizeof(double));
+
+    assert_non_null(m);
+    for (size_t i = 0; i < nm; i++)
+        m[i] = i == 0 ? 60 : 0.25 * (double)i;
+
+    /* the statistics round: round 0 travels, with the flag only */
+    sample_task(&t, model);
+    t.round = 0;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    assert_detail("task: round missing (0)");
+    t.statistics = 1;
+    packed_task(&t, &out, &n);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), 0);
+    assert_true(d->statistics && d->round == 0 && !d->has_moments && d->moments == NULL);
+    sfl_msg_task_free(d);
+    d = NULL;
+    sfl_msg_buf_free(out);
+    {
+        /* with secure aggregation: a mode-2 statistics task, and its
+         * stages and answers at round 0 */
+        sfl_msg_sa_member_t mem[3] = {{4, {1}, 100}, {9, {2}, 2.5}, {12, {3}, 1}};
+        sfl_msg_sa_round_t sa = {.threshold = 2, .nmembers = 3, .members = mem,
+                                 .support_size = 601, .top_k = 601, .clip = 100,
+                                 .max_weight = 100, .degree = 0};
+        uint64_t clients[2] = {4, 9};
+        sfl_msg_sa_stage_t st = {.job_id = 2, .round = 0, .attempt = 0, .stage = 4,
+                                 .nclients = 2, .clients = clients}, ds;
+        sfl_msg_sa_answer_t a = {.job_id = 2, .round = 0, .attempt = 0, .agent_id = 4,
+                                 .stage = 4}, *da = NULL;
+        sfl_task_t *td = NULL;
+        sfl_wait_t tw;
+        sfl_vstep_t vs;
+        int kind;
+
+        t.update_mode = SFL_UPDATE_MODE_SECURE_AGG;
+        t.secagg = &sa;
+        packed_task(&t, &out, &n);
+        assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), 0);
+        assert_true(d->statistics && d->round == 0 && d->secagg != NULL &&
+                    d->update_mode == SFL_UPDATE_MODE_SECURE_AGG);
+        sfl_msg_task_free(d);
+        d = NULL;
+        sfl_msg_buf_free(out);
+        t.update_mode = SFL_UPDATE_MODE_SEALED;
+        t.secagg = NULL;
+        assert_int_equal(sfl_msg_sa_stage_pack(&st, &out, &n), 0);
+        assert_int_equal(sfl_msg_sub_unpack(out, n, NULL, &td, &tw, &vs, &ds, &kind), 0);
+        assert_true(kind == 'a' && ds.round == 0 && ds.stage == 4);
+        sfl_msg_sa_stage_clear(&ds);
+        sfl_msg_buf_free(out);
+        assert_int_equal(sfl_msg_sa_answer_pack(&a, &out, &n), 0);
+        assert_int_equal(sfl_msg_sa_answer_unpack(out, n, NULL, &da), 0);
+        assert_true(da->round == 0 && da->agent_id == 4);
+        sfl_msg_sa_answer_free(da);
+        sfl_msg_buf_free(out);
+    }
+    t.round = 2;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "statistics task: round 2 (want 0)"));
+    t.round = 0;
+    t.has_moments = 1;
+    t.standardize_eps = 0.001;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+
+    /* a training round names the moments and eps, both or neither */
+    sample_task(&t, model);
+    t.has_moments = 1;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "standardize_eps 0"));
+    t.standardize_eps = NAN;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    t.has_moments = 0;
+    t.standardize_eps = 0.001;
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_EINVAL);
+    t.has_moments = 1;
+    sfl_msg_moments_hash(m, nm, t.moments_hash);
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &sb, &sn), 0);
+    sign_task(sb, sn, sig, pk);
+    /* without the moments: the hash and eps only */
+    assert_int_equal(sfl_msg_task_pack(sb, sn, sig, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), 0);
+    assert_true(d->has_moments && d->standardize_eps == 0.001 && d->moments == NULL);
+    assert_memory_equal(d->moments_hash, t.moments_hash, 32);
+    sfl_msg_task_free(d);
+    d = NULL;
+    sfl_msg_buf_free(out);
+    /* with them: decoded, every value exact */
+    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), 0);
+    assert_non_null(d->moments);
+    assert_memory_equal(d->moments, m, nm * sizeof(double));
+    sfl_msg_task_free(d);
+    d = NULL;
+    sfl_msg_buf_free(out);
+    /* moments that are not the ones the signed hash names */
+    m[5] += 1;
+    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), SFL_EPARSE);
+    assert_null(d);
+    assert_detail("task: moments do not match the signed moments_hash");
+    sfl_msg_buf_free(out);
+    m[5] -= 1;
+    /* another length (the hash of the shorter vector signed: still refused) */
+    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm - 1, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), "moments are 4800 bytes, want 4808"));
+    sfl_msg_buf_free(out);
+    /* not finite: refused when packed */
+    m[3] = INFINITY;
+    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm, &out, &n), SFL_EINVAL);
+    m[3] = 0.75;
+    sfl_msg_buf_free(sb);
+    /* moments beside a task that names none */
+    sample_task(&t, model);
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &sb, &sn), 0);
+    sign_task(sb, sn, sig, pk);
+    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), SFL_EPARSE);
+    assert_detail("task: moments without a moments_hash");
+    sfl_msg_buf_free(out);
+    sfl_msg_buf_free(sb);
+
+    /* a statistics round's update is round 0 */
+    {
+        uint8_t sealed[4] = {1, 2, 3, 4};
+        sfl_update_t u = {7, 0, 2, 12, SFL_UPDATE_MODE_SEALED, sealed, sizeof(sealed)}, *du;
+
+        assert_int_equal(sfl_msg_update_pack(&u, &out, &n), 0);
+        assert_int_equal(sfl_msg_update_unpack(out, n, NULL, &du), 0);
+        assert_int_equal(du->round, 0);
+        sfl_msg_update_free(du);
+        sfl_msg_buf_free(out);
+    }
+
+    /* the export carries them with eps */
+    {
+        sfl_export_t e, *de = NULL;
+
+        memset(&e, 0, sizeof(e));
+        e.job_id = 3;
+        e.round = 5;
+        strcpy(e.algorithm, "fedavg");
+        strcpy(e.loss, "lsq");
+        e.dimension = 300;
+        e.model = model;
+        e.moments = m;
+        assert_int_equal(sfl_msg_export_pack(&e, &out, &n), SFL_EINVAL); /* eps 0 */
+        e.standardize_eps = 0.001;
+        assert_int_equal(sfl_msg_export_pack(&e, &out, &n), 0);
+        assert_int_equal(sfl_msg_export_unpack(out, n, NULL, &de), 0);
+        assert_non_null(de->moments);
+        assert_memory_equal(de->moments, m, nm * sizeof(double));
+        assert_true(de->standardize_eps == 0.001);
+        sfl_msg_export_free(de);
+        sfl_msg_buf_free(out);
+        e.moments = NULL;
+        e.standardize_eps = 0;
+        assert_int_equal(sfl_msg_export_pack(&e, &out, &n), 0);
+        assert_int_equal(sfl_msg_export_unpack(out, n, NULL, &de), 0);
+        assert_null(de->moments);
+        sfl_msg_export_free(de);
+        sfl_msg_buf_free(out);
+    }
+    free(m);
+    sfl_spvec_free(model);
 }
 
 /* ---- malformed input ------------------------------------------------------------------ */
@@ -2349,6 +2542,7 @@ int main(void)
         cmocka_unit_test(test_msg_history_roundtrip),
         cmocka_unit_test(test_msg_admin_roundtrip),
         cmocka_unit_test(test_msg_export_roundtrip),
+        cmocka_unit_test(test_msg_statistics),
         cmocka_unit_test(test_msg_truncated),
         cmocka_unit_test(test_msg_garbage),
         cmocka_unit_test(test_msg_oversized),

@@ -17,6 +17,8 @@
 #include "coord_int.h"
 #include "sagent.h"
 #include "sfl/alloc.h"
+#include "sfl/csr.h"
+#include "sfl/dataset.h"
 #include "sfl/file.h"
 #include "sfl/savec.h"
 #include "sfl/secagg.h"
@@ -83,9 +85,10 @@ static void test_sagent_state(void **state)
     uint8_t *buf = NULL;
     size_t len = 0;
 
-    /* no file: a fresh state */
+    /* no file: a fresh state, nothing taken (round 0 attempt 0, a
+     * statistics round's first, is not a replay) */
     assert_int_equal(agent_sa_state_load(f->dir, 7, D, &st), 0);
-    assert_true(st.job == 7 && st.round == 0 && st.attempt == 0 && st.d == D);
+    assert_true(st.job == 7 && st.round == 0 && st.attempt == 0 && st.d == D && !st.taken);
     for (uint32_t i = 0; i < D; i++)
         assert_true(st.resid[i] == 0);
 
@@ -97,8 +100,9 @@ static void test_sagent_state(void **state)
     assert_int_equal(stat(f->path, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0600);
     assert_int_equal(sb.st_size, 32 + 8 * D);
+    assert_true(st.taken); /* saved: taken */
     assert_int_equal(agent_sa_state_load(f->dir, 7, D, &back), 0);
-    assert_true(back.round == 12 && back.attempt == 3 && back.d == D);
+    assert_true(back.round == 12 && back.attempt == 3 && back.d == D && back.taken);
     assert_memory_equal(back.resid, vals, sizeof(vals));
     /* load clears what it is given first */
     assert_int_equal(agent_sa_state_load(f->dir, 7, D, &back), 0);
@@ -280,7 +284,10 @@ typedef struct rfx {
     sfl_sa_server_t *sa;
     sfl_msg_limits_t lim;
     uint32_t support[D], k;
+    const double (*moments)[5]; /* a statistics round (2 features): each member's */
 } rfx_t;
+
+#define SB 2.0 /* the statistics round's bound B */
 
 static void rfx_init(rfx_t *x, uint32_t t)
 {
@@ -315,6 +322,37 @@ static void rfx_init(rfx_t *x, uint32_t t)
     sfl_spvec_scatter(x->t.model, global);
     assert_int_equal(sfl_sa_support(global, D, 4, x->t.round_nonce, x->support, &x->k), 0);
     r = (sfl_sa_round_t){.job = 7, .round = 3, .len = x->k + SFL_SA_EXTRA_WORDS, .t = t,
+                         .n = FN, .members = sm};
+    memcpy(r.nonce, x->t.round_nonce, sizeof(r.nonce));
+    sfl_sa_support_hash(x->support, x->k, r.support_hash);
+    assert_int_equal(sfl_sa_server_new(&r, &x->sa), 0);
+}
+
+/* The same cohort in a statistics round (round 0, attempt 0) of 2 features:
+ * the 5 moments, every slot in the support, clip B = SB, the members' rows
+ * as their weights (max 10). */
+static void rfx_init_stats(rfx_t *x, uint32_t t, const double (*moments)[5])
+{
+    double zeros[5] = {0};
+    sfl_sa_member_t sm[FN];
+    sfl_sa_round_t r;
+
+    rfx_init(x, t);
+    sfl_sa_server_free(x->sa);
+    x->sa = NULL;
+    x->moments = moments;
+    x->t.round = 0;
+    x->t.statistics = 1;
+    x->t.dimension = 2;
+    x->sr.support_size = x->sr.top_k = 5;
+    x->sr.clip = SB;
+    for (int i = 0; i < FN; i++) {
+        sm[i].id = x->m[i].agent_id;
+        memcpy(sm[i].pk, x->m[i].pk, sizeof(sm[i].pk));
+    }
+    assert_int_equal(sfl_sa_support(zeros, 5, 5, x->t.round_nonce, x->support, &x->k), 0);
+    assert_int_equal(x->k, 5);
+    r = (sfl_sa_round_t){.job = 7, .round = 0, .len = x->k + SFL_SA_EXTRA_WORDS, .t = t,
                          .n = FN, .members = sm};
     memcpy(r.nonce, x->t.round_nonce, sizeof(r.nonce));
     sfl_sa_support_hash(x->support, x->k, r.support_hash);
@@ -373,6 +411,19 @@ static void rfx_update(rfx_t *x, int i, double v, uint64_t samples)
     uint8_t *ans = NULL;
     size_t len = 0;
 
+    if (x->moments != NULL) {
+        /* a statistics round: the raw moments; the residual is not touched */
+        (void)v;
+        assert_int_equal(sfl_spvec_new(5, 0, &u), 0);
+        assert_int_equal(sfl_spvec_from_dense(u, x->moments[i]), 0);
+        assert_int_equal(agent_sa_update(x->c[i], u, samples, &rep, resid, &ans, &len), 0);
+        for (int j = 0; j < D; j++)
+            assert_true(resid[j] == 0);
+        if (ans != NULL)
+            rfx_take(x, ans, len);
+        sfl_spvec_free(u);
+        return;
+    }
     sfl_spvec_scatter(x->t.model, global);
     for (int j = 0; j < D; j++)
         global[j] += v;
@@ -432,12 +483,12 @@ static void rfx_round_h(rfx_t *x, const double *v, uint32_t *sum, int hostile, d
         memcpy(keys[i].sig, u1[i].sig, sizeof(keys[i].sig));
     }
     for (int i = 0; i < FN; i++)
-        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = 3, .stage = 2,
+        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = x->t.round, .stage = 2,
                                               .nkeys = n, .keys = keys});
     assert_int_equal(sfl_sa_server_end_shares(x->sa, &u2, &n), 0);
     assert_int_equal(n, FN);
     for (int i = 0; i < FN; i++) {
-        sfl_msg_sa_stage_t st = {.job_id = 7, .round = 3, .stage = 3, .nclients = n,
+        sfl_msg_sa_stage_t st = {.job_id = 7, .round = x->t.round, .stage = 3, .nclients = n,
                                  .clients = (uint64_t *)(uintptr_t)u2};
 
         /* the inbox is full: one box from each other member, at the limit */
@@ -453,7 +504,7 @@ static void rfx_round_h(rfx_t *x, const double *v, uint32_t *sum, int hostile, d
     assert_int_equal(sfl_sa_server_end_inputs(x->sa, &u3, &n), 0);
     assert_int_equal(n, FN);
     for (int i = 0; i < FN; i++)
-        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = 3, .stage = 4,
+        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = x->t.round, .stage = 4,
                                               .nclients = n,
                                               .clients = (uint64_t *)(uintptr_t)u3});
     assert_int_equal(sfl_sa_server_end_consist(x->sa, &sigs, &n), 0);
@@ -462,10 +513,117 @@ static void rfx_round_h(rfx_t *x, const double *v, uint32_t *sum, int hostile, d
         memcpy(msigs[i].sig, sigs[i].sig, sizeof(msigs[i].sig));
     }
     for (int i = 0; i < FN; i++)
-        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = 3, .stage = 5,
+        rfx_stage(x, i, &(sfl_msg_sa_stage_t){.job_id = 7, .round = x->t.round, .stage = 5,
                                               .nsigs = n, .sigs = msigs});
     assert_int_equal(sfl_sa_server_finish(x->sa, sum, &count), 0);
     assert_int_equal(count, FN);
+}
+
+/* A standardize job's statistics round through the real protocol: every
+ * member's raw moments, encoded with its public weight (its rows) at bound
+ * B, come back as their plain sum within sfl_sa_moments_error, the count
+ * exact (sfl/savec.h; the coordinator's coord_saround_stats). */
+static void test_sagent_statistics(void **state)
+{
+    /* 2 features, every |x| <= SB; rows <= the public weights 2, 4, .., 10 */
+    static const double mom[FN][5] = {
+        {2, 1.5, -1, 2.25, 1},   {3, -2, 0.5, 4, 0.25},   {6, 4, 3, 8, 6},
+        {8, 0, -8, 16, 8},       {10, 5, 2, 10, 12},      {1, 2, -2, 4, 4},
+        {10, -10, 10, 20, 16},   {7, 0.25, 0, 0.5, 0}};
+    const double v[FN] = {0};
+    double want[5] = {0}, mean[5], got[5], wsum, w[FN], wpub = 0;
+    uint32_t sum[5 + SFL_SA_EXTRA_WORDS];
+    sfl_sa_quant_t q;
+    rfx_t x;
+
+    (void)state;
+    for (int i = 0; i < FN; i++)
+        for (int j = 0; j < 5; j++)
+            want[j] += mom[i][j];
+    assert_int_equal(sfl_sa_quant_init(&q, SB * SB, 10, FN), 0);
+    /* honest, then member 1 scaling as if its weight were 10 (public 4):
+     * rho v = x / w_max whatever weight it uses (n <= W), so the sum is the
+     * same, within the bound */
+    for (int hostile = -1; hostile <= 1; hostile += 2) {
+        wpub = 0;
+        rfx_init_stats(&x, 6, mom);
+        rfx_round_h(&x, v, sum, hostile, 10);
+        for (int i = 0; i < FN; i++) {
+            w[i] = x.m[i].weight;
+            wpub += w[i];
+        }
+        assert_int_equal(sfl_sa_server_mean(&q, sum, x.support, x.k, FN, w, 5, mean, &wsum), 0);
+        assert_int_equal(sfl_sa_moments_decode(mean, 2, wpub, SB, got), 0);
+        assert_true(got[0] == want[0]);
+        for (int j = 1; j < 5; j++)
+            assert_true(fabs(got[j] - want[j]) <
+                        sfl_sa_moments_error(&q, FN, SB, j <= 2 ? 1 : 2));
+        rfx_free(&x);
+    }
+}
+
+/* A statistics task whose support does not cover every moment (another
+ * length) is refused before any key goes out; so is moments of more rows
+ * than the member's public weight, or beyond the bound, at its update. */
+static void test_sagent_statistics_refusals(void **state)
+{
+    static const double mom[FN][5] = {{3, 0, 0, 1, 1}}; /* 3 rows, weight 2 */
+    sfl_sa_policy_t pol;
+    sfl_client_report_t rep = {0};
+    sfl_spvec_t *u = NULL;
+    uint8_t *ans = NULL;
+    size_t len = 0;
+    double bad[5] = {2, 0, 0, 9, 0}; /* Q 9 > 2 x B^2 */
+    rfx_t x;
+
+    (void)state;
+    sfl_sa_policy_default(&pol);
+    rfx_init_stats(&x, 6, mom);
+    x.sr.support_size = 4;
+    assert_int_equal(agent_sa_begin(&x.t, 1, x.id[0], &pol, &x.c[0], &ans, &len), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "statistics round of 5 moments"));
+    assert_null(x.c[0]);
+    x.sr.support_size = 5;
+    x.sr.clip = 1e300; /* B^2 not finite */
+    assert_int_equal(agent_sa_begin(&x.t, 1, x.id[0], &pol, &x.c[0], &ans, &len), SFL_EINVAL);
+    x.sr.clip = SB;
+    assert_int_equal(agent_sa_begin(&x.t, 1, x.id[0], &pol, &x.c[0], &ans, &len), 0);
+    sfl_msg_buf_free(ans);
+    assert_true(agent_sa_stats(x.c[0]) && agent_sa_dim(x.c[0]) == 5);
+    assert_int_equal(sfl_spvec_new(5, 0, &u), 0);
+    assert_int_equal(sfl_spvec_from_dense(u, mom[0]), 0);
+    assert_int_equal(agent_sa_update(x.c[0], u, 3, &rep, NULL, &ans, &len), SFL_ERANGE);
+    assert_non_null(strstr(sfl_last_error(), "public weight"));
+    sfl_spvec_free(u);
+    assert_int_equal(sfl_spvec_new(5, 0, &u), 0);
+    assert_int_equal(sfl_spvec_from_dense(u, bad), 0);
+    assert_int_equal(agent_sa_update(x.c[0], u, 2, &rep, NULL, &ans, &len), SFL_ERANGE);
+    assert_non_null(strstr(sfl_last_error(), "standardize_bound"));
+    assert_null(ans);
+    sfl_spvec_free(u);
+    rfx_free(&x);
+}
+
+/* The values the statistics round's moments come from: every |x| <= B, or
+ * the agent refuses naming the row, the feature and the bound. */
+static void test_sagent_stats_check(void **state)
+{
+    const double a[6] = {1, -2, 0, 0.5, 0, 2};
+    sfl_csr_t *X = NULL;
+    double *y = sfl__calloc(2, sizeof(double));
+    sfl_dataset_t *ds = NULL;
+
+    (void)state;
+    assert_non_null(y);
+    assert_int_equal(sfl_csr_from_dense(a, 2, 3, &X), 0);
+    assert_int_equal(sfl_dataset_new(X, y, &ds), 0);
+    assert_int_equal(agent_sa_stats_check(ds, 2), 0);
+    assert_int_equal(agent_sa_stats_check(ds, 1.5), SFL_ERANGE);
+    assert_non_null(strstr(sfl_last_error(), "row 0 feature 1 is -2, beyond the job's "
+                                            "standardize_bound 1.5"));
+    assert_int_equal(agent_sa_stats_check(ds, 0), SFL_EINVAL);
+    assert_int_equal(agent_sa_stats_check(ds, NAN), SFL_EINVAL);
+    sfl_dataset_free(ds);
 }
 
 static void test_sagent_full_inbox(void **state)
@@ -541,6 +699,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sagent_state, setup, teardown),
         cmocka_unit_test(test_sagent_begin_floor),
         cmocka_unit_test(test_sagent_full_inbox),
+        cmocka_unit_test(test_sagent_statistics),
+        cmocka_unit_test(test_sagent_statistics_refusals),
+        cmocka_unit_test(test_sagent_stats_check),
         cmocka_unit_test(test_sagent_inflated_weight),
     };
 

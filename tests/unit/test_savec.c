@@ -1098,6 +1098,94 @@ static void test_savec_metrics_bounds(void **state)
     assert_int_equal(sfl_sa_metrics_decode(&q, sum, 9, got), SFL_ERANGE);
 }
 
+/* A statistics round's moments through mode 2 (savec.h): encoded with each
+ * member's public weight, quantized at clip B^2, summed, dequantized with
+ * the public weights and decoded, they are the plain sum of the members'
+ * moments within sfl_sa_moments_error, the count exactly. */
+static void test_savec_moments_roundtrip(void **state)
+{
+    (void)state;
+    enum { P = 4, D = 3, L = 1 + 2 * D };
+    static const uint32_t rows[P] = {37, 1, 250, 90};
+    static const double weight[P] = {40, 1, 250, 120}; /* declared >= trained */
+    const double B = 10.0;
+    double m[P][L], want[L] = {0}, v[L], mean[L], got[L], wsum, wpub = 0, wmax = 0;
+    uint32_t out[L + 1], acc[L + 1] = {0};
+    sfl_sa_quant_t q;
+    sfl_rng_t r;
+
+    sfl_rng_seed(&r, 25, 0, 0, SFL_STREAM_DATA);
+    for (int u = 0; u < P; u++)
+        wmax = fmax(wmax, weight[u]);
+    assert_int_equal(sfl_sa_quant_init(&q, B * B, wmax, P), 0);
+    for (int u = 0; u < P; u++) {
+        memset(m[u], 0, sizeof(m[u]));
+        m[u][0] = rows[u];
+        for (uint32_t i = 0; i < rows[u]; i++)
+            for (int j = 0; j < D; j++) {
+                /* feature 2 sits at the bound: its squares fill [0, c] */
+                double x = j == 2 ? (i % 2 ? B : -B) : sfl_rng_gauss(&r, j, 1 + j);
+                x = fmax(-B, fmin(B, x));
+                m[u][1 + j] += x;
+                m[u][1 + D + j] += x * x;
+            }
+        for (int i = 0; i < L; i++)
+            want[i] += m[u][i];
+        wpub += weight[u];
+        assert_int_equal(sfl_sa_moments_encode(m[u], D, weight[u], B, v), 0);
+        for (int i = 0; i < L; i++)
+            assert_true(fabs(v[i]) <= B * B * (1 + 1e-9));
+        assert_int_equal(sfl_sa_quantize(&q, v, L, weight[u], &r, out), 0);
+        add_into(acc, out, L);
+    }
+    assert_int_equal(sfl_sa_dequantize(&q, acc, L, P, weight, mean, &wsum), 0);
+    assert_int_equal(sfl_sa_moments_decode(mean, D, wpub, B, got), 0);
+    assert_true(got[0] == want[0]); /* the count: whole, exact */
+    for (int i = 1; i < L; i++) {
+        double tol = sfl_sa_moments_error(&q, P, B, i <= D ? 1 : 2) * (1 + 1e-9);
+        assert_close(got[i], want[i], 0, tol);
+    }
+    /* the bound itself: count w_max 2^-f / s, 2^-f <= 2 c / 2^bits */
+    assert_true(sfl_sa_moments_error(&q, P, B, 2) <= P * wmax * 2 * B * B / ldexp(1.0, (int)q.bits));
+    assert_true(sfl_sa_moments_error(&q, P, B, 0) < 0.5);
+}
+
+/* The encoder's refusals: values beyond the bound, a count above the
+ * public weight or below 1, a value not finite, a bad weight or bound. */
+static void test_savec_moments_refusals(void **state)
+{
+    (void)state;
+    double m[5] = {4, 8, -2, 16, 2}, v[5], mean[5] = {0}, got[5];
+
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 4, 2, v), 0); /* |x| <= 2 fits */
+    assert_true(v[0] == 4 && v[1] == 4 && v[2] == -1 && v[3] == 4 && v[4] == 0.5);
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 4, 1.5, v), SFL_ERANGE); /* Q 16 > 4 x 2.25 */
+    assert_non_null(strstr(sfl_last_error(), "standardize_bound"));
+    m[3] = 4;
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 4, 1.9, v), SFL_ERANGE); /* S 8 > 4 x 1.9 */
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 3.5, 2, v), SFL_ERANGE); /* rows > weight */
+    assert_non_null(strstr(sfl_last_error(), "public weight"));
+    m[0] = 0;
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 4, 2, v), SFL_ERANGE);
+    m[0] = 4;
+    m[4] = -1e-3;
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 4, 2, v), SFL_ERANGE); /* negative Q */
+    m[4] = NAN;
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 4, 2, v), SFL_ENUMERIC);
+    m[4] = 2;
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 0, 2, v), SFL_EINVAL);
+    assert_int_equal(sfl_sa_moments_encode(m, 2, NAN, 2, v), SFL_EINVAL);
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 4, 0, v), SFL_EINVAL);
+    assert_int_equal(sfl_sa_moments_encode(m, 2, 4, 1e300, v), SFL_EINVAL); /* B^2 overflows */
+    /* decode: a pooled count below 1, a bad weight sum */
+    assert_int_equal(sfl_sa_moments_decode(mean, 2, 10, 2, got), SFL_ERANGE);
+    mean[0] = 4;
+    assert_int_equal(sfl_sa_moments_decode(mean, 2, 0, 2, got), SFL_EINVAL);
+    assert_int_equal(sfl_sa_moments_decode(mean, 2, INFINITY, 2, got), SFL_EINVAL);
+    assert_int_equal(sfl_sa_moments_decode(mean, 2, 3, 2, got), 0);
+    assert_true(got[0] == 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1123,6 +1211,8 @@ int main(void)
         cmocka_unit_test(test_savec_server_roundtrip),
         cmocka_unit_test(test_savec_hostile_input),
         cmocka_unit_test(test_savec_metrics_bounds),
+        cmocka_unit_test(test_savec_moments_roundtrip),
+        cmocka_unit_test(test_savec_moments_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

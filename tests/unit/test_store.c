@@ -827,7 +827,7 @@ static void test_store_history(void **state)
                "ALTER TABLE round_metrics DROP COLUMN privacy_iterations; "
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent; "
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent_rdp; "
-               "DROP TABLE quarantine; "
+               "DROP TABLE quarantine; DROP TABLE job_statistics; "
                "DELETE FROM schema_version WHERE version >= 4");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
@@ -864,7 +864,7 @@ static void test_store_history(void **state)
 
     /* Back to schema 1, then reopen: the migration runs, the rounds stay. */
     raw_sql(p, "DROP TABLE round_metrics; DROP TABLE job_failures; "
-               "DROP TABLE revoked_certs; DROP TABLE quarantine; "
+               "DROP TABLE revoked_certs; DROP TABLE quarantine; DROP TABLE job_statistics; "
                "DELETE FROM schema_version WHERE version >= 2");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
@@ -926,6 +926,47 @@ static void test_store_quarantine(void **state)
     coord_store_close(s);
 }
 
+/* A standardize job's statistics round: attempts counted as they open
+ * (never back), the moments stored once, read back after a reopen, and
+ * no attempt counted after the commit. */
+static void test_store_statistics(void **state)
+{
+    (void)state;
+    const char *p = dbpath("statistics.db");
+    coord_store_t *s = open_ok(p, 2);
+    coord_srow_stats_t r;
+    uint8_t m[24] = {1, 2, 3}, h[COORD_HASH_BYTES] = {9};
+    int64_t job = 0;
+
+    assert_int_equal(coord_store_job_create(s, "std", NULL, 0, 1, &job), 0);
+    assert_int_equal(coord_store_stats_get(s, job, 1024, &r), SFL_ENOTFOUND);
+    assert_int_equal(coord_store_stats_commit(s, job, m, sizeof(m), h, 10, 2), SFL_EINVAL);
+    assert_int_equal(coord_store_stats_open(s, job, 1), 0);
+    assert_int_equal(coord_store_stats_open(s, job, 3), 0);
+    assert_int_equal(coord_store_stats_open(s, job, 2), 0); /* never back */
+    assert_int_equal(coord_store_stats_get(s, job, 1024, &r), 0);
+    assert_int_equal(r.attempts, 3);
+    assert_null(r.moments);
+    coord_store_close(s);
+
+    s = open_ok(p, 2);
+    assert_int_equal(coord_store_stats_commit(s, job, m, 7, h, 10, 2), SFL_EINVAL); /* % 8 */
+    assert_int_equal(coord_store_stats_commit(s, job, m, sizeof(m), h, 10, 2), 0);
+    assert_int_equal(coord_store_stats_commit(s, job, m, sizeof(m), h, 10, 2), SFL_EINVAL);
+    assert_int_equal(coord_store_stats_open(s, job, 4), 0); /* a no-op once stored */
+    assert_int_equal(coord_store_stats_get(s, job, 8, &r), SFL_ELIMIT);
+    coord_store_free(r.moments);
+    assert_int_equal(coord_store_stats_get(s, job, 1024, &r), 0);
+    assert_int_equal(r.attempts, 3);
+    assert_int_equal(r.rows, 10);
+    assert_int_equal(r.agents, 2);
+    assert_int_equal(r.len, sizeof(m));
+    assert_memory_equal(r.moments, m, sizeof(m));
+    assert_memory_equal(r.hash, h, sizeof(h));
+    coord_store_free(r.moments);
+    coord_store_close(s);
+}
+
 static void test_store_schema_version(void **state)
 {
     (void)state;
@@ -935,13 +976,13 @@ static void test_store_schema_version(void **state)
 
     assert_int_equal(coord_store_job_create(s, "keep-me", NULL, 0, 1, &job), 0);
     coord_store_close(s);
-    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(7, 0)");
+    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(8, 0)");
     assert_int_equal(coord_store_open(p, NULL, &s2), SFL_EUNSUP);
     assert_null(s2);
     const char *d = sfl_last_error();
-    assert_non_null(strstr(d, "schema version 7 is newer than this coordinator supports (6)"));
+    assert_non_null(strstr(d, "schema version 8 is newer than this coordinator supports (7)"));
     /* Refused, not altered: the row and the data are still there. */
-    raw_sql(p, "DELETE FROM schema_version WHERE version = 7");
+    raw_sql(p, "DELETE FROM schema_version WHERE version = 8");
     s = open_ok(p, 2);
     coord_srow_job_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
@@ -1789,6 +1830,7 @@ int main(void)
         cmocka_unit_test(test_store_reopen),
         cmocka_unit_test(test_store_history),
         cmocka_unit_test(test_store_schema_version),
+        cmocka_unit_test(test_store_statistics),
         cmocka_unit_test(test_store_garbage),
         cmocka_unit_test(test_store_damage),
         cmocka_unit_test(test_store_recover),

@@ -300,7 +300,7 @@ typedef struct sfl_msg_sa_answer {
 /* A round's task (proto Task inside SignedTask inside TaskOrWait). */
 typedef struct sfl_task {
     uint64_t job_id;  /* > 0 */
-    uint64_t round;   /* >= 1 */
+    uint64_t round;   /* >= 1; 0 for a statistics round */
     uint32_t attempt; /* 0 first cohort, +1 per retry */
     char algorithm[SFL_MSG_NAME_LEN];
     sfl_param_list_t params; /* every parameter of the algorithm */
@@ -330,6 +330,19 @@ typedef struct sfl_task {
     /* Update mode 2: present (pack: borrowed, unpack: owned) exactly when
      * update_mode is SFL_UPDATE_MODE_SECURE_AGG. */
     sfl_msg_sa_round_t *secagg;
+    /* Standardize jobs: statistics, the job's statistics round (round 0,
+     * sealed mode, not vertical; the agent sends its rows' moments); in its
+     * training rounds has_moments 1, moments_hash the BLAKE2b-256 of the
+     * pooled moments' wire bytes (SFL_MOMENTS_LEN(dimension) little-endian
+     * float64s) and standardize_eps > 0 and finite. */
+    int statistics;
+    int has_moments;
+    uint8_t moments_hash[SFL_MSG_HASH_BYTES];
+    double standardize_eps;
+    /* Set by unpack only: the moments when the SignedTask carried them
+     * (owned, SFL_MOMENTS_LEN(dimension) values matching moments_hash),
+     * else NULL. */
+    double *moments;
     /* Set by unpack only. */
     uint8_t signature[SFL_MSG_SIG_BYTES];
     uint8_t *signed_bytes; /* owned: the Task bytes exactly as received,
@@ -358,6 +371,16 @@ int sfl_msg_task_sign_bytes(sfl_task_t *t, uint8_t **out, size_t *len) SFL_MUST_
 int sfl_msg_task_pack(const uint8_t *task, size_t task_len,
                       const uint8_t signature[SFL_MSG_SIG_BYTES], uint8_t **out,
                       size_t *len) SFL_MUST_CHECK;
+/* The same with a standardize job's pooled moments beside the signed bytes
+ * (SignedTask.moments): n values, little-endian float64 (n 0: none). */
+int sfl_msg_task_pack_moments(const uint8_t *task, size_t task_len,
+                              const uint8_t signature[SFL_MSG_SIG_BYTES],
+                              const double *moments, size_t n, uint8_t **out,
+                              size_t *len) SFL_MUST_CHECK;
+/* hash = BLAKE2b-256 of moments[0..n) as they travel (little-endian
+ * float64s): what Task.moments_hash names. */
+void sfl_msg_moments_hash(const double *moments, size_t n,
+                          uint8_t hash[SFL_MSG_HASH_BYTES]);
 /* A TaskOrWait carrying a Wait. */
 int sfl_msg_wait_pack(const sfl_wait_t *w, uint8_t **out, size_t *len) SFL_MUST_CHECK;
 
@@ -437,7 +460,7 @@ int sfl_msg_values_decode(const uint8_t *buf, size_t len, size_t n, size_t nints
 /* Coordinator.SubmitUpdate request */
 typedef struct sfl_update {
     uint64_t job_id;   /* > 0 */
-    uint64_t round;    /* >= 1 */
+    uint64_t round;    /* >= 1; 0 for a statistics round's moments */
     uint32_t attempt;
     uint64_t agent_id; /* > 0 */
     sfl_update_mode_t mode;
@@ -548,6 +571,9 @@ typedef struct sfl_job_spec {
     int secagg;                    /* 0 or 1: update mode 2 */
     uint32_t sa_threshold, sa_support, sa_topk, sa_degree; /* 0: the defaults */
     double sa_clip, sa_max_weight; /* finite, >= 0; 0: the defaults */
+    int standardize;               /* 0 or 1: the statistics round, then standardised rows */
+    double standardize_eps;        /* finite, >= 0; 0: SFL_STANDARDIZE_EPS */
+    double standardize_bound;      /* finite, >= 0; 0: 100 (server/job.h; mode 2 only) */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {
@@ -584,6 +610,12 @@ typedef struct sfl_job_status {
      * e.g. "agent 9: ..." (text "" exactly when the count is 0). */
     uint32_t quarantined;
     char quarantine[SFL_MSG_TEXT_LEN];
+    /* Standardize jobs: 1 while the statistics round is open or next, 2
+     * once the moments are stored (0: not standardize); the rows and
+     * agents they pool. */
+    uint32_t statistics;
+    uint64_t statistics_rows;
+    uint32_t statistics_agents;
 } sfl_job_status_t;
 
 /* CreateJobRequest */
@@ -715,6 +747,11 @@ typedef struct sfl_export {
     sfl_spvec_t *model; /* pack: borrowed (sent as f64), unpack: owned */
     /* Unpack only (pack computes it): BLAKE2b-256 of the model's bytes. */
     uint8_t model_hash[SFL_MSG_HASH_BYTES];
+    /* A standardize job's pooled moments, 1 + 2 dimension finite values
+     * (pack: borrowed, unpack: owned), and its eps (> 0); NULL and 0
+     * otherwise. */
+    double *moments;
+    double standardize_eps;
 } sfl_export_t;
 
 /* ExportModelRequest: job_id > 0, round 0 = last committed. */

@@ -155,6 +155,42 @@ int sfl_sa_server_mean(const sfl_sa_quant_t *q, const uint32_t *sum, const uint3
                        uint32_t k, uint32_t count, const double *weights, uint32_t d,
                        double *mean, double *wsum) SFL_MUST_CHECK;
 
+/* A standardize job's statistics round under mode 2 (docs/protocol.md
+ * "Statistics round"). The moments m[0..1 + 2d) of a member's training rows
+ * (sfl/dataset.h: n, per-feature sums S_j, sums of squares Q_j), every
+ * |x| <= B (the job's standardize_bound), go through mode 2 unchanged
+ * (support: all 1 + 2d slots, clip c = B * B, every value kept) as
+ *   v = (n / W * c, S_j / W * B, Q_j / W),    each in [-c, c],
+ * with W the member's public weight (its declared rows, which the
+ * coordinator uses uncapped: w_max = the cohort's largest W). Mode 2's
+ * weighted mean is then sum_u W_u v_u / sum_u W_u, so sum W times it,
+ * scaled back, is the plain sum of the members' moments
+ * (sfl_sa_moments_decode), up to the stochastic rounding: each slot of each
+ * input moves by less than one step 2^-f in units of rho v, so
+ *   |error of slot i| < count * w_max * 2^-f / s_i,
+ * s_i = c, B, 1 for the count, the sums, the sums of squares
+ * (sfl_sa_moments_error), and 2^-f <= 2 c / 2^B_bits (B_bits = 30 -
+ * floor(log2 n_max), sfl_sa_quant_init): for the sums of squares
+ * count * w_max * 2 B^2 / 2^B_bits. */
+
+/* v[0..1 + 2d) from m as above. SFL_ENUMERIC for a value not finite;
+ * SFL_EINVAL for a weight or bound not finite and > 0; SFL_ERANGE for a
+ * count not in [1, weight] (more rows than the public weight says), a
+ * |S_j| above n B or a Q_j not in [0, n B^2] (up to 1e-9 relative
+ * rounding): moments of values beyond the bound. */
+int sfl_sa_moments_encode(const double *m, uint32_t d, double weight, double bound,
+                          double *v) SFL_MUST_CHECK;
+/* The plain sum m[0..1 + 2d) from mode 2's weighted mean mean[0..1 + 2d)
+ * and wsum = the sum of the inputs' public weights W_u (not of rho_u): the
+ * count rounded to a whole number. SFL_EINVAL for a bound or wsum not
+ * finite and > 0; SFL_ERANGE for a pooled count below 1. */
+int sfl_sa_moments_decode(const double *mean, uint32_t d, double wsum, double bound,
+                          double *m) SFL_MUST_CHECK;
+/* The bound above on |error| of slot kind part (0 the count, 1 a sum, 2 a
+ * sum of squares) for a sum of count inputs through quantizer q (clip
+ * bound^2, w_max the largest weight). */
+double sfl_sa_moments_error(const sfl_sa_quant_t *q, uint32_t count, double bound, int part);
+
 #define SFL_SA_METRICS 5
 #define SFL_SA_METRIC_WORDS (2 * SFL_SA_METRICS)
 /* The words of a masked input beyond its |S_t| values. */

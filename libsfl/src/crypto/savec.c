@@ -420,6 +420,66 @@ int sfl_sa_server_mean(const sfl_sa_quant_t *q, const uint32_t *sum, const uint3
     return 0;
 }
 
+/* ---- a statistics round's moments --------------------------------------- */
+
+int sfl_sa_moments_encode(const double *m, uint32_t d, double weight, double bound, double *v)
+{
+    assert(m && v);
+    size_t n = 1 + 2 * (size_t)d;
+
+    if (!(isfinite(weight) && weight > 0) || !(isfinite(bound) && bound > 0) ||
+        !isfinite(bound * bound))
+        return sfl__fail(SFL_EINVAL, "statistics: weight %g and bound %g must be finite and > 0",
+                         weight, bound);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(m[i]))
+            return sfl__fail(SFL_ENUMERIC, "statistics: moment %zu is %g", i, m[i]);
+    double rows = m[0], c = bound * bound, slack = 1 + 1e-9;
+    if (!(rows >= 1 && rows <= weight))
+        return sfl__fail(SFL_ERANGE, "statistics: %.17g rows, the public weight is %.17g "
+                         "(need 1 <= rows <= weight)", rows, weight);
+    for (uint32_t j = 0; j < d; j++) {
+        double s = m[1 + j], q = m[1 + (size_t)d + j];
+
+        if (fabs(s) > rows * bound * slack || q < 0 || q > rows * c * slack)
+            return sfl__fail(SFL_ERANGE, "statistics: feature %u's sum %g or sum of squares %g "
+                             "is beyond %.17g rows of |x| <= standardize_bound %g", j, s, q,
+                             rows, bound);
+    }
+    v[0] = rows / weight * c;
+    for (uint32_t j = 0; j < d; j++) {
+        v[1 + j] = m[1 + j] / weight * bound;
+        v[1 + (size_t)d + j] = m[1 + (size_t)d + j] / weight;
+    }
+    return 0;
+}
+
+int sfl_sa_moments_decode(const double *mean, uint32_t d, double wsum, double bound, double *m)
+{
+    assert(mean && m);
+    if (!(isfinite(wsum) && wsum > 0) || !(isfinite(bound) && bound > 0) ||
+        !isfinite(bound * bound))
+        return sfl__fail(SFL_EINVAL, "statistics: weight sum %g and bound %g must be finite "
+                         "and > 0", wsum, bound);
+    double c = bound * bound;
+    m[0] = nearbyint(mean[0] * wsum / c);
+    if (!(m[0] >= 1))
+        return sfl__fail(SFL_ERANGE, "statistics: a pooled count of %g rows", m[0]);
+    for (uint32_t j = 0; j < d; j++) {
+        m[1 + j] = mean[1 + j] * wsum / bound;
+        m[1 + (size_t)d + j] = mean[1 + (size_t)d + j] * wsum;
+    }
+    return 0;
+}
+
+double sfl_sa_moments_error(const sfl_sa_quant_t *q, uint32_t count, double bound, int part)
+{
+    assert(q);
+    double s = part == 0 ? bound * bound : part == 1 ? bound : 1.0;
+
+    return (double)count * q->w_max * ldexp(1.0, -q->frac) / s;
+}
+
 /* ---- masks --------------------------------------------------------------- */
 
 /* nblocks keystream blocks of key from block counter blk into buf. */

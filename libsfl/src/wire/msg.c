@@ -1147,11 +1147,9 @@ static size_t sa_cap(const chk_t *c)
 
 static int check_sa_ids(const chk_t *c, uint64_t job, uint64_t round)
 {
-    int rc;
-
-    if ((rc = check_id(c, "job_id", job)) < 0 || (rc = check_id(c, "round", round)) < 0)
-        return rc;
-    return 0;
+    /* round 0: a standardize job's statistics round (docs/protocol.md) */
+    (void)round;
+    return check_id(c, "job_id", job);
 }
 
 static int check_sa_count(const chk_t *c, const char *what, size_t n, const void *a)
@@ -1712,7 +1710,9 @@ static int check_task(const chk_t *c, const void *p)
     int rc;
 
     if ((rc = check_id(c, "job_id", t->job_id)) < 0 ||
-        (rc = check_id(c, "round", t->round)) < 0 ||
+        (!t->statistics && (rc = check_id(c, "round", t->round)) < 0) ||
+        (rc = check_bool(c, "statistics", t->statistics)) < 0 ||
+        (rc = check_bool(c, "has_moments", t->has_moments)) < 0 ||
         (rc = check_str(c, "algorithm", t->algorithm, SFL_MSG_NAME_LEN, 1)) < 0 ||
         (rc = check_params(c, &t->params)) < 0 ||
         (rc = check_str(c, "loss", t->loss, SFL_MSG_NAME_LEN, 1)) < 0 ||
@@ -1738,6 +1738,21 @@ static int check_task(const chk_t *c, const void *p)
         return fail(c, c->bad, "vertical round: rows %u, clients %u, iterations %llu + %u of "
                     "%llu", t->rows, t->clients, (unsigned long long)t->first_iteration,
                     t->round_iterations, (unsigned long long)t->iterations);
+    /* The statistics round is round 0 of a horizontal job, sealed or
+     * secure aggregation, and carries no statistics of its own. */
+    if (t->statistics && (t->round != 0 ||
+                          (t->update_mode != SFL_UPDATE_MODE_SEALED &&
+                           t->update_mode != SFL_UPDATE_MODE_SECURE_AGG) ||
+                          t->rows != 0 || t->has_moments))
+        return fail(c, c->bad, "statistics task: round %llu (want 0), update mode %d (want "
+                    "sealed or secure aggregation), %s, %s", (unsigned long long)t->round, (int)t->update_mode,
+                    t->rows ? "vertical" : "horizontal",
+                    t->has_moments ? "moments_hash set" : "no moments_hash");
+    if (t->has_moments != (t->standardize_eps != 0) ||
+        (t->has_moments && !(isfinite(t->standardize_eps) && t->standardize_eps > 0)))
+        return fail(c, c->bad, "moments_hash %s with standardize_eps %g (want both or neither, "
+                    "eps > 0 and finite)", t->has_moments ? "present" : "absent",
+                    t->standardize_eps);
     return 0;
 }
 
@@ -1790,6 +1805,10 @@ static int put_task(const chk_t *c, const void *p, wire_t *w)
     pb->iterations = t->iterations;
     pb->first_iteration = t->first_iteration;
     pb->round_iterations = t->round_iterations;
+    pb->statistics = t->statistics;
+    if (t->has_moments)
+        pb->moments_hash = bin(t->moments_hash, SFL_MSG_HASH_BYTES);
+    pb->standardize_eps = t->standardize_eps;
     if (t->secagg != NULL) {
         if ((rc = put_sa_round(c, t->secagg, w)) < 0)
             return rc;
@@ -1812,6 +1831,8 @@ typedef struct signed_task {
     const uint8_t *task;
     size_t len;
     const uint8_t *signature;
+    const double *moments;
+    size_t nmoments;
 } signed_task_t;
 
 static int put_signed_task(const chk_t *c, const void *p, wire_t *w)
@@ -1822,6 +1843,13 @@ static int put_signed_task(const chk_t *c, const void *p, wire_t *w)
         return fail(c, SFL_EINVAL, "no task bytes (use sfl_msg_task_sign_bytes)");
     w->signed_task.task = bin(m->task, m->len);
     w->signed_task.signature = bin(m->signature, SFL_MSG_SIG_BYTES);
+    if (m->nmoments > 0) {
+        if (m->nmoments > SIZE_MAX / 8 || (w->data = sfl__malloc(m->nmoments * 8)) == NULL)
+            return fail(c, SFL_ENOMEM, "no memory for %zu moments", m->nmoments);
+        if (sfl_msg_values_encode(m->moments, m->nmoments, 0, w->data) < 0)
+            return fail(c, SFL_EINVAL, "moments: %s", sfl_last_error());
+        w->signed_task.moments = bin(w->data, m->nmoments * 8);
+    }
     w->pb.task_or_wait.kind_case = SFL__V1__TASK_OR_WAIT__KIND_TASK;
     w->pb.task_or_wait.task = &w->signed_task;
     return 0;
@@ -1833,9 +1861,40 @@ static const msg_type_t signed_task_type = {"task", &sfl__v1__task_or_wait__desc
 int sfl_msg_task_pack(const uint8_t *task, size_t task_len,
                       const uint8_t signature[SFL_MSG_SIG_BYTES], uint8_t **out, size_t *len)
 {
-    const signed_task_t m = {task, task_len, signature};
+    const signed_task_t m = {task, task_len, signature, NULL, 0};
 
     return pack_msg(&signed_task_type, &m, NULL, out, len);
+}
+
+int sfl_msg_task_pack_moments(const uint8_t *task, size_t task_len,
+                              const uint8_t signature[SFL_MSG_SIG_BYTES],
+                              const double *moments, size_t n, uint8_t **out, size_t *len)
+{
+    const signed_task_t m = {task, task_len, signature, moments, n};
+
+    if (n > 0 && moments == NULL) {
+        clear_out(out, len);
+        return sfl__fail(SFL_EINVAL, "task: NULL moments");
+    }
+    return pack_msg(&signed_task_type, &m, NULL, out, len);
+}
+
+void sfl_msg_moments_hash(const double *moments, size_t n, uint8_t hash[SFL_MSG_HASH_BYTES])
+{
+    crypto_generichash_state st;
+
+    /* the wire bytes, hashed a value at a time: no copy of the vector */
+    crypto_generichash_init(&st, NULL, 0, SFL_MSG_HASH_BYTES);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b[8];
+        uint64_t u;
+
+        memcpy(&u, &moments[i], 8);
+        for (int k = 0; k < 8; k++)
+            b[k] = (uint8_t)(u >> (8 * k));
+        crypto_generichash_update(&st, b, sizeof(b));
+    }
+    crypto_generichash_final(&st, hash, SFL_MSG_HASH_BYTES);
 }
 
 static int check_wait(const chk_t *c, const void *p)
@@ -2096,6 +2155,7 @@ void sfl_msg_task_free(sfl_task_t *t)
     sfl_spvec_free(t->model);
     sa_round_free(t->secagg);
     sfl__free(t->signed_bytes);
+    sfl__free(t->moments);
     sfl__free(t);
 }
 
@@ -2123,6 +2183,14 @@ static int get_task(const chk_t *c, const sfl_msg_limits_t *lim, sfl_task_t *t)
     t->iterations = pb->iterations;
     t->first_iteration = pb->first_iteration;
     t->round_iterations = pb->round_iterations;
+    t->statistics = pb->statistics ? 1 : 0;
+    t->standardize_eps = pb->standardize_eps;
+    if (pb->moments_hash.len > 0) {
+        t->has_moments = 1;
+        if ((rc = get_fixed(c, "moments_hash", &pb->moments_hash, t->moments_hash,
+                            SFL_MSG_HASH_BYTES)) < 0)
+            goto out;
+    }
     v = (int)pb->update_mode;
     if ((rc = get_str(c, "algorithm", pb->algorithm, t->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = get_params(c, pb->params, &t->params)) < 0 ||
@@ -2157,6 +2225,29 @@ out:
     return rc;
 }
 
+/* SignedTask.moments of a checked task t: exactly SFL_MOMENTS_LEN(dimension)
+ * finite float64s whose hash is the signed moments_hash (they travel
+ * outside the signature), into t->moments. */
+static int get_moments(const chk_t *c, sfl_task_t *t, const uint8_t *b, size_t len)
+{
+    size_t n = 1 + 2 * (size_t)t->dimension;
+    uint8_t h[SFL_MSG_HASH_BYTES];
+
+    if (!t->has_moments)
+        return fail(c, c->bad, "moments without a moments_hash");
+    if (len != 8 * n)
+        return fail(c, c->bad, "moments are %zu bytes, want %zu (1 + 2 x %u float64s)", len,
+                    8 * n, t->dimension);
+    crypto_generichash(h, sizeof(h), b, len, NULL, 0);
+    if (sodium_memcmp(h, t->moments_hash, sizeof(h)) != 0)
+        return fail(c, c->bad, "moments do not match the signed moments_hash");
+    if ((t->moments = sfl__mallocarray(n, sizeof(double))) == NULL)
+        return fail(c, SFL_ENOMEM, "no memory for the moments");
+    if (sfl_msg_values_decode(b, len, n, 0, t->moments) < 0)
+        return fail(c, c->bad, "moments: %s", sfl_last_error());
+    return 0;
+}
+
 /* Not through unpack_msg either: one envelope, two outcomes (an owned task
  * or a wait in place), each with its own detail prefix. */
 int sfl_msg_task_or_wait_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
@@ -2178,6 +2269,8 @@ int sfl_msg_sub_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *l
     const chk_t cv = {"step", SFL_EPARSE, cs.lim, 0};
     Sfl__V1__TaskOrWait *pb = NULL;
     sfl_task_t *t = NULL;
+    uint8_t *mb = NULL;
+    size_t mlen = 0;
     int rc;
 
     assert(task != NULL && wait != NULL && kind != NULL);
@@ -2239,6 +2332,10 @@ int sfl_msg_sub_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *l
     t->signed_len = pb->task->task.len;
     pb->task->task.data = NULL;
     pb->task->task.len = 0;
+    mb = pb->task->moments.data;
+    mlen = pb->task->moments.len;
+    pb->task->moments.data = NULL;
+    pb->task->moments.len = 0;
     /* The envelope goes before the model is decoded, so peak memory is the
      * task bytes plus one copy of the model. */
     free_pb(pb);
@@ -2246,10 +2343,13 @@ int sfl_msg_sub_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *l
     rc = get_task(&ct, lim, t);
     if (rc < 0)
         goto out;
+    if (mlen > 0 && (rc = get_moments(&ct, t, mb, mlen)) < 0)
+        goto out;
     *task = t;
     *kind = 't';
     t = NULL;
 out:
+    sfl__free(mb);
     sfl_msg_task_free(t);
     free_pb(pb);
     return rc;
@@ -2262,8 +2362,8 @@ static int check_update(const chk_t *c, const void *p)
     const sfl_update_t *m = p;
     int rc;
 
+    /* round 0: a statistics round's update */
     if ((rc = check_id(c, "job_id", m->job_id)) < 0 ||
-        (rc = check_id(c, "round", m->round)) < 0 ||
         (rc = check_id(c, "agent_id", m->agent_id)) < 0 ||
         (rc = check_enum(c, "mode", (int)m->mode, 1, 2)) < 0)
         return rc;
@@ -2626,11 +2726,15 @@ static int check_job_spec(const chk_t *c, const void *p)
         (rc = check_finite(c, "max_samples", m->max_samples)) < 0 ||
         (rc = check_bool(c, "secure_aggregation", m->secagg)) < 0 ||
         (rc = check_finite(c, "secagg_clip", m->sa_clip)) < 0 ||
-        (rc = check_finite(c, "secagg_max_weight", m->sa_max_weight)) < 0)
+        (rc = check_finite(c, "secagg_max_weight", m->sa_max_weight)) < 0 ||
+        (rc = check_bool(c, "standardize", m->standardize)) < 0 ||
+        (rc = check_finite(c, "standardize_eps", m->standardize_eps)) < 0 ||
+        (rc = check_finite(c, "standardize_bound", m->standardize_bound)) < 0)
         return rc;
-    if (m->max_update_norm < 0 || m->max_samples < 0 || m->sa_clip < 0 || m->sa_max_weight < 0)
-        return fail(c, c->bad, "max_update_norm, max_samples, secagg_clip and "
-                    "secagg_max_weight must be >= 0");
+    if (m->max_update_norm < 0 || m->max_samples < 0 || m->sa_clip < 0 || m->sa_max_weight < 0 ||
+        m->standardize_eps < 0 || m->standardize_bound < 0)
+        return fail(c, c->bad, "max_update_norm, max_samples, secagg_clip, "
+                    "secagg_max_weight, standardize_eps and standardize_bound must be >= 0");
     if (m->sa_degree % 2 != 0)
         return fail(c, c->bad, "secagg_degree %u (need 0 or even)", m->sa_degree);
     if (m->dimension == 0)
@@ -2692,6 +2796,9 @@ static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
     js->secagg_clip = m->sa_clip;
     js->secagg_max_weight = m->sa_max_weight;
     js->secagg_degree = m->sa_degree;
+    js->standardize = m->standardize;
+    js->standardize_eps = m->standardize_eps;
+    js->standardize_bound = m->standardize_bound;
     w->pb.create_job.spec = js;
     return 0;
 }
@@ -2736,6 +2843,9 @@ static int get_job_spec(const chk_t *c, void *p, void *out)
     m->sa_clip = js->secagg_clip;
     m->sa_max_weight = js->secagg_max_weight;
     m->sa_degree = js->secagg_degree;
+    m->standardize = js->standardize ? 1 : 0;
+    m->standardize_eps = js->standardize_eps;
+    m->standardize_bound = js->standardize_bound;
     return check_job_spec(c, m);
 }
 
@@ -2778,6 +2888,8 @@ static int check_job_status(const chk_t *c, const void *p)
         return rc;
     if ((m->quarantined == 0) != (m->quarantine[0] == '\0'))
         return fail(c, c->bad, "quarantine text without quarantined agents, or the reverse");
+    if (m->statistics > 2)
+        return fail(c, c->bad, "statistics %u (want 0, 1 or 2)", m->statistics);
     if (m->privacy_epsilon < 0 || m->privacy_delta < 0 || m->privacy_spent < 0 ||
         m->privacy_spent_rdp < 0)
         return fail(c, c->bad, "privacy ledger values must be >= 0");
@@ -2817,6 +2929,9 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->privacy_iterations = m->privacy_iterations;
     o->quarantined = m->quarantined;
     o->quarantine = str(m->quarantine);
+    o->statistics = m->statistics;
+    o->statistics_rows = m->statistics_rows;
+    o->statistics_agents = m->statistics_agents;
 }
 
 static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
@@ -2858,6 +2973,9 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
         (rc = get_str(c, "quarantine", p->quarantine, m->quarantine, SFL_MSG_TEXT_LEN)) < 0)
         return rc;
     m->quarantined = p->quarantined;
+    m->statistics = p->statistics;
+    m->statistics_rows = p->statistics_rows;
+    m->statistics_agents = p->statistics_agents;
     return check_job_status(c, m);
 }
 
@@ -3581,6 +3699,18 @@ static int put_export(const chk_t *c, const void *p, wire_t *w)
     pb->labels = (double *)(uintptr_t)m->labels;
     pb->model = &w->sv;
     pb->model_hash = bin(w->hash, SFL_MSG_HASH_BYTES);
+    if (m->moments != NULL) {
+        size_t n = 1 + 2 * (size_t)m->dimension;
+
+        if (!(m->standardize_eps > 0) || !isfinite(m->standardize_eps))
+            return fail(c, c->bad, "standardize_eps %g (want > 0, finite)", m->standardize_eps);
+        if ((w->more[9] = sfl__mallocarray(n, 8)) == NULL)
+            return fail(c, SFL_ENOMEM, "no memory for the moments");
+        if (sfl_msg_values_encode(m->moments, n, 0, w->more[9]) < 0)
+            return fail(c, c->bad, "moments: %s", sfl_last_error());
+        pb->moments = bin(w->more[9], n * 8);
+        pb->standardize_eps = m->standardize_eps;
+    }
     return 0;
 }
 
@@ -3605,13 +3735,28 @@ static int get_export(const chk_t *c, void *p, void *out)
         return rc;
     if (memcmp(hash, m->model_hash, SFL_MSG_HASH_BYTES) != 0)
         return fail(c, SFL_EPARSE, "model_hash does not match the model");
+    if (pb->moments.len > 0 || pb->standardize_eps != 0) {
+        size_t n = 1 + 2 * (size_t)m->dimension;
+
+        if (pb->moments.len != 8 * n || !(pb->standardize_eps > 0) ||
+            !isfinite(pb->standardize_eps))
+            return fail(c, SFL_EPARSE, "moments of %zu bytes with standardize_eps %g (want %zu "
+                        "bytes, eps > 0)", pb->moments.len, pb->standardize_eps, 8 * n);
+        if ((m->moments = sfl__mallocarray(n, sizeof(double))) == NULL)
+            return fail(c, SFL_ENOMEM, "no memory for the moments");
+        if (sfl_msg_values_decode(pb->moments.data, pb->moments.len, n, 0, m->moments) < 0)
+            return fail(c, SFL_EPARSE, "moments: %s", sfl_last_error());
+        m->standardize_eps = pb->standardize_eps;
+    }
     return 0;
 }
 
 void sfl_msg_export_free(sfl_export_t *m)
 {
-    if (m != NULL)
+    if (m != NULL) {
         sfl_spvec_free(m->model);
+        sfl__free(m->moments);
+    }
     sfl__free(m);
 }
 
