@@ -41,8 +41,9 @@ static const opt_t opts[] = {
      "                       classes), lognormal sizes, each client's rows split into its own\n"
      "                       train and test parts; pfedme2020: pFedMe's 2020 script replayed,\n"
      "                       clients sharing a label hold overlapping copies of its first rows\n"
-     "                       (a stderr line counts rows, distinct rows and test rows also in\n"
-     "                       training; docs/algorithms.md); features:K (file or synthetic data, a vertical\n"
+     "                       (both print a stderr line, even with --quiet: training rows,\n"
+     "                       distinct ones, test rows also in training; docs/algorithms.md);\n"
+     "                       features:K (file or synthetic data, a vertical\n"
      "                       algorithm: bcfw, dpbcfw): K clients hold balanced contiguous column\n"
      "                       blocks of the same rows, one CSV row per evaluated iteration"},
     {"test", T_STR, O(test), -1, "FILE", "held-out file in the format of --data"},

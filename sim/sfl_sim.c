@@ -892,8 +892,9 @@ int main(int argc, char **argv)
             cfg.test_frac = is_pfedme(cfg.partition) ? 0.25 : 0.2;
         load_file(&fed, cfg.data, colon + 1, &cfg);
         *colon = ':';
-        /* pfedme2020's point is its overlap: say it even with --quiet */
-        if (!cfg.quiet || strcmp(cfg.partition, "pfedme2020") == 0)
+        /* pFedMe's splits say what they share even with --quiet: the
+         * report quotes pfedme2020's overlap against pfedme's none */
+        if (!cfg.quiet || is_pfedme(cfg.partition))
             sim_overlap_summary(fed.train, fed.nclients, fed.test, fed.ntest);
     } else {
         sim_usage_error("--data must be synth:KIND, " SFL_DATASET_SPEC_FORMS, cfg.data);
