@@ -120,9 +120,9 @@ def table1(sim, data):
           "hyperparameters (sim/experiments/fedmac-*.ini). \"best\" is the highest accuracy",
           "over the evaluated rounds (the first, the last and every 10th on Synthetic, every",
           "20th on MNIST to halve the cost of evaluating standardised, dense rows:",
-          "`--eval-every 20`), as the paper reports; \"last\" is round 800's. GM: the global model on the pooled",
-          "test parts; PM: every client's own model on its own test part, pooled (pFedMe's",
-          "rule). Algorithms without a personal model have no PM. Several seeds: mean",
+          "`--eval-every 20`), as the paper reports; \"last\" is round 800's. GM: the",
+          "global model on the pooled test parts; PM: every client's own model on its own",
+          "test part, pooled (pFedMe's rule). Algorithms without a personal model have no PM. Several seeds: mean",
           "(min-max). \"- paper\": our mean less the paper's figure.", ""]
     head = ["| algorithm | seeds | GM best | GM last | PM best | PM last | paper GM | paper PM "
             "| GM - paper | PM - paper | wall s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -472,10 +472,14 @@ def centralized_mlp(sim, data):
     return md
 
 
-class Fill(dict):
-    def __missing__(self, key):
-        print(f"  report-fedmac-notes.md: no value for {{{key}}}", file=sys.stderr)
-        return "(not measured)"
+def fill(text):
+    """report-fedmac-notes.md with each {key} replaced by VALUES[key]."""
+    def one(m):
+        if m[1] not in VALUES:
+            print(f"  report-fedmac-notes.md: no value for {m[0]}", file=sys.stderr)
+            return "(not measured)"
+        return VALUES[m[1]]
+    return re.sub(r"\{([a-z0-9_.]+)\}", one, text)
 
 
 def section(sim, data):
@@ -498,5 +502,5 @@ def section(sim, data):
     md += [f"Wall time of this section on this machine: {total:.0f} s ({len(WALL)} runs, "
            "one after the other, one core each, on a machine shared with other jobs).", ""]
     notes = open(os.path.join(R.HERE, "report-fedmac-notes.md")).read()
-    md += [notes.format_map(Fill(VALUES)), ""]
+    md += [fill(notes), ""]
     return md
