@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sfl/algo.h"
+#include "sfl/dataset.h"
 #include "sfl/suggest.h"
 #include "sfl/ini.h"
 #include "sfl/version.h"
@@ -35,13 +36,26 @@ static const opt_t opts[] = {
      "synth:sim1|sim2|sparse|fedprox|gradmp|dpbcfw, libsvm:FILE, csv:FILE or\n"
      "                       idx:IMAGES,LABELS; default synth:sim1"},
     {"partition", T_STR, O(partition), SIM_OPT_PARTITION, "P",
-     "file data: iid, label, pfedme, dirichlet:ALPHA or kmeans:K (default iid);\n"
-     "                       pfedme: client c holds labels c and c+1 (mod classes), lognormal\n"
-     "                       sizes, each client's rows split into its own train and test parts\n"
-     "                       (docs/algorithms.md); features:K (file or synthetic data, a vertical\n"
+     "file data: iid, label, pfedme, pfedme2020, dirichlet:ALPHA or kmeans:K\n"
+     "                       (default iid); pfedme: client c holds labels c and c+1 (mod\n"
+     "                       classes), lognormal sizes, each client's rows split into its own\n"
+     "                       train and test parts; pfedme2020: pFedMe's 2020 script replayed,\n"
+     "                       clients sharing a label hold overlapping copies of its first rows\n"
+     "                       (both print a stderr line, even with --quiet: training rows,\n"
+     "                       distinct ones, test rows also in training; docs/algorithms.md);\n"
+     "                       features:K (file or synthetic data, a vertical\n"
      "                       algorithm: bcfw, dpbcfw): K clients hold balanced contiguous column\n"
      "                       blocks of the same rows, one CSV row per evaluated iteration"},
     {"test", T_STR, O(test), -1, "FILE", "held-out file in the format of --data"},
+    {"standardize", T_FLAG, O(standardize), -1, NULL,
+     "x -> (x - mu) / (sigma + eps) per feature, mu and sigma (numpy's std) of\n"
+     "                       the pooled training parts of all clients (after partition and\n"
+     "                       test split), applied to every training and test part (pFedMe's\n"
+     "                       MNIST preprocessing; docs/algorithms.md); --dump-* write raw rows;\n"
+     "                       a summary line goes to stderr, even with --quiet"},
+    {"standardize-eps", T_DBL, O(standardize_eps), -1, "E",
+     "--standardize's eps, in the data's units (default 0.001; the idx reader\n"
+     "                       scales pixels to [0,1], so 0.001/255 is pFedMe's eps on 0..255)"},
     {"test-frac", T_DBL, O(test_frac), SIM_OPT_TEST_FRAC, "F",
      "fraction held out for test_accuracy (default 0.2 for files, 0 for synth)"},
     {"loss", T_STR, O(loss), -1, "L",
@@ -318,11 +332,18 @@ bad:
     return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", o->name, val);
 }
 
+/* name as a flag (standardize-eps) or with underscores (standardize_eps, an
+ * INI key written like the algorithm parameters'). */
 static const opt_t *find_opt(const char *name)
 {
-    for (size_t i = 0; i < NOPTS; i++)
-        if (strcmp(opts[i].name, name) == 0)
+    for (size_t i = 0; i < NOPTS; i++) {
+        const char *a = opts[i].name, *b = name;
+
+        while (*a && (*a == *b || (*a == '-' && *b == '_')))
+            a++, b++;
+        if (*a == '\0' && *b == '\0')
             return &opts[i];
+    }
     return NULL;
 }
 
@@ -361,6 +382,7 @@ static void defaults(sim_cfg_t *cfg)
     cfg->parts = 20;
     cfg->kmeans_iter = 50;
     cfg->sa_clip = 100;
+    cfg->standardize_eps = SFL_STANDARDIZE_EPS;
 }
 
 int sim_options(int argc, char **argv, sim_cfg_t *cfg)

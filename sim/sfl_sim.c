@@ -270,6 +270,11 @@ static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32
         /* 2 labels per client, at least 10 rows of each, lognormal sizes */
         rc = sfl_partition_labels(g, n, ds->nclasses, nclients, 2, 10, 1.0, &r, out);
         free(g);
+    } else if (strcmp(p, "pfedme2020") == 0) {
+        uint32_t *g = class_groups(ds, "--partition pfedme2020 needs class labels");
+
+        rc = sfl_partition_pfedme2020(g, n, ds->nclasses, nclients, 2, &r, out);
+        free(g);
     } else if (strncmp(p, "kmeans:", 7) == 0) {
         char *end;
         unsigned long k = strtoul(p + 7, &end, 10);
@@ -283,11 +288,18 @@ static void partition_rows(const sim_cfg_t *cfg, const sfl_dataset_t *ds, uint32
             rc = sfl_partition_group_skew(g, n, (uint32_t)k, nclients, cfg->parts, 2, &r, out);
         free(g);
     } else {
-        sim_usage_error("unknown --partition (iid, label, pfedme, dirichlet:A, kmeans:K)", p);
+        sim_usage_error("unknown --partition (iid, label, pfedme, pfedme2020, dirichlet:A, "
+                        "kmeans:K)", p);
         return;
     }
     if (rc < 0)
         sim_die("partition", rc);
+}
+
+/* pFedMe's splits (pfedme, pfedme2020) hold out part of each client's rows. */
+static int is_pfedme(const char *partition)
+{
+    return strcmp(partition, "pfedme") == 0 || strcmp(partition, "pfedme2020") == 0;
 }
 
 void sim_code_test_labels(const sfl_dataset_t *train, sfl_dataset_t *test, const char *path)
@@ -334,7 +346,7 @@ static void load_file(fed_t *f, const char *kind, const char *path, sim_cfg_t *c
     }
     /* pFedMe's protocol: every client's own rows split into its train and
      * test parts (the test part keeps the client's labels). */
-    int per_client = test == NULL && cfg->test_frac > 0 && strcmp(cfg->partition, "pfedme") == 0;
+    int per_client = test == NULL && cfg->test_frac > 0 && is_pfedme(cfg->partition);
     if (test == NULL && cfg->test_frac > 0 && !per_client) {
         sfl_rng_t r;
 
@@ -861,6 +873,9 @@ int main(int argc, char **argv)
     /* Column blocks (--partition features:K) and the vertical algorithms
      * have a driver of their own (vertical.c). */
     if (strncmp(cfg.partition, "features:", 9) == 0 || algo->shape == SFL_SHAPE_VERTICAL) {
+        if (cfg.standardize)
+            sim_usage_error("--standardize applies to horizontal runs, not to --partition "
+                            "features:K or a vertical algorithm", NULL);
         rc = sim_vertical(&cfg, algo);
         sim_cfg_free(&cfg);
         return rc;
@@ -874,9 +889,13 @@ int main(int argc, char **argv)
 
         *colon = '\0';
         if (!cfg.given[SIM_OPT_TEST_FRAC] && cfg.test == NULL)
-            cfg.test_frac = strcmp(cfg.partition, "pfedme") == 0 ? 0.25 : 0.2;
+            cfg.test_frac = is_pfedme(cfg.partition) ? 0.25 : 0.2;
         load_file(&fed, cfg.data, colon + 1, &cfg);
         *colon = ':';
+        /* pFedMe's splits say what they share even with --quiet: the
+         * report quotes pfedme2020's overlap against pfedme's none */
+        if (!cfg.quiet || is_pfedme(cfg.partition))
+            sim_overlap_summary(fed.train, fed.nclients, fed.test, fed.ntest);
     } else {
         sim_usage_error("--data must be synth:KIND, " SFL_DATASET_SPEC_FORMS, cfg.data);
     }
@@ -890,6 +909,16 @@ int main(int argc, char **argv)
         if ((rc = sfl_dict_attach(&prob, dict)) < 0)
             sim_die("dictionary", rc);
     }
+    /* The statistics come from the clients' training parts before
+     * --centralized pools them (the same sums either way); the dumps below
+     * write raw rows, so the transform is applied after them. */
+    double *std_mu = NULL, *std_scale = NULL;
+    if (cfg.standardize) {
+        std_mu = sim_xcalloc(fed.ncols, sizeof(double));
+        std_scale = sim_xcalloc(fed.ncols, sizeof(double));
+        sim_standardizer(fed.train, fed.nclients, fed.ncols, cfg.standardize_eps, std_mu,
+                         std_scale);
+    }
     if (cfg.centralized) {
         if (cfg.cohort)
             sim_usage_error("--centralized and --cohort exclude each other", NULL);
@@ -899,10 +928,18 @@ int main(int argc, char **argv)
         dump_data(cfg.dump_data, &fed);
     if (cfg.dump_shards) {
         dump_shards(cfg.dump_shards, &fed);
+        free(std_mu);
+        free(std_scale);
         sfl_dict_free(dict);
         fed_free(&fed);
         sim_cfg_free(&cfg);
         return 0;
+    }
+    if (cfg.standardize) {
+        sim_standardize_apply(fed.train, fed.nclients, fed.ncols, std_mu, std_scale);
+        sim_standardize_apply(fed.test, fed.test ? fed.ntest : 0, fed.ncols, std_mu, std_scale);
+        free(std_mu);
+        free(std_scale);
     }
 
     /* Parameters: given values, else sfl-sim's experiment defaults (tau 200;

@@ -36,6 +36,8 @@ typedef struct sim_cfg {
     uint32_t nparams;
     uint64_t seed;
     int no_wall_clock, quiet, centralized;
+    int standardize;        /* --standardize: pooled training mean and sd */
+    double standardize_eps; /* --standardize-eps: scale = 1 / (sigma + eps) */
     /* --secagg: mode 2's support rule, error feedback and quantization
      * (secagg.c); 0 for sa_support, sa_topk and sa_wmax = derived */
     int secagg;
@@ -91,6 +93,20 @@ void sim_make_dirs(const char *dir);
 /* --plot: obj[0..n) against 1..n; 0, or -1 with why filled. */
 int sim_plot(const char *png, const double *obj, uint32_t n, const sim_cfg_t *cfg, char *why,
              size_t cap);
+
+/* datastats.c. --standardize: mu and scale (d each, caller's) from the
+ * pooled moments of train[0..n), summed per client in client order (the
+ * network's statistics round sums the agents' vectors the same way); prints
+ * a summary line to stderr. Errors exit. */
+void sim_standardizer(struct sfl_dataset *const *train, uint32_t n, uint32_t d, double eps,
+                      double *mu, double *scale);
+/* x -> (x - mu) scale on every non-NULL parts[c]. */
+void sim_standardize_apply(struct sfl_dataset **parts, uint32_t n, uint32_t d,
+                           const double *mu, const double *scale);
+/* One stderr line: training rows, distinct training rows, test rows and how
+ * many test rows equal some training row (test may be NULL). */
+void sim_overlap_summary(struct sfl_dataset *const *train, uint32_t ntrain,
+                         struct sfl_dataset *const *test, uint32_t ntest);
 
 /* The vertical driver (vertical.c): --partition features:K, or a vertical
  * algorithm (refused without it). Returns the exit status. */

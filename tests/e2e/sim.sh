@@ -235,6 +235,37 @@ fi
 
 # The CSV streams: each round's row is written (and flushed) when the round
 # finishes, so a run killed midway keeps whole rows of its finished rounds.
+step "--standardize: moments of the pooled training parts, raw dumps; --partition pfedme2020"
+# 400 rows, labels 0..9, two varying features and a constant one
+awk 'BEGIN { for (i = 0; i < 400; i++) printf "%d,%d,%d,5\n", i % 10, 100 + i % 7, (i * 13) % 11 }' \
+    > "$t/std.csv"
+"$SIM" --algo fedavg --data "csv:$t/std.csv" --partition pfedme2020 --clients 20 --loss softmax \
+    --standardize --dump-shards "$t/std" --quiet 2> "$t/std.err" || fail "pfedme2020 dump"
+grep -q "^sfl-sim: standardize: .* of 20 clients, 3 features (1 constant)," "$t/std.err" ||
+    fail "standardize summary: $(cat "$t/std.err")"
+# the overlap line with --quiet: rows repeat across clients
+awk '/^sfl-sim: data:/ { exit !($3 > substr($6, 2) + 0 && $9 > 0) }' "$t/std.err" ||
+    fail "pfedme2020 overlap: $(cat "$t/std.err")"
+# the printed rows and sigma range are those of the raw training shards
+# (test parts excluded; a standardized dump would have sigma near 1)
+for f in "$t"/std/client-*.svm; do case $f in *.test.svm) ;; *) cat "$f" ;; esac; done |
+    grep -v '^#' | awk -v err="$(grep standardize: "$t/std.err")" '
+    { n++; for (k = 2; k <= NF; k++) { split($k, a, ":"); s[a[1]] += a[2]; q[a[1]] += a[2] * a[2] } }
+    END { split(err, w, " "); lo = 1e300; hi = 0
+          for (j = 1; j <= 2; j++) { m = s[j] / n; sd = sqrt(q[j] / n - m * m)
+                                     if (sd < lo) lo = sd; if (sd > hi) hi = sd }
+          d1 = w[14] - lo; d2 = w[16] - hi
+          exit !(w[3] == n && d1 * d1 < 1e-9 * lo * lo && d2 * d2 < 1e-9 * hi * hi) }' ||
+    fail "standardize statistics differ from the dumped training rows: $(cat "$t/std.err")"
+printf '[sim]\nalgo = fedavg\ndata = synth:sim2\nclients = 3\nrounds = 2\nstandardize = 1\nstandardize_eps = 0.5\n' \
+    > "$t/std.ini"
+"$SIM" --config "$t/std.ini" --quiet 2> "$t/std2.err" > /dev/null || fail "standardize ini"
+grep -q "eps 0.5$" "$t/std2.err" || fail "standardize_eps from the INI: $(cat "$t/std2.err")"
+expect_error 2 "standardize-eps must be finite and > 0" --data synth:sim2 --clients 2 \
+    --rounds 1 --standardize --standardize-eps 0
+expect_error 2 "standardize applies to horizontal runs" --algo bcfw --data synth:dpbcfw \
+    --partition features:2 --rounds 1 --standardize
+
 step "CSV rows stream out as rounds finish"
 "$SIM" --data synth:sparse --clients 3 --samples 40 --dim 200 --support 5 --tau 10 \
     --rounds 1000000 --quiet > "$t/stream.csv" &

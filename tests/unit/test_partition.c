@@ -341,6 +341,83 @@ static void test_partition_labels(void **state)
     free(owner);
 }
 
+/* pFedMe's 2020 replay: client c holds labels c, c+1 (mod G) as a prefix of
+ * each label's rows in file order, starting at 0 for a label's first holder
+ * (1 if the mask says so) and at 1 after, so clients sharing a label hold
+ * the same rows: many more rows than distinct ones. */
+static void test_partition_pfedme2020_overlaps(void **state)
+{
+    (void)state;
+    enum { N = 6000, G = 10, C = 20 };
+    uint32_t *group = malloc(N * sizeof(uint32_t)), *pos = malloc(N * sizeof(uint32_t));
+    uint32_t *times = calloc(N, sizeof(uint32_t)), seen[G] = {0};
+    sfl_rng_t r;
+    sfl_partition_t *p = NULL, *q = NULL;
+    uint32_t distinct = 0, shared = 0;
+
+    for (uint32_t i = 0; i < N; i++) {
+        group[i] = (i * 7) % G; /* 600 rows per label; row 7 has label 9 */
+        pos[i] = seen[group[i]]++; /* position within its label, file order */
+    }
+    sfl_rng_seed(&r, 1, 0, 0, SFL_STREAM_PARTITION);
+    assert_int_equal(sfl_partition_pfedme2020(group, N, G, C, 2, &r, &p), 0);
+    assert_int_equal(p->nclients, C);
+    memset(seen, 0, sizeof(seen)); /* now: holders of each label met so far */
+    for (uint32_t c = 0; c < C; c++) {
+        uint32_t lo[G], hi[G], n[G] = {0};
+
+        assert_true(p->offset[c + 1] >= p->offset[c]);
+        for (uint32_t k = p->offset[c]; k < p->offset[c + 1]; k++) {
+            uint32_t i = p->rows[k], g = group[i];
+
+            assert_true(i < N);
+            if (k > p->offset[c])
+                assert_true(i > p->rows[k - 1]); /* ascending, never twice */
+            assert_true(g == c % G || g == (c + 1) % G);
+            if (n[g]++ == 0)
+                lo[g] = pos[i];
+            hi[g] = pos[i] + 1;
+            times[i]++;
+        }
+        for (uint32_t j = 0; j < 2; j++) {
+            uint32_t g = (c + j) % G;
+
+            if (n[g] == 0)
+                continue;
+            assert_int_equal(hi[g] - lo[g], n[g]); /* one contiguous slice */
+            /* the boolean mask: 0 for a label's first holder (1 for label 7,
+             * whose position 7 holds the last label), 1 afterwards */
+            assert_int_equal(lo[g], seen[g]++ > 0 ? 1 : g == 7);
+            /* clients 0..4 get the groups' first draws, randint(600 / 5, 600 / 2) */
+            if (c < 5)
+                assert_true(hi[g] >= 120 && hi[g] < 300);
+        }
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        distinct += times[i] > 0;
+        shared += times[i] > 1;
+    }
+    assert_true(p->offset[C] > distinct + 1000); /* overlapping copies */
+    assert_true(shared > 1000);
+    /* same rng state, same split */
+    sfl_rng_seed(&r, 1, 0, 0, SFL_STREAM_PARTITION);
+    assert_int_equal(sfl_partition_pfedme2020(group, N, G, C, 2, &r, &q), 0);
+    assert_int_equal(q->offset[C], p->offset[C]);
+    assert_memory_equal(p->rows, q->rows, p->offset[C] * sizeof(uint32_t));
+    sfl_partition_free(q);
+    sfl_partition_free(p);
+    p = NULL;
+    assert_int_equal(sfl_partition_pfedme2020(group, N, G, C, 11, &r, &p), SFL_EINVAL);
+    assert_int_equal(sfl_partition_pfedme2020(group, N, G, 0, 2, &r, &p), SFL_EINVAL);
+    assert_int_equal(sfl_partition_pfedme2020(NULL, N, G, C, 2, &r, &p), SFL_EINVAL);
+    group[5] = G;
+    assert_int_equal(sfl_partition_pfedme2020(group, N, G, C, 2, &r, &p), SFL_EINVAL);
+    assert_null(p);
+    free(times);
+    free(pos);
+    free(group);
+}
+
 /* Three tight blobs far apart in 6 sparse dimensions, rows interleaved. */
 static sfl_csr_t *blobs(uint32_t per, uint32_t *truth)
 {
@@ -455,6 +532,10 @@ static void test_partition_failalloc(void **state)
         sfl_partition_free(p);
         p = NULL;
     });
+    FAILALLOC_EACH(sfl_partition_pfedme2020(group, N, 4, 6, 2, &r, &p), {
+        sfl_partition_free(p);
+        p = NULL;
+    });
     FAILALLOC_EACH(sfl_kmeans(X, 3, 20, &r, cl), (void)0);
     sfl_csr_free(X);
 }
@@ -469,6 +550,7 @@ int main(void)
         cmocka_unit_test(test_partition_group_skew_bad_args),
         cmocka_unit_test(test_partition_dirichlet),
         cmocka_unit_test(test_partition_labels),
+        cmocka_unit_test(test_partition_pfedme2020_overlaps),
         cmocka_unit_test(test_partition_kmeans_blobs),
         cmocka_unit_test(test_partition_kmeans_degenerate),
         cmocka_unit_test(test_partition_failalloc),

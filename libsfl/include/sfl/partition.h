@@ -54,6 +54,29 @@ int sfl_partition_labels(const uint32_t *group, uint32_t nrows, uint32_t ngroups
                          uint32_t nclients, uint32_t per_client, uint32_t min_rows,
                          double sigma, sfl_rng_t *rng, sfl_partition_t **out) SFL_MUST_CHECK;
 
+/* pFedMe's 2020 MNIST generator replayed (CharlieDinh/pFedMe,
+ * data/Mnist/generate_niid_20users.py as of May 2020, before the June 2021
+ * fix): client c holds groups c, c+1, ... (mod ngroups) as above, but its
+ * rows of group g are a PREFIX of g's rows in file order, so clients that
+ * share a group get overlapping copies of the same rows. Sizes: for each
+ * group, with h holders and total its row count, h - 1 draws
+ * randint(total / (h + 1), total / 2) (total shrinking by each draw) and the
+ * remainder; the draws are read out holder-major across groups (draw 0 of
+ * every group, then draw 1, ...) and handed to (client, slot) pairs in
+ * order, so a client's size for one group may come from another group's
+ * draws, as in the script. The prefix starts at row 1 instead of 0 once a
+ * group has been handed out (the script's idx is a boolean mask, and
+ * idx[g] += n sets it to True) and, for the first holder, iff the row at
+ * position g of the pool is in the last group (the mask's entry). A slot
+ * whose prefix would reach the end of its group is skipped (the script's
+ * check). Rows repeat across clients (never within one); each client's rows
+ * ascend. What the script does not replay: its y list is longer than its X
+ * list by the skipped first row, so one row per client is mislabelled (see
+ * docs/algorithms.md). SFL_EINVAL as sfl_partition_labels. */
+int sfl_partition_pfedme2020(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
+                             uint32_t nclients, uint32_t per_client, sfl_rng_t *rng,
+                             sfl_partition_t **out) SFL_MUST_CHECK;
+
 /* k-means (k-means++ seeding, Lloyd iterations until no row moves or
  * max_iter) on the rows of X; cluster[i] receives the cluster id of row i.
  * Requires 1 <= k <= X->nrows. Deterministic for a given rng state. */

@@ -2,6 +2,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sfl/alloc.h"
@@ -581,6 +582,158 @@ out:
     sfl__free(w);
     sfl__free(holder);
     sfl__free(owner);
+    sfl__free(grouped);
+    sfl__free(start);
+    return rc;
+}
+
+/* ---- pFedMe's 2020 generator, replayed -------------------------------- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The script's ram_dom_gen(total, h): h - 1 draws of numpy's
+ * randint(total // (h + 1), total // 2) (high exclusive), each taken off
+ * total, then what is left. numpy would raise on an empty range; we take
+ * the low end there (only tiny groups get there). */
+static void pfedme2020_sizes(uint32_t total, uint32_t h, sfl_rng_t *rng, uint32_t *size)
+{
+    for (uint32_t i = 0; i + 1 < h; i++) {
+        uint32_t lo = total / (h + 1), hi = total / 2;
+        uint32_t v = hi > lo ? lo + (uint32_t)sfl_rng_below(rng, hi - lo) : lo;
+
+        size[i] = v;
+        total -= v;
+    }
+    size[h - 1] = total;
+}
+
+int sfl_partition_pfedme2020(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
+                             uint32_t nclients, uint32_t per_client, sfl_rng_t *rng,
+                             sfl_partition_t **out)
+{
+    uint32_t *start = NULL, *grouped = NULL, *holders = NULL, *draws = NULL, *flat = NULL;
+    uint32_t *seg_lo = NULL, *seg_hi = NULL;
+    unsigned char *used = NULL;
+    sfl_partition_t *p = NULL;
+    size_t nslots, total = 0;
+    uint32_t maxh = 0;
+    int rc = 0;
+
+    if (out == NULL || rng == NULL || (group == NULL && nrows > 0))
+        return sfl__fail(SFL_EINVAL, "partition_pfedme2020: NULL argument");
+    *out = NULL;
+    if (nclients == 0 || ngroups == 0 || per_client == 0 || per_client > ngroups)
+        return sfl__fail(SFL_EINVAL, "partition_pfedme2020: nclients=%u ngroups=%u "
+                         "per_client=%u need 0 < per_client <= ngroups and nclients > 0",
+                         nclients, ngroups, per_client);
+    for (uint32_t i = 0; i < nrows; i++)
+        if (group[i] >= ngroups)
+            return sfl__fail(SFL_EINVAL, "partition: row %u has group %u, not below %u", i,
+                             group[i], ngroups);
+    nslots = (size_t)nclients * per_client;
+    start = sfl__calloc((size_t)ngroups + 1, sizeof(uint32_t));
+    grouped = sfl__mallocarray(nrows, sizeof(uint32_t));
+    holders = sfl__calloc(ngroups, sizeof(uint32_t));
+    used = sfl__calloc(ngroups, 1);
+    flat = sfl__mallocarray(nslots, sizeof(uint32_t));
+    seg_lo = sfl__mallocarray(nslots, sizeof(uint32_t));
+    seg_hi = sfl__mallocarray(nslots, sizeof(uint32_t));
+    p = sfl__calloc(1, sizeof(*p));
+    if (start == NULL || (grouped == NULL && nrows > 0) || holders == NULL || used == NULL ||
+        flat == NULL || seg_lo == NULL || seg_hi == NULL || p == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    /* Each group's rows in file order (the script never shuffles before
+     * slicing): a stable counting sort. */
+    for (uint32_t i = 0; i < nrows; i++)
+        start[group[i] + 1]++;
+    for (uint32_t g = 0; g < ngroups; g++)
+        start[g + 1] += start[g];
+    for (uint32_t i = 0; i < nrows; i++)
+        grouped[start[group[i]]++] = i;
+    for (uint32_t g = ngroups; g > 0; g--)
+        start[g] = start[g - 1];
+    start[0] = 0;
+
+    /* Holders per group, the sizes each group's draws give, and the draws
+     * read out holder-major: draw 0 of groups 0..G-1, then draw 1, ... */
+    for (size_t s = 0; s < nslots; s++)
+        holders[(s / per_client + s % per_client) % ngroups]++;
+    for (uint32_t g = 0; g < ngroups; g++)
+        maxh = holders[g] > maxh ? holders[g] : maxh;
+    draws = sfl__mallocarray((size_t)ngroups * maxh, sizeof(uint32_t));
+    if (draws == NULL) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    for (uint32_t g = 0; g < ngroups; g++)
+        if (holders[g] > 0)
+            pfedme2020_sizes(start[g + 1] - start[g], holders[g], rng,
+                             draws + (size_t)g * maxh);
+    {
+        size_t k = 0;
+
+        for (uint32_t i = 0; i < maxh; i++)
+            for (uint32_t g = 0; g < ngroups; g++)
+                if (i < holders[g])
+                    flat[k++] = draws[(size_t)g * maxh + i];
+    }
+
+    /* Slot (c, j) takes group (c + j) mod G's rows [first, n) in file
+     * order, first being the mask's 0/1 as the comment in the header says. */
+    for (size_t s = 0; s < nslots; s++) {
+        uint32_t g = (uint32_t)((s / per_client + s % per_client) % ngroups);
+        uint32_t cnt = start[g + 1] - start[g], n = flat[s];
+        uint32_t first = used[g] ? 1 : (g < nrows && group[g] == ngroups - 1);
+
+        seg_lo[s] = seg_hi[s] = 0;
+        if ((uint64_t)first + n >= cnt)
+            continue; /* the script's `if idx[l] + num_samples < len(...)` */
+        used[g] = 1;
+        if (n > first) {
+            seg_lo[s] = start[g] + first;
+            seg_hi[s] = start[g] + n;
+            total += n - first;
+        }
+    }
+    if (total > UINT32_MAX) {
+        rc = sfl__fail(SFL_ELIMIT, "partition_pfedme2020: %zu rows in all", total);
+        goto out;
+    }
+    p->nclients = nclients;
+    p->offset = sfl__calloc((size_t)nclients + 1, sizeof(uint32_t));
+    p->rows = sfl__mallocarray(total, sizeof(uint32_t));
+    if (p->offset == NULL || (p->rows == NULL && total > 0)) {
+        rc = SFL_ENOMEM;
+        goto out;
+    }
+    for (uint32_t c = 0, k = 0; c < nclients; c++) {
+        for (uint32_t j = 0; j < per_client; j++) {
+            size_t s = (size_t)c * per_client + j;
+
+            for (uint32_t q = seg_lo[s]; q < seg_hi[s]; q++)
+                p->rows[k++] = grouped[q];
+        }
+        /* distinct groups, so no row twice within a client */
+        qsort(p->rows + p->offset[c], k - p->offset[c], sizeof(uint32_t), cmp_u32);
+        p->offset[c + 1] = k;
+    }
+    *out = p;
+    p = NULL;
+out:
+    sfl_partition_free(p);
+    sfl__free(used);
+    sfl__free(seg_hi);
+    sfl__free(seg_lo);
+    sfl__free(flat);
+    sfl__free(draws);
+    sfl__free(holders);
     sfl__free(grouped);
     sfl__free(start);
     return rc;
