@@ -893,17 +893,22 @@ static int commit_run(coord_store_t *s, coord_write_op_t *op)
                                     &o->metrics, NULL);
 }
 
-static void commit_done(coord_write_op_t *op)
+/* A commit's outcome (a round's or the statistics round's) back on the loop. */
+static void commit_outcome(job_t *j, coord_write_op_t *op)
 {
-    commit_op_t *o = (commit_op_t *)op;
-    job_t *j = o->j;
-
     if (!op->abandoned) {
         j->work_rc = op->rc;
         if (op->rc < 0)
             coord_text_copy(j->work_err, sizeof(j->work_err), op->error);
         agg_finish(j);
     }
+}
+
+static void commit_done(coord_write_op_t *op)
+{
+    commit_op_t *o = (commit_op_t *)op;
+
+    commit_outcome(o->j, op);
     sfl__free(o);
 }
 
@@ -928,14 +933,8 @@ static int stats_run(coord_store_t *s, coord_write_op_t *op)
 static void stats_done(coord_write_op_t *op)
 {
     stats_op_t *o = (stats_op_t *)op;
-    job_t *j = o->j;
 
-    if (!op->abandoned) {
-        j->work_rc = op->rc;
-        if (op->rc < 0)
-            coord_text_copy(j->work_err, sizeof(j->work_err), op->error);
-        agg_finish(j);
-    }
+    commit_outcome(o->j, op);
     sfl__free(o);
 }
 

@@ -101,15 +101,16 @@ out:
     return rc;
 }
 
-/* Rows bucketed by group: grouped[start[g] .. start[g+1]) are group g's rows,
- * shuffled with rng (groups in order). start has ngroups + 1 entries. */
-static int bucket_groups(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
-                         sfl_rng_t *rng, uint32_t *start, uint32_t *grouped)
+/* Rows bucketed by group: grouped[start[g] .. start[g+1]) are group g's rows
+ * in file order (groups in order). start has ngroups + 1 entries. */
+static int sort_groups(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
+                       uint32_t *start, uint32_t *grouped)
 {
     for (uint32_t i = 0; i < nrows; i++)
         if (group[i] >= ngroups)
             return sfl__fail(SFL_EINVAL, "partition: row %u has group %u, not below %u", i,
                              group[i], ngroups);
+    /* a stable counting sort: each group's rows in file order */
     memset(start, 0, ((size_t)ngroups + 1) * sizeof(*start));
     for (uint32_t i = 0; i < nrows; i++)
         start[group[i] + 1]++;
@@ -120,6 +121,17 @@ static int bucket_groups(const uint32_t *group, uint32_t nrows, uint32_t ngroups
     for (uint32_t g = ngroups; g > 0; g--)
         start[g] = start[g - 1];
     start[0] = 0;
+    return 0;
+}
+
+/* sort_groups, then each group's rows shuffled with rng. */
+static int bucket_groups(const uint32_t *group, uint32_t nrows, uint32_t ngroups,
+                         sfl_rng_t *rng, uint32_t *start, uint32_t *grouped)
+{
+    int rc = sort_groups(group, nrows, ngroups, start, grouped);
+
+    if (rc < 0)
+        return rc;
     for (uint32_t g = 0; g < ngroups; g++)
         sfl_rng_shuffle(rng, grouped + start[g], start[g + 1] - start[g]);
     return 0;
@@ -631,10 +643,6 @@ int sfl_partition_pfedme2020(const uint32_t *group, uint32_t nrows, uint32_t ngr
         return sfl__fail(SFL_EINVAL, "partition_pfedme2020: nclients=%u ngroups=%u "
                          "per_client=%u need 0 < per_client <= ngroups and nclients > 0",
                          nclients, ngroups, per_client);
-    for (uint32_t i = 0; i < nrows; i++)
-        if (group[i] >= ngroups)
-            return sfl__fail(SFL_EINVAL, "partition: row %u has group %u, not below %u", i,
-                             group[i], ngroups);
     nslots = (size_t)nclients * per_client;
     start = sfl__calloc((size_t)ngroups + 1, sizeof(uint32_t));
     grouped = sfl__mallocarray(nrows, sizeof(uint32_t));
@@ -650,16 +658,9 @@ int sfl_partition_pfedme2020(const uint32_t *group, uint32_t nrows, uint32_t ngr
         goto out;
     }
     /* Each group's rows in file order (the script never shuffles before
-     * slicing): a stable counting sort. */
-    for (uint32_t i = 0; i < nrows; i++)
-        start[group[i] + 1]++;
-    for (uint32_t g = 0; g < ngroups; g++)
-        start[g + 1] += start[g];
-    for (uint32_t i = 0; i < nrows; i++)
-        grouped[start[group[i]]++] = i;
-    for (uint32_t g = ngroups; g > 0; g--)
-        start[g] = start[g - 1];
-    start[0] = 0;
+     * slicing). */
+    if ((rc = sort_groups(group, nrows, ngroups, start, grouped)) < 0)
+        goto out;
 
     /* Holders per group, the sizes each group's draws give, and the draws
      * read out holder-major: draw 0 of groups 0..G-1, then draw 1, ... */
