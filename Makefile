@@ -157,6 +157,9 @@ override BUILD := $(BUILD)/extra
 endif
 ALGO_INC := $(BUILD)/gen-algo/algos_extra.inc
 
+# libsfl's layers are its header folders, libsfl/include/sfl/LAYER/ (and
+# libsfl/src/LAYER/); tests/e2e/layers.sh holds which may include which.
+SFL_LAYERS := $(patsubst libsfl/include/sfl/%/,%,$(wildcard libsfl/include/sfl/*/))
 LIB_SRC  := $(sort $(wildcard libsfl/src/*/*.c)) $(EXTRA_ALGOS)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfl.a
@@ -178,15 +181,19 @@ SIM      := $(BUILD)/sfl-sim
 SIM_SRC  := $(sort $(wildcard sim/*.c))
 SIM_OBJ  := $(SIM_SRC:%.c=$(BUILD)/%.o)
 
-# Program modules: everything in server/ and client-agent/ except the mains
-# (main_*.c) is a library the unit tests link too.
-COORD_SRC := $(filter-out server/main_%.c,$(sort $(wildcard server/*.c)))
+# Program modules: everything in server/ (and its folders), ctl/ (sflctl) and
+# client-agent/ except the mains (main_*.c) is a library the unit tests
+# link too. Server headers are named from server/ ("round/round.h").
+COORD_SRC := $(filter-out server/main_%.c,$(sort $(wildcard server/*.c server/*/*.c)))
 COORD_OBJ := $(COORD_SRC:%.c=$(BUILD)/%.o)
 COORD_LIB := $(BUILD)/libcoord.a
+CTL_SRC := $(filter-out ctl/main_%.c,$(sort $(wildcard ctl/*.c)))
+CTL_OBJ := $(CTL_SRC:%.c=$(BUILD)/%.o)
+CTL_LIB := $(BUILD)/libctl.a
 AGENT_SRC := $(filter-out client-agent/main_%.c,$(sort $(wildcard client-agent/*.c)))
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/%.o)
 AGENT_LIB := $(BUILD)/libagent.a
-PROG_LIBS := $(if $(COORD_SRC),$(COORD_LIB)) $(if $(AGENT_SRC),$(AGENT_LIB))
+PROG_LIBS := $(if $(CTL_SRC),$(CTL_LIB)) $(if $(COORD_SRC),$(COORD_LIB)) $(if $(CTL_SRC),$(CTL_LIB)) $(if $(AGENT_SRC),$(AGENT_LIB))
 
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -203,7 +210,7 @@ COORD_BIN := $(BUILD)/sfl-coordinator
 COORD_MAIN_OBJ := $(BUILD)/server/main_coordinator.o
 
 CTL_BIN := $(BUILD)/sflctl
-CTL_MAIN_OBJ := $(BUILD)/server/main_sflctl.o
+CTL_MAIN_OBJ := $(BUILD)/ctl/main_sflctl.o
 
 PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN) $(CTL_BIN)
 
@@ -254,6 +261,11 @@ $(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c $(SYSROOT_STAMP) | $(PROTO_H)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -I$(GEN) -c -o $@ $<
 
+# The coordinator's modules name their headers from server/; sflctl takes
+# the coordinator's defaults (coord.h); the status page takes sflctl's
+# progress line (ctl_progress).
+$(COORD_OBJ) $(COORD_MAIN_OBJ) $(CTL_OBJ) $(CTL_MAIN_OBJ): ALL_CFLAGS += -Iserver -Ictl
+
 $(WIRE_OBJ): ALL_CFLAGS += -I$(GEN)
 $(WIRE_OBJ): | $(PROTO_H)
 
@@ -274,10 +286,10 @@ $(LIB): $(LIB_OBJ) $(PROTO_OBJ)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 # ---- libsfl.so, the version, sfl-pki (issue 24 items 5, 8) -----------------
-# The version is defined once, in libsfl/include/sfl/version.h: the soname
+# The version is defined once, in libsfl/include/sfl/core/version.h: the soname
 # (libsfl.so.MAJOR), the file name, sfl.pc, the man pages and sfl-pki's
 # --version read it from there.
-VERSION_H := libsfl/include/sfl/version.h
+VERSION_H := libsfl/include/sfl/core/version.h
 sfl_ver    = $(shell sed -n 's/^\#define SFL_VERSION_$(1) \([0-9]*\)$$/\1/p' $(VERSION_H))
 SFL_MAJOR := $(call sfl_ver,MAJOR)
 VERSION   := $(SFL_MAJOR).$(call sfl_ver,MINOR).$(call sfl_ver,PATCH)
@@ -329,6 +341,10 @@ $(COORD_LIB): $(COORD_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
+$(CTL_LIB): $(CTL_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
 $(AGENT_LIB): $(AGENT_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
@@ -341,18 +357,18 @@ $(AGENT_BIN): $(AGENT_MAIN_OBJ) $(AGENT_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(AGENT_MAIN_OBJ) $(AGENT_LIB) $(LIB) $(LDLIBS)
 
-$(COORD_BIN): $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB)
+$(COORD_BIN): $(COORD_MAIN_OBJ) $(COORD_LIB) $(CTL_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(COORD_MAIN_OBJ) $(COORD_LIB) $(CTL_LIB) $(LIB) $(LDLIBS)
 
-$(CTL_BIN): $(CTL_MAIN_OBJ) $(COORD_LIB) $(LIB)
+$(CTL_BIN): $(CTL_MAIN_OBJ) $(CTL_LIB) $(COORD_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(CTL_MAIN_OBJ) $(COORD_LIB) $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CTL_MAIN_OBJ) $(CTL_LIB) $(COORD_LIB) $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Itests/unit/coordfx -Iserver -Iclient-agent \
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Itests/unit/coordfx -Iserver -Ictl -Iclient-agent \
 	    $(LDFLAGS) -o $@ $< $(UNIT_HELPERS) $(UNIT_EXTRA) $(PROG_LIBS) $(LIB) -lcmocka $(LDLIBS)
 
 # The suites of the coordinator's modules that run it in-process share a
@@ -539,12 +555,14 @@ $(BUILD)/man/%.1: $(BUILD)/% | deps-install
 install: all $(MAN_PAGES)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
 	    $(DESTDIR)$(INCLUDEDIR)/sfl $(DESTDIR)$(DATADIR)/experiments $(DESTDIR)$(DOCDIR)
+	for d in $(SFL_LAYERS); do install -d $(DESTDIR)$(INCLUDEDIR)/sfl/$$d && \
+	    install -m 644 libsfl/include/sfl/$$d/*.h $(DESTDIR)$(INCLUDEDIR)/sfl/$$d/ || exit 1; done
 	install -m 755 $(PROGRAMS) $(BUILD)/sfl-pki $(DESTDIR)$(BINDIR)/
 	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(SHLIB)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libsfl.so
-	install -m 644 libsfl/include/sfl/*.h $(DESTDIR)$(INCLUDEDIR)/sfl/
+	install -m 644 libsfl/include/sfl/sfl.h $(DESTDIR)$(INCLUDEDIR)/sfl/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call pc_path,$(LIBDIR))|' \
 	    -e 's|@INCLUDEDIR@|$(call pc_path,$(INCLUDEDIR))|' -e 's|@VERSION@|$(VERSION)|' \
 	    -e 's|@LIBS_PRIVATE@|$(filter-out -luv,$(SFL_LIBS))|' libsfl/sfl.pc.in \
@@ -586,7 +604,7 @@ clean:
 include mk/docker.mk
 include mk/monitoring.mk
 
--include $(LIB_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
 -include $(AGENT_MAIN_OBJ:.o=.d)
 -include $(COORD_MAIN_OBJ:.o=.d)
 -include $(CTL_MAIN_OBJ:.o=.d)

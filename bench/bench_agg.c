@@ -5,7 +5,7 @@
  *
  * n = 1000 updates of k = 1e4 nonzeros over d = 1e6 (--quick: 100 updates),
  * supports uniform k-subsets, values uniform in (-1, 1) (seeded). The
- * aggregation is what the coordinator runs per round through server/job.c: sfl_agg_init,
+ * aggregation is what the coordinator runs per round through server/job/model.c: sfl_agg_init,
  * then FedIter-HT's aggregate_begin, aggregate_add(update, samples) per
  * update and aggregate_end (average, then H_tau with tau = k). The baseline
  * is one scatter-add pass acc[idx] += val over the same n * k index-value
@@ -27,14 +27,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "sfl/algo.h"
-#include "sfl/alloc.h"
-#include "sfl/loss.h"
-#include "sfl/msg.h"
-#include "sfl/rng.h"
-#include "sfl/seal.h"
-#include "sfl/spcodec.h"
-#include "sfl/vec.h"
+#include "sfl/algo/algo.h"
+#include "sfl/core/alloc.h"
+#include "sfl/model/loss.h"
+#include "sfl/wire/msg.h"
+#include "sfl/core/rng.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/wire/spcodec.h"
+#include "sfl/core/vec.h"
 
 #define RUNS 5
 #define INGEST_RUNS 21

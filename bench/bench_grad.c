@@ -20,11 +20,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/loss.h"
-#include "sfl/rng.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/model/loss.h"
+#include "sfl/core/rng.h"
 
 #define RUNS 11
 

@@ -18,10 +18,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "sfl/algo.h"
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/rng.h"
+#include "sfl/algo/algo.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/core/rng.h"
 
 #define RUNS 5
 

@@ -57,13 +57,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/loss.h"
-#include "sfl/rng.h"
-#include "sfl/spcodec.h"
-#include "sfl/vec.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/model/loss.h"
+#include "sfl/core/rng.h"
+#include "sfl/wire/spcodec.h"
+#include "sfl/core/vec.h"
 
 #define MAX_RUNS 11
 #define HIDDEN 100
@@ -645,7 +645,7 @@ static void numpy_stop(numpy_t *np)
     memset(np, 0, sizeof(*np));
 }
 
-/* Bytes of v as an LEB128 varint (sfl/spcodec.h). */
+/* Bytes of v as an LEB128 varint (sfl/wire/spcodec.h). */
 static size_t varint_len(uint32_t v)
 {
     size_t n = 1;

@@ -1,4 +1,4 @@
-/* Secure aggregation (update mode 2, sfl/secagg.h) against mode 1 and a
+/* Secure aggregation (update mode 2, sfl/crypto/secagg.h) against mode 1 and a
  * dense SecAgg+: bytes per agent per round, and the CPU one real round of
  * the library costs an agent and the coordinator.
  *
@@ -10,7 +10,7 @@
  * boxes, masks, released shares K + 1).
  *
  * Bytes. Mode 2 has no wire encoding yet, so a message is counted as the sum
- * of its fields at their fixed sizes (sfl/secagg.h's structs: ids 8, keys
+ * of its fields at their fixed sizes (sfl/crypto/secagg.h's structs: ids 8, keys
  * and hashes 32, signatures 64, a box 8 + 8 + 24 + SFL_SA_BOX_BYTES, a
  * commitment 32, a released share 8 + 1 + 2 + 32 + 64 (its dealer's
  * signature), a masked word 4), with no framing: no
@@ -82,14 +82,14 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/rng.h"
-#include "sfl/savec.h"
-#include "sfl/seal.h"
-#include "sfl/secagg.h"
-#include "sfl/shamir.h"
-#include "sfl/spcodec.h"
-#include "sfl/vec.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/rng.h"
+#include "sfl/crypto/savec.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/crypto/secagg.h"
+#include "sfl/crypto/shamir.h"
+#include "sfl/wire/spcodec.h"
+#include "sfl/core/vec.h"
 
 #define KMAX 8
 #define DROPS 10
@@ -134,7 +134,7 @@ static uint32_t g_alter, g_named;
 static int g_lie;
 
 /* Client i's stage-2 message with C_0 replaced and signed again, as
- * sfl/secagg.h defines the signature (sid | id | ncommit | commitments). */
+ * sfl/crypto/secagg.h defines the signature (sid | id | ncommit | commitments). */
 static int lie(const cohort_t *co, uint32_t i, const uint8_t sid[SFL_SA_HASH],
                sfl_sa_shares_t *sh)
 {

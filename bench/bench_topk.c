@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "sfl/rng.h"
-#include "sfl/topk.h"
+#include "sfl/core/rng.h"
+#include "sfl/core/topk.h"
 
 #define RUNS 11
 

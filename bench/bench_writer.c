@@ -6,7 +6,7 @@
  *   before: the design the coordinator had (the commit on a worker thread
  *           through a second connection; the loop writing through its own,
  *           waiting in SQLite's busy handler) - the longest single loop write.
- *   after:  the single writer (server/writer.h): the commit and the loop's
+ *   after:  the single writer (server/store/writer.h): the commit and the loop's
  *           writes are posted to one thread; the loop only posts - the
  *           longest the loop was late for its 1 ms timer, and the longest a
  *           record waited behind the commit (delayed, not blocking).
@@ -20,8 +20,8 @@
 
 #include <uv.h>
 
-#include "store.h"
-#include "writer.h"
+#include "store/store.h"
+#include "store/writer.h"
 
 static char dir[512];
 
@@ -53,7 +53,7 @@ static coord_store_t *prepare(const char *name, int64_t *job)
     return s;
 }
 
-static void agent_row(coord_agent_t *a, int i)
+static void agent_row(coord_agent_row_t *a, int i)
 {
     memset(a, 0, sizeof(*a));
     snprintf(a->name, sizeof(a->name), "agent-%d", i);
@@ -103,7 +103,7 @@ static void before(const uint8_t *model, size_t len)
         die("open");
     uv_thread_create(&th, commit_thread, &c);
     while (!c.done) {
-        coord_agent_t a;
+        coord_agent_row_t a;
         uint64_t t0 = uv_hrtime();
         double w;
 
@@ -134,7 +134,7 @@ typedef struct {
 
 typedef struct {
     coord_write_op_t op;
-    coord_agent_t a;
+    coord_agent_row_t a;
     uint64_t posted;
     double *max_wait;
 } upsert_op_t;

@@ -3,7 +3,7 @@
  * session and thread-pool callbacks only translate what happened into an
  * event for step().
  *
- * A connection is a gRPC channel (sfl/grpcconn.h: the TLS connection and
+ * A connection is a gRPC channel (sfl/net/grpcconn.h: the TLS connection and
  * the client session over it, driven there). The agent drops a link by
  * cancelling its calls, detaching it (a->link = NULL) and closing it; the
  * channel frees itself and its session later, from the loop, never inside
@@ -29,18 +29,18 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/client.h"
-#include "sfl/file.h"
-#include "sfl/csv.h"
-#include "sfl/eval.h"
-#include "sfl/grpc.h"
-#include "sfl/grpcconn.h"
-#include "sfl/libsvm.h"
-#include "sfl/log.h"
-#include "sfl/loss.h"
-#include "sfl/rng.h"
-#include "sfl/transport.h"
+#include "sfl/core/alloc.h"
+#include "sfl/algo/client.h"
+#include "sfl/core/file.h"
+#include "sfl/data/csv.h"
+#include "sfl/model/eval.h"
+#include "sfl/net/grpc.h"
+#include "sfl/net/grpcconn.h"
+#include "sfl/data/libsvm.h"
+#include "sfl/core/log.h"
+#include "sfl/model/loss.h"
+#include "sfl/core/rng.h"
+#include "sfl/net/transport.h"
 
 #define PATH_JOIN "/sfl.v1.Coordinator/Join"
 #define PATH_SUBSCRIBE "/sfl.v1.Coordinator/Subscribe"
@@ -99,7 +99,7 @@ struct agent {
     char fpr_hex[65]; /* SHA-256 of our certificate, as sfl-pki fingerprint prints it */
     char host[256], port[16];
 
-    /* The client state of the job trained last (sfl/client.h): the state
+    /* The client state of the job trained last (sfl/algo/client.h): the state
      * of the rounds known committed (state_dir/client-state-<job>.bin) and
      * the one a trained round left, pending until a task says whether that
      * round committed (client-state-<job>.pending, its round inside);

@@ -20,15 +20,15 @@
 #include <uv.h>
 
 #include "config.h"
-#include "sfl/algo.h"
-#include "sfl/dataset.h"
-#include "sfl/error.h"
-#include "sfl/msg.h"
-#include "sfl/rng.h"
-#include "sfl/seal.h"
-#include "sfl/version.h"
+#include "sfl/algo/algo.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/error.h"
+#include "sfl/wire/msg.h"
+#include "sfl/core/rng.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/core/version.h"
 
-#define AGENT_VERSION "sfl-agent " SFL_VERSION /* sfl/version.h */
+#define AGENT_VERSION "sfl-agent " SFL_VERSION /* sfl/core/version.h */
 /* The identity key's file name inside state_dir. */
 #define AGENT_IDENTITY_FILE "identity.key"
 /* Largest client state file read back (state_dir/client-state-<job>.bin). */
@@ -165,7 +165,7 @@ int agent_summarize(const sfl_dataset_t *data, sfl_dataset_summary_t *sum) SFL_M
  * the data. */
 int agent_task_check(const sfl_task_t *task, const sfl_dataset_t *data) SFL_MUST_CHECK;
 
-/* A job's client state on its way through a round (sfl/client.h): in, the
+/* A job's client state on its way through a round (sfl/algo/client.h): in, the
  * bytes the agent kept for the job (NULL: none yet); out, the state the
  * round left (owned by the caller, sfl_client_state_bytes_free; NULL for an
  * algorithm without state); note, why in was not used, if it was not. */

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/dataset.h"
-#include "sfl/ini.h"
-#include "sfl/suggest.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/ini.h"
+#include "sfl/core/suggest.h"
 
 void agent_config_default(agent_config_t *c)
 {

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sfl/error.h"
-#include "sfl/log.h"
+#include "sfl/core/error.h"
+#include "sfl/core/log.h"
 
 #define AGENT_PATH_MAX 1024
 #define AGENT_COLLUDERS_THIRD UINT64_MAX /* secagg_max_colluders = n/3 (the default) */
@@ -53,7 +53,7 @@ int agent_config_set(agent_config_t *c, const char *key, const char *value) SFL_
 /* 1 if key is an agent key (a flag --key), else 0. */
 int agent_config_known(const char *key);
 /* Adds every key agent_config_known knows to sg (an unknown flag's
- * suggestion, sfl/suggest.h). */
+ * suggestion, sfl/core/suggest.h). */
 struct sfl_suggest;
 void agent_config_suggest(struct sfl_suggest *sg);
 /* Reads an INI file ([agent] section only) with sfl_ini_parse_file: errors

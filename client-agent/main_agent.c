@@ -9,8 +9,8 @@
 
 #include "agent.h"
 #include "config.h"
-#include "sfl/log.h"
-#include "sfl/suggest.h"
+#include "sfl/core/log.h"
+#include "sfl/core/suggest.h"
 
 static const char usage_text[] =
     "usage: sfl-agent [--config FILE] [--KEY VALUE ...]\n"

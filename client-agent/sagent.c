@@ -8,13 +8,13 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/dataset.h"
-#include "sfl/file.h"
-#include "sfl/rng.h"
-#include "sfl/savec.h"
-#include "sfl/secagg.h"
-#include "sfl/topk.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/file.h"
+#include "sfl/core/rng.h"
+#include "sfl/crypto/savec.h"
+#include "sfl/crypto/secagg.h"
+#include "sfl/core/topk.h"
 
 const agent_sa_hooks_t *agent_sa_test_hooks = NULL;
 
@@ -227,7 +227,7 @@ int agent_sa_begin(const sfl_task_t *t, uint64_t agent_id, const sfl_identity_t 
     c->topk = sr->top_k;
     c->n = sr->nmembers;
     if (t->statistics) {
-        /* the moments, every slot sent (sfl/savec.h); the quantizer's clip
+        /* the moments, every slot sent (sfl/crypto/savec.h); the quantizer's clip
          * is B^2, B the task's clip */
         c->stats = 1;
         c->bound = sr->clip;
@@ -349,7 +349,7 @@ int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
         delta[i] -= c->global[i];
     if (c->stats) {
         /* the raw moments, encoded for mode 2's weighted mean with this
-         * member's public weight (sfl/savec.h); every slot kept, so no
+         * member's public weight (sfl/crypto/savec.h); every slot kept, so no
          * residual: a zero one of the moments' length, the job's left as
          * it is */
         if (c->k != c->d) {

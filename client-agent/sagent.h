@@ -1,21 +1,21 @@
 /* The agent's side of update mode 2 (secure aggregation; docs/security.md,
- * docs/protocol.md "Update mode 2"): one round's client of sfl/secagg.h,
+ * docs/protocol.md "Update mode 2"): one round's client of sfl/crypto/secagg.h,
  * fed the task, the stages the coordinator sends, and the trained update.
  * Every function returns the answer to send (SubmitSecAgg's packed request,
  * owned; NULL when there is nothing to send yet). A client that finds
- * anything wrong aborts (sfl/secagg.h) and answers nothing more. */
+ * anything wrong aborts (sfl/crypto/secagg.h) and answers nothing more. */
 #ifndef AGENT_SAGENT_H
 #define AGENT_SAGENT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sfl/client.h"
-#include "sfl/error.h"
-#include "sfl/msg.h"
-#include "sfl/secagg.h"
-#include "sfl/seal.h"
-#include "sfl/vec.h"
+#include "sfl/algo/client.h"
+#include "sfl/core/error.h"
+#include "sfl/wire/msg.h"
+#include "sfl/crypto/secagg.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/core/vec.h"
 
 typedef struct agent_sa agent_sa_t;
 
@@ -49,7 +49,7 @@ void agent_sa_test_weight(agent_sa_t *c, double w);
  * in the task):
  * the change on S_t with the error-feedback residual resid (d entries, the
  * job's, kept across rounds by the caller: zero at first), quantized, and
- * the training's figures rep as the round's metric words (sfl/savec.h); a
+ * the training's figures rep as the round's metric words (sfl/crypto/savec.h); a
  * stage 3 that waited for it is answered now (*answer, else NULL). */
 int agent_sa_update(agent_sa_t *c, const sfl_spvec_t *update, uint64_t samples,
                     const sfl_client_report_t *rep, double *resid, uint8_t **answer,

@@ -10,11 +10,11 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/dp.h"
-#include "sfl/file.h"
-#include "sfl/loss.h"
-#include "sfl/vertical.h"
+#include "sfl/core/alloc.h"
+#include "sfl/dp/dp.h"
+#include "sfl/core/file.h"
+#include "sfl/model/loss.h"
+#include "sfl/algo/vertical.h"
 
 struct agent_vert {
     uint64_t job, round;

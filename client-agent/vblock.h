@@ -1,4 +1,4 @@
-/* The agent's side of a vertical job (sfl/vertical.h; docs/protocol.md,
+/* The agent's side of a vertical job (sfl/algo/vertical.h; docs/protocol.md,
  * "Vertical jobs"): it holds one column block of samples shared with other
  * agents, aligned by sample id, and answers every iteration of a round
  * with its block's message.
@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sfl/dataset.h"
-#include "sfl/error.h"
-#include "sfl/msg.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/error.h"
+#include "sfl/wire/msg.h"
 
 typedef struct agent_vert agent_vert_t;
 

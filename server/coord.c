@@ -21,13 +21,13 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/grpc.h"
-#include "sfl/grpcconn.h"
-#include "sfl/ini.h"
-#include "sfl/msg.h"
-#include "sfl/seal.h"
-#include "sfl/transport.h"
+#include "sfl/core/alloc.h"
+#include "sfl/net/grpc.h"
+#include "sfl/net/grpcconn.h"
+#include "sfl/core/ini.h"
+#include "sfl/wire/msg.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/net/transport.h"
 
 #include "coord_int.h"
 
@@ -88,7 +88,7 @@ int coord_refusal_log_ok(coord_t *co, uint32_t *dropped)
     return 1;
 }
 
-static void log_refused(conn_t *k, const char *path, int status, const char *msg)
+static void log_refused(coord_conn_t *k, const char *path, int status, const char *msg)
 {
     char q[600], p[120];
     uint32_t dropped;
@@ -128,7 +128,7 @@ static void on_refused(const char *path, int status, const char *message, void *
  * closes once the answer is written. Logged once, at conn_open. */
 static void revoked_refused(const char *path, int status, const char *message, void *ud)
 {
-    conn_t *k = ud;
+    coord_conn_t *k = ud;
     char q[200];
 
     (void)status;
@@ -162,7 +162,7 @@ void coord_fail_unpack(sfl_grpc_call_t *call, int rc)
 
 /* 0 if the coordinator takes calls, or the call is finished. Who may call
  * what was checked when the call's HEADERS arrived (methods[]). */
-int coord_serving(sfl_grpc_call_t *call, const conn_t *k)
+int coord_serving(sfl_grpc_call_t *call, const coord_conn_t *k)
 {
     if (k->co->stopping) {
         coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
@@ -171,7 +171,7 @@ int coord_serving(sfl_grpc_call_t *call, const conn_t *k)
     return 0;
 }
 
-void coord_bind_agent(conn_t *k, agent_t *a)
+void coord_bind_agent(coord_conn_t *k, coord_agent_t *a)
 {
     if (a->conn == k)
         return;
@@ -189,9 +189,9 @@ void coord_bind_agent(conn_t *k, agent_t *a)
 /* The agent bound to this connection, which must be agent_id; else the
  * call is finished and NULL returned. An agent that joined earlier in this
  * process with the same certificate is bound again without a Join. */
-agent_t *coord_bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id)
+coord_agent_t *coord_bound_agent(sfl_grpc_call_t *call, coord_conn_t *k, uint64_t agent_id)
 {
-    agent_t *a = k->agent;
+    coord_agent_t *a = k->agent;
 
     if (a == NULL) {
         a = coord_agent_by_name(k->co, k->peer.cn);
@@ -212,7 +212,7 @@ agent_t *coord_bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id)
 }
 
 /* Who may call what, and how big a request may be: checked when a call's
- * HEADERS arrive, before any of its body is kept (sfl/grpc.h). Only an
+ * HEADERS arrive, before any of its body is kept (sfl/net/grpc.h). Only an
  * update carries a vector; every other request is a few fields. */
 #define R_AGENT (1u << SFL_ROLE_AGENT), "agent"
 #define R_ADMIN (1u << SFL_ROLE_ADMIN), "admin"
@@ -263,7 +263,7 @@ static void handle_gone(coord_t *co);
 /* The channel is gone (after conn_on_close): so is the connection. */
 static void conn_freed(sfl_grpcconn_t *g, int status, const char *detail, void *ud)
 {
-    conn_t *k = ud;
+    coord_conn_t *k = ud;
     coord_t *co = k->co;
 
     (void)g;
@@ -279,7 +279,7 @@ static void conn_open(sfl_conn_t *c, int admin)
 {
     coord_t *co = sfl_conn_data(c);
     sfl_grpc_config_t gc;
-    conn_t *k;
+    coord_conn_t *k;
     char q[200], why[128];
     int revoked = 0;
 
@@ -388,7 +388,7 @@ static void admin_on_connect(sfl_conn_t *c, int status)
 
 static void conn_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
 {
-    conn_t *k = sfl_conn_data(c);
+    coord_conn_t *k = sfl_conn_data(c);
     int rc;
 
     if (k == NULL || k->c == NULL)
@@ -407,7 +407,7 @@ static void conn_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
 
 static void conn_on_drain(sfl_conn_t *c)
 {
-    conn_t *k = sfl_conn_data(c);
+    coord_conn_t *k = sfl_conn_data(c);
 
     if (k)
         sfl_grpcconn_pump(k->g);
@@ -415,7 +415,7 @@ static void conn_on_drain(sfl_conn_t *c)
 
 static void conn_on_close(sfl_conn_t *c, int status)
 {
-    conn_t *k = sfl_conn_data(c);
+    coord_conn_t *k = sfl_conn_data(c);
     coord_t *co;
 
     if (k == NULL)
@@ -580,8 +580,8 @@ static int load_state(coord_t *co)
     char path[COORD_PATH_MAX + 32];
     coord_store_opts_t so = {0};
     coord_store_t *wdb = NULL;
-    coord_agent_t *rows = NULL;
-    coord_srow_job_t *jobs = NULL;
+    coord_agent_row_t *rows = NULL;
+    coord_job_row_t *jobs = NULL;
     size_t n = 0, nj = 0, marked = 0;
     int rc;
 
@@ -604,7 +604,7 @@ static int load_state(coord_t *co)
     if ((rc = coord_store_agent_list(co->store, &rows, &n)) < 0)
         return rc;
     for (size_t i = 0; i < n; i++) {
-        agent_t *a = sfl__calloc(1, sizeof(*a));
+        coord_agent_t *a = sfl__calloc(1, sizeof(*a));
 
         if (a != NULL) {
             a->id = (uint64_t)rows[i].id;
@@ -634,7 +634,7 @@ static int load_state(coord_t *co)
               path, n, nj, marked);
 out:
     coord_store_free(rows);
-    coord_job_list_free(jobs, nj);
+    coord_job_rows_free(jobs, nj);
     return rc;
 }
 
@@ -845,7 +845,7 @@ static void on_stop_timeout(uv_timer_t *t)
     coord_t *co = t->data;
 
     coord_log(COORD_LOG_WARN, "shutdown_timeout", "connections=%zu", co->nconns);
-    for (conn_t *k = co->conns; k != NULL; k = k->next)
+    for (coord_conn_t *k = co->conns; k != NULL; k = k->next)
         if (k->c)
             sfl_conn_abort(k->c);
     coord_check_stopped(co);
@@ -871,7 +871,7 @@ void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, v
     co->stopping = 1;
     for (size_t i = 0; i < co->nagents; i++)
         coord_end_sub(co->agents[i], SFL_GRPC_STATUS_UNAVAILABLE, "coordinator shutting down");
-    for (conn_t *k = co->conns; k != NULL; k = k->next)
+    for (coord_conn_t *k = co->conns; k != NULL; k = k->next)
         if (k->c) {
             sfl_grpcconn_close(k->g);
         }

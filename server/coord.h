@@ -23,13 +23,13 @@
 #include <sys/socket.h>
 #include <uv.h>
 
-#include "sfl/error.h"
-#include "sfl/log.h"
-#include "sfl/msg.h"
-#include "sfl/version.h"
+#include "sfl/core/error.h"
+#include "sfl/core/log.h"
+#include "sfl/wire/msg.h"
+#include "sfl/core/version.h"
 
 #define COORD_PATH_MAX 1024
-#define COORD_VERSION SFL_VERSION /* sfl/version.h */
+#define COORD_VERSION SFL_VERSION /* sfl/core/version.h */
 
 typedef struct coord coord_t;
 
@@ -145,7 +145,7 @@ void coord_shutdown(coord_t *c, uint64_t timeout_ms, void (*done)(coord_t *c, vo
  * identity). NULL does nothing. */
 void coord_free(coord_t *c);
 
-/* ---- logging: sfl/log.h's lines on stderr ("ts=... level=... event=... k=v ...") ----
+/* ---- logging: sfl/core/log.h's lines on stderr ("ts=... level=... event=... k=v ...") ----
  * The coordinator's names for the shared module (libsfl/src/core/log.c), which
  * the agent uses too; values from peers must go through coord_log_quote. */
 

@@ -16,17 +16,17 @@
 #include <uv.h>
 
 #include "coord.h"
-#include "fstat.h"
-#include "job.h"
-#include "metrics.h"
-#include "round.h"
-#include "store.h"
-#include "writer.h"
-#include "sfl/grpc.h"
-#include "sfl/grpcconn.h"
-#include "sfl/msg.h"
-#include "sfl/seal.h"
-#include "sfl/transport.h"
+#include "round/fstat.h"
+#include "job/model.h"
+#include "http/metrics.h"
+#include "round/round.h"
+#include "store/store.h"
+#include "store/writer.h"
+#include "sfl/net/grpc.h"
+#include "sfl/net/grpcconn.h"
+#include "sfl/wire/msg.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/net/transport.h"
 
 /* Specs are stored as packed CreateJobRequests; a spec is a few KiB. */
 #define SPEC_MAX 65536
@@ -35,10 +35,10 @@
  * more samples count as this many. */
 #define COORD_SA_MAX_WEIGHT 10000.0
 
-typedef struct conn conn_t;
-typedef struct agent agent_t;
-typedef struct job job_t;
-typedef struct attempt_key attempt_key_t;
+typedef struct coord_conn coord_conn_t;
+typedef struct coord_agent coord_agent_t;
+typedef struct coord_job coord_job_t;
+typedef struct coord_attempt_key coord_attempt_key_t;
 typedef struct coord_status coord_status_t;
 
 /* An agent's dataset summary as Join gave it, with only its own labels
@@ -53,7 +53,7 @@ typedef struct {
     uint8_t ids_hash[SFL_MSG_HASH_BYTES];
 } coord_ds_t;
 
-struct agent {
+struct coord_agent {
     uint64_t id;
     char name[SFL_PEER_CN_MAX + 1]; /* certificate CN */
     uint8_t fpr[32];
@@ -62,7 +62,7 @@ struct agent {
     coord_ds_t ds;
     char version[SFL_MSG_NAME_LEN];
     int joined;               /* the dataset is known from a Join of this process */
-    conn_t *conn;             /* bound connection; NULL when offline */
+    coord_conn_t *conn;             /* bound connection; NULL when offline */
     sfl_grpc_call_t *sub;     /* open Subscribe */
     uint64_t sub_idle_since;  /* ms: subscribed, or last message sent on it */
     sfl_agent_phase_t phase;
@@ -75,17 +75,17 @@ struct agent {
                                  this agent's session (since its Join); 0: none */
 };
 
-struct conn {
+struct coord_conn {
     coord_t *co;
     sfl_conn_t *c;            /* NULL once the transport closed */
     sfl_grpcconn_t *g;        /* the gRPC server channel over c */
     sfl_peer_t peer;
     int has_peer;
     char addr[64];
-    agent_t *agent;           /* bound by Join */
+    coord_agent_t *agent;           /* bound by Join */
     uint32_t refused;         /* requests refused (logged up to a cap) */
     int doomed;               /* refused too many: closed after this feed */
-    conn_t *prev, *next;
+    coord_conn_t *prev, *next;
 };
 
 /* A member a job no longer selects (quarantine.c). */
@@ -101,7 +101,7 @@ typedef struct coord_suspect {
     uint32_t count; /* >= 1 */
 } coord_suspect_t;
 
-struct job {
+struct coord_job {
     coord_t *co;
     uint64_t id;
     sfl_job_spec_t spec;      /* as created (wire form, stored packed) */
@@ -109,7 +109,7 @@ struct job {
     char error[SFL_MSG_TEXT_LEN];
     char waiting[SFL_MSG_TEXT_LEN]; /* why SELECTING cannot start the round; "" otherwise */
     int ready;                /* model and rnd initialised */
-    coord_job_t model;        /* global model and streaming aggregator */
+    coord_model_t model;        /* global model and streaming aggregator */
     coord_round_t rnd;        /* the round in progress (committed + 1) */
     uint64_t committed;       /* last committed round */
     uint32_t wire_attempt;    /* current (or next) attempt: store attempt - 1 */
@@ -120,7 +120,7 @@ struct job {
     uint64_t open_seq;        /* which opening a completion belongs to */
     uint64_t select_since;    /* ms: SELECTING began */
     uint64_t round_since;     /* ms: first attempt of the round opened */
-    attempt_key_t *key;       /* the attempt's X25519 key; NULL once closed */
+    coord_attempt_key_t *key;       /* the attempt's X25519 key; NULL once closed */
     uint8_t model_hash[SFL_MSG_HASH_BYTES];
     uint8_t *task;            /* packed TaskOrWait of the attempt */
     size_t task_len;
@@ -236,13 +236,13 @@ struct coord {
     coord_status_t *status;   /* the status page's rounds, kept between requests */
     uv_timer_t tick, stop_timer;
     int handles;              /* our uv handles not yet closed (timers) */
-    conn_t *conns;
+    coord_conn_t *conns;
     size_t nconns;
-    agent_t **agents;         /* ascending id */
+    coord_agent_t **agents;         /* ascending id */
     size_t nagents, cap_agents;
-    agent_t **by_name;        /* open addressing on the name, at most half full */
+    coord_agent_t **by_name;        /* open addressing on the name, at most half full */
     size_t cap_by_name;       /* 0 or a power of two */
-    job_t **jobs;             /* ascending id */
+    coord_job_t **jobs;             /* ascending id */
     size_t njobs, cap_jobs;
     int64_t started_ms;
     uint64_t verdicts[5];     /* updates by coord_upd_verdict_t: mode 1's
@@ -272,7 +272,7 @@ struct coord {
     void *done_ud;
 };
 
-struct attempt_key {
+struct coord_attempt_key {
     sfl_roundkey_t *rk;
     uint32_t refs;
 };
@@ -284,7 +284,7 @@ struct attempt_key {
 typedef void (*coord_written_cb)(coord_t *co, uint64_t job, int rc, const char *error,
                                  void *ud);
 /* A job creation's result: the job, or NULL with rc and error. */
-typedef void (*coord_created_cb)(coord_t *co, job_t *j, int rc, const char *error, void *ud);
+typedef void (*coord_created_cb)(coord_t *co, coord_job_t *j, int rc, const char *error, void *ud);
 
 /* coord.c: lifecycle, connections, the gRPC glue. */
 /* Peer-supplied or library text into a wire text field: printable ASCII
@@ -298,54 +298,54 @@ void coord_reply_packed(sfl_grpc_call_t *call, int rc, uint8_t *buf, size_t len)
 void coord_fail_call(sfl_grpc_call_t *call, int status, const char *fmt, ...) SFL_PRINTF(3, 4);
 void coord_fail_unpack(sfl_grpc_call_t *call, int rc);
 /* 0 if the coordinator takes calls, or the call is finished. */
-int coord_serving(sfl_grpc_call_t *call, const conn_t *k);
+int coord_serving(sfl_grpc_call_t *call, const coord_conn_t *k);
 /* 1 if a refusal may be logged now (20 a second process-wide), *dropped
  * the lines left out since. */
 int coord_refusal_log_ok(coord_t *co, uint32_t *dropped);
 /* The connection is now this agent's (a previous one is let go). */
-void coord_bind_agent(conn_t *k, agent_t *a);
+void coord_bind_agent(coord_conn_t *k, coord_agent_t *a);
 /* The agent this connection joined as, or NULL with the call failed. */
-agent_t *coord_bound_agent(sfl_grpc_call_t *call, conn_t *k, uint64_t agent_id);
+coord_agent_t *coord_bound_agent(sfl_grpc_call_t *call, coord_conn_t *k, uint64_t agent_id);
 
 /* registry.c: clocks, agents, jobs by id, eligibility. */
 uint64_t coord_now_ms(const coord_t *co);
 int64_t coord_wall_ms(void);
-agent_t *coord_agent_find(const coord_t *co, uint64_t id);
-agent_t *coord_agent_by_name(const coord_t *co, const char *name);
+coord_agent_t *coord_agent_find(const coord_t *co, uint64_t id);
+coord_agent_t *coord_agent_by_name(const coord_t *co, const char *name);
 /* Sets a->ds from a Join's summary (SFL_ENOMEM, a->ds unchanged). */
-int coord_agent_set_ds(agent_t *a, const sfl_dataset_summary_t *ds) SFL_MUST_CHECK;
+int coord_agent_set_ds(coord_agent_t *a, const sfl_dataset_summary_t *ds) SFL_MUST_CHECK;
 /* The agent's summary in the wire's form, in *tmp (returned). */
-const sfl_dataset_summary_t *coord_agent_summary(const agent_t *a, sfl_dataset_summary_t *tmp);
+const sfl_dataset_summary_t *coord_agent_summary(const coord_agent_t *a, sfl_dataset_summary_t *tmp);
 /* Frees an agent (its labels too); NULL is a no-op. */
-void coord_agent_free(agent_t *a);
+void coord_agent_free(coord_agent_t *a);
 /* Inserts keeping agents ascending by id, indexed by a->name, which must
  * be set and stays (SFL_ENOMEM). */
-int coord_agent_insert(coord_t *co, agent_t *a) SFL_MUST_CHECK;
+int coord_agent_insert(coord_t *co, coord_agent_t *a) SFL_MUST_CHECK;
 /* The operator revoked this certificate (bsearch in co->revoked). */
 bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32]);
-job_t *coord_job_find(const coord_t *co, uint64_t id);
+coord_job_t *coord_job_find(const coord_t *co, uint64_t id);
 /* Cancelled, finished or failed. */
-int coord_job_final(const job_t *j);
+int coord_job_final(const coord_job_t *j);
 /* Tags as "a,b,c" (the store's text form) and back. */
 void coord_tags_text(const sfl_tags_t *t, char *out, size_t cap);
 void coord_tags_parse(const char *s, sfl_tags_t *t);
 /* Why the agent cannot take part in the job (job.h's reasons plus
  * NOT_JOINED and LABELS), with a detail; NONE if it can. */
-coord_inelig_t coord_ineligible(const job_t *j, const agent_t *a, char *why, size_t cap);
-int coord_eligible(const job_t *j, const agent_t *a);
+coord_inelig_t coord_ineligible(const coord_job_t *j, const coord_agent_t *a, char *why, size_t cap);
+int coord_eligible(const coord_job_t *j, const coord_agent_t *a);
 /* The job schedules rounds now (running, not stopping). */
-int coord_running(const job_t *j);
+int coord_running(const coord_job_t *j);
 /* Selected in another job's open attempt (self excepted). */
-int coord_busy_elsewhere(const coord_t *co, const agent_t *a, const job_t *self);
+int coord_busy_elsewhere(const coord_t *co, const coord_agent_t *a, const coord_job_t *self);
 /* Some running job can use the agent. */
-int coord_usable(const coord_t *co, const agent_t *a);
+int coord_usable(const coord_t *co, const coord_agent_t *a);
 
 /* subs.c: Subscribe streams. */
 /* Ends the agent's held Subscribe with status and message. */
-void coord_end_sub(agent_t *a, int status, const char *msg);
+void coord_end_sub(coord_agent_t *a, int status, const char *msg);
 /* Sends the job's current task on the agent's Subscribe (not while the
  * attempt's opening is being recorded). */
-void coord_send_task(coord_t *co, job_t *j, agent_t *a);
+void coord_send_task(coord_t *co, coord_job_t *j, coord_agent_t *a);
 /* Ends, with a paced Wait, the streams that got nothing for the hold time. */
 void coord_dismiss_idle(coord_t *co);
 /* The Subscribe's cancel callback: the agent's stream is gone. */
@@ -357,20 +357,20 @@ void coord_schedule(coord_t *co);
 /* The scheduler tick (coord_new starts its timer). */
 void coord_on_tick(uv_timer_t *t);
 /* Moves the job's round machine on: selection, deadlines, aggregation. */
-void coord_job_drive(job_t *j);
+void coord_job_drive(coord_job_t *j);
 /* The round after the last committed one, in SELECTING. */
-void coord_reset_round(job_t *j);
+void coord_reset_round(coord_job_t *j);
 /* Sets, logs and records the job's new state; releases its model unless
  * running. after (may be NULL) runs once the record is durable or failed. */
-void coord_set_job_state(job_t *j, sfl_job_state_t st, coord_written_cb after, void *ud);
+void coord_set_job_state(coord_job_t *j, sfl_job_state_t st, coord_written_cb after, void *ud);
 /* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
-void coord_abandon(job_t *j, const char *reason);
+void coord_abandon(coord_job_t *j, const char *reason);
 /* Shutdown: attempts with their quorum aggregated, the others abandoned. */
 void coord_drive_wind_down(coord_t *co);
 /* Wipes the attempt's key and drops its task. */
-void coord_close_attempt(job_t *j);
-attempt_key_t *coord_key_hold(attempt_key_t *k);
-void coord_key_drop(attempt_key_t *k);
+void coord_close_attempt(coord_job_t *j);
+coord_attempt_key_t *coord_key_hold(coord_attempt_key_t *k);
+void coord_key_drop(coord_attempt_key_t *k);
 /* Bytes of O(dim) state a job of that dimension holds when loaded. */
 uint64_t coord_job_state_bytes(size_t dim);
 /* Jobs not ended (pending, running, paused): what max_live_jobs bounds. */
@@ -378,11 +378,11 @@ uint64_t coord_live_jobs(const coord_t *co);
 /* Sum of it over the jobs not ended that hold it. */
 uint64_t coord_live_job_bytes(const coord_t *co);
 /* Frees the O(dim) state of a job that is not running (nor aggregating). */
-void coord_job_release(job_t *j);
+void coord_job_release(coord_job_t *j);
 /* The last committed round's metrics (JobStatus's last_*), from the store. */
-void coord_load_last_metrics(job_t *j);
+void coord_load_last_metrics(coord_job_t *j);
 /* The global state of the last checkpoint (zero before the first). */
-int coord_reload_model(job_t *j) SFL_MUST_CHECK;
+int coord_reload_model(coord_job_t *j) SFL_MUST_CHECK;
 
 /* jobs.c: creation, loading, O(dim) state. */
 /* Checks spec and records the job: < 0 if refused now (after not called),
@@ -391,10 +391,10 @@ int coord_reload_model(job_t *j) SFL_MUST_CHECK;
 int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, coord_created_cb after,
                      void *ud) SFL_MUST_CHECK;
 /* A job row from the store at start. */
-int coord_job_load(coord_t *co, const coord_srow_job_t *row) SFL_MUST_CHECK;
+int coord_job_load(coord_t *co, const coord_job_row_t *row) SFL_MUST_CHECK;
 /* Allocates the job's O(dim) state from its last checkpoint. */
-int coord_job_model(job_t *j) SFL_MUST_CHECK;
-void coord_job_free(job_t *j);
+int coord_job_model(coord_job_t *j) SFL_MUST_CHECK;
+void coord_job_free(coord_job_t *j);
 
 /* coordwrite.c: writes posted to the writer, never waited for. */
 /* attempt: the wire attempt (the store's minus 1). */
@@ -412,23 +412,23 @@ void coord_part_flush(coord_t *co);
 /* vround.c: vertical rounds (vjob.h). */
 /* The cohort of a vertical round from the available agents ids[0..*n):
  * one per block with the same sample ids; extra: why others are left out. */
-void coord_vround_pick(job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t cap);
+void coord_vround_pick(coord_job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t cap);
 /* The ledger from the attempts the store recorded (model load). */
-int coord_vround_ledger(job_t *j) SFL_MUST_CHECK;
+int coord_vround_ledger(coord_job_t *j) SFL_MUST_CHECK;
 /* At start: the ledger as the last commit recorded it, if it is current. */
-void coord_vround_load(job_t *j);
+void coord_vround_load(coord_job_t *j);
 /* The ledger into a commit's metrics. */
-void coord_vround_metrics(const job_t *j, coord_round_metrics_t *m);
+void coord_vround_metrics(const coord_job_t *j, coord_round_metrics_t *m);
 /* SFL_ELIMIT with why if round j->rnd.round would pass the privacy budget. */
-int coord_vround_budget(job_t *j, char *why, size_t cap) SFL_MUST_CHECK;
+int coord_vround_budget(coord_job_t *j, char *why, size_t cap) SFL_MUST_CHECK;
 /* The attempt opened (after START): blocks of the members, the first
  * iteration, the ledger counts the round's iterations. */
-int coord_vround_open(job_t *j) SFL_MUST_CHECK;
+int coord_vround_open(coord_job_t *j) SFL_MUST_CHECK;
 /* The open iteration's step to agent a, or to every block holder (NULL). */
-void coord_vround_send(job_t *j, agent_t *a);
+void coord_vround_send(coord_job_t *j, coord_agent_t *a);
 /* A block holder subscribed again: the step it has not answered. */
-void coord_vround_resend(job_t *j, agent_t *a);
-void coord_vround_status(const job_t *j, sfl_job_status_t *st);
+void coord_vround_resend(coord_job_t *j, coord_agent_t *a);
+void coord_vround_status(const coord_job_t *j, sfl_job_status_t *st);
 void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
 /* quarantine.c: agent is never selected for job j again without an
@@ -438,31 +438,31 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
  * and from coord_saround_close for what the finish found (after the
  * aggregation, or when the attempt is abandoned; not when the job is
  * freed: coord_saround_free). */
-void coord_quarantine(job_t *j, uint64_t agent, const char *reason);
+void coord_quarantine(coord_job_t *j, uint64_t agent, const char *reason);
 
 /* saround.c: update mode 2's rounds. */
 /* After START: threshold, S_t, the cohort's keys (for the task). */
-int coord_saround_prepare(job_t *j) SFL_MUST_CHECK;
-void coord_saround_task(const job_t *j, sfl_msg_sa_round_t *out);
+int coord_saround_prepare(coord_job_t *j) SFL_MUST_CHECK;
+void coord_saround_task(const coord_job_t *j, sfl_msg_sa_round_t *out);
 /* After the task is built: the protocol's server. */
-int coord_saround_start(job_t *j) SFL_MUST_CHECK;
+int coord_saround_start(coord_job_t *j) SFL_MUST_CHECK;
 /* Sends the stages the round machine has moved on to. */
-void coord_saround_sync(job_t *j);
+void coord_saround_sync(coord_job_t *j);
 /* Thread pool: unmask, fold global + the mean change. */
-int coord_saround_fold(job_t *j) SFL_MUST_CHECK;
+int coord_saround_fold(coord_job_t *j) SFL_MUST_CHECK;
 /* Thread pool: a statistics round's sum (a standardize job's round 0 in
- * mode 2, sfl/savec.h): unmask, m[0..SFL_MOMENTS_LEN(d)) the members'
+ * mode 2, sfl/crypto/savec.h): unmask, m[0..SFL_MOMENTS_LEN(d)) the members'
  * moments summed, *agents |U3|. */
-int coord_saround_stats(job_t *j, double *m, uint32_t *agents) SFL_MUST_CHECK;
+int coord_saround_stats(coord_job_t *j, double *m, uint32_t *agents) SFL_MUST_CHECK;
 /* Quarantines the server's culprits not yet reported, then frees it. */
-void coord_saround_close(job_t *j);
+void coord_saround_close(coord_job_t *j);
 /* Frees the round's server and state without reporting (the job is being
  * freed: nothing may be written or excused for it any more). */
-void coord_saround_free(job_t *j);
+void coord_saround_free(coord_job_t *j);
 /* The members' SecAggAnswer into the server's struct for its stage (the
  * server's verdict), and the boxes of stage 2 for member v in the wire's
  * struct (*out owned, sfl__free; *n of them): the forwarding path, a box
- * copied exactly (sfl/msg.h asserts the sizes agree). */
+ * copied exactly (sfl/wire/msg.h asserts the sizes agree). */
 struct sfl_sa_server;
 int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m) SFL_MUST_CHECK;
 int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_box_t **out,
@@ -478,7 +478,7 @@ uint32_t coord_saround_part_rows(const coord_member_t *members, const uint64_t *
                                  int64_t attempt, int64_t at_ms, coord_part_row_t *out);
 /* Queues those rows for the open attempt and counts them as accepted
  * updates (sfl_updates_total, sfl_update_bytes_total). */
-void coord_saround_record(job_t *j);
+void coord_saround_record(coord_job_t *j);
 
 /* agentsvc.c: Join and Subscribe. */
 void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
@@ -525,32 +525,32 @@ void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
  * nothing). When the agent is a member of the job's current attempt, the
  * attempt is excused (coord_round_excuse): its failure does not count
  * toward max_attempts. */
-void coord_quarantine(job_t *j, uint64_t agent, const char *reason);
+void coord_quarantine(coord_job_t *j, uint64_t agent, const char *reason);
 /* The agent's quarantine in job j, or NULL. */
-const coord_quar_t *coord_quarantined(const job_t *j, uint64_t agent);
+const coord_quar_t *coord_quarantined(const coord_job_t *j, uint64_t agent);
 /* At start, after the jobs: every quarantine the store holds. */
 int coord_quarantine_load(coord_t *co) SFL_MUST_CHECK;
-void coord_quarantine_free(job_t *j);
+void coord_quarantine_free(coord_job_t *j);
 /* "quarantined in job 3: <reason>; ..." for the agent over all jobs ("" if
  * none), and "agent 9: <reason>; ..." for a job ("" if none): ListAgents'
  * and JobStatus's text. */
 void coord_quarantine_text(const coord_t *co, uint64_t agent, char *out, size_t cap);
-void coord_quarantine_job_text(const job_t *j, char *out, size_t cap);
+void coord_quarantine_job_text(const coord_job_t *j, char *out, size_t cap);
 /* Admin.ReleaseAgent. */
 void coord_h_release(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
 /* suspect.c: suspicion for secure sums that fail unattributably
  * (docs/security.md). On the loop thread. */
 /* The agent's count in job j (0: not suspect). */
-uint32_t coord_suspicion(const job_t *j, uint64_t agent);
+uint32_t coord_suspicion(const coord_job_t *j, uint64_t agent);
 /* +1 for each of ids[0..n) (a failed attempt's U3); 0 or SFL_ENOMEM (the
  * counts of those before the failing one are raised). */
-int coord_suspect_blame(job_t *j, const uint64_t *ids, uint32_t n) SFL_MUST_CHECK;
+int coord_suspect_blame(coord_job_t *j, const uint64_t *ids, uint32_t n) SFL_MUST_CHECK;
 /* Back to 0 for each of ids[0..n) (a committed round's U3). */
-void coord_suspect_clear(job_t *j, const uint64_t *ids, uint32_t n);
-void coord_suspect_free(job_t *j);
+void coord_suspect_clear(coord_job_t *j, const uint64_t *ids, uint32_t n);
+void coord_suspect_free(coord_job_t *j);
 /* Agents the job suspects (count >= 1). */
-uint32_t coord_suspects(const job_t *j);
+uint32_t coord_suspects(const coord_job_t *j);
 /* How many of n candidates with these counts a mode-2 attempt keeps: all
  * when none is suspect or n <= min_keep; else all but half (rounded up) of
  * those at the highest count, and at least min_keep (the smallest cohort
@@ -565,7 +565,7 @@ int coord_suspect_pick(uint64_t seed, uint64_t round, uint32_t attempt, const ui
                        uint64_t *out) SFL_MUST_CHECK;
 /* "agent 9 (2), agent 4 (1)": the suspects among ids[0..n) (ids NULL:
  * all the job's), as many as fit in cap, then "and N more". */
-void coord_suspect_text(const job_t *j, const uint64_t *ids, uint32_t n, char *out,
+void coord_suspect_text(const coord_job_t *j, const uint64_t *ids, uint32_t n, char *out,
                         size_t cap);
 
 /* coordmetrics.c: the /metrics page (metrics.h's render callback). */
@@ -576,6 +576,6 @@ int coord_render_metrics(coord_text_t *t, void *ud);
 int coord_render_status(coord_text_t *t, void *ud);
 void coord_status_free(coord_status_t *s);
 /* admin.c: JobStatus of job j, as Status and ListJobs answer it. */
-void coord_job_status(const job_t *j, sfl_job_status_t *st);
+void coord_job_status(const coord_job_t *j, sfl_job_status_t *st);
 
 #endif

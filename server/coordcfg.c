@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 /* ---- configuration ------------------------------------------------------------ */
 

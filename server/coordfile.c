@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sfl/ini.h"
+#include "sfl/core/ini.h"
 
 void coord_file_clear(coord_file_t *f)
 {

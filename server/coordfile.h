@@ -1,6 +1,6 @@
 /* coordinator.ini as read by sfl-coordinator (and its fuzzer): the
  * [coordinator] keys onto a configuration and one job definition per
- * [job NAME] section, through sfl/ini.h (errors name file, line and key). */
+ * [job NAME] section, through sfl/core/ini.h (errors name file, line and key). */
 #ifndef COORD_COORDFILE_H
 #define COORD_COORDFILE_H
 

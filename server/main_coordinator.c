@@ -12,11 +12,11 @@
 #include "coord.h"
 #include "coordfile.h"
 #include "notify.h"
-#include "sfl/algo.h"
-#include "sfl/error.h"
-#include "sfl/suggest.h"
-#include "sfl/transport.h"
-#include "store.h"
+#include "sfl/algo/algo.h"
+#include "sfl/core/error.h"
+#include "sfl/core/suggest.h"
+#include "sfl/net/transport.h"
+#include "store/store.h"
 
 #define PROG "sfl-coordinator"
 #define MAX_FLAGS 64

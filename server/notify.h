@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 /* Longest datagram sent: the fixed lines plus a STATUS of up to ~400 bytes
  * (a longer status is truncated, never refused). */

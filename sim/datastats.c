@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
 #include "sim.h"
 
 void sim_standardizer(sfl_dataset_t *const *train, uint32_t n, uint32_t d, double eps,

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/algo.h"
-#include "sfl/dataset.h"
-#include "sfl/suggest.h"
-#include "sfl/ini.h"
-#include "sfl/version.h"
+#include "sfl/algo/algo.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/suggest.h"
+#include "sfl/core/ini.h"
+#include "sfl/core/version.h"
 #include "sim.h"
 
 #define PARAM_OPT_BASE 1024

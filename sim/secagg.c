@@ -12,8 +12,8 @@
 
 #include <sodium.h>
 
-#include "sfl/algo.h"
-#include "sfl/savec.h"
+#include "sfl/algo/algo.h"
+#include "sfl/crypto/savec.h"
 #include "sim.h"
 
 #define NONCE_TAG "sfl-sim-sa-nonce"
@@ -143,7 +143,7 @@ uint64_t sim_sa_add(sim_sa_t *s, uint32_t t, uint32_t c, const double *bcast,
         s->sum[i] += s->in[i]; /* mod 2^32, as the masked sum */
     s->w[s->count++] = weight; /* public, as the coordinator's */
     /* What the masked vector weighs on the wire: k values and the canary
-     * of 4 bytes and the metric words (sfl/savec.h; the keys, shares and
+     * of 4 bytes and the metric words (sfl/crypto/savec.h; the keys, shares and
      * signatures of the protocol are not counted). */
     return 4 * ((uint64_t)s->k + SFL_SA_EXTRA_WORDS);
 }

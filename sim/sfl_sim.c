@@ -19,15 +19,15 @@
 
 extern char **environ;
 
-#include "sfl/algo.h"
-#include "sfl/client.h"
-#include "sfl/csv.h"
-#include "sfl/dict.h"
-#include "sfl/eval.h"
-#include "sfl/libsvm.h"
-#include "sfl/partition.h"
-#include "sfl/spcodec.h"
-#include "sfl/synth.h"
+#include "sfl/algo/algo.h"
+#include "sfl/algo/client.h"
+#include "sfl/data/csv.h"
+#include "sfl/model/dict.h"
+#include "sfl/model/eval.h"
+#include "sfl/data/libsvm.h"
+#include "sfl/data/partition.h"
+#include "sfl/wire/spcodec.h"
+#include "sfl/data/synth.h"
 #include "sim.h"
 
 /* The federation the driver runs on. */

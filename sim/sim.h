@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "sfl/param.h"
+#include "sfl/core/param.h"
 
 #define SIM_MAX_PARAMS SFL_PARAMS_MAX
 

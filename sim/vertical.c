@@ -13,11 +13,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "sfl/dp.h"
-#include "sfl/eval.h"
-#include "sfl/libsvm.h"
-#include "sfl/synth.h"
-#include "sfl/vertical.h"
+#include "sfl/dp/dp.h"
+#include "sfl/model/eval.h"
+#include "sfl/data/libsvm.h"
+#include "sfl/data/synth.h"
+#include "sfl/algo/vertical.h"
 #include "sim.h"
 
 /* The data of a vertical run. */

@@ -2,10 +2,10 @@
  * your own would use it (docs/library.md).
  *
  * Ten clients hold rows y = z'x* + noise of one 5-sparse x* in R^200
- * (sfl/synth.h); each round every client runs FedIter-HT's local steps
+ * (sfl/data/synth.h); each round every client runs FedIter-HT's local steps
  * from the global model (sfl_algo_client_round: the same code sfl-sim and
  * sfl-agent run), and the weighted fold of their sparse updates gives the
- * next global model (sfl/fold.h). Prints the objective and the relative
+ * next global model (sfl/algo/fold.h). Prints the objective and the relative
  * error ||x - x*|| / ||x*|| per round; exits 0 once the error is below
  * 1e-3, 1 otherwise.
  *
@@ -14,10 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <sfl/algo.h>
-#include <sfl/eval.h>
-#include <sfl/synth.h>
-#include <sfl/version.h>
+#include <sfl/algo/algo.h>
+#include <sfl/model/eval.h>
+#include <sfl/data/synth.h>
+#include <sfl/core/version.h>
 
 int main(int argc, char **argv)
 {

@@ -30,13 +30,13 @@
 #include "agent.h"
 #include "config.h"
 #include "sagent.h"
-#include "sfl/error.h"
-#include "sfl/msg.h"
-#include "sfl/savec.h"
-#include "sfl/seal.h"
-#include "sfl/secagg.h"
+#include "sfl/core/error.h"
+#include "sfl/wire/msg.h"
+#include "sfl/crypto/savec.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/crypto/secagg.h"
 
-/* The contexts sfl/secagg.h's client signs under (libsfl/src/crypto/secagg.c):
+/* The contexts sfl/crypto/secagg.h's client signs under (libsfl/src/crypto/secagg.c):
  * a test double must sign what it changed as an honest client would. */
 #define CTX_SHARES "sfl-sa-shares-v2"
 #define CTX_INPUT "sfl-sa-input-v1"
@@ -144,7 +144,7 @@ static void on_answer(void *ud, const sfl_sa_round_t *r, const sfl_msg_sa_stage_
 
             if (H.attack == A_WEIGHT) {
 #if SFL_MSG_SA_EXTRA == 2 + SFL_SA_METRIC_WORDS
-                /* the layout of sfl/savec.h with its weight word: k values,
+                /* the layout of sfl/crypto/savec.h with its weight word: k values,
                  * the weight, the canary, the metrics. Plaintext word k (the
                  * weight) becomes -2^30. */
                 m->masked[k] += (uint32_t)0xc0000000u - q[k];

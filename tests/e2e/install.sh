@@ -1,7 +1,7 @@
 #!/bin/sh
 # make install into a DESTDIR, then use what it installed as a user would
 # (docs/library.md; no coordinator, a few seconds):
-#   - libsfl.so.X.Y.Z with soname libsfl.so.X (X.Y.Z from sfl/version.h)
+#   - libsfl.so.X.Y.Z with soname libsfl.so.X (X.Y.Z from sfl/core/version.h)
 #     and its dev link, libsfl.a, the headers, sfl.pc, the completions;
 #   - the ABI: nm -D exports exactly public names (sfl_ and declared in an
 #     installed header), each in the version node SFL_*; nothing internal
@@ -14,7 +14,7 @@
 #     (needs libsfl.so.X, runs with LD_LIBRARY_PATH into DESTDIR) and
 #     statically (pkg-config --static, libsfl.a: no libsfl.so needed), both
 #     run and recover the sparse model;
-#   - every program's --version prints sfl/version.h's version, and the man
+#   - every program's --version prints sfl/core/version.h's version, and the man
 #     pages carry it;
 #   - bash completion, loaded in a plain bash: every --word of each
 #     program's --help is offered (or its _/- twin), every command of
@@ -22,7 +22,7 @@
 set -eu
 . tests/e2e/lib.sh
 
-vh=libsfl/include/sfl/version.h
+vh=libsfl/include/sfl/core/version.h
 ver() { sed -n "s/^#define SFL_VERSION_$1 \([0-9]*\)$/\1/p" "$vh"; }
 MAJOR=$(ver MAJOR)
 VERSION=$MAJOR.$(ver MINOR).$(ver PATCH)
@@ -38,7 +38,7 @@ L=$D$P/lib
 { [ -f "$L/libsfl.so.$VERSION" ] && [ ! -L "$L/libsfl.so.$VERSION" ]; } || fail "no $L/libsfl.so.$VERSION"
 [ "$(readlink "$L/libsfl.so.$MAJOR")" = "libsfl.so.$VERSION" ] || fail "libsfl.so.$MAJOR link"
 [ "$(readlink "$L/libsfl.so")" = "libsfl.so.$MAJOR" ] || fail "libsfl.so dev link"
-for f in "$L/libsfl.a" "$L/pkgconfig/sfl.pc" "$D$P/include/sfl/version.h" "$D$P/bin/sfl-pki" \
+for f in "$L/libsfl.a" "$L/pkgconfig/sfl.pc" "$D$P/include/sfl/core/version.h" "$D$P/bin/sfl-pki" \
     "$D$P/share/bash-completion/completions/sflctl"; do
     [ -f "$f" ] || fail "not installed: $f"
 done
@@ -63,7 +63,7 @@ grep -qx sfl_version "$t/names" || fail "sfl_version not exported"
 echo "$n symbols exported, all sfl_ and in the headers, node $(awk '$2 == "A" { print $3 }' "$t/nm")"
 
 step "each installed header compiles alone (C11$(command -v g++ > /dev/null && echo ', C++11'))"
-# <uv.h> (sfl/transport.h) needs POSIX's types under a strict -std=c11.
+# <uv.h> (sfl/net/transport.h) needs POSIX's types under a strict -std=c11.
 for h in "$D$P"/include/sfl/*.h; do
     printf '#include <sfl/%s>\n' "${h##*/}" > "$t/h.c"
     gcc -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -pedantic -I"$D$P/include" \
@@ -85,8 +85,8 @@ if command -v g++ > /dev/null; then
     cat > "$t/cxx.cc" <<'CXX'
 #include <cstdio>
 #include <cstring>
-#include <sfl/error.h>
-#include <sfl/version.h>
+#include <sfl/core/error.h>
+#include <sfl/core/version.h>
 int main() {
     std::printf("%s %s\n", sfl_version(), sfl_strerror(SFL_EDIM));
     return std::strcmp(sfl_version(), SFL_VERSION) != 0;

@@ -4,7 +4,7 @@
 # below it, so no include cycle can form:
 #   core <- data <- model <- algo;  core <- dp <- algo;  core <- crypto <- wire;
 #   core <- net
-# (wire takes the sizes of what it carries from crypto's headers: sfl/msg.h)
+# (wire takes the sizes of what it carries from crypto's headers: sfl/wire/msg.h)
 # (dp, noise and privacy accounting, needs nothing but core; the vertical
 # algorithms draw their noise from it. wire carries parameters as plain
 # name/value lists, param.h, and never needs an algorithm or a loss).

@@ -10,7 +10,7 @@ FILE.moments.
 
 With secure aggregation (update mode 2) the stored sum is not bit for bit:
 each member's moments went through mode 2's stochastic fixed point
-(sfl/savec.h, sfl_sa_moments_error), so they are compared within
+(sfl/crypto/savec.h, sfl_sa_moments_error), so they are compared within
 
     |stored - sum| < count * w_max * 2^-f / s,  s = B^2, B, 1
 

@@ -53,11 +53,11 @@
 #include <uv.h>
 
 #include "agent.h"
-#include "sfl/alloc.h"
-#include "sfl/grpc.h"
-#include "sfl/grpcconn.h"
-#include "sfl/libsvm.h"
-#include "sfl/transport.h"
+#include "sfl/core/alloc.h"
+#include "sfl/net/grpc.h"
+#include "sfl/net/grpcconn.h"
+#include "sfl/data/libsvm.h"
+#include "sfl/net/transport.h"
 
 #define PATH_JOIN "/sfl.v1.Coordinator/Join"
 #define PATH_SUBSCRIBE "/sfl.v1.Coordinator/Subscribe"

@@ -17,7 +17,7 @@
 # A member nobody can name (input: its garbage makes the secure sum fail
 # its bounds) makes its attempts fail as unattributable, each excused,
 # with it among the suspects logged; the retries leave suspects out
-# (server/suspect.c), and once a round commits without it, it takes no
+# (server/round/suspect.c), and once a round commits without it, it takes no
 # later round; /metrics counts it in sfl_job_suspects.
 # After the commit attack the coordinator is killed (-9) and restarted: the
 # quarantine holds until sflctl job release, which refuses an agent that is

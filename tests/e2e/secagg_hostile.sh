@@ -8,7 +8,7 @@
 # those weights can reach. An attempt it is in fails with "secure sum out
 # of bounds ... not attributable" and nothing is folded; nobody can be
 # named, so every member of that attempt's U3 becomes suspect
-# (server/suspect.c) and the retry draws the smallest cohort (3 of the 4)
+# (server/round/suspect.c) and the retry draws the smallest cohort (3 of the 4)
 # from the least suspect. The target: the job is never paused (those
 # failures are excused while another subset can be left out, at most one
 # per candidate a round), all its rounds commit with agent-0 connected and

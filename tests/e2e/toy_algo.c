@@ -8,7 +8,7 @@
  *   theta <- theta - lr (grad f_B(theta) + pull (theta - global)),
  * and sends theta; the server averages (pFedMe's shape, without its inner
  * loop). `pull` is the parameter no built-in algorithm has. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 #include <math.h>
 #include <string.h>

@@ -20,12 +20,12 @@
 
 #include <sodium.h>
 
-#include "sfl/grpc.h"
-#include "sfl/grpcframe.h"
-#include "sfl/msg.h"
-#include "sfl/seal.h"
-#include "sfl/spcodec.h"
-#include "sfl/vec.h"
+#include "sfl/net/grpc.h"
+#include "sfl/net/grpcframe.h"
+#include "sfl/wire/msg.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/wire/spcodec.h"
+#include "sfl/core/vec.h"
 
 static const char *root;
 

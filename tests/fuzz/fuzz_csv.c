@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sfl/csv.h"
-#include "sfl/dataset.h"
+#include "sfl/data/csv.h"
+#include "sfl/data/dataset.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

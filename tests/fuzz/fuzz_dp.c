@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/dp.h"
+#include "sfl/dp/dp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

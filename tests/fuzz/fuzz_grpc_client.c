@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
-#include "sfl/grpc.h"
+#include "sfl/net/grpc.h"
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static uint64_t t;
 static uint64_t clk(void *ud) { (void)ud; return t; }

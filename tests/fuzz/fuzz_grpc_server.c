@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "sfl/grpc.h"
+#include "sfl/net/grpc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static uint64_t t;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/grpcframe.h"
+#include "sfl/net/grpcframe.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* libFuzzer entry point for the IDX reader (sfl/idx.h), plain and gzip:
+/* libFuzzer entry point for the IDX reader (sfl/data/idx.h), plain and gzip:
  * whatever it accepts is a consistent file, and an accepted images file
  * goes through the dataset conversion with a labels file made to match.
  * A small bound so the fuzzer also reaches the size checks and stops gzip
@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "sfl/csr.h"
-#include "sfl/idx.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/idx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

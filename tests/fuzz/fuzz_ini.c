@@ -12,7 +12,7 @@
 #include "config.h"
 #include "coordfile.h"
 #include "ctl.h"
-#include "sfl/ini.h"
+#include "sfl/core/ini.h"
 
 #define NAME "fuzz.ini"
 

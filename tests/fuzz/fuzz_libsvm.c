@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sfl/dataset.h"
-#include "sfl/libsvm.h"
+#include "sfl/data/dataset.h"
+#include "sfl/data/libsvm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

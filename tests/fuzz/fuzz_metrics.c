@@ -1,5 +1,5 @@
 /* libFuzzer: the metrics listener's HTTP request parser (coord_metrics_parse,
- * server/metrics.h) with the coordinator's pages, as the endpoint drives it:
+ * server/http/metrics.h) with the coordinator's pages, as the endpoint drives it:
  * the request arrives in reads of arbitrary size and is classified after each.
  * Byte 0 picks the read size and the request limit, the rest is what the
  * client sends; the bytes are copied to a buffer of exactly their length,
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "http/metrics.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/msg.h"
-#include "sfl/vec.h"
+#include "sfl/wire/msg.h"
+#include "sfl/core/vec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

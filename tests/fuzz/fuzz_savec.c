@@ -1,4 +1,4 @@
-/* libFuzzer entry point for the decoder of a secure sum (sfl/savec.h:
+/* libFuzzer entry point for the decoder of a secure sum (sfl/crypto/savec.h:
  * sfl_sa_dequantize, sfl_sa_metrics_decode), what the coordinator reads
  * back from the unmasked sum of its members' inputs before folding it
  * (issue 23: the sum is checked against what clipped inputs of the public
@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/error.h"
-#include "sfl/savec.h"
+#include "sfl/core/error.h"
+#include "sfl/crypto/savec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,8 +20,8 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/seal.h"
+#include "sfl/core/alloc.h"
+#include "sfl/crypto/seal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* libFuzzer: the checks the coordinator runs on what dealers and holders
- * send at the end of a secure aggregation round (sfl/shamir.h): Feldman
+ * send at the end of a secure aggregation round (sfl/crypto/shamir.h): Feldman
  * commitments and released shares, both from peers. Byte 0 picks the mode:
  *   0  u8 t | u8 k | t commitments (32 bytes each, as sent) | k shares
  *      (u16 x | y[32]): sfl_shamir_verify on anything; when it says every
@@ -22,7 +22,7 @@
 
 #include <sodium.h>
 
-#include "sfl/shamir.h"
+#include "sfl/crypto/shamir.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/spcodec.h"
+#include "sfl/wire/spcodec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 static long countdown = -1;
 static long made;

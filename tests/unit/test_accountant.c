@@ -1,10 +1,10 @@
-/* The privacy accountant (sfl/dp.h, libsfl/src/dp/accountant.c): RDP of
+/* The privacy accountant (sfl/dp/dp.h, libsfl/src/dp/accountant.c): RDP of
  * each mechanism, composition, conversion to (epsilon, delta) against
  * values computed by hand, the paper's accounting against its own
  * calibration, and the fixed-size encoding. */
 #include "testutil.h"
 
-#include "sfl/dp.h"
+#include "sfl/dp/dp.h"
 
 static void check_same_entries(const sfl_dp_acct_t *a, const sfl_dp_acct_t *b)
 {

@@ -1,4 +1,4 @@
-/* server/admin.c: the Admin service: job operations, lists, on the in-process
+/* server/service/admin.c: the Admin service: job operations, lists, on the in-process
  * coordinator (coordfx.h). */
 #include "coordfx.h"
 

@@ -1,4 +1,4 @@
-/* server/agentsvc.c: Join, Subscribe and the roles that gate the services, on
+/* server/service/agentsvc.c: Join, Subscribe and the roles that gate the services, on
  * the in-process coordinator (coordfx.h). */
 #include <sodium.h>
 

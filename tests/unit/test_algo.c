@@ -9,9 +9,9 @@
 #include <cmocka.h>
 
 #include "failalloc.h"
-#include "sfl/algo.h"
-#include "sfl/dict.h"
-#include "sfl/synth.h"
+#include "sfl/algo/algo.h"
+#include "sfl/model/dict.h"
+#include "sfl/data/synth.h"
 #include "testfed.h"
 
 static void test_algo_registry(void **state)

@@ -7,8 +7,8 @@
 #include <cmocka.h>
 
 #include "failalloc.h"
-#include "sfl/alloc.h"
-#include "sfl/error.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
 
 static int calls;
 

@@ -17,9 +17,9 @@
 #include "failalloc.h"
 #include "testfed.h"
 #include "testutil.h"
-#include "sfl/dp.h"
-#include "sfl/eval.h"
-#include "sfl/vertical.h"
+#include "sfl/dp/dp.h"
+#include "sfl/model/eval.h"
+#include "sfl/algo/vertical.h"
 
 /* A vertical run in the test: the problem, the job, its K blocks, their
  * states, the model and the broadcast. */

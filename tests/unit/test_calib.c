@@ -1,4 +1,4 @@
-/* DP-BCFW's calibration (sfl/dp.h, libsfl/src/dp/calib.c): the paper's
+/* DP-BCFW's calibration (sfl/dp/dp.h, libsfl/src/dp/calib.c): the paper's
  * noise scales against values computed by hand, the leading singular value
  * against matrices whose singular values are known and against LAPACK, and
  * the gradient sensitivity bounds against their formulas and brute force. */
@@ -6,7 +6,7 @@
 
 #include <lapacke.h>
 
-#include "sfl/dp.h"
+#include "sfl/dp/dp.h"
 
 /* epsilon 1, delta 1e-5, T 100, K 4, n 1000, eta 2, G 0.5. */
 static const sfl_dp_bcfw_t run = {
@@ -195,7 +195,7 @@ static void test_calib_grad_sens_values(void **state)
     assert_int_equal(sfl_dp_grad_bound("logistic", &b, &G), SFL_EINVAL);
 }
 
-/* l'(m, y) of sfl/loss.h's linear losses. */
+/* l'(m, y) of sfl/model/loss.h's linear losses. */
 static double lprime(int loss, double m, double y)
 {
     switch (loss) {

@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sfl/client.h"
-#include "sfl/error.h"
-#include "sfl/libsvm.h"
+#include "sfl/algo/client.h"
+#include "sfl/core/error.h"
+#include "sfl/data/libsvm.h"
 #include "testfed.h"
 
 /* A stateful toy: the state counts the rounds a client trained and keeps

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "coord.h"
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 static void ready(coord_config_t *c)
 {

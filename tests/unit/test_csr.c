@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sfl/csr.h"
-#include "sfl/error.h"
+#include "sfl/data/csr.h"
+#include "sfl/core/error.h"
 #include "testutil.h"
 
 /* 3 x 4:

@@ -1,4 +1,4 @@
-/* sflctl's pieces (server/ctl.h): configuration, job ids and job files
+/* sflctl's pieces (ctl/ctl.h): configuration, job ids and job files
  * (good and hostile), the text it prints, the model export bytes and their
  * atomic write, and the client against an in-process coordinator on the
  * same loop (OK, PERMISSION_DENIED for an agent certificate, UNAVAILABLE
@@ -21,9 +21,9 @@
 #include "coord.h"
 #include "ctl.h"
 #include "failalloc.h"
-#include "sfl/alloc.h"
-#include "sfl/grpc.h"
-#include "sfl/msg.h"
+#include "sfl/core/alloc.h"
+#include "sfl/net/grpc.h"
+#include "sfl/wire/msg.h"
 #include "testutil.h"
 
 #define PKI "deploy/pki/sfl-pki"

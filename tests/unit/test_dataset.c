@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/error.h"
-#include "sfl/rng.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/error.h"
+#include "sfl/core/rng.h"
 #include "testutil.h"
 
 /* n x 2 dataset: row i is [i+1, 0] except odd rows [0, -(i+1)], target t[i]. */

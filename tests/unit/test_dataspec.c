@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "failalloc.h"
-#include "sfl/dataset.h"
+#include "sfl/data/dataset.h"
 
 static char dir[64];
 

@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "failalloc.h"
-#include "sfl/algo.h"
-#include "sfl/dict.h"
+#include "sfl/algo/algo.h"
+#include "sfl/model/dict.h"
 
 static int parse(const char *text, size_t max, sfl_dict_t **out)
 {

@@ -1,4 +1,4 @@
-/* Noise of sfl/dp.h: sources, the exact samplers (Canonne, Kamath, Steinke
+/* Noise of sfl/dp/dp.h: sources, the exact samplers (Canonne, Kamath, Steinke
  * 2020) and the real-valued Laplace and Gaussian on their grids.
  *
  * Distribution tests draw N = 20,000 values from a seeded stream and
@@ -11,7 +11,7 @@
  * the tolerance adds 1e-5 for it. Seeds are fixed, so no test can flake. */
 #include "testutil.h"
 
-#include "sfl/dp.h"
+#include "sfl/dp/dp.h"
 
 #define N 20000
 #define KS_CRIT (1.95 / sqrt((double)N))

@@ -1,4 +1,4 @@
-/* server/driver.c: the round driver: retries, pauses, waiting reasons, on the
+/* server/round/driver.c: the round driver: retries, pauses, waiting reasons, on the
  * in-process coordinator (coordfx.h). */
 #include "coordfx.h"
 #include "coord_int.h"

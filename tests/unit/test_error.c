@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 static void test_error_strerror_codes(void **state)
 {

@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "sfl/alloc.h"
-#include "sfl/eval.h"
+#include "sfl/core/alloc.h"
+#include "sfl/model/eval.h"
 
 static void test_eval_support(void **state)
 {

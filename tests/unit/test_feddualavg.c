@@ -9,8 +9,8 @@
 #include <cmocka.h>
 
 #include "failalloc.h"
-#include "sfl/algo.h"
-#include "sfl/synth.h"
+#include "sfl/algo/algo.h"
+#include "sfl/data/synth.h"
 #include "testfed.h"
 #include "testutil.h"
 

@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sfl/error.h"
-#include "sfl/file.h"
+#include "sfl/core/error.h"
+#include "sfl/core/file.h"
 
 static char dir[] = "/tmp/sfl-test-file-XXXXXX";
 

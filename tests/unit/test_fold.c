@@ -13,9 +13,9 @@
 
 #include "failalloc.h"
 #include "testutil.h"
-#include "sfl/algo.h"
-#include "sfl/error.h"
-#include "sfl/fold.h"
+#include "sfl/algo/algo.h"
+#include "sfl/core/error.h"
+#include "sfl/algo/fold.h"
 #include "testfed.h"
 
 static sfl_spvec_t *vec(const double *d, uint32_t n)

@@ -8,9 +8,9 @@
 #include <cmocka.h>
 
 #include "failalloc.h"
-#include "fstat.h"
-#include "sfl/alloc.h"
-#include "sfl/dataset.h"
+#include "round/fstat.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/dataset.h"
 
 #define D 3
 

@@ -15,9 +15,9 @@
 #include <uv.h>
 
 #include "failalloc.h"
-#include "sfl/alloc.h"
-#include "sfl/error.h"
-#include "sfl/grpc.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
+#include "sfl/net/grpc.h"
 
 /* An in-memory client and server session pumping bytes to each other, on a
  * fake clock. Tests count callbacks and assert the counts. */

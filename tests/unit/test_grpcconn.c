@@ -18,11 +18,11 @@
 
 #include "failalloc.h"
 #include "testutil.h"
-#include "sfl/alloc.h"
-#include "sfl/error.h"
-#include "sfl/grpc.h"
-#include "sfl/grpcconn.h"
-#include "sfl/transport.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
+#include "sfl/net/grpc.h"
+#include "sfl/net/grpcconn.h"
+#include "sfl/net/transport.h"
 
 #define WATCHDOG_MS 60000 /* a failure detector: 10x and more what a loaded machine needs */
 #define PKI "deploy/pki/sfl-pki"

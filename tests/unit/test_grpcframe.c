@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sfl/alloc.h"
-#include "sfl/error.h"
-#include "sfl/grpcframe.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
+#include "sfl/net/grpcframe.h"
 
 /* Frames msgs[i] of lens[i] bytes back to back into a fresh buffer. */
 static uint8_t *frame_all(const uint8_t *const *msgs, const size_t *lens, size_t n,

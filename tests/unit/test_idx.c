@@ -19,7 +19,7 @@
 #include <zlib.h>
 
 #include "failalloc.h"
-#include "sfl/idx.h"
+#include "sfl/data/idx.h"
 
 static char dir[64];
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "sfl/ini.h"
+#include "sfl/core/ini.h"
 
 /* What the callback saw, "section/key=value;" per pair, and a key that
  * it refuses. */

@@ -10,8 +10,8 @@
 #include <cmocka.h>
 
 #include "failalloc.h"
-#include "job.h"
-#include "sfl/alloc.h"
+#include "job/model.h"
+#include "sfl/core/alloc.h"
 #include "testfed.h"
 
 static void test_job_spec_keys(void **state)
@@ -270,7 +270,7 @@ static void run_matches_simulation(int ordered)
 {
     sfl_synth_t *syn = testfed_small_sparse();
     sfl_job_spec_t s;
-    coord_job_t j;
+    coord_model_t j;
     sfl_algo_ws_t ws;
     double *expect = calloc(syn->dim, sizeof(double));
 
@@ -280,10 +280,10 @@ static void run_matches_simulation(int ordered)
     assert_int_equal(coord_job_spec_set(&s, "lr", "0.02"), 0);
     s.seed = 7; /* testfed's seed */
     s.ordered_aggregation = ordered;
-    assert_int_equal(coord_job_init(&j, &s), 0);
+    assert_int_equal(coord_model_init(&j, &s), 0);
     sfl_algo_ws_init(&ws);
     for (uint64_t t = 1; t <= 4; t++) {
-        assert_int_equal(coord_job_begin(&j, syn->nclients), 0);
+        assert_int_equal(coord_model_begin(&j, syn->nclients), 0);
         for (uint32_t i = 0; i < syn->nclients; i++) {
             uint32_t c = ordered ? syn->nclients - 1 - i : i;
             sfl_spvec_t *u;
@@ -292,11 +292,11 @@ static void run_matches_simulation(int ordered)
             assert_int_equal(sfl_algo_client_round(j.algo, &j.params, &j.prob, j.global,
                                                    syn->clients[c], NULL, s.seed, t, c, &ws, u),
                              0);
-            assert_int_equal(coord_job_add(&j, c, &u, syn->clients[c]->X->nrows), 0);
+            assert_int_equal(coord_model_add(&j, c, &u, syn->clients[c]->X->nrows), 0);
             assert_true(ordered ? u == NULL : u != NULL); /* ordered holds it */
             sfl_spvec_free(u);
         }
-        assert_int_equal(coord_job_end(&j), 0);
+        assert_int_equal(coord_model_end(&j), 0);
     }
     assert_int_equal(j.round, 4);
     testfed_run_synth(&sfl_algo_fediterht, syn, &j.params, 4, TESTFED_SPARSE, expect, NULL);
@@ -304,11 +304,11 @@ static void run_matches_simulation(int ordered)
     /* Adding outside a round is refused. */
     sfl_spvec_t *u;
     assert_int_equal(sfl_spvec_new((uint32_t)j.prob.dim, 0, &u), 0);
-    assert_int_equal(coord_job_add(&j, 0, &u, 1.0), SFL_EINVAL);
-    assert_int_equal(coord_job_end(&j), SFL_EINVAL);
+    assert_int_equal(coord_model_add(&j, 0, &u, 1.0), SFL_EINVAL);
+    assert_int_equal(coord_model_end(&j), SFL_EINVAL);
     sfl_spvec_free(u);
     sfl_algo_ws_close(&ws);
-    coord_job_close(&j);
+    coord_model_close(&j);
     free(expect);
     sfl_synth_free(syn);
 }
@@ -332,35 +332,35 @@ static void test_job_ordered_hostile(void **state)
 {
     (void)state;
     sfl_job_spec_t s;
-    coord_job_t j;
+    coord_model_t j;
     sfl_spvec_t *u = NULL, *w = NULL;
 
     coord_job_spec_default(&s);
     s.dimension = 30;
     s.ordered_aggregation = 1;
-    assert_int_equal(coord_job_init(&j, &s), 0);
-    assert_int_equal(coord_job_begin(&j, 3), 0);
+    assert_int_equal(coord_model_init(&j, &s), 0);
+    assert_int_equal(coord_model_begin(&j, 3), 0);
     assert_int_equal(sfl_spvec_new(30, 0, &u), 0);
-    assert_int_equal(coord_job_add(&j, 3, &u, 1.0), SFL_EINVAL);
+    assert_int_equal(coord_model_add(&j, 3, &u, 1.0), SFL_EINVAL);
     assert_non_null(u);
-    assert_int_equal(coord_job_add(&j, 1, &u, 0.0), SFL_EINVAL);
-    assert_int_equal(coord_job_add(&j, 1, &u, NAN), SFL_EINVAL);
-    assert_int_equal(coord_job_add(&j, 1, &u, 2.0), 0);
+    assert_int_equal(coord_model_add(&j, 1, &u, 0.0), SFL_EINVAL);
+    assert_int_equal(coord_model_add(&j, 1, &u, NAN), SFL_EINVAL);
+    assert_int_equal(coord_model_add(&j, 1, &u, 2.0), 0);
     assert_null(u);
     assert_int_equal(sfl_spvec_new(30, 0, &u), 0);
-    assert_int_equal(coord_job_add(&j, 1, &u, 2.0), SFL_EINVAL);
+    assert_int_equal(coord_model_add(&j, 1, &u, 2.0), SFL_EINVAL);
     assert_int_equal(sfl_spvec_new(29, 0, &w), 0);
-    assert_int_equal(coord_job_add(&j, 2, &w, 1.0), SFL_EDIM);
+    assert_int_equal(coord_model_add(&j, 2, &w, 1.0), SFL_EDIM);
     sfl_spvec_free(w);
     /* A new attempt drops the held update (ASan would report a leak). */
-    assert_int_equal(coord_job_begin(&j, 2), 0);
-    assert_int_equal(coord_job_add(&j, 1, &u, 1.0), 0);
-    assert_int_equal(coord_job_end(&j), 0);
+    assert_int_equal(coord_model_begin(&j, 2), 0);
+    assert_int_equal(coord_model_add(&j, 1, &u, 1.0), 0);
+    assert_int_equal(coord_model_end(&j), 0);
     assert_int_equal(j.round, 1);
     /* Allocation failures of begin leave nothing held. */
-    FAILALLOC_EACH(coord_job_begin(&j, 100), (void)0);
+    FAILALLOC_EACH(coord_model_begin(&j, 100), (void)0);
     assert_int_equal(j.nslots, 100);
-    coord_job_close(&j);
+    coord_model_close(&j);
 }
 
 /* Checkpoint bytes restore the exact state; the hash identifies the bytes. */
@@ -372,7 +372,7 @@ static void test_job_hostile_update_alone(void **state)
 
     for (int ordered = 0; ordered < 2; ordered++) {
         sfl_job_spec_t s;
-        coord_job_t j;
+        coord_model_t j;
         sfl_spvec_t *u;
         const double honest[6] = {1, 0, 2, 0, 0, 3};
 
@@ -382,46 +382,46 @@ static void test_job_hostile_update_alone(void **state)
         assert_int_equal(coord_job_spec_set(&s, "algo", "fedavg"), 0);
         assert_int_equal(coord_job_spec_set(&s, "max_update_norm", "1000"), 0);
         assert_int_equal(coord_job_spec_set(&s, "max_samples", "500"), 0);
-        assert_int_equal(coord_job_init(&j, &s), 0);
-        assert_int_equal(coord_job_begin(&j, 5), 0);
+        assert_int_equal(coord_model_init(&j, &s), 0);
+        assert_int_equal(coord_model_begin(&j, 5), 0);
         /* slot 0: values that overflow the sum once weighted */
         assert_int_equal(sfl_spvec_new(6, 0, &u), 0);
         assert_int_equal(sfl_spvec_from_dense(u, (const double[6]){1e300, 1e300, 0, 0, 0, 0}), 0);
-        assert_int_equal(coord_job_add(&j, 0, &u, 1e6), SFL_ELIMIT);
-        assert_int_equal(coord_job_add(&j, 0, &u, 10), SFL_ELIMIT);
+        assert_int_equal(coord_model_add(&j, 0, &u, 1e6), SFL_ELIMIT);
+        assert_int_equal(coord_model_add(&j, 0, &u, 10), SFL_ELIMIT);
         assert_non_null(strstr(sfl_last_error(), "max_update_norm"));
         /* slot 1: a value that is not finite */
         u->val[1] = NAN;
-        assert_int_equal(coord_job_add(&j, 1, &u, 10), SFL_ENUMERIC);
+        assert_int_equal(coord_model_add(&j, 1, &u, 10), SFL_ENUMERIC);
         sfl_spvec_free(u);
         /* slot 2: an honest update declaring far more samples than allowed */
         assert_int_equal(sfl_spvec_new(6, 0, &u), 0);
         assert_int_equal(sfl_spvec_from_dense(u, (const double[6]){0, 0, 0, 0, 900, 0}), 0);
-        assert_int_equal(coord_job_add(&j, 2, &u, 1e12), SFL_ELIMIT);
+        assert_int_equal(coord_model_add(&j, 2, &u, 1e12), SFL_ELIMIT);
         assert_non_null(strstr(sfl_last_error(), "max_samples 500"));
         sfl_spvec_free(u);
         /* slots 3, 4: honest */
         for (uint32_t slot = 3; slot < 5; slot++) {
             assert_int_equal(sfl_spvec_new(6, 0, &u), 0);
             assert_int_equal(sfl_spvec_from_dense(u, honest), 0);
-            assert_int_equal(coord_job_add(&j, slot, &u, 20), 0);
+            assert_int_equal(coord_model_add(&j, slot, &u, 20), 0);
             sfl_spvec_free(u);
         }
-        assert_int_equal(coord_job_end(&j), 0);
+        assert_int_equal(coord_model_end(&j), 0);
         assert_int_equal(j.round, 1);
         assert_memory_equal(j.global, honest, sizeof(honest));
-        coord_job_close(&j);
+        coord_model_close(&j);
     }
 }
 
 /* A job starts from sfl_loss_init_model with its seed (sfl-sim's start):
- * zeros for a linear loss, a random MLP; coord_job_start_model restores
+ * zeros for a linear loss, a random MLP; coord_model_start_model restores
  * it. */
 static void test_job_start_model(void **state)
 {
     (void)state;
     sfl_job_spec_t s;
-    coord_job_t j;
+    coord_model_t j;
     const sfl_loss_t *l = sfl_loss_find("mlp:3");
 
     coord_job_spec_default(&s);
@@ -430,7 +430,7 @@ static void test_job_start_model(void **state)
     s.nlabels = 3;
     s.labels[0] = 0, s.labels[1] = 1, s.labels[2] = 2;
     s.seed = 11;
-    if (coord_job_init(&j, &s) != 0)
+    if (coord_model_init(&j, &s) != 0)
         fail_msg("%s", sfl_last_error());
     size_t d = sfl_loss_dim(l, 6, 3);
     double *want = calloc(d, sizeof(double));
@@ -441,69 +441,69 @@ static void test_job_start_model(void **state)
     assert_true(sfl_dvec_nnz(j.global, d) == d);
     j.global[0] = 42;
     j.round = 9;
-    coord_job_start_model(&j);
+    coord_model_start_model(&j);
     assert_memory_equal(j.global, want, d * sizeof(double));
     assert_int_equal(j.round, 0);
-    coord_job_close(&j);
+    coord_model_close(&j);
     free(want);
     /* a linear job starts at zero */
     coord_job_spec_default(&s);
     s.dimension = 20;
-    assert_int_equal(coord_job_init(&j, &s), 0);
+    assert_int_equal(coord_model_init(&j, &s), 0);
     assert_int_equal(sfl_dvec_nnz(j.global, 20), 0);
-    coord_job_close(&j);
+    coord_model_close(&j);
 }
 
 static void test_job_checkpoint_round_trip(void **state)
 {
     (void)state;
     sfl_job_spec_t s;
-    coord_job_t a, b;
+    coord_model_t a, b;
     uint8_t *buf, *buf2, h[32], h2[32];
     size_t len, len2;
 
     coord_job_spec_default(&s);
     s.dimension = 50;
-    assert_int_equal(coord_job_init(&a, &s), 0);
+    assert_int_equal(coord_model_init(&a, &s), 0);
     for (size_t i = 0; i < 50; i += 7)
         a.global[i] = 1.0 / (double)(i + 3);
-    assert_int_equal(coord_job_encode(&a, &buf, &len, h), 0);
-    assert_int_equal(coord_job_init(&b, &s), 0);
-    assert_int_equal(coord_job_restore(&b, 12, buf, len), 0);
+    assert_int_equal(coord_model_encode(&a, &buf, &len, h), 0);
+    assert_int_equal(coord_model_init(&b, &s), 0);
+    assert_int_equal(coord_model_restore(&b, 12, buf, len), 0);
     assert_int_equal(b.round, 12);
     assert_memory_equal(a.global, b.global, 50 * sizeof(double));
-    assert_int_equal(coord_job_encode(&b, &buf2, &len2, h2), 0);
+    assert_int_equal(coord_model_encode(&b, &buf2, &len2, h2), 0);
     assert_memory_equal(h, h2, 32);
     /* Corrupt or foreign checkpoints are refused and leave the state alone. */
-    assert_int_not_equal(coord_job_restore(&b, 13, buf, len - 1), 0);
+    assert_int_not_equal(coord_model_restore(&b, 13, buf, len - 1), 0);
     assert_int_equal(b.round, 12);
     sfl_job_spec_t other = s;
     other.dimension = 40;
-    coord_job_t c;
-    assert_int_equal(coord_job_init(&c, &other), 0);
-    assert_int_not_equal(coord_job_restore(&c, 1, buf, len), 0);
-    coord_job_close(&c);
+    coord_model_t c;
+    assert_int_equal(coord_model_init(&c, &other), 0);
+    assert_int_not_equal(coord_model_restore(&c, 1, buf, len), 0);
+    coord_model_close(&c);
     sfl__free(buf);
     sfl__free(buf2);
-    coord_job_close(&a);
-    coord_job_close(&b);
+    coord_model_close(&a);
+    coord_model_close(&b);
     /* Lossy update encodings never reach the checkpoint: it is float64. */
     for (int e = SFL_ENC_F32; e <= SFL_ENC_Q8; e++) {
         s.value_encoding = (sfl_enc_t)e;
-        assert_int_equal(coord_job_init(&a, &s), 0);
-        assert_int_equal(coord_job_init(&b, &s), 0);
+        assert_int_equal(coord_model_init(&a, &s), 0);
+        assert_int_equal(coord_model_init(&b, &s), 0);
         for (size_t i = 0; i < 50; i += 3)
             a.global[i] = 1.0 / (double)(i + 3) - 0.1234567891234;
-        assert_int_equal(coord_job_encode(&a, &buf, &len, h), 0);
-        assert_int_equal(coord_job_restore(&b, 3, buf, len), 0);
+        assert_int_equal(coord_model_encode(&a, &buf, &len, h), 0);
+        assert_int_equal(coord_model_restore(&b, 3, buf, len), 0);
         assert_memory_equal(a.global, b.global, 50 * sizeof(double));
         sfl__free(buf);
-        coord_job_close(&a);
-        coord_job_close(&b);
+        coord_model_close(&a);
+        coord_model_close(&b);
     }
     s.value_encoding = SFL_ENC_F64;
     /* Allocation failures. */
-    FAILALLOC_EACH(coord_job_init(&a, &s), coord_job_close(&a));
+    FAILALLOC_EACH(coord_model_init(&a, &s), coord_model_close(&a));
 }
 
 int main(void)

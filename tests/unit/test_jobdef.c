@@ -1,4 +1,4 @@
-/* server/jobdef.c: [job NAME] sections read into the one job spec form
+/* server/job/jobdef.c: [job NAME] sections read into the one job spec form
  * (sfl_job_spec_t), and what the coordinator refuses in a spec. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "coord.h"
-#include "job.h"
-#include "sfl/error.h"
+#include "job/model.h"
+#include "sfl/core/error.h"
 
 static void test_jobdef_sections(void **state)
 {

@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #include "failalloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/error.h"
-#include "sfl/libsvm.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/error.h"
+#include "sfl/data/libsvm.h"
 #include "testutil.h"
 
 /* Parses s[0..n) from an exact-size heap copy with no terminator, so ASan

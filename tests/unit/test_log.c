@@ -1,4 +1,4 @@
-/* sfl/log.h: the one line format of the coordinator and the agent. */
+/* sfl/core/log.h: the one line format of the coordinator and the agent. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "sfl/log.h"
+#include "sfl/core/log.h"
 
 static void write_line(FILE *f, sfl_log_level_t level, const char *event, const char *fmt, ...)
 {

@@ -8,11 +8,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/loss.h"
-#include "sfl/rng.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/model/loss.h"
+#include "sfl/core/rng.h"
 #include "testutil.h"
 
 /* Dataset from a dense row-major matrix (zeros dropped) and targets; for

@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "metrics.h"
+#include "http/metrics.h"
 
 /* The metrics listener's request parser (coord_metrics_parse); the
  * endpoint itself over TCP is tested in test_coordmetrics.c. */

@@ -12,12 +12,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "sfl/algo.h"
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/loss.h"
-#include "sfl/rng.h"
+#include "sfl/algo/algo.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/model/loss.h"
+#include "sfl/core/rng.h"
 #include "testutil.h"
 
 /* A random n x d classification problem with about half the entries zero. */

@@ -5,9 +5,9 @@
 #include <sodium.h>
 
 #include "failalloc.h"
-#include "sfl/msg.h"
-#include "sfl/rng.h"
-#include "sfl/seal.h"
+#include "sfl/wire/msg.h"
+#include "sfl/core/rng.h"
+#include "sfl/crypto/seal.h"
 
 /* ---- a tiny protobuf writer, to forge what sfl's packers refuse to make ---- */
 
@@ -852,7 +852,7 @@ static void test_msg_secagg(void **state)
         a.nmasked = 0;
         a.nreveals = 1;
     }
-    /* a box's ciphertext is exactly sfl/secagg.h's box: the 114 of
+    /* a box's ciphertext is exactly sfl/crypto/secagg.h's box: the 114 of
      * 639d1d6's wire constant, or one byte short, is refused */
     {
         static const size_t cts[3] = {SFL_SA_BOX_BYTES, 114, SFL_SA_BOX_BYTES - 1};

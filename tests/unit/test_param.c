@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sfl/algo.h"
-#include "sfl/vertical.h"
-#include "sfl/error.h"
-#include "sfl/param.h"
+#include "sfl/algo/algo.h"
+#include "sfl/algo/vertical.h"
+#include "sfl/core/error.h"
+#include "sfl/core/param.h"
 
 static void test_param_names(void **state)
 {
@@ -90,7 +90,7 @@ static void test_param_tables(void **state)
         }
         assert_int_equal(sparsity, al->sparse ? 1 : 0);
         /* The hooks a table's shape and state promise: a vertical table
-         * runs through its own (sfl/vertical.h), the others fold. */
+         * runs through its own (sfl/algo/vertical.h), the others fold. */
         if (al->shape == SFL_SHAPE_VERTICAL) {
             assert_non_null(al->vertical->client_step);
             assert_non_null(al->vertical->server_step);

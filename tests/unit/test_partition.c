@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sfl/csr.h"
-#include "sfl/partition.h"
-#include "sfl/rng.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/partition.h"
+#include "sfl/core/rng.h"
 
 /* Offsets monotone, rows in range, ascending per client, each row at most
  * once; returns how many rows are assigned and fills owner (UINT32_MAX = none). */

@@ -13,8 +13,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "sfl/algo.h"
-#include "sfl/client.h"
+#include "sfl/algo/algo.h"
+#include "sfl/algo/client.h"
 #include "testfed.h"
 #include "testutil.h"
 

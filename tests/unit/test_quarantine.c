@@ -1,4 +1,4 @@
-/* server/quarantine.c: members a job's rounds named as culprits, on the
+/* server/round/quarantine.c: members a job's rounds named as culprits, on the
  * in-process coordinator (coordfx.h): never selected again, shown in
  * ListJobs, ListAgents and /metrics, kept across a restart, released only
  * by ReleaseAgent; the attempt a culprit failed does not pause the job. */
@@ -64,7 +64,7 @@ static void test_quarantine_views_release_restart(void **state)
     sfl_job_status_t js;
     sfl_agent_info_t ai;
     sfl_release_t r;
-    job_t *j;
+    coord_job_t *j;
     char why[SFL_MSG_TEXT_LEN], want[128], msg[512];
     const char *page;
     int status;
@@ -167,7 +167,7 @@ static void test_quarantine_attempt_not_counted(void **state)
     sfl_ack_t ack;
     uint8_t *upd;
     size_t len;
-    job_t *j;
+    coord_job_t *j;
     int status;
 
     (void)state;
@@ -214,7 +214,7 @@ static void test_quarantine_suspects_shown(void **state)
     uint64_t ids[2];
     const char *page;
     char want[160];
-    job_t *j;
+    coord_job_t *j;
     int status;
 
     (void)state;

@@ -20,9 +20,9 @@
 
 #include "data/readfile.h"
 #include "failalloc.h"
-#include "sfl/alloc.h"
-#include "sfl/dataset.h"
-#include "sfl/error.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/error.h"
 #include "testutil.h"
 
 /* sfl__parse_number on s[0..n) from an exact-size heap copy with no

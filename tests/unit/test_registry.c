@@ -1,4 +1,4 @@
-/* server/registry.c: agents kept by id (inserted in any order), found by id
+/* server/service/registry.c: agents kept by id (inserted in any order), found by id
  * and by name; revoked certificates; tags in the store's text form and
  * back; eligibility with the coordinator's own reasons (not joined, a
  * label the job does not list, a condition met by a capability); an agent
@@ -15,12 +15,12 @@
 #include <string.h>
 
 #include "coord_int.h"
-#include "job.h"
-#include "sfl/alloc.h"
+#include "job/model.h"
+#include "sfl/core/alloc.h"
 
-static agent_t *agent(uint64_t id, const char *name)
+static coord_agent_t *agent(uint64_t id, const char *name)
 {
-    agent_t *a = calloc(1, sizeof(*a));
+    coord_agent_t *a = calloc(1, sizeof(*a));
 
     assert_non_null(a);
     a->id = id;
@@ -127,7 +127,7 @@ static void test_registry_tags(void **state)
 }
 
 /* A job of dimension 20, labels -1 and 1, that requires "mains_power". */
-static void job_init(job_t *j, coord_t *co, uint64_t id)
+static void job_init(coord_job_t *j, coord_t *co, uint64_t id)
 {
     sfl_job_spec_t s;
 
@@ -142,7 +142,7 @@ static void job_init(job_t *j, coord_t *co, uint64_t id)
     j->co = co;
     j->id = id;
     j->spec = s;
-    assert_int_equal(coord_job_setup(&j->model, &s), 0);
+    assert_int_equal(coord_model_setup(&j->model, &s), 0);
     j->ready = 1;
     j->state = SFL_JOB_RUNNING;
     coord_round_init(&j->rnd, &j->model.rcfg, id, 1);
@@ -151,8 +151,8 @@ static void job_init(job_t *j, coord_t *co, uint64_t id)
 static void test_registry_eligibility(void **state)
 {
     coord_t co;
-    job_t j;
-    agent_t *a = agent(1, "a");
+    coord_job_t j;
+    coord_agent_t *a = agent(1, "a");
     char why[128];
 
     (void)state;
@@ -185,7 +185,7 @@ static void test_registry_eligibility(void **state)
     assert_false(coord_eligible(&j, a));
     j.ready = 1;
     coord_round_close(&j.rnd);
-    coord_job_close(&j.model);
+    coord_model_close(&j.model);
     sfl__free(a->ds.labels);
     free(a);
 }
@@ -193,10 +193,10 @@ static void test_registry_eligibility(void **state)
 static void test_registry_busy_elsewhere(void **state)
 {
     coord_t co;
-    job_t j1, j2;
-    job_t *jobs[2] = {&j1, &j2};
+    coord_job_t j1, j2;
+    coord_job_t *jobs[2] = {&j1, &j2};
     uint64_t ids[] = {1, 2};
-    agent_t *a = agent(1, "a"), *b = agent(3, "b");
+    coord_agent_t *a = agent(1, "a"), *b = agent(3, "b");
 
     (void)state;
     memset(&co, 0, sizeof(co));
@@ -215,7 +215,7 @@ static void test_registry_busy_elsewhere(void **state)
     assert_false(coord_busy_elsewhere(&co, a, &j2));
     for (int i = 0; i < 2; i++) {
         coord_round_close(&jobs[i]->rnd);
-        coord_job_close(&jobs[i]->model);
+        coord_model_close(&jobs[i]->model);
     }
     free(a);
     free(b);

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "sfl/rng.h"
+#include "sfl/core/rng.h"
 
 static void test_rng_replay(void **state)
 {

@@ -16,12 +16,12 @@
 
 #include "coord_int.h"
 #include "sagent.h"
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/file.h"
-#include "sfl/savec.h"
-#include "sfl/secagg.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/file.h"
+#include "sfl/crypto/savec.h"
+#include "sfl/crypto/secagg.h"
 
 #define D 6
 
@@ -522,7 +522,7 @@ static void rfx_round_h(rfx_t *x, const double *v, uint32_t *sum, int hostile, d
 /* A standardize job's statistics round through the real protocol: every
  * member's raw moments, encoded with its public weight (its rows) at bound
  * B, come back as their plain sum within sfl_sa_moments_error, the count
- * exact (sfl/savec.h; the coordinator's coord_saround_stats). */
+ * exact (sfl/crypto/savec.h; the coordinator's coord_saround_stats). */
 static void test_sagent_statistics(void **state)
 {
     /* 2 features, every |x| <= SB; rows <= the public weights 2, 4, .., 10 */

@@ -12,10 +12,10 @@
 #include <sodium.h>
 
 #include "failalloc.h"
-#include "sfl/alloc.h"
-#include "sfl/error.h"
-#include "sfl/rng.h"
-#include "sfl/savec.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
+#include "sfl/core/rng.h"
+#include "sfl/crypto/savec.h"
 #include "testutil.h"
 
 static uint32_t le32(const uint8_t *p)
@@ -218,7 +218,7 @@ static void test_savec_mask_add_cancel(void **state)
 /* ---- support ------------------------------------------------------------- */
 
 /* The rank rule of savec.h written out again, independently of savec.c. */
-/* The rank by its definition in sfl/savec.h, through libsodium's own
+/* The rank by its definition in sfl/crypto/savec.h, through libsodium's own
  * ChaCha20 (not the library's mask words). */
 static uint64_t rank_of(const uint8_t nonce[32], uint32_t i)
 {

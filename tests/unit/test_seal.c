@@ -18,9 +18,9 @@
 #include <sodium.h>
 
 #include "failalloc.h"
-#include "sfl/alloc.h"
-#include "sfl/error.h"
-#include "sfl/seal.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
+#include "sfl/crypto/seal.h"
 #include "testutil.h"
 
 /* ---- known answers ------------------------------------------------------- */

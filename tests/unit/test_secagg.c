@@ -12,9 +12,9 @@
 #include <cmocka.h>
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/rng.h"
-#include "sfl/secagg.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/rng.h"
+#include "sfl/crypto/secagg.h"
 
 #define NMAX 100
 #define LEN 37
@@ -92,7 +92,7 @@ static void party_free(party_t *p)
     }
 }
 
-/* The stage-2 signature as the protocol defines it (sfl/secagg.h): over
+/* The stage-2 signature as the protocol defines it (sfl/crypto/secagg.h): over
  * sid | u64 id | u64 ncommit | the commitments, context "sfl-sa-shares-v2". */
 static void resign_shares(const party_t *p, uint32_t i, const uint8_t sid[SFL_SA_HASH],
                           sfl_sa_shares_t *sh)
@@ -1332,7 +1332,7 @@ static void golden_round(sfl_sa_round_t *r, sfl_sa_member_t m[5], sfl_sa_adv_t u
     }
 }
 
-/* The session id against its layout in sfl/secagg.h, computed with
+/* The session id against its layout in sfl/crypto/secagg.h, computed with
  *   import hashlib, struct
  *   q = lambda v: struct.pack("<Q", v)
  *   h = hashlib.blake2b(digest_size=32)

@@ -9,8 +9,8 @@
 
 #include <sodium.h>
 
-#include "sfl/error.h"
-#include "sfl/shamir.h"
+#include "sfl/core/error.h"
+#include "sfl/crypto/shamir.h"
 #include "testutil.h"
 
 /* L = 2^252 + 27742317777372353535851937790883648493, little-endian, written

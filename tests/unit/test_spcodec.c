@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sfl/error.h"
-#include "sfl/rng.h"
-#include "sfl/spcodec.h"
+#include "sfl/core/error.h"
+#include "sfl/core/rng.h"
+#include "sfl/wire/spcodec.h"
 
 /* dim 300, entries (3, 1.0), (130, -2.5), (299, 0.5), written out by hand:
  *   AC 02        dim 300 = 0b10_0101100 -> 0x2C|0x80, 0x02

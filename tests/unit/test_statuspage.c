@@ -1,9 +1,9 @@
-/* server/statuspage.c: the status page's HTML escaping and SVG plots (the
+/* server/http/statuspage.c: the status page's HTML escaping and SVG plots (the
  * page over HTTP is in test_coordmetrics.c, in Chromium in
  * tests/e2e/progress.sh). */
 #include "testutil.h"
 
-#include "statuspage.h"
+#include "http/statuspage.h"
 
 static coord_text_t T;
 

@@ -17,7 +17,7 @@
 #include <sqlite3.h>
 
 #include "failalloc.h"
-#include "store.h"
+#include "store/store.h"
 
 /* ---- fixtures -------------------------------------------------------- */
 
@@ -69,7 +69,7 @@ static coord_store_t *open_ok(const char *path, unsigned keep)
     return s;
 }
 
-static void make_agent(coord_agent_t *a, const char *name, uint8_t key)
+static void make_agent(coord_agent_row_t *a, const char *name, uint8_t key)
 {
     memset(a, 0, sizeof(*a));
     snprintf(a->name, sizeof(a->name), "%s", name);
@@ -83,7 +83,7 @@ static void make_agent(coord_agent_t *a, const char *name, uint8_t key)
 
 static int64_t add_agent(coord_store_t *s, const char *name, uint8_t key)
 {
-    coord_agent_t a;
+    coord_agent_row_t a;
     int64_t id = 0;
 
     make_agent(&a, name, key);
@@ -188,7 +188,7 @@ static void test_store_batch(void **state)
 {
     (void)state;
     coord_store_t *s = open_ok(dbpath("batch.db"), 3);
-    coord_agent_t a, *list = NULL;
+    coord_agent_row_t a, *list = NULL;
     int64_t id = 0;
     size_t n = 0;
 
@@ -217,7 +217,7 @@ static void test_store_agents(void **state)
 {
     (void)state;
     coord_store_t *s = open_ok(dbpath("agents.db"), 3);
-    coord_agent_t a, b, *list = NULL;
+    coord_agent_row_t a, b, *list = NULL;
     int64_t id1 = 0, id2 = 0, again = 0;
     size_t n = 0;
 
@@ -318,7 +318,7 @@ static void test_store_jobs(void **state)
     const char *p = dbpath("jobs.db");
     coord_store_t *s = open_ok(p, 3);
     const uint8_t spec[] = {1, 2, 3, 0, 5};
-    coord_srow_job_t j, *jobs = NULL;
+    coord_job_row_t j, *jobs = NULL;
     int64_t id = 0, id2 = 0;
     size_t n = 0;
 
@@ -334,14 +334,14 @@ static void test_store_jobs(void **state)
     assert_int_equal(j.spec_len, sizeof(spec));
     assert_memory_equal(j.spec, spec, sizeof(spec));
     assert_true(j.created_ms > 1600000000000LL);
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
     assert_null(j.spec);
-    coord_job_clear(NULL);
+    coord_job_row_clear(NULL);
 
     assert_int_equal(coord_store_job_get(s, id2, 0, &j), 0);
     assert_int_equal(j.spec_len, 0);
     assert_true(j.seed == 42);
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
 
     /* The spec is size-checked against the caller's limit. */
     assert_int_equal(coord_store_job_get(s, id, 4, &j), SFL_ELIMIT);
@@ -356,7 +356,7 @@ static void test_store_jobs(void **state)
     assert_int_equal(n, 2);
     assert_int_equal(jobs[1].id, id2);
     assert_string_equal(jobs[1].name, "empty-spec");
-    coord_job_list_free(jobs, n);
+    coord_job_rows_free(jobs, n);
 
     /* State machine. */
     assert_int_equal(coord_store_job_set_state(s, id, COORD_JOB_PAUSED), 0);
@@ -369,7 +369,7 @@ static void test_store_jobs(void **state)
     assert_int_equal(coord_store_job_set_state(s, id2, (coord_job_state_t)9), SFL_EINVAL);
     assert_int_equal(coord_store_job_get(s, id, 1024, &j), 0);
     assert_int_equal(j.state, COORD_JOB_CANCELLED);
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
 
     /* A failure is for good, and survives a reopen (before schema 3 a
      * failed job was paused in the store and ran again after a restart). */
@@ -384,12 +384,12 @@ static void test_store_jobs(void **state)
     assert_int_equal(coord_store_job_get(s, id2, 1024, &j), 0);
     assert_int_equal(j.state, COORD_JOB_FAILED);
     assert_string_equal(j.error, "cannot reload the last checkpoint: x");
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
     assert_int_equal(coord_store_job_list(s, 1024, &jobs, &n), 0);
     assert_int_equal(jobs[0].state, COORD_JOB_CANCELLED);
     assert_string_equal(jobs[0].error, "");
     assert_int_equal(jobs[1].state, COORD_JOB_FAILED);
-    coord_job_list_free(jobs, n);
+    coord_job_rows_free(jobs, n);
 
     /* Bad input. */
     assert_int_equal(coord_store_job_create(s, "", spec, 1, 0, NULL), SFL_EINVAL);
@@ -407,7 +407,7 @@ static void test_store_rounds(void **state)
     coord_store_t *s = open_ok(dbpath("rounds.db"), 3);
     uint8_t nonce[COORD_NONCE_BYTES], model[100];
     int64_t job = 0, other = 0, a1, a2, a3, a4, attempt = 0;
-    coord_srow_round_t r, *rounds = NULL;
+    coord_round_row_t r, *rounds = NULL;
     coord_participation_t *parts = NULL;
     size_t n = 0;
 
@@ -649,10 +649,10 @@ static void test_store_checkpoints(void **state)
     assert_int_equal(len, 0);
     coord_store_free(m);
 
-    coord_srow_job_t j;
+    coord_job_row_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
     assert_int_equal(j.last_committed_round, 8);
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
     coord_store_close(s);
 
     /* keep = 1 */
@@ -696,8 +696,8 @@ static void test_store_reopen(void **state)
     uint8_t model[300], *m = NULL;
     int64_t job = 0, a, r = 0;
     size_t len = 0;
-    coord_agent_t ag;
-    coord_srow_job_t j;
+    coord_agent_row_t ag;
+    coord_job_row_t j;
 
     a = add_agent(s, "survivor", 5);
     assert_int_equal(coord_store_job_create(s, "j", (const uint8_t *)"spec", 4, 99, &job), 0);
@@ -713,7 +713,7 @@ static void test_store_reopen(void **state)
     assert_int_equal(j.last_committed_round, 1);
     assert_memory_equal(j.spec, "spec", 4);
     assert_true(j.seed == 99);
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
     assert_int_equal(coord_store_checkpoint_latest(s, job, sizeof(model), &r, &m, &len, NULL), 0);
     assert_int_equal(r, 1);
     assert_memory_equal(m, model, sizeof(model));
@@ -735,7 +735,7 @@ static void test_store_history(void **state)
     coord_store_t *s = open_ok(p, 2);
     uint8_t model[40];
     int64_t job = 0, a1, a2;
-    coord_srow_history_t *h = NULL;
+    coord_history_row_t *h = NULL;
     coord_round_metrics_t m = {0};
     size_t n = 0;
 
@@ -885,7 +885,7 @@ static void test_store_quarantine(void **state)
     (void)state;
     const char *p = dbpath("quarantine.db");
     coord_store_t *s = open_ok(p, 2);
-    coord_srow_quar_t *q = NULL;
+    coord_quar_row_t *q = NULL;
     char longr[COORD_REASON_MAX + 2];
     int64_t j1 = 0, j2 = 0;
     size_t n = 0;
@@ -934,7 +934,7 @@ static void test_store_statistics(void **state)
     (void)state;
     const char *p = dbpath("statistics.db");
     coord_store_t *s = open_ok(p, 2);
-    coord_srow_stats_t r;
+    coord_stats_row_t r;
     uint8_t m[24] = {1, 2, 3}, h[COORD_HASH_BYTES] = {9};
     int64_t job = 0;
 
@@ -984,10 +984,10 @@ static void test_store_schema_version(void **state)
     /* Refused, not altered: the row and the data are still there. */
     raw_sql(p, "DELETE FROM schema_version WHERE version = 8");
     s = open_ok(p, 2);
-    coord_srow_job_t j;
+    coord_job_row_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
     assert_string_equal(j.name, "keep-me");
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
     coord_store_close(s);
 
     /* Another application's SQLite database is not taken over. */
@@ -1106,12 +1106,12 @@ static void test_store_damage(void **state)
                " WHERE round = 2;"
                "UPDATE jobs SET spec = 'text, not a blob'");
     s = open_ok(p, 3);
-    coord_srow_round_t rd;
+    coord_round_row_t rd;
     assert_int_equal(coord_store_round_get(s, 1, 1, 1, 16, &rd), SFL_EPARSE);
     assert_detail("store: cohort of job 1 round 1: entry 0 is not an ascending agent id");
     assert_int_equal(coord_store_round_get(s, 1, 2, 1, 16, &rd), SFL_EPARSE);
     assert_detail("store: cohort of job 1 round 2: entry 1 is not an ascending agent id");
-    coord_srow_job_t j;
+    coord_job_row_t j;
     assert_int_equal(coord_store_job_get(s, 1, 100, &j), SFL_EPARSE);
     assert_detail("store: jobs.spec is not a blob");
     coord_store_close(s);
@@ -1123,7 +1123,7 @@ static void test_store_recover(void **state)
     coord_store_t *s = open_ok(dbpath("recover.db"), 3);
     uint8_t nonce[COORD_NONCE_BYTES] = {0};
     int64_t j1 = 0, j2 = 0, a;
-    coord_srow_round_t r;
+    coord_round_row_t r;
     size_t n = 9;
 
     a = add_agent(s, "a", 1);
@@ -1167,7 +1167,7 @@ static void crash_child(const char *path, int64_t job, int fd)
     coord_store_opts_t o = {.keep_checkpoints = CRASH_KEEP};
     uint8_t nonce[COORD_NONCE_BYTES];
     coord_store_t *s = NULL;
-    coord_srow_job_t j;
+    coord_job_row_t j;
     const int64_t cohort[] = {1, 2, 3};
 
     if (coord_store_open(path, &o, &s) != 0)
@@ -1205,15 +1205,15 @@ static void check_after_crash(const char *path, int64_t job, int64_t *reported)
     static uint8_t want[CRASH_MAX_MODEL];
     uint8_t hash[COORD_HASH_BYTES], h[COORD_HASH_BYTES], *m = NULL;
     coord_store_t *s = open_ok(path, CRASH_KEEP);
-    coord_srow_round_t *rounds = NULL;
+    coord_round_row_t *rounds = NULL;
     int64_t *ck = NULL, r = 0;
     size_t n = 0, len = 0;
-    coord_srow_job_t j;
+    coord_job_row_t j;
 
     assert_int_equal(coord_store_integrity_check(s), 0);
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);
     int64_t last = j.last_committed_round;
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
     /* Nothing reported is lost; at most one commit was not yet reported. */
     if (last < *reported || last > *reported + 1)
         fail_msg("last committed %lld, child reported %lld", (long long)last,
@@ -1252,7 +1252,7 @@ static void check_after_crash(const char *path, int64_t job, int64_t *reported)
     int64_t expect = 1;
     assert_int_equal(coord_store_round_list(s, job, 16, &rounds, &n), 0);
     for (size_t i = 0; i < n; i++) {
-        const coord_srow_round_t *rd = &rounds[i];
+        const coord_round_row_t *rd = &rounds[i];
 
         assert_true(rd->round >= 1 && rd->round <= last + 1);
         if (rd->state == COORD_SROW_COMMITTED) {
@@ -1409,7 +1409,7 @@ static void test_store_crash_open(void **state)
         assert_true(pid >= 0);
         if (pid == 0) {
             coord_store_t *s = NULL;
-            coord_agent_t a;
+            coord_agent_row_t a;
 
             if (coord_store_open(path, NULL, &s) != 0)
                 _exit(10);
@@ -1469,8 +1469,8 @@ static void assert_backup_clean(const char *dest)
 static int64_t check_copy(const char *dest, int64_t job, unsigned keep, uint64_t bytes)
 {
     coord_store_t *c;
-    coord_srow_job_t j;
-    coord_srow_round_t *rounds = NULL;
+    coord_job_row_t j;
+    coord_round_row_t *rounds = NULL;
     int64_t *ck = NULL, round = 0, committed = 0;
     uint8_t *model = NULL, *want = NULL, *hdr = NULL;
     size_t n = 0, len = 0, hn = 0;
@@ -1492,7 +1492,7 @@ static int64_t check_copy(const char *dest, int64_t job, unsigned keep, uint64_t
     assert_int_equal(coord_store_integrity_check(c), 0);
     assert_int_equal(coord_store_job_get(c, job, 1024, &j), 0);
     int64_t last = j.last_committed_round;
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
     assert_int_equal(coord_store_round_list(c, job, 64, &rounds, &n), 0);
     for (size_t i = 0; i < n; i++)
         if (rounds[i].state == COORD_SROW_COMMITTED) {
@@ -1529,7 +1529,7 @@ static void test_store_backup(void **state)
     char src[sizeof(pathbuf)], dest[sizeof(pathbuf)], dest2[sizeof(pathbuf)];
     uint8_t nonce[COORD_NONCE_BYTES] = {7}, *buf;
     coord_store_t *s, *c;
-    coord_agent_t *agents = NULL;
+    coord_agent_row_t *agents = NULL;
     int64_t job = 0, cohort[3];
     uint64_t bytes = 0;
     size_t n = 0;
@@ -1684,10 +1684,10 @@ static void test_store_backup_concurrent(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
     assert_true(last > first);
     s = open_ok(src, 3);
-    coord_srow_job_t j;
+    coord_job_row_t j;
     assert_int_equal(coord_store_job_get(s, job, 1024, &j), 0);
     assert_true(j.last_committed_round >= last);
-    coord_job_clear(&j);
+    coord_job_row_clear(&j);
     coord_store_close(s);
 }
 
@@ -1772,9 +1772,9 @@ static void test_store_failalloc(void **state)
     coord_store_t *s = NULL, *t = NULL;
     uint8_t model[64] = {1, 2, 3}, nonce[COORD_NONCE_BYTES] = {0}, *m = NULL;
     int64_t job = 0, r = 0, *ck = NULL;
-    coord_agent_t *agents = NULL;
-    coord_srow_job_t *jobs = NULL, j;
-    coord_srow_round_t *rounds = NULL, rd;
+    coord_agent_row_t *agents = NULL;
+    coord_job_row_t *jobs = NULL, j;
+    coord_round_row_t *rounds = NULL, rd;
     coord_participation_t *parts = NULL;
     size_t n = 0, len = 0;
     int64_t cohort[20];
@@ -1804,8 +1804,8 @@ static void test_store_failalloc(void **state)
     FAILALLOC_EACH(coord_store_agent_list(s, &agents, &n),
                    (coord_store_free(agents), agents = NULL));
     FAILALLOC_EACH(coord_store_job_list(s, 1024, &jobs, &n),
-                   (coord_job_list_free(jobs, n), jobs = NULL, n = 0));
-    FAILALLOC_EACH(coord_store_job_get(s, job, 1024, &j), coord_job_clear(&j));
+                   (coord_job_rows_free(jobs, n), jobs = NULL, n = 0));
+    FAILALLOC_EACH(coord_store_job_get(s, job, 1024, &j), coord_job_row_clear(&j));
     FAILALLOC_EACH(coord_store_round_list(s, job, 64, &rounds, &n),
                    (coord_round_list_free(rounds, n), rounds = NULL, n = 0));
     FAILALLOC_EACH(coord_store_round_get(s, job, 3, 1, 64, &rd), coord_round_clear(&rd));

@@ -1,4 +1,4 @@
-/* server/submit.c: SubmitUpdate through a committed round and a restart, on
+/* server/service/submit.c: SubmitUpdate through a committed round and a restart, on
  * the in-process coordinator (coordfx.h). */
 #include "coordfx.h"
 
@@ -274,7 +274,7 @@ static void test_coord_round_commit_and_restart(void **state)
     {
         char path[128];
         coord_store_t *s = NULL;
-        coord_srow_round_t *rounds = NULL;
+        coord_round_row_t *rounds = NULL;
         uint8_t *model = NULL, hash[32];
         size_t n = 0, mlen = 0;
         int64_t round = 0;

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sfl/suggest.h"
+#include "sfl/core/suggest.h"
 
 static void test_suggest_distance(void **state)
 {

@@ -1,4 +1,4 @@
-/* server/suspect.c: suspicion for secure sums that fail with no one to
+/* server/round/suspect.c: suspicion for secure sums that fail with no one to
  * name. The table (blame a failed U3, clear a committed one), how many
  * candidates an attempt keeps, which ones (the least suspect, ties drawn at
  * random and replayable), and the whole loop against one member that
@@ -14,15 +14,15 @@
 
 #include "coord_int.h"
 
-static job_t *job_new(void)
+static coord_job_t *job_new(void)
 {
-    job_t *j = calloc(1, sizeof(*j));
+    coord_job_t *j = calloc(1, sizeof(*j));
 
     assert_non_null(j);
     return j;
 }
 
-static void job_free(job_t *j)
+static void job_free(coord_job_t *j)
 {
     coord_suspect_free(j);
     free(j);
@@ -40,7 +40,7 @@ static int has(const uint64_t *v, uint32_t n, uint64_t x)
 static void test_suspect_blame_clear(void **state)
 {
     static const uint64_t u3a[] = {3, 5, 9}, u3b[] = {9, 11}, done[] = {1, 5, 11};
-    job_t *j = job_new();
+    coord_job_t *j = job_new();
     char text[SFL_MSG_TEXT_LEN];
 
     (void)state;
@@ -134,7 +134,7 @@ static void run_corner(uint32_t n, uint32_t min, uint64_t hostile)
     for (uint32_t i = 0; i < n; i++)
         ids[i] = 100 + i;
     for (uint64_t seed = 1; seed <= 200; seed++) {
-        job_t *j = job_new();
+        coord_job_t *j = job_new();
         uint32_t failed = 0, keep = 0;
 
         for (uint64_t round = 1; round <= 12; round++) {

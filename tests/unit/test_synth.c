@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/synth.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/data/synth.h"
 
 static sfl_synth_params_t small(sfl_synth_kind_t kind)
 {

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sfl/error.h"
-#include "sfl/rng.h"
-#include "sfl/topk.h"
+#include "sfl/core/error.h"
+#include "sfl/core/rng.h"
+#include "sfl/core/topk.h"
 
 /* The module itself, so the introselect fallback (heap_select), which no
  * public input reaches on purpose, can be tested directly. This copy

@@ -22,9 +22,9 @@
 
 #include "failalloc.h"
 #include "net/transport_int.h" /* the socket, to check its options */
-#include "sfl/alloc.h"
-#include "sfl/error.h"
-#include "sfl/transport.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
+#include "sfl/net/transport.h"
 
 #define WATCHDOG_MS 60000 /* a failure detector: 10x and more what a loaded machine needs */
 

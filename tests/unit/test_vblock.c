@@ -14,10 +14,10 @@
 #include <cmocka.h>
 
 #include "vblock.h"
-#include "sfl/alloc.h"
-#include "sfl/dp.h"
-#include "sfl/spcodec.h"
-#include "sfl/vertical.h"
+#include "sfl/core/alloc.h"
+#include "sfl/dp/dp.h"
+#include "sfl/wire/spcodec.h"
+#include "sfl/algo/vertical.h"
 #include "testfed.h"
 #include "testutil.h"
 

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "failalloc.h"
-#include "sfl/error.h"
-#include "sfl/rng.h"
-#include "sfl/vec.h"
+#include "sfl/core/error.h"
+#include "sfl/core/rng.h"
+#include "sfl/core/vec.h"
 
 static void test_vec_dense_kernels(void **state)
 {

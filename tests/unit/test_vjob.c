@@ -1,4 +1,4 @@
-/* server/vjob.c: a vertical job on the coordinator. */
+/* server/round/vjob.c: a vertical job on the coordinator. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "job.h"
-#include "sfl/alloc.h"
-#include "sfl/dp.h"
+#include "job/model.h"
+#include "sfl/core/alloc.h"
+#include "sfl/dp/dp.h"
 #include "testfed.h"
 
 #define N 12
@@ -39,7 +39,7 @@ static void test_vjob_refusals(void **state)
 {
     (void)state;
     sfl_job_spec_t s;
-    coord_job_t j;
+    coord_model_t j;
 
     spec_of(&s, "dpbcfw");
     assert_int_equal(coord_job_spec_check(&s), 0);
@@ -64,11 +64,11 @@ static void test_vjob_refusals(void **state)
     /* a horizontal job has no vertical part */
     coord_job_spec_default(&s);
     s.dimension = 2 * D;
-    if (coord_job_init(&j, &s) != 0)
+    if (coord_model_init(&j, &s) != 0)
         fail_msg("%s", sfl_last_error());
     assert_null(j.v);
     assert_int_equal(j.dim, 2 * D);
-    coord_job_close(&j);
+    coord_model_close(&j);
     /* the spec keys */
     assert_int_equal(coord_job_spec_set(&s, "rows", "77"), 0);
     assert_int_equal(s.rows, 77);
@@ -102,12 +102,12 @@ static void test_vjob_blocks(void **state)
 {
     (void)state;
     sfl_job_spec_t s;
-    coord_job_t j;
+    coord_model_t j;
     sfl_dataset_summary_t ds = {0};
     char why[200];
 
     spec_of(&s, "bcfw");
-    assert_int_equal(coord_job_init(&j, &s), 0);
+    assert_int_equal(coord_model_init(&j, &s), 0);
     assert_non_null(j.v);
     assert_int_equal(j.dim, D + j.v->nb);
     ds.samples = N;
@@ -127,7 +127,7 @@ static void test_vjob_blocks(void **state)
     ds.samples = N - 1;
     assert_int_equal(coord_vjob_block_of(j.v, &ds, why, sizeof(why)), -1);
     assert_string_equal(why, "holds 11 samples, the job 12");
-    coord_job_close(&j);
+    coord_model_close(&j);
 }
 
 /* One iteration through the coordinator's job equals the algorithm's own
@@ -137,7 +137,7 @@ static void test_vjob_iterations(void **state)
     (void)state;
     double a[N * D], y[N], state0[64], x[D], b[64];
     sfl_job_spec_t s;
-    coord_job_t j;
+    coord_model_t j;
     sfl_dataset_t *all = NULL, *blk[K];
     void *cs[K];
     char why[200];
@@ -150,8 +150,8 @@ static void test_vjob_iterations(void **state)
         y[i] = (i % 3) - 1.0;
     all = testfed_dense_data(a, y, N, D);
     spec_of(&s, "bcfw");
-    assert_int_equal(coord_job_init(&j, &s), 0);
-    coord_job_start_model(&j);
+    assert_int_equal(coord_model_init(&j, &s), 0);
+    coord_model_start_model(&j);
     coord_vjob_begin(j.v, &s, 1, j.global, j.dim);
     assert_true(j.v->t == 0 && j.v->end == 4);
     wlen = sfl_msg_values_bytes(j.v->nm, j.v->vj.algo->vertical->msg_ints);
@@ -207,9 +207,9 @@ static void test_vjob_iterations(void **state)
         uint8_t *ck = NULL, hash[32];
         size_t len = 0;
 
-        assert_int_equal(coord_job_encode(&j, &ck, &len, hash), 0);
-        coord_job_start_model(&j);
-        assert_int_equal(coord_job_restore(&j, 1, ck, len), 0);
+        assert_int_equal(coord_model_encode(&j, &ck, &len, hash), 0);
+        coord_model_start_model(&j);
+        assert_int_equal(coord_model_restore(&j, 1, ck, len), 0);
         assert_memory_equal(j.global, x, sizeof(x));
         assert_memory_equal(j.global + D, b, j.v->nb * sizeof(double));
         sfl__free(ck);
@@ -223,7 +223,7 @@ static void test_vjob_iterations(void **state)
         sfl_dataset_free(blk[k]);
     }
     sfl_dataset_free(all);
-    coord_job_close(&j);
+    coord_model_close(&j);
 }
 
 /* The ledger: a private job spends its epsilon over its iterations, a
@@ -232,23 +232,23 @@ static void test_vjob_spent(void **state)
 {
     (void)state;
     sfl_job_spec_t s;
-    coord_job_t j;
+    coord_model_t j;
     sfl_dp_spent_t sp;
     int priv = -1;
 
     spec_of(&s, "dpbcfw");
-    assert_int_equal(coord_job_init(&j, &s), 0);
+    assert_int_equal(coord_model_init(&j, &s), 0);
     assert_int_equal(coord_vjob_spent(j.v, 12, &sp, &priv), 0);
     assert_int_equal(priv, 1);
     assert_true(fabs(sp.eps_paper - 1.0) < 1e-9);
     assert_int_equal(coord_vjob_spent(j.v, 3, &sp, &priv), 0);
     assert_true(sp.eps_paper > 0 && sp.eps_paper < 1.0);
-    coord_job_close(&j);
+    coord_model_close(&j);
     spec_of(&s, "bcfw");
-    assert_int_equal(coord_job_init(&j, &s), 0);
+    assert_int_equal(coord_model_init(&j, &s), 0);
     assert_int_equal(coord_vjob_spent(j.v, 12, &sp, &priv), 0);
     assert_int_equal(priv, 0);
-    coord_job_close(&j);
+    coord_model_close(&j);
 }
 
 int main(void)

@@ -1,4 +1,4 @@
-/* server/vround.c: vertical rounds (bcfw, dpbcfw) on the in-process
+/* server/round/vround.c: vertical rounds (bcfw, dpbcfw) on the in-process
  * coordinator (coordfx.h), answered by the agent's own vertical side
  * (client-agent/vblock.c) and checked against the algorithm's server step
  * run here on the same answers. */
@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 
 #include "vblock.h"
-#include "sfl/alloc.h"
-#include "sfl/dataset.h"
-#include "sfl/vertical.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/dataset.h"
+#include "sfl/algo/vertical.h"
 #include "testfed.h"
 
 #define VN 8  /* rows */

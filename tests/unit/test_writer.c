@@ -1,4 +1,4 @@
-/* The single SQLite writer (server/writer.c): operations run in the order
+/* The single SQLite writer (server/store/writer.c): operations run in the order
  * posted, off the loop thread, and their completions come back on the
  * loop; the loop keeps turning while a write holds the database (the
  * defect of issue 11, item 2: a loop upsert waited 2 s behind a checkpoint
@@ -14,8 +14,8 @@
 
 #include <sqlite3.h>
 
-#include "store.h"
-#include "writer.h"
+#include "store/store.h"
+#include "store/writer.h"
 
 static char tmpdir[1024];
 static char pathbuf[sizeof(tmpdir) + 512];
@@ -150,7 +150,7 @@ static void test_writer_order(void **state)
     uv_loop_t loop;
     coord_writer_t *w = NULL;
     coord_store_t *r = NULL;
-    coord_srow_job_t *jobs = NULL;
+    coord_job_row_t *jobs = NULL;
     size_t nj = 0;
     log_t log;
 
@@ -179,7 +179,7 @@ static void test_writer_order(void **state)
     assert_string_equal(jobs[0].name, "job-1");
     assert_string_equal(jobs[19].name, "job-20");
     assert_true(jobs[0].id < jobs[19].id);
-    coord_job_list_free(jobs, nj);
+    coord_job_rows_free(jobs, nj);
     coord_writer_free(w);
     coord_store_close(r);
     assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
@@ -199,13 +199,13 @@ typedef struct {
 static void on_tick(uv_timer_t *t)
 {
     ticker_t *k = t->data;
-    coord_srow_job_t *jobs = NULL;
+    coord_job_row_t *jobs = NULL;
     size_t n = 0;
 
     k->ticks++;
     if (coord_store_job_list(k->reader, 64, &jobs, &n) == 0)
         k->reads_ok++;
-    coord_job_list_free(jobs, n);
+    coord_job_rows_free(jobs, n);
     if (k->ticks == 20) {
         uv_sem_post(k->gate); /* the held write may go on now */
         uv_timer_stop(t);
@@ -288,7 +288,7 @@ typedef struct {
     coord_write_op_t op;
     log_t *log;
     int seq;
-    coord_agent_t row;
+    coord_agent_row_t row;
 } agent_op_t;
 
 static int upsert_run(coord_store_t *s, coord_write_op_t *op)
@@ -329,7 +329,7 @@ static void test_writer_batch(void **state)
     uv_loop_t loop;
     coord_writer_t *w = NULL;
     coord_store_t *r = NULL;
-    coord_agent_t *agents = NULL;
+    coord_agent_row_t *agents = NULL;
     size_t na = 0;
     log_t log;
 
@@ -385,7 +385,7 @@ static void test_writer_free_queued(void **state)
     uv_loop_t loop;
     coord_writer_t *w = NULL;
     coord_store_t *r = NULL;
-    coord_srow_job_t *jobs = NULL;
+    coord_job_row_t *jobs = NULL;
     size_t nj = 0;
     log_t log;
 
@@ -401,7 +401,7 @@ static void test_writer_free_queued(void **state)
     assert_int_equal(coord_store_open(dbpath("freed.db"), NULL, &r), 0);
     assert_int_equal(coord_store_job_list(r, 64, &jobs, &nj), 0);
     assert_int_equal(nj, 5);
-    coord_job_list_free(jobs, nj);
+    coord_job_rows_free(jobs, nj);
     coord_store_close(r);
 }
 

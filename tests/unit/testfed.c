@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/client.h"
-#include "sfl/eval.h"
+#include "sfl/core/alloc.h"
+#include "sfl/algo/client.h"
+#include "sfl/model/eval.h"
 
 sfl_dataset_t *testfed_dense_data(const double *a, const double *y, uint32_t n, uint32_t d)
 {

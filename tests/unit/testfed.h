@@ -6,9 +6,9 @@
 
 #include <stdint.h>
 
-#include "sfl/algo.h"
-#include "sfl/client.h"
-#include "sfl/synth.h"
+#include "sfl/algo/algo.h"
+#include "sfl/algo/client.h"
+#include "sfl/data/synth.h"
 
 /* Dataset from a dense row-major n x d matrix a (zeros are not stored) and
  * targets y. Returns owned (sfl_dataset_free). */

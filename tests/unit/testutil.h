@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 /* Fails unless |a - b| <= atol + rtol |b| (b is the expected value). Equal
  * values pass, so do equal infinities; a NaN never does. cmocka has no

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden vectors for libsfl/src/crypto/seal.c, computed independently of libsfl
 with python3-cryptography (Ed25519) and hashlib (BLAKE2b-256) from the layout
-documented in libsfl/include/sfl/seal.h. Run from the source root:
+documented in libsfl/include/sfl/crypto/seal.h. Run from the source root:
     python3 tests/vectors/seal_vectors.py
 It rewrites tests/vectors/seal_*.bin / .key and prints the C arrays that
 tests/unit/test_seal.c embeds."""

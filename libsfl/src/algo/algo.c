@@ -1,7 +1,7 @@
 /* The algorithm registry, parameters by table (name, type, range), and the
  * pieces the Fed-HT family shares: local minibatch SGD with optional
  * per-step thresholding. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "algo_int.h"
-#include "sfl/alloc.h"
-#include "sfl/dict.h"
-#include "sfl/suggest.h"
-#include "sfl/vertical.h"
+#include "sfl/core/alloc.h"
+#include "sfl/model/dict.h"
+#include "sfl/core/suggest.h"
+#include "sfl/algo/vertical.h"
 
 _Static_assert(SFL_LOSS_MAX_CLASSES == 256, "msg.h SFL_MSG_MAX_LABELS is 256");
 

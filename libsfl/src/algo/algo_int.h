@@ -2,7 +2,7 @@
 #ifndef SFL_ALGO_INT_H
 #define SFL_ALGO_INT_H
 
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 /* sfl_algo_check without the shape: parameters filled for a, every value
  * in its table range, tau at most the block length, a dictionary only for

@@ -50,15 +50,15 @@
  * that of the LO's values eta g_i (Report-Noisy-Max, Definition 2: noise on
  * the values the sensitivity is of), so that is where it goes: the same as
  * Lap(beta / eta) on g_i. */
-#include "sfl/vertical.h"
+#include "sfl/algo/vertical.h"
 
 #include <assert.h>
 #include <math.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/dp.h"
-#include "sfl/error.h"
+#include "sfl/core/alloc.h"
+#include "sfl/dp/dp.h"
+#include "sfl/core/error.h"
 
 typedef struct bcfw_params {
     double eta;        /* radius of each block's l1 ball */

@@ -1,5 +1,5 @@
 /* One client's round and the client state's lifecycle (client.h). */
-#include "sfl/client.h"
+#include "sfl/algo/client.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/eval.h"
+#include "sfl/core/alloc.h"
+#include "sfl/model/eval.h"
 
 /* ---- client state ------------------------------------------------------ */
 

@@ -1,7 +1,7 @@
 /* Distributed-IHT (seed 000, supplementary Alg. 3): the baseline that
  * communicates after every local step: one minibatch SGD step per round, the
  * server averages and hard-thresholds. K is ignored (always 1). */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 static int diht_client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                               const double *global, const sfl_dataset_t *local,

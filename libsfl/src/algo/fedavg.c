@@ -1,6 +1,6 @@
 /* FedAvg (McMahan et al.): K local SGD steps, weighted average; the dense
  * baseline (no sparsity constraint, tau ignored). */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 static int fedavg_client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                                 const double *global, const sfl_dataset_t *local,

@@ -22,12 +22,12 @@
  * exactly zero on features absent from the client's data, and is the small
  * quantity, so float32 or quantized transport errs relative to the round's
  * step rather than to the accumulated state. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 static int feddualavg_client_update(const sfl_algo_params_t *algo_params,
                                     const sfl_problem_t *prob, const double *global,

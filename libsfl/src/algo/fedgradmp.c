@@ -40,15 +40,15 @@
  *   those for large g, and its kernels differ between CPUs, so bit-for-bit
  *   replay across machines needs the same BLAS build and, to be safe,
  *   OPENBLAS_NUM_THREADS=1. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 #include <float.h>
 #include <lapacke.h>
 #include <math.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/dict.h"
+#include "sfl/core/alloc.h"
+#include "sfl/model/dict.h"
 
 #define DEFAULT_INEXACT_STEPS 10
 

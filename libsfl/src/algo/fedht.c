@@ -1,6 +1,6 @@
 /* Fed-HT (seed 000, Alg. 1): K local minibatch SGD steps, the client sends
  * its (dense) local model, the server averages and hard-thresholds. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 static int fedht_client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                                const double *global, const sfl_dataset_t *local,

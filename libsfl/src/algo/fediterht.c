@@ -1,6 +1,6 @@
 /* FedIter-HT (seed 000, Alg. 2): every local step is an SGD step followed by
  * H_tau, so the upload is tau-sparse too; the server averages and thresholds. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 static int fediterht_client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                                    const double *global, const sfl_dataset_t *local,

@@ -18,12 +18,12 @@
  * by the clients' sample counts, and so does sfl's fold: p_i = n_i / sum n.
  *
  * T (rounds) and S (cohort) are the job's, not the algorithm's. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 typedef struct fedmac_params {
     double eta;       /* step of w */

@@ -14,9 +14,9 @@
  * nonzeros. The server holds x_t (the `global` argument of aggregate_end), so
  * it rebuilds the averaged change from the averaged models at no extra
  * memory and a real deployment uploads half as many entries. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 static int fedmid_client_update(const sfl_algo_params_t *p, const sfl_problem_t *prob,
                                  const double *global, const sfl_dataset_t *local,

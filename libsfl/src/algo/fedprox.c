@@ -1,6 +1,6 @@
 /* FedProx (Li et al.): FedAvg whose local objective adds the proximal term
  * mu/2 ||x - x_t||^2, which limits client drift on non-IID data. Dense. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 typedef struct fedprox_params {
     sfl_sgd_params_t sgd;

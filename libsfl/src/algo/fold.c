@@ -1,12 +1,12 @@
 /* The weighted fold (fold.h): one place for every algorithm and both
  * drivers, validating each update before it touches the sum. */
-#include "sfl/fold.h"
+#include "sfl/algo/fold.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "sfl/algo.h"
-#include "sfl/alloc.h"
+#include "sfl/algo/algo.h"
+#include "sfl/core/alloc.h"
 
 int sfl_fold_init(sfl_fold_t *f, const sfl_algo_t *a, const sfl_algo_params_t *p,
                   const sfl_problem_t *prob, const sfl_fold_limits_t *lim)

@@ -17,12 +17,12 @@
  * beta = 1 is Per-FedAvg's plain average).
  *
  * Every |D| is `batch`, all three drawn from the round's rng. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 typedef struct perfedavg_params {
     double eta;   /* Per-FedAvg's beta: the outer (meta) step */

@@ -24,12 +24,12 @@
  * lambda is the Moreau-envelope weight, not the loss's l2 weight: its table
  * entry has no SFL_PARAM_RIDGE, so sfl-sim neither defaults it to 1e-4 nor
  * adds it to the objectives it reports. */
-#include "sfl/algo.h"
+#include "sfl/algo/algo.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 typedef struct pfedme_params {
     double eta;   /* step of w */

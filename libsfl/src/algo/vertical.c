@@ -1,12 +1,12 @@
-/* The vertical shape's driver pieces (sfl/vertical.h): the balanced column
+/* The vertical shape's driver pieces (sfl/algo/vertical.h): the balanced column
  * split, the job check, the streams of a client's step, the privacy spent. */
-#include "sfl/vertical.h"
+#include "sfl/algo/vertical.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "algo_int.h"
-#include "sfl/dp.h"
+#include "sfl/dp/dp.h"
 
 int sfl_vertical_block(uint32_t d, uint32_t K, uint32_t k, uint32_t *col0, uint32_t *len)
 {

@@ -1,5 +1,5 @@
-#include "sfl/alloc.h"
-#include "sfl/error.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
 
 #include <stdint.h>
 #include <stdlib.h>

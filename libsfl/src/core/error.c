@@ -1,4 +1,4 @@
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 #include <ctype.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* Whole files (file.h). */
-#include "sfl/file.h"
+#include "sfl/core/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 static int write_all(int fd, const uint8_t *buf, size_t n)
 {

@@ -4,7 +4,7 @@
  * would silently cut (long lines, NUL bytes), strips leading blanks (so
  * libinih never takes an indented line for a continuation), and stops the
  * parse at the first error by returning NULL. */
-#include "sfl/ini.h"
+#include "sfl/core/ini.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 /* A (section, key) seen, for duplicates: section '\0' key '\0'. */
 typedef struct seen {

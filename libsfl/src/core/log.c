@@ -1,5 +1,5 @@
 /* Log lines (log.h): the format every sfl program shares. */
-#include "sfl/log.h"
+#include "sfl/core/log.h"
 
 #include <stdio.h>
 #include <string.h>

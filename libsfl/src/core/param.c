@@ -1,10 +1,10 @@
 /* Named parameter lists (param.h). */
-#include "sfl/param.h"
+#include "sfl/core/param.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "sfl/error.h"
+#include "sfl/core/error.h"
 
 int sfl_param_name_ok(const char *name)
 {

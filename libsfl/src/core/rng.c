@@ -1,4 +1,4 @@
-#include "sfl/rng.h"
+#include "sfl/core/rng.h"
 
 #include <math.h>
 

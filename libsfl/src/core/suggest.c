@@ -1,5 +1,5 @@
-/* The nearest valid name to an unknown one (sfl/suggest.h). */
-#include "sfl/suggest.h"
+/* The nearest valid name to an unknown one (sfl/core/suggest.h). */
+#include "sfl/core/suggest.h"
 
 #include <ctype.h>
 #include <stdio.h>

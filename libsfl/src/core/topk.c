@@ -1,11 +1,11 @@
-#include "sfl/topk.h"
+#include "sfl/core/topk.h"
 
 #include <assert.h>
 #include <math.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/rng.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/rng.h"
 
 /* Ranking used everywhere below: i comes before j when |x_i| > |x_j|, or the
  * magnitudes are equal and i < j. It is a strict total order (indices are

@@ -1,10 +1,10 @@
-#include "sfl/vec.h"
+#include "sfl/core/vec.h"
 
 #include <assert.h>
 #include <float.h>
 #include <math.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 /* Dense kernels are plain sequential loops: the summation order is part of
  * the result, and the simulator and the networked drivers must agree bit for

@@ -1,4 +1,4 @@
-#include "sfl/version.h"
+#include "sfl/core/version.h"
 
 const char *sfl_version(void)
 {

@@ -1,4 +1,4 @@
-#include "sfl/savec.h"
+#include "sfl/crypto/savec.h"
 
 #include <assert.h>
 #include <math.h>
@@ -7,7 +7,7 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 /* The bit-level rules are in savec.h; this file keeps to them and checks
  * what a caller's parameters could break before any arithmetic relies on

@@ -1,4 +1,4 @@
-#include "sfl/seal.h"
+#include "sfl/crypto/seal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -10,8 +10,8 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/file.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/file.h"
 
 /* Layouts are in seal.h. Two rules run through this file: secrets (seeds,
  * secret keys, the identity file's text, plaintext updates) only ever sit in

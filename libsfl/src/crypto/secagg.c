@@ -1,7 +1,7 @@
-/* Secure aggregation's protocol: sfl/secagg.h. Secrets live in the client
+/* Secure aggregation's protocol: sfl/crypto/secagg.h. Secrets live in the client
  * struct and are wiped (sodium_memzero) on abort, after release and when it
  * is freed. */
-#include "sfl/secagg.h"
+#include "sfl/crypto/secagg.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -9,8 +9,8 @@
 
 #include <sodium.h>
 
-#include "sfl/alloc.h"
-#include "sfl/savec.h"
+#include "sfl/core/alloc.h"
+#include "sfl/crypto/savec.h"
 
 #define CTX_ADV "sfl-sa-adv-v1"
 #define CTX_SHARES "sfl-sa-shares-v2"

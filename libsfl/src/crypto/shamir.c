@@ -1,4 +1,4 @@
-#include "sfl/shamir.h"
+#include "sfl/crypto/shamir.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
-#include "sfl/csr.h"
+#include "sfl/data/csr.h"
 
 #include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/error.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
 
 int sfl_csr_new(uint32_t nrows, uint32_t ncols, size_t nnz, sfl_csr_t **out)
 {

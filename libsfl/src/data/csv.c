@@ -1,14 +1,14 @@
-#include "sfl/csv.h"
+#include "sfl/data/csv.h"
 
 #include <assert.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "data/readfile.h"
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/error.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/error.h"
 
 typedef struct parser {
     const char *buf;

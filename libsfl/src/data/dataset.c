@@ -1,14 +1,14 @@
-#include "sfl/dataset.h"
+#include "sfl/data/dataset.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/error.h"
-#include "sfl/rng.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/core/error.h"
+#include "sfl/core/rng.h"
 
 void sfl_read_limits_default(sfl_read_limits_t *lim)
 {

@@ -1,13 +1,13 @@
 /* Data files named by a spec (sfl_dataset_read): one place that knows the
  * forms sfl-sim and the agent accept. */
-#include "sfl/dataset.h"
+#include "sfl/data/dataset.h"
 
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/csv.h"
-#include "sfl/idx.h"
-#include "sfl/libsvm.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csv.h"
+#include "sfl/data/idx.h"
+#include "sfl/data/libsvm.h"
 
 int sfl_dataset_spec_check(const char *spec)
 {

@@ -1,7 +1,7 @@
-/* IDX reader (sfl/idx.h): header checks before any allocation, gzip
+/* IDX reader (sfl/data/idx.h): header checks before any allocation, gzip
  * inflated by zlib into a buffer that never grows past the bound, and the
  * images/labels pair as a sparse dataset. */
-#include "sfl/idx.h"
+#include "sfl/data/idx.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,8 +10,8 @@
 #include <zlib.h>
 
 #include "data/readfile.h"
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
 
 #define IDX_UBYTE 0x08
 

@@ -1,4 +1,4 @@
-#include "sfl/libsvm.h"
+#include "sfl/data/libsvm.h"
 
 #include <errno.h>
 #include <assert.h>
@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "data/readfile.h"
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/dataset.h"
-#include "sfl/error.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/error.h"
 
 typedef struct parser {
     const char *buf;

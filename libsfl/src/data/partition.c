@@ -1,11 +1,11 @@
-#include "sfl/partition.h"
+#include "sfl/data/partition.h"
 
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 /* Every partitioner first decides an owner per row (NONE = left out) and then
  * builds the partition by a counting sort over owners: scanning rows in

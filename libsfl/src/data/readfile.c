@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sfl/alloc.h"
-#include "sfl/error.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
 
 int sfl__parse_number(const char *s, size_t n, double *v)
 {

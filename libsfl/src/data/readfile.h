@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sfl/dataset.h"
-#include "sfl/error.h"
+#include "sfl/data/dataset.h"
+#include "sfl/core/error.h"
 
 /* Longest number token sfl__parse_number accepts: real data needs ~25
  * bytes, and the cap lets it copy into a stack buffer since the input is

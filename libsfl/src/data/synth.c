@@ -1,12 +1,12 @@
-#include "sfl/synth.h"
+#include "sfl/data/synth.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/csr.h"
-#include "sfl/rng.h"
+#include "sfl/core/alloc.h"
+#include "sfl/data/csr.h"
+#include "sfl/core/rng.h"
 
 /* Conventions shared by every generator:
  * - N(m, v) in the papers names a variance v, so alpha and beta are

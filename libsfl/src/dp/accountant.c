@@ -34,7 +34,7 @@
  * et al. 2020, Thm. 21). The exponential mechanism is also eps0-bounded-
  * range, which caps its RDP at a eps0^2 / 8 (sfl_dp_rdp_br). When every entry is pure DP the order infinity
  * (basic composition, delta = 0) joins the grid. */
-#include "sfl/dp.h"
+#include "sfl/dp/dp.h"
 
 #include <math.h>
 #include <string.h>

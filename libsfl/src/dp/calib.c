@@ -4,7 +4,7 @@
  * The two scales are the paper's formulas as printed; what they spend is
  * counted by the accountant (accountant.c, docs/privacy.md), which also
  * says where the paper's arithmetic is loose. */
-#include "sfl/dp.h"
+#include "sfl/dp/dp.h"
 
 #include <math.h>
 #include <string.h>
@@ -228,7 +228,7 @@ int sfl_dp_sigma_max(const double *J, size_t m, size_t n, double *work, double *
                      SFL_DP_SVD_MAX_ITERS);
 }
 
-/* Bounds of |l'(m, y)| for |m| <= a_max eta, l as sfl/loss.h defines it. */
+/* Bounds of |l'(m, y)| for |m| <= a_max eta, l as sfl/model/loss.h defines it. */
 static double lp_lsq(const sfl_dp_bounds_t *b)
 {
     return 2.0 * (b->a_max * b->eta + b->y_max); /* l = (m - y)^2 */

@@ -33,7 +33,7 @@
  *
  * 128-bit products and quotients are done in two 64-bit halves (no
  * __int128: armhf has none). */
-#include "sfl/dp.h"
+#include "sfl/dp/dp.h"
 
 #include <math.h>
 #include <sodium.h>

@@ -1,11 +1,11 @@
-#include "sfl/dict.h"
+#include "sfl/model/dict.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "data/readfile.h"
-#include "sfl/alloc.h"
-#include "sfl/vec.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/vec.h"
 
 int sfl_dict_new(uint32_t n, uint32_t m, sfl_dict_t **out)
 {

@@ -1,8 +1,8 @@
-#include "sfl/eval.h"
+#include "sfl/model/eval.h"
 
 #include <math.h>
 
-#include "sfl/vec.h"
+#include "sfl/core/vec.h"
 
 double sfl_eval_objective(const sfl_loss_t *loss, sfl_dataset_t *const *clients,
                           uint32_t nclients, const double *w, const double *x, double lambda)

@@ -1,4 +1,4 @@
-#include "sfl/loss.h"
+#include "sfl/model/loss.h"
 
 #include "loss_int.h"
 

@@ -2,7 +2,7 @@
 #ifndef SFL_LOSS_INT_H
 #define SFL_LOSS_INT_H
 
-#include "sfl/loss.h"
+#include "sfl/model/loss.h"
 
 /* grad += lambda x over d entries and, with want_value, returns
  * lambda/2 ||x||^2 (0 and nothing touched for lambda == 0). */

@@ -1,4 +1,4 @@
-/* The two-layer perceptron loss "mlp:H" (sfl/loss.h): input z (ncols
+/* The two-layer perceptron loss "mlp:H" (sfl/model/loss.h): input z (ncols
  * features, a CSR row) -> H ReLU units -> nclasses scores -> softmax,
  * cross-entropy against the class id. FedMac's and pFedMe's model (seed 002
  * Sec. 5.1: hidden 100 for MNIST, 20 for Synthetic).

@@ -1,6 +1,6 @@
 /* MAP_ANONYMOUS (not in POSIX 2008) for the nghttp2 allocator. */
 #define _DEFAULT_SOURCE
-#include "sfl/grpc.h"
+#include "sfl/net/grpc.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -13,8 +13,8 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "sfl/alloc.h"
-#include "sfl/grpcframe.h"
+#include "sfl/core/alloc.h"
+#include "sfl/net/grpcframe.h"
 
 /* Design notes (the contract is in grpc.h).
  *

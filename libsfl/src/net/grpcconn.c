@@ -1,9 +1,9 @@
-#include "sfl/grpcconn.h"
+#include "sfl/net/grpcconn.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 /* One client connection and its session. The channel owns a timer that
  * serves for the session's deadlines and for writes queued outside feed

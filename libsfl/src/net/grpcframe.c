@@ -1,9 +1,9 @@
-#include "sfl/grpcframe.h"
+#include "sfl/net/grpcframe.h"
 
 #include <assert.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 /* The assembly buffer starts at this size and doubles, capped at the
  * announced length: memory follows the bytes received, not the bytes

@@ -3,8 +3,8 @@
 #include <assert.h>
 #include <string.h>
 
-#include "sfl/alloc.h"
-#include "sfl/error.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
 
 int sfl__srcmap_init(sfl__srcmap_t *m, size_t max_keys, uint64_t seed)
 {

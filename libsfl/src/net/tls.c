@@ -13,7 +13,7 @@
 #include <openssl/x509v3.h>
 #include <sodium.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 /* TLS 1.3 over the connection core with OpenSSL memory BIOs: bytes libuv
  * reads go into net_in, whatever OpenSSL writes to net_out is drained into

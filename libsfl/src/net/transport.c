@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "net/srcmap.h"
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 
 /* The connection core: socket, timers, output queue and the state machine,
  * shared by every transport; plus the plain TCP transport. Memory follows

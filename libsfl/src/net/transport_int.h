@@ -9,7 +9,7 @@
 #include <uv.h>
 
 #include "net/srcmap.h"
-#include "sfl/transport.h"
+#include "sfl/net/transport.h"
 
 /* Connection states; only conn_step() in transport.c changes them. */
 typedef enum {

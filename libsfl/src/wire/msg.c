@@ -1,4 +1,4 @@
-#include "sfl/msg.h"
+#include "sfl/wire/msg.h"
 
 #include <assert.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 #include <protobuf-c/protobuf-c.h>
 #include <sodium.h>
 
-#include "sfl/alloc.h"
+#include "sfl/core/alloc.h"
 #include "sfl/v1/admin.pb-c.h"
 #include "sfl/v1/common.pb-c.h"
 #include "sfl/v1/coordinator.pb-c.h"

@@ -1,4 +1,4 @@
-#include "sfl/spcodec.h"
+#include "sfl/wire/spcodec.h"
 
 #include <assert.h>
 #include <float.h>

@@ -1,7 +1,7 @@
 /* The coordinator in-process, for the unit suites of its modules: coord.c
  * on a uv loop with real TLS over loopback (certificates by
  * deploy/pki/sfl-pki in a temporary directory) and minimal gRPC clients
- * (sfl/grpcconn.h channels). In-test agents join, subscribe, verify the
+ * (sfl/net/grpcconn.h channels). In-test agents join, subscribe, verify the
  * signed task and send fixed sealed updates. Every run is bounded by a
  * watchdog; suites check the store directly after the coordinator stopped.
  * Linked into the suites COORDFX_TESTS in the Makefile lists. */
@@ -25,15 +25,15 @@
 #include "coord.h"
 #include "failalloc.h"
 #include "testutil.h"
-#include "sfl/alloc.h"
-#include "sfl/error.h"
-#include "sfl/grpc.h"
-#include "sfl/grpcconn.h"
-#include "sfl/msg.h"
-#include "sfl/seal.h"
-#include "sfl/spcodec.h"
-#include "sfl/transport.h"
-#include "store.h"
+#include "sfl/core/alloc.h"
+#include "sfl/core/error.h"
+#include "sfl/net/grpc.h"
+#include "sfl/net/grpcconn.h"
+#include "sfl/wire/msg.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/wire/spcodec.h"
+#include "sfl/net/transport.h"
+#include "store/store.h"
 
 #define WATCHDOG_MS 60000 /* a failure detector: 10x and more what a loaded machine needs */
 #define PKI "deploy/pki/sfl-pki"

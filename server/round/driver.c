@@ -1,0 +1,1167 @@
+/* The round driver: per job, the round machine (round.h) moved on by the
+ * scheduler tick and by events - selection, the attempt's opening (recorded
+ * before its tasks go out), deadlines, the aggregation on the thread pool
+ * and its commit on the store's writer, retries - and a job's state
+ * changes. */
+#include "coord_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sfl/core/alloc.h"
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+/* An event the machine refuses is a bug here, not a peer's doing. */
+static void step(coord_job_t *j, coord_event_t ev, uint64_t now)
+{
+    if (coord_round_step(&j->rnd, ev, now, 0, NULL, 0) < 0) {
+        char q[300];
+
+        coord_log(COORD_LOG_ERROR, "round_event_refused", "job=%llu event=%d error=%s",
+                  (unsigned long long)j->id, (int)ev,
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+    }
+}
+
+/* The attempt's round key, shared by reference count with workers verifying
+ * updates sealed to it (loop thread only): closing the attempt drops the
+ * job's reference, the last one wipes the secret. */
+
+static int key_new(coord_attempt_key_t **out)
+{
+    coord_attempt_key_t *k = sfl__calloc(1, sizeof(*k));
+    int rc;
+
+    *out = NULL;
+    if (k == NULL)
+        return SFL_ENOMEM;
+    if ((rc = sfl_roundkey_new(&k->rk)) < 0) {
+        sfl__free(k);
+        return rc;
+    }
+    k->refs = 1;
+    *out = k;
+    return 0;
+}
+
+coord_attempt_key_t *coord_key_hold(coord_attempt_key_t *k)
+{
+    k->refs++;
+    return k;
+}
+
+void coord_key_drop(coord_attempt_key_t *k)
+{
+    if (k != NULL && --k->refs == 0) {
+        sfl_roundkey_free(k->rk);
+        sfl__free(k);
+    }
+}
+
+void coord_close_attempt(coord_job_t *j)
+{
+    /* Wiping the round key is what makes every later update for this
+     * attempt unopenable, by anyone (after a worker still verifying one
+     * has finished). */
+    coord_key_drop(j->key);
+    j->key = NULL;
+    sfl_msg_buf_free(j->task);
+    j->task = NULL;
+    j->task_len = 0;
+    sfl_msg_buf_free(j->task_m);
+    j->task_m = NULL;
+    j->task_m_len = 0;
+}
+
+static void store_round_state(coord_job_t *j, coord_srow_state_t st, const char *reason)
+{
+    /* a statistics round's attempts are counted (stats_open), their
+     * states not kept: only the sum it commits */
+    if (!j->opened || j->rnd.round == 0)
+        return;
+    coord_part_flush(j->co); /* the attempt's records before its outcome */
+    coord_write_round_state(j->co, j->id, j->rnd.round, j->wire_attempt, st, reason);
+}
+
+/* The round after the last committed one, in SELECTING, with the next
+ * attempt number (attempts are never reused, not even across restarts:
+ * job_prepare starts the count from the store), and a fresh attempt
+ * budget. */
+void coord_reset_round(coord_job_t *j)
+{
+    /* a standardize job without its moments yet: the statistics round */
+    uint64_t next = j->stats ? 0 : j->committed + 1;
+    coord_round_cfg_t scfg;
+
+    coord_round_close(&j->rnd);
+    if (j->stats)
+        coord_job_stats_cfg(&j->spec, &scfg);
+    coord_round_init(&j->rnd, j->stats ? &scfg : &j->model.rcfg, j->id, next);
+    if (j->used_round != next) {
+        j->used_round = next;
+        j->used = 0;
+    }
+    j->wire_attempt = j->used;
+    j->opened = 0;
+    j->opening = 0;
+    j->select_since = coord_now_ms(j->co);
+    j->waiting[0] = '\0';
+}
+
+/* Bytes of a job's O(dim) state in RAM: the global state, the fold's sum
+ * and its top-k scratch (max_job_memory counts these). */
+uint64_t coord_job_state_bytes(size_t dim)
+{
+    return (uint64_t)dim * 3 * sizeof(double);
+}
+
+uint64_t coord_live_job_bytes(const coord_t *co)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < co->njobs; i++)
+        if (co->jobs[i]->ready && !coord_job_final(co->jobs[i]))
+            n += coord_job_state_bytes(co->jobs[i]->model.dim);
+    return n;
+}
+
+uint64_t coord_live_jobs(const coord_t *co)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < co->njobs; i++)
+        n += !coord_job_final(co->jobs[i]);
+    return n;
+}
+
+/* A job that is not running keeps its model in the store (checkpoints:
+ * ExportModel reads them, job_model reloads them), not in RAM; one
+ * aggregating on the thread pool is released when it returns (agg_after). */
+void coord_job_release(coord_job_t *j)
+{
+    if (!j->busy && j->model.global != NULL && j->state != SFL_JOB_RUNNING)
+        coord_model_close(&j->model);
+}
+
+/* The state takes effect here at once (a paused job opens no round from
+ * now on); the record follows on the writer, and after answers whoever
+ * must know it is durable. */
+void coord_set_job_state(coord_job_t *j, sfl_job_state_t st, coord_written_cb after, void *ud)
+{
+    coord_job_state_t row;
+
+    switch (st) {
+    case SFL_JOB_RUNNING: row = COORD_JOB_ACTIVE; break;
+    case SFL_JOB_PENDING:
+    case SFL_JOB_PAUSED: row = COORD_JOB_PAUSED; break;
+    case SFL_JOB_CANCELLED: row = COORD_JOB_CANCELLED; break;
+    case SFL_JOB_FINISHED: row = COORD_JOB_DONE; break;
+    default: row = COORD_JOB_PAUSED; break;
+    }
+    j->state = st;
+    coord_write_job_state(j->co, j->id, row, after, ud);
+    coord_log(COORD_LOG_INFO, "job_state", "job=%llu state=%s", (unsigned long long)j->id,
+              sfl_msg_job_state_name(st));
+    coord_job_release(j);
+}
+
+/* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
+void coord_abandon(coord_job_t *j, const char *reason)
+{
+    if (j->busy || !j->ready)
+        return; /* the aggregation in flight ends it */
+    if (j->rnd.state == COORD_ROUND_TRAINING || j->rnd.state == COORD_ROUND_AGGREGATING) {
+        store_round_state(j, COORD_SROW_FAILED, reason);
+        coord_log(COORD_LOG_INFO, "round_abandoned", "job=%llu round=%llu attempt=%u reason=\"%s\"",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+                  reason);
+    }
+    coord_close_attempt(j);
+    coord_saround_close(j);
+    coord_reset_round(j);
+}
+
+/* The job cannot go on: it stops here and the failure is recorded (the
+ * writer records it before anything posted later), so that a restart
+ * does not run it again; a record that fails is logged as missing. */
+static void fail_job(coord_job_t *j, const char *why)
+{
+    char q[300];
+
+    coord_write_job_fail(j->co, j->id, why);
+    coord_text_copy(j->error, sizeof(j->error), why);
+    j->state = SFL_JOB_FAILED;
+    coord_log(COORD_LOG_ERROR, "job_state", "job=%llu state=failed error=%s",
+              (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+}
+
+static void pause_failed(coord_job_t *j, const char *why)
+{
+    coord_text_copy(j->error, sizeof(j->error), why);
+    coord_abandon(j, why);
+    coord_set_job_state(j, SFL_JOB_PAUSED, NULL, NULL);
+}
+
+static int build_task(coord_job_t *j)
+{
+    coord_t *co = j->co;
+    sfl_task_t t;
+    sfl_msg_sa_round_t sa;
+    sfl_spvec_t *model = NULL;
+    uint8_t *tb = NULL, sig[SFL_SEAL_SIG_BYTES];
+    size_t tl = 0;
+    int rc;
+
+    memset(&t, 0, sizeof(t));
+    /* a vertical round's task carries the broadcast at its start; the
+     * statistics round's no model (all zeros) */
+    if (j->model.v != NULL)
+        rc = sfl_spvec_new((uint32_t)j->model.v->nb, 0, &model);
+    else
+        rc = sfl_spvec_new((uint32_t)j->model.prob.dim, 0, &model);
+    if (rc < 0 || (!j->stats && (rc = sfl_spvec_from_dense(model, j->model.global +
+                                                                   j->model.dim -
+                                                                   model->dim)) < 0))
+        goto out;
+    if (j->stats) {
+        t.statistics = 1;
+    } else if (j->moments != NULL) {
+        t.has_moments = 1;
+        memcpy(t.moments_hash, j->moments_hash, sizeof(t.moments_hash));
+        t.standardize_eps = coord_job_std_eps(&j->spec);
+    }
+    t.job_id = j->id;
+    t.round = j->rnd.round;
+    t.attempt = j->wire_attempt;
+    snprintf(t.algorithm, sizeof(t.algorithm), "%s", j->spec.algorithm);
+    sfl_algo_params_to_list(&j->model.params, &t.params);
+    snprintf(t.loss, sizeof(t.loss), "%s", j->spec.loss);
+    t.dimension = j->spec.dimension;
+    t.nlabels = j->spec.nlabels;
+    memcpy(t.labels, j->spec.labels, sizeof(t.labels));
+    t.seed = j->spec.seed;
+    t.value_encoding = j->spec.value_encoding;
+    t.update_mode = SFL_UPDATE_MODE_SEALED;
+    if (j->model.spec.secagg) {
+        coord_saround_task(j, &sa);
+        t.update_mode = SFL_UPDATE_MODE_SECURE_AGG;
+        t.secagg = &sa;
+    }
+    t.model = model;
+    /* The model always travels exactly (float64): agents must train from
+     * the very state the coordinator aggregates into. */
+    t.model_encoding = SFL_ENC_F64;
+    t.deadline_ms = j->deadline_wall;
+    memcpy(t.round_nonce, j->rnd.nonce, sizeof(t.round_nonce));
+    memcpy(t.round_key, j->key->rk->pk, sizeof(t.round_key));
+    t.max_update_nnz = 0;
+    if (j->model.v != NULL) {
+        const coord_vjob_t *v = j->model.v;
+
+        t.rows = v->vj.nrows;
+        t.clients = v->vj.nclients;
+        t.iterations = v->vj.iters;
+        t.first_iteration = v->t;
+        t.round_iterations = (uint32_t)(v->end - v->t);
+    }
+    if ((rc = sfl_msg_task_sign_bytes(&t, &tb, &tl)) < 0 ||
+        (rc = sfl_seal_sign_detached(co->id, SFL_MSG_TASK_CONTEXT, tb, tl, sig)) < 0 ||
+        (rc = sfl_msg_task_pack(tb, tl, sig, &j->task, &j->task_len)) < 0)
+        goto out;
+    if (t.has_moments &&
+        (rc = sfl_msg_task_pack_moments(tb, tl, sig, j->moments,
+                                        SFL_MOMENTS_LEN(j->spec.dimension), &j->task_m,
+                                        &j->task_m_len)) < 0)
+        goto out;
+    if (j->task_len > co->cfg.max_message || j->task_m_len > co->cfg.max_message) {
+        rc = sfl__fail(SFL_ELIMIT, "task of %zu bytes exceeds max_message %llu",
+                       j->task_m_len > j->task_len ? j->task_m_len : j->task_len,
+                       (unsigned long long)co->cfg.max_message);
+        goto out;
+    }
+    memcpy(j->model_hash, t.model_hash, sizeof(j->model_hash));
+out:
+    sfl_msg_buf_free(tb);
+    sfl_spvec_free(model);
+    return rc;
+}
+
+/* Appends to out[0..cap) at *o; what does not fit is cut off. */
+static void put(char *out, size_t cap, size_t *o, const char *fmt, ...) SFL_PRINTF(4, 5);
+static void put(char *out, size_t cap, size_t *o, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*o + 1 >= cap)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(out + *o, cap - *o, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *o = *o + (size_t)n < cap ? *o + (size_t)n : cap - 1;
+}
+
+/* Why a job in SELECTING with n usable agents cannot start its round
+ * (fewer than min_quorum), into j->waiting, logged once per change: the
+ * counts of connected, eligible and available agents (avail: eligible and
+ * not busy elsewhere), why available ones are left out (extra, a vertical
+ * job's: other sample ids), and the most common reason the others are not
+ * eligible, with the first such agent's detail. Empty once the round can
+ * start. */
+static void note_waiting(coord_job_t *j, uint32_t n, uint32_t avail, const char *extra)
+{
+    coord_t *co = j->co;
+    uint32_t connected = 0, elig = 0, count[COORD_INELIG_COUNT] = {0}, need, top = 0;
+    uint64_t first[COORD_INELIG_COUNT] = {0};
+    char detail[COORD_INELIG_COUNT][128], text[SFL_MSG_TEXT_LEN], q[600];
+    size_t o = 0;
+
+    need = j->model.rcfg.min_quorum;
+    if (n >= need) {
+        j->waiting[0] = '\0';
+        return;
+    }
+    for (size_t i = 0; i < co->nagents; i++) {
+        const coord_agent_t *a = co->agents[i];
+        coord_inelig_t r;
+
+        if (a->conn == NULL)
+            continue;
+        connected++;
+        if ((r = coord_ineligible(j, a, NULL, 0)) == COORD_INELIG_NONE) {
+            elig++;
+            continue;
+        }
+        /* the detail only for the first of each reason: this runs every
+         * tick while the job waits, over every agent */
+        if (count[r]++ == 0) {
+            first[r] = a->id;
+            (void)coord_ineligible(j, a, detail[r], sizeof(detail[r]));
+        }
+        if (count[r] > count[top])
+            top = r;
+    }
+    put(text, sizeof(text), &o, "selecting %u/%u: waiting for %u more agent%s (", n, need,
+        need - n, need - n == 1 ? "" : "s");
+    if (connected == 0)
+        put(text, sizeof(text), &o, "none connected");
+    else
+        put(text, sizeof(text), &o, "%u connected, %u eligible", connected, elig);
+    if (elig > avail)
+        put(text, sizeof(text), &o, ", %u of them busy", elig - avail);
+    if (extra[0])
+        put(text, sizeof(text), &o, "; %s", extra);
+    if (count[top])
+        put(text, sizeof(text), &o, "; %u not eligible, e.g. agent %llu: %s", connected - elig,
+            (unsigned long long)first[top], detail[top]);
+    put(text, sizeof(text), &o, ")");
+    if (strcmp(text, j->waiting) == 0)
+        return;
+    memcpy(j->waiting, text, sizeof(text));
+    coord_log(COORD_LOG_INFO, "job_waiting", "job=%llu round=%llu reason=%s",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+              coord_log_quote(j->waiting, q, sizeof(q)));
+}
+
+
+/* Opening an attempt: its row (nonce, cohort manifest, SELECTED
+ * participation) and TRAINING, in the store before any task goes out, so
+ * that no agent works on an attempt a restart would not know. */
+typedef struct {
+    coord_write_op_t op;
+    coord_t *co;
+    uint64_t job, seq;
+    int64_t round, attempt;
+    uint8_t nonce[COORD_NONCE_BYTES];
+    size_t n;
+    int64_t cohort[]; /* ascending agent ids */
+} open_op_t;
+
+static int open_run(coord_store_t *s, coord_write_op_t *op)
+{
+    open_op_t *o = (open_op_t *)op;
+    int rc;
+
+    if (o->round == 0) /* the statistics round: its attempt counted */
+        return coord_store_stats_open(s, (int64_t)o->job, o->attempt);
+    if ((rc = coord_store_round_open(s, (int64_t)o->job, o->round, o->attempt, o->nonce,
+                                     o->cohort, o->n)) < 0)
+        return rc;
+    return coord_store_round_set_state(s, (int64_t)o->job, o->round, o->attempt,
+                                       COORD_SROW_TRAINING, NULL);
+}
+
+/* The attempt is durable: its tasks go out, unless it ended meanwhile
+ * (paused, cancelled, its deadline passed), which the writer then records
+ * after this. */
+static void open_done(coord_write_op_t *op)
+{
+    open_op_t *o = (open_op_t *)op;
+    coord_t *co = o->co;
+    coord_job_t *j = op->abandoned ? NULL : coord_job_find(co, o->job);
+    char why[SFL_MSG_TEXT_LEN], q[300];
+
+    if (j == NULL || j->open_seq != o->seq || !j->opening) {
+        if (j != NULL && op->rc < 0)
+            coord_log(COORD_LOG_ERROR, "store_error", "job=%llu round=%lld error=%s",
+                      (unsigned long long)o->job, (long long)o->round,
+                      coord_log_quote(op->error, q, sizeof(q)));
+        sfl__free(o);
+        return;
+    }
+    j->opening = 0;
+    if (op->rc < 0) {
+        /* Nothing an agent can fix: the job pauses with the reason instead
+         * of burning its attempts. */
+        snprintf(why, sizeof(why), "cannot open round %lld: %.200s", (long long)o->round,
+                 op->error);
+        coord_log(COORD_LOG_ERROR, "round_open_failed", "job=%llu error=%s",
+                  (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+        j->opened = 0; /* no row to mark failed */
+        pause_failed(j, why);
+    } else {
+        for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
+            coord_agent_t *a = coord_agent_find(co, j->rnd.members[i].agent);
+
+            if (a)
+                coord_send_task(co, j, a);
+        }
+    }
+    sfl__free(o);
+    coord_schedule(co);
+}
+
+/* The agents an attempt of j can draw (connected, eligible, not busy in
+ * another job's round and, with sub, subscribed now), ascending, into ids
+ * (NULL: only counted); their count. Without sub: those a retry will draw
+ * from once they ask again (an agent re-subscribes between tasks). */
+static uint32_t candidates(const coord_job_t *j, uint64_t *ids, int sub)
+{
+    const coord_t *co = j->co;
+    uint32_t n = 0;
+
+    for (size_t i = 0; i < co->nagents; i++) {
+        const coord_agent_t *a = co->agents[i];
+
+        if ((a->sub || !sub) && a->conn && coord_eligible(j, a) &&
+            !coord_busy_elsewhere(co, a, j)) {
+            if (ids != NULL)
+                ids[n] = a->id;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* The smallest cohort a mode-2 attempt of j can run with: the job's quorum,
+ * and at least its fixed threshold (the default threshold 2n/3 + 1 follows
+ * n and satisfies the agents' floor t > (n + n/3) / 2 at every n). */
+static uint32_t sa_min_cohort(const coord_job_t *j)
+{
+    uint32_t m = j->model.rcfg.min_quorum;
+
+    return j->model.spec.sa_threshold > m ? j->model.spec.sa_threshold : m;
+}
+
+/* A mode-2 job that suspects some of the n candidates ids (ascending):
+ * the attempt draws from the least suspect only (coord_suspect_keep,
+ * coord_suspect_pick), *n shrinks to them; logged with whom it left out.
+ * 0 or SFL_ENOMEM. */
+static int leave_out_suspects(coord_job_t *j, uint64_t *ids, uint32_t *n)
+{
+    uint32_t *counts = NULL, keep, out = 0;
+    uint64_t *kept = NULL, *left = NULL;
+    char text[SFL_MSG_TEXT_LEN];
+    int rc = 0;
+
+    if (!j->model.spec.secagg || j->model.v != NULL || j->nsus == 0 || *n == 0)
+        return 0;
+    if ((counts = sfl__mallocarray(*n, sizeof(*counts))) == NULL ||
+        (kept = sfl__mallocarray(*n, sizeof(*kept))) == NULL ||
+        (left = sfl__mallocarray(*n, sizeof(*left))) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the selection");
+        goto out;
+    }
+    for (uint32_t i = 0; i < *n; i++)
+        counts[i] = coord_suspicion(j, ids[i]);
+    keep = coord_suspect_keep(counts, *n, sa_min_cohort(j));
+    if (keep == *n)
+        goto out;
+    if ((rc = coord_suspect_pick(j->spec.seed, j->rnd.round, j->rnd.attempt, ids, counts, *n,
+                                 keep, kept)) < 0)
+        goto out;
+    for (uint32_t i = 0, k = 0; i < *n; i++) {
+        if (k < keep && kept[k] == ids[i])
+            k++;
+        else
+            left[out++] = ids[i];
+    }
+    coord_suspect_text(j, left, out, text, sizeof(text));
+    coord_log(COORD_LOG_INFO, "suspects_left_out",
+              "job=%llu round=%llu attempt=%u candidates=%u drawn_from=%u left_out=\"%s\"",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->rnd.attempt,
+              *n, keep, text);
+    memcpy(ids, kept, keep * sizeof(*ids));
+    *n = keep;
+out:
+    sfl__free(left);
+    sfl__free(kept);
+    sfl__free(counts);
+    return rc;
+}
+
+/* SELECTING: start the attempt once enough eligible agents subscribe. The
+ * full selection (cohort * (1 + over_selection)) starts at once; a smaller
+ * one that still reaches the quorum after select_wait_ms. Fewer than the
+ * quorum keep waiting without using up an attempt. */
+static void try_start(coord_job_t *j)
+{
+    coord_t *co = j->co;
+    const coord_round_cfg_t *rc_ = &j->model.rcfg;
+    uint64_t now = coord_now_ms(co), *ids = NULL;
+    uint32_t n = 0;
+    double want = ceil(rc_->cohort * (1.0 + rc_->overselect));
+    open_op_t *o = NULL;
+    char why[200], q[300];
+    int rc;
+
+    ids = sfl__mallocarray(co->nagents ? co->nagents : 1, sizeof(*ids));
+    if (ids == NULL)
+        return;
+    n = candidates(j, ids, 1);
+    if (j->model.v != NULL && j->ready) {
+        uint32_t avail = n;
+        char extra[160];
+
+        coord_vround_pick(j, ids, &n, extra, sizeof(extra));
+        note_waiting(j, n, avail, extra);
+    } else
+        note_waiting(j, n, n, "");
+    if (n < rc_->min_quorum || (n < want && now - j->select_since < co->cfg.select_wait_ms))
+        goto out;
+    if ((rc = coord_job_model(j)) < 0) {
+        snprintf(why, sizeof(why), "cannot load the last checkpoint: %s", sfl_last_error());
+        if (rc == SFL_ENOMEM)
+            pause_failed(j, why); /* the operator may resume once memory is there */
+        else
+            fail_job(j, why);
+        goto out;
+    }
+    if (j->model.v != NULL && coord_vround_budget(j, why, sizeof(why)) < 0) {
+        coord_log(COORD_LOG_WARN, "privacy_budget", "job=%llu reason=%s",
+                  (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+        fail_job(j, why);
+        goto out;
+    }
+    if (leave_out_suspects(j, ids, &n) < 0 ||
+        (rc = coord_round_step(&j->rnd, COORD_EV_START, now, j->spec.seed, ids, n)) < 0) {
+        /* no memory: the next tick tries again */
+        coord_log(COORD_LOG_ERROR, "round_start_failed", "job=%llu error=%s",
+                  (unsigned long long)j->id, coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        goto out;
+    }
+    o = sfl__calloc(1, sizeof(*o) + (j->rnd.nmembers ? j->rnd.nmembers : 1) * sizeof(int64_t));
+    if (o == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the cohort");
+        goto fail;
+    }
+    j->wire_attempt = j->used++;
+    randombytes_buf(j->rnd.nonce, sizeof(j->rnd.nonce));
+    j->deadline_wall = coord_wall_ms() + (int64_t)rc_->deadline_ms;
+    if (j->round_since == 0)
+        j->round_since = now;
+    o->op.run = open_run;
+    o->op.done = open_done;
+    o->co = co;
+    o->job = j->id;
+    o->seq = ++j->open_seq;
+    o->round = (int64_t)j->rnd.round;
+    o->attempt = (int64_t)j->wire_attempt + 1;
+    memcpy(o->nonce, j->rnd.nonce, sizeof(o->nonce));
+    o->n = j->rnd.nmembers;
+    for (uint32_t i = 0; i < j->rnd.nmembers; i++)
+        o->cohort[i] = (int64_t)j->rnd.members[i].agent;
+    coord_part_flush(co); /* the writer keeps the order: earlier records first */
+    coord_writer_post(co->writer, &o->op);
+    j->opened = j->opening = 1;
+    if ((rc = key_new(&j->key)) < 0 ||
+        (j->model.spec.secagg && (rc = coord_saround_prepare(j)) < 0) ||
+        (j->stats ? (rc = coord_fstat_begin(&j->fstat, j->spec.dimension, j->rnd.nmembers))
+         : j->model.v != NULL ? (rc = coord_vround_open(j))
+                              : (rc = coord_model_begin(&j->model, j->model.spec.secagg
+                                                                     ? 1
+                                                                     : j->rnd.nmembers))) < 0 ||
+        (rc = build_task(j)) < 0 ||
+        (j->model.spec.secagg && (rc = coord_saround_start(j)) < 0))
+        goto fail;
+    memset(&j->fold, 0, sizeof(j->fold));
+    coord_log(COORD_LOG_INFO, "round_open",
+              "job=%llu round=%llu attempt=%u selected=%u eligible=%u deadline_ms=%llu",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+              j->rnd.nmembers, n, (unsigned long long)rc_->deadline_ms);
+    goto out; /* the tasks go out in open_done */
+fail:
+    /* The task cannot be made: nothing an agent can fix, so the job stops
+     * with the reason instead of burning its attempts. */
+    if (!j->opening)
+        sfl__free(o);
+    j->opening = 0;
+    snprintf(why, sizeof(why), "cannot open round %llu: %s", (unsigned long long)j->rnd.round,
+             sfl_last_error());
+    coord_log(COORD_LOG_ERROR, "round_open_failed", "job=%llu error=%s",
+              (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+    pause_failed(j, why);
+out:
+    sfl__free(ids);
+}
+
+/* JobStatus's last_* after a restart: the last committed round's row. */
+void coord_load_last_metrics(coord_job_t *j)
+{
+    coord_history_row_t *h = NULL;
+    size_t n = 0;
+
+    memset(&j->last, 0, sizeof(j->last));
+    if (j->committed == 0)
+        return;
+    if (coord_store_history(j->co->store, (int64_t)j->id, (int64_t)j->committed - 1, 1, &h,
+                            &n) == 0 &&
+        n == 1)
+        j->last = h[0].m;
+    coord_store_free(h);
+}
+
+int coord_reload_model(coord_job_t *j)
+{
+    coord_t *co = j->co;
+    uint8_t *buf = NULL, hash[COORD_HASH_BYTES];
+    size_t len = 0;
+    int64_t round = 0;
+    int rc;
+
+    /* A checkpoint is at most 5 (varint index gap) + 8 (f64) bytes a
+     * coordinate plus its header. */
+    rc = coord_store_checkpoint_latest(co->store, (int64_t)j->id, j->model.dim * 13 + 64,
+                                       &round, &buf, &len, hash);
+    if (rc == SFL_ENOTFOUND) {
+        coord_model_start_model(&j->model);
+        j->committed = 0;
+        j->model_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
+        memset(&j->last, 0, sizeof(j->last));
+        return 0;
+    }
+    if (rc == 0)
+        rc = coord_model_restore(&j->model, (uint64_t)round, buf, len);
+    coord_store_free(buf);
+    if (rc == 0) {
+        j->committed = (uint64_t)round;
+        j->model_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
+        coord_load_last_metrics(j);
+    }
+    return rc;
+}
+
+/* Thread pool: the aggregation's end and the checkpoint's encoding. The
+ * commit is the writer's (commit_run). */
+static void agg_work(uv_work_t *w)
+{
+    coord_job_t *j = w->data;
+    uint64_t t0 = uv_hrtime();
+    int rc;
+
+    if (j->stats) {
+        /* the statistics round: the sum, encoded and hashed for the store */
+        size_t n = SFL_MOMENTS_LEN(j->spec.dimension);
+
+        if ((j->work_moments = sfl__mallocarray(n, sizeof(double))) == NULL ||
+            (j->work_buf = sfl__mallocarray(n, 8)) == NULL)
+            rc = sfl__fail(SFL_ENOMEM, "no memory for the statistics");
+        else if ((rc = j->model.spec.secagg
+                           ? coord_saround_stats(j, j->work_moments, &j->work_nnz)
+                           : coord_fstat_end(&j->fstat, j->work_moments, &j->work_nnz)) == 0 &&
+                 (rc = sfl_msg_values_encode(j->work_moments, n, 0, j->work_buf)) == 0) {
+            j->work_len = n * 8;
+            sfl_msg_moments_hash(j->work_moments, n, j->work_hash);
+        }
+        if (rc < 0)
+            coord_text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
+        j->work_rc = rc;
+        j->work_ns = uv_hrtime() - t0;
+        return;
+    }
+    /* a vertical round's state moved with its iterations (vround.c) */
+    if (j->model.v != NULL) {
+        j->model.round++;
+        rc = 0;
+    } else if (j->model.spec.secagg)
+        rc = coord_saround_fold(j);
+    else
+        rc = coord_model_end(&j->model);
+    if (rc == 0)
+        rc = coord_model_encode(&j->model, &j->work_buf, &j->work_len, j->work_hash);
+    if (rc == 0) {
+        j->work_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
+        j->work_metrics.model_nnz = j->work_nnz;
+    }
+    if (rc < 0)
+        coord_text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
+    j->work_rc = rc;
+    j->work_ns = uv_hrtime() - t0;
+}
+
+static void attempt_failed(coord_job_t *j);
+static void agg_finish(coord_job_t *j);
+
+static void next_round(coord_job_t *j)
+{
+    coord_t *co = j->co;
+    uint64_t now = coord_now_ms(co);
+
+    if (j->round_since) {
+        coord_hist_observe(&co->round_hist, (double)(now - j->round_since) / 1000.0);
+        j->round_since = 0;
+    }
+    if (j->committed >= j->spec.rounds && !coord_job_final(j)) {
+        coord_set_job_state(j, SFL_JOB_FINISHED, NULL, NULL);
+        coord_round_close(&j->rnd);
+        coord_round_init(&j->rnd, &j->model.rcfg, j->id, j->committed + 1);
+        return;
+    }
+    coord_reset_round(j);
+}
+
+/* The statistics round is over, stored (work_rc 0) or not: its moments
+ * go into every training task from now on. */
+static void stats_finish(coord_job_t *j)
+{
+    coord_t *co = j->co;
+    char q[300], hex[17];
+
+    coord_fstat_close(&j->fstat);
+    if (j->work_rc == 0) {
+        step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
+        sfl__free(j->moments);
+        j->moments = j->work_moments;
+        j->work_moments = NULL;
+        memcpy(j->moments_hash, j->work_hash, sizeof(j->moments_hash));
+        j->stats_rows = (uint64_t)j->moments[0];
+        j->stats_agents = j->work_nnz;
+        j->stats = 0;
+        sodium_bin2hex(hex, sizeof(hex), j->moments_hash, 8);
+        coord_log(COORD_LOG_INFO, "statistics_committed",
+                  "job=%llu attempt=%u agents=%u rows=%llu features=%u moments_hash=%s",
+                  (unsigned long long)j->id, j->wire_attempt, j->stats_agents,
+                  (unsigned long long)j->stats_rows, j->spec.dimension, hex);
+        next_round(j);
+    } else {
+        coord_log(COORD_LOG_ERROR, "aggregation_failed",
+                  "job=%llu round=0 attempt=%u error=%s", (unsigned long long)j->id,
+                  j->wire_attempt, coord_log_quote(j->work_err, q, sizeof(q)));
+        step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
+        snprintf(j->rnd.reason, sizeof(j->rnd.reason), "statistics failed: %.100s",
+                 j->work_err);
+        attempt_failed(j);
+    }
+    sfl__free(j->work_moments);
+    j->work_moments = NULL;
+    coord_job_release(j);
+    if (co->stopping)
+        coord_check_stopped(co);
+    else {
+        coord_job_drive(j);
+        coord_dismiss_idle(co);
+    }
+}
+
+/* The aggregation is over, committed (work_rc 0) or not. */
+static void agg_finish(coord_job_t *j)
+{
+    coord_t *co = j->co;
+    char q[300], hex[65], sus[SFL_MSG_TEXT_LEN] = "";
+    uint32_t n3 = j->sa_n3; /* |U3|, for the log after the server closes */
+    int unattributable = 0;
+
+    j->busy = 0;
+    j->opened = j->work_rc != 0; /* a commit closes the attempt's row */
+    sfl__free(j->work_buf);
+    j->work_buf = NULL;
+    if (j->model.spec.secagg && j->sa_u3 != NULL) {
+        /* a committed U3 is cleared; a sum that failed with no one to name
+         * makes each of its U3 a little more suspect */
+        if (j->work_rc == 0) {
+            coord_suspect_clear(j, j->sa_u3, j->sa_n3);
+        } else if (j->work_unattributable) {
+            unattributable = 1;
+            if (coord_suspect_blame(j, j->sa_u3, j->sa_n3) < 0)
+                coord_log(COORD_LOG_ERROR, "suspects_failed", "job=%llu error=\"no memory\"",
+                          (unsigned long long)j->id);
+            coord_suspect_text(j, j->sa_u3, j->sa_n3, sus, sizeof(sus));
+        }
+    }
+    coord_saround_close(j);
+    if (j->stats) {
+        stats_finish(j);
+        return;
+    }
+    if (j->work_rc == 0) {
+        step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
+        j->committed = j->model.round;
+        j->model_nnz = j->work_nnz;
+        j->last = j->work_metrics;
+        co->rounds_committed++;
+        coord_hist_observe(&co->agg_hist, (double)j->work_ns / 1e9);
+        sodium_bin2hex(hex, sizeof(hex), j->model_hash, 8);
+        coord_log(COORD_LOG_INFO, "round_committed",
+                  "job=%llu round=%llu attempt=%u accepted=%u nnz=%u aggregate_ms=%.3f "
+                  "train_loss=%.6g eval_samples=%llu eval_accuracy=%.6g "
+                  "personal_accuracy=%.6g eval_mse=%.6g",
+                  (unsigned long long)j->id, (unsigned long long)j->committed, j->wire_attempt,
+                  j->rnd.accepted, j->model_nnz, (double)j->work_ns / 1e6, j->last.train_loss,
+                  (unsigned long long)j->last.eval_samples, j->last.eval_accuracy,
+                  j->last.personal_accuracy, j->last.eval_mse);
+        next_round(j);
+    } else {
+        coord_log(COORD_LOG_ERROR, "aggregation_failed",
+                  "job=%llu round=%llu attempt=%u attributable=%s suspects=\"%s\" error=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+                  unattributable ? "no" : "-", sus, coord_log_quote(j->work_err, q, sizeof(q)));
+        /* The model may have moved (end ran, the commit did not): back to
+         * the last committed state. */
+        if (coord_reload_model(j) < 0) {
+            char why[SFL_MSG_TEXT_LEN];
+
+            snprintf(why, sizeof(why), "cannot reload the last checkpoint: %s",
+                     sfl_last_error());
+            fail_job(j, why);
+        }
+        step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
+        /* the reason the attempt failed says why (a secure sum out of
+         * bounds, say), not only that it did */
+        snprintf(j->rnd.reason, sizeof(j->rnd.reason), "aggregation failed: %.100s",
+                 j->work_err);
+        if (unattributable) {
+            uint32_t nc = candidates(j, NULL, 0);
+
+            /* excused only while the retry can leave out a different subset
+             * of the candidates, and at most as many times a round as there
+             * are candidates (docs/security.md) */
+            int excused = coord_round_excuse_unattributed(&j->rnd,
+                                                          nc > sa_min_cohort(j) ? nc : 0);
+
+            coord_log(COORD_LOG_WARN, "round_unattributable",
+                      "job=%llu round=%llu attempt=%u u3=%u candidates=%u excused=%s "
+                      "unattributed=%u suspects=\"%s\"",
+                      (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                      j->wire_attempt, n3, nc, excused ? "yes" : "no",
+                      j->rnd.unattributed, sus);
+        }
+        attempt_failed(j);
+    }
+    coord_job_release(j);
+    if (co->stopping)
+        coord_check_stopped(co);
+    else {
+        coord_job_drive(j);
+        coord_dismiss_idle(co);
+    }
+}
+
+/* The commit: the round, its checkpoint and metrics in one transaction. */
+typedef struct {
+    coord_write_op_t op;
+    coord_job_t *j;
+    int64_t round, attempt;
+    coord_round_metrics_t metrics;
+    const uint8_t *buf; /* j->work_buf: the job stays busy until done */
+    size_t len;
+} commit_op_t;
+
+static int commit_run(coord_store_t *s, coord_write_op_t *op)
+{
+    commit_op_t *o = (commit_op_t *)op;
+
+    return coord_store_round_commit(s, (int64_t)o->j->id, o->round, o->attempt, o->buf, o->len,
+                                    &o->metrics, NULL);
+}
+
+/* A commit's outcome (a round's or the statistics round's) back on the loop. */
+static void commit_outcome(coord_job_t *j, coord_write_op_t *op)
+{
+    if (!op->abandoned) {
+        j->work_rc = op->rc;
+        if (op->rc < 0)
+            coord_text_copy(j->work_err, sizeof(j->work_err), op->error);
+        agg_finish(j);
+    }
+}
+
+static void commit_done(coord_write_op_t *op)
+{
+    commit_op_t *o = (commit_op_t *)op;
+
+    commit_outcome(o->j, op);
+    sfl__free(o);
+}
+
+/* The statistics round's commit: the pooled moments with the job. */
+typedef struct {
+    coord_write_op_t op;
+    coord_job_t *j;
+    const uint8_t *buf; /* j->work_buf: the job stays busy until done */
+    size_t len;
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    int64_t rows, agents;
+} stats_op_t;
+
+static int stats_run(coord_store_t *s, coord_write_op_t *op)
+{
+    stats_op_t *o = (stats_op_t *)op;
+
+    return coord_store_stats_commit(s, (int64_t)o->j->id, o->buf, o->len, o->hash, o->rows,
+                                    o->agents);
+}
+
+static void stats_done(coord_write_op_t *op)
+{
+    stats_op_t *o = (stats_op_t *)op;
+
+    commit_outcome(o->j, op);
+    sfl__free(o);
+}
+
+static void agg_after(uv_work_t *w, int status)
+{
+    coord_job_t *j = w->data;
+    commit_op_t *o;
+
+    (void)status; /* work items are never cancelled */
+    if (j->work_rc == 0 && j->stats) {
+        stats_op_t *so = sfl__calloc(1, sizeof(*so));
+
+        if (so == NULL) {
+            j->work_rc = SFL_ENOMEM;
+            coord_text_copy(j->work_err, sizeof(j->work_err), "no memory for the commit");
+        } else {
+            so->op.run = stats_run;
+            so->op.done = stats_done;
+            so->j = j;
+            so->buf = j->work_buf;
+            so->len = j->work_len;
+            memcpy(so->hash, j->work_hash, sizeof(so->hash));
+            so->rows = (int64_t)j->work_moments[0];
+            so->agents = j->work_nnz;
+            coord_writer_post(j->co->writer, &so->op);
+            return;
+        }
+    }
+    if (j->work_rc == 0 && !j->stats) {
+        if ((o = sfl__calloc(1, sizeof(*o))) == NULL) {
+            j->work_rc = SFL_ENOMEM;
+            coord_text_copy(j->work_err, sizeof(j->work_err), "no memory for the commit");
+        } else {
+            o->op.run = commit_run;
+            o->op.done = commit_done;
+            o->j = j;
+            o->round = (int64_t)j->rnd.round;
+            o->attempt = (int64_t)j->wire_attempt + 1;
+            o->metrics = j->work_metrics;
+            o->buf = j->work_buf;
+            o->len = j->work_len;
+            coord_part_flush(j->co); /* the attempt's records in before its commit */
+            coord_writer_post(j->co->writer, &o->op);
+            return;
+        }
+    }
+    agg_finish(j);
+}
+
+/* The attempt's progress as sample-weighted means. A mean that is not
+ * finite (sums beyond the double range) is dropped, not stored. */
+static void fold_metrics(coord_job_t *j)
+{
+    coord_round_metrics_t *m = &j->work_metrics;
+
+    memset(m, 0, sizeof(*m));
+    m->bytes_down = j->fold.bytes_down > INT64_MAX ? INT64_MAX : j->fold.bytes_down;
+    if (j->fold.samples > 0) {
+        m->samples = j->fold.samples;
+        m->train_loss = j->fold.loss / (double)j->fold.samples;
+    }
+    if (j->fold.eval_samples > 0) {
+        m->eval_samples = j->fold.eval_samples;
+        m->eval_accuracy = j->fold.accuracy / (double)j->fold.eval_samples;
+        m->eval_mse = j->fold.mse / (double)j->fold.eval_samples;
+        m->personal_accuracy = j->fold.personal / (double)j->fold.eval_samples;
+    }
+    /* SQLite integers are signed 64-bit. */
+    if (!isfinite(m->train_loss) || m->samples > INT64_MAX) {
+        m->samples = 0;
+        m->train_loss = 0;
+    }
+    if (!isfinite(m->eval_accuracy) || !isfinite(m->eval_mse) ||
+        !isfinite(m->personal_accuracy) || m->eval_samples > INT64_MAX) {
+        m->eval_samples = 0;
+        m->eval_accuracy = m->eval_mse = m->personal_accuracy = 0;
+    }
+}
+
+static void start_aggregation(coord_job_t *j)
+{
+    int rc;
+
+    fold_metrics(j);
+    if (j->model.v != NULL)
+        coord_vround_metrics(j, &j->work_metrics);
+    if (j->model.spec.secagg)
+        coord_saround_record(j); /* U3's rows, before the commit's (agg_after) */
+    store_round_state(j, COORD_SROW_AGGREGATING, NULL);
+    coord_close_attempt(j);
+    j->busy = 1;
+    j->work.data = j;
+    j->work_rc = 0;
+    j->work_unattributable = 0;
+    j->work_err[0] = '\0';
+    rc = uv_queue_work(j->co->loop, &j->work, agg_work, agg_after);
+    if (rc != 0) {
+        j->busy = 0;
+        step(j, COORD_EV_AGG_FAILED, coord_now_ms(j->co));
+    }
+}
+
+static void attempt_failed(coord_job_t *j)
+{
+    coord_t *co = j->co;
+    char reason[sizeof(j->rnd.reason)], q[300];
+    int rc;
+
+    snprintf(reason, sizeof(reason), "%s", j->rnd.reason);
+    store_round_state(j, COORD_SROW_FAILED, reason);
+    j->opened = 0;
+    coord_close_attempt(j);
+    coord_saround_close(j);
+    co->rounds_failed++;
+    coord_log(COORD_LOG_WARN, "round_failed", "job=%llu round=%llu attempt=%u reason=%s",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+              coord_log_quote(reason, q, sizeof(q)));
+    rc = coord_round_step(&j->rnd, COORD_EV_RETRY, coord_now_ms(co), 0, NULL, 0);
+    if (rc < 0) {
+        char why[SFL_MSG_TEXT_LEN];
+
+        /* Out of attempts: the job pauses with the reason, and an operator
+         * who fixed the cause resumes it with a fresh budget. */
+        snprintf(why, sizeof(why), "%s", sfl_last_error());
+        coord_reset_round(j);
+        if (j->state == SFL_JOB_RUNNING) {
+            coord_text_copy(j->error, sizeof(j->error), why);
+            coord_set_job_state(j, SFL_JOB_PAUSED, NULL, NULL);
+            coord_log(COORD_LOG_WARN, "job_paused", "job=%llu error=%s",
+                      (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+        }
+        return;
+    }
+    j->wire_attempt++;
+    j->select_since = coord_now_ms(co);
+}
+
+/* One switch over the round state; each case does what the state asks
+ * for and may move the machine on, which the loop then follows. */
+void coord_job_drive(coord_job_t *j)
+{
+    for (int turn = 0; turn < 8; turn++) {
+        coord_round_state_t before = j->rnd.state;
+
+        if (!coord_running(j) || j->busy)
+            return;
+        switch (j->rnd.state) {
+        case COORD_ROUND_SELECTING:
+            try_start(j);
+            break;
+        case COORD_ROUND_TRAINING:
+            step(j, COORD_EV_TICK, coord_now_ms(j->co));
+            coord_saround_sync(j);
+            break;
+        case COORD_ROUND_AGGREGATING:
+            start_aggregation(j);
+            break;
+        case COORD_ROUND_COMMITTED:
+            next_round(j);
+            break;
+        case COORD_ROUND_FAILED:
+            attempt_failed(j);
+            break;
+        }
+        if (j->rnd.state == before)
+            return;
+    }
+}
+
+void coord_schedule(coord_t *co)
+{
+    if (co->stopping)
+        return;
+    for (size_t i = 0; i < co->njobs; i++)
+        coord_job_drive(co->jobs[i]);
+    coord_dismiss_idle(co);
+}
+
+void coord_on_tick(uv_timer_t *t)
+{
+    coord_t *co = t->data;
+    uint64_t hr = uv_hrtime();
+
+    /* Loop lag: how late this tick runs, i.e. how long the loop was kept
+     * from its timers (a handler, a store write waiting on SQLite). */
+    if (co->tick_hr != 0) {
+        uint64_t due = co->tick_hr + co->cfg.tick_ms * 1000000u;
+        double lag = hr > due ? (double)(hr - due) / 1e9 : 0.0;
+
+        coord_hist_observe(&co->lag_hist, lag);
+        if (lag > co->lag_max)
+            co->lag_max = lag;
+    }
+    co->tick_hr = hr;
+    coord_part_flush(co);
+#ifdef __GLIBC__
+    uint64_t gone = co->tls_refused + co->conns_closed;
+
+    /* A burst of connections (a reconnect storm, a half-open flood) leaves
+     * glibc's heap holding their freed TLS state: given back once 64 or
+     * more have gone since the last time. */
+    if (gone - co->trimmed_at >= 64) {
+        malloc_trim(0);
+        co->trimmed_at = gone;
+    }
+#endif
+    coord_schedule(co);
+}
+
+/* Shutdown: finish what can be finished. An attempt with its quorum is
+ * aggregated now (time is moved to its deadline, where the machine closes
+ * it on quorum), others are recorded failed. */
+void coord_drive_wind_down(coord_t *co)
+{
+    for (size_t i = 0; i < co->njobs; i++) {
+        coord_job_t *j = co->jobs[i];
+
+        if (!j->ready || j->busy || j->state != SFL_JOB_RUNNING ||
+            j->rnd.state != COORD_ROUND_TRAINING)
+            continue;
+        if (j->rnd.accepted >= j->rnd.cfg.min_quorum) {
+            step(j, COORD_EV_TICK, j->rnd.deadline_at_ms);
+            if (j->rnd.state == COORD_ROUND_AGGREGATING) {
+                start_aggregation(j);
+                continue;
+            }
+        }
+        coord_abandon(j, "coordinator shutting down");
+    }
+}

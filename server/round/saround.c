@@ -1,0 +1,670 @@
+/* Update mode 2 (secure aggregation; docs/security.md, docs/protocol.md
+ * "Update mode 2"): a round of five declared phases, one per stage of
+ * sfl/crypto/secagg.h's protocol (advertise keys, share keys, masked input,
+ * consistency, unmask). Members answer each stage with SubmitSecAgg; when
+ * the round machine moves to the next phase the server's stage ends and
+ * the next stage goes out on the members' held Subscribe streams. The
+ * aggregation unmasks the sum of the inputs, reads it back as the weighted
+ * mean of the members' changes on the round's support S_t, and folds
+ * global + that mean as the round's one update. */
+#include "coord_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sfl/core/alloc.h"
+#include "sfl/data/dataset.h"
+#include "sfl/crypto/savec.h"
+#include "sfl/crypto/secagg.h"
+
+/* The server's culprits found since the last call, each quarantined for
+ * the job: a member that provably broke the protocol is never selected
+ * again, so a retry goes on without it. */
+static void sa_report(coord_job_t *j)
+{
+    const sfl_sa_culprit_t *cul;
+    uint32_t n;
+
+    if (j->sa == NULL || sfl_sa_server_culprits(j->sa, &cul, &n) < 0)
+        return;
+    for (; j->sa_blamed < n; j->sa_blamed++) {
+        char why[96];
+
+        coord_log(COORD_LOG_WARN, "secagg_culprit", "job=%llu round=%llu agent=%llu reason=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                  (unsigned long long)cul[j->sa_blamed].id,
+                  sfl_sa_blame_name(cul[j->sa_blamed].why));
+        snprintf(why, sizeof(why), "round %llu attempt %u: secure aggregation %s",
+                 (unsigned long long)j->rnd.round, j->wire_attempt,
+                 sfl_sa_blame_name(cul[j->sa_blamed].why));
+        coord_quarantine(j, cul[j->sa_blamed].id, why);
+    }
+}
+
+void coord_saround_close(coord_job_t *j)
+{
+    sa_report(j);
+    coord_saround_free(j);
+}
+
+void coord_saround_free(coord_job_t *j)
+{
+    sfl_sa_server_free(j->sa);
+    j->sa_blamed = 0;
+    j->sa = NULL;
+    sfl__free(j->sa_members);
+    j->sa_members = NULL;
+    sfl__free(j->sa_support);
+    j->sa_support = NULL;
+    sfl__free(j->sa_w3);
+    j->sa_w3 = NULL;
+    sfl__free(j->sa_u3);
+    j->sa_u3 = NULL;
+    j->sa_n3 = 0;
+    sfl__free(j->sa_bytes);
+    j->sa_bytes = NULL;
+    j->sa_sent = 0;
+}
+
+/* The mask graph's degree when the job leaves it to us: complete up to 200
+ * selected; above, the smallest even k >= 64 and >= 8 log2 n (80 at 1,000,
+ * 108 at 10,000): a seed's k + 1 holders then lose more than the cohort's
+ * share n - t of them only at a rare dropout rate (docs/security.md). */
+static uint32_t auto_degree(uint32_t n)
+{
+    uint32_t k = (uint32_t)ceil(8 * log2((double)n));
+
+    if (n <= 200)
+        return 0;
+    k = k < 64 ? 64 : k;
+    return k + (k & 1);
+}
+
+int coord_saround_prepare(coord_job_t *j)
+{
+    const sfl_job_spec_t *s = &j->model.spec;
+    coord_round_t *r = &j->rnd;
+    uint32_t n = r->nmembers, d = (uint32_t)j->model.prob.dim, topk, size;
+    double tau = sfl_algo_param_or(&j->model.params, "tau", 0), *zeros = NULL;
+    int rc;
+
+    coord_saround_close(j);
+    j->sa_t = s->sa_threshold ? s->sa_threshold : 2 * n / 3 + 1;
+    if (j->sa_t > n || 2 * (uint64_t)j->sa_t <= n)
+        return sfl__fail(SFL_EINVAL, "secure aggregation: threshold %u of %u selected agents "
+                         "(need n / 2 < t <= n)", j->sa_t, n);
+    for (uint32_t p = 0; p < 5; p++)
+        r->cfg.phases[p].quorum = j->sa_t;
+    topk = s->sa_topk ? s->sa_topk : tau >= 1 && tau < d ? (uint32_t)tau : d;
+    size = s->sa_support ? s->sa_support : (topk > d / 2 ? d : 2 * topk);
+    if (j->stats) {
+        /* the statistics round: the 1 + 2 d moments, every slot sent and
+         * kept (a dense vector; the support is all of it) */
+        d = topk = size = (uint32_t)SFL_MOMENTS_LEN(j->spec.dimension);
+    }
+    if ((j->sa_members = sfl__calloc(n, sizeof(*j->sa_members))) == NULL ||
+        (j->sa_bytes = sfl__calloc(n ? n : 1, sizeof(*j->sa_bytes))) == NULL ||
+        (j->sa_support = sfl__calloc(size < d ? size : d, sizeof(uint32_t))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the secure aggregation round");
+    /* The operator's cap, never what the agents declare: one agent declaring
+     * 1e9 samples would otherwise quantize every honest weight to ~0. */
+    j->sa_wmax = s->sa_max_weight > 0 ? s->sa_max_weight : COORD_SA_MAX_WEIGHT;
+    if (j->stats)
+        j->sa_wmax = 1; /* raised to the cohort's largest weight below */
+    for (uint32_t i = 0; i < n; i++) {
+        const coord_agent_t *a = coord_agent_find(j->co, r->members[i].agent);
+        double w;
+
+        if (a == NULL)
+            return sfl__fail(SFL_EINVAL, "agent %llu of the cohort is unknown",
+                             (unsigned long long)r->members[i].agent);
+        j->sa_members[i].agent_id = a->id;
+        memcpy(j->sa_members[i].pk, a->pk, sizeof(j->sa_members[i].pk));
+        /* public, signed into the task: the declared samples, capped */
+        w = a->ds.samples > 1 ? (double)a->ds.samples : 1.0;
+        if (j->stats) {
+            /* the statistics round: the declared rows uncapped, so the
+             * weighted mean mode 2 returns is the row-weighted one; w_max
+             * the cohort's largest (sfl/crypto/savec.h) */
+            j->sa_members[i].weight = w;
+            j->sa_wmax = w > j->sa_wmax ? w : j->sa_wmax;
+        } else
+            j->sa_members[i].weight = w < j->sa_wmax ? w : j->sa_wmax;
+    }
+    if (j->stats && (zeros = sfl__calloc(d, sizeof(double))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the statistics round's support");
+    rc = sfl_sa_support(j->stats ? zeros : j->model.global, d, size, r->nonce, j->sa_support,
+                        &j->sa_k);
+    sfl__free(zeros);
+    if (rc < 0)
+        return rc;
+    j->sa_topk = topk;
+    /* a statistics round's clip is the job's bound B (the quantizer's is
+     * B^2, on both sides: sfl/crypto/savec.h) */
+    j->sa_clip = j->stats ? coord_job_std_bound(s)
+                          : s->sa_clip > 0 ? s->sa_clip : 100.0; /* sfl-sim's default */
+    j->sa_degree = s->sa_degree ? s->sa_degree : auto_degree(n);
+    return 0;
+}
+
+/* The task's SecAggRound (borrowed by the task while it is built). */
+void coord_saround_task(const coord_job_t *j, sfl_msg_sa_round_t *out)
+{
+    *out = (sfl_msg_sa_round_t){.threshold = j->sa_t, .nmembers = j->rnd.nmembers,
+                                .members = j->sa_members, .support_size = j->sa_k,
+                                .top_k = j->sa_topk, .clip = j->sa_clip,
+                                .max_weight = j->sa_wmax, .degree = j->sa_degree};
+}
+
+int coord_saround_start(coord_job_t *j)
+{
+    sfl_sa_member_t *m = sfl__calloc(j->rnd.nmembers, sizeof(*m));
+    sfl_sa_round_t r;
+    int rc;
+
+    if (m == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the cohort");
+    for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
+        m[i].id = j->sa_members[i].agent_id;
+        memcpy(m[i].pk, j->sa_members[i].pk, SFL_SEAL_PK_BYTES);
+    }
+    r = (sfl_sa_round_t){.job = j->id, .round = j->rnd.round, .attempt = j->wire_attempt,
+                         .len = j->sa_k + SFL_SA_EXTRA_WORDS, .t = j->sa_t,
+                         .n = j->rnd.nmembers,
+                         .degree = j->sa_degree, .members = m};
+    memcpy(r.nonce, j->rnd.nonce, sizeof(r.nonce));
+    memcpy(r.model_hash, j->model_hash, sizeof(r.model_hash));
+    sfl_sa_support_hash(j->sa_support, j->sa_k, r.support_hash);
+    rc = sfl_sa_server_new(&r, &j->sa);
+    sfl__free(m);
+    j->sa_sent = 0;
+    return rc;
+}
+
+static void send_stage(coord_job_t *j, coord_agent_t *a, const sfl_msg_sa_stage_t *st)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char q[300];
+
+    if (a == NULL || a->sub == NULL)
+        return;
+    if (sfl_msg_sa_stage_pack(st, &buf, &len) < 0) {
+        coord_log(COORD_LOG_ERROR, "secagg_stage_failed", "job=%llu stage=%u error=%s",
+                  (unsigned long long)j->id, st->stage,
+                  coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        return;
+    }
+    if (sfl_grpc_send(a->sub, buf, len) < 0)
+        coord_end_sub(a, SFL_GRPC_STATUS_INTERNAL, "cannot send the secagg stage");
+    else {
+        a->sub_idle_since = coord_now_ms(j->co);
+        j->fold.bytes_down += len;
+    }
+    sfl_msg_buf_free(buf);
+}
+
+int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_box_t **out,
+                        uint32_t *n)
+{
+    sfl_sa_box_t *boxes = NULL;
+    uint32_t nb = 0;
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    if ((rc = sfl_sa_server_inbox(sa, v, &boxes, &nb)) < 0)
+        return rc;
+    if ((*out = sfl__calloc(nb ? nb : 1, sizeof(**out))) == NULL) {
+        sfl__free(boxes);
+        return sfl__fail(SFL_ENOMEM, "no memory for %u boxes", nb);
+    }
+    /* exactly the box: the two structs' fields have one size (sfl/wire/msg.h) */
+    for (uint32_t k = 0; k < nb; k++) {
+        (*out)[k].from = boxes[k].from;
+        (*out)[k].to = boxes[k].to;
+        memcpy((*out)[k].nonce, boxes[k].nonce, sizeof((*out)[k].nonce));
+        memcpy((*out)[k].ct, boxes[k].ct, sizeof((*out)[k].ct));
+    }
+    *n = nb;
+    sfl__free(boxes);
+    return 0;
+}
+
+/* U3's public weights (the sum's divisor and bound), from the cohort's:
+ * both lists ascending; and its ids (whom an unattributable failure of the
+ * sum blames, whom a commit clears: suspect.c). */
+static int u3_weights(coord_job_t *j, const uint64_t *u3, uint32_t n3)
+{
+    uint32_t m = 0;
+
+    sfl__free(j->sa_w3);
+    sfl__free(j->sa_u3);
+    j->sa_u3 = NULL;
+    j->sa_n3 = 0;
+    if ((j->sa_w3 = sfl__calloc(n3 ? n3 : 1, sizeof(double))) == NULL ||
+        (j->sa_u3 = sfl__calloc(n3 ? n3 : 1, sizeof(uint64_t))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for U3's weights");
+    memcpy(j->sa_u3, u3, n3 * sizeof(uint64_t));
+    for (uint32_t i = 0; i < n3; i++) {
+        while (m < j->rnd.nmembers && j->sa_members[m].agent_id < u3[i])
+            m++;
+        if (m == j->rnd.nmembers || j->sa_members[m].agent_id != u3[i])
+            return sfl__fail(SFL_EINVAL, "secure aggregation: input of %llu, not a member",
+                             (unsigned long long)u3[i]);
+        j->sa_w3[i] = j->sa_members[m].weight;
+    }
+    j->sa_n3 = n3;
+    return 0;
+}
+
+/* Ends the server's stage before phase p (1..4) and sends stage p + 1 to
+ * the members still in. */
+static int next_stage(coord_job_t *j, uint32_t p)
+{
+    sfl_msg_sa_stage_t st = {.job_id = j->id, .round = j->rnd.round,
+                             .attempt = j->wire_attempt, .stage = p + 1};
+    const sfl_sa_adv_t *u1;
+    const uint64_t *ids;
+    const sfl_sa_consist_t *sigs;
+    uint32_t n;
+    int rc = 0;
+
+    switch (p) {
+    case 1:
+        if ((rc = sfl_sa_server_end_adv(j->sa, &u1, &n)) < 0)
+            return rc;
+        if ((st.keys = sfl__calloc(n, sizeof(*st.keys))) == NULL)
+            return SFL_ENOMEM;
+        for (uint32_t i = 0; i < n; i++) {
+            st.keys[i].agent_id = u1[i].id;
+            memcpy(st.keys[i].c_pk, u1[i].c_pk, sizeof(st.keys[i].c_pk));
+            memcpy(st.keys[i].s_pk, u1[i].s_pk, sizeof(st.keys[i].s_pk));
+            memcpy(st.keys[i].sig, u1[i].sig, sizeof(st.keys[i].sig));
+        }
+        st.nkeys = n;
+        break;
+    case 2:
+        rc = sfl_sa_server_end_shares(j->sa, &ids, &n);
+        st.clients = (uint64_t *)(uintptr_t)ids;
+        st.nclients = n;
+        break;
+    case 3:
+        if ((rc = sfl_sa_server_end_inputs(j->sa, &ids, &n)) < 0 ||
+            (rc = u3_weights(j, ids, n)) < 0)
+            return rc;
+        st.clients = (uint64_t *)(uintptr_t)ids;
+        st.nclients = n;
+        break;
+    case 4:
+        if ((rc = sfl_sa_server_end_consist(j->sa, &sigs, &n)) < 0)
+            return rc;
+        if ((st.sigs = sfl__calloc(n, sizeof(*st.sigs))) == NULL)
+            return SFL_ENOMEM;
+        for (uint32_t i = 0; i < n; i++) {
+            st.sigs[i].agent_id = sigs[i].id;
+            memcpy(st.sigs[i].sig, sigs[i].sig, sizeof(st.sigs[i].sig));
+        }
+        st.nsigs = n;
+        break;
+    }
+    for (uint32_t i = 0; rc == 0 && i < j->rnd.nmembers; i++) {
+        const coord_member_t *mb = &j->rnd.members[i];
+
+        if (mb->state != COORD_MEMBER_PENDING)
+            continue;
+        if (p == 2 && (rc = coord_saround_inbox(j->sa, mb->agent, &st.boxes, &st.nboxes)) < 0)
+            break;
+        send_stage(j, coord_agent_find(j->co, mb->agent), &st);
+        if (p == 2) {
+            sfl__free(st.boxes);
+            st.boxes = NULL;
+            st.nboxes = 0;
+        }
+    }
+    if (p == 1)
+        sfl__free(st.keys);
+    if (p == 4)
+        sfl__free(st.sigs);
+    return rc;
+}
+
+void coord_saround_sync(coord_job_t *j)
+{
+    char q[300];
+
+    while (j->sa != NULL && j->rnd.state == COORD_ROUND_TRAINING && j->sa_sent < j->rnd.phase) {
+        int rc = next_stage(j, j->sa_sent + 1);
+
+        j->sa_sent++;
+        if (rc < 0) {
+            /* the server's own count is below t, or no memory: the phase
+             * cannot complete and fails at its deadline */
+            coord_log(COORD_LOG_WARN, "secagg_stage", "job=%llu round=%llu stage=%u error=%s",
+                      (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                      j->sa_sent + 1, coord_log_quote(sfl_last_error(), q, sizeof(q)));
+            break;
+        }
+    }
+}
+
+int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m)
+{
+    switch (m->stage) {
+    case 1: {
+        sfl_sa_adv_t adv = {.id = m->agent_id};
+
+        memcpy(adv.c_pk, m->keys.c_pk, sizeof(adv.c_pk));
+        memcpy(adv.s_pk, m->keys.s_pk, sizeof(adv.s_pk));
+        memcpy(adv.sig, m->keys.sig, sizeof(adv.sig));
+        return sfl_sa_server_adv(sa, &adv);
+    }
+    case 2: {
+        sfl_sa_shares_t sh = {.id = m->agent_id, .nboxes = m->nboxes, .ncommit = m->ncommits};
+        int rc;
+
+        _Static_assert(SFL_MSG_SA_POINT == SFL_SA_POINT, "a commitment's size");
+        memcpy(sh.sig, m->sig, sizeof(sh.sig));
+        if ((m->nboxes > 0 && (sh.boxes = sfl__calloc(m->nboxes, sizeof(*sh.boxes))) == NULL) ||
+            (m->ncommits > 0 &&
+             (sh.commit = sfl__calloc(m->ncommits, sizeof(*sh.commit))) == NULL)) {
+            sfl_sa_shares_clear(&sh);
+            return SFL_ENOMEM;
+        }
+        if (m->ncommits > 0)
+            memcpy(sh.commit, m->commits, (size_t)m->ncommits * SFL_SA_POINT);
+        for (uint32_t i = 0; i < m->nboxes; i++) {
+            sh.boxes[i].from = m->boxes[i].from;
+            sh.boxes[i].to = m->boxes[i].to;
+            memcpy(sh.boxes[i].nonce, m->boxes[i].nonce, sizeof(sh.boxes[i].nonce));
+            memcpy(sh.boxes[i].ct, m->boxes[i].ct, sizeof(sh.boxes[i].ct));
+        }
+        rc = sfl_sa_server_shares(sa, &sh);
+        sfl_sa_shares_clear(&sh);
+        return rc;
+    }
+    case 3: {
+        sfl_sa_input_t in = {.id = m->agent_id, .len = m->nmasked};
+        int rc;
+
+        if ((in.y = sfl__calloc(m->nmasked, sizeof(uint32_t))) == NULL)
+            return SFL_ENOMEM;
+        memcpy(in.y, m->masked, m->nmasked * sizeof(uint32_t));
+        memcpy(in.sig, m->sig, sizeof(in.sig));
+        rc = sfl_sa_server_input(sa, &in);
+        sfl_sa_input_clear(&in);
+        return rc;
+    }
+    case 4: {
+        sfl_sa_consist_t cs = {.id = m->agent_id};
+
+        memcpy(cs.sig, m->sig, sizeof(cs.sig));
+        return sfl_sa_server_consist(sa, &cs);
+    }
+    default: {
+        sfl_sa_reveal_t *rv = sfl__calloc(m->nreveals ? m->nreveals : 1, sizeof(*rv));
+        int rc;
+
+        if (rv == NULL)
+            return SFL_ENOMEM;
+        for (uint32_t i = 0; i < m->nreveals; i++) {
+            rv[i].of = m->reveals[i].of;
+            rv[i].type = m->reveals[i].self_mask ? 'b' : 's';
+            rv[i].share.x = m->reveals[i].x;
+            memcpy(rv[i].share.y, m->reveals[i].y, sizeof(rv[i].share.y));
+            memcpy(rv[i].sig, m->reveals[i].sig, sizeof(rv[i].sig));
+        }
+        rc = sfl_sa_server_unmask(sa, m->agent_id, rv, m->nreveals);
+        sodium_memzero(rv, m->nreveals * sizeof(*rv));
+        sfl__free(rv);
+        return rc;
+    }
+    }
+}
+
+/* The bytes of member id's accepted answers in the open attempt. */
+static void add_bytes(coord_job_t *j, uint64_t id, size_t len)
+{
+    uint32_t lo = 0, hi = j->rnd.nmembers;
+
+    if (j->sa_bytes == NULL)
+        return;
+    while (lo < hi) { /* members ascend by agent id */
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (j->rnd.members[mid].agent < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < j->rnd.nmembers && j->rnd.members[lo].agent == id)
+        j->sa_bytes[lo] += len;
+}
+
+uint32_t coord_saround_part_rows(const coord_member_t *members, const uint64_t *bytes, uint32_t n,
+                                 const uint64_t *u3, uint32_t n3, int64_t job, int64_t round,
+                                 int64_t attempt, int64_t at_ms, coord_part_row_t *out)
+{
+    uint32_t m = 0, k = 0;
+
+    for (uint32_t i = 0; i < n3; i++) {
+        while (m < n && members[m].agent < u3[i])
+            m++;
+        if (m == n || members[m].agent != u3[i])
+            continue;
+        out[k++] = (coord_part_row_t){job, round, attempt, (int64_t)u3[i], COORD_PART_ACCEPTED,
+                                      NULL,
+                                      bytes[m] > INT64_MAX ? INT64_MAX : (int64_t)bytes[m],
+                                      at_ms};
+    }
+    return k;
+}
+
+void coord_saround_record(coord_job_t *j)
+{
+    coord_t *co = j->co;
+    coord_part_row_t *rows;
+    uint32_t n;
+
+    if (j->sa_u3 == NULL || j->sa_bytes == NULL || j->sa_n3 == 0)
+        return;
+    if ((rows = sfl__calloc(j->sa_n3, sizeof(*rows))) == NULL) {
+        coord_log(COORD_LOG_ERROR, "store_error",
+                  "error=\"no memory for the participation records\" job=%llu round=%llu",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round);
+        return;
+    }
+    n = coord_saround_part_rows(j->rnd.members, j->sa_bytes, j->rnd.nmembers, j->sa_u3,
+                                j->sa_n3, (int64_t)j->id, (int64_t)j->rnd.round,
+                                (int64_t)j->wire_attempt + 1, coord_wall_ms(), rows);
+    for (uint32_t i = 0; i < n; i++) {
+        coord_part_queue(co, &rows[i]);
+        co->verdicts[COORD_UPD_ACCEPTED]++;
+    }
+    sfl__free(rows);
+}
+
+void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    coord_conn_t *c = ud;
+    coord_t *co = c->co;
+    sfl_msg_sa_answer_t *m = NULL;
+    coord_upd_verdict_t vd = COORD_UPD_REJECTED;
+    coord_agent_t *a;
+    coord_job_t *j;
+    char why[SFL_MSG_TEXT_LEN], q[400];
+    int rc;
+
+    if (coord_serving(call, c) < 0)
+        return;
+    if ((rc = sfl_msg_sa_answer_unpack(req, len, &co->lim, &m)) < 0) {
+        coord_fail_unpack(call, rc);
+        return;
+    }
+    if ((a = coord_bound_agent(call, c, m->agent_id)) == NULL)
+        goto out;
+    why[0] = '\0';
+    j = coord_job_find(co, m->job_id);
+    if (j == NULL || !j->ready || !j->model.spec.secagg) {
+        snprintf(why, sizeof(why), "no secure aggregation job %llu",
+                 (unsigned long long)m->job_id);
+        vd = COORD_UPD_WRONG_ROUND;
+    } else if (!coord_running(j) || j->rnd.state != COORD_ROUND_TRAINING || j->opening ||
+               j->sa == NULL || m->round != j->rnd.round || m->attempt != j->wire_attempt ||
+               m->stage != j->rnd.phase + 1) {
+        snprintf(why, sizeof(why), "round %llu attempt %u stage %u is not open",
+                 (unsigned long long)m->round, m->attempt, m->stage);
+        vd = m->round < j->rnd.round ||
+                     (m->round == j->rnd.round &&
+                      (m->attempt < j->wire_attempt ||
+                       (m->attempt == j->wire_attempt && m->stage <= j->rnd.phase)))
+                 ? COORD_UPD_LATE
+                 : COORD_UPD_WRONG_ROUND;
+    } else if ((rc = coord_saround_take(j->sa, m)) < 0) {
+        coord_text_copy(why, sizeof(why), sfl_last_error());
+        vd = COORD_UPD_REJECTED;
+        sa_report(j); /* a refusal the member provably caused */
+    } else {
+        (void)coord_round_heartbeat(&j->rnd, a->id, coord_now_ms(co));
+        vd = coord_round_answer(&j->rnd, a->id, j->id, j->rnd.round, j->rnd.attempt,
+                                j->rnd.phase, coord_now_ms(co));
+        if (vd == COORD_UPD_ACCEPTED)
+            add_bytes(j, a->id, len);
+    }
+    /* a stage answer is not an update: the members of U3 count as
+     * accepted updates when their sum is folded (coord_saround_record) */
+    coord_count_stage(co, vd);
+    coord_log(vd == COORD_UPD_ACCEPTED ? COORD_LOG_DEBUG : COORD_LOG_WARN, "secagg",
+              "agent=%llu job=%llu round=%llu stage=%u verdict=%s reason=%s",
+              (unsigned long long)a->id, (unsigned long long)m->job_id,
+              (unsigned long long)m->round, m->stage, coord_upd_verdict_name(vd),
+              coord_log_quote(why, q, sizeof(q)));
+    coord_reply_ack(call, vd, why, m->job_id, m->round, m->attempt);
+    if (vd == COORD_UPD_ACCEPTED) {
+        coord_saround_sync(j);
+        coord_job_drive(j);
+    }
+out:
+    sfl_msg_sa_answer_free(m);
+}
+
+
+/* The round's figures from the cohort's summed metrics (sfl/crypto/savec.h), as
+ * mode 1's fold_metrics makes them from its sums (driver.c). */
+static void sa_metrics(coord_round_metrics_t *o, const double *m)
+{
+    if (m[0] >= 1 && isfinite(m[1])) {
+        o->samples = (uint64_t)m[0];
+        o->train_loss = m[1] / m[0];
+    }
+    if (m[2] >= 1 && isfinite(m[3]) && isfinite(m[4])) {
+        o->eval_samples = (uint64_t)m[2];
+        o->eval_accuracy = m[3] / m[2];
+        o->eval_mse = m[4] / m[2];
+    }
+}
+
+/* Thread pool (agg_work): the unmasked sum as the mean change on S_t,
+ * global + it folded as the round's one update. */
+int coord_saround_fold(coord_job_t *j)
+{
+    coord_model_t *mj = &j->model;
+    uint32_t len = j->sa_k + SFL_SA_EXTRA_WORDS, count = 0;
+    uint32_t *sum = sfl__calloc(len, sizeof(uint32_t));
+    double *mean = NULL, wsum, m[SFL_SA_METRICS];
+    sfl_spvec_t *upd = NULL;
+    sfl_sa_quant_t qz;
+    int rc;
+
+    if (sum == NULL || (mean = sfl__calloc(mj->prob.dim, sizeof(double))) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the secure sum");
+        goto out;
+    }
+    if ((rc = sfl_sa_server_finish(j->sa, sum, &count)) < 0 ||
+        (rc = sfl_sa_quant_init(&qz, j->sa_clip, j->sa_wmax, j->rnd.nmembers)) < 0)
+        goto out;
+    if (j->sa_w3 == NULL || count != j->sa_n3) {
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: a sum of %u inputs, U3 has %u", count,
+                       j->sa_n3);
+        goto out;
+    }
+    /* the divisor and the bounds from U3's public weights; out of bounds:
+     * the attempt fails and nothing is folded. A sum out of bounds
+     * (SFL_ERANGE) or with a broken canary (SFL_EBADSIG) is some member's
+     * input, whose the masks hide: the driver blames all of U3 a little
+     * (suspect.c). */
+    if ((rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count, j->sa_w3,
+                                 (uint32_t)mj->prob.dim, mean, &wsum)) < 0 ||
+        (rc = sfl_sa_metrics_decode(&qz, sum + j->sa_k + 1, count, m)) < 0) {
+        j->work_unattributable = rc == SFL_ERANGE || rc == SFL_EBADSIG;
+        goto out;
+    }
+    sa_metrics(&j->work_metrics, m);
+    for (size_t i = 0; i < mj->prob.dim; i++)
+        mean[i] += mj->global[i];
+    if ((rc = sfl_spvec_new((uint32_t)mj->prob.dim, 0, &upd)) < 0 ||
+        (rc = sfl_spvec_from_dense(upd, mean)) < 0 ||
+        (rc = coord_model_add(mj, 0, &upd, 1.0)) < 0)
+        goto out;
+    rc = coord_model_end(mj);
+out:
+    sfl_spvec_free(upd);
+    sfl__free(mean);
+    sfl__free(sum);
+    return rc;
+}
+
+int coord_saround_stats(coord_job_t *j, double *m, uint32_t *agents)
+{
+    uint32_t d = j->spec.dimension, len = (uint32_t)SFL_MOMENTS_LEN(d), count = 0;
+    uint32_t *sum = sfl__calloc((size_t)len + SFL_SA_EXTRA_WORDS, sizeof(uint32_t));
+    double *mean = sfl__calloc(len, sizeof(double)), wsum, wpub = 0;
+    double b = j->sa_clip;
+    sfl_sa_quant_t qz;
+    int rc;
+
+    *agents = 0;
+    if (sum == NULL || mean == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the secure sum");
+        goto out;
+    }
+    if (j->sa_k != len) {
+        rc = sfl__fail(SFL_EINVAL, "statistics: a support of %u slots, the moments have %u",
+                       j->sa_k, len);
+        goto out;
+    }
+    if ((rc = sfl_sa_server_finish(j->sa, sum, &count)) < 0 ||
+        (rc = sfl_sa_quant_init(&qz, b * b, j->sa_wmax, j->rnd.nmembers)) < 0)
+        goto out;
+    if (j->sa_w3 == NULL || count != j->sa_n3) {
+        rc = sfl__fail(SFL_EINVAL, "secure aggregation: a sum of %u inputs, U3 has %u", count,
+                       j->sa_n3);
+        goto out;
+    }
+    /* out of bounds or a broken canary: some member's input, hidden by the
+     * masks, as for a training round */
+    if ((rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count, j->sa_w3, len, mean,
+                                 &wsum)) < 0) {
+        j->work_unattributable = rc == SFL_ERANGE || rc == SFL_EBADSIG;
+        goto out;
+    }
+    /* the plain sum from the weighted mean: times the sum of U3's public
+     * weights (their declared rows, uncapped: coord_saround_prepare) */
+    for (uint32_t i = 0; i < count; i++)
+        wpub += j->sa_w3[i];
+    if ((rc = sfl_sa_moments_decode(mean, d, wpub, b, m)) < 0)
+        goto out;
+    /* a feature's sum of squares the rounding took below 0 (a feature
+     * that is 0 everywhere, within sfl_sa_moments_error of it) is 0 */
+    for (uint32_t i = 0; i < d; i++)
+        if (m[1 + (size_t)d + i] < 0)
+            m[1 + (size_t)d + i] = 0;
+    *agents = count;
+out:
+    sfl__free(mean);
+    sfl__free(sum);
+    return rc;
+}

@@ -1,0 +1,111 @@
+/* Subscribe streams: an agent's held stream gets its task when selected,
+ * a paced Wait when nothing came within the hold time, and is ended on
+ * cancel or when replaced. */
+#include "coord_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sfl/core/alloc.h"
+
+void coord_end_sub(coord_agent_t *a, int status, const char *msg)
+{
+    sfl_grpc_call_t *call = a->sub;
+
+    if (call == NULL)
+        return;
+    a->sub = NULL;
+    (void)sfl_grpc_finish(call, status, msg);
+}
+
+static void send_wait(coord_t *co, coord_agent_t *a, uint32_t retry_ms, const char *reason)
+{
+    sfl_wait_t w = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+    int rc;
+
+    if (a->sub == NULL)
+        return;
+    w.retry_after_ms = retry_ms;
+    coord_text_copy(w.reason, sizeof(w.reason), reason);
+    rc = sfl_msg_wait_pack(&w, &buf, &len);
+    if (rc == 0)
+        rc = sfl_grpc_send(a->sub, buf, len);
+    sfl_msg_buf_free(buf);
+    coord_log(COORD_LOG_DEBUG, "wait", "agent=%llu retry_ms=%u", (unsigned long long)a->id,
+              retry_ms);
+    coord_end_sub(a, rc == 0 ? SFL_GRPC_STATUS_OK : SFL_GRPC_STATUS_INTERNAL,
+            rc == 0 ? NULL : "cannot send wait");
+    (void)co;
+}
+
+void coord_send_task(coord_t *co, coord_job_t *j, coord_agent_t *a)
+{
+    int rc;
+
+    const uint8_t *buf = j->task;
+    size_t len = j->task_len;
+
+    if (a->sub == NULL || j->task == NULL || j->opening)
+        return; /* an opening attempt's tasks go out once it is recorded */
+    /* a standardize job's moments: with the first task of the job on the
+     * agent's session, which keeps them (docs/protocol.md) */
+    if (j->task_m != NULL && a->moments_job != j->id) {
+        buf = j->task_m;
+        len = j->task_m_len;
+    }
+    rc = sfl_grpc_send(a->sub, buf, len);
+    a->sub_idle_since = coord_now_ms(co);
+    if (rc >= 0) {
+        j->fold.bytes_down += len;
+        if (buf == j->task_m)
+            a->moments_job = j->id;
+    }
+    if (rc < 0) {
+        char q[300];
+
+        coord_log(COORD_LOG_WARN, "task_send_failed", "job=%llu round=%llu agent=%llu error=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round,
+                  (unsigned long long)a->id, coord_log_quote(sfl_last_error(), q, sizeof(q)));
+        coord_end_sub(a, rc == SFL_ELIMIT ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
+                                    : SFL_GRPC_STATUS_INTERNAL,
+                "cannot send the task");
+    }
+}
+
+/* Ends, with a paced Wait, the streams that got nothing for the hold time.
+ * Until then every subscriber keeps its stream, whether a running job can
+ * use it or not, selected or not: a round that opens (the next round, a
+ * retry, a job created or resumed) reaches it at once, instead of after a
+ * Wait it cannot be called back from. */
+void coord_dismiss_idle(coord_t *co)
+{
+    uint64_t now = coord_now_ms(co);
+
+    for (size_t i = 0; i < co->nagents; i++) {
+        coord_agent_t *a = co->agents[i];
+        int use;
+
+        if (a->sub == NULL || now - a->sub_idle_since < co->cfg.subscribe_hold_ms ||
+            coord_busy_elsewhere(co, a, NULL))
+            continue;
+        use = coord_usable(co, a);
+        send_wait(co, a, (uint32_t)(use ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms),
+                  use ? "no round started within the hold time" : SFL_MSG_WAIT_NO_JOB);
+    }
+}
+
+void coord_sub_cancelled(sfl_grpc_call_t *call, void *ud)
+{
+    coord_agent_t *a = ud;
+
+    if (a->sub == call)
+        a->sub = NULL;
+    (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_CANCELLED, NULL);
+}
