@@ -24,7 +24,8 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 FUZZ_LIBFLAGS := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/bin/%)
-FUZZ_LIBS    := $(FUZZ_DIR)/libagent.a $(FUZZ_DIR)/libcoord.a $(FUZZ_DIR)/libsfl.a
+FUZZ_LIBS    := $(FUZZ_DIR)/libagent.a $(FUZZ_DIR)/libctl.a $(FUZZ_DIR)/libcoord.a $(FUZZ_DIR)/libctl.a \
+                $(FUZZ_DIR)/libsfl.a
 FUZZ_CAPTURE := $(FUZZ_DIR)/bin/capture
 
 .PHONY: deps-fuzz fuzz fuzz-quick fuzz-build fuzz-capture fuzz-libs fuzz-bins
@@ -45,7 +46,7 @@ $(FUZZ_DIR)/bin/%: tests/fuzz/%.c $(FUZZ_LIBS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ    $@")
 	$(Q)$(FUZZ_CC) $(ALL_CFLAGS) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer \
-	    -Iserver -Iclient-agent -Itests/unit -o $@ $< $(FUZZ_LIBS) $(LDLIBS)
+	    -Iserver -Ictl -Iclient-agent -Itests/unit -o $@ $< $(FUZZ_LIBS) $(LDLIBS)
 
 fuzz-bins: $(FUZZ_BIN)
 	@:
@@ -65,7 +66,7 @@ $(FUZZ_CAPTURE): tests/fuzz/capture.c $(FUZZ_LIBS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(FUZZ_CC) $(ALL_CFLAGS) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
-	    -Iserver -Iclient-agent -o $@ $< $(FUZZ_LIBS) $(LDLIBS)
+	    -Iserver -Ictl -Iclient-agent -o $@ $< $(FUZZ_LIBS) $(LDLIBS)
 
 fuzz-capture: fuzz-build
 	$(Q)$(MAKE) --no-print-directory CROSS= SAN= $(FUZZ_CAPTURE)
