@@ -96,7 +96,7 @@ static struct {
     uint8_t *sealed[4]; /* sealed bytes of the first submits */
     size_t sealed_len[4];
     /* the agent */
-    agent_t *agent;
+    agent_ctx_t *agent;
     agent_state_t seen[MAX_SEEN];
     uint64_t backoff_ms[MAX_SEEN];
     int nseen, nbackoff, stopped;
@@ -616,7 +616,7 @@ static void expect_payload_is_reference(const char *path)
 
 /* ---- the agent ---------------------------------------------------------------- */
 
-static void observe(agent_t *a, agent_state_t from, agent_state_t to, void *ud)
+static void observe(agent_ctx_t *a, agent_state_t from, agent_state_t to, void *ud)
 {
     (void)from;
     (void)ud;
@@ -666,7 +666,7 @@ static void start_agent(const agent_config_t *c)
     assert_int_equal(agent_start(S.agent), -EALREADY);
 }
 
-static void on_stopped(agent_t *a, void *ud)
+static void on_stopped(agent_ctx_t *a, void *ud)
 {
     (void)ud;
     assert_ptr_equal(a, S.agent);
@@ -1240,7 +1240,7 @@ static void test_agent_train_task_failalloc(void **state)
 static void test_agent_new_eval(void **state)
 {
     agent_config_t c;
-    agent_t *a = NULL;
+    agent_ctx_t *a = NULL;
     char path[256];
     FILE *f;
 
@@ -1292,7 +1292,7 @@ static void test_agent_new_eval(void **state)
 static void test_agent_new_errors(void **state)
 {
     agent_config_t c;
-    agent_t *a = NULL;
+    agent_ctx_t *a = NULL;
     char path[256];
     FILE *f;
 
@@ -1368,7 +1368,7 @@ static void test_agent_new_errors(void **state)
 static void test_agent_new_failalloc(void **state)
 {
     agent_config_t c;
-    agent_t *a = NULL;
+    agent_ctx_t *a = NULL;
 
     (void)state;
     agent_cfg(&c, "st-failalloc", reg_path);
@@ -1381,7 +1381,7 @@ static void test_agent_new_failalloc(void **state)
 static void test_agent_identity_created_once(void **state)
 {
     agent_config_t c;
-    agent_t *a;
+    agent_ctx_t *a;
     uint8_t pk[32];
     char path[512], sdir[256];
     struct stat st;
