@@ -651,7 +651,8 @@ static void on_heartbeat(sfl_grpc_call_t *call, int status, const char *message,
         return;
     }
     if (sfl_msg_heartbeat_reply_unpack(resp, len, NULL, &r) < 0) {
-        agent__say(a, SFL_LOG_WARN, "heartbeat_failed", "error=%s", agent__quote(q, sizeof(q), sfl_last_error()));
+        agent__say(a, SFL_LOG_WARN, "heartbeat_failed", "error=%s",
+            agent__quote(q, sizeof(q), sfl_last_error()));
         return;
     }
     a->stats.heartbeats++;
@@ -810,8 +811,8 @@ static agent_state_t fatal(agent_ctx_t *a, const char *what, int status, const c
     char q[300], f[300], sq[80];
 
     /* Logged first: message may be borrowed from a call of this link. */
-    agent__say(a, SFL_LOG_ERROR, "fatal", "during=%s status=%s error=%s fix=%s exit_status=%d", what,
-        agent__status_name(sq, sizeof(sq), status), agent__quote(q, sizeof(q), message),
+    agent__say(a, SFL_LOG_ERROR, "fatal", "during=%s status=%s error=%s fix=%s exit_status=%d",
+        what, agent__status_name(sq, sizeof(sq), status), agent__quote(q, sizeof(q), message),
         agent__quote(f, sizeof(f), fix), AGENT_EXIT_FATAL);
     a->failed = status < 0 ? status : SFL_ECERT;
     a->stopping = 1;
@@ -860,8 +861,10 @@ agent_state_t agent__backoff(agent_ctx_t *a, const char *what, int status, const
     char q[300], sq[80];
 
     /* Logged first: message may be borrowed from a call of this link. */
-    agent__say(a, SFL_LOG_WARN, "disconnected", "during=%s status=%s error=%s retry_in_ms=%" PRIu64 "%s",
-        what, agent__status_name(sq, sizeof(sq), status), agent__quote(q, sizeof(q), message), delay, hint);
+    agent__say(a, SFL_LOG_WARN, "disconnected",
+        "during=%s status=%s error=%s retry_in_ms=%" PRIu64 "%s",
+        what, agent__status_name(sq, sizeof(sq), status), agent__quote(q, sizeof(q), message),
+        delay, hint);
     drop_link(a);
     uv_timer_stop(&a->hb_timer);
     uv_timer_stop(&a->timer);
@@ -1002,7 +1005,8 @@ void agent__refuse(agent_ctx_t *a, sfl_task_t *t, const char *why)
     char q[300];
 
     a->stats.tasks_refused++;
-    agent__say(a, SFL_LOG_WARN, "task_refused", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u reason=%s",
+    agent__say(a, SFL_LOG_WARN, "task_refused",
+        "job=%" PRIu64 " round=%" PRIu64 " attempt=%u reason=%s",
         t->job_id, t->round, t->attempt, agent__quote(q, sizeof(q), why));
     sfl_msg_task_free(t);
 }
@@ -1044,7 +1048,7 @@ int agent__work_start(agent_ctx_t *a, const agent_shape_t *s, sfl_task_t *t)
     {
         char why[300];
 
-        if (agent__std_for(a, t, why, sizeof(why)) < 0) {
+        if (s->prepare != NULL && s->prepare(a, t, why, sizeof(why)) < 0) {
             sfl__free(w);
             agent__refuse(a, t, why);
             return SFL_EINVAL;
@@ -1069,7 +1073,8 @@ int agent__work_start(agent_ctx_t *a, const agent_shape_t *s, sfl_task_t *t)
         return rc;
     }
     a->work = w;
-    agent__say(a, SFL_LOG_DEBUG, "training", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u algorithm=%s "
+    agent__say(a, SFL_LOG_DEBUG, "training",
+        "job=%" PRIu64 " round=%" PRIu64 " attempt=%u algorithm=%s "
         "samples=%u", t->job_id, t->round, t->attempt, t->algorithm, a->data->X->nrows);
     return 0;
 }
@@ -1249,7 +1254,8 @@ static agent_state_t submit(agent_ctx_t *a)
     rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), AGENT_PATH_SUBMIT, w->msg, w->len,
                              (uint32_t)timeout, on_submit, a, &a->submit_call);
     if (rc == SFL_ELIMIT) {
-        agent__say(a, SFL_LOG_ERROR, "update_dropped", "job=%" PRIu64 " round=%" PRIu64 " bytes=%zu "
+        agent__say(a, SFL_LOG_ERROR, "update_dropped",
+            "job=%" PRIu64 " round=%" PRIu64 " bytes=%zu "
             "reason=\"larger than the message limit\"", w->task->job_id, w->task->round, w->len);
         return drop_outbox(a);
     }
@@ -1284,7 +1290,8 @@ static void keep_result(agent_ctx_t *a, agent_work_t *w)
     agent__cstate_save(a, w);
     agent__work_free(a->outbox);
     a->outbox = w;
-    agent__say(a, SFL_LOG_DEBUG, "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
+    agent__say(a, SFL_LOG_DEBUG, "trained",
+        "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
         " bytes=%zu", w->task->job_id, w->task->round, w->task->attempt,
         uv_now(a->loop) - w->started_ms, w->len);
 }
@@ -1407,7 +1414,8 @@ static void step(agent_ctx_t *a, const ev_t *e)
                 to = agent__backoff(a, "join", e->status, e->message);
             break;
         case EV_CLOSED:
-            to = agent__backoff(a, from == AGENT_JOINING ? "join" : "connect", e->status, e->message);
+            to = agent__backoff(a, from == AGENT_JOINING ? "join" : "connect", e->status,
+                e->message);
             break;
         case EV_TRAINED:
             keep_result(a, e->train); /* submitted after the rejoin */
@@ -1490,17 +1498,20 @@ int agent_start(agent_ctx_t *a)
     a->timer.data = a->hb_timer.data = a;
     a->handles = 2;
     a->started = 1;
-    agent__say(a, SFL_LOG_INFO, "starting", "version=\"%s\" identity=%s identity_created=%d samples=%u "
+    agent__say(a, SFL_LOG_INFO, "starting",
+        "version=\"%s\" identity=%s identity_created=%d samples=%u "
         "eval_samples=%u features=%u labels=%u coordinator=%s", AGENT_VERSION,
         sfl_seal_pk_to_hex(a->id->pk, hex), a->id_created, a->data->X->nrows,
         a->eval ? a->eval->X->nrows : 0, a->data->X->ncols, a->summary.nlabels,
         a->cfg.coordinator);
     if (a->cfg.dp_test_noise)
-        agent__say(a, SFL_LOG_WARN, "dp_test_noise", "%s", "reason=\"privacy noise from the job's seed, "
+        agent__say(a, SFL_LOG_WARN, "dp_test_noise", "%s",
+            "reason=\"privacy noise from the job's seed, "
             "as sfl-sim draws it: nothing this agent sends in a private job is private; tests "
             "only\"");
     if (a->cfg.block_first != 0)
-        agent__say(a, SFL_LOG_INFO, "block", "first_column=%u columns=%u ids_file=%s", a->cfg.block_first,
+        agent__say(a, SFL_LOG_INFO, "block", "first_column=%u columns=%u ids_file=%s",
+            a->cfg.block_first,
             a->cfg.block_cols, a->cfg.ids_file);
     step(a, &(ev_t){.type = EV_START});
     return 0;

@@ -165,8 +165,9 @@ agent_state_t agent__sealed_task(agent_ctx_t *a, const agent_shape_t *s, sfl_tas
 
 /* A standardize job's statistics (kind_stats.c): the rows task t trains
  * and evaluates on (thread pool; *data, *eval borrowed), and, on the loop
- * before its work is queued, the statistics it names (0, or < 0 with why
- * set); agent__std_held: they are the ones kept. */
+ * before its work is queued, the statistics it names (the training kinds'
+ * prepare: 0, or < 0 with why set); agent__std_held: they are the ones
+ * kept. */
 int agent__std_data(agent_ctx_t *a, const sfl_task_t *t, const sfl_dataset_t **data,
                     const sfl_dataset_t **eval) SFL_MUST_CHECK;
 int agent__std_for(agent_ctx_t *a, sfl_task_t *t, char *why, size_t cap);

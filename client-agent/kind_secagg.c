@@ -40,8 +40,10 @@ static void on_sa(sfl_grpc_call_t *call, int status, const char *message, const 
         return;
     agent__count_ack(a, &ack);
     if (ack.status != SFL_ACK_ACCEPTED)
-        agent__say(a, SFL_LOG_WARN, "secagg_ack", "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
-            ack.job_id, ack.round, sfl_msg_ack_name(ack.status), agent__quote(q, sizeof(q), ack.reason));
+        agent__say(a, SFL_LOG_WARN, "secagg_ack",
+            "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
+            ack.job_id, ack.round, sfl_msg_ack_name(ack.status),
+            agent__quote(q, sizeof(q), ack.reason));
 }
 
 /* The round's answer to `stage` buf (taken), or its failure: the client
@@ -146,10 +148,12 @@ static agent_state_t sa_task(agent_ctx_t *a, void *st, sfl_task_t *t, agent_stat
     }
     if (a->cfg.secagg_test_weight) {
         agent_sa_test_weight(s->sa, (double)a->cfg.secagg_test_weight);
-        agent__say(a, SFL_LOG_WARN, "secagg_test_weight", "weight=%" PRIu64, a->cfg.secagg_test_weight);
+        agent__say(a, SFL_LOG_WARN, "secagg_test_weight", "weight=%" PRIu64,
+            a->cfg.secagg_test_weight);
     }
     sa_send(a, s, 0, buf, len, 1, "keys");
-    agent__say(a, SFL_LOG_DEBUG, "secagg_round", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "
+    agent__say(a, SFL_LOG_DEBUG, "secagg_round",
+        "job=%" PRIu64 " round=%" PRIu64 " attempt=%u members=%u "
         "threshold=%u degree=%u", t->job_id, t->round, t->attempt, t->secagg->nmembers,
         t->secagg->threshold, t->secagg->degree);
     return agent__work_start(a, &agent_shape_secagg, t) == 0 ? AGENT_TRAINING : from;
@@ -215,7 +219,8 @@ static void sa_done(agent_ctx_t *a, sa_state_t *s, agent_work_t *w)
         sfl_msg_buf_free(buf);
         buf = NULL;
     }
-    agent__say(a, SFL_LOG_DEBUG, "trained", "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
+    agent__say(a, SFL_LOG_DEBUG, "trained",
+        "job=%" PRIu64 " round=%" PRIu64 " attempt=%u ms=%" PRIu64
         " mode=secagg", w->task->job_id, w->task->round, w->task->attempt,
         uv_now(a->loop) - w->started_ms);
     sa_send(a, s, rc, buf, len, 3, "the input");
@@ -293,6 +298,7 @@ const agent_shape_t agent_shape_secagg = {
     .state_size = sizeof(sa_state_t),
     .claims = sa_claims,
     .task = sa_task,
+    .prepare = agent__std_for,
     .trains = sa_trains,
     .work = sa_work,
     .trained = sa_trained,

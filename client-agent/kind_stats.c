@@ -263,6 +263,7 @@ const agent_shape_t agent_shape_stats = {
     .state_size = sizeof(stats_state_t),
     .claims = stats_claims,
     .task = stats_task,
+    .prepare = agent__std_for,
     .trains = stats_trains,
     .work = stats_work,
     .trained = agent__sealed_trained,

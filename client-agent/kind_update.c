@@ -283,6 +283,7 @@ const agent_shape_t agent_shape_update = {
     .job_kind = "horizontal",
     .claims = update_claims,
     .task = update_task,
+    .prepare = agent__std_for,
     .trains = update_trains,
     .work = update_work,
     .trained = agent__sealed_trained,

@@ -38,13 +38,16 @@ static void on_step(sfl_grpc_call_t *call, int status, const char *message,
         return;
     }
     if (sfl_msg_ack_unpack(resp, len, NULL, &ack) < 0) {
-        agent__say(a, SFL_LOG_WARN, "step_failed", "error=%s", agent__quote(q, sizeof(q), sfl_last_error()));
+        agent__say(a, SFL_LOG_WARN, "step_failed", "error=%s",
+            agent__quote(q, sizeof(q), sfl_last_error()));
         return;
     }
     agent__count_ack(a, &ack);
     if (ack.status != SFL_ACK_ACCEPTED)
-        agent__say(a, SFL_LOG_WARN, "step_ack", "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
-            ack.job_id, ack.round, sfl_msg_ack_name(ack.status), agent__quote(q, sizeof(q), ack.reason));
+        agent__say(a, SFL_LOG_WARN, "step_ack",
+            "job=%" PRIu64 " round=%" PRIu64 " status=%s reason=%s",
+            ack.job_id, ack.round, sfl_msg_ack_name(ack.status),
+            agent__quote(q, sizeof(q), ack.reason));
 }
 
 /* Sends the answer to iteration it: the bytes of the last answer when it
@@ -65,7 +68,8 @@ static void vert_answer(agent_ctx_t *a, vert_state_t *v, uint64_t it, const doub
         msg = v->vlast;
         len = v->vlast_len;
     } else if ((rc = agent_vert_step(v->vert, it, b, nb, &msg, &len)) < 0) {
-        agent__say(a, SFL_LOG_WARN, "step_refused", "job=%" PRIu64 " round=%" PRIu64 " iteration=%" PRIu64
+        agent__say(a, SFL_LOG_WARN, "step_refused",
+            "job=%" PRIu64 " round=%" PRIu64 " iteration=%" PRIu64
             " error=%s", m.job_id, m.round, it, agent__quote(q, sizeof(q), sfl_last_error()));
         return;
     } else {
@@ -100,7 +104,8 @@ static agent_state_t vert_task(agent_ctx_t *a, void *st, sfl_task_t *t, agent_st
     int rc;
 
     if (a->cfg.block_first == 0) {
-        agent__refuse(a, t, "a vertical task, but this agent holds whole rows (no block configured)");
+        agent__refuse(a, t,
+            "a vertical task, but this agent holds whole rows (no block configured)");
         return from;
     }
     rc = agent_vert_begin(&v->vert, t, &vc);

@@ -35,6 +35,10 @@ typedef struct agent_shape {
     /* A verified task t (taken: freed, refused or kept) in state from;
      * returns the next state (only step() sets it). */
     agent_state_t (*task)(agent_ctx_t *a, void *st, sfl_task_t *t, agent_state_t from);
+    /* Before t's work is queued (no work in flight): what the work needs
+     * that the loop must set up; 0, or < 0 with why set (t is refused).
+     * NULL: nothing. */
+    int (*prepare)(agent_ctx_t *a, sfl_task_t *t, char *why, size_t cap);
     /* 1 if t's work trains: it uses and leaves the job's client state. */
     int (*trains)(const sfl_task_t *t);
     /* The work, on the thread pool: sets w->rc (and w->msg or w->update).
