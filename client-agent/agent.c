@@ -11,7 +11,6 @@
  * call is still the one the agent holds, so whatever a session reports
  * while it is torn down is ignored. */
 #include "agent_int.h"
-#include "vblock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -205,20 +204,10 @@ static int load_data(agent_ctx_t *a)
     if ((rc = read_data(a->cfg.data, &a->data)) < 0 ||
         (rc = agent_summarize(a->data, &a->summary)) < 0)
         return rc;
-    if (a->cfg.block_first != 0) {
-        /* a column block: its width is the configuration's (a LibSVM file
-         * need not use the last column), its rows aligned by sample id */
-        if (a->data->X->ncols > a->cfg.block_cols)
-            return sfl__fail(SFL_EDIM, "data has %u columns, block says %u", a->data->X->ncols,
-                             a->cfg.block_cols);
-        if ((rc = sfl_dataset_set_ncols(a->data, a->cfg.block_cols)) < 0 ||
-            (rc = agent_vert_ids_hash(a->cfg.ids_file, a->data->X->nrows,
-                                      a->summary.ids_hash)) < 0)
+    /* each kind's part of the data and of the Join summary */
+    for (size_t i = 0; i < agent_nshapes; i++)
+        if (agent_shapes[i]->setup != NULL && (rc = agent_shapes[i]->setup(a, a->kind[i])) < 0)
             return rc;
-        a->summary.dimension = a->cfg.block_cols;
-        a->summary.first_column = a->cfg.block_first;
-        a->summary.has_ids = 1;
-    }
     if (a->cfg.eval_file[0] == '\0')
         return 0;
     if ((rc = read_data(a->cfg.eval_file, &a->eval)) < 0 ||
@@ -1504,15 +1493,9 @@ int agent_start(agent_ctx_t *a)
         sfl_seal_pk_to_hex(a->id->pk, hex), a->id_created, a->data->X->nrows,
         a->eval ? a->eval->X->nrows : 0, a->data->X->ncols, a->summary.nlabels,
         a->cfg.coordinator);
-    if (a->cfg.dp_test_noise)
-        agent__say(a, SFL_LOG_WARN, "dp_test_noise", "%s",
-            "reason=\"privacy noise from the job's seed, "
-            "as sfl-sim draws it: nothing this agent sends in a private job is private; tests "
-            "only\"");
-    if (a->cfg.block_first != 0)
-        agent__say(a, SFL_LOG_INFO, "block", "first_column=%u columns=%u ids_file=%s",
-            a->cfg.block_first,
-            a->cfg.block_cols, a->cfg.ids_file);
+    for (size_t i = 0; i < agent_nshapes; i++)
+        if (agent_shapes[i]->started != NULL)
+            agent_shapes[i]->started(a, a->kind[i]);
     step(a, &(ev_t){.type = EV_START});
     return 0;
 }

@@ -8,6 +8,10 @@
  *   any connected state -> BACKOFF on an error or a disconnect
  *   BACKOFF -> CONNECTING after a jittered exponential delay
  *
+ * What a task asks for is its round kind's (shape.h: the plain update, the
+ * statistics round, secure aggregation, vertical), each in its own
+ * kind_*.c; this machine names none of them.
+ *
  * Memory stays O(model + local data): the local data is loaded once, a task
  * holds one model, training one dense copy of it plus the algorithm's
  * workspace, and the update is sealed and packed once. */

@@ -152,6 +152,40 @@ static void vert_stage(agent_ctx_t *a, void *st, const agent_stage_t *m)
 }
 
 
+/* A column block (block_first set): its width is the configuration's (a
+ * LibSVM file need not use the last column), its rows aligned by sample
+ * id; Join says so. */
+static int vert_setup(agent_ctx_t *a, void *st)
+{
+    int rc;
+
+    (void)st;
+    if (a->cfg.block_first == 0)
+        return 0;
+    if (a->data->X->ncols > a->cfg.block_cols)
+        return sfl__fail(SFL_EDIM, "data has %u columns, block says %u", a->data->X->ncols,
+                         a->cfg.block_cols);
+    if ((rc = sfl_dataset_set_ncols(a->data, a->cfg.block_cols)) < 0 ||
+        (rc = agent_vert_ids_hash(a->cfg.ids_file, a->data->X->nrows, a->summary.ids_hash)) < 0)
+        return rc;
+    a->summary.dimension = a->cfg.block_cols;
+    a->summary.first_column = a->cfg.block_first;
+    a->summary.has_ids = 1;
+    return 0;
+}
+
+static void vert_started(agent_ctx_t *a, void *st)
+{
+    (void)st;
+    if (a->cfg.dp_test_noise)
+        agent__say(a, SFL_LOG_WARN, "dp_test_noise", "%s", "reason=\"privacy noise from the "
+                   "job's seed, as sfl-sim draws it: nothing this agent sends in a private job "
+                   "is private; tests only\"");
+    if (a->cfg.block_first != 0)
+        agent__say(a, SFL_LOG_INFO, "block", "first_column=%u columns=%u ids_file=%s",
+                   a->cfg.block_first, a->cfg.block_cols, a->cfg.ids_file);
+}
+
 /* a task with rows: a vertical job's */
 static int vert_claims(const sfl_task_t *t)
 {
@@ -192,6 +226,8 @@ const agent_shape_t agent_shape_vertical = {
     .name = "vertical",
     .job_kind = "vertical",
     .state_size = sizeof(vert_state_t),
+    .setup = vert_setup,
+    .started = vert_started,
     .claims = vert_claims,
     .task = vert_task,
     .stage_kind = 's',

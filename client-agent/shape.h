@@ -29,6 +29,12 @@ typedef struct agent_shape {
     const char *name, *job_kind;
     /* its state inside the agent: zeroed at agent_new, closed by close */
     size_t state_size;
+    /* agent_new, once the local data is read (before eval_file): the
+     * kind's part of the data's shape and of the Join summary. 0 or < 0
+     * (agent_new fails). NULL: none. */
+    int (*setup)(agent_ctx_t *a, void *st);
+    /* agent_start: the kind's lines of the starting log. NULL: none. */
+    void (*started)(agent_ctx_t *a, void *st);
     /* 1 if a task of this kind: the table is tried in order, the first
      * that claims a verified task gets it. Pure. */
     int (*claims)(const sfl_task_t *t);
