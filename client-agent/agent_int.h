@@ -146,6 +146,10 @@ agent_state_t agent__sealed_trained(agent_ctx_t *a, void *st, agent_work_t *w,
 /* The state of kind s in a. */
 void *agent__kind_state(const agent_ctx_t *a, const agent_shape_t *s);
 
+/* agent_new's loading (local.c): the local data, each kind's setup of it,
+ * the Join summary, the identity key and the held-out split. */
+int agent__local_load(agent_ctx_t *a) SFL_MUST_CHECK;
+
 /* The client state (cstate.c): before training round `round` of job, the
  * job's state in a->cstate; after a round trained, the state it left
  * pending. */
