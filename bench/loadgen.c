@@ -4,7 +4,7 @@
  *           --data-dir DIR --shards S --work DIR --seconds T [--rate R]
  *           [--procs P]
  *
- * Each agent is client-agent's agent_t (agent.h) on one shared uv loop, so
+ * Each agent is client-agent's agent_ctx_t (agent.h) on one shared uv loop, so
  * every one does what sfl-agent does: mutual TLS, Join, Subscribe, train
  * the task it is given on the libuv thread pool, seal, sign and submit.
  * Certificates: sfl-pki takes ~90 ms per agent (three openssl processes),
@@ -59,7 +59,7 @@ typedef struct {
 } tally_t;
 
 static opts_t o = {.rate = 500, .procs = 1};
-static agent_t **agents;
+static agent_ctx_t **agents;
 static unsigned first, step = 1; /* this process runs agents first, first + step, ... */
 static unsigned started, stopped;
 static uv_timer_t start_timer, end_timer;
@@ -225,7 +225,7 @@ static unsigned mine(void)
     return first < o.agents ? (o.agents - first + step - 1) / step : 0;
 }
 
-static agent_t *agent_at(unsigned n)
+static agent_ctx_t *agent_at(unsigned n)
 {
     return agents[first + n * step];
 }
@@ -262,7 +262,7 @@ static void close_all(void)
     uv_close((uv_handle_t *)&sig_int, NULL);
 }
 
-static void on_stopped(agent_t *a, void *ud)
+static void on_stopped(agent_ctx_t *a, void *ud)
 {
     (void)a;
     (void)ud;

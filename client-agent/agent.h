@@ -8,6 +8,10 @@
  *   any connected state -> BACKOFF on an error or a disconnect
  *   BACKOFF -> CONNECTING after a jittered exponential delay
  *
+ * What a task asks for is its round kind's (shape.h: the plain update, the
+ * statistics round, secure aggregation, vertical), each in its own
+ * kind_*.c; this machine names none of them.
+ *
  * Memory stays O(model + local data): the local data is loaded once, a task
  * holds one model, training one dense copy of it plus the algorithm's
  * workspace, and the update is sealed and packed once. */
@@ -58,13 +62,13 @@ typedef enum {
 /* "disconnected", "connecting", ... */
 const char *agent_state_name(agent_state_t s);
 
-typedef struct agent agent_t;
+typedef struct agent_ctx agent_ctx_t;
 
 /* Every state change, after it happened (for tests and monitoring). */
-typedef void (*agent_state_cb)(agent_t *a, agent_state_t from, agent_state_t to, void *ud);
+typedef void (*agent_state_cb)(agent_ctx_t *a, agent_state_t from, agent_state_t to, void *ud);
 /* The agent has stopped: every handle is closed and no work is running.
  * The callback may call agent_free. */
-typedef void (*agent_stopped_cb)(agent_t *a, void *ud);
+typedef void (*agent_stopped_cb)(agent_ctx_t *a, void *ud);
 
 /* Counters since agent_new. */
 typedef struct agent_stats {
@@ -95,19 +99,19 @@ typedef struct agent_stats {
  * condition tag), the readers' codes for the data, sfl_identity_load's for
  * the key (SFL_EINSECURE for a key file others can read), SFL_EIO for TLS
  * files, SFL_ENOMEM; the detail names the culprit. */
-int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_t **out) SFL_MUST_CHECK;
+int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_ctx_t **out) SFL_MUST_CHECK;
 /* Logs go to f (key=value lines; default stderr; NULL silences them). */
-void agent_set_log(agent_t *a, FILE *f);
+void agent_set_log(agent_ctx_t *a, FILE *f);
 /* cb runs after every state change (NULL removes it). */
-void agent_set_observer(agent_t *a, agent_state_cb cb, void *ud);
+void agent_set_observer(agent_ctx_t *a, agent_state_cb cb, void *ud);
 /* Starts connecting (the first attempt is immediate). Once only.
  * -EALREADY if started; a -errno from libuv. */
-int agent_start(agent_t *a) SFL_MUST_CHECK;
+int agent_start(agent_ctx_t *a) SFL_MUST_CHECK;
 /* Graceful stop: cancels calls and timers, closes the connection, lets a
  * running training finish (its result is dropped), closes the handles, then
  * calls cb from the loop. Only after agent_start; a second call does
  * nothing. */
-void agent_stop(agent_t *a, agent_stopped_cb cb, void *ud);
+void agent_stop(agent_ctx_t *a, agent_stopped_cb cb, void *ud);
 /* Errors that retrying cannot fix end the agent instead of a reconnect
  * loop: a certificate refused either way (SFL_ECERT from the transport:
  * unknown CA, host name mismatch, our certificate refused), a server whose
@@ -116,24 +120,29 @@ void agent_stop(agent_t *a, agent_stopped_cb cb, void *ud);
  * agent logs one `event=fatal` line (status, error, what to fix), stops as
  * agent_stop would and then calls cb (may free a). Everything else is
  * retried with backoff. */
-void agent_set_fatal(agent_t *a, agent_stopped_cb cb, void *ud);
+void agent_set_fatal(agent_ctx_t *a, agent_stopped_cb cb, void *ud);
 /* 0, or the error that stopped the agent by itself. */
-int agent_failed(const agent_t *a);
+int agent_failed(const agent_ctx_t *a);
 /* Frees an agent that was never started or has stopped. NULL is a no-op. */
-void agent_free(agent_t *a);
+void agent_free(agent_ctx_t *a);
 
-agent_state_t agent_state(const agent_t *a);
-const agent_stats_t *agent_stats(const agent_t *a);
+agent_state_t agent_state(const agent_ctx_t *a);
+const agent_stats_t *agent_stats(const agent_ctx_t *a);
 /* The id of the last Join reply (0 before the first). */
-uint64_t agent_joined_id(const agent_t *a);
+uint64_t agent_joined_id(const agent_ctx_t *a);
 /* The agent's Ed25519 identity public key. */
-const uint8_t *agent_identity_pk(const agent_t *a);
+const uint8_t *agent_identity_pk(const agent_ctx_t *a);
 /* What Join reports about the local data (samples: the training rows). */
-const sfl_dataset_summary_t *agent_summary(const agent_t *a);
+const sfl_dataset_summary_t *agent_summary(const agent_ctx_t *a);
 /* Held-out rows (eval_fraction or eval_file); 0 without. */
-uint32_t agent_eval_rows(const agent_t *a);
+uint32_t agent_eval_rows(const agent_ctx_t *a);
 
 /* ---- pieces, public for tests ------------------------------------------- */
+
+/* Test hook, for the hostile member test double (tests/e2e/hostile_tool.c)
+ * only: 0 in sfl-agent; when nonzero, the sample count Join declares
+ * instead of the training rows. */
+extern uint64_t agent_test_join_samples;
 
 /* What an error means to the agent. */
 typedef enum {

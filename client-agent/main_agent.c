@@ -109,10 +109,10 @@ static void flag_key(const char *arg, char *key, size_t cap, const char **value)
     *value = eq ? eq + 1 : NULL;
 }
 
-static agent_t *the_agent;
+static agent_ctx_t *the_agent;
 static uv_signal_t sig_term, sig_int;
 
-static void on_stopped(agent_t *a, void *ud)
+static void on_stopped(agent_ctx_t *a, void *ud)
 {
     (void)a;
     (void)ud;

@@ -25,11 +25,10 @@ typedef struct agent_sa agent_sa_t;
  * client was opened with it; st: the coordinator's stage being answered,
  * NULL for stage 1; q: the plaintext input words of a stage 3, k + 2 +
  * metrics, else NULL); it may change m, re-signing with ident what it
- * changed. join_samples, when nonzero, is the sample count declared at Join. */
+ * changed. (Its Join hook is agent.h's agent_test_join_samples.) */
 typedef struct agent_sa_hooks {
     void (*answer)(void *ud, const sfl_sa_round_t *r, const sfl_msg_sa_stage_t *st,
                    const sfl_identity_t *ident, const uint32_t *q, sfl_msg_sa_answer_t *m);
-    uint64_t join_samples;
     void *ud;
 } agent_sa_hooks_t;
 extern const agent_sa_hooks_t *agent_sa_test_hooks;

@@ -183,10 +183,10 @@ static void usage(const char *why)
     exit(2);
 }
 
-static agent_t *the_agent;
+static agent_ctx_t *the_agent;
 static uv_signal_t sig_term, sig_int;
 
-static void on_stopped(agent_t *a, void *ud)
+static void on_stopped(agent_ctx_t *a, void *ud)
 {
     (void)a;
     (void)ud;
@@ -237,7 +237,7 @@ int main(int argc, char **argv)
         usage(sfl_last_error());
     H.attack = (attack_t)attack;
     if (H.attack == A_SAMPLES)
-        hooks.join_samples = 1000000000u;
+        agent_test_join_samples = 1000000000u;
     agent_sa_test_hooks = &hooks;
     fprintf(stderr, "sfl-hostile event=armed attack=%s\n", attack_names[H.attack]);
 

@@ -96,7 +96,7 @@ static struct {
     uint8_t *sealed[4]; /* sealed bytes of the first submits */
     size_t sealed_len[4];
     /* the agent */
-    agent_t *agent;
+    agent_ctx_t *agent;
     agent_state_t seen[MAX_SEEN];
     uint64_t backoff_ms[MAX_SEEN];
     int nseen, nbackoff, stopped;
@@ -616,7 +616,7 @@ static void expect_payload_is_reference(const char *path)
 
 /* ---- the agent ---------------------------------------------------------------- */
 
-static void observe(agent_t *a, agent_state_t from, agent_state_t to, void *ud)
+static void observe(agent_ctx_t *a, agent_state_t from, agent_state_t to, void *ud)
 {
     (void)from;
     (void)ud;
@@ -666,7 +666,7 @@ static void start_agent(const agent_config_t *c)
     assert_int_equal(agent_start(S.agent), -EALREADY);
 }
 
-static void on_stopped(agent_t *a, void *ud)
+static void on_stopped(agent_ctx_t *a, void *ud)
 {
     (void)ud;
     assert_ptr_equal(a, S.agent);
@@ -816,57 +816,6 @@ static void test_agent_backoff_delay(void **state)
     assert_int_equal(agent_backoff_delay(500, 60000, 6, UINT32_MAX), 60000);
     assert_int_equal(agent_backoff_delay(500, 60000, UINT32_MAX, 0), 30000);
     assert_int_equal(agent_backoff_delay(100, 100, 3, 12345), 100);
-}
-
-static sfl_dataset_t *dataset_from_targets(const double *y, uint32_t n)
-{
-    sfl_csr_t *X;
-    double *yy = sfl__mallocarray(n, sizeof(double));
-    sfl_dataset_t *ds;
-
-    assert_non_null(yy);
-    memcpy(yy, y, n * sizeof(double));
-    assert_int_equal(sfl_csr_new(n, 3, 0, &X), 0);
-    assert_int_equal(sfl_dataset_new(X, yy, &ds), 0);
-    return ds;
-}
-
-static void test_agent_summarize(void **state)
-{
-    static const double reg[] = {0.5, 1, 2, 2};
-    static const double cls[] = {1, -1, 1, 1, -1};
-    double many[300];
-    sfl_dataset_summary_t s;
-    sfl_dataset_t *ds;
-
-    (void)state;
-    ds = dataset_from_targets(reg, 4);
-    assert_int_equal(agent_summarize(ds, &s), 0);
-    assert_int_equal(s.samples, 4);
-    assert_int_equal(s.dimension, 3);
-    assert_int_equal(s.nlabels, 0); /* 0.5 is no class label */
-    sfl_dataset_free(ds);
-
-    ds = dataset_from_targets(cls, 5);
-    assert_int_equal(agent_summarize(ds, &s), 0);
-    assert_int_equal(s.nlabels, 2);
-    assert_true(s.labels[0] == -1 && s.labels[1] == 1);
-    sfl_dataset_free(ds);
-
-    for (int i = 0; i < 300; i++)
-        many[i] = i % 257; /* 257 distinct integers: too many classes */
-    ds = dataset_from_targets(many, 300);
-    assert_int_equal(agent_summarize(ds, &s), 0);
-    assert_int_equal(s.nlabels, 0);
-    sfl_dataset_free(ds);
-    for (int i = 0; i < 300; i++)
-        many[i] = 255 - i % 256; /* exactly 256 */
-    ds = dataset_from_targets(many, 300);
-    assert_int_equal(agent_summarize(ds, &s), 0);
-    assert_int_equal(s.nlabels, 256);
-    assert_true(s.labels[0] == 0 && s.labels[255] == 255);
-    FAILALLOC_EACH(agent_summarize(ds, &s), (void)0);
-    sfl_dataset_free(ds);
 }
 
 static void test_agent_task_check(void **state)
@@ -1240,7 +1189,7 @@ static void test_agent_train_task_failalloc(void **state)
 static void test_agent_new_eval(void **state)
 {
     agent_config_t c;
-    agent_t *a = NULL;
+    agent_ctx_t *a = NULL;
     char path[256];
     FILE *f;
 
@@ -1292,7 +1241,7 @@ static void test_agent_new_eval(void **state)
 static void test_agent_new_errors(void **state)
 {
     agent_config_t c;
-    agent_t *a = NULL;
+    agent_ctx_t *a = NULL;
     char path[256];
     FILE *f;
 
@@ -1368,7 +1317,7 @@ static void test_agent_new_errors(void **state)
 static void test_agent_new_failalloc(void **state)
 {
     agent_config_t c;
-    agent_t *a = NULL;
+    agent_ctx_t *a = NULL;
 
     (void)state;
     agent_cfg(&c, "st-failalloc", reg_path);
@@ -1381,7 +1330,7 @@ static void test_agent_new_failalloc(void **state)
 static void test_agent_identity_created_once(void **state)
 {
     agent_config_t c;
-    agent_t *a;
+    agent_ctx_t *a;
     uint8_t pk[32];
     char path[512], sdir[256];
     struct stat st;
@@ -1823,7 +1772,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_backoff_delay),
         cmocka_unit_test(test_agent_error_class),
-        cmocka_unit_test(test_agent_summarize),
         cmocka_unit_test_setup_teardown(test_agent_task_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_train_task_matches_client_round, setup,
                                         teardown),
