@@ -261,10 +261,13 @@ $(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c $(SYSROOT_STAMP) | $(PROTO_H)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -I$(GEN) -c -o $@ $<
 
-# The coordinator's modules name their headers from server/; sflctl takes
-# the coordinator's defaults (coord.h); the status page takes sflctl's
-# progress line (ctl_progress).
-$(COORD_OBJ) $(COORD_MAIN_OBJ) $(CTL_OBJ) $(CTL_MAIN_OBJ): ALL_CFLAGS += -Iserver -Ictl
+# The coordinator's modules name their headers from server/; the status
+# page takes sflctl's progress line (ctl_progress).
+$(COORD_OBJ) $(COORD_MAIN_OBJ): ALL_CFLAGS += -Iserver -Ictl
+# sflctl needs libsfl only, but for its job files: they are read and checked
+# by the coordinator's job definitions (coord_jobdef_*, server/job/jobdef.c)
+# until the job spec's keys and checks live in libsfl.
+$(BUILD)/ctl/jobfile.o: ALL_CFLAGS += -Iserver
 
 $(WIRE_OBJ): ALL_CFLAGS += -I$(GEN)
 $(WIRE_OBJ): | $(PROTO_H)

@@ -13,13 +13,14 @@
 #include "sfl/core/alloc.h"
 #include "sfl/core/ini.h"
 #include "sfl/core/suggest.h"
+#include "sfl/net/grpcconn.h"
 
 void ctl_config_default(ctl_config_t *c)
 {
     memset(c, 0, sizeof(*c));
     /* the coordinator's admin_listen default: sflctl does not queue behind
      * the agents' connections (docs/security.md) */
-    snprintf(c->coordinator, sizeof(c->coordinator), "127.0.0.1:7444");
+    snprintf(c->coordinator, sizeof(c->coordinator), "%s", SFL_ADMIN_LISTEN_DEFAULT);
     c->timeout_ms = 10000;
 }
 
