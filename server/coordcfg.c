@@ -57,7 +57,8 @@ static const struct {
     int number;
     const char *arg, *help;
 } keys[] = {
-    S("listen", listen, "HOST:PORT", "address of the gRPC/TLS listener (default " SFL_LISTEN_DEFAULT ")"),
+    S("listen", listen, "HOST:PORT",
+      "address of the gRPC/TLS listener (default " SFL_LISTEN_DEFAULT ")"),
     S("cert", cert, "FILE", "coordinator certificate, PEM (sfl-pki coordinator); required"),
     S("key", key, "FILE", "its private key, PEM; required"),
     S("ca", ca, "FILE", "federation CA certificate (default /etc/sfl/pki/ca.crt)"),

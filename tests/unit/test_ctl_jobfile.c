@@ -16,6 +16,7 @@
 static char dir[64]; /* temporary files */
 
 #define TEXT(name, s) test_write_file(dir, name, s, sizeof(s) - 1)
+#define TEXTN(name, s) test_write_file(dir, name, s, strlen(s))
 
 static void test_ctl_job_file(void **state)
 {
@@ -108,7 +109,7 @@ static void test_ctl_job_file_bad(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        const char *p = test_write_file(dir, "bad.ini", cases[i].text, strlen(cases[i].text));
+        const char *p = TEXTN("bad.ini", cases[i].text);
         int rc = ctl_job_load(p, &w);
 
         if (rc != cases[i].rc || strstr(sfl_last_error(), cases[i].detail) == NULL)
@@ -118,12 +119,11 @@ static void test_ctl_job_file_bad(void **state)
     }
     /* a name longer than an INI section name may be (libinih would cut it) */
     snprintf(long_name, sizeof(long_name), "[job %0100d]\nfeatures = 10\n", 0);
-    assert_int_equal(ctl_job_load(test_write_file(dir, "long.ini", long_name, strlen(long_name)), &w),
-                     SFL_ELIMIT);
+    assert_int_equal(ctl_job_load(TEXTN("long.ini", long_name), &w), SFL_ELIMIT);
     assert_non_null(strstr(sfl_last_error(), "long.ini:2: section name [job 000"));
     assert_non_null(strstr(sfl_last_error(), "longer than 48 characters"));
     snprintf(long_name, sizeof(long_name), "[job %044d]\nfeatures = 10\n", 7);
-    assert_int_equal(ctl_job_load(test_write_file(dir, "long.ini", long_name, strlen(long_name)), &w), 0);
+    assert_int_equal(ctl_job_load(TEXTN("long.ini", long_name), &w), 0);
     assert_int_equal(strlen(w.name), 44);
     assert_int_equal(w.name[43], '7');
     assert_int_equal(ctl_job_load("/nonexistent/job.ini", &w), -ENOENT);
