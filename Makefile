@@ -371,7 +371,7 @@ $(CTL_BIN): $(CTL_MAIN_OBJ) $(CTL_LIB) $(COORD_LIB) $(LIB)
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Itests/unit/coordfx -Itests/unit/grpcfx -Iserver -Ictl -Iclient-agent \
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Itests/unit/coordfx -Itests/unit/grpcfx -Itests/unit/storefx -Iserver -Ictl -Iclient-agent \
 	    $(LDFLAGS) -o $@ $< $(UNIT_HELPERS) $(UNIT_EXTRA) $(PROG_LIBS) $(LIB) -lcmocka $(LDLIBS)
 
 # The suites of the coordinator's modules that run it in-process share a
@@ -384,6 +384,10 @@ $(COORDFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/coordfx/coordfx.c
 GRPCFX_TESTS := test_grpc test_grpcadmit
 $(GRPCFX_TESTS:%=$(BUILD)/tests/%): tests/unit/grpcfx/grpcfx.c tests/unit/grpcfx/grpcfx.h
 $(GRPCFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/grpcfx/grpcfx.c
+# The store's suites share its fixtures (tests/unit/storefx/).
+STOREFX_TESTS := test_store test_backup
+$(STOREFX_TESTS:%=$(BUILD)/tests/%): tests/unit/storefx/storefx.c tests/unit/storefx/storefx.h
+$(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/storefx/storefx.c
 
 # bench_writer measures the coordinator's store and writer: it links them.
 $(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB)
