@@ -261,10 +261,13 @@ $(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c $(SYSROOT_STAMP) | $(PROTO_H)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -I$(GEN) -c -o $@ $<
 
-# The coordinator's modules name their headers from server/; sflctl takes
-# the coordinator's defaults (coord.h); the status page takes sflctl's
-# progress line (ctl_progress).
-$(COORD_OBJ) $(COORD_MAIN_OBJ) $(CTL_OBJ) $(CTL_MAIN_OBJ): ALL_CFLAGS += -Iserver -Ictl
+# The coordinator's modules name their headers from server/; the status
+# page takes sflctl's progress line (ctl_progress).
+$(COORD_OBJ) $(COORD_MAIN_OBJ): ALL_CFLAGS += -Iserver -Ictl
+# sflctl needs libsfl only, but for its job files: they are read and checked
+# by the coordinator's job definitions (coord_jobdef_*, server/job/jobdef.c)
+# until the job spec's keys and checks live in libsfl.
+$(BUILD)/ctl/jobfile.o: ALL_CFLAGS += -Iserver
 
 $(WIRE_OBJ): ALL_CFLAGS += -I$(GEN)
 $(WIRE_OBJ): | $(PROTO_H)
@@ -368,7 +371,7 @@ $(CTL_BIN): $(CTL_MAIN_OBJ) $(CTL_LIB) $(COORD_LIB) $(LIB)
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Itests/unit/coordfx -Iserver -Ictl -Iclient-agent \
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Itests/unit/coordfx -Itests/unit/grpcfx -Itests/unit/storefx -Iserver -Ictl -Iclient-agent \
 	    $(LDFLAGS) -o $@ $< $(UNIT_HELPERS) $(UNIT_EXTRA) $(PROG_LIBS) $(LIB) -lcmocka $(LDLIBS)
 
 # The suites of the coordinator's modules that run it in-process share a
@@ -377,6 +380,14 @@ COORDFX_TESTS := test_coord test_agentsvc test_submit test_driver test_admin tes
     test_coordmetrics test_vround
 $(COORDFX_TESTS:%=$(BUILD)/tests/%): tests/unit/coordfx/coordfx.c tests/unit/coordfx/coordfx.h
 $(COORDFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/coordfx/coordfx.c
+# The gRPC suites share an in-memory session pair (tests/unit/grpcfx/).
+GRPCFX_TESTS := test_grpc test_grpcadmit
+$(GRPCFX_TESTS:%=$(BUILD)/tests/%): tests/unit/grpcfx/grpcfx.c tests/unit/grpcfx/grpcfx.h
+$(GRPCFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/grpcfx/grpcfx.c
+# The store's suites share its fixtures (tests/unit/storefx/).
+STOREFX_TESTS := test_store test_backup
+$(STOREFX_TESTS:%=$(BUILD)/tests/%): tests/unit/storefx/storefx.c tests/unit/storefx/storefx.h
+$(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/storefx/storefx.c
 
 # bench_writer measures the coordinator's store and writer: it links them.
 $(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB)

@@ -1,6 +1,6 @@
 /* sflctl: the operator's command line for the coordinator's Admin service.
  * Flags and sflctl.ini, one command per run, then the calls; the pieces
- * live in ctl.c. */
+ * live in ctl/ (ctl.h): config.c, jobfile.c, client.c, print.c, export.c. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,10 +12,11 @@
 #include <sodium.h>
 #include <uv.h>
 
-#include "coord.h"
 #include "ctl.h"
 #include "sfl/core/alloc.h"
+#include "sfl/core/version.h"
 #include "sfl/net/grpc.h"
+#include "sfl/net/grpcconn.h"
 
 #define PROG "sflctl"
 #define WATCH_MS 500
@@ -73,7 +74,7 @@ static const char usage_text[] =
     "  --config FILE              INI file (default ~/.config/sfl/sflctl.ini if it\n"
     "                             exists)\n"
     "  --coordinator HOST:PORT    the coordinator's admin_listen address\n"
-    "                             ([v6]:port; default 127.0.0.1:7444); its listen\n"
+    "                             ([v6]:port; default " SFL_ADMIN_LISTEN_DEFAULT "); its listen\n"
     "                             address works too, queued with the agents\n"
     "  --server-name NAME         name the coordinator certificate must carry\n"
     "                             (default: HOST)\n"
@@ -598,7 +599,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (args.version) {
-        puts(PROG " " COORD_VERSION);
+        puts(PROG " " SFL_VERSION);
         return 0;
     }
     /* The file first, so that flags override it wherever they appear. */

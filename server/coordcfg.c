@@ -11,17 +11,18 @@
 #include <time.h>
 
 #include "sfl/core/error.h"
+#include "sfl/net/grpcconn.h"
 
 /* ---- configuration ------------------------------------------------------------ */
 
 void coord_config_default(coord_config_t *c)
 {
     memset(c, 0, sizeof(*c));
-    snprintf(c->listen, sizeof(c->listen), "0.0.0.0:7443");
+    snprintf(c->listen, sizeof(c->listen), "%s", SFL_LISTEN_DEFAULT);
     snprintf(c->ca, sizeof(c->ca), "/etc/sfl/pki/ca.crt");
     snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/sfl");
     snprintf(c->metrics_listen, sizeof(c->metrics_listen), "127.0.0.1:9464");
-    snprintf(c->admin_listen, sizeof(c->admin_listen), "127.0.0.1:7444");
+    snprintf(c->admin_listen, sizeof(c->admin_listen), "%s", SFL_ADMIN_LISTEN_DEFAULT);
     snprintf(c->log_level, sizeof(c->log_level), "info");
     c->max_agents = 10000;
     c->max_conns = 4096;
@@ -56,7 +57,8 @@ static const struct {
     int number;
     const char *arg, *help;
 } keys[] = {
-    S("listen", listen, "HOST:PORT", "address of the gRPC/TLS listener (default 0.0.0.0:7443)"),
+    S("listen", listen, "HOST:PORT",
+      "address of the gRPC/TLS listener (default " SFL_LISTEN_DEFAULT ")"),
     S("cert", cert, "FILE", "coordinator certificate, PEM (sfl-pki coordinator); required"),
     S("key", key, "FILE", "its private key, PEM; required"),
     S("ca", ca, "FILE", "federation CA certificate (default /etc/sfl/pki/ca.crt)"),
@@ -67,7 +69,7 @@ static const struct {
       "127.0.0.1:9464; off = none)"),
     S("admin_listen", admin_listen, "HOST:PORT",
       "a listener of its own for sflctl (mutual TLS, admin certificates only), so a flood of "
-      "the agents' listener cannot delay it (default 127.0.0.1:7444; off = none)"),
+      "the agents' listener cannot delay it (default " SFL_ADMIN_LISTEN_DEFAULT "; off = none)"),
     S("log_level", log_level, "LEVEL", "debug, info, warn or error (default info)"),
     N("max_agents", max_agents, "N", "known agents; more are refused at Join (default 10000)"),
     N("max_conns", max_conns, "N", "open connections (default 4096)"),

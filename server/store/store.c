@@ -1,4 +1,5 @@
 #include "store/store.h"
+#include "store/store_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,9 +33,7 @@
  * cohort, model) are the last column of their table, so reading the small
  * columns never walks a blob's overflow pages. */
 
-#define APPLICATION_ID 0x73666c63 /* "sflc" in the database header */
 #define DEFAULT_KEEP 3
-#define DEFAULT_BUSY_MS 5000
 #define LIVE_STATES "('selecting','training','aggregating')"
 
 enum {
@@ -455,8 +454,7 @@ static int vdberr(sqlite3 *db, int rc, const char *fmt, va_list ap)
                      rc_name(rc));
 }
 
-static int dberr(sqlite3 *db, int rc, const char *fmt, ...) SFL_PRINTF(3, 4);
-static int dberr(sqlite3 *db, int rc, const char *fmt, ...)
+int coord__store_dberr(sqlite3 *db, int rc, const char *fmt, ...)
 {
     va_list ap;
 
@@ -464,6 +462,11 @@ static int dberr(sqlite3 *db, int rc, const char *fmt, ...)
     rc = vdberr(db, rc, fmt, ap);
     va_end(ap);
     return rc;
+}
+
+sqlite3 *coord__store_db(coord_store_t *s)
+{
+    return s->db;
 }
 
 /* Returns the prepared statement id, prepared on first use. */
@@ -475,7 +478,7 @@ static int stmt(coord_store_t *s, int id, sqlite3_stmt **out)
     int rc = sqlite3_prepare_v3(s->db, sql_text[id], -1, SQLITE_PREPARE_PERSISTENT, &s->st[id],
                                 NULL);
     if (rc != SQLITE_OK)
-        return dberr(s->db, rc, "store: prepare statement %d", id);
+        return coord__store_dberr(s->db, rc, "store: prepare statement %d", id);
     *out = s->st[id];
     return 0;
 }
@@ -769,31 +772,26 @@ void coord_store_free(void *p)
 
 /* ---- open, migrations, checks ---------------------------------------- */
 
-/* Prepares a one-off statement (not kept: pragmas, checks) into *st and
- * steps it once: SQLITE_ROW, SQLITE_DONE when want_row is 0, else the error
- * with the detail "<fmt>: <sqlite message>". The caller finalizes *st. */
-static int once(coord_store_t *s, const char *sql, int want_row, sqlite3_stmt **st,
-                const char *fmt, ...) SFL_PRINTF(5, 6);
-static int once(coord_store_t *s, const char *sql, int want_row, sqlite3_stmt **st,
-                const char *fmt, ...)
+int coord__store_once(sqlite3 *db, const char *sql, int want_row, sqlite3_stmt **st,
+                      const char *fmt, ...)
 {
     va_list ap;
-    int rc = sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
+    int rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
 
     if (rc == SQLITE_OK)
         rc = sqlite3_step(*st);
     if (rc == SQLITE_ROW || (rc == SQLITE_DONE && !want_row))
         return rc;
     va_start(ap, fmt);
-    rc = vdberr(s->db, rc == SQLITE_DONE ? SQLITE_ERROR : rc, fmt, ap);
+    rc = vdberr(db, rc == SQLITE_DONE ? SQLITE_ERROR : rc, fmt, ap);
     va_end(ap);
     return rc;
 }
 
-static int pragma_int(coord_store_t *s, const char *sql, int64_t *v)
+int coord__store_pragma_int(sqlite3 *db, const char *sql, int64_t *v)
 {
     sqlite3_stmt *st = NULL;
-    int rc = once(s, sql, 1, &st, "store: %s", sql);
+    int rc = coord__store_once(db, sql, 1, &st, "store: %s", sql);
 
     if (rc == SQLITE_ROW) {
         *v = sqlite3_column_int64(st, 0);
@@ -803,11 +801,10 @@ static int pragma_int(coord_store_t *s, const char *sql, int64_t *v)
     return rc;
 }
 
-/* Runs a check pragma whose single good answer is one row "ok". */
-static int pragma_ok(coord_store_t *s, const char *sql)
+int coord__store_pragma_ok(sqlite3 *db, const char *sql)
 {
     sqlite3_stmt *st = NULL;
-    int rc = once(s, sql, 1, &st, "store: %s", sql);
+    int rc = coord__store_once(db, sql, 1, &st, "store: %s", sql);
 
     if (rc == SQLITE_ROW) {
         const unsigned char *t = sqlite3_column_text(st, 0);
@@ -827,8 +824,8 @@ static int identify(coord_store_t *s, const char *path, int *fresh)
     int64_t app = 0, objects = 0;
     int rc;
 
-    if ((rc = pragma_int(s, "PRAGMA application_id", &app)) != 0 ||
-        (rc = pragma_int(s, "SELECT count(*) FROM sqlite_master", &objects)) != 0)
+    if ((rc = coord__store_pragma_int(s->db, "PRAGMA application_id", &app)) != 0 ||
+        (rc = coord__store_pragma_int(s->db, "SELECT count(*) FROM sqlite_master", &objects)) != 0)
         return sfl__wrap(rc, "%s", path);
     *fresh = app == 0 && objects == 0;
     if (!*fresh && app != APPLICATION_ID)
@@ -857,7 +854,7 @@ static int migrate(coord_store_t *s, const char *path)
             goto out;
         rc = sqlite3_step(st);
         if (rc != SQLITE_ROW) {
-            rc = dberr(s->db, rc, "%s: read schema version", path);
+            rc = coord__store_dberr(s->db, rc, "%s: read schema version", path);
             goto out;
         }
         version = sqlite3_column_int64(st, 0);
@@ -918,7 +915,7 @@ int coord_store_open(const char *path, const coord_store_opts_t *opts, coord_sto
 
     rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
-        rc = dberr(s->db, rc, "%s: open", path);
+        rc = coord__store_dberr(s->db, rc, "%s: open", path);
         goto out;
     }
     sqlite3_extended_result_codes(s->db, 1);
@@ -934,14 +931,14 @@ int coord_store_open(const char *path, const coord_store_opts_t *opts, coord_sto
      * cross-checks): refuse a damaged file rather than fail mid-round. */
     if ((rc = identify(s, path, &fresh)) != 0)
         goto out;
-    if ((rc = pragma_ok(s, "PRAGMA quick_check(1)")) != 0) {
+    if ((rc = coord__store_pragma_ok(s->db, "PRAGMA quick_check(1)")) != 0) {
         rc = sfl__wrap(SFL_EPARSE, "%s: damaged database", path);
         goto out;
     }
     {
         sqlite3_stmt *st = NULL;
 
-        rc = once(s, "PRAGMA journal_mode = WAL", 1, &st, "%s: enable WAL", path);
+        rc = coord__store_once(s->db, "PRAGMA journal_mode = WAL", 1, &st, "%s: enable WAL", path);
         if (rc != SQLITE_ROW) {
             sqlite3_finalize(st);
             goto out;
@@ -960,11 +957,11 @@ int coord_store_open(const char *path, const coord_store_opts_t *opts, coord_sto
                           : "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON",
                       NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
-        rc = dberr(s->db, rc, "%s: set pragmas", path);
+        rc = coord__store_dberr(s->db, rc, "%s: set pragmas", path);
         goto out;
     }
     /* A build without foreign keys accepts the pragma silently. */
-    if ((rc = pragma_int(s, "PRAGMA foreign_keys", &fk)) != 0)
+    if ((rc = coord__store_pragma_int(s->db, "PRAGMA foreign_keys", &fk)) != 0)
         goto out;
     if (fk != 1) {
         rc = sfl__fail(SFL_EUNSUP, "%s: this SQLite has no foreign key support", path);
@@ -984,7 +981,7 @@ int coord_store_read_only(coord_store_t *s)
 {
     int rc = sqlite3_exec(s->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
 
-    return rc == SQLITE_OK ? 0 : dberr(s->db, rc, "query_only");
+    return rc == SQLITE_OK ? 0 : coord__store_dberr(s->db, rc, "query_only");
 }
 
 int coord_store_batch_begin(coord_store_t *s)
@@ -1026,9 +1023,9 @@ int coord_store_integrity_check(coord_store_t *s)
 
     if (s == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL store");
-    if ((rc = pragma_ok(s, "PRAGMA integrity_check(1)")) != 0)
+    if ((rc = coord__store_pragma_ok(s->db, "PRAGMA integrity_check(1)")) != 0)
         return rc;
-    rc = once(s, "PRAGMA foreign_key_check", 0, &st, "store: foreign_key_check");
+    rc = coord__store_once(s->db, "PRAGMA foreign_key_check", 0, &st, "store: foreign_key_check");
     if (rc == SQLITE_ROW)
         rc = sfl__fail(SFL_EPARSE, "store: foreign key violation: %s row %lld references %s",
                        (const char *)sqlite3_column_text(st, 0),
@@ -1331,7 +1328,7 @@ int coord_store_agent_rekey(coord_store_t *s, int64_t id,
         return rc;
     }
     if (rc != SQLITE_DONE) {
-        rc = dberr(s->db, rc, "store: rekey agent %lld", (long long)id);
+        rc = coord__store_dberr(s->db, rc, "store: rekey agent %lld", (long long)id);
         done(st);
         return rc;
     }
@@ -1706,8 +1703,8 @@ int coord_store_round_next_attempt(coord_store_t *s, int64_t job, int64_t round,
         *attempt = sqlite3_column_int64(st, 0) + 1;
         rc = 0;
     } else {
-        rc = dberr(s->db, rc, "store: read attempts of job %lld round %lld", (long long)job,
-                   (long long)round);
+        rc = coord__store_dberr(s->db, rc, "store: read attempts of job %lld round %lld",
+                                (long long)job, (long long)round);
     }
     done(st);
     return rc;
@@ -1787,7 +1784,8 @@ int coord_store_round_open(coord_store_t *s, int64_t job, int64_t round, int64_t
             goto out;
         }
         if (rc != SQLITE_DONE) {
-            rc = dberr(s->db, rc, "store: record selection of agent %lld", (long long)cohort[i]);
+            rc = coord__store_dberr(s->db, rc, "store: record selection of agent %lld",
+                                    (long long)cohort[i]);
             goto out;
         }
         sqlite3_reset(st);
@@ -2105,7 +2103,8 @@ static int record_part(coord_store_t *s, const coord_part_row_t *p)
         goto out;
     }
     if (rc != SQLITE_DONE) {
-        rc = dberr(s->db, rc, "store: record participation of agent %lld", (long long)p->agent);
+        rc = coord__store_dberr(s->db, rc, "store: record participation of agent %lld",
+                                (long long)p->agent);
         goto out;
     }
     done(st);
@@ -2121,7 +2120,8 @@ static int record_part(coord_store_t *s, const coord_part_row_t *p)
         rc = parse_state(sqlite3_column_text(st, 0), part_states, NSTATES(part_states),
                          "participation.status", &prev);
     else
-        rc = dberr(s->db, rc == SQLITE_DONE ? SQLITE_ERROR : rc, "store: read participation");
+        rc = coord__store_dberr(s->db, rc == SQLITE_DONE ? SQLITE_ERROR : rc,
+                                "store: read participation");
     if (rc == 0)
         rc = sfl__fail(-EEXIST, "store: agent %lld in job %lld round %lld attempt %lld is "
                                 "already recorded as %s",
@@ -2326,263 +2326,6 @@ int coord_store_checkpoint_rounds(coord_store_t *s, int64_t job, int64_t **round
         return rc;
     *rounds = arr;
     return 0;
-}
-
-/* ---- online backup ----------------------------------------------------- */
-
-/* Pages per sqlite3_backup_step (4 KiB pages: 256 KiB). The source is read
- * under one snapshot, so step size does not affect consistency; small steps
- * bound how long each call holds the source connection's mutex, which is
- * what another thread using the same connection waits on. */
-#define BACKUP_PAGES 64
-#define BACKUP_BUSY_TRIES 500 /* x 10 ms */
-#define BACKUP_PATH_MAX 4096
-
-static const char *const backup_sidecars[] = {"", "-journal", "-wal", "-shm"};
-
-static void backup_unlink(const char *tmp)
-{
-    char p[BACKUP_PATH_MAX + 16];
-
-    for (size_t i = 0; i < NSTATES(backup_sidecars); i++) {
-        snprintf(p, sizeof(p), "%s%s", tmp, backup_sidecars[i]);
-        (void)unlink(p);
-    }
-}
-
-/* Makes the rename durable; a file system that cannot fsync a directory
- * (EINVAL) already has the file synced. */
-static int backup_sync_dir(const char *dest)
-{
-    char dir[BACKUP_PATH_MAX];
-    const char *slash = strrchr(dest, '/');
-    int fd, rc = 0;
-
-    if (slash == NULL)
-        snprintf(dir, sizeof(dir), ".");
-    else
-        snprintf(dir, sizeof(dir), "%.*s", slash == dest ? 1 : (int)(slash - dest), dest);
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
-        rc = sfl__fail(-errno, "backup: fsync of directory %s: %s", dir, strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    return rc;
-}
-
-static int backup_sync_file(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-
-    if (fd < 0 || fsync(fd) != 0)
-        rc = sfl__fail(-errno, "backup: fsync %s: %s", path, strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    return rc;
-}
-
-/* The copy's checks, on its own connection: one file, sound, ours. */
-static int backup_verify(sqlite3 *dst, const char *tmp, uint64_t *bytes)
-{
-    coord_store_t view; /* the pragma helpers take a store; they use only db */
-    sqlite3_stmt *st = NULL;
-    int64_t app = 0, pages = 0, psize = 0;
-    int rc;
-
-    memset(&view, 0, sizeof(view));
-    view.db = dst;
-    /* The copied header says WAL, like the source's; rollback mode makes
-     * the copy a single file that opens anywhere (the coordinator switches
-     * it back to WAL at open). */
-    rc = once(&view, "PRAGMA journal_mode = DELETE", 1, &st, "backup: %s: journal mode", tmp);
-    if (rc == SQLITE_ROW) {
-        const unsigned char *m = sqlite3_column_text(st, 0);
-
-        rc = m && strcmp((const char *)m, "delete") == 0
-                 ? 0
-                 : sfl__fail(SFL_EIO, "backup: %s: cannot leave WAL mode (%s)", tmp,
-                             m ? (const char *)m : "?");
-    }
-    sqlite3_finalize(st);
-    if (rc != 0)
-        return rc;
-    if ((rc = pragma_ok(&view, "PRAGMA integrity_check(1)")) != 0) {
-        char keep[512];
-
-        snprintf(keep, sizeof(keep), "%s", sfl_last_error());
-        return sfl__fail(SFL_EPARSE, "backup: the copy fails its check: %s", keep);
-    }
-    if ((rc = pragma_int(&view, "PRAGMA application_id", &app)) != 0 ||
-        (rc = pragma_int(&view, "PRAGMA page_count", &pages)) != 0 ||
-        (rc = pragma_int(&view, "PRAGMA page_size", &psize)) != 0)
-        return rc;
-    if (app != APPLICATION_ID)
-        return sfl__fail(SFL_EPARSE, "backup: the copy is not an sfl coordinator store "
-                                     "(application_id 0x%llx)",
-                         (unsigned long long)app);
-    if (bytes)
-        *bytes = (uint64_t)pages * (uint64_t)psize;
-    return 0;
-}
-
-/* Copies the database of src into dest (coord_store_backup's contract). */
-static int backup_to(sqlite3 *src, const char *dest, uint64_t *bytes)
-{
-    char tmp[BACKUP_PATH_MAX];
-    const char *src_path = sqlite3_db_filename(src, "main");
-    sqlite3 *dst = NULL;
-    sqlite3_backup *b = NULL;
-    struct stat ds, ss;
-    int rc, r, fd, made = 0, tries = 0;
-
-    if (dest == NULL || dest[0] == '\0')
-        return sfl__fail(SFL_EINVAL, "backup: the destination is missing");
-    if (strlen(dest) + 16 > sizeof(tmp))
-        return sfl__fail(SFL_ELIMIT, "backup: destination path longer than %d bytes",
-                         BACKUP_PATH_MAX - 16);
-    if (stat(dest, &ds) == 0) {
-        if (S_ISDIR(ds.st_mode))
-            return sfl__fail(SFL_EINVAL, "backup: %s is a directory; name the file to write",
-                             dest);
-        if (src_path && src_path[0] && stat(src_path, &ss) == 0 && ss.st_dev == ds.st_dev &&
-            ss.st_ino == ds.st_ino)
-            return sfl__fail(SFL_EINVAL, "backup: %s is the database itself", dest);
-    }
-    /* In dest's directory, so the rename is atomic and never crosses file
-     * systems; mkstemp makes it 0600 whatever the umask (checkpoints are
-     * the federation's models). */
-    snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX", dest);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = -errno;
-        return sfl__fail(rc, "backup: cannot create %s: %s", tmp, strerror(-rc));
-    }
-    made = 1;
-    close(fd);
-    rc = sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE, NULL);
-    if (rc != SQLITE_OK) {
-        rc = dberr(dst, rc, "backup: %s: open", tmp);
-        goto out;
-    }
-    sqlite3_extended_result_codes(dst, 1);
-    /* One snapshot for the whole copy: without it every commit by another
-     * connection would restart the copy, and a busy coordinator could keep
-     * a large one from ever finishing. In WAL mode a reader does not block
-     * the writer; the WAL only grows until the copy ends. */
-    rc = sqlite3_exec(src, "BEGIN; SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        rc = dberr(src, rc, "backup: %s: read transaction", src_path);
-        goto out;
-    }
-    b = sqlite3_backup_init(dst, "main", src, "main");
-    if (b == NULL) {
-        rc = dberr(dst, sqlite3_errcode(dst), "backup: %s", tmp);
-        goto out;
-    }
-    for (;;) {
-        r = sqlite3_backup_step(b, BACKUP_PAGES);
-        if (r == SQLITE_DONE)
-            break;
-        if (r == SQLITE_OK)
-            continue;
-        if ((r == SQLITE_BUSY || r == SQLITE_LOCKED) && ++tries < BACKUP_BUSY_TRIES) {
-            sqlite3_sleep(10);
-            continue;
-        }
-        break;
-    }
-    /* A step's error is reported by finish, with the message on dst. */
-    r = sqlite3_backup_finish(b);
-    b = NULL;
-    if (r != SQLITE_OK) {
-        rc = dberr(dst, r, "backup: copy %s to %s", src_path, tmp);
-        goto out;
-    }
-    (void)sqlite3_exec(src, "COMMIT", NULL, NULL, NULL);
-    if ((rc = backup_verify(dst, tmp, bytes)) != 0)
-        goto out;
-    r = sqlite3_close(dst);
-    dst = NULL;
-    if (r != SQLITE_OK) {
-        rc = dberr(NULL, r, "backup: %s: close", tmp);
-        goto out;
-    }
-    if ((rc = backup_sync_file(tmp)) != 0)
-        goto out;
-    if (rename(tmp, dest) != 0) {
-        rc = -errno;
-        (void)sfl__fail(rc, "backup: rename %s to %s: %s", tmp, dest, strerror(-rc));
-        goto out;
-    }
-    made = 0;
-    rc = backup_sync_dir(dest);
-out:
-    if (b)
-        (void)sqlite3_backup_finish(b);
-    if (!sqlite3_get_autocommit(src))
-        (void)sqlite3_exec(src, "ROLLBACK", NULL, NULL, NULL);
-    sqlite3_close(dst);
-    if (made)
-        backup_unlink(tmp);
-    if (rc != 0 && bytes)
-        *bytes = 0;
-    return rc;
-}
-
-int coord_store_backup(coord_store_t *s, const char *dest, uint64_t *bytes)
-{
-    if (bytes)
-        *bytes = 0;
-    if (s == NULL)
-        return sfl__fail(SFL_EINVAL, "store: NULL store");
-    return backup_to(s->db, dest, bytes);
-}
-
-int coord_store_backup_path(const char *db_path, const char *dest, uint64_t *bytes)
-{
-    coord_store_t view;
-    sqlite3 *src = NULL;
-    int64_t app = 0;
-    int rc;
-
-    if (bytes)
-        *bytes = 0;
-    if (db_path == NULL || db_path[0] == '\0')
-        return sfl__fail(SFL_EINVAL, "backup: the database path is missing");
-    /* Read-write without CREATE: a read-only connection could not recover
-     * a WAL left by a crash, and a missing store must not be created. */
-    rc = sqlite3_open_v2(db_path, &src, SQLITE_OPEN_READWRITE, NULL);
-    if (rc != SQLITE_OK) {
-        rc = dberr(src, rc, "backup: %s: open", db_path);
-        goto out;
-    }
-    sqlite3_extended_result_codes(src, 1);
-    sqlite3_busy_timeout(src, DEFAULT_BUSY_MS);
-    sqlite3_db_config(src, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-    memset(&view, 0, sizeof(view));
-    view.db = src;
-    rc = sqlite3_exec(src, "PRAGMA query_only = 1", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        rc = dberr(src, rc, "backup: %s: query_only", db_path);
-        goto out;
-    }
-    if ((rc = pragma_int(&view, "PRAGMA application_id", &app)) != 0) {
-        char keep[512];
-
-        snprintf(keep, sizeof(keep), "%s", sfl_last_error());
-        rc = sfl__fail(rc, "backup: %s: %s", db_path, keep);
-        goto out;
-    }
-    if (app != APPLICATION_ID) {
-        rc = sfl__fail(SFL_EPARSE, "backup: %s: not an sfl coordinator store (application_id "
-                                   "0x%llx)",
-                       db_path, (unsigned long long)app);
-        goto out;
-    }
-    rc = backup_to(src, dest, bytes);
-out:
-    sqlite3_close(src);
-    return rc;
 }
 
 /* ---- statistics rounds ------------------------------------------------- */

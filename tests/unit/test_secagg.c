@@ -1,6 +1,8 @@
-/* libsfl/src/crypto/secagg.c: secure aggregation's protocol, every party in
- * one process: the unmasked sum equals the plain sum bit for bit with
- * dropouts at every stage, at t and below it, and every attack aborts. */
+/* libsfl/src/crypto/secagg*.c: secure aggregation's protocol, every party in
+ * one process, so the client (secagg_client.c), the server (secagg_server.c)
+ * and what they share (secagg.c) are tested together: the unmasked sum
+ * equals the plain sum bit for bit with dropouts at every stage, at t and
+ * below it, and every attack aborts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -13,6 +13,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "net/grpc_int.h"
 #include "sfl/core/alloc.h"
 #include "sfl/net/grpcframe.h"
 
@@ -52,26 +53,8 @@
  * not bound memory (the message limit does). */
 #define STREAM_WINDOW (1 << 20)
 #define CONN_WINDOW (4 << 20)
-/* What a server grants instead. A stream starts with PENDING_WINDOW, all a
- * request may send before it is admitted (its size known and within the
- * budgets; see admit); an admitted stream gets SERVER_WINDOW. The
- * connection's window bounds only the first flight, sent before the peer
- * has our SETTINGS. Requests are updates and commands, not models. */
-#define PENDING_WINDOW 4096
-#define SERVER_WINDOW (256 << 10)
 #define DEF_BODY_MS 60000u
 #define NO_DEADLINE UINT64_MAX
-
-typedef enum {
-    /* normal operation */
-    SESSION_OPEN,
-    /* GOAWAY sent or received: no new calls, open calls run to their end */
-    SESSION_DRAINING,
-    /* fatal error or idle: GOAWAY queued, only writing remains */
-    SESSION_CLOSING,
-    /* nothing left to read or write */
-    SESSION_DONE
-} session_state_t;
 
 typedef enum {
     EV_SHUTDOWN, /* the application asked for a graceful close */
@@ -82,15 +65,6 @@ typedef enum {
     EV_BROKEN,   /* nghttp2 itself failed (memory): nothing more can be sent */
     EV_QUIET     /* nghttp2 wants neither to read nor to write */
 } session_event_t;
-
-typedef enum {
-    CALL_RECV_HEADERS, /* server: request headers arriving */
-    CALL_RECV_BODY,    /* server: headers accepted, request message arriving */
-    CALL_ACTIVE,       /* server: handler owns it; client: waiting for the result */
-    CALL_FINISHING,    /* server: end of response queued (or rejected) */
-    CALL_CLOSED,       /* server: stream gone, application still holds it */
-    CALL_DONE          /* client: final callback delivered or cancelled */
-} call_state_t;
 
 /* Header flags of a server request, judged when the header block ends. */
 enum {
@@ -111,124 +85,6 @@ struct outmsg {
     size_t len;
     size_t off;
     uint8_t data[];
-};
-
-struct sfl_grpc_call {
-    /* owning session; NULL once detached (stream closed, session freed) */
-    sfl_grpc_session_t *s;
-    sfl_grpc_call_t *prev, *next;
-    int32_t stream_id;
-    call_state_t state;
-    bool server;
-    /* server: the application has not finished the call yet */
-    bool app_holds;
-    /* server: the cancel callback was (or is being) delivered */
-    bool cancelled;
-    /* the peer's END_STREAM arrived */
-    bool remote_closed;
-    /* server: response HEADERS submitted; client: request HEADERS written */
-    bool headers_sent;
-    /* client: cancelled before its HEADERS were written; reset on write */
-    bool rst_on_open;
-    /* server: trailers handed to nghttp2 */
-    bool trailers_sent;
-    sfl_grpc_kind_t kind;
-    uint64_t deadline;
-    /* header accounting and flags for the current header block */
-    uint32_t hdr_bytes;
-    unsigned hdr;
-    uint64_t content_length;
-    sfl_grpcframe_t rx;
-    /* server: bytes of the request reserved in the budgets once its size is
-     * known and fits (admitted); before that its DATA waits in pend,
-     * unacknowledged, so flow control bounds it */
-    size_t reserved;
-    bool admitted;
-    uint8_t *pend;
-    size_t pend_len;
-    /* server: in the budget's queue of calls waiting for admission */
-    sfl_grpc_call_t *qprev, *qnext;
-    bool queued_b;
-    /* server: the caller's deadline while deadline bounds the body */
-    uint64_t req_deadline;
-    /* server: request */
-    const sfl_grpc_method_t *method;
-    uint8_t *req;
-    size_t req_len;
-    int n_req;
-    /* outgoing messages (server responses, client request) */
-    struct outmsg *q_head, *q_tail;
-    size_t queued;
-    int n_sent;
-    /* server: status for deferred trailers */
-    int status;
-    char *trailer_msg;
-    sfl_grpc_cancel_cb on_cancel;
-    void *cancel_ud;
-    /* client: callbacks and the response being received */
-    sfl_grpc_unary_cb unary_cb;
-    sfl_grpc_message_cb msg_cb;
-    sfl_grpc_done_cb done_cb;
-    void *ud;
-    int http_status;
-    int grpc_status; /* -1 until received */
-    char *grpc_message;
-    uint8_t *resp;
-    size_t resp_len;
-    int n_resp;
-    /* server: start of an unknown :path, for the error message;
-     * client: the path called */
-    char path[96];
-};
-
-struct sfl_grpc_session {
-    nghttp2_session *h2;
-    session_state_t state;
-    bool server;
-    bool goaway_recv;
-    uint32_t max_message;
-    uint32_t max_streams;
-    uint32_t max_header_list;
-    uint32_t max_frame;
-    uint32_t max_queued;
-    uint32_t idle_ms;
-    uint64_t (*now_ms)(void *ud);
-    void *clock_ud;
-    void (*on_refused)(const char *path, int status, const char *message, void *ud);
-    /* server */
-    uint32_t peer_roles;
-    const char *peer_role_name;
-    uint32_t max_buffered;
-    uint32_t body_ms;
-    sfl_grpc_budget_t *budget;
-    /* every request answered with this status and message (config) */
-    int refuse_status;
-    char refuse_msg[256];
-    /* request bytes reserved by admitted calls, and waiting in pend */
-    size_t reserved, pending;
-    const sfl_grpc_method_t *methods;
-    size_t n_methods;
-    void *ud;
-    /* client */
-    char *scheme;
-    char *authority;
-    /* open calls, most recent first */
-    sfl_grpc_call_t *calls;
-    size_t n_calls;
-    uint64_t idle_since;
-    /* bytes produced by nghttp2 and not yet consumed by the transport */
-    uint8_t *out;
-    size_t out_len, out_off, out_cap;
-    sfl_grpc_wake_cb wake;
-    void *wake_ud;
-    /* > 0 while inside feed / pending / tick / free */
-    int depth;
-    /* nghttp2 sent GOAWAY with an error on its own */
-    bool peer_broke;
-    /* the error that ended the session (0: none, or a clean close) */
-    int fatal;
-    /* nghttp2's last error message, for sfl_last_error() */
-    char reason[160];
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -637,7 +493,7 @@ static void enqueue(sfl_grpc_call_t *c, struct outmsg *m)
     c->n_sent++;
 }
 
-static void wake(sfl_grpc_session_t *s)
+void sfl__grpc_wake(sfl_grpc_session_t *s)
 {
     if (s != NULL && s->depth == 0 && s->wake != NULL)
         s->wake(s, s->wake_ud);
@@ -757,265 +613,17 @@ static void end_call(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int http, int st
                                         NGHTTP2_INTERNAL_ERROR);
 }
 
-static void unhold(sfl_grpc_session_t *s, sfl_grpc_call_t *c);
-
 /* Refuses a request before the handler saw it. */
-static void reject(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int http, int status,
+void sfl__grpc_reject(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int http, int status,
                    const char *msg)
 {
-    unhold(s, c);
+    sfl__grpc_unhold(s, c);
     sfl_grpcframe_close(&c->rx);
     sfl__free(c->req);
     c->req = NULL;
     if (s->on_refused)
         s->on_refused(c->path, status, msg, s->ud);
     end_call(s, c, http, status, msg);
-}
-
-/* ---- request budgets -------------------------------------------------- */
-
-struct sfl_grpc_budget {
-    uint64_t limit;
-    uint64_t used;
-    /* calls waiting for admission, oldest first: only the head may take
-     * what is released, whichever connection it is on */
-    sfl_grpc_call_t *qhead, *qtail;
-};
-
-int sfl_grpc_budget_new(uint64_t limit, sfl_grpc_budget_t **out)
-{
-    assert(out != NULL);
-    *out = sfl__calloc(1, sizeof(**out));
-    if (*out == NULL)
-        return sfl__fail(SFL_ENOMEM, "grpc: out of memory for a budget");
-    (*out)->limit = limit;
-    return 0;
-}
-
-void sfl_grpc_budget_free(sfl_grpc_budget_t *b)
-{
-    assert(b == NULL || b->qhead == NULL); /* its sessions are gone */
-    sfl__free(b);
-}
-
-uint64_t sfl_grpc_budget_used(const sfl_grpc_budget_t *b)
-{
-    return b->used;
-}
-
-/* Room for need more request bytes on the connection. */
-static bool fits_conn(const sfl_grpc_session_t *s, size_t need)
-{
-    return s->reserved <= s->max_buffered && need <= s->max_buffered - s->reserved;
-}
-
-/* Room in the process, for c as the oldest waiting call. */
-static bool fits_budget(const sfl_grpc_budget_t *b, const sfl_grpc_call_t *c, size_t need)
-{
-    return b == NULL || ((b->qhead == NULL || b->qhead == c) && b->used <= b->limit &&
-                         need <= b->limit - b->used);
-}
-
-static void enqueue_wait(sfl_grpc_budget_t *b, sfl_grpc_call_t *c)
-{
-    if (c->queued_b)
-        return;
-    c->queued_b = true;
-    c->qnext = NULL;
-    c->qprev = b->qtail;
-    if (b->qtail != NULL)
-        b->qtail->qnext = c;
-    else
-        b->qhead = c;
-    b->qtail = c;
-}
-
-static void dequeue_wait(sfl_grpc_budget_t *b, sfl_grpc_call_t *c)
-{
-    if (!c->queued_b)
-        return;
-    if (c->qprev != NULL)
-        c->qprev->qnext = c->qnext;
-    else
-        b->qhead = c->qnext;
-    if (c->qnext != NULL)
-        c->qnext->qprev = c->qprev;
-    else
-        b->qtail = c->qprev;
-    c->qprev = c->qnext = NULL;
-    c->queued_b = false;
-}
-
-/* The budget's oldest waiting call may fit now: its session tries at its
- * next tick (or right away when it is the caller's own). */
-static void kick(sfl_grpc_budget_t *b, const sfl_grpc_session_t *self)
-{
-    if (b->qhead != NULL && b->qhead->s != self && b->used < b->limit)
-        wake(b->qhead->s);
-}
-
-static void server_data(sfl_grpc_session_t *s, sfl_grpc_call_t *c, const uint8_t *data,
-                        size_t len);
-static void server_request_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c);
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-typedef enum {
-    ADMITTED,
-    REFUSED,     /* it can never fit: answered RESOURCE_EXHAUSTED */
-    WAIT_DATA,   /* its size is not known yet */
-    WAIT_CONN,   /* its connection has no room */
-    WAIT_BUDGET  /* in the process queue */
-} admit_t;
-
-/* Admits c if its request's size is known and fits the budgets: reserves
- * it, acknowledges the waiting bytes and decodes them. The size is the
- * message's own prefix (the method's max_request bounds it); a body that
- * ended shorter than a prefix is let through for the decoder to refuse.
- * What is reserved is what the call will hold: the message's n bytes
- * (c->req); its 5-byte prefix is parsed, never kept. Reserving n + 5 made a
- * message of exactly max_message wait forever for a connection whose
- * max_buffered is max_message (issue 23, finding 8). A request that no
- * release can ever make room for is answered at once, not left waiting. */
-static admit_t admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
-{
-    size_t need = c->pend_len;
-    uint8_t *pend = c->pend;
-    char msg[160];
-
-    if (c->pend_len >= SFL_GRPCFRAME_PREFIX) {
-        uint32_t n = be32(c->pend + 1);
-
-        /* too big: reserve nothing, the decoder refuses the prefix */
-        need = n > c->rx.max_message ? 0 : (size_t)n;
-    } else if (!c->remote_closed) {
-        return WAIT_DATA;
-    }
-    if (need > s->max_buffered || (s->budget != NULL && need > s->budget->limit)) {
-        snprintf(msg, sizeof(msg), "request of %zu bytes exceeds the %llu bytes %s may buffer",
-                 need,
-                 (unsigned long long)(need > s->max_buffered ? s->max_buffered : s->budget->limit),
-                 need > s->max_buffered ? "a connection" : "the process");
-        reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
-        return REFUSED;
-    }
-    /* A call its own connection has no room for waits for that
-     * connection's releases, outside the process queue: a connection
-     * holding its budget cannot stall the others. */
-    if (!fits_conn(s, need)) {
-        if (s->budget != NULL)
-            dequeue_wait(s->budget, c);
-        return WAIT_CONN;
-    }
-    if (!fits_budget(s->budget, c, need)) {
-        enqueue_wait(s->budget, c);
-        return WAIT_BUDGET;
-    }
-    if (s->budget != NULL)
-        dequeue_wait(s->budget, c);
-    c->admitted = true;
-    c->reserved = need;
-    s->reserved += need;
-    if (s->budget != NULL)
-        s->budget->used += need;
-    need = c->pend_len;
-    c->pend = NULL;
-    c->pend_len = 0;
-    s->pending -= need;
-    (void)nghttp2_session_consume_stream(s->h2, c->stream_id, need);
-    if (!c->remote_closed)
-        (void)nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, c->stream_id,
-                                                    SERVER_WINDOW);
-    if (s->budget != NULL)
-        kick(s->budget, s); /* the next in line may fit too */
-    server_data(s, c, pend, need);
-    sfl__free(pend);
-    if (c->remote_closed && c->state == CALL_RECV_BODY)
-        server_request_done(s, c);
-    return ADMITTED;
-}
-
-/* Admits this session's waiting calls that now fit, oldest first; runs
- * inside the session's own entry points only (handlers may run). Once one
- * waits for room on the connection the newer ones wait too (a big request
- * is not starved by small ones); the process queue keeps its own order. */
-static void admit_waiting(sfl_grpc_session_t *s)
-{
-    sfl_grpc_call_t *c, *last = NULL;
-
-    if (s->h2 == NULL)
-        return;
-    for (c = s->calls; c != NULL; c = c->next) /* newest first: find the oldest */
-        last = c;
-    for (c = last; c != NULL; c = c->prev) {
-        if (c->state != CALL_RECV_BODY || c->admitted || c->pend_len == 0)
-            continue;
-        if (admit(s, c) == WAIT_CONN)
-            break;
-    }
-}
-
-
-/* len bytes of DATA arrived on stream id (c its call, or NULL). An admitted
- * request's bytes are acknowledged at once (its reservation covers them);
- * one not yet admitted keeps them in pend, acknowledged for the connection
- * but not for the stream (so they bound themselves to PENDING_WINDOW and do
- * not stall the other streams); the bytes of anything else are dropped and
- * acknowledged. */
-static void server_chunk(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int32_t id,
-                         const uint8_t *data, size_t len)
-{
-    uint8_t *p;
-
-    if (c == NULL || c->state != CALL_RECV_BODY) {
-        (void)nghttp2_session_consume(s->h2, id, len);
-        return;
-    }
-    if (c->admitted) {
-        (void)nghttp2_session_consume(s->h2, id, len);
-        server_data(s, c, data, len);
-        return;
-    }
-    (void)nghttp2_session_consume_connection(s->h2, len);
-    /* At most one stream window: nghttp2 enforces flow control. */
-    p = sfl__reallocarray(c->pend, c->pend_len + len, 1);
-    if (p == NULL) {
-        (void)nghttp2_session_consume_stream(s->h2, id, len);
-        reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    memcpy(p + c->pend_len, data, len);
-    c->pend = p;
-    c->pend_len += len;
-    s->pending += len;
-    admit_waiting(s); /* c among them, in its turn */
-}
-
-/* c holds no request bytes any more: handler ran, refused, stream gone. */
-static void unhold(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
-{
-    if (s->budget != NULL)
-        dequeue_wait(s->budget, c);
-    if (c->pend_len > 0) {
-        if (s->h2 != NULL)
-            (void)nghttp2_session_consume_stream(s->h2, c->stream_id, c->pend_len);
-        s->pending -= c->pend_len;
-    }
-    sfl__free(c->pend);
-    c->pend = NULL;
-    c->pend_len = 0;
-    if (c->reserved == 0)
-        return;
-    s->reserved -= c->reserved;
-    if (s->budget != NULL)
-        s->budget->used -= c->reserved;
-    c->reserved = 0;
-    admit_waiting(s);
-    if (s->budget != NULL)
-        kick(s->budget, s);
 }
 
 static const sfl_grpc_method_t *lookup(const sfl_grpc_session_t *s, const uint8_t *path,
@@ -1090,37 +698,38 @@ static void server_headers_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
 
     if (c->hdr & HDR_TOO_BIG) {
         snprintf(msg, sizeof(msg), "request headers exceed %u bytes", s->max_header_list);
-        reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
     } else if (!(c->hdr & HDR_POST)) {
-        reject(s, c, 405, SFL_GRPC_STATUS_INTERNAL, "method must be POST");
+        sfl__grpc_reject(s, c, 405, SFL_GRPC_STATUS_INTERNAL, "method must be POST");
     } else if (!(c->hdr & (HDR_CT_GRPC | HDR_CT_OTHER))) {
-        reject(s, c, 415, SFL_GRPC_STATUS_INTERNAL, "content-type must be application/grpc");
+        sfl__grpc_reject(s, c, 415, SFL_GRPC_STATUS_INTERNAL,
+                         "content-type must be application/grpc");
     } else if (c->hdr & HDR_CT_OTHER) {
-        reject(s, c, 200, SFL_GRPC_STATUS_UNIMPLEMENTED,
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_UNIMPLEMENTED,
                "only application/grpc+proto is supported");
     } else if (!(c->hdr & HDR_TE)) {
-        reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, "missing \"te: trailers\"");
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, "missing \"te: trailers\"");
     } else if (c->hdr & HDR_BAD_ENCODING) {
-        reject(s, c, 200, SFL_GRPC_STATUS_UNIMPLEMENTED, "compression is not supported");
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_UNIMPLEMENTED, "compression is not supported");
     } else if (c->hdr & HDR_BAD_TIMEOUT) {
-        reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, "malformed grpc-timeout");
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, "malformed grpc-timeout");
     } else if (s->refuse_status != 0) {
-        reject(s, c, 200, s->refuse_status, s->refuse_msg);
+        sfl__grpc_reject(s, c, 200, s->refuse_status, s->refuse_msg);
     } else if (c->method == NULL) {
         snprintf(msg, sizeof(msg), "unknown method %s", c->path);
-        reject(s, c, 200, SFL_GRPC_STATUS_UNIMPLEMENTED, msg);
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_UNIMPLEMENTED, msg);
     } else if (c->method->roles != 0 && !(c->method->roles & s->peer_roles)) {
         snprintf(msg, sizeof(msg), "%s needs a certificate with role %s, not %s", c->path,
                  c->method->roles_name ? c->method->roles_name : "?",
                  s->peer_role_name && s->peer_role_name[0] ? s->peer_role_name : "none");
-        reject(s, c, 200, SFL_GRPC_STATUS_PERMISSION_DENIED, msg);
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_PERMISSION_DENIED, msg);
     } else {
         uint32_t max = c->method->max_request ? c->method->max_request : s->max_message;
 
         if ((c->hdr & HDR_LENGTH) && c->content_length > (uint64_t)max + SFL_GRPCFRAME_PREFIX) {
             snprintf(msg, sizeof(msg), "request of %llu bytes exceeds %u for %s",
                      (unsigned long long)c->content_length, max + SFL_GRPCFRAME_PREFIX, c->path);
-            reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+            sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
             return;
         }
         sfl_grpcframe_init(&c->rx, max);
@@ -1132,7 +741,7 @@ static void server_headers_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     }
 }
 
-static void server_data(sfl_grpc_session_t *s, sfl_grpc_call_t *c, const uint8_t *data,
+void sfl__grpc_server_data(sfl_grpc_session_t *s, sfl_grpc_call_t *c, const uint8_t *data,
                         size_t len)
 {
     while (len > 0) {
@@ -1143,7 +752,7 @@ static void server_data(sfl_grpc_session_t *s, sfl_grpc_call_t *c, const uint8_t
         data += used;
         len -= used;
         if (rc < 0) {
-            reject(s, c, 200,
+            sfl__grpc_reject(s, c, 200,
                    rc == SFL_ELIMIT || rc == SFL_ENOMEM ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
                                                         : SFL_GRPC_STATUS_INTERNAL,
                    sfl_last_error());
@@ -1152,12 +761,12 @@ static void server_data(sfl_grpc_session_t *s, sfl_grpc_call_t *c, const uint8_t
         if (rc == 0)
             return;
         if (c->n_req > 0) {
-            reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL,
+            sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL,
                    "more than one request message on a unary-request method");
             return;
         }
         if (sfl_grpcframe_take(&c->rx, msg, mlen, &c->req) != 0) {
-            reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, sfl_last_error());
+            sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, sfl_last_error());
             return;
         }
         c->req_len = mlen;
@@ -1172,20 +781,20 @@ static void server_request_end(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     if (c->state != CALL_RECV_BODY)
         return;
     if (c->admitted)
-        server_request_done(s, c);
+        sfl__grpc_server_request_done(s, c);
     else
-        (void)admit(s, c); /* finishes it once admitted */
+        sfl__grpc_admit(s, c); /* finishes it once admitted */
 }
 
 /* The whole request is decoded: check it and run the handler. */
-static void server_request_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
+void sfl__grpc_server_request_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
 {
     if (sfl_grpcframe_end(&c->rx) != 0) {
-        reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, sfl_last_error());
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, sfl_last_error());
         return;
     }
     if (c->n_req == 0) {
-        reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, "missing request message");
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_INTERNAL, "missing request message");
         return;
     }
     sfl_grpcframe_close(&c->rx);
@@ -1197,13 +806,13 @@ static void server_request_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     c->method->handler(c, c->req != NULL ? c->req : (const uint8_t *)"", c->req_len, s->ud);
     sfl__free(c->req);
     c->req = NULL;
-    unhold(s, c);
+    sfl__grpc_unhold(s, c);
 }
 
 /* Stream gone (reset, or both sides ended). */
 static void server_stream_closed(sfl_grpc_call_t *c)
 {
-    unhold(c->s, c);
+    sfl__grpc_unhold(c->s, c);
     unlink_call(c);
     release_buffers(c);
     if (!c->app_holds) {
@@ -1518,7 +1127,7 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t id, const u
     (void)h2;
     (void)flags;
     if (s->server)
-        server_chunk(s, c, id, data, len);
+        sfl__grpc_server_chunk(s, c, id, data, len);
     else if (c != NULL && c->state == CALL_ACTIVE)
         client_data(s, c, data, len);
     return 0;
@@ -1847,9 +1456,7 @@ void sfl_grpc_session_free(sfl_grpc_session_t *s)
     assert(s->depth == 0); /* never from inside the session's callbacks */
     s->depth++;
     s->state = SESSION_DONE;
-    if (s->budget != NULL)
-        s->budget->used -= s->reserved;
-    s->reserved = s->pending = 0;
+    sfl__grpc_admit_drop(s);
     /* nghttp2_session_del runs no callbacks. */
     nghttp2_session_del(s->h2);
     s->h2 = NULL;
@@ -1859,7 +1466,7 @@ void sfl_grpc_session_free(sfl_grpc_session_t *s)
         sfl_grpc_call_t *c = s->calls;
         unlink_call(c);
         if (s->budget != NULL)
-            dequeue_wait(s->budget, c);
+            sfl__grpc_budget_dequeue(s->budget, c);
         release_buffers(c);
         c->reserved = 0;
         c->next = gone;
@@ -1883,7 +1490,7 @@ void sfl_grpc_session_free(sfl_grpc_session_t *s)
         }
     }
     if (s->budget != NULL)
-        kick(s->budget, s);
+        sfl__grpc_budget_kick(s->budget, s);
     sfl__free(s->out);
     sfl__free(s->scheme);
     sfl__free(s->authority);
@@ -2035,7 +1642,7 @@ static void expire(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     }
     switch (c->state) {
     case CALL_RECV_HEADERS:
-        reject(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
+        sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
         break;
     case CALL_RECV_BODY:
         if (c->req_deadline > now(s)) {
@@ -2043,9 +1650,9 @@ static void expire(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
 
             snprintf(msg, sizeof(msg), "request not complete %u ms after its headers",
                      s->body_ms);
-            reject(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, msg);
+            sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, msg);
         } else {
-            reject(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
+            sfl__grpc_reject(s, c, 200, SFL_GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
         }
         break;
     case CALL_ACTIVE:
@@ -2070,7 +1677,7 @@ int sfl_grpc_session_tick(sfl_grpc_session_t *s, uint64_t *next_ms)
     t = now(s);
     s->depth++;
     if (s->pending > 0)
-        admit_waiting(s);
+        sfl__grpc_admit_waiting(s);
     for (sfl_grpc_call_t *c = s->calls, *nx; c != NULL; c = nx) {
         nx = c->next; /* callbacks may add calls (at the head) */
         if (c->deadline == NO_DEADLINE)
@@ -2098,7 +1705,7 @@ void sfl_grpc_session_shutdown(sfl_grpc_session_t *s)
     assert(s != NULL);
     session_event(s, EV_SHUTDOWN, 0);
     check_quiet(s);
-    wake(s);
+    sfl__grpc_wake(s);
 }
 
 bool sfl_grpc_session_done(sfl_grpc_session_t *s)
@@ -2174,7 +1781,7 @@ int sfl_grpc_send(sfl_grpc_call_t *c, const uint8_t *msg, size_t len)
     int rc = send_msg(c, msg, len);
 
     if (rc == 0)
-        wake(c->s);
+        sfl__grpc_wake(c->s);
     return rc;
 }
 
@@ -2216,7 +1823,7 @@ int sfl_grpc_finish(sfl_grpc_call_t *c, int status, const char *message)
     sfl_grpc_session_t *s;
     int rc = finish_call(c, status, message, &s);
 
-    wake(s);
+    sfl__grpc_wake(s);
     return rc;
 }
 
@@ -2228,7 +1835,7 @@ int sfl_grpc_reply(sfl_grpc_call_t *c, const uint8_t *msg, size_t len)
 
     if (rc == 0) {
         rc = finish_call(c, SFL_GRPC_STATUS_OK, NULL, &s);
-        wake(s); /* once for both */
+        sfl__grpc_wake(s); /* once for both */
         return rc;
     }
     snprintf(detail, sizeof(detail), "%s", sfl_last_error());
@@ -2323,7 +1930,7 @@ static int start_call(sfl_grpc_session_t *s, const char *path, const uint8_t *re
     link_call(s, c);
     if (out != NULL)
         *out = c;
-    wake(s);
+    sfl__grpc_wake(s);
     return 0;
 }
 
@@ -2392,5 +1999,5 @@ void sfl_grpc_cancel(sfl_grpc_call_t *c)
     c->msg_cb = NULL;
     c->done_cb = NULL;
     reset_stream(c->s, c);
-    wake(c->s);
+    sfl__grpc_wake(c->s);
 }

@@ -113,6 +113,12 @@ void sfl_grpcconn_count_sent(sfl_grpcconn_t *g, uint64_t *counter);
 int sfl_grpcconn_split_hostport(const char *s, char *host, size_t hcap, char *port,
                                 size_t pcap) SFL_MUST_CHECK;
 
+/* The coordinator's default addresses, declared here once for the
+ * coordinator (its listen and admin_listen defaults) and its clients
+ * (sflctl's coordinator default is the Admin listener). */
+#define SFL_LISTEN_DEFAULT "0.0.0.0:7443"
+#define SFL_ADMIN_LISTEN_DEFAULT "127.0.0.1:7444"
+
 #ifdef __cplusplus
 }
 #endif
