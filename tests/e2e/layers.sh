@@ -34,6 +34,8 @@ plant libsfl/include/sfl/core/vec.h '#include <sfl/algo/algo.h>' \
     'upward include libsfl/core -> libsfl/algo'
 plant libsfl/src/net/grpc.c '#  include "../../../server/store/store.h"' \
     'libsfl includes a program: libsfl/net -> server/store'
+plant libsfl/src/crypto/seal.c '#include "ctl.h"' \
+    'libsfl includes a program: libsfl/crypto -> ctl'
 plant client-agent/agent.c '#include "../../server/coord.h"' \
     'one program includes another: client-agent -> server'
 plant sim/options.c '  # include "store/store.h"' \
