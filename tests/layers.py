@@ -84,9 +84,8 @@ def unit_of(path):
             return ('libsfl', parts[3])
         return None
     if parts[0] == 'server':
-        return ('server', parts[1] if len(parts) == 3 else
-                '' if len(parts) == 2 else None)
-    if parts[0] in PROGRAMS and len(parts) == 2:
+        return ('server', parts[1] if len(parts) > 2 else '')
+    if parts[0] in PROGRAMS:
         return (parts[0], '')
     return None
 
@@ -168,8 +167,9 @@ def main():
     sdirs = {x for x in os.listdir(os.path.join(root, 'server'))
              if os.path.isdir(os.path.join(root, 'server', x))} | {''}
     for f in sorted(sdirs ^ set(SERVER_BELOW)):
-        report(True, 'server folder %s/: %s' % (
-            f, 'no row in SERVER_BELOW' if f in sdirs else 'a row with no folder'))
+        report(SERVER_FATAL, 'server folder %s/: %s' % (
+            f, 'no row in SERVER_BELOW' if f in sdirs else 'a row with no folder'),
+            server=True)
     lib_ok = closure(LIBSFL_BELOW)
     srv_ok = closure(SERVER_BELOW)
 
@@ -177,7 +177,7 @@ def main():
     # layer (else of its area): the union, in order.
     def unit_flags(u):
         own = [c for c in cfiles if unit_of(c) == u] or \
-              [c for c in cfiles if unit_of(c)[0] == u[0]]
+              [c for c in cfiles if (unit_of(c) or ('',))[0] == u[0]]
         out = []
         for c in own:
             out += [d for d in flags[c] if d not in out]
