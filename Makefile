@@ -2,6 +2,8 @@
 #
 #   make            build libsfl, programs (build/)
 #   make test       unit tests, again under ASan+UBSan, e2e tests, 5 s per fuzzer
+#   make layers     every include of libsfl/, server/, ctl/, client-agent/, sim/
+#                   checked against the layers (tests/layers.py; in make test)
 #   make fuzz       every fuzzer for FUZZ_SECONDS (60) seconds
 #   make test-docker the image built and the compose federation run for real
 #   make docker-base the Dockerfile's base image made with debootstrap and
@@ -158,7 +160,9 @@ endif
 ALGO_INC := $(BUILD)/gen-algo/algos_extra.inc
 
 # libsfl's layers are its header folders, libsfl/include/sfl/LAYER/ (and
-# libsfl/src/LAYER/); tests/e2e/layers.sh holds which may include which.
+# libsfl/src/LAYER/); tests/layers.py holds which may include which (one
+# table, LIBSFL_BELOW, that must name exactly these folders) and checks it,
+# with the programs' folders, from the -I flags these rules give each file.
 SFL_LAYERS := $(patsubst libsfl/include/sfl/%/,%,$(wildcard libsfl/include/sfl/*/))
 LIB_SRC  := $(sort $(wildcard libsfl/src/*/*.c)) $(EXTRA_ALGOS)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -215,7 +219,7 @@ CTL_MAIN_OBJ := $(BUILD)/ctl/main_sflctl.o
 PROGRAMS := $(if $(SIM_SRC),$(SIM)) $(if $(AGENT_MAIN),$(AGENT_BIN)) $(COORD_BIN) $(CTL_BIN)
 
 .PHONY: all deps deps-test deps-repro deps-install deps-footprint test unit unit-asan \
-        test-cross unit-cross unit-asan e2e demo bench bench-peer soak footprint reproduce install man \
+        test-cross unit-cross unit-asan e2e layers demo bench bench-peer soak footprint reproduce install man \
         clean help
 .DEFAULT_GOAL := all
 
@@ -480,6 +484,11 @@ $(REPLAY_BIN) $(HOSTILE_BIN) $(LOADGEN_BIN): $(AGENT_LIB) $(LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_CFLAGS) -Iserver -Iclient-agent $(LDFLAGS) -o $@ $(filter %.c,$^) $(AGENT_LIB) $(LIB) $(LDLIBS)
+
+# The include check alone (make test runs it as tests/e2e/layers.sh, with
+# planted violations it must catch).
+layers:
+	@$(PYTHON) tests/layers.py
 
 E2E_SCRIPTS := $(filter-out tests/e2e/lib%,$(sort $(wildcard tests/e2e/*.sh)))
 e2e:

@@ -1,60 +1,60 @@
 #!/bin/sh
-# libsfl's layers (docs/design.md section 1): each area of libsfl/src and
-# each public header includes only headers of its own area and the areas
-# below it, so no include cycle can form:
-#   core <- data <- model <- algo;  core <- dp <- algo;  core <- crypto <- wire;
-#   core <- net
-# (wire takes the sizes of what it carries from crypto's headers: sfl/wire/msg.h)
-# (dp, noise and privacy accounting, needs nothing but core; the vertical
-# algorithms draw their noise from it. wire carries parameters as plain
-# name/value lists, param.h, and never needs an algorithm or a loss).
+# The layers (docs/design.md section 1): tests/layers.py resolves every
+# include of libsfl/, server/, ctl/, client-agent/ and sim/ the way the
+# compiler does and fails on one that runs up a layer, into another program
+# or into libsfl's internals from a program. First it must catch planted
+# violations, each in a copy of the sources, one at a time; then the tree.
 set -eu
 . tests/e2e/lib-step.sh
 fail() { echo "FAIL: $*"; exit 1; }
 
-area_of() { # header stem -> area
-    case $1 in
-    alloc | error | file | ini | rng | topk | vec | param | log | suggest | version) echo core ;;
-    csr | csv | dataset | idx | libsvm | partition | synth | readfile) echo data ;;
-    dict | eval | loss | loss_int) echo model ;;
-    algo | algo_int | client | fold | vertical) echo algo ;;
-    msg | spcodec) echo wire ;;
-    seal | savec | shamir | secagg) echo crypto ;;
-    dp) echo dp ;;
-    grpc | grpcconn | grpcframe | srcmap | transport | transport_int) echo net ;;
-    *) echo unknown ;;
-    esac
-}
-allowed() { # area -> areas it may include
-    case $1 in
-    core) echo "core" ;;
-    data) echo "core data" ;;
-    model) echo "core data model" ;;
-    algo) echo "core data model algo dp" ;;
-    wire) echo "core crypto wire" ;;
-    crypto) echo "core crypto" ;;
-    net) echo "core net" ;;
-    dp) echo "core dp" ;;
-    esac
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+
+# The sources and the Makefile the checker asks for -I folders: a copy.
+find libsfl server ctl client-agent sim -name '*.[ch]' -o -name '*.inc' > "$t/list"
+mkdir "$t/tree"
+tar -cf - Makefile mk -T "$t/list" | tar -xf - -C "$t/tree"
+
+# plant FILE LINE MESSAGE: LINE appended to FILE in the copy. The check
+# judges each include line on its own, so all plants go into one run (the
+# run must fail) and each must have its own line: MESSAGE at FILE:N.
+: > "$t/want"
+plant() {
+    printf '%s\n' "$2" >> "$t/tree/$1"
+    n=$(wc -l < "$t/tree/$1")
+    case $3 in WARN*) lvl=WARN; msg=${3#WARN } ;; *) lvl=FAIL; msg=$3 ;; esac
+    printf '%s %s:%s: %s\n' "$lvl" "$1" "$n" "$msg" >> "$t/want"
 }
 
-step "libsfl's sources and headers include only their own layer and those below"
-bad=0
-for f in libsfl/src/*/*.c libsfl/src/*/*.h libsfl/include/sfl/*.h; do
-    [ -f "$f" ] || continue
-    case $f in
-    libsfl/include/*) from=$(area_of "$(basename "$f" .h)") ;;
-    *) from=$(basename "$(dirname "$f")") ;;
-    esac
-    [ "$from" = unknown ] && { echo "no layer for $f"; bad=1; continue; }
-    ok=$(allowed "$from")
-    for h in $(sed -n 's/^#include "\(sfl\/\|data\/\|net\/\)\{0,1\}\([a-z_]*\)\.h".*/\2/p' "$f"); do
-        to=$(area_of "$h")
-        case " $ok " in
-        *" $to "*) ;;
-        *) echo "$f ($from) includes $h.h ($to)"; bad=1 ;;
-        esac
-    done
-done
-[ "$bad" -eq 0 ] || fail "layering violated (see above)"
-echo "layers: ok"
+step "planted upward, cross-program and internal includes fail the check, each named"
+plant libsfl/src/core/vec.c '#include "model/loss_int.h"' \
+    'upward include libsfl/core -> libsfl/model'
+plant libsfl/include/sfl/core/vec.h '#include <sfl/algo/algo.h>' \
+    'upward include libsfl/core -> libsfl/algo'
+plant libsfl/src/net/grpc.c '#  include "../../../server/store/store.h"' \
+    'libsfl includes a program: libsfl/net -> server/store'
+plant libsfl/src/crypto/seal.c '#include "ctl.h"' \
+    'libsfl includes a program: libsfl/crypto -> ctl'
+plant client-agent/agent.c '#include "../../server/coord.h"' \
+    'one program includes another: client-agent -> server'
+plant sim/options.c '  # include "store/store.h"' \
+    'one program includes another: sim -> server/store'
+plant sim/sim.h '#include "data/readfile.h"' \
+    'sim -> libsfl internals libsfl/data'
+plant libsfl/src/dp/dp.c '#include "sfl/sfl.h"' \
+    'upward include libsfl/dp -> libsfl/umbrella'
+plant server/store/store.c '#include "round/round.h"' \
+    'WARN upward include server/store -> server/round'
+plant libsfl/src/core/rng.c '/* #include "model/loss.h" */' 'NONE'
+grep -v ' NONE$' "$t/want" > "$t/want2"
+if tests/layers.py --root "$t/tree" > "$t/out" 2>&1; then
+    cat "$t/out"; fail "the check passed over the planted includes"
+fi
+while read -r want; do
+    grep -F "$want" "$t/out" || { cat "$t/out"; fail "no line '$want'"; }
+done < "$t/want2"
+! grep -F libsfl/src/core/rng.c "$t/out" || fail "an include in a comment was checked"
+
+step "every include of libsfl, server/, ctl/, client-agent/ and sim/ runs down its layers"
+tests/layers.py || fail "layering violated (the FAIL lines above)"
