@@ -53,6 +53,7 @@ EOF2
     done
     wait_for 60 at_least 10 || fail "$enc: no 10 committed rounds"
     kill -9 "$coord"
+    wait "$coord" 2> /dev/null || true # its lock is gone before the restart takes it
     before=$(committed)
     "$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
     coord=$!

@@ -70,6 +70,7 @@ wait_for 60 at_least 10 || fail "no 10 committed rounds"
 # Kill -9 mid-job, restart: the job resumes from its last committed round.
 step "Kill -9 mid-job, restart: the job resumes from its last committed round"
 kill -9 "$coord"
+wait "$coord" 2> /dev/null || true # its lock is gone before the restart takes it
 before=$(committed)
 start_coord
 finished() { grep -q "event=job_state job=1 state=finished" "$t/coord.log"; }
@@ -207,6 +208,7 @@ wait_for 60 stats3_done || fail "job 3: no statistics round committed"
 grep -q "event=statistics_committed job=3 attempt=[0-9]* agents=4 rows=240 features=200" \
     "$t/coord.log" || fail "job 3: statistics not over 4 agents, 240 rows: $(grep statistics_committed "$t/coord.log")"
 kill -9 "$coord"
+wait "$coord" 2> /dev/null || true # its lock is gone before the restart takes it
 before3=$(grep -c "event=round_committed job=3 " "$t/coord.log" || true)
 # how often agent-0 had the moments before the kill: 0 when the kill came
 # between the statistics commit and round 1's first task
@@ -240,6 +242,7 @@ $CTL job create "$t/job4.ini" > "$t/ctl.log" 2>&1 || fail "sflctl job create std
 three4() { [ "$(grep -c "event=update agent=[0-9]* job=4 round=0 attempt=0 verdict=accepted" "$t/coord.log")" -ge 3 ]; }
 wait_for 60 three4 || fail "job 4: no 3 moments in attempt 0"
 kill -9 "$coord"
+wait "$coord" 2> /dev/null || true # its lock is gone before the restart takes it
 kill -CONT "$agent_3"
 start_coord
 finished4() { grep -q "event=job_state job=4 state=finished" "$t/coord.log"; }

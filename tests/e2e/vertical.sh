@@ -189,6 +189,7 @@ opened=$(grep -c "event=round_open job=3 " "$t/coord.log")
 [ "$before" -ge 1 ] && [ "$opened" -eq $((before + 1)) ] ||
     fail "job 3: $before commits, $opened attempts opened: no attempt in flight"
 kill -9 "$coord"
+wait "$coord" 2> /dev/null || true # its lock is gone before the restart takes it
 # agent-3 back with the job's own budget as its limit
 eval "kill \$agent_3"
 start_coordinator
