@@ -16,10 +16,14 @@
 #include <uv.h>
 
 #include "coord.h"
-#include "round/fstat.h"
 #include "job/model.h"
 #include "http/metrics.h"
+#include "round/driver.h"
 #include "round/round.h"
+#include "round/saround.h"
+#include "round/shape.h"
+#include "round/stats.h"
+#include "round/vround.h"
 #include "store/store.h"
 #include "store/writer.h"
 #include "sfl/net/grpc.h"
@@ -109,6 +113,14 @@ struct coord_job {
     char error[SFL_MSG_TEXT_LEN];
     char waiting[SFL_MSG_TEXT_LEN]; /* why SELECTING cannot start the round; "" otherwise */
     int ready;                /* model and rnd initialised */
+    /* The kind of its rounds (shape.h: coord_shape_for) and that kind's
+     * state, owned by it (zeros when the job takes the shape). */
+    const coord_shape_t *shape;
+    union {
+        coord_sa_t sa;        /* coord_shape_secagg */
+        coord_vround_t vr;    /* coord_shape_vertical */
+        coord_stats_t stats;  /* coord_shape_statistics */
+    } kst;
     coord_model_t model;        /* global model and streaming aggregator */
     coord_round_t rnd;        /* the round in progress (committed + 1) */
     uint64_t committed;       /* last committed round */
@@ -146,52 +158,22 @@ struct coord_job {
     uint8_t work_hash[32];
     uint64_t work_ns;
     uint32_t work_nnz;
-    /* Vertical jobs (vround.c): the agent of each block in the open
-     * attempt, and the privacy ledger (vjob.h): iterations released and
-     * what they spent (priv 0: the job releases nothing private). */
-    uint64_t *vagent;
-    uint64_t released;
-    sfl_dp_spent_t spent;
-    int priv;
-    /* Update mode 2 (saround.c): the open attempt's server, its cohort's
-     * keys, support S_t (sa_k indices), threshold, quantization, and the
-     * stages sent after the first. */
-    struct sfl_sa_server *sa;
-    sfl_msg_sa_member_t *sa_members;
-    uint32_t *sa_support;
-    uint32_t sa_k, sa_t, sa_topk, sa_sent, sa_degree;
-    uint32_t sa_blamed; /* the server's culprits already quarantined */
-    double sa_clip, sa_wmax;
     /* Quarantined members, ascending agent id (quarantine.c). */
     coord_quar_t *quar;
     size_t nquar;
-    double *sa_w3;      /* U3's public weights (ascending ids), at stage 3's end */
-    uint64_t *sa_u3;    /* U3's ids, ascending, at stage 3's end */
-    uint32_t sa_n3;     /* |U3| */
-    /* Bytes of the stage answers each member sent in the open attempt and
-     * the server accepted (parallel to rnd.members): a U3 member's is its
-     * update's bytes_up in the history (coord_saround_record). */
-    uint64_t *sa_bytes;
-    /* The fold failed on the secure sum itself (out of bounds, canary):
-     * some member of U3, nobody named (saround.c sets it, driver.c reads). */
-    int work_unattributable;
     /* Suspicion for unattributable failures, ascending agent id (suspect.c;
      * in memory only). */
     coord_suspect_t *sus;
     size_t nsus;
-    /* Standardize jobs (fstat.h, docs/protocol.md "Statistics round"):
-     * stats, the statistics round (round 0) is the open or next round (no
-     * moments stored yet); moments, once stored, the pooled moments
+    /* Standardize jobs (docs/protocol.md "Statistics round"): moments,
+     * once the statistics round (stats.h) stored them, the pooled moments
      * (SFL_MOMENTS_LEN(dimension), owned) with their hash and the rows and
      * agents pooled; task_m the open attempt's task with the moments beside
      * it, for an agent's first task of the job on its session. */
-    int stats;
-    coord_fstat_t fstat;
     double *moments;
     uint8_t moments_hash[SFL_MSG_HASH_BYTES];
     uint64_t stats_rows;
     uint32_t stats_agents;
-    double *work_moments;     /* the statistics round's sum, for the commit */
     uint8_t *task_m;
     size_t task_m_len;
 };
@@ -279,10 +261,6 @@ struct coord_attempt_key {
 
 /* ---- shared by the modules ---- */
 
-/* Runs on the loop once a posted write is durable (rc 0) or failed (rc <
- * 0, error says why; -ECANCELED: the coordinator is being freed). */
-typedef void (*coord_written_cb)(coord_t *co, uint64_t job, int rc, const char *error,
-                                 void *ud);
 /* A job creation's result: the job, or NULL with rc and error. */
 typedef void (*coord_created_cb)(coord_t *co, coord_job_t *j, int rc, const char *error, void *ud);
 
@@ -351,39 +329,6 @@ void coord_dismiss_idle(coord_t *co);
 /* The Subscribe's cancel callback: the agent's stream is gone. */
 void coord_sub_cancelled(sfl_grpc_call_t *call, void *ud);
 
-/* driver.c: the round driver. */
-/* Runs every job's round machine now. */
-void coord_schedule(coord_t *co);
-/* The scheduler tick (coord_new starts its timer). */
-void coord_on_tick(uv_timer_t *t);
-/* Moves the job's round machine on: selection, deadlines, aggregation. */
-void coord_job_drive(coord_job_t *j);
-/* The round after the last committed one, in SELECTING. */
-void coord_reset_round(coord_job_t *j);
-/* Sets, logs and records the job's new state; releases its model unless
- * running. after (may be NULL) runs once the record is durable or failed. */
-void coord_set_job_state(coord_job_t *j, sfl_job_state_t st, coord_written_cb after, void *ud);
-/* Leaves the open attempt uncommitted (pause, cancel, shutdown). */
-void coord_abandon(coord_job_t *j, const char *reason);
-/* Shutdown: attempts with their quorum aggregated, the others abandoned. */
-void coord_drive_wind_down(coord_t *co);
-/* Wipes the attempt's key and drops its task. */
-void coord_close_attempt(coord_job_t *j);
-coord_attempt_key_t *coord_key_hold(coord_attempt_key_t *k);
-void coord_key_drop(coord_attempt_key_t *k);
-/* Bytes of O(dim) state a job of that dimension holds when loaded. */
-uint64_t coord_job_state_bytes(size_t dim);
-/* Jobs not ended (pending, running, paused): what max_live_jobs bounds. */
-uint64_t coord_live_jobs(const coord_t *co);
-/* Sum of it over the jobs not ended that hold it. */
-uint64_t coord_live_job_bytes(const coord_t *co);
-/* Frees the O(dim) state of a job that is not running (nor aggregating). */
-void coord_job_release(coord_job_t *j);
-/* The last committed round's metrics (JobStatus's last_*), from the store. */
-void coord_load_last_metrics(coord_job_t *j);
-/* The global state of the last checkpoint (zero before the first). */
-int coord_reload_model(coord_job_t *j) SFL_MUST_CHECK;
-
 /* jobs.c: creation, loading, O(dim) state. */
 /* Checks spec and records the job: < 0 if refused now (after not called),
  * 0 when posted, and after then runs with the job (NULL if the store
@@ -408,77 +353,6 @@ void coord_write_job_fail(coord_t *co, uint64_t job, const char *error);
 void coord_part_queue(coord_t *co, const coord_part_row_t *row);
 /* Posts the queued records as one transaction; a failure is logged. */
 void coord_part_flush(coord_t *co);
-
-/* vround.c: vertical rounds (vjob.h). */
-/* The cohort of a vertical round from the available agents ids[0..*n):
- * one per block with the same sample ids; extra: why others are left out. */
-void coord_vround_pick(coord_job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t cap);
-/* The ledger from the attempts the store recorded (model load). */
-int coord_vround_ledger(coord_job_t *j) SFL_MUST_CHECK;
-/* At start: the ledger as the last commit recorded it, if it is current. */
-void coord_vround_load(coord_job_t *j);
-/* The ledger into a commit's metrics. */
-void coord_vround_metrics(const coord_job_t *j, coord_round_metrics_t *m);
-/* SFL_ELIMIT with why if round j->rnd.round would pass the privacy budget. */
-int coord_vround_budget(coord_job_t *j, char *why, size_t cap) SFL_MUST_CHECK;
-/* The attempt opened (after START): blocks of the members, the first
- * iteration, the ledger counts the round's iterations. */
-int coord_vround_open(coord_job_t *j) SFL_MUST_CHECK;
-/* The open iteration's step to agent a, or to every block holder (NULL). */
-void coord_vround_send(coord_job_t *j, coord_agent_t *a);
-/* A block holder subscribed again: the step it has not answered. */
-void coord_vround_resend(coord_job_t *j, coord_agent_t *a);
-void coord_vround_status(const coord_job_t *j, sfl_job_status_t *st);
-void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-
-/* quarantine.c: agent is never selected for job j again without an
- * admin's word; reason is a short key ("bad_share_dealt", from
- * sfl_sa_blame_name). Called on the loop thread by saround.c: from the
- * SubmitSecAgg handler as soon as a stage's message convicts its sender,
- * and from coord_saround_close for what the finish found (after the
- * aggregation, or when the attempt is abandoned; not when the job is
- * freed: coord_saround_free). */
-void coord_quarantine(coord_job_t *j, uint64_t agent, const char *reason);
-
-/* saround.c: update mode 2's rounds. */
-/* After START: threshold, S_t, the cohort's keys (for the task). */
-int coord_saround_prepare(coord_job_t *j) SFL_MUST_CHECK;
-void coord_saround_task(const coord_job_t *j, sfl_msg_sa_round_t *out);
-/* After the task is built: the protocol's server. */
-int coord_saround_start(coord_job_t *j) SFL_MUST_CHECK;
-/* Sends the stages the round machine has moved on to. */
-void coord_saround_sync(coord_job_t *j);
-/* Thread pool: unmask, fold global + the mean change. */
-int coord_saround_fold(coord_job_t *j) SFL_MUST_CHECK;
-/* Thread pool: a statistics round's sum (a standardize job's round 0 in
- * mode 2, sfl/crypto/savec.h): unmask, m[0..SFL_MOMENTS_LEN(d)) the members'
- * moments summed, *agents |U3|. */
-int coord_saround_stats(coord_job_t *j, double *m, uint32_t *agents) SFL_MUST_CHECK;
-/* Quarantines the server's culprits not yet reported, then frees it. */
-void coord_saround_close(coord_job_t *j);
-/* Frees the round's server and state without reporting (the job is being
- * freed: nothing may be written or excused for it any more). */
-void coord_saround_free(coord_job_t *j);
-/* The members' SecAggAnswer into the server's struct for its stage (the
- * server's verdict), and the boxes of stage 2 for member v in the wire's
- * struct (*out owned, sfl__free; *n of them): the forwarding path, a box
- * copied exactly (sfl/wire/msg.h asserts the sizes agree). */
-struct sfl_sa_server;
-int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m) SFL_MUST_CHECK;
-int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_box_t **out,
-                        uint32_t *n) SFL_MUST_CHECK;
-void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-/* The accepted participation rows of an attempt whose secure sum is about
- * to be folded: one per member of U3 (u3, n3 ids ascending), with the bytes
- * of the stage answers it sent (bytes[i] for members[i], n of them,
- * ascending ids). Fills out (n3 rows, reason NULL) and returns how many;
- * an id of U3 that is not a member is left out. Pure. */
-uint32_t coord_saround_part_rows(const coord_member_t *members, const uint64_t *bytes, uint32_t n,
-                                 const uint64_t *u3, uint32_t n3, int64_t job, int64_t round,
-                                 int64_t attempt, int64_t at_ms, coord_part_row_t *out);
-/* Queues those rows for the open attempt and counts them as accepted
- * updates (sfl_updates_total, sfl_update_bytes_total). */
-void coord_saround_record(coord_job_t *j);
 
 /* agentsvc.c: Join and Subscribe. */
 void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);

@@ -74,7 +74,7 @@ static void render_progress(coord_text_t *t, const coord_t *co)
             sfl_job_status_t st = {0};
             double v;
 
-            coord_vround_status(j, &st);
+            j->shape->status(j, &st);
             if (f == COMMITTED)
                 v = (double)j->committed;
             else if (f == RUNNING)

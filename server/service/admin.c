@@ -50,7 +50,7 @@ static void job_status(const coord_job_t *j, sfl_job_status_t *st)
     st->last_eval_accuracy = j->last.eval_accuracy;
     st->last_eval_mse = j->last.eval_mse;
     st->last_personal_accuracy = j->last.personal_accuracy;
-    coord_vround_status(j, st);
+    j->shape->status(j, st);
     coord_text_copy(st->loss, sizeof(st->loss), j->spec.loss);
     st->quarantined = (uint32_t)j->nquar;
     coord_quarantine_job_text(j, st->quarantine, sizeof(st->quarantine));

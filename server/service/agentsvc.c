@@ -298,8 +298,8 @@ void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, vo
         mb = coord_round_member(&j->rnd, a->id);
         if (mb && mb->state == COORD_MEMBER_PENDING) {
             coord_send_task(co, j, a);
-            if (j->model.v != NULL && !j->opening)
-                coord_vround_resend(j, a);
+            if (!j->opening)
+                j->shape->resend(j, a);
         }
     }
     coord_schedule(co);
