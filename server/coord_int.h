@@ -172,8 +172,8 @@ struct coord_job {
      * it, for an agent's first task of the job on its session. */
     double *moments;
     uint8_t moments_hash[SFL_MSG_HASH_BYTES];
-    uint64_t stats_rows;
-    uint32_t stats_agents;
+    uint64_t moments_rows;
+    uint32_t moments_agents;
     uint8_t *task_m;
     size_t task_m_len;
 };

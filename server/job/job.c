@@ -75,8 +75,8 @@ static int job_stats_load(coord_job_t *j)
     j->moments = m;
     m = NULL;
     memcpy(j->moments_hash, h, sizeof(h));
-    j->stats_rows = row.rows > 0 ? (uint64_t)row.rows : 0;
-    j->stats_agents = row.agents > 0 && row.agents < UINT32_MAX ? (uint32_t)row.agents : 0;
+    j->moments_rows = row.rows > 0 ? (uint64_t)row.rows : 0;
+    j->moments_agents = row.agents > 0 && row.agents < UINT32_MAX ? (uint32_t)row.agents : 0;
 out:
     if (rc < 0)
         rc = sfl__wrap(rc, "job %llu statistics", (unsigned long long)j->id);

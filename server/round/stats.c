@@ -195,13 +195,13 @@ static void st_committed(coord_job_t *j)
     j->moments = j->kst.stats.work_moments;
     j->kst.stats.work_moments = NULL;
     memcpy(j->moments_hash, j->work_hash, sizeof(j->moments_hash));
-    j->stats_rows = (uint64_t)j->moments[0];
-    j->stats_agents = j->work_nnz;
+    j->moments_rows = (uint64_t)j->moments[0];
+    j->moments_agents = j->work_nnz;
     sodium_bin2hex(hex, sizeof(hex), j->moments_hash, 8);
     coord_log(COORD_LOG_INFO, "statistics_committed",
               "job=%llu attempt=%u agents=%u rows=%llu features=%u moments_hash=%s",
-              (unsigned long long)j->id, j->wire_attempt, j->stats_agents,
-              (unsigned long long)j->stats_rows, j->spec.dimension, hex);
+              (unsigned long long)j->id, j->wire_attempt, j->moments_agents,
+              (unsigned long long)j->moments_rows, j->spec.dimension, hex);
 }
 
 static void st_failed(coord_job_t *j, int unattributable, const char *sus, uint32_t n3)

@@ -56,8 +56,8 @@ static void job_status(const coord_job_t *j, sfl_job_status_t *st)
     coord_quarantine_job_text(j, st->quarantine, sizeof(st->quarantine));
     if (j->spec.standardize) {
         st->statistics = j->moments != NULL ? 2 : 1;
-        st->statistics_rows = j->stats_rows;
-        st->statistics_agents = j->stats_agents;
+        st->statistics_rows = j->moments_rows;
+        st->statistics_agents = j->moments_agents;
     }
     st->round_state = SFL_ROUND_NONE;
     if (j->state != SFL_JOB_RUNNING || !j->ready)
