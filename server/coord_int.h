@@ -18,7 +18,6 @@
 #include "coord.h"
 #include "job/model.h"
 #include "http/metrics.h"
-#include "round/driver.h"
 #include "round/round.h"
 #include "round/saround.h"
 #include "round/shape.h"
@@ -261,6 +260,10 @@ struct coord_attempt_key {
 
 /* ---- shared by the modules ---- */
 
+/* Runs on the loop once a posted write is durable (rc 0) or failed (rc <
+ * 0, error says why; -ECANCELED: the coordinator is being freed). */
+typedef void (*coord_written_cb)(coord_t *co, uint64_t job, int rc, const char *error,
+                                 void *ud);
 /* A job creation's result: the job, or NULL with rc and error. */
 typedef void (*coord_created_cb)(coord_t *co, coord_job_t *j, int rc, const char *error, void *ud);
 
@@ -284,172 +287,5 @@ int coord_refusal_log_ok(coord_t *co, uint32_t *dropped);
 void coord_bind_agent(coord_conn_t *k, coord_agent_t *a);
 /* The agent this connection joined as, or NULL with the call failed. */
 coord_agent_t *coord_bound_agent(sfl_grpc_call_t *call, coord_conn_t *k, uint64_t agent_id);
-
-/* registry.c: clocks, agents, jobs by id, eligibility. */
-uint64_t coord_now_ms(const coord_t *co);
-int64_t coord_wall_ms(void);
-coord_agent_t *coord_agent_find(const coord_t *co, uint64_t id);
-coord_agent_t *coord_agent_by_name(const coord_t *co, const char *name);
-/* Sets a->ds from a Join's summary (SFL_ENOMEM, a->ds unchanged). */
-int coord_agent_set_ds(coord_agent_t *a, const sfl_dataset_summary_t *ds) SFL_MUST_CHECK;
-/* The agent's summary in the wire's form, in *tmp (returned). */
-const sfl_dataset_summary_t *coord_agent_summary(const coord_agent_t *a, sfl_dataset_summary_t *tmp);
-/* Frees an agent (its labels too); NULL is a no-op. */
-void coord_agent_free(coord_agent_t *a);
-/* Inserts keeping agents ascending by id, indexed by a->name, which must
- * be set and stays (SFL_ENOMEM). */
-int coord_agent_insert(coord_t *co, coord_agent_t *a) SFL_MUST_CHECK;
-/* The operator revoked this certificate (bsearch in co->revoked). */
-bool coord_cert_revoked(const coord_t *co, const uint8_t fpr[32]);
-coord_job_t *coord_job_find(const coord_t *co, uint64_t id);
-/* Cancelled, finished or failed. */
-int coord_job_final(const coord_job_t *j);
-/* Tags as "a,b,c" (the store's text form) and back. */
-void coord_tags_text(const sfl_tags_t *t, char *out, size_t cap);
-void coord_tags_parse(const char *s, sfl_tags_t *t);
-/* Why the agent cannot take part in the job (job.h's reasons plus
- * NOT_JOINED and LABELS), with a detail; NONE if it can. */
-coord_inelig_t coord_ineligible(const coord_job_t *j, const coord_agent_t *a, char *why, size_t cap);
-int coord_eligible(const coord_job_t *j, const coord_agent_t *a);
-/* The job schedules rounds now (running, not stopping). */
-int coord_running(const coord_job_t *j);
-/* Selected in another job's open attempt (self excepted). */
-int coord_busy_elsewhere(const coord_t *co, const coord_agent_t *a, const coord_job_t *self);
-/* Some running job can use the agent. */
-int coord_usable(const coord_t *co, const coord_agent_t *a);
-
-/* subs.c: Subscribe streams. */
-/* Ends the agent's held Subscribe with status and message. */
-void coord_end_sub(coord_agent_t *a, int status, const char *msg);
-/* Sends the job's current task on the agent's Subscribe (not while the
- * attempt's opening is being recorded). */
-void coord_send_task(coord_t *co, coord_job_t *j, coord_agent_t *a);
-/* Ends, with a paced Wait, the streams that got nothing for the hold time. */
-void coord_dismiss_idle(coord_t *co);
-/* The Subscribe's cancel callback: the agent's stream is gone. */
-void coord_sub_cancelled(sfl_grpc_call_t *call, void *ud);
-
-/* jobs.c: creation, loading, O(dim) state. */
-/* Checks spec and records the job: < 0 if refused now (after not called),
- * 0 when posted, and after then runs with the job (NULL if the store
- * refused it, rc and error saying why). */
-int coord_job_create(coord_t *co, const sfl_job_spec_t *spec, coord_created_cb after,
-                     void *ud) SFL_MUST_CHECK;
-/* A job row from the store at start. */
-int coord_job_load(coord_t *co, const coord_job_row_t *row) SFL_MUST_CHECK;
-/* Allocates the job's O(dim) state from its last checkpoint. */
-int coord_job_model(coord_job_t *j) SFL_MUST_CHECK;
-void coord_job_free(coord_job_t *j);
-
-/* coordwrite.c: writes posted to the writer, never waited for. */
-/* attempt: the wire attempt (the store's minus 1). */
-void coord_write_round_state(coord_t *co, uint64_t job, uint64_t round, uint32_t attempt,
-                             coord_srow_state_t st, const char *reason);
-void coord_write_job_state(coord_t *co, uint64_t job, coord_job_state_t st,
-                           coord_written_cb after, void *ud);
-void coord_write_job_fail(coord_t *co, uint64_t job, const char *error);
-/* Queues an update's participation record (reason may be NULL); written
- * with the others at the next flush, at the latest on the next tick. */
-void coord_part_queue(coord_t *co, const coord_part_row_t *row);
-/* Posts the queued records as one transaction; a failure is logged. */
-void coord_part_flush(coord_t *co);
-
-/* agentsvc.c: Join and Subscribe. */
-void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-
-/* submit.c: SubmitUpdate, verified on the thread pool, folded on the loop. */
-void coord_h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-/* Heartbeat: an agent's progress on its task; tells it to abort a closed one. */
-void coord_h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-/* Counts an update's verdict; rj: the RJ_ reason of a rejection. */
-void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj);
-/* A secure-aggregation stage answer's or a vertical step answer's verdict
- * (sfl_stage_answers_total): messages within an update, not updates. */
-void coord_count_stage(coord_t *co, coord_upd_verdict_t v);
-/* The wire's ack status of a verdict. */
-sfl_ack_status_t coord_ack_of(coord_upd_verdict_t v);
-/* Replies with the UpdateAck of verdict vd (why: its reason unless
- * accepted) for (job, round, attempt). */
-void coord_reply_ack(sfl_grpc_call_t *call, coord_upd_verdict_t vd, const char *why,
-                     uint64_t job, uint64_t round, uint32_t attempt);
-/* The RJ_ reason of a failed sfl_seal_open_update. */
-int coord_seal_reason(int rc);
-
-/* admin.c: the Admin service (docs/protocol.md), and the agents connected. */
-uint32_t coord_connected_agents(const coord_t *co);
-void coord_h_status(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_list_agents(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_list_jobs(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_create_job(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_pause(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_resume(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_cancel(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_export(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-
-/* quarantine.c: members a job's rounds named as culprits, never selected
- * for that job again until an operator releases them (docs/security.md).
- * All on the loop thread. */
-/* Quarantines agent for job j with reason (a culprit's description, e.g.
- * "round 4 attempt 1: the shares from 9 do not match its commitment";
- * truncated to printable ASCII): effective at once, recorded through the
- * writer, idempotent (a second call keeps the first reason and changes
- * nothing). When the agent is a member of the job's current attempt, the
- * attempt is excused (coord_round_excuse): its failure does not count
- * toward max_attempts. */
-void coord_quarantine(coord_job_t *j, uint64_t agent, const char *reason);
-/* The agent's quarantine in job j, or NULL. */
-const coord_quar_t *coord_quarantined(const coord_job_t *j, uint64_t agent);
-/* At start, after the jobs: every quarantine the store holds. */
-int coord_quarantine_load(coord_t *co) SFL_MUST_CHECK;
-void coord_quarantine_free(coord_job_t *j);
-/* "quarantined in job 3: <reason>; ..." for the agent over all jobs ("" if
- * none), and "agent 9: <reason>; ..." for a job ("" if none): ListAgents'
- * and JobStatus's text. */
-void coord_quarantine_text(const coord_t *co, uint64_t agent, char *out, size_t cap);
-void coord_quarantine_job_text(const coord_job_t *j, char *out, size_t cap);
-/* Admin.ReleaseAgent. */
-void coord_h_release(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
-
-/* suspect.c: suspicion for secure sums that fail unattributably
- * (docs/security.md). On the loop thread. */
-/* The agent's count in job j (0: not suspect). */
-uint32_t coord_suspicion(const coord_job_t *j, uint64_t agent);
-/* +1 for each of ids[0..n) (a failed attempt's U3); 0 or SFL_ENOMEM (the
- * counts of those before the failing one are raised). */
-int coord_suspect_blame(coord_job_t *j, const uint64_t *ids, uint32_t n) SFL_MUST_CHECK;
-/* Back to 0 for each of ids[0..n) (a committed round's U3). */
-void coord_suspect_clear(coord_job_t *j, const uint64_t *ids, uint32_t n);
-void coord_suspect_free(coord_job_t *j);
-/* Agents the job suspects (count >= 1). */
-uint32_t coord_suspects(const coord_job_t *j);
-/* How many of n candidates with these counts a mode-2 attempt keeps: all
- * when none is suspect or n <= min_keep; else all but half (rounded up) of
- * those at the highest count, and at least min_keep (the smallest cohort
- * the job's quorum and threshold allow). Pure. */
-uint32_t coord_suspect_keep(const uint32_t *counts, uint32_t n, uint32_t min_keep);
-/* keep of the n candidates ids (ascending) into out (ascending): ordered
- * by (count ascending, a draw from the cohort's stream for (seed, round,
- * attempt)), so the least suspect are kept and ties at the boundary are
- * broken at random. Pure; 0, SFL_EINVAL (keep > n) or SFL_ENOMEM. */
-int coord_suspect_pick(uint64_t seed, uint64_t round, uint32_t attempt, const uint64_t *ids,
-                       const uint32_t *counts, uint32_t n, uint32_t keep,
-                       uint64_t *out) SFL_MUST_CHECK;
-/* "agent 9 (2), agent 4 (1)": the suspects among ids[0..n) (ids NULL:
- * all the job's), as many as fit in cap, then "and N more". */
-void coord_suspect_text(const coord_job_t *j, const uint64_t *ids, uint32_t n, char *out,
-                        size_t cap);
-
-/* coordmetrics.c: the /metrics page (metrics.h's render callback). */
-int coord_render_metrics(coord_text_t *t, void *ud);
-
-/* coordstatus.c: the status page at / and /status (metrics.h's render
- * callback; ud is the coordinator), and what it keeps between requests. */
-int coord_render_status(coord_text_t *t, void *ud);
-void coord_status_free(coord_status_t *s);
-/* admin.c: JobStatus of job j, as Status and ListJobs answer it. */
-void coord_job_status(const coord_job_t *j, sfl_job_status_t *st);
 
 #endif

@@ -1,6 +1,10 @@
 /* The coordinator's /metrics page (Prometheus text): counters, gauges and
  * histograms of its state, rendered on the loop for each request. */
 #include "coord_int.h"
+#include "http/coordmetrics.h"
+#include "round/driver.h"
+#include "round/suspect.h"
+#include "service/admin.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,6 +9,7 @@
 
 #include <uv.h>
 
+#include "coord_int.h"
 #include "round/round.h"
 #include "sfl/core/error.h"
 #include "sfl/wire/msg.h"
@@ -18,10 +19,6 @@ typedef struct coord coord_t;
 typedef struct coord_job coord_job_t;
 typedef struct coord_attempt_key coord_attempt_key_t;
 
-/* Runs on the loop once a posted write is durable (rc 0) or failed (rc <
- * 0, error says why; -ECANCELED: the coordinator is being freed). */
-typedef void (*coord_written_cb)(coord_t *co, uint64_t job, int rc, const char *error,
-                                 void *ud);
 
 /* Runs every job's round machine now. */
 void coord_schedule(coord_t *co);

@@ -8,6 +8,12 @@
  * mean of the members' changes on the round's support S_t, and folds
  * global + that mean as the round's one update. */
 #include "coord_int.h"
+#include "round/quarantine.h"
+#include "round/suspect.h"
+#include "service/registry.h"
+#include "service/submit.h"
+#include "service/subs.h"
+#include "store/coordwrite.h"
 #include "round/driver.h"
 #include "round/saround.h"
 #include "round/shape.h"

@@ -5,6 +5,11 @@
  * answers to the last one are in (SubmitStep), and the round ends, like
  * any other, with a commit of its checkpoint. */
 #include "coord_int.h"
+#include "round/driver.h"
+#include "service/registry.h"
+#include "service/submit.h"
+#include "service/subs.h"
+#include "store/coordwrite.h"
 #include "round/shape.h"
 #include "round/vround.h"
 

@@ -2,6 +2,12 @@
  * job creation and control, model export, history, certificate revocation.
  * Who may call it was checked when each call's HEADERS arrived. */
 #include "coord_int.h"
+#include "job/job.h"
+#include "round/driver.h"
+#include "round/quarantine.h"
+#include "round/suspect.h"
+#include "service/admin.h"
+#include "service/registry.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,6 +3,10 @@
  * on which its tasks and waits arrive. SubmitUpdate and Heartbeat are in
  * submit.c. */
 #include "coord_int.h"
+#include "round/driver.h"
+#include "service/agentsvc.h"
+#include "service/registry.h"
+#include "service/subs.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,6 +2,8 @@
  * certificates), jobs by id, and who may take part in which job
  * (eligibility, an agent busy elsewhere). */
 #include "coord_int.h"
+#include "round/quarantine.h"
+#include "service/registry.h"
 
 #include <errno.h>
 #include <math.h>

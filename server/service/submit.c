@@ -3,6 +3,11 @@
  * unseal, Ed25519 signature, payload decode), then folded on the loop, or
  * held for an ordered fold. */
 #include "coord_int.h"
+#include "round/driver.h"
+#include "service/registry.h"
+#include "service/submit.h"
+#include "service/subs.h"
+#include "store/coordwrite.h"
 
 #include <assert.h>
 #include <errno.h>
