@@ -1,10 +1,8 @@
-/* The coordinator's state as its modules share it: coord.c (lifecycle,
- * connections, the gRPC glue), registry.c (agents, jobs by id,
- * eligibility), subs.c (Subscribe streams), driver.c (the round driver),
- * jobs.c (job creation and loading), coordwrite.c (writes to the store's
- * writer, writer.h), agentsvc.c (Join, Subscribe), submit.c (SubmitUpdate,
- * Heartbeat), admin.c (the Admin service), coordmetrics.c (/metrics),
- * coordstatus.c (the status page at /).
+/* The coordinator's state as its modules share it - the agents, their
+ * connections, the jobs (with their round kind's state: round/shape.h),
+ * the coordinator - and coord.c's helpers (connections, the gRPC glue).
+ * Each module declares its functions in its own header (service/NAME.h,
+ * round/driver.h, job/job.h, store/coordwrite.h, http/coordmetrics.h, ...).
  * Internal: the programs use coord.h; unit tests of the modules use this. */
 #ifndef COORD_COORD_INT_H
 #define COORD_COORD_INT_H
