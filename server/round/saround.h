@@ -1,7 +1,7 @@
 /* Update mode 2, secure aggregation (saround.c; docs/security.md): the
  * secure aggregation round kind (coord_shape_secagg) and the mode-2 rounds
  * a statistics round runs on (stats.c). On the loop thread, except
- * coord_saround_fold and coord_saround_stats (the thread pool). */
+ * the secure aggregation kind's fold and coord_saround_stats (the thread pool). */
 #ifndef COORD_ROUND_SAROUND_H
 #define COORD_ROUND_SAROUND_H
 
