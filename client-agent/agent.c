@@ -425,7 +425,7 @@ static void on_sub_msg(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, vo
     else if (kind == 'w')
         step(a, &(ev_t){.type = EV_WAIT, .wait = &w});
     else {
-        /* a stage of a round in hand: its kind's (shape.h) */
+        /* a stage of a round in hand: its kind's (kind.h) */
         agent_stage_t m = {.kind = kind, .vstep = &vs, .sa = &sa};
 
         step(a, &(ev_t){.type = EV_STAGE, .stage = &m});

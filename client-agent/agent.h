@@ -8,7 +8,7 @@
  *   any connected state -> BACKOFF on an error or a disconnect
  *   BACKOFF -> CONNECTING after a jittered exponential delay
  *
- * What a task asks for is its round kind's (shape.h: the plain update, the
+ * What a task asks for is its round kind's (kind.h: the plain update, the
  * statistics round, secure aggregation, vertical), each in its own
  * kind_*.c; this machine names none of them.
  *

@@ -1,5 +1,5 @@
 /* Inside the agent: the agent's struct and what agent.c lends the round
- * kinds (shape.h, kind_*.c) and the client state (cstate.c). Not a public
+ * kinds (kind.h, kind_*.c) and the client state (cstate.c). Not a public
  * header: the agent's own files only. */
 #ifndef AGENT_AGENT_INT_H
 #define AGENT_AGENT_INT_H
@@ -7,7 +7,7 @@
 #include <stdarg.h>
 
 #include "agent.h"
-#include "shape.h"
+#include "kind.h"
 #include "sfl/algo/client.h"
 #include "sfl/core/log.h"
 #include "sfl/core/vec.h"
@@ -113,7 +113,7 @@ struct agent_ctx {
     const agent_shape_t *next_shape; /* its kind */
     sfl_algo_ws_t ws;     /* touched only by the work in flight */
 
-    /* Each round kind's state, in agent_shapes order (shape.h). */
+    /* Each round kind's state, in agent_shapes order (kind.h). */
     void **kind;
 };
 

@@ -1,4 +1,4 @@
-/* The plain update, the round kind of a sealed update (shape.h): a task
+/* The plain update, the round kind of a sealed update (kind.h): a task
  * trains libsfl's client round on the local rows (standardised for a
  * standardize job: kind_stats.c), the update is encoded and sealed to the
  * round's key, and agent.c's outbox submits it (SubmitUpdate). The pure

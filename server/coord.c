@@ -30,6 +30,17 @@
 #include "sfl/net/transport.h"
 
 #include "coord_int.h"
+#include "http/coordmetrics.h"
+#include "http/coordstatus.h"
+#include "job/job.h"
+#include "round/driver.h"
+#include "round/quarantine.h"
+#include "service/admin.h"
+#include "service/agentsvc.h"
+#include "service/registry.h"
+#include "service/submit.h"
+#include "service/subs.h"
+#include "store/coordwrite.h"
 
 
 /* Peer-supplied or library text into a wire text field: printable ASCII

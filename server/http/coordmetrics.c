@@ -1,6 +1,10 @@
 /* The coordinator's /metrics page (Prometheus text): counters, gauges and
  * histograms of its state, rendered on the loop for each request. */
 #include "coord_int.h"
+#include "http/coordmetrics.h"
+#include "round/driver.h"
+#include "round/suspect.h"
+#include "service/admin.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -74,7 +78,7 @@ static void render_progress(coord_text_t *t, const coord_t *co)
             sfl_job_status_t st = {0};
             double v;
 
-            coord_vround_status(j, &st);
+            j->shape->status(j, &st);
             if (f == COMMITTED)
                 v = (double)j->committed;
             else if (f == RUNNING)

@@ -14,6 +14,10 @@
  * rounds committed since the last one, so reloading the page costs the
  * store nothing while no round commits. */
 #include "coord_int.h"
+#include "http/coordstatus.h"
+#include "round/quarantine.h"
+#include "service/admin.h"
+#include "service/registry.h"
 
 #include <math.h>
 #include <stdio.h>

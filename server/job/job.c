@@ -2,6 +2,11 @@
  * store at start, their O(dim) state allocated when a round first needs it
  * and released when they stop running. */
 #include "coord_int.h"
+#include "job/job.h"
+#include "round/driver.h"
+#include "round/quarantine.h"
+#include "round/suspect.h"
+#include "store/coordwrite.h"
 
 #include <errno.h>
 #include <math.h>
@@ -21,20 +26,19 @@ void coord_job_free(coord_job_t *j)
     coord_round_close(&j->rnd);
     if (j->ready)
         coord_model_close(&j->model);
-    sfl__free(j->vagent);
-    coord_saround_free(j);
+    if (j->shape != NULL)
+        j->shape->free(j);
     coord_quarantine_free(j);
     coord_suspect_free(j);
     sfl__free(j->work_buf);
-    coord_fstat_close(&j->fstat);
     sfl__free(j->moments);
-    sfl__free(j->work_moments);
     sfl__free(j);
 }
 
 /* A standardize job's statistics from the store: the moments when its
  * statistics round committed (checked: length, hash, the standardizer
- * accepts them), else the round to run, its attempts numbered on from
+ * accepts them), else the round to run (without moments its rounds take
+ * the statistics shape: coord_shape_for), its attempts numbered on from
  * those a crashed coordinator opened. */
 static int job_stats_load(coord_job_t *j)
 {
@@ -44,7 +48,6 @@ static int job_stats_load(coord_job_t *j)
     double *m = NULL, *mu = NULL;
     int rc;
 
-    j->stats = 0;
     if (!j->spec.standardize)
         return 0;
     rc = coord_store_stats_get(j->co->store, (int64_t)j->id, n * 8, &row);
@@ -54,7 +57,6 @@ static int job_stats_load(coord_job_t *j)
     } else if (rc < 0)
         return rc;
     if (row.moments == NULL) {
-        j->stats = 1;
         j->used_round = 0;
         j->used = row.attempts > 0 && row.attempts < UINT32_MAX ? (uint32_t)row.attempts : 0;
         return 0;
@@ -78,8 +80,8 @@ static int job_stats_load(coord_job_t *j)
     j->moments = m;
     m = NULL;
     memcpy(j->moments_hash, h, sizeof(h));
-    j->stats_rows = row.rows > 0 ? (uint64_t)row.rows : 0;
-    j->stats_agents = row.agents > 0 && row.agents < UINT32_MAX ? (uint32_t)row.agents : 0;
+    j->moments_rows = row.rows > 0 ? (uint64_t)row.rows : 0;
+    j->moments_agents = row.agents > 0 && row.agents < UINT32_MAX ? (uint32_t)row.agents : 0;
 out:
     if (rc < 0)
         rc = sfl__wrap(rc, "job %llu statistics", (unsigned long long)j->id);
@@ -125,10 +127,9 @@ static int job_prepare(coord_job_t *j, uint64_t committed)
     if ((rc = job_stats_load(j)) < 0)
         return rc;
     coord_load_last_metrics(j);
-    if (j->model.v != NULL)
-        coord_vround_load(j);
     j->model_nnz = j->last.model_nnz;
-    coord_reset_round(j);
+    coord_reset_round(j); /* the job takes its shape */
+    j->shape->load(j);
     return 0;
 }
 
@@ -142,8 +143,7 @@ int coord_job_model(coord_job_t *j)
         return 0;
     if ((rc = coord_model_open(&j->model)) < 0)
         return rc;
-    if ((rc = coord_reload_model(j)) < 0 ||
-        (j->model.v != NULL && (rc = coord_vround_ledger(j)) < 0))
+    if ((rc = coord_reload_model(j)) < 0 || (rc = j->shape->model(j)) < 0)
         coord_model_close(&j->model);
     return rc;
 }
@@ -257,6 +257,7 @@ static int job_create(coord_t *co, const sfl_job_spec_t *spec, int now, coord_cr
     o->op.done = create_done;
     o->co = co;
     o->j->co = co;
+    o->j->shape = &coord_shape_plain; /* its own once prepared */
     o->j->spec = *spec;
     o->j->state = spec->paused ? SFL_JOB_PENDING : SFL_JOB_RUNNING;
     o->need = need;
@@ -331,6 +332,7 @@ int coord_job_load(coord_t *co, const coord_job_row_t *row)
     if (j == NULL)
         return SFL_ENOMEM;
     j->co = co;
+    j->shape = &coord_shape_plain; /* its own once prepared */
     j->id = (uint64_t)row->id;
     switch (row->state) {
     case COORD_JOB_ACTIVE: j->state = SFL_JOB_RUNNING; break;

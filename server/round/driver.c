@@ -4,6 +4,12 @@
  * and its commit on the store's writer, retries - and a job's state
  * changes. */
 #include "coord_int.h"
+#include "job/job.h"
+#include "service/registry.h"
+#include "service/subs.h"
+#include "store/coordwrite.h"
+#include "round/driver.h"
+#include "round/shape.h"
 
 #include <errno.h>
 #include <math.h>
@@ -29,6 +35,11 @@ static void step(coord_job_t *j, coord_event_t ev, uint64_t now)
                   (unsigned long long)j->id, (int)ev,
                   coord_log_quote(sfl_last_error(), q, sizeof(q)));
     }
+}
+
+void coord_job_step(coord_job_t *j, coord_event_t ev)
+{
+    step(j, ev, coord_now_ms(j->co));
 }
 
 /* The attempt's round key, shared by reference count with workers verifying
@@ -97,14 +108,13 @@ static void store_round_state(coord_job_t *j, coord_srow_state_t st, const char 
  * budget. */
 void coord_reset_round(coord_job_t *j)
 {
-    /* a standardize job without its moments yet: the statistics round */
-    uint64_t next = j->stats ? 0 : j->committed + 1;
-    coord_round_cfg_t scfg;
+    uint64_t next;
+    coord_round_cfg_t cfg;
 
     coord_round_close(&j->rnd);
-    if (j->stats)
-        coord_job_stats_cfg(&j->spec, &scfg);
-    coord_round_init(&j->rnd, j->stats ? &scfg : &j->model.rcfg, j->id, next);
+    coord_shape_set(j);
+    j->shape->plan(j, &next, &cfg);
+    coord_round_init(&j->rnd, &cfg, j->id, next);
     if (j->used_round != next) {
         j->used_round = next;
         j->used = 0;
@@ -185,14 +195,14 @@ void coord_abandon(coord_job_t *j, const char *reason)
                   reason);
     }
     coord_close_attempt(j);
-    coord_saround_close(j);
+    j->shape->close(j);
     coord_reset_round(j);
 }
 
 /* The job cannot go on: it stops here and the failure is recorded (the
  * writer records it before anything posted later), so that a restart
  * does not run it again; a record that fails is logged as missing. */
-static void fail_job(coord_job_t *j, const char *why)
+void coord_fail_job(coord_job_t *j, const char *why)
 {
     char q[300];
 
@@ -215,25 +225,16 @@ static int build_task(coord_job_t *j)
     coord_t *co = j->co;
     sfl_task_t t;
     sfl_msg_sa_round_t sa;
-    sfl_spvec_t *model = NULL;
     uint8_t *tb = NULL, sig[SFL_SEAL_SIG_BYTES];
     size_t tl = 0;
     int rc;
 
     memset(&t, 0, sizeof(t));
-    /* a vertical round's task carries the broadcast at its start; the
-     * statistics round's no model (all zeros) */
-    if (j->model.v != NULL)
-        rc = sfl_spvec_new((uint32_t)j->model.v->nb, 0, &model);
-    else
-        rc = sfl_spvec_new((uint32_t)j->model.prob.dim, 0, &model);
-    if (rc < 0 || (!j->stats && (rc = sfl_spvec_from_dense(model, j->model.global +
-                                                                   j->model.dim -
-                                                                   model->dim)) < 0))
+    t.update_mode = SFL_UPDATE_MODE_SEALED;
+    /* the kind's part: the model (or the broadcast, or none), its mode */
+    if ((rc = j->shape->task(j, &t, &sa)) < 0)
         goto out;
-    if (j->stats) {
-        t.statistics = 1;
-    } else if (j->moments != NULL) {
+    if (!t.statistics && j->moments != NULL) {
         t.has_moments = 1;
         memcpy(t.moments_hash, j->moments_hash, sizeof(t.moments_hash));
         t.standardize_eps = coord_job_std_eps(&j->spec);
@@ -249,13 +250,6 @@ static int build_task(coord_job_t *j)
     memcpy(t.labels, j->spec.labels, sizeof(t.labels));
     t.seed = j->spec.seed;
     t.value_encoding = j->spec.value_encoding;
-    t.update_mode = SFL_UPDATE_MODE_SEALED;
-    if (j->model.spec.secagg) {
-        coord_saround_task(j, &sa);
-        t.update_mode = SFL_UPDATE_MODE_SECURE_AGG;
-        t.secagg = &sa;
-    }
-    t.model = model;
     /* The model always travels exactly (float64): agents must train from
      * the very state the coordinator aggregates into. */
     t.model_encoding = SFL_ENC_F64;
@@ -263,15 +257,6 @@ static int build_task(coord_job_t *j)
     memcpy(t.round_nonce, j->rnd.nonce, sizeof(t.round_nonce));
     memcpy(t.round_key, j->key->rk->pk, sizeof(t.round_key));
     t.max_update_nnz = 0;
-    if (j->model.v != NULL) {
-        const coord_vjob_t *v = j->model.v;
-
-        t.rows = v->vj.nrows;
-        t.clients = v->vj.nclients;
-        t.iterations = v->vj.iters;
-        t.first_iteration = v->t;
-        t.round_iterations = (uint32_t)(v->end - v->t);
-    }
     if ((rc = sfl_msg_task_sign_bytes(&t, &tb, &tl)) < 0 ||
         (rc = sfl_seal_sign_detached(co->id, SFL_MSG_TASK_CONTEXT, tb, tl, sig)) < 0 ||
         (rc = sfl_msg_task_pack(tb, tl, sig, &j->task, &j->task_len)) < 0)
@@ -290,7 +275,7 @@ static int build_task(coord_job_t *j)
     memcpy(j->model_hash, t.model_hash, sizeof(j->model_hash));
 out:
     sfl_msg_buf_free(tb);
-    sfl_spvec_free(model);
+    sfl_spvec_free(t.model);
     return rc;
 }
 
@@ -444,7 +429,7 @@ static void open_done(coord_write_op_t *op)
  * another job's round and, with sub, subscribed now), ascending, into ids
  * (NULL: only counted); their count. Without sub: those a retry will draw
  * from once they ask again (an agent re-subscribes between tasks). */
-static uint32_t candidates(const coord_job_t *j, uint64_t *ids, int sub)
+uint32_t coord_candidates(const coord_job_t *j, uint64_t *ids, int sub)
 {
     const coord_t *co = j->co;
     uint32_t n = 0;
@@ -460,63 +445,6 @@ static uint32_t candidates(const coord_job_t *j, uint64_t *ids, int sub)
         }
     }
     return n;
-}
-
-/* The smallest cohort a mode-2 attempt of j can run with: the job's quorum,
- * and at least its fixed threshold (the default threshold 2n/3 + 1 follows
- * n and satisfies the agents' floor t > (n + n/3) / 2 at every n). */
-static uint32_t sa_min_cohort(const coord_job_t *j)
-{
-    uint32_t m = j->model.rcfg.min_quorum;
-
-    return j->model.spec.sa_threshold > m ? j->model.spec.sa_threshold : m;
-}
-
-/* A mode-2 job that suspects some of the n candidates ids (ascending):
- * the attempt draws from the least suspect only (coord_suspect_keep,
- * coord_suspect_pick), *n shrinks to them; logged with whom it left out.
- * 0 or SFL_ENOMEM. */
-static int leave_out_suspects(coord_job_t *j, uint64_t *ids, uint32_t *n)
-{
-    uint32_t *counts = NULL, keep, out = 0;
-    uint64_t *kept = NULL, *left = NULL;
-    char text[SFL_MSG_TEXT_LEN];
-    int rc = 0;
-
-    if (!j->model.spec.secagg || j->model.v != NULL || j->nsus == 0 || *n == 0)
-        return 0;
-    if ((counts = sfl__mallocarray(*n, sizeof(*counts))) == NULL ||
-        (kept = sfl__mallocarray(*n, sizeof(*kept))) == NULL ||
-        (left = sfl__mallocarray(*n, sizeof(*left))) == NULL) {
-        rc = sfl__fail(SFL_ENOMEM, "no memory for the selection");
-        goto out;
-    }
-    for (uint32_t i = 0; i < *n; i++)
-        counts[i] = coord_suspicion(j, ids[i]);
-    keep = coord_suspect_keep(counts, *n, sa_min_cohort(j));
-    if (keep == *n)
-        goto out;
-    if ((rc = coord_suspect_pick(j->spec.seed, j->rnd.round, j->rnd.attempt, ids, counts, *n,
-                                 keep, kept)) < 0)
-        goto out;
-    for (uint32_t i = 0, k = 0; i < *n; i++) {
-        if (k < keep && kept[k] == ids[i])
-            k++;
-        else
-            left[out++] = ids[i];
-    }
-    coord_suspect_text(j, left, out, text, sizeof(text));
-    coord_log(COORD_LOG_INFO, "suspects_left_out",
-              "job=%llu round=%llu attempt=%u candidates=%u drawn_from=%u left_out=\"%s\"",
-              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->rnd.attempt,
-              *n, keep, text);
-    memcpy(ids, kept, keep * sizeof(*ids));
-    *n = keep;
-out:
-    sfl__free(left);
-    sfl__free(kept);
-    sfl__free(counts);
-    return rc;
 }
 
 /* SELECTING: start the attempt once enough eligible agents subscribe. The
@@ -537,15 +465,14 @@ static void try_start(coord_job_t *j)
     ids = sfl__mallocarray(co->nagents ? co->nagents : 1, sizeof(*ids));
     if (ids == NULL)
         return;
-    n = candidates(j, ids, 1);
-    if (j->model.v != NULL && j->ready) {
+    n = coord_candidates(j, ids, 1);
+    {
         uint32_t avail = n;
         char extra[160];
 
-        coord_vround_pick(j, ids, &n, extra, sizeof(extra));
+        j->shape->cohort(j, ids, &n, extra, sizeof(extra));
         note_waiting(j, n, avail, extra);
-    } else
-        note_waiting(j, n, n, "");
+    }
     if (n < rc_->min_quorum || (n < want && now - j->select_since < co->cfg.select_wait_ms))
         goto out;
     if ((rc = coord_job_model(j)) < 0) {
@@ -553,16 +480,14 @@ static void try_start(coord_job_t *j)
         if (rc == SFL_ENOMEM)
             pause_failed(j, why); /* the operator may resume once memory is there */
         else
-            fail_job(j, why);
+            coord_fail_job(j, why);
         goto out;
     }
-    if (j->model.v != NULL && coord_vround_budget(j, why, sizeof(why)) < 0) {
-        coord_log(COORD_LOG_WARN, "privacy_budget", "job=%llu reason=%s",
-                  (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
-        fail_job(j, why);
+    if (j->shape->admit(j, why, sizeof(why)) < 0) {
+        coord_fail_job(j, why);
         goto out;
     }
-    if (leave_out_suspects(j, ids, &n) < 0 ||
+    if (j->shape->draw(j, ids, &n) < 0 ||
         (rc = coord_round_step(&j->rnd, COORD_EV_START, now, j->spec.seed, ids, n)) < 0) {
         /* no memory: the next tick tries again */
         coord_log(COORD_LOG_ERROR, "round_start_failed", "job=%llu error=%s",
@@ -593,15 +518,8 @@ static void try_start(coord_job_t *j)
     coord_part_flush(co); /* the writer keeps the order: earlier records first */
     coord_writer_post(co->writer, &o->op);
     j->opened = j->opening = 1;
-    if ((rc = key_new(&j->key)) < 0 ||
-        (j->model.spec.secagg && (rc = coord_saround_prepare(j)) < 0) ||
-        (j->stats ? (rc = coord_fstat_begin(&j->fstat, j->spec.dimension, j->rnd.nmembers))
-         : j->model.v != NULL ? (rc = coord_vround_open(j))
-                              : (rc = coord_model_begin(&j->model, j->model.spec.secagg
-                                                                     ? 1
-                                                                     : j->rnd.nmembers))) < 0 ||
-        (rc = build_task(j)) < 0 ||
-        (j->model.spec.secagg && (rc = coord_saround_start(j)) < 0))
+    if ((rc = key_new(&j->key)) < 0 || (rc = j->shape->open(j)) < 0 ||
+        (rc = build_task(j)) < 0 || (rc = j->shape->start(j)) < 0)
         goto fail;
     memset(&j->fold, 0, sizeof(j->fold));
     coord_log(COORD_LOG_INFO, "round_open",
@@ -676,42 +594,8 @@ static void agg_work(uv_work_t *w)
 {
     coord_job_t *j = w->data;
     uint64_t t0 = uv_hrtime();
-    int rc;
+    int rc = j->shape->fold(j);
 
-    if (j->stats) {
-        /* the statistics round: the sum, encoded and hashed for the store */
-        size_t n = SFL_MOMENTS_LEN(j->spec.dimension);
-
-        if ((j->work_moments = sfl__mallocarray(n, sizeof(double))) == NULL ||
-            (j->work_buf = sfl__mallocarray(n, 8)) == NULL)
-            rc = sfl__fail(SFL_ENOMEM, "no memory for the statistics");
-        else if ((rc = j->model.spec.secagg
-                           ? coord_saround_stats(j, j->work_moments, &j->work_nnz)
-                           : coord_fstat_end(&j->fstat, j->work_moments, &j->work_nnz)) == 0 &&
-                 (rc = sfl_msg_values_encode(j->work_moments, n, 0, j->work_buf)) == 0) {
-            j->work_len = n * 8;
-            sfl_msg_moments_hash(j->work_moments, n, j->work_hash);
-        }
-        if (rc < 0)
-            coord_text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
-        j->work_rc = rc;
-        j->work_ns = uv_hrtime() - t0;
-        return;
-    }
-    /* a vertical round's state moved with its iterations (vround.c) */
-    if (j->model.v != NULL) {
-        j->model.round++;
-        rc = 0;
-    } else if (j->model.spec.secagg)
-        rc = coord_saround_fold(j);
-    else
-        rc = coord_model_end(&j->model);
-    if (rc == 0)
-        rc = coord_model_encode(&j->model, &j->work_buf, &j->work_len, j->work_hash);
-    if (rc == 0) {
-        j->work_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
-        j->work_metrics.model_nnz = j->work_nnz;
-    }
     if (rc < 0)
         coord_text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
     j->work_rc = rc;
@@ -739,131 +623,26 @@ static void next_round(coord_job_t *j)
     coord_reset_round(j);
 }
 
-/* The statistics round is over, stored (work_rc 0) or not: its moments
- * go into every training task from now on. */
-static void stats_finish(coord_job_t *j)
-{
-    coord_t *co = j->co;
-    char q[300], hex[17];
-
-    coord_fstat_close(&j->fstat);
-    if (j->work_rc == 0) {
-        step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
-        sfl__free(j->moments);
-        j->moments = j->work_moments;
-        j->work_moments = NULL;
-        memcpy(j->moments_hash, j->work_hash, sizeof(j->moments_hash));
-        j->stats_rows = (uint64_t)j->moments[0];
-        j->stats_agents = j->work_nnz;
-        j->stats = 0;
-        sodium_bin2hex(hex, sizeof(hex), j->moments_hash, 8);
-        coord_log(COORD_LOG_INFO, "statistics_committed",
-                  "job=%llu attempt=%u agents=%u rows=%llu features=%u moments_hash=%s",
-                  (unsigned long long)j->id, j->wire_attempt, j->stats_agents,
-                  (unsigned long long)j->stats_rows, j->spec.dimension, hex);
-        next_round(j);
-    } else {
-        coord_log(COORD_LOG_ERROR, "aggregation_failed",
-                  "job=%llu round=0 attempt=%u error=%s", (unsigned long long)j->id,
-                  j->wire_attempt, coord_log_quote(j->work_err, q, sizeof(q)));
-        step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
-        snprintf(j->rnd.reason, sizeof(j->rnd.reason), "statistics failed: %.100s",
-                 j->work_err);
-        attempt_failed(j);
-    }
-    sfl__free(j->work_moments);
-    j->work_moments = NULL;
-    coord_job_release(j);
-    if (co->stopping)
-        coord_check_stopped(co);
-    else {
-        coord_job_drive(j);
-        coord_dismiss_idle(co);
-    }
-}
-
 /* The aggregation is over, committed (work_rc 0) or not. */
 static void agg_finish(coord_job_t *j)
 {
     coord_t *co = j->co;
-    char q[300], hex[65], sus[SFL_MSG_TEXT_LEN] = "";
-    uint32_t n3 = j->sa_n3; /* |U3|, for the log after the server closes */
-    int unattributable = 0;
+    char sus[SFL_MSG_TEXT_LEN] = "";
+    uint32_t n3 = 0;
+    int unattributable;
 
     j->busy = 0;
     j->opened = j->work_rc != 0; /* a commit closes the attempt's row */
     sfl__free(j->work_buf);
     j->work_buf = NULL;
-    if (j->model.spec.secagg && j->sa_u3 != NULL) {
-        /* a committed U3 is cleared; a sum that failed with no one to name
-         * makes each of its U3 a little more suspect */
-        if (j->work_rc == 0) {
-            coord_suspect_clear(j, j->sa_u3, j->sa_n3);
-        } else if (j->work_unattributable) {
-            unattributable = 1;
-            if (coord_suspect_blame(j, j->sa_u3, j->sa_n3) < 0)
-                coord_log(COORD_LOG_ERROR, "suspects_failed", "job=%llu error=\"no memory\"",
-                          (unsigned long long)j->id);
-            coord_suspect_text(j, j->sa_u3, j->sa_n3, sus, sizeof(sus));
-        }
-    }
-    coord_saround_close(j);
-    if (j->stats) {
-        stats_finish(j);
-        return;
-    }
+    unattributable = j->shape->settle(j, sus, sizeof(sus), &n3);
+    j->shape->close(j);
     if (j->work_rc == 0) {
         step(j, COORD_EV_AGGREGATED, coord_now_ms(co));
-        j->committed = j->model.round;
-        j->model_nnz = j->work_nnz;
-        j->last = j->work_metrics;
-        co->rounds_committed++;
-        coord_hist_observe(&co->agg_hist, (double)j->work_ns / 1e9);
-        sodium_bin2hex(hex, sizeof(hex), j->model_hash, 8);
-        coord_log(COORD_LOG_INFO, "round_committed",
-                  "job=%llu round=%llu attempt=%u accepted=%u nnz=%u aggregate_ms=%.3f "
-                  "train_loss=%.6g eval_samples=%llu eval_accuracy=%.6g "
-                  "personal_accuracy=%.6g eval_mse=%.6g",
-                  (unsigned long long)j->id, (unsigned long long)j->committed, j->wire_attempt,
-                  j->rnd.accepted, j->model_nnz, (double)j->work_ns / 1e6, j->last.train_loss,
-                  (unsigned long long)j->last.eval_samples, j->last.eval_accuracy,
-                  j->last.personal_accuracy, j->last.eval_mse);
+        j->shape->committed(j);
         next_round(j);
     } else {
-        coord_log(COORD_LOG_ERROR, "aggregation_failed",
-                  "job=%llu round=%llu attempt=%u attributable=%s suspects=\"%s\" error=%s",
-                  (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
-                  unattributable ? "no" : "-", sus, coord_log_quote(j->work_err, q, sizeof(q)));
-        /* The model may have moved (end ran, the commit did not): back to
-         * the last committed state. */
-        if (coord_reload_model(j) < 0) {
-            char why[SFL_MSG_TEXT_LEN];
-
-            snprintf(why, sizeof(why), "cannot reload the last checkpoint: %s",
-                     sfl_last_error());
-            fail_job(j, why);
-        }
-        step(j, COORD_EV_AGG_FAILED, coord_now_ms(co));
-        /* the reason the attempt failed says why (a secure sum out of
-         * bounds, say), not only that it did */
-        snprintf(j->rnd.reason, sizeof(j->rnd.reason), "aggregation failed: %.100s",
-                 j->work_err);
-        if (unattributable) {
-            uint32_t nc = candidates(j, NULL, 0);
-
-            /* excused only while the retry can leave out a different subset
-             * of the candidates, and at most as many times a round as there
-             * are candidates (docs/security.md) */
-            int excused = coord_round_excuse_unattributed(&j->rnd,
-                                                          nc > sa_min_cohort(j) ? nc : 0);
-
-            coord_log(COORD_LOG_WARN, "round_unattributable",
-                      "job=%llu round=%llu attempt=%u u3=%u candidates=%u excused=%s "
-                      "unattributed=%u suspects=\"%s\"",
-                      (unsigned long long)j->id, (unsigned long long)j->rnd.round,
-                      j->wire_attempt, n3, nc, excused ? "yes" : "no",
-                      j->rnd.unattributed, sus);
-        }
+        j->shape->failed(j, unattributable, sus, n3);
         attempt_failed(j);
     }
     coord_job_release(j);
@@ -875,26 +654,8 @@ static void agg_finish(coord_job_t *j)
     }
 }
 
-/* The commit: the round, its checkpoint and metrics in one transaction. */
-typedef struct {
-    coord_write_op_t op;
-    coord_job_t *j;
-    int64_t round, attempt;
-    coord_round_metrics_t metrics;
-    const uint8_t *buf; /* j->work_buf: the job stays busy until done */
-    size_t len;
-} commit_op_t;
-
-static int commit_run(coord_store_t *s, coord_write_op_t *op)
-{
-    commit_op_t *o = (commit_op_t *)op;
-
-    return coord_store_round_commit(s, (int64_t)o->j->id, o->round, o->attempt, o->buf, o->len,
-                                    &o->metrics, NULL);
-}
-
 /* A commit's outcome (a round's or the statistics round's) back on the loop. */
-static void commit_outcome(coord_job_t *j, coord_write_op_t *op)
+void coord_commit_outcome(coord_job_t *j, coord_write_op_t *op)
 {
     if (!op->abandoned) {
         j->work_rc = op->rc;
@@ -904,82 +665,16 @@ static void commit_outcome(coord_job_t *j, coord_write_op_t *op)
     }
 }
 
-static void commit_done(coord_write_op_t *op)
-{
-    commit_op_t *o = (commit_op_t *)op;
-
-    commit_outcome(o->j, op);
-    sfl__free(o);
-}
-
-/* The statistics round's commit: the pooled moments with the job. */
-typedef struct {
-    coord_write_op_t op;
-    coord_job_t *j;
-    const uint8_t *buf; /* j->work_buf: the job stays busy until done */
-    size_t len;
-    uint8_t hash[SFL_MSG_HASH_BYTES];
-    int64_t rows, agents;
-} stats_op_t;
-
-static int stats_run(coord_store_t *s, coord_write_op_t *op)
-{
-    stats_op_t *o = (stats_op_t *)op;
-
-    return coord_store_stats_commit(s, (int64_t)o->j->id, o->buf, o->len, o->hash, o->rows,
-                                    o->agents);
-}
-
-static void stats_done(coord_write_op_t *op)
-{
-    stats_op_t *o = (stats_op_t *)op;
-
-    commit_outcome(o->j, op);
-    sfl__free(o);
-}
-
 static void agg_after(uv_work_t *w, int status)
 {
     coord_job_t *j = w->data;
-    commit_op_t *o;
 
     (void)status; /* work items are never cancelled */
-    if (j->work_rc == 0 && j->stats) {
-        stats_op_t *so = sfl__calloc(1, sizeof(*so));
-
-        if (so == NULL) {
-            j->work_rc = SFL_ENOMEM;
-            coord_text_copy(j->work_err, sizeof(j->work_err), "no memory for the commit");
-        } else {
-            so->op.run = stats_run;
-            so->op.done = stats_done;
-            so->j = j;
-            so->buf = j->work_buf;
-            so->len = j->work_len;
-            memcpy(so->hash, j->work_hash, sizeof(so->hash));
-            so->rows = (int64_t)j->work_moments[0];
-            so->agents = j->work_nnz;
-            coord_writer_post(j->co->writer, &so->op);
-            return;
-        }
-    }
-    if (j->work_rc == 0 && !j->stats) {
-        if ((o = sfl__calloc(1, sizeof(*o))) == NULL) {
-            j->work_rc = SFL_ENOMEM;
-            coord_text_copy(j->work_err, sizeof(j->work_err), "no memory for the commit");
-        } else {
-            o->op.run = commit_run;
-            o->op.done = commit_done;
-            o->j = j;
-            o->round = (int64_t)j->rnd.round;
-            o->attempt = (int64_t)j->wire_attempt + 1;
-            o->metrics = j->work_metrics;
-            o->buf = j->work_buf;
-            o->len = j->work_len;
-            coord_part_flush(j->co); /* the attempt's records in before its commit */
-            coord_writer_post(j->co->writer, &o->op);
-            return;
-        }
+    if (j->work_rc == 0) {
+        if (j->shape->commit(j) == 0)
+            return; /* coord_commit_outcome follows */
+        j->work_rc = SFL_ENOMEM;
+        coord_text_copy(j->work_err, sizeof(j->work_err), "no memory for the commit");
     }
     agg_finish(j);
 }
@@ -1019,16 +714,12 @@ static void start_aggregation(coord_job_t *j)
     int rc;
 
     fold_metrics(j);
-    if (j->model.v != NULL)
-        coord_vround_metrics(j, &j->work_metrics);
-    if (j->model.spec.secagg)
-        coord_saround_record(j); /* U3's rows, before the commit's (agg_after) */
+    j->shape->record(j); /* the kind's figures and records, before the commit's */
     store_round_state(j, COORD_SROW_AGGREGATING, NULL);
     coord_close_attempt(j);
     j->busy = 1;
     j->work.data = j;
     j->work_rc = 0;
-    j->work_unattributable = 0;
     j->work_err[0] = '\0';
     rc = uv_queue_work(j->co->loop, &j->work, agg_work, agg_after);
     if (rc != 0) {
@@ -1047,7 +738,7 @@ static void attempt_failed(coord_job_t *j)
     store_round_state(j, COORD_SROW_FAILED, reason);
     j->opened = 0;
     coord_close_attempt(j);
-    coord_saround_close(j);
+    j->shape->close(j);
     co->rounds_failed++;
     coord_log(COORD_LOG_WARN, "round_failed", "job=%llu round=%llu attempt=%u reason=%s",
               (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
@@ -1087,7 +778,7 @@ void coord_job_drive(coord_job_t *j)
             break;
         case COORD_ROUND_TRAINING:
             step(j, COORD_EV_TICK, coord_now_ms(j->co));
-            coord_saround_sync(j);
+            j->shape->sync(j);
             break;
         case COORD_ROUND_AGGREGATING:
             start_aggregation(j);

@@ -8,6 +8,9 @@
  * (coord_round_excuse): one member cannot use up a round's attempts and
  * pause the job. */
 #include "coord_int.h"
+#include "round/driver.h"
+#include "round/quarantine.h"
+#include "service/registry.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -8,6 +8,15 @@
  * mean of the members' changes on the round's support S_t, and folds
  * global + that mean as the round's one update. */
 #include "coord_int.h"
+#include "round/quarantine.h"
+#include "round/suspect.h"
+#include "service/registry.h"
+#include "service/submit.h"
+#include "service/subs.h"
+#include "store/coordwrite.h"
+#include "round/driver.h"
+#include "round/saround.h"
+#include "round/shape.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,50 +32,42 @@
 /* The server's culprits found since the last call, each quarantined for
  * the job: a member that provably broke the protocol is never selected
  * again, so a retry goes on without it. */
-static void sa_report(coord_job_t *j)
+static void sa_report(coord_job_t *j, coord_sa_t *s)
 {
     const sfl_sa_culprit_t *cul;
     uint32_t n;
 
-    if (j->sa == NULL || sfl_sa_server_culprits(j->sa, &cul, &n) < 0)
+    if (s->srv == NULL || sfl_sa_server_culprits(s->srv, &cul, &n) < 0)
         return;
-    for (; j->sa_blamed < n; j->sa_blamed++) {
+    for (; s->blamed < n; s->blamed++) {
         char why[96];
 
         coord_log(COORD_LOG_WARN, "secagg_culprit", "job=%llu round=%llu agent=%llu reason=%s",
                   (unsigned long long)j->id, (unsigned long long)j->rnd.round,
-                  (unsigned long long)cul[j->sa_blamed].id,
-                  sfl_sa_blame_name(cul[j->sa_blamed].why));
+                  (unsigned long long)cul[s->blamed].id,
+                  sfl_sa_blame_name(cul[s->blamed].why));
         snprintf(why, sizeof(why), "round %llu attempt %u: secure aggregation %s",
                  (unsigned long long)j->rnd.round, j->wire_attempt,
-                 sfl_sa_blame_name(cul[j->sa_blamed].why));
-        coord_quarantine(j, cul[j->sa_blamed].id, why);
+                 sfl_sa_blame_name(cul[s->blamed].why));
+        coord_quarantine(j, cul[s->blamed].id, why);
     }
 }
 
-void coord_saround_close(coord_job_t *j)
+void coord_saround_close(coord_job_t *j, coord_sa_t *s)
 {
-    sa_report(j);
-    coord_saround_free(j);
+    sa_report(j, s);
+    coord_saround_free(s);
 }
 
-void coord_saround_free(coord_job_t *j)
+void coord_saround_free(coord_sa_t *s)
 {
-    sfl_sa_server_free(j->sa);
-    j->sa_blamed = 0;
-    j->sa = NULL;
-    sfl__free(j->sa_members);
-    j->sa_members = NULL;
-    sfl__free(j->sa_support);
-    j->sa_support = NULL;
-    sfl__free(j->sa_w3);
-    j->sa_w3 = NULL;
-    sfl__free(j->sa_u3);
-    j->sa_u3 = NULL;
-    j->sa_n3 = 0;
-    sfl__free(j->sa_bytes);
-    j->sa_bytes = NULL;
-    j->sa_sent = 0;
+    sfl_sa_server_free(s->srv);
+    sfl__free(s->members);
+    sfl__free(s->support);
+    sfl__free(s->w3);
+    sfl__free(s->u3);
+    sfl__free(s->bytes);
+    memset(s, 0, sizeof(*s));
 }
 
 /* The mask graph's degree when the job leaves it to us: complete up to 200
@@ -83,37 +84,38 @@ static uint32_t auto_degree(uint32_t n)
     return k + (k & 1);
 }
 
-int coord_saround_prepare(coord_job_t *j)
+int coord_saround_prepare(coord_job_t *j, coord_sa_t *s, int stats)
 {
-    const sfl_job_spec_t *s = &j->model.spec;
+    const sfl_job_spec_t *sp = &j->model.spec;
     coord_round_t *r = &j->rnd;
     uint32_t n = r->nmembers, d = (uint32_t)j->model.prob.dim, topk, size;
     double tau = sfl_algo_param_or(&j->model.params, "tau", 0), *zeros = NULL;
     int rc;
 
-    coord_saround_close(j);
-    j->sa_t = s->sa_threshold ? s->sa_threshold : 2 * n / 3 + 1;
-    if (j->sa_t > n || 2 * (uint64_t)j->sa_t <= n)
+    coord_saround_close(j, s);
+    s->stats = stats;
+    s->t = sp->sa_threshold ? sp->sa_threshold : 2 * n / 3 + 1;
+    if (s->t > n || 2 * (uint64_t)s->t <= n)
         return sfl__fail(SFL_EINVAL, "secure aggregation: threshold %u of %u selected agents "
-                         "(need n / 2 < t <= n)", j->sa_t, n);
+                         "(need n / 2 < t <= n)", s->t, n);
     for (uint32_t p = 0; p < 5; p++)
-        r->cfg.phases[p].quorum = j->sa_t;
-    topk = s->sa_topk ? s->sa_topk : tau >= 1 && tau < d ? (uint32_t)tau : d;
-    size = s->sa_support ? s->sa_support : (topk > d / 2 ? d : 2 * topk);
-    if (j->stats) {
+        r->cfg.phases[p].quorum = s->t;
+    topk = sp->sa_topk ? sp->sa_topk : tau >= 1 && tau < d ? (uint32_t)tau : d;
+    size = sp->sa_support ? sp->sa_support : (topk > d / 2 ? d : 2 * topk);
+    if (s->stats) {
         /* the statistics round: the 1 + 2 d moments, every slot sent and
          * kept (a dense vector; the support is all of it) */
         d = topk = size = (uint32_t)SFL_MOMENTS_LEN(j->spec.dimension);
     }
-    if ((j->sa_members = sfl__calloc(n, sizeof(*j->sa_members))) == NULL ||
-        (j->sa_bytes = sfl__calloc(n ? n : 1, sizeof(*j->sa_bytes))) == NULL ||
-        (j->sa_support = sfl__calloc(size < d ? size : d, sizeof(uint32_t))) == NULL)
+    if ((s->members = sfl__calloc(n, sizeof(*s->members))) == NULL ||
+        (s->bytes = sfl__calloc(n ? n : 1, sizeof(*s->bytes))) == NULL ||
+        (s->support = sfl__calloc(size < d ? size : d, sizeof(uint32_t))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the secure aggregation round");
     /* The operator's cap, never what the agents declare: one agent declaring
      * 1e9 samples would otherwise quantize every honest weight to ~0. */
-    j->sa_wmax = s->sa_max_weight > 0 ? s->sa_max_weight : COORD_SA_MAX_WEIGHT;
-    if (j->stats)
-        j->sa_wmax = 1; /* raised to the cohort's largest weight below */
+    s->wmax = sp->sa_max_weight > 0 ? sp->sa_max_weight : COORD_SA_MAX_WEIGHT;
+    if (s->stats)
+        s->wmax = 1; /* raised to the cohort's largest weight below */
     for (uint32_t i = 0; i < n; i++) {
         const coord_agent_t *a = coord_agent_find(j->co, r->members[i].agent);
         double w;
@@ -121,45 +123,45 @@ int coord_saround_prepare(coord_job_t *j)
         if (a == NULL)
             return sfl__fail(SFL_EINVAL, "agent %llu of the cohort is unknown",
                              (unsigned long long)r->members[i].agent);
-        j->sa_members[i].agent_id = a->id;
-        memcpy(j->sa_members[i].pk, a->pk, sizeof(j->sa_members[i].pk));
+        s->members[i].agent_id = a->id;
+        memcpy(s->members[i].pk, a->pk, sizeof(s->members[i].pk));
         /* public, signed into the task: the declared samples, capped */
         w = a->ds.samples > 1 ? (double)a->ds.samples : 1.0;
-        if (j->stats) {
+        if (s->stats) {
             /* the statistics round: the declared rows uncapped, so the
              * weighted mean mode 2 returns is the row-weighted one; w_max
              * the cohort's largest (sfl/crypto/savec.h) */
-            j->sa_members[i].weight = w;
-            j->sa_wmax = w > j->sa_wmax ? w : j->sa_wmax;
+            s->members[i].weight = w;
+            s->wmax = w > s->wmax ? w : s->wmax;
         } else
-            j->sa_members[i].weight = w < j->sa_wmax ? w : j->sa_wmax;
+            s->members[i].weight = w < s->wmax ? w : s->wmax;
     }
-    if (j->stats && (zeros = sfl__calloc(d, sizeof(double))) == NULL)
+    if (s->stats && (zeros = sfl__calloc(d, sizeof(double))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the statistics round's support");
-    rc = sfl_sa_support(j->stats ? zeros : j->model.global, d, size, r->nonce, j->sa_support,
-                        &j->sa_k);
+    rc = sfl_sa_support(s->stats ? zeros : j->model.global, d, size, r->nonce, s->support,
+                        &s->k);
     sfl__free(zeros);
     if (rc < 0)
         return rc;
-    j->sa_topk = topk;
+    s->topk = topk;
     /* a statistics round's clip is the job's bound B (the quantizer's is
      * B^2, on both sides: sfl/crypto/savec.h) */
-    j->sa_clip = j->stats ? coord_job_std_bound(s)
-                          : s->sa_clip > 0 ? s->sa_clip : 100.0; /* sfl-sim's default */
-    j->sa_degree = s->sa_degree ? s->sa_degree : auto_degree(n);
+    s->clip = s->stats ? coord_job_std_bound(sp)
+                          : sp->sa_clip > 0 ? sp->sa_clip : 100.0; /* sfl-sim's default */
+    s->degree = sp->sa_degree ? sp->sa_degree : auto_degree(n);
     return 0;
 }
 
 /* The task's SecAggRound (borrowed by the task while it is built). */
-void coord_saround_task(const coord_job_t *j, sfl_msg_sa_round_t *out)
+void coord_saround_task(const coord_job_t *j, const coord_sa_t *s, sfl_msg_sa_round_t *out)
 {
-    *out = (sfl_msg_sa_round_t){.threshold = j->sa_t, .nmembers = j->rnd.nmembers,
-                                .members = j->sa_members, .support_size = j->sa_k,
-                                .top_k = j->sa_topk, .clip = j->sa_clip,
-                                .max_weight = j->sa_wmax, .degree = j->sa_degree};
+    *out = (sfl_msg_sa_round_t){.threshold = s->t, .nmembers = j->rnd.nmembers,
+                                .members = s->members, .support_size = s->k,
+                                .top_k = s->topk, .clip = s->clip,
+                                .max_weight = s->wmax, .degree = s->degree};
 }
 
-int coord_saround_start(coord_job_t *j)
+int coord_saround_start(coord_job_t *j, coord_sa_t *s)
 {
     sfl_sa_member_t *m = sfl__calloc(j->rnd.nmembers, sizeof(*m));
     sfl_sa_round_t r;
@@ -168,19 +170,19 @@ int coord_saround_start(coord_job_t *j)
     if (m == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the cohort");
     for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
-        m[i].id = j->sa_members[i].agent_id;
-        memcpy(m[i].pk, j->sa_members[i].pk, SFL_SEAL_PK_BYTES);
+        m[i].id = s->members[i].agent_id;
+        memcpy(m[i].pk, s->members[i].pk, SFL_SEAL_PK_BYTES);
     }
     r = (sfl_sa_round_t){.job = j->id, .round = j->rnd.round, .attempt = j->wire_attempt,
-                         .len = j->sa_k + SFL_SA_EXTRA_WORDS, .t = j->sa_t,
+                         .len = s->k + SFL_SA_EXTRA_WORDS, .t = s->t,
                          .n = j->rnd.nmembers,
-                         .degree = j->sa_degree, .members = m};
+                         .degree = s->degree, .members = m};
     memcpy(r.nonce, j->rnd.nonce, sizeof(r.nonce));
     memcpy(r.model_hash, j->model_hash, sizeof(r.model_hash));
-    sfl_sa_support_hash(j->sa_support, j->sa_k, r.support_hash);
-    rc = sfl_sa_server_new(&r, &j->sa);
+    sfl_sa_support_hash(s->support, s->k, r.support_hash);
+    rc = sfl_sa_server_new(&r, &s->srv);
     sfl__free(m);
-    j->sa_sent = 0;
+    s->sent = 0;
     return rc;
 }
 
@@ -237,33 +239,33 @@ int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_b
 /* U3's public weights (the sum's divisor and bound), from the cohort's:
  * both lists ascending; and its ids (whom an unattributable failure of the
  * sum blames, whom a commit clears: suspect.c). */
-static int u3_weights(coord_job_t *j, const uint64_t *u3, uint32_t n3)
+static int u3_weights(coord_job_t *j, coord_sa_t *s, const uint64_t *u3, uint32_t n3)
 {
     uint32_t m = 0;
 
-    sfl__free(j->sa_w3);
-    sfl__free(j->sa_u3);
-    j->sa_u3 = NULL;
-    j->sa_n3 = 0;
-    if ((j->sa_w3 = sfl__calloc(n3 ? n3 : 1, sizeof(double))) == NULL ||
-        (j->sa_u3 = sfl__calloc(n3 ? n3 : 1, sizeof(uint64_t))) == NULL)
+    sfl__free(s->w3);
+    sfl__free(s->u3);
+    s->u3 = NULL;
+    s->n3 = 0;
+    if ((s->w3 = sfl__calloc(n3 ? n3 : 1, sizeof(double))) == NULL ||
+        (s->u3 = sfl__calloc(n3 ? n3 : 1, sizeof(uint64_t))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for U3's weights");
-    memcpy(j->sa_u3, u3, n3 * sizeof(uint64_t));
+    memcpy(s->u3, u3, n3 * sizeof(uint64_t));
     for (uint32_t i = 0; i < n3; i++) {
-        while (m < j->rnd.nmembers && j->sa_members[m].agent_id < u3[i])
+        while (m < j->rnd.nmembers && s->members[m].agent_id < u3[i])
             m++;
-        if (m == j->rnd.nmembers || j->sa_members[m].agent_id != u3[i])
+        if (m == j->rnd.nmembers || s->members[m].agent_id != u3[i])
             return sfl__fail(SFL_EINVAL, "secure aggregation: input of %llu, not a member",
                              (unsigned long long)u3[i]);
-        j->sa_w3[i] = j->sa_members[m].weight;
+        s->w3[i] = s->members[m].weight;
     }
-    j->sa_n3 = n3;
+    s->n3 = n3;
     return 0;
 }
 
 /* Ends the server's stage before phase p (1..4) and sends stage p + 1 to
  * the members still in. */
-static int next_stage(coord_job_t *j, uint32_t p)
+static int next_stage(coord_job_t *j, coord_sa_t *s, uint32_t p)
 {
     sfl_msg_sa_stage_t st = {.job_id = j->id, .round = j->rnd.round,
                              .attempt = j->wire_attempt, .stage = p + 1};
@@ -275,7 +277,7 @@ static int next_stage(coord_job_t *j, uint32_t p)
 
     switch (p) {
     case 1:
-        if ((rc = sfl_sa_server_end_adv(j->sa, &u1, &n)) < 0)
+        if ((rc = sfl_sa_server_end_adv(s->srv, &u1, &n)) < 0)
             return rc;
         if ((st.keys = sfl__calloc(n, sizeof(*st.keys))) == NULL)
             return SFL_ENOMEM;
@@ -288,19 +290,19 @@ static int next_stage(coord_job_t *j, uint32_t p)
         st.nkeys = n;
         break;
     case 2:
-        rc = sfl_sa_server_end_shares(j->sa, &ids, &n);
+        rc = sfl_sa_server_end_shares(s->srv, &ids, &n);
         st.clients = (uint64_t *)(uintptr_t)ids;
         st.nclients = n;
         break;
     case 3:
-        if ((rc = sfl_sa_server_end_inputs(j->sa, &ids, &n)) < 0 ||
-            (rc = u3_weights(j, ids, n)) < 0)
+        if ((rc = sfl_sa_server_end_inputs(s->srv, &ids, &n)) < 0 ||
+            (rc = u3_weights(j, s, ids, n)) < 0)
             return rc;
         st.clients = (uint64_t *)(uintptr_t)ids;
         st.nclients = n;
         break;
     case 4:
-        if ((rc = sfl_sa_server_end_consist(j->sa, &sigs, &n)) < 0)
+        if ((rc = sfl_sa_server_end_consist(s->srv, &sigs, &n)) < 0)
             return rc;
         if ((st.sigs = sfl__calloc(n, sizeof(*st.sigs))) == NULL)
             return SFL_ENOMEM;
@@ -316,7 +318,7 @@ static int next_stage(coord_job_t *j, uint32_t p)
 
         if (mb->state != COORD_MEMBER_PENDING)
             continue;
-        if (p == 2 && (rc = coord_saround_inbox(j->sa, mb->agent, &st.boxes, &st.nboxes)) < 0)
+        if (p == 2 && (rc = coord_saround_inbox(s->srv, mb->agent, &st.boxes, &st.nboxes)) < 0)
             break;
         send_stage(j, coord_agent_find(j->co, mb->agent), &st);
         if (p == 2) {
@@ -332,20 +334,20 @@ static int next_stage(coord_job_t *j, uint32_t p)
     return rc;
 }
 
-void coord_saround_sync(coord_job_t *j)
+void coord_saround_sync(coord_job_t *j, coord_sa_t *s)
 {
     char q[300];
 
-    while (j->sa != NULL && j->rnd.state == COORD_ROUND_TRAINING && j->sa_sent < j->rnd.phase) {
-        int rc = next_stage(j, j->sa_sent + 1);
+    while (s->srv != NULL && j->rnd.state == COORD_ROUND_TRAINING && s->sent < j->rnd.phase) {
+        int rc = next_stage(j, s, s->sent + 1);
 
-        j->sa_sent++;
+        s->sent++;
         if (rc < 0) {
             /* the server's own count is below t, or no memory: the phase
              * cannot complete and fails at its deadline */
             coord_log(COORD_LOG_WARN, "secagg_stage", "job=%llu round=%llu stage=%u error=%s",
                       (unsigned long long)j->id, (unsigned long long)j->rnd.round,
-                      j->sa_sent + 1, coord_log_quote(sfl_last_error(), q, sizeof(q)));
+                      s->sent + 1, coord_log_quote(sfl_last_error(), q, sizeof(q)));
             break;
         }
     }
@@ -426,11 +428,11 @@ int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m)
 }
 
 /* The bytes of member id's accepted answers in the open attempt. */
-static void add_bytes(coord_job_t *j, uint64_t id, size_t len)
+static void add_bytes(coord_job_t *j, coord_sa_t *s, uint64_t id, size_t len)
 {
     uint32_t lo = 0, hi = j->rnd.nmembers;
 
-    if (j->sa_bytes == NULL)
+    if (s->bytes == NULL)
         return;
     while (lo < hi) { /* members ascend by agent id */
         uint32_t mid = lo + (hi - lo) / 2;
@@ -441,7 +443,7 @@ static void add_bytes(coord_job_t *j, uint64_t id, size_t len)
             hi = mid;
     }
     if (lo < j->rnd.nmembers && j->rnd.members[lo].agent == id)
-        j->sa_bytes[lo] += len;
+        s->bytes[lo] += len;
 }
 
 uint32_t coord_saround_part_rows(const coord_member_t *members, const uint64_t *bytes, uint32_t n,
@@ -463,22 +465,22 @@ uint32_t coord_saround_part_rows(const coord_member_t *members, const uint64_t *
     return k;
 }
 
-void coord_saround_record(coord_job_t *j)
+void coord_saround_record(coord_job_t *j, coord_sa_t *s)
 {
     coord_t *co = j->co;
     coord_part_row_t *rows;
     uint32_t n;
 
-    if (j->sa_u3 == NULL || j->sa_bytes == NULL || j->sa_n3 == 0)
+    if (s->u3 == NULL || s->bytes == NULL || s->n3 == 0)
         return;
-    if ((rows = sfl__calloc(j->sa_n3, sizeof(*rows))) == NULL) {
+    if ((rows = sfl__calloc(s->n3, sizeof(*rows))) == NULL) {
         coord_log(COORD_LOG_ERROR, "store_error",
                   "error=\"no memory for the participation records\" job=%llu round=%llu",
                   (unsigned long long)j->id, (unsigned long long)j->rnd.round);
         return;
     }
-    n = coord_saround_part_rows(j->rnd.members, j->sa_bytes, j->rnd.nmembers, j->sa_u3,
-                                j->sa_n3, (int64_t)j->id, (int64_t)j->rnd.round,
+    n = coord_saround_part_rows(j->rnd.members, s->bytes, j->rnd.nmembers, s->u3,
+                                s->n3, (int64_t)j->id, (int64_t)j->rnd.round,
                                 (int64_t)j->wire_attempt + 1, coord_wall_ms(), rows);
     for (uint32_t i = 0; i < n; i++) {
         coord_part_queue(co, &rows[i]);
@@ -495,6 +497,7 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
     coord_upd_verdict_t vd = COORD_UPD_REJECTED;
     coord_agent_t *a;
     coord_job_t *j;
+    coord_sa_t *s = NULL;
     char why[SFL_MSG_TEXT_LEN], q[400];
     int rc;
 
@@ -508,12 +511,12 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
         goto out;
     why[0] = '\0';
     j = coord_job_find(co, m->job_id);
-    if (j == NULL || !j->ready || !j->model.spec.secagg) {
+    if (j == NULL || !j->ready || (s = coord_sa_of(j)) == NULL) {
         snprintf(why, sizeof(why), "no secure aggregation job %llu",
                  (unsigned long long)m->job_id);
         vd = COORD_UPD_WRONG_ROUND;
     } else if (!coord_running(j) || j->rnd.state != COORD_ROUND_TRAINING || j->opening ||
-               j->sa == NULL || m->round != j->rnd.round || m->attempt != j->wire_attempt ||
+               s->srv == NULL || m->round != j->rnd.round || m->attempt != j->wire_attempt ||
                m->stage != j->rnd.phase + 1) {
         snprintf(why, sizeof(why), "round %llu attempt %u stage %u is not open",
                  (unsigned long long)m->round, m->attempt, m->stage);
@@ -523,16 +526,16 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
                        (m->attempt == j->wire_attempt && m->stage <= j->rnd.phase)))
                  ? COORD_UPD_LATE
                  : COORD_UPD_WRONG_ROUND;
-    } else if ((rc = coord_saround_take(j->sa, m)) < 0) {
+    } else if ((rc = coord_saround_take(s->srv, m)) < 0) {
         coord_text_copy(why, sizeof(why), sfl_last_error());
         vd = COORD_UPD_REJECTED;
-        sa_report(j); /* a refusal the member provably caused */
+        sa_report(j, s); /* a refusal the member provably caused */
     } else {
         (void)coord_round_heartbeat(&j->rnd, a->id, coord_now_ms(co));
         vd = coord_round_answer(&j->rnd, a->id, j->id, j->rnd.round, j->rnd.attempt,
                                 j->rnd.phase, coord_now_ms(co));
         if (vd == COORD_UPD_ACCEPTED)
-            add_bytes(j, a->id, len);
+            add_bytes(j, s, a->id, len);
     }
     /* a stage answer is not an update: the members of U3 count as
      * accepted updates when their sum is folded (coord_saround_record) */
@@ -544,7 +547,7 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
               coord_log_quote(why, q, sizeof(q)));
     coord_reply_ack(call, vd, why, m->job_id, m->round, m->attempt);
     if (vd == COORD_UPD_ACCEPTED) {
-        coord_saround_sync(j);
+        coord_saround_sync(j, s);
         coord_job_drive(j);
     }
 out:
@@ -569,26 +572,27 @@ static void sa_metrics(coord_round_metrics_t *o, const double *m)
 
 /* Thread pool (agg_work): the unmasked sum as the mean change on S_t,
  * global + it folded as the round's one update. */
-int coord_saround_fold(coord_job_t *j)
+static int sa_fold(coord_job_t *j, coord_sa_t *s)
 {
     coord_model_t *mj = &j->model;
-    uint32_t len = j->sa_k + SFL_SA_EXTRA_WORDS, count = 0;
+    uint32_t len = s->k + SFL_SA_EXTRA_WORDS, count = 0;
     uint32_t *sum = sfl__calloc(len, sizeof(uint32_t));
     double *mean = NULL, wsum, m[SFL_SA_METRICS];
     sfl_spvec_t *upd = NULL;
     sfl_sa_quant_t qz;
     int rc;
 
+    s->unattributable = 0;
     if (sum == NULL || (mean = sfl__calloc(mj->prob.dim, sizeof(double))) == NULL) {
         rc = sfl__fail(SFL_ENOMEM, "no memory for the secure sum");
         goto out;
     }
-    if ((rc = sfl_sa_server_finish(j->sa, sum, &count)) < 0 ||
-        (rc = sfl_sa_quant_init(&qz, j->sa_clip, j->sa_wmax, j->rnd.nmembers)) < 0)
+    if ((rc = sfl_sa_server_finish(s->srv, sum, &count)) < 0 ||
+        (rc = sfl_sa_quant_init(&qz, s->clip, s->wmax, j->rnd.nmembers)) < 0)
         goto out;
-    if (j->sa_w3 == NULL || count != j->sa_n3) {
+    if (s->w3 == NULL || count != s->n3) {
         rc = sfl__fail(SFL_EINVAL, "secure aggregation: a sum of %u inputs, U3 has %u", count,
-                       j->sa_n3);
+                       s->n3);
         goto out;
     }
     /* the divisor and the bounds from U3's public weights; out of bounds:
@@ -596,10 +600,10 @@ int coord_saround_fold(coord_job_t *j)
      * (SFL_ERANGE) or with a broken canary (SFL_EBADSIG) is some member's
      * input, whose the masks hide: the driver blames all of U3 a little
      * (suspect.c). */
-    if ((rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count, j->sa_w3,
+    if ((rc = sfl_sa_server_mean(&qz, sum, s->support, s->k, count, s->w3,
                                  (uint32_t)mj->prob.dim, mean, &wsum)) < 0 ||
-        (rc = sfl_sa_metrics_decode(&qz, sum + j->sa_k + 1, count, m)) < 0) {
-        j->work_unattributable = rc == SFL_ERANGE || rc == SFL_EBADSIG;
+        (rc = sfl_sa_metrics_decode(&qz, sum + s->k + 1, count, m)) < 0) {
+        s->unattributable = rc == SFL_ERANGE || rc == SFL_EBADSIG;
         goto out;
     }
     sa_metrics(&j->work_metrics, m);
@@ -617,44 +621,45 @@ out:
     return rc;
 }
 
-int coord_saround_stats(coord_job_t *j, double *m, uint32_t *agents)
+int coord_saround_stats(coord_job_t *j, coord_sa_t *s, double *m, uint32_t *agents)
 {
     uint32_t d = j->spec.dimension, len = (uint32_t)SFL_MOMENTS_LEN(d), count = 0;
     uint32_t *sum = sfl__calloc((size_t)len + SFL_SA_EXTRA_WORDS, sizeof(uint32_t));
     double *mean = sfl__calloc(len, sizeof(double)), wsum, wpub = 0;
-    double b = j->sa_clip;
+    double b = s->clip;
     sfl_sa_quant_t qz;
     int rc;
 
     *agents = 0;
+    s->unattributable = 0;
     if (sum == NULL || mean == NULL) {
         rc = sfl__fail(SFL_ENOMEM, "no memory for the secure sum");
         goto out;
     }
-    if (j->sa_k != len) {
+    if (s->k != len) {
         rc = sfl__fail(SFL_EINVAL, "statistics: a support of %u slots, the moments have %u",
-                       j->sa_k, len);
+                       s->k, len);
         goto out;
     }
-    if ((rc = sfl_sa_server_finish(j->sa, sum, &count)) < 0 ||
-        (rc = sfl_sa_quant_init(&qz, b * b, j->sa_wmax, j->rnd.nmembers)) < 0)
+    if ((rc = sfl_sa_server_finish(s->srv, sum, &count)) < 0 ||
+        (rc = sfl_sa_quant_init(&qz, b * b, s->wmax, j->rnd.nmembers)) < 0)
         goto out;
-    if (j->sa_w3 == NULL || count != j->sa_n3) {
+    if (s->w3 == NULL || count != s->n3) {
         rc = sfl__fail(SFL_EINVAL, "secure aggregation: a sum of %u inputs, U3 has %u", count,
-                       j->sa_n3);
+                       s->n3);
         goto out;
     }
     /* out of bounds or a broken canary: some member's input, hidden by the
      * masks, as for a training round */
-    if ((rc = sfl_sa_server_mean(&qz, sum, j->sa_support, j->sa_k, count, j->sa_w3, len, mean,
+    if ((rc = sfl_sa_server_mean(&qz, sum, s->support, s->k, count, s->w3, len, mean,
                                  &wsum)) < 0) {
-        j->work_unattributable = rc == SFL_ERANGE || rc == SFL_EBADSIG;
+        s->unattributable = rc == SFL_ERANGE || rc == SFL_EBADSIG;
         goto out;
     }
     /* the plain sum from the weighted mean: times the sum of U3's public
      * weights (their declared rows, uncapped: coord_saround_prepare) */
     for (uint32_t i = 0; i < count; i++)
-        wpub += j->sa_w3[i];
+        wpub += s->w3[i];
     if ((rc = sfl_sa_moments_decode(mean, d, wpub, b, m)) < 0)
         goto out;
     /* a feature's sum of squares the rounding took below 0 (a feature
@@ -668,3 +673,191 @@ out:
     sfl__free(sum);
     return rc;
 }
+
+coord_sa_t *coord_sa_of(coord_job_t *j)
+{
+    if (j->shape == &coord_shape_secagg)
+        return &j->kst.sa;
+    if (j->shape == &coord_shape_statistics && j->model.spec.secagg)
+        return &j->kst.stats.sa;
+    return NULL;
+}
+
+int coord_saround_settle(coord_job_t *j, coord_sa_t *s, char *sus, size_t cap, uint32_t *n3)
+{
+    *n3 = s->n3; /* for the log after the server closes */
+    if (s->u3 == NULL)
+        return 0;
+    if (j->work_rc == 0) {
+        coord_suspect_clear(j, s->u3, s->n3);
+        return 0;
+    }
+    if (!s->unattributable)
+        return 0;
+    if (coord_suspect_blame(j, s->u3, s->n3) < 0)
+        coord_log(COORD_LOG_ERROR, "suspects_failed", "job=%llu error=\"no memory\"",
+                  (unsigned long long)j->id);
+    coord_suspect_text(j, s->u3, s->n3, sus, cap);
+    return 1;
+}
+
+/* ---- the secure aggregation round kind (shape.h) ---- */
+
+static void sa_free(coord_job_t *j)
+{
+    coord_saround_free(&j->kst.sa);
+}
+
+/* The smallest cohort a mode-2 attempt of j can run with: the job's quorum,
+ * and at least its fixed threshold (the default threshold 2n/3 + 1 follows
+ * n and satisfies the agents' floor t > (n + n/3) / 2 at every n). */
+static uint32_t sa_min_cohort(const coord_job_t *j)
+{
+    uint32_t m = j->model.rcfg.min_quorum;
+
+    return j->model.spec.sa_threshold > m ? j->model.spec.sa_threshold : m;
+}
+
+/* A mode-2 job that suspects some of the n candidates ids (ascending): the
+ * attempt draws from the least suspect only (coord_suspect_keep,
+ * coord_suspect_pick), *n shrinks to them; logged with whom it left out.
+ * 0 or SFL_ENOMEM. */
+int coord_saround_draw(coord_job_t *j, uint64_t *ids, uint32_t *n)
+{
+    uint32_t *counts = NULL, keep, out = 0;
+    uint64_t *kept = NULL, *left = NULL;
+    char text[SFL_MSG_TEXT_LEN];
+    int rc = 0;
+
+    if (j->nsus == 0 || *n == 0)
+        return 0;
+    if ((counts = sfl__mallocarray(*n, sizeof(*counts))) == NULL ||
+        (kept = sfl__mallocarray(*n, sizeof(*kept))) == NULL ||
+        (left = sfl__mallocarray(*n, sizeof(*left))) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the selection");
+        goto out;
+    }
+    for (uint32_t i = 0; i < *n; i++)
+        counts[i] = coord_suspicion(j, ids[i]);
+    keep = coord_suspect_keep(counts, *n, sa_min_cohort(j));
+    if (keep == *n)
+        goto out;
+    if ((rc = coord_suspect_pick(j->spec.seed, j->rnd.round, j->rnd.attempt, ids, counts, *n,
+                                 keep, kept)) < 0)
+        goto out;
+    for (uint32_t i = 0, k = 0; i < *n; i++) {
+        if (k < keep && kept[k] == ids[i])
+            k++;
+        else
+            left[out++] = ids[i];
+    }
+    coord_suspect_text(j, left, out, text, sizeof(text));
+    coord_log(COORD_LOG_INFO, "suspects_left_out",
+              "job=%llu round=%llu attempt=%u candidates=%u drawn_from=%u left_out=\"%s\"",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->rnd.attempt,
+              *n, keep, text);
+    memcpy(ids, kept, keep * sizeof(*ids));
+    *n = keep;
+out:
+    sfl__free(left);
+    sfl__free(kept);
+    sfl__free(counts);
+    return rc;
+}
+
+/* The members' inputs are masked: the sum's one update folds into an
+ * aggregator of one slot. */
+static int sa_open(coord_job_t *j)
+{
+    int rc = coord_saround_prepare(j, &j->kst.sa, 0);
+
+    return rc < 0 ? rc : coord_model_begin(&j->model, 1);
+}
+
+static int sa_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa)
+{
+    coord_saround_task(j, &j->kst.sa, sa);
+    t->update_mode = SFL_UPDATE_MODE_SECURE_AGG;
+    t->secagg = sa;
+    return coord_shape_task_global(j, t);
+}
+
+static int sa_start(coord_job_t *j)
+{
+    return coord_saround_start(j, &j->kst.sa);
+}
+
+static void sa_sync(coord_job_t *j)
+{
+    coord_saround_sync(j, &j->kst.sa);
+}
+
+static void sa_record(coord_job_t *j)
+{
+    coord_saround_record(j, &j->kst.sa); /* U3's rows, before the commit's */
+}
+
+static int sa_fold_round(coord_job_t *j)
+{
+    int rc = sa_fold(j, &j->kst.sa);
+
+    return rc < 0 ? rc : coord_shape_checkpoint(j);
+}
+
+static int sa_settle(coord_job_t *j, char *sus, size_t cap, uint32_t *n3)
+{
+    return coord_saround_settle(j, &j->kst.sa, sus, cap, n3);
+}
+
+static void sa_close(coord_job_t *j)
+{
+    coord_saround_close(j, &j->kst.sa);
+}
+
+/* A sum that failed with nobody to name: the attempt is excused only while
+ * the retry can leave out a different subset of the candidates, and at
+ * most as many times a round as there are candidates (docs/security.md). */
+static void sa_failed(coord_job_t *j, int unattributable, const char *sus, uint32_t n3)
+{
+    uint32_t nc;
+    int excused;
+
+    coord_shape_failed_model(j, unattributable, sus, n3);
+    if (!unattributable)
+        return;
+    nc = coord_candidates(j, NULL, 0);
+    excused = coord_round_excuse_unattributed(&j->rnd, nc > sa_min_cohort(j) ? nc : 0);
+    coord_log(COORD_LOG_WARN, "round_unattributable",
+              "job=%llu round=%llu attempt=%u u3=%u candidates=%u excused=%s "
+              "unattributed=%u suspects=\"%s\"",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt, n3,
+              nc, excused ? "yes" : "no", j->rnd.unattributed, sus);
+}
+
+const coord_shape_t coord_shape_secagg = {
+    .name = "secagg",
+    .free = sa_free,
+    .plan = coord_shape_plan_train,
+    .load = coord_shape_nop_load,
+    .model = coord_shape_nop_model,
+    .ineligible = coord_shape_rows,
+    .cohort = coord_shape_nop_cohort,
+    .admit = coord_shape_nop_admit,
+    .draw = coord_saround_draw,
+    .open = sa_open,
+    .task = sa_task,
+    .start = sa_start,
+    .sync = sa_sync,
+    .resend = coord_shape_nop_resend,
+    .limits = coord_shape_limits_model,
+    .check = coord_shape_check_model,
+    .add = coord_shape_add_model,
+    .record = sa_record,
+    .fold = sa_fold_round,
+    .commit = coord_shape_commit_model,
+    .settle = sa_settle,
+    .close = sa_close,
+    .committed = coord_shape_committed_model,
+    .failed = sa_failed,
+    .status = coord_shape_nop_status,
+};

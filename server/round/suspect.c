@@ -9,6 +9,7 @@
  * a restart forgets it, and the next failure the member causes starts it
  * again. */
 #include "coord_int.h"
+#include "round/suspect.h"
 
 #include <stdio.h>
 #include <string.h>

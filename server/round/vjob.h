@@ -1,20 +1,16 @@
 /* A vertical job on the coordinator (sfl/algo/vertical.h; docs/design.md,
  * "Shapes"): K agents hold the column blocks of the same n samples, and a
- * round runs S iterations among all of them. Pure, like job.c: the driver
- * (vround.c) feeds it the agents' answers and sends what it returns.
+ * round runs S iterations among all of them. Pure, like job/model.c: the
+ * vertical round kind (vround.c) feeds it the agents' answers and sends
+ * what it returns.
  *
  * Round r runs iterations [(r - 1) S, min(r S, T)) of T = rounds * S, S =
  * iterations_per_round. Its task carries the broadcast at the round's
  * start; every later iteration goes out as a VerticalStep. The model x
  * and the broadcast b are one state vector [x, b] of d + bcast_len
  * entries (coord_model_t.global), so a round's checkpoint holds both and a
- * restart resumes where the last commit left them.
- *
- * The privacy ledger is the count of iterations released: every attempt
- * opened counts all its iterations, finished or not (an attempt that fails
- * or that a crash cuts short has released some of them, and nobody can
- * know how many), so the ledger never under-counts; it needs no write of
- * its own, as the store records every attempt before its task goes out. */
+ * restart resumes where the last commit left them. The privacy ledger
+ * that counts the iterations released is ledger.h's. */
 #ifndef COORD_VJOB_H
 #define COORD_VJOB_H
 

@@ -5,6 +5,13 @@
  * answers to the last one are in (SubmitStep), and the round ends, like
  * any other, with a commit of its checkpoint. */
 #include "coord_int.h"
+#include "round/driver.h"
+#include "service/registry.h"
+#include "service/submit.h"
+#include "service/subs.h"
+#include "store/coordwrite.h"
+#include "round/shape.h"
+#include "round/vround.h"
 
 #include <math.h>
 
@@ -19,7 +26,7 @@
  * round: for the sample ids most blocks share (ties: the lowest agent id's),
  * one agent per block, the lowest id. extra gets what keeps the job
  * waiting beyond missing agents ("" if nothing): agents with other ids. */
-void coord_vround_pick(coord_job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t cap)
+static void vr_cohort(coord_job_t *j, uint64_t *ids, uint32_t *n, char *extra, size_t cap)
 {
     coord_t *co = j->co;
     coord_vjob_t *v = j->model.v;
@@ -30,6 +37,10 @@ void coord_vround_pick(coord_job_t *j, uint64_t *ids, uint32_t *n, char *extra, 
     char why[8];
 
     extra[0] = '\0';
+    if (!j->ready) { /* no blocks known yet: all of them wait */
+        sfl__free(pick);
+        return;
+    }
     if (pick == NULL) {
         *n = 0;
         return;
@@ -94,52 +105,35 @@ void coord_vround_pick(coord_job_t *j, uint64_t *ids, uint32_t *n, char *extra, 
     sfl__free(pick);
 }
 
-/* The ledger after `released` iterations, into the job's copy. */
+/* The ledger after its released iterations; an error is logged. */
 static void note_spent(coord_job_t *j)
 {
     char q[300];
 
-    if (coord_vjob_spent(j->model.v, j->released, &j->spent, &j->priv) < 0) {
+    if (coord_ledger_spend(&j->kst.vr.ledger, j->model.v) < 0)
         coord_log(COORD_LOG_ERROR, "privacy_ledger", "job=%llu error=%s",
                   (unsigned long long)j->id, coord_log_quote(sfl_last_error(), q, sizeof(q)));
-        j->priv = 1; /* keep counting; figures unknown */
-        memset(&j->spent, 0, sizeof(j->spent));
-    }
-}
-
-/* The epsilon spent by the accounting the job's noise is calibrated by
- * (the paper's, or the RDP accountant's for DP-BCFW's calib 1): what the
- * ledger shows and stores as privacy_spent. */
-static double spent_eps(const coord_job_t *j)
-{
-    return j->model.v ? sfl_vertical_budget_eps(&j->model.v->vj, &j->spent)
-                      : j->spent.eps_paper;
 }
 
 /* Every attempt the store knows released its iterations. */
 static int count_released(coord_job_t *j)
 {
-    const sfl_job_spec_t *s = &j->model.spec;
     coord_round_row_t *rows = NULL;
     size_t n = 0;
     int rc;
 
-    j->released = 0;
-    rc = coord_store_round_list(j->co->store, (int64_t)j->id, s->cohort_size, &rows, &n);
+    j->kst.vr.ledger.released = 0;
+    rc = coord_store_round_list(j->co->store, (int64_t)j->id, j->model.spec.cohort_size, &rows,
+                                &n);
     if (rc < 0)
         return rc;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t first;
-        uint32_t count;
-
-        coord_vjob_span(s, (uint64_t)rows[i].round, &first, &count);
-        j->released += count;
-    }
+    coord_ledger_count(&j->kst.vr.ledger, &j->model.spec, rows, n);
     coord_round_list_free(rows, n);
     return 0;
 }
 
-int coord_vround_ledger(coord_job_t *j)
+/* The model is loaded: the ledger from the attempts the store recorded. */
+static int vr_model(coord_job_t *j)
 {
     int rc = count_released(j);
 
@@ -148,55 +142,43 @@ int coord_vround_ledger(coord_job_t *j)
     return rc;
 }
 
-void coord_vround_load(coord_job_t *j)
+/* At start: what the last commit recorded, while no attempt came after it;
+ * a job that runs again recomputes it with its model (vr_model). */
+static void vr_load(coord_job_t *j)
 {
-    /* what the last commit recorded, while no attempt came after it; a job
-     * that runs again recomputes it with its model (coord_vround_ledger) */
-    if (count_released(j) == 0 && j->last.privacy_iterations > 0 &&
-        j->last.privacy_iterations == j->released) {
-        j->priv = 1;
-        j->spent.eps_paper = j->last.privacy_spent;
-        j->spent.eps_rdp_tight = j->last.privacy_spent_rdp;
-    }
+    if (count_released(j) == 0)
+        coord_ledger_restore(&j->kst.vr.ledger, &j->last);
 }
 
-void coord_vround_metrics(const coord_job_t *j, coord_round_metrics_t *m)
+/* The ledger into the commit's metrics. */
+static void vr_record(coord_job_t *j)
 {
-    if (!j->priv)
-        return;
-    m->privacy_iterations = j->released;
-    m->privacy_spent = spent_eps(j);
-    m->privacy_spent_rdp = j->spent.eps_rdp_tight;
+    coord_ledger_metrics(&j->kst.vr.ledger, j->model.v, &j->work_metrics);
 }
 
-int coord_vround_budget(coord_job_t *j, char *why, size_t cap)
+static int vr_admit(coord_job_t *j, char *why, size_t cap)
 {
-    uint64_t first;
-    uint32_t count;
+    char q[300];
+    int rc = coord_ledger_budget(&j->kst.vr.ledger, j->model.v, &j->model.spec,
+                                 sfl_algo_param_or(&j->model.params, "epsilon", 0),
+                                 j->rnd.round, why, cap);
 
-    if (!j->priv)
-        return 0;
-    coord_vjob_span(&j->model.spec, j->rnd.round, &first, &count);
-    if (j->released + count <= j->model.v->vj.iters)
-        return 0;
-    snprintf(why, cap, "privacy budget exhausted: %llu of its %llu iterations released "
-             "(epsilon %.4g of %.4g spent, by the accounting its noise is calibrated by; "
-             "failed and interrupted "
-             "attempts count in full), round %llu needs %u more",
-             (unsigned long long)j->released, (unsigned long long)j->model.v->vj.iters,
-             spent_eps(j), sfl_algo_param_or(&j->model.params, "epsilon", 0),
-             (unsigned long long)j->rnd.round, count);
-    return SFL_ELIMIT;
+    if (rc < 0)
+        coord_log(COORD_LOG_WARN, "privacy_budget", "job=%llu reason=%s",
+                  (unsigned long long)j->id, coord_log_quote(why, q, sizeof(q)));
+    return rc;
 }
 
-int coord_vround_open(coord_job_t *j)
+/* The attempt opened (after START): blocks of the members, the first
+ * iteration, the ledger counts the round's iterations. */
+static int vr_open(coord_job_t *j)
 {
     coord_vjob_t *v = j->model.v;
     sfl_dataset_summary_t tmp;
     char why[8];
 
-    sfl__free(j->vagent);
-    if ((j->vagent = sfl__calloc(v->vj.nclients, sizeof(*j->vagent))) == NULL)
+    sfl__free(j->kst.vr.vagent);
+    if ((j->kst.vr.vagent = sfl__calloc(v->vj.nclients, sizeof(uint64_t))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the block holders");
     for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
         const coord_agent_t *a = coord_agent_find(j->co, j->rnd.members[i].agent);
@@ -205,10 +187,10 @@ int coord_vround_open(coord_job_t *j)
         if (k < 0)
             return sfl__fail(SFL_EINVAL, "agent %llu holds no block of the job",
                              (unsigned long long)j->rnd.members[i].agent);
-        j->vagent[k] = a->id;
+        j->kst.vr.vagent[k] = a->id;
     }
     coord_vjob_begin(v, &j->model.spec, j->rnd.round, j->model.global, j->model.dim);
-    j->released += v->end - v->t;
+    coord_ledger_release(&j->kst.vr.ledger, (uint32_t)(v->end - v->t));
     note_spent(j);
     return 0;
 }
@@ -227,7 +209,7 @@ static void send_step(coord_t *co, coord_job_t *j, coord_agent_t *a, const uint8
 
 /* Iteration t's step to one agent (a reconnect), or to every block holder
  * (a == NULL). */
-void coord_vround_send(coord_job_t *j, coord_agent_t *a)
+static void vr_send(coord_job_t *j, coord_agent_t *a)
 {
     coord_t *co = j->co;
     coord_vjob_t *v = j->model.v;
@@ -245,25 +227,25 @@ void coord_vround_send(coord_job_t *j, coord_agent_t *a)
         return;
     }
     for (uint32_t k = 0; k < v->vj.nclients; k++)
-        if (a == NULL || j->vagent[k] == a->id)
-            send_step(co, j, coord_agent_find(co, j->vagent[k]), buf, len);
+        if (a == NULL || j->kst.vr.vagent[k] == a->id)
+            send_step(co, j, coord_agent_find(co, j->kst.vr.vagent[k]), buf, len);
     sfl_msg_buf_free(buf);
 }
 
 /* A reconnected block holder of the open round: past its first iteration,
  * the step it has not answered. */
-void coord_vround_resend(coord_job_t *j, coord_agent_t *a)
+static void vr_resend(coord_job_t *j, coord_agent_t *a)
 {
     coord_vjob_t *v = j->model.v;
     uint64_t first;
     uint32_t count;
 
     coord_vjob_span(&j->model.spec, j->rnd.round, &first, &count);
-    if (v->t == first || j->vagent == NULL)
+    if (v->t == first || j->kst.vr.vagent == NULL)
         return;
     for (uint32_t k = 0; k < v->vj.nclients; k++)
-        if (j->vagent[k] == a->id && !v->got[k])
-            coord_vround_send(j, a);
+        if (j->kst.vr.vagent[k] == a->id && !v->got[k])
+            vr_send(j, a);
 }
 
 /* The iteration is complete: the server's step, then the next iteration's
@@ -285,7 +267,7 @@ static void advance(coord_job_t *j)
         return;
     }
     if (rc == 0) {
-        coord_vround_send(j, NULL);
+        vr_send(j, NULL);
         return;
     }
     /* every block holder answered every iteration: accepted, with the bytes
@@ -349,7 +331,7 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
         goto out;
     why[0] = '\0';
     j = coord_job_find(co, m->job_id);
-    if (j == NULL || !j->ready || j->model.v == NULL) {
+    if (j == NULL || !j->ready || j->shape != &coord_shape_vertical) {
         snprintf(why, sizeof(why), "no vertical job %llu", (unsigned long long)m->job_id);
         vd = COORD_UPD_WRONG_ROUND;
     } else if (m->round == j->rnd.round && m->attempt == j->wire_attempt &&
@@ -367,7 +349,7 @@ void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
                  ? COORD_UPD_LATE
                  : COORD_UPD_WRONG_ROUND;
     } else {
-        while (k < j->model.v->vj.nclients && j->vagent[k] != a->id)
+        while (k < j->model.v->vj.nclients && j->kst.vr.vagent[k] != a->id)
             k++;
         if (k == j->model.v->vj.nclients)
             snprintf(why, sizeof(why), "agent %llu holds no block of this attempt",
@@ -396,7 +378,7 @@ out:
     sfl_msg_step_answer_free(m);
 }
 
-void coord_vround_status(const coord_job_t *j, sfl_job_status_t *st)
+static void vr_status(const coord_job_t *j, sfl_job_status_t *st)
 {
     const coord_vjob_t *v = j->model.v;
 
@@ -405,11 +387,81 @@ void coord_vround_status(const coord_job_t *j, sfl_job_status_t *st)
     st->iteration = j->rnd.state == COORD_ROUND_TRAINING && v->got != NULL
                         ? v->t
                         : j->committed * v->per_round;
-    if (!j->priv)
-        return;
-    st->privacy_epsilon = sfl_algo_param_or(&j->model.params, "epsilon", 0);
-    st->privacy_delta = sfl_vertical_delta(&v->vj);
-    st->privacy_spent = spent_eps(j);
-    st->privacy_spent_rdp = j->spent.eps_rdp_tight;
-    st->privacy_iterations = j->released;
+    coord_ledger_status(&j->kst.vr.ledger, v, sfl_algo_param_or(&j->model.params, "epsilon", 0),
+                        st);
 }
+
+/* ---- the vertical round kind (shape.h) ---- */
+
+static void vr_free(coord_job_t *j)
+{
+    sfl__free(j->kst.vr.vagent);
+    memset(&j->kst.vr, 0, sizeof(j->kst.vr));
+}
+
+/* A vertical job takes column blocks of its samples, one per block, each
+ * checked against the job's whole dimension. */
+static coord_inelig_t vr_ineligible(const coord_job_t *j, const coord_agent_t *a, uint32_t *dim,
+                                    char *why, size_t cap)
+{
+    sfl_dataset_summary_t ds;
+
+    *dim = j->model.spec.dimension;
+    if (coord_vjob_block_of(j->model.v, coord_agent_summary(a, &ds), why, cap) < 0)
+        return COORD_INELIG_FEATURES;
+    return COORD_INELIG_NONE;
+}
+
+/* The task carries the broadcast at the round's start (the tail of the
+ * state [x, b]) and the round's iterations. */
+static int vr_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa)
+{
+    const coord_vjob_t *v = j->model.v;
+    int rc;
+
+    (void)sa;
+    if ((rc = sfl_spvec_new((uint32_t)v->nb, 0, &t->model)) < 0 ||
+        (rc = sfl_spvec_from_dense(t->model, j->model.global + j->model.dim - v->nb)) < 0)
+        return rc;
+    t->rows = v->vj.nrows;
+    t->clients = v->vj.nclients;
+    t->iterations = v->vj.iters;
+    t->first_iteration = v->t;
+    t->round_iterations = (uint32_t)(v->end - v->t);
+    return 0;
+}
+
+/* The state moved with the iterations: the round is the checkpoint. */
+static int vr_fold(coord_job_t *j)
+{
+    j->model.round++;
+    return coord_shape_checkpoint(j);
+}
+
+const coord_shape_t coord_shape_vertical = {
+    .name = "vertical",
+    .free = vr_free,
+    .plan = coord_shape_plan_train,
+    .load = vr_load,
+    .model = vr_model,
+    .ineligible = vr_ineligible,
+    .cohort = vr_cohort,
+    .admit = vr_admit,
+    .draw = coord_shape_nop_draw,
+    .open = vr_open,
+    .task = vr_task,
+    .start = coord_shape_nop_start,
+    .sync = coord_shape_nop,
+    .resend = vr_resend,
+    .limits = coord_shape_limits_model,
+    .check = coord_shape_check_model,
+    .add = coord_shape_add_model,
+    .record = vr_record,
+    .fold = vr_fold,
+    .commit = coord_shape_commit_model,
+    .settle = coord_shape_nop_settle,
+    .close = coord_shape_nop,
+    .committed = coord_shape_committed_model,
+    .failed = coord_shape_failed_model,
+    .status = vr_status,
+};

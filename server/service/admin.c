@@ -2,6 +2,12 @@
  * job creation and control, model export, history, certificate revocation.
  * Who may call it was checked when each call's HEADERS arrived. */
 #include "coord_int.h"
+#include "job/job.h"
+#include "round/driver.h"
+#include "round/quarantine.h"
+#include "round/suspect.h"
+#include "service/admin.h"
+#include "service/registry.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -50,14 +56,14 @@ static void job_status(const coord_job_t *j, sfl_job_status_t *st)
     st->last_eval_accuracy = j->last.eval_accuracy;
     st->last_eval_mse = j->last.eval_mse;
     st->last_personal_accuracy = j->last.personal_accuracy;
-    coord_vround_status(j, st);
+    j->shape->status(j, st);
     coord_text_copy(st->loss, sizeof(st->loss), j->spec.loss);
     st->quarantined = (uint32_t)j->nquar;
     coord_quarantine_job_text(j, st->quarantine, sizeof(st->quarantine));
     if (j->spec.standardize) {
         st->statistics = j->moments != NULL ? 2 : 1;
-        st->statistics_rows = j->stats_rows;
-        st->statistics_agents = j->stats_agents;
+        st->statistics_rows = j->moments_rows;
+        st->statistics_agents = j->moments_agents;
     }
     st->round_state = SFL_ROUND_NONE;
     if (j->state != SFL_JOB_RUNNING || !j->ready)

@@ -3,6 +3,10 @@
  * on which its tasks and waits arrive. SubmitUpdate and Heartbeat are in
  * submit.c. */
 #include "coord_int.h"
+#include "round/driver.h"
+#include "service/agentsvc.h"
+#include "service/registry.h"
+#include "service/subs.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -298,8 +302,8 @@ void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, vo
         mb = coord_round_member(&j->rnd, a->id);
         if (mb && mb->state == COORD_MEMBER_PENDING) {
             coord_send_task(co, j, a);
-            if (j->model.v != NULL && !j->opening)
-                coord_vround_resend(j, a);
+            if (!j->opening)
+                j->shape->resend(j, a);
         }
     }
     coord_schedule(co);

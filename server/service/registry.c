@@ -2,6 +2,8 @@
  * certificates), jobs by id, and who may take part in which job
  * (eligibility, an agent busy elsewhere). */
 #include "coord_int.h"
+#include "round/quarantine.h"
+#include "service/registry.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,7 +14,6 @@
 #include <sodium.h>
 
 #include "sfl/core/alloc.h"
-#include <sys/param.h> /* MAX */
 #include <time.h>
 
 uint64_t coord_now_ms(const coord_t *co)
@@ -233,7 +234,7 @@ coord_inelig_t coord_ineligible(const coord_job_t *j, const coord_agent_t *a, ch
     const char *conds[2 * SFL_MSG_MAX_TAGS];
     coord_agent_info_t info;
     coord_inelig_t r;
-    uint32_t n = 0;
+    uint32_t n = 0, dim;
     char tmp[1];
 
     if (why == NULL) {
@@ -254,23 +255,12 @@ coord_inelig_t coord_ineligible(const coord_job_t *j, const coord_agent_t *a, ch
         conds[n++] = a->caps.tag[i];
     for (uint32_t i = 0; i < a->conds.n; i++)
         conds[n++] = a->conds.tag[i];
-    /* A vertical job takes column blocks of its samples, one per block;
-     * a horizontal one whole rows. */
-    if (j->model.v != NULL) {
-        sfl_dataset_summary_t ds;
-
-        if (coord_vjob_block_of(j->model.v, coord_agent_summary(a, &ds), why, cap) < 0)
-            return COORD_INELIG_FEATURES;
-    } else if (a->ds.first_column != 0) {
-        snprintf(why, cap, "holds a column block (vertical data), the job takes whole rows");
-        return COORD_INELIG_FEATURES;
-    }
-    /* Agents widen narrower local data to the task's dimension (a LibSVM
-     * shard need not use the last column); wider data cannot fit. Agents
-     * report integer targets as labels, which a regression job ignores. */
-    info = (coord_agent_info_t){j->model.v ? j->model.spec.dimension
-                                           : MAX(a->ds.dimension, j->model.spec.dimension),
-                                j->spec.nlabels ? a->ds.nlabels : 0, a->ds.samples, n,
+    /* Whole rows, or a vertical job's column blocks: the kind says, and
+     * which dimension the data must fit. Agents report integer targets as
+     * labels, which a regression job ignores. */
+    if ((r = j->shape->ineligible(j, a, &dim, why, cap)) != COORD_INELIG_NONE)
+        return r;
+    info = (coord_agent_info_t){dim, j->spec.nlabels ? a->ds.nlabels : 0, a->ds.samples, n,
                                 conds};
     if ((r = coord_job_ineligible(&j->model.spec, &info, why, cap)) != COORD_INELIG_NONE)
         return r;

@@ -3,6 +3,11 @@
  * unseal, Ed25519 signature, payload decode), then folded on the loop, or
  * held for an ordered fold. */
 #include "coord_int.h"
+#include "round/driver.h"
+#include "service/registry.h"
+#include "service/submit.h"
+#include "service/subs.h"
+#include "store/coordwrite.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -34,7 +39,8 @@ typedef struct verify {
     sfl_msg_limits_t lim;     /* max_dim: the job's dimension */
     sfl_enc_t encoding;
     uint64_t max_samples;
-    uint32_t stats_d;         /* a statistics round's: the features; else 0 */
+    const coord_shape_t *shape; /* the job's round kind: its check */
+    uint32_t features;
     size_t max_message;
     /* the worker's result */
     sfl_payload_t *p;
@@ -137,12 +143,12 @@ static void verify_work(uv_work_t *w)
         snprintf(v->reason, sizeof(v->reason),
                  "update claims %llu samples, the agent joined with %llu",
                  (unsigned long long)v->p->samples, (unsigned long long)v->max_samples);
-    } else if (v->stats_d > 0 &&
-               coord_fstat_check(v->p->update, v->stats_d, v->p->samples, v->max_samples) < 0) {
-        /* a statistics round's moments: refused like an update out of
-         * bounds, for this agent alone */
+    } else if (v->shape->check(v->p, v->features, v->max_samples) < 0) {
+        /* what the round's kind checks (a statistics round's moments):
+         * refused like an update out of bounds, for this agent alone */
         v->rj = RJ_BOUNDS;
-        snprintf(v->reason, sizeof(v->reason), "statistics refused: %s", sfl_last_error());
+        snprintf(v->reason, sizeof(v->reason), "%s refused: %s", v->shape->name,
+                 sfl_last_error());
     } else {
         v->rj = -1; /* good */
         return;
@@ -238,11 +244,7 @@ static void verify_after(uv_work_t *w, int status)
         vd = COORD_UPD_LATE;
         goto answer;
     }
-    if (j->stats)
-        rc = coord_fstat_add(&j->fstat, (uint32_t)(m - j->rnd.members), v->p->update);
-    else
-        rc = coord_model_add(&j->model, (uint32_t)(m - j->rnd.members), &v->p->update,
-                           (double)v->p->samples);
+    rc = j->shape->add(j, (uint32_t)(m - j->rnd.members), v->p);
     if (rc < 0) {
         /* Refused for this agent alone: the fold is as it was. */
         snprintf(v->reason, sizeof(v->reason), "update refused by the job's bounds: %s",
@@ -318,12 +320,9 @@ void coord_h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
     v->lim.max_dim = (uint32_t)j->model.prob.dim;
     v->lim.max_nnz = (uint32_t)j->model.prob.dim;
     v->encoding = j->spec.value_encoding;
-    if (j->stats) {
-        /* the statistics round: the moments, always float64 */
-        v->stats_d = j->spec.dimension;
-        v->lim.max_dim = v->lim.max_nnz = (uint32_t)SFL_MOMENTS_LEN(j->spec.dimension);
-        v->encoding = SFL_ENC_F64;
-    }
+    v->shape = j->shape;
+    v->features = j->spec.dimension;
+    j->shape->limits(j, &v->lim, &v->encoding);
     v->max_samples = a->ds.samples;
     v->max_message = co->cfg.max_message;
     v->work.data = v;

@@ -6,6 +6,8 @@
  * live with their logic: opening a round and the commit (coord.c), Join
  * (agentsvc.c), CreateJob (coord.c), RevokeCertificate (admin.c). */
 #include "coord_int.h"
+#include "service/registry.h"
+#include "store/coordwrite.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "coord_int.h"
+#include "service/registry.h"
 #include "job/model.h"
 #include "sfl/core/alloc.h"
 
@@ -143,6 +144,7 @@ static void job_init(coord_job_t *j, coord_t *co, uint64_t id)
     j->id = id;
     j->spec = s;
     assert_int_equal(coord_model_setup(&j->model, &s), 0);
+    j->shape = coord_shape_for(j); /* its rounds' kind: which data it takes */
     j->ready = 1;
     j->state = SFL_JOB_RUNNING;
     coord_round_init(&j->rnd, &j->model.rcfg, id, 1);

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "coord_int.h"
+#include "round/suspect.h"
 
 static coord_job_t *job_new(void)
 {

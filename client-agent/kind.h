@@ -4,7 +4,7 @@
  * everything a kind of round does with a verified task, its work on the
  * thread pool, the stage messages of its round and its state is one
  * agent_shape_t in its own file (kind_*.c). A new round kind is that file
- * plus its entry in agent_shapes (shape.c). */
+ * plus its entry in agent_shapes (kind.c). */
 #ifndef AGENT_SHAPE_H
 #define AGENT_SHAPE_H
 

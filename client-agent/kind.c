@@ -1,5 +1,5 @@
-/* The agent's round kinds: shape.h. */
-#include "shape.h"
+/* The agent's round kinds: kind.h. */
+#include "kind.h"
 
 /* Tried in this order: a vertical task (rows > 0) before the update modes,
  * mode 2 before the sealed kinds, the plain update last (it claims every
