@@ -1257,7 +1257,11 @@ static void step(agent_ctx_t *a, const ev_t *e)
                 e->message);
             break;
         case EV_TRAINED:
-            keep_result(a, e->train); /* submitted after the rejoin */
+            /* an update is submitted after the rejoin; a secure
+             * aggregation input belonged to the lost link's round */
+            if (!e->train->shape->outbox)
+                e->train->aborted = 1;
+            keep_result(a, e->train);
             break;
         case EV_TASK:
             sfl_msg_task_free(e->task);

@@ -52,6 +52,10 @@ typedef struct agent_shape {
     void (*work)(agent_ctx_t *a, agent_work_t *w);
     /* The work is back on the loop (w taken); the next state. */
     agent_state_t (*trained)(agent_ctx_t *a, void *st, agent_work_t *w, agent_state_t from);
+    /* 1: the work's result is a sealed update that waits in the outbox
+     * across a lost link (submitted after the rejoin); 0: its round lives
+     * on the link, and a result that comes back without one is dropped. */
+    int outbox;
     /* The kind letter of its stage messages (0: none) and what to do
      * with one. */
     int stage_kind;

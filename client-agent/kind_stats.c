@@ -267,5 +267,6 @@ const agent_shape_t agent_shape_stats = {
     .trains = stats_trains,
     .work = stats_work,
     .trained = agent__sealed_trained,
+    .outbox = 1,
     .close = stats_close,
 };

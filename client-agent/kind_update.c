@@ -287,4 +287,5 @@ const agent_shape_t agent_shape_update = {
     .trains = update_trains,
     .work = update_work,
     .trained = agent__sealed_trained,
+    .outbox = 1,
 };

@@ -37,6 +37,12 @@ static void test_shape_lookup(void **state)
     t.statistics = 0;
     assert_int_equal(agent_shape_update.trains(&t), 1);
     assert_int_equal(agent_shape_secagg.trains(&t), 1);
+    /* a sealed result outlives a lost link (the outbox); a secure
+     * aggregation input belongs to its link's round and is dropped */
+    assert_int_equal(agent_shape_update.outbox, 1);
+    assert_int_equal(agent_shape_stats.outbox, 1);
+    assert_int_equal(agent_shape_secagg.outbox, 0);
+    assert_int_equal(agent_shape_vertical.outbox, 0);
 }
 
 /* Stage messages go to the kind that names their letter: 's' vertical
