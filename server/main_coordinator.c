@@ -11,6 +11,7 @@
 
 #include "coord.h"
 #include "coordfile.h"
+#include "job/spec.h"
 #include "notify.h"
 #include "sfl/algo/algo.h"
 #include "sfl/core/error.h"
@@ -20,14 +21,6 @@
 
 #define PROG "sfl-coordinator"
 #define MAX_FLAGS 64
-
-/* The [job NAME] keys, for --help (their meaning is in docs/configuration.md). */
-static const char job_keys[] =
-    "  algo loss features classes labels rounds cohort overselect min_quorum\n"
-    "  deadline_ms heartbeat_ms max_attempts encoding seed conditions paused\n"
-    "  aggregation max_update_norm max_samples standardize standardize_eps\n"
-    "  standardize_bound, secure_aggregation secagg_*, rows iterations_per_round,\n"
-    "  and the chosen algorithm's parameters (docs/algorithms.md):\n";
 
 static void usage(FILE *f)
 {
@@ -90,9 +83,11 @@ static void usage(FILE *f)
         fputc('\n', f);
     }
     fprintf(f,
-            "\n[job NAME] keys (docs/configuration.md); a job is created once, when its\n"
-            "name is new, and then lives in the state database:\n%s",
-            job_keys);
+            "\n[job NAME] keys (docs/configuration.md) with their defaults; a job is\n"
+            "created once, when its name is new, and then lives in the state database:\n");
+    coord_job_spec_help(f);
+    fprintf(f, "  classes               labels      if given, the number of labels\n"
+               "  and the chosen algorithm's parameters (docs/algorithms.md):\n");
     for (const sfl_algo_t *const *a = sfl_algo_list(); *a; a++) {
         fprintf(f, "    %-18s", (*a)->name);
         for (const sfl_param_def_t *d = (*a)->params; d && d->name; d++)

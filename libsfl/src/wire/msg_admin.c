@@ -10,153 +10,100 @@
 
 /* ---- Admin: jobs ------------------------------------------------------------ */
 
-static int check_job_spec(const chk_t *c, const void *p)
-{
-    const sfl_job_spec_t *m = p;
-    int rc;
+/* The JobSpec fields come from one table, sfl/wire/jobspec.def: a check,
+ * a put and a get per type, each row expanded into the three. */
+enum { ANY, REQ, NONNEG, EVEN };
 
-    if ((rc = sfl__msg_check_str(c, "name", m->name, SFL_MSG_NAME_LEN, 1)) < 0 ||
-        (rc = sfl__msg_check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 1)) < 0 ||
-        (rc = sfl__msg_check_params(c, &m->params)) < 0 ||
-        (rc = sfl__msg_check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 1)) < 0 ||
-        (rc = sfl__msg_check_labels(c, "labels", m->nlabels, m->labels)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "over_selection", m->over_selection)) < 0 ||
-        (rc = sfl__msg_check_enc(c, "value_encoding", m->value_encoding)) < 0 ||
-        (rc = sfl__msg_check_tags(c, "required_conditions", &m->required_conditions)) < 0 ||
-        (rc = sfl__msg_check_str(c, "dictionary", m->dictionary, SFL_MSG_NAME_LEN, 0)) < 0 ||
-        (rc = sfl__msg_check_bool(c, "paused", m->paused)) < 0 ||
-        (rc = sfl__msg_check_bool(c, "ordered_aggregation", m->ordered_aggregation)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "max_update_norm", m->max_update_norm)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "max_samples", m->max_samples)) < 0 ||
-        (rc = sfl__msg_check_bool(c, "secure_aggregation", m->secagg)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "secagg_clip", m->sa_clip)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "secagg_max_weight", m->sa_max_weight)) < 0 ||
-        (rc = sfl__msg_check_bool(c, "standardize", m->standardize)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "standardize_eps", m->standardize_eps)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "standardize_bound", m->standardize_bound)) < 0)
-        return rc;
-    if (m->max_update_norm < 0 || m->max_samples < 0 || m->sa_clip < 0 || m->sa_max_weight < 0 ||
-        m->standardize_eps < 0 || m->standardize_bound < 0)
-        return sfl__msg_fail(
-            c, c->bad,
-            "max_update_norm, max_samples, secagg_clip, "
-            "secagg_max_weight, standardize_eps and standardize_bound must be >= 0");
-    if (m->sa_degree % 2 != 0)
-        return sfl__msg_fail(c, c->bad, "secagg_degree %u (need 0 or even)", m->sa_degree);
-    if (m->dimension == 0)
-        return sfl__msg_fail(c, c->bad, "dimension missing (0)");
-    if (m->rounds == 0)
-        return sfl__msg_fail(c, c->bad, "rounds missing (0)");
-    if (m->cohort_size == 0)
-        return sfl__msg_fail(c, c->bad, "cohort_size missing (0)");
-    if (m->min_quorum == 0 || m->min_quorum > m->cohort_size)
-        return sfl__msg_fail(c, c->bad, "min_quorum %u not in [1, cohort_size %u]", m->min_quorum,
-                             m->cohort_size);
-    if (m->over_selection < 0)
-        return sfl__msg_fail(c, c->bad, "over_selection %g is negative", m->over_selection);
-    if (m->round_deadline_ms == 0)
-        return sfl__msg_fail(c, c->bad, "round_deadline_ms missing (0)");
-    if (m->max_attempts == 0)
-        return sfl__msg_fail(c, c->bad, "max_attempts missing (0)");
-    if (m->heartbeat_timeout_ms == 0)
-        return sfl__msg_fail(c, c->bad, "heartbeat_timeout_ms missing (0)");
+static int spec_check_num(const chk_t *c, const char *f, double v, uint64_t u, int range)
+{
+    if (range == REQ && u == 0)
+        return sfl__msg_fail(c, c->bad, "%s missing (0)", f);
+    if (range == EVEN && u % 2 != 0)
+        return sfl__msg_fail(c, c->bad, "%s %llu (need 0 or even)", f, (unsigned long long)u);
+    if (range == NONNEG && v < 0)
+        return sfl__msg_fail(c, c->bad, "%s must be >= 0 (got %g)", f, v);
     return 0;
 }
 
-static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
+#define SPEC_CHECK_U32(f, s, x, range) spec_check_num(c, f, 0, s->x, range)
+#define SPEC_CHECK_U64(f, s, x, range) spec_check_num(c, f, 0, s->x, range)
+#define SPEC_CHECK_F64(f, s, x, range)                                                             \
+    ((rc = sfl__msg_check_finite(c, f, s->x)) < 0 ? rc : spec_check_num(c, f, s->x, 0, range))
+#define SPEC_CHECK_FLAG(f, s, x, range) sfl__msg_check_bool(c, f, s->x)
+#define SPEC_CHECK_STR(f, s, x, range) sfl__msg_check_str(c, f, s->x, sizeof(s->x), range == REQ)
+#define SPEC_CHECK_ENC(f, s, x, range) sfl__msg_check_enc(c, f, s->x)
+#define SPEC_CHECK_LABELS(f, s, x, range) sfl__msg_check_labels(c, f, s->n##x, s->x)
+#define SPEC_CHECK_TAGS(f, s, x, range) sfl__msg_check_tags(c, f, &s->x)
+#define SPEC_CHECK_PARAMS(f, s, x, range) sfl__msg_check_params(c, &s->x)
+
+static int check_job_spec(const chk_t *c, const void *p)
 {
     const sfl_job_spec_t *m = p;
+    int rc = 0;
+
+#define SFL_JOBSPEC_FIELD(key, type, member, proto, def, range, ini, help)                         \
+    if ((rc = SPEC_CHECK_##type(#proto, m, member, range)) < 0)                                    \
+        return rc;
+#include "sfl/wire/jobspec.def"
+#undef SFL_JOBSPEC_FIELD
+    if (m->min_quorum > m->cohort_size)
+        return sfl__msg_fail(c, c->bad, "min_quorum %u not in [1, cohort_size %u]", m->min_quorum,
+                             m->cohort_size);
+    return 0;
+}
+
+#define SPEC_PUT_U32(x, s, m) js->x = s->m;
+#define SPEC_PUT_U64(x, s, m) js->x = s->m;
+#define SPEC_PUT_F64(x, s, m) js->x = s->m;
+#define SPEC_PUT_FLAG(x, s, m) js->x = s->m;
+#define SPEC_PUT_STR(x, s, m) js->x = str(s->m);
+#define SPEC_PUT_ENC(x, s, m) js->x = (Sfl__V1__ValueEncoding)(s->m + 1);
+#define SPEC_PUT_LABELS(x, s, m)                                                                   \
+    js->n_##x = s->n##m;                                                                           \
+    js->x = (double *)(uintptr_t)s->m;
+#define SPEC_PUT_TAGS(x, s, m) sfl__msg_put_tags(&s->m, w->tags[0], &js->n_##x, &js->x);
+#define SPEC_PUT_PARAMS(x, s, m)                                                                   \
+    sfl__msg_put_params(&s->m, w);                                                                 \
+    js->x = &w->pp;
+
+static int put_job_spec(const chk_t *c, const void *pv, wire_t *w)
+{
+    const sfl_job_spec_t *p = pv;
     Sfl__V1__JobSpec *js = &w->spec;
 
     (void)c;
-    sfl__msg_put_params(&m->params, w);
-    js->name = str(m->name);
-    js->algorithm = str(m->algorithm);
-    js->params = &w->pp;
-    js->loss = str(m->loss);
-    js->dimension = m->dimension;
-    js->n_labels = m->nlabels;
-    js->labels = (double *)(uintptr_t)m->labels;
-    js->rounds = m->rounds;
-    js->cohort_size = m->cohort_size;
-    js->over_selection = m->over_selection;
-    js->min_quorum = m->min_quorum;
-    js->round_deadline_ms = m->round_deadline_ms;
-    js->value_encoding = (Sfl__V1__ValueEncoding)(m->value_encoding + 1);
-    js->seed = m->seed;
-    sfl__msg_put_tags(&m->required_conditions, w->tags[0], &js->n_required_conditions,
-                      &js->required_conditions);
-    js->dictionary = str(m->dictionary);
-    js->max_attempts = m->max_attempts;
-    js->paused = m->paused;
-    js->heartbeat_timeout_ms = m->heartbeat_timeout_ms;
-    js->ordered_aggregation = m->ordered_aggregation;
-    js->max_update_norm = m->max_update_norm;
-    js->max_samples = m->max_samples;
-    js->rows = m->rows;
-    js->iterations_per_round = m->iterations_per_round;
-    js->secure_aggregation = m->secagg;
-    js->secagg_threshold = m->sa_threshold;
-    js->secagg_support = m->sa_support;
-    js->secagg_topk = m->sa_topk;
-    js->secagg_clip = m->sa_clip;
-    js->secagg_max_weight = m->sa_max_weight;
-    js->secagg_degree = m->sa_degree;
-    js->standardize = m->standardize;
-    js->standardize_eps = m->standardize_eps;
-    js->standardize_bound = m->standardize_bound;
+#define SFL_JOBSPEC_FIELD(key, type, member, proto, def, range, ini, help)                         \
+    SPEC_PUT_##type(proto, p, member)
+#include "sfl/wire/jobspec.def"
+#undef SFL_JOBSPEC_FIELD
     w->pb.create_job.spec = js;
     return 0;
 }
 
+#define SPEC_GET_U32(f, x, s, m) (s->m = js->x, 0)
+#define SPEC_GET_U64(f, x, s, m) (s->m = js->x, 0)
+#define SPEC_GET_F64(f, x, s, m) (s->m = js->x, 0)
+#define SPEC_GET_FLAG(f, x, s, m) (s->m = js->x ? 1 : 0, 0)
+#define SPEC_GET_STR(f, x, s, m) sfl__msg_get_str(c, f, js->x, s->m, sizeof(s->m))
+#define SPEC_GET_ENC(f, x, s, m) sfl__msg_get_enc(c, f, (int)js->x, &s->m)
+#define SPEC_GET_LABELS(f, x, s, m) sfl__msg_get_labels(c, f, js->x, js->n_##x, &s->n##m, s->m)
+#define SPEC_GET_TAGS(f, x, s, m) sfl__msg_get_tags(c, f, js->x, js->n_##x, &s->m)
+#define SPEC_GET_PARAMS(f, x, s, m) sfl__msg_get_params(c, js->x, &s->m)
+
 static int get_job_spec(const chk_t *c, void *p, void *out)
 {
     const Sfl__V1__JobSpec *js = ((const Sfl__V1__CreateJobRequest *)p)->spec;
-    sfl_job_spec_t *m = out;
+    sfl_job_spec_t *o = out;
     int rc;
 
     if (js == NULL)
         return sfl__msg_fail(c, SFL_EPARSE, "spec missing");
-    if ((rc = sfl__msg_get_str(c, "name", js->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = sfl__msg_get_str(c, "algorithm", js->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) <
-            0 ||
-        (rc = sfl__msg_get_params(c, js->params, &m->params)) < 0 ||
-        (rc = sfl__msg_get_str(c, "loss", js->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
-        (rc = sfl__msg_get_labels(c, "labels", js->labels, js->n_labels, &m->nlabels, m->labels)) <
-            0 ||
-        (rc = sfl__msg_get_enc(c, "value_encoding", (int)js->value_encoding, &m->value_encoding)) <
-            0 ||
-        (rc = sfl__msg_get_tags(c, "required_conditions", js->required_conditions,
-                                js->n_required_conditions, &m->required_conditions)) < 0 ||
-        (rc = sfl__msg_get_str(c, "dictionary", js->dictionary, m->dictionary, SFL_MSG_NAME_LEN)) <
-            0)
+#define SFL_JOBSPEC_FIELD(key, type, member, proto, def, range, ini, help)                         \
+    if ((rc = SPEC_GET_##type(#proto, proto, o, member)) < 0)                                      \
         return rc;
-    m->dimension = js->dimension;
-    m->rounds = js->rounds;
-    m->cohort_size = js->cohort_size;
-    m->over_selection = js->over_selection;
-    m->min_quorum = js->min_quorum;
-    m->round_deadline_ms = js->round_deadline_ms;
-    m->seed = js->seed;
-    m->max_attempts = js->max_attempts;
-    m->paused = js->paused ? 1 : 0;
-    m->heartbeat_timeout_ms = js->heartbeat_timeout_ms;
-    m->ordered_aggregation = js->ordered_aggregation ? 1 : 0;
-    m->max_update_norm = js->max_update_norm;
-    m->max_samples = js->max_samples;
-    m->rows = js->rows;
-    m->iterations_per_round = js->iterations_per_round;
-    m->secagg = js->secure_aggregation ? 1 : 0;
-    m->sa_threshold = js->secagg_threshold;
-    m->sa_support = js->secagg_support;
-    m->sa_topk = js->secagg_topk;
-    m->sa_clip = js->secagg_clip;
-    m->sa_max_weight = js->secagg_max_weight;
-    m->sa_degree = js->secagg_degree;
-    m->standardize = js->standardize ? 1 : 0;
-    m->standardize_eps = js->standardize_eps;
-    m->standardize_bound = js->standardize_bound;
-    return check_job_spec(c, m);
+#include "sfl/wire/jobspec.def"
+#undef SFL_JOBSPEC_FIELD
+    return check_job_spec(c, o);
 }
 
 static const msg_type_t create_job_type = {"job spec", &sfl__v1__create_job_request__descriptor,
