@@ -182,6 +182,7 @@ static void test_spec_keys_cross_the_wire(void **state)
         {"standardize", "1"}, {"standardize_eps", "0.25"}, {"standardize_bound", "9"},
         {"aggregation", "ordered"}, {"encoding", "f32"}, {"labels", "-1,1"},
         {"conditions", "mains_power"}, {"loss", "logistic"}, {"algo", "fedavg"},
+        {"name", "spec-test"}, {"description", "nightly retrain, owner ops"},
     };
     sfl_job_spec_t s, u;
     uint8_t *a = NULL, *b = NULL;
@@ -196,6 +197,7 @@ static void test_spec_keys_cross_the_wire(void **state)
     assert_true(s.seed == UINT64_MAX && s.sa_max_weight == 80 && s.standardize_bound == 9);
     assert_int_equal(s.ordered_aggregation, 1);
     assert_int_equal(s.value_encoding, SFL_ENC_F32);
+    assert_string_equal(s.description, "nightly retrain, owner ops");
     assert_int_equal(sfl_msg_create_job_pack(&s, &a, &alen), 0);
     assert_int_equal(sfl_msg_create_job_unpack(a, alen, NULL, &u), 0);
     assert_int_equal(sfl_msg_create_job_pack(&u, &b, &blen), 0);
@@ -204,6 +206,7 @@ static void test_spec_keys_cross_the_wire(void **state)
     assert_int_equal(u.rows, 12);
     assert_int_equal(u.sa_degree, 4);
     assert_true(u.over_selection == 0.5 && u.standardize_eps == 0.25);
+    assert_string_equal(u.description, s.description);
     sfl_msg_buf_free(a);
     sfl_msg_buf_free(b);
 }
@@ -224,6 +227,7 @@ static void test_spec_alias_defaults_help(void **state)
     assert_int_equal(s.rounds, 10);
     assert_int_equal(s.heartbeat_timeout_ms, 30000);
     assert_true(s.standardize_eps == SFL_STANDARDIZE_EPS);
+    assert_string_equal(s.description, "");
     assert_int_equal(coord_job_spec_set(&s, "heartbeat_ms", "2500"), 0);
     assert_int_equal(s.heartbeat_timeout_ms, 2500);
     assert_int_equal(coord_job_spec_set(&s, "heartbeat_ms", "x"), SFL_EINVAL);

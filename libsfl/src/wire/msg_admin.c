@@ -141,7 +141,8 @@ static int check_job_status(const chk_t *c, const void *p)
         (rc = sfl__msg_check_finite(c, "privacy_spent", m->privacy_spent)) < 0 ||
         (rc = sfl__msg_check_finite(c, "privacy_spent_rdp", m->privacy_spent_rdp)) < 0 ||
         (rc = sfl__msg_check_str(c, "waiting", m->waiting, SFL_MSG_TEXT_LEN, 0)) < 0 ||
-        (rc = sfl__msg_check_str(c, "quarantine", m->quarantine, SFL_MSG_TEXT_LEN, 0)) < 0)
+        (rc = sfl__msg_check_str(c, "quarantine", m->quarantine, SFL_MSG_TEXT_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_str(c, "description", m->description, SFL_MSG_TEXT_LEN, 0)) < 0)
         return rc;
     if ((m->quarantined == 0) != (m->quarantine[0] == '\0'))
         return sfl__msg_fail(c, c->bad,
@@ -190,6 +191,7 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->statistics = m->statistics;
     o->statistics_rows = m->statistics_rows;
     o->statistics_agents = m->statistics_agents;
+    o->description = str(m->description);
 }
 
 static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
@@ -229,7 +231,9 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
         (rc = sfl__msg_get_str(c, "loss", p->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
         (rc = sfl__msg_get_str(c, "waiting", p->waiting, m->waiting, SFL_MSG_TEXT_LEN)) < 0 ||
         (rc = sfl__msg_get_str(c, "quarantine", p->quarantine, m->quarantine, SFL_MSG_TEXT_LEN)) <
-            0)
+            0 ||
+        (rc = sfl__msg_get_str(c, "description", p->description, m->description,
+                               SFL_MSG_TEXT_LEN)) < 0)
         return rc;
     m->quarantined = p->quarantined;
     m->statistics = p->statistics;
