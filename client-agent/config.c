@@ -46,7 +46,7 @@ static const struct {
     {"backoff_min_ms", offsetof(agent_config_t, backoff_min_ms)},
     {"backoff_max_ms", offsetof(agent_config_t, backoff_max_ms)},
     {"connect_timeout_ms", offsetof(agent_config_t, connect_timeout_ms)},
-    {"heartbeat_ms", offsetof(agent_config_t, heartbeat_ms)},
+    {"heartbeat_interval_ms", offsetof(agent_config_t, heartbeat_ms)},
     {"dp_test_noise", offsetof(agent_config_t, dp_test_noise)},
     {"secagg_test_stop", offsetof(agent_config_t, secagg_test_stop)},
     {"secagg_min_cohort", offsetof(agent_config_t, secagg_min_cohort)},
@@ -56,8 +56,26 @@ static const struct {
     {"secagg_test_weight", offsetof(agent_config_t, secagg_test_weight)},
 };
 
+/* Names a key had before it got the one the coordinator uses for the same
+ * concept (docs/configuration.md); they still read as the key. */
+static const struct {
+    const char *old, *key;
+} aliases[] = {
+    {"heartbeat_ms", "heartbeat_interval_ms"},
+};
+
+static const char *canonical(const char *key)
+{
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        if (strcmp(key, aliases[i].old) == 0)
+            return aliases[i].key;
+    return key;
+}
+
 int agent_config_set(agent_config_t *c, const char *key, const char *v)
 {
+    const char *k = canonical(key);
+
     for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
         size_t n = strlen(v);
 
@@ -77,7 +95,7 @@ int agent_config_set(agent_config_t *c, const char *key, const char *v)
         char *end;
         unsigned long long x;
 
-        if (strcmp(key, numbers[i].key) != 0)
+        if (strcmp(k, numbers[i].key) != 0)
             continue;
         errno = 0;
         x = strtoull(v, &end, 10);
@@ -150,6 +168,7 @@ void agent_config_suggest(sfl_suggest_t *sg)
 
 int agent_config_known(const char *key)
 {
+    key = canonical(key);
     for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
         if (strcmp(key, strings[i].key) == 0)
             return 1;
