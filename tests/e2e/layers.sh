@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 area_of() { # header stem -> area
     case $1 in
-    alloc | error | file | ini | rng | topk | vec | param | log | suggest | version) echo core ;;
+    alloc | cfgkey | error | file | ini | rng | topk | vec | param | log | suggest | version) echo core ;;
     csr | csv | dataset | idx | libsvm | partition | synth | readfile) echo data ;;
     dict | eval | loss | loss_int) echo model ;;
     algo | algo_int | client | fold | vertical) echo algo ;;
