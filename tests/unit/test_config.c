@@ -74,6 +74,11 @@ static void test_config_errors(void **state)
     assert_non_null(strstr(sfl_last_error(), "bogus"));
     assert_int_equal(agent_config_set(&c, "heartbeat_ms", "-5"), SFL_EINVAL);
     assert_int_equal(agent_config_set(&c, "heartbeat_ms", "5x"), SFL_EINVAL);
+    /* the table's defaults, and the two set by hand */
+    agent_config_default(&c);
+    assert_string_equal(c.state_dir, "/var/lib/sfl-agent");
+    assert_true(c.backoff_min_ms == 500 && c.backoff_max_ms == 60000 && c.heartbeat_ms == 10000 &&
+                c.secagg_min_degree == 16 && c.secagg_max_colluders == AGENT_COLLUDERS_THIRD);
     /* heartbeat_ms is the older name of heartbeat_interval_ms: the same field */
     assert_int_equal(agent_config_set(&c, "heartbeat_ms", "250"), 0);
     assert_int_equal(c.heartbeat_ms, 250);

@@ -48,8 +48,8 @@ void sfl_cfg_defaults(const sfl_cfg_key_t *keys, size_t n, void *obj)
     for (size_t i = 0; i < n; i++) {
         int rc;
 
-        if (keys[i].def[0] == '\0' && keys[i].type == SFL_CFG_STR)
-            continue;
+        if (keys[i].def[0] == '\0')
+            continue; /* none: the caller's zeroed field, or its own */
         rc = sfl_cfg_set(&keys[i], 1, obj, keys[i].key, keys[i].def);
         assert(rc == 0);
         (void)rc;

@@ -48,7 +48,8 @@ const sfl_cfg_key_t *sfl_cfg_find(const sfl_cfg_key_t *keys, size_t n, const cha
  * longer than 255 characters". */
 int sfl_cfg_set(const sfl_cfg_key_t *keys, size_t n, void *obj, const char *key,
                 const char *v) SFL_MUST_CHECK;
-/* Every row's default into obj (the table's defaults must be valid). */
+/* Every row's default into obj (the table's defaults must be valid; ""
+ * leaves the field as it is). */
 void sfl_cfg_defaults(const sfl_cfg_key_t *keys, size_t n, void *obj);
 /* A row's help as --help prints it: the sentence and "(default DEF)". */
 void sfl_cfg_help(const sfl_cfg_key_t *k, char *buf, size_t cap);
