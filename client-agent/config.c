@@ -8,83 +8,82 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sfl/core/cfgkey.h"
 #include "sfl/data/dataset.h"
 #include "sfl/core/ini.h"
 #include "sfl/core/suggest.h"
 
+/* The keys with a string or a whole number (sfl/core/cfgkey.h); the others
+ * are parsed by hand in agent_config_set. Checks across keys are
+ * agent_config_check's; --help is main_agent.c's (it interleaves these with
+ * the hand-parsed keys). */
+#define S(k, f, def) SFL_CFG_S(k, agent_config_t, f, def, "", "")
+#define N(k, f, def) SFL_CFG_N(k, agent_config_t, f, def, 0, UINT64_MAX, "", "")
+static const sfl_cfg_key_t keys[] = {
+    S("coordinator", coordinator, ""),
+    S("server_name", server_name, ""),
+    S("ca", ca, ""),
+    S("cert", cert, ""),
+    S("key", key, ""),
+    S("state_dir", state_dir, "/var/lib/sfl-agent"),
+    S("coordinator_pk", coordinator_pk, ""),
+    S("data", data, ""),
+    S("eval_file", eval_file, ""),
+    S("ids_file", ids_file, ""),
+    N("backoff_min_ms", backoff_min_ms, "500"),
+    N("backoff_max_ms", backoff_max_ms, "60000"),
+    N("connect_timeout_ms", connect_timeout_ms, "10000"),
+    N("heartbeat_interval_ms", heartbeat_ms, "10000"),
+    N("dp_test_noise", dp_test_noise, "0"),
+    N("secagg_test_stop", secagg_test_stop, "0"),
+    N("secagg_min_cohort", secagg_min_cohort, "3"),
+    N("secagg_min_threshold", secagg_min_threshold, "2"),
+    N("secagg_min_degree", secagg_min_degree, "16"),
+    N("secagg_max_colluders", secagg_max_colluders, ""), /* n/3: AGENT_COLLUDERS_THIRD */
+    N("secagg_test_weight", secagg_test_weight, "0"),
+};
+#undef S
+#undef N
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
 void agent_config_default(agent_config_t *c)
 {
     memset(c, 0, sizeof(*c));
-    snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/sfl-agent");
-    c->backoff_min_ms = 500;
-    c->backoff_max_ms = 60000;
-    c->connect_timeout_ms = 10000;
-    c->heartbeat_ms = 10000;
-    c->secagg_min_cohort = 3;
-    c->secagg_min_threshold = 2;
-    c->secagg_min_degree = 16;
+    sfl_cfg_defaults(keys, NKEYS, c);
     c->secagg_max_colluders = AGENT_COLLUDERS_THIRD;
     c->log_level = SFL_LOG_INFO;
 }
 
+/* Names a key had before it got the one the coordinator uses for the same
+ * concept (docs/configuration.md); they still read as the key. */
 static const struct {
-    const char *key;
-    size_t off, cap;
-} strings[] = {
-#define S(k, f) {k, offsetof(agent_config_t, f), sizeof(((agent_config_t *)0)->f)}
-    S("coordinator", coordinator), S("server_name", server_name), S("ca", ca),
-    S("cert", cert), S("key", key), S("state_dir", state_dir),
-    S("coordinator_pk", coordinator_pk), S("data", data), S("eval_file", eval_file),
-    S("ids_file", ids_file),
-#undef S
+    const char *old, *key;
+} aliases[] = {
+    {"heartbeat_ms", "heartbeat_interval_ms"},
 };
 
-static const struct {
-    const char *key;
-    size_t off;
-} numbers[] = {
-    {"backoff_min_ms", offsetof(agent_config_t, backoff_min_ms)},
-    {"backoff_max_ms", offsetof(agent_config_t, backoff_max_ms)},
-    {"connect_timeout_ms", offsetof(agent_config_t, connect_timeout_ms)},
-    {"heartbeat_ms", offsetof(agent_config_t, heartbeat_ms)},
-    {"dp_test_noise", offsetof(agent_config_t, dp_test_noise)},
-    {"secagg_test_stop", offsetof(agent_config_t, secagg_test_stop)},
-    {"secagg_min_cohort", offsetof(agent_config_t, secagg_min_cohort)},
-    {"secagg_min_threshold", offsetof(agent_config_t, secagg_min_threshold)},
-    {"secagg_min_degree", offsetof(agent_config_t, secagg_min_degree)},
-    {"secagg_max_colluders", offsetof(agent_config_t, secagg_max_colluders)},
-    {"secagg_test_weight", offsetof(agent_config_t, secagg_test_weight)},
-};
+static const char *canonical(const char *key)
+{
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        if (strcmp(key, aliases[i].old) == 0)
+            return aliases[i].key;
+    return key;
+}
 
 int agent_config_set(agent_config_t *c, const char *key, const char *v)
 {
-    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
-        size_t n = strlen(v);
+    const char *k = canonical(key);
+    int rc;
 
-        if (strcmp(key, strings[i].key) != 0)
-            continue;
-        if (n >= strings[i].cap)
-            return sfl__fail(SFL_EINVAL, "%s: value longer than %zu characters", key,
-                             strings[i].cap - 1);
-        memcpy((char *)c + strings[i].off, v, n + 1);
-        return 0;
-    }
-    if (strcmp(key, "secagg_max_colluders") == 0 && strcmp(v, "n/3") == 0) {
+    if (strcmp(k, "secagg_max_colluders") == 0 && strcmp(v, "n/3") == 0) {
         c->secagg_max_colluders = AGENT_COLLUDERS_THIRD;
         return 0;
     }
-    for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
-        char *end;
-        unsigned long long x;
-
-        if (strcmp(key, numbers[i].key) != 0)
-            continue;
-        errno = 0;
-        x = strtoull(v, &end, 10);
-        if (*v == '-' || *v == '\0' || *end || errno)
-            return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
-        *(uint64_t *)((char *)c + numbers[i].off) = x;
-        return 0;
+    if ((rc = sfl_cfg_set(keys, NKEYS, c, k, v)) <= 0) {
+        if (rc < 0 && k != key) /* the detail names the key as given */
+            return sfl__fail(rc, "%s: invalid value '%s'", key, v);
+        return rc;
     }
     if (strcmp(key, "eval_fraction") == 0 || strcmp(key, "max_epsilon") == 0) {
         int frac = key[0] == 'e';
@@ -140,22 +139,17 @@ void agent_config_suggest(sfl_suggest_t *sg)
 {
     static const char *const by_hand[] = {"eval_fraction", "conditions", "max_epsilon", "block"};
 
-    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
-        sfl_suggest_add(sg, strings[i].key);
-    for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++)
-        sfl_suggest_add(sg, numbers[i].key);
+    for (size_t i = 0; i < NKEYS; i++)
+        sfl_suggest_add(sg, keys[i].key);
     for (size_t i = 0; i < sizeof(by_hand) / sizeof(by_hand[0]); i++)
         sfl_suggest_add(sg, by_hand[i]);
 }
 
 int agent_config_known(const char *key)
 {
-    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
-        if (strcmp(key, strings[i].key) == 0)
-            return 1;
-    for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++)
-        if (strcmp(key, numbers[i].key) == 0)
-            return 1;
+    key = canonical(key);
+    if (sfl_cfg_find(keys, NKEYS, key) != NULL)
+        return 1;
     /* The keys agent_config_set parses by hand. */
     return strcmp(key, "eval_fraction") == 0 || strcmp(key, "conditions") == 0 ||
            strcmp(key, "max_epsilon") == 0 || strcmp(key, "block") == 0 ||

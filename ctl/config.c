@@ -15,58 +15,48 @@
 #include "sfl/core/suggest.h"
 #include "sfl/net/grpcconn.h"
 
+/* sflctl.ini's keys (and flags). coordinator defaults to the coordinator's
+ * admin_listen: sflctl does not queue behind the agents' connections
+ * (docs/security.md). */
+static const sfl_cfg_key_t keys[] = {
+    SFL_CFG_S("coordinator", ctl_config_t, coordinator, SFL_ADMIN_LISTEN_DEFAULT, "HOST:PORT",
+              "the coordinator's admin_listen address ([v6]:port); its listen address "
+              "works too, queued with the agents"),
+    SFL_CFG_S("server_name", ctl_config_t, server_name, "", "NAME",
+              "name the coordinator certificate must carry (default: HOST)"),
+    SFL_CFG_S("ca", ctl_config_t, ca, "", "FILE", "federation CA certificate (PEM); required"),
+    SFL_CFG_S("cert", ctl_config_t, cert, "", "FILE", "admin certificate (PEM); required"),
+    SFL_CFG_S("key", ctl_config_t, key, "", "FILE", "its private key (PEM); required"),
+    SFL_CFG_N("timeout_ms", ctl_config_t, timeout_ms, "10000", 1, INT32_MAX, "MS",
+              "connect, and each call's deadline"),
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
 void ctl_config_default(ctl_config_t *c)
 {
     memset(c, 0, sizeof(*c));
-    /* the coordinator's admin_listen default: sflctl does not queue behind
-     * the agents' connections (docs/security.md) */
-    snprintf(c->coordinator, sizeof(c->coordinator), "%s", SFL_ADMIN_LISTEN_DEFAULT);
-    c->timeout_ms = 10000;
+    sfl_cfg_defaults(keys, NKEYS, c);
 }
-
-static const struct {
-    const char *key;
-    size_t off, cap;
-} strings[] = {
-#define S(k, f) {k, offsetof(ctl_config_t, f), sizeof(((ctl_config_t *)0)->f)}
-    S("coordinator", coordinator), S("server_name", server_name), S("ca", ca),
-    S("cert", cert), S("key", key),
-#undef S
-};
 
 int ctl_config_set(ctl_config_t *c, const char *key, const char *v)
 {
-    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
-        size_t n = strlen(v);
+    int rc = sfl_cfg_set(keys, NKEYS, c, key, v);
 
-        if (strcmp(key, strings[i].key) != 0)
-            continue;
-        if (n >= strings[i].cap)
-            return sfl__fail(SFL_EINVAL, "%s: value longer than %zu characters", key,
-                             strings[i].cap - 1);
-        memcpy((char *)c + strings[i].off, v, n + 1);
-        return 0;
-    }
-    if (strcmp(key, "timeout_ms") == 0) {
-        char *end;
-        unsigned long long x;
-
-        errno = 0;
-        x = strtoull(v, &end, 10);
-        if (*v < '0' || *v > '9' || *end || errno || x == 0 || x > INT32_MAX)
-            return sfl__fail(SFL_EINVAL, "timeout_ms: want 1..%d, got '%s'", INT32_MAX, v);
-        c->timeout_ms = x;
-        return 0;
-    }
-    return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
+    if (rc == 1)
+        return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
+    return rc;
 }
 
 int ctl_config_known(const char *key)
 {
-    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
-        if (strcmp(key, strings[i].key) == 0)
-            return 1;
-    return strcmp(key, "timeout_ms") == 0;
+    return sfl_cfg_find(keys, NKEYS, key) != NULL;
+}
+
+const sfl_cfg_key_t *ctl_config_keys(size_t *n)
+{
+    *n = NKEYS;
+    return keys;
 }
 
 static int on_cfg_key(void *ud, const char *section, const char *key, const char *value)
@@ -191,9 +181,8 @@ static int unknown_option(const char *arg, size_t n, const char *key)
     sfl_suggest_t sg;
 
     sfl_suggest_init(&sg, "--", key);
-    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
-        sfl_suggest_add(&sg, strings[i].key);
-    sfl_suggest_add(&sg, "timeout_ms");
+    for (size_t i = 0; i < NKEYS; i++)
+        sfl_suggest_add(&sg, keys[i].key);
     for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
         sfl_suggest_add(&sg, own[i]);
     return sfl__fail(SFL_EINVAL, "unknown option '%.*s'%s", (int)(n + 2), arg,

@@ -11,6 +11,7 @@
 
 #include <uv.h>
 
+#include "sfl/core/cfgkey.h"
 #include "sfl/core/error.h"
 #include "sfl/wire/msg.h"
 
@@ -31,6 +32,8 @@ void ctl_config_default(ctl_config_t *c);
 int ctl_config_set(ctl_config_t *c, const char *key, const char *value) SFL_MUST_CHECK;
 /* 1 if key is an sflctl key (a flag --key), else 0. */
 int ctl_config_known(const char *key);
+/* The keys of [sflctl] (sfl/core/cfgkey.h), for --help. */
+const sfl_cfg_key_t *ctl_config_keys(size_t *n);
 /* Reads [sflctl] of an INI file (sfl_ini_parse_file: -errno if it cannot
  * be opened, else errors name file, line and key). */
 int ctl_config_load(ctl_config_t *c, const char *path) SFL_MUST_CHECK;

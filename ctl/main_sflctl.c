@@ -72,16 +72,10 @@ static const char usage_text[] =
     "\n"
     "Options (also keys of section [sflctl] of the config file; flags win):\n"
     "  --config FILE              INI file (default ~/.config/sfl/sflctl.ini if it\n"
-    "                             exists)\n"
-    "  --coordinator HOST:PORT    the coordinator's admin_listen address\n"
-    "                             ([v6]:port; default " SFL_ADMIN_LISTEN_DEFAULT "); its listen\n"
-    "                             address works too, queued with the agents\n"
-    "  --server-name NAME         name the coordinator certificate must carry\n"
-    "                             (default: HOST)\n"
-    "  --ca FILE                  federation CA certificate (PEM); required\n"
-    "  --cert FILE                admin certificate (PEM); required\n"
-    "  --key FILE                 its private key (PEM); required\n"
-    "  --timeout-ms MS            connect, and each call's deadline (default 10000)\n"
+    "                             exists)\n";
+
+/* after the [sflctl] keys (ctl_config_keys) */
+static const char usage_tail[] =
     "  --format FORMAT            model export's format (not a config key): text,\n"
     "                             libsvm, npy or spcodec\n"
     "  --round N                  model export's round (not a config key)\n"
@@ -595,7 +589,12 @@ int main(int argc, char **argv)
     if (ctl_args_parse(argc, argv, &args) < 0)
         usage_error(sfl_last_error(), NULL);
     if (args.help) {
+        size_t n;
+        const sfl_cfg_key_t *k = ctl_config_keys(&n);
+
         fputs(usage_text, stdout);
+        sfl_cfg_usage(stdout, k, n);
+        fputs(usage_tail, stdout);
         return 0;
     }
     if (args.version) {

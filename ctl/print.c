@@ -61,6 +61,8 @@ void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n)
                 wn, j->name, wa, j->algorithm, sfl_msg_job_state_name(j->state), rounds,
                 running(j) ? sfl_msg_round_state_name(j->round_state) : "-", att, acc,
                 j->model_nnz, prog[0] ? prog : "-");
+        if (j->description[0])
+            fprintf(f, "     %s\n", j->description);
         if (j->error[0])
             fprintf(f, "     error: %s\n", j->error);
         if (running(j) && j->waiting[0])

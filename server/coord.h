@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "sfl/core/cfgkey.h"
 #include "sfl/core/error.h"
 #include "sfl/core/log.h"
 #include "sfl/wire/msg.h"
@@ -76,11 +77,9 @@ int coord_config_set(coord_config_t *cfg, const char *key, const char *value) SF
 /* Everything needed to start is present and in range. */
 int coord_config_check(const coord_config_t *cfg) SFL_MUST_CHECK;
 
-/* The keys with an argument name and a help line, for --help and docs. */
-typedef struct coord_config_key {
-    const char *key, *arg, *help;
-} coord_config_key_t;
-const coord_config_key_t *coord_config_keys(size_t *n);
+/* The [coordinator] keys (sfl/core/cfgkey.h: default, argument name, help),
+ * for --help and docs. */
+const sfl_cfg_key_t *coord_config_keys(size_t *n);
 
 /* "host:port", "[v6]:port" or ":port" (all interfaces) into out; SFL_EINVAL. */
 int coord_addr_parse(const char *s, struct sockaddr_storage *out) SFL_MUST_CHECK;

@@ -10,110 +10,70 @@
 #include <string.h>
 #include <time.h>
 
+#include "sfl/core/cfgkey.h"
 #include "sfl/core/error.h"
 #include "sfl/net/grpcconn.h"
 
 /* ---- configuration ------------------------------------------------------------ */
 
-void coord_config_default(coord_config_t *c)
-{
-    memset(c, 0, sizeof(*c));
-    snprintf(c->listen, sizeof(c->listen), "%s", SFL_LISTEN_DEFAULT);
-    snprintf(c->ca, sizeof(c->ca), "/etc/sfl/pki/ca.crt");
-    snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/sfl");
-    snprintf(c->metrics_listen, sizeof(c->metrics_listen), "127.0.0.1:9464");
-    snprintf(c->admin_listen, sizeof(c->admin_listen), "%s", SFL_ADMIN_LISTEN_DEFAULT);
-    snprintf(c->log_level, sizeof(c->log_level), "info");
-    c->max_agents = 10000;
-    c->max_conns = 4096;
-    c->max_handshakes = 512;
-    c->max_handshakes_per_ip = 64;
-    c->max_message = 64u << 20;
-    c->max_streams = 32;
-    c->handshake_timeout_ms = 10000;
-    c->idle_timeout_ms = 120000;
-    c->heartbeat_interval_ms = 10000;
-    c->join_retry_ms = 0;
-    c->pace_min_ms = 1000;
-    c->idle_retry_ms = 1000;
-    c->subscribe_hold_ms = 60000;
-    c->select_wait_ms = 2000;
-    c->tick_ms = 200;
-    c->shutdown_timeout_ms = 10000;
-    c->keep_checkpoints = 3;
-    c->max_job_memory = (uint64_t)4 << 30;
-    c->max_live_jobs = 64;
-    c->max_buffered = 64u << 20;
-    c->max_buffered_total = (uint64_t)1 << 30;
-    c->body_timeout_ms = 60000;
-    c->relaxed_sync = 0;
-}
-
-#define S(k, f, a, h) {k, offsetof(coord_config_t, f), sizeof(((coord_config_t *)0)->f), 0, a, h}
-#define N(k, f, a, h) {k, offsetof(coord_config_t, f), 0, 1, a, h}
-static const struct {
-    const char *key;
-    size_t off, cap;
-    int number;
-    const char *arg, *help;
-} keys[] = {
-    S("listen", listen, "HOST:PORT",
-      "address of the gRPC/TLS listener (default " SFL_LISTEN_DEFAULT ")"),
-    S("cert", cert, "FILE", "coordinator certificate, PEM (sfl-pki coordinator); required"),
-    S("key", key, "FILE", "its private key, PEM; required"),
-    S("ca", ca, "FILE", "federation CA certificate (default /etc/sfl/pki/ca.crt)"),
-    S("state_dir", state_dir, "DIR",
-      "coordinator.db and the identity key coordinator.key (default /var/lib/sfl)"),
-    S("metrics_listen", metrics_listen, "HOST:PORT",
-      "Prometheus /metrics and the read-only status page / over plain HTTP (default "
-      "127.0.0.1:9464; off = none)"),
-    S("admin_listen", admin_listen, "HOST:PORT",
+#define S(k, f, def, a, h) SFL_CFG_S(k, coord_config_t, f, def, a, h)
+#define N(k, f, def, a, h) SFL_CFG_N(k, coord_config_t, f, def, 0, UINT64_MAX, a, h)
+static const sfl_cfg_key_t keys[] = {
+    S("listen", listen, SFL_LISTEN_DEFAULT, "HOST:PORT", "address of the gRPC/TLS listener"),
+    S("cert", cert, "", "FILE", "coordinator certificate, PEM (sfl-pki coordinator); required"),
+    S("key", key, "", "FILE", "its private key, PEM; required"),
+    S("ca", ca, "/etc/sfl/pki/ca.crt", "FILE", "federation CA certificate"),
+    S("state_dir", state_dir, "/var/lib/sfl", "DIR",
+      "coordinator.db and the identity key coordinator.key"),
+    S("metrics_listen", metrics_listen, "127.0.0.1:9464", "HOST:PORT",
+      "Prometheus /metrics and the read-only status page / over plain HTTP; off = none"),
+    S("admin_listen", admin_listen, SFL_ADMIN_LISTEN_DEFAULT, "HOST:PORT",
       "a listener of its own for sflctl (mutual TLS, admin certificates only), so a flood of "
-      "the agents' listener cannot delay it (default " SFL_ADMIN_LISTEN_DEFAULT "; off = none)"),
-    S("log_level", log_level, "LEVEL", "debug, info, warn or error (default info)"),
-    N("max_agents", max_agents, "N", "known agents; more are refused at Join (default 10000)"),
-    N("max_conns", max_conns, "N", "open connections (default 4096)"),
-    N("max_handshakes", max_handshakes, "N",
+      "the agents' listener cannot delay it; off = none"),
+    S("log_level", log_level, "info", "LEVEL", "debug, info, warn or error"),
+    N("max_agents", max_agents, "10000", "N", "known agents; more are refused at Join"),
+    N("max_conns", max_conns, "4096", "N", "open connections"),
+    N("max_handshakes", max_handshakes, "512", "N",
       "connections in their TLS handshake at once, ~50 KB each; a newcomer evicts the "
-      "oldest of the address holding the most, or is refused (default 512)"),
-    N("max_handshakes_per_ip", max_handshakes_per_ip, "N",
-      "of them, from one source address (IPv6: one /64); more are refused (default 64; "
-      "at most max_handshakes)"),
-    N("max_message", max_message, "BYTES",
-      "largest gRPC message either way, e.g. a task with its model (default 67108864)"),
-    N("max_streams", max_streams, "N", "concurrent calls per connection (default 32)"),
-    N("max_buffered", max_buffered, "BYTES",
+      "oldest of the address holding the most, or is refused"),
+    N("max_handshakes_per_ip", max_handshakes_per_ip, "64", "N",
+      "of them, from one source address (IPv6: one /64); more are refused; at most "
+      "max_handshakes"),
+    N("max_message", max_message, "67108864", "BYTES",
+      "largest gRPC message either way, e.g. a task with its model"),
+    N("max_streams", max_streams, "32", "N", "concurrent calls per connection"),
+    N("max_buffered", max_buffered, "67108864", "BYTES",
       "request bytes a connection may hold before its calls run; past it the peer gets no "
-      "more flow-control window (default 67108864)"),
-    N("max_buffered_total", max_buffered_total, "BYTES",
-      "the same over all connections (default 1073741824)"),
-    N("body_timeout_ms", body_timeout_ms, "MS",
-      "a request's body must arrive within this of its headers (default 60000)"),
-    N("handshake_timeout_ms", handshake_timeout_ms, "MS", "TLS handshake (default 10000)"),
-    N("idle_timeout_ms", idle_timeout_ms, "MS",
-      "a connection without traffic or calls is closed (default 120000)"),
-    N("heartbeat_interval_ms", heartbeat_interval_ms, "MS",
-      "heartbeat period told to agents (default 10000)"),
-    N("join_retry_ms", join_retry_ms, "MS", "wait before the first Subscribe (default 0)"),
-    N("pace_min_ms", pace_min_ms, "MS", "shortest Wait given to an agent (default 1000)"),
-    N("idle_retry_ms", idle_retry_ms, "MS",
-      "Wait ending a held Subscribe of an agent no running job can use (default 1000)"),
-    N("subscribe_hold_ms", subscribe_hold_ms, "MS",
-      "a Subscribe that got nothing this long ends with a Wait (default 60000)"),
-    N("select_wait_ms", select_wait_ms, "MS",
+      "more flow-control window"),
+    N("max_buffered_total", max_buffered_total, "1073741824", "BYTES",
+      "the same over all connections"),
+    N("body_timeout_ms", body_timeout_ms, "60000", "MS",
+      "a request's body must arrive within this of its headers"),
+    N("handshake_timeout_ms", handshake_timeout_ms, "10000", "MS", "TLS handshake"),
+    N("idle_timeout_ms", idle_timeout_ms, "120000", "MS",
+      "a connection without traffic or calls is closed"),
+    N("heartbeat_interval_ms", heartbeat_interval_ms, "10000", "MS",
+      "heartbeat period told to agents"),
+    N("join_retry_ms", join_retry_ms, "0", "MS", "wait before the first Subscribe"),
+    N("pace_min_ms", pace_min_ms, "1000", "MS", "shortest Wait given to an agent"),
+    N("idle_retry_ms", idle_retry_ms, "1000", "MS",
+      "Wait ending a held Subscribe of an agent no running job can use"),
+    N("subscribe_hold_ms", subscribe_hold_ms, "60000", "MS",
+      "a Subscribe that got nothing this long ends with a Wait"),
+    N("select_wait_ms", select_wait_ms, "2000", "MS",
       "gather subscribers this long before starting a round with fewer than the full "
-      "cohort (default 2000)"),
-    N("tick_ms", tick_ms, "MS", "scheduler period: deadlines and heartbeats (default 200)"),
-    N("shutdown_timeout_ms", shutdown_timeout_ms, "MS",
-      "graceful stop, then connections are dropped (default 10000)"),
-    N("keep_checkpoints", keep_checkpoints, "N", "checkpoints kept per job, the last N rounds' (default 3; 0: all)"),
-    N("max_job_memory", max_job_memory, "BYTES",
+      "cohort"),
+    N("tick_ms", tick_ms, "200", "MS", "scheduler period: deadlines and heartbeats"),
+    N("shutdown_timeout_ms", shutdown_timeout_ms, "10000", "MS",
+      "graceful stop, then connections are dropped"),
+    N("keep_checkpoints", keep_checkpoints, "3", "N",
+      "checkpoints kept per job, the last N rounds' (0: all)"),
+    N("max_job_memory", max_job_memory, "4294967296", "BYTES",
       "model state of all jobs not ended (about 3 x 8 bytes x dimension each); "
-      "CreateJob past it is refused (default 4294967296)"),
-    N("max_live_jobs", max_live_jobs, "N",
-      "jobs not ended (pending, running or paused); CreateJob past it is refused "
-      "(default 64)"),
-    N("relaxed_sync", relaxed_sync, "0|1",
+      "CreateJob past it is refused"),
+    N("max_live_jobs", max_live_jobs, "64", "N",
+      "jobs not ended (pending, running or paused); CreateJob past it is refused"),
+    N("relaxed_sync", relaxed_sync, "0", "0|1",
       "SQLite synchronous=NORMAL: faster, last commits may roll back on power loss"),
 };
 #undef S
@@ -121,41 +81,25 @@ static const struct {
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
-const coord_config_key_t *coord_config_keys(size_t *n)
+void coord_config_default(coord_config_t *c)
 {
-    static coord_config_key_t out[NKEYS];
+    memset(c, 0, sizeof(*c));
+    sfl_cfg_defaults(keys, NKEYS, c);
+}
 
-    for (size_t i = 0; i < NKEYS; i++)
-        out[i] = (coord_config_key_t){keys[i].key, keys[i].arg, keys[i].help};
+const sfl_cfg_key_t *coord_config_keys(size_t *n)
+{
     *n = NKEYS;
-    return out;
+    return keys;
 }
 
 int coord_config_set(coord_config_t *c, const char *key, const char *v)
 {
-    for (size_t i = 0; i < NKEYS; i++) {
-        char *end;
-        unsigned long long x;
+    int rc = sfl_cfg_set(keys, NKEYS, c, key, v);
 
-        if (strcmp(key, keys[i].key) != 0)
-            continue;
-        if (!keys[i].number) {
-            size_t n = strlen(v);
-
-            if (n >= keys[i].cap)
-                return sfl__fail(SFL_EINVAL, "%s: value longer than %zu characters", key,
-                                 keys[i].cap - 1);
-            memcpy((char *)c + keys[i].off, v, n + 1);
-            return 0;
-        }
-        errno = 0;
-        x = strtoull(v, &end, 10);
-        if (*v == '-' || *v == '\0' || *end || errno)
-            return sfl__fail(SFL_EINVAL, "%s: invalid value '%s'", key, v);
-        *(uint64_t *)(void *)((char *)c + keys[i].off) = x;
-        return 0;
-    }
-    return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
+    if (rc == 1)
+        return sfl__fail(SFL_EINVAL, "unknown key '%s'", key);
+    return rc;
 }
 
 int coord_config_check(const coord_config_t *c)

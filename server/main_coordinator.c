@@ -11,6 +11,7 @@
 
 #include "coord.h"
 #include "coordfile.h"
+#include "job/spec.h"
 #include "notify.h"
 #include "sfl/algo/algo.h"
 #include "sfl/core/error.h"
@@ -21,18 +22,10 @@
 #define PROG "sfl-coordinator"
 #define MAX_FLAGS 64
 
-/* The [job NAME] keys, for --help (their meaning is in docs/configuration.md). */
-static const char job_keys[] =
-    "  algo loss features classes labels rounds cohort overselect min_quorum\n"
-    "  deadline_ms heartbeat_ms max_attempts encoding seed conditions paused\n"
-    "  aggregation max_update_norm max_samples standardize standardize_eps\n"
-    "  standardize_bound, secure_aggregation secagg_*, rows iterations_per_round,\n"
-    "  and the chosen algorithm's parameters (docs/algorithms.md):\n";
-
 static void usage(FILE *f)
 {
     size_t n;
-    const coord_config_key_t *k = coord_config_keys(&n);
+    const sfl_cfg_key_t *k = coord_config_keys(&n);
 
     fprintf(f,
             "usage: " PROG " [--config FILE] [--KEY VALUE ...] [--check | --backup DEST]\n"
@@ -54,45 +47,13 @@ static void usage(FILE *f)
             "  -h, --help                 this text\n\n"
             "[coordinator] keys, also flags (--max-agents N or --max_agents N; the\n"
             "command line wins over the file):\n");
-    for (size_t i = 0; i < n; i++) {
-        char flag[64];
-        const char *h = k[i].help;
-        int col;
-
-        snprintf(flag, sizeof(flag), "%s %s", k[i].key, k[i].arg);
-        for (char *p = flag; *p && *p != ' '; p++)
-            if (*p == '_')
-                *p = '-';
-        col = fprintf(f, "  --%s", flag);
-        /* help in a column from 29, words wrapped before 80 */
-        if (col > 27) {
-            fputc('\n', f);
-            col = 0;
-        }
-        fprintf(f, "%*s", 29 - col, "");
-        col = 29;
-        while (*h) {
-            size_t w = strcspn(h, " ");
-
-            if (col > 29 && col + 1 + (int)w > 79) {
-                fprintf(f, "\n%29s", "");
-                col = 29;
-            } else if (col > 29) {
-                fputc(' ', f);
-                col++;
-            }
-            fprintf(f, "%.*s", (int)w, h);
-            col += (int)w;
-            h += w;
-            while (*h == ' ')
-                h++;
-        }
-        fputc('\n', f);
-    }
+    sfl_cfg_usage(f, k, n);
     fprintf(f,
-            "\n[job NAME] keys (docs/configuration.md); a job is created once, when its\n"
-            "name is new, and then lives in the state database:\n%s",
-            job_keys);
+            "\n[job NAME] keys (docs/configuration.md) with their defaults; a job is\n"
+            "created once, when its name is new, and then lives in the state database:\n");
+    coord_job_spec_help(f);
+    fprintf(f, "  classes               labels      if given, the number of labels\n"
+               "  and the chosen algorithm's parameters (docs/algorithms.md):\n");
     for (const sfl_algo_t *const *a = sfl_algo_list(); *a; a++) {
         fprintf(f, "    %-18s", (*a)->name);
         for (const sfl_param_def_t *d = (*a)->params; d && d->name; d++)
@@ -164,7 +125,7 @@ static char keybuf[MAX_FLAGS][64];
 static int parse_args(int argc, char **argv, args_t *a)
 {
     size_t n;
-    const coord_config_key_t *k = coord_config_keys(&n);
+    const sfl_cfg_key_t *k = coord_config_keys(&n);
 
     memset(a, 0, sizeof(*a));
     for (int i = 1; i < argc; i++) {

@@ -101,13 +101,13 @@ static const opt_t opts[] = {
      "                       S_t, with error feedback, quantized mod 2^32; the fold gets the\n"
      "                       decoded weighted mean (horizontal algorithms; docs/algorithms.md);\n"
      "                       bytes_up counts the masked vectors, 4 (|S_t| + 11) per client"},
-    {"sa-support", T_U32, O(sa_support), SIM_OPT_SA, "N",
+    {"secagg-support", T_U32, O(sa_support), SIM_OPT_SA, "N",
      "--secagg: |S_t| (default 0: 2k; k = tau x blocks, or the dimension)"},
-    {"sa-topk", T_U32, O(sa_topk), SIM_OPT_SA, "N",
+    {"secagg-topk", T_U32, O(sa_topk), SIM_OPT_SA, "N",
      "--secagg: values each client keeps inside S_t (default 0: k)"},
-    {"sa-clip", T_DBL, O(sa_clip), SIM_OPT_SA, "C",
+    {"secagg-clip", T_DBL, O(sa_clip), SIM_OPT_SA, "C",
      "--secagg: values sent are clamped to [-C, C] (default 100)"},
-    {"sa-wmax", T_DBL, O(sa_wmax), SIM_OPT_SA, "W",
+    {"secagg-max-weight", T_DBL, O(sa_wmax), SIM_OPT_SA, "W",
      "--secagg: weights min(n_i, W) / W (default 0: the largest client's samples)"},
     {"output", T_STR, O(output), -1, "FILE", "write the CSV here instead of stdout"},
     {"plot", T_STR, O(plot), -1, "PNG",
@@ -130,6 +130,20 @@ static const opt_t opts[] = {
 };
 #undef O
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+/* Older names of options that took the coordinator's [job] key for the same
+ * field (secagg_max_weight, ...; docs/configuration.md): still read, as
+ * flags and as INI keys. */
+static const struct {
+    const char *old, *name;
+} aliases[] = {
+    {"sa-support", "secagg-support"},
+    {"sa-topk", "secagg-topk"},
+    {"sa-clip", "secagg-clip"},
+    {"sa-wmax", "secagg-max-weight"},
+};
+
+#define NALIASES (sizeof(aliases) / sizeof(aliases[0]))
 
 /* One flag per distinct algorithm parameter name (the first algorithm that
  * has it documents it): --local-steps for local_steps. */
@@ -236,6 +250,8 @@ static void usage(FILE *f)
                  opts[i].arg ? opts[i].arg : "");
         fprintf(f, "  %-20s %s\n", lhs, opts[i].help);
     }
+    for (size_t i = 0; i < NALIASES; i++)
+        fprintf(f, "  --%-18s older name of --%s\n", aliases[i].old, aliases[i].name);
     fprintf(f, "  --list-params        every algorithm's parameters as markdown tables\n"
                "  --version            print the version\n"
                "  -h, --help           this text\n\n"
@@ -334,16 +350,21 @@ bad:
 
 /* name as a flag (standardize-eps) or with underscores (standardize_eps, an
  * INI key written like the algorithm parameters'). */
+static int same_name(const char *a, const char *b)
+{
+    while (*a && (*a == *b || (*a == '-' && *b == '_')))
+        a++, b++;
+    return *a == '\0' && *b == '\0';
+}
+
 static const opt_t *find_opt(const char *name)
 {
-    for (size_t i = 0; i < NOPTS; i++) {
-        const char *a = opts[i].name, *b = name;
-
-        while (*a && (*a == *b || (*a == '-' && *b == '_')))
-            a++, b++;
-        if (*a == '\0' && *b == '\0')
+    for (size_t i = 0; i < NALIASES; i++)
+        if (same_name(aliases[i].old, name))
+            name = aliases[i].name;
+    for (size_t i = 0; i < NOPTS; i++)
+        if (same_name(opts[i].name, name))
             return &opts[i];
-    }
     return NULL;
 }
 
@@ -387,7 +408,7 @@ static void defaults(sim_cfg_t *cfg)
 
 int sim_options(int argc, char **argv, sim_cfg_t *cfg)
 {
-    struct option lo[NOPTS + sizeof(param_opts) / sizeof(param_opts[0]) + 5];
+    struct option lo[NOPTS + NALIASES + sizeof(param_opts) / sizeof(param_opts[0]) + 5];
     const char *config = NULL;
     size_t nlo = 0;
     int c;
@@ -398,6 +419,9 @@ int sim_options(int argc, char **argv, sim_cfg_t *cfg)
         lo[nlo++] = (struct option){opts[i].name, opts[i].type == T_FLAG ? no_argument
                                                                           : required_argument,
                                     NULL, (int)(256 + i)};
+    for (size_t i = 0; i < NALIASES; i++)
+        lo[nlo++] = (struct option){aliases[i].old, required_argument, NULL,
+                                    (int)(256 + (find_opt(aliases[i].name) - opts))};
     for (uint32_t i = 0; i < nparam_opts; i++)
         lo[nlo++] = (struct option){param_opts[i].flag, required_argument, NULL,
                                     (int)(PARAM_OPT_BASE + i)};

@@ -864,11 +864,12 @@ int main(int argc, char **argv)
             sim_usage_error("--secagg sends quantized words; --encoding does not apply",
                             cfg.encoding);
         if (!(cfg.sa_clip > 0))
-            sim_usage_error("--sa-clip must be > 0", NULL);
+            sim_usage_error("--secagg-clip must be > 0", NULL);
         if (cfg.sa_wmax < 0)
-            sim_usage_error("--sa-wmax must be >= 0 (0: the largest client's samples)", NULL);
+            sim_usage_error("--secagg-max-weight must be >= 0 (0: the largest client's samples)",
+                            NULL);
     } else if (cfg.given[SIM_OPT_SA] && !cfg.quiet) {
-        fprintf(stderr, "sfl-sim: note: the --sa-* options apply with --secagg only; ignored\n");
+        fprintf(stderr, "sfl-sim: note: the --secagg-* options apply with --secagg only; ignored\n");
     }
     /* Column blocks (--partition features:K) and the vertical algorithms
      * have a driver of their own (vertical.c). */

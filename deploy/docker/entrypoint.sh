@@ -208,7 +208,7 @@ EOF
     kv overselect "${SFL_JOB_OVERSELECT:-0.25}"
     kv min_quorum "${SFL_JOB_MIN_QUORUM:-2}"
     kv deadline_ms "${SFL_JOB_DEADLINE_MS:-60000}"
-    kv heartbeat_ms "${SFL_JOB_HEARTBEAT_MS:-}"
+    kv heartbeat_timeout_ms "${SFL_JOB_HEARTBEAT_MS:-}"
     kv max_attempts "${SFL_JOB_MAX_ATTEMPTS:-}"
     kv encoding "${SFL_JOB_ENCODING:-}"
     kv seed "${SFL_JOB_SEED:-1}"

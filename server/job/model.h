@@ -15,31 +15,8 @@
 #include "sfl/wire/msg.h"
 #include "sfl/wire/spcodec.h"
 
-#define COORD_MAX_CONDITIONS 8
+#include "job/spec.h"
 
-/* A job's specification has one form, the CreateJob message's own
- * (sfl_job_spec_t, sfl/wire/msg.h): a [job] section is read into one, sflctl
- * sends one, the store keeps it packed, and the coordinator checks and runs
- * it. These are what the coordinator adds to that form. */
-
-/* Defaults: fediterht, lsq, tau 10, K 5, lr 0.01, batch 10, 10 rounds,
- * cohort 8, over-selection 0.25, quorum 6, deadline 60 s, heartbeat 30 s,
- * 3 attempts, f64, seed 1, streaming aggregation. dimension must be set. */
-void coord_job_spec_default(sfl_job_spec_t *s);
-/* Sets one key ("algo", "tau", "cohort", "labels", "conditions", ... - the
- * keys of a [job] section, documented in docs/configuration.md; "classes"
- * is the section reader's, jobdef.c). SFL_EINVAL with a detail naming the
- * key for an unknown key or a bad value. */
-int coord_job_spec_set(sfl_job_spec_t *s, const char *key, const char *value) SFL_MUST_CHECK;
-/* The coordinator's checks of a whole spec (algorithm and loss known, the
- * loss fits the labels, parameters in range for the algorithm, round
- * configuration, at most COORD_MAX_CONDITIONS conditions, no dictionary);
- * the message's own checks are sfl_msg_create_job_pack's. */
-int coord_job_spec_check(const sfl_job_spec_t *s) SFL_MUST_CHECK;
-/* The spec's algorithm parameters: the algorithm's defaults and the values
- * given (SFL_EINVAL naming the parameter for an unknown name, a non-integer
- * count, a value out of range). */
-int coord_job_spec_params(const sfl_job_spec_t *s, sfl_algo_params_t *p) SFL_MUST_CHECK;
 /* The round machine's configuration of a spec. */
 void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out);
 /* The statistics round's (a standardize job's round 0): every candidate
@@ -47,15 +24,6 @@ void coord_job_round_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out);
  * agents that can train), one phase "statistics" that ends when every
  * member answered, or at the round's deadline with min_quorum answers. */
 void coord_job_stats_cfg(const sfl_job_spec_t *s, coord_round_cfg_t *out);
-/* A standardize + secure_aggregation job's bound B on every feature value
- * (its moments fit mode 2's fixed point, sfl/crypto/savec.h): 100 by default. The
- * stored sums of squares are then within count x w_max x 2 B^2 / 2^bits
- * of the plain sum (docs/protocol.md "Statistics round"). */
-#define COORD_STANDARDIZE_BOUND 100.0
-/* The spec's standardize_bound, 0 read as COORD_STANDARDIZE_BOUND. */
-double coord_job_std_bound(const sfl_job_spec_t *s);
-/* The spec's standardize_eps, 0 read as SFL_STANDARDIZE_EPS. */
-double coord_job_std_eps(const sfl_job_spec_t *s);
 
 /* What an agent reported at Join, as far as eligibility goes. */
 typedef struct coord_agent_info {

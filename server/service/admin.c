@@ -58,6 +58,7 @@ static void job_status(const coord_job_t *j, sfl_job_status_t *st)
     st->last_personal_accuracy = j->last.personal_accuracy;
     j->shape->status(j, st);
     coord_text_copy(st->loss, sizeof(st->loss), j->spec.loss);
+    coord_text_copy(st->description, sizeof(st->description), j->spec.description);
     st->quarantined = (uint32_t)j->nquar;
     coord_quarantine_job_text(j, st->quarantine, sizeof(st->quarantine));
     if (j->spec.standardize) {

@@ -165,7 +165,7 @@ awk -v p="$p" -v q="$q" 'BEGIN { exit !(p > 0 && q < 3 * p && q > p / 10) }' ||
     fail "--secagg bytes_up: $(sed -n 2p "$t/sa1.csv")"
 expect_error 2 "pfedme is personalized" --algo pfedme --secagg --rounds 1
 expect_error 2 "not --partition features:K" --algo bcfw --partition features:2 --secagg
-expect_error 2 "sa-clip must be > 0" --secagg --sa-clip 0
+expect_error 2 "secagg-clip must be > 0" --secagg --sa-clip 0
 
 # The vertical driver: columns in K blocks, bcfw and dpbcfw, one row per
 # evaluated iteration, the refusals, the shards.

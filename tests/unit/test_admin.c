@@ -25,6 +25,7 @@ static void test_coord_admin_job_ops(void **state)
     fx_agent_join(a1, "agent/a1");
     fx_job_spec(&spec, 60000, 3); /* never reached: 10x what a loaded machine needs */
     spec.paused = 1;
+    snprintf(spec.description, sizeof(spec.description), "the operator's note");
     /* agents may not create jobs */
     assert_int_equal(sfl_msg_create_job_pack(&spec, &buf, &len), 0);
     fx_call(&a1->cli, "/sfl.v1.Admin/CreateJob", buf, len, &res);
@@ -33,6 +34,7 @@ static void test_coord_admin_job_ops(void **state)
     js = fx_create_job(&F.admin, &spec, &status);
     assert_int_equal(status, 0);
     assert_int_equal(js.state, SFL_JOB_PENDING);
+    assert_string_equal(js.description, "the operator's note");
     id = js.job_id;
     e = fx_export_model(&F.admin, id, 0, &status);
     assert_int_equal(status, SFL_GRPC_STATUS_FAILED_PRECONDITION);

@@ -74,6 +74,16 @@ static void test_config_errors(void **state)
     assert_non_null(strstr(sfl_last_error(), "bogus"));
     assert_int_equal(agent_config_set(&c, "heartbeat_ms", "-5"), SFL_EINVAL);
     assert_int_equal(agent_config_set(&c, "heartbeat_ms", "5x"), SFL_EINVAL);
+    /* the table's defaults, and the two set by hand */
+    agent_config_default(&c);
+    assert_string_equal(c.state_dir, "/var/lib/sfl-agent");
+    assert_true(c.backoff_min_ms == 500 && c.backoff_max_ms == 60000 && c.heartbeat_ms == 10000 &&
+                c.secagg_min_degree == 16 && c.secagg_max_colluders == AGENT_COLLUDERS_THIRD);
+    /* heartbeat_ms is the older name of heartbeat_interval_ms: the same field */
+    assert_int_equal(agent_config_set(&c, "heartbeat_ms", "250"), 0);
+    assert_int_equal(c.heartbeat_ms, 250);
+    assert_int_equal(agent_config_set(&c, "heartbeat_interval_ms", "300"), 0);
+    assert_int_equal(c.heartbeat_ms, 300);
     assert_int_equal(agent_config_set(&c, "conditions", "a,,b"), SFL_EINVAL);
     char big[2000];
     memset(big, 'p', sizeof(big) - 1);
@@ -179,7 +189,7 @@ static void test_config_known_matches_set(void **state)
     static const char *const keys[] = {
         "coordinator", "server_name", "ca", "cert", "key", "state_dir", "coordinator_pk",
         "data", "eval_file", "eval_fraction", "conditions", "backoff_min_ms",
-        "backoff_max_ms", "connect_timeout_ms", "heartbeat_ms", "ids_file", "dp_test_noise",
+        "backoff_max_ms", "connect_timeout_ms", "heartbeat_interval_ms", "heartbeat_ms", "ids_file", "dp_test_noise",
         "secagg_test_stop", "secagg_min_cohort", "secagg_min_threshold", "secagg_min_degree",
         "secagg_max_colluders", "secagg_test_weight", "max_epsilon"};
     agent_config_t c;

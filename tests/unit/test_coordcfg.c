@@ -25,10 +25,15 @@ static void test_coordcfg_keys(void **state)
 {
     coord_config_t c;
     size_t n = 0;
-    const coord_config_key_t *k = coord_config_keys(&n);
+    const sfl_cfg_key_t *k = coord_config_keys(&n);
 
     (void)state;
     coord_config_default(&c);
+    /* the table's defaults */
+    assert_string_equal(c.listen, "0.0.0.0:7443");
+    assert_string_equal(c.cert, "");
+    assert_true(c.max_message == 64u << 20 && c.max_job_memory == (uint64_t)4 << 30 &&
+                c.keep_checkpoints == 3 && c.tick_ms == 200 && c.relaxed_sync == 0);
     assert_int_equal(coord_config_set(&c, "max_agents", "12"), 0);
     assert_int_equal(c.max_agents, 12);
     assert_int_equal(coord_config_set(&c, "max_agents", "-1"), SFL_EINVAL);

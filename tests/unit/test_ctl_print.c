@@ -90,8 +90,10 @@ static void test_ctl_print_statistics(void **state)
     j.statistics = 2;
     j.statistics_rows = 240;
     j.statistics_agents = 4;
+    strcpy(j.description, "weekly, owner: ops");
     CAPTURE(out, ctl_print_jobs(f, &j, 1));
     assert_non_null(strstr(out, "\n     standardized: statistics of 240 rows from 4 agents\n"));
+    assert_non_null(strstr(out, "\n     weekly, owner: ops\n"));
     assert_null(strstr(out, "statistics round"));
     free(out);
     assert_non_null(strstr(ctl_watch_line(&j, line, sizeof(line)), "job 4 std: round 1/60"));

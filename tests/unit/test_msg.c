@@ -229,6 +229,7 @@ static void sample_spec(sfl_job_spec_t *s)
     s->standardize = 1;
     s->standardize_eps = 0.01;
     s->standardize_bound = 7.5;
+    strcpy(s->description, "nightly retrain, owner: ops");
 }
 
 static void sample_job(sfl_job_status_t *j, uint64_t id)
@@ -1265,7 +1266,13 @@ static void test_msg_admin_roundtrip(void **state)
     assert_int_equal(sfl_msg_create_job_unpack(out, n, NULL, &ds), 0);
     assert_memory_equal(&ds, &s, sizeof(s));
     assert_true(ds.standardize_bound == 7.5);
+    assert_string_equal(ds.description, "nightly retrain, owner: ops");
     sfl_msg_buf_free(out);
+    out = NULL;
+    s.description[0] = '\t'; /* printable only */
+    assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "description"));
+    s.description[0] = 'n';
     out = NULL;
     s.standardize_bound = -1; /* a bound below 0, or not finite, is refused */
     assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), SFL_EINVAL);
@@ -1281,6 +1288,7 @@ static void test_msg_admin_roundtrip(void **state)
     jobs[2].state = SFL_JOB_FAILED;
     jobs[2].round_state = SFL_ROUND_NONE;
     strcpy(jobs[2].error, "round 5 missed quorum 4 times");
+    strcpy(jobs[2].description, "nightly retrain, owner: ops");
     strcpy(jobs[0].waiting, "selecting 1/2: waiting for 1 more agent (2 connected, 1 eligible; "
                             "1 not eligible, e.g. agent 2: data has 500 features, the job 123)");
     jobs[1].quarantined = 1;

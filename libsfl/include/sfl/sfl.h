@@ -8,6 +8,7 @@
 #include <sfl/core/alloc.h>
 #include <sfl/core/error.h>
 #include <sfl/core/file.h>
+#include <sfl/core/cfgkey.h>
 #include <sfl/core/ini.h>
 #include <sfl/core/log.h>
 #include <sfl/core/param.h>

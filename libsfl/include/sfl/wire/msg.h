@@ -574,6 +574,7 @@ typedef struct sfl_job_spec {
     int standardize;               /* 0 or 1: the statistics round, then standardised rows */
     double standardize_eps;        /* finite, >= 0; 0: SFL_STANDARDIZE_EPS */
     double standardize_bound;      /* finite, >= 0; 0: 100 (server/job/model.h; mode 2 only) */
+    char description[SFL_MSG_TEXT_LEN]; /* the operator's note; "" none */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {
@@ -616,6 +617,7 @@ typedef struct sfl_job_status {
     uint32_t statistics;
     uint64_t statistics_rows;
     uint32_t statistics_agents;
+    char description[SFL_MSG_TEXT_LEN]; /* JobSpec.description */
 } sfl_job_status_t;
 
 /* CreateJobRequest */
