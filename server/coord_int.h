@@ -126,15 +126,11 @@ struct coord_job {
     size_t task_len;
     int64_t deadline_wall;
     uint32_t model_nnz;
-    /* Training progress of the open attempt: sums over its accepted
-     * updates, weighted by samples (loss) and eval_samples (metrics;
-     * personal: the agents' own models, personalized algorithms). */
-    struct {
-        double loss, accuracy, mse, personal;
-        uint64_t samples, eval_samples, bytes_down;
-    } fold;
-    coord_round_metrics_t work_metrics; /* the fold's means, for the commit */
-    coord_round_metrics_t last;         /* of the last committed round */
+    /* The open attempt's round metrics as sums (sfl_metrics_fold: its
+     * accepted updates' counts, their weighted figures, bytes_down). */
+    sfl_round_metrics_t fold;
+    sfl_round_metrics_t work_metrics; /* the fold's means, for the commit */
+    sfl_round_metrics_t last;         /* of the last committed round */
     /* aggregation end on the thread pool: while busy the loop leaves
      * model's arrays alone */
     uv_work_t work;
@@ -395,6 +391,8 @@ int coord_job_load(coord_t *co, const coord_job_row_t *row) SFL_MUST_CHECK;
 /* Allocates the job's O(dim) state from its last checkpoint. */
 int coord_job_model(coord_job_t *j) SFL_MUST_CHECK;
 void coord_job_free(coord_job_t *j);
+/* Which round metrics the job has (sfl_metric_state). */
+void coord_job_metric_kind(const coord_job_t *j, sfl_metric_job_t *k);
 
 /* coordwrite.c: writes posted to the writer, never waited for. */
 /* attempt: the wire attempt (the store's minus 1). */
@@ -418,7 +416,7 @@ int coord_vround_ledger(coord_job_t *j) SFL_MUST_CHECK;
 /* At start: the ledger as the last commit recorded it, if it is current. */
 void coord_vround_load(coord_job_t *j);
 /* The ledger into a commit's metrics. */
-void coord_vround_metrics(const coord_job_t *j, coord_round_metrics_t *m);
+void coord_vround_metrics(const coord_job_t *j, sfl_round_metrics_t *m);
 /* SFL_ELIMIT with why if round j->rnd.round would pass the privacy budget. */
 int coord_vround_budget(coord_job_t *j, char *why, size_t cap) SFL_MUST_CHECK;
 /* The attempt opened (after START): blocks of the members, the first

@@ -553,8 +553,8 @@ out:
 
 
 /* The round's figures from the cohort's summed metrics (sfl/crypto/savec.h), as
- * mode 1's fold_metrics makes them from its sums (driver.c). */
-static void sa_metrics(coord_round_metrics_t *o, const double *m)
+ * mode 1 from its sums (sfl_metrics_means). */
+static void sa_metrics(sfl_round_metrics_t *o, const double *m)
 {
     if (m[0] >= 1 && isfinite(m[1])) {
         o->samples = (uint64_t)m[0];

@@ -736,7 +736,7 @@ static void test_store_history(void **state)
     uint8_t model[40];
     int64_t job = 0, a1, a2;
     coord_history_row_t *h = NULL;
-    coord_round_metrics_t m = {0};
+    sfl_round_metrics_t m = {0};
     size_t n = 0;
 
     a1 = add_agent(s, "h1", 1);
