@@ -18,7 +18,7 @@ area_of() { # header stem -> area
     csr | csv | dataset | idx | libsvm | partition | synth | readfile) echo data ;;
     dict | eval | loss | loss_int) echo model ;;
     algo | algo_int | client | fold | vertical) echo algo ;;
-    msg | spcodec | roundmetrics) echo wire ;;
+    msg | msg_int | spcodec | roundmetrics) echo wire ;;
     seal | savec | shamir | secagg) echo crypto ;;
     dp) echo dp ;;
     grpc | grpcconn | grpcframe | srcmap | transport | transport_int) echo net ;;

@@ -1,0 +1,1311 @@
+/* The Admin service's messages: job spec, job status, status and lists,
+ * agents, export, history, revoke, release.
+ * (msg_int.h: the steps they go through.) */
+#include "msg_int.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <sodium.h>
+
+/* ---- Admin: jobs ------------------------------------------------------------ */
+
+static int check_job_spec(const chk_t *c, const void *p)
+{
+    const sfl_job_spec_t *m = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_str(c, "name", m->name, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = sfl__msg_check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = sfl__msg_check_params(c, &m->params)) < 0 ||
+        (rc = sfl__msg_check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = sfl__msg_check_labels(c, "labels", m->nlabels, m->labels)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "over_selection", m->over_selection)) < 0 ||
+        (rc = sfl__msg_check_enc(c, "value_encoding", m->value_encoding)) < 0 ||
+        (rc = sfl__msg_check_tags(c, "required_conditions", &m->required_conditions)) < 0 ||
+        (rc = sfl__msg_check_str(c, "dictionary", m->dictionary, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_bool(c, "paused", m->paused)) < 0 ||
+        (rc = sfl__msg_check_bool(c, "ordered_aggregation", m->ordered_aggregation)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "max_update_norm", m->max_update_norm)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "max_samples", m->max_samples)) < 0 ||
+        (rc = sfl__msg_check_bool(c, "secure_aggregation", m->secagg)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "secagg_clip", m->sa_clip)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "secagg_max_weight", m->sa_max_weight)) < 0 ||
+        (rc = sfl__msg_check_bool(c, "standardize", m->standardize)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "standardize_eps", m->standardize_eps)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "standardize_bound", m->standardize_bound)) < 0)
+        return rc;
+    if (m->max_update_norm < 0 || m->max_samples < 0 || m->sa_clip < 0 || m->sa_max_weight < 0 ||
+        m->standardize_eps < 0 || m->standardize_bound < 0)
+        return sfl__msg_fail(
+            c, c->bad,
+            "max_update_norm, max_samples, secagg_clip, "
+            "secagg_max_weight, standardize_eps and standardize_bound must be >= 0");
+    if (m->sa_degree % 2 != 0)
+        return sfl__msg_fail(c, c->bad, "secagg_degree %u (need 0 or even)", m->sa_degree);
+    if (m->dimension == 0)
+        return sfl__msg_fail(c, c->bad, "dimension missing (0)");
+    if (m->rounds == 0)
+        return sfl__msg_fail(c, c->bad, "rounds missing (0)");
+    if (m->cohort_size == 0)
+        return sfl__msg_fail(c, c->bad, "cohort_size missing (0)");
+    if (m->min_quorum == 0 || m->min_quorum > m->cohort_size)
+        return sfl__msg_fail(c, c->bad, "min_quorum %u not in [1, cohort_size %u]", m->min_quorum,
+                             m->cohort_size);
+    if (m->over_selection < 0)
+        return sfl__msg_fail(c, c->bad, "over_selection %g is negative", m->over_selection);
+    if (m->round_deadline_ms == 0)
+        return sfl__msg_fail(c, c->bad, "round_deadline_ms missing (0)");
+    if (m->max_attempts == 0)
+        return sfl__msg_fail(c, c->bad, "max_attempts missing (0)");
+    if (m->heartbeat_timeout_ms == 0)
+        return sfl__msg_fail(c, c->bad, "heartbeat_timeout_ms missing (0)");
+    return 0;
+}
+
+static int put_job_spec(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_job_spec_t *m = p;
+    Sfl__V1__JobSpec *js = &w->spec;
+
+    (void)c;
+    sfl__msg_put_params(&m->params, w);
+    js->name = str(m->name);
+    js->algorithm = str(m->algorithm);
+    js->params = &w->pp;
+    js->loss = str(m->loss);
+    js->dimension = m->dimension;
+    js->n_labels = m->nlabels;
+    js->labels = (double *)(uintptr_t)m->labels;
+    js->rounds = m->rounds;
+    js->cohort_size = m->cohort_size;
+    js->over_selection = m->over_selection;
+    js->min_quorum = m->min_quorum;
+    js->round_deadline_ms = m->round_deadline_ms;
+    js->value_encoding = (Sfl__V1__ValueEncoding)(m->value_encoding + 1);
+    js->seed = m->seed;
+    sfl__msg_put_tags(&m->required_conditions, w->tags[0], &js->n_required_conditions,
+                      &js->required_conditions);
+    js->dictionary = str(m->dictionary);
+    js->max_attempts = m->max_attempts;
+    js->paused = m->paused;
+    js->heartbeat_timeout_ms = m->heartbeat_timeout_ms;
+    js->ordered_aggregation = m->ordered_aggregation;
+    js->max_update_norm = m->max_update_norm;
+    js->max_samples = m->max_samples;
+    js->rows = m->rows;
+    js->iterations_per_round = m->iterations_per_round;
+    js->secure_aggregation = m->secagg;
+    js->secagg_threshold = m->sa_threshold;
+    js->secagg_support = m->sa_support;
+    js->secagg_topk = m->sa_topk;
+    js->secagg_clip = m->sa_clip;
+    js->secagg_max_weight = m->sa_max_weight;
+    js->secagg_degree = m->sa_degree;
+    js->standardize = m->standardize;
+    js->standardize_eps = m->standardize_eps;
+    js->standardize_bound = m->standardize_bound;
+    w->pb.create_job.spec = js;
+    return 0;
+}
+
+static int get_job_spec(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__JobSpec *js = ((const Sfl__V1__CreateJobRequest *)p)->spec;
+    sfl_job_spec_t *m = out;
+    int rc;
+
+    if (js == NULL)
+        return sfl__msg_fail(c, SFL_EPARSE, "spec missing");
+    if ((rc = sfl__msg_get_str(c, "name", js->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "algorithm", js->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) <
+            0 ||
+        (rc = sfl__msg_get_params(c, js->params, &m->params)) < 0 ||
+        (rc = sfl__msg_get_str(c, "loss", js->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_labels(c, "labels", js->labels, js->n_labels, &m->nlabels, m->labels)) <
+            0 ||
+        (rc = sfl__msg_get_enc(c, "value_encoding", (int)js->value_encoding, &m->value_encoding)) <
+            0 ||
+        (rc = sfl__msg_get_tags(c, "required_conditions", js->required_conditions,
+                                js->n_required_conditions, &m->required_conditions)) < 0 ||
+        (rc = sfl__msg_get_str(c, "dictionary", js->dictionary, m->dictionary, SFL_MSG_NAME_LEN)) <
+            0)
+        return rc;
+    m->dimension = js->dimension;
+    m->rounds = js->rounds;
+    m->cohort_size = js->cohort_size;
+    m->over_selection = js->over_selection;
+    m->min_quorum = js->min_quorum;
+    m->round_deadline_ms = js->round_deadline_ms;
+    m->seed = js->seed;
+    m->max_attempts = js->max_attempts;
+    m->paused = js->paused ? 1 : 0;
+    m->heartbeat_timeout_ms = js->heartbeat_timeout_ms;
+    m->ordered_aggregation = js->ordered_aggregation ? 1 : 0;
+    m->max_update_norm = js->max_update_norm;
+    m->max_samples = js->max_samples;
+    m->rows = js->rows;
+    m->iterations_per_round = js->iterations_per_round;
+    m->secagg = js->secure_aggregation ? 1 : 0;
+    m->sa_threshold = js->secagg_threshold;
+    m->sa_support = js->secagg_support;
+    m->sa_topk = js->secagg_topk;
+    m->sa_clip = js->secagg_clip;
+    m->sa_max_weight = js->secagg_max_weight;
+    m->sa_degree = js->secagg_degree;
+    m->standardize = js->standardize ? 1 : 0;
+    m->standardize_eps = js->standardize_eps;
+    m->standardize_bound = js->standardize_bound;
+    return check_job_spec(c, m);
+}
+
+static const msg_type_t create_job_type = {"job spec", &sfl__v1__create_job_request__descriptor,
+    check_job_spec, put_job_spec, get_job_spec, sizeof(sfl_job_spec_t), NULL, 0, NULL};
+
+int sfl_msg_create_job_pack(const sfl_job_spec_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&create_job_type, m, NULL, out, len);
+}
+
+int sfl_msg_create_job_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_job_spec_t *m)
+{
+    return sfl__msg_unpack_in(&create_job_type, buf, len, lim, m);
+}
+
+static int check_job_status(const chk_t *c, const void *p)
+{
+    const sfl_job_status_t *m = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = sfl__msg_check_str(c, "name", m->name, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_enum(c, "state", (int)m->state, 1, 6)) < 0 ||
+        (rc = sfl__msg_check_enum(c, "round_state", (int)m->round_state, 0, 4)) < 0 ||
+        (rc = sfl__msg_check_str(c, "error", m->error, SFL_MSG_TEXT_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "last_train_loss", m->last_train_loss)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "last_eval_accuracy", m->last_eval_accuracy)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "last_eval_mse", m->last_eval_mse)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "last_personal_accuracy", m->last_personal_accuracy)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "privacy_epsilon", m->privacy_epsilon)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "privacy_delta", m->privacy_delta)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "privacy_spent", m->privacy_spent)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "privacy_spent_rdp", m->privacy_spent_rdp)) < 0 ||
+        (rc = sfl__msg_check_str(c, "waiting", m->waiting, SFL_MSG_TEXT_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_str(c, "quarantine", m->quarantine, SFL_MSG_TEXT_LEN, 0)) < 0)
+        return rc;
+    if ((m->quarantined == 0) != (m->quarantine[0] == '\0'))
+        return sfl__msg_fail(c, c->bad,
+                             "quarantine text without quarantined agents, or the reverse");
+    if (m->statistics > 2)
+        return sfl__msg_fail(c, c->bad, "statistics %u (want 0, 1 or 2)", m->statistics);
+    if (m->privacy_epsilon < 0 || m->privacy_delta < 0 || m->privacy_spent < 0 ||
+        m->privacy_spent_rdp < 0)
+        return sfl__msg_fail(c, c->bad, "privacy ledger values must be >= 0");
+    return 0;
+}
+
+static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
+{
+    o->job_id = m->job_id;
+    o->name = str(m->name);
+    o->algorithm = str(m->algorithm);
+    o->state = (Sfl__V1__JobState)m->state;
+    o->committed_round = m->committed_round;
+    o->rounds = m->rounds;
+    o->round_state = (Sfl__V1__RoundState)m->round_state;
+    o->attempt = m->attempt;
+    o->selected = m->selected;
+    o->accepted = m->accepted;
+    o->cohort_size = m->cohort_size;
+    o->min_quorum = m->min_quorum;
+    o->deadline_ms = m->deadline_ms;
+    o->error = str(m->error);
+    o->model_nnz = m->model_nnz;
+    o->last_train_loss = m->last_train_loss;
+    o->last_samples = m->last_samples;
+    o->last_eval_samples = m->last_eval_samples;
+    o->last_eval_accuracy = m->last_eval_accuracy;
+    o->last_eval_mse = m->last_eval_mse;
+    o->last_personal_accuracy = m->last_personal_accuracy;
+    o->loss = str(m->loss);
+    o->waiting = str(m->waiting);
+    o->iteration = m->iteration;
+    o->privacy_epsilon = m->privacy_epsilon;
+    o->privacy_delta = m->privacy_delta;
+    o->privacy_spent = m->privacy_spent;
+    o->privacy_spent_rdp = m->privacy_spent_rdp;
+    o->privacy_iterations = m->privacy_iterations;
+    o->quarantined = m->quarantined;
+    o->quarantine = str(m->quarantine);
+    o->statistics = m->statistics;
+    o->statistics_rows = m->statistics_rows;
+    o->statistics_agents = m->statistics_agents;
+}
+
+static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_status_t *m)
+{
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if (p == NULL)
+        return sfl__msg_fail(c, c->bad, "job missing");
+    m->job_id = p->job_id;
+    m->state = (sfl_job_state_t)p->state;
+    m->committed_round = p->committed_round;
+    m->rounds = p->rounds;
+    m->round_state = (sfl_round_state_t)p->round_state;
+    m->attempt = p->attempt;
+    m->selected = p->selected;
+    m->accepted = p->accepted;
+    m->cohort_size = p->cohort_size;
+    m->min_quorum = p->min_quorum;
+    m->deadline_ms = p->deadline_ms;
+    m->model_nnz = p->model_nnz;
+    m->last_train_loss = p->last_train_loss;
+    m->last_samples = p->last_samples;
+    m->last_eval_samples = p->last_eval_samples;
+    m->last_eval_accuracy = p->last_eval_accuracy;
+    m->last_eval_mse = p->last_eval_mse;
+    m->last_personal_accuracy = p->last_personal_accuracy;
+    m->iteration = p->iteration;
+    m->privacy_epsilon = p->privacy_epsilon;
+    m->privacy_delta = p->privacy_delta;
+    m->privacy_spent = p->privacy_spent;
+    m->privacy_spent_rdp = p->privacy_spent_rdp;
+    m->privacy_iterations = p->privacy_iterations;
+    if ((rc = sfl__msg_get_str(c, "name", p->name, m->name, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "algorithm", p->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "error", p->error, m->error, SFL_MSG_TEXT_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "loss", p->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "waiting", p->waiting, m->waiting, SFL_MSG_TEXT_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "quarantine", p->quarantine, m->quarantine, SFL_MSG_TEXT_LEN)) <
+            0)
+        return rc;
+    m->quarantined = p->quarantined;
+    m->statistics = p->statistics;
+    m->statistics_rows = p->statistics_rows;
+    m->statistics_agents = p->statistics_agents;
+    return check_job_status(c, m);
+}
+
+/* ---- RevokeRequest / RevokeReply ---------------------------------------- */
+
+static int check_revoke_req(const chk_t *c, const void *p)
+{
+    const sfl_revoke_t *m = p;
+    int rc = sfl__msg_check_str(c, "agent", m->agent, SFL_MSG_NAME_LEN, 0);
+
+    if (rc < 0)
+        return rc;
+    if ((m->agent[0] != '\0') == m->has_fingerprint)
+        return sfl__msg_fail(c, c->bad, "want exactly one of agent and fingerprint");
+    return 0;
+}
+
+static int put_revoke_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_revoke_t *m = p;
+
+    (void)c;
+    w->pb.revoke_req.agent = str(m->agent);
+    if (m->has_fingerprint)
+        w->pb.revoke_req.fingerprint = bin(m->fingerprint, SFL_MSG_HASH_BYTES);
+    return 0;
+}
+
+static int get_revoke_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__RevokeRequest *pb = p;
+    sfl_revoke_t *m = out;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if ((rc = sfl__msg_get_str(c, "agent", pb->agent, m->agent, SFL_MSG_NAME_LEN)) < 0)
+        return rc;
+    if (pb->fingerprint.len > 0) {
+        if ((rc = sfl__msg_get_fixed(c, "fingerprint", &pb->fingerprint, m->fingerprint,
+                                     SFL_MSG_HASH_BYTES)) < 0)
+            return rc;
+        m->has_fingerprint = 1;
+    }
+    return check_revoke_req(c, m);
+}
+
+static const msg_type_t revoke_req_type = {"revoke request", &sfl__v1__revoke_request__descriptor,
+    check_revoke_req, put_revoke_req, get_revoke_req, sizeof(sfl_revoke_t), NULL, 0, NULL};
+
+static int check_revoke_reply(const chk_t *c, const void *p)
+{
+    const sfl_revoke_t *m = p;
+
+    if (!m->has_fingerprint)
+        return sfl__msg_fail(c, c->bad, "fingerprint missing");
+    return sfl__msg_check_str(c, "agent", m->agent, SFL_MSG_NAME_LEN, 0);
+}
+
+static int put_revoke_reply(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_revoke_t *m = p;
+
+    (void)c;
+    w->pb.revoke_reply.fingerprint = bin(m->fingerprint, SFL_MSG_HASH_BYTES);
+    w->pb.revoke_reply.agent = str(m->agent);
+    w->pb.revoke_reply.closed = m->closed;
+    return 0;
+}
+
+static int get_revoke_reply(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__RevokeReply *pb = p;
+    sfl_revoke_t *m = out;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if ((rc = sfl__msg_get_fixed(c, "fingerprint", &pb->fingerprint, m->fingerprint,
+                                 SFL_MSG_HASH_BYTES)) < 0 ||
+                 (rc = sfl__msg_get_str(c, "agent", pb->agent, m->agent, SFL_MSG_NAME_LEN)) < 0)
+        return rc;
+    m->has_fingerprint = 1;
+    m->closed = pb->closed;
+    return check_revoke_reply(c, m);
+}
+
+static const msg_type_t revoke_reply_type = {"revoke reply", &sfl__v1__revoke_reply__descriptor,
+    check_revoke_reply, put_revoke_reply, get_revoke_reply, sizeof(sfl_revoke_t), NULL, 0, NULL};
+
+int sfl_msg_revoke_req_pack(const sfl_revoke_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&revoke_req_type, m, NULL, out, len);
+}
+
+int sfl_msg_revoke_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_revoke_t *m)
+{
+    return sfl__msg_unpack_in(&revoke_req_type, buf, len, lim, m);
+}
+
+int sfl_msg_revoke_reply_pack(const sfl_revoke_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&revoke_reply_type, m, NULL, out, len);
+}
+
+int sfl_msg_revoke_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                sfl_revoke_t *m)
+{
+    return sfl__msg_unpack_in(&revoke_reply_type, buf, len, lim, m);
+}
+
+/* ---- ReleaseRequest / ReleaseReply ---------------------------------------- */
+
+static int check_release_req(const chk_t *c, const void *p)
+{
+    const sfl_release_t *m = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = sfl__msg_check_id(c, "agent_id", m->agent_id)) < 0)
+        return rc;
+    return 0;
+}
+
+static int put_release_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_release_t *m = p;
+
+    (void)c;
+    w->pb.release_req.job_id = m->job_id;
+    w->pb.release_req.agent_id = m->agent_id;
+    return 0;
+}
+
+static int get_release_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ReleaseRequest *pb = p;
+    sfl_release_t *m = out;
+
+    memset(m, 0, sizeof(*m));
+    m->job_id = pb->job_id;
+    m->agent_id = pb->agent_id;
+    return check_release_req(c, m);
+}
+
+static const msg_type_t release_req_type = {"release request",
+    &sfl__v1__release_request__descriptor, check_release_req, put_release_req,
+    get_release_req, sizeof(sfl_release_t), NULL, 0, NULL};
+
+static int check_release_reply(const chk_t *c, const void *p)
+{
+    const sfl_release_t *m = p;
+    int rc;
+
+    if ((rc = check_release_req(c, m)) < 0)
+        return rc;
+    return sfl__msg_check_str(c, "reason", m->reason, SFL_MSG_TEXT_LEN, 0);
+}
+
+static int put_release_reply(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_release_t *m = p;
+
+    (void)c;
+    w->pb.release_reply.job_id = m->job_id;
+    w->pb.release_reply.agent_id = m->agent_id;
+    w->pb.release_reply.reason = str(m->reason);
+    return 0;
+}
+
+static int get_release_reply(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ReleaseReply *pb = p;
+    sfl_release_t *m = out;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    m->job_id = pb->job_id;
+    m->agent_id = pb->agent_id;
+    if ((rc = sfl__msg_get_str(c, "reason", pb->reason, m->reason, SFL_MSG_TEXT_LEN)) < 0)
+        return rc;
+    return check_release_reply(c, m);
+}
+
+static const msg_type_t release_reply_type = {"release reply",
+    &sfl__v1__release_reply__descriptor, check_release_reply, put_release_reply,
+    get_release_reply, sizeof(sfl_release_t), NULL, 0, NULL};
+
+int sfl_msg_release_req_pack(const sfl_release_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&release_req_type, m, NULL, out, len);
+}
+
+int sfl_msg_release_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               sfl_release_t *m)
+{
+    return sfl__msg_unpack_in(&release_req_type, buf, len, lim, m);
+}
+
+int sfl_msg_release_reply_pack(const sfl_release_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&release_reply_type, m, NULL, out, len);
+}
+
+int sfl_msg_release_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_release_t *m)
+{
+    return sfl__msg_unpack_in(&release_reply_type, buf, len, lim, m);
+}
+
+/* JobRequest carries only the id, which put checks. */
+static int put_job_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const uint64_t *job_id = p;
+    int rc = sfl__msg_check_id(c, "job_id", *job_id);
+
+    w->pb.job_req.job_id = *job_id;
+    return rc;
+}
+
+static int get_job_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__JobRequest *pb = p;
+    int rc = sfl__msg_check_id(c, "job_id", pb->job_id);
+
+    if (rc == 0)
+        *(uint64_t *)out = pb->job_id;
+    return rc;
+}
+
+static const msg_type_t job_req_type = {"job request", &sfl__v1__job_request__descriptor, NULL,
+    put_job_req, get_job_req, sizeof(uint64_t), NULL, 0, NULL};
+
+int sfl_msg_job_req_pack(uint64_t job_id, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&job_req_type, &job_id, NULL, out, len);
+}
+
+int sfl_msg_job_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                           uint64_t *job_id)
+{
+    return sfl__msg_unpack_in(&job_req_type, buf, len, lim, job_id);
+}
+
+static int put_job_reply(const chk_t *c, const void *p, wire_t *w)
+{
+    (void)c;
+    put_job_status(p, &w->job);
+    w->pb.job_reply.job = &w->job;
+    return 0;
+}
+
+static int get_job_reply(const chk_t *c, void *p, void *out)
+{
+    return get_job_status(c, ((const Sfl__V1__JobReply *)p)->job, out);
+}
+
+static const msg_type_t job_reply_type = {"job reply", &sfl__v1__job_reply__descriptor,
+    check_job_status, put_job_reply, get_job_reply, sizeof(sfl_job_status_t), NULL, 0, NULL};
+
+int sfl_msg_job_reply_pack(const sfl_job_status_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&job_reply_type, m, NULL, out, len);
+}
+
+int sfl_msg_job_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                             sfl_job_status_t *m)
+{
+    return sfl__msg_unpack_in(&job_reply_type, buf, len, lim, m);
+}
+
+/* ---- Admin: empty requests, status, lists ---------------------------------------- */
+
+/* Empty messages still go through protobuf-c, so a request that is not one
+ * (garbage, a wrong wire type) is refused like any other. */
+static const msg_type_t status_req_type = {"status request", &sfl__v1__status_request__descriptor,
+    NULL, NULL, NULL, 0, NULL, 0, NULL};
+
+static const msg_type_t list_jobs_req_type = {"list jobs request",
+    &sfl__v1__list_jobs_request__descriptor, NULL, NULL, NULL, 0, NULL, 0, NULL};
+
+int sfl_msg_status_req_pack(uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&status_req_type, NULL, NULL, out, len);
+}
+
+int sfl_msg_status_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim)
+{
+    return sfl__msg_unpack_in(&status_req_type, buf, len, lim, NULL);
+}
+
+int sfl_msg_list_jobs_req_pack(uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&list_jobs_req_type, NULL, NULL, out, len);
+}
+
+int sfl_msg_list_jobs_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim)
+{
+    return sfl__msg_unpack_in(&list_jobs_req_type, buf, len, lim, NULL);
+}
+
+/* Jobs as w->blk and w->ptrs; *field gets the pointers. */
+static int put_jobs(const chk_t *c, const sfl_job_status_t *jobs, uint32_t n, wire_t *w,
+                    Sfl__V1__JobStatus ***field)
+{
+    static const Sfl__V1__JobStatus init = SFL__V1__JOB_STATUS__INIT;
+    Sfl__V1__JobStatus *blk, **ptrs;
+    int rc = sfl__msg_alloc_list(c, "jobs", n, sizeof(*blk), w);
+
+    if (rc < 0)
+        return rc;
+    blk = w->blk;
+    ptrs = w->ptrs;
+    for (uint32_t i = 0; i < n; i++) {
+        blk[i] = init;
+        put_job_status(&jobs[i], &blk[i]);
+        ptrs[i] = &blk[i];
+    }
+    *field = ptrs;
+    return 0;
+}
+
+static int get_job_at(const chk_t *c, const void *src, size_t i, void *dst)
+{
+    Sfl__V1__JobStatus *const *jobs = src;
+
+    return get_job_status(c, jobs[i], dst);
+}
+
+static int check_status(const chk_t *c, const void *p)
+{
+    const sfl_status_t *m = p;
+    int rc = sfl__msg_check_str(c, "version", m->version, SFL_MSG_NAME_LEN, 0);
+
+    return rc < 0 ? rc
+                  : sfl__msg_check_list(c, "jobs", m->jobs, m->njobs, sizeof(*m->jobs),
+                                        check_job_status);
+}
+
+static int put_status(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_status_t *m = p;
+    Sfl__V1__StatusReply *pb = &w->pb.status;
+
+    pb->version = str(m->version);
+    pb->started_ms = m->started_ms;
+    pb->connected_agents = m->connected_agents;
+    pb->known_agents = m->known_agents;
+    pb->updates_accepted = m->updates_accepted;
+    pb->updates_rejected = m->updates_rejected;
+    pb->bytes_in = m->bytes_in;
+    pb->bytes_out = m->bytes_out;
+    pb->n_jobs = m->njobs;
+    return put_jobs(c, m->jobs, m->njobs, w, &pb->jobs);
+}
+
+static int get_status(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__StatusReply *pb = p;
+    sfl_status_t *m = out;
+    int rc;
+
+    m->started_ms = pb->started_ms;
+    m->connected_agents = pb->connected_agents;
+    m->known_agents = pb->known_agents;
+    m->updates_accepted = pb->updates_accepted;
+    m->updates_rejected = pb->updates_rejected;
+    m->bytes_in = pb->bytes_in;
+    m->bytes_out = pb->bytes_out;
+    m->njobs = (uint32_t)pb->n_jobs;
+    if ((rc = sfl__msg_get_str(c, "version", pb->version, m->version, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_check_str(c, "version", m->version, SFL_MSG_NAME_LEN, 0)) < 0)
+        return rc;
+    m->jobs = sfl__msg_get_list(c, "jobs", pb->jobs, pb->n_jobs, sizeof(*m->jobs), get_job_at, &rc);
+    return rc;
+}
+
+void sfl_msg_status_free(sfl_status_t *m)
+{
+    if (m != NULL)
+        sfl__free(m->jobs);
+    sfl__free(m);
+}
+
+static void free_status(void *m)
+{
+    sfl_msg_status_free(m);
+}
+
+static const msg_type_t status_type = {"status", &sfl__v1__status_reply__descriptor, check_status,
+    put_status, get_status, sizeof(sfl_status_t), free_status, 9, NULL};
+
+int sfl_msg_status_pack(const sfl_status_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&status_type, m, NULL, out, len);
+}
+
+int sfl_msg_status_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_status_t **out)
+{
+    int rc;
+
+    *out = sfl__msg_unpack_msg(&status_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}
+
+static int check_job_list(const chk_t *c, const void *p)
+{
+    const sfl_job_list_t *m = p;
+
+    return sfl__msg_check_list(c, "jobs", m->jobs, m->n, sizeof(*m->jobs), check_job_status);
+}
+
+static int put_job_list(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_job_list_t *m = p;
+
+    w->pb.job_list.n_jobs = m->n;
+    return put_jobs(c, m->jobs, m->n, w, &w->pb.job_list.jobs);
+}
+
+static int get_job_list(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ListJobsReply *pb = p;
+    sfl_job_list_t *m = out;
+    int rc;
+
+    m->n = (uint32_t)pb->n_jobs;
+    m->jobs = sfl__msg_get_list(c, "jobs", pb->jobs, pb->n_jobs, sizeof(*m->jobs), get_job_at, &rc);
+    return rc;
+}
+
+void sfl_msg_job_list_free(sfl_job_list_t *m)
+{
+    if (m != NULL)
+        sfl__free(m->jobs);
+    sfl__free(m);
+}
+
+static void free_job_list(void *m)
+{
+    sfl_msg_job_list_free(m);
+}
+
+static const msg_type_t job_list_type = {"job list", &sfl__v1__list_jobs_reply__descriptor,
+    check_job_list, put_job_list, get_job_list, sizeof(sfl_job_list_t), free_job_list, 1, NULL};
+
+int sfl_msg_job_list_pack(const sfl_job_list_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&job_list_type, m, NULL, out, len);
+}
+
+int sfl_msg_job_list_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                            sfl_job_list_t **out)
+{
+    int rc;
+
+    *out = sfl__msg_unpack_msg(&job_list_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}
+
+/* ---- Admin: agents ------------------------------------------------------------- */
+
+static int put_list_agents_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const int *connected_only = p;
+    int rc = sfl__msg_check_bool(c, "connected_only", *connected_only);
+
+    w->pb.list_agents_req.connected_only = *connected_only;
+    return rc;
+}
+
+static int get_list_agents_req(const chk_t *c, void *p, void *out)
+{
+    (void)c;
+    *(int *)out = ((const Sfl__V1__ListAgentsRequest *)p)->connected_only ? 1 : 0;
+    return 0;
+}
+
+static const msg_type_t list_agents_req_type = {"list agents request",
+    &sfl__v1__list_agents_request__descriptor, NULL, put_list_agents_req, get_list_agents_req,
+    sizeof(int), NULL, 0, NULL};
+
+int sfl_msg_list_agents_req_pack(int connected_only, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&list_agents_req_type, &connected_only, NULL, out, len);
+}
+
+int sfl_msg_list_agents_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                   int *connected_only)
+{
+    return sfl__msg_unpack_in(&list_agents_req_type, buf, len, lim, connected_only);
+}
+
+static int check_agent(const chk_t *c, const void *p)
+{
+    const sfl_agent_info_t *a = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_id(c, "agent_id", a->agent_id)) < 0 ||
+        (rc = sfl__msg_check_str(c, "subject", a->subject, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_bool(c, "connected", a->connected)) < 0 ||
+        (rc = sfl__msg_check_tags(c, "capabilities", &a->capabilities)) < 0 ||
+        (rc = sfl__msg_check_tags(c, "conditions", &a->conditions)) < 0 ||
+        (rc = sfl__msg_check_summary(c, &a->dataset)) < 0 ||
+        (rc = sfl__msg_check_enum(c, "phase", (int)a->phase, 0, 3)) < 0 ||
+        (rc = sfl__msg_check_str(c, "agent_version", a->agent_version, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_str(c, "quarantine", a->quarantine, SFL_MSG_TEXT_LEN, 0)) < 0)
+        return rc;
+    if (a->progress_permille > 1000)
+        return sfl__msg_fail(c, c->bad, "progress_permille %u exceeds 1000", a->progress_permille);
+    return 0;
+}
+
+/* Scratch for one AgentInfo on the wire. */
+typedef struct agent_pb {
+    Sfl__V1__AgentInfo ai;
+    Sfl__V1__DatasetSummary ds;
+    char *caps[SFL_MSG_MAX_TAGS];
+    char *conds[SFL_MSG_MAX_TAGS];
+} agent_pb_t;
+
+static int check_agent_list(const chk_t *c, const void *p)
+{
+    const sfl_agent_list_t *m = p;
+
+    return sfl__msg_check_list(c, "agents", m->agents, m->n, sizeof(*m->agents), check_agent);
+}
+
+static int put_agent_list(const chk_t *c, const void *p, wire_t *w)
+{
+    static const Sfl__V1__AgentInfo ai_init = SFL__V1__AGENT_INFO__INIT;
+    static const Sfl__V1__DatasetSummary ds_init = SFL__V1__DATASET_SUMMARY__INIT;
+    const sfl_agent_list_t *m = p;
+    agent_pb_t *blk;
+    Sfl__V1__AgentInfo **ptrs;
+    int rc = sfl__msg_alloc_list(c, "agents", m->n, sizeof(*blk), w);
+
+    if (rc < 0)
+        return rc;
+    blk = w->blk;
+    ptrs = w->ptrs;
+    for (uint32_t i = 0; i < m->n; i++) {
+        const sfl_agent_info_t *a = &m->agents[i];
+        agent_pb_t *q = &blk[i];
+
+        q->ai = ai_init;
+        q->ds = ds_init;
+        q->ai.agent_id = a->agent_id;
+        q->ai.subject = str(a->subject);
+        q->ai.connected = a->connected;
+        sfl__msg_put_tags(&a->capabilities, q->caps, &q->ai.n_capabilities, &q->ai.capabilities);
+        sfl__msg_put_tags(&a->conditions, q->conds, &q->ai.n_conditions, &q->ai.conditions);
+        sfl__msg_put_summary(&a->dataset, &q->ds);
+        q->ai.dataset = &q->ds;
+        q->ai.last_seen_ms = a->last_seen_ms;
+        q->ai.phase = (Sfl__V1__AgentPhase)a->phase;
+        q->ai.job_id = a->job_id;
+        q->ai.round = a->round;
+        q->ai.progress_permille = a->progress_permille;
+        q->ai.updates_accepted = a->updates_accepted;
+        q->ai.agent_version = str(a->agent_version);
+        q->ai.quarantine = str(a->quarantine);
+        ptrs[i] = &q->ai;
+    }
+    w->pb.agent_list.n_agents = m->n;
+    w->pb.agent_list.agents = ptrs;
+    return 0;
+}
+
+static int get_agent_at(const chk_t *c, const void *src, size_t i, void *dst)
+{
+    const Sfl__V1__AgentInfo *p = ((Sfl__V1__AgentInfo *const *)src)[i];
+    sfl_agent_info_t *a = dst;
+    int rc;
+
+    memset(a, 0, sizeof(*a));
+    a->agent_id = p->agent_id;
+    a->connected = p->connected ? 1 : 0;
+    a->last_seen_ms = p->last_seen_ms;
+    a->phase = (sfl_agent_phase_t)p->phase;
+    a->job_id = p->job_id;
+    a->round = p->round;
+    a->progress_permille = p->progress_permille;
+    a->updates_accepted = p->updates_accepted;
+    if ((rc = sfl__msg_get_str(c, "subject", p->subject, a->subject, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_tags(c, "capabilities", p->capabilities, p->n_capabilities,
+                                &a->capabilities)) < 0 ||
+        (rc = sfl__msg_get_tags(c, "conditions", p->conditions, p->n_conditions, &a->conditions)) <
+            0 ||
+        (rc = sfl__msg_get_str(c, "agent_version", p->agent_version, a->agent_version,
+                               SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "quarantine", p->quarantine, a->quarantine, SFL_MSG_TEXT_LEN)) <
+            0)
+        return rc;
+    /* The summary is optional in a listing (an agent known only by id). */
+    if (p->dataset != NULL && (rc = sfl__msg_get_summary(c, p->dataset, &a->dataset)) < 0)
+        return rc;
+    return check_agent(c, a);
+}
+
+static int get_agent_list(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ListAgentsReply *pb = p;
+    sfl_agent_list_t *m = out;
+    int rc;
+
+    m->n = (uint32_t)pb->n_agents;
+    m->agents = sfl__msg_get_list(c, "agents", pb->agents, pb->n_agents, sizeof(*m->agents),
+                                  get_agent_at, &rc);
+    return rc;
+}
+
+void sfl_msg_agent_list_free(sfl_agent_list_t *m)
+{
+    if (m != NULL)
+        sfl__free(m->agents);
+    sfl__free(m);
+}
+
+static void free_agent_list(void *m)
+{
+    sfl_msg_agent_list_free(m);
+}
+
+static const msg_type_t agent_list_type = {"agent list",
+                                           &sfl__v1__list_agents_reply__descriptor,
+                                           check_agent_list,
+                                           put_agent_list,
+                                           get_agent_list,
+                                           sizeof(sfl_agent_list_t),
+                                           free_agent_list,
+                                           1,
+                                           NULL};
+
+int sfl_msg_agent_list_pack(const sfl_agent_list_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&agent_list_type, m, NULL, out, len);
+}
+
+int sfl_msg_agent_list_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_agent_list_t **out)
+{
+    int rc;
+
+    *out = sfl__msg_unpack_msg(&agent_list_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}
+
+/* ---- Admin: export ----------------------------------------------------------- */
+
+/* The arguments of sfl_msg_export_req_pack / _unpack. */
+typedef struct export_req {
+    uint64_t job_id;
+    uint64_t round;
+} export_req_t;
+
+static int put_export_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const export_req_t *m = p;
+    int rc = sfl__msg_check_id(c, "job_id", m->job_id);
+
+    w->pb.export_req.job_id = m->job_id;
+    w->pb.export_req.round = m->round;
+    return rc;
+}
+
+static int get_export_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ExportModelRequest *pb = p;
+    export_req_t *m = out;
+    int rc = sfl__msg_check_id(c, "job_id", pb->job_id);
+
+    if (rc == 0) {
+        m->job_id = pb->job_id;
+        m->round = pb->round;
+    }
+    return rc;
+}
+
+static const msg_type_t export_req_type = {"export request",
+    &sfl__v1__export_model_request__descriptor, NULL, put_export_req, get_export_req,
+    sizeof(export_req_t), NULL, 0, NULL};
+
+int sfl_msg_export_req_pack(uint64_t job_id, uint64_t round, uint8_t **out, size_t *len)
+{
+    const export_req_t m = {job_id, round};
+
+    return sfl__msg_pack_msg(&export_req_type, &m, NULL, out, len);
+}
+
+int sfl_msg_export_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              uint64_t *job_id, uint64_t *round)
+{
+    export_req_t m;
+    int rc = sfl__msg_unpack_in(&export_req_type, buf, len, lim, &m);
+
+    *job_id = m.job_id;
+    *round = m.round;
+    return rc;
+}
+
+static int check_export(const chk_t *c, const void *p)
+{
+    const sfl_export_t *m = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = sfl__msg_check_id(c, "round", m->round)) < 0 ||
+        (rc = sfl__msg_check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_labels(c, "labels", m->nlabels, m->labels)) < 0)
+        return rc;
+    return 0;
+}
+
+static int put_export(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_export_t *m = p;
+    Sfl__V1__ExportModelReply *pb = &w->pb.export;
+    int rc = sfl__msg_put_sparse(c, "model", m->model, SFL_ENC_F64, &w->sv, &w->data);
+
+    if (rc < 0)
+        return rc;
+    crypto_generichash(w->hash, SFL_MSG_HASH_BYTES, w->sv.data.data, w->sv.data.len, NULL, 0);
+    pb->job_id = m->job_id;
+    pb->round = m->round;
+    pb->algorithm = str(m->algorithm);
+    pb->loss = str(m->loss);
+    pb->dimension = m->dimension;
+    pb->n_labels = m->nlabels;
+    pb->labels = (double *)(uintptr_t)m->labels;
+    pb->model = &w->sv;
+    pb->model_hash = bin(w->hash, SFL_MSG_HASH_BYTES);
+    if (m->moments != NULL) {
+        size_t n = 1 + 2 * (size_t)m->dimension;
+
+        if (!(m->standardize_eps > 0) || !isfinite(m->standardize_eps))
+            return sfl__msg_fail(c, c->bad, "standardize_eps %g (want > 0, finite)",
+                                 m->standardize_eps);
+        if ((w->more[9] = sfl__mallocarray(n, 8)) == NULL)
+            return sfl__msg_fail(c, SFL_ENOMEM, "no memory for the moments");
+        if (sfl_msg_values_encode(m->moments, n, 0, w->more[9]) < 0)
+            return sfl__msg_fail(c, c->bad, "moments: %s", sfl_last_error());
+        pb->moments = bin(w->more[9], n * 8);
+        pb->standardize_eps = m->standardize_eps;
+    }
+    return 0;
+}
+
+static int get_export(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__ExportModelReply *pb = p;
+    sfl_export_t *m = out;
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    int rc;
+
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->dimension = pb->dimension;
+    if ((rc = sfl__msg_get_str(c, "algorithm", pb->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) <
+            0 ||
+        (rc = sfl__msg_get_str(c, "loss", pb->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_labels(c, "labels", pb->labels, pb->n_labels, &m->nlabels, m->labels)) <
+            0 ||
+        (rc = sfl__msg_get_fixed(c, "model_hash", &pb->model_hash, m->model_hash,
+                                 SFL_MSG_HASH_BYTES)) < 0 ||
+        (rc = check_export(c, m)) < 0 ||
+        (rc = sfl__msg_get_sparse(c, "model", pb->model, c->lim->max_dim, c->lim->max_nnz,
+                                  &m->model, NULL, hash)) < 0)
+        return rc;
+    if (memcmp(hash, m->model_hash, SFL_MSG_HASH_BYTES) != 0)
+        return sfl__msg_fail(c, SFL_EPARSE, "model_hash does not match the model");
+    if (pb->moments.len > 0 || pb->standardize_eps != 0) {
+        size_t n = 1 + 2 * (size_t)m->dimension;
+
+        if (pb->moments.len != 8 * n || !(pb->standardize_eps > 0) ||
+            !isfinite(pb->standardize_eps))
+            return sfl__msg_fail(c, SFL_EPARSE,
+                                 "moments of %zu bytes with standardize_eps %g (want %zu "
+                                 "bytes, eps > 0)",
+                                 pb->moments.len, pb->standardize_eps, 8 * n);
+        if ((m->moments = sfl__mallocarray(n, sizeof(double))) == NULL)
+            return sfl__msg_fail(c, SFL_ENOMEM, "no memory for the moments");
+        if (sfl_msg_values_decode(pb->moments.data, pb->moments.len, n, 0, m->moments) < 0)
+            return sfl__msg_fail(c, SFL_EPARSE, "moments: %s", sfl_last_error());
+        m->standardize_eps = pb->standardize_eps;
+    }
+    return 0;
+}
+
+void sfl_msg_export_free(sfl_export_t *m)
+{
+    if (m != NULL) {
+        sfl_spvec_free(m->model);
+        sfl__free(m->moments);
+    }
+    sfl__free(m);
+}
+
+static void free_export(void *m)
+{
+    sfl_msg_export_free(m);
+}
+
+static const msg_type_t export_type = {"export", &sfl__v1__export_model_reply__descriptor,
+    check_export, put_export, get_export, sizeof(sfl_export_t), free_export, 0, NULL};
+
+int sfl_msg_export_pack(const sfl_export_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&export_type, m, NULL, out, len);
+}
+
+int sfl_msg_export_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                          sfl_export_t **out)
+{
+    int rc;
+
+    *out = sfl__msg_unpack_msg(&export_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}
+
+/* ---- Admin: job history ------------------------------------------------------- */
+
+static int put_history_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const uint64_t *a = p; /* job_id, after_round */
+
+    w->pb.history_req.job_id = a[0];
+    w->pb.history_req.after_round = a[1];
+    return sfl__msg_check_id(c, "job_id", a[0]);
+}
+
+static int get_history_req(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__JobHistoryRequest *pb = p;
+    uint64_t *a = out;
+
+    a[0] = pb->job_id;
+    a[1] = pb->after_round;
+    return sfl__msg_check_id(c, "job_id", pb->job_id);
+}
+
+static const msg_type_t history_req_type = {"job history request",
+    &sfl__v1__job_history_request__descriptor, NULL, put_history_req, get_history_req,
+    2 * sizeof(uint64_t), NULL, 0, NULL};
+
+int sfl_msg_history_req_pack(uint64_t job_id, uint64_t after_round, uint8_t **out, size_t *len)
+{
+    const uint64_t a[2] = {job_id, after_round};
+
+    return sfl__msg_pack_msg(&history_req_type, a, NULL, out, len);
+}
+
+int sfl_msg_history_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               uint64_t *job_id, uint64_t *after_round)
+{
+    uint64_t a[2];
+    int rc = sfl__msg_unpack_in(&history_req_type, buf, len, lim, a);
+
+    *job_id = rc < 0 ? 0 : a[0];
+    *after_round = rc < 0 ? 0 : a[1];
+    return rc;
+}
+
+static int check_round_summary(const chk_t *c, const void *p)
+{
+    const sfl_round_summary_t *r = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_id(c, "rounds.round", r->round)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "rounds.train_loss", r->train_loss)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "rounds.eval_accuracy", r->eval_accuracy)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "rounds.eval_mse", r->eval_mse)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "rounds.personal_accuracy", r->personal_accuracy)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "rounds.privacy_spent", r->privacy_spent)) < 0 ||
+        (rc = sfl__msg_check_finite(c, "rounds.privacy_spent_rdp", r->privacy_spent_rdp)) < 0)
+        return rc;
+    if (r->privacy_spent < 0 || r->privacy_spent_rdp < 0)
+        return sfl__msg_fail(c, c->bad, "rounds.privacy_spent must be >= 0");
+    return 0;
+}
+
+static int check_history(const chk_t *c, const void *p)
+{
+    const sfl_job_history_t *m = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = sfl__msg_check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_str(c, "algorithm", m->algorithm, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_bool(c, "more", m->more)) < 0 ||
+        (rc = sfl__msg_check_list(c, "rounds", m->rounds, m->n, sizeof(*m->rounds),
+                         check_round_summary)) < 0)
+        return rc;
+    for (uint32_t i = 1; i < m->n; i++)
+        if (m->rounds[i].round <= m->rounds[i - 1].round)
+            return sfl__msg_fail(c, c->bad, "rounds are not strictly ascending at entry %u", i);
+    return 0;
+}
+
+static int put_history(const chk_t *c, const void *p, wire_t *w)
+{
+    static const Sfl__V1__RoundSummary init = SFL__V1__ROUND_SUMMARY__INIT;
+    const sfl_job_history_t *m = p;
+    Sfl__V1__JobHistoryReply *pb = &w->pb.history;
+    Sfl__V1__RoundSummary *blk, **ptrs;
+    int rc = sfl__msg_alloc_list(c, "rounds", m->n, sizeof(*blk), w);
+
+    if (rc < 0)
+        return rc;
+    pb->job_id = m->job_id;
+    pb->loss = str(m->loss);
+    pb->algorithm = str(m->algorithm);
+    pb->more = m->more != 0;
+    pb->n_rounds = m->n;
+    blk = w->blk;
+    ptrs = w->ptrs;
+    for (uint32_t i = 0; i < m->n; i++) {
+        const sfl_round_summary_t *r = &m->rounds[i];
+
+        blk[i] = init;
+        blk[i].round = r->round;
+        blk[i].attempt = r->attempt;
+        blk[i].opened_ms = r->opened_ms;
+        blk[i].committed_ms = r->committed_ms;
+        blk[i].selected = r->selected;
+        blk[i].accepted = r->accepted;
+        blk[i].samples = r->samples;
+        blk[i].train_loss = r->train_loss;
+        blk[i].eval_samples = r->eval_samples;
+        blk[i].eval_accuracy = r->eval_accuracy;
+        blk[i].eval_mse = r->eval_mse;
+        blk[i].model_nnz = r->model_nnz;
+        blk[i].bytes_up = r->bytes_up;
+        blk[i].bytes_down = r->bytes_down;
+        blk[i].personal_accuracy = r->personal_accuracy;
+        blk[i].privacy_iterations = r->privacy_iterations;
+        blk[i].privacy_spent = r->privacy_spent;
+        blk[i].privacy_spent_rdp = r->privacy_spent_rdp;
+        ptrs[i] = &blk[i];
+    }
+    pb->rounds = ptrs;
+    return 0;
+}
+
+static int get_round_at(const chk_t *c, const void *src, size_t i, void *dst)
+{
+    const Sfl__V1__RoundSummary *p = ((Sfl__V1__RoundSummary *const *)src)[i];
+    sfl_round_summary_t *r = dst;
+
+    memset(r, 0, sizeof(*r));
+    if (p == NULL)
+        return sfl__msg_fail(c, c->bad, "round missing");
+    r->round = p->round;
+    r->attempt = p->attempt;
+    r->opened_ms = p->opened_ms;
+    r->committed_ms = p->committed_ms;
+    r->selected = p->selected;
+    r->accepted = p->accepted;
+    r->samples = p->samples;
+    r->train_loss = p->train_loss;
+    r->eval_samples = p->eval_samples;
+    r->eval_accuracy = p->eval_accuracy;
+    r->eval_mse = p->eval_mse;
+    r->model_nnz = p->model_nnz;
+    r->bytes_up = p->bytes_up;
+    r->bytes_down = p->bytes_down;
+    r->personal_accuracy = p->personal_accuracy;
+    r->privacy_iterations = p->privacy_iterations;
+    r->privacy_spent = p->privacy_spent;
+    r->privacy_spent_rdp = p->privacy_spent_rdp;
+    return check_round_summary(c, r);
+}
+
+static int get_history(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__JobHistoryReply *pb = p;
+    sfl_job_history_t *m = out;
+    int rc;
+
+    m->job_id = pb->job_id;
+    m->more = pb->more != 0;
+    m->n = (uint32_t)pb->n_rounds;
+    if ((rc = sfl__msg_get_str(c, "loss", pb->loss, m->loss, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "algorithm", pb->algorithm, m->algorithm, SFL_MSG_NAME_LEN)) < 0)
+        return rc;
+    m->rounds = sfl__msg_get_list(c, "rounds", pb->rounds, pb->n_rounds, sizeof(*m->rounds),
+                                  get_round_at, &rc);
+    if (rc < 0)
+        return rc;
+    return check_history(c, m);
+}
+
+void sfl_msg_history_free(sfl_job_history_t *m)
+{
+    if (m != NULL)
+        sfl__free(m->rounds);
+    sfl__free(m);
+}
+
+static void free_history(void *m)
+{
+    sfl_msg_history_free(m);
+}
+
+static const msg_type_t history_type = {"job history", &sfl__v1__job_history_reply__descriptor,
+    check_history, put_history, get_history, sizeof(sfl_job_history_t), free_history, 3, NULL};
+
+int sfl_msg_history_pack(const sfl_job_history_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&history_type, m, NULL, out, len);
+}
+
+int sfl_msg_history_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                           sfl_job_history_t **out)
+{
+    int rc;
+
+    *out = sfl__msg_unpack_msg(&history_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}
