@@ -1,6 +1,7 @@
-/* sflctl's pieces, without main(): its configuration, job files, the
- * one-connection gRPC client it calls the Admin service with, and the text
- * it prints (docs/configuration.md, section sflctl). */
+/* sflctl's pieces, without main(): its configuration and flags (config.c),
+ * job files (jobfile.c), the one-connection gRPC client it calls the Admin
+ * service with (client.c), the text it prints (print.c) and the model export
+ * files (export.c) (docs/configuration.md, section sflctl). */
 #ifndef COORD_CTL_H
 #define COORD_CTL_H
 

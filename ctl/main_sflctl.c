@@ -1,6 +1,6 @@
 /* sflctl: the operator's command line for the coordinator's Admin service.
  * Flags and sflctl.ini, one command per run, then the calls; the pieces
- * live in ctl.c. */
+ * live in ctl/ (ctl.h): config.c, jobfile.c, client.c, print.c, export.c. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

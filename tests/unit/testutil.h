@@ -75,4 +75,38 @@ static inline void test_sh(const char *fmt, ...)
         fail_msg("command failed: %s", cmd);
 }
 
+/* A fresh directory /tmp/PREFIXXXXXXX into dir[0..cap); -1 if it cannot be
+ * made (for a group setup). */
+static inline int test_tmpdir(char *dir, size_t cap, const char *prefix)
+{
+    snprintf(dir, cap, "/tmp/%sXXXXXX", prefix);
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+/* Removes a directory test_tmpdir made with the same prefix (and nothing
+ * else: an unset dir is left alone). */
+static inline void test_rmtree(const char *dir, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    if (strncmp(dir, "/tmp/", 5) == 0 && strncmp(dir + 5, prefix, n) == 0)
+        test_sh("rm -rf '%s'", dir);
+}
+
+/* Writes text[0..len) to dir/name and returns the path (a static buffer,
+ * valid until the next call). */
+static inline const char *test_write_file(const char *dir, const char *name, const char *text,
+                                          size_t len)
+{
+    static char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, len, f), len);
+    fclose(f);
+    return path;
+}
+
 #endif
