@@ -20,7 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctl.h"
 #include "sfl/core/alloc.h"
 #include "http/statuspage.h"
 
@@ -207,6 +206,7 @@ static void jobs_table(coord_text_t *t, const coord_t *co)
     for (size_t i = co->njobs; i-- > first;) {
         const coord_job_t *j = co->jobs[i];
         sfl_job_status_t st;
+        sfl_metric_job_t k;
         char prog[160], buf[96];
 
         if (!room(t)) {
@@ -216,6 +216,7 @@ static void jobs_table(coord_text_t *t, const coord_t *co)
             break;
         }
         coord_job_status(j, &st);
+        coord_job_metric_kind(j, &k);
         coord_text_printf(t, "<tr id=\"job-row-%llu\"><td><a href=\"#job-%llu\">%llu</a></td>",
                           (unsigned long long)j->id, (unsigned long long)j->id,
                           (unsigned long long)j->id);
@@ -225,7 +226,7 @@ static void jobs_table(coord_text_t *t, const coord_t *co)
         td(t, sfl_msg_job_state_name(st.state));
         coord_text_printf(t, "<td>%llu/%u</td>", (unsigned long long)st.committed_round,
                           st.rounds);
-        td(t, ctl_progress(&st, prog, sizeof(prog)));
+        td(t, sfl_metrics_job_progress(&st, &k, prog, sizeof(prog)));
         if (st.privacy_epsilon > 0)
             snprintf(buf, sizeof(buf), "%.4g of %.4g (rdp %.4g)", st.privacy_spent,
                      st.privacy_epsilon, st.privacy_spent_rdp);

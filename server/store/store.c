@@ -201,7 +201,7 @@ static const char *const sql_text[ST_COUNT] = {
     /* the round metrics' columns (sfl/wire/roundmetrics.def), bound as ?4, ?5,
      * ... in the table's order ("?" numbers on from ?3; insert_metrics) */
     [ST_METRICS_INSERT] = "INSERT INTO round_metrics(job_id, round, attempt"
-#define SFL_METRIC(name, type, fold, weight, when, sql, ...) ", " sql
+#define SFL_METRIC(name, type, fold, weight, when, status, sql, ...) ", " sql
 #include "sfl/wire/roundmetrics.def"
 #undef SFL_METRIC
                           ") VALUES(?1, ?2, ?3"
@@ -222,7 +222,7 @@ static const char *const sql_text[ST_COUNT] = {
                    " WHERE p.job_id = r.job_id AND p.round = r.round "
                    " AND p.attempt = r.attempt AND p.status = 'accepted')"
     /* the round metrics from column 7 on, in the table's order (read_history) */
-#define SFL_METRIC(name, type, fold, weight, when, sql, ...) ", m." sql
+#define SFL_METRIC(name, type, fold, weight, when, status, sql, ...) ", m." sql
 #include "sfl/wire/roundmetrics.def"
 #undef SFL_METRIC
                    " FROM rounds r LEFT JOIN round_metrics m "

@@ -10,9 +10,10 @@
 #include <string.h>
 
 const sfl_metric_t sfl_metrics[SFL_METRIC_COUNT] = {
-#define SFL_METRIC(name, type, fold, weight, when, sql, csv, fmt, label, show, prom, help)       \
+#define SFL_METRIC(name, type, fold, weight, when, status, sql, csv, fmt, label, show, prom,    \
+                   help)                                                                       \
     {#name, SFL_METRIC_##type, SFL_METRIC_##fold, SFL_METRIC_ID_##weight, SFL_METRIC_##when,     \
-     offsetof(sfl_round_metrics_t, name), sql, csv, fmt, label, SFL_METRIC_SHOW_##show, prom,   \
+     SFL_METRIC_STATUS_##status, offsetof(sfl_round_metrics_t, name), sql, csv, fmt, label, SFL_METRIC_SHOW_##show, prom,   \
      help},
 #include "sfl/wire/roundmetrics.def"
 #undef SFL_METRIC
@@ -240,4 +241,25 @@ const char *sfl_metrics_progress(const sfl_round_metrics_t *m, const sfl_metric_
             o = n < 0 ? cap : o + (size_t)n;
         }
     return out;
+}
+
+const char *sfl_metrics_job_progress(const sfl_job_status_t *j, const sfl_metric_job_t *k,
+                                     char *out, size_t cap)
+{
+    int o;
+
+    if (cap == 0)
+        return out;
+    out[0] = '\0';
+    if (j->privacy_epsilon > 0 || j->iteration > 0) {
+        /* a vertical job: its iteration and privacy ledger */
+        o = snprintf(out, cap, "iteration %" PRIu64, j->iteration);
+        if (j->privacy_epsilon > 0 && o >= 0 && (size_t)o < cap)
+            snprintf(out + o, cap - (size_t)o,
+                     ", epsilon %.4g of %.4g spent (rdp %.4g, %" PRIu64 " iterations)",
+                     j->privacy_spent, j->privacy_epsilon, j->privacy_spent_rdp,
+                     j->privacy_iterations);
+        return out;
+    }
+    return sfl_metrics_progress(&j->last, k, out, cap);
 }

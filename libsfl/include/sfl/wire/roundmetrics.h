@@ -53,12 +53,16 @@ typedef enum {
 
 typedef enum { SFL_METRIC_SHOW_NONE, SFL_METRIC_SHOW_VALUE, SFL_METRIC_SHOW_SUFFIX } sfl_metric_show_t;
 
+#define SFL_METRIC_STATUS_LAST 1
+#define SFL_METRIC_STATUS_NONE 0
+
 typedef struct sfl_metric {
     const char *name;
     sfl_metric_type_t type;
     sfl_metric_fold_t fold;
     int weight; /* MEAN: the index of its WEIGHT metric; else -1 */
     sfl_metric_when_t when;
+    int status;    /* 1: JobStatus carries it as last_NAME (status LAST) */
     size_t offset; /* in sfl_round_metrics_t */
     const char *sql, *csv, *fmt, *label;
     sfl_metric_show_t show;
@@ -113,5 +117,14 @@ void sfl_metrics_means(const sfl_round_metrics_t *sums, sfl_round_metrics_t *out
  * the agents reported nothing. Returns out (always terminated, cap > 0). */
 const char *sfl_metrics_progress(const sfl_round_metrics_t *m, const sfl_metric_job_t *k,
                                  char *out, size_t cap);
+
+struct sfl_job_status;
+
+/* A job's progress as sflctl jobs, watch and the status page show it: a
+ * vertical job's iteration and privacy ledger ("iteration 12, epsilon 0.5
+ * of 1 spent (rdp 0.4, 300 iterations)"), else sfl_metrics_progress of its
+ * last committed round (j->last). Returns out (terminated, cap > 0). */
+const char *sfl_metrics_job_progress(const struct sfl_job_status *j, const sfl_metric_job_t *k,
+                                     char *out, size_t cap);
 
 #endif
