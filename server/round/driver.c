@@ -676,6 +676,7 @@ static void agg_work(uv_work_t *w)
 {
     coord_job_t *j = w->data;
     uint64_t t0 = uv_hrtime();
+    uint8_t *was = NULL;
     int rc;
 
     if (j->stats) {
@@ -698,20 +699,27 @@ static void agg_work(uv_work_t *w)
         j->work_ns = uv_hrtime() - t0;
         return;
     }
-    /* a vertical round's state moved with its iterations (vround.c) */
+    /* a vertical round's state moved with its iterations (vround.c); a
+     * horizontal one's support before the round ends, for its churn */
     if (j->model.v != NULL) {
         j->model.round++;
         rc = 0;
-    } else if (j->model.spec.secagg)
-        rc = coord_saround_fold(j);
-    else
-        rc = coord_model_end(&j->model);
+    } else if ((was = sfl__malloc(j->model.prob.dim / 8 + 1)) == NULL)
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the support");
+    else {
+        sfl_dvec_support_bits(j->model.global, j->model.prob.dim, was);
+        rc = j->model.spec.secagg ? coord_saround_fold(j) : coord_model_end(&j->model);
+    }
     if (rc == 0)
         rc = coord_model_encode(&j->model, &j->work_buf, &j->work_len, j->work_hash);
     if (rc == 0) {
         j->work_nnz = (uint32_t)sfl_dvec_nnz(j->model.global, j->model.prob.dim);
         j->work_metrics.model_nnz = j->work_nnz;
+        if (was != NULL)
+            j->work_metrics.support_churn =
+                sfl_dvec_support_bits_diff(was, j->model.global, j->model.prob.dim);
     }
+    sfl__free(was);
     if (rc < 0)
         coord_text_copy(j->work_err, sizeof(j->work_err), sfl_last_error());
     j->work_rc = rc;

@@ -353,6 +353,9 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "  committed_ms INTEGER,"
     "  moments_hash BLOB CHECK(moments_hash IS NULL OR length(moments_hash) = 32),"
     "  moments BLOB CHECK(moments IS NULL OR length(moments) % 8 = 0));",
+    /* 7 -> 8: a horizontal round's support churn (NULL, read as 0, for
+     * older rounds). */
+    "ALTER TABLE round_metrics ADD COLUMN support_churn INTEGER;",
 };
 
 struct coord_store {

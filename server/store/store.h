@@ -21,7 +21,7 @@
 #include "sfl/core/error.h"
 #include "sfl/wire/roundmetrics.h"
 
-#define COORD_STORE_SCHEMA_VERSION 7
+#define COORD_STORE_SCHEMA_VERSION 8
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128

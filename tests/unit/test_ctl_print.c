@@ -284,6 +284,7 @@ static void test_ctl_history(void **state)
     r[1].m.model_nnz = 10;
     r[1].bytes_up = 480;
     r[1].m.bytes_down = 1200;
+    r[1].m.support_churn = 6;
     r[2] = r[1];
     r[2].round = 3;
     r[2].attempt = 0;
@@ -296,22 +297,23 @@ static void test_ctl_history(void **state)
     assert_string_equal(out,
                         "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,"
                         "bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,"
-                        "personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp\n"
-                        "1,,,n/a,,,300,,3,4,,0,500,500,n/a,,,\n"
+                        "personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp,"
+                        "support_churn\n"
+                        "1,,,n/a,,,300,,3,4,,0,500,500,n/a,,,,\n"
                         "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,n/a,n/a,n/a,"
-                        "n/a\n"
+                        "n/a,6\n"
                         "3,0.6931471806,0.875000,n/a,100,10,480,1200,4,4,400,0,200,1900,n/a,n/a,"
-                        "n/a,n/a\n");
+                        "n/a,n/a,6\n");
     free(out);
     /* FedMac: the agents' own models, where the round has held-out rows. */
     snprintf(h.algorithm, sizeof(h.algorithm), "fedmac");
     r[2].m.personal_accuracy = 0.9375;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
-                        "1,,,n/a,,,300,,3,4,,0,500,500,,,,\n"
-                        "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,,n/a,n/a,n/a\n"
+                        "1,,,n/a,,,300,,3,4,,0,500,500,,,,,\n"
+                        "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,,n/a,n/a,n/a,6\n"
                         "3,0.6931471806,0.875000,n/a,100,10,480,1200,4,4,400,0,200,1900,0.937500,"
-                        "n/a,n/a,n/a\n");
+                        "n/a,n/a,n/a,6\n");
     free(out);
     snprintf(h.loss, sizeof(h.loss), "lsq");
     r[2].m.eval_mse = 0.25;
@@ -321,7 +323,7 @@ static void test_ctl_history(void **state)
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
                         "3,0.6931471806,n/a,0.25,100,10,480,1200,4,4,400,0,200,1900,n/a,n/a,n/a,"
-                        "n/a\n");
+                        "n/a,6\n");
     free(out);
     /* a private vertical job: its ledger at each commit */
     r[2].m.privacy_iterations = 300;
@@ -330,7 +332,7 @@ static void test_ctl_history(void **state)
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
                         "3,0.6931471806,n/a,0.25,100,10,480,1200,4,4,400,0,200,1900,n/a,300,0.5,"
-                        "0.25\n");
+                        "0.25,6\n");
     free(out);
     /* Issue 24 item 7: a vertical round reports no loss and no rows (n/a),
      * but its model's nnz and the bytes both ways are kept and shown */
@@ -344,13 +346,13 @@ static void test_ctl_history(void **state)
     r[2].bytes_up = 480;
     r[2].m.bytes_down = 900;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,n/a,n/a,n/a\n");
+    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,n/a,n/a,n/a,n/a\n");
     free(out);
     r[2].m.privacy_iterations = 300;
     r[2].m.privacy_spent = 0.5;
     r[2].m.privacy_spent_rdp = 0.25;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,300,0.5,0.25\n");
+    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,300,0.5,0.25,n/a\n");
     free(out);
     /* bcfw: the block holders' objective over the job's rows, where its
      * broadcast is the margins A x */
@@ -359,7 +361,7 @@ static void test_ctl_history(void **state)
     r[2].m.samples = 200;
     r[2].m.train_loss = 0.125;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,0.125,n/a,n/a,n/a,7,480,900,4,4,200,0,200,1900,n/a,n/a,n/a,n/a\n");
+    assert_string_equal(out, "3,0.125,n/a,n/a,n/a,7,480,900,4,4,200,0,200,1900,n/a,n/a,n/a,n/a,n/a\n");
     free(out);
 }
 

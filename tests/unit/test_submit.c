@@ -166,6 +166,7 @@ static void test_coord_round_commit_and_restart(void **state)
      * updates reported (samples 10 and 30; 5 and 15 held-out rows) */
     st = fx_admin_status(&F.admin);
     assert_true(fx_find_job(st, job)->last.train_loss == (10 * 1.25 + 30 * 3.75) / 40);
+    assert_int_equal(fx_find_job(st, job)->last.support_churn, 3); /* JobStatus field 68 */
     assert_int_equal(fx_find_job(st, job)->last.samples, 40);
     assert_int_equal(fx_find_job(st, job)->last.eval_samples, 20);
     assert_true(fx_find_job(st, job)->last.eval_mse == (5 * 0.625 + 15 * 1.875) / 20);
@@ -191,6 +192,7 @@ static void test_coord_round_commit_and_restart(void **state)
         assert_true(h->rounds[0].m.eval_mse == 1.5625);
         assert_true(h->rounds[0].m.personal_accuracy == 25.0 / 1024);
         assert_int_equal(h->rounds[0].m.model_nnz, 3);
+        assert_int_equal(h->rounds[0].m.support_churn, 3); /* from the zero model */
         assert_true(h->rounds[0].bytes_up > 0 && h->rounds[0].m.bytes_down > 0);
         assert_true(h->rounds[0].committed_ms >= h->rounds[0].opened_ms);
         sfl_msg_history_free(h);
@@ -218,6 +220,7 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_non_null(strstr(m, "\nsfl_job_running{job=\"1\",name=\"unit\"} 1\n"));
     assert_non_null(strstr(m, "\nsfl_job_train_loss{job=\"1\",name=\"unit\"} 3.125\n"));
     assert_non_null(strstr(m, "\nsfl_job_eval_mse{job=\"1\",name=\"unit\"} 1.5625\n"));
+    assert_non_null(strstr(m, "\nsfl_job_support_churn{job=\"1\",name=\"unit\"} 3\n"));
     assert_null(strstr(m, "\nsfl_job_eval_accuracy{")); /* an lsq job */
     assert_null(strstr(m, "\nsfl_job_personal_accuracy{")); /* not personalized */
 
