@@ -136,6 +136,23 @@ static void test_roundmetrics_state(void **state)
                      SFL_METRIC_EMPTY);
 }
 
+/* The columns a job's rounds can have (the status page's table). */
+static void test_roundmetrics_applies(void **state)
+{
+    (void)state;
+    assert_true(sfl_metric_applies(SFL_METRIC_ID(eval_accuracy), &cls));
+    assert_false(sfl_metric_applies(SFL_METRIC_ID(eval_mse), &cls));
+    assert_true(sfl_metric_applies(SFL_METRIC_ID(eval_mse), &lsq));
+    assert_false(sfl_metric_applies(SFL_METRIC_ID(personal_accuracy), &cls));
+    assert_true(sfl_metric_applies(SFL_METRIC_ID(personal_accuracy), &pers));
+    assert_false(sfl_metric_applies(SFL_METRIC_ID(privacy_spent), &cls));
+    assert_true(sfl_metric_applies(SFL_METRIC_ID(privacy_spent), &vert));
+    assert_true(sfl_metric_applies(SFL_METRIC_ID(train_loss), &vert));
+    assert_false(sfl_metric_applies(SFL_METRIC_ID(eval_samples), &vert));
+    assert_true(sfl_metric_applies(SFL_METRIC_ID(support_churn), &cls));
+    assert_false(sfl_metric_applies(SFL_METRIC_ID(support_churn), &vert));
+}
+
 /* The text sflctl jobs, watch and the status page show. */
 static void test_roundmetrics_progress(void **state)
 {
@@ -161,6 +178,7 @@ int main(void)
         cmocka_unit_test(test_roundmetrics_fold_means),
         cmocka_unit_test(test_roundmetrics_means_dropped),
         cmocka_unit_test(test_roundmetrics_state),
+        cmocka_unit_test(test_roundmetrics_applies),
         cmocka_unit_test(test_roundmetrics_progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

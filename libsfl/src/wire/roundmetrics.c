@@ -121,6 +121,18 @@ sfl_metric_state_t sfl_metric_state(int id, const sfl_round_metrics_t *m,
     return na ? SFL_METRIC_NA : have ? SFL_METRIC_VALUE : SFL_METRIC_EMPTY;
 }
 
+int sfl_metric_applies(int id, const sfl_metric_job_t *k)
+{
+    sfl_round_metrics_t all;
+
+    /* a round that kept and reported everything: samples, held-out rows
+     * and a ledger (which only private vertical jobs keep) */
+    memset(&all, 0, sizeof(all));
+    all.samples = all.eval_samples = all.bytes_down = 1;
+    all.privacy_iterations = k->vertical;
+    return sfl_metric_state(id, &all, k) == SFL_METRIC_VALUE;
+}
+
 static uint64_t add_sat(uint64_t a, uint64_t b)
 {
     return b > UINT64_MAX - a ? UINT64_MAX : a + b;

@@ -90,6 +90,10 @@ typedef enum {
 sfl_metric_state_t sfl_metric_state(int id, const sfl_round_metrics_t *m,
                                     const sfl_metric_job_t *k);
 
+/* Whether a job of kind k can have metric id at all (a round of its that
+ * reported everything has a value, or the job is vertical for the ledger). */
+int sfl_metric_applies(int id, const sfl_metric_job_t *k);
+
 /* The value of metric id in m, as a double and as an integer (F64: 0). */
 double sfl_metric_get(int id, const sfl_round_metrics_t *m);
 uint64_t sfl_metric_get_u64(int id, const sfl_round_metrics_t *m);
