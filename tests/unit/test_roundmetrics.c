@@ -26,7 +26,8 @@ static int find(const char *name)
 }
 
 /* Every entry names a field of its type, a distinct SQL and CSV column, a
- * MEAN a WEIGHT to divide by; /metrics names are sfl_job_ with a help. */
+ * MEAN a WEIGHT to divide by; /metrics names are sfl_job_ with a help; what
+ * the progress text shows is in JobStatus. */
 static void test_roundmetrics_table(void **state)
 {
     (void)state;
@@ -46,6 +47,12 @@ static void test_roundmetrics_table(void **state)
             assert_true(d->help[0]);
         }
         assert_int_equal(d->show != SFL_METRIC_SHOW_NONE, d->label[0] != '\0');
+        /* sflctl's progress reads JobStatus: what it shows travels there,
+         * with the weights its state depends on */
+        if (d->show != SFL_METRIC_SHOW_NONE)
+            assert_true(d->status && sfl_metrics[SFL_METRIC_ID(samples)].status);
+        if (d->weight >= 0 && d->status)
+            assert_true(sfl_metrics[d->weight].status);
         for (int o = 0; o < id; o++) {
             assert_string_not_equal(sfl_metrics[o].sql, d->sql);
             assert_string_not_equal(sfl_metrics[o].csv, d->csv);
