@@ -197,7 +197,7 @@ CTL_LIB := $(BUILD)/libctl.a
 AGENT_SRC := $(filter-out client-agent/main_%.c,$(sort $(wildcard client-agent/*.c)))
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/%.o)
 AGENT_LIB := $(BUILD)/libagent.a
-PROG_LIBS := $(if $(CTL_SRC),$(CTL_LIB)) $(if $(COORD_SRC),$(COORD_LIB)) $(if $(CTL_SRC),$(CTL_LIB)) $(if $(AGENT_SRC),$(AGENT_LIB))
+PROG_LIBS := $(if $(CTL_SRC),$(CTL_LIB)) $(if $(COORD_SRC),$(COORD_LIB)) $(if $(AGENT_SRC),$(AGENT_LIB))
 
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -265,9 +265,8 @@ $(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c $(SYSROOT_STAMP) | $(PROTO_H)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -I$(GEN) -c -o $@ $<
 
-# The coordinator's modules name their headers from server/; the status
-# page takes sflctl's progress line (ctl_progress).
-$(COORD_OBJ) $(COORD_MAIN_OBJ): ALL_CFLAGS += -Iserver -Ictl
+# The coordinator's modules name their headers from server/.
+$(COORD_OBJ) $(COORD_MAIN_OBJ): ALL_CFLAGS += -Iserver
 # sflctl needs libsfl only, but for its job files: they are read and checked
 # by the coordinator's job definitions (coord_jobdef_*, server/job/jobdef.c)
 # until the job spec's keys and checks live in libsfl.
@@ -364,9 +363,9 @@ $(AGENT_BIN): $(AGENT_MAIN_OBJ) $(AGENT_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(AGENT_MAIN_OBJ) $(AGENT_LIB) $(LIB) $(LDLIBS)
 
-$(COORD_BIN): $(COORD_MAIN_OBJ) $(COORD_LIB) $(CTL_LIB) $(LIB)
+$(COORD_BIN): $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(COORD_MAIN_OBJ) $(COORD_LIB) $(CTL_LIB) $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB) $(LDLIBS)
 
 $(CTL_BIN): $(CTL_MAIN_OBJ) $(CTL_LIB) $(COORD_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")

@@ -148,16 +148,19 @@ void ctl_result_clear(ctl_result_t *r);
 void ctl_print_status(FILE *f, const sfl_status_t *s, int64_t now_ms);
 void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n);
 void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms);
-/* The last committed round's progress as "loss 0.1234, accuracy 0.9 (200
- * held out)" ("accuracy" for logistic and softmax jobs, "mse" for lsq; the
- * eval part only when agents reported held-out rows; a personalized
- * algorithm's classification job adds the agents' own models' accuracy:
- * "accuracy 0.9, pacc 0.95 (200 held out)"), or "" before the first round
- * with metrics. Truncated to cap; returns out. */
+/* The job's progress (sfl_metrics_job_progress): the last committed
+ * round's as "loss 0.1234, accuracy 0.9 (200 held out)" ("accuracy" for
+ * logistic and softmax jobs, "mse" for lsq; the eval part only when agents
+ * reported held-out rows; a personalized algorithm's classification job
+ * adds the agents' own models' accuracy: "accuracy 0.9, pacc 0.95 (200
+ * held out)"), or "" before the first round with metrics; a vertical job's
+ * iteration and privacy ledger. Truncated to cap; returns out. */
 const char *ctl_progress(const sfl_job_status_t *j, char *out, size_t cap);
 /* The per-round CSV of sflctl job history: header (when header is set)
- * round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,
- * bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,
+ * round, the round metrics' columns (sfl/wire/roundmetrics.def:
+ * objective,test_accuracy,test_mse,eval_samples,nnz,bytes_down,samples,
+ * personal_accuracy,privacy_*...) with bytes_up before bytes_down,
+ * accepted,selected before samples, attempt,round_ms,wall_ms before
  * personal_accuracy, then one row per round of h. objective is the round's
  * train loss (the sample-weighted mean the coordinator folded), test_accuracy /
  * test_mse the held-out metric that fits h->loss, personal_accuracy the

@@ -138,122 +138,94 @@ void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms)
     }
 }
 
-static int classification(const char *loss)
-{
-    return strcmp(loss, "lsq") != 0;
-}
-
-/* Whether a job's agents report a personal accuracy: its algorithm keeps a
- * model per agent, and the loss classifies. Decided by the algorithm, not
- * by the value, so a personal model that gets every row wrong still shows
- * its 0. */
-static int personalized(const char *algorithm, const char *loss)
+/* Which round metrics a job has, from its algorithm and loss. Decided by
+ * the algorithm, not by the values, so a personal model that gets every
+ * row wrong still shows its 0. */
+static sfl_metric_job_t metric_kind(const char *algorithm, const char *loss)
 {
     const sfl_algo_t *a = sfl_algo_find(algorithm);
+    sfl_metric_job_t k;
 
-    return a != NULL && a->shape == SFL_SHAPE_PERSONALIZED && a->personal_model != NULL &&
-           classification(loss);
+    k.classification = strcmp(loss, "lsq") != 0;
+    k.personalized = k.classification && a != NULL && a->shape == SFL_SHAPE_PERSONALIZED &&
+                     a->personal_model != NULL;
+    k.vertical = a != NULL && a->shape == SFL_SHAPE_VERTICAL;
+    return k;
 }
 
 const char *ctl_progress(const sfl_job_status_t *j, char *out, size_t cap)
 {
-    char pacc[32] = "";
-    size_t o;
+    sfl_metric_job_t k = metric_kind(j->algorithm, j->loss);
 
-    out[0] = '\0';
-    if (cap == 0)
-        return out;
-    if (j->privacy_epsilon > 0 || j->iteration > 0) {
-        /* a vertical job: its iteration and privacy ledger */
-        o = (size_t)snprintf(out, cap, "iteration %" PRIu64, j->iteration);
-        if (j->privacy_epsilon > 0 && o < cap)
-            snprintf(out + o, cap - o, ", epsilon %.4g of %.4g spent (rdp %.4g, %" PRIu64
-                     " iterations)", j->privacy_spent, j->privacy_epsilon,
-                     j->privacy_spent_rdp, j->privacy_iterations);
-        return out;
-    }
-    if (j->last_samples == 0)
-        return out;
-    o = (size_t)snprintf(out, cap, "loss %.4g", j->last_train_loss);
-    if (personalized(j->algorithm, j->loss))
-        snprintf(pacc, sizeof(pacc), ", pacc %.4g", j->last_personal_accuracy);
-    if (j->last_eval_samples > 0 && o < cap)
-        snprintf(out + o, cap - o, ", %s %.4g%s (%" PRIu64 " held out)",
-                 classification(j->loss) ? "accuracy" : "mse",
-                 classification(j->loss) ? j->last_eval_accuracy : j->last_eval_mse, pacc,
-                 j->last_eval_samples);
-    return out;
+    return sfl_metrics_job_progress(j, &k, out, cap);
 }
 
-static int vertical(const char *algorithm)
+/* The summary's own columns (not round metrics), each printed before the
+ * metric it precedes in the CSV; r NULL: their names. */
+static void own_columns(FILE *f, int id, const sfl_round_summary_t *r, int64_t t0_ms)
 {
-    const sfl_algo_t *a = sfl_algo_find(algorithm);
-
-    return a != NULL && a->shape == SFL_SHAPE_VERTICAL;
+    if (id == SFL_METRIC_ID(bytes_down)) {
+        if (r)
+            fprintf(f, ",%" PRIu64, r->bytes_up);
+        else
+            fputs(",bytes_up", f);
+    } else if (id == SFL_METRIC_ID(samples)) {
+        if (r)
+            fprintf(f, ",%u,%u", r->accepted, r->selected);
+        else
+            fputs(",accepted,selected", f);
+    } else if (id == SFL_METRIC_ID(personal_accuracy)) {
+        if (r)
+            fprintf(f, ",%u,%" PRId64 ",%" PRId64, r->attempt, r->committed_ms - r->opened_ms,
+                    r->committed_ms - t0_ms);
+        else
+            fputs(",attempt,round_ms,wall_ms", f);
+    }
 }
-
-/* A cell: "n/a" where the value cannot exist for the job (na), empty where
- * it could but was not reported (!have), else the value. */
-#define CELL(f, na, have, ...)                                                                 \
-    do {                                                                                       \
-        if (na)                                                                                \
-            fputs("n/a", f);                                                                   \
-        else if (have)                                                                         \
-            fprintf(f, __VA_ARGS__);                                                           \
-    } while (0)
 
 void ctl_print_history(FILE *f, const sfl_job_history_t *h, int header, int64_t t0_ms)
 {
-    int cls = classification(h->loss), pers = personalized(h->algorithm, h->loss);
-    int vert = vertical(h->algorithm);
+    sfl_metric_job_t k = metric_kind(h->algorithm, h->loss);
 
-    /* New columns come last (personal_accuracy, then the privacy ledger),
-     * so scripts that read the columns by position still read the same. */
-    if (header)
-        fprintf(f, "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,"
-                   "accepted,selected,samples,attempt,round_ms,wall_ms,personal_accuracy,"
-                   "privacy_iterations,privacy_spent,privacy_spent_rdp\n");
+    /* The round metrics in sfl/wire/roundmetrics.def's order; new ones come
+     * last, so scripts that read the columns by position still read the
+     * same. */
+    if (header) {
+        fputs("round", f);
+        for (int id = 0; id < SFL_METRIC_COUNT; id++) {
+            own_columns(f, id, NULL, 0);
+            fprintf(f, ",%s", sfl_metrics[id].csv);
+        }
+        fputc('\n', f);
+    }
     for (uint32_t i = 0; i < h->n; i++) {
         const sfl_round_summary_t *r = &h->rounds[i];
-        /* the round's metrics were kept: every committed attempt sent a
-         * task (bytes_down > 0); a round committed before schema 2 has none */
-        int known = r->bytes_down > 0 || r->samples > 0;
-        int rep = r->samples > 0; /* the agents reported their training */
-        int ev = rep && r->eval_samples > 0;
 
-        /* a vertical job's objective is its block holders' word where the
-         * broadcast is exactly the margins A x (bcfw, dpbcfw unsketched and
-         * without noise); elsewhere nobody holds A x (a sketch, noise) and
-         * the coordinator no labels: n/a (docs/operations.md, "History") */
-        fprintf(f, "%" PRIu64 ",", r->round);
-        CELL(f, vert && !rep, rep, "%.10g", r->train_loss);
-        fputc(',', f);
-        CELL(f, vert || !cls, ev, "%.6f", r->eval_accuracy);
-        fputc(',', f);
-        CELL(f, vert || cls, ev, "%.10g", r->eval_mse);
-        fputc(',', f);
-        CELL(f, vert, rep, "%" PRIu64, r->eval_samples);
-        fputc(',', f);
-        CELL(f, 0, known, "%u", r->model_nnz);
-        fprintf(f, ",%" PRIu64 ",", r->bytes_up);
-        CELL(f, 0, known, "%" PRIu64, r->bytes_down);
-        fprintf(f, ",%u,%u,", r->accepted, r->selected);
-        CELL(f, vert && !rep, rep, "%" PRIu64, r->samples);
-        fprintf(f, ",%u,%" PRId64 ",%" PRId64 ",", r->attempt, r->committed_ms - r->opened_ms,
-                r->committed_ms - t0_ms);
-        CELL(f, !pers, ev, "%.6f", r->personal_accuracy);
-        /* the ledger of a private vertical job; no other job keeps one */
-        if (r->privacy_iterations > 0)
-            fprintf(f, ",%" PRIu64 ",%.10g,%.10g", r->privacy_iterations, r->privacy_spent,
-                    r->privacy_spent_rdp);
-        else if (known)
-            fputs(",n/a,n/a,n/a", f);
-        else
-            fputs(",,,", f);
+        /* A cell is "n/a" where the value cannot exist for the job, empty
+         * where it could but the round has none (a round committed before
+         * schema 2 kept no metrics). A vertical job's objective is its
+         * block holders' word where the broadcast is exactly the margins
+         * A x (bcfw, dpbcfw unsketched and without noise); elsewhere nobody
+         * holds A x (a sketch, noise) and the coordinator no labels: n/a
+         * (docs/operations.md, "History"). */
+        fprintf(f, "%" PRIu64, r->round);
+        for (int id = 0; id < SFL_METRIC_COUNT; id++) {
+            sfl_metric_state_t st = sfl_metric_state(id, &r->m, &k);
+
+            own_columns(f, id, r, t0_ms);
+            fputc(',', f);
+            if (st == SFL_METRIC_NA)
+                fputs("n/a", f);
+            else if (st == SFL_METRIC_EMPTY)
+                continue;
+            else if (sfl_metrics[id].type == SFL_METRIC_F64)
+                fprintf(f, sfl_metrics[id].fmt, sfl_metric_get(id, &r->m));
+            else
+                fprintf(f, "%" PRIu64, sfl_metric_get_u64(id, &r->m));
+        }
         fputc('\n', f);
     }
 }
-#undef CELL
 
 void ctl_print_job(FILE *f, const sfl_job_status_t *j)
 {

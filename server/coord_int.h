@@ -135,15 +135,11 @@ struct coord_job {
     size_t task_len;
     int64_t deadline_wall;
     uint32_t model_nnz;
-    /* Training progress of the open attempt: sums over its accepted
-     * updates, weighted by samples (loss) and eval_samples (metrics;
-     * personal: the agents' own models, personalized algorithms). */
-    struct {
-        double loss, accuracy, mse, personal;
-        uint64_t samples, eval_samples, bytes_down;
-    } fold;
-    coord_round_metrics_t work_metrics; /* the fold's means, for the commit */
-    coord_round_metrics_t last;         /* of the last committed round */
+    /* The open attempt's round metrics as sums (sfl_metrics_fold: its
+     * accepted updates' counts, their weighted figures, bytes_down). */
+    sfl_round_metrics_t fold;
+    sfl_round_metrics_t work_metrics; /* the fold's means, for the commit */
+    sfl_round_metrics_t last;         /* of the last committed round */
     /* aggregation end on the thread pool: while busy the loop leaves
      * model's arrays alone */
     uv_work_t work;

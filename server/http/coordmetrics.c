@@ -2,6 +2,7 @@
  * histograms of its state, rendered on the loop for each request. */
 #include "coord_int.h"
 #include "http/coordmetrics.h"
+#include "job/job.h"
 #include "round/driver.h"
 #include "round/suspect.h"
 #include "service/admin.h"
@@ -30,34 +31,15 @@ static const char *job_labels(const coord_job_t *j, char *out, size_t cap)
     return out;
 }
 
-/* 1 if the job's agents report a personal accuracy (its algorithm keeps a
- * model per agent). */
-static int personalized(const coord_job_t *j)
-{
-    const sfl_algo_t *a = sfl_algo_find(j->spec.algorithm);
+/* The job's own gauges: a line per job that has the value. */
+enum { COMMITTED, RUNNING, ITER, EPS, EPS_RDP, EPS_BUDGET, PITERS, NFAM };
 
-    return a != NULL && a->shape == SFL_SHAPE_PERSONALIZED && a->personal_model != NULL;
-}
-
-/* Per-job progress gauges: one family at a time, a line per job that has
- * the value (no line before the first round with metrics). */
-static void render_progress(coord_text_t *t, const coord_t *co)
+static void render_own(coord_text_t *t, const coord_t *co, int f)
 {
-    enum { COMMITTED, RUNNING, LOSS, EVAL_N, ACC, MSE, PACC, ITER, EPS, EPS_RDP, EPS_BUDGET,
-           PITERS, NFAM };
     static const char *const fam[NFAM][2] = {
         {"sfl_job_committed_round", "Rounds committed, per job."},
         {"sfl_job_running",
          "1 while the job is running (not pending, paused, cancelled, finished or failed)."},
-        {"sfl_job_train_loss",
-         "Sample-weighted mean train_loss of the last committed round's updates."},
-        {"sfl_job_eval_samples", "Held-out rows behind the last committed round's eval metric."},
-        {"sfl_job_eval_accuracy",
-         "Held-out accuracy of the last committed round (classification jobs)."},
-        {"sfl_job_eval_mse", "Held-out mean squared error of the last committed round (lsq)."},
-        {"sfl_job_personal_accuracy",
-         "Held-out accuracy of the agents' own models in the last committed round "
-         "(personalized algorithms, classification jobs)."},
         {"sfl_job_iteration", "Vertical jobs: the iteration in progress."},
         {"sfl_job_privacy_epsilon_spent",
          "Private jobs: epsilon spent by the iterations released (paper's accounting; "
@@ -69,43 +51,60 @@ static void render_progress(coord_text_t *t, const coord_t *co)
     };
     char lab[200];
 
-    for (int f = 0; f < NFAM; f++) {
-        coord_text_family(t, fam[f][0], "gauge", fam[f][1]);
-        for (size_t i = 0; i < co->njobs; i++) {
-            const coord_job_t *j = co->jobs[i];
-            const coord_round_metrics_t *m = &j->last;
-            int cls = strcmp(j->spec.loss, "lsq") != 0;
-            sfl_job_status_t st = {0};
-            double v;
+    coord_text_family(t, fam[f][0], "gauge", fam[f][1]);
+    for (size_t i = 0; i < co->njobs; i++) {
+        const coord_job_t *j = co->jobs[i];
+        sfl_job_status_t st = {0};
+        double v;
 
-            j->shape->status(j, &st);
-            if (f == COMMITTED)
-                v = (double)j->committed;
-            else if (f == RUNNING)
-                v = j->state == SFL_JOB_RUNNING;
-            else if (f == LOSS && m->samples > 0)
-                v = m->train_loss;
-            else if (f == EVAL_N && m->samples > 0)
-                v = (double)m->eval_samples;
-            else if (f == ACC && m->eval_samples > 0 && cls)
-                v = m->eval_accuracy;
-            else if (f == MSE && m->eval_samples > 0 && !cls)
-                v = m->eval_mse;
-            else if (f == PACC && m->eval_samples > 0 && cls && personalized(j))
-                v = m->personal_accuracy;
-            else if (f == ITER && j->model.v != NULL)
-                v = (double)st.iteration;
-            else if (f >= EPS && f <= PITERS && st.privacy_epsilon > 0)
-                v = f == EPS ? st.privacy_spent
-                  : f == EPS_RDP ? st.privacy_spent_rdp
-                  : f == EPS_BUDGET ? st.privacy_epsilon
-                  : (double)st.privacy_iterations;
-            else
-                continue;
-            coord_text_printf(t, "%s{%s} %.17g\n", fam[f][0],
-                              job_labels(j, lab, sizeof(lab)), v);
-        }
+        j->shape->status(j, &st);
+        if (f == COMMITTED)
+            v = (double)j->committed;
+        else if (f == RUNNING)
+            v = j->state == SFL_JOB_RUNNING;
+        else if (f == ITER && j->model.v != NULL)
+            v = (double)st.iteration;
+        else if (f >= EPS && st.privacy_epsilon > 0)
+            v = f == EPS ? st.privacy_spent
+              : f == EPS_RDP ? st.privacy_spent_rdp
+              : f == EPS_BUDGET ? st.privacy_epsilon
+              : (double)st.privacy_iterations;
+        else
+            continue;
+        coord_text_printf(t, "%s{%s} %.17g\n", fam[f][0], job_labels(j, lab, sizeof(lab)), v);
     }
+}
+
+/* A round metric's gauge (sfl/wire/roundmetrics.def): a line per job whose last
+ * committed round has the value. */
+static void render_metric(coord_text_t *t, const coord_t *co, int id)
+{
+    const sfl_metric_t *d = &sfl_metrics[id];
+    char lab[200];
+
+    coord_text_family(t, d->prom, "gauge", d->help);
+    for (size_t i = 0; i < co->njobs; i++) {
+        const coord_job_t *j = co->jobs[i];
+        sfl_metric_job_t k;
+
+        coord_job_metric_kind(j, &k);
+        if (sfl_metric_state(id, &j->last, &k) == SFL_METRIC_VALUE)
+            coord_text_printf(t, "%s{%s} %.17g\n", d->prom, job_labels(j, lab, sizeof(lab)),
+                              sfl_metric_get(id, &j->last));
+    }
+}
+
+/* Per-job gauges, one family at a time (no line before the first round
+ * with metrics). */
+static void render_progress(coord_text_t *t, const coord_t *co)
+{
+    render_own(t, co, COMMITTED);
+    render_own(t, co, RUNNING);
+    for (int id = 0; id < SFL_METRIC_COUNT; id++)
+        if (sfl_metrics[id].prom[0])
+            render_metric(t, co, id);
+    for (int f = ITER; f < NFAM; f++)
+        render_own(t, co, f);
 }
 
 int coord_render_metrics(coord_text_t *t, void *ud)

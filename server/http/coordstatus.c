@@ -15,6 +15,7 @@
  * store nothing while no round commits. */
 #include "coord_int.h"
 #include "http/coordstatus.h"
+#include "job/job.h"
 #include "round/quarantine.h"
 #include "service/admin.h"
 #include "service/registry.h"
@@ -24,7 +25,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctl.h"
 #include "sfl/core/alloc.h"
 #include "http/statuspage.h"
 
@@ -148,19 +148,6 @@ static int room(const coord_text_t *t)
     return t->len + STATUS_RESERVE < STATUS_MAX_BYTES;
 }
 
-static int classification(const char *loss)
-{
-    return strcmp(loss, "lsq") != 0;
-}
-
-static int personalized(const coord_job_t *j)
-{
-    const sfl_algo_t *a = sfl_algo_find(j->spec.algorithm);
-
-    return a != NULL && a->shape == SFL_SHAPE_PERSONALIZED && a->personal_model != NULL &&
-           classification(j->spec.loss);
-}
-
 /* <td>text</td>, text escaped. */
 static void td(coord_text_t *t, const char *text)
 {
@@ -211,6 +198,7 @@ static void jobs_table(coord_text_t *t, const coord_t *co)
     for (size_t i = co->njobs; i-- > first;) {
         const coord_job_t *j = co->jobs[i];
         sfl_job_status_t st;
+        sfl_metric_job_t k;
         char prog[160], buf[96];
 
         if (!room(t)) {
@@ -220,6 +208,7 @@ static void jobs_table(coord_text_t *t, const coord_t *co)
             break;
         }
         coord_job_status(j, &st);
+        coord_job_metric_kind(j, &k);
         coord_text_printf(t, "<tr id=\"job-row-%llu\"><td><a href=\"#job-%llu\">%llu</a></td>",
                           (unsigned long long)j->id, (unsigned long long)j->id,
                           (unsigned long long)j->id);
@@ -229,7 +218,7 @@ static void jobs_table(coord_text_t *t, const coord_t *co)
         td(t, sfl_msg_job_state_name(st.state));
         coord_text_printf(t, "<td>%llu/%u</td>", (unsigned long long)st.committed_round,
                           st.rounds);
-        td(t, ctl_progress(&st, prog, sizeof(prog)));
+        td(t, sfl_metrics_job_progress(&st, &k, prog, sizeof(prog)));
         if (st.privacy_epsilon > 0)
             snprintf(buf, sizeof(buf), "%.4g of %.4g (rdp %.4g)", st.privacy_spent,
                      st.privacy_epsilon, st.privacy_spent_rdp);
@@ -248,16 +237,22 @@ static void jobs_table(coord_text_t *t, const coord_t *co)
     coord_text_printf(t, "</table>\n");
 }
 
+/* The latest rounds, newest first: the round's own columns, then every
+ * round metric the job can have (sfl/wire/roundmetrics.def, named as in
+ * sflctl job history), "-" where the round has none, "n/a" where it
+ * cannot. */
 static void rounds_table(coord_text_t *t, const coord_job_t *j, const status_hist_t *h)
 {
     size_t first = h->n > STATUS_TABLE_ROUNDS ? h->n - STATUS_TABLE_ROUNDS : 0;
-    int cls = classification(j->spec.loss);
+    sfl_metric_job_t k;
 
+    coord_job_metric_kind(j, &k);
     coord_text_printf(t, "<table class=\"rounds\"><tr><th>round</th><th>attempt</th>"
-                         "<th>selected</th><th>accepted</th><th>samples</th><th>train loss</th>"
-                         "<th>%s</th><th>bytes up</th><th>bytes down</th><th>round ms</th>"
-                         "<th>committed</th></tr>\n",
-                      cls ? "accuracy" : "mse");
+                         "<th>selected</th><th>accepted</th>");
+    for (int id = 0; id < SFL_METRIC_COUNT; id++)
+        if (sfl_metric_applies(id, &k))
+            coord_text_printf(t, "<th>%s</th>", sfl_metrics[id].csv);
+    coord_text_printf(t, "<th>bytes_up</th><th>round_ms</th><th>committed</th></tr>\n");
     for (size_t i = h->n; i-- > first;) {
         const coord_history_row_t *r = &h->rows[i];
         char ts[40];
@@ -265,17 +260,21 @@ static void rounds_table(coord_text_t *t, const coord_job_t *j, const status_his
         coord_text_printf(t, "<tr><td>%lld</td><td>%lld</td><td>%u</td><td>%u</td>",
                           (long long)r->round, (long long)(r->attempt - 1), r->selected,
                           r->accepted);
-        if (r->m.samples > 0)
-            coord_text_printf(t, "<td>%llu</td><td>%.6g</td>",
-                              (unsigned long long)r->m.samples, r->m.train_loss);
-        else
-            coord_text_printf(t, "<td>-</td><td>-</td>");
-        if (r->m.samples > 0 && r->m.eval_samples > 0)
-            coord_text_printf(t, "<td>%.6g</td>", cls ? r->m.eval_accuracy : r->m.eval_mse);
-        else
-            coord_text_printf(t, "<td>-</td>");
-        coord_text_printf(t, "<td>%llu</td><td>%llu</td><td>%lld</td><td>%s</td></tr>\n",
-                          (unsigned long long)r->bytes_up, (unsigned long long)r->m.bytes_down,
+        for (int id = 0; id < SFL_METRIC_COUNT; id++) {
+            sfl_metric_state_t st = sfl_metric_state(id, &r->m, &k);
+
+            if (!sfl_metric_applies(id, &k))
+                continue;
+            if (st != SFL_METRIC_VALUE)
+                coord_text_printf(t, "<td>%s</td>", st == SFL_METRIC_NA ? "n/a" : "-");
+            else if (sfl_metrics[id].type == SFL_METRIC_F64)
+                coord_text_printf(t, "<td>%.6g</td>", sfl_metric_get(id, &r->m));
+            else
+                coord_text_printf(t, "<td>%llu</td>",
+                                  (unsigned long long)sfl_metric_get_u64(id, &r->m));
+        }
+        coord_text_printf(t, "<td>%llu</td><td>%lld</td><td>%s</td></tr>\n",
+                          (unsigned long long)r->bytes_up,
                           (long long)(r->committed_ms - r->opened_ms),
                           utc(r->committed_ms, ts, sizeof(ts)));
     }
@@ -289,9 +288,13 @@ static int job_detail(coord_text_t *t, coord_t *co, const coord_job_t *const *sh
     status_hist_t *h = hist_of(co, shown, nshown, j);
     double *x = NULL, *y = NULL;
     coord_plot_series_t s[2];
-    int cls = classification(j->spec.loss), pers = personalized(j), priv = 0;
+    sfl_metric_job_t k;
+    int cls, pers, priv = 0;
     size_t n;
 
+    coord_job_metric_kind(j, &k);
+    cls = k.classification;
+    pers = k.personalized;
     coord_text_printf(t, "<section class=\"job\" id=\"job-%llu\"><h2>Job %llu: ",
                       (unsigned long long)j->id, (unsigned long long)j->id);
     coord_html_text(t, j->spec.name);

@@ -40,6 +40,16 @@ void coord_job_free(coord_job_t *j)
  * accepts them), else the round to run (without moments its rounds take
  * the statistics shape: coord_shape_for), its attempts numbered on from
  * those a crashed coordinator opened. */
+void coord_job_metric_kind(const coord_job_t *j, sfl_metric_job_t *k)
+{
+    const sfl_algo_t *a = j->model.algo;
+
+    k->classification = strcmp(j->spec.loss, "lsq") != 0;
+    k->personalized = k->classification && a != NULL && a->shape == SFL_SHAPE_PERSONALIZED &&
+                      a->personal_model != NULL;
+    k->vertical = a != NULL && a->shape == SFL_SHAPE_VERTICAL;
+}
+
 static int job_stats_load(coord_job_t *j)
 {
     coord_stats_row_t row;

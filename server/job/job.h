@@ -15,5 +15,7 @@ int coord_job_load(coord_t *co, const coord_job_row_t *row) SFL_MUST_CHECK;
 /* Allocates the job's O(dim) state from its last checkpoint. */
 int coord_job_model(coord_job_t *j) SFL_MUST_CHECK;
 void coord_job_free(coord_job_t *j);
+/* Which round metrics the job has (sfl_metric_state). */
+void coord_job_metric_kind(const coord_job_t *j, sfl_metric_job_t *k);
 
 #endif

@@ -679,41 +679,11 @@ static void agg_after(uv_work_t *w, int status)
     agg_finish(j);
 }
 
-/* The attempt's progress as sample-weighted means. A mean that is not
- * finite (sums beyond the double range) is dropped, not stored. */
-static void fold_metrics(coord_job_t *j)
-{
-    coord_round_metrics_t *m = &j->work_metrics;
-
-    memset(m, 0, sizeof(*m));
-    m->bytes_down = j->fold.bytes_down > INT64_MAX ? INT64_MAX : j->fold.bytes_down;
-    if (j->fold.samples > 0) {
-        m->samples = j->fold.samples;
-        m->train_loss = j->fold.loss / (double)j->fold.samples;
-    }
-    if (j->fold.eval_samples > 0) {
-        m->eval_samples = j->fold.eval_samples;
-        m->eval_accuracy = j->fold.accuracy / (double)j->fold.eval_samples;
-        m->eval_mse = j->fold.mse / (double)j->fold.eval_samples;
-        m->personal_accuracy = j->fold.personal / (double)j->fold.eval_samples;
-    }
-    /* SQLite integers are signed 64-bit. */
-    if (!isfinite(m->train_loss) || m->samples > INT64_MAX) {
-        m->samples = 0;
-        m->train_loss = 0;
-    }
-    if (!isfinite(m->eval_accuracy) || !isfinite(m->eval_mse) ||
-        !isfinite(m->personal_accuracy) || m->eval_samples > INT64_MAX) {
-        m->eval_samples = 0;
-        m->eval_accuracy = m->eval_mse = m->personal_accuracy = 0;
-    }
-}
-
 static void start_aggregation(coord_job_t *j)
 {
     int rc;
 
-    fold_metrics(j);
+    sfl_metrics_means(&j->fold, &j->work_metrics); /* the round's means */
     j->shape->record(j); /* the kind's figures and records, before the commit's */
     store_round_state(j, COORD_SROW_AGGREGATING, NULL);
     coord_close_attempt(j);

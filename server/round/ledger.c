@@ -32,7 +32,7 @@ int coord_ledger_spend(coord_ledger_t *l, const coord_vjob_t *v)
     return rc;
 }
 
-void coord_ledger_restore(coord_ledger_t *l, const coord_round_metrics_t *last)
+void coord_ledger_restore(coord_ledger_t *l, const sfl_round_metrics_t *last)
 {
     if (last->privacy_iterations > 0 && last->privacy_iterations == l->released) {
         l->priv = 1;
@@ -47,7 +47,7 @@ double coord_ledger_eps(const coord_ledger_t *l, const coord_vjob_t *v)
 }
 
 void coord_ledger_metrics(const coord_ledger_t *l, const coord_vjob_t *v,
-                          coord_round_metrics_t *m)
+                          sfl_round_metrics_t *m)
 {
     if (!l->priv)
         return;

@@ -35,13 +35,13 @@ void coord_ledger_release(coord_ledger_t *l, uint32_t count);
 int coord_ledger_spend(coord_ledger_t *l, const coord_vjob_t *v) SFL_MUST_CHECK;
 /* At start, without the model: what the last commit recorded (last), taken
  * if no attempt came after it (its iterations are released). */
-void coord_ledger_restore(coord_ledger_t *l, const coord_round_metrics_t *last);
+void coord_ledger_restore(coord_ledger_t *l, const sfl_round_metrics_t *last);
 /* The epsilon spent by the accounting the job's noise is calibrated by
  * (the paper's, or the RDP accountant's for DP-BCFW's calib 1). */
 double coord_ledger_eps(const coord_ledger_t *l, const coord_vjob_t *v);
 /* The ledger into a commit's metrics (nothing for a job without noise). */
 void coord_ledger_metrics(const coord_ledger_t *l, const coord_vjob_t *v,
-                          coord_round_metrics_t *m);
+                          sfl_round_metrics_t *m);
 /* SFL_ELIMIT with why if round `round` (under spec s, budget epsilon eps)
  * would release more than the job's T iterations; 0 otherwise. */
 int coord_ledger_budget(const coord_ledger_t *l, const coord_vjob_t *v, const sfl_job_spec_t *s,

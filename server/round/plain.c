@@ -17,11 +17,14 @@ static int plain_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *s
     return coord_shape_task_global(j, t);
 }
 
+static int plain_end(coord_job_t *j)
+{
+    return coord_model_end(&j->model);
+}
+
 static int plain_fold(coord_job_t *j)
 {
-    int rc = coord_model_end(&j->model);
-
-    return rc < 0 ? rc : coord_shape_checkpoint(j);
+    return coord_shape_fold_model(j, plain_end);
 }
 
 const coord_shape_t coord_shape_plain = {

@@ -556,8 +556,8 @@ out:
 
 
 /* The round's figures from the cohort's summed metrics (sfl/crypto/savec.h), as
- * mode 1's fold_metrics makes them from its sums (driver.c). */
-static void sa_metrics(coord_round_metrics_t *o, const double *m)
+ * mode 1 from its sums (sfl_metrics_means). */
+static void sa_metrics(sfl_round_metrics_t *o, const double *m)
 {
     if (m[0] >= 1 && isfinite(m[1])) {
         o->samples = (uint64_t)m[0];
@@ -797,11 +797,14 @@ static void sa_record(coord_job_t *j)
     coord_saround_record(j, &j->kst.sa); /* U3's rows, before the commit's */
 }
 
+static int sa_end(coord_job_t *j)
+{
+    return sa_fold(j, &j->kst.sa);
+}
+
 static int sa_fold_round(coord_job_t *j)
 {
-    int rc = sa_fold(j, &j->kst.sa);
-
-    return rc < 0 ? rc : coord_shape_checkpoint(j);
+    return coord_shape_fold_model(j, sa_end);
 }
 
 static int sa_settle(coord_job_t *j, char *sus, size_t cap, uint32_t *n3)

@@ -150,12 +150,30 @@ int coord_shape_checkpoint(coord_job_t *j)
     return rc;
 }
 
+int coord_shape_fold_model(coord_job_t *j, int (*end)(coord_job_t *j))
+{
+    size_t d = j->model.prob.dim;
+    uint8_t *was = sfl__malloc(d / 8 + 1);
+    int rc;
+
+    if (was == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the support");
+    sfl_dvec_support_bits(j->model.global, d, was); /* before the round ends */
+    rc = end(j);
+    if (rc == 0)
+        rc = coord_shape_checkpoint(j);
+    if (rc == 0)
+        j->work_metrics.support_churn = sfl_dvec_support_bits_diff(was, j->model.global, d);
+    sfl__free(was);
+    return rc;
+}
+
 /* The commit: the round, its checkpoint and metrics in one transaction. */
 typedef struct {
     coord_write_op_t op;
     coord_job_t *j;
     int64_t round, attempt;
-    coord_round_metrics_t metrics;
+    sfl_round_metrics_t metrics;
     const uint8_t *buf; /* j->work_buf: the job stays busy until done */
     size_t len;
 } commit_op_t;

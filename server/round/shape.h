@@ -143,6 +143,10 @@ int coord_shape_check_model(const sfl_payload_t *p, uint32_t features,
 int coord_shape_add_model(coord_job_t *j, uint32_t slot, sfl_payload_t *p) SFL_MUST_CHECK;
 /* Thread pool: the checkpoint of the model (after the kind's fold). */
 int coord_shape_checkpoint(coord_job_t *j) SFL_MUST_CHECK;
+/* A horizontal round's fold: end (the aggregator's or the secure sum's)
+ * moves the model on, then coord_shape_checkpoint; with the round's
+ * support_churn, the coordinates that entered or left the support. */
+int coord_shape_fold_model(coord_job_t *j, int (*end)(coord_job_t *j)) SFL_MUST_CHECK;
 /* A training round's commit: round, checkpoint and metrics together. */
 int coord_shape_commit_model(coord_job_t *j) SFL_MUST_CHECK;
 void coord_shape_committed_model(coord_job_t *j);

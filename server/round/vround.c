@@ -295,7 +295,7 @@ static void advance(coord_job_t *j)
 /* The objective at the round's starting model, from the first answer to
  * its first iteration that reports one over the job's rows (all block
  * holders compute it from the same broadcast): the round's train loss in
- * the history, as a mode-1 round's is the agents' mean (fold_metrics). */
+ * the history, as a mode-1 round's is the agents' mean (sfl_metrics_means). */
 static void take_objective(coord_job_t *j, const sfl_step_answer_t *m)
 {
     uint64_t first;
@@ -306,7 +306,7 @@ static void take_objective(coord_job_t *j, const sfl_step_answer_t *m)
         !isfinite(m->objective) || j->fold.samples > 0)
         return;
     j->fold.samples = m->objective_rows;
-    j->fold.loss = m->objective * (double)m->objective_rows;
+    j->fold.train_loss = m->objective * (double)m->objective_rows;
 }
 
 void coord_h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)

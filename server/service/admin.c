@@ -50,12 +50,7 @@ static void job_status(const coord_job_t *j, sfl_job_status_t *st)
     st->min_quorum = j->spec.min_quorum;
     coord_text_copy(st->error, sizeof(st->error), j->error);
     st->model_nnz = j->model_nnz;
-    st->last_train_loss = j->last.train_loss;
-    st->last_samples = j->last.samples;
-    st->last_eval_samples = j->last.eval_samples;
-    st->last_eval_accuracy = j->last.eval_accuracy;
-    st->last_eval_mse = j->last.eval_mse;
-    st->last_personal_accuracy = j->last.personal_accuracy;
+    st->last = j->last;
     j->shape->status(j, st);
     coord_text_copy(st->loss, sizeof(st->loss), j->spec.loss);
     coord_text_copy(st->description, sizeof(st->description), j->spec.description);
@@ -577,18 +572,8 @@ void coord_h_history(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
         o->committed_ms = h[i].committed_ms;
         o->selected = h[i].selected;
         o->accepted = h[i].accepted;
-        o->samples = h[i].m.samples;
-        o->train_loss = h[i].m.train_loss;
-        o->eval_samples = h[i].m.eval_samples;
-        o->eval_accuracy = h[i].m.eval_accuracy;
-        o->eval_mse = h[i].m.eval_mse;
-        o->model_nnz = h[i].m.model_nnz;
         o->bytes_up = h[i].bytes_up;
-        o->bytes_down = h[i].m.bytes_down;
-        o->personal_accuracy = h[i].m.personal_accuracy;
-        o->privacy_iterations = h[i].m.privacy_iterations;
-        o->privacy_spent = h[i].m.privacy_spent;
-        o->privacy_spent_rdp = h[i].m.privacy_spent_rdp;
+        o->m = h[i].m;
     }
     coord_store_free(h);
     rc = sfl_msg_history_pack(&r, &buf, &blen);

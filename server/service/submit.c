@@ -205,23 +205,6 @@ static void submit_done(coord_t *co, sfl_grpc_call_t *call, coord_agent_t *a, co
     }
 }
 
-/* Adds an accepted update's progress figures to the attempt's sums. The
- * counts are the agents' word (eval_samples is checked against nothing), so
- * they saturate instead of wrapping; fold_metrics drops what the store
- * cannot hold. */
-static void fold_update(coord_job_t *j, const sfl_payload_t *p)
-{
-    j->fold.samples = p->samples > UINT64_MAX - j->fold.samples ? UINT64_MAX
-                                                                : j->fold.samples + p->samples;
-    j->fold.eval_samples = p->eval_samples > UINT64_MAX - j->fold.eval_samples
-                               ? UINT64_MAX
-                               : j->fold.eval_samples + p->eval_samples;
-    j->fold.loss += (double)p->samples * p->train_loss;
-    j->fold.accuracy += (double)p->eval_samples * p->eval_accuracy;
-    j->fold.mse += (double)p->eval_samples * p->eval_mse;
-    j->fold.personal += (double)p->eval_samples * p->personal_accuracy;
-}
-
 /* Loop: the worker's result meets the attempt as it is now. */
 static void verify_after(uv_work_t *w, int status)
 {
@@ -257,7 +240,7 @@ static void verify_after(uv_work_t *w, int status)
     /* Every condition it checks was checked above, on this thread. */
     assert(vd == COORD_UPD_ACCEPTED);
     a->accepted++;
-    fold_update(j, v->p);
+    sfl_metrics_fold(&j->fold, v->p);
 answer:
     submit_done(co, v->call, a, j, v->u, vd, v->reason, v->rj);
     sfl_msg_payload_free(v->p);

@@ -197,11 +197,17 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_CKPT_ROUNDS] = "SELECT round FROM checkpoints WHERE job_id = ?1 ORDER BY round",
     [ST_VERSION] = "SELECT MAX(version) FROM schema_version",
     [ST_VERSION_INSERT] = "INSERT INTO schema_version(version, applied_ms) VALUES(?1, ?2)",
-    [ST_METRICS_INSERT] = "INSERT INTO round_metrics(job_id, round, attempt, samples, "
-                          "train_loss, eval_samples, eval_accuracy, eval_mse, model_nnz, "
-                          "bytes_down, personal_accuracy, privacy_iterations, privacy_spent, "
-                          "privacy_spent_rdp) "
-                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    /* the round metrics' columns (sfl/wire/roundmetrics.def), bound as ?4, ?5,
+     * ... in the table's order ("?" numbers on from ?3; insert_metrics) */
+    [ST_METRICS_INSERT] = "INSERT INTO round_metrics(job_id, round, attempt"
+#define SFL_METRIC(name, type, fold, weight, when, status, sql, ...) ", " sql
+#include "sfl/wire/roundmetrics.def"
+#undef SFL_METRIC
+                          ") VALUES(?1, ?2, ?3"
+#define SFL_METRIC(...) ", ?"
+#include "sfl/wire/roundmetrics.def"
+#undef SFL_METRIC
+                          ")",
     /* accepted and bytes_up come from participation, so rounds committed
      * before round_metrics existed have them too. */
     [ST_HISTORY] = "SELECT r.round, r.attempt, "
@@ -213,11 +219,12 @@ static const char *const sql_text[ST_COUNT] = {
                    " AND p.status = 'accepted'), "
                    "(SELECT COALESCE(SUM(p.bytes), 0) FROM participation p "
                    " WHERE p.job_id = r.job_id AND p.round = r.round "
-                   " AND p.attempt = r.attempt AND p.status = 'accepted'), "
-                   "m.samples, m.train_loss, m.eval_samples, m.eval_accuracy, m.eval_mse, "
-                   "m.model_nnz, m.bytes_down, m.personal_accuracy, m.privacy_iterations, "
-                   "m.privacy_spent, m.privacy_spent_rdp "
-                   "FROM rounds r LEFT JOIN round_metrics m "
+                   " AND p.attempt = r.attempt AND p.status = 'accepted')"
+    /* the round metrics from column 7 on, in the table's order (read_history) */
+#define SFL_METRIC(name, type, fold, weight, when, status, sql, ...) ", m." sql
+#include "sfl/wire/roundmetrics.def"
+#undef SFL_METRIC
+                   " FROM rounds r LEFT JOIN round_metrics m "
                    "ON m.job_id = r.job_id AND m.round = r.round "
                    "WHERE r.job_id = ?1 AND r.state = 'committed' AND r.round > ?2 "
                    "ORDER BY r.round LIMIT ?3",
@@ -345,6 +352,9 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "  committed_ms INTEGER,"
     "  moments_hash BLOB CHECK(moments_hash IS NULL OR length(moments_hash) = 32),"
     "  moments BLOB CHECK(moments IS NULL OR length(moments) % 8 = 0));",
+    /* 7 -> 8: a horizontal round's support churn (NULL, read as 0, for
+     * older rounds). */
+    "ALTER TABLE round_metrics ADD COLUMN support_churn INTEGER;",
 };
 
 struct coord_store {
@@ -1896,30 +1906,25 @@ static void bind_real(sqlite3_stmt *st, int i, double v)
 }
 
 static int insert_metrics(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
-                          const coord_round_metrics_t *m)
+                          const sfl_round_metrics_t *m)
 {
     sqlite3_stmt *st;
-    int rc = prep(s, ST_METRICS_INSERT, &st,
-                  IDS(job, round, attempt, u64_to_i64(m->samples)));
+    int rc = prep(s, ST_METRICS_INSERT, &st, IDS(job, round, attempt));
 
     if (rc)
         return rc;
-    bind_real(st, 5, m->train_loss);
-    sqlite3_bind_int64(st, 6, u64_to_i64(m->eval_samples));
-    bind_real(st, 7, m->eval_accuracy);
-    bind_real(st, 8, m->eval_mse);
-    sqlite3_bind_int64(st, 9, m->model_nnz);
-    sqlite3_bind_int64(st, 10, u64_to_i64(m->bytes_down));
-    bind_real(st, 11, m->personal_accuracy);
-    sqlite3_bind_int64(st, 12, u64_to_i64(m->privacy_iterations));
-    bind_real(st, 13, m->privacy_spent);
-    bind_real(st, 14, m->privacy_spent_rdp);
+    for (int id = 0; id < SFL_METRIC_COUNT; id++) {
+        if (sfl_metrics[id].type == SFL_METRIC_F64)
+            bind_real(st, 4 + id, sfl_metric_get(id, m));
+        else
+            sqlite3_bind_int64(st, 4 + id, u64_to_i64(sfl_metric_get_u64(id, m)));
+    }
     return exec_stmt(s, st, "insert round metrics");
 }
 
 int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
                              const uint8_t *model, size_t len,
-                             const coord_round_metrics_t *metrics,
+                             const sfl_round_metrics_t *metrics,
                              uint8_t hash[COORD_HASH_BYTES])
 {
     static const uint8_t empty[1];
@@ -2036,18 +2041,14 @@ static int read_history(sqlite3_stmt *st, size_t max, void *row)
     h->selected = (uint32_t)sqlite3_column_int64(st, 4);
     h->accepted = (uint32_t)sqlite3_column_int64(st, 5);
     h->bytes_up = (uint64_t)sqlite3_column_int64(st, 6);
-    /* NULL (no metrics row, or a non-finite value) reads as 0. */
-    h->m.samples = (uint64_t)sqlite3_column_int64(st, 7);
-    h->m.train_loss = sqlite3_column_double(st, 8);
-    h->m.eval_samples = (uint64_t)sqlite3_column_int64(st, 9);
-    h->m.eval_accuracy = sqlite3_column_double(st, 10);
-    h->m.eval_mse = sqlite3_column_double(st, 11);
-    h->m.model_nnz = (uint32_t)sqlite3_column_int64(st, 12);
-    h->m.bytes_down = (uint64_t)sqlite3_column_int64(st, 13);
-    h->m.personal_accuracy = sqlite3_column_double(st, 14);
-    h->m.privacy_iterations = (uint64_t)sqlite3_column_int64(st, 15);
-    h->m.privacy_spent = sqlite3_column_double(st, 16);
-    h->m.privacy_spent_rdp = sqlite3_column_double(st, 17);
+    /* NULL (no metrics row, a non-finite value, a column added after the
+     * round) reads as 0. */
+    for (int id = 0; id < SFL_METRIC_COUNT; id++) {
+        if (sfl_metrics[id].type == SFL_METRIC_F64)
+            sfl_metric_set(id, &h->m, sqlite3_column_double(st, 7 + id));
+        else
+            sfl_metric_set_u64(id, &h->m, (uint64_t)sqlite3_column_int64(st, 7 + id));
+    }
     return 0;
 }
 

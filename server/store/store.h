@@ -19,8 +19,9 @@
 #include <stdint.h>
 
 #include "sfl/core/error.h"
+#include "sfl/wire/roundmetrics.h"
 
-#define COORD_STORE_SCHEMA_VERSION 7
+#define COORD_STORE_SCHEMA_VERSION 8
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128
@@ -107,26 +108,6 @@ typedef struct {
     char reason[COORD_REASON_MAX + 1];
 } coord_round_row_t;
 
-/* What a committed round's accepted updates reported, folded by the
- * coordinator (sample-weighted means), stored with the commit. */
-typedef struct {
-    uint64_t samples;      /* training rows of the accepted updates; 0 = none */
-    double train_loss;     /* their sample-weighted mean train_loss */
-    uint64_t eval_samples; /* held-out rows; 0 = none evaluated */
-    double eval_accuracy;  /* eval_samples-weighted means (classification, */
-    double eval_mse;       /* resp. least squares; 0 where not reported) */
-    double personal_accuracy; /* eval_samples-weighted mean of the agents'
-                                 personal models (personalized algorithms;
-                                 0 otherwise) */
-    uint32_t model_nnz;    /* nonzeros of the model the round produced */
-    uint64_t bytes_down;   /* task bytes sent in the committed attempt */
-    /* A private vertical job's ledger at the commit (0 otherwise):
-     * iterations released so far (every attempt opened, in full) and the
-     * epsilon they spent, the paper's accounting and Renyi DP's. */
-    uint64_t privacy_iterations;
-    double privacy_spent, privacy_spent_rdp;
-} coord_round_metrics_t;
-
 /* One committed round as coord_store_history reads it. */
 typedef struct {
     int64_t round, attempt;
@@ -135,7 +116,8 @@ typedef struct {
     uint32_t selected;    /* the committed attempt's cohort */
     uint32_t accepted;    /* its accepted participation rows */
     uint64_t bytes_up;    /* and their update bytes */
-    coord_round_metrics_t m; /* all 0 for a round committed before schema 2 */
+    sfl_round_metrics_t m; /* sfl/wire/roundmetrics.h; NULL columns (rounds committed
+                              before a metric's migration) read as 0 */
 } coord_history_row_t;
 
 typedef struct {
@@ -304,7 +286,7 @@ int coord_store_round_set_state(coord_store_t *s, int64_t job, int64_t round, in
  * SQLite's blob limit (1e9 bytes by default) gives SFL_ELIMIT. */
 int coord_store_round_commit(coord_store_t *s, int64_t job, int64_t round, int64_t attempt,
                              const uint8_t *model, size_t len,
-                             const coord_round_metrics_t *metrics,
+                             const sfl_round_metrics_t *metrics,
                              uint8_t hash[COORD_HASH_BYTES]);
 /* The committed rounds of job after after_round, ascending, at most limit
  * of them (>= 1): the training history sflctl prints. Returns owned

@@ -80,7 +80,7 @@ sflctl_config
 step "sflctl job history: one CSV row per committed round, finite train loss"
 $CTL job history 1 > "$t/history.csv" 2> "$t/ctl.log" || fail "sflctl job history: $(cat "$t/ctl.log")"
 head -1 "$t/history.csv" | grep -qx \
-    'round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp' ||
+    'round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp,support_churn' ||
     fail "history header: $(head -1 "$t/history.csv")"
 [ "$(($(wc -l < "$t/history.csv") - 1))" -eq "$ROUNDS" ] ||
     fail "history has $(($(wc -l < "$t/history.csv") - 1)) rows, want $ROUNDS"
@@ -95,6 +95,9 @@ awk -F, -v n="$ROUNDS" '
         if ($5 != 120 || $9 != 3 || $10 != 3 || $11 != 480) { print "counts " $0; bad = 1 }
         if ($7 <= 0 || $8 <= 0 || $14 < $13) { print "bytes or times " $0; bad = 1 }
         if ($15 != "n/a") { print "personal_accuracy of fediterht: " $15; bad = 1 }
+        # support churn: a count; round 1 starts from the zero model, so all
+        # of its support entered
+        if ($19 !~ /^[0-9]+$/ || (NR == 2 && $19 != $6)) { print "support_churn " $0; bad = 1 }
     }
     END { exit bad }' "$t/history.csv" || fail "history rows: $(cat "$t/history.csv")"
 # the loss falls from log(2) at the zero model

@@ -77,9 +77,10 @@ static void test_coord_status_page(void **state)
 {
     static const char hostile[] = "<script>alert(\"x\")</script>'&";
     static const double v[3] = {1.0, -2.0, 0.5};
-    /* attempt, selected, accepted, samples, train loss, mse */
+    /* attempt, selected, accepted, then the round metrics of an lsq job:
+     * objective (train loss), test_mse, eval_samples (roundmetrics.def) */
     static const char cells[] =
-        "<td>0</td><td>2</td><td>2</td><td>32</td><td>2.5</td><td>1.25</td>";
+        "<td>0</td><td>2</td><td>2</td><td>2.5</td><td>1.25</td><td>16</td>";
     tagent_t *a1 = &F.ag[0], *a2 = &F.ag[1];
     sfl_task_t *t[2];
     sfl_job_spec_t spec;
@@ -132,11 +133,16 @@ static void test_coord_status_page(void **state)
         assert_int_equal(points_of(b, "train loss"), (long)round);
         assert_int_equal(points_of(b, "mse"), (long)round);
         assert_int_equal(points_of(b, "epsilon spent"), -1); /* not private */
-        /* the newest round first in the table: samples 8 + 24, train loss
-         * (8 * 8/8 + 24 * 24/8) / 32 (coordfx.h's figures, exact in binary) */
+        /* the newest round first in the table: train loss (8 * 8/8 + 24 *
+         * 24/8) / 32 over samples 8 + 24 (coordfx.h's figures, exact in
+         * binary); no column for what an lsq job cannot have */
         snprintf(row, sizeof(row), "<tr><td>%llu</td>%s", (unsigned long long)round, cells);
         assert_non_null(strstr(b, row));
         assert_int_equal(count(b, "<table class=\"rounds\">"), 1);
+        assert_non_null(strstr(b, "<th>test_mse</th><th>eval_samples</th>"));
+        assert_null(strstr(b, "<th>test_accuracy</th>"));
+        assert_null(strstr(b, "<th>personal_accuracy</th>"));
+        assert_non_null(strstr(b, "<th>samples</th><th>support_churn</th>"));
         assert_int_equal(count(b, cells), (size_t)round);
     }
     sfl_msg_task_free(t[0]);

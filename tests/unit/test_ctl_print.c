@@ -127,18 +127,18 @@ static void test_ctl_print(void **state)
                         "3/4      0       -\n");
     free(out);
     /* the last committed round's progress, with the metric of the loss */
-    jobs[0].last_samples = 400;
-    jobs[0].last_train_loss = 0.123456;
+    jobs[0].last.samples = 400;
+    jobs[0].last.train_loss = 0.123456;
     snprintf(jobs[0].loss, sizeof(jobs[0].loss), "lsq");
     assert_string_equal(ctl_progress(&jobs[0], line, sizeof(line)), "loss 0.1235");
-    jobs[0].last_eval_samples = 80;
-    jobs[0].last_eval_mse = 2.5;
+    jobs[0].last.eval_samples = 80;
+    jobs[0].last.eval_mse = 2.5;
     assert_string_equal(ctl_progress(&jobs[0], line, sizeof(line)),
                         "loss 0.1235, mse 2.5 (80 held out)");
-    jobs[1].last_samples = 10;
-    jobs[1].last_train_loss = 0.69;
-    jobs[1].last_eval_samples = 20;
-    jobs[1].last_eval_accuracy = 0.95;
+    jobs[1].last.samples = 10;
+    jobs[1].last.train_loss = 0.69;
+    jobs[1].last.eval_samples = 20;
+    jobs[1].last.eval_accuracy = 0.95;
     snprintf(jobs[1].loss, sizeof(jobs[1].loss), "logistic");
     CAPTURE(out, ctl_print_jobs(f, jobs, 2));
     assert_string_equal(out,
@@ -155,14 +155,14 @@ static void test_ctl_print(void **state)
     /* A personalized algorithm: the agents' own models' accuracy after the
      * global one, shown even when it is 0; none for its lsq jobs. */
     snprintf(jobs[1].algorithm, sizeof(jobs[1].algorithm), "fedmac");
-    jobs[1].last_personal_accuracy = 0.975;
+    jobs[1].last.personal_accuracy = 0.975;
     assert_string_equal(ctl_progress(&jobs[1], line, sizeof(line)),
                         "loss 0.69, accuracy 0.95, pacc 0.975 (20 held out)");
     assert_string_equal(ctl_watch_line(&jobs[1], line, sizeof(line)),
                         "job 12 second-job: round 3/60 attempt 1 training, 3/4 accepted "
                         "(5 selected, quorum 3); last round loss 0.69, accuracy 0.95, "
                         "pacc 0.975 (20 held out)");
-    jobs[1].last_personal_accuracy = 0;
+    jobs[1].last.personal_accuracy = 0;
     assert_string_equal(ctl_progress(&jobs[1], line, sizeof(line)),
                         "loss 0.69, accuracy 0.95, pacc 0 (20 held out)");
     snprintf(jobs[0].algorithm, sizeof(jobs[0].algorithm), "fedmac");
@@ -181,7 +181,7 @@ static void test_ctl_print(void **state)
     jobs[0].privacy_epsilon = 0;
     snprintf(jobs[0].algorithm, sizeof(jobs[0].algorithm), "fediterht");
     snprintf(jobs[1].algorithm, sizeof(jobs[1].algorithm), "fediterht");
-    jobs[0].last_samples = jobs[1].last_samples = 0;
+    jobs[0].last.samples = jobs[1].last.samples = 0;
     free(out);
     CAPTURE(out, ctl_print_jobs(f, jobs, 0));
     assert_string_equal(out, "no jobs\n");
@@ -281,58 +281,60 @@ static void test_ctl_history(void **state)
     r[1].committed_ms = 2600;
     r[1].selected = 4;
     r[1].accepted = 4;
-    r[1].samples = 400;
-    r[1].train_loss = 0.6931471805599453;
-    r[1].model_nnz = 10;
+    r[1].m.samples = 400;
+    r[1].m.train_loss = 0.6931471805599453;
+    r[1].m.model_nnz = 10;
     r[1].bytes_up = 480;
-    r[1].bytes_down = 1200;
+    r[1].m.bytes_down = 1200;
+    r[1].m.support_churn = 6;
     r[2] = r[1];
     r[2].round = 3;
     r[2].attempt = 0;
     r[2].opened_ms = 2700;
     r[2].committed_ms = 2900;
-    r[2].eval_samples = 100;
-    r[2].eval_accuracy = 0.875;
-    r[2].eval_mse = 0;
+    r[2].m.eval_samples = 100;
+    r[2].m.eval_accuracy = 0.875;
+    r[2].m.eval_mse = 0;
     CAPTURE(out, ctl_print_history(f, &h, 1, 1000));
     assert_string_equal(out,
                         "round,objective,test_accuracy,test_mse,eval_samples,nnz,bytes_up,"
                         "bytes_down,accepted,selected,samples,attempt,round_ms,wall_ms,"
-                        "personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp\n"
-                        "1,,,n/a,,,300,,3,4,,0,500,500,n/a,,,\n"
+                        "personal_accuracy,privacy_iterations,privacy_spent,privacy_spent_rdp,"
+                        "support_churn\n"
+                        "1,,,n/a,,,300,,3,4,,0,500,500,n/a,,,,\n"
                         "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,n/a,n/a,n/a,"
-                        "n/a\n"
+                        "n/a,6\n"
                         "3,0.6931471806,0.875000,n/a,100,10,480,1200,4,4,400,0,200,1900,n/a,n/a,"
-                        "n/a,n/a\n");
+                        "n/a,n/a,6\n");
     free(out);
     /* FedMac: the agents' own models, where the round has held-out rows. */
     snprintf(h.algorithm, sizeof(h.algorithm), "fedmac");
-    r[2].personal_accuracy = 0.9375;
+    r[2].m.personal_accuracy = 0.9375;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
-                        "1,,,n/a,,,300,,3,4,,0,500,500,,,,\n"
-                        "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,,n/a,n/a,n/a\n"
+                        "1,,,n/a,,,300,,3,4,,0,500,500,,,,,\n"
+                        "2,0.6931471806,,n/a,0,10,480,1200,4,4,400,1,1000,1600,,n/a,n/a,n/a,6\n"
                         "3,0.6931471806,0.875000,n/a,100,10,480,1200,4,4,400,0,200,1900,0.937500,"
-                        "n/a,n/a,n/a\n");
+                        "n/a,n/a,n/a,6\n");
     free(out);
     snprintf(h.loss, sizeof(h.loss), "lsq");
-    r[2].eval_mse = 0.25;
-    r[2].personal_accuracy = 0;
+    r[2].m.eval_mse = 0.25;
+    r[2].m.personal_accuracy = 0;
     h.rounds = r + 2;
     h.n = 1;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
                         "3,0.6931471806,n/a,0.25,100,10,480,1200,4,4,400,0,200,1900,n/a,n/a,n/a,"
-                        "n/a\n");
+                        "n/a,6\n");
     free(out);
     /* a private vertical job: its ledger at each commit */
-    r[2].privacy_iterations = 300;
-    r[2].privacy_spent = 0.5;
-    r[2].privacy_spent_rdp = 0.25;
+    r[2].m.privacy_iterations = 300;
+    r[2].m.privacy_spent = 0.5;
+    r[2].m.privacy_spent_rdp = 0.25;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
     assert_string_equal(out,
                         "3,0.6931471806,n/a,0.25,100,10,480,1200,4,4,400,0,200,1900,n/a,300,0.5,"
-                        "0.25\n");
+                        "0.25,6\n");
     free(out);
     /* Issue 24 item 7: a vertical round reports no loss and no rows (n/a),
      * but its model's nnz and the bytes both ways are kept and shown */
@@ -342,26 +344,26 @@ static void test_ctl_history(void **state)
     r[2].opened_ms = 2700;
     r[2].committed_ms = 2900;
     r[2].selected = r[2].accepted = 4;
-    r[2].model_nnz = 7;
+    r[2].m.model_nnz = 7;
     r[2].bytes_up = 480;
-    r[2].bytes_down = 900;
+    r[2].m.bytes_down = 900;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,n/a,n/a,n/a\n");
+    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,n/a,n/a,n/a,n/a\n");
     free(out);
-    r[2].privacy_iterations = 300;
-    r[2].privacy_spent = 0.5;
-    r[2].privacy_spent_rdp = 0.25;
+    r[2].m.privacy_iterations = 300;
+    r[2].m.privacy_spent = 0.5;
+    r[2].m.privacy_spent_rdp = 0.25;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,300,0.5,0.25\n");
+    assert_string_equal(out, "3,n/a,n/a,n/a,n/a,7,480,900,4,4,n/a,0,200,1900,n/a,300,0.5,0.25,n/a\n");
     free(out);
     /* bcfw: the block holders' objective over the job's rows, where its
      * broadcast is the margins A x */
     snprintf(h.algorithm, sizeof(h.algorithm), "bcfw");
-    r[2].privacy_iterations = 0;
-    r[2].samples = 200;
-    r[2].train_loss = 0.125;
+    r[2].m.privacy_iterations = 0;
+    r[2].m.samples = 200;
+    r[2].m.train_loss = 0.125;
     CAPTURE(out, ctl_print_history(f, &h, 0, 1000));
-    assert_string_equal(out, "3,0.125,n/a,n/a,n/a,7,480,900,4,4,200,0,200,1900,n/a,n/a,n/a,n/a\n");
+    assert_string_equal(out, "3,0.125,n/a,n/a,n/a,7,480,900,4,4,200,0,200,1900,n/a,n/a,n/a,n/a,n/a\n");
     free(out);
 }
 

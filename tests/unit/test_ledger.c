@@ -45,7 +45,7 @@ static void test_ledger_counts_every_attempt_in_full(void **state)
 static void test_ledger_restores_the_last_commit_only_if_current(void **state)
 {
     coord_ledger_t l = {.released = 20};
-    coord_round_metrics_t last;
+    sfl_round_metrics_t last;
 
     (void)state;
     memset(&last, 0, sizeof(last));
@@ -67,7 +67,7 @@ static void test_ledger_budget_refuses_past_t(void **state)
     sfl_algo_params_t p;
     coord_vjob_t v;
     coord_ledger_t l = {.released = 20, .priv = 1, .spent = {.eps_paper = 0.75}};
-    coord_round_metrics_t m;
+    sfl_round_metrics_t m;
     char why[400] = "";
 
     (void)state;

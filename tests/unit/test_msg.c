@@ -249,8 +249,8 @@ static void sample_job(sfl_job_status_t *j, uint64_t id)
     j->min_quorum = 5;
     j->deadline_ms = 1700000001234LL;
     j->model_nnz = 17;
-    j->last_eval_accuracy = 0.75;
-    j->last_personal_accuracy = 0.8125;
+    j->last.eval_accuracy = 0.75;
+    j->last.personal_accuracy = 0.8125;
 }
 
 static void sample_agent(sfl_agent_info_t *a, uint64_t id)
@@ -1198,17 +1198,17 @@ static void test_msg_history_roundtrip(void **state)
         r[i].committed_ms = 1000 * i + 500;
         r[i].selected = 10;
         r[i].accepted = 8;
-        r[i].samples = 800 + i;
-        r[i].train_loss = 0.5 / (i + 1);
-        r[i].eval_samples = 200;
-        r[i].eval_accuracy = 0.75;
-        r[i].personal_accuracy = 0.875;
-        r[i].model_nnz = 20;
+        r[i].m.samples = 800 + i;
+        r[i].m.train_loss = 0.5 / (i + 1);
+        r[i].m.eval_samples = 200;
+        r[i].m.eval_accuracy = 0.75;
+        r[i].m.personal_accuracy = 0.875;
+        r[i].m.model_nnz = 20;
         r[i].bytes_up = 1u << 20;
-        r[i].bytes_down = 3u << 20;
+        r[i].m.bytes_down = 3u << 20;
     }
-    r[0].samples = 0; /* a round from before metrics were kept */
-    r[0].train_loss = 0;
+    r[0].m.samples = 0; /* a round from before metrics were kept */
+    r[0].m.train_loss = 0;
     assert_int_equal(sfl_msg_history_pack(&h, &out, &n), 0);
     assert_int_equal(sfl_msg_history_unpack(out, n, NULL, &d), 0);
     assert_int_equal(d->job_id, 7);
@@ -1217,7 +1217,7 @@ static void test_msg_history_roundtrip(void **state)
     assert_int_equal(d->more, 1);
     assert_int_equal(d->n, 3);
     assert_memory_equal(d->rounds, r, sizeof(r));
-    assert_true(d->rounds[2].personal_accuracy == 0.875);
+    assert_true(d->rounds[2].m.personal_accuracy == 0.875);
     sfl_msg_history_free(d);
     d = NULL;
 
@@ -1233,14 +1233,14 @@ static void test_msg_history_roundtrip(void **state)
     assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_EINVAL);
     assert_detail("job history: rounds are not strictly ascending at entry 2");
     r[2].round = 43;
-    r[1].train_loss = NAN;
+    r[1].m.train_loss = NAN;
     assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_ENUMERIC);
     assert_detail("job history: rounds.train_loss is not finite");
-    r[1].train_loss = 0;
-    r[1].personal_accuracy = INFINITY;
+    r[1].m.train_loss = 0;
+    r[1].m.personal_accuracy = INFINITY;
     assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_ENUMERIC);
     assert_detail("job history: rounds.personal_accuracy is not finite");
-    r[1].personal_accuracy = 0;
+    r[1].m.personal_accuracy = 0;
     r[1].round = 0;
     assert_int_equal(sfl_msg_history_pack(&h, &out, &n), SFL_EINVAL);
     assert_detail("job history: rounds.round missing");
@@ -1305,13 +1305,13 @@ static void test_msg_admin_roundtrip(void **state)
     assert_int_equal(sfl_msg_job_reply_pack(&jobs[2], &out, &n), 0);
     assert_int_equal(sfl_msg_job_reply_unpack(out, n, NULL, &dj), 0);
     assert_memory_equal(&dj, &jobs[2], sizeof(dj));
-    assert_true(dj.last_personal_accuracy == 0.8125);
+    assert_true(dj.last.personal_accuracy == 0.8125);
     sfl_msg_buf_free(out);
-    jobs[2].last_personal_accuracy = NAN;
+    jobs[2].last.personal_accuracy = NAN;
     assert_int_equal(sfl_msg_job_reply_pack(&jobs[2], &out, &n), SFL_ENUMERIC);
     assert_detail("job reply: last_personal_accuracy is not finite");
     assert_null(out);
-    jobs[2].last_personal_accuracy = 0.8125;
+    jobs[2].last.personal_accuracy = 0.8125;
 
     assert_int_equal(sfl_msg_job_list_pack(&jl, &out, &n), 0);
     assert_int_equal(sfl_msg_job_list_unpack(out, n, NULL, &djl), 0);

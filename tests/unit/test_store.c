@@ -577,7 +577,7 @@ static void test_store_history(void **state)
     uint8_t model[40];
     int64_t job = 0, a1, a2;
     coord_history_row_t *h = NULL;
-    coord_round_metrics_t m = {0};
+    sfl_round_metrics_t m = {0};
     size_t n = 0;
 
     a1 = add_agent(s, "h1", 1);
@@ -618,6 +618,7 @@ static void test_store_history(void **state)
         m.bytes_down = 1000 * (uint64_t)r;
         m.privacy_iterations = 10 * (uint64_t)r;
         m.privacy_spent = 0.0625 * (double)r;
+        m.support_churn = 3 * (uint64_t)r;
         m.privacy_spent_rdp = 0.03125 * (double)r;
         assert_int_equal(
             coord_store_round_commit(s, job, r, attempt, model, sizeof(model), &m, NULL), 0);
@@ -649,6 +650,7 @@ static void test_store_history(void **state)
     assert_true(h[2].m.personal_accuracy == 0);
     assert_true(h[3].m.personal_accuracy == 0.5);
     assert_true(h[0].m.privacy_iterations == 0 && h[0].m.privacy_spent == 0);
+    assert_int_equal(h[3].m.support_churn, 12);
     assert_true(h[3].m.privacy_iterations == 40 && h[3].m.privacy_spent == 0.25 &&
                 h[3].m.privacy_spent_rdp == 0.125);
     coord_store_free(h);
@@ -668,6 +670,7 @@ static void test_store_history(void **state)
                "ALTER TABLE round_metrics DROP COLUMN privacy_iterations; "
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent; "
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent_rdp; "
+               "ALTER TABLE round_metrics DROP COLUMN support_churn; "
                "DROP TABLE quarantine; DROP TABLE job_statistics; "
                "DELETE FROM schema_version WHERE version >= 4");
     s = open_ok(p, 2);
@@ -677,6 +680,7 @@ static void test_store_history(void **state)
     assert_true(h[3].m.eval_accuracy == 0.75);
     assert_true(h[3].m.personal_accuracy == 0);
     assert_true(h[3].m.privacy_iterations == 0 && h[3].m.privacy_spent_rdp == 0);
+    assert_int_equal(h[3].m.support_churn, 0);
     coord_store_free(h);
     {
         uint8_t nonce[COORD_NONCE_BYTES];
@@ -700,6 +704,7 @@ static void test_store_history(void **state)
     assert_int_equal(h[0].round, 5);
     assert_true(h[0].m.personal_accuracy == 0.875);
     assert_true(h[0].m.privacy_iterations == 40 && h[0].m.privacy_spent == 0.25);
+    assert_int_equal(h[0].m.support_churn, 12);
     coord_store_free(h);
     coord_store_close(s);
 
@@ -817,13 +822,21 @@ static void test_store_schema_version(void **state)
 
     assert_int_equal(coord_store_job_create(s, "keep-me", NULL, 0, 1, &job), 0);
     coord_store_close(s);
-    raw_sql(p, "INSERT INTO schema_version(version, applied_ms) VALUES(8, 0)");
+    char sql[100], want[100];
+
+    snprintf(sql, sizeof(sql), "INSERT INTO schema_version(version, applied_ms) VALUES(%d, 0)",
+             COORD_STORE_SCHEMA_VERSION + 1);
+    raw_sql(p, sql);
     assert_int_equal(coord_store_open(p, NULL, &s2), SFL_EUNSUP);
     assert_null(s2);
     const char *d = sfl_last_error();
-    assert_non_null(strstr(d, "schema version 8 is newer than this coordinator supports (7)"));
+    snprintf(want, sizeof(want), "schema version %d is newer than this coordinator supports (%d)",
+             COORD_STORE_SCHEMA_VERSION + 1, COORD_STORE_SCHEMA_VERSION);
+    assert_non_null(strstr(d, want));
     /* Refused, not altered: the row and the data are still there. */
-    raw_sql(p, "DELETE FROM schema_version WHERE version = 8");
+    snprintf(sql, sizeof(sql), "DELETE FROM schema_version WHERE version = %d",
+             COORD_STORE_SCHEMA_VERSION + 1);
+    raw_sql(p, sql);
     s = open_ok(p, 2);
     coord_job_row_t j;
     assert_int_equal(coord_store_job_get(s, job, 0, &j), 0);

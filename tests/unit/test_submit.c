@@ -165,13 +165,14 @@ static void test_coord_round_commit_and_restart(void **state)
     /* training progress: sample-weighted means of what the two accepted
      * updates reported (samples 10 and 30; 5 and 15 held-out rows) */
     st = fx_admin_status(&F.admin);
-    assert_true(fx_find_job(st, job)->last_train_loss == (10 * 1.25 + 30 * 3.75) / 40);
-    assert_int_equal(fx_find_job(st, job)->last_samples, 40);
-    assert_int_equal(fx_find_job(st, job)->last_eval_samples, 20);
-    assert_true(fx_find_job(st, job)->last_eval_mse == (5 * 0.625 + 15 * 1.875) / 20);
-    assert_true(fx_find_job(st, job)->last_eval_accuracy == 0);
+    assert_true(fx_find_job(st, job)->last.train_loss == (10 * 1.25 + 30 * 3.75) / 40);
+    assert_int_equal(fx_find_job(st, job)->last.support_churn, 3); /* JobStatus field 68 */
+    assert_int_equal(fx_find_job(st, job)->last.samples, 40);
+    assert_int_equal(fx_find_job(st, job)->last.eval_samples, 20);
+    assert_true(fx_find_job(st, job)->last.eval_mse == (5 * 0.625 + 15 * 1.875) / 20);
+    assert_true(fx_find_job(st, job)->last.eval_accuracy == 0);
     /* eval_samples-weighted like eval_accuracy: (5 * 10 + 15 * 30) / 1024 / 20 */
-    assert_true(fx_find_job(st, job)->last_personal_accuracy == 25.0 / 1024);
+    assert_true(fx_find_job(st, job)->last.personal_accuracy == 25.0 / 1024);
     sfl_msg_status_free(st);
     {
         sfl_job_history_t *h = fx_job_history(&F.admin, job, 0, &status);
@@ -185,13 +186,14 @@ static void test_coord_round_commit_and_restart(void **state)
         assert_int_equal(h->rounds[0].attempt, 0);
         assert_int_equal(h->rounds[0].selected, 2);
         assert_int_equal(h->rounds[0].accepted, 2);
-        assert_int_equal(h->rounds[0].samples, 40);
-        assert_true(h->rounds[0].train_loss == 3.125);
-        assert_int_equal(h->rounds[0].eval_samples, 20);
-        assert_true(h->rounds[0].eval_mse == 1.5625);
-        assert_true(h->rounds[0].personal_accuracy == 25.0 / 1024);
-        assert_int_equal(h->rounds[0].model_nnz, 3);
-        assert_true(h->rounds[0].bytes_up > 0 && h->rounds[0].bytes_down > 0);
+        assert_int_equal(h->rounds[0].m.samples, 40);
+        assert_true(h->rounds[0].m.train_loss == 3.125);
+        assert_int_equal(h->rounds[0].m.eval_samples, 20);
+        assert_true(h->rounds[0].m.eval_mse == 1.5625);
+        assert_true(h->rounds[0].m.personal_accuracy == 25.0 / 1024);
+        assert_int_equal(h->rounds[0].m.model_nnz, 3);
+        assert_int_equal(h->rounds[0].m.support_churn, 3); /* from the zero model */
+        assert_true(h->rounds[0].bytes_up > 0 && h->rounds[0].m.bytes_down > 0);
         assert_true(h->rounds[0].committed_ms >= h->rounds[0].opened_ms);
         sfl_msg_history_free(h);
         h = fx_job_history(&F.admin, job, 1, &status);
@@ -218,6 +220,7 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_non_null(strstr(m, "\nsfl_job_running{job=\"1\",name=\"unit\"} 1\n"));
     assert_non_null(strstr(m, "\nsfl_job_train_loss{job=\"1\",name=\"unit\"} 3.125\n"));
     assert_non_null(strstr(m, "\nsfl_job_eval_mse{job=\"1\",name=\"unit\"} 1.5625\n"));
+    assert_non_null(strstr(m, "\nsfl_job_support_churn{job=\"1\",name=\"unit\"} 3\n"));
     assert_null(strstr(m, "\nsfl_job_eval_accuracy{")); /* an lsq job */
     assert_null(strstr(m, "\nsfl_job_personal_accuracy{")); /* not personalized */
 
@@ -242,9 +245,9 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_int_equal(st->jobs[0].state, SFL_JOB_RUNNING);
     assert_int_equal(st->jobs[0].round_state, SFL_ROUND_SELECTING);
     assert_int_equal(st->jobs[0].attempt, 1); /* round 2's attempt 0 died with the process */
-    assert_true(st->jobs[0].last_train_loss == 3.125); /* read back from the store */
-    assert_int_equal(st->jobs[0].last_eval_samples, 20);
-    assert_true(st->jobs[0].last_personal_accuracy == 25.0 / 1024);
+    assert_true(st->jobs[0].last.train_loss == 3.125); /* read back from the store */
+    assert_int_equal(st->jobs[0].last.eval_samples, 20);
+    assert_true(st->jobs[0].last.personal_accuracy == 25.0 / 1024);
     sfl_msg_status_free(st);
     e = fx_export_model(&F.admin, job, 1, &status);
     assert_int_equal(status, 0);
@@ -352,15 +355,15 @@ static void test_coord_personal_progress(void **state)
 
     /* 5 and 15 held-out rows at 10 / 1024 and 30 / 1024 */
     st = fx_admin_status(&F.admin);
-    assert_int_equal(fx_find_job(st, job)->last_eval_samples, 20);
-    assert_true(fx_find_job(st, job)->last_personal_accuracy == 25.0 / 1024);
+    assert_int_equal(fx_find_job(st, job)->last.eval_samples, 20);
+    assert_true(fx_find_job(st, job)->last.personal_accuracy == 25.0 / 1024);
     sfl_msg_status_free(st);
     h = fx_job_history(&F.admin, job, 0, &status);
     assert_int_equal(status, 0);
     assert_string_equal(h->algorithm, "fedmac");
     assert_string_equal(h->loss, "logistic");
     assert_int_equal(h->n, 1);
-    assert_true(h->rounds[0].personal_accuracy == 25.0 / 1024);
+    assert_true(h->rounds[0].m.personal_accuracy == 25.0 / 1024);
     sfl_msg_history_free(h);
     m = fx_http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34);
     assert_non_null(strstr(m, "\nsfl_job_eval_accuracy{job=\"1\",name=\"unit\"} 0\n"));

@@ -48,6 +48,21 @@ static void test_vec_support_diff(void **state)
     assert_int_equal(sfl_dvec_support_diff(a, a, 6), 0);
     assert_int_equal(sfl_dvec_support_diff(a, b, 2), 1);  /* entry 1 enters */
     assert_int_equal(sfl_dvec_support_diff(z, a, 3), 2);  /* from nothing: nnz */
+    /* the same from x's support kept as bits, across a byte's end */
+    {
+        double x[11] = {0}, y[11] = {0};
+        uint8_t bits[2];
+
+        x[0] = 1, x[8] = -0.0, x[9] = 2, x[10] = NAN;
+        y[0] = 3, y[3] = 1, y[8] = 5, y[10] = 0;
+        sfl_dvec_support_bits(x, 11, bits);
+        assert_int_equal(bits[0], 0x01);
+        assert_int_equal(bits[1], 0x06);
+        assert_int_equal(sfl_dvec_support_bits_diff(bits, y, 11), sfl_dvec_support_diff(x, y, 11));
+        assert_int_equal(sfl_dvec_support_bits_diff(bits, y, 11), 4); /* in: 3, 8; out: 9, 10 */
+        sfl_dvec_support_bits(a, 6, bits);
+        assert_int_equal(sfl_dvec_support_bits_diff(bits, b, 6), 4);
+    }
     assert_int_equal(sfl_dvec_support_diff(a, z, 3), sfl_dvec_nnz(a, 3));
     assert_int_equal(sfl_dvec_support_diff(a, b, 0), 0);
 }

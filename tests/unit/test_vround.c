@@ -512,18 +512,18 @@ static void test_vround_two_rounds(void **state)
         /* every block holder answered every iteration of the round */
         assert_int_equal(h->rounds[i].accepted, VK);
         assert_true(h->rounds[i].bytes_up > 0);
-        assert_int_equal(h->rounds[i].privacy_iterations, 0);
-        assert_true(h->rounds[i].bytes_down > 0);
+        assert_int_equal(h->rounds[i].m.privacy_iterations, 0);
+        assert_true(h->rounds[i].m.bytes_down > 0);
         bytes_up += h->rounds[i].bytes_up;
         /* bcfw's broadcast is the margins A x: the block holders report the
          * objective at the round's starting model, over the job's rows */
-        assert_int_equal(h->rounds[i].samples, VN);
-        assert_true(fabs(h->rounds[i].train_loss - f[i]) <= 1e-12 * (1 + fabs(f[i])));
-        assert_int_equal(h->rounds[i].eval_samples, 0);
+        assert_int_equal(h->rounds[i].m.samples, VN);
+        assert_true(fabs(h->rounds[i].m.train_loss - f[i]) <= 1e-12 * (1 + fabs(f[i])));
+        assert_int_equal(h->rounds[i].m.eval_samples, 0);
     }
     /* the model's nonzeros, as the server step left x (item 7 of issue 24) */
-    assert_int_equal(h->rounds[VR - 1].model_nnz, nnz_of(V.x, VD));
-    assert_int_equal(h->rounds[0].model_nnz, nnz_of(x1, VD));
+    assert_int_equal(h->rounds[VR - 1].m.model_nnz, nnz_of(V.x, VD));
+    assert_int_equal(h->rounds[0].m.model_nnz, nnz_of(x1, VD));
     sfl_msg_history_free(h);
     /* /metrics agrees with the history: one accepted update a block holder
      * a round, not one an iteration, and their bytes */
@@ -748,11 +748,11 @@ static void test_vround_privacy_ledger(void **state)
     h = fx_job_history(&F.admin, job, 0, &status);
     assert_int_equal(status, 0);
     assert_int_equal(h->n, 1);
-    assert_int_equal(h->rounds[0].privacy_iterations, VS);
-    assert_true(fabs(h->rounds[0].privacy_spent - spent1) < 1e-12);
+    assert_int_equal(h->rounds[0].m.privacy_iterations, VS);
+    assert_true(fabs(h->rounds[0].m.privacy_spent - spent1) < 1e-12);
     /* a sketched, noisy broadcast gives no objective: none reported */
-    assert_int_equal(h->rounds[0].samples, 0);
-    assert_true(h->rounds[0].privacy_spent_rdp > 0);
+    assert_int_equal(h->rounds[0].m.samples, 0);
+    assert_true(h->rounds[0].m.privacy_spent_rdp > 0);
     sfl_msg_history_free(h);
 
     for (uint64_t it = VS; it < 2 * VS; it++) {
@@ -766,8 +766,8 @@ static void test_vround_privacy_ledger(void **state)
     h = fx_job_history(&F.admin, job, 0, &status);
     assert_int_equal(status, 0);
     assert_int_equal(h->n, VR);
-    assert_int_equal(h->rounds[1].privacy_iterations, 2 * VS);
-    assert_true(fabs(h->rounds[1].privacy_spent - eps) < 1e-9 * eps);
+    assert_int_equal(h->rounds[1].m.privacy_iterations, 2 * VS);
+    assert_true(fabs(h->rounds[1].m.privacy_spent - eps) < 1e-9 * eps);
     sfl_msg_history_free(h);
 }
 

@@ -50,6 +50,7 @@
 /* wire */
 #include <sfl/wire/msg.h>
 #include <sfl/wire/spcodec.h>
+#include <sfl/wire/roundmetrics.h>
 
 /* net */
 #include <sfl/net/grpc.h>

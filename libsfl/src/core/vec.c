@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 #include "sfl/core/alloc.h"
 
@@ -83,6 +84,22 @@ size_t sfl_dvec_support_diff(const double *x, const double *y, size_t n)
 
     for (size_t i = 0; i < n; i++)
         c += ((x[i] != 0.0) != (y[i] != 0.0));
+    return c;
+}
+
+void sfl_dvec_support_bits(const double *x, size_t n, uint8_t *bits)
+{
+    memset(bits, 0, (n + 7) / 8);
+    for (size_t i = 0; i < n; i++)
+        bits[i / 8] |= (uint8_t)((x[i] != 0.0) << (i % 8));
+}
+
+size_t sfl_dvec_support_bits_diff(const uint8_t *bits, const double *y, size_t n)
+{
+    size_t c = 0;
+
+    for (size_t i = 0; i < n; i++)
+        c += (((bits[i / 8] >> (i % 8)) & 1) != (y[i] != 0.0));
     return c;
 }
 

@@ -4,6 +4,7 @@
 #include "msg_int.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <sodium.h>
@@ -120,6 +121,24 @@ int sfl_msg_create_job_unpack(const uint8_t *buf, size_t len, const sfl_msg_limi
     return sfl__msg_unpack_in(&create_job_type, buf, len, lim, m);
 }
 
+/* Every F64 round metric in m finite (only the JobStatus ones, last, for
+ * JobStatus: the others do not travel); names prefix + the metric's. */
+static int check_metrics(const chk_t *c, const char *prefix, const sfl_round_metrics_t *m,
+                         int last)
+{
+    char name[64];
+    int rc;
+
+    for (int id = 0; id < SFL_METRIC_COUNT; id++) {
+        if (sfl_metrics[id].type != SFL_METRIC_F64 || (last && !sfl_metrics[id].status))
+            continue;
+        snprintf(name, sizeof(name), "%s%s", prefix, sfl_metrics[id].name);
+        if ((rc = sfl__msg_check_finite(c, name, sfl_metric_get(id, m))) < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int check_job_status(const chk_t *c, const void *p)
 {
     const sfl_job_status_t *m = p;
@@ -132,10 +151,7 @@ static int check_job_status(const chk_t *c, const void *p)
         (rc = sfl__msg_check_enum(c, "round_state", (int)m->round_state, 0, 4)) < 0 ||
         (rc = sfl__msg_check_str(c, "error", m->error, SFL_MSG_TEXT_LEN, 0)) < 0 ||
         (rc = sfl__msg_check_str(c, "loss", m->loss, SFL_MSG_NAME_LEN, 0)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "last_train_loss", m->last_train_loss)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "last_eval_accuracy", m->last_eval_accuracy)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "last_eval_mse", m->last_eval_mse)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "last_personal_accuracy", m->last_personal_accuracy)) < 0 ||
+        (rc = check_metrics(c, "last_", &m->last, 1)) < 0 ||
         (rc = sfl__msg_check_finite(c, "privacy_epsilon", m->privacy_epsilon)) < 0 ||
         (rc = sfl__msg_check_finite(c, "privacy_delta", m->privacy_delta)) < 0 ||
         (rc = sfl__msg_check_finite(c, "privacy_spent", m->privacy_spent)) < 0 ||
@@ -172,12 +188,11 @@ static void put_job_status(const sfl_job_status_t *m, Sfl__V1__JobStatus *o)
     o->deadline_ms = m->deadline_ms;
     o->error = str(m->error);
     o->model_nnz = m->model_nnz;
-    o->last_train_loss = m->last_train_loss;
-    o->last_samples = m->last_samples;
-    o->last_eval_samples = m->last_eval_samples;
-    o->last_eval_accuracy = m->last_eval_accuracy;
-    o->last_eval_mse = m->last_eval_mse;
-    o->last_personal_accuracy = m->last_personal_accuracy;
+#define SFL_METRIC(name, type, fold, weight, when, status, ...) METRIC_PUT_##status(name)
+#define METRIC_PUT_LAST(name) o->last_##name = m->last.name;
+#define METRIC_PUT_NONE(name)
+#include "sfl/wire/roundmetrics.def"
+#undef SFL_METRIC
     o->loss = str(m->loss);
     o->waiting = str(m->waiting);
     o->iteration = m->iteration;
@@ -213,12 +228,11 @@ static int get_job_status(const chk_t *c, const Sfl__V1__JobStatus *p, sfl_job_s
     m->min_quorum = p->min_quorum;
     m->deadline_ms = p->deadline_ms;
     m->model_nnz = p->model_nnz;
-    m->last_train_loss = p->last_train_loss;
-    m->last_samples = p->last_samples;
-    m->last_eval_samples = p->last_eval_samples;
-    m->last_eval_accuracy = p->last_eval_accuracy;
-    m->last_eval_mse = p->last_eval_mse;
-    m->last_personal_accuracy = p->last_personal_accuracy;
+#define SFL_METRIC(name, type, fold, weight, when, status, ...) METRIC_GET_##status(name)
+#define METRIC_GET_LAST(name) m->last.name = p->last_##name;
+#define METRIC_GET_NONE(name)
+#include "sfl/wire/roundmetrics.def"
+#undef SFL_METRIC
     m->iteration = p->iteration;
     m->privacy_epsilon = p->privacy_epsilon;
     m->privacy_delta = p->privacy_delta;
@@ -1109,14 +1123,9 @@ static int check_round_summary(const chk_t *c, const void *p)
     int rc;
 
     if ((rc = sfl__msg_check_id(c, "rounds.round", r->round)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "rounds.train_loss", r->train_loss)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "rounds.eval_accuracy", r->eval_accuracy)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "rounds.eval_mse", r->eval_mse)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "rounds.personal_accuracy", r->personal_accuracy)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "rounds.privacy_spent", r->privacy_spent)) < 0 ||
-        (rc = sfl__msg_check_finite(c, "rounds.privacy_spent_rdp", r->privacy_spent_rdp)) < 0)
+        (rc = check_metrics(c, "rounds.", &r->m, 0)) < 0)
         return rc;
-    if (r->privacy_spent < 0 || r->privacy_spent_rdp < 0)
+    if (r->m.privacy_spent < 0 || r->m.privacy_spent_rdp < 0)
         return sfl__msg_fail(c, c->bad, "rounds.privacy_spent must be >= 0");
     return 0;
 }
@@ -1166,18 +1175,10 @@ static int put_history(const chk_t *c, const void *p, wire_t *w)
         blk[i].committed_ms = r->committed_ms;
         blk[i].selected = r->selected;
         blk[i].accepted = r->accepted;
-        blk[i].samples = r->samples;
-        blk[i].train_loss = r->train_loss;
-        blk[i].eval_samples = r->eval_samples;
-        blk[i].eval_accuracy = r->eval_accuracy;
-        blk[i].eval_mse = r->eval_mse;
-        blk[i].model_nnz = r->model_nnz;
         blk[i].bytes_up = r->bytes_up;
-        blk[i].bytes_down = r->bytes_down;
-        blk[i].personal_accuracy = r->personal_accuracy;
-        blk[i].privacy_iterations = r->privacy_iterations;
-        blk[i].privacy_spent = r->privacy_spent;
-        blk[i].privacy_spent_rdp = r->privacy_spent_rdp;
+#define SFL_METRIC(name, ...) blk[i].name = r->m.name;
+#include "sfl/wire/roundmetrics.def"
+#undef SFL_METRIC
         ptrs[i] = &blk[i];
     }
     pb->rounds = ptrs;
@@ -1198,18 +1199,10 @@ static int get_round_at(const chk_t *c, const void *src, size_t i, void *dst)
     r->committed_ms = p->committed_ms;
     r->selected = p->selected;
     r->accepted = p->accepted;
-    r->samples = p->samples;
-    r->train_loss = p->train_loss;
-    r->eval_samples = p->eval_samples;
-    r->eval_accuracy = p->eval_accuracy;
-    r->eval_mse = p->eval_mse;
-    r->model_nnz = p->model_nnz;
     r->bytes_up = p->bytes_up;
-    r->bytes_down = p->bytes_down;
-    r->personal_accuracy = p->personal_accuracy;
-    r->privacy_iterations = p->privacy_iterations;
-    r->privacy_spent = p->privacy_spent;
-    r->privacy_spent_rdp = p->privacy_spent_rdp;
+#define SFL_METRIC(name, ...) r->m.name = p->name;
+#include "sfl/wire/roundmetrics.def"
+#undef SFL_METRIC
     return check_round_summary(c, r);
 }
 

@@ -36,6 +36,11 @@ size_t sfl_dvec_nnz(const double *x, size_t n);
 /* Support churn: #{i : (x_i != 0) != (y_i != 0)}, the entries that enter or
  * leave the support from x to y (-0.0 counts as zero, NaN as nonzero). */
 size_t sfl_dvec_support_diff(const double *x, const double *y, size_t n);
+/* The same against x's support kept as bits (a copy of x would take 64
+ * times the room): bits[i / 8] bit i % 8 = (x_i != 0), (n + 7) / 8 bytes
+ * that sfl_dvec_support_bits writes. */
+void sfl_dvec_support_bits(const double *x, size_t n, uint8_t *bits);
+size_t sfl_dvec_support_bits_diff(const uint8_t *bits, const double *y, size_t n);
 
 /* Returns owned (free with sfl_spvec_free) an empty vector of dimension dim
  * with room for cap entries. */

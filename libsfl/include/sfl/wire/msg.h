@@ -41,6 +41,7 @@
 #include "sfl/crypto/seal.h"
 #include "sfl/crypto/secagg.h"
 #include "sfl/crypto/shamir.h"
+#include "sfl/wire/roundmetrics.h"
 #include "sfl/wire/spcodec.h"
 #include "sfl/core/vec.h"
 
@@ -593,14 +594,10 @@ typedef struct sfl_job_status {
     int64_t deadline_ms;
     char error[SFL_MSG_TEXT_LEN];
     uint32_t model_nnz;
-    /* The last committed round's progress (RoundSummary), all finite;
-     * last_samples 0 = none yet. */
-    double last_train_loss;
-    uint64_t last_samples;
-    uint64_t last_eval_samples;
-    double last_eval_accuracy;
-    double last_eval_mse;
-    double last_personal_accuracy; /* personalized algorithms; else 0 */
+    /* The last committed round's progress (RoundSummary): the metrics
+     * sfl/wire/roundmetrics.def marks LAST (JobStatus.last_NAME; the others
+     * do not travel: 0 after unpack), all finite; last.samples 0 = none yet. */
+    sfl_round_metrics_t last;
     char loss[SFL_MSG_NAME_LEN]; /* JobSpec.loss */
     char waiting[SFL_MSG_TEXT_LEN]; /* why the round cannot start; "" otherwise */
     uint64_t iteration; /* vertical jobs: the iteration in progress */
@@ -774,15 +771,10 @@ typedef struct sfl_round_summary {
     uint32_t attempt;
     int64_t opened_ms, committed_ms;
     uint32_t selected, accepted;
-    uint64_t samples;
-    double train_loss; /* finite */
-    uint64_t eval_samples;
-    double eval_accuracy, eval_mse; /* finite */
-    uint32_t model_nnz;
-    uint64_t bytes_up, bytes_down;
-    double personal_accuracy; /* finite; personalized algorithms, else 0 */
-    uint64_t privacy_iterations; /* private vertical jobs, else 0 */
-    double privacy_spent, privacy_spent_rdp; /* finite, >= 0 */
+    uint64_t bytes_up;
+    /* every round metric (sfl/wire/roundmetrics.def), RoundSummary's
+     * fields of the same names; F64s finite, privacy_spent* >= 0 */
+    sfl_round_metrics_t m;
 } sfl_round_summary_t;
 
 typedef struct sfl_job_history {
