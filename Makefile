@@ -575,7 +575,8 @@ install: all $(MAN_PAGES)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
 	    $(DESTDIR)$(INCLUDEDIR)/sfl $(DESTDIR)$(DATADIR)/experiments $(DESTDIR)$(DOCDIR)
 	for d in $(SFL_LAYERS); do install -d $(DESTDIR)$(INCLUDEDIR)/sfl/$$d && \
-	    install -m 644 libsfl/include/sfl/$$d/*.h $(DESTDIR)$(INCLUDEDIR)/sfl/$$d/ || exit 1; done
+	    install -m 644 $$(find libsfl/include/sfl/$$d -maxdepth 1 -name '*.h' -o -name '*.def') \
+	        $(DESTDIR)$(INCLUDEDIR)/sfl/$$d/ || exit 1; done
 	install -m 755 $(PROGRAMS) $(BUILD)/sfl-pki $(DESTDIR)$(BINDIR)/
 	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/

@@ -27,6 +27,7 @@ Grafana (Debian does not package it).
 Standard library only (python3 -I safe).
 """
 import json
+import os
 import re
 import sys
 import time
@@ -58,8 +59,13 @@ def load(path):
 
 
 def known_metrics(src_path):
-    """Every family name server/http/coordmetrics.c renders, histograms expanded."""
+    """Every family name server/http/coordmetrics.c renders, histograms expanded,
+    and the round metrics' gauges it renders from the table beside it
+    (libsfl/include/sfl/wire/roundmetrics.def, found from the source's path)."""
     src = open(src_path, encoding="utf-8").read()
+    table = os.path.join(os.path.dirname(src_path), "../../libsfl/include/sfl/wire/roundmetrics.def")
+    if os.path.exists(table):
+        src += open(table, encoding="utf-8").read()
     names = set(re.findall(r'"(sfl_[a-z0-9_]+)', src))
     for h in re.findall(r'coord_hist_render\(t, "(sfl_[a-z0-9_]+)"', src):
         names |= {h + "_bucket", h + "_sum", h + "_count"}

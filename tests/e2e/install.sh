@@ -56,7 +56,7 @@ grep -v '@@SFL_[0-9][0-9.]*$' "$t/exported" > "$t/unversioned" && fail "without 
 sed 's/@@.*//' "$t/exported" | sort > "$t/names"
 grep -v '^sfl_[a-z0-9]' "$t/names" > "$t/leaked" && fail "internal symbols exported: $(head -5 "$t/leaked")"
 # Each name declared in an installed header (as a word: a call or a table).
-cat "$D$P"/include/sfl/*.h | grep -o 'sfl_[a-z0-9_]*' | sort -u > "$t/declared"
+cat "$D$P"/include/sfl/*.h "$D$P"/include/sfl/*/*.h "$D$P"/include/sfl/*/*.def | grep -o 'sfl_[a-z0-9_]*' | sort -u > "$t/declared"
 comm -23 "$t/names" "$t/declared" > "$t/undeclared"
 [ -s "$t/undeclared" ] && fail "exported but in no public header: $(head -5 "$t/undeclared")"
 grep -qx sfl_version "$t/names" || fail "sfl_version not exported"
@@ -64,13 +64,14 @@ echo "$n symbols exported, all sfl_ and in the headers, node $(awk '$2 == "A" { 
 
 step "each installed header compiles alone (C11$(command -v g++ > /dev/null && echo ', C++11'))"
 # <uv.h> (sfl/net/transport.h) needs POSIX's types under a strict -std=c11.
-for h in "$D$P"/include/sfl/*.h; do
-    printf '#include <sfl/%s>\n' "${h##*/}" > "$t/h.c"
+for h in "$D$P"/include/sfl/*.h "$D$P"/include/sfl/*/*.h; do
+    h=${h#"$D$P"/include/sfl/}
+    printf '#include <sfl/%s>\n' "$h" > "$t/h.c"
     gcc -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -pedantic -I"$D$P/include" \
-        -fsyntax-only "$t/h.c" > "$t/h.log" 2>&1 || fail "C: sfl/${h##*/}: $(head -5 "$t/h.log")"
+        -fsyntax-only "$t/h.c" > "$t/h.log" 2>&1 || fail "C: sfl/$h: $(head -5 "$t/h.log")"
     if command -v g++ > /dev/null; then
         g++ -std=c++11 -x c++ -Wall -Wextra -Werror -I"$D$P/include" -fsyntax-only "$t/h.c" \
-            > "$t/h.log" 2>&1 || fail "C++: sfl/${h##*/}: $(head -5 "$t/h.log")"
+            > "$t/h.log" 2>&1 || fail "C++: sfl/$h: $(head -5 "$t/h.log")"
     fi
 done
 echo "$(find "$D$P/include/sfl" -name "*.h" | wc -l) headers"

@@ -12,7 +12,7 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 
 # The sources and the Makefile the checker asks for -I folders: a copy.
-find libsfl server ctl client-agent sim -name '*.[ch]' -o -name '*.inc' > "$t/list"
+find libsfl server ctl client-agent sim -name '*.[ch]' -o -name '*.inc' -o -name '*.def' > "$t/list"
 mkdir "$t/tree"
 tar -cf - Makefile mk -T "$t/list" | tar -xf - -C "$t/tree"
 
