@@ -221,7 +221,8 @@ def main():
             if target is None and quote:
                 # Not on this file's path: another part's file? (The compiler
                 # would stop here; the message says whose it is.)
-                target = find(inc, [d for c in cfiles for d in flags[c]
+                target = find(inc, [d for c in cfiles
+                                    for d in [os.path.dirname(c)] + flags[c]
                                     if d not in generated])
                 if target is not None:
                     written += ', not on its -I path,'
