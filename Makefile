@@ -187,8 +187,14 @@ SIM_OBJ  := $(SIM_SRC:%.c=$(BUILD)/%.o)
 
 # Program modules: everything in server/ (and its folders), ctl/ (sflctl) and
 # client-agent/ except the mains (main_*.c) is a library the unit tests
-# link too. Server headers are named from server/ ("round/round.h").
-COORD_SRC := $(filter-out server/main_%.c,$(sort $(wildcard server/*.c server/*/*.c)))
+# link too. Server headers are named from server/ ("job/round.h").
+# server/job/ is the coordinator's pure job logic (spec, [job] sections,
+# model and aggregator, round machine), a library of its own that sflctl
+# links too (its job files are checked as CreateJob would).
+JOB_SRC := $(sort $(wildcard server/job/*.c))
+JOB_OBJ := $(JOB_SRC:%.c=$(BUILD)/%.o)
+JOB_LIB := $(BUILD)/libjob.a
+COORD_SRC := $(filter-out server/main_%.c $(JOB_SRC),$(sort $(wildcard server/*.c server/*/*.c)))
 COORD_OBJ := $(COORD_SRC:%.c=$(BUILD)/%.o)
 COORD_LIB := $(BUILD)/libcoord.a
 CTL_SRC := $(filter-out ctl/main_%.c,$(sort $(wildcard ctl/*.c)))
@@ -197,7 +203,8 @@ CTL_LIB := $(BUILD)/libctl.a
 AGENT_SRC := $(filter-out client-agent/main_%.c,$(sort $(wildcard client-agent/*.c)))
 AGENT_OBJ := $(AGENT_SRC:%.c=$(BUILD)/%.o)
 AGENT_LIB := $(BUILD)/libagent.a
-PROG_LIBS := $(if $(CTL_SRC),$(CTL_LIB)) $(if $(COORD_SRC),$(COORD_LIB)) $(if $(AGENT_SRC),$(AGENT_LIB))
+PROG_LIBS := $(if $(CTL_SRC),$(CTL_LIB)) $(if $(COORD_SRC),$(COORD_LIB)) $(if $(JOB_SRC),$(JOB_LIB)) \
+             $(if $(AGENT_SRC),$(AGENT_LIB))
 
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -265,11 +272,10 @@ $(GEN)/%.pb-c.o: $(GEN)/%.pb-c.c $(SYSROOT_STAMP) | $(PROTO_H)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -I$(GEN) -c -o $@ $<
 
-# The coordinator's modules name their headers from server/.
-$(COORD_OBJ) $(COORD_MAIN_OBJ): ALL_CFLAGS += -Iserver
-# sflctl needs libsfl only, but for its job files: they are read and checked
-# by the coordinator's job definitions (coord_jobdef_*, server/job/jobdef.c)
-# until the job spec's keys and checks live in libsfl.
+# The coordinator's modules name their headers from server/ ("round/driver.h");
+# sflctl's job files are read by the coordinator's job definitions
+# (server/job/jobdef.h: tests/layers.py lets ctl/ include server/job/ alone).
+$(COORD_OBJ) $(COORD_MAIN_OBJ) $(JOB_OBJ): ALL_CFLAGS += -Iserver
 $(BUILD)/ctl/jobfile.o: ALL_CFLAGS += -Iserver
 
 $(WIRE_OBJ): ALL_CFLAGS += -I$(GEN)
@@ -347,6 +353,10 @@ $(COORD_LIB): $(COORD_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
+$(JOB_LIB): $(JOB_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
 $(CTL_LIB): $(CTL_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
@@ -363,13 +373,13 @@ $(AGENT_BIN): $(AGENT_MAIN_OBJ) $(AGENT_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(AGENT_MAIN_OBJ) $(AGENT_LIB) $(LIB) $(LDLIBS)
 
-$(COORD_BIN): $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB)
+$(COORD_BIN): $(COORD_MAIN_OBJ) $(COORD_LIB) $(JOB_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(COORD_MAIN_OBJ) $(COORD_LIB) $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(COORD_MAIN_OBJ) $(COORD_LIB) $(JOB_LIB) $(LIB) $(LDLIBS)
 
-$(CTL_BIN): $(CTL_MAIN_OBJ) $(CTL_LIB) $(COORD_LIB) $(LIB)
+$(CTL_BIN): $(CTL_MAIN_OBJ) $(CTL_LIB) $(JOB_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(CTL_MAIN_OBJ) $(CTL_LIB) $(COORD_LIB) $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CTL_MAIN_OBJ) $(CTL_LIB) $(JOB_LIB) $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
 	@mkdir -p $(@D)
@@ -393,10 +403,10 @@ $(STOREFX_TESTS:%=$(BUILD)/tests/%): tests/unit/storefx/storefx.c tests/unit/sto
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/storefx/storefx.c
 
 # bench_writer measures the coordinator's store and writer: it links them.
-$(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB)
+$(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB) $(JOB_LIB)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  BENCH   $@")
-	$(Q)$(CC) $(ALL_CFLAGS) -Iserver $(LDFLAGS) -o $@ $< $(COORD_LIB) $(LIB) $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -Iserver $(LDFLAGS) -o $@ $< $(COORD_LIB) $(JOB_LIB) $(LIB) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(@D)
@@ -624,7 +634,7 @@ clean:
 include mk/docker.mk
 include mk/monitoring.mk
 
--include $(LIB_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(PROTO_OBJ:.o=.d) $(SIM_OBJ:.o=.d) $(COORD_OBJ:.o=.d) $(JOB_OBJ:.o=.d) $(CTL_OBJ:.o=.d) $(AGENT_OBJ:.o=.d)
 -include $(AGENT_MAIN_OBJ:.o=.d)
 -include $(COORD_MAIN_OBJ:.o=.d)
 -include $(CTL_MAIN_OBJ:.o=.d)

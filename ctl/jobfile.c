@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "coord.h"
+#include "job/jobdef.h"
 #include "sfl/core/alloc.h"
 #include "sfl/core/ini.h"
 

@@ -24,7 +24,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 FUZZ_LIBFLAGS := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/bin/%)
-FUZZ_LIBS    := $(FUZZ_DIR)/libagent.a $(FUZZ_DIR)/libctl.a $(FUZZ_DIR)/libcoord.a \
+FUZZ_LIBS    := $(FUZZ_DIR)/libagent.a $(FUZZ_DIR)/libctl.a $(FUZZ_DIR)/libcoord.a $(FUZZ_DIR)/libjob.a \
                 $(FUZZ_DIR)/libsfl.a
 FUZZ_CAPTURE := $(FUZZ_DIR)/bin/capture
 

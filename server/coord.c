@@ -30,9 +30,9 @@
 #include "sfl/net/transport.h"
 
 #include "coord_int.h"
-#include "http/coordmetrics.h"
-#include "http/coordstatus.h"
-#include "job/job.h"
+#include "service/coordmetrics.h"
+#include "service/coordstatus.h"
+#include "round/jobs.h"
 #include "round/driver.h"
 #include "round/quarantine.h"
 #include "service/admin.h"
@@ -40,7 +40,7 @@
 #include "service/registry.h"
 #include "service/submit.h"
 #include "service/subs.h"
-#include "store/coordwrite.h"
+#include "round/coordwrite.h"
 
 
 /* Peer-supplied or library text into a wire text field: printable ASCII

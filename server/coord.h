@@ -29,6 +29,8 @@
 #include "sfl/wire/msg.h"
 #include "sfl/core/version.h"
 
+#include "job/jobdef.h"
+
 #define COORD_PATH_MAX 1024
 #define COORD_VERSION SFL_VERSION /* sfl/core/version.h */
 
@@ -84,28 +86,6 @@ const sfl_cfg_key_t *coord_config_keys(size_t *n);
 /* "host:port", "[v6]:port" or ":port" (all interfaces) into out; SFL_EINVAL. */
 int coord_addr_parse(const char *s, struct sockaddr_storage *out) SFL_MUST_CHECK;
 
-/* A [job NAME] section being read: a job spec in its one form
- * (sfl_job_spec_t, the CreateJob message's) set by the keys of
- * coord_job_spec_set (job.h), plus `classes`, checked against the number
- * of labels. */
-typedef struct coord_jobdef coord_jobdef_t;
-
-/* The NAME of an INI section "job NAME" (spaces after "job" skipped):
- * 1 and *name set (borrowed from section), 0 for another section, or
- * SFL_EINVAL for an empty name or one inih may have cut (section names
- * are at most SFL_INI_SECTION_MAX = 48 bytes, so job names stop at 44). */
-int coord_job_section(const char *section, const char **name) SFL_MUST_CHECK;
-
-/* Returns owned (coord_jobdef_free), with the job defaults and name. */
-int coord_jobdef_new(const char *name, coord_jobdef_t **out) SFL_MUST_CHECK;
-int coord_jobdef_set(coord_jobdef_t *d, const char *key, const char *value) SFL_MUST_CHECK;
-/* The whole definition as CreateJob would check it (algorithm, loss,
- * labels, parameters, round configuration); SFL_EINVAL with a detail. */
-int coord_jobdef_check(const coord_jobdef_t *d) SFL_MUST_CHECK;
-/* coord_jobdef_check, and on success *out = the definition in wire form
- * (what a CreateJob for it carries). Details do not name the job. */
-int coord_jobdef_wire(const coord_jobdef_t *d, sfl_job_spec_t *out) SFL_MUST_CHECK;
-void coord_jobdef_free(coord_jobdef_t *d);
 
 /* Opens the state (identity, store, recovery: every job resumes from its
  * last committed round), listens, and starts metrics and the scheduler.

@@ -2,7 +2,7 @@
  * connections, the jobs (with their round kind's state: round/shape.h),
  * the coordinator - and coord.c's helpers (connections, the gRPC glue).
  * Each module declares its functions in its own header (service/NAME.h,
- * round/driver.h, job/job.h, store/coordwrite.h, http/coordmetrics.h, ...).
+ * round/driver.h, round/jobs.h, round/coordwrite.h, service/coordmetrics.h, ...).
  * Internal: the programs use coord.h; unit tests of the modules use this. */
 #ifndef COORD_COORD_INT_H
 #define COORD_COORD_INT_H
@@ -16,7 +16,7 @@
 #include "coord.h"
 #include "job/model.h"
 #include "http/metrics.h"
-#include "round/round.h"
+#include "job/round.h"
 #include "round/saround.h"
 #include "round/shape.h"
 #include "round/stats.h"

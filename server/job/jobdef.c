@@ -1,7 +1,8 @@
 /* Job definitions: a [job NAME] section's keys onto a job spec, and the
  * wire spec (CreateJob) onto job.h's, with the coordinator's checks. */
-#include "coord.h"
+#include "job/jobdef.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

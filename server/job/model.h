@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "round/round.h"
-#include "round/vjob.h"
+#include "job/round.h"
+#include "job/vjob.h"
 #include "sfl/algo/algo.h"
 #include "sfl/core/error.h"
 #include "sfl/wire/msg.h"

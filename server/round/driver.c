@@ -4,10 +4,10 @@
  * and its commit on the store's writer, retries - and a job's state
  * changes. */
 #include "coord_int.h"
-#include "job/job.h"
+#include "round/jobs.h"
 #include "service/registry.h"
 #include "service/subs.h"
-#include "store/coordwrite.h"
+#include "round/coordwrite.h"
 #include "round/driver.h"
 #include "round/shape.h"
 

@@ -10,7 +10,7 @@
 #include <uv.h>
 
 #include "coord_int.h"
-#include "round/round.h"
+#include "job/round.h"
 #include "sfl/core/error.h"
 #include "sfl/wire/msg.h"
 #include "store/writer.h"

@@ -13,7 +13,7 @@
 #include "service/registry.h"
 #include "service/submit.h"
 #include "service/subs.h"
-#include "store/coordwrite.h"
+#include "round/coordwrite.h"
 #include "round/driver.h"
 #include "round/saround.h"
 #include "round/shape.h"

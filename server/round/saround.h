@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "round/round.h"
+#include "job/round.h"
 #include "sfl/core/error.h"
 #include "sfl/wire/msg.h"
 #include "sfl/net/grpc.h"

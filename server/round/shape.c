@@ -3,7 +3,7 @@
  * round after the last committed one, the global model in the task, mode
  * 1's answers into the aggregator, the checkpoint and its commit. */
 #include "coord_int.h"
-#include "store/coordwrite.h"
+#include "round/coordwrite.h"
 #include "round/driver.h"
 #include "round/shape.h"
 

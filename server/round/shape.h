@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "job/model.h"
-#include "round/round.h"
+#include "job/round.h"
 #include "sfl/core/error.h"
 #include "sfl/wire/msg.h"
 

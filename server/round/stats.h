@@ -5,7 +5,7 @@
 #ifndef COORD_ROUND_STATS_H
 #define COORD_ROUND_STATS_H
 
-#include "round/fstat.h"
+#include "job/fstat.h"
 #include "round/saround.h"
 
 /* The statistics round's state: the moments held (mode 1) or the mode-2

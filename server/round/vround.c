@@ -9,7 +9,7 @@
 #include "service/registry.h"
 #include "service/submit.h"
 #include "service/subs.h"
-#include "store/coordwrite.h"
+#include "round/coordwrite.h"
 #include "round/shape.h"
 #include "round/vround.h"
 

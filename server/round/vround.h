@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "round/ledger.h"
+#include "job/ledger.h"
 #include "sfl/net/grpc.h"
 
 /* A vertical job's state: the agent of each block in the open attempt

@@ -2,7 +2,7 @@
  * job creation and control, model export, history, certificate revocation.
  * Who may call it was checked when each call's HEADERS arrived. */
 #include "coord_int.h"
-#include "job/job.h"
+#include "round/jobs.h"
 #include "round/driver.h"
 #include "round/quarantine.h"
 #include "round/suspect.h"

@@ -7,7 +7,7 @@
 #include "service/registry.h"
 #include "service/submit.h"
 #include "service/subs.h"
-#include "store/coordwrite.h"
+#include "round/coordwrite.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -6,7 +6,7 @@ Grafana (Debian does not package it).
       structure: every panel has a unique id, a title, a gridPos inside the
       24 columns, the dashboard's datasource variable, targets with an expr
       and a unique refId; every $variable an expr uses is defined; every
-      metric it names is one the coordinator renders (server/http/coordmetrics.c)
+      metric it names is one the coordinator renders (server/service/coordmetrics.c)
       and the panels cover what docs/operations.md promises.
   dashboard.py query DASHBOARD http://HOST:PORT [--timeout S] [--rate-interval D]
                    [--absent REGEX]
@@ -59,7 +59,7 @@ def load(path):
 
 
 def known_metrics(src_path):
-    """Every family name server/http/coordmetrics.c renders, histograms expanded,
+    """Every family name server/service/coordmetrics.c renders, histograms expanded,
     and the round metrics' gauges it renders from the table beside it
     (libsfl/include/sfl/wire/roundmetrics.def, found from the source's path)."""
     src = open(src_path, encoding="utf-8").read()

@@ -36,7 +36,7 @@ if [ ! -x "$PY" ]; then
     exit 77
 fi
 [ -r "$dash" ] || { echo "FAIL: no dashboard '$dash'"; exit 1; }
-src=$here/../../server/http/coordmetrics.c
+src=$here/../../server/service/coordmetrics.c
 [ -r "$src" ] || src=
 "$PY" -I "$here/dashboard.py" check "$dash" $src || exit 1
 "$PY" -I "$here/dashboard.py" query "$dash" "http://$1" --timeout "${SFL_PROM_WAIT:-180}" \

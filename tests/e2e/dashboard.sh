@@ -1,7 +1,7 @@
 #!/bin/sh
 # deploy/monitoring/ without a coordinator, in a second (make test): the
 # Grafana dashboard's structure (every panel with the datasource variable,
-# targets and a unique id; only metrics server/http/coordmetrics.c renders; the
+# targets and a unique id; only metrics server/service/coordmetrics.c renders; the
 # panels the docs promise), and, when Debian's prometheus is installed,
 # promtool check config / check rules / test rules. make test-monitoring
 # runs the same files against a live coordinator.
@@ -13,7 +13,7 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 
 step "the dashboard's structure and metric names"
-/usr/bin/python3 -I tests/docker/dashboard.py check "$M/grafana-sfl.json" server/http/coordmetrics.c ||
+/usr/bin/python3 -I tests/docker/dashboard.py check "$M/grafana-sfl.json" server/service/coordmetrics.c ||
     fail "dashboard check"
 # the check fails on a metric the coordinator does not render, a repeated
 # panel id and a panel without a datasource
@@ -28,7 +28,7 @@ del d["panels"][2]["datasource"]
 json.dump(d, open(sys.argv[2] + "/nods.json", "w"))
 EOF
 for bad in typo dup nods; do
-    if /usr/bin/python3 -I tests/docker/dashboard.py check "$t/$bad.json" server/http/coordmetrics.c \
+    if /usr/bin/python3 -I tests/docker/dashboard.py check "$t/$bad.json" server/service/coordmetrics.c \
         > "$t/$bad.out" 2>&1; then
         fail "dashboard check passed $bad.json"
     fi

@@ -1,4 +1,4 @@
-/* server/http/coordmetrics.c and coordstatus.c: the /metrics page and the status
+/* server/service/coordmetrics.c and coordstatus.c: the /metrics page and the status
  * page over HTTP, on the in-process coordinator (coordfx.h). */
 #include "coordfx.h"
 

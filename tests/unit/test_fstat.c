@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "failalloc.h"
-#include "round/fstat.h"
+#include "job/fstat.h"
 #include "sfl/core/alloc.h"
 #include "sfl/data/dataset.h"
 

@@ -1,4 +1,4 @@
-/* The vertical privacy ledger (server/round/ledger.h): every attempt
+/* The vertical privacy ledger (server/job/ledger.h): every attempt
  * counts its round's iterations in full, a restart takes the last commit's
  * figures only while no attempt came after it, and a round that would pass
  * the job's T iterations is refused. */
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "round/ledger.h"
+#include "job/ledger.h"
 
 /* T = 3 rounds x S = 10 iterations. */
 static sfl_job_spec_t spec(void)

@@ -7,7 +7,7 @@
 #include <cmocka.h>
 
 #include "failalloc.h"
-#include "round/round.h"
+#include "job/round.h"
 
 static const coord_round_cfg_t base = {
     .cohort = 4, .overselect = 0.5, .min_quorum = 3, .deadline_ms = 1000,

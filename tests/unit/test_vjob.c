@@ -1,4 +1,4 @@
-/* server/round/vjob.c: a vertical job on the coordinator. */
+/* server/job/vjob.c: a vertical job on the coordinator. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "round/round.h"
+#include "job/round.h"
 #include "sfl/algo/algo.h"
 #include "sfl/dp/dp.h"
 #include "sfl/wire/msg.h"

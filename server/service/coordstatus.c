@@ -14,8 +14,8 @@
  * rounds committed since the last one, so reloading the page costs the
  * store nothing while no round commits. */
 #include "coord_int.h"
-#include "http/coordstatus.h"
-#include "job/job.h"
+#include "service/coordstatus.h"
+#include "round/jobs.h"
 #include "round/quarantine.h"
 #include "service/admin.h"
 #include "service/registry.h"

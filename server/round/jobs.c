@@ -2,11 +2,11 @@
  * store at start, their O(dim) state allocated when a round first needs it
  * and released when they stop running. */
 #include "coord_int.h"
-#include "job/job.h"
+#include "round/jobs.h"
 #include "round/driver.h"
 #include "round/quarantine.h"
 #include "round/suspect.h"
-#include "store/coordwrite.h"
+#include "round/coordwrite.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* The daemon's jobs (job.c): creation, loading, O(dim) state.
  * On the loop thread unless said otherwise. */
-#ifndef COORD_JOB_JOB_H
-#define COORD_JOB_JOB_H
+#ifndef COORD_ROUND_JOBS_H
+#define COORD_ROUND_JOBS_H
 
 #include "coord_int.h"
 

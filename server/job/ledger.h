@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "round/vjob.h"
+#include "job/vjob.h"
 #include "sfl/core/error.h"
 #include "sfl/dp/dp.h"
 #include "store/store.h"

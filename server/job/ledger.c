@@ -1,4 +1,4 @@
-#include "round/ledger.h"
+#include "job/ledger.h"
 
 #include <stdio.h>
 #include <string.h>

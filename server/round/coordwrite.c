@@ -7,7 +7,7 @@
  * (agentsvc.c), CreateJob (coord.c), RevokeCertificate (admin.c). */
 #include "coord_int.h"
 #include "service/registry.h"
-#include "store/coordwrite.h"
+#include "round/coordwrite.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* A vertical job on the coordinator: vjob.h. */
-#include "round/vjob.h"
+#include "job/vjob.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* The coordinator's /metrics page (Prometheus text): counters, gauges and
  * histograms of its state, rendered on the loop for each request. */
 #include "coord_int.h"
-#include "http/coordmetrics.h"
-#include "job/job.h"
+#include "service/coordmetrics.h"
+#include "round/jobs.h"
 #include "round/driver.h"
 #include "round/suspect.h"
 #include "service/admin.h"

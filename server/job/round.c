@@ -1,4 +1,4 @@
-#include "round/round.h"
+#include "job/round.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "round/fstat.h"
+#include "job/fstat.h"
 
 #include <math.h>
 #include <string.h>
