@@ -37,9 +37,9 @@
 #include "round/quarantine.h"
 #include "service/admin.h"
 #include "service/agentsvc.h"
-#include "service/registry.h"
+#include "round/registry.h"
 #include "service/submit.h"
-#include "service/subs.h"
+#include "round/subs.h"
 #include "round/coordwrite.h"
 
 

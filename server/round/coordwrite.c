@@ -6,7 +6,7 @@
  * live with their logic: opening a round and the commit (coord.c), Join
  * (agentsvc.c), CreateJob (coord.c), RevokeCertificate (admin.c). */
 #include "coord_int.h"
-#include "service/registry.h"
+#include "round/registry.h"
 #include "round/coordwrite.h"
 
 #include <errno.h>

@@ -5,8 +5,8 @@
  * changes. */
 #include "coord_int.h"
 #include "round/jobs.h"
-#include "service/registry.h"
-#include "service/subs.h"
+#include "round/registry.h"
+#include "round/subs.h"
 #include "round/coordwrite.h"
 #include "round/driver.h"
 #include "round/shape.h"

@@ -10,7 +10,7 @@
 #include "coord_int.h"
 #include "round/driver.h"
 #include "round/quarantine.h"
-#include "service/registry.h"
+#include "round/registry.h"
 
 #include <stdio.h>
 #include <string.h>

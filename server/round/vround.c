@@ -6,9 +6,9 @@
  * any other, with a commit of its checkpoint. */
 #include "coord_int.h"
 #include "round/driver.h"
-#include "service/registry.h"
-#include "service/submit.h"
-#include "service/subs.h"
+#include "round/registry.h"
+#include "round/verdict.h"
+#include "round/subs.h"
 #include "round/coordwrite.h"
 #include "round/shape.h"
 #include "round/vround.h"

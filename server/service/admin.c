@@ -7,7 +7,7 @@
 #include "round/quarantine.h"
 #include "round/suspect.h"
 #include "service/admin.h"
-#include "service/registry.h"
+#include "round/registry.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,8 +5,8 @@
 #include "coord_int.h"
 #include "round/driver.h"
 #include "service/agentsvc.h"
-#include "service/registry.h"
-#include "service/subs.h"
+#include "round/registry.h"
+#include "round/subs.h"
 
 #include <errno.h>
 #include <stdio.h>

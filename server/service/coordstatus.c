@@ -18,7 +18,7 @@
 #include "round/jobs.h"
 #include "round/quarantine.h"
 #include "service/admin.h"
-#include "service/registry.h"
+#include "round/registry.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,9 +4,9 @@
  * held for an ordered fold. */
 #include "coord_int.h"
 #include "round/driver.h"
-#include "service/registry.h"
+#include "round/registry.h"
 #include "service/submit.h"
-#include "service/subs.h"
+#include "round/subs.h"
 #include "round/coordwrite.h"
 
 #include <assert.h>
@@ -157,8 +157,6 @@ static void verify_work(uv_work_t *w)
     v->p = NULL;
 }
 
-static const sfl_ack_status_t ack_of[5] = {SFL_ACK_ACCEPTED, SFL_ACK_LATE, SFL_ACK_DUPLICATE,
-                                           SFL_ACK_WRONG_ROUND, SFL_ACK_REJECTED};
 static const coord_part_status_t part_of[5] = {COORD_PART_ACCEPTED, COORD_PART_LATE,
                                                COORD_PART_DUPLICATE, COORD_PART_REJECTED,
                                                COORD_PART_REJECTED};
@@ -176,7 +174,7 @@ static void submit_done(coord_t *co, sfl_grpc_call_t *call, coord_agent_t *a, co
 
     memset(&ack, 0, sizeof(ack));
     coord_text_copy(ack.reason, sizeof(ack.reason), vd == COORD_UPD_ACCEPTED ? "" : reason);
-    ack.status = ack_of[vd];
+    ack.status = coord_ack_of(vd);
     ack.job_id = u->job_id;
     ack.round = u->round;
     ack.attempt = u->attempt;
@@ -366,52 +364,4 @@ void coord_h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, vo
     }
     rc = sfl_msg_heartbeat_reply_pack(&r, &buf, &blen);
     coord_reply_packed(call, rc, buf, blen);
-}
-
-sfl_ack_status_t coord_ack_of(coord_upd_verdict_t v)
-{
-    return ack_of[v];
-}
-
-void coord_reply_ack(sfl_grpc_call_t *call, coord_upd_verdict_t vd, const char *why,
-                     uint64_t job, uint64_t round, uint32_t attempt)
-{
-    sfl_ack_t ack;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    int rc;
-
-    memset(&ack, 0, sizeof(ack));
-    ack.status = coord_ack_of(vd);
-    coord_text_copy(ack.reason, sizeof(ack.reason), vd == COORD_UPD_ACCEPTED ? "" : why);
-    ack.job_id = job;
-    ack.round = round;
-    ack.attempt = attempt;
-    rc = sfl_msg_ack_pack(&ack, &buf, &len);
-    coord_reply_packed(call, rc, buf, len);
-}
-
-void coord_count_verdict(coord_t *co, coord_upd_verdict_t v, int rj)
-{
-    if ((unsigned)v < 5)
-        co->verdicts[v]++;
-    if (v == COORD_UPD_REJECTED)
-        co->rejects[rj >= 0 && rj < RJ_COUNT ? rj : RJ_OTHER]++;
-}
-
-void coord_count_stage(coord_t *co, coord_upd_verdict_t v)
-{
-    if ((unsigned)v < 5)
-        co->stage_verdicts[v]++;
-}
-
-int coord_seal_reason(int rc)
-{
-    switch (rc) {
-    case SFL_ETRUNC: return RJ_TRUNCATED;
-    case SFL_ELIMIT: return RJ_TOO_LARGE;
-    case SFL_EDECRYPT: return RJ_DECRYPT;
-    case SFL_EBADSIG: return RJ_SIGNATURE;
-    default: return RJ_OTHER;
-    }
 }

@@ -7,7 +7,7 @@
 #include "coord_int.h"
 #include "round/quarantine.h"
 #include "round/suspect.h"
-#include "service/registry.h"
+#include "round/registry.h"
 
 static sfl_job_status_t job_of(uint64_t id)
 {

@@ -1,4 +1,4 @@
-/* server/service/registry.c: agents kept by id (inserted in any order), found by id
+/* server/round/registry.c: agents kept by id (inserted in any order), found by id
  * and by name; revoked certificates; tags in the store's text form and
  * back; eligibility with the coordinator's own reasons (not joined, a
  * label the job does not list, a condition met by a capability); an agent
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "coord_int.h"
-#include "service/registry.h"
+#include "round/registry.h"
 #include "job/model.h"
 #include "sfl/core/alloc.h"
 

@@ -1,4 +1,4 @@
-/* server/service/subs.c: Subscribe streams: idle agents woken by a new or resumed
+/* server/round/subs.c: Subscribe streams: idle agents woken by a new or resumed
  * job, on the in-process coordinator (coordfx.h). */
 #include "coordfx.h"
 

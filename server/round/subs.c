@@ -2,8 +2,8 @@
  * a paced Wait when nothing came within the hold time, and is ended on
  * cancel or when replaced. */
 #include "coord_int.h"
-#include "service/registry.h"
-#include "service/subs.h"
+#include "round/registry.h"
+#include "round/subs.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Subscribe streams (subs.c).
  * On the loop thread unless said otherwise. */
-#ifndef COORD_SERVICE_SUBS_H
-#define COORD_SERVICE_SUBS_H
+#ifndef COORD_ROUND_SUBS_H
+#define COORD_ROUND_SUBS_H
 
 #include "coord_int.h"
 

@@ -3,7 +3,7 @@
  * (eligibility, an agent busy elsewhere). */
 #include "coord_int.h"
 #include "round/quarantine.h"
-#include "service/registry.h"
+#include "round/registry.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Registry (registry.c): clocks, agents, jobs by id, eligibility.
  * On the loop thread unless said otherwise. */
-#ifndef COORD_SERVICE_REGISTRY_H
-#define COORD_SERVICE_REGISTRY_H
+#ifndef COORD_ROUND_REGISTRY_H
+#define COORD_ROUND_REGISTRY_H
 
 #include "coord_int.h"
 
