@@ -381,26 +381,36 @@ $(CTL_BIN): $(CTL_MAIN_OBJ) $(CTL_LIB) $(JOB_LIB) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(CTL_MAIN_OBJ) $(CTL_LIB) $(JOB_LIB) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPERS)
+# The suites' helpers and fixtures are compiled once, not into each suite.
+UNIT_CFLAGS = $(ALL_CFLAGS) -Itests/unit -Itests/unit/coordfx -Itests/unit/grpcfx \
+    -Itests/unit/storefx -Iserver -Ictl -Iclient-agent
+UNIT_HELPER_OBJ := $(UNIT_HELPERS:tests/unit/%.c=$(BUILD)/tests/obj/%.o)
+
+$(BUILD)/tests/obj/%.o: tests/unit/%.c $(SYSROOT_STAMP) | deps
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(UNIT_CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPER_OBJ)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) -Itests/unit -Itests/unit/coordfx -Itests/unit/grpcfx -Itests/unit/storefx -Iserver -Ictl -Iclient-agent \
-	    $(LDFLAGS) -o $@ $< $(UNIT_HELPERS) $(UNIT_EXTRA) $(PROG_LIBS) $(LIB) -lcmocka $(LDLIBS)
+	$(Q)$(CC) $(UNIT_CFLAGS) $(LDFLAGS) -o $@ $< $(UNIT_HELPER_OBJ) $(UNIT_EXTRA) $(PROG_LIBS) \
+	    $(LIB) -lcmocka $(LDLIBS)
 
 # The suites of the coordinator's modules that run it in-process share a
 # fixture (tests/unit/coordfx/), linked into those only.
 COORDFX_TESTS := test_coord test_agentsvc test_submit test_driver test_admin test_quarantine test_subs \
     test_coordmetrics test_vround
-$(COORDFX_TESTS:%=$(BUILD)/tests/%): tests/unit/coordfx/coordfx.c tests/unit/coordfx/coordfx.h
-$(COORDFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/coordfx/coordfx.c
+$(COORDFX_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/obj/coordfx/coordfx.o
+$(COORDFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/coordfx/coordfx.o
 # The gRPC suites share an in-memory session pair (tests/unit/grpcfx/).
 GRPCFX_TESTS := test_grpc test_grpcadmit
-$(GRPCFX_TESTS:%=$(BUILD)/tests/%): tests/unit/grpcfx/grpcfx.c tests/unit/grpcfx/grpcfx.h
-$(GRPCFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/grpcfx/grpcfx.c
+$(GRPCFX_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/obj/grpcfx/grpcfx.o
+$(GRPCFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/grpcfx/grpcfx.o
 # The store's suites share its fixtures (tests/unit/storefx/).
 STOREFX_TESTS := test_store test_backup
-$(STOREFX_TESTS:%=$(BUILD)/tests/%): tests/unit/storefx/storefx.c tests/unit/storefx/storefx.h
-$(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := tests/unit/storefx/storefx.c
+$(STOREFX_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/obj/storefx/storefx.o
+$(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/storefx/storefx.o
 
 # bench_writer measures the coordinator's store and writer: it links them.
 $(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB) $(JOB_LIB)
@@ -639,3 +649,4 @@ include mk/monitoring.mk
 -include $(COORD_MAIN_OBJ:.o=.d)
 -include $(CTL_MAIN_OBJ:.o=.d)
 -include $(REPLAY_BIN).d $(HOSTILE_BIN).d $(LOADGEN_BIN).d
+-include $(UNIT_HELPER_OBJ:.o=.d) $(wildcard $(BUILD)/tests/obj/*/*.d)

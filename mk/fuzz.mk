@@ -57,7 +57,7 @@ fuzz: fuzz-build
 # A stage of make test: a build failure is recorded as one failure.
 fuzz-quick:
 	@if $(MAKE) --no-print-directory fuzz-build; then \
-	    FUZZ_SECONDS=5 FUZZ_DIR=$(FUZZ_DIR) sh tests/fuzz/run.sh $(FUZZ_BIN); \
+	    FUZZ_SECONDS=4 FUZZ_DIR=$(FUZZ_DIR) sh tests/fuzz/run.sh $(FUZZ_BIN); \
 	 else tests/run.sh record FAIL "build of the fuzzers" "see the compiler output above"; exit 1; fi
 
 # A real in-memory gRPC session, real messages, a real sealed update: their
