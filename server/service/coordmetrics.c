@@ -55,14 +55,16 @@ static void render_own(coord_text_t *t, const coord_t *co, int f)
     for (size_t i = 0; i < co->njobs; i++) {
         const coord_job_t *j = co->jobs[i];
         sfl_job_status_t st = {0};
+        sfl_metric_job_t k;
         double v;
 
         j->shape->status(j, &st);
+        coord_job_metric_kind(j, &k);
         if (f == COMMITTED)
             v = (double)j->committed;
         else if (f == RUNNING)
             v = j->state == SFL_JOB_RUNNING;
-        else if (f == ITER && j->model.v != NULL)
+        else if (f == ITER && k.vertical)
             v = (double)st.iteration;
         else if (f >= EPS && st.privacy_epsilon > 0)
             v = f == EPS ? st.privacy_spent
