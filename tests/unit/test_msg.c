@@ -959,6 +959,35 @@ static void test_msg_wait_roundtrip(void **state)
     assert_detail("wait: retry_after_ms missing");
 }
 
+/* msg_coord.c's Subscribe stream from a peer: a wait comes out of
+ * sfl_msg_sub_unpack as kind 'w'; every cut of it (the empty message
+ * included: neither a task nor a wait) is refused with a code, never
+ * read as a message. */
+static void test_msg_coord_stream(void **state)
+{
+    (void)state;
+    sfl_wait_t w = {2500, "cohort full"}, dw;
+    sfl_task_t *t = NULL;
+    sfl_vstep_t vs;
+    uint8_t *out = NULL;
+    size_t n;
+    int kind = 0;
+
+    assert_int_equal(sfl_msg_wait_pack(&w, &out, &n), 0);
+    assert_int_equal(sfl_msg_sub_unpack(out, n, NULL, &t, &dw, &vs, NULL, &kind), 0);
+    assert_int_equal(kind, 'w');
+    assert_null(t);
+    assert_int_equal(dw.retry_after_ms, 2500);
+    assert_string_equal(dw.reason, "cohort full");
+    for (size_t cut = 0; cut < n; cut++) {
+        t = NULL;
+        kind = 0;
+        assert_true(sfl_msg_sub_unpack(out, cut, NULL, &t, &dw, &vs, NULL, &kind) < 0);
+        assert_null(t);
+    }
+    sfl_msg_buf_free(out);
+}
+
 static void test_msg_join_roundtrip(void **state)
 {
     (void)state;
@@ -2541,6 +2570,7 @@ int main(void)
         cmocka_unit_test(test_msg_golden_update),
         cmocka_unit_test(test_msg_task_roundtrip),
         cmocka_unit_test(test_msg_wait_roundtrip),
+        cmocka_unit_test(test_msg_coord_stream),
         cmocka_unit_test(test_msg_vertical),
         cmocka_unit_test(test_msg_secagg),
         cmocka_unit_test(test_msg_join_roundtrip),
