@@ -24,11 +24,15 @@
 # TLS). bench/peer/run.py runs each and says what is measured and how.
 #
 # CONFIGS lists DIM:CLIENTS pairs (default: d = 500 and 1e5, 8/50/200
-# clients). Needs root (nftables counters). About 10 minutes on 2 cores.
+# clients, and d = 1e6 with 50). Each window opens only once the 1-minute
+# load average is below QUIET (default 1.0; run.py waits at most QUIET_MAX_S,
+# 480 s, and the table marks a window that opened above it). Needs root
+# (nftables counters). About 30 minutes on 2 cores, most of it waiting for
+# the load to settle after 200 Python clients start.
 set -eu
 B=${1:-build}
 : "${FLOWER_SRC:?set FLOWER_SRC to a checkout of Flower v1.10.0 (bench/peer/flower.sh says how)}"
-CONFIGS=${CONFIGS:-"500:8 500:50 500:200 100000:8 100000:50 100000:200"}
+CONFIGS=${CONFIGS:-"500:8 500:50 500:200 100000:8 100000:50 100000:200 1000000:50"}
 ROUNDS=${ROUNDS:-25}
 STEPS=5
 LR=0.2

@@ -21,7 +21,11 @@ Over it:
              to aggregate_fit of round R; sfl's round_open of round 1 to
              round_committed of round R (coordinator log, ms)
 Peak RSS is VmHWM of each process at the window's end (whole life); load1
-is the 1-minute load average at the window's start.
+is the 1-minute load average at the window's start. Before the window opens
+(every client connected and idle) the script waits until that load average
+is below QUIET (environment, default 1.0), polling every 2 s for at most
+QUIET_MAX_S (default 480) seconds; quiet_wait_s says how long it waited, and
+a window that opened above QUIET says so in quiet_reached.
 """
 import argparse
 import json
@@ -97,11 +101,26 @@ def hwm_kb(pid):
     return 0
 
 
+def load1():
+    return float(open("/proc/loadavg").read().split()[0])
+
+
+def quiet_wait():
+    """Waits for a 1-minute load average below QUIET (bounded); returns
+    (seconds waited, whether it was reached)."""
+    quiet = float(os.environ.get("QUIET", "1.0"))
+    limit = float(os.environ.get("QUIET_MAX_S", "480"))
+    t0 = time.time()
+    while load1() >= quiet and time.time() - t0 < limit:
+        time.sleep(2)
+    return round(time.time() - t0, 1), load1() < quiet
+
+
 def snapshot(server, clients, counters):
     return {"server_cpu": cpu_s(server.pid),
             "clients_cpu": sum(cpu_s(c.pid) for c in clients),
             "bytes": counters.read(), "t": time.time(),
-            "load1": float(open("/proc/loadavg").read().split()[0])}
+            "load1": load1()}
 
 
 def figures(a, b, server, clients, rounds, per_round, round_ms, extra):
@@ -173,6 +192,7 @@ def run_flower(a, port, counters):
                 break
         else:
             raise SystemExit("Flower server ended before its clients were all connected")
+        quiet = quiet_wait()
         t_a = snapshot(server, clients, counters)
         server.stdin.write("go\n")
         server.stdin.flush()
@@ -190,7 +210,8 @@ def run_flower(a, port, counters):
         per_round = (rounds[-1][1] - rounds[0][0]) / a.rounds
         res = figures(t_a, t_b, server, clients, a.rounds, per_round,
                       [(e - s) * 1000 for s, e in rounds],
-                      {"system": "flower", "failures": failed, "model": model})
+                      {"system": "flower", "failures": failed, "model": model,
+                       "quiet_wait_s": quiet[0], "quiet_reached": quiet[1]})
         server.stdin.close()
         server.wait(timeout=120)
         for c in clients:
@@ -278,6 +299,7 @@ seed = 7
                 raise SystemExit(f"sfl: {len(grep('event=join '))} of {a.clients} agents joined")
             time.sleep(0.2)
         time.sleep(1)  # their Subscribe calls are in
+        quiet = quiet_wait()
         t_a = snapshot(coord, agents, counters)
         subprocess.run(ctl + ["job", "create", job], check=True, capture_output=True)
         end = time.time() + 3600
@@ -299,7 +321,8 @@ seed = 7
         failed = grep("event=round_failed")
         res = figures(t_a, t_b, coord, agents, a.rounds, per_round,
                       [committed[r] - opened[r] for r in sorted(committed)],
-                      {"system": "sfl", "failures": [l.strip() for l in failed]})
+                      {"system": "sfl", "failures": [l.strip() for l in failed],
+                       "quiet_wait_s": quiet[0], "quiet_reached": quiet[1]})
         model = os.path.join(w, "sfl-model.txt")
         subprocess.run(ctl + ["model", "export", "1", model], check=True, capture_output=True)
         res["model"] = model

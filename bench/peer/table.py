@@ -18,6 +18,11 @@ def g(x):
     return f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
 
 
+def load(r):
+    mark = "" if r.get("quiet_reached", True) else "*"
+    return f"{r['load1']:.2f}{mark}"
+
+
 def cell(f, s, scale=1.0):
     a, b = f * scale, s * scale
     ratio = f"{a / b:.3g}" if b > 0 else "-"
@@ -51,9 +56,10 @@ print("s/round is the window's first round opening to the last round's aggregate
       "server's port in the window, counted by nftables in the input hook, over the "
       "rounds (sfl's includes the `sflctl job create` that starts the job). "
       "max abs(w_flower - w_sfl) is the largest difference between the two final "
-      "models; load is the 1-minute load average when each window started (it "
-      "includes the tail of this script's own process starts: 200 Python clients "
-      "take about a minute of CPU to import Flower).")
+      "models; load is the 1-minute load average when each window started: each "
+      "window waited, with every client connected and idle, for it to drop below "
+      "QUIET (1.0 unless set; a load marked * did not get there within "
+      "QUIET_MAX_S).")
 print()
 print("| d | clients | s/round | server CPU s | clients CPU s | server peak RSS MB "
       "| client peak RSS MB | wire MB/round | max abs(w_flower - w_sfl) | load |")
@@ -67,7 +73,7 @@ for (d, n), r in sorted(rows.items()):
           f"| {cell(f['server_rss_kb'], s['server_rss_kb'], 1 / 1024)} "
           f"| {cell(f['client_rss_kb_median'], s['client_rss_kb_median'], 1 / 1024)} "
           f"| {cell(f['bytes_per_round'], s['bytes_per_round'], 1e-6)} "
-          f"| {diff} (max abs(w) {wmax}) | {f['load1']:.2f} / {s['load1']:.2f} |")
+          f"| {diff} (max abs(w) {wmax}) | {load(f)} / {load(s)} |")
 fails = [(k, sysname, r[sysname]["failures"]) for k, r in sorted(rows.items())
          for sysname in ("flower", "sfl") if r[sysname]["failures"]]
 print()
