@@ -161,10 +161,15 @@ static admit_t admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     c->pend = NULL;
     c->pend_len = 0;
     s->pending -= need;
-    (void)nghttp2_session_consume_stream(s->h2, c->stream_id, need);
-    if (!c->remote_closed)
+    /* A body that fits the window the stream started with needs no more
+     * window: acknowledging its bytes would only send WINDOW_UPDATEs (a
+     * frame, a TLS record and a packet per request, results/wire.md). */
+    c->one_flight = c->remote_closed || c->reserved <= PENDING_WINDOW - SFL_GRPCFRAME_PREFIX;
+    if (!c->one_flight) {
+        (void)nghttp2_session_consume_stream(s->h2, c->stream_id, need);
         (void)nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, c->stream_id,
                                                     SERVER_WINDOW);
+    }
     if (s->budget != NULL)
         sfl__grpc_budget_kick(s->budget, s); /* the next in line may fit too */
     sfl__grpc_server_data(s, c, pend, need);
@@ -216,7 +221,10 @@ void sfl__grpc_server_chunk(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int32_t i
         return;
     }
     if (c->admitted) {
-        (void)nghttp2_session_consume(s->h2, id, len);
+        if (c->one_flight)
+            (void)nghttp2_session_consume_connection(s->h2, len);
+        else
+            (void)nghttp2_session_consume(s->h2, id, len);
         sfl__grpc_server_data(s, c, data, len);
         return;
     }
