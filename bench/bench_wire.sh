@@ -23,23 +23,13 @@ fi
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 trap 'exit 130' INT TERM
-max=0
-for c in $CONFIGS; do
-    n=${c#*:}
-    if [ "$n" -gt "$max" ]; then max=$n; fi
-done
-PKI=deploy/pki/sfl-pki
-"$PKI" init "$t/pki" > /dev/null
-"$PKI" coordinator "$t/pki" coord > /dev/null
-"$PKI" admin "$t/pki" ops > /dev/null
-i=0
-while [ $i -lt "$max" ]; do "$PKI" agent "$t/pki" "agent-$i" > /dev/null; i=$((i + 1)); done
+# shellcheck source=bench/peer/setup.sh
+. "$HERE/peer/setup.sh"
+peer_pki "$t/pki" "$CONFIGS" > /dev/null
 for c in $CONFIGS; do
     d=${c%:*} n=${c#*:}
-    dens=$(awk -v d="$d" 'BEGIN { x = 50 / d; print (x > 1 ? 1 : x) }')
-    rm -rf "$t/data" "$t/work"
-    "$B/sfl-sim" --data synth:dpbcfw --dim "$d" --density "$dens" --clients "$n" --samples 100 \
-        --seed 7 --dump-shards "$t/data" 2> /dev/null
+    rm -rf "$t/work"
+    peer_shards "$B" "$d" "$n" "$t/data"
     load=$(cut -d' ' -f1 /proc/loadavg)
     QUIET=${QUIET:-100} /usr/bin/python3 "$HERE/peer/run.py" sfl --dim "$d" --clients "$n" \
         --rounds "$ROUNDS" --steps 5 --lr 0.2 --data "$t/data" --pki "$t/pki" --build "$B" \
