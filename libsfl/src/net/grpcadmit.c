@@ -206,7 +206,8 @@ void sfl__grpc_admit_waiting(sfl_grpc_session_t *s)
 
 
 /* len bytes of DATA arrived on stream id (c its call, or NULL). An admitted
- * request's bytes are acknowledged at once (its reservation covers them);
+ * request's bytes are acknowledged at once (its reservation covers them;
+ * only for the connection when its body fits its first window: admit);
  * one not yet admitted keeps them in pend, acknowledged for the connection
  * but not for the stream (so they bound themselves to PENDING_WINDOW and do
  * not stall the other streams); the bytes of anything else are dropped and
