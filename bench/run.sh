@@ -45,3 +45,5 @@ for nc in 1000:100 3000:100 3000:1000 10000:100 10000:1000; do
     N=${nc%:*} COHORT=${nc#*:} RATE=100000 PROCS=2 SECS=45 sh bench/bench_load.sh "$B"
 done
 N=10000 RATE=100000 PROCS=2 SECS=60 sh bench/bench_load.sh "$B" --restart
+echo "== bytes and packets per client-round on the wire, bench/peer's FedAvg job on sfl alone (8 agents, d = 500 and 1e5; root for nftables); results/wire.md says where they go"
+sh bench/bench_wire.sh "$B"

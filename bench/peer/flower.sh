@@ -51,18 +51,9 @@ done
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 trap 'exit 130' INT TERM
-max=0
-for c in $CONFIGS; do
-    n=${c#*:}
-    if [ "$n" -gt "$max" ]; then max=$n; fi
-done
-echo "flower.sh: certificates for $max agents"
-PKI=deploy/pki/sfl-pki
-"$PKI" init "$t/pki" > /dev/null
-"$PKI" coordinator "$t/pki" coord > /dev/null
-"$PKI" admin "$t/pki" ops > /dev/null
-i=0
-while [ $i -lt "$max" ]; do "$PKI" agent "$t/pki" "agent-$i" > /dev/null; i=$((i + 1)); done
+# shellcheck source=bench/peer/setup.sh
+. "$HERE/setup.sh"
+peer_pki "$t/pki" "$CONFIGS" "flower.sh: "
 # Both systems hold one descriptor per connection, the clients' logs more.
 # shellcheck disable=SC3045
 ulimit -n 65536 2> /dev/null || true
@@ -71,10 +62,7 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 : > "$t/results.jsonl"
 for c in $CONFIGS; do
     d=${c%:*} n=${c#*:}
-    dens=$(awk -v d="$d" 'BEGIN { x = 50 / d; print (x > 1 ? 1 : x) }')
-    rm -rf "$t/data"
-    "$B/sfl-sim" --data synth:dpbcfw --dim "$d" --density "$dens" --clients "$n" --samples 100 \
-        --seed 7 --dump-shards "$t/data" 2> /dev/null
+    peer_shards "$B" "$d" "$n" "$t/data"
     for sys in sfl flower; do
         echo "flower.sh: d=$d clients=$n $sys (load $(cut -d' ' -f1 /proc/loadavg))"
         rm -rf "$t/work"

@@ -16,7 +16,8 @@ Over it:
              clients summed
   bytes      nftables counters on the server's port in the input hook:
              tcp dport = client to server, tcp sport = server to client
-             (IP packet lengths on loopback, headers included)
+             (IP packet lengths on loopback, headers included), and the
+             packets they came in (packets_up, packets_down)
   per round  from the server's own clock: Flower's configure_fit of round 1
              to aggregate_fit of round R; sfl's round_open of round 1 to
              round_committed of round R (coordinator log, ms)
@@ -78,9 +79,9 @@ class Counters:
             field = next(e["match"]["left"]["payload"]["field"] for e in rule["expr"]
                          if "match" in e)
             if field == "dport":
-                up = cnt["bytes"]
+                up = (cnt["bytes"], cnt["packets"])
             else:
-                down = cnt["bytes"]
+                down = (cnt["bytes"], cnt["packets"])
         return up, down
 
     def close(self):
@@ -132,9 +133,12 @@ def figures(a, b, server, clients, rounds, per_round, round_ms, extra):
                 clients_cpu_s=b["clients_cpu"] - a["clients_cpu"],
                 server_rss_kb=hwm_kb(server.pid),
                 client_rss_kb_median=rss[len(rss) // 2], client_rss_kb_max=rss[-1],
-                bytes_up=b["bytes"][0] - a["bytes"][0],
-                bytes_down=b["bytes"][1] - a["bytes"][1],
-                bytes_per_round=(sum(b["bytes"]) - sum(a["bytes"])) / rounds)
+                bytes_up=b["bytes"][0][0] - a["bytes"][0][0],
+                bytes_down=b["bytes"][1][0] - a["bytes"][1][0],
+                packets_up=b["bytes"][0][1] - a["bytes"][0][1],
+                packets_down=b["bytes"][1][1] - a["bytes"][1][1],
+                bytes_per_round=(b["bytes"][0][0] + b["bytes"][1][0]
+                                 - a["bytes"][0][0] - a["bytes"][1][0]) / rounds)
 
 
 def wait_listen(port, proc, secs):

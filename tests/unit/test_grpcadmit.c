@@ -192,12 +192,81 @@ static void test_grpcadmit_no_head_of_line(void **state)
     sfl_grpc_budget_free(b);
 }
 
+/* Stream WINDOW_UPDATE frames in one batch of a session's output (whole
+ * frames: 3-byte length, type, flags, 4-byte stream id). */
+static int stream_window_updates(const uint8_t *b, size_t n)
+{
+    int k = 0;
+
+    for (size_t i = 0; i + 9 <= n;) {
+        size_t len = (size_t)b[i] << 16 | (size_t)b[i + 1] << 8 | b[i + 2];
+        uint32_t id = ((uint32_t)b[i + 5] & 0x7f) << 24 | (uint32_t)b[i + 6] << 16 |
+                      (uint32_t)b[i + 7] << 8 | b[i + 8];
+
+        if (b[i + 3] == 8 && id != 0)
+            k++;
+        i += 9 + len;
+    }
+    return k;
+}
+
+/* A request whose whole body (prefix and message) fits the window a stream
+ * starts with (16 KiB, one default HTTP/2 frame) goes in one flight: the
+ * server answers it without a WINDOW_UPDATE, so the client never waits a
+ * round trip for window (results/wire.md: a frame, a TLS record and a
+ * packet each way per small update). One byte more and the stream needs
+ * window: the server grants it and the request is still served. */
+static void test_grpcadmit_small_request_one_flight(void **state)
+{
+    static result_t r;
+    static uint8_t req[16380];
+    const size_t sizes[] = {100, 16384 - 5, 16384 - 4};
+
+    (void)state;
+    for (size_t i = 0; i < 3; i++) {
+        pair_t p;
+        int flights = 0, wu = 0;
+
+        memset(&r, 0, sizeof(r));
+        pair_open(&p, NULL, NULL);
+        pump(&p); /* SETTINGS both ways */
+        assert_int_equal(sfl_grpc_call_unary(p.cli, "/t.Svc/Echo", req, sizes[i], 0, c_unary,
+                                             &r, NULL),
+                         0);
+        for (int step = 0; step < 1000 && !r.done; step++) {
+            const uint8_t *buf;
+            size_t n, moved = 0;
+
+            assert_int_equal(move(p.cli, p.srv, &moved), 0);
+            flights += moved > 0;
+            assert_int_equal(sfl_grpc_session_pending(p.srv, &buf, &n), 0);
+            wu += stream_window_updates(buf, n);
+            assert_int_equal(move(p.srv, p.cli, &moved), 0);
+        }
+        assert_int_equal(r.done, 1);
+        assert_int_equal(r.status, SFL_GRPC_STATUS_OK);
+        assert_int_equal(r.len, sizes[i]);
+        if (sizes[i] + 5 <= 16384) {
+            assert_int_equal(flights, 1);
+            assert_int_equal(wu, 0);
+        } else {
+            assert_int_equal(flights, 2);
+            assert_true(wu >= 1);
+        }
+        pump(&p);
+        assert_int_equal(sfl_grpc_session_calls(p.srv), 0);
+        assert_int_equal(sfl_grpc_session_buffered(p.srv), 0);
+        pair_close(&p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grpcadmit_message_at_limit),
         cmocka_unit_test(test_grpcadmit_buffer_budgets),
         cmocka_unit_test(test_grpcadmit_no_head_of_line),
+        cmocka_unit_test(test_grpcadmit_small_request_one_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,10 +16,15 @@
 
 /* What a server grants instead. A stream starts with PENDING_WINDOW, all a
  * request may send before it is admitted (its size known and within the
- * budgets; see admit); an admitted stream gets SERVER_WINDOW. The
+ * budgets; see admit); an admitted stream gets SERVER_WINDOW, unless its
+ * whole body fits PENDING_WINDOW (then no WINDOW_UPDATE is sent for it at
+ * all). PENDING_WINDOW is one default HTTP/2 frame, so that every small
+ * request (heartbeats, Join, a small model's update) goes in one flight
+ * without waiting a round trip for a WINDOW_UPDATE (results/wire.md); a
+ * connection holds at most max_streams of them unbudgeted. The
  * connection's window bounds only the first flight, sent before the peer
  * has our SETTINGS. Requests are updates and commands, not models. */
-#define PENDING_WINDOW 4096
+#define PENDING_WINDOW 16384
 #define SERVER_WINDOW (256 << 10)
 
 typedef enum {
@@ -73,6 +78,9 @@ struct sfl_grpc_call {
      * unacknowledged, so flow control bounds it */
     size_t reserved;
     bool admitted;
+    /* server: the whole body fits PENDING_WINDOW: its stream's window is
+     * never grown nor replenished (no WINDOW_UPDATE for it) */
+    bool one_flight;
     uint8_t *pend;
     size_t pend_len;
     /* server: in the budget's queue of calls waiting for admission */

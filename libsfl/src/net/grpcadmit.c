@@ -161,10 +161,15 @@ static admit_t admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     c->pend = NULL;
     c->pend_len = 0;
     s->pending -= need;
-    (void)nghttp2_session_consume_stream(s->h2, c->stream_id, need);
-    if (!c->remote_closed)
+    /* A body that fits the window the stream started with needs no more
+     * window: acknowledging its bytes would only send WINDOW_UPDATEs (a
+     * frame, a TLS record and a packet per request, results/wire.md). */
+    c->one_flight = c->remote_closed || c->reserved <= PENDING_WINDOW - SFL_GRPCFRAME_PREFIX;
+    if (!c->one_flight) {
+        (void)nghttp2_session_consume_stream(s->h2, c->stream_id, need);
         (void)nghttp2_session_set_local_window_size(s->h2, NGHTTP2_FLAG_NONE, c->stream_id,
                                                     SERVER_WINDOW);
+    }
     if (s->budget != NULL)
         sfl__grpc_budget_kick(s->budget, s); /* the next in line may fit too */
     sfl__grpc_server_data(s, c, pend, need);
@@ -201,7 +206,8 @@ void sfl__grpc_admit_waiting(sfl_grpc_session_t *s)
 
 
 /* len bytes of DATA arrived on stream id (c its call, or NULL). An admitted
- * request's bytes are acknowledged at once (its reservation covers them);
+ * request's bytes are acknowledged at once (its reservation covers them;
+ * only for the connection when its body fits its first window: admit);
  * one not yet admitted keeps them in pend, acknowledged for the connection
  * but not for the stream (so they bound themselves to PENDING_WINDOW and do
  * not stall the other streams); the bytes of anything else are dropped and
@@ -216,7 +222,10 @@ void sfl__grpc_server_chunk(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int32_t i
         return;
     }
     if (c->admitted) {
-        (void)nghttp2_session_consume(s->h2, id, len);
+        if (c->one_flight)
+            (void)nghttp2_session_consume_connection(s->h2, len);
+        else
+            (void)nghttp2_session_consume(s->h2, id, len);
         sfl__grpc_server_data(s, c, data, len);
         return;
     }

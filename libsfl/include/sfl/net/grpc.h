@@ -33,14 +33,16 @@
  * (SETTINGS_MAX_FRAME_SIZE), bytes queued per call, idle time (no open call
  * for idle_timeout_ms: GOAWAY, then done). A server checks the caller's role
  * and the method's request size when the HEADERS end, before any DATA is
- * kept, and grants flow-control window by hand: a request may send 4 KiB
+ * kept, and grants flow-control window by hand: a request may send 16 KiB
  * until its message prefix says its size and that size fits the
  * connection's max_buffered and the shared budget (it is then admitted:
- * reserved, and given a 256 KiB window); waiting requests are admitted oldest
- * first as bytes are released. The request memory a peer can make a server
- * hold is thus at most max_buffered plus 4 KiB per stream (plus, once, the
- * first flight before the peer has our SETTINGS: 256 KiB), and a process
- * holds at most the budget plus 4 KiB per open stream.
+ * reserved, and given a 256 KiB window, or none more when its whole body
+ * fits the 16 KiB: a small request goes in one flight and draws no
+ * WINDOW_UPDATE); waiting requests are admitted oldest first as bytes are
+ * released. The request memory a peer can make a server hold is thus at
+ * most max_buffered plus 16 KiB per stream (plus, once, the first flight
+ * before the peer has our SETTINGS: 256 KiB), and a process holds at most
+ * the budget plus 16 KiB per open stream.
  *
  * Statuses follow the gRPC spec: the server answers with :status 200,
  * content-type application/grpc, DATA, then trailers grpc-status and
