@@ -786,6 +786,56 @@ static void raw_request(const nghttp2_nv *nv, size_t n, const uint8_t *body, siz
     sfl_grpc_session_free(srv);
 }
 
+/* Idle connections by the hundred thousand: neither side keeps an HPACK
+ * dynamic table. The server advertises SETTINGS_HEADER_TABLE_SIZE = 0, so a
+ * stock nghttp2 client (table 4096 by default) shrinks its encoder's table
+ * to nothing, and the server's own encoder indexes nothing, so the client's
+ * decoder holds nothing either; two calls with the same headers still
+ * decode and succeed. */
+static void test_grpc_no_hpack_table(void **state)
+{
+    static const uint8_t one[] = {0, 0, 0, 0, 1, 'x'};
+    nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"),
+                       NV(":path", "/t.Svc/Echo"), NV(":authority", "a"),
+                       NV("content-type", "application/grpc+proto"), NV("te", "trailers"),
+                       NV("x-long-custom-header", "a value worth indexing, were there a table")};
+    nghttp2_session_callbacks *cb;
+    nghttp2_session *h2;
+    nghttp2_data_provider prd = {{0}, raw_read};
+    sfl_grpc_session_t *srv;
+    sfl_grpc_config_t cfg = {.now_ms = fake_clock};
+    raw_t r;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    memset(&sctx, 0, sizeof(sctx));
+    assert_int_equal(sfl_grpc_server_new(&cfg, methods, N_METHODS, &sctx, &srv), 0);
+    assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
+    nghttp2_session_callbacks_set_on_header_callback(cb, raw_header);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, raw_close);
+    assert_int_equal(nghttp2_session_client_new(&h2, cb, &r), 0);
+    nghttp2_session_callbacks_del(cb);
+    assert_int_equal(nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, NULL, 0), 0);
+    for (int i = 0; i < 2; i++) {
+        r.grpc = -1;
+        r.http = 0;
+        r.body = one;
+        r.body_len = sizeof(one);
+        assert_true(nghttp2_submit_request(h2, NULL, nv, sizeof(nv) / sizeof(nv[0]), &prd,
+                                           NULL) > 0);
+        raw_pump(h2, srv);
+        assert_int_equal(r.http, 200);
+        assert_int_equal(r.grpc, 0);
+    }
+    assert_int_equal(sctx.handled, 2);
+    assert_int_equal(nghttp2_session_get_remote_settings(h2, NGHTTP2_SETTINGS_HEADER_TABLE_SIZE),
+                     0);
+    assert_int_equal(nghttp2_session_get_hd_deflate_dynamic_table_size(h2), 0);
+    assert_int_equal(nghttp2_session_get_hd_inflate_dynamic_table_size(h2), 0);
+    nghttp2_session_del(h2);
+    sfl_grpc_session_free(srv);
+}
+
 static void test_grpc_bad_requests(void **state)
 {
     static const uint8_t one[] = {0, 0, 0, 0, 1, 'x'};
@@ -1423,6 +1473,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grpc_unary_ok),
+        cmocka_unit_test(test_grpc_no_hpack_table),
         cmocka_unit_test(test_grpc_unary_async_reply),
         cmocka_unit_test(test_grpc_unknown_method),
         cmocka_unit_test(test_grpc_error_status_percent_encoded),
