@@ -337,6 +337,7 @@ static void *h2_alloc(sfl_grpc_session_t *s, size_t size, int zero)
             return NULL;
         s->paged[i] = p; /* mmap's pages are zero already */
         s->paged_len[i] = len;
+        s->paged_framebuf[i] = s->new_h2;
         return p;
     }
     p = zero ? sfl__calloc(1, size + H2_HDR) : sfl__malloc(size + H2_HDR);
@@ -357,6 +358,7 @@ static void h2_free(void *ptr, void *ud)
         (void)munmap(ptr, s->paged_len[i]);
         s->paged[i] = NULL;
         s->paged_len[i] = 0;
+        s->paged_framebuf[i] = false;
         return;
     }
     sfl__free((uint8_t *)ptr - H2_HDR);
@@ -400,12 +402,13 @@ static void *h2_realloc(void *ptr, size_t size, void *ud)
     return p;
 }
 
-/* Gives the pages of the paged blocks back to the kernel; only once
- * nghttp2 has nothing left to send (its frame buffer holds no live byte). */
+/* Gives the frame buffer's pages back to the kernel; only once nghttp2
+ * has nothing left to send (the buffer holds no live byte). Other paged
+ * blocks (a header value of 16 KiB or more that nghttp2 keeps) are live. */
 static void release_pages(sfl_grpc_session_t *s)
 {
     for (int i = 0; i < H2_PAGED_SLOTS; i++)
-        if (s->paged[i] != NULL)
+        if (s->paged[i] != NULL && s->paged_framebuf[i])
             (void)madvise(s->paged[i], s->paged_len[i], MADV_DONTNEED);
 }
 
@@ -1365,10 +1368,13 @@ static int session_new(sfl_grpc_session_t *s)
     /* A server acknowledges request bytes itself, as its budgets allow. */
     if (s->server)
         nghttp2_option_set_no_auto_window_update(opt, 1);
+    /* its blocks of H2_PAGED_MIN bytes and more: the frame buffer */
+    s->new_h2 = true;
     if (s->server)
         rv = nghttp2_session_server_new3(&s->h2, cb, s, opt, &mem);
     else
         rv = nghttp2_session_client_new3(&s->h2, cb, s, opt, &mem);
+    s->new_h2 = false;
     if (rv != 0)
         goto out;
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_FRAME_SIZE, s->max_frame};

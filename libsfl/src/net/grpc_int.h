@@ -166,6 +166,11 @@ struct sfl_grpc_session {
      * given back to the kernel while the session has nothing to send */
     void *paged[H2_PAGED_SLOTS];
     size_t paged_len[H2_PAGED_SLOTS];
+    /* paged[i] is the frame buffer (allocated by nghttp2's session setup,
+     * new_h2 set): only its pages are released; others (a large header
+     * value nghttp2 keeps) hold live bytes */
+    bool paged_framebuf[H2_PAGED_SLOTS];
+    bool new_h2;
     /* nghttp2_session_mem_send's last answer was "nothing": its frame
      * buffer holds no byte still to be sent */
     bool h2_drained;
