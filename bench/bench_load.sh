@@ -1,7 +1,7 @@
 #!/bin/sh
 # Coordinator under many concurrent agents on loopback.
 #
-#   [N=agents] [SECS=s] [RATE=r] [PROCS=p] [COHORT=c] \
+#   [N=agents] [SECS=s] [RATE=r] [PROCS=p] [COHORT=c] [DESTS=k] \
 #       bench/bench_load.sh [BUILD] [--quick] [--restart]
 #
 # A coordinator runs one FedIter-HT job (d = 100, cohort COHORT (100),
@@ -45,8 +45,20 @@
 #   bench_load_rejoin_curve 1s=... 2s=... ...
 # the agents rejoined by the end of each second after the restart.
 #
-# KEEP=DIR keeps the logs there. Bounded: about SECS + 30 s (+ N / 400 s for
-# the certificates) at most.
+# Above 20,000 agents (or with DESTS=k > 1) the coordinator listens on
+# 0.0.0.0 and agent i connects to 127.0.0.(1 + i mod k), k = N / 20,000
+# rounded up: loopback offers ~28,000 ephemeral ports per destination
+# address (net.ipv4.ip_local_port_range 32768-60999). Every process holds
+# one descriptor per connection: the script raises `ulimit -n` to N + 200
+# (fs.nr_open must allow it: 1048576 by default), and, run as root with
+# N > 20,000, vm.max_map_count to 2 N + 65530 for the run (each HTTP/2
+# session maps its frame buffer on pages of its own, in the coordinator
+# and in the load generator), restoring it on exit. The listen backlog is
+# the transport's 4096 (net.core.somaxconn 4096 on Debian 12); agents are
+# started at RATE a second, so a storm waits there, not in SYN retries.
+#
+# KEEP=DIR keeps the logs there. Bounded: about SECS + 30 s (+ N / 200 s for
+# the certificates and the agents' setup) at most.
 set -eu
 B=build
 N=${N:-1000}
@@ -54,6 +66,7 @@ SECS=${SECS:-60}
 RATE=${RATE:-500}
 PROCS=${PROCS:-1}
 COHORT=${COHORT:-100}
+DESTS=${DESTS:-$(((N + 19999) / 20000))}
 OVERSEL=0.1
 RESTART=0
 for a in "$@"; do
@@ -68,14 +81,20 @@ ROOT=$(pwd)
 t=$(mktemp -d)
 coord=""
 lg=""
+maps=""
 cleanup() {
     for p in $lg $coord; do kill -9 "$p" 2>/dev/null || true; done
+    [ -z "$maps" ] || sysctl -qw vm.max_map_count="$maps" || true
     [ -z "${KEEP:-}" ] || cp "$t"/*.log "$t"/loadgen.* "$KEEP"/ 2>/dev/null || true
     rm -rf "$t"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-fail() { echo "bench_load: $*" >&2; tail -5 "$t/coord.log" >&2 || true; exit 1; }
+fail() {
+    echo "bench_load: $*" >&2
+    [ ! -f "$t/coord.log" ] || tail -5 "$t/coord.log" >&2
+    exit 1
+}
 # UTC milliseconds of the day, as the coordinator's log timestamps give.
 now_ms() { echo $(($(date +%s%3N) % 86400000)); }
 # user + system seconds of a process and its waited-for children
@@ -83,15 +102,26 @@ cpu_s() { awk '{ printf "%.1f", ($14 + $15 + $16 + $17) / 100 }' "/proc/$1/stat"
 # busy seconds of the whole machine (all CPUs), to tell other load apart
 busy_s() { awk '/^cpu / { printf "%.1f", ($2 + $3 + $4 + $7 + $8) / 100 }' /proc/stat; }
 
-# Both processes hold one descriptor per connection. (dash and bash both
-# have ulimit -n.)
+# The coordinator holds one descriptor per connection, each load generator
+# process one per agent: N + 200 open files for the coordinator, whose hard
+# limit (`ulimit -Hn`) only CAP_SYS_RESOURCE may raise; with fewer the run
+# stops here and says so. (dash and bash both have ulimit -n.)
 need=$((N + 200))
 # shellcheck disable=SC3045
 nofile=$(ulimit -n)
 if [ "$nofile" != unlimited ] && [ "$nofile" -lt $need ]; then
     # shellcheck disable=SC3045
-    ulimit -n $need 2>/dev/null || fail "the open files limit $nofile is below $need"
+    ulimit -n $need 2>/dev/null ||
+        fail "the open files limit $nofile (hard: $(ulimit -Hn)) is below the $need descriptors of N=$N agents; raise the hard limit (root with CAP_SYS_RESOURCE: prlimit --nofile=$need:$need, or LimitNOFILE) or take N below $((nofile - 200))"
 fi
+if [ "$N" -gt 20000 ] && [ "$(id -u)" = 0 ]; then
+    m=$(cat /proc/sys/vm/max_map_count)
+    if [ "$m" -lt $((2 * N + 65530)) ]; then
+        sysctl -qw vm.max_map_count=$((2 * N + 65530)) && maps=$m
+    fi
+fi
+[ "$DESTS" -le 1 ] || [ $((DESTS * 25000)) -ge "$N" ] ||
+    fail "DESTS=$DESTS addresses cannot carry $N connections (~28,000 ports each)"
 
 # loadgen is built by the Makefile (`make bench`).
 [ -x "$B/bench/loadgen" ] || make --no-print-directory "$B/bench/loadgen" > /dev/null
@@ -106,7 +136,7 @@ mkdir -p "$t/data" "$t/work" "$t/state"
 
 cat > "$t/coordinator.ini" <<EOF
 [coordinator]
-listen = 127.0.0.1:$port
+listen = $([ "$DESTS" -le 1 ] && echo 127.0.0.1 || echo 0.0.0.0):$port
 cert = $t/pki/coordinator/coord.crt
 key = $t/pki/coordinator/coord.key
 ca = $t/pki/ca.crt
@@ -153,12 +183,13 @@ start_coord "$t/coord.log"
 
 "$B/bench/loadgen" --pki "$t/pki" --agents $N --coordinator 127.0.0.1:$port --coordinator-pk "$PK" \
     --data-dir "$t/data" --shards 100 --work "$t/work" --seconds $SECS \
-    --rate $RATE --procs $PROCS > "$t/loadgen.out" 2> "$t/loadgen.err" &
+    --rate $RATE --procs $PROCS --dests "$DESTS" > "$t/loadgen.out" 2> "$t/loadgen.err" &
 lg=$!
 busy0=$(busy_s)
 # timeout(1) would not see the agents' graceful stop; the watchdog is here.
-# loadgen issues N certificates first (~2 ms each).
-limit=$((SECS + 30 + N / 400))
+# loadgen issues N certificates first (~2 ms each, spread over its
+# processes) and sets its agents up.
+limit=$((SECS + 30 + N / 200))
 deadline=$(($(date +%s) + limit))
 restarted=""
 n=0

@@ -2,7 +2,7 @@
  *
  *   loadgen --pki DIR --agents N --coordinator HOST:PORT --coordinator-pk HEX
  *           --data-dir DIR --shards S --work DIR --seconds T [--rate R]
- *           [--procs P]
+ *           [--procs P] [--dests K]
  *
  * Each agent is client-agent's agent_ctx_t (agent.h) on one shared uv loop, so
  * every one does what sfl-agent does: mutual TLS, Join, Subscribe, train
@@ -16,7 +16,12 @@
  * the total over all processes). With P > 1 the agents are split over P
  * forked processes (agent i in process i mod P), so that one load
  * generator's own loop is not what limits thousands of agents; each
- * process is sent SIGTERM if this one dies. Once the agents start, stderr
+ * process is sent SIGTERM if this one dies; each process issues its own
+ * agents' certificates. With K > 1 (an IPv4 HOST only) agent i connects
+ * to HOST with i mod K added to its last byte (127.0.0.1, 127.0.0.2, ...):
+ * loopback offers ~28,000 ephemeral ports (net.ipv4.ip_local_port_range)
+ * per destination address and port, so 100,000 agents need K >= 4 and a
+ * coordinator listening on 0.0.0.0. Once the agents start, stderr
  * gets "loadgen: start_ms=M" (M: UTC milliseconds of the day, as the
  * coordinator's log timestamps). After T seconds every agent stops
  * gracefully and one line is printed, summed over the processes (rss_kb:
@@ -49,7 +54,7 @@
 
 typedef struct {
     const char *pki, *coordinator, *coordinator_pk, *data_dir, *work;
-    unsigned agents, shards, seconds, rate, procs;
+    unsigned agents, shards, seconds, rate, procs, dests;
 } opts_t;
 
 /* What one process reports; summed over the processes. */
@@ -58,7 +63,9 @@ typedef struct {
         cpu_ms;
 } tally_t;
 
-static opts_t o = {.rate = 500, .procs = 1};
+static opts_t o = {.rate = 500, .procs = 1, .dests = 1};
+static unsigned char coord_ip[4]; /* o.coordinator's address and port when o.dests > 1 */
+static unsigned coord_port;
 static agent_ctx_t **agents;
 static unsigned first, step = 1; /* this process runs agents first, first + step, ... */
 static unsigned started, stopped;
@@ -166,7 +173,7 @@ static int issue_all(void)
     fclose(f);
     if (ca == NULL || cakey == NULL)
         goto out;
-    for (unsigned i = 0; i < o.agents; i++)
+    for (unsigned i = first; i < o.agents; i += step)
         if (issue(ca, cakey, i) < 0)
             goto out;
     rc = 0;
@@ -180,14 +187,26 @@ out:
 
 /* ---- agents ------------------------------------------------------------------ */
 
+/* Agent i's coordinator address: o.coordinator, or with o.dests > 1 its
+ * IPv4 address with i mod K added to the last byte. */
+static const char *dest_of(unsigned i, char *buf, size_t cap)
+{
+    if (o.dests <= 1)
+        return o.coordinator;
+    snprintf(buf, cap, "%u.%u.%u.%u:%u", coord_ip[0], coord_ip[1], coord_ip[2],
+             coord_ip[3] + i % o.dests, coord_port);
+    return buf;
+}
+
 static int make_agent(uv_loop_t *loop, unsigned i)
 {
     char v[1100], key[32];
+    char dest[32];
     agent_config_t c;
     struct {
         const char *k, *v;
     } kv[] = {
-        {"coordinator", o.coordinator}, {"server_name", "127.0.0.1"},
+        {"coordinator", dest_of(i, dest, sizeof(dest))}, {"server_name", "127.0.0.1"},
         {"coordinator_pk", o.coordinator_pk}, {"backoff_min_ms", "200"},
         {"backoff_max_ms", "2000"},
     };
@@ -327,7 +346,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: loadgen --pki DIR --agents N --coordinator HOST:PORT "
                     "--coordinator-pk HEX --data-dir DIR --shards S --work DIR --seconds T "
-                    "[--rate R] [--procs P]\n");
+                    "[--rate R] [--procs P] [--dests K]\n");
     return 2;
 }
 
@@ -346,6 +365,8 @@ static int run_agents(tally_t *t)
     uv_loop_t *loop = uv_default_loop();
 
     memset(t, 0, sizeof(*t));
+    if (issue_all() < 0)
+        return -1;
     for (unsigned n = 0; n < mine(); n++)
         if (make_agent(loop, first + n * step) < 0)
             return -1;
@@ -462,17 +483,35 @@ int main(int argc, char **argv)
             o.rate = (unsigned)strtoul(v, NULL, 10);
         else if (strcmp(k, "--procs") == 0)
             o.procs = (unsigned)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--dests") == 0)
+            o.dests = (unsigned)strtoul(v, NULL, 10);
         else
             return usage();
     }
     if (argc % 2 == 0 || !o.pki || !o.coordinator || !o.coordinator_pk || !o.data_dir ||
         !o.work || o.agents == 0 || o.shards == 0 || o.seconds == 0 || o.rate == 0 ||
-        o.procs == 0 || o.procs > o.agents)
+        o.procs == 0 || o.procs > o.agents || o.dests == 0 || o.dests > 254)
         return usage();
+    if (o.dests > 1) {
+        unsigned a, b, c, d;
+        char tail;
+
+        if (sscanf(o.coordinator, "%u.%u.%u.%u:%u%c", &a, &b, &c, &d, &coord_port, &tail) != 5 ||
+            a > 255 || b > 255 || c > 255 || d + o.dests - 1 > 255 || coord_port == 0 ||
+            coord_port > 65535) {
+            fprintf(stderr, "loadgen: --dests %u needs an IPv4 --coordinator A.B.C.D:PORT "
+                            "with D + %u below 256\n", o.dests, o.dests - 1);
+            return 2;
+        }
+        coord_ip[0] = (unsigned char)a;
+        coord_ip[1] = (unsigned char)b;
+        coord_ip[2] = (unsigned char)c;
+        coord_ip[3] = (unsigned char)d;
+    }
     /* as sfl-agent: a write to a connection the coordinator dropped (a
      * kill -9) is an error to handle, not a signal that ends the process */
     signal(SIGPIPE, SIG_IGN);
-    if ((agents = calloc(o.agents, sizeof(*agents))) == NULL || issue_all() < 0)
+    if ((agents = calloc(o.agents, sizeof(*agents))) == NULL)
         goto out;
     if (o.procs > 1 ? run_procs(&t) < 0 : run_agents(&t) < 0)
         goto out;

@@ -45,5 +45,14 @@ for nc in 1000:100 3000:100 3000:1000 10000:100 10000:1000; do
     N=${nc%:*} COHORT=${nc#*:} RATE=100000 PROCS=2 SECS=45 sh bench/bench_load.sh "$B"
 done
 N=10000 RATE=100000 PROCS=2 SECS=60 sh bench/bench_load.sh "$B" --restart
+echo "== 100,000 agents (cohort 1,000; six load-generator processes, agents spread over five loopback addresses): the coordinator needs 100,200 open files, which only a hard limit raised beforehand allows (CAP_SYS_RESOURCE); the largest N that fits under a lower one is run instead"
+# (the load generator holds ~145 KB per agent: ~14 GB at 100,000)
+hard=$(ulimit -Hn)
+if [ "$hard" = unlimited ] || [ "$hard" -ge 100200 ]; then
+    N=100000 COHORT=1000 RATE=2000 PROCS=6 SECS=300 sh bench/bench_load.sh "$B"
+elif [ "$hard" -ge 2000 ]; then
+    echo "bench_load: open files hard limit $hard: N=100000 cannot run here; N=$((hard - 500)) instead"
+    N=$((hard - 500)) COHORT=1000 RATE=3000 PROCS=2 SECS=60 sh bench/bench_load.sh "$B"
+fi
 echo "== bytes and packets per client-round on the wire, bench/peer's FedAvg job on sfl alone (8 agents, d = 500 and 1e5; root for nftables); results/wire.md says where they go"
 sh bench/bench_wire.sh "$B"

@@ -2,6 +2,7 @@
  * grpcfx.h; hand-made HTTP/2 requests ours never sends; interop with a stock
  * gRPC client and server (python3-grpcio); allocation failures. Admission
  * control (request budgets) has its own suite, test_grpcadmit. */
+#define _DEFAULT_SOURCE /* mincore */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,12 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <nghttp2/nghttp2.h>
 #include <uv.h>
 
 #include "failalloc.h"
 #include "grpcfx.h"
+#include "net/grpc_int.h"
 #include "sfl/core/alloc.h"
 #include "sfl/core/error.h"
 #include "sfl/net/grpc.h"
@@ -62,6 +65,62 @@ static void test_grpc_unary_ok(void **state)
     assert_false(sfl_grpc_session_done(p.cli));
     assert_false(sfl_grpc_session_done(p.srv));
     assert_int_equal(sctx.wakes, 0); /* replies came from inside feed */
+    pair_close(&p);
+}
+
+/* Pages of s's paged blocks (nghttp2's frame buffer) in memory. */
+static size_t resident_pages(const sfl_grpc_session_t *s, size_t *blocks)
+{
+    unsigned char vec[64];
+    size_t n = 0;
+
+    *blocks = 0;
+    for (int i = 0; i < H2_PAGED_SLOTS; i++) {
+        size_t pages = s->paged_len[i] / 4096;
+
+        if (s->paged[i] == NULL)
+            continue;
+        ++*blocks;
+        assert_true(pages <= sizeof(vec));
+        assert_int_equal(mincore(s->paged[i], s->paged_len[i], vec), 0);
+        for (size_t k = 0; k < pages; k++)
+            n += vec[k] & 1;
+    }
+    return n;
+}
+
+/* An idle session holds none of nghttp2's frame buffer in memory: its
+ * pages go back once everything is sent, and the next call writes on
+ * fresh zero pages and still works. */
+static void test_grpc_idle_releases_pages(void **state)
+{
+    static result_t r;
+    const uint8_t *out;
+    size_t blocks, len;
+    pair_t p;
+
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        memset(&r, 0, sizeof(r));
+        if (round == 0)
+            pair_open(&p, NULL, NULL);
+        assert_int_equal(sfl_grpc_call_unary(p.cli, "/t.Svc/Echo", (const uint8_t *)"ping", 4,
+                                             0, c_unary, &r, NULL),
+                         0);
+        /* frames written into the buffer, not yet consumed: in memory */
+        assert_int_equal(sfl_grpc_session_pending(p.cli, &out, &len), 0);
+        assert_true(len > 0);
+        assert_true(resident_pages(p.cli, &blocks) > 0);
+        assert_int_equal(blocks, 1);
+        pump(&p);
+        assert_int_equal(r.done, 1);
+        assert_int_equal(r.status, SFL_GRPC_STATUS_OK);
+        assert_memory_equal(r.resp, "ping", 4);
+        assert_int_equal(resident_pages(p.cli, &blocks), 0);
+        assert_int_equal(blocks, 1);
+        assert_int_equal(resident_pages(p.srv, &blocks), 0);
+        assert_int_equal(blocks, 1);
+    }
     pair_close(&p);
 }
 
@@ -786,6 +845,56 @@ static void raw_request(const nghttp2_nv *nv, size_t n, const uint8_t *body, siz
     sfl_grpc_session_free(srv);
 }
 
+/* Idle connections by the hundred thousand: neither side keeps an HPACK
+ * dynamic table. The server advertises SETTINGS_HEADER_TABLE_SIZE = 0, so a
+ * stock nghttp2 client (table 4096 by default) shrinks its encoder's table
+ * to nothing, and the server's own encoder indexes nothing, so the client's
+ * decoder holds nothing either; two calls with the same headers still
+ * decode and succeed. */
+static void test_grpc_no_hpack_table(void **state)
+{
+    static const uint8_t one[] = {0, 0, 0, 0, 1, 'x'};
+    nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"),
+                       NV(":path", "/t.Svc/Echo"), NV(":authority", "a"),
+                       NV("content-type", "application/grpc+proto"), NV("te", "trailers"),
+                       NV("x-long-custom-header", "a value worth indexing, were there a table")};
+    nghttp2_session_callbacks *cb;
+    nghttp2_session *h2;
+    nghttp2_data_provider prd = {{0}, raw_read};
+    sfl_grpc_session_t *srv;
+    sfl_grpc_config_t cfg = {.now_ms = fake_clock};
+    raw_t r;
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    memset(&sctx, 0, sizeof(sctx));
+    assert_int_equal(sfl_grpc_server_new(&cfg, methods, N_METHODS, &sctx, &srv), 0);
+    assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
+    nghttp2_session_callbacks_set_on_header_callback(cb, raw_header);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, raw_close);
+    assert_int_equal(nghttp2_session_client_new(&h2, cb, &r), 0);
+    nghttp2_session_callbacks_del(cb);
+    assert_int_equal(nghttp2_submit_settings(h2, NGHTTP2_FLAG_NONE, NULL, 0), 0);
+    for (int i = 0; i < 2; i++) {
+        r.grpc = -1;
+        r.http = 0;
+        r.body = one;
+        r.body_len = sizeof(one);
+        assert_true(nghttp2_submit_request(h2, NULL, nv, sizeof(nv) / sizeof(nv[0]), &prd,
+                                           NULL) > 0);
+        raw_pump(h2, srv);
+        assert_int_equal(r.http, 200);
+        assert_int_equal(r.grpc, 0);
+    }
+    assert_int_equal(sctx.handled, 2);
+    assert_int_equal(nghttp2_session_get_remote_settings(h2, NGHTTP2_SETTINGS_HEADER_TABLE_SIZE),
+                     0);
+    assert_int_equal(nghttp2_session_get_hd_deflate_dynamic_table_size(h2), 0);
+    assert_int_equal(nghttp2_session_get_hd_inflate_dynamic_table_size(h2), 0);
+    nghttp2_session_del(h2);
+    sfl_grpc_session_free(srv);
+}
+
 static void test_grpc_bad_requests(void **state)
 {
     static const uint8_t one[] = {0, 0, 0, 0, 1, 'x'};
@@ -1423,6 +1532,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grpc_unary_ok),
+        cmocka_unit_test(test_grpc_no_hpack_table),
+        cmocka_unit_test(test_grpc_idle_releases_pages),
         cmocka_unit_test(test_grpc_unary_async_reply),
         cmocka_unit_test(test_grpc_unknown_method),
         cmocka_unit_test(test_grpc_error_status_percent_encoded),

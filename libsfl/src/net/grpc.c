@@ -305,93 +305,111 @@ static int status_from_rst(uint32_t code)
  * its start, so an idle agent's session only ever touches the first page
  * or two of it. From the heap the whole block counts in the RSS (and its
  * neighbours' freed pages with it); given pages of its own, only the pages
- * written do: ~12 KiB less per connection with thousands of agents. Each
- * block carries a header with its size (paged: its mapping's length with
- * the low bit set), so free and realloc know which kind they hold. */
+ * written do, and those go back to the kernel (MADV_DONTNEED: zero pages
+ * when next touched) whenever the session has sent everything
+ * (release_pages): an idle connection holds none of it. The session (the
+ * allocator's user data) records its paged blocks, H2_PAGED_SLOTS at most
+ * (beyond that: the heap); heap blocks carry a header with their size, so
+ * that realloc knows it. */
 #define H2_HDR 16
 #define H2_PAGED_MIN ((size_t)16384)
 
-static void *h2_alloc(size_t size, int zero)
+static int paged_slot(const sfl_grpc_session_t *s, const void *ptr)
+{
+    for (int i = 0; i < H2_PAGED_SLOTS; i++)
+        if (s->paged[i] == ptr)
+            return i;
+    return -1;
+}
+
+static void *h2_alloc(sfl_grpc_session_t *s, size_t size, int zero)
 {
     uint8_t *p;
+    int i;
 
     if (size > SIZE_MAX - 2 * H2_HDR - 4096)
         return NULL;
-    if (size >= H2_PAGED_MIN) {
-        size_t page = 4096, len = (size + H2_HDR + page - 1) / page * page;
+    if (size >= H2_PAGED_MIN && (i = paged_slot(s, NULL)) >= 0) {
+        size_t page = 4096, len = (size + page - 1) / page * page;
 
         p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             return NULL;
-        *(size_t *)p = len | 1; /* mmap's pages are zero already */
-        return p + H2_HDR;
+        s->paged[i] = p; /* mmap's pages are zero already */
+        s->paged_len[i] = len;
+        s->paged_framebuf[i] = s->new_h2;
+        return p;
     }
     p = zero ? sfl__calloc(1, size + H2_HDR) : sfl__malloc(size + H2_HDR);
     if (p == NULL)
         return NULL;
-    *(size_t *)p = (size + H2_HDR) << 1;
+    *(size_t *)p = size;
     return p + H2_HDR;
-}
-
-/* Bytes usable at ptr. */
-static size_t h2_size(const void *ptr)
-{
-    size_t tag = *(const size_t *)((const uint8_t *)ptr - H2_HDR);
-
-    return (tag & 1 ? tag & ~(size_t)1 : tag >> 1) - H2_HDR;
 }
 
 static void h2_free(void *ptr, void *ud)
 {
-    uint8_t *base;
-    size_t tag;
+    sfl_grpc_session_t *s = ud;
+    int i;
 
-    (void)ud;
     if (ptr == NULL)
         return;
-    base = (uint8_t *)ptr - H2_HDR;
-    tag = *(size_t *)base;
-    if (tag & 1)
-        (void)munmap(base, tag & ~(size_t)1);
-    else
-        sfl__free(base);
+    if ((i = paged_slot(s, ptr)) >= 0) {
+        (void)munmap(ptr, s->paged_len[i]);
+        s->paged[i] = NULL;
+        s->paged_len[i] = 0;
+        s->paged_framebuf[i] = false;
+        return;
+    }
+    sfl__free((uint8_t *)ptr - H2_HDR);
 }
 
 static void *h2_malloc(size_t size, void *ud)
 {
-    (void)ud;
-    return h2_alloc(size, 0);
+    return h2_alloc(ud, size, 0);
 }
 
 static void *h2_calloc(size_t n, size_t size, void *ud)
 {
-    (void)ud;
     if (size != 0 && n > SIZE_MAX / size)
         return NULL;
-    return h2_alloc(n * size, 1);
+    return h2_alloc(ud, n * size, 1);
 }
 
 static void *h2_realloc(void *ptr, size_t size, void *ud)
 {
+    sfl_grpc_session_t *s = ud;
+    int i;
     size_t old;
     void *p;
 
     if (ptr == NULL)
-        return h2_alloc(size, 0);
-    old = h2_size(ptr);
-    if (!(*(size_t *)((uint8_t *)ptr - H2_HDR) & 1) && size < H2_PAGED_MIN) {
+        return h2_alloc(s, size, 0);
+    i = paged_slot(s, ptr);
+    if (i < 0 && size < H2_PAGED_MIN) {
         uint8_t *base = sfl__reallocarray((uint8_t *)ptr - H2_HDR, size + H2_HDR, 1);
 
         if (base == NULL)
             return NULL;
-        *(size_t *)base = (size + H2_HDR) << 1;
+        *(size_t *)base = size;
         return base + H2_HDR;
     }
-    if ((p = h2_alloc(size, 0)) == NULL)
+    old = i >= 0 ? s->paged_len[i] : *(size_t *)((uint8_t *)ptr - H2_HDR);
+    if ((p = h2_alloc(s, size, 0)) == NULL)
         return NULL;
     memcpy(p, ptr, old < size ? old : size);
-    h2_free(ptr, ud);
+    h2_free(ptr, s);
     return p;
+}
+
+/* Gives the frame buffer's pages back to the kernel; only once nghttp2
+ * has nothing left to send (the buffer holds no live byte). Other paged
+ * blocks (a header value of 16 KiB or more that nghttp2 keeps) are live. */
+static void release_pages(sfl_grpc_session_t *s)
+{
+    for (int i = 0; i < H2_PAGED_SLOTS; i++)
+        if (s->paged[i] != NULL && s->paged_framebuf[i])
+            (void)madvise(s->paged[i], s->paged_len[i], MADV_DONTNEED);
 }
 
 /* ---- calls ------------------------------------------------------------ */
@@ -1320,8 +1338,8 @@ static int session_new(sfl_grpc_session_t *s)
 {
     nghttp2_session_callbacks *cb = NULL;
     nghttp2_option *opt = NULL;
-    nghttp2_mem mem = {NULL, h2_malloc, h2_free, h2_calloc, h2_realloc};
-    nghttp2_settings_entry iv[5];
+    nghttp2_mem mem = {s, h2_malloc, h2_free, h2_calloc, h2_realloc};
+    nghttp2_settings_entry iv[6];
     size_t n = 0;
     int rv;
 
@@ -1341,17 +1359,27 @@ static int session_new(sfl_grpc_session_t *s)
         goto out;
     /* Closed streams are kept only for RFC 7540 priorities, unused here. */
     nghttp2_option_set_no_closed_streams(opt, 1);
+    /* No HPACK dynamic table either way (ours here, the peer's through
+     * SETTINGS_HEADER_TABLE_SIZE = 0 below): each entry is a block of its
+     * own in every idle connection's state, ~3.5 KB per agent with
+     * 100,000 of them, against a few dozen bytes of literal headers per
+     * call. The headers decode the same: a lossless change of encoding. */
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
     /* A server acknowledges request bytes itself, as its budgets allow. */
     if (s->server)
         nghttp2_option_set_no_auto_window_update(opt, 1);
+    /* its blocks of H2_PAGED_MIN bytes and more: the frame buffer */
+    s->new_h2 = true;
     if (s->server)
         rv = nghttp2_session_server_new3(&s->h2, cb, s, opt, &mem);
     else
         rv = nghttp2_session_client_new3(&s->h2, cb, s, opt, &mem);
+    s->new_h2 = false;
     if (rv != 0)
         goto out;
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_FRAME_SIZE, s->max_frame};
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, s->max_header_list};
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 0};
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
                                        s->server ? PENDING_WINDOW : STREAM_WINDOW};
     if (s->server)
@@ -1539,6 +1567,7 @@ static int fill_out(sfl_grpc_session_t *s)
         return 0;
     s->out_off = s->out_len = 0;
     s->depth++;
+    s->h2_drained = false;
     while (s->out_len < OUT_BATCH) {
         const uint8_t *p;
         ssize_t n = nghttp2_session_mem_send(s->h2, &p);
@@ -1549,8 +1578,10 @@ static int fill_out(sfl_grpc_session_t *s)
             session_event(s, EV_BROKEN, 0);
             break;
         }
-        if (n == 0)
+        if (n == 0) {
+            s->h2_drained = true;
             break;
+        }
         rc = append_out(s, p, (size_t)n);
         if (rc != 0) {
             /* Those bytes are lost: the connection cannot go on. */
@@ -1622,10 +1653,15 @@ void sfl_grpc_session_consumed(sfl_grpc_session_t *s, size_t n)
     assert(s != NULL && n <= s->out_len - s->out_off);
     s->out_off += n;
     if (s->out_off == s->out_len) {
-        /* Idle connections keep no output buffer. */
+        /* Idle connections keep no output buffer, nor nghttp2's frame
+         * buffer's pages once it has sent everything. */
         sfl__free(s->out);
         s->out = NULL;
         s->out_cap = s->out_len = s->out_off = 0;
+        if (s->h2_drained) {
+            release_pages(s);
+            s->h2_drained = false;
+        }
         if (s->state != SESSION_DONE)
             check_quiet(s);
     }

@@ -118,6 +118,10 @@ struct sfl_grpc_call {
     char path[96];
 };
 
+/* nghttp2 blocks of 16 KiB and more per session on pages of their own
+ * (grpc.c's allocator); beyond that many, they come from the heap. */
+#define H2_PAGED_SLOTS 4
+
 struct sfl_grpc_session {
     nghttp2_session *h2;
     session_state_t state;
@@ -166,6 +170,18 @@ struct sfl_grpc_session {
     int fatal;
     /* nghttp2's last error message, for sfl_last_error() */
     char reason[160];
+    /* nghttp2's blocks on pages of their own (its 16 KiB frame buffer),
+     * given back to the kernel while the session has nothing to send */
+    void *paged[H2_PAGED_SLOTS];
+    size_t paged_len[H2_PAGED_SLOTS];
+    /* paged[i] is the frame buffer (allocated by nghttp2's session setup,
+     * new_h2 set): only its pages are released; others (a large header
+     * value nghttp2 keeps) hold live bytes */
+    bool paged_framebuf[H2_PAGED_SLOTS];
+    bool new_h2;
+    /* nghttp2_session_mem_send's last answer was "nothing": its frame
+     * buffer holds no byte still to be sent */
+    bool h2_drained;
 };
 
 /* One framed message waiting to be handed to nghttp2 (grpc.c). */
