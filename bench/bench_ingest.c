@@ -2,7 +2,10 @@
  * and the agent's cost of protecting one (issue 27, goal 2;
  * results/ingest.md).
  *
- *   bench_ingest [RUNS]
+ *   bench_ingest [RUNS [signed]]
+ *
+ * With "signed", only the signed chain runs (after one signing), for a
+ * profile of the path as it is now (perf record bench_ingest 200 signed).
  *
  * Two updates, f64: dense (d = 1e5, every coordinate) and sparse (k = 1e4,
  * d = 1e6). For each, in one run, interleaved, median of RUNS (default 15):
@@ -124,7 +127,7 @@ static void fold(const uint8_t *pl, size_t n, uint32_t d, double *acc)
     sfl_msg_payload_free(p);
 }
 
-static void run_case(const char *name, uint32_t d, uint32_t k, int runs)
+static void run_case(const char *name, uint32_t d, uint32_t k, int runs, int only)
 {
     sfl_identity_t *id = NULL;
     sfl_roundkey_t *rk = NULL;
@@ -167,7 +170,7 @@ static void run_case(const char *name, uint32_t d, uint32_t k, int runs)
     rx = malloc(sfl_seal_sealed_size(plen));
     if (sealed == NULL || sgn == NULL || rx == NULL)
         exit(1);
-    for (int r = 0; r < runs; r++) {
+    for (int r = 0; r < (only ? 1 : runs); r++) {
         double t0 = now_ms();
 
         if (sfl_seal_update(id, &ctx, pl, plen, sealed, sfl_seal_sealed_size(plen), &slen) < 0)
@@ -185,6 +188,13 @@ static void run_case(const char *name, uint32_t d, uint32_t k, int runs)
         uint8_t *open = NULL;
         double t0 = now_ms();
 
+        if (only) {
+            records_open(&rg, rx);
+            if (sfl_seal_check_update(id->pk, &ctx, rx, glen, plen, NULL, &n) < 0)
+                die("check");
+            fold(rx, n, d, acc);
+            continue;
+        }
         /* floor */
         records_open(&rg, rx);
         sfl_seal_hash(rx, plen, h);
@@ -216,6 +226,10 @@ static void run_case(const char *name, uint32_t d, uint32_t k, int runs)
             load[0] = -1;
         fclose(f);
     }
+    if (only) {
+        printf("bench_ingest case=%s signed chain only: %d runs\n", name, runs);
+        goto out;
+    }
     double fl = median(t[0], runs), se = median(t[1], runs), si = median(t[2], runs);
     double as = median(t[3], runs), ag = median(t[4], runs);
 
@@ -223,6 +237,7 @@ static void run_case(const char *name, uint32_t d, uint32_t k, int runs)
            "signed_ms=%.3f sealed/floor=%.2f signed/floor=%.2f | agent: seal_ms=%.3f sign_ms=%.3f "
            "seal/sign=%.2f | load=%.2f runs=%d\n",
            name, d, k, plen, fl, se, si, se / fl, si / fl, as, ag, as / ag, load[0], runs);
+out:
     EVP_CIPHER_CTX_free(rs.ctx);
     EVP_CIPHER_CTX_free(rg.ctx);
     free(rs.ct);
@@ -244,10 +259,11 @@ static void run_case(const char *name, uint32_t d, uint32_t k, int runs)
 int main(int argc, char **argv)
 {
     int runs = argc > 1 ? atoi(argv[1]) : 15;
+    int only = argc > 2 && strcmp(argv[2], "signed") == 0;
 
     if (runs < 1)
         runs = 1;
-    run_case("dense", 100000, 100000, runs);
-    run_case("sparse", 1000000, 10000, runs);
+    run_case("dense", 100000, 100000, runs, only);
+    run_case("sparse", 1000000, 10000, runs, only);
     return 0;
 }
