@@ -227,8 +227,9 @@ int agent_standardize(const double *moments, uint32_t dimension, double eps,
                       const sfl_dataset_t *data, const sfl_dataset_t *eval,
                       sfl_dataset_t **sdata, sfl_dataset_t **seval) SFL_MUST_CHECK;
 
-/* Seals pl with id to the task's round key, bound to (job, round, nonce,
- * agent_id, model hash), and packs the Update message (owned). */
+/* Signs pl with id, bound to (round key, job, round, nonce, agent_id,
+ * model hash), and packs the Update message (owned), mode SIGNED: payload |
+ * sigma, not sealed (docs/security.md, "The seal"). */
 int agent_seal_payload(const sfl_task_t *task, const sfl_payload_t *pl,
                        const sfl_identity_t *id, uint64_t agent_id, uint8_t **msg,
                        size_t *len) SFL_MUST_CHECK;

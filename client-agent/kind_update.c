@@ -1,7 +1,7 @@
-/* The plain update, the round kind of a sealed update (kind.h): a task
+/* The plain update, the round kind of a signed update (kind.h): a task
  * trains libsfl's client round on the local rows (standardised for a
- * standardize job: kind_stats.c), the update is encoded and sealed to the
- * round's key, and agent.c's outbox submits it (SubmitUpdate). The pure
+ * standardize job: kind_stats.c), the update is encoded and signed for the
+ * round (bound to its key, job, round and nonce), and agent.c's outbox submits it (SubmitUpdate). The pure
  * pieces (agent_task_check, agent_train_task, agent_seal_payload) are
  * agent.h's. */
 #include "agent_int.h"
@@ -175,7 +175,7 @@ int agent_train_task(const sfl_task_t *t, const sfl_dataset_t *data, const sfl_d
 int agent_seal_payload(const sfl_task_t *t, const sfl_payload_t *pl, const sfl_identity_t *id,
                        uint64_t agent_id, uint8_t **msg, size_t *len)
 {
-    uint8_t *payload = NULL, *sealed = NULL;
+    uint8_t *payload = NULL, *signed_ = NULL;
     size_t plen = 0, cap, slen = 0;
     int rc;
 
@@ -183,13 +183,13 @@ int agent_seal_payload(const sfl_task_t *t, const sfl_payload_t *pl, const sfl_i
     *len = 0;
     if ((rc = sfl_msg_payload_pack(pl, &payload, &plen)) < 0)
         goto out;
-    cap = sfl_seal_sealed_size(plen);
+    cap = sfl_seal_signed_size(plen);
     if (cap == 0) {
-        rc = sfl__fail(SFL_ELIMIT, "payload of %zu bytes is too large to seal", plen);
+        rc = sfl__fail(SFL_ELIMIT, "payload of %zu bytes is too large to sign", plen);
         goto out;
     }
-    sealed = sfl__malloc(cap);
-    if (sealed == NULL) {
+    signed_ = sfl__malloc(cap);
+    if (signed_ == NULL) {
         rc = SFL_ENOMEM;
         goto out;
     }
@@ -202,21 +202,25 @@ int agent_seal_payload(const sfl_task_t *t, const sfl_payload_t *pl, const sfl_i
         memcpy(ctx.nonce, t->round_nonce, sizeof(ctx.nonce));
         ctx.agent_id = agent_id;
         memcpy(ctx.model_hash, t->model_hash, sizeof(ctx.model_hash));
-        if ((rc = sfl_seal_update(id, &ctx, payload, plen, sealed, cap, &slen)) < 0)
+        /* Signed, not sealed: the mutual TLS that carries it is the only
+         * hop, and its recipient is the seal's (docs/security.md). */
+        if ((rc = sfl_seal_sign_into(id, &ctx, payload, plen, signed_, cap, &slen)) < 0)
             goto out;
     }
     {
-        sfl_update_t m = {t->job_id, t->round, t->attempt, agent_id, SFL_UPDATE_MODE_SEALED,
-                          sealed, slen};
+        sfl_update_t m = {t->job_id, t->round, t->attempt, agent_id, SFL_UPDATE_MODE_SIGNED,
+                          signed_, slen};
 
         rc = sfl_msg_update_pack(&m, msg, len);
     }
 out:
-    /* The plaintext update is private to this agent until sealed. */
+    /* The plaintext update stays private to this agent's memory. */
     if (payload != NULL)
         sodium_memzero(payload, plen);
     sfl_msg_buf_free(payload);
-    sfl__free(sealed);
+    if (signed_ != NULL)
+        sodium_memzero(signed_, cap);
+    sfl__free(signed_);
     return rc;
 }
 

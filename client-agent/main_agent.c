@@ -15,7 +15,7 @@
 static const char usage_text[] =
     "usage: sfl-agent [--config FILE] [--KEY VALUE ...]\n"
     "Joins a federation: connects out to the coordinator over mutual TLS,\n"
-    "trains on local data when selected and submits sealed, signed updates.\n"
+    "trains on local data when selected and submits signed updates.\n"
     "Logs one line per event to stderr, as the coordinator does (ts=... level=...\n"
     "event=... key=value ...). SIGTERM or SIGINT stop it.\n"
     "\n"

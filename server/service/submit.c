@@ -1,6 +1,7 @@
 /* SubmitUpdate (docs/protocol.md): an update is judged against its
- * attempt on the loop, opened and verified on the thread pool (X25519
- * unseal, Ed25519 signature, payload decode), then folded on the loop, or
+ * attempt on the loop, verified on the thread pool (Ed25519 signature,
+ * payload decode; an older agent's sealed update is opened first), then
+ * folded on the loop, or
  * held for an ordered fold. */
 #include "coord_int.h"
 #include "round/driver.h"
@@ -22,8 +23,9 @@
 /* ---- SubmitUpdate -----------------------------------------------------------------
  * An update is judged in three steps. On the loop, the checks that need
  * only ids (job, open attempt, cohort membership, duplicates, deadline);
- * then on the thread pool the expensive part: opening the seal, verifying
- * the agent's signature and decoding the payload (~0.4 ms for k = 1e4);
+ * then on the thread pool the expensive part: verifying the agent's
+ * signature (after opening the seal of an older agent's SEALED update) and
+ * decoding the payload (~0.4 ms for k = 1e4);
  * back on the loop, the attempt is checked again (it may have closed in
  * between) and the update goes to the aggregator. */
 
@@ -110,24 +112,37 @@ static coord_upd_verdict_t prejudge(coord_t *co, coord_agent_t *a, const sfl_upd
     return VERDICT_OPEN;
 }
 
-/* Thread pool: open, verify, decode and check the payload. Touches only v. */
+/* Thread pool: verify (open first if sealed), decode and check the payload.
+ * Touches only v. */
 static void verify_work(uv_work_t *w)
 {
     verify_t *v = w->data;
     uint8_t *plain = NULL;
+    const uint8_t *payload;
     size_t plen = 0;
     int rc;
 
-    rc = sfl_seal_open_update(v->key->rk, v->agent_pk, &v->ctx, v->u->sealed, v->u->sealed_len,
-                              v->max_message, &plain, &plen, NULL);
+    if (v->u->mode == SFL_UPDATE_MODE_SEALED) {
+        /* Older agents (one release, docs/security.md "The seal"). */
+        rc = sfl_seal_open_update(v->key->rk, v->agent_pk, &v->ctx, v->u->sealed,
+                                  v->u->sealed_len, v->max_message, &plain, &plen, NULL);
+        payload = plain;
+    } else {
+        /* SIGNED: the payload is read where the request put it, no copy. */
+        rc = sfl_seal_check_update(v->agent_pk, &v->ctx, v->u->sealed, v->u->sealed_len,
+                                   v->max_message, NULL, &plen);
+        payload = v->u->sealed;
+    }
     if (rc < 0) {
         snprintf(v->reason, sizeof(v->reason), "%s", sfl_last_error());
         v->rj = coord_seal_reason(rc);
         return;
     }
-    rc = sfl_msg_payload_unpack(plain, plen, &v->lim, v->lim.max_dim, &v->p);
-    sodium_memzero(plain, plen);
-    sfl__free(plain);
+    rc = sfl_msg_payload_unpack(payload, plen, &v->lim, v->lim.max_dim, &v->p);
+    if (plain != NULL) {
+        sodium_memzero(plain, plen);
+        sfl__free(plain);
+    }
     v->rj = RJ_PAYLOAD;
     if (rc < 0)
         /* msg.c's details start with the message's name already. */

@@ -7,7 +7,7 @@
 # sfl-replay --hostile (tests/e2e/replay_tool.c) holds two agent
 # certificates: A (hostile, claiming 1e12 samples at Join) and B (honest)
 # join, subscribe and receive their tasks for round r of a job with cohort 2, min_quorum 1, max_update_norm
-# 1e6 and max_samples 1000. A sends, properly sealed and signed, an update
+# 1e6 and max_samples 1000. A sends, properly signed, an update
 # of finite values whose norm overflows (1e300 entries), one declaring 1e12
 # samples, and one whose values are NaN: each is REJECTED with the bound it
 # broke; A never sends a valid one. B's honest update is accepted and round

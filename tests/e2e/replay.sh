@@ -88,14 +88,17 @@ upd() { # agent round verdict [reason fragment]: exactly one such update line
         grep " verdict=$3" | grep -c -- "${4:-}" || true)
     [ "$n" -eq 1 ] || fail "expected one '$3' update of agent $1 for round $2${4:+ ($4)}, log has $n"
 }
-upd "$A" "$r" rejected "cannot open sealed update"          # tampered
+upd "$A" "$r" rejected "signature does not verify"           # tampered
 upd "$A" "$r" accepted
 upd "$A" "$r" duplicate "already accepted"                   # replayed
 upd "$B" "$r" rejected "signature does not verify"           # A's update as B's
 upd "$B" "$r" accepted
 upd "$A" "$r" late "is not open"                             # round r's bytes in r + 1
-upd "$A" "$r1" rejected "not sealed to this round's key"     # re-targeted
-upd "$A" "$r1" rejected "signature does not verify"          # re-sealed by its agent
+# re-targeted, and re-signed by its agent for round r + 1's key: both fail the
+# signature (round key, round and nonce are signed)
+n=$(grep "event=update agent=$A job=1 round=$r1 " "$t/coord.log" | grep " verdict=rejected" |
+    grep -c "signature does not verify" || true)
+[ "$n" -eq 2 ] || fail "expected two bad-signature updates of agent $A for round $r1, log has $n"
 upd "$A" "$r2" wrong_round
 upd "$A" "$r1" accepted
 upd "$B" "$r1" accepted
@@ -120,5 +123,5 @@ grep -q "event=round_committed job=1 round=$ROUNDS .* accepted=2 " "$t/coord.log
 if grep -q "event=ack .*status=\(rejected\|late\|duplicate\|wrong_round\)" "$t"/agent-*.log; then
     fail "a real agent had an update refused"
 fi
-echo "PASS: replayed, re-targeted, re-sealed, tampered and misattributed updates refused;" \
+echo "PASS: replayed, re-targeted, re-signed, tampered and misattributed updates refused;" \
     "job finished with real agents"

@@ -16,7 +16,7 @@
  * while the round it aims at is open, so it tests what it claims:
  *
  *   round r, both pending:
- *     A  its fresh update with one sealed byte flipped   -> REJECTED (cannot open)
+ *     A  its fresh update with one payload byte flipped  -> REJECTED (signature)
  *     A  its fresh update                                -> ACCEPTED
  *     A  the same bytes again                            -> DUPLICATE
  *     C  A's bytes, over a certificate that never joined -> gRPC FAILED_PRECONDITION
@@ -26,8 +26,8 @@
  *   round r + 1, both pending (their Subscribes cancelled first so that
  *   round r + 2 waits for other agents):
  *     A  round r's bytes unchanged                       -> LATE
- *     A  round r's update, envelope moved to r + 1       -> REJECTED (round key)
- *     A  round r's signed content re-sealed to r + 1's
+ *     A  round r's update, envelope moved to r + 1       -> REJECTED (signature)
+ *     A  round r's content re-signed for r + 1's round
  *        key, envelope r + 1                             -> REJECTED (signature)
  *     A  round r's update, envelope moved to r + 2       -> WRONG_ROUND
  *     A, B  their fresh updates                          -> ACCEPTED
@@ -476,7 +476,7 @@ static int train(peer_t *p, const sfl_task_t *t, bytes_t *out)
 /* How to change a copy of an Update. */
 typedef enum { EDIT_FLIP_SEALED, EDIT_ENVELOPE } edit_t;
 
-/* out = in with its sealed payload's middle byte flipped (EDIT_FLIP_SEALED)
+/* out = in with its signed payload's middle byte flipped (EDIT_FLIP_SEALED)
  * or with round, attempt and agent_id replaced (EDIT_ENVELOPE), repacked. */
 static int edit(const bytes_t *in, edit_t how, uint64_t round, uint32_t attempt,
                 uint64_t agent_id, bytes_t *out)
@@ -608,8 +608,8 @@ static int scenario(peer_t *A, peer_t *B, peer_t *C)
 
     if ((rc = edit(&a_r, EDIT_FLIP_SEALED, 0, 0, 0, &bad)) < 0)
         goto out;
-    snprintf(step, sizeof(step), "r%" PRIu64 " A tampered copy (one sealed byte flipped)", r);
-    expect_ack(step, A, &bad, SFL_ACK_REJECTED, "cannot open");
+    snprintf(step, sizeof(step), "r%" PRIu64 " A tampered copy (one payload byte flipped)", r);
+    expect_ack(step, A, &bad, SFL_ACK_REJECTED, "signature");
     sfl_msg_buf_free(bad.p);
     bad.p = NULL;
 
@@ -656,13 +656,12 @@ static int scenario(peer_t *A, peer_t *B, peer_t *C)
         goto out;
     snprintf(step, sizeof(step), "r%" PRIu64 " A round %" PRIu64 "'s update re-targeted to %" PRIu64,
              r + 1, r, r + 1);
-    expect_ack(step, A, &bad, SFL_ACK_REJECTED, "round's key");
+    expect_ack(step, A, &bad, SFL_ACK_REJECTED, "signature");
     sfl_msg_buf_free(bad.p);
     bad.p = NULL;
 
-    /* The agent itself re-seals round r's signed content to round r + 1's
-     * key: the seal opens, and only the signature (round, nonce, model
-     * hash) can tell. */
+    /* The agent itself signs round r's content for round r + 1's key: only
+     * the signature (round, nonce, model hash) can tell. */
     stale = *ta;
     memcpy(stale.round_key, ta1->round_key, sizeof(stale.round_key));
     if ((rc = train(A, &stale, &a_r1)) < 0 ||
@@ -670,7 +669,7 @@ static int scenario(peer_t *A, peer_t *B, peer_t *C)
         goto out;
     sfl_msg_buf_free(a_r1.p);
     a_r1.p = NULL;
-    snprintf(step, sizeof(step), "r%" PRIu64 " A round %" PRIu64 "'s content re-sealed to round %"
+    snprintf(step, sizeof(step), "r%" PRIu64 " A round %" PRIu64 "'s content re-signed for round %"
              PRIu64 "'s key", r + 1, r, r + 1);
     expect_ack(step, A, &bad, SFL_ACK_REJECTED, "signature");
     sfl_msg_buf_free(bad.p);
@@ -739,8 +738,10 @@ static int hostile_bytes(peer_t *p, const sfl_task_t *t, double value, double sa
     return rc;
 }
 
-/* pl sealed and signed properly for t; with nan, value's bytes in the
- * packed payload become a NaN first (the codec never writes one). */
+/* pl signed properly for t (as agents send it); with nan, value's bytes in
+ * the packed payload become a NaN first (the codec never writes one) and
+ * the update is sealed, as an older agent sends it (accepted for one
+ * release: the seal opens and the payload check refuses the NaN). */
 static int seal_hostile(peer_t *p, const sfl_task_t *t, const sfl_payload_t *pl, double value,
                         int nan, bytes_t *out)
 {
@@ -1019,7 +1020,7 @@ static void usage(FILE *f)
             "                  --data FILE.svm --data2 FILE.svm [--timeout-ms N] [--hostile]\n"
             "       sfl-replay --coordinator IP:PORT --server-name NAME --pki DIR\n"
             "                  --coordinator-pk HEX --agent CN --impostor HEX [--timeout-ms N]\n"
-            "Replays, re-targets, tampers with and misattributes sealed updates against a\n"
+            "Replays, re-targets, tampers with and misattributes signed updates against a\n"
             "running coordinator whose job selects exactly --agent and --other (cohort 2)\n"
             "for two rounds. Certificates: DIR/ca.crt, DIR/agent/CN.{crt,key}.\n"
             "--hostile: instead, A sends updates the job's bounds refuse (a huge norm,\n"

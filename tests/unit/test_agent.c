@@ -351,7 +351,7 @@ static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     sfl_upd_ctx_t expect;
     sfl_ack_t ack = {.job_id = S.task.job_id, .round = S.task.round,
                      .attempt = S.task.attempt};
-    uint8_t *pl = NULL, *buf;
+    uint8_t *buf;
     size_t pll = 0, n;
     int k = S.submits++, rc;
 
@@ -374,25 +374,26 @@ static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
         return;
     }
     assert_int_equal(u->agent_id, AGENT_ID);
-    assert_int_equal(u->mode, SFL_UPDATE_MODE_SEALED);
+    assert_int_equal(u->mode, SFL_UPDATE_MODE_SIGNED);
     memcpy(expect.round_pk, S.rk->pk, 32);
     expect.job = S.task.job_id;
     expect.round = S.task.round;
     memcpy(expect.nonce, S.task.round_nonce, 32);
     expect.agent_id = AGENT_ID;
     memcpy(expect.model_hash, S.task.model_hash, 32);
-    S.open_rc = sfl_seal_open_update(S.rk, S.join.identity_key, &expect, u->sealed,
-                                     u->sealed_len, 1 << 20, &pl, &pll, NULL);
+    S.open_rc = sfl_seal_check_update(S.join.identity_key, &expect, u->sealed, u->sealed_len,
+                                      1 << 20, NULL, &pll);
     if (S.open_rc == 0) {
         sfl_msg_payload_free(S.payload);
         S.payload = NULL;
-        assert_int_equal(sfl_msg_payload_unpack(pl, pll, NULL, S.task.model->dim, &S.payload), 0);
+        assert_int_equal(sfl_msg_payload_unpack(u->sealed, pll, NULL, S.task.model->dim,
+                                                &S.payload),
+                         0);
         ack.status = SFL_ACK_ACCEPTED;
     } else {
         ack.status = SFL_ACK_REJECTED;
         snprintf(ack.reason, sizeof(ack.reason), "%s", sfl_strerror(S.open_rc));
     }
-    sfl__free(pl);
     sfl_msg_update_free(u);
     rc = sfl_msg_ack_pack(&ack, &buf, &n);
     reply_msg(call, rc, buf, n);
@@ -876,7 +877,7 @@ static void test_agent_task_check(void **state)
     sfl_dataset_free(ds);
 }
 
-/* Unpacks and opens an Update the way the coordinator does. */
+/* Unpacks and checks an Update the way the coordinator does. */
 static sfl_payload_t *open_update_dim(const uint8_t *msg, size_t len, const sfl_task_t *t,
                                       uint32_t dim);
 
@@ -891,7 +892,6 @@ static sfl_payload_t *open_update_dim(const uint8_t *msg, size_t len, const sfl_
     sfl_update_t *u;
     sfl_upd_ctx_t x;
     sfl_payload_t *p;
-    uint8_t *pl;
     size_t pll;
 
     assert_int_equal(sfl_msg_update_unpack(msg, len, NULL, &u), 0);
@@ -904,11 +904,11 @@ static sfl_payload_t *open_update_dim(const uint8_t *msg, size_t len, const sfl_
     memcpy(x.nonce, t->round_nonce, 32);
     x.agent_id = AGENT_ID;
     memcpy(x.model_hash, t->model_hash, 32);
-    assert_int_equal(sfl_seal_open_update(S.rk, agent_key->pk, &x, u->sealed, u->sealed_len,
-                                          1 << 20, &pl, &pll, NULL),
+    assert_int_equal(u->mode, SFL_UPDATE_MODE_SIGNED);
+    assert_int_equal(sfl_seal_check_update(agent_key->pk, &x, u->sealed, u->sealed_len, 1 << 20,
+                                           NULL, &pll),
                      0);
-    assert_int_equal(sfl_msg_payload_unpack(pl, pll, NULL, dim, &p), 0);
-    sfl__free(pl);
+    assert_int_equal(sfl_msg_payload_unpack(u->sealed, pll, NULL, dim, &p), 0);
     sfl_msg_update_free(u);
     return p;
 }

@@ -495,6 +495,85 @@ static void test_seal_upd_signed_golden(void **state)
     }
 }
 
+/* Mode 1 as agents send it: payload | sigma, checked in place. Every field
+ * of the context, every byte, truncation and the size limit are refused;
+ * the digest API agrees with the one that hashes. */
+static void test_seal_signed(void **state)
+{
+    (void)state;
+    sfl_upd_ctx_t c = golden_ctx(), x;
+    sfl_identity_t *id = NULL, *other = NULL;
+    const size_t n = strlen(golden_payload);
+    uint8_t buf[64 + 64], h[32], sig[64], *m;
+    size_t len = 0, pl = 99;
+
+    assert_int_equal(sfl_identity_from_seed(rfc_seed, &id), 0);
+    assert_int_equal(sfl_identity_generate(&other), 0);
+    assert_int_equal(sfl_seal_signed_size(n), n + 64);
+    assert_int_equal(sfl_seal_signed_size(SIZE_MAX - 10), 0);
+    assert_int_equal(sfl_seal_sign_into(id, &c, golden_payload, n, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, n + 64);
+    assert_memory_equal(buf, golden_payload, n);
+    assert_memory_equal(buf + n, golden_upd_sig, 64); /* the same sigma as sealed */
+    /* digest API = hashing API */
+    sfl_seal_hash(golden_payload, n, h);
+    assert_int_equal(sfl_seal_sign_update_digest(id, &c, h, sig), 0);
+    assert_memory_equal(sig, golden_upd_sig, 64);
+    assert_int_equal(sfl_seal_verify_update_digest(rfc_pk, &c, h, sig), 0);
+    h[0] ^= 1;
+    assert_int_equal(sfl_seal_verify_update_digest(rfc_pk, &c, h, sig), SFL_EBADSIG);
+    h[0] ^= 1;
+
+    m = dup_bytes(buf, len); /* exact size: ASan sees a read past the end */
+    assert_int_equal(sfl_seal_check_update(rfc_pk, &c, m, len, n, NULL, &pl), 0);
+    assert_int_equal(pl, n);
+    assert_int_equal(sfl_seal_check_update(rfc_pk, &c, m, len, n, h, &pl), 0);
+    /* a hash that is not the payload's (a wrong streaming digest) */
+    h[5] ^= 0x80;
+    assert_int_equal(sfl_seal_check_update(rfc_pk, &c, m, len, n, h, &pl), SFL_EBADSIG);
+    /* oversized, truncated, empty, NULL */
+    assert_int_equal(sfl_seal_check_update(rfc_pk, &c, m, len, n - 1, NULL, &pl), SFL_ELIMIT);
+    assert_int_equal(pl, 0);
+    assert_int_equal(sfl_seal_check_update(rfc_pk, &c, m, 63, n, NULL, &pl), SFL_ETRUNC);
+    assert_int_equal(sfl_seal_check_update(rfc_pk, &c, m, 0, n, NULL, &pl), SFL_ETRUNC);
+    assert_int_equal(sfl_seal_check_update(rfc_pk, &c, NULL, len, n, NULL, &pl), SFL_ETRUNC);
+    /* a signature-only message is an empty payload, signed or not */
+    assert_int_equal(sfl_seal_check_update(rfc_pk, &c, m + n, 64, n, NULL, &pl), SFL_EBADSIG);
+    /* dropping a payload byte shifts the signature: refused */
+    assert_int_equal(sfl_seal_check_update(rfc_pk, &c, m + 1, len - 1, n, NULL, &pl),
+                     SFL_EBADSIG);
+    /* every byte altered, one at a time */
+    for (size_t i = 0; i < len; i++) {
+        m[i] ^= 0x20;
+        assert_int_equal(sfl_seal_check_update(rfc_pk, &c, m, len, n, NULL, &pl), SFL_EBADSIG);
+        m[i] ^= 0x20;
+    }
+    /* another signer's key; each context field replayed elsewhere */
+    assert_int_equal(sfl_seal_check_update(other->pk, &c, m, len, n, NULL, &pl), SFL_EBADSIG);
+    for (int f = 0; f < 6; f++) {
+        x = c;
+        switch (f) {
+        case 0: x.round_pk[3] ^= 1; break;
+        case 1: x.job++; break;
+        case 2: x.round++; break;
+        case 3: x.nonce[31] ^= 1; break;
+        case 4: x.agent_id++; break;
+        default: x.model_hash[0] ^= 1; break;
+        }
+        assert_int_equal(sfl_seal_check_update(rfc_pk, &x, m, len, n, NULL, &pl), SFL_EBADSIG);
+    }
+    /* sign_into: too small a buffer, NULL payload */
+    assert_int_equal(sfl_seal_sign_into(id, &c, golden_payload, n, buf, n + 63, &len),
+                     SFL_ELIMIT);
+    assert_int_equal(len, 0);
+    assert_int_equal(sfl_seal_sign_into(id, &c, NULL, 3, buf, sizeof(buf), &len), SFL_EINVAL);
+    assert_int_equal(sfl_seal_sign_into(id, &c, NULL, 0, buf, sizeof(buf), &len), 0);
+    assert_int_equal(len, 64);
+    free(m);
+    sfl_identity_free(other);
+    sfl_identity_free(id);
+}
+
 static void test_seal_roundtrip(void **state)
 {
     (void)state;
@@ -1101,6 +1180,7 @@ int main(void)
         cmocka_unit_test(test_seal_context_separation),
         cmocka_unit_test(test_seal_join_proof),
         cmocka_unit_test(test_seal_upd_signed_golden),
+        cmocka_unit_test(test_seal_signed),
         cmocka_unit_test(test_seal_roundtrip),
         cmocka_unit_test(test_seal_tamper),
         cmocka_unit_test(test_seal_wrong_round_key),

@@ -116,8 +116,16 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_int_equal(hb.abort, 0);
     assert_true(hb.deadline_ms > 0);
 
-    /* the good one, then the same bytes again */
+    /* the good one with one byte of its payload altered (the signed bytes
+     * end the message: payload, then the 64-byte signature) */
     good1 = fx_make_update(t1, a1->id, NULL, a1->agent_id, v1, 10, &len1);
+    good1[len1 - 65] ^= 0x01;
+    ack = fx_submit(a1, good1, len1);
+    assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    assert_non_null(strstr(ack.reason, "signature"));
+    good1[len1 - 65] ^= 0x01;
+
+    /* the good one, then the same bytes again */
     ack = fx_submit(a1, good1, len1);
     assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
     assert_int_equal(ack.job_id, job);
@@ -131,8 +139,10 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_int_equal(fx_find_job(st, job)->selected, 2);
     sfl_msg_status_free(st);
 
-    /* the second member closes the round; the next round's task follows */
-    upd = fx_make_update(t2, a2->id, NULL, a2->agent_id, v2, 30, &len);
+    /* the second member closes the round; the next round's task follows.
+     * It is an older agent: its update is sealed (accepted for one release,
+     * docs/security.md "The seal") and folds the same. */
+    upd = fx_make_update(t2, a2->id, t2->round_key, a2->agent_id, v2, 30, &len);
     ack = fx_submit(a2, upd, len);
     sfl_msg_buf_free(upd);
     assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
@@ -211,7 +221,7 @@ static void test_coord_round_commit_and_restart(void **state)
     assert_non_null(strstr(m, "\nsfl_updates_total{verdict=\"accepted\"} 2\n"));
     assert_non_null(strstr(m, "\nsfl_updates_total{verdict=\"duplicate\"} 1\n"));
     assert_non_null(strstr(m, "\nsfl_updates_total{verdict=\"late\"} 1\n"));
-    assert_non_null(strstr(m, "sfl_updates_rejected_total{reason=\"bad_signature\"} 1\n"));
+    assert_non_null(strstr(m, "sfl_updates_rejected_total{reason=\"bad_signature\"} 2\n"));
     assert_non_null(strstr(m, "sfl_updates_rejected_total{reason=\"decrypt\"} 1\n"));
     assert_non_null(strstr(m, "sfl_updates_rejected_total{reason=\"not_selected\"} 1\n"));
     assert_non_null(strstr(m, "\nsfl_agents_connected 3\n"));

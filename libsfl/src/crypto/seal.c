@@ -563,45 +563,46 @@ void sfl_seal_upd_signed_bytes(const sfl_upd_ctx_t *ctx,
     assert(p == out + SFL_SEAL_UPD_SIGNED_BYTES);
 }
 
-static void update_bytes(const sfl_upd_ctx_t *ctx, const void *payload, size_t len,
-                         uint8_t out[SFL_SEAL_UPD_SIGNED_BYTES])
+int sfl_seal_sign_update_digest(const sfl_identity_t *id, const sfl_upd_ctx_t *ctx,
+                                const uint8_t payload_hash[SFL_SEAL_HASH_BYTES],
+                                uint8_t sig[SFL_SEAL_SIG_BYTES])
 {
-    uint8_t h[SFL_SEAL_HASH_BYTES];
+    uint8_t buf[SFL_SEAL_UPD_SIGNED_BYTES];
+    int rc;
 
-    sfl_seal_hash(payload, len, h);
-    sfl_seal_upd_signed_bytes(ctx, h, out);
+    assert(id != NULL && ctx != NULL && payload_hash != NULL && sig != NULL);
+    rc = crypto_ready();
+    if (rc < 0)
+        return rc;
+    sfl_seal_upd_signed_bytes(ctx, payload_hash, buf);
+    crypto_sign_detached(sig, NULL, buf, sizeof(buf), id->sk);
+    return 0;
 }
 
 int sfl_seal_sign_update(const sfl_identity_t *id, const sfl_upd_ctx_t *ctx, const void *payload,
                          size_t len, uint8_t sig[SFL_SEAL_SIG_BYTES])
 {
-    uint8_t buf[SFL_SEAL_UPD_SIGNED_BYTES];
-    int rc;
+    uint8_t h[SFL_SEAL_HASH_BYTES];
 
     assert(id != NULL && ctx != NULL && sig != NULL);
     if (payload == NULL && len > 0)
         return sfl__fail(SFL_EINVAL, "sign update: NULL payload of %zu bytes", len);
-    rc = crypto_ready();
-    if (rc < 0)
-        return rc;
-    update_bytes(ctx, payload, len, buf);
-    crypto_sign_detached(sig, NULL, buf, sizeof(buf), id->sk);
-    return 0;
+    sfl_seal_hash(payload, len, h);
+    return sfl_seal_sign_update_digest(id, ctx, h, sig);
 }
 
-int sfl_seal_verify_update(const uint8_t pk[SFL_SEAL_PK_BYTES], const sfl_upd_ctx_t *ctx,
-                           const void *payload, size_t len, const uint8_t sig[SFL_SEAL_SIG_BYTES])
+int sfl_seal_verify_update_digest(const uint8_t pk[SFL_SEAL_PK_BYTES], const sfl_upd_ctx_t *ctx,
+                                  const uint8_t payload_hash[SFL_SEAL_HASH_BYTES],
+                                  const uint8_t sig[SFL_SEAL_SIG_BYTES])
 {
     uint8_t buf[SFL_SEAL_UPD_SIGNED_BYTES];
     int rc;
 
-    assert(pk != NULL && ctx != NULL && sig != NULL);
-    if (payload == NULL && len > 0)
-        return sfl__fail(SFL_EINVAL, "verify update: NULL payload of %zu bytes", len);
+    assert(pk != NULL && ctx != NULL && payload_hash != NULL && sig != NULL);
     rc = crypto_ready();
     if (rc < 0)
         return rc;
-    update_bytes(ctx, payload, len, buf);
+    sfl_seal_upd_signed_bytes(ctx, payload_hash, buf);
     /* One code for every mismatch: the signature cannot say which field
      * differed, only that the agent did not sign this (ctx, payload). */
     if (crypto_sign_verify_detached(sig, buf, sizeof(buf), pk) != 0)
@@ -610,6 +611,75 @@ int sfl_seal_verify_update(const uint8_t pk[SFL_SEAL_PK_BYTES], const sfl_upd_ct
                          "(other signer, round key, nonce, model hash or payload)",
                          (unsigned long long)ctx->agent_id, (unsigned long long)ctx->job,
                          (unsigned long long)ctx->round);
+    return 0;
+}
+
+int sfl_seal_verify_update(const uint8_t pk[SFL_SEAL_PK_BYTES], const sfl_upd_ctx_t *ctx,
+                           const void *payload, size_t len, const uint8_t sig[SFL_SEAL_SIG_BYTES])
+{
+    uint8_t h[SFL_SEAL_HASH_BYTES];
+
+    assert(pk != NULL && ctx != NULL && sig != NULL);
+    if (payload == NULL && len > 0)
+        return sfl__fail(SFL_EINVAL, "verify update: NULL payload of %zu bytes", len);
+    sfl_seal_hash(payload, len, h);
+    return sfl_seal_verify_update_digest(pk, ctx, h, sig);
+}
+
+size_t sfl_seal_signed_size(size_t payload_len)
+{
+    if (payload_len > SIZE_MAX - SFL_SEAL_SIGNED_OVERHEAD)
+        return 0;
+    return payload_len + SFL_SEAL_SIGNED_OVERHEAD;
+}
+
+int sfl_seal_sign_into(const sfl_identity_t *id, const sfl_upd_ctx_t *ctx, const void *payload,
+                       size_t len, uint8_t *out, size_t cap, size_t *outlen)
+{
+    size_t need = sfl_seal_signed_size(len);
+    int rc;
+
+    assert(id != NULL && ctx != NULL && outlen != NULL);
+    *outlen = 0;
+    if (payload == NULL && len > 0)
+        return sfl__fail(SFL_EINVAL, "sign: NULL payload of %zu bytes", len);
+    if (need == 0 || need > cap || out == NULL)
+        return sfl__fail(SFL_ELIMIT, "sign: a %zu-byte payload needs %zu bytes, buffer holds %zu",
+                         len, need, out == NULL ? 0 : cap);
+    if (len > 0)
+        memcpy(out, payload, len);
+    rc = sfl_seal_sign_update(id, ctx, out, len, out + len);
+    if (rc < 0)
+        return rc;
+    *outlen = need;
+    return 0;
+}
+
+int sfl_seal_check_update(const uint8_t agent_pk[SFL_SEAL_PK_BYTES], const sfl_upd_ctx_t *expect,
+                          const uint8_t *msg, size_t len, size_t max_payload,
+                          const uint8_t *payload_hash, size_t *payload_len)
+{
+    uint8_t h[SFL_SEAL_HASH_BYTES];
+    size_t n;
+    int rc;
+
+    assert(agent_pk != NULL && expect != NULL && payload_len != NULL);
+    *payload_len = 0;
+    if (msg == NULL || len < SFL_SEAL_SIGNED_OVERHEAD)
+        return sfl__fail(SFL_ETRUNC, "signed update is %zu bytes, shorter than its %d-byte "
+                         "signature", msg == NULL ? 0 : len, SFL_SEAL_SIGNED_OVERHEAD);
+    n = len - SFL_SEAL_SIGNED_OVERHEAD;
+    if (n > max_payload)
+        return sfl__fail(SFL_ELIMIT, "update carries a %zu-byte payload, limit %zu", n,
+                         max_payload);
+    if (payload_hash == NULL) {
+        sfl_seal_hash(msg, n, h);
+        payload_hash = h;
+    }
+    rc = sfl_seal_verify_update_digest(agent_pk, expect, payload_hash, msg + n);
+    if (rc < 0)
+        return rc;
+    *payload_len = n;
     return 0;
 }
 
@@ -698,7 +768,7 @@ int sfl_seal_open_update(const sfl_roundkey_t *rk, const uint8_t agent_pk[SFL_SE
                        "key, or altered in transit");
         goto out;
     }
-    rc = sfl_seal_verify_update(agent_pk, expect, plain, n, plain + n);
+    rc = sfl_seal_check_update(agent_pk, expect, plain, plen, max_payload, NULL, &n);
     if (rc < 0)
         goto out;
     if (sig != NULL)

@@ -648,7 +648,7 @@ static int check_update(const chk_t *c, const void *p)
     /* round 0: a statistics round's update */
     if ((rc = sfl__msg_check_id(c, "job_id", m->job_id)) < 0 ||
         (rc = sfl__msg_check_id(c, "agent_id", m->agent_id)) < 0 ||
-        (rc = sfl__msg_check_enum(c, "mode", (int)m->mode, 1, 2)) < 0)
+        (rc = sfl__msg_check_enum(c, "mode", (int)m->mode, 1, 3)) < 0)
         return rc;
     if (m->sealed_len == 0 || m->sealed == NULL)
         return sfl__msg_fail(c, c->bad, "sealed payload missing");

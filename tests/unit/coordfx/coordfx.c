@@ -256,8 +256,9 @@ sfl_task_t *fx_next_task(tagent_t *t)
 
 static const uint32_t upd_idx[3] = {1, 5, 9};
 
-/* A packed Update for task, with values vals at upd_idx, sealed to
- * seal_pk (NULL: the task's round key) and signed by signer. */
+/* A packed Update for task, with values vals at upd_idx, signed by signer:
+ * mode SIGNED (payload | sigma, as agents send it) when seal_pk is NULL,
+ * else mode SEALED to seal_pk (as older agents send it). */
 uint8_t *fx_make_update(const sfl_task_t *t, const sfl_identity_t *signer,
                         const uint8_t *seal_pk, uint64_t agent_id, const double vals[3],
                         uint64_t samples, size_t *len)
@@ -297,15 +298,20 @@ uint8_t *fx_make_update(const sfl_task_t *t, const sfl_identity_t *signer,
     memcpy(ctx.model_hash, t->model_hash, 32);
     sealed = malloc(sfl_seal_sealed_size(pllen));
     assert_non_null(sealed);
-    assert_int_equal(sfl_seal_update(signer, &ctx, pl, pllen, sealed, sfl_seal_sealed_size(pllen),
-                                     &slen),
-                     0);
+    if (seal_pk != NULL)
+        assert_int_equal(sfl_seal_update(signer, &ctx, pl, pllen, sealed,
+                                         sfl_seal_sealed_size(pllen), &slen),
+                         0);
+    else
+        assert_int_equal(sfl_seal_sign_into(signer, &ctx, pl, pllen, sealed,
+                                            sfl_seal_sealed_size(pllen), &slen),
+                         0);
     memset(&u, 0, sizeof(u));
     u.job_id = t->job_id;
     u.round = t->round;
     u.attempt = t->attempt;
     u.agent_id = agent_id;
-    u.mode = SFL_UPDATE_MODE_SEALED;
+    u.mode = seal_pk != NULL ? SFL_UPDATE_MODE_SEALED : SFL_UPDATE_MODE_SIGNED;
     u.sealed = sealed;
     u.sealed_len = slen;
     assert_int_equal(sfl_msg_update_pack(&u, &out, len), 0);

@@ -1,4 +1,4 @@
-/* Update crypto, mode 1 (sealed and signed), on libsodium.
+/* Update crypto, mode 1 (signed; formerly also sealed), on libsodium.
  *
  * Keys. An identity is a long-lived Ed25519 key pair (agents sign updates,
  * the coordinator signs tasks). A round key is a fresh X25519 pair made by
@@ -24,7 +24,10 @@
  *   off  99  32   model_hash               BLAKE2b-256 of the global model bytes
  *                                          the agent trained from (as in the task)
  *   off 131  32   BLAKE2b-256(payload)
- * Sealed update: crypto_box_seal(payload | sigma, round_pk), i.e.
+ * Signed update (what agents send, UPDATE_MODE_SIGNED): payload | sigma (64),
+ * in the clear inside the agent's mutual TLS (payload + 64 bytes).
+ * Sealed update (UPDATE_MODE_SEALED, accepted from older agents for one
+ * release): crypto_box_seal(payload | sigma, round_pk), i.e.
  *   ephemeral X25519 pk (32) | Poly1305 tag (16) | XSalsa20 ciphertext of
  *   payload | sigma (64)                       (payload + 112 bytes)
  * docs/security.md explains what each field protects against.
@@ -57,6 +60,8 @@ extern "C" {
 #define SFL_SEAL_NONCE_BYTES 32
 /* Sealed size minus payload size: crypto_box_SEALBYTES (48) + signature. */
 #define SFL_SEAL_OVERHEAD 112
+/* Signed size minus payload size: the signature. */
+#define SFL_SEAL_SIGNED_OVERHEAD SFL_SEAL_SIG_BYTES
 #define SFL_SEAL_UPD_SIGNED_BYTES 163
 /* Longest context string; contexts are printable ASCII, 1..64 bytes. */
 #define SFL_SEAL_CONTEXT_MAX 64
@@ -196,6 +201,39 @@ int sfl_seal_sign_update(const sfl_identity_t *id, const sfl_upd_ctx_t *ctx, con
 int sfl_seal_verify_update(const uint8_t pk[SFL_SEAL_PK_BYTES], const sfl_upd_ctx_t *ctx,
                            const void *payload, size_t len,
                            const uint8_t sig[SFL_SEAL_SIG_BYTES]) SFL_MUST_CHECK;
+
+/* The same from the payload's digest (sfl_seal_hash), for a caller that
+ * already hashed the payload (while encoding or receiving it): the payload
+ * is read once, not once more per signature. */
+int sfl_seal_sign_update_digest(const sfl_identity_t *id, const sfl_upd_ctx_t *ctx,
+                                const uint8_t payload_hash[SFL_SEAL_HASH_BYTES],
+                                uint8_t sig[SFL_SEAL_SIG_BYTES]) SFL_MUST_CHECK;
+int sfl_seal_verify_update_digest(const uint8_t pk[SFL_SEAL_PK_BYTES], const sfl_upd_ctx_t *ctx,
+                                  const uint8_t payload_hash[SFL_SEAL_HASH_BYTES],
+                                  const uint8_t sig[SFL_SEAL_SIG_BYTES]) SFL_MUST_CHECK;
+
+/* payload_len + SFL_SEAL_SIGNED_OVERHEAD, or 0 if that overflows size_t. */
+size_t sfl_seal_signed_size(size_t payload_len);
+/* Agent side, mode 1: writes payload | sigma into out[0..cap) (must not
+ * overlap payload); *outlen = sfl_seal_signed_size(len). The payload is
+ * hashed once. SFL_ELIMIT if cap is too small, SFL_EINVAL for a NULL
+ * payload of nonzero length. Borrows everything. */
+int sfl_seal_sign_into(const sfl_identity_t *id, const sfl_upd_ctx_t *ctx, const void *payload,
+                       size_t len, uint8_t *out, size_t cap, size_t *outlen) SFL_MUST_CHECK;
+/* Coordinator side, mode 1: checks msg[0..len) = payload | sigma against
+ * agent_pk and the coordinator's own expected context. payload_hash is
+ * BLAKE2b-256 of msg[0..len - 64) if the caller computed it while the bytes
+ * arrived, or NULL (then it is computed here). Checks, in order:
+ *   SFL_ETRUNC    len < SFL_SEAL_SIGNED_OVERHEAD
+ *   SFL_ELIMIT    payload longer than max_payload
+ *   SFL_EBADSIG   the signature does not verify: another signer, or any of
+ *                 round key, job, round, nonce, agent id, model hash or
+ *                 payload differ from what the agent signed
+ * On success the payload is msg[0..*payload_len) (borrowed: no copy). The
+ * one check of every mode-1 update: sfl_seal_open_update ends in it. */
+int sfl_seal_check_update(const uint8_t agent_pk[SFL_SEAL_PK_BYTES], const sfl_upd_ctx_t *expect,
+                          const uint8_t *msg, size_t len, size_t max_payload,
+                          const uint8_t *payload_hash, size_t *payload_len) SFL_MUST_CHECK;
 
 /* payload_len + SFL_SEAL_OVERHEAD, or 0 if that overflows size_t. */
 size_t sfl_seal_sealed_size(size_t payload_len);

@@ -93,7 +93,10 @@ void sfl_msg_buf_free(uint8_t *buf);
 /* Enums carry the proto numbers; 0 (UNSPECIFIED) is never valid. */
 typedef enum {
     SFL_UPDATE_MODE_SEALED = 1,
-    SFL_UPDATE_MODE_SECURE_AGG = 2 /* reserved for secure aggregation */
+    SFL_UPDATE_MODE_SECURE_AGG = 2, /* secure aggregation */
+    /* Update only (never a task's mode): mode 1 as agents send it, payload |
+     * sigma in the clear inside mutual TLS (docs/security.md, "The seal"). */
+    SFL_UPDATE_MODE_SIGNED = 3
 } sfl_update_mode_t;
 
 typedef enum {
@@ -465,7 +468,9 @@ typedef struct sfl_update {
     uint32_t attempt;
     uint64_t agent_id; /* > 0 */
     sfl_update_mode_t mode;
-    uint8_t *sealed; /* never empty; pack: borrowed, unpack: owned */
+    /* SEALED: crypto_box_seal(payload | sigma); SIGNED: payload | sigma.
+     * Never empty; pack: borrowed, unpack: owned */
+    uint8_t *sealed;
     size_t sealed_len;
 } sfl_update_t;
 
