@@ -287,9 +287,11 @@ int main(int argc, char **argv)
                 goto fail;
         if (sfl_fold_finish(&agg, global) != 0)
             goto fail;
-        double t0 = now_ms();
+        double te = now_ms();
 
         memcpy(each, agg.sum, d * sizeof(*each));
+        double t0 = now_ms();
+
         sfl_fold_begin(&agg);
         if (sfl_fold_add_many(&agg, items, n) != 0 || sfl_fold_finish(&agg, global) != 0)
             goto fail;
@@ -307,7 +309,7 @@ int main(int argc, char **argv)
         read_pass(u, n);
         double t3 = now_ms();
 
-        t_each[r] = t0 - tb;
+        t_each[r] = te - tb;
         t_agg[r] = t1 - t0;
         t_pass[r] = t2 - t1b;
         t_read[r] = t3 - t2;
