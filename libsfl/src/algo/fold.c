@@ -91,6 +91,9 @@ int sfl_fold_add(sfl_fold_t *f, const sfl_spvec_t *u, double weight)
     return 0;
 }
 
+/* Updates ahead whose next run sfl_fold_add_many prefetches. */
+#define FOLD_AHEAD 4
+
 int sfl_fold_add_many(sfl_fold_t *f, const sfl_fold_item_t *items, size_t n)
 {
     size_t d = f->prob->dim;
@@ -128,14 +131,17 @@ int sfl_fold_add_many(sfl_fold_t *f, const sfl_fold_item_t *items, size_t n)
 
                 if (u == NULL)
                     continue;
-                /* The next update's run starts elsewhere in memory: ask for
-                 * it now, while this run is added. */
-                if (i + 1 < n && items[i + 1].update != NULL) {
-                    const sfl_spvec_t *v = items[i + 1].update;
+                /* A later update's run starts elsewhere in memory: ask for
+                 * its first lines now, while this run is added. */
+                if (i + FOLD_AHEAD < n && items[i + FOLD_AHEAD].update != NULL) {
+                    const sfl_spvec_t *v = items[i + FOLD_AHEAD].update;
+                    uint32_t c = f->cursor[i + FOLD_AHEAD];
 
-                    __builtin_prefetch(v->idx + f->cursor[i + 1]);
-                    __builtin_prefetch(v->val + f->cursor[i + 1]);
-                    __builtin_prefetch(v->val + f->cursor[i + 1] + 8);
+                    for (uint32_t l = 0; l < 32 && c + l < v->nnz; l += 8) {
+                        __builtin_prefetch(v->val + c + l);
+                        if (l % 16 == 0)
+                            __builtin_prefetch(v->idx + c + l);
+                    }
                 }
                 for (; j < u->nnz && u->idx[j] < hi; j++)
                     f->sum[u->idx[j]] += w * u->val[j];
