@@ -1,21 +1,26 @@
 /* Coordinator aggregation cost against one plain pass, and bytes on the wire
  * per update against the information limit.
  *
- *   bench_agg [--quick]
+ *   bench_agg [--quick] [--dense]
  *
  * n = 1000 updates of k = 1e4 nonzeros over d = 1e6 (--quick: 100 updates),
  * supports uniform k-subsets, values uniform in (-1, 1) (seeded). The
- * aggregation is what the coordinator runs per round through server/job/model.c: sfl_agg_init,
- * then FedIter-HT's aggregate_begin, aggregate_add(update, samples) per
- * update and aggregate_end (average, then H_tau with tau = k). The baseline
+ * aggregation is what the coordinator runs per round through
+ * server/job/model.c: sfl_fold_begin, the cohort's updates in slot order by
+ * sfl_fold_add_many (tile by tile), then FedIter-HT's finish (average, then
+ * H_tau with tau = k). agg_each is the previous path, sfl_fold_add per
+ * update (still the streaming aggregation's), timed in the same run; the
+ * two sums must be equal bit for bit. --dense: FedAvg, n = 50 dense updates
+ * of d = k = 1e5 (bench-peer's dense case), no wire lines. The baseline
  * is one scatter-add pass acc[idx] += val over the same n * k index-value
  * pairs into a dense d-array, and a plain read pass over them. The ingest
  * figure is what the coordinator does per update before aggregate_add:
  * unpack the Update message, open and verify the sealed payload, unpack the
  * payload (decoding the sparse vector). Times are medians of 5 runs (ingest:
  * of 21 updates). Prints:
- *   bench_agg n=... k=... d=... agg_ms=... pass_ms=... read_ms=...
- *             agg_over_pass=... agg_over_read=... ingest_ms_per_update=...
+ *   bench_agg algo=... n=... k=... d=... agg_ms=... agg_each_ms=... pass_ms=...
+ *             read_ms=... agg_over_pass=... agg_over_read=...
+ *             agg_each_over_read=... ingest_ms_per_update=...
  *   bench_wire enc=... codec_bytes=... payload_bytes=... update_bytes=...
  *             limit_bytes=... codec_over_limit=... update_over_limit=...
  * where limit_bytes = (log2 C(d,k) + value_bits * k) / 8, value_bits 64 for
@@ -217,9 +222,10 @@ int main(int argc, char **argv)
 {
     size_t n = 1000;
     uint32_t d = 1000000, k = 10000;
-    double t_agg[RUNS], t_pass[RUNS], t_read[RUNS], ingest = 0;
+    double t_agg[RUNS], t_each[RUNS], t_pass[RUNS], t_read[RUNS], ingest = 0;
     sfl_spvec_t **u = NULL;
-    double *global = NULL, *acc = NULL;
+    sfl_fold_item_t *items = NULL;
+    double *global = NULL, *acc = NULL, *each = NULL;
     uint8_t *mark = NULL;
     sfl_identity_t *id = NULL;
     sfl_roundkey_t *rk = NULL;
@@ -228,18 +234,23 @@ int main(int argc, char **argv)
     sfl_fold_t agg;
     sfl_rng_t rng;
     const sfl_algo_t *algo = &sfl_algo_fediterht;
-    int rc = 1, agg_open = 0;
+    int rc = 1, agg_open = 0, dense = 0;
 
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--quick") == 0) {
-            n = 100;
+            n = n < 100 ? n : 100;
+        } else if (strcmp(argv[a], "--dense") == 0) {
+            dense = 1;
+            algo = &sfl_algo_fedavg;
+            n = 50;
+            d = k = 100000;
         } else {
-            fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--dense]\n", argv[0]);
             return 2;
         }
     }
     sfl_algo_params_default(algo, &params);
-    if (sfl_algo_param_set(&params, "tau", k) != 0 ||
+    if ((!dense && sfl_algo_param_set(&params, "tau", k) != 0) ||
         sfl_problem_init(&prob, &sfl_loss_lsq, d, 0) != 0 ||
         sfl_algo_check(algo, &params, &prob) != 0 ||
         sfl_fold_init(&agg, algo, &params, &prob, NULL) != 0) {
@@ -250,8 +261,11 @@ int main(int argc, char **argv)
     u = calloc(n, sizeof(*u));
     global = calloc(d, sizeof(*global));
     acc = calloc(d, sizeof(*acc));
+    each = calloc(d, sizeof(*each));
+    items = calloc(n, sizeof(*items));
     mark = calloc(d, 1);
-    if (u == NULL || global == NULL || acc == NULL || mark == NULL)
+    if (u == NULL || global == NULL || acc == NULL || each == NULL || items == NULL ||
+        mark == NULL)
         goto oom;
     sfl_rng_seed(&rng, 42, 0, 0, SFL_STREAM_DATA);
     for (size_t i = 0; i < n; i++) {
@@ -261,10 +275,11 @@ int main(int argc, char **argv)
         for (uint32_t j = 0; j < k; j++)
             u[i]->val[j] = 2 * sfl_rng_uniform(&rng) - 1;
         u[i]->nnz = k;
+        items[i] = (sfl_fold_item_t){u[i], WEIGHT};
     }
 
     for (int r = 0; r < RUNS; r++) {
-        double t0 = now_ms();
+        double tb = now_ms();
 
         sfl_fold_begin(&agg);
         for (size_t i = 0; i < n; i++)
@@ -272,7 +287,21 @@ int main(int argc, char **argv)
                 goto fail;
         if (sfl_fold_finish(&agg, global) != 0)
             goto fail;
+        double te = now_ms();
+
+        memcpy(each, agg.sum, d * sizeof(*each));
+        double t0 = now_ms();
+
+        sfl_fold_begin(&agg);
+        if (sfl_fold_add_many(&agg, items, n) != 0 || sfl_fold_finish(&agg, global) != 0)
+            goto fail;
         double t1 = now_ms();
+
+        if (memcmp(each, agg.sum, d * sizeof(*each)) != 0) {
+            fprintf(stderr, "bench_agg: sfl_fold_add_many's sum differs from sfl_fold_add's\n");
+            goto out;
+        }
+        double t1b = now_ms(); /* the check is not timed */
 
         scatter_pass(u, n, acc, d);
         double t2 = now_ms();
@@ -280,29 +309,35 @@ int main(int argc, char **argv)
         read_pass(u, n);
         double t3 = now_ms();
 
+        t_each[r] = te - tb;
         t_agg[r] = t1 - t0;
-        t_pass[r] = t2 - t1;
+        t_pass[r] = t2 - t1b;
         t_read[r] = t3 - t2;
     }
     /* The pass doubles as a check: the global is H_k of the average. */
-    if (sfl_dvec_nnz(global, d) != k) {
+    if (!dense && sfl_dvec_nnz(global, d) != k) {
         fprintf(stderr, "bench_agg: the aggregate has %zu nonzeros, not %u\n",
                 sfl_dvec_nnz(global, d), k);
         goto out;
     }
 
+    if (dense)
+        goto report;
     if (sfl_identity_generate(&id) != 0 || sfl_roundkey_new(&rk) != 0)
         goto fail;
     if (wire(u[0], SFL_ENC_F64, id, rk, &ingest) != 0 ||
         wire(u[0], SFL_ENC_F32, id, rk, NULL) != 0 || wire(u[0], SFL_ENC_Q8, id, rk, NULL) != 0)
         goto fail;
 
+report:;
     double agg_ms = median(t_agg, RUNS), pass_ms = median(t_pass, RUNS);
-    double read_ms = median(t_read, RUNS);
+    double read_ms = median(t_read, RUNS), each_ms = median(t_each, RUNS);
 
-    printf("bench_agg n=%zu k=%u d=%u agg_ms=%.3f pass_ms=%.3f read_ms=%.3f agg_over_pass=%.2f "
-           "agg_over_read=%.2f ingest_ms_per_update=%.3f\n",
-           n, k, d, agg_ms, pass_ms, read_ms, agg_ms / pass_ms, agg_ms / read_ms, ingest);
+    printf("bench_agg algo=%s n=%zu k=%u d=%u agg_ms=%.3f agg_each_ms=%.3f pass_ms=%.3f "
+           "read_ms=%.3f agg_over_pass=%.2f agg_over_read=%.2f agg_each_over_read=%.2f "
+           "ingest_ms_per_update=%.3f\n",
+           algo->name, n, k, d, agg_ms, each_ms, pass_ms, read_ms, agg_ms / pass_ms,
+           agg_ms / read_ms, each_ms / read_ms, ingest);
     rc = 0;
     goto out;
 oom:
@@ -318,6 +353,8 @@ out:
     free(u);
     free(mark);
     free(acc);
+    free(each);
+    free(items);
     free(global);
     if (agg_open)
         sfl_fold_close(&agg);

@@ -29,6 +29,8 @@ echo "== coordinator ingest per mode-1 update vs its floor (TLS records + one ha
 "$B/bench/bench_ingest"
 echo "== coordinator aggregation: 1000 updates, k = 1e4, d = 1e6; bytes per update vs log2 C(d,k) + value bits"
 "$B/bench/bench_agg"
+echo "== aggregation, dense: FedAvg, 50 updates of d = k = 1e5 (bench-peer's dense case)"
+"$B/bench/bench_agg" --dense
 echo "== secure aggregation (mode 2), n = 100, t = 67, |S_t| = 2k: bytes per agent per round vs mode 1 and a dense SecAgg+ (d = 1e5, 1e6; k = 1e3, 1e4); agent and coordinator CPU of one round; coordinator ms per dropped client recovered"
 "$B/bench/bench_secagg"
 echo "== secure aggregation at n = 300, k = 1e3: the complete graph, then a Harary graph of degree 64 (the default above 200 selected)"

@@ -278,9 +278,8 @@ int coord_model_end(coord_model_t *j)
 
     if (!j->aggregating)
         return sfl__fail(SFL_EINVAL, "no round is being aggregated");
-    for (uint32_t i = 0; i < j->nslots && rc == 0; i++)
-        if (j->held[i].update != NULL)
-            rc = sfl_fold_add(&j->agg, j->held[i].update, j->held[i].weight);
+    /* In slot order, bit for bit the per-update fold, tile by tile. */
+    rc = sfl_fold_add_many(&j->agg, j->held, j->nslots);
     drop_held(j);
     if (rc == 0)
         rc = sfl_fold_finish(&j->agg, j->global);

@@ -73,10 +73,7 @@ typedef struct coord_model {
     int aggregating;
     /* Ordered aggregation: the updates of the open round by cohort slot
      * (NULL: none yet), folded by coord_model_end in slot order. */
-    struct coord_held {
-        sfl_spvec_t *update;
-        double weight;
-    } *held;
+    sfl_fold_item_t *held;
     uint32_t nslots;
 } coord_model_t;
 

@@ -9,6 +9,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "failalloc.h"
@@ -190,6 +191,136 @@ static void test_fold_alloc(void **state)
     FAILALLOC_EACH(sfl_fold_init(&f, &sfl_algo_fedht, &p, &prob, NULL), sfl_fold_close(&f));
 }
 
+/* d entries above SFL_FOLD_TILED_DIM (the tiled sweep), n sparse updates
+ * with seeded supports and values; the last update is dense. */
+#define MANY_D (SFL_FOLD_TILED_DIM + 3 * SFL_FOLD_TILE + 5)
+
+static sfl_spvec_t *many_update(uint32_t seed, uint32_t nnz)
+{
+    sfl_spvec_t *v;
+    uint32_t x = seed * 2654435761u + 1, m = 0;
+
+    assert_int_equal(sfl_spvec_new(MANY_D, nnz, &v), 0);
+    /* nnz increasing indices: a random gap, ending before MANY_D */
+    for (uint32_t i = 0; m < nnz && i < MANY_D; i++) {
+        x = x * 1664525u + 1013904223u;
+        if (nnz == MANY_D || (x >> 8) % (MANY_D / nnz) == 0) {
+            v->idx[m] = i;
+            v->val[m] = ((double)(x >> 11) / (double)(1u << 21)) - 1.0 / 3;
+            m++;
+        }
+    }
+    v->nnz = m;
+    assert_int_equal(sfl_spvec_validate(v), 0);
+    return v;
+}
+
+/* add_many gives the bits of sfl_fold_add in item order, round after
+ * round (begin resets what the last round touched, the cursors grow and
+ * are reused), skipping NULL slots; a round of none adds nothing. */
+static void test_fold_add_many(void **state)
+{
+    (void)state;
+    sfl_problem_t prob;
+    sfl_algo_params_t p;
+    sfl_fold_t a, b;
+    sfl_fold_item_t it[7];
+    const double w[7] = {60, 0.1, 3, 1e5, 7, 0.3, 11};
+    const uint32_t sizes[3] = {3, 7, 2};
+
+    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, MANY_D, 0), 0);
+    sfl_algo_params_default(&sfl_algo_fedavg, &p);
+    assert_int_equal(sfl_fold_init(&a, &sfl_algo_fedavg, &p, &prob, NULL), 0);
+    assert_int_equal(sfl_fold_init(&b, &sfl_algo_fedavg, &p, &prob, NULL), 0);
+    for (uint32_t i = 0; i < 7; i++)
+        it[i] = (sfl_fold_item_t){many_update(i + 1, i == 6 ? MANY_D : 2000 + 500 * i), w[i]};
+    for (int r = 0; r < 3; r++) {
+        uint32_t n = sizes[r];
+        sfl_spvec_t *hole = it[1].update;
+
+        if (r == 1)
+            it[1].update = NULL; /* an empty cohort slot */
+        sfl_fold_begin(&a);
+        sfl_fold_begin(&b);
+        for (uint32_t i = 0; i < n; i++)
+            if (it[i].update != NULL)
+                assert_int_equal(sfl_fold_add(&a, it[i].update, it[i].weight), 0);
+        assert_int_equal(sfl_fold_add_many(&b, it, n), 0);
+        assert_true(b.ncursor >= n);
+        assert_int_equal(b.count, a.count);
+        assert_true(b.weight_sum == a.weight_sum);
+        assert_memory_equal(b.sum, a.sum, MANY_D * sizeof(double));
+        it[1].update = hole;
+    }
+    assert_int_equal(b.ncursor, 7);
+    /* None: nothing added, the sum stays as begin left it. */
+    sfl_fold_begin(&b);
+    assert_int_equal(sfl_fold_add_many(&b, it, 0), 0);
+    assert_int_equal(b.count, 0);
+    assert_true(b.weight_sum == 0);
+    for (uint32_t j = 0; j < MANY_D; j++)
+        assert_true(b.sum[j] == 0);
+    double g[1] = {0};
+    assert_int_equal(sfl_fold_finish(&b, g), SFL_EEMPTY);
+    for (uint32_t i = 0; i < 7; i++)
+        sfl_spvec_free(it[i].update);
+    sfl_fold_close(&a);
+    sfl_fold_close(&b);
+}
+
+/* One refused item (a NaN, a weight of 0, a wrong dimension) and nothing
+ * changes, whatever its place; growing the cursors may fail (ENOMEM),
+ * also without a change. */
+static void test_fold_add_many_refused(void **state)
+{
+    (void)state;
+    sfl_problem_t prob, small;
+    sfl_algo_params_t p;
+    sfl_fold_t f;
+    sfl_fold_item_t it[3];
+    sfl_spvec_t *other;
+    double *before = malloc(MANY_D * sizeof(double));
+
+    assert_non_null(before);
+    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, MANY_D, 0), 0);
+    assert_int_equal(sfl_problem_init(&small, &sfl_loss_lsq, 4, 0), 0);
+    sfl_algo_params_default(&sfl_algo_fedavg, &p);
+    assert_int_equal(sfl_fold_init(&f, &sfl_algo_fedavg, &p, &prob, NULL), 0);
+    for (uint32_t i = 0; i < 3; i++)
+        it[i] = (sfl_fold_item_t){many_update(i + 9, 1000), 2};
+    assert_int_equal(sfl_spvec_new(4, 0, &other), 0);
+    sfl_fold_begin(&f);
+    assert_int_equal(sfl_fold_add(&f, it[0].update, 5), 0);
+    memcpy(before, f.sum, MANY_D * sizeof(double));
+
+    it[2].update->val[7] = NAN;
+    assert_int_equal(sfl_fold_add_many(&f, it, 3), SFL_ENUMERIC);
+    it[2].update->val[7] = 1;
+    it[1].weight = 0;
+    assert_int_equal(sfl_fold_add_many(&f, it, 3), SFL_EINVAL);
+    it[1].weight = 2;
+    sfl_spvec_t *keep = it[0].update;
+    it[0].update = other;
+    assert_int_equal(sfl_fold_add_many(&f, it, 3), SFL_EDIM);
+    it[0].update = keep;
+    assert_int_equal(f.count, 1);
+    assert_true(f.weight_sum == 5);
+    assert_memory_equal(f.sum, before, MANY_D * sizeof(double));
+
+    FAILALLOC_EACH(sfl_fold_add_many(&f, it, 3),
+                   if (fa_rc_ < 0) {
+                       assert_int_equal(f.count, 1);
+                       assert_memory_equal(f.sum, before, MANY_D * sizeof(double));
+                   });
+    assert_int_equal(f.count, 4);
+    assert_int_equal(f.ncursor, 3);
+    sfl_spvec_free(other);
+    for (uint32_t i = 0; i < 3; i++)
+        sfl_spvec_free(it[i].update);
+    sfl_fold_close(&f);
+    free(before);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +329,8 @@ int main(void)
         cmocka_unit_test(test_fold_every_algorithm),
         cmocka_unit_test(test_fold_mix),
         cmocka_unit_test(test_fold_alloc),
+        cmocka_unit_test(test_fold_add_many),
+        cmocka_unit_test(test_fold_add_many_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

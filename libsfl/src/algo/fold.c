@@ -40,6 +40,7 @@ int sfl_fold_init(sfl_fold_t *f, const sfl_algo_t *a, const sfl_algo_params_t *p
 void sfl_fold_close(sfl_fold_t *f)
 {
     sfl__free(f->sum);
+    sfl__free(f->cursor);
     sfl_topk_ws_close(&f->topk);
     memset(f, 0, sizeof(*f));
 }
@@ -87,6 +88,72 @@ int sfl_fold_add(sfl_fold_t *f, const sfl_spvec_t *u, double weight)
     sfl_spvec_axpy(weight, u, f->sum);
     f->weight_sum += weight;
     f->count++;
+    return 0;
+}
+
+/* Updates ahead whose next run sfl_fold_add_many prefetches. */
+#define FOLD_AHEAD 4
+
+int sfl_fold_add_many(sfl_fold_t *f, const sfl_fold_item_t *items, size_t n)
+{
+    size_t d = f->prob->dim;
+    int rc;
+
+    for (size_t i = 0; i < n; i++)
+        if (items[i].update != NULL &&
+            (rc = sfl_fold_check(f, items[i].update, items[i].weight)) < 0)
+            return rc;
+    if (d <= SFL_FOLD_TILED_DIM) {
+        /* The whole sum stays in cache: one pass per update. */
+        for (size_t i = 0; i < n; i++)
+            if (items[i].update != NULL)
+                sfl_spvec_axpy(items[i].weight, items[i].update, f->sum);
+    } else {
+        if (n > f->ncursor) {
+            uint32_t *c = sfl__reallocarray(f->cursor, n, sizeof(*c));
+
+            if (c == NULL)
+                return SFL_ENOMEM;
+            f->cursor = c;
+            f->ncursor = n;
+        }
+        memset(f->cursor, 0, n * sizeof(*f->cursor));
+        /* Indices are strictly increasing (sfl_spvec_t), so each update's
+         * pairs in tile [lo, hi) are the next run after its cursor. Per
+         * entry the products arrive in item order, as with sfl_fold_add. */
+        for (size_t lo = 0; lo < d; lo += SFL_FOLD_TILE) {
+            uint32_t hi = (uint32_t)(d - lo < SFL_FOLD_TILE ? d : lo + SFL_FOLD_TILE);
+
+            for (size_t i = 0; i < n; i++) {
+                const sfl_spvec_t *u = items[i].update;
+                double w = items[i].weight;
+                uint32_t j = f->cursor[i];
+
+                if (u == NULL)
+                    continue;
+                /* A later update's run starts elsewhere in memory: ask for
+                 * its first lines now, while this run is added. */
+                if (i + FOLD_AHEAD < n && items[i + FOLD_AHEAD].update != NULL) {
+                    const sfl_spvec_t *v = items[i + FOLD_AHEAD].update;
+                    uint32_t c = f->cursor[i + FOLD_AHEAD];
+
+                    for (uint32_t l = 0; l < 32 && c + l < v->nnz; l += 8) {
+                        __builtin_prefetch(v->val + c + l);
+                        if (l % 16 == 0)
+                            __builtin_prefetch(v->idx + c + l);
+                    }
+                }
+                for (; j < u->nnz && u->idx[j] < hi; j++)
+                    f->sum[u->idx[j]] += w * u->val[j];
+                f->cursor[i] = j;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (items[i].update != NULL) {
+            f->weight_sum += items[i].weight;
+            f->count++;
+        }
     return 0;
 }
 

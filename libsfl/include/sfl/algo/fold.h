@@ -52,7 +52,23 @@ typedef struct sfl_fold {
     double weight_sum;
     uint32_t count;
     sfl_topk_ws_t topk; /* for finish hooks that threshold */
+    uint32_t *cursor;   /* sfl_fold_add_many's per-update positions, kept */
+    size_t ncursor;     /* across rounds; grown to the largest batch */
 } sfl_fold_t;
+
+/* One update of a batch for sfl_fold_add_many; update NULL = none (an
+ * empty cohort slot), skipped. */
+typedef struct sfl_fold_item {
+    sfl_spvec_t *update; /* not modified */
+    double weight;
+} sfl_fold_item_t;
+
+/* Entries of the sum one sweep of sfl_fold_add_many works on (64 KiB of
+ * doubles: the tile stays in L1-L2 while every update's pairs in it are added). */
+#define SFL_FOLD_TILE 8192u
+/* Sums of at most this many entries (1 MiB: they stay in L2 anyway) are
+ * added update by update. */
+#define SFL_FOLD_TILED_DIM 131072u
 
 /* Allocates the O(dim) sum; lim NULL = the defaults. SFL_EINVAL for a
  * negative or non-finite bound. */
@@ -69,6 +85,16 @@ int sfl_fold_check(const sfl_fold_t *f, const sfl_spvec_t *update,
                    double weight) SFL_MUST_CHECK;
 /* sfl_fold_check, then sum += weight * update. On failure nothing changes. */
 int sfl_fold_add(sfl_fold_t *f, const sfl_spvec_t *update, double weight) SFL_MUST_CHECK;
+/* sfl_fold_add of items[0], items[1], ... in that order, bit for bit: every
+ * entry of the sum gets the same products weight * value added in the same
+ * order. Every item is checked first; on a failure nothing changes. A sum
+ * of more than SFL_FOLD_TILED_DIM entries is swept SFL_FOLD_TILE entries at
+ * a time, each tile taking every update's pairs that fall in it (indices
+ * are increasing), so the scatter-add hits cache instead of memory. The
+ * per-update cursors are kept in the fold (grown, never shrunk; SFL_ENOMEM
+ * when growing fails, nothing changed). n = 0 (or only NULL updates) adds
+ * nothing. */
+int sfl_fold_add_many(sfl_fold_t *f, const sfl_fold_item_t *items, size_t n) SFL_MUST_CHECK;
 /* global: in, the state of the round; out, the algorithm's finish of the
  * sum. SFL_EEMPTY when nothing was added. */
 int sfl_fold_finish(sfl_fold_t *f, double *global) SFL_MUST_CHECK;
