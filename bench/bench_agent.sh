@@ -18,16 +18,9 @@ CONFIGS=${CONFIGS:-"100000:8"}
 ROUNDS=${ROUNDS:-10}
 REPS=${REPS:-3}
 HERE=$(dirname "$0")
-if [ "$(id -u)" -ne 0 ] || ! command -v nft > /dev/null; then
-    echo "bench_agent skipped: needs root and nft (run.py's nftables counters)"
-    exit 0
-fi
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-trap 'exit 130' INT TERM
 # shellcheck source=bench/peer/setup.sh
 . "$HERE/peer/setup.sh"
-peer_pki "$t/pki" "$CONFIGS" > /dev/null
+peer_sfl_start bench_agent "$CONFIGS"
 for c in $CONFIGS; do
     d=${c%:*} n=${c#*:}
     peer_shards "$B" "$d" "$n" "$t/data"
