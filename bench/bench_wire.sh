@@ -16,16 +16,9 @@ B=${1:-build}
 CONFIGS=${CONFIGS:-"500:8 100000:8"}
 ROUNDS=${ROUNDS:-25}
 HERE=$(dirname "$0")
-if [ "$(id -u)" -ne 0 ] || ! command -v nft > /dev/null; then
-    echo "bench_wire skipped: needs root and nft (nftables counters)"
-    exit 0
-fi
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-trap 'exit 130' INT TERM
 # shellcheck source=bench/peer/setup.sh
 . "$HERE/peer/setup.sh"
-peer_pki "$t/pki" "$CONFIGS" > /dev/null
+peer_sfl_start bench_wire "$CONFIGS"
 for c in $CONFIGS; do
     d=${c%:*} n=${c#*:}
     rm -rf "$t/work"

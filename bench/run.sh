@@ -60,3 +60,5 @@ elif [ "$hard" -ge 2000 ]; then
 fi
 echo "== bytes and packets per client-round on the wire, bench/peer's FedAvg job on sfl alone (8 agents, d = 500 and 1e5; root for nftables); results/wire.md says where they go"
 sh bench/bench_wire.sh "$B"
+echo "== the agents' CPU per agent-round, bench/peer's FedAvg job on sfl alone (8 agents, d = 1e5, 10 rounds; BASE=another build gives new/base ratios; root for nftables); results/agent.md"
+sh bench/bench_agent.sh "$B"

@@ -9,6 +9,7 @@
 
 #include "agent.h"
 #include "config.h"
+#include "sfl/core/alloc.h"
 #include "sfl/core/log.h"
 #include "sfl/core/suggest.h"
 
@@ -134,6 +135,9 @@ int main(int argc, char **argv)
     uv_loop_t *loop;
     int rc;
 
+    /* The task's model, its decoded copy and the update are the size of the
+     * model every round: keep freed ones for the next round (alloc.h). */
+    (void)sfl_alloc_keep_freed(64u << 20);
     agent_config_default(&cfg);
     /* The file first, so that flags override it wherever they appear. */
     for (int i = 1; i < argc; i++) {

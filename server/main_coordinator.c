@@ -14,6 +14,7 @@
 #include "job/spec.h"
 #include "notify.h"
 #include "sfl/algo/algo.h"
+#include "sfl/core/alloc.h"
 #include "sfl/core/error.h"
 #include "sfl/core/suggest.h"
 #include "sfl/net/transport.h"
@@ -369,6 +370,9 @@ int main(int argc, char **argv)
     static loaded_t l;
     int rc, status = 1;
 
+    /* Tasks, updates, aggregates and checkpoints are the size of a job's
+     * model every round: keep freed ones for the next round (alloc.h). */
+    (void)sfl_alloc_keep_freed(256u << 20);
     if (parse_args(argc, argv, &app.args) < 0)
         return 2;
     if ((rc = load_all(&app.args, &l)) < 0) {

@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# Sourced by bench/peer/flower.sh and bench/bench_wire.sh: the job's
+# Sourced by bench/peer/flower.sh, bench/bench_wire.sh and bench/bench_agent.sh: the job's
 # certificates and data shards.
 
 # peer_pki DIR CONFIGS [PREFIX]: a CA, the coordinator's and an admin's
@@ -27,4 +27,19 @@ peer_shards() {
     rm -rf "$4"
     "$1/sfl-sim" --data synth:dpbcfw --dim "$2" --density "$dens" --clients "$3" --samples 100 \
         --seed 7 --dump-shards "$4" 2> /dev/null
+}
+
+# peer_sfl_start NAME CONFIGS: for the scripts that run bench/peer's job on
+# sfl alone (bench_wire.sh, bench_agent.sh). Without root and nft (run.py's
+# nftables counters) says NAME is skipped and exits 0; else sets t to a
+# fresh directory removed on exit, with the job's certificates in $t/pki.
+peer_sfl_start() {
+    if [ "$(id -u)" -ne 0 ] || ! command -v nft > /dev/null; then
+        echo "$1 skipped: needs root and nft (nftables counters)"
+        exit 0
+    fi
+    t=$(mktemp -d)
+    trap 'rm -rf "$t"' EXIT
+    trap 'exit 130' INT TERM
+    peer_pki "$t/pki" "$2" > /dev/null
 }

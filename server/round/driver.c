@@ -259,10 +259,10 @@ static int build_task(coord_job_t *j)
     t.max_update_nnz = 0;
     if ((rc = sfl_msg_task_sign_bytes(&t, &tb, &tl)) < 0 ||
         (rc = sfl_seal_sign_detached(co->id, SFL_MSG_TASK_CONTEXT, tb, tl, sig)) < 0 ||
-        (rc = sfl_msg_task_pack(tb, tl, sig, &j->task, &j->task_len)) < 0)
+        (rc = sfl_msg_task_pack(&t, tb, tl, sig, &j->task, &j->task_len)) < 0)
         goto out;
     if (t.has_moments &&
-        (rc = sfl_msg_task_pack_moments(tb, tl, sig, j->moments,
+        (rc = sfl_msg_task_pack_moments(&t, tb, tl, sig, j->moments,
                                         SFL_MOMENTS_LEN(j->spec.dimension), &j->task_m,
                                         &j->task_m_len)) < 0)
         goto out;

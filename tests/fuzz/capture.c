@@ -170,12 +170,12 @@ static void messages(void)
     }
     check(sfl_msg_task_sign_bytes(&t, &tb, &tn), "task bytes");
     check(sfl_seal_sign_detached(coord, SFL_MSG_TASK_CONTEXT, tb, tn, sig), "sign task");
-    msg(3, "task", sfl_msg_task_pack(tb, tn, sig, &b, &n), b, n);
+    msg(3, "task", sfl_msg_task_pack(&t, tb, tn, sig, &b, &n), b, n);
     sfl_msg_buf_free(tb);
     t.model_encoding = SFL_ENC_Q8;
     check(sfl_msg_task_sign_bytes(&t, &tb, &tn), "task bytes");
     check(sfl_seal_sign_detached(coord, SFL_MSG_TASK_CONTEXT, tb, tn, sig), "sign task");
-    msg(3, "task-q8", sfl_msg_task_pack(tb, tn, sig, &b, &n), b, n);
+    msg(3, "task-q8", sfl_msg_task_pack(&t, tb, tn, sig, &b, &n), b, n);
     sfl_msg_buf_free(tb);
     sfl_wait_t w = {.retry_after_ms = 2000};
     strcpy(w.reason, "not selected this round");

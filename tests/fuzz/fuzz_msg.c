@@ -159,7 +159,7 @@ static void fz_task_or_wait(const uint8_t *d, size_t n)
     memcpy(sig, t->signature, sizeof(sig));
     if ((rc = sfl_msg_task_sign_bytes(t, &tb, &tlen)) != 0)
         die("task_sign_bytes refused an unpacked task", rc);
-    if ((rc = sfl_msg_task_pack(tb, tlen, sig, &buf, &len)) != 0)
+    if ((rc = sfl_msg_task_pack(t, tb, tlen, sig, &buf, &len)) != 0)
         die("task_pack", rc);
     if ((rc = sfl_msg_task_or_wait_unpack(buf, len, &lim, &t2, &w2)) != 0 || t2 == NULL)
         die("task_or_wait_unpack refused a re-packed task", rc);

@@ -531,15 +531,15 @@ static void sign_task(void)
     sfl_msg_buf_free(S.bad_msg);
     assert_int_equal(sfl_msg_task_sign_bytes(&S.task, &tb, &tl), 0);
     assert_int_equal(sfl_seal_sign_detached(coord_id, SFL_MSG_TASK_CONTEXT, tb, tl, sig), 0);
-    assert_int_equal(sfl_msg_task_pack(tb, tl, sig, &S.task_msg, &S.task_len), 0);
+    assert_int_equal(sfl_msg_task_pack(&S.task, tb, tl, sig, &S.task_msg, &S.task_len), 0);
     if (S.moments != NULL) {
         sfl_msg_buf_free(S.std_msg);
-        assert_int_equal(sfl_msg_task_pack_moments(tb, tl, sig, S.moments,
+        assert_int_equal(sfl_msg_task_pack_moments(&S.task, tb, tl, sig, S.moments,
                                                    SFL_MOMENTS_LEN(NCOLS), &S.std_msg,
                                                    &S.std_len), 0);
     }
     assert_int_equal(sfl_seal_sign_detached(rogue_id, SFL_MSG_TASK_CONTEXT, tb, tl, sig), 0);
-    assert_int_equal(sfl_msg_task_pack(tb, tl, sig, &S.bad_msg, &S.bad_len), 0);
+    assert_int_equal(sfl_msg_task_pack(&S.task, tb, tl, sig, &S.bad_msg, &S.bad_len), 0);
     sfl_msg_buf_free(tb);
 }
 

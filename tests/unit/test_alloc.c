@@ -3,6 +3,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <cmocka.h>
 
@@ -35,6 +39,25 @@ static void test_alloc_replace(void **state)
     sfl__free(p);
     assert_int_equal(calls, 2);
     assert_int_equal(sfl_replace_allocator(NULL, NULL, NULL), 0);
+}
+
+/* A freed block below the threshold stays in the heap (free bytes the
+ * allocator holds), so the next round's block of that size faults nothing
+ * in. glibc's own allocator only: sanitizers bring theirs. */
+static void test_alloc_keep_freed(void **state)
+{
+    (void)state;
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+    size_t t = sfl_alloc_keep_freed(64u << 20);
+    assert_true(t >= 256u << 10);
+    size_t n = t / 2;
+    char *p = malloc(n);
+    assert_non_null(p);
+    memset(p, 1, n);
+    free(p);
+    struct mallinfo2 mi = mallinfo2();
+    assert_true(mi.fordblks >= n); /* kept, not unmapped nor trimmed */
+#endif
 }
 
 static void test_alloc_overflow(void **state)
@@ -70,6 +93,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_replace),
         cmocka_unit_test(test_alloc_overflow),
+        cmocka_unit_test(test_alloc_keep_freed),
         cmocka_unit_test(test_alloc_failalloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -124,19 +124,44 @@ static void packed_task(sfl_task_t *t, uint8_t **out, size_t *len)
 
     assert_int_equal(sfl_msg_task_sign_bytes(t, &sb, &sn), 0);
     sign_task(sb, sn, sig, pk);
-    assert_int_equal(sfl_msg_task_pack(sb, sn, sig, out, len), 0);
+    assert_int_equal(sfl_msg_task_pack(t, sb, sn, sig, out, len), 0);
     sfl_msg_buf_free(sb);
 }
 
 /* TaskOrWait{task: SignedTask{task: body[0..n), signature: sig[0..sn)}} */
-static void envelope(pbw_t *w, const uint8_t *body, size_t n, const uint8_t *sig, size_t sn)
+/* SparseVector { dim, data } of the sample task's model as field `num`
+ * of w. */
+static void model_field(pbw_t *w, uint32_t num)
+{
+    sfl_spvec_t *v = small_vec();
+    uint8_t data[64];
+    size_t dn;
+    pbw_t sv = {.n = 0};
+
+    assert_int_equal(sfl_spcodec_encode(v, SFL_ENC_F64, data, sizeof(data), &dn), 0);
+    w_uint(&sv, 1, v->dim);
+    w_bytes(&sv, 2, data, dn);
+    w_bytes(w, num, sv.b, sv.n);
+    sfl_spvec_free(v);
+}
+
+/* TaskOrWait { SignedTask { body, sig, the model beside (model != 0) } }. */
+static void envelope_as(pbw_t *w, const uint8_t *body, size_t n, const uint8_t *sig, size_t sn,
+                        int model)
 {
     pbw_t st = {.n = 0};
 
     w_bytes(&st, 1, body, n);
     w_bytes(&st, 2, sig, sn);
+    if (model)
+        model_field(&st, 4);
     w->n = 0;
     w_bytes(w, 1, st.b, st.n);
+}
+
+static void envelope(pbw_t *w, const uint8_t *body, size_t n, const uint8_t *sig, size_t sn)
+{
+    envelope_as(w, body, n, sig, sn, 1);
 }
 
 /* Unpacks the sample task's body followed by extra, signed and wrapped, so
@@ -159,7 +184,10 @@ static int task_with(const uint8_t *extra, size_t n, sfl_task_t **out)
     w_raw(&body, sb, sn);
     w_raw(&body, extra, n);
     sign_task(body.b, body.n, sig, pk);
-    envelope(&env, body.b, body.n, sig, 64);
+    /* extra starting with a model (Task field 13, tag 0x6A): the model goes
+     * inside the signed Task, as coordinators before SignedTask.model sent
+     * it, and through the same decoder and hash check */
+    envelope_as(&env, body.b, body.n, sig, 64, !(n > 0 && extra[0] == 0x6A));
     rc = sfl_msg_task_or_wait_unpack(env.b, env.n, NULL, out, &w);
     if (rc < 0)
         assert_null(*out);
@@ -300,9 +328,9 @@ static uint8_t *read_vector(const char *path, size_t *n)
 
 /* ---- golden bytes --------------------------------------------------------------- */
 
-/* TaskOrWait { task: SignedTask { task: <266 bytes>, signature: <64> } }:
+/* TaskOrWait { task: SignedTask { task: <227 bytes>, signature: <64>, model } }:
  *   0A CF 02                 field 1 (task), 335 bytes
- *     0A 8A 02               field 1 (Task bytes), 266 bytes
+ *     0A E3 01               field 1 (Task bytes), 227 bytes
  *       08 07 10 03 18 01    job_id 7, round 3, attempt 1
  *       22 09 "fediterht"    algorithm
  *       2A 53 ...            params: five `values` (52) Param {name, value}:
@@ -310,17 +338,18 @@ static uint8_t *read_vector(const char *path, size_t *n)
  *                            (value 0 omitted)
  *       32 03 "lsq" 38 AC 02 loss, dimension 300
  *       50 2A 58 01 60 01    seed 42, value_encoding F64 (1), update_mode SEALED
- *       6A 25 08 AC 02 12 20 model: dim 300, data = the 32 spcodec golden bytes
- *       72 20 ...            model_hash = BLAKE2b-256(model data)
+ *       72 20 ...            model_hash = BLAKE2b-256(model data below)
  *       78 80 D0 95 FF BC 31 deadline_ms 1700000000000
  *       82 01 20 00..1F      round_nonce
  *       8A 01 20 20..3F      round_key
  *     12 40 ...              Ed25519 signature (seed 01..01) over
  *                            0B "sfl-task-v1" BLAKE2b-256(Task bytes)
+ *     22 25 08 AC 02 12 20   model, beside the signed bytes: dim 300, data =
+ *                            the 32 spcodec golden bytes
  * Decoded independently with `protoc-c --decode=sfl.v1.TaskOrWait` and the
  * signature checked with python3-cryptography when the vector was made. */
 static const uint8_t golden_task[] = {
-    0x0A, 0xCF, 0x02, 0x0A, 0x8A, 0x02, 0x08, 0x07, 0x10, 0x03, 0x18, 0x01,
+    0x0A, 0xCF, 0x02, 0x0A, 0xE3, 0x01, 0x08, 0x07, 0x10, 0x03, 0x18, 0x01,
     0x22, 0x09, 0x66, 0x65, 0x64, 0x69, 0x74, 0x65, 0x72, 0x68, 0x74, 0x2A,
     0x53, 0x52, 0x0D, 0x0A, 0x02, 0x6C, 0x72, 0x11, 0x9A, 0x99, 0x99, 0x99,
     0x99, 0x99, 0xA9, 0x3F, 0x52, 0x0E, 0x0A, 0x03, 0x74, 0x61, 0x75, 0x11,
@@ -330,28 +359,28 @@ static const uint8_t golden_task[] = {
     0x62, 0x61, 0x74, 0x63, 0x68, 0x11, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
     0x24, 0x40, 0x52, 0x08, 0x0A, 0x06, 0x6C, 0x61, 0x6D, 0x62, 0x64, 0x61,
     0x32, 0x03, 0x6C, 0x73, 0x71, 0x38, 0xAC, 0x02, 0x50, 0x2A, 0x58, 0x01,
-    0x60, 0x01, 0x6A, 0x25, 0x08, 0xAC, 0x02, 0x12, 0x20, 0xAC, 0x02, 0x03,
-    0x00, 0x03, 0x7E, 0xA8, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF0,
-    0x3F, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xC0, 0x00, 0x00, 0x00,
-    0x00, 0x00, 0x00, 0xE0, 0x3F, 0x72, 0x20, 0x17, 0xDD, 0xA2, 0x9F, 0x63,
-    0xE8, 0x7F, 0xEA, 0x9B, 0x41, 0x2E, 0xB5, 0x46, 0x02, 0x12, 0x9F, 0x96,
-    0xE1, 0x9A, 0x34, 0xF0, 0x67, 0x59, 0x4B, 0xB9, 0xFB, 0x7C, 0xAB, 0x9C,
-    0x70, 0xED, 0x34, 0x78, 0x80, 0xD0, 0x95, 0xFF, 0xBC, 0x31, 0x82, 0x01,
-    0x20, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A,
-    0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16,
-    0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x8A, 0x01, 0x20,
-    0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2A, 0x2B,
-    0x2C, 0x2D, 0x2E, 0x2F, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37,
-    0x38, 0x39, 0x3A, 0x3B, 0x3C, 0x3D, 0x3E, 0x3F, 0x12, 0x40, 0x82, 0xD1,
-    0x49, 0x0A, 0xA4, 0x08, 0x1E, 0x28, 0xA3, 0x46, 0xF5, 0xF6, 0x26, 0x40,
-    0x36, 0x5F, 0x90, 0x15, 0x44, 0x32, 0x42, 0xD6, 0xBD, 0xFA, 0xB2, 0x61,
-    0x03, 0xE1, 0x5D, 0xE3, 0xDC, 0x55, 0x1F, 0xF8, 0x4F, 0x54, 0x95, 0xB8,
-    0x6A, 0x31, 0x75, 0xD7, 0x19, 0xE1, 0x09, 0x99, 0x19, 0xDD, 0xE4, 0x6A,
-    0xCA, 0xFF, 0xD5, 0xC3, 0x33, 0x2C, 0x5B, 0x3C, 0x24, 0xCF, 0xCC, 0x54,
-    0x12, 0x08,
+    0x60, 0x01, 0x72, 0x20, 0x17, 0xDD, 0xA2, 0x9F, 0x63, 0xE8, 0x7F, 0xEA,
+    0x9B, 0x41, 0x2E, 0xB5, 0x46, 0x02, 0x12, 0x9F, 0x96, 0xE1, 0x9A, 0x34,
+    0xF0, 0x67, 0x59, 0x4B, 0xB9, 0xFB, 0x7C, 0xAB, 0x9C, 0x70, 0xED, 0x34,
+    0x78, 0x80, 0xD0, 0x95, 0xFF, 0xBC, 0x31, 0x82, 0x01, 0x20, 0x00, 0x01,
+    0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D,
+    0x0E, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19,
+    0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x8A, 0x01, 0x20, 0x20, 0x21, 0x22,
+    0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2A, 0x2B, 0x2C, 0x2D, 0x2E,
+    0x2F, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3A,
+    0x3B, 0x3C, 0x3D, 0x3E, 0x3F, 0x12, 0x40, 0xD3, 0xCB, 0x26, 0x81, 0xCA,
+    0xB9, 0x8F, 0xC2, 0x1D, 0xFF, 0xB3, 0x71, 0x9F, 0xFD, 0x36, 0x40, 0x23,
+    0xC3, 0xC9, 0x7E, 0x52, 0xC0, 0x79, 0x51, 0xF4, 0x81, 0x44, 0x0A, 0x70,
+    0xCB, 0xC0, 0x86, 0x0F, 0xC4, 0xF0, 0xC0, 0xA9, 0xCF, 0x87, 0x19, 0x20,
+    0x8E, 0xF9, 0x2D, 0x25, 0x63, 0x8A, 0xC8, 0x5A, 0x26, 0xF6, 0x1E, 0x86,
+    0xF4, 0x53, 0xCF, 0x0F, 0xF1, 0x8F, 0x0C, 0xB7, 0xD0, 0xB8, 0x09, 0x22,
+    0x25, 0x08, 0xAC, 0x02, 0x12, 0x20, 0xAC, 0x02, 0x03, 0x00, 0x03, 0x7E,
+    0xA8, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF0, 0x3F, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x04, 0xC0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xE0, 0x3F,
 };
 #define GOLDEN_TASK_BODY 6    /* offset of the Task bytes */
-#define GOLDEN_TASK_BODY_LEN 266
+#define GOLDEN_TASK_BODY_LEN 227
 
 /* Update: job_id 7, round 3, attempt 1, agent_id 12, mode SEALED (1),
  * sealed = A0..AF. */
@@ -383,7 +412,7 @@ static void test_msg_golden_task(void **state)
     sfl_msg_buf_free(sb2);
 
     sign_task(sb, sn, sig, pk);
-    assert_int_equal(sfl_msg_task_pack(sb, sn, sig, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_pack(&t, sb, sn, sig, &out, &n), 0);
     assert_int_equal(n, sizeof(golden_task));
     assert_memory_equal(out, golden_task, n);
 
@@ -1562,7 +1591,7 @@ static void test_msg_statistics(void **state)
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sb, &sn), 0);
     sign_task(sb, sn, sig, pk);
     /* without the moments: the hash and eps only */
-    assert_int_equal(sfl_msg_task_pack(sb, sn, sig, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_pack(&t, sb, sn, sig, &out, &n), 0);
     assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), 0);
     assert_true(d->has_moments && d->standardize_eps == 0.001 && d->moments == NULL);
     assert_memory_equal(d->moments_hash, t.moments_hash, 32);
@@ -1570,7 +1599,7 @@ static void test_msg_statistics(void **state)
     d = NULL;
     sfl_msg_buf_free(out);
     /* with them: decoded, every value exact */
-    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_pack_moments(&t, sb, sn, sig, m, nm, &out, &n), 0);
     assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), 0);
     assert_non_null(d->moments);
     assert_memory_equal(d->moments, m, nm * sizeof(double));
@@ -1579,27 +1608,27 @@ static void test_msg_statistics(void **state)
     sfl_msg_buf_free(out);
     /* moments that are not the ones the signed hash names */
     m[5] += 1;
-    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_pack_moments(&t, sb, sn, sig, m, nm, &out, &n), 0);
     assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), SFL_EPARSE);
     assert_null(d);
     assert_detail("task: moments do not match the signed moments_hash");
     sfl_msg_buf_free(out);
     m[5] -= 1;
     /* another length (the hash of the shorter vector signed: still refused) */
-    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm - 1, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_pack_moments(&t, sb, sn, sig, m, nm - 1, &out, &n), 0);
     assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), SFL_EPARSE);
     assert_non_null(strstr(sfl_last_error(), "moments are 4800 bytes, want 4808"));
     sfl_msg_buf_free(out);
     /* not finite: refused when packed */
     m[3] = INFINITY;
-    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm, &out, &n), SFL_EINVAL);
+    assert_int_equal(sfl_msg_task_pack_moments(&t, sb, sn, sig, m, nm, &out, &n), SFL_EINVAL);
     m[3] = 0.75;
     sfl_msg_buf_free(sb);
     /* moments beside a task that names none */
     sample_task(&t, model);
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &sb, &sn), 0);
     sign_task(sb, sn, sig, pk);
-    assert_int_equal(sfl_msg_task_pack_moments(sb, sn, sig, m, nm, &out, &n), 0);
+    assert_int_equal(sfl_msg_task_pack_moments(&t, sb, sn, sig, m, nm, &out, &n), 0);
     assert_int_equal(sfl_msg_task_or_wait_unpack(out, n, NULL, &d, &w), SFL_EPARSE);
     assert_detail("task: moments without a moments_hash");
     sfl_msg_buf_free(out);
@@ -2089,6 +2118,50 @@ static void test_msg_bad_vectors(void **state)
     assert_detail("update payload: train_loss is not finite");
 }
 
+/* The model travels beside the signed bytes (SignedTask.model); a Task with
+ * its model inside (coordinators before that field) still reads; both at
+ * once, or neither, are refused, and so is packing a model that is not the
+ * signed one. */
+static void test_msg_task_model_beside(void **state)
+{
+    (void)state;
+    sfl_spvec_t *model = small_vec();
+    sfl_task_t t, *d = NULL;
+    sfl_wait_t w;
+    uint8_t *sb = NULL, *out = NULL, sig[64], pk[32];
+    size_t sn, n;
+    static pbw_t body, env;
+
+    sample_task(&t, model);
+    assert_int_equal(sfl_msg_task_sign_bytes(&t, &sb, &sn), 0);
+    body.n = 0;
+    w_raw(&body, sb, sn);
+    model_field(&body, 13); /* inside the signed Task */
+    sign_task(body.b, body.n, sig, pk);
+    envelope_as(&env, body.b, body.n, sig, 64, 0);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(env.b, env.n, NULL, &d, &w), 0);
+    assert_int_equal(d->model->nnz, model->nnz);
+    assert_memory_equal(d->model->val, model->val, model->nnz * sizeof(double));
+    assert_int_equal(d->signed_len, body.n);
+    sfl_msg_task_free(d);
+    d = NULL;
+    envelope_as(&env, body.b, body.n, sig, 64, 1); /* and beside */
+    assert_int_equal(sfl_msg_task_or_wait_unpack(env.b, env.n, NULL, &d, &w), SFL_EPARSE);
+    assert_null(d);
+    assert_detail("task: a model both inside and beside the signed task");
+    sign_task(sb, sn, sig, pk); /* neither */
+    envelope_as(&env, sb, sn, sig, 64, 0);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(env.b, env.n, NULL, &d, &w), SFL_EPARSE);
+    assert_null(d);
+    assert_detail("task: model missing");
+    model->val[0] += 1; /* not the model that was signed */
+    assert_int_equal(sfl_msg_task_pack(&t, sb, sn, sig, &out, &n), SFL_EINVAL);
+    assert_null(out);
+    assert_detail("task: the model is not the one signed");
+    sfl_msg_buf_free(sb);
+    sfl_spvec_free(model);
+}
+
 static void test_msg_bad_fields(void **state)
 {
     (void)state;
@@ -2330,7 +2403,7 @@ static void test_msg_pack_errors(void **state)
     assert_int_equal(sfl_msg_task_sign_bytes(&t, &out, &n), SFL_ENUMERIC);
     assert_detail("task: model: ");
     model->val[0] = 1.0;
-    assert_int_equal(sfl_msg_task_pack(NULL, 0, sig, &out, &n), SFL_EINVAL);
+    assert_int_equal(sfl_msg_task_pack(&t, NULL, 0, sig, &out, &n), SFL_EINVAL);
 
     sfl_update_t u = {1, 1, 0, 1, SFL_UPDATE_MODE_SEALED, NULL, 0};
     assert_int_equal(sfl_msg_update_pack(&u, &out, &n), SFL_EINVAL);
@@ -2587,6 +2660,7 @@ int main(void)
         cmocka_unit_test(test_msg_fixed_lengths),
         cmocka_unit_test(test_msg_enums),
         cmocka_unit_test(test_msg_bad_vectors),
+        cmocka_unit_test(test_msg_task_model_beside),
         cmocka_unit_test(test_msg_bad_fields),
         cmocka_unit_test(test_msg_unknown_fields),
         cmocka_unit_test(test_msg_pack_errors),

@@ -1,9 +1,13 @@
 #include "sfl/core/alloc.h"
 #include "sfl/core/error.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 static sfl_malloc_fn a_malloc = malloc;
 static sfl_realloc_fn a_realloc = realloc;
@@ -22,6 +26,24 @@ int sfl_replace_allocator(sfl_malloc_fn m, sfl_realloc_fn r, sfl_free_fn f)
     a_malloc = m;
     a_realloc = r;
     a_free = f;
+    return 0;
+}
+
+size_t sfl_alloc_keep_freed(size_t keep)
+{
+#ifdef __GLIBC__
+    /* glibc refuses an mmap threshold above HEAP_MAX_SIZE / 2 (32 MiB on
+     * 64-bit builds, 512 KiB on 32-bit ones): halve until accepted. */
+    size_t t = keep > INT_MAX ? (size_t)INT_MAX : keep;
+
+    for (; t >= 64u << 10; t /= 2)
+        if (mallopt(M_MMAP_THRESHOLD, (int)t) == 1) {
+            (void)mallopt(M_TRIM_THRESHOLD, (int)(keep > INT_MAX ? INT_MAX : keep));
+            return t;
+        }
+#else
+    (void)keep;
+#endif
     return 0;
 }
 

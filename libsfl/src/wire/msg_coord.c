@@ -265,18 +265,14 @@ void sfl__msg_put_params(const sfl_param_list_t *p, wire_t *w)
     w->pp.values = w->params;
 }
 
-/* model_hash goes out as the hash of the model as encoded, never the
- * struct's field (sfl_msg_task_sign_bytes copies it back). */
+/* The Task without its model: model_hash is the hash of the model's bytes
+ * that sfl_msg_task_sign_bytes encoded just before. */
 static int put_task(const chk_t *c, const void *p, wire_t *w)
 {
     const sfl_task_t *t = p;
     Sfl__V1__Task *pb = &w->pb.task;
     int rc;
 
-    rc = sfl__msg_put_sparse(c, "model", t->model, t->model_encoding, &w->sv, &w->data);
-    if (rc < 0)
-        return rc;
-    crypto_generichash(w->hash, SFL_MSG_HASH_BYTES, w->sv.data.data, w->sv.data.len, NULL, 0);
     sfl__msg_put_params(&t->params, w);
     pb->job_id = t->job_id;
     pb->round = t->round;
@@ -291,8 +287,7 @@ static int put_task(const chk_t *c, const void *p, wire_t *w)
     pb->seed = t->seed;
     pb->value_encoding = (Sfl__V1__ValueEncoding)(t->value_encoding + 1);
     pb->update_mode = (Sfl__V1__UpdateMode)t->update_mode;
-    pb->model = &w->sv;
-    pb->model_hash = bin(w->hash, SFL_MSG_HASH_BYTES);
+    pb->model_hash = bin((uint8_t *)(uintptr_t)t->model_hash, SFL_MSG_HASH_BYTES);
     pb->deadline_ms = t->deadline_ms;
     pb->round_nonce = bin(t->round_nonce, SFL_MSG_NONCE_BYTES);
     pb->round_key = bin(t->round_key, SFL_MSG_KEY_BYTES);
@@ -318,13 +313,32 @@ static int put_task(const chk_t *c, const void *p, wire_t *w)
 static const msg_type_t task_type = {"task", &sfl__v1__task__descriptor, check_task, put_task, NULL,
     0, NULL, 0, NULL};
 
+/* The model's codec bytes into w (w->sv, w->data) and their hash. */
+static int put_model(const chk_t *c, const sfl_task_t *t, wire_t *w, uint8_t hash[SFL_MSG_HASH_BYTES])
+{
+    int rc = sfl__msg_put_sparse(c, "model", t->model, t->model_encoding, &w->sv, &w->data);
+
+    if (rc == 0)
+        crypto_generichash(hash, SFL_MSG_HASH_BYTES, w->sv.data.data, w->sv.data.len, NULL, 0);
+    return rc;
+}
+
 int sfl_msg_task_sign_bytes(sfl_task_t *t, uint8_t **out, size_t *len)
 {
-    return sfl__msg_pack_msg(&task_type, t, t->model_hash, out, len);
+    const chk_t c = {"task", SFL_EINVAL, NULL, 0};
+    wire_t w = {.sv = SFL__V1__SPARSE_VECTOR__INIT};
+    int rc;
+
+    clear_out(out, len);
+    /* model_hash first: the signed bytes carry it, not the model */
+    rc = put_model(&c, t, &w, t->model_hash);
+    sfl__free(w.data);
+    return rc < 0 ? rc : sfl__msg_pack_msg(&task_type, t, NULL, out, len);
 }
 
 /* The arguments of sfl_msg_task_pack. */
 typedef struct signed_task {
+    const sfl_task_t *t;
     const uint8_t *task;
     size_t len;
     const uint8_t *signature;
@@ -335,17 +349,27 @@ typedef struct signed_task {
 static int put_signed_task(const chk_t *c, const void *p, wire_t *w)
 {
     const signed_task_t *m = p;
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    int rc;
 
     if (m->task == NULL || m->len == 0)
         return sfl__msg_fail(c, SFL_EINVAL, "no task bytes (use sfl_msg_task_sign_bytes)");
+    if (m->t == NULL)
+        return sfl__msg_fail(c, SFL_EINVAL, "no task");
+    if ((rc = put_model(c, m->t, w, hash)) < 0)
+        return rc;
+    if (sodium_memcmp(hash, m->t->model_hash, SFL_MSG_HASH_BYTES) != 0)
+        return sfl__msg_fail(c, SFL_EINVAL, "the model is not the one signed (model_hash)");
+    w->signed_task.model = &w->sv;
     w->signed_task.task = bin(m->task, m->len);
     w->signed_task.signature = bin(m->signature, SFL_MSG_SIG_BYTES);
     if (m->nmoments > 0) {
-        if (m->nmoments > SIZE_MAX / 8 || (w->data = sfl__malloc(m->nmoments * 8)) == NULL)
+        /* w->data holds the model */
+        if ((w->more[0] = sfl__mallocarray(m->nmoments, 8)) == NULL)
             return sfl__msg_fail(c, SFL_ENOMEM, "no memory for %zu moments", m->nmoments);
-        if (sfl_msg_values_encode(m->moments, m->nmoments, 0, w->data) < 0)
+        if (sfl_msg_values_encode(m->moments, m->nmoments, 0, w->more[0]) < 0)
             return sfl__msg_fail(c, SFL_EINVAL, "moments: %s", sfl_last_error());
-        w->signed_task.moments = bin(w->data, m->nmoments * 8);
+        w->signed_task.moments = bin(w->more[0], m->nmoments * 8);
     }
     w->pb.task_or_wait.kind_case = SFL__V1__TASK_OR_WAIT__KIND_TASK;
     w->pb.task_or_wait.task = &w->signed_task;
@@ -355,19 +379,19 @@ static int put_signed_task(const chk_t *c, const void *p, wire_t *w)
 static const msg_type_t signed_task_type = {"task", &sfl__v1__task_or_wait__descriptor, NULL,
     put_signed_task, NULL, 0, NULL, 0, NULL};
 
-int sfl_msg_task_pack(const uint8_t *task, size_t task_len,
+int sfl_msg_task_pack(const sfl_task_t *t, const uint8_t *task, size_t task_len,
                       const uint8_t signature[SFL_MSG_SIG_BYTES], uint8_t **out, size_t *len)
 {
-    const signed_task_t m = {task, task_len, signature, NULL, 0};
+    const signed_task_t m = {t, task, task_len, signature, NULL, 0};
 
     return sfl__msg_pack_msg(&signed_task_type, &m, NULL, out, len);
 }
 
-int sfl_msg_task_pack_moments(const uint8_t *task, size_t task_len,
+int sfl_msg_task_pack_moments(const sfl_task_t *t, const uint8_t *task, size_t task_len,
                               const uint8_t signature[SFL_MSG_SIG_BYTES],
                               const double *moments, size_t n, uint8_t **out, size_t *len)
 {
-    const signed_task_t m = {task, task_len, signature, moments, n};
+    const signed_task_t m = {t, task, task_len, signature, moments, n};
 
     if (n > 0 && moments == NULL) {
         clear_out(out, len);
@@ -434,10 +458,13 @@ void sfl_msg_task_free(sfl_task_t *t)
     sfl__free(t);
 }
 
-/* The inner Task of a SignedTask whose bytes are already in t->signed_bytes.
- * Not through sfl__msg_unpack_msg: the bytes are the envelope's, the struct is
- * already allocated, and the model is decoded after the envelope is gone. */
-static int get_task(const chk_t *c, const sfl_msg_limits_t *lim, sfl_task_t *t)
+/* The inner Task of a SignedTask whose bytes are already in t->signed_bytes,
+ * with the model sv beside them (SignedTask.model; NULL: inside the Task, as
+ * coordinators before that field sent it). Not through sfl__msg_unpack_msg:
+ * the bytes are the envelope's, the struct is already allocated, and the
+ * model is decoded after the rest of the envelope is gone. */
+static int get_task(const chk_t *c, const sfl_msg_limits_t *lim, sfl_task_t *t,
+                    const Sfl__V1__SparseVector *sv)
 {
     Sfl__V1__Task *pb = NULL;
     uint8_t hash[SFL_MSG_HASH_BYTES];
@@ -488,13 +515,17 @@ static int get_task(const chk_t *c, const sfl_msg_limits_t *lim, sfl_task_t *t)
     t->update_mode = (sfl_update_mode_t)v;
     if (pb->secagg != NULL && (rc = sfl__msg_get_sa_round(c, pb->secagg, &t->secagg)) < 0)
         goto out;
-    rc = sfl__msg_get_sparse(c, "model", pb->model, lim->max_dim, lim->max_nnz, &t->model,
-                             &t->model_encoding, hash);
+    if (sv != NULL && pb->model != NULL) {
+        rc = sfl__msg_fail(c, c->bad, "a model both inside and beside the signed task");
+        goto out;
+    }
+    rc = sfl__msg_get_sparse(c, "model", sv != NULL ? sv : pb->model, lim->max_dim,
+                             lim->max_nnz, &t->model, &t->model_encoding, hash);
     if (rc < 0)
         goto out;
-    /* The signature covers both, so a mismatch means a broken coordinator;
-     * checking here lets agents sign model_hash as "the model I trained
-     * from" without hashing it themselves. */
+    /* The signature covers model_hash, which binds the model to the signed
+     * task; checking here lets agents sign model_hash as "the model I
+     * trained from" without hashing it themselves. */
     if (memcmp(hash, t->model_hash, SFL_MSG_HASH_BYTES) != 0) {
         rc = sfl__msg_fail(c, c->bad, "model_hash does not match the model");
         goto out;
@@ -548,6 +579,7 @@ int sfl_msg_sub_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *l
     const chk_t cw = {"wait", SFL_EPARSE, cs.lim, 0};
     const chk_t cv = {"step", SFL_EPARSE, cs.lim, 0};
     Sfl__V1__TaskOrWait *pb = NULL;
+    Sfl__V1__SparseVector *msv = NULL;
     sfl_task_t *t = NULL;
     uint8_t *mb = NULL;
     size_t mlen = 0;
@@ -619,11 +651,13 @@ int sfl_msg_sub_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *l
     mlen = pb->task->moments.len;
     pb->task->moments.data = NULL;
     pb->task->moments.len = 0;
-    /* The envelope goes before the model is decoded, so peak memory is the
-     * task bytes plus one copy of the model. */
+    msv = pb->task->model;
+    pb->task->model = NULL;
+    /* The rest of the envelope goes before the model is decoded, so peak
+     * memory is the task bytes plus one copy of the model. */
     sfl__msg_free_pb(pb);
     pb = NULL;
-    rc = get_task(&ct, lim, t);
+    rc = get_task(&ct, lim, t, msv);
     if (rc < 0)
         goto out;
     if (mlen > 0 && (rc = get_moments(&ct, t, mb, mlen)) < 0)
@@ -633,6 +667,7 @@ int sfl_msg_sub_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *l
     t = NULL;
 out:
     sfl__free(mb);
+    sfl__msg_free_pb(msv);
     sfl_msg_task_free(t);
     sfl__msg_free_pb(pb);
     return rc;

@@ -360,24 +360,27 @@ typedef struct sfl_wait {
     char reason[SFL_MSG_TEXT_LEN];
 } sfl_wait_t;
 
-/* The bytes the coordinator signs: the packed Task (fields in number order,
- * protobuf-c's deterministic packing; the same struct always gives the same
- * bytes). It signs them under SFL_MSG_TASK_CONTEXT and hands the same bytes
- * to sfl_msg_task_pack; an agent verifies the signature over
- * t->signed_bytes of the unpacked task, the bytes as received, so nothing
- * is ever re-encoded for verification. Also sets t->model_hash from the
- * encoded model, so the hash can never disagree with the model. The
- * signature field of t is ignored. Returns owned bytes. */
+/* The bytes the coordinator signs: the packed Task without its model
+ * (fields in number order, protobuf-c's deterministic packing; the same
+ * struct always gives the same bytes). It signs them under
+ * SFL_MSG_TASK_CONTEXT and hands the same bytes to sfl_msg_task_pack; an
+ * agent verifies the signature over t->signed_bytes of the unpacked task,
+ * the bytes as received, so nothing is ever re-encoded for verification.
+ * Sets t->model_hash from the encoded model, so the hash can never
+ * disagree with the model; the model travels beside the signature
+ * (SignedTask.model), bound to it by that hash. The signature field of t is
+ * ignored. Returns owned bytes. */
 int sfl_msg_task_sign_bytes(sfl_task_t *t, uint8_t **out, size_t *len) SFL_MUST_CHECK;
 /* A TaskOrWait carrying the task: task[0..task_len) from
- * sfl_msg_task_sign_bytes (borrowed, wrapped as they are) and their
- * signature. SFL_EINVAL for no bytes. */
-int sfl_msg_task_pack(const uint8_t *task, size_t task_len,
+ * sfl_msg_task_sign_bytes(t) (borrowed, wrapped as they are), their
+ * signature and t's model, encoded again: SFL_EINVAL if its hash is not
+ * t->model_hash (t changed since it was signed) or for no bytes. */
+int sfl_msg_task_pack(const sfl_task_t *t, const uint8_t *task, size_t task_len,
                       const uint8_t signature[SFL_MSG_SIG_BYTES], uint8_t **out,
                       size_t *len) SFL_MUST_CHECK;
 /* The same with a standardize job's pooled moments beside the signed bytes
  * (SignedTask.moments): n values, little-endian float64 (n 0: none). */
-int sfl_msg_task_pack_moments(const uint8_t *task, size_t task_len,
+int sfl_msg_task_pack_moments(const sfl_task_t *t, const uint8_t *task, size_t task_len,
                               const uint8_t signature[SFL_MSG_SIG_BYTES],
                               const double *moments, size_t n, uint8_t **out,
                               size_t *len) SFL_MUST_CHECK;
