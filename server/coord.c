@@ -313,9 +313,11 @@ static void conn_open(sfl_conn_t *c, int admin)
         revoked = 1;
         if (coord_refusal_log_ok(co, &dropped))
             coord_log(COORD_LOG_WARN, "conn_refused",
-                      "addr=%s cn=%s fingerprint=%s error=revoked answer=%s dropped=%u", k->addr,
-                      coord_log_quote(k->peer.cn, q, sizeof(q)), k->peer.fingerprint,
-                      sfl_grpc_status_name(SFL_GRPC_STATUS_PERMISSION_DENIED), dropped);
+                      "addr=%s cn=%s fingerprint=%s error=revoked answer=%s dropped=%u "
+                      "resumed=%d",
+                      k->addr, coord_log_quote(k->peer.cn, q, sizeof(q)), k->peer.fingerprint,
+                      sfl_grpc_status_name(SFL_GRPC_STATUS_PERMISSION_DENIED), dropped,
+                      sfl_conn_resumed(c));
     }
     if (!revoked && admin && (!k->has_peer || k->peer.role != SFL_ROLE_ADMIN)) {
         uint32_t dropped;
@@ -378,9 +380,9 @@ static void conn_open(sfl_conn_t *c, int admin)
     co->conns = k;
     co->nconns++;
     sfl_conn_set_data(c, k);
-    coord_log(COORD_LOG_DEBUG, "conn_open", "addr=%s cn=%s role=%s", k->addr,
+    coord_log(COORD_LOG_DEBUG, "conn_open", "addr=%s cn=%s role=%s resumed=%d", k->addr,
               coord_log_quote(k->has_peer ? k->peer.cn : "", q, sizeof(q)),
-              sfl_role_name(k->has_peer ? k->peer.role : SFL_ROLE_NONE));
+              sfl_role_name(k->has_peer ? k->peer.role : SFL_ROLE_NONE), sfl_conn_resumed(c));
     if (co->stopping)
         sfl_grpcconn_close(k->g);
     sfl_grpcconn_pump(k->g);
