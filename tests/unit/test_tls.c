@@ -88,6 +88,8 @@ static int group_setup(void **state)
     test_sh("sh %s init %s/ca >/dev/null", PKI, dir);
     test_sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
     test_sh("sh %s coordinator %s/ca coord2 >/dev/null", PKI, dir);
+    test_sh("sh %s --key-type ed25519 coordinator %s/ca coord-ed >/dev/null", PKI, dir);
+    test_sh("sh %s --key-type ed25519 agent %s/ca agent-ed >/dev/null", PKI, dir);
     test_sh("sh %s agent %s/ca agent-7 >/dev/null", PKI, dir);
     test_sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
     test_sh("sh %s init %s/other >/dev/null", PKI, dir);
@@ -318,12 +320,14 @@ static void connect_ctx(sfl_tls_t *ctls)
                      0);
 }
 
-static sfl_tls_t *agent_ctx(void)
+static sfl_tls_t *agent_ctx_as(const char *who)
 {
-    char cert[128], key[128], ca[128];
+    char cert[128], key[128], ca[128], rel[64];
     sfl_tls_config_t cfg = {
-        .cert_file = path(cert, sizeof(cert), "ca/agent/agent-7.crt"),
-        .key_file = path(key, sizeof(key), "ca/agent/agent-7.key"),
+        .cert_file = (snprintf(rel, sizeof(rel), "ca/agent/%s.crt", who),
+                      path(cert, sizeof(cert), rel)),
+        .key_file = (snprintf(rel, sizeof(rel), "ca/agent/%s.key", who),
+                     path(key, sizeof(key), rel)),
         .ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
         .verify_host = "localhost",
         .alpn = "h2",
@@ -333,6 +337,11 @@ static sfl_tls_t *agent_ctx(void)
 
     assert_int_equal(sfl_tls_new(&cfg, 0, &t), 0);
     return t;
+}
+
+static sfl_tls_t *agent_ctx(void)
+{
+    return agent_ctx_as("agent-7");
 }
 
 static void connect_plain(void)
@@ -500,6 +509,39 @@ static void test_tls_resume_other_identity(void **state)
     echo_with(ctls);
     assert_int_equal(F.srv_resumed, 0);
     assert_string_equal(F.cli_peer.cn, "coord2");
+    sfl_tls_free(ctls);
+    sfl_ticket_keys_wipe(&keys);
+}
+
+/* Ed25519 certificates (sfl-pki --key-type ed25519) under the P-256 CA,
+ * both ways: an Ed25519 agent with the P-256 coordinator, then with an
+ * Ed25519 coordinator; full handshake and resumption. */
+static void test_tls_ed25519_both_ways(void **state)
+{
+    sfl_ticket_keys_t keys;
+    sfl_tls_t *ctls = agent_ctx_as("agent-ed");
+
+    (void)state;
+    fresh_keys(&keys);
+    restart_as("coord", &keys);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 0);
+    assert_string_equal(F.srv_peer.cn, "agent-ed");
+    assert_int_equal(F.srv_peer.role, SFL_ROLE_AGENT);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    restart_as("coord-ed", &keys);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 0); /* another identity */
+    assert_string_equal(F.cli_peer.cn, "coord-ed");
+    assert_int_equal(F.cli_peer.role, SFL_ROLE_COORDINATOR);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    sfl_tls_free(ctls);
+    /* a P-256 agent with the Ed25519 coordinator */
+    ctls = agent_ctx();
+    echo_with(ctls);
+    assert_string_equal(F.srv_peer.fingerprint, agent_fp);
     sfl_tls_free(ctls);
     sfl_ticket_keys_wipe(&keys);
 }
@@ -1051,6 +1093,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tls_resumption, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_resume_other_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_resume_expired_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_ed25519_both_ways, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_admin_role_and_server_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_other_ca_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_no_client_cert_refused, setup, teardown),
