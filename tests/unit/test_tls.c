@@ -48,6 +48,7 @@ typedef struct {
     sfl_peer_t srv_peer;
     size_t srv_bytes;
     int close_in_data;
+    int cli_abort; /* the client aborts (no close_notify) once echoed */
     /* keying material each end exported in on_connect (rc, bytes) */
     int srv_exp_rc, cli_exp_rc, srv_resumed, cli_resumed;
     uint8_t srv_exp[32], cli_exp[32];
@@ -226,7 +227,9 @@ static void cli_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
         assert_memory_equal(buf, F.expect + F.cli_bytes, len);
     }
     F.cli_bytes += len;
-    if (F.cli_bytes == F.expect_len)
+    if (F.cli_bytes == F.expect_len && F.cli_abort)
+        sfl_conn_abort(c);
+    else if (F.cli_bytes == F.expect_len)
         sfl_conn_close(c);
 }
 
@@ -466,6 +469,19 @@ static void test_tls_resumption(void **state)
         assert_int_equal(F.srv_peer.role, SFL_ROLE_AGENT);
         assert_string_equal(F.cli_peer.cn, "coord");
     }
+    /* a connection that ended abruptly (no close_notify, as when the
+     * coordinator is killed) leaves the session resumable */
+    reset_client();
+    F.cli_abort = 1;
+    expect_echo(100);
+    connect_ctx(ctls);
+    run_until(&F.done);
+    assert_int_equal(F.cli_bytes, 100);
+    while (F.srv != NULL && !F.timed_out)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    F.cli_abort = 0;
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
     /* restart with the same keys: resumed */
     restart_as("coord", &keys);
     echo_with(ctls);

@@ -909,6 +909,13 @@ static void tls_destroy(sfl_conn_t *c)
 
     if (!x)
         return;
+    /* OpenSSL marks the session of a connection freed without a
+     * close_notify as not resumable. A connection that opened keeps its
+     * session however it ended: after a coordinator killed -9 its agents
+     * resume with the next one (a TLS 1.3 ticket is not weakened by a
+     * broken connection). */
+    if (x->ssl != NULL && SSL_is_init_finished(x->ssl))
+        SSL_set_shutdown(x->ssl, SSL_get_shutdown(x->ssl) | SSL_SENT_SHUTDOWN);
     SSL_free(x->ssl);
     sfl__free(x);
     c->xport = NULL;
