@@ -1,7 +1,7 @@
 #!/bin/sh
 # Coordinator under many concurrent agents on loopback.
 #
-#   [N=agents] [SECS=s] [RATE=r] [PROCS=p] [COHORT=c] [DESTS=k] \
+#   [N=agents] [SECS=s] [RATE=r] [PROCS=p] [COHORT=c] [DESTS=k] [TICKETS=s] \
 #       bench/bench_load.sh [BUILD] [--quick] [--restart]
 #
 # A coordinator runs one FedIter-HT job (d = 100, cohort COHORT (100),
@@ -57,6 +57,11 @@
 # the transport's 4096 (net.core.somaxconn 4096 on Debian 12); agents are
 # started at RATE a second, so a storm waits there, not in SYN retries.
 #
+# The agents keep their TLS session in memory, and the coordinator's ticket
+# keys are in state_dir: the restarted coordinator resumes the agents'
+# sessions (no certificate sent or verified). TICKETS=0 turns tickets off
+# (tls_ticket_lifetime = 0) for the full-handshake baseline.
+#
 # KEEP=DIR keeps the logs there. Bounded: about SECS + 30 s (+ N / 200 s for
 # the certificates and the agents' setup) at most.
 set -eu
@@ -67,6 +72,9 @@ RATE=${RATE:-500}
 PROCS=${PROCS:-1}
 COHORT=${COHORT:-100}
 DESTS=${DESTS:-$(((N + 19999) / 20000))}
+# TLS resumption ticket lifetime (s); TICKETS=0: every (re)join is a full
+# handshake, the code path before tickets (the baseline of --restart)
+TICKETS=${TICKETS:-43200}
 OVERSEL=0.1
 RESTART=0
 for a in "$@"; do
@@ -149,6 +157,7 @@ max_handshakes = $((N + 100 < 512 ? N + 100 : 512))
 # hold every handshake slot, as before per-address caps
 max_handshakes_per_ip = $((N + 100 < 512 ? N + 100 : 512))
 admin_listen = off
+tls_ticket_lifetime = $TICKETS
 select_wait_ms = 500
 tick_ms = 50
 pace_min_ms = 200

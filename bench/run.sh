@@ -43,6 +43,16 @@ sh bench/bench_stall.sh "$B"
 echo "== vertical DP-BCFW over the network: iterations/s for K = 4, 8, 16 agents (n = 800, d = 8000, m = 80) beside a horizontal round's turnaround; bytes per iteration vs Corollary 1's payload"
 sh bench/bench_vertical.sh "$B"
 DP_NOISE=0 KS=16 sh bench/bench_vertical.sh "$B" | sed 's/^bench_vertical /bench_vertical noise=off /'
+echo "== TLS 1.3 handshake CPU per join on the coordinator's side, in memory: full vs resumed (ticket), P-256 vs Ed25519 certificates (sfl-pki --key-type)"
+tlsdir=$(mktemp -d)
+for ca in p256 ed25519; do
+    sh deploy/pki/sfl-pki --key-type $ca init "$tlsdir/$ca" > /dev/null
+    sh deploy/pki/sfl-pki --key-type $ca coordinator "$tlsdir/$ca" coord > /dev/null
+    sh deploy/pki/sfl-pki --key-type $ca agent "$tlsdir/$ca" a > /dev/null
+done
+sh deploy/pki/sfl-pki --key-type ed25519 agent "$tlsdir/p256" ed > /dev/null
+"$B/bench/bench_tls" "$tlsdir" 300
+rm -rf "$tlsdir"
 echo "== coordinator under 1,000, 3,000 and 10,000 concurrent agents on loopback (cohort 100 and 1,000; all started at once over two load-generator processes), then a kill -9 and restart storm at 10,000"
 # (cohort 1,000 with over-selection needs more than 1,000 agents)
 for nc in 1000:100 3000:100 3000:1000 10000:100 10000:1000; do

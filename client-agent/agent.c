@@ -984,8 +984,11 @@ static agent_state_t joined(agent_ctx_t *a, const sfl_join_reply_t *r)
                                                         : a->cfg.heartbeat_ms;
     a->hb_ms = (uint32_t)hb;
     uv_timer_start(&a->hb_timer, on_hb_timer, hb, hb);
+    /* resumed=1: this connection resumed the TLS session of an earlier one
+     * (docs/security.md, "Session resumption"). */
     agent__say(a, SFL_LOG_INFO, "joined", "agent_id=%" PRIu64 " heartbeat_ms=%" PRIu64
-        " retry_after_ms=%u", a->agent_id, hb, r->retry_after_ms);
+        " retry_after_ms=%u resumed=%d", a->agent_id, hb, r->retry_after_ms,
+        sfl_conn_resumed(sfl_grpcconn_conn(a->link)));
     a->resub_at = r->retry_after_ms ? resub_time(a, r->retry_after_ms) : 0;
     a->saw_wait = a->resub_reset = 0;
     if (a->outbox != NULL)

@@ -27,6 +27,7 @@
 #include "sfl/core/ini.h"
 #include "sfl/wire/msg.h"
 #include "sfl/crypto/seal.h"
+#include "sfl/net/tlsticket.h"
 #include "sfl/net/transport.h"
 
 #include "coord_int.h"
@@ -312,9 +313,11 @@ static void conn_open(sfl_conn_t *c, int admin)
         revoked = 1;
         if (coord_refusal_log_ok(co, &dropped))
             coord_log(COORD_LOG_WARN, "conn_refused",
-                      "addr=%s cn=%s fingerprint=%s error=revoked answer=%s dropped=%u", k->addr,
-                      coord_log_quote(k->peer.cn, q, sizeof(q)), k->peer.fingerprint,
-                      sfl_grpc_status_name(SFL_GRPC_STATUS_PERMISSION_DENIED), dropped);
+                      "addr=%s cn=%s fingerprint=%s error=revoked answer=%s dropped=%u "
+                      "resumed=%d",
+                      k->addr, coord_log_quote(k->peer.cn, q, sizeof(q)), k->peer.fingerprint,
+                      sfl_grpc_status_name(SFL_GRPC_STATUS_PERMISSION_DENIED), dropped,
+                      sfl_conn_resumed(c));
     }
     if (!revoked && admin && (!k->has_peer || k->peer.role != SFL_ROLE_ADMIN)) {
         uint32_t dropped;
@@ -377,9 +380,9 @@ static void conn_open(sfl_conn_t *c, int admin)
     co->conns = k;
     co->nconns++;
     sfl_conn_set_data(c, k);
-    coord_log(COORD_LOG_DEBUG, "conn_open", "addr=%s cn=%s role=%s", k->addr,
+    coord_log(COORD_LOG_DEBUG, "conn_open", "addr=%s cn=%s role=%s resumed=%d", k->addr,
               coord_log_quote(k->has_peer ? k->peer.cn : "", q, sizeof(q)),
-              sfl_role_name(k->has_peer ? k->peer.role : SFL_ROLE_NONE));
+              sfl_role_name(k->has_peer ? k->peer.role : SFL_ROLE_NONE), sfl_conn_resumed(c));
     if (co->stopping)
         sfl_grpcconn_close(k->g);
     sfl_grpcconn_pump(k->g);
@@ -559,6 +562,52 @@ static int identity_open(const char *dir, sfl_identity_t **out)
     return 0;
 }
 
+/* state_dir/tls-ticket.keys: loaded (made at the first start), rotated
+ * when due, saved before the listener's context uses the new key, so a
+ * restarted coordinator opens the tickets its predecessor issued. A key
+ * file that cannot be read (bad mode, corrupt) stops the start, like the
+ * identity; one that cannot be written at a later rotation keeps the keys
+ * in use (warned, tried again at the next check). */
+static int tickets_refresh(coord_t *co, int starting)
+{
+    char path[COORD_PATH_MAX + 32];
+    sfl_ticket_keys_t next;
+    int rc, changed;
+
+    if (co->tickets == NULL)
+        return 0;
+    snprintf(path, sizeof(path), "%s/tls-ticket.keys", co->cfg.state_dir);
+    next = *co->tickets;
+    if (starting && (rc = sfl_ticket_keys_load(path, &next)) < 0 && rc != -ENOENT)
+        goto out;
+    if ((rc = changed = sfl_ticket_keys_rotate(&next, (uint64_t)time(NULL),
+                                                co->cfg.tls_ticket_rotate,
+                                                co->cfg.tls_ticket_lifetime)) < 0)
+        goto out;
+    if (changed && (rc = sfl_ticket_keys_save(&next, path)) < 0)
+        goto out;
+    if (changed || starting) {
+        if ((rc = sfl_tls_set_ticket_keys(co->tls, &next, (uint32_t)co->cfg.tls_ticket_lifetime)) <
+            0)
+            goto out;
+        *co->tickets = next;
+        coord_log(COORD_LOG_INFO, "tls_ticket_keys", "path=%s keys=%zu rotated=%d", path, next.n,
+                  changed);
+    }
+    rc = 0;
+out:
+    sfl_ticket_keys_wipe(&next);
+    if (rc < 0 && !starting)
+        coord_log(COORD_LOG_WARN, "tls_ticket_keys_failed", "path=%s error=\"%s\"", path,
+                  sfl_last_error());
+    return rc;
+}
+
+static void on_ticket_timer(uv_timer_t *t)
+{
+    (void)tickets_refresh(t->data, 0);
+}
+
 int coord_identity_public(const char *state_dir, uint8_t pk[32])
 {
     sfl_identity_t *id = NULL;
@@ -711,6 +760,14 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     tc.alpn_required = 1;
     if ((rc = sfl_tls_new(&tc, 1, &co->tls)) < 0)
         goto fail;
+    if (cfg->tls_ticket_lifetime > 0) {
+        if ((co->tickets = sfl__calloc(1, sizeof(*co->tickets))) == NULL) {
+            rc = SFL_ENOMEM;
+            goto fail;
+        }
+        if ((rc = tickets_refresh(co, 1)) < 0)
+            goto fail;
+    }
     memset(&co_opts, 0, sizeof(co_opts));
     co_opts.tls = co->tls;
     co_opts.handshake_timeout_ms = cfg->handshake_timeout_ms;
@@ -765,9 +822,16 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     }
     uv_timer_init(loop, &co->tick);
     uv_timer_init(loop, &co->stop_timer);
-    co->tick.data = co->stop_timer.data = co;
-    co->handles += 2;
+    uv_timer_init(loop, &co->ticket_timer);
+    co->tick.data = co->stop_timer.data = co->ticket_timer.data = co;
+    co->handles += 3;
     uv_timer_start(&co->tick, coord_on_tick, cfg->tick_ms, cfg->tick_ms);
+    if (co->tickets != NULL) {
+        /* a rotation is due at most this late: a minute, or the period */
+        uint64_t every = cfg->tls_ticket_rotate < 60 ? cfg->tls_ticket_rotate : 60;
+
+        uv_timer_start(&co->ticket_timer, on_ticket_timer, every * 1000, every * 1000);
+    }
     {
         char hex[65];
 
@@ -849,6 +913,7 @@ void coord_check_stopped(coord_t *co)
               (unsigned long long)co->rounds_committed);
     uv_close((uv_handle_t *)&co->tick, timer_closed);
     uv_close((uv_handle_t *)&co->stop_timer, timer_closed);
+    uv_close((uv_handle_t *)&co->ticket_timer, timer_closed);
 }
 
 static void on_stop_timeout(uv_timer_t *t)
@@ -887,6 +952,7 @@ void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, v
             sfl_grpcconn_close(k->g);
         }
     uv_timer_stop(&co->tick);
+    uv_timer_stop(&co->ticket_timer);
     uv_timer_start(&co->stop_timer, on_stop_timeout,
                    timeout_ms ? timeout_ms : co->cfg.shutdown_timeout_ms, 0);
     coord_check_stopped(co);
@@ -913,6 +979,10 @@ void coord_free(coord_t *co)
     coord_store_close(co->store);
     sfl_identity_free(co->id);
     sfl_tls_free(co->tls);
+    if (co->tickets != NULL) {
+        sfl_ticket_keys_wipe(co->tickets);
+        sfl__free(co->tickets);
+    }
     sfl_grpc_budget_free(co->budget);
     coord_store_free(co->revoked);
     /* After the store: the next coordinator may open it once this is gone. */

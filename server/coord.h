@@ -71,6 +71,8 @@ typedef struct coord_config {
     uint64_t max_buffered_total; /* the same over all connections */
     uint64_t body_timeout_ms;   /* a request's body must follow its headers within this */
     uint64_t relaxed_sync;      /* 0 | 1: SQLite synchronous=NORMAL */
+    uint64_t tls_ticket_lifetime; /* s a resumption ticket is valid; 0: no tickets */
+    uint64_t tls_ticket_rotate;   /* s between new ticket keys (state_dir/tls-ticket.keys) */
 } coord_config_t;
 
 void coord_config_default(coord_config_t *cfg);

@@ -73,6 +73,12 @@ static const sfl_cfg_key_t keys[] = {
       "CreateJob past it is refused"),
     N("max_live_jobs", max_live_jobs, "64", "N",
       "jobs not ended (pending, running or paused); CreateJob past it is refused"),
+    N("tls_ticket_lifetime", tls_ticket_lifetime, "43200", "S",
+      "TLS 1.3 resumption: an agent rejoins within this of its last connection without "
+      "sending its certificate again (revocation is still checked); 0 = off, at most 604800"),
+    N("tls_ticket_rotate", tls_ticket_rotate, "21600", "S",
+      "a new ticket key (state_dir/tls-ticket.keys) this often; the old ones open tickets "
+      "until they expire"),
     N("relaxed_sync", relaxed_sync, "0", "0|1",
       "SQLite synchronous=NORMAL: faster, last commits may roll back on power loss"),
 };
@@ -129,6 +135,10 @@ int coord_config_check(const coord_config_t *c)
         return sfl__fail(SFL_EINVAL, "max_handshakes must be in [1, max_conns] and <= 2^20");
     /* above max_handshakes it means max_handshakes (the transport caps it),
      * so lowering max_handshakes alone stays a valid configuration */
+    if (c->tls_ticket_lifetime > 604800)
+        return sfl__fail(SFL_EINVAL, "tls_ticket_lifetime must be <= 604800 (7 days, RFC 8446)");
+    if (c->tls_ticket_rotate == 0 || c->tls_ticket_rotate > 604800)
+        return sfl__fail(SFL_EINVAL, "tls_ticket_rotate must be in [1, 604800]");
     if (c->max_handshakes_per_ip == 0)
         return sfl__fail(SFL_EINVAL, "max_handshakes_per_ip must be >= 1");
     if (c->max_agents == 0 || c->max_conns == 0 || c->max_streams == 0 ||

@@ -101,5 +101,12 @@ $CTL model export 1 "$t/net.model" > "$t/export.log" 2>&1 ||
 "$BIN/sfl-sim" $SIMDATA --algo fediterht --tau 20 --local-steps 2 --lr 0.1 --batch 50 \
     --rounds $ROUNDS --quiet --model-out "$t/sim.model" > /dev/null
 same_model "$t/net.model" "$t/sim.model"
+# The agents rejoined the restarted coordinators by TLS resumption: the
+# ticket keys are in state_dir, so a ticket outlives the process that
+# issued it (docs/security.md, "Session resumption").
+for i in 0 1; do
+    grep -q "event=joined agent_id=[0-9]* .*resumed=1" "$t/agent-$i.log" ||
+        fail "agent-$i never rejoined by resuming its TLS session"
+done
 echo "PASS: $KILLS kills -9 of the coordinator at random points; store intact, rounds never" \
     "back nor twice; final model equals sfl-sim's"

@@ -14,7 +14,8 @@
 # the bound certificate: its connection closes, every later connection of it
 # is answered PERMISSION_DENIED "certificate revoked (fingerprint ...)" over
 # TLS and closed (also after a coordinator restart: persisted), so the agent
-# says so once and exits 3 (issue 24, item 4), and the new
+# says so once and exits 3 (issue 24, item 4) -- also when it comes back
+# by resuming its TLS session (ticket) --, and the new
 # certificate binds at its next Join with agent-0's own key (a renewed
 # certificate), keeping agent-0's id. The coordinator refuses to revoke its
 # own certificate and the admin certificate the call comes with (issue 23,
@@ -125,6 +126,10 @@ grep -q "^revoked certificate $fp_old (agent agent-0); 1 connection closed$" "$t
     fail "unexpected sflctl output"
 refused() { grep -q "event=conn_refused .*cn=agent-0 fingerprint=$fp_old error=revoked answer=PERMISSION_DENIED" "$t/coord.log"; }
 wait_for 5 refused || fail "the revoked certificate was not refused at connect"
+# agent-0 came back with the TLS session (ticket) of its revoked
+# certificate: resumed, and refused all the same (docs/security.md).
+grep -q "event=conn_refused .*cn=agent-0 fingerprint=$fp_old error=revoked .*resumed=1" "$t/coord.log" ||
+    fail "the revoked certificate's resumed session was not refused"
 # The running agent-0 is told, over TLS, and gives up for good (issue 24, item 4).
 gone0() { ! kill -0 "$agent_0" 2> /dev/null; }
 wait_for 5 gone0 || fail "the revoked agent-0 did not exit"

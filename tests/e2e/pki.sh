@@ -20,7 +20,7 @@ verify() { openssl verify -CAfile "$t/ca/ca.crt" "$@" >/dev/null 2>&1; }
 step "Usage and errors: --help succeeds, misuse exits 2 with a message"
 pki --help | grep -q 'coordinator DIR NAME' || fail "--help text"
 for args in "" "frobnicate $t/x" "agent" "agent $t/ca" "--days" "--days 0 init $t/x" \
-    "--bogus init $t/x"; do
+    "--bogus init $t/x" "--key-type" "--key-type rsa init $t/x"; do
     # shellcheck disable=SC2086
     if pki $args >"$t/out" 2>&1; then fail "'$args' succeeded"; else rc=$?; fi
     [ "$rc" -eq 2 ] || fail "'$args' exit $rc, want 2"
@@ -104,6 +104,19 @@ pki --days 10 agent "$t/ca" short >/dev/null
 s=$t/ca/agent/short.crt
 openssl x509 -in "$s" -noout -checkend $((9 * 86400)) >/dev/null || fail "--days 10 expires too soon"
 openssl x509 -in "$s" -noout -checkend $((11 * 86400)) >/dev/null && fail "--days 10 lasts too long"
+
+step "--key-type ed25519: an Ed25519 agent under the P-256 CA, and an all-Ed25519 CA"
+pki --key-type ed25519 agent "$t/ca" ed >/dev/null
+openssl x509 -in "$t/ca/agent/ed.crt" -noout -text | grep -q "Public Key Algorithm: ED25519" ||
+    fail "--key-type ed25519 did not make an Ed25519 key"
+[ "$(stat -c %a "$t/ca/agent/ed.key")" = 600 ] || fail "Ed25519 key not mode 0600"
+openssl verify -CAfile "$t/ca/ca.crt" "$t/ca/agent/ed.crt" >/dev/null || fail "Ed25519 leaf does not verify"
+pki --key-type=ed25519 init "$t/edca" >/dev/null
+pki --key-type ed25519 agent "$t/edca" a >/dev/null
+openssl x509 -in "$t/edca/ca.crt" -noout -text | grep -q "Signature Algorithm: ED25519" ||
+    fail "--key-type ed25519 init did not make an Ed25519 CA"
+openssl verify -CAfile "$t/edca/ca.crt" "$t/edca/agent/a.crt" >/dev/null ||
+    fail "Ed25519 CA's leaf does not verify"
 
 # Another CA's agent does not verify against this one.
 step "Another CA's agent does not verify against this one"

@@ -2,6 +2,10 @@
  * allocation failures at start, on the in-process coordinator (coordfx.h). */
 #include "coordfx.h"
 
+#include <sys/stat.h>
+
+#include "sfl/net/tlsticket.h"
+
 /* A [job] definition added to a running coordinator, once (the keys
  * themselves: test_jobdef.c; the configuration: test_coordcfg.c). */
 static void test_coord_config_and_jobdefs(void **state)
@@ -65,6 +69,54 @@ static void test_coord_state_dir_locked(void **state)
     fx_start();
 }
 
+/* The ticket keys live in state_dir (0600) and survive a restart, so a
+ * restarted coordinator resumes its predecessor's sessions; a key file
+ * others may read stops the start, as the identity file does. */
+static void read_keys(char *buf, size_t cap)
+{
+    char p[1100];
+    FILE *f;
+    size_t n;
+    struct stat st;
+
+    snprintf(p, sizeof(p), "%s/tls-ticket.keys", F.state);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    f = fopen(p, "r");
+    assert_non_null(f);
+    n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+static void test_coord_ticket_keys(void **state)
+{
+    char first[SFL_TICKET_FILE_MAX + 1], again[SFL_TICKET_FILE_MAX + 1], p[1100];
+    coord_t *co = NULL;
+
+    (void)state;
+    fx_start();
+    read_keys(first, sizeof(first));
+    assert_non_null(strstr(first, "sfl-ticket-keys-v1\n"));
+    fx_stop();
+    for (int i = 0; i < 4; i++)
+        uv_run(&F.loop, UV_RUN_NOWAIT);
+    fx_start();
+    read_keys(again, sizeof(again));
+    assert_string_equal(first, again);
+    fx_stop();
+    for (int i = 0; i < 4; i++)
+        uv_run(&F.loop, UV_RUN_NOWAIT);
+    snprintf(p, sizeof(p), "%s/tls-ticket.keys", F.state);
+    assert_int_equal(chmod(p, 0644), 0);
+    assert_int_equal(coord_new(&F.loop, &F.cfg, &co), SFL_EINSECURE);
+    assert_null(co);
+    for (int i = 0; i < 4; i++)
+        uv_run(&F.loop, UV_RUN_NOWAIT);
+    assert_int_equal(chmod(p, 0600), 0);
+    fx_start();
+}
+
 /* Each allocation of a start on existing state fails in turn. */
 static int start_quiet(void)
 {
@@ -100,6 +152,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_coord_config_and_jobdefs, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_state_dir_locked, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_ticket_keys, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_failalloc, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);

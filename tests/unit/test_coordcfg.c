@@ -34,6 +34,7 @@ static void test_coordcfg_keys(void **state)
     assert_string_equal(c.cert, "");
     assert_true(c.max_message == 64u << 20 && c.max_job_memory == (uint64_t)4 << 30 &&
                 c.keep_checkpoints == 3 && c.tick_ms == 200 && c.relaxed_sync == 0);
+    assert_true(c.tls_ticket_lifetime == 43200 && c.tls_ticket_rotate == 21600);
     assert_int_equal(coord_config_set(&c, "max_agents", "12"), 0);
     assert_int_equal(c.max_agents, 12);
     assert_int_equal(coord_config_set(&c, "max_agents", "-1"), SFL_EINVAL);
@@ -82,6 +83,17 @@ static void test_coordcfg_check(void **state)
     c.max_live_jobs = 0;
     assert_int_equal(coord_config_check(&c), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "max_live_jobs"));
+    /* resumption tickets: lifetime 0 (off) .. 7 days, rotation 1 s .. 7 days */
+    ready(&c);
+    c.tls_ticket_lifetime = 0;
+    assert_int_equal(coord_config_check(&c), 0);
+    c.tls_ticket_lifetime = 604801;
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "tls_ticket_lifetime"));
+    ready(&c);
+    c.tls_ticket_rotate = 0;
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "tls_ticket_rotate"));
     ready(&c);
     snprintf(c.log_level, sizeof(c.log_level), "loud");
     assert_int_equal(coord_config_check(&c), SFL_EINVAL);

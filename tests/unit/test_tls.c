@@ -23,6 +23,8 @@
 #include "testutil.h"
 #include "sfl/core/alloc.h"
 #include "sfl/core/error.h"
+#include "net/transport_int.h"
+#include "sfl/net/tlsticket.h"
 #include "sfl/net/transport.h"
 
 #define WATCHDOG_MS 60000 /* a failure detector: 10x and more what a loaded machine needs */
@@ -46,8 +48,9 @@ typedef struct {
     sfl_peer_t srv_peer;
     size_t srv_bytes;
     int close_in_data;
+    int cli_abort; /* the client aborts (no close_notify) once echoed */
     /* keying material each end exported in on_connect (rc, bytes) */
-    int srv_exp_rc, cli_exp_rc;
+    int srv_exp_rc, cli_exp_rc, srv_resumed, cli_resumed;
     uint8_t srv_exp[32], cli_exp[32];
     /* client side */
     sfl_conn_t *cli;
@@ -85,6 +88,9 @@ static int group_setup(void **state)
         return -1;
     test_sh("sh %s init %s/ca >/dev/null", PKI, dir);
     test_sh("sh %s coordinator %s/ca coord >/dev/null", PKI, dir);
+    test_sh("sh %s coordinator %s/ca coord2 >/dev/null", PKI, dir);
+    test_sh("sh %s --key-type ed25519 coordinator %s/ca coord-ed >/dev/null", PKI, dir);
+    test_sh("sh %s --key-type ed25519 agent %s/ca agent-ed >/dev/null", PKI, dir);
     test_sh("sh %s agent %s/ca agent-7 >/dev/null", PKI, dir);
     test_sh("sh %s admin %s/ca alice >/dev/null", PKI, dir);
     test_sh("sh %s init %s/other >/dev/null", PKI, dir);
@@ -166,6 +172,7 @@ static void srv_on_connect(sfl_conn_t *c, int status)
     F.srv_connect++;
     assert_int_equal(sfl_conn_peer(c, &F.srv_peer), 0);
     F.srv_exp_rc = sfl_conn_export_keying_material(c, "EXPORTER-sfl-test", F.srv_exp, 32);
+    F.srv_resumed = sfl_conn_resumed(c);
 }
 
 static void srv_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
@@ -208,6 +215,7 @@ static void cli_on_connect(sfl_conn_t *c, int status)
     }
     (void)sfl_conn_peer(c, &F.cli_peer); /* ENOTFOUND for the plain clients */
     F.cli_exp_rc = sfl_conn_export_keying_material(c, "EXPORTER-sfl-test", F.cli_exp, 32);
+    F.cli_resumed = sfl_conn_resumed(c);
     if (F.send_len)
         assert_int_equal(sfl_conn_write(c, F.expect, F.send_len), 0);
 }
@@ -219,7 +227,9 @@ static void cli_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
         assert_memory_equal(buf, F.expect + F.cli_bytes, len);
     }
     F.cli_bytes += len;
-    if (F.cli_bytes == F.expect_len)
+    if (F.cli_bytes == F.expect_len && F.cli_abort)
+        sfl_conn_abort(c);
+    else if (F.cli_bytes == F.expect_len)
         sfl_conn_close(c);
 }
 
@@ -243,13 +253,16 @@ static void loopback(struct sockaddr_in *a, int port)
     assert_int_equal(uv_ip4_addr("127.0.0.1", port, a), 0);
 }
 
-/* The coordinator: mutual TLS, client certificate and ALPN h2 required. */
-static void listen_tls(void)
+/* The coordinator `who` (its certificate ca/coordinator/WHO.crt): mutual
+ * TLS, client certificate and ALPN h2 required. */
+static void listen_as(const char *who)
 {
-    char cert[128], key[128], ca[128];
+    char cert[128], key[128], ca[128], rel[64];
     sfl_tls_config_t cfg = {
-        .cert_file = path(cert, sizeof(cert), "ca/coordinator/coord.crt"),
-        .key_file = path(key, sizeof(key), "ca/coordinator/coord.key"),
+        .cert_file = (snprintf(rel, sizeof(rel), "ca/coordinator/%s.crt", who),
+                      path(cert, sizeof(cert), rel)),
+        .key_file = (snprintf(rel, sizeof(rel), "ca/coordinator/%s.key", who),
+                     path(key, sizeof(key), rel)),
         .ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
         .require_client_cert = 1,
         .alpn = "h2",
@@ -264,6 +277,11 @@ static void listen_tls(void)
                                       on_reject, &F, &F.l),
                      0);
     F.port = sfl_listener_port(F.l);
+}
+
+static void listen_tls(void)
+{
+    listen_as("coord");
 }
 
 /* A client with certificate `who` ("ca/agent/agent-7" or NULL for none)
@@ -292,6 +310,41 @@ static void connect_tls(const char *who, const char *host, const char *alpn)
     assert_int_equal(sfl_conn_connect(&F.loop, (struct sockaddr *)&a, &o, &cli_cbs, &F, &F.cli),
                      0);
     sfl_tls_free(o.tls);
+}
+
+/* A client of context ctls (kept by the caller: it holds the session). */
+static void connect_ctx(sfl_tls_t *ctls)
+{
+    sfl_conn_opts_t o = {.tls = ctls};
+    struct sockaddr_in a;
+
+    loopback(&a, F.port);
+    assert_int_equal(sfl_conn_connect(&F.loop, (struct sockaddr *)&a, &o, &cli_cbs, &F, &F.cli),
+                     0);
+}
+
+static sfl_tls_t *agent_ctx_as(const char *who)
+{
+    char cert[128], key[128], ca[128], rel[64];
+    sfl_tls_config_t cfg = {
+        .cert_file = (snprintf(rel, sizeof(rel), "ca/agent/%s.crt", who),
+                      path(cert, sizeof(cert), rel)),
+        .key_file = (snprintf(rel, sizeof(rel), "ca/agent/%s.key", who),
+                     path(key, sizeof(key), rel)),
+        .ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
+        .verify_host = "localhost",
+        .alpn = "h2",
+        .alpn_required = 1,
+    };
+    sfl_tls_t *t = NULL;
+
+    assert_int_equal(sfl_tls_new(&cfg, 0, &t), 0);
+    return t;
+}
+
+static sfl_tls_t *agent_ctx(void)
+{
+    return agent_ctx_as("agent-7");
 }
 
 static void connect_plain(void)
@@ -340,7 +393,209 @@ static void good_agent_echoes(void)
     assert_int_equal(F.srv_close_status, 0);
 }
 
+/* One echo over a connection of ctls; the server has closed too on
+ * return. The echo makes the client read the server's ticket. */
+static void echo_with(sfl_tls_t *ctls)
+{
+    int served = F.srv_close + 1;
+
+    reset_client();
+    F.srv_resumed = F.cli_resumed = -1;
+    expect_echo(100);
+    connect_ctx(ctls);
+    run_until(&F.done);
+    assert_int_equal(F.cli_connect_status, 0);
+    assert_int_equal(F.cli_close_status, 0);
+    assert_int_equal(F.cli_bytes, 100);
+    while (F.srv_close < served && !F.timed_out)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    assert_int_equal(F.srv_close_status, 0);
+    assert_int_equal(F.srv_resumed, F.cli_resumed);
+}
+
+/* A coordinator `who` with ticket keys; the previous one (if any) is gone,
+ * as after a restart. */
+static void restart_as(const char *who, const sfl_ticket_keys_t *keys)
+{
+    if (F.l != NULL) {
+        sfl_listener_close(F.l);
+        sfl_tls_free(F.stls);
+        F.l = NULL;
+        F.stls = NULL;
+        F.sopts.tls = NULL;
+    }
+    listen_as(who);
+    if (keys != NULL)
+        assert_int_equal(sfl_tls_set_ticket_keys(F.stls, keys, 3600), 0);
+}
+
+static void fresh_keys(sfl_ticket_keys_t *k)
+{
+    memset(k, 0, sizeof(*k));
+    assert_int_equal(sfl_ticket_keys_rotate(k, 1000, 3600, 3600), 1);
+}
+
 /* ---- tests ---------------------------------------------------------------- */
+
+/* Resumption: the first connection is a full handshake and brings a
+ * ticket; the next ones resume (both ends say so), show the same peer
+ * (what revocation and binding look up), and still export different keying
+ * material per connection (Join's proof stays bound to one connection). A
+ * restarted server with the same keys resumes too; one with other keys, or
+ * none, does a full handshake. */
+static void test_tls_resumption(void **state)
+{
+    sfl_ticket_keys_t keys, other;
+    sfl_tls_t *ctls = agent_ctx();
+    uint8_t prev[32];
+
+    (void)state;
+    fresh_keys(&keys);
+    fresh_keys(&other);
+    restart_as("coord", &keys);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 0);
+    memcpy(prev, F.srv_exp, 32);
+    for (int i = 0; i < 2; i++) {
+        echo_with(ctls);
+        assert_int_equal(F.srv_resumed, 1);
+        assert_int_equal(F.srv_exp_rc, 0);
+        assert_int_equal(F.cli_exp_rc, 0);
+        assert_memory_equal(F.cli_exp, F.srv_exp, 32);
+        assert_memory_not_equal(prev, F.srv_exp, 32);
+        memcpy(prev, F.srv_exp, 32);
+        assert_string_equal(F.srv_peer.fingerprint, agent_fp);
+        assert_string_equal(F.srv_peer.cn, "agent-7");
+        assert_int_equal(F.srv_peer.role, SFL_ROLE_AGENT);
+        assert_string_equal(F.cli_peer.cn, "coord");
+    }
+    /* a connection that ended abruptly (no close_notify, as when the
+     * coordinator is killed) leaves the session resumable */
+    reset_client();
+    F.cli_abort = 1;
+    expect_echo(100);
+    connect_ctx(ctls);
+    run_until(&F.done);
+    assert_int_equal(F.cli_bytes, 100);
+    while (F.srv != NULL && !F.timed_out)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    F.cli_abort = 0;
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    /* restart with the same keys: resumed */
+    restart_as("coord", &keys);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    assert_string_equal(F.srv_peer.fingerprint, agent_fp);
+    /* other keys: a full handshake, then resumption under them */
+    restart_as("coord", &other);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 0);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    /* a rotated set still opens tickets of its older key */
+    assert_int_equal(sfl_ticket_keys_rotate(&other, 1000 + 3600, 3600, 3600), 1);
+    assert_int_equal(other.n, 2);
+    restart_as("coord", &other);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    /* no keys: no tickets, no resumption */
+    restart_as("coord", NULL);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 0);
+    sfl_tls_free(ctls);
+    sfl_ticket_keys_wipe(&keys);
+    sfl_ticket_keys_wipe(&other);
+}
+
+/* Never across identities: another coordinator certificate of the same CA
+ * with the same ticket keys does a full handshake. */
+static void test_tls_resume_other_identity(void **state)
+{
+    sfl_ticket_keys_t keys;
+    sfl_tls_t *ctls = agent_ctx();
+
+    (void)state;
+    fresh_keys(&keys);
+    restart_as("coord", &keys);
+    echo_with(ctls);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    restart_as("coord2", &keys);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 0);
+    assert_string_equal(F.cli_peer.cn, "coord2");
+    sfl_tls_free(ctls);
+    sfl_ticket_keys_wipe(&keys);
+}
+
+/* Ed25519 certificates (sfl-pki --key-type ed25519) under the P-256 CA,
+ * both ways: an Ed25519 agent with the P-256 coordinator, then with an
+ * Ed25519 coordinator; full handshake and resumption. */
+static void test_tls_ed25519_both_ways(void **state)
+{
+    sfl_ticket_keys_t keys;
+    sfl_tls_t *ctls = agent_ctx_as("agent-ed");
+
+    (void)state;
+    fresh_keys(&keys);
+    restart_as("coord", &keys);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 0);
+    assert_string_equal(F.srv_peer.cn, "agent-ed");
+    assert_int_equal(F.srv_peer.role, SFL_ROLE_AGENT);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    restart_as("coord-ed", &keys);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 0); /* another identity */
+    assert_string_equal(F.cli_peer.cn, "coord-ed");
+    assert_int_equal(F.cli_peer.role, SFL_ROLE_COORDINATOR);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    sfl_tls_free(ctls);
+    /* a P-256 agent with the Ed25519 coordinator */
+    ctls = agent_ctx();
+    echo_with(ctls);
+    assert_string_equal(F.srv_peer.fingerprint, agent_fp);
+    sfl_tls_free(ctls);
+    sfl_ticket_keys_wipe(&keys);
+}
+
+/* A certificate that expired after its ticket was issued is not resumed:
+ * the full handshake that follows refuses it. */
+static void test_tls_resume_expired_refused(void **state)
+{
+    sfl_ticket_keys_t keys;
+    sfl_tls_t *ctls = agent_ctx();
+
+    (void)state;
+    fresh_keys(&keys);
+    restart_as("coord", &keys);
+    echo_with(ctls);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    /* the server's clock past the agent certificate (825 days), not the CA */
+    sfl__tls_set_check_time(F.stls, time(NULL) + 900 * 86400L);
+    reset_client();
+    F.srv_resumed = -1;
+    expect_echo(100);
+    connect_ctx(ctls);
+    run_until(&F.done);
+    assert_int_not_equal(F.cli_close_status, 0);
+    assert_int_equal(F.srv_resumed, -1); /* the server never opened it */
+    while (F.rejects == 0 && !F.timed_out)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    assert_non_null(strstr(F.reject_detail, "expired"));
+    /* the clock back: a full handshake, then resumption again */
+    sfl__tls_set_check_time(F.stls, 0);
+    echo_with(ctls);
+    echo_with(ctls);
+    assert_int_equal(F.srv_resumed, 1);
+    sfl_tls_free(ctls);
+    sfl_ticket_keys_wipe(&keys);
+}
+
 
 /* Mutual TLS 1.3 with ALPN h2: both sides see the other's identity, 200 KB
  * echo through a server that yields every 16 KB, clean close both ways. */
@@ -851,6 +1106,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_tls_handshake_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_exporter_per_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_resumption, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_resume_other_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_resume_expired_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_ed25519_both_ways, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_admin_role_and_server_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_other_ca_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_no_client_cert_refused, setup, teardown),

@@ -10,10 +10,13 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/core_names.h>
+#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <sodium.h>
 
 #include "sfl/core/alloc.h"
+#include "sfl/net/tlsticket.h"
 
 /* TLS 1.3 over the connection core with OpenSSL memory BIOs: bytes libuv
  * reads go into net_in, whatever OpenSSL writes to net_out is drained into
@@ -44,6 +47,13 @@ struct sfl_tls {
     unsigned alpn_len;
     char *verify_host;
     int host_is_ip;
+    /* Server: session-ticket keys (NULL: no tickets, every join is a full
+     * handshake); check_time: a fixed "now" for tests (0: the clock). */
+    sfl_ticket_keys_t *keys;
+    time_t check_time;
+    /* Client: the last session the server gave us, offered on the next
+     * connection (in memory only). */
+    SSL_SESSION *session;
 };
 
 typedef enum {
@@ -58,7 +68,7 @@ typedef struct {
     BIO *net_in;   /* socket -> OpenSSL */
     BIO *net_out;  /* OpenSSL -> socket */
     tls_state_t state;
-    unsigned want_read : 1, want_write : 1, has_peer : 1;
+    unsigned want_read : 1, want_write : 1, has_peer : 1, resumed : 1;
     const char *why; /* set by OpenSSL callbacks that refuse the peer */
     sfl_peer_t peer;
 } tls_conn_t;
@@ -97,8 +107,167 @@ void sfl_tls_free(sfl_tls_t *tls)
     if (!tls || --tls->refs > 0)
         return;
     SSL_CTX_free(tls->ctx);
+    SSL_SESSION_free(tls->session);
+    if (tls->keys != NULL) {
+        sfl_ticket_keys_wipe(tls->keys);
+        sfl__free(tls->keys);
+    }
     sfl__free(tls->verify_host);
     sfl__free(tls);
+}
+
+/* ---- session tickets -------------------------------------------------- */
+
+/* Server: OpenSSL asks for a key to seal a new ticket (enc = 1: the newest
+ * key, a fresh IV) or to open one (enc = 0: the key its name says). 1 =
+ * use, 2 = use and issue a new ticket under the current key, 0 = unknown
+ * key (a full handshake follows), -1 = error. */
+static int ticket_key_cb(SSL *ssl, unsigned char name[16], unsigned char iv[16],
+                         EVP_CIPHER_CTX *cctx, EVP_MAC_CTX *hctx, int enc)
+{
+    const sfl_tls_t *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    const sfl_ticket_key_t *k = NULL;
+    size_t i = 0;
+    OSSL_PARAM params[3];
+
+    if (t == NULL || t->keys == NULL || t->keys->n == 0)
+        return enc ? -1 : 0;
+    if (enc) {
+        k = &t->keys->k[0];
+        if (RAND_bytes(iv, 16) != 1)
+            return -1;
+        memcpy(name, k->name, 16);
+    } else {
+        for (i = 0; i < t->keys->n && k == NULL; i++)
+            if (CRYPTO_memcmp(name, t->keys->k[i].name, 16) == 0)
+                k = &t->keys->k[i];
+        if (k == NULL)
+            return 0;
+    }
+    params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, (void *)k->hmac,
+                                                  sizeof(k->hmac));
+    params[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0);
+    params[2] = OSSL_PARAM_construct_end();
+    if (EVP_MAC_CTX_set_params(hctx, params) != 1)
+        return -1;
+    if (enc)
+        return EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv) == 1 ? 1 : -1;
+    if (EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv) != 1)
+        return -1;
+    return k == &t->keys->k[0] ? 1 : 2;
+}
+
+/* The time certificates are checked against: the clock, or the test's. */
+static time_t tls_now(const sfl_tls_t *t)
+{
+    return t->check_time ? t->check_time : time(NULL);
+}
+
+/* Server: a ticket opened. Resumption skips certificate verification, so
+ * what may have changed since the ticket was issued is checked here: the
+ * certificate's validity dates. A session that fails, or carries no
+ * certificate, is not resumed: the client falls back to a full handshake,
+ * which verifies (and refuses) the certificate as at a first join.
+ * Revocation and name binding are checked on every connection, resumed or
+ * not, by the certificate's fingerprint (sfl_conn_peer), the same for a
+ * resumed connection as for the handshake that made the ticket. */
+static SSL_TICKET_RETURN ticket_decrypted(SSL *ssl, SSL_SESSION *ss, const unsigned char *keyname,
+                                          size_t keyname_len, SSL_TICKET_STATUS status,
+                                          void *arg)
+{
+    const sfl_tls_t *t = arg;
+    X509 *peer;
+    time_t now;
+
+    (void)ssl;
+    (void)keyname;
+    (void)keyname_len;
+    if (status != SSL_TICKET_SUCCESS && status != SSL_TICKET_SUCCESS_RENEW)
+        return status == SSL_TICKET_EMPTY || status == SSL_TICKET_NO_DECRYPT
+                   ? SSL_TICKET_RETURN_IGNORE_RENEW
+                   : SSL_TICKET_RETURN_IGNORE;
+    peer = SSL_SESSION_get0_peer(ss);
+    now = tls_now(t);
+    if (peer == NULL || X509_cmp_time(X509_get0_notAfter(peer), &now) <= 0 ||
+        X509_cmp_time(X509_get0_notBefore(peer), &now) >= 0)
+        return SSL_TICKET_RETURN_IGNORE_RENEW;
+    /* Always a new ticket: a client offers each one once (RFC 8446 C.4). */
+    return SSL_TICKET_RETURN_USE_RENEW;
+}
+
+/* Client: the server's NewSessionTicket; the newest replaces the last. */
+static int session_new(SSL *ssl, SSL_SESSION *ss)
+{
+    sfl_conn_t *c = SSL_get_app_data(ssl);
+
+    if (c == NULL || c->tls == NULL || !SSL_SESSION_is_resumable(ss))
+        return 0;
+    SSL_SESSION_free(c->tls->session);
+    c->tls->session = ss;
+    return 1; /* we keep the reference */
+}
+
+/* Server: the session id context binds tickets to this CA and this
+ * identity: a ticket made under another CA file or another coordinator
+ * certificate (same ticket keys or not) is never resumed, only answered
+ * with a full handshake. SHA-256 over the digests of the CA certificates
+ * and of our own certificate. */
+static int bind_sessions(sfl_tls_t *t)
+{
+    STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(SSL_CTX_get_cert_store(t->ctx));
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned char d[EVP_MAX_MD_SIZE], sid[32];
+    unsigned int n = 0;
+    X509 *own = SSL_CTX_get0_certificate(t->ctx);
+    int ok = md != NULL && own != NULL && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
+
+    for (int i = 0; ok && i < sk_X509_OBJECT_num(objs); i++) {
+        X509 *ca = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+
+        if (ca != NULL)
+            ok = X509_digest(ca, EVP_sha256(), d, &n) == 1 && EVP_DigestUpdate(md, d, n) == 1;
+    }
+    ok = ok && X509_digest(own, EVP_sha256(), d, &n) == 1 && EVP_DigestUpdate(md, d, n) == 1 &&
+         EVP_DigestFinal_ex(md, sid, &n) == 1 && n == sizeof(sid) &&
+         SSL_CTX_set_session_id_context(t->ctx, sid, sizeof(sid)) == 1;
+    EVP_MD_CTX_free(md);
+    return ok ? 0 : -1;
+}
+
+int sfl_tls_set_ticket_keys(sfl_tls_t *tls, const sfl_ticket_keys_t *keys, uint32_t lifetime_s)
+{
+    if (tls == NULL || !tls->server)
+        return sfl__fail(SFL_EINVAL, "tls: ticket keys need a server context");
+    if (keys == NULL || keys->n == 0 || keys->n > SFL_TICKET_KEYS_MAX || lifetime_s == 0)
+        return sfl__fail(SFL_EINVAL, "tls: no ticket key or no ticket lifetime");
+    if (tls->keys == NULL && (tls->keys = sfl__calloc(1, sizeof(*tls->keys))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "tls: no memory for ticket keys");
+    *tls->keys = *keys;
+    /* One ticket per connection: an agent keeps only the newest. */
+    if (SSL_CTX_set_num_tickets(tls->ctx, 1) != 1)
+        return sfl__fail(SFL_ENOMEM, "tls: cannot enable tickets");
+    SSL_CTX_set_timeout(tls->ctx, (long)lifetime_s);
+    return 0;
+}
+
+void sfl__tls_set_check_time(sfl_tls_t *tls, time_t now)
+{
+    X509_VERIFY_PARAM *p = SSL_CTX_get0_param(tls->ctx);
+
+    tls->check_time = now;
+    if (now)
+        X509_VERIFY_PARAM_set_time(p, now);
+    else
+        X509_VERIFY_PARAM_clear_flags(p, X509_V_FLAG_USE_CHECK_TIME);
+}
+
+int sfl_conn_resumed(const sfl_conn_t *c)
+{
+    const tls_conn_t *x;
+
+    if (c == NULL || c->type != &sfl__xport_tls || (x = c->xport) == NULL)
+        return 0;
+    return x->resumed;
 }
 
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
@@ -183,10 +352,21 @@ static int ctx_setup(sfl_tls_t *t, const sfl_tls_config_t *cfg)
         goto ossl;
     /* Idle connections give their buffers back: thousands of agents. */
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-    /* No resumption: every connection shows its certificate again. */
-    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-    if (t->server && SSL_CTX_set_num_tickets(ctx, 0) != 1)
-        goto ossl;
+    /* Resumption by stateless tickets only: a server issues none until it
+     * has keys (sfl_tls_set_ticket_keys) and caches no session; a client
+     * keeps the newest session it got in the context (session_new). */
+    SSL_CTX_set_app_data(ctx, t);
+    if (t->server) {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER | SSL_SESS_CACHE_NO_INTERNAL);
+        if (SSL_CTX_set_num_tickets(ctx, 0) != 1 ||
+            SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_key_cb) != 1 ||
+            SSL_CTX_set_session_ticket_cb(ctx, NULL, ticket_decrypted, t) != 1)
+            goto ossl;
+    } else {
+        SSL_CTX_set_session_cache_mode(ctx,
+                                       SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+        SSL_CTX_sess_set_new_cb(ctx, session_new);
+    }
     /* A federation chain is CA -> leaf; refuse long hostile chains early. */
     SSL_CTX_set_verify_depth(ctx, 4);
     if (SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL) != 1) {
@@ -222,6 +402,8 @@ static int ctx_setup(sfl_tls_t *t, const sfl_tls_config_t *cfg)
             SSL_CTX_set_alpn_select_cb(ctx, alpn_select, t);
         if (t->alpn_required)
             SSL_CTX_set_client_hello_cb(ctx, client_hello, t);
+        if (bind_sessions(t) != 0)
+            goto ossl;
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
         /* Returns 0 on success, unlike the rest of OpenSSL. */
@@ -446,6 +628,7 @@ static int handshake_done(sfl_conn_t *c)
     X509 *cert;
     int rc = 0;
 
+    x->resumed = SSL_session_reused(x->ssl) == 1;
     if (t->alpn_required) {
         SSL_get0_alpn_selected(x->ssl, &proto, &plen);
         if (plen != t->alpn_len - 1u || memcmp(proto, t->alpn + 1, plen) != 0) {
@@ -533,8 +716,14 @@ static void tls_advance(sfl_conn_t *c)
                 /* Application data may have come with the Finished. */
                 continue;
             }
-            if (!tls_want(x, err))
+            if (!tls_want(x, err)) {
+                /* Whatever failed, the next attempt starts afresh. */
+                if (!c->tls->server && c->tls->session != NULL) {
+                    SSL_SESSION_free(c->tls->session);
+                    c->tls->session = NULL;
+                }
                 tls_fail(c, "handshake", err);
+            }
             return;
         case TLS_OPEN:
             while (sfl__conn_can_deliver(c)) {
@@ -596,6 +785,10 @@ static int tls_init(sfl_conn_t *c)
         return 0;
     }
     SSL_set_connect_state(x->ssl);
+    /* Offer the last session; the server resumes it or does a full
+     * handshake, and either way sends the next one. */
+    if (t->session != NULL && SSL_set_session(x->ssl, t->session) != 1)
+        goto ossl;
     /* The name must be in subjectAltName; the CN is never consulted. */
     SSL_set_hostflags(x->ssl,
                       X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
@@ -716,6 +909,13 @@ static void tls_destroy(sfl_conn_t *c)
 
     if (!x)
         return;
+    /* OpenSSL marks the session of a connection freed without a
+     * close_notify as not resumable. A connection that opened keeps its
+     * session however it ended: after a coordinator killed -9 its agents
+     * resume with the next one (a TLS 1.3 ticket is not weakened by a
+     * broken connection). */
+    if (x->ssl != NULL && SSL_is_init_finished(x->ssl))
+        SSL_set_shutdown(x->ssl, SSL_get_shutdown(x->ssl) | SSL_SENT_SHUTDOWN);
     SSL_free(x->ssl);
     sfl__free(x);
     c->xport = NULL;

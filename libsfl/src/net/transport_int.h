@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <uv.h>
 
@@ -105,5 +106,8 @@ void sfl__conn_fail(sfl_conn_t *c, int status, int graceful, const char *fmt, ..
 extern const sfl__xport_t sfl__xport_tls;
 void sfl__tls_ref(sfl_tls_t *tls);
 int sfl__tls_is_server(const sfl_tls_t *tls);
+/* Tests: check certificate dates (verification and resumption) against
+ * now instead of the clock; 0 = the clock again. */
+void sfl__tls_set_check_time(sfl_tls_t *tls, time_t now);
 
 #endif

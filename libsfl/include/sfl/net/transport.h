@@ -44,6 +44,7 @@
 #include <uv.h>
 
 #include "sfl/core/error.h"
+#include "sfl/net/tlsticket.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -246,6 +247,22 @@ void sfl_tls_free(sfl_tls_t *tls);
  * not open (handshake pending, closing) or bad arguments. */
 int sfl_conn_export_keying_material(const sfl_conn_t *c, const char *label, uint8_t *out,
                                     size_t len) SFL_MUST_CHECK;
+/* Server: enable TLS 1.3 session resumption with stateless tickets sealed
+ * by keys (copied; keys->k[0] seals, every key opens; the caller rotates
+ * and calls again, see sfl/net/tlsticket.h), each ticket valid lifetime_s.
+ * Before the first call a server issues no tickets. A resumed connection
+ * skips the certificate exchange; the peer is the one of the handshake that
+ * made the ticket (sfl_conn_peer shows it, same fingerprint), resumed only
+ * while that certificate is within its validity dates, and only by a server
+ * with the same CA file and the same certificate. A client context keeps
+ * the newest session its server sent (in memory) and offers it on its next
+ * connection; a failed handshake forgets it. SFL_EINVAL (client context, no
+ * key, lifetime 0), SFL_ENOMEM. */
+int sfl_tls_set_ticket_keys(sfl_tls_t *tls, const sfl_ticket_keys_t *keys,
+                            uint32_t lifetime_s) SFL_MUST_CHECK;
+/* 1 if the open TLS connection c was resumed from a ticket, else 0. */
+int sfl_conn_resumed(const sfl_conn_t *c);
+
 /* SHA-256 of the context's own certificate (the leaf of cert_file), as
  * sfl_peer_t.sha256 shows it to the other end. SFL_ENOTFOUND for a client
  * context without a certificate. */
