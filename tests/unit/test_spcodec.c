@@ -462,6 +462,71 @@ static void test_spcodec_encode_errors(void **state)
     sfl_spvec_free(v);
 }
 
+/* decode_into: the caller's storage is reused (no allocation once it is
+ * large enough), grown when too small, and a failure leaves nnz 0 with the
+ * same code as decode. */
+static void test_spcodec_decode_into(void **state)
+{
+    (void)state;
+    sfl_spvec_t *dst = NULL;
+
+    assert_int_equal(sfl_spvec_new(0, 1, &dst), 0);
+    /* too small: grows to the three entries */
+    assert_int_equal(sfl_spcodec_decode_into(golden_f64, sizeof(golden_f64), 300, 300, dst), 0);
+    assert_true(dst->cap >= 3);
+    assert_int_equal(dst->dim, 300);
+    assert_int_equal(dst->nnz, 3);
+    assert_int_equal(dst->idx[2], 299);
+    assert_true(dst->val[1] == -2.5);
+
+    /* warm: every golden decodes with no allocation at all */
+    failalloc_install();
+    failalloc_arm(-1);
+    for (size_t g = 0; g < 3; g++) {
+        uint32_t *idx = dst->idx;
+
+        assert_int_equal(
+            sfl_spcodec_decode_into(goldens[g].bytes, goldens[g].len, 300, 3, dst), 0);
+        assert_ptr_equal(dst->idx, idx);
+        assert_int_equal(dst->nnz, 3);
+        assert_int_equal(dst->idx[1], 130);
+    }
+    assert_int_equal(failalloc_count(), 0);
+    failalloc_uninstall();
+
+    /* failures: same code as decode, nnz 0, dim and capacity unchanged */
+    uint32_t cap = dst->cap;
+    for (size_t g = 0; g < 3; g++) {
+        for (size_t n = 0; n < goldens[g].len; n++) {
+            sfl_spvec_t *d = NULL;
+            int want = sfl_spcodec_decode(goldens[g].bytes, n, 300, 300, &d);
+
+            assert_int_equal(want, SFL_ETRUNC);
+            dst->nnz = 2;
+            assert_int_equal(sfl_spcodec_decode_into(goldens[g].bytes, n, 300, 300, dst), want);
+            assert_int_equal(dst->nnz, 0);
+            assert_int_equal(dst->dim, 300);
+            assert_int_equal(dst->cap, cap);
+        }
+    }
+    assert_int_equal(sfl_spcodec_decode_into(golden_f64, sizeof(golden_f64), 300, 2, dst),
+                     SFL_ELIMIT);
+    assert_non_null(strstr(sfl_last_error(), "nnz 3 exceeds limit 2 at byte 2"));
+    assert_int_equal(dst->nnz, 0);
+
+    /* a hostile count is refused before dst grows */
+    const uint8_t p[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x00,
+                         0x00, 0x00, 0x00};
+    failalloc_install();
+    failalloc_arm(-1);
+    assert_int_equal(sfl_spcodec_decode_into(p, sizeof(p), UINT32_MAX, UINT32_MAX, dst),
+                     SFL_ETRUNC);
+    assert_int_equal(failalloc_count(), 0);
+    failalloc_uninstall();
+    assert_int_equal(dst->cap, cap);
+    sfl_spvec_free(dst);
+}
+
 static sfl_spvec_t *fa_out;
 
 static void test_spcodec_failalloc(void **state)
@@ -490,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_spcodec_malformed),
         cmocka_unit_test(test_spcodec_hostile_sizes),
         cmocka_unit_test(test_spcodec_encode_errors),
+        cmocka_unit_test(test_spcodec_decode_into),
         cmocka_unit_test(test_spcodec_failalloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

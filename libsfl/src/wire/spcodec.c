@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "sfl/core/alloc.h"
+
 /* Layout and limits are in spcodec.h. The decoder treats every byte as
  * hostile: each field is bounds-checked where it is read, sizes are checked
  * against the caller's limits and against the bytes actually present before
@@ -229,9 +231,8 @@ static int get_varint(const uint8_t *buf, size_t len, size_t *off, const char *w
 }
 
 static int decode_values(const uint8_t *buf, size_t len, size_t off, sfl_enc_t enc,
-                         sfl_spvec_t *v, size_t *end)
+                         uint32_t nnz, double *val, size_t *end)
 {
-    uint32_t nnz = v->nnz;
 
     /* The caller checked that the minimum length is present; the values are
      * fixed-size, so only the index varints could have eaten into it. */
@@ -241,8 +242,8 @@ static int decode_values(const uint8_t *buf, size_t len, size_t off, sfl_enc_t e
     switch (enc) {
     case SFL_ENC_F64:
         for (uint32_t j = 0; j < nnz; j++, off += 8) {
-            v->val[j] = get_f64(buf + off);
-            if (!isfinite(v->val[j]))
+            val[j] = get_f64(buf + off);
+            if (!isfinite(val[j]))
                 return sfl__fail(SFL_ENUMERIC, "spcodec: value %u not finite at byte %zu", j,
                                  off);
         }
@@ -256,7 +257,7 @@ static int decode_values(const uint8_t *buf, size_t len, size_t off, sfl_enc_t e
             if (!isfinite(f))
                 return sfl__fail(SFL_ENUMERIC, "spcodec: value %u not finite at byte %zu", j,
                                  off);
-            v->val[j] = f;
+            val[j] = f;
         }
         break;
     case SFL_ENC_Q8: {
@@ -273,8 +274,8 @@ static int decode_values(const uint8_t *buf, size_t len, size_t off, sfl_enc_t e
         /* (q / 255) <= 1 first, so the product cannot overflow; the sum
          * could still round past DBL_MAX at the very edge of the range. */
         for (uint32_t j = 0; j < nnz; j++, off++) {
-            v->val[j] = lo + (hi - lo) * ((double)buf[off] / 255.0);
-            if (!isfinite(v->val[j]))
+            val[j] = lo + (hi - lo) * ((double)buf[off] / 255.0);
+            if (!isfinite(val[j]))
                 return sfl__fail(SFL_ERANGE, "spcodec: q8 value %u overflows at byte %zu", j,
                                  off);
         }
@@ -285,18 +286,17 @@ static int decode_values(const uint8_t *buf, size_t len, size_t off, sfl_enc_t e
     return 0;
 }
 
-int sfl_spcodec_decode(const uint8_t *buf, size_t len, uint32_t max_dim, uint32_t max_nnz,
-                       sfl_spvec_t **out)
+int sfl_spcodec_decode_into(const uint8_t *buf, size_t len, uint32_t max_dim, uint32_t max_nnz,
+                            sfl_spvec_t *dst)
 {
-    sfl_spvec_t *v = NULL;
     uint32_t dim, nnz, gap;
     uint64_t need, prev = 0;
     size_t off = 0, at;
     sfl_enc_t enc;
     int rc;
 
-    assert(out != NULL);
-    *out = NULL;
+    assert(dst != NULL);
+    dst->nnz = 0;
     if (buf == NULL && len > 0)
         return sfl__fail(SFL_EINVAL, "spcodec: NULL buffer");
     rc = get_varint(buf, len, &off, "dim", &dim);
@@ -332,36 +332,61 @@ int sfl_spcodec_decode(const uint8_t *buf, size_t len, uint32_t max_dim, uint32_
         return sfl__fail(SFL_ETRUNC,
                          "spcodec: %u entries need at least %llu bytes after byte %zu, %zu left",
                          nnz, (unsigned long long)need, off, len - off);
-    rc = sfl_spvec_new(dim, nnz, &v);
+    rc = sfl_spvec_reserve(dst, nnz);
     if (rc < 0)
-        goto out;
+        return rc;
     for (uint32_t j = 0; j < nnz; j++) {
         at = off;
         rc = get_varint(buf, len, &off, "index gap", &gap);
         if (rc < 0)
-            goto out;
+            return rc;
         /* 64-bit sum: a gap that would wrap a uint32 lands here as >= dim. */
         uint64_t i = j == 0 ? gap : prev + 1 + gap;
 
-        if (i >= dim) {
-            rc = sfl__fail(SFL_ERANGE, "spcodec: index %llu of entry %u >= dim %u at byte %zu",
-                           (unsigned long long)i, j, dim, at);
-            goto out;
-        }
-        v->idx[j] = (uint32_t)i;
+        if (i >= dim)
+            return sfl__fail(SFL_ERANGE, "spcodec: index %llu of entry %u >= dim %u at byte %zu",
+                             (unsigned long long)i, j, dim, at);
+        dst->idx[j] = (uint32_t)i;
         prev = i;
     }
-    v->nnz = nnz;
-    rc = decode_values(buf, len, off, enc, v, &off);
+    rc = decode_values(buf, len, off, enc, nnz, dst->val, &off);
+    if (rc < 0)
+        return rc;
+    if (off != len)
+        return sfl__fail(SFL_EPARSE, "spcodec: %zu trailing bytes at byte %zu", len - off, off);
+    dst->dim = dim;
+    dst->nnz = nnz;
+    return 0;
+}
+
+int sfl_spcodec_decode(const uint8_t *buf, size_t len, uint32_t max_dim, uint32_t max_nnz,
+                       sfl_spvec_t **out)
+{
+    /* Decoded into an empty vector on the stack first, so that nothing is
+     * allocated before the header has been checked. */
+    sfl_spvec_t tmp = {0};
+    sfl_spvec_t *v = NULL;
+    int rc;
+
+    assert(out != NULL);
+    *out = NULL;
+    rc = sfl_spcodec_decode_into(buf, len, max_dim, max_nnz, &tmp);
     if (rc < 0)
         goto out;
-    if (off != len) {
-        rc = sfl__fail(SFL_EPARSE, "spcodec: %zu trailing bytes at byte %zu", len - off, off);
+    /* An empty vector still owns (one-entry) arrays, as sfl_spvec_new's do. */
+    rc = sfl_spvec_reserve(&tmp, 1);
+    if (rc < 0)
+        goto out;
+    v = sfl__calloc(1, sizeof(*v));
+    if (v == NULL) {
+        rc = SFL_ENOMEM;
         goto out;
     }
+    *v = tmp;
+    tmp = (sfl_spvec_t){0};
     *out = v;
-    v = NULL;
 out:
-    sfl_spvec_free(v);
+    sfl__free(tmp.idx);
+    sfl__free(tmp.val);
     return rc;
 }

@@ -48,6 +48,15 @@ int sfl_spcodec_encode(const sfl_spvec_t *v, sfl_enc_t enc, uint8_t *buf, size_t
  * SFL_EUNSUP (unknown encoding). */
 int sfl_spcodec_decode(const uint8_t *buf, size_t len, uint32_t max_dim, uint32_t max_nnz,
                        sfl_spvec_t **out) SFL_MUST_CHECK;
+/* The same checks and errors, decoding into the caller's dst (from
+ * sfl_spvec_new; reused across calls): its arrays grow (sfl_spvec_reserve)
+ * only when dst->cap < nnz, after the header has been checked, so a
+ * coordinator decoding update after update allocates nothing once warm.
+ * On success dst->dim and dst->nnz are the decoded ones; on failure
+ * dst->nnz is 0, dst->dim and the capacity are unchanged and the array
+ * contents are unspecified. */
+int sfl_spcodec_decode_into(const uint8_t *buf, size_t len, uint32_t max_dim, uint32_t max_nnz,
+                            sfl_spvec_t *dst) SFL_MUST_CHECK;
 
 #ifdef __cplusplus
 }
