@@ -11,8 +11,9 @@
  * hostile: each field is bounds-checked where it is read, sizes are checked
  * against the caller's limits and against the bytes actually present before
  * anything is allocated, and errors name the byte offset. Varints must be
- * minimal (no redundant 0x80 continuation bytes), so every vector has exactly
- * one encoding and a decoded message re-encodes to the same bytes. */
+ * minimal (no redundant 0x80 continuation bytes) and bit streams end at
+ * their last code, so each layout has one byte string per vector; which
+ * layouts the decoder accepts for a vector is in spcodec.h. */
 
 #define VARINT_MAX 5
 #define Q8_HEADER 16
@@ -102,13 +103,164 @@ static uint64_t value_bytes(uint32_t nnz, sfl_enc_t enc)
     return 0;
 }
 
+/* Index layouts, in the encoding byte's bits 2..7 (spcodec.h). */
+#define LAY_VARINT 0u
+#define LAY_DENSE 1u
+#define LAY_BITMAP 2u
+#define RICE_BMAX 29u
+#define LAY_RICE 3u                             /* + b: Rice over the support's gaps */
+#define LAY_CRICE (LAY_RICE + RICE_BMAX + 1)    /* + b: Rice over the zeros' gaps */
+#define LAY_END (LAY_CRICE + RICE_BMAX + 1)     /* 63: refused */
+
+/* s[b] += g >> b for every b with a nonzero term: the quotient bits a Rice
+ * code of parameter b spends on g (its 1 + b other bits are counted apart). */
+static void rice_acc(uint64_t *s, uint32_t g)
+{
+    for (unsigned b = 0; b <= RICE_BMAX && (g >> b) != 0; b++)
+        s[b] += g >> b;
+}
+
+static uint64_t rice_bytes(uint64_t codes, unsigned b, uint64_t quot)
+{
+    return (codes * (1 + b) + quot + 7) / 8;
+}
+
+/* The smallest index layout for v, exactly: every candidate's size is
+ * computed in one pass over the support and the least taken, ties to the
+ * earlier in the order varint, dense, bitmap, Rice b = 0..29, complement
+ * Rice b = 0..29. Returns the index section's bytes, *code its layout.
+ *
+ * The complement's codes are the gaps between consecutive zero positions:
+ * a block of g zeros after a run of `run` nonzeros gives the gap `run` for
+ * its first zero and 0 for the other g - 1. */
+static uint64_t choose(const sfl_spvec_t *v, unsigned *code)
+{
+    uint64_t sv = 0, s[RICE_BMAX + 1] = {0}, t[RICE_BMAX + 1] = {0}, best;
+    uint32_t k = v->nnz, z = v->dim - v->nnz, run = 0, next = 0;
+
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t g = v->idx[j] - next;
+
+        sv += varint_len(g);
+        rice_acc(s, g);
+        if (g > 0) {
+            rice_acc(t, run);
+            run = 0;
+        }
+        run++;
+        next = v->idx[j] + 1;
+    }
+    if (next < v->dim)
+        rice_acc(t, run);
+    *code = LAY_VARINT;
+    best = sv;
+    if (k == v->dim && best > 0) {
+        *code = LAY_DENSE;
+        best = 0;
+    }
+    if (((uint64_t)v->dim + 7) / 8 < best) {
+        *code = LAY_BITMAP;
+        best = ((uint64_t)v->dim + 7) / 8;
+    }
+    for (unsigned b = 0; b <= RICE_BMAX; b++) {
+        if (rice_bytes(k, b, s[b]) < best) {
+            *code = LAY_RICE + b;
+            best = rice_bytes(k, b, s[b]);
+        }
+    }
+    for (unsigned b = 0; b <= RICE_BMAX; b++) {
+        if (rice_bytes(z, b, t[b]) < best) {
+            *code = LAY_CRICE + b;
+            best = rice_bytes(z, b, t[b]);
+        }
+    }
+    return best;
+}
+
 size_t sfl_spcodec_size(const sfl_spvec_t *v, sfl_enc_t enc)
 {
-    size_t n = varint_len(v->dim) + varint_len(v->nnz) + 1;
+    unsigned code;
+    uint64_t n = varint_len(v->dim) + varint_len(v->nnz) + 1 + choose(v, &code);
 
-    for (uint32_t j = 0; j < v->nnz; j++)
-        n += varint_len(j == 0 ? v->idx[0] : v->idx[j] - v->idx[j - 1] - 1);
-    return n + (size_t)value_bytes(v->nnz, enc);
+    return (size_t)(n + value_bytes(v->nnz, enc));
+}
+
+/* LSB-first bit writer: bit i of the section is byte i / 8, bit i % 8. */
+typedef struct {
+    uint8_t *p;
+    size_t o;
+    uint64_t acc;
+    unsigned n;
+} bitw_t;
+
+static void bitw_put(bitw_t *w, uint64_t v, unsigned nb) /* nb <= 32 */
+{
+    w->acc |= v << w->n;
+    w->n += nb;
+    while (w->n >= 8) {
+        w->p[w->o++] = (uint8_t)w->acc;
+        w->acc >>= 8;
+        w->n -= 8;
+    }
+}
+
+/* Rice code of g: q = g >> b zero bits, a one bit, then the low b bits. */
+static void bitw_rice(bitw_t *w, uint32_t g, unsigned b)
+{
+    uint32_t q = g >> b;
+
+    for (; q >= 32; q -= 32)
+        bitw_put(w, 0, 32);
+    bitw_put(w, (uint64_t)1 << q, q + 1);
+    if (b > 0)
+        bitw_put(w, g & ((1u << b) - 1), b);
+}
+
+static size_t put_index(const sfl_spvec_t *v, unsigned code, uint8_t *p, uint64_t bytes)
+{
+    bitw_t w = {p, 0, 0, 0};
+    uint32_t next = 0, run = 0;
+
+    if (code == LAY_VARINT) {
+        for (uint32_t j = 0; j < v->nnz; j++) {
+            w.o += put_varint(p + w.o, v->idx[j] - next);
+            next = v->idx[j] + 1;
+        }
+        return w.o;
+    }
+    if (code == LAY_DENSE)
+        return 0;
+    if (code == LAY_BITMAP) {
+        memset(p, 0, (size_t)bytes);
+        for (uint32_t j = 0; j < v->nnz; j++)
+            p[v->idx[j] / 8] |= (uint8_t)(1u << (v->idx[j] % 8));
+        return (size_t)bytes;
+    }
+    if (code < LAY_CRICE) {
+        for (uint32_t j = 0; j < v->nnz; j++) {
+            bitw_rice(&w, v->idx[j] - next, code - LAY_RICE);
+            next = v->idx[j] + 1;
+        }
+    } else {
+        unsigned b = code - LAY_CRICE;
+
+        for (uint32_t j = 0; j <= v->nnz; j++) {
+            uint32_t at = j < v->nnz ? v->idx[j] : v->dim; /* the end closes the last block */
+            uint32_t g = at - next;
+
+            if (g > 0) {
+                bitw_rice(&w, run, b);
+                for (uint32_t i = 1; i < g; i++)
+                    bitw_put(&w, 1, 1 + b); /* gap 0 */
+                run = 0;
+            }
+            run++;
+            next = at + 1;
+        }
+    }
+    if (w.n > 0)
+        p[w.o++] = (uint8_t)w.acc;
+    return w.o;
 }
 
 /* q = round((v - lo) / (hi - lo) * 255); lo = min, hi = max of the values. */
@@ -156,15 +308,18 @@ int sfl_spcodec_encode(const sfl_spvec_t *v, sfl_enc_t enc, uint8_t *buf, size_t
         if (rc < 0)
             return rc;
     }
-    need = sfl_spcodec_size(v, enc);
+    unsigned code;
+    uint64_t ibytes = choose(v, &code);
+
+    need = varint_len(v->dim) + varint_len(v->nnz) + 1 + (size_t)ibytes +
+           (size_t)value_bytes(v->nnz, enc);
     if (need > cap)
         return sfl__fail(SFL_ELIMIT, "spcodec: need %zu bytes, buffer holds %zu", need, cap);
 
     o += put_varint(buf + o, v->dim);
     o += put_varint(buf + o, v->nnz);
-    buf[o++] = (uint8_t)enc;
-    for (uint32_t j = 0; j < v->nnz; j++)
-        o += put_varint(buf + o, j == 0 ? v->idx[0] : v->idx[j] - v->idx[j - 1] - 1);
+    buf[o++] = (uint8_t)(enc | code << 2);
+    o += put_index(v, code, buf + o, ibytes);
     switch (enc) {
     case SFL_ENC_F64:
         for (uint32_t j = 0; j < v->nnz; j++, o += 8)
@@ -286,12 +441,203 @@ static int decode_values(const uint8_t *buf, size_t len, size_t off, sfl_enc_t e
     return 0;
 }
 
+/* LSB-first bit reader over the index section p[0..n): up to 63 bits kept
+ * in acc (cnt of them valid; bits above cnt, if any, are the stream's next
+ * bits, so OR-ing them again on the next refill changes nothing). */
+typedef struct {
+    const uint8_t *p;
+    size_t n, byte;
+    uint64_t acc;
+    unsigned cnt;
+} bitr_t;
+
+static void bitr_fill(bitr_t *r)
+{
+    if (r->byte + 8 <= r->n) {
+        unsigned take = (63 - r->cnt) >> 3;
+
+        r->acc |= get_u64(r->p + r->byte) << r->cnt;
+        r->byte += take;
+        r->cnt += 8 * take;
+        return;
+    }
+    while (r->cnt <= 55 && r->byte < r->n) {
+        r->acc |= (uint64_t)r->p[r->byte++] << r->cnt;
+        r->cnt += 8;
+    }
+}
+
+static size_t bitr_pos(const bitr_t *r) /* bits consumed */
+{
+    return 8 * r->byte - r->cnt;
+}
+
+/* One Rice code of parameter b whose value must be <= max. */
+static int bitr_rice(bitr_t *r, unsigned b, uint32_t max, size_t base, uint32_t *out)
+{
+    uint64_t q = 0;
+
+    for (;;) {
+        if (r->cnt < 32)
+            bitr_fill(r);
+        uint64_t m = r->cnt > 0 ? r->acc & (~(uint64_t)0 >> (64 - r->cnt)) : 0;
+
+        if (m != 0) {
+            unsigned t = (unsigned)__builtin_ctzll(m);
+
+            q += t;
+            r->acc >>= t + 1;
+            r->cnt -= t + 1;
+            break;
+        }
+        if (r->cnt == 0)
+            return sfl__fail(SFL_ETRUNC, "spcodec: truncated Rice code at byte %zu",
+                             base + bitr_pos(r) / 8);
+        q += r->cnt;
+        r->acc = 0;
+        r->cnt = 0;
+        if (q > (max >> b))
+            break; /* refused below; stops a long run of zero bits early */
+    }
+    if (q > (max >> b))
+        return sfl__fail(SFL_ERANGE, "spcodec: Rice quotient %llu beyond %u at byte %zu",
+                         (unsigned long long)q, max >> b, base + bitr_pos(r) / 8);
+    if (r->cnt < b) {
+        bitr_fill(r);
+        if (r->cnt < b)
+            return sfl__fail(SFL_ETRUNC, "spcodec: truncated Rice code at byte %zu",
+                             base + bitr_pos(r) / 8);
+    }
+    uint64_t g = q << b | (r->acc & (((uint64_t)1 << b) - 1));
+
+    r->acc >>= b;
+    r->cnt -= b;
+    if (g > max)
+        return sfl__fail(SFL_ERANGE, "spcodec: Rice code %llu beyond %u at byte %zu",
+                         (unsigned long long)g, max, base + (bitr_pos(r) - 1) / 8);
+    *out = (uint32_t)g;
+    return 0;
+}
+
+/* The section must end with the last code: pad bits zero, no spare byte. */
+static int bitr_end(const bitr_t *r, size_t base)
+{
+    size_t bits = bitr_pos(r), used = (bits + 7) / 8;
+
+    if (bits % 8 != 0 && (r->p[used - 1] >> (bits % 8)) != 0)
+        return sfl__fail(SFL_EPARSE, "spcodec: nonzero padding bits at byte %zu",
+                         base + used - 1);
+    if (used != r->n)
+        return sfl__fail(SFL_EPARSE, "spcodec: %zu bytes after the index codes at byte %zu",
+                         r->n - used, base + used);
+    return 0;
+}
+
+static int get_varint_index(const uint8_t *buf, size_t len, size_t off, uint32_t dim,
+                            uint32_t nnz, uint32_t *idx, size_t *end)
+{
+    uint64_t prev = 0;
+    uint32_t gap;
+    int rc;
+
+    for (uint32_t j = 0; j < nnz; j++) {
+        size_t at = off;
+
+        rc = get_varint(buf, len, &off, "index gap", &gap);
+        if (rc < 0)
+            return rc;
+        /* 64-bit sum: a gap that would wrap a uint32 lands here as >= dim. */
+        uint64_t i = j == 0 ? gap : prev + 1 + gap;
+
+        if (i >= dim)
+            return sfl__fail(SFL_ERANGE, "spcodec: index %llu of entry %u >= dim %u at byte %zu",
+                             (unsigned long long)i, j, dim, at);
+        idx[j] = (uint32_t)i;
+        prev = i;
+    }
+    *end = off;
+    return 0;
+}
+
+static int get_bitmap_index(const uint8_t *p, size_t n, size_t base, uint32_t dim,
+                            uint32_t nnz, uint32_t *idx)
+{
+    uint32_t j = 0;
+
+    if (dim % 8 != 0 && (p[n - 1] >> (dim % 8)) != 0)
+        return sfl__fail(SFL_ERANGE, "spcodec: bitmap bit beyond dim %u at byte %zu", dim,
+                         base + n - 1);
+    for (size_t o = 0; o < n; o += 8) {
+        uint64_t w = 0;
+
+        if (o + 8 <= n)
+            w = get_u64(p + o);
+        else
+            for (size_t i = o; i < n; i++)
+                w |= (uint64_t)p[i] << (8 * (i - o));
+        while (w != 0) {
+            if (j == nnz)
+                return sfl__fail(SFL_EPARSE, "spcodec: bitmap has more than nnz %u bits set "
+                                             "at byte %zu", nnz, base + o);
+            idx[j++] = (uint32_t)(8 * o + (unsigned)__builtin_ctzll(w));
+            w &= w - 1;
+        }
+    }
+    if (j != nnz)
+        return sfl__fail(SFL_EPARSE, "spcodec: bitmap has %u bits set, nnz %u at byte %zu", j,
+                         nnz, base);
+    return 0;
+}
+
+static int get_rice_index(const uint8_t *p, size_t n, size_t base, uint32_t dim, uint32_t nnz,
+                          unsigned b, uint32_t *idx)
+{
+    bitr_t r = {p, n, 0, 0, 0};
+    uint32_t next = 0, g;
+    int rc;
+
+    for (uint32_t j = 0; j < nnz; j++) {
+        /* next <= dim - 1 - (entries still to come) keeps every index < dim */
+        rc = bitr_rice(&r, b, dim - next - (nnz - j), base, &g);
+        if (rc < 0)
+            return rc;
+        idx[j] = next + g;
+        next = idx[j] + 1;
+    }
+    return bitr_end(&r, base);
+}
+
+/* Complement: the dim - nnz zero positions as Rice gaps; the support is
+ * every other position. */
+static int get_crice_index(const uint8_t *p, size_t n, size_t base, uint32_t dim,
+                           uint32_t nnz, unsigned b, uint32_t *idx)
+{
+    bitr_t r = {p, n, 0, 0, 0};
+    uint32_t z = dim - nnz, next = 0, j = 0, g;
+    int rc;
+
+    for (uint32_t i = 0; i < z; i++) {
+        /* the zeros still to come after this one must fit below dim */
+        rc = bitr_rice(&r, b, dim - next - (z - i), base, &g);
+        if (rc < 0)
+            return rc;
+        for (uint32_t k = 0; k < g; k++)
+            idx[j++] = next + k;
+        next += g + 1;
+    }
+    while (next < dim)
+        idx[j++] = next++;
+    assert(j == nnz);
+    return bitr_end(&r, base);
+}
+
 int sfl_spcodec_decode_into(const uint8_t *buf, size_t len, uint32_t max_dim, uint32_t max_nnz,
                             sfl_spvec_t *dst)
 {
-    uint32_t dim, nnz, gap;
-    uint64_t need, prev = 0;
-    size_t off = 0, at;
+    uint32_t dim, nnz;
+    uint64_t need, vb, least;
+    size_t off = 0, at, n;
+    unsigned code;
     sfl_enc_t enc;
     int rc;
 
@@ -315,19 +661,39 @@ int sfl_spcodec_decode_into(const uint8_t *buf, size_t len, uint32_t max_dim, ui
                          max_nnz, at);
     if (off >= len)
         return sfl__fail(SFL_ETRUNC, "spcodec: missing encoding byte at byte %zu", off);
-    switch (buf[off]) {
+    code = buf[off] >> 2;
+    switch (buf[off] & SFL_SPCODEC_ENC_MASK) {
     case SFL_ENC_F64:
     case SFL_ENC_F32:
     case SFL_ENC_Q8:
-        enc = (sfl_enc_t)buf[off];
+        enc = (sfl_enc_t)(buf[off] & SFL_SPCODEC_ENC_MASK);
         break;
     default:
         return sfl__fail(SFL_EUNSUP, "spcodec: unknown encoding %u at byte %zu", buf[off], off);
     }
+    if (code >= LAY_END)
+        return sfl__fail(SFL_EUNSUP, "spcodec: unknown layout %u at byte %zu", code, off);
+    /* nnz == dim > 0 has one encoding, dense (no index bits); a dense
+     * layout with nnz != dim is not a vector. */
+    if ((code == LAY_DENSE) != (nnz == dim && dim > 0))
+        return sfl__fail(SFL_EPARSE, "spcodec: layout %u with nnz %u of dim %u at byte %zu",
+                         code, nnz, dim, off);
     off++;
-    /* At least one byte per index plus the values must be present before
-     * nnz is trusted with an allocation. */
-    need = (uint64_t)nnz + value_bytes(nnz, enc);
+    /* The least each layout can take (a byte per varint, 1 + b bits per Rice
+     * code, the whole bitmap) plus the values must be present before nnz is
+     * trusted with an allocation; the values alone are >= nnz bytes. */
+    vb = value_bytes(nnz, enc);
+    if (code == LAY_VARINT)
+        least = nnz;
+    else if (code == LAY_DENSE)
+        least = 0;
+    else if (code == LAY_BITMAP)
+        least = ((uint64_t)dim + 7) / 8;
+    else if (code < LAY_CRICE)
+        least = rice_bytes(nnz, code - LAY_RICE, 0);
+    else
+        least = rice_bytes(dim - nnz, code - LAY_CRICE, 0);
+    need = least + vb;
     if (need > len - off)
         return sfl__fail(SFL_ETRUNC,
                          "spcodec: %u entries need at least %llu bytes after byte %zu, %zu left",
@@ -335,20 +701,29 @@ int sfl_spcodec_decode_into(const uint8_t *buf, size_t len, uint32_t max_dim, ui
     rc = sfl_spvec_reserve(dst, nnz);
     if (rc < 0)
         return rc;
-    for (uint32_t j = 0; j < nnz; j++) {
-        at = off;
-        rc = get_varint(buf, len, &off, "index gap", &gap);
-        if (rc < 0)
-            return rc;
-        /* 64-bit sum: a gap that would wrap a uint32 lands here as >= dim. */
-        uint64_t i = j == 0 ? gap : prev + 1 + gap;
-
-        if (i >= dim)
-            return sfl__fail(SFL_ERANGE, "spcodec: index %llu of entry %u >= dim %u at byte %zu",
-                             (unsigned long long)i, j, dim, at);
-        dst->idx[j] = (uint32_t)i;
-        prev = i;
+    /* Every layout but varint ends where the values begin: len - vb. */
+    n = (size_t)(len - off - vb);
+    if (code == LAY_VARINT) {
+        rc = get_varint_index(buf, len, off, dim, nnz, dst->idx, &off);
+    } else if (code == LAY_DENSE) {
+        for (uint32_t j = 0; j < nnz; j++)
+            dst->idx[j] = j;
+    } else if (code == LAY_BITMAP) {
+        if (n != least)
+            rc = sfl__fail(SFL_EPARSE, "spcodec: %llu bytes after the bitmap at byte %zu",
+                           (unsigned long long)(n - least), off + (size_t)least);
+        else
+            rc = get_bitmap_index(buf + off, n, off, dim, nnz, dst->idx);
+        off += n;
+    } else if (code < LAY_CRICE) {
+        rc = get_rice_index(buf + off, n, off, dim, nnz, code - LAY_RICE, dst->idx);
+        off += n;
+    } else {
+        rc = get_crice_index(buf + off, n, off, dim, nnz, code - LAY_CRICE, dst->idx);
+        off += n;
     }
+    if (rc < 0)
+        return rc;
     rc = decode_values(buf, len, off, enc, nnz, dst->val, &off);
     if (rc < 0)
         return rc;
