@@ -25,6 +25,8 @@ for a in "fedgradmp" "fediterht --lr 0.004" "fediterht --lr 0.01"; do
         awk -F, -v a="$a" 'NR > 1 && $3 <= 1e-6 && !hit { hit = 1; printf "bench_vc algo=\"%s\" round=%d wall_ms=%s\n", a, $1, $NF }
              END { if (!hit) printf "bench_vc algo=\"%s\" not_reached rel_error=%s after %d rounds wall_ms=%s\n", a, $3, $1, $NF }'
 done
+echo "== sparse vector codec: bytes vs log2 C(d,k) + value bits and the chosen layout, encode / decode MB/s vs the varint layout (d = 1e6, 1e5; k/d 0.1 - 100 %)"
+"$B/bench/bench_codec"
 echo "== coordinator aggregation: 1000 updates, k = 1e4, d = 1e6; bytes per update vs log2 C(d,k) + value bits"
 "$B/bench/bench_agg"
 echo "== secure aggregation (mode 2), n = 100, t = 67, |S_t| = 2k: bytes per agent per round vs mode 1 and a dense SecAgg+ (d = 1e5, 1e6; k = 1e3, 1e4); agent and coordinator CPU of one round; coordinator ms per dropped client recovered"

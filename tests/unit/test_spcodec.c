@@ -87,10 +87,12 @@ static const uint8_t bitmap_f32[] = {
     0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0x3F, 0x00,
     0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0x3F,
 };
-/* complement: dim 10, every position but 4, f32 1.0; one zero gap, 4, in
- * Rice b 0 (layout 33: 0x01 | 33 << 2 = 0x85): 0000 1 -> 0x10 */
+/* complement: dim 10, every position but 4, f32 1.0; one zero gap, 4. The
+ * mean zero gap 9 / 1 puts b0 = 3 and the window at b 1..5; b 1 and 2 take
+ * 1 byte each, b 1 is first: layout 33 + 1 = 34 (0x01 | 34 << 2 = 0x89),
+ * code q 2, r 0: 001 0 -> 0x04 */
 static const uint8_t crice_f32[] = {
-    0x0A, 0x09, 0x85, 0x10, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F,
+    0x0A, 0x09, 0x89, 0x04, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F,
     0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F, 0x00,
     0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00,
     0x80, 0x3F,
@@ -596,12 +598,20 @@ static void test_spcodec_layouts_malformed(void **state)
     bad(b, sizeof(rice_f64), 300, 300, SFL_EUNSUP, "unknown layout 63 at byte 3");
     b[3] = 0x27;
     bad(b, sizeof(rice_f64), 300, 300, SFL_EUNSUP, "unknown encoding 39 at byte 3");
-    /* nnz == dim must be dense, and dense needs nnz == dim */
+    /* nnz == dim in varint still decodes (stored full models), dense needs
+     * nnz == dim and dim > 0 */
     {
         const uint8_t p[] = {0x02, 0x02, 0x01, 0x00, 0x00, 0, 0, 0x80, 0x3F, 0, 0, 0x20, 0xC0};
-        bad(p, sizeof(p), 10, 10, SFL_EPARSE, "layout 0 with nnz 2 of dim 2 at byte 2");
+        sfl_spvec_t *d = NULL;
+
+        assert_int_equal(sfl_spcodec_decode(p, sizeof(p), 10, 10, &d), 0);
+        assert_int_equal(d->idx[1], 1);
+        assert_true(d->val[1] == -2.5);
+        sfl_spvec_free(d);
         const uint8_t q[] = {0x03, 0x02, 0x05, 0, 0, 0x80, 0x3F, 0, 0, 0x20, 0xC0};
         bad(q, sizeof(q), 10, 10, SFL_EPARSE, "layout 1 with nnz 2 of dim 3 at byte 2");
+        const uint8_t e[] = {0x00, 0x00, 0x05};
+        bad(e, sizeof(e), 10, 10, SFL_EPARSE, "layout 1 with nnz 0 of dim 0 at byte 2");
     }
     /* dense values: NaN at entry 1 */
     memcpy(b, dense_f32, sizeof(dense_f32));
@@ -665,12 +675,11 @@ static void test_spcodec_layouts_malformed(void **state)
     b[3] = 0x54;
     bad(b, sizeof(bitmap_f32), 300, 300, SFL_EPARSE, "bitmap has 7 bits set, nnz 8 at byte 3");
 
-    /* complement: the zero past dim (gap 9 at dim 10: position 9 is the last
-     * one, so gap 10 is beyond), and a pad bit */
+    /* complement (b 1): a zero past dim, another gap, a pad bit */
     memcpy(b, crice_f32, sizeof(crice_f32));
-    b[3] = 0x00; /* gap >= 8, then truncated */
-    bad(b, sizeof(crice_f32), 300, 300, SFL_ETRUNC, "truncated Rice code");
-    b[3] = 0x20; /* 00000 1: gap 5, zero at 5: fine */
+    b[3] = 0x00; /* quotient >= 8: the zero would be past dim 10 */
+    bad(b, sizeof(crice_f32), 300, 300, SFL_ERANGE, "Rice quotient 8 beyond 4 at byte 4");
+    b[3] = 0x0C; /* 001 1: gap 5, zero at 5: fine */
     {
         sfl_spvec_t *d = NULL;
 
@@ -679,7 +688,7 @@ static void test_spcodec_layouts_malformed(void **state)
         assert_int_equal(d->idx[5], 6);
         sfl_spvec_free(d);
     }
-    b[3] = 0x30; /* gap 4, then a pad bit */
+    b[3] = 0x14; /* gap 4, then a pad bit */
     bad(b, sizeof(crice_f32), 300, 300, SFL_EPARSE, "nonzero padding bits at byte 3");
 }
 

@@ -112,12 +112,26 @@ static uint64_t value_bytes(uint32_t nnz, sfl_enc_t enc)
 #define LAY_CRICE (LAY_RICE + RICE_BMAX + 1)    /* + b: Rice over the zeros' gaps */
 #define LAY_END (LAY_CRICE + RICE_BMAX + 1)     /* 63: refused */
 
-/* s[b] += g >> b for every b with a nonzero term: the quotient bits a Rice
- * code of parameter b spends on g (its 1 + b other bits are counted apart). */
-static void rice_acc(uint64_t *s, uint32_t g)
+/* Rice parameters costed per vector: RICE_WIN around b0 = floor(log2 of
+ * the mean gap), known from dim and nnz before any pass (the best b of a
+ * geometric source is within one of it; the window holds two either side). */
+#define RICE_WIN 5
+
+static unsigned rice_b0(uint32_t codes, uint64_t sum)
 {
-    for (unsigned b = 0; b <= RICE_BMAX && (g >> b) != 0; b++)
-        s[b] += g >> b;
+    uint64_t mean = codes > 0 ? sum / codes : 0;
+    unsigned b = 0;
+
+    while (b < RICE_BMAX && (mean >> (b + 1)) != 0)
+        b++;
+    b = b >= RICE_WIN / 2 ? b - RICE_WIN / 2 : 0;
+    return b + RICE_WIN - 1 > RICE_BMAX ? RICE_BMAX + 1 - RICE_WIN : b;
+}
+
+static void rice_acc(uint64_t *s, unsigned b0, uint32_t g)
+{
+    for (unsigned i = 0; i < RICE_WIN; i++)
+        s[i] += g >> (b0 + i);
 }
 
 static uint64_t rice_bytes(uint64_t codes, unsigned b, uint64_t quot)
@@ -127,31 +141,35 @@ static uint64_t rice_bytes(uint64_t codes, unsigned b, uint64_t quot)
 
 /* The smallest index layout for v, exactly: every candidate's size is
  * computed in one pass over the support and the least taken, ties to the
- * earlier in the order varint, dense, bitmap, Rice b = 0..29, complement
- * Rice b = 0..29. Returns the index section's bytes, *code its layout.
+ * earlier in the order varint, dense, bitmap, Rice, complement Rice (each
+ * at the RICE_WIN parameters from b0 up). Returns the index section's
+ * bytes, *code its layout.
  *
  * The complement's codes are the gaps between consecutive zero positions:
  * a block of g zeros after a run of `run` nonzeros gives the gap `run` for
  * its first zero and 0 for the other g - 1. */
 static uint64_t choose(const sfl_spvec_t *v, unsigned *code)
 {
-    uint64_t sv = 0, s[RICE_BMAX + 1] = {0}, t[RICE_BMAX + 1] = {0}, best;
+    uint64_t sv = 0, s[RICE_WIN] = {0}, t[RICE_WIN] = {0}, best;
     uint32_t k = v->nnz, z = v->dim - v->nnz, run = 0, next = 0;
+    /* the support's gaps sum to dim - k minus the tail, the zeros' to k
+     * minus the last run: the means below are within one of the truth */
+    unsigned sb = rice_b0(k, z), tb = rice_b0(z, k);
 
     for (uint32_t j = 0; j < k; j++) {
         uint32_t g = v->idx[j] - next;
 
         sv += varint_len(g);
-        rice_acc(s, g);
+        rice_acc(s, sb, g);
         if (g > 0) {
-            rice_acc(t, run);
+            rice_acc(t, tb, run);
             run = 0;
         }
         run++;
         next = v->idx[j] + 1;
     }
     if (next < v->dim)
-        rice_acc(t, run);
+        rice_acc(t, tb, run);
     *code = LAY_VARINT;
     best = sv;
     if (k == v->dim && best > 0) {
@@ -162,16 +180,16 @@ static uint64_t choose(const sfl_spvec_t *v, unsigned *code)
         *code = LAY_BITMAP;
         best = ((uint64_t)v->dim + 7) / 8;
     }
-    for (unsigned b = 0; b <= RICE_BMAX; b++) {
-        if (rice_bytes(k, b, s[b]) < best) {
-            *code = LAY_RICE + b;
-            best = rice_bytes(k, b, s[b]);
+    for (unsigned i = 0; i < RICE_WIN; i++) {
+        if (rice_bytes(k, sb + i, s[i]) < best) {
+            *code = LAY_RICE + sb + i;
+            best = rice_bytes(k, sb + i, s[i]);
         }
     }
-    for (unsigned b = 0; b <= RICE_BMAX; b++) {
-        if (rice_bytes(z, b, t[b]) < best) {
-            *code = LAY_CRICE + b;
-            best = rice_bytes(z, b, t[b]);
+    for (unsigned i = 0; i < RICE_WIN; i++) {
+        if (rice_bytes(z, tb + i, t[i]) < best) {
+            *code = LAY_CRICE + tb + i;
+            best = rice_bytes(z, tb + i, t[i]);
         }
     }
     return best;
@@ -193,14 +211,25 @@ typedef struct {
     unsigned n;
 } bitw_t;
 
-static void bitw_put(bitw_t *w, uint64_t v, unsigned nb) /* nb <= 32 */
+/* Appends the low nb <= 32 bits of v; whole 32-bit words are stored as
+ * they fill (n < 32 between calls), the tail by bitw_end. */
+static void bitw_put(bitw_t *w, uint64_t v, unsigned nb)
 {
     w->acc |= v << w->n;
     w->n += nb;
-    while (w->n >= 8) {
+    if (w->n >= 32) {
+        put_u32(w->p + w->o, (uint32_t)w->acc);
+        w->o += 4;
+        w->acc >>= 32;
+        w->n -= 32;
+    }
+}
+
+static void bitw_end(bitw_t *w)
+{
+    for (; w->n > 0; w->n = w->n > 8 ? w->n - 8 : 0) {
         w->p[w->o++] = (uint8_t)w->acc;
         w->acc >>= 8;
-        w->n -= 8;
     }
 }
 
@@ -258,8 +287,7 @@ static size_t put_index(const sfl_spvec_t *v, unsigned code, uint8_t *p, uint64_
             next = at + 1;
         }
     }
-    if (w.n > 0)
-        p[w.o++] = (uint8_t)w.acc;
+    bitw_end(&w);
     return w.o;
 }
 
@@ -396,12 +424,19 @@ static int decode_values(const uint8_t *buf, size_t len, size_t off, sfl_enc_t e
                          (unsigned long long)value_bytes(nnz, enc), off, len - off);
     switch (enc) {
     case SFL_ENC_F64:
-        for (uint32_t j = 0; j < nnz; j++, off += 8) {
-            val[j] = get_f64(buf + off);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* The wire order is the host's: one copy, then the finite check. */
+        if (nnz > 0)
+            memcpy(val, buf + off, (size_t)nnz * 8);
+#else
+        for (uint32_t j = 0; j < nnz; j++)
+            val[j] = get_f64(buf + off + 8 * (size_t)j);
+#endif
+        for (uint32_t j = 0; j < nnz; j++)
             if (!isfinite(val[j]))
                 return sfl__fail(SFL_ENUMERIC, "spcodec: value %u not finite at byte %zu", j,
-                                 off);
-        }
+                                 off + 8 * (size_t)j);
+        off += 8 * (size_t)nnz;
         break;
     case SFL_ENC_F32:
         for (uint32_t j = 0; j < nnz; j++, off += 4) {
@@ -472,8 +507,37 @@ static size_t bitr_pos(const bitr_t *r) /* bits consumed */
     return 8 * r->byte - r->cnt;
 }
 
-/* One Rice code of parameter b whose value must be <= max. */
-static int bitr_rice(bitr_t *r, unsigned b, uint32_t max, size_t base, uint32_t *out)
+/* One Rice code of parameter b whose value must be <= max. The common
+ * case, the whole code among the bits held, is inline; bitr_rice_slow
+ * handles the rest (long quotients, the end of the section, errors). */
+static int bitr_rice_slow(bitr_t *r, unsigned b, uint32_t max, size_t base, uint32_t *out);
+
+static inline int bitr_rice(bitr_t *r, unsigned b, uint32_t max, size_t base, uint32_t *out)
+{
+    if (r->cnt < 32)
+        bitr_fill(r);
+    if (r->cnt > 0) {
+        uint64_t m = r->acc & (~(uint64_t)0 >> (64 - r->cnt));
+
+        if (m != 0) {
+            unsigned t = (unsigned)__builtin_ctzll(m);
+
+            if (t + 1 + b <= r->cnt) {
+                uint64_t g = (uint64_t)t << b | ((r->acc >> (t + 1)) & (((uint64_t)1 << b) - 1));
+
+                if (g <= max) {
+                    r->acc >>= t + 1 + b; /* t + 1 + b <= cnt <= 63 */
+                    r->cnt -= t + 1 + b;
+                    *out = (uint32_t)g;
+                    return 0;
+                }
+            }
+        }
+    }
+    return bitr_rice_slow(r, b, max, base, out);
+}
+
+static int bitr_rice_slow(bitr_t *r, unsigned b, uint32_t max, size_t base, uint32_t *out)
 {
     uint64_t q = 0;
 
@@ -673,9 +737,10 @@ int sfl_spcodec_decode_into(const uint8_t *buf, size_t len, uint32_t max_dim, ui
     }
     if (code >= LAY_END)
         return sfl__fail(SFL_EUNSUP, "spcodec: unknown layout %u at byte %zu", code, off);
-    /* nnz == dim > 0 has one encoding, dense (no index bits); a dense
-     * layout with nnz != dim is not a vector. */
-    if ((code == LAY_DENSE) != (nnz == dim && dim > 0))
+    /* A dense layout with nnz != dim is not a vector. (nnz == dim in
+     * another layout is allowed: stored checkpoints of a full model are in
+     * varint.) */
+    if (code == LAY_DENSE && (nnz != dim || dim == 0))
         return sfl__fail(SFL_EPARSE, "spcodec: layout %u with nnz %u of dim %u at byte %zu",
                          code, nnz, dim, off);
     off++;

@@ -24,20 +24,25 @@
  * zero bits to a byte; the index section ends where the values begin, with
  * no spare byte.
  *
- * The encoder computes the exact size of every layout (Rice at each b) and
- * writes the smallest, ties to the lower layout number, so an empty vector
- * and any vector where varint is no larger keep today's bytes. Per index
+ * The encoder computes the exact size of every layout and writes the
+ * smallest, ties to the lower layout number, so an empty vector and any
+ * vector where varint is no larger keep the old bytes. Rice and complement
+ * Rice are costed at five b each, from two below floor(log2(mean gap)) up
+ * (the mean from dim and nnz; a geometric source's best b is within one
+ * of it). Per index
  * that is about log2 C(dim, nnz) / nnz bits at any density: Rice near
  * log2(dim / nnz) + 1.5 below ~50 %, complement Rice above, nothing at 100 %.
  * Lossless: F64 values (and -0.0, explicit zeros in the support) come back
  * bit for bit.
  *
- * One encoding per vector? The encoder is deterministic and decode then
- * encode gives its bytes back for F64 and F32. The decoder refuses the
- * faults that are cheap to see (nnz == dim > 0 in anything but dense, dense
- * with nnz != dim, non-minimal varints, nonzero pad bits, spare bytes) but
- * does not recompute which layout or b would have been smallest: a vector
- * may be accepted in several layouts, each no smaller than the encoder's. */
+ * One encoding per vector? No longer: the encoder is deterministic and
+ * decode then encode gives its bytes back for F64 and F32, but the decoder
+ * does not recompute which layout or b would have been smallest (that is
+ * the encoder's whole pass), so a vector is accepted in any well-formed
+ * layout, each no smaller than the encoder's; varint in particular stays
+ * accepted at nnz == dim (stored checkpoints of a full model). Refused:
+ * dense with nnz != dim or dim 0, non-minimal varints, nonzero pad bits,
+ * spare bytes after the index codes or values. */
 #ifndef SFL_SPCODEC_H
 #define SFL_SPCODEC_H
 
