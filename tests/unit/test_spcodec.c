@@ -87,12 +87,11 @@ static const uint8_t bitmap_f32[] = {
     0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0x3F, 0x00,
     0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0x3F,
 };
-/* complement: dim 10, every position but 4, f32 1.0; one zero gap, 4. The
- * mean zero gap 9 / 1 puts b0 = 3 and the window at b 1..5; b 1 and 2 take
- * 1 byte each, b 1 is first: layout 33 + 1 = 34 (0x01 | 34 << 2 = 0x89),
- * code q 2, r 0: 001 0 -> 0x04 */
+/* complement: dim 10, every position but 4, f32 1.0; one zero gap, 4, in
+ * Rice b 0 (b 0, 1, 2 take 1 byte each, b 0 is first; layout 33:
+ * 0x01 | 33 << 2 = 0x85): 0000 1 -> 0x10 */
 static const uint8_t crice_f32[] = {
-    0x0A, 0x09, 0x89, 0x04, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F,
+    0x0A, 0x09, 0x85, 0x10, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F,
     0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F, 0x00,
     0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00,
     0x80, 0x3F,
@@ -675,11 +674,11 @@ static void test_spcodec_layouts_malformed(void **state)
     b[3] = 0x54;
     bad(b, sizeof(bitmap_f32), 300, 300, SFL_EPARSE, "bitmap has 7 bits set, nnz 8 at byte 3");
 
-    /* complement (b 1): a zero past dim, another gap, a pad bit */
+    /* complement (b 0): a zero past dim, another gap, a pad bit */
     memcpy(b, crice_f32, sizeof(crice_f32));
-    b[3] = 0x00; /* quotient >= 8: the zero would be past dim 10 */
-    bad(b, sizeof(crice_f32), 300, 300, SFL_ERANGE, "Rice quotient 8 beyond 4 at byte 4");
-    b[3] = 0x0C; /* 001 1: gap 5, zero at 5: fine */
+    b[3] = 0x00; /* quotient >= 8, then no more bits */
+    bad(b, sizeof(crice_f32), 300, 300, SFL_ETRUNC, "truncated Rice code at byte 4");
+    b[3] = 0x20; /* 00000 1: gap 5, zero at 5: fine */
     {
         sfl_spvec_t *d = NULL;
 
@@ -688,7 +687,7 @@ static void test_spcodec_layouts_malformed(void **state)
         assert_int_equal(d->idx[5], 6);
         sfl_spvec_free(d);
     }
-    b[3] = 0x14; /* gap 4, then a pad bit */
+    b[3] = 0x30; /* gap 4, then a pad bit */
     bad(b, sizeof(crice_f32), 300, 300, SFL_EPARSE, "nonzero padding bits at byte 3");
 }
 

@@ -112,26 +112,12 @@ static uint64_t value_bytes(uint32_t nnz, sfl_enc_t enc)
 #define LAY_CRICE (LAY_RICE + RICE_BMAX + 1)    /* + b: Rice over the zeros' gaps */
 #define LAY_END (LAY_CRICE + RICE_BMAX + 1)     /* 63: refused */
 
-/* Rice parameters costed per vector: RICE_WIN around b0 = floor(log2 of
- * the mean gap), known from dim and nnz before any pass (the best b of a
- * geometric source is within one of it; the window holds two either side). */
-#define RICE_WIN 5
-
-static unsigned rice_b0(uint32_t codes, uint64_t sum)
+/* s[b] += g >> b for every b with a nonzero term: the quotient bits a Rice
+ * code of parameter b spends on g (its 1 + b other bits are counted apart). */
+static void rice_acc(uint64_t *s, uint32_t g)
 {
-    uint64_t mean = codes > 0 ? sum / codes : 0;
-    unsigned b = 0;
-
-    while (b < RICE_BMAX && (mean >> (b + 1)) != 0)
-        b++;
-    b = b >= RICE_WIN / 2 ? b - RICE_WIN / 2 : 0;
-    return b + RICE_WIN - 1 > RICE_BMAX ? RICE_BMAX + 1 - RICE_WIN : b;
-}
-
-static void rice_acc(uint64_t *s, unsigned b0, uint32_t g)
-{
-    for (unsigned i = 0; i < RICE_WIN; i++)
-        s[i] += g >> (b0 + i);
+    for (unsigned b = 0; b <= RICE_BMAX && (g >> b) != 0; b++)
+        s[b] += g >> b;
 }
 
 static uint64_t rice_bytes(uint64_t codes, unsigned b, uint64_t quot)
@@ -141,35 +127,31 @@ static uint64_t rice_bytes(uint64_t codes, unsigned b, uint64_t quot)
 
 /* The smallest index layout for v, exactly: every candidate's size is
  * computed in one pass over the support and the least taken, ties to the
- * earlier in the order varint, dense, bitmap, Rice, complement Rice (each
- * at the RICE_WIN parameters from b0 up). Returns the index section's
- * bytes, *code its layout.
+ * earlier in the order varint, dense, bitmap, Rice b = 0..29, complement
+ * Rice b = 0..29. Returns the index section's bytes, *code its layout.
  *
  * The complement's codes are the gaps between consecutive zero positions:
  * a block of g zeros after a run of `run` nonzeros gives the gap `run` for
  * its first zero and 0 for the other g - 1. */
 static uint64_t choose(const sfl_spvec_t *v, unsigned *code)
 {
-    uint64_t sv = 0, s[RICE_WIN] = {0}, t[RICE_WIN] = {0}, best;
+    uint64_t sv = 0, s[RICE_BMAX + 1] = {0}, t[RICE_BMAX + 1] = {0}, best;
     uint32_t k = v->nnz, z = v->dim - v->nnz, run = 0, next = 0;
-    /* the support's gaps sum to dim - k minus the tail, the zeros' to k
-     * minus the last run: the means below are within one of the truth */
-    unsigned sb = rice_b0(k, z), tb = rice_b0(z, k);
 
     for (uint32_t j = 0; j < k; j++) {
         uint32_t g = v->idx[j] - next;
 
         sv += varint_len(g);
-        rice_acc(s, sb, g);
+        rice_acc(s, g);
         if (g > 0) {
-            rice_acc(t, tb, run);
+            rice_acc(t, run);
             run = 0;
         }
         run++;
         next = v->idx[j] + 1;
     }
     if (next < v->dim)
-        rice_acc(t, tb, run);
+        rice_acc(t, run);
     *code = LAY_VARINT;
     best = sv;
     if (k == v->dim && best > 0) {
@@ -180,16 +162,16 @@ static uint64_t choose(const sfl_spvec_t *v, unsigned *code)
         *code = LAY_BITMAP;
         best = ((uint64_t)v->dim + 7) / 8;
     }
-    for (unsigned i = 0; i < RICE_WIN; i++) {
-        if (rice_bytes(k, sb + i, s[i]) < best) {
-            *code = LAY_RICE + sb + i;
-            best = rice_bytes(k, sb + i, s[i]);
+    for (unsigned b = 0; b <= RICE_BMAX; b++) {
+        if (rice_bytes(k, b, s[b]) < best) {
+            *code = LAY_RICE + b;
+            best = rice_bytes(k, b, s[b]);
         }
     }
-    for (unsigned i = 0; i < RICE_WIN; i++) {
-        if (rice_bytes(z, tb + i, t[i]) < best) {
-            *code = LAY_CRICE + tb + i;
-            best = rice_bytes(z, tb + i, t[i]);
+    for (unsigned b = 0; b <= RICE_BMAX; b++) {
+        if (rice_bytes(z, b, t[b]) < best) {
+            *code = LAY_CRICE + b;
+            best = rice_bytes(z, b, t[b]);
         }
     }
     return best;
@@ -350,8 +332,14 @@ int sfl_spcodec_encode(const sfl_spvec_t *v, sfl_enc_t enc, uint8_t *buf, size_t
     o += put_index(v, code, buf + o, ibytes);
     switch (enc) {
     case SFL_ENC_F64:
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (v->nnz > 0)
+            memcpy(buf + o, v->val, (size_t)v->nnz * 8);
+        o += (size_t)v->nnz * 8;
+#else
         for (uint32_t j = 0; j < v->nnz; j++, o += 8)
             put_f64(buf + o, v->val[j]);
+#endif
         break;
     case SFL_ENC_F32:
         for (uint32_t j = 0; j < v->nnz; j++, o += 4) {
@@ -476,58 +464,60 @@ static int decode_values(const uint8_t *buf, size_t len, size_t off, sfl_enc_t e
     return 0;
 }
 
-/* LSB-first bit reader over the index section p[0..n): up to 63 bits kept
- * in acc (cnt of them valid; bits above cnt, if any, are the stream's next
- * bits, so OR-ing them again on the next refill changes nothing). */
+/* LSB-first bit reader over the index section p[0..n), by bit position. */
 typedef struct {
     const uint8_t *p;
-    size_t n, byte;
-    uint64_t acc;
-    unsigned cnt;
+    size_t n, pos;
 } bitr_t;
 
-static void bitr_fill(bitr_t *r)
+static uint64_t load_le64(const uint8_t *p)
 {
-    if (r->byte + 8 <= r->n) {
-        unsigned take = (63 - r->cnt) >> 3;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
 
-        r->acc |= get_u64(r->p + r->byte) << r->cnt;
-        r->byte += take;
-        r->cnt += 8 * take;
-        return;
-    }
-    while (r->cnt <= 55 && r->byte < r->n) {
-        r->acc |= (uint64_t)r->p[r->byte++] << r->cnt;
-        r->cnt += 8;
-    }
+    memcpy(&v, p, sizeof(v));
+    return v;
+#else
+    return get_u64(p);
+#endif
 }
 
-static size_t bitr_pos(const bitr_t *r) /* bits consumed */
+/* The bits from pos on, zeros past the end; *avail of them are real
+ * (at most 57). */
+static uint64_t bitr_peek(const bitr_t *r, unsigned *avail)
 {
-    return 8 * r->byte - r->cnt;
+    size_t byte = r->pos >> 3, left = 8 * r->n - r->pos;
+    uint64_t w = 0;
+
+    if (byte + 8 <= r->n)
+        w = load_le64(r->p + byte);
+    else
+        for (size_t i = byte; i < r->n; i++)
+            w |= (uint64_t)r->p[i] << (8 * (i - byte));
+    *avail = left < 57 ? (unsigned)left : 57;
+    return w >> (r->pos & 7);
 }
 
-/* One Rice code of parameter b whose value must be <= max. The common
- * case, the whole code among the bits held, is inline; bitr_rice_slow
- * handles the rest (long quotients, the end of the section, errors). */
 static int bitr_rice_slow(bitr_t *r, unsigned b, uint32_t max, size_t base, uint32_t *out);
 
+/* One Rice code of parameter b whose value must be <= max. The common
+ * case, the whole code within the next 57 bits of the section, is one load;
+ * bitr_rice_slow takes long quotients, the section's end and the errors. */
 static inline int bitr_rice(bitr_t *r, unsigned b, uint32_t max, size_t base, uint32_t *out)
 {
-    if (r->cnt < 32)
-        bitr_fill(r);
-    if (r->cnt > 0) {
-        uint64_t m = r->acc & (~(uint64_t)0 >> (64 - r->cnt));
+    size_t byte = r->pos >> 3;
 
-        if (m != 0) {
-            unsigned t = (unsigned)__builtin_ctzll(m);
+    if (byte + 8 <= r->n) {
+        uint64_t w = load_le64(r->p + byte) >> (r->pos & 7);
 
-            if (t + 1 + b <= r->cnt) {
-                uint64_t g = (uint64_t)t << b | ((r->acc >> (t + 1)) & (((uint64_t)1 << b) - 1));
+        if (w != 0) {
+            unsigned t = (unsigned)__builtin_ctzll(w);
+
+            if (t + 1 + b <= 57) {
+                uint64_t g = (uint64_t)t << b | ((w >> (t + 1)) & (((uint64_t)1 << b) - 1));
 
                 if (g <= max) {
-                    r->acc >>= t + 1 + b; /* t + 1 + b <= cnt <= 63 */
-                    r->cnt -= t + 1 + b;
+                    r->pos += t + 1 + b;
                     *out = (uint32_t)g;
                     return 0;
                 }
@@ -539,46 +529,40 @@ static inline int bitr_rice(bitr_t *r, unsigned b, uint32_t max, size_t base, ui
 
 static int bitr_rice_slow(bitr_t *r, unsigned b, uint32_t max, size_t base, uint32_t *out)
 {
-    uint64_t q = 0;
+    uint64_t q = 0, w;
+    unsigned avail;
 
     for (;;) {
-        if (r->cnt < 32)
-            bitr_fill(r);
-        uint64_t m = r->cnt > 0 ? r->acc & (~(uint64_t)0 >> (64 - r->cnt)) : 0;
-
-        if (m != 0) {
-            unsigned t = (unsigned)__builtin_ctzll(m);
+        w = bitr_peek(r, &avail);
+        if (avail == 0)
+            return sfl__fail(SFL_ETRUNC, "spcodec: truncated Rice code at byte %zu",
+                             base + r->pos / 8);
+        w &= ~(uint64_t)0 >> (64 - avail);
+        if (w != 0) {
+            unsigned t = (unsigned)__builtin_ctzll(w);
 
             q += t;
-            r->acc >>= t + 1;
-            r->cnt -= t + 1;
+            r->pos += t + 1;
             break;
         }
-        if (r->cnt == 0)
-            return sfl__fail(SFL_ETRUNC, "spcodec: truncated Rice code at byte %zu",
-                             base + bitr_pos(r) / 8);
-        q += r->cnt;
-        r->acc = 0;
-        r->cnt = 0;
+        q += avail;
+        r->pos += avail;
         if (q > (max >> b))
             break; /* refused below; stops a long run of zero bits early */
     }
     if (q > (max >> b))
         return sfl__fail(SFL_ERANGE, "spcodec: Rice quotient %llu beyond %u at byte %zu",
-                         (unsigned long long)q, max >> b, base + bitr_pos(r) / 8);
-    if (r->cnt < b) {
-        bitr_fill(r);
-        if (r->cnt < b)
-            return sfl__fail(SFL_ETRUNC, "spcodec: truncated Rice code at byte %zu",
-                             base + bitr_pos(r) / 8);
-    }
-    uint64_t g = q << b | (r->acc & (((uint64_t)1 << b) - 1));
+                         (unsigned long long)q, max >> b, base + r->pos / 8);
+    w = bitr_peek(r, &avail);
+    if (avail < b)
+        return sfl__fail(SFL_ETRUNC, "spcodec: truncated Rice code at byte %zu",
+                         base + r->pos / 8);
+    uint64_t g = q << b | (w & (((uint64_t)1 << b) - 1));
 
-    r->acc >>= b;
-    r->cnt -= b;
+    r->pos += b;
     if (g > max)
         return sfl__fail(SFL_ERANGE, "spcodec: Rice code %llu beyond %u at byte %zu",
-                         (unsigned long long)g, max, base + (bitr_pos(r) - 1) / 8);
+                         (unsigned long long)g, max, base + (r->pos - 1) / 8);
     *out = (uint32_t)g;
     return 0;
 }
@@ -586,7 +570,7 @@ static int bitr_rice_slow(bitr_t *r, unsigned b, uint32_t max, size_t base, uint
 /* The section must end with the last code: pad bits zero, no spare byte. */
 static int bitr_end(const bitr_t *r, size_t base)
 {
-    size_t bits = bitr_pos(r), used = (bits + 7) / 8;
+    size_t bits = r->pos, used = (bits + 7) / 8;
 
     if (bits % 8 != 0 && (r->p[used - 1] >> (bits % 8)) != 0)
         return sfl__fail(SFL_EPARSE, "spcodec: nonzero padding bits at byte %zu",
@@ -656,7 +640,7 @@ static int get_bitmap_index(const uint8_t *p, size_t n, size_t base, uint32_t di
 static int get_rice_index(const uint8_t *p, size_t n, size_t base, uint32_t dim, uint32_t nnz,
                           unsigned b, uint32_t *idx)
 {
-    bitr_t r = {p, n, 0, 0, 0};
+    bitr_t r = {p, n, 0};
     uint32_t next = 0, g;
     int rc;
 
@@ -676,7 +660,7 @@ static int get_rice_index(const uint8_t *p, size_t n, size_t base, uint32_t dim,
 static int get_crice_index(const uint8_t *p, size_t n, size_t base, uint32_t dim,
                            uint32_t nnz, unsigned b, uint32_t *idx)
 {
-    bitr_t r = {p, n, 0, 0, 0};
+    bitr_t r = {p, n, 0};
     uint32_t z = dim - nnz, next = 0, j = 0, g;
     int rc;
 

@@ -27,9 +27,9 @@
  * The encoder computes the exact size of every layout and writes the
  * smallest, ties to the lower layout number, so an empty vector and any
  * vector where varint is no larger keep the old bytes. Rice and complement
- * Rice are costed at five b each, from two below floor(log2(mean gap)) up
- * (the mean from dim and nnz; a geometric source's best b is within one
- * of it). Per index
+ * Rice are costed at every b (one pass: a gap g adds g >> b for each b
+ * below its bit length), so the choice is the least over all layouts and
+ * parameters, whatever the support's shape. Per index
  * that is about log2 C(dim, nnz) / nnz bits at any density: Rice near
  * log2(dim / nnz) + 1.5 below ~50 %, complement Rice above, nothing at 100 %.
  * Lossless: F64 values (and -0.0, explicit zeros in the support) come back
