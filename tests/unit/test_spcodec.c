@@ -154,6 +154,22 @@ static sfl_spvec_t *small_vec(void)
     return v;
 }
 
+/* A file kept beside a golden (when run from the source root) holds its
+ * bytes. */
+static void same_file(const char *path, const uint8_t *bytes, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+
+    if (f != NULL) {
+        uint8_t fb[64];
+        size_t n = fread(fb, 1, sizeof(fb), f);
+
+        fclose(f);
+        assert_int_equal(n, len);
+        assert_memory_equal(fb, bytes, n);
+    }
+}
+
 static void test_spcodec_golden(void **state)
 {
     (void)state;
@@ -180,15 +196,7 @@ static void test_spcodec_golden(void **state)
 
         /* The same bytes are kept in tests/vectors/ (fuzz seeds, interop);
          * run from the source root they must agree. */
-        FILE *f = fopen(goldens[g].file, "rb");
-        if (f != NULL) {
-            uint8_t fb[64];
-            size_t n = fread(fb, 1, sizeof(fb), f);
-
-            fclose(f);
-            assert_int_equal(n, goldens[g].len);
-            assert_memory_equal(fb, goldens[g].bytes, n);
-        }
+        same_file(goldens[g].file, goldens[g].bytes, goldens[g].len);
     }
     sfl_spvec_free(v);
 
@@ -217,15 +225,7 @@ static void test_spcodec_golden(void **state)
         sfl_spvec_free(v);
 
         /* the fuzzer's seeds hold the same bytes */
-        FILE *f = fopen(layouts[g].file, "rb");
-        if (f != NULL) {
-            uint8_t fb[64];
-            size_t n = fread(fb, 1, sizeof(fb), f);
-
-            fclose(f);
-            assert_int_equal(n, layouts[g].len);
-            assert_memory_equal(fb, layouts[g].bytes, n);
-        }
+        same_file(layouts[g].file, layouts[g].bytes, layouts[g].len);
     }
 }
 
