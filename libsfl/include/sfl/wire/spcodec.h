@@ -31,7 +31,8 @@
  * below its bit length), so the choice is the least over all layouts and
  * parameters, whatever the support's shape. Per index
  * that is about log2 C(dim, nnz) / nnz bits at any density: Rice near
- * log2(dim / nnz) + 1.5 below ~50 %, complement Rice above, nothing at 100 %.
+ * log2(dim / nnz) + 1.5 at low density, a bitmap around 50 %, complement
+ * Rice above, nothing at 100 % (results/codec.md has the sweep).
  * Lossless: F64 values (and -0.0, explicit zeros in the support) come back
  * bit for bit.
  *
