@@ -24,8 +24,9 @@
  *   bench_wire enc=... codec_bytes=... payload_bytes=... update_bytes=...
  *             limit_bytes=... codec_over_limit=... update_over_limit=...
  * where limit_bytes = (log2 C(d,k) + value_bits * k) / 8, value_bits 64 for
- * f64, 32 for f32, 8 for q8, and update_bytes is the packed SubmitUpdate
- * request (sealed payload + envelope). */
+ * f64, 32 for f32, 8 for q8 plus q8's 16-byte range (lo, hi: information the
+ * receiver needs), and update_bytes is the packed SubmitUpdate request
+ * (sealed payload + envelope). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,7 +205,8 @@ static int wire(const sfl_spvec_t *v, sfl_enc_t enc, const sfl_identity_t *id,
     }
     if (ingest_ms)
         *ingest_ms = median(t, INGEST_RUNS);
-    double limit = (log2_binom(v->dim, v->nnz) + bits[enc] * v->nnz) / 8;
+    double limit = (log2_binom(v->dim, v->nnz) + bits[enc] * v->nnz) / 8 +
+                   (enc == SFL_ENC_Q8 ? 16 : 0);
     size_t codec = sfl_spcodec_size(v, enc);
 
     printf("bench_wire enc=%s k=%u d=%u codec_bytes=%zu payload_bytes=%zu update_bytes=%zu "

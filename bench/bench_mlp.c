@@ -41,8 +41,8 @@
  * gflops counts the flops each implementation does (sparse: 4 nnz H, dense:
  * 4 n H, both + 6 C H), so lib and plain do about a fifth of dgemm's work
  * per sample on MNIST. limit_bytes = (log2 C(d,k) + value_bits k) / 8 with
- * value_bits 64 (f64), 32 (f32), 8 (q8), for a uniformly random k-subset of
- * the d parameters with N(0,1) values; index_bits_per_nnz is what the codec
+ * value_bits 64 (f64), 32 (f32), 8 (q8; plus its 16-byte range), for a
+ * uniformly random k-subset of the d parameters with N(0,1) values; index_bits_per_nnz is what the codec
  * spends on the support (its bytes less values and header), against
  * log2 C(d,k) / k. */
 #include <cblas.h>
@@ -677,7 +677,8 @@ static int wire(uint32_t d, double ratio, sfl_rng_t *r)
     v->nnz = k;
     for (int e = SFL_ENC_F64; e <= SFL_ENC_Q8; e++) {
         size_t size = sfl_spcodec_size(v, (sfl_enc_t)e), len = 0;
-        double lb = log2_binom(d, k), limit = (lb + bits[e] * k) / 8;
+        double lb = log2_binom(d, k);
+        double limit = (lb + bits[e] * k) / 8 + (e == SFL_ENC_Q8 ? 16 : 0);
         uint8_t *nb = realloc(buf, size);
 
         if (nb == NULL) {

@@ -27,6 +27,8 @@ for a in "fedgradmp" "fediterht --lr 0.004" "fediterht --lr 0.01"; do
 done
 echo "== coordinator ingest per mode-1 update vs its floor (TLS records + one hash + decode + fold): sealed (before issue 27) and signed (now); agent seal vs sign"
 "$B/bench/bench_ingest"
+echo "== sparse vector codec: bytes vs log2 C(d,k) + value bits and the chosen layout, encode / decode MB/s vs the varint layout (d = 1e6, 1e5; k/d 0.1 - 100 %)"
+"$B/bench/bench_codec"
 echo "== coordinator aggregation: 1000 updates, k = 1e4, d = 1e6; bytes per update vs log2 C(d,k) + value bits"
 "$B/bench/bench_agg"
 echo "== aggregation, dense: FedAvg, 50 updates of d = k = 1e5 (bench-peer's dense case)"

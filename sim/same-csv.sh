@@ -11,6 +11,9 @@
 # is left out of the comparison and named once; a column OLD has and NEW
 # lacks is a difference. SAME_CSV_ONLY=REGEX (grep -E) runs only the runs
 # whose names match it, e.g. SAME_CSV_ONLY='^(algo-|readme-|sim1-)'.
+# SAME_CSV_IGNORE=COL,COL empties those columns in both CSVs before the
+# comparison, for a change that moves them on purpose, e.g.
+# SAME_CSV_IGNORE=bytes_up,bytes_down for a lossless change of the codec.
 set -u
 old=$1 new=$2 out=${3:-build/same-csv}
 mkdir -p "$out"
@@ -42,6 +45,14 @@ run() { # name args...
     fi
     "$new" --no-wall-clock --quiet "$@" > "$out/$name.new" 2> "$out/$name.new.err"
     rc_new=$?
+    if [ -n "${SAME_CSV_IGNORE:-}" ]; then
+        for f in "$out/$name.old" "$out/$name.new"; do
+            awk -F, -v OFS=, -v cols="$SAME_CSV_IGNORE" '
+                NR == 1 { n = split(cols, c, ",")
+                          for (i = 1; i <= NF; i++) for (j = 1; j <= n; j++) if ($i == c[j]) skip[i] = 1 }
+                NR > 1 { for (i in skip) $i = "" } { print }' "$f" > "$f.tmp" && mv "$f.tmp" "$f"
+        done
+    fi
     h_old=$(head -1 "$out/$name.old") h_new=$(head -1 "$out/$name.new")
     if [ -n "$h_old" ] && [ -n "$h_new" ] && [ "$h_old" != "$h_new" ]; then
         # compare OLD's columns only; a failed projection leaves .cut empty

@@ -412,7 +412,8 @@ int sfl__msg_get_sparse(const chk_t *c, const char *field, const Sfl__V1__Sparse
         return rc;
     }
     if (enc != NULL)
-        *enc = (sfl_enc_t)sv->data.data[varint_len(v->dim) + varint_len(v->nnz)];
+        *enc = (sfl_enc_t)(sv->data.data[varint_len(v->dim) + varint_len(v->nnz)] &
+                           SFL_SPCODEC_ENC_MASK);
     if (hash != NULL)
         crypto_generichash(hash, SFL_MSG_HASH_BYTES, sv->data.data, sv->data.len, NULL, 0);
     *out = v;
