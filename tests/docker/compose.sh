@@ -437,31 +437,20 @@ phase compose "demo job finished ($(rate 1 "$LOG/coordinator-1.log"))"
 OUT=$E/out
 mkdir -p "$OUT"
 chmod 777 "$OUT"
-dc 120 run --rm -T -v "$OUT:/out" ctl model export 1 /out/model.spc --format spcodec \
+dc 120 run --rm -T -v "$OUT:/out" ctl model export 1 /out/model.txt --format text \
     >"$LOG/export.log" 2>&1 || fail "ctl model export: $(tail -3 "$LOG/export.log")"
 grep -Eq "^job 1 round 50: dimension 1000, nnz 20, " "$LOG/export.log" ||
     fail "ctl model export: $(cat "$LOG/export.log")"
 dc 60 exec -T coordinator cat /data/shards/truth >"$OUT/truth" ||
     fail "cannot read /data/shards/truth"
-/usr/bin/python3 - "$OUT/model.spc" "$OUT/truth" >"$LOG/model.txt" <<'EOF' || fail "model: $(cat "$LOG/model.txt")"
-import math, struct, sys
-b = open(sys.argv[1], "rb").read()
-def varint(i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1; v |= (c & 0x7F) << s; s += 7
-        if c < 0x80:
-            return v, i
-dim, i = varint(0)
-nnz, i = varint(i)
-assert b[i] == 0, "not f64"
-i += 1
-idx, last = [], -1
-for _ in range(nnz):
-    g, i = varint(i)
-    last = g if last < 0 else last + g + 1
-    idx.append(last + 1)
-x = dict(zip(idx, struct.unpack_from(f"<{nnz}d", b, i)))
+/usr/bin/python3 - "$OUT/model.txt" "$OUT/truth" >"$LOG/model.txt" <<'EOF' || fail "model: $(cat "$LOG/model.txt")"
+import math, sys
+# sflctl's text export: "# ..." lines, then "index value" (1-based, as the truth file)
+x = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("#") and line.strip():
+        k, v = line.split()
+        x[int(k)] = float(v)
 t = {}
 for line in open(sys.argv[2]):
     if not line.startswith("#") and line.strip():
