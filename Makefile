@@ -264,7 +264,7 @@ $(BUILD)/%.o: %.c $(SYSROOT_STAMP) | deps
 
 # The store's PostgreSQL backend: libpq's headers (in the sysroot when
 # cross-compiling).
-$(BUILD)/server/store/pgstore.o: ALL_CFLAGS += -I$(if $(CROSS),$(SYSROOT))/usr/include/postgresql
+$(BUILD)/server/store/pgstore.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
 
 # One protoc-c run writes every file (grouped target).
 $(PROTO_C) $(PROTO_H) &: $(PROTO_SRC) | deps
@@ -415,7 +415,7 @@ $(GRPCFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/grpcfx/grpc
 STOREFX_TESTS := test_store test_backup
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/obj/storefx/storefx.o
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/storefx/storefx.o
-$(BUILD)/tests/obj/storefx/storefx.o: ALL_CFLAGS += -I$(if $(CROSS),$(SYSROOT))/usr/include/postgresql
+$(BUILD)/tests/obj/storefx/storefx.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
 
 # bench_writer measures the coordinator's store and writer: it links them.
 $(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB) $(JOB_LIB)

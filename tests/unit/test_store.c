@@ -1363,7 +1363,7 @@ static void test_store_failalloc(void **state)
     static void pg_##name(void **state)                                                       \
     {                                                                                         \
         if (!pg_available()) {                                                                \
-            print_message("SKIP: SFL_TEST_PG is unset (the conninfo of a running cluster; "   \
+            print_message("skipped: SFL_TEST_PG is unset (the conninfo of a running cluster; "   \
                           "tests/run.sh starts one with tests/pgcluster.sh)\n");              \
             skip();                                                                           \
         }                                                                                     \
