@@ -309,6 +309,7 @@ struct pg_store {
     int64_t fence;                    /* coord_store_fence's epoch; 0: unfenced */
     int leads;                        /* leader_try won on this session */
     int read_only;                    /* coord_store_read_only */
+    int lost;                         /* reconnected since the batch began */
     unsigned busy_ms;
     int relaxed;
     int64_t changes; /* rows the last command changed */
@@ -435,8 +436,10 @@ static int vdberr(pg_store_t *s, int rc, const char *fmt, va_list ap)
         err = -ENOSPC;
     else if (strcmp(st, "53200") == 0)
         err = SFL_ENOMEM;
-    else if (strncmp(st, "42", 2) == 0 || strcmp(st, "22P02") == 0)
+    else if (strncmp(st, "42", 2) == 0)
         err = SFL_EPARSE;
+    else if (strncmp(st, "22", 2) == 0) /* a value the server refuses: bad UTF-8 ... */
+        err = SFL_EINVAL;
     else
         err = SFL_EIO;
     return sfl__fail(err, "%s: %s (SQLSTATE %s)", ctx, s->msg, st[0] ? st : "?");
@@ -477,7 +480,7 @@ static int conn_ok(pg_store_t *s)
     if (PQstatus(s->conn) == CONNECTION_OK)
         return 0;
     s->leads = 0;
-    s->batch = 0;
+    s->lost = 1; /* a batch open on the old session is gone (batch_commit says so) */
     memset(s->prepared, 0, sizeof(s->prepared));
     for (int i = 0; i < ST_COUNT; i++) {
         PQclear(s->st[i].res);
@@ -2693,8 +2696,10 @@ static int pg_batch_begin(coord_store_t *base_)
 
     if (s == NULL || s->batch)
         return sfl__fail(SFL_EINVAL, "store: NULL store or a batch already open");
-    if ((rc = simple(s, ST_BEGIN, "begin batch")) == 0)
+    if ((rc = simple(s, ST_BEGIN, "begin batch")) == 0) {
         s->batch = 1;
+        s->lost = 0;
+    }
     return rc;
 }
 
@@ -2705,11 +2710,14 @@ static int pg_batch_commit(coord_store_t *base_)
     if (s == NULL || !s->batch)
         return sfl__fail(SFL_EINVAL, "store: no batch open");
     s->batch = 0;
-    if (pst_autocommit(s))
-        return sfl__fail(PQstatus(s->conn) == CONNECTION_OK ? SFL_EIO : -ECONNRESET,
-                         "store: the batch was rolled back%s",
-                         PQstatus(s->conn) == CONNECTION_OK ? ""
-                                                            : " (connection to PostgreSQL lost)");
+    if (pst_autocommit(s) || s->lost) {
+        int lost = s->lost || PQstatus(s->conn) != CONNECTION_OK;
+
+        if (!pst_autocommit(s))
+            PQclear(PQexec(s->conn, "ROLLBACK"));
+        return sfl__fail(lost ? -ECONNRESET : SFL_EIO, "store: the batch was rolled back%s",
+                         lost ? " (the connection to PostgreSQL was lost)" : "");
+    }
     return end(s, 0);
 }
 
