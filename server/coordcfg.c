@@ -84,7 +84,8 @@ static const sfl_cfg_key_t keys[] = {
       "a new ticket key (state_dir/tls-ticket.keys) this often; the old ones open tickets "
       "until they expire"),
     N("relaxed_sync", relaxed_sync, "0", "0|1",
-      "SQLite synchronous=NORMAL: faster, last commits may roll back on power loss"),
+      "SQLite synchronous=NORMAL (PostgreSQL: synchronous_commit=off): faster, last commits "
+      "may roll back on power loss"),
 };
 #undef S
 #undef N
