@@ -1401,6 +1401,40 @@ static void test_store_leader(void **state)
     coord_store_close(s);
 }
 
+/* Store specs: the backend from the prefix, a bare path is SQLite, and the
+ * masked form never shows a password. */
+static void test_store_spec(void **state)
+{
+    (void)state;
+    coord_store_backend_t b;
+    const char *loc;
+    char m[256];
+
+    assert_int_equal(coord_store_spec_parse("sqlite:/a/b.db", &b, &loc), 0);
+    assert_int_equal(b, COORD_STORE_SQLITE);
+    assert_string_equal(loc, "/a/b.db");
+    assert_int_equal(coord_store_spec_parse("/var/lib/sfl/coordinator.db", &b, &loc), 0);
+    assert_int_equal(b, COORD_STORE_SQLITE);
+    assert_string_equal(loc, "/var/lib/sfl/coordinator.db");
+    assert_int_equal(coord_store_spec_parse("postgresql:host=db dbname=sfl", &b, &loc), 0);
+    assert_int_equal(b, COORD_STORE_POSTGRESQL);
+    assert_string_equal(loc, "host=db dbname=sfl");
+    assert_int_equal(coord_store_spec_parse("postgresql:", &b, &loc), SFL_EINVAL);
+    assert_int_equal(coord_store_spec_parse("sqlite:", &b, &loc), SFL_EINVAL);
+    assert_int_equal(coord_store_spec_parse("", &b, &loc), SFL_EINVAL);
+    coord_store_spec_mask("postgresql:host=db password=s3cret user=u", m, sizeof(m));
+    assert_string_equal(m, "postgresql:host=db password=*** user=u");
+    coord_store_spec_mask("postgresql:password = 'a b\\'c' host=db", m, sizeof(m));
+    assert_string_equal(m, "postgresql:password=*** host=db");
+    coord_store_spec_mask("postgresql:postgresql://u:s3cret@db:5432/sfl?password=x&a=1", m,
+                          sizeof(m));
+    assert_string_equal(m, "postgresql:postgresql://u:***@db:5432/sfl?password=***&a=1");
+    coord_store_spec_mask("sqlite:/a/password=b", m, sizeof(m));
+    assert_string_equal(m, "sqlite:/a/password=b");
+    coord_store_spec_mask("postgresql:password=s3cret", m, 12);
+    assert_null(strstr(m, "s3c"));
+}
+
 /* The rest need PostgreSQL: sessions of several processes. */
 
 /* Two connections race the leader lock: one wins, the other waits its
@@ -1597,6 +1631,7 @@ int main(void)
         cmocka_unit_test(test_store_failalloc),
         cmocka_unit_test(test_store_quarantine),
         cmocka_unit_test(test_store_leader),
+        cmocka_unit_test(test_store_spec),
     };
     const struct CMUnitTest pg_tests[] = {
         PG_UNIT(test_store_agents),
