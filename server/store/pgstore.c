@@ -145,6 +145,8 @@ enum {
     ST_FENCE,
     ST_LEADER_BUMP,
     ST_LEADER_GET,
+    ST_COHORT_MISSING,
+    ST_PART_SELECTED_ALL,
     ST_COUNT
 };
 
@@ -175,6 +177,14 @@ static const char *const sql_text[ST_COUNT] = {
                        "ON CONFLICT(one) DO UPDATE SET epoch = leader.epoch + 1, holder = ?1, "
                        "since_ms = ?2 RETURNING epoch",
     [ST_LEADER_GET] = "SELECT epoch, holder, since_ms FROM leader WHERE one = 1",
+    /* a round's cohort in two statements, not one per member: its first id
+     * that is no agent, then every member's SELECTED row (?4: int8[]) */
+    [ST_COHORT_MISSING] = "SELECT c FROM unnest(?1::bigint[]) c "
+                          "WHERE NOT EXISTS(SELECT 1 FROM agents WHERE id = c) ORDER BY c LIMIT 1",
+    [ST_PART_SELECTED_ALL] = "INSERT INTO participation(job_id, round, attempt, agent_id, "
+                             "status, reason, bytes, at_ms) "
+                             "SELECT ?1::bigint, ?2::bigint, ?3::bigint, c, 'selected', NULL, 0, "
+                             "?5::bigint FROM unnest(?4::bigint[]) c",
     [ST_BEGIN] = "BEGIN",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -1714,6 +1724,7 @@ static int pg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64
     pg_store_t *s = (pg_store_t *)base_;
     pst_t *st = NULL;
     uint8_t *manifest = NULL;
+    char *ids = NULL;
     coord_job_state_t jstate;
     int64_t last, next, now = now_ms();
     int rc, txn = 0;
@@ -1772,27 +1783,48 @@ static int pg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64
     st = NULL;
     if (rc)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = prep(s, ST_PART_SELECTED, &st, IDS(job, round, attempt, cohort[i], now))) != 0)
+    if (n > 0) {
+        /* the cohort as an int8[] literal: "{1,2,3}" (agents are never deleted, so
+         * the check holds until the insert) */
+        size_t cap = n * 21 + 3, o = 0;
+
+        ids = sfl__malloc(cap);
+        if (ids == NULL) {
+            rc = sfl__fail(SFL_ENOMEM, "store: out of memory for a cohort of %zu", n);
             goto out;
-        rc = pst_step(st);
-        if (rc == PQ_FK) {
+        }
+        ids[o++] = '{';
+        for (size_t i = 0; i < n; i++)
+            o += (size_t)snprintf(ids + o, cap - o, "%s%lld", i ? "," : "", (long long)cohort[i]);
+        ids[o++] = '}';
+        ids[o] = '\0';
+        if ((rc = stmt(s, ST_COHORT_MISSING, &st)) != 0)
+            goto out;
+        bind_text(st, 1, ids);
+        rc = step(s, st, "store: check the cohort's agents");
+        if (rc == PQ_ROW) {
             rc = sfl__fail(SFL_ENOTFOUND, "store: cohort agent %lld is not a registered agent",
-                           (long long)cohort[i]);
+                           (long long)pst_i64(st, 0));
             goto out;
         }
-        if (rc != PQ_DONE) {
-            rc = dberr(s, rc, "store: record selection of agent %lld",
-                                    (long long)cohort[i]);
+        if (rc != PQ_DONE)
             goto out;
-        }
-        pst_reset(st);
+        done(st);
+        if ((rc = prep(s, ST_PART_SELECTED_ALL, &st, IDS(job, round, attempt))) != 0)
+            goto out;
+        bind_text(st, 4, ids);
+        pst_bind_i64(st, 5, now);
+        rc = exec_stmt(s, st, "record the cohort's selection");
+        st = NULL;
+        if (rc)
+            goto out;
     }
     rc = 0;
 out:
     done(st);
     if (txn)
         rc = end(s, rc);
+    sfl__free(ids);
     sfl__free(manifest);
     return rc;
 }
