@@ -1109,7 +1109,7 @@ static void bind_agent(pst_t *st, const coord_agent_row_t *a, int64_t now)
     pst_bind_i64(st, 8, now);
 }
 
-static int pg_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
+static int agent_upsert_once(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
 {
     pg_store_t *s = (pg_store_t *)base_;
     pst_t *st = NULL;
@@ -1193,6 +1193,27 @@ out:
     rc = end(s, rc);
     if (rc == 0 && id)
         *id = aid;
+    return rc;
+}
+
+/* Another process (a front-end) may insert the same new agent between this
+ * call's look-ups and its insert (READ COMMITTED: each statement sees what
+ * committed before it): the unique key refuses the second insert, or the
+ * key look-up finds the row the name look-up missed (-EEXIST). The upsert
+ * then runs once more, now finding the row by name; a real conflict gives
+ * the same answer again. */
+static int pg_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
+{
+    pg_store_t *s = (pg_store_t *)base_;
+    int rc;
+
+    if (s)
+        s->sqlstate[0] = '\0';
+    rc = agent_upsert_once(base_, a, id);
+    if (s != NULL && (rc == -EEXIST || (rc == SFL_EINVAL && strcmp(s->sqlstate, "23505") == 0))) {
+        s->sqlstate[0] = '\0';
+        rc = agent_upsert_once(base_, a, id);
+    }
     return rc;
 }
 

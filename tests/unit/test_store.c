@@ -1532,6 +1532,46 @@ static void test_store_pg_migrate_race(void **state)
     coord_store_close(s);
 }
 
+/* Processes (front-ends) joining the same new agent at once: every upsert
+ * succeeds, with the one id (a lost insert race runs the upsert again). */
+static void test_store_pg_upsert_race(void **state)
+{
+    (void)state;
+    char p[sizeof(pathbuf)];
+    pid_t kids[4];
+
+    snprintf(p, sizeof(p), "%s", dbpath("upsrace.db"));
+    coord_store_close(open_ok(p, 2)); /* migrated once, before the race */
+    for (int i = 0; i < 4; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            coord_store_t *s = NULL;
+            coord_agent_row_t a;
+            int64_t id = 0;
+            int rc = coord_store_open(p, NULL, &s);
+
+            make_agent(&a, "racer", 5);
+            if (rc == 0)
+                rc = coord_store_agent_upsert(s, &a, &id);
+            if (rc != 0)
+                fprintf(stderr, "child %d: %s\n", i, sfl_last_error());
+            coord_store_close(s);
+            _exit(rc == 0 && id > 0 && id < 100 ? (int)id : 255);
+        }
+    }
+    int first = -1;
+    for (int i = 0; i < 4; i++) {
+        int st = 0;
+
+        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 255);
+        if (first < 0)
+            first = WEXITSTATUS(st);
+        assert_int_equal(WEXITSTATUS(st), first);
+    }
+}
+
 /* The server restarts under a leading store: the call in flight fails
  * clearly (-ECONNRESET, libpq's message), the next one reconnects, and the
  * reconnected session no longer holds the leader lock. Needs the cluster's
@@ -1602,6 +1642,7 @@ PG_TEST(test_store_leader)
 PG_TEST(test_store_pg_leader_race)
 PG_TEST(test_store_pg_migrate_race)
 PG_TEST(test_store_pg_restart)
+PG_TEST(test_store_pg_upsert_race)
 
 static int pg_test_teardown(void **state)
 {
@@ -1649,6 +1690,7 @@ int main(void)
         PG_UNIT(test_store_leader),
         PG_UNIT(test_store_pg_leader_race),
         PG_UNIT(test_store_pg_migrate_race),
+        PG_UNIT(test_store_pg_upsert_race),
         PG_UNIT(test_store_pg_restart),
     };
     int rc = cmocka_run_group_tests_name("sqlite", tests, group_setup, group_teardown);
