@@ -1572,6 +1572,33 @@ static void test_store_pg_upsert_race(void **state)
     }
 }
 
+/* What a PostgreSQL store refuses or checks: backups (pg_dump's job), a
+ * constraint left unvalidated, a schema version not this coordinator's. */
+static void test_store_pg_checks(void **state)
+{
+    (void)state;
+    const char *p = dbpath("checks.db");
+    char spec[sizeof(pathbuf)];
+    coord_store_t *s = open_ok(p, 2);
+    uint64_t bytes = 7;
+
+    snprintf(spec, sizeof(spec), "%s", p);
+    assert_string_equal(coord_store_backend(s), "postgresql");
+    assert_int_equal(coord_store_backup(s, dbpath("copy.db"), &bytes), SFL_EUNSUP);
+    assert_non_null(strstr(sfl_last_error(), "pg_dump"));
+    assert_int_equal(bytes, 0);
+    assert_int_equal(coord_store_backup_path(spec, "/tmp/x.db", NULL), SFL_EUNSUP);
+    assert_int_equal(coord_store_integrity_check(s), 0);
+    raw_sql(spec, "ALTER TABLE agents ADD CONSTRAINT odd CHECK (samples < 0) NOT VALID");
+    assert_int_equal(coord_store_integrity_check(s), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), "odd"));
+    raw_sql(spec, "ALTER TABLE agents DROP CONSTRAINT odd; DELETE FROM schema_version "
+                  "WHERE version = (SELECT MAX(version) FROM schema_version)");
+    assert_int_equal(coord_store_integrity_check(s), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), "schema version"));
+    coord_store_close(s);
+}
+
 /* The server restarts under a leading store: the call in flight fails
  * clearly (-ECONNRESET, libpq's message), the next one reconnects, and the
  * reconnected session no longer holds the leader lock. Needs the cluster's
@@ -1643,6 +1670,7 @@ PG_TEST(test_store_pg_leader_race)
 PG_TEST(test_store_pg_migrate_race)
 PG_TEST(test_store_pg_restart)
 PG_TEST(test_store_pg_upsert_race)
+PG_TEST(test_store_pg_checks)
 
 static int pg_test_teardown(void **state)
 {
@@ -1691,6 +1719,7 @@ int main(void)
         PG_UNIT(test_store_pg_leader_race),
         PG_UNIT(test_store_pg_migrate_race),
         PG_UNIT(test_store_pg_upsert_race),
+        PG_UNIT(test_store_pg_checks),
         PG_UNIT(test_store_pg_restart),
     };
     int rc = cmocka_run_group_tests_name("sqlite", tests, group_setup, group_teardown);
