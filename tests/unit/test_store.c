@@ -1671,6 +1671,7 @@ PG_TEST(test_store_pg_migrate_race)
 PG_TEST(test_store_pg_restart)
 PG_TEST(test_store_pg_upsert_race)
 PG_TEST(test_store_pg_checks)
+PG_TEST(test_store_crash)
 
 static int pg_test_teardown(void **state)
 {
@@ -1720,6 +1721,7 @@ int main(void)
         PG_UNIT(test_store_pg_migrate_race),
         PG_UNIT(test_store_pg_upsert_race),
         PG_UNIT(test_store_pg_checks),
+        PG_UNIT(test_store_crash),
         PG_UNIT(test_store_pg_restart),
     };
     int rc = cmocka_run_group_tests_name("sqlite", tests, group_setup, group_teardown);
