@@ -528,12 +528,16 @@ static int stmt(pg_store_t *s, int id, pst_t **out)
             return dberr(s, rc, "store: prepare statement %d", id);
         s->prepared[id] = 1;
     }
+    /* a fresh use: no result or parameters left from the last one */
+    PQclear(st->res);
+    st->res = NULL;
+    st->row = -1;
+    st->nparams = 0;
+    memset(st->val, 0, sizeof(st->val)); /* unbound parameters are NULL, as in SQLite */
+    memset(st->len, 0, sizeof(st->len));
+    memset(st->fmt, 0, sizeof(st->fmt));
     st->s = s;
     st->id = id;
-    if (st->row < 0 || st->res == NULL) {
-        st->nparams = 0;
-        st->row = -1;
-    }
     *out = st;
     return 0;
 }
