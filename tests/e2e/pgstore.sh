@@ -57,7 +57,9 @@ q() { psql -X -q -t -A -v ON_ERROR_STOP=1 "$conninfo" -c "$1"; }
 "$BIN/sfl-coordinator" --config "$t/coordinator.ini" --backup "$t/copy.db" > "$t/backup.log" 2>&1 &&
     fail "--backup of a PostgreSQL store succeeded"
 grep -q "pg_dump" "$t/backup.log" || fail "--backup does not name pg_dump: $(cat "$t/backup.log")"
+# PK: what the agents pin (start_agent)
 PK=$("$BIN/sfl-coordinator" --config "$t/coordinator.ini" --public-key 2>> "$t/coord.log")
+export PK
 "$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
 coord=$!
 pids="$pids $coord"
@@ -74,8 +76,9 @@ wait "$coord" 2> /dev/null || true
 last=$(q "SELECT last_committed_round FROM jobs WHERE id = 1")
 twice=$(q "SELECT count(*) FROM (SELECT round FROM rounds WHERE job_id = 1 AND state = 'committed' GROUP BY round HAVING count(*) > 1) x")
 ck=$(q "SELECT COALESCE(MAX(round), 0) FROM checkpoints WHERE job_id = 1")
-[ "$last" -ge 2 ] && [ "$twice" = 0 ] && [ "$ck" = "$last" ] ||
+if [ "$last" -lt 2 ] || [ "$twice" != 0 ] || [ "$ck" != "$last" ]; then
     fail "store after kill -9: last $last, committed twice $twice, checkpoint $ck"
+fi
 step "kill -9 after round $last: store consistent (checkpoint $ck, no round twice)"
 "$BIN/sfl-coordinator" --config "$t/coordinator.ini" >> "$t/coord.log" 2>&1 &
 coord=$!
