@@ -807,8 +807,8 @@ static int exec_stmt(pg_store_t *s, pst_t *st, const char *what)
 }
 
 /* Binds a big blob (spec, cohort, model) as parameter i, then runs st like
- * exec_stmt. SQLite refuses blobs beyond SQLITE_MAX_LENGTH (1e9 bytes by
- * default): SFL_ELIMIT with the detail "<fmt>: <sqlite message>". */
+ * exec_stmt. PostgreSQL refuses a bytea beyond 1 GB: SFL_ELIMIT with the
+ * detail "<fmt>: <message>". */
 static int exec_blob(pg_store_t *s, pst_t *st, int i, const void *p, size_t n,
                      const char *what, const char *fmt, ...) SFL_PRINTF(7, 8);
 static int exec_blob(pg_store_t *s, pst_t *st, int i, const void *p, size_t n,
@@ -843,7 +843,7 @@ static int begin(pg_store_t *s)
 
 /* Inside a batch: releases the call's savepoint when rc is 0, else rolls
  * the call's changes back; the batch's transaction stays open unless
- * SQLite ended it itself (batch_commit then fails). */
+ * the connection was lost (batch_commit then fails). */
 static int end_savepoint(pg_store_t *s, int rc)
 {
     char keep[512];
@@ -862,12 +862,18 @@ static int end_savepoint(pg_store_t *s, int rc)
     return rc;
 }
 
-/* Commits when rc is 0, else rolls back; returns the first error. SQLite may
- * already have rolled back on its own (e.g. PQ_FULL), hence the check. */
+/* Commits when rc is 0, else rolls back; returns the first error. The
+ * connection may be gone, hence the check. PostgreSQL answers COMMIT of a
+ * transaction in which a statement failed with a silent ROLLBACK: such a
+ * transaction is a failure here, never reported as committed. */
 static int end(pg_store_t *s, int rc)
 {
     if (s->batch)
         return end_savepoint(s, rc);
+    if (rc == 0 && PQtransactionStatus(s->conn) == PQTRANS_INERROR)
+        rc = sfl__fail(SFL_EIO, "store: a statement of the transaction failed (%s): rolled "
+                                "back",
+                       s->msg[0] ? s->msg : "?");
     if (rc == 0) {
         rc = simple(s, ST_COMMIT, "commit transaction");
         if (rc == 0)
@@ -950,7 +956,7 @@ static int col_fixed(pst_t *st, int i, uint8_t *dst, size_t n, const char *what)
 }
 
 /* Copies a BLOB column into a new buffer after checking its size against
- * max: the length comes from the file, so it is checked before allocating. */
+ * max: the length comes from the database, so it is checked before allocating. */
 static int col_alloc(pst_t *st, int i, size_t max, uint8_t **out, size_t *len,
                      const char *what)
 {
@@ -1942,7 +1948,7 @@ out:
     return end(s, rc);
 }
 
-/* A finite double, or NULL (SQLite would store NaN as NULL anyway). */
+/* A finite double, or NULL (as sqlite.c stores it). */
 static void bind_real(pst_t *st, int i, double v)
 {
     if (isfinite(v))
