@@ -27,8 +27,9 @@ static const sfl_cfg_key_t keys[] = {
     S("state_dir", state_dir, "/var/lib/sfl", "DIR",
       "coordinator.db and the identity key coordinator.key"),
     S("store", store, "", "SPEC",
-      "sqlite:PATH or postgresql:CONNINFO (a libpq conninfo or URI; a fleet's masters share "
-      "it); a bare PATH is SQLite; default sqlite:state_dir/coordinator.db"),
+      "sqlite:PATH or postgresql:CONNINFO (a libpq conninfo, or a postgresql:// URI as it "
+      "stands; a fleet's masters share it); a bare PATH is SQLite; default "
+      "sqlite:state_dir/coordinator.db"),
     S("metrics_listen", metrics_listen, "127.0.0.1:9464", "HOST:PORT",
       "Prometheus /metrics and the read-only status page / over plain HTTP; off = none"),
     S("admin_listen", admin_listen, SFL_ADMIN_LISTEN_DEFAULT, "HOST:PORT",

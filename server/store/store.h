@@ -134,7 +134,8 @@ typedef struct {
 typedef enum { COORD_STORE_SQLITE = 0, COORD_STORE_POSTGRESQL } coord_store_backend_t;
 
 /* A store spec: "sqlite:PATH", "postgresql:CONNINFO" (a libpq conninfo
- * string or URI) or a bare PATH (SQLite). *location points into spec.
+ * string or URI), a libpq URI itself ("postgresql://..." or
+ * "postgres://...") or a bare PATH (SQLite). *location points into spec.
  * SFL_EINVAL when empty or when the location is. */
 int coord_store_spec_parse(const char *spec, coord_store_backend_t *backend,
                            const char **location) SFL_MUST_CHECK;

@@ -1419,6 +1419,13 @@ static void test_store_spec(void **state)
     assert_int_equal(coord_store_spec_parse("postgresql:host=db dbname=sfl", &b, &loc), 0);
     assert_int_equal(b, COORD_STORE_POSTGRESQL);
     assert_string_equal(loc, "host=db dbname=sfl");
+    assert_int_equal(coord_store_spec_parse("postgresql://sfl@db/sfl", &b, &loc), 0);
+    assert_int_equal(b, COORD_STORE_POSTGRESQL);
+    assert_string_equal(loc, "postgresql://sfl@db/sfl");
+    assert_int_equal(coord_store_spec_parse("postgres://db", &b, &loc), 0);
+    assert_string_equal(loc, "postgres://db");
+    assert_int_equal(coord_store_spec_parse("postgresql:postgresql://db", &b, &loc), 0);
+    assert_string_equal(loc, "postgresql://db");
     assert_int_equal(coord_store_spec_parse("postgresql:", &b, &loc), SFL_EINVAL);
     assert_int_equal(coord_store_spec_parse("sqlite:", &b, &loc), SFL_EINVAL);
     assert_int_equal(coord_store_spec_parse("", &b, &loc), SFL_EINVAL);
@@ -1426,9 +1433,8 @@ static void test_store_spec(void **state)
     assert_string_equal(m, "postgresql:host=db password=*** user=u");
     coord_store_spec_mask("postgresql:password = 'a b\\'c' host=db", m, sizeof(m));
     assert_string_equal(m, "postgresql:password=*** host=db");
-    coord_store_spec_mask("postgresql:postgresql://u:s3cret@db:5432/sfl?password=x&a=1", m,
-                          sizeof(m));
-    assert_string_equal(m, "postgresql:postgresql://u:***@db:5432/sfl?password=***&a=1");
+    coord_store_spec_mask("postgresql://u:s3cret@db:5432/sfl?password=x&a=1", m, sizeof(m));
+    assert_string_equal(m, "postgresql://u:***@db:5432/sfl?password=***&a=1");
     coord_store_spec_mask("sqlite:/a/password=b", m, sizeof(m));
     assert_string_equal(m, "sqlite:/a/password=b");
     coord_store_spec_mask("postgresql:password=s3cret", m, 12);
