@@ -637,7 +637,7 @@ static int load_state(coord_t *co)
 {
     static const coord_writer_cbs_t wcbs = {write_observed, writes_drained, NULL};
     coord_writer_cbs_t cbs = wcbs;
-    char path[COORD_PATH_MAX + 32];
+    char path[sizeof(co->cfg.store) + COORD_PATH_MAX + 32], shown[sizeof(path)];
     coord_store_opts_t so = {0};
     coord_store_t *wdb = NULL;
     coord_agent_row_t *rows = NULL;
@@ -645,7 +645,9 @@ static int load_state(coord_t *co)
     size_t n = 0, nj = 0, marked = 0;
     int rc;
 
-    snprintf(path, sizeof(path), "%s/coordinator.db", co->cfg.state_dir);
+    if ((rc = coord_store_spec(&co->cfg, path, sizeof(path))) < 0)
+        return rc;
+    coord_store_spec_mask(path, shown, sizeof(shown)); /* never a password in the log */
     so.keep_checkpoints = (unsigned)co->cfg.keep_checkpoints;
     so.relaxed_sync = (int)co->cfg.relaxed_sync;
     if ((rc = coord_store_open(path, &so, &wdb)) < 0 ||
@@ -690,8 +692,9 @@ static int load_state(coord_t *co)
             goto out;
     if ((rc = coord_quarantine_load(co)) < 0)
         goto out;
-    coord_log(COORD_LOG_INFO, "state_loaded", "db=%s agents=%zu jobs=%zu rounds_abandoned=%zu",
-              path, n, nj, marked);
+    coord_log(COORD_LOG_INFO, "state_loaded",
+              "backend=%s db=%s agents=%zu jobs=%zu rounds_abandoned=%zu",
+              coord_store_backend(co->store), shown, n, nj, marked);
 out:
     coord_store_free(rows);
     coord_job_rows_free(jobs, nj);
