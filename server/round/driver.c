@@ -9,6 +9,7 @@
 #include "round/subs.h"
 #include "round/coordwrite.h"
 #include "round/driver.h"
+#include "leader.h"
 #include "round/shape.h"
 
 #include <errno.h>
@@ -404,6 +405,8 @@ static void open_done(coord_write_op_t *op)
         return;
     }
     j->opening = 0;
+    if (op->rc < 0)
+        coord_leader_write_failed(co, op->rc); /* fenced: stops serving */
     if (op->rc < 0) {
         /* Nothing an agent can fix: the job pauses with the reason instead
          * of burning its attempts. */
@@ -658,6 +661,8 @@ static void agg_finish(coord_job_t *j)
 void coord_commit_outcome(coord_job_t *j, coord_write_op_t *op)
 {
     if (!op->abandoned) {
+        if (op->rc < 0)
+            coord_leader_write_failed(j->co, op->rc); /* fenced: stops serving */
         j->work_rc = op->rc;
         if (op->rc < 0)
             coord_text_copy(j->work_err, sizeof(j->work_err), op->error);
