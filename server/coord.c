@@ -37,6 +37,7 @@
 #include "round/driver.h"
 #include "round/quarantine.h"
 #include "service/admin.h"
+#include "service/fleetinfo.h"
 #include "service/agentsvc.h"
 #include "round/registry.h"
 #include "service/submit.h"
@@ -251,6 +252,7 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Admin/RevokeCertificate", SFL_GRPC_KIND_UNARY, coord_h_revoke, R_ADMIN,
      SMALL_REQUEST},
     {"/sfl.v1.Admin/ReleaseAgent", SFL_GRPC_KIND_UNARY, coord_h_release, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/Fleet", SFL_GRPC_KIND_UNARY, coord_h_fleet, R_ADMIN, SMALL_REQUEST},
 };
 #undef R_AGENT
 #undef R_ADMIN

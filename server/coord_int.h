@@ -257,6 +257,9 @@ struct coord {
     uint64_t standby_since;   /* uv_now when the standby began */
     size_t abandoned;         /* rounds recovery marked failed at the start */
     coord_leader_cbs_t lcbs;
+    /* Admin.Fleet's front-ends: the front-end service's hook, NULL when
+     * none can attach. Fills *out (owned, sfl__free) with *n entries. */
+    int (*fleet_frontends)(coord_t *co, sfl_fleet_frontend_t **out, uint32_t *n);
     uint32_t verifying;       /* updates on the thread pool */
     void (*done)(coord_t *c, void *ud);
     void *done_ud;
