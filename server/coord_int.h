@@ -254,6 +254,7 @@ struct coord {
     int leader_op;            /* a try or check is on the writer */
     int timers;               /* tick, stop, ticket and leader timers initialised */
     int standby_err;          /* the last try failed (logged once) */
+    int first_tasks;          /* a master's first tasks since it leads not sent yet */
     uint64_t standby_since;   /* uv_now when the standby began */
     size_t abandoned;         /* rounds recovery marked failed at the start */
     coord_leader_cbs_t lcbs;

@@ -92,6 +92,7 @@ static void took_over(coord_t *co, const leader_op_t *o)
     int rc;
 
     co->epoch = o->epoch;
+    co->first_tasks = 1;
     coord_log(COORD_LOG_INFO, "leader", "epoch=%lld holder=%s standby_ms=%llu "
               "rounds_abandoned=%zu", (long long)o->epoch, co->holder,
               (unsigned long long)(uv_now(co->loop) - co->standby_since), o->marked);
@@ -222,6 +223,7 @@ int coord_leader_start(coord_t *co)
     co->standby_since = uv_now(co->loop);
     if (o.leads) {
         co->epoch = o.epoch;
+        co->first_tasks = 1;
         co->abandoned = o.marked;
         coord_log(COORD_LOG_INFO, "leader", "epoch=%lld holder=%s standby_ms=0 "
                   "rounds_abandoned=%zu", (long long)o.epoch, co->holder, o.marked);

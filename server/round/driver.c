@@ -423,6 +423,14 @@ static void open_done(coord_write_op_t *op)
             if (a)
                 coord_send_task(co, j, a);
         }
+        if (co->first_tasks) {
+            /* A master's first tasks since it took the lead: where a
+             * takeover ends for the agents (ha_soak.sh measures to it). */
+            co->first_tasks = 0;
+            coord_log(COORD_LOG_INFO, "first_tasks", "epoch=%lld job=%llu round=%lld "
+                      "agents=%u", (long long)co->epoch, (unsigned long long)j->id,
+                      (long long)o->round, j->rnd.nmembers);
+        }
     }
     sfl__free(o);
     coord_schedule(co);
