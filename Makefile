@@ -52,7 +52,7 @@ ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_FILE_OFFSET_BITS=64 $(WARN) 
 # programs add the coordinator's store.
 SFL_LIBS := -linih -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
             -llapacke -llapack -lblas -lz -lm
-LDLIBS  := -lsqlite3 $(SFL_LIBS)
+LDLIBS  := -lsqlite3 -lpq $(SFL_LIBS)
 
 ifeq ($(SAN),1)
 ifneq ($(CROSS),)
@@ -74,9 +74,9 @@ endif
 # second, `make reproduce` the third, `make install` the fourth (man pages),
 # `make footprint` the fifth.
 BUILD_PKGS := build-essential pkg-config libprotobuf-c-dev protobuf-c-compiler \
-              libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev \
+              libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev libpq-dev \
               libinih-dev libopenblas-dev liblapacke-dev zlib1g-dev
-TEST_PKGS  := libcmocka-dev openssl python3-grpcio python3-protobuf python3-cryptography python3-numpy python3-h2 iproute2 docker-compose \
+TEST_PKGS  := libcmocka-dev postgresql-15 openssl python3-grpcio python3-protobuf python3-cryptography python3-numpy python3-h2 iproute2 docker-compose \
               protobuf-compiler protobuf-compiler-grpc chromium python3-pil gnuplot-nox
 REPRO_PKGS := gnuplot-nox python3-sklearn
 INSTALL_PKGS := help2man
@@ -107,7 +107,7 @@ CROSS_ARCH_aarch64-linux-gnu   := arm64
 CROSS_ARCH_arm-linux-gnueabihf := armhf
 CROSS_QEMU_aarch64-linux-gnu   := qemu-aarch64-static
 CROSS_QEMU_arm-linux-gnueabihf := qemu-arm-static
-CROSS_LIBS := libc6-dev libinih-dev libsqlite3-dev libuv1-dev libnghttp2-dev libssl-dev \
+CROSS_LIBS := libc6-dev libinih-dev libsqlite3-dev libpq-dev libuv1-dev libnghttp2-dev libssl-dev \
               libsodium-dev libprotobuf-c-dev liblapacke-dev liblapack-dev libblas-dev \
               zlib1g-dev
 SYSROOT_PKGS := $(CROSS_LIBS) libcmocka-dev
@@ -263,6 +263,10 @@ $(BUILD)/%.o: %.c $(SYSROOT_STAMP) | deps
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# The store's PostgreSQL backend: libpq's headers (in the sysroot when
+# cross-compiling).
+$(BUILD)/server/store/pgstore.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
+
 # One protoc-c run writes every file (grouped target).
 $(PROTO_C) $(PROTO_H) &: $(PROTO_SRC) | deps
 	@mkdir -p $(GEN)
@@ -412,6 +416,7 @@ $(GRPCFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/grpcfx/grpc
 STOREFX_TESTS := test_store test_backup
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/obj/storefx/storefx.o
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/storefx/storefx.o
+$(BUILD)/tests/obj/storefx/storefx.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
 
 # bench_writer measures the coordinator's store and writer: it links them.
 $(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB) $(JOB_LIB)

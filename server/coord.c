@@ -641,12 +641,13 @@ static int store_open(coord_t *co)
 {
     static const coord_writer_cbs_t wcbs = {write_observed, writes_drained, NULL};
     coord_writer_cbs_t cbs = wcbs;
-    char path[COORD_PATH_MAX + 32];
+    char path[sizeof(co->cfg.store) + COORD_PATH_MAX + 32];
     coord_store_opts_t so = {0};
     coord_store_t *wdb = NULL;
     int rc;
 
-    snprintf(path, sizeof(path), "%s/coordinator.db", co->cfg.state_dir);
+    if ((rc = coord_store_spec(&co->cfg, path, sizeof(path))) < 0)
+        return rc;
     so.keep_checkpoints = (unsigned)co->cfg.keep_checkpoints;
     so.relaxed_sync = (int)co->cfg.relaxed_sync;
     if ((rc = coord_store_open(path, &so, &wdb)) < 0)
@@ -665,11 +666,15 @@ static int store_open(coord_t *co)
 /* The agents, jobs, revocations and quarantines, once recovery ran. */
 static int load_state(coord_t *co)
 {
+    char path[sizeof(co->cfg.store) + COORD_PATH_MAX + 32], shown[sizeof(path)];
     coord_agent_row_t *rows = NULL;
     coord_job_row_t *jobs = NULL;
     size_t n = 0, nj = 0;
     int rc;
 
+    if ((rc = coord_store_spec(&co->cfg, path, sizeof(path))) < 0)
+        return rc;
+    coord_store_spec_mask(path, shown, sizeof(shown)); /* never a password in the log */
     if ((rc = coord_store_agent_list(co->store, &rows, &n)) < 0)
         return rc;
     for (size_t i = 0; i < n; i++) {
@@ -699,8 +704,9 @@ static int load_state(coord_t *co)
             goto out;
     if ((rc = coord_quarantine_load(co)) < 0)
         goto out;
-    coord_log(COORD_LOG_INFO, "state_loaded", "db=%s/coordinator.db agents=%zu jobs=%zu "
-              "rounds_abandoned=%zu", co->cfg.state_dir, n, nj, co->abandoned);
+    coord_log(COORD_LOG_INFO, "state_loaded",
+              "backend=%s db=%s agents=%zu jobs=%zu rounds_abandoned=%zu",
+              coord_store_backend(co->store), shown, n, nj, co->abandoned);
 out:
     coord_store_free(rows);
     coord_job_rows_free(jobs, nj);

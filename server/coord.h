@@ -45,6 +45,8 @@ typedef struct coord_config {
     char key[COORD_PATH_MAX];   /* its private key (PEM) */
     char ca[COORD_PATH_MAX];    /* federation CA (PEM) */
     char state_dir[COORD_PATH_MAX]; /* store and identity key */
+    char store[1024];           /* sqlite:PATH | postgresql:CONNINFO | PATH; "":
+                                   sqlite:state_dir/coordinator.db (coord_store_spec) */
     char metrics_listen[256];   /* host:port of /metrics; "" or "off": none */
     char admin_listen[256];     /* host:port of the admin listener; "" or "off": none */
     char log_level[16];         /* debug | info | warn | error */
@@ -126,6 +128,10 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out) SFL_MUS
  * start and SIGHUP, not for anything a peer can trigger. */
 int coord_add_jobdef(coord_t *c, const coord_jobdef_t *d, uint64_t *id,
                      int *created) SFL_MUST_CHECK;
+
+/* The store the configuration names (its `store` key, else
+ * sqlite:state_dir/coordinator.db) into buf; SFL_ELIMIT if it does not fit. */
+int coord_store_spec(const coord_config_t *c, char *buf, size_t cap) SFL_MUST_CHECK;
 
 /* The public key of the identity in state_dir/coordinator.key, creating
  * the directory (0700) and the key (0600) if missing, as coord_new would. */

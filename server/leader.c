@@ -11,7 +11,7 @@
 #include "sfl/core/alloc.h"
 
 #include "coord_int.h"
-#include "leader_shim.h"
+#include "store/store.h"
 
 typedef enum { OP_RECOVER, OP_TRY, OP_CHECK } leader_kind_t;
 

@@ -44,9 +44,11 @@ static void usage(FILE *f)
             "  --public-key               print the coordinator's Ed25519 public key (what\n"
             "                             agents pin as coordinator_pk), creating the\n"
             "                             identity in state_dir if needed, then exit\n"
-            "  --backup DEST              copy state_dir/coordinator.db to DEST with\n"
-            "                             SQLite's online backup (safe while the\n"
-            "                             coordinator runs), verify the copy, then exit\n"
+            "  --backup DEST              copy the SQLite store (state_dir/coordinator.db\n"
+            "                             or the store key's) to DEST with SQLite's online\n"
+            "                             backup (safe while the coordinator runs), verify\n"
+            "                             the copy, then exit; a PostgreSQL store is\n"
+            "                             refused: back it up with pg_dump\n"
             "  --version                  print the version\n"
             "  -h, --help                 this text\n\n"
             "[coordinator] keys, also flags (--max-agents N or --max_agents N; the\n"
@@ -401,12 +403,13 @@ out:
 /* --backup DEST: from a separate process, while the daemon may run. */
 static int run_backup(const coord_config_t *cfg, const char *dest)
 {
-    char db[COORD_PATH_MAX + 32];
+    char db[sizeof(cfg->store) + COORD_PATH_MAX + 32];
     uint64_t bytes = 0;
     int rc;
 
-    snprintf(db, sizeof(db), "%s/coordinator.db", cfg->state_dir);
-    if ((rc = coord_store_backup_path(db, dest, &bytes)) < 0) {
+    /* the configured store; PostgreSQL is refused (SFL_EUNSUP: pg_dump) */
+    if ((rc = coord_store_spec(cfg, db, sizeof(db))) < 0 ||
+        (rc = coord_store_backup_path(db, dest, &bytes)) < 0) {
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         return 1;
     }

@@ -8,7 +8,7 @@
 
 #include "sfl/core/alloc.h"
 
-#include "leader_shim.h"
+#include "store/store.h"
 
 void coord_h_fleet(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
