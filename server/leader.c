@@ -89,6 +89,8 @@ static void lost(coord_t *co, const char *why)
 
 static void took_over(coord_t *co, const leader_op_t *o)
 {
+    char holder[128];
+    int64_t e, since;
     int rc;
 
     co->epoch = o->epoch;
@@ -96,6 +98,12 @@ static void took_over(coord_t *co, const leader_op_t *o)
     coord_log(COORD_LOG_INFO, "leader", "epoch=%lld holder=%s standby_ms=%llu "
               "rounds_abandoned=%zu", (long long)o->epoch, co->holder,
               (unsigned long long)(uv_now(co->loop) - co->standby_since), o->marked);
+    /* The loop's read connection may have been lost while we waited (the
+     * server restarted): a failed call makes the next one reconnect, so
+     * one cheap read first, then the state. */
+    if (coord_store_leader_get(co->store, &e, holder, &since) < 0 &&
+        coord_store_leader_get(co->store, &e, holder, &since) < 0)
+        coord_log(COORD_LOG_WARN, "store_read_failed", "error=\"%s\"", sfl_last_error());
     if ((rc = coord__serve(co)) < 0) {
         char q[400];
 

@@ -105,13 +105,14 @@ master_start() { # $1 = name
     wait_for 5 test -s "$t/$1.pid" || fail "$1 did not start"
 }
 master_kill() { # $1 = name
-    _p=$(cat "$t/$1.pid")
+    _n=$1
+    _p=$(cat "$t/$_n.pid")
+    touch "$t/$_n.exits"
+    _exits=$(wc -l < "$t/$_n.exits")
     kill -9 "$_p"
-    # its supervisor records the exit and ends
-    _exits=$(wc -l < "$t/$1.exits" 2>/dev/null || echo 0)
-    _more() { [ "$(wc -l < "$t/$1.exits" 2>/dev/null || echo 0)" -gt "$_exits" ] ||
-              ! kill -0 "$_p" 2>/dev/null; }
-    wait_for 5 _more || fail "$1 (pid $_p) did not die"
+    # its supervisor records the exit (137) and ends
+    _more() { [ "$(wc -l < "$t/$_n.exits")" -gt "$_exits" ]; }
+    wait_for 5 _more || fail "$_n (pid $_p) did not die"
 }
 leader_epoch() {
     cat "$t"/m1.log "$t"/m2.log 2>/dev/null |
