@@ -504,6 +504,10 @@ static void on_submit(sfl_grpc_call_t *call, int status, const char *message,
     step(a, &(ev_t){.type = EV_ACK, .ack = &ack});
 }
 
+/* Heartbeats in a row without an answer after which the coordinator is
+ * taken for gone (on_heartbeat). */
+#define AGENT_HB_MISSES 3
+
 static int joined_state(agent_state_t s)
 {
     return s == AGENT_WAITING || s == AGENT_SUBSCRIBED || s == AGENT_TRAINING ||
@@ -526,8 +530,11 @@ static void on_heartbeat(sfl_grpc_call_t *call, int status, const char *message,
     if (status != SFL_GRPC_STATUS_OK) {
         agent__say(a, SFL_LOG_WARN, "heartbeat_failed", "status=%s message=%s",
             agent__status_name(sq, sizeof(sq), status), agent__quote(q, sizeof(q), message));
+        if (status == SFL_GRPC_STATUS_DEADLINE_EXCEEDED)
+            a->hb_misses++; /* on_hb_timer acts on it, outside this link's callbacks */
         return;
     }
+    a->hb_misses = 0;
     if (sfl_msg_heartbeat_reply_unpack(resp, len, NULL, &r) < 0) {
         agent__say(a, SFL_LOG_WARN, "heartbeat_failed", "error=%s",
             agent__quote(q, sizeof(q), sfl_last_error()));
@@ -566,6 +573,17 @@ static void on_hb_timer(uv_timer_t *t)
 
     if (a->link == NULL || a->hb_call != NULL || !joined_state(a->state))
         return;
+    if (a->hb_misses >= AGENT_HB_MISSES && sfl_grpcconn_conn(a->link) != NULL) {
+        /* A coordinator that answered no heartbeat for AGENT_HB_MISSES
+         * periods while the connection stays open (frozen, partitioned, a
+         * round master that lost the lead) is gone all the same: the link
+         * is aborted, the agent backs off and tries the next address. */
+        a->hb_misses = 0;
+        agent__say(a, SFL_LOG_WARN, "coordinator_silent", "coordinator=%s heartbeats=%d",
+            a->addr[a->cur].text, AGENT_HB_MISSES);
+        sfl_conn_abort(sfl_grpcconn_conn(a->link));
+        return;
+    }
     memset(&r, 0, sizeof(r));
     r.agent_id = a->agent_id;
     r.phase = SFL_PHASE_IDLE;
@@ -1027,6 +1045,7 @@ static agent_state_t joined(agent_ctx_t *a, const sfl_join_reply_t *r)
     hb = r->heartbeat_interval_ms < a->cfg.heartbeat_ms ? r->heartbeat_interval_ms
                                                         : a->cfg.heartbeat_ms;
     a->hb_ms = (uint32_t)hb;
+    a->hb_misses = 0;
     uv_timer_start(&a->hb_timer, on_hb_timer, hb, hb);
     /* resumed=1: this connection resumed the TLS session of an earlier one
      * (docs/security.md, "Session resumption"). */

@@ -107,6 +107,7 @@ struct agent_ctx {
     sfl_grpc_call_t *join_call, *sub_call, *hb_call, *submit_call;
     uint64_t agent_id;
     uint32_t hb_ms;
+    uint32_t hb_misses; /* heartbeats in a row that got no answer in time */
     uint32_t attempt;          /* reconnects since the last Join */
     uint64_t hb_job, hb_round; /* what the outstanding heartbeat reported */
     uint32_t hb_attempt;

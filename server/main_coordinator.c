@@ -493,15 +493,17 @@ int main(int argc, char **argv)
     uv_signal_start(&app.sighup, on_reload, SIGHUP);
     watchdog_start(&app);
     app.l = &l;
+    {
+        static const coord_leader_cbs_t lcbs = {on_leading, on_lost, &app};
+
+        coord_set_leader_cbs(app.co, &lcbs);
+    }
     if (coord_serving_now(app.co)) {
         if (serving(&app) < 0) {
             status = 2;
             goto run;
         }
     } else {
-        static const coord_leader_cbs_t lcbs = {on_leading, on_lost, &app};
-
-        coord_set_leader_cbs(app.co, &lcbs);
         notify(COORD_NOTIFY_READY, "standby: another round master leads");
     }
     status = 0;

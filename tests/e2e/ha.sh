@@ -2,9 +2,9 @@
 # Round-master failover (issue 28; docs/operations.md, "Failover"): a
 # throwaway PostgreSQL cluster, two masters (role = master) on the same store
 # with the same fleet identity, three agents given both addresses. A job
-# (ordered aggregation) runs; the active master is killed -9 mid-round (a
-# round whose row is durable: one agent is paused so the round cannot
-# complete); the standby logs event=leader with the next epoch, fails the
+# (ordered aggregation) runs; the active master is killed -9 mid-round (frozen
+# first at an instant when a round is in flight in the store: lib-ha.sh,
+# freeze_inflight); the standby logs event=leader with the next epoch, fails the
 # round in flight and resumes. Then PostgreSQL is restarted under load: the
 # leader finds its lock lost (event=fenced, exit status 3), a master takes the
 # lead with the next epoch and the job resumes. At the end sflctl job history
@@ -28,18 +28,9 @@ ha_agents
 wait_for 30 at_least 3 || fail "no 3 committed rounds"
 
 step "kill -9 of the leader mid-round: the standby takes over with epoch 2"
-# agent-2 paused: the next round cannot reach its quorum of 3, so it is in
-# flight (durable, two updates in) when m1 dies.
-kill -STOP "$agent_2"
-inflight() {
-    r=$(sed -n 's/.* event=round_open job=1 round=\([0-9]*\) .*/\1/p' "$t/m1.log" | tail -1)
-    [ -n "$r" ] && ! grep -q "event=round_committed job=1 round=$r " "$t/m1.log" &&
-        [ "$(grep -c "event=update agent=[0-9]* job=1 round=$r .*verdict=accepted" "$t/m1.log")" -ge 1 ]
-}
-wait_for 20 inflight || fail "no round in flight on m1"
+freeze_inflight m1
 before=$(committed)
 master_kill m1
-kill -CONT "$agent_2"
 wait_for 10 has_epoch 2 || fail "m2 did not take over with epoch 2"
 [ "$(leader_name)" = m2 ] || fail "epoch 2 is not m2's"
 grep -q "event=leader epoch=2 .*rounds_abandoned=1" "$t/m2.log" ||

@@ -1,7 +1,7 @@
 #!/bin/sh
 # A round master that lost its PostgreSQL session cannot commit (issue 28;
-# docs/operations.md, "Failover"). m1 leads with a round in flight (durable,
-# one agent paused so it cannot complete); m1 is frozen with SIGSTOP and its
+# docs/operations.md, "Failover"). m1 leads; it is frozen with SIGSTOP at an
+# instant when a round is in flight in the store (lib-ha.sh, freeze_inflight) and its
 # session, the one holding the leader lock, is ended with
 # pg_terminate_backend, as a partition that PostgreSQL's keepalives
 # eventually notice would end it; m2 takes the lock (epoch 2), fails the
@@ -28,15 +28,8 @@ ha_agents
 wait_for 30 at_least 3 || fail "no 3 committed rounds"
 
 step "m1 frozen mid-round, its leader session ended: m2 takes over with epoch 2"
-kill -STOP "$agent_2"
-inflight() {
-    r=$(sed -n 's/.* event=round_open job=1 round=\([0-9]*\) .*/\1/p' "$t/m1.log" | tail -1)
-    [ -n "$r" ] && ! grep -q "event=round_committed job=1 round=$r " "$t/m1.log" &&
-        [ "$(grep -c "event=update agent=[0-9]* job=1 round=$r .*verdict=accepted" "$t/m1.log")" -ge 1 ]
-}
-wait_for 20 inflight || fail "no round in flight on m1"
+freeze_inflight m1
 m1pid=$(cat "$t/m1.pid")
-kill -STOP "$m1pid"
 ended=$("$PSQL" "$conninfo" -tAc "SELECT count(pg_terminate_backend(pid)) FROM pg_locks
     WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()") ||
     fail "psql: cannot end m1's session"
@@ -45,7 +38,6 @@ wait_for 10 has_epoch 2 || { kill -CONT "$m1pid"; fail "m2 did not take over"; }
 [ "$(leader_name)" = m2 ] || fail "epoch 2 is not m2's"
 grep -q "event=leader epoch=2 .*rounds_abandoned=1" "$t/m2.log" ||
     fail "m2 did not fail m1's round in flight"
-kill -CONT "$agent_2"
 m2_at_least() { [ "$(grep -c "event=round_committed job=1 " "$t/m2.log")" -ge "$1" ]; }
 wait_for 30 m2_at_least 2 || fail "m2 does not commit rounds"
 

@@ -11,6 +11,12 @@
 #                       the running process's pid, $t/NAME.exits every exit
 #                       status
 #   master_kill NAME    kill -9 of NAME's process; its supervisor ends
+#   freeze_inflight NAME  SIGSTOP of NAME (the leader) at an instant when a
+#                       round of job 1 is in flight in the store and no session
+#                       is inside a statement or transaction (so nothing can
+#                       change under the frozen master): tried again (SIGCONT,
+#                       SIGSTOP) until that holds; the check runs on the
+#                       frozen state, so its outcome does not depend on speed
 #   leader_epoch        the highest epoch any master logged event=leader with
 #   leader_name         the master that logged it
 #   ha_agents           starts agent-0..2 one at a time (ids follow the
@@ -113,6 +119,22 @@ master_kill() { # $1 = name
     # its supervisor records the exit (137) and ends
     _more() { [ "$(wc -l < "$t/$_n.exits")" -gt "$_exits" ]; }
     wait_for 5 _more || fail "$_n (pid $_p) did not die"
+}
+_sql() { "$PSQL" "$conninfo" -tAc "$1"; }
+freeze_inflight() { # $1 = name
+    _p=$(cat "$t/$1.pid")
+    _tries=0
+    while :; do
+        kill -STOP "$_p"
+        _busy=$(_sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'
+                      AND state <> 'idle' AND pid <> pg_backend_pid()") || fail "psql"
+        _live=$(_sql "SELECT count(*) FROM rounds WHERE job_id = 1
+                      AND state IN ('selecting', 'training', 'aggregating')") || fail "psql"
+        [ "$_busy" -ne 0 ] || [ "$_live" -eq 0 ] || return 0
+        kill -CONT "$_p"
+        _tries=$((_tries + 1))
+        [ $_tries -lt 200 ] || fail "no instant with a round in flight in 200 tries"
+    done
 }
 leader_epoch() {
     cat "$t"/m1.log "$t"/m2.log 2>/dev/null |
