@@ -48,6 +48,7 @@ ha_setup() { # $1 = rounds, $2 = extra [job] keys (may be empty)
     [ -n "$pgbin" ] || skip "no PostgreSQL server binaries (Debian: apt-get install postgresql-15)"
     PSQL="$pgbin/psql"
     conninfo=$(tests/pgcluster.sh start "$t/pg") || fail "cannot start the PostgreSQL cluster"
+    [ -z "${HA_PG_SETUP:-}" ] || $HA_PG_SETUP
     pki_federation agent-0 agent-1 agent-2
     mkdir -p "$t/data" "$t/m1" "$t/m2"
     SIMDATA="--data synth:sparse --clients 3 --samples 40 --dim 2000 --support 10 --seed 7"
@@ -91,7 +92,9 @@ EOT
 
 _supervise() { # $1 = name
     while [ ! -e "$t/stop" ]; do
-        "$BIN/sfl-coordinator" --config "$t/$1.ini" >> "$t/$1.log" 2>&1 &
+        # HA_WRAP_<name>: a prefix, e.g. ip netns exec NS (ha_partition.sh)
+        eval "_w=\${HA_WRAP_$1:-}"
+        $_w "$BIN/sfl-coordinator" --config "$t/$1.ini" >> "$t/$1.log" 2>&1 &
         echo $! > "$t/$1.pid"
         rc=0
         wait $! || rc=$?
@@ -155,7 +158,8 @@ has_epoch() { [ "$(leader_epoch)" = "$1" ]; }
 ha_agents() {
     _joined() { [ "$(cat "$t"/m1.log "$t"/m2.log 2>/dev/null | grep -c "event=join ")" -ge "$1" ]; }
     for i in 0 1 2; do
-        "$BIN/sfl-agent" --coordinator "127.0.0.1:$p1,127.0.0.1:$p2" --server_name 127.0.0.1 \
+        "$BIN/sfl-agent" --coordinator "${HA_ADDRS:-127.0.0.1:$p1,127.0.0.1:$p2}" \
+            --server_name 127.0.0.1 \
             --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$i.crt" \
             --key "$t/pki/agent/agent-$i.key" --coordinator_pk "$PK" \
             --data "libsvm:$t/data/client-$i.svm" --state_dir "$t/agent-$i" \
