@@ -19,7 +19,7 @@
 
 /* sflctl.ini section [sflctl]; every key is also a flag. */
 typedef struct ctl_config {
-    char coordinator[256];    /* host:port, [v6]:port */
+    char coordinator[1024];   /* host:port, [v6]:port; a list A,B,... (CTL_MAX_COORDINATORS) */
     char server_name[256];    /* name in the coordinator certificate; "" = host */
     char ca[CTL_PATH_MAX];    /* federation CA (PEM) */
     char cert[CTL_PATH_MAX];  /* admin certificate (PEM) */
@@ -121,8 +121,11 @@ typedef struct ctl_result {
     size_t len;
 } ctl_result_t;
 
+/* Addresses in coordinator = A,B,... */
+#define CTL_MAX_COORDINATORS 8
 /* Resolves cfg->coordinator, connects with TLS 1.3 (ALPN h2, the admin
- * certificate) and runs loop until the handshake is done or failed. On
+ * certificate) and runs loop until the handshake is done or failed; with
+ * a list, to the first address that connects (a fleet's leader). On
  * failure *out is NULL and r says why (UNAVAILABLE); the return is 0 then
  * too. A negative return is a local failure (TLS files: SFL_EIO, memory).
  * Returns owned (ctl_client_free). */
