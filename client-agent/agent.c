@@ -741,8 +741,16 @@ agent_state_t agent__backoff(agent_ctx_t *a, const char *what, int status, const
                  "(fingerprint %s): ask the operator for a new one; exiting", a->fpr_hex);
         return fatal(a, what, status, message, f);
     }
-    if (kind == AGENT_ERR_PERMANENT)
+    /* With a list, one address's refusal (a front-end with the wrong
+     * certificate) is final only once every address refused in a row. */
+    if (kind == AGENT_ERR_PERMANENT && a->naddr > 1 && ++a->refusals < a->naddr) {
+        char q[300];
+
+        agent__say(a, SFL_LOG_WARN, "address_refused", "coordinator=%s during=%s error=%s "
+            "fix=\"%s\"", a->addr[a->cur].text, what, agent__quote(q, sizeof(q), message), fix);
+    } else if (kind == AGENT_ERR_PERMANENT) {
         return fatal(a, what, status, message, fix);
+    }
     if (kind == AGENT_ERR_EXPIRED && own_cert_outside_dates(a))
         return fatal(a, what, status, message,
                      "this agent's certificate is outside its validity dates by the "
@@ -1041,6 +1049,7 @@ static agent_state_t joined(agent_ctx_t *a, const sfl_join_reply_t *r)
     }
     a->agent_id = r->agent_id;
     a->attempt = 0;
+    a->refusals = 0;
     a->stats.joins++;
     hb = r->heartbeat_interval_ms < a->cfg.heartbeat_ms ? r->heartbeat_interval_ms
                                                         : a->cfg.heartbeat_ms;

@@ -75,6 +75,7 @@ struct agent_ctx {
         int tls_owned;
     } addr[AGENT_MAX_COORDINATORS];
     uint32_t naddr, cur;
+    uint32_t refusals; /* permanent refusals in a row, across the addresses */
 
     /* The client state of the job trained last (sfl/algo/client.h; cstate.c):
      * the state of the rounds known committed (state_dir/client-state-<job>.bin)

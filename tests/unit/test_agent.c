@@ -1728,6 +1728,35 @@ static void test_agent_rejects_unpinned_coordinator(void **state)
     S.join_wrong_key = 0;
 }
 
+/* With a list, a permanent refusal at one address (here: the certificate
+ * does not carry server_name) moves on to the next; once every address
+ * refused in a row the agent stops. */
+static void test_agent_list_refusals(void **state)
+{
+    agent_config_t c;
+    const agent_stats_t *st;
+
+    (void)state;
+    agent_cfg(&c, "st-refusals", reg_path);
+    snprintf(c.coordinator, sizeof(c.coordinator), "127.0.0.1:%d,127.0.0.1:%d", S.port,
+             S.port);
+    snprintf(c.server_name, sizeof(c.server_name), "wrong.example");
+    assert_int_equal(agent_new(&S.loop, &c, &S.agent), 0);
+    agent_set_log(S.agent, S.log);
+    agent_set_observer(S.agent, observe, NULL);
+    agent_set_fatal(S.agent, on_stopped, NULL);
+    assert_int_equal(agent_start(S.agent), 0);
+    st = agent_stats(S.agent);
+    RUN_UNTIL(S.stopped);
+    assert_int_equal(st->backoffs, 1);
+    assert_int_equal(st->joins, 0);
+    assert_true(log_has("event=address_refused"));
+    assert_true(log_has("event=fatal during=connect"));
+    agent_stop(S.agent, on_stopped, NULL);
+    agent_free(S.agent);
+    S.agent = NULL;
+}
+
 /* Which errors end the agent (exit 3) and which are retried (issue 24,
  * item 4): a revoked certificate, said in a gRPC status on the verified
  * connection, on any call; the coordinator's alert on our expired
@@ -1821,6 +1850,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_wait_resubscribes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_reconnects_with_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_tries_next_address, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_list_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_resubmits_after_reconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_survives_coordinator_restart, setup,
                                         teardown),
