@@ -27,8 +27,9 @@ static const sfl_cfg_key_t keys[] = {
     S("state_dir", state_dir, "/var/lib/sfl", "DIR",
       "coordinator.db and the identity key coordinator.key"),
     S("store", store, "", "SPEC",
-      "sqlite:PATH or postgresql:CONNINFO (a libpq conninfo or URI; a fleet's masters share "
-      "it); a bare PATH is SQLite; default sqlite:state_dir/coordinator.db"),
+      "sqlite:PATH or postgresql:CONNINFO (a libpq conninfo, or a postgresql:// URI as it "
+      "stands; a fleet's masters share it); a bare PATH is SQLite; default "
+      "sqlite:state_dir/coordinator.db"),
     S("metrics_listen", metrics_listen, "127.0.0.1:9464", "HOST:PORT",
       "Prometheus /metrics and the read-only status page / over plain HTTP; off = none"),
     S("admin_listen", admin_listen, SFL_ADMIN_LISTEN_DEFAULT, "HOST:PORT",
@@ -84,7 +85,8 @@ static const sfl_cfg_key_t keys[] = {
       "a new ticket key (state_dir/tls-ticket.keys) this often; the old ones open tickets "
       "until they expire"),
     N("relaxed_sync", relaxed_sync, "0", "0|1",
-      "SQLite synchronous=NORMAL: faster, last commits may roll back on power loss"),
+      "SQLite synchronous=NORMAL (PostgreSQL: synchronous_commit=off): faster, last commits "
+      "may roll back on power loss"),
     S("role", role, COORD_ROLE_SINGLE, "ROLE",
       "single (one process), master (rounds, with a standby master on the same PostgreSQL "
       "store taking over when it dies: docs/operations.md, Failover) or frontend"),

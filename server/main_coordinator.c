@@ -31,7 +31,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: " PROG " [--config FILE] [--KEY VALUE ...] [--check | --backup DEST]\n"
             "Runs the federation coordinator: agents join over mutual TLS (gRPC),\n"
-            "jobs run rounds of signed sparse updates, state lives in SQLite.\n"
+            "jobs run rounds of signed sparse updates, state lives in SQLite (or PostgreSQL).\n"
             "With role = master (a PostgreSQL store) only the process that holds the\n"
             "store's leader lock listens and runs rounds; a second master on the same\n"
             "store waits as the standby and takes over when the leader dies.\n\n"

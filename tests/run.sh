@@ -117,6 +117,8 @@ unit)
         trap 'sh "$(dirname "$0")/pgcluster.sh" destroy "$pgdir" >/dev/null 2>&1; rm -rf "$pgdir"' EXIT
         if SFL_TEST_PG=$(sh "$(dirname "$0")/pgcluster.sh" start "$pgdir" 2>"$pgdir/start.err"); then
             export SFL_TEST_PG
+            # the restart test runs pgcluster.sh: not from under qemu-user
+            if [ -z "${SFL_WRAP:-}" ]; then SFL_TEST_PG_DIR=$pgdir; export SFL_TEST_PG_DIR; fi
         else
             echo "note: no PostgreSQL cluster for the unit suites ($(tail -n 1 "$pgdir/start.err")): their PostgreSQL tests skip"
             unset SFL_TEST_PG

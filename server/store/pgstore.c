@@ -145,6 +145,8 @@ enum {
     ST_FENCE,
     ST_LEADER_BUMP,
     ST_LEADER_GET,
+    ST_COHORT_MISSING,
+    ST_PART_SELECTED_ALL,
     ST_COUNT
 };
 
@@ -175,6 +177,14 @@ static const char *const sql_text[ST_COUNT] = {
                        "ON CONFLICT(one) DO UPDATE SET epoch = leader.epoch + 1, holder = ?1, "
                        "since_ms = ?2 RETURNING epoch",
     [ST_LEADER_GET] = "SELECT epoch, holder, since_ms FROM leader WHERE one = 1",
+    /* a round's cohort in two statements, not one per member: its first id
+     * that is no agent, then every member's SELECTED row (?4: int8[]) */
+    [ST_COHORT_MISSING] = "SELECT c FROM unnest(?1::bigint[]) c "
+                          "WHERE NOT EXISTS(SELECT 1 FROM agents WHERE id = c) ORDER BY c LIMIT 1",
+    [ST_PART_SELECTED_ALL] = "INSERT INTO participation(job_id, round, attempt, agent_id, "
+                             "status, reason, bytes, at_ms) "
+                             "SELECT ?1::bigint, ?2::bigint, ?3::bigint, c, 'selected', NULL, 0, "
+                             "?5::bigint FROM unnest(?4::bigint[]) c",
     [ST_BEGIN] = "BEGIN",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -309,6 +319,7 @@ struct pg_store {
     int64_t fence;                    /* coord_store_fence's epoch; 0: unfenced */
     int leads;                        /* leader_try won on this session */
     int read_only;                    /* coord_store_read_only */
+    int lost;                         /* reconnected since the batch began */
     unsigned busy_ms;
     int relaxed;
     int64_t changes; /* rows the last command changed */
@@ -435,8 +446,10 @@ static int vdberr(pg_store_t *s, int rc, const char *fmt, va_list ap)
         err = -ENOSPC;
     else if (strcmp(st, "53200") == 0)
         err = SFL_ENOMEM;
-    else if (strncmp(st, "42", 2) == 0 || strcmp(st, "22P02") == 0)
+    else if (strncmp(st, "42", 2) == 0)
         err = SFL_EPARSE;
+    else if (strncmp(st, "22", 2) == 0) /* a value the server refuses: bad UTF-8 ... */
+        err = SFL_EINVAL;
     else
         err = SFL_EIO;
     return sfl__fail(err, "%s: %s (SQLSTATE %s)", ctx, s->msg, st[0] ? st : "?");
@@ -477,7 +490,7 @@ static int conn_ok(pg_store_t *s)
     if (PQstatus(s->conn) == CONNECTION_OK)
         return 0;
     s->leads = 0;
-    s->batch = 0;
+    s->lost = 1; /* a batch open on the old session is gone (batch_commit says so) */
     memset(s->prepared, 0, sizeof(s->prepared));
     for (int i = 0; i < ST_COUNT; i++) {
         PQclear(s->st[i].res);
@@ -515,12 +528,16 @@ static int stmt(pg_store_t *s, int id, pst_t **out)
             return dberr(s, rc, "store: prepare statement %d", id);
         s->prepared[id] = 1;
     }
+    /* a fresh use: no result or parameters left from the last one */
+    PQclear(st->res);
+    st->res = NULL;
+    st->row = -1;
+    st->nparams = 0;
+    memset(st->val, 0, sizeof(st->val)); /* unbound parameters are NULL, as in SQLite */
+    memset(st->len, 0, sizeof(st->len));
+    memset(st->fmt, 0, sizeof(st->fmt));
     st->s = s;
     st->id = id;
-    if (st->row < 0 || st->res == NULL) {
-        st->nparams = 0;
-        st->row = -1;
-    }
     *out = st;
     return 0;
 }
@@ -790,8 +807,8 @@ static int exec_stmt(pg_store_t *s, pst_t *st, const char *what)
 }
 
 /* Binds a big blob (spec, cohort, model) as parameter i, then runs st like
- * exec_stmt. SQLite refuses blobs beyond SQLITE_MAX_LENGTH (1e9 bytes by
- * default): SFL_ELIMIT with the detail "<fmt>: <sqlite message>". */
+ * exec_stmt. PostgreSQL refuses a bytea beyond 1 GB: SFL_ELIMIT with the
+ * detail "<fmt>: <message>". */
 static int exec_blob(pg_store_t *s, pst_t *st, int i, const void *p, size_t n,
                      const char *what, const char *fmt, ...) SFL_PRINTF(7, 8);
 static int exec_blob(pg_store_t *s, pst_t *st, int i, const void *p, size_t n,
@@ -826,7 +843,7 @@ static int begin(pg_store_t *s)
 
 /* Inside a batch: releases the call's savepoint when rc is 0, else rolls
  * the call's changes back; the batch's transaction stays open unless
- * SQLite ended it itself (batch_commit then fails). */
+ * the connection was lost (batch_commit then fails). */
 static int end_savepoint(pg_store_t *s, int rc)
 {
     char keep[512];
@@ -845,12 +862,18 @@ static int end_savepoint(pg_store_t *s, int rc)
     return rc;
 }
 
-/* Commits when rc is 0, else rolls back; returns the first error. SQLite may
- * already have rolled back on its own (e.g. PQ_FULL), hence the check. */
+/* Commits when rc is 0, else rolls back; returns the first error. The
+ * connection may be gone, hence the check. PostgreSQL answers COMMIT of a
+ * transaction in which a statement failed with a silent ROLLBACK: such a
+ * transaction is a failure here, never reported as committed. */
 static int end(pg_store_t *s, int rc)
 {
     if (s->batch)
         return end_savepoint(s, rc);
+    if (rc == 0 && PQtransactionStatus(s->conn) == PQTRANS_INERROR)
+        rc = sfl__fail(SFL_EIO, "store: a statement of the transaction failed (%s): rolled "
+                                "back",
+                       s->msg[0] ? s->msg : "?");
     if (rc == 0) {
         rc = simple(s, ST_COMMIT, "commit transaction");
         if (rc == 0)
@@ -933,7 +956,7 @@ static int col_fixed(pst_t *st, int i, uint8_t *dst, size_t n, const char *what)
 }
 
 /* Copies a BLOB column into a new buffer after checking its size against
- * max: the length comes from the file, so it is checked before allocating. */
+ * max: the length comes from the database, so it is checked before allocating. */
 static int col_alloc(pst_t *st, int i, size_t max, uint8_t **out, size_t *len,
                      const char *what)
 {
@@ -1096,7 +1119,7 @@ static void bind_agent(pst_t *st, const coord_agent_row_t *a, int64_t now)
     pst_bind_i64(st, 8, now);
 }
 
-static int pg_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
+static int agent_upsert_once(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
 {
     pg_store_t *s = (pg_store_t *)base_;
     pst_t *st = NULL;
@@ -1180,6 +1203,27 @@ out:
     rc = end(s, rc);
     if (rc == 0 && id)
         *id = aid;
+    return rc;
+}
+
+/* Another process (a front-end) may insert the same new agent between this
+ * call's look-ups and its insert (READ COMMITTED: each statement sees what
+ * committed before it): the unique key refuses the second insert, or the
+ * key look-up finds the row the name look-up missed (-EEXIST). The upsert
+ * then runs once more, now finding the row by name; a real conflict gives
+ * the same answer again. */
+static int pg_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
+{
+    pg_store_t *s = (pg_store_t *)base_;
+    int rc;
+
+    if (s)
+        s->sqlstate[0] = '\0';
+    rc = agent_upsert_once(base_, a, id);
+    if (s != NULL && (rc == -EEXIST || (rc == SFL_EINVAL && strcmp(s->sqlstate, "23505") == 0))) {
+        s->sqlstate[0] = '\0';
+        rc = agent_upsert_once(base_, a, id);
+    }
     return rc;
 }
 
@@ -1711,6 +1755,7 @@ static int pg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64
     pg_store_t *s = (pg_store_t *)base_;
     pst_t *st = NULL;
     uint8_t *manifest = NULL;
+    char *ids = NULL;
     coord_job_state_t jstate;
     int64_t last, next, now = now_ms();
     int rc, txn = 0;
@@ -1769,27 +1814,48 @@ static int pg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64
     st = NULL;
     if (rc)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = prep(s, ST_PART_SELECTED, &st, IDS(job, round, attempt, cohort[i], now))) != 0)
+    if (n > 0) {
+        /* the cohort as an int8[] literal: "{1,2,3}" (agents are never deleted, so
+         * the check holds until the insert) */
+        size_t cap = n * 21 + 3, o = 0;
+
+        ids = sfl__malloc(cap);
+        if (ids == NULL) {
+            rc = sfl__fail(SFL_ENOMEM, "store: out of memory for a cohort of %zu", n);
             goto out;
-        rc = pst_step(st);
-        if (rc == PQ_FK) {
+        }
+        ids[o++] = '{';
+        for (size_t i = 0; i < n; i++)
+            o += (size_t)snprintf(ids + o, cap - o, "%s%lld", i ? "," : "", (long long)cohort[i]);
+        ids[o++] = '}';
+        ids[o] = '\0';
+        if ((rc = stmt(s, ST_COHORT_MISSING, &st)) != 0)
+            goto out;
+        bind_text(st, 1, ids);
+        rc = step(s, st, "store: check the cohort's agents");
+        if (rc == PQ_ROW) {
             rc = sfl__fail(SFL_ENOTFOUND, "store: cohort agent %lld is not a registered agent",
-                           (long long)cohort[i]);
+                           (long long)pst_i64(st, 0));
             goto out;
         }
-        if (rc != PQ_DONE) {
-            rc = dberr(s, rc, "store: record selection of agent %lld",
-                                    (long long)cohort[i]);
+        if (rc != PQ_DONE)
             goto out;
-        }
-        pst_reset(st);
+        done(st);
+        if ((rc = prep(s, ST_PART_SELECTED_ALL, &st, IDS(job, round, attempt))) != 0)
+            goto out;
+        bind_text(st, 4, ids);
+        pst_bind_i64(st, 5, now);
+        rc = exec_stmt(s, st, "record the cohort's selection");
+        st = NULL;
+        if (rc)
+            goto out;
     }
     rc = 0;
 out:
     done(st);
     if (txn)
         rc = end(s, rc);
+    sfl__free(ids);
     sfl__free(manifest);
     return rc;
 }
@@ -1882,7 +1948,7 @@ out:
     return end(s, rc);
 }
 
-/* A finite double, or NULL (SQLite would store NaN as NULL anyway). */
+/* A finite double, or NULL (as sqlite.c stores it). */
 static void bind_real(pst_t *st, int i, double v)
 {
     if (isfinite(v))
@@ -2693,8 +2759,10 @@ static int pg_batch_begin(coord_store_t *base_)
 
     if (s == NULL || s->batch)
         return sfl__fail(SFL_EINVAL, "store: NULL store or a batch already open");
-    if ((rc = simple(s, ST_BEGIN, "begin batch")) == 0)
+    if ((rc = simple(s, ST_BEGIN, "begin batch")) == 0) {
         s->batch = 1;
+        s->lost = 0;
+    }
     return rc;
 }
 
@@ -2705,11 +2773,14 @@ static int pg_batch_commit(coord_store_t *base_)
     if (s == NULL || !s->batch)
         return sfl__fail(SFL_EINVAL, "store: no batch open");
     s->batch = 0;
-    if (pst_autocommit(s))
-        return sfl__fail(PQstatus(s->conn) == CONNECTION_OK ? SFL_EIO : -ECONNRESET,
-                         "store: the batch was rolled back%s",
-                         PQstatus(s->conn) == CONNECTION_OK ? ""
-                                                            : " (connection to PostgreSQL lost)");
+    if (pst_autocommit(s) || s->lost) {
+        int lost = s->lost || PQstatus(s->conn) != CONNECTION_OK;
+
+        if (!pst_autocommit(s))
+            PQclear(PQexec(s->conn, "ROLLBACK"));
+        return sfl__fail(lost ? -ECONNRESET : SFL_EIO, "store: the batch was rolled back%s",
+                         lost ? " (the connection to PostgreSQL was lost)" : "");
+    }
     return end(s, 0);
 }
 

@@ -16,7 +16,11 @@ int coord_store_spec_parse(const char *spec, coord_store_backend_t *backend,
 {
     if (spec == NULL || spec[0] == '\0')
         return sfl__fail(SFL_EINVAL, "store: the store spec is empty");
-    if (strncmp(spec, PG_PREFIX, strlen(PG_PREFIX)) == 0) {
+    if (strncmp(spec, "postgresql://", 13) == 0 || strncmp(spec, "postgres://", 11) == 0) {
+        /* a libpq URI as it stands */
+        *backend = COORD_STORE_POSTGRESQL;
+        *location = spec;
+    } else if (strncmp(spec, PG_PREFIX, strlen(PG_PREFIX)) == 0) {
         *backend = COORD_STORE_POSTGRESQL;
         *location = spec + strlen(PG_PREFIX);
     } else if (strncmp(spec, SQLITE_PREFIX, strlen(SQLITE_PREFIX)) == 0) {

@@ -1,6 +1,9 @@
 /* The coordinator's durable state: agents, jobs, rounds (with their cohort
  * manifests), participation and model checkpoints, in one SQLite database in
- * WAL mode. A round commit is one transaction, so after a crash (kill -9,
+ * WAL mode (sqlite.c), or in a PostgreSQL schema shared by a fleet of
+ * coordinators (pgstore.c; coord_store_open's store spec picks one, and
+ * both keep the contract below; PostgreSQL's differences are at
+ * coord_store_open). A round commit is one transaction, so after a crash (kill -9,
  * power loss with the default synchronous=FULL) every job resumes from its
  * last committed round and nothing committed is lost. Tables, invariants and
  * recovery are described in docs/operations.md, "State and recovery".
@@ -131,7 +134,8 @@ typedef struct {
 typedef enum { COORD_STORE_SQLITE = 0, COORD_STORE_POSTGRESQL } coord_store_backend_t;
 
 /* A store spec: "sqlite:PATH", "postgresql:CONNINFO" (a libpq conninfo
- * string or URI) or a bare PATH (SQLite). *location points into spec.
+ * string or URI), a libpq URI itself ("postgresql://..." or
+ * "postgres://...") or a bare PATH (SQLite). *location points into spec.
  * SFL_EINVAL when empty or when the location is. */
 int coord_store_spec_parse(const char *spec, coord_store_backend_t *backend,
                            const char **location) SFL_MUST_CHECK;
@@ -196,7 +200,10 @@ int coord_store_recover(coord_store_t *s, const char *reason, size_t *n);
  * directory or the database itself, -errno naming the directory when the
  * temporary cannot be created (e.g. -ENOENT: missing directory).
  *
- * coord_store_backup_path opens db_path without creating it, refuses a file
+ * A PostgreSQL store is refused (SFL_EUNSUP naming pg_dump), by both.
+ *
+ * coord_store_backup_path takes a store spec (a bare path is SQLite's) and
+ * opens the file without creating it, refuses a file
  * that is not an sfl store (SFL_EPARSE) and never writes through its
  * connection (query_only), so it is what a second process runs against a
  * live coordinator's state; it applies no migration. */
@@ -207,7 +214,9 @@ int coord_store_backup_path(const char *db_path, const char *dest,
 int coord_store_backup(coord_store_t *s, const char *dest, uint64_t *bytes) SFL_MUST_CHECK;
 
 /* Leadership of a store shared by a round master and its standby
- * (docs/operations.md). leader_try: 1 when this connection now leads
+ * (docs/operations.md). Call leader_try on a writable connection the
+ * master keeps open while it leads (PostgreSQL: the lock is that session's),
+ * and fence the writer's connection with the epoch it gives. leader_try: 1 when this connection now leads
  * (PostgreSQL: a session advisory lock, held until the connection closes
  * or is lost; the leader row's epoch is incremented, holder (1..127
  * printable bytes) and since_ms recorded; *epoch = the new epoch), 0 when

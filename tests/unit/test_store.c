@@ -1357,6 +1357,294 @@ static void test_store_failalloc(void **state)
     coord_store_close(s);
 }
 
+/* Leadership (both backends): the epoch counts from 1 at each leader_try;
+ * a store fenced with an old epoch writes nothing of the fenced tables
+ * (SFL_EFENCED) while agents stay writable. */
+static void test_store_leader(void **state)
+{
+    (void)state;
+    const char *p = dbpath("leader.db");
+    coord_store_t *s = open_ok(p, 2);
+    int64_t e1 = 0, e2 = 0, since = 0, job = 0, job2 = 0;
+    char holder[128];
+    coord_job_row_t *jobs = NULL;
+    size_t n = 0;
+
+    assert_int_equal(coord_store_leader_get(s, &e1, holder, &since), SFL_ENOTFOUND);
+    assert_int_equal(coord_store_leader_held(s), 0);
+    assert_int_equal(coord_store_leader_try(s, "", &e1), SFL_EINVAL);
+    assert_int_equal(coord_store_leader_try(s, "master-a", &e1), 1);
+    assert_int_equal(e1, 1);
+    assert_int_equal(coord_store_leader_held(s), 1);
+    coord_store_fence(s, e1);
+    assert_int_equal(coord_store_job_create(s, "fenced-ok", NULL, 0, 1, &job), 0);
+    assert_int_equal(coord_store_leader_try(s, "master-b", &e2), 1);
+    assert_int_equal(e2, 2);
+    assert_int_equal(coord_store_leader_get(s, &e2, holder, &since), 0);
+    assert_int_equal(e2, 2);
+    assert_string_equal(holder, "master-b");
+    assert_true(since > 0);
+    /* still fenced with epoch 1: superseded */
+    assert_int_equal(coord_store_job_create(s, "late", NULL, 0, 1, &job2), SFL_EFENCED);
+    assert_non_null(strstr(sfl_last_error(), "superseded"));
+    assert_int_equal(coord_store_job_set_state(s, job, COORD_JOB_PAUSED), SFL_EFENCED);
+    assert_int_equal(coord_store_quarantine_add(s, job, 1, "x", 1), SFL_EFENCED);
+    assert_int_equal(coord_store_stats_open(s, job, 1), SFL_EFENCED);
+    assert_int_equal(coord_store_recover(s, "restart", NULL), SFL_EFENCED);
+    add_agent(s, "unfenced", 7); /* agents are not fenced */
+    coord_store_fence(s, e2);
+    assert_int_equal(coord_store_job_list(s, 0, &jobs, &n), 0);
+    assert_int_equal(n, 1); /* nothing of the refused calls */
+    coord_job_rows_free(jobs, n);
+    assert_int_equal(coord_store_job_create(s, "now-ok", NULL, 0, 1, &job2), 0);
+    coord_store_fence(s, 0);
+    coord_store_close(s);
+}
+
+/* Store specs: the backend from the prefix, a bare path is SQLite, and the
+ * masked form never shows a password. */
+static void test_store_spec(void **state)
+{
+    (void)state;
+    coord_store_backend_t b;
+    const char *loc;
+    char m[256];
+
+    assert_int_equal(coord_store_spec_parse("sqlite:/a/b.db", &b, &loc), 0);
+    assert_int_equal(b, COORD_STORE_SQLITE);
+    assert_string_equal(loc, "/a/b.db");
+    assert_int_equal(coord_store_spec_parse("/var/lib/sfl/coordinator.db", &b, &loc), 0);
+    assert_int_equal(b, COORD_STORE_SQLITE);
+    assert_string_equal(loc, "/var/lib/sfl/coordinator.db");
+    assert_int_equal(coord_store_spec_parse("postgresql:host=db dbname=sfl", &b, &loc), 0);
+    assert_int_equal(b, COORD_STORE_POSTGRESQL);
+    assert_string_equal(loc, "host=db dbname=sfl");
+    assert_int_equal(coord_store_spec_parse("postgresql://sfl@db/sfl", &b, &loc), 0);
+    assert_int_equal(b, COORD_STORE_POSTGRESQL);
+    assert_string_equal(loc, "postgresql://sfl@db/sfl");
+    assert_int_equal(coord_store_spec_parse("postgres://db", &b, &loc), 0);
+    assert_string_equal(loc, "postgres://db");
+    assert_int_equal(coord_store_spec_parse("postgresql:postgresql://db", &b, &loc), 0);
+    assert_string_equal(loc, "postgresql://db");
+    assert_int_equal(coord_store_spec_parse("postgresql:", &b, &loc), SFL_EINVAL);
+    assert_int_equal(coord_store_spec_parse("sqlite:", &b, &loc), SFL_EINVAL);
+    assert_int_equal(coord_store_spec_parse("", &b, &loc), SFL_EINVAL);
+    coord_store_spec_mask("postgresql:host=db password=s3cret user=u", m, sizeof(m));
+    assert_string_equal(m, "postgresql:host=db password=*** user=u");
+    coord_store_spec_mask("postgresql:password = 'a b\\'c' host=db", m, sizeof(m));
+    assert_string_equal(m, "postgresql:password=*** host=db");
+    coord_store_spec_mask("postgresql://u:s3cret@db:5432/sfl?password=x&a=1", m, sizeof(m));
+    assert_string_equal(m, "postgresql://u:***@db:5432/sfl?password=***&a=1");
+    coord_store_spec_mask("sqlite:/a/password=b", m, sizeof(m));
+    assert_string_equal(m, "sqlite:/a/password=b");
+    coord_store_spec_mask("postgresql:password=s3cret", m, 12);
+    assert_null(strstr(m, "s3c"));
+}
+
+/* The rest need PostgreSQL: sessions of several processes. */
+
+/* Two connections race the leader lock: one wins, the other waits its
+ * turn (0, nothing changed) and wins once the first session ends; the
+ * old leader's fenced connection is refused from then on. */
+static void test_store_pg_leader_race(void **state)
+{
+    (void)state;
+    const char *p = dbpath("race.db");
+    coord_store_t *a = open_ok(p, 2), *aw = open_ok(p, 2), *b = open_ok(p, 2);
+    int64_t ea = 0, eb = 0, job = 0, agent;
+    const int64_t cohort[1] = {0};
+    char holder[128];
+    uint8_t nonce[COORD_NONCE_BYTES] = {1};
+    coord_part_row_t row = {0};
+    size_t skipped = 9;
+    coord_round_row_t *rounds = NULL;
+    size_t n = 0;
+
+    (void)cohort;
+    assert_int_equal(coord_store_leader_try(a, "a", &ea), 1);
+    assert_int_equal(coord_store_leader_try(b, "b", &eb), 0);
+    assert_int_equal(coord_store_leader_held(b), 0);
+    assert_int_equal(coord_store_leader_get(b, &eb, holder, NULL), 0);
+    assert_int_equal(eb, ea);
+    assert_string_equal(holder, "a");
+    coord_store_fence(aw, ea); /* a's writer connection */
+    agent = add_agent(aw, "m", 3);
+    assert_int_equal(coord_store_job_create(aw, "j", NULL, 0, 1, &job), 0);
+    assert_int_equal(coord_store_round_open(aw, job, 1, 1, nonce, &agent, 1), 0);
+    coord_store_close(a); /* the leader's session ends: its lock goes once the
+                             server has seen it (bounded wait for that state) */
+    int won = 0;
+    for (double t0 = now_s(); won == 0 && now_s() - t0 < 30;) {
+        won = coord_store_leader_try(b, "b", &eb);
+        if (won == 0)
+            poll(NULL, 0, 10);
+    }
+    assert_int_equal(won, 1);
+    assert_int_equal(eb, ea + 1);
+    assert_int_equal(coord_store_leader_held(b), 1);
+    /* a's writer, still connected, is fenced off: nothing written */
+    assert_int_equal(coord_store_round_set_state(aw, job, 1, 1, COORD_SROW_TRAINING, NULL),
+                     SFL_EFENCED);
+    row = (coord_part_row_t){job, 1, 1, agent, COORD_PART_ACCEPTED, NULL, 10, 0};
+    assert_int_equal(coord_store_participation_batch(aw, &row, 1, &skipped), SFL_EFENCED);
+    assert_int_equal(coord_store_batch_begin(aw), 0);
+    assert_int_equal(coord_store_job_fail(aw, job, "x", 1), SFL_EFENCED);
+    assert_int_equal(coord_store_batch_commit(aw), 0);
+    assert_int_equal(coord_store_round_list(b, job, 8, &rounds, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(rounds[0].state, COORD_SROW_SELECTING);
+    coord_round_list_free(rounds, n);
+    coord_store_close(aw);
+    coord_store_close(b);
+}
+
+/* Processes opening a fresh schema at once: one migrates, the others wait
+ * on the advisory lock and find it done. */
+static void test_store_pg_migrate_race(void **state)
+{
+    (void)state;
+    char p[sizeof(pathbuf)];
+    pid_t kids[4];
+
+    snprintf(p, sizeof(p), "%s", dbpath("migrace.db"));
+    for (int i = 0; i < 4; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            coord_store_t *s = NULL;
+            int rc = coord_store_open(p, NULL, &s);
+
+            if (rc == 0)
+                coord_store_close(s);
+            else
+                fprintf(stderr, "child %d: %s\n", i, sfl_last_error());
+            _exit(rc == 0 ? 0 : 1);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        int st = 0;
+
+        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "DO $$BEGIN IF (SELECT count(*) FROM schema_version) <> %d THEN "
+             "RAISE 'migrated more than once'; END IF; END$$",
+             COORD_STORE_SCHEMA_VERSION);
+    raw_sql(p, sql);
+    coord_store_t *s = open_ok(p, 2);
+    assert_int_equal(coord_store_integrity_check(s), 0);
+    coord_store_close(s);
+}
+
+/* Processes (front-ends) joining the same new agent at once: every upsert
+ * succeeds, with the one id (a lost insert race runs the upsert again). */
+static void test_store_pg_upsert_race(void **state)
+{
+    (void)state;
+    char p[sizeof(pathbuf)];
+    pid_t kids[4];
+
+    snprintf(p, sizeof(p), "%s", dbpath("upsrace.db"));
+    coord_store_close(open_ok(p, 2)); /* migrated once, before the race */
+    for (int i = 0; i < 4; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            coord_store_t *s = NULL;
+            coord_agent_row_t a;
+            int64_t id = 0;
+            int rc = coord_store_open(p, NULL, &s);
+
+            make_agent(&a, "racer", 5);
+            if (rc == 0)
+                rc = coord_store_agent_upsert(s, &a, &id);
+            if (rc != 0)
+                fprintf(stderr, "child %d: %s\n", i, sfl_last_error());
+            coord_store_close(s);
+            _exit(rc == 0 && id > 0 && id < 100 ? (int)id : 255);
+        }
+    }
+    int first = -1;
+    for (int i = 0; i < 4; i++) {
+        int st = 0;
+
+        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 255);
+        if (first < 0)
+            first = WEXITSTATUS(st);
+        assert_int_equal(WEXITSTATUS(st), first);
+    }
+}
+
+/* What a PostgreSQL store refuses or checks: backups (pg_dump's job), a
+ * constraint left unvalidated, a schema version not this coordinator's. */
+static void test_store_pg_checks(void **state)
+{
+    (void)state;
+    const char *p = dbpath("checks.db");
+    char spec[sizeof(pathbuf)];
+    coord_store_t *s = open_ok(p, 2);
+    uint64_t bytes = 7;
+
+    snprintf(spec, sizeof(spec), "%s", p);
+    assert_string_equal(coord_store_backend(s), "postgresql");
+    assert_int_equal(coord_store_backup(s, dbpath("copy.db"), &bytes), SFL_EUNSUP);
+    assert_non_null(strstr(sfl_last_error(), "pg_dump"));
+    assert_int_equal(bytes, 0);
+    assert_int_equal(coord_store_backup_path(spec, "/tmp/x.db", NULL), SFL_EUNSUP);
+    assert_int_equal(coord_store_integrity_check(s), 0);
+    raw_sql(spec, "ALTER TABLE agents ADD CONSTRAINT odd CHECK (samples < 0) NOT VALID");
+    assert_int_equal(coord_store_integrity_check(s), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), "odd"));
+    raw_sql(spec, "ALTER TABLE agents DROP CONSTRAINT odd; DELETE FROM schema_version "
+                  "WHERE version = (SELECT MAX(version) FROM schema_version)");
+    assert_int_equal(coord_store_integrity_check(s), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), "schema version"));
+    coord_store_close(s);
+}
+
+/* The server restarts under a leading store: the call in flight fails
+ * clearly (-ECONNRESET, libpq's message), the next one reconnects, and the
+ * reconnected session no longer holds the leader lock. Needs the cluster's
+ * directory (SFL_TEST_PG_DIR, tests/run.sh sets it) to stop and start it. */
+static void test_store_pg_restart(void **state)
+{
+    (void)state;
+    const char *dir = getenv("SFL_TEST_PG_DIR");
+    char cmd[1200];
+    int64_t e = 0, job = 0;
+
+    if (dir == NULL || *dir == '\0' || access("tests/pgcluster.sh", R_OK) != 0) {
+        print_message("skipped: SFL_TEST_PG_DIR is unset (the cluster's directory, to "
+                      "restart it with tests/pgcluster.sh; tests/run.sh sets it)\n");
+        skip();
+    }
+    const char *p = dbpath("restart.db");
+    coord_store_t *s = open_ok(p, 2);
+
+    assert_int_equal(coord_store_leader_try(s, "a", &e), 1);
+    coord_store_fence(s, e);
+    snprintf(cmd, sizeof(cmd), "sh tests/pgcluster.sh stop '%s' >/dev/null", dir);
+    assert_int_equal(system(cmd), 0);
+    int rc = coord_store_job_create(s, "j", NULL, 0, 1, &job);
+    assert_int_equal(rc, -ECONNRESET);
+    assert_non_null(strstr(sfl_last_error(), "PostgreSQL"));
+    assert_int_equal(coord_store_leader_held(s), 0);
+    snprintf(cmd, sizeof(cmd), "sh tests/pgcluster.sh start '%s' >/dev/null", dir);
+    assert_int_equal(system(cmd), 0);
+    /* reconnected: leadership is gone, the store works (the fence still
+     * matches: nobody took over) */
+    assert_int_equal(coord_store_job_create(s, "j", NULL, 0, 1, &job), 0);
+    assert_int_equal(coord_store_leader_held(s), 0);
+    assert_int_equal(coord_store_leader_try(s, "a", &e), 1);
+    assert_int_equal(e, 2);
+    coord_store_fence(s, e);
+    assert_int_equal(coord_store_job_set_state(s, job, COORD_JOB_PAUSED), 0);
+    coord_store_close(s);
+}
+
 /* The PostgreSQL group: the same tests against SFL_TEST_PG's cluster, each
  * in a fresh schema, SKIPped with the reason when it is unset. */
 #define PG_TEST(name)                                                                         \
@@ -1383,6 +1671,13 @@ PG_TEST(test_store_statistics)
 PG_TEST(test_store_recover)
 PG_TEST(test_store_failalloc)
 PG_TEST(test_store_quarantine)
+PG_TEST(test_store_leader)
+PG_TEST(test_store_pg_leader_race)
+PG_TEST(test_store_pg_migrate_race)
+PG_TEST(test_store_pg_restart)
+PG_TEST(test_store_pg_upsert_race)
+PG_TEST(test_store_pg_checks)
+PG_TEST(test_store_crash)
 
 static int pg_test_teardown(void **state)
 {
@@ -1411,6 +1706,8 @@ int main(void)
         cmocka_unit_test(test_store_crash_open),
         cmocka_unit_test(test_store_failalloc),
         cmocka_unit_test(test_store_quarantine),
+        cmocka_unit_test(test_store_leader),
+        cmocka_unit_test(test_store_spec),
     };
     const struct CMUnitTest pg_tests[] = {
         PG_UNIT(test_store_agents),
@@ -1425,6 +1722,13 @@ int main(void)
         PG_UNIT(test_store_recover),
         PG_UNIT(test_store_failalloc),
         PG_UNIT(test_store_quarantine),
+        PG_UNIT(test_store_leader),
+        PG_UNIT(test_store_pg_leader_race),
+        PG_UNIT(test_store_pg_migrate_race),
+        PG_UNIT(test_store_pg_upsert_race),
+        PG_UNIT(test_store_pg_checks),
+        PG_UNIT(test_store_crash),
+        PG_UNIT(test_store_pg_restart),
     };
     int rc = cmocka_run_group_tests_name("sqlite", tests, group_setup, group_teardown);
 
