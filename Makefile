@@ -417,6 +417,8 @@ STOREFX_TESTS := test_store test_backup
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/obj/storefx/storefx.o
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/storefx/storefx.o
 $(BUILD)/tests/obj/storefx/storefx.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
+# test_coord's master/standby case edits the leader row with libpq.
+$(BUILD)/tests/test_coord $(BUILD)/asan/tests/test_coord: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
 
 # bench_writer measures the coordinator's store and writer: it links them.
 $(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB) $(JOB_LIB)
