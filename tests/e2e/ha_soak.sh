@@ -15,7 +15,7 @@ set -eu
 . tests/e2e/lib-ha.sh
 
 KILLS=${SFL_HA_KILLS:-50}
-ROUNDS=$((KILLS * 30 + 60))
+ROUNDS=$((KILLS * 60 + 60))
 ha_setup $ROUNDS
 master_start m1
 wait_for 10 has_epoch 1 || fail "m1 did not lead"
