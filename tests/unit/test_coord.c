@@ -151,6 +151,47 @@ static void test_coord_failalloc(void **state)
     FAILALLOC_EACH(start_quiet(), settle());
 }
 
+static sfl_fleet_t *admin_fleet(cli_t *k)
+{
+    sfl_fleet_t *f = NULL;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    assert_int_equal(sfl_msg_fleet_req_pack(&buf, &len), 0);
+    fx_call(k, "/sfl.v1.Admin/Fleet", buf, len, &res);
+    if (res.status != 0)
+        fail_msg("Fleet: %d %s", res.status, res.msg);
+    assert_int_equal(sfl_msg_fleet_unpack(res.resp, res.len, NULL, &f), 0);
+    free(res.resp);
+    return f;
+}
+
+/* Admin.Fleet of a single coordinator on SQLite: role single, no leader,
+ * no front-ends; an agent's certificate may not call it. */
+static void test_coord_fleet_single(void **state)
+{
+    sfl_fleet_t *f;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    f = admin_fleet(&F.admin);
+    assert_string_equal(f->role, "single");
+    assert_int_equal(f->has_leader, 0);
+    assert_int_equal(f->own_epoch, 0);
+    assert_int_equal(f->n, 0);
+    sfl_msg_fleet_free(f);
+    fx_cli_connect(&F.ag[0].cli, "agent/a1");
+    assert_int_equal(sfl_msg_fleet_req_pack(&buf, &len), 0);
+    fx_call(&F.ag[0].cli, "/sfl.v1.Admin/Fleet", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+    free(res.resp);
+}
+
 /* role = master (server/leader.c) on SFL_TEST_PG's cluster, in a schema of
  * its own: the first master leads (epoch 1) and serves; a second one on the
  * same store is the standby (no listener); when the first stops, its
@@ -265,6 +306,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_coord_state_dir_locked, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_ticket_keys, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_failalloc, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_fleet_single, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_master_standby, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
