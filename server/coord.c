@@ -726,6 +726,32 @@ static const coord_http_page_t http_pages[] = {
     {"/status", "text/html; charset=utf-8", STATUS_HEADERS, coord_render_status},
 };
 
+/* The metrics listener (and status page): from coord_new, before the
+ * leadership is settled, so a standby answers it too (sfl_leader 0). */
+static int metrics_start(coord_t *co)
+{
+    const coord_config_t *cfg = &co->cfg;
+    struct sockaddr_storage ss;
+    int rc;
+
+    if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
+        if ((rc = coord_addr_parse(cfg->metrics_listen, &ss)) < 0 ||
+            (rc = coord_metrics_srv_new(co->loop, (struct sockaddr *)&ss, NULL, http_pages,
+                                        sizeof(http_pages) / sizeof(http_pages[0]), co,
+                                        &co->metrics)) < 0) {
+            char detail[512];
+
+            snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+            rc = rc == UV_EADDRINUSE
+                     ? addr_in_use(rc, "metrics_listen", cfg->metrics_listen)
+                     : sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, detail);
+            return rc;
+        }
+        co->metrics_open = 1;
+    }
+    return 0;
+}
+
 static void start_timers(coord_t *co)
 {
     uv_timer_start(&co->tick, coord_on_tick, co->cfg.tick_ms, co->cfg.tick_ms);
@@ -773,7 +799,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     if ((rc = state_dir_make(cfg->state_dir)) < 0 ||
         (rc = state_lock(cfg->state_dir, &co->state_fd)) < 0 ||
         (rc = identity_open(cfg->state_dir, &co->id)) < 0 || (rc = store_open(co)) < 0 ||
-        (rc = coord_leader_start(co)) < 0)
+        (rc = metrics_start(co)) < 0 || (rc = coord_leader_start(co)) < 0)
         goto fail;
     /* 0: a standby master, which serves once it leads (leader.c). */
     if (rc == 1 && (rc = coord__serve(co)) < 0)
@@ -867,21 +893,6 @@ int coord__serve(coord_t *co)
                      : sfl__fail(rc, "admin_listen %s: %s", cfg->admin_listen, detail);
             return rc;
         }
-    }
-    if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
-        if ((rc = coord_addr_parse(cfg->metrics_listen, &ss)) < 0 ||
-            (rc = coord_metrics_srv_new(loop, (struct sockaddr *)&ss, NULL, http_pages,
-                                        sizeof(http_pages) / sizeof(http_pages[0]), co,
-                                        &co->metrics)) < 0) {
-            char detail[512];
-
-            snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-            rc = rc == UV_EADDRINUSE
-                     ? addr_in_use(rc, "metrics_listen", cfg->metrics_listen)
-                     : sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, detail);
-            return rc;
-        }
-        co->metrics_open = 1;
     }
     co->serving = 1;
     if (co->timers) /* a standby taking over; coord_new starts them itself */

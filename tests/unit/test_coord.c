@@ -270,6 +270,8 @@ static void test_coord_master_standby(void **state)
     assert_int_equal(coord_serving_now(second), 0);
     assert_int_equal(coord_leader_epoch(second), 0);
     assert_true(coord_port(second) < 0); /* a standby does not listen */
+    assert_true(coord_admin_port(second) < 0);
+    assert_true(coord_metrics_port(second) > 0); /* but says so: sfl_leader 0 */
 
     led = 0;
     fx_stop(); /* its session ends: the lock frees */
