@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -330,7 +331,9 @@ static void on_lost(coord_t *c, int rc, void *ud)
     (void)ud;
     notify(COORD_NOTIFY_STOPPING, "fenced: another round master leads");
     fflush(stderr);
-    exit(COORD_EXIT_FENCED);
+    /* _exit: no atexit handlers racing the writer thread, which may be
+     * inside libpq or OpenSSL right now; nothing of ours needs flushing. */
+    _exit(COORD_EXIT_FENCED);
 }
 
 static void on_stop_signal(uv_signal_t *s, int signum)
