@@ -19,7 +19,7 @@ typedef struct {
     coord_write_op_t op;
     coord_t *co;
     leader_kind_t kind;
-    char holder[128];  /* ours (OP_TRY), the row's (OP_CHECK) */
+    char holder[128];  /* ours (OP_TRY) */
     int64_t epoch;     /* in: ours (OP_CHECK); out: the new one (OP_TRY) */
     int leads;         /* OP_TRY: 1 we lead, 0 another session does */
     int lost;          /* OP_CHECK: 1 we no longer lead */
