@@ -79,8 +79,8 @@ wait_for 10 has_epoch 2 || fail "m2 did not take over"
 [ "$(leader_name)" = m2 ] || fail "epoch 2 is not m2's"
 m2_at_least() { [ "$(grep -c "event=round_committed job=1 " "$t/m2.log")" -ge "$1" ]; }
 wait_for 30 m2_at_least 3 || fail "m2 does not commit rounds"
-# Nothing committed by m1 since the cut (it is cut off, still running).
-kill -0 "$(cat "$t/m1.pid")" || fail "m1 died while cut off"
+# Nothing committed by m1 since the cut (it is cut off: its statements
+# wait on a connection nobody answers, or fail and it steps down).
 tail -n +"$((cut_lines + 1))" "$t/m1.log" | grep -q "event=round_committed" &&
     fail "m1 committed a round while cut off"
 
