@@ -13,7 +13,8 @@
 #                   (deploy/monitoring/) against a live coordinator, with prometheus
 #   make demo       a coordinator and 8 agents on loopback, then simulations
 #   make bench      micro and macro benchmarks (figures to stdout)
-#   make soak       the coordinator killed -9 SOAK_KILLS (100) times mid-job
+#   make soak       the coordinator killed -9 SOAK_KILLS (100) times mid-job, and the
+#                   leading round master SOAK_HA_KILLS (50) times (ha_soak.sh)
 #   make footprint  the arm64 agent's size and peak RSS (d = 1e5, under qemu)
 #   make bench-peer Flower (FLOWER_SRC: its v1.10.0 tag) and sfl on the same
 #                   job -> results/peer-flower.md
@@ -416,6 +417,8 @@ STOREFX_TESTS := test_store test_backup
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/obj/storefx/storefx.o
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/storefx/storefx.o
 $(BUILD)/tests/obj/storefx/storefx.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
+# test_coord's master/standby case edits the leader row with libpq.
+$(BUILD)/tests/test_coord $(BUILD)/asan/tests/test_coord: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
 
 # bench_writer measures the coordinator's store and writer: it links them.
 $(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB) $(JOB_LIB)
@@ -514,7 +517,8 @@ $(REPLAY_BIN) $(HOSTILE_BIN) $(LOADGEN_BIN): $(AGENT_LIB) $(LIB)
 layers:
 	@$(PYTHON) tests/layers.py
 
-E2E_SCRIPTS := $(filter-out tests/e2e/lib%,$(sort $(wildcard tests/e2e/*.sh)))
+# ha_soak.sh is make soak's (50 kills: minutes).
+E2E_SCRIPTS := $(filter-out tests/e2e/lib% tests/e2e/ha_soak.sh,$(sort $(wildcard tests/e2e/*.sh)))
 e2e:
 	@if $(MAKE) --no-print-directory all $(REPLAY_BIN) $(HOSTILE_BIN); then \
 	    env -u MAKEFLAGS -u MFLAGS SFL_BIN=$(BUILD) tests/run.sh e2e $(BUILD) $(E2E_SCRIPTS); \
@@ -524,10 +528,14 @@ demo: all deps-test
 	$(Q)./deploy/demo-federation.sh $(BUILD)
 	$(Q)./sim/demo.sh $(SIM)
 
-# tests/e2e/crash.sh with 100 kills instead of make test's 10 (a few minutes).
+# tests/e2e/crash.sh with 100 kills instead of make test's 10, and the
+# round master's failover soak, tests/e2e/ha_soak.sh, with 50 (a few
+# minutes each).
 SOAK_KILLS ?= 100
+SOAK_HA_KILLS ?= 50
 soak: all deps-test
-	$(Q)SFL_BIN=$(BUILD) SFL_KILLS=$(SOAK_KILLS) tests/run.sh e2e $(BUILD) tests/e2e/crash.sh
+	$(Q)SFL_BIN=$(BUILD) SFL_KILLS=$(SOAK_KILLS) SFL_HA_KILLS=$(SOAK_HA_KILLS) \
+	    tests/run.sh e2e $(BUILD) tests/e2e/crash.sh tests/e2e/ha_soak.sh
 
 bench: all $(BENCH_BIN) $(LOADGEN_BIN)
 	$(Q)./bench/run.sh $(BUILD)

@@ -70,8 +70,9 @@ static void unavailable(ctl_result_t *r, const char *where, const char *why)
     snprintf(r->message, sizeof(r->message), "%.200s: %.300s", where, why);
 }
 
-int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out,
-                    ctl_result_t *r)
+/* One address of coordinator = A,B,... (addr: host:port). */
+static int open_one(uv_loop_t *loop, const ctl_config_t *cfg, const char *addr,
+                    ctl_client_t **out, ctl_result_t *r)
 {
     sfl_grpc_config_t g = {.max_message = CTL_MAX_MESSAGE, .idle_timeout_ms = UINT32_MAX};
     sfl_conn_opts_t o = {.connect_timeout_ms = cfg->timeout_ms};
@@ -83,7 +84,7 @@ int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out
 
     *out = NULL;
     memset(r, 0, sizeof(*r));
-    rc = sfl_grpcconn_split_hostport(cfg->coordinator, host, sizeof(host), port, sizeof(port));
+    rc = sfl_grpcconn_split_hostport(addr, host, sizeof(host), port, sizeof(port));
     if (rc < 0) {
         char detail[256];
 
@@ -109,7 +110,7 @@ int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out
     hints.ai_socktype = SOCK_STREAM;
     /* No callback: resolves synchronously, which a CLI may. */
     if ((rc = uv_getaddrinfo(loop, &gai, NULL, host, port, &hints)) < 0) {
-        unavailable(r, cfg->coordinator, uv_strerror(rc)); /* resolving */
+        unavailable(r, addr, uv_strerror(rc)); /* resolving */
         rc = 0;
         goto out;
     }
@@ -123,12 +124,12 @@ int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out
     uv_timer_init(loop, &k->nap);
     k->nap.data = k;
     k->nap_open = 1;
-    rc = sfl_grpcconn_connect(loop, gai.addrinfo->ai_addr, &o, &g, cfg->coordinator, &conn_cbs,
+    rc = sfl_grpcconn_connect(loop, gai.addrinfo->ai_addr, &o, &g, addr, &conn_cbs,
                               k, &k->g);
     if (rc == SFL_ENOMEM)
         goto out;
     if (rc < 0) {
-        unavailable(r, cfg->coordinator, sfl_strerror(rc));
+        unavailable(r, addr, sfl_strerror(rc));
         rc = 0;
         goto out;
     }
@@ -136,7 +137,7 @@ int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out
     /* A refused TLS 1.3 client learns it only after its handshake: the
      * first call reports that. */
     if (!k->opened) {
-        unavailable(r, "cannot connect", k->why[0] ? k->why : cfg->coordinator);
+        unavailable(r, "cannot connect", k->why[0] ? k->why : addr);
         goto out;
     }
     *out = k;
@@ -146,6 +147,30 @@ out:
     ctl_client_free(k);
     sfl_tls_free(o.tls);
     return rc;
+}
+
+/* coordinator = A,B,... (a fleet's masters: only the leader listens):
+ * the first address that connects; r says why the last one did not. */
+int ctl_client_open(uv_loop_t *loop, const ctl_config_t *cfg, ctl_client_t **out,
+                    ctl_result_t *r)
+{
+    const char *p = cfg->coordinator;
+    char one[sizeof(cfg->coordinator)];
+    int rc;
+
+    *out = NULL;
+    for (int i = 0;; i++) {
+        size_t n = strcspn(p, ",");
+
+        if (n == 0 || n >= sizeof(one) || i == CTL_MAX_COORDINATORS)
+            return sfl__fail(SFL_EINVAL, "coordinator: '%s' is not a list of up to %d "
+                             "host:port", cfg->coordinator, CTL_MAX_COORDINATORS);
+        memcpy(one, p, n);
+        one[n] = '\0';
+        if ((rc = open_one(loop, cfg, one, out, r)) < 0 || *out != NULL || p[n] == '\0')
+            return rc;
+        p += n + 1;
+    }
 }
 
 static void on_unary(sfl_grpc_call_t *call, int status, const char *message, const uint8_t *resp,

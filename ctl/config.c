@@ -21,7 +21,8 @@
 static const sfl_cfg_key_t keys[] = {
     SFL_CFG_S("coordinator", ctl_config_t, coordinator, SFL_ADMIN_LISTEN_DEFAULT, "HOST:PORT",
               "the coordinator's admin_listen address ([v6]:port); its listen address "
-              "works too, queued with the agents"),
+              "works too, queued with the agents; a list A,B,... (up to 8: a fleet's "
+              "masters) connects to the first that answers, the leader"),
     SFL_CFG_S("server_name", ctl_config_t, server_name, "", "NAME",
               "name the coordinator certificate must carry (default: HOST)"),
     SFL_CFG_S("ca", ctl_config_t, ca, "", "FILE", "federation CA certificate (PEM); required"),
@@ -122,6 +123,7 @@ static const struct {
     [CTL_CMD_WATCH] = {"watch", NULL, 0, 0, 1},
     [CTL_CMD_AGENT_REVOKE] = {"agent", "revoke", 1, 0, 0},
     [CTL_CMD_JOB_RELEASE] = {"job", "release", 2, 1, 0},
+    [CTL_CMD_FLEET] = {"fleet", NULL, 0, 0, 0},
 };
 
 static int find_cmd(const char *const *words, int n, ctl_args_t *a)

@@ -19,7 +19,7 @@
 
 /* sflctl.ini section [sflctl]; every key is also a flag. */
 typedef struct ctl_config {
-    char coordinator[256];    /* host:port, [v6]:port */
+    char coordinator[1024];   /* host:port, [v6]:port; a list A,B,... (CTL_MAX_COORDINATORS) */
     char server_name[256];    /* name in the coordinator certificate; "" = host */
     char ca[CTL_PATH_MAX];    /* federation CA (PEM) */
     char cert[CTL_PATH_MAX];  /* admin certificate (PEM) */
@@ -60,7 +60,8 @@ typedef enum {
     CTL_CMD_MODEL_EXPORT, /* operands: ID FILE */
     CTL_CMD_WATCH,       /* operand: none, or ID */
     CTL_CMD_AGENT_REVOKE, /* operand: agent NAME or certificate FINGERPRINT */
-    CTL_CMD_JOB_RELEASE  /* operands: ID AGENT (an agent id) */
+    CTL_CMD_JOB_RELEASE, /* operands: ID AGENT (an agent id) */
+    CTL_CMD_FLEET
 } ctl_cmd_t;
 
 /* What sflctl's arguments say. Strings are borrowed from argv. */
@@ -120,8 +121,11 @@ typedef struct ctl_result {
     size_t len;
 } ctl_result_t;
 
+/* Addresses in coordinator = A,B,... */
+#define CTL_MAX_COORDINATORS 8
 /* Resolves cfg->coordinator, connects with TLS 1.3 (ALPN h2, the admin
- * certificate) and runs loop until the handshake is done or failed. On
+ * certificate) and runs loop until the handshake is done or failed; with
+ * a list, to the first address that connects (a fleet's leader). On
  * failure *out is NULL and r says why (UNAVAILABLE); the return is 0 then
  * too. A negative return is a local failure (TLS files: SFL_EIO, memory).
  * Returns owned (ctl_client_free). */
@@ -146,6 +150,8 @@ void ctl_result_clear(ctl_result_t *r);
 
 /* now_ms: Unix ms, for ages ("12s ago"). */
 void ctl_print_status(FILE *f, const sfl_status_t *s, int64_t now_ms);
+/* sflctl fleet: role, leader (epoch, holder, since), front-ends. */
+void ctl_print_fleet(FILE *f, const sfl_fleet_t *m, int64_t now_ms);
 void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n);
 void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms);
 /* The job's progress (sfl_metrics_job_progress): the last committed

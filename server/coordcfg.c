@@ -87,6 +87,12 @@ static const sfl_cfg_key_t keys[] = {
     N("relaxed_sync", relaxed_sync, "0", "0|1",
       "SQLite synchronous=NORMAL (PostgreSQL: synchronous_commit=off): faster, last commits "
       "may roll back on power loss"),
+    S("role", role, COORD_ROLE_SINGLE, "ROLE",
+      "single (one process), master (rounds, with a standby master on the same PostgreSQL "
+      "store taking over when it dies: docs/operations.md, Failover) or frontend"),
+    N("leader_retry_ms", leader_retry_ms, "500", "MS",
+      "role master: a standby tries the leader lock this often, the leader checks this often "
+      "that it still holds it"),
 };
 #undef S
 #undef N
@@ -172,6 +178,12 @@ int coord_config_check(const coord_config_t *c)
         return sfl__fail(SFL_EINVAL, "keep_checkpoints must be in [0, 1000000] (0: all)");
     if (c->relaxed_sync > 1)
         return sfl__fail(SFL_EINVAL, "relaxed_sync must be 0 or 1");
+    if (strcmp(c->role, COORD_ROLE_SINGLE) != 0 && strcmp(c->role, COORD_ROLE_MASTER) != 0 &&
+        strcmp(c->role, COORD_ROLE_FRONTEND) != 0)
+        return sfl__fail(SFL_EINVAL, "role must be single, master or frontend, not '%s'",
+                         c->role);
+    if (c->leader_retry_ms == 0 || c->leader_retry_ms > 60000)
+        return sfl__fail(SFL_EINVAL, "leader_retry_ms must be in [1, 60000]");
     if (c->store[0]) {
         coord_store_backend_t b;
         const char *loc;

@@ -20,6 +20,9 @@
 # fsync and full_page_writes on (the crash tests rely on them). Binaries:
 # $SFL_PG_BIN, else Debian's /usr/lib/postgresql/<newest>/bin, else PATH.
 # Exits non-zero with the reason on stderr (and the server log's tail).
+# SFL_PG_LISTEN (default 127.0.0.1) widens listen_addresses for a test that
+# reaches the server from a network namespace (ha_partition.sh; it adds its
+# own pg_hba.conf line).
 set -eu
 
 die() { echo "pgcluster: $*" >&2; exit 1; }
@@ -99,7 +102,7 @@ start() {
             as_user sh -c "printf 'port = %s\n' $port > '$d/postgresql.auto.sfl'"
         fi
         if as_user "$bin/pg_ctl" -D "$d/db" -l "$d/server.log" -w -t 60 \
-            -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$d -c max_connections=200 -c shared_buffers=32MB -c fsync=on -c full_page_writes=on" \
+            -o "-c listen_addresses=${SFL_PG_LISTEN:-127.0.0.1} -c port=$port -c unix_socket_directories=$d -c max_connections=200 -c shared_buffers=32MB -c fsync=on -c full_page_writes=on" \
             start >"$dir/pg_ctl.log" 2>&1; then
             break
         fi

@@ -224,6 +224,13 @@ int coord_render_metrics(coord_text_t *t, void *ud)
     coord_text_family(t, "sfl_store_queue", "gauge",
                       "Writes posted to the store's writer and not yet completed.");
     coord_text_printf(t, "sfl_store_queue %zu\n", coord_writer_pending(co->writer));
+    coord_text_family(t, "sfl_leader", "gauge",
+                      "1 while this coordinator serves (role single, or the round master that "
+                      "leads), 0 for a standby or a fenced master.");
+    coord_text_printf(t, "sfl_leader %d\n", co->serving ? 1 : 0);
+    coord_text_family(t, "sfl_leader_epoch", "gauge",
+                      "The leader epoch this master holds (0: role single, or not leading).");
+    coord_text_printf(t, "sfl_leader_epoch %lld\n", co->serving ? (long long)co->epoch : 0LL);
     coord_text_family(t, "sfl_start_time_seconds", "gauge", "Start time, Unix seconds.");
     coord_text_printf(t, "sfl_start_time_seconds %.3f\n", (double)co->started_ms / 1000.0);
     return t->err;

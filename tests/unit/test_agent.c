@@ -1258,6 +1258,17 @@ static void test_agent_new_errors(void **state)
     assert_detail("coordinator: bad address");
 
     agent_cfg(&c, "st-errors", reg_path);
+    snprintf(c.coordinator, sizeof(c.coordinator), "127.0.0.1:1,,127.0.0.1:2");
+    assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
+    assert_detail("coordinator: '127.0.0.1:1,,127.0.0.1:2' is not a list of host:port");
+
+    agent_cfg(&c, "st-errors", reg_path);
+    snprintf(c.coordinator, sizeof(c.coordinator),
+             "h:1,h:2,h:3,h:4,h:5,h:6,h:7,h:8,h:9");
+    assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
+    assert_detail("coordinator: at most 8 addresses");
+
+    agent_cfg(&c, "st-errors", reg_path);
     assert_int_equal(agent_config_set(&c, "conditions", "Mains Power"), 0);
     assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
     assert_detail("conditions: 'Mains Power' is not a tag");
@@ -1595,6 +1606,28 @@ static void test_agent_reconnects_with_backoff(void **state)
     stop_agent();
 }
 
+/* coordinator = A,B: a failed connect to A (nothing listens there: a
+ * standby master) moves the agent on to B, where it joins and submits. */
+static void test_agent_tries_next_address(void **state)
+{
+    agent_config_t c;
+    const agent_stats_t *st;
+
+    (void)state;
+    S.script[S.nscript++] = SUB_TASK;
+    agent_cfg(&c, "st-addrs", reg_path);
+    snprintf(c.coordinator, sizeof(c.coordinator), "127.0.0.1:1,127.0.0.1:%d", S.port);
+    start_agent(&c);
+    st = agent_stats(S.agent);
+    RUN_UNTIL(S.payload != NULL && st->acks[SFL_ACK_ACCEPTED] == 1);
+    assert_true(st->connect_fails >= 1);
+    assert_int_equal(st->connects, 1);
+    assert_int_equal(S.joins, 1);
+    assert_true(log_has("coordinator=127.0.0.1:1"));
+    expect_payload_is_reference(reg_path);
+    stop_agent();
+}
+
 static void test_agent_resubmits_after_reconnect(void **state)
 {
     agent_config_t c;
@@ -1695,6 +1728,35 @@ static void test_agent_rejects_unpinned_coordinator(void **state)
     S.join_wrong_key = 0;
 }
 
+/* With a list, a permanent refusal at one address (here: the certificate
+ * does not carry server_name) moves on to the next; once every address
+ * refused in a row the agent stops. */
+static void test_agent_list_refusals(void **state)
+{
+    agent_config_t c;
+    const agent_stats_t *st;
+
+    (void)state;
+    agent_cfg(&c, "st-refusals", reg_path);
+    snprintf(c.coordinator, sizeof(c.coordinator), "127.0.0.1:%d,127.0.0.1:%d", S.port,
+             S.port);
+    snprintf(c.server_name, sizeof(c.server_name), "wrong.example");
+    assert_int_equal(agent_new(&S.loop, &c, &S.agent), 0);
+    agent_set_log(S.agent, S.log);
+    agent_set_observer(S.agent, observe, NULL);
+    agent_set_fatal(S.agent, on_stopped, NULL);
+    assert_int_equal(agent_start(S.agent), 0);
+    st = agent_stats(S.agent);
+    RUN_UNTIL(S.stopped);
+    assert_int_equal(st->backoffs, 1);
+    assert_int_equal(st->joins, 0);
+    assert_true(log_has("event=address_refused"));
+    assert_true(log_has("event=fatal during=connect"));
+    agent_stop(S.agent, on_stopped, NULL);
+    agent_free(S.agent);
+    S.agent = NULL;
+}
+
 /* Which errors end the agent (exit 3) and which are retried (issue 24,
  * item 4): a revoked certificate, said in a gRPC status on the verified
  * connection, on any call; the coordinator's alert on our expired
@@ -1787,6 +1849,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_refuses_bad_signature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_wait_resubscribes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_reconnects_with_backoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_tries_next_address, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_list_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_resubmits_after_reconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_survives_coordinator_restart, setup,
                                         teardown),

@@ -2,7 +2,11 @@
  * allocation failures at start, on the in-process coordinator (coordfx.h). */
 #include "coordfx.h"
 
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
 
 #include "sfl/net/tlsticket.h"
 
@@ -147,6 +151,156 @@ static void test_coord_failalloc(void **state)
     FAILALLOC_EACH(start_quiet(), settle());
 }
 
+static sfl_fleet_t *admin_fleet(cli_t *k)
+{
+    sfl_fleet_t *f = NULL;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    assert_int_equal(sfl_msg_fleet_req_pack(&buf, &len), 0);
+    fx_call(k, "/sfl.v1.Admin/Fleet", buf, len, &res);
+    if (res.status != 0)
+        fail_msg("Fleet: %d %s", res.status, res.msg);
+    assert_int_equal(sfl_msg_fleet_unpack(res.resp, res.len, NULL, &f), 0);
+    free(res.resp);
+    return f;
+}
+
+/* Admin.Fleet of a single coordinator on SQLite: role single, no leader,
+ * no front-ends; an agent's certificate may not call it. */
+static void test_coord_fleet_single(void **state)
+{
+    sfl_fleet_t *f;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    f = admin_fleet(&F.admin);
+    assert_string_equal(f->role, "single");
+    assert_int_equal(f->has_leader, 0);
+    assert_int_equal(f->own_epoch, 0);
+    assert_int_equal(f->n, 0);
+    sfl_msg_fleet_free(f);
+    fx_cli_connect(&F.ag[0].cli, "agent/a1");
+    assert_int_equal(sfl_msg_fleet_req_pack(&buf, &len), 0);
+    fx_call(&F.ag[0].cli, "/sfl.v1.Admin/Fleet", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+    free(res.resp);
+}
+
+/* role = master (server/leader.c) on SFL_TEST_PG's cluster, in a schema of
+ * its own: the first master leads (epoch 1) and serves; a second one on the
+ * same store is the standby (no listener); when the first stops, its
+ * session and lock go and the standby takes over (epoch 2) and serves; once
+ * another epoch is in the leader row the leader finds it within a check and
+ * stops serving (the program's lost callback: exit 3). */
+static void pg_sql(const char *conninfo, const char *sql)
+{
+    PGconn *c = PQconnectdb(conninfo);
+    PGresult *r;
+
+    if (PQstatus(c) != CONNECTION_OK)
+        fail_msg("%s", PQerrorMessage(c));
+    r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+}
+
+static int led, lost_rc;
+
+static void on_leading(coord_t *c, void *ud)
+{
+    (void)c;
+    (void)ud;
+    led = 1;
+}
+
+static void on_lost(coord_t *c, int rc, void *ud)
+{
+    (void)c;
+    (void)ud;
+    lost_rc = rc;
+}
+
+static void on_second_stopped(coord_t *c, void *ud)
+{
+    (void)c;
+    *(int *)ud = 1;
+}
+
+static void test_coord_master_standby(void **state)
+{
+    static const coord_leader_cbs_t cbs = {on_leading, on_lost, NULL};
+    const char *pg = getenv("SFL_TEST_PG");
+    char schema[64], sql[256], dir2[64];
+    coord_config_t c2;
+    coord_t *second = NULL;
+    int stopped = 0;
+
+    (void)state;
+    if (pg == NULL || *pg == '\0') {
+        print_message("skipped: SFL_TEST_PG is unset (the conninfo of a running cluster; "
+                      "tests/run.sh starts one with tests/pgcluster.sh)\n");
+        skip();
+    }
+    snprintf(schema, sizeof(schema), "sfl_coord_%ld", (long)getpid());
+    snprintf(sql, sizeof(sql), "DROP SCHEMA IF EXISTS %s CASCADE; CREATE SCHEMA %s", schema,
+             schema);
+    pg_sql(pg, sql);
+    snprintf(F.cfg.store, sizeof(F.cfg.store), "postgresql:%s options='-csearch_path=%s'", pg,
+             schema);
+    assert_int_equal(coord_config_set(&F.cfg, "role", "master"), 0);
+    assert_int_equal(coord_config_set(&F.cfg, "leader_retry_ms", "20"), 0);
+    fx_start();
+    assert_int_equal(coord_serving_now(F.co), 1);
+    assert_int_equal(coord_leader_epoch(F.co), 1);
+
+    c2 = F.cfg;
+    snprintf(dir2, sizeof(dir2), "/tmp/sfl-coord-standby-XXXXXX");
+    assert_non_null(mkdtemp(dir2));
+    snprintf(c2.state_dir, sizeof(c2.state_dir), "%s", dir2);
+    assert_int_equal(coord_new(&F.loop, &c2, &second), 0);
+    coord_set_leader_cbs(second, &cbs);
+    assert_int_equal(coord_serving_now(second), 0);
+    assert_int_equal(coord_leader_epoch(second), 0);
+    assert_true(coord_port(second) < 0); /* a standby does not listen */
+    assert_true(coord_admin_port(second) < 0);
+    assert_true(coord_metrics_port(second) > 0); /* but says so: sfl_leader 0 */
+
+    led = 0;
+    fx_stop(); /* its session ends: the lock frees */
+    fx_run_until(&led);
+    assert_int_equal(coord_serving_now(second), 1);
+    assert_int_equal(coord_leader_epoch(second), 2);
+    assert_true(coord_port(second) > 0);
+
+    /* A newer master's epoch in the row: the leader's next check sees it. */
+    lost_rc = 0;
+    snprintf(sql, sizeof(sql), "UPDATE %s.leader SET epoch = epoch + 1", schema);
+    pg_sql(pg, sql);
+    while (lost_rc == 0) {
+        assert_false(F.timed_out);
+        uv_run(&F.loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(lost_rc, SFL_EFENCED);
+    assert_int_equal(coord_serving_now(second), 0);
+    assert_true(coord_port(second) < 0);
+
+    coord_shutdown(second, 0, on_second_stopped, &stopped);
+    fx_run_until(&stopped);
+    coord_free(second);
+    snprintf(sql, sizeof(sql), "DROP SCHEMA %s CASCADE", schema);
+    pg_sql(pg, sql);
+    snprintf(sql, sizeof(sql), "rm -rf %s", dir2);
+    assert_int_equal(system(sql), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +308,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_coord_state_dir_locked, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_ticket_keys, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_failalloc, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_fleet_single, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_master_standby, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
 }

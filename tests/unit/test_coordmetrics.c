@@ -25,6 +25,9 @@ static void test_coord_metrics_http(void **state)
     assert_null(strstr(r, "sfl_agents_known"));
     r = fx_http("GET /metrics HTTP/1.0\r\n\r\n", 25);
     assert_non_null(strstr(r, "# TYPE sfl_agents_known gauge\nsfl_agents_known 0\n"));
+    /* role single serves, with no epoch (server/leader.c) */
+    assert_non_null(strstr(r, "# TYPE sfl_leader gauge\nsfl_leader 1\n"));
+    assert_non_null(strstr(r, "# TYPE sfl_leader_epoch gauge\nsfl_leader_epoch 0\n"));
 }
 
 /* How many times needle occurs in h. */

@@ -51,7 +51,7 @@ static void test_ctl_config(void **state)
     assert_int_equal(ctl_config_set(&c, "timeout_ms", "99999999999"), SFL_EINVAL);
     assert_int_equal(c.timeout_ms, 250);
     {
-        char big[300];
+        char big[1100];
 
         memset(big, 'x', sizeof(big) - 1);
         big[sizeof(big) - 1] = '\0';
