@@ -73,6 +73,8 @@ typedef struct coord_config {
     uint64_t relaxed_sync;      /* 0 | 1: SQLite synchronous=NORMAL */
     uint64_t tls_ticket_lifetime; /* s a resumption ticket is valid; 0: no tickets */
     uint64_t tls_ticket_rotate;   /* s between new ticket keys (state_dir/tls-ticket.keys) */
+    char role[16];              /* single | master | frontend */
+    char master[1024];          /* frontend: HOST:PORT[,HOST:PORT...] of the masters */
 } coord_config_t;
 
 void coord_config_default(coord_config_t *cfg);

@@ -806,6 +806,28 @@ int sfl_msg_history_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_
                            sfl_job_history_t **out) SFL_MUST_CHECK;
 void sfl_msg_history_free(sfl_job_history_t *m);
 
+/* ---- Fleet service (proto/sfl/v1/fleet.proto): a front-end's relayed call */
+
+#define SFL_MSG_CN_MAX 64 /* bytes of a certificate CN (sfl_peer_t's SFL_PEER_CN_MAX) */
+
+typedef struct sfl_fleet_call {
+    /* 1..SFL_MSG_CN_MAX bytes, none below 0x20 nor 0x7f */
+    char agent_cn[SFL_MSG_CN_MAX + 1];
+    uint8_t cert_sha256[32];
+    /* the Coordinator request, packed; pack: borrowed, unpack: owned (NULL
+     * when request_len is 0) */
+    uint8_t *request;
+    size_t request_len;
+    uint64_t conn_id; /* > 0: the front-end's number for the agent's connection */
+} sfl_fleet_call_t;
+
+int sfl_msg_fleet_call_pack(const sfl_fleet_call_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_fleet_call_free); the whole message is at most
+ * lim->max_message bytes. */
+int sfl_msg_fleet_call_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_fleet_call_t **out) SFL_MUST_CHECK;
+void sfl_msg_fleet_call_free(sfl_fleet_call_t *m);
+
 #ifdef __cplusplus
 }
 #endif
