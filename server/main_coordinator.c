@@ -32,7 +32,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: " PROG " [--config FILE] [--KEY VALUE ...] [--check | --backup DEST]\n"
             "Runs the federation coordinator: agents join over mutual TLS (gRPC),\n"
-            "jobs run rounds of signed sparse updates, state lives in SQLite.\n\n"
+            "jobs run rounds of signed sparse updates, state lives in SQLite. With\n"
+            "--role frontend it only holds agents and relays their calls to the\n"
+            "master(s) given by --master (docs/operations.md, Front-ends).\n\n"
             "  --config FILE              coordinator.ini: section [coordinator] with the\n"
             "                             keys below, and one [job NAME] section per job\n"
             "  --check                    check the configuration and jobs, and that cert,\n"
