@@ -379,6 +379,17 @@ static int run_backup(const coord_config_t *cfg, const char *dest)
     return 0;
 }
 
+/* A front-end has nothing to reload (it keeps no jobs; its log level is
+ * its start's): the signal is only acknowledged. */
+static void on_reload_frontend(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    coord_log(COORD_LOG_INFO, "reload", "role=frontend changed=none "
+              "reason=\"a front-end reloads nothing: restart it to change its configuration\"");
+    notify(COORD_NOTIFY_READY, "front-end; nothing to reload");
+}
+
 /* role = frontend (fleet/frontend.h): no store, no identity, no jobs;
  * the agents' listener and a connection to a master. */
 static int run_frontend(const coord_config_t *cfg)
@@ -422,6 +433,7 @@ static int run_frontend(const coord_config_t *cfg)
     app.sigterm.data = app.sigint.data = app.sighup.data = &app;
     uv_signal_start(&app.sigterm, on_stop_signal, SIGTERM);
     uv_signal_start(&app.sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&app.sighup, on_reload_frontend, SIGHUP);
     watchdog_start(&app);
     {
         char ready[320];

@@ -85,6 +85,7 @@ struct fe {
     void (*done)(void *ud);
     void *done_ud;
     uint64_t relayed, refused_joins;
+    uint64_t fails;            /* attempts to reach a master since the last open */
 };
 
 static void master_connect(fe_t *fe);
@@ -487,6 +488,7 @@ static void master_opened(sfl_grpcconn_t *g, void *ud)
 
     (void)g;
     fe->master_open = 1;
+    fe->fails = 0;
     sfl_log(SFL_LOG_INFO, "master_open", "master=%s:%s agents=%llu", fe->hosts[fe->master_at],
             fe->ports[fe->master_at], (unsigned long long)fe->nagents);
 }
@@ -497,9 +499,13 @@ static void master_closed(sfl_grpcconn_t *g, int status, const char *detail, voi
     char q[300];
 
     (void)g;
-    sfl_log(fe->master_open ? SFL_LOG_WARN : SFL_LOG_INFO, "master_closed",
-            "master=%s:%s status=%d detail=%s", fe->hosts[fe->master_at], fe->ports[fe->master_at],
-            status, sfl_log_quote(detail, q, sizeof(q)));
+    /* every failure after an open connection; of the attempts that never
+     * open (a master down, a standby), the first and then one in 20 */
+    if (fe->master_open || fe->fails++ % 20 == 0)
+        sfl_log(fe->master_open ? SFL_LOG_WARN : SFL_LOG_INFO, "master_closed",
+                "master=%s:%s status=%d detail=%s failed_attempts=%llu", fe->hosts[fe->master_at],
+                fe->ports[fe->master_at], status, sfl_log_quote(detail, q, sizeof(q)),
+                (unsigned long long)fe->fails);
     fe->master = NULL;
     fe->master_open = 0;
     fe->handles--;
