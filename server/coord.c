@@ -265,6 +265,7 @@ static const sfl_grpc_method_t methods[] = {
      SMALL_REQUEST + 256},
     {"/sfl.v1.Fleet/SubmitStep", SFL_GRPC_KIND_UNARY, coord_h_fleet_step, R_COORD, 0},
     {"/sfl.v1.Fleet/SubmitSecAgg", SFL_GRPC_KIND_UNARY, coord_h_fleet_secagg, R_COORD, 0},
+    {"/sfl.v1.Fleet/Model", SFL_GRPC_KIND_UNARY, coord_h_fleet_model, R_COORD, 1024},
     {"/sfl.v1.Fleet/Gone", SFL_GRPC_KIND_UNARY, coord_h_fleet_gone, R_COORD, 1024},
 };
 #undef R_AGENT

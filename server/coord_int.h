@@ -178,6 +178,13 @@ struct coord_job {
     uint32_t moments_agents;
     uint8_t *task_m;
     size_t task_m_len;
+    /* The same two without their model, for agents a front-end holds
+     * (proto/sfl/v1/fleet.proto, Fleet.Subscribe): the model goes to each
+     * front-end once (Fleet.Model), from task[model_off, + model_len).
+     * NULL when the task has no model beside its signature. */
+    uint8_t *task_lite, *task_m_lite;
+    size_t task_lite_len, task_m_lite_len;
+    size_t model_off, model_len;
 };
 
 /* Rejection reasons counted for metrics. */

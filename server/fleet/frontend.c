@@ -54,11 +54,43 @@ struct fe_agent {
     fe_agent_t *prev, *next;
 };
 
+/* A stream message held back until its task's model is here. */
+typedef struct fe_held {
+    uint8_t *buf;
+    size_t len;
+    struct fe_held *next;
+} fe_held_t;
+
+typedef struct fe_model fe_model_t;
+
 struct fe_relay {
     fe_agent_t *ag;
-    sfl_grpc_call_t *sc;       /* the agent's call */
+    sfl_grpc_call_t *sc;       /* the agent's call; NULL once answered */
     sfl_grpc_call_t *cc;       /* ours to the master; NULL before / after */
     fe_relay_t *prev, *next;
+    /* Subscribe: messages held, in order, behind a task whose model is
+     * being fetched (wait: that model's slot) */
+    fe_held_t *held, **held_tail;
+    fe_model_t *wait;
+    fe_relay_t *wnext;
+    /* the master's stream ended while messages were held: how, for when
+     * they are out */
+    int ended, end_status;
+    char end_msg[256];
+};
+
+/* Models of the tasks the master sends without them (fleet.proto,
+ * Fleet.Subscribe): a few slots, the least recently used given up first,
+ * never one being fetched or waited for. */
+#define FE_MODELS 4
+struct fe_model {
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    uint64_t job;
+    uint8_t *model;            /* the packed SparseVector; NULL: empty or fetching */
+    size_t len;
+    int fetching;
+    fe_relay_t *waiting;
+    uint64_t used;
 };
 
 struct fe {
@@ -85,6 +117,8 @@ struct fe {
     void (*done)(void *ud);
     void *done_ud;
     uint64_t relayed, refused_joins;
+    fe_model_t models[FE_MODELS];
+    uint64_t tick, fetched;    /* LRU clock; models fetched */
     uint64_t fails;            /* attempts to reach a master since the last open */
 };
 
@@ -117,9 +151,39 @@ int fe_master_list_check(const char *list, size_t *n)
 
 /* ---- relays --------------------------------------------------------------------- */
 
+static void held_free(fe_relay_t *r)
+{
+    while (r->held != NULL) {
+        fe_held_t *h = r->held;
+
+        r->held = h->next;
+        sfl__free(h->buf);
+        sfl__free(h);
+    }
+    r->held_tail = &r->held;
+}
+
+static void unwait(fe_relay_t *r)
+{
+    fe_relay_t **pp;
+
+    if (r->wait == NULL)
+        return;
+    for (pp = &r->wait->waiting; *pp != NULL; pp = &(*pp)->wnext)
+        if (*pp == r) {
+            *pp = r->wnext;
+            break;
+        }
+    r->wait = NULL;
+    r->wnext = NULL;
+}
+
 static void relay_free(fe_relay_t *r)
 {
     fe_agent_t *ag = r->ag;
+
+    unwait(r);
+    held_free(r);
 
     if (r->prev)
         r->prev->next = r->next;
@@ -155,21 +219,219 @@ static void relay_unary_done(sfl_grpc_call_t *call, int status, const char *mess
     relay_free(r);
 }
 
-static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, void *ud)
+/* Ends a relayed stream early: the agent is told status, ours to the
+ * master is cancelled (unless its connection is going, when its own end
+ * frees r: keep it until then). */
+static void relay_abort(fe_relay_t *r, int status, const char *why)
 {
-    fe_relay_t *r = ud;
+    fe_t *fe = r->ag->fe;
+
+    if (r->sc != NULL)
+        (void)sfl_grpc_finish(r->sc, status, why);
+    r->sc = NULL;
+    unwait(r);
+    held_free(r);
+    if (r->cc != NULL && fe->master == NULL)
+        return; /* relay_stream_done follows */
+    if (r->cc != NULL)
+        sfl_grpc_cancel(r->cc);
+    r->cc = NULL;
+    relay_free(r);
+}
+
+/* Sends one message to the agent; < 0: r is gone. */
+static int relay_send(fe_relay_t *r, const uint8_t *msg, size_t len)
+{
     int rc = sfl_grpc_send(r->sc, msg, len);
 
     if (rc < 0) {
         /* The agent does not read (its queue is full) or went: the
          * master's stream ends here, as the master would end it. */
-        sfl_grpc_cancel(call);
-        r->cc = NULL;
-        (void)sfl_grpc_finish(r->sc, rc == -ECANCELED ? SFL_GRPC_STATUS_CANCELLED
-                                                      : SFL_GRPC_STATUS_RESOURCE_EXHAUSTED,
-                              "the front-end cannot queue more for this agent");
+        relay_abort(r, rc == -ECANCELED ? SFL_GRPC_STATUS_CANCELLED
+                                        : SFL_GRPC_STATUS_RESOURCE_EXHAUSTED,
+                    "the front-end cannot queue more for this agent");
+        return -1;
+    }
+    return 0;
+}
+
+static void model_fetch(fe_t *fe, fe_model_t *m);
+
+/* The slot of the model hash (of job), made if missing; NULL when every
+ * slot is busy. */
+static fe_model_t *model_slot(fe_t *fe, uint64_t job, const uint8_t hash[SFL_MSG_HASH_BYTES])
+{
+    fe_model_t *free_slot = NULL;
+
+    for (size_t i = 0; i < FE_MODELS; i++) {
+        fe_model_t *m = &fe->models[i];
+
+        if ((m->model != NULL || m->fetching) && m->job == job &&
+            sodium_memcmp(m->hash, hash, SFL_MSG_HASH_BYTES) == 0) {
+            m->used = ++fe->tick;
+            return m;
+        }
+        if (!m->fetching && m->waiting == NULL &&
+            (free_slot == NULL || m->model == NULL ||
+             (free_slot->model != NULL && m->used < free_slot->used)))
+            free_slot = m;
+    }
+    if (free_slot == NULL)
+        return NULL;
+    sfl__free(free_slot->model);
+    memset(free_slot, 0, sizeof(*free_slot));
+    free_slot->job = job;
+    memcpy(free_slot->hash, hash, SFL_MSG_HASH_BYTES);
+    free_slot->used = ++fe->tick;
+    return free_slot;
+}
+
+/* Sends r's held messages in order, each task with its model put back;
+ * stops at one whose model is not here yet (r then waits for it). */
+static void relay_flush(fe_relay_t *r)
+{
+    fe_t *fe = r->ag->fe;
+
+    while (r->held != NULL && r->sc != NULL) {
+        fe_held_t *h = r->held;
+        uint8_t hash[SFL_MSG_HASH_BYTES], *full = NULL;
+        uint64_t job;
+        size_t flen = 0;
+        int rc = sfl_msg_task_needs_model(h->buf, h->len, &job, hash);
+
+        if (rc == 1) {
+            fe_model_t *m = model_slot(fe, job, hash);
+
+            if (m == NULL) {
+                relay_abort(r, SFL_GRPC_STATUS_UNAVAILABLE,
+                            "the front-end is fetching too many models; retry");
+                return;
+            }
+            if (m->model == NULL) {
+                unwait(r);
+                r->wait = m;
+                r->wnext = m->waiting;
+                m->waiting = r;
+                if (!m->fetching)
+                    model_fetch(fe, m);
+                return;
+            }
+            if (sfl_msg_task_put_model(h->buf, h->len, m->model, m->len, &full, &flen) < 0) {
+                relay_abort(r, SFL_GRPC_STATUS_INTERNAL, "cannot assemble the task");
+                return;
+            }
+        }
+        r->held = h->next;
+        if (r->held == NULL)
+            r->held_tail = &r->held;
+        rc = relay_send(r, full != NULL ? full : h->buf, full != NULL ? flen : h->len);
+        sfl__free(full);
+        sfl__free(h->buf);
+        sfl__free(h);
+        if (rc < 0)
+            return;
+    }
+    if (r->held == NULL && r->ended && r->sc != NULL) {
+        (void)sfl_grpc_finish(r->sc, r->end_status, r->end_msg[0] ? r->end_msg : NULL);
+        r->sc = NULL;
         relay_free(r);
     }
+}
+
+static void model_done(sfl_grpc_call_t *call, int status, const char *message,
+                       const uint8_t *resp, size_t len, void *ud)
+{
+    fe_model_t *m = ud;
+    fe_t *fe = m->waiting != NULL ? m->waiting->ag->fe : NULL;
+    sfl_msg_limits_t lim;
+    fe_relay_t *w;
+    int rc = -1;
+
+    (void)call;
+    m->fetching = 0;
+    sfl_msg_limits_default(&lim);
+    if (status == SFL_GRPC_STATUS_OK) {
+        if (fe != NULL)
+            lim.max_message = fe->cfg.max_message;
+        rc = sfl_msg_fleet_model_reply_unpack(resp, len, &lim, &m->model, &m->len);
+    }
+    if (rc < 0) {
+        char q[300];
+
+        sfl_log(SFL_LOG_WARN, "model_unavailable", "job=%llu status=%s detail=%s",
+                (unsigned long long)m->job, sfl_grpc_status_name(status),
+                sfl_log_quote(status == SFL_GRPC_STATUS_OK ? sfl_last_error() : message, q,
+                              sizeof(q)));
+        /* Its waiters subscribe again (the master sends a task pending
+         * for them again, or the next attempt's). */
+        while ((w = m->waiting) != NULL)
+            relay_abort(w, SFL_GRPC_STATUS_UNAVAILABLE,
+                        "the front-end could not get the task's model; subscribe again");
+        sfl__free(m->model);
+        memset(m, 0, sizeof(*m));
+        return;
+    }
+    if (fe != NULL)
+        fe->fetched++;
+    sfl_log(SFL_LOG_DEBUG, "model_fetched", "job=%llu bytes=%zu", (unsigned long long)m->job,
+            m->len);
+    while ((w = m->waiting) != NULL) {
+        unwait(w);
+        relay_flush(w);
+    }
+}
+
+static void model_fetch(fe_t *fe, fe_model_t *m)
+{
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc;
+
+    if (fe->master == NULL || sfl_msg_fleet_model_req_pack(m->job, m->hash, &buf, &blen) < 0) {
+        rc = -1;
+    } else {
+        rc = sfl_grpc_call_unary(sfl_grpcconn_session(fe->master), "/sfl.v1.Fleet/Model", buf,
+                                 blen, 60000, model_done, m, NULL);
+        sfl_msg_buf_free(buf);
+    }
+    if (rc < 0) {
+        fe_relay_t *w;
+
+        while ((w = m->waiting) != NULL)
+            relay_abort(w, SFL_GRPC_STATUS_UNAVAILABLE,
+                        "the front-end cannot reach the round master now; retry");
+        memset(m, 0, sizeof(*m));
+        return;
+    }
+    m->fetching = 1;
+}
+
+static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, void *ud)
+{
+    fe_relay_t *r = ud;
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    uint64_t job;
+    fe_held_t *h;
+
+    (void)call;
+    if (r->sc == NULL)
+        return; /* answered, waiting for its end */
+    if (r->held == NULL && sfl_msg_task_needs_model(msg, len, &job, hash) != 1) {
+        (void)relay_send(r, msg, len);
+        return;
+    }
+    /* held in order behind what waits, or the task that now needs its model */
+    if ((h = sfl__calloc(1, sizeof(*h))) == NULL || (h->buf = sfl__malloc(len ? len : 1)) == NULL) {
+        sfl__free(h);
+        relay_abort(r, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    memcpy(h->buf, msg, len);
+    h->len = len;
+    *r->held_tail = h;
+    r->held_tail = &h->next;
+    if (r->wait == NULL)
+        relay_flush(r);
 }
 
 static void relay_stream_done(sfl_grpc_call_t *call, int status, const char *message, void *ud)
@@ -178,7 +440,16 @@ static void relay_stream_done(sfl_grpc_call_t *call, int status, const char *mes
 
     (void)call;
     r->cc = NULL;
-    (void)sfl_grpc_finish(r->sc, status, message);
+    if (r->sc != NULL && r->held != NULL) {
+        /* messages wait for a model: the end follows them (relay_flush) */
+        r->ended = 1;
+        r->end_status = status;
+        snprintf(r->end_msg, sizeof(r->end_msg), "%s", message ? message : "");
+        return;
+    }
+    if (r->sc != NULL)
+        (void)sfl_grpc_finish(r->sc, status, message);
+    r->sc = NULL;
     relay_free(r);
 }
 
@@ -214,6 +485,7 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
     }
     r->ag = ag;
     r->sc = call;
+    r->held_tail = &r->held;
     rc = stream ? sfl_grpc_call_stream(sfl_grpcconn_session(fe->master), path, buf, blen, 0,
                                        relay_message, relay_stream_done, r, &r->cc)
                 : sfl_grpc_call_unary(sfl_grpcconn_session(fe->master), path, buf, blen, 0,
@@ -735,5 +1007,7 @@ void fe_free(fe_t *fe)
         sfl_tls_free(fe->cli_tls[i]);
     sfl_tls_free(fe->srv_tls);
     sfl_grpc_budget_free(fe->budget);
+    for (size_t i = 0; i < FE_MODELS; i++)
+        sfl__free(fe->models[i].model);
     sfl__free(fe);
 }

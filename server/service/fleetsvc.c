@@ -231,3 +231,35 @@ void coord_h_fleet_gone(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     /* GoneReply is empty: zero bytes */
     (void)sfl_grpc_reply(call, (const uint8_t *)"", 0);
 }
+
+/* Fleet.Model: the model of the open attempt's task, for a front-end that
+ * got the task without it. Counted in the round's bytes_down, as the tasks
+ * are: what the master sent. */
+void coord_h_fleet_model(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    coord_conn_t *fe = ud;
+    coord_t *co = fe->co;
+    uint8_t hash[SFL_MSG_HASH_BYTES], *buf = NULL;
+    uint64_t id;
+    size_t blen = 0;
+    coord_job_t *j;
+    int rc;
+
+    if (coord_serving(call, fe) < 0)
+        return;
+    if ((rc = sfl_msg_fleet_model_req_unpack(req, len, &co->lim, &id, hash)) < 0) {
+        coord_fail_unpack(call, rc);
+        return;
+    }
+    j = coord_job_find(co, id);
+    if (j == NULL || j->task == NULL || j->opening || j->model_len == 0 ||
+        sodium_memcmp(j->model_hash, hash, sizeof(hash)) != 0) {
+        coord_fail_call(call, SFL_GRPC_STATUS_NOT_FOUND,
+                        "job %llu has no open attempt with that model", (unsigned long long)id);
+        return;
+    }
+    rc = sfl_msg_fleet_model_reply_pack(j->task + j->model_off, j->model_len, &buf, &blen);
+    if (rc == 0)
+        j->fold.bytes_down += blen;
+    coord_reply_packed(call, rc, buf, blen);
+}

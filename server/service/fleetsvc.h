@@ -16,6 +16,7 @@ void coord_h_fleet_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len,
 void coord_h_fleet_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 void coord_h_fleet_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 void coord_h_fleet_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+void coord_h_fleet_model(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 void coord_h_fleet_gone(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
 /* The front-end's agent connection numbered fe_id, or NULL. */

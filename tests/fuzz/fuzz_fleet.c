@@ -1,7 +1,9 @@
 /* libFuzzer: the Fleet service's FleetCall (sfl_msg_fleet_call_unpack), what
  * the master unpacks from a front-end, and the agent request inside it, as
  * the master's Coordinator handlers then unpack it (Join, Subscribe,
- * SubmitUpdate, Heartbeat). Seeds in tests/fuzz/corpus/fuzz_fleet/.
+ * SubmitUpdate, Heartbeat); and the same bytes as a task the master sends
+ * without its model (sfl_msg_task_strip_model, put_model, needs_model).
+ * Seeds in tests/fuzz/corpus/fuzz_fleet/.
  *
  * Beyond "no crash, no leak": whatever unpacks packs again to bytes that
  * unpack to the same call (the two sides agree on every check). Small
@@ -28,9 +30,37 @@ static void die(const char *what, int rc)
     abort();
 }
 
+/* The same bytes as a TaskOrWait the master sends a front-end: what the
+ * front-end checks (needs_model) and assembles (put_model), and what the
+ * master strips; strip then put gives bytes that strip to the same. */
+static void task_model(const uint8_t *d, size_t n)
+{
+    uint8_t *lite = NULL, *full = NULL, *lite2 = NULL, hash[SFL_MSG_HASH_BYTES];
+    size_t llen, flen, l2, moff, mlen, moff2, mlen2;
+    uint64_t job;
+    int rc;
+
+    (void)sfl_msg_task_needs_model(d, n, &job, hash);
+    if (sfl_msg_task_strip_model(d, n, &lite, &llen, &moff, &mlen) != 0)
+        return;
+    if (moff > n || mlen > n - moff)
+        die("strip_model: the model is not inside the message", 0);
+    if ((rc = sfl_msg_task_put_model(lite, llen, d + moff, mlen, &full, &flen)) != 0)
+        die("put_model refused what strip_model made", rc);
+    if ((rc = sfl_msg_task_strip_model(full, flen, &lite2, &l2, &moff2, &mlen2)) != 0)
+        die("strip_model refused what put_model made", rc);
+    if (l2 != llen || memcmp(lite, lite2, llen) != 0 || mlen2 != mlen ||
+        memcmp(full + moff2, d + moff, mlen) != 0)
+        die("strip / put round trip changed the task", 0);
+    sfl_msg_buf_free(lite);
+    sfl_msg_buf_free(lite2);
+    sfl_msg_buf_free(full);
+}
+
 /* The inner request, as each relayed handler would read it. */
 static void inner(const uint8_t *d, size_t n)
 {
+    task_model(d, n);
     sfl_join_req_t j;
     sfl_subscribe_req_t s;
     sfl_heartbeat_req_t h;

@@ -203,6 +203,133 @@ static void test_fleet_unpack_oom(void **state)
                    (sfl_msg_fleet_call_free(m), m = NULL));
 }
 
+/* A task as the coordinator packs it (the fuzz seed capture.c recorded: a type byte, then the
+ * packed TaskOrWait). */
+static uint8_t *golden_task(size_t *len)
+{
+    FILE *f = fopen("tests/fuzz/corpus/fuzz_msg/real-task", "rb");
+    uint8_t *b = malloc(1 << 20);
+    size_t n;
+
+    assert_non_null(f);
+    assert_non_null(b);
+    n = fread(b, 1, 1 << 20, f);
+    fclose(f);
+    assert_true(n > 100);
+    memmove(b, b + 1, n - 1);
+    *len = n - 1;
+    return b;
+}
+
+/* strip, put and needs_model: put(strip(x)) == x byte for byte, and the
+ * stripped task names its job and model hash. */
+static void test_fleet_task_model(void **state)
+{
+    uint8_t *tow, *lite = NULL, *back = NULL, *again = NULL, hash[32];
+    size_t len, llen, blen, alen, moff, mlen;
+    sfl_task_t *t = NULL;
+    uint64_t job;
+
+    (void)state;
+    tow = golden_task(&len);
+    assert_int_equal(sfl_msg_task_needs_model(tow, len, &job, hash), 0);
+    assert_int_equal(sfl_msg_task_strip_model(tow, len, &lite, &llen, &moff, &mlen), 0);
+    assert_true(llen + mlen < len && moff + mlen <= len && mlen > 0);
+    assert_int_equal(sfl_msg_task_needs_model(lite, llen, &job, hash), 1);
+    /* the job and hash the agent's unpacking sees */
+    {
+        sfl_wait_t w;
+
+        assert_int_equal(sfl_msg_task_or_wait_unpack(tow, len, NULL, &t, &w), 0);
+        assert_non_null(t);
+    }
+    assert_true(job == t->job_id);
+    assert_memory_equal(hash, t->model_hash, 32);
+    sfl_msg_task_free(t);
+    assert_int_equal(sfl_msg_task_put_model(lite, llen, tow + moff, mlen, &back, &blen), 0);
+    assert_int_equal(blen, len);
+    assert_memory_equal(back, tow, len);
+    /* nothing to strip twice, nothing to put twice */
+    assert_int_equal(sfl_msg_task_strip_model(lite, llen, &again, &alen, &moff, &mlen),
+                     SFL_ENOTFOUND);
+    assert_null(again);
+    assert_int_equal(sfl_msg_task_put_model(tow, len, tow, 4, &again, &alen), SFL_EINVAL);
+    assert_null(again);
+    /* every truncation: an error or a non-task, never a read past the end */
+    for (size_t n = 0; n < llen; n++) {
+        int rc = sfl_msg_task_needs_model(lite, n, &job, hash);
+
+        assert_true(rc == 0 || rc == SFL_EPARSE);
+        rc = sfl_msg_task_put_model(lite, n, tow, 4, &again, &alen);
+        assert_true(rc < 0 || rc == 0);
+        sfl_msg_buf_free(again);
+        again = NULL;
+    }
+    sfl_msg_buf_free(lite);
+    sfl_msg_buf_free(back);
+    free(tow);
+}
+
+/* Not tasks: a wait, garbage. */
+static void test_fleet_task_model_others(void **state)
+{
+    sfl_wait_t w = {.retry_after_ms = 100};
+    uint8_t *buf = NULL, *out = NULL, hash[32], junk[16];
+    size_t len, olen, moff, mlen;
+    uint64_t job;
+
+    (void)state;
+    snprintf(w.reason, sizeof(w.reason), "not selected");
+    assert_int_equal(sfl_msg_wait_pack(&w, &buf, &len), 0);
+    assert_int_equal(sfl_msg_task_needs_model(buf, len, &job, hash), 0);
+    assert_int_equal(sfl_msg_task_strip_model(buf, len, &out, &olen, &moff, &mlen), SFL_ENOTFOUND);
+    assert_int_equal(sfl_msg_task_put_model(buf, len, junk, 1, &out, &olen), SFL_EINVAL);
+    sfl_msg_buf_free(buf);
+    memset(junk, 0xff, sizeof(junk));
+    assert_int_equal(sfl_msg_task_needs_model(junk, sizeof(junk), &job, hash), SFL_EPARSE);
+    junk[0] = 0x0a;
+    junk[1] = 0x7f; /* a length past the end */
+    assert_int_equal(sfl_msg_task_needs_model(junk, sizeof(junk), &job, hash), SFL_EPARSE);
+}
+
+/* Fleet.Model's messages. */
+static void test_fleet_model_msgs(void **state)
+{
+    uint8_t hash[32], h2[32], *buf = NULL, *model = NULL, m[100];
+    size_t len, mlen;
+    uint64_t job;
+
+    (void)state;
+    memset(hash, 7, sizeof(hash));
+    assert_int_equal(sfl_msg_fleet_model_req_pack(3, hash, &buf, &len), 0);
+    assert_int_equal(sfl_msg_fleet_model_req_unpack(buf, len, NULL, &job, h2), 0);
+    assert_true(job == 3);
+    assert_memory_equal(h2, hash, 32);
+    sfl_msg_buf_free(buf);
+    assert_int_equal(sfl_msg_fleet_model_req_pack(0, hash, &buf, &len), SFL_EINVAL);
+    assert_int_equal(sfl_msg_fleet_model_req_unpack((const uint8_t *)"\x08\x03", 2, NULL, &job, h2),
+                     SFL_EPARSE); /* no hash */
+    memset(m, 9, sizeof(m));
+    assert_int_equal(sfl_msg_fleet_model_reply_pack(m, sizeof(m), &buf, &len), 0);
+    assert_int_equal(sfl_msg_fleet_model_reply_unpack(buf, len, NULL, &model, &mlen), 0);
+    assert_int_equal(mlen, sizeof(m));
+    assert_memory_equal(model, m, sizeof(m));
+    sfl_msg_buf_free(model);
+    {
+        sfl_msg_limits_t lim;
+
+        sfl_msg_limits_default(&lim);
+        lim.max_message = len - 1;
+        assert_int_equal(sfl_msg_fleet_model_reply_unpack(buf, len, &lim, &model, &mlen),
+                         SFL_ELIMIT);
+        assert_null(model);
+    }
+    sfl_msg_buf_free(buf);
+    assert_int_equal(sfl_msg_fleet_model_reply_unpack((const uint8_t *)"", 0, NULL, &model, &mlen),
+                     SFL_EPARSE);
+}
+
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +337,9 @@ int main(void)
         cmocka_unit_test(test_fleet_pack_refuses),
         cmocka_unit_test(test_fleet_unpack_refuses),
         cmocka_unit_test(test_fleet_unpack_oom),
+        cmocka_unit_test(test_fleet_task_model),
+        cmocka_unit_test(test_fleet_task_model_others),
+        cmocka_unit_test(test_fleet_model_msgs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

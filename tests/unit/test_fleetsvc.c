@@ -246,12 +246,121 @@ static void test_fleet_hostile(void **state)
     sfl_identity_free(id);
 }
 
+static void st_msg(sfl_grpc_call_t *c, const uint8_t *msg, size_t len, void *ud)
+{
+    stream_t *s = ud;
+
+    (void)c;
+    assert_true(s->n < MAX_MSGS);
+    s->m[s->n] = malloc(len ? len : 1);
+    assert_non_null(s->m[s->n]);
+    memcpy(s->m[s->n], msg, len);
+    s->len[s->n++] = len;
+}
+
+static void st_done(sfl_grpc_call_t *c, int status, const char *message, void *ud)
+{
+    stream_t *s = ud;
+
+    (void)c;
+    s->done = 1;
+    s->status = status;
+    snprintf(s->msg, sizeof(s->msg), "%s", message);
+}
+
+/* Fleet.Model for (job, hash): the status, the model in *model. */
+static int fleet_model(cli_t *fe, uint64_t job, const uint8_t hash[32], uint8_t **model,
+                       size_t *mlen)
+{
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+    int status;
+
+    assert_int_equal(sfl_msg_fleet_model_req_pack(job, hash, &buf, &len), 0);
+    fx_call(fe, "/sfl.v1.Fleet/Model", buf, len, &res);
+    status = res.status;
+    if (status == 0)
+        assert_int_equal(sfl_msg_fleet_model_reply_unpack(res.resp, res.len, NULL, model, mlen),
+                         0);
+    free(res.resp);
+    return status;
+}
+
+/* A front-end's agent gets its task without the model; Fleet.Model gives
+ * the model, which put back makes the task an agent unpacks and checks. */
+static void test_fleet_model_once(void **state)
+{
+    cli_t fe = {0};
+    sfl_identity_t *id = NULL;
+    sfl_job_spec_t spec;
+    stream_t st = {0};
+    sfl_subscribe_req_t sr;
+    uint8_t *buf = NULL, *model = NULL, *full = NULL, hash[32], bad[32];
+    size_t len, rl, mlen, flen;
+    uint64_t agent, job;
+    sfl_task_t *t = NULL;
+    sfl_wait_t w;
+    int status;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&fe, "frontend/fe1");
+    fx_cli_connect(&F.admin, "admin/alice");
+    assert_int_equal(sfl_identity_generate(&id), 0);
+    agent = fleet_join(&fe, "a1", sha_a, 1, id);
+    fx_job_spec(&spec, 30000, 3);
+    spec.cohort_size = 1;
+    spec.min_quorum = 1;
+    (void)fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    memset(&sr, 0, sizeof(sr));
+    sr.agent_id = agent;
+    assert_int_equal(sfl_msg_subscribe_req_pack(&sr, &buf, &rl), 0);
+    buf = wrap("a1", sha_a, buf, rl, 1, &len);
+    assert_int_equal(sfl_grpc_call_stream(fe.s, "/sfl.v1.Fleet/Subscribe", buf, len, 0, st_msg,
+                                          st_done, &st, &st.call),
+                     0);
+    sfl_msg_buf_free(buf);
+    for (int i = 0; i < 2000 && st.n == 0 && !st.done; i++)
+        fx_run_for(5);
+    assert_true(st.n >= 1);
+    assert_int_equal(sfl_msg_task_needs_model(st.m[0], st.len[0], &job, hash), 1);
+    assert_true(job == 1);
+    /* what an agent would make of it without the model: refused */
+    assert_int_equal(sfl_msg_task_or_wait_unpack(st.m[0], st.len[0], NULL, &t, &w), SFL_EPARSE);
+    assert_null(t);
+    assert_int_equal(fleet_model(&fe, job, hash, &model, &mlen), 0);
+    assert_int_equal(sfl_msg_task_put_model(st.m[0], st.len[0], model, mlen, &full, &flen), 0);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(full, flen, NULL, &t, &w), 0);
+    assert_non_null(t);
+    assert_memory_equal(t->model_hash, hash, 32);
+    assert_int_equal(t->model->dim, DIM);
+    sfl_msg_task_free(t);
+    /* another model, another job: NOT_FOUND */
+    memcpy(bad, hash, 32);
+    bad[0] ^= 1;
+    assert_int_equal(fleet_model(&fe, job, bad, &model, &mlen), SFL_GRPC_STATUS_NOT_FOUND);
+    assert_int_equal(fleet_model(&fe, 99, hash, &model, &mlen), SFL_GRPC_STATUS_NOT_FOUND);
+    /* an agent or admin may not ask */
+    assert_int_equal(fleet_model(&F.admin, job, hash, &model, &mlen),
+                     SFL_GRPC_STATUS_PERMISSION_DENIED);
+    sfl_msg_buf_free(model);
+    sfl_msg_buf_free(full);
+    if (!st.done)
+        sfl_grpc_cancel(st.call);
+    fx_stream_clear(&st);
+    fx_cli_close(&fe);
+    sfl_identity_free(id);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_fleet_roles, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_relay, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_hostile, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fleet_model_once, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fe_setup, fx_group_teardown);
 }

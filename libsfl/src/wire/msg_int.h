@@ -89,6 +89,8 @@ typedef struct wire {
         Sfl__V1__StepAnswer step_answer;
         Sfl__V1__SecAggAnswer sa_answer;
         Sfl__V1__FleetCall fleet_call;
+        Sfl__V1__FleetModelRequest fleet_model_req;
+        Sfl__V1__FleetModelReply fleet_model_reply;
     } pb; /* the message itself, initialised from its type's descriptor */
     Sfl__V1__DatasetSummary ds;
     Sfl__V1__AlgorithmParams pp;
