@@ -82,7 +82,7 @@ struct fe_relay {
 /* Models of the tasks the master sends without them (fleet.proto,
  * Fleet.Subscribe): a few slots, the least recently used given up first,
  * never one being fetched or waited for. */
-#define FE_MODELS 4
+#define FE_MODELS 8
 struct fe_model {
     uint8_t hash[SFL_MSG_HASH_BYTES];
     uint64_t job;

@@ -102,4 +102,13 @@ $CTL model export 1 "$t/net.model" > "$t/ctl.log" 2>&1 || fail "sflctl model exp
 "$BIN/sfl-sim" $SIMDATA --algo fediterht --tau 5 --local-steps 3 --lr 0.1 --batch 40 \
     --rounds $ROUNDS --quiet --model-out "$t/sim.model" > /dev/null
 same_model "$t/net.model" "$t/sim.model"
+# The model crossed the master's link once per front-end and attempt, not
+# once per agent (two agents each): the front-ends fetched it (Fleet.Model)
+# at most once for each attempt opened.
+opened=$(grep -c "event=round_open job=1 " "$t/coord.log")
+for f in 0 2; do
+    n=$(grep -c "event=model_fetched job=1 " "$t/fe$f.log" || true)
+    [ "$n" -ge 1 ] && [ "$n" -le "$opened" ] ||
+        fail "front-end $f fetched the model $n times for $opened attempts"
+done
 echo "front-ends: 6 agents over 3 front-ends, front-end 1 killed after $before of $ROUNDS rounds: ok"
