@@ -957,6 +957,11 @@ int fe_port(const fe_t *fe)
     return fe->listener ? sfl_listener_port(fe->listener) : SFL_ENOTFOUND;
 }
 
+int fe_master_open(const fe_t *fe)
+{
+    return fe->master != NULL && fe->master_open;
+}
+
 static void retry_closed(uv_handle_t *h)
 {
     fe_t *fe = h->data;

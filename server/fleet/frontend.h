@@ -38,6 +38,8 @@ int fe_master_list_check(const char *list, size_t *n) SFL_MUST_CHECK;
 int fe_new(uv_loop_t *loop, const fe_config_t *cfg, fe_t **out) SFL_MUST_CHECK;
 /* Bound port of the agents' listener. */
 int fe_port(const fe_t *fe);
+/* 1 while its connection to a master is open. */
+int fe_master_open(const fe_t *fe);
 /* Stops listening, closes every connection; done(ud) runs once nothing of
  * fe is left on the loop. */
 void fe_shutdown(fe_t *fe, void (*done)(void *ud), void *ud);

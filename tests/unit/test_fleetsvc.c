@@ -5,6 +5,8 @@
  * connection closing, and what a hostile front-end sends. */
 #include "coordfx.h"
 
+#include "fleet/frontend.h"
+
 static const uint8_t sha_a[32] = {0xa1, 1, 2, 3};
 static const uint8_t sha_b[32] = {0xb2, 1, 2, 3};
 
@@ -354,6 +356,143 @@ static void test_fleet_model_once(void **state)
     sfl_identity_free(id);
 }
 
+/* ---- a front-end (fleet/frontend.c) in-process, before the master ---- */
+
+static int fe_done;
+
+static void fe_stopped(void *ud)
+{
+    (void)ud;
+    fe_done = 1;
+}
+
+static fe_t *fe_start(void)
+{
+    char master[64], cert[256], key[256], ca[256];
+    struct sockaddr_in a;
+    fe_config_t c;
+    fe_t *fe = NULL;
+
+    snprintf(master, sizeof(master), "127.0.0.1:%d", F.port);
+    snprintf(cert, sizeof(cert), "%s/ca/frontend/fe1.crt", fx_pki_dir());
+    snprintf(key, sizeof(key), "%s/ca/frontend/fe1.key", fx_pki_dir());
+    snprintf(ca, sizeof(ca), "%s/ca/ca.crt", fx_pki_dir());
+    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &a), 0);
+    memset(&c, 0, sizeof(c));
+    c.listen = (const struct sockaddr *)&a;
+    c.cert = cert;
+    c.key = key;
+    c.ca = ca;
+    c.master = master;
+    c.max_conns = 64;
+    c.max_handshakes = c.max_handshakes_per_ip = 16;
+    c.max_message = F.cfg.max_message;
+    c.max_streams = 32;
+    c.max_buffered = F.cfg.max_buffered;
+    c.max_buffered_total = F.cfg.max_buffered_total;
+    c.handshake_timeout_ms = 10000;
+    c.idle_timeout_ms = 120000;
+    c.body_timeout_ms = 60000;
+    assert_int_equal(fe_new(&F.loop, &c, &fe), 0);
+    assert_true(fe_port(fe) > 0);
+    for (int i = 0; i < 2000 && !fe_master_open(fe); i++)
+        fx_run_for(5);
+    assert_true(fe_master_open(fe));
+    return fe;
+}
+
+/* Connects k (certificate who) to the front-end instead of the master. */
+static void fe_connect(fe_t *fe, cli_t *k, const char *who)
+{
+    int port = F.port;
+
+    F.port = fe_port(fe);
+    fx_cli_connect(k, who);
+    F.port = port;
+}
+
+static void fe_stop(fe_t *fe)
+{
+    fe_done = 0;
+    fe_shutdown(fe, fe_stopped, NULL);
+    fx_run_until(&fe_done);
+    fe_free(fe);
+}
+
+/* An unmodified agent's calls through the front-end: Join (its proof
+ * checked by the front-end), Subscribe (the task's model put back, the
+ * signature the master's), SubmitUpdate, and the master seeing it leave. */
+static void test_frontend_relay(void **state)
+{
+    tagent_t *a1 = &F.ag[0];
+    cli_t other = {0};
+    sfl_identity_t *id2 = NULL;
+    sfl_job_spec_t spec;
+    sfl_task_t *task;
+    sfl_ack_t ack;
+    res_t res = {0};
+    uint8_t *buf;
+    size_t len;
+    int status;
+    fe_t *fe;
+    static const double vals[3] = {0.5, -1, 2};
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fe = fe_start();
+    fe_connect(fe, &a1->cli, "agent/a1");
+    assert_int_equal(sfl_identity_generate(&a1->id), 0);
+    assert_int_equal(sfl_identity_generate(&id2), 0);
+    /* no proof, a proof by another key, a proof over another connection:
+     * refused by the front-end */
+    buf = fx_join_req_as(&a1->cli, a1->id, NULL, SFL_MSG_PROTOCOL_VERSION, &len);
+    fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "no join_proof"));
+    buf = fx_join_req_as(&a1->cli, a1->id, id2, SFL_MSG_PROTOCOL_VERSION, &len);
+    fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "does not verify"));
+    fe_connect(fe, &other, "agent/a1");
+    buf = fx_join_req(&other, a1->id, SFL_MSG_PROTOCOL_VERSION, &len);
+    fx_call(&a1->cli, "/sfl.v1.Coordinator/Join", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+    fx_cli_close(&other);
+    /* an admin certificate on the front-end's agent service */
+    fe_connect(fe, &other, "admin/alice");
+    buf = fx_join_req(&other, a1->id, SFL_MSG_PROTOCOL_VERSION, &len);
+    fx_call(&other, "/sfl.v1.Coordinator/Join", buf, len, &res);
+    assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+    fx_cli_close(&other);
+    assert_int_equal(connected(), 0);
+    /* the real thing */
+    fx_agent_join(a1, "agent/a1");
+    assert_memory_equal(a1->coord_pk, coord_public_key(F.co), 32);
+    assert_int_equal(connected(), 1);
+    fx_job_spec(&spec, 30000, 3);
+    spec.cohort_size = 1;
+    spec.min_quorum = 1;
+    (void)fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    fx_agent_subscribe(a1);
+    task = fx_next_task(a1); /* signature and model hash checked */
+    assert_int_equal(task->model->dim, DIM);
+    buf = fx_make_update(task, a1->id, NULL, a1->agent_id, vals, 100, &len);
+    ack = fx_submit(a1, buf, len);
+    assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+    sfl_msg_buf_free(buf);
+    sfl_msg_task_free(task);
+    /* the agent leaves the front-end: the master sees it go (Gone) */
+    fx_cli_close(&a1->cli);
+    for (int i = 0; i < 2000 && connected() != 0; i++)
+        fx_run_for(5);
+    assert_int_equal(connected(), 0);
+    free(res.resp);
+    sfl_identity_free(id2);
+    fe_stop(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +500,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fleet_relay, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_hostile, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_model_once, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_frontend_relay, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fe_setup, fx_group_teardown);
 }
