@@ -134,6 +134,13 @@ static void test_fleet_relay(void **state)
     agent = fleet_join(&fe, "a1", sha_a, 1, id);
     assert_true(agent > 0);
     assert_int_equal(connected(), 1);
+    {
+        static const char get[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+        const char *r = fx_http(get, sizeof(get) - 1);
+
+        assert_non_null(strstr(r, "\nsfl_frontends_connected 1\n"));
+        assert_non_null(strstr(r, "\nsfl_frontend_agents 1\n"));
+    }
     assert_int_equal(fleet_hb(&fe, "a1", sha_a, agent, 1, &res), 0);
     /* the same agent again (a reconnect): the same id */
     assert_int_equal(fleet_join(&fe, "a1", sha_a, 5, id), agent);
