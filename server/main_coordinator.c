@@ -490,6 +490,14 @@ int main(int argc, char **argv)
         return run_backup(&l.cfg, app.args.backup);
     }
     if (app.args.check) {
+        size_t nm;
+
+        if (strcmp(l.cfg.role, "frontend") == 0 &&
+            (rc = fe_master_list_check(l.cfg.master, &nm)) < 0) {
+            fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
+            coord_file_clear(&l);
+            return 2;
+        }
         /* What the TLS listener will need, checked now rather than by the
          * first agent that connects. */
         if ((rc = sfl_tls_check_identity(l.cfg.cert, l.cfg.key, l.cfg.ca,
