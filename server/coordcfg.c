@@ -89,10 +89,13 @@ static const sfl_cfg_key_t keys[] = {
       "may roll back on power loss"),
     S("role", role, COORD_ROLE_SINGLE, "ROLE",
       "single (one process), master (rounds, with a standby master on the same PostgreSQL "
-      "store taking over when it dies: docs/operations.md, Failover) or frontend"),
+      "store taking over when it dies: docs/operations.md, Failover) or frontend (holds agents "
+      "and relays their calls to a master: docs/operations.md, Front-ends)"),
     N("leader_retry_ms", leader_retry_ms, "500", "MS",
       "role master: a standby tries the leader lock this often, the leader checks this often "
       "that it still holds it"),
+    S("master", master, "", "HOST:PORT[,...]",
+      "frontend: the masters it may reach, tried in turn (a standby does not listen)"),
 };
 #undef S
 #undef N
@@ -176,6 +179,10 @@ int coord_config_check(const coord_config_t *c)
         return sfl__fail(SFL_EINVAL, "max_live_jobs must be in [1, 100000]");
     if (c->keep_checkpoints > 1000000)
         return sfl__fail(SFL_EINVAL, "keep_checkpoints must be in [0, 1000000] (0: all)");
+    if (strcmp(c->role, COORD_ROLE_FRONTEND) == 0 && c->master[0] == '\0')
+        return sfl__fail(SFL_EINVAL, "role frontend needs master = HOST:PORT[,HOST:PORT...]");
+    if (c->max_streams > 1000)
+        return sfl__fail(SFL_EINVAL, "max_streams must be 1..1000");
     if (c->relaxed_sync > 1)
         return sfl__fail(SFL_EINVAL, "relaxed_sync must be 0 or 1");
     if (strcmp(c->role, COORD_ROLE_SINGLE) != 0 && strcmp(c->role, COORD_ROLE_MASTER) != 0 &&

@@ -125,6 +125,22 @@ int coord_render_metrics(coord_text_t *t, void *ud)
     coord_text_printf(t, "sfl_agents_known %zu\n", co->nagents);
     coord_text_family(t, "sfl_connections_open", "gauge", "Open TLS connections.");
     coord_text_printf(t, "sfl_connections_open %zu\n", co->nconns);
+    {
+        size_t fes = 0, held = 0;
+
+        for (const coord_conn_t *k = co->conns; k != NULL; k = k->next) {
+            if (k->has_peer && k->peer.role == SFL_ROLE_COORDINATOR)
+                fes++;
+            for (const coord_conn_t *kid = k->kids; kid != NULL; kid = kid->kid_next)
+                held += kid->agent != NULL;
+        }
+        coord_text_family(t, "sfl_frontends_connected", "gauge",
+                          "Front-ends connected (certificates of the coordinator role).");
+        coord_text_printf(t, "sfl_frontends_connected %zu\n", fes);
+        coord_text_family(t, "sfl_frontend_agents", "gauge",
+                          "Agents connected through front-ends (part of sfl_agents_connected).");
+        coord_text_printf(t, "sfl_frontend_agents %zu\n", held);
+    }
     coord_text_family(t, "sfl_connections_refused_total", "counter",
                       "Connections refused before they opened (TLS handshake, limits).");
     coord_text_printf(t, "sfl_connections_refused_total %llu\n",

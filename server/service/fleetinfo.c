@@ -1,6 +1,6 @@
 /* Admin.Fleet: the role of the answering process, the store's leader row
  * (one read on the loop's connection: a round trip to PostgreSQL) and the
- * front-ends the front-end service reports through co->fleet_frontends. */
+ * front-ends attached (service/fleetsvc.c). */
 #include "service/fleetinfo.h"
 
 #include <stdio.h>
@@ -8,6 +8,7 @@
 
 #include "sfl/core/alloc.h"
 
+#include "service/fleetsvc.h"
 #include "store/store.h"
 
 void coord_h_fleet(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
@@ -42,9 +43,7 @@ void coord_h_fleet(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
         coord_text_copy(f.holder, sizeof(f.holder), holder);
         f.since_ms = since < 0 ? 0 : since;
     }
-    /* The front-end service's hook (NULL: none attached). */
-    if (co->fleet_frontends != NULL &&
-        (rc = co->fleet_frontends(co, &f.frontends, &f.n)) < 0) {
+    if ((rc = coord_fleet_frontends(co, &f.frontends, &f.n)) < 0) {
         coord_fail_call(call, SFL_GRPC_STATUS_INTERNAL, "front-ends: %s", sfl_last_error());
         return;
     }
