@@ -237,6 +237,12 @@ echo "standardize: statistics of 240 rows from 4 agents, bit for bit; kill -9 af
 # agents answer attempt 1; its sum is job 3's.
 step "standardize: a statistics round in flight at kill -9 runs again"
 sed -e 's/^\[job std\]$/[job std2]/' -e 's/^rounds = 40$/rounds = 1/' "$t/job3.ini" > "$t/job4.ini"
+# agent-3 must be bound to this coordinator process when it stops (a
+# stopped agent that had not joined again since the restart would leave
+# job 4 waiting for a fourth agent): its join after the last start line.
+joined3() { awk '/event=started/ { n = 0 } /event=join / && / name="?agent-3"? / { n++ }
+    END { exit !(n > 0) }' "$t/coord.log"; }
+wait_for 60 joined3 || fail "agent-3 did not join the restarted coordinator"
 kill -STOP "$agent_3"
 $CTL job create "$t/job4.ini" > "$t/ctl.log" 2>&1 || fail "sflctl job create std2: $(cat "$t/ctl.log")"
 three4() { [ "$(grep -c "event=update agent=[0-9]* job=4 round=0 attempt=0 verdict=accepted" "$t/coord.log")" -ge 3 ]; }
