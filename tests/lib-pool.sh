@@ -32,7 +32,7 @@ pool_run() { # jobs start report item...
     mkfifo "$_pdir/done" || { rm -rf "$_pdir"; return 1; }
     # Read-write, so neither open blocks and the read end never sees EOF.
     exec 4<>"$_pdir/done"
-    _pfree= _ps=0
+    _pfree='' _ps=0
     while [ "$_ps" -lt "$_pj" ]; do _pfree="$_pfree $_ps"; _ps=$((_ps + 1)); done
     _pstarted=0 _pprinted=0 _prunning=0 _palone=0
     while [ "$_pprinted" -lt "$_pn" ]; do

@@ -30,6 +30,7 @@ set -u
 
 TIMEOUT=${SFL_TIMEOUT:-900}
 JOBS=${SFL_JOBS:-2}
+# shellcheck source=tests/lib-pool.sh
 . "$(dirname "$0")/lib-pool.sh"
 
 record() { # result name [why]

@@ -28,6 +28,7 @@ seeds=${FUZZ_SEEDS:-tests/fuzz/corpus}
 
 fail=0
 mkdir -p "$dir/crashes" "$dir/logs" || exit 1
+# shellcheck source=tests/lib-pool.sh
 . "$(dirname "$0")/../lib-pool.sh"
 
 result() {
