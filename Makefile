@@ -1,7 +1,8 @@
 # sfl — sparse federated learning.  `make help` lists the targets.
 #
 #   make            build libsfl, programs (build/)
-#   make test       unit tests, again under ASan+UBSan, e2e tests, 5 s per fuzzer
+#   make test       unit tests, again under ASan+UBSan, e2e tests, 4 s per fuzzer
+#                   (two suites, scripts or fuzzers at a time: SFL_JOBS)
 #   make layers     every include of libsfl/, server/, ctl/, client-agent/, sim/
 #                   checked against the layers (tests/layers.py; in make test)
 #   make fuzz       every fuzzer for FUZZ_SECONDS (60) seconds
@@ -432,18 +433,24 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # Unit suites, the same suites under ASan+UBSan, e2e, then each fuzzer for
-# 5 s (mk/fuzz.mk): every stage
+# 4 s (mk/fuzz.mk): every stage
 # runs even after a failure (tests/run.sh prints a line per suite and records
 # it), and the last line is "N passed, N failed, N skipped". A stage whose
 # build fails counts as one failure. `make unit`, `make e2e` alone work too.
 SFL_RESULTS ?= $(abspath build/test-results)
 export SFL_RESULTS
 TEST_STAGES := unit unit-asan e2e fuzz-quick
-# Each stage's build runs one job more than the machine has cores (the
-# suites themselves run one at a time): on a fresh clone the three builds
-# (plain, ASan, fuzz) were about a third of `make test`, and serial on a
-# machine whose cores are busy with other work they took longest.
+# Each stage's build runs one job more than the machine has cores: on a
+# fresh clone the three builds (plain, ASan, fuzz) were about a third of
+# `make test`, and serial on a machine whose cores are busy with other work
+# they took longest. The suites, e2e scripts and fuzzers then run SFL_JOBS
+# (2) at a time (tests/run.sh, tests/lib-pool.sh): they mostly wait, so two
+# at once take little longer than one; each still has its whole time (a
+# fuzzer its 4 s), its own log, its own ports (e2e), and what it printed is
+# shown whole in the serial order.
 TEST_JOBS ?= $(shell echo $$(($$(nproc 2>/dev/null || echo 1) + 1)))
+SFL_JOBS ?= 2
+export SFL_JOBS
 
 test: deps-test
 	@mkdir -p build && rm -f $(SFL_RESULTS)
@@ -489,7 +496,7 @@ test-cross:
 
 ifneq ($(CROSS),)
 unit-cross: deps-test $(LIB) $(PROGRAMS) $(UNIT_BIN)
-	@SFL_TIMEOUT=$(CROSS_TIMEOUT) SFL_WRAP="$(QEMU) -L $(QEMU_LD_PREFIX)" tests/run.sh unit $(UNIT_BIN)
+	@SFL_JOBS=1 SFL_TIMEOUT=$(CROSS_TIMEOUT) SFL_WRAP="$(QEMU) -L $(QEMU_LD_PREFIX)" tests/run.sh unit $(UNIT_BIN)
 else
 unit-cross:
 	@echo "unit-cross needs CROSS=<triplet>- (or run make test-cross)"; exit 2

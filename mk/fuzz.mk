@@ -1,7 +1,8 @@
 # libFuzzer targets (tests/fuzz/README.md), included by the Makefile.
 #
 #   make fuzz [FUZZ_SECONDS=60]   every fuzzer for FUZZ_SECONDS over its corpus
-#   make fuzz-quick               every fuzzer for 5 s (part of make test)
+#   make fuzz-quick               every fuzzer for 4 s, two at a time (SFL_JOBS;
+#                                 part of make test)
 #   make fuzz-build               only build them
 #   make fuzz-capture             re-record the seeds taken from real exchanges
 #
@@ -57,7 +58,7 @@ fuzz: fuzz-build
 # A stage of make test: a build failure is recorded as one failure.
 fuzz-quick:
 	@if $(MAKE) --no-print-directory fuzz-build; then \
-	    FUZZ_SECONDS=4 FUZZ_DIR=$(FUZZ_DIR) sh tests/fuzz/run.sh $(FUZZ_BIN); \
+	    FUZZ_JOBS=$(SFL_JOBS) FUZZ_SECONDS=4 FUZZ_DIR=$(FUZZ_DIR) sh tests/fuzz/run.sh $(FUZZ_BIN); \
 	 else tests/run.sh record FAIL "build of the fuzzers" "see the compiler output above"; exit 1; fi
 
 # A real in-memory gRPC session, real messages, a real sealed update: their

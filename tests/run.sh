@@ -1,21 +1,26 @@
 #!/bin/sh
 # The test runner behind `make test` and its stages (unit, SAN=1 unit, e2e,
 # fuzz-quick, test-cross). Runs every suite even after a failure, prints one
-# line per suite as it ends and records it, so `make test` can end with one
-# summary line whatever failed.
+# line per suite and records it, so `make test` can end with one summary
+# line whatever failed.
 #
 #   tests/run.sh unit BIN...      CMocka suites; each log in BIN.log
 #   tests/run.sh e2e LOGDIR SCRIPT...
-#                                 e2e scripts (sh); their `step` lines reach
-#                                 the terminal through fd 3 (lib-step.sh),
-#                                 everything else goes to LOGDIR/NAME.log;
-#                                 exit 77 is a skip ("SKIP: why" in the log)
+#                                 e2e scripts (sh); their `step` lines (fd 3,
+#                                 lib-step.sh) reach the terminal when the
+#                                 script ends, everything else goes to
+#                                 LOGDIR/NAME.log; exit 77 is a skip
+#                                 ("SKIP: why" in the log)
 #   tests/run.sh record PASS|FAIL|SKIP NAME [WHY]
 #                                 records a result the runner did not run
 #                                 (a stage whose build failed, say)
 #   tests/run.sh summary          "N passed, N failed, N skipped"; exits 1 if
 #                                 anything failed or nothing ran
 #
+# SFL_JOBS (default 2) suites or scripts run at once (tests/lib-pool.sh);
+# what each printed is shown whole, in the order of the arguments, as a
+# serial run would show it (a failure's whole log, too). Their "(N s)" is
+# each one's own wall time.
 # Results go to $SFL_RESULTS (one "PASS|FAIL|SKIP name" per line) when set.
 # SFL_TIMEOUT (seconds, default 900) bounds each suite: ten times and more
 # what the slowest one needs on a loaded 2-core machine, so only a hang
@@ -24,6 +29,9 @@
 set -u
 
 TIMEOUT=${SFL_TIMEOUT:-900}
+JOBS=${SFL_JOBS:-2}
+# shellcheck source=tests/lib-pool.sh
+. "$(dirname "$0")/lib-pool.sh"
 
 record() { # result name [why]
     [ -n "${SFL_RESULTS:-}" ] && echo "$1 $2" >> "$SFL_RESULTS"
@@ -38,56 +46,74 @@ skip_reasons() {
         paste -sd ';' - | sed 's/;/; /g'
 }
 
+# One unit suite (a pool job: tests/lib-pool.sh); its output in BIN.log.
+unit_start() { # index slot bin
+    # shellcheck disable=SC2086
+    SFL_TEST_DATA=${SFL_TEST_DATA:-../shared/data} timeout "$TIMEOUT" \
+        ${SFL_WRAP:-} "$3" > "$3.log" 2>&1
+}
+
+unit_report() { # index status seconds bin
+    t=$4 rc=$2 s=$3
+    name=${t#./}
+    passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$t.log" | tail -n 1)
+    skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$t.log" | tail -n 1)
+    why=$(skip_reasons "$t.log")
+    if [ "$rc" = 124 ]; then
+        echo "FAIL    $name (no end after $TIMEOUT s: hung)"
+        tail -n 30 "$t.log"; record FAIL "$name"; fail=1
+    elif [ "$rc" != 0 ]; then
+        echo "FAIL    $name ($s s, exit $rc)"
+        cat "$t.log"; record FAIL "$name"; fail=1
+    elif [ -n "$skipped" ] && [ "${passed:-0}" = 0 ]; then
+        echo "SKIP $name: ${why:-every test skipped}"; record SKIP "$name"
+    elif [ -n "$skipped" ]; then
+        echo "PASS    $name ($s s; $skipped test(s) skipped: ${why:-no reason given})"
+        record PASS "$name"
+    else
+        echo "PASS    $name ($s s)"; record PASS "$name"
+    fi
+}
+
 run_unit() {
     fail=0
-    for t in "$@"; do
-        name=${t#./}
-        s=$(now)
-        # shellcheck disable=SC2086
-        SFL_TEST_DATA=${SFL_TEST_DATA:-../shared/data} timeout "$TIMEOUT" \
-            ${SFL_WRAP:-} "$t" > "$t.log" 2>&1
-        rc=$?
-        s=$(($(now) - s))
-        passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$t.log" | tail -n 1)
-        skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$t.log" | tail -n 1)
-        why=$(skip_reasons "$t.log")
-        if [ "$rc" = 124 ]; then
-            echo "FAIL    $name (no end after $TIMEOUT s: hung)"
-            tail -n 30 "$t.log"; record FAIL "$name"; fail=1
-        elif [ "$rc" != 0 ]; then
-            echo "FAIL    $name ($s s, exit $rc)"
-            cat "$t.log"; record FAIL "$name"; fail=1
-        elif [ -n "$skipped" ] && [ "${passed:-0}" = 0 ]; then
-            echo "SKIP $name: ${why:-every test skipped}"; record SKIP "$name"
-        elif [ -n "$skipped" ]; then
-            echo "PASS    $name ($s s; $skipped test(s) skipped: ${why:-no reason given})"
-            record PASS "$name"
-        else
-            echo "PASS    $name ($s s)"; record PASS "$name"
-        fi
-    done
+    pool_run "$JOBS" unit_start unit_report "$@"
     return $fail
 }
+
+# One e2e script (a pool job): everything it prints goes to LOGDIR/NAME.log,
+# its step lines (fd 3) to LOGDIR/NAME.steps until it ends. It gets its own
+# TCP port range (SFL_PORT_SLOT of SFL_PORT_SLOTS: tests/e2e/lib.sh's
+# pick_port), so two scripts at once never pick the same port.
+e2e_start() { # index slot script
+    log="$logdir/${3##*/}.log"
+    SFL_PORT_SLOT=$2 SFL_PORT_SLOTS=$JOBS timeout "$TIMEOUT" sh "$3" \
+        3> "${log%.log}.steps" > "$log" 2>&1
+}
+
+e2e_report() { # index status seconds script
+    t=$4 rc=$2 s=$3
+    log="$logdir/${t##*/}.log"
+    echo "RUN     $t"
+    cat "${log%.log}.steps" 2>/dev/null; rm -f "${log%.log}.steps"
+    why=$(skip_reasons "$log")
+    case $rc in
+    0) echo "PASS    $t ($s s${why:+; skipped: $why})"; record PASS "$t" ;;
+    77) echo "SKIP $t: $(sed -n 's/^SKIP: //p' "$log" | tail -n 1)"; record SKIP "$t" ;;
+    124) echo "FAIL    $t (no end after $TIMEOUT s: hung)"; tail -n 40 "$log"
+        record FAIL "$t"; fail=1 ;;
+    *) echo "FAIL    $t ($s s, exit $rc)"; cat "$log"; record FAIL "$t"; fail=1 ;;
+    esac
+}
+
+# A script whose header has the line "# run.sh: alone" runs with no other
+# (it measures or loads the whole machine).
+e2e_alone() { grep -q '^# run.sh: alone' "$1"; }
 
 run_e2e() {
     logdir=$1; shift
     fail=0
-    for t in "$@"; do
-        log="$logdir/${t##*/}.log"
-        echo "RUN     $t"
-        s=$(now)
-        timeout "$TIMEOUT" sh "$t" 3>&1 > "$log" 2>&1
-        rc=$?
-        s=$(($(now) - s))
-        why=$(skip_reasons "$log")
-        case $rc in
-        0) echo "PASS    $t ($s s${why:+; skipped: $why})"; record PASS "$t" ;;
-        77) echo "SKIP $t: $(sed -n 's/^SKIP: //p' "$log" | tail -n 1)"; record SKIP "$t" ;;
-        124) echo "FAIL    $t (no end after $TIMEOUT s: hung)"; tail -n 40 "$log"
-            record FAIL "$t"; fail=1 ;;
-        *) echo "FAIL    $t ($s s, exit $rc)"; cat "$log"; record FAIL "$t"; fail=1 ;;
-        esac
-    done
+    POOL_ALONE=e2e_alone pool_run "$JOBS" e2e_start e2e_report "$@"
     return $fail
 }
 

@@ -149,7 +149,9 @@ fi
 
 step "a second coordinator on the same state directory refuses to start"
 : > "$t/coord.log"
-"$BIN/sfl-coordinator" --config "$t/c.ini" > "$t/coord.log" 2>&1 &
+# (its admin_listen on a port the kernel picks: not the default 7444, which
+# another test or coordinator on this machine may hold)
+"$BIN/sfl-coordinator" --config "$t/c.ini" --admin_listen 127.0.0.1:0 > "$t/coord.log" 2>&1 &
 coord=$!
 pids="$pids $coord"
 wait_for 20 grep -q "event=started" "$t/coord.log" || fail "coordinator did not start"
@@ -176,7 +178,7 @@ mkdir -p "$t/data"
     --dump-shards "$t/data" > /dev/null 2>&1 || fail "no shard"
 "$PKI" agent "$t/other" intruder > /dev/null
 : > "$t/coord2.log"
-"$BIN/sfl-coordinator" --config "$t/c.ini" > "$t/coord2.log" 2>&1 &
+"$BIN/sfl-coordinator" --config "$t/c.ini" --admin_listen 127.0.0.1:0 > "$t/coord2.log" 2>&1 &
 coord=$!
 pids="$pids $coord"
 wait_for 20 grep -q "event=started" "$t/coord2.log" || fail "coordinator did not restart"

@@ -3,8 +3,10 @@
 # lib*.sh.
 #
 # step TEXT  one progress line: in the script's log and, when the runner
-#            opened fd 3 (tests/run.sh does), on the terminal as it happens,
-#            so a long stage is never silent.
+#            opened fd 3, there too (tests/run.sh: a file it prints above
+#            the script's result line, so two scripts run at once never mix
+#            their lines; a script run by hand with 3>&1 shows them as they
+#            happen).
 # skip WHY   ends the script as skipped (exit 77); the runner prints
 #            "SKIP <script>: WHY" instead of PASS.
 SFL_STEP_NAME=${0##*/}

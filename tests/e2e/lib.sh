@@ -95,13 +95,20 @@ start_coordinator_any_port() {
 # A loopback port p with p and p + 1 free now, in 20000..31999: below the
 # kernel's ephemeral range (32768 and up on Linux), where the tests' own
 # outgoing connections take theirs, so a port picked here is not taken by
-# one of them later.
+# one of them later. tests/run.sh runs scripts side by side and gives each
+# a slot (SFL_PORT_SLOT of SFL_PORT_SLOTS): the range is cut in that many
+# parts and a script picks in its own, so a port one script left free for
+# a moment (a coordinator killed and restarted on it) is never another's.
 pick_port() {
-    /usr/bin/python3 - "$$" <<'EOF_PORT'
+    /usr/bin/python3 - "$$" "${SFL_PORT_SLOT:-0}" "${SFL_PORT_SLOTS:-1}" <<'EOF_PORT'
 import random, socket, sys
 r = random.Random(int(sys.argv[1]) * 7919 + random.SystemRandom().randrange(1 << 30))
+slots = max(1, int(sys.argv[3]))
+slot = min(max(0, int(sys.argv[2])), slots - 1)
+width = 12000 // slots
+lo = 20000 + slot * width
 for _ in range(2000):
-    p = r.randrange(20000, 32000)
+    p = r.randrange(lo, lo + width - 1)
     try:
         for q in (p, p + 1):
             s = socket.socket()

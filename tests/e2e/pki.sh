@@ -206,7 +206,7 @@ grep -q "kit: tar failed" "$t/out" || fail "tar failure message: $(cat "$t/out")
 # agent.ini; the agent joins a running coordinator.
 step "sfl-pki kit: unpacked by its README's line, the unit's ExecStart joins a coordinator"
 for p in sfl-coordinator sfl-agent; do [ -x "$BIN/$p" ] || fail "$BIN/$p missing (make first)"; done
-printf '[coordinator]\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\n' \
+printf '[coordinator]\nlisten = 127.0.0.1:0\nadmin_listen = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\n' \
     "$t/ca/coordinator/coord.crt" "$t/ca/coordinator/coord.key" "$t/ca/ca.crt" "$t/state" \
     >"$t/coordinator.ini"
 start_coordinator_any_port

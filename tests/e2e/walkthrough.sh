@@ -3,8 +3,8 @@
 # the code block marked <!-- walkthrough ... --> is extracted and run line by
 # line in one shell (comments skipped), in a scratch copy of the repository
 # root (deploy/ copied, the programs of $SFL_BIN linked into build/) whose
-# deploy/local/*.ini get free ports instead of 7443 and 9464. Each line is a
-# step. Like a user pasting line by line, the runner waits before `job
+# deploy/local/*.ini get free ports instead of 7443, 7444 and 9464. Each
+# line is a step. Like a user pasting line by line, the runner waits before `job
 # create` until both agents have joined, so the job is created while they
 # are connected and idle; it must reach them at once on their open Subscribe
 # streams (no agent logs a Wait before its first training). Checks: every
@@ -37,7 +37,9 @@ cp -R "$ROOT/deploy" "$r/deploy"
 for p in sfl-sim sfl-coordinator sfl-agent sflctl; do ln -s "$abs/$p" "$r/build/$p"; done
 port=$(pick_port)
 mport=$((port + 1))
-sed -i "s/:7443\$/:$port/; s/:9464\$/:$mport/" "$r"/deploy/local/*.ini
+aport=$(pick_port)
+[ "$aport" != "$port" ] && [ "$aport" != "$mport" ] && [ "$((aport + 1))" != "$port" ] || aport=$((port + 2))
+sed -i "s/:7443\$/:$port/; s/:9464\$/:$mport/; s/:7444\$/:$aport/" "$r"/deploy/local/*.ini
 # The checks below read the agents' per-round lines (training, wait): debug.
 for a in 0 1; do echo "log_level = debug" >> "$r/deploy/local/agent-$a.ini"; done
 grep -q ":$port\$" "$r/deploy/local/coordinator.ini" || fail "deploy/local/coordinator.ini has no listen = ...:7443"

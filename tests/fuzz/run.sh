@@ -1,6 +1,7 @@
 #!/bin/sh
-# Runs libFuzzer binaries one after the other, each for FUZZ_SECONDS over its
-# corpus, and prints one line per fuzzer:
+# Runs libFuzzer binaries, FUZZ_JOBS (default 1) at a time (tests/lib-pool.sh;
+# make fuzz-quick runs two), each for FUZZ_SECONDS over its corpus, and
+# prints one line per fuzzer, in the order given:
 #   PASS    fuzz_x (N execs)
 #   FAIL    fuzz_x: <reason>            (then the kept input and the log's tail)
 # and, when SFL_RESULTS names a file, appends "PASS fuzz_x" or "FAIL fuzz_x"
@@ -27,20 +28,24 @@ seeds=${FUZZ_SEEDS:-tests/fuzz/corpus}
 
 fail=0
 mkdir -p "$dir/crashes" "$dir/logs" || exit 1
+# shellcheck source=tests/lib-pool.sh
+. "$(dirname "$0")/../lib-pool.sh"
 
 result() {
     [ -n "${SFL_RESULTS:-}" ] && echo "$1 $2" >>"$SFL_RESULTS"
     return 0
 }
 
-for bin in "$@"; do
+# One fuzzer (a pool job): its lines for the terminal go to
+# $dir/logs/NAME.out, shown by fuzz_report; exit 0 for a pass.
+fuzz_start() { # index slot bin
+    bin=$3
     name=$(basename "$bin")
     log=$dir/logs/$name.log
+    exec > "$dir/logs/$name.out"
     if [ ! -x "$bin" ]; then
         echo "FAIL    $name: no such fuzzer binary $bin"
-        result FAIL "$name"
-        fail=1
-        continue
+        return 1
     fi
     work=$dir/corpus/$name
     mkdir -p "$work"
@@ -54,11 +59,8 @@ for bin in "$@"; do
     execs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
     if [ $rc -eq 0 ] && [ -n "$execs" ]; then
         echo "PASS    $name ($execs execs)"
-        result PASS "$name"
-        continue
+        return 0
     fi
-    fail=1
-    result FAIL "$name"
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         reason="still running after $wall s (FUZZ_WALL; it was given $secs s)"
     else
@@ -73,5 +75,20 @@ for bin in "$@"; do
     [ -n "$input" ] && echo "        input kept in $input (replay: $bin $input)"
     echo "        log: $log"
     tail -n 30 "$log" | sed 's/^/        /'
-done
+    return 1
+}
+
+fuzz_report() { # index status seconds bin
+    name=$(basename "$4")
+    cat "$dir/logs/$name.out" 2>/dev/null || echo "FAIL    $name: no result (exit status $2)"
+    rm -f "$dir/logs/$name.out"
+    if [ "$2" = 0 ]; then
+        result PASS "$name"
+    else
+        result FAIL "$name"
+        fail=1
+    fi
+}
+
+pool_run "${FUZZ_JOBS:-1}" fuzz_start fuzz_report "$@"
 exit $fail
