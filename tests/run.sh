@@ -140,10 +140,12 @@ unit)
     pgdir=
     if [ -z "${SFL_TEST_PG:-}" ]; then
         pgdir=$(mktemp -d "${TMPDIR:-/tmp}/sfl-unit-pg.XXXXXX")
-        trap 'sh "$(dirname "$0")/pgcluster.sh" destroy "$pgdir" >/dev/null 2>&1; rm -rf "$pgdir"' EXIT
+        # test_store's restart test makes a cluster of its own in $pgdir/restart
+        trap 'for d in "$pgdir/restart" "$pgdir"; do sh "$(dirname "$0")/pgcluster.sh" destroy "$d" >/dev/null 2>&1; done; rm -rf "$pgdir"' EXIT
         if SFL_TEST_PG=$(sh "$(dirname "$0")/pgcluster.sh" start "$pgdir" 2>"$pgdir/start.err"); then
             export SFL_TEST_PG
-            # the restart test runs pgcluster.sh: not from under qemu-user
+            # where the restart test makes its own cluster (it runs
+            # pgcluster.sh: not from under qemu-user)
             if [ -z "${SFL_WRAP:-}" ]; then SFL_TEST_PG_DIR=$pgdir; export SFL_TEST_PG_DIR; fi
         else
             echo "note: no PostgreSQL cluster for the unit suites ($(tail -n 1 "$pgdir/start.err")): their PostgreSQL tests skip"

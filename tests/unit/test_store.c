@@ -1607,32 +1607,40 @@ static void test_store_pg_checks(void **state)
 
 /* The server restarts under a leading store: the call in flight fails
  * clearly (-ECONNRESET, libpq's message), the next one reconnects, and the
- * reconnected session no longer holds the leader lock. Needs the cluster's
- * directory (SFL_TEST_PG_DIR, tests/run.sh sets it) to stop and start it. */
+ * reconnected session no longer holds the leader lock. The cluster is this
+ * test's own (tests/pgcluster.sh in SFL_TEST_PG_DIR/restart, which
+ * tests/run.sh sets when not under qemu-user): the shared one serves the
+ * suites that run beside this one. */
 static void test_store_pg_restart(void **state)
 {
     (void)state;
     const char *dir = getenv("SFL_TEST_PG_DIR");
-    char cmd[1200];
+    char cmd[1200], conninfo[512], spec[600];
     int64_t e = 0, job = 0;
+    FILE *f;
 
     if (dir == NULL || *dir == '\0' || access("tests/pgcluster.sh", R_OK) != 0) {
-        print_message("skipped: SFL_TEST_PG_DIR is unset (the cluster's directory, to "
-                      "restart it with tests/pgcluster.sh; tests/run.sh sets it)\n");
+        print_message("skipped: SFL_TEST_PG_DIR is unset (a directory for a cluster of this "
+                      "test's own, restarted with tests/pgcluster.sh; tests/run.sh sets it)\n");
         skip();
     }
-    const char *p = dbpath("restart.db");
-    coord_store_t *s = open_ok(p, 2);
+    snprintf(cmd, sizeof(cmd), "sh tests/pgcluster.sh start '%s/restart'", dir);
+    assert_non_null(f = popen(cmd, "r"));
+    assert_non_null(fgets(conninfo, sizeof(conninfo), f));
+    assert_int_equal(pclose(f), 0);
+    conninfo[strcspn(conninfo, "\n")] = '\0';
+    snprintf(spec, sizeof(spec), "postgresql:%s", conninfo);
+    coord_store_t *s = open_ok(spec, 2);
 
     assert_int_equal(coord_store_leader_try(s, "a", &e), 1);
     coord_store_fence(s, e);
-    snprintf(cmd, sizeof(cmd), "sh tests/pgcluster.sh stop '%s' >/dev/null", dir);
+    snprintf(cmd, sizeof(cmd), "sh tests/pgcluster.sh stop '%s/restart' >/dev/null", dir);
     assert_int_equal(system(cmd), 0);
     int rc = coord_store_job_create(s, "j", NULL, 0, 1, &job);
     assert_int_equal(rc, -ECONNRESET);
     assert_non_null(strstr(sfl_last_error(), "PostgreSQL"));
     assert_int_equal(coord_store_leader_held(s), 0);
-    snprintf(cmd, sizeof(cmd), "sh tests/pgcluster.sh start '%s' >/dev/null", dir);
+    snprintf(cmd, sizeof(cmd), "sh tests/pgcluster.sh start '%s/restart' >/dev/null", dir);
     assert_int_equal(system(cmd), 0);
     /* reconnected: leadership is gone, the store works (the fence still
      * matches: nobody took over) */
@@ -1643,6 +1651,8 @@ static void test_store_pg_restart(void **state)
     coord_store_fence(s, e);
     assert_int_equal(coord_store_job_set_state(s, job, COORD_JOB_PAUSED), 0);
     coord_store_close(s);
+    snprintf(cmd, sizeof(cmd), "sh tests/pgcluster.sh destroy '%s/restart' >/dev/null", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* The PostgreSQL group: the same tests against SFL_TEST_PG's cluster, each
