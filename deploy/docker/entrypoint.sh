@@ -248,10 +248,13 @@ cert = $crt.crt
 key = $crt.key
 ca = $p/ca.crt
 state_dir = $SFL_STATE_DIR
-metrics_listen = $SFL_METRICS_LISTEN
 EOF
-    # A front-end has no admin listener (sflctl talks to the master).
-    [ "$SFL_ROLE" = frontend ] || echo "admin_listen = $SFL_ADMIN_LISTEN"
+    # A front-end has no admin or metrics listener (sflctl talks to the
+    # master).
+    if [ "$SFL_ROLE" != frontend ]; then
+        echo "metrics_listen = $SFL_METRICS_LISTEN"
+        echo "admin_listen = $SFL_ADMIN_LISTEN"
+    fi
     case $SFL_ROLE in
     single) ;;
     master | frontend) echo "role = $SFL_ROLE" ;;
@@ -308,8 +311,18 @@ fleet_identity() {
 }
 
 cmd_coordinator() {
-    echo coordinator >"$SFL_RUN_DIR/sfl-role" 2>/dev/null || true
+    case $SFL_ROLE in
+    master | frontend) echo "$SFL_ROLE" >"$SFL_RUN_DIR/sfl-role" 2>/dev/null || true ;;
+    *) echo coordinator >"$SFL_RUN_DIR/sfl-role" 2>/dev/null || true ;;
+    esac
     ini=${SFL_COORDINATOR_INI:-}
+    if [ "$SFL_ROLE" = master ] && [ -n "$SFL_FLEET_IDENTITY_DIR" ]; then
+        # also with SFL_COORDINATOR_INI (deploy/k8s: the identity is a
+        # Secret, state_dir an emptyDir; the key must be mode 0600)
+        mkdir -p "$SFL_STATE_DIR"
+        chmod 700 "$SFL_STATE_DIR"
+        fleet_identity
+    fi
     if [ -z "$ini" ]; then
         wait_file "$SFL_PKI_DIR/coordinator.pk" "the pki service"
         # A front-end holds no job (it needs no data); the others make the
@@ -317,7 +330,6 @@ cmd_coordinator() {
         [ "$SFL_ROLE" = frontend ] || wait_file "$SFL_DATA_DIR/meta" "the data service"
         mkdir -p "$SFL_STATE_DIR"
         chmod 700 "$SFL_STATE_DIR"
-        [ "$SFL_ROLE" != master ] || fleet_identity
         ini=$SFL_STATE_DIR/coordinator.ini
         coordinator_ini >"$ini.tmp.$$"
         mv -f "$ini.tmp.$$" "$ini"
@@ -528,13 +540,29 @@ EOF
     exit "$rc"
 }
 
-# Coordinator (also a fleet's master or front-end): GET /metrics answers 200
-# with sfl metrics (bash's /dev/tcp: the slim image has no curl). Agent: the lease refresher is alive. Other
+# Coordinator: GET /metrics answers 200 with sfl metrics (bash's /dev/tcp:
+# the slim image has no curl). A fleet's master: the same once it leads; a
+# standby listens on nothing and is healthy while it runs (it only waits
+# for the leader lock). A front-end: its agents' port accepts connections. Agent: the lease refresher is alive. Other
 # roles: healthy.
 cmd_health() {
     role=${1:-$(cat "$SFL_RUN_DIR/sfl-role" 2>/dev/null || true)}
+    # shellcheck disable=SC2016 # bash expands them
+    tcp='exec 3<>"/dev/tcp/$1/$2"'
     case $role in
-    coordinator | master | frontend)
+    frontend)
+        port=${SFL_LISTEN##*:}
+        exec timeout 5 bash -c "$tcp" health 127.0.0.1 "$port"
+        ;;
+    master)
+        # listening on neither port: a standby
+        if ! timeout 3 bash -c "$tcp" health 127.0.0.1 "${SFL_LISTEN##*:}" 2>/dev/null &&
+            ! timeout 3 bash -c "$tcp" health 127.0.0.1 "${SFL_METRICS_LISTEN##*:}" 2>/dev/null; then
+            exit 0
+        fi
+        cmd_health coordinator
+        ;;
+    coordinator)
         addr=$SFL_METRICS_LISTEN metrics=1
         if [ "$addr" = off ] || [ -z "$addr" ]; then
             addr=$SFL_LISTEN metrics=0
