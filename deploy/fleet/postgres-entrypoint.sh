@@ -11,7 +11,7 @@
 # the one role and database of the fleet ($SFL_PG_USER, $SFL_PG_DB); the
 # superuser postgres only on the container's Unix socket (peer: the
 # operating system user postgres, i.e. `docker exec` / `kubectl exec`, for
-# pg_dump and psql). Nothing is trusted on a network.
+# pg_dump, pg_basebackup and psql). Nothing is trusted on a network.
 #
 # Environment (defaults in brackets):
 #   PGDATA              the cluster [/var/lib/postgresql/data/pgdata]; the
@@ -101,6 +101,7 @@ cmd_run() {
 # Written by sfl-postgres at every start.
 # TYPE   DATABASE       USER            ADDRESS  METHOD
 local    all            postgres                 peer
+local    replication    postgres                 peer
 local    $SFL_PG_DB     $SFL_PG_USER             scram-sha-256
 hostssl  $SFL_PG_DB     $SFL_PG_USER    all      scram-sha-256
 HBA
