@@ -13,7 +13,8 @@
 #                   (deploy/monitoring/) against a live coordinator, with prometheus
 #   make demo       a coordinator and 8 agents on loopback, then simulations
 #   make bench      micro and macro benchmarks (figures to stdout)
-#   make soak       the coordinator killed -9 SOAK_KILLS (100) times mid-job
+#   make soak       the coordinator killed -9 SOAK_KILLS (100) times mid-job, and the
+#                   leading round master SOAK_HA_KILLS (50) times (ha_soak.sh)
 #   make footprint  the arm64 agent's size and peak RSS (d = 1e5, under qemu)
 #   make bench-peer Flower (FLOWER_SRC: its v1.10.0 tag) and sfl on the same
 #                   job -> results/peer-flower.md
@@ -51,7 +52,7 @@ ALL_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_FILE_OFFSET_BITS=64 $(WARN) 
 # programs add the coordinator's store.
 SFL_LIBS := -linih -luv -lnghttp2 -lssl -lcrypto -lsodium -lprotobuf-c \
             -llapacke -llapack -lblas -lz -lm
-LDLIBS  := -lsqlite3 $(SFL_LIBS)
+LDLIBS  := -lsqlite3 -lpq $(SFL_LIBS)
 
 ifeq ($(SAN),1)
 ifneq ($(CROSS),)
@@ -73,9 +74,9 @@ endif
 # second, `make reproduce` the third, `make install` the fourth (man pages),
 # `make footprint` the fifth.
 BUILD_PKGS := build-essential pkg-config libprotobuf-c-dev protobuf-c-compiler \
-              libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev \
+              libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev libpq-dev \
               libinih-dev libopenblas-dev liblapacke-dev zlib1g-dev
-TEST_PKGS  := libcmocka-dev openssl python3-grpcio python3-protobuf python3-cryptography python3-numpy python3-h2 iproute2 docker-compose \
+TEST_PKGS  := libcmocka-dev postgresql-15 openssl python3-grpcio python3-protobuf python3-cryptography python3-numpy python3-h2 iproute2 docker-compose \
               protobuf-compiler protobuf-compiler-grpc chromium python3-pil gnuplot-nox
 REPRO_PKGS := gnuplot-nox python3-sklearn
 INSTALL_PKGS := help2man
@@ -106,7 +107,7 @@ CROSS_ARCH_aarch64-linux-gnu   := arm64
 CROSS_ARCH_arm-linux-gnueabihf := armhf
 CROSS_QEMU_aarch64-linux-gnu   := qemu-aarch64-static
 CROSS_QEMU_arm-linux-gnueabihf := qemu-arm-static
-CROSS_LIBS := libc6-dev libinih-dev libsqlite3-dev libuv1-dev libnghttp2-dev libssl-dev \
+CROSS_LIBS := libc6-dev libinih-dev libsqlite3-dev libpq-dev libuv1-dev libnghttp2-dev libssl-dev \
               libsodium-dev libprotobuf-c-dev liblapacke-dev liblapack-dev libblas-dev \
               zlib1g-dev
 SYSROOT_PKGS := $(CROSS_LIBS) libcmocka-dev
@@ -262,6 +263,10 @@ $(BUILD)/%.o: %.c $(SYSROOT_STAMP) | deps
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
+# The store's PostgreSQL backend: libpq's headers (in the sysroot when
+# cross-compiling).
+$(BUILD)/server/store/pgstore.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
+
 # One protoc-c run writes every file (grouped target).
 $(PROTO_C) $(PROTO_H) &: $(PROTO_SRC) | deps
 	@mkdir -p $(GEN)
@@ -411,6 +416,7 @@ $(GRPCFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/grpcfx/grpc
 STOREFX_TESTS := test_store test_backup
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/obj/storefx/storefx.o
 $(STOREFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/storefx/storefx.o
+$(BUILD)/tests/obj/storefx/storefx.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
 
 # bench_writer measures the coordinator's store and writer: it links them.
 $(BUILD)/bench/bench_writer: bench/bench_writer.c $(LIB) $(COORD_LIB) $(JOB_LIB)
@@ -509,7 +515,8 @@ $(REPLAY_BIN) $(HOSTILE_BIN) $(LOADGEN_BIN): $(AGENT_LIB) $(LIB)
 layers:
 	@$(PYTHON) tests/layers.py
 
-E2E_SCRIPTS := $(filter-out tests/e2e/lib%,$(sort $(wildcard tests/e2e/*.sh)))
+# ha_soak.sh is make soak's (50 kills: minutes).
+E2E_SCRIPTS := $(filter-out tests/e2e/lib% tests/e2e/ha_soak.sh,$(sort $(wildcard tests/e2e/*.sh)))
 e2e:
 	@if $(MAKE) --no-print-directory all $(REPLAY_BIN) $(HOSTILE_BIN); then \
 	    env -u MAKEFLAGS -u MFLAGS SFL_BIN=$(BUILD) tests/run.sh e2e $(BUILD) $(E2E_SCRIPTS); \
@@ -519,10 +526,14 @@ demo: all deps-test
 	$(Q)./deploy/demo-federation.sh $(BUILD)
 	$(Q)./sim/demo.sh $(SIM)
 
-# tests/e2e/crash.sh with 100 kills instead of make test's 10 (a few minutes).
+# tests/e2e/crash.sh with 100 kills instead of make test's 10, and the
+# round master's failover soak, tests/e2e/ha_soak.sh, with 50 (a few
+# minutes each).
 SOAK_KILLS ?= 100
+SOAK_HA_KILLS ?= 50
 soak: all deps-test
-	$(Q)SFL_BIN=$(BUILD) SFL_KILLS=$(SOAK_KILLS) tests/run.sh e2e $(BUILD) tests/e2e/crash.sh
+	$(Q)SFL_BIN=$(BUILD) SFL_KILLS=$(SOAK_KILLS) SFL_HA_KILLS=$(SOAK_HA_KILLS) \
+	    tests/run.sh e2e $(BUILD) tests/e2e/crash.sh tests/e2e/ha_soak.sh
 
 bench: all $(BENCH_BIN) $(LOADGEN_BIN)
 	$(Q)./bench/run.sh $(BUILD)

@@ -124,6 +124,43 @@ static uint64_t unix_ms(void)
 
 /* ---- pure pieces ---------------------------------------------------------- */
 
+/* coordinator = HOST:PORT[,HOST:PORT...] into a->addr: 1 to
+ * AGENT_MAX_COORDINATORS addresses, each host:port ([v6]:port). */
+static int split_addresses(agent_ctx_t *a, const char *list)
+{
+    const char *p = list;
+    int rc;
+
+    a->naddr = 0;
+    for (;;) {
+        size_t n = strcspn(p, ",");
+        char one[sizeof(a->addr[0].text)];
+
+        if (a->naddr == AGENT_MAX_COORDINATORS)
+            return sfl__fail(SFL_EINVAL, "coordinator: at most %d addresses",
+                             AGENT_MAX_COORDINATORS);
+        if (n == 0 || n >= sizeof(one))
+            return sfl__fail(SFL_EINVAL, "coordinator: '%s' is not a list of host:port",
+                             list);
+        memcpy(one, p, n);
+        one[n] = '\0';
+        rc = sfl_grpcconn_split_hostport(one, a->addr[a->naddr].host,
+                                         sizeof(a->addr[0].host), a->addr[a->naddr].port,
+                                         sizeof(a->addr[0].port));
+        if (rc < 0) {
+            char detail[256];
+
+            snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+            return sfl__fail(rc, "coordinator: %s", detail);
+        }
+        memcpy(a->addr[a->naddr].text, one, n + 1);
+        a->naddr++;
+        if (p[n] == '\0')
+            return 0;
+        p += n + 1;
+    }
+}
+
 uint64_t agent_backoff_delay(uint64_t min_ms, uint64_t max_ms, uint32_t n, uint32_t r)
 {
     uint64_t hi = min_ms, lo;
@@ -164,15 +201,8 @@ int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_ctx_t **out)
             rc = SFL_ENOMEM;
             goto out;
         }
-    rc = sfl_grpcconn_split_hostport(cfg->coordinator, a->host, sizeof(a->host), a->port,
-                                     sizeof(a->port));
-    if (rc < 0) {
-        char detail[256];
-
-        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
-        rc = sfl__fail(rc, "coordinator: %s", detail);
+    if ((rc = split_addresses(a, cfg->coordinator)) < 0)
         goto out;
-    }
     for (uint32_t i = 0; i < cfg->nconditions; i++) {
         if ((rc = sfl_msg_tags_add(&a->conditions, cfg->conditions[i])) < 0) {
             rc = sfl__fail(rc, "conditions: '%s' is not a tag (1-31 of [a-z0-9_.:-])",
@@ -188,24 +218,31 @@ int agent_new(uv_loop_t *loop, const agent_config_t *cfg, agent_ctx_t **out)
     }
     if ((rc = agent__local_load(a)) < 0)
         goto out;
-    {
+    for (uint32_t i = 0; i < a->naddr; i++) {
+        const char *vh = cfg->server_name[0] ? cfg->server_name : a->addr[i].host;
         sfl_tls_config_t t = {
             .cert_file = cfg->cert,
             .key_file = cfg->key,
             .ca_file = cfg->ca,
-            .verify_host = cfg->server_name[0] ? cfg->server_name : a->host,
+            .verify_host = vh,
             .alpn = "h2",
             .alpn_required = 1,
         };
 
-        if ((rc = sfl_tls_new(&t, 0, &a->tls)) < 0)
+        for (uint32_t j = 0; j < i && a->addr[i].tls == NULL; j++)
+            if (strcmp(vh, cfg->server_name[0] ? cfg->server_name : a->addr[j].host) == 0)
+                a->addr[i].tls = a->addr[j].tls;
+        if (a->addr[i].tls != NULL)
+            continue;
+        if ((rc = sfl_tls_new(&t, 0, &a->addr[i].tls)) < 0)
             goto out;
+        a->addr[i].tls_owned = 1;
     }
     {
         uint8_t fpr[32];
 
         /* for the line that says this certificate was revoked */
-        if (sfl_tls_cert_sha256(a->tls, fpr) == 0)
+        if (sfl_tls_cert_sha256(a->addr[0].tls, fpr) == 0)
             sodium_bin2hex(a->fpr_hex, sizeof(a->fpr_hex), fpr, sizeof(fpr));
         else
             snprintf(a->fpr_hex, sizeof(a->fpr_hex), "?");
@@ -238,7 +275,9 @@ void agent_free(agent_ctx_t *a)
     sfl_msg_task_free(a->next);
     agent__cstate_clear(a);
     sfl_algo_ws_close(&a->ws);
-    sfl_tls_free(a->tls);
+    for (uint32_t i = 0; i < a->naddr; i++)
+        if (a->addr[i].tls_owned)
+            sfl_tls_free(a->addr[i].tls);
     sfl_identity_free(a->id);
     sfl_dataset_free(a->data);
     sfl_dataset_free(a->eval);
@@ -332,7 +371,7 @@ static void on_open(sfl_grpcconn_t *g, void *ud)
     a->stats.connects++;
     if (sfl_conn_peer(sfl_grpcconn_conn(g), &peer) == 0) {
         agent__say(a, SFL_LOG_INFO, "connected", "coordinator=%s peer_cn=%s peer_role=%s",
-            a->cfg.coordinator, peer.cn, sfl_role_name(peer.role));
+            a->addr[a->cur].text, peer.cn, sfl_role_name(peer.role));
         /* Another role's certificate (an agent's, an admin's) from the same
          * CA and with the right name is still not the coordinator. */
         if (peer.role != SFL_ROLE_COORDINATOR) {
@@ -705,6 +744,10 @@ agent_state_t agent__backoff(agent_ctx_t *a, const char *what, int status, const
         what, agent__status_name(sq, sizeof(sq), status), agent__quote(q, sizeof(q), message),
         delay, hint);
     drop_link(a);
+    /* The next address of the list (a fleet's other master or front-end;
+     * a standby master does not listen): the one that failed is tried
+     * again after the others. */
+    a->cur = (a->cur + 1) % a->naddr;
     uv_timer_stop(&a->hb_timer);
     uv_timer_stop(&a->timer);
     /* A task that waited for its turn belonged to the stream just lost. */
@@ -729,13 +772,14 @@ static agent_state_t connect_begin(agent_ctx_t *a)
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     a->gai.data = a;
-    rc = uv_getaddrinfo(a->loop, &a->gai, on_resolved, a->host, a->port, &hints);
+    rc = uv_getaddrinfo(a->loop, &a->gai, on_resolved, a->addr[a->cur].host,
+                        a->addr[a->cur].port, &hints);
     if (rc < 0) {
         a->stats.connect_fails++;
         return agent__backoff(a, "resolve", rc, uv_strerror(rc));
     }
     a->resolving = 1;
-    agent__say(a, SFL_LOG_INFO, "connecting", "coordinator=%s", a->cfg.coordinator);
+    agent__say(a, SFL_LOG_INFO, "connecting", "coordinator=%s", a->addr[a->cur].text);
     return AGENT_CONNECTING;
 }
 
@@ -743,7 +787,7 @@ static agent_state_t connect_addr(agent_ctx_t *a, const ev_t *e)
 {
     uint64_t idle = 3 * a->cfg.heartbeat_ms;
     sfl_conn_opts_t o = {
-        .tls = a->tls,
+        .tls = a->addr[a->cur].tls,
         .connect_timeout_ms = a->cfg.connect_timeout_ms,
         .idle_timeout_ms = idle > 120000 ? idle : 120000,
     };
@@ -756,7 +800,7 @@ static agent_state_t connect_addr(agent_ctx_t *a, const ev_t *e)
         a->stats.connect_fails++;
         return agent__backoff(a, "resolve", e->status, e->message);
     }
-    rc = sfl_grpcconn_connect(a->loop, e->addr->ai_addr, &o, &g, a->cfg.coordinator, &conn_cbs,
+    rc = sfl_grpcconn_connect(a->loop, e->addr->ai_addr, &o, &g, a->addr[a->cur].text, &conn_cbs,
                               a, &a->link);
     if (rc < 0) {
         a->stats.connect_fails++;

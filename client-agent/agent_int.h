@@ -62,9 +62,19 @@ struct agent_ctx {
         uint64_t id; /* 0: none */
         uint64_t tasks, last_round;
     } job;
-    sfl_tls_t *tls;
     char fpr_hex[65]; /* SHA-256 of our certificate, as sfl-pki fingerprint prints it */
-    char host[256], port[16];
+    /* The coordinator's addresses (coordinator = A,B,...: a fleet's masters
+     * or front-ends): the agent connects to addr[cur] and, whenever it
+     * backs off (a failed connect, a lost session), moves on to the next.
+     * Each has its TLS client context (verify_host is per context); those
+     * with the same verified name share one (tls_owned 0 on the others). */
+    struct {
+        char host[256], port[16];
+        char text[272];   /* host:port as given, for logs and :authority */
+        sfl_tls_t *tls;
+        int tls_owned;
+    } addr[AGENT_MAX_COORDINATORS];
+    uint32_t naddr, cur;
 
     /* The client state of the job trained last (sfl/algo/client.h; cstate.c):
      * the state of the rounds known committed (state_dir/client-state-<job>.bin)

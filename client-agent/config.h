@@ -12,13 +12,15 @@
 #define AGENT_PATH_MAX 1024
 #define AGENT_COLLUDERS_THIRD UINT64_MAX /* secagg_max_colluders = n/3 (the default) */
 #define AGENT_MAX_CONDITIONS 8
+/* addresses in coordinator = A,B,... */
+#define AGENT_MAX_COORDINATORS 8
 /* How to get the right coordinator_pk, for errors about it. */
 #define AGENT_PK_HINT                                                                  \
     "on the coordinator, 'sfl-coordinator --config FILE --public-key' prints the key " \
     "to pin"
 
 typedef struct agent_config {
-    char coordinator[256];     /* host:port */
+    char coordinator[1024];    /* host:port[,host:port...]: at most AGENT_MAX_COORDINATORS */
     char server_name[256];     /* name in the coordinator certificate */
     char ca[AGENT_PATH_MAX];   /* federation CA (PEM) */
     char cert[AGENT_PATH_MAX]; /* this agent's certificate (PEM) */

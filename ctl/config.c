@@ -122,6 +122,7 @@ static const struct {
     [CTL_CMD_WATCH] = {"watch", NULL, 0, 0, 1},
     [CTL_CMD_AGENT_REVOKE] = {"agent", "revoke", 1, 0, 0},
     [CTL_CMD_JOB_RELEASE] = {"job", "release", 2, 1, 0},
+    [CTL_CMD_FLEET] = {"fleet", NULL, 0, 0, 0},
 };
 
 static int find_cmd(const char *const *words, int n, ctl_args_t *a)

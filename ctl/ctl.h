@@ -60,7 +60,8 @@ typedef enum {
     CTL_CMD_MODEL_EXPORT, /* operands: ID FILE */
     CTL_CMD_WATCH,       /* operand: none, or ID */
     CTL_CMD_AGENT_REVOKE, /* operand: agent NAME or certificate FINGERPRINT */
-    CTL_CMD_JOB_RELEASE  /* operands: ID AGENT (an agent id) */
+    CTL_CMD_JOB_RELEASE, /* operands: ID AGENT (an agent id) */
+    CTL_CMD_FLEET
 } ctl_cmd_t;
 
 /* What sflctl's arguments say. Strings are borrowed from argv. */
@@ -146,6 +147,8 @@ void ctl_result_clear(ctl_result_t *r);
 
 /* now_ms: Unix ms, for ages ("12s ago"). */
 void ctl_print_status(FILE *f, const sfl_status_t *s, int64_t now_ms);
+/* sflctl fleet: role, leader (epoch, holder, since), front-ends. */
+void ctl_print_fleet(FILE *f, const sfl_fleet_t *m, int64_t now_ms);
 void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n);
 void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms);
 /* The job's progress (sfl_metrics_job_progress): the last committed

@@ -29,6 +29,8 @@ static const char usage_text[] =
     "\n"
     "Commands:\n"
     "  status                     coordinator counters and every job\n"
+    "  fleet                      the round master that leads (epoch, holder,\n"
+    "                             since when) and the front-ends attached to it\n"
     "  agents                     known agents (connected or not)\n"
     "  jobs                       every job and its current round\n"
     "  job create FILE            create the job of FILE's [job NAME] section\n"
@@ -194,6 +196,27 @@ static int cmd_status(app_t *a)
         return reply_failed("Status", rc);
     ctl_print_status(stdout, s, unix_ms());
     sfl_msg_status_free(s);
+    return 0;
+}
+
+static int cmd_fleet(app_t *a)
+{
+    ctl_result_t r;
+    sfl_fleet_t *f = NULL;
+    uint8_t *req = NULL;
+    size_t len;
+    int rc;
+
+    if ((rc = sfl_msg_fleet_req_pack(&req, &len)) < 0)
+        return local_failed("Fleet", rc);
+    if ((rc = rpc(a, "Fleet", req, len, &r)) != 0)
+        return rc;
+    rc = sfl_msg_fleet_unpack(r.resp, r.len, NULL, &f);
+    ctl_result_clear(&r);
+    if (rc < 0)
+        return reply_failed("Fleet", rc);
+    ctl_print_fleet(stdout, f, unix_ms());
+    sfl_msg_fleet_free(f);
     return 0;
 }
 
@@ -577,6 +600,7 @@ static int (*const run[])(app_t *a) = {
     [CTL_CMD_WATCH] = cmd_watch,
     [CTL_CMD_AGENT_REVOKE] = cmd_agent_revoke,
     [CTL_CMD_JOB_RELEASE] = cmd_job_release,
+    [CTL_CMD_FLEET] = cmd_fleet,
 };
 
 int main(int argc, char **argv)

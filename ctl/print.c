@@ -94,6 +94,27 @@ void ctl_print_status(FILE *f, const sfl_status_t *s, int64_t now_ms)
     }
 }
 
+void ctl_print_fleet(FILE *f, const sfl_fleet_t *m, int64_t now_ms)
+{
+    char up[32];
+
+    fprintf(f, "answering    %s%s\n", m->role,
+            m->own_epoch ? " (leads)" : "");
+    if (m->has_leader)
+        fprintf(f, "leader       epoch %" PRIu64 ", %s, since %s\n", m->epoch, m->holder,
+                duration(now_ms - m->since_ms, up, sizeof(up)));
+    else
+        fprintf(f, "leader       none (a single coordinator, or no master has led yet)\n");
+    fprintf(f, "front-ends   %u\n", m->n);
+    if (m->n == 0)
+        return;
+    fprintf(f, "\n%-24s %-24s %8s %8s\n", "NAME", "ADDRESS", "AGENTS", "LAG_MS");
+    for (uint32_t i = 0; i < m->n; i++)
+        fprintf(f, "%-24s %-24s %8u %8" PRIu64 "\n", m->frontends[i].name,
+                m->frontends[i].address[0] ? m->frontends[i].address : "-",
+                m->frontends[i].agents, m->frontends[i].lag_ms);
+}
+
 void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms)
 {
     int ws = 7;

@@ -37,11 +37,13 @@
 #include "round/driver.h"
 #include "round/quarantine.h"
 #include "service/admin.h"
+#include "service/fleetinfo.h"
 #include "service/agentsvc.h"
 #include "round/registry.h"
 #include "service/submit.h"
 #include "round/subs.h"
 #include "round/coordwrite.h"
+#include "leader.h"
 
 
 /* Peer-supplied or library text into a wire text field: printable ASCII
@@ -250,6 +252,7 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Admin/RevokeCertificate", SFL_GRPC_KIND_UNARY, coord_h_revoke, R_ADMIN,
      SMALL_REQUEST},
     {"/sfl.v1.Admin/ReleaseAgent", SFL_GRPC_KIND_UNARY, coord_h_release, R_ADMIN, SMALL_REQUEST},
+    {"/sfl.v1.Admin/Fleet", SFL_GRPC_KIND_UNARY, coord_h_fleet, R_ADMIN, SMALL_REQUEST},
 };
 #undef R_AGENT
 #undef R_ADMIN
@@ -631,28 +634,24 @@ static void writes_drained(void *ud)
     coord_check_stopped(ud);
 }
 
-/* Two connections to the store: the writer's (migrations and recovery run
- * on it first, before its thread starts) and the loop's, read-only. */
-static int load_state(coord_t *co)
+/* Two connections to the store: the writer's (its thread owns it; the
+ * leadership and recovery run on it first, leader.c) and the loop's,
+ * read-only. */
+static int store_open(coord_t *co)
 {
     static const coord_writer_cbs_t wcbs = {write_observed, writes_drained, NULL};
     coord_writer_cbs_t cbs = wcbs;
-    char path[COORD_PATH_MAX + 32];
+    char path[sizeof(co->cfg.store) + COORD_PATH_MAX + 32];
     coord_store_opts_t so = {0};
     coord_store_t *wdb = NULL;
-    coord_agent_row_t *rows = NULL;
-    coord_job_row_t *jobs = NULL;
-    size_t n = 0, nj = 0, marked = 0;
     int rc;
 
-    snprintf(path, sizeof(path), "%s/coordinator.db", co->cfg.state_dir);
+    if ((rc = coord_store_spec(&co->cfg, path, sizeof(path))) < 0)
+        return rc;
     so.keep_checkpoints = (unsigned)co->cfg.keep_checkpoints;
     so.relaxed_sync = (int)co->cfg.relaxed_sync;
-    if ((rc = coord_store_open(path, &so, &wdb)) < 0 ||
-        (rc = coord_store_recover(wdb, "coordinator restarted", &marked)) < 0) {
-        coord_store_close(wdb);
+    if ((rc = coord_store_open(path, &so, &wdb)) < 0)
         return rc;
-    }
     cbs.ud = co;
     if ((rc = coord_writer_new(co->loop, wdb, &cbs, &co->writer)) < 0) {
         coord_store_close(wdb);
@@ -661,6 +660,21 @@ static int load_state(coord_t *co)
     if ((rc = coord_store_open(path, &so, &co->store)) < 0 ||
         (rc = coord_store_read_only(co->store)) < 0)
         return rc;
+    return 0;
+}
+
+/* The agents, jobs, revocations and quarantines, once recovery ran. */
+static int load_state(coord_t *co)
+{
+    char path[sizeof(co->cfg.store) + COORD_PATH_MAX + 32], shown[sizeof(path)];
+    coord_agent_row_t *rows = NULL;
+    coord_job_row_t *jobs = NULL;
+    size_t n = 0, nj = 0;
+    int rc;
+
+    if ((rc = coord_store_spec(&co->cfg, path, sizeof(path))) < 0)
+        return rc;
+    coord_store_spec_mask(path, shown, sizeof(shown)); /* never a password in the log */
     if ((rc = coord_store_agent_list(co->store, &rows, &n)) < 0)
         return rc;
     for (size_t i = 0; i < n; i++) {
@@ -690,8 +704,9 @@ static int load_state(coord_t *co)
             goto out;
     if ((rc = coord_quarantine_load(co)) < 0)
         goto out;
-    coord_log(COORD_LOG_INFO, "state_loaded", "db=%s agents=%zu jobs=%zu rounds_abandoned=%zu",
-              path, n, nj, marked);
+    coord_log(COORD_LOG_INFO, "state_loaded",
+              "backend=%s db=%s agents=%zu jobs=%zu rounds_abandoned=%zu",
+              coord_store_backend(co->store), shown, n, nj, co->abandoned);
 out:
     coord_store_free(rows);
     coord_job_rows_free(jobs, nj);
@@ -711,14 +726,22 @@ static const coord_http_page_t http_pages[] = {
     {"/status", "text/html; charset=utf-8", STATUS_HEADERS, coord_render_status},
 };
 
+static void start_timers(coord_t *co)
+{
+    uv_timer_start(&co->tick, coord_on_tick, co->cfg.tick_ms, co->cfg.tick_ms);
+    if (co->tickets != NULL) {
+        /* a rotation is due at most this late: a minute, or the period */
+        uint64_t every = co->cfg.tls_ticket_rotate < 60 ? co->cfg.tls_ticket_rotate : 60;
+
+        uv_timer_start(&co->ticket_timer, on_ticket_timer, every * 1000, every * 1000);
+    }
+}
+
 int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
 {
     static const double agg_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60};
     static const double round_le[] = {0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600};
     static const double lag_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
-    struct sockaddr_storage ss;
-    sfl_tls_config_t tc;
-    sfl_conn_opts_t co_opts;
     coord_log_level_t lvl = COORD_LOG_INFO;
     coord_t *co;
     int rc;
@@ -749,8 +772,48 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     coord_hist_init(&co->write_hist, agg_le, sizeof(agg_le) / sizeof(agg_le[0]));
     if ((rc = state_dir_make(cfg->state_dir)) < 0 ||
         (rc = state_lock(cfg->state_dir, &co->state_fd)) < 0 ||
-        (rc = identity_open(cfg->state_dir, &co->id)) < 0 || (rc = load_state(co)) < 0)
+        (rc = identity_open(cfg->state_dir, &co->id)) < 0 || (rc = store_open(co)) < 0 ||
+        (rc = coord_leader_start(co)) < 0)
         goto fail;
+    /* 0: a standby master, which serves once it leads (leader.c). */
+    if (rc == 1 && (rc = coord__serve(co)) < 0)
+        goto fail;
+    /* Nothing fails from here: the timers live in co. */
+    uv_timer_init(loop, &co->tick);
+    uv_timer_init(loop, &co->stop_timer);
+    uv_timer_init(loop, &co->ticket_timer);
+    uv_timer_init(loop, &co->leader_timer);
+    co->tick.data = co->stop_timer.data = co->ticket_timer.data = co->leader_timer.data = co;
+    co->handles += 4;
+    co->timers = 1;
+    if (co->serving)
+        start_timers(co);
+    coord_leader_arm(co);
+    *out = co;
+    return 0;
+fail:
+    /* Handles made so far free themselves on the loop's next turns. */
+    sfl_listener_close(co->listener);
+    co->listener = NULL;
+    sfl_listener_close(co->admin);
+    co->admin = NULL;
+    coord_metrics_srv_close(co->metrics, NULL, NULL);
+    co->metrics = NULL;
+    coord_free(co);
+    return rc;
+}
+
+int coord__serve(coord_t *co)
+{
+    const coord_config_t *cfg = &co->cfg;
+    uv_loop_t *loop = co->loop;
+    struct sockaddr_storage ss;
+    sfl_tls_config_t tc;
+    sfl_conn_opts_t co_opts;
+    int rc;
+
+    if ((rc = load_state(co)) < 0)
+        return rc;
     memset(&tc, 0, sizeof(tc));
     tc.cert_file = cfg->cert;
     tc.key_file = cfg->key;
@@ -759,14 +822,14 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     tc.alpn = "h2";
     tc.alpn_required = 1;
     if ((rc = sfl_tls_new(&tc, 1, &co->tls)) < 0)
-        goto fail;
+        return rc;
     if (cfg->tls_ticket_lifetime > 0) {
         if ((co->tickets = sfl__calloc(1, sizeof(*co->tickets))) == NULL) {
             rc = SFL_ENOMEM;
-            goto fail;
+            return rc;
         }
         if ((rc = tickets_refresh(co, 1)) < 0)
-            goto fail;
+            return rc;
     }
     memset(&co_opts, 0, sizeof(co_opts));
     co_opts.tls = co->tls;
@@ -787,7 +850,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
         else
             rc = sfl__fail(rc, "listen%s%s", strncmp(detail, "listen ", 7) == 0 ? "" : ": ",
                            strncmp(detail, "listen ", 7) == 0 ? detail + 6 : detail);
-        goto fail;
+        return rc;
     }
     if (cfg->admin_listen[0] && strcmp(cfg->admin_listen, "off") != 0) {
         admin_methods_init();
@@ -802,7 +865,7 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
             rc = rc == UV_EADDRINUSE
                      ? addr_in_use(rc, "admin_listen", cfg->admin_listen)
                      : sfl__fail(rc, "admin_listen %s: %s", cfg->admin_listen, detail);
-            goto fail;
+            return rc;
         }
     }
     if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
@@ -816,44 +879,40 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
             rc = rc == UV_EADDRINUSE
                      ? addr_in_use(rc, "metrics_listen", cfg->metrics_listen)
                      : sfl__fail(rc, "metrics_listen %s: %s", cfg->metrics_listen, detail);
-            goto fail;
+            return rc;
         }
         co->metrics_open = 1;
     }
-    uv_timer_init(loop, &co->tick);
-    uv_timer_init(loop, &co->stop_timer);
-    uv_timer_init(loop, &co->ticket_timer);
-    co->tick.data = co->stop_timer.data = co->ticket_timer.data = co;
-    co->handles += 3;
-    uv_timer_start(&co->tick, coord_on_tick, cfg->tick_ms, cfg->tick_ms);
-    if (co->tickets != NULL) {
-        /* a rotation is due at most this late: a minute, or the period */
-        uint64_t every = cfg->tls_ticket_rotate < 60 ? cfg->tls_ticket_rotate : 60;
-
-        uv_timer_start(&co->ticket_timer, on_ticket_timer, every * 1000, every * 1000);
-    }
+    co->serving = 1;
+    if (co->timers) /* a standby taking over; coord_new starts them itself */
+        start_timers(co);
     {
         char hex[65];
 
         coord_log(COORD_LOG_INFO, "started",
-                  "version=%s listen=%s port=%d admin=%s admin_port=%d metrics=%s public_key=%s",
-                  COORD_VERSION, cfg->listen, coord_port(co),
+                  "version=%s role=%s epoch=%lld listen=%s port=%d admin=%s admin_port=%d "
+                  "metrics=%s public_key=%s",
+                  COORD_VERSION, cfg->role, (long long)co->epoch, cfg->listen, coord_port(co),
                   co->admin ? cfg->admin_listen : "off", co->admin ? coord_admin_port(co) : 0,
                   co->metrics ? cfg->metrics_listen : "off",
                   sfl_seal_pk_to_hex(co->id->pk, hex));
     }
-    *out = co;
     return 0;
-fail:
-    /* Handles made so far free themselves on the loop's next turns. */
-    sfl_listener_close(co->listener);
-    co->listener = NULL;
-    sfl_listener_close(co->admin);
-    co->admin = NULL;
-    coord_metrics_srv_close(co->metrics, NULL, NULL);
-    co->metrics = NULL;
-    coord_free(co);
-    return rc;
+}
+
+int coord_serving_now(const coord_t *c)
+{
+    return c->serving;
+}
+
+int64_t coord_leader_epoch(const coord_t *c)
+{
+    return c->serving ? c->epoch : 0;
+}
+
+void coord_set_leader_cbs(coord_t *c, const coord_leader_cbs_t *cbs)
+{
+    c->lcbs = *cbs;
 }
 
 int coord_port(const coord_t *c)
@@ -914,6 +973,7 @@ void coord_check_stopped(coord_t *co)
     uv_close((uv_handle_t *)&co->tick, timer_closed);
     uv_close((uv_handle_t *)&co->stop_timer, timer_closed);
     uv_close((uv_handle_t *)&co->ticket_timer, timer_closed);
+    uv_close((uv_handle_t *)&co->leader_timer, timer_closed);
 }
 
 static void on_stop_timeout(uv_timer_t *t)
@@ -953,6 +1013,7 @@ void coord_shutdown(coord_t *co, uint64_t timeout_ms, void (*done)(coord_t *c, v
         }
     uv_timer_stop(&co->tick);
     uv_timer_stop(&co->ticket_timer);
+    coord_leader_stop(co);
     uv_timer_start(&co->stop_timer, on_stop_timeout,
                    timeout_ms ? timeout_ms : co->cfg.shutdown_timeout_ms, 0);
     coord_check_stopped(co);

@@ -45,6 +45,8 @@ typedef struct coord_config {
     char key[COORD_PATH_MAX];   /* its private key (PEM) */
     char ca[COORD_PATH_MAX];    /* federation CA (PEM) */
     char state_dir[COORD_PATH_MAX]; /* store and identity key */
+    char store[1024];           /* sqlite:PATH | postgresql:CONNINFO | PATH; "":
+                                   sqlite:state_dir/coordinator.db (coord_store_spec) */
     char metrics_listen[256];   /* host:port of /metrics; "" or "off": none */
     char admin_listen[256];     /* host:port of the admin listener; "" or "off": none */
     char log_level[16];         /* debug | info | warn | error */
@@ -73,7 +75,31 @@ typedef struct coord_config {
     uint64_t relaxed_sync;      /* 0 | 1: SQLite synchronous=NORMAL */
     uint64_t tls_ticket_lifetime; /* s a resumption ticket is valid; 0: no tickets */
     uint64_t tls_ticket_rotate;   /* s between new ticket keys (state_dir/tls-ticket.keys) */
+    char role[16];              /* single | master | frontend (COORD_ROLE_*) */
+    uint64_t leader_retry_ms;   /* master: a standby tries the leader lock this often; the
+                                   leader checks it still holds it this often */
 } coord_config_t;
+
+/* role = ...: single, today's coordinator; master, the same with leadership
+ * (a PostgreSQL store shared with a standby: docs/operations.md, "Failover");
+ * frontend, a process that holds agents for the master. */
+#define COORD_ROLE_SINGLE "single"
+#define COORD_ROLE_MASTER "master"
+#define COORD_ROLE_FRONTEND "frontend"
+/* sfl-coordinator's exit status when it stopped because another master
+ * leads (fenced): a supervisor restarts it, and it comes back as standby. */
+#define COORD_EXIT_FENCED 3
+
+/* What a master's program hears about its leadership (leader.h), on the
+ * loop: leading once a standby took over and serves (not called when
+ * coord_new already serves: coord_serving_now), lost when it stopped
+ * serving because another master leads (rc SFL_EFENCED): the program
+ * exits with COORD_EXIT_FENCED. Without lost, coord_shutdown runs. */
+typedef struct {
+    void (*leading)(coord_t *co, void *ud);
+    void (*lost)(coord_t *co, int rc, void *ud);
+    void *ud;
+} coord_leader_cbs_t;
 
 void coord_config_default(coord_config_t *cfg);
 /* One key = value of [coordinator]; SFL_EINVAL naming the key otherwise. */
@@ -103,6 +129,10 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out) SFL_MUS
 int coord_add_jobdef(coord_t *c, const coord_jobdef_t *d, uint64_t *id,
                      int *created) SFL_MUST_CHECK;
 
+/* The store the configuration names (its `store` key, else
+ * sqlite:state_dir/coordinator.db) into buf; SFL_ELIMIT if it does not fit. */
+int coord_store_spec(const coord_config_t *c, char *buf, size_t cap) SFL_MUST_CHECK;
+
 /* The public key of the identity in state_dir/coordinator.key, creating
  * the directory (0700) and the key (0600) if missing, as coord_new would. */
 int coord_identity_public(const char *state_dir, uint8_t pk[32]) SFL_MUST_CHECK;
@@ -113,6 +143,13 @@ int coord_admin_port(const coord_t *c);
 int coord_metrics_port(const coord_t *c);
 /* The coordinator's Ed25519 public key (what agents pin). */
 const uint8_t *coord_public_key(const coord_t *c);
+/* 1 when it serves (role single: from coord_new; a master: while it
+ * leads), 0 for a standby or a fenced master. */
+int coord_serving_now(const coord_t *c);
+/* The leader epoch this master holds; 0 for role single or a standby. */
+int64_t coord_leader_epoch(const coord_t *c);
+/* Set right after coord_new (cbs copied). */
+void coord_set_leader_cbs(coord_t *c, const coord_leader_cbs_t *cbs);
 
 /* Graceful stop (SIGTERM): no new connections or calls; open Subscribes
  * end with UNAVAILABLE; a training attempt that already has its quorum is

@@ -244,6 +244,23 @@ struct coord {
     uint64_t tick_hr;         /* uv_hrtime of the last scheduler tick */
     double lag_max;           /* the longest the loop was late for a tick, s */
     int stopping, finished;
+    /* Leadership (leader.c). */
+    int master;               /* role = master */
+    int serving;              /* listening and running rounds (single: from coord_new) */
+    int fenced;               /* another master leads: stopped serving */
+    int64_t epoch;            /* the leader epoch held; 0: role single */
+    char holder[128];         /* who we are in the leader row */
+    uv_timer_t leader_timer;  /* a standby's tries, a leader's checks */
+    int leader_op;            /* a try or check is on the writer */
+    int timers;               /* tick, stop, ticket and leader timers initialised */
+    int standby_err;          /* the last try failed (logged once) */
+    int first_tasks;          /* a master's first tasks since it leads not sent yet */
+    uint64_t standby_since;   /* uv_now when the standby began */
+    size_t abandoned;         /* rounds recovery marked failed at the start */
+    coord_leader_cbs_t lcbs;
+    /* Admin.Fleet's front-ends: the front-end service's hook, NULL when
+     * none can attach. Fills *out (owned, sfl__free) with *n entries. */
+    int (*fleet_frontends)(coord_t *co, sfl_fleet_frontend_t **out, uint32_t *n);
     uint32_t verifying;       /* updates on the thread pool */
     void (*done)(coord_t *c, void *ud);
     void *done_ud;
@@ -264,6 +281,9 @@ typedef void (*coord_written_cb)(coord_t *co, uint64_t job, int rc, const char *
 typedef void (*coord_created_cb)(coord_t *co, coord_job_t *j, int rc, const char *error, void *ud);
 
 /* coord.c: lifecycle, connections, the gRPC glue. */
+/* Loads the state and starts serving (listeners, scheduler): from
+ * coord_new, or when a standby master takes over (leader.c). */
+int coord__serve(coord_t *co) SFL_MUST_CHECK;
 /* Peer-supplied or library text into a wire text field: printable ASCII
  * only (the field's rule), truncated to fit. */
 void coord_text_copy(char *dst, size_t cap, const char *src);

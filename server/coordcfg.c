@@ -12,6 +12,7 @@
 
 #include "sfl/core/cfgkey.h"
 #include "sfl/core/error.h"
+#include "store/store.h"
 #include "sfl/net/grpcconn.h"
 
 /* ---- configuration ------------------------------------------------------------ */
@@ -25,6 +26,9 @@ static const sfl_cfg_key_t keys[] = {
     S("ca", ca, "/etc/sfl/pki/ca.crt", "FILE", "federation CA certificate"),
     S("state_dir", state_dir, "/var/lib/sfl", "DIR",
       "coordinator.db and the identity key coordinator.key"),
+    S("store", store, "", "SPEC",
+      "sqlite:PATH or postgresql:CONNINFO (a libpq conninfo or URI; a fleet's masters share "
+      "it); a bare PATH is SQLite; default sqlite:state_dir/coordinator.db"),
     S("metrics_listen", metrics_listen, "127.0.0.1:9464", "HOST:PORT",
       "Prometheus /metrics and the read-only status page / over plain HTTP; off = none"),
     S("admin_listen", admin_listen, SFL_ADMIN_LISTEN_DEFAULT, "HOST:PORT",
@@ -81,6 +85,12 @@ static const sfl_cfg_key_t keys[] = {
       "until they expire"),
     N("relaxed_sync", relaxed_sync, "0", "0|1",
       "SQLite synchronous=NORMAL: faster, last commits may roll back on power loss"),
+    S("role", role, COORD_ROLE_SINGLE, "ROLE",
+      "single (one process), master (rounds, with a standby master on the same PostgreSQL "
+      "store taking over when it dies: docs/operations.md, Failover) or frontend"),
+    N("leader_retry_ms", leader_retry_ms, "500", "MS",
+      "role master: a standby tries the leader lock this often, the leader checks this often "
+      "that it still holds it"),
 };
 #undef S
 #undef N
@@ -166,6 +176,19 @@ int coord_config_check(const coord_config_t *c)
         return sfl__fail(SFL_EINVAL, "keep_checkpoints must be in [0, 1000000] (0: all)");
     if (c->relaxed_sync > 1)
         return sfl__fail(SFL_EINVAL, "relaxed_sync must be 0 or 1");
+    if (strcmp(c->role, COORD_ROLE_SINGLE) != 0 && strcmp(c->role, COORD_ROLE_MASTER) != 0 &&
+        strcmp(c->role, COORD_ROLE_FRONTEND) != 0)
+        return sfl__fail(SFL_EINVAL, "role must be single, master or frontend, not '%s'",
+                         c->role);
+    if (c->leader_retry_ms == 0 || c->leader_retry_ms > 60000)
+        return sfl__fail(SFL_EINVAL, "leader_retry_ms must be in [1, 60000]");
+    if (c->store[0]) {
+        coord_store_backend_t b;
+        const char *loc;
+
+        if ((rc = coord_store_spec_parse(c->store, &b, &loc)) < 0)
+            return sfl__wrap(rc, "store");
+    }
     return 0;
 }
 
@@ -211,4 +234,14 @@ int coord_addr_parse(const char *s, struct sockaddr_storage *out)
     if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)out) == 0)
         return 0;
     return sfl__fail(SFL_EINVAL, "address '%s': '%s' is not an IP address", s, host);
+}
+
+int coord_store_spec(const coord_config_t *c, char *buf, size_t cap)
+{
+    int n = c->store[0] ? snprintf(buf, cap, "%s", c->store)
+                        : snprintf(buf, cap, "sqlite:%s/coordinator.db", c->state_dir);
+
+    if (n < 0 || (size_t)n >= cap)
+        return sfl__fail(SFL_ELIMIT, "store: the store spec is longer than %zu bytes", cap - 1);
+    return 0;
 }

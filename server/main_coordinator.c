@@ -31,7 +31,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: " PROG " [--config FILE] [--KEY VALUE ...] [--check | --backup DEST]\n"
             "Runs the federation coordinator: agents join over mutual TLS (gRPC),\n"
-            "jobs run rounds of signed sparse updates, state lives in SQLite.\n\n"
+            "jobs run rounds of signed sparse updates, state lives in SQLite.\n"
+            "With role = master (a PostgreSQL store) only the process that holds the\n"
+            "store's leader lock listens and runs rounds; a second master on the same\n"
+            "store waits as the standby and takes over when the leader dies.\n\n"
             "  --config FILE              coordinator.ini: section [coordinator] with the\n"
             "                             keys below, and one [job NAME] section per job\n"
             "  --check                    check the configuration and jobs, and that cert,\n"
@@ -41,9 +44,11 @@ static void usage(FILE *f)
             "  --public-key               print the coordinator's Ed25519 public key (what\n"
             "                             agents pin as coordinator_pk), creating the\n"
             "                             identity in state_dir if needed, then exit\n"
-            "  --backup DEST              copy state_dir/coordinator.db to DEST with\n"
-            "                             SQLite's online backup (safe while the\n"
-            "                             coordinator runs), verify the copy, then exit\n"
+            "  --backup DEST              copy the SQLite store (state_dir/coordinator.db\n"
+            "                             or the store key's) to DEST with SQLite's online\n"
+            "                             backup (safe while the coordinator runs), verify\n"
+            "                             the copy, then exit; a PostgreSQL store is\n"
+            "                             refused: back it up with pg_dump\n"
             "  --version                  print the version\n"
             "  -h, --help                 this text\n\n"
             "[coordinator] keys, also flags (--max-agents N or --max_agents N; the\n"
@@ -69,7 +74,9 @@ static void usage(FILE *f)
             "and READY=1 around a reload, STOPPING=1, and WATCHDOG=1 at half of\n"
             "WatchdogSec, on $NOTIFY_SOCKET.\n\n"
             "Exit status: 0 after a graceful stop, 2 for a bad flag, value or file,\n"
-            "1 for a runtime failure (certificates, state directory, address in use).\n");
+            "1 for a runtime failure (certificates, state directory, address in use),\n"
+            "3 when a round master stopped because another one leads (fenced: start it\n"
+            "again, it waits as the standby).\n");
 }
 
 /* What one reading of the file (and the flags) gives. */
@@ -220,7 +227,9 @@ typedef struct {
     uv_timer_t watchdog; /* WATCHDOG=1 pings, when systemd asks for them */
     coord_t *co;
     args_t args;
+    loaded_t *l; /* the configuration started with (its jobs) */
     int stopped, watchdog_on;
+    int status;  /* 2: a job of the configuration could not be created */
 } app_t;
 
 static app_t app;
@@ -279,6 +288,49 @@ static void stopped(coord_t *c, void *ud)
     uv_close((uv_handle_t *)&a->sighup, NULL);
     if (a->watchdog_on)
         uv_close((uv_handle_t *)&a->watchdog, NULL);
+}
+
+/* Serving (at the start, or when a standby master takes over): the
+ * configuration's jobs are created, then the service manager hears READY.
+ * -1 if a job cannot be created (shutting down, exit status 2). */
+static int serving(app_t *a)
+{
+    char ready[320];
+
+    for (size_t i = 0; i < a->l->njobs; i++)
+        if (coord_add_jobdef(a->co, a->l->jobs[i], NULL, NULL) < 0) {
+            fprintf(stderr, PROG ": error: job %s: %s\n", a->l->names[i], sfl_last_error());
+            coord_shutdown(a->co, 0, stopped, a);
+            return -1;
+        }
+    /* Listening, state recovered, config jobs created: what READY=1
+     * promises (coord_new or the takeover does the first two). */
+    snprintf(ready, sizeof(ready), "running; listening on %.200s (port %d)", a->l->cfg.listen,
+             coord_port(a->co));
+    notify(COORD_NOTIFY_READY, ready);
+    return 0;
+}
+
+static void on_leading(coord_t *c, void *ud)
+{
+    app_t *a = ud;
+
+    (void)c;
+    if (serving(a) < 0)
+        a->status = 2;
+}
+
+/* Another round master leads: whatever this one holds may not be written
+ * (its writes are fenced), so it exits at once; its supervisor starts it
+ * again, as a standby. */
+static void on_lost(coord_t *c, int rc, void *ud)
+{
+    (void)c;
+    (void)rc;
+    (void)ud;
+    notify(COORD_NOTIFY_STOPPING, "fenced: another round master leads");
+    fflush(stderr);
+    exit(COORD_EXIT_FENCED);
 }
 
 static void on_stop_signal(uv_signal_t *s, int signum)
@@ -351,12 +403,13 @@ out:
 /* --backup DEST: from a separate process, while the daemon may run. */
 static int run_backup(const coord_config_t *cfg, const char *dest)
 {
-    char db[COORD_PATH_MAX + 32];
+    char db[sizeof(cfg->store) + COORD_PATH_MAX + 32];
     uint64_t bytes = 0;
     int rc;
 
-    snprintf(db, sizeof(db), "%s/coordinator.db", cfg->state_dir);
-    if ((rc = coord_store_backup_path(db, dest, &bytes)) < 0) {
+    /* the configured store; PostgreSQL is refused (SFL_EUNSUP: pg_dump) */
+    if ((rc = coord_store_spec(cfg, db, sizeof(db))) < 0 ||
+        (rc = coord_store_backup_path(db, dest, &bytes)) < 0) {
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         return 1;
     }
@@ -431,13 +484,6 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         goto out;
     }
-    for (size_t i = 0; i < l.njobs; i++)
-        if ((rc = coord_add_jobdef(app.co, l.jobs[i], NULL, NULL)) < 0) {
-            fprintf(stderr, PROG ": error: job %s: %s\n", l.names[i], sfl_last_error());
-            coord_shutdown(app.co, 0, NULL, NULL);
-            status = 2;
-            goto run;
-        }
     uv_signal_init(&app.loop, &app.sigterm);
     uv_signal_init(&app.loop, &app.sigint);
     uv_signal_init(&app.loop, &app.sighup);
@@ -446,20 +492,25 @@ int main(int argc, char **argv)
     uv_signal_start(&app.sigint, on_stop_signal, SIGINT);
     uv_signal_start(&app.sighup, on_reload, SIGHUP);
     watchdog_start(&app);
-    {
-        char ready[320];
+    app.l = &l;
+    if (coord_serving_now(app.co)) {
+        if (serving(&app) < 0) {
+            status = 2;
+            goto run;
+        }
+    } else {
+        static const coord_leader_cbs_t lcbs = {on_leading, on_lost, &app};
 
-        /* Listening, state recovered, config jobs created: what READY=1
-         * promises (coord_new does the first two). */
-        snprintf(ready, sizeof(ready), "running; listening on %.200s (port %d)", l.cfg.listen,
-                 coord_port(app.co));
-        notify(COORD_NOTIFY_READY, ready);
+        coord_set_leader_cbs(app.co, &lcbs);
+        notify(COORD_NOTIFY_READY, "standby: another round master leads");
     }
     status = 0;
 run:
     uv_run(&app.loop, UV_RUN_DEFAULT);
     if (!app.stopped && status == 0)
         status = 1;
+    if (app.status != 0)
+        status = app.status;
 out:
     coord_free(app.co);
     /* Handles that closed themselves (listener, metrics) finish here. */

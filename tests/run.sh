@@ -107,7 +107,22 @@ summary() {
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
-unit) run_unit "$@" ;;
+unit)
+    # One throwaway PostgreSQL cluster for the suites that test the store's
+    # PostgreSQL backend (SFL_TEST_PG: its conninfo); without one they skip
+    # those tests, saying why. An SFL_TEST_PG already set is used as is.
+    pgdir=
+    if [ -z "${SFL_TEST_PG:-}" ]; then
+        pgdir=$(mktemp -d "${TMPDIR:-/tmp}/sfl-unit-pg.XXXXXX")
+        trap 'sh "$(dirname "$0")/pgcluster.sh" destroy "$pgdir" >/dev/null 2>&1; rm -rf "$pgdir"' EXIT
+        if SFL_TEST_PG=$(sh "$(dirname "$0")/pgcluster.sh" start "$pgdir" 2>"$pgdir/start.err"); then
+            export SFL_TEST_PG
+        else
+            echo "note: no PostgreSQL cluster for the unit suites ($(tail -n 1 "$pgdir/start.err")): their PostgreSQL tests skip"
+            unset SFL_TEST_PG
+        fi
+    fi
+    run_unit "$@" ;;
 e2e) run_e2e "$@" ;;
 record)
     [ $# -ge 2 ] || { echo "usage: tests/run.sh record PASS|FAIL|SKIP NAME [WHY]" >&2; exit 2; }

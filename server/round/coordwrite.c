@@ -8,6 +8,7 @@
 #include "coord_int.h"
 #include "round/registry.h"
 #include "round/coordwrite.h"
+#include "leader.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ static void logged_done(coord_write_op_t *op)
 
         coord_log(COORD_LOG_ERROR, "store_error", "%s error=%s", l->what,
                   coord_log_quote(op->error, q, sizeof(q)));
+        coord_leader_write_failed(l->co, op->rc); /* fenced: stops serving */
     }
     if (l->after)
         l->after(l->co, l->job, op->abandoned ? -ECANCELED : op->rc, op->error, l->ud);

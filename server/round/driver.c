@@ -9,6 +9,7 @@
 #include "round/subs.h"
 #include "round/coordwrite.h"
 #include "round/driver.h"
+#include "leader.h"
 #include "round/shape.h"
 
 #include <errno.h>
@@ -404,6 +405,8 @@ static void open_done(coord_write_op_t *op)
         return;
     }
     j->opening = 0;
+    if (op->rc < 0)
+        coord_leader_write_failed(co, op->rc); /* fenced: stops serving */
     if (op->rc < 0) {
         /* Nothing an agent can fix: the job pauses with the reason instead
          * of burning its attempts. */
@@ -419,6 +422,14 @@ static void open_done(coord_write_op_t *op)
 
             if (a)
                 coord_send_task(co, j, a);
+        }
+        if (co->first_tasks) {
+            /* A master's first tasks since it took the lead: where a
+             * takeover ends for the agents (ha_soak.sh measures to it). */
+            co->first_tasks = 0;
+            coord_log(COORD_LOG_INFO, "first_tasks", "epoch=%lld job=%llu round=%lld "
+                      "agents=%u", (long long)co->epoch, (unsigned long long)j->id,
+                      (long long)o->round, j->rnd.nmembers);
         }
     }
     sfl__free(o);
@@ -658,6 +669,8 @@ static void agg_finish(coord_job_t *j)
 void coord_commit_outcome(coord_job_t *j, coord_write_op_t *op)
 {
     if (!op->abandoned) {
+        if (op->rc < 0)
+            coord_leader_write_failed(j->co, op->rc); /* fenced: stops serving */
         j->work_rc = op->rc;
         if (op->rc < 0)
             coord_text_copy(j->work_err, sizeof(j->work_err), op->error);

@@ -216,7 +216,7 @@ out:
     return rc;
 }
 
-int coord_store_backup(coord_store_t *s, const char *dest, uint64_t *bytes)
+int coord__sq_backup(coord_store_t *s, const char *dest, uint64_t *bytes)
 {
     if (bytes)
         *bytes = 0;
@@ -225,7 +225,7 @@ int coord_store_backup(coord_store_t *s, const char *dest, uint64_t *bytes)
     return backup_to(coord__store_db(s), dest, bytes);
 }
 
-int coord_store_backup_path(const char *db_path, const char *dest, uint64_t *bytes)
+int coord__sq_backup_path(const char *db_path, const char *dest, uint64_t *bytes)
 {
     sqlite3 *src = NULL;
     int64_t app = 0;

@@ -21,7 +21,7 @@
 #include "sfl/core/error.h"
 #include "sfl/wire/roundmetrics.h"
 
-#define COORD_STORE_SCHEMA_VERSION 8
+#define COORD_STORE_SCHEMA_VERSION 9
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128
@@ -128,7 +128,35 @@ typedef struct {
     int64_t at_ms;
 } coord_participation_t;
 
-/* Opens (creating if missing) the store at path and applies schema
+typedef enum { COORD_STORE_SQLITE = 0, COORD_STORE_POSTGRESQL } coord_store_backend_t;
+
+/* A store spec: "sqlite:PATH", "postgresql:CONNINFO" (a libpq conninfo
+ * string or URI) or a bare PATH (SQLite). *location points into spec.
+ * SFL_EINVAL when empty or when the location is. */
+int coord_store_spec_parse(const char *spec, coord_store_backend_t *backend,
+                           const char **location) SFL_MUST_CHECK;
+/* spec with every password masked ("password=***", "user:***@"), for logs;
+ * truncated to cap - 1 bytes. */
+void coord_store_spec_mask(const char *spec, char *dst, size_t cap);
+/* "sqlite" or "postgresql". */
+const char *coord_store_backend(const coord_store_t *s);
+
+/* Opens the store a spec names (coord_store_spec_parse).
+ *
+ * PostgreSQL: connects with libpq (the conninfo's own options: host, port,
+ * dbname, user, sslmode ...), creates the schema or applies migrations in
+ * one transaction under an advisory lock (two processes starting at once:
+ * one migrates, the other waits and sees the result), and prepares its
+ * statements once per connection. Many processes may share the database;
+ * writes of jobs, rounds, participation, checkpoints, statistics and
+ * quarantine are fenced by the leader epoch (coord_store_fence). A lost
+ * connection fails the call with -ECONNRESET naming libpq's message; the
+ * next call reconnects (and the session's advisory lock is gone:
+ * coord_store_leader_held). busy_timeout_ms becomes lock_timeout;
+ * relaxed_sync sets synchronous_commit = off for the session. Schema checks
+ * as for SQLite: a newer schema is SFL_EUNSUP.
+ *
+ * SQLite: opens (creating if missing) the store at path and applies schema
  * migrations in one transaction. Refuses, without writing to it, a file that
  * is not an SQLite database or not an sfl store (SFL_EPARSE), a store written
  * by a newer schema (SFL_EUNSUP), and a store that fails quick_check
@@ -177,6 +205,30 @@ int coord_store_backup_path(const char *db_path, const char *dest,
 /* The same through an open store's own connection (a call like any other:
  * the caller serializes it). */
 int coord_store_backup(coord_store_t *s, const char *dest, uint64_t *bytes) SFL_MUST_CHECK;
+
+/* Leadership of a store shared by a round master and its standby
+ * (docs/operations.md). leader_try: 1 when this connection now leads
+ * (PostgreSQL: a session advisory lock, held until the connection closes
+ * or is lost; the leader row's epoch is incremented, holder (1..127
+ * printable bytes) and since_ms recorded; *epoch = the new epoch), 0 when
+ * another session holds it (nothing changed), < 0 an error. SQLite: always
+ * 1 (the state_dir lock already excludes others), the epoch incremented
+ * all the same. */
+int coord_store_leader_try(coord_store_t *s, const char *holder, int64_t *epoch) SFL_MUST_CHECK;
+/* From now on every transaction through s that writes jobs, rounds,
+ * participation, checkpoints, statistics or quarantine first runs
+ * UPDATE leader SET epoch = epoch WHERE epoch = <epoch> (its row lock held
+ * to the commit) and, when no row matched, changes nothing and fails with
+ * SFL_EFENCED. Agents, certificates and reads are never fenced. 0: unfenced
+ * (the default). */
+void coord_store_fence(coord_store_t *s, int64_t epoch);
+/* The leader row: SFL_ENOTFOUND when nobody ever led. */
+int coord_store_leader_get(coord_store_t *s, int64_t *epoch, char holder[128],
+                           int64_t *since_ms) SFL_MUST_CHECK;
+/* 1 while the lock leader_try took is still this session's; 0 when it was
+ * never taken or the connection was lost since (a reconnected session holds
+ * no advisory lock: the master must step down); SQLite: 1 after leader_try. */
+int coord_store_leader_held(coord_store_t *s) SFL_MUST_CHECK;
 
 /* Agents. Upsert by name: inserts (assigning id, joined_ms) or updates the
  * capabilities, dataset summary and last_seen_ms of the agent with that

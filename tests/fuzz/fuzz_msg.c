@@ -395,6 +395,28 @@ static void fz_agent_list(const uint8_t *d, size_t n)
     sfl_msg_agent_list_free(a);
 }
 
+static void fz_fleet(const uint8_t *d, size_t n)
+{
+    sfl_fleet_t *a = NULL, *b = NULL;
+    uint8_t *buf = NULL, *buf2 = NULL;
+    size_t len = 0, len2 = 0;
+    int rc;
+
+    if (sfl_msg_fleet_unpack(d, n, &lim, &a) != 0)
+        return;
+    if ((rc = sfl_msg_fleet_pack(a, &buf, &len)) != 0)
+        die("fleet_pack refused an unpacked fleet", rc);
+    if ((rc = sfl_msg_fleet_unpack(buf, len, &lim, &b)) != 0)
+        die("fleet round trip", rc);
+    if ((rc = sfl_msg_fleet_pack(b, &buf2, &len2)) != 0 || len2 != len ||
+        memcmp(buf, buf2, len) != 0)
+        die("fleet round trip changed the message", rc);
+    sfl_msg_buf_free(buf2);
+    sfl_msg_buf_free(buf);
+    sfl_msg_fleet_free(b);
+    sfl_msg_fleet_free(a);
+}
+
 static void fz_export(const uint8_t *d, size_t n)
 {
     sfl_export_t *a = NULL, *b = NULL;
@@ -444,6 +466,7 @@ static void (*const types[])(const uint8_t *, size_t) = {
     fz_sa_answer,              /* 23 */
     fz_release_req_unpack,     /* 24 */
     fz_release_reply_unpack,   /* 25 */
+    fz_fleet,                  /* 26 */
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1258,6 +1258,17 @@ static void test_agent_new_errors(void **state)
     assert_detail("coordinator: bad address");
 
     agent_cfg(&c, "st-errors", reg_path);
+    snprintf(c.coordinator, sizeof(c.coordinator), "127.0.0.1:1,,127.0.0.1:2");
+    assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
+    assert_detail("coordinator: '127.0.0.1:1,,127.0.0.1:2' is not a list of host:port");
+
+    agent_cfg(&c, "st-errors", reg_path);
+    snprintf(c.coordinator, sizeof(c.coordinator),
+             "h:1,h:2,h:3,h:4,h:5,h:6,h:7,h:8,h:9");
+    assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
+    assert_detail("coordinator: at most 8 addresses");
+
+    agent_cfg(&c, "st-errors", reg_path);
     assert_int_equal(agent_config_set(&c, "conditions", "Mains Power"), 0);
     assert_int_equal(agent_new(&S.loop, &c, &a), SFL_EINVAL);
     assert_detail("conditions: 'Mains Power' is not a tag");
@@ -1595,6 +1606,28 @@ static void test_agent_reconnects_with_backoff(void **state)
     stop_agent();
 }
 
+/* coordinator = A,B: a failed connect to A (nothing listens there: a
+ * standby master) moves the agent on to B, where it joins and submits. */
+static void test_agent_tries_next_address(void **state)
+{
+    agent_config_t c;
+    const agent_stats_t *st;
+
+    (void)state;
+    S.script[S.nscript++] = SUB_TASK;
+    agent_cfg(&c, "st-addrs", reg_path);
+    snprintf(c.coordinator, sizeof(c.coordinator), "127.0.0.1:1,127.0.0.1:%d", S.port);
+    start_agent(&c);
+    st = agent_stats(S.agent);
+    RUN_UNTIL(S.payload != NULL && st->acks[SFL_ACK_ACCEPTED] == 1);
+    assert_true(st->connect_fails >= 1);
+    assert_int_equal(st->connects, 1);
+    assert_int_equal(S.joins, 1);
+    assert_true(log_has("coordinator=127.0.0.1:1"));
+    expect_payload_is_reference(reg_path);
+    stop_agent();
+}
+
 static void test_agent_resubmits_after_reconnect(void **state)
 {
     agent_config_t c;
@@ -1787,6 +1820,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_agent_refuses_bad_signature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_wait_resubscribes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_reconnects_with_backoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agent_tries_next_address, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_resubmits_after_reconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_survives_coordinator_restart, setup,
                                         teardown),

@@ -2498,6 +2498,55 @@ static void test_msg_release(void **state)
     }
 }
 
+/* Admin.Fleet: the leader row and the front-ends round-trip; a leader
+ * without an epoch and a list past the cap are refused. */
+static void test_msg_fleet(void **state)
+{
+    sfl_fleet_frontend_t fe[2] = {{"fe-0", "10.0.0.5:41000", 120, 35},
+                                  {"fe-1", "", 0, 0}};
+    sfl_fleet_t m = {.role = "master", .has_leader = 1, .epoch = 7,
+                     .holder = "m1 pid 42 listen 0.0.0.0:7443", .since_ms = 1700000000000,
+                     .own_epoch = 7, .n = 2, .frontends = fe};
+    sfl_fleet_t *d = NULL;
+    uint8_t *out = NULL;
+    size_t n;
+
+    (void)state;
+    assert_int_equal(sfl_msg_fleet_req_pack(&out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_req_unpack(out, n, NULL), 0);
+    sfl_msg_buf_free(out);
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_unpack(out, n, NULL, &d), 0);
+    sfl_msg_buf_free(out);
+    assert_string_equal(d->role, "master");
+    assert_int_equal(d->has_leader, 1);
+    assert_int_equal(d->epoch, 7);
+    assert_string_equal(d->holder, m.holder);
+    assert_int_equal(d->since_ms, m.since_ms);
+    assert_int_equal(d->own_epoch, 7);
+    assert_int_equal(d->n, 2);
+    assert_memory_equal(d->frontends, fe, sizeof(fe));
+    sfl_msg_fleet_free(d);
+    d = NULL;
+    /* a single coordinator: no leader, no front-ends */
+    memset(&m, 0, sizeof(m));
+    snprintf(m.role, sizeof(m.role), "single");
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_unpack(out, n, NULL, &d), 0);
+    sfl_msg_buf_free(out);
+    assert_int_equal(d->has_leader, 0);
+    assert_int_equal(d->n, 0);
+    sfl_msg_fleet_free(d);
+    m.has_leader = 1; /* epoch 0 */
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "epoch"));
+    m.has_leader = 0;
+    m.role[0] = '\0';
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), SFL_EINVAL);
+    assert_true(sfl_msg_fleet_unpack((const uint8_t *)"\xff", 1, NULL, &d) < 0);
+    assert_null(d);
+}
+
 /* A NUL inside a string field would cut it where protobuf-c hands it over
  * as a C string ("demo\0job" read as "demo"): the message is refused. */
 static void test_msg_nul_in_string(void **state)
@@ -2670,6 +2719,7 @@ int main(void)
         cmocka_unit_test(test_msg_nul_in_string),
         cmocka_unit_test(test_msg_revoke),
         cmocka_unit_test(test_msg_release),
+        cmocka_unit_test(test_msg_fleet),
         cmocka_unit_test(test_msg_tags_names),
         cmocka_unit_test(test_msg_failalloc),
     };

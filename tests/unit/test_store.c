@@ -671,7 +671,7 @@ static void test_store_history(void **state)
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent; "
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent_rdp; "
                "ALTER TABLE round_metrics DROP COLUMN support_churn; "
-               "DROP TABLE quarantine; DROP TABLE job_statistics; "
+               "DROP TABLE quarantine; DROP TABLE job_statistics; DROP TABLE leader; "
                "DELETE FROM schema_version WHERE version >= 4");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
@@ -710,7 +710,7 @@ static void test_store_history(void **state)
 
     /* Back to schema 1, then reopen: the migration runs, the rounds stay. */
     raw_sql(p, "DROP TABLE round_metrics; DROP TABLE job_failures; "
-               "DROP TABLE revoked_certs; DROP TABLE quarantine; DROP TABLE job_statistics; "
+               "DROP TABLE revoked_certs; DROP TABLE quarantine; DROP TABLE job_statistics; DROP TABLE leader; "
                "DELETE FROM schema_version WHERE version >= 2");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
@@ -844,6 +844,27 @@ static void test_store_schema_version(void **state)
     coord_job_row_clear(&j);
     coord_store_close(s);
 
+    if (store_pg) {
+        /* Another application's schema is not taken over; a server that
+         * does not answer is a clear error. */
+        const char *q = dbpath("foreign.db");
+
+        raw_sql(q, "CREATE TABLE t(x int); INSERT INTO t VALUES(1)");
+        assert_int_equal(coord_store_open(q, NULL, &s2), SFL_EPARSE);
+        assert_non_null(strstr(sfl_last_error(), "not an sfl coordinator store"));
+        assert_null(s2);
+        raw_sql(q, "DO $$BEGIN IF to_regclass('schema_version') IS NOT NULL OR "
+                   "(SELECT count(*) FROM t) <> 1 THEN RAISE 'foreign schema altered'; "
+                   "END IF; END$$");
+        assert_int_equal(coord_store_open("postgresql:host=127.0.0.1 port=1 connect_timeout=5 "
+                                          "password=hunter2",
+                                          NULL, &s2),
+                         -ECONNREFUSED);
+        assert_non_null(strstr(sfl_last_error(), "connect to PostgreSQL"));
+        assert_null(strstr(sfl_last_error(), "hunter2")); /* masked */
+        assert_int_equal(coord_store_open("postgresql:", NULL, &s2), SFL_EINVAL);
+        return;
+    }
     /* Another application's SQLite database is not taken over. */
     const char *q = dbpath("foreign.db");
     uint8_t *before = NULL, *after = NULL;
@@ -1336,6 +1357,41 @@ static void test_store_failalloc(void **state)
     coord_store_close(s);
 }
 
+/* The PostgreSQL group: the same tests against SFL_TEST_PG's cluster, each
+ * in a fresh schema, SKIPped with the reason when it is unset. */
+#define PG_TEST(name)                                                                         \
+    static void pg_##name(void **state)                                                       \
+    {                                                                                         \
+        if (!pg_available()) {                                                                \
+            print_message("skipped: SFL_TEST_PG is unset (the conninfo of a running cluster; "   \
+                          "tests/run.sh starts one with tests/pgcluster.sh)\n");              \
+            skip();                                                                           \
+        }                                                                                     \
+        pg_mode(1);                                                                           \
+        name(state);                                                                          \
+        pg_mode(0);                                                                           \
+    }
+PG_TEST(test_store_agents)
+PG_TEST(test_store_batch)
+PG_TEST(test_store_jobs)
+PG_TEST(test_store_rounds)
+PG_TEST(test_store_checkpoints)
+PG_TEST(test_store_reopen)
+PG_TEST(test_store_history)
+PG_TEST(test_store_schema_version)
+PG_TEST(test_store_statistics)
+PG_TEST(test_store_recover)
+PG_TEST(test_store_failalloc)
+PG_TEST(test_store_quarantine)
+
+static int pg_test_teardown(void **state)
+{
+    (void)state;
+    pg_mode(0);
+    return 0;
+}
+#define PG_UNIT(name) cmocka_unit_test_teardown(pg_##name, pg_test_teardown)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1356,5 +1412,22 @@ int main(void)
         cmocka_unit_test(test_store_failalloc),
         cmocka_unit_test(test_store_quarantine),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    const struct CMUnitTest pg_tests[] = {
+        PG_UNIT(test_store_agents),
+        PG_UNIT(test_store_batch),
+        PG_UNIT(test_store_jobs),
+        PG_UNIT(test_store_rounds),
+        PG_UNIT(test_store_checkpoints),
+        PG_UNIT(test_store_reopen),
+        PG_UNIT(test_store_history),
+        PG_UNIT(test_store_schema_version),
+        PG_UNIT(test_store_statistics),
+        PG_UNIT(test_store_recover),
+        PG_UNIT(test_store_failalloc),
+        PG_UNIT(test_store_quarantine),
+    };
+    int rc = cmocka_run_group_tests_name("sqlite", tests, group_setup, group_teardown);
+
+    return rc + cmocka_run_group_tests_name("postgresql", pg_tests, group_setup,
+                                            pg_group_teardown);
 }

@@ -1253,3 +1253,147 @@ int sfl_msg_history_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_
     *out = sfl__msg_unpack_msg(&history_type, buf, len, lim, 0, NULL, &rc);
     return rc;
 }
+
+/* ---- Admin: fleet ---------------------------------------------------------- */
+
+static const msg_type_t fleet_req_type = {"fleet request", &sfl__v1__fleet_request__descriptor,
+    NULL, NULL, NULL, 0, NULL, 0, NULL};
+
+int sfl_msg_fleet_req_pack(uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&fleet_req_type, NULL, NULL, out, len);
+}
+
+int sfl_msg_fleet_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim)
+{
+    return sfl__msg_unpack_in(&fleet_req_type, buf, len, lim, NULL);
+}
+
+static int check_frontend(const chk_t *c, const void *p)
+{
+    const sfl_fleet_frontend_t *f = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_str(c, "name", f->name, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = sfl__msg_check_str(c, "address", f->address, SFL_MSG_NAME_LEN, 0)) < 0)
+        return rc;
+    return 0;
+}
+
+static int check_fleet(const chk_t *c, const void *p)
+{
+    const sfl_fleet_t *m = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_str(c, "role", m->role, SFL_MSG_NAME_LEN, 1)) < 0 ||
+        (rc = sfl__msg_check_bool(c, "has_leader", m->has_leader)) < 0 ||
+        (rc = sfl__msg_check_str(c, "holder", m->holder, SFL_MSG_TEXT_LEN, 0)) < 0)
+        return rc;
+    if (m->has_leader && (m->epoch == 0 || m->since_ms < 0))
+        return sfl__msg_fail(c, c->bad, "leader: epoch must be >= 1 and since_ms >= 0");
+    if (!m->has_leader && (m->epoch != 0 || m->holder[0] != '\0' || m->since_ms != 0))
+        return sfl__msg_fail(c, c->bad, "leader fields without has_leader");
+    if (m->n > SFL_MSG_FLEET_MAX_FRONTENDS)
+        return sfl__msg_fail(c, c->bad, "%u front-ends exceed %u", m->n,
+                             SFL_MSG_FLEET_MAX_FRONTENDS);
+    return sfl__msg_check_list(c, "frontends", m->frontends, m->n, sizeof(*m->frontends),
+                               check_frontend);
+}
+
+static int put_fleet(const chk_t *c, const void *p, wire_t *w)
+{
+    static const Sfl__V1__FleetFrontend fe_init = SFL__V1__FLEET_FRONTEND__INIT;
+    const sfl_fleet_t *m = p;
+    Sfl__V1__FleetFrontend *blk, **ptrs;
+    int rc = sfl__msg_alloc_list(c, "frontends", m->n, sizeof(*blk), w);
+
+    if (rc < 0)
+        return rc;
+    blk = w->blk;
+    ptrs = w->ptrs;
+    for (uint32_t i = 0; i < m->n; i++) {
+        blk[i] = fe_init;
+        blk[i].name = str(m->frontends[i].name);
+        blk[i].address = str(m->frontends[i].address);
+        blk[i].agents = m->frontends[i].agents;
+        blk[i].lag_ms = m->frontends[i].lag_ms;
+        ptrs[i] = &blk[i];
+    }
+    w->pb.fleet.role = str(m->role);
+    w->pb.fleet.has_leader = m->has_leader;
+    w->pb.fleet.epoch = m->epoch;
+    w->pb.fleet.holder = str(m->holder);
+    w->pb.fleet.since_ms = m->since_ms;
+    w->pb.fleet.own_epoch = m->own_epoch;
+    w->pb.fleet.n_frontends = m->n;
+    w->pb.fleet.frontends = ptrs;
+    return 0;
+}
+
+static int get_frontend_at(const chk_t *c, const void *src, size_t i, void *dst)
+{
+    const Sfl__V1__FleetFrontend *p = ((Sfl__V1__FleetFrontend *const *)src)[i];
+    sfl_fleet_frontend_t *f = dst;
+    int rc;
+
+    memset(f, 0, sizeof(*f));
+    f->agents = p->agents;
+    f->lag_ms = p->lag_ms;
+    if ((rc = sfl__msg_get_str(c, "name", p->name, f->name, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "address", p->address, f->address, SFL_MSG_NAME_LEN)) < 0)
+        return rc;
+    return check_frontend(c, f);
+}
+
+static int get_fleet(const chk_t *c, void *p, void *out)
+{
+    const Sfl__V1__FleetReply *pb = p;
+    sfl_fleet_t *m = out;
+    int rc;
+
+    m->has_leader = pb->has_leader ? 1 : 0;
+    m->epoch = pb->epoch;
+    m->since_ms = pb->since_ms;
+    m->own_epoch = pb->own_epoch;
+    if ((rc = sfl__msg_get_str(c, "role", pb->role, m->role, SFL_MSG_NAME_LEN)) < 0 ||
+        (rc = sfl__msg_get_str(c, "holder", pb->holder, m->holder, SFL_MSG_TEXT_LEN)) < 0)
+        return rc;
+    if (pb->n_frontends > SFL_MSG_FLEET_MAX_FRONTENDS)
+        return sfl__msg_fail(c, c->bad, "%zu front-ends exceed %u", pb->n_frontends,
+                             SFL_MSG_FLEET_MAX_FRONTENDS);
+    m->n = (uint32_t)pb->n_frontends;
+    m->frontends = sfl__msg_get_list(c, "frontends", pb->frontends, pb->n_frontends,
+                                     sizeof(*m->frontends), get_frontend_at, &rc);
+    if (rc < 0)
+        return rc;
+    return check_fleet(c, m);
+}
+
+void sfl_msg_fleet_free(sfl_fleet_t *m)
+{
+    if (m != NULL)
+        sfl__free(m->frontends);
+    sfl__free(m);
+}
+
+static void free_fleet(void *m)
+{
+    sfl_msg_fleet_free(m);
+}
+
+static const msg_type_t fleet_type = {"fleet reply", &sfl__v1__fleet_reply__descriptor,
+    check_fleet, put_fleet, get_fleet, sizeof(sfl_fleet_t), free_fleet, 7, NULL};
+
+int sfl_msg_fleet_pack(const sfl_fleet_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&fleet_type, m, NULL, out, len);
+}
+
+int sfl_msg_fleet_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                         sfl_fleet_t **out)
+{
+    int rc;
+
+    *out = sfl__msg_unpack_msg(&fleet_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}

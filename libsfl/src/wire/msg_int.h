@@ -84,6 +84,7 @@ typedef struct wire {
         Sfl__V1__RevokeReply revoke_reply;
         Sfl__V1__ReleaseRequest release_req;
         Sfl__V1__ReleaseReply release_reply;
+        Sfl__V1__FleetReply fleet;
         Sfl__V1__StepAnswer step_answer;
         Sfl__V1__SecAggAnswer sa_answer;
     } pb; /* the message itself, initialised from its type's descriptor */

@@ -8,10 +8,61 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <libpq-fe.h>
 #include <sqlite3.h>
 
 char tmpdir[1024];
 char pathbuf[sizeof(tmpdir) + 512];
+const char *store_pg;
+static char pg_prefix[48];
+
+/* One command on a PostgreSQL connection; fails the test otherwise. */
+static void pg_exec(const char *conninfo, const char *sql)
+{
+    PGconn *c = PQconnectdb(conninfo);
+    PGresult *r;
+
+    if (PQstatus(c) != CONNECTION_OK)
+        fail_msg("connect %s: %s", conninfo, PQerrorMessage(c));
+    PQclear(PQexec(c, "SET client_min_messages = warning"));
+    r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+}
+
+int pg_available(void)
+{
+    const char *c = getenv("SFL_TEST_PG");
+
+    return c != NULL && *c != '\0';
+}
+
+void pg_mode(int on)
+{
+    store_pg = on ? getenv("SFL_TEST_PG") : NULL;
+    if (on && pg_prefix[0] == '\0')
+        snprintf(pg_prefix, sizeof(pg_prefix), "sfl_t%ld_%ld", (long)getpid(),
+                 (long)time(NULL) % 100000);
+}
+
+int pg_group_teardown(void **state)
+{
+    const char *c = getenv("SFL_TEST_PG");
+    char sql[512];
+
+    if (c && *c && pg_prefix[0]) {
+        /* every schema this run made */
+        snprintf(sql, sizeof(sql),
+                 "DO $$DECLARE n text; BEGIN FOR n IN SELECT nspname FROM pg_namespace "
+                 "WHERE nspname LIKE '%s\\_%%' LOOP EXECUTE 'DROP SCHEMA ' || "
+                 "quote_ident(n) || ' CASCADE'; END LOOP; END$$",
+                 pg_prefix);
+        pg_exec(c, sql);
+    }
+    return group_teardown(state);
+}
 
 int group_setup(void **state)
 {
@@ -43,6 +94,21 @@ int group_teardown(void **state)
 /* tmpdir/name; each test uses its own file. */
 const char *dbpath(const char *name)
 {
+    if (store_pg) {
+        char schema[128], sql[256];
+        size_t o = 0;
+
+        /* name as an identifier: "agents.db" -> <prefix>_agents_db */
+        o = (size_t)snprintf(schema, sizeof(schema), "%s_", pg_prefix);
+        for (const char *p = name; *p && o + 1 < sizeof(schema); p++)
+            schema[o++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ? *p : '_');
+        schema[o] = '\0';
+        snprintf(sql, sizeof(sql), "CREATE SCHEMA IF NOT EXISTS %s", schema);
+        pg_exec(store_pg, sql);
+        snprintf(pathbuf, sizeof(pathbuf), "postgresql:%s options='-csearch_path=%s'", store_pg,
+                 schema);
+        return pathbuf;
+    }
     snprintf(pathbuf, sizeof(pathbuf), "%s/%s", tmpdir, name);
     return pathbuf;
 }
@@ -162,6 +228,10 @@ void raw_sql(const char *path, const char *sql)
     sqlite3 *db = NULL;
     char *msg = NULL;
 
+    if (strncmp(path, "postgresql:", 11) == 0) {
+        pg_exec(path + 11, sql);
+        return;
+    }
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
         fail_msg("%s: %s", sql, msg);

@@ -20,6 +20,17 @@
 extern char tmpdir[1024];
 extern char pathbuf[sizeof(tmpdir) + 512];
 
+/* PostgreSQL (the suites' second group): SFL_TEST_PG is a running
+ * cluster's conninfo (tests/pgcluster.sh; tests/run.sh starts one).
+ * pg_mode(1) makes dbpath() name a fresh schema of this run in it
+ * ("postgresql:CONNINFO options='-csearch_path=SCHEMA'"), store_pg its
+ * conninfo; pg_mode(0) goes back to SQLite files (store_pg NULL). raw_sql
+ * takes either. pg_group_teardown drops the run's schemas. */
+extern const char *store_pg;
+int pg_available(void);
+void pg_mode(int on);
+int pg_group_teardown(void **state);
+
 /* Make tmpdir; remove it and the files in it. */
 int group_setup(void **state);
 int group_teardown(void **state);

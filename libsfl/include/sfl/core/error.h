@@ -44,7 +44,8 @@ extern "C" {
     X(EBADSIG, -10014, "bad signature")                                        \
     X(EINSECURE, -10015, "insecure file permissions")                          \
     X(EBUSY, -10016, "in use by another process")                              \
-    X(ECERT, -10017, "certificate not accepted")
+    X(ECERT, -10017, "certificate not accepted")                               \
+    X(EFENCED, -10018, "superseded by a newer round master")
 
 typedef enum {
 #define SFL_ERR_ENUM(name, val, msg) SFL_##name = (val),

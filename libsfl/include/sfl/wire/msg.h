@@ -659,6 +659,36 @@ int sfl_msg_release_reply_pack(const sfl_release_t *m, uint8_t **out, size_t *le
 int sfl_msg_release_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                  sfl_release_t *m) SFL_MUST_CHECK;
 
+/* FleetRequest (empty) / FleetReply (Admin.Fleet): the answering
+ * coordinator's role, the leader row (has_leader: epoch >= 1, holder,
+ * since_ms >= 0), its own epoch and the front-ends attached (at most
+ * SFL_MSG_FLEET_MAX_FRONTENDS). Unpack returns the reply owned
+ * (sfl_msg_fleet_free). */
+#define SFL_MSG_FLEET_MAX_FRONTENDS 4096
+typedef struct {
+    char name[SFL_MSG_NAME_LEN];
+    char address[SFL_MSG_NAME_LEN];
+    uint32_t agents;
+    uint64_t lag_ms;
+} sfl_fleet_frontend_t;
+typedef struct {
+    char role[SFL_MSG_NAME_LEN];
+    int has_leader; /* 0 | 1 */
+    uint64_t epoch;
+    char holder[SFL_MSG_TEXT_LEN];
+    int64_t since_ms;
+    uint64_t own_epoch;
+    uint32_t n;
+    sfl_fleet_frontend_t *frontends; /* n; owned after unpack, borrowed for pack */
+} sfl_fleet_t;
+int sfl_msg_fleet_req_pack(uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_req_unpack(const uint8_t *buf, size_t len,
+                             const sfl_msg_limits_t *lim) SFL_MUST_CHECK;
+int sfl_msg_fleet_pack(const sfl_fleet_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                         sfl_fleet_t **out) SFL_MUST_CHECK;
+void sfl_msg_fleet_free(sfl_fleet_t *m);
+
 /* JobRequest (Pause/Resume/CancelJob): job_id > 0 */
 int sfl_msg_job_req_pack(uint64_t job_id, uint8_t **out, size_t *len) SFL_MUST_CHECK;
 int sfl_msg_job_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
