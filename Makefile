@@ -404,7 +404,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(PROG_LIBS) $(UNIT_HELPER_OBJ)
 
 # The suites of the coordinator's modules that run it in-process share a
 # fixture (tests/unit/coordfx/), linked into those only.
-COORDFX_TESTS := test_coord test_agentsvc test_submit test_driver test_admin test_quarantine test_subs \
+COORDFX_TESTS := test_coord test_agentsvc test_fleetsvc test_submit test_driver test_admin test_quarantine test_subs \
     test_coordmetrics test_vround
 $(COORDFX_TESTS:%=$(BUILD)/tests/%): $(BUILD)/tests/obj/coordfx/coordfx.o
 $(COORDFX_TESTS:%=$(BUILD)/tests/%): UNIT_EXTRA := $(BUILD)/tests/obj/coordfx/coordfx.o

@@ -39,6 +39,7 @@
 #include "service/admin.h"
 #include "service/fleetinfo.h"
 #include "service/agentsvc.h"
+#include "service/fleetsvc.h"
 #include "round/registry.h"
 #include "service/submit.h"
 #include "round/subs.h"
@@ -109,7 +110,9 @@ static void log_refused(coord_conn_t *k, const char *path, int status, const cha
 
     if (k == NULL)
         return;
-    if (++k->refused == REFUSALS_CLOSE) {
+    /* A front-end's refusals are its agents' (each refused on its own):
+     * counted for the log cap, never a reason to drop all its agents. */
+    if (++k->refused == REFUSALS_CLOSE && !(k->has_peer && k->peer.role == SFL_ROLE_COORDINATOR)) {
         /* A peer that only sends what is refused (a Join storm, junk
          * streams) gets no more of the loop: closed once out of feed. */
         k->doomed = 1;
@@ -230,6 +233,7 @@ coord_agent_t *coord_bound_agent(sfl_grpc_call_t *call, coord_conn_t *k, uint64_
  * update carries a vector; every other request is a few fields. */
 #define R_AGENT (1u << SFL_ROLE_AGENT), "agent"
 #define R_ADMIN (1u << SFL_ROLE_ADMIN), "admin"
+#define R_COORD (1u << SFL_ROLE_COORDINATOR), "coordinator (front-end)"
 #define SMALL_REQUEST (64u << 10)
 static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, coord_h_join, R_AGENT, SMALL_REQUEST},
@@ -253,9 +257,23 @@ static const sfl_grpc_method_t methods[] = {
      SMALL_REQUEST},
     {"/sfl.v1.Admin/ReleaseAgent", SFL_GRPC_KIND_UNARY, coord_h_release, R_ADMIN, SMALL_REQUEST},
     {"/sfl.v1.Admin/Fleet", SFL_GRPC_KIND_UNARY, coord_h_fleet, R_ADMIN, SMALL_REQUEST},
+    /* Front-ends (service/fleetsvc.c): certificates of the coordinator
+     * role only, which may call nothing else here. A FleetCall is the
+     * agent's request and 100-odd bytes more. */
+    {"/sfl.v1.Fleet/Join", SFL_GRPC_KIND_UNARY, coord_h_fleet_join, R_COORD, SMALL_REQUEST + 256},
+    {"/sfl.v1.Fleet/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, coord_h_fleet_subscribe, R_COORD,
+     SMALL_REQUEST + 256},
+    {"/sfl.v1.Fleet/SubmitUpdate", SFL_GRPC_KIND_UNARY, coord_h_fleet_submit, R_COORD, 0},
+    {"/sfl.v1.Fleet/Heartbeat", SFL_GRPC_KIND_UNARY, coord_h_fleet_heartbeat, R_COORD,
+     SMALL_REQUEST + 256},
+    {"/sfl.v1.Fleet/SubmitStep", SFL_GRPC_KIND_UNARY, coord_h_fleet_step, R_COORD, 0},
+    {"/sfl.v1.Fleet/SubmitSecAgg", SFL_GRPC_KIND_UNARY, coord_h_fleet_secagg, R_COORD, 0},
+    {"/sfl.v1.Fleet/Model", SFL_GRPC_KIND_UNARY, coord_h_fleet_model, R_COORD, 1024},
+    {"/sfl.v1.Fleet/Gone", SFL_GRPC_KIND_UNARY, coord_h_fleet_gone, R_COORD, 1024},
 };
 #undef R_AGENT
 #undef R_ADMIN
+#undef R_COORD
 /* The agents' listener serves every method (admin calls there share the
  * agents' handshake slots); admin_listen's serves only those of the admin
  * role, picked from the one table above. */
@@ -340,6 +358,10 @@ static void conn_open(sfl_conn_t *c, int admin)
     memset(&gc, 0, sizeof(gc));
     gc.max_message = (uint32_t)co->cfg.max_message;
     gc.max_streams = (uint32_t)co->cfg.max_streams;
+    /* A front-end holds a Subscribe for each of its agents, and now and
+     * then a Heartbeat or an update: up to max_conns agents (fleetsvc.c). */
+    if (k->has_peer && k->peer.role == SFL_ROLE_COORDINATOR && !admin)
+        gc.max_streams = (uint32_t)(2 * co->cfg.max_conns + co->cfg.max_streams);
     gc.idle_timeout_ms = (uint32_t)co->cfg.idle_timeout_ms;
     gc.on_refused = on_refused;
     gc.peer_roles = k->has_peer ? 1u << k->peer.role : 0;
@@ -445,6 +467,7 @@ static void conn_on_close(sfl_conn_t *c, int status)
         k->agent->last_seen_ms = coord_wall_ms();
         k->agent = NULL;
     }
+    coord_fleet_closed(k); /* a front-end: the agents it held */
     /* Cancels the calls still held (a Subscribe): coord_sub_cancelled; k itself
      * goes in conn_freed. */
     sfl_grpcconn_closed(k->g, status);

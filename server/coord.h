@@ -78,6 +78,7 @@ typedef struct coord_config {
     char role[16];              /* single | master | frontend (COORD_ROLE_*) */
     uint64_t leader_retry_ms;   /* master: a standby tries the leader lock this often; the
                                    leader checks it still holds it this often */
+    char master[1024];          /* frontend: HOST:PORT[,HOST:PORT...] of the masters */
 } coord_config_t;
 
 /* role = ...: single, today's coordinator; master, the same with leadership

@@ -87,6 +87,15 @@ struct coord_conn {
     uint32_t refused;         /* requests refused (logged up to a cap) */
     int doomed;               /* refused too many: closed after this feed */
     coord_conn_t *prev, *next;
+    /* Front-ends (service/fleetsvc.c). An agent a front-end holds has a
+     * connection here without a transport: c NULL, fe its front-end's
+     * connection, fe_id the front-end's number for the agent's connection
+     * there, peer the agent certificate the front-end verified. A
+     * front-end's connection lists those in kids (kid_prev, kid_next). */
+    coord_conn_t *fe;
+    uint64_t fe_id;
+    coord_conn_t *kids, *kid_prev, *kid_next;
+    size_t nkids;
 };
 
 /* A member a job no longer selects (quarantine.c). */
@@ -169,6 +178,13 @@ struct coord_job {
     uint32_t moments_agents;
     uint8_t *task_m;
     size_t task_m_len;
+    /* The same two without their model, for agents a front-end holds
+     * (proto/sfl/v1/fleet.proto, Fleet.Subscribe): the model goes to each
+     * front-end once (Fleet.Model), from task[model_off, + model_len).
+     * NULL when the task has no model beside its signature. */
+    uint8_t *task_lite, *task_m_lite;
+    size_t task_lite_len, task_m_lite_len;
+    size_t model_off, model_len;
 };
 
 /* Rejection reasons counted for metrics. */

@@ -91,6 +91,8 @@ static const sfl_cfg_key_t keys[] = {
     N("leader_retry_ms", leader_retry_ms, "500", "MS",
       "role master: a standby tries the leader lock this often, the leader checks this often "
       "that it still holds it"),
+    S("master", master, "", "HOST:PORT[,...]",
+      "frontend: the masters it may reach, tried in turn (a standby does not listen)"),
 };
 #undef S
 #undef N
@@ -174,6 +176,13 @@ int coord_config_check(const coord_config_t *c)
         return sfl__fail(SFL_EINVAL, "max_live_jobs must be in [1, 100000]");
     if (c->keep_checkpoints > 1000000)
         return sfl__fail(SFL_EINVAL, "keep_checkpoints must be in [0, 1000000] (0: all)");
+    if (strcmp(c->role, "single") != 0 && strcmp(c->role, "master") != 0 &&
+        strcmp(c->role, "frontend") != 0)
+        return sfl__fail(SFL_EINVAL, "role must be single, master or frontend, not '%s'", c->role);
+    if (strcmp(c->role, "frontend") == 0 && c->master[0] == '\0')
+        return sfl__fail(SFL_EINVAL, "role frontend needs master = HOST:PORT[,HOST:PORT...]");
+    if (c->max_streams > 1000)
+        return sfl__fail(SFL_EINVAL, "max_streams must be 1..1000");
     if (c->relaxed_sync > 1)
         return sfl__fail(SFL_EINVAL, "relaxed_sync must be 0 or 1");
     if (strcmp(c->role, COORD_ROLE_SINGLE) != 0 && strcmp(c->role, COORD_ROLE_MASTER) != 0 &&

@@ -11,6 +11,7 @@
 
 #include "coord.h"
 #include "coordfile.h"
+#include "fleet/frontend.h"
 #include "job/spec.h"
 #include "notify.h"
 #include "sfl/algo/algo.h"
@@ -34,7 +35,9 @@ static void usage(FILE *f)
             "jobs run rounds of signed sparse updates, state lives in SQLite.\n"
             "With role = master (a PostgreSQL store) only the process that holds the\n"
             "store's leader lock listens and runs rounds; a second master on the same\n"
-            "store waits as the standby and takes over when the leader dies.\n\n"
+            "store waits as the standby and takes over when the leader dies. With\n"
+            "--role frontend it only holds agents and relays their calls to the\n"
+            "master(s) given by --master (docs/operations.md, Front-ends).\n\n"
             "  --config FILE              coordinator.ini: section [coordinator] with the\n"
             "                             keys below, and one [job NAME] section per job\n"
             "  --check                    check the configuration and jobs, and that cert,\n"
@@ -226,6 +229,7 @@ typedef struct {
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t watchdog; /* WATCHDOG=1 pings, when systemd asks for them */
     coord_t *co;
+    fe_t *fe;                /* role = frontend: instead of co */
     args_t args;
     loaded_t *l; /* the configuration started with (its jobs) */
     int stopped, watchdog_on;
@@ -333,11 +337,21 @@ static void on_lost(coord_t *c, int rc, void *ud)
     exit(COORD_EXIT_FENCED);
 }
 
+static void fe_stopped(void *ud)
+{
+    stopped(NULL, ud);
+}
+
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
     app_t *a = s->data;
 
     coord_log(COORD_LOG_INFO, "signal", "signal=%s", signum == SIGTERM ? "TERM" : "INT");
+    if (a->fe != NULL) {
+        notify(COORD_NOTIFY_STOPPING, "stopping: closing agents' connections");
+        fe_shutdown(a->fe, fe_stopped, a);
+        return;
+    }
     notify(COORD_NOTIFY_STOPPING, "stopping: committing rounds that have a quorum");
     coord_shutdown(a->co, 0, stopped, a);
 }
@@ -418,6 +432,75 @@ static int run_backup(const coord_config_t *cfg, const char *dest)
     return 0;
 }
 
+/* A front-end has nothing to reload (it keeps no jobs; its log level is
+ * its start's): the signal is only acknowledged. */
+static void on_reload_frontend(uv_signal_t *s, int signum)
+{
+    (void)s;
+    (void)signum;
+    coord_log(COORD_LOG_INFO, "reload", "role=frontend changed=none "
+              "reason=\"a front-end reloads nothing: restart it to change its configuration\"");
+    notify(COORD_NOTIFY_READY, "front-end; nothing to reload");
+}
+
+/* role = frontend (fleet/frontend.h): no store, no identity, no jobs;
+ * the agents' listener and a connection to a master. */
+static int run_frontend(const coord_config_t *cfg)
+{
+    struct sockaddr_storage ss;
+    coord_log_level_t lvl;
+    fe_config_t fc;
+    size_t n;
+    int rc;
+
+    if ((rc = coord_config_check(cfg)) < 0 || (rc = fe_master_list_check(cfg->master, &n)) < 0 ||
+        (rc = coord_addr_parse(cfg->listen, &ss)) < 0) {
+        fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
+        return 2;
+    }
+    if (coord_log_level_parse(cfg->log_level, &lvl) == 0)
+        coord_log_set_level(lvl);
+    memset(&fc, 0, sizeof(fc));
+    fc.listen = (const struct sockaddr *)&ss;
+    fc.cert = cfg->cert;
+    fc.key = cfg->key;
+    fc.ca = cfg->ca;
+    fc.master = cfg->master;
+    fc.max_conns = cfg->max_conns;
+    fc.max_handshakes = cfg->max_handshakes;
+    fc.max_handshakes_per_ip = cfg->max_handshakes_per_ip;
+    fc.max_message = cfg->max_message;
+    fc.max_streams = cfg->max_streams;
+    fc.max_buffered = cfg->max_buffered;
+    fc.max_buffered_total = cfg->max_buffered_total;
+    fc.handshake_timeout_ms = cfg->handshake_timeout_ms;
+    fc.idle_timeout_ms = cfg->idle_timeout_ms;
+    fc.body_timeout_ms = cfg->body_timeout_ms;
+    if ((rc = fe_new(&app.loop, &fc, &app.fe)) < 0) {
+        fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
+        return 1;
+    }
+    uv_signal_init(&app.loop, &app.sigterm);
+    uv_signal_init(&app.loop, &app.sigint);
+    uv_signal_init(&app.loop, &app.sighup);
+    app.sigterm.data = app.sigint.data = app.sighup.data = &app;
+    uv_signal_start(&app.sigterm, on_stop_signal, SIGTERM);
+    uv_signal_start(&app.sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&app.sighup, on_reload_frontend, SIGHUP);
+    watchdog_start(&app);
+    {
+        char ready[320];
+
+        snprintf(ready, sizeof(ready), "front-end; listening on %.200s (port %d)", cfg->listen,
+                 fe_port(app.fe));
+        notify(COORD_NOTIFY_READY, ready);
+    }
+    uv_run(&app.loop, UV_RUN_DEFAULT);
+    fe_free(app.fe);
+    uv_run(&app.loop, UV_RUN_DEFAULT);
+    return app.stopped ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     static loaded_t l;
@@ -479,6 +562,12 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": error: cannot create the event loop\n");
         coord_file_clear(&l);
         return 1;
+    }
+    if (strcmp(l.cfg.role, "frontend") == 0) {
+        status = run_frontend(&l.cfg);
+        (void)uv_loop_close(&app.loop);
+        coord_file_clear(&l);
+        return status;
     }
     if ((rc = coord_new(&app.loop, &l.cfg, &app.co)) < 0) {
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));

@@ -52,11 +52,13 @@ SERVER_BELOW = {
                                  # and writes
     'service': ['round'],        # the gRPC services (agents, admin, submit) and
                                  # the HTTP pages over the daemon's state
-    '': ['service'],             # the daemon: coord.c, coord_int.h, main
+    'fleet': [],                 # the front-end role (role = frontend): agents'
+                                 # calls relayed to the master; no daemon state
+    '': ['service', 'fleet'],    # the daemon: coord.c, coord_int.h, main
 }
 # server/ folders with no daemon state (they never see coord_int.h): their
 # rows are fatal now, whatever SERVER_FATAL says.
-SERVER_PURE = {'store', 'http', 'job'}
+SERVER_PURE = {'store', 'http', 'job', 'fleet'}
 
 # The programs: each includes its own files and libsfl's public headers
 # (libsfl/include/) only, never another program's nor libsfl/src/.

@@ -91,6 +91,13 @@ void coord_close_attempt(coord_job_t *j)
     sfl_msg_buf_free(j->task_m);
     j->task_m = NULL;
     j->task_m_len = 0;
+    sfl_msg_buf_free(j->task_lite);
+    j->task_lite = NULL;
+    j->task_lite_len = 0;
+    sfl_msg_buf_free(j->task_m_lite);
+    j->task_m_lite = NULL;
+    j->task_m_lite_len = 0;
+    j->model_off = j->model_len = 0;
 }
 
 static void store_round_state(coord_job_t *j, coord_srow_state_t st, const char *reason)
@@ -274,6 +281,17 @@ static int build_task(coord_job_t *j)
         goto out;
     }
     memcpy(j->model_hash, t.model_hash, sizeof(j->model_hash));
+    /* For front-ends' agents: the tasks without their model (fleetsvc.c). */
+    rc = sfl_msg_task_strip_model(j->task, j->task_len, &j->task_lite, &j->task_lite_len,
+                                  &j->model_off, &j->model_len);
+    if (rc == 0 && j->task_m != NULL) {
+        size_t off, n;
+
+        rc = sfl_msg_task_strip_model(j->task_m, j->task_m_len, &j->task_m_lite,
+                                      &j->task_m_lite_len, &off, &n);
+    }
+    if (rc == SFL_ENOTFOUND)
+        rc = 0; /* no model beside the signature: sent whole */
 out:
     sfl_msg_buf_free(tb);
     sfl_spvec_free(t.model);

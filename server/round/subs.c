@@ -49,10 +49,9 @@ static void send_wait(coord_t *co, coord_agent_t *a, uint32_t retry_ms, const ch
 
 void coord_send_task(coord_t *co, coord_job_t *j, coord_agent_t *a)
 {
-    int rc;
-
     const uint8_t *buf = j->task;
     size_t len = j->task_len;
+    int rc, moments = 0;
 
     if (a->sub == NULL || j->task == NULL || j->opening)
         return; /* an opening attempt's tasks go out once it is recorded */
@@ -61,12 +60,19 @@ void coord_send_task(coord_t *co, coord_job_t *j, coord_agent_t *a)
     if (j->task_m != NULL && a->moments_job != j->id) {
         buf = j->task_m;
         len = j->task_m_len;
+        moments = 1;
+    }
+    /* An agent a front-end holds: the task without its model, which the
+     * front-end puts back from its copy (fleetsvc.c, Fleet.Model). */
+    if (a->conn != NULL && a->conn->fe != NULL && j->task_lite != NULL) {
+        buf = moments ? j->task_m_lite : j->task_lite;
+        len = moments ? j->task_m_lite_len : j->task_lite_len;
     }
     rc = sfl_grpc_send(a->sub, buf, len);
     a->sub_idle_since = coord_now_ms(co);
     if (rc >= 0) {
         j->fold.bytes_down += len;
-        if (buf == j->task_m)
+        if (moments)
             a->moments_job = j->id;
     }
     if (rc < 0) {

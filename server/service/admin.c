@@ -7,6 +7,7 @@
 #include "round/quarantine.h"
 #include "round/suspect.h"
 #include "service/admin.h"
+#include "service/fleetsvc.h"
 #include "round/registry.h"
 
 #include <errno.h>
@@ -723,6 +724,7 @@ void coord_h_revoke(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
             o->r.closed++;
         }
     }
+    o->r.closed += coord_fleet_revoke(co, o->r.fingerprint); /* held by front-ends */
     {
         char hex[65];
 

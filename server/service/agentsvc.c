@@ -5,6 +5,7 @@
 #include "coord_int.h"
 #include "round/driver.h"
 #include "service/agentsvc.h"
+#include "service/fleetsvc.h"
 #include "round/registry.h"
 #include "round/subs.h"
 
@@ -34,6 +35,7 @@ typedef struct {
     int64_t id;
     char addr[64];
     char fingerprint[65];
+    uint64_t fe_id;           /* relayed by a front-end: its number for the agent's connection */
 } join_op_t;
 
 static int join_run(coord_store_t *s, coord_write_op_t *op)
@@ -98,7 +100,11 @@ static void join_done(coord_write_op_t *op)
     }
     /* Recorded; the connection may have gone (or been revoked) meanwhile:
      * the agent joins on its next connection. */
-    if (k == NULL || k->c == NULL || coord_cert_revoked(co, o->row.cert_fingerprint)) {
+    /* Relayed by a front-end: the agent's connection there, if it is
+     * still open (service/fleetsvc.c). */
+    if (k != NULL && o->fe_id != 0)
+        k = coord_fleet_kid(k, o->fe_id);
+    if (k == NULL || !coord_conn_live(k) || coord_cert_revoked(co, o->row.cert_fingerprint)) {
         coord_fail_call(call, SFL_GRPC_STATUS_UNAVAILABLE, "the connection is closing");
         goto out;
     }
@@ -235,7 +241,10 @@ void coord_h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *u
     snprintf(o->row.name, sizeof(o->row.name), "%s", k->peer.cn);
     snprintf(o->addr, sizeof(o->addr), "%s", k->addr);
     snprintf(o->fingerprint, sizeof(o->fingerprint), "%s", k->peer.fingerprint);
-    if (join_proof_check(o, k, call) < 0) {
+    /* A front-end's agent proved it to the front-end, over the TLS
+     * connection only the front-end holds (docs/security.md "Front-ends"). */
+    o->fe_id = k->fe != NULL ? k->fe_id : 0;
+    if (k->fe == NULL && join_proof_check(o, k, call) < 0) {
         sfl__free(o);
         return;
     }

@@ -5,7 +5,8 @@
  * per service holds its messages: msg_coord.c (the Coordinator service:
  * Join, Subscribe, Task/Wait, Update, payload, ack, Heartbeat), msg_admin.c
  * (the Admin service), msg_secagg.c (secure aggregation, update mode 2),
- * msg_vertical.c (vertical steps, answers, values).
+ * msg_vertical.c (vertical steps, answers, values), msg_fleet.c (the Fleet
+ * service front-ends call on the master).
  *
  * Every message goes through the same three steps. Packing: check the sfl
  * struct (check_*), point a stack-built generated struct at its fields
@@ -34,6 +35,7 @@
 #include "sfl/v1/admin.pb-c.h"
 #include "sfl/v1/common.pb-c.h"
 #include "sfl/v1/coordinator.pb-c.h"
+#include "sfl/v1/fleet.pb-c.h"
 #include "sfl/wire/msg.h"
 
 
@@ -87,6 +89,9 @@ typedef struct wire {
         Sfl__V1__FleetReply fleet;
         Sfl__V1__StepAnswer step_answer;
         Sfl__V1__SecAggAnswer sa_answer;
+        Sfl__V1__FleetCall fleet_call;
+        Sfl__V1__FleetModelRequest fleet_model_req;
+        Sfl__V1__FleetModelReply fleet_model_reply;
     } pb; /* the message itself, initialised from its type's descriptor */
     Sfl__V1__DatasetSummary ds;
     Sfl__V1__AlgorithmParams pp;

@@ -836,6 +836,62 @@ int sfl_msg_history_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_
                            sfl_job_history_t **out) SFL_MUST_CHECK;
 void sfl_msg_history_free(sfl_job_history_t *m);
 
+/* ---- Fleet service (proto/sfl/v1/fleet.proto): a front-end's relayed call */
+
+#define SFL_MSG_CN_MAX 64 /* bytes of a certificate CN (sfl_peer_t's SFL_PEER_CN_MAX) */
+
+typedef struct sfl_fleet_call {
+    /* 1..SFL_MSG_CN_MAX bytes, none below 0x20 nor 0x7f */
+    char agent_cn[SFL_MSG_CN_MAX + 1];
+    uint8_t cert_sha256[32];
+    /* the Coordinator request, packed; pack: borrowed, unpack: owned (NULL
+     * when request_len is 0) */
+    uint8_t *request;
+    size_t request_len;
+    uint64_t conn_id; /* > 0: the front-end's number for the agent's connection */
+} sfl_fleet_call_t;
+
+int sfl_msg_fleet_call_pack(const sfl_fleet_call_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_fleet_call_free); the whole message is at most
+ * lim->max_message bytes. */
+int sfl_msg_fleet_call_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                              sfl_fleet_call_t **out) SFL_MUST_CHECK;
+void sfl_msg_fleet_call_free(sfl_fleet_call_t *m);
+
+/* Fleet.Model: the request (job_id > 0, model_hash) and the reply (the
+ * model as SignedTask.model carries it: a packed SparseVector, not checked
+ * here; unpack: owned, at most lim->max_message bytes). */
+int sfl_msg_fleet_model_req_pack(uint64_t job_id, const uint8_t hash[SFL_MSG_HASH_BYTES],
+                                 uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_model_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                   uint64_t *job_id, uint8_t hash[SFL_MSG_HASH_BYTES]) SFL_MUST_CHECK;
+int sfl_msg_fleet_model_reply_pack(const uint8_t *model, size_t model_len, uint8_t **out,
+                                   size_t *len) SFL_MUST_CHECK;
+/* *model owned (sfl_msg_buf_free); SFL_EPARSE when it is empty. */
+int sfl_msg_fleet_model_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                     uint8_t **model, size_t *model_len) SFL_MUST_CHECK;
+
+/* A task without its model, on the protobuf wire (no decoding of the task
+ * or the model): what lets a master send a front-end the model once for all
+ * its agents (proto/sfl/v1/fleet.proto, Fleet.Subscribe). tow is a packed
+ * TaskOrWait.
+ * sfl_msg_task_strip_model: the same TaskOrWait without SignedTask.model
+ * (owned), and where the model's bytes (the packed SparseVector) sit in tow;
+ * SFL_ENOTFOUND when tow is not a task or its SignedTask has no model.
+ * sfl_msg_task_put_model: the inverse, SignedTask.model appended (the field
+ * protobuf-c packs last): put(strip(x)) == x byte for byte. SFL_EINVAL when
+ * the SignedTask already has a model or tow is not a task.
+ * sfl_msg_task_needs_model: 1 when tow is a task with no model at all
+ * (neither SignedTask.model nor Task.model) and a model_hash, with the
+ * task's job_id and model_hash; 0 for anything else that parses (a wait, a
+ * step, a task with its model); SFL_EPARSE for bytes that do not. */
+int sfl_msg_task_strip_model(const uint8_t *tow, size_t len, uint8_t **out, size_t *out_len,
+                             size_t *model_off, size_t *model_len) SFL_MUST_CHECK;
+int sfl_msg_task_put_model(const uint8_t *tow, size_t len, const uint8_t *model,
+                           size_t model_len, uint8_t **out, size_t *out_len) SFL_MUST_CHECK;
+int sfl_msg_task_needs_model(const uint8_t *tow, size_t len, uint64_t *job_id,
+                             uint8_t hash[SFL_MSG_HASH_BYTES]) SFL_MUST_CHECK;
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,1013 @@
+/* The front-end role (frontend.h; docs/operations.md "Front-ends",
+ * docs/protocol.md "Front-ends"): agents' Coordinator calls relayed to the
+ * round master in "forward" mode.
+ *
+ * Each agent TLS connection gets a number (conn_id, never reused by this
+ * process) and a gRPC server session serving the Coordinator service.
+ * Every call becomes a relay: the same method on the master's Fleet
+ * service, its request wrapped in a FleetCall with the agent certificate's
+ * CN and SHA-256 and the conn_id; the master's answer (or stream of
+ * answers) goes back to the agent byte for byte, status and message too.
+ * Join is the one call checked here: its join_proof signs this front-end's
+ * TLS connection with the agent, which the master cannot see. When the
+ * agent's connection closes its relayed calls are cancelled and the master
+ * is told (Fleet/Gone). When the master's connection closes every relayed
+ * call ends UNAVAILABLE (the agents retry, as after any coordinator
+ * restart) and the front-end connects again, to the next master address.
+ *
+ * The relay never parses what the master sends: it goes to agents that
+ * verify the master's signature over every task themselves. Its size is
+ * bounded by max_message and the agent connection's queue. */
+#include "fleet/frontend.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sfl/core/alloc.h"
+#include "sfl/core/log.h"
+#include "sfl/crypto/seal.h"
+#include "sfl/net/grpc.h"
+#include "sfl/net/grpcconn.h"
+#include "sfl/net/transport.h"
+#include "sfl/wire/msg.h"
+
+#define FE_MAX_MASTERS 8
+#define FE_RETRY_MS 500   /* between attempts to reach a master */
+#define FE_ENVELOPE 1024  /* what a FleetCall adds to a request, at most */
+#define FE_SMALL_REQUEST (64u << 10)
+
+typedef struct fe_agent fe_agent_t;
+typedef struct fe_relay fe_relay_t;
+
+struct fe_agent {
+    fe_t *fe;
+    sfl_conn_t *c;             /* NULL once closed */
+    sfl_grpcconn_t *g;
+    sfl_peer_t peer;
+    uint64_t id;               /* conn_id */
+    char addr[64];
+    fe_relay_t *relays;        /* its calls in flight to the master */
+    fe_agent_t *prev, *next;
+};
+
+/* A stream message held back until its task's model is here. */
+typedef struct fe_held {
+    uint8_t *buf;
+    size_t len;
+    struct fe_held *next;
+} fe_held_t;
+
+typedef struct fe_model fe_model_t;
+
+struct fe_relay {
+    fe_agent_t *ag;
+    sfl_grpc_call_t *sc;       /* the agent's call; NULL once answered */
+    sfl_grpc_call_t *cc;       /* ours to the master; NULL before / after */
+    fe_relay_t *prev, *next;
+    /* Subscribe: messages held, in order, behind a task whose model is
+     * being fetched (wait: that model's slot) */
+    fe_held_t *held, **held_tail;
+    fe_model_t *wait;
+    fe_relay_t *wnext;
+    /* the master's stream ended while messages were held: how, for when
+     * they are out */
+    int ended, end_status;
+    char end_msg[256];
+};
+
+/* Models of the tasks the master sends without them (fleet.proto,
+ * Fleet.Subscribe): a few slots, the least recently used given up first,
+ * never one being fetched or waited for. */
+#define FE_MODELS 4
+struct fe_model {
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    uint64_t job;
+    uint8_t *model;            /* the packed SparseVector; NULL: empty or fetching */
+    size_t len;
+    int fetching;
+    fe_relay_t *waiting;
+    uint64_t used;
+};
+
+struct fe {
+    uv_loop_t *loop;
+    fe_config_t cfg;
+    char master_list[1024];
+    char hosts[FE_MAX_MASTERS][256], ports[FE_MAX_MASTERS][8];
+    size_t nmasters, next_master;
+    sfl_tls_t *srv_tls;
+    sfl_tls_t *cli_tls[FE_MAX_MASTERS]; /* one per master: verify_host differs */
+    sfl_grpc_budget_t *budget;
+    sfl_listener_t *listener;
+    fe_agent_t *agents;
+    uint64_t nagents, next_id;
+    /* the master channel: NULL while resolving or waiting to retry */
+    sfl_grpcconn_t *master;
+    int master_open;
+    size_t master_at;          /* index of the address in use */
+    uv_getaddrinfo_t gai;
+    int resolving;
+    uv_timer_t retry;
+    int handles;               /* retry timer, resolving, listener-less agents... */
+    int stopping;
+    void (*done)(void *ud);
+    void *done_ud;
+    uint64_t relayed, refused_joins;
+    fe_model_t models[FE_MODELS];
+    uint64_t tick, fetched;    /* LRU clock; models fetched */
+    uint64_t fails;            /* attempts to reach a master since the last open */
+};
+
+static void master_connect(fe_t *fe);
+static void check_stopped(fe_t *fe);
+
+int fe_master_list_check(const char *list, size_t *n)
+{
+    char buf[1024], host[256], port[8];
+    char *save = NULL, *tok;
+    int rc;
+
+    *n = 0;
+    if (list == NULL || list[0] == '\0')
+        return sfl__fail(SFL_EINVAL, "master: empty; want HOST:PORT[,HOST:PORT...]");
+    if (strlen(list) >= sizeof(buf))
+        return sfl__fail(SFL_EINVAL, "master: longer than %zu characters", sizeof(buf) - 1);
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == FE_MAX_MASTERS)
+            return sfl__fail(SFL_EINVAL, "master: more than %d addresses", FE_MAX_MASTERS);
+        if ((rc = sfl_grpcconn_split_hostport(tok, host, sizeof(host), port, sizeof(port))) < 0)
+            return sfl__fail(rc, "master: '%s' is not HOST:PORT", tok);
+        (*n)++;
+    }
+    if (*n == 0)
+        return sfl__fail(SFL_EINVAL, "master: want HOST:PORT[,HOST:PORT...]");
+    return 0;
+}
+
+/* ---- relays --------------------------------------------------------------------- */
+
+static void held_free(fe_relay_t *r)
+{
+    while (r->held != NULL) {
+        fe_held_t *h = r->held;
+
+        r->held = h->next;
+        sfl__free(h->buf);
+        sfl__free(h);
+    }
+    r->held_tail = &r->held;
+}
+
+static void unwait(fe_relay_t *r)
+{
+    fe_relay_t **pp;
+
+    if (r->wait == NULL)
+        return;
+    for (pp = &r->wait->waiting; *pp != NULL; pp = &(*pp)->wnext)
+        if (*pp == r) {
+            *pp = r->wnext;
+            break;
+        }
+    r->wait = NULL;
+    r->wnext = NULL;
+}
+
+static void relay_free(fe_relay_t *r)
+{
+    fe_agent_t *ag = r->ag;
+
+    unwait(r);
+    held_free(r);
+
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        ag->relays = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    sfl__free(r);
+}
+
+/* The agent reset its call or its connection went. */
+static void relay_cancelled(sfl_grpc_call_t *call, void *ud)
+{
+    fe_relay_t *r = ud;
+
+    if (r->cc != NULL)
+        sfl_grpc_cancel(r->cc);
+    (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_CANCELLED, NULL);
+    relay_free(r);
+}
+
+static void relay_unary_done(sfl_grpc_call_t *call, int status, const char *message,
+                             const uint8_t *resp, size_t len, void *ud)
+{
+    fe_relay_t *r = ud;
+
+    (void)call;
+    r->cc = NULL;
+    if (status == SFL_GRPC_STATUS_OK)
+        (void)sfl_grpc_reply(r->sc, resp, len);
+    else
+        (void)sfl_grpc_finish(r->sc, status, message);
+    relay_free(r);
+}
+
+/* Ends a relayed stream early: the agent is told status, ours to the
+ * master is cancelled (unless its connection is going, when its own end
+ * frees r: keep it until then). */
+static void relay_abort(fe_relay_t *r, int status, const char *why)
+{
+    fe_t *fe = r->ag->fe;
+
+    if (r->sc != NULL)
+        (void)sfl_grpc_finish(r->sc, status, why);
+    r->sc = NULL;
+    unwait(r);
+    held_free(r);
+    if (r->cc != NULL && fe->master == NULL)
+        return; /* relay_stream_done follows */
+    if (r->cc != NULL)
+        sfl_grpc_cancel(r->cc);
+    r->cc = NULL;
+    relay_free(r);
+}
+
+/* Sends one message to the agent; < 0: r is gone. */
+static int relay_send(fe_relay_t *r, const uint8_t *msg, size_t len)
+{
+    int rc = sfl_grpc_send(r->sc, msg, len);
+
+    if (rc < 0) {
+        /* The agent does not read (its queue is full) or went: the
+         * master's stream ends here, as the master would end it. */
+        relay_abort(r, rc == -ECANCELED ? SFL_GRPC_STATUS_CANCELLED
+                                        : SFL_GRPC_STATUS_RESOURCE_EXHAUSTED,
+                    "the front-end cannot queue more for this agent");
+        return -1;
+    }
+    return 0;
+}
+
+static void model_fetch(fe_t *fe, fe_model_t *m);
+
+/* The slot of the model hash (of job), made if missing; NULL when every
+ * slot is busy. */
+static fe_model_t *model_slot(fe_t *fe, uint64_t job, const uint8_t hash[SFL_MSG_HASH_BYTES])
+{
+    fe_model_t *free_slot = NULL;
+
+    for (size_t i = 0; i < FE_MODELS; i++) {
+        fe_model_t *m = &fe->models[i];
+
+        if ((m->model != NULL || m->fetching) && m->job == job &&
+            sodium_memcmp(m->hash, hash, SFL_MSG_HASH_BYTES) == 0) {
+            m->used = ++fe->tick;
+            return m;
+        }
+        if (!m->fetching && m->waiting == NULL &&
+            (free_slot == NULL || m->model == NULL ||
+             (free_slot->model != NULL && m->used < free_slot->used)))
+            free_slot = m;
+    }
+    if (free_slot == NULL)
+        return NULL;
+    sfl__free(free_slot->model);
+    memset(free_slot, 0, sizeof(*free_slot));
+    free_slot->job = job;
+    memcpy(free_slot->hash, hash, SFL_MSG_HASH_BYTES);
+    free_slot->used = ++fe->tick;
+    return free_slot;
+}
+
+/* Sends r's held messages in order, each task with its model put back;
+ * stops at one whose model is not here yet (r then waits for it). */
+static void relay_flush(fe_relay_t *r)
+{
+    fe_t *fe = r->ag->fe;
+
+    while (r->held != NULL && r->sc != NULL) {
+        fe_held_t *h = r->held;
+        uint8_t hash[SFL_MSG_HASH_BYTES], *full = NULL;
+        uint64_t job;
+        size_t flen = 0;
+        int rc = sfl_msg_task_needs_model(h->buf, h->len, &job, hash);
+
+        if (rc == 1) {
+            fe_model_t *m = model_slot(fe, job, hash);
+
+            if (m == NULL) {
+                relay_abort(r, SFL_GRPC_STATUS_UNAVAILABLE,
+                            "the front-end is fetching too many models; retry");
+                return;
+            }
+            if (m->model == NULL) {
+                unwait(r);
+                r->wait = m;
+                r->wnext = m->waiting;
+                m->waiting = r;
+                if (!m->fetching)
+                    model_fetch(fe, m);
+                return;
+            }
+            if (sfl_msg_task_put_model(h->buf, h->len, m->model, m->len, &full, &flen) < 0) {
+                relay_abort(r, SFL_GRPC_STATUS_INTERNAL, "cannot assemble the task");
+                return;
+            }
+        }
+        r->held = h->next;
+        if (r->held == NULL)
+            r->held_tail = &r->held;
+        rc = relay_send(r, full != NULL ? full : h->buf, full != NULL ? flen : h->len);
+        sfl__free(full);
+        sfl__free(h->buf);
+        sfl__free(h);
+        if (rc < 0)
+            return;
+    }
+    if (r->held == NULL && r->ended && r->sc != NULL) {
+        (void)sfl_grpc_finish(r->sc, r->end_status, r->end_msg[0] ? r->end_msg : NULL);
+        r->sc = NULL;
+        relay_free(r);
+    }
+}
+
+static void model_done(sfl_grpc_call_t *call, int status, const char *message,
+                       const uint8_t *resp, size_t len, void *ud)
+{
+    fe_model_t *m = ud;
+    fe_t *fe = m->waiting != NULL ? m->waiting->ag->fe : NULL;
+    sfl_msg_limits_t lim;
+    fe_relay_t *w;
+    int rc = -1;
+
+    (void)call;
+    m->fetching = 0;
+    sfl_msg_limits_default(&lim);
+    if (status == SFL_GRPC_STATUS_OK) {
+        if (fe != NULL)
+            lim.max_message = fe->cfg.max_message;
+        rc = sfl_msg_fleet_model_reply_unpack(resp, len, &lim, &m->model, &m->len);
+    }
+    if (rc < 0) {
+        char q[300];
+
+        sfl_log(SFL_LOG_WARN, "model_unavailable", "job=%llu status=%s detail=%s",
+                (unsigned long long)m->job, sfl_grpc_status_name(status),
+                sfl_log_quote(status == SFL_GRPC_STATUS_OK ? sfl_last_error() : message, q,
+                              sizeof(q)));
+        /* Its waiters subscribe again (the master sends a task pending
+         * for them again, or the next attempt's). */
+        while ((w = m->waiting) != NULL)
+            relay_abort(w, SFL_GRPC_STATUS_UNAVAILABLE,
+                        "the front-end could not get the task's model; subscribe again");
+        sfl__free(m->model);
+        memset(m, 0, sizeof(*m));
+        return;
+    }
+    if (fe != NULL)
+        fe->fetched++;
+    sfl_log(SFL_LOG_DEBUG, "model_fetched", "job=%llu bytes=%zu", (unsigned long long)m->job,
+            m->len);
+    while ((w = m->waiting) != NULL) {
+        unwait(w);
+        relay_flush(w);
+    }
+}
+
+static void model_fetch(fe_t *fe, fe_model_t *m)
+{
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc;
+
+    if (fe->master == NULL || sfl_msg_fleet_model_req_pack(m->job, m->hash, &buf, &blen) < 0) {
+        rc = -1;
+    } else {
+        rc = sfl_grpc_call_unary(sfl_grpcconn_session(fe->master), "/sfl.v1.Fleet/Model", buf,
+                                 blen, 60000, model_done, m, NULL);
+        sfl_msg_buf_free(buf);
+    }
+    if (rc < 0) {
+        fe_relay_t *w;
+
+        while ((w = m->waiting) != NULL)
+            relay_abort(w, SFL_GRPC_STATUS_UNAVAILABLE,
+                        "the front-end cannot reach the round master now; retry");
+        memset(m, 0, sizeof(*m));
+        return;
+    }
+    m->fetching = 1;
+}
+
+static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, void *ud)
+{
+    fe_relay_t *r = ud;
+    uint8_t hash[SFL_MSG_HASH_BYTES];
+    uint64_t job;
+    fe_held_t *h;
+
+    (void)call;
+    if (r->sc == NULL)
+        return; /* answered, waiting for its end */
+    if (r->held == NULL && sfl_msg_task_needs_model(msg, len, &job, hash) != 1) {
+        (void)relay_send(r, msg, len);
+        return;
+    }
+    /* held in order behind what waits, or the task that now needs its model */
+    if ((h = sfl__calloc(1, sizeof(*h))) == NULL || (h->buf = sfl__malloc(len ? len : 1)) == NULL) {
+        sfl__free(h);
+        relay_abort(r, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    memcpy(h->buf, msg, len);
+    h->len = len;
+    *r->held_tail = h;
+    r->held_tail = &h->next;
+    if (r->wait == NULL)
+        relay_flush(r);
+}
+
+static void relay_stream_done(sfl_grpc_call_t *call, int status, const char *message, void *ud)
+{
+    fe_relay_t *r = ud;
+
+    (void)call;
+    r->cc = NULL;
+    if (r->sc != NULL && r->held != NULL) {
+        /* messages wait for a model: the end follows them (relay_flush) */
+        r->ended = 1;
+        r->end_status = status;
+        snprintf(r->end_msg, sizeof(r->end_msg), "%s", message ? message : "");
+        return;
+    }
+    if (r->sc != NULL)
+        (void)sfl_grpc_finish(r->sc, status, message);
+    r->sc = NULL;
+    relay_free(r);
+}
+
+/* Starts path on the master with req wrapped for ag; answers call itself
+ * when that cannot be done. */
+static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int stream,
+                  const uint8_t *req, size_t len)
+{
+    fe_t *fe = ag->fe;
+    sfl_fleet_call_t m;
+    fe_relay_t *r;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc;
+
+    if (fe->master == NULL || fe->stopping) {
+        (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
+                              fe->stopping ? "front-end shutting down"
+                                           : "the front-end has no round master now; retry");
+        return;
+    }
+    memset(&m, 0, sizeof(m));
+    snprintf(m.agent_cn, sizeof(m.agent_cn), "%s", ag->peer.cn);
+    memcpy(m.cert_sha256, ag->peer.sha256, 32);
+    m.request = (uint8_t *)(uintptr_t)req;
+    m.request_len = len;
+    m.conn_id = ag->id;
+    if ((r = sfl__calloc(1, sizeof(*r))) == NULL ||
+        (rc = sfl_msg_fleet_call_pack(&m, &buf, &blen)) < 0) {
+        sfl__free(r);
+        (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    r->ag = ag;
+    r->sc = call;
+    r->held_tail = &r->held;
+    rc = stream ? sfl_grpc_call_stream(sfl_grpcconn_session(fe->master), path, buf, blen, 0,
+                                       relay_message, relay_stream_done, r, &r->cc)
+                : sfl_grpc_call_unary(sfl_grpcconn_session(fe->master), path, buf, blen, 0,
+                                      relay_unary_done, r, &r->cc);
+    sfl__free(buf);
+    if (rc < 0) {
+        sfl__free(r);
+        (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
+                              "the front-end cannot reach the round master now; retry");
+        return;
+    }
+    r->next = ag->relays;
+    if (ag->relays)
+        ag->relays->prev = r;
+    ag->relays = r;
+    fe->relayed++;
+    sfl_grpc_call_on_cancel(call, relay_cancelled, r);
+}
+
+/* ---- the Coordinator service, relayed ---------------------------------------------- */
+
+/* Join: the proof of possession is over this connection's keying material
+ * (docs/security.md "Identity"), so it is checked here; the master applies
+ * every other rule. */
+static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    fe_agent_t *ag = ud;
+    fe_t *fe = ag->fe;
+    sfl_msg_limits_t lim;
+    sfl_join_req_t m;
+    uint8_t binding[SFL_SEAL_BINDING_BYTES];
+    int rc;
+
+    sfl_msg_limits_default(&lim);
+    if ((rc = sfl_msg_join_req_unpack(req, len, &lim, &m)) < 0) {
+        (void)sfl_grpc_finish(call, rc == SFL_ELIMIT ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
+                                                     : SFL_GRPC_STATUS_INVALID_ARGUMENT,
+                              sfl_last_error());
+        return;
+    }
+    if (!m.has_proof) {
+        fe->refused_joins++;
+        (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                              "Join carries no join_proof: an agent must prove it holds "
+                              "identity_key by signing this connection's keying material "
+                              "(docs/protocol.md, Join); upgrade the agent");
+        return;
+    }
+    if (ag->c == NULL ||
+        sfl_conn_export_keying_material(ag->c, SFL_SEAL_JOIN_LABEL, binding, sizeof(binding)) < 0) {
+        (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE, "the connection is closing");
+        return;
+    }
+    rc = sfl_seal_verify_join(m.identity_key, binding, m.proof);
+    sodium_memzero(binding, sizeof(binding));
+    if (rc < 0) {
+        char q[200];
+
+        fe->refused_joins++;
+        sfl_log(SFL_LOG_WARN, "join_refused", "name=%s addr=%s error=bad_join_proof",
+                sfl_log_quote(ag->peer.cn, q, sizeof(q)), ag->addr);
+        (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                              "join_proof does not verify: it was not made with the secret half "
+                              "of identity_key over this connection");
+        return;
+    }
+    relay(call, ag, "/sfl.v1.Fleet/Join", 0, req, len);
+}
+
+static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    relay(call, ud, "/sfl.v1.Fleet/Subscribe", 1, req, len);
+}
+
+static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    relay(call, ud, "/sfl.v1.Fleet/SubmitUpdate", 0, req, len);
+}
+
+static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    relay(call, ud, "/sfl.v1.Fleet/Heartbeat", 0, req, len);
+}
+
+static void h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    relay(call, ud, "/sfl.v1.Fleet/SubmitStep", 0, req, len);
+}
+
+static void h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    relay(call, ud, "/sfl.v1.Fleet/SubmitSecAgg", 0, req, len);
+}
+
+#define R_AGENT (1u << SFL_ROLE_AGENT), "agent"
+static const sfl_grpc_method_t methods[] = {
+    {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, h_join, R_AGENT, FE_SMALL_REQUEST},
+    {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, h_subscribe, R_AGENT,
+     FE_SMALL_REQUEST},
+    {"/sfl.v1.Coordinator/SubmitUpdate", SFL_GRPC_KIND_UNARY, h_submit, R_AGENT, 0},
+    {"/sfl.v1.Coordinator/Heartbeat", SFL_GRPC_KIND_UNARY, h_heartbeat, R_AGENT,
+     FE_SMALL_REQUEST},
+    {"/sfl.v1.Coordinator/SubmitStep", SFL_GRPC_KIND_UNARY, h_step, R_AGENT, 0},
+    {"/sfl.v1.Coordinator/SubmitSecAgg", SFL_GRPC_KIND_UNARY, h_secagg, R_AGENT, 0},
+};
+#undef R_AGENT
+#define N_METHODS (sizeof(methods) / sizeof(methods[0]))
+
+/* ---- agent connections ------------------------------------------------------------ */
+
+static void gone_done(sfl_grpc_call_t *call, int status, const char *message, const uint8_t *resp,
+                      size_t len, void *ud)
+{
+    (void)call;
+    (void)status;
+    (void)message;
+    (void)resp;
+    (void)len;
+    (void)ud;
+}
+
+/* Tells the master the agent's connection here closed (best effort: if the
+ * master's connection is gone too, the master dropped all of ours). */
+static void tell_gone(fe_agent_t *ag)
+{
+    fe_t *fe = ag->fe;
+    sfl_fleet_call_t m;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+
+    if (fe->master == NULL || ag->peer.cn[0] == '\0')
+        return;
+    memset(&m, 0, sizeof(m));
+    snprintf(m.agent_cn, sizeof(m.agent_cn), "%s", ag->peer.cn);
+    memcpy(m.cert_sha256, ag->peer.sha256, 32);
+    m.conn_id = ag->id;
+    if (sfl_msg_fleet_call_pack(&m, &buf, &blen) < 0)
+        return;
+    if (sfl_grpc_call_unary(sfl_grpcconn_session(fe->master), "/sfl.v1.Fleet/Gone", buf, blen,
+                            10000, gone_done, NULL, NULL) < 0)
+        sfl_log(SFL_LOG_DEBUG, "gone_lost", "conn=%llu", (unsigned long long)ag->id);
+    sfl__free(buf);
+    sfl_grpcconn_pump(fe->master);
+}
+
+static void agent_freed(sfl_grpcconn_t *g, int status, const char *detail, void *ud)
+{
+    fe_agent_t *ag = ud;
+    fe_t *fe = ag->fe;
+
+    (void)g;
+    (void)status;
+    (void)detail;
+    sfl__free(ag);
+    fe->handles--;
+    check_stopped(fe);
+}
+
+static void agent_open(sfl_conn_t *c, int status)
+{
+    fe_t *fe = sfl_conn_data(c);
+    static const sfl_grpcconn_cbs_t cbs = {NULL, agent_freed};
+    sfl_grpc_config_t gc;
+    fe_agent_t *ag;
+    char q[200];
+
+    if (status != 0)
+        return;
+    if ((ag = sfl__calloc(1, sizeof(*ag))) == NULL) {
+        sfl_conn_set_data(c, NULL);
+        sfl_conn_abort(c);
+        return;
+    }
+    ag->fe = fe;
+    ag->c = c;
+    ag->id = ++fe->next_id;
+    if (sfl_conn_peer(c, &ag->peer) < 0)
+        memset(&ag->peer, 0, sizeof(ag->peer));
+    if (sfl_conn_peer_name(c, ag->addr, sizeof(ag->addr)) < 0)
+        snprintf(ag->addr, sizeof(ag->addr), "?");
+    memset(&gc, 0, sizeof(gc));
+    gc.max_message = (uint32_t)(fe->cfg.max_message - FE_ENVELOPE);
+    gc.max_streams = (uint32_t)fe->cfg.max_streams;
+    /* liveness is the transport's (idle_timeout_ms) and the heartbeat's */
+    gc.idle_timeout_ms = (uint32_t)fe->cfg.idle_timeout_ms;
+    gc.peer_roles = 1u << ag->peer.role;
+    gc.peer_role_name = sfl_role_name(ag->peer.role);
+    gc.max_buffered = (uint32_t)fe->cfg.max_buffered;
+    gc.body_timeout_ms = (uint32_t)fe->cfg.body_timeout_ms;
+    gc.budget = fe->budget;
+    if (sfl_grpcconn_accept(fe->loop, c, &gc, methods, N_METHODS, ag, &cbs, ag, &ag->g) < 0) {
+        sfl__free(ag);
+        sfl_conn_set_data(c, NULL);
+        sfl_conn_abort(c);
+        return;
+    }
+    fe->handles++;
+    ag->next = fe->agents;
+    if (fe->agents)
+        fe->agents->prev = ag;
+    fe->agents = ag;
+    fe->nagents++;
+    sfl_conn_set_data(c, ag);
+    sfl_log(SFL_LOG_DEBUG, "agent_open", "conn=%llu addr=%s cn=%s role=%s",
+            (unsigned long long)ag->id, ag->addr, sfl_log_quote(ag->peer.cn, q, sizeof(q)),
+            sfl_role_name(ag->peer.role));
+    if (fe->stopping)
+        sfl_grpcconn_close(ag->g);
+    sfl_grpcconn_pump(ag->g);
+}
+
+static void agent_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
+{
+    fe_agent_t *ag = sfl_conn_data(c);
+
+    if (ag != NULL && ag->c != NULL)
+        (void)sfl_grpcconn_feed(ag->g, buf, len);
+}
+
+static void agent_drain(sfl_conn_t *c)
+{
+    fe_agent_t *ag = sfl_conn_data(c);
+
+    if (ag != NULL)
+        sfl_grpcconn_pump(ag->g);
+}
+
+static void agent_close(sfl_conn_t *c, int status)
+{
+    fe_agent_t *ag = sfl_conn_data(c);
+    fe_t *fe;
+
+    if (ag == NULL)
+        return;
+    fe = ag->fe;
+    ag->c = NULL;
+    sfl_log(SFL_LOG_DEBUG, "agent_close", "conn=%llu addr=%s status=%d",
+            (unsigned long long)ag->id, ag->addr, status);
+    /* cancels the calls still held: relay_cancelled for each */
+    sfl_grpcconn_closed(ag->g, status);
+    tell_gone(ag);
+    if (ag->prev)
+        ag->prev->next = ag->next;
+    else
+        fe->agents = ag->next;
+    if (ag->next)
+        ag->next->prev = ag->prev;
+    fe->nagents--;
+}
+
+static const sfl_conn_cbs_t agent_cbs = {agent_open, agent_data, agent_drain, agent_close};
+
+/* ---- the master ------------------------------------------------------------------- */
+
+static void retry_fired(uv_timer_t *t)
+{
+    fe_t *fe = t->data;
+
+    if (!fe->stopping)
+        master_connect(fe);
+}
+
+static void master_retry(fe_t *fe)
+{
+    if (!fe->stopping)
+        uv_timer_start(&fe->retry, retry_fired, FE_RETRY_MS, 0);
+}
+
+static void master_opened(sfl_grpcconn_t *g, void *ud)
+{
+    fe_t *fe = ud;
+
+    (void)g;
+    fe->master_open = 1;
+    fe->fails = 0;
+    sfl_log(SFL_LOG_INFO, "master_open", "master=%s:%s agents=%llu", fe->hosts[fe->master_at],
+            fe->ports[fe->master_at], (unsigned long long)fe->nagents);
+}
+
+static void master_closed(sfl_grpcconn_t *g, int status, const char *detail, void *ud)
+{
+    fe_t *fe = ud;
+    char q[300];
+
+    (void)g;
+    /* every failure after an open connection; of the attempts that never
+     * open (a master down, a standby), the first and then one in 20 */
+    if (fe->master_open || fe->fails++ % 20 == 0)
+        sfl_log(fe->master_open ? SFL_LOG_WARN : SFL_LOG_INFO, "master_closed",
+                "master=%s:%s status=%d detail=%s failed_attempts=%llu", fe->hosts[fe->master_at],
+                fe->ports[fe->master_at], status, sfl_log_quote(detail, q, sizeof(q)),
+                (unsigned long long)fe->fails);
+    fe->master = NULL;
+    fe->master_open = 0;
+    fe->handles--;
+    /* a standby does not listen: the next address */
+    fe->next_master = (fe->master_at + 1) % fe->nmasters;
+    if (fe->stopping)
+        check_stopped(fe);
+    else
+        master_retry(fe);
+}
+
+static void master_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    fe_t *fe = req->data;
+    static const sfl_grpcconn_cbs_t cbs = {master_opened, master_closed};
+    char authority[300];
+    sfl_conn_opts_t o;
+    sfl_grpc_config_t gc;
+    int rc;
+
+    fe->resolving = 0;
+    fe->handles--;
+    if (fe->stopping) {
+        uv_freeaddrinfo(res);
+        check_stopped(fe);
+        return;
+    }
+    if (status < 0 || res == NULL) {
+        sfl_log(SFL_LOG_WARN, "master_unreachable", "master=%s:%s error=\"resolve: %s\"",
+                fe->hosts[fe->master_at], fe->ports[fe->master_at], uv_strerror(status));
+        uv_freeaddrinfo(res);
+        fe->next_master = (fe->master_at + 1) % fe->nmasters;
+        master_retry(fe);
+        return;
+    }
+    memset(&o, 0, sizeof(o));
+    o.tls = fe->cli_tls[fe->master_at];
+    o.connect_timeout_ms = 5000;
+    o.idle_timeout_ms = fe->cfg.idle_timeout_ms;
+    memset(&gc, 0, sizeof(gc));
+    gc.max_message = (uint32_t)fe->cfg.max_message;
+    gc.idle_timeout_ms = UINT32_MAX;
+    snprintf(authority, sizeof(authority), "%s:%s", fe->hosts[fe->master_at],
+             fe->ports[fe->master_at]);
+    rc = sfl_grpcconn_connect(fe->loop, res->ai_addr, &o, &gc, authority, &cbs, fe, &fe->master);
+    uv_freeaddrinfo(res);
+    if (rc < 0) {
+        char q[300];
+
+        sfl_log(SFL_LOG_WARN, "master_unreachable", "master=%s error=%s", authority,
+                sfl_log_quote(sfl_last_error(), q, sizeof(q)));
+        fe->master = NULL;
+        fe->next_master = (fe->master_at + 1) % fe->nmasters;
+        master_retry(fe);
+        return;
+    }
+    fe->handles++;
+}
+
+static void master_connect(fe_t *fe)
+{
+    struct addrinfo hints;
+    int rc;
+
+    if (fe->master != NULL || fe->resolving || fe->stopping)
+        return;
+    fe->master_at = fe->next_master;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    fe->gai.data = fe;
+    rc = uv_getaddrinfo(fe->loop, &fe->gai, master_resolved, fe->hosts[fe->master_at],
+                        fe->ports[fe->master_at], &hints);
+    if (rc < 0) {
+        fe->next_master = (fe->master_at + 1) % fe->nmasters;
+        master_retry(fe);
+        return;
+    }
+    fe->resolving = 1;
+    fe->handles++;
+}
+
+/* ---- lifecycle -------------------------------------------------------------------- */
+
+static void on_reject(sfl_listener_t *l, int status, const char *detail)
+{
+    char q[300];
+
+    (void)l;
+    sfl_log(SFL_LOG_DEBUG, "conn_refused", "status=%d detail=%s", status,
+            sfl_log_quote(detail, q, sizeof(q)));
+}
+
+int fe_new(uv_loop_t *loop, const fe_config_t *cfg, fe_t **out)
+{
+    sfl_tls_config_t tc;
+    sfl_conn_opts_t o;
+    fe_t *fe;
+    char buf[1024], *save = NULL, *tok;
+    size_t n;
+    int rc;
+
+    *out = NULL;
+    if ((rc = fe_master_list_check(cfg->master, &n)) < 0)
+        return rc;
+    if (cfg->max_message <= 2 * FE_ENVELOPE)
+        return sfl__fail(SFL_EINVAL, "max_message is too small for a front-end");
+    if ((rc = sfl_seal_init()) < 0)
+        return rc;
+    if ((fe = sfl__calloc(1, sizeof(*fe))) == NULL)
+        return SFL_ENOMEM;
+    fe->loop = loop;
+    fe->cfg = *cfg;
+    fe->cfg.listen = NULL;
+    snprintf(fe->master_list, sizeof(fe->master_list), "%s", cfg->master);
+    fe->cfg.master = fe->master_list;
+    fe->cfg.cert = fe->cfg.key = fe->cfg.ca = NULL; /* read below, not kept */
+    snprintf(buf, sizeof(buf), "%s", cfg->master);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if ((rc = sfl_grpcconn_split_hostport(tok, fe->hosts[fe->nmasters], sizeof(fe->hosts[0]),
+                                              fe->ports[fe->nmasters], sizeof(fe->ports[0]))) < 0)
+            goto fail;
+        memset(&tc, 0, sizeof(tc));
+        tc.cert_file = cfg->cert;
+        tc.key_file = cfg->key;
+        tc.ca_file = cfg->ca;
+        tc.verify_host = fe->hosts[fe->nmasters];
+        tc.alpn = "h2";
+        tc.alpn_required = 1;
+        if ((rc = sfl_tls_new(&tc, 0, &fe->cli_tls[fe->nmasters])) < 0)
+            goto fail;
+        fe->nmasters++;
+    }
+    memset(&tc, 0, sizeof(tc));
+    tc.cert_file = cfg->cert;
+    tc.key_file = cfg->key;
+    tc.ca_file = cfg->ca;
+    tc.require_client_cert = 1;
+    tc.alpn = "h2";
+    tc.alpn_required = 1;
+    if ((rc = sfl_tls_new(&tc, 1, &fe->srv_tls)) < 0)
+        goto fail;
+    if ((rc = sfl_grpc_budget_new(cfg->max_buffered_total, &fe->budget)) < 0)
+        goto fail;
+    memset(&o, 0, sizeof(o));
+    o.tls = fe->srv_tls;
+    o.handshake_timeout_ms = cfg->handshake_timeout_ms;
+    o.idle_timeout_ms = cfg->idle_timeout_ms;
+    o.max_conns = cfg->max_conns;
+    o.max_handshakes = cfg->max_handshakes;
+    o.max_handshakes_per_ip = cfg->max_handshakes_per_ip;
+    if ((rc = sfl_listener_new(loop, cfg->listen, &o, &agent_cbs, on_reject, fe,
+                               &fe->listener)) < 0) {
+        char detail[512];
+
+        snprintf(detail, sizeof(detail), "%s", sfl_last_error());
+        rc = sfl__fail(rc, "listen: %s", detail);
+        goto fail;
+    }
+    uv_timer_init(loop, &fe->retry);
+    fe->retry.data = fe;
+    fe->handles++;
+    master_connect(fe);
+    sfl_log(SFL_LOG_INFO, "started", "role=frontend port=%d masters=%s", fe_port(fe),
+            fe->master_list);
+    *out = fe;
+    return 0;
+fail:
+    sfl_listener_close(fe->listener);
+    fe->listener = NULL;
+    fe_free(fe);
+    return rc;
+}
+
+int fe_port(const fe_t *fe)
+{
+    return fe->listener ? sfl_listener_port(fe->listener) : SFL_ENOTFOUND;
+}
+
+static void retry_closed(uv_handle_t *h)
+{
+    fe_t *fe = h->data;
+
+    fe->handles--;
+    check_stopped(fe);
+}
+
+static void check_stopped(fe_t *fe)
+{
+    if (!fe->stopping || fe->handles > 0 || fe->done == NULL)
+        return;
+    {
+        void (*done)(void *ud) = fe->done;
+
+        fe->done = NULL;
+        done(fe->done_ud);
+    }
+}
+
+void fe_shutdown(fe_t *fe, void (*done)(void *ud), void *ud)
+{
+    if (fe->stopping)
+        return;
+    fe->stopping = 1;
+    fe->done = done;
+    fe->done_ud = ud;
+    sfl_log(SFL_LOG_INFO, "stopping", "role=frontend agents=%llu relayed=%llu",
+            (unsigned long long)fe->nagents, (unsigned long long)fe->relayed);
+    sfl_listener_close(fe->listener);
+    fe->listener = NULL;
+    for (fe_agent_t *ag = fe->agents; ag != NULL; ag = ag->next)
+        if (ag->c != NULL)
+            sfl_conn_abort(ag->c);
+    if (fe->master != NULL)
+        sfl_grpcconn_close(fe->master);
+    if (fe->resolving)
+        uv_cancel((uv_req_t *)&fe->gai);
+    uv_timer_stop(&fe->retry);
+    uv_close((uv_handle_t *)&fe->retry, retry_closed);
+}
+
+void fe_free(fe_t *fe)
+{
+    if (fe == NULL)
+        return;
+    for (size_t i = 0; i < FE_MAX_MASTERS; i++)
+        sfl_tls_free(fe->cli_tls[i]);
+    sfl_tls_free(fe->srv_tls);
+    sfl_grpc_budget_free(fe->budget);
+    for (size_t i = 0; i < FE_MODELS; i++)
+        sfl__free(fe->models[i].model);
+    sfl__free(fe);
+}

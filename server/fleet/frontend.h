@@ -1,0 +1,46 @@
+/* The front-end role of sfl-coordinator (role = frontend; docs/operations.md
+ * "Front-ends"): it holds agents - terminates their mutual TLS with its own
+ * certificate and serves them the Coordinator service - and relays every
+ * call to the round master over one mutual-TLS gRPC connection of its own
+ * (proto/sfl/v1/fleet.proto). It keeps nothing about rounds: no store, no
+ * identity key, no model. Lifecycle: fe_new (listens, connects) -> uv_run
+ * -> fe_shutdown -> its callback -> fe_free. Loop thread only. */
+#ifndef COORD_FLEET_FRONTEND_H
+#define COORD_FLEET_FRONTEND_H
+
+#include <stdint.h>
+
+#include <sys/socket.h>
+
+#include <uv.h>
+
+#include "sfl/core/error.h"
+
+typedef struct fe fe_t;
+
+/* What the front-end takes from the [coordinator] keys. */
+typedef struct fe_config {
+    const struct sockaddr *listen; /* the agents' listener */
+    const char *cert, *key, *ca; /* its certificate (coordinator role), key, the CA */
+    const char *master;   /* HOST:PORT[,HOST:PORT...]: the masters it may reach */
+    uint64_t max_conns, max_handshakes, max_handshakes_per_ip;
+    uint64_t max_message; /* the master's: agents' messages get 1 KiB less */
+    uint64_t max_streams, max_buffered, max_buffered_total;
+    uint64_t handshake_timeout_ms, idle_timeout_ms, body_timeout_ms;
+} fe_config_t;
+
+/* Parses "HOST:PORT[,HOST:PORT...]" (at most 8, each host:port or
+ * [v6]:port): *n addresses. SFL_EINVAL naming the bad one. */
+int fe_master_list_check(const char *list, size_t *n) SFL_MUST_CHECK;
+
+/* Masters are resolved on each connection attempt; cfg is copied (its
+ * strings too). Returns owned. */
+int fe_new(uv_loop_t *loop, const fe_config_t *cfg, fe_t **out) SFL_MUST_CHECK;
+/* Bound port of the agents' listener. */
+int fe_port(const fe_t *fe);
+/* Stops listening, closes every connection; done(ud) runs once nothing of
+ * fe is left on the loop. */
+void fe_shutdown(fe_t *fe, void (*done)(void *ud), void *ud);
+void fe_free(fe_t *fe);
+
+#endif
