@@ -18,7 +18,7 @@ FROM debian:${DEBIAN_TAG} AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         build-essential pkg-config libprotobuf-c-dev protobuf-c-compiler \
-        libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev \
+        libuv1-dev libssl-dev libnghttp2-dev libsodium-dev libsqlite3-dev libpq-dev \
         libinih-dev libopenblas-dev liblapacke-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -35,7 +35,7 @@ FROM debian:${DEBIAN_TAG}
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-        libuv1 libssl3 libnghttp2-14 libsodium23 libprotobuf-c1 libsqlite3-0 \
+        libuv1 libssl3 libnghttp2-14 libsodium23 libprotobuf-c1 libsqlite3-0 libpq5 \
         libinih1 libopenblas0-pthread liblapacke zlib1g openssl \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 10001 sfl \
