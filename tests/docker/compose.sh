@@ -46,7 +46,7 @@
 #    them; the demo job finishes with the right model; then a second job,
 #    `docker kill` of the leading master once it has committed 20 rounds,
 #    the standby takes over (event=leader with a higher epoch) and the job
-#    finishes: rounds 1..600 committed once each across both masters.
+#    finishes: rounds 1..100 committed once each across both masters.
 # 8. teardown: compose down -v, the engine stopped, its private root
 #    removed (SFL_DOCKER_KEEP=1 keeps it for a look).
 #
@@ -606,7 +606,7 @@ fi
 # the leader lock with a higher epoch and the job finishes through it:
 # rounds 1..R committed once each across both masters' logs.
 if part fleet; then
-    FLEET_AGENTS=6 FLEET_ROUNDS=600
+    FLEET_AGENTS=6 FLEET_ROUNDS=100
     OUT=$E/out
     mkdir -p "$OUT"
     chmod 777 "$OUT"
@@ -649,10 +649,10 @@ if part fleet; then
     epoch1=$(mlog "$lead" | sed -n 's/.* event=leader epoch=\([0-9]*\).*/\1/p' | tail -n 1)
     say "fleet: $lname leads (epoch $epoch1), $sname is its standby"
     # Each front-end reached the leader, and holds agents: established
-    # connections on its port 7443 (/proc/net/tcp*: local port 1D03, state 01).
+    # connections on its port 7443 (/proc/net/tcp*: local port 1D13, state 01).
     held() {
         $DOCKER exec "$1" cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
-            awk '$2 ~ /:1D03$/ && $4 == "01" { n++ } END { print n + 0 }'
+            awk '$2 ~ /:1D13$/ && $4 == "01" { n++ } END { print n + 0 }'
     }
     spread_ok() {
         for f in frontend1 frontend2 frontend3; do
@@ -681,7 +681,7 @@ if part fleet; then
     check_model "$OUT/fleet-model.txt" "$OUT/fleet-truth" >"$LOG/fleet-model.txt" || fail "fleet model: $(cat "$LOG/fleet-model.txt")"
     say "fleet: model $(cat "$LOG/fleet-model.txt")"
 
-    # Failover: job 3 (600 rounds: tens of seconds here); the leader killed
+    # Failover: job 2 (100 rounds: 1-2 minutes here); the leader killed
     # once it has committed 20, the job finished by the standby.
     cat >"$IN/failover.ini" <<IEOF
 [job failover]
