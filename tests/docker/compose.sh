@@ -46,7 +46,7 @@
 #    them; the demo job finishes with the right model; then a second job,
 #    `docker kill` of the leading master once it has committed 20 rounds,
 #    the standby takes over (event=leader with a higher epoch) and the job
-#    finishes: rounds 1..100 committed once each across both masters.
+#    finishes: rounds 1..400 committed once each across both masters.
 # 8. teardown: compose down -v, the engine stopped, its private root
 #    removed (SFL_DOCKER_KEEP=1 keeps it for a look).
 #
@@ -606,7 +606,7 @@ fi
 # the leader lock with a higher epoch and the job finishes through it:
 # rounds 1..R committed once each across both masters' logs.
 if part fleet; then
-    FLEET_AGENTS=6 FLEET_ROUNDS=100
+    FLEET_AGENTS=6 FLEET_ROUNDS=400
     OUT=$E/out
     mkdir -p "$OUT"
     chmod 777 "$OUT"
@@ -681,7 +681,9 @@ if part fleet; then
     check_model "$OUT/fleet-model.txt" "$OUT/fleet-truth" >"$LOG/fleet-model.txt" || fail "fleet model: $(cat "$LOG/fleet-model.txt")"
     say "fleet: model $(cat "$LOG/fleet-model.txt")"
 
-    # Failover: job 2 (100 rounds: 1-2 minutes here); the leader killed
+    # Failover: job 2 (400 rounds: 15 rounds/s here, so the kill at round 20-40
+    # leaves most of them to the standby; a machine that finished them all
+    # between two polls fails the check below, loudly); the leader killed
     # once it has committed 20, the job finished by the standby.
     cat >"$IN/failover.ini" <<IEOF
 [job failover]
