@@ -41,9 +41,11 @@ RUN apt-get update \
  && groupadd --gid 10001 sfl \
  && useradd --uid 10001 --gid sfl --home-dir /var/lib/sfl --no-create-home \
         --shell /usr/sbin/nologin sfl \
- && install -d -o sfl -g sfl -m 0700 /var/lib/sfl /var/lib/sfl-agent /pki /data
+ && install -d -o sfl -g sfl -m 0700 /var/lib/sfl /var/lib/sfl-agent /pki /data \
+        /fleet /pgsecret
 # Named and anonymous volumes mounted on these directories start as copies of
-# them, owned by sfl: the services never need root.
+# them, owned by sfl: the services never need root. /fleet and /pgsecret:
+# the fleet's identity and PostgreSQL secrets (docker-compose.fleet.yml).
 COPY --from=build /out/ /usr/local/bin/
 ENV SFL_BIN_DIR=/usr/local/bin \
     SFL_PKI_DIR=/pki \

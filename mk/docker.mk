@@ -1,6 +1,7 @@
 # make test-docker: the image built and the docker-compose federation run on
 # a private Docker engine in a network namespace of its own
-# (tests/docker/compose.sh, as root; about 2 minutes).
+# (tests/docker/compose.sh, as root; about 2 minutes), then the fleet of
+# docker-compose.fleet.yml (PostgreSQL, 2 masters, 3 front-ends; a few more).
 # The engine and its tools come from Debian: docker.io (dockerd, containerd,
 # runc), docker-compose 1.29 and debootstrap, which makes the base image when
 # no registry can be reached, and prometheus, which scrapes the federation

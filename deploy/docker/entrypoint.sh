@@ -6,10 +6,16 @@
 #                 task-signing identity; its public key to $SFL_PKI_DIR/coordinator.pk
 #   data          every agent's shard: synthetic (sfl-sim) or $SFL_INPUT split
 #   coordinator   generate coordinator.ini (or use $SFL_COORDINATOR_INI), run it
+#   master        a fleet's round master (role = master, store = $SFL_STORE; the
+#                 fleet identity copied from $SFL_FLEET_IDENTITY_DIR)
+#   frontend      a fleet's front-end (role = frontend, master = $SFL_MASTERS,
+#                 certificate $SFL_PKI_DIR/frontend/$SFL_FRONTEND_NAME.crt)
 #   agent         claim a shard, issue this agent's certificate, run sfl-agent
+#                 ($SFL_COORDINATOR may list HOST:PORT,HOST:PORT,...: with
+#                 SFL_AGENT_SPREAD=1 the list starts at entry shard mod N)
 #   ctl ARGS      sflctl with the admin certificate (on admin_listen)
 #   probe [HOST:PORT]  can this container open a TCP connection to the
-#                 coordinator (default $SFL_COORDINATOR)? 3 s at most
+#                 coordinator (default the first of $SFL_COORDINATOR)? 3 s at most
 #   sim ARGS      sfl-sim
 #   health [ROLE] container health check
 #   anything else is executed as given (sh, sfl-coordinator --help, ...)
@@ -42,6 +48,20 @@ off) : "${SFL_CTL_COORDINATOR:=$SFL_COORDINATOR}" ;;
 *) : "${SFL_CTL_COORDINATOR:=$SFL_COORDINATOR_NAME:${SFL_ADMIN_LISTEN##*:}}" ;;
 esac
 : "${SFL_WAIT_S:=300}"
+# The fleet (docker-compose.fleet.yml, deploy/k8s/; docs/operations.md, "A
+# fleet on PostgreSQL"). SFL_ROLE: single (today's coordinator), master or
+# frontend. SFL_STORE: the coordinator's store key ('' = its default, SQLite
+# in the state directory). SFL_MASTERS: a front-end's master list.
+: "${SFL_ROLE:=single}"
+: "${SFL_STORE:=}"
+: "${SFL_MASTERS:=}"
+: "${SFL_FRONTEND_NAME:=$(hostname 2>/dev/null || echo frontend)}"
+# Where the pki service leaves the fleet identity (coordinator.key: master
+# and standby sign tasks with the same key) and the PostgreSQL secrets
+# (password, pgpass, server certificate): volumes of their own, mounted only
+# where they are needed. Empty = not a fleet.
+: "${SFL_FLEET_IDENTITY_DIR:=}"
+: "${SFL_PG_SECRET_DIR:=}"
 : "${SFL_LEASE_TTL_S:=45}"
 : "${SFL_LEASE_REFRESH_S:=10}"
 : "${SFL_CLAIM_WAIT_S:=300}"
@@ -94,14 +114,53 @@ cmd_pki() {
         "$SFL_PKI_TOOL" coordinator "$d" "$SFL_COORDINATOR_NAME" ${SFL_COORDINATOR_SANS:-} >&2
     fi
     [ -f "$d/admin/$SFL_ADMIN_NAME.crt" ] || "$SFL_PKI_TOOL" admin "$d" "$SFL_ADMIN_NAME" >&2
-    # The task-signing identity lives in the coordinator's state; agents pin
-    # its public key, which is not secret. Re-read at every run, so a state
+    pki_fleet
+    # The task-signing identity lives in the coordinator's state (a fleet's:
+    # in SFL_FLEET_IDENTITY_DIR, copied by each master); agents pin its
+    # public key, which is not secret. Re-read at every run, so a state
     # volume made afresh is published too.
-    pk=$("$SFL_BIN_DIR/sfl-coordinator" --state_dir "$SFL_STATE_DIR" --public-key) ||
-        die "cannot create or read the coordinator identity in $SFL_STATE_DIR"
+    idir=${SFL_FLEET_IDENTITY_DIR:-$SFL_STATE_DIR}
+    pk=$("$SFL_BIN_DIR/sfl-coordinator" --state_dir "$idir" --public-key) ||
+        die "cannot create or read the coordinator identity in $idir"
     echo "$pk" | write_atomic "$d/coordinator.pk"
     chmod 644 "$d/coordinator.pk"
     log "pki: CA $d/ca.crt, coordinator $SFL_COORDINATOR_NAME, admin $SFL_ADMIN_NAME, coordinator key $pk"
+}
+
+# The fleet's certificates and secrets, each made once (existing files are
+# kept): one front-end certificate per name in SFL_FRONTENDS (each also
+# names SFL_FRONTEND_SERVER_NAME, the name agents check, and SFL_FRONTEND_SANS);
+# with SFL_PG_SECRET_DIR, PostgreSQL's server certificate (SFL_POSTGRES_NAME
+# and SFL_POSTGRES_SANS), the fleet role's password (random, 32 hex digits)
+# and a libpq passfile for the masters.
+pki_fleet() {
+    for f in ${SFL_FRONTENDS:-}; do
+        [ -f "$d/frontend/$f.crt" ] && continue
+        # shellcheck disable=SC2086 # extra subjectAltNames, space-separated
+        "$SFL_PKI_TOOL" frontend "$d" "$f" "${SFL_FRONTEND_SERVER_NAME:-frontend}" ${SFL_FRONTEND_SANS:-} >&2
+    done
+    [ -n "$SFL_PG_SECRET_DIR" ] || return 0
+    s=$SFL_PG_SECRET_DIR
+    mkdir -p "$s"
+    chmod 700 "$s"
+    pg=${SFL_POSTGRES_NAME:-postgres}
+    if [ ! -s "$s/server.crt" ] || [ ! -s "$s/server.key" ]; then
+        rm -f "$d/postgres/$pg.crt" "$d/postgres/$pg.key"
+        # shellcheck disable=SC2086 # extra subjectAltNames, space-separated
+        "$SFL_PKI_TOOL" postgres "$d" "$pg" ${SFL_POSTGRES_SANS:-} >&2
+        mv -f "$d/postgres/$pg.key" "$s/server.key"
+        mv -f "$d/postgres/$pg.crt" "$s/server.crt"
+        rmdir "$d/postgres" 2>/dev/null || true
+    fi
+    if [ ! -s "$s/password" ]; then
+        openssl rand -hex 16 | write_atomic "$s/password" || die "cannot write $s/password"
+        chmod 600 "$s/password"
+    fi
+    # libpq's passfile: host:port:database:user:password, mode 0600.
+    printf '*:*:%s:%s:%s\n' "${SFL_PG_DB:-sfl}" "${SFL_PG_USER:-sfl}" "$(head -n 1 "$s/password")" |
+        write_atomic "$s/pgpass"
+    chmod 600 "$s/pgpass"
+    log "pki: fleet: front-ends ${SFL_FRONTENDS:-none}, PostgreSQL certificate $pg, password and pgpass in $s"
 }
 
 # ---- data --------------------------------------------------------------------------
@@ -175,19 +234,40 @@ kv() {
 
 coordinator_ini() {
     p=$SFL_PKI_DIR
+    if [ "$SFL_ROLE" = frontend ]; then
+        crt=$p/frontend/$SFL_FRONTEND_NAME
+    else
+        crt=$p/coordinator/$SFL_COORDINATOR_NAME
+    fi
     cat <<EOF
 # Generated by sfl-entrypoint at every start (docs/docker.md); a job is
-# created once, when its name is new, and then lives in coordinator.db.
+# created once, when its name is new, and then lives in the store.
 [coordinator]
 listen = $SFL_LISTEN
-cert = $p/coordinator/$SFL_COORDINATOR_NAME.crt
-key = $p/coordinator/$SFL_COORDINATOR_NAME.key
+cert = $crt.crt
+key = $crt.key
 ca = $p/ca.crt
 state_dir = $SFL_STATE_DIR
-metrics_listen = $SFL_METRICS_LISTEN
-admin_listen = $SFL_ADMIN_LISTEN
-
 EOF
+    # A front-end has no admin or metrics listener (sflctl talks to the
+    # master).
+    if [ "$SFL_ROLE" != frontend ]; then
+        echo "metrics_listen = $SFL_METRICS_LISTEN"
+        echo "admin_listen = $SFL_ADMIN_LISTEN"
+    fi
+    case $SFL_ROLE in
+    single) ;;
+    master | frontend) echo "role = $SFL_ROLE" ;;
+    *) die "SFL_ROLE must be single, master or frontend (got '$SFL_ROLE')" ;;
+    esac
+    kv store "$SFL_STORE"
+    if [ "$SFL_ROLE" = frontend ]; then
+        [ -n "$SFL_MASTERS" ] || die "a front-end needs SFL_MASTERS (HOST:PORT[,HOST:PORT...])"
+        kv master "$SFL_MASTERS"
+        # The front-end holds no job: the master's store does.
+        return 0
+    fi
+    echo
     if [ -n "${SFL_JOB_FILE:-}" ]; then
         [ -r "$SFL_JOB_FILE" ] || die "SFL_JOB_FILE=$SFL_JOB_FILE is not readable"
         cat "$SFL_JOB_FILE"
@@ -214,12 +294,40 @@ EOF
     kv seed "${SFL_JOB_SEED:-1}"
 }
 
+# A master's copy of the fleet identity: master and standby must sign with
+# the key the agents pinned (coordinator.pk). Copied when missing or
+# different; never made here (the pki service makes it once).
+fleet_identity() {
+    [ -n "$SFL_FLEET_IDENTITY_DIR" ] || return 0
+    src=$SFL_FLEET_IDENTITY_DIR/coordinator.key
+    wait_file "$src" "the pki service makes the fleet identity"
+    if ! cmp -s "$src" "$SFL_STATE_DIR/coordinator.key" 2>/dev/null; then
+        if ! (umask 077 && cp "$src" "$SFL_STATE_DIR/coordinator.key.tmp.$$" &&
+            mv -f "$SFL_STATE_DIR/coordinator.key.tmp.$$" "$SFL_STATE_DIR/coordinator.key"); then
+            die "cannot copy the fleet identity into $SFL_STATE_DIR"
+        fi
+        log "master: fleet identity copied from $src"
+    fi
+}
+
 cmd_coordinator() {
-    echo coordinator >"$SFL_RUN_DIR/sfl-role" 2>/dev/null || true
+    case $SFL_ROLE in
+    master | frontend) echo "$SFL_ROLE" >"$SFL_RUN_DIR/sfl-role" 2>/dev/null || true ;;
+    *) echo coordinator >"$SFL_RUN_DIR/sfl-role" 2>/dev/null || true ;;
+    esac
     ini=${SFL_COORDINATOR_INI:-}
+    if [ "$SFL_ROLE" = master ] && [ -n "$SFL_FLEET_IDENTITY_DIR" ]; then
+        # also with SFL_COORDINATOR_INI (deploy/k8s: the identity is a
+        # Secret, state_dir an emptyDir; the key must be mode 0600)
+        mkdir -p "$SFL_STATE_DIR"
+        chmod 700 "$SFL_STATE_DIR"
+        fleet_identity
+    fi
     if [ -z "$ini" ]; then
         wait_file "$SFL_PKI_DIR/coordinator.pk" "the pki service"
-        wait_file "$SFL_DATA_DIR/meta" "the data service"
+        # A front-end holds no job (it needs no data); the others make the
+        # demo job from the data's meta file.
+        [ "$SFL_ROLE" = frontend ] || wait_file "$SFL_DATA_DIR/meta" "the data service"
         mkdir -p "$SFL_STATE_DIR"
         chmod 700 "$SFL_STATE_DIR"
         ini=$SFL_STATE_DIR/coordinator.ini
@@ -335,6 +443,12 @@ agent_cert() {
     log "agent $name: certificate issued (CN=$name)"
 }
 
+# spread LIST K: the comma-separated LIST rotated to start at entry K mod N,
+# so agents spread over a fleet's front-ends and each falls back to the next.
+spread() {
+    echo "$1" | awk -F, -v k="$2" '{ for (i = 0; i < NF; i++) printf "%s%s", (i ? "," : ""), $((k + i) % NF + 1); print "" }'
+}
+
 cmd_agent() {
     echo agent >"$SFL_RUN_DIR/sfl-role" 2>/dev/null || true
     wait_file "$SFL_PKI_DIR/coordinator.pk" "the pki service"
@@ -372,9 +486,14 @@ cmd_agent() {
     shard=$(cat "$state/shard")
     agent_cert
     pk=$(cat "$SFL_PKI_DIR/coordinator.pk")
+    addrs=$SFL_COORDINATOR
+    if [ "${SFL_AGENT_SPREAD:-0}" = 1 ]; then
+        addrs=$(spread "$SFL_COORDINATOR" "$shard")
+        log "agent $name: coordinator list $addrs"
+    fi
     set -f
     # shellcheck disable=SC2086 # extra flags, space-separated
-    "$SFL_BIN_DIR/sfl-agent" --coordinator "$SFL_COORDINATOR" --server_name "$SFL_COORDINATOR_NAME" \
+    "$SFL_BIN_DIR/sfl-agent" --coordinator "$addrs" --server_name "$SFL_COORDINATOR_NAME" \
         --ca "$SFL_PKI_DIR/ca.crt" --cert "$state/tls/agent.crt" --key "$state/tls/agent.key" \
         --coordinator_pk "$pk" --data "libsvm:$SFL_DATA_DIR/shards/client-$shard.svm" \
         --state_dir "$state" ${SFL_AGENT_ARGS:-} &
@@ -422,11 +541,27 @@ EOF
 }
 
 # Coordinator: GET /metrics answers 200 with sfl metrics (bash's /dev/tcp:
-# the slim image has no curl). Agent: the lease refresher is alive. Other
+# the slim image has no curl). A fleet's master: the same once it leads; a
+# standby listens on nothing and is healthy while it runs (it only waits
+# for the leader lock). A front-end: its agents' port accepts connections. Agent: the lease refresher is alive. Other
 # roles: healthy.
 cmd_health() {
     role=${1:-$(cat "$SFL_RUN_DIR/sfl-role" 2>/dev/null || true)}
+    # shellcheck disable=SC2016 # bash expands them
+    tcp='exec 3<>"/dev/tcp/$1/$2"'
     case $role in
+    frontend)
+        port=${SFL_LISTEN##*:}
+        exec timeout 5 bash -c "$tcp" health 127.0.0.1 "$port"
+        ;;
+    master)
+        # listening on neither port: a standby
+        if ! timeout 3 bash -c "$tcp" health 127.0.0.1 "${SFL_LISTEN##*:}" 2>/dev/null &&
+            ! timeout 3 bash -c "$tcp" health 127.0.0.1 "${SFL_METRICS_LISTEN##*:}" 2>/dev/null; then
+            exit 0
+        fi
+        cmd_health coordinator
+        ;;
     coordinator)
         addr=$SFL_METRICS_LISTEN metrics=1
         if [ "$addr" = off ] || [ -z "$addr" ]; then
@@ -460,7 +595,7 @@ cmd_health() {
 # $1 (default $SFL_COORDINATOR) within 3 s. One line: which address it
 # resolved to and whether the connection opened.
 cmd_probe() {
-    to=${1:-$SFL_COORDINATOR}
+    to=${1:-${SFL_COORDINATOR%%,*}}
     host=${to%:*} port=${to##*:}
     host=${host#[}
     host=${host%]}
@@ -476,7 +611,7 @@ cmd_probe() {
 }
 
 usage() {
-    sed -n '2,18p' "$0" 2>/dev/null | sed 's/^# \{0,1\}//' || true
+    sed -n '2,22p' "$0" 2>/dev/null | sed 's/^# \{0,1\}//' || true
     echo "Environment: see docs/docker.md and deploy/docker/compose.env.example."
 }
 
@@ -487,6 +622,10 @@ case $cmd in
 pki) cmd_pki "$@" ;;
 data) cmd_data "$@" ;;
 coordinator) cmd_coordinator "$@" ;;
+master | frontend)
+    SFL_ROLE=$cmd
+    cmd_coordinator "$@"
+    ;;
 agent) cmd_agent "$@" ;;
 ctl) cmd_ctl "$@" ;;
 sim) exec "$SFL_BIN_DIR/sfl-sim" "$@" ;;

@@ -40,8 +40,18 @@
 #    coordinator` in its middle; the job resumes at its last committed
 #    round and goes on, every round committed exactly once; sflctl cancels
 #    it.
-# 7. teardown: compose down -v, the engine stopped, its private root
+# 7. fleet: docker-compose.fleet.yml (the federation above taken down
+#    first): PostgreSQL built from Debian's postgresql-15, 2 masters (one
+#    leads, one waits as standby), 3 front-ends, 6 agents spread over
+#    them; the demo job finishes with the right model; then a second job,
+#    `docker kill` of the leading master once it has committed 20 rounds,
+#    the standby takes over (event=leader with a higher epoch) and the job
+#    finishes: rounds 1..400 committed once each across both masters.
+# 8. teardown: compose down -v, the engine stopped, its private root
 #    removed (SFL_DOCKER_KEEP=1 keeps it for a look).
+#
+# SFL_DOCKER_PARTS (default "single fleet") picks the federations to run:
+# "fleet" alone skips 4-6 (engine, base and image are always made).
 #
 # One progress line per step, each phase timed; the last line is PASS, FAIL:
 # or SKIP: (exit 0, 1, 77). SKIP only when the engine cannot run here (not
@@ -67,6 +77,11 @@ phase() { # the seconds since the last phase ended
 }
 TIMES=""
 result=FAIL
+PARTS=${SFL_DOCKER_PARTS:-single fleet}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+for p in $PARTS; do
+    case $p in single | fleet) ;; *) fail "SFL_DOCKER_PARTS: '$p' is not single or fleet" ;; esac
+done
 trapped=0
 skip() { # the last line: SKIP: WHY (cleanup prints it once it has run)
     result=SKIP
@@ -113,7 +128,7 @@ dc() {
         --project-directory "$ROOT" --env-file "$E/compose.env" "$@"
 }
 cpid="" dpid="" prom_pid=""
-compose_up=0
+compose_up=0 fleet_up=0
 cleanup() {
     rc=$?
     trap - EXIT INT TERM
@@ -124,6 +139,11 @@ cleanup() {
         say "teardown: docker-compose down -v"
         dc $T_DOWN down -v --remove-orphans -t 10 >"$LOG/down.log" 2>&1 ||
             say "docker-compose down failed: $(tail -3 "$LOG/down.log")"
+    fi
+    if [ $fleet_up = 1 ]; then
+        say "teardown: docker-compose -f docker-compose.fleet.yml down -v"
+        dcf $T_DOWN down -v --remove-orphans -t 10 >"$LOG/fleet-down.log" 2>&1 ||
+            say "docker-compose -f docker-compose.fleet.yml down failed: $(tail -3 "$LOG/fleet-down.log")"
     fi
     [ -z "$prom_pid" ] || stop_pid "$prom_pid" prometheus 10
     stop_engine "$dpid" "$cpid" "$E"
@@ -198,6 +218,11 @@ dump_logs() {
         dc 60 logs --no-color -t >"$LOG/compose.log" 2>&1 || true
         echo "---- the services' last log lines (all: $LOG/compose.log) ----"
         dc 60 logs --no-color --tail 12 2>&1
+    fi
+    if [ $fleet_up = 1 ]; then
+        dcf 60 logs --no-color -t >"$LOG/fleet-compose.log" 2>&1 || true
+        echo "---- the fleet's last log lines (all: $LOG/fleet-compose.log) ----"
+        dcf 60 logs --no-color --tail 12 2>&1
     fi
     echo "---- last dockerd lines ($LOG/dockerd.log) ----"
     tail -n 15 "$LOG/dockerd.log" 2>/dev/null
@@ -359,7 +384,38 @@ dc $T_BUILD build --build-arg "http_proxy=$proxy" >"$LOG/build.log" 2>&1 ||
 size=$($DOCKER image inspect -f '{{.Size}}' "$IMAGE" | awk '{ printf "%.0f MB", $1 / 1e6 }')
 phase build "$IMAGE, $size ($(grep -c '^Successfully built' "$LOG/build.log") services built)"
 
+# check_model MODEL TRUTH: sflctl's text export ("# ..." lines, then
+# "index value", 1-based as the truth file) against the synthetic shards'
+# truth: the same support, relative error under 5 %. One line on stdout.
+check_model() {
+    /usr/bin/python3 - "$1" "$2" <<'EOF'
+import math, sys
+x = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("#") and line.strip():
+        k, v = line.split()
+        x[int(k)] = float(v)
+t = {}
+for line in open(sys.argv[2]):
+    if not line.startswith("#") and line.strip():
+        k, v = line.split()
+        if float(v) != 0:
+            t[int(k)] = float(v)
+hit = len(set(x) & set(t))
+err = math.sqrt(sum((x.get(k, 0) - t.get(k, 0)) ** 2 for k in set(x) | set(t)) / sum(v * v for v in t.values()))
+print(f"support {hit} of {len(t)} true coordinates, {len(x)} nonzeros, relative error {err:.2e}")
+sys.exit(0 if hit == len(t) and len(x) == len(t) and err < 0.05 else 1)
+EOF
+}
+# Rounds per second: first to last commit (the coordinator's ts= stamps).
+rate() {
+    grep "event=round_committed job=$1 " "$2" | sed 's/^ts=\([^ ]*\)Z.*/\1/' | awk -F'[T:]' '
+        { t = $2 * 3600 + $3 * 60 + $4; if (NR == 1) f = t; l = t; n++ }
+        END { if (n > 1 && l > f) printf "%d rounds in %.1f s: %.1f rounds/s", n, l - f, (n - 1) / (l - f); else print n " rounds" }'
+}
+
 # ---- 4. the federation -----------------------------------------------------------
+if part single; then
 say "compose: up -d --scale agent=$AGENTS (project $PROJECT)"
 compose_up=1
 dc $T_UP up -d --scale agent=$AGENTS >"$LOG/up.log" 2>&1 ||
@@ -424,12 +480,6 @@ wait_for $T_UP "the coordinator and $AGENTS agents to be healthy" healthy
 say "compose: pki and data done; coordinator and $AGENTS agents healthy"
 wait_for $T_JOB "the demo job to finish" finished 1
 clog >"$LOG/coordinator-1.log"
-# Rounds per second: first to last commit (the coordinator's ts= stamps).
-rate() {
-    grep "event=round_committed job=$1 " "$2" | sed 's/^ts=\([^ ]*\)Z.*/\1/' | awk -F'[T:]' '
-        { t = $2 * 3600 + $3 * 60 + $4; if (NR == 1) f = t; l = t; n++ }
-        END { if (n > 1 && l > f) printf "%d rounds in %.1f s: %.1f rounds/s", n, l - f, (n - 1) / (l - f); else print n " rounds" }'
-}
 phase compose "demo job finished ($(rate 1 "$LOG/coordinator-1.log"))"
 
 # The model through the ctl service (sflctl, admin certificate), checked
@@ -443,25 +493,7 @@ grep -Eq "^job 1 round 50: dimension 1000, nnz 20, " "$LOG/export.log" ||
     fail "ctl model export: $(cat "$LOG/export.log")"
 dc 60 exec -T coordinator cat /data/shards/truth >"$OUT/truth" ||
     fail "cannot read /data/shards/truth"
-/usr/bin/python3 - "$OUT/model.txt" "$OUT/truth" >"$LOG/model.txt" <<'EOF' || fail "model: $(cat "$LOG/model.txt")"
-import math, sys
-# sflctl's text export: "# ..." lines, then "index value" (1-based, as the truth file)
-x = {}
-for line in open(sys.argv[1]):
-    if not line.startswith("#") and line.strip():
-        k, v = line.split()
-        x[int(k)] = float(v)
-t = {}
-for line in open(sys.argv[2]):
-    if not line.startswith("#") and line.strip():
-        k, v = line.split()
-        if float(v) != 0:
-            t[int(k)] = float(v)
-hit = len(set(x) & set(t))
-err = math.sqrt(sum((x.get(k, 0) - t.get(k, 0)) ** 2 for k in set(x) | set(t)) / sum(v * v for v in t.values()))
-print(f"support {hit} of {len(t)} true coordinates, {len(x)} nonzeros, relative error {err:.2e}")
-sys.exit(0 if hit == len(t) and len(x) == len(t) and err < 0.05 else 1)
-EOF
+check_model "$OUT/model.txt" "$OUT/truth" >"$LOG/model.txt" || fail "model: $(cat "$LOG/model.txt")"
 say "model: $(cat "$LOG/model.txt") (exported by sflctl in the ctl service)"
 dc 120 run --rm -T ctl jobs >"$LOG/jobs.log" 2>&1 || fail "ctl jobs: $(cat "$LOG/jobs.log")"
 grep -Eq "^1 +demo +fediterht +finished +50/50 " "$LOG/jobs.log" || fail "ctl jobs: $(cat "$LOG/jobs.log")"
@@ -563,5 +595,146 @@ after=$(awk -v l="$(grep -n "event=job_resumed job=2 " "$LOG/coordinator-2.log" 
     NR > l && / event=round_committed job=2 / { sub(/.* round=/, ""); print $1; exit }' "$LOG/coordinator-2.log")
 [ "$after" = $((at + 1)) ] || fail "job 2: the first round committed after the restart is $after, not $((at + 1))"
 phase restart "job 2 resumed at committed round $at, went on to round $last (rounds 1..$last committed once each), cancelled by sflctl"
+fi
+
+# ---- 7. the fleet: docker-compose.fleet.yml ---------------------------------------
+# PostgreSQL (Debian's postgresql-15, built here), master1 + master2 (one
+# leads, the other waits), frontend1..3 and $FLEET_AGENTS agents spread
+# over them (each starts at its shard mod 3). The demo job finishes and its
+# model is right; then job 3 runs, the leading master is killed (docker
+# kill: SIGKILL) once the job has committed some rounds, the standby takes
+# the leader lock with a higher epoch and the job finishes through it:
+# rounds 1..R committed once each across both masters' logs.
+if part fleet; then
+    FLEET_AGENTS=6 FLEET_ROUNDS=400
+    OUT=$E/out
+    mkdir -p "$OUT"
+    chmod 777 "$OUT"
+    FPROJECT=sflfleet
+    dcf() {
+        dcf_t=$1
+        shift
+        timeout --foreground "$dcf_t" docker-compose -p $FPROJECT -f "$ROOT/docker-compose.fleet.yml" \
+            --project-directory "$ROOT" --env-file "$E/compose.env" "$@"
+    }
+    if [ $compose_up = 1 ]; then
+        dc $T_DOWN down -v --remove-orphans -t 10 >"$LOG/down.log" 2>&1 ||
+            fail "docker-compose down (before the fleet): $(tail -3 "$LOG/down.log")"
+        compose_up=0
+    fi
+    PH=$(date +%s)
+    say "fleet: docker-compose -f docker-compose.fleet.yml build (log $LOG/fleet-build.log)"
+    dcf $T_BUILD build --build-arg "http_proxy=$proxy" >"$LOG/fleet-build.log" 2>&1 ||
+        fail "docker-compose -f docker-compose.fleet.yml build: $(tail -n 15 "$LOG/fleet-build.log")"
+    pgsize=$($DOCKER image inspect -f '{{.Size}}' sfl-postgres:local | awk '{ printf "%.0f MB", $1 / 1e6 }')
+    pgver=$($DOCKER run --rm --network none --entrypoint postgres sfl-postgres:local --version 2>&1 | head -n 1)
+    phase fleet-build "sfl-postgres:local, $pgsize ($pgver)"
+
+    fleet_up=1
+    dcf $T_UP up -d --scale agent=$FLEET_AGENTS >"$LOG/fleet-up.log" 2>&1 ||
+        fail "docker-compose -f docker-compose.fleet.yml up: $(tail -n 10 "$LOG/fleet-up.log")"
+    cid() { dcf 60 ps -q "$1" | head -n 1; }
+    m1=$(cid master1) m2=$(cid master2)
+    [ -n "$m1" ] && [ -n "$m2" ] || fail "fleet: no master containers"
+    mlog() { timeout --foreground 60 $DOCKER logs "$1" 2>&1; }
+    # The leader: the master whose log says event=leader last (a master
+    # that leads logs it once per takeover).
+    leads() { mlog "$1" | grep -q "event=leader "; }
+    one_leads() { leads "$m1" || leads "$m2"; }
+    wait_for $T_UP "a master to lead (event=leader)" one_leads
+    if leads "$m1"; then lead=$m1 lname=master1 sb=$m2 sname=master2; else lead=$m2 lname=master2 sb=$m1 sname=master1; fi
+    leads "$sb" && fail "fleet: both masters lead: $(mlog "$m1" | grep 'event=leader '; mlog "$m2" | grep 'event=leader ')"
+    standby() { mlog "$sb" | grep -q "event=standby"; }
+    wait_for $T_UP "$sname to wait as standby (event=standby)" standby
+    epoch1=$(mlog "$lead" | sed -n 's/.* event=leader epoch=\([0-9]*\).*/\1/p' | tail -n 1)
+    say "fleet: $lname leads (epoch $epoch1), $sname is its standby"
+    # Each front-end reached the leader, and holds agents: established
+    # connections on its port 7443 (/proc/net/tcp*: local port 1D13, state 01).
+    held() {
+        $DOCKER exec "$1" cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+            awk '$2 ~ /:1D13$/ && $4 == "01" { n++ } END { print n + 0 }'
+    }
+    spread_ok() {
+        for f in frontend1 frontend2 frontend3; do
+            [ "$(held "$(cid $f)")" -ge 1 ] || return 1
+        done
+    }
+    fe_open() {
+        for f in frontend1 frontend2 frontend3; do
+            mlog "$(cid $f)" | grep -q "event=master_open" || return 1
+        done
+    }
+    wait_for $T_UP "the 3 front-ends to reach the leader (event=master_open)" fe_open
+    wait_for $T_UP "the agents to spread over the 3 front-ends" spread_ok
+    spread="$(held "$(cid frontend1)")/$(held "$(cid frontend2)")/$(held "$(cid frontend3)")"
+    ffinished() { mlog "$1" | grep -q "event=job_state job=$2 state=finished"; }
+    wait_for $T_JOB "the fleet's demo job to finish" ffinished "$lead" 1
+    mlog "$lead" >"$LOG/fleet-$lname-1.log"
+    phase fleet-up "postgres, $lname leading (epoch $epoch1), $sname standby, agents per front-end $spread; demo job finished ($(rate 1 "$LOG/fleet-$lname-1.log"))"
+
+    # The model through sflctl on the leader's admin_listen, against the truth.
+    dcf 120 run --rm -T -e "SFL_CTL_COORDINATOR=$lname:7444" -v "$OUT:/out" ctl model export 1 /out/fleet-model.txt \
+        --format text >"$LOG/fleet-export.log" 2>&1 || fail "fleet: ctl model export: $(tail -3 "$LOG/fleet-export.log")"
+    grep -Eq "^job 1 round 50: dimension 1000, nnz 20, " "$LOG/fleet-export.log" ||
+        fail "fleet: ctl model export: $(cat "$LOG/fleet-export.log")"
+    $DOCKER exec "$lead" cat /data/shards/truth >"$OUT/fleet-truth" || fail "fleet: cannot read /data/shards/truth"
+    check_model "$OUT/fleet-model.txt" "$OUT/fleet-truth" >"$LOG/fleet-model.txt" || fail "fleet model: $(cat "$LOG/fleet-model.txt")"
+    say "fleet: model $(cat "$LOG/fleet-model.txt")"
+
+    # Failover: job 2 (400 rounds: 15 rounds/s here, so the kill at round 20-40
+    # leaves most of them to the standby; a machine that finished them all
+    # between two polls fails the check below, loudly); the leader killed
+    # once it has committed 20, the job finished by the standby.
+    cat >"$IN/failover.ini" <<IEOF
+[job failover]
+algo = fediterht
+loss = lsq
+features = 1000
+tau = 20
+local_steps = 5
+lr = 0.1
+batch = 50
+rounds = $FLEET_ROUNDS
+cohort = 3
+overselect = 0.25
+min_quorum = 2
+deadline_ms = 60000
+seed = 3
+IEOF
+    chmod 644 "$IN/failover.ini"
+    dcf 120 run --rm -T -e "SFL_CTL_COORDINATOR=$lname:7444" ctl job create /input/failover.ini >"$LOG/fleet-create.log" 2>&1 ||
+        fail "fleet: ctl job create: $(cat "$LOG/fleet-create.log")"
+    created() { mlog "$lead" | grep -q " event=job_created job=[0-9]* name=failover "; }
+    wait_for 60 "the leader to log job failover's creation" created
+    job=$(mlog "$lead" | sed -n 's/.* event=job_created job=\([0-9]*\) name=failover .*/\1/p' | tail -n 1)
+    fcommits() { mlog "$1" | grep -c "event=round_committed job=$job " || true; }
+    fatleast() { [ "$(fcommits "$lead")" -ge "$1" ]; }
+    wait_for $T_JOB "job $job to commit 20 rounds on $lname" fatleast 20
+    ffinished "$lead" "$job" && fail "fleet: job $job finished its $FLEET_ROUNDS rounds before the kill (rounds too fast for this check: raise FLEET_ROUNDS)"
+    at=$(fcommits "$lead")
+    t_kill=$(date +%s%N)
+    $DOCKER kill "$lead" >"$LOG/fleet-kill.log" 2>&1 || fail "docker kill $lname: $(cat "$LOG/fleet-kill.log")"
+    say "fleet: docker kill $lname (SIGKILL) at job $job's round $at"
+    took_over() { mlog "$sb" | grep -q "event=leader "; }
+    wait_for $T_RESTART "$sname to take over (event=leader)" took_over
+    t_take=$((($(date +%s%N) - t_kill) / 1000000))
+    epoch2=$(mlog "$sb" | sed -n 's/.* event=leader epoch=\([0-9]*\).*/\1/p' | tail -n 1)
+    [ "${epoch2:-0}" -gt "${epoch1:-0}" ] || fail "fleet: $sname leads with epoch '$epoch2', not above $epoch1"
+    wait_for $T_JOB "job $job to finish on $sname" ffinished "$sb" "$job"
+    { mlog "$lead"; mlog "$sb"; } >"$LOG/fleet-masters.log"
+    mlog "$lead" >"$LOG/fleet-$lname.log"
+    mlog "$sb" >"$LOG/fleet-$sname.log"
+    # Every round 1..R committed once, by one master or the other.
+    grep -h "event=round_committed job=$job " "$LOG/fleet-$lname.log" "$LOG/fleet-$sname.log" |
+        sed 's/.* round=\([0-9]*\) .*/\1/' | sort -n >"$OUT/fleet-rounds"
+    seq 1 "$FLEET_ROUNDS" | cmp -s - "$OUT/fleet-rounds" ||
+        fail "fleet: job $job's committed rounds are not 1..$FLEET_ROUNDS once each (twice: $(uniq -d "$OUT/fleet-rounds" | head -5 | tr '\n' ' '); $(wc -l <"$OUT/fleet-rounds") lines)"
+    before=$(grep -c "event=round_committed job=$job " "$LOG/fleet-$lname.log" || true)
+    dcf 120 run --rm -T -e "SFL_CTL_COORDINATOR=$sname:7444" ctl jobs >"$LOG/fleet-jobs.log" 2>&1 ||
+        fail "fleet: ctl jobs on $sname: $(cat "$LOG/fleet-jobs.log")"
+    grep -Eq "^$job +failover +fediterht +finished +$FLEET_ROUNDS/$FLEET_ROUNDS " "$LOG/fleet-jobs.log" ||
+        fail "fleet: ctl jobs on $sname: $(cat "$LOG/fleet-jobs.log")"
+    phase fleet-failover "job $job: $before rounds committed by $lname (epoch $epoch1), killed; $sname led (epoch $epoch2) ${t_take} ms after the kill and committed the rest; rounds 1..$FLEET_ROUNDS once each, finished"
+fi
 
 result=PASS

@@ -59,6 +59,26 @@ verify -verify_ip 127.0.0.2 "$c" && fail "coordinator matches 127.0.0.2"
 [ "$(subject "$c")" = "CN=coord,OU=coordinator,O=sfl" ] || fail "coordinator subject $(subject "$c")"
 
 # Agents and admins: client-only, CN is the id, OU is the role.
+# A fleet's front-end: server for the agents and client of the master, OU
+# coordinator (agents accept only that role as their coordinator); a
+# PostgreSQL server certificate: server-only, OU postgres.
+step "Front-ends: server and client, OU coordinator; PostgreSQL: server-only, OU postgres"
+pki frontend "$t/ca" fe1 frontend >/dev/null
+c=$t/ca/frontend/fe1.crt
+[ "$(mode "$t/ca/frontend/fe1.key")" = "-rw-------" ] || fail "front-end key mode"
+verify -purpose sslserver "$c" || fail "front-end does not verify as a server"
+verify -purpose sslclient "$c" || fail "front-end does not verify as a client"
+verify -verify_hostname frontend "$c" || fail "front-end does not carry DNS:frontend"
+verify -verify_hostname fe1 "$c" || fail "front-end does not carry DNS:fe1"
+[ "$(subject "$c")" = "CN=fe1,OU=coordinator,O=sfl" ] || fail "front-end subject $(subject "$c")"
+pki postgres "$t/ca" pg db.example >/dev/null
+c=$t/ca/postgres/pg.crt
+verify -purpose sslserver "$c" || fail "postgres does not verify as a server"
+verify -purpose sslclient "$c" && fail "postgres verifies as a client"
+verify -verify_hostname db.example "$c" || fail "postgres does not carry DNS:db.example"
+[ "$(subject "$c")" = "CN=pg,OU=postgres,O=sfl" ] || fail "postgres subject $(subject "$c")"
+pki frontend "$t/ca" "bad/name" >"$t/out" 2>&1 && fail "front-end with a bad name succeeded"
+
 step "Agents and admins: client-only, CN is the id, OU is the role"
 pki agent "$t/ca" agent-7 >"$t/agent.out"
 pki admin "$t/ca" alice >/dev/null
