@@ -979,6 +979,117 @@ int sfl_tls_cert_sha256(const sfl_tls_t *tls, uint8_t out[32])
     return 0;
 }
 
+/* ---- a relayed certificate --------------------------------------------- */
+
+int sfl_conn_peer_der(const sfl_conn_t *c, uint8_t *buf, size_t cap, size_t *len)
+{
+    const tls_conn_t *x;
+    X509 *cert;
+    unsigned char *p = buf;
+    int n;
+
+    if (len != NULL)
+        *len = 0;
+    if (c == NULL || buf == NULL || len == NULL)
+        return sfl__fail(SFL_EINVAL, "tls: NULL argument");
+    x = c->xport;
+    if (c->type != &sfl__xport_tls || x == NULL || x->state != TLS_OPEN || !x->has_peer)
+        return sfl__fail(SFL_ENOTFOUND, "tls: %s has no verified peer certificate", c->name);
+    if ((cert = PEER_CERT(x->ssl)) == NULL)
+        return sfl__fail(SFL_ENOTFOUND, "tls: %s has no peer certificate", c->name);
+    n = i2d_X509(cert, NULL);
+    if (n <= 0 || (size_t)n > cap) {
+        X509_free(cert);
+        ERR_clear_error();
+        return n <= 0 ? sfl__fail(SFL_ENOMEM, "tls: cannot encode the peer certificate of %s",
+                                  c->name)
+                      : sfl__fail(SFL_ELIMIT, "tls: the peer certificate of %s is %d bytes, "
+                                              "more than %zu", c->name, n, cap);
+    }
+    n = i2d_X509(cert, &p);
+    X509_free(cert);
+    if (n <= 0) {
+        ERR_clear_error();
+        return sfl__fail(SFL_ENOMEM, "tls: cannot encode the peer certificate of %s", c->name);
+    }
+    *len = (size_t)n;
+    return 0;
+}
+
+static void cert_time(const ASN1_TIME *t, char *out, size_t cap);
+
+int sfl_tls_verify_der(const sfl_tls_t *tls, const uint8_t *der, size_t len, sfl_peer_t *out)
+{
+    const unsigned char *p = der;
+    X509 *cert = NULL;
+    X509_STORE_CTX *ctx = NULL;
+    char when[64];
+    int rc, v;
+
+    if (out != NULL)
+        memset(out, 0, sizeof(*out));
+    if (tls == NULL || der == NULL || out == NULL)
+        return sfl__fail(SFL_EINVAL, "tls: NULL argument");
+    if (!tls->server)
+        return sfl__fail(SFL_EINVAL, "tls: a client context verifies no client certificate");
+    if (len > SFL_TLS_CERT_DER_MAX)
+        return sfl__fail(SFL_ELIMIT, "certificate of %zu bytes, more than %d", len,
+                         SFL_TLS_CERT_DER_MAX);
+    ERR_clear_error();
+    cert = d2i_X509(NULL, &p, (long)len);
+    if (cert == NULL || p != der + len) {
+        ERR_clear_error();
+        rc = sfl__fail(SFL_EPARSE, cert == NULL ? "not a DER certificate (%zu bytes)"
+                                                : "bytes after the DER certificate (%zu in all)",
+                       len);
+        goto out;
+    }
+    if ((ctx = X509_STORE_CTX_new()) == NULL ||
+        X509_STORE_CTX_init(ctx, SSL_CTX_get_cert_store(tls->ctx), cert, NULL) != 1) {
+        ERR_clear_error();
+        rc = sfl__fail(SFL_ENOMEM, "tls: cannot set up a certificate check");
+        goto out;
+    }
+    /* What the handshake applies (ctx_setup): the purpose a server checks a
+     * client certificate for, the depth, the clientAuth EKU, and the same
+     * clock (tls_now). */
+    if (X509_STORE_CTX_set_default(ctx, "ssl_client") != 1) {
+        ERR_clear_error();
+        rc = sfl__fail(SFL_ENOMEM, "tls: cannot set up a certificate check");
+        goto out;
+    }
+    X509_STORE_CTX_set_depth(ctx, SSL_CTX_get_verify_depth(tls->ctx));
+    X509_STORE_CTX_set_verify_cb(ctx, verify_client_eku);
+    X509_STORE_CTX_set_time(ctx, 0, tls_now(tls));
+    if (X509_verify_cert(ctx) != 1) {
+        v = X509_STORE_CTX_get_error(ctx);
+        ERR_clear_error();
+        if (v == X509_V_ERR_CERT_HAS_EXPIRED || v == X509_V_ERR_CERT_NOT_YET_VALID) {
+            cert_time(v == X509_V_ERR_CERT_HAS_EXPIRED ? X509_get0_notAfter(cert)
+                                                      : X509_get0_notBefore(cert),
+                      when, sizeof(when));
+            rc = sfl__fail(SFL_ECERT, "certificate %s (%s %s)", X509_verify_cert_error_string(v),
+                           v == X509_V_ERR_CERT_HAS_EXPIRED ? "valid until" : "valid from",
+                           when);
+        } else {
+            rc = sfl__fail(SFL_ECERT, "certificate does not verify against the CA: %s",
+                           X509_verify_cert_error_string(v));
+        }
+        goto out;
+    }
+    if (peer_fill(cert, out) != 0) {
+        ERR_clear_error();
+        memset(out, 0, sizeof(*out));
+        rc = sfl__fail(SFL_ENOMEM, "tls: cannot hash the certificate");
+        goto out;
+    }
+    rc = 0;
+out:
+    X509_STORE_CTX_free(ctx);
+    X509_free(cert);
+    return rc;
+}
+
 /* ---- checking an identity ------------------------------------------------ */
 
 static FILE *open_read(const char *path, int *rc)

@@ -268,6 +268,31 @@ int sfl_conn_resumed(const sfl_conn_t *c);
  * context without a certificate. */
 int sfl_tls_cert_sha256(const sfl_tls_t *tls, uint8_t out[32]) SFL_MUST_CHECK;
 
+/* At most this many bytes of DER in one certificate a relay passes on
+ * (sfl_tls_verify_der, sfl_conn_peer_der); federation certificates are
+ * well under 2 KiB. */
+#define SFL_TLS_CERT_DER_MAX 8192
+
+/* DER of the verified peer certificate of an open TLS connection into
+ * buf[0..cap), its size in *len: what a front-end relays so that the
+ * master can verify it (sfl_tls_verify_der). SFL_ENOTFOUND (plain TCP, no
+ * peer certificate, not open), SFL_ELIMIT (larger than cap), SFL_ENOMEM. */
+int sfl_conn_peer_der(const sfl_conn_t *c, uint8_t *buf, size_t cap, size_t *len) SFL_MUST_CHECK;
+
+/* Verifies a client certificate that reached us without a handshake (DER,
+ * one certificate, as a front-end relays its agent's) exactly as this
+ * server context verifies a client certificate in its handshake: it chains
+ * to the context's CA file within the same depth, is within its validity
+ * dates now, and its extendedKeyUsage names clientAuth. out gets its
+ * identity as sfl_conn_peer shows a connection's (CN, role, SHA-256).
+ * Revocation, the role wanted and name binding are the caller's, as for a
+ * connection. 0, or SFL_EINVAL (NULL argument, client context), SFL_ELIMIT
+ * (more than SFL_TLS_CERT_DER_MAX bytes), SFL_EPARSE (not one DER
+ * certificate, or bytes after it), SFL_ECERT (does not verify: the detail
+ * says why, with the validity date for an expired one), SFL_ENOMEM. */
+int sfl_tls_verify_der(const sfl_tls_t *tls, const uint8_t *der, size_t len,
+                       sfl_peer_t *out) SFL_MUST_CHECK;
+
 /* Checks an identity before it is used (sfl-coordinator --check): each file
  * can be read, cert_file is a PEM certificate (more certificates after it
  * are taken as its chain), key_file a PEM private key that matches it, and
