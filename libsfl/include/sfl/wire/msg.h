@@ -839,6 +839,7 @@ void sfl_msg_history_free(sfl_job_history_t *m);
 /* ---- Fleet service (proto/sfl/v1/fleet.proto): a front-end's relayed call */
 
 #define SFL_MSG_CN_MAX 64 /* bytes of a certificate CN (sfl_peer_t's SFL_PEER_CN_MAX) */
+#define SFL_MSG_CERT_DER_MAX 8192 /* bytes of a relayed certificate (SFL_TLS_CERT_DER_MAX) */
 
 typedef struct sfl_fleet_call {
     /* 1..SFL_MSG_CN_MAX bytes, none below 0x20 nor 0x7f */
@@ -849,6 +850,11 @@ typedef struct sfl_fleet_call {
     uint8_t *request;
     size_t request_len;
     uint64_t conn_id; /* > 0: the front-end's number for the agent's connection */
+    /* the agent's certificate, DER, at most SFL_MSG_CERT_DER_MAX bytes (0:
+     * none); pack: borrowed, unpack: owned. Not parsed here: the master
+     * verifies it (sfl_tls_verify_der). */
+    uint8_t *agent_cert;
+    size_t agent_cert_len;
 } sfl_fleet_call_t;
 
 int sfl_msg_fleet_call_pack(const sfl_fleet_call_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
