@@ -12,7 +12,9 @@
  * (sfl_tls_verify_der: our CA, validity, clientAuth; then the agent role,
  * revocation, and the CN and SHA-256 the call names), and the conn_id stays
  * with that certificate: so it can only speak for certificates it has seen,
- * never mint agent names of its own. It cannot sign updates or Joins'
+ * never mint agent names of its own. A relayed Join must also carry
+ * cert_proof, the certificate key's signature over the identity key, so a
+ * seen certificate's name cannot be bound to the front-end's own key. It cannot sign updates or Joins'
  * identity keys of agents it does not hold (the master verifies each update
  * with the key bound at the agent's first Join), nor take a name bound to
  * another certificate or key (the store's binding rules), nor reach a
@@ -99,16 +101,34 @@ uint32_t coord_fleet_revoke(coord_t *co, const uint8_t fpr[32])
     return n;
 }
 
+/* Fails call with status and why: counted (sfl_frontend_certs_refused_total)
+ * and logged at a bounded rate. Returns -1. */
+static int cert_refused(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_fleet_call_t *m,
+                        int status, const char *why)
+{
+    coord_t *co = fe->co;
+    char q[200], q2[200], q3[600];
+    uint32_t dropped;
+
+    co->fleet_certs_refused++;
+    if (coord_refusal_log_ok(co, &dropped))
+        coord_log(COORD_LOG_WARN, "fleet_cert_refused",
+                  "frontend=%s addr=%s conn=%llu cn=%s answer=%s error=%s dropped=%u",
+                  coord_log_quote(fe->peer.cn, q, sizeof(q)), fe->addr,
+                  (unsigned long long)m->conn_id, coord_log_quote(m->agent_cn, q2, sizeof(q2)),
+                  sfl_grpc_status_name(status), coord_log_quote(why, q3, sizeof(q3)), dropped);
+    coord_fail_call(call, status, "%s", why);
+    return -1;
+}
+
 /* The agent certificate a FleetCall opening a conn_id carries, verified as
  * the listener verifies a directly connected agent's: 0, or -1 with the
- * call failed, counted (sfl_frontend_certs_refused_total) and logged at a
- * bounded rate. */
+ * call failed (cert_refused). */
 static int cert_check(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_fleet_call_t *m)
 {
     coord_t *co = fe->co;
     int status = SFL_GRPC_STATUS_PERMISSION_DENIED, rc;
-    char why[400], hex[65], q[200], q2[200], q3[600];
-    uint32_t dropped;
+    char why[400], hex[65], q[200], q2[200];
     sfl_peer_t p;
 
     if (m->agent_cert_len == 0) {
@@ -134,15 +154,33 @@ static int cert_check(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_fleet_c
     } else {
         return 0;
     }
-    co->fleet_certs_refused++;
-    if (coord_refusal_log_ok(co, &dropped))
-        coord_log(COORD_LOG_WARN, "fleet_cert_refused",
-                  "frontend=%s addr=%s conn=%llu cn=%s answer=%s error=%s dropped=%u",
-                  coord_log_quote(fe->peer.cn, q, sizeof(q)), fe->addr,
-                  (unsigned long long)m->conn_id, coord_log_quote(m->agent_cn, q2, sizeof(q2)),
-                  sfl_grpc_status_name(status), coord_log_quote(why, q3, sizeof(q3)), dropped);
-    coord_fail_call(call, status, "%s", why);
-    return -1;
+    return cert_refused(call, fe, m, status, why);
+}
+
+/* A relayed Join: the certificate's key must have chosen the identity key
+ * (JoinRequest.cert_proof over it, checked against the relayed
+ * certificate), so a front-end cannot bind the name of a certificate it has
+ * only seen to a key of its own. A Join that does not unpack is left to
+ * coord_h_join, which says why. 0, or -1 with the call failed. */
+static int join_check(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_fleet_call_t *m)
+{
+    sfl_join_req_t j;
+
+    if (m->agent_cert_len == 0)
+        return cert_refused(call, fe, m, SFL_GRPC_STATUS_INVALID_ARGUMENT,
+                            "agent_cert missing: a relayed Join carries the agent's certificate");
+    if (sfl_msg_join_req_unpack(m->request, m->request_len, &fe->co->lim, &j) < 0)
+        return 0;
+    if (j.cert_proof_len == 0)
+        return cert_refused(call, fe, m, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                            "cert_proof missing: a Join through a front-end must be signed by "
+                            "the agent certificate's key (an agent of this version sends it)");
+    if (sfl_tls_cert_binding_verify(m->agent_cert, m->agent_cert_len, j.identity_key,
+                                    j.cert_proof, j.cert_proof_len) < 0)
+        return cert_refused(call, fe, m, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                            "cert_proof does not verify: the agent certificate's key did not "
+                            "sign this identity key");
+    return 0;
 }
 
 /* The kid for m (made when missing and make is set, once m's agent_cert
@@ -238,6 +276,8 @@ static void relay(sfl_grpc_call_t *call, const uint8_t *req, size_t len, coord_c
         goto out;
     }
     if ((k = kid_get(call, fe, m, make)) == NULL)
+        goto out;
+    if (h == coord_h_join && join_check(call, fe, m) < 0)
         goto out;
     h(call, m->request, m->request_len, k);
 out:

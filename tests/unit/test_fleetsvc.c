@@ -19,6 +19,7 @@ typedef struct {
     uint8_t der[4096];
     size_t len;
     uint8_t sha[32];
+    sfl_tls_t *tls; /* a client context with its key (cert_key), or NULL */
 } cert_t;
 
 /* the agents a1 and a2 of the fixture's CA; their fingerprints */
@@ -48,6 +49,37 @@ static void cert_load(cert_t *c, const char *file)
     c->len = (size_t)len;
     assert_int_equal(X509_digest(x, EVP_sha256(), c->sha, &n), 1);
     X509_free(x);
+}
+
+/* c's key, for the Joins' cert_proof (a client context, as the agent's). */
+static void cert_key(cert_t *c, const char *base)
+{
+    char crt[600], key[600], ca[600];
+    sfl_tls_config_t cfg = {.verify_host = "localhost"};
+
+    snprintf(crt, sizeof(crt), "%s/%s.crt", fx_pki_dir(), base);
+    snprintf(key, sizeof(key), "%s/%s.key", fx_pki_dir(), base);
+    snprintf(ca, sizeof(ca), "%s/ca/ca.crt", fx_pki_dir());
+    cfg.cert_file = crt;
+    cfg.key_file = key;
+    cfg.ca_file = ca;
+    assert_int_equal(sfl_tls_new(&cfg, 0, &c->tls), 0);
+}
+
+/* The Join request req (freed) with a cert_proof by c's key over the
+ * identity key pk (NULL: the request's own), as the agent signs it. */
+static uint8_t *proved(uint8_t *req, size_t *rl, const cert_t *c, const uint8_t *pk)
+{
+    sfl_join_req_t j;
+    uint8_t *buf = NULL;
+
+    assert_int_equal(sfl_msg_join_req_unpack(req, *rl, NULL, &j), 0);
+    sfl_msg_buf_free(req);
+    assert_int_equal(sfl_tls_cert_binding_sign(c->tls, pk != NULL ? pk : j.identity_key,
+                                               j.cert_proof, &j.cert_proof_len),
+                     0);
+    assert_int_equal(sfl_msg_join_req_pack(&j, &buf, rl), 0);
+    return buf;
 }
 
 /* Packs a FleetCall around req (freed), or an empty request, with der
@@ -115,8 +147,10 @@ static uint64_t fleet_join(cli_t *fe, const char *cn, const uint8_t sha[32], uin
     res_t res = {0};
     size_t rl, len;
     uint8_t *req = fx_join_req(fe, id, SFL_MSG_PROTOCOL_VERSION, &rl);
-    uint8_t *buf = wrap(cn, sha, req, rl, conn, &len);
+    uint8_t *buf;
 
+    req = proved(req, &rl, memcmp(sha, sha_a, 32) == 0 ? &cert_a : &cert_b, NULL);
+    buf = wrap(cn, sha, req, rl, conn, &len);
     fx_call(fe, "/sfl.v1.Fleet/Join", buf, len, &res);
     if (res.status != 0)
         fail_msg("Fleet/Join %s: %d %s", cn, res.status, res.msg);
@@ -146,10 +180,20 @@ static int fe_setup(void **state)
         test_sh("sh %s agent %s/ca2 a1 >/dev/null", PKI, fx_pki_dir());
         cert_load(&cert_a, "ca/agent/a1.crt");
         cert_load(&cert_b, "ca/agent/a2.crt");
+        cert_key(&cert_a, "ca/agent/a1");
+        cert_key(&cert_b, "ca/agent/a2");
         memcpy(sha_a, cert_a.sha, 32);
         memcpy(sha_b, cert_b.sha, 32);
     }
     return rc;
+}
+
+static int fe_teardown(void **state)
+{
+    sfl_tls_free(cert_a.tls);
+    sfl_tls_free(cert_b.tls);
+    cert_a.tls = cert_b.tls = NULL;
+    return fx_group_teardown(state);
 }
 
 /* Front-end certificates call Fleet only; nobody else calls Fleet. */
@@ -212,11 +256,16 @@ static void test_fleet_relay(void **state)
     {
         size_t rl, len;
         uint8_t *req = fx_join_req(&fe, id2, SFL_MSG_PROTOCOL_VERSION, &rl);
-        uint8_t *buf = wrap("a1", sha_a, req, rl, 6, &len);
+        uint8_t *buf;
+
+        /* (a1's certificate key signs: the store's binding refuses) */
+        req = proved(req, &rl, &cert_a, NULL);
+        buf = wrap("a1", sha_a, req, rl, 6, &len);
 
         fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
         assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
         req = fx_join_req(&fe, id, SFL_MSG_PROTOCOL_VERSION, &rl);
+        req = proved(req, &rl, &cert_b, NULL);
         buf = wrap("a1", sha_b, req, rl, 7, &len);
         fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
         assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
@@ -484,6 +533,47 @@ static void test_fleet_certs(void **state)
         assert_int_equal(res.status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
         assert_non_null(strstr(res.msg, "not the certificate of conn_id 20"));
     }
+    /* A certificate the front-end has seen (a2's), a key of its own: the
+     * Join needs cert_proof, by a2's certificate key, over that key */
+    {
+        sfl_identity_t *mine = NULL;
+        size_t rl;
+        uint8_t *req;
+
+        assert_int_equal(sfl_identity_generate(&mine), 0);
+        refused0 = certs_refused();
+        req = fx_join_req(&fe, mine, SFL_MSG_PROTOCOL_VERSION, &rl);
+        buf = wrap("a2", sha_b, req, rl, 30, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+        assert_non_null(strstr(res.msg, "cert_proof missing"));
+        /* signed by another certificate's key (a1's) */
+        req = proved(fx_join_req(&fe, mine, SFL_MSG_PROTOCOL_VERSION, &rl), &rl, &cert_a, NULL);
+        buf = wrap("a2", sha_b, req, rl, 30, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+        assert_non_null(strstr(res.msg, "cert_proof does not verify"));
+        /* a2's genuine proof, for a2's own key, replayed with another key */
+        req = proved(fx_join_req(&fe, mine, SFL_MSG_PROTOCOL_VERSION, &rl), &rl, &cert_b,
+                     id->pk);
+        buf = wrap("a2", sha_b, req, rl, 30, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+        assert_non_null(strstr(res.msg, "cert_proof does not verify"));
+        /* a Join on an open conn_id still carries the certificate */
+        req = proved(fx_join_req(&fe, mine, SFL_MSG_PROTOCOL_VERSION, &rl), &rl, &cert_b, NULL);
+        buf = wrap_cert("a2", sha_b, NULL, 0, req, rl, 30, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(res.msg, "agent_cert missing"));
+        assert_int_equal(certs_refused() - refused0, 4);
+        assert_int_equal(known(), 1);
+        assert_int_equal(connected(), 1);
+        /* the agent's own Join, signed by its certificate's key: bound */
+        assert_true(fleet_join(&fe, "a2", sha_b, 30, mine) > 0);
+        assert_int_equal(known(), 2);
+        sfl_identity_free(mine);
+    }
     assert_non_null(fe.c);
     free(res.resp);
     fx_cli_close(&fe);
@@ -745,5 +835,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fleet_model_once, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_frontend_relay, fx_setup, fx_teardown),
     };
-    return cmocka_run_group_tests(tests, fe_setup, fx_group_teardown);
+    return cmocka_run_group_tests(tests, fe_setup, fe_teardown);
 }

@@ -794,6 +794,70 @@ static void test_tls_verify_der(void **state)
     assert_int_equal(sfl_tls_verify_der(F.stls, der, n, &p), 0);
 }
 
+/* A client context with certificate `who` ("ca/agent/agent-7"), for its key. */
+static sfl_tls_t *client_ctx(const char *who)
+{
+    char cert[128], key[128], ca[128], rel[64];
+    sfl_tls_config_t cfg = {
+        .cert_file = (snprintf(rel, sizeof(rel), "%s.crt", who), path(cert, sizeof(cert), rel)),
+        .key_file = (snprintf(rel, sizeof(rel), "%s.key", who), path(key, sizeof(key), rel)),
+        .ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
+        .verify_host = "localhost",
+    };
+    sfl_tls_t *t = NULL;
+
+    assert_int_equal(sfl_tls_new(&cfg, 0, &t), 0);
+    return t;
+}
+
+/* JoinRequest.cert_proof: the certificate's key (P-256 and Ed25519) signs
+ * an identity key; only that certificate, that key verify it. */
+static void test_tls_cert_binding(void **state)
+{
+    static const char *const who[] = {"ca/agent/agent-7", "ca/agent/agent-ed"};
+    uint8_t pk[32], pk2[32], sig[SFL_TLS_SIG_MAX], der[SFL_TLS_CERT_DER_MAX],
+        der2[SFL_TLS_CERT_DER_MAX];
+    size_t slen, n, n2;
+    char rel[64];
+
+    (void)state;
+    memset(pk, 7, sizeof(pk));
+    memset(pk2, 8, sizeof(pk2));
+    for (int i = 0; i < 2; i++) {
+        sfl_tls_t *t = client_ctx(who[i]);
+
+        snprintf(rel, sizeof(rel), "%s.crt", who[i]);
+        n = der_of(rel, der, sizeof(der));
+        snprintf(rel, sizeof(rel), "%s.crt", who[1 - i]);
+        n2 = der_of(rel, der2, sizeof(der2));
+        assert_int_equal(sfl_tls_cert_binding_sign(t, pk, sig, &slen), 0);
+        assert_true(slen > 0 && slen <= SFL_TLS_SIG_MAX);
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk, sig, slen), 0);
+        /* another identity key, another certificate, a flipped bit */
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk2, sig, slen), SFL_EBADSIG);
+        assert_int_equal(sfl_tls_cert_binding_verify(der2, n2, pk, sig, slen), SFL_EBADSIG);
+        sig[slen / 2] ^= 0x10;
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk, sig, slen), SFL_EBADSIG);
+        /* not a certificate; bad arguments */
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n - 1, pk, sig, slen), SFL_EPARSE);
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk, sig, 0), SFL_EINVAL);
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk, sig, SFL_TLS_SIG_MAX + 1),
+                         SFL_EINVAL);
+        sfl_tls_free(t);
+    }
+    /* a context without a key of its own signs nothing */
+    {
+        char ca[128];
+        sfl_tls_config_t cfg = {.ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
+                                .verify_host = "localhost"};
+        sfl_tls_t *t = NULL;
+
+        assert_int_equal(sfl_tls_new(&cfg, 0, &t), 0);
+        assert_int_equal(sfl_tls_cert_binding_sign(t, pk, sig, &slen), SFL_EINVAL);
+        sfl_tls_free(t);
+    }
+}
+
 /* An admin certificate carries the admin role; the server is checked by its
  * IP subjectAltName. The server closing from on_data still flushes. */
 static void test_tls_admin_role_and_server_close(void **state)
@@ -1212,6 +1276,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tls_handshake_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_exporter_per_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_verify_der, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_cert_binding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_resumption, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_resume_other_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_resume_expired_refused, setup, teardown),

@@ -1090,6 +1090,90 @@ out:
     return rc;
 }
 
+#define BINDING_CTX "sfl-join-cert-v1"
+
+static void binding_msg(const uint8_t identity_pk[32], uint8_t msg[1 + 16 + 32])
+{
+    msg[0] = (uint8_t)(sizeof(BINDING_CTX) - 1);
+    memcpy(msg + 1, BINDING_CTX, sizeof(BINDING_CTX) - 1);
+    memcpy(msg + sizeof(BINDING_CTX), identity_pk, 32);
+}
+
+/* Ed25519 and Ed448 sign the message itself; the others a SHA-256 digest. */
+static const EVP_MD *binding_md(const EVP_PKEY *k)
+{
+    int id = EVP_PKEY_get_base_id(k);
+
+    return id == EVP_PKEY_ED25519 || id == EVP_PKEY_ED448 ? NULL : EVP_sha256();
+}
+
+int sfl_tls_cert_binding_sign(const sfl_tls_t *tls, const uint8_t identity_pk[32],
+                              uint8_t sig[SFL_TLS_SIG_MAX], size_t *siglen)
+{
+    uint8_t msg[1 + 16 + 32];
+    EVP_MD_CTX *md = NULL;
+    EVP_PKEY *k;
+    char why[160];
+    size_t n = SFL_TLS_SIG_MAX;
+    int rc = 0;
+
+    if (siglen != NULL)
+        *siglen = 0;
+    if (tls == NULL || identity_pk == NULL || sig == NULL || siglen == NULL)
+        return sfl__fail(SFL_EINVAL, "tls: NULL argument");
+    if ((k = SSL_CTX_get0_privatekey(tls->ctx)) == NULL)
+        return sfl__fail(SFL_EINVAL, "tls: this context has no certificate key");
+    binding_msg(identity_pk, msg);
+    ERR_clear_error();
+    if ((md = EVP_MD_CTX_new()) == NULL ||
+        EVP_DigestSignInit(md, NULL, binding_md(k), NULL, k) != 1 ||
+        EVP_DigestSign(md, NULL, &n, msg, sizeof(msg)) != 1 || n > SFL_TLS_SIG_MAX ||
+        (n = SFL_TLS_SIG_MAX, EVP_DigestSign(md, sig, &n, msg, sizeof(msg)) != 1)) {
+        ossl_reason(why, sizeof(why));
+        rc = sfl__fail(SFL_EIO, "tls: cannot sign with the certificate key: %s", why);
+    } else {
+        *siglen = n;
+    }
+    EVP_MD_CTX_free(md);
+    return rc;
+}
+
+int sfl_tls_cert_binding_verify(const uint8_t *der, size_t len, const uint8_t identity_pk[32],
+                                const uint8_t *sig, size_t siglen)
+{
+    const unsigned char *p = der;
+    uint8_t msg[1 + 16 + 32];
+    EVP_MD_CTX *md = NULL;
+    EVP_PKEY *k;
+    X509 *cert;
+    int rc;
+
+    if (der == NULL || identity_pk == NULL || sig == NULL || siglen == 0 ||
+        siglen > SFL_TLS_SIG_MAX || len > SFL_TLS_CERT_DER_MAX)
+        return sfl__fail(SFL_EINVAL, "tls: bad arguments to check a certificate binding");
+    ERR_clear_error();
+    if ((cert = d2i_X509(NULL, &p, (long)len)) == NULL || p != der + len ||
+        (k = X509_get0_pubkey(cert)) == NULL) {
+        ERR_clear_error();
+        X509_free(cert);
+        return sfl__fail(SFL_EPARSE, "not a DER certificate with a public key");
+    }
+    binding_msg(identity_pk, msg);
+    if ((md = EVP_MD_CTX_new()) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "tls: no memory to check a signature");
+    } else if (EVP_DigestVerifyInit(md, NULL, binding_md(k), NULL, k) != 1 ||
+               EVP_DigestVerify(md, sig, siglen, msg, sizeof(msg)) != 1) {
+        rc = sfl__fail(SFL_EBADSIG, "the signature is not by the certificate's key over "
+                                    "this identity key");
+    } else {
+        rc = 0;
+    }
+    ERR_clear_error();
+    EVP_MD_CTX_free(md);
+    X509_free(cert);
+    return rc;
+}
+
 /* ---- checking an identity ------------------------------------------------ */
 
 static FILE *open_read(const char *path, int *rc)

@@ -293,6 +293,27 @@ int sfl_conn_peer_der(const sfl_conn_t *c, uint8_t *buf, size_t cap, size_t *len
 int sfl_tls_verify_der(const sfl_tls_t *tls, const uint8_t *der, size_t len,
                        sfl_peer_t *out) SFL_MUST_CHECK;
 
+/* The identity-key binding (JoinRequest.cert_proof): a signature with the
+ * private key of this context's own certificate (its key_file) over
+ *   u8 16 | "sfl-join-cert-v1" | identity_pk (32 bytes)
+ * - the certificate's holder says "my agent identity key is identity_pk".
+ * A front-end relays the Join with the certificate; the master checks the
+ * signature against it (sfl_tls_cert_binding_verify), so a front-end that
+ * has seen a certificate cannot bind its name to a key of its own. No TLS
+ * signature can pass for it (TLS 1.3 signs 64 spaces first). Ed25519
+ * keys sign the bytes, others their SHA-256. sig gets at most
+ * SFL_TLS_SIG_MAX bytes, *siglen how many. SFL_EINVAL (NULL argument, a
+ * context without a certificate), SFL_EIO (the key cannot sign). */
+#define SFL_TLS_SIG_MAX 512
+int sfl_tls_cert_binding_sign(const sfl_tls_t *tls, const uint8_t identity_pk[32],
+                              uint8_t sig[SFL_TLS_SIG_MAX], size_t *siglen) SFL_MUST_CHECK;
+/* 0 if sig is that signature by the key of the certificate der (parsed
+ * here, not verified: sfl_tls_verify_der does that); SFL_EBADSIG if not,
+ * SFL_EPARSE for a der that is no certificate, SFL_EINVAL for NULL
+ * arguments or a signature over SFL_TLS_SIG_MAX bytes. */
+int sfl_tls_cert_binding_verify(const uint8_t *der, size_t len, const uint8_t identity_pk[32],
+                                const uint8_t *sig, size_t siglen) SFL_MUST_CHECK;
+
 /* Checks an identity before it is used (sfl-coordinator --check): each file
  * can be read, cert_file is a PEM certificate (more certificates after it
  * are taken as its chain), key_file a PEM private key that matches it, and

@@ -162,6 +162,7 @@ typedef struct sfl_dataset_summary {
 } sfl_dataset_summary_t;
 
 /* Coordinator.Join */
+#define SFL_MSG_CERT_PROOF_MAX 512 /* bytes of JoinRequest.cert_proof (SFL_TLS_SIG_MAX) */
 typedef struct sfl_join_req {
     uint8_t identity_key[SFL_MSG_KEY_BYTES]; /* Ed25519 public key */
     sfl_tags_t capabilities;
@@ -174,6 +175,10 @@ typedef struct sfl_join_req {
      * 0 = absent on the wire (the coordinator refuses such a Join). */
     int has_proof;
     uint8_t proof[SFL_MSG_SIG_BYTES];
+    /* The certificate key's signature binding identity_key to the agent's
+     * certificate (sfl_tls_cert_binding_sign); cert_proof_len 0 = absent. */
+    uint8_t cert_proof[SFL_MSG_CERT_PROOF_MAX];
+    size_t cert_proof_len;
 } sfl_join_req_t;
 
 typedef struct sfl_join_reply {
