@@ -858,6 +858,12 @@ static agent_state_t join(agent_ctx_t *a)
         (rc = sfl_seal_sign_join(a->id, binding, r.proof)) < 0)
         return agent__backoff(a, "join", rc, sfl_last_error());
     r.has_proof = 1;
+    /* ... and that the holder of our certificate chose that key: what a
+     * front-end relays it with, and cannot make for a certificate it has
+     * only seen (docs/security.md, "Front-ends"). */
+    if ((rc = sfl_tls_cert_binding_sign(a->addr[a->cur].tls, r.identity_key, r.cert_proof,
+                                        &r.cert_proof_len)) < 0)
+        return agent__backoff(a, "join", rc, sfl_last_error());
     if ((rc = sfl_msg_join_req_pack(&r, &buf, &len)) < 0)
         return agent__backoff(a, "join", rc, sfl_last_error());
     rc = sfl_grpc_call_unary(sfl_grpcconn_session(a->link), PATH_JOIN, buf, len,

@@ -235,6 +235,7 @@ coord_agent_t *coord_bound_agent(sfl_grpc_call_t *call, coord_conn_t *k, uint64_
 #define R_ADMIN (1u << SFL_ROLE_ADMIN), "admin"
 #define R_COORD (1u << SFL_ROLE_COORDINATOR), "coordinator (front-end)"
 #define SMALL_REQUEST (64u << 10)
+#define FLEET_ENVELOPE (256u + SFL_MSG_CERT_DER_MAX)
 static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Coordinator/Join", SFL_GRPC_KIND_UNARY, coord_h_join, R_AGENT, SMALL_REQUEST},
     {"/sfl.v1.Coordinator/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, coord_h_subscribe, R_AGENT,
@@ -259,13 +260,15 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Admin/Fleet", SFL_GRPC_KIND_UNARY, coord_h_fleet, R_ADMIN, SMALL_REQUEST},
     /* Front-ends (service/fleetsvc.c): certificates of the coordinator
      * role only, which may call nothing else here. A FleetCall is the
-     * agent's request and 100-odd bytes more. */
-    {"/sfl.v1.Fleet/Join", SFL_GRPC_KIND_UNARY, coord_h_fleet_join, R_COORD, SMALL_REQUEST + 256},
+     * agent's request, 100-odd bytes more and the agent's certificate
+     * (at most SFL_MSG_CERT_DER_MAX bytes). */
+    {"/sfl.v1.Fleet/Join", SFL_GRPC_KIND_UNARY, coord_h_fleet_join, R_COORD,
+     SMALL_REQUEST + FLEET_ENVELOPE},
     {"/sfl.v1.Fleet/Subscribe", SFL_GRPC_KIND_SERVER_STREAM, coord_h_fleet_subscribe, R_COORD,
-     SMALL_REQUEST + 256},
+     SMALL_REQUEST + FLEET_ENVELOPE},
     {"/sfl.v1.Fleet/SubmitUpdate", SFL_GRPC_KIND_UNARY, coord_h_fleet_submit, R_COORD, 0},
     {"/sfl.v1.Fleet/Heartbeat", SFL_GRPC_KIND_UNARY, coord_h_fleet_heartbeat, R_COORD,
-     SMALL_REQUEST + 256},
+     SMALL_REQUEST + FLEET_ENVELOPE},
     {"/sfl.v1.Fleet/SubmitStep", SFL_GRPC_KIND_UNARY, coord_h_fleet_step, R_COORD, 0},
     {"/sfl.v1.Fleet/SubmitSecAgg", SFL_GRPC_KIND_UNARY, coord_h_fleet_secagg, R_COORD, 0},
     {"/sfl.v1.Fleet/Model", SFL_GRPC_KIND_UNARY, coord_h_fleet_model, R_COORD, 1024},

@@ -248,6 +248,7 @@ struct coord {
                                  bytes_up: every accepted participation row) */
     uint64_t rejects[RJ_COUNT];
     uint64_t bytes_in, bytes_out, rounds_committed, rounds_failed, tls_refused;
+    uint64_t fleet_certs_refused; /* relayed agent certificates refused (fleetsvc.c) */
     uint64_t quarantines;     /* members quarantined since start (quarantine.c) */
     uint64_t conns_closed, trimmed_at; /* connections gone; malloc_trim's mark */
     /* Participation records waiting for their batch (coord_part_flush):

@@ -37,7 +37,9 @@
 
 #define FE_MAX_MASTERS 8
 #define FE_RETRY_MS 500   /* between attempts to reach a master */
-#define FE_ENVELOPE 1024  /* what a FleetCall adds to a request, at most */
+/* what a FleetCall adds to a request, at most: the agent's certificate and
+ * the rest */
+#define FE_ENVELOPE (1024 + SFL_MSG_CERT_DER_MAX)
 #define FE_SMALL_REQUEST (64u << 10)
 
 typedef struct fe_agent fe_agent_t;
@@ -461,6 +463,7 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
     fe_t *fe = ag->fe;
     sfl_fleet_call_t m;
     fe_relay_t *r;
+    uint8_t der[SFL_MSG_CERT_DER_MAX];
     uint8_t *buf = NULL;
     size_t blen = 0;
     int rc;
@@ -477,6 +480,16 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
     m.request = (uint8_t *)(uintptr_t)req;
     m.request_len = len;
     m.conn_id = ag->id;
+    /* The certificate itself, on every call: the master verifies it on the
+     * first call of this conn_id on its connection (whichever that is after
+     * a reconnect), so it never has to ask for it. */
+    if (ag->c == NULL ||
+        sfl_conn_peer_der(ag->c, der, sizeof(der), &m.agent_cert_len) < 0) {
+        (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
+                              "the front-end cannot read your certificate");
+        return;
+    }
+    m.agent_cert = der;
     if ((r = sfl__calloc(1, sizeof(*r))) == NULL ||
         (rc = sfl_msg_fleet_call_pack(&m, &buf, &blen)) < 0) {
         sfl__free(r);

@@ -145,6 +145,10 @@ int coord_render_metrics(coord_text_t *t, void *ud)
                       "Connections refused before they opened (TLS handshake, limits).");
     coord_text_printf(t, "sfl_connections_refused_total %llu\n",
                       (unsigned long long)co->tls_refused);
+    coord_text_family(t, "sfl_frontend_certs_refused_total", "counter",
+                      "Agent certificates front-ends relayed that did not verify (Fleet).");
+    coord_text_printf(t, "sfl_frontend_certs_refused_total %llu\n",
+                      (unsigned long long)co->fleet_certs_refused);
     coord_text_family(t, "sfl_jobs", "gauge", "Jobs by state.");
     for (size_t s = 0; s < sizeof(states) / sizeof(states[0]); s++) {
         uint32_t n = 0;

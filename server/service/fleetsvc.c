@@ -7,14 +7,22 @@
  * and folding are exactly a directly connected agent's ("forward" mode).
  *
  * What a front-end certificate holder can do here: relay calls for agent
- * certificates it names. It cannot sign updates or Joins' identity keys of
- * agents it does not hold (the master verifies each update with the key
- * bound at the agent's first Join), nor take a name bound to another
- * certificate or key (the store's binding rules), nor reach a revoked
- * certificate's agent (checked on every call). Its requests are bounded
- * like an agent's (the method's size, the connection's streams) and it may
- * hold at most max_conns agent connections. What it is trusted with is the
- * Join proof, which only it can check (docs/security.md "Front-ends"). */
+ * certificates it shows. The first call on each conn_id carries the agent's
+ * certificate (DER), verified here as the listener verifies an agent's
+ * (sfl_tls_verify_der: our CA, validity, clientAuth; then the agent role,
+ * revocation, and the CN and SHA-256 the call names), and the conn_id stays
+ * with that certificate: so it can only speak for certificates it has seen,
+ * never mint agent names of its own. A relayed Join must also carry
+ * cert_proof, the certificate key's signature over the identity key, so a
+ * seen certificate's name cannot be bound to the front-end's own key. It cannot sign updates or Joins'
+ * identity keys of agents it does not hold (the master verifies each update
+ * with the key bound at the agent's first Join), nor take a name bound to
+ * another certificate or key (the store's binding rules), nor reach a
+ * revoked certificate's agent (checked on every call). Its requests are
+ * bounded like an agent's (the method's size, the connection's streams) and
+ * it may hold at most max_conns agent connections. What it is trusted with
+ * is the Join proof, which only it can check (docs/security.md
+ * "Front-ends"). */
 #include "coord_int.h"
 #include "round/driver.h"
 #include "round/registry.h"
@@ -93,8 +101,90 @@ uint32_t coord_fleet_revoke(coord_t *co, const uint8_t fpr[32])
     return n;
 }
 
-/* The kid for m (made when missing and make is set), or NULL with the call
- * finished. */
+/* Fails call with status and why: counted (sfl_frontend_certs_refused_total)
+ * and logged at a bounded rate. Returns -1. */
+static int cert_refused(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_fleet_call_t *m,
+                        int status, const char *why)
+{
+    coord_t *co = fe->co;
+    char q[200], q2[200], q3[600];
+    uint32_t dropped;
+
+    co->fleet_certs_refused++;
+    if (coord_refusal_log_ok(co, &dropped))
+        coord_log(COORD_LOG_WARN, "fleet_cert_refused",
+                  "frontend=%s addr=%s conn=%llu cn=%s answer=%s error=%s dropped=%u",
+                  coord_log_quote(fe->peer.cn, q, sizeof(q)), fe->addr,
+                  (unsigned long long)m->conn_id, coord_log_quote(m->agent_cn, q2, sizeof(q2)),
+                  sfl_grpc_status_name(status), coord_log_quote(why, q3, sizeof(q3)), dropped);
+    coord_fail_call(call, status, "%s", why);
+    return -1;
+}
+
+/* The agent certificate a FleetCall opening a conn_id carries, verified as
+ * the listener verifies a directly connected agent's: 0, or -1 with the
+ * call failed (cert_refused). */
+static int cert_check(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_fleet_call_t *m)
+{
+    coord_t *co = fe->co;
+    int status = SFL_GRPC_STATUS_PERMISSION_DENIED, rc;
+    char why[400], hex[65], q[200], q2[200];
+    sfl_peer_t p;
+
+    if (m->agent_cert_len == 0) {
+        status = SFL_GRPC_STATUS_INVALID_ARGUMENT;
+        snprintf(why, sizeof(why),
+                 "agent_cert missing: the first call on a conn_id carries the agent's "
+                 "certificate");
+    } else if ((rc = sfl_tls_verify_der(co->tls, m->agent_cert, m->agent_cert_len, &p)) < 0) {
+        status = rc == SFL_ENOMEM ? SFL_GRPC_STATUS_RESOURCE_EXHAUSTED
+                 : rc == SFL_ECERT ? SFL_GRPC_STATUS_PERMISSION_DENIED
+                                   : SFL_GRPC_STATUS_INVALID_ARGUMENT;
+        snprintf(why, sizeof(why), "agent_cert not accepted: %s", sfl_last_error());
+    } else if (p.role != SFL_ROLE_AGENT) {
+        snprintf(why, sizeof(why), "agent_cert is a certificate of the %s role, not agent",
+                 sfl_role_name(p.role));
+    } else if (p.cn[0] == '\0' || strcmp(p.cn, m->agent_cn) != 0) {
+        snprintf(why, sizeof(why), "agent_cert's CN is %s, not agent_cn %s",
+                 coord_log_quote(p.cn, q, sizeof(q)), coord_log_quote(m->agent_cn, q2, sizeof(q2)));
+    } else if (sodium_memcmp(p.sha256, m->cert_sha256, 32) != 0) {
+        sodium_bin2hex(hex, sizeof(hex), m->cert_sha256, 32);
+        snprintf(why, sizeof(why), "agent_cert's SHA-256 is %s, not cert_sha256 %s",
+                 p.fingerprint, hex);
+    } else {
+        return 0;
+    }
+    return cert_refused(call, fe, m, status, why);
+}
+
+/* A relayed Join: the certificate's key must have chosen the identity key
+ * (JoinRequest.cert_proof over it, checked against the relayed
+ * certificate), so a front-end cannot bind the name of a certificate it has
+ * only seen to a key of its own. A Join that does not unpack is left to
+ * coord_h_join, which says why. 0, or -1 with the call failed. */
+static int join_check(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_fleet_call_t *m)
+{
+    sfl_join_req_t j;
+
+    if (m->agent_cert_len == 0)
+        return cert_refused(call, fe, m, SFL_GRPC_STATUS_INVALID_ARGUMENT,
+                            "agent_cert missing: a relayed Join carries the agent's certificate");
+    if (sfl_msg_join_req_unpack(m->request, m->request_len, &fe->co->lim, &j) < 0)
+        return 0;
+    if (j.cert_proof_len == 0)
+        return cert_refused(call, fe, m, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                            "cert_proof missing: a Join through a front-end must be signed by "
+                            "the agent certificate's key (an agent of this version sends it)");
+    if (sfl_tls_cert_binding_verify(m->agent_cert, m->agent_cert_len, j.identity_key,
+                                    j.cert_proof, j.cert_proof_len) < 0)
+        return cert_refused(call, fe, m, SFL_GRPC_STATUS_PERMISSION_DENIED,
+                            "cert_proof does not verify: the agent certificate's key did not "
+                            "sign this identity key");
+    return 0;
+}
+
+/* The kid for m (made when missing and make is set, once m's agent_cert
+ * verified), or NULL with the call finished. */
 static coord_conn_t *kid_get(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_fleet_call_t *m,
                              int make)
 {
@@ -109,6 +199,19 @@ static coord_conn_t *kid_get(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_
                             (unsigned long long)m->conn_id);
             return NULL;
         }
+        /* the conn_id's certificate verified when it opened; one sent
+         * again must be that one */
+        if (m->agent_cert_len > 0) {
+            uint8_t h[32];
+
+            crypto_hash_sha256(h, m->agent_cert, m->agent_cert_len);
+            if (sodium_memcmp(h, k->peer.sha256, 32) != 0) {
+                coord_fail_call(call, SFL_GRPC_STATUS_INVALID_ARGUMENT,
+                                "agent_cert is not the certificate of conn_id %llu",
+                                (unsigned long long)m->conn_id);
+                return NULL;
+            }
+        }
         return k;
     }
     if (!make) {
@@ -121,6 +224,8 @@ static coord_conn_t *kid_get(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_
                         fe->nkids);
         return NULL;
     }
+    if (cert_check(call, fe, m) < 0)
+        return NULL;
     if ((k = sfl__calloc(1, sizeof(*k))) == NULL) {
         coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return NULL;
@@ -171,6 +276,8 @@ static void relay(sfl_grpc_call_t *call, const uint8_t *req, size_t len, coord_c
         goto out;
     }
     if ((k = kid_get(call, fe, m, make)) == NULL)
+        goto out;
+    if (h == coord_h_join && join_check(call, fe, m) < 0)
         goto out;
     h(call, m->request, m->request_len, k);
 out:

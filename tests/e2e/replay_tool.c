@@ -289,6 +289,10 @@ static int join(peer_t *p)
         (rc = sfl_seal_sign_join(p->id, binding, m.proof)) < 0)
         return rc;
     m.has_proof = 1;
+    /* ... and the certificate key's cert_proof, as sfl-agent sends it */
+    if ((rc = sfl_tls_cert_binding_sign(p->tls, m.identity_key, m.cert_proof,
+                                        &m.cert_proof_len)) < 0)
+        return rc;
     if ((rc = sfl_msg_join_req_pack(&m, &buf, &len)) < 0)
         return rc;
     call(p, PATH_JOIN, buf, len, &r);

@@ -6,7 +6,8 @@
  * Seeds in tests/fuzz/corpus/fuzz_fleet/.
  *
  * Beyond "no crash, no leak": whatever unpacks packs again to bytes that
- * unpack to the same call (the two sides agree on every check). Small
+ * unpack to the same call (the agent's certificate included: its bytes are
+ * carried, bounded, not parsed here - the master verifies them) (the two sides agree on every check). Small
  * limits, so the limit checks are reached. */
 #include <stdint.h>
 #include <stdio.h>
@@ -89,7 +90,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (strcmp(a->agent_cn, b->agent_cn) != 0 ||
         memcmp(a->cert_sha256, b->cert_sha256, 32) != 0 || a->conn_id != b->conn_id ||
         a->request_len != b->request_len ||
-        (a->request_len > 0 && memcmp(a->request, b->request, a->request_len) != 0))
+        (a->request_len > 0 && memcmp(a->request, b->request, a->request_len) != 0) ||
+        a->agent_cert_len != b->agent_cert_len ||
+        (a->agent_cert_len > 0 && memcmp(a->agent_cert, b->agent_cert, a->agent_cert_len) != 0))
         die("fleet_call: round trip changed the message", 0);
     inner(a->request, a->request_len);
     sfl_msg_buf_free(buf);

@@ -11,7 +11,7 @@
 /* ---- a tiny protobuf writer, to forge what the packer refuses to make ---- */
 
 typedef struct pbw {
-    uint8_t b[1024];
+    uint8_t b[16384];
     size_t n;
 } pbw_t;
 
@@ -90,8 +90,31 @@ static void test_fleet_round_trip(void **state)
     assert_int_equal(out->request_len, sizeof(req));
     assert_memory_equal(out->request, req, sizeof(req));
     assert_true(out->conn_id == in.conn_id);
+    assert_null(out->agent_cert);
+    assert_int_equal(out->agent_cert_len, 0);
     sfl_msg_fleet_call_free(out);
     sfl_msg_buf_free(buf);
+
+    /* with the agent's certificate, up to the largest allowed */
+    {
+        static uint8_t der[SFL_MSG_CERT_DER_MAX];
+
+        for (size_t i = 0; i < sizeof(der); i++)
+            der[i] = (uint8_t)(i * 13 + 1);
+        for (size_t n = 1; n <= sizeof(der); n += sizeof(der) - 1) {
+            in.agent_cert = der;
+            in.agent_cert_len = n;
+            assert_int_equal(sfl_msg_fleet_call_pack(&in, &buf, &len), 0);
+            assert_int_equal(sfl_msg_fleet_call_unpack(buf, len, NULL, &out), 0);
+            assert_int_equal(out->agent_cert_len, n);
+            assert_memory_equal(out->agent_cert, der, n);
+            assert_memory_equal(out->request, req, sizeof(req));
+            sfl_msg_fleet_call_free(out);
+            sfl_msg_buf_free(buf);
+        }
+        in.agent_cert = NULL;
+        in.agent_cert_len = 0;
+    }
 
     /* Gone: no request */
     in.request = NULL;
@@ -133,6 +156,21 @@ static void test_fleet_pack_refuses(void **state)
     m.conn_id = 1;
     m.request_len = 5; /* and no bytes */
     assert_int_equal(sfl_msg_fleet_call_pack(&m, &buf, &len), SFL_EINVAL);
+    m.request_len = 0;
+    m.agent_cert_len = 5; /* and no bytes */
+    assert_int_equal(sfl_msg_fleet_call_pack(&m, &buf, &len), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "agent_cert"));
+    {
+        static uint8_t der[SFL_MSG_CERT_DER_MAX + 1];
+
+        m.agent_cert = der;
+        m.agent_cert_len = sizeof(der);
+        assert_int_equal(sfl_msg_fleet_call_pack(&m, &buf, &len), SFL_ELIMIT);
+        assert_null(buf);
+        m.agent_cert_len = sizeof(der) - 1;
+        assert_int_equal(sfl_msg_fleet_call_pack(&m, &buf, &len), 0);
+        sfl_msg_buf_free(buf);
+    }
 }
 
 /* Malformed, truncated and oversized bytes from a front-end. */
@@ -183,6 +221,34 @@ static void test_fleet_unpack_refuses(void **state)
     memset(w.b, 0xff, 40);
     w.n = 40;
     assert_int_equal(unpack_rc(&w, &lim), SFL_EPARSE);
+    /* the agent's certificate: any bytes up to 8192 (the master parses
+     * and verifies them), not one more; a wrong wire type */
+    {
+        static uint8_t der[SFL_MSG_CERT_DER_MAX + 1];
+
+        memset(der, 0x30, sizeof(der));
+        forge(&w, "agent-1", 32, "req", 9);
+        w_bytes(&w, 5, der, SFL_MSG_CERT_DER_MAX);
+        assert_int_equal(unpack_rc(&w, &lim), 0);
+        forge(&w, "agent-1", 32, "req", 9);
+        w_bytes(&w, 5, der, sizeof(der));
+        assert_int_equal(unpack_rc(&w, &lim), SFL_ELIMIT);
+        assert_non_null(strstr(sfl_last_error(), "agent_cert"));
+        forge(&w, "agent-1", 32, "req", 9);
+        w_uint(&w, 5, 7);
+        assert_int_equal(unpack_rc(&w, &lim), SFL_EPARSE);
+        /* given twice: protobuf's last one wins, bounded all the same */
+        forge(&w, "agent-1", 32, "req", 9);
+        w_bytes(&w, 5, der, 10);
+        w_bytes(&w, 5, der, 20);
+        {
+            sfl_fleet_call_t *m = NULL;
+
+            assert_int_equal(sfl_msg_fleet_call_unpack(w.b, w.n, &lim, &m), 0);
+            assert_int_equal(m->agent_cert_len, 20);
+            sfl_msg_fleet_call_free(m);
+        }
+    }
     /* larger than max_message: refused before protobuf-c allocates */
     forge(&w, "agent-1", 32, "a request of some length", 9);
     lim.max_message = w.n - 1;

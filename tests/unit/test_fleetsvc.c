@@ -5,14 +5,87 @@
  * connection closing, and what a hostile front-end sends. */
 #include "coordfx.h"
 
+#include <time.h>
+
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "coord_int.h"
 #include "fleet/frontend.h"
+#include "net/transport_int.h"
 
-static const uint8_t sha_a[32] = {0xa1, 1, 2, 3};
-static const uint8_t sha_b[32] = {0xb2, 1, 2, 3};
+/* A certificate as DER, with its SHA-256 (what sfl_peer_t shows). */
+typedef struct {
+    uint8_t der[4096];
+    size_t len;
+    uint8_t sha[32];
+    sfl_tls_t *tls; /* a client context with its key (cert_key), or NULL */
+} cert_t;
 
-/* Packs a FleetCall around req (freed), or an empty request. */
-static uint8_t *wrap(const char *cn, const uint8_t sha[32], uint8_t *req, size_t rlen,
-                     uint64_t conn, size_t *len)
+/* the agents a1 and a2 of the fixture's CA; their fingerprints */
+static cert_t cert_a, cert_b;
+static uint8_t sha_a[32], sha_b[32];
+
+/* PKI_DIR/ca/FILE (PEM) as DER. */
+static void cert_load(cert_t *c, const char *file)
+{
+    char path[600];
+    unsigned char *p = c->der;
+    unsigned int n = 0;
+    X509 *x;
+    FILE *f;
+    int len;
+
+    snprintf(path, sizeof(path), "%s/%s", fx_pki_dir(), file);
+    f = fopen(path, "r");
+    if (f == NULL)
+        fail_msg("%s: cannot open", path);
+    x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    assert_non_null(x);
+    len = i2d_X509(x, NULL);
+    assert_true(len > 0 && (size_t)len <= sizeof(c->der));
+    assert_int_equal(i2d_X509(x, &p), len);
+    c->len = (size_t)len;
+    assert_int_equal(X509_digest(x, EVP_sha256(), c->sha, &n), 1);
+    X509_free(x);
+}
+
+/* c's key, for the Joins' cert_proof (a client context, as the agent's). */
+static void cert_key(cert_t *c, const char *base)
+{
+    char crt[600], key[600], ca[600];
+    sfl_tls_config_t cfg = {.verify_host = "localhost"};
+
+    snprintf(crt, sizeof(crt), "%s/%s.crt", fx_pki_dir(), base);
+    snprintf(key, sizeof(key), "%s/%s.key", fx_pki_dir(), base);
+    snprintf(ca, sizeof(ca), "%s/ca/ca.crt", fx_pki_dir());
+    cfg.cert_file = crt;
+    cfg.key_file = key;
+    cfg.ca_file = ca;
+    assert_int_equal(sfl_tls_new(&cfg, 0, &c->tls), 0);
+}
+
+/* The Join request req (freed) with a cert_proof by c's key over the
+ * identity key pk (NULL: the request's own), as the agent signs it. */
+static uint8_t *proved(uint8_t *req, size_t *rl, const cert_t *c, const uint8_t *pk)
+{
+    sfl_join_req_t j;
+    uint8_t *buf = NULL;
+
+    assert_int_equal(sfl_msg_join_req_unpack(req, *rl, NULL, &j), 0);
+    sfl_msg_buf_free(req);
+    assert_int_equal(sfl_tls_cert_binding_sign(c->tls, pk != NULL ? pk : j.identity_key,
+                                               j.cert_proof, &j.cert_proof_len),
+                     0);
+    assert_int_equal(sfl_msg_join_req_pack(&j, &buf, rl), 0);
+    return buf;
+}
+
+/* Packs a FleetCall around req (freed), or an empty request, with der
+ * (NULL: none). */
+static uint8_t *wrap_cert(const char *cn, const uint8_t sha[32], const uint8_t *der,
+                          size_t dlen, uint8_t *req, size_t rlen, uint64_t conn, size_t *len)
 {
     sfl_fleet_call_t m;
     uint8_t *buf = NULL;
@@ -23,9 +96,24 @@ static uint8_t *wrap(const char *cn, const uint8_t sha[32], uint8_t *req, size_t
     m.request = req;
     m.request_len = rlen;
     m.conn_id = conn;
+    m.agent_cert = (uint8_t *)(uintptr_t)der;
+    m.agent_cert_len = der != NULL ? dlen : 0;
     assert_int_equal(sfl_msg_fleet_call_pack(&m, &buf, len), 0);
     sfl_msg_buf_free(req);
     return buf;
+}
+
+/* The same with the certificate sha names (a1's or a2's; none for others),
+ * as a front-end sends it. */
+static uint8_t *wrap(const char *cn, const uint8_t sha[32], uint8_t *req, size_t rlen,
+                     uint64_t conn, size_t *len)
+{
+    const cert_t *c = memcmp(sha, sha_a, 32) == 0 ? &cert_a
+                      : memcmp(sha, sha_b, 32) == 0 ? &cert_b
+                                                    : NULL;
+
+    return wrap_cert(cn, sha, c != NULL ? c->der : NULL, c != NULL ? c->len : 0, req, rlen,
+                     conn, len);
 }
 
 static uint8_t *heartbeat(uint64_t agent, size_t *len)
@@ -59,8 +147,10 @@ static uint64_t fleet_join(cli_t *fe, const char *cn, const uint8_t sha[32], uin
     res_t res = {0};
     size_t rl, len;
     uint8_t *req = fx_join_req(fe, id, SFL_MSG_PROTOCOL_VERSION, &rl);
-    uint8_t *buf = wrap(cn, sha, req, rl, conn, &len);
+    uint8_t *buf;
 
+    req = proved(req, &rl, memcmp(sha, sha_a, 32) == 0 ? &cert_a : &cert_b, NULL);
+    buf = wrap(cn, sha, req, rl, conn, &len);
     fx_call(fe, "/sfl.v1.Fleet/Join", buf, len, &res);
     if (res.status != 0)
         fail_msg("Fleet/Join %s: %d %s", cn, res.status, res.msg);
@@ -83,9 +173,27 @@ static int fe_setup(void **state)
 {
     int rc = fx_group_setup(state);
 
-    if (rc == 0)
+    if (rc == 0) {
         test_sh("sh %s frontend %s/ca fe1 >/dev/null", PKI, fx_pki_dir());
+        /* another federation's CA, with an agent of the same name */
+        test_sh("sh %s init %s/ca2 >/dev/null", PKI, fx_pki_dir());
+        test_sh("sh %s agent %s/ca2 a1 >/dev/null", PKI, fx_pki_dir());
+        cert_load(&cert_a, "ca/agent/a1.crt");
+        cert_load(&cert_b, "ca/agent/a2.crt");
+        cert_key(&cert_a, "ca/agent/a1");
+        cert_key(&cert_b, "ca/agent/a2");
+        memcpy(sha_a, cert_a.sha, 32);
+        memcpy(sha_b, cert_b.sha, 32);
+    }
     return rc;
+}
+
+static int fe_teardown(void **state)
+{
+    sfl_tls_free(cert_a.tls);
+    sfl_tls_free(cert_b.tls);
+    cert_a.tls = cert_b.tls = NULL;
+    return fx_group_teardown(state);
 }
 
 /* Front-end certificates call Fleet only; nobody else calls Fleet. */
@@ -148,11 +256,16 @@ static void test_fleet_relay(void **state)
     {
         size_t rl, len;
         uint8_t *req = fx_join_req(&fe, id2, SFL_MSG_PROTOCOL_VERSION, &rl);
-        uint8_t *buf = wrap("a1", sha_a, req, rl, 6, &len);
+        uint8_t *buf;
+
+        /* (a1's certificate key signs: the store's binding refuses) */
+        req = proved(req, &rl, &cert_a, NULL);
+        buf = wrap("a1", sha_a, req, rl, 6, &len);
 
         fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
         assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
         req = fx_join_req(&fe, id, SFL_MSG_PROTOCOL_VERSION, &rl);
+        req = proved(req, &rl, &cert_b, NULL);
         buf = wrap("a1", sha_b, req, rl, 7, &len);
         fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
         assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
@@ -249,6 +362,218 @@ static void test_fleet_hostile(void **state)
                      SFL_GRPC_STATUS_PERMISSION_DENIED);
     assert_non_null(strstr(res.msg, SFL_MSG_REVOKED));
     /* the front-end's connection survives all of it */
+    assert_non_null(fe.c);
+    free(res.resp);
+    fx_cli_close(&fe);
+    sfl_identity_free(id);
+}
+
+static uint64_t certs_refused(void)
+{
+    static const char get[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char name[] = "\nsfl_frontend_certs_refused_total ";
+    const char *r = strstr(fx_http(get, sizeof(get) - 1), name);
+
+    assert_non_null(r);
+    return strtoull(r + sizeof(name) - 1, NULL, 10);
+}
+
+static uint32_t known(void)
+{
+    sfl_status_t *st = fx_admin_status(&F.admin);
+    uint32_t n = st->known_agents;
+
+    sfl_msg_status_free(st);
+    return n;
+}
+
+/* Fleet/Join on conn for cn, sha with the certificate der: the status,
+ * the message in res. */
+static int join_cert(cli_t *fe, const char *cn, const uint8_t sha[32], const uint8_t *der,
+                     size_t dlen, uint64_t conn, sfl_identity_t *id, res_t *res)
+{
+    size_t rl, len;
+    uint8_t *req = fx_join_req(fe, id, SFL_MSG_PROTOCOL_VERSION, &rl);
+    uint8_t *buf = wrap_cert(cn, sha, der, dlen, req, rl, conn, &len);
+
+    fx_call(fe, "/sfl.v1.Fleet/Join", buf, len, res);
+    return res->status;
+}
+
+/* A hostile front-end names agent certificates it does not hold: each
+ * relayed certificate is verified as the listener verifies an agent's, and
+ * a refusal writes nothing (no agent known, none connected), is counted and
+ * says why. */
+static void test_fleet_certs(void **state)
+{
+    static uint8_t big[SFL_MSG_CERT_DER_MAX + 1];
+    cli_t fe = {0};
+    sfl_identity_t *id = NULL;
+    cert_t other, admin, coord, fecert;
+    res_t res = {0};
+    uint64_t refused0, agent;
+    uint8_t junk[200];
+    uint8_t *buf;
+    size_t len;
+
+    (void)state;
+    cert_load(&other, "ca2/agent/a1.crt");
+    cert_load(&admin, "ca/admin/alice.crt");
+    cert_load(&coord, "ca/coordinator/coord.crt");
+    cert_load(&fecert, "ca/frontend/fe1.crt");
+    fx_start();
+    fx_cli_connect(&fe, "frontend/fe1");
+    fx_cli_connect(&F.admin, "admin/alice");
+    assert_int_equal(sfl_identity_generate(&id), 0);
+    refused0 = certs_refused();
+    /* no certificate on the call that opens a conn_id */
+    assert_int_equal(join_cert(&fe, "a1", sha_a, NULL, 0, 1, id, &res),
+                     SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "agent_cert missing"));
+    /* a1's certificate, another name: the sybil */
+    assert_int_equal(join_cert(&fe, "sybil-1", sha_a, cert_a.der, cert_a.len, 2, id, &res),
+                     SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "CN is a1, not agent_cn sybil-1"));
+    /* a1's certificate, a2's fingerprint */
+    assert_int_equal(join_cert(&fe, "a1", sha_b, cert_a.der, cert_a.len, 3, id, &res),
+                     SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "SHA-256"));
+    /* a certificate of another CA (its own name and fingerprint) */
+    assert_int_equal(join_cert(&fe, "a1", other.sha, other.der, other.len, 4, id, &res),
+                     SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "does not verify against the CA"));
+    /* our CA's admin, coordinator and front-end certificates */
+    assert_int_equal(join_cert(&fe, "alice", admin.sha, admin.der, admin.len, 5, id, &res),
+                     SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "of the admin role, not agent"));
+    assert_int_equal(join_cert(&fe, "coord", coord.sha, coord.der, coord.len, 6, id, &res),
+                     SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "agent_cert"));
+    assert_int_equal(join_cert(&fe, "fe1", fecert.sha, fecert.der, fecert.len, 7, id, &res),
+                     SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "of the coordinator role, not agent"));
+    /* garbage, a certificate with a byte after it, one byte short, oversized */
+    memset(junk, 0xa5, sizeof(junk));
+    assert_int_equal(join_cert(&fe, "a1", sha_a, junk, sizeof(junk), 8, id, &res),
+                     SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "not a DER certificate"));
+    {
+        cert_t t = cert_a;
+
+        t.der[t.len] = 0;
+        assert_int_equal(join_cert(&fe, "a1", sha_a, t.der, t.len + 1, 9, id, &res),
+                         SFL_GRPC_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(res.msg, "bytes after the DER certificate"));
+        assert_int_equal(join_cert(&fe, "a1", sha_a, t.der, t.len - 1, 10, id, &res),
+                         SFL_GRPC_STATUS_INVALID_ARGUMENT);
+        /* one bit of the signed part flipped: the signature fails */
+        t.der[t.len / 2] ^= 1;
+        assert_int_equal(join_cert(&fe, "a1", sha_a, t.der, t.len, 11, id, &res) != 0, 1);
+    }
+    /* oversized: what pack refuses to make, field 5 appended by hand */
+    memcpy(big, cert_a.der, cert_a.len);
+    {
+        size_t rl, n;
+        uint8_t *req = fx_join_req(&fe, id, SFL_MSG_PROTOCOL_VERSION, &rl), *b;
+
+        buf = wrap_cert("a1", sha_a, NULL, 0, req, rl, 12, &len);
+        b = malloc(len + 3 + sizeof(big));
+        assert_non_null(b);
+        memcpy(b, buf, len);
+        sfl_msg_buf_free(buf);
+        n = len;
+        b[n++] = 5 << 3 | 2;
+        b[n++] = (uint8_t)(sizeof(big) | 0x80); /* 8193 as a varint */
+        b[n++] = (uint8_t)(sizeof(big) >> 7);
+        memcpy(b + n, big, sizeof(big));
+        fx_call(&fe, "/sfl.v1.Fleet/Join", b, n + sizeof(big), &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED);
+        assert_non_null(strstr(res.msg, "agent_cert"));
+    }
+    /* expired (the master's clock past the agent's 825 days, not the CA's),
+     * and not yet valid */
+    sfl__tls_set_check_time(F.co->tls, time(NULL) + 900 * 86400L);
+    assert_int_equal(join_cert(&fe, "a1", sha_a, cert_a.der, cert_a.len, 13, id, &res),
+                     SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "expired"));
+    sfl__tls_set_check_time(F.co->tls, time(NULL) - 2 * 86400L);
+    assert_int_equal(join_cert(&fe, "a1", sha_a, cert_a.der, cert_a.len, 14, id, &res),
+                     SFL_GRPC_STATUS_PERMISSION_DENIED);
+    assert_non_null(strstr(res.msg, "not yet valid"));
+    sfl__tls_set_check_time(F.co->tls, 0);
+    /* not on Join alone: any call that opens a conn_id */
+    {
+        size_t rl;
+        uint8_t *req = heartbeat(1, &rl);
+
+        buf = wrap_cert("sybil-2", sha_a, cert_a.der, cert_a.len, req, rl, 15, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Heartbeat", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+    }
+    /* nothing written, every one counted (the unpacker refused the
+     * oversized one before the check) */
+    assert_int_equal(known(), 0);
+    assert_int_equal(connected(), 0);
+    assert_int_equal(certs_refused() - refused0, 14);
+    /* the genuine one; later calls on its conn_id may leave it out, but
+     * not send another */
+    agent = fleet_join(&fe, "a1", sha_a, 20, id);
+    assert_int_equal(known(), 1);
+    assert_int_equal(connected(), 1);
+    {
+        size_t rl;
+        uint8_t *req = heartbeat(agent, &rl);
+
+        buf = wrap_cert("a1", sha_a, NULL, 0, req, rl, 20, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Heartbeat", buf, len, &res);
+        assert_int_equal(res.status, 0);
+        req = heartbeat(agent, &rl);
+        buf = wrap_cert("a1", sha_a, cert_b.der, cert_b.len, req, rl, 20, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Heartbeat", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(res.msg, "not the certificate of conn_id 20"));
+    }
+    /* A certificate the front-end has seen (a2's), a key of its own: the
+     * Join needs cert_proof, by a2's certificate key, over that key */
+    {
+        sfl_identity_t *mine = NULL;
+        size_t rl;
+        uint8_t *req;
+
+        assert_int_equal(sfl_identity_generate(&mine), 0);
+        refused0 = certs_refused();
+        req = fx_join_req(&fe, mine, SFL_MSG_PROTOCOL_VERSION, &rl);
+        buf = wrap("a2", sha_b, req, rl, 30, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+        assert_non_null(strstr(res.msg, "cert_proof missing"));
+        /* signed by another certificate's key (a1's) */
+        req = proved(fx_join_req(&fe, mine, SFL_MSG_PROTOCOL_VERSION, &rl), &rl, &cert_a, NULL);
+        buf = wrap("a2", sha_b, req, rl, 30, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+        assert_non_null(strstr(res.msg, "cert_proof does not verify"));
+        /* a2's genuine proof, for a2's own key, replayed with another key */
+        req = proved(fx_join_req(&fe, mine, SFL_MSG_PROTOCOL_VERSION, &rl), &rl, &cert_b,
+                     id->pk);
+        buf = wrap("a2", sha_b, req, rl, 30, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_PERMISSION_DENIED);
+        assert_non_null(strstr(res.msg, "cert_proof does not verify"));
+        /* a Join on an open conn_id still carries the certificate */
+        req = proved(fx_join_req(&fe, mine, SFL_MSG_PROTOCOL_VERSION, &rl), &rl, &cert_b, NULL);
+        buf = wrap_cert("a2", sha_b, NULL, 0, req, rl, 30, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(res.msg, "agent_cert missing"));
+        assert_int_equal(certs_refused() - refused0, 4);
+        assert_int_equal(known(), 1);
+        assert_int_equal(connected(), 1);
+        /* the agent's own Join, signed by its certificate's key: bound */
+        assert_true(fleet_join(&fe, "a2", sha_b, 30, mine) > 0);
+        assert_int_equal(known(), 2);
+        sfl_identity_free(mine);
+    }
     assert_non_null(fe.c);
     free(res.resp);
     fx_cli_close(&fe);
@@ -506,8 +831,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fleet_roles, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_relay, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_hostile, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fleet_certs, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_model_once, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_frontend_relay, fx_setup, fx_teardown),
     };
-    return cmocka_run_group_tests(tests, fe_setup, fx_group_teardown);
+    return cmocka_run_group_tests(tests, fe_setup, fe_teardown);
 }

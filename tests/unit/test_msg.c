@@ -1060,6 +1060,38 @@ static void test_msg_join_roundtrip(void **state)
     }
     sfl_msg_buf_free(out);
 
+    /* cert_proof (field 8): 1..512 bytes round-trip, 513 are refused both ways */
+    memset(j.proof, 0, sizeof(j.proof)); /* has_proof 0 since above */
+    j.cert_proof_len = 71;
+    for (size_t i = 0; i < sizeof(j.cert_proof); i++)
+        j.cert_proof[i] = i < j.cert_proof_len ? (uint8_t)(i * 5 + 3) : 0;
+    assert_int_equal(sfl_msg_join_req_pack(&j, &out, &n), 0);
+    assert_int_equal(sfl_msg_join_req_unpack(out, n, NULL, &dj), 0);
+    assert_memory_equal(&dj, &j, sizeof(j));
+    sfl_msg_buf_free(out);
+    j.cert_proof_len = SFL_MSG_CERT_PROOF_MAX;
+    assert_int_equal(sfl_msg_join_req_pack(&j, &out, &n), 0);
+    assert_int_equal(sfl_msg_join_req_unpack(out, n, NULL, &dj), 0);
+    assert_int_equal(dj.cert_proof_len, SFL_MSG_CERT_PROOF_MAX);
+    {
+        uint8_t *bad = malloc(n + 3 + 513);
+
+        assert_non_null(bad);
+        memcpy(bad, out, n); /* a second field 8, longer: the last one wins */
+        bad[n] = 8 << 3 | 2;
+        bad[n + 1] = (uint8_t)(513 | 0x80);
+        bad[n + 2] = (uint8_t)(513 >> 7);
+        memset(bad + n + 3, 0xAB, 513);
+        assert_int_equal(sfl_msg_join_req_unpack(bad, n + 3 + 513, NULL, &dj), SFL_EPARSE);
+        assert_detail("join request: cert_proof is 513 bytes, at most 512");
+        free(bad);
+    }
+    sfl_msg_buf_free(out);
+    j.cert_proof_len = SFL_MSG_CERT_PROOF_MAX + 1;
+    assert_int_equal(sfl_msg_join_req_pack(&j, &out, &n), SFL_EINVAL);
+    memset(j.cert_proof, 0, sizeof(j.cert_proof));
+    j.cert_proof_len = 0;
+
     memset(&r, 0, sizeof(r));
     r.agent_id = 99;
     memset(r.coordinator_key, 0x5A, 32);

@@ -52,6 +52,10 @@ typedef struct {
     /* keying material each end exported in on_connect (rc, bytes) */
     int srv_exp_rc, cli_exp_rc, srv_resumed, cli_resumed;
     uint8_t srv_exp[32], cli_exp[32];
+    /* the client's certificate as the server end gives it (sfl_conn_peer_der) */
+    int srv_der_rc;
+    uint8_t srv_der[SFL_TLS_CERT_DER_MAX];
+    size_t srv_der_len;
     /* client side */
     sfl_conn_t *cli;
     int cli_connect, cli_connect_status, cli_close, cli_close_status;
@@ -173,6 +177,7 @@ static void srv_on_connect(sfl_conn_t *c, int status)
     assert_int_equal(sfl_conn_peer(c, &F.srv_peer), 0);
     F.srv_exp_rc = sfl_conn_export_keying_material(c, "EXPORTER-sfl-test", F.srv_exp, 32);
     F.srv_resumed = sfl_conn_resumed(c);
+    F.srv_der_rc = sfl_conn_peer_der(c, F.srv_der, sizeof(F.srv_der), &F.srv_der_len);
 }
 
 static void srv_on_data(sfl_conn_t *c, const uint8_t *buf, size_t len)
@@ -689,6 +694,170 @@ static void test_tls_exporter_per_session(void **state)
     run_until(&F.done);
 }
 
+/* DIR/REL (PEM) as DER, through openssl(1): into buf, its length. */
+static size_t der_of(const char *rel, uint8_t *buf, size_t cap)
+{
+    char out[128], in[128];
+    FILE *f;
+    size_t n;
+
+    test_sh("openssl x509 -in %s -outform DER -out %s", path(in, sizeof(in), rel),
+            path(out, sizeof(out), "tmp.der"));
+    f = fopen(out, "rb");
+    assert_non_null(f);
+    n = fread(buf, 1, cap, f);
+    fclose(f);
+    assert_true(n > 0 && n < cap);
+    return n;
+}
+
+/* A certificate that reached us without a handshake (what a front-end
+ * relays) is verified as the handshake verifies a client's: our CA, the
+ * validity dates, clientAuth; out is what sfl_conn_peer would show. The
+ * server end of a connection gives its peer's certificate as DER. */
+static void test_tls_verify_der(void **state)
+{
+    static uint8_t der[SFL_TLS_CERT_DER_MAX + 2], big[SFL_TLS_CERT_DER_MAX + 1];
+    sfl_tls_t *ctls = NULL;
+    sfl_peer_t p;
+    size_t n;
+
+    (void)state;
+    listen_tls();
+    /* the server end of a connection: the agent's certificate, as DER */
+    expect_echo(100);
+    F.srv_der_rc = 1;
+    connect_tls("ca/agent/agent-7", "localhost", "h2");
+    run_until(&F.done);
+    n = der_of("ca/agent/agent-7.crt", der, sizeof(der));
+    assert_int_equal(F.srv_der_rc, 0);
+    assert_int_equal(F.srv_der_len, n);
+    assert_memory_equal(F.srv_der, der, n);
+    assert_int_equal(sfl_conn_peer_der(F.srv, F.srv_der, n - 1, &F.srv_der_len) != 0, 1);
+    /* genuine */
+    assert_int_equal(sfl_tls_verify_der(F.stls, der, n, &p), 0);
+    assert_string_equal(p.cn, "agent-7");
+    assert_int_equal(p.role, SFL_ROLE_AGENT);
+    assert_string_equal(p.fingerprint, agent_fp);
+    /* an admin's verifies too (the role is the caller's to check) */
+    {
+        uint8_t a[SFL_TLS_CERT_DER_MAX];
+        size_t an = der_of("ca/admin/alice.crt", a, sizeof(a));
+
+        assert_int_equal(sfl_tls_verify_der(F.stls, a, an, &p), 0);
+        assert_int_equal(p.role, SFL_ROLE_ADMIN);
+    }
+    /* expired, and not yet valid, by the context's clock */
+    sfl__tls_set_check_time(F.stls, time(NULL) + 900 * 86400L);
+    assert_int_equal(sfl_tls_verify_der(F.stls, der, n, &p), SFL_ECERT);
+    assert_non_null(strstr(sfl_last_error(), "certificate has expired (valid until"));
+    assert_string_equal(p.cn, "");
+    sfl__tls_set_check_time(F.stls, time(NULL) - 86400L);
+    assert_int_equal(sfl_tls_verify_der(F.stls, der, n, &p), SFL_ECERT);
+    assert_non_null(strstr(sfl_last_error(), "not yet valid"));
+    sfl__tls_set_check_time(F.stls, 0);
+    /* a bytes after it, cut short, a flipped bit, garbage, oversized */
+    der[n] = 0;
+    assert_int_equal(sfl_tls_verify_der(F.stls, der, n + 1, &p), SFL_EPARSE);
+    assert_non_null(strstr(sfl_last_error(), "bytes after"));
+    assert_int_equal(sfl_tls_verify_der(F.stls, der, n - 1, &p), SFL_EPARSE);
+    der[n / 2] ^= 0x01;
+    assert_true(sfl_tls_verify_der(F.stls, der, n, &p) < 0);
+    der[n / 2] ^= 0x01;
+    memset(big, 0x30, sizeof(big));
+    assert_int_equal(sfl_tls_verify_der(F.stls, big, 100, &p), SFL_EPARSE);
+    assert_int_equal(sfl_tls_verify_der(F.stls, big, sizeof(big), &p), SFL_ELIMIT);
+    /* another CA's agent of the same name; the CA's, without clientAuth */
+    {
+        uint8_t o[SFL_TLS_CERT_DER_MAX];
+        size_t on = der_of("other/agent/agent-7.crt", o, sizeof(o));
+
+        assert_int_equal(sfl_tls_verify_der(F.stls, o, on, &p), SFL_ECERT);
+        assert_non_null(strstr(sfl_last_error(), "unable to get local issuer certificate"));
+        on = der_of("ca/agent/noeku.crt", o, sizeof(o));
+        assert_int_equal(sfl_tls_verify_der(F.stls, o, on, &p), SFL_ECERT);
+        assert_non_null(strstr(sfl_last_error(), "unsuitable certificate purpose"));
+    }
+    /* a client context verifies no client; NULL arguments */
+    {
+        char ca[128];
+        sfl_tls_config_t cfg = {.ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
+                                .verify_host = "localhost"};
+
+        assert_int_equal(sfl_tls_new(&cfg, 0, &ctls), 0);
+        assert_int_equal(sfl_tls_verify_der(ctls, der, n, &p), SFL_EINVAL);
+        sfl_tls_free(ctls);
+    }
+    assert_int_equal(sfl_tls_verify_der(F.stls, NULL, n, &p), SFL_EINVAL);
+    assert_int_equal(sfl_tls_verify_der(F.stls, der, n, NULL), SFL_EINVAL);
+    /* still the genuine one */
+    assert_int_equal(sfl_tls_verify_der(F.stls, der, n, &p), 0);
+}
+
+/* A client context with certificate `who` ("ca/agent/agent-7"), for its key. */
+static sfl_tls_t *client_ctx(const char *who)
+{
+    char cert[128], key[128], ca[128], rel[64];
+    sfl_tls_config_t cfg = {
+        .cert_file = (snprintf(rel, sizeof(rel), "%s.crt", who), path(cert, sizeof(cert), rel)),
+        .key_file = (snprintf(rel, sizeof(rel), "%s.key", who), path(key, sizeof(key), rel)),
+        .ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
+        .verify_host = "localhost",
+    };
+    sfl_tls_t *t = NULL;
+
+    assert_int_equal(sfl_tls_new(&cfg, 0, &t), 0);
+    return t;
+}
+
+/* JoinRequest.cert_proof: the certificate's key (P-256 and Ed25519) signs
+ * an identity key; only that certificate, that key verify it. */
+static void test_tls_cert_binding(void **state)
+{
+    static const char *const who[] = {"ca/agent/agent-7", "ca/agent/agent-ed"};
+    uint8_t pk[32], pk2[32], sig[SFL_TLS_SIG_MAX], der[SFL_TLS_CERT_DER_MAX],
+        der2[SFL_TLS_CERT_DER_MAX];
+    size_t slen, n, n2;
+    char rel[64];
+
+    (void)state;
+    memset(pk, 7, sizeof(pk));
+    memset(pk2, 8, sizeof(pk2));
+    for (int i = 0; i < 2; i++) {
+        sfl_tls_t *t = client_ctx(who[i]);
+
+        snprintf(rel, sizeof(rel), "%s.crt", who[i]);
+        n = der_of(rel, der, sizeof(der));
+        snprintf(rel, sizeof(rel), "%s.crt", who[1 - i]);
+        n2 = der_of(rel, der2, sizeof(der2));
+        assert_int_equal(sfl_tls_cert_binding_sign(t, pk, sig, &slen), 0);
+        assert_true(slen > 0 && slen <= SFL_TLS_SIG_MAX);
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk, sig, slen), 0);
+        /* another identity key, another certificate, a flipped bit */
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk2, sig, slen), SFL_EBADSIG);
+        assert_int_equal(sfl_tls_cert_binding_verify(der2, n2, pk, sig, slen), SFL_EBADSIG);
+        sig[slen / 2] ^= 0x10;
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk, sig, slen), SFL_EBADSIG);
+        /* not a certificate; bad arguments */
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n - 1, pk, sig, slen), SFL_EPARSE);
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk, sig, 0), SFL_EINVAL);
+        assert_int_equal(sfl_tls_cert_binding_verify(der, n, pk, sig, SFL_TLS_SIG_MAX + 1),
+                         SFL_EINVAL);
+        sfl_tls_free(t);
+    }
+    /* a context without a key of its own signs nothing */
+    {
+        char ca[128];
+        sfl_tls_config_t cfg = {.ca_file = path(ca, sizeof(ca), "ca/ca.crt"),
+                                .verify_host = "localhost"};
+        sfl_tls_t *t = NULL;
+
+        assert_int_equal(sfl_tls_new(&cfg, 0, &t), 0);
+        assert_int_equal(sfl_tls_cert_binding_sign(t, pk, sig, &slen), SFL_EINVAL);
+        sfl_tls_free(t);
+    }
+}
+
 /* An admin certificate carries the admin role; the server is checked by its
  * IP subjectAltName. The server closing from on_data still flushes. */
 static void test_tls_admin_role_and_server_close(void **state)
@@ -1106,6 +1275,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_tls_handshake_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_exporter_per_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_verify_der, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_cert_binding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_resumption, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_resume_other_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_resume_expired_refused, setup, teardown),

@@ -979,6 +979,201 @@ int sfl_tls_cert_sha256(const sfl_tls_t *tls, uint8_t out[32])
     return 0;
 }
 
+/* ---- a relayed certificate --------------------------------------------- */
+
+int sfl_conn_peer_der(const sfl_conn_t *c, uint8_t *buf, size_t cap, size_t *len)
+{
+    const tls_conn_t *x;
+    X509 *cert;
+    unsigned char *p = buf;
+    int n;
+
+    if (len != NULL)
+        *len = 0;
+    if (c == NULL || buf == NULL || len == NULL)
+        return sfl__fail(SFL_EINVAL, "tls: NULL argument");
+    x = c->xport;
+    if (c->type != &sfl__xport_tls || x == NULL || x->state != TLS_OPEN || !x->has_peer)
+        return sfl__fail(SFL_ENOTFOUND, "tls: %s has no verified peer certificate", c->name);
+    if ((cert = PEER_CERT(x->ssl)) == NULL)
+        return sfl__fail(SFL_ENOTFOUND, "tls: %s has no peer certificate", c->name);
+    n = i2d_X509(cert, NULL);
+    if (n <= 0 || (size_t)n > cap) {
+        X509_free(cert);
+        ERR_clear_error();
+        return n <= 0 ? sfl__fail(SFL_ENOMEM, "tls: cannot encode the peer certificate of %s",
+                                  c->name)
+                      : sfl__fail(SFL_ELIMIT, "tls: the peer certificate of %s is %d bytes, "
+                                              "more than %zu", c->name, n, cap);
+    }
+    n = i2d_X509(cert, &p);
+    X509_free(cert);
+    if (n <= 0) {
+        ERR_clear_error();
+        return sfl__fail(SFL_ENOMEM, "tls: cannot encode the peer certificate of %s", c->name);
+    }
+    *len = (size_t)n;
+    return 0;
+}
+
+static void cert_time(const ASN1_TIME *t, char *out, size_t cap);
+
+int sfl_tls_verify_der(const sfl_tls_t *tls, const uint8_t *der, size_t len, sfl_peer_t *out)
+{
+    const unsigned char *p = der;
+    X509 *cert = NULL;
+    X509_STORE_CTX *ctx = NULL;
+    char when[64];
+    int rc, v;
+
+    if (out != NULL)
+        memset(out, 0, sizeof(*out));
+    if (tls == NULL || der == NULL || out == NULL)
+        return sfl__fail(SFL_EINVAL, "tls: NULL argument");
+    if (!tls->server)
+        return sfl__fail(SFL_EINVAL, "tls: a client context verifies no client certificate");
+    if (len > SFL_TLS_CERT_DER_MAX)
+        return sfl__fail(SFL_ELIMIT, "certificate of %zu bytes, more than %d", len,
+                         SFL_TLS_CERT_DER_MAX);
+    ERR_clear_error();
+    cert = d2i_X509(NULL, &p, (long)len);
+    if (cert == NULL || p != der + len) {
+        ERR_clear_error();
+        rc = sfl__fail(SFL_EPARSE, cert == NULL ? "not a DER certificate (%zu bytes)"
+                                                : "bytes after the DER certificate (%zu in all)",
+                       len);
+        goto out;
+    }
+    if ((ctx = X509_STORE_CTX_new()) == NULL ||
+        X509_STORE_CTX_init(ctx, SSL_CTX_get_cert_store(tls->ctx), cert, NULL) != 1) {
+        ERR_clear_error();
+        rc = sfl__fail(SFL_ENOMEM, "tls: cannot set up a certificate check");
+        goto out;
+    }
+    /* What the handshake applies (ctx_setup): the purpose a server checks a
+     * client certificate for, the depth, the clientAuth EKU, and the same
+     * clock (tls_now). */
+    if (X509_STORE_CTX_set_default(ctx, "ssl_client") != 1) {
+        ERR_clear_error();
+        rc = sfl__fail(SFL_ENOMEM, "tls: cannot set up a certificate check");
+        goto out;
+    }
+    X509_STORE_CTX_set_depth(ctx, SSL_CTX_get_verify_depth(tls->ctx));
+    X509_STORE_CTX_set_verify_cb(ctx, verify_client_eku);
+    X509_STORE_CTX_set_time(ctx, 0, tls_now(tls));
+    if (X509_verify_cert(ctx) != 1) {
+        v = X509_STORE_CTX_get_error(ctx);
+        ERR_clear_error();
+        if (v == X509_V_ERR_CERT_HAS_EXPIRED || v == X509_V_ERR_CERT_NOT_YET_VALID) {
+            cert_time(v == X509_V_ERR_CERT_HAS_EXPIRED ? X509_get0_notAfter(cert)
+                                                      : X509_get0_notBefore(cert),
+                      when, sizeof(when));
+            rc = sfl__fail(SFL_ECERT, "certificate %s (%s %s)", X509_verify_cert_error_string(v),
+                           v == X509_V_ERR_CERT_HAS_EXPIRED ? "valid until" : "valid from",
+                           when);
+        } else {
+            rc = sfl__fail(SFL_ECERT, "certificate does not verify against the CA: %s",
+                           X509_verify_cert_error_string(v));
+        }
+        goto out;
+    }
+    if (peer_fill(cert, out) != 0) {
+        ERR_clear_error();
+        memset(out, 0, sizeof(*out));
+        rc = sfl__fail(SFL_ENOMEM, "tls: cannot hash the certificate");
+        goto out;
+    }
+    rc = 0;
+out:
+    X509_STORE_CTX_free(ctx);
+    X509_free(cert);
+    return rc;
+}
+
+#define BINDING_CTX "sfl-join-cert-v1"
+
+static void binding_msg(const uint8_t identity_pk[32], uint8_t msg[1 + 16 + 32])
+{
+    msg[0] = (uint8_t)(sizeof(BINDING_CTX) - 1);
+    memcpy(msg + 1, BINDING_CTX, sizeof(BINDING_CTX) - 1);
+    memcpy(msg + sizeof(BINDING_CTX), identity_pk, 32);
+}
+
+/* Ed25519 and Ed448 sign the message itself; the others a SHA-256 digest. */
+static const EVP_MD *binding_md(const EVP_PKEY *k)
+{
+    int id = EVP_PKEY_get_base_id(k);
+
+    return id == EVP_PKEY_ED25519 || id == EVP_PKEY_ED448 ? NULL : EVP_sha256();
+}
+
+int sfl_tls_cert_binding_sign(const sfl_tls_t *tls, const uint8_t identity_pk[32],
+                              uint8_t sig[SFL_TLS_SIG_MAX], size_t *siglen)
+{
+    uint8_t msg[1 + 16 + 32];
+    EVP_MD_CTX *md = NULL;
+    EVP_PKEY *k;
+    char why[160];
+    size_t n = SFL_TLS_SIG_MAX;
+    int rc = 0;
+
+    if (siglen != NULL)
+        *siglen = 0;
+    if (tls == NULL || identity_pk == NULL || sig == NULL || siglen == NULL)
+        return sfl__fail(SFL_EINVAL, "tls: NULL argument");
+    if ((k = SSL_CTX_get0_privatekey(tls->ctx)) == NULL)
+        return sfl__fail(SFL_EINVAL, "tls: this context has no certificate key");
+    binding_msg(identity_pk, msg);
+    ERR_clear_error();
+    if ((md = EVP_MD_CTX_new()) == NULL ||
+        EVP_DigestSignInit(md, NULL, binding_md(k), NULL, k) != 1 ||
+        EVP_DigestSign(md, NULL, &n, msg, sizeof(msg)) != 1 || n > SFL_TLS_SIG_MAX ||
+        (n = SFL_TLS_SIG_MAX, EVP_DigestSign(md, sig, &n, msg, sizeof(msg)) != 1)) {
+        ossl_reason(why, sizeof(why));
+        rc = sfl__fail(SFL_EIO, "tls: cannot sign with the certificate key: %s", why);
+    } else {
+        *siglen = n;
+    }
+    EVP_MD_CTX_free(md);
+    return rc;
+}
+
+int sfl_tls_cert_binding_verify(const uint8_t *der, size_t len, const uint8_t identity_pk[32],
+                                const uint8_t *sig, size_t siglen)
+{
+    const unsigned char *p = der;
+    uint8_t msg[1 + 16 + 32];
+    EVP_MD_CTX *md = NULL;
+    EVP_PKEY *k;
+    X509 *cert;
+    int rc;
+
+    if (der == NULL || identity_pk == NULL || sig == NULL || siglen == 0 ||
+        siglen > SFL_TLS_SIG_MAX || len > SFL_TLS_CERT_DER_MAX)
+        return sfl__fail(SFL_EINVAL, "tls: bad arguments to check a certificate binding");
+    ERR_clear_error();
+    if ((cert = d2i_X509(NULL, &p, (long)len)) == NULL || p != der + len ||
+        (k = X509_get0_pubkey(cert)) == NULL) {
+        ERR_clear_error();
+        X509_free(cert);
+        return sfl__fail(SFL_EPARSE, "not a DER certificate with a public key");
+    }
+    binding_msg(identity_pk, msg);
+    if ((md = EVP_MD_CTX_new()) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "tls: no memory to check a signature");
+    } else if (EVP_DigestVerifyInit(md, NULL, binding_md(k), NULL, k) != 1 ||
+               EVP_DigestVerify(md, sig, siglen, msg, sizeof(msg)) != 1) {
+        rc = sfl__fail(SFL_EBADSIG, "the signature is not by the certificate's key over "
+                                    "this identity key");
+    } else {
+        rc = 0;
+    }
+    ERR_clear_error();
+    EVP_MD_CTX_free(md);
+    X509_free(cert);
+    return rc;
+}
+
 /* ---- checking an identity ------------------------------------------------ */
 
 static FILE *open_read(const char *path, int *rc)

@@ -22,6 +22,9 @@ static int check_join_req(const chk_t *c, const void *p)
         return rc;
     if (m->protocol_version == 0)
         return sfl__msg_fail(c, c->bad, "protocol_version missing");
+    if (m->cert_proof_len > sizeof(m->cert_proof))
+        return sfl__msg_fail(c, c->bad, "cert_proof is %zu bytes, at most %zu",
+                             m->cert_proof_len, sizeof(m->cert_proof));
     return 0;
 }
 
@@ -40,6 +43,7 @@ static int put_join_req(const chk_t *c, const void *p, wire_t *w)
     pb->agent_version = str(m->agent_version);
     if (m->has_proof)
         pb->join_proof = bin(m->proof, SFL_MSG_SIG_BYTES);
+    pb->cert_proof = bin(m->cert_proof, m->cert_proof_len);
     return 0;
 }
 
@@ -68,6 +72,12 @@ static int get_join_req(const chk_t *c, void *p, void *out)
             return rc;
         m->has_proof = 1;
     }
+    if (pb->cert_proof.len > sizeof(m->cert_proof))
+        return sfl__msg_fail(c, c->bad, "cert_proof is %zu bytes, at most %zu",
+                             pb->cert_proof.len, sizeof(m->cert_proof));
+    if (pb->cert_proof.len > 0)
+        memcpy(m->cert_proof, pb->cert_proof.data, pb->cert_proof.len);
+    m->cert_proof_len = pb->cert_proof.len;
     return check_join_req(c, m);
 }
 

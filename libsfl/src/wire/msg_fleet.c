@@ -21,6 +21,12 @@ static int check_fleet_call(const chk_t *c, const void *p)
         return rc;
     if (m->request_len > 0 && m->request == NULL)
         return sfl__msg_fail(c, SFL_EINVAL, "request length %zu but no bytes", m->request_len);
+    if (m->agent_cert_len > 0 && m->agent_cert == NULL)
+        return sfl__msg_fail(c, SFL_EINVAL, "agent_cert length %zu but no bytes",
+                             m->agent_cert_len);
+    if (m->agent_cert_len > SFL_MSG_CERT_DER_MAX)
+        return sfl__msg_fail(c, SFL_ELIMIT, "agent_cert is %zu bytes, at most %d",
+                             m->agent_cert_len, SFL_MSG_CERT_DER_MAX);
     return 0;
 }
 
@@ -34,6 +40,7 @@ static int put_fleet_call(const chk_t *c, const void *p, wire_t *w)
     pb->cert_sha256 = bin(m->cert_sha256, sizeof(m->cert_sha256));
     pb->request = bin(m->request, m->request_len);
     pb->conn_id = m->conn_id;
+    pb->agent_cert = bin(m->agent_cert, m->agent_cert_len);
     return 0;
 }
 
@@ -61,13 +68,24 @@ static int get_fleet_call(const chk_t *c, void *p, void *out)
         pb->request.data = NULL;
         pb->request.len = 0;
     }
+    if (pb->agent_cert.len > SFL_MSG_CERT_DER_MAX) /* before it is taken over */
+        return sfl__msg_fail(c, SFL_ELIMIT, "agent_cert is %zu bytes, at most %d",
+                             pb->agent_cert.len, SFL_MSG_CERT_DER_MAX);
+    if (pb->agent_cert.len > 0) {
+        m->agent_cert = pb->agent_cert.data;
+        m->agent_cert_len = pb->agent_cert.len;
+        pb->agent_cert.data = NULL;
+        pb->agent_cert.len = 0;
+    }
     return check_fleet_call(c, m);
 }
 
 void sfl_msg_fleet_call_free(sfl_fleet_call_t *m)
 {
-    if (m != NULL)
+    if (m != NULL) {
         sfl__free(m->request);
+        sfl__free(m->agent_cert);
+    }
     sfl__free(m);
 }
 

@@ -70,6 +70,7 @@ void fx_cli_connect(cli_t *k, const char *who)
     tc.alpn = "h2";
     tc.alpn_required = 1;
     k->opened = k->closed = 0;
+    snprintf(k->who, sizeof(k->who), "%s", who);
     assert_int_equal(sfl_tls_new(&tc, 0, &o.tls), 0);
     assert_int_equal(sfl_tls_cert_sha256(o.tls, k->cert_sha256), 0);
     snprintf(auth, sizeof(auth), "localhost:%d", F.port);
@@ -180,6 +181,24 @@ uint8_t *fx_join_req_as(cli_t *k, const sfl_identity_t *id, const sfl_identity_t
     j.dataset.dimension = DIM;
     j.protocol_version = version;
     snprintf(j.agent_version, sizeof(j.agent_version), "test-agent");
+    /* an agent's certificate key says the identity key is its choice
+     * (JoinRequest.cert_proof), as sfl-agent does: what a front-end's
+     * master requires */
+    if (signer != NULL && strncmp(k->who, "agent/", 6) == 0) {
+        char cert[256], key[256], ca[256];
+        sfl_tls_config_t tc = {.cert_file = cert, .key_file = key, .ca_file = ca,
+                               .verify_host = "localhost"};
+        sfl_tls_t *t = NULL;
+
+        snprintf(cert, sizeof(cert), "%s/ca/%s.crt", dir, k->who);
+        snprintf(key, sizeof(key), "%s/ca/%s.key", dir, k->who);
+        snprintf(ca, sizeof(ca), "%s/ca/ca.crt", dir);
+        assert_int_equal(sfl_tls_new(&tc, 0, &t), 0);
+        assert_int_equal(sfl_tls_cert_binding_sign(t, signer->pk, j.cert_proof,
+                                                   &j.cert_proof_len),
+                         0);
+        sfl_tls_free(t);
+    }
     assert_int_equal(sfl_msg_join_req_pack(&j, &buf, len), 0);
     return buf;
 }

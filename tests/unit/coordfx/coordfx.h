@@ -44,6 +44,7 @@ typedef struct cli {
     sfl_grpc_session_t *s;  /* its session, NULL once closed */
     int opened, closed, connect_status;
     uint8_t cert_sha256[32];  /* SHA-256 of its own certificate */
+    char who[64];             /* its certificate, "agent/a1" (fx_cli_connect) */
 } cli_t;
 
 typedef struct {

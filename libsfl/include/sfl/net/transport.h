@@ -268,6 +268,52 @@ int sfl_conn_resumed(const sfl_conn_t *c);
  * context without a certificate. */
 int sfl_tls_cert_sha256(const sfl_tls_t *tls, uint8_t out[32]) SFL_MUST_CHECK;
 
+/* At most this many bytes of DER in one certificate a relay passes on
+ * (sfl_tls_verify_der, sfl_conn_peer_der); federation certificates are
+ * well under 2 KiB. */
+#define SFL_TLS_CERT_DER_MAX 8192
+
+/* DER of the verified peer certificate of an open TLS connection into
+ * buf[0..cap), its size in *len: what a front-end relays so that the
+ * master can verify it (sfl_tls_verify_der). SFL_ENOTFOUND (plain TCP, no
+ * peer certificate, not open), SFL_ELIMIT (larger than cap), SFL_ENOMEM. */
+int sfl_conn_peer_der(const sfl_conn_t *c, uint8_t *buf, size_t cap, size_t *len) SFL_MUST_CHECK;
+
+/* Verifies a client certificate that reached us without a handshake (DER,
+ * one certificate, as a front-end relays its agent's) exactly as this
+ * server context verifies a client certificate in its handshake: it chains
+ * to the context's CA file within the same depth, is within its validity
+ * dates now, and its extendedKeyUsage names clientAuth. out gets its
+ * identity as sfl_conn_peer shows a connection's (CN, role, SHA-256).
+ * Revocation, the role wanted and name binding are the caller's, as for a
+ * connection. 0, or SFL_EINVAL (NULL argument, client context), SFL_ELIMIT
+ * (more than SFL_TLS_CERT_DER_MAX bytes), SFL_EPARSE (not one DER
+ * certificate, or bytes after it), SFL_ECERT (does not verify: the detail
+ * says why, with the validity date for an expired one), SFL_ENOMEM. */
+int sfl_tls_verify_der(const sfl_tls_t *tls, const uint8_t *der, size_t len,
+                       sfl_peer_t *out) SFL_MUST_CHECK;
+
+/* The identity-key binding (JoinRequest.cert_proof): a signature with the
+ * private key of this context's own certificate (its key_file) over
+ *   u8 16 | "sfl-join-cert-v1" | identity_pk (32 bytes)
+ * - the certificate's holder says "my agent identity key is identity_pk".
+ * A front-end relays the Join with the certificate; the master checks the
+ * signature against it (sfl_tls_cert_binding_verify), so a front-end that
+ * has seen a certificate cannot bind its name to a key of its own. No TLS
+ * signature can pass for it (TLS 1.3 signs 64 spaces first). Ed25519
+ * keys sign the bytes, others their SHA-256. sig gets at most
+ * SFL_TLS_SIG_MAX bytes, *siglen how many. SFL_EINVAL (NULL argument, a
+ * context without a certificate), SFL_EIO (the key cannot sign). */
+#define SFL_TLS_SIG_MAX 512
+int sfl_tls_cert_binding_sign(const sfl_tls_t *tls, const uint8_t identity_pk[32],
+                              uint8_t sig[SFL_TLS_SIG_MAX], size_t *siglen) SFL_MUST_CHECK;
+/* 0 if sig is that signature by the key of the certificate der (parsed
+ * here, not verified: sfl_tls_verify_der does that); SFL_EBADSIG if not,
+ * SFL_EPARSE for a der that is no certificate, SFL_EINVAL for NULL
+ * arguments or a signature over SFL_TLS_SIG_MAX bytes. */
+int sfl_tls_cert_binding_verify(const uint8_t *der, size_t len, const uint8_t identity_pk[32],
+                                const uint8_t *sig, size_t siglen) SFL_MUST_CHECK;
+
 /* Checks an identity before it is used (sfl-coordinator --check): each file
  * can be read, cert_file is a PEM certificate (more certificates after it
  * are taken as its chain), key_file a PEM private key that matches it, and

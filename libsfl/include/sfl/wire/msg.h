@@ -162,6 +162,7 @@ typedef struct sfl_dataset_summary {
 } sfl_dataset_summary_t;
 
 /* Coordinator.Join */
+#define SFL_MSG_CERT_PROOF_MAX 512 /* bytes of JoinRequest.cert_proof (SFL_TLS_SIG_MAX) */
 typedef struct sfl_join_req {
     uint8_t identity_key[SFL_MSG_KEY_BYTES]; /* Ed25519 public key */
     sfl_tags_t capabilities;
@@ -174,6 +175,10 @@ typedef struct sfl_join_req {
      * 0 = absent on the wire (the coordinator refuses such a Join). */
     int has_proof;
     uint8_t proof[SFL_MSG_SIG_BYTES];
+    /* The certificate key's signature binding identity_key to the agent's
+     * certificate (sfl_tls_cert_binding_sign); cert_proof_len 0 = absent. */
+    uint8_t cert_proof[SFL_MSG_CERT_PROOF_MAX];
+    size_t cert_proof_len;
 } sfl_join_req_t;
 
 typedef struct sfl_join_reply {
@@ -839,6 +844,7 @@ void sfl_msg_history_free(sfl_job_history_t *m);
 /* ---- Fleet service (proto/sfl/v1/fleet.proto): a front-end's relayed call */
 
 #define SFL_MSG_CN_MAX 64 /* bytes of a certificate CN (sfl_peer_t's SFL_PEER_CN_MAX) */
+#define SFL_MSG_CERT_DER_MAX 8192 /* bytes of a relayed certificate (SFL_TLS_CERT_DER_MAX) */
 
 typedef struct sfl_fleet_call {
     /* 1..SFL_MSG_CN_MAX bytes, none below 0x20 nor 0x7f */
@@ -849,6 +855,11 @@ typedef struct sfl_fleet_call {
     uint8_t *request;
     size_t request_len;
     uint64_t conn_id; /* > 0: the front-end's number for the agent's connection */
+    /* the agent's certificate, DER, at most SFL_MSG_CERT_DER_MAX bytes (0:
+     * none); pack: borrowed, unpack: owned. Not parsed here: the master
+     * verifies it (sfl_tls_verify_der). */
+    uint8_t *agent_cert;
+    size_t agent_cert_len;
 } sfl_fleet_call_t;
 
 int sfl_msg_fleet_call_pack(const sfl_fleet_call_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
