@@ -4,6 +4,7 @@
  * (store_int.h): SQLite in sqlite.c, PostgreSQL in pgstore.c. */
 #include "store/store.h"
 #include "store/store_int.h"
+#include "store/db.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -110,7 +111,9 @@ int coord_store_open(const char *spec, const coord_store_opts_t *opts, coord_sto
 
 const char *coord_store_backend(const coord_store_t *s)
 {
-    return s ? s->ops->backend : "none";
+    if (s == NULL)
+        return "none";
+    return s->ops->backend ? s->ops->backend : ((const db_store_t *)s)->drv->backend;
 }
 
 void coord_store_close(coord_store_t *s)

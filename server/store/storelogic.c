@@ -1,8 +1,21 @@
+/* The store's logic, once for both databases (store.h's contract): the
+ * checks, transactions, error paths and invariants of every coord_store_*
+ * call, written against the driver interface of db.h. The drivers:
+ * db_sqlite.c (sqlite3; the durability model is described there) and
+ * db_pg.c (libpq: concurrency, fencing and reconnection there).
+ *
+ * Transactions: begin() opens one (SQLite: BEGIN IMMEDIATE, the write lock
+ * up front; PostgreSQL: BEGIN, READ COMMITTED, writes that read first
+ * serialised by the leader row's lock when fenced and by the unique and
+ * foreign keys otherwise), or a savepoint inside a batch; end() commits or
+ * rolls back. Once fenced (coord_store_fence), every transaction that
+ * writes jobs, rounds, participation, checkpoints, statistics or
+ * quarantine first checks the leader row's epoch (begin_fenced). */
 #include "store/store.h"
 #include "store/store_int.h"
+#include "store/db.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -11,88 +24,11 @@
 #include <string.h>
 #include <time.h>
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <sodium.h>
-#include <sqlite3.h>
 
 #include "sfl/core/alloc.h"
 
-/* Durability model. WAL mode: a transaction is committed once its commit
- * frame is in the -wal file; with synchronous=FULL that file is fsynced at
- * every commit, so a commit that returned survives power loss, and a process
- * killed at any instruction leaves either the whole transaction or none of
- * it. Every multi-row change (round open, round commit, migrations) is one
- * BEGIN IMMEDIATE transaction: IMMEDIATE takes the write lock up front, so a
- * read-then-write never fails half way with SQLITE_BUSY, and the busy
- * handler (busy_timeout) applies to it.
- *
- * Values never reach SQL text: every statement is a constant prepared once
- * (lazily, SQLITE_PREPARE_PERSISTENT) with ?N parameters. Big blobs (spec,
- * cohort, model) are the last column of their table, so reading the small
- * columns never walks a blob's overflow pages. */
-
-#define DEFAULT_KEEP 3
 #define LIVE_STATES "('selecting','training','aggregating')"
-
-enum {
-    ST_BEGIN,
-    ST_COMMIT,
-    ST_ROLLBACK,
-    ST_SAVEPOINT,
-    ST_RELEASE,
-    ST_ROLLBACK_TO,
-    ST_AGENT_BY_NAME,
-    ST_REVOKE,
-    ST_REVOKED_LIST,
-    ST_QUAR_ADD,
-    ST_QUAR_DEL,
-    ST_QUAR_LIST,
-    ST_AGENT_BY_KEY,
-    ST_AGENT_INSERT,
-    ST_AGENT_UPDATE,
-    ST_AGENT_REKEY,
-    ST_AGENT_TOUCH,
-    ST_AGENT_GET,
-    ST_AGENT_GET_NAME,
-    ST_AGENT_LIST,
-    ST_JOB_INSERT,
-    ST_JOB_GET,
-    ST_JOB_LIST,
-    ST_JOB_STATE,
-    ST_JOB_SET_STATE,
-    ST_JOB_FAIL,
-    ST_JOB_SET_COMMITTED,
-    ST_ROUND_INSERT,
-    ST_ROUND_LIVE,
-    ST_ROUND_MAX_ATTEMPT,
-    ST_ROUND_STATE,
-    ST_ROUND_SET_STATE,
-    ST_ROUND_GET,
-    ST_ROUND_LIST,
-    ST_ROUND_RECOVER,
-    ST_PART_SELECTED,
-    ST_PART_RECORD,
-    ST_PART_STATUS,
-    ST_PART_LIST,
-    ST_CKPT_INSERT,
-    ST_CKPT_PRUNE,
-    ST_CKPT_LATEST,
-    ST_CKPT_GET,
-    ST_CKPT_ROUNDS,
-    ST_VERSION,
-    ST_VERSION_INSERT,
-    ST_METRICS_INSERT,
-    ST_HISTORY,
-    ST_STATS_OPEN,
-    ST_STATS_COMMIT,
-    ST_STATS_GET,
-    ST_FENCE,
-    ST_LEADER_BUMP,
-    ST_LEADER_GET,
-    ST_COUNT
-};
 
 #define AGENT_COLS                                                             \
     "id, name, cert_fingerprint, identity_pk, capabilities, samples, "        \
@@ -105,7 +41,7 @@ enum {
 #define ROUND_COLS                                                             \
     "job_id, round, attempt, state, nonce, opened_ms, closed_ms, reason, cohort"
 
-static const char *const sql_text[ST_COUNT] = {
+const char *const coord__db_sql[ST_COUNT] = {
     /* a statistics attempt is counted once opened; a stored sum is final */
     [ST_STATS_OPEN] = "INSERT INTO job_statistics(job_id, attempts) VALUES(?1, ?2) "
                       "ON CONFLICT(job_id) DO UPDATE SET attempts = max(attempts, ?2) "
@@ -180,9 +116,6 @@ static const char *const sql_text[ST_COUNT] = {
                       "ORDER BY round, attempt",
     [ST_ROUND_RECOVER] = "UPDATE rounds SET state = 'failed', closed_ms = ?1, reason = ?2 "
                          "WHERE state IN " LIVE_STATES,
-    [ST_PART_SELECTED] = "INSERT INTO participation(job_id, round, attempt, agent_id, "
-                         "status, reason, bytes, at_ms) "
-                         "VALUES(?1, ?2, ?3, ?4, 'selected', NULL, 0, ?5)",
     /* Only a SELECTED row may change: an outcome is written once. */
     [ST_PART_RECORD] = "INSERT INTO participation(job_id, round, attempt, agent_id, "
                        "status, reason, bytes, at_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
@@ -239,150 +172,6 @@ static const char *const sql_text[ST_COUNT] = {
                    "ORDER BY r.round LIMIT ?3",
 };
 
-/* Migration i takes the schema from version i to i + 1; append only. Each
- * runs inside the open transaction together with its schema_version row, so
- * a crash mid-migration leaves the previous version intact. */
-static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
-    "CREATE TABLE schema_version("
-    "  version INTEGER PRIMARY KEY,"
-    "  applied_ms INTEGER NOT NULL);"
-    "CREATE TABLE agents("
-    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
-    "  name TEXT NOT NULL UNIQUE,"
-    "  cert_fingerprint BLOB NOT NULL CHECK(length(cert_fingerprint) = 32),"
-    "  identity_pk BLOB NOT NULL UNIQUE CHECK(length(identity_pk) = 32),"
-    "  capabilities TEXT NOT NULL,"
-    "  samples INTEGER NOT NULL CHECK(samples >= 0),"
-    "  dimension INTEGER NOT NULL CHECK(dimension >= 0),"
-    "  labels TEXT NOT NULL,"
-    "  joined_ms INTEGER NOT NULL,"
-    "  last_seen_ms INTEGER NOT NULL);"
-    "CREATE TABLE jobs("
-    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
-    "  name TEXT NOT NULL,"
-    "  state TEXT NOT NULL CHECK(state IN ('active','paused','cancelled','done')),"
-    "  seed INTEGER NOT NULL,"
-    "  created_ms INTEGER NOT NULL,"
-    "  last_committed_round INTEGER NOT NULL CHECK(last_committed_round >= 0),"
-    "  spec BLOB NOT NULL);"
-    "CREATE TABLE rounds("
-    "  job_id INTEGER NOT NULL REFERENCES jobs(id),"
-    "  round INTEGER NOT NULL CHECK(round >= 1),"
-    "  attempt INTEGER NOT NULL CHECK(attempt >= 1),"
-    "  state TEXT NOT NULL CHECK(state IN "
-    "    ('selecting','training','aggregating','committed','failed')),"
-    "  nonce BLOB NOT NULL CHECK(length(nonce) = 32),"
-    "  opened_ms INTEGER NOT NULL,"
-    "  closed_ms INTEGER,"
-    "  reason TEXT,"
-    "  cohort BLOB NOT NULL CHECK(length(cohort) % 8 = 0),"
-    "  PRIMARY KEY(job_id, round, attempt));"
-    /* At most one committed attempt per round, whatever the code does. */
-    "CREATE UNIQUE INDEX rounds_one_commit ON rounds(job_id, round) "
-    "  WHERE state = 'committed';"
-    "CREATE TABLE participation("
-    "  job_id INTEGER NOT NULL,"
-    "  round INTEGER NOT NULL,"
-    "  attempt INTEGER NOT NULL,"
-    "  agent_id INTEGER NOT NULL REFERENCES agents(id),"
-    "  status TEXT NOT NULL CHECK(status IN "
-    "    ('selected','accepted','late','duplicate','rejected')),"
-    "  reason TEXT,"
-    "  bytes INTEGER NOT NULL CHECK(bytes >= 0),"
-    "  at_ms INTEGER NOT NULL,"
-    "  PRIMARY KEY(job_id, round, attempt, agent_id),"
-    "  FOREIGN KEY(job_id, round, attempt) REFERENCES rounds(job_id, round, attempt));"
-    "CREATE INDEX participation_agent ON participation(agent_id);"
-    "CREATE TABLE checkpoints("
-    "  job_id INTEGER NOT NULL REFERENCES jobs(id),"
-    "  round INTEGER NOT NULL CHECK(round >= 1),"
-    "  model_hash BLOB NOT NULL CHECK(length(model_hash) = 32),"
-    "  created_ms INTEGER NOT NULL,"
-    "  model BLOB NOT NULL,"
-    "  PRIMARY KEY(job_id, round));"
-    "PRAGMA application_id = 1936092259;", /* APPLICATION_ID */
-    /* 2: what each committed round's updates reported (training progress).
-     * A table of its own rather than columns of rounds, whose cohort blob
-     * stays the last column. Metrics are NULL-able: a NULL reads as 0. */
-    "CREATE TABLE round_metrics("
-    "  job_id INTEGER NOT NULL,"
-    "  round INTEGER NOT NULL,"
-    "  attempt INTEGER NOT NULL,"
-    "  samples INTEGER NOT NULL CHECK(samples >= 0),"
-    "  train_loss REAL,"
-    "  eval_samples INTEGER NOT NULL CHECK(eval_samples >= 0),"
-    "  eval_accuracy REAL,"
-    "  eval_mse REAL,"
-    "  model_nnz INTEGER NOT NULL CHECK(model_nnz >= 0),"
-    "  bytes_down INTEGER NOT NULL CHECK(bytes_down >= 0),"
-    "  PRIMARY KEY(job_id, round),"
-    "  FOREIGN KEY(job_id, round, attempt) REFERENCES rounds(job_id, round, attempt));",
-    /* 2 -> 3: a job that failed (its model could not be restored) stays
-     * failed across restarts. */
-    "CREATE TABLE job_failures("
-    "  job_id INTEGER PRIMARY KEY REFERENCES jobs(id),"
-    "  error TEXT NOT NULL,"
-    "  failed_ms INTEGER NOT NULL);"
-    /* ... and certificates revoked by the operator are refused for good;
-     * an agent whose certificate was revoked binds its next one. */
-    "CREATE TABLE revoked_certs("
-    "  fingerprint BLOB PRIMARY KEY CHECK(length(fingerprint) = 32),"
-    "  name TEXT NOT NULL,"
-    "  revoked_ms INTEGER NOT NULL);",
-    /* 3 -> 4: a personalized algorithm's second figure, the agents' own
-     * models on their held-out rows (NULL, read as 0, for older rounds). */
-    "ALTER TABLE round_metrics ADD COLUMN personal_accuracy REAL;",
-    /* 4 -> 5: a private vertical job's ledger at each commit (NULL, read
-     * as 0, for older rounds and other jobs). */
-    "ALTER TABLE round_metrics ADD COLUMN privacy_iterations INTEGER;"
-    "ALTER TABLE round_metrics ADD COLUMN privacy_spent REAL;"
-    "ALTER TABLE round_metrics ADD COLUMN privacy_spent_rdp REAL;",
-    /* 5 -> 6: members quarantined for a job (a secure-aggregation round
-     * named them as the cause of its failure): never selected for that job
-     * again until an operator releases them (docs/security.md). No
-     * foreign key on agent_id: the culprit is named by the protocol, and
-     * the row must be written even when the agent row is not (yet) there. */
-    "CREATE TABLE quarantine("
-    "  job_id INTEGER NOT NULL REFERENCES jobs(id),"
-    "  agent_id INTEGER NOT NULL,"
-    "  reason TEXT NOT NULL,"
-    "  at_ms INTEGER NOT NULL,"
-    "  PRIMARY KEY(job_id, agent_id));",
-    /* 6 -> 7: a standardize job's statistics round (docs/protocol.md):
-     * the attempts opened (numbered on across restarts, like a round's),
-     * then, once committed, the pooled moments (1 + 2 d little-endian
-     * float64s, last: a blob), their hash, the rows and agents pooled. A
-     * table of its own: rounds start at 1. */
-    "CREATE TABLE job_statistics("
-    "  job_id INTEGER PRIMARY KEY REFERENCES jobs(id),"
-    "  attempts INTEGER NOT NULL CHECK(attempts >= 0),"
-    "  rows INTEGER CHECK(rows >= 0),"
-    "  agents INTEGER CHECK(agents >= 0),"
-    "  committed_ms INTEGER,"
-    "  moments_hash BLOB CHECK(moments_hash IS NULL OR length(moments_hash) = 32),"
-    "  moments BLOB CHECK(moments IS NULL OR length(moments) % 8 = 0));",
-    /* 7 -> 8: a horizontal round's support churn (NULL, read as 0, for
-     * older rounds). */
-    "ALTER TABLE round_metrics ADD COLUMN support_churn INTEGER;",
-    /* 8 -> 9: the round master's leadership (coord_store_leader_try): one
-     * row; a master fences its writes with the epoch it took. */
-    "CREATE TABLE leader("
-    "  one INTEGER PRIMARY KEY CHECK(one = 1),"
-    "  epoch INTEGER NOT NULL CHECK(epoch >= 1),"
-    "  holder TEXT NOT NULL,"
-    "  since_ms INTEGER NOT NULL);",
-};
-
-typedef struct sq_store {
-    coord_store_t base; /* first: a sq_store_t * is a sq_store_t * */
-    sqlite3 *db;
-    sqlite3_stmt *st[ST_COUNT];
-    unsigned keep; /* checkpoints kept per job; 0: all */
-    int batch;     /* a batch transaction is open: calls use savepoints */
-    int64_t fence; /* coord_store_fence's epoch; 0: unfenced */
-    int leads;     /* leader_try returned 1 */
-} sq_store_t;
-
 /* jobs.state holds the first four; "failed" is a job_failures row. */
 static const char *const job_states[] = {"active", "paused", "cancelled", "done", "failed"};
 static const char *const round_states[] = {"selecting", "training", "aggregating",
@@ -406,14 +195,6 @@ const char *coord_part_status_name(coord_part_status_t st)
     return (unsigned)st < NSTATES(part_states) ? part_states[st] : "?";
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* SQLite stores a signed 64-bit integer; keep the seed's bit pattern. */
 static int64_t u64_to_i64(uint64_t v)
 {
@@ -431,142 +212,142 @@ static uint64_t i64_to_u64(int64_t v)
     return r;
 }
 
-static const char *rc_name(int rc)
+void coord_store_free(void *p)
 {
-    switch (rc & 0xff) {
-    case SQLITE_ERROR: return "SQLITE_ERROR";
-    case SQLITE_PERM: return "SQLITE_PERM";
-    case SQLITE_BUSY: return "SQLITE_BUSY";
-    case SQLITE_LOCKED: return "SQLITE_LOCKED";
-    case SQLITE_NOMEM: return "SQLITE_NOMEM";
-    case SQLITE_READONLY: return "SQLITE_READONLY";
-    case SQLITE_IOERR: return "SQLITE_IOERR";
-    case SQLITE_CORRUPT: return "SQLITE_CORRUPT";
-    case SQLITE_FULL: return "SQLITE_FULL";
-    case SQLITE_CANTOPEN: return "SQLITE_CANTOPEN";
-    case SQLITE_TOOBIG: return "SQLITE_TOOBIG";
-    case SQLITE_CONSTRAINT: return "SQLITE_CONSTRAINT";
-    case SQLITE_MISUSE: return "SQLITE_MISUSE";
-    case SQLITE_NOTADB: return "SQLITE_NOTADB";
-    default: return "SQLITE_?";
-    }
+    sfl__free(p);
 }
 
-/* Records "<context>: <sqlite message> (SQLITE_X)" and maps rc to an sfl
- * code or -errno. Call before anything else touches the connection, which
- * would replace sqlite3_errmsg. */
-static int vdberr(sqlite3 *db, int rc, const char *fmt, va_list ap) SFL_PRINTF(3, 0);
-static int vdberr(sqlite3 *db, int rc, const char *fmt, va_list ap)
-{
-    char ctx[256];
-    int err, sys = db ? sqlite3_system_errno(db) : 0;
+/* ---- the driver's statement calls ------------------------------------ */
 
-    vsnprintf(ctx, sizeof(ctx), fmt, ap);
-    switch (rc & 0xff) {
-    case SQLITE_NOMEM: err = SFL_ENOMEM; break;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED: err = -EBUSY; break;
-    case SQLITE_FULL: err = -ENOSPC; break;
-    case SQLITE_READONLY: err = -EROFS; break;
-    case SQLITE_PERM: err = -EACCES; break;
-    case SQLITE_CANTOPEN: err = sys > 0 ? -sys : SFL_EIO; break;
-    case SQLITE_NOTADB:
-    case SQLITE_CORRUPT: err = SFL_EPARSE; break;
-    case SQLITE_CONSTRAINT: err = SFL_EINVAL; break;
-    case SQLITE_TOOBIG: err = SFL_ELIMIT; break;
-    default: err = SFL_EIO; break;
-    }
-    if (sys > 0 && ((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN))
-        return sfl__fail(err, "%s: %s (%s, %s)", ctx, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
-                         rc_name(rc), strerror(sys));
-    return sfl__fail(err, "%s: %s (%s)", ctx, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
-                     rc_name(rc));
+static int stmt(db_store_t *s, int id, db_stmt_t **out)
+{
+    return s->drv->stmt(s, id, out);
 }
 
-int coord__store_dberr(sqlite3 *db, int rc, const char *fmt, ...)
+static int db_bind_i64(db_stmt_t *st, int i, int64_t v)
+{
+    return st->drv->bind_i64(st, i, v);
+}
+
+static int db_bind_double(db_stmt_t *st, int i, double v)
+{
+    return st->drv->bind_double(st, i, v);
+}
+
+static int db_bind_null(db_stmt_t *st, int i)
+{
+    return st->drv->bind_null(st, i);
+}
+
+static int db_step(db_stmt_t *st)
+{
+    return st->drv->step(st);
+}
+
+static int db_type(db_stmt_t *st, int i)
+{
+    return st->drv->type(st, i);
+}
+
+static int64_t db_i64(db_stmt_t *st, int i)
+{
+    return st->drv->col_i64(st, i);
+}
+
+static int db_int(db_stmt_t *st, int i)
+{
+    return (int)st->drv->col_i64(st, i);
+}
+
+static double db_double(db_stmt_t *st, int i)
+{
+    return st->drv->col_double(st, i);
+}
+
+static const unsigned char *db_text(db_stmt_t *st, int i)
+{
+    return st->drv->col_text(st, i);
+}
+
+static const void *db_blob(db_stmt_t *st, int i)
+{
+    return st->drv->col_blob(st, i);
+}
+
+static int db_bytes(db_stmt_t *st, int i)
+{
+    return st->drv->col_bytes(st, i);
+}
+
+int coord__db_err(db_store_t *s, int rc, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    rc = vdberr(db, rc, fmt, ap);
+    rc = s->drv->verr(s, rc, fmt, ap);
     va_end(ap);
     return rc;
 }
 
-sqlite3 *coord__store_db(coord_store_t *s)
+int64_t coord__db_now_ms(void)
 {
-    return ((sq_store_t *)s)->db;
-}
+    struct timespec ts;
 
-/* Returns the prepared statement id, prepared on first use. */
-static int stmt(sq_store_t *s, int id, sqlite3_stmt **out)
-{
-    *out = s->st[id];
-    if (*out)
-        return 0;
-    int rc = sqlite3_prepare_v3(s->db, sql_text[id], -1, SQLITE_PREPARE_PERSISTENT, &s->st[id],
-                                NULL);
-    if (rc != SQLITE_OK)
-        return coord__store_dberr(s->db, rc, "store: prepare statement %d", id);
-    *out = s->st[id];
-    return 0;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+#define now_ms coord__db_now_ms
 
 /* stmt() with the leading parameters ?1..?n bound to ids[0..n); IDS(a, b)
  * gives n and ids. */
-static int prep(sq_store_t *s, int id, sqlite3_stmt **out, size_t n, const int64_t *ids)
+static int prep(db_store_t *s, int id, db_stmt_t **out, size_t n, const int64_t *ids)
 {
     int rc = stmt(s, id, out);
 
     for (size_t i = 0; rc == 0 && i < n; i++)
-        sqlite3_bind_int64(*out, (int)i + 1, ids[i]);
+        db_bind_i64(*out, (int)i + 1, ids[i]);
     return rc;
 }
 #define IDS(...)                                                                           \
     sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (const int64_t[]){__VA_ARGS__}
 
-/* Steps st once: SQLITE_ROW or SQLITE_DONE, else the error with the detail
- * "<fmt>: <sqlite message>". */
-static int step(sq_store_t *s, sqlite3_stmt *st, const char *fmt, ...) SFL_PRINTF(3, 4);
-static int step(sq_store_t *s, sqlite3_stmt *st, const char *fmt, ...)
+/* Steps st once: DB_ROW or DB_DONE, else the error with the detail
+ * "<fmt>: <message>". */
+static int step(db_store_t *s, db_stmt_t *st, const char *fmt, ...) SFL_PRINTF(3, 4);
+static int step(db_store_t *s, db_stmt_t *st, const char *fmt, ...)
 {
     va_list ap;
-    int rc = sqlite3_step(st);
+    int rc = db_step(st);
 
-    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+    if (rc == DB_ROW || rc == DB_DONE)
         return rc;
     va_start(ap, fmt);
-    rc = vdberr(s->db, rc, fmt, ap);
+    rc = s->drv->verr(s, rc, fmt, ap);
     va_end(ap);
     return rc;
 }
 
-/* Ends the use of a statement: releases its read snapshot and bindings. */
-static void done(sqlite3_stmt *st)
+/* Ends the use of a statement: drops its result and bindings. */
+static void done(db_stmt_t *st)
 {
     if (st) {
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
+        st->drv->reset(st);
     }
 }
 
-/* A zero-length blob must not be bound as NULL (a NULL pointer does that). */
-static int bind_blob(sqlite3_stmt *st, int i, const void *p, size_t n)
+/* A blob, never NULL (zero bytes included); text, NULL for NULL. */
+static int bind_blob(db_stmt_t *st, int i, const void *p, size_t n)
 {
-    if (n == 0)
-        return sqlite3_bind_zeroblob(st, i, 0);
-    return sqlite3_bind_blob64(st, i, p, (sqlite3_uint64)n, SQLITE_STATIC);
+    return st->drv->bind_blob(st, i, p, n);
 }
 
-static int bind_text(sqlite3_stmt *st, int i, const char *t)
+static int bind_text(db_stmt_t *st, int i, const char *t)
 {
-    if (t == NULL)
-        return sqlite3_bind_null(st, i);
-    return sqlite3_bind_text(st, i, t, -1, SQLITE_STATIC);
+    return st->drv->bind_text(st, i, t);
 }
 
 /* Runs a statement that returns no rows. */
-static int exec_stmt(sq_store_t *s, sqlite3_stmt *st, const char *what)
+static int exec_stmt(db_store_t *s, db_stmt_t *st, const char *what)
 {
     int rc = step(s, st, "store: %s", what);
 
@@ -575,34 +356,35 @@ static int exec_stmt(sq_store_t *s, sqlite3_stmt *st, const char *what)
 }
 
 /* Binds a big blob (spec, cohort, model) as parameter i, then runs st like
- * exec_stmt. SQLite refuses blobs beyond SQLITE_MAX_LENGTH (1e9 bytes by
- * default): SFL_ELIMIT with the detail "<fmt>: <sqlite message>". */
-static int exec_blob(sq_store_t *s, sqlite3_stmt *st, int i, const void *p, size_t n,
+ * exec_stmt. A database refuses values beyond its limit (SQLite: 1e9
+ * bytes by default, PostgreSQL: bytea of 1 GB): SFL_ELIMIT with the detail
+ * "<fmt>: <message>". */
+static int exec_blob(db_store_t *s, db_stmt_t *st, int i, const void *p, size_t n,
                      const char *what, const char *fmt, ...) SFL_PRINTF(7, 8);
-static int exec_blob(sq_store_t *s, sqlite3_stmt *st, int i, const void *p, size_t n,
+static int exec_blob(db_store_t *s, db_stmt_t *st, int i, const void *p, size_t n,
                      const char *what, const char *fmt, ...)
 {
     va_list ap;
     int rc = bind_blob(st, i, p, n);
 
-    if (rc == SQLITE_OK)
+    if (rc == DB_OK)
         return exec_stmt(s, st, what);
     va_start(ap, fmt);
-    rc = vdberr(s->db, rc, fmt, ap);
+    rc = s->drv->verr(s, rc, fmt, ap);
     va_end(ap);
     done(st);
     return rc;
 }
 
-static int simple(sq_store_t *s, int id, const char *what)
+static int simple(db_store_t *s, int id, const char *what)
 {
-    sqlite3_stmt *st;
+    db_stmt_t *st;
     int rc = stmt(s, id, &st);
 
     return rc ? rc : exec_stmt(s, st, what);
 }
 
-static int begin(sq_store_t *s)
+static int begin(db_store_t *s)
 {
     if (s->batch)
         return simple(s, ST_SAVEPOINT, "savepoint");
@@ -611,12 +393,12 @@ static int begin(sq_store_t *s)
 
 /* Inside a batch: releases the call's savepoint when rc is 0, else rolls
  * the call's changes back; the batch's transaction stays open unless
- * SQLite ended it itself (batch_commit then fails). */
-static int end_savepoint(sq_store_t *s, int rc)
+ * the connection was lost (batch_commit then fails). */
+static int end_savepoint(db_store_t *s, int rc)
 {
     char keep[512];
 
-    if (sqlite3_get_autocommit(s->db))
+    if (s->drv->autocommit(s))
         return rc ? rc : sfl__fail(SFL_EIO, "store: the batch was rolled back");
     if (rc == 0) {
         rc = simple(s, ST_RELEASE, "release savepoint");
@@ -630,18 +412,23 @@ static int end_savepoint(sq_store_t *s, int rc)
     return rc;
 }
 
-/* Commits when rc is 0, else rolls back; returns the first error. SQLite may
- * already have rolled back on its own (e.g. SQLITE_FULL), hence the check. */
-static int end(sq_store_t *s, int rc)
+/* Commits when rc is 0, else rolls back; returns the first error. The
+ * database may already have rolled back on its own (SQLite: SQLITE_FULL; a
+ * lost connection), hence the check. A transaction in which a statement
+ * failed is never reported as committed (the driver's txn_failed:
+ * PostgreSQL answers its COMMIT with a silent ROLLBACK). */
+static int end(db_store_t *s, int rc)
 {
     if (s->batch)
         return end_savepoint(s, rc);
+    if (rc == 0 && s->drv->txn_failed)
+        rc = s->drv->txn_failed(s);
     if (rc == 0) {
         rc = simple(s, ST_COMMIT, "commit transaction");
         if (rc == 0)
             return 0;
     }
-    if (!sqlite3_get_autocommit(s->db)) {
+    if (!s->drv->autocommit(s)) {
         char keep[512];
 
         /* ROLLBACK must not overwrite the detail of the real failure. */
@@ -652,19 +439,34 @@ static int end(sq_store_t *s, int rc)
     return rc;
 }
 
+int coord__db_begin(db_store_t *s)
+{
+    return begin(s);
+}
+
+int coord__db_end(db_store_t *s, int rc)
+{
+    return end(s, rc);
+}
+
+int coord__db_exec(db_store_t *s, db_stmt_t *st, const char *what)
+{
+    return exec_stmt(s, st, what);
+}
+
 /* begin(), then, once fenced, the fence: the leader row must still carry
  * this store's epoch (a newer master bumped it: SFL_EFENCED, nothing
  * written). */
-static int begin_fenced(sq_store_t *s)
+static int begin_fenced(db_store_t *s)
 {
-    sqlite3_stmt *st;
+    db_stmt_t *st;
     int rc = begin(s);
 
     if (rc || s->fence == 0)
         return rc;
     if ((rc = prep(s, ST_FENCE, &st, IDS(s->fence))) == 0)
         rc = exec_stmt(s, st, "fence");
-    if (rc == 0 && sqlite3_changes(s->db) != 1)
+    if (rc == 0 && s->drv->changes(s) != 1)
         rc = sfl__fail(SFL_EFENCED, "store: leader epoch %lld superseded: another round "
                                     "master took over",
                        (long long)s->fence);
@@ -684,18 +486,18 @@ static int parse_state(const unsigned char *t, const char *const *names, size_t 
 }
 
 /* Copies a TEXT column (NULL reads as "") into dst[0..cap), size-checked. */
-static int col_text(sqlite3_stmt *st, int i, char *dst, size_t cap, const char *what)
+static int col_text(db_stmt_t *st, int i, char *dst, size_t cap, const char *what)
 {
-    int type = sqlite3_column_type(st, i);
+    int type = db_type(st, i);
 
-    if (type == SQLITE_NULL) {
+    if (type == DB_NULL) {
         dst[0] = '\0';
         return 0;
     }
-    if (type != SQLITE_TEXT)
+    if (type != DB_TEXT)
         return sfl__fail(SFL_EPARSE, "store: %s is not text", what);
-    const unsigned char *t = sqlite3_column_text(st, i);
-    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    const unsigned char *t = db_text(st, i);
+    size_t n = (size_t)db_bytes(st, i);
     if (t == NULL)
         return sfl__fail(SFL_ENOMEM, "store: %s: out of memory", what);
     if (n >= cap)
@@ -705,12 +507,12 @@ static int col_text(sqlite3_stmt *st, int i, char *dst, size_t cap, const char *
     return 0;
 }
 
-static int col_fixed(sqlite3_stmt *st, int i, uint8_t *dst, size_t n, const char *what)
+static int col_fixed(db_stmt_t *st, int i, uint8_t *dst, size_t n, const char *what)
 {
-    if (sqlite3_column_type(st, i) != SQLITE_BLOB)
+    if (db_type(st, i) != DB_BLOB)
         return sfl__fail(SFL_EPARSE, "store: %s is not a blob", what);
-    const void *p = sqlite3_column_blob(st, i);
-    size_t got = (size_t)sqlite3_column_bytes(st, i);
+    const void *p = db_blob(st, i);
+    size_t got = (size_t)db_bytes(st, i);
     if (got != n)
         return sfl__fail(SFL_EPARSE, "store: %s is %zu bytes, expected %zu", what, got, n);
     memcpy(dst, p, n);
@@ -718,18 +520,18 @@ static int col_fixed(sqlite3_stmt *st, int i, uint8_t *dst, size_t n, const char
 }
 
 /* Copies a BLOB column into a new buffer after checking its size against
- * max: the length comes from the file, so it is checked before allocating. */
-static int col_alloc(sqlite3_stmt *st, int i, size_t max, uint8_t **out, size_t *len,
+ * max: the length comes from the database, so it is checked before allocating. */
+static int col_alloc(db_stmt_t *st, int i, size_t max, uint8_t **out, size_t *len,
                      const char *what)
 {
     *out = NULL;
     *len = 0;
-    if (sqlite3_column_type(st, i) != SQLITE_BLOB)
+    if (db_type(st, i) != DB_BLOB)
         return sfl__fail(SFL_EPARSE, "store: %s is not a blob", what);
-    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    size_t n = (size_t)db_bytes(st, i);
     if (n > max)
         return sfl__fail(SFL_ELIMIT, "store: %s is %zu bytes, limit %zu", what, n, max);
-    const void *p = n ? sqlite3_column_blob(st, i) : NULL;
+    const void *p = n ? db_blob(st, i) : NULL;
     if (n && p == NULL)
         return sfl__fail(SFL_ENOMEM, "store: %s: out of memory", what);
     uint8_t *buf = sfl__malloc(n);
@@ -768,19 +570,19 @@ static void free_rows(void *arr, size_t n, size_t elem, void (*clear)(void *row)
 
 /* Reads the current row of st into row; max bounds what the row may
  * allocate. */
-typedef int (*read_fn)(sqlite3_stmt *st, size_t max, void *row);
+typedef int (*read_fn)(db_stmt_t *st, size_t max, void *row);
 
 /* Reads every row of st (then reset) into a new array of elem-sized rows,
  * *out and *n set only on success. On failure the rows read so far, the
  * failed one included, are cleared (clear may be NULL) and the array freed. */
-static int fetch_all(sq_store_t *s, sqlite3_stmt *st, read_fn rd, size_t max, size_t elem,
+static int fetch_all(db_store_t *s, db_stmt_t *st, read_fn rd, size_t max, size_t elem,
                      void (*clear)(void *row), void **out, size_t *n, const char *what)
 {
     void *arr = NULL;
     size_t cnt = 0, cap = 0;
     int rc;
 
-    while ((rc = step(s, st, "store: %s", what)) == SQLITE_ROW) {
+    while ((rc = step(s, st, "store: %s", what)) == DB_ROW) {
         if ((rc = grow(&arr, &cap, cnt, elem)) != 0)
             break;
         rc = rd(st, max, (unsigned char *)arr + cnt * elem);
@@ -789,7 +591,7 @@ static int fetch_all(sq_store_t *s, sqlite3_stmt *st, read_fn rd, size_t max, si
             break;
     }
     done(st);
-    if (rc != SQLITE_DONE) {
+    if (rc != DB_DONE) {
         free_rows(arr, cnt, elem, clear);
         return rc;
     }
@@ -813,291 +615,10 @@ static int check_text(const char *t, size_t max, int required, const char *what)
     return 0;
 }
 
-void coord_store_free(void *p)
+static int lg_recover(coord_store_t *base_, const char *reason, size_t *n)
 {
-    sfl__free(p);
-}
-
-/* ---- open, migrations, checks ---------------------------------------- */
-
-int coord__store_once(sqlite3 *db, const char *sql, int want_row, sqlite3_stmt **st,
-                      const char *fmt, ...)
-{
-    va_list ap;
-    int rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
-
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(*st);
-    if (rc == SQLITE_ROW || (rc == SQLITE_DONE && !want_row))
-        return rc;
-    va_start(ap, fmt);
-    rc = vdberr(db, rc == SQLITE_DONE ? SQLITE_ERROR : rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-int coord__store_pragma_int(sqlite3 *db, const char *sql, int64_t *v)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = coord__store_once(db, sql, 1, &st, "store: %s", sql);
-
-    if (rc == SQLITE_ROW) {
-        *v = sqlite3_column_int64(st, 0);
-        rc = 0;
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
-int coord__store_pragma_ok(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = coord__store_once(db, sql, 1, &st, "store: %s", sql);
-
-    if (rc == SQLITE_ROW) {
-        const unsigned char *t = sqlite3_column_text(st, 0);
-        if (t && strcmp((const char *)t, "ok") == 0)
-            rc = 0;
-        else
-            rc = sfl__fail(SFL_EPARSE, "store: %s: %.200s", sql, t ? (const char *)t : "?");
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
-/* *fresh = 1 for an empty database, 0 for an sfl store; anything else is
- * refused. Only reads. */
-static int identify(sq_store_t *s, const char *path, int *fresh)
-{
-    int64_t app = 0, objects = 0;
-    int rc;
-
-    if ((rc = coord__store_pragma_int(s->db, "PRAGMA application_id", &app)) != 0 ||
-        (rc = coord__store_pragma_int(s->db, "SELECT count(*) FROM sqlite_master", &objects)) != 0)
-        return sfl__wrap(rc, "%s", path);
-    *fresh = app == 0 && objects == 0;
-    if (!*fresh && app != APPLICATION_ID)
-        return sfl__fail(SFL_EPARSE,
-                         "%s: not an sfl coordinator store (application_id 0x%llx); "
-                         "refusing to modify it",
-                         path, (unsigned long long)app);
-    return 0;
-}
-
-static int migrate(sq_store_t *s, const char *path)
-{
-    int64_t version = 0;
-    sqlite3_stmt *st = NULL;
-    int fresh = 0, rc = begin(s);
-
-    if (rc)
-        return rc;
-    /* Again inside the write lock: another process may have created it. */
-    if ((rc = identify(s, path, &fresh)) != 0)
-        goto out;
-    if (fresh) {
-        version = 0;
-    } else {
-        if ((rc = stmt(s, ST_VERSION, &st)) != 0)
-            goto out;
-        rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW) {
-            rc = coord__store_dberr(s->db, rc, "%s: read schema version", path);
-            goto out;
-        }
-        version = sqlite3_column_int64(st, 0);
-        done(st);
-        st = NULL;
-        rc = 0;
-    }
-    if (version > COORD_STORE_SCHEMA_VERSION) {
-        rc = sfl__fail(SFL_EUNSUP,
-                       "%s: schema version %lld is newer than this coordinator supports "
-                       "(%d); refusing to open it (use a newer sfl-coordinator)",
-                       path, (long long)version, COORD_STORE_SCHEMA_VERSION);
-        goto out;
-    }
-    if (version < 0) {
-        rc = sfl__fail(SFL_EPARSE, "%s: schema version %lld is invalid", path,
-                       (long long)version);
-        goto out;
-    }
-    for (int64_t v = version; v < COORD_STORE_SCHEMA_VERSION; v++) {
-        char *msg = NULL;
-
-        rc = sqlite3_exec(s->db, migrations[v], NULL, NULL, &msg);
-        if (rc != SQLITE_OK) {
-            rc = sfl__fail(SFL_EIO, "%s: migration to schema version %lld: %s (%s)", path,
-                           (long long)v + 1, msg ? msg : "?", rc_name(rc));
-            sqlite3_free(msg);
-            goto out;
-        }
-        if ((rc = prep(s, ST_VERSION_INSERT, &st, IDS(v + 1, now_ms()))) != 0)
-            goto out;
-        rc = exec_stmt(s, st, "record schema version");
-        st = NULL;
-        if (rc)
-            goto out;
-    }
-out:
-    done(st);
-    return end(s, rc);
-}
-
-static void sq_close(coord_store_t *base_);
-static const coord_store_ops_t sq_ops;
-
-int coord__sq_open(const char *path, const coord_store_opts_t *opts, coord_store_t **out)
-{
-    sq_store_t *s = NULL;
-    int64_t fk = 0;
-    char *msg = NULL;
-    int rc, fresh = 0;
-
-    if (out == NULL || path == NULL || path[0] == '\0')
-        return sfl__fail(SFL_EINVAL, "store: path is missing");
-    *out = NULL;
-    if (sodium_init() < 0)
-        return sfl__fail(SFL_EIO, "store: libsodium failed to initialise");
-    s = sfl__calloc(1, sizeof(*s));
-    if (s == NULL)
-        return sfl__fail(SFL_ENOMEM, "store: out of memory");
-    s->base.ops = &sq_ops;
-    s->keep = opts ? opts->keep_checkpoints : DEFAULT_KEEP;
-
-    rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-    if (rc != SQLITE_OK) {
-        rc = coord__store_dberr(s->db, rc, "%s: open", path);
-        goto out;
-    }
-    sqlite3_extended_result_codes(s->db, 1);
-    unsigned busy = opts && opts->busy_timeout_ms ? opts->busy_timeout_ms : DEFAULT_BUSY_MS;
-    sqlite3_busy_timeout(s->db, busy > INT_MAX ? INT_MAX : (int)busy);
-    /* Defensive: the schema cannot be altered behind SQLite's back. */
-    sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-    sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
-    /* Read-only checks first, so a file we refuse is left as it was (even
-     * journal_mode = WAL would rewrite the header of another database). The
-     * first read fails with SQLITE_NOTADB on a file that is not a database.
-     * quick_check reads every page (without integrity_check's index
-     * cross-checks): refuse a damaged file rather than fail mid-round. */
-    if ((rc = identify(s, path, &fresh)) != 0)
-        goto out;
-    if ((rc = coord__store_pragma_ok(s->db, "PRAGMA quick_check(1)")) != 0) {
-        rc = sfl__wrap(SFL_EPARSE, "%s: damaged database", path);
-        goto out;
-    }
-    {
-        sqlite3_stmt *st = NULL;
-
-        rc = coord__store_once(s->db, "PRAGMA journal_mode = WAL", 1, &st, "%s: enable WAL", path);
-        if (rc != SQLITE_ROW) {
-            sqlite3_finalize(st);
-            goto out;
-        }
-        const unsigned char *mode = sqlite3_column_text(st, 0);
-        int wal = mode && strcmp((const char *)mode, "wal") == 0;
-        sqlite3_finalize(st);
-        if (!wal) {
-            rc = sfl__fail(SFL_EUNSUP, "%s: the file system does not support WAL mode", path);
-            goto out;
-        }
-    }
-    rc = sqlite3_exec(s->db,
-                      opts && opts->relaxed_sync
-                          ? "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON"
-                          : "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON",
-                      NULL, NULL, &msg);
-    if (rc != SQLITE_OK) {
-        rc = coord__store_dberr(s->db, rc, "%s: set pragmas", path);
-        goto out;
-    }
-    /* A build without foreign keys accepts the pragma silently. */
-    if ((rc = coord__store_pragma_int(s->db, "PRAGMA foreign_keys", &fk)) != 0)
-        goto out;
-    if (fk != 1) {
-        rc = sfl__fail(SFL_EUNSUP, "%s: this SQLite has no foreign key support", path);
-        goto out;
-    }
-    if ((rc = migrate(s, path)) != 0)
-        goto out;
-    *out = &s->base;
-    s = NULL;
-out:
-    sqlite3_free(msg);
-    sq_close(s ? &s->base : NULL);
-    return rc;
-}
-
-static int sq_read_only(coord_store_t *base_)
-{
-    sq_store_t *s = (sq_store_t *)base_;
-    int rc = sqlite3_exec(s->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
-
-    return rc == SQLITE_OK ? 0 : coord__store_dberr(s->db, rc, "query_only");
-}
-
-static int sq_batch_begin(coord_store_t *base_)
-{
-    sq_store_t *s = (sq_store_t *)base_;
-    int rc;
-
-    if (s == NULL || s->batch)
-        return sfl__fail(SFL_EINVAL, "store: NULL store or a batch already open");
-    if ((rc = simple(s, ST_BEGIN, "begin batch")) == 0)
-        s->batch = 1;
-    return rc;
-}
-
-static int sq_batch_commit(coord_store_t *base_)
-{
-    sq_store_t *s = (sq_store_t *)base_;
-    if (s == NULL || !s->batch)
-        return sfl__fail(SFL_EINVAL, "store: no batch open");
-    s->batch = 0;
-    if (sqlite3_get_autocommit(s->db))
-        return sfl__fail(SFL_EIO, "store: the batch was rolled back by SQLite");
-    return end(s, 0);
-}
-
-static void sq_close(coord_store_t *base_)
-{
-    sq_store_t *s = (sq_store_t *)base_;
-    if (s == NULL)
-        return;
-    for (int i = 0; i < ST_COUNT; i++)
-        sqlite3_finalize(s->st[i]);
-    /* The last connection to close checkpoints the WAL into the main file. */
-    sqlite3_close(s->db);
-    sfl__free(s);
-}
-
-static int sq_integrity_check(coord_store_t *base_)
-{
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
-    int rc;
-
-    if (s == NULL)
-        return sfl__fail(SFL_EINVAL, "store: NULL store");
-    if ((rc = coord__store_pragma_ok(s->db, "PRAGMA integrity_check(1)")) != 0)
-        return rc;
-    rc = coord__store_once(s->db, "PRAGMA foreign_key_check", 0, &st, "store: foreign_key_check");
-    if (rc == SQLITE_ROW)
-        rc = sfl__fail(SFL_EPARSE, "store: foreign key violation: %s row %lld references %s",
-                       (const char *)sqlite3_column_text(st, 0),
-                       (long long)sqlite3_column_int64(st, 1),
-                       (const char *)sqlite3_column_text(st, 2));
-    else if (rc == SQLITE_DONE)
-        rc = 0;
-    sqlite3_finalize(st);
-    return rc;
-}
-
-static int sq_recover(coord_store_t *base_, const char *reason, size_t *n)
-{
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (n)
@@ -1114,7 +635,7 @@ static int sq_recover(coord_store_t *base_, const char *reason, size_t *n)
         bind_text(st, 2, reason);
         rc = exec_stmt(s, st, "mark live rounds failed");
         if (rc == 0 && n)
-            *n = (size_t)sqlite3_changes(s->db);
+            *n = (size_t)s->drv->changes(s);
     }
     if (s->fence) {
         rc = end(s, rc);
@@ -1126,14 +647,14 @@ static int sq_recover(coord_store_t *base_, const char *reason, size_t *n)
 
 /* ---- agents ---------------------------------------------------------- */
 
-static int read_agent(sqlite3_stmt *st, size_t max, void *row)
+static int read_agent(db_stmt_t *st, size_t max, void *row)
 {
     coord_agent_row_t *a = row;
     int rc;
 
     (void)max;
     memset(a, 0, sizeof(*a));
-    a->id = sqlite3_column_int64(st, 0);
+    a->id = db_i64(st, 0);
     if ((rc = col_text(st, 1, a->name, sizeof(a->name), "agents.name")) != 0 ||
         (rc = col_fixed(st, 2, a->cert_fingerprint, sizeof(a->cert_fingerprint),
                         "agents.cert_fingerprint")) != 0 ||
@@ -1143,29 +664,29 @@ static int read_agent(sqlite3_stmt *st, size_t max, void *row)
                        "agents.capabilities")) != 0 ||
         (rc = col_text(st, 7, a->labels, sizeof(a->labels), "agents.labels")) != 0)
         return rc;
-    a->samples = sqlite3_column_int64(st, 5);
-    a->dimension = sqlite3_column_int64(st, 6);
-    a->joined_ms = sqlite3_column_int64(st, 8);
-    a->last_seen_ms = sqlite3_column_int64(st, 9);
+    a->samples = db_i64(st, 5);
+    a->dimension = db_i64(st, 6);
+    a->joined_ms = db_i64(st, 8);
+    a->last_seen_ms = db_i64(st, 9);
     return 0;
 }
 
-static void bind_agent(sqlite3_stmt *st, const coord_agent_row_t *a, int64_t now)
+static void bind_agent(db_stmt_t *st, const coord_agent_row_t *a, int64_t now)
 {
     bind_text(st, 1, a->name);
     bind_blob(st, 2, a->cert_fingerprint, sizeof(a->cert_fingerprint));
     bind_blob(st, 3, a->identity_pk, sizeof(a->identity_pk));
     bind_text(st, 4, a->capabilities);
-    sqlite3_bind_int64(st, 5, a->samples);
-    sqlite3_bind_int64(st, 6, a->dimension);
+    db_bind_i64(st, 5, a->samples);
+    db_bind_i64(st, 6, a->dimension);
     bind_text(st, 7, a->labels);
-    sqlite3_bind_int64(st, 8, now);
+    db_bind_i64(st, 8, now);
 }
 
-static int sq_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
+static int agent_upsert_once(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int64_t aid = 0;
     int rc;
 
@@ -1186,18 +707,18 @@ static int sq_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int
         goto out;
     bind_text(st, 1, a->name);
     rc = step(s, st, "store: look up agent '%s'", a->name);
-    if (rc == SQLITE_ROW) {
+    if (rc == DB_ROW) {
         uint8_t pk[COORD_KEY_BYTES];
 
         uint8_t fpr[COORD_FPR_BYTES];
 
-        aid = sqlite3_column_int64(st, 0);
+        aid = db_i64(st, 0);
         if ((rc = col_fixed(st, 1, pk, sizeof(pk), "agents.identity_pk")) != 0 ||
             (rc = col_fixed(st, 2, fpr, sizeof(fpr), "agents.cert_fingerprint")) != 0)
             goto out;
         /* The name is bound to the certificate it first joined with, until
          * the operator revokes that one. */
-        if (memcmp(fpr, a->cert_fingerprint, sizeof(fpr)) != 0 && !sqlite3_column_int(st, 3)) {
+        if (memcmp(fpr, a->cert_fingerprint, sizeof(fpr)) != 0 && !db_int(st, 3)) {
             rc = sfl__fail(-EACCES,
                            "store: agent '%s' (id %lld) is bound to another certificate",
                            a->name, (long long)aid);
@@ -1218,20 +739,20 @@ static int sq_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int
         st = NULL;
         goto out;
     }
-    if (rc != SQLITE_DONE)
+    if (rc != DB_DONE)
         goto out;
     done(st);
     if ((rc = stmt(s, ST_AGENT_BY_KEY, &st)) != 0)
         goto out;
     bind_blob(st, 1, a->identity_pk, sizeof(a->identity_pk));
     rc = step(s, st, "store: look up identity key");
-    if (rc == SQLITE_ROW) {
+    if (rc == DB_ROW) {
         rc = sfl__fail(-EEXIST,
                        "store: agent '%s': identity key already registered to agent '%.64s'",
-                       a->name, (const char *)sqlite3_column_text(st, 0));
+                       a->name, (const char *)db_text(st, 0));
         goto out;
     }
-    if (rc != SQLITE_DONE)
+    if (rc != DB_DONE)
         goto out;
     done(st);
     if ((rc = stmt(s, ST_AGENT_INSERT, &st)) != 0)
@@ -1240,7 +761,7 @@ static int sq_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int
     rc = exec_stmt(s, st, "insert agent");
     st = NULL;
     if (rc == 0)
-        aid = sqlite3_last_insert_rowid(s->db);
+        aid = s->drv->last_id(s);
 out:
     done(st);
     rc = end(s, rc);
@@ -1249,11 +770,32 @@ out:
     return rc;
 }
 
-static int sq_cert_revoke(coord_store_t *base_, const uint8_t fpr[COORD_FPR_BYTES],
+/* Another process (a front-end) may insert the same new agent between this
+ * call's look-ups and its insert (READ COMMITTED: each statement sees what
+ * committed before it): the unique key refuses the second insert, or the
+ * key look-up finds the row the name look-up missed (-EEXIST). The upsert
+ * then runs once more, now finding the row by name; a real conflict gives
+ * the same answer again. */
+static int lg_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
+{
+    db_store_t *s = (db_store_t *)base_;
+    int rc;
+
+    if (s)
+        s->drv->clear_error(s);
+    rc = agent_upsert_once(base_, a, id);
+    if (s != NULL && (rc == -EEXIST || (rc == SFL_EINVAL && s->drv->unique_violation(s)))) {
+        s->drv->clear_error(s);
+        rc = agent_upsert_once(base_, a, id);
+    }
+    return rc;
+}
+
+static int lg_cert_revoke(coord_store_t *base_, const uint8_t fpr[COORD_FPR_BYTES],
                             const char *name, int64_t now_ms)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || fpr == NULL || name == NULL)
@@ -1263,7 +805,7 @@ static int sq_cert_revoke(coord_store_t *base_, const uint8_t fpr[COORD_FPR_BYTE
     if ((rc = stmt(s, ST_REVOKE, &st)) == 0) {
         bind_blob(st, 1, fpr, COORD_FPR_BYTES);
         bind_text(st, 2, name);
-        sqlite3_bind_int64(st, 3, now_ms);
+        db_bind_i64(st, 3, now_ms);
         rc = exec_stmt(s, st, "revoke a certificate");
         st = NULL;
     }
@@ -1271,17 +813,17 @@ static int sq_cert_revoke(coord_store_t *base_, const uint8_t fpr[COORD_FPR_BYTE
     return end(s, rc);
 }
 
-static int read_fpr(sqlite3_stmt *st, size_t max, void *row)
+static int read_fpr(db_stmt_t *st, size_t max, void *row)
 {
     (void)max;
     return col_fixed(st, 0, row, COORD_FPR_BYTES, "revoked_certs.fingerprint");
 }
 
-static int sq_revoked_list(coord_store_t *base_, uint8_t (**out)[COORD_FPR_BYTES],
+static int lg_revoked_list(coord_store_t *base_, uint8_t (**out)[COORD_FPR_BYTES],
                              size_t *n)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -1297,11 +839,11 @@ static int sq_revoked_list(coord_store_t *base_, uint8_t (**out)[COORD_FPR_BYTES
     return 0;
 }
 
-static int sq_quarantine_add(coord_store_t *base_, int64_t job, int64_t agent, const char *reason,
+static int lg_quarantine_add(coord_store_t *base_, int64_t job, int64_t agent, const char *reason,
                                int64_t now_ms)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || reason == NULL)
@@ -1312,7 +854,7 @@ static int sq_quarantine_add(coord_store_t *base_, int64_t job, int64_t agent, c
         return rc;
     if ((rc = prep(s, ST_QUAR_ADD, &st, IDS(job, agent))) == 0) {
         bind_text(st, 3, reason);
-        sqlite3_bind_int64(st, 4, now_ms);
+        db_bind_i64(st, 4, now_ms);
         rc = exec_stmt(s, st, "quarantine an agent");
         st = NULL;
     }
@@ -1320,10 +862,10 @@ static int sq_quarantine_add(coord_store_t *base_, int64_t job, int64_t agent, c
     return end(s, rc);
 }
 
-static int sq_quarantine_release(coord_store_t *base_, int64_t job, int64_t agent)
+static int lg_quarantine_release(coord_store_t *base_, int64_t job, int64_t agent)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL)
@@ -1333,7 +875,7 @@ static int sq_quarantine_release(coord_store_t *base_, int64_t job, int64_t agen
     if ((rc = prep(s, ST_QUAR_DEL, &st, IDS(job, agent))) == 0) {
         rc = exec_stmt(s, st, "release a quarantined agent");
         st = NULL;
-        if (rc == 0 && sqlite3_changes(s->db) == 0)
+        if (rc == 0 && s->drv->changes(s) == 0)
             rc = sfl__fail(SFL_ENOTFOUND, "store: agent %lld is not quarantined in job %lld",
                            (long long)agent, (long long)job);
     }
@@ -1341,21 +883,21 @@ static int sq_quarantine_release(coord_store_t *base_, int64_t job, int64_t agen
     return end(s, rc);
 }
 
-static int read_quar(sqlite3_stmt *st, size_t max, void *row)
+static int read_quar(db_stmt_t *st, size_t max, void *row)
 {
     coord_quar_row_t *q = row;
 
     (void)max;
-    q->job = sqlite3_column_int64(st, 0);
-    q->agent = sqlite3_column_int64(st, 1);
-    q->at_ms = sqlite3_column_int64(st, 2);
+    q->job = db_i64(st, 0);
+    q->agent = db_i64(st, 1);
+    q->at_ms = db_i64(st, 2);
     return col_text(st, 3, q->reason, sizeof(q->reason), "quarantine.reason");
 }
 
-static int sq_quarantine_list(coord_store_t *base_, coord_quar_row_t **out, size_t *n)
+static int lg_quarantine_list(coord_store_t *base_, coord_quar_row_t **out, size_t *n)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -1372,20 +914,20 @@ static int sq_quarantine_list(coord_store_t *base_, coord_quar_row_t **out, size
 }
 
 /* Runs an UPDATE by id; SFL_ENOTFOUND when no row had that id. */
-static int update_by_id(sq_store_t *s, sqlite3_stmt *st, const char *what, int64_t id)
+static int update_by_id(db_store_t *s, db_stmt_t *st, const char *what, int64_t id)
 {
     int rc = exec_stmt(s, st, what);
 
-    if (rc == 0 && sqlite3_changes(s->db) == 0)
+    if (rc == 0 && s->drv->changes(s) == 0)
         rc = sfl__fail(SFL_ENOTFOUND, "store: %s: no agent %lld", what, (long long)id);
     return rc;
 }
 
-static int sq_agent_rekey(coord_store_t *base_, int64_t id,
+static int lg_agent_rekey(coord_store_t *base_, int64_t id,
                             const uint8_t identity_pk[COORD_KEY_BYTES])
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || identity_pk == NULL)
@@ -1393,28 +935,28 @@ static int sq_agent_rekey(coord_store_t *base_, int64_t id,
     if ((rc = prep(s, ST_AGENT_REKEY, &st, IDS(id))) != 0)
         return rc;
     bind_blob(st, 2, identity_pk, COORD_KEY_BYTES);
-    rc = sqlite3_step(st);
-    if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+    rc = db_step(st);
+    if ((rc & 0xff) == DB_CONSTRAINT) {
         rc = sfl__fail(-EEXIST, "store: rekey agent %lld: key already registered to another agent",
                        (long long)id);
         done(st);
         return rc;
     }
-    if (rc != SQLITE_DONE) {
-        rc = coord__store_dberr(s->db, rc, "store: rekey agent %lld", (long long)id);
+    if (rc != DB_DONE) {
+        rc = coord__db_err(s, rc, "store: rekey agent %lld", (long long)id);
         done(st);
         return rc;
     }
     done(st);
-    if (sqlite3_changes(s->db) == 0)
+    if (s->drv->changes(s) == 0)
         return sfl__fail(SFL_ENOTFOUND, "store: rekey: no agent %lld", (long long)id);
     return 0;
 }
 
-static int sq_agent_touch(coord_store_t *base_, int64_t id)
+static int lg_agent_touch(coord_store_t *base_, int64_t id)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL)
@@ -1424,10 +966,10 @@ static int sq_agent_touch(coord_store_t *base_, int64_t id)
     return update_by_id(s, st, "touch agent", id);
 }
 
-static int agent_get(sq_store_t *s, int id_stmt, int64_t id, const char *name,
+static int agent_get(db_store_t *s, int id_stmt, int64_t id, const char *name,
                      coord_agent_row_t *out)
 {
-    sqlite3_stmt *st;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || out == NULL)
@@ -1437,33 +979,33 @@ static int agent_get(sq_store_t *s, int id_stmt, int64_t id, const char *name,
     if (name)
         bind_text(st, 1, name);
     rc = step(s, st, "store: read agent");
-    if (rc == SQLITE_ROW)
+    if (rc == DB_ROW)
         rc = read_agent(st, 0, out);
-    else if (rc == SQLITE_DONE)
+    else if (rc == DB_DONE)
         rc = name ? sfl__fail(SFL_ENOTFOUND, "store: no agent named '%.64s'", name)
                   : sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)id);
     done(st);
     return rc;
 }
 
-static int sq_agent_get(coord_store_t *base_, int64_t id, coord_agent_row_t *out)
+static int lg_agent_get(coord_store_t *base_, int64_t id, coord_agent_row_t *out)
 {
-    sq_store_t *s = (sq_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     return agent_get(s, ST_AGENT_GET, id, NULL, out);
 }
 
-static int sq_agent_get_by_name(coord_store_t *base_, const char *name, coord_agent_row_t *out)
+static int lg_agent_get_by_name(coord_store_t *base_, const char *name, coord_agent_row_t *out)
 {
-    sq_store_t *s = (sq_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     if (name == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL name");
     return agent_get(s, ST_AGENT_GET_NAME, 0, name, out);
 }
 
-static int sq_agent_list(coord_store_t *base_, coord_agent_row_t **out, size_t *n)
+static int lg_agent_list(coord_store_t *base_, coord_agent_row_t **out, size_t *n)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -1498,22 +1040,22 @@ void coord_job_rows_free(coord_job_row_t *jobs, size_t n)
     free_rows(jobs, n, sizeof(*jobs), clear_job);
 }
 
-static int read_job(sqlite3_stmt *st, size_t max_spec, void *row)
+static int read_job(db_stmt_t *st, size_t max_spec, void *row)
 {
     coord_job_row_t *j = row;
     int rc, state = 0;
 
     memset(j, 0, sizeof(*j));
-    j->id = sqlite3_column_int64(st, 0);
+    j->id = db_i64(st, 0);
     if ((rc = col_text(st, 1, j->name, sizeof(j->name), "jobs.name")) != 0 ||
-        (rc = parse_state(sqlite3_column_text(st, 2), job_states, NSTATES(job_states),
+        (rc = parse_state(db_text(st, 2), job_states, NSTATES(job_states),
                           "jobs.state", &state)) != 0)
         return rc;
     j->state = (coord_job_state_t)state;
-    j->seed = i64_to_u64(sqlite3_column_int64(st, 3));
-    j->created_ms = sqlite3_column_int64(st, 4);
-    j->last_committed_round = sqlite3_column_int64(st, 5);
-    if (sqlite3_column_type(st, 7) != SQLITE_NULL) {
+    j->seed = i64_to_u64(db_i64(st, 3));
+    j->created_ms = db_i64(st, 4);
+    j->last_committed_round = db_i64(st, 5);
+    if (db_type(st, 7) != DB_NULL) {
         j->state = COORD_JOB_FAILED;
         if ((rc = col_text(st, 7, j->error, sizeof(j->error), "job_failures.error")) != 0)
             return rc;
@@ -1521,11 +1063,11 @@ static int read_job(sqlite3_stmt *st, size_t max_spec, void *row)
     return col_alloc(st, 6, max_spec, &j->spec, &j->spec_len, "jobs.spec");
 }
 
-static int sq_job_create(coord_store_t *base_, const char *name, const uint8_t *spec,
+static int lg_job_create(coord_store_t *base_, const char *name, const uint8_t *spec,
                            size_t spec_len, uint64_t seed, int64_t *id)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || (spec == NULL && spec_len > 0))
@@ -1536,22 +1078,22 @@ static int sq_job_create(coord_store_t *base_, const char *name, const uint8_t *
         return rc;
     if ((rc = stmt(s, ST_JOB_INSERT, &st)) == 0) {
         bind_text(st, 1, name);
-        sqlite3_bind_int64(st, 2, u64_to_i64(seed));
-        sqlite3_bind_int64(st, 3, now_ms());
+        db_bind_i64(st, 2, u64_to_i64(seed));
+        db_bind_i64(st, 3, now_ms());
         rc = exec_blob(s, st, 4, spec, spec_len, "insert job", "store: job spec of %zu bytes",
                        spec_len);
     }
     if (rc == 0 && id)
-        *id = sqlite3_last_insert_rowid(s->db);
+        *id = s->drv->last_id(s);
     if (s->fence)
         rc = end(s, rc);
     return rc;
 }
 
-static int sq_job_get(coord_store_t *base_, int64_t id, size_t max_spec, coord_job_row_t *out)
+static int lg_job_get(coord_store_t *base_, int64_t id, size_t max_spec, coord_job_row_t *out)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || out == NULL)
@@ -1560,9 +1102,9 @@ static int sq_job_get(coord_store_t *base_, int64_t id, size_t max_spec, coord_j
     if ((rc = prep(s, ST_JOB_GET, &st, IDS(id))) != 0)
         return rc;
     rc = step(s, st, "store: read job %lld", (long long)id);
-    if (rc == SQLITE_ROW)
+    if (rc == DB_ROW)
         rc = read_job(st, max_spec, out);
-    else if (rc == SQLITE_DONE)
+    else if (rc == DB_DONE)
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)id);
     done(st);
     if (rc)
@@ -1570,10 +1112,10 @@ static int sq_job_get(coord_store_t *base_, int64_t id, size_t max_spec, coord_j
     return rc;
 }
 
-static int sq_job_list(coord_store_t *base_, size_t max_spec, coord_job_row_t **out, size_t *n)
+static int lg_job_list(coord_store_t *base_, size_t max_spec, coord_job_row_t **out, size_t *n)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -1591,20 +1133,20 @@ static int sq_job_list(coord_store_t *base_, size_t max_spec, coord_job_row_t **
 
 /* Reads (state, last_committed_round) of a job inside the caller's
  * transaction; SFL_ENOTFOUND when there is no such job. */
-static int job_state(sq_store_t *s, int64_t job, coord_job_state_t *state, int64_t *last)
+static int job_state(db_store_t *s, int64_t job, coord_job_state_t *state, int64_t *last)
 {
-    sqlite3_stmt *st;
+    db_stmt_t *st;
     int rc, v = 0;
 
     if ((rc = prep(s, ST_JOB_STATE, &st, IDS(job))) != 0)
         return rc;
     rc = step(s, st, "store: read job %lld", (long long)job);
-    if (rc == SQLITE_ROW) {
-        rc = parse_state(sqlite3_column_text(st, 0), job_states, NSTATES(job_states),
+    if (rc == DB_ROW) {
+        rc = parse_state(db_text(st, 0), job_states, NSTATES(job_states),
                          "jobs.state", &v);
-        *state = sqlite3_column_int(st, 2) ? COORD_JOB_FAILED : (coord_job_state_t)v;
-        *last = sqlite3_column_int64(st, 1);
-    } else if (rc == SQLITE_DONE) {
+        *state = db_int(st, 2) ? COORD_JOB_FAILED : (coord_job_state_t)v;
+        *last = db_i64(st, 1);
+    } else if (rc == DB_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)job);
     }
     done(st);
@@ -1629,10 +1171,10 @@ static int next_round(int64_t job, int64_t round, int64_t last)
     return 0;
 }
 
-static int sq_job_set_state(coord_store_t *base_, int64_t id, coord_job_state_t state)
+static int lg_job_set_state(coord_store_t *base_, int64_t id, coord_job_state_t state)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     coord_job_state_t cur = COORD_JOB_ACTIVE;
     int64_t last;
     int rc;
@@ -1663,10 +1205,10 @@ out:
     return end(s, rc);
 }
 
-static int sq_job_fail(coord_store_t *base_, int64_t id, const char *error, int64_t now_ms)
+static int lg_job_fail(coord_store_t *base_, int64_t id, const char *error, int64_t now_ms)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     coord_job_state_t cur = COORD_JOB_ACTIVE;
     int64_t last;
     int rc;
@@ -1680,7 +1222,7 @@ static int sq_job_fail(coord_store_t *base_, int64_t id, const char *error, int6
     if ((rc = prep(s, ST_JOB_FAIL, &st, IDS(id))) != 0)
         goto out;
     bind_text(st, 2, error);
-    sqlite3_bind_int64(st, 3, now_ms);
+    db_bind_i64(st, 3, now_ms);
     rc = exec_stmt(s, st, "record a job failure");
     st = NULL;
 out:
@@ -1725,27 +1267,27 @@ static uint64_t get_u64(const uint8_t *p)
     return v;
 }
 
-static int read_round(sqlite3_stmt *st, size_t max_cohort, void *row)
+static int read_round(db_stmt_t *st, size_t max_cohort, void *row)
 {
     coord_round_row_t *r = row;
     int rc, state = 0;
 
     memset(r, 0, sizeof(*r));
-    r->job_id = sqlite3_column_int64(st, 0);
-    r->round = sqlite3_column_int64(st, 1);
-    r->attempt = sqlite3_column_int64(st, 2);
-    if ((rc = parse_state(sqlite3_column_text(st, 3), round_states, NSTATES(round_states),
+    r->job_id = db_i64(st, 0);
+    r->round = db_i64(st, 1);
+    r->attempt = db_i64(st, 2);
+    if ((rc = parse_state(db_text(st, 3), round_states, NSTATES(round_states),
                           "rounds.state", &state)) != 0 ||
         (rc = col_fixed(st, 4, r->nonce, sizeof(r->nonce), "rounds.nonce")) != 0 ||
         (rc = col_text(st, 7, r->reason, sizeof(r->reason), "rounds.reason")) != 0)
         return rc;
     r->state = (coord_srow_state_t)state;
-    r->opened_ms = sqlite3_column_int64(st, 5);
-    r->closed_ms = sqlite3_column_int64(st, 6);
+    r->opened_ms = db_i64(st, 5);
+    r->closed_ms = db_i64(st, 6);
 
-    if (sqlite3_column_type(st, 8) != SQLITE_BLOB)
+    if (db_type(st, 8) != DB_BLOB)
         return sfl__fail(SFL_EPARSE, "store: rounds.cohort is not a blob");
-    size_t bytes = (size_t)sqlite3_column_bytes(st, 8);
+    size_t bytes = (size_t)db_bytes(st, 8);
     if (bytes % 8 != 0)
         return sfl__fail(SFL_EPARSE, "store: cohort of job %lld round %lld is %zu bytes, "
                                      "not a multiple of 8",
@@ -1755,7 +1297,7 @@ static int read_round(sqlite3_stmt *st, size_t max_cohort, void *row)
         return sfl__fail(SFL_ELIMIT, "store: cohort of job %lld round %lld has %zu agents, "
                                      "limit %zu",
                          (long long)r->job_id, (long long)r->round, n, max_cohort);
-    const uint8_t *p = n ? sqlite3_column_blob(st, 8) : NULL;
+    const uint8_t *p = n ? db_blob(st, 8) : NULL;
     if (n && p == NULL)
         return sfl__fail(SFL_ENOMEM, "store: read cohort: out of memory");
     r->cohort = sfl__mallocarray(n, sizeof(*r->cohort));
@@ -1773,36 +1315,37 @@ static int read_round(sqlite3_stmt *st, size_t max_cohort, void *row)
     return 0;
 }
 
-static int sq_round_next_attempt(coord_store_t *base_, int64_t job, int64_t round,
+static int lg_round_next_attempt(coord_store_t *base_, int64_t job, int64_t round,
                                    int64_t *attempt)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || attempt == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     if ((rc = prep(s, ST_ROUND_MAX_ATTEMPT, &st, IDS(job, round))) != 0)
         return rc;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *attempt = sqlite3_column_int64(st, 0) + 1;
+    rc = db_step(st);
+    if (rc == DB_ROW) {
+        *attempt = db_i64(st, 0) + 1;
         rc = 0;
     } else {
-        rc = coord__store_dberr(s->db, rc, "store: read attempts of job %lld round %lld",
+        rc = coord__db_err(s, rc, "store: read attempts of job %lld round %lld",
                                 (long long)job, (long long)round);
     }
     done(st);
     return rc;
 }
 
-static int sq_round_open(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
+static int lg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
                            const uint8_t nonce[COORD_NONCE_BYTES], const int64_t *cohort,
                            size_t n)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     uint8_t *manifest = NULL;
+    char *ids = NULL;
     coord_job_state_t jstate;
     int64_t last, next, now = now_ms();
     int rc, txn = 0;
@@ -1834,17 +1377,17 @@ static int sq_round_open(coord_store_t *base_, int64_t job, int64_t round, int64
     if ((rc = prep(s, ST_ROUND_LIVE, &st, IDS(job, round))) != 0)
         goto out;
     rc = step(s, st, "store: find live attempts");
-    if (rc == SQLITE_ROW) {
+    if (rc == DB_ROW) {
         rc = sfl__fail(SFL_EINVAL, "store: job %lld round %lld attempt %lld is still %s",
-                       (long long)job, (long long)round, (long long)sqlite3_column_int64(st, 0),
-                       (const char *)sqlite3_column_text(st, 1));
+                       (long long)job, (long long)round, (long long)db_i64(st, 0),
+                       db_text(st, 1) ? (const char *)db_text(st, 1) : "?");
         goto out;
     }
-    if (rc != SQLITE_DONE)
+    if (rc != DB_DONE)
         goto out;
     done(st);
     st = NULL;
-    if ((rc = sq_round_next_attempt(&s->base, job, round, &next)) != 0)
+    if ((rc = lg_round_next_attempt(&s->base, job, round, &next)) != 0)
         goto out;
     if (attempt != next) {
         rc = sfl__fail(attempt < next ? -EEXIST : SFL_EINVAL,
@@ -1855,52 +1398,71 @@ static int sq_round_open(coord_store_t *base_, int64_t job, int64_t round, int64
     if ((rc = prep(s, ST_ROUND_INSERT, &st, IDS(job, round, attempt))) != 0)
         goto out;
     bind_blob(st, 4, nonce, COORD_NONCE_BYTES);
-    sqlite3_bind_int64(st, 5, now);
+    db_bind_i64(st, 5, now);
     rc = exec_blob(s, st, 6, manifest, n * 8, "insert round",
                    "store: cohort manifest of %zu agents", n);
     st = NULL;
     if (rc)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = prep(s, ST_PART_SELECTED, &st, IDS(job, round, attempt, cohort[i], now))) != 0)
+    if (n > 0) {
+        /* the cohort in two statements, not one per member: its first id
+         * that is no agent (agents are never deleted, so the check holds
+         * until the insert), then every member's SELECTED row; the ids as
+         * the driver's array literal */
+        size_t cap = n * 21 + 3;
+
+        ids = sfl__malloc(cap);
+        if (ids == NULL) {
+            rc = sfl__fail(SFL_ENOMEM, "store: out of memory for a cohort of %zu", n);
             goto out;
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
+        }
+        s->drv->ids(cohort, n, ids, cap);
+        if ((rc = stmt(s, ST_COHORT_MISSING, &st)) != 0)
+            goto out;
+        bind_text(st, 1, ids);
+        rc = step(s, st, "store: check the cohort's agents");
+        if (rc == DB_ROW) {
             rc = sfl__fail(SFL_ENOTFOUND, "store: cohort agent %lld is not a registered agent",
-                           (long long)cohort[i]);
+                           (long long)db_i64(st, 0));
             goto out;
         }
-        if (rc != SQLITE_DONE) {
-            rc = coord__store_dberr(s->db, rc, "store: record selection of agent %lld",
-                                    (long long)cohort[i]);
+        if (rc != DB_DONE)
             goto out;
-        }
-        sqlite3_reset(st);
+        done(st);
+        if ((rc = prep(s, ST_PART_SELECTED_ALL, &st, IDS(job, round, attempt))) != 0)
+            goto out;
+        bind_text(st, 4, ids);
+        db_bind_i64(st, 5, now);
+        rc = exec_stmt(s, st, "record the cohort's selection");
+        st = NULL;
+        if (rc)
+            goto out;
     }
     rc = 0;
 out:
     done(st);
     if (txn)
         rc = end(s, rc);
+    sfl__free(ids);
     sfl__free(manifest);
     return rc;
 }
 
 /* Reads the state of one round attempt inside the caller's transaction. */
-static int round_state(sq_store_t *s, int64_t job, int64_t round, int64_t attempt,
+static int round_state(db_store_t *s, int64_t job, int64_t round, int64_t attempt,
                        coord_srow_state_t *state)
 {
-    sqlite3_stmt *st;
+    db_stmt_t *st;
     int rc, v = 0;
 
     if ((rc = prep(s, ST_ROUND_STATE, &st, IDS(job, round, attempt))) != 0)
         return rc;
     rc = step(s, st, "store: read round state");
-    if (rc == SQLITE_ROW) {
-        rc = parse_state(sqlite3_column_text(st, 0), round_states, NSTATES(round_states),
+    if (rc == DB_ROW) {
+        rc = parse_state(db_text(st, 0), round_states, NSTATES(round_states),
                          "rounds.state", &v);
         *state = (coord_srow_state_t)v;
-    } else if (rc == SQLITE_DONE) {
+    } else if (rc == DB_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld round %lld attempt %lld",
                        (long long)job, (long long)round, (long long)attempt);
     }
@@ -1925,27 +1487,27 @@ static int round_step_ok(coord_srow_state_t from, coord_srow_state_t to)
     return 0;
 }
 
-static int set_round_state(sq_store_t *s, int64_t job, int64_t round, int64_t attempt,
+static int set_round_state(db_store_t *s, int64_t job, int64_t round, int64_t attempt,
                            coord_srow_state_t state, const char *reason, int64_t now)
 {
-    sqlite3_stmt *st;
+    db_stmt_t *st;
     int rc;
 
     if ((rc = prep(s, ST_ROUND_SET_STATE, &st, IDS(job, round, attempt))) != 0)
         return rc;
     bind_text(st, 4, round_states[state]);
     if (state == COORD_SROW_COMMITTED || state == COORD_SROW_FAILED)
-        sqlite3_bind_int64(st, 5, now);
+        db_bind_i64(st, 5, now);
     else
-        sqlite3_bind_null(st, 5);
+        db_bind_null(st, 5);
     bind_text(st, 6, reason);
     return exec_stmt(s, st, "set round state");
 }
 
-static int sq_round_set_state(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
+static int lg_round_set_state(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
                                 coord_srow_state_t state, const char *reason)
 {
-    sq_store_t *s = (sq_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     coord_srow_state_t cur = COORD_SROW_SELECTING;
     int rc;
 
@@ -1974,19 +1536,19 @@ out:
     return end(s, rc);
 }
 
-/* A finite double, or NULL (SQLite would store NaN as NULL anyway). */
-static void bind_real(sqlite3_stmt *st, int i, double v)
+/* A finite double, or NULL (as sqlite.c stores it). */
+static void bind_real(db_stmt_t *st, int i, double v)
 {
     if (isfinite(v))
-        sqlite3_bind_double(st, i, v);
+        db_bind_double(st, i, v);
     else
-        sqlite3_bind_null(st, i);
+        db_bind_null(st, i);
 }
 
-static int insert_metrics(sq_store_t *s, int64_t job, int64_t round, int64_t attempt,
+static int insert_metrics(db_store_t *s, int64_t job, int64_t round, int64_t attempt,
                           const sfl_round_metrics_t *m)
 {
-    sqlite3_stmt *st;
+    db_stmt_t *st;
     int rc = prep(s, ST_METRICS_INSERT, &st, IDS(job, round, attempt));
 
     if (rc)
@@ -1995,20 +1557,20 @@ static int insert_metrics(sq_store_t *s, int64_t job, int64_t round, int64_t att
         if (sfl_metrics[id].type == SFL_METRIC_F64)
             bind_real(st, 4 + id, sfl_metric_get(id, m));
         else
-            sqlite3_bind_int64(st, 4 + id, u64_to_i64(sfl_metric_get_u64(id, m)));
+            db_bind_i64(st, 4 + id, u64_to_i64(sfl_metric_get_u64(id, m)));
     }
     return exec_stmt(s, st, "insert round metrics");
 }
 
-static int sq_round_commit(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
+static int lg_round_commit(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
                              const uint8_t *model, size_t len,
                              const sfl_round_metrics_t *metrics,
                              uint8_t hash[COORD_HASH_BYTES])
 {
-    sq_store_t *s = (sq_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     static const uint8_t empty[1];
     uint8_t h[COORD_HASH_BYTES];
-    sqlite3_stmt *st = NULL;
+    db_stmt_t *st = NULL;
     coord_srow_state_t cur = COORD_SROW_SELECTING;
     coord_job_state_t jstate;
     int64_t last, now = now_ms();
@@ -2037,7 +1599,7 @@ static int sq_round_commit(coord_store_t *base_, int64_t job, int64_t round, int
     if ((rc = prep(s, ST_CKPT_INSERT, &st, IDS(job, round))) != 0)
         goto out;
     bind_blob(st, 3, h, sizeof(h));
-    sqlite3_bind_int64(st, 4, now);
+    db_bind_i64(st, 4, now);
     rc = exec_blob(s, st, 5, model, len, "insert checkpoint", "store: checkpoint of %zu bytes",
                    len);
     st = NULL;
@@ -2065,11 +1627,11 @@ out:
     return rc;
 }
 
-static int sq_round_get(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
+static int lg_round_get(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
                           size_t max_cohort, coord_round_row_t *out)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || out == NULL)
@@ -2078,9 +1640,9 @@ static int sq_round_get(coord_store_t *base_, int64_t job, int64_t round, int64_
     if ((rc = prep(s, ST_ROUND_GET, &st, IDS(job, round, attempt))) != 0)
         return rc;
     rc = step(s, st, "store: read round");
-    if (rc == SQLITE_ROW)
+    if (rc == DB_ROW)
         rc = read_round(st, max_cohort, out);
-    else if (rc == SQLITE_DONE)
+    else if (rc == DB_DONE)
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld round %lld attempt %lld",
                        (long long)job, (long long)round, (long long)attempt);
     done(st);
@@ -2089,11 +1651,11 @@ static int sq_round_get(coord_store_t *base_, int64_t job, int64_t round, int64_
     return rc;
 }
 
-static int sq_round_list(coord_store_t *base_, int64_t job, size_t max_cohort,
+static int lg_round_list(coord_store_t *base_, int64_t job, size_t max_cohort,
                            coord_round_row_t **out, size_t *n)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -2109,35 +1671,35 @@ static int sq_round_list(coord_store_t *base_, int64_t job, size_t max_cohort,
     return 0;
 }
 
-static int read_history(sqlite3_stmt *st, size_t max, void *row)
+static int read_history(db_stmt_t *st, size_t max, void *row)
 {
     coord_history_row_t *h = row;
 
     (void)max;
     memset(h, 0, sizeof(*h));
-    h->round = sqlite3_column_int64(st, 0);
-    h->attempt = sqlite3_column_int64(st, 1);
-    h->opened_ms = sqlite3_column_int64(st, 2);
-    h->committed_ms = sqlite3_column_int64(st, 3);
-    h->selected = (uint32_t)sqlite3_column_int64(st, 4);
-    h->accepted = (uint32_t)sqlite3_column_int64(st, 5);
-    h->bytes_up = (uint64_t)sqlite3_column_int64(st, 6);
+    h->round = db_i64(st, 0);
+    h->attempt = db_i64(st, 1);
+    h->opened_ms = db_i64(st, 2);
+    h->committed_ms = db_i64(st, 3);
+    h->selected = (uint32_t)db_i64(st, 4);
+    h->accepted = (uint32_t)db_i64(st, 5);
+    h->bytes_up = (uint64_t)db_i64(st, 6);
     /* NULL (no metrics row, a non-finite value, a column added after the
      * round) reads as 0. */
     for (int id = 0; id < SFL_METRIC_COUNT; id++) {
         if (sfl_metrics[id].type == SFL_METRIC_F64)
-            sfl_metric_set(id, &h->m, sqlite3_column_double(st, 7 + id));
+            sfl_metric_set(id, &h->m, db_double(st, 7 + id));
         else
-            sfl_metric_set_u64(id, &h->m, (uint64_t)sqlite3_column_int64(st, 7 + id));
+            sfl_metric_set_u64(id, &h->m, (uint64_t)db_i64(st, 7 + id));
     }
     return 0;
 }
 
-static int sq_history(coord_store_t *base_, int64_t job, int64_t after_round, size_t limit,
+static int lg_history(coord_store_t *base_, int64_t job, int64_t after_round, size_t limit,
                         coord_history_row_t **out, size_t *n)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     uint64_t lim = limit; /* size_t is 32-bit on armhf: clamp in 64 bits */
     int rc;
@@ -2159,9 +1721,9 @@ static int sq_history(coord_store_t *base_, int64_t job, int64_t after_round, si
 /* ---- participation --------------------------------------------------- */
 
 /* One outcome, inside the caller's transaction. */
-static int record_part(sq_store_t *s, const coord_part_row_t *p)
+static int record_part(db_store_t *s, const coord_part_row_t *p)
 {
-    sqlite3_stmt *st = NULL;
+    db_stmt_t *st = NULL;
     coord_srow_state_t cur;
     int rc, prev = 0;
 
@@ -2178,33 +1740,34 @@ static int record_part(sq_store_t *s, const coord_part_row_t *p)
         return rc;
     bind_text(st, 5, part_states[p->status]);
     bind_text(st, 6, p->reason);
-    sqlite3_bind_int64(st, 7, p->bytes);
-    sqlite3_bind_int64(st, 8, p->at_ms ? p->at_ms : now_ms());
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    db_bind_i64(st, 7, p->bytes);
+    db_bind_i64(st, 8, p->at_ms ? p->at_ms : now_ms());
+    rc = db_step(st);
+    if (rc == DB_FK) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)p->agent);
         goto out;
     }
-    if (rc != SQLITE_DONE) {
-        rc = coord__store_dberr(s->db, rc, "store: record participation of agent %lld",
+    if (rc != DB_DONE) {
+        rc = coord__db_err(s, rc, "store: record participation of agent %lld",
                                 (long long)p->agent);
         goto out;
     }
     done(st);
     st = NULL;
     rc = 0;
-    if (sqlite3_changes(s->db) > 0)
+    if (s->drv->changes(s) > 0)
         goto out;
     /* The upsert's WHERE kept an earlier outcome: say which. */
     if ((rc = prep(s, ST_PART_STATUS, &st, IDS(p->job, p->round, p->attempt, p->agent))) != 0)
         goto out;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        rc = parse_state(sqlite3_column_text(st, 0), part_states, NSTATES(part_states),
+    rc = db_step(st);
+    if (rc == DB_ROW)
+        rc = parse_state(db_text(st, 0), part_states, NSTATES(part_states),
                          "participation.status", &prev);
+    else if (rc == DB_DONE) /* the insert's guard: no such agent */
+        rc = sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)p->agent);
     else
-        rc = coord__store_dberr(s->db, rc == SQLITE_DONE ? SQLITE_ERROR : rc,
-                                "store: read participation");
+        rc = coord__db_err(s, rc, "store: read participation");
     if (rc == 0)
         rc = sfl__fail(-EEXIST, "store: agent %lld in job %lld round %lld attempt %lld is "
                                 "already recorded as %s",
@@ -2215,12 +1778,12 @@ out:
     return rc;
 }
 
-static int sq_participation_record(coord_store_t *base_, int64_t job, int64_t round,
+static int lg_participation_record(coord_store_t *base_, int64_t job, int64_t round,
                                      int64_t attempt, int64_t agent,
                                      coord_part_status_t status, const char *reason,
                                      int64_t bytes)
 {
-    sq_store_t *s = (sq_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     coord_part_row_t p = {job, round, attempt, agent, status, reason, bytes, 0};
     int rc;
 
@@ -2238,10 +1801,10 @@ static int row_error(int rc)
     return rc == -EEXIST || rc == SFL_ENOTFOUND || rc == SFL_EINVAL || rc == SFL_ELIMIT;
 }
 
-static int sq_participation_batch(coord_store_t *base_, const coord_part_row_t *rows, size_t n,
+static int lg_participation_batch(coord_store_t *base_, const coord_part_row_t *rows, size_t n,
                                     size_t *skipped)
 {
-    sq_store_t *s = (sq_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     size_t skip = 0;
     int rc;
 
@@ -2266,29 +1829,29 @@ static int sq_participation_batch(coord_store_t *base_, const coord_part_row_t *
     return rc;
 }
 
-static int read_part(sqlite3_stmt *st, size_t max, void *row)
+static int read_part(db_stmt_t *st, size_t max, void *row)
 {
     coord_participation_t *p = row;
     int rc, v = 0;
 
     (void)max;
     memset(p, 0, sizeof(*p));
-    p->agent_id = sqlite3_column_int64(st, 0);
-    if ((rc = parse_state(sqlite3_column_text(st, 1), part_states, NSTATES(part_states),
+    p->agent_id = db_i64(st, 0);
+    if ((rc = parse_state(db_text(st, 1), part_states, NSTATES(part_states),
                           "participation.status", &v)) != 0 ||
         (rc = col_text(st, 2, p->reason, sizeof(p->reason), "participation.reason")) != 0)
         return rc;
     p->status = (coord_part_status_t)v;
-    p->bytes = sqlite3_column_int64(st, 3);
-    p->at_ms = sqlite3_column_int64(st, 4);
+    p->bytes = db_i64(st, 3);
+    p->at_ms = db_i64(st, 4);
     return 0;
 }
 
-static int sq_participation_list(coord_store_t *base_, int64_t job, int64_t round,
+static int lg_participation_list(coord_store_t *base_, int64_t job, int64_t round,
                                    int64_t attempt, coord_participation_t **out, size_t *n)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -2308,22 +1871,22 @@ static int sq_participation_list(coord_store_t *base_, int64_t job, int64_t roun
 
 /* Row layout shared by ST_CKPT_LATEST and ST_CKPT_GET: (expected round,
  * round or NULL, hash, model). Copies and verifies the model. */
-static int read_checkpoint(sq_store_t *s, sqlite3_stmt *st, int64_t job, int64_t asked,
+static int read_checkpoint(db_store_t *s, db_stmt_t *st, int64_t job, int64_t asked,
                            size_t max_len, int64_t *round, uint8_t **model, size_t *len,
                            uint8_t hash[COORD_HASH_BYTES])
 {
     uint8_t want[COORD_HASH_BYTES], got[COORD_HASH_BYTES];
     int rc = step(s, st, "store: read checkpoint of job %lld", (long long)job);
 
-    if (rc == SQLITE_DONE && asked == 0)
+    if (rc == DB_DONE && asked == 0)
         return sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)job);
-    if (rc == SQLITE_DONE)
+    if (rc == DB_DONE)
         return sfl__fail(SFL_ENOTFOUND, "store: job %lld has no checkpoint of round %lld",
                          (long long)job, (long long)asked);
-    if (rc != SQLITE_ROW)
+    if (rc != DB_ROW)
         return rc;
-    int64_t r = sqlite3_column_int64(st, 0);
-    if (sqlite3_column_type(st, 1) == SQLITE_NULL) {
+    int64_t r = db_i64(st, 0);
+    if (db_type(st, 1) == DB_NULL) {
         if (r == 0)
             return sfl__fail(SFL_ENOTFOUND, "store: job %lld has no committed round",
                              (long long)job);
@@ -2351,11 +1914,11 @@ static int read_checkpoint(sq_store_t *s, sqlite3_stmt *st, int64_t job, int64_t
     return 0;
 }
 
-static int sq_checkpoint_latest(coord_store_t *base_, int64_t job, size_t max_len, int64_t *round,
+static int lg_checkpoint_latest(coord_store_t *base_, int64_t job, size_t max_len, int64_t *round,
                                   uint8_t **model, size_t *len, uint8_t hash[COORD_HASH_BYTES])
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || model == NULL || len == NULL)
@@ -2369,11 +1932,11 @@ static int sq_checkpoint_latest(coord_store_t *base_, int64_t job, size_t max_le
     return rc;
 }
 
-static int sq_checkpoint_get(coord_store_t *base_, int64_t job, int64_t round, size_t max_len,
+static int lg_checkpoint_get(coord_store_t *base_, int64_t job, int64_t round, size_t max_len,
                                uint8_t **model, size_t *len, uint8_t hash[COORD_HASH_BYTES])
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || model == NULL || len == NULL)
@@ -2391,17 +1954,17 @@ static int sq_checkpoint_get(coord_store_t *base_, int64_t job, int64_t round, s
     return rc;
 }
 
-static int read_round_no(sqlite3_stmt *st, size_t max, void *row)
+static int read_round_no(db_stmt_t *st, size_t max, void *row)
 {
     (void)max;
-    *(int64_t *)row = sqlite3_column_int64(st, 0);
+    *(int64_t *)row = db_i64(st, 0);
     return 0;
 }
 
-static int sq_checkpoint_rounds(coord_store_t *base_, int64_t job, int64_t **rounds, size_t *n)
+static int lg_checkpoint_rounds(coord_store_t *base_, int64_t job, int64_t **rounds, size_t *n)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -2419,10 +1982,10 @@ static int sq_checkpoint_rounds(coord_store_t *base_, int64_t job, int64_t **rou
 
 /* ---- statistics rounds ------------------------------------------------- */
 
-static int sq_stats_open(coord_store_t *base_, int64_t job, int64_t attempt)
+static int lg_stats_open(coord_store_t *base_, int64_t job, int64_t attempt)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || attempt < 1)
@@ -2437,11 +2000,11 @@ static int sq_stats_open(coord_store_t *base_, int64_t job, int64_t attempt)
     return end(s, rc);
 }
 
-static int sq_stats_commit(coord_store_t *base_, int64_t job, const uint8_t *moments, size_t len,
+static int lg_stats_commit(coord_store_t *base_, int64_t job, const uint8_t *moments, size_t len,
                              const uint8_t hash[COORD_HASH_BYTES], int64_t rows, int64_t agents)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || moments == NULL || len == 0 || len % 8 != 0 || rows < 0 || agents < 0)
@@ -2453,7 +2016,7 @@ static int sq_stats_commit(coord_store_t *base_, int64_t job, const uint8_t *mom
         rc = exec_blob(s, st, 6, moments, len, "store statistics", "store: statistics of %zu "
                        "bytes", len);
         st = NULL;
-        if (rc == 0 && sqlite3_changes(s->db) == 0)
+        if (rc == 0 && s->drv->changes(s) == 0)
             rc = sfl__fail(SFL_EINVAL, "store: job %lld has no open statistics round (or it "
                            "is already stored)", (long long)job);
     }
@@ -2461,10 +2024,10 @@ static int sq_stats_commit(coord_store_t *base_, int64_t job, const uint8_t *mom
     return end(s, rc);
 }
 
-static int sq_stats_get(coord_store_t *base_, int64_t job, size_t max, coord_stats_row_t *out)
+static int lg_stats_get(coord_store_t *base_, int64_t job, size_t max, coord_stats_row_t *out)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || out == NULL)
@@ -2473,15 +2036,15 @@ static int sq_stats_get(coord_store_t *base_, int64_t job, size_t max, coord_sta
     if ((rc = prep(s, ST_STATS_GET, &st, IDS(job))) != 0)
         return rc;
     rc = step(s, st, "store: read the statistics of job %lld", (long long)job);
-    if (rc == SQLITE_DONE) {
+    if (rc == DB_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: job %lld has no statistics round", (long long)job);
-    } else if (rc == SQLITE_ROW) {
+    } else if (rc == DB_ROW) {
         rc = 0;
-        out->attempts = sqlite3_column_int64(st, 0);
-        if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
-            out->rows = sqlite3_column_int64(st, 1);
-            out->agents = sqlite3_column_int64(st, 2);
-            out->committed_ms = sqlite3_column_int64(st, 3);
+        out->attempts = db_i64(st, 0);
+        if (db_type(st, 5) != DB_NULL) {
+            out->rows = db_i64(st, 1);
+            out->agents = db_i64(st, 2);
+            out->committed_ms = db_i64(st, 3);
             if ((rc = col_fixed(st, 4, out->hash, COORD_HASH_BYTES,
                                 "job_statistics.moments_hash")) == 0)
                 rc = col_alloc(st, 5, max, &out->moments, &out->len, "job_statistics.moments");
@@ -2491,26 +2054,88 @@ static int sq_stats_get(coord_store_t *base_, int64_t job, size_t max, coord_sta
     return rc;
 }
 
+
+static int lg_batch_begin(coord_store_t *base_)
+{
+    db_store_t *s = (db_store_t *)base_;
+    int rc;
+
+    if (s == NULL || s->batch)
+        return sfl__fail(SFL_EINVAL, "store: NULL store or a batch already open");
+    if ((rc = simple(s, ST_BEGIN, "begin batch")) == 0) {
+        s->batch = 1;
+        s->lost = 0;
+    }
+    return rc;
+}
+
+static int lg_batch_commit(coord_store_t *base_)
+{
+    db_store_t *s = (db_store_t *)base_;
+
+    if (s == NULL || !s->batch)
+        return sfl__fail(SFL_EINVAL, "store: no batch open");
+    s->batch = 0;
+    if (s->drv->autocommit(s) || s->lost)
+        return s->drv->batch_gone(s);
+    return end(s, 0);
+}
+
+/* ---- whole-store calls: the driver's -------------------------------- */
+
+static int lg_read_only(coord_store_t *base_)
+{
+    db_store_t *s = (db_store_t *)base_;
+
+    return s->drv->read_only(s);
+}
+
+static void lg_close(coord_store_t *base_)
+{
+    db_store_t *s = (db_store_t *)base_;
+
+    if (s)
+        s->drv->close(s);
+}
+
+static int lg_integrity_check(coord_store_t *base_)
+{
+    db_store_t *s = (db_store_t *)base_;
+
+    if (s == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL store");
+    return s->drv->integrity_check(s);
+}
+
+static int lg_backup(coord_store_t *base_, const char *dest, uint64_t *bytes)
+{
+    return ((db_store_t *)base_)->drv->backup(base_, dest, bytes);
+}
+
 /* ---- leadership -------------------------------------------------------- */
 
-static int sq_leader_try(coord_store_t *base_, const char *holder, int64_t *epoch)
+/* The driver's leader lock first (PostgreSQL: a session advisory lock;
+ * SQLite: none, the state_dir lock excludes others), then the epoch bump. */
+static int lg_leader_try(coord_store_t *base_, const char *holder, int64_t *epoch)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || epoch == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     if ((rc = check_text(holder, 127, 1, "leader holder")) != 0)
         return rc;
-    if ((rc = begin(s)) != 0)
+    if (s->drv->leader_lock && (rc = s->drv->leader_lock(s)) <= 0)
         return rc;
+    if ((rc = begin(s)) != 0)
+        goto fail;
     if ((rc = stmt(s, ST_LEADER_BUMP, &st)) == 0) {
         bind_text(st, 1, holder);
-        sqlite3_bind_int64(st, 2, now_ms());
+        db_bind_i64(st, 2, now_ms());
         rc = step(s, st, "store: take leadership");
-        if (rc == SQLITE_ROW) {
-            *epoch = sqlite3_column_int64(st, 0);
+        if (rc == DB_ROW) {
+            *epoch = db_i64(st, 0);
             rc = 0;
         } else if (rc >= 0) {
             rc = sfl__fail(SFL_EIO, "store: take leadership: no epoch returned");
@@ -2518,87 +2143,99 @@ static int sq_leader_try(coord_store_t *base_, const char *holder, int64_t *epoc
         done(st);
     }
     if ((rc = end(s, rc)) != 0)
-        return rc;
+        goto fail;
     s->leads = 1;
     return 1;
+fail:
+    /* not leading after all: let the lock go */
+    if (s->drv->leader_release) {
+        s->drv->leader_release(s);
+        s->leads = 0;
+    }
+    return rc;
 }
 
-static void sq_fence(coord_store_t *base_, int64_t epoch)
+static void lg_fence(coord_store_t *base_, int64_t epoch)
 {
-    ((sq_store_t *)base_)->fence = epoch;
+    ((db_store_t *)base_)->fence = epoch;
 }
 
-static int sq_leader_get(coord_store_t *base_, int64_t *epoch, char holder[128],
+static int lg_leader_get(coord_store_t *base_, int64_t *epoch, char holder[128],
                          int64_t *since_ms)
 {
-    sq_store_t *s = (sq_store_t *)base_;
-    sqlite3_stmt *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
+    if (s == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL store");
     if ((rc = stmt(s, ST_LEADER_GET, &st)) != 0)
         return rc;
     rc = step(s, st, "store: read the leader");
-    if (rc == SQLITE_ROW) {
+    if (rc == DB_ROW) {
         if (epoch)
-            *epoch = sqlite3_column_int64(st, 0);
+            *epoch = db_i64(st, 0);
         if (since_ms)
-            *since_ms = sqlite3_column_int64(st, 2);
+            *since_ms = db_i64(st, 2);
         rc = holder ? col_text(st, 1, holder, 128, "leader holder") : 0;
-    } else if (rc == SQLITE_DONE) {
+    } else if (rc == DB_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no round master ever led this store");
     }
     done(st);
     return rc;
 }
 
-static int sq_leader_held(coord_store_t *base_)
+static int lg_leader_held(coord_store_t *base_)
 {
-    return ((sq_store_t *)base_)->leads;
+    db_store_t *s = (db_store_t *)base_;
+
+    if (s == NULL || !s->leads)
+        return 0;
+    return s->drv->leader_held ? s->drv->leader_held(s) : 1;
 }
 
-static const coord_store_ops_t sq_ops = {
-    .backend = "sqlite",
-    .read_only = sq_read_only,
-    .close = sq_close,
-    .batch_begin = sq_batch_begin,
-    .batch_commit = sq_batch_commit,
-    .integrity_check = sq_integrity_check,
-    .recover = sq_recover,
-    .backup = coord__sq_backup,
-    .leader_try = sq_leader_try,
-    .fence = sq_fence,
-    .leader_get = sq_leader_get,
-    .leader_held = sq_leader_held,
-    .agent_upsert = sq_agent_upsert,
-    .agent_rekey = sq_agent_rekey,
-    .cert_revoke = sq_cert_revoke,
-    .revoked_list = sq_revoked_list,
-    .quarantine_add = sq_quarantine_add,
-    .quarantine_release = sq_quarantine_release,
-    .quarantine_list = sq_quarantine_list,
-    .stats_open = sq_stats_open,
-    .stats_commit = sq_stats_commit,
-    .stats_get = sq_stats_get,
-    .agent_touch = sq_agent_touch,
-    .agent_get = sq_agent_get,
-    .agent_get_by_name = sq_agent_get_by_name,
-    .agent_list = sq_agent_list,
-    .job_create = sq_job_create,
-    .job_get = sq_job_get,
-    .job_list = sq_job_list,
-    .job_set_state = sq_job_set_state,
-    .job_fail = sq_job_fail,
-    .round_open = sq_round_open,
-    .round_next_attempt = sq_round_next_attempt,
-    .round_set_state = sq_round_set_state,
-    .round_commit = sq_round_commit,
-    .history = sq_history,
-    .round_get = sq_round_get,
-    .round_list = sq_round_list,
-    .participation_record = sq_participation_record,
-    .participation_batch = sq_participation_batch,
-    .participation_list = sq_participation_list,
-    .checkpoint_latest = sq_checkpoint_latest,
-    .checkpoint_get = sq_checkpoint_get,
-    .checkpoint_rounds = sq_checkpoint_rounds,
+const coord_store_ops_t coord__db_ops = {
+    .read_only = lg_read_only,
+    .close = lg_close,
+    .batch_begin = lg_batch_begin,
+    .batch_commit = lg_batch_commit,
+    .integrity_check = lg_integrity_check,
+    .recover = lg_recover,
+    .backup = lg_backup,
+    .leader_try = lg_leader_try,
+    .fence = lg_fence,
+    .leader_get = lg_leader_get,
+    .leader_held = lg_leader_held,
+    .agent_upsert = lg_agent_upsert,
+    .agent_rekey = lg_agent_rekey,
+    .cert_revoke = lg_cert_revoke,
+    .revoked_list = lg_revoked_list,
+    .quarantine_add = lg_quarantine_add,
+    .quarantine_release = lg_quarantine_release,
+    .quarantine_list = lg_quarantine_list,
+    .stats_open = lg_stats_open,
+    .stats_commit = lg_stats_commit,
+    .stats_get = lg_stats_get,
+    .agent_touch = lg_agent_touch,
+    .agent_get = lg_agent_get,
+    .agent_get_by_name = lg_agent_get_by_name,
+    .agent_list = lg_agent_list,
+    .job_create = lg_job_create,
+    .job_get = lg_job_get,
+    .job_list = lg_job_list,
+    .job_set_state = lg_job_set_state,
+    .job_fail = lg_job_fail,
+    .round_open = lg_round_open,
+    .round_next_attempt = lg_round_next_attempt,
+    .round_set_state = lg_round_set_state,
+    .round_commit = lg_round_commit,
+    .history = lg_history,
+    .round_get = lg_round_get,
+    .round_list = lg_round_list,
+    .participation_record = lg_participation_record,
+    .participation_batch = lg_participation_batch,
+    .participation_list = lg_participation_list,
+    .checkpoint_latest = lg_checkpoint_latest,
+    .checkpoint_get = lg_checkpoint_get,
+    .checkpoint_rounds = lg_checkpoint_rounds,
 };

@@ -1,0 +1,192 @@
+/* Private to server/store/: the database driver interface the store's one
+ * copy of logic (storelogic.c) is written against, and its two drivers:
+ * db_sqlite.c (sqlite3) and db_pg.c (libpq).
+ *
+ * A driver prepares each statement of the store once (by id, ST_*, from
+ * the shared SQL text or its own), binds parameters, steps rows and reads
+ * columns with SQLite's vocabulary of result codes (DB_*: SQLite's own
+ * values, so the SQLite driver passes them through and the libpq one maps
+ * SQLSTATEs onto them). What truly differs between the databases (schema
+ * DDL, opening, leadership's lock, integrity check, backup, a read-only
+ * session) is a driver hook. */
+#ifndef COORD_STORE_DB_H
+#define COORD_STORE_DB_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sfl/core/error.h"
+#include "store/store.h"
+#include "store/store_int.h"
+
+/* step() and bind answers: SQLite's result codes (extended for DB_FK). */
+enum {
+    DB_OK = 0,
+    DB_ERROR = 1,
+    DB_TOOBIG = 18,
+    DB_CONSTRAINT = 19,            /* (rc & 0xff) == DB_CONSTRAINT for every kind */
+    DB_FK = DB_CONSTRAINT | (3 << 8), /* a foreign key refused the row */
+    DB_ROW = 100,
+    DB_DONE = 101,
+};
+/* column types (db_type) */
+enum { DB_INTEGER = 1, DB_FLOAT = 2, DB_TEXT = 3, DB_BLOB = 4, DB_NULL = 5 };
+
+/* The store's statements (storelogic.c's coord__db_sql, a driver's own
+ * text in its sql table). */
+enum {
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
+    ST_AGENT_BY_NAME,
+    ST_REVOKE,
+    ST_REVOKED_LIST,
+    ST_QUAR_ADD,
+    ST_QUAR_DEL,
+    ST_QUAR_LIST,
+    ST_AGENT_BY_KEY,
+    ST_AGENT_INSERT,
+    ST_AGENT_UPDATE,
+    ST_AGENT_REKEY,
+    ST_AGENT_TOUCH,
+    ST_AGENT_GET,
+    ST_AGENT_GET_NAME,
+    ST_AGENT_LIST,
+    ST_JOB_INSERT,
+    ST_JOB_GET,
+    ST_JOB_LIST,
+    ST_JOB_STATE,
+    ST_JOB_SET_STATE,
+    ST_JOB_FAIL,
+    ST_JOB_SET_COMMITTED,
+    ST_ROUND_INSERT,
+    ST_ROUND_LIVE,
+    ST_ROUND_MAX_ATTEMPT,
+    ST_ROUND_STATE,
+    ST_ROUND_SET_STATE,
+    ST_ROUND_GET,
+    ST_ROUND_LIST,
+    ST_ROUND_RECOVER,
+
+    ST_PART_RECORD,
+    ST_PART_STATUS,
+    ST_PART_LIST,
+    ST_CKPT_INSERT,
+    ST_CKPT_PRUNE,
+    ST_CKPT_LATEST,
+    ST_CKPT_GET,
+    ST_CKPT_ROUNDS,
+    ST_VERSION,
+    ST_VERSION_INSERT,
+    ST_METRICS_INSERT,
+    ST_HISTORY,
+    ST_STATS_OPEN,
+    ST_STATS_COMMIT,
+    ST_STATS_GET,
+    ST_FENCE,
+    ST_LEADER_BUMP,
+    ST_LEADER_GET,
+    /* per driver (no shared text): the first id of a cohort (?1: the
+     * driver's int array literal, db_driver_t.ids) that is no agent, and
+     * every member's SELECTED row (?4: the same array) */
+    ST_COHORT_MISSING,
+    ST_PART_SELECTED_ALL,
+    ST_COUNT
+};
+
+/* The shared SQL text of each statement ("?N" parameters; NULL where each
+ * driver has its own). A driver's sql[id], when set, replaces it. */
+extern const char *const coord__db_sql[ST_COUNT];
+
+typedef struct db_driver db_driver_t;
+
+/* The head of a driver's statement. */
+typedef struct db_stmt {
+    const db_driver_t *drv;
+} db_stmt_t;
+
+/* The head of a driver's store (itself headed by coord_store_t): what the
+ * logic keeps, whatever the database. */
+typedef struct db_store {
+    coord_store_t base;
+    const db_driver_t *drv;
+    unsigned keep; /* checkpoints kept per job; 0: all */
+    int batch;     /* a batch transaction is open */
+    int lost;      /* the connection was re-established since the batch began */
+    int64_t fence; /* coord_store_fence's epoch; 0: unfenced */
+    int leads;     /* leader_try won (and, per the driver, still holds) */
+} db_store_t;
+
+struct db_driver {
+    const char *backend;           /* "sqlite", "postgresql" */
+    const char *const *sql;        /* [ST_COUNT]: the driver's own text or NULL */
+    /* The statement id, ready for binding (no result or bindings left from
+     * its last use): prepared on first use. An sfl error code. */
+    int (*stmt)(db_store_t *s, int id, db_stmt_t **out);
+    /* binds (1-based), DB_OK or a DB_* error; text and blobs are borrowed
+     * until the statement is reset; NULL text binds NULL */
+    int (*bind_i64)(db_stmt_t *st, int i, int64_t v);
+    int (*bind_double)(db_stmt_t *st, int i, double v);
+    int (*bind_null)(db_stmt_t *st, int i);
+    int (*bind_text)(db_stmt_t *st, int i, const char *t);
+    int (*bind_blob)(db_stmt_t *st, int i, const void *p, size_t n);
+    /* DB_ROW, DB_DONE or a DB_* error (the message kept for verr) */
+    int (*step)(db_stmt_t *st);
+    /* Ends a use: drops the result (read snapshot) and the bindings. */
+    void (*reset)(db_stmt_t *st);
+    int (*type)(db_stmt_t *st, int i);
+    int64_t (*col_i64)(db_stmt_t *st, int i);
+    double (*col_double)(db_stmt_t *st, int i);
+    const unsigned char *(*col_text)(db_stmt_t *st, int i);
+    const void *(*col_blob)(db_stmt_t *st, int i);
+    int (*col_bytes)(db_stmt_t *st, int i);
+    int64_t (*changes)(db_store_t *s);  /* rows the last statement changed */
+    int64_t (*last_id)(db_store_t *s);  /* the id the last agent or job insert gave */
+    int (*autocommit)(db_store_t *s);   /* no transaction is open */
+    /* 0, or the error to return instead of committing: a statement of the
+     * open transaction failed, so COMMIT would roll back (NULL: the
+     * database does not abort transactions so). */
+    int (*txn_failed)(db_store_t *s);
+    /* The last error was a unique key's (another writer inserted the same
+     * row first); clear_error forgets it. */
+    int (*unique_violation)(db_store_t *s);
+    void (*clear_error)(db_store_t *s);
+    /* Records "<fmt>: <database message>" and maps rc (DB_*) with the
+     * database's own error detail to an sfl code or -errno. */
+    int (*verr)(db_store_t *s, int rc, const char *fmt, va_list ap) SFL_PRINTF(3, 0);
+    /* An int array parameter's text for ST_COHORT_MISSING (cap >= 21 n + 3). */
+    void (*ids)(const int64_t *v, size_t n, char *buf, size_t cap);
+
+    /* whole-store hooks (store.h's contracts) */
+    void (*close)(db_store_t *s);
+    int (*read_only)(db_store_t *s);
+    int (*integrity_check)(db_store_t *s);
+    int (*backup)(coord_store_t *s, const char *dest, uint64_t *bytes);
+    /* batch_commit found the batch gone (s->lost or no transaction): the
+     * error to return (after rolling back what is left). */
+    int (*batch_gone)(db_store_t *s);
+    /* Before leader_try's epoch bump: 1 when this session holds (or now
+     * takes) the database's leader lock, 0 when another does, < 0 error;
+     * NULL: the store is exclusive anyway (always 1). leader_release lets
+     * it go after a failed bump; leader_held asks whether it is still
+     * held (NULL: s->leads). */
+    int (*leader_lock)(db_store_t *s);
+    void (*leader_release)(db_store_t *s);
+    int (*leader_held)(db_store_t *s);
+};
+
+/* The ops every store has (storelogic.c): coord_store_t.ops. */
+extern const coord_store_ops_t coord__db_ops;
+
+/* storelogic.c's helpers the drivers share */
+int coord__db_err(db_store_t *s, int rc, const char *fmt, ...) SFL_PRINTF(3, 4);
+int coord__db_begin(db_store_t *s) SFL_MUST_CHECK;
+int coord__db_end(db_store_t *s, int rc);
+int coord__db_exec(db_store_t *s, db_stmt_t *st, const char *what);
+int64_t coord__db_now_ms(void);
+
+#endif
