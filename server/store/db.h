@@ -99,7 +99,8 @@ enum {
 };
 
 /* The shared SQL text of each statement ("?N" parameters; NULL where each
- * driver has its own). A driver's sql[id], when set, replaces it. */
+ * driver has its own). A driver's own text (its table, used by its stmt)
+ * replaces it where the databases' dialects differ. */
 extern const char *const coord__db_sql[ST_COUNT];
 
 typedef struct db_driver db_driver_t;
@@ -123,7 +124,6 @@ typedef struct db_store {
 
 struct db_driver {
     const char *backend;           /* "sqlite", "postgresql" */
-    const char *const *sql;        /* [ST_COUNT]: the driver's own text or NULL */
     /* The statement id, ready for binding (no result or bindings left from
      * its last use): prepared on first use. An sfl error code. */
     int (*stmt)(db_store_t *s, int id, db_stmt_t **out);
@@ -175,7 +175,7 @@ struct db_driver {
      * it go after a failed bump; leader_held asks whether it is still
      * held (NULL: s->leads). */
     int (*leader_lock)(db_store_t *s);
-    void (*leader_release)(db_store_t *s);
+    void (*leader_release)(db_store_t *s, int rc); /* rc: the bump's error, kept */
     int (*leader_held)(db_store_t *s);
 };
 

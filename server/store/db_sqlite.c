@@ -669,7 +669,6 @@ static int sq_batch_gone(db_store_t *s)
 
 static const db_driver_t sq_driver = {
     .backend = "sqlite",
-    .sql = sq_sql,
     .stmt = sq_stmt,
     .bind_i64 = sq_bind_i64,
     .bind_double = sq_bind_double,

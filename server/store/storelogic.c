@@ -1536,7 +1536,7 @@ out:
     return end(s, rc);
 }
 
-/* A finite double, or NULL (as sqlite.c stores it). */
+/* A finite double, or NULL (SQLite would store NaN as NULL anyway). */
 static void bind_real(db_stmt_t *st, int i, double v)
 {
     if (isfinite(v))
@@ -2149,7 +2149,7 @@ static int lg_leader_try(coord_store_t *base_, const char *holder, int64_t *epoc
 fail:
     /* not leading after all: let the lock go */
     if (s->drv->leader_release) {
-        s->drv->leader_release(s);
+        s->drv->leader_release(s, rc);
         s->leads = 0;
     }
     return rc;
