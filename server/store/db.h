@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "sfl/core/error.h"
 #include "store/store.h"
@@ -98,12 +99,52 @@ enum {
     ST_COUNT
 };
 
+/* Statements whose text differs between the databases in one part only,
+ * the rest written once: an insert's RETURNING, a participation row's
+ * source (VALUES, or PostgreSQL's guarded SELECT). */
+#define DB_SQL_AGENT_INSERT(TAIL)                                                   \
+    "INSERT INTO agents(name, cert_fingerprint, identity_pk, "                    \
+    "capabilities, samples, dimension, labels, joined_ms, last_seen_ms) "          \
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)" TAIL
+/* The leader row (schema 9): one row, epoch counted from 1; EPOCH names
+ * the stored epoch in the upsert's update. */
+#define DB_SQL_LEADER_BUMP(EPOCH)                                                   \
+    "INSERT INTO leader(one, epoch, holder, since_ms) VALUES(1, 1, ?1, ?2) "       \
+    "ON CONFLICT(one) DO UPDATE SET epoch = " EPOCH " + 1, holder = ?1, "          \
+    "since_ms = ?2 RETURNING epoch"
+/* Only a SELECTED row may change: an outcome is written once. */
+#define DB_SQL_PART_RECORD(SOURCE)                                                  \
+    "INSERT INTO participation(job_id, round, attempt, agent_id, "                \
+    "status, reason, bytes, at_ms) " SOURCE                                         \
+    "ON CONFLICT(job_id, round, attempt, agent_id) DO UPDATE SET "                \
+    "status = excluded.status, reason = excluded.reason, "                         \
+    "bytes = excluded.bytes, at_ms = excluded.at_ms "                              \
+    "WHERE participation.status = 'selected'"
+
 /* The shared SQL text of each statement ("?N" parameters; NULL where each
  * driver has its own). A driver's own text (its table, used by its stmt)
  * replaces it where the databases' dialects differ. */
 extern const char *const coord__db_sql[ST_COUNT];
 
 typedef struct db_driver db_driver_t;
+
+/* A 64-bit value's bit pattern as the other signedness (databases store
+ * signed integers; seeds are unsigned). */
+static inline int64_t db_u64_to_i64(uint64_t v)
+{
+    int64_t r;
+
+    memcpy(&r, &v, sizeof(r));
+    return r;
+}
+
+static inline uint64_t db_i64_to_u64(int64_t v)
+{
+    uint64_t r;
+
+    memcpy(&r, &v, sizeof(r));
+    return r;
+}
 
 /* The head of a driver's statement. */
 typedef struct db_stmt {
@@ -158,11 +199,12 @@ struct db_driver {
     /* Records "<fmt>: <database message>" and maps rc (DB_*) with the
      * database's own error detail to an sfl code or -errno. */
     int (*verr)(db_store_t *s, int rc, const char *fmt, va_list ap) SFL_PRINTF(3, 0);
-    /* An int array parameter's text for ST_COHORT_MISSING (cap >= 21 n + 3). */
-    void (*ids)(const int64_t *v, size_t n, char *buf, size_t cap);
+    /* The brackets of an int array parameter's text (ST_COHORT_MISSING):
+     * "[]" (a JSON array), "{}" (an int8[] literal). */
+    const char *array;
 
     /* whole-store hooks (store.h's contracts) */
-    void (*close)(db_store_t *s);
+    void (*close)(db_store_t *s); /* the connection; coord__db_close frees s */
     int (*read_only)(db_store_t *s);
     int (*integrity_check)(db_store_t *s);
     int (*backup)(coord_store_t *s, const char *dest, uint64_t *bytes);
@@ -179,11 +221,34 @@ struct db_driver {
     int (*leader_held)(db_store_t *s);
 };
 
+/* A driver's table: the calls every driver has, named PREFIX_stmt,
+ * PREFIX_bind_i64, ... (the optional hooks and backup follow it). */
+#define DB_DRIVER(P, BACKEND, ARRAY)                                                \
+    .backend = BACKEND, .array = ARRAY, .stmt = P##_stmt, .bind_i64 = P##_bind_i64,   \
+    .bind_double = P##_bind_double, .bind_null = P##_bind_null,                        \
+    .bind_text = P##_bind_text, .bind_blob = P##_bind_blob, .step = P##_step,          \
+    .reset = P##_reset, .type = P##_type, .col_i64 = P##_col_i64,                      \
+    .col_double = P##_col_double, .col_text = P##_col_text, .col_blob = P##_col_blob,  \
+    .col_bytes = P##_col_bytes, .changes = P##_changes, .last_id = P##_last_id,        \
+    .autocommit = P##_autocommit, .unique_violation = P##_unique_violation,            \
+    .clear_error = P##_clear_error, .verr = P##_verr, .close = P##_close,              \
+    .read_only = P##_read_only, .integrity_check = P##_integrity_check,                \
+    .batch_gone = P##_batch_gone
+
 /* The ops every store has (storelogic.c): coord_store_t.ops. */
 extern const coord_store_ops_t coord__db_ops;
 
 /* storelogic.c's helpers the drivers share */
 int coord__db_err(db_store_t *s, int rc, const char *fmt, ...) SFL_PRINTF(3, 4);
+/* A new store of size bytes (the driver's struct, headed by db_store_t)
+ * for drv with opts' settings (NULL: defaults): coord_store_open's start. */
+int coord__db_alloc(size_t size, const db_driver_t *drv, const coord_store_opts_t *opts,
+                    db_store_t **out) SFL_MUST_CHECK;
+/* The schema version found at where: 0 when it is this coordinator's or
+ * older (migrations follow), else the error that refuses the store. */
+int coord__db_version_ok(const char *where, int64_t version) SFL_MUST_CHECK;
+/* Closes s (the driver's close, then frees it); NULL: nothing. */
+void coord__db_close(db_store_t *s);
 int coord__db_begin(db_store_t *s) SFL_MUST_CHECK;
 int coord__db_end(db_store_t *s, int rc);
 int coord__db_exec(db_store_t *s, db_stmt_t *st, const char *what);

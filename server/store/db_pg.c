@@ -33,17 +33,13 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <libpq-fe.h>
-#include <sodium.h>
 
 #include "sfl/core/alloc.h"
 
-#define DEFAULT_KEEP 3
 #define MAX_PARAMS 32
 /* advisory lock keys: hashtext(current_schema() || suffix) */
 #define LOCK_MIGRATE "':sfl-migrate'"
@@ -78,13 +74,15 @@ typedef struct {
 /* The store's statements in PostgreSQL's words where they differ from the
  * shared text (storelogic.c). */
 static const char *const pg_sql[ST_COUNT] = {
+    [ST_BEGIN] = "BEGIN",
+    [ST_SAVEPOINT] = "SAVEPOINT sfl_call",
+    [ST_RELEASE] = "RELEASE sfl_call",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO sfl_call",
+    [ST_LEADER_BUMP] = DB_SQL_LEADER_BUMP("leader.epoch"),
     /* a statistics attempt is counted once opened; a stored sum is final */
     [ST_STATS_OPEN] = "INSERT INTO job_statistics(job_id, attempts) VALUES(?1, ?2) "
                       "ON CONFLICT(job_id) DO UPDATE SET attempts = GREATEST(job_statistics.attempts, ?2) "
                       "WHERE job_statistics.moments IS NULL",
-    [ST_LEADER_BUMP] = "INSERT INTO leader(one, epoch, holder, since_ms) VALUES(1, 1, ?1, ?2) "
-                       "ON CONFLICT(one) DO UPDATE SET epoch = leader.epoch + 1, holder = ?1, "
-                       "since_ms = ?2 RETURNING epoch",
     /* a round's cohort in two statements, not one per member: its first id
      * that is no agent, then every member's SELECTED row (?4: int8[]) */
     [ST_COHORT_MISSING] = "SELECT c FROM unnest(?1::bigint[]) c "
@@ -93,51 +91,20 @@ static const char *const pg_sql[ST_COUNT] = {
                              "status, reason, bytes, at_ms) "
                              "SELECT ?1::bigint, ?2::bigint, ?3::bigint, c, 'selected', NULL, 0, "
                              "?5::bigint FROM unnest(?4::bigint[]) c",
-    [ST_BEGIN] = "BEGIN",
-    [ST_SAVEPOINT] = "SAVEPOINT sfl_call",
-    [ST_RELEASE] = "RELEASE sfl_call",
-    [ST_ROLLBACK_TO] = "ROLLBACK TO sfl_call",
     [ST_REVOKE] = "INSERT INTO revoked_certs(fingerprint, name, revoked_ms) "
                   "VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING",
     /* the first reason stays: quarantining twice changes nothing */
     [ST_QUAR_ADD] = "INSERT INTO quarantine(job_id, agent_id, reason, at_ms) "
                     "VALUES(?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-    [ST_AGENT_INSERT] = "INSERT INTO agents(name, cert_fingerprint, identity_pk, "
-                        "capabilities, samples, dimension, labels, joined_ms, last_seen_ms) "
-                        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) RETURNING id",
+    [ST_AGENT_INSERT] = DB_SQL_AGENT_INSERT(" RETURNING id"),
     [ST_JOB_INSERT] = "INSERT INTO jobs(name, state, seed, created_ms, "
                       "last_committed_round, spec) VALUES(?1, 'active', ?2, ?3, 0, ?4) RETURNING id",
-    /* Only a SELECTED row may change: an outcome is written once. */
-    [ST_PART_RECORD] = "INSERT INTO participation(job_id, round, attempt, agent_id, "
-                       "status, reason, bytes, at_ms) SELECT ?1::bigint, ?2::bigint, ?3::bigint, "
-                       "?4::bigint, ?5::text, ?6::text, ?7::bigint, ?8::bigint "
-                       /* no such agent: nothing inserted (a foreign key error would
-                        * abort the caller's transaction) */
-                       "WHERE EXISTS(SELECT 1 FROM agents WHERE id = ?4) "
-                       "ON CONFLICT(job_id, round, attempt, agent_id) DO UPDATE SET "
-                       "status = excluded.status, reason = excluded.reason, "
-                       "bytes = excluded.bytes, at_ms = excluded.at_ms "
-                       "WHERE participation.status = 'selected'",
-    /* accepted and bytes_up come from participation, so rounds committed
-     * before round_metrics existed have them too. */
-    [ST_HISTORY] = "SELECT r.round, r.attempt, "
-                   "(SELECT MIN(f.opened_ms) FROM rounds f "
-                   " WHERE f.job_id = r.job_id AND f.round = r.round), "
-                   "r.closed_ms, length(r.cohort) / 8, "
-                   "(SELECT COUNT(*) FROM participation p WHERE p.job_id = r.job_id "
-                   " AND p.round = r.round AND p.attempt = r.attempt "
-                   " AND p.status = 'accepted'), "
-                   "(SELECT COALESCE(SUM(p.bytes), 0)::bigint FROM participation p "
-                   " WHERE p.job_id = r.job_id AND p.round = r.round "
-                   " AND p.attempt = r.attempt AND p.status = 'accepted')"
-    /* the round metrics from column 7 on, in the table's order (read_history) */
-#define SFL_METRIC(name, type, fold, weight, when, status, sql, ...) ", m." sql
-#include "sfl/wire/roundmetrics.def"
-#undef SFL_METRIC
-                   " FROM rounds r LEFT JOIN round_metrics m "
-                   "ON m.job_id = r.job_id AND m.round = r.round "
-                   "WHERE r.job_id = ?1 AND r.state = 'committed' AND r.round > ?2 "
-                   "ORDER BY r.round LIMIT ?3",
+    /* no such agent: nothing inserted (a foreign key error would abort the
+     * caller's transaction) */
+    [ST_PART_RECORD] = DB_SQL_PART_RECORD("SELECT ?1::bigint, ?2::bigint, ?3::bigint, "
+                                          "?4::bigint, ?5::text, ?6::text, ?7::bigint, "
+                                          "?8::bigint WHERE EXISTS(SELECT 1 FROM agents "
+                                          "WHERE id = ?4) "),
 };
 
 struct pg_store {
@@ -179,14 +146,6 @@ static void number_params(const char *in, char *out, size_t cap)
         p = end - 1;
     }
     out[o] = '\0';
-}
-
-static int64_t u64_to_i64(uint64_t v)
-{
-    int64_t r;
-
-    memcpy(&r, &v, sizeof(r));
-    return r;
 }
 
 /* Keeps the failed result's SQLSTATE and message in s; PGRES_* -> DB_*. */
@@ -362,7 +321,7 @@ static void set_param(pst_t *st, int i, const char *v, int len, int fmt)
         st->nparams = i;
 }
 
-static int pst_bind_i64(db_stmt_t *st_, int i, int64_t v)
+static int pg_bind_i64(db_stmt_t *st_, int i, int64_t v)
 {
     pst_t *st = (pst_t *)st_;
 
@@ -373,7 +332,7 @@ static int pst_bind_i64(db_stmt_t *st_, int i, int64_t v)
     return DB_OK;
 }
 
-static int pst_bind_double(db_stmt_t *st_, int i, double v)
+static int pg_bind_double(db_stmt_t *st_, int i, double v)
 {
     pst_t *st = (pst_t *)st_;
 
@@ -389,7 +348,7 @@ static int pst_bind_double(db_stmt_t *st_, int i, double v)
     return DB_OK;
 }
 
-static int pst_bind_null(db_stmt_t *st_, int i)
+static int pg_bind_null(db_stmt_t *st_, int i)
 {
     pst_t *st = (pst_t *)st_;
 
@@ -398,7 +357,7 @@ static int pst_bind_null(db_stmt_t *st_, int i)
 }
 
 /* Runs st on its first step; then returns its rows one by one. */
-static int pst_step(db_stmt_t *st_)
+static int pg_step(db_stmt_t *st_)
 {
     pst_t *st = (pst_t *)st_;
 
@@ -424,7 +383,7 @@ static int pst_step(db_stmt_t *st_)
 
             for (int i = 0; i < 8; i++)
                 v = v << 8 | p[i];
-            s->last_id = u64_to_i64(v);
+            s->last_id = db_u64_to_i64(v);
         }
     } else {
         st->row++;
@@ -435,7 +394,7 @@ static int pst_step(db_stmt_t *st_)
 }
 
 /* Drops the result and the bindings. */
-static void pst_reset(db_stmt_t *st_)
+static void pg_reset(db_stmt_t *st_)
 {
     pst_t *st = (pst_t *)st_;
 
@@ -446,7 +405,7 @@ static void pst_reset(db_stmt_t *st_)
 }
 
 /* bytea goes binary; a zero-length one must not be NULL. */
-static int pst_bind_blob(db_stmt_t *st_, int i, const void *p, size_t n)
+static int pg_bind_blob(db_stmt_t *st_, int i, const void *p, size_t n)
 {
     pst_t *st = (pst_t *)st_;
 
@@ -456,13 +415,13 @@ static int pst_bind_blob(db_stmt_t *st_, int i, const void *p, size_t n)
     return DB_OK;
 }
 
-static int pst_bind_text(db_stmt_t *st_, int i, const char *t)
+static int pg_bind_text(db_stmt_t *st_, int i, const char *t)
 {
     set_param((pst_t *)st_, i, t, 0, 0);
     return DB_OK;
 }
 
-static int pst_type(db_stmt_t *st_, int i)
+static int pg_type(db_stmt_t *st_, int i)
 {
     pst_t *st = (pst_t *)st_;
 
@@ -479,11 +438,11 @@ static int pst_type(db_stmt_t *st_, int i)
 }
 
 /* Integers of any width, bool as 0/1; NULL (or another type) reads 0. */
-static int64_t pst_i64(db_stmt_t *st_, int i)
+static int64_t pg_col_i64(db_stmt_t *st_, int i)
 {
     pst_t *st = (pst_t *)st_;
 
-    if (pst_type(&st->head, i) != DB_INTEGER)
+    if (pg_type(&st->head, i) != DB_INTEGER)
         return 0;
     const unsigned char *p = (const unsigned char *)PQgetvalue(st->res, st->row, i);
     int n = PQgetlength(st->res, st->row, i);
@@ -495,17 +454,17 @@ static int64_t pst_i64(db_stmt_t *st_, int i)
         v = v << 8 | p[k];
     if (n < 8 && n > 1 && (v >> (n * 8 - 1)) & 1) /* sign-extend */
         v |= ~(uint64_t)0 << (n * 8);
-    return u64_to_i64(v);
+    return db_u64_to_i64(v);
 }
 
-static double pst_double(db_stmt_t *st_, int i)
+static double pg_col_double(db_stmt_t *st_, int i)
 {
     pst_t *st = (pst_t *)st_;
 
-    int t = pst_type(&st->head, i);
+    int t = pg_type(&st->head, i);
 
     if (t == DB_INTEGER)
-        return (double)pst_i64(&st->head, i);
+        return (double)pg_col_i64(&st->head, i);
     if (t != DB_FLOAT)
         return 0;
     const unsigned char *p = (const unsigned char *)PQgetvalue(st->res, st->row, i);
@@ -527,46 +486,46 @@ static double pst_double(db_stmt_t *st_, int i)
     return d;
 }
 
-static const unsigned char *pst_text(db_stmt_t *st_, int i)
+static const unsigned char *pg_col_text(db_stmt_t *st_, int i)
 {
     pst_t *st = (pst_t *)st_;
 
-    if (pst_type(&st->head, i) == DB_NULL)
+    if (pg_type(&st->head, i) == DB_NULL)
         return NULL;
     return (const unsigned char *)PQgetvalue(st->res, st->row, i);
 }
 
-static const void *pst_blob(db_stmt_t *st_, int i)
+static const void *pg_col_blob(db_stmt_t *st_, int i)
 {
     pst_t *st = (pst_t *)st_;
 
-    if (pst_type(&st->head, i) == DB_NULL)
+    if (pg_type(&st->head, i) == DB_NULL)
         return NULL;
     return PQgetvalue(st->res, st->row, i);
 }
 
-static int pst_bytes(db_stmt_t *st_, int i)
+static int pg_col_bytes(db_stmt_t *st_, int i)
 {
     pst_t *st = (pst_t *)st_;
 
-    if (pst_type(&st->head, i) == DB_NULL)
+    if (pg_type(&st->head, i) == DB_NULL)
         return 0;
     return PQgetlength(st->res, st->row, i);
 }
 
-static int64_t pst_changes(db_store_t *s)
+static int64_t pg_changes(db_store_t *s)
 {
     return ((pg_store_t *)s)->changes;
 }
 
-static int64_t pst_last_id(db_store_t *s)
+static int64_t pg_last_id(db_store_t *s)
 {
     return ((pg_store_t *)s)->last_id;
 }
 
 /* Outside any transaction (SQLite's autocommit mode)? A lost connection
  * has no transaction either. */
-static int pst_autocommit(db_store_t *base)
+static int pg_autocommit(db_store_t *base)
 {
     pg_store_t *s = (pg_store_t *)base;
 
@@ -758,18 +717,8 @@ static int migrate(pg_store_t *s, const char *where)
             goto out;
         version = isnull ? 0 : strtoll(buf, NULL, 10);
     }
-    if (version > COORD_STORE_SCHEMA_VERSION) {
-        rc = sfl__fail(SFL_EUNSUP,
-                       "%s: schema version %lld is newer than this coordinator supports "
-                       "(%d); refusing to open it (use a newer sfl-coordinator)",
-                       where, (long long)version, COORD_STORE_SCHEMA_VERSION);
+    if ((rc = coord__db_version_ok(where, version)) != 0)
         goto out;
-    }
-    if (version < 0) {
-        rc = sfl__fail(SFL_EPARSE, "%s: schema version %lld is invalid", where,
-                       (long long)version);
-        goto out;
-    }
     for (int64_t v = version; v < COORD_STORE_SCHEMA_VERSION; v++) {
         char sql[128];
 
@@ -796,16 +745,14 @@ out:
     return rc;
 }
 
+/* The results and the connection (coord__db_close frees the store). */
 static void pg_close(db_store_t *base_)
 {
     pg_store_t *s = (pg_store_t *)base_;
 
-    if (s == NULL)
-        return;
     for (int i = 0; i < ST_COUNT; i++)
         PQclear(s->st[i].res);
     PQfinish(s->conn);
-    sfl__free(s);
 }
 
 /* The conninfo for messages: host, port and dbname only (never a
@@ -819,20 +766,16 @@ static void describe(PGconn *c, char *buf, size_t cap)
 int coord__pg_open(const char *conninfo, const coord_store_opts_t *opts, coord_store_t **out)
 {
     pg_store_t *s = NULL;
+    db_store_t *b;
     char where[256];
     int rc;
 
     if (out == NULL || conninfo == NULL || conninfo[0] == '\0')
         return sfl__fail(SFL_EINVAL, "store: the PostgreSQL conninfo is missing");
     *out = NULL;
-    if (sodium_init() < 0)
-        return sfl__fail(SFL_EIO, "store: libsodium failed to initialise");
-    s = sfl__calloc(1, sizeof(*s));
-    if (s == NULL)
-        return sfl__fail(SFL_ENOMEM, "store: out of memory");
-    s->base.base.ops = &coord__db_ops;
-    s->base.drv = &pg_driver;
-    s->base.keep = opts ? opts->keep_checkpoints : DEFAULT_KEEP;
+    if ((rc = coord__db_alloc(sizeof(*s), &pg_driver, opts, &b)) != 0)
+        return rc;
+    s = (pg_store_t *)b;
     s->busy_ms = opts && opts->busy_timeout_ms ? opts->busy_timeout_ms : 5000;
     s->relaxed = opts && opts->relaxed_sync;
     for (int i = 0; i < ST_COUNT; i++) {
@@ -861,7 +804,7 @@ int coord__pg_open(const char *conninfo, const coord_store_opts_t *opts, coord_s
     *out = &s->base.base;
     s = NULL;
 out:
-    pg_close(s ? &s->base : NULL);
+    coord__db_close(s ? &s->base : NULL);
     return rc;
 }
 
@@ -879,7 +822,7 @@ static int pg_batch_gone(db_store_t *base_)
     pg_store_t *s = (pg_store_t *)base_;
     int lost = s->base.lost || PQstatus(s->conn) != CONNECTION_OK;
 
-    if (!pst_autocommit(base_))
+    if (!pg_autocommit(base_))
         PQclear(PQexec(s->conn, "ROLLBACK"));
     return sfl__fail(lost ? -ECONNRESET : SFL_EIO, "store: the batch was rolled back%s",
                      lost ? " (the connection to PostgreSQL was lost)" : "");
@@ -1017,47 +960,10 @@ static int pg_verr(db_store_t *s, int rc, const char *fmt, va_list ap)
     return vdberr((pg_store_t *)s, rc, fmt, ap);
 }
 
-/* An int8[] literal: "{1,2,3}". */
-static void pg_ids(const int64_t *v, size_t n, char *buf, size_t cap)
-{
-    size_t o = 0;
-
-    buf[o++] = '{';
-    for (size_t i = 0; i < n; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)v[i]);
-    buf[o++] = '}';
-    buf[o] = '\0';
-}
-
 static const db_driver_t pg_driver = {
-    .backend = "postgresql",
-    .stmt = pg_stmt,
-    .bind_i64 = pst_bind_i64,
-    .bind_double = pst_bind_double,
-    .bind_null = pst_bind_null,
-    .bind_text = pst_bind_text,
-    .bind_blob = pst_bind_blob,
-    .step = pst_step,
-    .reset = pst_reset,
-    .type = pst_type,
-    .col_i64 = pst_i64,
-    .col_double = pst_double,
-    .col_text = pst_text,
-    .col_blob = pst_blob,
-    .col_bytes = pst_bytes,
-    .changes = pst_changes,
-    .last_id = pst_last_id,
-    .autocommit = pst_autocommit,
-    .txn_failed = pg_txn_failed,
-    .unique_violation = pg_unique_violation,
-    .clear_error = pg_clear_error,
-    .verr = pg_verr,
-    .ids = pg_ids,
-    .close = pg_close,
-    .read_only = pg_read_only,
-    .integrity_check = pg_integrity_check,
+    DB_DRIVER(pg, "postgresql", "{}"),
     .backup = pg_backup,
-    .batch_gone = pg_batch_gone,
+    .txn_failed = pg_txn_failed,
     .leader_lock = pg_leader_lock,
     .leader_release = pg_leader_release,
     .leader_held = pg_leader_held,

@@ -3,19 +3,10 @@
 #include "store/db.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <sodium.h>
 #include <sqlite3.h>
 
 #include "sfl/core/alloc.h"
@@ -34,7 +25,6 @@
  * cohort, model) are the last column of their table, so reading the small
  * columns never walks a blob's overflow pages. */
 
-#define DEFAULT_KEEP 3
 
 /* Migration i takes the schema from version i to i + 1; append only. Each
  * runs inside the open transaction together with its schema_version row, so
@@ -387,18 +377,6 @@ static void sq_clear_error(db_store_t *s)
     (void)s;
 }
 
-/* A JSON array: "[1,2,3]". */
-static void sq_ids(const int64_t *v, size_t n, char *buf, size_t cap)
-{
-    size_t o = 0;
-
-    buf[o++] = '[';
-    for (size_t i = 0; i < n; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)v[i]);
-    buf[o++] = ']';
-    buf[o] = '\0';
-}
-
 sqlite3 *coord__store_db(coord_store_t *s)
 {
     return ((sq_store_t *)s)->db;
@@ -496,18 +474,8 @@ static int migrate(sq_store_t *s, const char *path)
         st = NULL;
         rc = 0;
     }
-    if (version > COORD_STORE_SCHEMA_VERSION) {
-        rc = sfl__fail(SFL_EUNSUP,
-                       "%s: schema version %lld is newer than this coordinator supports "
-                       "(%d); refusing to open it (use a newer sfl-coordinator)",
-                       path, (long long)version, COORD_STORE_SCHEMA_VERSION);
+    if ((rc = coord__db_version_ok(path, version)) != 0)
         goto out;
-    }
-    if (version < 0) {
-        rc = sfl__fail(SFL_EPARSE, "%s: schema version %lld is invalid", path,
-                       (long long)version);
-        goto out;
-    }
     for (int64_t v = version; v < COORD_STORE_SCHEMA_VERSION; v++) {
         char *msg = NULL;
 
@@ -538,6 +506,7 @@ static void sq_close(db_store_t *base_);
 int coord__sq_open(const char *path, const coord_store_opts_t *opts, coord_store_t **out)
 {
     sq_store_t *s = NULL;
+    db_store_t *b;
     int64_t fk = 0;
     char *msg = NULL;
     int rc, fresh = 0;
@@ -545,14 +514,9 @@ int coord__sq_open(const char *path, const coord_store_opts_t *opts, coord_store
     if (out == NULL || path == NULL || path[0] == '\0')
         return sfl__fail(SFL_EINVAL, "store: path is missing");
     *out = NULL;
-    if (sodium_init() < 0)
-        return sfl__fail(SFL_EIO, "store: libsodium failed to initialise");
-    s = sfl__calloc(1, sizeof(*s));
-    if (s == NULL)
-        return sfl__fail(SFL_ENOMEM, "store: out of memory");
-    s->base.base.ops = &coord__db_ops;
-    s->base.drv = &sq_driver;
-    s->base.keep = opts ? opts->keep_checkpoints : DEFAULT_KEEP;
+    if ((rc = coord__db_alloc(sizeof(*s), &sq_driver, opts, &b)) != 0)
+        return rc;
+    s = (sq_store_t *)b;
 
     rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
@@ -614,7 +578,7 @@ int coord__sq_open(const char *path, const coord_store_opts_t *opts, coord_store
     s = NULL;
 out:
     sqlite3_free(msg);
-    sq_close(s ? &s->base : NULL);
+    coord__db_close(s ? &s->base : NULL);
     return rc;
 }
 
@@ -626,16 +590,15 @@ static int sq_read_only(db_store_t *base_)
     return rc == SQLITE_OK ? 0 : coord__store_dberr(s->db, rc, "query_only");
 }
 
+/* The statements and the connection (coord__db_close frees the store).
+ * The last connection to close checkpoints the WAL into the main file. */
 static void sq_close(db_store_t *base_)
 {
     sq_store_t *s = (sq_store_t *)base_;
-    if (s == NULL)
-        return;
+
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i].st);
-    /* The last connection to close checkpoints the WAL into the main file. */
     sqlite3_close(s->db);
-    sfl__free(s);
 }
 
 static int sq_integrity_check(db_store_t *base_)
@@ -668,31 +631,6 @@ static int sq_batch_gone(db_store_t *s)
 }
 
 static const db_driver_t sq_driver = {
-    .backend = "sqlite",
-    .stmt = sq_stmt,
-    .bind_i64 = sq_bind_i64,
-    .bind_double = sq_bind_double,
-    .bind_null = sq_bind_null,
-    .bind_text = sq_bind_text,
-    .bind_blob = sq_bind_blob,
-    .step = sq_step,
-    .reset = sq_reset,
-    .type = sq_type,
-    .col_i64 = sq_col_i64,
-    .col_double = sq_col_double,
-    .col_text = sq_col_text,
-    .col_blob = sq_col_blob,
-    .col_bytes = sq_col_bytes,
-    .changes = sq_changes,
-    .last_id = sq_last_id,
-    .autocommit = sq_autocommit,
-    .unique_violation = sq_unique_violation,
-    .clear_error = sq_clear_error,
-    .verr = sq_verr,
-    .ids = sq_ids,
-    .close = sq_close,
-    .read_only = sq_read_only,
-    .integrity_check = sq_integrity_check,
+    DB_DRIVER(sq, "sqlite", "[]"),
     .backup = coord__sq_backup,
-    .batch_gone = sq_batch_gone,
 };

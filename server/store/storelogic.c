@@ -18,16 +18,14 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include <sodium.h>
 
 #include "sfl/core/alloc.h"
 
+#define DEFAULT_KEEP 3
 #define LIVE_STATES "('selecting','training','aggregating')"
 
 #define AGENT_COLS                                                             \
@@ -53,9 +51,7 @@ const char *const coord__db_sql[ST_COUNT] = {
                      "FROM job_statistics WHERE job_id = ?1",
     /* the leader row (schema 9): one row, epoch counted from 1 */
     [ST_FENCE] = "UPDATE leader SET epoch = epoch WHERE epoch = ?1",
-    [ST_LEADER_BUMP] = "INSERT INTO leader(one, epoch, holder, since_ms) VALUES(1, 1, ?1, ?2) "
-                       "ON CONFLICT(one) DO UPDATE SET epoch = epoch + 1, holder = ?1, "
-                       "since_ms = ?2 RETURNING epoch",
+    [ST_LEADER_BUMP] = DB_SQL_LEADER_BUMP("epoch"),
     [ST_LEADER_GET] = "SELECT epoch, holder, since_ms FROM leader WHERE one = 1",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
@@ -76,9 +72,7 @@ const char *const coord__db_sql[ST_COUNT] = {
     [ST_QUAR_LIST] = "SELECT job_id, agent_id, at_ms, reason FROM quarantine "
                      "ORDER BY job_id, agent_id",
     [ST_AGENT_BY_KEY] = "SELECT name FROM agents WHERE identity_pk = ?1",
-    [ST_AGENT_INSERT] = "INSERT INTO agents(name, cert_fingerprint, identity_pk, "
-                        "capabilities, samples, dimension, labels, joined_ms, last_seen_ms) "
-                        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+    [ST_AGENT_INSERT] = DB_SQL_AGENT_INSERT(""),
     /* Parameters as in ST_AGENT_INSERT (bind_agent); the key is not changed. */
     [ST_AGENT_UPDATE] = "UPDATE agents SET cert_fingerprint = ?2, capabilities = ?4, "
                         "samples = ?5, dimension = ?6, labels = ?7, last_seen_ms = ?8 "
@@ -116,13 +110,7 @@ const char *const coord__db_sql[ST_COUNT] = {
                       "ORDER BY round, attempt",
     [ST_ROUND_RECOVER] = "UPDATE rounds SET state = 'failed', closed_ms = ?1, reason = ?2 "
                          "WHERE state IN " LIVE_STATES,
-    /* Only a SELECTED row may change: an outcome is written once. */
-    [ST_PART_RECORD] = "INSERT INTO participation(job_id, round, attempt, agent_id, "
-                       "status, reason, bytes, at_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
-                       "ON CONFLICT(job_id, round, attempt, agent_id) DO UPDATE SET "
-                       "status = excluded.status, reason = excluded.reason, "
-                       "bytes = excluded.bytes, at_ms = excluded.at_ms "
-                       "WHERE participation.status = 'selected'",
+    [ST_PART_RECORD] = DB_SQL_PART_RECORD("VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "),
     [ST_PART_STATUS] = "SELECT status FROM participation WHERE job_id = ?1 AND round = ?2 "
                        "AND attempt = ?3 AND agent_id = ?4",
     [ST_PART_LIST] = "SELECT agent_id, status, reason, bytes, at_ms FROM participation "
@@ -159,7 +147,7 @@ const char *const coord__db_sql[ST_COUNT] = {
                    "(SELECT COUNT(*) FROM participation p WHERE p.job_id = r.job_id "
                    " AND p.round = r.round AND p.attempt = r.attempt "
                    " AND p.status = 'accepted'), "
-                   "(SELECT COALESCE(SUM(p.bytes), 0) FROM participation p "
+                   "(SELECT CAST(COALESCE(SUM(p.bytes), 0) AS bigint) FROM participation p "
                    " WHERE p.job_id = r.job_id AND p.round = r.round "
                    " AND p.attempt = r.attempt AND p.status = 'accepted')"
     /* the round metrics from column 7 on, in the table's order (read_history) */
@@ -193,23 +181,6 @@ const char *coord_srow_state_name(coord_srow_state_t st)
 const char *coord_part_status_name(coord_part_status_t st)
 {
     return (unsigned)st < NSTATES(part_states) ? part_states[st] : "?";
-}
-
-/* SQLite stores a signed 64-bit integer; keep the seed's bit pattern. */
-static int64_t u64_to_i64(uint64_t v)
-{
-    int64_t r;
-
-    memcpy(&r, &v, sizeof(r));
-    return r;
-}
-
-static uint64_t i64_to_u64(int64_t v)
-{
-    uint64_t r;
-
-    memcpy(&r, &v, sizeof(r));
-    return r;
 }
 
 void coord_store_free(void *p)
@@ -437,6 +408,49 @@ static int end(db_store_t *s, int rc)
         sfl__fail(rc, "%s", keep);
     }
     return rc;
+}
+
+/* The ids as an array parameter's text: "[1,2,3]" with brackets "[]". */
+static void ids_text(const char *brackets, const int64_t *v, size_t n, char *buf, size_t cap)
+{
+    size_t o = 0;
+
+    buf[o++] = brackets[0];
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)v[i]);
+    buf[o++] = brackets[1];
+    buf[o] = '\0';
+}
+
+int coord__db_alloc(size_t size, const db_driver_t *drv, const coord_store_opts_t *opts,
+                    db_store_t **out)
+{
+    db_store_t *s;
+
+    *out = NULL;
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EIO, "store: libsodium failed to initialise");
+    s = sfl__calloc(1, size);
+    if (s == NULL)
+        return sfl__fail(SFL_ENOMEM, "store: out of memory");
+    s->base.ops = &coord__db_ops;
+    s->drv = drv;
+    s->keep = opts ? opts->keep_checkpoints : DEFAULT_KEEP;
+    *out = s;
+    return 0;
+}
+
+int coord__db_version_ok(const char *where, int64_t version)
+{
+    if (version > COORD_STORE_SCHEMA_VERSION)
+        return sfl__fail(SFL_EUNSUP,
+                         "%s: schema version %lld is newer than this coordinator supports "
+                         "(%d); refusing to open it (use a newer sfl-coordinator)",
+                         where, (long long)version, COORD_STORE_SCHEMA_VERSION);
+    if (version < 0)
+        return sfl__fail(SFL_EPARSE, "%s: schema version %lld is invalid", where,
+                         (long long)version);
+    return 0;
 }
 
 int coord__db_begin(db_store_t *s)
@@ -1052,7 +1066,7 @@ static int read_job(db_stmt_t *st, size_t max_spec, void *row)
                           "jobs.state", &state)) != 0)
         return rc;
     j->state = (coord_job_state_t)state;
-    j->seed = i64_to_u64(db_i64(st, 3));
+    j->seed = db_i64_to_u64(db_i64(st, 3));
     j->created_ms = db_i64(st, 4);
     j->last_committed_round = db_i64(st, 5);
     if (db_type(st, 7) != DB_NULL) {
@@ -1078,7 +1092,7 @@ static int lg_job_create(coord_store_t *base_, const char *name, const uint8_t *
         return rc;
     if ((rc = stmt(s, ST_JOB_INSERT, &st)) == 0) {
         bind_text(st, 1, name);
-        db_bind_i64(st, 2, u64_to_i64(seed));
+        db_bind_i64(st, 2, db_u64_to_i64(seed));
         db_bind_i64(st, 3, now_ms());
         rc = exec_blob(s, st, 4, spec, spec_len, "insert job", "store: job spec of %zu bytes",
                        spec_len);
@@ -1416,7 +1430,7 @@ static int lg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64
             rc = sfl__fail(SFL_ENOMEM, "store: out of memory for a cohort of %zu", n);
             goto out;
         }
-        s->drv->ids(cohort, n, ids, cap);
+        ids_text(s->drv->array, cohort, n, ids, cap);
         if ((rc = stmt(s, ST_COHORT_MISSING, &st)) != 0)
             goto out;
         bind_text(st, 1, ids);
@@ -1557,7 +1571,7 @@ static int insert_metrics(db_store_t *s, int64_t job, int64_t round, int64_t att
         if (sfl_metrics[id].type == SFL_METRIC_F64)
             bind_real(st, 4 + id, sfl_metric_get(id, m));
         else
-            db_bind_i64(st, 4 + id, u64_to_i64(sfl_metric_get_u64(id, m)));
+            db_bind_i64(st, 4 + id, db_u64_to_i64(sfl_metric_get_u64(id, m)));
     }
     return exec_stmt(s, st, "insert round metrics");
 }
@@ -2090,12 +2104,17 @@ static int lg_read_only(coord_store_t *base_)
     return s->drv->read_only(s);
 }
 
+void coord__db_close(db_store_t *s)
+{
+    if (s) {
+        s->drv->close(s);
+        sfl__free(s);
+    }
+}
+
 static void lg_close(coord_store_t *base_)
 {
-    db_store_t *s = (db_store_t *)base_;
-
-    if (s)
-        s->drv->close(s);
+    coord__db_close((db_store_t *)base_);
 }
 
 static int lg_integrity_check(coord_store_t *base_)
