@@ -192,8 +192,9 @@ struct db_driver {
      * open transaction failed, so COMMIT would roll back (NULL: the
      * database does not abort transactions so). */
     int (*txn_failed)(db_store_t *s);
-    /* The last error was a unique key's (another writer inserted the same
-     * row first); clear_error forgets it. */
+    /* Writers that may race (READ COMMITTED): the last error was a unique
+     * key's (another writer inserted the same row first); clear_error
+     * forgets it. NULL: writers are serialised (SQLite: BEGIN IMMEDIATE). */
     int (*unique_violation)(db_store_t *s);
     void (*clear_error)(db_store_t *s);
     /* Records "<fmt>: <database message>" and maps rc (DB_*) with the
@@ -230,8 +231,7 @@ struct db_driver {
     .reset = P##_reset, .type = P##_type, .col_i64 = P##_col_i64,                      \
     .col_double = P##_col_double, .col_text = P##_col_text, .col_blob = P##_col_blob,  \
     .col_bytes = P##_col_bytes, .changes = P##_changes, .last_id = P##_last_id,        \
-    .autocommit = P##_autocommit, .unique_violation = P##_unique_violation,            \
-    .clear_error = P##_clear_error, .verr = P##_verr, .close = P##_close,              \
+    .autocommit = P##_autocommit, .verr = P##_verr, .close = P##_close,                \
     .read_only = P##_read_only, .integrity_check = P##_integrity_check,                \
     .batch_gone = P##_batch_gone
 

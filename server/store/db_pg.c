@@ -13,12 +13,10 @@
  *   when fenced, and by the database's unique and foreign keys otherwise.
  *   A failed statement aborts PostgreSQL's transaction: a call that goes on
  *   after one (participation rows of a batch) runs it under a savepoint.
- * - Fencing: coord_store_fence's epoch is checked first in every
- *   transaction that writes jobs, rounds, participation, checkpoints,
- *   statistics or quarantine (UPDATE leader ... WHERE epoch = mine, row
- *   lock held to the commit): a newer master's leader_try waits for that
- *   transaction, then every later one of the old master fails with
- *   SFL_EFENCED.
+ * - Fencing (storelogic.c's begin_fenced: UPDATE leader ... WHERE epoch =
+ *   mine, first in every writing transaction): the row lock is held to the
+ *   commit, so a newer master's leader_try waits for that transaction, then
+ *   every later one of the old master fails with SFL_EFENCED.
  * - Leadership: a session advisory lock keyed by the schema's name; lost
  *   with the connection. A lost connection fails the call (-ECONNRESET
  *   with libpq's message); the next call reconnects (PQreset), re-prepares
@@ -964,6 +962,8 @@ static const db_driver_t pg_driver = {
     DB_DRIVER(pg, "postgresql", "{}"),
     .backup = pg_backup,
     .txn_failed = pg_txn_failed,
+    .unique_violation = pg_unique_violation,
+    .clear_error = pg_clear_error,
     .leader_lock = pg_leader_lock,
     .leader_release = pg_leader_release,
     .leader_held = pg_leader_held,

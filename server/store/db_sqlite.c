@@ -364,18 +364,6 @@ static int sq_autocommit(db_store_t *s)
     return sqlite3_get_autocommit(((sq_store_t *)s)->db);
 }
 
-/* Writers are serialised (BEGIN IMMEDIATE): no other writer's row can
- * appear between a look-up and an insert. */
-static int sq_unique_violation(db_store_t *s)
-{
-    (void)s;
-    return 0;
-}
-
-static void sq_clear_error(db_store_t *s)
-{
-    (void)s;
-}
 
 sqlite3 *coord__store_db(coord_store_t *s)
 {

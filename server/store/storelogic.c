@@ -784,21 +784,23 @@ out:
     return rc;
 }
 
-/* Another process (a front-end) may insert the same new agent between this
- * call's look-ups and its insert (READ COMMITTED: each statement sees what
- * committed before it): the unique key refuses the second insert, or the
- * key look-up finds the row the name look-up missed (-EEXIST). The upsert
- * then runs once more, now finding the row by name; a real conflict gives
- * the same answer again. */
+/* Where writers may race (the driver's unique_violation; PostgreSQL, READ
+ * COMMITTED: each statement sees what committed before it), another
+ * process (a front-end) may insert the same new agent between this call's
+ * look-ups and its insert: the unique key refuses the second insert, or
+ * the key look-up finds the row the name look-up missed (-EEXIST). The
+ * upsert then runs once more, now finding the row by name; a real conflict
+ * gives the same answer again. */
 static int lg_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
 {
     db_store_t *s = (db_store_t *)base_;
     int rc;
 
-    if (s)
-        s->drv->clear_error(s);
+    if (s == NULL || s->drv->unique_violation == NULL)
+        return agent_upsert_once(base_, a, id);
+    s->drv->clear_error(s);
     rc = agent_upsert_once(base_, a, id);
-    if (s != NULL && (rc == -EEXIST || (rc == SFL_EINVAL && s->drv->unique_violation(s)))) {
+    if (rc == -EEXIST || (rc == SFL_EINVAL && s->drv->unique_violation(s))) {
         s->drv->clear_error(s);
         rc = agent_upsert_once(base_, a, id);
     }
