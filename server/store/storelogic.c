@@ -1780,7 +1780,7 @@ static int record_part(db_store_t *s, const coord_part_row_t *p)
     if (rc == DB_ROW)
         rc = parse_state(db_text(st, 0), part_states, NSTATES(part_states),
                          "participation.status", &prev);
-    else if (rc == DB_DONE) /* the insert's guard: no such agent */
+    else if (rc == DB_DONE) /* a guarded insert (PostgreSQL's): no such agent */
         rc = sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)p->agent);
     else
         rc = coord__db_err(s, rc, "store: read participation");
