@@ -266,7 +266,7 @@ $(BUILD)/%.o: %.c $(SYSROOT_STAMP) | deps
 
 # The store's PostgreSQL backend: libpq's headers (in the sysroot when
 # cross-compiling).
-$(BUILD)/server/store/pgstore.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
+$(BUILD)/server/store/db_pg.o: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
 
 # One protoc-c run writes every file (grouped target).
 $(PROTO_C) $(PROTO_H) &: $(PROTO_SRC) | deps

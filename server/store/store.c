@@ -1,9 +1,11 @@
-/* The store's front: coord_store_open picks the backend from the store
- * spec (sqlite:PATH, postgresql:CONNINFO, a bare path = sqlite) and every
- * other coord_store_* call dispatches through the store's ops table
- * (store_int.h): SQLite in sqlite.c, PostgreSQL in pgstore.c. */
+/* The store's front: coord_store_open picks the database driver from the
+ * store spec (sqlite:PATH, postgresql:CONNINFO, a bare path = sqlite) and
+ * every other coord_store_* call dispatches through the store's ops table
+ * (store_int.h): the one store logic (storelogic.c) over the driver
+ * (db.h: db_sqlite.c, db_pg.c). */
 #include "store/store.h"
 #include "store/store_int.h"
+#include "store/db.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -110,7 +112,9 @@ int coord_store_open(const char *spec, const coord_store_opts_t *opts, coord_sto
 
 const char *coord_store_backend(const coord_store_t *s)
 {
-    return s ? s->ops->backend : "none";
+    if (s == NULL)
+        return "none";
+    return ((const db_store_t *)s)->drv->backend;
 }
 
 void coord_store_close(coord_store_t *s)

@@ -1,7 +1,7 @@
 /* The coordinator's durable state: agents, jobs, rounds (with their cohort
  * manifests), participation and model checkpoints, in one SQLite database in
- * WAL mode (sqlite.c), or in a PostgreSQL schema shared by a fleet of
- * coordinators (pgstore.c; coord_store_open's store spec picks one, and
+ * WAL mode (db_sqlite.c), or in a PostgreSQL schema shared by a fleet of
+ * coordinators (db_pg.c; coord_store_open's store spec picks one, and
  * both keep the contract below; PostgreSQL's differences are at
  * coord_store_open). A round commit is one transaction, so after a crash (kill -9,
  * power loss with the default synchronous=FULL) every job resumes from its

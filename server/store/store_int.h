@@ -13,12 +13,11 @@
 #define APPLICATION_ID 0x73666c63 /* "sflc" in the database header */
 #define DEFAULT_BUSY_MS 5000
 
-/* The backend seam: coord_store_t is the head of each backend's own
- * struct (sqlite.c's sq_store_t, pgstore.c's pg_store_t), and every
- * coord_store_* call taking a store dispatches through its ops (store.c).
- * Each operation has the contract of its coord_store_* namesake. */
+/* The store's seam: every coord_store_* call taking a store dispatches
+ * through its ops (store.c): storelogic.c's coord__db_ops, whatever the
+ * database (db.h: the drivers db_sqlite.c and db_pg.c). Each operation has
+ * the contract of its coord_store_* namesake. */
 typedef struct coord_store_ops {
-    const char *backend; /* "sqlite", "postgresql" */
     int (*read_only)(coord_store_t *s);
     void (*close)(coord_store_t *s);
     int (*batch_begin)(coord_store_t *s);
@@ -85,8 +84,9 @@ struct coord_store {
     const coord_store_ops_t *ops;
 };
 
-/* The backends' constructors (coord_store_open's contract; location is a
- * path or a libpq conninfo), and SQLite's offline backup. */
+/* The drivers' constructors (coord_store_open's contract; location is a
+ * path or a libpq conninfo), and SQLite's online and offline backup
+ * (backup.c). */
 int coord__sq_open(const char *path, const coord_store_opts_t *opts,
                    coord_store_t **out) SFL_MUST_CHECK;
 int coord__pg_open(const char *conninfo, const coord_store_opts_t *opts,

@@ -1,154 +1,32 @@
-/* The store's PostgreSQL backend (store.h: coord_store_open with
- * "postgresql:CONNINFO"): the same schema, migrations numbering, error
- * contract and invariants as the SQLite one (sqlite.c), through libpq.
+/* The store's logic, once for both databases (store.h's contract): the
+ * checks, transactions, error paths and invariants of every coord_store_*
+ * call, written against the driver interface of db.h. The drivers:
+ * db_sqlite.c (sqlite3; the durability model is described there) and
+ * db_pg.c (libpq: concurrency, fencing and reconnection there).
  *
- * The store logic below the "statement shim" is sqlite.c's own, kept in
- * step with it: a small shim gives libpq the shape of SQLite's statement
- * API (prepare once, bind, step row by row, read columns, reset), so the
- * checks, transactions and error paths read the same in both backends.
- * Differences:
- * - Statements are prepared once per connection (PQprepare, names "sN"),
- *   parameters sent as text apart from bytea (binary), results read in
- *   binary (int8, bool, float8, bytea, text), so no value reaches SQL text.
- * - A transaction is BEGIN ... COMMIT (READ COMMITTED); writes that read
- *   first (round open, commit) are serialised by the leader row's lock
- *   when fenced, and by the database's unique and foreign keys otherwise.
- *   A failed statement aborts PostgreSQL's transaction: a call that goes on
- *   after one (participation rows of a batch) runs it under a savepoint.
- * - Fencing: coord_store_fence's epoch is checked first in every
- *   transaction that writes jobs, rounds, participation, checkpoints,
- *   statistics or quarantine (UPDATE leader ... WHERE epoch = mine, row
- *   lock held to the commit): a newer master's leader_try waits for that
- *   transaction, then every later one of the old master fails with
- *   SFL_EFENCED.
- * - Leadership: a session advisory lock keyed by the schema's name; lost
- *   with the connection. A lost connection fails the call (-ECONNRESET
- *   with libpq's message); the next call reconnects (PQreset), re-prepares
- *   and no longer leads (coord_store_leader_held 0).
- * - Migrations run under a transaction-level advisory lock, so two
- *   processes starting at once migrate once. */
+ * Transactions: begin() opens one (SQLite: BEGIN IMMEDIATE, the write lock
+ * up front; PostgreSQL: BEGIN, READ COMMITTED, writes that read first
+ * serialised by the leader row's lock when fenced and by the unique and
+ * foreign keys otherwise), or a savepoint inside a batch; end() commits or
+ * rolls back. Once fenced (coord_store_fence), every transaction that
+ * writes jobs, rounds, participation, checkpoints, statistics or
+ * quarantine first checks the leader row's epoch (begin_fenced). */
 #include "store/store.h"
 #include "store/store_int.h"
+#include "store/db.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-#include <libpq-fe.h>
 #include <sodium.h>
 
 #include "sfl/core/alloc.h"
 
 #define DEFAULT_KEEP 3
 #define LIVE_STATES "('selecting','training','aggregating')"
-#define MAX_PARAMS 32
-/* advisory lock keys: hashtext(current_schema() || suffix) */
-#define LOCK_MIGRATE "':sfl-migrate'"
-#define LOCK_LEADER "':sfl-leader'"
-
-/* SQLite's result codes, the shim's vocabulary (so the ported logic keeps
- * its tests: (rc & 0xff) == PQ_CONSTRAINT holds for PQ_FK too). */
-enum {
-    PQ_OK = 0,
-    PQ_ERROR = 1,
-    PQ_TOOBIG = 18,
-    PQ_CONSTRAINT = 19,
-    PQ_FK = 19 | (3 << 8),
-    PQ_ROW = 100,
-    PQ_DONE = 101,
-};
-enum { PQ_NULL = 5, PQ_INTEGER = 1, PQ_FLOAT = 2, PQ_TEXT = 3, PQ_BLOB = 4 };
-
-/* PostgreSQL type oids (pg_type.h, stable) */
-#define OID_BOOL 16
-#define OID_BYTEA 17
-#define OID_INT8 20
-#define OID_INT2 21
-#define OID_INT4 23
-#define OID_TEXT 25
-#define OID_FLOAT4 700
-#define OID_FLOAT8 701
-#define OID_VARCHAR 1043
-
-typedef struct pg_store pg_store_t;
-
-typedef struct {
-    pg_store_t *s;
-    int id;
-    int nparams;
-    const char *val[MAX_PARAMS];
-    int len[MAX_PARAMS];
-    int fmt[MAX_PARAMS];
-    char num[MAX_PARAMS][32]; /* text of integer and real parameters */
-    PGresult *res;
-    int row;                  /* next row to return; -1: not executed */
-} pst_t;
-
-enum {
-    ST_BEGIN,
-    ST_COMMIT,
-    ST_ROLLBACK,
-    ST_SAVEPOINT,
-    ST_RELEASE,
-    ST_ROLLBACK_TO,
-    ST_AGENT_BY_NAME,
-    ST_REVOKE,
-    ST_REVOKED_LIST,
-    ST_QUAR_ADD,
-    ST_QUAR_DEL,
-    ST_QUAR_LIST,
-    ST_AGENT_BY_KEY,
-    ST_AGENT_INSERT,
-    ST_AGENT_UPDATE,
-    ST_AGENT_REKEY,
-    ST_AGENT_TOUCH,
-    ST_AGENT_GET,
-    ST_AGENT_GET_NAME,
-    ST_AGENT_LIST,
-    ST_JOB_INSERT,
-    ST_JOB_GET,
-    ST_JOB_LIST,
-    ST_JOB_STATE,
-    ST_JOB_SET_STATE,
-    ST_JOB_FAIL,
-    ST_JOB_SET_COMMITTED,
-    ST_ROUND_INSERT,
-    ST_ROUND_LIVE,
-    ST_ROUND_MAX_ATTEMPT,
-    ST_ROUND_STATE,
-    ST_ROUND_SET_STATE,
-    ST_ROUND_GET,
-    ST_ROUND_LIST,
-    ST_ROUND_RECOVER,
-    ST_PART_SELECTED,
-    ST_PART_RECORD,
-    ST_PART_STATUS,
-    ST_PART_LIST,
-    ST_CKPT_INSERT,
-    ST_CKPT_PRUNE,
-    ST_CKPT_LATEST,
-    ST_CKPT_GET,
-    ST_CKPT_ROUNDS,
-    ST_VERSION,
-    ST_VERSION_INSERT,
-    ST_METRICS_INSERT,
-    ST_HISTORY,
-    ST_STATS_OPEN,
-    ST_STATS_COMMIT,
-    ST_STATS_GET,
-    ST_FENCE,
-    ST_LEADER_BUMP,
-    ST_LEADER_GET,
-    ST_COHORT_MISSING,
-    ST_PART_SELECTED_ALL,
-    ST_COUNT
-};
 
 #define AGENT_COLS                                                             \
     "id, name, cert_fingerprint, identity_pk, capabilities, samples, "        \
@@ -161,11 +39,11 @@ enum {
 #define ROUND_COLS                                                             \
     "job_id, round, attempt, state, nonce, opened_ms, closed_ms, reason, cohort"
 
-static const char *const sql_text[ST_COUNT] = {
+const char *const coord__db_sql[ST_COUNT] = {
     /* a statistics attempt is counted once opened; a stored sum is final */
     [ST_STATS_OPEN] = "INSERT INTO job_statistics(job_id, attempts) VALUES(?1, ?2) "
-                      "ON CONFLICT(job_id) DO UPDATE SET attempts = GREATEST(job_statistics.attempts, ?2) "
-                      "WHERE job_statistics.moments IS NULL",
+                      "ON CONFLICT(job_id) DO UPDATE SET attempts = max(attempts, ?2) "
+                      "WHERE moments IS NULL",
     [ST_STATS_COMMIT] = "UPDATE job_statistics SET rows = ?2, agents = ?3, committed_ms = ?4, "
                         "moments_hash = ?5, moments = ?6 "
                         "WHERE job_id = ?1 AND moments IS NULL",
@@ -173,40 +51,28 @@ static const char *const sql_text[ST_COUNT] = {
                      "FROM job_statistics WHERE job_id = ?1",
     /* the leader row (schema 9): one row, epoch counted from 1 */
     [ST_FENCE] = "UPDATE leader SET epoch = epoch WHERE epoch = ?1",
-    [ST_LEADER_BUMP] = "INSERT INTO leader(one, epoch, holder, since_ms) VALUES(1, 1, ?1, ?2) "
-                       "ON CONFLICT(one) DO UPDATE SET epoch = leader.epoch + 1, holder = ?1, "
-                       "since_ms = ?2 RETURNING epoch",
+    [ST_LEADER_BUMP] = DB_SQL_LEADER_BUMP("epoch"),
     [ST_LEADER_GET] = "SELECT epoch, holder, since_ms FROM leader WHERE one = 1",
-    /* a round's cohort in two statements, not one per member: its first id
-     * that is no agent, then every member's SELECTED row (?4: int8[]) */
-    [ST_COHORT_MISSING] = "SELECT c FROM unnest(?1::bigint[]) c "
-                          "WHERE NOT EXISTS(SELECT 1 FROM agents WHERE id = c) ORDER BY c LIMIT 1",
-    [ST_PART_SELECTED_ALL] = "INSERT INTO participation(job_id, round, attempt, agent_id, "
-                             "status, reason, bytes, at_ms) "
-                             "SELECT ?1::bigint, ?2::bigint, ?3::bigint, c, 'selected', NULL, 0, "
-                             "?5::bigint FROM unnest(?4::bigint[]) c",
-    [ST_BEGIN] = "BEGIN",
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
-    [ST_SAVEPOINT] = "SAVEPOINT sfl_call",
-    [ST_RELEASE] = "RELEASE sfl_call",
-    [ST_ROLLBACK_TO] = "ROLLBACK TO sfl_call",
+    [ST_SAVEPOINT] = "SAVEPOINT call",
+    [ST_RELEASE] = "RELEASE call",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO call",
     [ST_AGENT_BY_NAME] = "SELECT id, identity_pk, cert_fingerprint, "
                          "EXISTS(SELECT 1 FROM revoked_certs WHERE fingerprint = "
                          "agents.cert_fingerprint) FROM agents WHERE name = ?1",
-    [ST_REVOKE] = "INSERT INTO revoked_certs(fingerprint, name, revoked_ms) "
-                  "VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING",
+    [ST_REVOKE] = "INSERT OR IGNORE INTO revoked_certs(fingerprint, name, revoked_ms) "
+                  "VALUES(?1, ?2, ?3)",
     [ST_REVOKED_LIST] = "SELECT fingerprint FROM revoked_certs ORDER BY fingerprint",
     /* the first reason stays: quarantining twice changes nothing */
-    [ST_QUAR_ADD] = "INSERT INTO quarantine(job_id, agent_id, reason, at_ms) "
-                    "VALUES(?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+    [ST_QUAR_ADD] = "INSERT OR IGNORE INTO quarantine(job_id, agent_id, reason, at_ms) "
+                    "VALUES(?1, ?2, ?3, ?4)",
     [ST_QUAR_DEL] = "DELETE FROM quarantine WHERE job_id = ?1 AND agent_id = ?2",
     [ST_QUAR_LIST] = "SELECT job_id, agent_id, at_ms, reason FROM quarantine "
                      "ORDER BY job_id, agent_id",
     [ST_AGENT_BY_KEY] = "SELECT name FROM agents WHERE identity_pk = ?1",
-    [ST_AGENT_INSERT] = "INSERT INTO agents(name, cert_fingerprint, identity_pk, "
-                        "capabilities, samples, dimension, labels, joined_ms, last_seen_ms) "
-                        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) RETURNING id",
+    [ST_AGENT_INSERT] = DB_SQL_AGENT_INSERT(""),
     /* Parameters as in ST_AGENT_INSERT (bind_agent); the key is not changed. */
     [ST_AGENT_UPDATE] = "UPDATE agents SET cert_fingerprint = ?2, capabilities = ?4, "
                         "samples = ?5, dimension = ?6, labels = ?7, last_seen_ms = ?8 "
@@ -217,7 +83,7 @@ static const char *const sql_text[ST_COUNT] = {
     [ST_AGENT_GET_NAME] = "SELECT " AGENT_COLS " FROM agents WHERE name = ?1",
     [ST_AGENT_LIST] = "SELECT " AGENT_COLS " FROM agents ORDER BY id",
     [ST_JOB_INSERT] = "INSERT INTO jobs(name, state, seed, created_ms, "
-                      "last_committed_round, spec) VALUES(?1, 'active', ?2, ?3, 0, ?4) RETURNING id",
+                      "last_committed_round, spec) VALUES(?1, 'active', ?2, ?3, 0, ?4)",
     [ST_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
     [ST_JOB_LIST] = "SELECT " JOB_COLS " FROM jobs ORDER BY id",
     [ST_JOB_STATE] = "SELECT state, last_committed_round, "
@@ -244,20 +110,7 @@ static const char *const sql_text[ST_COUNT] = {
                       "ORDER BY round, attempt",
     [ST_ROUND_RECOVER] = "UPDATE rounds SET state = 'failed', closed_ms = ?1, reason = ?2 "
                          "WHERE state IN " LIVE_STATES,
-    [ST_PART_SELECTED] = "INSERT INTO participation(job_id, round, attempt, agent_id, "
-                         "status, reason, bytes, at_ms) "
-                         "VALUES(?1, ?2, ?3, ?4, 'selected', NULL, 0, ?5)",
-    /* Only a SELECTED row may change: an outcome is written once. */
-    [ST_PART_RECORD] = "INSERT INTO participation(job_id, round, attempt, agent_id, "
-                       "status, reason, bytes, at_ms) SELECT ?1::bigint, ?2::bigint, ?3::bigint, "
-                       "?4::bigint, ?5::text, ?6::text, ?7::bigint, ?8::bigint "
-                       /* no such agent: nothing inserted (a foreign key error would
-                        * abort the caller's transaction) */
-                       "WHERE EXISTS(SELECT 1 FROM agents WHERE id = ?4) "
-                       "ON CONFLICT(job_id, round, attempt, agent_id) DO UPDATE SET "
-                       "status = excluded.status, reason = excluded.reason, "
-                       "bytes = excluded.bytes, at_ms = excluded.at_ms "
-                       "WHERE participation.status = 'selected'",
+    [ST_PART_RECORD] = DB_SQL_PART_RECORD("VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "),
     [ST_PART_STATUS] = "SELECT status FROM participation WHERE job_id = ?1 AND round = ?2 "
                        "AND attempt = ?3 AND agent_id = ?4",
     [ST_PART_LIST] = "SELECT agent_id, status, reason, bytes, at_ms FROM participation "
@@ -294,7 +147,7 @@ static const char *const sql_text[ST_COUNT] = {
                    "(SELECT COUNT(*) FROM participation p WHERE p.job_id = r.job_id "
                    " AND p.round = r.round AND p.attempt = r.attempt "
                    " AND p.status = 'accepted'), "
-                   "(SELECT COALESCE(SUM(p.bytes), 0)::bigint FROM participation p "
+                   "(SELECT CAST(COALESCE(SUM(p.bytes), 0) AS bigint) FROM participation p "
                    " WHERE p.job_id = r.job_id AND p.round = r.round "
                    " AND p.attempt = r.attempt AND p.status = 'accepted')"
     /* the round metrics from column 7 on, in the table's order (read_history) */
@@ -307,27 +160,6 @@ static const char *const sql_text[ST_COUNT] = {
                    "ORDER BY r.round LIMIT ?3",
 };
 
-
-struct pg_store {
-    coord_store_t base; /* first: a coord_store_t * is a pg_store_t * */
-    PGconn *conn;
-    pst_t st[ST_COUNT];
-    unsigned char prepared[ST_COUNT]; /* prepared on this connection */
-    char sql[ST_COUNT][2048 + 512];   /* the statements, $N-numbered */
-    unsigned keep;                    /* checkpoints kept per job; 0: all */
-    int batch;                        /* a batch transaction is open */
-    int64_t fence;                    /* coord_store_fence's epoch; 0: unfenced */
-    int leads;                        /* leader_try won on this session */
-    int read_only;                    /* coord_store_read_only */
-    int lost;                         /* reconnected since the batch began */
-    unsigned busy_ms;
-    int relaxed;
-    int64_t changes; /* rows the last command changed */
-    int64_t last_id; /* the last "RETURNING id" */
-    char sqlstate[6];
-    char msg[384];   /* the last error's libpq message */
-};
-
 /* jobs.state holds the first four; "failed" is a job_failures row. */
 static const char *const job_states[] = {"active", "paused", "cancelled", "done", "failed"};
 static const char *const round_states[] = {"selecting", "training", "aggregating",
@@ -336,469 +168,157 @@ static const char *const part_states[] = {"selected", "accepted", "late", "dupli
                                           "rejected"};
 #define NSTATES(a) (sizeof(a) / sizeof((a)[0]))
 
-/* "?N" -> "$N"; a bare "?" takes the number after the highest so far. */
-static void number_params(const char *in, char *out, size_t cap)
+const char *coord_job_state_name(coord_job_state_t st)
 {
-    size_t o = 0;
-    long hi = 0;
-
-    for (const char *p = in; *p && o + 8 < cap; p++) {
-        if (*p != '?') {
-            out[o++] = *p;
-            continue;
-        }
-        char *end;
-        long n = strtol(p + 1, &end, 10);
-
-        if (end == p + 1)
-            n = hi + 1;
-        if (n > hi)
-            hi = n;
-        o += (size_t)snprintf(out + o, cap - o, "$%ld", n);
-        p = end - 1;
-    }
-    out[o] = '\0';
+    return (unsigned)st < NSTATES(job_states) ? job_states[st] : "?";
 }
 
-static int64_t now_ms(void)
+const char *coord_srow_state_name(coord_srow_state_t st)
+{
+    return (unsigned)st < NSTATES(round_states) ? round_states[st] : "?";
+}
+
+const char *coord_part_status_name(coord_part_status_t st)
+{
+    return (unsigned)st < NSTATES(part_states) ? part_states[st] : "?";
+}
+
+void coord_store_free(void *p)
+{
+    sfl__free(p);
+}
+
+/* ---- the driver's statement calls ------------------------------------ */
+
+static int stmt(db_store_t *s, int id, db_stmt_t **out)
+{
+    return s->drv->stmt(s, id, out);
+}
+
+static int db_bind_i64(db_stmt_t *st, int i, int64_t v)
+{
+    return st->drv->bind_i64(st, i, v);
+}
+
+static int db_bind_double(db_stmt_t *st, int i, double v)
+{
+    return st->drv->bind_double(st, i, v);
+}
+
+static int db_bind_null(db_stmt_t *st, int i)
+{
+    return st->drv->bind_null(st, i);
+}
+
+static int db_step(db_stmt_t *st)
+{
+    return st->drv->step(st);
+}
+
+static int db_type(db_stmt_t *st, int i)
+{
+    return st->drv->type(st, i);
+}
+
+static int64_t db_i64(db_stmt_t *st, int i)
+{
+    return st->drv->col_i64(st, i);
+}
+
+static int db_int(db_stmt_t *st, int i)
+{
+    return (int)st->drv->col_i64(st, i);
+}
+
+static double db_double(db_stmt_t *st, int i)
+{
+    return st->drv->col_double(st, i);
+}
+
+static const unsigned char *db_text(db_stmt_t *st, int i)
+{
+    return st->drv->col_text(st, i);
+}
+
+static const void *db_blob(db_stmt_t *st, int i)
+{
+    return st->drv->col_blob(st, i);
+}
+
+static int db_bytes(db_stmt_t *st, int i)
+{
+    return st->drv->col_bytes(st, i);
+}
+
+int coord__db_err(db_store_t *s, int rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    rc = s->drv->verr(s, rc, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int64_t coord__db_now_ms(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
-
-static int64_t u64_to_i64(uint64_t v)
-{
-    int64_t r;
-
-    memcpy(&r, &v, sizeof(r));
-    return r;
-}
-
-static uint64_t i64_to_u64(int64_t v)
-{
-    uint64_t r;
-
-    memcpy(&r, &v, sizeof(r));
-    return r;
-}
-
-/* Keeps the failed result's SQLSTATE and message in s; PGRES_* -> PQ_*. */
-static int note_result(pg_store_t *s, PGresult *res)
-{
-    ExecStatusType es = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-
-    if (es == PGRES_COMMAND_OK || es == PGRES_TUPLES_OK) {
-        const char *t = res ? PQcmdTuples(res) : "";
-
-        s->changes = t && *t ? strtoll(t, NULL, 10) : 0;
-        return PQ_OK;
-    }
-    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    const char *m = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-
-    snprintf(s->sqlstate, sizeof(s->sqlstate), "%s", state ? state : "");
-    if (m == NULL || *m == '\0')
-        m = PQerrorMessage(s->conn);
-    snprintf(s->msg, sizeof(s->msg), "%s", m && *m ? m : "no answer from the server");
-    /* libpq's messages end in a newline */
-    size_t n = strlen(s->msg);
-    while (n && (s->msg[n - 1] == '\n' || s->msg[n - 1] == ' '))
-        s->msg[--n] = '\0';
-    if (strcmp(s->sqlstate, "23503") == 0)
-        return PQ_FK;
-    if (strncmp(s->sqlstate, "23", 2) == 0)
-        return PQ_CONSTRAINT;
-    return PQ_ERROR;
-}
-
-/* Records "<ctx>: <PostgreSQL message> (SQLSTATE x)" and maps it to an sfl
- * code or -errno: a lost connection -ECONNRESET, a lock wait past
- * lock_timeout or a serialisation failure -EBUSY, a constraint
- * SFL_EINVAL, a value past a limit SFL_ELIMIT, a read-only session
- * -EROFS, a full disk -ENOSPC, anything else SFL_EIO. */
-static int vdberr(pg_store_t *s, int rc, const char *fmt, va_list ap) SFL_PRINTF(3, 0);
-static int vdberr(pg_store_t *s, int rc, const char *fmt, va_list ap)
-{
-    char ctx[256];
-    const char *st = s->sqlstate;
-    int err;
-
-    vsnprintf(ctx, sizeof(ctx), fmt, ap);
-    if (rc == PQ_TOOBIG)
-        return sfl__fail(SFL_ELIMIT, "%s: value too big for PostgreSQL (bytea: at most 1 GB)",
-                         ctx);
-    if (s->conn == NULL || PQstatus(s->conn) == CONNECTION_BAD || strncmp(st, "08", 2) == 0 ||
-        strncmp(st, "57P", 3) == 0)
-        return sfl__fail(-ECONNRESET, "%s: connection to PostgreSQL lost: %s (the next call "
-                                      "reconnects)",
-                         ctx, s->msg[0] ? s->msg : PQerrorMessage(s->conn));
-    if ((rc & 0xff) == PQ_CONSTRAINT)
-        err = SFL_EINVAL;
-    else if (strcmp(st, "55P03") == 0 || strcmp(st, "40001") == 0 || strcmp(st, "40P01") == 0)
-        err = -EBUSY;
-    else if (strncmp(st, "54", 2) == 0 || strcmp(st, "22001") == 0)
-        err = SFL_ELIMIT;
-    else if (strcmp(st, "25006") == 0)
-        err = -EROFS;
-    else if (strcmp(st, "53100") == 0)
-        err = -ENOSPC;
-    else if (strcmp(st, "53200") == 0)
-        err = SFL_ENOMEM;
-    else if (strncmp(st, "42", 2) == 0)
-        err = SFL_EPARSE;
-    else if (strncmp(st, "22", 2) == 0) /* a value the server refuses: bad UTF-8 ... */
-        err = SFL_EINVAL;
-    else
-        err = SFL_EIO;
-    return sfl__fail(err, "%s: %s (SQLSTATE %s)", ctx, s->msg, st[0] ? st : "?");
-}
-
-static int dberr(pg_store_t *s, int rc, const char *fmt, ...) SFL_PRINTF(3, 4);
-static int dberr(pg_store_t *s, int rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    rc = vdberr(s, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-/* The session's settings, after connecting or reconnecting. */
-static int session_setup(pg_store_t *s)
-{
-    char sql[256];
-    PGresult *r;
-    int rc;
-
-    snprintf(sql, sizeof(sql),
-             "SET lock_timeout = %u; SET synchronous_commit = %s; "
-             "SET client_min_messages = warning; SET default_transaction_read_only = %s",
-             s->busy_ms, s->relaxed ? "off" : "on", s->read_only ? "on" : "off");
-    r = PQexec(s->conn, sql);
-    rc = note_result(s, r);
-    PQclear(r);
-    return rc == PQ_OK ? 0 : dberr(s, rc, "store: session settings");
-}
-
-/* A lost connection is re-established here, before the next statement:
- * the prepared statements are gone with it, and so is the advisory lock. */
-static int conn_ok(pg_store_t *s)
-{
-    if (PQstatus(s->conn) == CONNECTION_OK)
-        return 0;
-    s->leads = 0;
-    s->lost = 1; /* a batch open on the old session is gone (batch_commit says so) */
-    memset(s->prepared, 0, sizeof(s->prepared));
-    for (int i = 0; i < ST_COUNT; i++) {
-        PQclear(s->st[i].res);
-        s->st[i].res = NULL;
-        s->st[i].row = -1;
-    }
-    PQreset(s->conn);
-    if (PQstatus(s->conn) != CONNECTION_OK) {
-        snprintf(s->msg, sizeof(s->msg), "%s", PQerrorMessage(s->conn));
-        size_t n = strlen(s->msg);
-        while (n && s->msg[n - 1] == '\n')
-            s->msg[--n] = '\0';
-        return sfl__fail(-ECONNRESET, "store: reconnect to PostgreSQL: %s", s->msg);
-    }
-    return session_setup(s);
-}
-
-static int stmt(pg_store_t *s, int id, pst_t **out)
-{
-    pst_t *st = &s->st[id];
-    int rc;
-
-    *out = NULL;
-    if ((rc = conn_ok(s)) != 0)
-        return rc;
-    if (!s->prepared[id]) {
-        char name[16];
-        PGresult *r;
-
-        snprintf(name, sizeof(name), "s%d", id);
-        r = PQprepare(s->conn, name, s->sql[id], 0, NULL);
-        rc = note_result(s, r);
-        PQclear(r);
-        if (rc != PQ_OK)
-            return dberr(s, rc, "store: prepare statement %d", id);
-        s->prepared[id] = 1;
-    }
-    /* a fresh use: no result or parameters left from the last one */
-    PQclear(st->res);
-    st->res = NULL;
-    st->row = -1;
-    st->nparams = 0;
-    memset(st->val, 0, sizeof(st->val)); /* unbound parameters are NULL, as in SQLite */
-    memset(st->len, 0, sizeof(st->len));
-    memset(st->fmt, 0, sizeof(st->fmt));
-    st->s = s;
-    st->id = id;
-    *out = st;
-    return 0;
-}
-
-static void set_param(pst_t *st, int i, const char *v, int len, int fmt)
-{
-    if (i < 1 || i > MAX_PARAMS)
-        return;
-    st->val[i - 1] = v;
-    st->len[i - 1] = len;
-    st->fmt[i - 1] = fmt;
-    if (i > st->nparams)
-        st->nparams = i;
-}
-
-static int pst_bind_i64(pst_t *st, int i, int64_t v)
-{
-    if (i < 1 || i > MAX_PARAMS)
-        return PQ_ERROR;
-    snprintf(st->num[i - 1], sizeof(st->num[0]), "%" PRId64, v);
-    set_param(st, i, st->num[i - 1], 0, 0);
-    return PQ_OK;
-}
-
-static int pst_bind_double(pst_t *st, int i, double v)
-{
-    if (i < 1 || i > MAX_PARAMS)
-        return PQ_ERROR;
-    if (isnan(v))
-        snprintf(st->num[i - 1], sizeof(st->num[0]), "NaN");
-    else if (isinf(v))
-        snprintf(st->num[i - 1], sizeof(st->num[0]), "%sInfinity", v < 0 ? "-" : "");
-    else
-        snprintf(st->num[i - 1], sizeof(st->num[0]), "%.17g", v);
-    set_param(st, i, st->num[i - 1], 0, 0);
-    return PQ_OK;
-}
-
-static int pst_bind_null(pst_t *st, int i)
-{
-    set_param(st, i, NULL, 0, 0);
-    return PQ_OK;
-}
-
-/* Runs st on its first step; then returns its rows one by one. */
-static int pst_step(pst_t *st)
-{
-    pg_store_t *s = st->s;
-
-    if (st->row < 0) {
-        char name[16];
-
-        snprintf(name, sizeof(name), "s%d", st->id);
-        PQclear(st->res);
-        st->res = PQexecPrepared(s->conn, name, st->nparams, st->val, st->len, st->fmt, 1);
-        int rc = note_result(s, st->res);
-        if (rc != PQ_OK) {
-            PQclear(st->res);
-            st->res = NULL;
-            return rc;
-        }
-        st->row = 0;
-        if (PQresultStatus(st->res) == PGRES_TUPLES_OK && PQntuples(st->res) > 0 &&
-            strstr(s->sql[st->id], "RETURNING id") && PQgetlength(st->res, 0, 0) == 8) {
-            const unsigned char *p = (const unsigned char *)PQgetvalue(st->res, 0, 0);
-            uint64_t v = 0;
-
-            for (int i = 0; i < 8; i++)
-                v = v << 8 | p[i];
-            s->last_id = u64_to_i64(v);
-        }
-    } else {
-        st->row++;
-    }
-    if (PQresultStatus(st->res) == PGRES_TUPLES_OK && st->row < PQntuples(st->res))
-        return PQ_ROW;
-    return PQ_DONE;
-}
-
-static void pst_reset(pst_t *st)
-{
-    PQclear(st->res);
-    st->res = NULL;
-    st->row = -1;
-}
-
-static void pst_clear_bindings(pst_t *st)
-{
-    st->nparams = 0;
-}
-
-static int pst_type(pst_t *st, int i)
-{
-    if (st->res == NULL || st->row < 0 || PQgetisnull(st->res, st->row, i))
-        return PQ_NULL;
-    switch (PQftype(st->res, i)) {
-    case OID_BYTEA: return PQ_BLOB;
-    case OID_TEXT:
-    case OID_VARCHAR: return PQ_TEXT;
-    case OID_FLOAT4:
-    case OID_FLOAT8: return PQ_FLOAT;
-    default: return PQ_INTEGER;
-    }
-}
-
-/* Integers of any width, bool as 0/1; NULL (or another type) reads 0. */
-static int64_t pst_i64(pst_t *st, int i)
-{
-    if (pst_type(st, i) != PQ_INTEGER)
-        return 0;
-    const unsigned char *p = (const unsigned char *)PQgetvalue(st->res, st->row, i);
-    int n = PQgetlength(st->res, st->row, i);
-    uint64_t v = 0;
-
-    if (n != 1 && n != 2 && n != 4 && n != 8)
-        return 0;
-    for (int k = 0; k < n; k++)
-        v = v << 8 | p[k];
-    if (n < 8 && n > 1 && (v >> (n * 8 - 1)) & 1) /* sign-extend */
-        v |= ~(uint64_t)0 << (n * 8);
-    return u64_to_i64(v);
-}
-
-static int pst_int(pst_t *st, int i)
-{
-    return (int)pst_i64(st, i);
-}
-
-static double pst_double(pst_t *st, int i)
-{
-    int t = pst_type(st, i);
-
-    if (t == PQ_INTEGER)
-        return (double)pst_i64(st, i);
-    if (t != PQ_FLOAT)
-        return 0;
-    const unsigned char *p = (const unsigned char *)PQgetvalue(st->res, st->row, i);
-    int n = PQgetlength(st->res, st->row, i);
-    uint64_t v = 0;
-
-    for (int k = 0; k < n; k++)
-        v = v << 8 | p[k];
-    if (n == 4) {
-        uint32_t u = (uint32_t)v;
-        float f;
-
-        memcpy(&f, &u, sizeof(f));
-        return f;
-    }
-    double d = 0;
-    if (n == 8)
-        memcpy(&d, &v, sizeof(d));
-    return d;
-}
-
-static const unsigned char *pst_text(pst_t *st, int i)
-{
-    if (pst_type(st, i) == PQ_NULL)
-        return NULL;
-    return (const unsigned char *)PQgetvalue(st->res, st->row, i);
-}
-
-static const void *pst_blob(pst_t *st, int i)
-{
-    if (pst_type(st, i) == PQ_NULL)
-        return NULL;
-    return PQgetvalue(st->res, st->row, i);
-}
-
-static int pst_bytes(pst_t *st, int i)
-{
-    if (pst_type(st, i) == PQ_NULL)
-        return 0;
-    return PQgetlength(st->res, st->row, i);
-}
-
-static int64_t pst_changes(pg_store_t *s)
-{
-    return s->changes;
-}
-
-/* Outside any transaction (SQLite's autocommit mode)? A lost connection
- * has no transaction either. */
-static int pst_autocommit(pg_store_t *s)
-{
-    return PQtransactionStatus(s->conn) != PQTRANS_INTRANS &&
-           PQtransactionStatus(s->conn) != PQTRANS_INERROR;
-}
-
-/* "<what>: <message>" for a whole-string command (DDL, settings). */
-static int exec_sql(pg_store_t *s, const char *sql, const char *fmt, ...) SFL_PRINTF(3, 4);
-static int exec_sql(pg_store_t *s, const char *sql, const char *fmt, ...)
-{
-    va_list ap;
-    PGresult *r = PQexec(s->conn, sql);
-    int rc = note_result(s, r);
-
-    PQclear(r);
-    if (rc == PQ_OK)
-        return 0;
-    va_start(ap, fmt);
-    rc = vdberr(s, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+#define now_ms coord__db_now_ms
 
 /* stmt() with the leading parameters ?1..?n bound to ids[0..n); IDS(a, b)
  * gives n and ids. */
-static int prep(pg_store_t *s, int id, pst_t **out, size_t n, const int64_t *ids)
+static int prep(db_store_t *s, int id, db_stmt_t **out, size_t n, const int64_t *ids)
 {
     int rc = stmt(s, id, out);
 
     for (size_t i = 0; rc == 0 && i < n; i++)
-        pst_bind_i64(*out, (int)i + 1, ids[i]);
+        db_bind_i64(*out, (int)i + 1, ids[i]);
     return rc;
 }
 #define IDS(...)                                                                           \
     sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (const int64_t[]){__VA_ARGS__}
 
-/* Steps st once: PQ_ROW or PQ_DONE, else the error with the detail
+/* Steps st once: DB_ROW or DB_DONE, else the error with the detail
  * "<fmt>: <message>". */
-static int step(pg_store_t *s, pst_t *st, const char *fmt, ...) SFL_PRINTF(3, 4);
-static int step(pg_store_t *s, pst_t *st, const char *fmt, ...)
+static int step(db_store_t *s, db_stmt_t *st, const char *fmt, ...) SFL_PRINTF(3, 4);
+static int step(db_store_t *s, db_stmt_t *st, const char *fmt, ...)
 {
     va_list ap;
-    int rc = pst_step(st);
+    int rc = db_step(st);
 
-    if (rc == PQ_ROW || rc == PQ_DONE)
+    if (rc == DB_ROW || rc == DB_DONE)
         return rc;
     va_start(ap, fmt);
-    rc = vdberr(s, rc, fmt, ap);
+    rc = s->drv->verr(s, rc, fmt, ap);
     va_end(ap);
     return rc;
 }
 
 /* Ends the use of a statement: drops its result and bindings. */
-static void done(pst_t *st)
+static void done(db_stmt_t *st)
 {
     if (st) {
-        pst_reset(st);
-        pst_clear_bindings(st);
+        st->drv->reset(st);
     }
 }
 
-/* bytea goes binary; a zero-length one must not be NULL. */
-static int bind_blob(pst_t *st, int i, const void *p, size_t n)
+/* A blob, never NULL (zero bytes included); text, NULL for NULL. */
+static int bind_blob(db_stmt_t *st, int i, const void *p, size_t n)
 {
-    if (n > INT_MAX)
-        return PQ_TOOBIG;
-    set_param(st, i, n ? (const char *)p : "", (int)n, 1);
-    return PQ_OK;
+    return st->drv->bind_blob(st, i, p, n);
 }
 
-static int bind_text(pst_t *st, int i, const char *t)
+static int bind_text(db_stmt_t *st, int i, const char *t)
 {
-    set_param(st, i, t, 0, 0);
-    return PQ_OK;
+    return st->drv->bind_text(st, i, t);
 }
 
 /* Runs a statement that returns no rows. */
-static int exec_stmt(pg_store_t *s, pst_t *st, const char *what)
+static int exec_stmt(db_store_t *s, db_stmt_t *st, const char *what)
 {
     int rc = step(s, st, "store: %s", what);
 
@@ -807,34 +327,35 @@ static int exec_stmt(pg_store_t *s, pst_t *st, const char *what)
 }
 
 /* Binds a big blob (spec, cohort, model) as parameter i, then runs st like
- * exec_stmt. PostgreSQL refuses a bytea beyond 1 GB: SFL_ELIMIT with the
- * detail "<fmt>: <message>". */
-static int exec_blob(pg_store_t *s, pst_t *st, int i, const void *p, size_t n,
+ * exec_stmt. A database refuses values beyond its limit (SQLite: 1e9
+ * bytes by default, PostgreSQL: bytea of 1 GB): SFL_ELIMIT with the detail
+ * "<fmt>: <message>". */
+static int exec_blob(db_store_t *s, db_stmt_t *st, int i, const void *p, size_t n,
                      const char *what, const char *fmt, ...) SFL_PRINTF(7, 8);
-static int exec_blob(pg_store_t *s, pst_t *st, int i, const void *p, size_t n,
+static int exec_blob(db_store_t *s, db_stmt_t *st, int i, const void *p, size_t n,
                      const char *what, const char *fmt, ...)
 {
     va_list ap;
     int rc = bind_blob(st, i, p, n);
 
-    if (rc == PQ_OK)
+    if (rc == DB_OK)
         return exec_stmt(s, st, what);
     va_start(ap, fmt);
-    rc = vdberr(s, rc, fmt, ap);
+    rc = s->drv->verr(s, rc, fmt, ap);
     va_end(ap);
     done(st);
     return rc;
 }
 
-static int simple(pg_store_t *s, int id, const char *what)
+static int simple(db_store_t *s, int id, const char *what)
 {
-    pst_t *st;
+    db_stmt_t *st;
     int rc = stmt(s, id, &st);
 
     return rc ? rc : exec_stmt(s, st, what);
 }
 
-static int begin(pg_store_t *s)
+static int begin(db_store_t *s)
 {
     if (s->batch)
         return simple(s, ST_SAVEPOINT, "savepoint");
@@ -844,11 +365,11 @@ static int begin(pg_store_t *s)
 /* Inside a batch: releases the call's savepoint when rc is 0, else rolls
  * the call's changes back; the batch's transaction stays open unless
  * the connection was lost (batch_commit then fails). */
-static int end_savepoint(pg_store_t *s, int rc)
+static int end_savepoint(db_store_t *s, int rc)
 {
     char keep[512];
 
-    if (pst_autocommit(s))
+    if (s->drv->autocommit(s))
         return rc ? rc : sfl__fail(SFL_EIO, "store: the batch was rolled back");
     if (rc == 0) {
         rc = simple(s, ST_RELEASE, "release savepoint");
@@ -863,23 +384,22 @@ static int end_savepoint(pg_store_t *s, int rc)
 }
 
 /* Commits when rc is 0, else rolls back; returns the first error. The
- * connection may be gone, hence the check. PostgreSQL answers COMMIT of a
- * transaction in which a statement failed with a silent ROLLBACK: such a
- * transaction is a failure here, never reported as committed. */
-static int end(pg_store_t *s, int rc)
+ * database may already have rolled back on its own (SQLite: SQLITE_FULL; a
+ * lost connection), hence the check. A transaction in which a statement
+ * failed is never reported as committed (the driver's txn_failed:
+ * PostgreSQL answers its COMMIT with a silent ROLLBACK). */
+static int end(db_store_t *s, int rc)
 {
     if (s->batch)
         return end_savepoint(s, rc);
-    if (rc == 0 && PQtransactionStatus(s->conn) == PQTRANS_INERROR)
-        rc = sfl__fail(SFL_EIO, "store: a statement of the transaction failed (%s): rolled "
-                                "back",
-                       s->msg[0] ? s->msg : "?");
+    if (rc == 0 && s->drv->txn_failed)
+        rc = s->drv->txn_failed(s);
     if (rc == 0) {
         rc = simple(s, ST_COMMIT, "commit transaction");
         if (rc == 0)
             return 0;
     }
-    if (!pst_autocommit(s)) {
+    if (!s->drv->autocommit(s)) {
         char keep[512];
 
         /* ROLLBACK must not overwrite the detail of the real failure. */
@@ -890,19 +410,77 @@ static int end(pg_store_t *s, int rc)
     return rc;
 }
 
+/* The ids as an array parameter's text: "[1,2,3]" with brackets "[]". */
+static void ids_text(const char *brackets, const int64_t *v, size_t n, char *buf, size_t cap)
+{
+    size_t o = 0;
+
+    buf[o++] = brackets[0];
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)v[i]);
+    buf[o++] = brackets[1];
+    buf[o] = '\0';
+}
+
+int coord__db_alloc(size_t size, const db_driver_t *drv, const coord_store_opts_t *opts,
+                    db_store_t **out)
+{
+    db_store_t *s;
+
+    *out = NULL;
+    if (sodium_init() < 0)
+        return sfl__fail(SFL_EIO, "store: libsodium failed to initialise");
+    s = sfl__calloc(1, size);
+    if (s == NULL)
+        return sfl__fail(SFL_ENOMEM, "store: out of memory");
+    s->base.ops = &coord__db_ops;
+    s->drv = drv;
+    s->keep = opts ? opts->keep_checkpoints : DEFAULT_KEEP;
+    *out = s;
+    return 0;
+}
+
+int coord__db_version_ok(const char *where, int64_t version)
+{
+    if (version > COORD_STORE_SCHEMA_VERSION)
+        return sfl__fail(SFL_EUNSUP,
+                         "%s: schema version %lld is newer than this coordinator supports "
+                         "(%d); refusing to open it (use a newer sfl-coordinator)",
+                         where, (long long)version, COORD_STORE_SCHEMA_VERSION);
+    if (version < 0)
+        return sfl__fail(SFL_EPARSE, "%s: schema version %lld is invalid", where,
+                         (long long)version);
+    return 0;
+}
+
+int coord__db_begin(db_store_t *s)
+{
+    return begin(s);
+}
+
+int coord__db_end(db_store_t *s, int rc)
+{
+    return end(s, rc);
+}
+
+int coord__db_exec(db_store_t *s, db_stmt_t *st, const char *what)
+{
+    return exec_stmt(s, st, what);
+}
+
 /* begin(), then, once fenced, the fence: the leader row must still carry
  * this store's epoch (a newer master bumped it: SFL_EFENCED, nothing
  * written). */
-static int begin_fenced(pg_store_t *s)
+static int begin_fenced(db_store_t *s)
 {
-    pst_t *st;
+    db_stmt_t *st;
     int rc = begin(s);
 
     if (rc || s->fence == 0)
         return rc;
     if ((rc = prep(s, ST_FENCE, &st, IDS(s->fence))) == 0)
         rc = exec_stmt(s, st, "fence");
-    if (rc == 0 && pst_changes(s) != 1)
+    if (rc == 0 && s->drv->changes(s) != 1)
         rc = sfl__fail(SFL_EFENCED, "store: leader epoch %lld superseded: another round "
                                     "master took over",
                        (long long)s->fence);
@@ -922,18 +500,18 @@ static int parse_state(const unsigned char *t, const char *const *names, size_t 
 }
 
 /* Copies a TEXT column (NULL reads as "") into dst[0..cap), size-checked. */
-static int col_text(pst_t *st, int i, char *dst, size_t cap, const char *what)
+static int col_text(db_stmt_t *st, int i, char *dst, size_t cap, const char *what)
 {
-    int type = pst_type(st, i);
+    int type = db_type(st, i);
 
-    if (type == PQ_NULL) {
+    if (type == DB_NULL) {
         dst[0] = '\0';
         return 0;
     }
-    if (type != PQ_TEXT)
+    if (type != DB_TEXT)
         return sfl__fail(SFL_EPARSE, "store: %s is not text", what);
-    const unsigned char *t = pst_text(st, i);
-    size_t n = (size_t)pst_bytes(st, i);
+    const unsigned char *t = db_text(st, i);
+    size_t n = (size_t)db_bytes(st, i);
     if (t == NULL)
         return sfl__fail(SFL_ENOMEM, "store: %s: out of memory", what);
     if (n >= cap)
@@ -943,12 +521,12 @@ static int col_text(pst_t *st, int i, char *dst, size_t cap, const char *what)
     return 0;
 }
 
-static int col_fixed(pst_t *st, int i, uint8_t *dst, size_t n, const char *what)
+static int col_fixed(db_stmt_t *st, int i, uint8_t *dst, size_t n, const char *what)
 {
-    if (pst_type(st, i) != PQ_BLOB)
+    if (db_type(st, i) != DB_BLOB)
         return sfl__fail(SFL_EPARSE, "store: %s is not a blob", what);
-    const void *p = pst_blob(st, i);
-    size_t got = (size_t)pst_bytes(st, i);
+    const void *p = db_blob(st, i);
+    size_t got = (size_t)db_bytes(st, i);
     if (got != n)
         return sfl__fail(SFL_EPARSE, "store: %s is %zu bytes, expected %zu", what, got, n);
     memcpy(dst, p, n);
@@ -957,17 +535,17 @@ static int col_fixed(pst_t *st, int i, uint8_t *dst, size_t n, const char *what)
 
 /* Copies a BLOB column into a new buffer after checking its size against
  * max: the length comes from the database, so it is checked before allocating. */
-static int col_alloc(pst_t *st, int i, size_t max, uint8_t **out, size_t *len,
+static int col_alloc(db_stmt_t *st, int i, size_t max, uint8_t **out, size_t *len,
                      const char *what)
 {
     *out = NULL;
     *len = 0;
-    if (pst_type(st, i) != PQ_BLOB)
+    if (db_type(st, i) != DB_BLOB)
         return sfl__fail(SFL_EPARSE, "store: %s is not a blob", what);
-    size_t n = (size_t)pst_bytes(st, i);
+    size_t n = (size_t)db_bytes(st, i);
     if (n > max)
         return sfl__fail(SFL_ELIMIT, "store: %s is %zu bytes, limit %zu", what, n, max);
-    const void *p = n ? pst_blob(st, i) : NULL;
+    const void *p = n ? db_blob(st, i) : NULL;
     if (n && p == NULL)
         return sfl__fail(SFL_ENOMEM, "store: %s: out of memory", what);
     uint8_t *buf = sfl__malloc(n);
@@ -1006,19 +584,19 @@ static void free_rows(void *arr, size_t n, size_t elem, void (*clear)(void *row)
 
 /* Reads the current row of st into row; max bounds what the row may
  * allocate. */
-typedef int (*read_fn)(pst_t *st, size_t max, void *row);
+typedef int (*read_fn)(db_stmt_t *st, size_t max, void *row);
 
 /* Reads every row of st (then reset) into a new array of elem-sized rows,
  * *out and *n set only on success. On failure the rows read so far, the
  * failed one included, are cleared (clear may be NULL) and the array freed. */
-static int fetch_all(pg_store_t *s, pst_t *st, read_fn rd, size_t max, size_t elem,
+static int fetch_all(db_store_t *s, db_stmt_t *st, read_fn rd, size_t max, size_t elem,
                      void (*clear)(void *row), void **out, size_t *n, const char *what)
 {
     void *arr = NULL;
     size_t cnt = 0, cap = 0;
     int rc;
 
-    while ((rc = step(s, st, "store: %s", what)) == PQ_ROW) {
+    while ((rc = step(s, st, "store: %s", what)) == DB_ROW) {
         if ((rc = grow(&arr, &cap, cnt, elem)) != 0)
             break;
         rc = rd(st, max, (unsigned char *)arr + cnt * elem);
@@ -1027,7 +605,7 @@ static int fetch_all(pg_store_t *s, pst_t *st, read_fn rd, size_t max, size_t el
             break;
     }
     done(st);
-    if (rc != PQ_DONE) {
+    if (rc != DB_DONE) {
         free_rows(arr, cnt, elem, clear);
         return rc;
     }
@@ -1051,10 +629,10 @@ static int check_text(const char *t, size_t max, int required, const char *what)
     return 0;
 }
 
-static int pg_recover(coord_store_t *base_, const char *reason, size_t *n)
+static int lg_recover(coord_store_t *base_, const char *reason, size_t *n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (n)
@@ -1071,7 +649,7 @@ static int pg_recover(coord_store_t *base_, const char *reason, size_t *n)
         bind_text(st, 2, reason);
         rc = exec_stmt(s, st, "mark live rounds failed");
         if (rc == 0 && n)
-            *n = (size_t)pst_changes(s);
+            *n = (size_t)s->drv->changes(s);
     }
     if (s->fence) {
         rc = end(s, rc);
@@ -1083,14 +661,14 @@ static int pg_recover(coord_store_t *base_, const char *reason, size_t *n)
 
 /* ---- agents ---------------------------------------------------------- */
 
-static int read_agent(pst_t *st, size_t max, void *row)
+static int read_agent(db_stmt_t *st, size_t max, void *row)
 {
     coord_agent_row_t *a = row;
     int rc;
 
     (void)max;
     memset(a, 0, sizeof(*a));
-    a->id = pst_i64(st, 0);
+    a->id = db_i64(st, 0);
     if ((rc = col_text(st, 1, a->name, sizeof(a->name), "agents.name")) != 0 ||
         (rc = col_fixed(st, 2, a->cert_fingerprint, sizeof(a->cert_fingerprint),
                         "agents.cert_fingerprint")) != 0 ||
@@ -1100,29 +678,29 @@ static int read_agent(pst_t *st, size_t max, void *row)
                        "agents.capabilities")) != 0 ||
         (rc = col_text(st, 7, a->labels, sizeof(a->labels), "agents.labels")) != 0)
         return rc;
-    a->samples = pst_i64(st, 5);
-    a->dimension = pst_i64(st, 6);
-    a->joined_ms = pst_i64(st, 8);
-    a->last_seen_ms = pst_i64(st, 9);
+    a->samples = db_i64(st, 5);
+    a->dimension = db_i64(st, 6);
+    a->joined_ms = db_i64(st, 8);
+    a->last_seen_ms = db_i64(st, 9);
     return 0;
 }
 
-static void bind_agent(pst_t *st, const coord_agent_row_t *a, int64_t now)
+static void bind_agent(db_stmt_t *st, const coord_agent_row_t *a, int64_t now)
 {
     bind_text(st, 1, a->name);
     bind_blob(st, 2, a->cert_fingerprint, sizeof(a->cert_fingerprint));
     bind_blob(st, 3, a->identity_pk, sizeof(a->identity_pk));
     bind_text(st, 4, a->capabilities);
-    pst_bind_i64(st, 5, a->samples);
-    pst_bind_i64(st, 6, a->dimension);
+    db_bind_i64(st, 5, a->samples);
+    db_bind_i64(st, 6, a->dimension);
     bind_text(st, 7, a->labels);
-    pst_bind_i64(st, 8, now);
+    db_bind_i64(st, 8, now);
 }
 
 static int agent_upsert_once(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int64_t aid = 0;
     int rc;
 
@@ -1143,18 +721,18 @@ static int agent_upsert_once(coord_store_t *base_, const coord_agent_row_t *a, i
         goto out;
     bind_text(st, 1, a->name);
     rc = step(s, st, "store: look up agent '%s'", a->name);
-    if (rc == PQ_ROW) {
+    if (rc == DB_ROW) {
         uint8_t pk[COORD_KEY_BYTES];
 
         uint8_t fpr[COORD_FPR_BYTES];
 
-        aid = pst_i64(st, 0);
+        aid = db_i64(st, 0);
         if ((rc = col_fixed(st, 1, pk, sizeof(pk), "agents.identity_pk")) != 0 ||
             (rc = col_fixed(st, 2, fpr, sizeof(fpr), "agents.cert_fingerprint")) != 0)
             goto out;
         /* The name is bound to the certificate it first joined with, until
          * the operator revokes that one. */
-        if (memcmp(fpr, a->cert_fingerprint, sizeof(fpr)) != 0 && !pst_int(st, 3)) {
+        if (memcmp(fpr, a->cert_fingerprint, sizeof(fpr)) != 0 && !db_int(st, 3)) {
             rc = sfl__fail(-EACCES,
                            "store: agent '%s' (id %lld) is bound to another certificate",
                            a->name, (long long)aid);
@@ -1175,20 +753,20 @@ static int agent_upsert_once(coord_store_t *base_, const coord_agent_row_t *a, i
         st = NULL;
         goto out;
     }
-    if (rc != PQ_DONE)
+    if (rc != DB_DONE)
         goto out;
     done(st);
     if ((rc = stmt(s, ST_AGENT_BY_KEY, &st)) != 0)
         goto out;
     bind_blob(st, 1, a->identity_pk, sizeof(a->identity_pk));
     rc = step(s, st, "store: look up identity key");
-    if (rc == PQ_ROW) {
+    if (rc == DB_ROW) {
         rc = sfl__fail(-EEXIST,
                        "store: agent '%s': identity key already registered to agent '%.64s'",
-                       a->name, (const char *)pst_text(st, 0));
+                       a->name, (const char *)db_text(st, 0));
         goto out;
     }
-    if (rc != PQ_DONE)
+    if (rc != DB_DONE)
         goto out;
     done(st);
     if ((rc = stmt(s, ST_AGENT_INSERT, &st)) != 0)
@@ -1197,7 +775,7 @@ static int agent_upsert_once(coord_store_t *base_, const coord_agent_row_t *a, i
     rc = exec_stmt(s, st, "insert agent");
     st = NULL;
     if (rc == 0)
-        aid = s->last_id;
+        aid = s->drv->last_id(s);
 out:
     done(st);
     rc = end(s, rc);
@@ -1206,32 +784,34 @@ out:
     return rc;
 }
 
-/* Another process (a front-end) may insert the same new agent between this
- * call's look-ups and its insert (READ COMMITTED: each statement sees what
- * committed before it): the unique key refuses the second insert, or the
- * key look-up finds the row the name look-up missed (-EEXIST). The upsert
- * then runs once more, now finding the row by name; a real conflict gives
- * the same answer again. */
-static int pg_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
+/* Where writers may race (the driver's unique_violation; PostgreSQL, READ
+ * COMMITTED: each statement sees what committed before it), another
+ * process (a front-end) may insert the same new agent between this call's
+ * look-ups and its insert: the unique key refuses the second insert, or
+ * the key look-up finds the row the name look-up missed (-EEXIST). The
+ * upsert then runs once more, now finding the row by name; a real conflict
+ * gives the same answer again. */
+static int lg_agent_upsert(coord_store_t *base_, const coord_agent_row_t *a, int64_t *id)
 {
-    pg_store_t *s = (pg_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     int rc;
 
-    if (s)
-        s->sqlstate[0] = '\0';
+    if (s == NULL || s->drv->unique_violation == NULL)
+        return agent_upsert_once(base_, a, id);
+    s->drv->clear_error(s);
     rc = agent_upsert_once(base_, a, id);
-    if (s != NULL && (rc == -EEXIST || (rc == SFL_EINVAL && strcmp(s->sqlstate, "23505") == 0))) {
-        s->sqlstate[0] = '\0';
+    if (rc == -EEXIST || (rc == SFL_EINVAL && s->drv->unique_violation(s))) {
+        s->drv->clear_error(s);
         rc = agent_upsert_once(base_, a, id);
     }
     return rc;
 }
 
-static int pg_cert_revoke(coord_store_t *base_, const uint8_t fpr[COORD_FPR_BYTES],
+static int lg_cert_revoke(coord_store_t *base_, const uint8_t fpr[COORD_FPR_BYTES],
                             const char *name, int64_t now_ms)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || fpr == NULL || name == NULL)
@@ -1241,7 +821,7 @@ static int pg_cert_revoke(coord_store_t *base_, const uint8_t fpr[COORD_FPR_BYTE
     if ((rc = stmt(s, ST_REVOKE, &st)) == 0) {
         bind_blob(st, 1, fpr, COORD_FPR_BYTES);
         bind_text(st, 2, name);
-        pst_bind_i64(st, 3, now_ms);
+        db_bind_i64(st, 3, now_ms);
         rc = exec_stmt(s, st, "revoke a certificate");
         st = NULL;
     }
@@ -1249,17 +829,17 @@ static int pg_cert_revoke(coord_store_t *base_, const uint8_t fpr[COORD_FPR_BYTE
     return end(s, rc);
 }
 
-static int read_fpr(pst_t *st, size_t max, void *row)
+static int read_fpr(db_stmt_t *st, size_t max, void *row)
 {
     (void)max;
     return col_fixed(st, 0, row, COORD_FPR_BYTES, "revoked_certs.fingerprint");
 }
 
-static int pg_revoked_list(coord_store_t *base_, uint8_t (**out)[COORD_FPR_BYTES],
+static int lg_revoked_list(coord_store_t *base_, uint8_t (**out)[COORD_FPR_BYTES],
                              size_t *n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -1275,11 +855,11 @@ static int pg_revoked_list(coord_store_t *base_, uint8_t (**out)[COORD_FPR_BYTES
     return 0;
 }
 
-static int pg_quarantine_add(coord_store_t *base_, int64_t job, int64_t agent, const char *reason,
+static int lg_quarantine_add(coord_store_t *base_, int64_t job, int64_t agent, const char *reason,
                                int64_t now_ms)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || reason == NULL)
@@ -1290,7 +870,7 @@ static int pg_quarantine_add(coord_store_t *base_, int64_t job, int64_t agent, c
         return rc;
     if ((rc = prep(s, ST_QUAR_ADD, &st, IDS(job, agent))) == 0) {
         bind_text(st, 3, reason);
-        pst_bind_i64(st, 4, now_ms);
+        db_bind_i64(st, 4, now_ms);
         rc = exec_stmt(s, st, "quarantine an agent");
         st = NULL;
     }
@@ -1298,10 +878,10 @@ static int pg_quarantine_add(coord_store_t *base_, int64_t job, int64_t agent, c
     return end(s, rc);
 }
 
-static int pg_quarantine_release(coord_store_t *base_, int64_t job, int64_t agent)
+static int lg_quarantine_release(coord_store_t *base_, int64_t job, int64_t agent)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL)
@@ -1311,7 +891,7 @@ static int pg_quarantine_release(coord_store_t *base_, int64_t job, int64_t agen
     if ((rc = prep(s, ST_QUAR_DEL, &st, IDS(job, agent))) == 0) {
         rc = exec_stmt(s, st, "release a quarantined agent");
         st = NULL;
-        if (rc == 0 && pst_changes(s) == 0)
+        if (rc == 0 && s->drv->changes(s) == 0)
             rc = sfl__fail(SFL_ENOTFOUND, "store: agent %lld is not quarantined in job %lld",
                            (long long)agent, (long long)job);
     }
@@ -1319,21 +899,21 @@ static int pg_quarantine_release(coord_store_t *base_, int64_t job, int64_t agen
     return end(s, rc);
 }
 
-static int read_quar(pst_t *st, size_t max, void *row)
+static int read_quar(db_stmt_t *st, size_t max, void *row)
 {
     coord_quar_row_t *q = row;
 
     (void)max;
-    q->job = pst_i64(st, 0);
-    q->agent = pst_i64(st, 1);
-    q->at_ms = pst_i64(st, 2);
+    q->job = db_i64(st, 0);
+    q->agent = db_i64(st, 1);
+    q->at_ms = db_i64(st, 2);
     return col_text(st, 3, q->reason, sizeof(q->reason), "quarantine.reason");
 }
 
-static int pg_quarantine_list(coord_store_t *base_, coord_quar_row_t **out, size_t *n)
+static int lg_quarantine_list(coord_store_t *base_, coord_quar_row_t **out, size_t *n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -1350,20 +930,20 @@ static int pg_quarantine_list(coord_store_t *base_, coord_quar_row_t **out, size
 }
 
 /* Runs an UPDATE by id; SFL_ENOTFOUND when no row had that id. */
-static int update_by_id(pg_store_t *s, pst_t *st, const char *what, int64_t id)
+static int update_by_id(db_store_t *s, db_stmt_t *st, const char *what, int64_t id)
 {
     int rc = exec_stmt(s, st, what);
 
-    if (rc == 0 && pst_changes(s) == 0)
+    if (rc == 0 && s->drv->changes(s) == 0)
         rc = sfl__fail(SFL_ENOTFOUND, "store: %s: no agent %lld", what, (long long)id);
     return rc;
 }
 
-static int pg_agent_rekey(coord_store_t *base_, int64_t id,
+static int lg_agent_rekey(coord_store_t *base_, int64_t id,
                             const uint8_t identity_pk[COORD_KEY_BYTES])
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || identity_pk == NULL)
@@ -1371,28 +951,28 @@ static int pg_agent_rekey(coord_store_t *base_, int64_t id,
     if ((rc = prep(s, ST_AGENT_REKEY, &st, IDS(id))) != 0)
         return rc;
     bind_blob(st, 2, identity_pk, COORD_KEY_BYTES);
-    rc = pst_step(st);
-    if ((rc & 0xff) == PQ_CONSTRAINT) {
+    rc = db_step(st);
+    if ((rc & 0xff) == DB_CONSTRAINT) {
         rc = sfl__fail(-EEXIST, "store: rekey agent %lld: key already registered to another agent",
                        (long long)id);
         done(st);
         return rc;
     }
-    if (rc != PQ_DONE) {
-        rc = dberr(s, rc, "store: rekey agent %lld", (long long)id);
+    if (rc != DB_DONE) {
+        rc = coord__db_err(s, rc, "store: rekey agent %lld", (long long)id);
         done(st);
         return rc;
     }
     done(st);
-    if (pst_changes(s) == 0)
+    if (s->drv->changes(s) == 0)
         return sfl__fail(SFL_ENOTFOUND, "store: rekey: no agent %lld", (long long)id);
     return 0;
 }
 
-static int pg_agent_touch(coord_store_t *base_, int64_t id)
+static int lg_agent_touch(coord_store_t *base_, int64_t id)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL)
@@ -1402,10 +982,10 @@ static int pg_agent_touch(coord_store_t *base_, int64_t id)
     return update_by_id(s, st, "touch agent", id);
 }
 
-static int agent_get(pg_store_t *s, int id_stmt, int64_t id, const char *name,
+static int agent_get(db_store_t *s, int id_stmt, int64_t id, const char *name,
                      coord_agent_row_t *out)
 {
-    pst_t *st;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || out == NULL)
@@ -1415,33 +995,33 @@ static int agent_get(pg_store_t *s, int id_stmt, int64_t id, const char *name,
     if (name)
         bind_text(st, 1, name);
     rc = step(s, st, "store: read agent");
-    if (rc == PQ_ROW)
+    if (rc == DB_ROW)
         rc = read_agent(st, 0, out);
-    else if (rc == PQ_DONE)
+    else if (rc == DB_DONE)
         rc = name ? sfl__fail(SFL_ENOTFOUND, "store: no agent named '%.64s'", name)
                   : sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)id);
     done(st);
     return rc;
 }
 
-static int pg_agent_get(coord_store_t *base_, int64_t id, coord_agent_row_t *out)
+static int lg_agent_get(coord_store_t *base_, int64_t id, coord_agent_row_t *out)
 {
-    pg_store_t *s = (pg_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     return agent_get(s, ST_AGENT_GET, id, NULL, out);
 }
 
-static int pg_agent_get_by_name(coord_store_t *base_, const char *name, coord_agent_row_t *out)
+static int lg_agent_get_by_name(coord_store_t *base_, const char *name, coord_agent_row_t *out)
 {
-    pg_store_t *s = (pg_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     if (name == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL name");
     return agent_get(s, ST_AGENT_GET_NAME, 0, name, out);
 }
 
-static int pg_agent_list(coord_store_t *base_, coord_agent_row_t **out, size_t *n)
+static int lg_agent_list(coord_store_t *base_, coord_agent_row_t **out, size_t *n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -1458,27 +1038,40 @@ static int pg_agent_list(coord_store_t *base_, coord_agent_row_t **out, size_t *
 
 /* ---- jobs ------------------------------------------------------------ */
 
+void coord_job_row_clear(coord_job_row_t *j)
+{
+    if (j == NULL)
+        return;
+    sfl__free(j->spec);
+    memset(j, 0, sizeof(*j));
+}
+
 static void clear_job(void *row)
 {
     coord_job_row_clear(row);
 }
 
-static int read_job(pst_t *st, size_t max_spec, void *row)
+void coord_job_rows_free(coord_job_row_t *jobs, size_t n)
+{
+    free_rows(jobs, n, sizeof(*jobs), clear_job);
+}
+
+static int read_job(db_stmt_t *st, size_t max_spec, void *row)
 {
     coord_job_row_t *j = row;
     int rc, state = 0;
 
     memset(j, 0, sizeof(*j));
-    j->id = pst_i64(st, 0);
+    j->id = db_i64(st, 0);
     if ((rc = col_text(st, 1, j->name, sizeof(j->name), "jobs.name")) != 0 ||
-        (rc = parse_state(pst_text(st, 2), job_states, NSTATES(job_states),
+        (rc = parse_state(db_text(st, 2), job_states, NSTATES(job_states),
                           "jobs.state", &state)) != 0)
         return rc;
     j->state = (coord_job_state_t)state;
-    j->seed = i64_to_u64(pst_i64(st, 3));
-    j->created_ms = pst_i64(st, 4);
-    j->last_committed_round = pst_i64(st, 5);
-    if (pst_type(st, 7) != PQ_NULL) {
+    j->seed = db_i64_to_u64(db_i64(st, 3));
+    j->created_ms = db_i64(st, 4);
+    j->last_committed_round = db_i64(st, 5);
+    if (db_type(st, 7) != DB_NULL) {
         j->state = COORD_JOB_FAILED;
         if ((rc = col_text(st, 7, j->error, sizeof(j->error), "job_failures.error")) != 0)
             return rc;
@@ -1486,11 +1079,11 @@ static int read_job(pst_t *st, size_t max_spec, void *row)
     return col_alloc(st, 6, max_spec, &j->spec, &j->spec_len, "jobs.spec");
 }
 
-static int pg_job_create(coord_store_t *base_, const char *name, const uint8_t *spec,
+static int lg_job_create(coord_store_t *base_, const char *name, const uint8_t *spec,
                            size_t spec_len, uint64_t seed, int64_t *id)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || (spec == NULL && spec_len > 0))
@@ -1501,22 +1094,22 @@ static int pg_job_create(coord_store_t *base_, const char *name, const uint8_t *
         return rc;
     if ((rc = stmt(s, ST_JOB_INSERT, &st)) == 0) {
         bind_text(st, 1, name);
-        pst_bind_i64(st, 2, u64_to_i64(seed));
-        pst_bind_i64(st, 3, now_ms());
+        db_bind_i64(st, 2, db_u64_to_i64(seed));
+        db_bind_i64(st, 3, now_ms());
         rc = exec_blob(s, st, 4, spec, spec_len, "insert job", "store: job spec of %zu bytes",
                        spec_len);
     }
     if (rc == 0 && id)
-        *id = s->last_id;
+        *id = s->drv->last_id(s);
     if (s->fence)
         rc = end(s, rc);
     return rc;
 }
 
-static int pg_job_get(coord_store_t *base_, int64_t id, size_t max_spec, coord_job_row_t *out)
+static int lg_job_get(coord_store_t *base_, int64_t id, size_t max_spec, coord_job_row_t *out)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || out == NULL)
@@ -1525,9 +1118,9 @@ static int pg_job_get(coord_store_t *base_, int64_t id, size_t max_spec, coord_j
     if ((rc = prep(s, ST_JOB_GET, &st, IDS(id))) != 0)
         return rc;
     rc = step(s, st, "store: read job %lld", (long long)id);
-    if (rc == PQ_ROW)
+    if (rc == DB_ROW)
         rc = read_job(st, max_spec, out);
-    else if (rc == PQ_DONE)
+    else if (rc == DB_DONE)
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)id);
     done(st);
     if (rc)
@@ -1535,10 +1128,10 @@ static int pg_job_get(coord_store_t *base_, int64_t id, size_t max_spec, coord_j
     return rc;
 }
 
-static int pg_job_list(coord_store_t *base_, size_t max_spec, coord_job_row_t **out, size_t *n)
+static int lg_job_list(coord_store_t *base_, size_t max_spec, coord_job_row_t **out, size_t *n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -1556,20 +1149,20 @@ static int pg_job_list(coord_store_t *base_, size_t max_spec, coord_job_row_t **
 
 /* Reads (state, last_committed_round) of a job inside the caller's
  * transaction; SFL_ENOTFOUND when there is no such job. */
-static int job_state(pg_store_t *s, int64_t job, coord_job_state_t *state, int64_t *last)
+static int job_state(db_store_t *s, int64_t job, coord_job_state_t *state, int64_t *last)
 {
-    pst_t *st;
+    db_stmt_t *st;
     int rc, v = 0;
 
     if ((rc = prep(s, ST_JOB_STATE, &st, IDS(job))) != 0)
         return rc;
     rc = step(s, st, "store: read job %lld", (long long)job);
-    if (rc == PQ_ROW) {
-        rc = parse_state(pst_text(st, 0), job_states, NSTATES(job_states),
+    if (rc == DB_ROW) {
+        rc = parse_state(db_text(st, 0), job_states, NSTATES(job_states),
                          "jobs.state", &v);
-        *state = pst_int(st, 2) ? COORD_JOB_FAILED : (coord_job_state_t)v;
-        *last = pst_i64(st, 1);
-    } else if (rc == PQ_DONE) {
+        *state = db_int(st, 2) ? COORD_JOB_FAILED : (coord_job_state_t)v;
+        *last = db_i64(st, 1);
+    } else if (rc == DB_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)job);
     }
     done(st);
@@ -1594,10 +1187,10 @@ static int next_round(int64_t job, int64_t round, int64_t last)
     return 0;
 }
 
-static int pg_job_set_state(coord_store_t *base_, int64_t id, coord_job_state_t state)
+static int lg_job_set_state(coord_store_t *base_, int64_t id, coord_job_state_t state)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     coord_job_state_t cur = COORD_JOB_ACTIVE;
     int64_t last;
     int rc;
@@ -1628,10 +1221,10 @@ out:
     return end(s, rc);
 }
 
-static int pg_job_fail(coord_store_t *base_, int64_t id, const char *error, int64_t now_ms)
+static int lg_job_fail(coord_store_t *base_, int64_t id, const char *error, int64_t now_ms)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     coord_job_state_t cur = COORD_JOB_ACTIVE;
     int64_t last;
     int rc;
@@ -1645,7 +1238,7 @@ static int pg_job_fail(coord_store_t *base_, int64_t id, const char *error, int6
     if ((rc = prep(s, ST_JOB_FAIL, &st, IDS(id))) != 0)
         goto out;
     bind_text(st, 2, error);
-    pst_bind_i64(st, 3, now_ms);
+    db_bind_i64(st, 3, now_ms);
     rc = exec_stmt(s, st, "record a job failure");
     st = NULL;
 out:
@@ -1655,9 +1248,22 @@ out:
 
 /* ---- rounds ---------------------------------------------------------- */
 
+void coord_round_clear(coord_round_row_t *r)
+{
+    if (r == NULL)
+        return;
+    sfl__free(r->cohort);
+    memset(r, 0, sizeof(*r));
+}
+
 static void clear_round(void *row)
 {
     coord_round_clear(row);
+}
+
+void coord_round_list_free(coord_round_row_t *rounds, size_t n)
+{
+    free_rows(rounds, n, sizeof(*rounds), clear_round);
 }
 
 /* Manifest: agent ids as little-endian uint64, strictly ascending, so the
@@ -1677,27 +1283,27 @@ static uint64_t get_u64(const uint8_t *p)
     return v;
 }
 
-static int read_round(pst_t *st, size_t max_cohort, void *row)
+static int read_round(db_stmt_t *st, size_t max_cohort, void *row)
 {
     coord_round_row_t *r = row;
     int rc, state = 0;
 
     memset(r, 0, sizeof(*r));
-    r->job_id = pst_i64(st, 0);
-    r->round = pst_i64(st, 1);
-    r->attempt = pst_i64(st, 2);
-    if ((rc = parse_state(pst_text(st, 3), round_states, NSTATES(round_states),
+    r->job_id = db_i64(st, 0);
+    r->round = db_i64(st, 1);
+    r->attempt = db_i64(st, 2);
+    if ((rc = parse_state(db_text(st, 3), round_states, NSTATES(round_states),
                           "rounds.state", &state)) != 0 ||
         (rc = col_fixed(st, 4, r->nonce, sizeof(r->nonce), "rounds.nonce")) != 0 ||
         (rc = col_text(st, 7, r->reason, sizeof(r->reason), "rounds.reason")) != 0)
         return rc;
     r->state = (coord_srow_state_t)state;
-    r->opened_ms = pst_i64(st, 5);
-    r->closed_ms = pst_i64(st, 6);
+    r->opened_ms = db_i64(st, 5);
+    r->closed_ms = db_i64(st, 6);
 
-    if (pst_type(st, 8) != PQ_BLOB)
+    if (db_type(st, 8) != DB_BLOB)
         return sfl__fail(SFL_EPARSE, "store: rounds.cohort is not a blob");
-    size_t bytes = (size_t)pst_bytes(st, 8);
+    size_t bytes = (size_t)db_bytes(st, 8);
     if (bytes % 8 != 0)
         return sfl__fail(SFL_EPARSE, "store: cohort of job %lld round %lld is %zu bytes, "
                                      "not a multiple of 8",
@@ -1707,7 +1313,7 @@ static int read_round(pst_t *st, size_t max_cohort, void *row)
         return sfl__fail(SFL_ELIMIT, "store: cohort of job %lld round %lld has %zu agents, "
                                      "limit %zu",
                          (long long)r->job_id, (long long)r->round, n, max_cohort);
-    const uint8_t *p = n ? pst_blob(st, 8) : NULL;
+    const uint8_t *p = n ? db_blob(st, 8) : NULL;
     if (n && p == NULL)
         return sfl__fail(SFL_ENOMEM, "store: read cohort: out of memory");
     r->cohort = sfl__mallocarray(n, sizeof(*r->cohort));
@@ -1725,35 +1331,35 @@ static int read_round(pst_t *st, size_t max_cohort, void *row)
     return 0;
 }
 
-static int pg_round_next_attempt(coord_store_t *base_, int64_t job, int64_t round,
+static int lg_round_next_attempt(coord_store_t *base_, int64_t job, int64_t round,
                                    int64_t *attempt)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || attempt == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     if ((rc = prep(s, ST_ROUND_MAX_ATTEMPT, &st, IDS(job, round))) != 0)
         return rc;
-    rc = pst_step(st);
-    if (rc == PQ_ROW) {
-        *attempt = pst_i64(st, 0) + 1;
+    rc = db_step(st);
+    if (rc == DB_ROW) {
+        *attempt = db_i64(st, 0) + 1;
         rc = 0;
     } else {
-        rc = dberr(s, rc, "store: read attempts of job %lld round %lld",
+        rc = coord__db_err(s, rc, "store: read attempts of job %lld round %lld",
                                 (long long)job, (long long)round);
     }
     done(st);
     return rc;
 }
 
-static int pg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
+static int lg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
                            const uint8_t nonce[COORD_NONCE_BYTES], const int64_t *cohort,
                            size_t n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     uint8_t *manifest = NULL;
     char *ids = NULL;
     coord_job_state_t jstate;
@@ -1787,17 +1393,17 @@ static int pg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64
     if ((rc = prep(s, ST_ROUND_LIVE, &st, IDS(job, round))) != 0)
         goto out;
     rc = step(s, st, "store: find live attempts");
-    if (rc == PQ_ROW) {
+    if (rc == DB_ROW) {
         rc = sfl__fail(SFL_EINVAL, "store: job %lld round %lld attempt %lld is still %s",
-                       (long long)job, (long long)round, (long long)pst_i64(st, 0),
-                       pst_text(st, 1) ? (const char *)pst_text(st, 1) : "?");
+                       (long long)job, (long long)round, (long long)db_i64(st, 0),
+                       db_text(st, 1) ? (const char *)db_text(st, 1) : "?");
         goto out;
     }
-    if (rc != PQ_DONE)
+    if (rc != DB_DONE)
         goto out;
     done(st);
     st = NULL;
-    if ((rc = pg_round_next_attempt(&s->base, job, round, &next)) != 0)
+    if ((rc = lg_round_next_attempt(&s->base, job, round, &next)) != 0)
         goto out;
     if (attempt != next) {
         rc = sfl__fail(attempt < next ? -EEXIST : SFL_EINVAL,
@@ -1808,43 +1414,41 @@ static int pg_round_open(coord_store_t *base_, int64_t job, int64_t round, int64
     if ((rc = prep(s, ST_ROUND_INSERT, &st, IDS(job, round, attempt))) != 0)
         goto out;
     bind_blob(st, 4, nonce, COORD_NONCE_BYTES);
-    pst_bind_i64(st, 5, now);
+    db_bind_i64(st, 5, now);
     rc = exec_blob(s, st, 6, manifest, n * 8, "insert round",
                    "store: cohort manifest of %zu agents", n);
     st = NULL;
     if (rc)
         goto out;
     if (n > 0) {
-        /* the cohort as an int8[] literal: "{1,2,3}" (agents are never deleted, so
-         * the check holds until the insert) */
-        size_t cap = n * 21 + 3, o = 0;
+        /* the cohort in two statements, not one per member: its first id
+         * that is no agent (agents are never deleted, so the check holds
+         * until the insert), then every member's SELECTED row; the ids as
+         * the driver's array literal */
+        size_t cap = n * 21 + 3;
 
         ids = sfl__malloc(cap);
         if (ids == NULL) {
             rc = sfl__fail(SFL_ENOMEM, "store: out of memory for a cohort of %zu", n);
             goto out;
         }
-        ids[o++] = '{';
-        for (size_t i = 0; i < n; i++)
-            o += (size_t)snprintf(ids + o, cap - o, "%s%lld", i ? "," : "", (long long)cohort[i]);
-        ids[o++] = '}';
-        ids[o] = '\0';
+        ids_text(s->drv->array, cohort, n, ids, cap);
         if ((rc = stmt(s, ST_COHORT_MISSING, &st)) != 0)
             goto out;
         bind_text(st, 1, ids);
         rc = step(s, st, "store: check the cohort's agents");
-        if (rc == PQ_ROW) {
+        if (rc == DB_ROW) {
             rc = sfl__fail(SFL_ENOTFOUND, "store: cohort agent %lld is not a registered agent",
-                           (long long)pst_i64(st, 0));
+                           (long long)db_i64(st, 0));
             goto out;
         }
-        if (rc != PQ_DONE)
+        if (rc != DB_DONE)
             goto out;
         done(st);
         if ((rc = prep(s, ST_PART_SELECTED_ALL, &st, IDS(job, round, attempt))) != 0)
             goto out;
         bind_text(st, 4, ids);
-        pst_bind_i64(st, 5, now);
+        db_bind_i64(st, 5, now);
         rc = exec_stmt(s, st, "record the cohort's selection");
         st = NULL;
         if (rc)
@@ -1861,20 +1465,20 @@ out:
 }
 
 /* Reads the state of one round attempt inside the caller's transaction. */
-static int round_state(pg_store_t *s, int64_t job, int64_t round, int64_t attempt,
+static int round_state(db_store_t *s, int64_t job, int64_t round, int64_t attempt,
                        coord_srow_state_t *state)
 {
-    pst_t *st;
+    db_stmt_t *st;
     int rc, v = 0;
 
     if ((rc = prep(s, ST_ROUND_STATE, &st, IDS(job, round, attempt))) != 0)
         return rc;
     rc = step(s, st, "store: read round state");
-    if (rc == PQ_ROW) {
-        rc = parse_state(pst_text(st, 0), round_states, NSTATES(round_states),
+    if (rc == DB_ROW) {
+        rc = parse_state(db_text(st, 0), round_states, NSTATES(round_states),
                          "rounds.state", &v);
         *state = (coord_srow_state_t)v;
-    } else if (rc == PQ_DONE) {
+    } else if (rc == DB_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld round %lld attempt %lld",
                        (long long)job, (long long)round, (long long)attempt);
     }
@@ -1899,27 +1503,27 @@ static int round_step_ok(coord_srow_state_t from, coord_srow_state_t to)
     return 0;
 }
 
-static int set_round_state(pg_store_t *s, int64_t job, int64_t round, int64_t attempt,
+static int set_round_state(db_store_t *s, int64_t job, int64_t round, int64_t attempt,
                            coord_srow_state_t state, const char *reason, int64_t now)
 {
-    pst_t *st;
+    db_stmt_t *st;
     int rc;
 
     if ((rc = prep(s, ST_ROUND_SET_STATE, &st, IDS(job, round, attempt))) != 0)
         return rc;
     bind_text(st, 4, round_states[state]);
     if (state == COORD_SROW_COMMITTED || state == COORD_SROW_FAILED)
-        pst_bind_i64(st, 5, now);
+        db_bind_i64(st, 5, now);
     else
-        pst_bind_null(st, 5);
+        db_bind_null(st, 5);
     bind_text(st, 6, reason);
     return exec_stmt(s, st, "set round state");
 }
 
-static int pg_round_set_state(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
+static int lg_round_set_state(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
                                 coord_srow_state_t state, const char *reason)
 {
-    pg_store_t *s = (pg_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     coord_srow_state_t cur = COORD_SROW_SELECTING;
     int rc;
 
@@ -1948,19 +1552,19 @@ out:
     return end(s, rc);
 }
 
-/* A finite double, or NULL (as sqlite.c stores it). */
-static void bind_real(pst_t *st, int i, double v)
+/* A finite double, or NULL (SQLite would store NaN as NULL anyway). */
+static void bind_real(db_stmt_t *st, int i, double v)
 {
     if (isfinite(v))
-        pst_bind_double(st, i, v);
+        db_bind_double(st, i, v);
     else
-        pst_bind_null(st, i);
+        db_bind_null(st, i);
 }
 
-static int insert_metrics(pg_store_t *s, int64_t job, int64_t round, int64_t attempt,
+static int insert_metrics(db_store_t *s, int64_t job, int64_t round, int64_t attempt,
                           const sfl_round_metrics_t *m)
 {
-    pst_t *st;
+    db_stmt_t *st;
     int rc = prep(s, ST_METRICS_INSERT, &st, IDS(job, round, attempt));
 
     if (rc)
@@ -1969,20 +1573,20 @@ static int insert_metrics(pg_store_t *s, int64_t job, int64_t round, int64_t att
         if (sfl_metrics[id].type == SFL_METRIC_F64)
             bind_real(st, 4 + id, sfl_metric_get(id, m));
         else
-            pst_bind_i64(st, 4 + id, u64_to_i64(sfl_metric_get_u64(id, m)));
+            db_bind_i64(st, 4 + id, db_u64_to_i64(sfl_metric_get_u64(id, m)));
     }
     return exec_stmt(s, st, "insert round metrics");
 }
 
-static int pg_round_commit(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
+static int lg_round_commit(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
                              const uint8_t *model, size_t len,
                              const sfl_round_metrics_t *metrics,
                              uint8_t hash[COORD_HASH_BYTES])
 {
-    pg_store_t *s = (pg_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     static const uint8_t empty[1];
     uint8_t h[COORD_HASH_BYTES];
-    pst_t *st = NULL;
+    db_stmt_t *st = NULL;
     coord_srow_state_t cur = COORD_SROW_SELECTING;
     coord_job_state_t jstate;
     int64_t last, now = now_ms();
@@ -2011,7 +1615,7 @@ static int pg_round_commit(coord_store_t *base_, int64_t job, int64_t round, int
     if ((rc = prep(s, ST_CKPT_INSERT, &st, IDS(job, round))) != 0)
         goto out;
     bind_blob(st, 3, h, sizeof(h));
-    pst_bind_i64(st, 4, now);
+    db_bind_i64(st, 4, now);
     rc = exec_blob(s, st, 5, model, len, "insert checkpoint", "store: checkpoint of %zu bytes",
                    len);
     st = NULL;
@@ -2039,11 +1643,11 @@ out:
     return rc;
 }
 
-static int pg_round_get(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
+static int lg_round_get(coord_store_t *base_, int64_t job, int64_t round, int64_t attempt,
                           size_t max_cohort, coord_round_row_t *out)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || out == NULL)
@@ -2052,9 +1656,9 @@ static int pg_round_get(coord_store_t *base_, int64_t job, int64_t round, int64_
     if ((rc = prep(s, ST_ROUND_GET, &st, IDS(job, round, attempt))) != 0)
         return rc;
     rc = step(s, st, "store: read round");
-    if (rc == PQ_ROW)
+    if (rc == DB_ROW)
         rc = read_round(st, max_cohort, out);
-    else if (rc == PQ_DONE)
+    else if (rc == DB_DONE)
         rc = sfl__fail(SFL_ENOTFOUND, "store: no job %lld round %lld attempt %lld",
                        (long long)job, (long long)round, (long long)attempt);
     done(st);
@@ -2063,11 +1667,11 @@ static int pg_round_get(coord_store_t *base_, int64_t job, int64_t round, int64_
     return rc;
 }
 
-static int pg_round_list(coord_store_t *base_, int64_t job, size_t max_cohort,
+static int lg_round_list(coord_store_t *base_, int64_t job, size_t max_cohort,
                            coord_round_row_t **out, size_t *n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -2083,35 +1687,35 @@ static int pg_round_list(coord_store_t *base_, int64_t job, size_t max_cohort,
     return 0;
 }
 
-static int read_history(pst_t *st, size_t max, void *row)
+static int read_history(db_stmt_t *st, size_t max, void *row)
 {
     coord_history_row_t *h = row;
 
     (void)max;
     memset(h, 0, sizeof(*h));
-    h->round = pst_i64(st, 0);
-    h->attempt = pst_i64(st, 1);
-    h->opened_ms = pst_i64(st, 2);
-    h->committed_ms = pst_i64(st, 3);
-    h->selected = (uint32_t)pst_i64(st, 4);
-    h->accepted = (uint32_t)pst_i64(st, 5);
-    h->bytes_up = (uint64_t)pst_i64(st, 6);
+    h->round = db_i64(st, 0);
+    h->attempt = db_i64(st, 1);
+    h->opened_ms = db_i64(st, 2);
+    h->committed_ms = db_i64(st, 3);
+    h->selected = (uint32_t)db_i64(st, 4);
+    h->accepted = (uint32_t)db_i64(st, 5);
+    h->bytes_up = (uint64_t)db_i64(st, 6);
     /* NULL (no metrics row, a non-finite value, a column added after the
      * round) reads as 0. */
     for (int id = 0; id < SFL_METRIC_COUNT; id++) {
         if (sfl_metrics[id].type == SFL_METRIC_F64)
-            sfl_metric_set(id, &h->m, pst_double(st, 7 + id));
+            sfl_metric_set(id, &h->m, db_double(st, 7 + id));
         else
-            sfl_metric_set_u64(id, &h->m, (uint64_t)pst_i64(st, 7 + id));
+            sfl_metric_set_u64(id, &h->m, (uint64_t)db_i64(st, 7 + id));
     }
     return 0;
 }
 
-static int pg_history(coord_store_t *base_, int64_t job, int64_t after_round, size_t limit,
+static int lg_history(coord_store_t *base_, int64_t job, int64_t after_round, size_t limit,
                         coord_history_row_t **out, size_t *n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     uint64_t lim = limit; /* size_t is 32-bit on armhf: clamp in 64 bits */
     int rc;
@@ -2133,9 +1737,9 @@ static int pg_history(coord_store_t *base_, int64_t job, int64_t after_round, si
 /* ---- participation --------------------------------------------------- */
 
 /* One outcome, inside the caller's transaction. */
-static int record_part(pg_store_t *s, const coord_part_row_t *p)
+static int record_part(db_store_t *s, const coord_part_row_t *p)
 {
-    pst_t *st = NULL;
+    db_stmt_t *st = NULL;
     coord_srow_state_t cur;
     int rc, prev = 0;
 
@@ -2152,34 +1756,34 @@ static int record_part(pg_store_t *s, const coord_part_row_t *p)
         return rc;
     bind_text(st, 5, part_states[p->status]);
     bind_text(st, 6, p->reason);
-    pst_bind_i64(st, 7, p->bytes);
-    pst_bind_i64(st, 8, p->at_ms ? p->at_ms : now_ms());
-    rc = pst_step(st);
-    if (rc == PQ_FK) {
+    db_bind_i64(st, 7, p->bytes);
+    db_bind_i64(st, 8, p->at_ms ? p->at_ms : now_ms());
+    rc = db_step(st);
+    if (rc == DB_FK) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)p->agent);
         goto out;
     }
-    if (rc != PQ_DONE) {
-        rc = dberr(s, rc, "store: record participation of agent %lld",
+    if (rc != DB_DONE) {
+        rc = coord__db_err(s, rc, "store: record participation of agent %lld",
                                 (long long)p->agent);
         goto out;
     }
     done(st);
     st = NULL;
     rc = 0;
-    if (pst_changes(s) > 0)
+    if (s->drv->changes(s) > 0)
         goto out;
     /* The upsert's WHERE kept an earlier outcome: say which. */
     if ((rc = prep(s, ST_PART_STATUS, &st, IDS(p->job, p->round, p->attempt, p->agent))) != 0)
         goto out;
-    rc = pst_step(st);
-    if (rc == PQ_ROW)
-        rc = parse_state(pst_text(st, 0), part_states, NSTATES(part_states),
+    rc = db_step(st);
+    if (rc == DB_ROW)
+        rc = parse_state(db_text(st, 0), part_states, NSTATES(part_states),
                          "participation.status", &prev);
-    else if (rc == PQ_DONE) /* the insert's guard: no such agent */
+    else if (rc == DB_DONE) /* a guarded insert (PostgreSQL's): no such agent */
         rc = sfl__fail(SFL_ENOTFOUND, "store: no agent %lld", (long long)p->agent);
     else
-        rc = dberr(s, rc, "store: read participation");
+        rc = coord__db_err(s, rc, "store: read participation");
     if (rc == 0)
         rc = sfl__fail(-EEXIST, "store: agent %lld in job %lld round %lld attempt %lld is "
                                 "already recorded as %s",
@@ -2190,12 +1794,12 @@ out:
     return rc;
 }
 
-static int pg_participation_record(coord_store_t *base_, int64_t job, int64_t round,
+static int lg_participation_record(coord_store_t *base_, int64_t job, int64_t round,
                                      int64_t attempt, int64_t agent,
                                      coord_part_status_t status, const char *reason,
                                      int64_t bytes)
 {
-    pg_store_t *s = (pg_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     coord_part_row_t p = {job, round, attempt, agent, status, reason, bytes, 0};
     int rc;
 
@@ -2213,10 +1817,10 @@ static int row_error(int rc)
     return rc == -EEXIST || rc == SFL_ENOTFOUND || rc == SFL_EINVAL || rc == SFL_ELIMIT;
 }
 
-static int pg_participation_batch(coord_store_t *base_, const coord_part_row_t *rows, size_t n,
+static int lg_participation_batch(coord_store_t *base_, const coord_part_row_t *rows, size_t n,
                                     size_t *skipped)
 {
-    pg_store_t *s = (pg_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     size_t skip = 0;
     int rc;
 
@@ -2241,29 +1845,29 @@ static int pg_participation_batch(coord_store_t *base_, const coord_part_row_t *
     return rc;
 }
 
-static int read_part(pst_t *st, size_t max, void *row)
+static int read_part(db_stmt_t *st, size_t max, void *row)
 {
     coord_participation_t *p = row;
     int rc, v = 0;
 
     (void)max;
     memset(p, 0, sizeof(*p));
-    p->agent_id = pst_i64(st, 0);
-    if ((rc = parse_state(pst_text(st, 1), part_states, NSTATES(part_states),
+    p->agent_id = db_i64(st, 0);
+    if ((rc = parse_state(db_text(st, 1), part_states, NSTATES(part_states),
                           "participation.status", &v)) != 0 ||
         (rc = col_text(st, 2, p->reason, sizeof(p->reason), "participation.reason")) != 0)
         return rc;
     p->status = (coord_part_status_t)v;
-    p->bytes = pst_i64(st, 3);
-    p->at_ms = pst_i64(st, 4);
+    p->bytes = db_i64(st, 3);
+    p->at_ms = db_i64(st, 4);
     return 0;
 }
 
-static int pg_participation_list(coord_store_t *base_, int64_t job, int64_t round,
+static int lg_participation_list(coord_store_t *base_, int64_t job, int64_t round,
                                    int64_t attempt, coord_participation_t **out, size_t *n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -2283,22 +1887,22 @@ static int pg_participation_list(coord_store_t *base_, int64_t job, int64_t roun
 
 /* Row layout shared by ST_CKPT_LATEST and ST_CKPT_GET: (expected round,
  * round or NULL, hash, model). Copies and verifies the model. */
-static int read_checkpoint(pg_store_t *s, pst_t *st, int64_t job, int64_t asked,
+static int read_checkpoint(db_store_t *s, db_stmt_t *st, int64_t job, int64_t asked,
                            size_t max_len, int64_t *round, uint8_t **model, size_t *len,
                            uint8_t hash[COORD_HASH_BYTES])
 {
     uint8_t want[COORD_HASH_BYTES], got[COORD_HASH_BYTES];
     int rc = step(s, st, "store: read checkpoint of job %lld", (long long)job);
 
-    if (rc == PQ_DONE && asked == 0)
+    if (rc == DB_DONE && asked == 0)
         return sfl__fail(SFL_ENOTFOUND, "store: no job %lld", (long long)job);
-    if (rc == PQ_DONE)
+    if (rc == DB_DONE)
         return sfl__fail(SFL_ENOTFOUND, "store: job %lld has no checkpoint of round %lld",
                          (long long)job, (long long)asked);
-    if (rc != PQ_ROW)
+    if (rc != DB_ROW)
         return rc;
-    int64_t r = pst_i64(st, 0);
-    if (pst_type(st, 1) == PQ_NULL) {
+    int64_t r = db_i64(st, 0);
+    if (db_type(st, 1) == DB_NULL) {
         if (r == 0)
             return sfl__fail(SFL_ENOTFOUND, "store: job %lld has no committed round",
                              (long long)job);
@@ -2326,11 +1930,11 @@ static int read_checkpoint(pg_store_t *s, pst_t *st, int64_t job, int64_t asked,
     return 0;
 }
 
-static int pg_checkpoint_latest(coord_store_t *base_, int64_t job, size_t max_len, int64_t *round,
+static int lg_checkpoint_latest(coord_store_t *base_, int64_t job, size_t max_len, int64_t *round,
                                   uint8_t **model, size_t *len, uint8_t hash[COORD_HASH_BYTES])
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || model == NULL || len == NULL)
@@ -2344,11 +1948,11 @@ static int pg_checkpoint_latest(coord_store_t *base_, int64_t job, size_t max_le
     return rc;
 }
 
-static int pg_checkpoint_get(coord_store_t *base_, int64_t job, int64_t round, size_t max_len,
+static int lg_checkpoint_get(coord_store_t *base_, int64_t job, int64_t round, size_t max_len,
                                uint8_t **model, size_t *len, uint8_t hash[COORD_HASH_BYTES])
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || model == NULL || len == NULL)
@@ -2366,17 +1970,17 @@ static int pg_checkpoint_get(coord_store_t *base_, int64_t job, int64_t round, s
     return rc;
 }
 
-static int read_round_no(pst_t *st, size_t max, void *row)
+static int read_round_no(db_stmt_t *st, size_t max, void *row)
 {
     (void)max;
-    *(int64_t *)row = pst_i64(st, 0);
+    *(int64_t *)row = db_i64(st, 0);
     return 0;
 }
 
-static int pg_checkpoint_rounds(coord_store_t *base_, int64_t job, int64_t **rounds, size_t *n)
+static int lg_checkpoint_rounds(coord_store_t *base_, int64_t job, int64_t **rounds, size_t *n)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     void *arr = NULL;
     int rc;
 
@@ -2394,10 +1998,10 @@ static int pg_checkpoint_rounds(coord_store_t *base_, int64_t job, int64_t **rou
 
 /* ---- statistics rounds ------------------------------------------------- */
 
-static int pg_stats_open(coord_store_t *base_, int64_t job, int64_t attempt)
+static int lg_stats_open(coord_store_t *base_, int64_t job, int64_t attempt)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || attempt < 1)
@@ -2412,11 +2016,11 @@ static int pg_stats_open(coord_store_t *base_, int64_t job, int64_t attempt)
     return end(s, rc);
 }
 
-static int pg_stats_commit(coord_store_t *base_, int64_t job, const uint8_t *moments, size_t len,
+static int lg_stats_commit(coord_store_t *base_, int64_t job, const uint8_t *moments, size_t len,
                              const uint8_t hash[COORD_HASH_BYTES], int64_t rows, int64_t agents)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st = NULL;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st = NULL;
     int rc;
 
     if (s == NULL || moments == NULL || len == 0 || len % 8 != 0 || rows < 0 || agents < 0)
@@ -2428,7 +2032,7 @@ static int pg_stats_commit(coord_store_t *base_, int64_t job, const uint8_t *mom
         rc = exec_blob(s, st, 6, moments, len, "store statistics", "store: statistics of %zu "
                        "bytes", len);
         st = NULL;
-        if (rc == 0 && pst_changes(s) == 0)
+        if (rc == 0 && s->drv->changes(s) == 0)
             rc = sfl__fail(SFL_EINVAL, "store: job %lld has no open statistics round (or it "
                            "is already stored)", (long long)job);
     }
@@ -2436,10 +2040,10 @@ static int pg_stats_commit(coord_store_t *base_, int64_t job, const uint8_t *mom
     return end(s, rc);
 }
 
-static int pg_stats_get(coord_store_t *base_, int64_t job, size_t max, coord_stats_row_t *out)
+static int lg_stats_get(coord_store_t *base_, int64_t job, size_t max, coord_stats_row_t *out)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL || out == NULL)
@@ -2448,15 +2052,15 @@ static int pg_stats_get(coord_store_t *base_, int64_t job, size_t max, coord_sta
     if ((rc = prep(s, ST_STATS_GET, &st, IDS(job))) != 0)
         return rc;
     rc = step(s, st, "store: read the statistics of job %lld", (long long)job);
-    if (rc == PQ_DONE) {
+    if (rc == DB_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: job %lld has no statistics round", (long long)job);
-    } else if (rc == PQ_ROW) {
+    } else if (rc == DB_ROW) {
         rc = 0;
-        out->attempts = pst_i64(st, 0);
-        if (pst_type(st, 5) != PQ_NULL) {
-            out->rows = pst_i64(st, 1);
-            out->agents = pst_i64(st, 2);
-            out->committed_ms = pst_i64(st, 3);
+        out->attempts = db_i64(st, 0);
+        if (db_type(st, 5) != DB_NULL) {
+            out->rows = db_i64(st, 1);
+            out->agents = db_i64(st, 2);
+            out->committed_ms = db_i64(st, 3);
             if ((rc = col_fixed(st, 4, out->hash, COORD_HASH_BYTES,
                                 "job_statistics.moments_hash")) == 0)
                 rc = col_alloc(st, 5, max, &out->moments, &out->len, "job_statistics.moments");
@@ -2467,294 +2071,9 @@ static int pg_stats_get(coord_store_t *base_, int64_t job, size_t max, coord_sta
 }
 
 
-/* ---- open, migrations, checks ---------------------------------------- */
-
-/* sqlite.c's migrations in PostgreSQL's words (BLOB -> bytea, INTEGER ->
- * bigint, REAL -> double precision, AUTOINCREMENT -> identity; the CHECKs
- * and foreign keys kept); same numbering, append only. */
-static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
-    "CREATE TABLE schema_version("
-    "  version bigint PRIMARY KEY,"
-    "  applied_ms bigint NOT NULL);"
-    "CREATE TABLE agents("
-    "  id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"
-    "  name text NOT NULL UNIQUE,"
-    "  cert_fingerprint bytea NOT NULL CHECK(length(cert_fingerprint) = 32),"
-    "  identity_pk bytea NOT NULL UNIQUE CHECK(length(identity_pk) = 32),"
-    "  capabilities text NOT NULL,"
-    "  samples bigint NOT NULL CHECK(samples >= 0),"
-    "  dimension bigint NOT NULL CHECK(dimension >= 0),"
-    "  labels text NOT NULL,"
-    "  joined_ms bigint NOT NULL,"
-    "  last_seen_ms bigint NOT NULL);"
-    "CREATE TABLE jobs("
-    "  id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"
-    "  name text NOT NULL,"
-    "  state text NOT NULL CHECK(state IN ('active','paused','cancelled','done')),"
-    "  seed bigint NOT NULL,"
-    "  created_ms bigint NOT NULL,"
-    "  last_committed_round bigint NOT NULL CHECK(last_committed_round >= 0),"
-    "  spec bytea NOT NULL);"
-    "CREATE TABLE rounds("
-    "  job_id bigint NOT NULL REFERENCES jobs(id),"
-    "  round bigint NOT NULL CHECK(round >= 1),"
-    "  attempt bigint NOT NULL CHECK(attempt >= 1),"
-    "  state text NOT NULL CHECK(state IN "
-    "    ('selecting','training','aggregating','committed','failed')),"
-    "  nonce bytea NOT NULL CHECK(length(nonce) = 32),"
-    "  opened_ms bigint NOT NULL,"
-    "  closed_ms bigint,"
-    "  reason text,"
-    "  cohort bytea NOT NULL CHECK(length(cohort) % 8 = 0),"
-    "  PRIMARY KEY(job_id, round, attempt));"
-    "CREATE UNIQUE INDEX rounds_one_commit ON rounds(job_id, round) "
-    "  WHERE state = 'committed';"
-    "CREATE TABLE participation("
-    "  job_id bigint NOT NULL,"
-    "  round bigint NOT NULL,"
-    "  attempt bigint NOT NULL,"
-    "  agent_id bigint NOT NULL REFERENCES agents(id),"
-    "  status text NOT NULL CHECK(status IN "
-    "    ('selected','accepted','late','duplicate','rejected')),"
-    "  reason text,"
-    "  bytes bigint NOT NULL CHECK(bytes >= 0),"
-    "  at_ms bigint NOT NULL,"
-    "  PRIMARY KEY(job_id, round, attempt, agent_id),"
-    "  FOREIGN KEY(job_id, round, attempt) REFERENCES rounds(job_id, round, attempt));"
-    "CREATE INDEX participation_agent ON participation(agent_id);"
-    "CREATE TABLE checkpoints("
-    "  job_id bigint NOT NULL REFERENCES jobs(id),"
-    "  round bigint NOT NULL CHECK(round >= 1),"
-    "  model_hash bytea NOT NULL CHECK(length(model_hash) = 32),"
-    "  created_ms bigint NOT NULL,"
-    "  model bytea NOT NULL,"
-    "  PRIMARY KEY(job_id, round));",
-    "CREATE TABLE round_metrics("
-    "  job_id bigint NOT NULL,"
-    "  round bigint NOT NULL,"
-    "  attempt bigint NOT NULL,"
-    "  samples bigint NOT NULL CHECK(samples >= 0),"
-    "  train_loss double precision,"
-    "  eval_samples bigint NOT NULL CHECK(eval_samples >= 0),"
-    "  eval_accuracy double precision,"
-    "  eval_mse double precision,"
-    "  model_nnz bigint NOT NULL CHECK(model_nnz >= 0),"
-    "  bytes_down bigint NOT NULL CHECK(bytes_down >= 0),"
-    "  PRIMARY KEY(job_id, round),"
-    "  FOREIGN KEY(job_id, round, attempt) REFERENCES rounds(job_id, round, attempt));",
-    "CREATE TABLE job_failures("
-    "  job_id bigint PRIMARY KEY REFERENCES jobs(id),"
-    "  error text NOT NULL,"
-    "  failed_ms bigint NOT NULL);"
-    "CREATE TABLE revoked_certs("
-    "  fingerprint bytea PRIMARY KEY CHECK(length(fingerprint) = 32),"
-    "  name text NOT NULL,"
-    "  revoked_ms bigint NOT NULL);",
-    "ALTER TABLE round_metrics ADD COLUMN personal_accuracy double precision;",
-    "ALTER TABLE round_metrics ADD COLUMN privacy_iterations bigint;"
-    "ALTER TABLE round_metrics ADD COLUMN privacy_spent double precision;"
-    "ALTER TABLE round_metrics ADD COLUMN privacy_spent_rdp double precision;",
-    "CREATE TABLE quarantine("
-    "  job_id bigint NOT NULL REFERENCES jobs(id),"
-    "  agent_id bigint NOT NULL,"
-    "  reason text NOT NULL,"
-    "  at_ms bigint NOT NULL,"
-    "  PRIMARY KEY(job_id, agent_id));",
-    "CREATE TABLE job_statistics("
-    "  job_id bigint PRIMARY KEY REFERENCES jobs(id),"
-    "  attempts bigint NOT NULL CHECK(attempts >= 0),"
-    "  rows bigint CHECK(rows >= 0),"
-    "  agents bigint CHECK(agents >= 0),"
-    "  committed_ms bigint,"
-    "  moments_hash bytea CHECK(moments_hash IS NULL OR length(moments_hash) = 32),"
-    "  moments bytea CHECK(moments IS NULL OR length(moments) % 8 = 0));",
-    "ALTER TABLE round_metrics ADD COLUMN support_churn bigint;",
-    "CREATE TABLE leader("
-    "  one bigint PRIMARY KEY CHECK(one = 1),"
-    "  epoch bigint NOT NULL CHECK(epoch >= 1),"
-    "  holder text NOT NULL,"
-    "  since_ms bigint NOT NULL);",
-};
-
-/* One value of a one-off query (text result) into buf. */
-static int query_text(pg_store_t *s, const char *sql, char *buf, size_t cap, int *isnull,
-                      const char *what)
+static int lg_batch_begin(coord_store_t *base_)
 {
-    PGresult *r = PQexec(s->conn, sql);
-    int rc = note_result(s, r);
-
-    if (rc == PQ_OK && (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)) {
-        snprintf(s->msg, sizeof(s->msg), "expected one row");
-        s->sqlstate[0] = '\0';
-        rc = PQ_ERROR;
-    }
-    if (rc != PQ_OK) {
-        PQclear(r);
-        return dberr(s, rc, "store: %s", what);
-    }
-    *isnull = PQgetisnull(r, 0, 0);
-    snprintf(buf, cap, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return 0;
-}
-
-/* Creates or migrates the schema in the current schema (search_path), in
- * one transaction under an advisory lock: a second process starting at the
- * same time waits, then finds the work done. A schema holding other tables
- * but no schema_version is not an sfl store (SFL_EPARSE, left alone). */
-static int migrate(pg_store_t *s, const char *where)
-{
-    char buf[64];
-    int isnull = 0, rc;
-    int64_t version = 0;
-
-    if ((rc = exec_sql(s, "BEGIN", "%s: begin migration", where)) != 0)
-        return rc;
-    if ((rc = exec_sql(s, "SELECT pg_advisory_xact_lock(hashtext(current_schema() || "
-                          LOCK_MIGRATE "))",
-                       "%s: migration lock", where)) != 0)
-        goto out;
-    if ((rc = query_text(s, "SELECT to_regclass('schema_version') IS NOT NULL", buf,
-                         sizeof(buf), &isnull, "find schema_version")) != 0)
-        goto out;
-    if (strcmp(buf, "t") != 0) {
-        if ((rc = query_text(s, "SELECT count(*) FROM pg_class c JOIN pg_namespace n "
-                                "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
-                                "AND c.relkind = 'r'",
-                             buf, sizeof(buf), &isnull, "count tables")) != 0)
-            goto out;
-        if (strcmp(buf, "0") != 0) {
-            rc = sfl__fail(SFL_EPARSE, "%s: the schema holds %s tables but no schema_version: "
-                                       "not an sfl coordinator store; refusing to modify it",
-                           where, buf);
-            goto out;
-        }
-        version = 0;
-    } else {
-        if ((rc = query_text(s, "SELECT MAX(version) FROM schema_version", buf, sizeof(buf),
-                             &isnull, "read schema version")) != 0)
-            goto out;
-        version = isnull ? 0 : strtoll(buf, NULL, 10);
-    }
-    if (version > COORD_STORE_SCHEMA_VERSION) {
-        rc = sfl__fail(SFL_EUNSUP,
-                       "%s: schema version %lld is newer than this coordinator supports "
-                       "(%d); refusing to open it (use a newer sfl-coordinator)",
-                       where, (long long)version, COORD_STORE_SCHEMA_VERSION);
-        goto out;
-    }
-    if (version < 0) {
-        rc = sfl__fail(SFL_EPARSE, "%s: schema version %lld is invalid", where,
-                       (long long)version);
-        goto out;
-    }
-    for (int64_t v = version; v < COORD_STORE_SCHEMA_VERSION; v++) {
-        char sql[128];
-
-        if ((rc = exec_sql(s, migrations[v], "%s: migration to schema version %lld", where,
-                           (long long)v + 1)) != 0)
-            goto out;
-        snprintf(sql, sizeof(sql),
-                 "INSERT INTO schema_version(version, applied_ms) VALUES(%lld, %lld)",
-                 (long long)v + 1, (long long)now_ms());
-        if ((rc = exec_sql(s, sql, "%s: record schema version", where)) != 0)
-            goto out;
-    }
-out:
-    if (rc == 0)
-        return exec_sql(s, "COMMIT", "%s: commit migration", where);
-    {
-        char keep[512];
-
-        snprintf(keep, sizeof(keep), "%s", sfl_last_error());
-        PGresult *r = PQexec(s->conn, "ROLLBACK");
-        PQclear(r);
-        sfl__fail(rc, "%s", keep);
-    }
-    return rc;
-}
-
-static void pg_close(coord_store_t *base_)
-{
-    pg_store_t *s = (pg_store_t *)base_;
-
-    if (s == NULL)
-        return;
-    for (int i = 0; i < ST_COUNT; i++)
-        PQclear(s->st[i].res);
-    PQfinish(s->conn);
-    sfl__free(s);
-}
-
-static const coord_store_ops_t pg_ops;
-
-/* The conninfo for messages: host, port and dbname only (never a
- * password). */
-static void describe(PGconn *c, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "postgresql %s:%s/%s", PQhost(c) ? PQhost(c) : "?",
-             PQport(c) ? PQport(c) : "?", PQdb(c) ? PQdb(c) : "?");
-}
-
-int coord__pg_open(const char *conninfo, const coord_store_opts_t *opts, coord_store_t **out)
-{
-    pg_store_t *s = NULL;
-    char where[256];
-    int rc;
-
-    if (out == NULL || conninfo == NULL || conninfo[0] == '\0')
-        return sfl__fail(SFL_EINVAL, "store: the PostgreSQL conninfo is missing");
-    *out = NULL;
-    if (sodium_init() < 0)
-        return sfl__fail(SFL_EIO, "store: libsodium failed to initialise");
-    s = sfl__calloc(1, sizeof(*s));
-    if (s == NULL)
-        return sfl__fail(SFL_ENOMEM, "store: out of memory");
-    s->base.ops = &pg_ops;
-    s->keep = opts ? opts->keep_checkpoints : DEFAULT_KEEP;
-    s->busy_ms = opts && opts->busy_timeout_ms ? opts->busy_timeout_ms : 5000;
-    s->relaxed = opts && opts->relaxed_sync;
-    for (int i = 0; i < ST_COUNT; i++) {
-        s->st[i].row = -1;
-        number_params(sql_text[i], s->sql[i], sizeof(s->sql[i]));
-    }
-    s->conn = PQconnectdb(conninfo);
-    if (s->conn == NULL) {
-        rc = sfl__fail(SFL_ENOMEM, "store: PostgreSQL: out of memory");
-        goto out;
-    }
-    if (PQstatus(s->conn) != CONNECTION_OK) {
-        char masked[512];
-        char m[384];
-
-        coord_store_spec_mask(conninfo, masked, sizeof(masked));
-        snprintf(m, sizeof(m), "%s", PQerrorMessage(s->conn));
-        for (size_t n = strlen(m); n && (m[n - 1] == '\n' || m[n - 1] == ' ');)
-            m[--n] = '\0';
-        rc = sfl__fail(-ECONNREFUSED, "store: connect to PostgreSQL (%s): %s", masked, m);
-        goto out;
-    }
-    describe(s->conn, where, sizeof(where));
-    if ((rc = session_setup(s)) != 0 || (rc = migrate(s, where)) != 0)
-        goto out;
-    *out = &s->base;
-    s = NULL;
-out:
-    pg_close(s ? &s->base : NULL);
-    return rc;
-}
-
-static int pg_read_only(coord_store_t *base_)
-{
-    pg_store_t *s = (pg_store_t *)base_;
-
-    s->read_only = 1;
-    return exec_sql(s, "SET default_transaction_read_only = on", "store: read only");
-}
-
-static int pg_batch_begin(coord_store_t *base_)
-{
-    pg_store_t *s = (pg_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
     int rc;
 
     if (s == NULL || s->batch)
@@ -2766,96 +2085,78 @@ static int pg_batch_begin(coord_store_t *base_)
     return rc;
 }
 
-static int pg_batch_commit(coord_store_t *base_)
+static int lg_batch_commit(coord_store_t *base_)
 {
-    pg_store_t *s = (pg_store_t *)base_;
+    db_store_t *s = (db_store_t *)base_;
 
     if (s == NULL || !s->batch)
         return sfl__fail(SFL_EINVAL, "store: no batch open");
     s->batch = 0;
-    if (pst_autocommit(s) || s->lost) {
-        int lost = s->lost || PQstatus(s->conn) != CONNECTION_OK;
-
-        if (!pst_autocommit(s))
-            PQclear(PQexec(s->conn, "ROLLBACK"));
-        return sfl__fail(lost ? -ECONNRESET : SFL_EIO, "store: the batch was rolled back%s",
-                         lost ? " (the connection to PostgreSQL was lost)" : "");
-    }
+    if (s->drv->autocommit(s) || s->lost)
+        return s->drv->batch_gone(s);
     return end(s, 0);
 }
 
-/* What PostgreSQL can check from here: the schema version is this
- * coordinator's, and every constraint (foreign keys, checks) is validated
- * (the server enforces them on every write; pages are its business:
- * data checksums, amcheck). */
-static int pg_integrity_check(coord_store_t *base_)
+/* ---- whole-store calls: the driver's -------------------------------- */
+
+static int lg_read_only(coord_store_t *base_)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    char buf[256];
-    int isnull = 0, rc;
+    db_store_t *s = (db_store_t *)base_;
+
+    return s->drv->read_only(s);
+}
+
+void coord__db_close(db_store_t *s)
+{
+    if (s) {
+        s->drv->close(s);
+        sfl__free(s);
+    }
+}
+
+static void lg_close(coord_store_t *base_)
+{
+    coord__db_close((db_store_t *)base_);
+}
+
+static int lg_integrity_check(coord_store_t *base_)
+{
+    db_store_t *s = (db_store_t *)base_;
 
     if (s == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL store");
-    if ((rc = conn_ok(s)) != 0)
-        return rc;
-    if ((rc = query_text(s, "SELECT MAX(version) FROM schema_version", buf, sizeof(buf),
-                         &isnull, "read schema version")) != 0)
-        return rc;
-    if (isnull || strtoll(buf, NULL, 10) != COORD_STORE_SCHEMA_VERSION)
-        return sfl__fail(SFL_EPARSE, "store: schema version %s, expected %d",
-                         isnull ? "none" : buf, COORD_STORE_SCHEMA_VERSION);
-    if ((rc = query_text(s, "SELECT COALESCE(string_agg(conrelid::regclass || '.' || conname, "
-                            "', '), '') FROM pg_constraint WHERE NOT convalidated AND "
-                            "connamespace = current_schema()::regnamespace",
-                         buf, sizeof(buf), &isnull, "check constraints")) != 0)
-        return rc;
-    if (buf[0])
-        return sfl__fail(SFL_EPARSE, "store: constraints not validated: %s", buf);
-    return 0;
+    return s->drv->integrity_check(s);
 }
 
-static int pg_backup(coord_store_t *base_, const char *dest, uint64_t *bytes)
+static int lg_backup(coord_store_t *base_, const char *dest, uint64_t *bytes)
 {
-    (void)base_;
-    (void)dest;
-    if (bytes)
-        *bytes = 0;
-    return sfl__fail(SFL_EUNSUP, "backup: the store is PostgreSQL: back it up with pg_dump "
-                                 "(or the server's own backups), not the coordinator");
+    return ((db_store_t *)base_)->drv->backup(base_, dest, bytes);
 }
 
 /* ---- leadership -------------------------------------------------------- */
 
-static int pg_leader_try(coord_store_t *base_, const char *holder, int64_t *epoch)
+/* The driver's leader lock first (PostgreSQL: a session advisory lock;
+ * SQLite: none, the state_dir lock excludes others), then the epoch bump. */
+static int lg_leader_try(coord_store_t *base_, const char *holder, int64_t *epoch)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
-    char buf[16];
-    int isnull = 0, rc;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
+    int rc;
 
     if (s == NULL || epoch == NULL)
         return sfl__fail(SFL_EINVAL, "store: NULL argument");
     if ((rc = check_text(holder, 127, 1, "leader holder")) != 0)
         return rc;
-    if ((rc = conn_ok(s)) != 0)
+    if (s->drv->leader_lock && (rc = s->drv->leader_lock(s)) <= 0)
         return rc;
-    if (!s->leads) {
-        if ((rc = query_text(s, "SELECT pg_try_advisory_lock(hashtext(current_schema() || "
-                                LOCK_LEADER "))",
-                             buf, sizeof(buf), &isnull, "take the leader lock")) != 0)
-            return rc;
-        if (strcmp(buf, "t") != 0)
-            return 0;
-        s->leads = 1;
-    }
     if ((rc = begin(s)) != 0)
         goto fail;
     if ((rc = stmt(s, ST_LEADER_BUMP, &st)) == 0) {
         bind_text(st, 1, holder);
-        pst_bind_i64(st, 2, now_ms());
+        db_bind_i64(st, 2, now_ms());
         rc = step(s, st, "store: take leadership");
-        if (rc == PQ_ROW) {
-            *epoch = pst_i64(st, 0);
+        if (rc == DB_ROW) {
+            *epoch = db_i64(st, 0);
             rc = 0;
         } else if (rc >= 0) {
             rc = sfl__fail(SFL_EIO, "store: take leadership: no epoch returned");
@@ -2864,32 +2165,27 @@ static int pg_leader_try(coord_store_t *base_, const char *holder, int64_t *epoc
     }
     if ((rc = end(s, rc)) != 0)
         goto fail;
+    s->leads = 1;
     return 1;
 fail:
-    /* not leading after all: let the lock go (if the session still exists) */
-    if (PQstatus(s->conn) == CONNECTION_OK) {
-        char keep[512];
-
-        snprintf(keep, sizeof(keep), "%s", sfl_last_error());
-        PGresult *r = PQexec(s->conn, "SELECT pg_advisory_unlock(hashtext(current_schema() || "
-                                      LOCK_LEADER "))");
-        PQclear(r);
-        sfl__fail(rc, "%s", keep);
+    /* not leading after all: let the lock go */
+    if (s->drv->leader_release) {
+        s->drv->leader_release(s, rc);
+        s->leads = 0;
     }
-    s->leads = 0;
     return rc;
 }
 
-static void pg_fence(coord_store_t *base_, int64_t epoch)
+static void lg_fence(coord_store_t *base_, int64_t epoch)
 {
-    ((pg_store_t *)base_)->fence = epoch;
+    ((db_store_t *)base_)->fence = epoch;
 }
 
-static int pg_leader_get(coord_store_t *base_, int64_t *epoch, char holder[128],
+static int lg_leader_get(coord_store_t *base_, int64_t *epoch, char holder[128],
                          int64_t *since_ms)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    pst_t *st;
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
     int rc;
 
     if (s == NULL)
@@ -2897,84 +2193,70 @@ static int pg_leader_get(coord_store_t *base_, int64_t *epoch, char holder[128],
     if ((rc = stmt(s, ST_LEADER_GET, &st)) != 0)
         return rc;
     rc = step(s, st, "store: read the leader");
-    if (rc == PQ_ROW) {
+    if (rc == DB_ROW) {
         if (epoch)
-            *epoch = pst_i64(st, 0);
+            *epoch = db_i64(st, 0);
         if (since_ms)
-            *since_ms = pst_i64(st, 2);
+            *since_ms = db_i64(st, 2);
         rc = holder ? col_text(st, 1, holder, 128, "leader holder") : 0;
-    } else if (rc == PQ_DONE) {
+    } else if (rc == DB_DONE) {
         rc = sfl__fail(SFL_ENOTFOUND, "store: no round master ever led this store");
     }
     done(st);
     return rc;
 }
 
-/* Asks the server: the lock is in pg_locks for this backend, so a
- * connection lost (and maybe re-established) since reads 0. */
-static int pg_leader_held(coord_store_t *base_)
+static int lg_leader_held(coord_store_t *base_)
 {
-    pg_store_t *s = (pg_store_t *)base_;
-    char buf[16];
-    int isnull = 0;
+    db_store_t *s = (db_store_t *)base_;
 
     if (s == NULL || !s->leads)
         return 0;
-    if (PQstatus(s->conn) != CONNECTION_OK ||
-        query_text(s, "SELECT EXISTS(SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
-                      "AND pid = pg_backend_pid() AND granted AND objsubid = 1 AND objid::bigint = "
-                      "(hashtext(current_schema() || " LOCK_LEADER ")::bigint & 4294967295))",
-                   buf, sizeof(buf), &isnull, "check the leader lock") != 0 ||
-        strcmp(buf, "t") != 0) {
-        s->leads = 0;
-        return 0;
-    }
-    return 1;
+    return s->drv->leader_held ? s->drv->leader_held(s) : 1;
 }
 
-static const coord_store_ops_t pg_ops = {
-    .backend = "postgresql",
-    .read_only = pg_read_only,
-    .close = pg_close,
-    .batch_begin = pg_batch_begin,
-    .batch_commit = pg_batch_commit,
-    .integrity_check = pg_integrity_check,
-    .recover = pg_recover,
-    .backup = pg_backup,
-    .leader_try = pg_leader_try,
-    .fence = pg_fence,
-    .leader_get = pg_leader_get,
-    .leader_held = pg_leader_held,
-    .agent_upsert = pg_agent_upsert,
-    .agent_rekey = pg_agent_rekey,
-    .cert_revoke = pg_cert_revoke,
-    .revoked_list = pg_revoked_list,
-    .quarantine_add = pg_quarantine_add,
-    .quarantine_release = pg_quarantine_release,
-    .quarantine_list = pg_quarantine_list,
-    .stats_open = pg_stats_open,
-    .stats_commit = pg_stats_commit,
-    .stats_get = pg_stats_get,
-    .agent_touch = pg_agent_touch,
-    .agent_get = pg_agent_get,
-    .agent_get_by_name = pg_agent_get_by_name,
-    .agent_list = pg_agent_list,
-    .job_create = pg_job_create,
-    .job_get = pg_job_get,
-    .job_list = pg_job_list,
-    .job_set_state = pg_job_set_state,
-    .job_fail = pg_job_fail,
-    .round_open = pg_round_open,
-    .round_next_attempt = pg_round_next_attempt,
-    .round_set_state = pg_round_set_state,
-    .round_commit = pg_round_commit,
-    .history = pg_history,
-    .round_get = pg_round_get,
-    .round_list = pg_round_list,
-    .participation_record = pg_participation_record,
-    .participation_batch = pg_participation_batch,
-    .participation_list = pg_participation_list,
-    .checkpoint_latest = pg_checkpoint_latest,
-    .checkpoint_get = pg_checkpoint_get,
-    .checkpoint_rounds = pg_checkpoint_rounds,
+const coord_store_ops_t coord__db_ops = {
+    .read_only = lg_read_only,
+    .close = lg_close,
+    .batch_begin = lg_batch_begin,
+    .batch_commit = lg_batch_commit,
+    .integrity_check = lg_integrity_check,
+    .recover = lg_recover,
+    .backup = lg_backup,
+    .leader_try = lg_leader_try,
+    .fence = lg_fence,
+    .leader_get = lg_leader_get,
+    .leader_held = lg_leader_held,
+    .agent_upsert = lg_agent_upsert,
+    .agent_rekey = lg_agent_rekey,
+    .cert_revoke = lg_cert_revoke,
+    .revoked_list = lg_revoked_list,
+    .quarantine_add = lg_quarantine_add,
+    .quarantine_release = lg_quarantine_release,
+    .quarantine_list = lg_quarantine_list,
+    .stats_open = lg_stats_open,
+    .stats_commit = lg_stats_commit,
+    .stats_get = lg_stats_get,
+    .agent_touch = lg_agent_touch,
+    .agent_get = lg_agent_get,
+    .agent_get_by_name = lg_agent_get_by_name,
+    .agent_list = lg_agent_list,
+    .job_create = lg_job_create,
+    .job_get = lg_job_get,
+    .job_list = lg_job_list,
+    .job_set_state = lg_job_set_state,
+    .job_fail = lg_job_fail,
+    .round_open = lg_round_open,
+    .round_next_attempt = lg_round_next_attempt,
+    .round_set_state = lg_round_set_state,
+    .round_commit = lg_round_commit,
+    .history = lg_history,
+    .round_get = lg_round_get,
+    .round_list = lg_round_list,
+    .participation_record = lg_participation_record,
+    .participation_batch = lg_participation_batch,
+    .participation_list = lg_participation_list,
+    .checkpoint_latest = lg_checkpoint_latest,
+    .checkpoint_get = lg_checkpoint_get,
+    .checkpoint_rounds = lg_checkpoint_rounds,
 };
