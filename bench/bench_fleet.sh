@@ -63,7 +63,7 @@ for a in "$@"; do
     esac
 done
 if [ $SERIES = 1 ]; then
-    # results/fleet.md's series, about 10 minutes (PER=4000 for 4 x 4,000
+    # results/fleet.md's series, about 12 minutes (PER=4000 for 4 x 4,000
     # on a quiet machine): cohort 1,000 at PER agents on one coordinator
     # (SQLite), on the master alone (PostgreSQL), through 1 front-end; 2
     # and 4 front-ends x PER; 4 x PER on one coordinator; the takeover time.
@@ -76,6 +76,8 @@ if [ $SERIES = 1 ]; then
     for f in 1 2; do F=$f PER=$P SECS=40 sh "$me" "$B" || echo "bench_fleet: a run failed"; done
     # 4 x PER join at ~150 a second on the loaded machine: longer runs
     F=4 PER=$P SECS=80 sh "$me" "$B" || echo "bench_fleet: a run failed"
+    # 2 x PER agents over 4 front-ends: the rounds beside 2 front-ends' row
+    F=4 PER=$((P / 2)) SECS=60 sh "$me" "$B" || echo "bench_fleet: a run failed"
     F=0 STORE=sqlite PER=$((4 * P)) SECS=80 sh "$me" "$B" || echo "bench_fleet: a run failed"
     sh "$me" "$B" --takeover || echo "bench_fleet: the takeover run failed"
     exit 0
@@ -358,20 +360,21 @@ END {
 }' "$t/master.log"
 # shellcheck disable=SC2086
 # (s: before the agents, j: once all had joined, e: the end)
-[ "$rounds" -gt 0 ] || rounds=1
+# (no round in the steady state: the counters are shown per 1 round, rounds=0)
+[ "$rounds" -gt 0 ] && div=$rounds || div=1
 if [ "$STORE" = pg ]; then
-    awk -v s="$s_store" -v j="$j_store" -v e="$e_store" -v r="$rounds" -v n="$N" 'BEGIN {
+    awk -v s="$s_store" -v j="$j_store" -v e="$e_store" -v r="$rounds" -v d="$div" -v n="$N" 'BEGIN {
         split(s, z, " "); split(j, a, " "); split(e, b, " ")
         printf "bench_fleet_store store=pg rounds=%d xact_per_round=%.1f tup_ins_per_round=%.1f " \
                "tup_upd_per_round=%.1f tup_del_per_round=%.1f wal_kb_per_round=%.1f " \
                "join_xact_per_agent=%.2f join_wal_kb_per_agent=%.2f\n",
-               r, (b[1] - a[1]) / r, (b[2] - a[2]) / r, (b[3] - a[3]) / r, (b[4] - a[4]) / r,
-               (b[5] - a[5]) / 1024 / r, (a[1] - z[1]) / n, (a[5] - z[5]) / 1024 / n
+               r, (b[1] - a[1]) / d, (b[2] - a[2]) / d, (b[3] - a[3]) / d, (b[4] - a[4]) / d,
+               (b[5] - a[5]) / 1024 / d, (a[1] - z[1]) / n, (a[5] - z[5]) / 1024 / n
     }'
 else
-    awk -v s="$s_store" -v j="$j_store" -v e="$e_store" -v r="$rounds" -v n="$N" 'BEGIN {
+    awk -v s="$s_store" -v j="$j_store" -v e="$e_store" -v r="$rounds" -v d="$div" -v n="$N" 'BEGIN {
         printf "bench_fleet_store store=sqlite rounds=%d write_kb_per_round=%.1f " \
-               "join_write_kb_per_agent=%.2f\n", r, (e - j) / 1024 / r, (j - s) / 1024 / n
+               "join_write_kb_per_agent=%.2f\n", r, (e - j) / 1024 / d, (j - s) / 1024 / n
     }'
 fi
 sed 's/^/  /' "$t/loadgen.out"
