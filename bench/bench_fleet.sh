@@ -168,6 +168,7 @@ mkdir -p "$t/data" "$t/work" "$t/state"
 if [ "$STORE" = pg ]; then
     conninfo=$(tests/pgcluster.sh start "$t/pg") || fail "cannot start the PostgreSQL cluster"
     PSQL=psql
+    # shellcheck disable=SC2012
     for b in ${SFL_PG_BIN:-} $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
         [ -x "$b/psql" ] && { PSQL=$b/psql; break; }
     done
