@@ -1,6 +1,6 @@
 /* Load generator for bench/bench_load.sh: many real agents in one process.
  *
- *   loadgen --pki DIR --agents N --coordinator HOST:PORT --coordinator-pk HEX
+ *   loadgen --pki DIR --agents N --coordinator HOST:PORT[,HOST:PORT...] --coordinator-pk HEX
  *           --data-dir DIR --shards S --work DIR --seconds T [--rate R]
  *           [--procs P] [--dests K]
  *
@@ -21,7 +21,9 @@
  * to HOST with i mod K added to its last byte (127.0.0.1, 127.0.0.2, ...):
  * loopback offers ~28,000 ephemeral ports (net.ipv4.ip_local_port_range)
  * per destination address and port, so 100,000 agents need K >= 4 and a
- * coordinator listening on 0.0.0.0. Once the agents start, stderr
+ * coordinator listening on 0.0.0.0. With a list of L addresses
+ * (HOST:PORT,HOST:PORT,...: front-ends, bench/bench_fleet.sh) agent i
+ * connects to the (i mod L)-th only (not --dests). Once the agents start, stderr
  * gets "loadgen: start_ms=M" (M: UTC milliseconds of the day, as the
  * coordinator's log timestamps). After T seconds every agent stops
  * gracefully and one line is printed, summed over the processes (rss_kb:
@@ -187,10 +189,17 @@ out:
 
 /* ---- agents ------------------------------------------------------------------ */
 
-/* Agent i's coordinator address: o.coordinator, or with o.dests > 1 its
- * IPv4 address with i mod K added to the last byte. */
+#define MAX_LIST 64
+static const char *list[MAX_LIST]; /* o.coordinator's addresses when a list */
+static unsigned nlist;
+
+/* Agent i's coordinator address: o.coordinator, the (i mod L)-th of a list
+ * of L, or with o.dests > 1 its IPv4 address with i mod K added to the
+ * last byte. */
 static const char *dest_of(unsigned i, char *buf, size_t cap)
 {
+    if (nlist > 1)
+        return list[i % nlist];
     if (o.dests <= 1)
         return o.coordinator;
     snprintf(buf, cap, "%u.%u.%u.%u:%u", coord_ip[0], coord_ip[1], coord_ip[2],
@@ -344,7 +353,7 @@ static unsigned long long cpu_ms(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: loadgen --pki DIR --agents N --coordinator HOST:PORT "
+    fprintf(stderr, "usage: loadgen --pki DIR --agents N --coordinator HOST:PORT[,HOST:PORT...] "
                     "--coordinator-pk HEX --data-dir DIR --shards S --work DIR --seconds T "
                     "[--rate R] [--procs P] [--dests K]\n");
     return 2;
@@ -492,6 +501,25 @@ int main(int argc, char **argv)
         !o.work || o.agents == 0 || o.shards == 0 || o.seconds == 0 || o.rate == 0 ||
         o.procs == 0 || o.procs > o.agents || o.dests == 0 || o.dests > 254)
         return usage();
+    if (strchr(o.coordinator, ',')) {
+        /* a list: split a copy at the commas (kept for the process's life) */
+        char *copy = strdup(o.coordinator), *save = NULL;
+
+        if (!copy)
+            return 1;
+        for (char *a = strtok_r(copy, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+            if (nlist == MAX_LIST || o.dests > 1 || !strchr(a, ':')) {
+                fprintf(stderr, "loadgen: --coordinator: at most %d HOST:PORT, without "
+                                "--dests\n", MAX_LIST);
+                return 2;
+            }
+            list[nlist++] = a;
+        }
+        if (nlist < 2) {
+            fprintf(stderr, "loadgen: --coordinator: an empty address in the list\n");
+            return 2;
+        }
+    }
     if (o.dests > 1) {
         unsigned a, b, c, d;
         char tail;

@@ -70,6 +70,8 @@ elif [ "$hard" -ge 2000 ]; then
     echo "bench_load: open files hard limit $hard: N=100000 cannot run here; N=$((hard - 500)) instead"
     N=$((hard - 500)) COHORT=1000 RATE=3000 PROCS=2 SECS=60 sh bench/bench_load.sh "$B"
 fi
+echo "== the coordinator fleet (issue 28): a master on PostgreSQL with 1, 2, 4 front-ends x 2,000 agents (cohort 1,000), the same load on one coordinator (SQLite) and on the master alone; takeover after a master kill -9 (a 5-kill ha_soak.sh); results/fleet.md"
+sh bench/bench_fleet.sh "$B" --fleet
 echo "== bytes and packets per client-round on the wire, bench/peer's FedAvg job on sfl alone (8 agents, d = 500 and 1e5; root for nftables); results/wire.md says where they go"
 sh bench/bench_wire.sh "$B"
 echo "== the agents' CPU per agent-round, bench/peer's FedAvg job on sfl alone (8 agents, d = 1e5, 10 rounds; BASE=another build gives new/base ratios; root for nftables); results/agent.md"
