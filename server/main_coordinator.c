@@ -430,8 +430,16 @@ static int run_backup(const coord_config_t *cfg, const char *dest)
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         return 1;
     }
-    printf("backup of %s written to %s: %llu bytes, integrity_check ok\n", db, dest,
-           (unsigned long long)bytes);
+    {
+        coord_store_backend_t b;
+        const char *path = db;
+
+        /* the file's path, as operators name it (only SQLite gets here) */
+        if (coord_store_spec_parse(db, &b, &path) < 0)
+            path = db;
+        printf("backup of %s written to %s: %llu bytes, integrity_check ok\n", path, dest,
+               (unsigned long long)bytes);
+    }
     return 0;
 }
 
@@ -444,6 +452,19 @@ static void on_reload_frontend(uv_signal_t *s, int signum)
     coord_log(COORD_LOG_INFO, "reload", "role=frontend changed=none "
               "reason=\"a front-end reloads nothing: restart it to change its configuration\"");
     notify(COORD_NOTIFY_READY, "front-end; nothing to reload");
+}
+
+/* SIGTERM and SIGINT stop, SIGHUP runs reload; the watchdog starts. */
+static void signals_start(uv_signal_cb reload)
+{
+    uv_signal_init(&app.loop, &app.sigterm);
+    uv_signal_init(&app.loop, &app.sigint);
+    uv_signal_init(&app.loop, &app.sighup);
+    app.sigterm.data = app.sigint.data = app.sighup.data = &app;
+    uv_signal_start(&app.sigterm, on_stop_signal, SIGTERM);
+    uv_signal_start(&app.sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&app.sighup, reload, SIGHUP);
+    watchdog_start(&app);
 }
 
 /* role = frontend (fleet/frontend.h): no store, no identity, no jobs;
@@ -483,14 +504,7 @@ static int run_frontend(const coord_config_t *cfg)
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         return 1;
     }
-    uv_signal_init(&app.loop, &app.sigterm);
-    uv_signal_init(&app.loop, &app.sigint);
-    uv_signal_init(&app.loop, &app.sighup);
-    app.sigterm.data = app.sigint.data = app.sighup.data = &app;
-    uv_signal_start(&app.sigterm, on_stop_signal, SIGTERM);
-    uv_signal_start(&app.sigint, on_stop_signal, SIGINT);
-    uv_signal_start(&app.sighup, on_reload_frontend, SIGHUP);
-    watchdog_start(&app);
+    signals_start(on_reload_frontend);
     {
         char ready[320];
 
@@ -584,14 +598,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         goto out;
     }
-    uv_signal_init(&app.loop, &app.sigterm);
-    uv_signal_init(&app.loop, &app.sigint);
-    uv_signal_init(&app.loop, &app.sighup);
-    app.sigterm.data = app.sigint.data = app.sighup.data = &app;
-    uv_signal_start(&app.sigterm, on_stop_signal, SIGTERM);
-    uv_signal_start(&app.sigint, on_stop_signal, SIGINT);
-    uv_signal_start(&app.sighup, on_reload, SIGHUP);
-    watchdog_start(&app);
+    signals_start(on_reload);
     app.l = &l;
     {
         static const coord_leader_cbs_t lcbs = {on_leading, on_lost, &app};
