@@ -2,7 +2,7 @@
 # The coordinator fleet's measures (issue 28; results/fleet.md): a round
 # master on a throwaway PostgreSQL cluster (tests/pgcluster.sh) with F
 # front-end processes, loaded by bench/loadgen's real agents (mutual TLS,
-# Join, Subscribe, train, sealed and signed updates), agent i on front-end
+# Join, Subscribe, train, signed updates), agent i on front-end
 # i mod F; or, for the comparison, the same load on one coordinator.
 #
 #   [F=front-ends] [PER=agents per front-end] [COHORT=c] [SECS=s] [RATE=r]
