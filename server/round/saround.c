@@ -809,11 +809,11 @@ static void sa_close(coord_job_t *j)
     sa_free(j);
 }
 
-/* Group g of the open attempt is out of it (a stage below its threshold,
- * a culprit named): its members leave the round machine's phases, its
+/* Group g of the open attempt is out of it at stage (1..5; a stage below
+ * its threshold, a culprit named): its members leave the round machine's phases, its
  * culprits are quarantined, its server freed. Its members' inputs are not
  * counted. */
-static void sg_drop(coord_job_t *j, uint32_t g, const char *why)
+static void sg_drop(coord_job_t *j, uint32_t g, uint32_t stage, const char *why)
 {
     coord_sa_t *s = &j->kst.sg.g[g];
     char q[300];
@@ -823,7 +823,7 @@ static void sg_drop(coord_job_t *j, uint32_t g, const char *why)
     coord_log(COORD_LOG_WARN, "secagg_group_dropped",
               "job=%llu round=%llu attempt=%u group=%u members=%u stage=%u reason=%s",
               (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt, g,
-              s->n, j->rnd.phase + 1, coord_log_quote(why, q, sizeof(q)));
+              s->n, stage, coord_log_quote(why, q, sizeof(q)));
     for (uint32_t i = 0; i < s->n; i++)
         coord_round_drop(&j->rnd, s->members[i].agent_id);
     coord_saround_close(j, s);
@@ -839,7 +839,7 @@ static void sa_culprit_drop(coord_job_t *j, coord_sa_t *s)
     if (j->shape != &coord_shape_secagg || !sg->grouped || s < sg->g || s >= sg->g + sg->ng ||
         s->blamed == 0)
         return;
-    sg_drop(j, (uint32_t)(s - sg->g), "its server named a culprit");
+    sg_drop(j, (uint32_t)(s - sg->g), j->rnd.phase + 1, "its server named a culprit");
 }
 
 int coord_sa_group(const uint64_t *keys, uint32_t n, uint32_t min, uint32_t *gof, uint32_t *ng)
@@ -1092,7 +1092,7 @@ static void sa_sync(coord_job_t *j)
 
                 snprintf(why, sizeof(why), "below its threshold %u: %s", s->t,
                          sfl_last_error());
-                sg_drop(j, g, why);
+                sg_drop(j, g, s->sent, why); /* the stage that could not end */
             }
         }
     } while (sg->grouped && j->rnd.state == COORD_ROUND_TRAINING && j->rnd.phase != phase);
