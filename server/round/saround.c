@@ -646,13 +646,13 @@ static int sa_fold(coord_job_t *j, coord_sagrp_t *sg)
     double wall = 0, mall[SFL_SA_METRICS] = {0};
     uint32_t inputs = 0, done = 0;
     sfl_spvec_t *upd = NULL;
-    int rc = 0;
+    int rc = 0, one = sg->ng == 1 && !sg->g[0].dropped && !sg->g[0].why[0];
 
-    if (mean == NULL || (sg->ng > 1 && (acc = sfl__calloc(dim, sizeof(double))) == NULL)) {
+    if (mean == NULL || (!one && (acc = sfl__calloc(dim, sizeof(double))) == NULL)) {
         rc = sfl__fail(SFL_ENOMEM, "no memory for the secure sum");
         goto out;
     }
-    if (sg->ng == 1) { /* one session: its mean as it is */
+    if (one) { /* one session: its mean as it is */
         if ((rc = sa_sum(j, &sg->g[0], mean, &wsum, m)) < 0)
             goto out;
         memcpy(mall, m, sizeof(mall));
@@ -1093,6 +1093,9 @@ static void sa_sync(coord_job_t *j)
                 snprintf(why, sizeof(why), "below its threshold %u: %s", s->t,
                          sfl_last_error());
                 sg_drop(j, g, s->sent, why); /* the stage that could not end */
+            } else if (sg->grouped) {
+                sa_report(j, s); /* culprits the stage's end found */
+                sa_culprit_drop(j, s);
             }
         }
     } while (sg->grouped && j->rnd.state == COORD_ROUND_TRAINING && j->rnd.phase != phase);
