@@ -662,9 +662,17 @@ static int sa_fold(coord_job_t *j, coord_sagrp_t *sg)
 
             if (s->dropped || s->why[0])
                 continue;
+            const sfl_sa_culprit_t *cul;
+            uint32_t nc = 0;
+
             memset(mean, 0, dim * sizeof(double));
             if (sa_sum(j, s, mean, &wsum, m) < 0) {
                 snprintf(s->why, sizeof(s->why), "unmasking: %s", sfl_last_error());
+                continue;
+            }
+            if (sfl_sa_server_culprits(s->srv, &cul, &nc) == 0 && nc > 0) {
+                snprintf(s->why, sizeof(s->why), "its server named a culprit (agent %llu: %s)",
+                         (unsigned long long)cul[0].id, sfl_sa_blame_name(cul[0].why));
                 continue;
             }
             for (size_t i = 0; i < dim; i++)
@@ -1101,8 +1109,9 @@ static void sa_sync(coord_job_t *j)
     } while (sg->grouped && j->rnd.state == COORD_ROUND_TRAINING && j->rnd.phase != phase);
 }
 
-/* U3's rows of the groups still in, before the commit's; a group with
- * fewer unmasking answers than its threshold cannot be unmasked: out. */
+/* One session: U3's rows, before the commit's. Groups: one with fewer
+ * unmasking answers than its threshold cannot be unmasked and is out; the
+ * rows of the groups the fold adds wait for it (sa_commit). */
 static void sa_record(coord_job_t *j)
 {
     coord_sagrp_t *sg = &j->kst.sg;
@@ -1113,20 +1122,31 @@ static void sa_record(coord_job_t *j)
 
         if (s->dropped)
             continue;
-        if (sg->grouped) {
-            for (uint32_t i = 0; i < s->n; i++) {
-                const coord_member_t *mb = coord_round_member(&j->rnd, s->members[i].agent_id);
-
-                answered += mb != NULL && mb->state == COORD_MEMBER_ACCEPTED;
-            }
-            if (answered < s->t) {
-                snprintf(s->why, sizeof(s->why), "unmasking: %u answers, threshold %u",
-                         answered, s->t);
-                continue;
-            }
+        if (!sg->grouped) {
+            coord_saround_record(j, s);
+            continue;
         }
-        coord_saround_record(j, s);
+        for (uint32_t i = 0; i < s->n; i++) {
+            const coord_member_t *mb = coord_round_member(&j->rnd, s->members[i].agent_id);
+
+            answered += mb != NULL && mb->state == COORD_MEMBER_ACCEPTED;
+        }
+        if (answered < s->t)
+            snprintf(s->why, sizeof(s->why), "unmasking: %u answers, threshold %u", answered,
+                     s->t);
     }
+}
+
+/* Groups: the rows of the U3 of each group the fold added, then the
+ * commit (its records flushed before it). */
+static int sa_commit(coord_job_t *j)
+{
+    coord_sagrp_t *sg = &j->kst.sg;
+
+    for (uint32_t g = 0; sg->grouped && g < sg->ng; g++)
+        if (!sg->g[g].dropped && !sg->g[g].why[0])
+            coord_saround_record(j, &sg->g[g]);
+    return coord_shape_commit_model(j);
 }
 
 static int sa_end(coord_job_t *j)
@@ -1222,7 +1242,7 @@ const coord_shape_t coord_shape_secagg = {
     .add = coord_shape_add_model,
     .record = sa_record,
     .fold = sa_fold_round,
-    .commit = coord_shape_commit_model,
+    .commit = sa_commit,
     .settle = sa_settle,
     .close = sa_close,
     .committed = coord_shape_committed_model,

@@ -152,4 +152,37 @@ set -- $cmp
 echo "max |w| differences: grouped vs one session $1, grouped vs mode 1 $2, one session vs mode 1 $3"
 awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN { exit !(a < 1e-4 && b < 1e-4 && c < 1e-4) }' ||
     fail "the models differ beyond the quantization: $cmp"
-echo "sagroup e2e: ok (groups 3,4,4 then 6,4; one group dropped at stage 3; grouped / one session / mode 1 within $1 / $2)"
+step "a hostile member in front-end 0's group (a commitment not of its r_b): that group alone is dropped"
+# sfl-hostile (tests/e2e/hostile_tool.c) speaks mode 2 with agent-1's
+# certificate and identity key (its state_dir) through front-end 0: its
+# group (3 again) cannot rebuild its self-mask seed from good shares and
+# names it (bad_share_dealt) when it unmasks; that group alone is dropped,
+# the culprit quarantined, the two others commit the round in its first
+# attempt
+HOSTILE="$BIN/tests/e2e/sfl-hostile"
+[ -x "$HOSTILE" ] || fail "$HOSTILE is missing (make $HOSTILE)"
+"$HOSTILE" --attack commit --coordinator "127.0.0.1:$p0" --server_name 127.0.0.1 \
+    --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-1.crt" --key "$t/pki/agent/agent-1.key" \
+    --coordinator_pk "$PK" --data "libsvm:$t/data/client-1.svm" --state_dir "$t/agent-1" \
+    --backoff_min_ms 100 --backoff_max_ms 500 >> "$t/hostile.log" 2>&1 &
+pids="$pids $!"
+wait_for 20 joined $((N + 1)) || fail "sfl-hostile did not join"
+run_job 5 culprit 1 frontend $N 2
+grep -E "event=(secagg_groups|secagg_culprit|secagg_group_dropped|round_committed) job=5 round=1 " "$t/coord.log"
+grep -q "event=secagg_groups job=5 round=1 attempt=0 groups=3 sizes=3,4,4 " "$t/coord.log" ||
+    fail "job 5's groups: $(grep "event=secagg_groups job=5 " "$t/coord.log")"
+grep -q "event=secagg_culprit job=5 round=1 " "$t/coord.log" || fail "no culprit named in job 5"
+dropped=$(grep "event=secagg_group_dropped job=5 " "$t/coord.log" || true)
+if [ "$(echo "$dropped" | grep -c .)" -ne 1 ] ||
+    ! echo "$dropped" | grep -q "round=1 attempt=0 group=0 members=3 "; then
+    fail "job 5's dropped groups: $dropped"
+fi
+grep -q "event=round_committed job=5 round=1 attempt=0 " "$t/coord.log" ||
+    fail "job 5's round 1 did not commit in its first attempt"
+n=$(sqlite3 "file:$t/state/coordinator.db?mode=ro" \
+    "SELECT count(*) FROM participation p JOIN rounds r USING (job_id, round, attempt)
+     WHERE p.job_id = 5 AND p.round = 1 AND p.status = 'accepted' AND r.state = 'committed';")
+[ "$n" -eq 8 ] || fail "job 5's round 1 folded $n inputs, want 8 (groups of 4 and 4)"
+grep -q "event=agent_quarantined job=5 " "$t/coord.log" || fail "the culprit was not quarantined"
+
+echo "sagroup e2e: ok (groups 3,4,4 then 6,4; one group dropped at stage 3, one for a culprit; grouped / one session / mode 1 within $1 / $2)"
