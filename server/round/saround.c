@@ -1143,9 +1143,24 @@ static int sa_commit(coord_job_t *j)
 {
     coord_sagrp_t *sg = &j->kst.sg;
 
-    for (uint32_t g = 0; sg->grouped && g < sg->ng; g++)
-        if (!sg->g[g].dropped && !sg->g[g].why[0])
-            coord_saround_record(j, &sg->g[g]);
+    for (uint32_t g = 0; sg->grouped && g < sg->ng; g++) {
+        coord_sa_t *s = &sg->g[g];
+
+        if (s->dropped)
+            continue;
+        if (!s->why[0]) {
+            coord_saround_record(j, s);
+            continue;
+        }
+        /* left out at the aggregation: its last answers are not the
+         * round's (round_committed's accepted=, JobStatus) */
+        for (uint32_t i = 0; i < s->n; i++) {
+            const coord_member_t *mb = coord_round_member(&j->rnd, s->members[i].agent_id);
+
+            if (mb != NULL && mb->state == COORD_MEMBER_ACCEPTED && j->rnd.accepted > 0)
+                j->rnd.accepted--;
+        }
+    }
     return coord_shape_commit_model(j);
 }
 

@@ -13,7 +13,10 @@
 # same FedAvg job on the 10 live agents runs grouped, as one session
 # (secagg_groups = none) and in mode 1: the three models agree within mode
 # 2's quantization (a group's sum is exact in its ring; grouping changes
-# only each group's quantizer, n_max its size, and the rounding). About 15 s.
+# only each group's quantizer, n_max its size, and the rounding). Last,
+# sfl-hostile takes agent-1's place with a commitment not of its r_b: its
+# group alone is dropped when it unmasks, the culprit is quarantined and
+# the round commits with the other two groups. About 17 s.
 set -eu
 . tests/e2e/lib.sh
 
@@ -111,7 +114,7 @@ if [ "$(echo "$dropped" | grep -c .)" -ne 1 ] ||
     ! echo "$dropped" | grep -q "round=1 attempt=0 group=0 members=3 stage=3 "; then
     fail "dropped groups: $dropped"
 fi
-grep -q "event=round_committed job=1 round=1 attempt=0 accepted=" "$t/coord.log" ||
+grep -q "event=round_committed job=1 round=1 attempt=0 accepted=8 " "$t/coord.log" ||
     fail "round 1 did not commit in its first attempt: $(grep "job=1 round=1" "$t/coord.log" | tail -5)"
 # the committed attempt folded the two groups that completed: 8 inputs
 n=$(sqlite3 "file:$t/state/coordinator.db?mode=ro" \
@@ -177,7 +180,7 @@ if [ "$(echo "$dropped" | grep -c .)" -ne 1 ] ||
     ! echo "$dropped" | grep -q "round=1 attempt=0 group=0 members=3 "; then
     fail "job 5's dropped groups: $dropped"
 fi
-grep -q "event=round_committed job=5 round=1 attempt=0 " "$t/coord.log" ||
+grep -q "event=round_committed job=5 round=1 attempt=0 accepted=8 " "$t/coord.log" ||
     fail "job 5's round 1 did not commit in its first attempt"
 n=$(sqlite3 "file:$t/state/coordinator.db?mode=ro" \
     "SELECT count(*) FROM participation p JOIN rounds r USING (job_id, round, attempt)
