@@ -124,7 +124,7 @@ struct coord_job {
      * state, owned by it (zeros when the job takes the shape). */
     const coord_shape_t *shape;
     union {
-        coord_sa_t sa;        /* coord_shape_secagg */
+        coord_sagrp_t sg;     /* coord_shape_secagg */
         coord_vround_t vr;    /* coord_shape_vertical */
         coord_stats_t stats;  /* coord_shape_statistics */
     } kst;
@@ -143,6 +143,11 @@ struct coord_job {
     uint8_t model_hash[SFL_MSG_HASH_BYTES];
     uint8_t *task;            /* packed TaskOrWait of the attempt */
     size_t task_len;
+    /* Secure aggregation per front-end group: the signed tasks of groups
+     * 1 .. ntasks - 1 (task, task_m, task_lite, task_m_lite above are
+     * group 0's; shape->task_of says whose is which). */
+    struct coord_gtask *gtasks;
+    uint32_t ntasks;
     int64_t deadline_wall;
     uint32_t model_nnz;
     /* The open attempt's round metrics as sums (sfl_metrics_fold: its
@@ -187,6 +192,12 @@ struct coord_job {
     size_t task_lite_len, task_m_lite_len;
     size_t model_off, model_len;
 };
+
+/* One group's signed task in its four forms (coord_job_t.task ...). */
+typedef struct coord_gtask {
+    uint8_t *task, *task_m, *task_lite, *task_m_lite;
+    size_t task_len, task_m_len, task_lite_len, task_m_lite_len;
+} coord_gtask_t;
 
 /* Rejection reasons counted for metrics. */
 enum {

@@ -383,6 +383,26 @@ coord_upd_verdict_t coord_round_answer(coord_round_t *r, uint64_t agent, uint64_
     return COORD_UPD_ACCEPTED;
 }
 
+void coord_round_drop(coord_round_t *r, uint64_t agent)
+{
+    coord_member_t *m = find_member(r, agent);
+
+    if (m == NULL || r->state != COORD_ROUND_TRAINING)
+        return;
+    switch (m->state) {
+    case COORD_MEMBER_PENDING: r->dead++; break;
+    case COORD_MEMBER_ACCEPTED: r->accepted--, r->dead++; break;
+    case COORD_MEMBER_DEAD: break; /* counted already */
+    case COORD_MEMBER_DROPPED: return;
+    }
+    m->state = COORD_MEMBER_DROPPED;
+}
+
+void coord_round_recheck(coord_round_t *r, uint64_t now_ms)
+{
+    maybe_close(r, now_ms);
+}
+
 int coord_round_heartbeat(coord_round_t *r, uint64_t agent, uint64_t now_ms)
 {
     coord_member_t *m = find_member(r, agent);

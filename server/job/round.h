@@ -161,6 +161,13 @@ coord_upd_verdict_t coord_round_submit(coord_round_t *r, uint64_t agent, uint64_
 /* The current phase (TRAINING), or NULL. */
 const coord_phase_t *coord_round_phase(const coord_round_t *r);
 
+/* Agent leaves the open attempt (TRAINING): its secure aggregation group
+ * was dropped. It counts as dropped out from now on (an answer of it to
+ * the current phase no longer counts); coord_round_recheck then ends the
+ * phase if nobody else can answer. A no-op otherwise. */
+void coord_round_drop(coord_round_t *r, uint64_t agent);
+void coord_round_recheck(coord_round_t *r, uint64_t now_ms);
+
 /* A heartbeat / progress report from a selected agent; 0 or SFL_ENOTFOUND. */
 int coord_round_heartbeat(coord_round_t *r, uint64_t agent, uint64_t now_ms);
 

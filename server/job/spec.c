@@ -65,6 +65,16 @@ double coord_job_std_bound(const sfl_job_spec_t *s)
     return s->standardize_bound > 0 ? s->standardize_bound : COORD_STANDARDIZE_BOUND;
 }
 
+int coord_job_sa_grouped(const sfl_job_spec_t *s)
+{
+    return s->secagg && strcmp(s->sa_groups, "frontend") == 0;
+}
+
+uint32_t coord_job_sa_min_group(const sfl_job_spec_t *s)
+{
+    return s->sa_min_group ? s->sa_min_group : COORD_SA_MIN_GROUP;
+}
+
 double coord_job_std_eps(const sfl_job_spec_t *s)
 {
     return s->standardize_eps > 0 ? s->standardize_eps : SFL_STANDARDIZE_EPS;
@@ -227,6 +237,12 @@ static int set_special(sfl_job_spec_t *s, const char *key, const char *v)
             return sfl__fail(SFL_EINVAL, "aggregation: unknown '%s' (known: streaming, ordered)", v);
         return 0;
     }
+    if (strcmp(key, "secagg_groups") == 0) {
+        if (strcmp(v, "none") != 0 && strcmp(v, "frontend") != 0)
+            return sfl__fail(SFL_EINVAL, "secagg_groups: unknown '%s' (known: none, frontend)", v);
+        snprintf(s->sa_groups, sizeof(s->sa_groups), "%s", v);
+        return 0;
+    }
     if (strcmp(key, "conditions") == 0) {
         /* Comma-separated, e.g. "mains_power,unmetered". */
         const char *p = v;
@@ -378,6 +394,18 @@ int coord_job_spec_check(const sfl_job_spec_t *s)
     if (s->secagg && s->min_quorum < 3)
         return sfl__fail(SFL_EINVAL, "secure_aggregation: min_quorum must be at least 3 (a "
                          "sum of fewer reveals too much)");
+    if (s->sa_groups[0] && strcmp(s->sa_groups, "none") != 0 &&
+        strcmp(s->sa_groups, "frontend") != 0)
+        return sfl__fail(SFL_EINVAL, "secagg_groups: unknown '%s' (known: none, frontend)",
+                         s->sa_groups);
+    if (!s->secagg && strcmp(s->sa_groups, "frontend") == 0)
+        return sfl__fail(SFL_EINVAL, "secagg_groups: frontend needs secure_aggregation = 1");
+    if (strcmp(s->sa_groups, "frontend") == 0 && s->sa_threshold != 0)
+        return sfl__fail(SFL_EINVAL, "secagg_groups = frontend: secagg_threshold must be 0 "
+                         "(each group's is 2 g / 3 + 1 of its size g)");
+    if (s->sa_min_group != 0 && s->sa_min_group < 3)
+        return sfl__fail(SFL_EINVAL, "secagg_min_group: %u is below 3 (a group's sum of fewer "
+                         "reveals too much; 0: %u)", s->sa_min_group, COORD_SA_MIN_GROUP);
     if (s->secagg && sfl_algo_find(s->algorithm)->state_size != NULL &&
         sfl_algo_find(s->algorithm)->state_size(&params, &prob) > 0)
         return sfl__fail(SFL_EINVAL, "secure_aggregation: %s keeps a client state, which mode "

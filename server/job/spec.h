@@ -46,6 +46,11 @@ int coord_job_spec_params(const sfl_job_spec_t *s, sfl_algo_params_t *p) SFL_MUS
 #define COORD_STANDARDIZE_BOUND 100.0
 /* The spec's standardize_bound, 0 read as COORD_STANDARDIZE_BOUND. */
 double coord_job_std_bound(const sfl_job_spec_t *s);
+/* secagg_groups = frontend: 1 (one session per front-end group), else 0;
+ * secagg_min_group with 0 read as COORD_SA_MIN_GROUP. */
+#define COORD_SA_MIN_GROUP 10
+int coord_job_sa_grouped(const sfl_job_spec_t *s);
+uint32_t coord_job_sa_min_group(const sfl_job_spec_t *s);
 /* The spec's standardize_eps, 0 read as SFL_STANDARDIZE_EPS. */
 double coord_job_std_eps(const sfl_job_spec_t *s);
 

@@ -78,6 +78,8 @@ void coord_key_drop(coord_attempt_key_t *k)
     }
 }
 
+static void gtask_free(coord_gtask_t *o);
+
 void coord_close_attempt(coord_job_t *j)
 {
     /* Wiping the round key is what makes every later update for this
@@ -98,6 +100,11 @@ void coord_close_attempt(coord_job_t *j)
     j->task_m_lite = NULL;
     j->task_m_lite_len = 0;
     j->model_off = j->model_len = 0;
+    for (uint32_t g = 1; g < j->ntasks; g++)
+        gtask_free(&j->gtasks[g - 1]);
+    sfl__free(j->gtasks);
+    j->gtasks = NULL;
+    j->ntasks = 0;
 }
 
 static void store_round_state(coord_job_t *j, coord_srow_state_t st, const char *reason)
@@ -228,7 +235,10 @@ static void pause_failed(coord_job_t *j, const char *why)
     coord_set_job_state(j, SFL_JOB_PAUSED, NULL, NULL);
 }
 
-static int build_task(coord_job_t *j)
+/* Signed task g (of the kind's ntasks) in its forms, into *o; model_off
+ * and model_len of its stripped form. */
+static int build_one(coord_job_t *j, uint32_t g, coord_gtask_t *o, size_t *model_off,
+                     size_t *model_len)
 {
     coord_t *co = j->co;
     sfl_task_t t;
@@ -240,7 +250,7 @@ static int build_task(coord_job_t *j)
     memset(&t, 0, sizeof(t));
     t.update_mode = SFL_UPDATE_MODE_SEALED;
     /* the kind's part: the model (or the broadcast, or none), its mode */
-    if ((rc = j->shape->task(j, &t, &sa)) < 0)
+    if ((rc = j->shape->task(j, &t, &sa, g)) < 0)
         goto out;
     if (!t.statistics && j->moments != NULL) {
         t.has_moments = 1;
@@ -267,28 +277,28 @@ static int build_task(coord_job_t *j)
     t.max_update_nnz = 0;
     if ((rc = sfl_msg_task_sign_bytes(&t, &tb, &tl)) < 0 ||
         (rc = sfl_seal_sign_detached(co->id, SFL_MSG_TASK_CONTEXT, tb, tl, sig)) < 0 ||
-        (rc = sfl_msg_task_pack(&t, tb, tl, sig, &j->task, &j->task_len)) < 0)
+        (rc = sfl_msg_task_pack(&t, tb, tl, sig, &o->task, &o->task_len)) < 0)
         goto out;
     if (t.has_moments &&
         (rc = sfl_msg_task_pack_moments(&t, tb, tl, sig, j->moments,
-                                        SFL_MOMENTS_LEN(j->spec.dimension), &j->task_m,
-                                        &j->task_m_len)) < 0)
+                                        SFL_MOMENTS_LEN(j->spec.dimension), &o->task_m,
+                                        &o->task_m_len)) < 0)
         goto out;
-    if (j->task_len > co->cfg.max_message || j->task_m_len > co->cfg.max_message) {
+    if (o->task_len > co->cfg.max_message || o->task_m_len > co->cfg.max_message) {
         rc = sfl__fail(SFL_ELIMIT, "task of %zu bytes exceeds max_message %llu",
-                       j->task_m_len > j->task_len ? j->task_m_len : j->task_len,
+                       o->task_m_len > o->task_len ? o->task_m_len : o->task_len,
                        (unsigned long long)co->cfg.max_message);
         goto out;
     }
     memcpy(j->model_hash, t.model_hash, sizeof(j->model_hash));
     /* For front-ends' agents: the tasks without their model (fleetsvc.c). */
-    rc = sfl_msg_task_strip_model(j->task, j->task_len, &j->task_lite, &j->task_lite_len,
-                                  &j->model_off, &j->model_len);
-    if (rc == 0 && j->task_m != NULL) {
+    rc = sfl_msg_task_strip_model(o->task, o->task_len, &o->task_lite, &o->task_lite_len,
+                                  model_off, model_len);
+    if (rc == 0 && o->task_m != NULL) {
         size_t off, n;
 
-        rc = sfl_msg_task_strip_model(j->task_m, j->task_m_len, &j->task_m_lite,
-                                      &j->task_m_lite_len, &off, &n);
+        rc = sfl_msg_task_strip_model(o->task_m, o->task_m_len, &o->task_m_lite,
+                                      &o->task_m_lite_len, &off, &n);
     }
     if (rc == SFL_ENOTFOUND)
         rc = 0; /* no model beside the signature: sent whole */
@@ -296,6 +306,44 @@ out:
     sfl_msg_buf_free(tb);
     sfl_spvec_free(t.model);
     return rc;
+}
+
+static void gtask_free(coord_gtask_t *o)
+{
+    sfl_msg_buf_free(o->task);
+    sfl_msg_buf_free(o->task_m);
+    sfl_msg_buf_free(o->task_lite);
+    sfl_msg_buf_free(o->task_m_lite);
+    memset(o, 0, sizeof(*o));
+}
+
+/* The attempt's signed tasks: one, or one per secure aggregation group
+ * (shape->ntasks; group 0's in j->task..., the others' in j->gtasks). The
+ * model is the same in each: Fleet.Model serves it from group 0's. */
+static int build_task(coord_job_t *j)
+{
+    uint32_t n = j->shape->ntasks(j);
+    coord_gtask_t o = {0};
+    size_t off = 0, len = 0;
+    int rc;
+
+    if ((rc = build_one(j, 0, &o, &j->model_off, &j->model_len)) < 0) {
+        gtask_free(&o);
+        return rc;
+    }
+    j->task = o.task, j->task_len = o.task_len;
+    j->task_m = o.task_m, j->task_m_len = o.task_m_len;
+    j->task_lite = o.task_lite, j->task_lite_len = o.task_lite_len;
+    j->task_m_lite = o.task_m_lite, j->task_m_lite_len = o.task_m_lite_len;
+    if (n <= 1)
+        return 0;
+    if ((j->gtasks = sfl__calloc(n - 1, sizeof(*j->gtasks))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the groups' tasks");
+    j->ntasks = n;
+    for (uint32_t g = 1; g < n; g++)
+        if ((rc = build_one(j, g, &j->gtasks[g - 1], &off, &len)) < 0)
+            return rc;
+    return 0;
 }
 
 /* Appends to out[0..cap) at *o; what does not fit is cut off. */

@@ -11,9 +11,9 @@ static int plain_open(coord_job_t *j)
     return coord_model_begin(&j->model, j->rnd.nmembers);
 }
 
-static int plain_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa)
+static int plain_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa, uint32_t g)
 {
-    (void)sa;
+    (void)sa, (void)g;
     return coord_shape_task_global(j, t);
 }
 
@@ -38,6 +38,8 @@ const coord_shape_t coord_shape_plain = {
     .admit = coord_shape_nop_admit,
     .draw = coord_shape_nop_draw,
     .open = plain_open,
+    .ntasks = coord_shape_one_task,
+    .task_of = coord_shape_task_zero,
     .task = plain_task,
     .start = coord_shape_nop_start,
     .sync = coord_shape_nop,

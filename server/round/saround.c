@@ -29,6 +29,8 @@
 #include "sfl/crypto/savec.h"
 #include "sfl/crypto/secagg.h"
 
+static void sa_culprit_drop(coord_job_t *j, coord_sa_t *s);
+
 /* The server's culprits found since the last call, each quarantined for
  * the job: a member that provably broke the protocol is never selected
  * again, so a retry goes on without it. */
@@ -86,9 +88,28 @@ static uint32_t auto_degree(uint32_t n)
 
 int coord_saround_prepare(coord_job_t *j, coord_sa_t *s, int stats)
 {
+    coord_round_t *r = &j->rnd;
+    uint64_t *ids = sfl__mallocarray(r->nmembers ? r->nmembers : 1, sizeof(*ids));
+    int rc;
+
+    if (ids == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the cohort");
+    for (uint32_t i = 0; i < r->nmembers; i++)
+        ids[i] = r->members[i].agent;
+    rc = coord_saround_prepare_ids(j, s, stats, ids, r->nmembers);
+    sfl__free(ids);
+    if (rc == 0)
+        for (uint32_t p = 0; p < 5; p++)
+            r->cfg.phases[p].quorum = s->t;
+    return rc;
+}
+
+int coord_saround_prepare_ids(coord_job_t *j, coord_sa_t *s, int stats, const uint64_t *ids,
+                              uint32_t n)
+{
     const sfl_job_spec_t *sp = &j->model.spec;
     coord_round_t *r = &j->rnd;
-    uint32_t n = r->nmembers, d = (uint32_t)j->model.prob.dim, topk, size;
+    uint32_t d = (uint32_t)j->model.prob.dim, topk, size;
     double tau = sfl_algo_param_or(&j->model.params, "tau", 0), *zeros = NULL;
     int rc;
 
@@ -98,8 +119,7 @@ int coord_saround_prepare(coord_job_t *j, coord_sa_t *s, int stats)
     if (s->t > n || 2 * (uint64_t)s->t <= n)
         return sfl__fail(SFL_EINVAL, "secure aggregation: threshold %u of %u selected agents "
                          "(need n / 2 < t <= n)", s->t, n);
-    for (uint32_t p = 0; p < 5; p++)
-        r->cfg.phases[p].quorum = s->t;
+    s->n = n;
     topk = sp->sa_topk ? sp->sa_topk : tau >= 1 && tau < d ? (uint32_t)tau : d;
     size = sp->sa_support ? sp->sa_support : (topk > d / 2 ? d : 2 * topk);
     if (s->stats) {
@@ -107,8 +127,10 @@ int coord_saround_prepare(coord_job_t *j, coord_sa_t *s, int stats)
          * kept (a dense vector; the support is all of it) */
         d = topk = size = (uint32_t)SFL_MOMENTS_LEN(j->spec.dimension);
     }
-    if ((s->members = sfl__calloc(n, sizeof(*s->members))) == NULL ||
-        (s->bytes = sfl__calloc(n ? n : 1, sizeof(*s->bytes))) == NULL ||
+    /* bytes: parallel to the whole cohort (r->members), this session's
+     * members' only */
+    if ((s->members = sfl__calloc(n ? n : 1, sizeof(*s->members))) == NULL ||
+        (s->bytes = sfl__calloc(r->nmembers ? r->nmembers : 1, sizeof(*s->bytes))) == NULL ||
         (s->support = sfl__calloc(size < d ? size : d, sizeof(uint32_t))) == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the secure aggregation round");
     /* The operator's cap, never what the agents declare: one agent declaring
@@ -117,12 +139,12 @@ int coord_saround_prepare(coord_job_t *j, coord_sa_t *s, int stats)
     if (s->stats)
         s->wmax = 1; /* raised to the cohort's largest weight below */
     for (uint32_t i = 0; i < n; i++) {
-        const coord_agent_t *a = coord_agent_find(j->co, r->members[i].agent);
+        const coord_agent_t *a = coord_agent_find(j->co, ids[i]);
         double w;
 
         if (a == NULL)
             return sfl__fail(SFL_EINVAL, "agent %llu of the cohort is unknown",
-                             (unsigned long long)r->members[i].agent);
+                             (unsigned long long)ids[i]);
         s->members[i].agent_id = a->id;
         memcpy(s->members[i].pk, a->pk, sizeof(s->members[i].pk));
         /* public, signed into the task: the declared samples, capped */
@@ -155,7 +177,8 @@ int coord_saround_prepare(coord_job_t *j, coord_sa_t *s, int stats)
 /* The task's SecAggRound (borrowed by the task while it is built). */
 void coord_saround_task(const coord_job_t *j, const coord_sa_t *s, sfl_msg_sa_round_t *out)
 {
-    *out = (sfl_msg_sa_round_t){.threshold = s->t, .nmembers = j->rnd.nmembers,
+    (void)j;
+    *out = (sfl_msg_sa_round_t){.threshold = s->t, .nmembers = s->n,
                                 .members = s->members, .support_size = s->k,
                                 .top_k = s->topk, .clip = s->clip,
                                 .max_weight = s->wmax, .degree = s->degree};
@@ -163,19 +186,19 @@ void coord_saround_task(const coord_job_t *j, const coord_sa_t *s, sfl_msg_sa_ro
 
 int coord_saround_start(coord_job_t *j, coord_sa_t *s)
 {
-    sfl_sa_member_t *m = sfl__calloc(j->rnd.nmembers, sizeof(*m));
+    sfl_sa_member_t *m = sfl__calloc(s->n ? s->n : 1, sizeof(*m));
     sfl_sa_round_t r;
     int rc;
 
     if (m == NULL)
         return sfl__fail(SFL_ENOMEM, "no memory for the cohort");
-    for (uint32_t i = 0; i < j->rnd.nmembers; i++) {
+    for (uint32_t i = 0; i < s->n; i++) {
         m[i].id = s->members[i].agent_id;
         memcpy(m[i].pk, s->members[i].pk, SFL_SEAL_PK_BYTES);
     }
     r = (sfl_sa_round_t){.job = j->id, .round = j->rnd.round, .attempt = j->wire_attempt,
                          .len = s->k + SFL_SA_EXTRA_WORDS, .t = s->t,
-                         .n = j->rnd.nmembers,
+                         .n = s->n,
                          .degree = s->degree, .members = m};
     memcpy(r.nonce, j->rnd.nonce, sizeof(r.nonce));
     memcpy(r.model_hash, j->model_hash, sizeof(r.model_hash));
@@ -239,7 +262,7 @@ int coord_saround_inbox(const struct sfl_sa_server *sa, uint64_t v, sfl_msg_sa_b
 /* U3's public weights (the sum's divisor and bound), from the cohort's:
  * both lists ascending; and its ids (whom an unattributable failure of the
  * sum blames, whom a commit clears: suspect.c). */
-static int u3_weights(coord_job_t *j, coord_sa_t *s, const uint64_t *u3, uint32_t n3)
+static int u3_weights(coord_sa_t *s, const uint64_t *u3, uint32_t n3)
 {
     uint32_t m = 0;
 
@@ -252,9 +275,9 @@ static int u3_weights(coord_job_t *j, coord_sa_t *s, const uint64_t *u3, uint32_
         return sfl__fail(SFL_ENOMEM, "no memory for U3's weights");
     memcpy(s->u3, u3, n3 * sizeof(uint64_t));
     for (uint32_t i = 0; i < n3; i++) {
-        while (m < j->rnd.nmembers && s->members[m].agent_id < u3[i])
+        while (m < s->n && s->members[m].agent_id < u3[i])
             m++;
-        if (m == j->rnd.nmembers || s->members[m].agent_id != u3[i])
+        if (m == s->n || s->members[m].agent_id != u3[i])
             return sfl__fail(SFL_EINVAL, "secure aggregation: input of %llu, not a member",
                              (unsigned long long)u3[i]);
         s->w3[i] = s->members[m].weight;
@@ -296,7 +319,7 @@ static int next_stage(coord_job_t *j, coord_sa_t *s, uint32_t p)
         break;
     case 3:
         if ((rc = sfl_sa_server_end_inputs(s->srv, &ids, &n)) < 0 ||
-            (rc = u3_weights(j, s, ids, n)) < 0)
+            (rc = u3_weights(s, ids, n)) < 0)
             return rc;
         st.clients = (uint64_t *)(uintptr_t)ids;
         st.nclients = n;
@@ -313,10 +336,10 @@ static int next_stage(coord_job_t *j, coord_sa_t *s, uint32_t p)
         st.nsigs = n;
         break;
     }
-    for (uint32_t i = 0; rc == 0 && i < j->rnd.nmembers; i++) {
-        const coord_member_t *mb = &j->rnd.members[i];
+    for (uint32_t i = 0; rc == 0 && i < s->n; i++) {
+        const coord_member_t *mb = coord_round_member(&j->rnd, s->members[i].agent_id);
 
-        if (mb->state != COORD_MEMBER_PENDING)
+        if (mb == NULL || mb->state != COORD_MEMBER_PENDING)
             continue;
         if (p == 2 && (rc = coord_saround_inbox(s->srv, mb->agent, &st.boxes, &st.nboxes)) < 0)
             break;
@@ -334,7 +357,7 @@ static int next_stage(coord_job_t *j, coord_sa_t *s, uint32_t p)
     return rc;
 }
 
-void coord_saround_sync(coord_job_t *j, coord_sa_t *s)
+int coord_saround_sync(coord_job_t *j, coord_sa_t *s)
 {
     char q[300];
 
@@ -344,13 +367,15 @@ void coord_saround_sync(coord_job_t *j, coord_sa_t *s)
         s->sent++;
         if (rc < 0) {
             /* the server's own count is below t, or no memory: the phase
-             * cannot complete and fails at its deadline */
+             * cannot complete and fails at its deadline (a group: it is
+             * dropped, coord_shape_secagg's sync) */
             coord_log(COORD_LOG_WARN, "secagg_stage", "job=%llu round=%llu stage=%u error=%s",
                       (unsigned long long)j->id, (unsigned long long)j->rnd.round,
                       s->sent + 1, coord_log_quote(sfl_last_error(), q, sizeof(q)));
-            break;
+            return rc;
         }
     }
+    return 0;
 }
 
 int coord_saround_take(struct sfl_sa_server *sa, const sfl_msg_sa_answer_t *m)
@@ -511,7 +536,7 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
         goto out;
     why[0] = '\0';
     j = coord_job_find(co, m->job_id);
-    if (j == NULL || !j->ready || (s = coord_sa_of(j)) == NULL) {
+    if (j == NULL || !j->ready || (s = coord_sa_of(j, a->id)) == NULL) {
         snprintf(why, sizeof(why), "no secure aggregation job %llu",
                  (unsigned long long)m->job_id);
         vd = COORD_UPD_WRONG_ROUND;
@@ -530,6 +555,7 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
         coord_text_copy(why, sizeof(why), sfl_last_error());
         vd = COORD_UPD_REJECTED;
         sa_report(j, s); /* a refusal the member provably caused */
+        sa_culprit_drop(j, s);
     } else {
         (void)coord_round_heartbeat(&j->rnd, a->id, coord_now_ms(co));
         vd = coord_round_answer(&j->rnd, a->id, j->id, j->rnd.round, j->rnd.attempt,
@@ -546,8 +572,8 @@ void coord_h_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
               (unsigned long long)m->round, m->stage, coord_upd_verdict_name(vd),
               coord_log_quote(why, q, sizeof(q)));
     coord_reply_ack(call, vd, why, m->job_id, m->round, m->attempt);
-    if (vd == COORD_UPD_ACCEPTED) {
-        coord_saround_sync(j, s);
+    if (vd == COORD_UPD_ACCEPTED || (s != NULL && s->dropped)) {
+        j->shape->sync(j);
         coord_job_drive(j);
     }
 out:
@@ -570,25 +596,21 @@ static void sa_metrics(sfl_round_metrics_t *o, const double *m)
     }
 }
 
-/* Thread pool (agg_work): the unmasked sum as the mean change on S_t,
- * global + it folded as the round's one update. */
-static int sa_fold(coord_job_t *j, coord_sa_t *s)
+/* Thread pool: session s's unmasked sum as the weighted mean of its U3's
+ * changes on S_t into mean[0..dim) (0 off S_t), *wsum the sum of their
+ * public weights rho_u, m[0..SFL_SA_METRICS) their summed metrics. */
+static int sa_sum(coord_job_t *j, coord_sa_t *s, double *mean, double *wsum, double *m)
 {
-    coord_model_t *mj = &j->model;
     uint32_t len = s->k + SFL_SA_EXTRA_WORDS, count = 0;
     uint32_t *sum = sfl__calloc(len, sizeof(uint32_t));
-    double *mean = NULL, wsum, m[SFL_SA_METRICS];
-    sfl_spvec_t *upd = NULL;
     sfl_sa_quant_t qz;
     int rc;
 
     s->unattributable = 0;
-    if (sum == NULL || (mean = sfl__calloc(mj->prob.dim, sizeof(double))) == NULL) {
-        rc = sfl__fail(SFL_ENOMEM, "no memory for the secure sum");
-        goto out;
-    }
+    if (sum == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the secure sum");
     if ((rc = sfl_sa_server_finish(s->srv, sum, &count)) < 0 ||
-        (rc = sfl_sa_quant_init(&qz, s->clip, s->wmax, j->rnd.nmembers)) < 0)
+        (rc = sfl_sa_quant_init(&qz, s->clip, s->wmax, s->n)) < 0)
         goto out;
     if (s->w3 == NULL || count != s->n3) {
         rc = sfl__fail(SFL_EINVAL, "secure aggregation: a sum of %u inputs, U3 has %u", count,
@@ -601,23 +623,87 @@ static int sa_fold(coord_job_t *j, coord_sa_t *s)
      * input, whose the masks hide: the driver blames all of U3 a little
      * (suspect.c). */
     if ((rc = sfl_sa_server_mean(&qz, sum, s->support, s->k, count, s->w3,
-                                 (uint32_t)mj->prob.dim, mean, &wsum)) < 0 ||
-        (rc = sfl_sa_metrics_decode(&qz, sum + s->k + 1, count, m)) < 0) {
+                                 (uint32_t)j->model.prob.dim, mean, wsum)) < 0 ||
+        (rc = sfl_sa_metrics_decode(&qz, sum + s->k + 1, count, m)) < 0)
         s->unattributable = rc == SFL_ERANGE || rc == SFL_EBADSIG;
+out:
+    sfl__free(sum);
+    return rc;
+}
+
+/* Thread pool (agg_work): the unmasked sums as the mean change on S_t,
+ * global + it folded as the round's one update. One session: its mean;
+ * front-end groups: the groups that completed, their means weighted by
+ * their weight totals (sum_g wsum_g mean_g / sum_g wsum_g), which is the
+ * weighted mean over all of their U3; a group whose sum fails is dropped
+ * (s->why, logged by sa_settle) and the attempt needs min_quorum inputs in
+ * the groups that remain. */
+static int sa_fold(coord_job_t *j, coord_sagrp_t *sg)
+{
+    coord_model_t *mj = &j->model;
+    size_t dim = mj->prob.dim;
+    double *mean = sfl__calloc(dim, sizeof(double)), *acc = NULL, wsum, m[SFL_SA_METRICS];
+    double wall = 0, mall[SFL_SA_METRICS] = {0};
+    uint32_t inputs = 0, done = 0;
+    sfl_spvec_t *upd = NULL;
+    int rc = 0, one = sg->ng == 1 && !sg->g[0].dropped && !sg->g[0].why[0];
+
+    if (mean == NULL || (!one && (acc = sfl__calloc(dim, sizeof(double))) == NULL)) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the secure sum");
         goto out;
     }
-    sa_metrics(&j->work_metrics, m);
-    for (size_t i = 0; i < mj->prob.dim; i++)
+    if (one) { /* one session: its mean as it is */
+        if ((rc = sa_sum(j, &sg->g[0], mean, &wsum, m)) < 0)
+            goto out;
+        memcpy(mall, m, sizeof(mall));
+    } else {
+        for (uint32_t g = 0; g < sg->ng; g++) {
+            coord_sa_t *s = &sg->g[g];
+
+            if (s->dropped || s->why[0])
+                continue;
+            const sfl_sa_culprit_t *cul;
+            uint32_t nc = 0;
+
+            memset(mean, 0, dim * sizeof(double));
+            if (sa_sum(j, s, mean, &wsum, m) < 0) {
+                snprintf(s->why, sizeof(s->why), "unmasking: %s", sfl_last_error());
+                continue;
+            }
+            if (sfl_sa_server_culprits(s->srv, &cul, &nc) == 0 && nc > 0) {
+                snprintf(s->why, sizeof(s->why), "its server named a culprit (agent %llu: %s)",
+                         (unsigned long long)cul[0].id, sfl_sa_blame_name(cul[0].why));
+                continue;
+            }
+            for (size_t i = 0; i < dim; i++)
+                acc[i] += mean[i] * wsum;
+            for (uint32_t k = 0; k < SFL_SA_METRICS; k++)
+                mall[k] += m[k];
+            wall += wsum;
+            inputs += s->n3;
+            done++;
+        }
+        if (done == 0 || inputs < j->rnd.cfg.min_quorum || !(wall > 0)) {
+            rc = sfl__fail(SFL_EEMPTY, "secure aggregation: %u of %u groups completed with %u "
+                           "inputs (min_quorum %u)", done, sg->ng, inputs,
+                           j->rnd.cfg.min_quorum);
+            goto out;
+        }
+        for (size_t i = 0; i < dim; i++)
+            mean[i] = acc[i] / wall;
+    }
+    sa_metrics(&j->work_metrics, mall);
+    for (size_t i = 0; i < dim; i++)
         mean[i] += mj->global[i];
-    if ((rc = sfl_spvec_new((uint32_t)mj->prob.dim, 0, &upd)) < 0 ||
+    if ((rc = sfl_spvec_new((uint32_t)dim, 0, &upd)) < 0 ||
         (rc = sfl_spvec_from_dense(upd, mean)) < 0 ||
         (rc = coord_model_add(mj, 0, &upd, 1.0)) < 0)
         goto out;
     rc = coord_model_end(mj);
 out:
     sfl_spvec_free(upd);
+    sfl__free(acc);
     sfl__free(mean);
-    sfl__free(sum);
     return rc;
 }
 
@@ -642,7 +728,7 @@ int coord_saround_stats(coord_job_t *j, coord_sa_t *s, double *m, uint32_t *agen
         goto out;
     }
     if ((rc = sfl_sa_server_finish(s->srv, sum, &count)) < 0 ||
-        (rc = sfl_sa_quant_init(&qz, b * b, s->wmax, j->rnd.nmembers)) < 0)
+        (rc = sfl_sa_quant_init(&qz, b * b, s->wmax, s->n)) < 0)
         goto out;
     if (s->w3 == NULL || count != s->n3) {
         rc = sfl__fail(SFL_EINVAL, "secure aggregation: a sum of %u inputs, U3 has %u", count,
@@ -674,10 +760,18 @@ out:
     return rc;
 }
 
-coord_sa_t *coord_sa_of(coord_job_t *j)
+coord_sa_t *coord_sa_of(coord_job_t *j, uint64_t agent)
 {
-    if (j->shape == &coord_shape_secagg)
-        return &j->kst.sa;
+    if (j->shape == &coord_shape_secagg) {
+        const coord_sagrp_t *sg = &j->kst.sg;
+        const coord_member_t *mb = coord_round_member(&j->rnd, agent);
+
+        if (sg->ng == 0)
+            return (coord_sa_t *)&sg->idle; /* no attempt open: nothing is */
+        if (mb == NULL || sg->gof == NULL)
+            return &sg->g[0]; /* not selected: its server refuses it */
+        return &sg->g[sg->gof[mb - j->rnd.members]];
+    }
     if (j->shape == &coord_shape_statistics && j->model.spec.secagg)
         return &j->kst.stats.sa;
     return NULL;
@@ -705,7 +799,121 @@ int coord_saround_settle(coord_job_t *j, coord_sa_t *s, char *sus, size_t cap, u
 
 static void sa_free(coord_job_t *j)
 {
-    coord_saround_free(&j->kst.sa);
+    coord_sagrp_t *sg = &j->kst.sg;
+
+    for (uint32_t g = 0; g < sg->ng; g++)
+        coord_saround_free(&sg->g[g]);
+    sfl__free(sg->g);
+    sfl__free(sg->gof);
+    memset(sg, 0, sizeof(*sg));
+}
+
+static void sa_close(coord_job_t *j)
+{
+    coord_sagrp_t *sg = &j->kst.sg;
+
+    for (uint32_t g = 0; g < sg->ng; g++)
+        sa_report(j, &sg->g[g]);
+    sa_free(j);
+}
+
+/* Group g of the open attempt is out of it at stage (1..5; a stage below
+ * its threshold, a culprit named): its members leave the round machine's phases, its
+ * culprits are quarantined, its server freed. Its members' inputs are not
+ * counted. */
+static void sg_drop(coord_job_t *j, uint32_t g, uint32_t stage, const char *why)
+{
+    coord_sa_t *s = &j->kst.sg.g[g];
+    char q[300];
+
+    if (s->dropped)
+        return;
+    coord_log(COORD_LOG_WARN, "secagg_group_dropped",
+              "job=%llu round=%llu attempt=%u group=%u members=%u stage=%u reason=%s",
+              (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt, g,
+              s->n, stage, coord_log_quote(why, q, sizeof(q)));
+    for (uint32_t i = 0; i < s->n; i++)
+        coord_round_drop(&j->rnd, s->members[i].agent_id);
+    coord_saround_close(j, s);
+    s->dropped = 1;
+    coord_round_recheck(&j->rnd, coord_now_ms(j->co));
+}
+
+/* A grouped session whose server named a culprit is dropped. */
+static void sa_culprit_drop(coord_job_t *j, coord_sa_t *s)
+{
+    coord_sagrp_t *sg = &j->kst.sg;
+
+    if (j->shape != &coord_shape_secagg || !sg->grouped || s < sg->g || s >= sg->g + sg->ng ||
+        s->blamed == 0)
+        return;
+    sg_drop(j, (uint32_t)(s - sg->g), j->rnd.phase + 1, "its server named a culprit");
+}
+
+int coord_sa_group(const uint64_t *keys, uint32_t n, uint32_t min, uint32_t *gof, uint32_t *ng)
+{
+    uint32_t *size = NULL, *to = NULL, *num = NULL, k = 0, small = 0, merged = UINT32_MAX;
+    uint32_t big = UINT32_MAX;
+    int rc = 0;
+
+    *ng = 0;
+    if (n == 0)
+        return 0;
+    if ((size = sfl__calloc(n, sizeof(*size))) == NULL ||
+        (to = sfl__calloc(n, sizeof(*to))) == NULL ||
+        (num = sfl__calloc(n, sizeof(*num))) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the groups");
+        goto out;
+    }
+    /* the connections' groups, numbered by their first (smallest) member:
+     * gof[i] the first member of i's group */
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t f = i;
+
+        for (uint32_t p = 0; p < i; p++)
+            if (keys[p] == keys[i]) {
+                f = gof[p];
+                break;
+            }
+        gof[i] = f;
+        size[f]++;
+    }
+    /* to[f]: the group f ends in (by its first member) */
+    for (uint32_t f = 0; f < n; f++) {
+        to[f] = f;
+        if (size[f] == 0)
+            continue;
+        if (n < min || size[f] < min) {
+            small += size[f];
+            merged = merged == UINT32_MAX ? f : merged; /* the small ones' first */
+        } else if (big == UINT32_MAX || size[f] < size[big])
+            big = f; /* the smallest of at least min; ties: the first */
+    }
+    if (merged != UINT32_MAX) {
+        /* every small group into one; still small (and a big one exists):
+         * into the smallest big one */
+        uint32_t into = small < min && big != UINT32_MAX ? big : merged;
+
+        for (uint32_t f = 0; f < n; f++)
+            if (size[f] > 0 && (n < min || size[f] < min))
+                to[f] = into;
+    }
+    /* numbered in the order of their smallest members */
+    for (uint32_t f = 0; f < n; f++)
+        num[f] = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t r = to[gof[i]];
+
+        if (num[r] == UINT32_MAX)
+            num[r] = k++;
+        gof[i] = num[r];
+    }
+    *ng = k;
+out:
+    sfl__free(num);
+    sfl__free(to);
+    sfl__free(size);
+    return rc;
 }
 
 /* The smallest cohort a mode-2 attempt of j can run with: the job's quorum,
@@ -766,17 +974,97 @@ out:
 }
 
 /* The members' inputs are masked: the sum's one update folds into an
- * aggregator of one slot. */
+ * aggregator of one slot. The sessions: one for the cohort, or one per
+ * front-end group (coord_sa_group on the connections the members came
+ * through; a relayed agent's is its front-end's), each with its own
+ * threshold and graph; the machine's phases then need the smallest
+ * group's threshold, each group its own (sa_sync drops a group below it). */
 static int sa_open(coord_job_t *j)
 {
-    int rc = coord_saround_prepare(j, &j->kst.sa, 0);
+    coord_sagrp_t *sg = &j->kst.sg;
+    coord_round_t *r = &j->rnd;
+    uint32_t n = r->nmembers, tmin = UINT32_MAX;
+    uint64_t *keys = NULL, *ids = NULL;
+    char sizes[SFL_MSG_TEXT_LEN];
+    size_t o = 0;
+    int rc = 0;
 
-    return rc < 0 ? rc : coord_model_begin(&j->model, 1);
+    sa_close(j);
+    sg->grouped = coord_job_sa_grouped(&j->model.spec);
+    if ((sg->gof = sfl__calloc(n ? n : 1, sizeof(*sg->gof))) == NULL)
+        return sfl__fail(SFL_ENOMEM, "no memory for the groups");
+    if (!sg->grouped) {
+        if ((sg->g = sfl__calloc(1, sizeof(*sg->g))) == NULL)
+            return sfl__fail(SFL_ENOMEM, "no memory for the session");
+        sg->ng = 1;
+        rc = coord_saround_prepare(j, &sg->g[0], 0);
+        return rc < 0 ? rc : coord_model_begin(&j->model, 1);
+    }
+    if ((keys = sfl__calloc(n ? n : 1, sizeof(*keys))) == NULL ||
+        (ids = sfl__calloc(n ? n : 1, sizeof(*ids))) == NULL) {
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the groups");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const coord_agent_t *a = coord_agent_find(j->co, r->members[i].agent);
+
+        keys[i] = a != NULL && a->conn != NULL && a->conn->fe != NULL
+                      ? (uint64_t)(uintptr_t)a->conn->fe
+                      : 0;
+    }
+    if ((rc = coord_sa_group(keys, n, coord_job_sa_min_group(&j->model.spec), sg->gof,
+                             &sg->ng)) < 0)
+        goto out;
+    if ((sg->g = sfl__calloc(sg->ng ? sg->ng : 1, sizeof(*sg->g))) == NULL) {
+        sg->ng = 0;
+        rc = sfl__fail(SFL_ENOMEM, "no memory for the sessions");
+        goto out;
+    }
+    sizes[0] = '\0';
+    for (uint32_t g = 0; g < sg->ng; g++) {
+        uint32_t m = 0;
+        int w;
+
+        for (uint32_t i = 0; i < n; i++)
+            if (sg->gof[i] == g)
+                ids[m++] = r->members[i].agent;
+        if ((rc = coord_saround_prepare_ids(j, &sg->g[g], 0, ids, m)) < 0)
+            goto out;
+        tmin = sg->g[g].t < tmin ? sg->g[g].t : tmin;
+        w = snprintf(sizes + o, sizeof(sizes) - o, "%s%u", g ? "," : "", m);
+        if (w > 0 && o + (size_t)w < sizeof(sizes))
+            o += (size_t)w;
+    }
+    for (uint32_t p = 0; p < 5; p++)
+        r->cfg.phases[p].quorum = tmin == UINT32_MAX ? 1 : tmin;
+    coord_log(COORD_LOG_INFO, "secagg_groups",
+              "job=%llu round=%llu attempt=%u groups=%u sizes=%s min_group=%u",
+              (unsigned long long)j->id, (unsigned long long)r->round, j->wire_attempt,
+              sg->ng, sizes, coord_job_sa_min_group(&j->model.spec));
+    rc = coord_model_begin(&j->model, 1);
+out:
+    sfl__free(ids);
+    sfl__free(keys);
+    return rc;
 }
 
-static int sa_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa)
+static uint32_t sa_ntasks(const coord_job_t *j)
 {
-    coord_saround_task(j, &j->kst.sa, sa);
+    return j->kst.sg.ng ? j->kst.sg.ng : 1;
+}
+
+static uint32_t sa_task_of(const coord_job_t *j, uint64_t agent)
+{
+    const coord_member_t *mb = coord_round_member(&j->rnd, agent);
+
+    return mb != NULL && j->kst.sg.gof != NULL ? j->kst.sg.gof[mb - j->rnd.members] : 0;
+}
+
+/* Task g carries group g's SecAggRound (its members only: signed, so the
+ * agents' secagg_min_cohort holds for the group). */
+static int sa_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa, uint32_t g)
+{
+    coord_saround_task(j, &j->kst.sg.g[g], sa);
     t->update_mode = SFL_UPDATE_MODE_SECURE_AGG;
     t->secagg = sa;
     return coord_shape_task_global(j, t);
@@ -784,22 +1072,101 @@ static int sa_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa)
 
 static int sa_start(coord_job_t *j)
 {
-    return coord_saround_start(j, &j->kst.sa);
+    coord_sagrp_t *sg = &j->kst.sg;
+    int rc = 0;
+
+    for (uint32_t g = 0; rc == 0 && g < sg->ng; g++)
+        rc = coord_saround_start(j, &sg->g[g]);
+    return rc;
 }
 
+/* Every session's next stage; a group whose server cannot end a stage (its
+ * count below its threshold) is dropped, which may end the phase: then
+ * the groups go on to the next one. */
 static void sa_sync(coord_job_t *j)
 {
-    coord_saround_sync(j, &j->kst.sa);
+    coord_sagrp_t *sg = &j->kst.sg;
+    uint32_t phase;
+
+    do {
+        phase = j->rnd.phase;
+        for (uint32_t g = 0; g < sg->ng; g++) {
+            coord_sa_t *s = &sg->g[g];
+
+            if (s->dropped || s->srv == NULL)
+                continue;
+            if (coord_saround_sync(j, s) < 0 && sg->grouped) {
+                char why[SFL_MSG_TEXT_LEN];
+
+                snprintf(why, sizeof(why), "below its threshold %u: %s", s->t,
+                         sfl_last_error());
+                sg_drop(j, g, s->sent, why); /* the stage that could not end */
+            } else if (sg->grouped) {
+                sa_report(j, s); /* culprits the stage's end found */
+                sa_culprit_drop(j, s);
+            }
+        }
+    } while (sg->grouped && j->rnd.state == COORD_ROUND_TRAINING && j->rnd.phase != phase);
 }
 
+/* One session: U3's rows, before the commit's. Groups: one with fewer
+ * unmasking answers than its threshold cannot be unmasked and is out; the
+ * rows of the groups the fold adds wait for it (sa_commit). */
 static void sa_record(coord_job_t *j)
 {
-    coord_saround_record(j, &j->kst.sa); /* U3's rows, before the commit's */
+    coord_sagrp_t *sg = &j->kst.sg;
+
+    for (uint32_t g = 0; g < sg->ng; g++) {
+        coord_sa_t *s = &sg->g[g];
+        uint32_t answered = 0;
+
+        if (s->dropped)
+            continue;
+        if (!sg->grouped) {
+            coord_saround_record(j, s);
+            continue;
+        }
+        for (uint32_t i = 0; i < s->n; i++) {
+            const coord_member_t *mb = coord_round_member(&j->rnd, s->members[i].agent_id);
+
+            answered += mb != NULL && mb->state == COORD_MEMBER_ACCEPTED;
+        }
+        if (answered < s->t)
+            snprintf(s->why, sizeof(s->why), "unmasking: %u answers, threshold %u", answered,
+                     s->t);
+    }
+}
+
+/* Groups: the rows of the U3 of each group the fold added, then the
+ * commit (its records flushed before it). */
+static int sa_commit(coord_job_t *j)
+{
+    coord_sagrp_t *sg = &j->kst.sg;
+
+    for (uint32_t g = 0; sg->grouped && g < sg->ng; g++) {
+        coord_sa_t *s = &sg->g[g];
+
+        if (s->dropped)
+            continue;
+        if (!s->why[0]) {
+            coord_saround_record(j, s);
+            continue;
+        }
+        /* left out at the aggregation: its last answers are not the
+         * round's (round_committed's accepted=, JobStatus) */
+        for (uint32_t i = 0; i < s->n; i++) {
+            const coord_member_t *mb = coord_round_member(&j->rnd, s->members[i].agent_id);
+
+            if (mb != NULL && mb->state == COORD_MEMBER_ACCEPTED && j->rnd.accepted > 0)
+                j->rnd.accepted--;
+        }
+    }
+    return coord_shape_commit_model(j);
 }
 
 static int sa_end(coord_job_t *j)
 {
-    return sa_fold(j, &j->kst.sa);
+    return sa_fold(j, &j->kst.sg);
 }
 
 static int sa_fold_round(coord_job_t *j)
@@ -807,14 +1174,45 @@ static int sa_fold_round(coord_job_t *j)
     return coord_shape_fold_model(j, sa_end);
 }
 
+/* One session: coord_saround_settle's. Groups: those the aggregation left
+ * out are logged (one whose sum failed with nobody to name makes its U3
+ * more suspect), the others settled as one session each. */
 static int sa_settle(coord_job_t *j, char *sus, size_t cap, uint32_t *n3)
 {
-    return coord_saround_settle(j, &j->kst.sa, sus, cap, n3);
-}
+    coord_sagrp_t *sg = &j->kst.sg;
+    uint32_t k;
+    int un = 0;
 
-static void sa_close(coord_job_t *j)
-{
-    coord_saround_close(j, &j->kst.sa);
+    *n3 = 0;
+    if (!sg->grouped)
+        return sg->ng ? coord_saround_settle(j, &sg->g[0], sus, cap, n3) : 0;
+    for (uint32_t g = 0; g < sg->ng; g++) {
+        coord_sa_t *s = &sg->g[g];
+        char q[300];
+
+        if (s->dropped)
+            continue;
+        if (s->why[0] == '\0') {
+            un |= coord_saround_settle(j, s, sus, cap, &k);
+            *n3 += k;
+            continue;
+        }
+        coord_log(COORD_LOG_WARN, "secagg_group_dropped",
+                  "job=%llu round=%llu attempt=%u group=%u members=%u stage=aggregation "
+                  "reason=%s",
+                  (unsigned long long)j->id, (unsigned long long)j->rnd.round, j->wire_attempt,
+                  g, s->n, coord_log_quote(s->why, q, sizeof(q)));
+        if (s->unattributable && s->u3 != NULL) {
+            if (coord_suspect_blame(j, s->u3, s->n3) < 0)
+                coord_log(COORD_LOG_ERROR, "suspects_failed", "job=%llu error=\"no memory\"",
+                          (unsigned long long)j->id);
+            if (j->work_rc != 0) {
+                coord_suspect_text(j, s->u3, s->n3, sus, cap);
+                un = 1;
+            }
+        }
+    }
+    return un;
 }
 
 /* A sum that failed with nobody to name: the attempt is excused only while
@@ -848,6 +1246,8 @@ const coord_shape_t coord_shape_secagg = {
     .admit = coord_shape_nop_admit,
     .draw = coord_saround_draw,
     .open = sa_open,
+    .ntasks = sa_ntasks,
+    .task_of = sa_task_of,
     .task = sa_task,
     .start = sa_start,
     .sync = sa_sync,
@@ -857,7 +1257,7 @@ const coord_shape_t coord_shape_secagg = {
     .add = coord_shape_add_model,
     .record = sa_record,
     .fold = sa_fold_round,
-    .commit = coord_shape_commit_model,
+    .commit = sa_commit,
     .settle = sa_settle,
     .close = sa_close,
     .committed = coord_shape_committed_model,

@@ -17,13 +17,17 @@
 typedef struct coord_job coord_job_t;
 struct sfl_sa_server;
 
-/* The open attempt's mode-2 state: the server, the cohort's keys, support
- * S_t (k indices), threshold, quantization, the stages sent after the
- * first, and what the end of stage 3 fixed (U3). */
+/* The open attempt's mode-2 state of one session: the server, its
+ * members' keys (the cohort's, or a front-end group's: members, n of
+ * them), support S_t (k indices), threshold, quantization, the stages
+ * sent after the first, and what the end of stage 3 fixed (U3). */
 typedef struct coord_sa {
     struct sfl_sa_server *srv;
     int stats;                 /* a statistics round's (the moments, dense) */
     sfl_msg_sa_member_t *members;
+    uint32_t n;                /* members of the session, ascending ids */
+    int dropped;               /* a group out of the attempt (srv freed) */
+    char why[128];             /* a group out at the aggregation: why ("" in) */
     uint32_t *support;
     uint32_t k, t, topk, sent, degree;
     uint32_t blamed;           /* the server's culprits already quarantined */
@@ -40,17 +44,43 @@ typedef struct coord_sa {
     int unattributable;
 } coord_sa_t;
 
-/* The mode-2 state of j's rounds, or NULL for a job whose rounds are not
- * mode 2. */
-coord_sa_t *coord_sa_of(coord_job_t *j);
+/* The secure aggregation kind's state (coord_shape_secagg): the attempt's
+ * sessions, g[0..ng), one for the cohort (secagg_groups = none) or one per
+ * front-end group (coord_sa_group), and the group of each of rnd.members
+ * (gof, parallel to it). */
+typedef struct coord_sagrp {
+    coord_sa_t *g;
+    uint32_t ng;
+    uint32_t *gof;
+    int grouped;               /* secagg_groups = frontend */
+    coord_sa_t idle;           /* coord_sa_of's before an attempt opens (no server) */
+} coord_sagrp_t;
+
+/* The front-end groups of a cohort of n members (ascending ids) whose
+ * member i came through the connection keys[i] (0: directly): members with
+ * one key form a group; groups smaller than min are merged, all of them
+ * into one, which joins the smallest group of at least min if it is still
+ * smaller than min; a cohort smaller than min is one group. Groups are
+ * numbered by their smallest member id: gof[i] is member i's, *ng their
+ * count. 0 or SFL_ENOMEM. Pure. */
+int coord_sa_group(const uint64_t *keys, uint32_t n, uint32_t min, uint32_t *gof,
+                   uint32_t *ng) SFL_MUST_CHECK;
+/* The mode-2 session of j's open attempt that agent takes part in, or NULL
+ * for a job whose rounds are not mode 2 or an agent in none of them. */
+coord_sa_t *coord_sa_of(coord_job_t *j, uint64_t agent);
 /* After START: threshold, S_t, the cohort's keys (for the task); stats: a
  * statistics round's (the moments, their rows as weights). */
 int coord_saround_prepare(coord_job_t *j, coord_sa_t *s, int stats) SFL_MUST_CHECK;
+/* The same for a session of the members ids[0..n) (ascending) only; the
+ * round machine's phase quorums are left to the caller. */
+int coord_saround_prepare_ids(coord_job_t *j, coord_sa_t *s, int stats, const uint64_t *ids,
+                              uint32_t n) SFL_MUST_CHECK;
 void coord_saround_task(const coord_job_t *j, const coord_sa_t *s, sfl_msg_sa_round_t *out);
 /* After the task is built: the protocol's server. */
 int coord_saround_start(coord_job_t *j, coord_sa_t *s) SFL_MUST_CHECK;
-/* Sends the stages the round machine has moved on to. */
-void coord_saround_sync(coord_job_t *j, coord_sa_t *s);
+/* Sends the stages the round machine has moved on to; < 0 when the
+ * server could not end a stage (its count below t, no memory). */
+int coord_saround_sync(coord_job_t *j, coord_sa_t *s);
 /* Thread pool: a statistics round's sum (sfl/crypto/savec.h): unmask,
  * m[0..SFL_MOMENTS_LEN(d)) the members' moments summed, *agents |U3|. */
 int coord_saround_stats(coord_job_t *j, coord_sa_t *s, double *m,

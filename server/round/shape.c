@@ -83,6 +83,18 @@ void coord_shape_nop_resend(coord_job_t *j, coord_agent_t *a)
     (void)j, (void)a;
 }
 
+uint32_t coord_shape_one_task(const coord_job_t *j)
+{
+    (void)j;
+    return 1;
+}
+
+uint32_t coord_shape_task_zero(const coord_job_t *j, uint64_t agent)
+{
+    (void)j, (void)agent;
+    return 0;
+}
+
 int coord_shape_nop_settle(coord_job_t *j, char *sus, size_t cap, uint32_t *n3)
 {
     (void)j, (void)sus, (void)cap;

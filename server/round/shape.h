@@ -56,10 +56,15 @@ typedef struct coord_shape {
     int (*draw)(coord_job_t *j, uint64_t *ids, uint32_t *n) SFL_MUST_CHECK;
     /* After START: the attempt's state for its cohort (before the task). */
     int (*open)(coord_job_t *j) SFL_MUST_CHECK;
-    /* The kind's part of the attempt's task: t->model (returns owned, free
-     * with sfl_spvec_free) and the kind's fields; sa is the room for a
-     * mode-2 round's SecAggRound, borrowed by t. */
-    int (*task)(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa) SFL_MUST_CHECK;
+    /* How many signed tasks the open attempt has (1, or one per secure
+     * aggregation group), and which of them agent gets. */
+    uint32_t (*ntasks)(const coord_job_t *j);
+    uint32_t (*task_of)(const coord_job_t *j, uint64_t agent);
+    /* The kind's part of the attempt's task g (< ntasks): t->model
+     * (returns owned, free with sfl_spvec_free) and the kind's fields; sa
+     * is the room for a mode-2 round's SecAggRound, borrowed by t. */
+    int (*task)(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa,
+                uint32_t g) SFL_MUST_CHECK;
     /* The task is built: what needs its bytes (the mode-2 server). */
     int (*start)(coord_job_t *j) SFL_MUST_CHECK;
     /* TRAINING, after the machine moved: send what its phase asks for. */
@@ -125,6 +130,8 @@ int coord_shape_nop_admit(coord_job_t *j, char *why, size_t cap) SFL_MUST_CHECK;
 int coord_shape_nop_draw(coord_job_t *j, uint64_t *ids, uint32_t *n) SFL_MUST_CHECK;
 int coord_shape_nop_start(coord_job_t *j) SFL_MUST_CHECK;
 void coord_shape_nop_resend(coord_job_t *j, coord_agent_t *a);
+uint32_t coord_shape_one_task(const coord_job_t *j);
+uint32_t coord_shape_task_zero(const coord_job_t *j, uint64_t agent);
 int coord_shape_nop_settle(coord_job_t *j, char *sus, size_t cap, uint32_t *n3);
 void coord_shape_nop_status(const coord_job_t *j, sfl_job_status_t *st);
 /* A horizontal job: whole rows, of at most the job's features. */

@@ -16,6 +16,12 @@
 #include "sfl/core/alloc.h"
 #include "sfl/data/dataset.h"
 
+/* The statistics round's one mode-2 session (never grouped), or NULL. */
+static coord_sa_t *st_sa(coord_job_t *j)
+{
+    return j->model.spec.secagg ? &j->kst.stats.sa : NULL;
+}
+
 static void st_free(coord_job_t *j)
 {
     coord_stats_t *st = &j->kst.stats;
@@ -35,12 +41,12 @@ static void st_plan(const coord_job_t *j, uint64_t *round, coord_round_cfg_t *cf
 
 static int st_draw(coord_job_t *j, uint64_t *ids, uint32_t *n)
 {
-    return coord_sa_of(j) ? coord_saround_draw(j, ids, n) : 0;
+    return st_sa(j) ? coord_saround_draw(j, ids, n) : 0;
 }
 
 static int st_open(coord_job_t *j)
 {
-    coord_sa_t *s = coord_sa_of(j);
+    coord_sa_t *s = st_sa(j);
     int rc;
 
     if (s != NULL && (rc = coord_saround_prepare(j, s, 1)) < 0)
@@ -49,10 +55,11 @@ static int st_open(coord_job_t *j)
 }
 
 /* The task carries no model (all zeros) and asks for the moments. */
-static int st_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa)
+static int st_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa, uint32_t g)
 {
-    const coord_sa_t *s = coord_sa_of((coord_job_t *)j);
+    const coord_sa_t *s = st_sa((coord_job_t *)j);
 
+    (void)g;
     t->statistics = 1;
     if (s != NULL) {
         coord_saround_task(j, s, sa);
@@ -64,17 +71,17 @@ static int st_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa)
 
 static int st_start(coord_job_t *j)
 {
-    coord_sa_t *s = coord_sa_of(j);
+    coord_sa_t *s = st_sa(j);
 
     return s ? coord_saround_start(j, s) : 0;
 }
 
 static void st_sync(coord_job_t *j)
 {
-    coord_sa_t *s = coord_sa_of(j);
+    coord_sa_t *s = st_sa(j);
 
     if (s != NULL)
-        coord_saround_sync(j, s);
+        (void)coord_saround_sync(j, s); /* a stage short of t fails at its deadline */
 }
 
 /* A member's moments, always float64. */
@@ -97,7 +104,7 @@ static int st_add(coord_job_t *j, uint32_t slot, sfl_payload_t *p)
 
 static void st_record(coord_job_t *j)
 {
-    coord_sa_t *s = coord_sa_of(j);
+    coord_sa_t *s = st_sa(j);
 
     if (s != NULL)
         coord_saround_record(j, s);
@@ -107,7 +114,7 @@ static void st_record(coord_job_t *j)
 static int st_fold(coord_job_t *j)
 {
     coord_stats_t *st = &j->kst.stats;
-    coord_sa_t *s = coord_sa_of(j);
+    coord_sa_t *s = st_sa(j);
     size_t n = SFL_MOMENTS_LEN(j->spec.dimension);
     int rc;
 
@@ -169,7 +176,7 @@ static int st_commit(coord_job_t *j)
 
 static int st_settle(coord_job_t *j, char *sus, size_t cap, uint32_t *n3)
 {
-    coord_sa_t *s = coord_sa_of(j);
+    coord_sa_t *s = st_sa(j);
 
     *n3 = 0;
     return s ? coord_saround_settle(j, s, sus, cap, n3) : 0;
@@ -178,7 +185,7 @@ static int st_settle(coord_job_t *j, char *sus, size_t cap, uint32_t *n3)
 /* The sum (work_moments) stays for committed or failed. */
 static void st_close(coord_job_t *j)
 {
-    coord_sa_t *s = coord_sa_of(j);
+    coord_sa_t *s = st_sa(j);
 
     if (s != NULL)
         coord_saround_close(j, s);
@@ -229,6 +236,8 @@ const coord_shape_t coord_shape_statistics = {
     .admit = coord_shape_nop_admit,
     .draw = st_draw,
     .open = st_open,
+    .ntasks = coord_shape_one_task,
+    .task_of = coord_shape_task_zero,
     .task = st_task,
     .start = st_start,
     .sync = st_sync,

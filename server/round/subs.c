@@ -49,24 +49,33 @@ static void send_wait(coord_t *co, coord_agent_t *a, uint32_t retry_ms, const ch
 
 void coord_send_task(coord_t *co, coord_job_t *j, coord_agent_t *a)
 {
-    const uint8_t *buf = j->task;
-    size_t len = j->task_len;
+    coord_gtask_t t0 = {j->task, j->task_m, j->task_lite, j->task_m_lite,
+                        j->task_len, j->task_m_len, j->task_lite_len, j->task_m_lite_len};
+    const coord_gtask_t *tk = &t0;
+    const uint8_t *buf;
+    size_t len;
+    uint32_t g;
     int rc, moments = 0;
 
     if (a->sub == NULL || j->task == NULL || j->opening)
         return; /* an opening attempt's tasks go out once it is recorded */
+    /* secure aggregation per front-end group: the agent's group's task */
+    if (j->ntasks > 1 && (g = j->shape->task_of(j, a->id)) > 0 && g < j->ntasks)
+        tk = &j->gtasks[g - 1];
+    buf = tk->task;
+    len = tk->task_len;
     /* a standardize job's moments: with the first task of the job on the
      * agent's session, which keeps them (docs/protocol.md) */
-    if (j->task_m != NULL && a->moments_job != j->id) {
-        buf = j->task_m;
-        len = j->task_m_len;
+    if (tk->task_m != NULL && a->moments_job != j->id) {
+        buf = tk->task_m;
+        len = tk->task_m_len;
         moments = 1;
     }
     /* An agent a front-end holds: the task without its model, which the
      * front-end puts back from its copy (fleetsvc.c, Fleet.Model). */
-    if (a->conn != NULL && a->conn->fe != NULL && j->task_lite != NULL) {
-        buf = moments ? j->task_m_lite : j->task_lite;
-        len = moments ? j->task_m_lite_len : j->task_lite_len;
+    if (a->conn != NULL && a->conn->fe != NULL && tk->task_lite != NULL) {
+        buf = moments ? tk->task_m_lite : tk->task_lite;
+        len = moments ? tk->task_m_lite_len : tk->task_lite_len;
     }
     rc = sfl_grpc_send(a->sub, buf, len);
     a->sub_idle_since = coord_now_ms(co);

@@ -414,11 +414,12 @@ static coord_inelig_t vr_ineligible(const coord_job_t *j, const coord_agent_t *a
 
 /* The task carries the broadcast at the round's start (the tail of the
  * state [x, b]) and the round's iterations. */
-static int vr_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa)
+static int vr_task(const coord_job_t *j, sfl_task_t *t, sfl_msg_sa_round_t *sa, uint32_t g)
 {
     const coord_vjob_t *v = j->model.v;
     int rc;
 
+    (void)g;
     (void)sa;
     if ((rc = sfl_spvec_new((uint32_t)v->nb, 0, &t->model)) < 0 ||
         (rc = sfl_spvec_from_dense(t->model, j->model.global + j->model.dim - v->nb)) < 0)
@@ -449,6 +450,8 @@ const coord_shape_t coord_shape_vertical = {
     .admit = vr_admit,
     .draw = coord_shape_nop_draw,
     .open = vr_open,
+    .ntasks = coord_shape_one_task,
+    .task_of = coord_shape_task_zero,
     .task = vr_task,
     .start = coord_shape_nop_start,
     .sync = coord_shape_nop,

@@ -241,10 +241,89 @@ static void test_coord_secagg_part_rows(void **state)
     assert_int_equal(coord_saround_part_rows(members, bytes, 4, u3, 0, 7, 2, 1, 0, rows), 0);
 }
 
+/* Secure aggregation per front-end group: the cohort's members (ascending
+ * ids) by the connection they came through (0: directly), groups below
+ * min merged, numbered by their smallest member. */
+static void group_case(const uint64_t *keys, uint32_t n, uint32_t min, const uint32_t *want,
+                       uint32_t want_ng)
+{
+    uint32_t gof[16], ng = 99;
+
+    assert_true(n <= 16);
+    assert_int_equal(coord_sa_group(keys, n, min, gof, &ng), 0);
+    assert_int_equal(ng, want_ng);
+    for (uint32_t i = 0; i < n; i++)
+        assert_int_equal(gof[i], want[i]);
+}
+
+static void test_coord_secagg_groups(void **state)
+{
+    (void)state;
+    /* three connections of 4, 3 and 3 (interleaved ids), min 3: three
+     * groups numbered by their smallest member */
+    {
+        static const uint64_t k[10] = {7, 9, 7, 0, 9, 7, 0, 7, 9, 0};
+        static const uint32_t w[10] = {0, 1, 0, 2, 1, 0, 2, 0, 1, 2};
+        group_case(k, 10, 3, w, 3);
+    }
+    /* the same cohort with the keys renamed: the same groups (determinism
+     * does not hang on the connections' identities) */
+    {
+        static const uint64_t k[10] = {1, 5, 1, 3, 5, 1, 3, 1, 5, 3};
+        static const uint32_t w[10] = {0, 1, 0, 2, 1, 0, 2, 0, 1, 2};
+        group_case(k, 10, 3, w, 3);
+    }
+    /* min 4: groups of 3 (keys 9 and 0) merged into one of 6, which stands */
+    {
+        static const uint64_t k[10] = {7, 9, 7, 0, 9, 7, 0, 7, 9, 0};
+        static const uint32_t w[10] = {0, 1, 0, 1, 1, 0, 1, 0, 1, 1};
+        group_case(k, 10, 4, w, 2);
+    }
+    /* one small group (2 < 4) alone still small: into the smallest group of
+     * at least min (5 of key 8, not 6 of key 7) */
+    {
+        static const uint64_t k[13] = {7, 7, 8, 7, 8, 7, 8, 7, 8, 7, 8, 0, 0};
+        static const uint32_t w[13] = {0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1};
+        group_case(k, 13, 4, w, 2);
+    }
+    /* every group small, together at least min: one group */
+    {
+        static const uint64_t k[6] = {1, 2, 3, 1, 2, 3};
+        static const uint32_t w[6] = {0, 0, 0, 0, 0, 0};
+        group_case(k, 6, 3, w, 1);
+    }
+    /* a cohort smaller than min: one group, whatever its connections */
+    {
+        static const uint64_t k[4] = {1, 1, 2, 2};
+        static const uint32_t w[4] = {0, 0, 0, 0};
+        group_case(k, 4, 10, w, 1);
+    }
+    /* ties between the smallest big groups: the one with the smaller
+     * member takes the small ones */
+    {
+        static const uint64_t k[9] = {5, 6, 5, 6, 5, 6, 5, 6, 9};
+        static const uint32_t w[9] = {0, 1, 0, 1, 0, 1, 0, 1, 0};
+        group_case(k, 9, 4, w, 2);
+    }
+    /* every member its own group is fine at min 3 only when merged */
+    {
+        static const uint64_t k[3] = {1, 2, 3};
+        static const uint32_t w[3] = {0, 0, 0};
+        group_case(k, 3, 3, w, 1);
+    }
+    {
+        uint32_t ng = 7;
+
+        assert_int_equal(coord_sa_group(NULL, 0, 3, NULL, &ng), 0);
+        assert_int_equal(ng, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_coord_secagg_part_rows),
+        cmocka_unit_test(test_coord_secagg_groups),
         cmocka_unit_test_setup_teardown(test_coord_quorum_missed_retries_then_pauses, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_waiting_says_why, fx_setup, fx_teardown),

@@ -258,6 +258,8 @@ static void sample_spec(sfl_job_spec_t *s)
     s->standardize_eps = 0.01;
     s->standardize_bound = 7.5;
     strcpy(s->description, "nightly retrain, owner: ops");
+    strcpy(s->sa_groups, "frontend");
+    s->sa_min_group = 4;
 }
 
 static void sample_job(sfl_job_status_t *j, uint64_t id)
@@ -1367,6 +1369,46 @@ static void test_msg_admin_roundtrip(void **state)
     assert_non_null(strstr(sfl_last_error(), "description"));
     s.description[0] = 'n';
     out = NULL;
+    s.sa_groups[0] = '\n'; /* printable only */
+    assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "secagg_groups"));
+    s.sa_groups[0] = 'f';
+    out = NULL;
+    {
+        /* secagg_groups (JobSpec 35) longer than its 15 characters on the
+         * wire: the packed spec (CreateJobRequest field 1) with the field
+         * appended, its length fixed (a protobuf field seen twice: the
+         * last wins) */
+        uint8_t *ok = NULL, big[4096];
+        size_t okn = 0, sl = 0, hl = 1, bn;
+        int shift = 0;
+
+        s.sa_groups[0] = '\0'; /* the spec without field 35 */
+        assert_int_equal(sfl_msg_create_job_pack(&s, &ok, &okn), 0);
+        assert_int_equal(ok[0], 0x0a);
+        do /* the spec's length */
+            sl |= (size_t)(ok[hl] & 0x7f) << shift, shift += 7;
+        while (ok[hl++] & 0x80);
+        assert_int_equal(hl + sl, okn);
+        assert_true(sl + 23 < 16384 && sl + 32 < sizeof(big));
+        big[0] = 0x0a, big[1] = (uint8_t)(0x80 | ((sl + 23) & 0x7f));
+        big[2] = (uint8_t)((sl + 23) >> 7);
+        memcpy(big + 3, ok + hl, sl);
+        bn = 3 + sl;
+        big[bn] = 0x9a, big[bn + 1] = 0x02, big[bn + 2] = 20;
+        memset(big + bn + 3, 'a', 20);
+        assert_int_equal(sfl_msg_create_job_unpack(big, bn + 23, NULL, &ds), SFL_EPARSE);
+        assert_non_null(strstr(sfl_last_error(), "secagg_groups is 20 characters, at most 15"));
+        /* 15 fit */
+        big[1] = (uint8_t)(0x80 | ((sl + 18) & 0x7f)), big[2] = (uint8_t)((sl + 18) >> 7);
+        big[bn + 2] = 15;
+        assert_int_equal(sfl_msg_create_job_unpack(big, bn + 18, NULL, &ds), 0);
+        assert_string_equal(ds.sa_groups, "aaaaaaaaaaaaaaa");
+        /* truncated inside the field */
+        assert_true(sfl_msg_create_job_unpack(big, bn + 10, NULL, &ds) < 0);
+        sfl_msg_buf_free(ok);
+        strcpy(s.sa_groups, "frontend");
+    }
     s.standardize_bound = -1; /* a bound below 0, or not finite, is refused */
     assert_int_equal(sfl_msg_create_job_pack(&s, &out, &n), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "standardize_bound must be >= 0"));

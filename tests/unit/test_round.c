@@ -325,6 +325,47 @@ static void test_round_not_enough_agents(void **state)
  * secure aggregation will declare) of 6 members. Members that miss a phase
  * drop out of the later ones; the last phase's end starts the aggregation;
  * answers to a phase not begun, over, or twice get their verdicts. */
+/* A secure aggregation group dropped mid-phase: its members leave the
+ * attempt (their answers no longer count), and the phase ends once the
+ * others answered. */
+static void test_round_drop_members(void **state)
+{
+    coord_round_cfg_t c = base;
+    coord_round_t r;
+    uint64_t ids[6];
+
+    (void)state;
+    c.nphases = 2;
+    c.phases[0] = (coord_phase_t){"advertise_keys", 500, 0, 2};
+    c.phases[1] = (coord_phase_t){"share_keys", 500, 0, 2};
+    started(&r, &c);
+    for (uint32_t i = 0; i < 6; i++)
+        ids[i] = r.members[i].agent;
+    /* members 0-2 answer; 3 answered too, then its group (3, 4, 5) goes */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(coord_round_answer(&r, ids[i], 1, 5, 0, 0, 1100), COORD_UPD_ACCEPTED);
+    assert_int_equal(r.accepted, 4);
+    for (int i = 3; i < 6; i++)
+        coord_round_drop(&r, ids[i]);
+    coord_round_drop(&r, ids[4]); /* twice: nothing more */
+    assert_int_equal(r.accepted, 3);
+    assert_int_equal(r.dead, 3);
+    assert_int_equal(r.phase, 0);
+    coord_round_recheck(&r, 1150); /* nobody else can answer: the phase ends */
+    assert_int_equal(r.state, COORD_ROUND_TRAINING);
+    assert_int_equal(r.phase, 1);
+    for (int i = 3; i < 6; i++) {
+        assert_int_equal(coord_round_member(&r, ids[i])->state, COORD_MEMBER_DROPPED);
+        assert_int_equal(coord_round_answer(&r, ids[i], 1, 5, 0, 1, 1200), COORD_UPD_REJECTED);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(coord_round_answer(&r, ids[i], 1, 5, 0, 1, 1200), COORD_UPD_ACCEPTED);
+    assert_int_equal(r.state, COORD_ROUND_AGGREGATING);
+    coord_round_drop(&r, ids[0]); /* not TRAINING: a no-op */
+    assert_int_equal(coord_round_member(&r, ids[0])->state, COORD_MEMBER_ACCEPTED);
+    coord_round_close(&r);
+}
+
 static void test_round_phases(void **state)
 {
     coord_round_cfg_t c = base;
@@ -427,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_round_heartbeats),
         cmocka_unit_test(test_round_not_enough_agents),
         cmocka_unit_test(test_round_phases),
+        cmocka_unit_test(test_round_drop_members),
         cmocka_unit_test(test_round_excused_attempts),
         cmocka_unit_test(test_round_unattributed_bound),
         cmocka_unit_test(test_round_pace_steering),

@@ -107,6 +107,32 @@ static void test_spec_check(void **state)
     assert_int_equal(coord_job_spec_set(&s, "secagg_degree", "17"), 0);
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
     assert_non_null(strstr(sfl_last_error(), "secagg_degree: 17 is odd"));
+    s.sa_degree = 0;
+    /* secure aggregation per front-end group: the keys, defaults, refusals */
+    assert_string_equal(s.sa_groups, "none");
+    assert_int_equal(coord_job_sa_grouped(&s), 0);
+    assert_int_equal(coord_job_sa_min_group(&s), COORD_SA_MIN_GROUP);
+    assert_int_equal(coord_job_spec_set(&s, "secagg_groups", "frontends"), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "secagg_groups: unknown 'frontends'"));
+    assert_int_equal(coord_job_spec_set(&s, "secagg_groups", "frontend"), 0);
+    assert_int_equal(coord_job_sa_grouped(&s), 1);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    assert_int_equal(coord_job_spec_set(&s, "secagg_min_group", "2"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "secagg_min_group: 2 is below 3"));
+    assert_int_equal(coord_job_spec_set(&s, "secagg_min_group", "3"), 0);
+    assert_int_equal(coord_job_sa_min_group(&s), 3);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    snprintf(s.sa_groups, sizeof(s.sa_groups), "region"); /* as from the wire */
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "secagg_groups: unknown 'region'"));
+    snprintf(s.sa_groups, sizeof(s.sa_groups), "frontend");
+    s.secagg = 0;
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "needs secure_aggregation"));
+    snprintf(s.sa_groups, sizeof(s.sa_groups), "%s", ""); /* an older job's: none */
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    assert_int_equal(coord_job_sa_grouped(&s), 0);
 }
 
 /* standardize and standardize_eps: the keys (sfl-sim's names), eps's
@@ -183,6 +209,7 @@ static void test_spec_keys_cross_the_wire(void **state)
         {"aggregation", "ordered"}, {"encoding", "f32"}, {"labels", "-1,1"},
         {"conditions", "mains_power"}, {"loss", "logistic"}, {"algo", "fedavg"},
         {"name", "spec-test"}, {"description", "nightly retrain, owner ops"},
+        {"secagg_groups", "frontend"}, {"secagg_min_group", "4"},
     };
     sfl_job_spec_t s, u;
     uint8_t *a = NULL, *b = NULL;
@@ -207,6 +234,8 @@ static void test_spec_keys_cross_the_wire(void **state)
     assert_int_equal(u.sa_degree, 4);
     assert_true(u.over_selection == 0.5 && u.standardize_eps == 0.25);
     assert_string_equal(u.description, s.description);
+    assert_string_equal(u.sa_groups, "frontend");
+    assert_int_equal(u.sa_min_group, 4);
     sfl_msg_buf_free(a);
     sfl_msg_buf_free(b);
 }

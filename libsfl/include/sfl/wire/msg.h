@@ -589,6 +589,8 @@ typedef struct sfl_job_spec {
     double standardize_eps;        /* finite, >= 0; 0: SFL_STANDARDIZE_EPS */
     double standardize_bound;      /* finite, >= 0; 0: 100 (server/job/model.h; mode 2 only) */
     char description[SFL_MSG_TEXT_LEN]; /* the operator's note; "" none */
+    char sa_groups[16];            /* "" or "none", "frontend" (server/job/spec.c) */
+    uint32_t sa_min_group;         /* secagg_groups = frontend: 0 (10) or >= 3 */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {
