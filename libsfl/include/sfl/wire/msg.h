@@ -589,6 +589,7 @@ typedef struct sfl_job_spec {
     double standardize_eps;        /* finite, >= 0; 0: SFL_STANDARDIZE_EPS */
     double standardize_bound;      /* finite, >= 0; 0: 100 (server/job/model.h; mode 2 only) */
     char description[SFL_MSG_TEXT_LEN]; /* the operator's note; "" none */
+    int frontend_fold;             /* 0 or 1: front-ends fold (fleet.proto, Fleet.Partial) */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {
@@ -881,6 +882,77 @@ int sfl_msg_fleet_model_reply_pack(const uint8_t *model, size_t model_len, uint8
 /* *model owned (sfl_msg_buf_free); SFL_EPARSE when it is empty. */
 int sfl_msg_fleet_model_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                      uint8_t **model, size_t *model_len) SFL_MUST_CHECK;
+
+/* ---- Fleet fold mode (fleet.proto: FoldSpec, Claim, Partial) ---------------------- */
+
+/* Members one FleetPartial may name. */
+#define SFL_MSG_PARTIAL_MAX 65536u
+
+/* FleetFoldSpec: fold 0 leaves every other field zero (checked). fold 1:
+ * dimension >= 1, a known encoding, bounds finite and >= 0 (0: the
+ * defaults), the three 32-byte values. */
+typedef struct sfl_fleet_fold_spec {
+    int fold;
+    uint32_t dimension;
+    sfl_enc_t encoding;
+    double max_update_norm, max_samples;
+    uint8_t round_pk[SFL_MSG_KEY_BYTES];
+    uint8_t nonce[SFL_MSG_HASH_BYTES];
+    uint8_t model_hash[SFL_MSG_HASH_BYTES];
+} sfl_fleet_fold_spec_t;
+
+/* FleetFoldSpecRequest: job_id > 0. */
+int sfl_msg_fleet_fold_spec_req_pack(uint64_t job_id, uint64_t round, uint32_t attempt,
+                                     uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_fold_spec_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                       uint64_t *job_id, uint64_t *round,
+                                       uint32_t *attempt) SFL_MUST_CHECK;
+int sfl_msg_fleet_fold_spec_pack(const sfl_fleet_fold_spec_t *m, uint8_t **out,
+                                 size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_fold_spec_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                   sfl_fleet_fold_spec_t *m) SFL_MUST_CHECK;
+
+/* FleetClaim (a Claim's FleetCall.request): job_id, agent_id, samples > 0,
+ * the payload's BLAKE2b-256 and the agent's update signature. */
+typedef struct sfl_fleet_claim {
+    uint64_t job_id, round;
+    uint32_t attempt;
+    uint64_t agent_id;
+    uint64_t samples;
+    uint8_t payload_hash[SFL_MSG_HASH_BYTES];
+    uint8_t signature[SFL_MSG_SIG_BYTES];
+    uint64_t update_bytes;
+} sfl_fleet_claim_t;
+
+int sfl_msg_fleet_claim_pack(const sfl_fleet_claim_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_claim_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               sfl_fleet_claim_t *m) SFL_MUST_CHECK;
+
+/* FleetPartial: job_id > 0; 1 to min(SFL_MSG_PARTIAL_MAX, lim->max_items)
+ * members, each > 0 (distinctness is the master's check: it names the
+ * one); weight_sum positive and finite; sum a float64 SparseVector within
+ * lim's max_dim and max_nnz, every value finite; metric_sums exactly
+ * SFL_METRIC_COUNT finite values. */
+typedef struct sfl_fleet_partial {
+    uint64_t job_id, round;
+    uint32_t attempt;
+    uint64_t *members; /* pack: borrowed, unpack: owned */
+    uint32_t nmembers;
+    double weight_sum;
+    sfl_spvec_t *sum;  /* pack: borrowed (sent as f64), unpack: owned */
+    double metric_sums[SFL_METRIC_COUNT];
+    uint64_t update_bytes;
+} sfl_fleet_partial_t;
+
+int sfl_msg_fleet_partial_pack(const sfl_fleet_partial_t *m, uint8_t **out,
+                               size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_fleet_partial_free). */
+int sfl_msg_fleet_partial_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_fleet_partial_t **out) SFL_MUST_CHECK;
+void sfl_msg_fleet_partial_free(sfl_fleet_partial_t *m);
+int sfl_msg_fleet_partial_reply_pack(uint32_t accepted, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_partial_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                       uint32_t *accepted) SFL_MUST_CHECK;
 
 /* A task without its model, on the protobuf wire (no decoding of the task
  * or the model): what lets a master send a front-end the model once for all
