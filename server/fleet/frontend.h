@@ -27,6 +27,8 @@ typedef struct fe_config {
     uint64_t max_message; /* the master's: agents' messages get 1 KiB less */
     uint64_t max_streams, max_buffered, max_buffered_total;
     uint64_t handshake_timeout_ms, idle_timeout_ms, body_timeout_ms;
+    uint64_t fold_flush_ms; /* fold mode: a partial at the latest this long after its first
+                               update; 0 = 200 */
 } fe_config_t;
 
 /* Parses "HOST:PORT[,HOST:PORT...]" (at most 8, each host:port or
