@@ -855,7 +855,7 @@ static const cert_t *fold_cert(int i)
 static int fold_claim(cli_t *fe, int i, const sfl_fleet_claim_t *c, sfl_ack_t *ack, res_t *res)
 {
     const cert_t *ct = fold_cert(i);
-    char cn[8];
+    char cn[16];
     uint8_t *req = NULL, *buf;
     size_t rl, len;
 
@@ -924,7 +924,7 @@ static void test_fleet_fold_hostile(void **state)
     fx_cli_connect(&F.admin, "admin/alice");
     for (int i = 0; i < NFOLD; i++) {
         sfl_join_reply_t r;
-        char cn[8];
+        char cn[16];
         uint8_t *req;
 
         assert_int_equal(sfl_identity_generate(&id[i]), 0);
@@ -947,7 +947,7 @@ static void test_fleet_fold_hostile(void **state)
     assert_int_equal(status, 0);
     for (int i = 0; i < 6; i++) {
         sfl_subscribe_req_t sr;
-        char cn[8];
+        char cn[16];
 
         memset(&sr, 0, sizeof(sr));
         sr.agent_id = agent[i];
