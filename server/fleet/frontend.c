@@ -17,7 +17,11 @@
  *
  * The relay never parses what the master sends: it goes to agents that
  * verify the master's signature over every task themselves. Its size is
- * bounded by max_message and the agent connection's queue. */
+ * bounded by max_message and the agent connection's queue.
+ *
+ * Fold mode ("fold mode" below): for a frontend_fold job's plain training
+ * rounds, SubmitUpdate is verified here, claimed from the master and
+ * folded into a partial sum per attempt instead of being relayed. */
 #include "fleet/frontend.h"
 
 #include <errno.h>
@@ -1609,6 +1613,10 @@ void fe_shutdown(fe_t *fe, void (*done)(void *ud), void *ud)
     for (fe_agent_t *ag = fe->agents; ag != NULL; ag = ag->next)
         if (ag->c != NULL)
             sfl_conn_abort(ag->c);
+    /* what was folded and not sent yet goes before the master's connection
+     * closes (best effort: its members are lost otherwise) */
+    for (size_t i = 0; fe->folds != NULL && i < FE_FOLDS; i++)
+        fold_flush(&fe->folds[i]);
     if (fe->master != NULL)
         sfl_grpcconn_close(fe->master);
     if (fe->resolving)

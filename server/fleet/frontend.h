@@ -2,8 +2,9 @@
  * "Front-ends"): it holds agents - terminates their mutual TLS with its own
  * certificate and serves them the Coordinator service - and relays every
  * call to the round master over one mutual-TLS gRPC connection of its own
- * (proto/sfl/v1/fleet.proto). It keeps nothing about rounds: no store, no
- * identity key, no model. Lifecycle: fe_new (listens, connects) -> uv_run
+ * (proto/sfl/v1/fleet.proto). It keeps nothing about rounds but, in fold
+ * mode, the partial sums of the attempts it folds: no store, no identity
+ * key, no job. Lifecycle: fe_new (listens, connects) -> uv_run
  * -> fe_shutdown -> its callback -> fe_free. Loop thread only. */
 #ifndef COORD_FLEET_FRONTEND_H
 #define COORD_FLEET_FRONTEND_H

@@ -398,13 +398,16 @@ void coord_h_fleet_partial(sfl_grpc_call_t *call, const uint8_t *req, size_t len
 
 add:
     now = coord_now_ms(co);
+    /* all of them count (the sum holds them all), even past the round's
+     * target: the phase closes once they are in */
+    coord_round_hold(&j->rnd, 1, now);
     for (uint32_t i = 0; i < p->nmembers; i++) {
         coord_agent_t *a = coord_agent_find(co, p->members[i]);
         coord_upd_verdict_t vd = coord_round_submit(&j->rnd, p->members[i], j->id, p->round,
                                                     j->rnd.attempt, now);
 
         if (vd != COORD_UPD_ACCEPTED)
-            continue; /* the round closed on an earlier member: the sum has them all */
+            continue; /* cannot happen: checked above, on this thread */
         if (a != NULL)
             a->accepted++;
         coord_count_verdict(co, vd, -1);
@@ -414,6 +417,7 @@ add:
                                                  NULL, (int64_t)(len / p->nmembers),
                                                  coord_wall_ms()});
     }
+    coord_round_hold(&j->rnd, 0, now);
     coord_log(COORD_LOG_INFO, "partial",
               "frontend=%s job=%llu round=%llu attempt=%u members=%u weight=%.17g bytes=%zu",
               coord_log_quote(fe->peer.cn, q, sizeof(q)), (unsigned long long)j->id,

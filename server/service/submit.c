@@ -52,7 +52,7 @@ typedef struct verify {
 } verify_t;
 
 coord_upd_verdict_t coord_submit_prejudge(coord_t *co, coord_agent_t *a, const sfl_update_t *u,
-                                    coord_job_t **jp, char *reason, size_t cap, int *rj)
+                                          coord_job_t **jp, char *reason, size_t cap, int *rj)
 {
     coord_job_t *j = coord_job_find(co, u->job_id);
     uint64_t now = coord_now_ms(co);
