@@ -66,6 +66,10 @@ struct fe_agent {
     uint8_t agent_pk[SFL_SEAL_PK_BYTES];
     uint8_t join_pk[SFL_SEAL_PK_BYTES]; /* of the Join in flight */
     int has_key;
+    /* the attempt of the last task relayed to it, and of its last answer
+     * (fold mode counts each agent once per attempt) */
+    uint64_t t_job, t_round, a_job, a_round;
+    uint32_t t_attempt, a_attempt;
 };
 
 /* A stream message held back until its task's model is here. */
@@ -436,6 +440,8 @@ static void model_fetch(fe_t *fe, fe_model_t *m)
     m->fetching = 1;
 }
 
+static void fold_tasked(fe_agent_t *ag, const uint8_t *msg, size_t len);
+
 static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, void *ud)
 {
     fe_relay_t *r = ud;
@@ -446,6 +452,7 @@ static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len,
     (void)call;
     if (r->sc == NULL)
         return; /* answered, waiting for its end */
+    fold_tasked(r->ag, msg, len);
     if (r->held == NULL && sfl_msg_task_needs_model(msg, len, &job, hash) != 1) {
         (void)relay_send(r, msg, len);
         return;
@@ -584,6 +591,9 @@ typedef struct fe_fold {
     uint32_t nmembers, capmembers;
     uint64_t bytes;
     uint32_t busy;             /* updates being verified or claimed against it */
+    /* agents given this attempt's task here, and of them those whose
+     * update was answered here: all answered, the partial goes at once */
+    uint32_t tasked, answered;
     uv_timer_t timer;
     int armed;
 } fe_fold_t;
@@ -627,13 +637,22 @@ static void sub_cancelled(sfl_grpc_call_t *call, void *ud)
     s->ag = NULL;
 }
 
+static void fold_answered(fe_sub_t *s);
+static void fold_maybe_flush(fe_fold_t *f);
+
 /* The update goes to the master as it came (forward mode), when the agent
  * still waits; s is freed. */
 static void sub_forward(fe_sub_t *s)
 {
-    if (s->sc != NULL)
+    fe_fold_t *f = s->slot;
+
+    if (s->sc != NULL) {
+        fold_answered(s);
         (void)relay(s->sc, s->ag, "/sfl.v1.Fleet/SubmitUpdate", 0, s->req, s->req_len);
+    }
     sub_free(s);
+    if (f != NULL)
+        fold_maybe_flush(f);
 }
 
 /* The partial's state back to empty (kept: the slot, its spec). */
@@ -661,6 +680,9 @@ static void fold_clear(fe_fold_t *f)
     f->members = NULL;
     f->capmembers = 0;
     f->state = FS_FREE;
+    f->job = f->round = 0;
+    f->attempt = 0;
+    f->tasked = f->answered = 0;
     f->gen++;
 }
 
@@ -762,7 +784,7 @@ static fe_fold_t *fold_slot(fe_t *fe, uint64_t job, uint64_t round, uint32_t att
     for (size_t i = 0; i < FE_FOLDS; i++) {
         fe_fold_t *f = &fe->folds[i];
 
-        if (f->state != FS_FREE && f->job == job && f->round == round && f->attempt == attempt) {
+        if (f->job != 0 && f->job == job && f->round == round && f->attempt == attempt) {
             f->used = ++fe->tick;
             return f;
         }
@@ -779,6 +801,37 @@ static fe_fold_t *fold_slot(fe_t *fe, uint64_t job, uint64_t round, uint32_t att
     best->attempt = attempt;
     best->used = ++fe->tick;
     return best;
+}
+
+/* Every agent given the attempt's task here has been answered, and no
+ * update of it is in flight: the partial goes now, not at fold_flush_ms -
+ * from the loop (its timer at 0), since this may run inside a callback of
+ * the master's session, which must not be pumped from there. */
+static void fold_maybe_flush(fe_fold_t *f)
+{
+    if (f->state == FS_FOLD && f->busy == 0 && f->nmembers > 0 && f->tasked > 0 &&
+        f->answered >= f->tasked && !f->fe->stopping) {
+        uv_timer_start(&f->timer, fold_timer, 0, 0);
+        f->armed = 1;
+    }
+}
+
+/* s's agent was answered for s's attempt (the master's verdict on its
+ * claim, or its update forwarded): counted once per agent. */
+static void fold_answered(fe_sub_t *s)
+{
+    fe_agent_t *ag = s->ag;
+    fe_fold_t *f = s->slot;
+
+    if (ag == NULL || s->u == NULL || s->gen != f->gen)
+        return;
+    if (ag->a_job == s->u->job_id && ag->a_round == s->u->round &&
+        ag->a_attempt == s->u->attempt)
+        return;
+    ag->a_job = s->u->job_id;
+    ag->a_round = s->u->round;
+    ag->a_attempt = s->u->attempt;
+    f->answered++;
 }
 
 static void claim_done(sfl_grpc_call_t *call, int status, const char *message,
@@ -819,13 +872,18 @@ static void claim_done(sfl_grpc_call_t *call, int status, const char *message,
                                s->fe->cfg.fold_flush_ms ? s->fe->cfg.fold_flush_ms : 200, 0);
                 f->armed = 1;
             }
-            if (f->nmembers == SFL_MSG_PARTIAL_MAX)
-                fold_flush(f);
+            if (f->nmembers == SFL_MSG_PARTIAL_MAX && !s->fe->stopping) {
+                /* full: at once, from the loop (fold_maybe_flush) */
+                uv_timer_start(&f->timer, fold_timer, 0, 0);
+                f->armed = 1;
+            }
         } else {
             sfl_log(SFL_LOG_WARN, "fold_lost", "job=%llu agent=%llu error=\"out of memory\"",
                     (unsigned long long)f->job, (unsigned long long)s->agent_id);
         }
     }
+    fold_answered(s);
+    fold_maybe_flush(f);
     /* the agent gets the master's answer, whatever it is */
     if (s->sc != NULL) {
         if (status == SFL_GRPC_STATUS_OK)
@@ -1044,6 +1102,7 @@ static int fold_submit(sfl_grpc_call_t *call, fe_agent_t *ag, const uint8_t *req
     s->sc = call;
     s->u = u;
     s->slot = f;
+    s->gen = f->gen;
     s->agent_id = ag->agent_id;
     memcpy(s->agent_pk, ag->agent_pk, sizeof(s->agent_pk));
     s->max_message = fe->cfg.max_message;
@@ -1073,6 +1132,25 @@ static int fold_submit(sfl_grpc_call_t *call, fe_agent_t *ag, const uint8_t *req
         sfl_grpcconn_pump(fe->master);
     }
     return 0;
+}
+
+/* A task of (job, round, attempt) relayed to ag: counted once per agent
+ * and attempt in the attempt's slot (fold_maybe_flush). */
+static void fold_tasked(fe_agent_t *ag, const uint8_t *msg, size_t len)
+{
+    fe_t *fe = ag->fe;
+    uint64_t job, round;
+    uint32_t attempt;
+    fe_fold_t *f;
+
+    if (fe->folds == NULL || sfl_msg_task_ids(msg, len, &job, &round, &attempt) != 1 ||
+        job == 0 || (ag->t_job == job && ag->t_round == round && ag->t_attempt == attempt))
+        return;
+    ag->t_job = job;
+    ag->t_round = round;
+    ag->t_attempt = attempt;
+    if ((f = fold_slot(fe, job, round, attempt)) != NULL)
+        f->tasked++;
 }
 
 /* The master's connection went: every claim made on it is void there, so

@@ -45,6 +45,16 @@ static void task_model(const uint8_t *d, size_t n)
     int rc;
 
     (void)sfl_msg_task_needs_model(d, n, &job, hash);
+    {
+        uint64_t r;
+        uint32_t at;
+
+        if (sfl_msg_task_ids(d, n, &job, &r, &at) < 0 &&
+            sfl_msg_task_strip_model(d, n, &lite, &llen, &moff, &mlen) == 0)
+            die("task_ids refused a task strip_model took", 0);
+        sfl_msg_buf_free(lite);
+        lite = NULL;
+    }
     if (sfl_msg_task_strip_model(d, n, &lite, &llen, &moff, &mlen) != 0)
         return;
     if (moff > n || mlen > n - moff)

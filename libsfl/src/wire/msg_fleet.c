@@ -497,6 +497,51 @@ int sfl_msg_task_needs_model(const uint8_t *tow, size_t len, uint64_t *job_id,
     return has_hash && !has_model && *job_id > 0;
 }
 
+int sfl_msg_task_ids(const uint8_t *tow, size_t len, uint64_t *job_id, uint64_t *round,
+                     uint32_t *attempt)
+{
+    const uint8_t *st = NULL, *task = NULL;
+    size_t st_len = 0, task_len = 0, off = 0;
+    int rc;
+
+    *job_id = *round = 0;
+    *attempt = 0;
+    if ((rc = signed_task(tow, len, &st, &st_len)) <= 0)
+        return rc;
+    while (off < st_len) {
+        uint32_t num, wt;
+        const uint8_t *val;
+        size_t vlen;
+        uint64_t v;
+
+        if ((rc = field_next(st, st_len, &off, &num, &wt, &val, &vlen, &v)) < 0)
+            return rc;
+        if (num == 1 && wt == 2) {
+            task = val;
+            task_len = vlen;
+        }
+    }
+    if (task == NULL)
+        return 0;
+    off = 0;
+    while (off < task_len) {
+        uint32_t num, wt;
+        const uint8_t *val;
+        size_t vlen;
+        uint64_t v = 0;
+
+        if ((rc = field_next(task, task_len, &off, &num, &wt, &val, &vlen, &v)) < 0)
+            return rc;
+        if (num == 1 && wt == 0)
+            *job_id = v;
+        else if (num == 2 && wt == 0)
+            *round = v;
+        else if (num == 3 && wt == 0)
+            *attempt = (uint32_t)v;
+    }
+    return 1;
+}
+
 /* ---- Fleet fold mode: FoldSpec, Claim, Partial ---------------------------------- */
 
 typedef struct {

@@ -974,6 +974,12 @@ int sfl_msg_task_put_model(const uint8_t *tow, size_t len, const uint8_t *model,
                            size_t model_len, uint8_t **out, size_t *out_len) SFL_MUST_CHECK;
 int sfl_msg_task_needs_model(const uint8_t *tow, size_t len, uint64_t *job_id,
                              uint8_t hash[SFL_MSG_HASH_BYTES]) SFL_MUST_CHECK;
+/* 1 when tow is a task, with its Task's job_id, round and attempt (0 when
+ * absent); 0 for anything else that parses; SFL_EPARSE for bytes that do
+ * not. What a front-end in fold mode counts: the agents it gave an
+ * attempt's task. */
+int sfl_msg_task_ids(const uint8_t *tow, size_t len, uint64_t *job_id, uint64_t *round,
+                     uint32_t *attempt) SFL_MUST_CHECK;
 
 #ifdef __cplusplus
 }
