@@ -70,6 +70,10 @@ struct fe_agent {
      * (fold mode counts each agent once per attempt) */
     uint64_t t_job, t_round, a_job, a_round;
     uint32_t t_attempt, a_attempt;
+    /* the master connection (fe->master_epoch) on which a relayed call of
+     * this agent connection was answered: the master holds its conn_id
+     * there, so a claim need not carry the certificate again */
+    uint64_t master_seen;
 };
 
 /* A stream message held back until its task's model is here. */
@@ -142,6 +146,7 @@ struct fe {
     /* fold mode: the attempts seen (fe_fold_t), updates folded, partials sent */
     struct fe_fold *folds;
     uint64_t folded, partials;
+    uint64_t master_epoch;     /* master connections opened */
 };
 
 static void master_connect(fe_t *fe);
@@ -234,6 +239,8 @@ static void relay_unary_done(sfl_grpc_call_t *call, int status, const char *mess
 
     (void)call;
     r->cc = NULL;
+    if (status == SFL_GRPC_STATUS_OK)
+        r->ag->master_seen = r->ag->fe->master_epoch;
     if (r->join && status == SFL_GRPC_STATUS_OK) {
         /* fold mode: whom the master took this connection's agent for */
         sfl_join_reply_t jr;
@@ -452,6 +459,7 @@ static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len,
     (void)call;
     if (r->sc == NULL)
         return; /* answered, waiting for its end */
+    r->ag->master_seen = r->ag->fe->master_epoch;
     fold_tasked(r->ag, msg, len);
     if (r->held == NULL && sfl_msg_task_needs_model(msg, len, &job, hash) != 1) {
         (void)relay_send(r, msg, len);
@@ -844,6 +852,8 @@ static void claim_done(sfl_grpc_call_t *call, int status, const char *message,
 
     (void)call;
     f->busy--;
+    if (status != SFL_GRPC_STATUS_OK && s->ag != NULL)
+        s->ag->master_seen = 0; /* the next claim carries the certificate */
     sfl_msg_limits_default(&lim);
     if (status == SFL_GRPC_STATUS_OK && sfl_msg_ack_unpack(resp, len, &lim, &ack) == 0 &&
         ack.status == SFL_ACK_ACCEPTED && s->gen == f->gen && f->state == FS_FOLD) {
@@ -930,9 +940,15 @@ static void sub_claim(fe_sub_t *s)
     snprintf(m.agent_cn, sizeof(m.agent_cn), "%s", s->ag->peer.cn);
     memcpy(m.cert_sha256, s->ag->peer.sha256, 32);
     m.conn_id = s->ag->id;
-    if (sfl_conn_peer_der(s->ag->c, der, sizeof(der), &m.agent_cert_len) == 0 &&
-        sfl_msg_fleet_claim_pack(&c, &inner, &ilen) == 0) {
-        m.agent_cert = der;
+    /* The certificate only when this master connection may not have the
+     * conn_id yet (fleet.proto: later calls may leave it out); a claim is
+     * a few hundred bytes, the certificate as much again. */
+    if (s->ag->master_seen == fe->master_epoch)
+        m.agent_cert_len = 0;
+    else if (sfl_conn_peer_der(s->ag->c, der, sizeof(der), &m.agent_cert_len) < 0)
+        m.agent_cert_len = SIZE_MAX;
+    if (m.agent_cert_len != SIZE_MAX && sfl_msg_fleet_claim_pack(&c, &inner, &ilen) == 0) {
+        m.agent_cert = m.agent_cert_len > 0 ? der : NULL;
         m.request = inner;
         m.request_len = ilen;
         if (sfl_msg_fleet_call_pack(&m, &buf, &blen) == 0)
@@ -1443,6 +1459,7 @@ static void master_opened(sfl_grpcconn_t *g, void *ud)
 
     (void)g;
     fe->master_open = 1;
+    fe->master_epoch++;
     fe->fails = 0;
     sfl_log(SFL_LOG_INFO, "master_open", "master=%s:%s agents=%llu", fe->hosts[fe->master_at],
             fe->ports[fe->master_at], (unsigned long long)fe->nagents);
