@@ -1101,8 +1101,10 @@ static int fold_submit(sfl_grpc_call_t *call, fe_agent_t *ag, const uint8_t *req
     lim.max_message = fe->cfg.max_message;
     if (sfl_msg_update_unpack(req, len, &lim, &u) < 0)
         return 1;
+    /* (a slot whose spec workers may still read is never asked again) */
     if (u->mode != SFL_UPDATE_MODE_SIGNED || u->agent_id != ag->agent_id ||
-        (f = fold_slot(fe, u->job_id, u->round, u->attempt)) == NULL || f->state == FS_FORWARD) {
+        (f = fold_slot(fe, u->job_id, u->round, u->attempt)) == NULL || f->state == FS_FORWARD ||
+        (f->state == FS_FREE && f->busy > 0)) {
         sfl_msg_update_free(u);
         return 1;
     }
