@@ -44,16 +44,16 @@ static void task_model(const uint8_t *d, size_t n)
     uint64_t job;
     int rc;
 
-    (void)sfl_msg_task_needs_model(d, n, &job, hash);
     {
-        uint64_t r;
+        uint64_t r, job2;
         uint32_t at;
 
-        if (sfl_msg_task_ids(d, n, &job, &r, &at) < 0 &&
-            sfl_msg_task_strip_model(d, n, &lite, &llen, &moff, &mlen) == 0)
-            die("task_ids refused a task strip_model took", 0);
-        sfl_msg_buf_free(lite);
-        lite = NULL;
+        /* both read the Task's fields: a task needs_model names, task_ids
+         * names the same */
+        if (sfl_msg_task_needs_model(d, n, &job, hash) == 1 &&
+            (sfl_msg_task_ids(d, n, &job2, &r, &at) != 1 || job2 != job))
+            die("task_ids disagrees with needs_model", 0);
+        (void)sfl_msg_task_ids(d, n, &job2, &r, &at);
     }
     if (sfl_msg_task_strip_model(d, n, &lite, &llen, &moff, &mlen) != 0)
         return;
