@@ -6,7 +6,7 @@
 # i mod F; or, for the comparison, the same load on one coordinator.
 #
 #   [F=front-ends] [PER=agents per front-end] [COHORT=c] [SECS=s] [RATE=r]
-#   [PROCS=p] [STORE=pg|sqlite] bench/bench_fleet.sh [BUILD]
+#   [PROCS=p] [STORE=pg|sqlite] [FOLD=0|1] bench/bench_fleet.sh [BUILD]
 #   bench/bench_fleet.sh [BUILD] --takeover     (KILLS=5: a short ha_soak.sh)
 #   bench/bench_fleet.sh [BUILD] --fleet        (the series of results/fleet.md)
 #
@@ -25,6 +25,13 @@
 #     master_rss_per_agent_kb=... fe_rss_kb=... fe_base_rss_kb=...
 #     fe_rss_per_agent_kb=... master_cpu_ms_per_round=... fe_cpu_ms_per_round=...
 #     pg_cpu_ms_per_round=... loadgen_cpu_s=... other_cpu_s=... load=...
+# then, over the same steady state (FOLD=1: the job has frontend_fold, the
+# front-ends fold its updates into partial sums; docs/operations.md):
+#   bench_fleet_bytes fold=0|1 rounds=... master_read_kb_per_round=...
+#     master_cpu_ms_per_round=... updates_per_round=... partials_per_round=...
+# master_read_kb: the master's rchar (/proc/PID/io: every read, its TLS
+# connections' and the store's), updates and partials its update and
+# partial lines;
 # and for the store, over the rounds committed once every agent had joined:
 #   bench_fleet_store store=pg xact_per_round=... tup_ins_per_round=...
 #     tup_upd_per_round=... tup_del_per_round=... wal_kb_per_round=...
@@ -125,6 +132,7 @@ fail() {
 cpu_ms() { awk '{ print ($14 + $15 + $16 + $17) * 10 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 busy_s() { awk '/^cpu / { printf "%.1f", ($2 + $3 + $4 + $7 + $8) / 100 }' /proc/stat; }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+read_kb() { awk '/^rchar:/ { print int($2 / 1024) }' "/proc/$1/io" 2>/dev/null || echo 0; }
 # the PostgreSQL server's CPU: the postmaster and its children
 pg_cpu_ms() {
     [ "$STORE" = pg ] || { echo 0; return; }
@@ -209,6 +217,7 @@ overselect = 0.1
 min_quorum = $((COHORT * 4 / 5))
 deadline_ms = 10000
 seed = 7
+frontend_fold = ${FOLD:-0}
 EOF
 PK=$("$B/sfl-coordinator" --config "$t/master.ini" --public-key 2>> "$t/master.log")
 "$B/sfl-coordinator" --config "$t/master.ini" >> "$t/master.log" 2>&1 &
@@ -272,6 +281,9 @@ while kill -0 $lg 2>/dev/null; do
         if [ -z "$joined" ] && [ "$(grep -c "event=join " "$t/master.log")" -ge $((N - N / 100)) ]; then
             joined=1
             j_mcpu=$(cpu_ms $master)
+            j_read=$(read_kb $master)
+            j_lines=$(grep -c "event=update \|event=partial " "$t/master.log" || true)
+            j_parts=$(grep -c "event=partial " "$t/master.log" || true)
             j_fcpu=$(fe_cpu)
             j_pcpu=$(pg_cpu_ms)
             j_store=$(store_stat)
@@ -283,6 +295,9 @@ done
 wait $lg || fail "loadgen failed: $(cat "$t/loadgen.err")"
 lg=""
 e_mcpu=$(cpu_ms $master)
+e_read=$(read_kb $master)
+e_lines=$(grep -c "event=update \|event=partial " "$t/master.log" || true)
+e_parts=$(grep -c "event=partial " "$t/master.log" || true)
 e_fcpu=$(fe_cpu)
 e_pcpu=$(pg_cpu_ms)
 busy1=$(busy_s)
@@ -297,6 +312,7 @@ for p in $fes; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || 
 fes_n=$F
 fes=""
 load=$(cut -d' ' -f1 /proc/loadavg)
+[ -n "$joined" ] || { j_read=$e_read; j_lines=$e_lines; j_parts=$e_parts; }
 [ -n "$joined" ] || { j_mcpu=$e_mcpu; j_fcpu=$e_fcpu; j_pcpu=$e_pcpu; j_store=$e_store; j_rounds=$e_rounds; }
 rounds=$((e_rounds - j_rounds))
 
@@ -359,6 +375,13 @@ END {
            (f > 0 ? (frss - fbase) / held : 0), (rounds ? mcpu / rounds : -1),
            (rounds ? fcpu / rounds : -1), (rounds ? pcpu / rounds : -1), lgcpu, other, load
 }' "$t/master.log"
+awk -v fold="${FOLD:-0}" -v r="$rounds" -v kb=$((e_read - j_read)) -v cpu=$((e_mcpu - j_mcpu)) \
+    -v lines=$((e_lines - j_lines)) -v parts=$((e_parts - j_parts)) 'BEGIN {
+    d = r > 0 ? r : 1
+    printf "bench_fleet_bytes fold=%d rounds=%d master_read_kb_per_round=%.1f " \
+           "master_cpu_ms_per_round=%.0f updates_per_round=%.1f partials_per_round=%.1f\n",
+           fold, r, kb / d, cpu / d, (lines - parts) / d, parts / d
+}'
 # shellcheck disable=SC2086
 # (s: before the agents, j: once all had joined, e: the end)
 # (no round in the steady state: the counters are shown per 1 round, rounds=0)

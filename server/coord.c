@@ -40,6 +40,7 @@
 #include "service/fleetinfo.h"
 #include "service/agentsvc.h"
 #include "service/fleetsvc.h"
+#include "service/foldsvc.h"
 #include "round/registry.h"
 #include "service/submit.h"
 #include "round/subs.h"
@@ -273,6 +274,12 @@ static const sfl_grpc_method_t methods[] = {
     {"/sfl.v1.Fleet/SubmitSecAgg", SFL_GRPC_KIND_UNARY, coord_h_fleet_secagg, R_COORD, 0},
     {"/sfl.v1.Fleet/Model", SFL_GRPC_KIND_UNARY, coord_h_fleet_model, R_COORD, 1024},
     {"/sfl.v1.Fleet/Gone", SFL_GRPC_KIND_UNARY, coord_h_fleet_gone, R_COORD, 1024},
+    /* fold mode (service/foldsvc.c): a Partial carries a sum of the
+     * model's dimension, as large as an update */
+    {"/sfl.v1.Fleet/FoldSpec", SFL_GRPC_KIND_UNARY, coord_h_fleet_fold_spec, R_COORD, 1024},
+    {"/sfl.v1.Fleet/Claim", SFL_GRPC_KIND_UNARY, coord_h_fleet_claim, R_COORD,
+     SMALL_REQUEST + FLEET_ENVELOPE},
+    {"/sfl.v1.Fleet/Partial", SFL_GRPC_KIND_UNARY, coord_h_fleet_partial, R_COORD, 0},
 };
 #undef R_AGENT
 #undef R_ADMIN

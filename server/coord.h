@@ -79,6 +79,8 @@ typedef struct coord_config {
     uint64_t leader_retry_ms;   /* master: a standby tries the leader lock this often; the
                                    leader checks it still holds it this often */
     char master[1024];          /* frontend: HOST:PORT[,HOST:PORT...] of the masters */
+    uint64_t fold_flush_ms;     /* frontend, fold mode: a partial this long after its
+                                   first update at the latest, [1, 60000] */
 } coord_config_t;
 
 /* role = ...: single, today's coordinator; master, the same with leadership

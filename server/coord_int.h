@@ -97,7 +97,26 @@ struct coord_conn {
     coord_conn_t *kids, *kid_prev, *kid_next;
     size_t nkids;
     int64_t fe_last_ms;       /* a front-end's last Fleet call (wall clock) */
+    /* Fold mode (service/foldsvc.c): this front-end connection's number
+     * (> 0 once it claimed, never reused by this process), which its
+     * claims carry. */
+    uint64_t fe_serial;
 };
+
+/* A member of the open attempt claimed by a front-end (fold mode,
+ * service/foldsvc.c), by cohort slot. */
+typedef enum {
+    COORD_CLAIM_NONE = 0,
+    COORD_CLAIM_CLAIMED, /* the front-end folds it: counted when its partial arrives */
+    COORD_CLAIM_FOLDED,  /* its partial was added */
+    COORD_CLAIM_LOST     /* its partial was refused: never counted in this attempt */
+} coord_claim_state_t;
+
+typedef struct coord_claim {
+    uint64_t fe;         /* the claiming connection's fe_serial */
+    double weight;       /* the samples the agent signed */
+    uint8_t state;       /* coord_claim_state_t */
+} coord_claim_t;
 
 /* A member a job no longer selects (quarantine.c). */
 typedef struct coord_quar {
@@ -191,6 +210,13 @@ struct coord_job {
     uint8_t *task_lite, *task_m_lite;
     size_t task_lite_len, task_m_lite_len;
     size_t model_off, model_len;
+    /* Fold mode (service/foldsvc.c): the open attempt's claims by cohort
+     * slot (nclaims of them), for attempt claims_attempt of round
+     * claims_round; made on the first claim, dropped with the attempt. */
+    coord_claim_t *claims;
+    uint32_t nclaims;
+    uint64_t claims_round;
+    uint32_t claims_attempt;
 };
 
 /* One group's signed task in its four forms (coord_job_t.task ...). */
@@ -243,6 +269,7 @@ struct coord {
     int handles;              /* our uv handles not yet closed (timers) */
     coord_conn_t *conns;
     size_t nconns;
+    uint64_t fe_serials;      /* fold mode: the last coord_conn_t.fe_serial given */
     coord_agent_t **agents;         /* ascending id */
     size_t nagents, cap_agents;
     coord_agent_t **by_name;        /* open addressing on the name, at most half full */

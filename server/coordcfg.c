@@ -96,6 +96,9 @@ static const sfl_cfg_key_t keys[] = {
       "that it still holds it"),
     S("master", master, "", "HOST:PORT[,...]",
       "frontend: the masters it may reach, tried in turn (a standby does not listen)"),
+    N("fold_flush_ms", fold_flush_ms, "200", "MS",
+      "frontend, frontend_fold jobs: a partial sum goes to the master this long after the "
+      "first update folded into it, at the latest; 1..60000"),
 };
 #undef S
 #undef N
@@ -189,6 +192,8 @@ int coord_config_check(const coord_config_t *c)
         strcmp(c->role, COORD_ROLE_FRONTEND) != 0)
         return sfl__fail(SFL_EINVAL, "role must be single, master or frontend, not '%s'",
                          c->role);
+    if (c->fold_flush_ms == 0 || c->fold_flush_ms > 60000)
+        return sfl__fail(SFL_EINVAL, "fold_flush_ms must be in [1, 60000]");
     if (c->leader_retry_ms == 0 || c->leader_retry_ms > 60000)
         return sfl__fail(SFL_EINVAL, "leader_retry_ms must be in [1, 60000]");
     if (c->store[0]) {

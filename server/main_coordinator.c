@@ -500,6 +500,7 @@ static int run_frontend(const coord_config_t *cfg)
     fc.handshake_timeout_ms = cfg->handshake_timeout_ms;
     fc.idle_timeout_ms = cfg->idle_timeout_ms;
     fc.body_timeout_ms = cfg->body_timeout_ms;
+    fc.fold_flush_ms = cfg->fold_flush_ms;
     if ((rc = fe_new(&app.loop, &fc, &app.fe)) < 0) {
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
         return 1;

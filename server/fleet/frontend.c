@@ -17,7 +17,11 @@
  *
  * The relay never parses what the master sends: it goes to agents that
  * verify the master's signature over every task themselves. Its size is
- * bounded by max_message and the agent connection's queue. */
+ * bounded by max_message and the agent connection's queue.
+ *
+ * Fold mode ("fold mode" below): for a frontend_fold job's plain training
+ * rounds, SubmitUpdate is verified here, claimed from the master and
+ * folded into a partial sum per attempt instead of being relayed. */
 #include "fleet/frontend.h"
 
 #include <errno.h>
@@ -27,6 +31,7 @@
 
 #include <sodium.h>
 
+#include "sfl/algo/fold.h"
 #include "sfl/core/alloc.h"
 #include "sfl/core/log.h"
 #include "sfl/crypto/seal.h"
@@ -54,6 +59,21 @@ struct fe_agent {
     char addr[64];
     fe_relay_t *relays;        /* its calls in flight to the master */
     fe_agent_t *prev, *next;
+    /* Fold mode: the identity the master accepted at the agent's Join on
+     * this connection (its JoinReply's agent_id, the Join's identity_key);
+     * without one its updates are forwarded. */
+    uint64_t agent_id;
+    uint8_t agent_pk[SFL_SEAL_PK_BYTES];
+    uint8_t join_pk[SFL_SEAL_PK_BYTES]; /* of the Join in flight */
+    int has_key;
+    /* the attempt of the last task relayed to it, and of its last answer
+     * (fold mode counts each agent once per attempt) */
+    uint64_t t_job, t_round, a_job, a_round;
+    uint32_t t_attempt, a_attempt;
+    /* the master connection (fe->master_epoch) on which a relayed call of
+     * this agent connection was answered: the master holds its conn_id
+     * there, so a claim need not carry the certificate again */
+    uint64_t master_seen;
 };
 
 /* A stream message held back until its task's model is here. */
@@ -79,6 +99,7 @@ struct fe_relay {
      * they are out */
     int ended, end_status;
     char end_msg[256];
+    int join;                  /* a Join: its reply names the agent (fold mode) */
 };
 
 /* Models of the tasks the master sends without them (fleet.proto,
@@ -122,6 +143,10 @@ struct fe {
     fe_model_t models[FE_MODELS];
     uint64_t tick, fetched;    /* LRU clock; models fetched */
     uint64_t fails;            /* attempts to reach a master since the last open */
+    /* fold mode: the attempts seen (fe_fold_t), updates folded, partials sent */
+    struct fe_fold *folds;
+    uint64_t folded, partials;
+    uint64_t master_epoch;     /* master connections opened */
 };
 
 static void master_connect(fe_t *fe);
@@ -214,6 +239,20 @@ static void relay_unary_done(sfl_grpc_call_t *call, int status, const char *mess
 
     (void)call;
     r->cc = NULL;
+    if (status == SFL_GRPC_STATUS_OK)
+        r->ag->master_seen = r->ag->fe->master_epoch;
+    if (r->join && status == SFL_GRPC_STATUS_OK) {
+        /* fold mode: whom the master took this connection's agent for */
+        sfl_join_reply_t jr;
+        sfl_msg_limits_t lim;
+
+        sfl_msg_limits_default(&lim);
+        if (sfl_msg_join_reply_unpack(resp, len, &lim, &jr) == 0 && jr.agent_id > 0) {
+            r->ag->agent_id = jr.agent_id;
+            memcpy(r->ag->agent_pk, r->ag->join_pk, sizeof(r->ag->agent_pk));
+            r->ag->has_key = 1;
+        }
+    }
     if (status == SFL_GRPC_STATUS_OK)
         (void)sfl_grpc_reply(r->sc, resp, len);
     else
@@ -408,6 +447,8 @@ static void model_fetch(fe_t *fe, fe_model_t *m)
     m->fetching = 1;
 }
 
+static void fold_tasked(fe_agent_t *ag, const uint8_t *msg, size_t len);
+
 static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, void *ud)
 {
     fe_relay_t *r = ud;
@@ -418,6 +459,8 @@ static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len,
     (void)call;
     if (r->sc == NULL)
         return; /* answered, waiting for its end */
+    r->ag->master_seen = r->ag->fe->master_epoch;
+    fold_tasked(r->ag, msg, len);
     if (r->held == NULL && sfl_msg_task_needs_model(msg, len, &job, hash) != 1) {
         (void)relay_send(r, msg, len);
         return;
@@ -457,8 +500,8 @@ static void relay_stream_done(sfl_grpc_call_t *call, int status, const char *mes
 
 /* Starts path on the master with req wrapped for ag; answers call itself
  * when that cannot be done. */
-static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int stream,
-                  const uint8_t *req, size_t len)
+static fe_relay_t *relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int stream,
+                         const uint8_t *req, size_t len)
 {
     fe_t *fe = ag->fe;
     sfl_fleet_call_t m;
@@ -472,7 +515,7 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
                               fe->stopping ? "front-end shutting down"
                                            : "the front-end has no round master now; retry");
-        return;
+        return NULL;
     }
     memset(&m, 0, sizeof(m));
     snprintf(m.agent_cn, sizeof(m.agent_cn), "%s", ag->peer.cn);
@@ -487,14 +530,14 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
         sfl_conn_peer_der(ag->c, der, sizeof(der), &m.agent_cert_len) < 0) {
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
                               "the front-end cannot read your certificate");
-        return;
+        return NULL;
     }
     m.agent_cert = der;
     if ((r = sfl__calloc(1, sizeof(*r))) == NULL ||
         (rc = sfl_msg_fleet_call_pack(&m, &buf, &blen)) < 0) {
         sfl__free(r);
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
+        return NULL;
     }
     r->ag = ag;
     r->sc = call;
@@ -508,7 +551,7 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
         sfl__free(r);
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
                               "the front-end cannot reach the round master now; retry");
-        return;
+        return NULL;
     }
     r->next = ag->relays;
     if (ag->relays)
@@ -516,6 +559,643 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
     ag->relays = r;
     fe->relayed++;
     sfl_grpc_call_on_cancel(call, relay_cancelled, r);
+    return r;
+}
+
+/* ---- fold mode ------------------------------------------------------------------ */
+/* For a frontend_fold job's plain training rounds (the master says which:
+ * Fleet.FoldSpec, asked once per attempt), an agent's SubmitUpdate is not
+ * forwarded: it is verified here as the master would (the signature over
+ * the attempt's context, the payload's decoding and encoding, the fold's
+ * bounds: submit.c's checks, on the thread pool), claimed from the master
+ * (Fleet.Claim: the master judges it once, from the signature over the
+ * payload's digest and the samples) and, when the master accepts the
+ * claim, folded into the attempt's partial sum; the agent gets the
+ * master's verdict. The partial goes to the master (Fleet.Partial)
+ * fold_flush_ms after the first update folded into it. An update that
+ * fails here is forwarded instead, so its refusal is the master's own. */
+
+#define FE_FOLDS 8
+#define FE_FOLD_SPEC_TIMEOUT_MS 10000
+
+enum { FS_FREE, FS_ASKING, FS_FOLD, FS_FORWARD };
+
+typedef struct fe_sub fe_sub_t;
+
+typedef struct fe_fold {
+    fe_t *fe;
+    int state;
+    uint64_t job, round;
+    uint32_t attempt;
+    uint64_t gen;              /* bumped whenever the slot is given up */
+    uint64_t used;
+    sfl_fleet_fold_spec_t spec;
+    fe_sub_t *waiting;         /* updates waiting for the spec */
+    /* the partial being gathered */
+    double *sum;               /* spec.dimension entries, made on the first fold */
+    double weight_sum;
+    sfl_round_metrics_t msums;
+    uint64_t *members;
+    uint32_t nmembers, capmembers;
+    uint64_t bytes;
+    uint32_t busy;             /* updates being verified or claimed against it */
+    /* agents given this attempt's task here, and of them those whose
+     * update was answered here: all answered, the partial goes at once */
+    uint32_t tasked, answered;
+    uv_timer_t timer;
+    int armed;
+} fe_fold_t;
+
+struct fe_sub {
+    uv_work_t work;
+    fe_t *fe;
+    fe_agent_t *ag;            /* valid while sc is set */
+    sfl_grpc_call_t *sc;       /* the agent's call; NULL once answered or cancelled */
+    fe_fold_t *slot;
+    uint64_t gen;
+    uint8_t *req;              /* the request as the agent sent it (to forward) */
+    size_t req_len;
+    sfl_update_t *u;
+    uint8_t agent_pk[SFL_SEAL_PK_BYTES];
+    uint64_t agent_id;
+    size_t max_message;
+    /* the worker's result */
+    sfl_payload_t *p;
+    int ok;
+    char reason[256];
+    uint8_t payload_hash[SFL_MSG_HASH_BYTES];
+    uint8_t sig[SFL_MSG_SIG_BYTES];
+    fe_sub_t *next;
+};
+
+static void sub_free(fe_sub_t *s)
+{
+    sfl_msg_payload_free(s->p);
+    sfl_msg_update_free(s->u);
+    sfl__free(s->req);
+    sfl__free(s);
+}
+
+static void sub_cancelled(sfl_grpc_call_t *call, void *ud)
+{
+    fe_sub_t *s = ud;
+
+    (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_CANCELLED, NULL);
+    s->sc = NULL;
+    s->ag = NULL;
+}
+
+static void fold_answered(fe_sub_t *s);
+static void fold_maybe_flush(fe_fold_t *f);
+
+/* The update goes to the master as it came (forward mode), when the agent
+ * still waits; s is freed. */
+static void sub_forward(fe_sub_t *s)
+{
+    fe_fold_t *f = s->slot;
+
+    if (s->sc != NULL) {
+        fold_answered(s);
+        (void)relay(s->sc, s->ag, "/sfl.v1.Fleet/SubmitUpdate", 0, s->req, s->req_len);
+    }
+    sub_free(s);
+    if (f != NULL)
+        fold_maybe_flush(f);
+}
+
+/* The partial's state back to empty (kept: the slot, its spec). */
+static void fold_reset_sum(fe_fold_t *f)
+{
+    if (f->sum != NULL)
+        memset(f->sum, 0, f->spec.dimension * sizeof(*f->sum));
+    f->weight_sum = 0;
+    memset(&f->msums, 0, sizeof(f->msums));
+    f->nmembers = 0;
+    f->bytes = 0;
+    if (f->armed)
+        uv_timer_stop(&f->timer);
+    f->armed = 0;
+}
+
+/* Gives the slot up (what it gathered is lost: the master's connection
+ * went, or the slot is taken for another attempt). */
+static void fold_clear(fe_fold_t *f)
+{
+    fold_reset_sum(f);
+    sfl__free(f->sum);
+    f->sum = NULL;
+    sfl__free(f->members);
+    f->members = NULL;
+    f->capmembers = 0;
+    f->state = FS_FREE;
+    f->job = f->round = 0;
+    f->attempt = 0;
+    f->tasked = f->answered = 0;
+    f->gen++;
+}
+
+typedef struct {
+    uint64_t job, round;
+    uint32_t attempt, n;
+} partial_ctx_t;
+
+static void partial_done(sfl_grpc_call_t *call, int status, const char *message,
+                         const uint8_t *resp, size_t len, void *ud)
+{
+    partial_ctx_t *c = ud;
+    char q[400];
+
+    (void)call;
+    (void)resp;
+    (void)len;
+    if (status != SFL_GRPC_STATUS_OK)
+        sfl_log(SFL_LOG_WARN, "partial_refused",
+                "job=%llu round=%llu attempt=%u members=%u status=%s detail=%s",
+                (unsigned long long)c->job, (unsigned long long)c->round, c->attempt, c->n,
+                sfl_grpc_status_name(status), sfl_log_quote(message, q, sizeof(q)));
+    sfl__free(c);
+}
+
+/* Sends what f gathered as one Fleet.Partial and empties it. */
+static void fold_flush(fe_fold_t *f)
+{
+    fe_t *fe = f->fe;
+    sfl_fleet_partial_t p;
+    partial_ctx_t *c = NULL;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc = SFL_ENOMEM;
+
+    if (f->nmembers == 0)
+        return;
+    memset(&p, 0, sizeof(p));
+    p.job_id = f->job;
+    p.round = f->round;
+    p.attempt = f->attempt;
+    p.members = f->members;
+    p.nmembers = f->nmembers;
+    p.weight_sum = f->weight_sum;
+    p.update_bytes = f->bytes;
+    for (int id = 0; id < SFL_METRIC_COUNT; id++)
+        p.metric_sums[id] = sfl_metrics[id].fold == SFL_METRIC_WEIGHT
+                                ? (double)sfl_metric_get_u64(id, &f->msums)
+                            : sfl_metrics[id].fold == SFL_METRIC_MEAN ? sfl_metric_get(id, &f->msums)
+                                                                      : 0;
+    if (fe->master != NULL && (c = sfl__calloc(1, sizeof(*c))) != NULL &&
+        (rc = sfl_spvec_new(f->spec.dimension, f->spec.dimension, &p.sum)) == 0 &&
+        (rc = sfl_spvec_from_dense(p.sum, f->sum)) == 0 &&
+        (rc = sfl_msg_fleet_partial_pack(&p, &buf, &blen)) == 0) {
+        c->job = f->job;
+        c->round = f->round;
+        c->attempt = f->attempt;
+        c->n = f->nmembers;
+        rc = sfl_grpc_call_unary(sfl_grpcconn_session(fe->master), "/sfl.v1.Fleet/Partial", buf,
+                                 blen, 60000, partial_done, c, NULL);
+        if (rc == 0) {
+            c = NULL;
+            fe->partials++;
+            sfl_log(SFL_LOG_DEBUG, "partial", "job=%llu round=%llu attempt=%u members=%u bytes=%zu",
+                    (unsigned long long)f->job, (unsigned long long)f->round, f->attempt,
+                    f->nmembers, blen);
+        }
+        sfl_grpcconn_pump(fe->master);
+    }
+    if (rc != 0) {
+        char q[300];
+
+        sfl_log(SFL_LOG_WARN, "partial_lost", "job=%llu round=%llu attempt=%u members=%u error=%s",
+                (unsigned long long)f->job, (unsigned long long)f->round, f->attempt,
+                f->nmembers, sfl_log_quote(fe->master == NULL ? "no master" : sfl_last_error(),
+                                           q, sizeof(q)));
+    }
+    sfl__free(c);
+    sfl_msg_buf_free(buf);
+    sfl_spvec_free(p.sum);
+    fold_reset_sum(f);
+}
+
+static void fold_timer(uv_timer_t *t)
+{
+    fe_fold_t *f = t->data;
+
+    f->armed = 0;
+    fold_flush(f);
+}
+
+/* The slot of (job, round, attempt), taken when missing: a free one, else
+ * the least recently used that holds nothing; NULL when every slot is busy
+ * (the update is then forwarded). */
+static fe_fold_t *fold_slot(fe_t *fe, uint64_t job, uint64_t round, uint32_t attempt)
+{
+    fe_fold_t *best = NULL;
+
+    for (size_t i = 0; i < FE_FOLDS; i++) {
+        fe_fold_t *f = &fe->folds[i];
+
+        if (f->job != 0 && f->job == job && f->round == round && f->attempt == attempt) {
+            f->used = ++fe->tick;
+            return f;
+        }
+        if (f->state == FS_ASKING || f->busy > 0 || f->nmembers > 0)
+            continue;
+        if (best == NULL || f->state == FS_FREE || (best->state != FS_FREE && f->used < best->used))
+            best = f;
+    }
+    if (best == NULL)
+        return NULL;
+    fold_clear(best);
+    best->job = job;
+    best->round = round;
+    best->attempt = attempt;
+    best->used = ++fe->tick;
+    return best;
+}
+
+/* Every agent given the attempt's task here has been answered, and no
+ * update of it is in flight: the partial goes now, not at fold_flush_ms -
+ * from the loop (its timer at 0), since this may run inside a callback of
+ * the master's session, which must not be pumped from there. */
+static void fold_maybe_flush(fe_fold_t *f)
+{
+    if (f->state == FS_FOLD && f->busy == 0 && f->nmembers > 0 && f->tasked > 0 &&
+        f->answered >= f->tasked && !f->fe->stopping) {
+        uv_timer_start(&f->timer, fold_timer, 0, 0);
+        f->armed = 1;
+    }
+}
+
+/* s's agent was answered for s's attempt (the master's verdict on its
+ * claim, or its update forwarded): counted once per agent. */
+static void fold_answered(fe_sub_t *s)
+{
+    fe_agent_t *ag = s->ag;
+    fe_fold_t *f = s->slot;
+
+    if (ag == NULL || s->u == NULL || s->gen != f->gen)
+        return;
+    if (ag->a_job == s->u->job_id && ag->a_round == s->u->round &&
+        ag->a_attempt == s->u->attempt)
+        return;
+    ag->a_job = s->u->job_id;
+    ag->a_round = s->u->round;
+    ag->a_attempt = s->u->attempt;
+    f->answered++;
+}
+
+static void claim_done(sfl_grpc_call_t *call, int status, const char *message,
+                       const uint8_t *resp, size_t len, void *ud)
+{
+    fe_sub_t *s = ud;
+    fe_fold_t *f = s->slot;
+    sfl_msg_limits_t lim;
+    sfl_ack_t ack;
+
+    (void)call;
+    f->busy--;
+    if (status != SFL_GRPC_STATUS_OK && s->ag != NULL)
+        s->ag->master_seen = 0; /* the next claim carries the certificate */
+    sfl_msg_limits_default(&lim);
+    if (status == SFL_GRPC_STATUS_OK && sfl_msg_ack_unpack(resp, len, &lim, &ack) == 0 &&
+        ack.status == SFL_ACK_ACCEPTED && s->gen == f->gen && f->state == FS_FOLD) {
+        /* counted by the master when our partial arrives */
+        if (f->sum == NULL)
+            f->sum = sfl__calloc(f->spec.dimension, sizeof(*f->sum));
+        if (f->nmembers == f->capmembers) {
+            uint32_t cap = f->capmembers ? 2 * f->capmembers : 64;
+            uint64_t *m = sfl__reallocarray(f->members, cap, sizeof(*m));
+
+            if (m != NULL) {
+                f->members = m;
+                f->capmembers = cap;
+            }
+        }
+        if (f->sum != NULL && f->nmembers < f->capmembers &&
+            f->nmembers < SFL_MSG_PARTIAL_MAX) {
+            sfl_spvec_axpy((double)s->p->samples, s->p->update, f->sum);
+            f->weight_sum += (double)s->p->samples;
+            sfl_metrics_fold(&f->msums, s->p);
+            f->members[f->nmembers++] = s->agent_id;
+            f->bytes += s->u->sealed_len;
+            s->fe->folded++;
+            if (!f->armed && !s->fe->stopping) {
+                uv_timer_start(&f->timer, fold_timer,
+                               s->fe->cfg.fold_flush_ms ? s->fe->cfg.fold_flush_ms : 200, 0);
+                f->armed = 1;
+            }
+            if (f->nmembers == SFL_MSG_PARTIAL_MAX && !s->fe->stopping) {
+                /* full: at once, from the loop (fold_maybe_flush) */
+                uv_timer_start(&f->timer, fold_timer, 0, 0);
+                f->armed = 1;
+            }
+        } else {
+            sfl_log(SFL_LOG_WARN, "fold_lost", "job=%llu agent=%llu error=\"out of memory\"",
+                    (unsigned long long)f->job, (unsigned long long)s->agent_id);
+        }
+    }
+    fold_answered(s);
+    fold_maybe_flush(f);
+    /* the agent gets the master's answer, whatever it is */
+    if (s->sc != NULL) {
+        if (status == SFL_GRPC_STATUS_OK)
+            (void)sfl_grpc_reply(s->sc, resp, len);
+        else
+            (void)sfl_grpc_finish(s->sc, status, message);
+        s->sc = NULL;
+    }
+    sub_free(s);
+}
+
+/* Loop: a verified update is claimed from the master. */
+static void sub_claim(fe_sub_t *s)
+{
+    fe_t *fe = s->fe;
+    fe_fold_t *f = s->slot;
+    sfl_fleet_claim_t c;
+    sfl_fleet_call_t m;
+    uint8_t der[SFL_MSG_CERT_DER_MAX];
+    uint8_t *inner = NULL, *buf = NULL;
+    size_t ilen = 0, blen = 0;
+    int rc = -1;
+
+    if (s->sc == NULL || s->ag == NULL || s->ag->c == NULL) {
+        /* the agent went before its update was claimed: nothing to count,
+         * it sends it again wherever it connects */
+        sub_free(s);
+        return;
+    }
+    if (fe->master == NULL || s->gen != f->gen || f->state != FS_FOLD) {
+        sub_forward(s);
+        return;
+    }
+    memset(&c, 0, sizeof(c));
+    c.job_id = s->u->job_id;
+    c.round = s->u->round;
+    c.attempt = s->u->attempt;
+    c.agent_id = s->agent_id;
+    c.samples = s->p->samples;
+    memcpy(c.payload_hash, s->payload_hash, sizeof(c.payload_hash));
+    memcpy(c.signature, s->sig, sizeof(c.signature));
+    c.update_bytes = s->u->sealed_len;
+    memset(&m, 0, sizeof(m));
+    snprintf(m.agent_cn, sizeof(m.agent_cn), "%s", s->ag->peer.cn);
+    memcpy(m.cert_sha256, s->ag->peer.sha256, 32);
+    m.conn_id = s->ag->id;
+    /* The certificate only when this master connection may not have the
+     * conn_id yet (fleet.proto: later calls may leave it out); a claim is
+     * a few hundred bytes, the certificate as much again. */
+    if (s->ag->master_seen == fe->master_epoch)
+        m.agent_cert_len = 0;
+    else if (sfl_conn_peer_der(s->ag->c, der, sizeof(der), &m.agent_cert_len) < 0)
+        m.agent_cert_len = SIZE_MAX;
+    if (m.agent_cert_len != SIZE_MAX && sfl_msg_fleet_claim_pack(&c, &inner, &ilen) == 0) {
+        m.agent_cert = m.agent_cert_len > 0 ? der : NULL;
+        m.request = inner;
+        m.request_len = ilen;
+        if (sfl_msg_fleet_call_pack(&m, &buf, &blen) == 0)
+            rc = sfl_grpc_call_unary(sfl_grpcconn_session(fe->master), "/sfl.v1.Fleet/Claim",
+                                     buf, blen, 60000, claim_done, s, NULL);
+    }
+    sfl_msg_buf_free(inner);
+    sfl__free(buf);
+    if (rc < 0) {
+        sub_forward(s);
+        return;
+    }
+    f->busy++;
+    sfl_grpcconn_pump(fe->master);
+}
+
+/* Thread pool: what the master's verify_work checks (submit.c), against
+ * the spec the master gave for this attempt. Touches only s (and the
+ * spec, which does not change while s->slot->busy counts s). */
+static void sub_verify(uv_work_t *w)
+{
+    fe_sub_t *s = w->data;
+    const sfl_fleet_fold_spec_t *sp = &s->slot->spec;
+    sfl_upd_ctx_t ctx;
+    sfl_msg_limits_t lim;
+    sfl_fold_limits_t fl = {sp->max_update_norm, sp->max_samples};
+    size_t plen = 0;
+    int rc;
+
+    memcpy(ctx.round_pk, sp->round_pk, sizeof(ctx.round_pk));
+    ctx.job = s->u->job_id;
+    ctx.round = s->u->round;
+    memcpy(ctx.nonce, sp->nonce, sizeof(ctx.nonce));
+    ctx.agent_id = s->agent_id;
+    memcpy(ctx.model_hash, sp->model_hash, sizeof(ctx.model_hash));
+    rc = sfl_seal_check_update(s->agent_pk, &ctx, s->u->sealed, s->u->sealed_len, s->max_message,
+                               NULL, &plen);
+    if (rc < 0) {
+        snprintf(s->reason, sizeof(s->reason), "%s", sfl_last_error());
+        return;
+    }
+    sfl_msg_limits_default(&lim);
+    lim.max_message = s->max_message;
+    lim.max_dim = sp->dimension;
+    lim.max_nnz = sp->dimension;
+    if ((rc = sfl_msg_payload_unpack(s->u->sealed, plen, &lim, sp->dimension, &s->p)) < 0) {
+        snprintf(s->reason, sizeof(s->reason), "%s", sfl_last_error());
+        return;
+    }
+    if (s->p->encoding != sp->encoding) {
+        snprintf(s->reason, sizeof(s->reason), "update values are encoded as %d, the task asks "
+                 "for %d", (int)s->p->encoding, (int)sp->encoding);
+        return;
+    }
+    if ((rc = sfl_fold_check_limits(&fl, sp->dimension, s->p->update,
+                                    (double)s->p->samples)) < 0) {
+        snprintf(s->reason, sizeof(s->reason), "%s", sfl_last_error());
+        return;
+    }
+    sfl_seal_hash(s->u->sealed, plen, s->payload_hash);
+    memcpy(s->sig, s->u->sealed + plen, sizeof(s->sig));
+    s->ok = 1;
+}
+
+static void sub_verified(uv_work_t *w, int status)
+{
+    fe_sub_t *s = w->data;
+
+    (void)status;
+    s->slot->busy--;
+    if (!s->ok) {
+        char q[300];
+
+        /* the master says why, in its own words and audit record */
+        sfl_log(SFL_LOG_DEBUG, "fold_forward", "job=%llu agent=%llu reason=%s",
+                (unsigned long long)s->u->job_id, (unsigned long long)s->agent_id,
+                sfl_log_quote(s->reason, q, sizeof(q)));
+        sub_forward(s);
+        return;
+    }
+    sub_claim(s);
+}
+
+/* s's slot folds: verify it off the loop. */
+static void sub_start(fe_sub_t *s)
+{
+    s->gen = s->slot->gen;
+    s->work.data = s;
+    if (uv_queue_work(s->fe->loop, &s->work, sub_verify, sub_verified) != 0) {
+        sub_forward(s);
+        return;
+    }
+    s->slot->busy++;
+}
+
+static void spec_done(sfl_grpc_call_t *call, int status, const char *message,
+                      const uint8_t *resp, size_t len, void *ud)
+{
+    fe_fold_t *f = ud;
+    sfl_msg_limits_t lim;
+    fe_sub_t *s, *next;
+    int rc = -1;
+
+    (void)call;
+    sfl_msg_limits_default(&lim);
+    lim.max_dim = UINT32_MAX;
+    f->busy--;
+    if (status == SFL_GRPC_STATUS_OK)
+        rc = sfl_msg_fleet_fold_spec_unpack(resp, len, &lim, &f->spec);
+    if (rc < 0) {
+        char q[300];
+
+        sfl_log(SFL_LOG_WARN, "fold_spec_unavailable", "job=%llu status=%s detail=%s",
+                (unsigned long long)f->job, sfl_grpc_status_name(status),
+                sfl_log_quote(status == SFL_GRPC_STATUS_OK ? sfl_last_error() : message, q,
+                              sizeof(q)));
+        memset(&f->spec, 0, sizeof(f->spec));
+    }
+    s = f->waiting;
+    f->waiting = NULL;
+    /* no answer: forward now, ask again for the next update */
+    f->state = rc < 0 ? FS_FREE : f->spec.fold ? FS_FOLD : FS_FORWARD;
+    if (rc < 0)
+        f->gen++;
+    sfl_log(SFL_LOG_DEBUG, "fold_spec", "job=%llu round=%llu attempt=%u fold=%d",
+            (unsigned long long)f->job, (unsigned long long)f->round, f->attempt,
+            f->state == FS_FOLD);
+    for (; s != NULL; s = next) {
+        next = s->next;
+        if (f->state == FS_FOLD)
+            sub_start(s);
+        else
+            sub_forward(s);
+    }
+}
+
+/* SubmitUpdate in fold mode: 0 when it took the call (it answers it), 1
+ * when the update is to be forwarded as it is. */
+static int fold_submit(sfl_grpc_call_t *call, fe_agent_t *ag, const uint8_t *req, size_t len)
+{
+    fe_t *fe = ag->fe;
+    sfl_msg_limits_t lim;
+    sfl_update_t *u = NULL;
+    fe_fold_t *f;
+    fe_sub_t *s;
+
+    if (!ag->has_key || fe->master == NULL || fe->stopping || fe->folds == NULL)
+        return 1;
+    sfl_msg_limits_default(&lim);
+    lim.max_message = fe->cfg.max_message;
+    if (sfl_msg_update_unpack(req, len, &lim, &u) < 0)
+        return 1;
+    /* (a slot whose spec workers may still read is never asked again) */
+    if (u->mode != SFL_UPDATE_MODE_SIGNED || u->agent_id != ag->agent_id ||
+        (f = fold_slot(fe, u->job_id, u->round, u->attempt)) == NULL || f->state == FS_FORWARD ||
+        (f->state == FS_FREE && f->busy > 0)) {
+        sfl_msg_update_free(u);
+        return 1;
+    }
+    if ((s = sfl__calloc(1, sizeof(*s))) == NULL || (s->req = sfl__malloc(len ? len : 1)) == NULL) {
+        sfl__free(s);
+        sfl_msg_update_free(u);
+        return 1;
+    }
+    memcpy(s->req, req, len);
+    s->req_len = len;
+    s->fe = fe;
+    s->ag = ag;
+    s->sc = call;
+    s->u = u;
+    s->slot = f;
+    s->gen = f->gen;
+    s->agent_id = ag->agent_id;
+    memcpy(s->agent_pk, ag->agent_pk, sizeof(s->agent_pk));
+    s->max_message = fe->cfg.max_message;
+    sfl_grpc_call_on_cancel(call, sub_cancelled, s);
+    if (f->state == FS_FOLD) {
+        sub_start(s);
+        return 0;
+    }
+    s->next = f->waiting;
+    f->waiting = s;
+    if (f->state == FS_FREE) {
+        uint8_t *buf = NULL;
+        size_t blen = 0;
+        int rc = sfl_msg_fleet_fold_spec_req_pack(u->job_id, u->round, u->attempt, &buf, &blen);
+
+        if (rc == 0)
+            rc = sfl_grpc_call_unary(sfl_grpcconn_session(fe->master), "/sfl.v1.Fleet/FoldSpec",
+                                     buf, blen, FE_FOLD_SPEC_TIMEOUT_MS, spec_done, f, NULL);
+        sfl_msg_buf_free(buf);
+        if (rc < 0) {
+            f->waiting = NULL;
+            sub_forward(s);
+            return 0;
+        }
+        f->state = FS_ASKING;
+        f->busy++;
+        sfl_grpcconn_pump(fe->master);
+    }
+    return 0;
+}
+
+/* A task of (job, round, attempt) relayed to ag: counted once per agent
+ * and attempt in the attempt's slot (fold_maybe_flush). */
+static void fold_tasked(fe_agent_t *ag, const uint8_t *msg, size_t len)
+{
+    fe_t *fe = ag->fe;
+    uint64_t job, round;
+    uint32_t attempt;
+    fe_fold_t *f;
+
+    if (fe->folds == NULL || sfl_msg_task_ids(msg, len, &job, &round, &attempt) != 1 ||
+        job == 0 || (ag->t_job == job && ag->t_round == round && ag->t_attempt == attempt))
+        return;
+    ag->t_job = job;
+    ag->t_round = round;
+    ag->t_attempt = attempt;
+    if ((f = fold_slot(fe, job, round, attempt)) != NULL)
+        f->tasked++;
+}
+
+/* The master's connection went: every claim made on it is void there, so
+ * what was gathered is dropped (those members are lost for the attempt). */
+static void fold_master_gone(fe_t *fe)
+{
+    if (fe->folds == NULL)
+        return;
+    for (size_t i = 0; i < FE_FOLDS; i++) {
+        fe_fold_t *f = &fe->folds[i];
+
+        if (f->nmembers > 0)
+            sfl_log(SFL_LOG_WARN, "partial_lost",
+                    "job=%llu round=%llu attempt=%u members=%u error=\"the master's connection "
+                    "closed\"", (unsigned long long)f->job, (unsigned long long)f->round,
+                    f->attempt, f->nmembers);
+        if (f->state != FS_ASKING)
+            fold_clear(f);
+    }
+}
+
+static void fold_timer_closed(uv_handle_t *h)
+{
+    fe_fold_t *f = h->data;
+
+    f->fe->handles--;
+    check_stopped(f->fe);
 }
 
 /* ---- the Coordinator service, relayed ---------------------------------------------- */
@@ -565,7 +1245,13 @@ static void h_join(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *
                               "of identity_key over this connection");
         return;
     }
-    relay(call, ag, "/sfl.v1.Fleet/Join", 0, req, len);
+    memcpy(ag->join_pk, m.identity_key, sizeof(ag->join_pk));
+    {
+        fe_relay_t *r = relay(call, ag, "/sfl.v1.Fleet/Join", 0, req, len);
+
+        if (r != NULL)
+            r->join = 1;
+    }
 }
 
 static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
@@ -575,7 +1261,9 @@ static void h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
 
 static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
-    relay(call, ud, "/sfl.v1.Fleet/SubmitUpdate", 0, req, len);
+    if (fold_submit(call, ud, req, len) == 0)
+        return; /* fold mode took it */
+    (void)relay(call, ud, "/sfl.v1.Fleet/SubmitUpdate", 0, req, len);
 }
 
 static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
@@ -773,6 +1461,7 @@ static void master_opened(sfl_grpcconn_t *g, void *ud)
 
     (void)g;
     fe->master_open = 1;
+    fe->master_epoch++;
     fe->fails = 0;
     sfl_log(SFL_LOG_INFO, "master_open", "master=%s:%s agents=%llu", fe->hosts[fe->master_at],
             fe->ports[fe->master_at], (unsigned long long)fe->nagents);
@@ -794,6 +1483,7 @@ static void master_closed(sfl_grpcconn_t *g, int status, const char *detail, voi
     fe->master = NULL;
     fe->master_open = 0;
     fe->handles--;
+    fold_master_gone(fe);
     /* a standby does not listen: the next address */
     fe->next_master = (fe->master_at + 1) % fe->nmasters;
     if (fe->stopping)
@@ -904,6 +1594,10 @@ int fe_new(uv_loop_t *loop, const fe_config_t *cfg, fe_t **out)
         return SFL_ENOMEM;
     fe->loop = loop;
     fe->cfg = *cfg;
+    if ((fe->folds = sfl__calloc(FE_FOLDS, sizeof(*fe->folds))) == NULL) {
+        rc = SFL_ENOMEM;
+        goto fail;
+    }
     fe->cfg.listen = NULL;
     snprintf(fe->master_list, sizeof(fe->master_list), "%s", cfg->master);
     fe->cfg.master = fe->master_list;
@@ -953,6 +1647,12 @@ int fe_new(uv_loop_t *loop, const fe_config_t *cfg, fe_t **out)
     uv_timer_init(loop, &fe->retry);
     fe->retry.data = fe;
     fe->handles++;
+    for (size_t i = 0; i < FE_FOLDS; i++) {
+        fe->folds[i].fe = fe;
+        uv_timer_init(loop, &fe->folds[i].timer);
+        fe->folds[i].timer.data = &fe->folds[i];
+        fe->handles++;
+    }
     master_connect(fe);
     sfl_log(SFL_LOG_INFO, "started", "role=frontend port=%d masters=%s", fe_port(fe),
             fe->master_list);
@@ -1002,19 +1702,28 @@ void fe_shutdown(fe_t *fe, void (*done)(void *ud), void *ud)
     fe->stopping = 1;
     fe->done = done;
     fe->done_ud = ud;
-    sfl_log(SFL_LOG_INFO, "stopping", "role=frontend agents=%llu relayed=%llu",
-            (unsigned long long)fe->nagents, (unsigned long long)fe->relayed);
+    sfl_log(SFL_LOG_INFO, "stopping", "role=frontend agents=%llu relayed=%llu folded=%llu "
+            "partials=%llu", (unsigned long long)fe->nagents, (unsigned long long)fe->relayed,
+            (unsigned long long)fe->folded, (unsigned long long)fe->partials);
     sfl_listener_close(fe->listener);
     fe->listener = NULL;
     for (fe_agent_t *ag = fe->agents; ag != NULL; ag = ag->next)
         if (ag->c != NULL)
             sfl_conn_abort(ag->c);
+    /* what was folded and not sent yet goes before the master's connection
+     * closes (best effort: its members are lost otherwise) */
+    for (size_t i = 0; fe->folds != NULL && i < FE_FOLDS; i++)
+        fold_flush(&fe->folds[i]);
     if (fe->master != NULL)
         sfl_grpcconn_close(fe->master);
     if (fe->resolving)
         uv_cancel((uv_req_t *)&fe->gai);
     uv_timer_stop(&fe->retry);
     uv_close((uv_handle_t *)&fe->retry, retry_closed);
+    for (size_t i = 0; fe->folds != NULL && i < FE_FOLDS; i++) {
+        uv_timer_stop(&fe->folds[i].timer);
+        uv_close((uv_handle_t *)&fe->folds[i].timer, fold_timer_closed);
+    }
 }
 
 void fe_free(fe_t *fe)
@@ -1027,5 +1736,10 @@ void fe_free(fe_t *fe)
     sfl_grpc_budget_free(fe->budget);
     for (size_t i = 0; i < FE_MODELS; i++)
         sfl__free(fe->models[i].model);
+    for (size_t i = 0; fe->folds != NULL && i < FE_FOLDS; i++) {
+        sfl__free(fe->folds[i].sum);
+        sfl__free(fe->folds[i].members);
+    }
+    sfl__free(fe->folds);
     sfl__free(fe);
 }

@@ -2,8 +2,9 @@
  * "Front-ends"): it holds agents - terminates their mutual TLS with its own
  * certificate and serves them the Coordinator service - and relays every
  * call to the round master over one mutual-TLS gRPC connection of its own
- * (proto/sfl/v1/fleet.proto). It keeps nothing about rounds: no store, no
- * identity key, no model. Lifecycle: fe_new (listens, connects) -> uv_run
+ * (proto/sfl/v1/fleet.proto). It keeps nothing about rounds but, in fold
+ * mode, the partial sums of the attempts it folds: no store, no identity
+ * key, no job. Lifecycle: fe_new (listens, connects) -> uv_run
  * -> fe_shutdown -> its callback -> fe_free. Loop thread only. */
 #ifndef COORD_FLEET_FRONTEND_H
 #define COORD_FLEET_FRONTEND_H
@@ -27,6 +28,8 @@ typedef struct fe_config {
     uint64_t max_message; /* the master's: agents' messages get 1 KiB less */
     uint64_t max_streams, max_buffered, max_buffered_total;
     uint64_t handshake_timeout_ms, idle_timeout_ms, body_timeout_ms;
+    uint64_t fold_flush_ms; /* fold mode: a partial at the latest this long after its first
+                               update; 0 = 200 */
 } fe_config_t;
 
 /* Parses "HOST:PORT[,HOST:PORT...]" (at most 8, each host:port or

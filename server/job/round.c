@@ -198,7 +198,7 @@ static void maybe_close(coord_round_t *r, uint64_t now)
     const coord_phase_t *p = &r->cfg.phases[r->phase];
     uint32_t target = p->target ? p->target : r->nmembers;
 
-    if (r->state != COORD_ROUND_TRAINING)
+    if (r->state != COORD_ROUND_TRAINING || r->held)
         return;
     if (r->accepted >= target || r->accepted + r->dead == r->nmembers) {
         if (r->accepted >= p->quorum)
@@ -341,6 +341,13 @@ int coord_round_excuse_unattributed(coord_round_t *r, uint32_t bound)
     r->unattributed++;
     r->excuse = 1;
     return 1;
+}
+
+void coord_round_hold(coord_round_t *r, int on, uint64_t now_ms)
+{
+    r->held = on;
+    if (!on)
+        maybe_close(r, now_ms);
 }
 
 coord_upd_verdict_t coord_round_submit(coord_round_t *r, uint64_t agent, uint64_t job,

@@ -100,6 +100,9 @@ typedef struct coord_round {
     /* Of those, attempts whose secure sum failed with no one to name
      * (coord_round_excuse_unattributed). */
     uint32_t unattributed;
+    /* coord_round_hold: answers are taken without closing the phase until
+     * released (a front-end's partial sum: all its members or none). */
+    int held;
 } coord_round_t;
 
 /* Events fed to coord_round_step. */
@@ -155,6 +158,11 @@ int coord_round_step(coord_round_t *r, coord_event_t ev, uint64_t now_ms, uint64
 coord_upd_verdict_t coord_round_answer(coord_round_t *r, uint64_t agent, uint64_t job,
                                        uint64_t round, uint32_t attempt, uint32_t phase,
                                        uint64_t now_ms);
+/* Holds the phase open while a batch of answers is taken (on = 1), then
+ * releases it (on = 0), closing it if the batch reached its target or
+ * every member answered: a fold-mode partial's members are all accepted,
+ * even past the target, since its sum holds them all. */
+void coord_round_hold(coord_round_t *r, int on, uint64_t now_ms);
 /* coord_round_answer to the last phase: a plain round's update. */
 coord_upd_verdict_t coord_round_submit(coord_round_t *r, uint64_t agent, uint64_t job,
                                        uint64_t round, uint32_t attempt, uint64_t now_ms);

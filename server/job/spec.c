@@ -429,6 +429,10 @@ int coord_job_spec_check(const sfl_job_spec_t *s)
     if (!(s->standardize_eps >= 0) || !isfinite(s->standardize_eps))
         return sfl__fail(SFL_EINVAL, "standardize_eps: %g is not finite and >= 0 (0: %g)",
                          s->standardize_eps, SFL_STANDARDIZE_EPS);
+    if (s->frontend_fold && s->ordered_aggregation)
+        return sfl__fail(SFL_EINVAL, "frontend_fold: not with aggregation = ordered (a "
+                         "front-end's partial sum is folded as it arrives; an ordered job "
+                         "needs every update at the master)");
     if (!(s->max_update_norm >= 0) || !(s->max_samples >= 0))
         return sfl__fail(SFL_EINVAL, "job %s: max_update_norm and max_samples must be >= 0 "
                          "(0: the defaults)", s->name);

@@ -30,6 +30,7 @@ void coord_job_free(coord_job_t *j)
         j->shape->free(j);
     coord_quarantine_free(j);
     coord_suspect_free(j);
+    sfl__free(j->claims);
     sfl__free(j->work_buf);
     sfl__free(j->moments);
     sfl__free(j);

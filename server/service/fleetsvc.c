@@ -31,6 +31,7 @@
 #include "round/vround.h"
 #include "service/agentsvc.h"
 #include "service/fleetsvc.h"
+#include "service/foldsvc.h"
 #include "service/submit.h"
 
 #include <stdio.h>
@@ -401,4 +402,13 @@ int coord_fleet_frontends(coord_t *co, sfl_fleet_frontend_t **out, uint32_t *n)
         (*n)++;
     }
     return 0;
+}
+
+/* ---- fold mode ------------------------------------------------------------------ */
+
+/* Fleet.Claim: the FleetClaim inside is judged for the agent the call
+ * names, as its SubmitUpdate would be (foldsvc.c). */
+void coord_h_fleet_claim(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
+{
+    relay(call, req, len, ud, coord_h_claim, 1);
 }

@@ -19,6 +19,9 @@ void coord_h_fleet_secagg(sfl_grpc_call_t *call, const uint8_t *req, size_t len,
 void coord_h_fleet_model(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 void coord_h_fleet_gone(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
 
+/* Fold mode's Claim: a FleetCall relayed to coord_h_claim (foldsvc.c). */
+void coord_h_fleet_claim(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud);
+
 /* The front-end's agent connection numbered fe_id, or NULL. */
 coord_conn_t *coord_fleet_kid(coord_conn_t *fe, uint64_t fe_id);
 /* 1 while k can carry calls: its transport (or its front-end's) is open. */

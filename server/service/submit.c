@@ -6,6 +6,7 @@
 #include "coord_int.h"
 #include "round/driver.h"
 #include "round/registry.h"
+#include "service/foldsvc.h"
 #include "service/submit.h"
 #include "round/subs.h"
 #include "round/coordwrite.h"
@@ -50,12 +51,8 @@ typedef struct verify {
     char reason[SFL_MSG_TEXT_LEN];
 } verify_t;
 
-/* The verdict on what ids alone decide, with j set to the job; VERDICT_OPEN when
- * the update must be opened. */
-#define VERDICT_OPEN ((coord_upd_verdict_t)-1)
-
-static coord_upd_verdict_t prejudge(coord_t *co, coord_agent_t *a, const sfl_update_t *u,
-                                    coord_job_t **jp, char *reason, size_t cap, int *rj)
+coord_upd_verdict_t coord_submit_prejudge(coord_t *co, coord_agent_t *a, const sfl_update_t *u,
+                                          coord_job_t **jp, char *reason, size_t cap, int *rj)
 {
     coord_job_t *j = coord_job_find(co, u->job_id);
     uint64_t now = coord_now_ms(co);
@@ -101,6 +98,11 @@ static coord_upd_verdict_t prejudge(coord_t *co, coord_agent_t *a, const sfl_upd
         snprintf(reason, cap, "an update of this agent was already accepted for this attempt");
         return COORD_UPD_DUPLICATE;
     }
+    if (coord_fold_claimed(j, (uint32_t)(m - r->members))) {
+        /* fold mode: a front-end holds its update (or lost it) */
+        snprintf(reason, cap, "an update of this agent was already claimed for this attempt");
+        return COORD_UPD_DUPLICATE;
+    }
     if (a->verifying) {
         snprintf(reason, cap, "an update of this agent is being verified");
         return COORD_UPD_DUPLICATE;
@@ -109,7 +111,7 @@ static coord_upd_verdict_t prejudge(coord_t *co, coord_agent_t *a, const sfl_upd
         snprintf(reason, cap, "the attempt closed");
         return COORD_UPD_LATE;
     }
-    return VERDICT_OPEN;
+    return COORD_SUBMIT_OPEN;
 }
 
 /* Thread pool: verify (open first if sealed), decode and check the payload.
@@ -289,8 +291,8 @@ void coord_h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void 
                   "update mode 2 (secure aggregation) is not implemented");
         goto out;
     }
-    vd = prejudge(co, a, u, &j, reason, sizeof(reason), &rj);
-    if (vd != VERDICT_OPEN) {
+    vd = coord_submit_prejudge(co, a, u, &j, reason, sizeof(reason), &rj);
+    if (vd != COORD_SUBMIT_OPEN) {
         submit_done(co, call, a, j, u, vd, reason, rj);
         goto out;
     }

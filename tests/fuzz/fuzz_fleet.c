@@ -3,6 +3,9 @@
  * the master's Coordinator handlers then unpack it (Join, Subscribe,
  * SubmitUpdate, Heartbeat); and the same bytes as a task the master sends
  * without its model (sfl_msg_task_strip_model, put_model, needs_model).
+ * Fold mode's messages too (FleetFoldSpec and its request, FleetClaim -
+ * the request inside a Claim's FleetCall -, FleetPartial and its reply):
+ * each that unpacks packs again to bytes that unpack the same.
  * Seeds in tests/fuzz/corpus/fuzz_fleet/.
  *
  * Beyond "no crash, no leak": whatever unpacks packs again to bytes that
@@ -41,7 +44,17 @@ static void task_model(const uint8_t *d, size_t n)
     uint64_t job;
     int rc;
 
-    (void)sfl_msg_task_needs_model(d, n, &job, hash);
+    {
+        uint64_t r, job2;
+        uint32_t at;
+
+        /* both read the Task's fields: a task needs_model names, task_ids
+         * names the same */
+        if (sfl_msg_task_needs_model(d, n, &job, hash) == 1 &&
+            (sfl_msg_task_ids(d, n, &job2, &r, &at) != 1 || job2 != job))
+            die("task_ids disagrees with needs_model", 0);
+        (void)sfl_msg_task_ids(d, n, &job2, &r, &at);
+    }
     if (sfl_msg_task_strip_model(d, n, &lite, &llen, &moff, &mlen) != 0)
         return;
     if (moff > n || mlen > n - moff)
@@ -74,6 +87,54 @@ static void inner(const uint8_t *d, size_t n)
         sfl_msg_update_free(u);
 }
 
+/* Fold mode: the same bytes as each of its messages. */
+static void fold_msgs(const uint8_t *d, size_t n)
+{
+    sfl_fleet_fold_spec_t fs, fs2;
+    sfl_fleet_claim_t cl, cl2;
+    sfl_fleet_partial_t *p = NULL, *p2 = NULL;
+    uint64_t job, round;
+    uint32_t attempt, acc;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    (void)sfl_msg_fleet_fold_spec_req_unpack(d, n, &lim, &job, &round, &attempt);
+    (void)sfl_msg_fleet_partial_reply_unpack(d, n, &lim, &acc);
+    if (sfl_msg_fleet_fold_spec_unpack(d, n, &lim, &fs) == 0) {
+        if ((rc = sfl_msg_fleet_fold_spec_pack(&fs, &buf, &len)) != 0)
+            die("fold_spec_pack refused what fold_spec_unpack accepted", rc);
+        if ((rc = sfl_msg_fleet_fold_spec_unpack(buf, len, &lim, &fs2)) != 0 ||
+            memcmp(&fs, &fs2, sizeof(fs)) != 0)
+            die("fold_spec: round trip changed the message", rc);
+        sfl_msg_buf_free(buf);
+    }
+    if (sfl_msg_fleet_claim_unpack(d, n, &lim, &cl) == 0) {
+        if ((rc = sfl_msg_fleet_claim_pack(&cl, &buf, &len)) != 0)
+            die("claim_pack refused what claim_unpack accepted", rc);
+        if ((rc = sfl_msg_fleet_claim_unpack(buf, len, &lim, &cl2)) != 0 ||
+            memcmp(&cl, &cl2, sizeof(cl)) != 0)
+            die("claim: round trip changed the message", rc);
+        sfl_msg_buf_free(buf);
+    }
+    if (sfl_msg_fleet_partial_unpack(d, n, &lim, &p) == 0) {
+        if ((rc = sfl_msg_fleet_partial_pack(p, &buf, &len)) != 0)
+            die("partial_pack refused what partial_unpack accepted", rc);
+        if ((rc = sfl_msg_fleet_partial_unpack(buf, len, &lim, &p2)) != 0)
+            die("partial_unpack refused what partial_pack made", rc);
+        if (p->nmembers != p2->nmembers ||
+            memcmp(p->members, p2->members, p->nmembers * sizeof(*p->members)) != 0 ||
+            p->weight_sum != p2->weight_sum || p->sum->nnz != p2->sum->nnz ||
+            p->sum->dim != p2->sum->dim ||
+            memcmp(p->sum->val, p2->sum->val, p->sum->nnz * sizeof(double)) != 0 ||
+            memcmp(p->metric_sums, p2->metric_sums, sizeof(p->metric_sums)) != 0)
+            die("partial: round trip changed the message", 0);
+        sfl_msg_buf_free(buf);
+        sfl_msg_fleet_partial_free(p2);
+        sfl_msg_fleet_partial_free(p);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sfl_fleet_call_t *a = NULL, *b = NULL;
@@ -81,6 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = 0;
     int rc;
 
+    fold_msgs(data, size);
     if (sfl_msg_fleet_call_unpack(data, size, &lim, &a) != 0)
         return 0;
     if ((rc = sfl_msg_fleet_call_pack(a, &buf, &len)) != 0)
@@ -95,6 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (a->agent_cert_len > 0 && memcmp(a->agent_cert, b->agent_cert, a->agent_cert_len) != 0))
         die("fleet_call: round trip changed the message", 0);
     inner(a->request, a->request_len);
+    fold_msgs(a->request, a->request_len);
     sfl_msg_buf_free(buf);
     sfl_msg_fleet_call_free(a);
     sfl_msg_fleet_call_free(b);

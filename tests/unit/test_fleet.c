@@ -311,6 +311,16 @@ static void test_fleet_task_model(void **state)
     }
     assert_true(job == t->job_id);
     assert_memory_equal(hash, t->model_hash, 32);
+    /* task_ids: the same with or without the model */
+    {
+        uint64_t j2, r2;
+        uint32_t a2;
+
+        assert_int_equal(sfl_msg_task_ids(tow, len, &j2, &r2, &a2), 1);
+        assert_true(j2 == t->job_id && r2 == t->round && a2 == t->attempt);
+        assert_int_equal(sfl_msg_task_ids(lite, llen, &j2, &r2, &a2), 1);
+        assert_true(j2 == t->job_id && r2 == t->round && a2 == t->attempt);
+    }
     sfl_msg_task_free(t);
     assert_int_equal(sfl_msg_task_put_model(lite, llen, tow + moff, mlen, &back, &blen), 0);
     assert_int_equal(blen, len);
@@ -324,8 +334,12 @@ static void test_fleet_task_model(void **state)
     /* every truncation: an error or a non-task, never a read past the end */
     for (size_t n = 0; n < llen; n++) {
         int rc = sfl_msg_task_needs_model(lite, n, &job, hash);
+        uint64_t r2;
+        uint32_t a2;
 
         assert_true(rc == 0 || rc == SFL_EPARSE);
+        rc = sfl_msg_task_ids(lite, n, &job, &r2, &a2);
+        assert_true(rc == 0 || rc == 1 || rc == SFL_EPARSE);
         rc = sfl_msg_task_put_model(lite, n, tow, 4, &again, &alen);
         assert_true(rc < 0 || rc == 0);
         sfl_msg_buf_free(again);
@@ -348,6 +362,13 @@ static void test_fleet_task_model_others(void **state)
     snprintf(w.reason, sizeof(w.reason), "not selected");
     assert_int_equal(sfl_msg_wait_pack(&w, &buf, &len), 0);
     assert_int_equal(sfl_msg_task_needs_model(buf, len, &job, hash), 0);
+    {
+        uint64_t r2;
+        uint32_t a2;
+
+        assert_int_equal(sfl_msg_task_ids(buf, len, &job, &r2, &a2), 0);
+        assert_int_equal(sfl_msg_task_ids(junk, 0, &job, &r2, &a2), 0);
+    }
     assert_int_equal(sfl_msg_task_strip_model(buf, len, &out, &olen, &moff, &mlen), SFL_ENOTFOUND);
     assert_int_equal(sfl_msg_task_put_model(buf, len, junk, 1, &out, &olen), SFL_EINVAL);
     sfl_msg_buf_free(buf);
@@ -356,6 +377,12 @@ static void test_fleet_task_model_others(void **state)
     junk[0] = 0x0a;
     junk[1] = 0x7f; /* a length past the end */
     assert_int_equal(sfl_msg_task_needs_model(junk, sizeof(junk), &job, hash), SFL_EPARSE);
+    {
+        uint64_t r2;
+        uint32_t a2;
+
+        assert_int_equal(sfl_msg_task_ids(junk, sizeof(junk), &job, &r2, &a2), SFL_EPARSE);
+    }
 }
 
 /* Fleet.Model's messages. */

@@ -5,6 +5,7 @@
  * connection closing, and what a hostile front-end sends. */
 #include "coordfx.h"
 
+#include <math.h>
 #include <time.h>
 
 #include <openssl/pem.h>
@@ -24,6 +25,9 @@ typedef struct {
 
 /* the agents a1 and a2 of the fixture's CA; their fingerprints */
 static cert_t cert_a, cert_b;
+/* fold mode's hostile test: a1..a7 (cert_f[0], [1] unused: cert_a, cert_b) */
+#define NFOLD 7
+static cert_t cert_f[NFOLD];
 static uint8_t sha_a[32], sha_b[32];
 
 /* PKI_DIR/ca/FILE (PEM) as DER. */
@@ -184,12 +188,27 @@ static int fe_setup(void **state)
         cert_key(&cert_b, "ca/agent/a2");
         memcpy(sha_a, cert_a.sha, 32);
         memcpy(sha_b, cert_b.sha, 32);
+        /* fold mode's cohort: a3..a7 too */
+        for (int i = 2; i < NFOLD; i++) {
+            char f[64];
+
+            if (i >= 3) /* the fixture made a1..a3 */
+                test_sh("sh %s agent %s/ca a%d >/dev/null", PKI, fx_pki_dir(), i + 1);
+            snprintf(f, sizeof(f), "ca/agent/a%d.crt", i + 1);
+            cert_load(&cert_f[i], f);
+            snprintf(f, sizeof(f), "ca/agent/a%d", i + 1);
+            cert_key(&cert_f[i], f);
+        }
     }
     return rc;
 }
 
 static int fe_teardown(void **state)
 {
+    for (int i = 2; i < NFOLD; i++) {
+        sfl_tls_free(cert_f[i].tls);
+        cert_f[i].tls = NULL;
+    }
     sfl_tls_free(cert_a.tls);
     sfl_tls_free(cert_b.tls);
     cert_a.tls = cert_b.tls = NULL;
@@ -825,6 +844,322 @@ static void test_frontend_relay(void **state)
     fe_stop(fe);
 }
 
+/* ---- fold mode (service/foldsvc.c): claims and partials of a hostile front-end ---- */
+
+static const cert_t *fold_cert(int i)
+{
+    return i == 0 ? &cert_a : i == 1 ? &cert_b : &cert_f[i];
+}
+
+/* Fleet/Claim of agent i (conn i + 1 on fe) for c: the status; the ack. */
+static int fold_claim(cli_t *fe, int i, const sfl_fleet_claim_t *c, sfl_ack_t *ack, res_t *res)
+{
+    const cert_t *ct = fold_cert(i);
+    char cn[16];
+    uint8_t *req = NULL, *buf;
+    size_t rl, len;
+
+    snprintf(cn, sizeof(cn), "a%d", i + 1);
+    assert_int_equal(sfl_msg_fleet_claim_pack(c, &req, &rl), 0);
+    buf = wrap_cert(cn, ct->sha, ct->der, ct->len, req, rl, (uint64_t)i + 1, &len);
+    fx_call(fe, "/sfl.v1.Fleet/Claim", buf, len, res);
+    memset(ack, 0, sizeof(*ack));
+    if (res->status == 0)
+        assert_int_equal(sfl_msg_ack_unpack(res->resp, res->len, NULL, ack), 0);
+    return res->status;
+}
+
+/* Fleet/Partial p on fe: the status, the message in res. */
+static int fold_partial(cli_t *fe, const sfl_fleet_partial_t *p, res_t *res)
+{
+    uint8_t *buf = NULL;
+    size_t len;
+
+    assert_int_equal(sfl_msg_fleet_partial_pack(p, &buf, &len), 0);
+    fx_call(fe, "/sfl.v1.Fleet/Partial", buf, len, res);
+    return res->status;
+}
+
+static uint32_t fold_accepted(uint64_t job)
+{
+    sfl_status_t *st = fx_admin_status(&F.admin);
+    uint32_t n = fx_find_job(st, job)->accepted;
+
+    sfl_msg_status_free(st);
+    return n;
+}
+
+/* A frontend_fold job of 6 (a1..a6; a7 joined, not subscribed): what the
+ * master refuses of a front-end's claims (an unselected agent, a bad
+ * signature, more samples than joined, twice, directly after a claim) and
+ * partials (another front-end's member, a member twice, weight_sum, the
+ * dimension, a value not finite, the norm bound, a closed attempt): each
+ * with its reason, nothing counted; then honest partials are counted. */
+static void test_fleet_fold_hostile(void **state)
+{
+    cli_t fe = {0}, fe2 = {0};
+    sfl_identity_t *id[NFOLD] = {0};
+    uint64_t agent[NFOLD], job;
+    stream_t st[6];
+    sfl_job_spec_t spec;
+    sfl_fleet_fold_spec_t fs;
+    sfl_fleet_claim_t c;
+    sfl_fleet_partial_t p;
+    sfl_upd_ctx_t ctx;
+    sfl_task_t *t = NULL;
+    sfl_wait_t w;
+    sfl_ack_t ack;
+    res_t res = {0};
+    uint8_t *buf = NULL, *model = NULL, *full = NULL, hash[32];
+    size_t len, rl, mlen, flen;
+    double dense[DIM] = {0};
+    uint64_t mem[2];
+    int status;
+
+    (void)state;
+    memset(st, 0, sizeof(st));
+    fx_start();
+    fx_cli_connect(&fe, "frontend/fe1");
+    fx_cli_connect(&fe2, "frontend/fe1");
+    fx_cli_connect(&F.admin, "admin/alice");
+    for (int i = 0; i < NFOLD; i++) {
+        sfl_join_reply_t r;
+        char cn[16];
+        uint8_t *req;
+
+        assert_int_equal(sfl_identity_generate(&id[i]), 0);
+        req = fx_join_req(&fe, id[i], SFL_MSG_PROTOCOL_VERSION, &rl);
+        req = proved(req, &rl, fold_cert(i), NULL);
+        snprintf(cn, sizeof(cn), "a%d", i + 1);
+        buf = wrap_cert(cn, fold_cert(i)->sha, fold_cert(i)->der, fold_cert(i)->len, req, rl,
+                        (uint64_t)i + 1, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/Join", buf, len, &res);
+        assert_int_equal(res.status, 0);
+        assert_int_equal(sfl_msg_join_reply_unpack(res.resp, res.len, NULL, &r), 0);
+        agent[i] = r.agent_id;
+    }
+    fx_job_spec(&spec, 60000, 3);
+    spec.cohort_size = 6;
+    spec.min_quorum = 6;
+    spec.max_update_norm = 10;
+    spec.frontend_fold = 1;
+    job = fx_create_job(&F.admin, &spec, &status).job_id;
+    assert_int_equal(status, 0);
+    for (int i = 0; i < 6; i++) {
+        sfl_subscribe_req_t sr;
+        char cn[16];
+
+        memset(&sr, 0, sizeof(sr));
+        sr.agent_id = agent[i];
+        snprintf(cn, sizeof(cn), "a%d", i + 1);
+        assert_int_equal(sfl_msg_subscribe_req_pack(&sr, &buf, &rl), 0);
+        buf = wrap_cert(cn, fold_cert(i)->sha, fold_cert(i)->der, fold_cert(i)->len, buf, rl,
+                        (uint64_t)i + 1, &len);
+        assert_int_equal(sfl_grpc_call_stream(fe.s, "/sfl.v1.Fleet/Subscribe", buf, len, 0,
+                                              st_msg, st_done, &st[i], &st[i].call),
+                         0);
+        sfl_msg_buf_free(buf);
+    }
+    for (int i = 0; i < 4000 && st[0].n == 0 && !st[0].done; i++)
+        fx_run_for(5);
+    assert_true(st[0].n >= 1);
+    assert_int_equal(sfl_msg_task_needs_model(st[0].m[0], st[0].len[0], &job, hash), 1);
+    assert_int_equal(fleet_model(&fe, job, hash, &model, &mlen), 0);
+    assert_int_equal(sfl_msg_task_put_model(st[0].m[0], st[0].len[0], model, mlen, &full, &flen), 0);
+    assert_int_equal(sfl_msg_task_or_wait_unpack(full, flen, NULL, &t, &w), 0);
+    assert_non_null(t);
+
+    /* FoldSpec: this attempt folds, with what an update is signed over */
+    assert_int_equal(sfl_msg_fleet_fold_spec_req_pack(job, t->round, t->attempt, &buf, &len), 0);
+    fx_call(&fe, "/sfl.v1.Fleet/FoldSpec", buf, len, &res);
+    assert_int_equal(res.status, 0);
+    assert_int_equal(sfl_msg_fleet_fold_spec_unpack(res.resp, res.len, NULL, &fs), 0);
+    assert_int_equal(fs.fold, 1);
+    assert_int_equal(fs.dimension, DIM);
+    assert_true(fs.max_update_norm == 10);
+    assert_memory_equal(fs.round_pk, t->round_key, 32);
+    assert_memory_equal(fs.nonce, t->round_nonce, 32);
+    assert_memory_equal(fs.model_hash, t->model_hash, 32);
+    /* another attempt: forward */
+    assert_int_equal(sfl_msg_fleet_fold_spec_req_pack(job, t->round, t->attempt + 1, &buf, &len),
+                     0);
+    fx_call(&fe, "/sfl.v1.Fleet/FoldSpec", buf, len, &res);
+    assert_int_equal(sfl_msg_fleet_fold_spec_unpack(res.resp, res.len, NULL, &fs), 0);
+    assert_int_equal(fs.fold, 0);
+
+    /* claims: signed by agent i over (this attempt, a payload hash) */
+    memset(&ctx, 0, sizeof(ctx));
+    memcpy(ctx.round_pk, t->round_key, 32);
+    ctx.job = job;
+    ctx.round = t->round;
+    memcpy(ctx.nonce, t->round_nonce, 32);
+    memcpy(ctx.model_hash, t->model_hash, 32);
+#define CLAIM(i, signer)                                                                      \
+    do {                                                                                      \
+        memset(&c, 0, sizeof(c));                                                             \
+        c.job_id = job;                                                                       \
+        c.round = t->round;                                                                   \
+        c.attempt = t->attempt;                                                               \
+        c.agent_id = agent[i];                                                                \
+        c.samples = 40;                                                                       \
+        memset(c.payload_hash, 0x5a, 32);                                                     \
+        ctx.agent_id = agent[i];                                                              \
+        assert_int_equal(sfl_seal_sign_update_digest(id[signer], &ctx, c.payload_hash,       \
+                                                     c.signature), 0);                        \
+    } while (0)
+    /* an agent that was not selected (a7) */
+    CLAIM(6, 6);
+    assert_int_equal(fold_claim(&fe, 6, &c, &ack, &res), 0);
+    assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    assert_non_null(strstr(ack.reason, "was not selected"));
+    /* a signature by another key; a changed hash after signing */
+    CLAIM(0, 1);
+    assert_int_equal(fold_claim(&fe, 0, &c, &ack, &res), 0);
+    assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    assert_non_null(strstr(ack.reason, "signature does not verify"));
+    CLAIM(0, 0);
+    c.payload_hash[0] ^= 1;
+    assert_int_equal(fold_claim(&fe, 0, &c, &ack, &res), 0);
+    assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    /* more samples than it joined with (100) */
+    CLAIM(0, 0);
+    c.samples = 101;
+    assert_int_equal(fold_claim(&fe, 0, &c, &ack, &res), 0);
+    assert_int_equal(ack.status, SFL_ACK_REJECTED);
+    assert_non_null(strstr(ack.reason, "claims 101 samples, the agent joined with 100"));
+    assert_int_equal(fold_accepted(job), 0);
+    /* a1, a3..a6 claimed by fe, a2 by fe2; a1 twice */
+    for (int i = 0; i < 6; i++) {
+        CLAIM(i, i);
+        assert_int_equal(fold_claim(i == 1 ? &fe2 : &fe, i, &c, &ack, &res), 0);
+        assert_int_equal(ack.status, SFL_ACK_ACCEPTED);
+    }
+    CLAIM(0, 0);
+    assert_int_equal(fold_claim(&fe2, 0, &c, &ack, &res), 0);
+    assert_int_equal(ack.status, SFL_ACK_DUPLICATE);
+    assert_non_null(strstr(ack.reason, "already claimed"));
+    /* claimed, so a direct update is a duplicate too */
+    {
+        const double v[3] = {1, 2, 3};
+        uint8_t *u = fx_make_update(t, id[0], NULL, agent[0], v, 40, &rl);
+        sfl_ack_t a2;
+
+        buf = wrap_cert("a1", cert_a.sha, cert_a.der, cert_a.len, u, rl, 1, &len);
+        fx_call(&fe, "/sfl.v1.Fleet/SubmitUpdate", buf, len, &res);
+        assert_int_equal(res.status, 0);
+        assert_int_equal(sfl_msg_ack_unpack(res.resp, res.len, NULL, &a2), 0);
+        assert_int_equal(a2.status, SFL_ACK_DUPLICATE);
+    }
+    assert_int_equal(fold_accepted(job), 0);
+
+    /* partials: each refused whole, nothing counted */
+    memset(&p, 0, sizeof(p));
+    p.job_id = job;
+    p.round = t->round;
+    p.attempt = t->attempt;
+    p.members = mem;
+    dense[2] = 3;
+    assert_int_equal(sfl_spvec_new(DIM, DIM, &p.sum), 0);
+    assert_int_equal(sfl_spvec_from_dense(p.sum, dense), 0);
+    /* another front-end's member */
+    mem[0] = agent[1];
+    p.nmembers = 1;
+    p.weight_sum = 40;
+    assert_int_equal(fold_partial(&fe, &p, &res), SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "was not claimed by this front-end"));
+    /* an unselected agent */
+    mem[0] = agent[6];
+    assert_int_equal(fold_partial(&fe, &p, &res), SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "was not selected"));
+    /* a member twice (a1: lost for the attempt) */
+    mem[0] = mem[1] = agent[0];
+    p.nmembers = 2;
+    p.weight_sum = 80;
+    assert_int_equal(fold_partial(&fe, &p, &res), SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "already counted"));
+    p.nmembers = 1;
+    p.weight_sum = 40;
+    assert_int_equal(fold_partial(&fe, &p, &res), SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "lost for this attempt"));
+    /* weight_sum other than the claimed samples (a3) */
+    mem[0] = agent[2];
+    p.weight_sum = 41;
+    assert_int_equal(fold_partial(&fe, &p, &res), SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "is not the members' claimed samples 40"));
+    /* another dimension (a4) */
+    mem[0] = agent[3];
+    p.weight_sum = 40;
+    p.sum->dim = DIM + 1;
+    assert_int_equal(fold_partial(&fe, &p, &res), SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "sum has dimension 21, the model 20"));
+    p.sum->dim = DIM;
+    /* the norm above max_update_norm x weight: 401 > 10 x 40 (a5) */
+    mem[0] = agent[4];
+    p.sum->val[0] = 401;
+    assert_int_equal(fold_partial(&fe, &p, &res), SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "above the job's max_update_norm 10 x its weight 40"));
+    /* a value not finite: the decoder's refusal (built by hand: pack refuses it) */
+    {
+        uint8_t *b = NULL;
+        size_t bl;
+        size_t at;
+
+        mem[0] = agent[5];
+        p.sum->val[0] = 1234.5;
+        assert_int_equal(sfl_msg_fleet_partial_pack(&p, &b, &bl), 0);
+        for (at = 0; at + 8 <= bl; at++) {
+            double d;
+
+            memcpy(&d, b + at, 8);
+            if (d == 1234.5)
+                break;
+        }
+        assert_true(at + 8 <= bl);
+        {
+            double inf = INFINITY;
+
+            memcpy(b + at, &inf, 8);
+        }
+        fx_call(&fe, "/sfl.v1.Fleet/Partial", b, bl, &res);
+        assert_int_equal(res.status, SFL_GRPC_STATUS_INVALID_ARGUMENT);
+        assert_non_null(strstr(res.msg, "not finite"));
+    }
+    /* another attempt */
+    p.sum->val[0] = 3;
+    p.attempt = t->attempt + 1;
+    assert_int_equal(fold_partial(&fe, &p, &res), SFL_GRPC_STATUS_FAILED_PRECONDITION);
+    assert_non_null(strstr(res.msg, "is not open"));
+    p.attempt = t->attempt;
+    assert_int_equal(fold_accepted(job), 0);
+
+    /* honest partials count: a6 from fe, a2 from fe2 */
+    mem[0] = agent[5];
+    assert_int_equal(fold_partial(&fe, &p, &res), 0);
+    assert_int_equal(fold_accepted(job), 1);
+    mem[0] = agent[1];
+    assert_int_equal(fold_partial(&fe2, &p, &res), 0);
+    assert_int_equal(fold_accepted(job), 2);
+    /* and never twice */
+    assert_int_equal(fold_partial(&fe2, &p, &res), SFL_GRPC_STATUS_INVALID_ARGUMENT);
+    assert_non_null(strstr(res.msg, "already counted"));
+    assert_int_equal(fold_accepted(job), 2);
+#undef CLAIM
+    sfl_spvec_free(p.sum);
+    sfl_msg_task_free(t);
+    sfl_msg_buf_free(model);
+    sfl_msg_buf_free(full);
+    free(res.resp);
+    for (int i = 0; i < 6; i++) {
+        if (!st[i].done)
+            sfl_grpc_cancel(st[i].call);
+        fx_stream_clear(&st[i]);
+    }
+    fx_cli_close(&fe);
+    fx_cli_close(&fe2);
+    for (int i = 0; i < NFOLD; i++)
+        sfl_identity_free(id[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -834,6 +1169,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fleet_certs, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_model_once, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_frontend_relay, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fleet_fold_hostile, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fe_setup, fe_teardown);
 }

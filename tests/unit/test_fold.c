@@ -321,6 +321,71 @@ static void test_fold_add_many_refused(void **state)
     free(before);
 }
 
+/* A front-end's partial sum (fold mode): added as the sum of its updates
+ * would have been, refused whole (nothing changed) when empty, weighted
+ * above n x max_weight, not finite, or above the triangle bound. */
+static void test_fold_add_partial(void **state)
+{
+    (void)state;
+    sfl_problem_t prob;
+    sfl_algo_params_t p;
+    sfl_fold_t f, g;
+    sfl_fold_limits_t lim = {.max_norm = 10, .max_weight = 100};
+    const double a[4] = {1, 2, 0, 4}, b[4] = {0, 3, 1, 0};
+    double ps[4], before[4];
+    sfl_spvec_t *va = vec(a, 4), *vb = vec(b, 4);
+
+    assert_int_equal(sfl_problem_init(&prob, &sfl_loss_lsq, 4, 0), 0);
+    sfl_algo_params_default(&sfl_algo_fedavg, &p);
+    assert_int_equal(sfl_fold_init(&f, &sfl_algo_fedavg, &p, &prob, &lim), 0);
+    assert_int_equal(sfl_fold_init(&g, &sfl_algo_fedavg, &p, &prob, &lim), 0);
+    sfl_fold_begin(&f);
+    sfl_fold_begin(&g);
+    /* g: the updates one by one; f: one of them, then the other as a partial */
+    assert_int_equal(sfl_fold_add(&g, va, 3), 0);
+    assert_int_equal(sfl_fold_add(&g, vb, 5), 0);
+    assert_int_equal(sfl_fold_add(&f, va, 3), 0);
+    for (int i = 0; i < 4; i++)
+        ps[i] = 5 * b[i];
+    assert_int_equal(sfl_fold_add_partial(&f, ps, 5, 1), 0);
+    assert_memory_equal(f.sum, g.sum, sizeof(ps));
+    assert_true(f.weight_sum == g.weight_sum);
+    assert_int_equal(f.count, 2);
+    memcpy(before, f.sum, sizeof(before));
+    /* refused, nothing changed */
+    assert_int_equal(sfl_fold_add_partial(&f, ps, 5, 0), SFL_EINVAL);
+    assert_int_equal(sfl_fold_add_partial(&f, ps, 0, 1), SFL_EINVAL);
+    assert_int_equal(sfl_fold_add_partial(&f, ps, NAN, 1), SFL_EINVAL);
+    assert_int_equal(sfl_fold_add_partial(&f, ps, 200.5, 2), SFL_ELIMIT);
+    assert_string_equal(sfl_last_error(),
+                        "partial weight 200.5 is above 2 x the job's max_samples 100");
+    ps[2] = INFINITY;
+    assert_int_equal(sfl_fold_add_partial(&f, ps, 5, 1), SFL_ENUMERIC);
+    assert_string_equal(sfl_last_error(), "partial sum value at index 2 is not finite");
+    /* norm 50.01 against 10 x 5 */
+    ps[0] = 50.01;
+    ps[1] = ps[2] = ps[3] = 0;
+    assert_int_equal(sfl_fold_add_partial(&f, ps, 5, 1), SFL_ELIMIT);
+    assert_non_null(strstr(sfl_last_error(), "above the job's max_update_norm 10 x its weight 5"));
+    assert_memory_equal(f.sum, before, sizeof(before));
+    assert_true(f.weight_sum == 8);
+    assert_int_equal(f.count, 2);
+    /* at the bound: accepted */
+    ps[0] = 50;
+    assert_int_equal(sfl_fold_add_partial(&f, ps, 5, 1), 0);
+    assert_int_equal(f.count, 3);
+    /* sfl_fold_check_limits: the fold's checks without a fold */
+    assert_int_equal(sfl_fold_check_limits(&lim, 4, va, 3), 0);
+    assert_int_equal(sfl_fold_check_limits(&lim, 5, va, 3), SFL_EDIM);
+    assert_int_equal(sfl_fold_check_limits(&lim, 4, va, 101), SFL_ELIMIT);
+    lim.max_norm = 1;
+    assert_int_equal(sfl_fold_check_limits(&lim, 4, va, 3), SFL_ELIMIT);
+    sfl_spvec_free(va);
+    sfl_spvec_free(vb);
+    sfl_fold_close(&f);
+    sfl_fold_close(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -331,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_fold_alloc),
         cmocka_unit_test(test_fold_add_many),
         cmocka_unit_test(test_fold_add_many_refused),
+        cmocka_unit_test(test_fold_add_partial),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

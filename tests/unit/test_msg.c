@@ -2621,6 +2621,129 @@ static void test_msg_fleet(void **state)
     assert_null(d);
 }
 
+/* Fold mode's messages (fleet.proto FoldSpec, Claim, Partial): round
+ * trips, and what a hostile peer's bytes get: malformed, truncated,
+ * oversized, out of limits. */
+static void test_msg_fleet_fold(void **state)
+{
+    sfl_fleet_fold_spec_t fs = {.fold = 1, .dimension = 40, .encoding = SFL_ENC_F32,
+                                .max_update_norm = 5, .max_samples = 0}, fd;
+    sfl_fleet_claim_t cl = {.job_id = 3, .round = 2, .attempt = 1, .agent_id = 9, .samples = 40,
+                            .update_bytes = 777}, cd;
+    uint64_t members[3] = {4, 9, 12}, job, round;
+    uint32_t attempt, acc;
+    double dense[40] = {0};
+    sfl_fleet_partial_t pm = {.job_id = 3, .round = 2, .attempt = 1, .members = members,
+                              .nmembers = 3, .weight_sum = 120, .update_bytes = 999},
+                        *pd = NULL;
+    sfl_msg_limits_t lim;
+    uint8_t *out = NULL;
+    size_t n;
+
+    (void)state;
+    sfl_msg_limits_default(&lim);
+    memset(fs.round_pk, 1, sizeof(fs.round_pk));
+    memset(fs.nonce, 2, sizeof(fs.nonce));
+    memset(fs.model_hash, 3, sizeof(fs.model_hash));
+    /* FoldSpec request and reply */
+    assert_int_equal(sfl_msg_fleet_fold_spec_req_pack(3, 2, 1, &out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_fold_spec_req_unpack(out, n, NULL, &job, &round, &attempt), 0);
+    assert_true(job == 3 && round == 2 && attempt == 1);
+    sfl_msg_buf_free(out);
+    assert_int_equal(sfl_msg_fleet_fold_spec_req_pack(0, 2, 1, &out, &n), SFL_EINVAL);
+    assert_int_equal(sfl_msg_fleet_fold_spec_pack(&fs, &out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_fold_spec_unpack(out, n, NULL, &fd), 0);
+    assert_memory_equal(&fs, &fd, sizeof(fs));
+    /* truncated */
+    for (size_t k = 1; k < n; k++)
+        if (sfl_msg_fleet_fold_spec_unpack(out, k, NULL, &fd) == 0)
+            assert_true(fd.fold == 1); /* a prefix may parse, never as garbage */
+    sfl_msg_buf_free(out);
+    lim.max_dim = 39;
+    assert_int_equal(sfl_msg_fleet_fold_spec_pack(&fs, &out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_fold_spec_unpack(out, n, &lim, &fd), SFL_ELIMIT);
+    sfl_msg_buf_free(out);
+    sfl_msg_limits_default(&lim);
+    fs.max_update_norm = NAN;
+    assert_int_equal(sfl_msg_fleet_fold_spec_pack(&fs, &out, &n), SFL_EINVAL);
+    memset(&fs, 0, sizeof(fs));
+    assert_int_equal(sfl_msg_fleet_fold_spec_pack(&fs, &out, &n), 0); /* fold = false */
+    assert_int_equal(sfl_msg_fleet_fold_spec_unpack(out, n, NULL, &fd), 0);
+    assert_int_equal(fd.fold, 0);
+    sfl_msg_buf_free(out);
+    fs.dimension = 4; /* fields without fold */
+    assert_int_equal(sfl_msg_fleet_fold_spec_pack(&fs, &out, &n), SFL_EINVAL);
+    /* Claim */
+    memset(cl.payload_hash, 7, sizeof(cl.payload_hash));
+    memset(cl.signature, 8, sizeof(cl.signature));
+    assert_int_equal(sfl_msg_fleet_claim_pack(&cl, &out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_claim_unpack(out, n, NULL, &cd), 0);
+    assert_memory_equal(&cl, &cd, sizeof(cl));
+    /* cut inside the signature: not 64 bytes */
+    assert_int_equal(sfl_msg_fleet_claim_unpack(out, n - 1, NULL, &cd), SFL_EPARSE);
+    sfl_msg_buf_free(out);
+    cl.samples = 0;
+    assert_int_equal(sfl_msg_fleet_claim_pack(&cl, &out, &n), SFL_EINVAL);
+    cl.samples = 40;
+    cl.agent_id = 0;
+    assert_int_equal(sfl_msg_fleet_claim_pack(&cl, &out, &n), SFL_EINVAL);
+    /* Partial */
+    dense[3] = 1.5;
+    dense[39] = -2;
+    assert_int_equal(sfl_spvec_new(40, 0, &pm.sum), 0);
+    assert_int_equal(sfl_spvec_from_dense(pm.sum, dense), 0);
+    pm.metric_sums[0] = 12.5;
+    assert_int_equal(sfl_msg_fleet_partial_pack(&pm, &out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_partial_unpack(out, n, NULL, &pd), 0);
+    assert_int_equal(pd->nmembers, 3);
+    assert_memory_equal(pd->members, members, sizeof(members));
+    assert_true(pd->weight_sum == 120 && pd->update_bytes == 999 && pd->metric_sums[0] == 12.5);
+    assert_int_equal(pd->sum->nnz, 2);
+    assert_true(pd->sum->val[0] == 1.5 && pd->sum->idx[1] == 39);
+    sfl_msg_fleet_partial_free(pd);
+    /* truncated: refused, but for a cut at the last field's start
+     * (update_bytes, optional) */
+    for (size_t k = 0; k < n; k++) {
+        pd = NULL;
+        if (sfl_msg_fleet_partial_unpack(out, k, NULL, &pd) == 0) {
+            assert_true(pd->update_bytes == 0 && pd->nmembers == 3);
+            sfl_msg_fleet_partial_free(pd);
+            continue;
+        }
+        assert_null(pd);
+    }
+    /* oversized: the dimension and the members above the limits */
+    lim.max_dim = 39;
+    assert_int_equal(sfl_msg_fleet_partial_unpack(out, n, &lim, &pd), SFL_ELIMIT);
+    sfl_msg_limits_default(&lim);
+    lim.max_items = 2;
+    assert_int_equal(sfl_msg_fleet_partial_unpack(out, n, &lim, &pd), SFL_ELIMIT);
+    assert_non_null(strstr(sfl_last_error(), "3 members exceed the limit of 2"));
+    lim.max_message = 16;
+    assert_true(sfl_msg_fleet_partial_unpack(out, n, &lim, &pd) < 0);
+    assert_null(pd);
+    sfl_msg_buf_free(out);
+    /* malformed: refused when packing, so a peer cannot get them past */
+    pm.weight_sum = 0;
+    assert_int_equal(sfl_msg_fleet_partial_pack(&pm, &out, &n), SFL_EINVAL);
+    pm.weight_sum = 120;
+    members[1] = 0;
+    assert_int_equal(sfl_msg_fleet_partial_pack(&pm, &out, &n), SFL_EINVAL);
+    members[1] = 9;
+    pm.metric_sums[2] = INFINITY;
+    assert_int_equal(sfl_msg_fleet_partial_pack(&pm, &out, &n), SFL_ENUMERIC);
+    pm.metric_sums[2] = 0;
+    pm.nmembers = 0;
+    assert_int_equal(sfl_msg_fleet_partial_pack(&pm, &out, &n), SFL_EINVAL);
+    assert_true(sfl_msg_fleet_partial_unpack((const uint8_t *)"\xff", 1, NULL, &pd) < 0);
+    sfl_spvec_free(pm.sum);
+    /* reply */
+    assert_int_equal(sfl_msg_fleet_partial_reply_pack(3, &out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_partial_reply_unpack(out, n, NULL, &acc), 0);
+    assert_int_equal(acc, 3);
+    sfl_msg_buf_free(out);
+}
+
 /* A NUL inside a string field would cut it where protobuf-c hands it over
  * as a C string ("demo\0job" read as "demo"): the message is refused. */
 static void test_msg_nul_in_string(void **state)
@@ -2794,6 +2917,7 @@ int main(void)
         cmocka_unit_test(test_msg_revoke),
         cmocka_unit_test(test_msg_release),
         cmocka_unit_test(test_msg_fleet),
+        cmocka_unit_test(test_msg_fleet_fold),
         cmocka_unit_test(test_msg_tags_names),
         cmocka_unit_test(test_msg_failalloc),
     };

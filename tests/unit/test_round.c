@@ -118,6 +118,38 @@ static void test_round_closes_on_target(void **state)
     coord_round_close(&r);
 }
 
+/* coord_round_hold (a fold-mode partial): every member of the batch is
+ * accepted, past the target too, and the phase closes once released. */
+static void test_round_hold_batch(void **state)
+{
+    (void)state;
+    coord_round_t r;
+
+    started(&r, &base);
+    assert_int_equal(r.nmembers, 6);
+    for (uint32_t i = 0; i < 2; i++)
+        assert_int_equal(coord_round_submit(&r, r.members[i].agent, 1, 5, 0, 1100),
+                         COORD_UPD_ACCEPTED);
+    coord_round_hold(&r, 1, 1200);
+    for (uint32_t i = 2; i < 5; i++) /* the 4th meets the target, the 5th is past it */
+        assert_int_equal(coord_round_submit(&r, r.members[i].agent, 1, 5, 0, 1200),
+                         COORD_UPD_ACCEPTED);
+    assert_int_equal(r.state, COORD_ROUND_TRAINING);
+    assert_int_equal(r.accepted, 5);
+    coord_round_hold(&r, 0, 1200);
+    assert_int_equal(r.state, COORD_ROUND_AGGREGATING);
+    assert_int_equal(coord_round_submit(&r, r.members[5].agent, 1, 5, 0, 1201), COORD_UPD_LATE);
+    /* released without reaching anything: stays open */
+    coord_round_close(&r);
+    started(&r, &base);
+    coord_round_hold(&r, 1, 1100);
+    assert_int_equal(coord_round_submit(&r, r.members[0].agent, 1, 5, 0, 1100),
+                     COORD_UPD_ACCEPTED);
+    coord_round_hold(&r, 0, 1100);
+    assert_int_equal(r.state, COORD_ROUND_TRAINING);
+    coord_round_close(&r);
+}
+
 static void test_round_deadline_quorum_and_retry(void **state)
 {
     (void)state;
@@ -464,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_round_cfg_check),
         cmocka_unit_test(test_round_cohort_sampling),
         cmocka_unit_test(test_round_closes_on_target),
+        cmocka_unit_test(test_round_hold_batch),
         cmocka_unit_test(test_round_deadline_quorum_and_retry),
         cmocka_unit_test(test_round_heartbeats),
         cmocka_unit_test(test_round_not_enough_agents),

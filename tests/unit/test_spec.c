@@ -78,6 +78,15 @@ static void test_spec_check(void **state)
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL); /* features unset */
     s.dimension = 20;
     assert_int_equal(coord_job_spec_check(&s), 0);
+    /* fold mode: a streaming job only */
+    assert_int_equal(coord_job_spec_set(&s, "frontend_fold", "1"), 0);
+    assert_int_equal(s.frontend_fold, 1);
+    assert_int_equal(coord_job_spec_check(&s), 0);
+    assert_int_equal(coord_job_spec_set(&s, "aggregation", "ordered"), 0);
+    assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "frontend_fold: not with aggregation = ordered"));
+    assert_int_equal(coord_job_spec_set(&s, "aggregation", "streaming"), 0);
+    assert_int_equal(coord_job_spec_set(&s, "frontend_fold", "0"), 0);
     assert_int_equal(coord_job_spec_set(&s, "tau", "21"), 0);
     assert_int_equal(coord_job_spec_check(&s), SFL_EINVAL);
     assert_int_equal(coord_job_spec_set(&s, "tau", "2.5"), 0);

@@ -54,17 +54,24 @@ void sfl_fold_begin(sfl_fold_t *f)
 
 int sfl_fold_check(const sfl_fold_t *f, const sfl_spvec_t *u, double weight)
 {
+    return sfl_fold_check_limits(&f->limits, f->prob->dim, u, weight);
+}
+
+int sfl_fold_check_limits(const sfl_fold_limits_t *lim, size_t dim, const sfl_spvec_t *u,
+                          double weight)
+{
+    double max_norm = lim->max_norm > 0 ? lim->max_norm : SFL_FOLD_MAX_NORM;
+    double max_weight = lim->max_weight > 0 ? lim->max_weight : SFL_FOLD_MAX_WEIGHT;
     double ss = 0;
 
-    if (u->dim != f->prob->dim)
-        return sfl__fail(SFL_EDIM, "update has dimension %u, the model %zu", u->dim,
-                         f->prob->dim);
+    if (u->dim != dim)
+        return sfl__fail(SFL_EDIM, "update has dimension %u, the model %zu", u->dim, dim);
     if (!(weight > 0) || !isfinite(weight))
         return sfl__fail(SFL_EINVAL, "update weight (declared samples) must be positive and "
                          "finite, got %g", weight);
-    if (weight > f->limits.max_weight)
+    if (weight > max_weight)
         return sfl__fail(SFL_ELIMIT, "declared samples %.17g are above the job's max_samples "
-                         "%.17g", weight, f->limits.max_weight);
+                         "%.17g", weight, max_weight);
     for (uint32_t i = 0; i < u->nnz; i++) {
         double v = u->val[i];
 
@@ -73,9 +80,37 @@ int sfl_fold_check(const sfl_fold_t *f, const sfl_spvec_t *u, double weight)
         ss += v * v;
     }
     /* ss may overflow to inf for finite values: that is above any bound. */
-    if (!(sqrt(ss) <= f->limits.max_norm))
+    if (!(sqrt(ss) <= max_norm))
         return sfl__fail(SFL_ELIMIT, "update norm %.6g is above the job's max_update_norm %.6g",
-                         sqrt(ss), f->limits.max_norm);
+                         sqrt(ss), max_norm);
+    return 0;
+}
+
+int sfl_fold_add_partial(sfl_fold_t *f, const double *psum, double weight, uint32_t n)
+{
+    size_t d = f->prob->dim;
+    double ss = 0;
+
+    if (n == 0)
+        return sfl__fail(SFL_EINVAL, "a partial sum of no updates");
+    if (!(weight > 0) || !isfinite(weight))
+        return sfl__fail(SFL_EINVAL, "partial weight must be positive and finite, got %g", weight);
+    if (weight > (double)n * f->limits.max_weight)
+        return sfl__fail(SFL_ELIMIT, "partial weight %.17g is above %u x the job's max_samples "
+                         "%.17g", weight, n, f->limits.max_weight);
+    for (size_t i = 0; i < d; i++) {
+        if (!isfinite(psum[i]))
+            return sfl__fail(SFL_ENUMERIC, "partial sum value at index %zu is not finite", i);
+        ss += psum[i] * psum[i];
+    }
+    /* ||sum_i w_i u_i|| <= sum_i w_i ||u_i|| <= weight x max_norm */
+    if (!(sqrt(ss) <= f->limits.max_norm * weight))
+        return sfl__fail(SFL_ELIMIT, "partial sum norm %.6g is above the job's max_update_norm "
+                         "%.6g x its weight %.17g", sqrt(ss), f->limits.max_norm, weight);
+    for (size_t i = 0; i < d; i++)
+        f->sum[i] += psum[i];
+    f->weight_sum += weight;
+    f->count += n;
     return 0;
 }
 

@@ -2,6 +2,7 @@
  * as a front-end relays it to the master. */
 #include "msg_int.h"
 
+#include <math.h>
 #include <string.h>
 
 static int check_fleet_call(const chk_t *c, const void *p)
@@ -494,4 +495,411 @@ int sfl_msg_task_needs_model(const uint8_t *tow, size_t len, uint64_t *job_id,
         }
     }
     return has_hash && !has_model && *job_id > 0;
+}
+
+int sfl_msg_task_ids(const uint8_t *tow, size_t len, uint64_t *job_id, uint64_t *round,
+                     uint32_t *attempt)
+{
+    const uint8_t *st = NULL, *task = NULL;
+    size_t st_len = 0, task_len = 0, off = 0;
+    int rc;
+
+    *job_id = *round = 0;
+    *attempt = 0;
+    if ((rc = signed_task(tow, len, &st, &st_len)) <= 0)
+        return rc;
+    while (off < st_len) {
+        uint32_t num, wt;
+        const uint8_t *val;
+        size_t vlen;
+        uint64_t v;
+
+        if ((rc = field_next(st, st_len, &off, &num, &wt, &val, &vlen, &v)) < 0)
+            return rc;
+        if (num == 1 && wt == 2) {
+            task = val;
+            task_len = vlen;
+        }
+    }
+    if (task == NULL)
+        return 0;
+    off = 0;
+    while (off < task_len) {
+        uint32_t num, wt;
+        const uint8_t *val;
+        size_t vlen;
+        uint64_t v = 0;
+
+        if ((rc = field_next(task, task_len, &off, &num, &wt, &val, &vlen, &v)) < 0)
+            return rc;
+        if (num == 1 && wt == 0)
+            *job_id = v;
+        else if (num == 2 && wt == 0)
+            *round = v;
+        else if (num == 3 && wt == 0)
+            *attempt = (uint32_t)v;
+    }
+    return 1;
+}
+
+/* ---- Fleet fold mode: FoldSpec, Claim, Partial ---------------------------------- */
+
+typedef struct {
+    uint64_t job_id, round;
+    uint32_t attempt;
+} fold_spec_req_t;
+
+static int check_fold_spec_req(const chk_t *c, const void *p)
+{
+    return sfl__msg_check_id(c, "job_id", ((const fold_spec_req_t *)p)->job_id);
+}
+
+static int put_fold_spec_req(const chk_t *c, const void *p, wire_t *w)
+{
+    const fold_spec_req_t *m = p;
+
+    (void)c;
+    w->pb.fleet_fold_spec_req.job_id = m->job_id;
+    w->pb.fleet_fold_spec_req.round = m->round;
+    w->pb.fleet_fold_spec_req.attempt = m->attempt;
+    return 0;
+}
+
+static int get_fold_spec_req(const chk_t *c, void *p, void *out)
+{
+    Sfl__V1__FleetFoldSpecRequest *pb = p;
+    fold_spec_req_t *m = out;
+
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->attempt = pb->attempt;
+    return check_fold_spec_req(c, m);
+}
+
+static const msg_type_t fold_spec_req_type = {"fleet fold spec request",
+    &sfl__v1__fleet_fold_spec_request__descriptor, check_fold_spec_req, put_fold_spec_req,
+    get_fold_spec_req, sizeof(fold_spec_req_t), NULL, 0, NULL};
+
+int sfl_msg_fleet_fold_spec_req_pack(uint64_t job_id, uint64_t round, uint32_t attempt,
+                                     uint8_t **out, size_t *len)
+{
+    fold_spec_req_t m = {job_id, round, attempt};
+
+    return sfl__msg_pack_msg(&fold_spec_req_type, &m, NULL, out, len);
+}
+
+int sfl_msg_fleet_fold_spec_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                       uint64_t *job_id, uint64_t *round, uint32_t *attempt)
+{
+    fold_spec_req_t m;
+    int rc = sfl__msg_unpack_in(&fold_spec_req_type, buf, len, lim, &m);
+
+    *job_id = rc == 0 ? m.job_id : 0;
+    *round = rc == 0 ? m.round : 0;
+    *attempt = rc == 0 ? m.attempt : 0;
+    return rc;
+}
+
+static int check_fold_spec(const chk_t *c, const void *p)
+{
+    const sfl_fleet_fold_spec_t *m = p;
+    static const uint8_t zero[SFL_MSG_HASH_BYTES];
+    int rc;
+
+    if ((rc = sfl__msg_check_bool(c, "fold", m->fold)) < 0)
+        return rc;
+    if (!m->fold) {
+        if (m->dimension != 0 || m->max_update_norm != 0 || m->max_samples != 0 ||
+            memcmp(m->round_pk, zero, sizeof(zero)) != 0 ||
+            memcmp(m->nonce, zero, sizeof(zero)) != 0 ||
+            memcmp(m->model_hash, zero, sizeof(zero)) != 0)
+            return sfl__msg_fail(c, c->bad, "a spec that does not fold carries fold fields");
+        return 0;
+    }
+    if (m->dimension == 0)
+        return sfl__msg_fail(c, c->bad, "dimension missing (0)");
+    if (c->lim != NULL && m->dimension > c->lim->max_dim)
+        return sfl__msg_fail(c, SFL_ELIMIT, "dimension %u exceeds the limit of %u", m->dimension,
+                             c->lim->max_dim);
+    if ((rc = sfl__msg_check_enc(c, "encoding", m->encoding)) < 0)
+        return rc;
+    if (!(m->max_update_norm >= 0) || !isfinite(m->max_update_norm) ||
+        !(m->max_samples >= 0) || !isfinite(m->max_samples))
+        return sfl__msg_fail(c, c->bad, "max_update_norm %g, max_samples %g (want finite, >= 0)",
+                             m->max_update_norm, m->max_samples);
+    return 0;
+}
+
+static int put_fold_spec(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_fleet_fold_spec_t *m = p;
+    Sfl__V1__FleetFoldSpec *pb = &w->pb.fleet_fold_spec;
+
+    (void)c;
+    pb->fold = m->fold;
+    if (!m->fold)
+        return 0;
+    pb->dimension = m->dimension;
+    pb->encoding = (Sfl__V1__ValueEncoding)(m->encoding + 1);
+    pb->max_update_norm = m->max_update_norm;
+    pb->max_samples = m->max_samples;
+    pb->round_pk = bin(m->round_pk, sizeof(m->round_pk));
+    pb->nonce = bin(m->nonce, sizeof(m->nonce));
+    pb->model_hash = bin(m->model_hash, sizeof(m->model_hash));
+    return 0;
+}
+
+static int get_fold_spec(const chk_t *c, void *p, void *out)
+{
+    Sfl__V1__FleetFoldSpec *pb = p;
+    sfl_fleet_fold_spec_t *m = out;
+    int rc;
+
+    m->fold = pb->fold ? 1 : 0;
+    if (!m->fold) {
+        if (pb->dimension != 0 || pb->encoding != 0 || pb->max_update_norm != 0 ||
+            pb->max_samples != 0 || pb->round_pk.len || pb->nonce.len || pb->model_hash.len)
+            return sfl__msg_fail(c, c->bad, "a spec that does not fold carries fold fields");
+        return 0;
+    }
+    m->dimension = pb->dimension;
+    m->max_update_norm = pb->max_update_norm;
+    m->max_samples = pb->max_samples;
+    if ((rc = sfl__msg_get_enc(c, "encoding", pb->encoding, &m->encoding)) < 0 ||
+        (rc = sfl__msg_get_fixed(c, "round_pk", &pb->round_pk, m->round_pk,
+                                 sizeof(m->round_pk))) < 0 ||
+        (rc = sfl__msg_get_fixed(c, "nonce", &pb->nonce, m->nonce, sizeof(m->nonce))) < 0 ||
+        (rc = sfl__msg_get_fixed(c, "model_hash", &pb->model_hash, m->model_hash,
+                                 sizeof(m->model_hash))) < 0)
+        return rc;
+    return check_fold_spec(c, m);
+}
+
+static const msg_type_t fold_spec_type = {"fleet fold spec", &sfl__v1__fleet_fold_spec__descriptor,
+    check_fold_spec, put_fold_spec, get_fold_spec, sizeof(sfl_fleet_fold_spec_t), NULL, 0, NULL};
+
+int sfl_msg_fleet_fold_spec_pack(const sfl_fleet_fold_spec_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&fold_spec_type, m, NULL, out, len);
+}
+
+int sfl_msg_fleet_fold_spec_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                   sfl_fleet_fold_spec_t *m)
+{
+    return sfl__msg_unpack_in(&fold_spec_type, buf, len, lim, m);
+}
+
+static int check_claim(const chk_t *c, const void *p)
+{
+    const sfl_fleet_claim_t *m = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_id(c, "job_id", m->job_id)) < 0 ||
+        (rc = sfl__msg_check_id(c, "agent_id", m->agent_id)) < 0 ||
+        (rc = sfl__msg_check_id(c, "samples", m->samples)) < 0)
+        return rc;
+    return 0;
+}
+
+static int put_claim(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_fleet_claim_t *m = p;
+    Sfl__V1__FleetClaim *pb = &w->pb.fleet_claim;
+
+    (void)c;
+    pb->job_id = m->job_id;
+    pb->round = m->round;
+    pb->attempt = m->attempt;
+    pb->agent_id = m->agent_id;
+    pb->samples = m->samples;
+    pb->payload_hash = bin(m->payload_hash, sizeof(m->payload_hash));
+    pb->signature = bin(m->signature, sizeof(m->signature));
+    pb->update_bytes = m->update_bytes;
+    return 0;
+}
+
+static int get_claim(const chk_t *c, void *p, void *out)
+{
+    Sfl__V1__FleetClaim *pb = p;
+    sfl_fleet_claim_t *m = out;
+    int rc;
+
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->attempt = pb->attempt;
+    m->agent_id = pb->agent_id;
+    m->samples = pb->samples;
+    m->update_bytes = pb->update_bytes;
+    if ((rc = sfl__msg_get_fixed(c, "payload_hash", &pb->payload_hash, m->payload_hash,
+                                 sizeof(m->payload_hash))) < 0 ||
+        (rc = sfl__msg_get_fixed(c, "signature", &pb->signature, m->signature,
+                                 sizeof(m->signature))) < 0)
+        return rc;
+    return check_claim(c, m);
+}
+
+static const msg_type_t claim_type = {"fleet claim", &sfl__v1__fleet_claim__descriptor,
+    check_claim, put_claim, get_claim, sizeof(sfl_fleet_claim_t), NULL, 0, NULL};
+
+int sfl_msg_fleet_claim_pack(const sfl_fleet_claim_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&claim_type, m, NULL, out, len);
+}
+
+int sfl_msg_fleet_claim_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               sfl_fleet_claim_t *m)
+{
+    return sfl__msg_unpack_in(&claim_type, buf, len, lim, m);
+}
+
+static uint32_t partial_max(const chk_t *c)
+{
+    uint32_t n = SFL_MSG_PARTIAL_MAX;
+
+    if (c->lim != NULL && c->lim->max_items < n)
+        n = c->lim->max_items;
+    return n;
+}
+
+static int check_partial(const chk_t *c, const void *p)
+{
+    const sfl_fleet_partial_t *m = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_id(c, "job_id", m->job_id)) < 0)
+        return rc;
+    if (m->nmembers == 0 || m->members == NULL)
+        return sfl__msg_fail(c, c->bad, "members missing");
+    if (m->nmembers > partial_max(c))
+        return sfl__msg_fail(c, SFL_ELIMIT, "%u members exceed the limit of %u", m->nmembers,
+                             partial_max(c));
+    for (uint32_t i = 0; i < m->nmembers; i++)
+        if (m->members[i] == 0)
+            return sfl__msg_fail(c, c->bad, "members[%u] is 0", i);
+    if (!(m->weight_sum > 0) || !isfinite(m->weight_sum))
+        return sfl__msg_fail(c, c->bad, "weight_sum %g (want positive, finite)", m->weight_sum);
+    if (m->sum == NULL)
+        return sfl__msg_fail(c, c->bad, "sum missing");
+    for (uint32_t i = 0; i < m->sum->nnz; i++)
+        if (!isfinite(m->sum->val[i]))
+            return sfl__msg_fail(c, SFL_ENUMERIC, "sum value at index %u is not finite",
+                                 m->sum->idx[i]);
+    for (int i = 0; i < SFL_METRIC_COUNT; i++)
+        if (!isfinite(m->metric_sums[i]))
+            return sfl__msg_fail(c, SFL_ENUMERIC, "metric_sums[%d] is not finite", i);
+    return 0;
+}
+
+static int put_partial(const chk_t *c, const void *p, wire_t *w)
+{
+    const sfl_fleet_partial_t *m = p;
+    Sfl__V1__FleetPartial *pb = &w->pb.fleet_partial;
+    int rc;
+
+    pb->job_id = m->job_id;
+    pb->round = m->round;
+    pb->attempt = m->attempt;
+    pb->n_members = m->nmembers;
+    pb->members = m->members;
+    pb->weight_sum = m->weight_sum;
+    pb->n_metric_sums = SFL_METRIC_COUNT;
+    pb->metric_sums = (double *)(uintptr_t)m->metric_sums;
+    pb->update_bytes = m->update_bytes;
+    if ((rc = sfl__msg_put_sparse(c, "sum", m->sum, SFL_ENC_F64, &w->sv, &w->data)) < 0)
+        return rc;
+    pb->sum = &w->sv;
+    return 0;
+}
+
+static int get_partial(const chk_t *c, void *p, void *out)
+{
+    Sfl__V1__FleetPartial *pb = p;
+    sfl_fleet_partial_t *m = out;
+    sfl_enc_t enc = SFL_ENC_F64;
+    int rc;
+
+    m->job_id = pb->job_id;
+    m->round = pb->round;
+    m->attempt = pb->attempt;
+    m->weight_sum = pb->weight_sum;
+    m->update_bytes = pb->update_bytes;
+    if (pb->n_members == 0)
+        return sfl__msg_fail(c, c->bad, "members missing");
+    if (pb->n_members > partial_max(c))
+        return sfl__msg_fail(c, SFL_ELIMIT, "%zu members exceed the limit of %u", pb->n_members,
+                             partial_max(c));
+    if (pb->n_metric_sums != SFL_METRIC_COUNT)
+        return sfl__msg_fail(c, c->bad, "%zu metric_sums, want %d", pb->n_metric_sums,
+                             SFL_METRIC_COUNT);
+    memcpy(m->metric_sums, pb->metric_sums, sizeof(m->metric_sums));
+    if ((m->members = sfl__malloc(pb->n_members * sizeof(*m->members))) == NULL)
+        return sfl__msg_fail(c, SFL_ENOMEM, "no memory");
+    memcpy(m->members, pb->members, pb->n_members * sizeof(*m->members));
+    m->nmembers = (uint32_t)pb->n_members;
+    if ((rc = sfl__msg_get_sparse(c, "sum", pb->sum, c->lim->max_dim, c->lim->max_nnz, &m->sum,
+                                  &enc, NULL)) < 0)
+        return rc;
+    if (enc != SFL_ENC_F64)
+        return sfl__msg_fail(c, c->bad, "sum is not float64 (encoding %d)", (int)enc);
+    return check_partial(c, m);
+}
+
+void sfl_msg_fleet_partial_free(sfl_fleet_partial_t *m)
+{
+    if (m != NULL) {
+        sfl__free(m->members);
+        sfl_spvec_free(m->sum);
+    }
+    sfl__free(m);
+}
+
+static void free_partial(void *m)
+{
+    sfl_msg_fleet_partial_free(m);
+}
+
+static const msg_type_t partial_type = {"fleet partial", &sfl__v1__fleet_partial__descriptor,
+    check_partial, put_partial, get_partial, sizeof(sfl_fleet_partial_t), free_partial, 0, NULL};
+
+int sfl_msg_fleet_partial_pack(const sfl_fleet_partial_t *m, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&partial_type, m, NULL, out, len);
+}
+
+int sfl_msg_fleet_partial_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_fleet_partial_t **out)
+{
+    int rc;
+
+    *out = sfl__msg_unpack_msg(&partial_type, buf, len, lim, 0, NULL, &rc);
+    return rc;
+}
+
+static int put_partial_reply(const chk_t *c, const void *p, wire_t *w)
+{
+    (void)c;
+    w->pb.fleet_partial_reply.accepted = *(const uint32_t *)p;
+    return 0;
+}
+
+static int get_partial_reply(const chk_t *c, void *p, void *out)
+{
+    (void)c;
+    *(uint32_t *)out = ((Sfl__V1__FleetPartialReply *)p)->accepted;
+    return 0;
+}
+
+static const msg_type_t partial_reply_type = {"fleet partial reply",
+    &sfl__v1__fleet_partial_reply__descriptor, NULL, put_partial_reply, get_partial_reply,
+    sizeof(uint32_t), NULL, 0, NULL};
+
+int sfl_msg_fleet_partial_reply_pack(uint32_t accepted, uint8_t **out, size_t *len)
+{
+    return sfl__msg_pack_msg(&partial_reply_type, &accepted, NULL, out, len);
+}
+
+int sfl_msg_fleet_partial_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                       uint32_t *accepted)
+{
+    return sfl__msg_unpack_in(&partial_reply_type, buf, len, lim, accepted);
 }

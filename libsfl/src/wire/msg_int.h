@@ -92,6 +92,11 @@ typedef struct wire {
         Sfl__V1__FleetCall fleet_call;
         Sfl__V1__FleetModelRequest fleet_model_req;
         Sfl__V1__FleetModelReply fleet_model_reply;
+        Sfl__V1__FleetFoldSpecRequest fleet_fold_spec_req;
+        Sfl__V1__FleetFoldSpec fleet_fold_spec;
+        Sfl__V1__FleetClaim fleet_claim;
+        Sfl__V1__FleetPartial fleet_partial;
+        Sfl__V1__FleetPartialReply fleet_partial_reply;
     } pb; /* the message itself, initialised from its type's descriptor */
     Sfl__V1__DatasetSummary ds;
     Sfl__V1__AlgorithmParams pp;

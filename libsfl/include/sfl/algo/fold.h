@@ -83,6 +83,11 @@ void sfl_fold_begin(sfl_fold_t *f);
  * as "update norm 1e+300 is above the job's max_update_norm 1e+08". */
 int sfl_fold_check(const sfl_fold_t *f, const sfl_spvec_t *update,
                    double weight) SFL_MUST_CHECK;
+/* The same checks without a fold: against dimension dim and lim (its
+ * zeros the defaults). For a front-end that checks what the master will
+ * (docs/operations.md "Front-ends", fold mode). */
+int sfl_fold_check_limits(const sfl_fold_limits_t *lim, size_t dim, const sfl_spvec_t *update,
+                          double weight) SFL_MUST_CHECK;
 /* sfl_fold_check, then sum += weight * update. On failure nothing changes. */
 int sfl_fold_add(sfl_fold_t *f, const sfl_spvec_t *update, double weight) SFL_MUST_CHECK;
 /* sfl_fold_add of items[0], items[1], ... in that order, bit for bit: every
@@ -95,6 +100,15 @@ int sfl_fold_add(sfl_fold_t *f, const sfl_spvec_t *update, double weight) SFL_MU
  * when growing fails, nothing changed). n = 0 (or only NULL updates) adds
  * nothing. */
 int sfl_fold_add_many(sfl_fold_t *f, const sfl_fold_item_t *items, size_t n) SFL_MUST_CHECK;
+/* A partial sum folded elsewhere (a front-end's group, fold mode): sum +=
+ * psum (dense, dim entries), weight_sum += weight, count += n. Checked
+ * first, nothing changed on failure: n >= 1; weight positive, finite and
+ * at most n x max_weight; every value finite (SFL_ENUMERIC); ||psum|| at
+ * most max_norm x weight (SFL_ELIMIT): the triangle bound of n updates of
+ * norm <= max_norm weighted by w_i summing to weight, so a partial cannot
+ * move the sum further than its members could have. */
+int sfl_fold_add_partial(sfl_fold_t *f, const double *psum, double weight,
+                         uint32_t n) SFL_MUST_CHECK;
 /* global: in, the state of the round; out, the algorithm's finish of the
  * sum. SFL_EEMPTY when nothing was added. */
 int sfl_fold_finish(sfl_fold_t *f, double *global) SFL_MUST_CHECK;

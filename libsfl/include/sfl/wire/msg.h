@@ -591,6 +591,7 @@ typedef struct sfl_job_spec {
     char description[SFL_MSG_TEXT_LEN]; /* the operator's note; "" none */
     char sa_groups[16];            /* "" or "none", "frontend" (server/job/spec.c) */
     uint32_t sa_min_group;         /* secagg_groups = frontend: 0 (10) or >= 3 */
+    int frontend_fold;             /* 0 or 1: front-ends fold (fleet.proto, Fleet.Partial) */
 } sfl_job_spec_t;
 
 typedef struct sfl_job_status {
@@ -884,6 +885,77 @@ int sfl_msg_fleet_model_reply_pack(const uint8_t *model, size_t model_len, uint8
 int sfl_msg_fleet_model_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                      uint8_t **model, size_t *model_len) SFL_MUST_CHECK;
 
+/* ---- Fleet fold mode (fleet.proto: FoldSpec, Claim, Partial) ---------------------- */
+
+/* Members one FleetPartial may name. */
+#define SFL_MSG_PARTIAL_MAX 65536u
+
+/* FleetFoldSpec: fold 0 leaves every other field zero (checked). fold 1:
+ * dimension >= 1, a known encoding, bounds finite and >= 0 (0: the
+ * defaults), the three 32-byte values. */
+typedef struct sfl_fleet_fold_spec {
+    int fold;
+    uint32_t dimension;
+    sfl_enc_t encoding;
+    double max_update_norm, max_samples;
+    uint8_t round_pk[SFL_MSG_KEY_BYTES];
+    uint8_t nonce[SFL_MSG_HASH_BYTES];
+    uint8_t model_hash[SFL_MSG_HASH_BYTES];
+} sfl_fleet_fold_spec_t;
+
+/* FleetFoldSpecRequest: job_id > 0. */
+int sfl_msg_fleet_fold_spec_req_pack(uint64_t job_id, uint64_t round, uint32_t attempt,
+                                     uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_fold_spec_req_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                       uint64_t *job_id, uint64_t *round,
+                                       uint32_t *attempt) SFL_MUST_CHECK;
+int sfl_msg_fleet_fold_spec_pack(const sfl_fleet_fold_spec_t *m, uint8_t **out,
+                                 size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_fold_spec_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                   sfl_fleet_fold_spec_t *m) SFL_MUST_CHECK;
+
+/* FleetClaim (a Claim's FleetCall.request): job_id, agent_id, samples > 0,
+ * the payload's BLAKE2b-256 and the agent's update signature. */
+typedef struct sfl_fleet_claim {
+    uint64_t job_id, round;
+    uint32_t attempt;
+    uint64_t agent_id;
+    uint64_t samples;
+    uint8_t payload_hash[SFL_MSG_HASH_BYTES];
+    uint8_t signature[SFL_MSG_SIG_BYTES];
+    uint64_t update_bytes;
+} sfl_fleet_claim_t;
+
+int sfl_msg_fleet_claim_pack(const sfl_fleet_claim_t *m, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_claim_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                               sfl_fleet_claim_t *m) SFL_MUST_CHECK;
+
+/* FleetPartial: job_id > 0; 1 to min(SFL_MSG_PARTIAL_MAX, lim->max_items)
+ * members, each > 0 (distinctness is the master's check: it names the
+ * one); weight_sum positive and finite; sum a float64 SparseVector within
+ * lim's max_dim and max_nnz, every value finite; metric_sums exactly
+ * SFL_METRIC_COUNT finite values. */
+typedef struct sfl_fleet_partial {
+    uint64_t job_id, round;
+    uint32_t attempt;
+    uint64_t *members; /* pack: borrowed, unpack: owned */
+    uint32_t nmembers;
+    double weight_sum;
+    sfl_spvec_t *sum;  /* pack: borrowed (sent as f64), unpack: owned */
+    double metric_sums[SFL_METRIC_COUNT];
+    uint64_t update_bytes;
+} sfl_fleet_partial_t;
+
+int sfl_msg_fleet_partial_pack(const sfl_fleet_partial_t *m, uint8_t **out,
+                               size_t *len) SFL_MUST_CHECK;
+/* Returns owned (sfl_msg_fleet_partial_free). */
+int sfl_msg_fleet_partial_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                 sfl_fleet_partial_t **out) SFL_MUST_CHECK;
+void sfl_msg_fleet_partial_free(sfl_fleet_partial_t *m);
+int sfl_msg_fleet_partial_reply_pack(uint32_t accepted, uint8_t **out, size_t *len) SFL_MUST_CHECK;
+int sfl_msg_fleet_partial_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
+                                       uint32_t *accepted) SFL_MUST_CHECK;
+
 /* A task without its model, on the protobuf wire (no decoding of the task
  * or the model): what lets a master send a front-end the model once for all
  * its agents (proto/sfl/v1/fleet.proto, Fleet.Subscribe). tow is a packed
@@ -904,6 +976,12 @@ int sfl_msg_task_put_model(const uint8_t *tow, size_t len, const uint8_t *model,
                            size_t model_len, uint8_t **out, size_t *out_len) SFL_MUST_CHECK;
 int sfl_msg_task_needs_model(const uint8_t *tow, size_t len, uint64_t *job_id,
                              uint8_t hash[SFL_MSG_HASH_BYTES]) SFL_MUST_CHECK;
+/* 1 when tow is a task, with its Task's job_id, round and attempt (0 when
+ * absent); 0 for anything else that parses; SFL_EPARSE for bytes that do
+ * not. What a front-end in fold mode counts: the agents it gave an
+ * attempt's task. */
+int sfl_msg_task_ids(const uint8_t *tow, size_t len, uint64_t *job_id, uint64_t *round,
+                     uint32_t *attempt) SFL_MUST_CHECK;
 
 #ifdef __cplusplus
 }
