@@ -93,6 +93,7 @@ struct fe_model {
     int fetching;
     fe_relay_t *waiting;
     uint64_t used;
+    fe_t *fe;                  /* set by model_fetch */
 };
 
 struct fe {
@@ -122,6 +123,7 @@ struct fe {
     fe_model_t models[FE_MODELS];
     uint64_t tick, fetched;    /* LRU clock; models fetched */
     uint64_t fails;            /* attempts to reach a master since the last open */
+    uint64_t model_mismatches; /* models the master answered that were not the ones asked */
 };
 
 static void master_connect(fe_t *fe);
@@ -340,11 +342,36 @@ static void relay_flush(fe_relay_t *r)
     }
 }
 
+/* The model the master answered is the one the task names (what every
+ * agent would check: a master that answers other bytes, by fault or
+ * malice, costs one fetch, not each agent's round); 0 or SFL_EINVAL,
+ * logged and counted. */
+static int model_check(fe_t *fe, fe_model_t *m)
+{
+    uint8_t got[SFL_MSG_HASH_BYTES];
+    char want_hex[17], got_hex[17], q[300];
+    int rc = sfl_msg_fleet_model_hash(m->model, m->len, got);
+
+    if (rc == 0 && sodium_memcmp(got, m->hash, SFL_MSG_HASH_BYTES) == 0)
+        return 0;
+    if (rc == 0) {
+        sodium_bin2hex(want_hex, sizeof(want_hex), m->hash, 8);
+        sodium_bin2hex(got_hex, sizeof(got_hex), got, 8);
+        rc = sfl__fail(SFL_EINVAL, "the master's model hashes to %s..., the task names %s...",
+                       got_hex, want_hex);
+    }
+    sfl_log(SFL_LOG_WARN, "model_mismatch", "job=%llu bytes=%zu detail=%s",
+            (unsigned long long)m->job, m->len, sfl_log_quote(sfl_last_error(), q, sizeof(q)));
+    if (fe != NULL)
+        fe->model_mismatches++;
+    return SFL_EINVAL;
+}
+
 static void model_done(sfl_grpc_call_t *call, int status, const char *message,
                        const uint8_t *resp, size_t len, void *ud)
 {
     fe_model_t *m = ud;
-    fe_t *fe = m->waiting != NULL ? m->waiting->ag->fe : NULL;
+    fe_t *fe = m->fe;
     sfl_msg_limits_t lim;
     fe_relay_t *w;
     int rc = -1;
@@ -356,6 +383,8 @@ static void model_done(sfl_grpc_call_t *call, int status, const char *message,
         if (fe != NULL)
             lim.max_message = fe->cfg.max_message;
         rc = sfl_msg_fleet_model_reply_unpack(resp, len, &lim, &m->model, &m->len);
+        if (rc == 0)
+            rc = model_check(fe, m); /* a mismatch: as unavailable */
     }
     if (rc < 0) {
         char q[300];
@@ -406,6 +435,7 @@ static void model_fetch(fe_t *fe, fe_model_t *m)
         return;
     }
     m->fetching = 1;
+    m->fe = fe;
 }
 
 static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len, void *ud)

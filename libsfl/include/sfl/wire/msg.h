@@ -897,6 +897,12 @@ int sfl_msg_fleet_model_reply_pack(const uint8_t *model, size_t model_len, uint8
 /* *model owned (sfl_msg_buf_free); SFL_EPARSE when it is empty. */
 int sfl_msg_fleet_model_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                      uint8_t **model, size_t *model_len) SFL_MUST_CHECK;
+/* The model_hash a task names its model by: BLAKE2b-256 of the packed
+ * SparseVector's data (what an agent checks), for a front-end to check the
+ * model a master answered before keeping it. SFL_EPARSE when model is not
+ * a SparseVector with data. */
+int sfl_msg_fleet_model_hash(const uint8_t *model, size_t len,
+                             uint8_t hash[SFL_MSG_HASH_BYTES]) SFL_MUST_CHECK;
 
 /* A task without its model, on the protobuf wire (no decoding of the task
  * or the model): what lets a master send a front-end the model once for all
