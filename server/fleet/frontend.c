@@ -124,7 +124,13 @@ struct fe {
     uint64_t tick, fetched;    /* LRU clock; models fetched */
     uint64_t fails;            /* attempts to reach a master since the last open */
     uint64_t model_mismatches; /* models the master answered that were not the ones asked */
+    uint64_t relayed_by[FE_METHODS]; /* relayed calls by method (fe_method_names) */
+    uint64_t relay_failures;   /* calls that could not be relayed (no master, no memory) */
+    uint64_t model_bytes;      /* bytes of the models fetched */
 };
+
+const char *const fe_method_names[FE_METHODS] = {"Join", "Subscribe", "SubmitUpdate",
+                                                 "Heartbeat", "SubmitStep", "SubmitSecAgg"};
 
 static void master_connect(fe_t *fe);
 static void check_stopped(fe_t *fe);
@@ -402,8 +408,10 @@ static void model_done(sfl_grpc_call_t *call, int status, const char *message,
         memset(m, 0, sizeof(*m));
         return;
     }
-    if (fe != NULL)
+    if (fe != NULL) {
         fe->fetched++;
+        fe->model_bytes += m->len;
+    }
     sfl_log(SFL_LOG_DEBUG, "model_fetched", "job=%llu bytes=%zu", (unsigned long long)m->job,
             m->len);
     while ((w = m->waiting) != NULL) {
@@ -499,6 +507,7 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
     int rc;
 
     if (fe->master == NULL || fe->stopping) {
+        fe->relay_failures++;
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
                               fe->stopping ? "front-end shutting down"
                                            : "the front-end has no round master now; retry");
@@ -523,6 +532,7 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
     if ((r = sfl__calloc(1, sizeof(*r))) == NULL ||
         (rc = sfl_msg_fleet_call_pack(&m, &buf, &blen)) < 0) {
         sfl__free(r);
+        fe->relay_failures++;
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
@@ -536,6 +546,7 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
     sfl__free(buf);
     if (rc < 0) {
         sfl__free(r);
+        fe->relay_failures++;
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
                               "the front-end cannot reach the round master now; retry");
         return;
@@ -545,6 +556,9 @@ static void relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int s
         ag->relays->prev = r;
     ag->relays = r;
     fe->relayed++;
+    for (size_t i = 0; i < FE_METHODS; i++)
+        if (strcmp(path + sizeof("/sfl.v1.Fleet/") - 1, fe_method_names[i]) == 0)
+            fe->relayed_by[i]++;
     sfl_grpc_call_on_cancel(call, relay_cancelled, r);
 }
 
@@ -1003,6 +1017,19 @@ int fe_port(const fe_t *fe)
 int fe_master_open(const fe_t *fe)
 {
     return fe->master != NULL && fe->master_open;
+}
+
+void fe_stats(const fe_t *fe, fe_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->agents = fe->nagents;
+    out->master_connected = fe_master_open(fe);
+    memcpy(out->relayed, fe->relayed_by, sizeof(out->relayed));
+    out->relay_failures = fe->relay_failures;
+    out->models_fetched = fe->fetched;
+    out->model_bytes = fe->model_bytes;
+    out->model_mismatches = fe->model_mismatches;
+    out->join_refused = fe->refused_joins;
 }
 
 static void retry_closed(uv_handle_t *h)

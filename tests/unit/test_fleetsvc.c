@@ -829,13 +829,15 @@ static void test_frontend_relay(void **state)
  * the task names: the front-end checks the model's hash before keeping it
  * (model_mismatch), its waiting agent is told to subscribe again, as for a
  * model it could not get; once the master answers the right bytes the next
- * fetch gives the task, signature and model hash checked. */
+ * fetch gives the task, signature and model hash checked. The front-end's
+ * counters (its /metrics) follow. */
 static void test_frontend_model_mismatch(void **state)
 {
     tagent_t *a1 = &F.ag[0];
     sfl_job_spec_t spec;
     sfl_task_t *task;
     coord_job_t *j = NULL;
+    fe_stats_t st;
     uint8_t *byte;
     int status;
     fe_t *fe;
@@ -872,12 +874,31 @@ static void test_frontend_model_mismatch(void **state)
     assert_int_equal(a1->sub.n, 0);
     assert_int_equal(a1->sub.status, SFL_GRPC_STATUS_UNAVAILABLE);
     assert_non_null(strstr(a1->sub.msg, "could not get the task's model"));
+    fe_stats(fe, &st);
+    assert_int_equal(st.model_mismatches, 1);
+    assert_int_equal(st.models_fetched, 0);
     /* the right bytes again: fetched anew (the wrong ones were not kept) */
     *byte ^= 0x40;
     fx_agent_subscribe(a1);
     task = fx_next_task(a1); /* signature and model hash checked */
     assert_int_equal(task->model->dim, DIM);
     sfl_msg_task_free(task);
+    /* what its /metrics shows: one agent, the master connected, one Join
+     * and two Subscribes relayed, one model fetched (its bytes), one
+     * mismatch, nothing refused */
+    fe_stats(fe, &st);
+    assert_int_equal(st.agents, 1);
+    assert_int_equal(st.master_connected, 1);
+    assert_string_equal(fe_method_names[0], "Join");
+    assert_int_equal(st.relayed[0], 1);
+    assert_string_equal(fe_method_names[1], "Subscribe");
+    assert_int_equal(st.relayed[1], 2);
+    assert_int_equal(st.relayed[2], 0);
+    assert_int_equal(st.relay_failures, 0);
+    assert_int_equal(st.models_fetched, 1);
+    assert_int_equal(st.model_bytes, j->model_len);
+    assert_int_equal(st.model_mismatches, 1);
+    assert_int_equal(st.join_refused, 0);
     fx_cli_close(&a1->cli);
     fe_stop(fe);
 }
