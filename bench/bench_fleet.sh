@@ -236,7 +236,7 @@ if [ "$F" -gt 0 ]; then
     f=0
     while [ $f -lt "$F" ]; do
         "$PKI" frontend "$t/pki" "fe$f" > /dev/null
-        printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmax_conns = %s\nmax_handshakes = %s\nmax_handshakes_per_ip = %s\n' \
+        printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\nmax_conns = %s\nmax_handshakes = %s\nmax_handshakes_per_ip = %s\n' \
             "$port" "$t/pki/frontend/fe$f.crt" "$t/pki/frontend/fe$f.key" "$t/pki/ca.crt" \
             "$t/fe$f" $((PER + 100)) $hs $hs > "$t/fe$f.ini"
         "$B/sfl-coordinator" --config "$t/fe$f.ini" >> "$t/fe$f.log" 2>&1 &

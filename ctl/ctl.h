@@ -150,7 +150,8 @@ void ctl_result_clear(ctl_result_t *r);
 
 /* now_ms: Unix ms, for ages ("12s ago"). */
 void ctl_print_status(FILE *f, const sfl_status_t *s, int64_t now_ms);
-/* sflctl fleet: role, leader (epoch, holder, since), front-ends. */
+/* sflctl fleet: role, leader (epoch, holder, since), the masters (role,
+ * epoch, ms since seen, live or stale, holder), front-ends. */
 void ctl_print_fleet(FILE *f, const sfl_fleet_t *m, int64_t now_ms);
 void ctl_print_jobs(FILE *f, const sfl_job_status_t *jobs, uint32_t n);
 void ctl_print_agents(FILE *f, const sfl_agent_list_t *l, int64_t now_ms);

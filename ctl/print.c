@@ -105,6 +105,20 @@ void ctl_print_fleet(FILE *f, const sfl_fleet_t *m, int64_t now_ms)
                 duration(now_ms - m->since_ms, up, sizeof(up)));
     else
         fprintf(f, "leader       none (a single coordinator, or no master has led yet)\n");
+    fprintf(f, "masters      %u\n", m->nmasters);
+    if (m->nmasters > 0) {
+        fprintf(f, "\n%-8s %6s %8s %-6s %s\n", "ROLE", "EPOCH", "SEEN_MS", "STATE", "HOLDER");
+        for (uint32_t i = 0; i < m->nmasters; i++) {
+            const sfl_fleet_master_t *r = &m->masters[i];
+            char ep[24] = "-";
+
+            if (r->epoch)
+                snprintf(ep, sizeof(ep), "%" PRIu64, r->epoch);
+            fprintf(f, "%-8s %6s %8" PRIu64 " %-6s %s\n", r->role, ep, r->seen_ago_ms,
+                    r->stale ? "stale" : "live", r->holder);
+        }
+        fputc('\n', f);
+    }
     fprintf(f, "front-ends   %u\n", m->n);
     if (m->n == 0)
         return;

@@ -306,6 +306,8 @@ struct coord {
     int fenced;               /* another master leads: stopped serving */
     int64_t epoch;            /* the leader epoch held; 0: role single */
     char holder[128];         /* who we are in the leader row */
+    char host[64];            /* ... and in our masters row (with our pid) */
+    int master_row_err;       /* writing our masters row failed (logged once) */
     uv_timer_t leader_timer;  /* a standby's tries, a leader's checks */
     int leader_op;            /* a try or check is on the writer */
     int timers;               /* tick, stop, ticket and leader timers initialised */

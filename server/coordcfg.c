@@ -93,7 +93,8 @@ static const sfl_cfg_key_t keys[] = {
       "and relays their calls to a master: docs/operations.md, Front-ends)"),
     N("leader_retry_ms", leader_retry_ms, "500", "MS",
       "role master: a standby tries the leader lock this often, the leader checks this often "
-      "that it still holds it"),
+      "that it still holds it; each also writes its row of the masters table (sflctl fleet "
+      "shows it stale after 3 x this)"),
     S("master", master, "", "HOST:PORT[,...]",
       "frontend: the masters it may reach, tried in turn (a standby does not listen)"),
     N("fold_flush_ms", fold_flush_ms, "200", "MS",

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sfl/core/alloc.h"
@@ -13,7 +14,8 @@
 #include "coord_int.h"
 #include "store/store.h"
 
-typedef enum { OP_RECOVER, OP_TRY, OP_CHECK } leader_kind_t;
+/* OP_GONE: a clean shutdown deletes our masters row. */
+typedef enum { OP_RECOVER, OP_TRY, OP_CHECK, OP_GONE } leader_kind_t;
 
 typedef struct {
     coord_write_op_t op;
@@ -25,11 +27,72 @@ typedef struct {
     int lost;          /* OP_CHECK: 1 we no longer lead */
     char why[160];     /* ... and why */
     size_t marked;     /* rounds recovery marked failed */
+    int master;        /* role master (else single) */
+    char host[64];     /* for our masters row */
+    int64_t started_ms;
+    char row_err[160]; /* writing our masters row failed: why */
 } leader_op_t;
+
+/* Our row of the masters table (sflctl fleet), after a recovery (single),
+ * a try (leader or standby) or a check (leader): role, the epoch we lead
+ * with or saw, now. Unfenced, so a standby writes it too. A failure never
+ * fails the try or check (the table only informs the operator): it is
+ * kept for a warning. A leader forgets rows not written for an hour (their
+ * processes are long gone), a single coordinator every other row (it holds
+ * the state_dir lock: nobody else runs). */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void heartbeat(coord_store_t *s, leader_op_t *o)
+{
+    coord_master_row_t m;
+    int64_t forget = 0, e = 0;
+
+    memset(&m, 0, sizeof(m));
+    snprintf(m.holder, sizeof(m.holder), "%s", o->holder);
+    snprintf(m.host, sizeof(m.host), "%s", o->host);
+    m.pid = (int64_t)getpid();
+    m.started_ms = o->started_ms;
+    m.seen_ms = wall_ms();
+    if (!o->master) {
+        m.role = COORD_MASTER_SINGLE;
+        forget = m.seen_ms + 1;
+    } else if (o->kind == OP_TRY ? o->leads : !o->lost) {
+        m.role = COORD_MASTER_LEADER;
+        m.epoch = o->epoch;
+        forget = m.seen_ms - COORD_MASTER_FORGET_MS;
+    } else if (o->kind == OP_TRY) {
+        m.role = COORD_MASTER_STANDBY;
+        if (coord_store_leader_get(s, &e, NULL, NULL) == 0)
+            m.epoch = e;
+    } else {
+        return; /* lost: stepping down */
+    }
+    if (coord_store_master_seen(s, &m, forget) < 0)
+        snprintf(o->row_err, sizeof(o->row_err), "%s", sfl_last_error());
+}
+
+static int leader_act(coord_store_t *s, leader_op_t *o);
 
 static int leader_run(coord_store_t *s, coord_write_op_t *op)
 {
     leader_op_t *o = (leader_op_t *)op;
+    int rc;
+
+    if (o->kind == OP_GONE)
+        return coord_store_master_gone(s, o->holder);
+    if ((rc = leader_act(s, o)) >= 0)
+        heartbeat(s, o);
+    return rc;
+}
+
+static int leader_act(coord_store_t *s, leader_op_t *o)
+{
     char holder[128];
     int64_t e = 0, since = 0;
     int rc;
@@ -57,6 +120,8 @@ static int leader_run(coord_store_t *s, coord_write_op_t *op)
                      holder);
         }
         return rc == SFL_ENOTFOUND ? 0 : rc;
+    case OP_GONE:
+        break;
     }
     return SFL_EINVAL;
 }
@@ -122,13 +187,25 @@ static void leader_done(coord_write_op_t *op)
     coord_t *co = o->co;
     char q[300];
 
+    if (o->kind == OP_GONE) {
+        if (op->rc < 0 && !op->abandoned)
+            coord_log(COORD_LOG_WARN, "master_row_failed", "error=%s",
+                      coord_log_quote(op->error, q, sizeof(q)));
+        sfl__free(o);
+        return;
+    }
     co->leader_op = 0;
     if (op->abandoned || co->stopping || co->fenced) {
         sfl__free(o);
         return;
     }
+    if (o->row_err[0] != '\0' && !co->master_row_err)
+        coord_log(COORD_LOG_WARN, "master_row_failed", "error=%s",
+                  coord_log_quote(o->row_err, q, sizeof(q)));
+    co->master_row_err = o->row_err[0] != '\0';
     switch (o->kind) {
     case OP_RECOVER:
+    case OP_GONE:
         break;
     case OP_TRY:
         if (op->rc < 0) {
@@ -161,6 +238,19 @@ static void leader_done(coord_write_op_t *op)
     sfl__free(o);
 }
 
+/* What the writer thread needs of co, copied. */
+static void fill(leader_op_t *o, coord_t *co, leader_kind_t kind)
+{
+    o->op.run = leader_run;
+    o->co = co;
+    o->kind = kind;
+    o->epoch = co->epoch;
+    o->master = co->master;
+    o->started_ms = co->started_ms;
+    snprintf(o->holder, sizeof(o->holder), "%s", co->holder);
+    snprintf(o->host, sizeof(o->host), "%s", co->host);
+}
+
 static void post(coord_t *co, leader_kind_t kind)
 {
     leader_op_t *o;
@@ -169,12 +259,8 @@ static void post(coord_t *co, leader_kind_t kind)
         return;
     if ((o = sfl__calloc(1, sizeof(*o))) == NULL)
         return; /* the next tick tries again */
-    o->op.run = leader_run;
+    fill(o, co, kind);
     o->op.done = leader_done;
-    o->co = co;
-    o->kind = kind;
-    o->epoch = co->epoch;
-    snprintf(o->holder, sizeof(o->holder), "%s", co->holder);
     co->leader_op = 1;
     coord_writer_post(co->writer, &o->op);
 }
@@ -197,11 +283,8 @@ static void noop_done(coord_write_op_t *op)
 static int call(coord_t *co, leader_kind_t kind, leader_op_t *o)
 {
     memset(o, 0, sizeof(*o));
-    o->op.run = leader_run;
+    fill(o, co, kind);
     o->op.done = noop_done;
-    o->co = co;
-    o->kind = kind;
-    snprintf(o->holder, sizeof(o->holder), "%s", co->holder);
     coord_writer_call(co->writer, &o->op);
     if (o->op.rc < 0)
         return sfl__fail(o->op.rc, "%s", o->op.error);
@@ -219,6 +302,7 @@ int coord_leader_start(coord_t *co)
     host[sizeof(host) - 1] = '\0';
     snprintf(co->holder, sizeof(co->holder), "%.63s pid %ld listen %.40s", host,
              (long)getpid(), co->cfg.listen);
+    snprintf(co->host, sizeof(co->host), "%s", host);
     co->master = strcmp(co->cfg.role, COORD_ROLE_MASTER) == 0;
     if (!co->master) {
         if ((rc = call(co, OP_RECOVER, &o)) < 0)
@@ -262,5 +346,16 @@ void coord_leader_arm(coord_t *co)
 
 void coord_leader_stop(coord_t *co)
 {
+    leader_op_t *o;
+
     uv_timer_stop(&co->leader_timer);
+    /* A clean shutdown: our masters row goes (before "stopped": the
+     * shutdown waits for the writer's queue). Not once fenced: the store
+     * may be out of reach, and the row going stale says the same. */
+    if (co->fenced || co->writer == NULL || co->holder[0] == '\0' ||
+        (o = sfl__calloc(1, sizeof(*o))) == NULL)
+        return;
+    fill(o, co, OP_GONE);
+    o->op.done = leader_done;
+    coord_writer_post(co->writer, &o->op);
 }

@@ -23,12 +23,15 @@ typedef struct coord coord_t;
  * the loop when it leads); < 0 on error. */
 int coord_leader_start(coord_t *co);
 /* From coord_new once its timers exist: a master's tries (standby) or
- * checks (leader) every leader_retry_ms. */
+ * checks (leader) every leader_retry_ms, each followed by a write of its
+ * row in the store's masters table (sflctl fleet; role single writes its
+ * row once, at the start). */
 void coord_leader_arm(coord_t *co);
 /* A write failed with rc (loop thread): SFL_EFENCED stops serving at once;
  * any other failure makes a master check at once that it still leads. */
 void coord_leader_write_failed(coord_t *co, int rc);
-/* Shutdown: no more tries or checks. */
+/* Shutdown: no more tries or checks; our masters row is deleted (the
+ * writer's queue, which the shutdown waits for), unless fenced. */
 void coord_leader_stop(coord_t *co);
 
 #endif

@@ -13,6 +13,7 @@
 #include "coord.h"
 #include "coordfile.h"
 #include "fleet/frontend.h"
+#include "http/metrics.h"
 #include "job/spec.h"
 #include "notify.h"
 #include "sfl/algo/algo.h"
@@ -231,6 +232,7 @@ typedef struct {
     uv_timer_t watchdog; /* WATCHDOG=1 pings, when systemd asks for them */
     coord_t *co;
     fe_t *fe;                /* role = frontend: instead of co */
+    coord_metrics_srv_t *fe_metrics; /* ... and its /metrics (metrics_listen) */
     args_t args;
     loaded_t *l; /* the configuration started with (its jobs) */
     int stopped, watchdog_on;
@@ -352,6 +354,8 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     coord_log(COORD_LOG_INFO, "signal", "signal=%s", signum == SIGTERM ? "TERM" : "INT");
     if (a->fe != NULL) {
         notify(COORD_NOTIFY_STOPPING, "stopping: closing agents' connections");
+        coord_metrics_srv_close(a->fe_metrics, NULL, NULL);
+        a->fe_metrics = NULL;
         fe_shutdown(a->fe, fe_stopped, a);
         return;
     }
@@ -467,6 +471,51 @@ static void signals_start(uv_signal_cb reload)
     watchdog_start(&app);
 }
 
+/* A front-end's /metrics: what fe_stats counts (docs/operations.md,
+ * "Front-ends"). */
+static int render_fe_metrics(coord_text_t *t, void *ud)
+{
+    app_t *a = ud;
+    fe_stats_t st;
+
+    if (a->fe == NULL)
+        return SFL_EINVAL;
+    fe_stats(a->fe, &st);
+    coord_text_family(t, "sfl_fe_agents", "gauge", "Agents connected to this front-end.");
+    coord_text_printf(t, "sfl_fe_agents %llu\n", (unsigned long long)st.agents);
+    coord_text_family(t, "sfl_fe_master_connected", "gauge",
+                      "1 while the connection to a round master is open.");
+    coord_text_printf(t, "sfl_fe_master_connected %d\n", st.master_connected ? 1 : 0);
+    coord_text_family(t, "sfl_fe_relayed_calls_total", "counter",
+                      "Agents' calls relayed to the master, by method.");
+    for (size_t i = 0; i < FE_METHODS; i++)
+        coord_text_printf(t, "sfl_fe_relayed_calls_total{method=\"%s\"} %llu\n",
+                          fe_method_names[i], (unsigned long long)st.relayed[i]);
+    coord_text_family(t, "sfl_fe_relay_failures_total", "counter",
+                      "Agents' calls the front-end could not relay (no master, out of memory).");
+    coord_text_printf(t, "sfl_fe_relay_failures_total %llu\n",
+                      (unsigned long long)st.relay_failures);
+    coord_text_family(t, "sfl_fe_models_fetched_total", "counter",
+                      "Task models fetched from the master (Fleet.Model) and kept.");
+    coord_text_printf(t, "sfl_fe_models_fetched_total %llu\n",
+                      (unsigned long long)st.models_fetched);
+    coord_text_family(t, "sfl_fe_model_bytes_total", "counter",
+                      "Bytes of the task models fetched and kept.");
+    coord_text_printf(t, "sfl_fe_model_bytes_total %llu\n", (unsigned long long)st.model_bytes);
+    coord_text_family(t, "sfl_fe_model_mismatches_total", "counter",
+                      "Models the master answered that were not the task's model_hash.");
+    coord_text_printf(t, "sfl_fe_model_mismatches_total %llu\n",
+                      (unsigned long long)st.model_mismatches);
+    coord_text_family(t, "sfl_fe_join_refused_total", "counter",
+                      "Joins refused by the front-end (no or a bad join_proof).");
+    coord_text_printf(t, "sfl_fe_join_refused_total %llu\n", (unsigned long long)st.join_refused);
+    return t->err;
+}
+
+static const coord_http_page_t fe_pages[] = {
+    {"/metrics", "text/plain; version=0.0.4; charset=utf-8", NULL, render_fe_metrics},
+};
+
 /* role = frontend (fleet/frontend.h): no store, no identity, no jobs;
  * the agents' listener and a connection to a master. */
 static int run_frontend(const coord_config_t *cfg)
@@ -501,8 +550,25 @@ static int run_frontend(const coord_config_t *cfg)
     fc.idle_timeout_ms = cfg->idle_timeout_ms;
     fc.body_timeout_ms = cfg->body_timeout_ms;
     fc.fold_flush_ms = cfg->fold_flush_ms;
+    if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
+        struct sockaddr_storage ms;
+
+        if ((rc = coord_addr_parse(cfg->metrics_listen, &ms)) < 0 ||
+            (rc = coord_metrics_srv_new(&app.loop, (struct sockaddr *)&ms, NULL, fe_pages,
+                                        sizeof(fe_pages) / sizeof(fe_pages[0]), &app,
+                                        &app.fe_metrics)) < 0) {
+            fprintf(stderr, PROG ": error: metrics_listen %s: %s\n", cfg->metrics_listen,
+                    rc == UV_EADDRINUSE ? "address already in use" : sfl_error_message(rc));
+            return 1;
+        }
+        coord_log(COORD_LOG_INFO, "metrics", "role=frontend listen=%s port=%d",
+                  cfg->metrics_listen, coord_metrics_srv_port(app.fe_metrics));
+    }
     if ((rc = fe_new(&app.loop, &fc, &app.fe)) < 0) {
         fprintf(stderr, PROG ": error: %s\n", sfl_error_message(rc));
+        coord_metrics_srv_close(app.fe_metrics, NULL, NULL);
+        app.fe_metrics = NULL;
+        uv_run(&app.loop, UV_RUN_DEFAULT);
         return 1;
     }
     signals_start(on_reload_frontend);

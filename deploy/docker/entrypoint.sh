@@ -249,10 +249,10 @@ key = $crt.key
 ca = $p/ca.crt
 state_dir = $SFL_STATE_DIR
 EOF
-    # A front-end has no admin or metrics listener (sflctl talks to the
-    # master).
+    # A front-end has no admin listener (sflctl talks to the master); its
+    # metrics listener serves its own sfl_fe_* metrics.
+    echo "metrics_listen = $SFL_METRICS_LISTEN"
     if [ "$SFL_ROLE" != frontend ]; then
-        echo "metrics_listen = $SFL_METRICS_LISTEN"
         echo "admin_listen = $SFL_ADMIN_LISTEN"
     fi
     case $SFL_ROLE in

@@ -114,6 +114,7 @@ struct fe_model {
     int fetching;
     fe_relay_t *waiting;
     uint64_t used;
+    fe_t *fe;                  /* set by model_fetch */
 };
 
 struct fe {
@@ -147,7 +148,14 @@ struct fe {
     struct fe_fold *folds;
     uint64_t folded, partials;
     uint64_t master_epoch;     /* master connections opened */
+    uint64_t model_mismatches; /* models the master answered that were not the ones asked */
+    uint64_t relayed_by[FE_METHODS]; /* relayed calls by method (fe_method_names) */
+    uint64_t relay_failures;   /* calls that could not be relayed (no master, no memory) */
+    uint64_t model_bytes;      /* bytes of the models fetched */
 };
+
+const char *const fe_method_names[FE_METHODS] = {"Join", "Subscribe", "SubmitUpdate",
+                                                 "Heartbeat", "SubmitStep", "SubmitSecAgg"};
 
 static void master_connect(fe_t *fe);
 static void check_stopped(fe_t *fe);
@@ -379,11 +387,36 @@ static void relay_flush(fe_relay_t *r)
     }
 }
 
+/* The model the master answered is the one the task names (what every
+ * agent would check: a master that answers other bytes, by fault or
+ * malice, costs one fetch, not each agent's round); 0 or SFL_EINVAL,
+ * logged and counted. */
+static int model_check(fe_t *fe, fe_model_t *m)
+{
+    uint8_t got[SFL_MSG_HASH_BYTES];
+    char want_hex[17], got_hex[17], q[300];
+    int rc = sfl_msg_fleet_model_hash(m->model, m->len, got);
+
+    if (rc == 0 && sodium_memcmp(got, m->hash, SFL_MSG_HASH_BYTES) == 0)
+        return 0;
+    if (rc == 0) {
+        sodium_bin2hex(want_hex, sizeof(want_hex), m->hash, 8);
+        sodium_bin2hex(got_hex, sizeof(got_hex), got, 8);
+        rc = sfl__fail(SFL_EINVAL, "the master's model hashes to %s..., the task names %s...",
+                       got_hex, want_hex);
+    }
+    sfl_log(SFL_LOG_WARN, "model_mismatch", "job=%llu bytes=%zu detail=%s",
+            (unsigned long long)m->job, m->len, sfl_log_quote(sfl_last_error(), q, sizeof(q)));
+    if (fe != NULL)
+        fe->model_mismatches++;
+    return SFL_EINVAL;
+}
+
 static void model_done(sfl_grpc_call_t *call, int status, const char *message,
                        const uint8_t *resp, size_t len, void *ud)
 {
     fe_model_t *m = ud;
-    fe_t *fe = m->waiting != NULL ? m->waiting->ag->fe : NULL;
+    fe_t *fe = m->fe;
     sfl_msg_limits_t lim;
     fe_relay_t *w;
     int rc = -1;
@@ -395,6 +428,8 @@ static void model_done(sfl_grpc_call_t *call, int status, const char *message,
         if (fe != NULL)
             lim.max_message = fe->cfg.max_message;
         rc = sfl_msg_fleet_model_reply_unpack(resp, len, &lim, &m->model, &m->len);
+        if (rc == 0)
+            rc = model_check(fe, m); /* a mismatch: as unavailable */
     }
     if (rc < 0) {
         char q[300];
@@ -412,8 +447,10 @@ static void model_done(sfl_grpc_call_t *call, int status, const char *message,
         memset(m, 0, sizeof(*m));
         return;
     }
-    if (fe != NULL)
+    if (fe != NULL) {
         fe->fetched++;
+        fe->model_bytes += m->len;
+    }
     sfl_log(SFL_LOG_DEBUG, "model_fetched", "job=%llu bytes=%zu", (unsigned long long)m->job,
             m->len);
     while ((w = m->waiting) != NULL) {
@@ -445,6 +482,7 @@ static void model_fetch(fe_t *fe, fe_model_t *m)
         return;
     }
     m->fetching = 1;
+    m->fe = fe;
 }
 
 static void fold_tasked(fe_agent_t *ag, const uint8_t *msg, size_t len);
@@ -512,6 +550,7 @@ static fe_relay_t *relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path
     int rc;
 
     if (fe->master == NULL || fe->stopping) {
+        fe->relay_failures++;
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
                               fe->stopping ? "front-end shutting down"
                                            : "the front-end has no round master now; retry");
@@ -536,6 +575,7 @@ static fe_relay_t *relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path
     if ((r = sfl__calloc(1, sizeof(*r))) == NULL ||
         (rc = sfl_msg_fleet_call_pack(&m, &buf, &blen)) < 0) {
         sfl__free(r);
+        fe->relay_failures++;
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return NULL;
     }
@@ -549,6 +589,7 @@ static fe_relay_t *relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path
     sfl__free(buf);
     if (rc < 0) {
         sfl__free(r);
+        fe->relay_failures++;
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
                               "the front-end cannot reach the round master now; retry");
         return NULL;
@@ -558,6 +599,9 @@ static fe_relay_t *relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path
         ag->relays->prev = r;
     ag->relays = r;
     fe->relayed++;
+    for (size_t i = 0; i < FE_METHODS; i++)
+        if (strcmp(path + sizeof("/sfl.v1.Fleet/") - 1, fe_method_names[i]) == 0)
+            fe->relayed_by[i]++;
     sfl_grpc_call_on_cancel(call, relay_cancelled, r);
     return r;
 }
@@ -1673,6 +1717,19 @@ int fe_port(const fe_t *fe)
 int fe_master_open(const fe_t *fe)
 {
     return fe->master != NULL && fe->master_open;
+}
+
+void fe_stats(const fe_t *fe, fe_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->agents = fe->nagents;
+    out->master_connected = fe_master_open(fe);
+    memcpy(out->relayed, fe->relayed_by, sizeof(out->relayed));
+    out->relay_failures = fe->relay_failures;
+    out->models_fetched = fe->fetched;
+    out->model_bytes = fe->model_bytes;
+    out->model_mismatches = fe->model_mismatches;
+    out->join_refused = fe->refused_joins;
 }
 
 static void retry_closed(uv_handle_t *h)

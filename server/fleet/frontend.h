@@ -43,6 +43,23 @@ int fe_new(uv_loop_t *loop, const fe_config_t *cfg, fe_t **out) SFL_MUST_CHECK;
 int fe_port(const fe_t *fe);
 /* 1 while its connection to a master is open. */
 int fe_master_open(const fe_t *fe);
+/* What a front-end counts (its /metrics, rendered by the program):
+ * agents connected now, 1 while its master connection is open, calls
+ * relayed by method (fe_method_names), calls it could not relay (no master
+ * connection, the call could not be started, no memory), models fetched and
+ * their bytes, models the master answered that were not the task's
+ * (model_mismatch), Joins refused here (no or a bad join_proof). */
+#define FE_METHODS 6
+extern const char *const fe_method_names[FE_METHODS];
+typedef struct fe_stats {
+    uint64_t agents;
+    int master_connected;
+    uint64_t relayed[FE_METHODS];
+    uint64_t relay_failures;
+    uint64_t models_fetched, model_bytes, model_mismatches;
+    uint64_t join_refused;
+} fe_stats_t;
+void fe_stats(const fe_t *fe, fe_stats_t *out);
 /* Stops listening, closes every connection; done(ud) runs once nothing of
  * fe is left on the loop. */
 void fe_shutdown(fe_t *fe, void (*done)(void *ud), void *ud);

@@ -91,6 +91,10 @@ enum {
     ST_FENCE,
     ST_LEADER_BUMP,
     ST_LEADER_GET,
+    ST_MASTER_SEEN,
+    ST_MASTER_FORGET,
+    ST_MASTER_GONE,
+    ST_MASTER_LIST,
     /* per driver (no shared text): the first id of a cohort (?1: the
      * driver's int array literal, db_driver_t.ids) that is no agent, and
      * every member's SELECTED row (?4: the same array) */

@@ -653,6 +653,14 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "  epoch bigint NOT NULL CHECK(epoch >= 1),"
     "  holder text NOT NULL,"
     "  since_ms bigint NOT NULL);",
+    "CREATE TABLE masters("
+    "  holder text PRIMARY KEY,"
+    "  role text NOT NULL CHECK(role IN ('single', 'leader', 'standby')),"
+    "  epoch bigint NOT NULL CHECK(epoch >= 0),"
+    "  pid bigint NOT NULL,"
+    "  host text NOT NULL,"
+    "  started_ms bigint NOT NULL,"
+    "  seen_ms bigint NOT NULL);",
 };
 
 /* One value of a one-off query (text result) into buf. */

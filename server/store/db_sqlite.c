@@ -158,6 +158,16 @@ static const char *const migrations[COORD_STORE_SCHEMA_VERSION] = {
     "  epoch INTEGER NOT NULL CHECK(epoch >= 1),"
     "  holder TEXT NOT NULL,"
     "  since_ms INTEGER NOT NULL);",
+    /* 9 -> 10: the coordinator processes sharing the store (sflctl
+     * fleet): each writes its own row, never fenced. */
+    "CREATE TABLE masters("
+    "  holder TEXT PRIMARY KEY,"
+    "  role TEXT NOT NULL CHECK(role IN ('single', 'leader', 'standby')),"
+    "  epoch INTEGER NOT NULL CHECK(epoch >= 0),"
+    "  pid INTEGER NOT NULL,"
+    "  host TEXT NOT NULL,"
+    "  started_ms INTEGER NOT NULL,"
+    "  seen_ms INTEGER NOT NULL);",
 };
 
 

@@ -212,6 +212,38 @@ int coord_store_leader_held(coord_store_t *s)
     return s->ops->leader_held(s);
 }
 
+int coord_store_master_seen(coord_store_t *s, const coord_master_row_t *m,
+                            int64_t forget_before_ms)
+{
+    if (s == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL store");
+    return s->ops->master_seen(s, m, forget_before_ms);
+}
+
+int coord_store_master_gone(coord_store_t *s, const char *holder)
+{
+    if (s == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL store");
+    return s->ops->master_gone(s, holder);
+}
+
+int coord_store_master_list(coord_store_t *s, coord_master_row_t **out, size_t *n)
+{
+    if (s == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL store");
+    return s->ops->master_list(s, out, n);
+}
+
+const char *coord_master_role_name(coord_master_role_t r)
+{
+    switch (r) {
+    case COORD_MASTER_SINGLE: return "single";
+    case COORD_MASTER_LEADER: return "leader";
+    case COORD_MASTER_STANDBY: return "standby";
+    }
+    return "?";
+}
+
 int coord_store_agent_upsert(coord_store_t *s, const coord_agent_row_t *a, int64_t *id)
 {
     if (s == NULL)

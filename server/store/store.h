@@ -24,7 +24,7 @@
 #include "sfl/core/error.h"
 #include "sfl/wire/roundmetrics.h"
 
-#define COORD_STORE_SCHEMA_VERSION 9
+#define COORD_STORE_SCHEMA_VERSION 10
 #define COORD_AGENT_NAME_MAX 64 /* X.509 ub-common-name */
 #define COORD_AGENT_TEXT_MAX 256
 #define COORD_JOB_NAME_MAX 128
@@ -238,6 +238,49 @@ int coord_store_leader_get(coord_store_t *s, int64_t *epoch, char holder[128],
  * never taken or the connection was lost since (a reconnected session holds
  * no advisory lock: the master must step down); SQLite: 1 after leader_try. */
 int coord_store_leader_held(coord_store_t *s) SFL_MUST_CHECK;
+
+/* The masters (schema 10; docs/operations.md, "sflctl fleet"): one row per
+ * coordinator process sharing the store, keyed by its holder string (the
+ * leader row's). Never fenced: a standby writes its own. role:
+ * COORD_MASTER_LEADER / _STANDBY (role master), _SINGLE (role single);
+ * epoch: the one it leads with, or the leader row's it last saw (0: none).
+ * master_seen upserts m (its seen_ms and started_ms as given) and, in the
+ * same transaction, deletes the other rows last seen before
+ * forget_before_ms (0: none): processes long gone. master_gone deletes
+ * holder's row (a clean shutdown; no row is not an error). master_list
+ * returns at most COORD_MASTERS_MAX rows, the freshest first, owned
+ * (coord_store_free), *out NULL when *n = 0; a row the database holds that
+ * breaks the limits (an unknown role, a holder too long) is SFL_EPARSE /
+ * SFL_ELIMIT. holder: 1..127 bytes, host: 0..63. */
+#define COORD_MASTERS_MAX 64
+#define COORD_MASTER_FORGET_MS 3600000 /* a master's row outlives it by an hour */
+typedef enum {
+    COORD_MASTER_SINGLE = 0,
+    COORD_MASTER_LEADER,
+    COORD_MASTER_STANDBY,
+} coord_master_role_t;
+typedef struct {
+    char holder[128];
+    coord_master_role_t role;
+    int64_t epoch;
+    int64_t pid;
+    char host[64];
+    int64_t started_ms, seen_ms;
+} coord_master_row_t;
+int coord_store_master_seen(coord_store_t *s, const coord_master_row_t *m,
+                            int64_t forget_before_ms) SFL_MUST_CHECK;
+int coord_store_master_gone(coord_store_t *s, const char *holder) SFL_MUST_CHECK;
+int coord_store_master_list(coord_store_t *s, coord_master_row_t **out,
+                            size_t *n) SFL_MUST_CHECK;
+/* "single", "leader", "standby". */
+const char *coord_master_role_name(coord_master_role_t r);
+/* 1 when a master's row was last written more than 3 x retry_ms before
+ * now_ms (its process missed three heartbeats: dead, hung or cut off). */
+static inline int coord_master_stale(const coord_master_row_t *m, int64_t now_ms,
+                                     uint64_t retry_ms)
+{
+    return now_ms - m->seen_ms > (int64_t)(3 * retry_ms);
+}
 
 /* Agents. Upsert by name: inserts (assigning id, joined_ms) or updates the
  * capabilities, dataset summary and last_seen_ms of the agent with that

@@ -29,6 +29,9 @@ typedef struct coord_store_ops {
     void (*fence)(coord_store_t *s, int64_t epoch);
     int (*leader_get)(coord_store_t *s, int64_t *epoch, char holder[128], int64_t *since_ms);
     int (*leader_held)(coord_store_t *s);
+    int (*master_seen)(coord_store_t *s, const coord_master_row_t *m, int64_t forget_before_ms);
+    int (*master_gone)(coord_store_t *s, const char *holder);
+    int (*master_list)(coord_store_t *s, coord_master_row_t **out, size_t *n);
     int (*agent_upsert)(coord_store_t *s, const coord_agent_row_t *a, int64_t *id);
     int (*agent_rekey)(coord_store_t *s, int64_t id, const uint8_t pk[COORD_KEY_BYTES]);
     int (*cert_revoke)(coord_store_t *s, const uint8_t fpr[COORD_FPR_BYTES], const char *name,

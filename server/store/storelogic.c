@@ -53,6 +53,16 @@ const char *const coord__db_sql[ST_COUNT] = {
     [ST_FENCE] = "UPDATE leader SET epoch = epoch WHERE epoch = ?1",
     [ST_LEADER_BUMP] = DB_SQL_LEADER_BUMP("epoch"),
     [ST_LEADER_GET] = "SELECT epoch, holder, since_ms FROM leader WHERE one = 1",
+    /* the masters (schema 10): never fenced, a standby writes its row too */
+    [ST_MASTER_SEEN] = "INSERT INTO masters(holder, role, epoch, pid, host, started_ms, seen_ms) "
+                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(holder) DO UPDATE SET "
+                       "role = excluded.role, epoch = excluded.epoch, pid = excluded.pid, "
+                       "host = excluded.host, started_ms = excluded.started_ms, "
+                       "seen_ms = excluded.seen_ms",
+    [ST_MASTER_FORGET] = "DELETE FROM masters WHERE seen_ms < ?1 AND holder <> ?2",
+    [ST_MASTER_GONE] = "DELETE FROM masters WHERE holder = ?1",
+    [ST_MASTER_LIST] = "SELECT holder, role, epoch, pid, host, started_ms, seen_ms FROM masters "
+                       "ORDER BY seen_ms DESC, holder LIMIT ?1",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -2215,6 +2225,102 @@ static int lg_leader_held(coord_store_t *base_)
     return s->drv->leader_held ? s->drv->leader_held(s) : 1;
 }
 
+/* ---- the masters (schema 10) ------------------------------------------- */
+
+static const char *const master_roles[] = {"single", "leader", "standby"};
+
+static int lg_master_seen(coord_store_t *base_, const coord_master_row_t *m,
+                          int64_t forget_before_ms)
+{
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
+    int rc;
+
+    if (s == NULL || m == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    if ((rc = check_text(m->holder, sizeof(m->holder) - 1, 1, "master holder")) != 0 ||
+        (rc = check_text(m->host, sizeof(m->host) - 1, 0, "master host")) != 0)
+        return rc;
+    if ((unsigned)m->role >= sizeof(master_roles) / sizeof(master_roles[0]) || m->epoch < 0)
+        return sfl__fail(SFL_EINVAL, "store: master role %d epoch %lld", (int)m->role,
+                         (long long)m->epoch);
+    if ((rc = begin(s)) != 0)
+        return rc;
+    if ((rc = prep(s, ST_MASTER_SEEN, &st, IDS(0, 0, m->epoch, m->pid, 0, m->started_ms,
+                                                m->seen_ms))) == 0) {
+        bind_text(st, 1, m->holder);
+        bind_text(st, 2, master_roles[m->role]);
+        bind_text(st, 5, m->host);
+        rc = exec_stmt(s, st, "record a master");
+    }
+    if (rc == 0 && forget_before_ms > 0 &&
+        (rc = prep(s, ST_MASTER_FORGET, &st, IDS(forget_before_ms))) == 0) {
+        bind_text(st, 2, m->holder);
+        rc = exec_stmt(s, st, "forget old masters");
+    }
+    return end(s, rc);
+}
+
+static int lg_master_gone(coord_store_t *base_, const char *holder)
+{
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
+    int rc;
+
+    if (s == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL store");
+    if ((rc = check_text(holder, 127, 1, "master holder")) != 0)
+        return rc;
+    if ((rc = stmt(s, ST_MASTER_GONE, &st)) != 0)
+        return rc;
+    bind_text(st, 1, holder);
+    return exec_stmt(s, st, "delete a master");
+}
+
+static int read_master(db_stmt_t *st, size_t max, void *row)
+{
+    coord_master_row_t *m = row;
+    char role[16];
+    int r = 0, rc;
+
+    (void)max;
+    memset(m, 0, sizeof(*m));
+    if ((rc = col_text(st, 0, m->holder, sizeof(m->holder), "masters.holder")) != 0 ||
+        (rc = col_text(st, 1, role, sizeof(role), "masters.role")) != 0 ||
+        (rc = parse_state((const unsigned char *)role, master_roles,
+                          sizeof(master_roles) / sizeof(master_roles[0]), "masters.role",
+                          &r)) != 0 ||
+        (rc = col_text(st, 4, m->host, sizeof(m->host), "masters.host")) != 0)
+        return rc;
+    m->role = (coord_master_role_t)r;
+    m->epoch = db_i64(st, 2);
+    m->pid = db_i64(st, 3);
+    m->started_ms = db_i64(st, 5);
+    m->seen_ms = db_i64(st, 6);
+    if (m->holder[0] == '\0' || m->epoch < 0)
+        return sfl__fail(SFL_EPARSE, "store: a masters row has no holder or a negative epoch");
+    return 0;
+}
+
+static int lg_master_list(coord_store_t *base_, coord_master_row_t **out, size_t *n)
+{
+    db_store_t *s = (db_store_t *)base_;
+    db_stmt_t *st;
+    void *arr = NULL;
+    int rc;
+
+    if (s == NULL || out == NULL || n == NULL)
+        return sfl__fail(SFL_EINVAL, "store: NULL argument");
+    *out = NULL;
+    *n = 0;
+    if ((rc = prep(s, ST_MASTER_LIST, &st, IDS(COORD_MASTERS_MAX))) != 0 ||
+        (rc = fetch_all(s, st, read_master, 0, sizeof(coord_master_row_t), NULL, &arr, n,
+                        "list the masters")) != 0)
+        return rc;
+    *out = arr;
+    return 0;
+}
+
 const coord_store_ops_t coord__db_ops = {
     .read_only = lg_read_only,
     .close = lg_close,
@@ -2227,6 +2333,9 @@ const coord_store_ops_t coord__db_ops = {
     .fence = lg_fence,
     .leader_get = lg_leader_get,
     .leader_held = lg_leader_held,
+    .master_seen = lg_master_seen,
+    .master_gone = lg_master_gone,
+    .master_list = lg_master_list,
     .agent_upsert = lg_agent_upsert,
     .agent_rekey = lg_agent_rekey,
     .cert_revoke = lg_cert_revoke,

@@ -28,7 +28,7 @@ fe_up() { # $1: front-end number; fe<N>.log says it reached a master N times
     [ "$(grep -c "event=master_open" "$t/fe$1.log" 2>/dev/null || true)" -ge "$2" ]
 }
 for f in 0 1 2; do
-    printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s,127.0.0.1:%s\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\n' \
+    printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s,127.0.0.1:%s\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\n' \
         "$p1" "$p2" "$t/pki/frontend/fe$f.crt" "$t/pki/frontend/fe$f.key" "$t/pki/ca.crt" \
         "$t/fe$f" > "$t/fe$f.ini"
     "$BIN/sfl-coordinator" --config "$t/fe$f.ini" >> "$t/fe$f.log" 2>&1 &

@@ -10,7 +10,9 @@
 # finishes, and every round folded each agent's update exactly once (the
 # participation rows, and the model). Then the master is killed with
 # SIGKILL and restarted: the front-ends reconnect, the agents go on through
-# them, and the job finishes from its last committed round. About 6 s.
+# them, and the job finishes from its last committed round. A front-end's
+# /metrics is scraped after the joins and at the end: its counters move.
+# About 6 s.
 set -eu
 . tests/e2e/lib.sh
 
@@ -46,7 +48,7 @@ start_coordinator
 
 # Front-end $1 listening on $2 (0: any port); its port in fe_port.
 start_fe() {
-    printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s\nlisten = 127.0.0.1:%s\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nlog_level = debug\n' \
+    printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s\nlisten = 127.0.0.1:%s\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nlog_level = debug\nmetrics_listen = 127.0.0.1:0\n' \
         "$mport" "$2" "$t/pki/frontend/fe$1.crt" "$t/pki/frontend/fe$1.key" "$t/pki/ca.crt" \
         "$t/fe$1" > "$t/fe$1.ini"
     "$BIN/sfl-coordinator" --config "$t/fe$1.ini" >> "$t/fe$1.log" 2>&1 &
@@ -56,6 +58,17 @@ start_fe() {
     fe_port=$(sed -n 's/.*event=started role=frontend port=\([0-9]*\) .*/\1/p' "$t/fe$1.log" | tail -1)
     wait_for 10 grep -q "event=master_open" "$t/fe$1.log" || fail "front-end $1 did not reach the master"
 }
+# GET front-end $1's /metrics (its port logged at the start) into
+# $t/fe$1.metrics; metric F NAME gives a value from it.
+fe_scrape() {
+    _mp=$(sed -n 's/.*event=metrics role=frontend .*port=\([0-9]*\).*/\1/p' "$t/fe$1.log" | tail -1)
+    [ -n "$_mp" ] || fail "front-end $1 logged no metrics port"
+    /usr/bin/python3 -c 'import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1],
+                                        timeout=10).read().decode())' "$_mp" \
+        > "$t/fe$1.metrics" || fail "GET /metrics of front-end $1"
+}
+metric() { awk -v k="$2" '$1 == k { print $2 }' "$t/fe$1.metrics"; }
 start_fe 0 0; p0=$fe_port
 start_fe 1 0; p1=$fe_port
 start_fe 2 0; p2=$fe_port
@@ -71,6 +84,15 @@ done
 grep "event=join " "$t/coord.log" | grep -vq "addr=127.0.0.1:[0-9]*/[0-9]" &&
     fail "a join did not come through a front-end: $(grep "event=join " "$t/coord.log")"
 
+# Front-end 0's /metrics: its 2 agents, the master connected, their Joins
+# relayed, nothing refused.
+fe_scrape 0
+[ "$(metric 0 sfl_fe_agents)" = 2 ] || fail "sfl_fe_agents: $(cat "$t/fe0.metrics")"
+[ "$(metric 0 sfl_fe_master_connected)" = 1 ] || fail "sfl_fe_master_connected: $(cat "$t/fe0.metrics")"
+[ "$(metric 0 'sfl_fe_relayed_calls_total{method="Join"}')" -ge 2 ] ||
+    fail "Joins relayed: $(cat "$t/fe0.metrics")"
+[ "$(metric 0 sfl_fe_join_refused_total)" = 0 ] || fail "joins refused: $(cat "$t/fe0.metrics")"
+updates0=$(metric 0 'sfl_fe_relayed_calls_total{method="SubmitUpdate"}')
 committed() { grep -c "event=round_committed job=1 " "$t/coord.log" 2>/dev/null || true; }
 at_least() { [ "$(committed)" -ge "$1" ]; }
 wait_for 30 at_least 5 || fail "no 5 committed rounds"
@@ -130,4 +152,16 @@ for f in 0 2; do
     [ "$n" -ge 1 ] && [ "$n" -le "$opened" ] ||
         fail "front-end $f fetched the model $n times for $opened attempts"
 done
+# Front-end 0's counters moved: both agents' updates of every round
+# relayed, the models it fetched (as many as it logged) and their bytes.
+fe_scrape 0
+n=$(metric 0 'sfl_fe_relayed_calls_total{method="SubmitUpdate"}')
+[ "$n" -ge $((2 * ROUNDS)) ] && [ "$n" -gt "$updates0" ] ||
+    fail "updates relayed: $updates0 after the joins, $n at the end (want >= $((2 * ROUNDS)))"
+[ "$(metric 0 'sfl_fe_relayed_calls_total{method="Subscribe"}')" -ge 2 ] ||
+    fail "Subscribes relayed: $(cat "$t/fe0.metrics")"
+[ "$(metric 0 sfl_fe_models_fetched_total)" = "$(grep -c "event=model_fetched " "$t/fe0.log")" ] ||
+    fail "sfl_fe_models_fetched_total is not the fetches logged: $(cat "$t/fe0.metrics")"
+[ "$(metric 0 sfl_fe_model_bytes_total)" -gt 0 ] || fail "no model bytes: $(cat "$t/fe0.metrics")"
+[ "$(metric 0 sfl_fe_model_mismatches_total)" = 0 ] || fail "model mismatches: $(cat "$t/fe0.metrics")"
 echo "front-ends: 6 agents over 3 front-ends, front-end 1 killed after $before of $ROUNDS rounds, the master after $mid: ok"

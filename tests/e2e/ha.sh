@@ -8,7 +8,8 @@
 # round in flight and resumes. Then PostgreSQL is restarted under load: the
 # leader finds its lock lost (event=fenced, exit status 3), a master takes the
 # lead with the next epoch and the job resumes. At the end sflctl job history
-# shows every round committed exactly once, sflctl fleet names the leader,
+# shows every round committed exactly once, sflctl fleet names the leader
+# and lists the masters (leader, standby, and the killed one as stale),
 # and the model equals sfl-sim's bit for bit (what a single coordinator
 # gives: federation.sh, crash.sh). About 25 s on a quiet machine.
 set -eu
@@ -26,6 +27,16 @@ wait_for 10 grep -q "event=standby" "$t/m2.log" || fail "m2 did not wait as the 
 grep -q "event=started" "$t/m2.log" && fail "the standby listens"
 ha_agents
 wait_for 30 at_least 3 || fail "no 3 committed rounds"
+# sflctl fleet lists both masters from the store's masters table: the
+# standby writes its row at every try, the leader at every check.
+fleet_has() { # $1 = role, $2 = epoch, $3 = live|stale, $4 = its listen port
+    $CTL fleet > "$t/fleet.out" 2>&1 &&
+        grep -q "^$1 *$2 *[0-9]* *$3 .* listen 127\.0\.0\.1:$4\$" "$t/fleet.out"
+}
+ctl_leader
+wait_for 10 fleet_has standby 1 live "$p2" || fail "sflctl fleet, m2 standby: $(cat "$t/fleet.out")"
+fleet_has leader 1 live "$p1" || fail "sflctl fleet, m1 leader: $(cat "$t/fleet.out")"
+grep -q "^masters *2$" "$t/fleet.out" || fail "sflctl fleet, 2 masters: $(cat "$t/fleet.out")"
 
 step "kill -9 of the leader mid-round: the standby takes over with epoch 2"
 freeze_inflight m1
@@ -38,6 +49,15 @@ grep -q "event=leader epoch=2 .*rounds_abandoned=1" "$t/m2.log" ||
 wait_for 10 grep -q "event=started .*role=master epoch=2" "$t/m2.log" || fail "m2 does not serve"
 master_start m1
 wait_for 10 grep -q "event=standby" "$t/m1.log" || fail "m1 did not come back as the standby"
+# the new leader, the killed one's row going stale (no heartbeat for
+# 3 x leader_retry_ms), and m1's new process as the standby
+ctl_leader
+m2_leads() {
+    fleet_has leader 2 live "$p2" && fleet_has leader 1 stale "$p1" &&
+        fleet_has standby 2 live "$p1"
+}
+wait_for 10 m2_leads || fail "sflctl fleet after the kill: $(cat "$t/fleet.out")"
+cat "$t/fleet.out"
 wait_for 30 at_least $((before + 3)) || fail "the job did not resume on m2"
 
 step "PostgreSQL restarted under load: the leader is fenced, a master leads with epoch 3"

@@ -67,7 +67,7 @@ wait_for 10 grep -q "event=started" "$t/coord.log" || fail "coordinator did not 
 grep -q "event=state_loaded backend=postgresql " "$t/coord.log" ||
     fail "state_loaded does not name the backend"
 ! grep -q "pg-secret-123" "$t/coord.log" || fail "the conninfo's password reached the log"
-[ "$(q "SELECT MAX(version) FROM schema_version")" = 9 ] || fail "schema not migrated to 9"
+[ "$(q "SELECT MAX(version) FROM schema_version")" = 10 ] || fail "schema not migrated to 10"
 for i in 0 1; do start_agent $i; done
 committed() { [ "$(grep -c "event=round_committed job=1 " "$t/coord.log")" -ge "$1" ]; }
 wait_for 20 committed 2 || fail "no round committed on PostgreSQL"

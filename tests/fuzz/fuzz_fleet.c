@@ -2,7 +2,8 @@
  * the master unpacks from a front-end, and the agent request inside it, as
  * the master's Coordinator handlers then unpack it (Join, Subscribe,
  * SubmitUpdate, Heartbeat); and the same bytes as a task the master sends
- * without its model (sfl_msg_task_strip_model, put_model, needs_model).
+ * without its model (sfl_msg_task_strip_model, put_model, needs_model) and
+ * as the model a front-end fetched and checks (sfl_msg_fleet_model_hash).
  * Fold mode's messages too (FleetFoldSpec and its request, FleetClaim -
  * the request inside a Claim's FleetCall -, FleetPartial and its reply):
  * each that unpacks packs again to bytes that unpack the same.
@@ -74,7 +75,11 @@ static void task_model(const uint8_t *d, size_t n)
 /* The inner request, as each relayed handler would read it. */
 static void inner(const uint8_t *d, size_t n)
 {
+    uint8_t mh[SFL_MSG_HASH_BYTES];
+
     task_model(d, n);
+    /* the same bytes as a model a master answered (the front-end's check) */
+    (void)sfl_msg_fleet_model_hash(d, n, mh);
     sfl_join_req_t j;
     sfl_subscribe_req_t s;
     sfl_heartbeat_req_t h;

@@ -168,7 +168,8 @@ static sfl_fleet_t *admin_fleet(cli_t *k)
 }
 
 /* Admin.Fleet of a single coordinator on SQLite: role single, no leader,
- * no front-ends; an agent's certificate may not call it. */
+ * no front-ends, itself the one master row; an agent's certificate may not
+ * call it. */
 static void test_coord_fleet_single(void **state)
 {
     sfl_fleet_t *f;
@@ -184,6 +185,15 @@ static void test_coord_fleet_single(void **state)
     assert_int_equal(f->has_leader, 0);
     assert_int_equal(f->own_epoch, 0);
     assert_int_equal(f->n, 0);
+    /* its own row of the masters table, written at the start: fresh (it
+     * answers) though it writes no heartbeat */
+    assert_int_equal(f->nmasters, 1);
+    assert_string_equal(f->masters[0].role, "single");
+    assert_int_equal(f->masters[0].epoch, 0);
+    assert_int_equal(f->masters[0].pid, (uint64_t)getpid());
+    assert_int_equal(f->masters[0].seen_ago_ms, 0);
+    assert_int_equal(f->masters[0].stale, 0);
+    assert_non_null(strstr(f->masters[0].holder, " pid "));
     sfl_msg_fleet_free(f);
     fx_cli_connect(&F.ag[0].cli, "agent/a1");
     assert_int_equal(sfl_msg_fleet_req_pack(&buf, &len), 0);

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 
+#include <sodium.h>
+
 #include "failalloc.h"
 #include "sfl/wire/msg.h"
 
@@ -422,6 +424,54 @@ static void test_fleet_model_msgs(void **state)
                      SFL_EPARSE);
 }
 
+/* The hash a front-end checks a fetched model by: the task's model_hash for
+ * the model the master strips from it; another for a model with a byte
+ * changed; malformed, truncated and data-less models refused. */
+static void test_fleet_model_hash(void **state)
+{
+    uint8_t *tow, *lite = NULL, *model, want[32], got[32];
+    size_t len, llen, moff, mlen;
+    uint64_t job;
+
+    (void)state;
+    tow = golden_task(&len);
+    assert_int_equal(sfl_msg_task_strip_model(tow, len, &lite, &llen, &moff, &mlen), 0);
+    assert_int_equal(sfl_msg_task_needs_model(lite, llen, &job, want), 1);
+    model = tow + moff;
+    assert_int_equal(sfl_msg_fleet_model_hash(model, mlen, got), 0);
+    assert_memory_equal(got, want, 32);
+    /* a hostile master's bytes: the last value byte changed */
+    model[mlen - 1] ^= 0x40;
+    assert_int_equal(sfl_msg_fleet_model_hash(model, mlen, got), 0);
+    assert_memory_not_equal(got, want, 32);
+    model[mlen - 1] ^= 0x40;
+    /* every truncation: refused, or another hash (never the one named) */
+    for (size_t n = 0; n < mlen; n++) {
+        int rc = sfl_msg_fleet_model_hash(model, n, got);
+
+        assert_true(rc == SFL_EPARSE || (rc == 0 && memcmp(got, want, 32) != 0));
+    }
+    /* not a SparseVector with data */
+    assert_int_equal(sfl_msg_fleet_model_hash(NULL, 0, got), SFL_EPARSE);
+    assert_int_equal(sfl_msg_fleet_model_hash((const uint8_t *)"\x08\x05", 2, got),
+                     SFL_EPARSE); /* dim only */
+    assert_int_equal(sfl_msg_fleet_model_hash((const uint8_t *)"\x10\x05", 2, got),
+                     SFL_EPARSE); /* data as a varint */
+    assert_int_equal(sfl_msg_fleet_model_hash((const uint8_t *)"\x12\x00", 2, got),
+                     SFL_EPARSE); /* empty data */
+    assert_int_equal(sfl_msg_fleet_model_hash((const uint8_t *)"\x12\x05" "ab", 4, got),
+                     SFL_EPARSE); /* past the end */
+    assert_int_equal(sfl_msg_fleet_model_hash((const uint8_t *)"\x12\x01" "a" "\x12\x01" "b", 6, got),
+                     0); /* the last data counts, as protobuf-c reads it */
+    {
+        uint8_t hb[32];
+
+        crypto_generichash(hb, 32, (const uint8_t *)"b", 1, NULL, 0);
+        assert_memory_equal(got, hb, 32);
+    }
+    sfl_msg_buf_free(lite);
+    free(tow);
+}
 
 int main(void)
 {
@@ -433,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_fleet_task_model),
         cmocka_unit_test(test_fleet_task_model_others),
         cmocka_unit_test(test_fleet_model_msgs),
+        cmocka_unit_test(test_fleet_model_hash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

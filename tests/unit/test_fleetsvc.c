@@ -1160,6 +1160,84 @@ static void test_fleet_fold_hostile(void **state)
         sfl_identity_free(id[i]);
 }
 
+/* A hostile (or broken) master answers Fleet.Model with other bytes than
+ * the task names: the front-end checks the model's hash before keeping it
+ * (model_mismatch), its waiting agent is told to subscribe again, as for a
+ * model it could not get; once the master answers the right bytes the next
+ * fetch gives the task, signature and model hash checked. The front-end's
+ * counters (its /metrics) follow. */
+static void test_frontend_model_mismatch(void **state)
+{
+    tagent_t *a1 = &F.ag[0];
+    sfl_job_spec_t spec;
+    sfl_task_t *task;
+    coord_job_t *j = NULL;
+    fe_stats_t st;
+    uint8_t *byte;
+    int status;
+    fe_t *fe;
+
+    (void)state;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fe = fe_start();
+    /* a1 gets the round's task straight from the master first ... */
+    fx_agent_join(a1, "agent/a1");
+    fx_job_spec(&spec, 30000, 3);
+    spec.cohort_size = 1;
+    spec.min_quorum = 1;
+    (void)fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    fx_agent_subscribe(a1);
+    task = fx_next_task(a1);
+    sfl_msg_task_free(task);
+    j = F.co->jobs[0];
+    assert_non_null(j->task_lite);
+    assert_true(j->model_len > 0);
+    /* ... then moves to the front-end, which fetches the model */
+    fx_cli_close(&a1->cli);
+    fe_connect(fe, &a1->cli, "agent/a1");
+    fx_agent_join(a1, "agent/a1");
+    /* the master's copy of the model, the last value byte changed: what
+     * Fleet.Model answers now (the task without its model is unchanged) */
+    byte = j->task + j->model_off + j->model_len - 1;
+    *byte ^= 0x40;
+    fx_agent_subscribe(a1);
+    for (int i = 0; i < 2000 && !a1->sub.done; i++)
+        fx_run_for(5);
+    assert_true(a1->sub.done);
+    assert_int_equal(a1->sub.n, 0);
+    assert_int_equal(a1->sub.status, SFL_GRPC_STATUS_UNAVAILABLE);
+    assert_non_null(strstr(a1->sub.msg, "could not get the task's model"));
+    fe_stats(fe, &st);
+    assert_int_equal(st.model_mismatches, 1);
+    assert_int_equal(st.models_fetched, 0);
+    /* the right bytes again: fetched anew (the wrong ones were not kept) */
+    *byte ^= 0x40;
+    fx_agent_subscribe(a1);
+    task = fx_next_task(a1); /* signature and model hash checked */
+    assert_int_equal(task->model->dim, DIM);
+    sfl_msg_task_free(task);
+    /* what its /metrics shows: one agent, the master connected, one Join
+     * and two Subscribes relayed, one model fetched (its bytes), one
+     * mismatch, nothing refused */
+    fe_stats(fe, &st);
+    assert_int_equal(st.agents, 1);
+    assert_int_equal(st.master_connected, 1);
+    assert_string_equal(fe_method_names[0], "Join");
+    assert_int_equal(st.relayed[0], 1);
+    assert_string_equal(fe_method_names[1], "Subscribe");
+    assert_int_equal(st.relayed[1], 2);
+    assert_int_equal(st.relayed[2], 0);
+    assert_int_equal(st.relay_failures, 0);
+    assert_int_equal(st.models_fetched, 1);
+    assert_int_equal(st.model_bytes, j->model_len);
+    assert_int_equal(st.model_mismatches, 1);
+    assert_int_equal(st.join_refused, 0);
+    fx_cli_close(&a1->cli);
+    fe_stop(fe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1170,6 +1248,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fleet_model_once, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_frontend_relay, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_fold_hostile, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_frontend_model_mismatch, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, fe_setup, fe_teardown);
 }

@@ -2744,6 +2744,136 @@ static void test_msg_fleet_fold(void **state)
     sfl_msg_buf_free(out);
 }
 
+/* Admin.Fleet's masters: round trip; a bad role, a missing holder, a list
+ * past SFL_MSG_FLEET_MAX_MASTERS (both ways), an overlong holder on the
+ * wire and every truncation are refused. */
+static void test_msg_fleet_masters(void **state)
+{
+    sfl_fleet_master_t ms[SFL_MSG_FLEET_MAX_MASTERS + 1];
+    sfl_fleet_t m = {.role = "master", .has_leader = 1, .epoch = 4,
+                     .holder = "m2 pid 20 listen 0.0.0.0:7443", .since_ms = 1700000000000,
+                     .own_epoch = 4, .nmasters = 2, .masters = ms};
+    sfl_fleet_t *d = NULL;
+    uint8_t *out = NULL;
+    size_t n;
+
+    (void)state;
+    memset(ms, 0, sizeof(ms));
+    for (size_t i = 0; i < sizeof(ms) / sizeof(ms[0]); i++) {
+        snprintf(ms[i].holder, sizeof(ms[i].holder), "m%zu pid %zu listen 0.0.0.0:7443", i,
+                 i + 10);
+        snprintf(ms[i].role, sizeof(ms[i].role), "standby");
+        snprintf(ms[i].host, sizeof(ms[i].host), "m%zu", i);
+        ms[i].epoch = 4;
+        ms[i].pid = i + 10;
+        ms[i].started_ms = 1700000000000 + (int64_t)i;
+        ms[i].seen_ago_ms = 100 * i;
+    }
+    snprintf(ms[0].role, sizeof(ms[0].role), "leader");
+    ms[1].stale = 1;
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), 0);
+    assert_int_equal(sfl_msg_fleet_unpack(out, n, NULL, &d), 0);
+    assert_int_equal(d->nmasters, 2);
+    assert_memory_equal(d->masters, ms, 2 * sizeof(ms[0]));
+    sfl_msg_fleet_free(d);
+    d = NULL;
+    /* every truncation of it is refused or reads as less, never crashes */
+    for (size_t k = 0; k < n; k++) {
+        if (sfl_msg_fleet_unpack(out, k, NULL, &d) == 0) {
+            assert_true(d->nmasters <= 2);
+            sfl_msg_fleet_free(d);
+        }
+        d = NULL;
+    }
+    /* the holder's cap: 127 bytes pass, 128 on the wire do not */
+    {
+        uint8_t *big;
+        size_t off, blen;
+
+        sfl_msg_buf_free(out);
+        memset(ms[0].holder, 'x', sizeof(ms[0].holder) - 1);
+        ms[0].holder[sizeof(ms[0].holder) - 1] = '\0';
+        assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), 0);
+        assert_int_equal(sfl_msg_fleet_unpack(out, n, NULL, &d), 0);
+        sfl_msg_fleet_free(d);
+        d = NULL;
+        /* one more byte: repeated field 8 of a FleetReply holding only a
+         * FleetMaster whose holder (field 1) is 128 bytes */
+        blen = 8 + 3 + 3 + 128 + 2 + 6;
+        big = malloc(blen);
+        assert_non_null(big);
+        memcpy(big, "\x0a\x06master", 8);          /* the reply's role */
+        off = 8;
+        big[off++] = 0x42;                          /* field 8, bytes */
+        big[off++] = (uint8_t)(0x80 | ((blen - 11) & 0x7f));
+        big[off++] = (uint8_t)((blen - 11) >> 7);
+        big[off++] = 0x0a;                          /* field 1, bytes */
+        big[off++] = 0x80;                          /* 128 */
+        big[off++] = 0x01;
+        memset(big + off, 'y', 128);
+        off += 128;
+        big[off++] = 0x12;                          /* role */
+        big[off++] = 6;
+        memcpy(big + off, "leader", 6);
+        off += 6;
+        assert_int_equal(off, blen);
+        d = NULL;
+        assert_true(sfl_msg_fleet_unpack(big, blen, NULL, &d) < 0);
+        assert_null(d);
+        assert_non_null(strstr(sfl_last_error(), "holder"));
+        /* 127 bytes then (a one-byte length, one 'y' less): 2 bytes shorter */
+        big[8 + 3 + 1] = 0x7f;
+        memmove(big + 8 + 3 + 2, big + 8 + 3 + 4, blen - 15);
+        big[8 + 1] = (uint8_t)(0x80 | ((blen - 13) & 0x7f));
+        assert_int_equal(sfl_msg_fleet_unpack(big, blen - 2, NULL, &d), 0);
+        assert_int_equal(d->nmasters, 1);
+        assert_int_equal(strlen(d->masters[0].holder), 127);
+        sfl_msg_fleet_free(d);
+        d = NULL;
+        free(big);
+    }
+    sfl_msg_buf_free(out);
+    snprintf(ms[0].holder, sizeof(ms[0].holder), "m0");
+    /* refused on pack */
+    snprintf(ms[0].role, sizeof(ms[0].role), "boss");
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "role"));
+    snprintf(ms[0].role, sizeof(ms[0].role), "leader");
+    ms[0].holder[0] = '\0';
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), SFL_EINVAL);
+    snprintf(ms[0].holder, sizeof(ms[0].holder), "m0");
+    ms[0].stale = 2;
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), SFL_EINVAL);
+    ms[0].stale = 0;
+    m.nmasters = SFL_MSG_FLEET_MAX_MASTERS + 1;
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "masters"));
+    /* ... and on unpack: 65 entries of the wire */
+    m.nmasters = SFL_MSG_FLEET_MAX_MASTERS;
+    assert_int_equal(sfl_msg_fleet_pack(&m, &out, &n), 0);
+    {
+        /* append one more field-8 entry (a copy of the first) */
+        size_t e = 0, el, tl;
+        uint8_t *more;
+
+        while (e < n && out[e] != 0x42) /* the first masters entry */
+            e++;
+        assert_true(e + 2 < n);
+        el = out[e + 1];
+        assert_true(el < 0x80);
+        tl = 2 + el;
+        more = malloc(n + tl);
+        assert_non_null(more);
+        memcpy(more, out, n);
+        memcpy(more + n, out + e, tl);
+        assert_true(sfl_msg_fleet_unpack(more, n + tl, NULL, &d) < 0);
+        assert_null(d);
+        assert_non_null(strstr(sfl_last_error(), "masters"));
+        free(more);
+    }
+    sfl_msg_buf_free(out);
+}
+
 /* A NUL inside a string field would cut it where protobuf-c hands it over
  * as a C string ("demo\0job" read as "demo"): the message is refused. */
 static void test_msg_nul_in_string(void **state)
@@ -2918,6 +3048,7 @@ int main(void)
         cmocka_unit_test(test_msg_release),
         cmocka_unit_test(test_msg_fleet),
         cmocka_unit_test(test_msg_fleet_fold),
+        cmocka_unit_test(test_msg_fleet_masters),
         cmocka_unit_test(test_msg_tags_names),
         cmocka_unit_test(test_msg_failalloc),
     };

@@ -671,7 +671,7 @@ static void test_store_history(void **state)
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent; "
                "ALTER TABLE round_metrics DROP COLUMN privacy_spent_rdp; "
                "ALTER TABLE round_metrics DROP COLUMN support_churn; "
-               "DROP TABLE quarantine; DROP TABLE job_statistics; DROP TABLE leader; "
+               "DROP TABLE quarantine; DROP TABLE job_statistics; DROP TABLE leader; DROP TABLE masters; "
                "DELETE FROM schema_version WHERE version >= 4");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
@@ -710,7 +710,7 @@ static void test_store_history(void **state)
 
     /* Back to schema 1, then reopen: the migration runs, the rounds stay. */
     raw_sql(p, "DROP TABLE round_metrics; DROP TABLE job_failures; "
-               "DROP TABLE revoked_certs; DROP TABLE quarantine; DROP TABLE job_statistics; DROP TABLE leader; "
+               "DROP TABLE revoked_certs; DROP TABLE quarantine; DROP TABLE job_statistics; DROP TABLE leader; DROP TABLE masters; "
                "DELETE FROM schema_version WHERE version >= 2");
     s = open_ok(p, 2);
     assert_int_equal(coord_store_history(s, job, 0, 10, &h, &n), 0);
@@ -1401,6 +1401,91 @@ static void test_store_leader(void **state)
     coord_store_close(s);
 }
 
+/* The masters (both backends): one row per holder, the freshest first; a
+ * row not written for more than 3 x leader_retry_ms is stale; a heartbeat
+ * forgets the rows of processes long gone (never its own); a clean
+ * shutdown deletes its row; bad rows are refused both ways. */
+static void test_store_masters(void **state)
+{
+    (void)state;
+    const char *p = dbpath("masters.db");
+    coord_store_t *s = open_ok(p, 2);
+    coord_master_row_t a = {.holder = "m1 pid 10 listen 0.0.0.0:7443",
+                            .role = COORD_MASTER_LEADER, .epoch = 3, .pid = 10, .host = "m1",
+                            .started_ms = 1000, .seen_ms = 5000};
+    coord_master_row_t b = {.holder = "m2 pid 20 listen 0.0.0.0:7443",
+                            .role = COORD_MASTER_STANDBY, .epoch = 3, .pid = 20, .host = "m2",
+                            .started_ms = 2000, .seen_ms = 4000};
+    coord_master_row_t bad, *l = NULL;
+    size_t n = 9;
+
+    assert_int_equal(coord_store_master_list(s, &l, &n), 0);
+    assert_int_equal(n, 0);
+    assert_null(l);
+    assert_int_equal(coord_store_master_seen(s, &a, 0), 0);
+    assert_int_equal(coord_store_master_seen(s, &b, 0), 0);
+    a.seen_ms = 5500; /* a heartbeat: the same row */
+    assert_int_equal(coord_store_master_seen(s, &a, 0), 0);
+    assert_int_equal(coord_store_master_list(s, &l, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(l[0].holder, a.holder);
+    assert_int_equal(l[0].role, COORD_MASTER_LEADER);
+    assert_int_equal(l[0].epoch, 3);
+    assert_int_equal(l[0].pid, 10);
+    assert_string_equal(l[0].host, "m1");
+    assert_int_equal(l[0].started_ms, 1000);
+    assert_int_equal(l[0].seen_ms, 5500);
+    assert_string_equal(l[1].holder, b.holder);
+    assert_int_equal(l[1].role, COORD_MASTER_STANDBY);
+    assert_string_equal(coord_master_role_name(l[1].role), "standby");
+    /* stale: b missed three heartbeats of 500 ms at 5501, not at 5500 */
+    assert_false(coord_master_stale(&l[1], 5500, 500));
+    assert_true(coord_master_stale(&l[1], 5501, 500));
+    assert_false(coord_master_stale(&l[0], 5501, 500));
+    coord_store_free(l);
+    /* b takes over; its heartbeat forgets rows last seen before 5600 (a's),
+     * never its own (seen at 4000 before this one) */
+    b.role = COORD_MASTER_LEADER;
+    b.epoch = 4;
+    b.seen_ms = 5590;
+    assert_int_equal(coord_store_master_seen(s, &b, 5600), 0);
+    assert_int_equal(coord_store_master_list(s, &l, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(l[0].holder, b.holder);
+    assert_int_equal(l[0].role, COORD_MASTER_LEADER);
+    assert_int_equal(l[0].epoch, 4);
+    coord_store_free(l);
+    /* a clean shutdown */
+    assert_int_equal(coord_store_master_gone(s, b.holder), 0);
+    assert_int_equal(coord_store_master_gone(s, b.holder), 0);
+    assert_int_equal(coord_store_master_list(s, &l, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(coord_store_master_gone(s, ""), SFL_EINVAL);
+    /* refused on the way in */
+    bad = a;
+    bad.holder[0] = '\0';
+    assert_int_equal(coord_store_master_seen(s, &bad, 0), SFL_EINVAL);
+    bad = a;
+    bad.role = (coord_master_role_t)7;
+    assert_int_equal(coord_store_master_seen(s, &bad, 0), SFL_EINVAL);
+    bad = a;
+    bad.epoch = -1;
+    assert_int_equal(coord_store_master_seen(s, &bad, 0), SFL_EINVAL);
+    bad = a;
+    memset(bad.host, 'h', sizeof(bad.host)); /* unterminated */
+    assert_int_equal(coord_store_master_seen(s, &bad, 0), SFL_ELIMIT);
+    coord_store_close(s);
+    /* ... and on the way out: a holder past 127 bytes that someone wrote */
+    raw_sql(p, "INSERT INTO masters VALUES('"
+               "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+               "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx', 'leader', 1, 1, 'h', 1, 1)");
+    s = open_ok(p, 2);
+    l = NULL;
+    assert_int_equal(coord_store_master_list(s, &l, &n), SFL_ELIMIT);
+    assert_null(l);
+    coord_store_close(s);
+}
+
 /* Store specs: the backend from the prefix, a bare path is SQLite, and the
  * masked form never shows a password. */
 static void test_store_spec(void **state)
@@ -1682,6 +1767,7 @@ PG_TEST(test_store_recover)
 PG_TEST(test_store_failalloc)
 PG_TEST(test_store_quarantine)
 PG_TEST(test_store_leader)
+PG_TEST(test_store_masters)
 PG_TEST(test_store_pg_leader_race)
 PG_TEST(test_store_pg_migrate_race)
 PG_TEST(test_store_pg_restart)
@@ -1717,6 +1803,7 @@ int main(void)
         cmocka_unit_test(test_store_failalloc),
         cmocka_unit_test(test_store_quarantine),
         cmocka_unit_test(test_store_leader),
+        cmocka_unit_test(test_store_masters),
         cmocka_unit_test(test_store_spec),
     };
     const struct CMUnitTest pg_tests[] = {
@@ -1733,6 +1820,7 @@ int main(void)
         PG_UNIT(test_store_failalloc),
         PG_UNIT(test_store_quarantine),
         PG_UNIT(test_store_leader),
+        PG_UNIT(test_store_masters),
         PG_UNIT(test_store_pg_leader_race),
         PG_UNIT(test_store_pg_migrate_race),
         PG_UNIT(test_store_pg_upsert_race),

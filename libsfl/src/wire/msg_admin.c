@@ -1280,6 +1280,23 @@ static int check_frontend(const chk_t *c, const void *p)
     return 0;
 }
 
+static int check_master(const chk_t *c, const void *p)
+{
+    const sfl_fleet_master_t *m = p;
+    int rc;
+
+    if ((rc = sfl__msg_check_str(c, "holder", m->holder, sizeof(m->holder), 1)) < 0 ||
+        (rc = sfl__msg_check_str(c, "role", m->role, sizeof(m->role), 1)) < 0 ||
+        (rc = sfl__msg_check_str(c, "host", m->host, SFL_MSG_NAME_LEN, 0)) < 0 ||
+        (rc = sfl__msg_check_bool(c, "stale", m->stale)) < 0)
+        return rc;
+    if (strcmp(m->role, "leader") != 0 && strcmp(m->role, "standby") != 0 &&
+        strcmp(m->role, "single") != 0)
+        return sfl__msg_fail(c, c->bad, "master role '%s' is not leader, standby or single",
+                             m->role);
+    return 0;
+}
+
 static int check_fleet(const chk_t *c, const void *p)
 {
     const sfl_fleet_t *m = p;
@@ -1296,8 +1313,48 @@ static int check_fleet(const chk_t *c, const void *p)
     if (m->n > SFL_MSG_FLEET_MAX_FRONTENDS)
         return sfl__msg_fail(c, c->bad, "%u front-ends exceed %u", m->n,
                              SFL_MSG_FLEET_MAX_FRONTENDS);
+    if (m->nmasters > SFL_MSG_FLEET_MAX_MASTERS)
+        return sfl__msg_fail(c, c->bad, "%u masters exceed %u", m->nmasters,
+                             SFL_MSG_FLEET_MAX_MASTERS);
+    if ((rc = sfl__msg_check_list(c, "masters", m->masters, m->nmasters, sizeof(*m->masters),
+                                  check_master)) < 0)
+        return rc;
     return sfl__msg_check_list(c, "frontends", m->frontends, m->n, sizeof(*m->frontends),
                                check_frontend);
+}
+
+/* The masters' entries and pointers in one allocation (w->more[0]: blk
+ * and ptrs hold the front-ends'), freed with the wire. */
+static int put_masters(const chk_t *c, const sfl_fleet_t *m, wire_t *w)
+{
+    static const Sfl__V1__FleetMaster init = SFL__V1__FLEET_MASTER__INIT;
+    Sfl__V1__FleetMaster *blk;
+    Sfl__V1__FleetMaster **ptrs;
+
+    if (m->nmasters == 0)
+        return 0;
+    blk = sfl__calloc(m->nmasters, sizeof(*blk) + sizeof(*ptrs));
+    if (blk == NULL)
+        return sfl__msg_fail(c, SFL_ENOMEM, "no memory for %u masters", m->nmasters);
+    ptrs = (Sfl__V1__FleetMaster **)(blk + m->nmasters);
+    for (uint32_t i = 0; i < m->nmasters; i++) {
+        const sfl_fleet_master_t *f = &m->masters[i];
+
+        blk[i] = init;
+        blk[i].holder = str(f->holder);
+        blk[i].role = str(f->role);
+        blk[i].epoch = f->epoch;
+        blk[i].host = str(f->host);
+        blk[i].pid = f->pid;
+        blk[i].started_ms = f->started_ms;
+        blk[i].seen_ago_ms = f->seen_ago_ms;
+        blk[i].stale = f->stale ? 1 : 0;
+        ptrs[i] = &blk[i];
+    }
+    w->pb.fleet.n_masters = m->nmasters;
+    w->pb.fleet.masters = ptrs;
+    w->more[0] = blk;
+    return 0;
 }
 
 static int put_fleet(const chk_t *c, const void *p, wire_t *w)
@@ -1327,7 +1384,7 @@ static int put_fleet(const chk_t *c, const void *p, wire_t *w)
     w->pb.fleet.own_epoch = m->own_epoch;
     w->pb.fleet.n_frontends = m->n;
     w->pb.fleet.frontends = ptrs;
-    return 0;
+    return put_masters(c, m, w);
 }
 
 static int get_frontend_at(const chk_t *c, const void *src, size_t i, void *dst)
@@ -1343,6 +1400,25 @@ static int get_frontend_at(const chk_t *c, const void *src, size_t i, void *dst)
         (rc = sfl__msg_get_str(c, "address", p->address, f->address, SFL_MSG_NAME_LEN)) < 0)
         return rc;
     return check_frontend(c, f);
+}
+
+static int get_master_at(const chk_t *c, const void *src, size_t i, void *dst)
+{
+    const Sfl__V1__FleetMaster *p = ((Sfl__V1__FleetMaster *const *)src)[i];
+    sfl_fleet_master_t *f = dst;
+    int rc;
+
+    memset(f, 0, sizeof(*f));
+    f->epoch = p->epoch;
+    f->pid = p->pid;
+    f->started_ms = p->started_ms;
+    f->seen_ago_ms = p->seen_ago_ms;
+    f->stale = p->stale ? 1 : 0;
+    if ((rc = sfl__msg_get_str(c, "holder", p->holder, f->holder, sizeof(f->holder))) < 0 ||
+        (rc = sfl__msg_get_str(c, "role", p->role, f->role, sizeof(f->role))) < 0 ||
+        (rc = sfl__msg_get_str(c, "host", p->host, f->host, SFL_MSG_NAME_LEN)) < 0)
+        return rc;
+    return check_master(c, f);
 }
 
 static int get_fleet(const chk_t *c, void *p, void *out)
@@ -1366,13 +1442,23 @@ static int get_fleet(const chk_t *c, void *p, void *out)
                                      sizeof(*m->frontends), get_frontend_at, &rc);
     if (rc < 0)
         return rc;
+    if (pb->n_masters > SFL_MSG_FLEET_MAX_MASTERS)
+        return sfl__msg_fail(c, c->bad, "%zu masters exceed %u", pb->n_masters,
+                             SFL_MSG_FLEET_MAX_MASTERS);
+    m->nmasters = (uint32_t)pb->n_masters;
+    m->masters = sfl__msg_get_list(c, "masters", pb->masters, pb->n_masters,
+                                   sizeof(*m->masters), get_master_at, &rc);
+    if (rc < 0)
+        return rc;
     return check_fleet(c, m);
 }
 
 void sfl_msg_fleet_free(sfl_fleet_t *m)
 {
-    if (m != NULL)
+    if (m != NULL) {
         sfl__free(m->frontends);
+        sfl__free(m->masters);
+    }
     sfl__free(m);
 }
 

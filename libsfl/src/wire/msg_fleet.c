@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <sodium.h>
+
 static int check_fleet_call(const chk_t *c, const void *p)
 {
     const sfl_fleet_call_t *m = p;
@@ -902,4 +904,37 @@ int sfl_msg_fleet_partial_reply_unpack(const uint8_t *buf, size_t len, const sfl
                                        uint32_t *accepted)
 {
     return sfl__msg_unpack_in(&partial_reply_type, buf, len, lim, accepted);
+}
+
+/* ---- Fleet.Model: the hash of a fetched model ---------------------------------- */
+
+/* SparseVector.data's BLAKE2b-256, as the agent's unpack hashes it (the
+ * last data field, as protobuf-c keeps the last of a repeated scalar). */
+int sfl_msg_fleet_model_hash(const uint8_t *model, size_t len, uint8_t hash[SFL_MSG_HASH_BYTES])
+{
+    const uint8_t *data = NULL;
+    size_t off = 0, dlen = 0;
+    int rc;
+
+    if (model == NULL || len == 0)
+        return sfl__fail(SFL_EPARSE, "model: empty");
+    while (off < len) {
+        uint32_t num, wt;
+        const uint8_t *val;
+        size_t vlen;
+        uint64_t v = 0;
+
+        if ((rc = field_next(model, len, &off, &num, &wt, &val, &vlen, &v)) < 0)
+            return rc;
+        if (num == 2) {
+            if (wt != 2)
+                return sfl__fail(SFL_EPARSE, "model: data is not bytes");
+            data = val;
+            dlen = vlen;
+        }
+    }
+    if (data == NULL || dlen == 0)
+        return sfl__fail(SFL_EPARSE, "model: no data");
+    crypto_generichash(hash, SFL_MSG_HASH_BYTES, data, dlen, NULL, 0);
+    return 0;
 }

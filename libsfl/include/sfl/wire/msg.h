@@ -669,8 +669,9 @@ int sfl_msg_release_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_l
 
 /* FleetRequest (empty) / FleetReply (Admin.Fleet): the answering
  * coordinator's role, the leader row (has_leader: epoch >= 1, holder,
- * since_ms >= 0), its own epoch and the front-ends attached (at most
- * SFL_MSG_FLEET_MAX_FRONTENDS). Unpack returns the reply owned
+ * since_ms >= 0), its own epoch, the front-ends attached (at most
+ * SFL_MSG_FLEET_MAX_FRONTENDS) and the masters sharing the store (at most
+ * SFL_MSG_FLEET_MAX_MASTERS). Unpack returns the reply owned
  * (sfl_msg_fleet_free). */
 #define SFL_MSG_FLEET_MAX_FRONTENDS 4096
 typedef struct {
@@ -679,6 +680,19 @@ typedef struct {
     uint32_t agents;
     uint64_t lag_ms;
 } sfl_fleet_frontend_t;
+/* A master row (holder 1..127 bytes, role "leader" | "standby" |
+ * "single", host 0..63). */
+#define SFL_MSG_FLEET_MAX_MASTERS 64
+typedef struct {
+    char holder[128];
+    char role[16];
+    uint64_t epoch;
+    char host[SFL_MSG_NAME_LEN];
+    uint64_t pid;
+    int64_t started_ms;
+    uint64_t seen_ago_ms;
+    int stale; /* 0 | 1 */
+} sfl_fleet_master_t;
 typedef struct {
     char role[SFL_MSG_NAME_LEN];
     int has_leader; /* 0 | 1 */
@@ -688,6 +702,8 @@ typedef struct {
     uint64_t own_epoch;
     uint32_t n;
     sfl_fleet_frontend_t *frontends; /* n; owned after unpack, borrowed for pack */
+    uint32_t nmasters;               /* <= SFL_MSG_FLEET_MAX_MASTERS */
+    sfl_fleet_master_t *masters;     /* nmasters; owned after unpack, borrowed for pack */
 } sfl_fleet_t;
 int sfl_msg_fleet_req_pack(uint8_t **out, size_t *len) SFL_MUST_CHECK;
 int sfl_msg_fleet_req_unpack(const uint8_t *buf, size_t len,
@@ -884,6 +900,12 @@ int sfl_msg_fleet_model_reply_pack(const uint8_t *model, size_t model_len, uint8
 /* *model owned (sfl_msg_buf_free); SFL_EPARSE when it is empty. */
 int sfl_msg_fleet_model_reply_unpack(const uint8_t *buf, size_t len, const sfl_msg_limits_t *lim,
                                      uint8_t **model, size_t *model_len) SFL_MUST_CHECK;
+/* The model_hash a task names its model by: BLAKE2b-256 of the packed
+ * SparseVector's data (what an agent checks), for a front-end to check the
+ * model a master answered before keeping it. SFL_EPARSE when model is not
+ * a SparseVector with data. */
+int sfl_msg_fleet_model_hash(const uint8_t *model, size_t len,
+                             uint8_t hash[SFL_MSG_HASH_BYTES]) SFL_MUST_CHECK;
 
 /* ---- Fleet fold mode (fleet.proto: FoldSpec, Claim, Partial) ---------------------- */
 
