@@ -49,7 +49,7 @@ start_coordinator
 
 # Front-end $1 listening on $2 (0: any port); its port in fe_port.
 start_fe() {
-    printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s\nlisten = 127.0.0.1:%s\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nfold_flush_ms = 50\n' \
+    printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s\nlisten = 127.0.0.1:%s\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nfold_flush_ms = 50\nmetrics_listen = off\n' \
         "$mport" "$2" "$t/pki/frontend/fe$1.crt" "$t/pki/frontend/fe$1.key" "$t/pki/ca.crt" \
         "$t/fe$1" > "$t/fe$1.ini"
     "$BIN/sfl-coordinator" --config "$t/fe$1.ini" >> "$t/fe$1.log" 2>&1 &
