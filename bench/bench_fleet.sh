@@ -6,8 +6,9 @@
 # i mod F; or, for the comparison, the same load on one coordinator.
 #
 #   [F=front-ends] [PER=agents per front-end] [COHORT=c] [SECS=s] [RATE=r]
-#   [PROCS=p] [STORE=pg|sqlite] bench/bench_fleet.sh [BUILD]
+#   [PROCS=p] [STORE=pg|sqlite] [HB=ms] bench/bench_fleet.sh [BUILD]
 #   bench/bench_fleet.sh [BUILD] --takeover     (KILLS=5: a short ha_soak.sh)
+#   [F=... PER=... KILLS=k] bench/bench_fleet.sh [BUILD] --takeover-load
 #   bench/bench_fleet.sh [BUILD] --fleet        (the series of results/fleet.md)
 #
 # F = 0: no front-end, the N = PER agents connect to the coordinator itself
@@ -47,6 +48,18 @@
 # write_bytes of the coordinator (/proc/PID/io: SQLite's database and WAL,
 # before fsync; state_dir must be on a disk, not tmpfs). load: the 1-minute
 # load average at the end (2 shared cores: compare runs of one invocation).
+# HB: the agents' and the master's heartbeat_interval_ms (default 10000)
+# and the job's heartbeat_timeout_ms 3 x HB. The run stops (fails) when the
+# machine's MemAvailable falls below MIN_AVAIL_MB (1500): the machine is
+# shared; mem_available_min_mb is the lowest seen.
+# --takeover-load (STORE=pg): a second master on the same store as the
+# standby (the front-ends get both addresses); once 99 % of the agents
+# have joined, KILLS (3) kills -9 of the leader, each after one more round
+# it committed, the killed one started again as the standby; per kill and
+# min/median/max: the kill to the new leader's event=first_tasks and to its
+# first event=round_committed (the master's default leader_retry_ms, 500):
+#   bench_fleet_takeover fes=F agents=N cohort=C kills=K
+#     first_tasks_ms=MIN/MEDIAN/MAX first_commit_ms=MIN/MEDIAN/MAX load=...
 # Open files: each front-end holds PER + 200 descriptors, each loadgen
 # process N / PROCS; the hard limit (`ulimit -Hn`) bounds both.
 # About SECS + 20 s + N / 400 s (agent certificates) per run.
@@ -105,6 +118,7 @@ RATE=${RATE:-1000}
 PROCS=${PROCS:-2}
 STORE=${STORE:-pg}
 KILLS=${KILLS:-3}
+HB=${HB:-}
 [ $LOADKILL = 0 ] || [ "$STORE" = pg ] || { echo "bench_fleet: --takeover-load needs STORE=pg" >&2; exit 2; }
 if [ "$F" -gt 0 ]; then N=$((F * PER)); else N=$PER; fi
 [ "$F" = 0 ] || [ "$STORE" = pg ] || { echo "bench_fleet: front-ends need STORE=pg" >&2; exit 2; }
@@ -200,6 +214,7 @@ select_wait_ms = 500
 tick_ms = 50
 pace_min_ms = 200
 idle_retry_ms = 1000
+$([ -z "$HB" ] || echo "heartbeat_interval_ms = $HB")
 
 [job load]
 algo = fediterht
@@ -214,6 +229,7 @@ overselect = 0.1
 min_quorum = $((COHORT * 4 / 5))
 deadline_ms = 10000
 seed = 7
+$([ -z "$HB" ] || echo "heartbeat_timeout_ms = $((3 * HB))")
 EOF
 PK=$("$B/sfl-coordinator" --config "$t/master.ini" --public-key 2>> "$t/master.log")
 "$B/sfl-coordinator" --config "$t/master.ini" >> "$t/master.log" 2>&1 &
@@ -299,8 +315,8 @@ takeover_kills() {
     k=0
     while [ $k -lt "$KILLS" ]; do
         k=$((k + 1))
-        if [ $cur = 1 ]; then log=$t/master.log; slog=$t/master2.log; sini=$t/master2.ini; spid=$master2
-        else log=$t/master2.log; slog=$t/master.log; sini=$t/master.ini; spid=$master2; fi
+        if [ $cur = 1 ]; then log=$t/master.log; slog=$t/master2.log; spid=$master2
+        else log=$t/master2.log; slog=$t/master.log; spid=$master2; fi
         wait_count "event=round_committed " "$log" "$(count "event=round_committed " "$log")" 300 ||
             fail "kill $k: no round committed by the leader in 300 s"
         nft=$(count "event=first_tasks " "$slog")
@@ -331,7 +347,7 @@ s_store=$(store_stat)
 
 "$B/bench/loadgen" --pki "$t/pki" --agents "$N" --coordinator "$dests" --coordinator-pk "$PK" \
     --data-dir "$t/data" --shards 100 --work "$t/work" --seconds "$SECS" \
-    --rate "$RATE" --procs "$PROCS" > "$t/loadgen.out" 2> "$t/loadgen.err" &
+    --rate "$RATE" --procs "$PROCS" ${HB:+--heartbeat-ms "$HB"} > "$t/loadgen.out" 2> "$t/loadgen.err" &
 lg=$!
 busy0=$(busy_s)
 c0=$(($(cpu_ms $master) + $(fe_cpu)))
@@ -344,6 +360,12 @@ while kill -0 $lg 2>/dev/null; do
     [ "$(date +%s)" -le $deadline ] || fail "loadgen did not finish in $limit s"
     if [ $((n % 5)) = 0 ]; then
         mrss=$(rss_kb $master)
+        # the machine is shared: stop short of exhausting its memory
+        avail=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
+        [ "$avail" -ge "${minavail:-$avail}" ] || minavail=$avail
+        minavail=${minavail:-$avail}
+        [ "$avail" -ge "${MIN_AVAIL_MB:-1500}" ] ||
+            fail "MemAvailable $avail MB < ${MIN_AVAIL_MB:-1500} MB: stopped with $(grep -c "event=join " "$t/master.log") joined (loadgen $(awk '/^VmRSS/ { print $2 }' /proc/$lg/status 2>/dev/null) kB in its parent)"
         frss=$(fe_rss)
         if [ -z "$joined" ] && [ "$(grep -c "event=join " "$t/master.log")" -ge $((N - N / 100)) ]; then
             joined=1
@@ -476,4 +498,5 @@ else
     }'
 fi
 sed 's/^/  /' "$t/loadgen.out"
+echo "  mem_available_min_mb=${minavail:-0} joined_at_end=$(grep -c "event=join " "$t/master.log")"
 grep -c "event=round_failed" "$t/master.log" | sed 's/^/  rounds failed: /'
