@@ -6,7 +6,8 @@
 # i mod F; or, for the comparison, the same load on one coordinator.
 #
 #   [F=front-ends] [PER=agents per front-end] [COHORT=c] [SECS=s] [RATE=r]
-#   [PROCS=p] [STORE=pg|sqlite] [HB=ms] bench/bench_fleet.sh [BUILD]
+#   [PROCS=p] [STORE=pg|sqlite] [HB=ms] [SELWAIT=ms]
+#   [DEADLINE=ms] bench/bench_fleet.sh [BUILD]
 #   bench/bench_fleet.sh [BUILD] --takeover     (KILLS=5: a short ha_soak.sh)
 #   [F=... PER=... KILLS=k] bench/bench_fleet.sh [BUILD] --takeover-load
 #   bench/bench_fleet.sh [BUILD] --fleet        (the series of results/fleet.md)
@@ -48,6 +49,10 @@
 # write_bytes of the coordinator (/proc/PID/io: SQLite's database and WAL,
 # before fsync; state_dir must be on a disk, not tmpfs). load: the 1-minute
 # load average at the end (2 shared cores: compare runs of one invocation).
+# SELWAIT: the master's select_wait_ms (500): a round starts with the full
+# selection or, after SELWAIT ms, with min_quorum agents (a large cohort
+# while the agents still join: SELWAIT=600000 waits for the full one).
+# DEADLINE: the job's deadline_ms (10000).
 # HB: the agents' and the master's heartbeat_interval_ms (default 10000)
 # and the job's heartbeat_timeout_ms 3 x HB. The run stops (fails) when the
 # machine's MemAvailable falls below MIN_AVAIL_MB (1500): the machine is
@@ -61,7 +66,9 @@
 #   bench_fleet_takeover fes=F agents=N cohort=C kills=K
 #     first_tasks_ms=MIN/MEDIAN/MAX first_commit_ms=MIN/MEDIAN/MAX load=...
 # Open files: each front-end holds PER + 200 descriptors, each loadgen
-# process N / PROCS; the hard limit (`ulimit -Hn`) bounds both.
+# process N / PROCS; the hard limit (`ulimit -Hn`) bounds both. Memory
+# mappings: a loadgen process ~4 per agent, vm.max_map_count (65530)
+# bounds it to ~16,000 agents (a front-end: a few hundred in all).
 # About SECS + 20 s + N / 400 s (agent certificates) per run.
 set -eu
 B=build
@@ -177,6 +184,11 @@ if [ "$F" -gt 0 ]; then per_proc=$PER; else per_proc=$N; fi
 [ "$nofile" = unlimited ] || [ $((N / PROCS + 200)) -le "$nofile" ] ||
     fail "open files limit $nofile: raise PROCS (each loadgen process holds N / PROCS)"
 
+# a loadgen agent takes ~4 memory mappings (glibc mmaps its larger
+# buffers): vm.max_map_count (65530) bounds a process to ~16,000 agents
+maps=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 65530)
+[ $((N * 4 / PROCS + 1000)) -le "$maps" ] ||
+    fail "vm.max_map_count $maps: raise PROCS (each loadgen process maps ~4 per agent)"
 [ -x "$B/bench/loadgen" ] || make --no-print-directory "$B/bench/loadgen" > /dev/null
 PKI="$ROOT/deploy/pki/sfl-pki"
 "$PKI" init "$t/pki" > /dev/null
@@ -210,7 +222,7 @@ max_conns = $conns
 max_handshakes = $hs
 max_handshakes_per_ip = $hs
 admin_listen = off
-select_wait_ms = 500
+select_wait_ms = ${SELWAIT:-500}
 tick_ms = 50
 pace_min_ms = 200
 idle_retry_ms = 1000
@@ -227,7 +239,7 @@ rounds = 1000000
 cohort = $COHORT
 overselect = 0.1
 min_quorum = $((COHORT * 4 / 5))
-deadline_ms = 10000
+deadline_ms = ${DEADLINE:-10000}
 seed = 7
 $([ -z "$HB" ] || echo "heartbeat_timeout_ms = $((3 * HB))")
 EOF
