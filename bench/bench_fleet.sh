@@ -7,7 +7,7 @@
 #
 #   [F=front-ends] [PER=agents per front-end] [COHORT=c] [SECS=s] [RATE=r]
 #   [PROCS=p] [STORE=pg|sqlite] [HB=ms] [SELWAIT=ms]
-#   [DEADLINE=ms] bench/bench_fleet.sh [BUILD]
+#   [DEADLINE=ms] [LGNICE=n] bench/bench_fleet.sh [BUILD]
 #   bench/bench_fleet.sh [BUILD] --takeover     (KILLS=5: a short ha_soak.sh)
 #   [F=... PER=... KILLS=k] bench/bench_fleet.sh [BUILD] --takeover-load
 #   bench/bench_fleet.sh [BUILD] --fleet        (the series of results/fleet.md)
@@ -52,7 +52,9 @@
 # SELWAIT: the master's select_wait_ms (500): a round starts with the full
 # selection or, after SELWAIT ms, with min_quorum agents (a large cohort
 # while the agents still join: SELWAIT=600000 waits for the full one).
-# DEADLINE: the job's deadline_ms (10000).
+# DEADLINE: the job's deadline_ms (10000). LGNICE: the load generator's
+# nice value (0; 10 leaves the measured processes the CPU first on a loaded
+# machine: the 1-minute load counts it all the same).
 # HB: the agents' and the master's heartbeat_interval_ms (default 10000)
 # and the job's heartbeat_timeout_ms 3 x HB. The run stops (fails) when the
 # machine's MemAvailable falls below MIN_AVAIL_MB (1500): the machine is
@@ -357,7 +359,7 @@ takeover_kills() {
 }
 s_store=$(store_stat)
 
-"$B/bench/loadgen" --pki "$t/pki" --agents "$N" --coordinator "$dests" --coordinator-pk "$PK" \
+nice -n "${LGNICE:-0}" "$B/bench/loadgen" --pki "$t/pki" --agents "$N" --coordinator "$dests" --coordinator-pk "$PK" \
     --data-dir "$t/data" --shards 100 --work "$t/work" --seconds "$SECS" \
     --rate "$RATE" --procs "$PROCS" ${HB:+--heartbeat-ms "$HB"} > "$t/loadgen.out" 2> "$t/loadgen.err" &
 lg=$!
