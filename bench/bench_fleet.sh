@@ -6,8 +6,10 @@
 # i mod F; or, for the comparison, the same load on one coordinator.
 #
 #   [F=front-ends] [PER=agents per front-end] [COHORT=c] [SECS=s] [RATE=r]
-#   [PROCS=p] [STORE=pg|sqlite] [FOLD=0|1] bench/bench_fleet.sh [BUILD]
+#   [PROCS=p] [STORE=pg|sqlite] [FOLD=0|1] [HB=ms] [SELWAIT=ms]
+#   [DEADLINE=ms] [LGNICE=n] bench/bench_fleet.sh [BUILD]
 #   bench/bench_fleet.sh [BUILD] --takeover     (KILLS=5: a short ha_soak.sh)
+#   [F=... PER=... KILLS=k] bench/bench_fleet.sh [BUILD] --takeover-load
 #   bench/bench_fleet.sh [BUILD] --fleet        (the series of results/fleet.md)
 #
 # F = 0: no front-end, the N = PER agents connect to the coordinator itself
@@ -54,18 +56,40 @@
 # write_bytes of the coordinator (/proc/PID/io: SQLite's database and WAL,
 # before fsync; state_dir must be on a disk, not tmpfs). load: the 1-minute
 # load average at the end (2 shared cores: compare runs of one invocation).
+# SELWAIT: the master's select_wait_ms (500): a round starts with the full
+# selection or, after SELWAIT ms, with min_quorum agents (a large cohort
+# while the agents still join: SELWAIT=600000 waits for the full one).
+# DEADLINE: the job's deadline_ms (10000). LGNICE: the load generator's
+# nice value (0; 10 leaves the measured processes the CPU first on a loaded
+# machine: the 1-minute load counts it all the same).
+# HB: the agents' and the master's heartbeat_interval_ms (default 10000)
+# and the job's heartbeat_timeout_ms 3 x HB. The run stops (fails) when the
+# machine's MemAvailable falls below MIN_AVAIL_MB (1500): the machine is
+# shared; mem_available_min_mb is the lowest seen.
+# --takeover-load (STORE=pg): a second master on the same store as the
+# standby (the front-ends get both addresses); once 99 % of the agents
+# have joined, KILLS (3) kills -9 of the leader, each after one more round
+# it committed, the killed one started again as the standby; per kill and
+# min/median/max: the kill to the new leader's event=first_tasks and to its
+# first event=round_committed (the master's default leader_retry_ms, 500):
+#   bench_fleet_takeover fes=F agents=N cohort=C kills=K
+#     first_tasks_ms=MIN/MEDIAN/MAX first_commit_ms=MIN/MEDIAN/MAX load=...
 # Open files: each front-end holds PER + 200 descriptors, each loadgen
-# process N / PROCS; the hard limit (`ulimit -Hn`) bounds both.
+# process N / PROCS; the hard limit (`ulimit -Hn`) bounds both. Memory
+# mappings: a loadgen process ~4 per agent, vm.max_map_count (65530)
+# bounds it to ~16,000 agents (a front-end: a few hundred in all).
 # About SECS + 20 s + N / 400 s (agent certificates) per run.
 set -eu
 B=build
 TAKEOVER=0
 SERIES=0
+LOADKILL=0
 for a in "$@"; do
     case $a in
     --takeover) TAKEOVER=1 ;;
+    --takeover-load) LOADKILL=1 ;;
     --fleet) SERIES=1 ;;
-    -*) echo "usage: $0 [BUILD] [--takeover|--fleet]" >&2; exit 2 ;;
+    -*) echo "usage: $0 [BUILD] [--takeover|--takeover-load|--fleet]" >&2; exit 2 ;;
     *) B=$a ;;
     esac
 done
@@ -109,15 +133,19 @@ SECS=${SECS:-60}
 RATE=${RATE:-1000}
 PROCS=${PROCS:-2}
 STORE=${STORE:-pg}
+KILLS=${KILLS:-3}
+HB=${HB:-}
+[ $LOADKILL = 0 ] || [ "$STORE" = pg ] || { echo "bench_fleet: --takeover-load needs STORE=pg" >&2; exit 2; }
 if [ "$F" -gt 0 ]; then N=$((F * PER)); else N=$PER; fi
 [ "$F" = 0 ] || [ "$STORE" = pg ] || { echo "bench_fleet: front-ends need STORE=pg" >&2; exit 2; }
 ROOT=$(pwd)
 t=$(mktemp -d)
 master=""
+master2=""
 fes=""
 lg=""
 cleanup() {
-    for p in $lg $fes $master; do kill -9 "$p" 2>/dev/null || true; done
+    for p in $lg $fes $master $master2; do kill -9 "$p" 2>/dev/null || true; done
     [ "$STORE" != pg ] || tests/pgcluster.sh destroy "$t/pg" > /dev/null 2>&1 || true
     [ -z "${KEEP:-}" ] || cp "$t"/*.log "$t"/*.ini "$t"/loadgen.* "$KEEP"/ 2>/dev/null || true
     rm -rf "$t"
@@ -166,6 +194,11 @@ if [ "$F" -gt 0 ]; then per_proc=$PER; else per_proc=$N; fi
 [ "$nofile" = unlimited ] || [ $((N / PROCS + 200)) -le "$nofile" ] ||
     fail "open files limit $nofile: raise PROCS (each loadgen process holds N / PROCS)"
 
+# a loadgen agent takes ~4 memory mappings (glibc mmaps its larger
+# buffers): vm.max_map_count (65530) bounds a process to ~16,000 agents
+maps=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 65530)
+[ $((N * 4 / PROCS + 1000)) -le "$maps" ] ||
+    fail "vm.max_map_count $maps: raise PROCS (each loadgen process maps ~4 per agent)"
 [ -x "$B/bench/loadgen" ] || make --no-print-directory "$B/bench/loadgen" > /dev/null
 PKI="$ROOT/deploy/pki/sfl-pki"
 "$PKI" init "$t/pki" > /dev/null
@@ -199,10 +232,11 @@ max_conns = $conns
 max_handshakes = $hs
 max_handshakes_per_ip = $hs
 admin_listen = off
-select_wait_ms = 500
+select_wait_ms = ${SELWAIT:-500}
 tick_ms = 50
 pace_min_ms = 200
 idle_retry_ms = 1000
+$([ -z "$HB" ] || echo "heartbeat_interval_ms = $HB")
 
 [job load]
 algo = fediterht
@@ -215,9 +249,10 @@ rounds = 1000000
 cohort = $COHORT
 overselect = 0.1
 min_quorum = $((COHORT * 4 / 5))
-deadline_ms = 10000
+deadline_ms = ${DEADLINE:-10000}
 seed = 7
 frontend_fold = ${FOLD:-0}
+$([ -z "$HB" ] || echo "heartbeat_timeout_ms = $((3 * HB))")
 EOF
 PK=$("$B/sfl-coordinator" --config "$t/master.ini" --public-key 2>> "$t/master.log")
 "$B/sfl-coordinator" --config "$t/master.ini" >> "$t/master.log" 2>&1 &
@@ -229,6 +264,26 @@ until grep -q "event=started" "$t/master.log" 2> /dev/null; do
     sleep 0.1
 done
 
+mlist=127.0.0.1:$port
+if [ $LOADKILL = 1 ]; then
+    # a standby master on the same store with the fleet's identity (a copy
+    # of coordinator.key), listening on port + 1 once it leads; the
+    # front-ends get both addresses
+    mkdir -p "$t/state2"
+    cp "$t/state/coordinator.key" "$t/state2/coordinator.key"
+    chmod 600 "$t/state2/coordinator.key"
+    sed -e "s|^listen = .*|listen = 127.0.0.1:$((port + 1))|" -e "s|^state_dir = .*|state_dir = $t/state2|" \
+        "$t/master.ini" > "$t/master2.ini"
+    "$B/sfl-coordinator" --config "$t/master2.ini" >> "$t/master2.log" 2>&1 &
+    master2=$!
+    n=300
+    until grep -q "event=standby" "$t/master2.log" 2> /dev/null; do
+        n=$((n - 1))
+        [ $n -gt 0 ] || fail "the second master did not wait as the standby"
+        sleep 0.1
+    done
+    mlist="$mlist,127.0.0.1:$((port + 1))"
+fi
 dests=127.0.0.1:$port
 if [ "$F" -gt 0 ]; then
     dests=""
@@ -236,8 +291,8 @@ if [ "$F" -gt 0 ]; then
     f=0
     while [ $f -lt "$F" ]; do
         "$PKI" frontend "$t/pki" "fe$f" > /dev/null
-        printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\nmax_conns = %s\nmax_handshakes = %s\nmax_handshakes_per_ip = %s\n' \
-            "$port" "$t/pki/frontend/fe$f.crt" "$t/pki/frontend/fe$f.key" "$t/pki/ca.crt" \
+        printf '[coordinator]\nrole = frontend\nmaster = %s\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\nmax_conns = %s\nmax_handshakes = %s\nmax_handshakes_per_ip = %s\n' \
+            "$mlist" "$t/pki/frontend/fe$f.crt" "$t/pki/frontend/fe$f.key" "$t/pki/ca.crt" \
             "$t/fe$f" $((PER + 100)) $hs $hs > "$t/fe$f.ini"
         "$B/sfl-coordinator" --config "$t/fe$f.ini" >> "$t/fe$f.log" 2>&1 &
         fes="$fes $!"
@@ -260,11 +315,62 @@ fe_rss() {  # the front-ends' mean VmRSS
 }
 fe_cpu() { s=0; for p in $fes; do s=$((s + $(cpu_ms "$p"))); done; echo $s; }
 febase=$(fe_rss)
+# --takeover-load: KILLS kills -9 of the leading master once the agents
+# have joined; before each, one more round committed by the leader (observed
+# progress); after it, the kill's milliseconds and the standby's first_tasks
+# and first round_committed lines after it go to $t/takeovers; the killed
+# one is started again and waits as the standby
+tsms() {  # a log line's ts= as milliseconds of the day
+    awk '{ s = substr($0, index($0, "ts=") + 14, 12)
+           print ((substr(s, 1, 2) * 60 + substr(s, 4, 2)) * 60 + substr(s, 7, 6)) * 1000 }'
+}
+count() { grep -c "$1" "$2" 2> /dev/null || true; }
+wait_count() {  # PATTERN FILE N SECONDS: until FILE has more than N lines of PATTERN
+    w=$(($(date +%s) + $4))
+    until [ "$(count "$1" "$2")" -gt "$3" ]; do
+        [ "$(date +%s)" -le $w ] || return 1
+        sleep 0.05
+    done
+}
+takeover_kills() {
+    : > "$t/takeovers"
+    cur=1
+    k=0
+    while [ $k -lt "$KILLS" ]; do
+        k=$((k + 1))
+        if [ $cur = 1 ]; then log=$t/master.log; slog=$t/master2.log; spid=$master2
+        else log=$t/master2.log; slog=$t/master.log; spid=$master2; fi
+        wait_count "event=round_committed " "$log" "$(count "event=round_committed " "$log")" 300 ||
+            fail "kill $k: no round committed by the leader in 300 s"
+        nft=$(count "event=first_tasks " "$slog")
+        nst=$(count "event=standby " "$log")
+        kill_ms=$(($(date +%s%3N) % 86400000))
+        kill -9 "$master"
+        wait "$master" 2> /dev/null || true
+        wait_count "event=first_tasks " "$slog" "$nft" 120 || fail "kill $k: the standby did not take over"
+        ft=$(grep "event=first_tasks " "$slog" | sed -n "$((nft + 1))p" | tsms)
+        nrc=$(grep -n "event=first_tasks " "$slog" | sed -n "$((nft + 1))s/:.*//p")
+        w=$(($(date +%s) + 300))
+        until tail -n "+$nrc" "$slog" | grep -q "event=round_committed "; do
+            [ "$(date +%s)" -le $w ] || fail "kill $k: no round committed after the takeover"
+            sleep 0.05
+        done
+        rc=$(tail -n "+$nrc" "$slog" | grep -m1 "event=round_committed " | tsms)
+        echo "$k $kill_ms $ft $rc $(cut -d' ' -f1 /proc/loadavg)" >> "$t/takeovers"
+        # the killed master comes back as the standby
+        "$B/sfl-coordinator" --config "$([ $cur = 1 ] && echo "$t/master.ini" || echo "$t/master2.ini")" \
+            >> "$log" 2>&1 &
+        master=$spid
+        master2=$!
+        wait_count "event=standby " "$log" "$nst" 60 || fail "kill $k: the killed master did not come back as the standby"
+        cur=$((3 - cur))
+    done
+}
 s_store=$(store_stat)
 
-"$B/bench/loadgen" --pki "$t/pki" --agents "$N" --coordinator "$dests" --coordinator-pk "$PK" \
+nice -n "${LGNICE:-0}" "$B/bench/loadgen" --pki "$t/pki" --agents "$N" --coordinator "$dests" --coordinator-pk "$PK" \
     --data-dir "$t/data" --shards 100 --work "$t/work" --seconds "$SECS" \
-    --rate "$RATE" --procs "$PROCS" > "$t/loadgen.out" 2> "$t/loadgen.err" &
+    --rate "$RATE" --procs "$PROCS" ${HB:+--heartbeat-ms "$HB"} > "$t/loadgen.out" 2> "$t/loadgen.err" &
 lg=$!
 busy0=$(busy_s)
 c0=$(($(cpu_ms $master) + $(fe_cpu)))
@@ -277,6 +383,12 @@ while kill -0 $lg 2>/dev/null; do
     [ "$(date +%s)" -le $deadline ] || fail "loadgen did not finish in $limit s"
     if [ $((n % 5)) = 0 ]; then
         mrss=$(rss_kb $master)
+        # the machine is shared: stop short of exhausting its memory
+        avail=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
+        [ "$avail" -ge "${minavail:-$avail}" ] || minavail=$avail
+        minavail=${minavail:-$avail}
+        [ "$avail" -ge "${MIN_AVAIL_MB:-1500}" ] ||
+            fail "MemAvailable $avail MB < ${MIN_AVAIL_MB:-1500} MB: stopped with $(grep -c "event=join " "$t/master.log") joined (loadgen $(awk '/^VmRSS/ { print $2 }' /proc/$lg/status 2>/dev/null) kB in its parent)"
         frss=$(fe_rss)
         if [ -z "$joined" ] && [ "$(grep -c "event=join " "$t/master.log")" -ge $((N - N / 100)) ]; then
             joined=1
@@ -288,6 +400,7 @@ while kill -0 $lg 2>/dev/null; do
             j_pcpu=$(pg_cpu_ms)
             j_store=$(store_stat)
             j_rounds=$(grep -c "event=round_committed " "$t/master.log" || true)
+            [ $LOADKILL = 0 ] || takeover_kills
         fi
     fi
     sleep 0.2
@@ -316,6 +429,26 @@ load=$(cut -d' ' -f1 /proc/loadavg)
 [ -n "$joined" ] || { j_mcpu=$e_mcpu; j_fcpu=$e_fcpu; j_pcpu=$e_pcpu; j_store=$e_store; j_rounds=$e_rounds; }
 rounds=$((e_rounds - j_rounds))
 
+if [ $LOADKILL = 1 ]; then
+    [ -s "$t/takeovers" ] || fail "no kill: the agents did not join within the run"
+    # kill -> first tasks, kill -> first commit: min, median, max
+    awk -v f="$F" -v n="$N" -v cohort="$COHORT" -v load="$load" '
+    function d(a, b) { return (a - b + 86400000) % 86400000 }
+    function sort(a, c,   i, j, x) {
+        for (i = 2; i <= c; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+    }
+    function med(a, c) { return c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2 }
+    { ft[++c] = d($3, $2); rc[c] = d($4, $2); l = l (l ? "," : "") $5
+      printf "  kill %d: first_tasks %d ms, first commit %d ms, load %s\n", $1, ft[c], rc[c], $5 }
+    END {
+        sort(ft, c); sort(rc, c)
+        printf "bench_fleet_takeover fes=%d agents=%d cohort=%d kills=%d first_tasks_ms=%d/%d/%d " \
+               "first_commit_ms=%d/%d/%d load=%s\n", f, n, cohort, c, ft[1], med(ft, c), ft[c],
+               rc[1], med(rc, c), rc[c], load
+    }' "$t/takeovers"
+    sed 's/^/  /' "$t/loadgen.out"
+    exit 0
+fi
 lgcpu=$(sed -n 's/.* cpu_s=\([0-9.]*\).*/\1/p' "$t/loadgen.out")
 start=$(sed -n 's/^loadgen: start_ms=\([0-9]*\)$/\1/p' "$t/loadgen.err")
 awk -v n="$N" -v f="$fes_n" -v store="$STORE" -v cohort="$COHORT" -v start="$start" \
@@ -402,4 +535,5 @@ else
     }'
 fi
 sed 's/^/  /' "$t/loadgen.out"
+echo "  mem_available_min_mb=${minavail:-0} joined_at_end=$(grep -c "event=join " "$t/master.log")"
 grep -c "event=round_failed" "$t/master.log" | sed 's/^/  rounds failed: /'

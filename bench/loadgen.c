@@ -2,7 +2,7 @@
  *
  *   loadgen --pki DIR --agents N --coordinator HOST:PORT[,HOST:PORT...] --coordinator-pk HEX
  *           --data-dir DIR --shards S --work DIR --seconds T [--rate R]
- *           [--procs P] [--dests K]
+ *           [--procs P] [--dests K] [--heartbeat-ms H]
  *
  * Each agent is client-agent's agent_ctx_t (agent.h) on one shared uv loop, so
  * every one does what sfl-agent does: mutual TLS, Join, Subscribe, train
@@ -23,7 +23,10 @@
  * per destination address and port, so 100,000 agents need K >= 4 and a
  * coordinator listening on 0.0.0.0. With a list of L addresses
  * (HOST:PORT,HOST:PORT,...: front-ends, bench/bench_fleet.sh) agent i
- * connects to the (i mod L)-th only (not --dests). Once the agents start, stderr
+ * connects to the (i mod L)-th only (not --dests).
+ * With H the agents' heartbeat_interval_ms is H (agent.ini's key; the
+ * coordinator's heartbeat_interval_ms must be at least H for it to hold).
+ * Once the agents start, stderr
  * gets "loadgen: start_ms=M" (M: UTC milliseconds of the day, as the
  * coordinator's log timestamps). After T seconds every agent stops
  * gracefully and one line is printed, summed over the processes (rss_kb:
@@ -56,7 +59,7 @@
 
 typedef struct {
     const char *pki, *coordinator, *coordinator_pk, *data_dir, *work;
-    unsigned agents, shards, seconds, rate, procs, dests;
+    unsigned agents, shards, seconds, rate, procs, dests, heartbeat_ms;
 } opts_t;
 
 /* What one process reports; summed over the processes. */
@@ -224,6 +227,9 @@ static int make_agent(uv_loop_t *loop, unsigned i)
     for (size_t j = 0; j < sizeof(kv) / sizeof(kv[0]); j++)
         if (agent_config_set(&c, kv[j].k, kv[j].v) < 0)
             goto fail;
+    snprintf(v, sizeof(v), "%u", o.heartbeat_ms);
+    if (o.heartbeat_ms && agent_config_set(&c, "heartbeat_interval_ms", v) < 0)
+        goto fail;
     snprintf(v, sizeof(v), "%s/ca.crt", o.pki);
     if (agent_config_set(&c, "ca", v) < 0)
         goto fail;
@@ -260,10 +266,14 @@ static agent_ctx_t *agent_at(unsigned n)
 
 static void on_start_tick(uv_timer_t *t)
 {
-    /* this process's share of the rate per second, in 20 ms ticks */
-    unsigned r = o.rate / o.procs, n = r / 50 ? r / 50 : 1;
+    /* this process's share of the rate per second, in 20 ms ticks: by the
+     * k-th tick r * k / 50 agents have started (at least one a second) */
+    static unsigned long long ticks;
+    unsigned long long r = o.rate / o.procs ? o.rate / o.procs : 1;
+    unsigned long long due = r * ++ticks / 50;
+    unsigned n = due > started ? (unsigned)(due - started) : 0;
 
-    if (started == 0) {
+    if (ticks == 1) {
         struct timeval tv;
 
         gettimeofday(&tv, NULL);
@@ -355,7 +365,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: loadgen --pki DIR --agents N --coordinator HOST:PORT[,HOST:PORT...] "
                     "--coordinator-pk HEX --data-dir DIR --shards S --work DIR --seconds T "
-                    "[--rate R] [--procs P] [--dests K]\n");
+                    "[--rate R] [--procs P] [--dests K] [--heartbeat-ms H]\n");
     return 2;
 }
 
@@ -494,6 +504,8 @@ int main(int argc, char **argv)
             o.procs = (unsigned)strtoul(v, NULL, 10);
         else if (strcmp(k, "--dests") == 0)
             o.dests = (unsigned)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--heartbeat-ms") == 0)
+            o.heartbeat_ms = (unsigned)strtoul(v, NULL, 10);
         else
             return usage();
     }
