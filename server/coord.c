@@ -370,8 +370,16 @@ static void conn_open(sfl_conn_t *c, int admin)
     gc.max_streams = (uint32_t)co->cfg.max_streams;
     /* A front-end holds a Subscribe for each of its agents, and now and
      * then a Heartbeat or an update: up to max_conns agents (fleetsvc.c). */
-    if (k->has_peer && k->peer.role == SFL_ROLE_COORDINATOR && !admin)
+    if (k->has_peer && k->peer.role == SFL_ROLE_COORDINATOR && !admin) {
         gc.max_streams = (uint32_t)(2 * co->cfg.max_conns + co->cfg.max_streams);
+        /* ... and resets them as its agents leave: nghttp2's default bucket
+         * (1,000, then 33 a second) ended a front-end's link with GOAWAY
+         * INTERNAL_ERROR when a few thousand of its agents left at once
+         * (results/fleet.md, the 100,000-agent run). As many resets as the
+         * calls it may hold, and that many again every 10 s. */
+        gc.reset_burst = gc.max_streams;
+        gc.reset_rate = gc.max_streams / 10 > 33 ? gc.max_streams / 10 : 33;
+    }
     gc.idle_timeout_ms = (uint32_t)co->cfg.idle_timeout_ms;
     gc.on_refused = on_refused;
     gc.peer_roles = k->has_peer ? 1u << k->peer.role : 0;

@@ -442,6 +442,60 @@ static void test_grpc_refuse_every_call(void **state)
     assert_int_equal(sfl_replace_allocator(NULL, NULL, NULL), 0);
 }
 
+/* A peer's stream resets are rate-limited by nghttp2 (its "rapid reset"
+ * defence: 1,000 at once, then 33 a second): past that the server ends the
+ * connection with GOAWAY INTERNAL_ERROR. reset_burst raises the bucket (the
+ * master does for a front-end's link, whose agents' cancellations it
+ * carries: server/coord.c). 1,200 calls opened and cancelled at one
+ * instant: the default session fails, the raised one serves on. */
+static int cancel_many(const sfl_grpc_config_t *cfg)
+{
+    static result_t r;
+    sfl_grpc_call_t *call = NULL;
+    pair_t p;
+    int failed = 0, rc;
+
+    memset(&r, 0, sizeof(r));
+    pair_open(&p, cfg, NULL);
+    for (int i = 0; i < 1200 && !failed; i++) {
+        if (sfl_grpc_call_stream(p.cli, "/t.Svc/Watch", (const uint8_t *)"", 0, 0, c_msg, c_done,
+                                 &r, &call) < 0) {
+            failed = 1;
+            break;
+        }
+        rc = pump_rc(&p);
+        if (rc == 0 && sctx.n_held == 1) {
+            sfl_grpc_cancel(call);
+            rc = pump_rc(&p);
+            assert_int_equal(sfl_grpc_finish(sctx.held[0], SFL_GRPC_STATUS_OK, NULL),
+                             -ECANCELED);
+            sctx.n_held = 0;
+        }
+        failed = rc != 0 || r.done != 0;
+    }
+    if (!failed) {
+        /* still serving */
+        memset(&r, 0, sizeof(r));
+        assert_int_equal(sfl_grpc_call_unary(p.cli, "/t.Svc/Echo", (const uint8_t *)"hi", 2, 0,
+                                             c_unary, &r, NULL),
+                         0);
+        pump(&p);
+        assert_int_equal(r.status, SFL_GRPC_STATUS_OK);
+        assert_int_equal(sctx.cancelled, 1200);
+    }
+    pair_close(&p);
+    return failed;
+}
+
+static void test_grpc_reset_rate_limit(void **state)
+{
+    sfl_grpc_config_t raised = {.now_ms = fake_clock, .reset_burst = 5000, .reset_rate = 500};
+
+    (void)state;
+    assert_int_equal(cancel_many(NULL), 1);
+    assert_int_equal(cancel_many(&raised), 0);
+}
+
 static void test_grpc_too_many_streams(void **state)
 {
     static result_t r[3];
@@ -1543,6 +1597,7 @@ int main(void)
         cmocka_unit_test(test_grpc_roles_and_sizes_before_body),
         cmocka_unit_test(test_grpc_refuse_every_call),
         cmocka_unit_test(test_grpc_too_many_streams),
+        cmocka_unit_test(test_grpc_reset_rate_limit),
         cmocka_unit_test(test_grpc_garbage_closes_session),
         cmocka_unit_test(test_grpc_timeout_parse),
         cmocka_unit_test(test_grpc_deadline_client_side),

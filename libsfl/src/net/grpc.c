@@ -1324,6 +1324,8 @@ static int config(sfl_grpc_session_t *s, const sfl_grpc_config_t *cfg)
     if (s->max_header_list < 1024)
         return sfl__fail(SFL_EINVAL, "grpc: max_header_list %u below 1024", s->max_header_list);
     s->max_buffered = cfg->max_buffered ? cfg->max_buffered : s->max_message;
+    s->reset_burst = cfg->reset_burst;
+    s->reset_rate = cfg->reset_rate;
     return 0;
 }
 
@@ -1365,6 +1367,9 @@ static int session_new(sfl_grpc_session_t *s)
      * 100,000 of them, against a few dozen bytes of literal headers per
      * call. The headers decode the same: a lossless change of encoding. */
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
+    if (s->server && (s->reset_burst != 0 || s->reset_rate != 0))
+        nghttp2_option_set_stream_reset_rate_limit(opt, s->reset_burst ? s->reset_burst : 1000,
+                                                   s->reset_rate ? s->reset_rate : 33);
     /* A server acknowledges request bytes itself, as its budgets allow. */
     if (s->server)
         nghttp2_option_set_no_auto_window_update(opt, 1);

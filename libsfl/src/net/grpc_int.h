@@ -145,6 +145,8 @@ struct sfl_grpc_session {
     /* every request answered with this status and message (config) */
     int refuse_status;
     char refuse_msg[256];
+    /* the peer's stream resets nghttp2 allows (config; 0: its default) */
+    uint32_t reset_burst, reset_rate;
     /* request bytes reserved by admitted calls, and waiting in pend */
     size_t reserved, pending;
     const sfl_grpc_method_t *methods;

@@ -149,6 +149,15 @@ typedef struct {
      * refusal goes through on_refused like any other [0: serve normally] */
     int refuse_status;
     const char *refuse_message;
+    /* server: the token bucket of the peer's stream resets (RST_STREAM
+     * CANCEL): reset_burst resets at once, reset_rate more a second; past
+     * it the connection ends with GOAWAY INTERNAL_ERROR (nghttp2's defence
+     * against "rapid reset", CVE-2023-44487) [0: nghttp2's 1000 and 33].
+     * An agent's connection keeps the default; a front-end's carries its
+     * agents' cancellations (an agent that leaves resets its Subscribe and
+     * whatever call it had in flight), so the master raises both to the
+     * calls the connection may hold (server/coord.c) */
+    uint32_t reset_burst, reset_rate;
 } sfl_grpc_config_t;
 
 /* Server side. The handler owns `call` from the moment it is invoked until it
