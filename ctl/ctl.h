@@ -63,6 +63,8 @@ typedef enum {
     CTL_CMD_JOB_RELEASE, /* operands: ID AGENT (an agent id) */
     CTL_CMD_FLEET
 } ctl_cmd_t;
+/* The last command (a new one goes before it, or moves this). */
+#define CTL_CMD_LAST CTL_CMD_FLEET
 
 /* What sflctl's arguments say. Strings are borrowed from argv. */
 /* Where sflctl looks for its file without --config, under $HOME. */

@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc < 0 && sfl_last_error()[0] == '\0')
         __builtin_trap();
     if (rc == 0 && !args.help && !args.version) {
-        if ((int)args.cmd < CTL_CMD_STATUS || args.cmd > CTL_CMD_WATCH ||
+        if ((int)args.cmd < CTL_CMD_STATUS || args.cmd > CTL_CMD_LAST ||
             args.noperands > CTL_MAX_OPERANDS || args.nflags > CTL_MAX_FLAGS)
             __builtin_trap();
         for (int i = 0; i < args.noperands; i++)
