@@ -336,6 +336,31 @@ static int signed_task(const uint8_t *tow, size_t len, const uint8_t **st, size_
     return found;
 }
 
+/* The Task inside a SignedTask (its field 1, the last one if repeated, as
+ * protobuf-c keeps it): 1, or 0 when there is none. */
+static int st_task(const uint8_t *st, size_t st_len, const uint8_t **task, size_t *task_len)
+{
+    size_t off = 0;
+
+    *task = NULL;
+    *task_len = 0;
+    while (off < st_len) {
+        uint32_t num, wt;
+        const uint8_t *val;
+        size_t vlen;
+        uint64_t v;
+        int rc = field_next(st, st_len, &off, &num, &wt, &val, &vlen, &v);
+
+        if (rc < 0)
+            return rc;
+        if (num == 1 && wt == 2) {
+            *task = val;
+            *task_len = vlen;
+        }
+    }
+    return *task != NULL;
+}
+
 /* Where SignedTask.model's field (key, length and payload) sits in st:
  * [*f_off, *f_end), its payload at *m_off for *m_len; 0 when absent. */
 static int st_model(const uint8_t *st, size_t len, size_t *f_off, size_t *f_end, size_t *m_off,
@@ -463,22 +488,8 @@ int sfl_msg_task_needs_model(const uint8_t *tow, size_t len, uint64_t *job_id,
         return rc;
     if ((rc = st_model(st, st_len, &f_off, &f_end, &m_off, &m_len)) != 0)
         return rc < 0 ? rc : 0;
-    while (off < st_len) {
-        uint32_t num, wt;
-        const uint8_t *val;
-        size_t vlen;
-        uint64_t v;
-
-        if ((rc = field_next(st, st_len, &off, &num, &wt, &val, &vlen, &v)) < 0)
-            return rc;
-        if (num == 1 && wt == 2) {
-            task = val;
-            task_len = vlen;
-        }
-    }
-    if (task == NULL)
-        return 0;
-    off = 0;
+    if ((rc = st_task(st, st_len, &task, &task_len)) <= 0)
+        return rc;
     while (off < task_len) {
         uint32_t num, wt;
         const uint8_t *val;
@@ -510,22 +521,8 @@ int sfl_msg_task_ids(const uint8_t *tow, size_t len, uint64_t *job_id, uint64_t 
     *attempt = 0;
     if ((rc = signed_task(tow, len, &st, &st_len)) <= 0)
         return rc;
-    while (off < st_len) {
-        uint32_t num, wt;
-        const uint8_t *val;
-        size_t vlen;
-        uint64_t v;
-
-        if ((rc = field_next(st, st_len, &off, &num, &wt, &val, &vlen, &v)) < 0)
-            return rc;
-        if (num == 1 && wt == 2) {
-            task = val;
-            task_len = vlen;
-        }
-    }
-    if (task == NULL)
-        return 0;
-    off = 0;
+    if ((rc = st_task(st, st_len, &task, &task_len)) <= 0)
+        return rc;
     while (off < task_len) {
         uint32_t num, wt;
         const uint8_t *val;
