@@ -7,7 +7,7 @@
 #
 #   [F=front-ends] [PER=agents per front-end] [COHORT=c] [SECS=s] [RATE=r]
 #   [PROCS=p] [STORE=pg|sqlite] [FOLD=0|1] [HB=ms] [SELWAIT=ms]
-#   [DEADLINE=ms] [LGNICE=n] bench/bench_fleet.sh [BUILD]
+#   [DEADLINE=ms] [LGNICE=n] [LGLOG=1] bench/bench_fleet.sh [BUILD]
 #   bench/bench_fleet.sh [BUILD] --takeover     (KILLS=5: a short ha_soak.sh)
 #   [F=... PER=... KILLS=k] bench/bench_fleet.sh [BUILD] --takeover-load
 #   bench/bench_fleet.sh [BUILD] --fleet        (the series of results/fleet.md)
@@ -61,7 +61,9 @@
 # while the agents still join: SELWAIT=600000 waits for the full one).
 # DEADLINE: the job's deadline_ms (10000). LGNICE: the load generator's
 # nice value (0; 10 leaves the measured processes the CPU first on a loaded
-# machine: the 1-minute load counts it all the same).
+# machine: the 1-minute load counts it all the same). LGLOG=1: the agents'
+# warnings (why each left: disconnected during=..., coordinator_silent) in
+# work/agents-K.log, kept with KEEP.
 # HB: the agents' and the master's heartbeat_interval_ms (default 10000)
 # and the job's heartbeat_timeout_ms 3 x HB. The run stops (fails) when the
 # machine's MemAvailable falls below MIN_AVAIL_MB (1500): the machine is
@@ -147,7 +149,7 @@ lg=""
 cleanup() {
     for p in $lg $fes $master $master2; do kill -9 "$p" 2>/dev/null || true; done
     [ "$STORE" != pg ] || tests/pgcluster.sh destroy "$t/pg" > /dev/null 2>&1 || true
-    [ -z "${KEEP:-}" ] || cp "$t"/*.log "$t"/*.ini "$t"/loadgen.* "$KEEP"/ 2>/dev/null || true
+    [ -z "${KEEP:-}" ] || cp "$t"/*.log "$t"/*.ini "$t"/loadgen.* "$t"/work/agents-*.log "$KEEP"/ 2>/dev/null || true
     rm -rf "$t"
 }
 trap cleanup EXIT
@@ -370,7 +372,7 @@ s_store=$(store_stat)
 
 nice -n "${LGNICE:-0}" "$B/bench/loadgen" --pki "$t/pki" --agents "$N" --coordinator "$dests" --coordinator-pk "$PK" \
     --data-dir "$t/data" --shards 100 --work "$t/work" --seconds "$SECS" \
-    --rate "$RATE" --procs "$PROCS" ${HB:+--heartbeat-ms "$HB"} > "$t/loadgen.out" 2> "$t/loadgen.err" &
+    --rate "$RATE" --procs "$PROCS" ${HB:+--heartbeat-ms "$HB"} ${LGLOG:+--log "$LGLOG"} > "$t/loadgen.out" 2> "$t/loadgen.err" &
 lg=$!
 busy0=$(busy_s)
 c0=$(($(cpu_ms $master) + $(fe_cpu)))

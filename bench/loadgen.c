@@ -2,7 +2,7 @@
  *
  *   loadgen --pki DIR --agents N --coordinator HOST:PORT[,HOST:PORT...] --coordinator-pk HEX
  *           --data-dir DIR --shards S --work DIR --seconds T [--rate R]
- *           [--procs P] [--dests K] [--heartbeat-ms H]
+ *           [--procs P] [--dests K] [--heartbeat-ms H] [--log 0|1]
  *
  * Each agent is client-agent's agent_ctx_t (agent.h) on one shared uv loop, so
  * every one does what sfl-agent does: mutual TLS, Join, Subscribe, train
@@ -26,6 +26,10 @@
  * connects to the (i mod L)-th only (not --dests).
  * With H the agents' heartbeat_interval_ms is H (agent.ini's key; the
  * coordinator's heartbeat_interval_ms must be at least H for it to hold).
+ * With --log 1 each process writes its agents' warnings (sfl-agent's log
+ * lines at level warn: disconnected, coordinator_silent, stream_ended...)
+ * to DIR/agents-K.log (K: the process's index), the reasons behind the
+ * backoffs count.
  * Once the agents start, stderr
  * gets "loadgen: start_ms=M" (M: UTC milliseconds of the day, as the
  * coordinator's log timestamps). After T seconds every agent stops
@@ -59,7 +63,7 @@
 
 typedef struct {
     const char *pki, *coordinator, *coordinator_pk, *data_dir, *work;
-    unsigned agents, shards, seconds, rate, procs, dests, heartbeat_ms;
+    unsigned agents, shards, seconds, rate, procs, dests, heartbeat_ms, log;
 } opts_t;
 
 /* What one process reports; summed over the processes. */
@@ -73,6 +77,7 @@ static unsigned char coord_ip[4]; /* o.coordinator's address and port when o.des
 static unsigned coord_port;
 static agent_ctx_t **agents;
 static unsigned first, step = 1; /* this process runs agents first, first + step, ... */
+static FILE *agent_log;           /* --log: this process's agents' warnings */
 static unsigned started, stopped;
 static uv_timer_t start_timer, end_timer;
 static uv_signal_t sig_term, sig_int;
@@ -220,7 +225,7 @@ static int make_agent(uv_loop_t *loop, unsigned i)
     } kv[] = {
         {"coordinator", dest_of(i, dest, sizeof(dest))}, {"server_name", "127.0.0.1"},
         {"coordinator_pk", o.coordinator_pk}, {"backoff_min_ms", "200"},
-        {"backoff_max_ms", "2000"},
+        {"backoff_max_ms", "2000"}, {"log_level", "warn"},
     };
 
     agent_config_default(&c);
@@ -245,7 +250,7 @@ static int make_agent(uv_loop_t *loop, unsigned i)
     snprintf(v, sizeof(v), "libsvm:%s/client-%u.svm", o.data_dir, i % o.shards);
     if (agent_config_set(&c, "data", v) < 0 || agent_new(loop, &c, &agents[i]) < 0)
         goto fail;
-    agent_set_log(agents[i], NULL);
+    agent_set_log(agents[i], agent_log);
     return 0;
 fail:
     snprintf(key, sizeof(key), "agent %u", i);
@@ -365,7 +370,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: loadgen --pki DIR --agents N --coordinator HOST:PORT[,HOST:PORT...] "
                     "--coordinator-pk HEX --data-dir DIR --shards S --work DIR --seconds T "
-                    "[--rate R] [--procs P] [--dests K] [--heartbeat-ms H]\n");
+                    "[--rate R] [--procs P] [--dests K] [--heartbeat-ms H] [--log 0|1]\n");
     return 2;
 }
 
@@ -386,6 +391,16 @@ static int run_agents(tally_t *t)
     memset(t, 0, sizeof(*t));
     if (issue_all() < 0)
         return -1;
+    if (o.log) {
+        char path[1100];
+
+        snprintf(path, sizeof(path), "%s/agents-%u.log", o.work, first);
+        if ((agent_log = fopen(path, "w")) == NULL) {
+            fprintf(stderr, "loadgen: %s: %s\n", path, strerror(errno));
+            return -1;
+        }
+        setvbuf(agent_log, NULL, _IOLBF, 0);
+    }
     for (unsigned n = 0; n < mine(); n++)
         if (make_agent(loop, first + n * step) < 0)
             return -1;
@@ -506,6 +521,8 @@ int main(int argc, char **argv)
             o.dests = (unsigned)strtoul(v, NULL, 10);
         else if (strcmp(k, "--heartbeat-ms") == 0)
             o.heartbeat_ms = (unsigned)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--log") == 0)
+            o.log = strcmp(v, "1") == 0;
         else
             return usage();
     }

@@ -312,6 +312,7 @@ static void conn_freed(sfl_grpcconn_t *g, int status, const char *detail, void *
     (void)g;
     (void)status;
     (void)detail;
+    sfl_idmap_free(&k->kid_map);
     sfl__free(k);
     handle_gone(co);
 }

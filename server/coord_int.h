@@ -13,6 +13,8 @@
 
 #include <uv.h>
 
+#include "sfl/core/idmap.h"
+
 #include "coord.h"
 #include "job/model.h"
 #include "http/metrics.h"
@@ -91,11 +93,14 @@ struct coord_conn {
      * connection here without a transport: c NULL, fe its front-end's
      * connection, fe_id the front-end's number for the agent's connection
      * there, peer the agent certificate the front-end verified. A
-     * front-end's connection lists those in kids (kid_prev, kid_next). */
+     * front-end's connection lists those in kids (kid_prev, kid_next)
+     * and finds them by fe_id in kid_map (every relayed call looks its
+     * kid up: tens of thousands per front-end). */
     coord_conn_t *fe;
     uint64_t fe_id;
     coord_conn_t *kids, *kid_prev, *kid_next;
     size_t nkids;
+    sfl_idmap_t kid_map;
     int64_t fe_last_ms;       /* a front-end's last Fleet call (wall clock) */
     /* Fold mode (service/foldsvc.c): this front-end connection's number
      * (> 0 once it claimed, never reused by this process), which its

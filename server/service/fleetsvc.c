@@ -48,10 +48,7 @@ int coord_conn_live(const coord_conn_t *k)
 
 coord_conn_t *coord_fleet_kid(coord_conn_t *fe, uint64_t fe_id)
 {
-    for (coord_conn_t *k = fe->kids; k != NULL; k = k->kid_next)
-        if (k->fe_id == fe_id)
-            return k;
-    return NULL;
+    return sfl_idmap_get(&fe->kid_map, fe_id);
 }
 
 /* The agent goes offline as when its own connection closes; the kid is
@@ -68,6 +65,7 @@ static void kid_drop(coord_conn_t *k, const char *why)
         a->last_seen_ms = coord_wall_ms();
         k->agent = NULL;
     }
+    (void)sfl_idmap_del(&fe->kid_map, k->fe_id);
     if (k->kid_prev)
         k->kid_prev->kid_next = k->kid_next;
     else
@@ -82,6 +80,7 @@ void coord_fleet_closed(coord_conn_t *fe)
 {
     while (fe->kids != NULL)
         kid_drop(fe->kids, "the agent's front-end went away");
+    sfl_idmap_free(&fe->kid_map);
 }
 
 uint32_t coord_fleet_revoke(coord_t *co, const uint8_t fpr[32])
@@ -227,7 +226,9 @@ static coord_conn_t *kid_get(sfl_grpc_call_t *call, coord_conn_t *fe, const sfl_
     }
     if (cert_check(call, fe, m) < 0)
         return NULL;
-    if ((k = sfl__calloc(1, sizeof(*k))) == NULL) {
+    if ((k = sfl__calloc(1, sizeof(*k))) == NULL ||
+        sfl_idmap_put(&fe->kid_map, m->conn_id, k) < 0) {
+        sfl__free(k);
         coord_fail_call(call, SFL_GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return NULL;
     }

@@ -416,14 +416,25 @@ static void release_pages(sfl_grpc_session_t *s)
 
 static sfl_grpc_call_t *find_call(const sfl_grpc_session_t *s, int32_t id)
 {
-    for (sfl_grpc_call_t *c = s->calls; c != NULL; c = c->next)
-        if (c->stream_id == id)
-            return c;
-    return NULL;
+    return id > 0 ? sfl_idmap_get(&s->by_id, (uint64_t)id) : NULL;
 }
 
+/* c's deadline becomes d (the session's bound follows an earlier one). */
+static void set_deadline(sfl_grpc_session_t *s, sfl_grpc_call_t *c, uint64_t d)
+{
+    c->deadline = d;
+    if (d < s->next_deadline)
+        s->next_deadline = d;
+}
+
+/* Links c, whose stream_id is set, into s; room in s->by_id for it must
+ * have been reserved (sfl_idmap_reserve), so this cannot fail. */
 static void link_call(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
 {
+    int rc = sfl_idmap_put(&s->by_id, (uint64_t)c->stream_id, c);
+
+    assert(rc == 0);
+    (void)rc;
     c->s = s;
     c->prev = NULL;
     c->next = s->calls;
@@ -437,6 +448,9 @@ static void unlink_call(sfl_grpc_call_t *c)
 {
     sfl_grpc_session_t *s = c->s;
 
+    if (sfl_idmap_get(&s->by_id, (uint64_t)c->stream_id) == c)
+        (void)sfl_idmap_del(&s->by_id, (uint64_t)c->stream_id);
+    sfl__grpc_wait_del(s, c);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -694,7 +708,7 @@ static void server_header(sfl_grpc_session_t *s, sfl_grpc_call_t *c, const uint8
         if (sfl_grpc_timeout_parse((const char *)value, vlen, &ms) != 0)
             c->hdr |= HDR_BAD_TIMEOUT;
         else
-            c->deadline = add_sat(now(s), ms);
+            set_deadline(s, c, add_sat(now(s), ms));
     } else if (value_is(name, nlen, "grpc-encoding")) {
         if (!value_is(value, vlen, "identity"))
             c->hdr |= HDR_BAD_ENCODING;
@@ -755,7 +769,7 @@ static void server_headers_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
         c->state = CALL_RECV_BODY;
         c->req_deadline = c->deadline;
         if (s->body_ms != UINT32_MAX && add_sat(now(s), s->body_ms) < c->deadline)
-            c->deadline = add_sat(now(s), s->body_ms);
+            set_deadline(s, c, add_sat(now(s), s->body_ms));
     }
 }
 
@@ -818,7 +832,7 @@ void sfl__grpc_server_request_done(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     sfl_grpcframe_close(&c->rx);
     c->state = CALL_ACTIVE;
     c->app_holds = true;
-    c->deadline = c->req_deadline;
+    set_deadline(s, c, c->req_deadline);
     /* The handler may finish the call right away; the session still holds
      * it until the stream closes, so c stays valid here. */
     c->method->handler(c, c->req != NULL ? c->req : (const uint8_t *)"", c->req_len, s->ud);
@@ -1061,8 +1075,10 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
         return 0;
     if (s->server && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
         c = sfl__calloc(1, sizeof(*c));
-        if (c == NULL)
+        if (c == NULL || sfl_idmap_reserve(&s->by_id, 1) < 0) {
+            sfl__free(c);
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream */
+        }
         c->server = true;
         c->stream_id = f->hd.stream_id;
         c->state = CALL_RECV_HEADERS;
@@ -1428,6 +1444,7 @@ int sfl_grpc_server_new(const sfl_grpc_config_t *cfg, const sfl_grpc_method_t *m
     if (rc != 0)
         goto out;
     s->idle_since = now(s);
+    s->next_deadline = NO_DEADLINE;
     *out = s;
     s = NULL;
 out:
@@ -1473,6 +1490,7 @@ int sfl_grpc_client_new(const sfl_grpc_config_t *cfg, const char *scheme,
     if (rc != 0)
         goto out;
     s->idle_since = now(s);
+    s->next_deadline = NO_DEADLINE;
     *out = s;
     s = NULL;
 out:
@@ -1524,6 +1542,7 @@ void sfl_grpc_session_free(sfl_grpc_session_t *s)
     }
     if (s->budget != NULL)
         sfl__grpc_budget_kick(s->budget, s);
+    sfl_idmap_free(&s->by_id);
     sfl__free(s->out);
     sfl__free(s->scheme);
     sfl__free(s->authority);
@@ -1719,15 +1738,23 @@ int sfl_grpc_session_tick(sfl_grpc_session_t *s, uint64_t *next_ms)
     s->depth++;
     if (s->pending > 0)
         sfl__grpc_admit_waiting(s);
-    for (sfl_grpc_call_t *c = s->calls, *nx; c != NULL; c = nx) {
-        nx = c->next; /* callbacks may add calls (at the head) */
-        if (c->deadline == NO_DEADLINE)
-            continue;
-        if (c->deadline <= t)
-            expire(s, c);
-        else if (c->deadline - t < next)
-            next = c->deadline - t;
+    /* The calls are walked only once the earliest deadline any may have
+     * passed (a link with thousands of deadline-free streams is not walked
+     * on every read); the walk finds the next one. */
+    if (s->next_deadline <= t) {
+        s->next_deadline = NO_DEADLINE;
+        for (sfl_grpc_call_t *c = s->calls, *nx; c != NULL; c = nx) {
+            nx = c->next; /* callbacks may add calls (at the head, via set_deadline) */
+            if (c->deadline == NO_DEADLINE)
+                continue;
+            if (c->deadline <= t)
+                expire(s, c);
+            else if (c->deadline < s->next_deadline)
+                s->next_deadline = c->deadline;
+        }
     }
+    if (s->next_deadline != NO_DEADLINE)
+        next = s->next_deadline > t ? s->next_deadline - t : 0;
     if (s->state == SESSION_OPEN && s->n_calls == 0 && s->idle_ms != UINT32_MAX) {
         uint64_t end = add_sat(s->idle_since, s->idle_ms);
         if (t >= end)
@@ -1946,7 +1973,7 @@ static int start_call(sfl_grpc_session_t *s, const char *path, const uint8_t *re
     }
     c->state = CALL_ACTIVE;
     c->grpc_status = -1;
-    c->deadline = timeout_ms ? add_sat(now(s), timeout_ms) : NO_DEADLINE;
+    set_deadline(s, c, timeout_ms ? add_sat(now(s), timeout_ms) : NO_DEADLINE);
     sfl_grpcframe_init(&c->rx, s->max_message);
     enqueue(c, m);
     nv[n++] = mknv(":method", "POST");
@@ -1959,6 +1986,10 @@ static int start_call(sfl_grpc_session_t *s, const char *path, const uint8_t *re
     if (timeout_ms) {
         sfl_grpc_timeout_format(timeout_ms, tmo);
         nv[n++] = mknv("grpc-timeout", tmo);
+    }
+    if (sfl_idmap_reserve(&s->by_id, 1) < 0) {
+        free_call(c);
+        return SFL_ENOMEM;
     }
     id = nghttp2_submit_request(s->h2, NULL, nv, n, &prd, NULL);
     if (id < 0) {

@@ -11,6 +11,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "sfl/core/idmap.h"
 #include "sfl/net/grpc.h"
 #include "sfl/net/grpcframe.h"
 
@@ -86,6 +87,9 @@ struct sfl_grpc_call {
     /* server: in the budget's queue of calls waiting for admission */
     sfl_grpc_call_t *qprev, *qnext;
     bool queued_b;
+    /* server: in its session's list of calls whose DATA waits in pend */
+    sfl_grpc_call_t *wprev, *wnext;
+    bool waiting;
     /* server: the caller's deadline while deadline bounds the body */
     uint64_t req_deadline;
     /* server: request */
@@ -155,9 +159,18 @@ struct sfl_grpc_session {
     /* client */
     char *scheme;
     char *authority;
-    /* open calls, most recent first */
+    /* open calls, most recent first; and by stream id (every frame
+     * callback finds its call: a front-end's link to its master carries a
+     * stream per agent, thousands) */
     sfl_grpc_call_t *calls;
     size_t n_calls;
+    sfl_idmap_t by_id;
+    /* no call's deadline is earlier than this (a bound, not exact: the
+     * tick walks the calls only once it passes) */
+    uint64_t next_deadline;
+    /* server: calls whose DATA waits for admission, in the order their
+     * first byte came (grpcadmit.c walks these, not every call) */
+    sfl_grpc_call_t *whead, *wtail;
     uint64_t idle_since;
     /* bytes produced by nghttp2 and not yet consumed by the transport */
     uint8_t *out;
@@ -190,6 +203,9 @@ struct sfl_grpc_session {
 struct outmsg;
 
 /* ---- grpc.c, for admission ---------------------------------------------- */
+
+/* c leaves its session's list of calls waiting for admission (if in it). */
+void sfl__grpc_wait_del(sfl_grpc_session_t *s, sfl_grpc_call_t *c);
 
 /* Asks the application to drive s (its wake callback), unless s is inside
  * one of its own entry points. */

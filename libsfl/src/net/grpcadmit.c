@@ -94,6 +94,39 @@ void sfl__grpc_budget_kick(sfl_grpc_budget_t *b, const sfl_grpc_session_t *self)
         sfl__grpc_wake(b->qhead->s);
 }
 
+/* The session's calls whose DATA waits in pend, in the order their first
+ * byte came: admission walks these, not the session's every call (a
+ * front-end's link to its master holds a stream per agent). */
+static void wait_add(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
+{
+    if (c->waiting)
+        return;
+    c->waiting = true;
+    c->wnext = NULL;
+    c->wprev = s->wtail;
+    if (s->wtail != NULL)
+        s->wtail->wnext = c;
+    else
+        s->whead = c;
+    s->wtail = c;
+}
+
+void sfl__grpc_wait_del(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
+{
+    if (!c->waiting)
+        return;
+    if (c->wprev != NULL)
+        c->wprev->wnext = c->wnext;
+    else
+        s->whead = c->wnext;
+    if (c->wnext != NULL)
+        c->wnext->wprev = c->wprev;
+    else
+        s->wtail = c->wprev;
+    c->wprev = c->wnext = NULL;
+    c->waiting = false;
+}
+
 static uint32_t be32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
@@ -152,6 +185,7 @@ static admit_t admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     }
     if (s->budget != NULL)
         sfl__grpc_budget_dequeue(s->budget, c);
+    sfl__grpc_wait_del(s, c);
     c->admitted = true;
     c->reserved = need;
     s->reserved += need;
@@ -190,13 +224,12 @@ void sfl__grpc_admit(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
  * is not starved by small ones); the process queue keeps its own order. */
 void sfl__grpc_admit_waiting(sfl_grpc_session_t *s)
 {
-    sfl_grpc_call_t *c, *last = NULL;
+    sfl_grpc_call_t *c, *nx;
 
     if (s->h2 == NULL)
         return;
-    for (c = s->calls; c != NULL; c = c->next) /* newest first: find the oldest */
-        last = c;
-    for (c = last; c != NULL; c = c->prev) {
+    for (c = s->whead; c != NULL; c = nx) {
+        nx = c->wnext; /* admitted, c leaves the list */
         if (c->state != CALL_RECV_BODY || c->admitted || c->pend_len == 0)
             continue;
         if (admit(s, c) == WAIT_CONN)
@@ -241,6 +274,7 @@ void sfl__grpc_server_chunk(sfl_grpc_session_t *s, sfl_grpc_call_t *c, int32_t i
     c->pend = p;
     c->pend_len += len;
     s->pending += len;
+    wait_add(s, c);
     sfl__grpc_admit_waiting(s); /* c among them, in its turn */
 }
 
@@ -257,6 +291,7 @@ void sfl__grpc_unhold(sfl_grpc_session_t *s, sfl_grpc_call_t *c)
     sfl__free(c->pend);
     c->pend = NULL;
     c->pend_len = 0;
+    sfl__grpc_wait_del(s, c);
     if (c->reserved == 0)
         return;
     s->reserved -= c->reserved;
