@@ -491,6 +491,11 @@ static int render_fe_metrics(coord_text_t *t, void *ud)
     for (size_t i = 0; i < FE_METHODS; i++)
         coord_text_printf(t, "sfl_fe_relayed_calls_total{method=\"%s\"} %llu\n",
                           fe_method_names[i], (unsigned long long)st.relayed[i]);
+    coord_text_family(t, "sfl_fe_heartbeats_answered_total", "counter",
+                      "Idle agents' heartbeats this front-end answered itself (a repeat of "
+                      "one the master answered), not relayed.");
+    coord_text_printf(t, "sfl_fe_heartbeats_answered_total %llu\n",
+                      (unsigned long long)st.heartbeats_answered);
     coord_text_family(t, "sfl_fe_relay_failures_total", "counter",
                       "Agents' calls the front-end could not relay (no master, out of memory).");
     coord_text_printf(t, "sfl_fe_relay_failures_total %llu\n",

@@ -74,6 +74,12 @@ struct fe_agent {
      * this agent connection was answered: the master holds its conn_id
      * there, so a claim need not carry the certificate again */
     uint64_t master_seen;
+    /* The last idle heartbeat the master answered on master connection
+     * hb_epoch (0: none): its request's hash, the interval answered
+     * (h_heartbeat answers the same request itself). */
+    uint8_t hb_hash[16];
+    uint32_t hb_interval;
+    uint64_t hb_epoch;
 };
 
 /* A stream message held back until its task's model is here. */
@@ -100,6 +106,8 @@ struct fe_relay {
     int ended, end_status;
     char end_msg[256];
     int join;                  /* a Join: its reply names the agent (fold mode) */
+    int hb;                    /* an idle heartbeat (hb_hash: its hash) */
+    uint8_t hb_hash[16];
 };
 
 /* Models of the tasks the master sends without them (fleet.proto,
@@ -148,6 +156,7 @@ struct fe {
     struct fe_fold *folds;
     uint64_t folded, partials;
     uint64_t master_epoch;     /* master connections opened */
+    uint64_t hb_answered;      /* heartbeats answered here (h_heartbeat) */
     uint64_t model_mismatches; /* models the master answered that were not the ones asked */
     uint64_t relayed_by[FE_METHODS]; /* relayed calls by method (fe_method_names) */
     uint64_t relay_failures;   /* calls that could not be relayed (no master, no memory) */
@@ -259,6 +268,18 @@ static void relay_unary_done(sfl_grpc_call_t *call, int status, const char *mess
             r->ag->agent_id = jr.agent_id;
             memcpy(r->ag->agent_pk, r->ag->join_pk, sizeof(r->ag->agent_pk));
             r->ag->has_key = 1;
+        }
+    }
+    if (status != SFL_GRPC_STATUS_OK)
+        r->ag->hb_epoch = 0; /* the master refused something: ask it again */
+    if (r->hb && status == SFL_GRPC_STATUS_OK) {
+        sfl_heartbeat_reply_t hr;
+
+        if (sfl_msg_heartbeat_reply_unpack(resp, len, NULL, &hr) == 0 && !hr.abort &&
+            hr.deadline_ms == 0) {
+            memcpy(r->ag->hb_hash, r->hb_hash, sizeof(r->ag->hb_hash));
+            r->ag->hb_interval = hr.interval_ms;
+            r->ag->hb_epoch = r->ag->fe->master_epoch;
         }
     }
     if (status == SFL_GRPC_STATUS_OK)
@@ -523,6 +544,8 @@ static void relay_stream_done(sfl_grpc_call_t *call, int status, const char *mes
 
     (void)call;
     r->cc = NULL;
+    if (status != SFL_GRPC_STATUS_OK)
+        r->ag->hb_epoch = 0;
     if (r->sc != NULL && r->held != NULL) {
         /* messages wait for a model: the end follows them (relay_flush) */
         r->ended = 1;
@@ -1310,9 +1333,47 @@ static void h_submit(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void
     (void)relay(call, ud, "/sfl.v1.Fleet/SubmitUpdate", 0, req, len);
 }
 
+/* A heartbeat that repeats, byte for byte, the last idle one (no job,
+ * phase idle) the current master answered for this agent connection is
+ * answered here with that answer: the master would learn nothing from it
+ * and answer the same (an idle agent's liveness is its connection, which
+ * the front-end reports when it goes: Fleet.Gone). A round member's
+ * heartbeat (a job or a phase: the master moves its deadline or aborts
+ * it), one that changed (its conditions, or idle again after a round) and
+ * the first on each master connection go to the master. Most of a
+ * population is idle at any time: their heartbeats stay here. */
 static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
 {
-    relay(call, ud, "/sfl.v1.Fleet/Heartbeat", 0, req, len);
+    fe_agent_t *ag = ud;
+    fe_t *fe = ag->fe;
+    sfl_msg_limits_t lim;
+    sfl_heartbeat_req_t m;
+    uint8_t h[16];
+    fe_relay_t *r;
+
+    crypto_generichash(h, sizeof(h), req, len, NULL, 0);
+    if (fe->master_open && ag->hb_epoch == fe->master_epoch &&
+        sodium_memcmp(h, ag->hb_hash, sizeof(h)) == 0) {
+        sfl_heartbeat_reply_t hr = {.interval_ms = ag->hb_interval};
+        uint8_t *buf = NULL;
+        size_t blen = 0;
+
+        if (sfl_msg_heartbeat_reply_pack(&hr, &buf, &blen) == 0) {
+            fe->hb_answered++;
+            (void)sfl_grpc_reply(call, buf, blen);
+            sfl_msg_buf_free(buf);
+            return;
+        }
+    }
+    sfl_msg_limits_default(&lim);
+    r = relay(call, ag, "/sfl.v1.Fleet/Heartbeat", 0, req, len);
+    if (r != NULL && sfl_msg_heartbeat_req_unpack(req, len, &lim, &m) == 0 &&
+        m.phase == SFL_PHASE_IDLE && m.job_id == 0) {
+        r->hb = 1;
+        memcpy(r->hb_hash, h, sizeof(h));
+    } else {
+        ag->hb_epoch = 0; /* in a round: its next idle heartbeat tells the master */
+    }
 }
 
 static void h_step(sfl_grpc_call_t *call, const uint8_t *req, size_t len, void *ud)
@@ -1725,6 +1786,7 @@ void fe_stats(const fe_t *fe, fe_stats_t *out)
     out->agents = fe->nagents;
     out->master_connected = fe_master_open(fe);
     memcpy(out->relayed, fe->relayed_by, sizeof(out->relayed));
+    out->heartbeats_answered = fe->hb_answered;
     out->relay_failures = fe->relay_failures;
     out->models_fetched = fe->fetched;
     out->model_bytes = fe->model_bytes;
@@ -1760,8 +1822,9 @@ void fe_shutdown(fe_t *fe, void (*done)(void *ud), void *ud)
     fe->done = done;
     fe->done_ud = ud;
     sfl_log(SFL_LOG_INFO, "stopping", "role=frontend agents=%llu relayed=%llu folded=%llu "
-            "partials=%llu", (unsigned long long)fe->nagents, (unsigned long long)fe->relayed,
-            (unsigned long long)fe->folded, (unsigned long long)fe->partials);
+            "partials=%llu heartbeats_answered=%llu", (unsigned long long)fe->nagents,
+            (unsigned long long)fe->relayed, (unsigned long long)fe->folded,
+            (unsigned long long)fe->partials, (unsigned long long)fe->hb_answered);
     sfl_listener_close(fe->listener);
     fe->listener = NULL;
     for (fe_agent_t *ag = fe->agents; ag != NULL; ag = ag->next)

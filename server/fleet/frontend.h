@@ -58,6 +58,7 @@ typedef struct fe_stats {
     uint64_t relay_failures;
     uint64_t models_fetched, model_bytes, model_mismatches;
     uint64_t join_refused;
+    uint64_t heartbeats_answered; /* idle agents' heartbeats answered here, not relayed */
 } fe_stats_t;
 void fe_stats(const fe_t *fe, fe_stats_t *out);
 /* Stops listening, closes every connection; done(ud) runs once nothing of

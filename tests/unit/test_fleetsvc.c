@@ -13,6 +13,7 @@
 
 #include "coord_int.h"
 #include "fleet/frontend.h"
+#include "round/registry.h"
 #include "net/transport_int.h"
 
 /* A certificate as DER, with its SHA-256 (what sfl_peer_t shows). */
@@ -899,6 +900,130 @@ static void test_frontend_relay(void **state)
     fe_stop(fe);
 }
 
+/* An agent's heartbeat through the front-end: the status; the reply. */
+static int fe_hb(tagent_t *t, sfl_agent_phase_t phase, uint64_t job, const char *cond,
+                 sfl_heartbeat_reply_t *rep)
+{
+    sfl_heartbeat_req_t h;
+    res_t res = {0};
+    uint8_t *buf = NULL;
+    size_t len;
+    int status;
+
+    memset(&h, 0, sizeof(h));
+    h.agent_id = t->agent_id;
+    h.phase = phase;
+    h.job_id = job;
+    h.round = job ? 1 : 0;
+    if (cond != NULL)
+        assert_int_equal(sfl_msg_tags_add(&h.conditions, cond), 0);
+    assert_int_equal(sfl_msg_heartbeat_req_pack(&h, &buf, &len), 0);
+    fx_call(&t->cli, "/sfl.v1.Coordinator/Heartbeat", buf, len, &res);
+    memset(rep, 0, sizeof(*rep));
+    if ((status = res.status) == 0)
+        assert_int_equal(sfl_msg_heartbeat_reply_unpack(res.resp, res.len, NULL, rep), 0);
+    free(res.resp);
+    return status;
+}
+
+/* Heartbeats relayed to the master and answered by the front-end. */
+static void fe_hb_counts(const fe_t *fe, uint64_t *relayed, uint64_t *answered)
+{
+    fe_stats_t st;
+
+    fe_stats(fe, &st);
+    *relayed = *answered = 0;
+    for (size_t i = 0; i < FE_METHODS; i++)
+        if (strcmp(fe_method_names[i], "Heartbeat") == 0)
+            *relayed = st.relayed[i];
+    *answered = st.heartbeats_answered;
+}
+
+/* An idle agent's repeated heartbeat is answered by the front-end with the
+ * master's answer; the first, a changed one (conditions), a round
+ * member's and the idle one after it reach the master, which sees each. */
+static void test_frontend_heartbeat(void **state)
+{
+    tagent_t *a1 = &F.ag[0];
+    sfl_heartbeat_reply_t rep;
+    uint64_t relayed, answered;
+    coord_agent_t *a;
+    fe_t *fe;
+
+    (void)state;
+    fx_start();
+    fe = fe_start();
+    fe_connect(fe, &a1->cli, "agent/a1");
+    fx_agent_join(a1, "agent/a1");
+    assert_non_null(a = coord_agent_by_name(F.co, "a1"));
+    /* the first reaches the master; its repeats do not */
+    assert_int_equal(fe_hb(a1, SFL_PHASE_IDLE, 0, NULL, &rep), 0);
+    assert_int_equal(rep.interval_ms, F.co->cfg.heartbeat_interval_ms);
+    fe_hb_counts(fe, &relayed, &answered);
+    assert_int_equal(relayed, 1);
+    assert_int_equal(answered, 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(fe_hb(a1, SFL_PHASE_IDLE, 0, NULL, &rep), 0);
+        assert_int_equal(rep.interval_ms, F.co->cfg.heartbeat_interval_ms);
+        assert_int_equal(rep.abort, 0);
+        assert_int_equal(rep.deadline_ms, 0);
+    }
+    fe_hb_counts(fe, &relayed, &answered);
+    assert_int_equal(relayed, 1);
+    assert_int_equal(answered, 3);
+    /* new conditions reach the master, once */
+    assert_false(sfl_msg_tags_has(&a->conds, "charging"));
+    assert_int_equal(fe_hb(a1, SFL_PHASE_IDLE, 0, "charging", &rep), 0);
+    assert_true(sfl_msg_tags_has(&a->conds, "charging"));
+    assert_int_equal(fe_hb(a1, SFL_PHASE_IDLE, 0, "charging", &rep), 0);
+    fe_hb_counts(fe, &relayed, &answered);
+    assert_int_equal(relayed, 2);
+    assert_int_equal(answered, 4);
+    /* a round member's heartbeat is the master's to answer (here: abort,
+     * there is no such job), and so is the idle one after it */
+    assert_int_equal(fe_hb(a1, SFL_PHASE_TRAINING, 7, "charging", &rep), 0);
+    assert_int_equal(rep.abort, 1);
+    assert_int_equal(a->phase, SFL_PHASE_TRAINING);
+    assert_int_equal(fe_hb(a1, SFL_PHASE_IDLE, 0, "charging", &rep), 0);
+    assert_int_equal(a->phase, SFL_PHASE_IDLE);
+    fe_hb_counts(fe, &relayed, &answered);
+    assert_int_equal(relayed, 4);
+    assert_int_equal(answered, 4);
+    /* the master revokes the agent: the stream it holds ends with that,
+     * and its heartbeats are the master's to refuse again, not answered
+     * from the front-end's memory */
+    assert_int_equal(fe_hb(a1, SFL_PHASE_IDLE, 0, "charging", &rep), 0);
+    fe_hb_counts(fe, &relayed, &answered);
+    assert_int_equal(answered, 5);
+    fx_agent_subscribe(a1);
+    fx_run_for(50);
+    {
+        sfl_revoke_t m;
+        res_t res = {0};
+        uint8_t *buf = NULL;
+        size_t len;
+
+        fx_cli_connect(&F.admin, "admin/alice");
+        memset(&m, 0, sizeof(m));
+        memcpy(m.fingerprint, a->fpr, 32);
+        m.has_fingerprint = 1;
+        assert_int_equal(sfl_msg_revoke_req_pack(&m, &buf, &len), 0);
+        fx_call(&F.admin, "/sfl.v1.Admin/RevokeCertificate", buf, len, &res);
+        assert_int_equal(res.status, 0);
+        free(res.resp);
+    }
+    fx_run_until(&a1->sub.done);
+    assert_int_not_equal(a1->sub.status, SFL_GRPC_STATUS_OK);
+    assert_non_null(strstr(a1->sub.msg, SFL_MSG_REVOKED));
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(fe_hb(a1, SFL_PHASE_IDLE, 0, "charging", &rep),
+                         SFL_GRPC_STATUS_PERMISSION_DENIED);
+    fe_hb_counts(fe, &relayed, &answered);
+    assert_int_equal(answered, 5);
+    fx_cli_close(&a1->cli);
+    fe_stop(fe);
+}
+
 /* ---- fold mode (service/foldsvc.c): claims and partials of a hostile front-end ---- */
 
 static const cert_t *fold_cert(int i)
@@ -1303,6 +1428,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fleet_model_once, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_many_resets, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_frontend_relay, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_frontend_heartbeat, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_fleet_fold_hostile, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_frontend_model_mismatch, fx_setup, fx_teardown),
     };
