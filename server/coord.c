@@ -501,7 +501,7 @@ static void conn_on_close(sfl_conn_t *c, int status)
     if (co->stopping)
         coord_check_stopped(co);
     else
-        coord_schedule(co); /* an agent left: eligibility changed */
+        coord_schedule_soon(co); /* an agent left: eligibility changed */
 }
 
 static void on_reject(sfl_listener_t *l, int status, const char *detail)
@@ -851,8 +851,10 @@ int coord_new(uv_loop_t *loop, const coord_config_t *cfg, coord_t **out)
     uv_timer_init(loop, &co->stop_timer);
     uv_timer_init(loop, &co->ticket_timer);
     uv_timer_init(loop, &co->leader_timer);
+    uv_check_init(loop, &co->sched_check);
     co->tick.data = co->stop_timer.data = co->ticket_timer.data = co->leader_timer.data = co;
-    co->handles += 4;
+    co->sched_check.data = co;
+    co->handles += 5;
     co->timers = 1;
     if (co->serving)
         start_timers(co);
@@ -1027,6 +1029,7 @@ void coord_check_stopped(coord_t *co)
     uv_close((uv_handle_t *)&co->stop_timer, timer_closed);
     uv_close((uv_handle_t *)&co->ticket_timer, timer_closed);
     uv_close((uv_handle_t *)&co->leader_timer, timer_closed);
+    uv_close((uv_handle_t *)&co->sched_check, timer_closed);
 }
 
 static void on_stop_timeout(uv_timer_t *t)

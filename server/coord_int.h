@@ -269,6 +269,9 @@ struct coord {
     int metrics_open;
     coord_status_t *status;   /* the status page's rounds, kept between requests */
     uv_timer_t tick, stop_timer;
+    /* coord_schedule_soon: the jobs driven once after this batch of I/O */
+    uv_check_t sched_check;
+    int sched_pending;
     uv_timer_t ticket_timer;  /* checks ticket key rotation (tls_ticket_rotate) */
     sfl_ticket_keys_t *tickets; /* state_dir/tls-ticket.keys as installed; NULL: off */
     int handles;              /* our uv handles not yet closed (timers) */

@@ -853,6 +853,23 @@ void coord_schedule(coord_t *co)
     coord_dismiss_idle(co);
 }
 
+static void on_sched_check(uv_check_t *h)
+{
+    coord_t *co = h->data;
+
+    uv_check_stop(h);
+    co->sched_pending = 0;
+    coord_schedule(co);
+}
+
+void coord_schedule_soon(coord_t *co)
+{
+    if (co->sched_pending || co->stopping || co->finished)
+        return;
+    co->sched_pending = 1;
+    uv_check_start(&co->sched_check, on_sched_check);
+}
+
 void coord_on_tick(uv_timer_t *t)
 {
     coord_t *co = t->data;

@@ -22,6 +22,11 @@ typedef struct coord_attempt_key coord_attempt_key_t;
 
 /* Runs every job's round machine now. */
 void coord_schedule(coord_t *co);
+/* coord_schedule once after the loop's current batch of I/O, however many
+ * events asked for it (a Subscribe, an agent gone): a drive walks every
+ * agent, and 10,000 Subscribes in a burst must not walk them 10,000
+ * times. */
+void coord_schedule_soon(coord_t *co);
 /* The scheduler tick (coord_new starts its timer). */
 void coord_on_tick(uv_timer_t *t);
 /* Moves the job's round machine on: selection, deadlines, aggregation. */

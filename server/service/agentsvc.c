@@ -315,5 +315,5 @@ void coord_h_subscribe(sfl_grpc_call_t *call, const uint8_t *req, size_t len, vo
                 j->shape->resend(j, a);
         }
     }
-    coord_schedule(co);
+    coord_schedule_soon(co);
 }

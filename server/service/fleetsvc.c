@@ -336,7 +336,7 @@ void coord_h_fleet_gone(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     if ((k = coord_fleet_kid(fe, m->conn_id)) != NULL &&
         sodium_memcmp(k->peer.sha256, m->cert_sha256, 32) == 0) {
         kid_drop(k, "the agent left its front-end");
-        coord_schedule(co); /* an agent left: eligibility changed */
+        coord_schedule_soon(co); /* an agent left: eligibility changed */
     }
     sfl_msg_fleet_call_free(m);
     /* GoneReply is empty: zero bytes */
