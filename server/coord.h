@@ -81,6 +81,8 @@ typedef struct coord_config {
     char master[1024];          /* frontend: HOST:PORT[,HOST:PORT...] of the masters */
     uint64_t fold_flush_ms;     /* frontend, fold mode: a partial this long after its
                                    first update at the latest, [1, 60000] */
+    uint64_t master_silent_ms;  /* frontend: the master's connection dropped after this
+                                   long without an answer to a relayed call, [1000, 3600000] */
 } coord_config_t;
 
 /* role = ...: single, today's coordinator; master, the same with leadership

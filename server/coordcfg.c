@@ -100,6 +100,10 @@ static const sfl_cfg_key_t keys[] = {
     N("fold_flush_ms", fold_flush_ms, "200", "MS",
       "frontend, frontend_fold jobs: a partial sum goes to the master this long after the "
       "first update folded into it, at the latest; 1..60000"),
+    N("master_silent_ms", master_silent_ms, "30000", "MS",
+      "frontend: a master that answered none of the calls relayed to it for this long (frozen, "
+      "cut off) is taken for gone: its connection is dropped and the next address of master "
+      "tried; 1000..3600000"),
 };
 #undef S
 #undef N
@@ -195,6 +199,8 @@ int coord_config_check(const coord_config_t *c)
                          c->role);
     if (c->fold_flush_ms == 0 || c->fold_flush_ms > 60000)
         return sfl__fail(SFL_EINVAL, "fold_flush_ms must be in [1, 60000]");
+    if (c->master_silent_ms < 1000 || c->master_silent_ms > 3600000)
+        return sfl__fail(SFL_EINVAL, "master_silent_ms must be in [1000, 3600000]");
     if (c->leader_retry_ms == 0 || c->leader_retry_ms > 60000)
         return sfl__fail(SFL_EINVAL, "leader_retry_ms must be in [1, 60000]");
     if (c->store[0]) {

@@ -496,6 +496,11 @@ static int render_fe_metrics(coord_text_t *t, void *ud)
                       "one the master answered), not relayed.");
     coord_text_printf(t, "sfl_fe_heartbeats_answered_total %llu\n",
                       (unsigned long long)st.heartbeats_answered);
+    coord_text_family(t, "sfl_fe_master_silent_total", "counter",
+                      "Master connections this front-end dropped because the master answered no "
+                      "relayed call for master_silent_ms.");
+    coord_text_printf(t, "sfl_fe_master_silent_total %llu\n",
+                      (unsigned long long)st.master_silent);
     coord_text_family(t, "sfl_fe_relay_failures_total", "counter",
                       "Agents' calls the front-end could not relay (no master, out of memory).");
     coord_text_printf(t, "sfl_fe_relay_failures_total %llu\n",
@@ -555,6 +560,7 @@ static int run_frontend(const coord_config_t *cfg)
     fc.idle_timeout_ms = cfg->idle_timeout_ms;
     fc.body_timeout_ms = cfg->body_timeout_ms;
     fc.fold_flush_ms = cfg->fold_flush_ms;
+    fc.master_silent_ms = cfg->master_silent_ms;
     if (cfg->metrics_listen[0] && strcmp(cfg->metrics_listen, "off") != 0) {
         struct sockaddr_storage ms;
 

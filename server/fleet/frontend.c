@@ -157,6 +157,10 @@ struct fe {
     uint64_t folded, partials;
     uint64_t master_epoch;     /* master connections opened */
     uint64_t hb_answered;      /* heartbeats answered here (h_heartbeat) */
+    /* loop time of the first unary call relayed since the master last
+     * answered anything (0: none waits); master_silent() */
+    uint64_t tx_since;
+    uint64_t silent;           /* master connections dropped by master_silent() */
     uint64_t model_mismatches; /* models the master answered that were not the ones asked */
     uint64_t relayed_by[FE_METHODS]; /* relayed calls by method (fe_method_names) */
     uint64_t relay_failures;   /* calls that could not be relayed (no master, no memory) */
@@ -256,6 +260,7 @@ static void relay_unary_done(sfl_grpc_call_t *call, int status, const char *mess
 
     (void)call;
     r->cc = NULL;
+    r->ag->fe->tx_since = 0; /* the master answers */
     if (status == SFL_GRPC_STATUS_OK)
         r->ag->master_seen = r->ag->fe->master_epoch;
     if (r->join && status == SFL_GRPC_STATUS_OK) {
@@ -516,6 +521,7 @@ static void relay_message(sfl_grpc_call_t *call, const uint8_t *msg, size_t len,
     fe_held_t *h;
 
     (void)call;
+    r->ag->fe->tx_since = 0;
     if (r->sc == NULL)
         return; /* answered, waiting for its end */
     r->ag->master_seen = r->ag->fe->master_epoch;
@@ -559,6 +565,31 @@ static void relay_stream_done(sfl_grpc_call_t *call, int status, const char *mes
     relay_free(r);
 }
 
+/* A master that answered nothing for master_silent_ms while a unary call
+ * relayed to it waited (frozen, or cut off with its TCP connection still
+ * open) is taken for gone: its connection is dropped - every relayed call
+ * ends UNAVAILABLE, the agents subscribe again - and the next address of
+ * `master` is tried (the standby that took over). Held streams (Subscribe)
+ * are not counted: the master answers them when it has a task. Checked
+ * whenever a call would be relayed or an idle heartbeat answered here, so
+ * an agent's heartbeats keep the check running. 1: the master is gone. */
+static int master_silent(fe_t *fe)
+{
+    uint64_t limit = fe->cfg.master_silent_ms ? fe->cfg.master_silent_ms : 30000;
+    uint64_t now = uv_now(fe->loop);
+
+    if (fe->master == NULL || !fe->master_open || fe->tx_since == 0 ||
+        now - fe->tx_since < limit)
+        return 0;
+    sfl_log(SFL_LOG_WARN, "master_silent", "master=%s:%s silent_ms=%llu",
+            fe->hosts[fe->master_at], fe->ports[fe->master_at],
+            (unsigned long long)(now - fe->tx_since));
+    fe->tx_since = 0;
+    fe->silent++;
+    sfl_conn_abort(sfl_grpcconn_conn(fe->master));
+    return 1;
+}
+
 /* Starts path on the master with req wrapped for ag; answers call itself
  * when that cannot be done. */
 static fe_relay_t *relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path, int stream,
@@ -572,7 +603,7 @@ static fe_relay_t *relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path
     size_t blen = 0;
     int rc;
 
-    if (fe->master == NULL || fe->stopping) {
+    if (fe->master == NULL || fe->stopping || master_silent(fe)) {
         fe->relay_failures++;
         (void)sfl_grpc_finish(call, SFL_GRPC_STATUS_UNAVAILABLE,
                               fe->stopping ? "front-end shutting down"
@@ -622,6 +653,8 @@ static fe_relay_t *relay(sfl_grpc_call_t *call, fe_agent_t *ag, const char *path
         ag->relays->prev = r;
     ag->relays = r;
     fe->relayed++;
+    if (!stream && fe->tx_since == 0)
+        fe->tx_since = uv_now(fe->loop) ? uv_now(fe->loop) : 1;
     for (size_t i = 0; i < FE_METHODS; i++)
         if (strcmp(path + sizeof("/sfl.v1.Fleet/") - 1, fe_method_names[i]) == 0)
             fe->relayed_by[i]++;
@@ -1352,7 +1385,7 @@ static void h_heartbeat(sfl_grpc_call_t *call, const uint8_t *req, size_t len, v
     fe_relay_t *r;
 
     crypto_generichash(h, sizeof(h), req, len, NULL, 0);
-    if (fe->master_open && ag->hb_epoch == fe->master_epoch &&
+    if (fe->master_open && !master_silent(fe) && ag->hb_epoch == fe->master_epoch &&
         sodium_memcmp(h, ag->hb_hash, sizeof(h)) == 0) {
         sfl_heartbeat_reply_t hr = {.interval_ms = ag->hb_interval};
         uint8_t *buf = NULL;
@@ -1587,6 +1620,7 @@ static void master_closed(sfl_grpcconn_t *g, int status, const char *detail, voi
                 (unsigned long long)fe->fails);
     fe->master = NULL;
     fe->master_open = 0;
+    fe->tx_since = 0;
     fe->handles--;
     fold_master_gone(fe);
     /* a standby does not listen: the next address */
@@ -1787,6 +1821,7 @@ void fe_stats(const fe_t *fe, fe_stats_t *out)
     out->master_connected = fe_master_open(fe);
     memcpy(out->relayed, fe->relayed_by, sizeof(out->relayed));
     out->heartbeats_answered = fe->hb_answered;
+    out->master_silent = fe->silent;
     out->relay_failures = fe->relay_failures;
     out->models_fetched = fe->fetched;
     out->model_bytes = fe->model_bytes;

@@ -30,6 +30,8 @@ typedef struct fe_config {
     uint64_t handshake_timeout_ms, idle_timeout_ms, body_timeout_ms;
     uint64_t fold_flush_ms; /* fold mode: a partial at the latest this long after its first
                                update; 0 = 200 */
+    uint64_t master_silent_ms; /* the master taken for gone after this long without an
+                                  answer to a relayed call; 0 = 30000 */
 } fe_config_t;
 
 /* Parses "HOST:PORT[,HOST:PORT...]" (at most 8, each host:port or
@@ -59,6 +61,7 @@ typedef struct fe_stats {
     uint64_t models_fetched, model_bytes, model_mismatches;
     uint64_t join_refused;
     uint64_t heartbeats_answered; /* idle agents' heartbeats answered here, not relayed */
+    uint64_t master_silent; /* master connections dropped: no answer for master_silent_ms */
 } fe_stats_t;
 void fe_stats(const fe_t *fe, fe_stats_t *out);
 /* Stops listening, closes every connection; done(ud) runs once nothing of
