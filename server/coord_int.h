@@ -272,6 +272,7 @@ struct coord {
     /* coord_schedule_soon: the jobs driven once after this batch of I/O */
     uv_check_t sched_check;
     int sched_pending;
+    uint64_t dismiss_next;    /* coord_dismiss_idle's next walk (loop ms) */
     uv_timer_t ticket_timer;  /* checks ticket key rotation (tls_ticket_rotate) */
     sfl_ticket_keys_t *tickets; /* state_dir/tls-ticket.keys as installed; NULL: off */
     int handles;              /* our uv handles not yet closed (timers) */

@@ -100,11 +100,16 @@ void coord_send_task(coord_t *co, coord_job_t *j, coord_agent_t *a)
  * Until then every subscriber keeps its stream, whether a running job can
  * use it or not, selected or not: a round that opens (the next round, a
  * retry, a job created or resumed) reaches it at once, instead of after a
- * Wait it cannot be called back from. */
+ * Wait it cannot be called back from. A walk over every agent, so at most
+ * once per quarter of the hold time (1 s at most), not on every drive: a
+ * stream is ended at most that much after its hold time. */
 void coord_dismiss_idle(coord_t *co)
 {
-    uint64_t now = coord_now_ms(co);
+    uint64_t now = coord_now_ms(co), every = co->cfg.subscribe_hold_ms / 4;
 
+    if (now < co->dismiss_next)
+        return;
+    co->dismiss_next = now + (every < 1000 ? every : 1000);
     for (size_t i = 0; i < co->nagents; i++) {
         coord_agent_t *a = co->agents[i];
         int use;
