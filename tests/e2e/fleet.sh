@@ -18,7 +18,6 @@ set -eu
 ROUNDS=60
 step "PostgreSQL, masters m1 (leads) and m2 (standby), 3 front-ends, 3 agents over them"
 ha_setup $ROUNDS
-for f in 0 1 2; do "$PKI" frontend "$t/pki" "fe$f" > /dev/null; done
 master_start m1
 wait_for 10 grep -q "event=started" "$t/m1.log" || fail "m1 did not start serving"
 master_start m2
@@ -27,17 +26,7 @@ wait_for 10 grep -q "event=standby" "$t/m2.log" || fail "m2 did not wait as the 
 fe_up() { # $1: front-end number; fe<N>.log says it reached a master N times
     [ "$(grep -c "event=master_open" "$t/fe$1.log" 2>/dev/null || true)" -ge "$2" ]
 }
-for f in 0 1 2; do
-    printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s,127.0.0.1:%s\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\n' \
-        "$p1" "$p2" "$t/pki/frontend/fe$f.crt" "$t/pki/frontend/fe$f.key" "$t/pki/ca.crt" \
-        "$t/fe$f" > "$t/fe$f.ini"
-    "$BIN/sfl-coordinator" --config "$t/fe$f.ini" >> "$t/fe$f.log" 2>&1 &
-    eval "fe_$f=$!"
-    pids="$pids $!"
-    wait_for 10 grep -q "event=started role=frontend" "$t/fe$f.log" || fail "front-end $f did not start"
-    eval "fp$f=$(sed -n 's/.*event=started role=frontend port=\([0-9]*\) .*/\1/p' "$t/fe$f.log" | tail -1)"
-    wait_for 10 fe_up "$f" 1 || fail "front-end $f did not reach the leading master"
-done
+for f in 0 1 2; do fe_start $f; done
 grep -q "event=master_open master=127.0.0.1:$p1 " "$t/fe0.log" ||
     fail "front-end 0 did not reach m1: $(grep event=master_open "$t/fe0.log")"
 
@@ -51,14 +40,7 @@ for i in 0 1 2; do
     1) addrs="127.0.0.1:$fp1,127.0.0.1:$fp2,127.0.0.1:$fp0" ;;
     *) addrs="127.0.0.1:$fp2,127.0.0.1:$fp0,127.0.0.1:$fp1" ;;
     esac
-    "$BIN/sfl-agent" --coordinator "$addrs" --server_name 127.0.0.1 \
-        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$i.crt" \
-        --key "$t/pki/agent/agent-$i.key" --coordinator_pk "$PK" \
-        --data "libsvm:$t/data/client-$i.svm" --state_dir "$t/agent-$i" \
-        --backoff_min_ms 100 --backoff_max_ms 300 --heartbeat_interval_ms 500 \
-        >> "$t/agent-$i.log" 2>&1 &
-    eval "agent_$i=$!"
-    pids="$pids $!"
+    fleet_agent $i "$addrs"
     wait_for 20 at_joins $((i + 1)) || fail "agent-$i did not join through front-end $i"
 done
 # Every join came through a front-end (the master's join lines name the

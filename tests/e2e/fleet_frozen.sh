@@ -17,21 +17,13 @@ set -eu
 ROUNDS=40
 step "PostgreSQL, m1 leads, m2 standby, 2 front-ends (master_silent_ms 2000), 3 agents"
 ha_setup $ROUNDS
-for f in 0 1; do "$PKI" frontend "$t/pki" "fe$f" > /dev/null; done
 master_start m1
 wait_for 10 grep -q "event=started" "$t/m1.log" || fail "m1 did not start serving"
 master_start m2
 wait_for 10 grep -q "event=standby" "$t/m2.log" || fail "m2 did not wait as the standby"
 for f in 0 1; do
-    printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s,127.0.0.1:%s\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\nmaster_silent_ms = 2000\n' \
-        "$p1" "$p2" "$t/pki/frontend/fe$f.crt" "$t/pki/frontend/fe$f.key" "$t/pki/ca.crt" \
-        "$t/fe$f" > "$t/fe$f.ini"
-    "$BIN/sfl-coordinator" --config "$t/fe$f.ini" >> "$t/fe$f.log" 2>&1 &
-    pids="$pids $!"
-    wait_for 10 grep -q "event=started role=frontend" "$t/fe$f.log" || fail "front-end $f did not start"
-    eval "fp$f=$(sed -n 's/.*event=started role=frontend port=\([0-9]*\) .*/\1/p' "$t/fe$f.log" | tail -1)"
-    wait_for 10 grep -q "event=master_open master=127.0.0.1:$p1 " "$t/fe$f.log" ||
-        fail "front-end $f did not reach m1"
+    fe_start $f 'master_silent_ms = 2000\n'
+    grep -q "event=master_open master=127.0.0.1:$p1 " "$t/fe$f.log" || fail "front-end $f did not reach m1"
 done
 joins() { cat "$t"/m1.log "$t"/m2.log 2>/dev/null | grep -c "event=join " || true; }
 at_joins() { [ "$(joins)" -ge "$1" ]; }
@@ -41,13 +33,7 @@ for i in 0 1 2; do
     1) addrs="127.0.0.1:$fp1,127.0.0.1:$fp0" ;;
     *) addrs="127.0.0.1:$fp0,127.0.0.1:$fp1" ;;
     esac
-    "$BIN/sfl-agent" --coordinator "$addrs" --server_name 127.0.0.1 \
-        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$i.crt" \
-        --key "$t/pki/agent/agent-$i.key" --coordinator_pk "$PK" \
-        --data "libsvm:$t/data/client-$i.svm" --state_dir "$t/agent-$i" \
-        --backoff_min_ms 100 --backoff_max_ms 300 --heartbeat_interval_ms 500 \
-        >> "$t/agent-$i.log" 2>&1 &
-    pids="$pids $!"
+    fleet_agent $i "$addrs"
     wait_for 20 at_joins $((i + 1)) || fail "agent-$i did not join"
 done
 wait_for 30 at_least 3 || fail "no 3 committed rounds"

@@ -22,6 +22,12 @@
 #   ha_agents           starts agent-0..2 one at a time (ids follow the
 #                       shards, as sfl-sim's clients) with both masters'
 #                       addresses
+#   fe_start F [LINES]  front-end F (sfl-pki frontend fe<F>; both masters, metrics
+#                       off, LINES appended to its [coordinator]) started and
+#                       waited for until it reached a master: its pid in fe_<F>,
+#                       its port in fp<F>
+#   fleet_agent I ADDRS starts agent-I (its pid in agent_<I>) with the
+#                       front-ends' addresses ADDRS, heartbeats every 500 ms
 #   ctl_leader          points $t/sflctl.ini at the leading master; sets CTL
 #   same_as_sim         the job's model (exported from the leader) equals
 #                       sfl-sim's bit for bit
@@ -169,6 +175,30 @@ ha_agents() {
         pids="$pids $!"
         wait_for 20 _joined $((i + 1)) || fail "agent-$i did not join"
     done
+}
+
+fe_start() { # $1 = number, $2 = more [coordinator] lines (may be empty)
+    [ -f "$t/pki/frontend/fe$1.crt" ] || "$PKI" frontend "$t/pki" "fe$1" > /dev/null
+    printf '[coordinator]\nrole = frontend\nmaster = 127.0.0.1:%s,127.0.0.1:%s\nlisten = 127.0.0.1:0\ncert = %s\nkey = %s\nca = %s\nstate_dir = %s\nmetrics_listen = off\n%b' \
+        "$p1" "$p2" "$t/pki/frontend/fe$1.crt" "$t/pki/frontend/fe$1.key" "$t/pki/ca.crt" \
+        "$t/fe$1" "${2:-}" > "$t/fe$1.ini"
+    "$BIN/sfl-coordinator" --config "$t/fe$1.ini" >> "$t/fe$1.log" 2>&1 &
+    eval "fe_$1=$!"
+    pids="$pids $!"
+    wait_for 10 grep -q "event=started role=frontend" "$t/fe$1.log" || fail "front-end $1 did not start"
+    eval "fp$1=$(sed -n 's/.*event=started role=frontend port=\([0-9]*\) .*/\1/p' "$t/fe$1.log" | tail -1)"
+    wait_for 10 grep -q "event=master_open" "$t/fe$1.log" || fail "front-end $1 did not reach a master"
+}
+
+fleet_agent() { # $1 = agent number, $2 = the front-ends' addresses
+    "$BIN/sfl-agent" --coordinator "$2" --server_name 127.0.0.1 \
+        --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$1.crt" \
+        --key "$t/pki/agent/agent-$1.key" --coordinator_pk "$PK" \
+        --data "libsvm:$t/data/client-$1.svm" --state_dir "$t/agent-$1" \
+        --backoff_min_ms 100 --backoff_max_ms 300 --heartbeat_interval_ms 500 \
+        >> "$t/agent-$1.log" 2>&1 &
+    eval "agent_$1=$!"
+    pids="$pids $!"
 }
 
 ctl_leader() {
