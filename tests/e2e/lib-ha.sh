@@ -27,7 +27,8 @@
 #                       waited for until it reached a master: its pid in fe_<F>,
 #                       its port in fp<F>
 #   fleet_agent I ADDRS starts agent-I (its pid in agent_<I>) with the
-#                       front-ends' addresses ADDRS, heartbeats every 500 ms
+#                       addresses ADDRS (masters or front-ends), heartbeats
+#                       every 500 ms
 #   ctl_leader          points $t/sflctl.ini at the leading master; sets CTL
 #   same_as_sim         the job's model (exported from the leader) equals
 #                       sfl-sim's bit for bit
@@ -164,15 +165,7 @@ has_epoch() { [ "$(leader_epoch)" = "$1" ]; }
 ha_agents() {
     _joined() { [ "$(cat "$t"/m1.log "$t"/m2.log 2>/dev/null | grep -c "event=join ")" -ge "$1" ]; }
     for i in 0 1 2; do
-        "$BIN/sfl-agent" --coordinator "${HA_ADDRS:-127.0.0.1:$p1,127.0.0.1:$p2}" \
-            --server_name 127.0.0.1 \
-            --ca "$t/pki/ca.crt" --cert "$t/pki/agent/agent-$i.crt" \
-            --key "$t/pki/agent/agent-$i.key" --coordinator_pk "$PK" \
-            --data "libsvm:$t/data/client-$i.svm" --state_dir "$t/agent-$i" \
-            --backoff_min_ms 100 --backoff_max_ms 300 --heartbeat_interval_ms 500 \
-            >> "$t/agent-$i.log" 2>&1 &
-        eval "agent_$i=$!"
-        pids="$pids $!"
+        fleet_agent $i "${HA_ADDRS:-127.0.0.1:$p1,127.0.0.1:$p2}"
         wait_for 20 _joined $((i + 1)) || fail "agent-$i did not join"
     done
 }
