@@ -34,11 +34,15 @@ mkdir -p "$t/data" "$t/state"
 
 step "a master, 2 front-ends, $N agents: 3 on front-end 0, 4 on front-end 1, 4 direct"
 port=$(pick_port)
-# fast_rounds' keys, but a round waits up to 3 s for its full cohort (the
-# groups asserted below are of every live agent, whatever the machine's
-# speed: an idle agent may be between two Subscribes when a job starts)
+# fast_rounds' keys, but a round waits up to 3 s for its full cohort and a
+# Subscribe is held for the default 60 s: the groups asserted below are of
+# every live agent, whatever the machine's speed. From round 2 on the full
+# cohort (11) never comes, so a round takes the agents subscribed when its
+# 3 s are up; with fast_rounds' 1 s hold every agent's stream would end
+# with a Wait each second and an agent could be between two Subscribes at
+# that instant (CI saw front-end 0's two live agents left out so).
 { coordinator_section "127.0.0.1:$port" off
-  fast_rounds | sed 's/^select_wait_ms = .*/select_wait_ms = 3000/'
+  fast_rounds | sed -e 's/^select_wait_ms = .*/select_wait_ms = 3000/' -e '/^subscribe_hold_ms/d'
   echo "heartbeat_interval_ms = 300"; } > "$t/coordinator.ini"
 start_coordinator
 sflctl_config
