@@ -695,6 +695,33 @@ static void test_grpc_idle_timeout(void **state)
     pair_close(&p);
 }
 
+/* A PING is answered by the peer's HTTP/2 stack, with no handler: pongs
+ * counts the ACKs, none before the peer has read it; a closing session
+ * sends none. */
+static void test_grpc_ping(void **state)
+{
+    pair_t p;
+
+    (void)state;
+    pair_open(&p, NULL, NULL);
+    pump(&p);
+    assert_int_equal(sfl_grpc_session_pongs(p.cli), 0);
+    assert_int_equal(sfl_grpc_session_ping(p.cli), 0);
+    assert_true(sfl_grpc_session_want_write(p.cli));
+    assert_int_equal(sfl_grpc_session_pongs(p.cli), 0);
+    pump(&p);
+    assert_int_equal(sfl_grpc_session_pongs(p.cli), 1);
+    assert_int_equal(sctx.handled, 0);
+    assert_int_equal(sfl_grpc_session_ping(p.cli), 0);
+    assert_int_equal(sfl_grpc_session_ping(p.srv), 0);
+    pump(&p);
+    assert_int_equal(sfl_grpc_session_pongs(p.cli), 2);
+    assert_int_equal(sfl_grpc_session_pongs(p.srv), 1);
+    sfl_grpc_session_shutdown(p.cli);
+    assert_int_equal(sfl_grpc_session_ping(p.cli), SFL_EINVAL);
+    pair_close(&p);
+}
+
 static void test_grpc_graceful_shutdown(void **state)
 {
     static result_t r, late;
@@ -1603,6 +1630,7 @@ int main(void)
         cmocka_unit_test(test_grpc_deadline_client_side),
         cmocka_unit_test(test_grpc_deadline_server_side),
         cmocka_unit_test(test_grpc_idle_timeout),
+        cmocka_unit_test(test_grpc_ping),
         cmocka_unit_test(test_grpc_graceful_shutdown),
         cmocka_unit_test(test_grpc_free_cancels_calls),
         cmocka_unit_test(test_grpc_config_checked),

@@ -1146,6 +1146,10 @@ static int on_frame_recv(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
         s->goaway_recv = true;
         session_event(s, EV_GOAWAY, 0);
         break;
+    case NGHTTP2_PING:
+        if (f->hd.flags & NGHTTP2_FLAG_ACK)
+            s->pongs++;
+        break;
     default:
         break;
     }
@@ -1774,6 +1778,25 @@ void sfl_grpc_session_shutdown(sfl_grpc_session_t *s)
     session_event(s, EV_SHUTDOWN, 0);
     check_quiet(s);
     sfl__grpc_wake(s);
+}
+
+int sfl_grpc_session_ping(sfl_grpc_session_t *s)
+{
+    int rv;
+
+    assert(s != NULL);
+    if (s->state != SESSION_OPEN)
+        return sfl__fail(SFL_EINVAL, "grpc: ping on a closing session");
+    if ((rv = nghttp2_submit_ping(s->h2, NGHTTP2_FLAG_NONE, NULL)) != 0)
+        return h2_error(rv, "submitting a ping");
+    sfl__grpc_wake(s);
+    return 0;
+}
+
+uint64_t sfl_grpc_session_pongs(const sfl_grpc_session_t *s)
+{
+    assert(s != NULL);
+    return s->pongs;
 }
 
 bool sfl_grpc_session_done(sfl_grpc_session_t *s)

@@ -197,6 +197,8 @@ struct sfl_grpc_session {
     /* nghttp2_session_mem_send's last answer was "nothing": its frame
      * buffer holds no byte still to be sent */
     bool h2_drained;
+    /* PING ACKs received (sfl_grpc_session_pongs) */
+    uint64_t pongs;
 };
 
 /* One framed message waiting to be handed to nghttp2 (grpc.c). */

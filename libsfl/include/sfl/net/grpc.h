@@ -263,6 +263,14 @@ int sfl_grpc_session_tick(sfl_grpc_session_t *s, uint64_t *next_ms);
  * the session is done. */
 void sfl_grpc_session_shutdown(sfl_grpc_session_t *s);
 
+/* Sends an HTTP/2 PING. The peer's HTTP/2 stack answers it (an ACK), not
+ * its application: a peer whose calls are slow still answers within a
+ * round trip, one frozen or cut off does not (a keepalive). SFL_EINVAL once
+ * the session closes; SFL_ENOMEM, SFL_EIO. */
+int sfl_grpc_session_ping(sfl_grpc_session_t *s) SFL_MUST_CHECK;
+/* PING ACKs received so far: unchanged since a ping, no answer yet. */
+uint64_t sfl_grpc_session_pongs(const sfl_grpc_session_t *s);
+
 /* True once nothing is left to read or write: close the transport. */
 bool sfl_grpc_session_done(sfl_grpc_session_t *s);
 
