@@ -101,9 +101,9 @@ static const sfl_cfg_key_t keys[] = {
       "frontend, frontend_fold jobs: a partial sum goes to the master this long after the "
       "first update folded into it, at the latest; 1..60000"),
     N("master_silent_ms", master_silent_ms, "30000", "MS",
-      "frontend: a master that answered none of the calls relayed to it for this long (frozen, "
-      "cut off) is taken for gone: its connection is dropped and the next address of master "
-      "tried; 1000..3600000"),
+      "frontend: a master that answered none of the calls relayed to it, nor the keepalive "
+      "ping sent every quarter of this, for this long (frozen, cut off) is taken for gone: "
+      "its connection is dropped and the next address of master tried; 1000..3600000"),
 };
 #undef S
 #undef N

@@ -498,7 +498,7 @@ static int render_fe_metrics(coord_text_t *t, void *ud)
                       (unsigned long long)st.heartbeats_answered);
     coord_text_family(t, "sfl_fe_master_silent_total", "counter",
                       "Master connections this front-end dropped because the master answered no "
-                      "relayed call for master_silent_ms.");
+                      "relayed call, nor its keepalive ping, for master_silent_ms.");
     coord_text_printf(t, "sfl_fe_master_silent_total %llu\n",
                       (unsigned long long)st.master_silent);
     coord_text_family(t, "sfl_fe_relay_failures_total", "counter",

@@ -143,8 +143,10 @@ struct fe {
     size_t master_at;          /* index of the address in use */
     uv_getaddrinfo_t gai;
     int resolving;
-    uv_timer_t retry;
-    int handles;               /* retry timer, resolving, listener-less agents... */
+    /* the master timer: the next attempt while no master connection is
+     * open, the keepalive ping while one is (keepalive_fired) */
+    uv_timer_t mtimer;
+    int handles;               /* master timer, resolving, listener-less agents... */
     int stopping;
     void (*done)(void *ud);
     void *done_ud;
@@ -160,6 +162,9 @@ struct fe {
     /* loop time of the first unary call relayed since the master last
      * answered anything (0: none waits); master_silent() */
     uint64_t tx_since;
+    /* loop time of the keepalive ping not answered yet (0: none), and the
+     * master session's PING ACKs when it went out */
+    uint64_t ping_at, ping_pongs;
     uint64_t silent;           /* master connections dropped by master_silent() */
     uint64_t model_mismatches; /* models the master answered that were not the ones asked */
     uint64_t relayed_by[FE_METHODS]; /* relayed calls by method (fe_method_names) */
@@ -566,28 +571,55 @@ static void relay_stream_done(sfl_grpc_call_t *call, int status, const char *mes
 }
 
 /* A master that answered nothing for master_silent_ms while a unary call
- * relayed to it waited (frozen, or cut off with its TCP connection still
- * open) is taken for gone: its connection is dropped - every relayed call
+ * relayed to it waited, or that left the front-end's keepalive ping
+ * unanswered that long (frozen, or cut off with its TCP connection still
+ * open), is taken for gone: its connection is dropped - every relayed call
  * ends UNAVAILABLE, the agents subscribe again - and the next address of
  * `master` is tried (the standby that took over). Held streams (Subscribe)
- * are not counted: the master answers them when it has a task. Checked
- * whenever a call would be relayed or an idle heartbeat answered here, so
- * an agent's heartbeats keep the check running. 1: the master is gone. */
+ * are not counted: the master answers them when it has a task. The ping
+ * is what notices a master while the agents are idle: their heartbeats
+ * are answered here then, and nothing else is relayed. Checked on every
+ * keepalive tick and whenever a call would be relayed or an idle heartbeat
+ * answered here. 1: the master is gone. */
 static int master_silent(fe_t *fe)
 {
     uint64_t limit = fe->cfg.master_silent_ms ? fe->cfg.master_silent_ms : 30000;
-    uint64_t now = uv_now(fe->loop);
+    uint64_t now = uv_now(fe->loop), since = fe->tx_since;
 
-    if (fe->master == NULL || !fe->master_open || fe->tx_since == 0 ||
-        now - fe->tx_since < limit)
+    if (fe->master == NULL || !fe->master_open)
+        return 0;
+    if (fe->ping_at != 0) {
+        if (sfl_grpc_session_pongs(sfl_grpcconn_session(fe->master)) != fe->ping_pongs)
+            fe->ping_at = 0; /* answered */
+        else if (since == 0 || fe->ping_at < since)
+            since = fe->ping_at;
+    }
+    if (since == 0 || now - since < limit)
         return 0;
     sfl_log(SFL_LOG_WARN, "master_silent", "master=%s:%s silent_ms=%llu",
             fe->hosts[fe->master_at], fe->ports[fe->master_at],
-            (unsigned long long)(now - fe->tx_since));
-    fe->tx_since = 0;
+            (unsigned long long)(now - since));
+    fe->tx_since = fe->ping_at = 0;
     fe->silent++;
     sfl_conn_abort(sfl_grpcconn_conn(fe->master));
     return 1;
+}
+
+/* The master timer while a master connection is open (every quarter of
+ * master_silent_ms): a ping when none is unanswered, master_silent() when
+ * one is. */
+static void keepalive_fired(uv_timer_t *t)
+{
+    fe_t *fe = t->data;
+    sfl_grpc_session_t *s;
+
+    if (fe->master == NULL || !fe->master_open || master_silent(fe) || fe->ping_at != 0)
+        return;
+    s = sfl_grpcconn_session(fe->master);
+    if (sfl_grpc_session_ping(s) == 0) {
+        fe->ping_at = uv_now(fe->loop) ? uv_now(fe->loop) : 1;
+        fe->ping_pongs = sfl_grpc_session_pongs(s);
+    }
 }
 
 /* Starts path on the master with req wrapped for ag; answers call itself
@@ -1590,17 +1622,20 @@ static void retry_fired(uv_timer_t *t)
 static void master_retry(fe_t *fe)
 {
     if (!fe->stopping)
-        uv_timer_start(&fe->retry, retry_fired, FE_RETRY_MS, 0);
+        uv_timer_start(&fe->mtimer, retry_fired, FE_RETRY_MS, 0);
 }
 
 static void master_opened(sfl_grpcconn_t *g, void *ud)
 {
     fe_t *fe = ud;
+    uint64_t every = (fe->cfg.master_silent_ms ? fe->cfg.master_silent_ms : 30000) / 4;
 
     (void)g;
     fe->master_open = 1;
     fe->master_epoch++;
     fe->fails = 0;
+    fe->ping_at = 0;
+    uv_timer_start(&fe->mtimer, keepalive_fired, every, every);
     sfl_log(SFL_LOG_INFO, "master_open", "master=%s:%s agents=%llu", fe->hosts[fe->master_at],
             fe->ports[fe->master_at], (unsigned long long)fe->nagents);
 }
@@ -1620,7 +1655,8 @@ static void master_closed(sfl_grpcconn_t *g, int status, const char *detail, voi
                 (unsigned long long)fe->fails);
     fe->master = NULL;
     fe->master_open = 0;
-    fe->tx_since = 0;
+    fe->tx_since = fe->ping_at = 0;
+    uv_timer_stop(&fe->mtimer);
     fe->handles--;
     fold_master_gone(fe);
     /* a standby does not listen: the next address */
@@ -1783,8 +1819,8 @@ int fe_new(uv_loop_t *loop, const fe_config_t *cfg, fe_t **out)
         rc = sfl__fail(rc, "listen: %s", detail);
         goto fail;
     }
-    uv_timer_init(loop, &fe->retry);
-    fe->retry.data = fe;
+    uv_timer_init(loop, &fe->mtimer);
+    fe->mtimer.data = fe;
     fe->handles++;
     for (size_t i = 0; i < FE_FOLDS; i++) {
         fe->folds[i].fe = fe;
@@ -1829,7 +1865,7 @@ void fe_stats(const fe_t *fe, fe_stats_t *out)
     out->join_refused = fe->refused_joins;
 }
 
-static void retry_closed(uv_handle_t *h)
+static void mtimer_closed(uv_handle_t *h)
 {
     fe_t *fe = h->data;
 
@@ -1873,8 +1909,8 @@ void fe_shutdown(fe_t *fe, void (*done)(void *ud), void *ud)
         sfl_grpcconn_close(fe->master);
     if (fe->resolving)
         uv_cancel((uv_req_t *)&fe->gai);
-    uv_timer_stop(&fe->retry);
-    uv_close((uv_handle_t *)&fe->retry, retry_closed);
+    uv_timer_stop(&fe->mtimer);
+    uv_close((uv_handle_t *)&fe->mtimer, mtimer_closed);
     for (size_t i = 0; fe->folds != NULL && i < FE_FOLDS; i++) {
         uv_timer_stop(&fe->folds[i].timer);
         uv_close((uv_handle_t *)&fe->folds[i].timer, fold_timer_closed);

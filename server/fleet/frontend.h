@@ -31,7 +31,8 @@ typedef struct fe_config {
     uint64_t fold_flush_ms; /* fold mode: a partial at the latest this long after its first
                                update; 0 = 200 */
     uint64_t master_silent_ms; /* the master taken for gone after this long without an
-                                  answer to a relayed call; 0 = 30000 */
+                                  answer to a relayed call or a keepalive ping (sent
+                                  every quarter of it); 0 = 30000 */
 } fe_config_t;
 
 /* Parses "HOST:PORT[,HOST:PORT...]" (at most 8, each host:port or
