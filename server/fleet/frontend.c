@@ -581,9 +581,14 @@ static void relay_stream_done(sfl_grpc_call_t *call, int status, const char *mes
  * are answered here then, and nothing else is relayed. Checked on every
  * keepalive tick and whenever a call would be relayed or an idle heartbeat
  * answered here. 1: the master is gone. */
+static uint64_t silent_limit(const fe_t *fe)
+{
+    return fe->cfg.master_silent_ms ? fe->cfg.master_silent_ms : 30000;
+}
+
 static int master_silent(fe_t *fe)
 {
-    uint64_t limit = fe->cfg.master_silent_ms ? fe->cfg.master_silent_ms : 30000;
+    uint64_t limit = silent_limit(fe);
     uint64_t now = uv_now(fe->loop), since = fe->tx_since;
 
     if (fe->master == NULL || !fe->master_open)
@@ -1628,7 +1633,7 @@ static void master_retry(fe_t *fe)
 static void master_opened(sfl_grpcconn_t *g, void *ud)
 {
     fe_t *fe = ud;
-    uint64_t every = (fe->cfg.master_silent_ms ? fe->cfg.master_silent_ms : 30000) / 4;
+    uint64_t every = silent_limit(fe) / 4;
 
     (void)g;
     fe->master_open = 1;
