@@ -364,8 +364,8 @@ static void put(char *out, size_t cap, size_t *o, const char *fmt, ...)
 
 /* Why a job in SELECTING with n usable agents cannot start its round
  * (fewer than min_quorum), into j->waiting, logged once per change: the
- * counts of connected, eligible and available agents (avail: eligible and
- * not busy elsewhere), why available ones are left out (extra, a vertical
+ * counts of connected, eligible and available agents (avail: eligible,
+ * subscribed now and not busy in another job's round), why available ones are left out (extra, a vertical
  * job's: other sample ids), and the most common reason the others are not
  * eligible, with the first such agent's detail. Empty once the round can
  * start. */
@@ -409,7 +409,7 @@ static void note_waiting(coord_job_t *j, uint32_t n, uint32_t avail, const char 
     else
         put(text, sizeof(text), &o, "%u connected, %u eligible", connected, elig);
     if (elig > avail)
-        put(text, sizeof(text), &o, ", %u of them busy", elig - avail);
+        put(text, sizeof(text), &o, ", %u of them not subscribed now", elig - avail);
     if (extra[0])
         put(text, sizeof(text), &o, "; %s", extra);
     if (count[top])
