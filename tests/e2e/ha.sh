@@ -4,7 +4,7 @@
 # with the same fleet identity, three agents given both addresses. A job
 # (ordered aggregation) runs; the active master is killed -9 mid-round (frozen
 # first at an instant when a round is in flight in the store: lib-ha.sh,
-# freeze_inflight); the standby logs event=leader with the next epoch, fails the
+# freeze_inflight; the agents stopped meanwhile); the standby logs event=leader with the next epoch, fails the
 # round in flight and resumes. Then PostgreSQL is restarted under load: the
 # leader finds its lock lost (event=fenced, exit status 3), a master takes the
 # lead with the next epoch and the job resumes. At the end sflctl job history
@@ -27,6 +27,11 @@ wait_for 10 grep -q "event=standby" "$t/m2.log" || fail "m2 did not wait as the 
 grep -q "event=started" "$t/m2.log" && fail "the standby listens"
 ha_agents
 wait_for 30 at_least 3 || fail "no 3 committed rounds"
+# The agents are stopped from here until the job has moved to m2: the
+# checks between do not run the job, so however fast rounds go on this
+# machine the job cannot run out of rounds before PostgreSQL's restart.
+agents() { for _a in "$agent_0" "$agent_1" "$agent_2"; do kill "-$1" "$_a"; done; }
+agents STOP
 # sflctl fleet lists both masters from the store's masters table: the
 # standby writes its row at every try, the leader at every check.
 fleet_has() { # $1 = role, $2 = epoch, $3 = live|stale, $4 = its listen port
@@ -58,6 +63,7 @@ m2_leads() {
 }
 wait_for 10 m2_leads || fail "sflctl fleet after the kill: $(cat "$t/fleet.out")"
 cat "$t/fleet.out"
+agents CONT
 wait_for 30 at_least $((before + 3)) || fail "the job did not resume on m2"
 
 step "PostgreSQL restarted under load: the leader is fenced, a master leads with epoch 3"
