@@ -112,6 +112,18 @@ static void test_coordcfg_check(void **state)
     assert_int_equal(coord_config_check(&c), SFL_EINVAL);
     assert_int_equal(coord_config_set(&c, "admin_listen", "off"), 0);
     assert_int_equal(coord_config_check(&c), 0);
+    /* a front-end's silence limit (its keepalive pings go every quarter of
+     * it): 1 s .. 1 h */
+    ready(&c);
+    assert_int_equal(c.master_silent_ms, 30000);
+    assert_int_equal(coord_config_set(&c, "master_silent_ms", "1000"), 0);
+    assert_int_equal(coord_config_check(&c), 0);
+    assert_int_equal(coord_config_set(&c, "master_silent_ms", "999"), 0);
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    assert_non_null(strstr(sfl_last_error(), "master_silent_ms"));
+    assert_int_equal(coord_config_set(&c, "master_silent_ms", "3600001"), 0);
+    assert_int_equal(coord_config_check(&c), SFL_EINVAL);
+    assert_int_equal(coord_config_set(&c, "master_silent_ms", "-1"), SFL_EINVAL);
 }
 
 static void test_coordcfg_addr_and_quote(void **state)

@@ -722,6 +722,34 @@ static void test_grpc_ping(void **state)
     pair_close(&p);
 }
 
+/* A hostile peer's PINGs to a client session (as a master could send a
+ * front-end): unsolicited ACKs are only counted (a master that answers
+ * pings but not calls is still found silent by its calls: frontend.c),
+ * and PINGs sent faster than the session's output is read end it with an
+ * error (nghttp2's flood limit), never unbounded memory. */
+static void test_grpc_ping_hostile(void **state)
+{
+    static const uint8_t settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+    static const uint8_t ack[17] = {0, 0, 8, 6, 1, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+    static const uint8_t ping[17] = {0, 0, 8, 6, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1};
+    sfl_grpc_config_t cfg = {.now_ms = fake_clock};
+    sfl_grpc_session_t *cli;
+    int rc = 0, i;
+
+    (void)state;
+    assert_int_equal(sfl_grpc_client_new(&cfg, "http", "localhost", &cli), 0);
+    assert_int_equal(sfl_grpc_session_feed(cli, settings, sizeof(settings)), 0);
+    for (i = 0; i < 3; i++)
+        assert_int_equal(sfl_grpc_session_feed(cli, ack, sizeof(ack)), 0);
+    assert_int_equal(sfl_grpc_session_pongs(cli), 3);
+    for (i = 0; i < 100000 && rc == 0; i++)
+        rc = sfl_grpc_session_feed(cli, ping, sizeof(ping));
+    assert_int_equal(rc, SFL_EPARSE);
+    assert_true(i < 100000);
+    assert_int_equal(sfl_grpc_session_ping(cli), SFL_EINVAL);
+    sfl_grpc_session_free(cli);
+}
+
 static void test_grpc_graceful_shutdown(void **state)
 {
     static result_t r, late;
@@ -1631,6 +1659,7 @@ int main(void)
         cmocka_unit_test(test_grpc_deadline_server_side),
         cmocka_unit_test(test_grpc_idle_timeout),
         cmocka_unit_test(test_grpc_ping),
+        cmocka_unit_test(test_grpc_ping_hostile),
         cmocka_unit_test(test_grpc_graceful_shutdown),
         cmocka_unit_test(test_grpc_free_cancels_calls),
         cmocka_unit_test(test_grpc_config_checked),
