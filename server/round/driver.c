@@ -365,8 +365,8 @@ static void put(char *out, size_t cap, size_t *o, const char *fmt, ...)
 /* Why a job in SELECTING with n usable agents cannot start its round
  * (fewer than min_quorum), into j->waiting, logged once per change: the
  * counts of connected, eligible and available agents (avail: eligible,
- * subscribed now and not busy in another job's round), why available ones are left out (extra, a vertical
- * job's: other sample ids), and the most common reason the others are not
+ * subscribed now and not busy in another job's round), why available ones
+ * are left out (extra, a vertical job's: other sample ids), and the most common reason the others are not
  * eligible, with the first such agent's detail. Empty once the round can
  * start. */
 static void note_waiting(coord_job_t *j, uint32_t n, uint32_t avail, const char *extra)

@@ -4,8 +4,8 @@
 # with the same fleet identity, three agents given both addresses. A job
 # (ordered aggregation) runs; the active master is killed -9 mid-round (frozen
 # first at an instant when a round is in flight in the store: lib-ha.sh,
-# freeze_inflight; the agents stopped meanwhile); the standby logs event=leader with the next epoch, fails the
-# round in flight and resumes. Then PostgreSQL is restarted under load: the
+# freeze_inflight; the agents stopped meanwhile); the standby logs
+# event=leader with the next epoch, fails the round in flight and resumes. Then PostgreSQL is restarted under load: the
 # leader finds its lock lost (event=fenced, exit status 3), a master takes the
 # lead with the next epoch and the job resumes. At the end sflctl job history
 # shows every round committed exactly once, sflctl fleet names the leader
