@@ -668,6 +668,15 @@ int fx_setup(void **state)
     return 0;
 }
 
+#define TEARDOWN_MS 5000
+
+static void close_left(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
 int fx_teardown(void **state)
 {
     (void)state;
@@ -678,9 +687,16 @@ int fx_teardown(void **state)
         sfl_identity_free(F.ag[i].id);
     }
     fx_stop();
+    /* What is left is the test's own: a passing test closed it, a test that
+     * failed midway may have left handles open (a front-end's timers, a
+     * client's socket). Given a few seconds to close, then closed here, or
+     * the last run would wait on them for ever. */
+    uv_timer_start(&F.watchdog, watchdog_cb, TEARDOWN_MS, 0);
     while (uv_loop_alive(&F.loop) && !F.timed_out)
         uv_run(&F.loop, UV_RUN_ONCE);
     uv_close((uv_handle_t *)&F.watchdog, NULL);
+    if (F.timed_out)
+        uv_walk(&F.loop, close_left, NULL);
     uv_run(&F.loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&F.loop), 0);
     if (strncmp(F.state, "/tmp/sfl-coord-state-", 21) == 0)
