@@ -64,7 +64,8 @@ static const sfl_cfg_key_t keys[] = {
     N("idle_retry_ms", idle_retry_ms, "1000", "MS",
       "Wait ending a held Subscribe of an agent no running job can use"),
     N("subscribe_hold_ms", subscribe_hold_ms, "60000", "MS",
-      "a Subscribe that got nothing this long ends with a Wait"),
+      "a Subscribe that got nothing this long ends with a Wait (not while a job "
+      "that could draw the agent gathers its cohort)"),
     N("select_wait_ms", select_wait_ms, "2000", "MS",
       "gather subscribers this long before starting a round with fewer than the full "
       "cohort"),

@@ -96,13 +96,29 @@ void coord_send_task(coord_t *co, coord_job_t *j, coord_agent_t *a)
     }
 }
 
+/* A running job that is gathering its cohort (SELECTING) could draw a: its
+ * round starts when its select wait ends, and takes the agents subscribed
+ * at that instant. */
+static int selecting_for(const coord_t *co, const coord_agent_t *a)
+{
+    for (size_t i = 0; i < co->njobs; i++) {
+        const coord_job_t *j = co->jobs[i];
+
+        if (coord_running(j) && j->rnd.state == COORD_ROUND_SELECTING && coord_eligible(j, a))
+            return 1;
+    }
+    return 0;
+}
+
 /* Ends, with a paced Wait, the streams that got nothing for the hold time.
  * Until then every subscriber keeps its stream, whether a running job can
  * use it or not, selected or not: a round that opens (the next round, a
  * retry, a job created or resumed) reaches it at once, instead of after a
- * Wait it cannot be called back from. A walk over every agent, so at most
- * once per quarter of the hold time (1 s at most), not on every drive: a
- * stream is ended at most that much after its hold time. */
+ * Wait it cannot be called back from. Past it too while a job that could
+ * draw the agent is selecting: a Wait then would leave the agent out of the
+ * round whose select wait ends before it is back. A walk over every agent,
+ * so at most once per quarter of the hold time (1 s at most), not on every
+ * drive: a stream is ended at most that much after its hold time. */
 void coord_dismiss_idle(coord_t *co)
 {
     uint64_t now = coord_now_ms(co), every = co->cfg.subscribe_hold_ms / 4;
@@ -115,7 +131,7 @@ void coord_dismiss_idle(coord_t *co)
         int use;
 
         if (a->sub == NULL || now - a->sub_idle_since < co->cfg.subscribe_hold_ms ||
-            coord_busy_elsewhere(co, a, NULL))
+            coord_busy_elsewhere(co, a, NULL) || selecting_for(co, a))
             continue;
         use = coord_usable(co, a);
         send_wait(co, a, (uint32_t)(use ? co->cfg.pace_min_ms : co->cfg.idle_retry_ms),

@@ -59,10 +59,49 @@ static void test_coord_job_wakes_idle_subscribers(void **state)
     sfl_msg_task_free(t2b);
 }
 
+/* A job gathering its cohort (SELECTING, fewer subscribers than the full
+ * cohort, its select wait running) keeps the streams of agents it could
+ * draw past the hold time: ended with a Wait, an agent would be away when
+ * the select wait ends and miss the round. The hold is a tenth of the
+ * select wait, so without the rule the first message would be a Wait. */
+static void test_coord_selecting_keeps_streams(void **state)
+{
+    tagent_t *a1 = &F.ag[0];
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    sfl_task_t *t;
+    sfl_wait_t w;
+    int status;
+
+    (void)state;
+    F.cfg.subscribe_hold_ms = 100;
+    F.cfg.select_wait_ms = 1000;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fx_job_spec(&spec, 60000, 3);
+    spec.cohort_size = 3; /* never full: the round starts at the select wait's end */
+    spec.min_quorum = 1;
+    js = fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    fx_agent_join(a1, "agent/a1");
+    fx_agent_subscribe(a1);
+    fx_idle_heartbeat(a1);
+    memset(&w, 0, sizeof(w));
+    t = fx_next_message(a1, &w);
+    if (t == NULL)
+        fail_msg("a Wait (%s) instead of the task", w.reason);
+    assert_int_equal(t->job_id, js.job_id);
+    assert_int_equal(t->round, 1);
+    assert_false(a1->sub.done);
+    sfl_msg_task_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_coord_job_wakes_idle_subscribers, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_selecting_keeps_streams, fx_setup,
                                         fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);
