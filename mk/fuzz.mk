@@ -8,39 +8,37 @@
 #
 # Every tests/fuzz/fuzz_*.c is one fuzzer (a wildcard, so new ones need no
 # edit here), built by clang with -fsanitize=fuzzer,address,undefined into
-# build/fuzz/bin/ and linked against libsfl, libcoord and libagent compiled
-# by clang with -fsanitize=fuzzer-no-link,address,undefined into build/fuzz
-# (the Makefile's own rules, run again with BUILD, CC and CFLAGS set, as
-# SAN=1 does with build/asan). Only the three libraries are built there, not
-# the programs or unit tests. tests/fuzz/run.sh runs them: committed seeds in
+# build/fuzz/bin/ and linked against the SAN=1 build's libraries in
+# build/asan (libsfl, libjob, libcoord, libctl, libagent: clang with
+# -fsanitize=fuzzer-no-link,address,undefined, the build the unit suites
+# run under ASan+UBSan from). tests/fuzz/run.sh runs them: committed seeds in
 # tests/fuzz/corpus/<fuzzer>/ are read, new inputs go to
 # build/fuzz/corpus/<fuzzer>/, crashing inputs to build/fuzz/crashes/.
 
-FUZZ_PKGS    := clang libclang-rt-14-dev
+FUZZ_PKGS    := $(SAN_PKGS)
 FUZZ_CC      ?= clang
 FUZZ_DIR     := build/fuzz
+FUZZ_LIBDIR  := build/asan
 FUZZ_SECONDS ?= 60
 # UB must stop the run (libFuzzer then keeps the input), not just print.
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_LIBFLAGS := -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/bin/%)
-FUZZ_LIBS    := $(FUZZ_DIR)/libagent.a $(FUZZ_DIR)/libctl.a $(FUZZ_DIR)/libcoord.a $(FUZZ_DIR)/libjob.a \
-                $(FUZZ_DIR)/libsfl.a
+FUZZ_LIBS    := $(FUZZ_LIBDIR)/libagent.a $(FUZZ_LIBDIR)/libctl.a $(FUZZ_LIBDIR)/libcoord.a \
+                $(FUZZ_LIBDIR)/libjob.a $(FUZZ_LIBDIR)/libsfl.a
 FUZZ_CAPTURE := $(FUZZ_DIR)/bin/capture
 
 .PHONY: deps-fuzz fuzz fuzz-quick fuzz-build fuzz-capture fuzz-libs fuzz-bins
 
-ifneq ($(BUILD),$(FUZZ_DIR))
+ifneq ($(BUILD),$(FUZZ_LIBDIR))
 deps-fuzz: deps
 	@./mk/deps.sh $(FUZZ_PKGS)
 
-# Two sub-makes: the libraries with the Makefile's own rules in build/fuzz,
-# then the fuzzers against them, so a fuzzer relinks only when a library
-# really changed.
+# Two sub-makes: the libraries of the SAN=1 build (up to date after make
+# test's ASan stage), then the fuzzers against them, so a fuzzer relinks
+# only when a library really changed.
 fuzz-build: deps-fuzz
-	$(Q)$(MAKE) --no-print-directory BUILD=$(FUZZ_DIR) CROSS= SAN= CC=$(FUZZ_CC) \
-	    CFLAGS="$(FUZZ_LIBFLAGS)" fuzz-libs
+	$(Q)$(MAKE) --no-print-directory CROSS= SAN=1 fuzz-libs
 	$(Q)$(MAKE) --no-print-directory CROSS= SAN= fuzz-bins
 
 $(FUZZ_DIR)/bin/%: tests/fuzz/%.c $(FUZZ_LIBS)
@@ -75,7 +73,7 @@ fuzz-capture: fuzz-build
 
 -include $(FUZZ_BIN:=.d) $(FUZZ_CAPTURE).d
 else
-# Inside the sub-make that builds the libraries (BUILD=build/fuzz).
+# Inside the sub-make that builds the libraries (SAN=1: BUILD=build/asan).
 fuzz-libs: $(FUZZ_LIBS)
 	@:
 endif

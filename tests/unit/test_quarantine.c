@@ -38,7 +38,7 @@ static int release(uint64_t job, uint64_t agent, sfl_release_t *r, char *msg, si
 static sfl_agent_info_t agent_of(uint64_t id)
 {
     sfl_agent_list_t *al = NULL;
-    sfl_agent_info_t out;
+    sfl_agent_info_t out = {0};
     res_t res = {0};
     uint8_t *buf = NULL;
     size_t len;

@@ -190,7 +190,7 @@ static void test_parse_good_and_malformed(void **state)
     off = (size_t)snprintf(big, sizeof(big), HDR);
     for (int i = 0; i < SFL_TICKET_KEYS_MAX + 1; i++) {
         off += (size_t)snprintf(big + off, sizeof(big) - off, "%d %02x%s\n", 100 - i, i,
-                                K1 + 2);
+                                &K1[2]);
     }
     assert_int_equal(sfl_ticket_keys_parse(big, off, "t", &k), SFL_ELIMIT);
     memset(big, 'a', sizeof(big));
