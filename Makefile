@@ -453,6 +453,7 @@ $(UNIT_HELPER_OBJ) $(foreach f,coordfx grpcfx storefx,$(BUILD)/tests/obj/$(f)/$(
 $(OBJ)/.san-clang:
 	@mkdir -p $(@D) && touch $@
 endif
+
 # test_coord's master/standby case edits the leader row with libpq.
 $(BUILD)/tests/test_coord $(BUILD)/asan/tests/test_coord: ALL_CFLAGS += -isystem $(if $(CROSS),$(SYSROOT))/usr/include/postgresql
 

@@ -96,12 +96,56 @@ static void test_coord_selecting_keeps_streams(void **state)
     sfl_msg_task_free(t);
 }
 
+/* A hostile agent that subscribes again and again while a job selects holds
+ * one stream, however long the job keeps it: each Subscribe ends the one
+ * before (FAILED_PRECONDITION), and the task goes to the last. */
+static void test_coord_selecting_resubscribe_storm(void **state)
+{
+    enum { STORM = 20 };
+    tagent_t *a1 = &F.ag[0];
+    stream_t old[STORM];
+    sfl_job_spec_t spec;
+    sfl_job_status_t js;
+    sfl_task_t *t;
+    int status;
+
+    (void)state;
+    memset(old, 0, sizeof(old));
+    F.cfg.subscribe_hold_ms = 100;
+    F.cfg.select_wait_ms = 1000;
+    fx_start();
+    fx_cli_connect(&F.admin, "admin/alice");
+    fx_job_spec(&spec, 60000, 3);
+    spec.cohort_size = 3;
+    spec.min_quorum = 1;
+    js = fx_create_job(&F.admin, &spec, &status);
+    assert_int_equal(status, 0);
+    fx_agent_join(a1, "agent/a1");
+    for (int i = 0; i < STORM; i++)
+        fx_agent_subscribe_into(a1, &old[i]);
+    fx_agent_subscribe(a1);
+    fx_idle_heartbeat(a1);
+    for (int i = 0; i < STORM; i++) {
+        fx_run_until(&old[i].done);
+        assert_int_equal(old[i].status, SFL_GRPC_STATUS_FAILED_PRECONDITION);
+        assert_int_equal(old[i].n, 0);
+        fx_stream_clear(&old[i]);
+    }
+    t = fx_next_task(a1);
+    assert_int_equal(t->job_id, js.job_id);
+    assert_int_equal(t->round, 1);
+    assert_false(a1->sub.done);
+    sfl_msg_task_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_coord_job_wakes_idle_subscribers, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_coord_selecting_keeps_streams, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_coord_selecting_resubscribe_storm, fx_setup,
                                         fx_teardown),
     };
     return cmocka_run_group_tests(tests, fx_group_setup, fx_group_teardown);

@@ -232,21 +232,26 @@ void fx_agent_join(tagent_t *t, const char *who)
     free(res.resp);
 }
 
-void fx_agent_subscribe(tagent_t *t)
+void fx_agent_subscribe_into(tagent_t *t, stream_t *into)
 {
     sfl_subscribe_req_t s;
     uint8_t *buf = NULL;
     size_t len;
 
-    fx_stream_clear(&t->sub);
-    t->seen = 0;
+    fx_stream_clear(into);
     memset(&s, 0, sizeof(s));
     s.agent_id = t->agent_id;
     assert_int_equal(sfl_msg_subscribe_req_pack(&s, &buf, &len), 0);
     assert_int_equal(sfl_grpc_call_stream(t->cli.s, "/sfl.v1.Coordinator/Subscribe", buf, len, 0,
-                                          on_msg, on_done, &t->sub, &t->sub.call),
+                                          on_msg, on_done, into, &into->call),
                      0);
     sfl_msg_buf_free(buf);
+}
+
+void fx_agent_subscribe(tagent_t *t)
+{
+    t->seen = 0;
+    fx_agent_subscribe_into(t, &t->sub);
 }
 
 /* The next stream message: a task (returned, signature verified against the

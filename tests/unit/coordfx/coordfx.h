@@ -108,6 +108,8 @@ uint8_t *fx_join_req_as(cli_t *k, const sfl_identity_t *id, const sfl_identity_t
 uint8_t *fx_join_req(cli_t *k, const sfl_identity_t *id, uint32_t version, size_t *len);
 void fx_agent_join(tagent_t *t, const char *who);
 void fx_agent_subscribe(tagent_t *t);
+/* A Subscribe of t's whose messages go to into (not t->sub). */
+void fx_agent_subscribe_into(tagent_t *t, stream_t *into);
 sfl_task_t *fx_next_message(tagent_t *t, sfl_wait_t *w);
 sfl_task_t *fx_next_task(tagent_t *t);
 uint8_t *fx_make_update(const sfl_task_t *t, const sfl_identity_t *signer,
